@@ -1,0 +1,56 @@
+# Finds every dependency named in DESIGN.md. Each is required except CUDA, which is detected.
+# scripts/install-deps.sh installs them all from Debian packages.
+
+find_package(Threads REQUIRED)
+find_package(OpenBLAS CONFIG REQUIRED)      # Debian ships OpenBLASConfig.cmake
+find_package(ucx CONFIG REQUIRED)
+find_package(spdlog CONFIG REQUIRED)
+find_package(prometheus-cpp CONFIG REQUIRED)
+find_package(Catch2 2 CONFIG REQUIRED)
+find_package(CLI11 CONFIG REQUIRED)
+find_package(tomlplusplus CONFIG REQUIRED)
+find_package(nlohmann_json CONFIG REQUIRED)
+find_package(Boost 1.74 REQUIRED)
+
+# OpenBLAS' config names the library in a variable, not a target.
+find_library(TROUPE_OPENBLAS_LIBRARY NAMES openblas REQUIRED)
+add_library(troupe::openblas UNKNOWN IMPORTED)
+set_target_properties(troupe::openblas PROPERTIES IMPORTED_LOCATION ${TROUPE_OPENBLAS_LIBRARY})
+find_path(TROUPE_CBLAS_INCLUDE NAMES cblas.h PATH_SUFFIXES openblas REQUIRED)
+target_include_directories(troupe::openblas INTERFACE ${TROUPE_CBLAS_INCLUDE})
+
+# CAF 0.17 ships no CMake config: wrap the libraries as imported targets.
+find_library(TROUPE_CAF_CORE caf_core REQUIRED)
+find_library(TROUPE_CAF_IO caf_io REQUIRED)
+find_path(TROUPE_CAF_INCLUDE caf/all.hpp REQUIRED)
+add_library(troupe::caf INTERFACE IMPORTED)
+target_link_libraries(troupe::caf INTERFACE ${TROUPE_CAF_IO} ${TROUPE_CAF_CORE} Threads::Threads)
+target_include_directories(troupe::caf INTERFACE ${TROUPE_CAF_INCLUDE})
+target_compile_definitions(troupe::caf INTERFACE CAF_ENABLE_TYPE_ID_CHECKS)
+
+find_library(TROUPE_XXHASH xxhash REQUIRED)
+find_path(TROUPE_XXHASH_INCLUDE xxhash.h REQUIRED)
+add_library(troupe::xxhash UNKNOWN IMPORTED)
+set_target_properties(troupe::xxhash PROPERTIES IMPORTED_LOCATION ${TROUPE_XXHASH}
+  INTERFACE_INCLUDE_DIRECTORIES ${TROUPE_XXHASH_INCLUDE})
+
+find_library(TROUPE_EDIT edit REQUIRED)
+find_path(TROUPE_EDIT_INCLUDE editline/readline.h REQUIRED)
+add_library(troupe::edit UNKNOWN IMPORTED)
+set_target_properties(troupe::edit PROPERTIES IMPORTED_LOCATION ${TROUPE_EDIT}
+  INTERFACE_INCLUDE_DIRECTORIES ${TROUPE_EDIT_INCLUDE})
+
+# CUDA backend: on when /usr/local/cuda (or CUDAToolkit_ROOT) has nvcc, cuBLAS and NCCL.
+option(TROUPE_CUDA "Build the CUDA backend when the toolkit is found" ON)
+set(TROUPE_HAVE_CUDA OFF)
+if(TROUPE_CUDA)
+  if(NOT DEFINED CUDAToolkit_ROOT AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CUDAToolkit_ROOT /usr/local/cuda)
+  endif()
+  find_package(CUDAToolkit QUIET)
+  find_library(TROUPE_NCCL nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
+  if(CUDAToolkit_FOUND AND TARGET CUDA::cublas AND TROUPE_NCCL)
+    set(TROUPE_HAVE_CUDA ON)
+  endif()
+endif()
+message(STATUS "Troupe CUDA backend: ${TROUPE_HAVE_CUDA}")

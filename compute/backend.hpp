@@ -1,0 +1,92 @@
+#pragma once
+// The device-agnostic compute interface. The GPT model is written only against this class, so
+// a backend (CPU on OpenBLAS here, CUDA in compute/cuda) slots in without touching the model.
+//
+// Conventions, as llm.c:
+//  - outputs first, then inputs; shapes are read from the tensors (B, T, C, NH, V, Vp).
+//  - parameter gradients are accumulated with += (so micro-batches accumulate for free);
+//    activation gradients are written with =, except layernorm_backward's dinp, which is +=
+//    because a LayerNorm's input is always the residual stream, whose gradient already holds
+//    the skip connection's share. One residual-gradient buffer thus serves the whole backward.
+//  - every op works for f32 and f64 (f64 is what the finite-difference checks run in).
+//  - shape or dtype mismatches are internal bugs and throw (TROUPE_CHECK).
+
+#include <memory>
+#include <string>
+
+#include "compute/expected.hpp"
+#include "compute/tensor.hpp"
+
+namespace troupe::compute {
+
+struct AdamWHyper {
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;  // decoupled: p -= lr * wd * p
+  long step = 1;              // 1-based, for bias correction
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  virtual std::string name() const = 0;
+
+  // --- memory -------------------------------------------------------------------------------
+  virtual Tensor zeros(Shape shape, DType dtype) = 0;
+  virtual void fill_zero(Tensor& t) = 0;
+  // dst and src have the same numel and dtype; either may live on this backend's device or cpu.
+  virtual void copy(Tensor& dst, const Tensor& src) = 0;
+
+  // --- layers -------------------------------------------------------------------------------
+  // out (B,T,C) = wte[tokens] + wpe[t];  tokens i32 (B,T), wte (Vp,C), wpe (maxT,C), T <= maxT.
+  virtual void encoder_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe) = 0;
+  // dwte += scatter of dout by token, dwpe[t] += sum over b of dout.
+  virtual void encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens) = 0;
+
+  // Normalizes over the last axis C of inp (…, C); mean and rstd hold one value per row.
+  virtual void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& inp, const Tensor& weight,
+                                 const Tensor& bias) = 0;
+  // dinp += …, dweight += …, dbias += …
+  virtual void layernorm_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
+                                  const Tensor& weight, const Tensor& mean, const Tensor& rstd) = 0;
+
+  // out (rows, OC) = inp (rows, C) · weight (OC, C)ᵀ + bias (OC); bias may be undefined.
+  virtual void matmul_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias) = 0;
+  // dinp = dout · weight;  dweight += doutᵀ · inp;  dbias += column sums of dout (if defined).
+  virtual void matmul_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
+                               const Tensor& weight) = 0;
+
+  // Causal multi-head self-attention. qkv (B,T,3C) holds q, k, v side by side; att (B,NH,T,T)
+  // receives the softmax probabilities (entries above the diagonal are 0); out is (B,T,C).
+  virtual void attention_forward(Tensor& out, Tensor& att, const Tensor& qkv, int n_head) = 0;
+  // dqkv = …; datt (B,NH,T,T) is scratch.
+  virtual void attention_backward(Tensor& dqkv, Tensor& datt, const Tensor& dout, const Tensor& qkv, const Tensor& att,
+                                  int n_head) = 0;
+
+  // GELU, tanh approximation (GPT-2's).
+  virtual void gelu_forward(Tensor& out, const Tensor& inp) = 0;
+  virtual void gelu_backward(Tensor& dinp, const Tensor& inp, const Tensor& dout) = 0;  // dinp =
+
+  virtual void residual_forward(Tensor& out, const Tensor& a, const Tensor& b) = 0;  // out = a + b
+
+  // Softmax over the first V of Vp logit columns and the loss -log p[target] per position.
+  // logits (B,T,Vp), targets i32 (B,T), probs (B,T,Vp) with padded columns 0, losses (B,T).
+  virtual void crossentropy_forward(Tensor& losses, Tensor& probs, const Tensor& logits, const Tensor& targets,
+                                    int vocab_size) = 0;
+  // dlogits = (probs - onehot(target)) * dloss; padded columns 0.
+  virtual void crossentropy_backward(Tensor& dlogits, const Tensor& probs, const Tensor& targets, float dloss) = 0;
+
+  // --- optimizer and reductions -------------------------------------------------------------
+  // One AdamW step over matching 1-D slices: m, v are the moment estimates for param.
+  virtual void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWHyper& hyper) = 0;
+  virtual double sum_of_squares(const Tensor& t) = 0;  // accumulated in double
+  virtual void scale(Tensor& t, float factor) = 0;       // t *= factor
+};
+
+// "cpu" always; "cuda" when the build has the CUDA backend and a device is present.
+Expected<std::unique_ptr<Backend>> make_backend(const std::string& name, int threads);
+
+}  // namespace troupe::compute

@@ -1,0 +1,126 @@
+#include "compute/tensor.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+namespace troupe::compute {
+
+std::size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return 4;
+    case DType::f64: return 8;
+    case DType::bf16: return 2;
+    case DType::i32: return 4;
+  }
+  TROUPE_CHECK(false, "unknown dtype");
+}
+
+std::string_view dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "f32";
+    case DType::f64: return "f64";
+    case DType::bf16: return "bf16";
+    case DType::i32: return "i32";
+  }
+  TROUPE_CHECK(false, "unknown dtype");
+}
+
+std::string_view device_name(Device device) { return device == Device::cpu ? "cpu" : "cuda"; }
+
+std::int64_t shape_numel(const Shape& shape) {
+  std::int64_t n = 1;
+  for (auto d : shape) {
+    TROUPE_CHECK(d >= 0, "negative extent in shape " + shape_string(shape));
+    n *= d;
+  }
+  return n;
+}
+
+std::string shape_string(const Shape& shape) {
+  std::ostringstream os;
+  os << '[';
+  for (std::size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
+  os << ']';
+  return os.str();
+}
+
+Tensor Tensor::zeros(Shape shape, DType dtype) {
+  std::size_t bytes = static_cast<std::size_t>(shape_numel(shape)) * dtype_size(dtype);
+  std::size_t rounded = (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  TROUPE_CHECK(p != nullptr, "out of host memory allocating " + std::to_string(bytes) + " bytes");
+  std::memset(p, 0, rounded == 0 ? 64 : rounded);
+  Tensor t;
+  t.storage_ = std::shared_ptr<void>(p, std::free);
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  return t;
+}
+
+Tensor Tensor::borrow(void* data, Shape shape, DType dtype, Device device) {
+  Tensor t;
+  t.storage_ = std::shared_ptr<void>(data, [](void*) {});
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  t.device_ = device;
+  return t;
+}
+
+Tensor Tensor::adopt(void* data, Shape shape, DType dtype, Device device, void (*deleter)(void*)) {
+  Tensor t;
+  t.storage_ = std::shared_ptr<void>(data, deleter);
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  t.device_ = device;
+  return t;
+}
+
+std::int64_t Tensor::dim(int axis) const {
+  int r = rank();
+  int a = axis < 0 ? axis + r : axis;
+  TROUPE_CHECK(a >= 0 && a < r, "axis " + std::to_string(axis) + " of " + describe());
+  return shape_[static_cast<std::size_t>(a)];
+}
+
+Tensor Tensor::reshape(Shape shape) const {
+  TROUPE_CHECK(shape_numel(shape) == numel(), "reshape " + describe() + " to " + shape_string(shape));
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::slice(std::int64_t offset, Shape shape) const {
+  TROUPE_CHECK(offset >= 0 && offset + shape_numel(shape) <= numel(),
+               "slice at " + std::to_string(offset) + " of " + shape_string(shape) + " from " + describe());
+  Tensor t = *this;
+  t.byte_offset_ += static_cast<std::size_t>(offset) * dtype_size(dtype_);
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::rows(std::int64_t begin, std::int64_t end) const {
+  TROUPE_CHECK(rank() >= 1 && 0 <= begin && begin <= end && end <= shape_[0],
+               "rows [" + std::to_string(begin) + ", " + std::to_string(end) + ") of " + describe());
+  Shape s = shape_;
+  s[0] = end - begin;
+  return slice(begin * (numel() / std::max<std::int64_t>(shape_[0], 1)), std::move(s));
+}
+
+std::string Tensor::describe() const {
+  std::ostringstream os;
+  os << dtype_name(dtype_) << shape_string(shape_) << " on " << device_name(device_);
+  return os.str();
+}
+
+void check_same_shape(const Tensor& a, const Tensor& b, const char* what) {
+  TROUPE_CHECK(a.shape() == b.shape(), std::string(what) + ": " + a.describe() + " vs " + b.describe());
+}
+
+void check_dtype(const Tensor& t, DType dtype, const char* what) {
+  TROUPE_CHECK(t.dtype() == dtype,
+               std::string(what) + ": expected " + std::string(dtype_name(dtype)) + ", got " + t.describe());
+}
+
+}  // namespace troupe::compute

@@ -1,0 +1,76 @@
+#pragma once
+// A tensor is a typed, shaped view of bytes on one device. Storage is either owned (allocated
+// by a backend, freed when the last view goes) or borrowed (the caller keeps it alive). Views
+// and slices share storage; nothing here copies data. Row-major, contiguous.
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compute/check.hpp"
+
+namespace troupe::compute {
+
+enum class DType : std::uint8_t { f32, f64, bf16, i32 };
+enum class Device : std::uint8_t { cpu, cuda };
+
+std::size_t dtype_size(DType dtype);
+std::string_view dtype_name(DType dtype);
+std::string_view device_name(Device device);
+
+using Shape = std::vector<std::int64_t>;
+std::int64_t shape_numel(const Shape& shape);
+std::string shape_string(const Shape& shape);
+
+class Tensor {
+ public:
+  Tensor() = default;
+
+  // Owned CPU storage, 64-byte aligned and zero-filled.
+  static Tensor zeros(Shape shape, DType dtype);
+  // Wraps memory the caller owns and keeps alive longer than every view of it.
+  static Tensor borrow(void* data, Shape shape, DType dtype, Device device = Device::cpu);
+  // Takes ownership of memory freed by `deleter` (backends use this for device memory).
+  static Tensor adopt(void* data, Shape shape, DType dtype, Device device, void (*deleter)(void*));
+
+  bool defined() const { return static_cast<bool>(storage_); }
+  DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
+  const Shape& shape() const { return shape_; }
+  int rank() const { return static_cast<int>(shape_.size()); }
+  std::int64_t dim(int axis) const;  // negative axes count from the end
+  std::int64_t numel() const { return shape_numel(shape_); }
+  std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * dtype_size(dtype_); }
+
+  void* data() const { return static_cast<char*>(storage_.get()) + byte_offset_; }
+  template <typename T>
+  T* data_as() const {
+    return static_cast<T*>(data());
+  }
+
+  // Same elements, another shape (numel must match).
+  Tensor reshape(Shape shape) const;
+  // `shape`-shaped view of the elements starting at flat element `offset`.
+  Tensor slice(std::int64_t offset, Shape shape) const;
+  // Rows [begin, end) along the first axis.
+  Tensor rows(std::int64_t begin, std::int64_t end) const;
+
+  std::string describe() const;  // "f32[8, 256, 384] on cpu"
+
+ private:
+  std::shared_ptr<void> storage_;
+  std::size_t byte_offset_ = 0;
+  Shape shape_;
+  DType dtype_ = DType::f32;
+  Device device_ = Device::cpu;
+};
+
+// Checks used by every backend op: a mismatch is an internal bug, reported with both tensors.
+void check_same_shape(const Tensor& a, const Tensor& b, const char* what);
+void check_dtype(const Tensor& t, DType dtype, const char* what);
+
+}  // namespace troupe::compute
