@@ -1,0 +1,54 @@
+#include "compute/model/parameter_layout.hpp"
+
+#include <cmath>
+
+namespace troupe::compute {
+
+ParameterLayout::ParameterLayout(const GPTConfig& cfg) : n_layer_(cfg.n_layer) {
+  const std::int64_t C = cfg.n_embd;
+  // GPT-2's init: N(0, 0.02), with the projections that write into the residual stream scaled
+  // by 1/sqrt(2L) so the stream's variance does not grow with depth.
+  const double std_w = 0.02;
+  const double std_proj = 0.02 / std::sqrt(2.0 * cfg.n_layer);
+  add("wte.weight", {cfg.padded_vocab_size, C}, true, std_w);
+  add("wpe.weight", {cfg.block_size, C}, true, std_w);
+  for (int l = 0; l < cfg.n_layer; ++l) {
+    const std::string p = "h." + std::to_string(l) + ".";
+    add(p + "ln_1.weight", {C}, false, 0.0, 1.0);
+    add(p + "ln_1.bias", {C}, false, 0.0);
+    add(p + "attn.c_attn.weight", {3 * C, C}, true, std_w);
+    add(p + "attn.c_attn.bias", {3 * C}, false, 0.0);
+    add(p + "attn.c_proj.weight", {C, C}, true, std_proj);
+    add(p + "attn.c_proj.bias", {C}, false, 0.0);
+    add(p + "ln_2.weight", {C}, false, 0.0, 1.0);
+    add(p + "ln_2.bias", {C}, false, 0.0);
+    add(p + "mlp.c_fc.weight", {4 * C, C}, true, std_w);
+    add(p + "mlp.c_fc.bias", {4 * C}, false, 0.0);
+    add(p + "mlp.c_proj.weight", {C, 4 * C}, true, std_proj);
+    add(p + "mlp.c_proj.bias", {C}, false, 0.0);
+  }
+  add("ln_f.weight", {C}, false, 0.0, 1.0);
+  add("ln_f.bias", {C}, false, 0.0);
+}
+
+void ParameterLayout::add(std::string name, Shape shape, bool decay, double init_std, double init_value) {
+  ParameterView v{std::move(name), total_, std::move(shape), decay, init_std, init_value};
+  total_ += v.numel();
+  views_.push_back(std::move(v));
+}
+
+const ParameterView& ParameterLayout::find(const std::string& name) const {
+  for (const auto& v : views_)
+    if (v.name == name) return v;
+  TROUPE_CHECK(false, "no parameter named '" + name + "'");
+}
+
+std::pair<std::int64_t, std::int64_t> ParameterLayout::layer_range(int layer) const {
+  TROUPE_CHECK(layer >= 0 && layer < n_layer_, "layer " + std::to_string(layer));
+  const std::string prefix = "h." + std::to_string(layer) + ".";
+  const auto& first = find(prefix + "ln_1.weight");
+  const auto& last = find(prefix + "mlp.c_proj.bias");
+  return {first.offset, last.offset + last.numel()};
+}
+
+}  // namespace troupe::compute

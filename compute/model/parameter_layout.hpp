@@ -1,0 +1,46 @@
+#pragma once
+// Where every GPT parameter lives in the one flat buffer (as llm.c keeps them). Layers are laid
+// out one after another, each layer's tensors together, so a pipeline stage's parameters are
+// one contiguous slice; a data-parallel bucket or a ZeRO shard is any slice. Gradients use the
+// same layout in a second buffer. Names follow Hugging Face GPT-2 without the "transformer."
+// prefix; weights are stored (out, in) as PyTorch's nn.Linear does.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "compute/model/gpt_config.hpp"
+#include "compute/tensor.hpp"
+
+namespace troupe::compute {
+
+struct ParameterView {
+  std::string name;
+  std::int64_t offset = 0;  // in elements, into the flat buffer
+  Shape shape;
+  bool decay = false;       // AdamW weight decay applies (matrices and embeddings only)
+  double init_std = 0.0;    // normal(0, init_std); 0 means constant init_value
+  double init_value = 0.0;
+
+  std::int64_t numel() const { return shape_numel(shape); }
+};
+
+class ParameterLayout {
+ public:
+  explicit ParameterLayout(const GPTConfig& config);
+
+  const std::vector<ParameterView>& views() const { return views_; }
+  std::int64_t total() const { return total_; }
+  const ParameterView& find(const std::string& name) const;  // throws on an unknown name
+  // [begin, end) of layer `layer`'s parameters in the flat buffer.
+  std::pair<std::int64_t, std::int64_t> layer_range(int layer) const;
+
+ private:
+  void add(std::string name, Shape shape, bool decay, double init_std, double init_value = 0.0);
+
+  std::vector<ParameterView> views_;
+  std::int64_t total_ = 0;
+  int n_layer_ = 0;
+};
+
+}  // namespace troupe::compute

@@ -1,0 +1,36 @@
+#include "compute/optim/adamw.hpp"
+
+#include <algorithm>
+
+namespace troupe::compute {
+
+AdamW::AdamW(Backend& backend, const ParameterLayout& layout, DType dtype, AdamWOptions options, std::int64_t begin,
+             std::int64_t end)
+    : backend_(backend), options_(options), begin_(begin) {
+  TROUPE_CHECK(0 <= begin && begin <= end && end <= layout.total(), "AdamW range");
+  for (const auto& v : layout.views()) {
+    std::int64_t lo = std::max(begin, v.offset), hi = std::min(end, v.offset + v.numel());
+    if (lo < hi) segments_.push_back({lo, hi - lo, v.decay});
+  }
+  m_ = backend_.zeros({end - begin}, dtype);
+  v_ = backend_.zeros({end - begin}, dtype);
+}
+
+void AdamW::step(Tensor& params, const Tensor& grads, double lr) {
+  ++step_;
+  AdamWHyper hyper;
+  hyper.lr = static_cast<float>(lr);
+  hyper.beta1 = static_cast<float>(options_.beta1);
+  hyper.beta2 = static_cast<float>(options_.beta2);
+  hyper.eps = static_cast<float>(options_.eps);
+  hyper.step = step_;
+  for (const auto& s : segments_) {
+    hyper.weight_decay = s.decay ? static_cast<float>(options_.weight_decay) : 0.0f;
+    Tensor p = params.slice(s.offset, {s.count});
+    Tensor m = m_.slice(s.offset - begin_, {s.count});
+    Tensor v = v_.slice(s.offset - begin_, {s.count});
+    backend_.adamw_update(p, grads.slice(s.offset, {s.count}), m, v, hyper);
+  }
+}
+
+}  // namespace troupe::compute

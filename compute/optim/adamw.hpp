@@ -1,0 +1,48 @@
+#pragma once
+// AdamW with decoupled weight decay (Loshchilov & Hutter), applied per parameter view so
+// biases and LayerNorm parameters are never decayed. It owns the moment estimates for one
+// range [begin, end) of the flat parameter buffer: the whole model in a single process, a
+// rank's shard under ZeRO. Views that cross the range edges are clipped to it.
+
+#include <cstdint>
+#include <vector>
+
+#include "compute/backend.hpp"
+#include "compute/model/parameter_layout.hpp"
+
+namespace troupe::compute {
+
+struct AdamWOptions {
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+};
+
+class AdamW {
+ public:
+  AdamW(Backend& backend, const ParameterLayout& layout, DType dtype, AdamWOptions options, std::int64_t begin,
+        std::int64_t end);
+  AdamW(Backend& backend, const ParameterLayout& layout, DType dtype, AdamWOptions options)
+      : AdamW(backend, layout, dtype, options, 0, layout.total()) {}
+
+  // params and grads are the whole flat buffers; only [begin, end) is read or written.
+  void step(Tensor& params, const Tensor& grads, double lr);
+  long steps_taken() const { return step_; }
+
+ private:
+  struct Segment {
+    std::int64_t offset;  // into the flat buffer
+    std::int64_t count;
+    bool decay;
+  };
+
+  Backend& backend_;
+  AdamWOptions options_;
+  std::int64_t begin_;
+  std::vector<Segment> segments_;
+  Tensor m_, v_;  // (end - begin) elements each
+  long step_ = 0;
+};
+
+}  // namespace troupe::compute

@@ -1,0 +1,57 @@
+#pragma once
+// One process's training loop body: batch → forward → backward (accumulated over micro-batches)
+// → global-norm clip → AdamW, with the learning rate from the schedule. Which windows a step
+// reads is a pure function of (seed, step, micro-batch, row), so a run is bitwise repeatable.
+// Printing, timing and validation cadence belong to the caller.
+
+#include <cstdint>
+#include <span>
+
+#include "compute/data/batch.hpp"
+#include "compute/data/window_sampler.hpp"
+#include "compute/model/gpt.hpp"
+#include "compute/optim/adamw.hpp"
+#include "compute/optim/grad_clip.hpp"
+#include "compute/optim/lr_schedule.hpp"
+
+namespace troupe::compute {
+
+struct TrainerOptions {
+  int batch_size = 8;  // B
+  int seq_len = 128;   // T
+  int grad_accum = 1;
+  LrSchedule lr;
+  AdamWOptions adamw;
+  double grad_clip = 1.0;  // 0 = off
+  std::uint64_t seed = 1337;
+};
+
+struct StepResult {
+  long step = 0;  // 0-based index of the step just taken
+  double loss = 0;
+  double lr = 0;
+  double grad_norm = 0;
+};
+
+class Trainer {
+ public:
+  Trainer(GPT& model, TrainerOptions options, std::span<const std::uint16_t> train_tokens,
+          std::span<const std::uint16_t> val_tokens);
+
+  StepResult step();
+  // Mean loss over the first `batches` batches of the validation stream (the same at every call).
+  double evaluate(int batches);
+  long steps_taken() const { return steps_; }
+  std::int64_t tokens_per_step() const;
+
+ private:
+  GPT& model_;
+  TrainerOptions options_;
+  std::span<const std::uint16_t> train_tokens_, val_tokens_;
+  WindowSampler train_sampler_;
+  AdamW optimizer_;
+  Tensor inputs_, targets_;  // host (B, T) i32
+  long steps_ = 0;
+};
+
+}  // namespace troupe::compute
