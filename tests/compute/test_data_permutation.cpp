@@ -19,7 +19,7 @@ std::vector<std::uint64_t> image(std::uint64_t n, std::uint64_t key) {
 }
 }  // namespace
 
-TEST_CASE("permute_index is a bijection on [0, n)", "[data]") {
+TEST_CASE("permute_index is a bijection on 0..n-1", "[data]") {
   // 1, 2, 3 and small powers of four probe the edges of the Feistel domain; 7919 is prime.
   for (std::uint64_t n : {1, 2, 3, 4, 5, 15, 16, 17, 64, 65, 1000, 7919, 65537}) {
     for (std::uint64_t key : {0ull, 1ull, 0xDEADBEEFull}) {

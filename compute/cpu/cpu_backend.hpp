@@ -1,0 +1,50 @@
+#pragma once
+// The CPU backend: checks each call's shapes and dtypes, then runs the f32 or f64 kernel of
+// compute/cpu/kernels.hpp. Matmuls run on OpenBLAS with `threads` threads; the other kernels
+// run on the calling thread, vectorized, as they are a small share of a training step.
+
+#include "compute/backend.hpp"
+
+namespace troupe::compute {
+
+class CpuBackend final : public Backend {
+ public:
+  // threads: OpenBLAS threads, 0 = one per hardware thread.
+  explicit CpuBackend(int threads);
+
+  Device device() const override { return Device::cpu; }
+  std::string name() const override { return "cpu"; }
+  int threads() const { return threads_; }
+
+  Tensor zeros(Shape shape, DType dtype) override;
+  void fill_zero(Tensor& t) override;
+  void copy(Tensor& dst, const Tensor& src) override;
+
+  void encoder_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe) override;
+  void encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens) override;
+  void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& inp, const Tensor& weight,
+                         const Tensor& bias) override;
+  void layernorm_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
+                          const Tensor& weight, const Tensor& mean, const Tensor& rstd) override;
+  void matmul_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias) override;
+  void matmul_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
+                       const Tensor& weight) override;
+  void attention_forward(Tensor& out, Tensor& att, const Tensor& qkv, int n_head) override;
+  void attention_backward(Tensor& dqkv, Tensor& datt, const Tensor& dout, const Tensor& qkv, const Tensor& att,
+                          int n_head) override;
+  void gelu_forward(Tensor& out, const Tensor& inp) override;
+  void gelu_backward(Tensor& dinp, const Tensor& inp, const Tensor& dout) override;
+  void residual_forward(Tensor& out, const Tensor& a, const Tensor& b) override;
+  void crossentropy_forward(Tensor& losses, Tensor& probs, const Tensor& logits, const Tensor& targets,
+                            int vocab_size) override;
+  void crossentropy_backward(Tensor& dlogits, const Tensor& probs, const Tensor& targets, float dloss) override;
+
+  void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWHyper& hyper) override;
+  double sum_of_squares(const Tensor& t) override;
+  void scale(Tensor& t, float factor) override;
+
+ private:
+  int threads_;
+};
+
+}  // namespace troupe::compute

@@ -1,0 +1,50 @@
+// GELU, tanh approximation (GPT-2's): 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x³).
+// It is computed through the identity 0.5 (1 + tanh(u)) = s = 1 / (1 + exp(-2u)), so each
+// element costs one vexp and one division, and there is no cancellation in 1 + tanh(u) for
+// negative x. The derivative in the same terms, with 1 - s taken as e s (e = exp(-2u)) since
+// 1 - s cancels to nothing for large x:
+//   d/dx [x s] = s + 2 x s (1 - s) u',   u' = sqrt(2/pi) (1 + 3 * 0.044715 x²).
+
+#include "compute/cpu/kernels.hpp"
+#include "compute/cpu/vector_math.hpp"
+
+namespace troupe::compute::cpu {
+namespace {
+
+template <typename Real>
+constexpr Real sqrt_2_over_pi = Real(0.79788456080286535588);
+template <typename Real>
+constexpr Real cubic = Real(0.044715);
+
+}  // namespace
+
+template <typename Real>
+TROUPE_SIMD_CLONES void gelu_forward(Real* out, const Real* inp, std::int64_t n) {
+#pragma omp simd
+  for (std::int64_t i = 0; i < n; ++i) {
+    const Real x = inp[i];
+    const Real u = sqrt_2_over_pi<Real> * (x + cubic<Real> * x * x * x);
+    out[i] = x / (Real(1) + vexp(Real(-2) * u));
+  }
+}
+
+template <typename Real>
+TROUPE_SIMD_CLONES void gelu_backward(Real* dinp, const Real* inp, const Real* dout, std::int64_t n) {
+#pragma omp simd
+  for (std::int64_t i = 0; i < n; ++i) {
+    const Real x = inp[i];
+    const Real x2 = x * x;
+    const Real u = sqrt_2_over_pi<Real> * (x + cubic<Real> * x2 * x);
+    const Real du = sqrt_2_over_pi<Real> * (Real(1) + Real(3) * cubic<Real> * x2);
+    const Real e = vexp(Real(-2) * u);
+    const Real s = Real(1) / (Real(1) + e);
+    dinp[i] = dout[i] * (s + Real(2) * x * s * (e * s) * du);
+  }
+}
+
+template void gelu_forward<float>(float*, const float*, std::int64_t);
+template void gelu_forward<double>(double*, const double*, std::int64_t);
+template void gelu_backward<float>(float*, const float*, const float*, std::int64_t);
+template void gelu_backward<double>(double*, const double*, const double*, std::int64_t);
+
+}  // namespace troupe::compute::cpu

@@ -1,0 +1,71 @@
+#pragma once
+// The CPU kernels behind CpuBackend, on raw pointers, llm.c style: outputs first, inputs next,
+// shapes last (B, T, C, NH, V, Vp; N = rows). CpuBackend checks shapes and dtypes; a kernel
+// trusts its arguments. Each is instantiated for float (training) and double (the
+// finite-difference checks), in the file named after its layer.
+//
+// Conventions (backend.hpp is the contract): parameter gradients accumulate with +=,
+// activation gradients are written with =, except layernorm_backward's dinp, which is +=.
+// Every kernel runs its loops in one fixed order, so equal inputs give bitwise-equal outputs.
+
+#include <cstdint>
+
+#include "compute/backend.hpp"
+
+namespace troupe::compute::cpu {
+
+// encoder.cpp
+template <typename Real>
+void encoder_forward(Real* out, const std::int32_t* tokens, const Real* wte, const Real* wpe, int B, int T, int C);
+template <typename Real>
+void encoder_backward(Real* dwte, Real* dwpe, const Real* dout, const std::int32_t* tokens, int B, int T, int C);
+
+// layernorm.cpp
+template <typename Real>
+void layernorm_forward(Real* out, Real* mean, Real* rstd, const Real* inp, const Real* weight, const Real* bias,
+                       std::int64_t N, int C);
+template <typename Real>
+void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, const Real* inp, const Real* weight,
+                        const Real* mean, const Real* rstd, std::int64_t N, int C);
+
+// matmul.cpp: weight is (OC, C) row-major; bias and dbias may be null.
+template <typename Real>
+void matmul_forward(Real* out, const Real* inp, const Real* weight, const Real* bias, int N, int C, int OC);
+template <typename Real>
+void matmul_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, const Real* inp, const Real* weight,
+                     int N, int C, int OC);
+
+// attention.cpp: qkv (B, T, 3C), att and datt (B, NH, T, T), out and dout (B, T, C).
+template <typename Real>
+void attention_forward(Real* out, Real* att, const Real* qkv, int B, int T, int C, int NH);
+template <typename Real>
+void attention_backward(Real* dqkv, Real* datt, const Real* dout, const Real* qkv, const Real* att, int B, int T, int C,
+                        int NH);
+
+// gelu.cpp
+template <typename Real>
+void gelu_forward(Real* out, const Real* inp, std::int64_t n);
+template <typename Real>
+void gelu_backward(Real* dinp, const Real* inp, const Real* dout, std::int64_t n);
+
+// crossentropy.cpp: logits, probs and dlogits are (N, Vp); only the first V columns are real.
+template <typename Real>
+void crossentropy_forward(Real* losses, Real* probs, const Real* logits, const std::int32_t* targets, std::int64_t N,
+                          int V, int Vp);
+template <typename Real>
+void crossentropy_backward(Real* dlogits, const Real* probs, const std::int32_t* targets, Real dloss, std::int64_t N,
+                           int Vp);
+
+// adamw.cpp
+template <typename Real>
+void adamw_update(Real* param, const Real* grad, Real* m, Real* v, std::int64_t n, const AdamWHyper& hyper);
+
+// elementwise.cpp
+template <typename Real>
+void residual_forward(Real* out, const Real* a, const Real* b, std::int64_t n);
+template <typename Real>
+void scale(Real* x, std::int64_t n, Real factor);
+template <typename Real>
+double sum_of_squares(const Real* x, std::int64_t n);
+
+}  // namespace troupe::compute::cpu
