@@ -1,0 +1,64 @@
+#pragma once
+// Everything a job is configured with. Every field is a config key "section.name" that can be
+// set in a TOML file and overridden on the command line (--section.name=value); the key table in
+// config_keys.cpp is the one place that lists them, with defaults and help text.
+
+#include <cstdint>
+#include <string>
+
+#include "compute/model/gpt_config.hpp"
+
+namespace troupe::apps {
+
+struct ModelOptions {
+  std::string preset = "small";  // tiny | small | gpt2; the fields below override it when > 0
+  int n_layer = 0;
+  int n_embd = 0;
+  int n_head = 0;
+  int block_size = 0;
+  int vocab_size = 0;
+};
+
+struct TrainOptions {
+  long steps = 200;
+  int batch_size = 8;     // micro-batch B per worker
+  int seq_len = 0;        // T; 0 = the model's block_size
+  int grad_accum = 1;     // micro-batches per optimizer step
+  double lr = 1e-3;       // peak learning rate
+  double min_lr = 1e-4;   // cosine decays to this
+  long warmup_steps = 20;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;  // global-norm clip; 0 = off
+  std::uint64_t seed = 1337;
+  int threads = 0;         // 0 = all cores
+  std::string backend = "cpu";
+  long val_every = 50;     // 0 = only at the end
+  int val_batches = 16;
+  long log_every = 1;
+};
+
+struct DataOptions {
+  std::string corpus = "/usr/share/games/fortunes";  // text file or directory (byte tokens)
+  std::string train_tokens;  // llm.c .bin token file; when set, replaces corpus
+  std::string val_tokens;    // .bin for validation; default: split off train_tokens
+  double val_fraction = 0.1;
+};
+
+struct SampleOptions {
+  int tokens = 200;  // 0 = no sample at the end
+  double temperature = 0.8;
+  int top_k = 0;     // 0 = all tokens
+  std::string prompt = "\n";
+};
+
+struct JobConfig {
+  ModelOptions model;
+  TrainOptions train;
+  DataOptions data;
+  SampleOptions sample;
+};
+
+}  // namespace troupe::apps

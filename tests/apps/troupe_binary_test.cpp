@@ -1,0 +1,106 @@
+// Runs the built troupe binary as a user would, in an empty directory, and checks how it rejects
+// bad input: exit code 2, exactly one line on stderr starting "troupe: error:" and naming the
+// input, nothing on stdout, and no file left behind. None of these reaches training: the input
+// is rejected first.
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "run_process.hpp"
+#include "temp_dir.hpp"
+
+using namespace troupe::test;
+using Catch::Contains;
+using Catch::StartsWith;
+
+namespace {
+
+constexpr auto timeout = std::chrono::seconds(20);
+
+ProcessResult troupe_in(const TempDir& dir, std::vector<std::string> args) {
+  args.insert(args.begin(), TROUPE_BINARY_DIR "/troupe");
+  return run_process(args, dir.path().string(), timeout);
+}
+
+// Runs troupe with args in a fresh directory and checks the single-line rejection naming what.
+void check_rejected(const std::vector<std::string>& args, const std::string& what) {
+  TempDir dir;
+  const ProcessResult result = troupe_in(dir, args);
+  INFO("stderr: " << result.err);
+  REQUIRE(!result.timed_out);
+  CHECK(result.exit_code == 2);
+  CHECK(result.out.empty());
+  REQUIRE(!result.err.empty());
+  CHECK_THAT(result.err, StartsWith("troupe: error:"));
+  CHECK_THAT(result.err, Contains(what));
+  CHECK(result.err.back() == '\n');
+  CHECK(std::count(result.err.begin(), result.err.end(), '\n') == 1);
+  CHECK(std::filesystem::is_empty(dir.path()));
+}
+
+}  // namespace
+
+TEST_CASE("troupe rejects an unknown flag in one line", "[cli]") {
+  check_rejected({"train", "--train.stepz", "5"}, "unknown option --train.stepz (did you mean --train.steps?)");
+}
+
+TEST_CASE("troupe rejects an unknown config key in one line", "[cli]") {
+  TempDir config_dir;
+  const auto path = config_dir.write("job.toml", "[train]\nsteps = 5\nbogus_key = 1\n");
+  check_rejected({"train", "--config", path}, path + ":3: unknown key 'train.bogus_key'");
+}
+
+TEST_CASE("troupe rejects n_embd not divisible by n_head", "[cli]") {
+  check_rejected({"train", "--model.n_embd", "100", "--model.n_head", "3"},
+                 "model.n_embd (100) must be divisible by model.n_head (3)");
+}
+
+TEST_CASE("troupe rejects negative steps", "[cli]") {
+  check_rejected({"train", "--train.steps", "-5"}, "train.steps must be positive, got -5");
+}
+
+TEST_CASE("troupe rejects seq_len beyond the block size", "[cli]") {
+  check_rejected({"train", "--train.seq_len=100000"}, "train.seq_len 100000 exceeds model.block_size 256");
+}
+
+TEST_CASE("troupe rejects a missing config file", "[cli]") {
+  check_rejected({"train", "--config", "no-such-file.toml"}, "cannot read config file 'no-such-file.toml'");
+}
+
+TEST_CASE("troupe rejects a malformed value and an unknown command", "[cli]") {
+  check_rejected({"train", "--train.lr", "fast"}, "train.lr: expected a number, got 'fast'");
+  check_rejected({"trian"}, "unknown command 'trian' (did you mean train?)");
+  check_rejected({}, "'troupe' needs a command (train, bench)");
+  check_rejected({"bench"}, "'troupe bench' needs a command (compute)");
+  check_rejected({"--bogus", "train"}, "unknown option --bogus");
+  check_rejected({"bench", "compute", "--models", "tiny,huge"}, "'huge' is not a preset");
+}
+
+TEST_CASE("troupe --version and --help succeed on stdout", "[cli]") {
+  TempDir dir;
+  const ProcessResult version = troupe_in(dir, {"--version"});
+  CHECK(version.exit_code == 0);
+  CHECK_THAT(version.out, StartsWith("troupe "));
+  const ProcessResult help = troupe_in(dir, {"train", "--help"});
+  CHECK(help.exit_code == 0);
+  CHECK_THAT(help.out, Contains("--train.steps"));
+  CHECK_THAT(help.out, Contains("--config"));
+  CHECK(help.err.empty());
+  CHECK(std::filesystem::is_empty(dir.path()));
+}
+
+TEST_CASE("troupe train --print-config shows the file with overrides applied", "[cli]") {
+  TempDir dir;
+  const ProcessResult result = troupe_in(dir, {"train", "--config", TROUPE_SOURCE_DIR "/configs/tiny.toml",
+                                               "--train.steps=3", "--train.seq_len", "0", "--print-config"});
+  INFO("stderr: " << result.err);
+  CHECK(result.exit_code == 0);
+  CHECK_THAT(result.out, Contains("preset = \"tiny\""));
+  CHECK_THAT(result.out, Contains("steps = 3\n"));
+  CHECK_THAT(result.out, Contains("seq_len = 128\n"));  // resolved from tiny's block_size
+}
