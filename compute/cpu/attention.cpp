@@ -25,6 +25,7 @@
 
 #include "compute/cpu/blas.hpp"
 #include "compute/cpu/kernels.hpp"
+#include "compute/cpu/softmax_row.hpp"
 #include "compute/cpu/vector_math.hpp"
 
 namespace troupe::compute::cpu {
@@ -38,19 +39,7 @@ TROUPE_SIMD_CLONES void causal_softmax_rows(Real* att, int r0, int r1, int T) {
   for (int i = r0; i < r1; ++i) {
     Real* a = att + static_cast<std::size_t>(i) * T;
     const int n = i + 1;
-    Real max = a[0];
-#pragma omp simd reduction(max : max)
-    for (int j = 0; j < n; ++j) max = a[j] > max ? a[j] : max;
-    Real sum = 0;
-#pragma omp simd reduction(+ : sum)
-    for (int j = 0; j < n; ++j) {
-      const Real e = vexp(a[j] - max);
-      a[j] = e;
-      sum += e;
-    }
-    const Real inv = Real(1) / sum;
-#pragma omp simd
-    for (int j = 0; j < n; ++j) a[j] *= inv;
+    softmax_row(a, a, n, row_max(a, n));
     std::fill(a + n, a + T, Real(0));
   }
 }

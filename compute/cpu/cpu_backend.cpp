@@ -60,6 +60,26 @@ void check_ids(const Tensor& ids, std::int64_t limit, const char* op) {
                                            std::to_string(bad - p) + " is outside [0, " + std::to_string(limit) + ")");
 }
 
+struct EncoderDims {
+  int B, T, C;
+};
+
+// The shapes encoder_forward and encoder_backward share: tokens (B, T) with ids below wte's rows,
+// wte (V, C), wpe (maxT, C) with T <= maxT, and act, the activation or its gradient, (B, T, C).
+EncoderDims check_encoder_shapes(const Tensor& tokens, const Tensor& wte, const Tensor& wpe, const Tensor& act,
+                                 const char* op) {
+  TROUPE_CHECK(tokens.rank() == 2 && wte.rank() == 2 && wpe.rank() == 2,
+               op_prefix(op) + tokens.describe() + ", " + wte.describe() + ", " + wpe.describe());
+  const int B = to_int(tokens.dim(0), op);
+  const int T = to_int(tokens.dim(1), op);
+  const int C = to_int(wte.dim(1), op);
+  check_shape(wpe, {wpe.dim(0), C}, op);
+  TROUPE_CHECK(T <= wpe.dim(0), op_prefix(op) + "sequence length " + std::to_string(T) + " exceeds " + wpe.describe());
+  check_shape(act, {B, T, C}, op);
+  check_ids(tokens, wte.dim(0), op);
+  return {B, T, C};
+}
+
 // Calls fn(Real{}) with Real = float or double after dtype.
 template <typename Fn>
 void with_real(DType dtype, Fn&& fn) {
@@ -95,15 +115,7 @@ void CpuBackend::copy(Tensor& dst, const Tensor& src) {
 void CpuBackend::encoder_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe) {
   constexpr const char* op = "encoder_forward";
   const DType dtype = check_real(op, {&out, &wte, &wpe});
-  TROUPE_CHECK(tokens.rank() == 2 && wte.rank() == 2 && wpe.rank() == 2,
-               op_prefix(op) + tokens.describe() + ", " + wte.describe() + ", " + wpe.describe());
-  const int B = to_int(tokens.dim(0), op);
-  const int T = to_int(tokens.dim(1), op);
-  const int C = to_int(wte.dim(1), op);
-  check_shape(wpe, {wpe.dim(0), C}, op);
-  TROUPE_CHECK(T <= wpe.dim(0), op_prefix(op) + "sequence length " + std::to_string(T) + " exceeds " + wpe.describe());
-  check_shape(out, {B, T, C}, op);
-  check_ids(tokens, wte.dim(0), op);
+  const auto [B, T, C] = check_encoder_shapes(tokens, wte, wpe, out, op);
   with_real(dtype, [&]<typename Real>(Real) {
     cpu::encoder_forward(out.data_as<Real>(), tokens.data_as<std::int32_t>(), wte.data_as<Real>(), wpe.data_as<Real>(),
                          B, T, C);
@@ -113,16 +125,7 @@ void CpuBackend::encoder_forward(Tensor& out, const Tensor& tokens, const Tensor
 void CpuBackend::encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens) {
   constexpr const char* op = "encoder_backward";
   const DType dtype = check_real(op, {&dout, &dwte, &dwpe});
-  TROUPE_CHECK(tokens.rank() == 2 && dwte.rank() == 2 && dwpe.rank() == 2,
-               op_prefix(op) + tokens.describe() + ", " + dwte.describe() + ", " + dwpe.describe());
-  const int B = to_int(tokens.dim(0), op);
-  const int T = to_int(tokens.dim(1), op);
-  const int C = to_int(dwte.dim(1), op);
-  check_shape(dwpe, {dwpe.dim(0), C}, op);
-  TROUPE_CHECK(T <= dwpe.dim(0),
-               op_prefix(op) + "sequence length " + std::to_string(T) + " exceeds " + dwpe.describe());
-  check_shape(dout, {B, T, C}, op);
-  check_ids(tokens, dwte.dim(0), op);
+  const auto [B, T, C] = check_encoder_shapes(tokens, dwte, dwpe, dout, op);
   with_real(dtype, [&]<typename Real>(Real) {
     cpu::encoder_backward(dwte.data_as<Real>(), dwpe.data_as<Real>(), dout.data_as<Real>(),
                           tokens.data_as<std::int32_t>(), B, T, C);

@@ -8,6 +8,7 @@
 #include <cstddef>
 
 #include "compute/cpu/kernels.hpp"
+#include "compute/cpu/softmax_row.hpp"
 #include "compute/cpu/vector_math.hpp"
 
 namespace troupe::compute::cpu {
@@ -18,20 +19,9 @@ TROUPE_SIMD_CLONES void crossentropy_forward(Real* losses, Real* probs, const Re
   for (std::int64_t i = 0; i < N; ++i) {
     const Real* x = logits + static_cast<std::size_t>(i) * Vp;
     Real* p = probs + static_cast<std::size_t>(i) * Vp;
-    Real max = x[0];
-#pragma omp simd reduction(max : max)
-    for (int j = 0; j < V; ++j) max = x[j] > max ? x[j] : max;
+    const Real max = row_max(x, V);
     const Real target_shifted = x[targets[i]] - max;  // read before probs (which may be logits) is written
-    Real sum = 0;
-#pragma omp simd reduction(+ : sum)
-    for (int j = 0; j < V; ++j) {
-      const Real e = vexp(x[j] - max);
-      p[j] = e;
-      sum += e;
-    }
-    const Real inv = Real(1) / sum;
-#pragma omp simd
-    for (int j = 0; j < V; ++j) p[j] *= inv;
+    const Real sum = softmax_row(p, x, V, max);
     std::fill(p + V, p + Vp, Real(0));
     losses[i] = std::log(sum) - target_shifted;
   }

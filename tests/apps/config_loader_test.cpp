@@ -3,7 +3,7 @@
 #include <string>
 
 #include "apps/config_loader.hpp"
-#include "temp_dir.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace troupe;
 using namespace troupe::apps;

@@ -8,8 +8,8 @@
 #include <fstream>
 #include <regex>
 
-#include "run_process.hpp"
-#include "temp_dir.hpp"
+#include "support/run_process.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace troupe::test;
 using Catch::Contains;

@@ -1,40 +1,21 @@
 // Text corpus: directory walk order, which files are taken, symlink dedup, the errors, and the
 // real default corpus (Debian fortunes).
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "compute/data/text_corpus.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace troupe::compute;
+using troupe::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("troupe-test-text-corpus-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string put(const std::string& name, const std::string& bytes) const {
-    const fs::path p = path / name;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p, std::ios::binary) << bytes;
-    return p.string();
-  }
-};
 
 std::string as_text(const std::vector<std::uint16_t>& tokens) { return {tokens.begin(), tokens.end()}; }
 
@@ -54,14 +35,14 @@ std::string corpus_error(const std::string& path, std::size_t min_tokens = 1) {
 
 TEST_CASE("text corpus walks a directory in byte-wise path order and takes only text", "[data]") {
   TempDir dir;
-  const fs::path root = dir.path;
-  dir.put("b.txt", "bbb\n");
-  dir.put("a/z.txt", "az\n");
-  dir.put("a-c.txt", "ac\n");  // "a-c.txt" < "a/z.txt" byte-wise: '-' (0x2D) < '/' (0x2F)
-  dir.put("a/index.dat", "text, but a fortune index by name\n");
-  dir.put("bin.txt", std::string("ab\0cd", 5));
-  dir.put("latin1.txt", "caf\xE9\n");
-  dir.put("utf8.txt", "h\xC3\xA9llo");
+  const fs::path root = dir.path();
+  dir.write("b.txt", "bbb\n");
+  dir.write("a/z.txt", "az\n");
+  dir.write("a-c.txt", "ac\n");  // "a-c.txt" < "a/z.txt" byte-wise: '-' (0x2D) < '/' (0x2F)
+  dir.write("a/index.dat", "text, but a fortune index by name\n");
+  dir.write("bin.txt", std::string("ab\0cd", 5));
+  dir.write("latin1.txt", "caf\xE9\n");
+  dir.write("utf8.txt", "h\xC3\xA9llo");
   fs::create_symlink(root / "b.txt", root / "b.txt.u8");
   fs::create_directory_symlink(root / "a", root / "link-to-a");
   fs::create_directory_symlink(root, root / "a" / "loop");  // a cycle back to the root
@@ -88,7 +69,7 @@ TEST_CASE("text corpus walks a directory in byte-wise path order and takes only 
 
 TEST_CASE("text corpus takes a named file as it is", "[data]") {
   TempDir dir;
-  const std::string path = dir.put("one.txt", "\xE2\x82\xAC 5\n");
+  const std::string path = dir.write("one.txt", "\xE2\x82\xAC 5\n");
   auto tokens = load_text_corpus(path);
   REQUIRE(tokens.ok());
   CHECK(*tokens == std::vector<std::uint16_t>{0xE2, 0x82, 0xAC, ' ', '5', '\n'});
@@ -97,28 +78,30 @@ TEST_CASE("text corpus takes a named file as it is", "[data]") {
 TEST_CASE("text corpus errors name the path and the problem", "[data]") {
   TempDir dir;
   SECTION("missing path") {
-    const std::string path = (dir.path / "missing").string();
+    const std::string path = (dir.path() / "missing").string();
     CHECK_THAT(corpus_error(path), Catch::Contains(path) && Catch::Contains("does not exist"));
   }
   SECTION("empty directory") {
-    CHECK_THAT(corpus_error(dir.path.string()), Catch::Contains(dir.path.string()) && Catch::Contains("no text files"));
+    CHECK_THAT(corpus_error(dir.path().string()),
+               Catch::Contains(dir.path().string()) && Catch::Contains("no text files"));
   }
   SECTION("directory of index and binary files only") {
-    dir.put("x.dat", "index");
-    dir.put("y", std::string("\0\1\2", 3));
-    CHECK_THAT(corpus_error(dir.path.string()), Catch::Contains("no text files") && Catch::Contains("2 files skipped"));
+    dir.write("x.dat", "index");
+    dir.write("y", std::string("\0\1\2", 3));
+    CHECK_THAT(corpus_error(dir.path().string()),
+               Catch::Contains("no text files") && Catch::Contains("2 files skipped"));
   }
   SECTION("only empty text files") {
-    dir.put("empty.txt", "");
-    CHECK_THAT(corpus_error(dir.path.string()), Catch::Contains(dir.path.string()) && Catch::Contains("is empty"));
+    dir.write("empty.txt", "");
+    CHECK_THAT(corpus_error(dir.path().string()), Catch::Contains(dir.path().string()) && Catch::Contains("is empty"));
   }
   SECTION("named binary file") {
-    const std::string path = dir.put("blob", std::string("\x7F") + "ELF" + std::string(1, '\0'));
+    const std::string path = dir.write("blob", std::string("\x7F") + "ELF" + std::string(1, '\0'));
     CHECK_THAT(corpus_error(path),
                Catch::Contains(path) && Catch::Contains("not a text file") && Catch::Contains("NUL byte at offset 4"));
   }
   SECTION("too short for a training window") {
-    const std::string path = dir.put("short.txt", std::string(100, 'a'));
+    const std::string path = dir.write("short.txt", std::string(100, 'a'));
     CHECK_THAT(corpus_error(path, 258), Catch::Contains(path) && Catch::Contains("too short") &&
                                             Catch::Contains("100 bytes") && Catch::Contains("at least 258"));
     CHECK(scan_text_corpus(path, 100).ok());

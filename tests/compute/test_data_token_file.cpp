@@ -1,8 +1,6 @@
 // Token files (.bin, llm.c format): the round trip pins the byte layout documented in
 // docs/formats/token-file.md; every malformed file gives an error naming the file and the problem.
 
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <filesystem>
@@ -11,24 +9,13 @@
 #include <vector>
 
 #include "compute/data/token_file.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace troupe::compute;
+using troupe::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("troupe-test-token-file-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 std::vector<std::uint8_t> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -40,14 +27,14 @@ void put_le32(std::vector<std::uint8_t>& bytes, std::size_t offset, std::int32_t
 }
 
 // A header with the given fields followed by `body_tokens` tokens (value 7).
-void write_raw(const std::string& path, std::int32_t magic, std::int32_t version, std::int32_t count,
-               std::size_t body_tokens) {
+std::vector<std::uint8_t> raw_token_file(std::int32_t magic, std::int32_t version, std::int32_t count,
+                                         std::size_t body_tokens) {
   std::vector<std::uint8_t> bytes(1024 + 2 * body_tokens, 0);
   put_le32(bytes, 0, magic);
   put_le32(bytes, 4, version);
   put_le32(bytes, 8, count);
   for (std::size_t i = 0; i < body_tokens; ++i) bytes[1024 + 2 * i] = 7;
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  return bytes;
 }
 
 std::string load_error(const std::string& path) {
@@ -108,43 +95,37 @@ TEST_CASE("token file errors name the file and the problem", "[data]") {
     CHECK_THAT(message, Catch::Contains(path) && Catch::Contains("cannot open"));
   }
   SECTION("shorter than the header") {
-    const std::string path = dir.file("short.bin");
-    std::ofstream(path, std::ios::binary) << std::string(100, 'x');
+    const std::string path = dir.write("short.bin", std::string(100, 'x'));
     const std::string message = load_error(path);
     CHECK_THAT(message, Catch::Contains(path) && Catch::Contains("shorter than the 1024-byte header") &&
                             Catch::Contains("100 bytes"));
   }
   SECTION("wrong magic") {
-    const std::string path = dir.file("magic.bin");
-    write_raw(path, 12345, 1, 4, 4);
+    const std::string path = dir.write("magic.bin", raw_token_file(12345, 1, 4, 4));
     const std::string message = load_error(path);
     CHECK_THAT(message, Catch::Contains(path) && Catch::Contains("wrong magic") && Catch::Contains("found 12345") &&
                             Catch::Contains("expected 20240520"));
   }
   SECTION("unsupported version") {
-    const std::string path = dir.file("version.bin");
-    write_raw(path, 20240520, 2, 4, 4);
+    const std::string path = dir.write("version.bin", raw_token_file(20240520, 2, 4, 4));
     const std::string message = load_error(path);
     CHECK_THAT(message, Catch::Contains(path) && Catch::Contains("unsupported version 2"));
   }
   SECTION("truncated body") {
-    const std::string path = dir.file("truncated.bin");
-    write_raw(path, 20240520, 1, 10, 9);
+    const std::string path = dir.write("truncated.bin", raw_token_file(20240520, 1, 10, 9));
     const std::string message = load_error(path);
     CHECK_THAT(message, Catch::Contains(path) && Catch::Contains("does not match the token count") &&
                             Catch::Contains("10 tokens") && Catch::Contains("1044 bytes") &&
                             Catch::Contains("1042 bytes"));
   }
   SECTION("trailing bytes after the tokens") {
-    const std::string path = dir.file("long.bin");
-    write_raw(path, 20240520, 1, 3, 5);
+    const std::string path = dir.write("long.bin", raw_token_file(20240520, 1, 3, 5));
     const std::string message = load_error(path);
     CHECK_THAT(message, Catch::Contains(path) && Catch::Contains("3 tokens") && Catch::Contains("1030 bytes") &&
                             Catch::Contains("1034 bytes"));
   }
   SECTION("negative count") {
-    const std::string path = dir.file("negative.bin");
-    write_raw(path, 20240520, 1, -1, 0);
+    const std::string path = dir.write("negative.bin", raw_token_file(20240520, 1, -1, 0));
     const std::string message = load_error(path);
     CHECK_THAT(message, Catch::Contains(path) && Catch::Contains("negative token count -1"));
   }

@@ -1,4 +1,4 @@
-#include "run_process.hpp"
+#include "support/run_process.hpp"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -1,0 +1,39 @@
+#pragma once
+// One row of softmax, shared by causal attention and the cross-entropy loss: the row's max, then
+// p = exp(x - max) / sum in two passes. It is split in two so a caller can read what it still needs
+// from x between them (cross-entropy keeps its target logit), because p may be x itself.
+//
+// Both are always_inline: callers are TROUPE_SIMD_CLONES functions, and each clone must get its
+// own copy of these loops vectorized for its ISA. An out-of-line helper would be compiled once,
+// for the baseline ISA only.
+
+#include "compute/cpu/vector_math.hpp"
+
+namespace troupe::compute::cpu {
+
+// max of x[0..n), n >= 1.
+template <typename Real>
+[[gnu::always_inline]] inline Real row_max(const Real* x, int n) {
+  Real max = x[0];
+#pragma omp simd reduction(max : max)
+  for (int j = 0; j < n; ++j) max = x[j] > max ? x[j] : max;
+  return max;
+}
+
+// p[j] = exp(x[j] - max) / sum over j < n, given max = row_max(x, n); returns the sum. p may be x.
+template <typename Real>
+[[gnu::always_inline]] inline Real softmax_row(Real* p, const Real* x, int n, Real max) {
+  Real sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int j = 0; j < n; ++j) {
+    const Real e = vexp(x[j] - max);
+    p[j] = e;
+    sum += e;
+  }
+  const Real inv = Real(1) / sum;
+#pragma omp simd
+  for (int j = 0; j < n; ++j) p[j] *= inv;
+  return sum;
+}
+
+}  // namespace troupe::compute::cpu
