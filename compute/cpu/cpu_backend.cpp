@@ -80,6 +80,26 @@ EncoderDims check_encoder_shapes(const Tensor& tokens, const Tensor& wte, const 
   return {B, T, C};
 }
 
+struct AttentionDims {
+  int B, T, C;
+};
+
+// The shapes attention_forward and attention_backward share: qkv (B, T, 3C) with n_head dividing
+// C, out (or dout) (B, T, C), att (B, NH, T, T).
+AttentionDims check_attention_shapes(const Tensor& qkv, const Tensor& out, const Tensor& att, int n_head,
+                                     const char* op) {
+  TROUPE_CHECK(qkv.rank() == 3 && qkv.dim(2) % 3 == 0, op_prefix(op) + "qkv " + qkv.describe() + " is not (B, T, 3C)");
+  const int B = to_int(qkv.dim(0), op);
+  const int T = to_int(qkv.dim(1), op);
+  const int C = to_int(qkv.dim(2) / 3, op);
+  TROUPE_CHECK(n_head > 0 && C % n_head == 0,
+               op_prefix(op) + std::to_string(n_head) + " heads do not divide C = " + std::to_string(C));
+  TROUPE_CHECK(T > 0, op_prefix(op) + "empty sequence in qkv " + qkv.describe());
+  check_shape(out, {B, T, C}, op);
+  check_shape(att, {B, n_head, T, T}, op);
+  return {B, T, C};
+}
+
 // Calls fn(Real{}) with Real = float or double after dtype.
 template <typename Fn>
 void with_real(DType dtype, Fn&& fn) {
@@ -212,15 +232,7 @@ void CpuBackend::matmul_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, c
 void CpuBackend::attention_forward(Tensor& out, Tensor& att, const Tensor& qkv, int n_head) {
   constexpr const char* op = "attention_forward";
   const DType dtype = check_real(op, {&qkv, &out, &att});
-  TROUPE_CHECK(qkv.rank() == 3 && qkv.dim(2) % 3 == 0, op_prefix(op) + "qkv " + qkv.describe() + " is not (B, T, 3C)");
-  const int B = to_int(qkv.dim(0), op);
-  const int T = to_int(qkv.dim(1), op);
-  const int C = to_int(qkv.dim(2) / 3, op);
-  TROUPE_CHECK(n_head > 0 && C % n_head == 0,
-               op_prefix(op) + std::to_string(n_head) + " heads do not divide C = " + std::to_string(C));
-  TROUPE_CHECK(T > 0, op_prefix(op) + "empty sequence in qkv " + qkv.describe());
-  check_shape(out, {B, T, C}, op);
-  check_shape(att, {B, n_head, T, T}, op);
+  const auto [B, T, C] = check_attention_shapes(qkv, out, att, n_head, op);
   with_real(dtype, [&]<typename Real>(Real) {
     cpu::attention_forward(out.data_as<Real>(), att.data_as<Real>(), qkv.data_as<Real>(), B, T, C, n_head);
   });
@@ -230,16 +242,8 @@ void CpuBackend::attention_backward(Tensor& dqkv, Tensor& datt, const Tensor& do
                                     const Tensor& att, int n_head) {
   constexpr const char* op = "attention_backward";
   const DType dtype = check_real(op, {&qkv, &dqkv, &datt, &dout, &att});
-  TROUPE_CHECK(qkv.rank() == 3 && qkv.dim(2) % 3 == 0, op_prefix(op) + "qkv " + qkv.describe() + " is not (B, T, 3C)");
-  const int B = to_int(qkv.dim(0), op);
-  const int T = to_int(qkv.dim(1), op);
-  const int C = to_int(qkv.dim(2) / 3, op);
-  TROUPE_CHECK(n_head > 0 && C % n_head == 0,
-               op_prefix(op) + std::to_string(n_head) + " heads do not divide C = " + std::to_string(C));
-  TROUPE_CHECK(T > 0, op_prefix(op) + "empty sequence in qkv " + qkv.describe());
+  const auto [B, T, C] = check_attention_shapes(qkv, dout, att, n_head, op);
   check_same_shape(dqkv, qkv, op);
-  check_shape(dout, {B, T, C}, op);
-  check_shape(att, {B, n_head, T, T}, op);
   check_same_shape(datt, att, op);
   with_real(dtype, [&]<typename Real>(Real) {
     cpu::attention_backward(dqkv.data_as<Real>(), datt.data_as<Real>(), dout.data_as<Real>(), qkv.data_as<Real>(),
