@@ -16,7 +16,7 @@ struct BenchComputeOptions {
   std::vector<std::string> models;  // preset names
   int batch = 8;
   int threads = 1;
-  int steps = 5;   // measured steps
+  int steps = 10;  // measured steps (figures from the median)
   int warmup = 1;  // unmeasured steps first
 };
 

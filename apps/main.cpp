@@ -2,7 +2,7 @@
 // checked job, and runs the chosen command.
 //
 //   troupe train [--config FILE] [--section.name VALUE ...]
-//   troupe bench compute [--models tiny,small] [--batch 8] [--threads 1] [--steps 5] [--warmup 1]
+//   troupe bench compute [--models tiny,small] [--batch 8] [--threads 1] [--steps 10] [--warmup 1]
 //
 // Exit codes: 0 success; 1 the command failed while running; 2 the input was wrong (bad option,
 // config file or value), found before any work starts. Every error is one line on stderr:
