@@ -2,7 +2,6 @@
 # scripts/install-deps.sh installs them all from Debian packages.
 
 find_package(Threads REQUIRED)
-find_package(OpenBLAS CONFIG REQUIRED)      # Debian ships OpenBLASConfig.cmake
 find_package(ucx CONFIG REQUIRED)
 find_package(spdlog CONFIG REQUIRED)
 find_package(prometheus-cpp CONFIG REQUIRED)
@@ -12,11 +11,12 @@ find_package(tomlplusplus CONFIG REQUIRED)
 find_package(nlohmann_json CONFIG REQUIRED)
 find_package(Boost 1.74 REQUIRED)
 
-# OpenBLAS' config names the library in a variable, not a target.
-find_library(TROUPE_OPENBLAS_LIBRARY NAMES openblas REQUIRED)
-add_library(troupe::openblas UNKNOWN IMPORTED)
-set_target_properties(troupe::openblas PROPERTIES IMPORTED_LOCATION ${TROUPE_OPENBLAS_LIBRARY})
+# OpenBLAS through CMake's FindBLAS, and its CBLAS header (Debian: an alternatives link).
+set(BLA_VENDOR OpenBLAS)
+find_package(BLAS REQUIRED)
 find_path(TROUPE_CBLAS_INCLUDE NAMES cblas.h PATH_SUFFIXES openblas REQUIRED)
+add_library(troupe::openblas INTERFACE IMPORTED)
+target_link_libraries(troupe::openblas INTERFACE BLAS::BLAS)
 target_include_directories(troupe::openblas INTERFACE ${TROUPE_CBLAS_INCLUDE})
 
 # CAF 0.17 ships no CMake config: wrap the libraries as imported targets.
