@@ -1,0 +1,125 @@
+#include "actors/job_supervisor.hpp"
+
+#include <map>
+#include <set>
+
+#include "monitor/log.hpp"
+
+namespace troupe::actors {
+namespace {
+
+struct job_supervisor_state {
+  JobPlan plan;
+  caf::actor listener;
+  std::map<int, join_msg> joined;  // by node index
+  std::set<int> done;
+  bool running = false;
+  bool ended = false;
+  static inline const char* name = "job_supervisor";
+};
+
+using job_actor = caf::stateful_actor<job_supervisor_state>;
+
+std::string describe(const join_msg& m) {
+  return "node " + std::to_string(m.node_index) + " (" + m.host + ", pid " + std::to_string(m.pid) + ")";
+}
+
+// Why `m` may not join, or "" when it may.
+std::string join_refusal(const job_supervisor_state& st, const join_msg& m) {
+  if (m.token != st.plan.token) return "wrong job token";
+  if (m.build_id != st.plan.build_id) return "build " + m.build_id + " differs from the job's " + st.plan.build_id;
+  if (m.config_hash != st.plan.config_hash) return "its config differs from the job's (hash mismatch)";
+  if (m.node_index < 0 || m.node_index >= static_cast<int>(st.plan.nodes.size()))
+    return "node index " + std::to_string(m.node_index) + " is not in the host file (" +
+           std::to_string(st.plan.nodes.size()) + " nodes)";
+  if (st.joined.count(m.node_index)) return "node index " + std::to_string(m.node_index) + " has already joined";
+  if (st.running) return "the job has already started";
+  return {};
+}
+
+void end_job(job_actor* self, int exit_code, const std::string& reason) {
+  auto& st = self->state;
+  if (st.ended) return;
+  st.ended = true;
+  auto log = monitor::logger("job");
+  if (exit_code == 0)
+    log->info("job finished: {}", reason);
+  else
+    log->error("job failed: {}", reason);
+  for (auto& [index, m] : st.joined) self->send(m.node, stop_atom_v, stop_msg{exit_code, reason});
+  self->send(st.listener, done_atom_v, job_outcome_msg{exit_code, reason});
+  self->quit();
+}
+
+void start_job(job_actor* self) {
+  auto& st = self->state;
+  st.running = true;
+  start_msg start;
+  int world = 0;
+  for (const auto& planned : st.plan.nodes) {
+    const join_msg& m = st.joined.at(planned.node_index);
+    start.nodes.push_back({planned.node_index, planned.first_rank, planned.slots, m.host, m.comm_address});
+    world += planned.slots;
+  }
+  start.world_size = world;
+  monitor::logger("job")->info("all {} nodes joined; starting {} ranks", st.plan.nodes.size(), world);
+  for (auto& [index, m] : st.joined) self->send(m.node, start_atom_v, start);
+}
+
+caf::behavior job_supervisor(job_actor* self, JobPlan plan, caf::actor listener) {
+  self->state.plan = std::move(plan);
+  self->state.listener = std::move(listener);
+  self->delayed_send(self, self->state.plan.join_timeout, timeout_atom_v);
+  self->set_down_handler([=](const caf::down_msg& down) {
+    auto& st = self->state;
+    for (auto& [index, m] : st.joined) {
+      if (m.node.address() != down.source || st.done.count(index)) continue;
+      end_job(self, 1, "lost " + describe(m) + ": " + to_string(down.reason));
+      return;
+    }
+  });
+  return {
+      [=](join_atom, join_msg& m) -> join_result_msg {
+        auto& st = self->state;
+        if (std::string refusal = join_refusal(st, m); !refusal.empty()) {
+          monitor::logger("job")->warn("rejected {}: {}", describe(m), refusal);
+          return {false, refusal};
+        }
+        monitor::logger("job")->info("{} joined", describe(m));
+        self->monitor(m.node);
+        st.joined.emplace(m.node_index, m);
+        if (st.joined.size() == st.plan.nodes.size()) start_job(self);
+        return {true, {}};
+      },
+      [=](done_atom, const node_done_msg& d) {
+        auto& st = self->state;
+        auto it = st.joined.find(d.node_index);
+        if (it == st.joined.end()) return;
+        st.done.insert(d.node_index);
+        if (d.exit_code != 0) {
+          end_job(self, 1, describe(it->second) + " failed: " + d.reason);
+        } else if (st.done.size() == st.plan.nodes.size()) {
+          end_job(self, 0, "all " + std::to_string(st.done.size()) + " nodes done");
+        }
+      },
+      [=](timeout_atom) {
+        auto& st = self->state;
+        if (st.running || st.ended) return;
+        std::string missing;
+        for (const auto& planned : st.plan.nodes)
+          if (!st.joined.count(planned.node_index))
+            missing += (missing.empty() ? "" : ", ") + std::to_string(planned.node_index) + " (" + planned.host + ")";
+        end_job(self, 2,
+                "nodes " + missing + " did not join within " +
+                    std::to_string(st.plan.join_timeout.count() / 1000.0).substr(0, 5) + " s");
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_job_supervisor(caf::actor_system& system, JobPlan plan, caf::actor listener) {
+  return system.spawn(job_supervisor, std::move(plan), std::move(listener));
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,47 @@
+#pragma once
+// The job supervisor: the root of the supervision tree, in the job process. Node processes join
+// it; once every node of the plan has joined it tells them all to start, and it ends the job
+// when every node is done, when one fails, or when one is lost.
+//
+//            join (accepted)            all joined: start_msg to every node
+//   joining ───────────────► joining ─────────────────────────────────► running
+//     │  join rejected: wrong token,                                       │
+//     │  build, config, node index ─► logged, job goes on                  │ all done ─► finished (0)
+//     │                                                                    │ node_done != 0 ─► failed (1)
+//     │ join deadline passed ─► failed (2)                                 │ node lost ─► failed (1)
+//     └────────── node lost ─► failed (1)                                  │
+//   finished / failed: stop_msg to every joined node, job_outcome_msg to the listener, quit.
+//
+// A lost node is a down_msg from its node supervisor: CAF 0.17 has no node_down_msg, a dead
+// process shows up as exit_reason::remote_link_unreachable within milliseconds.
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "actors/messages.hpp"
+
+namespace troupe::actors {
+
+struct PlannedNode {
+  int node_index = 0;
+  std::string host;
+  int slots = 1;
+  int first_rank = 0;
+};
+
+struct JobPlan {
+  std::string token;
+  std::string build_id;
+  std::uint64_t config_hash = 0;
+  std::vector<PlannedNode> nodes;  // node_index = position
+  std::chrono::milliseconds join_timeout{60000};
+};
+
+// Spawns the job supervisor; `listener` receives one job_outcome_msg when the job ends.
+caf::actor spawn_job_supervisor(caf::actor_system& system, JobPlan plan, caf::actor listener);
+
+}  // namespace troupe::actors

@@ -1,0 +1,126 @@
+#pragma once
+// The message catalogue: every type that crosses a process boundary, in one type-ID block, each
+// with its inspect() beside it. Tensor bytes never travel here — a message announces or
+// completes a transfer that the data plane (comm/) carries. The protocol these messages form is
+// written down in docs/protocols/control-plane.md and pinned by tests/actors/.
+//
+// Node-local messages (device pointers, stream handles) do not belong here: they cannot be
+// serialized and get their own header.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+namespace troupe::actors {
+
+// Raw bytes (CAF 0.17 has no type ID for std::vector<char>): a UCX worker address, say.
+struct byte_blob {
+  std::vector<std::uint8_t> bytes;
+};
+
+// Node supervisor → job supervisor, first thing after connecting.
+struct join_msg {
+  std::string token;          // the job's secret; a wrong one is rejected and logged
+  std::string build_id;       // troupe version + commit; must equal the job's
+  std::uint64_t config_hash;  // of the resolved config; must equal the job's
+  int node_index = -1;        // the host-file line this process was started for
+  std::string host;
+  int pid = 0;
+  byte_blob comm_address;     // the node's data-plane address, handed to every peer at start
+  caf::actor node;            // the node supervisor, for start and stop
+};
+
+// Job supervisor → node supervisor, the answer to join_msg.
+struct join_result_msg {
+  bool accepted = false;
+  std::string reason;  // why not, when not accepted
+};
+
+// One node process as every peer learns of it at start.
+struct node_entry {
+  int node_index = -1;
+  int first_rank = 0;
+  int slots = 0;
+  std::string host;
+  byte_blob comm_address;
+};
+
+// Job supervisor → every node supervisor once all nodes have joined.
+struct start_msg {
+  int world_size = 0;
+  std::vector<node_entry> nodes;  // by node index
+};
+
+// Node supervisor → job supervisor: this node's work ended (exit_code 0) or failed.
+struct node_done_msg {
+  int node_index = -1;
+  int exit_code = 0;
+  std::string reason;
+};
+
+// Job supervisor → node supervisors: stop now, the job is ending.
+struct stop_msg {
+  int exit_code = 0;
+  std::string reason;
+};
+
+// Job supervisor → whoever started the job (in the job process): how it ended.
+struct job_outcome_msg {
+  int exit_code = 0;   // 0 success, 1 a node failed or was lost, 2 nodes never joined
+  std::string reason;  // one line, naming the node when one is to blame
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, byte_blob& x) {
+  return f(caf::meta::type_name("byte_blob"), x.bytes);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, join_msg& x) {
+  return f(caf::meta::type_name("join_msg"), x.token, x.build_id, x.config_hash, x.node_index, x.host, x.pid,
+           x.comm_address, x.node);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, join_result_msg& x) {
+  return f(caf::meta::type_name("join_result_msg"), x.accepted, x.reason);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_entry& x) {
+  return f(caf::meta::type_name("node_entry"), x.node_index, x.first_rank, x.slots, x.host, x.comm_address);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, start_msg& x) {
+  return f(caf::meta::type_name("start_msg"), x.world_size, x.nodes);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_done_msg& x) {
+  return f(caf::meta::type_name("node_done_msg"), x.node_index, x.exit_code, x.reason);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stop_msg& x) {
+  return f(caf::meta::type_name("stop_msg"), x.exit_code, x.reason);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_outcome_msg& x) {
+  return f(caf::meta::type_name("job_outcome_msg"), x.exit_code, x.reason);
+}
+
+}  // namespace troupe::actors
+
+CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::byte_blob))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::join_msg))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::join_result_msg))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::node_entry))
+  CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::actors::node_entry>))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::start_msg))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::node_done_msg))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::stop_msg))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::job_outcome_msg))
+  CAF_ADD_ATOM(troupe, troupe::actors, join_atom, "join")
+  CAF_ADD_ATOM(troupe, troupe::actors, start_atom, "start")
+  CAF_ADD_ATOM(troupe, troupe::actors, done_atom, "done")
+  CAF_ADD_ATOM(troupe, troupe::actors, stop_atom, "stop")
+  CAF_ADD_ATOM(troupe, troupe::actors, timeout_atom, "timeout")
+CAF_END_TYPE_ID_BLOCK(troupe)

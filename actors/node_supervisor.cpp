@@ -1,0 +1,68 @@
+#include "actors/node_supervisor.hpp"
+
+#include "monitor/log.hpp"
+
+namespace troupe::actors {
+namespace {
+
+struct node_supervisor_state {
+  caf::actor job;
+  caf::actor listener;
+  int node_index = -1;
+  bool ended = false;
+  static inline const char* name = "node_supervisor";
+};
+
+using node_actor = caf::stateful_actor<node_supervisor_state>;
+
+void end_node(node_actor* self, int exit_code, const std::string& reason) {
+  auto& st = self->state;
+  if (st.ended) return;
+  st.ended = true;
+  self->send(st.listener, done_atom_v, job_outcome_msg{exit_code, reason});
+  self->quit();
+}
+
+caf::behavior node_supervisor(node_actor* self, caf::actor job, join_msg hello, NodeWork work, caf::actor listener) {
+  auto& st = self->state;
+  st.job = job;
+  st.listener = std::move(listener);
+  st.node_index = hello.node_index;
+  hello.node = caf::actor_cast<caf::actor>(self);
+  self->monitor(job);
+  self->set_down_handler([=](const caf::down_msg& down) {
+    if (down.source == self->state.job.address())
+      end_node(self, 1, "lost the job supervisor: " + to_string(down.reason));
+  });
+  self->request(job, std::chrono::seconds(30), join_atom_v, std::move(hello))
+      .then(
+          [=](const join_result_msg& result) {
+            if (!result.accepted) end_node(self, 2, "the job rejected this node: " + result.reason);
+          },
+          [=](const caf::error& err) { end_node(self, 2, "joining the job failed: " + to_string(err)); });
+  return {
+      [=](start_atom, const start_msg& start) {
+        monitor::logger("node")->info("node {} starts with {} ranks on {} nodes", self->state.node_index,
+                                      start.world_size, start.nodes.size());
+        auto supervisor = caf::actor_cast<caf::actor>(self);
+        self->spawn<caf::detached>([supervisor, work, start](caf::event_based_actor* worker) {
+          worker->send(supervisor, done_atom_v, work(start));
+          worker->quit();
+        });
+      },
+      [=](done_atom, node_done_msg& done) {
+        done.node_index = self->state.node_index;
+        self->send(self->state.job, done_atom_v, done);
+      },
+      [=](stop_atom, const stop_msg& stop) { end_node(self, stop.exit_code, stop.reason); },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_node_supervisor(caf::actor_system& system, caf::actor job, join_msg hello, NodeWork work,
+                                 caf::actor listener) {
+  return system.spawn(node_supervisor, std::move(job), std::move(hello), std::move(work), std::move(listener));
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,81 @@
+// A node process for the control-plane tests: joins the job supervisor at 127.0.0.1:PORT with
+// the identity given on the command line and does what BEHAVIOR says once started:
+//   check  verify the start message (world size, every peer's address) and finish
+//   fail   report a failure
+//   hang   block until killed
+// Exits with the node's outcome code and prints its reason on stderr.
+//
+//   test_actors_node PORT NODE_INDEX TOKEN BUILD_ID CONFIG_HASH BEHAVIOR
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "actors/actor_system_setup.hpp"
+#include "actors/node_supervisor.hpp"
+
+using namespace troupe::actors;
+
+namespace {
+
+std::string address_of(int node_index) { return "addr-" + std::to_string(node_index); }
+
+node_done_msg check_start(const start_msg& start) {
+  int world = 0;
+  for (std::size_t i = 0; i < start.nodes.size(); ++i) {
+    const node_entry& n = start.nodes[i];
+    if (n.node_index != static_cast<int>(i) || n.first_rank != world)
+      return {-1, 1, "node entry " + std::to_string(i) + " is out of order"};
+    std::string address(n.comm_address.bytes.begin(), n.comm_address.bytes.end());
+    if (address != address_of(n.node_index)) return {-1, 1, "node " + std::to_string(i) + " address '" + address + "'"};
+    world += n.slots;
+  }
+  if (world != start.world_size) return {-1, 1, "world size " + std::to_string(start.world_size)};
+  return {-1, 0, ""};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 7) {
+    std::fprintf(stderr, "usage: %s PORT NODE_INDEX TOKEN BUILD_ID CONFIG_HASH check|fail|hang\n", argv[0]);
+    return 64;
+  }
+  const auto port = static_cast<std::uint16_t>(std::stoi(argv[1]));
+  const int node_index = std::stoi(argv[2]);
+  const std::string behaviour = argv[6];
+
+  TroupeConfig cfg;
+  caf::actor_system system{cfg};
+  auto job = system.middleman().remote_actor("127.0.0.1", port);
+  if (!job) {
+    std::fprintf(stderr, "cannot reach the job: %s\n", to_string(job.error()).c_str());
+    return 3;
+  }
+  join_msg hello;
+  hello.token = argv[3];
+  hello.build_id = argv[4];
+  hello.config_hash = std::stoull(argv[5]);
+  hello.node_index = node_index;
+  hello.host = "localhost";
+  hello.pid = static_cast<int>(::getpid());
+  std::string address = address_of(node_index);
+  hello.comm_address.bytes.assign(address.begin(), address.end());
+
+  NodeWork work = [behaviour](const start_msg& start) -> node_done_msg {
+    if (behaviour == "fail") return {-1, 3, "deliberate failure"};
+    if (behaviour == "hang") std::this_thread::sleep_for(std::chrono::minutes(5));
+    return check_start(start);
+  };
+  caf::scoped_actor self{system};
+  spawn_node_supervisor(system, *job, std::move(hello), work, self);
+  int code = 1;
+  self->receive([&](done_atom, const job_outcome_msg& outcome) {
+    std::fprintf(stderr, "node %d: %s\n", node_index, outcome.reason.c_str());
+    code = outcome.exit_code;
+  });
+  return code;
+}

@@ -1,0 +1,192 @@
+// The control plane across real process boundaries: a job supervisor in this process, node
+// supervisors in separate test_actors_node processes over loopback. Every message type on the
+// wire (join, join result, start with its node entries and byte blobs, node done, stop) crosses
+// a process boundary here; the catalogue's serialization is pinned by a round trip as well.
+
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
+
+#include "actors/actor_system_setup.hpp"
+#include "actors/job_supervisor.hpp"
+
+extern char** environ;
+
+using namespace troupe::actors;
+using Catch::Contains;
+
+namespace {
+
+constexpr const char* token = "s3cret";
+constexpr const char* build = "test-build";
+constexpr std::uint64_t config_hash = 42;
+
+struct NodeProcess {
+  pid_t pid = -1;
+
+  static NodeProcess start(std::uint16_t port, int node_index, const std::string& behaviour,
+                           const std::string& node_token = token, const std::string& node_build = build) {
+    std::vector<std::string> args{TEST_ACTORS_NODE,  std::to_string(port), std::to_string(node_index), node_token,
+                                  node_build,        std::to_string(config_hash), behaviour};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    NodeProcess p;
+    REQUIRE(posix_spawn(&p.pid, argv[0], nullptr, nullptr, argv.data(), environ) == 0);
+    return p;
+  }
+
+  // The exit code, or nullopt if it has not exited within the timeout (it is then killed).
+  std::optional<int> wait(std::chrono::seconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    int status = 0;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return std::nullopt;
+  }
+};
+
+JobPlan plan_of(int nodes, std::chrono::milliseconds join_timeout = std::chrono::seconds(20)) {
+  JobPlan plan{token, build, config_hash, {}, join_timeout};
+  for (int i = 0; i < nodes; ++i) plan.nodes.push_back({i, "localhost", 1 + i, i * (i + 1) / 2});
+  return plan;
+}
+
+struct Job {
+  TroupeConfig cfg;
+  caf::actor_system system{cfg};
+  caf::scoped_actor listener{system};
+  caf::actor supervisor;
+  std::uint16_t port = 0;
+
+  explicit Job(JobPlan plan) {
+    supervisor = spawn_job_supervisor(system, std::move(plan), listener);
+    auto published = system.middleman().publish(supervisor, 0, "127.0.0.1", true);
+    REQUIRE(published);
+    port = *published;
+  }
+  ~Job() { caf::anon_send_exit(supervisor, caf::exit_reason::user_shutdown); }
+
+  std::optional<job_outcome_msg> outcome(std::chrono::seconds timeout) {
+    std::optional<job_outcome_msg> result;
+    listener->receive([&](done_atom, const job_outcome_msg& o) { result = o; },
+                      caf::after(timeout) >> [] {});
+    return result;
+  }
+};
+
+template <class T>
+T round_trip(caf::actor_system& system, const T& value) {
+  std::vector<char> buffer;
+  caf::binary_serializer sink{system, buffer};
+  T copy = value;
+  REQUIRE(!sink(copy));
+  caf::binary_deserializer source{system, buffer};
+  T result;
+  REQUIRE(!source(result));
+  return result;
+}
+
+}  // namespace
+
+TEST_CASE("nodes join, receive every peer in the start message, and finish the job", "[actors]") {
+  Job job(plan_of(3));
+  std::vector<NodeProcess> nodes;
+  for (int i = 0; i < 3; ++i) nodes.push_back(NodeProcess::start(job.port, i, "check"));
+  auto outcome = job.outcome(std::chrono::seconds(30));
+  REQUIRE(outcome);
+  INFO(outcome->reason);
+  CHECK(outcome->exit_code == 0);
+  for (auto& n : nodes) CHECK(n.wait(std::chrono::seconds(10)) == 0);
+}
+
+TEST_CASE("a node with the wrong token or build is rejected and the job goes on", "[actors]") {
+  Job job(plan_of(2));
+  auto impostor = NodeProcess::start(job.port, 0, "check", "wrong-token");
+  auto stale = NodeProcess::start(job.port, 1, "check", token, "other-build");
+  CHECK(impostor.wait(std::chrono::seconds(15)) == 2);
+  CHECK(stale.wait(std::chrono::seconds(15)) == 2);
+  auto good0 = NodeProcess::start(job.port, 0, "check");
+  auto good1 = NodeProcess::start(job.port, 1, "check");
+  auto outcome = job.outcome(std::chrono::seconds(30));
+  REQUIRE(outcome);
+  CHECK(outcome->exit_code == 0);
+  CHECK(good0.wait(std::chrono::seconds(10)) == 0);
+  CHECK(good1.wait(std::chrono::seconds(10)) == 0);
+}
+
+TEST_CASE("a node that fails ends the job with its name and stops the others", "[actors]") {
+  Job job(plan_of(2));
+  auto worker = NodeProcess::start(job.port, 0, "hang");
+  auto failing = NodeProcess::start(job.port, 1, "fail");
+  auto outcome = job.outcome(std::chrono::seconds(30));
+  REQUIRE(outcome);
+  CHECK(outcome->exit_code == 1);
+  CHECK_THAT(outcome->reason, Contains("node 1") && Contains("deliberate failure"));
+  CHECK(failing.wait(std::chrono::seconds(10)) == 1);
+  // The hanging node got stop_msg; its work thread is still asleep, so it is killed here.
+  worker.wait(std::chrono::seconds(2));
+}
+
+TEST_CASE("a node killed with SIGKILL is named within seconds, not waited for", "[actors]") {
+  Job job(plan_of(2));
+  auto victim = NodeProcess::start(job.port, 0, "hang");
+  auto other = NodeProcess::start(job.port, 1, "hang");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const auto killed_at = std::chrono::steady_clock::now();
+  kill(victim.pid, SIGKILL);
+  auto outcome = job.outcome(std::chrono::seconds(15));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  REQUIRE(outcome);
+  std::printf("lost node reported %.3f s after SIGKILL: %s\n", seconds, outcome->reason.c_str());
+  CHECK(outcome->exit_code == 1);
+  CHECK_THAT(outcome->reason, Contains("lost node 0"));
+  CHECK(seconds < 5.0);
+  victim.wait(std::chrono::seconds(2));
+  other.wait(std::chrono::seconds(2));
+}
+
+TEST_CASE("nodes that never join fail the job at the join deadline, named", "[actors]") {
+  Job job(plan_of(2, std::chrono::milliseconds(1500)));
+  auto only = NodeProcess::start(job.port, 0, "check");
+  auto outcome = job.outcome(std::chrono::seconds(15));
+  REQUIRE(outcome);
+  CHECK(outcome->exit_code == 2);
+  CHECK_THAT(outcome->reason, Contains("nodes 1 (localhost) did not join"));
+  CHECK(only.wait(std::chrono::seconds(10)).has_value());
+}
+
+TEST_CASE("every catalogue message without an actor handle survives serialization", "[actors]") {
+  TroupeConfig cfg;
+  caf::actor_system system{cfg};
+  // join_msg carries an actor handle, which only deserializes with the middleman's proxy
+  // registry: it is pinned by the cross-process tests above instead.
+  auto r = round_trip(system, join_result_msg{false, "why"});
+  CHECK((!r.accepted && r.reason == "why"));
+  start_msg s{3, {node_entry{0, 0, 1, "a", byte_blob{{9}}}, node_entry{1, 1, 2, "b", byte_blob{}}}};
+  auto s2 = round_trip(system, s);
+  REQUIRE(s2.nodes.size() == 2);
+  CHECK((s2.world_size == 3 && s2.nodes[1].slots == 2 && s2.nodes[0].comm_address.bytes[0] == 9));
+  auto d = round_trip(system, node_done_msg{4, 3, "x"});
+  CHECK((d.node_index == 4 && d.exit_code == 3 && d.reason == "x"));
+  auto st = round_trip(system, stop_msg{1, "y"});
+  CHECK((st.exit_code == 1 && st.reason == "y"));
+  auto o = round_trip(system, job_outcome_msg{2, "z"});
+  CHECK((o.exit_code == 2 && o.reason == "z"));
+}
