@@ -1,0 +1,114 @@
+// Host-file parsing: comments are cut at '#', a line splits on blanks into a hostname and
+// key=value pairs, and the only key is slots. See docs/formats/host-file.md.
+
+#include "apps/launch/host_file.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace troupe::launch {
+namespace {
+
+bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
+
+bool is_host_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' ||
+         c == '_' || c == ':';
+}
+
+std::vector<std::string_view> split_blanks(std::string_view line) {
+  std::vector<std::string_view> words;
+  std::size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && is_blank(line[i])) ++i;
+    const std::size_t begin = i;
+    while (i < line.size() && !is_blank(line[i])) ++i;
+    if (i > begin) words.push_back(line.substr(begin, i - begin));
+  }
+  return words;
+}
+
+// slots=N: a decimal number from 1 to max_slots_per_host, digits only.
+Expected<int> parse_slots(std::string_view value, const std::string& where) {
+  const bool digits = !value.empty() && value.find_first_not_of("0123456789") == std::string_view::npos;
+  if (!digits) return Error{where + "slots must be a positive integer, got '" + std::string(value) + "'"};
+  long long slots = 0;
+  for (char c : value) {
+    slots = slots * 10 + (c - '0');
+    if (slots > max_slots_per_host) {
+      return Error{where + "slots=" + std::string(value) + " is more than " + std::to_string(max_slots_per_host)};
+    }
+  }
+  if (slots == 0) return Error{where + "slots must be a positive integer, got '" + std::string(value) + "'"};
+  return static_cast<int>(slots);
+}
+
+Expected<HostEntry> parse_line(std::string_view line, int number, const std::string& where) {
+  const auto words = split_blanks(line);
+  HostEntry entry{std::string(words[0]), 0, number};
+  if (entry.host.find('=') != std::string::npos) {
+    return Error{where + "expected a hostname first, got '" + entry.host + "'"};
+  }
+  for (char c : entry.host) {
+    if (!is_host_char(c)) {
+      return Error{where + "hostname '" + entry.host + "' may hold only letters, digits, '.', '-', '_' and ':'"};
+    }
+  }
+  for (std::size_t i = 1; i < words.size(); ++i) {
+    const std::string_view word = words[i];
+    const std::size_t eq = word.find('=');
+    if (eq == std::string_view::npos || eq == 0) {
+      return Error{where + "expected key=value after the hostname, got '" + std::string(word) + "'"};
+    }
+    const std::string_view key = word.substr(0, eq);
+    if (key != "slots") return Error{where + "unknown key '" + std::string(key) + "' (the only key is slots)"};
+    if (entry.slots != 0) return Error{where + "slots given twice"};
+    auto slots = parse_slots(word.substr(eq + 1), where);
+    if (!slots) return slots.error();
+    entry.slots = *slots;
+  }
+  if (entry.slots == 0) {
+    return Error{where + "slots missing for host '" + entry.host + "' (write '" + entry.host + " slots=N')"};
+  }
+  return entry;
+}
+
+}  // namespace
+
+Expected<std::vector<HostEntry>> parse_host_text(std::string_view text, std::string_view origin) {
+  std::vector<HostEntry> entries;
+  long long world_size = 0;
+  int number = 0;
+  std::size_t begin = 0;
+  while (begin < text.size()) {
+    std::size_t end = text.find('\n', begin);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(begin, end - begin);
+    begin = end + 1;
+    ++number;
+    line = line.substr(0, line.find('#'));
+    if (split_blanks(line).empty()) continue;
+    const std::string where = std::string(origin) + ":" + std::to_string(number) + ": ";
+    auto entry = parse_line(line, number, where);
+    if (!entry) return entry.error();
+    world_size += entry->slots;
+    if (world_size > max_world_size) {
+      return Error{where + "the host file asks for more than " + std::to_string(max_world_size) + " ranks"};
+    }
+    entries.push_back(std::move(*entry));
+  }
+  if (entries.empty()) return Error{std::string(origin) + ": no hosts: every line is blank or a comment"};
+  return entries;
+}
+
+Expected<std::vector<HostEntry>> parse_host_file(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return Error{path + ": cannot read host file: " + std::strerror(errno)};
+  std::ostringstream text;
+  text << file.rdbuf();
+  return parse_host_text(text.str(), path);
+}
+
+}  // namespace troupe::launch

@@ -1,0 +1,31 @@
+#pragma once
+// Host files in DeepSpeed's syntax: one node process per line, `hostname slots=N`, `#` comments.
+// A host may repeat (several node processes on one machine); ranks follow file order. The format
+// is documented in docs/formats/host-file.md; every error names the file and line.
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compute/expected.hpp"
+
+namespace troupe::launch {
+
+// One line of a host file: one node process on `host` with `slots` workers.
+struct HostEntry {
+  std::string host;
+  int slots = 0;
+  int line = 0;  // 1-based line in the host file, for messages
+};
+
+// The most workers one line may ask for, and the most ranks a whole host file may.
+inline constexpr int max_slots_per_host = 65536;
+inline constexpr int max_world_size = 1 << 24;
+
+// Reads and parses the host file at path; errors start with "<path>:<line>:" (or "<path>:").
+Expected<std::vector<HostEntry>> parse_host_file(const std::string& path);
+
+// Parses host-file text; origin names it in errors the way a path would.
+Expected<std::vector<HostEntry>> parse_host_text(std::string_view text, std::string_view origin);
+
+}  // namespace troupe::launch

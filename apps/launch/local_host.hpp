@@ -1,0 +1,18 @@
+#pragma once
+// Which host-file names mean this machine. Node processes for them start directly
+// (posix_spawn); every other host goes through the launcher template (ssh, srun). LOCAL_RANK
+// counts over all of a machine's lines, so the local aliases count as one machine.
+
+#include <string>
+#include <string_view>
+
+namespace troupe::launch {
+
+// This machine's name as gethostname() gives it.
+std::string this_host_name();
+
+// True for localhost, 127.0.0.1, ::1, this_host, and this_host's first label (node1 for
+// node1.cluster.example).
+bool is_local_host(std::string_view host, std::string_view this_host);
+
+}  // namespace troupe::launch

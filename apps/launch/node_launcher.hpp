@@ -1,0 +1,103 @@
+#pragma once
+// The launcher of `troupe launch`: starts one child per node process (local hosts by
+// posix_spawn, others through the launcher template), forwards each child's stdout and stderr
+// line by line with a prefix as pdsh and DeepSpeed do (`[node 1 host] text`), notices a child's
+// exit at once, and turns a failure, a signal (SIGINT, SIGTERM, or SIGHUP when the terminal goes
+// away) or stop_all() into an orderly stop: SIGTERM to every child, SIGKILL to those still there
+// after the grace period.
+//
+// Everything runs on one Boost.Asio event loop on the thread that calls run(); nothing else
+// progresses it. Sinks and callbacks are called on that thread. stop_all() may come from any
+// thread (the job supervisor's).
+//
+//   idle ──run()──► checking ──every check exited 0──► running ──every node exited 0──► done
+//    │                 │                                 ▲  │                             ▲
+//    └──run(), no remote host or no pre-flight───────────┘  │                             │
+//                      │ a check failed or timed out,       │ a node failed,              │
+//                      │ SIGINT/TERM/HUP, stop_all()        │ SIGINT/TERM/HUP, stop_all() │
+//                      ▼                                    │                             │
+//                   stopping ◄──────────────────────────────┘                             │
+//                      │  SIGTERM to every live child's process group                     │
+//                      ├──every child reaped──────────────────────────────────────────────┤
+//                      │ grace period over, or a second signal                            │
+//                      ▼                                                                  │
+//                   killing ──every child reaped──────────────────────────────────────────┘
+//                         SIGKILL to every live child's process group
+//
+// checking runs the launcher template with the command `true` once per remote host, under the
+// pre-flight timeout. done is where run() returns the JobResult.
+//
+// A node that exits 0 while others run is not a failure; the job is a success when every node
+// exited 0 without a stop. Exits during stopping and killing are expected and only recorded.
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "apps/launch/exit_status.hpp"
+#include "apps/launch/launch_template.hpp"
+#include "apps/launch/node_command.hpp"
+
+namespace troupe::launch {
+
+// How a job ended; exit_code() is the launcher's exit code for it.
+enum class JobEnd {
+  success,       // 0: every node process exited with code 0
+  node_failed,   // 1: a node exited non-zero or was killed by a signal the launcher did not send
+  start_failed,  // 3: a node could not start: pre-flight failed or timed out, or spawning failed
+  interrupted,   // 130: SIGINT (Ctrl-C) to the launcher
+  terminated,    // 143: SIGTERM to the launcher
+  hung_up,       // 129: SIGHUP to the launcher (its terminal went away)
+};
+int exit_code(JobEnd end);
+
+struct NodeExit {
+  int node_index = 0;
+  std::string host;
+  ExitStatus status;
+};
+
+enum class OutputStream { out, err };
+// Receives each forwarded line, prefix included and newline excluded, whole.
+using LineSink = std::function<void(OutputStream stream, std::string_view line)>;
+// Writes each line with its newline to our stdout or stderr in one write().
+LineSink standard_streams_sink();
+
+struct LauncherOptions {
+  LaunchTemplate remote = LaunchTemplate::ssh();       // for nodes whose host is not this machine
+  std::chrono::milliseconds preflight_timeout{10000};  // the template runs `true` per remote host first; 0: skip
+  std::chrono::milliseconds grace{10000};              // from SIGTERM to SIGKILL
+  bool handle_signals = true;                          // SIGINT/SIGTERM/SIGHUP stop the job while run() runs
+  LineSink sink = standard_streams_sink();
+  std::function<void(const NodeExit&)> on_node_exit;  // every node exit, as soon as it is seen
+};
+
+struct JobResult {
+  JobEnd end = JobEnd::success;
+  std::string message;          // one line saying why the job stopped; empty on success
+  std::vector<NodeExit> exits;  // in the order the nodes ended; a node that never started has none
+};
+
+class NodeLauncher {
+ public:
+  NodeLauncher(std::vector<NodeCommand> nodes, LauncherOptions options);
+  ~NodeLauncher();
+  NodeLauncher(const NodeLauncher&) = delete;
+  NodeLauncher& operator=(const NodeLauncher&) = delete;
+
+  // Runs the job on the calling thread until every child has ended. Once per launcher.
+  JobResult run();
+  // Any thread: stops the job in order (see the state machine); reason and message become the
+  // JobResult's unless the job is already stopping. Called before run(), it takes effect as soon
+  // as run() has started the children.
+  void stop_all(JobEnd reason, std::string message);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace troupe::launch

@@ -1,0 +1,57 @@
+// Rank assignment: one pass in file order, keyed by machine for the local ranks.
+
+#include "apps/launch/rank_plan.hpp"
+
+#include <map>
+
+#include "apps/launch/local_host.hpp"
+
+namespace troupe::launch {
+
+RankPlan plan_ranks(const std::vector<HostEntry>& hosts, std::string_view this_host) {
+  RankPlan plan;
+  std::map<std::string, int> machine_slots;  // slots given so far per machine
+  const auto machine = [](const NodePlan& node) { return node.local ? std::string("localhost") : node.host; };
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    NodePlan node;
+    node.node_index = static_cast<int>(i);
+    node.host = hosts[i].host;
+    node.slots = hosts[i].slots;
+    node.local = is_local_host(node.host, this_host);
+    node.first_rank = plan.world_size;
+    node.local_rank_base = machine_slots[machine(node)];
+    machine_slots[machine(node)] += node.slots;
+    plan.world_size += node.slots;
+    plan.nodes.push_back(std::move(node));
+  }
+  for (NodePlan& node : plan.nodes) node.local_world_size = machine_slots[machine(node)];
+  return plan;
+}
+
+Environment node_environment(const RankPlan& plan, const NodePlan& node, const JobContact& contact) {
+  const bool ipv6 = contact.host.find(':') != std::string::npos;
+  const std::string join = (ipv6 ? "[" + contact.host + "]" : contact.host) + ":" + std::to_string(contact.port);
+  return {
+      {"RANK", std::to_string(node.first_rank)},
+      {"WORLD_SIZE", std::to_string(plan.world_size)},
+      {"LOCAL_RANK", std::to_string(node.local_rank_base)},
+      {"LOCAL_WORLD_SIZE", std::to_string(node.local_world_size)},
+      {"MASTER_ADDR", contact.host},
+      {"MASTER_PORT", std::to_string(contact.port)},
+      {"TROUPE_NODE_INDEX", std::to_string(node.node_index)},
+      {"TROUPE_SLOTS", std::to_string(node.slots)},
+      {"TROUPE_JOIN", join},
+      {"TROUPE_TOKEN", contact.token},
+  };
+}
+
+std::vector<NodeCommand> node_commands(const RankPlan& plan, const JobContact& contact,
+                                       const std::vector<std::string>& argv) {
+  std::vector<NodeCommand> commands;
+  for (const NodePlan& node : plan.nodes) {
+    commands.push_back({node.node_index, node.host, node.local, argv, node_environment(plan, node, contact)});
+  }
+  return commands;
+}
+
+}  // namespace troupe::launch

@@ -1,0 +1,96 @@
+// Pins the host-file format of docs/formats/host-file.md: DeepSpeed's `hostname slots=N` lines,
+// comments, repeated hosts, and one error per malformed input naming file and line.
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "apps/launch/host_file.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace troupe;
+using namespace troupe::launch;
+
+namespace {
+
+std::string problem(const std::string& text) {
+  auto parsed = parse_host_text(text, "hosts.txt");
+  return parsed ? "" : parsed.error().message;
+}
+
+}  // namespace
+
+TEST_CASE("host file format: DeepSpeed lines, comments, blanks, repeated hosts in file order", "[hostfile]") {
+  const std::string text =
+      "# the cluster\n"
+      "node1 slots=4\n"
+      "node2\tslots=2   # a trailing comment\n"
+      "\n"
+      "   \t\n"
+      "  node1 slots=1\n"
+      "gpu-7.example.com slots=8\r\n"
+      "::1 slots=1#no blank before the comment\n"
+      "last_host slots=3";
+  auto hosts = parse_host_text(text, "hosts.txt");
+  REQUIRE(hosts.ok());
+  REQUIRE(hosts->size() == 6);
+  const std::vector<std::tuple<std::string, int, int>> expected = {{"node1", 4, 2}, {"node2", 2, 3},
+                                                                   {"node1", 1, 6}, {"gpu-7.example.com", 8, 7},
+                                                                   {"::1", 1, 8},   {"last_host", 3, 9}};
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    CHECK((*hosts)[i].host == std::get<0>(expected[i]));
+    CHECK((*hosts)[i].slots == std::get<1>(expected[i]));
+    CHECK((*hosts)[i].line == std::get<2>(expected[i]));
+  }
+}
+
+TEST_CASE("host file errors name the file and line", "[hostfile]") {
+  CHECK(problem("node1\n") == "hosts.txt:1: slots missing for host 'node1' (write 'node1 slots=N')");
+  CHECK(problem("# c\n\nnode1 slots=0\n") == "hosts.txt:3: slots must be a positive integer, got '0'");
+  CHECK(problem("node1 slots=-1") == "hosts.txt:1: slots must be a positive integer, got '-1'");
+  CHECK(problem("node1 slots=+2") == "hosts.txt:1: slots must be a positive integer, got '+2'");
+  CHECK(problem("node1 slots=two") == "hosts.txt:1: slots must be a positive integer, got 'two'");
+  CHECK(problem("node1 slots=1.5") == "hosts.txt:1: slots must be a positive integer, got '1.5'");
+  CHECK(problem("node1 slots=") == "hosts.txt:1: slots must be a positive integer, got ''");
+  CHECK(problem("node1 slots=70000") == "hosts.txt:1: slots=70000 is more than 65536");
+  CHECK(problem("node1 slots=99999999999999999999") == "hosts.txt:1: slots=99999999999999999999 is more than 65536");
+  CHECK(problem("node1 slots=2\nnode2 gpus=2\n") == "hosts.txt:2: unknown key 'gpus' (the only key is slots)");
+  CHECK(problem("node1 slots=2 slots=3") == "hosts.txt:1: slots given twice");
+  CHECK(problem("node1 slots 4") == "hosts.txt:1: expected key=value after the hostname, got 'slots'");
+  CHECK(problem("node1 slots=2 =3") == "hosts.txt:1: expected key=value after the hostname, got '=3'");
+  CHECK(problem("slots=4") == "hosts.txt:1: expected a hostname first, got 'slots=4'");
+  CHECK(problem("user@node1 slots=4") ==
+        "hosts.txt:1: hostname 'user@node1' may hold only letters, digits, '.', '-', '_' and ':'");
+}
+
+TEST_CASE("a host file without hosts is an error naming the file", "[hostfile]") {
+  CHECK(problem("") == "hosts.txt: no hosts: every line is blank or a comment");
+  CHECK(problem("# only a comment\n\n   \n") == "hosts.txt: no hosts: every line is blank or a comment");
+}
+
+TEST_CASE("a host file may not ask for more than 2^24 ranks", "[hostfile]") {
+  std::string text;
+  for (int i = 0; i < 256; ++i) text += "node slots=65536\n";
+  CHECK(parse_host_text(text, "hosts.txt").ok());
+  text += "node slots=1\n";
+  CHECK(problem(text) == "hosts.txt:257: the host file asks for more than 16777216 ranks");
+}
+
+TEST_CASE("parse_host_file reads a file and names it in errors", "[hostfile]") {
+  test::TempDir dir;
+  const std::string path = dir.write("hosts", "localhost slots=2\nlocalhost slots=1\n");
+  auto hosts = parse_host_file(path);
+  REQUIRE(hosts.ok());
+  CHECK(hosts->size() == 2);
+
+  const std::string bad = dir.write("bad", "localhost slots=2\nlocalhost\n");
+  auto rejected = parse_host_file(bad);
+  REQUIRE(!rejected.ok());
+  CHECK(rejected.error().message == bad + ":2: slots missing for host 'localhost' (write 'localhost slots=N')");
+
+  auto missing = parse_host_file(dir.file("absent"));
+  REQUIRE(!missing.ok());
+  CHECK(missing.error().message == dir.file("absent") + ": cannot read host file: No such file or directory");
+}
