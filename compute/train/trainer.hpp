@@ -3,8 +3,15 @@
 // → global-norm clip → AdamW, with the learning rate from the schedule. Which windows a step
 // reads is a pure function of (seed, step, micro-batch, row), so a run is bitwise repeatable.
 // Printing, timing and validation cadence belong to the caller.
+//
+// Data parallelism enters through DataParallel: rank r of n reads the global sample indices
+// ((step·k + micro)·n + r)·B + [0, B), so the n ranks together read exactly what one process
+// with batch n·B reads; each rank scales its loss by 1/(k·n) and sum_gradients adds the ranks'
+// gradients, giving every rank the mean gradient before clipping and AdamW. How the sum travels
+// (comm/ collectives) is the caller's business: compute/ knows nothing of communication.
 
 #include <cstdint>
+#include <functional>
 #include <span>
 
 #include "compute/data/batch.hpp"
@@ -16,6 +23,14 @@
 
 namespace troupe::compute {
 
+// How the ranks of a data-parallel group combine their work; the defaults are one process.
+struct DataParallel {
+  int rank = 0;
+  int size = 1;
+  std::function<void(Tensor& grads)> sum_gradients;  // in place, over the group; needed when size > 1
+  std::function<double(double)> mean;                // a scalar's mean over the group; identity if empty
+};
+
 struct TrainerOptions {
   int batch_size = 8;  // B
   int seq_len = 128;   // T
@@ -24,6 +39,7 @@ struct TrainerOptions {
   AdamWOptions adamw;
   double grad_clip = 1.0;  // 0 = off
   std::uint64_t seed = 1337;
+  DataParallel data_parallel;
 };
 
 struct StepResult {
@@ -42,7 +58,7 @@ class Trainer {
   // Mean loss over the first `batches` batches of the validation stream (the same at every call).
   double evaluate(int batches);
   long steps_taken() const { return steps_; }
-  std::int64_t tokens_per_step() const;
+  std::int64_t tokens_per_step() const;  // over the whole data-parallel group
 
  private:
   GPT& model_;
