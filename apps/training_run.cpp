@@ -1,0 +1,115 @@
+// One rank's training run (training_run.hpp): a line per step, the validation loss every
+// train.val_every steps, a summary, and a sample from the trained model.
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include <spdlog/fmt/fmt.h>
+
+#include "apps/training_run.hpp"
+#include "compute/data/decode.hpp"
+#include "compute/model/generate.hpp"
+#include "compute/train/trainer.hpp"
+#include "monitor/log.hpp"
+
+namespace troupe::apps {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string format_duration(double seconds) {
+  long s = std::lround(seconds);
+  if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, s / 60 % 60);
+  if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  return fmt::format("{}s", s);
+}
+
+compute::TrainerOptions trainer_options(const ResolvedJob& job) {
+  const TrainOptions& t = job.config.train;
+  compute::TrainerOptions o;
+  o.batch_size = t.batch_size;
+  o.seq_len = t.seq_len;
+  o.grad_accum = t.grad_accum;
+  o.lr = {t.lr, t.min_lr, t.warmup_steps, t.steps};
+  o.adamw = {t.beta1, t.beta2, t.eps, t.weight_decay};
+  o.grad_clip = t.grad_clip;
+  o.seed = t.seed;
+  return o;
+}
+
+void print_sample(compute::GPT& model, const ResolvedJob& job, spdlog::logger& log) {
+  const SampleOptions& s = job.config.sample;
+  std::vector<int> prompt(s.prompt.begin(), s.prompt.end());
+  for (int& t : prompt) t = static_cast<unsigned char>(t);
+  if (prompt.empty()) prompt.push_back('\n');
+  compute::SamplingOptions options{s.tokens, s.temperature, s.top_k, job.config.train.seed};
+  log.info("sample ({} tokens, temperature {}, top_k {}):", s.tokens, s.temperature, s.top_k);
+  std::vector<int> produced = compute::generate(model, prompt, options);
+  std::vector<int> text = prompt;
+  text.insert(text.end(), produced.begin(), produced.end());
+  std::printf("%s\n", compute::decode_bytes(text).c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+RunOutcome run_training(const ResolvedJob& job, compute::Backend& backend, const JobData& data,
+                        compute::DataParallel data_parallel) {
+  const bool reports = data_parallel.rank == 0;
+  auto log_ptr = monitor::logger("train");
+  spdlog::logger& log = *log_ptr;
+  if (!reports) log.set_level(spdlog::level::warn);
+  const TrainOptions& t = job.config.train;
+  const compute::GPTConfig& m = job.model;
+
+  compute::GPT model(m, backend);
+  model.init_parameters(t.seed);
+  compute::TrainerOptions options = trainer_options(job);
+  const int ranks = data_parallel.size;
+  options.data_parallel = std::move(data_parallel);
+  compute::Trainer trainer(model, options, data.train, data.val);
+  log.info("model: {} layers, {} embd, {} heads, block {}, vocab {} (padded {}), {:.2f}M parameters", m.n_layer,
+           m.n_embd, m.n_head, m.block_size, m.vocab_size, m.padded_vocab_size, model.layout().total() / 1e6);
+  log.info("data: {}", data.description);
+  log.info("training {} steps of {} tokens ({} rank(s) x batch {} x seq {} x accum {}) on {} with {} thread(s) each",
+           t.steps, trainer.tokens_per_step(), ranks, t.batch_size, t.seq_len, t.grad_accum, backend.name(),
+           t.threads == 0 ? std::string("all") : std::to_string(t.threads));
+
+  auto validate_now = [&](long step) {
+    auto start = Clock::now();
+    double val = trainer.evaluate(t.val_batches);
+    double secs = std::chrono::duration<double>(Clock::now() - start).count();
+    log.info("step {:>5}/{} | val loss {:.4f} ({} batches, {:.1f}s)", step, t.steps, val, t.val_batches, secs);
+    return val;
+  };
+
+  const auto run_start = Clock::now();
+  double train_seconds = 0, last_loss = 0, last_val = NAN;
+  for (long s = 0; s < t.steps; ++s) {
+    auto start = Clock::now();
+    compute::StepResult r = trainer.step();
+    double secs = std::chrono::duration<double>(Clock::now() - start).count();
+    train_seconds += secs;
+    last_loss = r.loss;
+    if (!std::isfinite(r.loss))
+      return {1, fmt::format("training diverged at step {} (loss {}); lower train.lr", s + 1, r.loss)};
+    long done = s + 1;
+    if (t.log_every > 0 && (done % t.log_every == 0 || done == t.steps)) {
+      double eta = train_seconds / static_cast<double>(done) * static_cast<double>(t.steps - done);
+      log.info("step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} tok/s | {:.0f} ms | ETA {}", done,
+               t.steps, r.loss, r.lr, r.grad_norm, static_cast<double>(trainer.tokens_per_step()) / secs,
+               secs * 1e3, format_duration(eta));
+    }
+    if (t.val_every > 0 && done % t.val_every == 0 && done != t.steps) validate_now(done);
+  }
+  last_val = validate_now(t.steps);
+  double wall = std::chrono::duration<double>(Clock::now() - run_start).count();
+  log.info("done: {} steps in {} | {:.0f} tok/s while training | final train loss {:.4f} | final val loss {:.4f}",
+           t.steps, format_duration(wall), static_cast<double>(trainer.tokens_per_step() * t.steps) / train_seconds,
+           last_loss, last_val);
+  if (reports && job.config.sample.tokens > 0) print_sample(model, job, log);
+  return {};
+}
+
+}  // namespace troupe::apps
