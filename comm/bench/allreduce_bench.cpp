@@ -1,0 +1,258 @@
+#include "comm/bench/allreduce_bench.hpp"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <future>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "comm/bootstrap.hpp"
+#include "comm/collectives.hpp"
+#include "comm/grid.hpp"
+
+namespace troupe::comm {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+std::vector<std::uint8_t> pack(const std::vector<double>& values) {
+  std::vector<std::uint8_t> bytes(values.size() * sizeof(double));
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  return bytes;
+}
+
+std::vector<double> unpack(const std::vector<std::uint8_t>& bytes) {
+  std::vector<double> values(bytes.size() / sizeof(double));
+  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(double));
+  return values;
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+// Every iteration's time on every rank, then the median of the per-iteration maximum.
+Expected<double> median_of_slowest(const std::vector<LocalRankResult>& results, int iterations,
+                                   const std::string& what) {
+  std::vector<double> slowest(static_cast<std::size_t>(iterations), 0.0);
+  for (std::size_t rank = 0; rank < results.size(); ++rank) {
+    const LocalRankResult& r = results[rank];
+    if (!r.ok) return Error{"bench allreduce: " + what + ": rank " + std::to_string(rank) + ": " + r.error};
+    const std::vector<double> times = unpack(r.report);
+    if (times.size() != slowest.size()) return Error{"bench allreduce: " + what + ": short report"};
+    for (std::size_t i = 0; i < times.size(); ++i) slowest[i] = std::max(slowest[i], times[i]);
+  }
+  return median(slowest);
+}
+
+Expected<AllReduceBenchRow> time_allreduce(int processes, std::int64_t bytes, const AllReduceBenchOptions& o) {
+  const auto body = [&](Engine& engine) -> Expected<std::vector<std::uint8_t>> {
+    auto comm = Communicator::create(engine, world_group(Grid{processes, 1, 1}));
+    if (!comm) return comm.error();
+    compute::Tensor buffer = compute::Tensor::zeros({bytes / 4}, compute::DType::f32);
+    std::fill_n(buffer.data_as<float>(), buffer.numel(), 1e-3f);
+    std::vector<double> times;
+    for (int i = 0; i < o.warmup + o.iterations; ++i) {
+      if (Status s = (*comm)->barrier(); !s) return s.error();
+      const auto start = clock::now();
+      if (Status s = (*comm)->all_reduce(buffer); !s) return s.error();
+      if (i >= o.warmup) times.push_back(std::chrono::duration<double>(clock::now() - start).count());
+    }
+    return pack(times);
+  };
+  auto results = run_local_ranks(processes, body, o.timeout);
+  if (!results) return results.error();
+  const std::string what = std::to_string(processes) + " processes, " + std::to_string(bytes) + " bytes";
+  auto seconds = median_of_slowest(*results, o.iterations, what);
+  if (!seconds) return seconds.error();
+  const double busbw = 2.0 * (processes - 1) / processes * static_cast<double>(bytes) / *seconds;
+  return AllReduceBenchRow{processes, bytes, *seconds, busbw};
+}
+
+// Rank 0 streams messages of `bytes` to rank 1, all posted at once as ucx_perftest's tag_bw
+// does; rank 1 answers the last with an empty message. Time on rank 0, first post to answer;
+// the median over rounds.
+Expected<PointToPointRow> time_point_to_point(std::int64_t bytes, const AllReduceBenchOptions& o) {
+  const int messages = static_cast<int>(std::clamp<std::int64_t>((256 << 20) / bytes, 4, 64));
+  const auto body = [&](Engine& engine) -> Expected<std::vector<std::uint8_t>> {
+    auto comm = Communicator::create(engine, world_group(Grid{2, 1, 1}));
+    if (!comm) return comm.error();
+    // One buffer for every message: the reference measures transport, not memory footprint.
+    compute::Tensor buffer = compute::Tensor::zeros({bytes}, compute::DType::f32);
+    std::vector<double> times;
+    for (int i = 0; i < o.warmup + o.iterations; ++i) {
+      if (Status s = (*comm)->barrier(); !s) return s.error();
+      const auto start = clock::now();
+      std::vector<std::future<Status>> pending;
+      auto wait = [&] {
+        auto promise = std::make_shared<std::promise<Status>>();
+        pending.push_back(promise->get_future());
+        return [promise](Status s) { promise->set_value(std::move(s)); };
+      };
+      const auto round = static_cast<std::uint16_t>(i);
+      const MessageKey ack{MessageKind::point_to_point, 0, round, static_cast<std::uint16_t>(messages)};
+      for (int m = 0; m < messages; ++m) {
+        const MessageKey key{MessageKind::point_to_point, 0, round, static_cast<std::uint16_t>(m)};
+        if (engine.rank() == 0) {
+          engine.post_send(1, key, buffer.data(), static_cast<std::size_t>(bytes), wait());
+        } else {
+          engine.post_recv(0, key, buffer.data(), static_cast<std::size_t>(bytes), wait());
+        }
+      }
+      if (engine.rank() == 0) {
+        engine.post_recv(1, ack, nullptr, 0, wait());
+      } else {
+        for (auto& f : pending) {
+          if (Status s = f.get(); !s) return s.error();
+        }
+        pending.clear();
+        engine.post_send(0, ack, nullptr, 0, wait());
+      }
+      for (auto& f : pending) {
+        if (Status s = f.get(); !s) return s.error();
+      }
+      if (i >= o.warmup) times.push_back(std::chrono::duration<double>(clock::now() - start).count());
+    }
+    return pack(times);
+  };
+  auto results = run_local_ranks(2, body, o.timeout);
+  if (!results) return results.error();
+  for (const LocalRankResult& r : *results) {
+    if (!r.ok) return Error{"bench allreduce: point-to-point: " + r.error};
+  }
+  const double seconds = median(unpack((*results)[0].report));
+  return PointToPointRow{"troupe engine", bytes, messages * static_cast<double>(bytes) / seconds};
+}
+
+// ucx_perftest tag_bw between a server and a client on 127.0.0.1; nothing when it is not
+// installed or fails. Its "MB/s" are MiB/s.
+std::optional<PointToPointRow> time_ucx_perftest(std::int64_t bytes, const AllReduceBenchOptions& o) {
+  if (std::system("command -v ucx_perftest > /dev/null 2>&1") != 0) return std::nullopt;
+  const std::string size = std::to_string(bytes);
+  const std::string iterations = std::to_string(std::clamp<std::int64_t>((1024ll << 20) / bytes, o.iterations, 1000));
+  const std::string port = std::to_string(20000 + (getpid() + bytes / 4096) % 20000);
+  const pid_t server = fork();
+  if (server < 0) return std::nullopt;
+  if (server == 0) {
+    std::freopen("/dev/null", "w", stdout);
+    std::freopen("/dev/null", "w", stderr);
+    execlp("ucx_perftest", "ucx_perftest", "-t", "tag_bw", "-s", size.c_str(), "-n", iterations.c_str(), "-w", "3",
+           "-p", port.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  std::string output;
+  for (int attempt = 0; attempt < 20 && output.find("Final:") == std::string::npos; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const std::string command =
+        "timeout 60 ucx_perftest 127.0.0.1 -t tag_bw -s " + size + " -n " + iterations + " -w 3 -p " + port + " 2>&1";
+    FILE* client = popen(command.c_str(), "r");
+    if (client == nullptr) break;
+    char line[512];
+    output.clear();
+    while (std::fgets(line, sizeof line, client) != nullptr) output += line;
+    pclose(client);
+  }
+  kill(server, SIGKILL);
+  waitpid(server, nullptr, 0);
+  const auto at = output.find("Final:");
+  if (at == std::string::npos) return std::nullopt;
+  // Final: iterations, latency 50%ile / average / overall (us), bandwidth average / overall.
+  std::istringstream fields(output.substr(at + 6));
+  double values[6] = {};
+  for (double& v : values) fields >> v;
+  if (!fields) return std::nullopt;
+  return PointToPointRow{"ucx_perftest", bytes, values[5] * 1024.0 * 1024.0};
+}
+
+std::string mib(std::int64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
+
+std::string fixed(double value, int digits) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.*f", digits, value);
+  return text;
+}
+
+}  // namespace
+
+Expected<AllReduceBenchReport> bench_allreduce(const AllReduceBenchOptions& options) {
+  AllReduceBenchReport report;
+  for (std::int64_t bytes : options.bytes) {
+    auto ours = time_point_to_point(bytes, options);
+    if (!ours) return ours.error();
+    report.point_to_point.push_back(*ours);
+    if (auto theirs = time_ucx_perftest(bytes, options)) report.point_to_point.push_back(*theirs);
+  }
+  for (int processes : options.processes) {
+    for (std::int64_t bytes : options.bytes) {
+      auto row = time_allreduce(processes, bytes, options);
+      if (!row) return row.error();
+      report.rows.push_back(*row);
+    }
+  }
+  return report;
+}
+
+std::string format_allreduce_report(const AllReduceBenchReport& report) {
+  std::vector<std::string> methods;
+  for (const auto& p : report.point_to_point) {
+    if (std::find(methods.begin(), methods.end(), p.method) == methods.end()) methods.push_back(p.method);
+  }
+  const auto bandwidth = [&](const std::string& method, std::int64_t bytes) {
+    for (const auto& p : report.point_to_point) {
+      if (p.method == method && p.bytes == bytes) return p.bandwidth;
+    }
+    return 0.0;
+  };
+  std::ostringstream out;
+  char line[160];
+  out << "point-to-point bandwidth, one way, two processes on this host (GB/s):\n";
+  std::snprintf(line, sizeof line, "  %8s", "message");
+  out << line;
+  for (const auto& m : methods) {
+    std::snprintf(line, sizeof line, " %15s", m.c_str());
+    out << line;
+  }
+  out << "\n";
+  std::vector<std::int64_t> sizes;
+  for (const auto& p : report.point_to_point) {
+    if (std::find(sizes.begin(), sizes.end(), p.bytes) == sizes.end()) sizes.push_back(p.bytes);
+  }
+  for (std::int64_t bytes : sizes) {
+    std::snprintf(line, sizeof line, "  %8s", mib(bytes).c_str());
+    out << line;
+    for (const auto& m : methods) {
+      std::snprintf(line, sizeof line, " %15s", fixed(bandwidth(m, bytes) / 1e9, 2).c_str());
+      out << line;
+    }
+    out << "\n";
+  }
+  out << "all-reduce, f32 sum, busbw = 2(n-1)/n * bytes / median time (ratios: busbw / p2p of that size):\n";
+  std::snprintf(line, sizeof line, "  %5s %8s %9s %11s", "procs", "size", "time ms", "busbw GB/s");
+  out << line;
+  for (const auto& m : methods) {
+    std::snprintf(line, sizeof line, " %15s", ("/ " + m).c_str());
+    out << line;
+  }
+  out << "\n";
+  for (const auto& r : report.rows) {
+    std::snprintf(line, sizeof line, "  %5d %8s %9.3f %11.2f", r.processes, mib(r.bytes).c_str(), r.seconds * 1e3,
+                  r.busbw / 1e9);
+    out << line;
+    for (const auto& m : methods) {
+      const double p2p = bandwidth(m, r.bytes);
+      std::snprintf(line, sizeof line, " %15s", p2p > 0 ? fixed(r.busbw / p2p, 2).c_str() : "-");
+      out << line;
+    }
+    out << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace troupe::comm

@@ -1,0 +1,54 @@
+#pragma once
+// All-reduce bus bandwidth against UCX's own point-to-point bandwidth, measured in the same
+// run on the same host (what `troupe bench allreduce` prints). Bench code, apart from what
+// ships: it forks its ranks with the local bootstrap (comm/bootstrap.hpp).
+//
+// busbw = 2(n-1)/n · bytes / time, NCCL's convention: the bandwidth each rank's link must
+// carry, comparable across n with a point-to-point figure. Time is the median over iterations
+// of the slowest rank's all-reduce, every iteration entered together (barrier, untimed).
+// Point-to-point references, at each all-reduce size as the message size: our engine
+// streaming messages one way between two processes (peer error handling on, as in the
+// all-reduce), and ucx_perftest's tag_bw (ucx-utils) when it is on the PATH (UCX's defaults:
+// no error handling, so single-copy CMA for large messages).
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "compute/expected.hpp"
+
+namespace troupe::comm {
+
+struct AllReduceBenchOptions {
+  std::vector<int> processes{2, 4};
+  std::vector<std::int64_t> bytes{1 << 20, 16 << 20, 64 << 20};  // f32 buffers; p2p messages too
+  int warmup = 3;
+  int iterations = 15;
+  std::chrono::milliseconds timeout{120000};  // per group of processes
+};
+
+struct AllReduceBenchRow {
+  int processes = 0;
+  std::int64_t bytes = 0;
+  double seconds = 0;  // median
+  double busbw = 0;    // bytes per second
+};
+
+struct PointToPointRow {
+  std::string method;
+  std::int64_t bytes = 0;  // message size
+  double bandwidth = 0;    // bytes per second
+};
+
+struct AllReduceBenchReport {
+  std::vector<AllReduceBenchRow> rows;
+  std::vector<PointToPointRow> point_to_point;  // every size by our engine; by ucx_perftest when found
+};
+
+Expected<AllReduceBenchReport> bench_allreduce(const AllReduceBenchOptions& options);
+// The report as two tables; each busbw beside its ratio to the point-to-point figures of the
+// same message size.
+std::string format_allreduce_report(const AllReduceBenchReport& report);
+
+}  // namespace troupe::comm

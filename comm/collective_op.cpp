@@ -1,0 +1,77 @@
+#include "comm/collective_op.hpp"
+
+#include <string_view>
+
+namespace troupe::comm {
+
+CollectiveOp::CollectiveOp(Engine& engine, std::string name, const Group& group, MessageKey key, compute::Tensor buffer,
+                           Callback done)
+    : engine_(engine),
+      name_(std::move(name)),
+      group_(group),
+      key_(key),
+      buffer_(std::move(buffer)),
+      done_(std::move(done)) {}
+
+void CollectiveOp::start() {
+  std::vector<int> others;
+  for (int rank : group_.ranks) {
+    if (rank != engine_.rank()) others.push_back(rank);
+  }
+  watch_ =
+      engine_.watch_peers(std::move(others), [self = shared_from_this()](const Error& error) { self->finish(error); });
+  begin();
+  if (!finished_ && completed_ == expected_) finish({});
+}
+
+std::byte* CollectiveOp::bytes_at(std::int64_t element) const {
+  return static_cast<std::byte*>(buffer_.data()) + element * compute::dtype_size(buffer_.dtype());
+}
+
+void CollectiveOp::send(int peer, std::uint32_t index, const void* data, std::size_t bytes,
+                        std::function<void()> then) {
+  MessageKey key = key_;
+  key.index = static_cast<std::uint16_t>(index);
+  const std::uint64_t slot = std::uint64_t{index} * 2;
+  in_flight_[slot] = engine_.post_send(
+      peer, key, data, bytes,
+      [self = shared_from_this(), slot, then = std::move(then)](Status status) { self->on_done(slot, status, then); });
+}
+
+void CollectiveOp::recv(int peer, std::uint32_t index, void* data, std::size_t bytes, std::function<void()> then) {
+  MessageKey key = key_;
+  key.index = static_cast<std::uint16_t>(index);
+  const std::uint64_t slot = std::uint64_t{index} * 2 + 1;
+  in_flight_[slot] = engine_.post_recv(
+      peer, key, data, bytes,
+      [self = shared_from_this(), slot, then = std::move(then)](Status status) { self->on_done(slot, status, then); });
+}
+
+void CollectiveOp::on_done(std::uint64_t slot, const Status& status, const std::function<void()>& then) {
+  in_flight_.erase(slot);
+  if (finished_) return;
+  if (!status) {
+    finish(status);
+    return;
+  }
+  if (then) then();
+  ++completed_;
+  if (!finished_ && completed_ == expected_) finish({});
+}
+
+void CollectiveOp::finish(Status status) {
+  if (finished_) return;
+  finished_ = true;
+  engine_.unwatch_peers(watch_);
+  if (status) {
+    done_({});
+    return;
+  }
+  for (const auto& [slot, id] : in_flight_) engine_.cancel(id);
+  std::string_view cause = status.error().message;
+  if (cause.starts_with("comm: ")) cause.remove_prefix(6);
+  done_(Error{"comm: " + name_ + " on " + group_.describe() + " (sequence " + std::to_string(key_.sequence) +
+              ") failed: " + std::string(cause)});
+}
+
+}  // namespace troupe::comm

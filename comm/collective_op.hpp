@@ -1,0 +1,67 @@
+#pragma once
+// What every collective state machine shares (internal to comm/): its requests in flight, a
+// watch on the other ranks of its group, and finishing exactly once. It lives on the progress
+// thread; it is kept alive by the callbacks of its requests and by its watch, and it owns
+// (through a Tensor) the buffer its requests point into, so a send UCX could not cancel never
+// reads freed memory.
+//
+//            start()                    each completion: then(); all expected done
+//   [new] ------------> [running] ----------------------------------------------> [succeeded]
+//                           |  a request fails, or a rank of the group is lost
+//                           +------------------------------------------------------> [failed]
+//                              (requests in flight are cancelled; done() gets the error)
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "comm/engine.hpp"
+#include "comm/group.hpp"
+#include "compute/tensor.hpp"
+
+namespace troupe::comm {
+
+class CollectiveOp : public std::enable_shared_from_this<CollectiveOp> {
+ public:
+  virtual ~CollectiveOp() = default;
+  // Progress thread only: watches the group, then posts the first requests.
+  void start();
+
+ protected:
+  // `key` carries the group and sequence; requests fill in the index.
+  CollectiveOp(Engine& engine, std::string name, const Group& group, MessageKey key, compute::Tensor buffer,
+               Callback done);
+
+  // Posts the first requests and says how many requests the operation makes in all.
+  virtual void begin() = 0;
+
+  void expect(std::uint64_t requests) { expected_ = requests; }
+  // A message of the operation. `then` runs when it has completed, unless the operation failed.
+  // Within one operation an index is used by at most one send and one receive.
+  void send(int peer, std::uint32_t index, const void* data, std::size_t bytes, std::function<void()> then = {});
+  void recv(int peer, std::uint32_t index, void* data, std::size_t bytes, std::function<void()> then = {});
+
+  Engine& engine_;
+  const Group& group() const { return group_; }
+  const compute::Tensor& buffer() const { return buffer_; }
+  std::byte* bytes_at(std::int64_t element) const;
+
+ private:
+  void on_done(std::uint64_t slot, const Status& status, const std::function<void()>& then);
+  void finish(Status status);
+
+  std::string name_;
+  Group group_;
+  MessageKey key_;
+  compute::Tensor buffer_;
+  Callback done_;
+  std::uint64_t expected_ = 0;
+  std::uint64_t completed_ = 0;
+  bool finished_ = false;
+  WatchId watch_ = 0;
+  std::unordered_map<std::uint64_t, RequestId> in_flight_;  // by index * 2 + (receive ? 1 : 0)
+};
+
+}  // namespace troupe::comm

@@ -1,0 +1,135 @@
+#include "comm/collectives.hpp"
+
+#include <future>
+#include <unordered_set>
+
+#include "comm/chain_broadcast.hpp"
+#include "comm/dissemination_barrier.hpp"
+#include "comm/knobs.hpp"
+#include "comm/reduce_sum.hpp"
+#include "comm/ring.hpp"
+
+namespace troupe::comm {
+namespace {
+
+template <typename Post>
+Status wait_for(const Engine& engine, Post post) {
+  TROUPE_CHECK(!engine.on_progress_thread(), "a blocking collective on the progress thread would never end");
+  auto promise = std::make_shared<std::promise<Status>>();
+  std::future<Status> result = promise->get_future();
+  post([promise](Status status) { promise->set_value(std::move(status)); });
+  return result.get();
+}
+
+}  // namespace
+
+CollectiveOptions CollectiveOptions::from_environment() {
+  return CollectiveOptions{std::max<std::int64_t>(knob_value(knob_chunk_bytes), 1),
+                           static_cast<int>(std::max<std::int64_t>(knob_value(knob_window), 1))};
+}
+
+Communicator::Communicator(Engine& engine, Group group, int position, CollectiveOptions options)
+    : engine_(engine), group_(std::move(group)), position_(position), options_(options) {}
+
+Expected<std::unique_ptr<Communicator>> Communicator::create(Engine& engine, Group group, CollectiveOptions options) {
+  const std::string name = "comm: " + group.describe();
+  if (group.id > max_group_id) return Error{name + ": group id above " + std::to_string(max_group_id)};
+  std::unordered_set<int> seen;
+  for (int rank : group.ranks) {
+    if (rank < 0 || rank >= engine.world_size()) {
+      return Error{name + ": rank " + std::to_string(rank) + " is outside the world of " +
+                   std::to_string(engine.world_size())};
+    }
+    if (!seen.insert(rank).second) return Error{name + ": rank " + std::to_string(rank) + " appears twice"};
+  }
+  const int position = group.position_of(engine.rank());
+  if (position < 0) return Error{name + ": rank " + std::to_string(engine.rank()) + " is not a member"};
+  if (options.chunk_bytes < 1 || options.window < 1) return Error{name + ": chunk size and window must be positive"};
+  return std::unique_ptr<Communicator>(new Communicator(engine, std::move(group), position, options));
+}
+
+MessageKey Communicator::next_key() {
+  return MessageKey{MessageKind::collective, group_.id, static_cast<std::uint16_t>(sequence_++ & 0xffff), 0};
+}
+
+bool Communicator::accept(const compute::Tensor& buffer, bool reduces, const char* what, const Callback& done) {
+  std::string problem;
+  if (!buffer.defined()) {
+    problem = "no buffer";
+  } else if (buffer.device() != compute::Device::cpu) {
+    problem = buffer.describe() + " is not in host memory";
+  } else if (reduces && !reducible(buffer.dtype())) {
+    problem = buffer.describe() + ": only f32 and f64 are summed";
+  }
+  if (problem.empty()) return true;
+  engine_.post([done, error = Error{"comm: " + std::string(what) + " on " + group_.describe() + ": " + problem}] {
+    done(error);
+  });
+  return false;
+}
+
+void Communicator::post_ring(compute::Tensor buffer, RingPhases ring_phases, Callback done) {
+  const MessageKey key = next_key();
+  const std::int64_t wanted =
+      std::max<std::int64_t>(options_.chunk_bytes / static_cast<std::int64_t>(compute::dtype_size(buffer.dtype())), 1);
+  const RingShape shape{ring_chunk_elements(buffer.numel(), group_.size(), ring_phases, wanted), options_.window,
+                        scratch_};
+  // The task holds the only reference, so the operation ends its life on the progress thread.
+  engine_.post([op = make_ring_op(engine_, group_, key, ring_phases, std::move(buffer), shape, std::move(done))] {
+    op->start();
+  });
+}
+
+void Communicator::post_all_reduce(compute::Tensor buffer, Callback done) {
+  if (accept(buffer, true, "all_reduce", done)) post_ring(std::move(buffer), RingPhases::all_reduce, std::move(done));
+}
+
+void Communicator::post_reduce_scatter(compute::Tensor buffer, Callback done) {
+  if (accept(buffer, true, "reduce_scatter", done)) {
+    post_ring(std::move(buffer), RingPhases::reduce_scatter, std::move(done));
+  }
+}
+
+void Communicator::post_all_gather(compute::Tensor buffer, Callback done) {
+  if (accept(buffer, false, "all_gather", done)) post_ring(std::move(buffer), RingPhases::all_gather, std::move(done));
+}
+
+void Communicator::post_broadcast(compute::Tensor buffer, int root, Callback done) {
+  if (!accept(buffer, false, "broadcast", done)) return;
+  if (root < 0 || root >= group_.size()) {
+    engine_.post([done, error = Error{"comm: broadcast on " + group_.describe() + ": root position " +
+                                      std::to_string(root) + " is outside the group"}] { done(error); });
+    return;
+  }
+  const std::int64_t chunk =
+      std::max<std::int64_t>(options_.chunk_bytes / static_cast<std::int64_t>(compute::dtype_size(buffer.dtype())),
+                             (buffer.numel() + max_messages_per_operation - 1) / max_messages_per_operation);
+  engine_.post([op = make_chain_broadcast_op(engine_, group_, next_key(), root, std::move(buffer),
+                                             std::max<std::int64_t>(chunk, 1), std::move(done))] { op->start(); });
+}
+
+void Communicator::post_barrier(Callback done) {
+  engine_.post([op = make_dissemination_barrier_op(engine_, group_, next_key(), std::move(done))] { op->start(); });
+}
+
+Status Communicator::all_reduce(compute::Tensor buffer) {
+  return wait_for(engine_, [&](Callback done) { post_all_reduce(buffer, std::move(done)); });
+}
+
+Status Communicator::reduce_scatter(compute::Tensor buffer) {
+  return wait_for(engine_, [&](Callback done) { post_reduce_scatter(buffer, std::move(done)); });
+}
+
+Status Communicator::all_gather(compute::Tensor buffer) {
+  return wait_for(engine_, [&](Callback done) { post_all_gather(buffer, std::move(done)); });
+}
+
+Status Communicator::broadcast(compute::Tensor buffer, int root) {
+  return wait_for(engine_, [&](Callback done) { post_broadcast(buffer, root, std::move(done)); });
+}
+
+Status Communicator::barrier() {
+  return wait_for(engine_, [&](Callback done) { post_barrier(std::move(done)); });
+}
+
+}  // namespace troupe::comm

@@ -1,0 +1,82 @@
+#pragma once
+// Collectives over a group of ranks, in host memory: the entry points (a thin layer over the
+// engine, as NCCL's are over its). Each operation is a state machine inside the engine, driven
+// by completions on the progress thread, so it overlaps whatever the posting thread does next;
+// post_* return at once and call `done` on the progress thread; the blocking forms wait for it.
+//
+// Every rank of the group must post the same collectives on its Communicator in the same
+// order (the order fixes each operation's sequence number, which keeps their messages apart).
+// A Tensor given to an operation is kept alive by it until it ends. A rank of the group that
+// is lost fails the operation on every other rank with an Error naming it; the failed
+// operation may leave unmatched messages under its sequence number, so recovery builds a new
+// Communicator (with a new engine, or a new group id).
+//
+// Algorithms: ring all-reduce (reduce-scatter then all-gather, chunked and pipelined), ring
+// reduce-scatter, ring all-gather, chain broadcast, dissemination barrier; see docs/comm.md.
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "comm/engine.hpp"
+#include "comm/group.hpp"
+#include "comm/scratch_pool.hpp"
+#include "compute/expected.hpp"
+#include "compute/tensor.hpp"
+
+namespace troupe::comm {
+
+enum class RingPhases : std::uint8_t;
+
+struct CollectiveOptions {
+  std::int64_t chunk_bytes = 0;  // message size of ring and chain (TROUPE_COMM_CHUNK_BYTES)
+  int window = 0;                // ring partial-sum receives in flight (TROUPE_COMM_WINDOW)
+
+  static CollectiveOptions from_environment();
+};
+
+class Communicator {
+ public:
+  // The engine's rank must be in the group, ranks unique and inside the engine's world, and
+  // the engine connected to all of them.
+  static Expected<std::unique_ptr<Communicator>> create(
+      Engine& engine, Group group, CollectiveOptions options = CollectiveOptions::from_environment());
+
+  const Group& group() const { return group_; }
+  int position() const { return position_; }
+
+  // Sum over the group, in place; f32 or f64. Every rank ends with the same bits.
+  void post_all_reduce(compute::Tensor buffer, Callback done);
+  // In place: afterwards segment_of(numel, size, position()) of the buffer holds the sum of
+  // that segment over the group; the rest of the buffer holds partial sums. f32 or f64.
+  void post_reduce_scatter(compute::Tensor buffer, Callback done);
+  // In place: segment_of(numel, size, p) of position p's buffer ends up on every rank.
+  void post_all_gather(compute::Tensor buffer, Callback done);
+  // The buffer of position `root` ends up on every rank.
+  void post_broadcast(compute::Tensor buffer, int root, Callback done);
+  // Done once every rank of the group has entered the barrier.
+  void post_barrier(Callback done);
+
+  // Blocking forms, for tests and simple callers; never on the progress thread.
+  Status all_reduce(compute::Tensor buffer);
+  Status reduce_scatter(compute::Tensor buffer);
+  Status all_gather(compute::Tensor buffer);
+  Status broadcast(compute::Tensor buffer, int root);
+  Status barrier();
+
+ private:
+  Communicator(Engine& engine, Group group, int position, CollectiveOptions options);
+  MessageKey next_key();
+  // Checks the buffer for an operation; on a problem posts done(error) and returns false.
+  bool accept(const compute::Tensor& buffer, bool reduces, const char* what, const Callback& done);
+  void post_ring(compute::Tensor buffer, RingPhases phases, Callback done);
+
+  Engine& engine_;
+  Group group_;
+  int position_;
+  CollectiveOptions options_;
+  std::atomic<std::uint32_t> sequence_{0};
+  std::shared_ptr<ScratchPool> scratch_ = std::make_shared<ScratchPool>();
+};
+
+}  // namespace troupe::comm

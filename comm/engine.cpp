@@ -1,0 +1,520 @@
+#include "comm/engine.hpp"
+
+#include <poll.h>
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <future>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+
+#include "comm/knobs.hpp"
+
+namespace troupe::comm {
+namespace {
+
+// UCX settings Troupe chooses unless the environment sets them (UCX_<name>).
+struct UcxDefault {
+  const char* name;
+  const char* value;
+};
+constexpr UcxDefault ucx_defaults[] = {
+    {"KEEPALIVE_INTERVAL", "1s"},  // a silent dead peer is noticed within seconds, not 20 s
+    {"MM_ERROR_HANDLING", "y"},    // shared memory (posix, sysv) may serve endpoints with peer
+                                   // error handling: UCX checks the peer process is alive;
+                                   // without it such endpoints fall back to TCP over loopback
+    {"MM_SEG_SIZE", "32k"},        // FIFO element: a quarter of the fragments of the default 8k;
+                                   // 2-process all-reduce about 10% faster (docs/comm.md)
+};
+
+// Longest sleep with requests in flight (a send queued behind a full shared-memory FIFO
+// raises no event, so this bounds its stall) and with none (UCX keepalive needs progress).
+constexpr auto busy_sleep = std::chrono::microseconds(200);
+constexpr auto idle_sleep = std::chrono::milliseconds(100);
+
+// Whether UCX_TLS leaves shared-memory transports on (UCX warns about settings for
+// transports it does not open).
+bool shared_memory_enabled() {
+  const char* tls = std::getenv("UCX_TLS");
+  if (tls == nullptr || tls[0] == '^') return true;
+  const std::string_view list(tls);
+  for (std::string_view name : {"all", "sm", "shm", "posix", "sysv", "mm"}) {
+    for (std::size_t at = list.find(name); at != std::string_view::npos; at = list.find(name, at + 1)) {
+      const bool starts = at == 0 || list[at - 1] == ',';
+      const bool ends = at + name.size() == list.size() || list[at + name.size()] == ',';
+      if (starts && ends) return true;
+    }
+  }
+  return false;
+}
+
+std::string rank_name(int rank) { return "rank " + std::to_string(rank); }
+
+}  // namespace
+
+struct Engine::State {
+  struct Peer {
+    State* state = nullptr;
+    int rank = 0;
+    ucp_ep_h ep = nullptr;
+    bool failed = false;
+    Error failure;
+  };
+  struct Operation {
+    State* state = nullptr;
+    RequestId id = 0;
+    int peer = 0;
+    bool recv = false;
+    std::size_t bytes = 0;
+    void* request = nullptr;  // UCX's request while it is in flight
+    Callback done;
+  };
+  struct Completion {
+    RequestId id;
+    ucs_status_t status;
+    std::size_t length;
+  };
+  struct Watch {
+    std::vector<int> peers;
+    std::function<void(const Error&)> lost;
+  };
+
+  int rank = 0;
+  ucp_context_h context = nullptr;
+  ucp_worker_h worker = nullptr;
+  int event_fd = -1;
+  std::chrono::microseconds spin{0};
+  std::thread thread;
+
+  // Shared between posting threads and the progress thread, under `mutex`.
+  std::mutex mutex;
+  std::vector<std::function<void()>> tasks;
+  std::vector<std::pair<int, ucs_status_t>> failed_peers;  // from UCX's error handler
+  std::atomic<bool> stopping{false};
+  std::atomic<RequestId> next_request{1};
+
+  // Progress thread only (and the creating thread before it starts).
+  std::vector<std::unique_ptr<Peer>> peers;
+  std::unordered_map<RequestId, Operation> operations;  // element addresses are stable
+  std::vector<Completion> completions;
+  std::unordered_map<WatchId, Watch> watches;
+  WatchId next_watch = 1;
+  std::vector<void*> closing;  // endpoint close requests in flight
+
+  ~State() {
+    if (worker != nullptr) ucp_worker_destroy(worker);
+    if (context != nullptr) ucp_cleanup(context);
+  }
+
+  static void on_send_done(void* request, ucs_status_t status, void* user_data) {
+    auto* op = static_cast<Operation*>(user_data);
+    op->request = nullptr;
+    op->state->completions.push_back({op->id, status, op->bytes});
+    ucp_request_free(request);
+  }
+  static void on_recv_done(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info, void* user_data) {
+    auto* op = static_cast<Operation*>(user_data);
+    op->request = nullptr;
+    op->state->completions.push_back({op->id, status, status == UCS_OK ? info->length : 0});
+    ucp_request_free(request);
+  }
+  static void on_peer_error(void* arg, ucp_ep_h, ucs_status_t status) {
+    auto* peer = static_cast<Peer*>(arg);
+    std::lock_guard lock(peer->state->mutex);
+    peer->state->failed_peers.emplace_back(peer->rank, status);
+  }
+
+  Operation& add_operation(RequestId id, int peer, bool recv, std::size_t bytes, Callback done) {
+    auto [it, inserted] = operations.try_emplace(id);
+    TROUPE_CHECK(inserted, "request id reused");
+    Operation& op = it->second;
+    op.state = this;
+    op.id = id;
+    op.peer = peer;
+    op.recv = recv;
+    op.bytes = bytes;
+    op.done = std::move(done);
+    return op;
+  }
+
+  // Whether `op` can go to UCX; if not, its failure is queued as a completion.
+  bool can_issue(const Operation& op) {
+    const Peer& peer = *peers[op.peer];
+    if (stopping) {
+      completions.push_back({op.id, UCS_ERR_CANCELED, 0});
+      return false;
+    }
+    if (peer.failed) {
+      completions.push_back({op.id, UCS_ERR_CONNECTION_RESET, 0});
+      return false;
+    }
+    if (peer.ep == nullptr) {
+      completions.push_back({op.id, UCS_ERR_NOT_CONNECTED, 0});
+      return false;
+    }
+    return true;
+  }
+
+  void track(Operation& op, ucs_status_ptr_t result, std::size_t immediate_length) {
+    if (result == nullptr) {
+      completions.push_back({op.id, UCS_OK, immediate_length});
+    } else if (UCS_PTR_IS_ERR(result)) {
+      completions.push_back({op.id, UCS_PTR_STATUS(result), 0});
+    } else {
+      op.request = result;
+    }
+  }
+
+  void issue_send(RequestId id, int peer, const MessageKey& key, const void* data, std::size_t bytes, Callback done) {
+    Operation& op = add_operation(id, peer, false, bytes, std::move(done));
+    if (!can_issue(op)) return;
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    param.cb.send = on_send_done;
+    param.user_data = &op;
+    track(op, ucp_tag_send_nbx(peers[peer]->ep, data, bytes, tag_encode(key, rank), &param), bytes);
+  }
+
+  void issue_recv(RequestId id, int peer, const MessageKey& key, void* data, std::size_t bytes, Callback done) {
+    Operation& op = add_operation(id, peer, true, bytes, std::move(done));
+    if (!can_issue(op)) return;
+    ucp_request_param_t param{};
+    // Always through the callback: UCX 1.13 reports length 0 for a receive it completes at once.
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    param.cb.recv = on_recv_done;
+    param.user_data = &op;
+    track(op, ucp_tag_recv_nbx(worker, data, bytes, tag_encode(key, peer), ~std::uint64_t{0}, &param), 0);
+  }
+
+  Status connect_now(int peer_rank, const std::vector<std::uint8_t>& address) {
+    Peer& peer = *peers[peer_rank];
+    if (peer.failed) return peer.failure;
+    if (peer.ep != nullptr) return Error{"comm: " + rank_name(peer_rank) + " is already connected"};
+    ucp_ep_params_t params{};
+    params.field_mask =
+        UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    params.address = reinterpret_cast<const ucp_address_t*>(address.data());
+    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    params.err_handler.cb = on_peer_error;
+    params.err_handler.arg = &peer;
+    const ucs_status_t status = ucp_ep_create(worker, &params, &peer.ep);
+    if (status != UCS_OK) {
+      peer.ep = nullptr;
+      return Error{"comm: cannot connect to " + rank_name(peer_rank) + ": " + ucs_status_string(status)};
+    }
+    return {};
+  }
+
+  void close_endpoint(Peer& peer) {
+    if (peer.ep == nullptr) return;
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    const ucs_status_ptr_t request = ucp_ep_close_nbx(peer.ep, &param);
+    if (request != nullptr && !UCS_PTR_IS_ERR(request)) closing.push_back(request);
+    peer.ep = nullptr;
+  }
+
+  // A peer's endpoint failed: its operations fail with an Error naming it, and so does every
+  // watch that includes it. Sends on the endpoint are failed by UCX when it is closed; receives
+  // are worker-wide, so they are cancelled here.
+  void mark_failed(int peer_rank, ucs_status_t status) {
+    Peer& peer = *peers[peer_rank];
+    if (peer.failed) return;
+    peer.failed = true;
+    peer.failure =
+        Error{"comm: " + rank_name(peer_rank) + " lost (UCX endpoint error: " + ucs_status_string(status) + ")"};
+    close_endpoint(peer);
+    for (auto& [id, op] : operations) {
+      if (op.recv && op.peer == peer_rank && op.request != nullptr) ucp_request_cancel(worker, op.request);
+    }
+    std::vector<WatchId> hit;
+    for (const auto& [id, watch] : watches) {
+      for (int p : watch.peers) {
+        if (p == peer_rank) {
+          hit.push_back(id);
+          break;
+        }
+      }
+    }
+    for (WatchId id : hit) fire_watch(id, peer.failure);
+  }
+
+  void fire_watch(WatchId id, const Error& failure) {
+    auto it = watches.find(id);
+    if (it == watches.end()) return;
+    auto lost = std::move(it->second.lost);
+    watches.erase(it);
+    lost(failure);
+  }
+
+  Status outcome(const Operation& op, const Completion& c) const {
+    const std::string what = (op.recv ? "receive from " : "send to ") + rank_name(op.peer);
+    if (c.status == UCS_OK) {
+      if (c.length == op.bytes) return {};
+      return Error{"comm: " + what + ": expected " + std::to_string(op.bytes) + " bytes, got " +
+                   std::to_string(c.length)};
+    }
+    const Peer& peer = *peers[op.peer];
+    if (peer.failed) return Error{peer.failure.message + " during a " + what};
+    if (stopping) return Error{"comm: " + what + " ended: the engine of " + rank_name(rank) + " stopped"};
+    if (c.status == UCS_ERR_NOT_CONNECTED)
+      return Error{"comm: " + what + ": " + rank_name(op.peer) + " is not connected"};
+    if (c.status == UCS_ERR_CANCELED) return Error{"comm: " + what + " cancelled"};
+    return Error{"comm: " + what + " failed: " + ucs_status_string(c.status)};
+  }
+
+  // Failures, then completions, until neither is left. Returns whether anything ran.
+  bool drain() {
+    bool worked = false;
+    for (;;) {
+      std::vector<std::pair<int, ucs_status_t>> failed;
+      {
+        std::lock_guard lock(mutex);
+        failed.swap(failed_peers);
+      }
+      for (const auto& [peer, status] : failed) mark_failed(peer, status);
+      if (completions.empty() && failed.empty()) return worked;
+      worked = true;
+      std::vector<Completion> batch;
+      batch.swap(completions);
+      for (const Completion& c : batch) {
+        auto it = operations.find(c.id);
+        if (it == operations.end()) continue;
+        Operation op = std::move(it->second);
+        operations.erase(it);
+        if (op.done) op.done(outcome(op, c));
+      }
+    }
+  }
+
+  bool run_tasks() {
+    std::vector<std::function<void()>> batch;
+    {
+      std::lock_guard lock(mutex);
+      batch.swap(tasks);
+    }
+    for (auto& task : batch) task();
+    return !batch.empty();
+  }
+
+  // Sleeps on the worker's event fd, at most `limit`, unless an event or a task is waiting.
+  void sleep_until_event(std::chrono::nanoseconds limit) {
+    if (ucp_worker_arm(worker) == UCS_ERR_BUSY) return;
+    {
+      std::lock_guard lock(mutex);
+      if (!tasks.empty() || !failed_peers.empty() || stopping) return;
+    }
+    pollfd fd{event_fd, POLLIN, 0};
+    const timespec timeout{static_cast<time_t>(limit.count() / 1000000000),
+                           static_cast<long>(limit.count() % 1000000000)};
+    ppoll(&fd, 1, &timeout, nullptr);
+  }
+
+  // After stop: every endpoint is force-closed and every operation left gets an Error, those
+  // that callbacks and tasks post on the way included.
+  void shut_down() {
+    for (auto& [id, op] : operations) {
+      if (op.recv && op.request != nullptr) ucp_request_cancel(worker, op.request);
+    }
+    for (auto& peer : peers) close_endpoint(*peer);
+    for (void* request : closing) {
+      while (ucp_request_check_status(request) == UCS_INPROGRESS) ucp_worker_progress(worker);
+      ucp_request_free(request);
+    }
+    closing.clear();
+    while (ucp_worker_progress(worker) != 0) {
+    }
+    while (run_tasks() || drain()) {
+    }
+    // What UCX still holds (a send it could not cancel) keeps its record, without a callback,
+    // until the worker is destroyed.
+    std::vector<RequestId> left;
+    for (const auto& [id, op] : operations) {
+      if (op.done) left.push_back(id);
+    }
+    for (RequestId id : left) {
+      auto it = operations.find(id);
+      if (it == operations.end() || !it->second.done) continue;
+      std::exchange(it->second.done, nullptr)(Error{"comm: the engine of " + rank_name(rank) + " stopped"});
+    }
+    while (run_tasks() || drain()) {
+    }
+  }
+};
+
+namespace {
+thread_local const void* progress_thread_state = nullptr;
+}
+
+Engine::Engine(int rank, int world_size) : rank_(rank), world_size_(world_size), state_(std::make_unique<State>()) {}
+
+Expected<std::unique_ptr<Engine>> Engine::create(int rank, int world_size) {
+  if (world_size < 1 || world_size > max_rank + 1) {
+    return Error{"comm: world size " + std::to_string(world_size) + " is outside [1, " + std::to_string(max_rank + 1) +
+                 "]"};
+  }
+  if (rank < 0 || rank >= world_size) {
+    return Error{"comm: rank " + std::to_string(rank) + " is outside [0, " + std::to_string(world_size) + ")"};
+  }
+  std::unique_ptr<Engine> engine(new Engine(rank, world_size));
+  State& s = *engine->state_;
+  s.rank = rank;
+
+  ucp_config_t* config = nullptr;
+  ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
+  if (status != UCS_OK)
+    return Error{std::string("comm: cannot read the UCX configuration: ") + ucs_status_string(status)};
+  for (const UcxDefault& d : ucx_defaults) {
+    if (std::getenv((std::string("UCX_") + d.name).c_str()) != nullptr) continue;
+    if (std::string_view(d.name).starts_with("MM_") && !shared_memory_enabled()) continue;
+    ucp_config_modify(config, d.name, d.value);
+  }
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES;
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+  status = ucp_init(&params, config, &s.context);
+  ucp_config_release(config);
+  if (status != UCS_OK) return Error{std::string("comm: cannot initialise UCX: ") + ucs_status_string(status)};
+
+  ucp_worker_params_t worker_params{};
+  worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  worker_params.thread_mode = UCS_THREAD_MODE_SINGLE;  // only the progress thread touches it
+  status = ucp_worker_create(s.context, &worker_params, &s.worker);
+  if (status != UCS_OK) return Error{std::string("comm: cannot create the UCX worker: ") + ucs_status_string(status)};
+  status = ucp_worker_get_efd(s.worker, &s.event_fd);
+  if (status != UCS_OK) return Error{std::string("comm: no UCX event fd: ") + ucs_status_string(status)};
+
+  ucp_address_t* address = nullptr;
+  std::size_t address_length = 0;
+  status = ucp_worker_get_address(s.worker, &address, &address_length);
+  if (status != UCS_OK) return Error{std::string("comm: no UCX worker address: ") + ucs_status_string(status)};
+  const auto* bytes = reinterpret_cast<const std::uint8_t*>(address);
+  engine->address_.assign(bytes, bytes + address_length);
+  ucp_worker_release_address(s.worker, address);
+
+  for (int r = 0; r < world_size; ++r) {
+    s.peers.push_back(std::make_unique<State::Peer>());
+    s.peers.back()->state = &s;
+    s.peers.back()->rank = r;
+  }
+  s.spin = std::chrono::microseconds(knob_value(knob_spin_us));
+  s.thread = std::thread([&s] {
+    progress_thread_state = &s;
+    auto last_work = std::chrono::steady_clock::now();
+    while (!s.stopping) {
+      bool worked = s.run_tasks();
+      while (ucp_worker_progress(s.worker) != 0) worked = true;
+      worked = s.drain() || worked;
+      const auto now = std::chrono::steady_clock::now();
+      if (worked) {
+        last_work = now;
+        continue;
+      }
+      if (s.operations.empty()) {
+        s.sleep_until_event(idle_sleep);
+      } else if (now - last_work < s.spin) {
+        std::this_thread::yield();
+      } else {
+        s.sleep_until_event(busy_sleep);
+      }
+    }
+    s.shut_down();
+  });
+  if (Status self = engine->connect(rank, engine->address_); !self) return self.error();
+  return engine;
+}
+
+Engine::~Engine() {
+  State& s = *state_;
+  if (s.thread.joinable()) {
+    {
+      std::lock_guard lock(s.mutex);
+      s.stopping = true;
+    }
+    ucp_worker_signal(s.worker);
+    s.thread.join();
+  }
+}
+
+bool Engine::on_progress_thread() const { return progress_thread_state == state_.get(); }
+
+void Engine::post(std::function<void()> task) {
+  State& s = *state_;
+  {
+    std::lock_guard lock(s.mutex);
+    s.tasks.push_back(std::move(task));
+  }
+  if (!on_progress_thread()) ucp_worker_signal(s.worker);
+}
+
+Status Engine::connect(int peer, std::span<const std::uint8_t> address) {
+  if (peer < 0 || peer >= world_size_) {
+    return Error{"comm: cannot connect to rank " + std::to_string(peer) + ": world size is " +
+                 std::to_string(world_size_)};
+  }
+  std::vector<std::uint8_t> bytes(address.begin(), address.end());
+  if (on_progress_thread()) return state_->connect_now(peer, bytes);
+  std::promise<Status> result;
+  post([&] { result.set_value(state_->connect_now(peer, bytes)); });
+  return result.get_future().get();
+}
+
+RequestId Engine::post_send(int peer, const MessageKey& key, const void* data, std::size_t bytes, Callback done) {
+  TROUPE_CHECK(peer >= 0 && peer < world_size_, "send to a rank outside the world");
+  const RequestId id = state_->next_request++;
+  if (on_progress_thread()) {
+    state_->issue_send(id, peer, key, data, bytes, std::move(done));
+  } else {
+    post([this, id, peer, key, data, bytes, done = std::move(done)]() mutable {
+      state_->issue_send(id, peer, key, data, bytes, std::move(done));
+    });
+  }
+  return id;
+}
+
+RequestId Engine::post_recv(int peer, const MessageKey& key, void* data, std::size_t bytes, Callback done) {
+  TROUPE_CHECK(peer >= 0 && peer < world_size_, "receive from a rank outside the world");
+  const RequestId id = state_->next_request++;
+  if (on_progress_thread()) {
+    state_->issue_recv(id, peer, key, data, bytes, std::move(done));
+  } else {
+    post([this, id, peer, key, data, bytes, done = std::move(done)]() mutable {
+      state_->issue_recv(id, peer, key, data, bytes, std::move(done));
+    });
+  }
+  return id;
+}
+
+void Engine::cancel(RequestId id) {
+  TROUPE_CHECK(on_progress_thread(), "cancel() off the progress thread");
+  State& s = *state_;
+  auto it = s.operations.find(id);
+  if (it != s.operations.end() && it->second.request != nullptr) ucp_request_cancel(s.worker, it->second.request);
+}
+
+WatchId Engine::watch_peers(std::vector<int> peers, std::function<void(const Error&)> lost) {
+  TROUPE_CHECK(on_progress_thread(), "watch_peers() off the progress thread");
+  State& s = *state_;
+  const WatchId id = s.next_watch++;
+  for (int p : peers) {
+    if (p >= 0 && p < world_size_ && s.peers[p]->failed) {
+      post([&s, id, p] { s.fire_watch(id, s.peers[p]->failure); });
+      break;
+    }
+  }
+  s.watches.emplace(id, State::Watch{std::move(peers), std::move(lost)});
+  return id;
+}
+
+void Engine::unwatch_peers(WatchId id) {
+  TROUPE_CHECK(on_progress_thread(), "unwatch_peers() off the progress thread");
+  state_->watches.erase(id);
+}
+
+}  // namespace troupe::comm

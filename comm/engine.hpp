@@ -1,0 +1,80 @@
+#pragma once
+// The comm engine: one per process. It owns the UCX context, the UCX worker and the one thread
+// that progresses them. Nothing in UCX moves unless someone calls ucp_worker_progress; here
+// that someone is always the progress thread, and no other thread touches the worker (other
+// threads hand it work through a queue and wake it with ucp_worker_signal). Callbacks of
+// every operation therefore run on the progress thread, one at a time, never inside the
+// post_* call that started the operation, so a state machine driven by them needs no locks.
+//
+// With no request in flight the thread sleeps in ppoll(2) on the worker's event fd (armed by
+// ucp_worker_arm; ucp_worker_signal or any UCX event wakes it). With requests in flight it
+// polls, yielding the CPU between empty polls, and sleeps (at most 200 us at a time) only
+// after TROUPE_COMM_SPIN_US without progress: UCX raises no event when a full shared-memory
+// FIFO drains, so a sleeping sender would stall; measured in docs/comm.md.
+//
+// Endpoints use UCX's peer error handling: a peer that dies fails every operation that
+// waits on it with an Error naming its rank, instead of hanging. Teardown closes endpoints
+// with UCP_EP_CLOSE_FLAG_FORCE: a graceful close waits forever for a peer that is gone.
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "comm/tag.hpp"
+#include "compute/expected.hpp"
+
+namespace troupe::comm {
+
+using Callback = std::function<void(Status)>;
+using RequestId = std::uint64_t;
+using WatchId = std::uint64_t;
+
+class Engine {
+ public:
+  // Creates the UCX context and worker for `rank` of `world_size` and starts the progress
+  // thread. The engine is connected to itself; other peers come through connect().
+  static Expected<std::unique_ptr<Engine>> create(int rank, int world_size);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
+  // This worker's UCX address: the bytes a peer passes to connect().
+  const std::vector<std::uint8_t>& address() const { return address_; }
+  // Creates the endpoint to `peer` from its address. Any thread; returns when it exists.
+  Status connect(int peer, std::span<const std::uint8_t> address);
+
+  // Sends `bytes` at `data` to `peer` / receives exactly `bytes` into `data` from `peer`, under
+  // the tag made of `key` and the sending rank. Any thread. The buffer must stay valid until
+  // `done` runs (on the progress thread) with the outcome; a failed peer makes it an Error
+  // naming the peer. The id is good for cancel().
+  RequestId post_send(int peer, const MessageKey& key, const void* data, std::size_t bytes, Callback done);
+  RequestId post_recv(int peer, const MessageKey& key, void* data, std::size_t bytes, Callback done);
+  // Runs `task` on the progress thread, after the current callback (if posted from one).
+  void post(std::function<void()> task);
+
+  // Progress thread only (collective state machines use these).
+  bool on_progress_thread() const;
+  // Asks UCX to cancel a pending operation; a cancelled receive completes with an Error. A send
+  // UCX cannot cancel stays pending: its buffer must outlive the engine's endpoint to its peer.
+  void cancel(RequestId id);
+  // Calls `lost` once, with the error naming the rank, when any of `peers` fails (after the
+  // current callback, if one already has). unwatch_peers() ends the watch.
+  WatchId watch_peers(std::vector<int> peers, std::function<void(const Error&)> lost);
+  void unwatch_peers(WatchId id);
+
+ private:
+  struct State;
+  Engine(int rank, int world_size);
+
+  int rank_ = 0;
+  int world_size_ = 0;
+  std::vector<std::uint8_t> address_;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace troupe::comm

@@ -1,0 +1,65 @@
+#include "comm/grid.hpp"
+
+#include "comm/tag.hpp"
+
+namespace troupe::comm {
+namespace {
+
+void check_rank(const Grid& grid, int rank) { TROUPE_CHECK(rank >= 0 && rank < grid.world(), "rank outside the grid"); }
+
+}  // namespace
+
+std::string Grid::describe() const {
+  return "dp " + std::to_string(dp) + " × pp " + std::to_string(pp) + " × tp " + std::to_string(tp);
+}
+
+Status grid_check(const Grid& grid) {
+  if (grid.dp < 1 || grid.pp < 1 || grid.tp < 1) {
+    return Error{"comm: grid " + grid.describe() + ": every axis must be at least 1"};
+  }
+  if (static_cast<long long>(grid.dp) * grid.pp * grid.tp > max_rank + 1) {
+    return Error{"comm: grid " + grid.describe() + " has more than " + std::to_string(max_rank + 1) + " ranks"};
+  }
+  return {};
+}
+
+GridCoord grid_coord(const Grid& grid, int rank) {
+  check_rank(grid, rank);
+  return GridCoord{(rank / grid.tp) % grid.dp, rank / (grid.tp * grid.dp), rank % grid.tp};
+}
+
+int grid_rank(const Grid& grid, const GridCoord& coord) {
+  TROUPE_CHECK(
+      coord.dp >= 0 && coord.dp < grid.dp && coord.pp >= 0 && coord.pp < grid.pp && coord.tp >= 0 && coord.tp < grid.tp,
+      "coordinate outside the grid");
+  return coord.tp + grid.tp * (coord.dp + grid.dp * coord.pp);
+}
+
+Group world_group(const Grid& grid) {
+  Group group{world_group_id, {}};
+  for (int r = 0; r < grid.world(); ++r) group.ranks.push_back(r);
+  return group;
+}
+
+Group dp_group(const Grid& grid, int rank) {
+  GridCoord c = grid_coord(grid, rank);
+  Group group{dp_group_id, {}};
+  for (c.dp = 0; c.dp < grid.dp; ++c.dp) group.ranks.push_back(grid_rank(grid, c));
+  return group;
+}
+
+Group pp_group(const Grid& grid, int rank) {
+  GridCoord c = grid_coord(grid, rank);
+  Group group{pp_group_id, {}};
+  for (c.pp = 0; c.pp < grid.pp; ++c.pp) group.ranks.push_back(grid_rank(grid, c));
+  return group;
+}
+
+Group tp_group(const Grid& grid, int rank) {
+  GridCoord c = grid_coord(grid, rank);
+  Group group{tp_group_id, {}};
+  for (c.tp = 0; c.tp < grid.tp; ++c.tp) group.ranks.push_back(grid_rank(grid, c));
+  return group;
+}
+
+}  // namespace troupe::comm

@@ -1,0 +1,52 @@
+#pragma once
+// The process grid: world = dp × pp × tp. Ranks are laid out in Megatron's "tp-dp-pp" order:
+// tp varies fastest, then dp, and pp slowest, so tensor-parallel peers (the chattiest) are
+// neighbours and pipeline stages (the quietest) are furthest apart:
+//
+//     rank = tp + grid.tp * (dp + grid.dp * pp)
+//
+// A rank's dp group holds the ranks that differ from it only in dp (same stage, same shard),
+// and so on. Groups along different axes never share two ranks, so each axis has one group
+// id (world 0, dp 1, pp 2, tp 3) however many groups it has. Pure functions, no engine.
+
+#include <string>
+
+#include "comm/group.hpp"
+#include "compute/expected.hpp"
+
+namespace troupe::comm {
+
+inline constexpr std::uint16_t world_group_id = 0;
+inline constexpr std::uint16_t dp_group_id = 1;
+inline constexpr std::uint16_t pp_group_id = 2;
+inline constexpr std::uint16_t tp_group_id = 3;
+
+struct Grid {
+  int dp = 1;
+  int pp = 1;
+  int tp = 1;
+
+  int world() const { return dp * pp * tp; }
+  std::string describe() const;  // "dp 2 × pp 1 × tp 2"
+};
+
+struct GridCoord {
+  int dp = 0;
+  int pp = 0;
+  int tp = 0;
+
+  bool operator==(const GridCoord&) const = default;
+};
+
+// Every axis at least 1 and the world within the tag's rank field.
+Status grid_check(const Grid& grid);
+
+GridCoord grid_coord(const Grid& grid, int rank);
+int grid_rank(const Grid& grid, const GridCoord& coord);
+
+Group world_group(const Grid& grid);
+Group dp_group(const Grid& grid, int rank);
+Group pp_group(const Grid& grid, int rank);
+Group tp_group(const Grid& grid, int rank);
+
+}  // namespace troupe::comm

@@ -1,0 +1,103 @@
+// The process grid and group arithmetic: pure functions, no processes.
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <set>
+
+#include "comm/grid.hpp"
+#include "comm/ring.hpp"
+
+using namespace troupe::comm;
+
+TEST_CASE("grid ranks run tp fastest, then dp, then pp (Megatron tp-dp-pp)", "[grid]") {
+  const Grid grid{2, 3, 4};
+  REQUIRE(grid_check(grid).ok());
+  CHECK(grid.world() == 24);
+  CHECK(grid_coord(grid, 0) == GridCoord{0, 0, 0});
+  CHECK(grid_coord(grid, 1) == GridCoord{0, 0, 1});
+  CHECK(grid_coord(grid, 4) == GridCoord{1, 0, 0});
+  CHECK(grid_coord(grid, 5) == GridCoord{1, 0, 1});
+  CHECK(grid_coord(grid, 8) == GridCoord{0, 1, 0});
+  CHECK(grid_coord(grid, 13) == GridCoord{1, 1, 1});
+  CHECK(grid_coord(grid, 23) == GridCoord{1, 2, 3});
+  for (int r = 0; r < grid.world(); ++r) CHECK(grid_rank(grid, grid_coord(grid, r)) == r);
+}
+
+TEST_CASE("a rank's dp, pp and tp groups vary one coordinate and keep the others", "[grid]") {
+  const Grid grid{2, 3, 4};
+  CHECK(dp_group(grid, 5).ranks == std::vector<int>{1, 5});
+  CHECK(pp_group(grid, 5).ranks == std::vector<int>{5, 13, 21});
+  CHECK(tp_group(grid, 5).ranks == std::vector<int>{4, 5, 6, 7});
+  CHECK(world_group(grid).size() == 24);
+  CHECK(dp_group(grid, 5).id == dp_group_id);
+  CHECK(pp_group(grid, 5).id == pp_group_id);
+  CHECK(tp_group(grid, 5).id == tp_group_id);
+  CHECK(world_group(grid).id == world_group_id);
+  CHECK(tp_group_id < first_free_group_id);
+
+  using Axis = Group (*)(const Grid&, int);
+  for (Axis axis : {Axis{dp_group}, Axis{pp_group}, Axis{tp_group}}) {
+    std::set<std::vector<int>> groups;
+    for (int r = 0; r < grid.world(); ++r) {
+      const Group g = axis(grid, r);
+      CHECK(g.position_of(r) >= 0);
+      // Every member sees the same group, in the same ring order.
+      for (int member : g.ranks) CHECK(axis(grid, member).ranks == g.ranks);
+      groups.insert(g.ranks);
+    }
+    std::size_t covered = 0;
+    for (const auto& g : groups) covered += g.size();
+    CHECK(covered == static_cast<std::size_t>(grid.world()));  // a partition of the world
+  }
+  // Groups of different axes share at most one rank, so one id per axis keeps tags apart.
+  for (int r = 0; r < grid.world(); ++r) {
+    for (int s = 0; s < grid.world(); ++s) {
+      if (r == s) continue;
+      const int shared = (dp_group(grid, r).position_of(s) >= 0) + (pp_group(grid, r).position_of(s) >= 0) +
+                         (tp_group(grid, r).position_of(s) >= 0);
+      CHECK(shared <= 1);
+    }
+  }
+}
+
+TEST_CASE("degenerate grids and bad shapes", "[grid]") {
+  const Grid single{1, 1, 1};
+  REQUIRE(grid_check(single).ok());
+  CHECK(dp_group(single, 0).ranks == std::vector<int>{0});
+  const Grid dp_only{4, 1, 1};
+  CHECK(dp_group(dp_only, 2).ranks == std::vector<int>{0, 1, 2, 3});
+  CHECK(tp_group(dp_only, 2).ranks == std::vector<int>{2});
+  const auto zero = grid_check(Grid{0, 1, 1});
+  REQUIRE_FALSE(zero.ok());
+  CHECK_THAT(zero.error().message, Catch::Contains("at least 1"));
+  CHECK_FALSE(grid_check(Grid{1024, 1024, 1}).ok());
+}
+
+TEST_CASE("segments split a buffer evenly, the first ones one element longer", "[grid]") {
+  for (std::int64_t count : {0, 1, 7, 1000003}) {
+    for (int parts = 1; parts <= 5; ++parts) {
+      std::int64_t next = 0;
+      for (int p = 0; p < parts; ++p) {
+        const Slice s = segment_of(count, parts, p);
+        CHECK(s.offset == next);
+        CHECK(s.count == count / parts + (p < count % parts ? 1 : 0));
+        next += s.count;
+      }
+      CHECK(next == count);
+    }
+  }
+}
+
+TEST_CASE("ring chunks grow so an operation never needs more message indices than the tag has", "[grid]") {
+  CHECK(ring_chunk_elements(1000, 4, RingPhases::all_reduce, 64) == 64);
+  const std::int64_t huge = std::int64_t{1} << 32;
+  for (int ranks : {2, 3, 64}) {
+    for (RingPhases phases : {RingPhases::all_reduce, RingPhases::reduce_scatter}) {
+      const std::int64_t chunk = ring_chunk_elements(huge, ranks, phases, 1);
+      const std::int64_t chunks = (segment_of(huge, ranks, 0).count + chunk - 1) / chunk;
+      const int steps = (phases == RingPhases::all_reduce ? 2 : 1) * (ranks - 1);
+      CHECK(chunks * steps <= max_messages_per_operation);
+    }
+  }
+}
