@@ -13,12 +13,15 @@ struct job_supervisor_state {
   caf::actor listener;
   std::map<int, join_msg> joined;  // by node index
   std::set<int> done;
+  std::string pending_failure;  // a node's failure report, held briefly in case a peer was lost
   bool running = false;
   bool ended = false;
   static inline const char* name = "job_supervisor";
 };
 
 using job_actor = caf::stateful_actor<job_supervisor_state>;
+
+constexpr auto failure_settle_time = std::chrono::milliseconds(500);
 
 std::string describe(const join_msg& m) {
   return "node " + std::to_string(m.node_index) + " (" + m.host + ", pid " + std::to_string(m.pid) + ")";
@@ -74,7 +77,9 @@ caf::behavior job_supervisor(job_actor* self, JobPlan plan, caf::actor listener)
     auto& st = self->state;
     for (auto& [index, m] : st.joined) {
       if (m.node.address() != down.source || st.done.count(index)) continue;
-      end_job(self, 1, "lost " + describe(m) + ": " + to_string(down.reason));
+      std::string reason = "lost " + describe(m) + ": " + to_string(down.reason);
+      if (!st.pending_failure.empty()) reason += "; " + st.pending_failure;
+      end_job(self, 1, reason);
       return;
     }
   });
@@ -97,11 +102,15 @@ caf::behavior job_supervisor(job_actor* self, JobPlan plan, caf::actor listener)
         if (it == st.joined.end()) return;
         st.done.insert(d.node_index);
         if (d.exit_code != 0) {
-          end_job(self, 1, describe(it->second) + " failed: " + d.reason);
+          // A peer's death usually reaches the survivors' collectives before its down_msg
+          // reaches us: wait a moment so the message names the lost node, not its victims.
+          if (st.pending_failure.empty()) self->delayed_send(self, failure_settle_time, settle_atom_v);
+          st.pending_failure = describe(it->second) + " failed: " + d.reason;
         } else if (st.done.size() == st.plan.nodes.size()) {
           end_job(self, 0, "all " + std::to_string(st.done.size()) + " nodes done");
         }
       },
+      [=](settle_atom) { end_job(self, 1, self->state.pending_failure); },
       [=](timeout_atom) {
         auto& st = self->state;
         if (st.running || st.ended) return;

@@ -7,7 +7,8 @@
 //   joining ───────────────► joining ─────────────────────────────────► running
 //     │  join rejected: wrong token,                                       │
 //     │  build, config, node index ─► logged, job goes on                  │ all done ─► finished (0)
-//     │                                                                    │ node_done != 0 ─► failed (1)
+//     │                                                                    │ node_done != 0, then 0.5 s
+//     │                                                                    │   with no node lost ─► failed (1)
 //     │ join deadline passed ─► failed (2)                                 │ node lost ─► failed (1)
 //     └────────── node lost ─► failed (1)                                  │
 //   finished / failed: stop_msg to every joined node, job_outcome_msg to the listener, quit.

@@ -22,6 +22,25 @@ struct BenchComputeOptions {
 
 // troupe train: trains job.model on job.config's data and reports loss, validation and a sample.
 int run_train(const ResolvedJob& job);
+
+// troupe node: what troupe launch starts once per host-file line.
+struct NodeArgs {
+  std::string join;     // HOST:PORT of the job supervisor (default: TROUPE_JOIN)
+  std::string token;    // the job's token (default: TROUPE_TOKEN)
+  int node_index = -1;  // the host-file line (default: TROUPE_NODE_INDEX)
+};
+int run_node(const NodeArgs& args, const ResolvedJob& job);
+
+// troupe launch (and troupe train --workers N, with N local lines): the job process.
+struct LaunchArgs {
+  std::string host_file;          // empty with --workers
+  int workers = 0;                // > 0: an implied host file of this many "localhost slots=1" lines
+  std::string bind = "127.0.0.1";  // where the job supervisor listens
+  int port = 0;                   // 0: any free port
+  std::string launcher;           // template for remote hosts; empty: ssh
+  double join_timeout = 60;       // seconds for every node to join
+};
+int run_launch(const LaunchArgs& args, const ResolvedJob& job);
 int run_bench_compute(const BenchComputeOptions& options);
 // The first problem with options (unknown model, count out of range) as a one-line error.
 Status validate(const BenchComputeOptions& options);

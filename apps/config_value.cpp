@@ -67,13 +67,15 @@ Status set_from_text(JobConfig& config, const ConfigKey& key, std::string_view t
       key.field(config));
 }
 
-std::string format_value(const JobConfig& config, const ConfigKey& key) {
+namespace {
+
+std::string format_key(const JobConfig& config, const ConfigKey& key, bool quote_strings) {
   JobConfig copy = config;  // the table's accessors point into a mutable config
   return std::visit(
-      [](auto* value) -> std::string {
+      [quote_strings](auto* value) -> std::string {
         using Value = std::remove_pointer_t<decltype(value)>;
         if constexpr (std::is_same_v<Value, std::string>)
-          return toml_string(*value);
+          return quote_strings ? toml_string(*value) : *value;
         else if constexpr (std::is_same_v<Value, double>)
           return format_number(*value);
         else
@@ -81,6 +83,12 @@ std::string format_value(const JobConfig& config, const ConfigKey& key) {
       },
       key.field(copy));
 }
+
+}  // namespace
+
+std::string format_value(const JobConfig& config, const ConfigKey& key) { return format_key(config, key, true); }
+
+std::string format_text(const JobConfig& config, const ConfigKey& key) { return format_key(config, key, false); }
 
 std::string format_number(double value) {
   char buffer[64];

@@ -17,6 +17,8 @@ namespace troupe::apps {
 Status set_from_text(JobConfig& config, const ConfigKey& key, std::string_view text, std::string_view origin);
 // The key's value in config as a TOML literal: 8, 0.001, "cpu".
 std::string format_value(const JobConfig& config, const ConfigKey& key);
+// The key's value as set_from_text reads it back: 8, 0.001, cpu.
+std::string format_text(const JobConfig& config, const ConfigKey& key);
 // The shortest text that reads back as value, in printf %g style and always with a '.' or an
 // exponent, so TOML reads it as a float: 0.001, 0.0001, 1e-08, 2.0.
 std::string format_number(double value);

@@ -9,6 +9,8 @@
 // "troupe: error: <message>".
 
 #include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <exception>
 #include <optional>
 #include <string>
@@ -40,6 +42,7 @@ int fail(std::string message, int code) {
 
 struct TrainArgs {
   std::string config_path;
+  int workers = 1;
   bool print_config = false;
   bool print_keys = false;
   ConfigOverrides overrides;
@@ -69,7 +72,31 @@ int train(const CLI::App& command, const TrainArgs& args) {
     std::fputs(config_to_toml(job->config).c_str(), stdout);
     return 0;
   }
+  if (args.workers > 1) {
+    LaunchArgs launch;
+    launch.workers = args.workers;
+    return run_launch(launch, *job);
+  }
   return run_train(*job);
+}
+
+// The config a launch or node command was given (file, then overrides), or the error.
+int with_job(const CLI::App& command, const TrainArgs& args, const std::function<int(const ResolvedJob&)>& run) {
+  auto job = train_job(command, args);
+  if (!job) return fail(job.error().message, exit_usage);
+  return run(*job);
+}
+
+// Registers --config and every key override on a command that runs a job.
+void add_config_options(CLI::App& command, TrainArgs& args) {
+  command.add_option("--config", args.config_path, "TOML file with [model] [train] [data] [sample]")->type_name("FILE");
+  args.overrides.add_options(command);
+  command.allow_extras();
+}
+
+std::string env_or(const char* name, std::string fallback) {
+  const char* value = std::getenv(name);
+  return value ? std::string(value) : fallback;
 }
 
 int bench_compute(const CLI::App& command, const BenchComputeOptions& options) {
@@ -95,9 +122,33 @@ int main(int argc, char** argv) {
                           "print the resolved configuration as TOML and exit without training");
   train_command->add_flag("--print-keys", train_args.print_keys, "print the key table of docs/configuration.md")
       ->group("");
+  train_command->add_option("--workers", train_args.workers, "local worker processes (data parallel); 1 = this process")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
   train_args.overrides.add_options(*train_command);
   train_command->footer("Each key is --section.name VALUE or --section.name=VALUE; it overrides the config file.");
   train_command->allow_extras();
+
+  TrainArgs launch_config;
+  LaunchArgs launch_args;
+  CLI::App* launch_command = app.add_subcommand("launch", "Start a data-parallel job: one node process per host-file line.");
+  launch_command->add_option("--hostfile", launch_args.host_file, "DeepSpeed host file: 'host slots=N' per line")
+      ->type_name("FILE")
+      ->required();
+  launch_command->add_option("--bind", launch_args.bind, "address the job supervisor listens on")->capture_default_str();
+  launch_command->add_option("--port", launch_args.port, "port of the job supervisor; 0 = any free")->capture_default_str();
+  launch_command->add_option("--launcher", launch_args.launcher, "command template for remote hosts, e.g. 'ssh {host} {command}'");
+  launch_command->add_option("--join-timeout", launch_args.join_timeout, "seconds for every node to join")
+      ->capture_default_str();
+  add_config_options(*launch_command, launch_config);
+
+  TrainArgs node_config;
+  NodeArgs node_args{env_or("TROUPE_JOIN", ""), env_or("TROUPE_TOKEN", ""), std::atoi(env_or("TROUPE_NODE_INDEX", "-1").c_str())};
+  CLI::App* node_command = app.add_subcommand("node", "One node process of a job (troupe launch starts these).");
+  node_command->add_option("--join", node_args.join, "HOST:PORT of the job supervisor (default $TROUPE_JOIN)");
+  node_command->add_option("--token", node_args.token, "the job's token (default $TROUPE_TOKEN)");
+  node_command->add_option("--node-index", node_args.node_index, "this node's host-file line (default $TROUPE_NODE_INDEX)");
+  add_config_options(*node_command, node_config);
 
   CLI::App* bench_command = app.add_subcommand("bench", "Measure throughput.");
   bench_command->require_subcommand(0, 1);
@@ -127,6 +178,10 @@ int main(int argc, char** argv) {
   try {
     if (Status chosen = require_subcommand(app); !chosen) return fail(chosen.error().message, exit_usage);
     if (train_command->parsed()) return train(*train_command, train_args);
+    if (launch_command->parsed())
+      return with_job(*launch_command, launch_config, [&](const ResolvedJob& job) { return run_launch(launch_args, job); });
+    if (node_command->parsed())
+      return with_job(*node_command, node_config, [&](const ResolvedJob& job) { return run_node(node_args, job); });
     if (Status chosen = require_subcommand(*bench_command); !chosen) return fail(chosen.error().message, exit_usage);
     return bench_compute(*compute_command, bench_options);
   } catch (const std::exception& e) {

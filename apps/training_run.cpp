@@ -105,9 +105,12 @@ RunOutcome run_training(const ResolvedJob& job, compute::Backend& backend, const
   }
   last_val = validate_now(t.steps);
   double wall = std::chrono::duration<double>(Clock::now() - run_start).count();
-  log.info("done: {} steps in {} | {:.0f} tok/s while training | final train loss {:.4f} | final val loss {:.4f}",
-           t.steps, format_duration(wall), static_cast<double>(trainer.tokens_per_step() * t.steps) / train_seconds,
-           last_loss, last_val);
+  // The parameter norm fingerprints the weights: equal layouts of one job print the same digits.
+  log.info(
+      "done: {} steps in {} | {:.0f} tok/s while training | final train loss {:.4f} | final val loss {:.4f} | "
+      "param norm {:.9g}",
+      t.steps, format_duration(wall), static_cast<double>(trainer.tokens_per_step() * t.steps) / train_seconds,
+      last_loss, last_val, std::sqrt(backend.sum_of_squares(model.params())));
   if (reports && job.config.sample.tokens > 0) print_sample(model, job, log);
   return {};
 }

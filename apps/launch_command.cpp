@@ -1,0 +1,121 @@
+// troupe launch / troupe train --workers N: the job process. It publishes the job supervisor,
+// starts one `troupe node` per host-file line through the node launcher, and ends when the job
+// does: every node done, a node failed or lost (named), nodes that never joined, or Ctrl-C.
+//
+// Each node is started with the resolved configuration spelled out as overrides, so its config
+// hash equals the job's; a node started by hand with another config is rejected at join.
+
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <future>
+
+#include "actors/actor_system_setup.hpp"
+#include "actors/job_supervisor.hpp"
+#include "apps/commands.hpp"
+#include "apps/config_keys.hpp"
+#include "apps/config_value.hpp"
+#include "apps/job_identity.hpp"
+#include "apps/launch/host_file.hpp"
+#include "apps/launch/local_host.hpp"
+#include "apps/launch/node_launcher.hpp"
+#include "apps/launch/rank_plan.hpp"
+#include "monitor/log.hpp"
+
+namespace troupe::apps {
+namespace {
+
+int fail(const std::string& message, int code) {
+  std::fprintf(stderr, "troupe: error: %s\n", message.c_str());
+  return code;
+}
+
+std::string this_executable() {
+  char path[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
+  return n > 0 ? std::string(path, static_cast<std::size_t>(n)) : std::string("troupe");
+}
+
+std::vector<std::string> node_argv(const JobConfig& config) {
+  std::vector<std::string> argv{this_executable(), "node"};
+  // --key=value keeps a value that starts with '-' a value; an empty value must stand alone,
+  // since CLI11 reads "--key=" as a key waiting for the next argument.
+  for (const ConfigKey& key : config_keys()) {
+    const std::string option = "--" + std::string(key.name), value = format_text(config, key);
+    if (value.empty()) {
+      argv.push_back(option);
+      argv.push_back(value);
+    } else {
+      argv.push_back(option + "=" + value);
+    }
+  }
+  return argv;
+}
+
+Expected<std::vector<launch::HostEntry>> job_hosts(const LaunchArgs& args) {
+  if (args.workers > 0) return std::vector<launch::HostEntry>(static_cast<std::size_t>(args.workers), {"localhost", 1, 0});
+  return launch::parse_host_file(args.host_file);
+}
+
+}  // namespace
+
+int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
+  monitor::set_identity(-1, "job");
+  auto hosts = job_hosts(args);
+  if (!hosts) return fail(hosts.error().message, 2);
+  for (const auto& h : *hosts)
+    if (h.slots != 1)
+      return fail(args.host_file + ":" + std::to_string(h.line) + ": slots=" + std::to_string(h.slots) +
+                      ": one worker per node process is supported so far; give each worker its own line",
+                  2);
+  launch::LauncherOptions launcher_options;
+  if (!args.launcher.empty()) {
+    auto parsed = launch::LaunchTemplate::parse(args.launcher);
+    if (!parsed) return fail(parsed.error().message, 2);
+    launcher_options.remote = *parsed;
+  }
+  auto token = new_job_token();
+  if (!token) return fail(token.error().message, 1);
+  const launch::RankPlan plan = launch::plan_ranks(*hosts, launch::this_host_name());
+
+  actors::JobPlan job_plan{*token, build_id(), config_hash(job.config), {},
+                           std::chrono::milliseconds(static_cast<long>(args.join_timeout * 1000))};
+  for (const auto& node : plan.nodes) job_plan.nodes.push_back({node.node_index, node.host, node.slots, node.first_rank});
+
+  actors::TroupeConfig cfg;
+  caf::actor_system system{cfg};
+  std::promise<actors::job_outcome_msg> outcome_promise;
+  auto outcome = outcome_promise.get_future();
+  std::unique_ptr<launch::NodeLauncher> launcher;
+  auto listener = system.spawn([&](caf::event_based_actor* self) -> caf::behavior {
+    return {[&, self](actors::done_atom, const actors::job_outcome_msg& o) {
+      if (o.exit_code != 0 && launcher) launcher->stop_all(launch::JobEnd::node_failed, o.reason);
+      outcome_promise.set_value(o);
+      self->quit();
+    }};
+  });
+  auto supervisor = actors::spawn_job_supervisor(system, std::move(job_plan), listener);
+  auto port = system.middleman().publish(supervisor, static_cast<std::uint16_t>(args.port), args.bind.c_str());
+  if (!port) {
+    caf::anon_send_exit(supervisor, caf::exit_reason::user_shutdown);
+    return fail("cannot listen on " + args.bind + ":" + std::to_string(args.port) + ": " + to_string(port.error()), 2);
+  }
+  monitor::logger("job")->info("job supervisor on {}:{}; starting {} node process(es), {} rank(s)", args.bind, *port,
+                               plan.nodes.size(), plan.world_size);
+
+  launcher = std::make_unique<launch::NodeLauncher>(
+      launch::node_commands(plan, {args.bind, *port, *token}, node_argv(job.config)), std::move(launcher_options));
+  launch::JobResult result = launcher->run();
+  caf::anon_send_exit(supervisor, caf::exit_reason::user_shutdown);
+  // A failed or lost node is named by the supervisor, usually before the launcher returns.
+  const bool supervisor_knows = result.end == launch::JobEnd::success || result.end == launch::JobEnd::node_failed;
+  if (supervisor_knows && outcome.wait_for(std::chrono::seconds(3)) == std::future_status::ready) {
+    actors::job_outcome_msg o = outcome.get();
+    if (o.exit_code != 0) return fail(o.reason, o.exit_code);
+  }
+  if (result.end != launch::JobEnd::success) return fail(result.message, launch::exit_code(result.end));
+  return 0;
+}
+
+}  // namespace troupe::apps

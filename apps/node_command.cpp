@@ -1,0 +1,125 @@
+// troupe node: one node process of a job. It joins the job supervisor (address, token and node
+// index from the flags or from TROUPE_JOIN / TROUPE_TOKEN / TROUPE_NODE_INDEX, which troupe
+// launch sets), brings up the comm engine, and, once the job starts, trains as its
+// data-parallel rank: gradients are summed over all ranks by the ring all-reduce before
+// clipping and AdamW, so every rank takes the same step.
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+
+#include "actors/actor_system_setup.hpp"
+#include "actors/node_supervisor.hpp"
+#include "apps/commands.hpp"
+#include "apps/job_data.hpp"
+#include "apps/job_identity.hpp"
+#include "apps/launch/local_host.hpp"
+#include "apps/training_run.hpp"
+#include "comm/collectives.hpp"
+#include "comm/grid.hpp"
+#include "monitor/log.hpp"
+
+namespace troupe::apps {
+namespace {
+
+int env_int(const char* name, int fallback) {
+  const char* value = std::getenv(name);
+  return value ? std::atoi(value) : fallback;
+}
+
+// Sums gradients and averages scalars over the whole world through `comm`; a failed collective
+// (a lost peer) throws, which ends this rank's run with the collective's error.
+compute::DataParallel world_data_parallel(comm::Communicator& comm, int rank, int world) {
+  compute::DataParallel dp;
+  dp.rank = rank;
+  dp.size = world;
+  dp.sum_gradients = [&comm](compute::Tensor& grads) {
+    if (Status s = comm.all_reduce(grads); !s) throw std::runtime_error(s.error().message);
+  };
+  dp.mean = [&comm, world](double x) {
+    compute::Tensor t = compute::Tensor::zeros({1}, compute::DType::f64);
+    t.data_as<double>()[0] = x;
+    if (Status s = comm.all_reduce(t); !s) throw std::runtime_error(s.error().message);
+    return t.data_as<double>()[0] / world;
+  };
+  return dp;
+}
+
+actors::node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute::Backend& backend,
+                                    comm::Engine& engine, const actors::start_msg& start) {
+  const int rank = engine.rank();
+  for (const auto& node : start.nodes) {
+    if (node.first_rank == rank) continue;
+    if (Status s = engine.connect(node.first_rank, node.comm_address.bytes); !s)
+      return {-1, 1, "cannot connect to rank " + std::to_string(node.first_rank) + ": " + s.error().message};
+  }
+  comm::Grid grid{start.world_size, 1, 1};
+  auto comm = comm::Communicator::create(engine, comm::dp_group(grid, rank));
+  if (!comm) return {-1, 1, comm.error().message};
+  try {
+    RunOutcome outcome = run_training(job, backend, data, world_data_parallel(**comm, rank, start.world_size));
+    return {-1, outcome.exit_code, outcome.reason};
+  } catch (const std::exception& e) {
+    return {-1, 1, "rank " + std::to_string(rank) + ": " + e.what()};
+  }
+}
+
+}  // namespace
+
+int run_node(const NodeArgs& args, const ResolvedJob& job) {
+  const int rank = env_int("RANK", 0);
+  const int world = env_int("WORLD_SIZE", 1);
+  monitor::set_identity(rank, "node");
+  auto fail = [](const std::string& message, int code) {
+    std::fprintf(stderr, "troupe: error: %s\n", message.c_str());
+    return code;
+  };
+  if (env_int("TROUPE_SLOTS", 1) != 1)
+    return fail("slots > 1 per node process is not supported yet: give each worker its own host-file line", 2);
+  const auto colon = args.join.rfind(':');
+  if (colon == std::string::npos) return fail("--join '" + args.join + "' is not HOST:PORT", 2);
+  const std::string host = args.join.substr(0, colon);
+  const int port = std::atoi(args.join.c_str() + colon + 1);
+
+  // train.threads 0 means all cores; node processes on one machine share them.
+  const int local_workers = std::max(1, env_int("LOCAL_WORLD_SIZE", 1));
+  const int threads = job.config.train.threads > 0
+                          ? job.config.train.threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_workers);
+  auto backend = compute::make_backend(job.config.train.backend, threads);
+  if (!backend) return fail(backend.error().message, 2);
+  auto data = load_job_data(job);
+  if (!data) return fail(data.error().message, 2);
+  auto engine = comm::Engine::create(rank, world);
+  if (!engine) return fail(engine.error().message, 1);
+
+  actors::TroupeConfig cfg;
+  caf::actor_system system{cfg};
+  auto supervisor = system.middleman().remote_actor(host, static_cast<std::uint16_t>(port));
+  if (!supervisor) return fail("cannot reach the job at " + args.join + ": " + to_string(supervisor.error()), 1);
+
+  actors::join_msg hello;
+  hello.token = args.token;
+  hello.build_id = build_id();
+  hello.config_hash = config_hash(job.config);
+  hello.node_index = args.node_index;
+  hello.host = launch::this_host_name();
+  hello.pid = static_cast<int>(::getpid());
+  hello.comm_address.bytes = (*engine)->address();
+  actors::NodeWork work = [&](const actors::start_msg& start) {
+    return train_as_rank(job, *data, **backend, **engine, start);
+  };
+  caf::scoped_actor self{system};
+  actors::spawn_node_supervisor(system, *supervisor, std::move(hello), work, self);
+  int code = 1;
+  self->receive([&](actors::done_atom, const actors::job_outcome_msg& outcome) {
+    if (outcome.exit_code != 0) std::fprintf(stderr, "troupe: node %d: %s\n", args.node_index, outcome.reason.c_str());
+    code = outcome.exit_code;
+  });
+  return code;
+}
+
+}  // namespace troupe::apps

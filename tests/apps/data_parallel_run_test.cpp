@@ -1,0 +1,159 @@
+// Data-parallel jobs as a user runs them: real node processes started by troupe, talking over
+// loopback through UCX. Two workers of batch b must take the steps of one process of batch 2b,
+// a killed node must stop the job with its name, and bad launch input must be refused.
+
+#include <catch2/catch.hpp>
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "support/run_process.hpp"
+#include "support/temp_dir.hpp"
+
+extern char** environ;
+
+using namespace troupe::test;
+using Catch::Contains;
+
+namespace {
+
+const std::vector<std::string> tiny_job{"--model.preset", "tiny",         "--train.steps",   "6",
+                                        "--train.val_batches", "1",       "--sample.tokens", "0",
+                                        "--train.threads", "1"};
+
+ProcessResult run_troupe(const TempDir& dir, std::vector<std::string> args, std::chrono::seconds timeout) {
+  args.insert(args.begin(), TROUPE_BINARY_DIR "/troupe");
+  return run_process(args, dir.path().string(), timeout);
+}
+
+double number_after(const std::string& text, const std::string& label) {
+  std::smatch match;
+  REQUIRE(std::regex_search(text, match, std::regex(label + " ([0-9.]+)")));
+  return std::stod(match[1].str());
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<pid_t> children_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+  std::vector<pid_t> pids;
+  for (pid_t child; in >> child;) pids.push_back(child);
+  return pids;
+}
+
+}  // namespace
+
+TEST_CASE("troupe train --workers 2 with batch b takes the steps of one process with batch 2b", "[dp]") {
+  TempDir dir;
+  auto args = tiny_job;
+  args.insert(args.end(), {"--train.batch_size", "8", "--workers", "2"});
+  std::vector<std::string> dp_args{"train"};
+  dp_args.insert(dp_args.end(), args.begin(), args.end());
+  const ProcessResult two = run_troupe(dir, dp_args, std::chrono::seconds(120));
+  INFO("workers=2 stdout: " << two.out << "\nstderr: " << two.err);
+  REQUIRE(two.exit_code == 0);
+
+  std::vector<std::string> single_args{"train"};
+  single_args.insert(single_args.end(), tiny_job.begin(), tiny_job.end());
+  single_args.insert(single_args.end(), {"--train.batch_size", "16"});
+  const ProcessResult one = run_troupe(dir, single_args, std::chrono::seconds(120));
+  REQUIRE(one.exit_code == 0);
+
+  CHECK_THAT(two.out, Contains("[node 0 localhost]") && Contains("all 2 nodes joined"));
+  const double loss_two = number_after(two.out, "final train loss"), loss_one = number_after(one.out, "final train loss");
+  const double norm_two = number_after(two.out, "param norm"), norm_one = number_after(one.out, "param norm");
+  std::printf("1 x 16: loss %.4f, param norm %.9g | 2 x 8 over UCX: loss %.4f, param norm %.9g\n", loss_one, norm_one,
+              loss_two, norm_two);
+  CHECK(loss_two == Approx(loss_one).epsilon(1e-4));
+  CHECK(norm_two == Approx(norm_one).epsilon(1e-6));
+}
+
+TEST_CASE("a node killed with SIGKILL during training stops the job with its name within seconds", "[dp]") {
+  TempDir dir;
+  const auto out_path = dir.path() / "out.txt", err_path = dir.path() / "err.txt";
+  std::vector<std::string> args{TROUPE_BINARY_DIR "/troupe", "train", "--workers", "2", "--model.preset", "small",
+                                "--train.steps", "200", "--sample.tokens", "0", "--train.threads", "1"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_addopen(&files, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&files, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t job = -1;
+  REQUIRE(posix_spawn(&job, argv[0], &files, nullptr, argv.data(), environ) == 0);
+  posix_spawn_file_actions_destroy(&files);
+
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (read_file(out_path).find("step     1/200") == std::string::npos && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const std::vector<pid_t> nodes = children_of(job);
+  REQUIRE(nodes.size() == 2);
+  const auto killed_at = std::chrono::steady_clock::now();
+  kill(nodes[1], SIGKILL);
+
+  int status = 0;
+  bool exited = false;
+  while (std::chrono::steady_clock::now() < killed_at + std::chrono::seconds(20)) {
+    if (waitpid(job, &status, WNOHANG) == job) {
+      exited = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (!exited) {
+    kill(job, SIGKILL);
+    waitpid(job, &status, 0);
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  const std::string err = read_file(err_path);
+  std::printf("job ended %.2f s after SIGKILL of node 1: %s", seconds, err.c_str());
+  REQUIRE(exited);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 1);
+  CHECK_THAT(err, Contains("lost node 1"));
+  CHECK(seconds < 10.0);
+}
+
+TEST_CASE("launch refuses a malformed host file and a port in use with one line", "[dp][cli]") {
+  TempDir dir;
+  const std::string hosts = dir.write("hosts", "localhost slots=1\nlocalhost slots=two\n");
+  const ProcessResult bad = run_troupe(dir, {"launch", "--hostfile", hosts}, std::chrono::seconds(20));
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Contains("hosts:2"));
+
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  REQUIRE(listen(listener, 1) == 0);
+  socklen_t length = sizeof address;
+  getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+  const std::string port = std::to_string(ntohs(address.sin_port));
+  const std::string good = dir.write("good", "localhost slots=1\n");
+  const ProcessResult busy = run_troupe(dir, {"launch", "--hostfile", good, "--port", port}, std::chrono::seconds(20));
+  close(listener);
+  CHECK(busy.exit_code == 2);
+  CHECK_THAT(busy.err, Contains("cannot listen on 127.0.0.1:" + port));
+  CHECK(std::count(busy.err.begin(), busy.err.end(), '\n') == 1);
+}
