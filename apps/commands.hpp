@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "apps/resolved_job.hpp"
+#include "comm/bench/allreduce_bench.hpp"
 #include "compute/expected.hpp"
 
 namespace troupe::apps {
@@ -19,6 +20,18 @@ struct BenchComputeOptions {
   int steps = 10;  // measured steps (figures from the median)
   int warmup = 1;  // unmeasured steps first
 };
+
+// troupe bench dp: data-parallel training throughput against one process, same run.
+struct BenchDpOptions {
+  std::string model = "small";
+  int batch = 8;      // micro-batch per rank
+  int processes = 2;
+  int steps = 6;      // measured steps (figures from the median)
+  int warmup = 1;
+};
+int run_bench_dp(const BenchDpOptions& options);
+// troupe bench allreduce: bus bandwidth beside UCX's point-to-point bandwidth, same run.
+int run_bench_allreduce(const comm::AllReduceBenchOptions& options);
 
 // troupe train: trains job.model on job.config's data and reports loss, validation and a sample.
 int run_train(const ResolvedJob& job);

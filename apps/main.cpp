@@ -3,6 +3,10 @@
 //
 //   troupe train [--config FILE] [--section.name VALUE ...]
 //   troupe bench compute [--models tiny,small] [--batch 8] [--threads 1] [--steps 10] [--warmup 1]
+//   troupe bench allreduce [--processes 2,4] [--mib 1,16,64] [--iterations 15]
+//   troupe bench dp [--model small] [--batch 8] [--processes 2] [--steps 6]
+//   troupe launch --hostfile FILE [--config FILE] [--section.name VALUE ...]
+//   troupe node   (started by launch)
 //
 // Exit codes: 0 success; 1 the command failed while running; 2 the input was wrong (bad option,
 // config file or value), found before any work starts. Every error is one line on stderr:
@@ -165,6 +169,39 @@ int main(int argc, char** argv) {
   compute_command->add_option("--steps", bench_options.steps, "measured steps")->capture_default_str();
   compute_command->add_option("--warmup", bench_options.warmup, "unmeasured steps first")->capture_default_str();
   compute_command->allow_extras();
+
+  std::vector<int> allreduce_mib{1, 16, 64};
+  comm::AllReduceBenchOptions allreduce_options;
+  CLI::App* allreduce_command =
+      bench_command->add_subcommand("allreduce", "All-reduce bus bandwidth beside UCX point-to-point bandwidth.");
+  allreduce_command->add_option("--processes", allreduce_options.processes, "process counts, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::Range(2, 64))
+      ->default_str("2,4");
+  allreduce_command->add_option("--mib", allreduce_mib, "buffer sizes in MiB, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 4096))
+      ->default_str("1,16,64");
+  allreduce_command->add_option("--iterations", allreduce_options.iterations, "timed iterations")
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
+  allreduce_command->allow_extras();
+
+  BenchDpOptions dp_options;
+  CLI::App* dp_command =
+      bench_command->add_subcommand("dp", "Data-parallel tokens/s against one process, same run.");
+  dp_command->add_option("--model", dp_options.model, "model preset")
+      ->check(CLI::IsMember(compute::gpt_preset_names()))
+      ->capture_default_str();
+  dp_command->add_option("--batch", dp_options.batch, "micro-batch per rank")->check(CLI::Range(1, 4096))->capture_default_str();
+  dp_command->add_option("--processes", dp_options.processes, "data-parallel processes")
+      ->check(CLI::Range(2, 64))
+      ->capture_default_str();
+  dp_command->add_option("--steps", dp_options.steps, "measured steps")->check(CLI::Range(1, 100000))->capture_default_str();
+  dp_command->add_option("--warmup", dp_options.warmup, "unmeasured steps first")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
+  dp_command->allow_extras();
   // Set after the subcommands are added, which would otherwise inherit it.
   app.footer("Run 'troupe COMMAND --help' for a command's options; 'troupe train --help' lists every config key.");
 
@@ -183,6 +220,17 @@ int main(int argc, char** argv) {
     if (node_command->parsed())
       return with_job(*node_command, node_config, [&](const ResolvedJob& job) { return run_node(node_args, job); });
     if (Status chosen = require_subcommand(*bench_command); !chosen) return fail(chosen.error().message, exit_usage);
+    if (allreduce_command->parsed()) {
+      if (Status extras = reject_unknown_arguments(*allreduce_command); !extras)
+        return fail(extras.error().message, exit_usage);
+      allreduce_options.bytes.clear();
+      for (int mib : allreduce_mib) allreduce_options.bytes.push_back(std::int64_t{mib} << 20);
+      return run_bench_allreduce(allreduce_options);
+    }
+    if (dp_command->parsed()) {
+      if (Status extras = reject_unknown_arguments(*dp_command); !extras) return fail(extras.error().message, exit_usage);
+      return run_bench_dp(dp_options);
+    }
     return bench_compute(*compute_command, bench_options);
   } catch (const std::exception& e) {
     return fail(e.what(), exit_failure);

@@ -1,0 +1,119 @@
+// troupe bench allreduce / troupe bench dp: the data plane and data-parallel training, each as a
+// ratio against a reference measured in the same run. Ranks are forked by comm's local
+// bootstrap, so these run before this process starts any thread.
+//
+// bench dp: `small` (by default) on n processes × 1 thread against 1 process × 1 thread, same
+// micro-batch per rank; scaling = DP tokens/s ÷ (n × single tokens/s).
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "apps/commands.hpp"
+#include "comm/bench/allreduce_bench.hpp"
+#include "comm/bootstrap.hpp"
+#include "comm/collectives.hpp"
+#include "comm/grid.hpp"
+#include "compute/random.hpp"
+#include "compute/train/trainer.hpp"
+
+namespace troupe::apps {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One rank's median step time in seconds, as the bootstrap's report bytes.
+Expected<std::vector<std::uint8_t>> dp_rank_body(comm::Engine& engine, const BenchDpOptions& o) {
+  const compute::GPTConfig cfg = *compute::gpt_preset(o.model);
+  auto backend = compute::make_backend("cpu", 1);
+  if (!backend) return backend.error();
+  const int world = engine.world_size(), rank = engine.rank();
+  std::unique_ptr<comm::Communicator> comm;
+  compute::DataParallel dp;
+  dp.rank = rank;
+  dp.size = world;
+  if (world > 1) {
+    auto created = comm::Communicator::create(engine, comm::dp_group(comm::Grid{world, 1, 1}, rank));
+    if (!created) return created.error();
+    comm = std::move(*created);
+    dp.sum_gradients = [&comm](compute::Tensor& grads) {
+      if (Status s = comm->all_reduce(grads); !s) throw std::runtime_error(s.error().message);
+    };
+  }
+  std::vector<std::uint16_t> stream(static_cast<std::size_t>(o.batch) * cfg.block_size * world * 4 + 1);
+  for (std::size_t i = 0; i < stream.size(); ++i)
+    stream[i] = static_cast<std::uint16_t>(compute::splitmix64(i) % static_cast<std::uint64_t>(cfg.vocab_size));
+  compute::GPT model(cfg, **backend);
+  model.init_parameters(1);
+  compute::TrainerOptions options;
+  options.batch_size = o.batch;
+  options.seq_len = cfg.block_size;
+  options.lr = {1e-4, 1e-5, 0, o.warmup + o.steps};
+  options.data_parallel = dp;
+  compute::Trainer trainer(model, options, stream, stream);
+  for (int i = 0; i < o.warmup; ++i) trainer.step();
+  std::vector<double> seconds;
+  for (int i = 0; i < o.steps; ++i) {
+    auto start = Clock::now();
+    trainer.step();
+    seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  std::sort(seconds.begin(), seconds.end());
+  double median = seconds[seconds.size() / 2];
+  std::vector<std::uint8_t> bytes(sizeof median);
+  std::memcpy(bytes.data(), &median, sizeof median);
+  return bytes;
+}
+
+// The slowest rank's median step of a run on `world` forked processes.
+Expected<double> median_step(int world, const BenchDpOptions& o) {
+  auto results = comm::run_local_ranks(
+      world, [&o](comm::Engine& engine) { return dp_rank_body(engine, o); }, std::chrono::minutes(10));
+  if (!results) return results.error();
+  double slowest = 0;
+  for (std::size_t r = 0; r < results->size(); ++r) {
+    const auto& result = (*results)[r];
+    if (!result.ok || result.report.size() != sizeof(double))
+      return Error{"rank " + std::to_string(r) + " of " + std::to_string(world) + ": " + result.error};
+    double median = 0;
+    std::memcpy(&median, result.report.data(), sizeof median);
+    slowest = std::max(slowest, median);
+  }
+  return slowest;
+}
+
+}  // namespace
+
+int run_bench_allreduce(const comm::AllReduceBenchOptions& options) {
+  auto report = comm::bench_allreduce(options);
+  if (!report) {
+    std::fprintf(stderr, "troupe: error: %s\n", report.error().message.c_str());
+    return 1;
+  }
+  std::fputs(comm::format_allreduce_report(*report).c_str(), stdout);
+  return 0;
+}
+
+int run_bench_dp(const BenchDpOptions& options) {
+  const compute::GPTConfig cfg = *compute::gpt_preset(options.model);
+  std::printf("bench dp: %s, micro-batch %d x seq %d per rank, 1 thread per process, median of %d steps\n",
+              options.model.c_str(), options.batch, cfg.block_size, options.steps);
+  std::fflush(stdout);
+  auto single = median_step(1, options);
+  if (!single) return std::fprintf(stderr, "troupe: error: %s\n", single.error().message.c_str()), 1;
+  auto parallel = median_step(options.processes, options);
+  if (!parallel) return std::fprintf(stderr, "troupe: error: %s\n", parallel.error().message.c_str()), 1;
+  const double tokens = static_cast<double>(options.batch) * cfg.block_size;
+  const double single_tps = tokens / *single, parallel_tps = tokens * options.processes / *parallel;
+  std::printf("%-22s %10s %12s\n", "layout", "step ms", "tokens/s");
+  std::printf("%-22s %10.1f %12.0f\n", "1 process x 1 thread", *single * 1e3, single_tps);
+  const std::string layout = std::to_string(options.processes) + " processes x 1 thread";
+  std::printf("%-22s %10.1f %12.0f\n", layout.c_str(), *parallel * 1e3, parallel_tps);
+  std::printf("scaling = %.0f / (%d x %.0f) = %.3f\n", parallel_tps, options.processes, single_tps,
+              parallel_tps / (options.processes * single_tps));
+  return 0;
+}
+
+}  // namespace troupe::apps
