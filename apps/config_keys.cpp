@@ -41,6 +41,8 @@ constexpr ConfigKey keys[] = {
     {"train.eps", "AdamW epsilon", field<&J::train, &T::eps>},
     {"train.weight_decay", "AdamW decoupled weight decay", field<&J::train, &T::weight_decay>},
     {"train.grad_clip", "clip the global gradient norm to this; 0 = off", field<&J::train, &T::grad_clip>},
+    {"train.zero", "ZeRO stage with --workers/launch: 0 off, 1 shard AdamW state, 2 also gradients",
+     field<&J::train, &T::zero>},
     {"train.seed", "random seed for initialization and data order", field<&J::train, &T::seed>},
     {"train.threads", "CPU threads per worker; 0 = all cores", field<&J::train, &T::threads>},
     {"train.backend", "compute backend: cpu or cuda", field<&J::train, &T::backend>},

@@ -32,6 +32,7 @@ struct TrainOptions {
   double eps = 1e-8;
   double weight_decay = 0.1;
   double grad_clip = 1.0;  // global-norm clip; 0 = off
+  int zero = 0;            // ZeRO stage over the data-parallel group: 0, 1 (optimizer state), 2 (+ gradients)
   std::uint64_t seed = 1337;
   int threads = 0;         // 0 = all cores
   std::string backend = "cpu";

@@ -20,6 +20,7 @@
 #include "apps/training_run.hpp"
 #include "comm/collectives.hpp"
 #include "comm/grid.hpp"
+#include "compute/model/parameter_layout.hpp"
 #include "monitor/log.hpp"
 
 namespace troupe::apps {
@@ -30,21 +31,33 @@ int env_int(const char* name, int fallback) {
   return value ? std::atoi(value) : fallback;
 }
 
-// Sums gradients and averages scalars over the whole world through `comm`; a failed collective
-// (a lost peer) throws, which ends this rank's run with the collective's error.
-compute::DataParallel world_data_parallel(comm::Communicator& comm, int rank, int world) {
+// The data-parallel hooks over the whole world through `comm`, with the job's ZeRO stage; a
+// failed collective (a lost peer) throws, which ends this rank's run with the collective's error.
+compute::DataParallel world_data_parallel(comm::Communicator& comm, int rank, int world, int zero_stage,
+                                          std::int64_t parameters) {
+  auto check = [](const Status& s) {
+    if (!s) throw std::runtime_error(s.error().message);
+  };
   compute::DataParallel dp;
   dp.rank = rank;
   dp.size = world;
-  dp.sum_gradients = [&comm](compute::Tensor& grads) {
-    if (Status s = comm.all_reduce(grads); !s) throw std::runtime_error(s.error().message);
-  };
-  dp.mean = [&comm, world](double x) {
+  dp.zero_stage = zero_stage;
+  if (zero_stage > 0) {
+    // The shard is the reduce-scatter's segment, so ZeRO-2's summed gradients land on it.
+    const comm::Slice shard = comm::segment_of(parameters, world, comm.position());
+    dp.shard_begin = shard.offset;
+    dp.shard_end = shard.offset + shard.count;
+  }
+  dp.sum_gradients = [&comm, check](compute::Tensor& grads) { check(comm.all_reduce(grads)); };
+  dp.reduce_scatter_gradients = [&comm, check](compute::Tensor& grads) { check(comm.reduce_scatter(grads)); };
+  dp.all_gather_parameters = [&comm, check](compute::Tensor& params) { check(comm.all_gather(params)); };
+  dp.sum = [&comm, check](double x) {
     compute::Tensor t = compute::Tensor::zeros({1}, compute::DType::f64);
     t.data_as<double>()[0] = x;
-    if (Status s = comm.all_reduce(t); !s) throw std::runtime_error(s.error().message);
-    return t.data_as<double>()[0] / world;
+    check(comm.all_reduce(t));
+    return t.data_as<double>()[0];
   };
+  dp.mean = [sum = dp.sum, world](double x) { return sum(x) / world; };
   return dp;
 }
 
@@ -60,7 +73,9 @@ actors::node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data,
   auto comm = comm::Communicator::create(engine, comm::dp_group(grid, rank));
   if (!comm) return {-1, 1, comm.error().message};
   try {
-    RunOutcome outcome = run_training(job, backend, data, world_data_parallel(**comm, rank, start.world_size));
+    const std::int64_t parameters = compute::ParameterLayout(job.model).total();
+    RunOutcome outcome = run_training(
+        job, backend, data, world_data_parallel(**comm, rank, start.world_size, job.config.train.zero, parameters));
     return {-1, outcome.exit_code, outcome.reason};
   } catch (const std::exception& e) {
     return {-1, 1, "rank " + std::to_string(rank) + ": " + e.what()};

@@ -1,5 +1,7 @@
 #include "compute/train/trainer.hpp"
 
+#include <cmath>
+
 namespace troupe::compute {
 
 Trainer::Trainer(GPT& model, TrainerOptions options, std::span<const std::uint16_t> train_tokens,
@@ -9,11 +11,15 @@ Trainer::Trainer(GPT& model, TrainerOptions options, std::span<const std::uint16
       train_tokens_(train_tokens),
       val_tokens_(val_tokens),
       train_sampler_(train_tokens.size(), options.seq_len, options.seed),
-      optimizer_(model.backend(), model.layout(), model.dtype(), options.adamw),
+      optimizer_(model.backend(), model.layout(), model.dtype(), options.adamw, options.data_parallel.shard_begin,
+                 options.data_parallel.shard_end < 0 ? model.layout().total() : options.data_parallel.shard_end),
       inputs_(Tensor::zeros({options.batch_size, options.seq_len}, DType::i32)),
       targets_(Tensor::zeros({options.batch_size, options.seq_len}, DType::i32)) {
-  TROUPE_CHECK(options.data_parallel.size == 1 || options.data_parallel.sum_gradients,
-               "a data-parallel group of more than one rank needs sum_gradients");
+  const DataParallel& dp = options.data_parallel;
+  TROUPE_CHECK(dp.zero_stage >= 0 && dp.zero_stage <= 2, "ZeRO stage " + std::to_string(dp.zero_stage));
+  TROUPE_CHECK(dp.size == 1 || (dp.zero_stage == 2 ? dp.reduce_scatter_gradients && dp.sum : static_cast<bool>(dp.sum_gradients)),
+               "a data-parallel group of more than one rank needs its gradient reduction");
+  TROUPE_CHECK(dp.zero_stage == 0 || dp.all_gather_parameters || dp.size == 1, "ZeRO needs all_gather_parameters");
   TROUPE_CHECK(0 <= options.data_parallel.rank && options.data_parallel.rank < options.data_parallel.size,
                "data-parallel rank outside its group");
   model_.reserve(options.batch_size, options.seq_len);
@@ -39,12 +45,27 @@ StepResult Trainer::step() {
     loss_sum += model_.forward(inputs_, targets_);
     model_.backward(1.0 / (static_cast<double>(k) * dp.size));
   }
-  if (dp.size > 1) dp.sum_gradients(model_.grads());
+  const bool sharded_gradients = dp.size > 1 && dp.zero_stage == 2;
+  if (sharded_gradients)
+    dp.reduce_scatter_gradients(model_.grads());
+  else if (dp.size > 1)
+    dp.sum_gradients(model_.grads());
   result.loss = dp.mean ? dp.mean(loss_sum / k) : loss_sum / k;
-  result.grad_norm = clip_grad_norm(model_.backend(), model_.grads(), options_.grad_clip);
+  result.grad_norm = sharded_gradients ? clip_sharded_gradients()
+                                       : clip_grad_norm(model_.backend(), model_.grads(), options_.grad_clip);
   optimizer_.step(model_.params(), model_.grads(), result.lr);
+  if (dp.size > 1 && dp.zero_stage > 0) dp.all_gather_parameters(model_.params());
   ++steps_;
   return result;
+}
+
+double Trainer::clip_sharded_gradients() {
+  const DataParallel& dp = options_.data_parallel;
+  const std::int64_t end = dp.shard_end < 0 ? model_.layout().total() : dp.shard_end;
+  Tensor shard = model_.grads().slice(dp.shard_begin, {end - dp.shard_begin});
+  const double norm = std::sqrt(dp.sum(model_.backend().sum_of_squares(shard)));
+  scale_to_norm(model_.backend(), shard, norm, options_.grad_clip);
+  return norm;
 }
 
 double Trainer::evaluate(int batches) {

@@ -24,11 +24,23 @@
 namespace troupe::compute {
 
 // How the ranks of a data-parallel group combine their work; the defaults are one process.
+//
+// ZeRO (Rajbhandari et al.) shards the optimizer over the group: this rank owns
+// [shard_begin, shard_end) of the flat parameter buffer and keeps AdamW moments for it alone.
+//   stage 0: sum_gradients over the whole buffer; every rank updates everything.
+//   stage 1: sum_gradients; each rank updates its shard; all_gather_parameters spreads them.
+//   stage 2: reduce_scatter_gradients leaves the summed shard here (the rest is not used); the
+//            clip norm is the sum over ranks of each shard's squares; then as stage 1.
 struct DataParallel {
   int rank = 0;
   int size = 1;
-  std::function<void(Tensor& grads)> sum_gradients;  // in place, over the group; needed when size > 1
-  std::function<double(double)> mean;                // a scalar's mean over the group; identity if empty
+  int zero_stage = 0;
+  std::int64_t shard_begin = 0, shard_end = -1;  // -1: the whole buffer
+  std::function<void(Tensor& grads)> sum_gradients;             // stages 0, 1
+  std::function<void(Tensor& grads)> reduce_scatter_gradients;  // stage 2
+  std::function<void(Tensor& params)> all_gather_parameters;    // stages 1, 2
+  std::function<double(double)> sum;                            // a scalar over the group (stage 2's norm)
+  std::function<double(double)> mean;                           // a scalar's mean over the group; identity if empty
 };
 
 struct TrainerOptions {
@@ -61,6 +73,9 @@ class Trainer {
   std::int64_t tokens_per_step() const;  // over the whole data-parallel group
 
  private:
+  // Stage 2's clip: the norm of the summed gradient from the shards, then this shard scaled.
+  double clip_sharded_gradients();
+
   GPT& model_;
   TrainerOptions options_;
   std::span<const std::uint16_t> train_tokens_, val_tokens_;

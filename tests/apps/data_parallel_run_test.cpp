@@ -62,29 +62,29 @@ std::vector<pid_t> children_of(pid_t pid) {
 
 }  // namespace
 
-TEST_CASE("troupe train --workers 2 with batch b takes the steps of one process with batch 2b", "[dp]") {
+TEST_CASE("troupe train --workers 2 with batch b takes the steps of one process with batch 2b, ZeRO 0/1/2", "[dp]") {
   TempDir dir;
-  auto args = tiny_job;
-  args.insert(args.end(), {"--train.batch_size", "8", "--workers", "2"});
-  std::vector<std::string> dp_args{"train"};
-  dp_args.insert(dp_args.end(), args.begin(), args.end());
-  const ProcessResult two = run_troupe(dir, dp_args, std::chrono::seconds(120));
-  INFO("workers=2 stdout: " << two.out << "\nstderr: " << two.err);
-  REQUIRE(two.exit_code == 0);
-
   std::vector<std::string> single_args{"train"};
   single_args.insert(single_args.end(), tiny_job.begin(), tiny_job.end());
   single_args.insert(single_args.end(), {"--train.batch_size", "16"});
   const ProcessResult one = run_troupe(dir, single_args, std::chrono::seconds(120));
   REQUIRE(one.exit_code == 0);
+  const double loss_one = number_after(one.out, "final train loss"), norm_one = number_after(one.out, "param norm");
 
-  CHECK_THAT(two.out, Contains("[node 0 localhost]") && Contains("all 2 nodes joined"));
-  const double loss_two = number_after(two.out, "final train loss"), loss_one = number_after(one.out, "final train loss");
-  const double norm_two = number_after(two.out, "param norm"), norm_one = number_after(one.out, "param norm");
-  std::printf("1 x 16: loss %.4f, param norm %.9g | 2 x 8 over UCX: loss %.4f, param norm %.9g\n", loss_one, norm_one,
-              loss_two, norm_two);
-  CHECK(loss_two == Approx(loss_one).epsilon(1e-4));
-  CHECK(norm_two == Approx(norm_one).epsilon(1e-6));
+  for (const char* zero : {"0", "1", "2"}) {
+    std::vector<std::string> dp_args{"train"};
+    dp_args.insert(dp_args.end(), tiny_job.begin(), tiny_job.end());
+    dp_args.insert(dp_args.end(), {"--train.batch_size", "8", "--workers", "2", "--train.zero", zero});
+    const ProcessResult two = run_troupe(dir, dp_args, std::chrono::seconds(120));
+    INFO("zero " << zero << " stdout: " << two.out << "\nstderr: " << two.err);
+    REQUIRE(two.exit_code == 0);
+    CHECK_THAT(two.out, Contains("[node 0 localhost]") && Contains("all 2 nodes joined"));
+    const double loss_two = number_after(two.out, "final train loss"), norm_two = number_after(two.out, "param norm");
+    std::printf("1 x 16: loss %.4f, param norm %.9g | 2 x 8 over UCX, ZeRO %s: loss %.4f, param norm %.9g\n", loss_one,
+                norm_one, zero, loss_two, norm_two);
+    CHECK(loss_two == Approx(loss_one).epsilon(1e-4));
+    CHECK(norm_two == Approx(norm_one).epsilon(1e-6));
+  }
 }
 
 TEST_CASE("a node killed with SIGKILL during training stops the job with its name within seconds", "[dp]") {

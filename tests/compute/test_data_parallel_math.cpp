@@ -1,7 +1,7 @@
-// The trainer's data-parallel arithmetic on its own: n ranks of micro-batch b, whose gradients
-// are summed by sum_gradients, take the same steps as one process with batch n·b. Here the ranks
-// are threads summing through shared memory in a fixed order; tests/comm/ runs the same check
-// with real processes and UCX collectives.
+// The trainer's data-parallel arithmetic on its own: n ranks of micro-batch b take the same steps
+// as one process with batch n·b, with and without ZeRO sharding of the optimizer. Here the ranks
+// are threads whose collectives go through shared memory in a fixed order; tests/apps/ runs the
+// same check with real processes and UCX collectives.
 
 #include <catch2/catch.hpp>
 
@@ -46,9 +46,72 @@ std::vector<float> train(TrainerOptions o, const std::vector<std::uint16_t>& dat
   return {p, p + model.layout().total()};
 }
 
+// Two ranks as threads; the collectives sum through shared memory in a fixed order. Returns
+// each rank's final parameters and losses.
+struct TwoRanks {
+  std::vector<float> params[2];
+  std::vector<double> losses[2];
+};
+
+TwoRanks run_two_ranks(const std::vector<std::uint16_t>& data, int steps, int zero_stage) {
+  const std::int64_t total = ParameterLayout(config).total();
+  const std::int64_t half = (total + 1) / 2;  // shard 0 = [0, half), shard 1 = [half, total)
+  std::vector<float> slots[2] = {std::vector<float>(total), std::vector<float>(total)};
+  double scalar_slots[2] = {0, 0};
+  std::barrier sync(2);
+  TwoRanks out;
+  auto rank_main = [&](int rank) {
+    const std::int64_t begin = rank == 0 ? 0 : half, end = rank == 0 ? half : total;
+    auto exchange = [&](const float* values) {
+      std::memcpy(slots[rank].data(), values, total * sizeof(float));
+      sync.arrive_and_wait();
+    };
+    auto scalar_sum = [&](double x) {
+      scalar_slots[rank] = x;
+      sync.arrive_and_wait();
+      double s = scalar_slots[0] + scalar_slots[1];
+      sync.arrive_and_wait();
+      return s;
+    };
+    TrainerOptions o = base_options();
+    o.batch_size = 2;
+    DataParallel& dp = o.data_parallel;
+    dp.rank = rank;
+    dp.size = 2;
+    dp.zero_stage = zero_stage;
+    if (zero_stage > 0) dp.shard_begin = begin, dp.shard_end = end;
+    dp.sum_gradients = [&](Tensor& grads) {
+      exchange(grads.data_as<float>());
+      float* g = grads.data_as<float>();
+      for (std::int64_t i = 0; i < total; ++i) g[i] = slots[0][i] + slots[1][i];
+      sync.arrive_and_wait();
+    };
+    dp.reduce_scatter_gradients = [&, begin, end](Tensor& grads) {
+      exchange(grads.data_as<float>());
+      float* g = grads.data_as<float>();
+      for (std::int64_t i = begin; i < end; ++i) g[i] = slots[0][i] + slots[1][i];
+      sync.arrive_and_wait();
+    };
+    dp.all_gather_parameters = [&](Tensor& params) {
+      exchange(params.data_as<float>());
+      float* p = params.data_as<float>();
+      for (std::int64_t i = 0; i < total; ++i) p[i] = slots[i < half ? 0 : 1][i];
+      sync.arrive_and_wait();
+    };
+    dp.sum = scalar_sum;
+    dp.mean = [&](double x) { return scalar_sum(x) / 2; };
+    out.params[rank] = train(o, data, steps, &out.losses[rank]);
+  };
+  std::thread other(rank_main, 1);
+  rank_main(0);
+  other.join();
+  return out;
+}
+
 }  // namespace
 
-TEST_CASE("two data-parallel ranks of batch b take the steps of one process of batch 2b", "[model][dp]") {
+TEST_CASE("two data-parallel ranks of batch b take the steps of one process of batch 2b, with ZeRO 0, 1 and 2",
+          "[model][dp]") {
   const auto data = random_stream(40000, 64);
   const int steps = 4;
   TrainerOptions single = base_options();
@@ -56,42 +119,19 @@ TEST_CASE("two data-parallel ranks of batch b take the steps of one process of b
   std::vector<double> single_losses;
   const auto reference = train(single, data, steps, &single_losses);
 
-  const std::int64_t total = ParameterLayout(config).total();
-  std::vector<float> slots[2] = {std::vector<float>(total), std::vector<float>(total)};
-  double loss_slots[2] = {0, 0};
-  std::barrier sync(2);
-  std::vector<float> result[2];
-  std::vector<double> losses[2];
-  auto rank_main = [&](int rank) {
-    TrainerOptions o = base_options();
-    o.batch_size = 2;
-    o.data_parallel.rank = rank;
-    o.data_parallel.size = 2;
-    o.data_parallel.sum_gradients = [&, rank](Tensor& grads) {
-      std::memcpy(slots[rank].data(), grads.data(), grads.nbytes());
-      sync.arrive_and_wait();
-      float* g = grads.data_as<float>();
-      for (std::int64_t i = 0; i < total; ++i) g[i] = slots[0][i] + slots[1][i];
-      sync.arrive_and_wait();
-    };
-    o.data_parallel.mean = [&, rank](double x) {
-      loss_slots[rank] = x;
-      sync.arrive_and_wait();
-      double m = (loss_slots[0] + loss_slots[1]) / 2;
-      sync.arrive_and_wait();
-      return m;
-    };
-    result[rank] = train(o, data, steps, &losses[rank]);
-  };
-  std::thread other(rank_main, 1);
-  rank_main(0);
-  other.join();
-
-  CHECK(std::memcmp(result[0].data(), result[1].data(), result[0].size() * sizeof(float)) == 0);
-  double max_diff = 0;
-  for (std::size_t i = 0; i < reference.size(); ++i)
-    max_diff = std::max(max_diff, double(std::abs(reference[i] - result[0][i])));
-  INFO("max |single - data parallel| parameter difference after " << steps << " steps: " << max_diff);
-  CHECK(max_diff < 1e-5);
-  for (int s = 0; s < steps; ++s) CHECK(losses[0][s] == Approx(single_losses[s]).epsilon(1e-5));
+  std::vector<float> plain;
+  for (int stage : {0, 1, 2}) {
+    const TwoRanks run = run_two_ranks(data, steps, stage);
+    CHECK(std::memcmp(run.params[0].data(), run.params[1].data(), run.params[0].size() * sizeof(float)) == 0);
+    double max_diff = 0;
+    for (std::size_t i = 0; i < reference.size(); ++i)
+      max_diff = std::max(max_diff, double(std::abs(reference[i] - run.params[0][i])));
+    std::printf("ZeRO stage %d, 2 ranks x 2 vs 1 x 4: max parameter difference after %d steps %.3g\n", stage, steps,
+                max_diff);
+    CHECK(max_diff < 1e-5);
+    for (int s = 0; s < steps; ++s) CHECK(run.losses[0][s] == Approx(single_losses[s]).epsilon(1e-5));
+    if (stage == 0) plain = run.params[0];
+    // ZeRO-1 does the same arithmetic as plain data parallelism, element for element.
+    if (stage == 1) CHECK(std::memcmp(plain.data(), run.params[0].data(), plain.size() * sizeof(float)) == 0);
+  }
 }
