@@ -28,6 +28,7 @@ struct BenchDpOptions {
   int processes = 2;
   int steps = 6;      // measured steps (figures from the median)
   int warmup = 1;
+  int rounds = 3;     // alternating single / data-parallel measurements
 };
 int run_bench_dp(const BenchDpOptions& options);
 // troupe bench allreduce: bus bandwidth beside UCX's point-to-point bandwidth, same run.

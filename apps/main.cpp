@@ -201,6 +201,9 @@ int main(int argc, char** argv) {
   dp_command->add_option("--warmup", dp_options.warmup, "unmeasured steps first")
       ->check(CLI::Range(0, 100000))
       ->capture_default_str();
+  dp_command->add_option("--rounds", dp_options.rounds, "alternating single / data-parallel measurements")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
   dp_command->allow_extras();
   // Set after the subcommands are added, which would otherwise inherit it.
   app.footer("Run 'troupe COMMAND --help' for a command's options; 'troupe train --help' lists every config key.");

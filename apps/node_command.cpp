@@ -18,6 +18,7 @@
 #include "apps/job_identity.hpp"
 #include "apps/launch/local_host.hpp"
 #include "apps/training_run.hpp"
+#include "comm/bucket_sums.hpp"
 #include "comm/collectives.hpp"
 #include "comm/grid.hpp"
 #include "compute/model/parameter_layout.hpp"
@@ -33,8 +34,8 @@ int env_int(const char* name, int fallback) {
 
 // The data-parallel hooks over the whole world through `comm`, with the job's ZeRO stage; a
 // failed collective (a lost peer) throws, which ends this rank's run with the collective's error.
-compute::DataParallel world_data_parallel(comm::Communicator& comm, int rank, int world, int zero_stage,
-                                          std::int64_t parameters) {
+compute::DataParallel world_data_parallel(comm::Communicator& comm, comm::BucketSums& buckets, int rank, int world,
+                                          int zero_stage, std::int64_t parameters) {
   auto check = [](const Status& s) {
     if (!s) throw std::runtime_error(s.error().message);
   };
@@ -49,6 +50,8 @@ compute::DataParallel world_data_parallel(comm::Communicator& comm, int rank, in
     dp.shard_end = shard.offset + shard.count;
   }
   dp.sum_gradients = [&comm, check](compute::Tensor& grads) { check(comm.all_reduce(grads)); };
+  dp.start_sum = [&buckets](compute::Tensor bucket) { buckets.start(std::move(bucket)); };
+  dp.wait_sums = [&buckets, check] { check(buckets.wait()); };
   dp.reduce_scatter_gradients = [&comm, check](compute::Tensor& grads) { check(comm.reduce_scatter(grads)); };
   dp.all_gather_parameters = [&comm, check](compute::Tensor& params) { check(comm.all_gather(params)); };
   dp.sum = [&comm, check](double x) {
@@ -74,8 +77,10 @@ actors::node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data,
   if (!comm) return {-1, 1, comm.error().message};
   try {
     const std::int64_t parameters = compute::ParameterLayout(job.model).total();
-    RunOutcome outcome = run_training(
-        job, backend, data, world_data_parallel(**comm, rank, start.world_size, job.config.train.zero, parameters));
+    comm::BucketSums buckets(**comm);
+    RunOutcome outcome = run_training(job, backend, data,
+                                      world_data_parallel(**comm, buckets, rank, start.world_size,
+                                                          job.config.train.zero, parameters));
     return {-1, outcome.exit_code, outcome.reason};
   } catch (const std::exception& e) {
     return {-1, 1, "rank " + std::to_string(rank) + ": " + e.what()};

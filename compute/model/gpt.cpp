@@ -146,7 +146,7 @@ Tensor GPT::last_logits() const { return logits_.slice(0, {B_, T_, config_.padde
 
 void GPT::zero_grad() { backend_.fill_zero(grads_); }
 
-void GPT::backward(double loss_scale) {
+void GPT::backward(double loss_scale, const std::function<void(int layer)>& layer_done) {
   TROUPE_CHECK(have_targets_, "backward() needs a forward() with targets");
   const std::int64_t C = config_.n_embd, Vp = config_.padded_vocab_size;
   Backend& be = backend_;
@@ -186,6 +186,7 @@ void GPT::backward(double loss_scale) {
     be.matmul_backward(dln, g.attn_w, g.attn_b, dqkv, bt(a.ln1, C), w.attn_w);
     be.layernorm_backward(dresidual, g.ln1_w, g.ln1_b, dln, block_in, w.ln1_w, bt_only(a.ln1_mean),
                           bt_only(a.ln1_rstd));
+    if (layer_done) layer_done(l);
   }
   Tensor dwpe = grad("wpe.weight");
   be.encoder_backward(dwte, dwpe, dresidual, tok);

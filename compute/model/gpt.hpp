@@ -9,6 +9,7 @@
 // conventions in backend.hpp). Per-block gradient scratch is shared by all blocks.
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "compute/backend.hpp"
@@ -46,8 +47,10 @@ class GPT {
 
   void zero_grad();
   // grads += d(loss_scale × mean loss)/dparams for the last forward with targets. With
-  // accumulation over k micro-batches, pass loss_scale = 1/k.
-  void backward(double loss_scale = 1.0);
+  // accumulation over k micro-batches, pass loss_scale = 1/k. `layer_done(l)`, when given, runs
+  // as soon as layer l's gradients are final (layers finish from the last to the first), so a
+  // data-parallel caller can start reducing them while backward goes on below.
+  void backward(double loss_scale = 1.0, const std::function<void(int layer)>& layer_done = {});
 
  private:
   struct LayerActivations {

@@ -31,6 +31,12 @@ std::int64_t Trainer::tokens_per_step() const {
 
 StepResult Trainer::step() {
   const DataParallel& dp = options_.data_parallel;
+  const bool overlap = dp.size > 1 && dp.zero_stage == 0 && dp.start_sum;
+  const std::function<void(int)> no_hook;
+  const std::function<void(int)> start_layer_bucket = [&](int layer) {
+    const auto [begin, end] = model_.layout().layer_range(layer);
+    dp.start_sum(model_.grads().slice(begin, {end - begin}));
+  };
   StepResult result;
   result.step = steps_;
   result.lr = options_.lr.at(steps_);
@@ -43,13 +49,22 @@ StepResult Trainer::step() {
     fill_batch(inputs_.data_as<std::int32_t>(), targets_.data_as<std::int32_t>(), train_tokens_, train_sampler_, first,
                options_.batch_size);
     loss_sum += model_.forward(inputs_, targets_);
-    model_.backward(1.0 / (static_cast<double>(k) * dp.size));
+    const bool last_micro = micro == k - 1;
+    model_.backward(1.0 / (static_cast<double>(k) * dp.size), last_micro && overlap ? start_layer_bucket : no_hook);
   }
   const bool sharded_gradients = dp.size > 1 && dp.zero_stage == 2;
-  if (sharded_gradients)
+  if (overlap) {
+    // The buckets backward did not cover: the embeddings at the front of the buffer, ln_f at the end.
+    const auto [first_layer_begin, first_layer_end] = model_.layout().layer_range(0);
+    const auto [last_layer_begin, last_layer_end] = model_.layout().layer_range(model_.config().n_layer - 1);
+    dp.start_sum(model_.grads().slice(0, {first_layer_begin}));
+    dp.start_sum(model_.grads().slice(last_layer_end, {model_.layout().total() - last_layer_end}));
+    dp.wait_sums();
+  } else if (sharded_gradients) {
     dp.reduce_scatter_gradients(model_.grads());
-  else if (dp.size > 1)
+  } else if (dp.size > 1) {
     dp.sum_gradients(model_.grads());
+  }
   result.loss = dp.mean ? dp.mean(loss_sum / k) : loss_sum / k;
   result.grad_norm = sharded_gradients ? clip_sharded_gradients()
                                        : clip_grad_norm(model_.backend(), model_.grads(), options_.grad_clip);

@@ -25,6 +25,8 @@ namespace troupe::compute {
 
 // How the ranks of a data-parallel group combine their work; the defaults are one process.
 //
+// Every rank must start the same buckets in the same order (collectives match by order).
+//
 // ZeRO (Rajbhandari et al.) shards the optimizer over the group: this rank owns
 // [shard_begin, shard_end) of the flat parameter buffer and keeps AdamW moments for it alone.
 //   stage 0: sum_gradients over the whole buffer; every rank updates everything.
@@ -37,6 +39,11 @@ struct DataParallel {
   int zero_stage = 0;
   std::int64_t shard_begin = 0, shard_end = -1;  // -1: the whole buffer
   std::function<void(Tensor& grads)> sum_gradients;             // stages 0, 1
+  // Stage 0 with overlap: start summing a slice of the gradients (a bucket) now; wait_sums()
+  // returns once every started bucket is summed. When set, stage 0 uses these instead of
+  // sum_gradients: each layer is a bucket, posted as soon as backward has finished it.
+  std::function<void(Tensor bucket)> start_sum;
+  std::function<void()> wait_sums;
   std::function<void(Tensor& grads)> reduce_scatter_gradients;  // stage 2
   std::function<void(Tensor& params)> all_gather_parameters;    // stages 1, 2
   std::function<double(double)> sum;                            // a scalar over the group (stage 2's norm)
