@@ -13,6 +13,7 @@
 #include <string>
 
 #include "apps/commands.hpp"
+#include "apps/data_parallel_hooks.hpp"
 #include "comm/bench/allreduce_bench.hpp"
 #include "comm/bootstrap.hpp"
 #include "comm/bucket_sums.hpp"
@@ -35,20 +36,12 @@ Expected<std::vector<std::uint8_t>> dp_rank_body(comm::Engine& engine, const Ben
   std::unique_ptr<comm::Communicator> comm;
   std::unique_ptr<comm::BucketSums> buckets;
   compute::DataParallel dp;
-  dp.rank = rank;
-  dp.size = world;
   if (world > 1) {
     auto created = comm::Communicator::create(engine, comm::dp_group(comm::Grid{world, 1, 1}, rank));
     if (!created) return created.error();
     comm = std::move(*created);
     buckets = std::make_unique<comm::BucketSums>(*comm);
-    dp.start_sum = [&buckets](compute::Tensor bucket) { buckets->start(std::move(bucket)); };
-    dp.wait_sums = [&buckets] {
-      if (Status s = buckets->wait(); !s) throw std::runtime_error(s.error().message);
-    };
-    dp.sum_gradients = [&comm](compute::Tensor& grads) {
-      if (Status s = comm->all_reduce(grads); !s) throw std::runtime_error(s.error().message);
-    };
+    dp = group_data_parallel(*comm, *buckets, rank, world, 0, compute::ParameterLayout(cfg).total());
   }
   std::vector<std::uint16_t> stream(static_cast<std::size_t>(o.batch) * cfg.block_size * world * 4 + 1);
   for (std::size_t i = 0; i < stream.size(); ++i)

@@ -18,6 +18,7 @@
 #include "apps/job_identity.hpp"
 #include "apps/launch/local_host.hpp"
 #include "apps/training_run.hpp"
+#include "apps/data_parallel_hooks.hpp"
 #include "comm/bucket_sums.hpp"
 #include "comm/collectives.hpp"
 #include "comm/grid.hpp"
@@ -30,38 +31,6 @@ namespace {
 int env_int(const char* name, int fallback) {
   const char* value = std::getenv(name);
   return value ? std::atoi(value) : fallback;
-}
-
-// The data-parallel hooks over the whole world through `comm`, with the job's ZeRO stage; a
-// failed collective (a lost peer) throws, which ends this rank's run with the collective's error.
-compute::DataParallel world_data_parallel(comm::Communicator& comm, comm::BucketSums& buckets, int rank, int world,
-                                          int zero_stage, std::int64_t parameters) {
-  auto check = [](const Status& s) {
-    if (!s) throw std::runtime_error(s.error().message);
-  };
-  compute::DataParallel dp;
-  dp.rank = rank;
-  dp.size = world;
-  dp.zero_stage = zero_stage;
-  if (zero_stage > 0) {
-    // The shard is the reduce-scatter's segment, so ZeRO-2's summed gradients land on it.
-    const comm::Slice shard = comm::segment_of(parameters, world, comm.position());
-    dp.shard_begin = shard.offset;
-    dp.shard_end = shard.offset + shard.count;
-  }
-  dp.sum_gradients = [&comm, check](compute::Tensor& grads) { check(comm.all_reduce(grads)); };
-  dp.start_sum = [&buckets](compute::Tensor bucket) { buckets.start(std::move(bucket)); };
-  dp.wait_sums = [&buckets, check] { check(buckets.wait()); };
-  dp.reduce_scatter_gradients = [&comm, check](compute::Tensor& grads) { check(comm.reduce_scatter(grads)); };
-  dp.all_gather_parameters = [&comm, check](compute::Tensor& params) { check(comm.all_gather(params)); };
-  dp.sum = [&comm, check](double x) {
-    compute::Tensor t = compute::Tensor::zeros({1}, compute::DType::f64);
-    t.data_as<double>()[0] = x;
-    check(comm.all_reduce(t));
-    return t.data_as<double>()[0];
-  };
-  dp.mean = [sum = dp.sum, world](double x) { return sum(x) / world; };
-  return dp;
 }
 
 actors::node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute::Backend& backend,
@@ -79,7 +48,7 @@ actors::node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data,
     const std::int64_t parameters = compute::ParameterLayout(job.model).total();
     comm::BucketSums buckets(**comm);
     RunOutcome outcome = run_training(job, backend, data,
-                                      world_data_parallel(**comm, buckets, rank, start.world_size,
+                                      group_data_parallel(**comm, buckets, rank, start.world_size,
                                                           job.config.train.zero, parameters));
     return {-1, outcome.exit_code, outcome.reason};
   } catch (const std::exception& e) {
