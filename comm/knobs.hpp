@@ -12,7 +12,7 @@ struct Knob {
   std::int64_t fallback;
 };
 
-inline constexpr Knob knob_spin_us{"TROUPE_COMM_SPIN_US", 0};                  // poll this long idle in a transfer
+inline constexpr Knob knob_spin_us{"TROUPE_COMM_SPIN_US", 1000};               // poll this long idle in a transfer
 inline constexpr Knob knob_chunk_bytes{"TROUPE_COMM_CHUNK_BYTES", 512 << 10};  // ring/chain message size
 inline constexpr Knob knob_window{"TROUPE_COMM_WINDOW", 4};                    // ring receives in flight
 
