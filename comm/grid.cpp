@@ -41,25 +41,20 @@ Group world_group(const Grid& grid) {
   return group;
 }
 
-Group dp_group(const Grid& grid, int rank) {
+namespace {
+
+// The ranks that share every coordinate with `rank` except `axis`, in order along it.
+Group axis_group(const Grid& grid, int rank, std::uint16_t id, int GridCoord::*axis, int Grid::*extent) {
   GridCoord c = grid_coord(grid, rank);
-  Group group{dp_group_id, {}};
-  for (c.dp = 0; c.dp < grid.dp; ++c.dp) group.ranks.push_back(grid_rank(grid, c));
+  Group group{id, {}};
+  for (c.*axis = 0; c.*axis < grid.*extent; ++(c.*axis)) group.ranks.push_back(grid_rank(grid, c));
   return group;
 }
 
-Group pp_group(const Grid& grid, int rank) {
-  GridCoord c = grid_coord(grid, rank);
-  Group group{pp_group_id, {}};
-  for (c.pp = 0; c.pp < grid.pp; ++c.pp) group.ranks.push_back(grid_rank(grid, c));
-  return group;
-}
+}  // namespace
 
-Group tp_group(const Grid& grid, int rank) {
-  GridCoord c = grid_coord(grid, rank);
-  Group group{tp_group_id, {}};
-  for (c.tp = 0; c.tp < grid.tp; ++c.tp) group.ranks.push_back(grid_rank(grid, c));
-  return group;
-}
+Group dp_group(const Grid& grid, int rank) { return axis_group(grid, rank, dp_group_id, &GridCoord::dp, &Grid::dp); }
+Group pp_group(const Grid& grid, int rank) { return axis_group(grid, rank, pp_group_id, &GridCoord::pp, &Grid::pp); }
+Group tp_group(const Grid& grid, int rank) { return axis_group(grid, rank, tp_group_id, &GridCoord::tp, &Grid::tp); }
 
 }  // namespace troupe::comm
