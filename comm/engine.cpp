@@ -6,7 +6,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstdio>
 #include <future>
+#include <map>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -57,6 +59,15 @@ std::string rank_name(int rank) { return "rank " + std::to_string(rank); }
 
 }  // namespace
 
+std::string describe(const PendingReceive& wait, std::chrono::steady_clock::time_point now) {
+  const char* kind = wait.key.kind == MessageKind::collective ? "collective" : "point-to-point";
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%.1f", std::chrono::duration<double>(now - wait.posted).count());
+  return std::string(kind) + " message " + std::to_string(wait.key.index) + " of operation " +
+         std::to_string(wait.key.sequence) + " in group " + std::to_string(wait.key.group) + " (" +
+         std::to_string(wait.bytes) + " bytes) from " + rank_name(wait.peer) + ", waiting " + seconds + " s";
+}
+
 struct Engine::State {
   struct Peer {
     State* state = nullptr;
@@ -97,6 +108,9 @@ struct Engine::State {
   std::vector<std::pair<int, ucs_status_t>> failed_peers;  // from UCX's error handler
   std::atomic<bool> stopping{false};
   std::atomic<RequestId> next_request{1};
+  // Receives in flight, oldest first (ids rise): written by the progress thread, read by any.
+  mutable std::mutex pending_mutex;
+  std::map<RequestId, PendingReceive> pending_receives;
 
   // Progress thread only (and the creating thread before it starts).
   std::vector<std::unique_ptr<Peer>> peers;
@@ -182,6 +196,10 @@ struct Engine::State {
 
   void issue_recv(RequestId id, int peer, const MessageKey& key, void* data, std::size_t bytes, Callback done) {
     Operation& op = add_operation(id, peer, true, bytes, std::move(done));
+    {
+      std::lock_guard lock(pending_mutex);
+      pending_receives.emplace(id, PendingReceive{peer, key, bytes, std::chrono::steady_clock::now()});
+    }
     if (!can_issue(op)) return;
     ucp_request_param_t param{};
     // Always through the callback: UCX 1.13 reports length 0 for a receive it completes at once.
@@ -288,6 +306,10 @@ struct Engine::State {
         if (it == operations.end()) continue;
         Operation op = std::move(it->second);
         operations.erase(it);
+        if (op.recv) {
+          std::lock_guard lock(pending_mutex);
+          pending_receives.erase(c.id);
+        }
         if (op.done) op.done(outcome(op, c));
       }
     }
@@ -496,6 +518,12 @@ void Engine::cancel(RequestId id) {
   State& s = *state_;
   auto it = s.operations.find(id);
   if (it != s.operations.end() && it->second.request != nullptr) ucp_request_cancel(s.worker, it->second.request);
+}
+
+std::optional<PendingReceive> Engine::oldest_pending_receive() const {
+  std::lock_guard lock(state_->pending_mutex);
+  if (state_->pending_receives.empty()) return std::nullopt;
+  return state_->pending_receives.begin()->second;
 }
 
 WatchId Engine::watch_peers(std::vector<int> peers, std::function<void(const Error&)> lost) {

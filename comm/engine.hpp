@@ -16,11 +16,14 @@
 // waits on it with an Error naming its rank, instead of hanging. Teardown closes endpoints
 // with UCP_EP_CLOSE_FLAG_FORCE: a graceful close waits forever for a peer that is gone.
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "comm/tag.hpp"
@@ -31,6 +34,16 @@ namespace troupe::comm {
 using Callback = std::function<void(Status)>;
 using RequestId = std::uint64_t;
 using WatchId = std::uint64_t;
+
+// A receive posted and not complete: what a stuck rank is waiting for, named by a watchdog.
+struct PendingReceive {
+  int peer = 0;
+  MessageKey key;
+  std::size_t bytes = 0;
+  std::chrono::steady_clock::time_point posted;
+};
+// "collective message 5 of operation 17 in group 1 (4096 bytes) from rank 1, waiting 3.2 s"
+std::string describe(const PendingReceive& wait, std::chrono::steady_clock::time_point now);
 
 class Engine {
  public:
@@ -66,6 +79,9 @@ class Engine {
   // current callback, if one already has). unwatch_peers() ends the watch.
   WatchId watch_peers(std::vector<int> peers, std::function<void(const Error&)> lost);
   void unwatch_peers(WatchId id);
+
+  // The oldest receive in flight, if any. Any thread.
+  std::optional<PendingReceive> oldest_pending_receive() const;
 
  private:
   struct State;

@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <future>
+#include <optional>
 #include <thread>
 
 using namespace troupe::comm;
@@ -116,4 +117,39 @@ TEST_CASE("a peer killed while a receive waits on it fails the receive naming it
   INFO(report);
   CHECK_THAT(report, Catch::Contains("rank 0 lost"));
   CHECK(std::stod(report) < 5.0);
+}
+
+TEST_CASE("the oldest receive in flight names its peer and message until it completes", "[engine]") {
+  run_ranks(2, [](Engine& engine) -> Expected<std::vector<std::uint8_t>> {
+    if (engine.rank() == 1) {
+      // Rank 0 looks at its pending receive first; this send comes after the barrier message.
+      std::uint64_t go = 0, payload = 42;
+      if (Status s = wait([&](Callback done) { engine.post_recv(0, key(1), &go, 8, std::move(done)); }); !s)
+        return s.error();
+      if (Status s = wait([&](Callback done) { engine.post_send(0, key(2), &payload, 8, std::move(done)); }); !s)
+        return s.error();
+      return std::vector<std::uint8_t>{};
+    }
+    if (engine.oldest_pending_receive()) return Error{"a receive is pending before any was posted"};
+    std::uint64_t go = 1, payload = 0;
+    std::promise<Status> received;
+    engine.post_recv(1, key(2), &payload, 8, [&](Status s) { received.set_value(std::move(s)); });
+    // The post reaches the progress thread asynchronously.
+    std::optional<PendingReceive> pending;
+    for (int i = 0; i < 1000 && !pending; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      pending = engine.oldest_pending_receive();
+    }
+    if (!pending) return Error{"the posted receive is not reported as pending"};
+    const std::string text = describe(*pending, std::chrono::steady_clock::now());
+    if (pending->peer != 1 || !(pending->key == key(2)) || pending->bytes != 8)
+      return Error{"the pending receive is reported wrongly: " + text};
+    if (text.find("point-to-point message 2 of operation 0 in group 9 (8 bytes) from rank 1, waiting") != 0)
+      return Error{"unexpected description: " + text};
+    if (Status s = wait([&](Callback done) { engine.post_send(1, key(1), &go, 8, std::move(done)); }); !s)
+      return s.error();
+    if (Status s = received.get_future().get(); !s) return s.error();
+    if (engine.oldest_pending_receive()) return Error{"a completed receive is still reported as pending"};
+    return std::vector<std::uint8_t>{};
+  });
 }
