@@ -1,5 +1,7 @@
 #include "actors/job_supervisor.hpp"
 
+#include <algorithm>
+#include <cstdio>
 #include <map>
 #include <set>
 
@@ -8,10 +10,25 @@
 namespace troupe::actors {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
+// What the watchdog knows of a running node.
+struct node_liveness {
+  Clock::time_point last_heartbeat;
+  heartbeat_msg last;
+
+  // Time since the node's worker last finished a unit of work, as of `now`.
+  Clock::duration idle(Clock::time_point now) const {
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(last.idle_seconds)) +
+           (now - last_heartbeat);
+  }
+};
+
 struct job_supervisor_state {
   JobPlan plan;
   caf::actor listener;
   std::map<int, join_msg> joined;  // by node index
+  std::map<int, node_liveness> liveness;
   std::set<int> done;
   std::string pending_failure;  // a node's failure report, held briefly in case a peer was lost
   bool running = false;
@@ -23,8 +40,63 @@ using job_actor = caf::stateful_actor<job_supervisor_state>;
 
 constexpr auto failure_settle_time = std::chrono::milliseconds(500);
 
+// How often the watchdog looks: a quarter of the tightest limit, within [50 ms, 1 s].
+std::chrono::milliseconds watchdog_period(const JobPlan& plan) {
+  auto tightest = plan.heartbeat_timeout;
+  if (plan.step_timeout.count() > 0) tightest = std::min(tightest, plan.step_timeout);
+  return std::clamp(tightest / 4, std::chrono::milliseconds(50), std::chrono::milliseconds(1000));
+}
+
 std::string describe(const join_msg& m) {
   return "node " + std::to_string(m.node_index) + " (" + m.host + ", pid " + std::to_string(m.pid) + ")";
+}
+
+std::string seconds_text(Clock::duration d) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f s", std::chrono::duration<double>(d).count());
+  return text;
+}
+
+// "rank 1 (node 1 (host, pid 7), heard from 0.4 s ago) in step 3, waiting 2.0 s for X", or
+// "..., not waiting for any message".
+std::string describe_activity(const job_supervisor_state& st, int node_index, Clock::time_point now) {
+  const join_msg& m = st.joined.at(node_index);
+  const node_liveness& live = st.liveness.at(node_index);
+  const heartbeat_msg& beat = live.last;
+  std::string text = "rank " + std::to_string(st.plan.nodes.at(node_index).first_rank) + " (" + describe(m) +
+                     ", heard from " + seconds_text(now - live.last_heartbeat) + " ago)";
+  text += beat.activity.empty() ? " before its first step" : " in " + beat.activity;
+  if (beat.waiting_for.empty()) return text + ", not waiting for any message";
+  char since[32];
+  std::snprintf(since, sizeof since, "%.1f", beat.waiting_seconds);
+  return text + ", waiting " + since + " s for " + beat.waiting_for;
+}
+
+// Why the job must stop now, or "" while every running node beats and progresses.
+std::string watchdog_verdict(const job_supervisor_state& st, Clock::time_point now) {
+  std::vector<int> running;
+  bool stalled = false;
+  Clock::duration longest{0};
+  for (const auto& [index, live] : st.liveness) {
+    if (st.done.count(index)) continue;
+    if (now - live.last_heartbeat > st.plan.heartbeat_timeout)
+      return describe(st.joined.at(index)) + " sent no heartbeat for " + seconds_text(now - live.last_heartbeat) +
+             " (limit " + seconds_text(st.plan.heartbeat_timeout) + "): its process is hung or stopped; last known " +
+             describe_activity(st, index, now);
+    running.push_back(index);
+    longest = std::max(longest, live.idle(now));
+    if (st.plan.step_timeout.count() > 0 && live.idle(now) > st.plan.step_timeout) stalled = true;
+  }
+  if (!stalled) return {};
+  // One stuck rank stalls the others in their next collective, so every running rank is
+  // listed. Ranks waiting for a message are victims; one that is not is the likely culprit.
+  std::stable_partition(running.begin(), running.end(),
+                        [&](int index) { return st.liveness.at(index).last.waiting_for.empty(); });
+  std::string verdict =
+      "no progress for " + seconds_text(longest) + " (limit " + seconds_text(st.plan.step_timeout) + "): ";
+  for (std::size_t i = 0; i < running.size(); ++i)
+    verdict += (i ? "; " : "") + describe_activity(st, running[i], now);
+  return verdict;
 }
 
 // Why `m` may not join, or "" when it may.
@@ -66,7 +138,12 @@ void start_job(job_actor* self) {
   }
   start.world_size = world;
   monitor::logger("job")->info("all {} nodes joined; starting {} ranks", st.plan.nodes.size(), world);
-  for (auto& [index, m] : st.joined) self->send(m.node, start_atom_v, start);
+  const auto now = Clock::now();
+  for (auto& [index, m] : st.joined) {
+    self->send(m.node, start_atom_v, start);
+    st.liveness[index] = node_liveness{now, heartbeat_msg{index, 0, 0, 0, {}, {}, 0}};
+  }
+  self->delayed_send(self, watchdog_period(st.plan), watchdog_atom_v);
 }
 
 caf::behavior job_supervisor(job_actor* self, JobPlan plan, caf::actor listener) {
@@ -111,6 +188,23 @@ caf::behavior job_supervisor(job_actor* self, JobPlan plan, caf::actor listener)
         }
       },
       [=](settle_atom) { end_job(self, 1, self->state.pending_failure); },
+      [=](heartbeat_atom, const heartbeat_msg& beat) {
+        auto& st = self->state;
+        auto it = st.liveness.find(beat.node_index);
+        // Only a node's own supervisor speaks for it.
+        if (it == st.liveness.end() || self->current_sender() != st.joined.at(beat.node_index).node.address()) return;
+        it->second.last_heartbeat = Clock::now();
+        it->second.last = beat;
+      },
+      [=](watchdog_atom) {
+        auto& st = self->state;
+        if (st.ended) return;
+        if (std::string verdict = watchdog_verdict(st, Clock::now()); !verdict.empty()) {
+          end_job(self, 1, verdict);
+          return;
+        }
+        self->delayed_send(self, watchdog_period(st.plan), watchdog_atom_v);
+      },
       [=](timeout_atom) {
         auto& st = self->state;
         if (st.running || st.ended) return;

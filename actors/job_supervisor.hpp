@@ -10,11 +10,16 @@
 //     │                                                                    │ node_done != 0, then 0.5 s
 //     │                                                                    │   with no node lost ─► failed (1)
 //     │ join deadline passed ─► failed (2)                                 │ node lost ─► failed (1)
-//     └────────── node lost ─► failed (1)                                  │
+//     └────────── node lost ─► failed (1)                                  │ watchdog ─► failed (1)
 //   finished / failed: stop_msg to every joined node, job_outcome_msg to the listener, quit.
 //
 // A lost node is a down_msg from its node supervisor: CAF 0.17 has no node_down_msg, a dead
-// process shows up as exit_reason::remote_link_unreachable within milliseconds.
+// process shows up as exit_reason::remote_link_unreachable within milliseconds. A hung process
+// keeps its connection open, so while running the watchdog also checks every node that is not
+// done: no heartbeat for heartbeat_timeout (the process is stopped or wedged), or no progress for
+// step_timeout (its worker is stuck). The report names each stalled rank and what it waits for —
+// the message and peer, from the heartbeat — so a hang reads "rank 0 waits for collective message
+// 3 ... from rank 1" and the rank that is computing rather than waiting stands out.
 
 #include <chrono>
 #include <cstdint>
@@ -40,6 +45,8 @@ struct JobPlan {
   std::uint64_t config_hash = 0;
   std::vector<PlannedNode> nodes;  // node_index = position
   std::chrono::milliseconds join_timeout{60000};
+  std::chrono::milliseconds heartbeat_timeout{10000};
+  std::chrono::milliseconds step_timeout{0};  // 0: no step watchdog
 };
 
 // Spawns the job supervisor; `listener` receives one job_outcome_msg when the job ends.

@@ -72,6 +72,19 @@ struct job_outcome_msg {
   std::string reason;  // one line, naming the node when one is to blame
 };
 
+// Node supervisor → job supervisor, every fault.heartbeat_seconds once the job has started: the
+// node is alive (a hung process keeps its TCP connection, so silence is the only sign) and how
+// far its worker got, for the step watchdog and for naming what a stuck worker waits for.
+struct heartbeat_msg {
+  int node_index = -1;
+  std::int64_t steps_done = 0;
+  std::int64_t progress = 0;  // finished units of work (steps, validations)
+  double idle_seconds = 0;    // since the last of them, on the node's clock; too long = stuck
+  std::string activity;       // "step 12"
+  std::string waiting_for;    // empty, or what it waits for (message, peer rank) and since when
+  double waiting_seconds = 0;
+};
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, byte_blob& x) {
   return f(caf::meta::type_name("byte_blob"), x.bytes);
@@ -105,6 +118,11 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_outcome_msg& x) {
   return f(caf::meta::type_name("job_outcome_msg"), x.exit_code, x.reason);
 }
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, heartbeat_msg& x) {
+  return f(caf::meta::type_name("heartbeat_msg"), x.node_index, x.steps_done, x.progress, x.idle_seconds, x.activity,
+           x.waiting_for, x.waiting_seconds);
+}
 
 }  // namespace troupe::actors
 
@@ -124,4 +142,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
   CAF_ADD_ATOM(troupe, troupe::actors, stop_atom, "stop")
   CAF_ADD_ATOM(troupe, troupe::actors, timeout_atom, "timeout")
   CAF_ADD_ATOM(troupe, troupe::actors, settle_atom, "settle")
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::heartbeat_msg))
+  CAF_ADD_ATOM(troupe, troupe::actors, heartbeat_atom, "heartbeat")
+  CAF_ADD_ATOM(troupe, troupe::actors, watchdog_atom, "watchdog")
 CAF_END_TYPE_ID_BLOCK(troupe)

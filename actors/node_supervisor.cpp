@@ -1,5 +1,6 @@
 #include "actors/node_supervisor.hpp"
 
+#include "actors/mailbox_collectives.hpp"
 #include "monitor/log.hpp"
 
 namespace troupe::actors {
@@ -8,6 +9,8 @@ namespace {
 struct node_supervisor_state {
   caf::actor job;
   caf::actor listener;
+  caf::actor worker;
+  std::shared_ptr<monitor::WorkProgress> progress;
   int node_index = -1;
   bool ended = false;
   static inline const char* name = "node_supervisor";
@@ -19,11 +22,25 @@ void end_node(node_actor* self, int exit_code, const std::string& reason) {
   auto& st = self->state;
   if (st.ended) return;
   st.ended = true;
+  if (st.worker) self->send(st.worker, stop_atom_v, stop_msg{exit_code, reason});
   self->send(st.listener, done_atom_v, job_outcome_msg{exit_code, reason});
   self->quit();
 }
 
-caf::behavior node_supervisor(node_actor* self, caf::actor job, join_msg hello, NodeWork work, caf::actor listener) {
+// Runs `work` and sends its outcome to `supervisor`; a stop request ends it at its next wait.
+void run_worker(caf::blocking_actor* self, caf::actor supervisor, NodeWork work, start_msg start,
+                std::shared_ptr<monitor::WorkProgress> progress) {
+  node_done_msg done;
+  try {
+    done = work(start, self, *progress);
+  } catch (const WorkStopped& stopped) {
+    done = {-1, 1, std::string("stopped: ") + stopped.what()};
+  }
+  self->send(supervisor, done_atom_v, done);
+}
+
+caf::behavior node_supervisor(node_actor* self, caf::actor job, join_msg hello, NodeWork work, NodeOptions options,
+                              caf::actor listener) {
   auto& st = self->state;
   st.job = job;
   st.listener = std::move(listener);
@@ -42,13 +59,20 @@ caf::behavior node_supervisor(node_actor* self, caf::actor job, join_msg hello, 
           [=](const caf::error& err) { end_node(self, 2, "joining the job failed: " + to_string(err)); });
   return {
       [=](start_atom, const start_msg& start) {
-        monitor::logger("node")->info("node {} starts with {} ranks on {} nodes", self->state.node_index,
-                                      start.world_size, start.nodes.size());
-        auto supervisor = caf::actor_cast<caf::actor>(self);
-        self->spawn<caf::detached>([supervisor, work, start](caf::event_based_actor* worker) {
-          worker->send(supervisor, done_atom_v, work(start));
-          worker->quit();
-        });
+        auto& st = self->state;
+        monitor::logger("node")->info("node {} starts with {} ranks on {} nodes", st.node_index, start.world_size,
+                                      start.nodes.size());
+        st.progress = std::make_shared<monitor::WorkProgress>(options.oldest_receive);
+        st.worker = self->spawn(run_worker, caf::actor_cast<caf::actor>(self), work, start, st.progress);
+        self->send(self, heartbeat_atom_v);
+      },
+      [=](heartbeat_atom) {
+        auto& st = self->state;
+        const monitor::ProgressSnapshot now = st.progress->snapshot();
+        self->send(st.job, heartbeat_atom_v,
+                   heartbeat_msg{st.node_index, now.steps_done, now.progress, now.idle_seconds, now.activity,
+                                 now.waiting_for, now.waiting_seconds});
+        self->delayed_send(self, options.heartbeat_interval, heartbeat_atom_v);
       },
       [=](done_atom, node_done_msg& done) {
         done.node_index = self->state.node_index;
@@ -61,8 +85,9 @@ caf::behavior node_supervisor(node_actor* self, caf::actor job, join_msg hello, 
 }  // namespace
 
 caf::actor spawn_node_supervisor(caf::actor_system& system, caf::actor job, join_msg hello, NodeWork work,
-                                 caf::actor listener) {
-  return system.spawn(node_supervisor, std::move(job), std::move(hello), std::move(work), std::move(listener));
+                                 NodeOptions options, caf::actor listener) {
+  return system.spawn(node_supervisor, std::move(job), std::move(hello), std::move(work), std::move(options),
+                      std::move(listener));
 }
 
 }  // namespace troupe::actors

@@ -12,11 +12,12 @@
 #include <cstring>
 #include <string>
 
+#include "actors/actor_system_setup.hpp"
+#include "actors/data_parallel_hooks.hpp"
+#include "actors/mailbox_collectives.hpp"
 #include "apps/commands.hpp"
-#include "apps/data_parallel_hooks.hpp"
 #include "comm/bench/allreduce_bench.hpp"
 #include "comm/bootstrap.hpp"
-#include "comm/bucket_sums.hpp"
 #include "comm/collectives.hpp"
 #include "comm/grid.hpp"
 #include "compute/random.hpp"
@@ -27,21 +28,26 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// One rank's median step time in seconds, as the bootstrap's report bytes.
+// One rank's median step time in seconds, as the bootstrap's report bytes. The rank trains as a
+// worker actor does in a job: collectives posted from an actor, completions in its mailbox.
 Expected<std::vector<std::uint8_t>> dp_rank_body(comm::Engine& engine, const BenchDpOptions& o) {
   const compute::GPTConfig cfg = *compute::gpt_preset(o.model);
   auto backend = compute::make_backend("cpu", 1);
   if (!backend) return backend.error();
   const int world = engine.world_size(), rank = engine.rank();
+  actors::TroupeConfig actor_config;
+  caf::actor_system system{actor_config};
+  caf::scoped_actor worker{system};
+  monitor::WorkProgress progress;
   std::unique_ptr<comm::Communicator> comm;
-  std::unique_ptr<comm::BucketSums> buckets;
+  std::unique_ptr<actors::MailboxCollectives> collectives;
   compute::DataParallel dp;
   if (world > 1) {
     auto created = comm::Communicator::create(engine, comm::dp_group(comm::Grid{world, 1, 1}, rank));
     if (!created) return created.error();
     comm = std::move(*created);
-    buckets = std::make_unique<comm::BucketSums>(*comm);
-    dp = group_data_parallel(*comm, *buckets, rank, world, 0, compute::ParameterLayout(cfg).total());
+    collectives = std::make_unique<actors::MailboxCollectives>(worker.ptr(), *comm);
+    dp = actors::group_data_parallel(*collectives, progress, 0, compute::ParameterLayout(cfg).total());
   }
   std::vector<std::uint16_t> stream(static_cast<std::size_t>(o.batch) * cfg.block_size * world * 4 + 1);
   for (std::size_t i = 0; i < stream.size(); ++i)

@@ -18,6 +18,7 @@ using M = ModelOptions;
 using T = TrainOptions;
 using D = DataOptions;
 using S = SampleOptions;
+using F = FaultOptions;
 
 constexpr ConfigKey keys[] = {
     {"model.preset", "architecture preset: tiny, small or gpt2; the model keys below override it",
@@ -61,6 +62,14 @@ constexpr ConfigKey keys[] = {
     {"sample.temperature", "sampling temperature", field<&J::sample, &S::temperature>},
     {"sample.top_k", "sample among the k most likely tokens; 0 = all", field<&J::sample, &S::top_k>},
     {"sample.prompt", "text the sample continues", field<&J::sample, &S::prompt>},
+
+    {"fault.heartbeat_seconds", "seconds between a node's heartbeats to the job", field<&J::fault, &F::heartbeat_seconds>},
+    {"fault.heartbeat_timeout", "seconds of silence after which a node counts as hung or stopped",
+     field<&J::fault, &F::heartbeat_timeout>},
+    {"fault.step_timeout",
+     "seconds a worker may go without finishing a step or validation before the job stops, naming what it waits for; "
+     "0 = off",
+     field<&J::fault, &F::step_timeout>},
 };
 
 std::vector<std::string> key_names() {

@@ -55,11 +55,19 @@ struct SampleOptions {
   std::string prompt = "\n";
 };
 
+// How a multi-process job notices a hung node or worker (the job supervisor's watchdog).
+struct FaultOptions {
+  double heartbeat_seconds = 1;   // each node's heartbeat period
+  double heartbeat_timeout = 10;  // a node silent this long is hung or stopped
+  double step_timeout = 600;      // a worker without a finished step (or validation) this long is stuck; 0 = off
+};
+
 struct JobConfig {
   ModelOptions model;
   TrainOptions train;
   DataOptions data;
   SampleOptions sample;
+  FaultOptions fault;
 };
 
 }  // namespace troupe::apps

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <future>
 
@@ -79,8 +80,14 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
   if (!token) return fail(token.error().message, 1);
   const launch::RankPlan plan = launch::plan_ranks(*hosts, launch::this_host_name());
 
-  actors::JobPlan job_plan{*token, build_id(), config_hash(job.config), {},
-                           std::chrono::milliseconds(static_cast<long>(args.join_timeout * 1000))};
+  auto milliseconds = [](double seconds) { return std::chrono::milliseconds(std::lround(seconds * 1000)); };
+  actors::JobPlan job_plan{*token,
+                           build_id(),
+                           config_hash(job.config),
+                           {},
+                           milliseconds(args.join_timeout),
+                           milliseconds(job.config.fault.heartbeat_timeout),
+                           milliseconds(job.config.fault.step_timeout)};
   for (const auto& node : plan.nodes) job_plan.nodes.push_back({node.node_index, node.host, node.slots, node.first_rank});
 
   actors::TroupeConfig cfg;

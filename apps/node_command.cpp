@@ -1,13 +1,15 @@
 // troupe node: one node process of a job. It joins the job supervisor (address, token and node
 // index from the flags or from TROUPE_JOIN / TROUPE_TOKEN / TROUPE_NODE_INDEX, which troupe
 // launch sets), brings up the comm engine, and, once the job starts, trains as its
-// data-parallel rank: gradients are summed over all ranks by the ring all-reduce before
-// clipping and AdamW, so every rank takes the same step.
+// data-parallel rank in a worker actor: gradients are summed over all ranks by the ring
+// all-reduce before clipping and AdamW, so every rank takes the same step; the collectives'
+// completions reach the worker as messages.
 
 #include <unistd.h>
 
 #include <cstdio>
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <thread>
 
@@ -17,9 +19,9 @@
 #include "apps/job_data.hpp"
 #include "apps/job_identity.hpp"
 #include "apps/launch/local_host.hpp"
+#include "actors/data_parallel_hooks.hpp"
+#include "actors/mailbox_collectives.hpp"
 #include "apps/training_run.hpp"
-#include "apps/data_parallel_hooks.hpp"
-#include "comm/bucket_sums.hpp"
 #include "comm/collectives.hpp"
 #include "comm/grid.hpp"
 #include "compute/model/parameter_layout.hpp"
@@ -34,7 +36,8 @@ int env_int(const char* name, int fallback) {
 }
 
 actors::node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute::Backend& backend,
-                                    comm::Engine& engine, const actors::start_msg& start) {
+                                    comm::Engine& engine, const actors::start_msg& start, caf::blocking_actor* worker,
+                                    monitor::WorkProgress& progress) {
   const int rank = engine.rank();
   for (const auto& node : start.nodes) {
     if (node.first_rank == rank) continue;
@@ -46,11 +49,13 @@ actors::node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data,
   if (!comm) return {-1, 1, comm.error().message};
   try {
     const std::int64_t parameters = compute::ParameterLayout(job.model).total();
-    comm::BucketSums buckets(**comm);
-    RunOutcome outcome = run_training(job, backend, data,
-                                      group_data_parallel(**comm, buckets, rank, start.world_size,
-                                                          job.config.train.zero, parameters));
+    actors::MailboxCollectives collectives(worker, **comm);
+    RunOutcome outcome =
+        run_training(job, backend, data,
+                     actors::group_data_parallel(collectives, progress, job.config.train.zero, parameters), progress);
     return {-1, outcome.exit_code, outcome.reason};
+  } catch (const actors::WorkStopped&) {
+    throw;
   } catch (const std::exception& e) {
     return {-1, 1, "rank " + std::to_string(rank) + ": " + e.what()};
   }
@@ -98,11 +103,18 @@ int run_node(const NodeArgs& args, const ResolvedJob& job) {
   hello.host = launch::this_host_name();
   hello.pid = static_cast<int>(::getpid());
   hello.comm_address.bytes = (*engine)->address();
-  actors::NodeWork work = [&](const actors::start_msg& start) {
-    return train_as_rank(job, *data, **backend, **engine, start);
+  actors::NodeWork work = [&](const actors::start_msg& start, caf::blocking_actor* worker,
+                              monitor::WorkProgress& progress) {
+    return train_as_rank(job, *data, **backend, **engine, start, worker, progress);
+  };
+  actors::NodeOptions options;
+  options.heartbeat_interval = std::chrono::milliseconds(std::lround(job.config.fault.heartbeat_seconds * 1000));
+  options.oldest_receive = [&engine] {
+    auto wait = (*engine)->oldest_pending_receive();
+    return wait ? comm::describe(*wait, std::chrono::steady_clock::now()) : std::string{};
   };
   caf::scoped_actor self{system};
-  actors::spawn_node_supervisor(system, *supervisor, std::move(hello), work, self);
+  actors::spawn_node_supervisor(system, *supervisor, std::move(hello), work, std::move(options), self);
   int code = 1;
   self->receive([&](actors::done_atom, const actors::job_outcome_msg& outcome) {
     if (outcome.exit_code != 0) std::fprintf(stderr, "troupe: node %d: %s\n", args.node_index, outcome.reason.c_str());

@@ -91,6 +91,14 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
   if (s.top_k < 0) return "sample.top_k must not be negative (0 = all tokens), got " + str(s.top_k);
   if (s.top_k > model.vocab_size)
     return "sample.top_k " + str(s.top_k) + " exceeds model.vocab_size " + str(model.vocab_size);
+
+  const FaultOptions& f = c.fault;
+  if (!(f.heartbeat_seconds > 0)) return "fault.heartbeat_seconds must be positive, got " + str(f.heartbeat_seconds);
+  // One late heartbeat must not look like a hang.
+  if (!(f.heartbeat_timeout >= 2 * f.heartbeat_seconds))
+    return "fault.heartbeat_timeout " + str(f.heartbeat_timeout) + " must be at least twice fault.heartbeat_seconds " +
+           str(f.heartbeat_seconds);
+  if (!(f.step_timeout >= 0)) return "fault.step_timeout must not be negative (0 = off), got " + str(f.step_timeout);
   return std::nullopt;
 }
 

@@ -21,7 +21,8 @@ int run_train(const ResolvedJob& job) {
     std::fprintf(stderr, "troupe: error: %s\n", data.error().message.c_str());
     return 2;
   }
-  RunOutcome outcome = run_training(job, **backend, *data, {});
+  monitor::WorkProgress progress;
+  RunOutcome outcome = run_training(job, **backend, *data, {}, progress);
   if (outcome.exit_code != 0) std::fprintf(stderr, "troupe: error: %s\n", outcome.reason.c_str());
   return outcome.exit_code;
 }

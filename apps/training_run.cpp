@@ -55,7 +55,7 @@ void print_sample(compute::GPT& model, const ResolvedJob& job, spdlog::logger& l
 }  // namespace
 
 RunOutcome run_training(const ResolvedJob& job, compute::Backend& backend, const JobData& data,
-                        compute::DataParallel data_parallel) {
+                        compute::DataParallel data_parallel, monitor::WorkProgress& progress) {
   const bool reports = data_parallel.rank == 0;
   auto log_ptr = monitor::logger("train");
   spdlog::logger& log = *log_ptr;
@@ -77,8 +77,10 @@ RunOutcome run_training(const ResolvedJob& job, compute::Backend& backend, const
            t.threads == 0 ? std::string("all") : std::to_string(t.threads));
 
   auto validate_now = [&](long step) {
+    progress.begin(fmt::format("validation after step {}", step));
     auto start = Clock::now();
     double val = trainer.evaluate(t.val_batches);
+    progress.unit_done();
     double secs = std::chrono::duration<double>(Clock::now() - start).count();
     log.info("step {:>5}/{} | val loss {:.4f} ({} batches, {:.1f}s)", step, t.steps, val, t.val_batches, secs);
     return val;
@@ -87,8 +89,10 @@ RunOutcome run_training(const ResolvedJob& job, compute::Backend& backend, const
   const auto run_start = Clock::now();
   double train_seconds = 0, last_loss = 0, last_val = NAN;
   for (long s = 0; s < t.steps; ++s) {
+    progress.begin(fmt::format("step {}", s + 1));
     auto start = Clock::now();
     compute::StepResult r = trainer.step();
+    progress.step_done(s + 1);
     double secs = std::chrono::duration<double>(Clock::now() - start).count();
     train_seconds += secs;
     last_loss = r.loss;

@@ -7,6 +7,7 @@
 #include "apps/resolved_job.hpp"
 #include "compute/backend.hpp"
 #include "compute/train/trainer.hpp"
+#include "monitor/work_progress.hpp"
 
 namespace troupe::apps {
 
@@ -17,7 +18,8 @@ struct RunOutcome {
 
 // Throws nothing the caller must catch except internal invariants; a failing gradient sum (a
 // lost peer) arrives as an exception from the DataParallel hook and becomes exit code 1.
+// `progress` hears of every step and validation as it begins and ends.
 RunOutcome run_training(const ResolvedJob& job, compute::Backend& backend, const JobData& data,
-                        compute::DataParallel data_parallel);
+                        compute::DataParallel data_parallel, monitor::WorkProgress& progress);
 
 }  // namespace troupe::apps

@@ -318,7 +318,12 @@ struct NodeLauncher::Impl {
           checks ? (one ? "pre-flight check" : "pre-flight checks") : (one ? "node process" : "node processes");
       say(message + "; stopping " + std::to_string(live.size()) + " " + what + " (SIGTERM, then SIGKILL after " +
           seconds_text(options.grace) + ")");
-      for (Child* child : live) child->process->signal(SIGTERM);
+      // SIGCONT after SIGTERM (as systemd does): a stopped node, the kind the heartbeat catches,
+      // would otherwise hold its SIGTERM until the grace period ends in SIGKILL.
+      for (Child* child : live) {
+        child->process->signal(SIGTERM);
+        child->process->signal(SIGCONT);
+      }
       grace_timer.expires_after(options.grace);
       grace_timer.async_wait([this](const boost::system::error_code& error) {
         if (!error && state == State::stopping) kill_remaining("still running after " + seconds_text(options.grace));

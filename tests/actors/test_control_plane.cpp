@@ -1,7 +1,8 @@
 // The control plane across real process boundaries: a job supervisor in this process, node
 // supervisors in separate test_actors_node processes over loopback. Every message type on the
-// wire (join, join result, start with its node entries and byte blobs, node done, stop) crosses
-// a process boundary here; the catalogue's serialization is pinned by a round trip as well.
+// wire (join, join result, start with its node entries and byte blobs, node done, stop,
+// heartbeat) crosses a process boundary here; the catalogue's serialization is pinned by a round
+// trip as well.
 
 #include <catch2/catch.hpp>
 
@@ -63,7 +64,7 @@ struct NodeProcess {
 };
 
 JobPlan plan_of(int nodes, std::chrono::milliseconds join_timeout = std::chrono::seconds(20)) {
-  JobPlan plan{token, build, config_hash, {}, join_timeout};
+  JobPlan plan{token, build, config_hash, {}, join_timeout, std::chrono::seconds(10), std::chrono::milliseconds(0)};
   for (int i = 0; i < nodes; ++i) plan.nodes.push_back({i, "localhost", 1 + i, i * (i + 1) / 2});
   return plan;
 }
@@ -140,8 +141,8 @@ TEST_CASE("a node that fails ends the job with its name and stops the others", "
   CHECK(outcome->exit_code == 1);
   CHECK_THAT(outcome->reason, Contains("node 1") && Contains("deliberate failure"));
   CHECK(failing.wait(std::chrono::seconds(10)) == 1);
-  // The hanging node got stop_msg; its work thread is still asleep, so it is killed here.
-  worker.wait(std::chrono::seconds(2));
+  // The waiting worker honours the stop that its node supervisor passes on.
+  CHECK(worker.wait(std::chrono::seconds(10)) == 1);
 }
 
 TEST_CASE("a node killed with SIGKILL is named within seconds, not waited for", "[actors]") {
@@ -160,6 +161,52 @@ TEST_CASE("a node killed with SIGKILL is named within seconds, not waited for", 
   CHECK(seconds < 5.0);
   victim.wait(std::chrono::seconds(2));
   other.wait(std::chrono::seconds(2));
+}
+
+TEST_CASE("a stopped node process is named by its missing heartbeat", "[actors]") {
+  JobPlan plan = plan_of(2);
+  plan.heartbeat_timeout = std::chrono::seconds(1);
+  Job job(std::move(plan));
+  auto running = NodeProcess::start(job.port, 0, "hang");
+  auto frozen = NodeProcess::start(job.port, 1, "hang");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const auto stopped_at = std::chrono::steady_clock::now();
+  kill(frozen.pid, SIGSTOP);
+  auto outcome = job.outcome(std::chrono::seconds(15));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped_at).count();
+  REQUIRE(outcome);
+  std::printf("stopped node reported %.3f s after SIGSTOP: %s\n", seconds, outcome->reason.c_str());
+  CHECK(outcome->exit_code == 1);
+  CHECK_THAT(outcome->reason, Contains("node 1 (localhost") && Contains("sent no heartbeat for") &&
+                                  Contains("hung or stopped") && Contains("in step 1"));
+  CHECK(seconds < 4.0);
+  CHECK(running.wait(std::chrono::seconds(10)) == 1);
+  kill(frozen.pid, SIGKILL);
+  frozen.wait(std::chrono::seconds(5));
+}
+
+TEST_CASE("the step watchdog names the stuck rank first and what the others wait for", "[actors]") {
+  JobPlan plan = plan_of(3);
+  plan.step_timeout = std::chrono::seconds(1);
+  Job job(std::move(plan));
+  auto waiting0 = NodeProcess::start(job.port, 0, "hang");
+  auto stuck = NodeProcess::start(job.port, 1, "busy");
+  auto waiting2 = NodeProcess::start(job.port, 2, "hang");
+  auto outcome = job.outcome(std::chrono::seconds(20));
+  REQUIRE(outcome);
+  std::printf("%s\n", outcome->reason.c_str());
+  CHECK(outcome->exit_code == 1);
+  const std::string& r = outcome->reason;
+  CHECK_THAT(r, Catch::StartsWith("no progress for") && Contains("(limit 1.0 s)"));
+  // plan_of gives node i the first rank i(i+1)/2: node 1 is rank 1, node 2 rank 3.
+  const auto culprit = r.find("rank 1 (node 1"), victim0 = r.find("rank 0 (node 0"), victim2 = r.find("rank 3 (node 2");
+  REQUIRE(culprit != std::string::npos);
+  REQUIRE(victim0 != std::string::npos);
+  REQUIRE(victim2 != std::string::npos);
+  CHECK(culprit < victim0);
+  CHECK_THAT(r.substr(culprit, victim0 - culprit), Contains("in step 1, not waiting for any message"));
+  CHECK_THAT(r.substr(victim0), Contains("in step 1, waiting") && Contains("for a message that never comes"));
+  for (auto* n : {&waiting0, &stuck, &waiting2}) CHECK(n->wait(std::chrono::seconds(10)) == 1);
 }
 
 TEST_CASE("nodes that never join fail the job at the join deadline, named", "[actors]") {
@@ -189,4 +236,8 @@ TEST_CASE("every catalogue message without an actor handle survives serializatio
   CHECK((st.exit_code == 1 && st.reason == "y"));
   auto o = round_trip(system, job_outcome_msg{2, "z"});
   CHECK((o.exit_code == 2 && o.reason == "z"));
+  auto h = round_trip(system, heartbeat_msg{5, 12, 13, 0.75, "step 13", "the gradient sums", 2.5});
+  CHECK((h.node_index == 5 && h.steps_done == 12 && h.progress == 13 && h.idle_seconds == 0.75 &&
+         h.activity == "step 13" &&
+         h.waiting_for == "the gradient sums" && h.waiting_seconds == 2.5));
 }

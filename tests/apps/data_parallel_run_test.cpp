@@ -60,8 +60,6 @@ std::vector<pid_t> children_of(pid_t pid) {
   return pids;
 }
 
-}  // namespace
-
 TEST_CASE("troupe train --workers 2 with batch b takes the steps of one process with batch 2b, ZeRO 0/1/2", "[dp]") {
   TempDir dir;
   std::vector<std::string> single_args{"train"};
@@ -87,11 +85,21 @@ TEST_CASE("troupe train --workers 2 with batch b takes the steps of one process 
   }
 }
 
-TEST_CASE("a node killed with SIGKILL during training stops the job with its name within seconds", "[dp]") {
+struct DisturbedJob {
+  bool exited = false;
+  int status = 0;
+  double seconds = 0;  // from the signal to the job's end
+  std::string err;
+};
+
+// Runs `troupe train --workers 2` (small, 200 steps, plus `extra`), sends `signal` to node 1 once
+// step 1 is logged, and waits up to 20 s for the job to end (killing everything left after).
+DisturbedJob disturb_node_1(int signal, const std::vector<std::string>& extra) {
   TempDir dir;
   const auto out_path = dir.path() / "out.txt", err_path = dir.path() / "err.txt";
   std::vector<std::string> args{TROUPE_BINARY_DIR "/troupe", "train", "--workers", "2", "--model.preset", "small",
                                 "--train.steps", "200", "--sample.tokens", "0", "--train.threads", "1"};
+  args.insert(args.end(), extra.begin(), extra.end());
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -108,30 +116,58 @@ TEST_CASE("a node killed with SIGKILL during training stops the job with its nam
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   const std::vector<pid_t> nodes = children_of(job);
   REQUIRE(nodes.size() == 2);
-  const auto killed_at = std::chrono::steady_clock::now();
-  kill(nodes[1], SIGKILL);
+  const auto signalled_at = std::chrono::steady_clock::now();
+  kill(nodes[1], signal);
 
-  int status = 0;
-  bool exited = false;
-  while (std::chrono::steady_clock::now() < killed_at + std::chrono::seconds(20)) {
-    if (waitpid(job, &status, WNOHANG) == job) {
-      exited = true;
+  DisturbedJob result;
+  while (std::chrono::steady_clock::now() < signalled_at + std::chrono::seconds(20)) {
+    if (waitpid(job, &result.status, WNOHANG) == job) {
+      result.exited = true;
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  if (!exited) {
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled_at).count();
+  if (!result.exited) {
     kill(job, SIGKILL);
-    waitpid(job, &status, 0);
+    waitpid(job, &result.status, 0);
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
-  const std::string err = read_file(err_path);
-  std::printf("job ended %.2f s after SIGKILL of node 1: %s", seconds, err.c_str());
-  REQUIRE(exited);
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 1);
-  CHECK_THAT(err, Contains("lost node 1"));
-  CHECK(seconds < 10.0);
+  for (pid_t node : nodes) kill(node, SIGKILL);  // a stopped node outlives the job's SIGTERM
+  result.err = read_file(err_path);
+  return result;
+}
+
+}  // namespace
+
+TEST_CASE("a node killed with SIGKILL during training stops the job with its name within seconds", "[dp]") {
+  const DisturbedJob job = disturb_node_1(SIGKILL, {});
+  std::printf("job ended %.2f s after SIGKILL of node 1: %s", job.seconds, job.err.c_str());
+  REQUIRE(job.exited);
+  CHECK(WIFEXITED(job.status));
+  CHECK(WEXITSTATUS(job.status) == 1);
+  CHECK_THAT(job.err, Contains("lost node 1"));
+  CHECK(job.seconds < 10.0);
+}
+
+TEST_CASE("a node stopped with SIGSTOP during training is named by its missing heartbeat", "[dp]") {
+  const DisturbedJob job = disturb_node_1(SIGSTOP, {"--fault.heartbeat_timeout", "2"});
+  std::printf("job ended %.2f s after SIGSTOP of node 1: %s", job.seconds, job.err.c_str());
+  REQUIRE(job.exited);
+  CHECK(WEXITSTATUS(job.status) == 1);
+  CHECK_THAT(job.err, Contains("node 1 (") && Contains("sent no heartbeat for") && Contains("hung or stopped"));
+  CHECK(job.seconds < 8.0);
+}
+
+TEST_CASE("the step watchdog says which message from which rank a waiting worker needs", "[dp]") {
+  // With heartbeats allowed a long silence, the step watchdog speaks first: rank 0 waits in the
+  // gradient all-reduce for a message from the stopped rank 1, and the report says so.
+  const DisturbedJob job = disturb_node_1(SIGSTOP, {"--fault.heartbeat_timeout", "60", "--fault.step_timeout", "5"});
+  std::printf("job ended %.2f s after SIGSTOP of node 1: %s", job.seconds, job.err.c_str());
+  REQUIRE(job.exited);
+  CHECK(WEXITSTATUS(job.status) == 1);
+  CHECK_THAT(job.err, Contains("no progress for") && Contains("rank 0 (node 0") && Contains("for the gradient") &&
+                          Contains("oldest receive: collective message") && Contains("from rank 1, waiting"));
+  CHECK(job.seconds < 12.0);
 }
 
 TEST_CASE("launch refuses a malformed host file and a port in use with one line", "[dp][cli]") {

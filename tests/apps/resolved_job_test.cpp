@@ -91,7 +91,7 @@ TEST_CASE("train errors name the key, the value and the problem", "[config]") {
   for (const auto& [edit, expected] : cases) CHECK(resolve_error(edit) == expected);
 }
 
-TEST_CASE("data and sample errors name the key, the value and the problem", "[config]") {
+TEST_CASE("data, sample and fault errors name the key, the value and the problem", "[config]") {
   using Edit = std::function<void(JobConfig&)>;
   const std::vector<std::pair<Edit, std::string>> cases = {
       {[](JobConfig& c) { c.data.corpus = ""; }, "data.corpus is empty and data.train_tokens is not set"},
@@ -102,6 +102,10 @@ TEST_CASE("data and sample errors name the key, the value and the problem", "[co
       {[](JobConfig& c) { c.sample.temperature = 0; }, "sample.temperature must be positive, got 0.0"},
       {[](JobConfig& c) { c.sample.top_k = -1; }, "sample.top_k must not be negative (0 = all tokens), got -1"},
       {[](JobConfig& c) { c.sample.top_k = 300; }, "sample.top_k 300 exceeds model.vocab_size 256"},
+      {[](JobConfig& c) { c.fault.heartbeat_seconds = 0; }, "fault.heartbeat_seconds must be positive, got 0.0"},
+      {[](JobConfig& c) { c.fault.heartbeat_timeout = 1.5; },
+       "fault.heartbeat_timeout 1.5 must be at least twice fault.heartbeat_seconds 1.0"},
+      {[](JobConfig& c) { c.fault.step_timeout = -1; }, "fault.step_timeout must not be negative (0 = off), got -1.0"},
   };
   for (const auto& [edit, expected] : cases) CHECK(resolve_error(edit) == expected);
 }

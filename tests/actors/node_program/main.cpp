@@ -1,8 +1,10 @@
 // A node process for the control-plane tests: joins the job supervisor at 127.0.0.1:PORT with
-// the identity given on the command line and does what BEHAVIOR says once started:
+// the identity given on the command line, beats every 100 ms, and does what BEHAVIOR says once
+// started:
 //   check  verify the start message (world size, every peer's address) and finish
 //   fail   report a failure
-//   hang   block until killed
+//   hang   in step 1, wait for a message that never comes, until the job says stop
+//   busy   in step 1, compute (not wait) without end, until the job says stop
 // Exits with the node's outcome code and prints its reason on stderr.
 //
 //   test_actors_node PORT NODE_INDEX TOKEN BUILD_ID CONFIG_HASH BEHAVIOR
@@ -37,11 +39,18 @@ node_done_msg check_start(const start_msg& start) {
   return {-1, 0, ""};
 }
 
+node_done_msg until_stopped(caf::blocking_actor* worker) {
+  std::string reason = "no stop within 5 minutes";
+  worker->receive([&](stop_atom, const stop_msg& stop) { reason = "stopped: " + stop.reason; },
+                  caf::after(std::chrono::minutes(5)) >> [] {});
+  return {-1, 1, reason};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 7) {
-    std::fprintf(stderr, "usage: %s PORT NODE_INDEX TOKEN BUILD_ID CONFIG_HASH check|fail|hang\n", argv[0]);
+    std::fprintf(stderr, "usage: %s PORT NODE_INDEX TOKEN BUILD_ID CONFIG_HASH check|fail|hang|busy\n", argv[0]);
     return 64;
   }
   const auto port = static_cast<std::uint16_t>(std::stoi(argv[1]));
@@ -65,13 +74,24 @@ int main(int argc, char** argv) {
   std::string address = address_of(node_index);
   hello.comm_address.bytes.assign(address.begin(), address.end());
 
-  NodeWork work = [behaviour](const start_msg& start) -> node_done_msg {
+  NodeWork work = [behaviour](const start_msg& start, caf::blocking_actor* worker,
+                              troupe::monitor::WorkProgress& progress) -> node_done_msg {
     if (behaviour == "fail") return {-1, 3, "deliberate failure"};
-    if (behaviour == "hang") std::this_thread::sleep_for(std::chrono::minutes(5));
+    if (behaviour == "hang") {
+      progress.begin("step 1");
+      auto waiting = progress.wait_for("a message that never comes");
+      return until_stopped(worker);
+    }
+    if (behaviour == "busy") {
+      progress.begin("step 1");
+      return until_stopped(worker);
+    }
     return check_start(start);
   };
+  NodeOptions options;
+  options.heartbeat_interval = std::chrono::milliseconds(100);
   caf::scoped_actor self{system};
-  spawn_node_supervisor(system, *job, std::move(hello), work, self);
+  spawn_node_supervisor(system, *job, std::move(hello), work, std::move(options), self);
   int code = 1;
   self->receive([&](done_atom, const job_outcome_msg& outcome) {
     std::fprintf(stderr, "node %d: %s\n", node_index, outcome.reason.c_str());

@@ -1,0 +1,55 @@
+#include "monitor/work_progress.hpp"
+
+namespace troupe::monitor {
+
+WorkProgress::WorkProgress(std::function<std::string()> oldest_receive) : oldest_receive_(std::move(oldest_receive)) {}
+
+void WorkProgress::begin(std::string activity) {
+  std::lock_guard lock(mutex_);
+  activity_ = std::move(activity);
+}
+
+void WorkProgress::step_done(std::int64_t steps_done) {
+  std::lock_guard lock(mutex_);
+  steps_done_ = steps_done;
+  ++progress_;
+  last_progress_ = std::chrono::steady_clock::now();
+}
+
+void WorkProgress::unit_done() {
+  std::lock_guard lock(mutex_);
+  ++progress_;
+  last_progress_ = std::chrono::steady_clock::now();
+}
+
+WorkProgress::Wait WorkProgress::wait_for(std::string what) {
+  std::lock_guard lock(mutex_);
+  waiting_for_ = std::move(what);
+  waiting_since_ = std::chrono::steady_clock::now();
+  return Wait(*this);
+}
+
+WorkProgress::Wait::~Wait() {
+  std::lock_guard lock(owner_.mutex_);
+  owner_.waiting_for_.clear();
+}
+
+ProgressSnapshot WorkProgress::snapshot() const {
+  ProgressSnapshot s;
+  {
+    std::lock_guard lock(mutex_);
+    s.steps_done = steps_done_;
+    s.progress = progress_;
+    s.idle_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_progress_).count();
+    s.activity = activity_;
+    s.waiting_for = waiting_for_;
+    if (!waiting_for_.empty())
+      s.waiting_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - waiting_since_).count();
+  }
+  if (!s.waiting_for.empty() && oldest_receive_) {
+    if (std::string receive = oldest_receive_(); !receive.empty()) s.waiting_for += "; oldest receive: " + receive;
+  }
+  return s;
+}
+
+}  // namespace troupe::monitor

@@ -1,0 +1,63 @@
+#pragma once
+// What one worker is doing, for heartbeats and the step watchdog: how far it got, what it is
+// working on, and what it waits for. The work thread writes it; the node supervisor reads a
+// snapshot for every heartbeat from another thread, so every access takes the lock (a few per
+// step: far off the hot path).
+//
+// `progress` counts finished units of work (steps, validations) and `idle_seconds` is the time
+// since the last one, on the worker's own clock (so a watchdog elsewhere is not misled by the
+// heartbeat's period); a worker idle too long is stuck, and `activity` / `waiting_for` say where.
+// Make one when the work begins: the idle clock starts at construction.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+
+namespace troupe::monitor {
+
+struct ProgressSnapshot {
+  std::int64_t steps_done = 0;
+  std::int64_t progress = 0;
+  double idle_seconds = 0;  // since the last finished unit (or since the work began)
+  std::string activity;     // "step 12", "validation after step 50"
+  std::string waiting_for;  // "the gradient sums: <the engine's oldest receive>"; empty when not waiting
+  double waiting_seconds = 0;
+};
+
+class WorkProgress {
+ public:
+  // `oldest_receive` describes what the data plane waits for (comm::Engine's oldest pending
+  // receive); it is asked only while the worker waits.
+  explicit WorkProgress(std::function<std::string()> oldest_receive = {});
+
+  void begin(std::string activity);
+  void step_done(std::int64_t steps_done);
+  void unit_done();  // progress without a step (a validation pass)
+
+  // Marks the worker as waiting for `what` until the returned guard goes away.
+  class Wait {
+   public:
+    Wait(Wait&&) = delete;
+    ~Wait();
+
+   private:
+    friend class WorkProgress;
+    explicit Wait(WorkProgress& owner) : owner_(owner) {}
+    WorkProgress& owner_;
+  };
+  [[nodiscard]] Wait wait_for(std::string what);
+
+  ProgressSnapshot snapshot() const;
+
+ private:
+  std::function<std::string()> oldest_receive_;
+  mutable std::mutex mutex_;
+  std::chrono::steady_clock::time_point last_progress_ = std::chrono::steady_clock::now();
+  std::int64_t steps_done_ = 0, progress_ = 0;
+  std::string activity_, waiting_for_;
+  std::chrono::steady_clock::time_point waiting_since_;
+};
+
+}  // namespace troupe::monitor
