@@ -165,6 +165,12 @@ caf::behavior job_supervisor(job_actor* self, JobPlan plan, caf::actor listener)
         auto& st = self->state;
         if (std::string refusal = join_refusal(st, m); !refusal.empty()) {
           monitor::logger("job")->warn("rejected {}: {}", describe(m), refusal);
+          // A node with the job's token but another build or config is one of this job's own
+          // nodes that can never join: waiting for the deadline would only hide why. Anyone
+          // without the token is turned away and the job goes on.
+          const bool own_node = m.token == st.plan.token;
+          if (own_node && (m.build_id != st.plan.build_id || m.config_hash != st.plan.config_hash))
+            end_job(self, 2, describe(m) + " cannot join: " + refusal);
           return {false, refusal};
         }
         monitor::logger("job")->info("{} joined", describe(m));

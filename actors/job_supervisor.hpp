@@ -6,8 +6,8 @@
 //            join (accepted)            all joined: start_msg to every node
 //   joining ───────────────► joining ─────────────────────────────────► running
 //     │  join rejected: wrong token,                                       │
-//     │  build, config, node index ─► logged, job goes on                  │ all done ─► finished (0)
-//     │                                                                    │ node_done != 0, then 0.5 s
+//     │  node index taken or unknown ─► logged, job goes on                │ all done ─► finished (0)
+//     │  the job's token, other build or config ─► failed (2)              │ node_done != 0, then 0.5 s
 //     │                                                                    │   with no node lost ─► failed (1)
 //     │ join deadline passed ─► failed (2)                                 │ node lost ─► failed (1)
 //     └────────── node lost ─► failed (1)                                  │ watchdog ─► failed (1)

@@ -117,12 +117,10 @@ TEST_CASE("nodes join, receive every peer in the start message, and finish the j
   for (auto& n : nodes) CHECK(n.wait(std::chrono::seconds(10)) == 0);
 }
 
-TEST_CASE("a node with the wrong token or build is rejected and the job goes on", "[actors]") {
+TEST_CASE("a node with the wrong token is rejected and the job goes on", "[actors]") {
   Job job(plan_of(2));
   auto impostor = NodeProcess::start(job.port, 0, "check", "wrong-token");
-  auto stale = NodeProcess::start(job.port, 1, "check", token, "other-build");
   CHECK(impostor.wait(std::chrono::seconds(15)) == 2);
-  CHECK(stale.wait(std::chrono::seconds(15)) == 2);
   auto good0 = NodeProcess::start(job.port, 0, "check");
   auto good1 = NodeProcess::start(job.port, 1, "check");
   auto outcome = job.outcome(std::chrono::seconds(30));
@@ -130,6 +128,19 @@ TEST_CASE("a node with the wrong token or build is rejected and the job goes on"
   CHECK(outcome->exit_code == 0);
   CHECK(good0.wait(std::chrono::seconds(10)) == 0);
   CHECK(good1.wait(std::chrono::seconds(10)) == 0);
+}
+
+TEST_CASE("a node of the job running another build fails the job at once, named", "[actors]") {
+  Job job(plan_of(2));
+  auto good = NodeProcess::start(job.port, 0, "check");
+  auto stale = NodeProcess::start(job.port, 1, "check", token, "other-build");
+  auto outcome = job.outcome(std::chrono::seconds(15));
+  REQUIRE(outcome);
+  CHECK(outcome->exit_code == 2);
+  CHECK_THAT(outcome->reason, Contains("node 1 (localhost") &&
+                                  Contains("cannot join: build other-build differs from the job's test-build"));
+  CHECK(stale.wait(std::chrono::seconds(10)) == 2);
+  good.wait(std::chrono::seconds(10));
 }
 
 TEST_CASE("a node that fails ends the job with its name and stops the others", "[actors]") {

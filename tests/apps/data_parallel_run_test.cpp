@@ -193,3 +193,19 @@ TEST_CASE("launch refuses a malformed host file and a port in use with one line"
   CHECK_THAT(busy.err, Contains("cannot listen on 127.0.0.1:" + port));
   CHECK(std::count(busy.err.begin(), busy.err.end(), '\n') == 1);
 }
+
+TEST_CASE("a node started with another config is rejected at join, named, and the job does not hang", "[dp][cli]") {
+  TempDir dir;
+  const std::string hosts = dir.write("hosts", "localhost slots=1\nelsewhere slots=1\n");
+  // The "remote" host runs the node here, with one override more than the job has.
+  const std::string launcher = ": {host}; eval {command} --train.lr=0.5";
+  std::vector<std::string> args{"launch", "--hostfile", hosts, "--launcher", launcher, "--join-timeout", "20"};
+  args.insert(args.end(), tiny_job.begin(), tiny_job.end());
+  const ProcessResult job = run_troupe(dir, args, std::chrono::seconds(60));
+  INFO("stdout: " << job.out << "\nstderr: " << job.err);
+  CHECK(job.exit_code == 2);
+  // The last line says why, not which node the stop took down afterwards.
+  const std::string last_line = job.err.substr(job.err.rfind('\n', job.err.size() - 2) + 1);
+  CHECK_THAT(last_line, Catch::StartsWith("troupe: error: node 1 (") &&
+                            Contains("cannot join: its config differs from the job's (hash mismatch)"));
+}
