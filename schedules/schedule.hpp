@@ -1,0 +1,66 @@
+#pragma once
+// A pipeline schedule: one instruction stream per stage, plus the shape it was made for
+// (p stages, m micro-batches, v model chunks per stage).
+//
+// Virtual stages: the model is cut into p·v consecutive pieces. Stage s holds chunks
+// 0..v-1, which are virtual stages s, s+p, ..., (v-1)p+s (Megatron's interleaving), so
+// virtual stage k lives on stage k % p as chunk k / p. Activations always flow from virtual
+// stage k to k+1 and gradients from k+1 to k; with v > 1 the last stage's chunk c therefore
+// sends to stage 0's chunk c+1. Without interleaving v = 1 and virtual stage = stage.
+//
+// Transfer is the one place that says which message a send or recv belongs to: both ends
+// derive the same key from their own instruction, which is how the checker pairs them and
+// how the simulator delivers them.
+
+#include <compare>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compute/expected.hpp"
+#include "schedules/instruction.hpp"
+
+namespace troupe::schedules {
+
+enum class ScheduleKind { gpipe, one_f_one_b, interleaved };
+
+std::string_view to_string(ScheduleKind kind);  // "gpipe", "1f1b", "interleaved"
+Expected<ScheduleKind> parse_schedule_kind(std::string_view name);
+
+struct Schedule {
+  ScheduleKind kind = ScheduleKind::one_f_one_b;
+  int stages = 1;                                 // p
+  int microbatches = 1;                           // m
+  int chunks = 1;                                 // v: model chunks per stage
+  std::vector<std::vector<Instruction>> streams;  // streams[stage]
+
+  int virtual_stages() const { return stages * chunks; }
+  int virtual_stage(int stage, int chunk) const { return chunk * stages + stage; }
+  int stage_of(int virtual_stage) const { return virtual_stage % stages; }
+  int chunk_of(int virtual_stage) const { return virtual_stage / stages; }
+};
+
+// The message a send or recv takes part in, named the same way from either end.
+struct Transfer {
+  bool gradient = false;  // false: activations to virtual stage from + 1; true: a gradient to from - 1
+  int microbatch = 0;
+  int from = 0;  // the sending virtual stage
+
+  auto operator<=>(const Transfer&) const = default;
+  int to() const { return gradient ? from - 1 : from + 1; }
+};
+
+// The transfer `instruction` on `stage` takes part in; nullopt when it is no send or recv, or
+// when its virtual stage has no neighbour on that side (activations into the first virtual
+// stage, a gradient out of it; activations out of the last, a gradient into it). Does not
+// look at instruction.peer: the checker compares that with the stage this returns.
+std::optional<Transfer> transfer_of(const Schedule& schedule, int stage, const Instruction& instruction);
+
+// The stage at the other end of `instruction`'s transfer, or -1 when there is none.
+int peer_of(const Schedule& schedule, int stage, const Instruction& instruction);
+
+// "1f1b p=2 m=3 v=1", then per stage "stage 0:" and one "  i  instruction" line per step.
+std::string to_string(const Schedule& schedule);
+
+}  // namespace troupe::schedules

@@ -1,0 +1,101 @@
+#include "schedules/simulator.hpp"
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+namespace troupe::schedules {
+
+Expected<Simulation> simulate(const Schedule& schedule, const CostModel& costs) {
+  const int p = schedule.stages;
+  if (costs.forward < 0 || costs.backward < 0 || costs.latency < 0 || costs.reduce_grads < 0 ||
+      costs.optimizer_step < 0) {
+    return Error{"simulate: costs must not be negative"};
+  }
+  if (!costs.stage_scale.empty() && static_cast<int>(costs.stage_scale.size()) != p) {
+    return Error{"simulate: stage_scale has " + std::to_string(costs.stage_scale.size()) + " factors for " +
+                 std::to_string(p) + " stages"};
+  }
+  if (static_cast<int>(schedule.streams.size()) != p) return Error{"simulate: one stream per stage expected"};
+
+  Simulation sim;
+  sim.busy.assign(p, 0.0);
+  sim.timings.resize(p);
+  for (int s = 0; s < p; ++s) sim.timings[s].resize(schedule.streams[s].size());
+  std::vector<std::size_t> pc(p, 0);
+  std::vector<double> clock(p, 0.0);
+  std::map<Transfer, double> arrival;  // messages posted so far and when they are usable
+
+  // Sweep the stages, running each as far as the messages posted so far allow, until none
+  // moves. A stage's times depend only on those arrivals, so the sweep order does not matter.
+  bool moved = true;
+  while (moved) {
+    moved = false;
+    for (int s = 0; s < p; ++s) {
+      const std::vector<Instruction>& stream = schedule.streams[s];
+      const double scale = costs.stage_scale.empty() ? 1.0 : costs.stage_scale[s];
+      for (; pc[s] < stream.size(); ++pc[s]) {
+        const Instruction& ins = stream[pc[s]];
+        OpTiming& timing = sim.timings[s][pc[s]];
+        if (is_transfer(ins.op)) {
+          // Posting takes no time; a recv's end (its arrival) is filled in below.
+          const std::optional<Transfer> transfer = transfer_of(schedule, s, ins);
+          if (!transfer) {
+            return Error{"simulate: stage " + std::to_string(s) + " instruction " + std::to_string(pc[s]) + " (" +
+                         to_string(ins) + ") has no peer"};
+          }
+          if (is_send(ins.op)) arrival[*transfer] = clock[s] + costs.latency;
+          timing = OpTiming{clock[s], clock[s]};
+          moved = true;
+          continue;
+        }
+        double cost = 0.0;
+        if (is_compute(ins.op)) {
+          // A compute waits for its input, if its virtual stage has a neighbour to send one.
+          const Op input = ins.op == Op::forward ? Op::recv_act : Op::recv_grad;
+          if (const auto transfer = transfer_of(schedule, s, Instruction{input, ins.microbatch, ins.chunk, -1})) {
+            const auto it = arrival.find(*transfer);
+            if (it == arrival.end()) break;  // not sent yet: come back on a later sweep
+            clock[s] = std::max(clock[s], it->second);
+          }
+          cost = (ins.op == Op::forward ? costs.forward : costs.backward) * scale;
+          sim.busy[s] += cost;
+        } else {
+          cost = ins.op == Op::reduce_grads ? costs.reduce_grads : costs.optimizer_step;
+        }
+        timing.start = clock[s];
+        clock[s] += cost;
+        timing.end = clock[s];
+        if (ins.op == Op::backward) sim.flush = std::max(sim.flush, clock[s]);
+        moved = true;
+      }
+    }
+  }
+  std::string stuck;
+  for (int s = 0; s < p; ++s) {
+    if (pc[s] == schedule.streams[s].size()) continue;
+    stuck += (stuck.empty() ? "" : ", ") + std::string("stage ") + std::to_string(s) + " instruction " +
+             std::to_string(pc[s]) + " (" + to_string(schedule.streams[s][pc[s]]) + ")";
+  }
+  if (!stuck.empty())
+    return Error{"simulate: the streams cannot finish; waiting for input that is never sent: " + stuck};
+  for (int s = 0; s < p; ++s) {
+    const std::vector<Instruction>& stream = schedule.streams[s];
+    for (std::size_t i = 0; i < stream.size(); ++i) {
+      if (!is_recv(stream[i].op)) continue;
+      const auto it = arrival.find(*transfer_of(schedule, s, stream[i]));
+      if (it == arrival.end()) {
+        return Error{"simulate: stage " + std::to_string(s) + " instruction " + std::to_string(i) + " (" +
+                     to_string(stream[i]) + ") receives a message that is never sent"};
+      }
+      sim.timings[s][i].end = std::max(sim.timings[s][i].start, it->second);
+    }
+    sim.makespan = std::max(sim.makespan, clock[s]);
+  }
+  double total_busy = 0.0;
+  for (double b : sim.busy) total_busy += b;
+  sim.bubble = sim.flush > 0 ? 1.0 - total_busy / (p * sim.flush) : 0.0;
+  return sim;
+}
+
+}  // namespace troupe::schedules

@@ -1,0 +1,55 @@
+#pragma once
+// Predicts how long a schedule takes from per-op costs, by running its streams as the
+// runtime does (non-blocking, through the comm engine): a stage executes its stream in
+// order; a send or recv is posted and the stage goes on at once; a send's message is usable
+// at the receiver `latency` seconds after it was posted; a forward or backward waits until
+// its own input (the message its recv asked for) has arrived. Computes take their cost,
+// posting takes none. Within a gap between two computes the order of sends and recvs
+// therefore costs nothing here; it matters to a runtime with blocking sends, which is what
+// check_schedule() models. The schedule should pass check_schedule() first.
+//
+// Bubble: the share of the forward/backward part during which stages sit idle,
+//
+//     bubble = 1 - Σ_s busy_s / (p × flush)
+//
+// where busy_s is stage s's forward and backward seconds and flush is when the last backward
+// on any stage ends (every stage starts at 0). reduce_grads and optimizer_step come after the
+// flush and are left out, so with uniform costs and zero latency GPipe and 1F1B give
+// (p-1)/(m+p-1) exactly.
+
+#include <vector>
+
+#include "compute/expected.hpp"
+#include "schedules/schedule.hpp"
+
+namespace troupe::schedules {
+
+struct CostModel {
+  double forward = 1.0;   // seconds per forward of one chunk of one micro-batch
+  double backward = 2.0;  // seconds per backward of one chunk of one micro-batch
+  double latency = 0.0;   // seconds from posting a send to its data being usable at the receiver
+  double reduce_grads = 0.0;
+  double optimizer_step = 0.0;
+  // Empty: every stage alike. Otherwise one factor per stage on its forward and backward
+  // costs (an unbalanced split: the stage with more layers or a loss head).
+  std::vector<double> stage_scale;
+};
+
+struct OpTiming {
+  double start = 0.0;  // when the stage reached the instruction (posted it, for a send or recv)
+  double end = 0.0;    // when it finished; a recv ends when its message arrives
+};
+
+struct Simulation {
+  double makespan = 0.0;     // when the last optimizer_step ends
+  double flush = 0.0;        // when the last backward ends
+  std::vector<double> busy;  // per stage: seconds of forward and backward
+  double bubble = 0.0;
+  std::vector<std::vector<OpTiming>> timings;  // timings[stage][i] for streams[stage][i]
+};
+
+// An Error for costs that are negative or a stage_scale of the wrong length, and for streams
+// that cannot finish even without blocking (an input that is never sent).
+Expected<Simulation> simulate(const Schedule& schedule, const CostModel& costs);
+
+}  // namespace troupe::schedules
