@@ -1,0 +1,333 @@
+#include "compute/model/gpt_stage.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "compute/random.hpp"
+
+namespace troupe::compute {
+namespace {
+
+constexpr std::size_t kBlockTensors = 12;  // per layer, in parameter_layout.cpp's order
+
+struct BlockTensors {
+  Tensor ln1_w, ln1_b, attn_w, attn_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fcproj_w, fcproj_b;
+};
+
+// One micro-batch's shapes over buffers allocated for (max_B, max_T): the prefix of a buffer is
+// itself a contiguous (B, T, ...) tensor.
+struct Dims {
+  std::int64_t B, T, NH;
+  Tensor bt(const Tensor& buffer, std::int64_t width) const { return buffer.slice(0, {B, T, width}); }
+  Tensor bhtt(const Tensor& buffer) const { return buffer.slice(0, {B, NH, T, T}); }
+  Tensor bt_only(const Tensor& buffer) const { return buffer.slice(0, {B, T}); }
+};
+
+// The tensor's values on the host (itself when it already lives there).
+Tensor on_host(Backend& backend, const Tensor& t) {
+  if (t.device() == Device::cpu) return t;
+  Tensor host = Tensor::zeros(t.shape(), t.dtype());
+  backend.copy(host, t);
+  return host;
+}
+
+}  // namespace
+
+GPTStage::GPTStage(const GPTConfig& config, Backend& backend, int first_layer, int last_layer, DType dtype)
+    : config_(config),
+      backend_(backend),
+      dtype_(dtype),
+      first_layer_(first_layer),
+      last_layer_(last_layer),
+      global_layout_(config) {
+  TROUPE_CHECK(validate(config).ok(), "invalid GPTConfig reached the model");
+  TROUPE_CHECK(dtype == DType::f32 || dtype == DType::f64, "GPT parameters are f32 or f64");
+  TROUPE_CHECK(0 <= first_layer && first_layer < last_layer && last_layer <= config.n_layer,
+               "stage layers [" + std::to_string(first_layer) + ", " + std::to_string(last_layer) + ") of " +
+                   std::to_string(config.n_layer));
+  // The global slice: the embeddings come before layer 0 and ln_f after the last layer, so a
+  // first stage starts at 0 and a last stage ends at the buffer's end.
+  global_begin_ = is_first() ? 0 : global_layout_.layer_range(first_layer).first;
+  global_end_ = is_last() ? global_layout_.total() : global_layout_.layer_range(last_layer - 1).second;
+  const auto& all = global_layout_.views();
+  for (std::size_t k = 0; k < all.size(); ++k) {
+    if (all[k].offset < global_begin_ || all[k].offset >= global_end_) continue;
+    ParameterView v = all[k];
+    v.offset -= global_begin_;
+    views_.push_back(std::move(v));
+    init_index_.push_back(k);
+  }
+  num_params_ = global_end_ - global_begin_;
+  if (has_embedding_copy()) {
+    ParameterView v = all[0];  // wte.weight: global index 0, so the copy draws the same values
+    TROUPE_CHECK(v.name == "wte.weight", "the layout no longer starts with wte.weight");
+    v.offset = num_params_;
+    num_params_ += v.numel();
+    views_.push_back(std::move(v));
+    init_index_.push_back(0);
+  }
+  for (std::size_t i = 0; i < views_.size(); ++i) by_name_.emplace(views_[i].name, i);
+  auto index_of = [&](const std::string& name) {
+    auto it = by_name_.find(name);
+    TROUPE_CHECK(it != by_name_.end(), "stage misses " + name);
+    return it->second;
+  };
+  if (is_first() || is_last()) wte_ = index_of("wte.weight");
+  if (is_first()) wpe_ = index_of("wpe.weight");
+  if (is_last()) {
+    lnf_w_ = index_of("ln_f.weight");
+    lnf_b_ = index_of("ln_f.bias");
+  }
+  first_block_ = index_of("h." + std::to_string(first_layer) + ".ln_1.weight");
+  // Blocks are found by position below, so pin that each layer's twelve views are in order.
+  for (int l = first_layer; l < last_layer; ++l)
+    TROUPE_CHECK(views_[first_block_ + static_cast<std::size_t>(l - first_layer) * kBlockTensors].name ==
+                     "h." + std::to_string(l) + ".ln_1.weight",
+                 "layer " + std::to_string(l) + "'s views are not where the stage expects them");
+
+  params_ = backend_.zeros({num_params_}, dtype_);
+  grads_ = backend_.zeros({num_params_}, dtype_);
+}
+
+Tensor GPTStage::param(const std::string& name) const {
+  auto it = by_name_.find(name);
+  TROUPE_CHECK(it != by_name_.end(), "stage [" + std::to_string(first_layer_) + ", " + std::to_string(last_layer_) +
+                                         ") holds no parameter named '" + name + "'");
+  return view(params_, it->second);
+}
+
+Tensor GPTStage::grad(const std::string& name) const {
+  auto it = by_name_.find(name);
+  TROUPE_CHECK(it != by_name_.end(), "stage [" + std::to_string(first_layer_) + ", " + std::to_string(last_layer_) +
+                                         ") holds no parameter named '" + name + "'");
+  return view(grads_, it->second);
+}
+
+Tensor GPTStage::tied_embedding_grad() const {
+  TROUPE_CHECK(is_first() || is_last(), "only the first and the last stage hold wte.weight");
+  return view(grads_, wte_);
+}
+
+void GPTStage::init_parameters(std::uint64_t seed) {
+  Tensor host = Tensor::zeros({num_params_}, dtype_);
+  for (std::size_t i = 0; i < views_.size(); ++i) {
+    const auto& v = views_[i];
+    for (std::int64_t e = 0; e < v.numel(); ++e) {
+      double x = v.init_std > 0 ? v.init_std * counter_normal(seed, init_index_[i], static_cast<std::uint64_t>(e))
+                                : v.init_value;
+      if (dtype_ == DType::f32)
+        host.data_as<float>()[v.offset + e] = static_cast<float>(x);
+      else
+        host.data_as<double>()[v.offset + e] = x;
+    }
+  }
+  backend_.copy(params_, host);
+}
+
+void GPTStage::zero_grad() { backend_.fill_zero(grads_); }
+
+void GPTStage::reserve(int B, int T, int slots) {
+  TROUPE_CHECK(B > 0 && T > 0 && T <= config_.block_size && slots > 0,
+               "reserve B=" + std::to_string(B) + " T=" + std::to_string(T) + " slots=" + std::to_string(slots));
+  if (B <= max_B_ && T <= max_T_ && slots <= this->slots()) return;
+  // Never shrink what an earlier caller reserved (the trainer, then generate with B = 1).
+  max_B_ = std::max(B, max_B_);
+  max_T_ = std::max(T, max_T_);
+  slots = std::max(slots, this->slots());
+  const std::int64_t BT = std::int64_t{max_B_} * max_T_, C = config_.n_embd, NH = config_.n_head,
+                     Vp = config_.padded_vocab_size, TT = std::int64_t{max_T_} * max_T_;
+  auto z = [&](Shape s) { return backend_.zeros(std::move(s), dtype_); };
+  slots_.assign(static_cast<std::size_t>(slots), Slot{});
+  for (Slot& s : slots_) {
+    if (is_first()) s.tokens = backend_.zeros({max_B_, max_T_}, DType::i32);
+    if (is_last()) s.targets = backend_.zeros({max_B_, max_T_}, DType::i32);
+    s.input = z({BT * C});
+    for (int l = first_layer_; l < last_layer_; ++l) {
+      s.layers.push_back({z({BT * C}), z({BT}), z({BT}), z({BT * 3 * C}), z({BT * C}), z({max_B_ * NH * TT}),
+                          z({BT * C}), z({BT * C}), z({BT}), z({BT}), z({BT * 4 * C}), z({BT * 4 * C}), z({BT * C})});
+    }
+    if (is_last()) {
+      s.lnf = z({BT * C});
+      s.lnf_mean = z({BT});
+      s.lnf_rstd = z({BT});
+      s.probs = z({BT * Vp});
+    }
+    s.dinput = z({BT * C});
+  }
+  shared_ = Shared{};
+  logits_B_ = logits_T_ = 0;
+  shared_.branch_out = z({BT * C});
+  if (is_last()) {
+    shared_.logits = z({BT * Vp});
+    shared_.losses = z({BT});
+  }
+  shared_.dln = z({BT * C});
+  shared_.dqkv = z({BT * 3 * C});
+  shared_.datty = z({BT * C});
+  shared_.datt = z({max_B_ * NH * TT});
+  shared_.dfch = z({BT * 4 * C});
+  shared_.dfch_gelu = z({BT * 4 * C});
+}
+
+GPTStage::Slot& GPTStage::slot_at(int slot) {
+  TROUPE_CHECK(0 <= slot && slot < slots(),
+               "slot " + std::to_string(slot) + " of " + std::to_string(slots()) + " reserved");
+  return slots_[static_cast<std::size_t>(slot)];
+}
+
+const GPTStage::Slot& GPTStage::slot_at(int slot) const {
+  TROUPE_CHECK(0 <= slot && slot < slots(),
+               "slot " + std::to_string(slot) + " of " + std::to_string(slots()) + " reserved");
+  return slots_[static_cast<std::size_t>(slot)];
+}
+
+double GPTStage::forward(int slot, const Tensor& input, const Tensor& targets) {
+  Slot& s = slot_at(slot);
+  const std::int64_t C = config_.n_embd, Vp = config_.padded_vocab_size;
+  if (is_first())
+    TROUPE_CHECK(input.rank() == 2 && input.dtype() == DType::i32, "first stage input " + input.describe());
+  else
+    TROUPE_CHECK(input.rank() == 3 && input.dim(2) == C && input.dtype() == dtype_, "stage input " + input.describe());
+  TROUPE_CHECK(!targets.defined() || is_last(), "targets given to a stage that is not the last");
+  s.B = static_cast<int>(input.dim(0));
+  s.T = static_cast<int>(input.dim(1));
+  TROUPE_CHECK(s.B <= max_B_ && s.T <= max_T_, "forward of " + input.describe() + " beyond reserve()");
+  TROUPE_CHECK(!targets.defined() || (targets.rank() == 2 && targets.dim(0) == s.B && targets.dim(1) == s.T),
+               "targets " + targets.describe() + " for input " + input.describe());
+  s.forwarded = true;
+  s.have_targets = targets.defined();
+  const Dims d{s.B, s.T, config_.n_head};
+  Backend& be = backend_;
+
+  Tensor x = d.bt(s.input, C);
+  if (is_first()) {
+    Tensor tok = d.bt_only(s.tokens);
+    be.copy(tok, input);
+    be.encoder_forward(x, tok, view(params_, wte_), view(params_, wpe_));
+  } else {
+    be.copy(x, input);
+  }
+
+  Tensor branch = d.bt(shared_.branch_out, C);
+  for (int l = first_layer_; l < last_layer_; ++l) {
+    const std::size_t local = static_cast<std::size_t>(l - first_layer_);
+    const std::size_t k = first_block_ + local * kBlockTensors;
+    auto w = [&](std::size_t i) { return view(params_, k + i); };
+    LayerActivations& a = s.layers[local];
+    Tensor ln1 = d.bt(a.ln1, C), ln1_mean = d.bt_only(a.ln1_mean), ln1_rstd = d.bt_only(a.ln1_rstd);
+    Tensor qkv = d.bt(a.qkv, 3 * C), atty = d.bt(a.atty, C), att = d.bhtt(a.att), residual2 = d.bt(a.residual2, C);
+    Tensor ln2 = d.bt(a.ln2, C), ln2_mean = d.bt_only(a.ln2_mean), ln2_rstd = d.bt_only(a.ln2_rstd);
+    Tensor fch = d.bt(a.fch, 4 * C), fch_gelu = d.bt(a.fch_gelu, 4 * C), residual3 = d.bt(a.residual3, C);
+
+    be.layernorm_forward(ln1, ln1_mean, ln1_rstd, x, w(0), w(1));
+    be.matmul_forward(qkv, ln1, w(2), w(3));
+    be.attention_forward(atty, att, qkv, config_.n_head);
+    be.matmul_forward(branch, atty, w(4), w(5));
+    be.residual_forward(residual2, x, branch);
+    be.layernorm_forward(ln2, ln2_mean, ln2_rstd, residual2, w(6), w(7));
+    be.matmul_forward(fch, ln2, w(8), w(9));
+    be.gelu_forward(fch_gelu, fch);
+    be.matmul_forward(branch, fch_gelu, w(10), w(11));
+    be.residual_forward(residual3, residual2, branch);
+    x = residual3;
+  }
+  if (!is_last()) return std::numeric_limits<double>::quiet_NaN();
+
+  Tensor lnf = d.bt(s.lnf, C), lnf_mean = d.bt_only(s.lnf_mean), lnf_rstd = d.bt_only(s.lnf_rstd);
+  be.layernorm_forward(lnf, lnf_mean, lnf_rstd, x, view(params_, lnf_w_), view(params_, lnf_b_));
+  Tensor logits = d.bt(shared_.logits, Vp);
+  logits_B_ = s.B;
+  logits_T_ = s.T;
+  be.matmul_forward(logits, lnf, view(params_, wte_), Tensor{});
+  if (!s.have_targets) return std::numeric_limits<double>::quiet_NaN();
+
+  Tensor tgt = d.bt_only(s.targets), probs = d.bt(s.probs, Vp), losses = d.bt_only(shared_.losses);
+  be.copy(tgt, targets);
+  be.crossentropy_forward(losses, probs, logits, tgt, config_.vocab_size);
+  Tensor host_losses = on_host(be, losses);
+  double sum = 0;
+  for (std::int64_t i = 0; i < host_losses.numel(); ++i)
+    sum += dtype_ == DType::f32 ? host_losses.data_as<float>()[i] : host_losses.data_as<double>()[i];
+  return sum / static_cast<double>(host_losses.numel());
+}
+
+Tensor GPTStage::output(int slot) const {
+  const Slot& s = slot_at(slot);
+  TROUPE_CHECK(s.forwarded, "output of slot " + std::to_string(slot) + " before its forward");
+  return s.layers.back().residual3.slice(0, {s.B, s.T, config_.n_embd});
+}
+
+Tensor GPTStage::logits() const {
+  TROUPE_CHECK(is_last(), "only the last stage computes logits");
+  TROUPE_CHECK(logits_B_ > 0, "logits before any forward");
+  return shared_.logits.slice(0, {logits_B_, logits_T_, config_.padded_vocab_size});
+}
+
+void GPTStage::backward(int slot, const Tensor& output_grad, double loss_scale,
+                        const std::function<void(int layer)>& layer_done) {
+  Slot& s = slot_at(slot);
+  TROUPE_CHECK(s.forwarded && (s.have_targets || !is_last()),
+               is_last() ? "backward() needs a forward() with targets" : "backward() needs a forward()");
+  const std::int64_t C = config_.n_embd, Vp = config_.padded_vocab_size;
+  const Dims d{s.B, s.T, config_.n_head};
+  Backend& be = backend_;
+
+  Tensor dresidual = d.bt(s.dinput, C), dln = d.bt(shared_.dln, C);
+  if (is_last()) {
+    TROUPE_CHECK(!output_grad.defined(), "the last stage's gradient starts at its loss, not at an output gradient");
+    // The logits buffer is free once the probabilities exist; it takes their gradient.
+    Tensor dlogits = d.bt(shared_.logits, Vp);
+    be.crossentropy_backward(dlogits, d.bt(s.probs, Vp), d.bt_only(s.targets),
+                             static_cast<float>(loss_scale / (double(s.B) * s.T)));
+    be.fill_zero(dresidual);
+    Tensor no_bias, dwte = view(grads_, wte_);
+    be.matmul_backward(dln, dwte, no_bias, dlogits, d.bt(s.lnf, C), view(params_, wte_));
+    Tensor dlnf_w = view(grads_, lnf_w_), dlnf_b = view(grads_, lnf_b_);
+    be.layernorm_backward(dresidual, dlnf_w, dlnf_b, dln, d.bt(s.layers.back().residual3, C), view(params_, lnf_w_),
+                          d.bt_only(s.lnf_mean), d.bt_only(s.lnf_rstd));
+  } else {
+    TROUPE_CHECK(output_grad.rank() == 3 && output_grad.dim(0) == s.B && output_grad.dim(1) == s.T &&
+                     output_grad.dim(2) == C && output_grad.dtype() == dtype_,
+                 "output gradient " + output_grad.describe() + " for a micro-batch of (" + std::to_string(s.B) + ", " +
+                     std::to_string(s.T) + ")");
+    be.copy(dresidual, output_grad);
+  }
+
+  Tensor dqkv = d.bt(shared_.dqkv, 3 * C), datty = d.bt(shared_.datty, C), datt = d.bhtt(shared_.datt);
+  Tensor dfch = d.bt(shared_.dfch, 4 * C), dfch_gelu = d.bt(shared_.dfch_gelu, 4 * C);
+  for (int l = last_layer_ - 1; l >= first_layer_; --l) {
+    const std::size_t local = static_cast<std::size_t>(l - first_layer_);
+    const std::size_t k = first_block_ + local * kBlockTensors;
+    auto w = [&](std::size_t i) { return view(params_, k + i); };
+    Tensor g[kBlockTensors];
+    for (std::size_t i = 0; i < kBlockTensors; ++i) g[i] = view(grads_, k + i);
+    const LayerActivations& a = s.layers[local];
+    Tensor block_in = d.bt(local == 0 ? s.input : s.layers[local - 1].residual3, C);
+
+    // MLP branch: dresidual is d(residual3), which is also d(mlp output).
+    be.matmul_backward(dfch_gelu, g[10], g[11], dresidual, d.bt(a.fch_gelu, 4 * C), w(10));
+    be.gelu_backward(dfch, d.bt(a.fch, 4 * C), dfch_gelu);
+    be.matmul_backward(dln, g[8], g[9], dfch, d.bt(a.ln2, C), w(8));
+    be.layernorm_backward(dresidual, g[6], g[7], dln, d.bt(a.residual2, C), w(6), d.bt_only(a.ln2_mean),
+                          d.bt_only(a.ln2_rstd));
+    // Attention branch: dresidual is now d(residual2).
+    be.matmul_backward(datty, g[4], g[5], dresidual, d.bt(a.atty, C), w(4));
+    be.attention_backward(dqkv, datt, datty, d.bt(a.qkv, 3 * C), d.bhtt(a.att), config_.n_head);
+    be.matmul_backward(dln, g[2], g[3], dqkv, d.bt(a.ln1, C), w(2));
+    be.layernorm_backward(dresidual, g[0], g[1], dln, block_in, w(0), d.bt_only(a.ln1_mean), d.bt_only(a.ln1_rstd));
+    if (layer_done) layer_done(l);
+  }
+  if (is_first()) {
+    Tensor dwte = view(grads_, wte_), dwpe = view(grads_, wpe_);
+    be.encoder_backward(dwte, dwpe, dresidual, d.bt_only(s.tokens));
+  }
+}
+
+Tensor GPTStage::input_grad(int slot) const {
+  const Slot& s = slot_at(slot);
+  TROUPE_CHECK(s.forwarded, "input gradient of slot " + std::to_string(slot) + " before its forward");
+  return s.dinput.slice(0, {s.B, s.T, config_.n_embd});
+}
+
+}  // namespace troupe::compute

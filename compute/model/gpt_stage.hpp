@@ -1,0 +1,153 @@
+#pragma once
+// One pipeline stage of GPT-2 (pre-LN, learned positions, tied input/output embedding, biases,
+// GELU tanh), written only against the Backend interface: the blocks [first_layer, last_layer),
+// plus the embedding on the first stage (first_layer == 0) and ln_f, the tied lm head and the
+// cross-entropy loss on the last (last_layer == n_layer). The whole-model GPT (gpt.hpp) is the
+// stage that is both, with one slot, so the model has exactly one forward and one backward.
+// Which layers each stage gets: stage_split.hpp.
+//
+// Parameters. A stage owns only its own parameters and gradients, each one flat buffer: its
+// contiguous slice [begin, end) of the global ParameterLayout at local offset 0 (global_range(),
+// so a checkpoint or optimizer maps local to global by adding begin), then, on a last stage that
+// is not also the first, its own copy of the tied wte.weight for the lm head. The copy starts
+// equal to the first stage's because initialisation is a pure function of (seed, global parameter
+// index, element). Views are named by the global Hugging Face name ("wte.weight" on the last stage
+// is its copy). The first stage's wte gradient holds the embedding lookup's share, the last
+// stage's the lm head's; a pipeline caller sums the two tied_embedding_grad() views (Megatron's
+// embedding group) before clipping and AdamW, so both copies take the same update and stay equal.
+//
+// Activation slots. Several micro-batches are in flight on one stage (1F1B: stage s of p stashes
+// up to p - s, GPipe all m). A slot keeps one micro-batch's activations from its forward to its
+// backward; slots are independent (each has its own B, T), so forward(1) may run between
+// forward(0) and backward(0). Buffers used only inside one forward or one backward (the branch
+// output, logits, per-block gradient scratch) are shared by all slots. Buffers are allocated once
+// for the largest (B, T) reserved; a smaller micro-batch uses a prefix of each, which is itself a
+// contiguous (B, T, ...) tensor.
+//
+//   forward(slot, input, targets):  input = tokens (B,T) i32 on the first stage, else the previous
+//     stage's output (B,T,C), copied into the slot so the caller may reuse its buffer. The last
+//     stage with targets returns the mean loss; every other call returns NaN. output(slot) (B,T,C)
+//     is what goes to the next stage; it stays valid until the slot's next forward.
+//   backward(slot, output_grad, loss_scale):  on the last stage output_grad is empty and the
+//     gradient starts at loss_scale × mean loss (1/k for k accumulated micro-batches); elsewhere it
+//     is d(output) from the next stage, which already carries the scale. Parameter gradients are
+//     accumulated (+=); input_grad(slot) (B,T,C) = d(input) goes to the previous stage and stays
+//     valid until the slot's next backward.
+//
+// Backward keeps one residual-gradient buffer per slot for the stage's whole depth (it ends as
+// input_grad): blocks are walked in reverse and each adds its branch's gradient into the buffer in
+// place (see the conventions in backend.hpp).
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "compute/backend.hpp"
+#include "compute/model/gpt_config.hpp"
+#include "compute/model/parameter_layout.hpp"
+
+namespace troupe::compute {
+
+class GPTStage {
+ public:
+  // Blocks [first_layer, last_layer), 0 <= first_layer < last_layer <= n_layer.
+  GPTStage(const GPTConfig& config, Backend& backend, int first_layer, int last_layer, DType dtype = DType::f32);
+
+  const GPTConfig& config() const { return config_; }
+  const ParameterLayout& global_layout() const { return global_layout_; }
+  DType dtype() const { return dtype_; }
+  Backend& backend() { return backend_; }
+  int first_layer() const { return first_layer_; }
+  int last_layer() const { return last_layer_; }
+  bool is_first() const { return first_layer_ == 0; }
+  bool is_last() const { return last_layer_ == config_.n_layer; }
+
+  // --- parameters ---------------------------------------------------------------------------
+  Tensor& params() { return params_; }  // flat, num_params() elements
+  Tensor& grads() { return grads_; }
+  std::int64_t num_params() const { return num_params_; }
+  // The stage's views in local order, offsets into params()/grads(), global names.
+  const std::vector<ParameterView>& views() const { return views_; }
+  bool holds(const std::string& name) const { return by_name_.count(name) > 0; }
+  Tensor param(const std::string& name) const;  // throws for a parameter this stage does not hold
+  Tensor grad(const std::string& name) const;
+  // Local [0, end - begin) of params()/grads() is global [begin, end) of the ParameterLayout.
+  std::pair<std::int64_t, std::int64_t> global_range() const { return {global_begin_, global_end_}; }
+  // A last stage that is not the first keeps its own wte.weight at local [end - begin, num_params()).
+  bool has_embedding_copy() const { return is_last() && !is_first(); }
+  // The wte.weight gradient on the first and the last stage: sum them across the two stages
+  // before clipping and AdamW (on a stage that is both, it already holds both shares).
+  Tensor tied_embedding_grad() const;
+
+  // Fills every parameter from its init rule, a pure function of (seed, global parameter index).
+  void init_parameters(std::uint64_t seed);
+  void zero_grad();
+
+  // --- micro-batches ------------------------------------------------------------------------
+  // Room for `slots` micro-batches of up to B sequences of up to T tokens. Growing reallocates,
+  // which drops what the slots held.
+  void reserve(int B, int T, int slots = 1);
+  int slots() const { return static_cast<int>(slots_.size()); }
+
+  double forward(int slot, const Tensor& input, const Tensor& targets = Tensor{});
+  Tensor output(int slot) const;  // (B,T,C) on the backend's device
+  // Last stage: logits (B,T,Vp) of the latest forward (any slot); the buffer is shared by all
+  // slots and a backward overwrites it with the logits' gradient.
+  Tensor logits() const;
+
+  // `layer_done(l)`, when given, runs as soon as global layer l's gradients are final (from the
+  // stage's last layer down to its first), so a data-parallel caller can start reducing them.
+  void backward(int slot, const Tensor& output_grad, double loss_scale = 1.0,
+                const std::function<void(int layer)>& layer_done = {});
+  Tensor input_grad(int slot) const;  // (B,T,C); on the first stage, d(embedding output)
+
+ private:
+  struct LayerActivations {
+    Tensor ln1, ln1_mean, ln1_rstd, qkv, atty, att, residual2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu, residual3;
+  };
+  struct Slot {
+    int B = 0, T = 0;  // of the slot's latest forward
+    bool forwarded = false;
+    bool have_targets = false;
+    Tensor tokens;   // first stage: device copy (B,T) i32, for the embedding's backward
+    Tensor targets;  // last stage: device copy (B,T) i32
+    Tensor input;    // the embedding's output on the first stage, else a copy of the received input
+    Tensor dinput;   // the residual-stream gradient during backward, d(input) after it
+    std::vector<LayerActivations> layers;   // one per local layer
+    Tensor lnf, lnf_mean, lnf_rstd, probs;  // last stage
+  };
+  struct Shared {
+    Tensor branch_out;      // attn.c_proj and mlp.c_proj outputs: only added into the stream
+    Tensor logits, losses;  // last stage; logits take their own gradient in backward
+    // Per-block gradient scratch.
+    Tensor dln, dqkv, datty, datt, dfch, dfch_gelu;
+  };
+
+  Tensor view(const Tensor& flat, std::size_t index) const {
+    return flat.slice(views_[index].offset, views_[index].shape);
+  }
+  Slot& slot_at(int slot);
+  const Slot& slot_at(int slot) const;
+
+  GPTConfig config_;
+  Backend& backend_;
+  DType dtype_;
+  int first_layer_, last_layer_;
+  ParameterLayout global_layout_;
+  std::int64_t global_begin_ = 0, global_end_ = 0, num_params_ = 0;
+  std::vector<ParameterView> views_;     // local offsets
+  std::vector<std::size_t> init_index_;  // views_[i]'s index in the global layout: its init stream
+  std::unordered_map<std::string, std::size_t> by_name_;
+  std::size_t wte_ = 0, wpe_ = 0, lnf_w_ = 0, lnf_b_ = 0, first_block_ = 0;  // indices into views_
+  Tensor params_, grads_;
+
+  int max_B_ = 0, max_T_ = 0;
+  std::vector<Slot> slots_;
+  Shared shared_;
+  int logits_B_ = 0, logits_T_ = 0;  // dims of the forward that last wrote shared_.logits
+};
+
+}  // namespace troupe::compute
