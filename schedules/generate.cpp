@@ -41,23 +41,6 @@ Status check_schedule_shape(ScheduleKind kind, int stages, int microbatches, int
   return {};
 }
 
-Status check_layer_split(ScheduleKind kind, int layers, int stages, int chunks) {
-  const std::string where = "pipeline split of " + std::to_string(layers) + " layers over " +
-                            std::string(to_string(kind)) + " p=" + std::to_string(stages) +
-                            " v=" + std::to_string(chunks) + ": ";
-  if (stages < 1 || chunks < 1) return Error{where + "needs p >= 1 stages and v >= 1 chunks"};
-  if (kind == ScheduleKind::interleaved) {
-    const int pieces = stages * chunks;
-    if (layers < pieces || layers % pieces != 0) {
-      return Error{where + "interleaving needs the layers divisible by p·v = " + std::to_string(pieces) +
-                   " virtual stages"};
-    }
-    return {};
-  }
-  if (layers < stages) return Error{where + "every stage needs at least one layer"};
-  return {};
-}
-
 int warmup_microbatches(ScheduleKind kind, int stages, int microbatches, int chunks, int stage) {
   TROUPE_CHECK(check_schedule_shape(kind, stages, microbatches, chunks).ok(), "warmup of an illegal shape");
   TROUPE_CHECK(stage >= 0 && stage < stages, "stage outside the pipeline");

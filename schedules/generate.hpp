@@ -26,10 +26,6 @@ namespace troupe::schedules {
 // v = 1; interleaved needs p >= 2, v >= 2 and m a multiple of p (Megatron's rule).
 Status check_schedule_shape(ScheduleKind kind, int stages, int microbatches, int chunks);
 
-// Whether `layers` transformer blocks split over the pipeline: interleaved needs them
-// divisible by p·v (every virtual stage equal); the others need at least one per stage.
-Status check_layer_split(ScheduleKind kind, int layers, int stages, int chunks);
-
 // Forward passes stage `stage` runs before its first backward (counted in (micro-batch,
 // chunk) pairs). The shape must pass check_schedule_shape.
 int warmup_microbatches(ScheduleKind kind, int stages, int microbatches, int chunks, int stage);

@@ -71,22 +71,6 @@ TEST_CASE("illegal shapes are refused with one line naming the numbers", "[gener
   CHECK(error_of(ScheduleKind::one_f_one_b, 4, 2, 1) == "ok");  // m < p is fine without interleaving
 }
 
-TEST_CASE("layer splits: interleaved needs layers divisible by p·v, the others one layer per stage", "[generate]") {
-  CHECK(check_layer_split(ScheduleKind::interleaved, 16, 4, 2).ok());
-  CHECK(check_layer_split(ScheduleKind::interleaved, 12, 4, 2).error().message ==
-        "pipeline split of 12 layers over interleaved p=4 v=2: interleaving needs the layers divisible by p·v = 8 "
-        "virtual stages");
-  CHECK(check_layer_split(ScheduleKind::interleaved, 4, 4, 2).error().message ==
-        "pipeline split of 4 layers over interleaved p=4 v=2: interleaving needs the layers divisible by p·v = 8 "
-        "virtual stages");
-  CHECK(check_layer_split(ScheduleKind::one_f_one_b, 5, 4, 1).ok());  // uneven is fine: some stages hold more
-  CHECK(check_layer_split(ScheduleKind::gpipe, 4, 4, 1).ok());
-  CHECK(check_layer_split(ScheduleKind::one_f_one_b, 3, 4, 1).error().message ==
-        "pipeline split of 3 layers over 1f1b p=4 v=1: every stage needs at least one layer");
-  CHECK(check_layer_split(ScheduleKind::gpipe, 6, 0, 1).error().message ==
-        "pipeline split of 6 layers over gpipe p=0 v=1: needs p >= 1 stages and v >= 1 chunks");
-}
-
 TEST_CASE("warmup counts: gpipe all forwards, 1f1b p-s-1, interleaved Megatron's 2(p-s-1)+(v-1)p", "[generate]") {
   auto warmups = [](ScheduleKind kind, int p, int m, int v) {
     std::vector<int> out;
