@@ -11,9 +11,8 @@ void check(const Status& s) {
 
 }  // namespace
 
-compute::DataParallel group_data_parallel(MailboxCollectives& collectives, monitor::WorkProgress& progress,
-                                          int zero_stage, std::int64_t parameters) {
-  comm::Communicator& comm = collectives.communicator();
+compute::DataParallel group_data_parallel(MailboxComm& mailbox, comm::Communicator& comm,
+                                          monitor::WorkProgress& progress, int zero_stage, std::int64_t parameters) {
   const int world = static_cast<int>(comm.group().ranks.size());
   compute::DataParallel dp;
   dp.rank = comm.position();
@@ -26,29 +25,29 @@ compute::DataParallel group_data_parallel(MailboxCollectives& collectives, monit
     dp.shard_end = shard.offset + shard.count;
   }
   // Posts one operation and waits for it, saying what for.
-  auto run = [&collectives, &progress](const char* what, auto post) {
+  auto run = [&mailbox, &progress](const char* what, auto post) {
     post();
     auto waiting = progress.wait_for(what);
-    check(collectives.wait_all());
+    check(mailbox.wait_all());
   };
-  dp.sum_gradients = [run, &collectives](compute::Tensor& grads) {
-    run("the gradient sum", [&] { collectives.all_reduce(grads); });
+  dp.sum_gradients = [run, &mailbox, &comm](compute::Tensor& grads) {
+    run("the gradient sum", [&] { mailbox.all_reduce(comm, grads); });
   };
-  dp.start_sum = [&collectives](compute::Tensor bucket) { collectives.all_reduce(std::move(bucket)); };
-  dp.wait_sums = [&collectives, &progress] {
+  dp.start_sum = [&mailbox, &comm](compute::Tensor bucket) { mailbox.all_reduce(comm, std::move(bucket)); };
+  dp.wait_sums = [&mailbox, &progress] {
     auto waiting = progress.wait_for("the gradient sums");
-    check(collectives.wait_all());
+    check(mailbox.wait_all());
   };
-  dp.reduce_scatter_gradients = [run, &collectives](compute::Tensor& grads) {
-    run("the gradient reduce-scatter", [&] { collectives.reduce_scatter(grads); });
+  dp.reduce_scatter_gradients = [run, &mailbox, &comm](compute::Tensor& grads) {
+    run("the gradient reduce-scatter", [&] { mailbox.reduce_scatter(comm, grads); });
   };
-  dp.all_gather_parameters = [run, &collectives](compute::Tensor& params) {
-    run("the parameter all-gather", [&] { collectives.all_gather(params); });
+  dp.all_gather_parameters = [run, &mailbox, &comm](compute::Tensor& params) {
+    run("the parameter all-gather", [&] { mailbox.all_gather(comm, params); });
   };
-  dp.sum = [run, &collectives](double x) {
+  dp.sum = [run, &mailbox, &comm](double x) {
     compute::Tensor t = compute::Tensor::zeros({1}, compute::DType::f64);
     t.data_as<double>()[0] = x;
-    run("a scalar sum", [&] { collectives.all_reduce(t); });
+    run("a scalar sum", [&] { mailbox.all_reduce(comm, t); });
     return t.data_as<double>()[0];
   };
   dp.mean = [sum = dp.sum, world](double x) { return sum(x) / world; };

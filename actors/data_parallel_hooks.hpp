@@ -8,15 +8,15 @@
 
 #include <cstdint>
 
-#include "actors/mailbox_collectives.hpp"
+#include "actors/mailbox_comm.hpp"
 #include "compute/train/trainer.hpp"
 #include "monitor/work_progress.hpp"
 
 namespace troupe::actors {
 
-// `collectives` and `progress` must outlive the returned hooks. `parameters` is the flat
-// buffer's size, which ZeRO's shard is a segment of.
-compute::DataParallel group_data_parallel(MailboxCollectives& collectives, monitor::WorkProgress& progress,
-                                          int zero_stage, std::int64_t parameters);
+// `mailbox`, `comm` (the data-parallel group) and `progress` must outlive the returned hooks.
+// `parameters` is the flat buffer's size, which ZeRO's shard is a segment of.
+compute::DataParallel group_data_parallel(MailboxComm& mailbox, comm::Communicator& comm,
+                                          monitor::WorkProgress& progress, int zero_stage, std::int64_t parameters);
 
 }  // namespace troupe::actors

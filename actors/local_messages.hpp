@@ -12,9 +12,9 @@
 
 namespace troupe::actors {
 
-// The comm engine's progress thread → the worker actor that posted a collective: it is done.
+// The comm engine's progress thread → the worker actor that posted a collective or transfer: it is done.
 struct comm_done_msg {
-  std::uint64_t operation = 0;  // the number MailboxCollectives gave it
+  std::uint64_t operation = 0;  // the number MailboxComm gave it
   std::string error;            // empty on success
 };
 

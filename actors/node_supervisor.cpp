@@ -1,6 +1,6 @@
 #include "actors/node_supervisor.hpp"
 
-#include "actors/mailbox_collectives.hpp"
+#include "actors/mailbox_comm.hpp"
 #include "monitor/log.hpp"
 
 namespace troupe::actors {

@@ -11,7 +11,7 @@
 //   ended: job_outcome_msg to the listener, quit.
 //
 // The worker is a blocking actor on its own thread: heavy compute never stalls the scheduler,
-// and its mailbox receives comm completions (see mailbox_collectives.hpp) and the stop request,
+// and its mailbox receives comm completions (see mailbox_comm.hpp) and the stop request,
 // which it honours at its next wait.
 
 #include <chrono>

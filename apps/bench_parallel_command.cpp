@@ -14,7 +14,7 @@
 
 #include "actors/actor_system_setup.hpp"
 #include "actors/data_parallel_hooks.hpp"
-#include "actors/mailbox_collectives.hpp"
+#include "actors/mailbox_comm.hpp"
 #include "apps/commands.hpp"
 #include "comm/bench/allreduce_bench.hpp"
 #include "comm/bootstrap.hpp"
@@ -38,16 +38,15 @@ Expected<std::vector<std::uint8_t>> dp_rank_body(comm::Engine& engine, const Ben
   actors::TroupeConfig actor_config;
   caf::actor_system system{actor_config};
   caf::scoped_actor worker{system};
+  actors::MailboxComm mailbox(worker.ptr());
   monitor::WorkProgress progress;
   std::unique_ptr<comm::Communicator> comm;
-  std::unique_ptr<actors::MailboxCollectives> collectives;
   compute::DataParallel dp;
   if (world > 1) {
     auto created = comm::Communicator::create(engine, comm::dp_group(comm::Grid{world, 1, 1}, rank));
     if (!created) return created.error();
     comm = std::move(*created);
-    collectives = std::make_unique<actors::MailboxCollectives>(worker.ptr(), *comm);
-    dp = actors::group_data_parallel(*collectives, progress, 0, compute::ParameterLayout(cfg).total());
+    dp = actors::group_data_parallel(mailbox, *comm, progress, 0, compute::ParameterLayout(cfg).total());
   }
   std::vector<std::uint16_t> stream(static_cast<std::size_t>(o.batch) * cfg.block_size * world * 4 + 1);
   for (std::size_t i = 0; i < stream.size(); ++i)

@@ -20,7 +20,7 @@
 #include "apps/job_identity.hpp"
 #include "apps/launch/local_host.hpp"
 #include "actors/data_parallel_hooks.hpp"
-#include "actors/mailbox_collectives.hpp"
+#include "actors/mailbox_comm.hpp"
 #include "apps/training_run.hpp"
 #include "comm/collectives.hpp"
 #include "comm/grid.hpp"
@@ -49,10 +49,10 @@ actors::node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data,
   if (!comm) return {-1, 1, comm.error().message};
   try {
     const std::int64_t parameters = compute::ParameterLayout(job.model).total();
-    actors::MailboxCollectives collectives(worker, **comm);
-    RunOutcome outcome =
-        run_training(job, backend, data,
-                     actors::group_data_parallel(collectives, progress, job.config.train.zero, parameters), progress);
+    actors::MailboxComm mailbox(worker);
+    RunOutcome outcome = run_training(
+        job, backend, data, actors::group_data_parallel(mailbox, **comm, progress, job.config.train.zero, parameters),
+        progress);
     return {-1, outcome.exit_code, outcome.reason};
   } catch (const actors::WorkStopped&) {
     throw;

@@ -1,0 +1,90 @@
+#include "actors/mailbox_comm.hpp"
+
+#include <optional>
+
+#include "actors/local_messages.hpp"
+
+namespace troupe::actors {
+
+comm::Callback MailboxComm::completion_message(Operation op) {
+  in_flight_.emplace(op, std::string{});
+  // Runs on the engine's progress thread: anon_send is thread-safe and never blocks it.
+  return [worker = caf::actor_cast<caf::actor>(self_), op](Status status) {
+    caf::anon_send(worker, comm_done_atom_v, comm_done_msg{op, status ? std::string{} : status.error().message});
+  };
+}
+
+MailboxComm::Operation MailboxComm::all_reduce(comm::Communicator& comm, compute::Tensor buffer) {
+  const Operation op = next_++;
+  comm.post_all_reduce(std::move(buffer), completion_message(op));
+  return op;
+}
+
+MailboxComm::Operation MailboxComm::reduce_scatter(comm::Communicator& comm, compute::Tensor buffer) {
+  const Operation op = next_++;
+  comm.post_reduce_scatter(std::move(buffer), completion_message(op));
+  return op;
+}
+
+MailboxComm::Operation MailboxComm::all_gather(comm::Communicator& comm, compute::Tensor buffer) {
+  const Operation op = next_++;
+  comm.post_all_gather(std::move(buffer), completion_message(op));
+  return op;
+}
+
+MailboxComm::Operation MailboxComm::send(comm::Engine& engine, int peer, const comm::MessageKey& key,
+                                         compute::Tensor buffer) {
+  const Operation op = next_++;
+  comm::Callback done = completion_message(op);
+  const void* data = buffer.data();
+  const auto bytes = static_cast<std::size_t>(buffer.nbytes());
+  // The callback holds the tensor, so its bytes outlive the transfer.
+  engine.post_send(peer, key, data, bytes, [keep = std::move(buffer), done = std::move(done)](Status s) { done(s); });
+  return op;
+}
+
+MailboxComm::Operation MailboxComm::recv(comm::Engine& engine, int peer, const comm::MessageKey& key,
+                                         compute::Tensor buffer) {
+  const Operation op = next_++;
+  comm::Callback done = completion_message(op);
+  void* data = buffer.data();
+  const auto bytes = static_cast<std::size_t>(buffer.nbytes());
+  engine.post_recv(peer, key, data, bytes, [keep = std::move(buffer), done = std::move(done)](Status s) { done(s); });
+  return op;
+}
+
+template <class Pending>
+void MailboxComm::receive_while(Pending pending) {
+  std::optional<std::string> stop_reason;
+  self_->receive_while([&] { return pending() && !stop_reason; })(
+      [&](comm_done_atom, const comm_done_msg& done) {
+        auto it = in_flight_.find(done.operation);
+        TROUPE_CHECK(it != in_flight_.end(), "completion of an operation not in flight");
+        in_flight_.erase(it);
+        finished_.emplace(done.operation, done.error);
+      },
+      [&](stop_atom, const stop_msg& stop) { stop_reason = stop.reason; });
+  // Thrown here, not from the handler, so CAF's receive loop is left normally.
+  if (stop_reason) throw WorkStopped(*stop_reason);
+}
+
+Status MailboxComm::wait(Operation op) {
+  receive_while([&] { return in_flight_.count(op) > 0; });
+  auto it = finished_.find(op);
+  TROUPE_CHECK(it != finished_.end(), "wait for an operation never posted or already waited for");
+  const std::string error = std::move(it->second);
+  finished_.erase(it);
+  if (error.empty()) return {};
+  return Error{error};
+}
+
+Status MailboxComm::wait_all() {
+  receive_while([&] { return !in_flight_.empty(); });
+  Status first_failure;
+  for (auto& [op, error] : finished_)
+    if (!error.empty() && first_failure) first_failure = Error{error};
+  finished_.clear();
+  return first_failure;
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,63 @@
+#pragma once
+// The data plane as a worker actor uses it: collectives and point-to-point transfers posted to
+// the comm engine, whose completions come back to the worker as messages (comm_done_msg in its
+// mailbox), as DESIGN.md's data plane has it. The engine's progress thread sends the message
+// when an operation ends; the worker — a blocking actor, so heavy compute never runs on a
+// scheduler thread — receives completions only when it needs a result, computing meanwhile.
+// Its mailbox also brings stop requests: a stop that arrives while the worker waits ends the
+// wait with WorkStopped.
+//
+// One MailboxComm per worker actor; used from the worker's thread only. Every posted tensor is
+// kept alive by its operation until the operation ends.
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+
+#include <caf/all.hpp>
+
+#include "comm/collectives.hpp"
+#include "comm/engine.hpp"
+#include "compute/expected.hpp"
+#include "compute/tensor.hpp"
+
+namespace troupe::actors {
+
+// The job asked this worker to stop while it waited (stop_msg's reason as what()).
+class WorkStopped : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class MailboxComm {
+ public:
+  using Operation = std::uint64_t;
+
+  explicit MailboxComm(caf::blocking_actor* self) : self_(self) {}
+
+  // Post and return at once.
+  Operation all_reduce(comm::Communicator& comm, compute::Tensor buffer);
+  Operation reduce_scatter(comm::Communicator& comm, compute::Tensor buffer);
+  Operation all_gather(comm::Communicator& comm, compute::Tensor buffer);
+  Operation send(comm::Engine& engine, int peer, const comm::MessageKey& key, compute::Tensor buffer);
+  Operation recv(comm::Engine& engine, int peer, const comm::MessageKey& key, compute::Tensor buffer);
+
+  // Receives completions until `op` is done; its outcome. Throws WorkStopped on a stop request.
+  Status wait(Operation op);
+  // The same for every operation posted so far; the first failure among them.
+  Status wait_all();
+
+ private:
+  comm::Callback completion_message(Operation op);
+  // Receives completions while `pending()` holds.
+  template <class Pending>
+  void receive_while(Pending pending);
+
+  caf::blocking_actor* self_;
+  Operation next_ = 1;
+  std::map<Operation, std::string> in_flight_;  // operation → empty
+  std::map<Operation, std::string> finished_;   // completed but not yet waited for → error text
+};
+
+}  // namespace troupe::actors
