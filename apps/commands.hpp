@@ -56,6 +56,23 @@ struct LaunchArgs {
 };
 int run_launch(const LaunchArgs& args, const ResolvedJob& job);
 int run_bench_compute(const BenchComputeOptions& options);
+
+// troupe schedule: generates a pipeline schedule, checks it, simulates it and reports memory,
+// makespan and bubble beside the closed form; optionally every stream and a Chrome trace.
+struct ScheduleOptions {
+  std::string kind;        // gpipe, 1f1b, interleaved
+  int stages = 0;          // p
+  int microbatches = 0;    // m
+  int virtual_stages = 1;  // v: model chunks per stage (interleaved only)
+  double forward = 1;      // cost units per forward of one chunk of one micro-batch
+  double backward = 2;     // cost units per backward of one chunk of one micro-batch
+  double latency = 0;      // cost units from posting a send to the data being usable
+  bool print = false;      // every stage's instruction stream
+  std::string trace;       // Chrome trace JSON path; empty: none
+};
+// The first problem with options as one line naming the option and its value.
+Status validate(const ScheduleOptions& options);
+int run_schedule(const ScheduleOptions& options);
 // The first problem with options (unknown model, count out of range) as a one-line error.
 Status validate(const BenchComputeOptions& options);
 

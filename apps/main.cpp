@@ -5,6 +5,8 @@
 //   troupe bench compute [--models tiny,small] [--batch 8] [--threads 1] [--steps 10] [--warmup 1]
 //   troupe bench allreduce [--processes 2,4] [--mib 1,16,64] [--iterations 15]
 //   troupe bench dp [--model small] [--batch 8] [--processes 2] [--steps 6]
+//   troupe schedule --kind gpipe|1f1b|interleaved --stages P --microbatches M [--virtual-stages V]
+//                   [--forward 1] [--backward 2] [--latency 0] [--print] [--trace FILE]
 //   troupe launch --hostfile FILE [--config FILE] [--section.name VALUE ...]
 //   troupe node   (started by launch)
 //
@@ -109,6 +111,12 @@ int bench_compute(const CLI::App& command, const BenchComputeOptions& options) {
   return run_bench_compute(options);
 }
 
+int schedule(const CLI::App& command, const ScheduleOptions& options) {
+  if (Status extras = reject_unknown_arguments(command); !extras) return fail(extras.error().message, exit_usage);
+  if (Status valid = validate(options); !valid) return fail(valid.error().message, exit_usage);
+  return run_schedule(options);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -205,6 +213,28 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
   dp_command->allow_extras();
+
+  ScheduleOptions schedule_options;
+  CLI::App* schedule_command = app.add_subcommand(
+      "schedule", "Generate, check and simulate a pipeline schedule: memory, makespan, bubble; optionally a trace.");
+  schedule_command->add_option("--kind", schedule_options.kind, "gpipe, 1f1b or interleaved")->required();
+  schedule_command->add_option("--stages", schedule_options.stages, "pipeline stages p")->required();
+  schedule_command->add_option("--microbatches", schedule_options.microbatches, "micro-batches per step m")->required();
+  schedule_command
+      ->add_option("--virtual-stages", schedule_options.virtual_stages, "model chunks per stage v (interleaved only)")
+      ->capture_default_str();
+  schedule_command->add_option("--forward", schedule_options.forward, "cost units per forward of one chunk")
+      ->capture_default_str();
+  schedule_command->add_option("--backward", schedule_options.backward, "cost units per backward of one chunk")
+      ->capture_default_str();
+  schedule_command->add_option("--latency", schedule_options.latency, "cost units from a send to its data arriving")
+      ->capture_default_str();
+  schedule_command->add_flag("--print", schedule_options.print, "print every stage's instruction stream");
+  schedule_command
+      ->add_option("--trace", schedule_options.trace,
+                   "write the simulated timeline as Chrome trace JSON (1 cost unit = 1 ms)")
+      ->type_name("FILE");
+  schedule_command->allow_extras();
   // Set after the subcommands are added, which would otherwise inherit it.
   app.footer("Run 'troupe COMMAND --help' for a command's options; 'troupe train --help' lists every config key.");
 
@@ -222,6 +252,7 @@ int main(int argc, char** argv) {
       return with_job(*launch_command, launch_config, [&](const ResolvedJob& job) { return run_launch(launch_args, job); });
     if (node_command->parsed())
       return with_job(*node_command, node_config, [&](const ResolvedJob& job) { return run_node(node_args, job); });
+    if (schedule_command->parsed()) return schedule(*schedule_command, schedule_options);
     if (Status chosen = require_subcommand(*bench_command); !chosen) return fail(chosen.error().message, exit_usage);
     if (allreduce_command->parsed()) {
       if (Status extras = reject_unknown_arguments(*allreduce_command); !extras)
