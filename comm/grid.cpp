@@ -57,4 +57,15 @@ Group dp_group(const Grid& grid, int rank) { return axis_group(grid, rank, dp_gr
 Group pp_group(const Grid& grid, int rank) { return axis_group(grid, rank, pp_group_id, &GridCoord::pp, &Grid::pp); }
 Group tp_group(const Grid& grid, int rank) { return axis_group(grid, rank, tp_group_id, &GridCoord::tp, &Grid::tp); }
 
+Group embedding_group(const Grid& grid, int rank) {
+  GridCoord c = grid_coord(grid, rank);
+  TROUPE_CHECK(grid.pp >= 2 && (c.pp == 0 || c.pp == grid.pp - 1), "embedding group of a middle stage");
+  Group group{embedding_group_id, {}};
+  for (int stage : {0, grid.pp - 1}) {
+    c.pp = stage;
+    group.ranks.push_back(grid_rank(grid, c));
+  }
+  return group;
+}
+
 }  // namespace troupe::comm

@@ -7,7 +7,7 @@
 //
 // A rank's dp group holds the ranks that differ from it only in dp (same stage, same shard),
 // and so on. Groups along different axes never share two ranks, so each axis has one group
-// id (world 0, dp 1, pp 2, tp 3) however many groups it has. Pure functions, no engine.
+// id (world 0, dp 1, pp 2, tp 3; the embedding pairs 4) however many groups it has. Pure functions, no engine.
 
 #include <string>
 
@@ -20,6 +20,7 @@ inline constexpr std::uint16_t world_group_id = 0;
 inline constexpr std::uint16_t dp_group_id = 1;
 inline constexpr std::uint16_t pp_group_id = 2;
 inline constexpr std::uint16_t tp_group_id = 3;
+inline constexpr std::uint16_t embedding_group_id = 4;
 
 struct Grid {
   int dp = 1;
@@ -48,5 +49,8 @@ Group world_group(const Grid& grid);
 Group dp_group(const Grid& grid, int rank);
 Group pp_group(const Grid& grid, int rank);
 Group tp_group(const Grid& grid, int rank);
+// The first and last pipeline stage of rank's replica, which share the tied embedding's
+// gradient (pp >= 2; rank must be one of them).
+Group embedding_group(const Grid& grid, int rank);
 
 }  // namespace troupe::comm

@@ -4,11 +4,11 @@
 
 namespace troupe::compute {
 
-AdamW::AdamW(Backend& backend, const ParameterLayout& layout, DType dtype, AdamWOptions options, std::int64_t begin,
-             std::int64_t end)
+AdamW::AdamW(Backend& backend, std::span<const ParameterView> views, std::int64_t total, DType dtype,
+             AdamWOptions options, std::int64_t begin, std::int64_t end)
     : backend_(backend), options_(options), begin_(begin) {
-  TROUPE_CHECK(0 <= begin && begin <= end && end <= layout.total(), "AdamW range");
-  for (const auto& v : layout.views()) {
+  TROUPE_CHECK(0 <= begin && begin <= end && end <= total, "AdamW range");
+  for (const auto& v : views) {
     std::int64_t lo = std::max(begin, v.offset), hi = std::min(end, v.offset + v.numel());
     if (lo < hi) segments_.push_back({lo, hi - lo, v.decay});
   }

@@ -5,6 +5,7 @@
 // rank's shard under ZeRO. Views that cross the range edges are clipped to it.
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "compute/backend.hpp"
@@ -21,8 +22,13 @@ struct AdamWOptions {
 
 class AdamW {
  public:
+  // `views` place the parameters in a flat buffer of `total` elements (a model's layout, or a
+  // pipeline stage's own buffer).
+  AdamW(Backend& backend, std::span<const ParameterView> views, std::int64_t total, DType dtype, AdamWOptions options,
+        std::int64_t begin, std::int64_t end);
   AdamW(Backend& backend, const ParameterLayout& layout, DType dtype, AdamWOptions options, std::int64_t begin,
-        std::int64_t end);
+        std::int64_t end)
+      : AdamW(backend, layout.views(), layout.total(), dtype, options, begin, end) {}
   AdamW(Backend& backend, const ParameterLayout& layout, DType dtype, AdamWOptions options)
       : AdamW(backend, layout, dtype, options, 0, layout.total()) {}
 

@@ -101,3 +101,11 @@ TEST_CASE("ring chunks grow so an operation never needs more message indices tha
     }
   }
 }
+
+TEST_CASE("the embedding group pairs the first and last stage of one replica", "[grid]") {
+  const Grid grid{2, 3, 1};  // rank = dp + 2 * pp
+  const Group g = embedding_group(grid, 5);  // dp 1, pp 2
+  CHECK(g.id == embedding_group_id);
+  CHECK(g.ranks == std::vector<int>{1, 5});
+  CHECK(embedding_group(grid, 0).ranks == std::vector<int>{0, 4});
+}
