@@ -19,6 +19,7 @@ using T = TrainOptions;
 using D = DataOptions;
 using S = SampleOptions;
 using F = FaultOptions;
+using P = PipelineOptions;
 
 constexpr ConfigKey keys[] = {
     {"model.preset", "architecture preset: tiny, small or gpt2; the model keys below override it",
@@ -62,6 +63,14 @@ constexpr ConfigKey keys[] = {
     {"sample.temperature", "sampling temperature", field<&J::sample, &S::temperature>},
     {"sample.top_k", "sample among the k most likely tokens; 0 = all", field<&J::sample, &S::top_k>},
     {"sample.prompt", "text the sample continues", field<&J::sample, &S::prompt>},
+
+    {"pipeline.stages", "pipeline stages p per data-parallel replica; 1 = no pipeline (workers = dp x p)",
+     field<&J::pipeline, &P::stages>},
+    {"pipeline.microbatches", "micro-batches m per step, each of train.batch_size sequences",
+     field<&J::pipeline, &P::microbatches>},
+    {"pipeline.schedule", "gpipe, 1f1b or interleaved", field<&J::pipeline, &P::schedule>},
+    {"pipeline.virtual_stages", "model chunks v per stage; more than 1 only with the interleaved schedule",
+     field<&J::pipeline, &P::virtual_stages>},
 
     {"fault.heartbeat_seconds", "seconds between a node's heartbeats to the job", field<&J::fault, &F::heartbeat_seconds>},
     {"fault.heartbeat_timeout", "seconds of silence after which a node counts as hung or stopped",

@@ -55,6 +55,14 @@ struct SampleOptions {
   std::string prompt = "\n";
 };
 
+// Pipeline parallelism: the workers form pipelines of `stages` ranks (world = dp × stages).
+struct PipelineOptions {
+  int stages = 1;                 // p; 1 = no pipeline
+  int microbatches = 4;           // m per optimizer step, each of train.batch_size sequences
+  std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved
+  int virtual_stages = 1;         // v model chunks per stage (interleaved only)
+};
+
 // How a multi-process job notices a hung node or worker (the job supervisor's watchdog).
 struct FaultOptions {
   double heartbeat_seconds = 1;   // each node's heartbeat period
@@ -67,6 +75,7 @@ struct JobConfig {
   TrainOptions train;
   DataOptions data;
   SampleOptions sample;
+  PipelineOptions pipeline;
   FaultOptions fault;
 };
 

@@ -79,6 +79,10 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
   auto token = new_job_token();
   if (!token) return fail(token.error().message, 1);
   const launch::RankPlan plan = launch::plan_ranks(*hosts, launch::this_host_name());
+  if (const int stages = job.config.pipeline.stages; plan.world_size % stages != 0)
+    return fail("pipeline.stages " + std::to_string(stages) + " does not divide the job's " +
+                    std::to_string(plan.world_size) + " workers (workers = data-parallel replicas x stages)",
+                2);
 
   auto milliseconds = [](double seconds) { return std::chrono::milliseconds(std::lround(seconds * 1000)); };
   actors::JobPlan job_plan{*token,

@@ -21,11 +21,15 @@
 #include "apps/launch/local_host.hpp"
 #include "actors/data_parallel_hooks.hpp"
 #include "actors/mailbox_comm.hpp"
+#include "actors/pipeline_trainer.hpp"
 #include "apps/training_run.hpp"
 #include "comm/collectives.hpp"
 #include "comm/grid.hpp"
 #include "compute/model/parameter_layout.hpp"
+#include "compute/model/stage_split.hpp"
 #include "monitor/log.hpp"
+#include "schedules/checker.hpp"
+#include "schedules/generate.hpp"
 
 namespace troupe::apps {
 namespace {
@@ -33,6 +37,60 @@ namespace {
 int env_int(const char* name, int fallback) {
   const char* value = std::getenv(name);
   return value ? std::atoi(value) : fallback;
+}
+
+// This rank's stage of a pipeline (grid.pp > 1), as the job's schedule has it.
+RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, compute::Backend& backend,
+                                comm::Engine& engine, const comm::Grid& grid, comm::Communicator& dp,
+                                actors::MailboxComm& mailbox, monitor::WorkProgress& progress) {
+  const PipelineOptions& p = job.config.pipeline;
+  const int rank = engine.rank();
+  const comm::GridCoord coord = comm::grid_coord(grid, rank);
+  auto kind = schedules::parse_schedule_kind(p.schedule);
+  auto schedule = kind ? schedules::generate_schedule(*kind, p.stages, p.microbatches, p.virtual_stages)
+                       : Expected<schedules::Schedule>(kind.error());
+  if (!schedule) return {2, schedule.error().message};
+  auto report = schedules::check_schedule(*schedule);
+  TROUPE_CHECK(report.ok(), report ? "" : report.error().message);
+  auto pp = comm::Communicator::create(engine, comm::pp_group(grid, rank));
+  if (!pp) return {1, pp.error().message};
+  std::unique_ptr<comm::Communicator> embedding;
+  if (coord.pp == 0 || coord.pp == grid.pp - 1) {
+    auto created = comm::Communicator::create(engine, comm::embedding_group(grid, rank));
+    if (!created) return {1, created.error().message};
+    embedding = std::move(*created);
+  }
+  if (rank == 0) {
+    auto split = p.virtual_stages > 1 ? compute::split_layers_interleaved(job.model, p.stages, p.virtual_stages)
+                                      : compute::split_layers(job.model, p.stages);
+    std::string text;
+    for (std::size_t vs = 0; vs < split->size(); ++vs) {
+      const compute::StageLayers& l = (*split)[vs];
+      text += fmt::format("{}stage {}{}: blocks {}-{} ({:.2f}M parameters)", vs ? "; " : "",
+                          schedule->stage_of(static_cast<int>(vs)),
+                          p.virtual_stages > 1 ? fmt::format(" chunk {}", schedule->chunk_of(static_cast<int>(vs))) : "",
+                          l.first_layer, l.last_layer - 1, l.params / 1e6);
+    }
+    monitor::logger("train")->info("pipeline split by parameters: {}", text);
+  }
+  actors::PipelineSetup setup{job.model, *schedule, report->peak_stashed[static_cast<std::size_t>(coord.pp)], grid,
+                              rank, trainer_options(job)};
+  actors::PipelineTrainer trainer(std::move(setup), backend, {engine, dp, **pp, embedding.get()}, mailbox, progress,
+                                  data.train, data.val);
+  TrainingLoop loop;
+  loop.step = [&] { return trainer.step(); };
+  loop.evaluate = [&](int batches) { return trainer.evaluate(batches); };
+  loop.param_norm = [&] { return trainer.param_norm(); };
+  loop.tokens_per_step = trainer.tokens_per_step();
+  loop.layout = fmt::format("{} x {} pipeline, {} micro-batches of {} x seq {}; stage {} holds {} activations at most",
+                            grid.dp, p.schedule, p.microbatches, job.config.train.batch_size, job.config.train.seq_len,
+                            coord.pp, report->peak_stashed[static_cast<std::size_t>(coord.pp)]);
+  RunOutcome outcome = drive_training(job, data, backend.name(), loop, rank == 0, progress);
+  const std::vector<int> peaks = trainer.peak_stashed_measured();
+  if (rank == 0)
+    monitor::logger("train")->info("activations held at most, by stage: {} (the schedule checker's bound: {})",
+                                   fmt::join(peaks, " "), fmt::join(report->peak_stashed, " "));
+  return outcome;
 }
 
 actors::node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute::Backend& backend,
@@ -44,15 +102,21 @@ actors::node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data,
     if (Status s = engine.connect(node.first_rank, node.comm_address.bytes); !s)
       return {-1, 1, "cannot connect to rank " + std::to_string(node.first_rank) + ": " + s.error().message};
   }
-  comm::Grid grid{start.world_size, 1, 1};
-  auto comm = comm::Communicator::create(engine, comm::dp_group(grid, rank));
-  if (!comm) return {-1, 1, comm.error().message};
+  const int stages = job.config.pipeline.stages;
+  if (start.world_size % stages != 0)
+    return {-1, 2, "pipeline.stages " + std::to_string(stages) + " does not divide the " +
+                       std::to_string(start.world_size) + " workers"};
+  const comm::Grid grid{start.world_size / stages, stages, 1};
+  auto dp = comm::Communicator::create(engine, comm::dp_group(grid, rank));
+  if (!dp) return {-1, 1, dp.error().message};
   try {
-    const std::int64_t parameters = compute::ParameterLayout(job.model).total();
     actors::MailboxComm mailbox(worker);
-    RunOutcome outcome = run_training(
-        job, backend, data, actors::group_data_parallel(mailbox, **comm, progress, job.config.train.zero, parameters),
-        progress);
+    RunOutcome outcome = stages == 1 ? run_training(job, backend, data,
+                                                    actors::group_data_parallel(
+                                                        mailbox, **dp, progress, job.config.train.zero,
+                                                        compute::ParameterLayout(job.model).total()),
+                                                    progress)
+                                     : train_pipeline_stage(job, data, backend, engine, grid, **dp, mailbox, progress);
     return {-1, outcome.exit_code, outcome.reason};
   } catch (const actors::WorkStopped&) {
     throw;

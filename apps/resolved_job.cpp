@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "apps/config_value.hpp"
+#include "compute/model/stage_split.hpp"
+#include "schedules/generate.hpp"
 
 namespace troupe::apps {
 namespace {
@@ -91,6 +93,21 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
   if (s.top_k < 0) return "sample.top_k must not be negative (0 = all tokens), got " + str(s.top_k);
   if (s.top_k > model.vocab_size)
     return "sample.top_k " + str(s.top_k) + " exceeds model.vocab_size " + str(model.vocab_size);
+
+  const PipelineOptions& p = c.pipeline;
+  auto kind = schedules::parse_schedule_kind(p.schedule);
+  if (!kind) return "pipeline.schedule: " + kind.error().message;
+  if (Status shape = schedules::check_schedule_shape(*kind, p.stages, p.microbatches, p.virtual_stages); !shape)
+    return "pipeline: " + shape.error().message;
+  if (p.stages > 1 || p.virtual_stages > 1) {
+    auto split = p.virtual_stages > 1 ? compute::split_layers_interleaved(model, p.stages, p.virtual_stages)
+                                      : compute::split_layers(model, p.stages);
+    if (!split) return "pipeline: " + split.error().message;
+    if (t.zero != 0) return "train.zero " + str(t.zero) + " is not supported with pipeline.stages > 1 yet; use 0";
+    if (t.grad_accum != 1)
+      return "train.grad_accum must be 1 with pipeline.stages > 1 (pipeline.microbatches accumulates), got " +
+             str(t.grad_accum);
+  }
 
   const FaultOptions& f = c.fault;
   if (!(f.heartbeat_seconds > 0)) return "fault.heartbeat_seconds must be positive, got " + str(f.heartbeat_seconds);

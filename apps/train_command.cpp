@@ -11,6 +11,11 @@ namespace troupe::apps {
 
 int run_train(const ResolvedJob& job) {
   monitor::set_identity(0, "trainer");
+  if (const int stages = job.config.pipeline.stages; stages > 1) {
+    std::fprintf(stderr, "troupe: error: pipeline.stages %d needs a worker per stage: add --workers %d (or a multiple)\n",
+                 stages, stages);
+    return 2;
+  }
   auto backend = compute::make_backend(job.config.train.backend, job.config.train.threads);
   if (!backend) {
     std::fprintf(stderr, "troupe: error: %s\n", backend.error().message.c_str());

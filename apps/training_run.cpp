@@ -25,6 +25,8 @@ std::string format_duration(double seconds) {
   return fmt::format("{}s", s);
 }
 
+}  // namespace
+
 compute::TrainerOptions trainer_options(const ResolvedJob& job) {
   const TrainOptions& t = job.config.train;
   compute::TrainerOptions o;
@@ -37,6 +39,8 @@ compute::TrainerOptions trainer_options(const ResolvedJob& job) {
   o.seed = t.seed;
   return o;
 }
+
+namespace {
 
 void print_sample(compute::GPT& model, const ResolvedJob& job, spdlog::logger& log) {
   const SampleOptions& s = job.config.sample;
@@ -54,32 +58,24 @@ void print_sample(compute::GPT& model, const ResolvedJob& job, spdlog::logger& l
 
 }  // namespace
 
-RunOutcome run_training(const ResolvedJob& job, compute::Backend& backend, const JobData& data,
-                        compute::DataParallel data_parallel, monitor::WorkProgress& progress) {
-  const bool reports = data_parallel.rank == 0;
+RunOutcome drive_training(const ResolvedJob& job, const JobData& data, const std::string& backend_name,
+                          TrainingLoop& loop, bool reports, monitor::WorkProgress& progress) {
   auto log_ptr = monitor::logger("train");
   spdlog::logger& log = *log_ptr;
   if (!reports) log.set_level(spdlog::level::warn);
   const TrainOptions& t = job.config.train;
   const compute::GPTConfig& m = job.model;
-
-  compute::GPT model(m, backend);
-  model.init_parameters(t.seed);
-  compute::TrainerOptions options = trainer_options(job);
-  const int ranks = data_parallel.size;
-  options.data_parallel = std::move(data_parallel);
-  compute::Trainer trainer(model, options, data.train, data.val);
   log.info("model: {} layers, {} embd, {} heads, block {}, vocab {} (padded {}), {:.2f}M parameters", m.n_layer,
-           m.n_embd, m.n_head, m.block_size, m.vocab_size, m.padded_vocab_size, model.layout().total() / 1e6);
+           m.n_embd, m.n_head, m.block_size, m.vocab_size, m.padded_vocab_size,
+           compute::ParameterLayout(m).total() / 1e6);
   log.info("data: {}", data.description);
-  log.info("training {} steps of {} tokens ({} rank(s) x batch {} x seq {} x accum {}) on {} with {} thread(s) each",
-           t.steps, trainer.tokens_per_step(), ranks, t.batch_size, t.seq_len, t.grad_accum, backend.name(),
-           t.threads == 0 ? std::string("all") : std::to_string(t.threads));
+  log.info("training {} steps of {} tokens ({}) on {} with {} thread(s) each", t.steps, loop.tokens_per_step,
+           loop.layout, backend_name, t.threads == 0 ? std::string("all") : std::to_string(t.threads));
 
   auto validate_now = [&](long step) {
     progress.begin(fmt::format("validation after step {}", step));
     auto start = Clock::now();
-    double val = trainer.evaluate(t.val_batches);
+    double val = loop.evaluate(t.val_batches);
     progress.unit_done();
     double secs = std::chrono::duration<double>(Clock::now() - start).count();
     log.info("step {:>5}/{} | val loss {:.4f} ({} batches, {:.1f}s)", step, t.steps, val, t.val_batches, secs);
@@ -91,7 +87,7 @@ RunOutcome run_training(const ResolvedJob& job, compute::Backend& backend, const
   for (long s = 0; s < t.steps; ++s) {
     progress.begin(fmt::format("step {}", s + 1));
     auto start = Clock::now();
-    compute::StepResult r = trainer.step();
+    compute::StepResult r = loop.step();
     progress.step_done(s + 1);
     double secs = std::chrono::duration<double>(Clock::now() - start).count();
     train_seconds += secs;
@@ -102,7 +98,7 @@ RunOutcome run_training(const ResolvedJob& job, compute::Backend& backend, const
     if (t.log_every > 0 && (done % t.log_every == 0 || done == t.steps)) {
       double eta = train_seconds / static_cast<double>(done) * static_cast<double>(t.steps - done);
       log.info("step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} tok/s | {:.0f} ms | ETA {}", done,
-               t.steps, r.loss, r.lr, r.grad_norm, static_cast<double>(trainer.tokens_per_step()) / secs,
+               t.steps, r.loss, r.lr, r.grad_norm, static_cast<double>(loop.tokens_per_step) / secs,
                secs * 1e3, format_duration(eta));
     }
     if (t.val_every > 0 && done % t.val_every == 0 && done != t.steps) validate_now(done);
@@ -113,10 +109,35 @@ RunOutcome run_training(const ResolvedJob& job, compute::Backend& backend, const
   log.info(
       "done: {} steps in {} | {:.0f} tok/s while training | final train loss {:.4f} | final val loss {:.4f} | "
       "param norm {:.9g}",
-      t.steps, format_duration(wall), static_cast<double>(trainer.tokens_per_step() * t.steps) / train_seconds,
-      last_loss, last_val, std::sqrt(backend.sum_of_squares(model.params())));
-  if (reports && job.config.sample.tokens > 0) print_sample(model, job, log);
+      t.steps, format_duration(wall), static_cast<double>(loop.tokens_per_step * t.steps) / train_seconds,
+      last_loss, last_val, loop.param_norm());
+  if (reports && job.config.sample.tokens > 0) {
+    if (loop.whole_model != nullptr)
+      print_sample(*loop.whole_model, job, log);
+    else
+      log.info("no sample: no rank holds the whole model (pipeline.stages > 1)");
+  }
   return {};
+}
+
+RunOutcome run_training(const ResolvedJob& job, compute::Backend& backend, const JobData& data,
+                        compute::DataParallel data_parallel, monitor::WorkProgress& progress) {
+  const TrainOptions& t = job.config.train;
+  compute::GPT model(job.model, backend);
+  model.init_parameters(t.seed);
+  compute::TrainerOptions options = trainer_options(job);
+  const bool reports = data_parallel.rank == 0;
+  const int ranks = data_parallel.size;
+  options.data_parallel = std::move(data_parallel);
+  compute::Trainer trainer(model, options, data.train, data.val);
+  TrainingLoop loop;
+  loop.step = [&] { return trainer.step(); };
+  loop.evaluate = [&](int batches) { return trainer.evaluate(batches); };
+  loop.param_norm = [&] { return std::sqrt(backend.sum_of_squares(model.params())); };
+  loop.tokens_per_step = trainer.tokens_per_step();
+  loop.layout = fmt::format("{} rank(s) x batch {} x seq {} x accum {}", ranks, t.batch_size, t.seq_len, t.grad_accum);
+  loop.whole_model = &model;
+  return drive_training(job, data, backend.name(), loop, reports, progress);
 }
 
 }  // namespace troupe::apps
