@@ -1,5 +1,6 @@
 #include "actors/pipeline_trainer.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -17,6 +18,11 @@ using schedules::Op;
 // batch's; they keep one step's or batch's messages apart from the next one's.
 constexpr std::uint16_t evaluation_sequence_bit = 0x8000;
 constexpr std::uint16_t gradient_index_bit = 0x8000;
+
+// One clock for every process on the machine (CLOCK_MONOTONIC), so their traces line up.
+double now_us() {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 }  // namespace
 
@@ -64,11 +70,32 @@ std::int64_t PipelineTrainer::tokens_per_step() const {
   return std::int64_t{o.batch_size} * o.seq_len * setup_.schedule.microbatches * setup_.grid.dp;
 }
 
+void PipelineTrainer::record_into(monitor::TraceRecorder& recorder) {
+  trace_ = &recorder;
+  recorder.name_process(replica_, "replica " + std::to_string(replica_));
+  recorder.name_track({replica_, stage_}, "stage " + std::to_string(stage_) + " (rank " + std::to_string(setup_.rank) + ")");
+}
+
+void PipelineTrainer::trace(const char* category, std::string name, double start_us,
+                            const schedules::Instruction* ins) {
+  if (trace_ == nullptr) return;
+  monitor::TraceArgs args{{"step", std::to_string(steps_)}};
+  if (ins != nullptr) {
+    args.emplace_back("microbatch", std::to_string(ins->microbatch));
+    args.emplace_back("chunk", std::to_string(ins->chunk));
+  }
+  trace_->add_complete({replica_, stage_}, std::move(name), category, start_us, now_us() - start_us, std::move(args));
+}
+
 int PipelineTrainer::rank_of_stage(int stage) const { return comm::grid_rank(setup_.grid, {replica_, stage, 0}); }
 
 void PipelineTrainer::wait(MailboxComm::Operation op, const std::string& what) {
-  auto waiting = progress_.wait_for(what);
-  if (Status s = mailbox_.wait(op); !s) throw std::runtime_error(s.error().message);
+  const double start = now_us();
+  {
+    auto waiting = progress_.wait_for(what);
+    if (Status s = mailbox_.wait(op); !s) throw std::runtime_error(s.error().message);
+  }
+  trace("wait", "wait for " + what, start);
 }
 
 comm::MessageKey PipelineTrainer::key_of(const schedules::Instruction& instruction) const {
@@ -90,6 +117,29 @@ int PipelineTrainer::take_slot(Chunk& chunk) {
   return slot;
 }
 
+// "F3", or "F3.1" for chunk 1: the names troupe schedule gives the simulated ops.
+std::string PipelineTrainer::op_name(char kind, const schedules::Instruction& ins) const {
+  std::string name = kind + std::to_string(ins.microbatch);
+  if (setup_.schedule.chunks > 1) name += "." + std::to_string(ins.chunk);
+  return name;
+}
+
+// "the gradient of micro-batch 3 for stage 0 chunk 1, from stage 1 (rank 5)": what a stuck
+// stage waits for, as the watchdog reports it.
+std::string PipelineTrainer::arrival_text(const char* what, const schedules::Instruction& ins, int from_rank) const {
+  return std::string("the ") + what + " of micro-batch " + std::to_string(ins.microbatch) + " for stage " +
+         std::to_string(stage_) + " chunk " + std::to_string(ins.chunk) + ", from stage " + std::to_string(comm::grid_coord(setup_.grid, from_rank).pp) +
+         " (rank " + std::to_string(from_rank) + ")";
+}
+
+void PipelineTrainer::post_receive(const schedules::Instruction& ins) {
+  const compute::TrainerOptions& o = setup_.options;
+  compute::Tensor buffer = compute::Tensor::zeros({o.batch_size, o.seq_len, setup_.model.n_embd}, compute::DType::f32);
+  const int from = rank_of_stage(ins.peer);
+  const auto op = mailbox_.recv(groups_.engine, from, key_of(ins), buffer);
+  arriving_[{ins.microbatch, ins.chunk * 2 + (ins.op == Op::recv_grad ? 1 : 0)}] = {op, buffer, from};
+}
+
 void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
   const schedules::Schedule& s = setup_.schedule;
   Chunk& chunk = chunks_[static_cast<std::size_t>(ins.chunk)];
@@ -100,26 +150,21 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
   const compute::TrainerOptions& o = setup_.options;
   switch (ins.op) {
     case Op::recv_act:
-    case Op::recv_grad: {
-      compute::Tensor buffer =
-          compute::Tensor::zeros({o.batch_size, o.seq_len, setup_.model.n_embd}, compute::DType::f32);
-      const int from = rank_of_stage(ins.peer);
-      const auto op = mailbox_.recv(groups_.engine, from, key_of(ins), buffer);
-      arriving_[{ins.microbatch, ins.chunk * 2 + (ins.op == Op::recv_grad ? 1 : 0)}] = {op, buffer, from};
-      break;
-    }
+    case Op::recv_grad:
+      break;  // posted when the step began
     case Op::forward: {
       const int slot = take_slot(chunk);
       slot_of_[here] = slot;
       compute::Tensor input = inputs_[static_cast<std::size_t>(ins.microbatch)];
       if (vs > 0) {
         InFlight arrival = arriving_.extract({ins.microbatch, ins.chunk * 2}).mapped();
-        wait(arrival.op, "the activations of micro-batch " + std::to_string(ins.microbatch) + " for chunk " +
-                             std::to_string(ins.chunk) + " from rank " + std::to_string(arrival.from_rank));
+        wait(arrival.op, arrival_text("activations", ins, arrival.from_rank));
         input = arrival.buffer;
       }
+      const double start = now_us();
       const double loss =
           stage.forward(slot, input, last ? targets_[static_cast<std::size_t>(ins.microbatch)] : compute::Tensor{});
+      trace("forward", op_name('F', ins), start, &ins);
       if (last) loss_sum += loss;
       peak_in_use_ = std::max(peak_in_use_, ++in_use_);
       break;
@@ -127,6 +172,7 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
     case Op::send_act: {
       const int slot = slot_of_.at(here);
       const auto op = mailbox_.send(groups_.engine, rank_of_stage(ins.peer), key_of(ins), stage.output(slot));
+      trace("transfer", "send_act", now_us(), &ins);
       chunk.slot_sends[static_cast<std::size_t>(slot)].push_back(op);
       break;
     }
@@ -135,11 +181,12 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
       compute::Tensor output_grad;
       if (!last) {
         InFlight arrival = arriving_.extract({ins.microbatch, ins.chunk * 2 + 1}).mapped();
-        wait(arrival.op, "the gradient of micro-batch " + std::to_string(ins.microbatch) + " for chunk " +
-                             std::to_string(ins.chunk) + " from rank " + std::to_string(arrival.from_rank));
+        wait(arrival.op, arrival_text("gradient", ins, arrival.from_rank));
         output_grad = arrival.buffer;
       }
+      const double start = now_us();
       stage.backward(slot, output_grad, 1.0 / (static_cast<double>(s.microbatches) * setup_.grid.dp));
+      trace("backward", op_name('B', ins), start, &ins);
       --in_use_;
       if (vs == 0) {  // nothing to send: the slot is free now
         chunk.free_slots.push_back(slot);
@@ -149,8 +196,14 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
     }
     case Op::send_grad: {
       const int slot = slot_of_.at(here);
-      const auto op = mailbox_.send(groups_.engine, rank_of_stage(ins.peer), key_of(ins), stage.input_grad(slot));
-      chunk.slot_sends[static_cast<std::size_t>(slot)].push_back(op);
+      // A copy goes out, so the slot is free at once: a large send completes only once the
+      // receiver has posted its receive, which in 1F1B comes after the receiver's next forward,
+      // and this stage's next forward needs the slot before then.
+      compute::Tensor input_grad = stage.input_grad(slot);
+      compute::Tensor outgoing = backend_.zeros(input_grad.shape(), input_grad.dtype());
+      backend_.copy(outgoing, input_grad);
+      mailbox_.send(groups_.engine, rank_of_stage(ins.peer), key_of(ins), outgoing);
+      trace("transfer", "send_grad", now_us(), &ins);
       chunk.free_slots.push_back(slot);
       slot_of_.erase(here);
       break;
@@ -209,8 +262,14 @@ compute::StepResult PipelineTrainer::step() {
     compute::fill_batch(inputs_[j].data_as<std::int32_t>(), targets_[j].data_as<std::int32_t>(), train_tokens_,
                         sampler_, first, o.batch_size);
   }
+  // Every receive of the step is posted now, whatever its place in the stream: a large message
+  // moves only once its receive is posted, and a sender must not stall on a receiver that is
+  // still computing. The stream's order still decides when each compute waits for its input.
+  for (const schedules::Instruction& ins : s.streams[static_cast<std::size_t>(stage_)])
+    if (ins.op == Op::recv_act || ins.op == Op::recv_grad) post_receive(ins);
   double loss_sum = 0;
   for (const schedules::Instruction& ins : s.streams[static_cast<std::size_t>(stage_)]) {
+    const double start = now_us();
     if (ins.op == Op::reduce_grads) {
       reduce_gradients();
       for (Chunk& chunk : chunks_)
@@ -219,8 +278,10 @@ compute::StepResult PipelineTrainer::step() {
       result.loss = setup_.grid.dp > 1 ? sum_over(groups_.dp, loss, "the loss sum") / setup_.grid.dp : loss;
       result.grad_norm = std::sqrt(sum_over(groups_.pp, own_sum_of_squares(true), "the gradient norm"));
       for (Chunk& chunk : chunks_) compute::scale_to_norm(backend_, chunk.stage->grads(), result.grad_norm, o.grad_clip);
+      trace("step", "reduce_grads", start);
     } else if (ins.op == Op::optimizer_step) {
       for (Chunk& chunk : chunks_) chunk.optimizer->step(chunk.stage->params(), chunk.stage->grads(), result.lr);
+      trace("step", "optimizer_step", start);
     } else {
       run(ins, loss_sum);
     }

@@ -2,9 +2,10 @@
 // One rank's share of pipeline-parallel (× data-parallel) training: it holds the model chunks
 // of its pipeline stage and executes that stage's instruction stream (schedules/) for every
 // step — the stream decides, this only executes. Activations and their gradients travel as
-// point-to-point messages through the comm engine, posted as soon as the stream names them and
-// completing as messages in the worker's mailbox; a forward or backward waits only for its own
-// input (the model docs/schedules.md's simulator assumes).
+// point-to-point messages through the comm engine, completing as messages in the worker's
+// mailbox: every receive of a step is posted when the step begins (a large message moves only
+// once its receive is posted), each send when the stream names it, and a forward or backward
+// waits only for its own input (the model docs/schedules.md's simulator assumes).
 //
 // Step: the stream's forwards and backwards over m micro-batches (micro-batch j of data replica
 // d reads the global samples ((step·m + j)·dp + d)·B + [0, B), what one process with batch
@@ -27,6 +28,7 @@
 #include "compute/model/gpt_stage.hpp"
 #include "compute/optim/adamw.hpp"
 #include "compute/train/trainer.hpp"
+#include "monitor/trace.hpp"
 #include "monitor/work_progress.hpp"
 #include "schedules/schedule.hpp"
 
@@ -62,6 +64,10 @@ class PipelineTrainer {
   // Norm of the whole model's parameters (each once), on every rank.
   double param_norm();
   std::int64_t tokens_per_step() const;
+  // From now on every op of this stage — forward and backward spans, waits for a message,
+  // sends posted, reduce and optimizer — goes into `recorder` as a Chrome trace event on the
+  // track (pid replica, tid stage), timed by the machine's monotonic clock in microseconds.
+  void record_into(monitor::TraceRecorder& recorder);
   // Most micro-batch activations (chunks' slots in use) each stage of this pipeline held at
   // once over all steps so far, by stage; every rank of the pipeline gets the same list.
   std::vector<int> peak_stashed_measured();
@@ -79,6 +85,7 @@ class PipelineTrainer {
     int from_rank = 0;
   };
 
+  void post_receive(const schedules::Instruction& instruction);
   void run(const schedules::Instruction& instruction, double& loss_sum);
   void reduce_gradients();
   int take_slot(Chunk& chunk);
@@ -88,6 +95,9 @@ class PipelineTrainer {
   // Sum of squares of this stage's parameters or gradients, the embedding copy left out.
   double own_sum_of_squares(bool gradients);
   double sum_over(comm::Communicator& group, double value, const char* what);
+  std::string op_name(char kind, const schedules::Instruction& ins) const;
+  std::string arrival_text(const char* what, const schedules::Instruction& ins, int from_rank) const;
+  void trace(const char* category, std::string name, double start_us, const schedules::Instruction* ins = nullptr);
 
   PipelineSetup setup_;
   compute::Backend& backend_;
@@ -104,6 +114,7 @@ class PipelineTrainer {
   long steps_ = 0;
   std::uint16_t evaluations_ = 0;
   int in_use_ = 0, peak_in_use_ = 0;
+  monitor::TraceRecorder* trace_ = nullptr;
 };
 
 }  // namespace troupe::actors

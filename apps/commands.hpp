@@ -31,6 +31,17 @@ struct BenchDpOptions {
   int rounds = 3;     // alternating single / data-parallel measurements
 };
 int run_bench_dp(const BenchDpOptions& options);
+// troupe bench pipeline: the measured bubble of each schedule beside the simulator's prediction
+// (from the costs measured in the same run) and the closed form.
+struct BenchPipelineOptions {
+  std::string model = "small";
+  int stages = 2;
+  int microbatches = 8;
+  int batch = 4;   // micro-batch size
+  int steps = 3;   // measured steps (figures from the median)
+  int warmup = 1;
+};
+int run_bench_pipeline(const BenchPipelineOptions& options);
 // troupe bench allreduce: bus bandwidth beside UCX's point-to-point bandwidth, same run.
 int run_bench_allreduce(const comm::AllReduceBenchOptions& options);
 

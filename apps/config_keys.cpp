@@ -71,6 +71,10 @@ constexpr ConfigKey keys[] = {
     {"pipeline.schedule", "gpipe, 1f1b or interleaved", field<&J::pipeline, &P::schedule>},
     {"pipeline.virtual_stages", "model chunks v per stage; more than 1 only with the interleaved schedule",
      field<&J::pipeline, &P::virtual_stages>},
+    {"pipeline.trace",
+     "file for a Chrome trace (Perfetto) of every stage's forward, backward, waits and sends, written at the end; "
+     "empty = none",
+     field<&J::pipeline, &P::trace>},
 
     {"fault.heartbeat_seconds", "seconds between a node's heartbeats to the job", field<&J::fault, &F::heartbeat_seconds>},
     {"fault.heartbeat_timeout", "seconds of silence after which a node counts as hung or stopped",

@@ -61,6 +61,7 @@ struct PipelineOptions {
   int microbatches = 4;           // m per optimizer step, each of train.batch_size sequences
   std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved
   int virtual_stages = 1;         // v model chunks per stage (interleaved only)
+  std::string trace;              // Chrome trace JSON of every rank's ops, written at the end; empty = none
 };
 
 // How a multi-process job notices a hung node or worker (the job supervisor's watchdog).

@@ -214,6 +214,29 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   dp_command->allow_extras();
 
+  BenchPipelineOptions pipeline_options;
+  CLI::App* pipeline_command = bench_command->add_subcommand(
+      "pipeline", "Measured pipeline bubble per schedule beside the simulator's prediction and the closed form.");
+  pipeline_command->add_option("--model", pipeline_options.model, "model preset")
+      ->check(CLI::IsMember(compute::gpt_preset_names()))
+      ->capture_default_str();
+  pipeline_command->add_option("--stages", pipeline_options.stages, "pipeline stages p (one process each)")
+      ->check(CLI::Range(2, 16))
+      ->capture_default_str();
+  pipeline_command->add_option("--microbatches", pipeline_options.microbatches, "micro-batches per step m")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  pipeline_command->add_option("--batch", pipeline_options.batch, "sequences per micro-batch")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  pipeline_command->add_option("--steps", pipeline_options.steps, "measured steps")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  pipeline_command->add_option("--warmup", pipeline_options.warmup, "unmeasured steps first")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
+  pipeline_command->allow_extras();
+
   ScheduleOptions schedule_options;
   CLI::App* schedule_command = app.add_subcommand(
       "schedule", "Generate, check and simulate a pipeline schedule: memory, makespan, bubble; optionally a trace.");
@@ -264,6 +287,11 @@ int main(int argc, char** argv) {
     if (dp_command->parsed()) {
       if (Status extras = reject_unknown_arguments(*dp_command); !extras) return fail(extras.error().message, exit_usage);
       return run_bench_dp(dp_options);
+    }
+    if (pipeline_command->parsed()) {
+      if (Status extras = reject_unknown_arguments(*pipeline_command); !extras)
+        return fail(extras.error().message, exit_usage);
+      return run_bench_pipeline(pipeline_options);
     }
     return bench_compute(*compute_command, bench_options);
   } catch (const std::exception& e) {

@@ -22,6 +22,7 @@
 #include "actors/data_parallel_hooks.hpp"
 #include "actors/mailbox_comm.hpp"
 #include "actors/pipeline_trainer.hpp"
+#include "actors/trace_gather.hpp"
 #include "apps/training_run.hpp"
 #include "comm/collectives.hpp"
 #include "comm/grid.hpp"
@@ -77,6 +78,8 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
                               rank, trainer_options(job)};
   actors::PipelineTrainer trainer(std::move(setup), backend, {engine, dp, **pp, embedding.get()}, mailbox, progress,
                                   data.train, data.val);
+  monitor::TraceRecorder trace;
+  if (!p.trace.empty()) trainer.record_into(trace);
   TrainingLoop loop;
   loop.step = [&] { return trainer.step(); };
   loop.evaluate = [&](int batches) { return trainer.evaluate(batches); };
@@ -90,6 +93,16 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   if (rank == 0)
     monitor::logger("train")->info("activations held at most, by stage: {} (the schedule checker's bound: {})",
                                    fmt::join(peaks, " "), fmt::join(report->peak_stashed, " "));
+  if (!p.trace.empty() && outcome.exit_code == 0) {
+    auto world = comm::Communicator::create(engine, comm::world_group(grid));
+    if (!world) return {1, world.error().message};
+    if (Status s = actors::gather_trace(mailbox, **world, trace); !s) return {1, "trace: " + s.error().message};
+    if (rank == 0) {
+      if (Status s = monitor::write_trace(trace, p.trace); !s) return {1, s.error().message};
+      monitor::logger("train")->info("trace of every stage's ops written to {} (Chrome trace JSON; Perfetto opens it)",
+                                     p.trace);
+    }
+  }
   return outcome;
 }
 

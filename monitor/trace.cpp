@@ -62,6 +62,28 @@ void TraceRecorder::add_complete(TraceTrack track, std::string name, std::string
   add(TraceEvent{track, std::move(name), std::move(category), start_us, duration_us, std::move(args)});
 }
 
+Status TraceRecorder::add_document(const std::string& document) {
+  const json doc = json::parse(document, nullptr, false);
+  if (doc.is_discarded() || !doc.contains("traceEvents") || !doc["traceEvents"].is_array())
+    return Error{"not a trace document: no traceEvents array"};
+  for (const json& e : doc["traceEvents"]) {
+    if (!e.is_object() || !e.contains("ph") || !e.contains("pid") || !e.contains("tid") || !e.contains("name"))
+      return Error{"not a trace event: " + e.dump()};
+    const TraceTrack track{e["pid"].get<int>(), e["tid"].get<int>()};
+    if (e["ph"] == "M") {
+      const std::string name = e["args"]["name"].get<std::string>();
+      if (e["name"] == "process_name") name_process(track.process, name);
+      if (e["name"] == "thread_name") name_track(track, name);
+    } else if (e["ph"] == "X") {
+      TraceArgs args;
+      for (const auto& [key, value] : e["args"].items()) args.emplace_back(key, value.get<std::string>());
+      add_complete(track, e["name"].get<std::string>(), e["cat"].get<std::string>(), e["ts"].get<double>(),
+                   e["dur"].get<double>(), std::move(args));
+    }
+  }
+  return Status::success();
+}
+
 std::vector<TraceEvent> TraceRecorder::events() const {
   std::lock_guard lock(mutex_);
   return events_;

@@ -57,6 +57,9 @@ class TraceRecorder {
                     TraceArgs args = {});
 
   std::vector<TraceEvent> events() const;  // a copy, in the order they were added
+  // Adds the names and events of a document another recorder's to_json() wrote (another rank's
+  // share of one trace); an Error when it is not such a document.
+  Status add_document(const std::string& document);
 
   // The whole document: metadata events first (processes, then tracks, each in ascending id),
   // then the complete events in the order they were added.

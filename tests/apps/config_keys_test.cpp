@@ -22,7 +22,7 @@ TEST_CASE("every key is section.name in a known section, once, with help", "[con
     CHECK(!key.help.empty());
     CHECK(find_config_key(key.name) == &key);
   }
-  CHECK(config_keys().size() == 40);
+  CHECK(config_keys().size() == 41);
   CHECK(find_config_key("train.stepz") == nullptr);
 }
 

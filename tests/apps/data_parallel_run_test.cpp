@@ -194,6 +194,20 @@ TEST_CASE("launch refuses a malformed host file and a port in use with one line"
   CHECK(std::count(busy.err.begin(), busy.err.end(), '\n') == 1);
 }
 
+TEST_CASE("a stuck pipeline stage is reported with the message the other stage waits for", "[dp][pipeline]") {
+  const DisturbedJob job = disturb_node_1(
+      SIGSTOP, {"--pipeline.stages", "2", "--train.batch_size", "2", "--fault.heartbeat_timeout", "60",
+                "--fault.step_timeout", "8"});
+  std::printf("job ended %.2f s after SIGSTOP of stage 1: %s", job.seconds, job.err.c_str());
+  REQUIRE(job.exited);
+  CHECK(WEXITSTATUS(job.status) == 1);
+  // Stage 0 waits either for a gradient (1F1B steady state) or, at the step's end, in the sums.
+  CHECK_THAT(job.err, Contains("no progress for") && Contains("rank 0 (node 0") && Contains("waiting") &&
+                          Contains("from rank 1"));
+  if (job.err.find("of micro-batch") != std::string::npos) CHECK_THAT(job.err, Contains("from stage 1 (rank 1)"));
+  CHECK(job.seconds < 16.0);
+}
+
 TEST_CASE("a node started with another config is rejected at join, named, and the job does not hang", "[dp][cli]") {
   TempDir dir;
   const std::string hosts = dir.write("hosts", "localhost slots=1\nelsewhere slots=1\n");

@@ -5,9 +5,13 @@
 
 #include <catch2/catch.hpp>
 
+#include <fstream>
+#include <map>
 #include <regex>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "support/run_process.hpp"
 #include "support/temp_dir.hpp"
@@ -110,4 +114,27 @@ TEST_CASE("pipeline settings that cannot work are refused in one line", "[pipeli
            "--pipeline.microbatches", "6"},
           "pipeline: ");
   refused({"--pipeline.stages", "2", "--train.zero", "1"}, "train.zero 1 is not supported with pipeline.stages > 1");
+}
+
+TEST_CASE("pipeline.trace writes every stage's ops of every step into one Chrome trace", "[pipeline][trace]") {
+  TempDir dir;
+  const std::string path = (dir.path() / "run.json").string();
+  run_tiny(dir, {"--workers", "2", "--pipeline.stages", "2", "--pipeline.trace", path});
+  std::ifstream in(path);
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  std::map<std::pair<int, std::string>, int> count;  // (stage, category) → events
+  int tracks = 0;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name") ++tracks;
+    if (e["ph"] == "X") ++count[{e["tid"].get<int>(), e["cat"].get<std::string>()}];
+  }
+  CHECK(tracks == 2);
+  for (int stage : {0, 1}) {
+    INFO("stage " << stage);
+    // 6 steps x 4 micro-batches (validation passes add only their waits).
+    CHECK(count[{stage, "forward"}] == 24);
+    CHECK(count[{stage, "backward"}] == 24);
+    CHECK(count[{stage, "transfer"}] == 24);  // one send per micro-batch: activations or gradients
+    CHECK(count[{stage, "step"}] == 12);      // reduce_grads and optimizer_step per step
+  }
 }

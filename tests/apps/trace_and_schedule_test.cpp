@@ -203,3 +203,22 @@ TEST_CASE("troupe schedule fails with the trace path it cannot write", "[trace]"
   CHECK(result.exit_code == 1);
   CHECK(result.err == "troupe: error: cannot write trace file 'missing/t.json': No such file or directory\n");
 }
+
+TEST_CASE("a trace document read back merges into another recorder unchanged", "[trace]") {
+  monitor::TraceRecorder rank1;
+  rank1.name_process(1, "replica 1");
+  rank1.name_track({1, 0}, "stage 0");
+  rank1.add_complete({1, 0}, "F3", "forward", 12.5, 100, {{"microbatch", "3"}});
+  monitor::TraceRecorder merged;
+  merged.name_track({0, 0}, "stage 0");
+  REQUIRE(merged.add_document(rank1.to_json()).ok());
+  const auto events = merged.events();
+  REQUIRE(events.size() == 1);
+  CHECK((events[0].track == monitor::TraceTrack{1, 0} && events[0].name == "F3" && events[0].category == "forward" &&
+         events[0].start_us == 12.5 && events[0].duration_us == 100));
+  CHECK(events[0].args == monitor::TraceArgs{{"microbatch", "3"}});
+  const std::string text = merged.to_json();
+  CHECK_THAT(text, Contains("\"replica 1\"") && Contains("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1"));
+  CHECK_FALSE(merged.add_document("{\"nothing\":1}").ok());
+  CHECK_FALSE(merged.add_document("not json").ok());
+}
