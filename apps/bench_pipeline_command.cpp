@@ -150,7 +150,10 @@ Expected<BubbleFigures> measure(schedules::ScheduleKind kind, int chunks, const 
   }
   costs.forward = forward;
   costs.backward = backward;
-  for (const StageReport& s : stages) costs.stage_scale.push_back((s.forward + s.backward) / (forward + backward));
+  for (const StageReport& s : stages) {
+    costs.forward_scale.push_back(s.forward / forward);
+    costs.backward_scale.push_back(s.backward / backward);
+  }
   auto simulated = schedules::simulate(*schedule, costs);
   if (!simulated) return simulated.error();
   const double p = o.stages, vm = static_cast<double>(chunks) * o.microbatches;

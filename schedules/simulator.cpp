@@ -12,9 +12,11 @@ Expected<Simulation> simulate(const Schedule& schedule, const CostModel& costs) 
       costs.optimizer_step < 0) {
     return Error{"simulate: costs must not be negative"};
   }
-  if (!costs.stage_scale.empty() && static_cast<int>(costs.stage_scale.size()) != p) {
-    return Error{"simulate: stage_scale has " + std::to_string(costs.stage_scale.size()) + " factors for " +
-                 std::to_string(p) + " stages"};
+  for (const auto* scale : {&costs.forward_scale, &costs.backward_scale}) {
+    if (!scale->empty() && static_cast<int>(scale->size()) != p) {
+      return Error{std::string("simulate: ") + (scale == &costs.forward_scale ? "forward" : "backward") +
+                   "_scale has " + std::to_string(scale->size()) + " factors for " + std::to_string(p) + " stages"};
+    }
   }
   if (static_cast<int>(schedule.streams.size()) != p) return Error{"simulate: one stream per stage expected"};
 
@@ -33,7 +35,8 @@ Expected<Simulation> simulate(const Schedule& schedule, const CostModel& costs) 
     moved = false;
     for (int s = 0; s < p; ++s) {
       const std::vector<Instruction>& stream = schedule.streams[s];
-      const double scale = costs.stage_scale.empty() ? 1.0 : costs.stage_scale[s];
+      const double forward_scale = costs.forward_scale.empty() ? 1.0 : costs.forward_scale[s];
+      const double backward_scale = costs.backward_scale.empty() ? 1.0 : costs.backward_scale[s];
       for (; pc[s] < stream.size(); ++pc[s]) {
         const Instruction& ins = stream[pc[s]];
         OpTiming& timing = sim.timings[s][pc[s]];
@@ -58,7 +61,7 @@ Expected<Simulation> simulate(const Schedule& schedule, const CostModel& costs) 
             if (it == arrival.end()) break;  // not sent yet: come back on a later sweep
             clock[s] = std::max(clock[s], it->second);
           }
-          cost = (ins.op == Op::forward ? costs.forward : costs.backward) * scale;
+          cost = ins.op == Op::forward ? costs.forward * forward_scale : costs.backward * backward_scale;
           sim.busy[s] += cost;
         } else {
           cost = ins.op == Op::reduce_grads ? costs.reduce_grads : costs.optimizer_step;

@@ -30,9 +30,11 @@ struct CostModel {
   double latency = 0.0;   // seconds from posting a send to its data being usable at the receiver
   double reduce_grads = 0.0;
   double optimizer_step = 0.0;
-  // Empty: every stage alike. Otherwise one factor per stage on its forward and backward
-  // costs (an unbalanced split: the stage with more layers or a loss head).
-  std::vector<double> stage_scale;
+  // Empty: every stage alike. Otherwise one factor per stage on its forward, and on its
+  // backward, costs (an unbalanced split: the stage with more layers; the loss head, which
+  // weighs on one stage's forward and backward differently).
+  std::vector<double> forward_scale;
+  std::vector<double> backward_scale;
 };
 
 struct OpTiming {
@@ -48,7 +50,7 @@ struct Simulation {
   std::vector<std::vector<OpTiming>> timings;  // timings[stage][i] for streams[stage][i]
 };
 
-// An Error for costs that are negative or a stage_scale of the wrong length, and for streams
+// An Error for costs that are negative or a forward_scale or backward_scale of the wrong length, and for streams
 // that cannot finish even without blocking (an input that is never sent).
 Expected<Simulation> simulate(const Schedule& schedule, const CostModel& costs);
 

@@ -99,7 +99,8 @@ TEST_CASE("reduce_grads and optimizer_step follow the flush and stay out of the 
 
 TEST_CASE("an unbalanced pipeline runs at the pace of its slowest stage", "[simulator]") {
   CostModel costs = uniform(1);
-  costs.stage_scale = {1.0, 2.0};
+  costs.forward_scale = {1.0, 2.0};
+  costs.backward_scale = {1.0, 2.0};
   const int m = 6;
   const Simulation sim = run(ScheduleKind::one_f_one_b, 2, m, 1, costs);
   CHECK(sim.busy == std::vector<double>{3.0 * m, 6.0 * m});
@@ -139,8 +140,8 @@ TEST_CASE("bad cost models and unfinishable streams are refused", "[simulator]")
   negative.latency = -1.0;
   CHECK(simulate(schedule, negative).error().message == "simulate: costs must not be negative");
   CostModel wrong_scale = uniform(1);
-  wrong_scale.stage_scale = {1.0, 1.0, 1.0};
-  CHECK(simulate(schedule, wrong_scale).error().message == "simulate: stage_scale has 3 factors for 2 stages");
+  wrong_scale.backward_scale = {1.0, 1.0, 1.0};
+  CHECK(simulate(schedule, wrong_scale).error().message == "simulate: backward_scale has 3 factors for 2 stages");
 
   Schedule missing_send = schedule;
   std::erase_if(missing_send.streams[0],
