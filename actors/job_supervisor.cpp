@@ -51,6 +51,19 @@ std::string describe(const join_msg& m) {
   return "node " + std::to_string(m.node_index) + " (" + m.host + ", pid " + std::to_string(m.pid) + ")";
 }
 
+// describe(m), plus "; pipeline stage 1 of replica 0" in a pipeline job (ranks are dp-major
+// within a stage: rank = replica + dp · stage).
+std::string describe(const job_supervisor_state& st, const join_msg& m) {
+  const int stages = st.plan.pipeline_stages;
+  if (stages <= 1) return describe(m);
+  int world = 0;
+  for (const PlannedNode& n : st.plan.nodes) world += n.slots;
+  const int dp = std::max(1, world / stages), rank = st.plan.nodes.at(m.node_index).first_rank;
+  std::string text = describe(m);
+  text.insert(text.size() - 1, "; pipeline stage " + std::to_string(rank / dp) + " of replica " + std::to_string(rank % dp));
+  return text;
+}
+
 std::string seconds_text(Clock::duration d) {
   char text[32];
   std::snprintf(text, sizeof text, "%.1f s", std::chrono::duration<double>(d).count());
@@ -63,7 +76,7 @@ std::string describe_activity(const job_supervisor_state& st, int node_index, Cl
   const join_msg& m = st.joined.at(node_index);
   const node_liveness& live = st.liveness.at(node_index);
   const heartbeat_msg& beat = live.last;
-  std::string text = "rank " + std::to_string(st.plan.nodes.at(node_index).first_rank) + " (" + describe(m) +
+  std::string text = "rank " + std::to_string(st.plan.nodes.at(node_index).first_rank) + " (" + describe(st, m) +
                      ", heard from " + seconds_text(now - live.last_heartbeat) + " ago)";
   text += beat.activity.empty() ? " before its first step" : " in " + beat.activity;
   if (beat.waiting_for.empty()) return text + ", not waiting for any message";
@@ -80,7 +93,7 @@ std::string watchdog_verdict(const job_supervisor_state& st, Clock::time_point n
   for (const auto& [index, live] : st.liveness) {
     if (st.done.count(index)) continue;
     if (now - live.last_heartbeat > st.plan.heartbeat_timeout)
-      return describe(st.joined.at(index)) + " sent no heartbeat for " + seconds_text(now - live.last_heartbeat) +
+      return describe(st, st.joined.at(index)) + " sent no heartbeat for " + seconds_text(now - live.last_heartbeat) +
              " (limit " + seconds_text(st.plan.heartbeat_timeout) + "): its process is hung or stopped; last known " +
              describe_activity(st, index, now);
     running.push_back(index);
@@ -154,7 +167,7 @@ caf::behavior job_supervisor(job_actor* self, JobPlan plan, caf::actor listener)
     auto& st = self->state;
     for (auto& [index, m] : st.joined) {
       if (m.node.address() != down.source || st.done.count(index)) continue;
-      std::string reason = "lost " + describe(m) + ": " + to_string(down.reason);
+      std::string reason = "lost " + describe(st, m) + ": " + to_string(down.reason);
       if (!st.pending_failure.empty()) reason += "; " + st.pending_failure;
       end_job(self, 1, reason);
       return;
@@ -188,7 +201,7 @@ caf::behavior job_supervisor(job_actor* self, JobPlan plan, caf::actor listener)
           // A peer's death usually reaches the survivors' collectives before its down_msg
           // reaches us: wait a moment so the message names the lost node, not its victims.
           if (st.pending_failure.empty()) self->delayed_send(self, failure_settle_time, settle_atom_v);
-          st.pending_failure = describe(it->second) + " failed: " + d.reason;
+          st.pending_failure = describe(st, it->second) + " failed: " + d.reason;
         } else if (st.done.size() == st.plan.nodes.size()) {
           end_job(self, 0, "all " + std::to_string(st.done.size()) + " nodes done");
         }

@@ -47,6 +47,7 @@ struct JobPlan {
   std::chrono::milliseconds join_timeout{60000};
   std::chrono::milliseconds heartbeat_timeout{10000};
   std::chrono::milliseconds step_timeout{0};  // 0: no step watchdog
+  int pipeline_stages = 1;  // > 1: reports name a node's pipeline stage and replica too
 };
 
 // Spawns the job supervisor; `listener` receives one job_outcome_msg when the job ends.

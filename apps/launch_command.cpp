@@ -91,7 +91,8 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
                            {},
                            milliseconds(args.join_timeout),
                            milliseconds(job.config.fault.heartbeat_timeout),
-                           milliseconds(job.config.fault.step_timeout)};
+                           milliseconds(job.config.fault.step_timeout),
+                           job.config.pipeline.stages};
   for (const auto& node : plan.nodes) job_plan.nodes.push_back({node.node_index, node.host, node.slots, node.first_rank});
 
   actors::TroupeConfig cfg;

@@ -194,6 +194,15 @@ TEST_CASE("launch refuses a malformed host file and a port in use with one line"
   CHECK(std::count(busy.err.begin(), busy.err.end(), '\n') == 1);
 }
 
+TEST_CASE("a pipeline stage killed mid-step is named with its stage", "[dp][pipeline]") {
+  const DisturbedJob job = disturb_node_1(SIGKILL, {"--pipeline.stages", "2", "--train.batch_size", "2"});
+  std::printf("job ended %.2f s after SIGKILL of stage 1: %s", job.seconds, job.err.c_str());
+  REQUIRE(job.exited);
+  CHECK(WEXITSTATUS(job.status) == 1);
+  CHECK_THAT(job.err, Contains("lost node 1 (") && Contains("; pipeline stage 1 of replica 0)"));
+  CHECK(job.seconds < 10.0);
+}
+
 TEST_CASE("a stuck pipeline stage is reported with the message the other stage waits for", "[dp][pipeline]") {
   const DisturbedJob job = disturb_node_1(
       SIGSTOP, {"--pipeline.stages", "2", "--train.batch_size", "2", "--fault.heartbeat_timeout", "60",
