@@ -21,6 +21,7 @@
 #include <sstream>
 #include <thread>
 
+#include "apps/run_troupe.hpp"
 #include "support/run_process.hpp"
 #include "support/temp_dir.hpp"
 
@@ -34,11 +35,6 @@ namespace {
 const std::vector<std::string> tiny_job{"--model.preset", "tiny",         "--train.steps",   "6",
                                         "--train.val_batches", "1",       "--sample.tokens", "0",
                                         "--train.threads", "1"};
-
-ProcessResult run_troupe(const TempDir& dir, std::vector<std::string> args, std::chrono::seconds timeout) {
-  args.insert(args.begin(), TROUPE_BINARY_DIR "/troupe");
-  return run_process(args, dir.path().string(), timeout);
-}
 
 double number_after(const std::string& text, const std::string& label) {
   std::smatch match;

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "apps/run_troupe.hpp"
 #include "support/run_process.hpp"
 #include "support/temp_dir.hpp"
 
@@ -27,10 +28,10 @@ struct RunFigures {
 };
 
 RunFigures run_tiny(const TempDir& dir, std::vector<std::string> extra) {
-  std::vector<std::string> args{TROUPE_BINARY_DIR "/troupe", "train", "--model.preset", "tiny", "--train.steps", "6",
-                                "--train.val_batches", "1", "--sample.tokens", "0", "--train.threads", "1"};
+  std::vector<std::string> args{"train", "--model.preset", "tiny", "--train.steps", "6", "--train.val_batches", "1",
+                                "--sample.tokens", "0", "--train.threads", "1"};
   args.insert(args.end(), extra.begin(), extra.end());
-  const ProcessResult r = run_process(args, dir.path().string(), std::chrono::seconds(180));
+  const ProcessResult r = run_troupe(dir, args, std::chrono::seconds(180));
   INFO("stdout: " << r.out << "\nstderr: " << r.err);
   REQUIRE(r.exit_code == 0);
   std::smatch m;
@@ -98,9 +99,9 @@ TEST_CASE("two data-parallel replicas of a two-stage pipeline take the steps of 
 TEST_CASE("pipeline settings that cannot work are refused in one line", "[pipeline][cli]") {
   TempDir dir;
   auto refused = [&](std::vector<std::string> extra, const std::string& expected) {
-    std::vector<std::string> args{TROUPE_BINARY_DIR "/troupe", "train", "--model.preset", "tiny"};
+    std::vector<std::string> args{"train", "--model.preset", "tiny"};
     args.insert(args.end(), extra.begin(), extra.end());
-    const ProcessResult r = run_process(args, dir.path().string(), std::chrono::seconds(30));
+    const ProcessResult r = run_troupe(dir, args, std::chrono::seconds(30));
     INFO(r.err);
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Contains(expected));

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "monitor/trace.hpp"
+#include "apps/run_troupe.hpp"
 #include "support/run_process.hpp"
 #include "support/temp_dir.hpp"
 
@@ -27,13 +28,6 @@ using Catch::StartsWith;
 using nlohmann::json;
 
 namespace {
-
-constexpr auto timeout = std::chrono::seconds(20);
-
-ProcessResult troupe_in(const TempDir& dir, std::vector<std::string> args) {
-  args.insert(args.begin(), TROUPE_BINARY_DIR "/troupe");
-  return run_process(args, dir.path().string(), timeout);
-}
 
 json read_json(const std::string& path) {
   std::ifstream in(path);
@@ -52,7 +46,7 @@ std::vector<json> events_with(const json& document, const std::string& ph) {
 
 void check_rejected(const std::vector<std::string>& args, const std::string& what) {
   TempDir dir;
-  const ProcessResult result = troupe_in(dir, args);
+  const ProcessResult result = run_troupe(dir, args);
   INFO("stderr: " << result.err);
   REQUIRE(!result.timed_out);
   CHECK(result.exit_code == 2);
@@ -126,7 +120,7 @@ TEST_CASE("trace writer names the path it cannot write", "[trace]") {
 TEST_CASE("troupe schedule reports 1f1b p=4 m=8 and writes its trace", "[trace]") {
   TempDir dir;
   const ProcessResult result =
-      troupe_in(dir, {"schedule", "--kind", "1f1b", "--stages", "4", "--microbatches", "8", "--trace", "t.json"});
+      run_troupe(dir, {"schedule", "--kind", "1f1b", "--stages", "4", "--microbatches", "8", "--trace", "t.json"});
   INFO("stdout: " << result.out << "\nstderr: " << result.err);
   REQUIRE(!result.timed_out);
   REQUIRE(result.exit_code == 0);
@@ -172,7 +166,7 @@ TEST_CASE("troupe schedule reports 1f1b p=4 m=8 and writes its trace", "[trace]"
 
 TEST_CASE("troupe schedule interleaved prints its formula and streams", "[trace]") {
   TempDir dir;
-  const ProcessResult result = troupe_in(dir, {"schedule", "--kind", "interleaved", "--stages", "4", "--microbatches",
+  const ProcessResult result = run_troupe(dir, {"schedule", "--kind", "interleaved", "--stages", "4", "--microbatches",
                                                "8", "--virtual-stages", "2", "--print"});
   INFO("stderr: " << result.err);
   REQUIRE(result.exit_code == 0);
@@ -198,7 +192,7 @@ TEST_CASE("troupe schedule rejects bad input in one line naming the option", "[t
 
 TEST_CASE("troupe schedule fails with the trace path it cannot write", "[trace]") {
   TempDir dir;
-  const ProcessResult result = troupe_in(
+  const ProcessResult result = run_troupe(
       dir, {"schedule", "--kind", "gpipe", "--stages", "2", "--microbatches", "2", "--trace", "missing/t.json"});
   CHECK(result.exit_code == 1);
   CHECK(result.err == "troupe: error: cannot write trace file 'missing/t.json': No such file or directory\n");

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/run_troupe.hpp"
 #include "support/run_process.hpp"
 #include "support/temp_dir.hpp"
 
@@ -20,17 +21,10 @@ using Catch::StartsWith;
 
 namespace {
 
-constexpr auto timeout = std::chrono::seconds(20);
-
-ProcessResult troupe_in(const TempDir& dir, std::vector<std::string> args) {
-  args.insert(args.begin(), TROUPE_BINARY_DIR "/troupe");
-  return run_process(args, dir.path().string(), timeout);
-}
-
 // Runs troupe with args in a fresh directory and checks the single-line rejection naming what.
 void check_rejected(const std::vector<std::string>& args, const std::string& what) {
   TempDir dir;
-  const ProcessResult result = troupe_in(dir, args);
+  const ProcessResult result = run_troupe(dir, args);
   INFO("stderr: " << result.err);
   REQUIRE(!result.timed_out);
   CHECK(result.exit_code == 2);
@@ -83,10 +77,10 @@ TEST_CASE("troupe rejects a malformed value and an unknown command", "[cli]") {
 
 TEST_CASE("troupe --version and --help succeed on stdout", "[cli]") {
   TempDir dir;
-  const ProcessResult version = troupe_in(dir, {"--version"});
+  const ProcessResult version = run_troupe(dir, {"--version"});
   CHECK(version.exit_code == 0);
   CHECK_THAT(version.out, StartsWith("troupe "));
-  const ProcessResult help = troupe_in(dir, {"train", "--help"});
+  const ProcessResult help = run_troupe(dir, {"train", "--help"});
   CHECK(help.exit_code == 0);
   CHECK_THAT(help.out, Contains("--train.steps"));
   CHECK_THAT(help.out, Contains("--config"));
@@ -96,7 +90,7 @@ TEST_CASE("troupe --version and --help succeed on stdout", "[cli]") {
 
 TEST_CASE("troupe train --print-config shows the file with overrides applied", "[cli]") {
   TempDir dir;
-  const ProcessResult result = troupe_in(dir, {"train", "--config", TROUPE_SOURCE_DIR "/configs/tiny.toml",
+  const ProcessResult result = run_troupe(dir, {"train", "--config", TROUPE_SOURCE_DIR "/configs/tiny.toml",
                                                "--train.steps=3", "--train.seq_len", "0", "--print-config"});
   INFO("stderr: " << result.err);
   CHECK(result.exit_code == 0);
