@@ -2,6 +2,9 @@
 // Running the built troupe binary as a user would, for the tests of tests/apps/: in a test's
 // own directory, output captured, killed if it outlives the timeout.
 
+#include <catch2/catch.hpp>
+
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -15,6 +18,21 @@ inline ProcessResult run_troupe(const TempDir& dir, std::vector<std::string> arg
                                 std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
   args.insert(args.begin(), TROUPE_BINARY_DIR "/troupe");
   return run_process(args, dir.path().string(), timeout);
+}
+
+// Runs troupe with args in `dir` and checks the command was refused as bad input: exit code 2,
+// nothing on stdout, one "troupe: error:" line on stderr naming `what`.
+inline ProcessResult check_rejected_in(const TempDir& dir, const std::vector<std::string>& args,
+                                       const std::string& what) {
+  const ProcessResult result = run_troupe(dir, args);
+  INFO("stderr: " << result.err);
+  REQUIRE(!result.timed_out);
+  CHECK(result.exit_code == 2);
+  CHECK(result.out.empty());
+  CHECK_THAT(result.err, Catch::StartsWith("troupe: error:"));
+  CHECK_THAT(result.err, Catch::Contains(what));
+  CHECK(std::count(result.err.begin(), result.err.end(), '\n') == 1);
+  return result;
 }
 
 }  // namespace troupe::test

@@ -46,14 +46,7 @@ std::vector<json> events_with(const json& document, const std::string& ph) {
 
 void check_rejected(const std::vector<std::string>& args, const std::string& what) {
   TempDir dir;
-  const ProcessResult result = run_troupe(dir, args);
-  INFO("stderr: " << result.err);
-  REQUIRE(!result.timed_out);
-  CHECK(result.exit_code == 2);
-  CHECK(result.out.empty());
-  CHECK_THAT(result.err, StartsWith("troupe: error:"));
-  CHECK_THAT(result.err, Contains(what));
-  CHECK(std::count(result.err.begin(), result.err.end(), '\n') == 1);
+  check_rejected_in(dir, args, what);
 }
 
 }  // namespace
