@@ -15,14 +15,14 @@ using Clock = std::chrono::steady_clock;
 // What the watchdog knows of a running node.
 struct node_liveness {
   Clock::time_point last_heartbeat;
-  heartbeat_msg last;
-
-  // Time since the node's worker last finished a unit of work, as of `now`.
-  Clock::duration idle(Clock::time_point now) const {
-    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(last.idle_seconds)) +
-           (now - last_heartbeat);
-  }
+  std::vector<worker_beat> workers;  // from the last heartbeat, by slot
 };
+
+// Time since `worker` last finished a unit of work, as of `now`.
+Clock::duration idle(const node_liveness& live, const worker_beat& worker, Clock::time_point now) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(worker.idle_seconds)) +
+         (now - live.last_heartbeat);
+}
 
 struct job_supervisor_state {
   JobPlan plan;
@@ -51,16 +51,26 @@ std::string describe(const join_msg& m) {
   return "node " + std::to_string(m.node_index) + " (" + m.host + ", pid " + std::to_string(m.pid) + ")";
 }
 
-// describe(m), plus "; pipeline stage 1 of replica 0" in a pipeline job (ranks are dp-major
-// within a stage: rank = replica + dp · stage).
-std::string describe(const job_supervisor_state& st, const join_msg& m) {
+// "pipeline stage 1 of replica 0" for `rank` in a pipeline job (ranks are dp-major within a
+// stage: rank = replica + dp · stage), "" otherwise.
+std::string pipeline_role(const job_supervisor_state& st, int rank) {
   const int stages = st.plan.pipeline_stages;
-  if (stages <= 1) return describe(m);
+  if (stages <= 1) return {};
   int world = 0;
   for (const PlannedNode& n : st.plan.nodes) world += n.slots;
-  const int dp = std::max(1, world / stages), rank = st.plan.nodes.at(m.node_index).first_rank;
+  const int dp = std::max(1, world / stages);
+  return "pipeline stage " + std::to_string(rank / dp) + " of replica " + std::to_string(rank % dp);
+}
+
+// describe(m), plus "; pipeline stage 1 of replica 0" (one per rank of the node) in a pipeline job.
+std::string describe(const job_supervisor_state& st, const join_msg& m) {
+  if (st.plan.pipeline_stages <= 1) return describe(m);
+  const PlannedNode& planned = st.plan.nodes.at(m.node_index);
+  std::string roles;
+  for (int rank = planned.first_rank; rank < planned.first_rank + planned.slots; ++rank)
+    roles += (roles.empty() ? "" : ", ") + pipeline_role(st, rank);
   std::string text = describe(m);
-  text.insert(text.size() - 1, "; pipeline stage " + std::to_string(rank / dp) + " of replica " + std::to_string(rank % dp));
+  text.insert(text.size() - 1, "; " + roles);
   return text;
 }
 
@@ -72,11 +82,12 @@ std::string seconds_text(Clock::duration d) {
 
 // "rank 1 (node 1 (host, pid 7), heard from 0.4 s ago) in step 3, waiting 2.0 s for X", or
 // "..., not waiting for any message".
-std::string describe_activity(const job_supervisor_state& st, int node_index, Clock::time_point now) {
+std::string describe_activity(const job_supervisor_state& st, int node_index, const worker_beat& beat,
+                              Clock::time_point now) {
   const join_msg& m = st.joined.at(node_index);
   const node_liveness& live = st.liveness.at(node_index);
-  const heartbeat_msg& beat = live.last;
-  std::string text = "rank " + std::to_string(st.plan.nodes.at(node_index).first_rank) + " (" + describe(st, m) +
+  std::string role = pipeline_role(st, beat.rank);
+  std::string text = "rank " + std::to_string(beat.rank) + " (" + describe(m) + (role.empty() ? "" : "; " + role) +
                      ", heard from " + seconds_text(now - live.last_heartbeat) + " ago)";
   text += beat.activity.empty() ? " before its first step" : " in " + beat.activity;
   if (beat.waiting_for.empty()) return text + ", not waiting for any message";
@@ -85,30 +96,40 @@ std::string describe_activity(const job_supervisor_state& st, int node_index, Cl
   return text + ", waiting " + since + " s for " + beat.waiting_for;
 }
 
-// Why the job must stop now, or "" while every running node beats and progresses.
+// Why the job must stop now, or "" while every running node beats and its workers progress.
 std::string watchdog_verdict(const job_supervisor_state& st, Clock::time_point now) {
-  std::vector<int> running;
+  struct running_worker {
+    int node_index;
+    const worker_beat* beat;
+  };
+  std::vector<running_worker> running;
   bool stalled = false;
   Clock::duration longest{0};
   for (const auto& [index, live] : st.liveness) {
     if (st.done.count(index)) continue;
-    if (now - live.last_heartbeat > st.plan.heartbeat_timeout)
+    if (now - live.last_heartbeat > st.plan.heartbeat_timeout) {
+      std::string last_known;
+      for (const worker_beat& beat : live.workers)
+        last_known += (last_known.empty() ? "" : "; ") + describe_activity(st, index, beat, now);
       return describe(st, st.joined.at(index)) + " sent no heartbeat for " + seconds_text(now - live.last_heartbeat) +
              " (limit " + seconds_text(st.plan.heartbeat_timeout) + "): its process is hung or stopped; last known " +
-             describe_activity(st, index, now);
-    running.push_back(index);
-    longest = std::max(longest, live.idle(now));
-    if (st.plan.step_timeout.count() > 0 && live.idle(now) > st.plan.step_timeout) stalled = true;
+             last_known;
+    }
+    for (const worker_beat& beat : live.workers) {
+      running.push_back({index, &beat});
+      longest = std::max(longest, idle(live, beat, now));
+      if (st.plan.step_timeout.count() > 0 && idle(live, beat, now) > st.plan.step_timeout) stalled = true;
+    }
   }
   if (!stalled) return {};
   // One stuck rank stalls the others in their next collective, so every running rank is
   // listed. Ranks waiting for a message are victims; one that is not is the likely culprit.
   std::stable_partition(running.begin(), running.end(),
-                        [&](int index) { return st.liveness.at(index).last.waiting_for.empty(); });
+                        [](const running_worker& w) { return w.beat->waiting_for.empty(); });
   std::string verdict =
       "no progress for " + seconds_text(longest) + " (limit " + seconds_text(st.plan.step_timeout) + "): ";
   for (std::size_t i = 0; i < running.size(); ++i)
-    verdict += (i ? "; " : "") + describe_activity(st, running[i], now);
+    verdict += (i ? "; " : "") + describe_activity(st, running[i].node_index, *running[i].beat, now);
   return verdict;
 }
 
@@ -121,6 +142,9 @@ std::string join_refusal(const job_supervisor_state& st, const join_msg& m) {
     return "node index " + std::to_string(m.node_index) + " is not in the host file (" +
            std::to_string(st.plan.nodes.size()) + " nodes)";
   if (st.joined.count(m.node_index)) return "node index " + std::to_string(m.node_index) + " has already joined";
+  if (const int slots = st.plan.nodes.at(m.node_index).slots; static_cast<int>(m.comm_addresses.size()) != slots)
+    return "it brings " + std::to_string(m.comm_addresses.size()) + " data-plane addresses for its " +
+           std::to_string(slots) + " slots";
   if (st.running) return "the job has already started";
   return {};
 }
@@ -146,7 +170,7 @@ void start_job(job_actor* self) {
   int world = 0;
   for (const auto& planned : st.plan.nodes) {
     const join_msg& m = st.joined.at(planned.node_index);
-    start.nodes.push_back({planned.node_index, planned.first_rank, planned.slots, m.host, m.comm_address});
+    start.nodes.push_back({planned.node_index, planned.first_rank, planned.slots, m.host, m.comm_addresses});
     world += planned.slots;
   }
   start.world_size = world;
@@ -154,7 +178,10 @@ void start_job(job_actor* self) {
   const auto now = Clock::now();
   for (auto& [index, m] : st.joined) {
     self->send(m.node, start_atom_v, start);
-    st.liveness[index] = node_liveness{now, heartbeat_msg{index, 0, 0, 0, {}, {}, 0}};
+    const PlannedNode& planned = st.plan.nodes.at(index);
+    node_liveness live{now, {}};
+    for (int slot = 0; slot < planned.slots; ++slot) live.workers.push_back({planned.first_rank + slot, 0, 0, 0, {}, {}, 0});
+    st.liveness[index] = std::move(live);
   }
   self->delayed_send(self, watchdog_period(st.plan), watchdog_atom_v);
 }
@@ -213,7 +240,7 @@ caf::behavior job_supervisor(job_actor* self, JobPlan plan, caf::actor listener)
         // Only a node's own supervisor speaks for it.
         if (it == st.liveness.end() || self->current_sender() != st.joined.at(beat.node_index).node.address()) return;
         it->second.last_heartbeat = Clock::now();
-        it->second.last = beat;
+        if (beat.workers.size() == it->second.workers.size()) it->second.workers = beat.workers;
       },
       [=](watchdog_atom) {
         auto& st = self->state;

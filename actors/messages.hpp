@@ -28,7 +28,7 @@ struct join_msg {
   int node_index = -1;        // the host-file line this process was started for
   std::string host;
   int pid = 0;
-  byte_blob comm_address;     // the node's data-plane address, handed to every peer at start
+  std::vector<byte_blob> comm_addresses;  // data-plane address of each of the node's workers, by slot
   caf::actor node;            // the node supervisor, for start and stop
 };
 
@@ -44,7 +44,7 @@ struct node_entry {
   int first_rank = 0;
   int slots = 0;
   std::string host;
-  byte_blob comm_address;
+  std::vector<byte_blob> comm_addresses;  // by slot: rank first_rank + slot
 };
 
 // Job supervisor → every node supervisor once all nodes have joined.
@@ -72,17 +72,23 @@ struct job_outcome_msg {
   std::string reason;  // one line, naming the node when one is to blame
 };
 
-// Node supervisor → job supervisor, every fault.heartbeat_seconds once the job has started: the
-// node is alive (a hung process keeps its TCP connection, so silence is the only sign) and how
-// far its worker got, for the step watchdog and for naming what a stuck worker waits for.
-struct heartbeat_msg {
-  int node_index = -1;
+// How far one worker got, as its node's heartbeat reports it.
+struct worker_beat {
+  int rank = -1;
   std::int64_t steps_done = 0;
   std::int64_t progress = 0;  // finished units of work (steps, validations)
   double idle_seconds = 0;    // since the last of them, on the node's clock; too long = stuck
   std::string activity;       // "step 12"
   std::string waiting_for;    // empty, or what it waits for (message, peer rank) and since when
   double waiting_seconds = 0;
+};
+
+// Node supervisor → job supervisor, every fault.heartbeat_seconds once the job has started: the
+// node is alive (a hung process keeps its TCP connection, so silence is the only sign) and how
+// far each of its workers got, for the step watchdog and for naming what a stuck worker waits for.
+struct heartbeat_msg {
+  int node_index = -1;
+  std::vector<worker_beat> workers;  // by slot
 };
 
 template <class Inspector>
@@ -92,7 +98,7 @@ typename Inspector::result_type inspect(Inspector& f, byte_blob& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, join_msg& x) {
   return f(caf::meta::type_name("join_msg"), x.token, x.build_id, x.config_hash, x.node_index, x.host, x.pid,
-           x.comm_address, x.node);
+           x.comm_addresses, x.node);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, join_result_msg& x) {
@@ -100,7 +106,7 @@ typename Inspector::result_type inspect(Inspector& f, join_result_msg& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_entry& x) {
-  return f(caf::meta::type_name("node_entry"), x.node_index, x.first_rank, x.slots, x.host, x.comm_address);
+  return f(caf::meta::type_name("node_entry"), x.node_index, x.first_rank, x.slots, x.host, x.comm_addresses);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, start_msg& x) {
@@ -119,15 +125,20 @@ typename Inspector::result_type inspect(Inspector& f, job_outcome_msg& x) {
   return f(caf::meta::type_name("job_outcome_msg"), x.exit_code, x.reason);
 }
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, heartbeat_msg& x) {
-  return f(caf::meta::type_name("heartbeat_msg"), x.node_index, x.steps_done, x.progress, x.idle_seconds, x.activity,
+typename Inspector::result_type inspect(Inspector& f, worker_beat& x) {
+  return f(caf::meta::type_name("worker_beat"), x.rank, x.steps_done, x.progress, x.idle_seconds, x.activity,
            x.waiting_for, x.waiting_seconds);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, heartbeat_msg& x) {
+  return f(caf::meta::type_name("heartbeat_msg"), x.node_index, x.workers);
 }
 
 }  // namespace troupe::actors
 
 CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(troupe, (troupe::actors::byte_blob))
+  CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::actors::byte_blob>))
   CAF_ADD_TYPE_ID(troupe, (troupe::actors::join_msg))
   CAF_ADD_TYPE_ID(troupe, (troupe::actors::join_result_msg))
   CAF_ADD_TYPE_ID(troupe, (troupe::actors::node_entry))
@@ -142,6 +153,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
   CAF_ADD_ATOM(troupe, troupe::actors, stop_atom, "stop")
   CAF_ADD_ATOM(troupe, troupe::actors, timeout_atom, "timeout")
   CAF_ADD_ATOM(troupe, troupe::actors, settle_atom, "settle")
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::worker_beat))
+  CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::actors::worker_beat>))
   CAF_ADD_TYPE_ID(troupe, (troupe::actors::heartbeat_msg))
   CAF_ADD_ATOM(troupe, troupe::actors, heartbeat_atom, "heartbeat")
   CAF_ADD_ATOM(troupe, troupe::actors, watchdog_atom, "watchdog")

@@ -9,9 +9,13 @@ namespace {
 struct node_supervisor_state {
   caf::actor job;
   caf::actor listener;
-  caf::actor worker;
-  std::shared_ptr<monitor::WorkProgress> progress;
+  std::vector<caf::actor> workers;  // by slot
+  std::vector<std::shared_ptr<monitor::WorkProgress>> progress;
   int node_index = -1;
+  int slots = 0;
+  int first_rank = 0;  // slot 0's rank, from the start message
+  int workers_done = 0;
+  bool failure_reported = false;
   bool ended = false;
   static inline const char* name = "node_supervisor";
 };
@@ -22,17 +26,17 @@ void end_node(node_actor* self, int exit_code, const std::string& reason) {
   auto& st = self->state;
   if (st.ended) return;
   st.ended = true;
-  if (st.worker) self->send(st.worker, stop_atom_v, stop_msg{exit_code, reason});
+  for (const caf::actor& worker : st.workers) self->send(worker, stop_atom_v, stop_msg{exit_code, reason});
   self->send(st.listener, done_atom_v, job_outcome_msg{exit_code, reason});
   self->quit();
 }
 
 // Runs `work` and sends its outcome to `supervisor`; a stop request ends it at its next wait.
-void run_worker(caf::blocking_actor* self, caf::actor supervisor, NodeWork work, start_msg start,
+void run_worker(caf::blocking_actor* self, caf::actor supervisor, NodeWork work, start_msg start, int slot,
                 std::shared_ptr<monitor::WorkProgress> progress) {
   node_done_msg done;
   try {
-    done = work(start, self, *progress);
+    done = work(start, slot, self, *progress);
   } catch (const WorkStopped& stopped) {
     done = {-1, 1, std::string("stopped: ") + stopped.what()};
   }
@@ -45,6 +49,7 @@ caf::behavior node_supervisor(node_actor* self, caf::actor job, join_msg hello, 
   st.job = job;
   st.listener = std::move(listener);
   st.node_index = hello.node_index;
+  st.slots = static_cast<int>(hello.comm_addresses.size());
   hello.node = caf::actor_cast<caf::actor>(self);
   self->monitor(job);
   self->set_down_handler([=](const caf::down_msg& down) {
@@ -62,21 +67,38 @@ caf::behavior node_supervisor(node_actor* self, caf::actor job, join_msg hello, 
         auto& st = self->state;
         monitor::logger("node")->info("node {} starts with {} ranks on {} nodes", st.node_index, start.world_size,
                                       start.nodes.size());
-        st.progress = std::make_shared<monitor::WorkProgress>(options.oldest_receive);
-        st.worker = self->spawn(run_worker, caf::actor_cast<caf::actor>(self), work, start, st.progress);
+        st.first_rank = start.nodes.at(static_cast<std::size_t>(st.node_index)).first_rank;
+        for (int slot = 0; slot < st.slots; ++slot) {
+          std::function<std::string()> oldest_receive;
+          if (options.oldest_receive) oldest_receive = [=] { return options.oldest_receive(slot); };
+          st.progress.push_back(std::make_shared<monitor::WorkProgress>(std::move(oldest_receive)));
+          st.workers.push_back(
+              self->spawn(run_worker, caf::actor_cast<caf::actor>(self), work, start, slot, st.progress.back()));
+        }
         self->send(self, heartbeat_atom_v);
       },
       [=](heartbeat_atom) {
         auto& st = self->state;
-        const monitor::ProgressSnapshot now = st.progress->snapshot();
-        self->send(st.job, heartbeat_atom_v,
-                   heartbeat_msg{st.node_index, now.steps_done, now.progress, now.idle_seconds, now.activity,
-                                 now.waiting_for, now.waiting_seconds});
+        heartbeat_msg beat{st.node_index, {}};
+        for (std::size_t slot = 0; slot < st.progress.size(); ++slot) {
+          const monitor::ProgressSnapshot now = st.progress[slot]->snapshot();
+          beat.workers.push_back({st.first_rank + static_cast<int>(slot), now.steps_done, now.progress,
+                                  now.idle_seconds, now.activity, now.waiting_for, now.waiting_seconds});
+        }
+        self->send(st.job, heartbeat_atom_v, std::move(beat));
         self->delayed_send(self, options.heartbeat_interval, heartbeat_atom_v);
       },
       [=](done_atom, node_done_msg& done) {
-        done.node_index = self->state.node_index;
-        self->send(self->state.job, done_atom_v, done);
+        auto& st = self->state;
+        done.node_index = st.node_index;
+        ++st.workers_done;
+        if (st.failure_reported) return;
+        if (done.exit_code != 0) {
+          st.failure_reported = true;
+          self->send(st.job, done_atom_v, done);
+        } else if (st.workers_done == static_cast<int>(st.workers.size())) {
+          self->send(st.job, done_atom_v, done);
+        }
       },
       [=](stop_atom, const stop_msg& stop) { end_node(self, stop.exit_code, stop.reason); },
   };

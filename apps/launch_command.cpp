@@ -65,11 +65,6 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
   monitor::set_identity(-1, "job");
   auto hosts = job_hosts(args);
   if (!hosts) return fail(hosts.error().message, 2);
-  for (const auto& h : *hosts)
-    if (h.slots != 1)
-      return fail(args.host_file + ":" + std::to_string(h.line) + ": slots=" + std::to_string(h.slots) +
-                      ": one worker per node process is supported so far; give each worker its own line",
-                  2);
   launch::LauncherOptions launcher_options;
   if (!args.launcher.empty()) {
     auto parsed = launch::LaunchTemplate::parse(args.launcher);

@@ -1,9 +1,10 @@
 // troupe node: one node process of a job. It joins the job supervisor (address, token and node
 // index from the flags or from TROUPE_JOIN / TROUPE_TOKEN / TROUPE_NODE_INDEX, which troupe
-// launch sets), brings up the comm engine, and, once the job starts, trains as its
-// data-parallel rank in a worker actor: gradients are summed over all ranks by the ring
-// all-reduce before clipping and AdamW, so every rank takes the same step; the collectives'
-// completions reach the worker as messages.
+// launch sets), brings up one comm engine and one compute backend per slot (TROUPE_SLOTS; the
+// slots' ranks are RANK, RANK + 1, …), and, once the job starts, trains each rank in its own
+// worker actor: as a data-parallel replica, gradients are summed over all ranks by the ring
+// all-reduce before clipping and AdamW, so every rank takes the same step; as a pipeline stage,
+// it runs its schedule. The collectives' completions reach the worker as messages.
 
 #include <unistd.h>
 
@@ -111,9 +112,12 @@ actors::node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data,
                                     monitor::WorkProgress& progress) {
   const int rank = engine.rank();
   for (const auto& node : start.nodes) {
-    if (node.first_rank == rank) continue;
-    if (Status s = engine.connect(node.first_rank, node.comm_address.bytes); !s)
-      return {-1, 1, "cannot connect to rank " + std::to_string(node.first_rank) + ": " + s.error().message};
+    for (int slot = 0; slot < node.slots; ++slot) {
+      const int peer = node.first_rank + slot;
+      if (peer == rank) continue;
+      if (Status s = engine.connect(peer, node.comm_addresses.at(static_cast<std::size_t>(slot)).bytes); !s)
+        return {-1, 1, "cannot connect to rank " + std::to_string(peer) + ": " + s.error().message};
+    }
   }
   const int stages = job.config.pipeline.stages;
   if (start.world_size % stages != 0)
@@ -141,31 +145,42 @@ actors::node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data,
 }  // namespace
 
 int run_node(const NodeArgs& args, const ResolvedJob& job) {
-  const int rank = env_int("RANK", 0);
+  const int first_rank = env_int("RANK", 0);
   const int world = env_int("WORLD_SIZE", 1);
-  monitor::set_identity(rank, "node");
+  const int slots = env_int("TROUPE_SLOTS", 1);
+  monitor::set_identity(first_rank, "node");
   auto fail = [](const std::string& message, int code) {
     std::fprintf(stderr, "troupe: error: %s\n", message.c_str());
     return code;
   };
-  if (env_int("TROUPE_SLOTS", 1) != 1)
-    return fail("slots > 1 per node process is not supported yet: give each worker its own host-file line", 2);
+  if (slots < 1 || first_rank < 0 || first_rank + slots > world)
+    return fail("TROUPE_SLOTS " + std::to_string(slots) + " with RANK " + std::to_string(first_rank) +
+                    " does not fit WORLD_SIZE " + std::to_string(world),
+                2);
   const auto colon = args.join.rfind(':');
   if (colon == std::string::npos) return fail("--join '" + args.join + "' is not HOST:PORT", 2);
   const std::string host = args.join.substr(0, colon);
   const int port = std::atoi(args.join.c_str() + colon + 1);
 
-  // train.threads 0 means all cores; node processes on one machine share them.
+  // train.threads 0 means all cores; the workers of every node process on one machine share them.
   const int local_workers = std::max(1, env_int("LOCAL_WORLD_SIZE", 1));
   const int threads = job.config.train.threads > 0
                           ? job.config.train.threads
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_workers);
-  auto backend = compute::make_backend(job.config.train.backend, threads);
-  if (!backend) return fail(backend.error().message, 2);
   auto data = load_job_data(job);
   if (!data) return fail(data.error().message, 2);
-  auto engine = comm::Engine::create(rank, world);
-  if (!engine) return fail(engine.error().message, 1);
+  // Each slot is a rank with its own backend (scratch buffers are not shared between threads)
+  // and its own engine (UCX worker and progress thread: a rank's tag space is its own).
+  std::vector<std::unique_ptr<compute::Backend>> backends;
+  std::vector<std::unique_ptr<comm::Engine>> engines;
+  for (int slot = 0; slot < slots; ++slot) {
+    auto backend = compute::make_backend(job.config.train.backend, threads);
+    if (!backend) return fail(backend.error().message, 2);
+    backends.push_back(std::move(*backend));
+    auto engine = comm::Engine::create(first_rank + slot, world);
+    if (!engine) return fail(engine.error().message, 1);
+    engines.push_back(std::move(*engine));
+  }
 
   actors::TroupeConfig cfg;
   caf::actor_system system{cfg};
@@ -179,15 +194,16 @@ int run_node(const NodeArgs& args, const ResolvedJob& job) {
   hello.node_index = args.node_index;
   hello.host = launch::this_host_name();
   hello.pid = static_cast<int>(::getpid());
-  hello.comm_address.bytes = (*engine)->address();
-  actors::NodeWork work = [&](const actors::start_msg& start, caf::blocking_actor* worker,
+  for (const auto& engine : engines) hello.comm_addresses.push_back(actors::byte_blob{engine->address()});
+  actors::NodeWork work = [&](const actors::start_msg& start, int slot, caf::blocking_actor* worker,
                               monitor::WorkProgress& progress) {
-    return train_as_rank(job, *data, **backend, **engine, start, worker, progress);
+    const auto index = static_cast<std::size_t>(slot);
+    return train_as_rank(job, *data, *backends[index], *engines[index], start, worker, progress);
   };
   actors::NodeOptions options;
   options.heartbeat_interval = std::chrono::milliseconds(std::lround(job.config.fault.heartbeat_seconds * 1000));
-  options.oldest_receive = [&engine] {
-    auto wait = (*engine)->oldest_pending_receive();
+  options.oldest_receive = [&engines](int slot) {
+    auto wait = engines[static_cast<std::size_t>(slot)]->oldest_pending_receive();
     return wait ? comm::describe(*wait, std::chrono::steady_clock::now()) : std::string{};
   };
   caf::scoped_actor self{system};

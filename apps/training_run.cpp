@@ -60,9 +60,8 @@ void print_sample(compute::GPT& model, const ResolvedJob& job, spdlog::logger& l
 
 RunOutcome drive_training(const ResolvedJob& job, const JobData& data, const std::string& backend_name,
                           TrainingLoop& loop, bool reports, monitor::WorkProgress& progress) {
-  auto log_ptr = monitor::logger("train");
+  auto log_ptr = reports ? monitor::logger("train") : monitor::silent_logger();
   spdlog::logger& log = *log_ptr;
-  if (!reports) log.set_level(spdlog::level::warn);
   const TrainOptions& t = job.config.train;
   const compute::GPTConfig& m = job.model;
   log.info("model: {} layers, {} embd, {} heads, block {}, vocab {} (padded {}), {:.2f}M parameters", m.n_layer,

@@ -24,6 +24,11 @@ std::shared_ptr<spdlog::logger> logger(const std::string& name) {
   return created;
 }
 
+std::shared_ptr<spdlog::logger> silent_logger() {
+  static const auto silent = std::make_shared<spdlog::logger>("silent");
+  return silent;
+}
+
 void set_identity(int rank, const std::string& role) {
   std::lock_guard lock(identity_mutex);
   current_pattern = pattern_for(rank, role);

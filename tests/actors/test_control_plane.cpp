@@ -237,18 +237,23 @@ TEST_CASE("every catalogue message without an actor handle survives serializatio
   // registry: it is pinned by the cross-process tests above instead.
   auto r = round_trip(system, join_result_msg{false, "why"});
   CHECK((!r.accepted && r.reason == "why"));
-  start_msg s{3, {node_entry{0, 0, 1, "a", byte_blob{{9}}}, node_entry{1, 1, 2, "b", byte_blob{}}}};
+  start_msg s{3, {node_entry{0, 0, 1, "a", {byte_blob{{9}}}}, node_entry{1, 1, 2, "b", {byte_blob{}, byte_blob{{7, 8}}}}}};
   auto s2 = round_trip(system, s);
   REQUIRE(s2.nodes.size() == 2);
-  CHECK((s2.world_size == 3 && s2.nodes[1].slots == 2 && s2.nodes[0].comm_address.bytes[0] == 9));
+  REQUIRE(s2.nodes[1].comm_addresses.size() == 2);
+  CHECK((s2.world_size == 3 && s2.nodes[1].slots == 2 && s2.nodes[0].comm_addresses.at(0).bytes[0] == 9 &&
+         s2.nodes[1].comm_addresses[1].bytes == std::vector<std::uint8_t>{7, 8}));
   auto d = round_trip(system, node_done_msg{4, 3, "x"});
   CHECK((d.node_index == 4 && d.exit_code == 3 && d.reason == "x"));
   auto st = round_trip(system, stop_msg{1, "y"});
   CHECK((st.exit_code == 1 && st.reason == "y"));
   auto o = round_trip(system, job_outcome_msg{2, "z"});
   CHECK((o.exit_code == 2 && o.reason == "z"));
-  auto h = round_trip(system, heartbeat_msg{5, 12, 13, 0.75, "step 13", "the gradient sums", 2.5});
-  CHECK((h.node_index == 5 && h.steps_done == 12 && h.progress == 13 && h.idle_seconds == 0.75 &&
-         h.activity == "step 13" &&
-         h.waiting_for == "the gradient sums" && h.waiting_seconds == 2.5));
+  auto h = round_trip(system, heartbeat_msg{5, {worker_beat{7, 12, 13, 0.75, "step 13", "the gradient sums", 2.5},
+                                                 worker_beat{8, 1, 2, 0, "", "", 0}}});
+  REQUIRE(h.workers.size() == 2);
+  const worker_beat& w = h.workers[0];
+  CHECK((h.node_index == 5 && w.rank == 7 && w.steps_done == 12 && w.progress == 13 && w.idle_seconds == 0.75 &&
+         w.activity == "step 13" && w.waiting_for == "the gradient sums" && w.waiting_seconds == 2.5 &&
+         h.workers[1].rank == 8));
 }

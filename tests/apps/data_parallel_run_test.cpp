@@ -81,6 +81,29 @@ TEST_CASE("troupe train --workers 2 with batch b takes the steps of one process 
   }
 }
 
+TEST_CASE("a host-file line with slots=2 runs two ranks in one node process, equal to one process", "[dp]") {
+  TempDir dir;
+  std::vector<std::string> single_args{"train"};
+  single_args.insert(single_args.end(), tiny_job.begin(), tiny_job.end());
+  single_args.insert(single_args.end(), {"--train.batch_size", "12"});
+  const ProcessResult one = run_troupe(dir, single_args, std::chrono::seconds(120));
+  REQUIRE(one.exit_code == 0);
+
+  const std::string hosts = dir.write("hosts", "localhost slots=2\nlocalhost slots=1\n");
+  std::vector<std::string> launch_args{"launch", "--hostfile", hosts, "--train.batch_size", "4"};
+  launch_args.insert(launch_args.end(), tiny_job.begin(), tiny_job.end());
+  const ProcessResult three = run_troupe(dir, launch_args, std::chrono::seconds(120));
+  INFO("stdout: " << three.out << "\nstderr: " << three.err);
+  REQUIRE(three.exit_code == 0);
+  CHECK_THAT(three.out, Contains("starting 2 node process(es), 3 rank(s)") && Contains("all 2 nodes joined"));
+  std::printf("1 x 12: loss %.4f, param norm %.9g | ranks 0+1 in one process, rank 2 in another, 4 each: loss %.4f, "
+              "param norm %.9g\n",
+              number_after(one.out, "final train loss"), number_after(one.out, "param norm"),
+              number_after(three.out, "final train loss"), number_after(three.out, "param norm"));
+  CHECK(number_after(three.out, "final train loss") == Approx(number_after(one.out, "final train loss")).epsilon(1e-4));
+  CHECK(number_after(three.out, "param norm") == Approx(number_after(one.out, "param norm")).epsilon(1e-6));
+}
+
 struct DisturbedJob {
   bool exited = false;
   int status = 0;
@@ -88,13 +111,17 @@ struct DisturbedJob {
   std::string err;
 };
 
-// Runs `troupe train --workers 2` (small, 200 steps, plus `extra`), sends `signal` to node 1 once
-// step 1 is logged, and waits up to 20 s for the job to end (killing everything left after).
-DisturbedJob disturb_node_1(int signal, const std::vector<std::string>& extra) {
+// Runs `troupe train --workers 2` (or `start`: another way to start two node processes; small, 200
+// steps, plus `extra`), sends `signal` to node 1 once step 1 is logged, and waits up to 20 s for
+// the job to end (killing everything left after).
+DisturbedJob disturb_node_1(int signal, const std::vector<std::string>& extra,
+                            const std::vector<std::string>& start = {"train", "--workers", "2"}) {
   TempDir dir;
   const auto out_path = dir.path() / "out.txt", err_path = dir.path() / "err.txt";
-  std::vector<std::string> args{TROUPE_BINARY_DIR "/troupe", "train", "--workers", "2", "--model.preset", "small",
-                                "--train.steps", "200", "--sample.tokens", "0", "--train.threads", "1"};
+  std::vector<std::string> args{TROUPE_BINARY_DIR "/troupe"};
+  args.insert(args.end(), start.begin(), start.end());
+  args.insert(args.end(), {"--model.preset", "small", "--train.steps", "200", "--sample.tokens", "0",
+                           "--train.threads", "1"});
   args.insert(args.end(), extra.begin(), extra.end());
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -140,6 +167,17 @@ TEST_CASE("a node killed with SIGKILL during training stops the job with its nam
   std::printf("job ended %.2f s after SIGKILL of node 1: %s", job.seconds, job.err.c_str());
   REQUIRE(job.exited);
   CHECK(WIFEXITED(job.status));
+  CHECK(WEXITSTATUS(job.status) == 1);
+  CHECK_THAT(job.err, Contains("lost node 1"));
+  CHECK(job.seconds < 10.0);
+}
+
+TEST_CASE("a killed node process that hosts two ranks stops the job with its name", "[dp]") {
+  TempDir dir;
+  const std::string hosts = dir.write("hosts", "localhost slots=1\nlocalhost slots=2\n");
+  const DisturbedJob job = disturb_node_1(SIGKILL, {}, {"launch", "--hostfile", hosts});
+  std::printf("job ended %.2f s after SIGKILL of node 1 (ranks 1 and 2): %s", job.seconds, job.err.c_str());
+  REQUIRE(job.exited);
   CHECK(WEXITSTATUS(job.status) == 1);
   CHECK_THAT(job.err, Contains("lost node 1"));
   CHECK(job.seconds < 10.0);

@@ -1,7 +1,7 @@
 // A node process for the control-plane tests: joins the job supervisor at 127.0.0.1:PORT with
 // the identity given on the command line, beats every 100 ms, and does what BEHAVIOR says once
-// started:
-//   check  verify the start message (world size, every peer's address) and finish
+// started, in each of its workers (node i hosts i + 1 slots, as the tests' plans have it):
+//   check  verify the start message (world size, every peer worker's address) and finish
 //   fail   report a failure
 //   hang   in step 1, wait for a message that never comes, until the job says stop
 //   busy   in step 1, compute (not wait) without end, until the job says stop
@@ -23,7 +23,9 @@ using namespace troupe::actors;
 
 namespace {
 
-std::string address_of(int node_index) { return "addr-" + std::to_string(node_index); }
+std::string address_of(int node_index, int slot) {
+  return "addr-" + std::to_string(node_index) + "." + std::to_string(slot);
+}
 
 node_done_msg check_start(const start_msg& start) {
   int world = 0;
@@ -31,8 +33,14 @@ node_done_msg check_start(const start_msg& start) {
     const node_entry& n = start.nodes[i];
     if (n.node_index != static_cast<int>(i) || n.first_rank != world)
       return {-1, 1, "node entry " + std::to_string(i) + " is out of order"};
-    std::string address(n.comm_address.bytes.begin(), n.comm_address.bytes.end());
-    if (address != address_of(n.node_index)) return {-1, 1, "node " + std::to_string(i) + " address '" + address + "'"};
+    if (static_cast<int>(n.comm_addresses.size()) != n.slots)
+      return {-1, 1, "node " + std::to_string(i) + " has " + std::to_string(n.comm_addresses.size()) + " addresses"};
+    for (int slot = 0; slot < n.slots; ++slot) {
+      const auto& bytes = n.comm_addresses[static_cast<std::size_t>(slot)].bytes;
+      std::string address(bytes.begin(), bytes.end());
+      if (address != address_of(n.node_index, slot))
+        return {-1, 1, "node " + std::to_string(i) + " slot " + std::to_string(slot) + " address '" + address + "'"};
+    }
     world += n.slots;
   }
   if (world != start.world_size) return {-1, 1, "world size " + std::to_string(start.world_size)};
@@ -71,10 +79,13 @@ int main(int argc, char** argv) {
   hello.node_index = node_index;
   hello.host = "localhost";
   hello.pid = static_cast<int>(::getpid());
-  std::string address = address_of(node_index);
-  hello.comm_address.bytes.assign(address.begin(), address.end());
+  const int slots = node_index + 1;
+  for (int slot = 0; slot < slots; ++slot) {
+    std::string address = address_of(node_index, slot);
+    hello.comm_addresses.push_back(byte_blob{{address.begin(), address.end()}});
+  }
 
-  NodeWork work = [behaviour](const start_msg& start, caf::blocking_actor* worker,
+  NodeWork work = [behaviour](const start_msg& start, int slot, caf::blocking_actor* worker,
                               troupe::monitor::WorkProgress& progress) -> node_done_msg {
     if (behaviour == "fail") return {-1, 3, "deliberate failure"};
     if (behaviour == "hang") {
