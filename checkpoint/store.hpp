@@ -1,0 +1,59 @@
+#pragma once
+// The checkpoint directory and its commit protocol (docs/formats/checkpoint.md):
+//   DIR/step-0000100/      manifest.json + rank-00000.safetensors ... (one per writing rank)
+//   DIR/step-0000100.tmp/  a checkpoint being written; never read as a checkpoint
+//   DIR/latest             the newest committed folder's name
+// One process (the coordinator) calls begin(step); every writing rank then writes its shard into
+// staging_dir(step) with write_shard, which leaves a sidecar record next to the shard; the
+// coordinator collects the records (collect_records, or records sent to it) and calls commit.
+// Ranks meet only through the file system, so they may be separate processes on one machine or
+// on a shared file system.
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "checkpoint/file_record.hpp"
+#include "checkpoint/manifest.hpp"
+#include "compute/expected.hpp"
+
+namespace troupe::checkpoint {
+
+std::string step_folder_name(std::int64_t step);  // "step-0000100"
+std::string shard_file_name(int rank);            // "rank-00003.safetensors"
+std::filesystem::path step_dir(const std::filesystem::path& dir, std::int64_t step);
+std::filesystem::path staging_dir(const std::filesystem::path& dir, std::int64_t step);  // step_dir + ".tmp"
+// The steps of DIR's committed folders (step-NNNNNNN, no suffix), newest first; none when DIR
+// does not exist.
+Expected<std::vector<std::int64_t>> committed_steps(const std::filesystem::path& dir);
+
+class CheckpointStore {
+ public:
+  // Keeps the newest `keep_last` committed checkpoints (at least 1).
+  explicit CheckpointStore(std::filesystem::path dir, int keep_last = 3);
+
+  const std::filesystem::path& dir() const { return dir_; }
+
+  // Creates DIR (if needed) and an empty staging folder for `step`, removing a stale one left by
+  // an attempt that died. Call it before any rank writes into the staging folder.
+  Expected<std::filesystem::path> begin(std::int64_t step) const;
+
+  // The sidecar records in the staging folder, by rank: what the ranks have finished writing.
+  Expected<std::vector<FileRecord>> collect_records(std::int64_t step) const;
+
+  // Publishes the staging folder as step-NNNNNNN: checks every file in manifest.files exists with
+  // its recorded size and that every kind covers the whole flat order, writes manifest.json
+  // (with hash_algorithm set), syncs files and folders, renames the folder into place, replaces
+  // DIR/latest atomically and removes checkpoints older than the newest keep_last (never this
+  // one). On an error nothing committed before is touched.
+  Status commit(std::int64_t step, Manifest manifest) const;
+
+ private:
+  Status prune(std::int64_t committed) const;
+
+  std::filesystem::path dir_;
+  int keep_last_;
+};
+
+}  // namespace troupe::checkpoint

@@ -1,0 +1,80 @@
+// The GPT-2 export: Hugging Face's names and shapes, the four Conv1D weights per layer
+// transposed to (in, out), wte cropped to the real vocabulary, metadata format "pt". Pins the
+// export names of docs/formats/checkpoint.md.
+
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <set>
+
+#include "checkpoint/export_gpt2.hpp"
+#include "checkpoint/loader.hpp"
+#include "checkpoint/safetensors.hpp"
+#include "checkpoint_fixture.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace troupe::checkpoint;
+using namespace troupe::checkpoint::test;
+using troupe::test::TempDir;
+using troupe::compute::Shape;
+
+TEST_CASE("export writes HF GPT-2 names, transposed Conv1D weights and the unpadded vocabulary", "[export]") {
+  TempDir dir;
+  // V = 300 pads to 384 rows, so the crop shows.
+  const troupe::compute::GPTConfig model{2, 32, 2, 16, 300, troupe::compute::padded_vocab(300)};
+  REQUIRE(model.padded_vocab_size == 384);
+  const troupe::compute::ParameterLayout layout(model);
+  const auto params = distinct_values(layout.total(), 0.5f);
+  const CheckpointStore store(dir.path() / "ckpt");
+  commit_checkpoint(store, model, 3, {{piece_of("param", params, 0, layout.total())}});
+  auto loaded = open_checkpoint(step_dir(store.dir(), 3));
+  REQUIRE(loaded.ok());
+
+  const auto out = dir.path() / "model.safetensors";
+  const troupe::Status exported = export_gpt2_safetensors(*loaded, model, out);
+  INFO((exported ? std::string() : exported.error().message));
+  REQUIRE(exported.ok());
+  auto file = SafetensorsFile::open(out);
+  REQUIRE(file.ok());
+  CHECK(file->metadata().at("format") == "pt");
+  std::map<std::string, const StoredTensor*> tensors;
+  for (const auto& t : file->tensors()) tensors[t.name] = &t;
+  std::set<std::string> names;
+  for (const auto& [name, unused] : tensors) names.insert(name);
+  std::set<std::string> expected;
+  for (const auto& v : layout.views()) expected.insert(v.name);
+  CHECK(names == expected);
+  CHECK(names.contains("h.1.attn.c_attn.weight"));
+  CHECK(names.contains("ln_f.bias"));
+
+  auto value = [&](const std::string& name, std::int64_t index) {
+    float x = 0;
+    copy_floats(*tensors.at(name), index, std::span(&x, 1));
+    return x;
+  };
+  CHECK(tensors.at("wte.weight")->shape == Shape{300, 32});
+  CHECK(value("wte.weight", 300 * 32 - 1) == params[300 * 32 - 1]);
+  CHECK(tensors.at("wpe.weight")->shape == Shape{16, 32});
+  CHECK(tensors.at("h.0.ln_1.weight")->shape == Shape{32});
+  const std::map<std::string, Shape> conv1d = {{"h.1.attn.c_attn.weight", {32, 96}},
+                                               {"h.1.attn.c_proj.weight", {32, 32}},
+                                               {"h.1.mlp.c_fc.weight", {32, 128}},
+                                               {"h.1.mlp.c_proj.weight", {128, 32}}};
+  for (const auto& [name, shape] : conv1d) {
+    INFO(name);
+    const auto& view = layout.find(name);  // (out, in)
+    REQUIRE(tensors.at(name)->shape == shape);
+    const std::int64_t in = shape[0], out_features = shape[1];
+    for (std::int64_t i : {std::int64_t{0}, std::int64_t{1}, in - 1})
+      for (std::int64_t o : {std::int64_t{0}, std::int64_t{2}, out_features - 1})
+        REQUIRE(value(name, i * out_features + o) == params[view.offset + o * in + i]);
+  }
+  const auto& bias = layout.find("h.1.attn.c_attn.bias");
+  CHECK(value("h.1.attn.c_attn.bias", 5) == params[bias.offset + 5]);
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "model.safetensors.tmp"));
+
+  const troupe::Status other = export_gpt2_safetensors(*loaded, tiny_model(), dir.path() / "tiny.safetensors");
+  REQUIRE_FALSE(other.ok());
+  CHECK(other.error().message == "export of " + loaded->dir().string() +
+                                     ": checkpoint was written for n_layer 2, this model has 4");
+}
