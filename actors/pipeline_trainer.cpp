@@ -65,6 +65,31 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
   }
 }
 
+std::vector<checkpoint::HeldRange> PipelineTrainer::held_state() {
+  std::vector<checkpoint::HeldRange> held;
+  const bool saves = replica_ == 0;
+  for (Chunk& chunk : chunks_) {
+    compute::GPTStage& stage = *chunk.stage;
+    const auto [begin, end] = stage.global_range();
+    float* buffers[] = {stage.params().data_as<float>(), chunk.optimizer->first_moments().data_as<float>(),
+                        chunk.optimizer->second_moments().data_as<float>()};
+    const char* kinds[] = {"param", "adam_m", "adam_v"};
+    for (int k = 0; k < 3; ++k) held.push_back({kinds[k], begin, end, buffers[k], saves});
+    if (stage.has_embedding_copy()) {
+      const compute::ParameterView& wte = stage.global_layout().find("wte.weight");
+      const std::int64_t local = end - begin;  // the copy follows the stage's own slice
+      for (int k = 0; k < 3; ++k)
+        held.push_back({kinds[k], wte.offset, wte.offset + wte.numel(), buffers[k] + local, false});
+    }
+  }
+  return held;
+}
+
+void PipelineTrainer::resume_at(long steps) {
+  steps_ = steps;
+  for (Chunk& chunk : chunks_) chunk.optimizer->set_steps_taken(steps);
+}
+
 std::int64_t PipelineTrainer::tokens_per_step() const {
   const compute::TrainerOptions& o = setup_.options;
   return std::int64_t{o.batch_size} * o.seq_len * setup_.schedule.microbatches * setup_.grid.dp;

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "actors/mailbox_comm.hpp"
+#include "checkpoint/run_checkpoints.hpp"
 #include "comm/collectives.hpp"
 #include "comm/grid.hpp"
 #include "compute/model/gpt_stage.hpp"
@@ -71,6 +72,13 @@ class PipelineTrainer {
   // Most micro-batch activations (chunks' slots in use) each stage of this pipeline held at
   // once over all steps so far, by stage; every rank of the pipeline gets the same list.
   std::vector<int> peak_stashed_measured();
+
+  // This rank's parameters and AdamW moments as global flat ranges, for checkpoints: each chunk's
+  // slice, plus (restored, never saved) a last stage's copy of the tied wte.weight, whose values
+  // and moments equal the first stage's. Replica 0 of each stage saves.
+  std::vector<checkpoint::HeldRange> held_state();
+  // Continues after `steps` steps (state restored into held_state()'s buffers).
+  void resume_at(long steps);
 
  private:
   struct Chunk {

@@ -20,6 +20,7 @@ using D = DataOptions;
 using S = SampleOptions;
 using F = FaultOptions;
 using P = PipelineOptions;
+using C = CheckpointOptions;
 
 constexpr ConfigKey keys[] = {
     {"model.preset", "architecture preset: tiny, small or gpt2; the model keys below override it",
@@ -83,6 +84,17 @@ constexpr ConfigKey keys[] = {
      "seconds a worker may go without finishing a step or validation before the job stops, naming what it waits for; "
      "0 = off",
      field<&J::fault, &F::step_timeout>},
+
+    {"checkpoint.dir", "folder of the job's checkpoints (step-NNNNNNN/ inside); empty = none",
+     field<&J::checkpoint, &C::dir>},
+    {"checkpoint.every", "save after every N steps; 0 = only after the last step", field<&J::checkpoint, &C::every>},
+    {"checkpoint.keep_last", "committed checkpoints to keep; older ones are removed",
+     field<&J::checkpoint, &C::keep_last>},
+    {"checkpoint.async", "snapshot to memory and write in the background while training goes on",
+     field<&J::checkpoint, &C::async>},
+    {"checkpoint.resume",
+     "start from the newest valid checkpoint in checkpoint.dir, data position included (--resume); none = a fresh start",
+     field<&J::checkpoint, &C::resume>},
 };
 
 std::vector<std::string> key_names() {
@@ -117,6 +129,7 @@ std::optional<std::string> closest_config_section(std::string_view name) {
 std::string_view type_name(const ConfigKey& key) {
   JobConfig scratch;
   const ConfigField field = key.field(scratch);
+  if (std::holds_alternative<bool*>(field)) return "boolean";
   if (std::holds_alternative<double*>(field)) return "number";
   if (std::holds_alternative<std::string*>(field)) return "string";
   return "integer";

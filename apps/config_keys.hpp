@@ -16,7 +16,7 @@
 namespace troupe::apps {
 
 // Where a key's value lives inside a JobConfig; the pointee's type is the key's type.
-using ConfigField = std::variant<int*, long*, std::uint64_t*, double*, std::string*>;
+using ConfigField = std::variant<bool*, int*, long*, std::uint64_t*, double*, std::string*>;
 
 struct ConfigKey {
   std::string_view name;  // "section.name"

@@ -72,6 +72,10 @@ std::optional<std::string> assign(const ConfigField& field, const toml::node& no
           const auto* text = node.as_string();
           if (!text) return "expected a string" + got;
           *target = text->get();
+        } else if constexpr (std::is_same_v<Value, bool>) {
+          const auto* flag = node.as_boolean();
+          if (!flag) return "expected true or false" + got;
+          *target = flag->get();
         } else if constexpr (std::is_same_v<Value, double>) {
           if (const auto* integer = node.as_integer()) {
             *target = static_cast<double>(integer->get());

@@ -56,6 +56,10 @@ Status set_from_text(JobConfig& config, const ConfigKey& key, std::string_view t
         if constexpr (std::is_same_v<Value, std::string>) {
           *target = std::string(text);
           return Status::success();
+        } else if constexpr (std::is_same_v<Value, bool>) {
+          if (text != "true" && text != "false") return Error{where + "expected true or false, got " + quoted(text)};
+          *target = text == "true";
+          return Status::success();
         } else if constexpr (std::is_same_v<Value, std::uint64_t>) {
           return parse_into(*target, text, "a non-negative integer", where);
         } else if constexpr (std::is_integral_v<Value>) {
@@ -76,6 +80,8 @@ std::string format_key(const JobConfig& config, const ConfigKey& key, bool quote
         using Value = std::remove_pointer_t<decltype(value)>;
         if constexpr (std::is_same_v<Value, std::string>)
           return quote_strings ? toml_string(*value) : *value;
+        else if constexpr (std::is_same_v<Value, bool>)
+          return *value ? "true" : "false";
         else if constexpr (std::is_same_v<Value, double>)
           return format_number(*value);
         else

@@ -71,6 +71,15 @@ struct FaultOptions {
   double step_timeout = 600;      // a worker without a finished step (or validation) this long is stuck; 0 = off
 };
 
+// Sharded checkpoints (docs/formats/checkpoint.md) and resuming from them.
+struct CheckpointOptions {
+  std::string dir;      // DIR/step-NNNNNNN/ folders; empty = no checkpoints
+  long every = 0;       // save after every N steps; 0 = only after the last step
+  int keep_last = 3;    // committed checkpoints kept; older ones are removed
+  bool async = false;   // snapshot to memory and write in the background while training goes on
+  bool resume = false;  // start from the newest valid checkpoint in dir (a fresh start when there is none)
+};
+
 struct JobConfig {
   ModelOptions model;
   TrainOptions train;
@@ -78,6 +87,7 @@ struct JobConfig {
   SampleOptions sample;
   PipelineOptions pipeline;
   FaultOptions fault;
+  CheckpointOptions checkpoint;
 };
 
 }  // namespace troupe::apps

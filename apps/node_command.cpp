@@ -86,6 +86,11 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   loop.evaluate = [&](int batches) { return trainer.evaluate(batches); };
   loop.param_norm = [&] { return trainer.param_norm(); };
   loop.tokens_per_step = trainer.tokens_per_step();
+  loop.held = trainer.held_state();
+  loop.resume_at = [&trainer](long steps) { trainer.resume_at(steps); };
+  loop.rank = rank;
+  loop.grid = {grid.dp, grid.pp, 1};
+  loop.checkpoint_writers = grid.pp;
   loop.layout = fmt::format("{} x {} pipeline, {} micro-batches of {} x seq {}; stage {} holds {} activations at most",
                             grid.dp, p.schedule, p.microbatches, job.config.train.batch_size, job.config.train.seq_len,
                             coord.pp, report->peak_stashed[static_cast<std::size_t>(coord.pp)]);

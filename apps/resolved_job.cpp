@@ -116,6 +116,13 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
     return "fault.heartbeat_timeout " + str(f.heartbeat_timeout) + " must be at least twice fault.heartbeat_seconds " +
            str(f.heartbeat_seconds);
   if (!(f.step_timeout >= 0)) return "fault.step_timeout must not be negative (0 = off), got " + str(f.step_timeout);
+
+  const CheckpointOptions& k = c.checkpoint;
+  if (k.every < 0) return "checkpoint.every must not be negative (0 = only after the last step), got " + str(k.every);
+  if (k.keep_last < 1) return "checkpoint.keep_last must be at least 1, got " + str(k.keep_last);
+  if (!k.dir.empty() && t.backend != "cpu")
+    return "checkpoint.dir works with train.backend cpu only so far (got '" + t.backend + "')";
+  if (k.resume && k.dir.empty()) return "checkpoint.resume (--resume) needs checkpoint.dir: where are the checkpoints?";
   return std::nullopt;
 }
 

@@ -8,6 +8,8 @@
 #include <spdlog/fmt/fmt.h>
 
 #include "apps/training_run.hpp"
+#include "apps/config_keys.hpp"
+#include "apps/config_value.hpp"
 #include "compute/data/decode.hpp"
 #include "compute/model/generate.hpp"
 #include "compute/train/trainer.hpp"
@@ -56,6 +58,23 @@ void print_sample(compute::GPT& model, const ResolvedJob& job, spdlog::logger& l
   std::fflush(stdout);
 }
 
+// The job's configuration as a manifest records it: every key's value as text.
+nlohmann::json config_json(const JobConfig& config) {
+  nlohmann::json json = nlohmann::json::object();
+  for (const ConfigKey& key : config_keys()) json[std::string(key.name)] = format_text(config, key);
+  return json;
+}
+
+checkpoint::RunCheckpointOptions checkpoint_options(const CheckpointOptions& c) {
+  checkpoint::RunCheckpointOptions o;
+  o.dir = c.dir;
+  o.every = c.every;
+  o.keep_last = c.keep_last;
+  o.async = c.async;
+  o.resume = c.resume;
+  return o;
+}
+
 }  // namespace
 
 RunOutcome drive_training(const ResolvedJob& job, const JobData& data, const std::string& backend_name,
@@ -81,9 +100,34 @@ RunOutcome drive_training(const ResolvedJob& job, const JobData& data, const std
     return val;
   };
 
+  auto checkpoint_log = monitor::logger("checkpoint");
+  checkpoint::CheckpointReporter reporter{[checkpoint_log](const std::string& line) { checkpoint_log->info(line); },
+                                          [checkpoint_log](const std::string& line) { checkpoint_log->error(line); }};
+  checkpoint::RunIdentity identity{job.model,
+                                   config_json(job.config),
+                                   loop.grid,
+                                   loop.rank,
+                                   loop.checkpoint_writers,
+                                   t.seed,
+                                   loop.tokens_per_step / t.seq_len,
+                                   t.steps};
+  checkpoint::RunCheckpoints checkpoints(checkpoint_options(job.config.checkpoint), identity, reporter);
+  if (!checkpoints.startup()) return {2, checkpoints.startup().error().message};
+  auto resumed = checkpoints.restore(loop.held);
+  if (!resumed) return {2, resumed.error().message};
+  for (const std::string& skipped : resumed->skipped) if (reports) checkpoint_log->warn(skipped);
+  if (resumed->steps > 0) {
+    loop.resume_at(resumed->steps);
+    log.info("resumed from {} after step {} (data position and optimizer state included)", resumed->from,
+             resumed->steps);
+  } else if (job.config.checkpoint.resume) {
+    log.info("no checkpoint in {} to resume from: starting fresh", job.config.checkpoint.dir);
+  }
+
   const auto run_start = Clock::now();
   double train_seconds = 0, last_loss = 0, last_val = NAN;
-  for (long s = 0; s < t.steps; ++s) {
+  Status last_save = Status::success();
+  for (long s = resumed->steps; s < t.steps; ++s) {
     progress.begin(fmt::format("step {}", s + 1));
     auto start = Clock::now();
     compute::StepResult r = loop.step();
@@ -94,21 +138,27 @@ RunOutcome drive_training(const ResolvedJob& job, const JobData& data, const std
     if (!std::isfinite(r.loss))
       return {1, fmt::format("training diverged at step {} (loss {}); lower train.lr", s + 1, r.loss)};
     long done = s + 1;
+    const long steps_this_run = done - resumed->steps;
     if (t.log_every > 0 && (done % t.log_every == 0 || done == t.steps)) {
-      double eta = train_seconds / static_cast<double>(done) * static_cast<double>(t.steps - done);
+      double eta = train_seconds / static_cast<double>(steps_this_run) * static_cast<double>(t.steps - done);
       log.info("step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} tok/s | {:.0f} ms | ETA {}", done,
                t.steps, r.loss, r.lr, r.grad_norm, static_cast<double>(loop.tokens_per_step) / secs,
                secs * 1e3, format_duration(eta));
     }
+    // A failed save is reported and training goes on; only the last one decides the exit code.
+    if (Status saved = checkpoints.after_step(done, loop.held); !saved && done == t.steps) last_save = saved;
     if (t.val_every > 0 && done % t.val_every == 0 && done != t.steps) validate_now(done);
   }
   last_val = validate_now(t.steps);
+  if (Status saved = checkpoints.finish(); !saved && last_save) last_save = saved;
+  if (!last_save) return {1, "the last checkpoint failed: " + last_save.error().message};
   double wall = std::chrono::duration<double>(Clock::now() - run_start).count();
   // The parameter norm fingerprints the weights: equal layouts of one job print the same digits.
   log.info(
       "done: {} steps in {} | {:.0f} tok/s while training | final train loss {:.4f} | final val loss {:.4f} | "
       "param norm {:.9g}",
-      t.steps, format_duration(wall), static_cast<double>(loop.tokens_per_step * t.steps) / train_seconds,
+      t.steps, format_duration(wall),
+      train_seconds > 0 ? static_cast<double>(loop.tokens_per_step * (t.steps - resumed->steps)) / train_seconds : 0.0,
       last_loss, last_val, loop.param_norm());
   if (reports && job.config.sample.tokens > 0) {
     if (loop.whole_model != nullptr)
@@ -136,6 +186,19 @@ RunOutcome run_training(const ResolvedJob& job, compute::Backend& backend, const
   loop.tokens_per_step = trainer.tokens_per_step();
   loop.layout = fmt::format("{} rank(s) x batch {} x seq {} x accum {}", ranks, t.batch_size, t.seq_len, t.grad_accum);
   loop.whole_model = &model;
+  // Replicas hold equal parameters and (ZeRO 0) equal moments: the first writes them. Under ZeRO
+  // each rank's moments are its own shard and every rank writes its shard.
+  const bool writes_params = options.data_parallel.rank == 0;
+  const bool writes_moments = writes_params || options.data_parallel.zero_stage > 0;
+  compute::AdamW& adamw = trainer.optimizer();
+  const auto [moments_begin, moments_end] = adamw.range();
+  loop.held = {{"param", 0, model.layout().total(), model.params().data_as<float>(), writes_params},
+               {"adam_m", moments_begin, moments_end, adamw.first_moments().data_as<float>(), writes_moments},
+               {"adam_v", moments_begin, moments_end, adamw.second_moments().data_as<float>(), writes_moments}};
+  loop.resume_at = [&trainer](long steps) { trainer.resume_at(steps); };
+  loop.rank = options.data_parallel.rank;
+  loop.grid = {ranks, 1, 1};
+  loop.checkpoint_writers = options.data_parallel.zero_stage > 0 ? ranks : 1;
   return drive_training(job, data, backend.name(), loop, reports, progress);
 }
 

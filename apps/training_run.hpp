@@ -8,6 +8,7 @@
 #include <string>
 
 #include "apps/job_data.hpp"
+#include "checkpoint/run_checkpoints.hpp"
 #include "apps/resolved_job.hpp"
 #include "compute/backend.hpp"
 #include "compute/train/trainer.hpp"
@@ -29,12 +30,22 @@ struct TrainingLoop {
   std::int64_t tokens_per_step = 0;
   std::string layout;                 // "2 rank(s) x batch 8 x seq 256 x accum 1", for the log
   compute::GPT* whole_model = nullptr;  // for the closing sample; null when no rank holds it
+
+  // Checkpoints: the state this rank holds (spans into buffers that live as long as the loop),
+  // how to continue after a restore, and the rank's place in the job.
+  std::vector<checkpoint::HeldRange> held;
+  std::function<void(long steps)> resume_at;
+  int rank = 0;
+  checkpoint::Grid grid;
+  int checkpoint_writers = 1;  // ranks whose held state includes saved ranges
 };
 
 // The job's TrainerOptions (batch, sequence, schedule, AdamW, clip, seed; one process).
 compute::TrainerOptions trainer_options(const ResolvedJob& job);
 
-// Steps, progress lines, validation, the summary and (on the reporting rank) the sample.
+// Steps, progress lines, validation, the summary and (on the reporting rank) the sample; with
+// checkpoint.resume it starts where the newest valid checkpoint left off, and it saves
+// checkpoints as checkpoint.* says. A checkpoint that cannot be restored is exit code 2.
 RunOutcome drive_training(const ResolvedJob& job, const JobData& data, const std::string& backend_name,
                           TrainingLoop& loop, bool reports, monitor::WorkProgress& progress);
 

@@ -94,14 +94,25 @@ CheckpointStore::CheckpointStore(fs::path dir, int keep_last) : dir_(std::move(d
   TROUPE_CHECK(keep_last >= 1, "keep_last " + std::to_string(keep_last));
 }
 
-Expected<fs::path> CheckpointStore::begin(std::int64_t step) const {
-  const fs::path staging = staging_dir(dir_, step);
+Status CheckpointStore::clear_staging() const {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec) return Error{"checkpoint directory '" + dir_.string() + "': cannot create: " + ec.message()};
-  fs::remove_all(staging, ec);
-  if (ec) return Error{"checkpoint '" + staging.string() + "': cannot remove the stale folder: " + ec.message()};
-  fs::create_directory(staging, ec);
+  std::vector<fs::path> stale;
+  for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().filename().string().ends_with(staging_suffix)) stale.push_back(it->path());
+  if (ec) return Error{"checkpoint directory '" + dir_.string() + "': cannot list: " + ec.message()};
+  for (const fs::path& folder : stale) {
+    fs::remove_all(folder, ec);
+    if (ec) return Error{"checkpoint '" + folder.string() + "': cannot remove the stale folder: " + ec.message()};
+  }
+  return Status::success();
+}
+
+Expected<fs::path> CheckpointStore::begin(std::int64_t step) const {
+  const fs::path staging = staging_dir(dir_, step);
+  std::error_code ec;
+  fs::create_directories(staging, ec);
   if (ec) return Error{"checkpoint '" + staging.string() + "': cannot create: " + ec.message()};
   return staging;
 }

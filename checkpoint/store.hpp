@@ -3,9 +3,10 @@
 //   DIR/step-0000100/      manifest.json + rank-00000.safetensors ... (one per writing rank)
 //   DIR/step-0000100.tmp/  a checkpoint being written; never read as a checkpoint
 //   DIR/latest             the newest committed folder's name
-// One process (the coordinator) calls begin(step); every writing rank then writes its shard into
-// staging_dir(step) with write_shard, which leaves a sidecar record next to the shard; the
-// coordinator collects the records (collect_records, or records sent to it) and calls commit.
+// The coordinator clears stale staging folders when a run starts; every writing rank calls
+// begin(step) and writes its shard into the staging folder with write_shard, which leaves a
+// sidecar record next to the shard; the coordinator collects the records (collect_records, or
+// records sent to it) and calls commit.
 // Ranks meet only through the file system, so they may be separate processes on one machine or
 // on a shared file system.
 
@@ -35,8 +36,12 @@ class CheckpointStore {
 
   const std::filesystem::path& dir() const { return dir_; }
 
-  // Creates DIR (if needed) and an empty staging folder for `step`, removing a stale one left by
-  // an attempt that died. Call it before any rank writes into the staging folder.
+  // Creates DIR (if needed) and removes every staging folder: attempts that died. The coordinator
+  // calls it when a run starts, before any rank can write.
+  Status clear_staging() const;
+
+  // Creates the staging folder for `step` if it is not there yet; every writing rank may call it
+  // (it never removes what another rank wrote).
   Expected<std::filesystem::path> begin(std::int64_t step) const;
 
   // The sidecar records in the staging folder, by rank: what the ranks have finished writing.

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "compute/backend.hpp"
@@ -35,6 +36,13 @@ class AdamW {
   // params and grads are the whole flat buffers; only [begin, end) is read or written.
   void step(Tensor& params, const Tensor& grads, double lr);
   long steps_taken() const { return step_; }
+
+  // What a checkpoint saves and restores: the moments of the flat range [begin, end) (each
+  // end − begin elements) and the step count behind the bias correction.
+  std::pair<std::int64_t, std::int64_t> range() const { return {begin_, begin_ + m_.numel()}; }
+  Tensor& first_moments() { return m_; }
+  Tensor& second_moments() { return v_; }
+  void set_steps_taken(long steps) { step_ = steps; }
 
  private:
   struct Segment {

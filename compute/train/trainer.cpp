@@ -25,6 +25,11 @@ Trainer::Trainer(GPT& model, TrainerOptions options, std::span<const std::uint16
   model_.reserve(options.batch_size, options.seq_len);
 }
 
+void Trainer::resume_at(long steps) {
+  steps_ = steps;
+  optimizer_.set_steps_taken(steps);
+}
+
 std::int64_t Trainer::tokens_per_step() const {
   return std::int64_t{options_.batch_size} * options_.seq_len * options_.grad_accum * options_.data_parallel.size;
 }

@@ -77,6 +77,10 @@ class Trainer {
   // Mean loss over the first `batches` batches of the validation stream (the same at every call).
   double evaluate(int batches);
   long steps_taken() const { return steps_; }
+  // Continues a run that took `steps` steps (parameters and moments restored by the caller): the
+  // data position, the learning rate and AdamW's bias correction follow from the count.
+  void resume_at(long steps);
+  AdamW& optimizer() { return optimizer_; }
   std::int64_t tokens_per_step() const;  // over the whole data-parallel group
 
  private:

@@ -43,7 +43,7 @@ TEST_CASE("commit publishes step-NNNNNNN with manifest, shards and latest", "[st
   CHECK(loaded->manifest().files.size() == 1);
 }
 
-TEST_CASE("a staging folder is never listed as a checkpoint, and begin replaces a stale one", "[store]") {
+TEST_CASE("a staging folder is never listed as a checkpoint, and clear_staging removes a stale one", "[store]") {
   TempDir dir;
   const CheckpointStore store(dir.path());
   commit_whole_model(store, 10, 0.5f);
@@ -58,8 +58,11 @@ TEST_CASE("a staging folder is never listed as a checkpoint, and begin replaces 
   CHECK(newest->checkpoint->manifest().step == 10);
   CHECK(newest->skipped.empty());
 
-  REQUIRE(store.begin(20).ok());  // a restarted attempt starts from an empty folder
-  CHECK(fs::is_empty(*staging));
+  REQUIRE(store.begin(20).ok());  // another rank's begin keeps what is there
+  CHECK(fs::exists(*staging / "rank-00000.safetensors"));
+  REQUIRE(store.clear_staging().ok());  // a restarted run starts without the dead attempt's folder
+  CHECK(!fs::exists(*staging));
+  CHECK(committed_steps(dir.path()).value() == std::vector<std::int64_t>{10});
 }
 
 TEST_CASE("keep_last keeps the newest checkpoints and never the one just written", "[store]") {

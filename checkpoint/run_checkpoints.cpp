@@ -1,0 +1,175 @@
+#include "checkpoint/run_checkpoints.hpp"
+
+#include <cstdio>
+
+#include "checkpoint/loader.hpp"
+#include "checkpoint/shard.hpp"
+
+namespace troupe::checkpoint {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<Piece> saved_pieces(std::span<const HeldRange> held) {
+  std::vector<Piece> pieces;
+  for (const HeldRange& h : held)
+    if (h.saved)
+      pieces.push_back({h.kind, h.begin, h.end, {h.data, static_cast<std::size_t>(h.end - h.begin)}});
+  return pieces;
+}
+
+std::string megabytes(std::uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MB", static_cast<double>(bytes) / 1e6);
+  return text;
+}
+
+std::string seconds_since(Clock::time_point start) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f s", std::chrono::duration<double>(Clock::now() - start).count());
+  return text;
+}
+
+}  // namespace
+
+RunCheckpoints::RunCheckpoints(RunCheckpointOptions options, RunIdentity identity, CheckpointReporter reporter)
+    : options_(std::move(options)),
+      identity_(std::move(identity)),
+      reporter_(std::move(reporter)),
+      layout_(identity_.model),
+      store_(options_.dir, options_.keep_last) {
+  if (!enabled()) return;
+  if (identity_.rank == 0) startup_ = store_.clear_staging();
+  if (options_.async) async_writer_ = std::make_unique<AsyncCheckpointWriter>(options_.dir, layout_, identity_.rank);
+}
+
+RunCheckpoints::~RunCheckpoints() {
+  if (committer_.joinable()) committer_.join();
+}
+
+Expected<Resumed> RunCheckpoints::restore(std::span<const HeldRange> held) const {
+  Resumed resumed;
+  if (!enabled() || !options_.resume) return resumed;
+  auto newest = open_newest_valid(options_.dir);
+  if (!newest) return newest.error();
+  resumed.skipped = newest->skipped;
+  if (!newest->checkpoint) return resumed;
+  const LoadedCheckpoint& loaded = *newest->checkpoint;
+  const Manifest& m = loaded.manifest();
+  const std::string where = "checkpoint " + loaded.dir().string();
+  if (Status same_model = check_model(m, identity_.model); !same_model)
+    return Error{where + ": " + same_model.error().message};
+  if (m.data.seed != identity_.seed)
+    return Error{where + " was written with train.seed " + std::to_string(m.data.seed) + ", this job has " +
+                 std::to_string(identity_.seed) + ": its data order would not continue"};
+  if (m.step > 0 && m.data.samples_consumed != static_cast<std::uint64_t>(m.step * identity_.samples_per_step))
+    return Error{where + " consumed " + std::to_string(m.data.samples_consumed) + " sequences in " +
+                 std::to_string(m.step) + " steps; this job's global batch is " +
+                 std::to_string(identity_.samples_per_step) +
+                 " sequences per step (data-parallel ranks x batch_size x micro-batches must stay the same)"};
+  for (const HeldRange& h : held) {
+    if (!loaded.holds(h.kind)) return Error{where + " holds no '" + h.kind + "' state"};
+    if (Status read = loaded.read(h.kind, h.begin, h.end, {h.data, static_cast<std::size_t>(h.end - h.begin)}); !read)
+      return read.error();
+  }
+  resumed.steps = static_cast<long>(m.step);
+  resumed.from = loaded.dir().string();
+  return resumed;
+}
+
+bool RunCheckpoints::due(long steps_done) const {
+  if (!enabled()) return false;
+  if (steps_done == identity_.total_steps) return true;
+  return options_.every > 0 && steps_done % options_.every == 0;
+}
+
+Status RunCheckpoints::after_step(long steps_done, std::span<const HeldRange> held) {
+  if (!due(steps_done)) return Status::success();
+  Status saved = save(steps_done, held);
+  if (!saved) reporter_.error("checkpoint after step " + std::to_string(steps_done) + " failed: " +
+                              saved.error().message + "; training goes on, earlier checkpoints are intact");
+  return saved;
+}
+
+Status RunCheckpoints::take_background_outcome() {
+  Status outcome = Status::success();
+  if (committer_.joinable()) committer_.join();
+  {
+    std::lock_guard lock(outcome_mutex_);
+    std::swap(outcome, committer_outcome_);
+  }
+  if (async_pending_) {
+    async_pending_ = false;
+    if (auto written = async_writer_->wait(); !written && outcome) outcome = written.error();
+  }
+  return outcome;
+}
+
+Status RunCheckpoints::save(long steps_done, std::span<const HeldRange> held) {
+  const auto started = Clock::now();
+  // The previous background save must be over before this one starts (one snapshot at a time).
+  Status previous = take_background_outcome();
+  if (!previous) reporter_.error("the previous checkpoint (written in the background) failed: " +
+                                 previous.error().message + "; earlier checkpoints are intact");
+  const std::vector<Piece> pieces = saved_pieces(held);
+  if (!pieces.empty()) {
+    auto staging = store_.begin(steps_done);
+    if (!staging) return staging.error();
+    if (options_.async) {
+      if (Status submitted = async_writer_->submit(steps_done, pieces); !submitted) return submitted;
+      async_pending_ = true;
+    } else {
+      auto written = write_shard(*staging / shard_file_name(identity_.rank), layout_, identity_.rank, pieces);
+      if (!written) return written.error();
+    }
+  }
+  if (identity_.rank != 0) return Status::success();
+  if (!options_.async) return commit_when_written(steps_done, started);
+  committer_ = std::thread([this, steps_done, started] {
+    Status committed = commit_when_written(steps_done, started);
+    std::lock_guard lock(outcome_mutex_);
+    if (!committed)
+      committer_outcome_ = Error{"step " + std::to_string(steps_done) + ": " + committed.error().message};
+  });
+  return Status::success();
+}
+
+Status RunCheckpoints::commit_when_written(long step, Clock::time_point started) const {
+  const auto deadline = Clock::now() + options_.commit_timeout;
+  std::vector<FileRecord> records;
+  for (;;) {
+    auto collected = store_.collect_records(step);
+    if (!collected) return collected.error();
+    records = std::move(*collected);
+    if (static_cast<int>(records.size()) >= identity_.writers) break;
+    if (Clock::now() > deadline)
+      return Error{"only " + std::to_string(records.size()) + " of " + std::to_string(identity_.writers) +
+                   " ranks wrote their shard of step " + std::to_string(step) + " within " +
+                   std::to_string(options_.commit_timeout.count() / 1000) + " s"};
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  Manifest manifest;
+  manifest.model = identity_.model;
+  manifest.job_config = identity_.job_config;
+  manifest.grid = identity_.grid;
+  manifest.step = step;
+  manifest.optimizer_steps = step;
+  manifest.data.seed = identity_.seed;
+  manifest.data.samples_consumed = static_cast<std::uint64_t>(step * identity_.samples_per_step);
+  manifest.rng.seed = identity_.seed;
+  std::uint64_t bytes = 0;
+  for (const FileRecord& r : records) bytes += r.bytes;
+  manifest.files = std::move(records);
+  const std::size_t files = manifest.files.size();
+  if (Status committed = store_.commit(step, std::move(manifest)); !committed) return committed;
+  reporter_.info("checkpoint " + step_dir(options_.dir, step).string() + " committed: " + std::to_string(files) +
+                 " file(s), " + megabytes(bytes) + ", " + seconds_since(started) + " after the step");
+  return Status::success();
+}
+
+Status RunCheckpoints::finish() {
+  if (!enabled()) return Status::success();
+  return take_background_outcome();
+}
+
+}  // namespace troupe::checkpoint

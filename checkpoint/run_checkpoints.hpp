@@ -1,0 +1,124 @@
+#pragma once
+// One rank's part in a training run's checkpoints: what it restores when the run resumes, when it
+// saves, and — on the coordinator (global rank 0) — when a step's checkpoint is committed.
+//
+// Ranks meet only through the file system (store.hpp): each writing rank leaves its shard and
+// sidecar record in the step's staging folder; the coordinator waits until every expected
+// writer's record is there, then commits. In async mode a rank's shard is snapshot into memory
+// when the step ends and written by a background thread while the next steps run, and the
+// coordinator commits in the background too; the next save (or finish) waits for both first.
+//
+// Restoring reads this rank's own ranges out of whatever grid wrote the checkpoint, so a run may
+// resume on another (dp, pp) grid. Data position: batches are a pure function of (seed, global
+// sample index), and a step consumes the global batch, so the step count places a resumed run;
+// a checkpoint whose global batch differs from the job's is refused rather than silently shifted.
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/async_writer.hpp"
+#include "checkpoint/manifest.hpp"
+#include "checkpoint/store.hpp"
+#include "compute/expected.hpp"
+#include "compute/model/parameter_layout.hpp"
+
+namespace troupe::checkpoint {
+
+// State this rank holds: elements [begin, end) of `kind` in the flat parameter order, at `data`
+// (host memory). A rank saves only what `saved` marks (a replica that holds a copy of what
+// another rank writes restores it but does not write it again).
+struct HeldRange {
+  std::string kind;
+  std::int64_t begin = 0;
+  std::int64_t end = 0;
+  float* data = nullptr;
+  bool saved = true;
+};
+
+struct RunCheckpointOptions {
+  std::filesystem::path dir;  // empty: no checkpoints
+  long every = 0;             // save after every N steps; 0: only after the last step
+  int keep_last = 3;
+  bool async = false;
+  bool resume = false;
+  std::chrono::milliseconds commit_timeout{120000};  // the coordinator's wait for the other writers
+};
+
+struct RunIdentity {
+  compute::GPTConfig model;
+  nlohmann::json job_config = nlohmann::json::object();  // recorded in every manifest
+  Grid grid;
+  int rank = 0;           // global; rank 0 coordinates
+  int writers = 1;        // ranks that save something, the coordinator included
+  std::uint64_t seed = 0;
+  std::int64_t samples_per_step = 0;  // the global batch, in sequences
+  long total_steps = 0;
+};
+
+// What the run says about its checkpoints: progress lines and failures (training goes on after a
+// failed save). Called from the training thread and, in async mode, from background threads.
+struct CheckpointReporter {
+  std::function<void(const std::string&)> info;
+  std::function<void(const std::string&)> error;
+};
+
+struct Resumed {
+  long steps = 0;                    // steps the checkpoint had taken; 0: a fresh start
+  std::string from;                  // the folder, when resumed
+  std::vector<std::string> skipped;  // newer folders passed over, and why
+};
+
+class RunCheckpoints {
+ public:
+  // The coordinator removes staging folders that a dead attempt left; construct it before any
+  // rank can reach its first save.
+  RunCheckpoints(RunCheckpointOptions options, RunIdentity identity, CheckpointReporter reporter);
+  ~RunCheckpoints();
+  RunCheckpoints(const RunCheckpoints&) = delete;
+  RunCheckpoints& operator=(const RunCheckpoints&) = delete;
+
+  bool enabled() const { return !options_.dir.empty(); }
+  // Startup problems (the folder cannot be created): the run should not begin.
+  const Status& startup() const { return startup_; }
+
+  // With options.resume: fills every held range from the newest valid checkpoint. Errors are the
+  // user's (another model, another global batch, a kind the checkpoint lacks).
+  Expected<Resumed> restore(std::span<const HeldRange> held) const;
+
+  // Saves if `steps_done` is due (a multiple of every, or the last step). A failed save is
+  // reported, returned, and leaves every committed checkpoint as it was.
+  Status after_step(long steps_done, std::span<const HeldRange> held);
+
+  // Waits for the background write and commit, if any; their outcome.
+  Status finish();
+
+ private:
+  bool due(long steps_done) const;
+  Status save(long steps_done, std::span<const HeldRange> held);
+  // Coordinator: waits for every writer's record of `step`, then commits it.
+  Status commit_when_written(long step, std::chrono::steady_clock::time_point started) const;
+  Status take_background_outcome();
+
+  RunCheckpointOptions options_;
+  RunIdentity identity_;
+  CheckpointReporter reporter_;
+  compute::ParameterLayout layout_;
+  CheckpointStore store_;
+  Status startup_ = Status::success();
+  std::unique_ptr<AsyncCheckpointWriter> async_writer_;
+  bool async_pending_ = false;
+  std::thread committer_;
+  mutable std::mutex outcome_mutex_;
+  Status committer_outcome_ = Status::success();
+};
+
+}  // namespace troupe::checkpoint
