@@ -87,4 +87,14 @@ int run_schedule(const ScheduleOptions& options);
 // The first problem with options (unknown model, count out of range) as a one-line error.
 Status validate(const BenchComputeOptions& options);
 
+// troupe export: a checkpoint's weights as one Hugging Face GPT-2 safetensors file; the model
+// config comes from the checkpoint's manifest. Unlike the commands above it finds its input
+// errors itself (an unusable checkpoint shows only when opened): each is one line and exit 2.
+struct ExportOptions {
+  std::string checkpoint;               // checkpoint.dir (its newest valid step) or one step-NNNNNNN folder
+  std::string format = "safetensors";  // the only one so far
+  std::string out = "model.safetensors";
+};
+int run_export(const ExportOptions& options);
+
 }  // namespace troupe::apps

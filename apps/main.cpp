@@ -9,6 +9,7 @@
 //                   [--forward 1] [--backward 2] [--latency 0] [--print] [--trace FILE]
 //   troupe launch --hostfile FILE [--config FILE] [--section.name VALUE ...]
 //   troupe node   (started by launch)
+//   troupe export --checkpoint DIR [--format safetensors] [--out model.safetensors]
 //
 // Exit codes: 0 success; 1 the command failed while running; 2 the input was wrong (bad option,
 // config file or value), found before any work starts. Every error is one line on stderr:
@@ -264,6 +265,18 @@ int main(int argc, char** argv) {
                    "write the simulated timeline as Chrome trace JSON (1 cost unit = 1 ms)")
       ->type_name("FILE");
   schedule_command->allow_extras();
+
+  ExportOptions export_options;
+  CLI::App* export_command =
+      app.add_subcommand("export", "Write a checkpoint's weights as a Hugging Face GPT-2 model.safetensors.");
+  export_command
+      ->add_option("--checkpoint", export_options.checkpoint,
+                   "checkpoint.dir (its newest valid checkpoint) or one step-NNNNNNN folder")
+      ->type_name("DIR")
+      ->required();
+  export_command->add_option("--format", export_options.format, "output format: safetensors")->capture_default_str();
+  export_command->add_option("--out", export_options.out, "file to write")->type_name("FILE")->capture_default_str();
+  export_command->allow_extras();
   // Set after the subcommands are added, which would otherwise inherit it.
   app.footer("Run 'troupe COMMAND --help' for a command's options; 'troupe train --help' lists every config key.");
 
@@ -282,6 +295,11 @@ int main(int argc, char** argv) {
     if (node_command->parsed())
       return with_job(*node_command, node_config, [&](const ResolvedJob& job) { return run_node(node_args, job); });
     if (schedule_command->parsed()) return schedule(*schedule_command, schedule_options);
+    if (export_command->parsed()) {
+      if (Status extras = reject_unknown_arguments(*export_command); !extras)
+        return fail(extras.error().message, exit_usage);
+      return run_export(export_options);
+    }
     if (Status chosen = require_subcommand(*bench_command); !chosen) return fail(chosen.error().message, exit_usage);
     if (allreduce_command->parsed()) {
       if (Status extras = reject_unknown_arguments(*allreduce_command); !extras)
