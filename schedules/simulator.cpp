@@ -19,6 +19,20 @@ Expected<Simulation> simulate(const Schedule& schedule, const CostModel& costs) 
     }
   }
   if (static_cast<int>(schedule.streams.size()) != p) return Error{"simulate: one stream per stage expected"};
+  if (!costs.op_costs.empty()) {
+    if (static_cast<int>(costs.op_costs.size()) != p)
+      return Error{"simulate: op_costs has " + std::to_string(costs.op_costs.size()) + " rows for " +
+                   std::to_string(p) + " stages"};
+    for (int s = 0; s < p; ++s) {
+      const std::vector<double>& row = costs.op_costs[static_cast<std::size_t>(s)];
+      if (row.size() != schedule.streams[static_cast<std::size_t>(s)].size())
+        return Error{"simulate: op_costs row " + std::to_string(s) + " has " + std::to_string(row.size()) +
+                     " entries for a stream of " +
+                     std::to_string(schedule.streams[static_cast<std::size_t>(s)].size()) + " instructions"};
+      if (std::any_of(row.begin(), row.end(), [](double cost) { return cost < 0; }))
+        return Error{"simulate: costs must not be negative"};
+    }
+  }
 
   Simulation sim;
   sim.busy.assign(p, 0.0);
@@ -61,7 +75,10 @@ Expected<Simulation> simulate(const Schedule& schedule, const CostModel& costs) 
             if (it == arrival.end()) break;  // not sent yet: come back on a later sweep
             clock[s] = std::max(clock[s], it->second);
           }
-          cost = ins.op == Op::forward ? costs.forward * forward_scale : costs.backward * backward_scale;
+          if (!costs.op_costs.empty())
+            cost = costs.op_costs[s][pc[s]];
+          else
+            cost = ins.op == Op::forward ? costs.forward * forward_scale : costs.backward * backward_scale;
           sim.busy[s] += cost;
         } else {
           cost = ins.op == Op::reduce_grads ? costs.reduce_grads : costs.optimizer_step;

@@ -35,6 +35,12 @@ struct CostModel {
   // weighs on one stage's forward and backward differently).
   std::vector<double> forward_scale;
   std::vector<double> backward_scale;
+  // Empty: forward and backward costs from the fields above. Otherwise one row per stage,
+  // parallel to its stream: the seconds of each forward and backward where it stands in the
+  // stream (other instructions' entries are not read). Costs measured op by op differ by
+  // position: an op that runs while the neighbour stage also computes shares the machine
+  // with it, and one in warm-up or cool-down may run alone.
+  std::vector<std::vector<double>> op_costs;
 };
 
 struct OpTiming {
@@ -50,8 +56,8 @@ struct Simulation {
   std::vector<std::vector<OpTiming>> timings;  // timings[stage][i] for streams[stage][i]
 };
 
-// An Error for costs that are negative or a forward_scale or backward_scale of the wrong length, and for streams
-// that cannot finish even without blocking (an input that is never sent).
+// An Error for costs that are negative, a forward_scale, backward_scale or op_costs of the wrong
+// shape, and for streams that cannot finish even without blocking (an input that is never sent).
 Expected<Simulation> simulate(const Schedule& schedule, const CostModel& costs);
 
 }  // namespace troupe::schedules

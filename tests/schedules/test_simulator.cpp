@@ -1,7 +1,8 @@
 // The simulator's predictions against the closed forms: with uniform costs, zero latency and
 // backward = 2 × forward, GPipe and 1F1B leave a bubble of exactly (p-1)/(m+p-1) and
 // interleaved 1F1B (chunks cost 1/v of a stage) exactly (p-1)/(v·m+p-1); latency only adds
-// time; per-op timings are consistent; bad cost models are refused.
+// time; costs given op by op are used where each op stands; per-op timings are consistent;
+// bad cost models are refused.
 
 #include <catch2/catch.hpp>
 
@@ -109,6 +110,37 @@ TEST_CASE("an unbalanced pipeline runs at the pace of its slowest stage", "[simu
   CHECK(sim.bubble > run(ScheduleKind::one_f_one_b, 2, m, 1, uniform(1)).bubble);
 }
 
+TEST_CASE("op_costs: each forward and backward takes its own cost where it stands", "[simulator]") {
+  const Schedule schedule = generate_schedule(ScheduleKind::one_f_one_b, 2, 4).value();
+  CostModel costs = uniform(1);
+  costs.forward_scale = {1.0, 1.5};
+  costs.backward_scale = {1.0, 1.25};
+  CostModel per_op;
+  for (int s = 0; s < 2; ++s) {
+    std::vector<double>& row = per_op.op_costs.emplace_back();
+    for (const Instruction& ins : schedule.streams[s])
+      row.push_back(ins.op == Op::forward    ? costs.forward * costs.forward_scale[s]
+                    : ins.op == Op::backward ? costs.backward * costs.backward_scale[s]
+                                             : 99.0);  // not a compute: never read
+  }
+  const Simulation scaled = simulate(schedule, costs).value();
+  const Simulation op_by_op = simulate(schedule, per_op).value();
+  CHECK(op_by_op.makespan == scaled.makespan);
+  CHECK(op_by_op.busy == scaled.busy);
+  CHECK(op_by_op.bubble == scaled.bubble);
+
+  // Uniform 1f1b p=2 m=4 takes 15 s; stage 1's backward of mb 2 runs in [8, 10] on the
+  // critical path, so making it 3 s slower delays the flush by 3 s.
+  CostModel slow_op;
+  for (int s = 0; s < 2; ++s) {
+    std::vector<double>& row = slow_op.op_costs.emplace_back();
+    for (const Instruction& ins : schedule.streams[s])
+      row.push_back(ins.op == Op::forward ? 1.0 : s == 1 && ins.microbatch == 2 ? 5.0 : 2.0);
+  }
+  CHECK(simulate(schedule, uniform(1)).value().makespan == 15.0);
+  CHECK(simulate(schedule, slow_op).value().makespan == 18.0);
+}
+
 TEST_CASE("per-op timings: computes back to back in stream order, recvs end when data arrives", "[simulator]") {
   const Schedule schedule = generate_schedule(ScheduleKind::one_f_one_b, 2, 3).value();
   const Simulation sim = simulate(schedule, uniform(1, 0.5)).value();
@@ -142,6 +174,17 @@ TEST_CASE("bad cost models and unfinishable streams are refused", "[simulator]")
   CostModel wrong_scale = uniform(1);
   wrong_scale.backward_scale = {1.0, 1.0, 1.0};
   CHECK(simulate(schedule, wrong_scale).error().message == "simulate: backward_scale has 3 factors for 2 stages");
+  CostModel wrong_rows = uniform(1);
+  wrong_rows.op_costs = {std::vector<double>(schedule.streams[0].size(), 1.0)};
+  CHECK(simulate(schedule, wrong_rows).error().message == "simulate: op_costs has 1 rows for 2 stages");
+  CostModel short_row = uniform(1);
+  short_row.op_costs = {std::vector<double>(schedule.streams[0].size(), 1.0), {1.0}};
+  CHECK(simulate(schedule, short_row).error().message ==
+        "simulate: op_costs row 1 has 1 entries for a stream of 10 instructions");
+  CostModel negative_op = uniform(1);
+  negative_op.op_costs = {std::vector<double>(schedule.streams[0].size(), 1.0),
+                          std::vector<double>(schedule.streams[1].size(), -1.0)};
+  CHECK(simulate(schedule, negative_op).error().message == "simulate: costs must not be negative");
 
   Schedule missing_send = schedule;
   std::erase_if(missing_send.streams[0],
