@@ -229,7 +229,7 @@ caf::behavior job_supervisor(job_actor* self, JobPlan plan, caf::actor listener)
           // reaches us: wait a moment so the message names the lost node, not its victims.
           if (st.pending_failure.empty()) self->delayed_send(self, failure_settle_time, settle_atom_v);
           st.pending_failure = describe(st, it->second) + " failed: " + d.reason;
-        } else if (st.done.size() == st.plan.nodes.size()) {
+        } else if (st.done.size() == st.plan.nodes.size() && st.pending_failure.empty()) {
           end_job(self, 0, "all " + std::to_string(st.done.size()) + " nodes done");
         }
       },
