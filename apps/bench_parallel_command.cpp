@@ -4,7 +4,10 @@
 //
 // bench dp: `small` (by default) on n processes × 1 thread against 1 process × 1 thread, same
 // micro-batch per rank; scaling = DP tokens/s ÷ (n × single tokens/s), measured in alternating
-// rounds because a shared machine's speed drifts more between runs than DP costs.
+// rounds because a shared machine's speed drifts more between runs than DP costs. Each round
+// also runs the n processes at once without summing gradients: what the machine gives n
+// processes (shared caches, memory bandwidth, the host's scheduling of the vCPUs), so the gap
+// between DP and one process splits into the machine's share and communication's.
 
 #include <algorithm>
 #include <chrono>
@@ -28,13 +31,18 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Whether the ranks of a run sum their gradients (data parallelism) or train side by side, each
+// on its own (the machine's reference for n processes at once).
+enum class Ranks { data_parallel, independent };
+
 // One rank's median step time in seconds, as the bootstrap's report bytes. The rank trains as a
 // worker actor does in a job: collectives posted from an actor, completions in its mailbox.
-Expected<std::vector<std::uint8_t>> dp_rank_body(comm::Engine& engine, const BenchDpOptions& o) {
+Expected<std::vector<std::uint8_t>> dp_rank_body(comm::Engine& engine, const BenchDpOptions& o, Ranks ranks) {
   const compute::GPTConfig cfg = *compute::gpt_preset(o.model);
   auto backend = compute::make_backend("cpu", 1);
   if (!backend) return backend.error();
-  const int world = engine.world_size(), rank = engine.rank();
+  const int world = ranks == Ranks::data_parallel ? engine.world_size() : 1;
+  const int rank = ranks == Ranks::data_parallel ? engine.rank() : 0;
   actors::TroupeConfig actor_config;
   caf::actor_system system{actor_config};
   caf::scoped_actor worker{system};
@@ -74,9 +82,9 @@ Expected<std::vector<std::uint8_t>> dp_rank_body(comm::Engine& engine, const Ben
 }
 
 // The slowest rank's median step of a run on `world` forked processes.
-Expected<double> median_step(int world, const BenchDpOptions& o) {
+Expected<double> median_step(int world, const BenchDpOptions& o, Ranks ranks) {
   auto results = comm::run_local_ranks(
-      world, [&o](comm::Engine& engine) { return dp_rank_body(engine, o); }, std::chrono::minutes(10));
+      world, [&o, ranks](comm::Engine& engine) { return dp_rank_body(engine, o, ranks); }, std::chrono::minutes(10));
   if (!results) return results.error();
   double slowest = 0;
   for (std::size_t r = 0; r < results->size(); ++r) {
@@ -106,21 +114,27 @@ int run_bench_dp(const BenchDpOptions& options) {
   const compute::GPTConfig cfg = *compute::gpt_preset(options.model);
   std::printf("bench dp: %s, micro-batch %d x seq %d per rank, 1 thread per process, median of %d steps, %d rounds\n",
               options.model.c_str(), options.batch, cfg.block_size, options.steps, options.rounds);
-  std::printf("(each round measures 1 process, then %d; the machine's speed drifts between runs, so the\n"
-              " figure is the median of the rounds' ratios)\n",
-              options.processes);
-  std::printf("%-6s %16s %16s %12s\n", "round", "1 proc tok/s", "dp tok/s", "scaling");
+  std::printf("(each round measures 1 process, then %d independent ones at once (no gradient sum: what the\n"
+              " machine gives %d processes), then %d in data parallel; the machine's speed drifts between runs,\n"
+              " so the figure is the median of the rounds' ratios; scaling = dp / (%d x 1 proc))\n",
+              options.processes, options.processes, options.processes, options.processes);
+  std::printf("%-6s %14s %18s %14s %10s %14s\n", "round", "1 proc tok/s", "independent tok/s", "dp tok/s",
+              "scaling", "dp/independent");
   std::fflush(stdout);
   const double tokens = static_cast<double>(options.batch) * cfg.block_size;
   std::vector<double> ratios;
   for (int round = 1; round <= options.rounds; ++round) {
-    auto single = median_step(1, options);
+    auto single = median_step(1, options, Ranks::data_parallel);
     if (!single) return std::fprintf(stderr, "troupe: error: %s\n", single.error().message.c_str()), 1;
-    auto parallel = median_step(options.processes, options);
+    auto independent = median_step(options.processes, options, Ranks::independent);
+    if (!independent) return std::fprintf(stderr, "troupe: error: %s\n", independent.error().message.c_str()), 1;
+    auto parallel = median_step(options.processes, options, Ranks::data_parallel);
     if (!parallel) return std::fprintf(stderr, "troupe: error: %s\n", parallel.error().message.c_str()), 1;
-    const double single_tps = tokens / *single, parallel_tps = tokens * options.processes / *parallel;
+    const double single_tps = tokens / *single, independent_tps = tokens * options.processes / *independent,
+                 parallel_tps = tokens * options.processes / *parallel;
     ratios.push_back(parallel_tps / (options.processes * single_tps));
-    std::printf("%-6d %16.0f %16.0f %12.3f\n", round, single_tps, parallel_tps, ratios.back());
+    std::printf("%-6d %14.0f %18.0f %14.0f %10.3f %14.3f\n", round, single_tps, independent_tps, parallel_tps,
+                ratios.back(), parallel_tps / independent_tps);
     std::fflush(stdout);
   }
   std::sort(ratios.begin(), ratios.end());
