@@ -6,6 +6,7 @@
 #include <set>
 
 #include "monitor/log.hpp"
+#include "monitor/straggler_watch.hpp"
 
 namespace troupe::actors {
 namespace {
@@ -31,6 +32,8 @@ struct job_supervisor_state {
   std::map<int, node_liveness> liveness;
   std::set<int> done;
   std::string pending_failure;  // a node's failure report, held briefly in case a peer was lost
+  monitor::StragglerWatch stragglers;
+  std::set<int> stragglers_reported;  // by rank: each is named once
   bool running = false;
   bool ended = false;
   static inline const char* name = "job_supervisor";
@@ -131,6 +134,20 @@ std::string watchdog_verdict(const job_supervisor_state& st, Clock::time_point n
   for (std::size_t i = 0; i < running.size(); ++i)
     verdict += (i ? "; " : "") + describe_activity(st, running[i].node_index, *running[i].beat, now);
   return verdict;
+}
+
+// Names, once per rank, a rank the others keep waiting for; the job goes on.
+void report_straggler(job_supervisor_state& st) {
+  const auto straggler = st.stragglers.find();
+  if (!straggler || !st.stragglers_reported.insert(straggler->rank).second) return;
+  std::string where;
+  for (const auto& [index, live] : st.liveness)
+    for (const worker_beat& w : live.workers)
+      if (w.rank == straggler->rank) where = describe(st, st.joined.at(index));
+  monitor::logger("job")->warn(
+      "straggler: rank {} ({}) keeps the others waiting: it was waiting for a message in {:.0f}% of its recent "
+      "heartbeats, every other rank in {:.0f}% or more; the job goes on",
+      straggler->rank, where, 100 * straggler->waiting_share, 100 * straggler->others_waiting_share);
 }
 
 // Why `m` may not join, or "" when it may.
@@ -240,7 +257,10 @@ caf::behavior job_supervisor(job_actor* self, JobPlan plan, caf::actor listener)
         // Only a node's own supervisor speaks for it.
         if (it == st.liveness.end() || self->current_sender() != st.joined.at(beat.node_index).node.address()) return;
         it->second.last_heartbeat = Clock::now();
-        if (beat.workers.size() == it->second.workers.size()) it->second.workers = beat.workers;
+        if (beat.workers.size() != it->second.workers.size()) return;
+        it->second.workers = beat.workers;
+        for (const worker_beat& w : beat.workers)
+          if (!w.activity.empty()) st.stragglers.sample(w.rank, !w.waiting_for.empty());
       },
       [=](watchdog_atom) {
         auto& st = self->state;
@@ -249,6 +269,7 @@ caf::behavior job_supervisor(job_actor* self, JobPlan plan, caf::actor listener)
           end_job(self, 1, verdict);
           return;
         }
+        report_straggler(st);
         self->delayed_send(self, watchdog_period(st.plan), watchdog_atom_v);
       },
       [=](timeout_atom) {

@@ -21,6 +21,7 @@ using S = SampleOptions;
 using F = FaultOptions;
 using P = PipelineOptions;
 using C = CheckpointOptions;
+using Mon = MonitorOptions;
 
 constexpr ConfigKey keys[] = {
     {"model.preset", "architecture preset: tiny, small or gpt2; the model keys below override it",
@@ -84,6 +85,9 @@ constexpr ConfigKey keys[] = {
      "seconds a worker may go without finishing a step or validation before the job stops, naming what it waits for; "
      "0 = off",
      field<&J::fault, &F::step_timeout>},
+    {"fault.max_restarts",
+     "times a job with checkpoint.dir restarts every node from the newest checkpoint after a node fails or is lost",
+     field<&J::fault, &F::max_restarts>},
 
     {"checkpoint.dir", "folder of the job's checkpoints (step-NNNNNNN/ inside); empty = none",
      field<&J::checkpoint, &C::dir>},
@@ -95,6 +99,12 @@ constexpr ConfigKey keys[] = {
     {"checkpoint.resume",
      "start from the newest valid checkpoint in checkpoint.dir, data position included (--resume); none = a fresh start",
      field<&J::checkpoint, &C::resume>},
+
+    {"monitor.metrics_port",
+     "port of the Prometheus /metrics endpoint; 0 = any free port, -1 = off; node i of a job listens on this + i",
+     field<&J::monitor, &Mon::metrics_port>},
+    {"monitor.metrics_bind", "IPv4 address the /metrics endpoint listens on; 0.0.0.0 = every interface",
+     field<&J::monitor, &Mon::metrics_bind>},
 };
 
 std::vector<std::string> key_names() {

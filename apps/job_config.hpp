@@ -69,6 +69,7 @@ struct FaultOptions {
   double heartbeat_seconds = 1;   // each node's heartbeat period
   double heartbeat_timeout = 10;  // a node silent this long is hung or stopped
   double step_timeout = 600;      // a worker without a finished step (or validation) this long is stuck; 0 = off
+  int max_restarts = 3;           // with checkpoint.dir: restarts of every node from the newest checkpoint
 };
 
 // Sharded checkpoints (docs/formats/checkpoint.md) and resuming from them.
@@ -80,6 +81,12 @@ struct CheckpointOptions {
   bool resume = false;  // start from the newest valid checkpoint in dir (a fresh start when there is none)
 };
 
+// Prometheus metrics (docs/metrics.md): every process of the job serves /metrics over HTTP.
+struct MonitorOptions {
+  int metrics_port = 0;                   // 0 = any free port; -1 = off; P > 0: node i listens on P + i
+  std::string metrics_bind = "127.0.0.1";  // IPv4 address the metrics listen on; 0.0.0.0 = every interface
+};
+
 struct JobConfig {
   ModelOptions model;
   TrainOptions train;
@@ -88,6 +95,7 @@ struct JobConfig {
   PipelineOptions pipeline;
   FaultOptions fault;
   CheckpointOptions checkpoint;
+  MonitorOptions monitor;
 };
 
 }  // namespace troupe::apps

@@ -9,12 +9,14 @@
 //                   [--forward 1] [--backward 2] [--latency 0] [--print] [--trace FILE]
 //   troupe launch --hostfile FILE [--config FILE] [--section.name VALUE ...]
 //   troupe node   (started by launch)
+//   troupe drill SCENARIO [--at-step 3] [--target 1] [--workers 2] [--dir DIR] [--config FILE] [--section.name VALUE ...]
 //   troupe export --checkpoint DIR [--format safetensors] [--out model.safetensors]
 //
 // Exit codes: 0 success; 1 the command failed while running; 2 the input was wrong (bad option,
 // config file or value), found before any work starts. Every error is one line on stderr:
 // "troupe: error: <message>".
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -125,6 +127,9 @@ int schedule(const CLI::App& command, const ScheduleOptions& options) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Past a file-size limit (ulimit -f, or the disk-full drill) a write must fail with EFBIG and be
+  // reported, not end the process.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"Troupe: GPT training on a supervised actor runtime.", "troupe"};
   app.set_version_flag("--version", "troupe " TROUPE_VERSION);
   app.require_subcommand(0, 1);
@@ -244,6 +249,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   pipeline_command->allow_extras();
 
+
   ScheduleOptions schedule_options;
   CLI::App* schedule_command = app.add_subcommand(
       "schedule", "Generate, check and simulate a pipeline schedule: memory, makespan, bubble; optionally a trace.");
@@ -265,6 +271,23 @@ int main(int argc, char** argv) {
                    "write the simulated timeline as Chrome trace JSON (1 cost unit = 1 ms)")
       ->type_name("FILE");
   schedule_command->allow_extras();
+
+  TrainArgs drill_config;
+  DrillOptions drill_options;
+  CLI::App* drill_command = app.add_subcommand(
+      "drill", "Failure drill: the job undisturbed, then with a fault injected; prints a verdict.");
+  drill_command
+      ->add_option("scenario", drill_options.scenario,
+                   "kill-node, kill-worker, hang, slow-node, corrupt-checkpoint, kill-during-checkpoint or disk-full")
+      ->required();
+  drill_command->add_option("--at-step", drill_options.at_step, "the fault comes after this step")->capture_default_str();
+  drill_command->add_option("--target", drill_options.target, "node (kill-node, hang, slow-node) or rank (kill-worker) to fail")
+      ->capture_default_str();
+  drill_command->add_option("--workers", drill_options.workers, "node processes; 1 only for checkpoint scenarios")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  drill_command->add_option("--dir", drill_options.dir, "folder for the runs' checkpoints and logs")->type_name("DIR");
+  add_config_options(*drill_command, drill_config);
 
   ExportOptions export_options;
   CLI::App* export_command =
@@ -295,6 +318,8 @@ int main(int argc, char** argv) {
     if (node_command->parsed())
       return with_job(*node_command, node_config, [&](const ResolvedJob& job) { return run_node(node_args, job); });
     if (schedule_command->parsed()) return schedule(*schedule_command, schedule_options);
+    if (drill_command->parsed())
+      return with_job(*drill_command, drill_config, [&](const ResolvedJob& job) { return run_drill(drill_options, job); });
     if (export_command->parsed()) {
       if (Status extras = reject_unknown_arguments(*export_command); !extras)
         return fail(extras.error().message, exit_usage);

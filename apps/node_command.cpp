@@ -20,6 +20,7 @@
 #include "apps/job_data.hpp"
 #include "apps/job_identity.hpp"
 #include "apps/launch/local_host.hpp"
+#include "apps/process_metrics.hpp"
 #include "actors/data_parallel_hooks.hpp"
 #include "actors/mailbox_comm.hpp"
 #include "actors/pipeline_trainer.hpp"
@@ -44,7 +45,8 @@ int env_int(const char* name, int fallback) {
 // This rank's stage of a pipeline (grid.pp > 1), as the job's schedule has it.
 RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, compute::Backend& backend,
                                 comm::Engine& engine, const comm::Grid& grid, comm::Communicator& dp,
-                                actors::MailboxComm& mailbox, monitor::WorkProgress& progress) {
+                                actors::MailboxComm& mailbox, monitor::WorkProgress& progress,
+                                monitor::WorkerMetrics* metrics) {
   const PipelineOptions& p = job.config.pipeline;
   const int rank = engine.rank();
   const comm::GridCoord coord = comm::grid_coord(grid, rank);
@@ -91,6 +93,7 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   loop.rank = rank;
   loop.grid = {grid.dp, grid.pp, 1};
   loop.checkpoint_writers = grid.pp;
+  loop.metrics = metrics;
   loop.layout = fmt::format("{} x {} pipeline, {} micro-batches of {} x seq {}; stage {} holds {} activations at most",
                             grid.dp, p.schedule, p.microbatches, job.config.train.batch_size, job.config.train.seq_len,
                             coord.pp, report->peak_stashed[static_cast<std::size_t>(coord.pp)]);
@@ -114,7 +117,7 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
 
 actors::node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute::Backend& backend,
                                     comm::Engine& engine, const actors::start_msg& start, caf::blocking_actor* worker,
-                                    monitor::WorkProgress& progress) {
+                                    monitor::WorkProgress& progress, monitor::WorkerMetrics* metrics) {
   const int rank = engine.rank();
   for (const auto& node : start.nodes) {
     for (int slot = 0; slot < node.slots; ++slot) {
@@ -137,8 +140,9 @@ actors::node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data,
                                                     actors::group_data_parallel(
                                                         mailbox, **dp, progress, job.config.train.zero,
                                                         compute::ParameterLayout(job.model).total()),
-                                                    progress)
-                                     : train_pipeline_stage(job, data, backend, engine, grid, **dp, mailbox, progress);
+                                                    progress, metrics)
+                                     : train_pipeline_stage(job, data, backend, engine, grid, **dp, mailbox, progress,
+                                                            metrics);
     return {-1, outcome.exit_code, outcome.reason};
   } catch (const actors::WorkStopped&) {
     throw;
@@ -166,6 +170,9 @@ int run_node(const NodeArgs& args, const ResolvedJob& job) {
   if (colon == std::string::npos) return fail("--join '" + args.join + "' is not HOST:PORT", 2);
   const std::string host = args.join.substr(0, colon);
   const int port = std::atoi(args.join.c_str() + colon + 1);
+  auto metrics = ProcessMetrics::serve(job.config.monitor, {metrics_job_label(args.token), std::max(args.node_index, 0)},
+                                       first_rank, slots, "worker", "node");
+  if (!metrics) return fail(metrics.error().message, 2);
 
   // train.threads 0 means all cores; the workers of every node process on one machine share them.
   const int local_workers = std::max(1, env_int("LOCAL_WORLD_SIZE", 1));
@@ -203,7 +210,8 @@ int run_node(const NodeArgs& args, const ResolvedJob& job) {
   actors::NodeWork work = [&](const actors::start_msg& start, int slot, caf::blocking_actor* worker,
                               monitor::WorkProgress& progress) {
     const auto index = static_cast<std::size_t>(slot);
-    return train_as_rank(job, *data, *backends[index], *engines[index], start, worker, progress);
+    return train_as_rank(job, *data, *backends[index], *engines[index], start, worker, progress,
+                         metrics->worker(slot));
   };
   actors::NodeOptions options;
   options.heartbeat_interval = std::chrono::milliseconds(std::lround(job.config.fault.heartbeat_seconds * 1000));

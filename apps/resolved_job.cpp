@@ -1,5 +1,7 @@
 #include "apps/resolved_job.hpp"
 
+#include <arpa/inet.h>
+
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -116,6 +118,7 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
     return "fault.heartbeat_timeout " + str(f.heartbeat_timeout) + " must be at least twice fault.heartbeat_seconds " +
            str(f.heartbeat_seconds);
   if (!(f.step_timeout >= 0)) return "fault.step_timeout must not be negative (0 = off), got " + str(f.step_timeout);
+  if (f.max_restarts < 0) return "fault.max_restarts must not be negative, got " + str(f.max_restarts);
 
   const CheckpointOptions& k = c.checkpoint;
   if (k.every < 0) return "checkpoint.every must not be negative (0 = only after the last step), got " + str(k.every);
@@ -123,6 +126,13 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
   if (!k.dir.empty() && t.backend != "cpu")
     return "checkpoint.dir works with train.backend cpu only so far (got '" + t.backend + "')";
   if (k.resume && k.dir.empty()) return "checkpoint.resume (--resume) needs checkpoint.dir: where are the checkpoints?";
+
+  const MonitorOptions& mon = c.monitor;
+  if (mon.metrics_port < -1 || mon.metrics_port > 65535)
+    return "monitor.metrics_port must be -1 (off), 0 (any free port) or a port up to 65535, got " +
+           str(mon.metrics_port);
+  if (in_addr address{}; ::inet_pton(AF_INET, mon.metrics_bind.c_str(), &address) != 1)
+    return "monitor.metrics_bind '" + mon.metrics_bind + "' is not an IPv4 address such as 127.0.0.1 or 0.0.0.0";
   return std::nullopt;
 }
 

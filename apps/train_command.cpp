@@ -4,6 +4,7 @@
 
 #include "apps/commands.hpp"
 #include "apps/job_data.hpp"
+#include "apps/process_metrics.hpp"
 #include "apps/training_run.hpp"
 #include "monitor/log.hpp"
 
@@ -14,6 +15,11 @@ int run_train(const ResolvedJob& job) {
   if (const int stages = job.config.pipeline.stages; stages > 1) {
     std::fprintf(stderr, "troupe: error: pipeline.stages %d needs a worker per stage: add --workers %d (or a multiple)\n",
                  stages, stages);
+    return 2;
+  }
+  auto metrics = ProcessMetrics::serve(job.config.monitor, {"local", 0}, 0, 1, "trainer", "trainer");
+  if (!metrics) {
+    std::fprintf(stderr, "troupe: error: %s\n", metrics.error().message.c_str());
     return 2;
   }
   auto backend = compute::make_backend(job.config.train.backend, job.config.train.threads);
@@ -27,7 +33,7 @@ int run_train(const ResolvedJob& job) {
     return 2;
   }
   monitor::WorkProgress progress;
-  RunOutcome outcome = run_training(job, **backend, *data, {}, progress);
+  RunOutcome outcome = run_training(job, **backend, *data, {}, progress, metrics->worker(0));
   if (outcome.exit_code != 0) std::fprintf(stderr, "troupe: error: %s\n", outcome.reason.c_str());
   return outcome.exit_code;
 }

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
 
 #include <spdlog/fmt/fmt.h>
 
@@ -75,6 +77,19 @@ checkpoint::RunCheckpointOptions checkpoint_options(const CheckpointOptions& c) 
   return o;
 }
 
+// `troupe drill kill-worker` makes one worker of a fresh run throw, as a bug would: the variable
+// TROUPE_DRILL_THROW_AT = "RANK:STEP" names the worker and the step it fails in.
+void throw_if_drilled(int rank, long step) {
+  const char* target = std::getenv("TROUPE_DRILL_THROW_AT");
+  int drilled_rank = -1;
+  long drilled_step = -1;
+  if (!target || std::sscanf(target, "%d:%ld", &drilled_rank, &drilled_step) != 2) return;
+  if (rank != drilled_rank || step != drilled_step) return;
+  monitor::logger("drill")->error("drill: the worker of rank {} throws in step {}", rank, step);
+  throw std::runtime_error("drill: injected failure in the worker of rank " + std::to_string(rank) + " at step " +
+                           std::to_string(step));
+}
+
 }  // namespace
 
 RunOutcome drive_training(const ResolvedJob& job, const JobData& data, const std::string& backend_name,
@@ -130,9 +145,11 @@ RunOutcome drive_training(const ResolvedJob& job, const JobData& data, const std
   for (long s = resumed->steps; s < t.steps; ++s) {
     progress.begin(fmt::format("step {}", s + 1));
     auto start = Clock::now();
+    if (resumed->steps == 0) throw_if_drilled(loop.rank, s + 1);
     compute::StepResult r = loop.step();
     progress.step_done(s + 1);
     double secs = std::chrono::duration<double>(Clock::now() - start).count();
+    if (loop.metrics) loop.metrics->step_done(s + 1, secs, loop.tokens_per_step, r.loss, r.lr, r.grad_norm);
     train_seconds += secs;
     last_loss = r.loss;
     if (!std::isfinite(r.loss))
@@ -151,7 +168,6 @@ RunOutcome drive_training(const ResolvedJob& job, const JobData& data, const std
   }
   last_val = validate_now(t.steps);
   if (Status saved = checkpoints.finish(); !saved && last_save) last_save = saved;
-  if (!last_save) return {1, "the last checkpoint failed: " + last_save.error().message};
   double wall = std::chrono::duration<double>(Clock::now() - run_start).count();
   // The parameter norm fingerprints the weights: equal layouts of one job print the same digits.
   log.info(
@@ -160,6 +176,7 @@ RunOutcome drive_training(const ResolvedJob& job, const JobData& data, const std
       t.steps, format_duration(wall),
       train_seconds > 0 ? static_cast<double>(loop.tokens_per_step * (t.steps - resumed->steps)) / train_seconds : 0.0,
       last_loss, last_val, loop.param_norm());
+  if (!last_save) return {1, "the last checkpoint failed: " + last_save.error().message};
   if (reports && job.config.sample.tokens > 0) {
     if (loop.whole_model != nullptr)
       print_sample(*loop.whole_model, job, log);
@@ -170,7 +187,8 @@ RunOutcome drive_training(const ResolvedJob& job, const JobData& data, const std
 }
 
 RunOutcome run_training(const ResolvedJob& job, compute::Backend& backend, const JobData& data,
-                        compute::DataParallel data_parallel, monitor::WorkProgress& progress) {
+                        compute::DataParallel data_parallel, monitor::WorkProgress& progress,
+                        monitor::WorkerMetrics* metrics) {
   const TrainOptions& t = job.config.train;
   compute::GPT model(job.model, backend);
   model.init_parameters(t.seed);
@@ -199,6 +217,7 @@ RunOutcome run_training(const ResolvedJob& job, compute::Backend& backend, const
   loop.rank = options.data_parallel.rank;
   loop.grid = {ranks, 1, 1};
   loop.checkpoint_writers = options.data_parallel.zero_stage > 0 ? ranks : 1;
+  loop.metrics = metrics;
   return drive_training(job, data, backend.name(), loop, reports, progress);
 }
 

@@ -12,6 +12,7 @@
 #include "apps/resolved_job.hpp"
 #include "compute/backend.hpp"
 #include "compute/train/trainer.hpp"
+#include "monitor/metrics.hpp"
 #include "monitor/work_progress.hpp"
 
 namespace troupe::apps {
@@ -38,6 +39,8 @@ struct TrainingLoop {
   int rank = 0;
   checkpoint::Grid grid;
   int checkpoint_writers = 1;  // ranks whose held state includes saved ranges
+
+  monitor::WorkerMetrics* metrics = nullptr;  // hears of every finished step; null: metrics are off
 };
 
 // The job's TrainerOptions (batch, sequence, schedule, AdamW, clip, seed; one process).
@@ -52,8 +55,10 @@ RunOutcome drive_training(const ResolvedJob& job, const JobData& data, const std
 // A whole-model run with `data_parallel`'s hooks (default: one process), through drive_training.
 // Throws nothing the caller must catch except internal invariants; a failing gradient sum (a
 // lost peer) arrives as an exception from the DataParallel hook and becomes exit code 1.
-// `progress` hears of every step and validation as it begins and ends.
+// `progress` hears of every step and validation as it begins and ends, `metrics` (when not null)
+// of every finished step.
 RunOutcome run_training(const ResolvedJob& job, compute::Backend& backend, const JobData& data,
-                        compute::DataParallel data_parallel, monitor::WorkProgress& progress);
+                        compute::DataParallel data_parallel, monitor::WorkProgress& progress,
+                        monitor::WorkerMetrics* metrics);
 
 }  // namespace troupe::apps

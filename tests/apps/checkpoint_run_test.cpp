@@ -112,7 +112,7 @@ void kill_when_present(const TempDir& dir, std::vector<std::string> args, const 
 TEST_CASE("a run killed after a checkpoint and resumed ends bitwise-identical to one that never stopped",
           "[checkpoint]") {
   TempDir dir;
-  for (const std::vector<std::string> layout :
+  for (const std::vector<std::string>& layout :
        {std::vector<std::string>{}, std::vector<std::string>{"--workers", "2", "--train.batch_size", "4"}}) {
     const std::string shown = layout.empty() ? "one process" : "2 data-parallel workers";
     INFO(shown);

@@ -1,0 +1,108 @@
+// Failure drills as a user runs them: `troupe drill SCENARIO` on tiny, each with its verdict. A
+// drill passes only when the fault was detected, training went on (every node restarted from the
+// newest checkpoint, or a failed save was survived) and the final parameters and AdamW moments
+// equal an undisturbed run's bitwise.
+
+#include <catch2/catch.hpp>
+
+#include <regex>
+
+#include "apps/run_troupe.hpp"
+#include "support/run_process.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace troupe::test;
+using Catch::Contains;
+
+namespace {
+
+ProcessResult drill(const TempDir& dir, const std::string& scenario, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args{"drill",        scenario,     "--at-step",          "5",
+                                "--dir",        (dir.path() / scenario).string(),   "--model.preset",
+                                "tiny",         "--train.steps", "12",              "--train.threads",
+                                "1",            "--train.val_batches", "1",         "--train.val_every",
+                                "0"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const ProcessResult r = run_troupe(dir, args, std::chrono::seconds(240));
+  std::printf("%s", r.out.substr(r.out.find("drill " + scenario + ":")).c_str());
+  return r;
+}
+
+double seconds_after(const std::string& out, const std::string& what) {
+  std::smatch m;
+  REQUIRE(std::regex_search(out, m, std::regex(what + " after ([0-9.]+) s")));
+  return std::stod(m[1].str());
+}
+
+void check_passed(const ProcessResult& r) {
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("verdict: PASS") &&
+                        Contains("final weights equal to an undisturbed run: yes (parameters and AdamW moments, bitwise)"));
+}
+
+}  // namespace
+
+TEST_CASE("drill kill-node: a SIGKILLed node is detected within a second and the job recovers", "[drill]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "kill-node");
+  check_passed(r);
+  CHECK_THAT(r.out, Contains("lost node 1") && Contains("steps lost: "));
+  CHECK(seconds_after(r.out, "detected") < 1.0);
+  CHECK(seconds_after(r.out, "recovered") < 30.0);
+}
+
+TEST_CASE("drill kill-worker: an exception inside a worker actor is detected and the job recovers", "[drill]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "kill-worker");
+  check_passed(r);
+  CHECK_THAT(r.out, Contains("drill: injected failure in the worker of rank 1 at step 5"));
+}
+
+TEST_CASE("drill hang: a stopped node is caught by its missing heartbeat and the job recovers", "[drill]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "hang", {"--fault.heartbeat_timeout", "2"});
+  check_passed(r);
+  CHECK_THAT(r.out, Contains("sent no heartbeat"));
+  CHECK(seconds_after(r.out, "detected") < 6.0);
+}
+
+TEST_CASE("drill slow-node: a straggler is named and the job goes on", "[drill]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "slow-node", {"--train.steps", "30"});
+  check_passed(r);
+  CHECK_THAT(r.out, Contains("straggler: rank 1 (node 1") && Contains("the job went on to the end: yes"));
+}
+
+TEST_CASE("drill corrupt-checkpoint: the flipped checkpoint is passed over and the older one restores", "[drill]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "corrupt-checkpoint");
+  check_passed(r);
+  CHECK_THAT(r.out, Contains("skipped step-0000012: rank-00000.safetensors hash mismatch") &&
+                        Contains("from " + (dir.path() / "corrupt-checkpoint" / "drilled" / "step-0000010").string()));
+}
+
+TEST_CASE("drill kill-during-checkpoint: no torn checkpoint is ever loaded", "[drill]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "kill-during-checkpoint");
+  check_passed(r);
+  CHECK_THAT(r.out, Contains("a torn checkpoint was loaded: no"));
+}
+
+TEST_CASE("drill disk-full: training goes on, the error is reported, the previous checkpoint stays intact", "[drill]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "disk-full");
+  check_passed(r);
+  CHECK_THAT(r.out, Contains("File too large; training goes on") && Contains("training went on to the last step: yes") &&
+                        Contains("previous checkpoint (step 2) intact: yes"));
+}
+
+TEST_CASE("drill refuses an unknown scenario, a step outside the run and a process fault without workers",
+          "[drill][cli]") {
+  TempDir dir;
+  check_rejected_in(dir, {"drill", "meteor"}, "unknown drill scenario 'meteor' (known: kill-node, kill-worker");
+  check_rejected_in(dir, {"drill", "kill-node", "--train.steps", "10", "--at-step", "10"},
+                    "--at-step 10 must be between 1 and train.steps − 1 (9)");
+  check_rejected_in(dir, {"drill", "kill-node", "--workers", "1"}, "drill kill-node needs --workers 2 or more");
+  check_rejected_in(dir, {"drill", "kill-node", "--checkpoint.dir", "x"}, "checkpoint.dir is set by the drill");
+}

@@ -1,0 +1,244 @@
+// Prometheus metrics of real troupe processes (docs/metrics.md): every node of a job serves
+// /metrics on its own port, named in its log; a scrape parses as the text format and shows the
+// node's ranks training. Bad metrics settings are refused as bad input.
+
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "apps/run_troupe.hpp"
+#include "support/metrics_scrape.hpp"
+#include "support/temp_dir.hpp"
+
+extern char** environ;
+
+using namespace troupe::test;
+using Catch::Contains;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A troupe command running in the background, its output going to files; killed with its node
+// processes when the test is done with it.
+class BackgroundTroupe {
+ public:
+  explicit BackgroundTroupe(const std::vector<std::string>& troupe_args) {
+    std::vector<std::string> args{TROUPE_BINARY_DIR "/troupe"};
+    args.insert(args.end(), troupe_args.begin(), troupe_args.end());
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t files;
+    posix_spawn_file_actions_init(&files);
+    posix_spawn_file_actions_addopen(&files, 1, out_path().c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&files, 2, (dir_.path() / "err.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0644);
+    const int spawned = posix_spawn(&pid_, argv[0], &files, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&files);
+    REQUIRE(spawned == 0);
+  }
+
+  ~BackgroundTroupe() {
+    const std::vector<pid_t> nodes = children();
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    for (pid_t node : nodes) kill(node, SIGKILL);
+  }
+
+  std::string out() const { return read_file(out_path()); }
+  std::string err() const { return read_file(dir_.path() / "err.txt"); }
+
+  // Each process's metrics port, by node, from the "metrics on http://127.0.0.1:PORT/metrics"
+  // lines, once `count` of them are logged (or the wait runs out: fewer).
+  std::map<int, int> metrics_ports(std::size_t count, std::chrono::seconds wait) const {
+    // A node's lines carry the launcher's "[node i host]" prefix; a lone trainer's do not.
+    const std::regex line("(?:\\[node (\\d+) [^\\]]*\\])?[^\\n]*metrics on http://127\\.0\\.0\\.1:(\\d+)/metrics");
+    std::map<int, int> ports;
+    for (const auto deadline = Clock::now() + wait; ports.size() < count && Clock::now() < deadline;) {
+      const std::string text = out();
+      ports.clear();
+      for (std::sregex_iterator it(text.begin(), text.end(), line), end; it != end; ++it)
+        ports[(*it)[1].matched ? std::stoi((*it)[1].str()) : 0] = std::stoi((*it)[2].str());
+      if (ports.size() < count) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return ports;
+  }
+
+ private:
+  std::filesystem::path out_path() const { return dir_.path() / "out.txt"; }
+
+  std::vector<pid_t> children() const {
+    std::ifstream in("/proc/" + std::to_string(pid_) + "/task/" + std::to_string(pid_) + "/children");
+    std::vector<pid_t> pids;
+    for (pid_t child; in >> child;) pids.push_back(child);
+    return pids;
+  }
+
+  TempDir dir_;
+  pid_t pid_ = -1;
+};
+
+Exposition scrape(int port) {
+  const HttpResponse response = http_get(port, "/metrics");
+  INFO("port " << port << ": " << response.error);
+  REQUIRE(response.status == 200);
+  Exposition exposition = parse_exposition(response.body);
+  INFO(response.body);
+  for (const std::string& problem : exposition.problems) FAIL_CHECK(problem);
+  return exposition;
+}
+
+// Scrapes until the steps the process has finished pass `above` (or `wait` runs out).
+Exposition scrape_when_steps_pass(int port, double above, std::chrono::seconds wait) {
+  Exposition e = scrape(port);
+  for (const auto deadline = Clock::now() + wait;
+       !(e.value("troupe_steps_total") > above) && Clock::now() < deadline; e = scrape(port))
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  return e;
+}
+
+// A port nothing listens on now, and the one after it too.
+int two_free_ports() {
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    int sockets[2] = {socket(AF_INET, SOCK_STREAM, 0), socket(AF_INET, SOCK_STREAM, 0)};
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    bind(sockets[0], reinterpret_cast<sockaddr*>(&address), sizeof address);
+    getsockname(sockets[0], reinterpret_cast<sockaddr*>(&address), &length);
+    const int port = ntohs(address.sin_port);
+    address.sin_port = htons(static_cast<std::uint16_t>(port + 1));
+    const bool next_free = port < 65535 && bind(sockets[1], reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+    close(sockets[0]);
+    close(sockets[1]);
+    if (next_free) return port;
+  }
+  FAIL("no two free consecutive ports");
+  return 0;
+}
+
+const std::vector<std::string> small_job{"--model.preset", "small", "--train.steps", "200", "--sample.tokens", "0",
+                                         "--train.threads", "1"};
+
+}  // namespace
+
+TEST_CASE("troupe train --workers 2: each node serves /metrics on its own port, steps rising", "[metrics][dp]") {
+  std::vector<std::string> args{"train", "--workers", "2"};
+  args.insert(args.end(), small_job.begin(), small_job.end());
+  const BackgroundTroupe job(args);
+  const std::map<int, int> ports = job.metrics_ports(2, std::chrono::seconds(60));
+  INFO("stdout: " << job.out() << "\nstderr: " << job.err());
+  REQUIRE(ports.size() == 2);
+  REQUIRE(ports.count(0) == 1);
+  REQUIRE(ports.count(1) == 1);
+  CHECK(ports.at(0) != ports.at(1));
+
+  std::string job_label;
+  for (const auto& [node, port] : ports) {
+    INFO("node " << node << " on port " << port);
+    const Exposition first = scrape_when_steps_pass(port, 0, std::chrono::seconds(90));
+    const Exposition second = scrape_when_steps_pass(port, first.value("troupe_steps_total"),
+                                                     std::chrono::seconds(90));
+    for (const char* name : {"troupe_steps_total", "troupe_step_seconds_count", "troupe_tokens_per_second",
+                             "troupe_loss", "troupe_learning_rate", "troupe_grad_norm", "troupe_step",
+                             "troupe_resident_memory_bytes"}) {
+      INFO(name);
+      CHECK(second.find(name).size() == 1);  // one rank per node process here, one process-wide series
+    }
+    const std::map<std::string, std::string> labels{{"node", std::to_string(node)},
+                                                    {"rank", std::to_string(node)},
+                                                    {"role", "worker"}};
+    const double steps_before = first.value("troupe_steps_total", labels);
+    const double steps_after = second.value("troupe_steps_total", labels);
+    CHECK(steps_before >= 1);
+    CHECK(steps_after > steps_before);
+    CHECK(second.value("troupe_step", labels) >= steps_after);
+    CHECK(second.value("troupe_tokens_per_second", labels) > 0);
+    CHECK(second.value("troupe_step_seconds_count", labels) == steps_after);
+    CHECK(second.value("troupe_loss", labels) > 0);
+    CHECK(second.value("troupe_resident_memory_bytes", {{"node", std::to_string(node)}}) > 1e6);
+    // Both nodes name the same job, an id derived from its token.
+    const std::string label = second.find("troupe_steps_total").front().labels.at("job");
+    CHECK(std::regex_match(label, std::regex("[0-9a-f]{8}")));
+    if (job_label.empty()) job_label = label;
+    CHECK(label == job_label);
+  }
+}
+
+TEST_CASE("troupe train serves /metrics as node 0, rank 0, role trainer", "[metrics]") {
+  std::vector<std::string> args{"train"};
+  args.insert(args.end(), small_job.begin(), small_job.end());
+  const BackgroundTroupe job(args);
+  const std::map<int, int> ports = job.metrics_ports(1, std::chrono::seconds(60));
+  INFO("stdout: " << job.out() << "\nstderr: " << job.err());
+  REQUIRE(ports.count(0) == 1);
+  CHECK_THAT(job.out(), Contains("[r0 trainer] info: metrics on http://127.0.0.1:"));
+  const Exposition e = scrape_when_steps_pass(ports.at(0), 0, std::chrono::seconds(90));
+  CHECK(e.value("troupe_steps_total", {{"job", "local"}, {"node", "0"}, {"rank", "0"}, {"role", "trainer"}}) >= 1);
+}
+
+TEST_CASE("monitor.metrics_port P puts node i on P + i, and -1 turns metrics off", "[metrics][dp]") {
+  TempDir dir;
+  const std::vector<std::string> tiny{"--model.preset", "tiny", "--train.steps", "2", "--train.val_batches", "1",
+                                      "--sample.tokens", "0", "--train.threads", "1"};
+  const int port = two_free_ports();
+  std::vector<std::string> fixed{"train", "--workers", "2", "--monitor.metrics_port", std::to_string(port)};
+  fixed.insert(fixed.end(), tiny.begin(), tiny.end());
+  const ProcessResult two = run_troupe(dir, fixed, std::chrono::seconds(120));
+  INFO("stdout: " << two.out << "\nstderr: " << two.err);
+  REQUIRE(two.exit_code == 0);
+  CHECK(std::regex_search(two.out, std::regex("\\[node 0 [^\\]]*\\][^\\n]*metrics on http://127\\.0\\.0\\.1:" +
+                                              std::to_string(port) + "/metrics")));
+  CHECK(std::regex_search(two.out, std::regex("\\[node 1 [^\\]]*\\][^\\n]*metrics on http://127\\.0\\.0\\.1:" +
+                                              std::to_string(port + 1) + "/metrics")));
+
+  std::vector<std::string> off{"train", "--monitor.metrics_port", "-1"};
+  off.insert(off.end(), tiny.begin(), tiny.end());
+  const ProcessResult quiet = run_troupe(dir, off, std::chrono::seconds(60));
+  REQUIRE(quiet.exit_code == 0);
+  CHECK_THAT(quiet.out, !Contains("metrics on"));
+}
+
+TEST_CASE("a metrics port in use, a bad port and a bad bind address are refused with one line", "[metrics][cli]") {
+  TempDir dir;
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  REQUIRE(listen(listener, 1) == 0);
+  socklen_t length = sizeof address;
+  getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+  const std::string port = std::to_string(ntohs(address.sin_port));
+  check_rejected_in(dir, {"train", "--model.preset", "tiny", "--monitor.metrics_port", port},
+                    "monitor.metrics_port " + port + " + node 0: cannot serve metrics on 127.0.0.1:" + port +
+                        ": the port is in use");
+  close(listener);
+
+  check_rejected_in(dir, {"train", "--monitor.metrics_port", "-2"}, "monitor.metrics_port must be -1 (off)");
+  check_rejected_in(dir, {"train", "--monitor.metrics_port", "65536"}, "got 65536");
+  check_rejected_in(dir, {"train", "--monitor.metrics_bind", "10.0.0"},
+                    "monitor.metrics_bind '10.0.0' is not an IPv4 address");
+}

@@ -1,0 +1,114 @@
+// monitor::NodeMetrics on its own: served on a free port, scraped over HTTP as Prometheus would,
+// read back by a strict parser of the text format.
+
+#include <catch2/catch.hpp>
+
+#include <thread>
+#include <vector>
+
+#include "monitor/metrics.hpp"
+#include "support/metrics_scrape.hpp"
+
+using namespace troupe;
+using namespace troupe::test;
+using Catch::Contains;
+
+namespace {
+
+std::unique_ptr<monitor::NodeMetrics> serve_any_port(const std::string& job, int node) {
+  auto metrics = monitor::NodeMetrics::serve({"127.0.0.1", 0}, {job, node});
+  INFO((metrics ? "" : metrics.error().message));
+  REQUIRE(metrics.ok());
+  return std::move(*metrics);
+}
+
+Exposition scrape(const monitor::NodeMetrics& metrics) {
+  const HttpResponse response = http_get(metrics.port(), "/metrics");
+  INFO(response.error);
+  REQUIRE(response.status == 200);
+  Exposition exposition = parse_exposition(response.body);
+  INFO(response.body);
+  for (const std::string& problem : exposition.problems) FAIL_CHECK(problem);
+  return exposition;
+}
+
+}  // namespace
+
+TEST_CASE("node metrics are served on a free port and read back in the text format", "[metrics]") {
+  auto metrics = serve_any_port("job-a", 3);
+  CHECK(metrics->port() > 0);
+  CHECK(metrics->url() == "http://127.0.0.1:" + std::to_string(metrics->port()) + "/metrics");
+  monitor::WorkerMetrics& five = metrics->add_worker(5, "worker");
+  metrics->add_worker(6, "worker");
+  five.step_done(10, 0.5, 1000, 2.5, 1e-3, 0.75);
+
+  const Exposition e = scrape(*metrics);
+  CHECK(e.types.at("troupe_steps_total") == "counter");
+  CHECK(e.types.at("troupe_step_seconds") == "histogram");
+  for (const char* gauge : {"troupe_step", "troupe_tokens_per_second", "troupe_loss", "troupe_learning_rate",
+                            "troupe_grad_norm", "troupe_resident_memory_bytes"}) {
+    INFO(gauge);
+    CHECK(e.types.at(gauge) == "gauge");
+    CHECK(!e.help.at(gauge).empty());
+  }
+  for (const MetricSample& sample : e.samples) {
+    if (sample.name.rfind("troupe_", 0) != 0) continue;  // prometheus-cpp's own exposer_* series
+    INFO(sample.name);
+    CHECK(sample.labels.at("job") == "job-a");
+    CHECK(sample.labels.at("node") == "3");
+  }
+  const std::map<std::string, std::string> r5{{"rank", "5"}, {"role", "worker"}}, r6{{"rank", "6"}};
+  CHECK(e.value("troupe_steps_total", r5) == 1.0);
+  CHECK(e.value("troupe_steps_total", r6) == 0.0);
+  CHECK(e.value("troupe_step", r5) == 10.0);
+  CHECK(e.value("troupe_tokens_per_second", r5) == 2000.0);
+  CHECK(e.value("troupe_loss", r5) == 2.5);
+  CHECK(e.value("troupe_learning_rate", r5) == Approx(1e-3));
+  CHECK(e.value("troupe_grad_norm", r5) == 0.75);
+  CHECK(e.value("troupe_step_seconds_count", r5) == 1.0);
+  CHECK(e.value("troupe_step_seconds_sum", r5) == 0.5);
+  CHECK(e.value("troupe_step_seconds_bucket", {{"rank", "5"}, {"le", "0.25"}}) == 0.0);
+  CHECK(e.value("troupe_step_seconds_bucket", {{"rank", "5"}, {"le", "0.5"}}) == 1.0);
+  CHECK(e.value("troupe_step_seconds_bucket", {{"rank", "5"}, {"le", "+Inf"}}) == 1.0);
+  CHECK(e.value("troupe_resident_memory_bytes") > 1e6);  // a process that has loaded libstdc++ and civetweb
+}
+
+TEST_CASE("steps reported from several threads while scraping are all counted", "[metrics]") {
+  auto metrics = serve_any_port("job-b", 0);
+  std::vector<monitor::WorkerMetrics*> workers;
+  for (int rank = 0; rank < 4; ++rank) workers.push_back(&metrics->add_worker(rank, "worker"));
+  std::vector<std::thread> threads;
+  for (monitor::WorkerMetrics* worker : workers)
+    threads.emplace_back([worker] {
+      for (int step = 1; step <= 2000; ++step) worker->step_done(step, 0.001, 64, 3.0, 1e-4, 1.0);
+    });
+  for (int i = 0; i < 5; ++i) scrape(*metrics);  // concurrent with the updates
+  for (std::thread& thread : threads) thread.join();
+  const Exposition e = scrape(*metrics);
+  for (int rank = 0; rank < 4; ++rank) {
+    INFO("rank " << rank);
+    CHECK(e.value("troupe_steps_total", {{"rank", std::to_string(rank)}}) == 2000.0);
+    CHECK(e.value("troupe_step_seconds_count", {{"rank", std::to_string(rank)}}) == 2000.0);
+  }
+}
+
+TEST_CASE("a taken port, a port past 65535 and an address that is not IPv4 are errors naming the address", "[metrics]") {
+  auto first = serve_any_port("job-c", 0);
+  const std::string taken = "127.0.0.1:" + std::to_string(first->port());
+  auto second = monitor::NodeMetrics::serve({"127.0.0.1", first->port()}, {"job-c", 1});
+  REQUIRE(!second.ok());
+  CHECK(second.error().message == "cannot serve metrics on " + taken +
+                                      ": the port is in use or the address is not this host's");
+
+  auto past_range = monitor::NodeMetrics::serve({"127.0.0.1", 65536}, {"job-c", 0});
+  REQUIRE(!past_range.ok());
+  CHECK(past_range.error().message == "cannot serve metrics on 127.0.0.1:65536: the port is not in 0-65535");
+
+  // civetweb alone would listen on "999.1.1.1", reading it modulo 256.
+  for (const char* bind : {"999.1.1.1", "localhost", "::1", ""}) {
+    INFO(bind);
+    auto refused = monitor::NodeMetrics::serve({bind, 0}, {"job-c", 0});
+    REQUIRE(!refused.ok());
+    CHECK_THAT(refused.error().message, Contains("'" + std::string(bind) + "' is not an IPv4 address"));
+  }
+}
