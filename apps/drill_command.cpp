@@ -21,6 +21,7 @@
 
 #include "apps/commands.hpp"
 #include "apps/config_print.hpp"
+#include "apps/launch/local_host.hpp"
 #include "apps/watched_run.hpp"
 #include "checkpoint/loader.hpp"
 #include "checkpoint/store.hpp"
@@ -38,12 +39,6 @@ const std::vector<std::string> drill_scenarios{"kill-node",          "kill-worke
 
 double seconds_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
-}
-
-std::string executable() {
-  char path[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
-  return n > 0 ? std::string(path, static_cast<std::size_t>(n)) : std::string("troupe");
 }
 
 // One drill: its folder, the job's config file there, and how to run the job into a checkpoint
@@ -79,7 +74,7 @@ class Drill {
   // The job with its checkpoints in dir()/name, as `troupe train` (1 worker) or with --workers.
   Expected<std::unique_ptr<WatchedRun>> start(const std::string& name, bool resume,
                                               const std::vector<std::string>& env = {}) const {
-    std::vector<std::string> argv{executable(), "train", "--config", (dir_ / "job.toml").string(),
+    std::vector<std::string> argv{launch::this_executable(), "train", "--config", (dir_ / "job.toml").string(),
                                   "--checkpoint.dir", (dir_ / name).string()};
     if (options_.workers > 1) argv.insert(argv.end(), {"--workers", std::to_string(options_.workers)});
     if (resume) argv.push_back("--resume");

@@ -7,9 +7,7 @@
 // Each node is started with the resolved configuration spelled out as overrides, so its config
 // hash equals the job's; a node started by hand with another config is rejected at join.
 
-#include <unistd.h>
 
-#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <future>
@@ -34,14 +32,8 @@ int fail(const std::string& message, int code) {
   return code;
 }
 
-std::string this_executable() {
-  char path[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
-  return n > 0 ? std::string(path, static_cast<std::size_t>(n)) : std::string("troupe");
-}
-
 std::vector<std::string> node_argv(const JobConfig& config) {
-  std::vector<std::string> argv{this_executable(), "node"};
+  std::vector<std::string> argv{launch::this_executable(), "node"};
   // --key=value keeps a value that starts with '-' a value; an empty value must stand alone,
   // since CLI11 reads "--key=" as a key waiting for the next argument.
   for (const ConfigKey& key : config_keys()) {

@@ -14,6 +14,12 @@ std::string this_host_name() {
   return name;
 }
 
+std::string this_executable() {
+  char path[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
+  return n > 0 ? std::string(path, static_cast<std::size_t>(n)) : std::string("troupe");
+}
+
 bool is_local_host(std::string_view host, std::string_view this_host) {
   if (host == "localhost" || host == "127.0.0.1" || host == "::1") return true;
   if (this_host.empty()) return false;
