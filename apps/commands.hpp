@@ -97,6 +97,16 @@ struct ExportOptions {
 };
 int run_export(const ExportOptions& options);
 
+// troupe bench checkpoint: a synchronous save's throughput against the disk's sequential write
+// speed, and the async save's stall against a training step, same run.
+struct BenchCheckpointOptions {
+  std::string model = "small";
+  std::string dir = ".";  // an existing folder; the bench writes in a fresh subfolder and removes it
+  int rounds = 3;         // figures are the medians of the rounds'
+  int steps = 4;          // measured training steps per phase (plain, saving) and round
+};
+int run_bench_checkpoint(const BenchCheckpointOptions& options);
+
 // troupe drill SCENARIO: runs the job undisturbed, then again with a fault injected, and prints a
 // verdict (detected after, recovered after, steps lost, final weights equal). Checkpoints go to
 // a folder per run under `dir`.

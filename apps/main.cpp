@@ -5,6 +5,7 @@
 //   troupe bench compute [--models tiny,small] [--batch 8] [--threads 1] [--steps 10] [--warmup 1]
 //   troupe bench allreduce [--processes 2,4] [--mib 1,16,64] [--iterations 15]
 //   troupe bench dp [--model small] [--batch 8] [--processes 2] [--steps 6]
+//   troupe bench checkpoint [--model small] [--dir .] [--rounds 3] [--steps 4]
 //   troupe schedule --kind gpipe|1f1b|interleaved --stages P --microbatches M [--virtual-stages V]
 //                   [--forward 1] [--backward 2] [--latency 0] [--print] [--trace FILE]
 //   troupe launch --hostfile FILE [--config FILE] [--section.name VALUE ...]
@@ -249,6 +250,23 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   pipeline_command->allow_extras();
 
+  BenchCheckpointOptions checkpoint_bench_options;
+  CLI::App* checkpoint_bench_command = bench_command->add_subcommand(
+      "checkpoint", "Checkpoint save throughput against the disk's write speed; async save's stall against a step.");
+  checkpoint_bench_command->add_option("--model", checkpoint_bench_options.model, "model preset")
+      ->check(CLI::IsMember(compute::gpt_preset_names()))
+      ->capture_default_str();
+  checkpoint_bench_command
+      ->add_option("--dir", checkpoint_bench_options.dir, "folder to write in (a fresh subfolder, removed after)")
+      ->check(CLI::ExistingDirectory)
+      ->capture_default_str();
+  checkpoint_bench_command->add_option("--rounds", checkpoint_bench_options.rounds, "measurement rounds (medians)")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  checkpoint_bench_command->add_option("--steps", checkpoint_bench_options.steps, "measured steps per phase and round")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  checkpoint_bench_command->allow_extras();
 
   ScheduleOptions schedule_options;
   CLI::App* schedule_command = app.add_subcommand(
@@ -341,6 +359,11 @@ int main(int argc, char** argv) {
       if (Status extras = reject_unknown_arguments(*pipeline_command); !extras)
         return fail(extras.error().message, exit_usage);
       return run_bench_pipeline(pipeline_options);
+    }
+    if (checkpoint_bench_command->parsed()) {
+      if (Status extras = reject_unknown_arguments(*checkpoint_bench_command); !extras)
+        return fail(extras.error().message, exit_usage);
+      return run_bench_checkpoint(checkpoint_bench_options);
     }
     return bench_compute(*compute_command, bench_options);
   } catch (const std::exception& e) {

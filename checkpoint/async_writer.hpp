@@ -2,8 +2,10 @@
 // Writes a rank's shard in the background so training goes on while the disk works. submit()
 // snapshots the pieces into host memory before it returns (the originals may change at once),
 // then a thread writes the snapshot into the step's staging folder. One job at a time keeps the
-// memory bound at one snapshot. Failures (a full disk, a missing folder) come back from wait()
-// as errors, never as exceptions on another thread, and leave committed checkpoints untouched.
+// memory bound at one snapshot, which stays allocated for the next job: copying into resident
+// memory is what keeps the training thread's stall short. Failures (a full disk, a missing
+// folder) come back from wait() as errors, never as exceptions on another thread, and leave
+// committed checkpoints untouched.
 
 #include <cstdint>
 #include <filesystem>
@@ -47,7 +49,7 @@ class AsyncCheckpointWriter {
   compute::ParameterLayout layout_;
   int rank_;
   std::thread thread_;
-  std::vector<Snapshot> snapshot_;  // used by thread_ only while it runs; freed once written
+  std::vector<Snapshot> snapshot_;  // used by thread_ only while it runs; kept for the next submit
   std::optional<Expected<FileRecord>> outcome_;  // set by thread_, read after join
 };
 
