@@ -56,10 +56,17 @@ StageSteps unpack(const std::vector<std::uint8_t>& bytes, int steps, std::size_t
   return result;
 }
 
+// The preset, with --layers blocks when given.
+compute::GPTConfig bench_model(const BenchPipelineOptions& o) {
+  compute::GPTConfig cfg = *compute::gpt_preset(o.model);
+  if (o.layers > 0) cfg.n_layer = o.layers;
+  return cfg;
+}
+
 Expected<std::vector<std::uint8_t>> stage_body(comm::Engine& engine, const BenchPipelineOptions& o,
                                                const schedules::Schedule& schedule,
                                                const schedules::CheckReport& check) {
-  const compute::GPTConfig cfg = *compute::gpt_preset(o.model);
+  const compute::GPTConfig cfg = bench_model(o);
   auto backend = compute::make_backend("cpu", 1);
   if (!backend) return backend.error();
   const int rank = engine.rank();
@@ -286,11 +293,11 @@ Expected<BubbleFigures> measure(schedules::ScheduleKind kind, int chunks, const 
 }  // namespace
 
 int run_bench_pipeline(const BenchPipelineOptions& o) {
-  const compute::GPTConfig cfg = *compute::gpt_preset(o.model);
+  const compute::GPTConfig cfg = bench_model(o);
   std::printf(
-      "bench pipeline: %s, p=%d stages (1 process x 1 thread each), m=%d micro-batches of %d x seq %d, "
+      "bench pipeline: %s (%d layers), p=%d stages (1 process x 1 thread each), m=%d micro-batches of %d x seq %d, "
       "median of %d steps\n",
-      o.model.c_str(), o.stages, o.microbatches, o.batch, cfg.block_size, o.steps);
+      o.model.c_str(), cfg.n_layer, o.stages, o.microbatches, o.batch, cfg.block_size, o.steps);
   std::printf(
       "(bubble = 1 - forward and backward time / (p x flush, first forward to last backward), per step;\n"
       " the simulator runs the same streams with the latency measured for messages (transfer) and costs\n"
@@ -302,8 +309,8 @@ int run_bench_pipeline(const BenchPipelineOptions& o) {
   std::fflush(stdout);
   // Interleaving needs equal chunks: the smallest v >= 2 that splits the layers evenly (small's 6
   // layers on 2 stages: v = 3).
-  int chunks = 2;
-  while (chunks * o.stages <= cfg.n_layer && cfg.n_layer % (chunks * o.stages) != 0) ++chunks;
+  int chunks = o.virtual_stages > 0 ? o.virtual_stages : 2;
+  while (o.virtual_stages == 0 && chunks * o.stages <= cfg.n_layer && cfg.n_layer % (chunks * o.stages) != 0) ++chunks;
   const std::vector<std::pair<schedules::ScheduleKind, int>> kinds = {{schedules::ScheduleKind::gpipe, 1},
                                                                       {schedules::ScheduleKind::one_f_one_b, 1},
                                                                       {schedules::ScheduleKind::interleaved, chunks}};

@@ -35,6 +35,8 @@ int run_bench_dp(const BenchDpOptions& options);
 // (from the costs measured in the same run) and the closed form.
 struct BenchPipelineOptions {
   std::string model = "small";
+  int layers = 0;          // transformer blocks; 0 = the preset's
+  int virtual_stages = 0;  // interleaved chunks per stage; 0 = the smallest v >= 2 that splits the layers evenly
   int stages = 2;
   int microbatches = 8;
   int batch = 4;   // micro-batch size

@@ -233,6 +233,14 @@ int main(int argc, char** argv) {
   pipeline_command->add_option("--model", pipeline_options.model, "model preset")
       ->check(CLI::IsMember(compute::gpt_preset_names()))
       ->capture_default_str();
+  pipeline_command->add_option("--layers", pipeline_options.layers, "transformer blocks; 0 = the preset's")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+  pipeline_command
+      ->add_option("--virtual-stages", pipeline_options.virtual_stages,
+                   "interleaved chunks per stage; 0 = the smallest v >= 2 that splits the layers evenly")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
   pipeline_command->add_option("--stages", pipeline_options.stages, "pipeline stages p (one process each)")
       ->check(CLI::Range(2, 16))
       ->capture_default_str();
