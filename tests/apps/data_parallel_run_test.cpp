@@ -4,10 +4,8 @@
 
 #include <catch2/catch.hpp>
 
-#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,6 +21,7 @@
 
 #include "apps/run_troupe.hpp"
 #include "support/run_process.hpp"
+#include "support/busy_port.hpp"
 #include "support/temp_dir.hpp"
 
 extern char** environ;
@@ -213,18 +212,14 @@ TEST_CASE("launch refuses a malformed host file and a port in use with one line"
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.err, Contains("hosts:2"));
 
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-  REQUIRE(listen(listener, 1) == 0);
-  socklen_t length = sizeof address;
-  getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
-  const std::string port = std::to_string(ntohs(address.sin_port));
   const std::string good = dir.write("good", "localhost slots=1\n");
-  const ProcessResult busy = run_troupe(dir, {"launch", "--hostfile", good, "--port", port}, std::chrono::seconds(20));
-  close(listener);
+  std::string port;
+  ProcessResult busy;
+  {
+    const BusyPort taken;
+    port = std::to_string(taken.port());
+    busy = run_troupe(dir, {"launch", "--hostfile", good, "--port", port}, std::chrono::seconds(20));
+  }
   CHECK(busy.exit_code == 2);
   CHECK_THAT(busy.err, Contains("cannot listen on 127.0.0.1:" + port));
   CHECK(std::count(busy.err.begin(), busy.err.end(), '\n') == 1);

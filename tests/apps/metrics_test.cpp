@@ -22,6 +22,7 @@
 
 #include "apps/run_troupe.hpp"
 #include "support/metrics_scrape.hpp"
+#include "support/busy_port.hpp"
 #include "support/temp_dir.hpp"
 
 extern char** environ;
@@ -223,19 +224,13 @@ TEST_CASE("monitor.metrics_port P puts node i on P + i, and -1 turns metrics off
 
 TEST_CASE("a metrics port in use, a bad port and a bad bind address are refused with one line", "[metrics][cli]") {
   TempDir dir;
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-  REQUIRE(listen(listener, 1) == 0);
-  socklen_t length = sizeof address;
-  getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
-  const std::string port = std::to_string(ntohs(address.sin_port));
-  check_rejected_in(dir, {"train", "--model.preset", "tiny", "--monitor.metrics_port", port},
-                    "monitor.metrics_port " + port + " + node 0: cannot serve metrics on 127.0.0.1:" + port +
-                        ": the port is in use");
-  close(listener);
+  {
+    const BusyPort busy;
+    const std::string port = std::to_string(busy.port());
+    check_rejected_in(dir, {"train", "--model.preset", "tiny", "--monitor.metrics_port", port},
+                      "monitor.metrics_port " + port + " + node 0: cannot serve metrics on 127.0.0.1:" + port +
+                          ": the port is in use");
+  }
 
   check_rejected_in(dir, {"train", "--monitor.metrics_port", "-2"}, "monitor.metrics_port must be -1 (off)");
   check_rejected_in(dir, {"train", "--monitor.metrics_port", "65536"}, "got 65536");
