@@ -1,7 +1,7 @@
 // troupe: the command line. Parses the arguments, turns a config file plus overrides into a
 // checked job, and runs the chosen command.
 //
-//   troupe train [--config FILE] [--workers N] [--resume] [--section.name VALUE ...]
+//   troupe train [--config FILE] [--workers N] [--resume] [--trace FILE] [--section.name VALUE ...]
 //   troupe bench compute [--models tiny,small] [--batch 8] [--threads 1] [--steps 10] [--warmup 1]
 //   troupe bench allreduce [--processes 2,4] [--mib 1,16,64] [--iterations 15]
 //   troupe bench dp [--model small] [--batch 8] [--processes 2] [--steps 6]
@@ -56,6 +56,7 @@ struct TrainArgs {
   bool print_config = false;
   bool print_keys = false;
   bool resume = false;
+  std::string trace;
   ConfigOverrides overrides;
 };
 
@@ -70,6 +71,7 @@ Expected<ResolvedJob> train_job(const CLI::App& command, const TrainArgs& args) 
   }
   if (Status applied = args.overrides.apply(config); !applied) return applied.error();
   if (args.resume) config.checkpoint.resume = true;
+  if (!args.trace.empty()) config.pipeline.trace = args.trace;
   return resolve(config);
 }
 
@@ -99,11 +101,18 @@ int with_job(const CLI::App& command, const TrainArgs& args, const std::function
   return run(*job);
 }
 
+// Flags for the keys a user reaches for most, on every command that runs a job.
+void add_shorthands(CLI::App& command, TrainArgs& args) {
+  command.add_flag("--resume", args.resume,
+                   "continue from the newest valid checkpoint in checkpoint.dir (= --checkpoint.resume=true)");
+  command.add_option("--trace", args.trace, "write every pipeline stage's ops as Chrome trace JSON (= --pipeline.trace)")
+      ->type_name("FILE");
+}
+
 // Registers --config and every key override on a command that runs a job.
 void add_config_options(CLI::App& command, TrainArgs& args) {
   command.add_option("--config", args.config_path, "TOML file with [model] [train] [data] [sample]")->type_name("FILE");
-  command.add_flag("--resume", args.resume,
-                   "continue from the newest valid checkpoint in checkpoint.dir (= --checkpoint.resume=true)");
+  add_shorthands(command, args);
   args.overrides.add_options(command);
   command.allow_extras();
 }
@@ -148,8 +157,7 @@ int main(int argc, char** argv) {
   train_command->add_option("--workers", train_args.workers, "local worker processes (data parallel); 1 = this process")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
-  train_command->add_flag("--resume", train_args.resume,
-                          "continue from the newest valid checkpoint in checkpoint.dir (= --checkpoint.resume=true)");
+  add_shorthands(*train_command, train_args);
   train_args.overrides.add_options(*train_command);
   train_command->footer("Each key is --section.name VALUE or --section.name=VALUE; it overrides the config file.");
   train_command->allow_extras();

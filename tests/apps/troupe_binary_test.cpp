@@ -92,3 +92,12 @@ TEST_CASE("troupe train --print-config shows the file with overrides applied", "
   CHECK_THAT(result.out, Contains("steps = 3\n"));
   CHECK_THAT(result.out, Contains("seq_len = 128\n"));  // resolved from tiny's block_size
 }
+
+TEST_CASE("the flags --resume and --trace set checkpoint.resume and pipeline.trace", "[cli]") {
+  TempDir dir;
+  const ProcessResult result = run_troupe(
+      dir, {"train", "--checkpoint.dir", "ckpt", "--resume", "--trace", "run.json", "--print-config"});
+  INFO("stderr: " << result.err);
+  CHECK(result.exit_code == 0);
+  CHECK_THAT(result.out, Contains("resume = true\n") && Contains("trace = \"run.json\"\n"));
+}
