@@ -78,17 +78,25 @@ checkpoint::RunCheckpointOptions checkpoint_options(const CheckpointOptions& c) 
 }
 
 // `troupe drill kill-worker` makes one worker of a fresh run throw, as a bug would: the variable
-// TROUPE_DRILL_THROW_AT = "RANK:STEP" names the worker and the step it fails in.
-void throw_if_drilled(int rank, long step) {
-  const char* target = std::getenv("TROUPE_DRILL_THROW_AT");
-  int drilled_rank = -1;
-  long drilled_step = -1;
-  if (!target || std::sscanf(target, "%d:%ld", &drilled_rank, &drilled_step) != 2) return;
-  if (rank != drilled_rank || step != drilled_step) return;
-  monitor::logger("drill")->error("drill: the worker of rank {} throws in step {}", rank, step);
-  throw std::runtime_error("drill: injected failure in the worker of rank " + std::to_string(rank) + " at step " +
-                           std::to_string(step));
-}
+// TROUPE_DRILL_THROW_AT = "RANK:STEP" names the worker and the step it fails in. Read once per run.
+struct DrilledFailure {
+  int rank = -1;
+  long step = -1;
+
+  static DrilledFailure from_environment() {
+    DrilledFailure d;
+    const char* target = std::getenv("TROUPE_DRILL_THROW_AT");
+    if (!target || std::sscanf(target, "%d:%ld", &d.rank, &d.step) != 2) return {};
+    return d;
+  }
+
+  void throw_if_due(int rank_now, long step_now) const {
+    if (rank_now != rank || step_now != step) return;
+    monitor::logger("drill")->error("drill: the worker of rank {} throws in step {}", rank, step);
+    throw std::runtime_error("drill: injected failure in the worker of rank " + std::to_string(rank) + " at step " +
+                             std::to_string(step));
+  }
+};
 
 }  // namespace
 
@@ -139,13 +147,14 @@ RunOutcome drive_training(const ResolvedJob& job, const JobData& data, const std
     log.info("no checkpoint in {} to resume from: starting fresh", job.config.checkpoint.dir);
   }
 
+  const DrilledFailure drilled = DrilledFailure::from_environment();
   const auto run_start = Clock::now();
   double train_seconds = 0, last_loss = 0, last_val = NAN;
   Status last_save = Status::success();
   for (long s = resumed->steps; s < t.steps; ++s) {
     progress.begin(fmt::format("step {}", s + 1));
     auto start = Clock::now();
-    if (resumed->steps == 0) throw_if_drilled(loop.rank, s + 1);
+    if (resumed->steps == 0) drilled.throw_if_due(loop.rank, s + 1);
     compute::StepResult r = loop.step();
     progress.step_done(s + 1);
     double secs = std::chrono::duration<double>(Clock::now() - start).count();

@@ -109,15 +109,13 @@ std::vector<WatchedRun::Line> WatchedRun::lines() const {
 std::optional<int> WatchedRun::wait_exit(std::chrono::milliseconds timeout) {
   if (exit_code_) return exit_code_;
   const auto deadline = Clock::now() + timeout;
-  int status = 0;
-  while (Clock::now() < deadline) {
+  for (int status = 0;; std::this_thread::sleep_for(std::chrono::milliseconds(10))) {
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
       return exit_code_;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (Clock::now() >= deadline) return std::nullopt;  // looked once at least, even for a zero timeout
   }
-  return std::nullopt;
 }
 
 std::vector<pid_t> WatchedRun::descendants() const {

@@ -80,6 +80,13 @@ Expected<LoadedCheckpoint> LoadedCheckpoint::load(const fs::path& dir, const std
   return loaded;
 }
 
+Expected<std::vector<float>> LoadedCheckpoint::read_all(const std::string& kind) const {
+  const std::int64_t total = compute::ParameterLayout(manifest_.model).total();
+  std::vector<float> values(static_cast<std::size_t>(total));
+  if (Status s = read(kind, 0, total, values); !s) return s.error();
+  return values;
+}
+
 Status LoadedCheckpoint::read(const std::string& kind, std::int64_t begin, std::int64_t end, std::span<float> out) const {
   TROUPE_CHECK(0 <= begin && begin <= end && static_cast<std::int64_t>(out.size()) == end - begin,
                kind + " [" + std::to_string(begin) + ", " + std::to_string(end) + ") into " + std::to_string(out.size()));

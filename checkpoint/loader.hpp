@@ -31,6 +31,8 @@ class LoadedCheckpoint {
   // pieces the files hold (any ranks, whole tensors or slices). This is resharding: a grid reads
   // its own ranges, not the writer's. An element no file holds is an error naming the range.
   Status read(const std::string& kind, std::int64_t begin, std::int64_t end, std::span<float> out) const;
+  // All of `kind`, the whole flat order of the manifest's model.
+  Expected<std::vector<float>> read_all(const std::string& kind) const;
 
  private:
   friend Expected<LoadedCheckpoint> open_checkpoint(const std::filesystem::path& step_folder);

@@ -5,10 +5,6 @@
 
 #include <catch2/catch.hpp>
 
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 
 #include <chrono>
 #include <cstring>
@@ -19,12 +15,11 @@
 #include <thread>
 
 #include "apps/run_troupe.hpp"
+#include "apps/watched_run.hpp"
 #include "checkpoint/loader.hpp"
 #include "checkpoint/store.hpp"
 #include "support/run_process.hpp"
 #include "support/temp_dir.hpp"
-
-extern char** environ;
 
 using namespace troupe;
 using namespace troupe::test;
@@ -43,27 +38,15 @@ std::vector<std::string> with(std::vector<std::string> args, const std::vector<s
   return args;
 }
 
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
-double number_after(const std::string& text, const std::string& label) {
-  std::smatch match;
-  REQUIRE(std::regex_search(text, match, std::regex(label + " ([0-9.]+)")));
-  return std::stod(match[1].str());
-}
-
 // Every value of every kind in the checkpoint at `folder`, in the flat order.
 std::map<std::string, std::vector<float>> checkpoint_values(const fs::path& folder) {
   auto loaded = checkpoint::open_checkpoint(folder);
   REQUIRE(loaded.ok());
-  const std::int64_t total = compute::ParameterLayout(loaded->manifest().model).total();
   std::map<std::string, std::vector<float>> values;
   for (const char* kind : {"param", "adam_m", "adam_v"}) {
-    std::vector<float>& v = values[kind];
-    v.resize(static_cast<std::size_t>(total));
-    REQUIRE(loaded->read(kind, 0, total, v).ok());
+    auto all = loaded->read_all(kind);
+    REQUIRE(all.ok());
+    values[kind] = std::move(*all);
   }
   return values;
 }
@@ -72,37 +55,18 @@ std::map<std::string, std::vector<float>> checkpoint_values(const fs::path& fold
 // `appears` exists, and returns once it is gone.
 void kill_when_present(const TempDir& dir, std::vector<std::string> args, const fs::path& appears) {
   args.insert(args.begin(), TROUPE_BINARY_DIR "/troupe");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const fs::path log = dir.path() / "killed-run.txt";
-  posix_spawn_file_actions_t files;
-  posix_spawn_file_actions_init(&files);
-  posix_spawn_file_actions_addopen(&files, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&files, 1, 2);
-  posix_spawnattr_t attributes;
-  posix_spawnattr_init(&attributes);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);  // its own group: the nodes die with it
-  posix_spawnattr_setpgroup(&attributes, 0);
-  pid_t pid = -1;
-  REQUIRE(posix_spawn(&pid, argv[0], &files, &attributes, argv.data(), environ) == 0);
-  posix_spawn_file_actions_destroy(&files);
-  posix_spawnattr_destroy(&attributes);
+  auto run = apps::WatchedRun::start(args, {}, (dir.path() / "killed-run.txt").string());
+  REQUIRE(run.ok());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  int status = 0;
   bool exited = false;
-  while (!fs::exists(appears) && std::chrono::steady_clock::now() < deadline) {
-    if (waitpid(pid, &status, WNOHANG) == pid) {
-      exited = true;
-      break;
-    }
+  while (!fs::exists(appears) && std::chrono::steady_clock::now() < deadline &&
+         !(exited = (*run)->wait_exit(std::chrono::milliseconds(0)).has_value()))
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
   if (!exited) {
-    kill(-pid, SIGKILL);
-    waitpid(pid, &status, 0);
+    (*run)->kill_all();
+    (void)(*run)->wait_exit(std::chrono::seconds(30));
   }
-  INFO(read_bytes(log));
+  INFO(file_text(dir.path() / "killed-run.txt"));
   REQUIRE(fs::exists(appears));
   REQUIRE(!exited);  // killed mid-run, not finished
 }

@@ -16,7 +16,6 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
-#include <sstream>
 #include <thread>
 
 #include "apps/run_troupe.hpp"
@@ -34,19 +33,6 @@ namespace {
 const std::vector<std::string> tiny_job{"--model.preset", "tiny",         "--train.steps",   "6",
                                         "--train.val_batches", "1",       "--sample.tokens", "0",
                                         "--train.threads", "1"};
-
-double number_after(const std::string& text, const std::string& label) {
-  std::smatch match;
-  REQUIRE(std::regex_search(text, match, std::regex(label + " ([0-9.]+)")));
-  return std::stod(match[1].str());
-}
-
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 std::vector<pid_t> children_of(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
@@ -134,7 +120,7 @@ DisturbedJob disturb_node_1(int signal, const std::vector<std::string>& extra,
   posix_spawn_file_actions_destroy(&files);
 
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (read_file(out_path).find("step     1/200") == std::string::npos && std::chrono::steady_clock::now() < deadline)
+  while (file_text(out_path).find("step     1/200") == std::string::npos && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   const std::vector<pid_t> nodes = children_of(job);
   REQUIRE(nodes.size() == 2);
@@ -155,7 +141,7 @@ DisturbedJob disturb_node_1(int signal, const std::vector<std::string>& extra,
     waitpid(job, &result.status, 0);
   }
   for (pid_t node : nodes) kill(node, SIGKILL);  // a stopped node outlives the job's SIGTERM
-  result.err = read_file(err_path);
+  result.err = file_text(err_path);
   return result;
 }
 

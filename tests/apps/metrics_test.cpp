@@ -17,7 +17,6 @@
 #include <fstream>
 #include <map>
 #include <regex>
-#include <sstream>
 #include <thread>
 
 #include "apps/run_troupe.hpp"
@@ -32,13 +31,6 @@ using Catch::Contains;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // A troupe command running in the background, its output going to files; killed with its node
 // processes when the test is done with it.
@@ -67,8 +59,8 @@ class BackgroundTroupe {
     for (pid_t node : nodes) kill(node, SIGKILL);
   }
 
-  std::string out() const { return read_file(out_path()); }
-  std::string err() const { return read_file(dir_.path() / "err.txt"); }
+  std::string out() const { return file_text(out_path()); }
+  std::string err() const { return file_text(dir_.path() / "err.txt"); }
 
   // Each process's metrics port, by node, from the "metrics on http://127.0.0.1:PORT/metrics"
   // lines, once `count` of them are logged (or the wait runs out: fewer).

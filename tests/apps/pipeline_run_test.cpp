@@ -51,9 +51,9 @@ RunFigures run_tiny(const TempDir& dir, std::vector<std::string> extra) {
 std::vector<float> final_parameters(const std::filesystem::path& dir, long steps) {
   auto loaded = troupe::checkpoint::open_checkpoint(troupe::checkpoint::step_dir(dir, steps));
   REQUIRE(loaded.ok());
-  std::vector<float> params(static_cast<std::size_t>(troupe::compute::ParameterLayout(loaded->manifest().model).total()));
-  REQUIRE(loaded->read("param", 0, static_cast<std::int64_t>(params.size()), params).ok());
-  return params;
+  auto params = loaded->read_all("param");
+  REQUIRE(params.ok());
+  return std::move(*params);
 }
 
 struct ParameterComparison {

@@ -6,6 +6,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -33,6 +37,19 @@ inline ProcessResult check_rejected_in(const TempDir& dir, const std::vector<std
   CHECK_THAT(result.err, Catch::Contains(what));
   CHECK(std::count(result.err.begin(), result.err.end(), '\n') == 1);
   return result;
+}
+
+// The number printed after `label` ("param norm 37.04"); fails the test when there is none.
+inline double number_after(const std::string& text, const std::string& label) {
+  std::smatch match;
+  REQUIRE(std::regex_search(text, match, std::regex(label + " ([0-9.]+)")));
+  return std::stod(match[1].str());
+}
+
+// A file's whole contents; empty when it cannot be read.
+inline std::string file_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
 }
 
 }  // namespace troupe::test
