@@ -49,7 +49,7 @@ constexpr ConfigKey keys[] = {
      field<&J::train, &T::zero>},
     {"train.seed", "random seed for initialization and data order", field<&J::train, &T::seed>},
     {"train.threads", "CPU threads per worker; 0 = all cores", field<&J::train, &T::threads>},
-    {"train.backend", "compute backend: cpu or cuda", field<&J::train, &T::backend>},
+    {"train.backend", "compute backend: cpu, cuda (fp32) or cuda-bf16", field<&J::train, &T::backend>},
     {"train.val_every", "validate every this many steps; 0 = only at the end", field<&J::train, &T::val_every>},
     {"train.val_batches", "batches per validation", field<&J::train, &T::val_batches>},
     {"train.log_every", "print a training line every this many steps", field<&J::train, &T::log_every>},

@@ -6,6 +6,7 @@
 //   troupe bench allreduce [--processes 2,4] [--mib 1,16,64] [--iterations 15]
 //   troupe bench dp [--model small] [--batch 8] [--processes 2] [--steps 6]
 //   troupe bench checkpoint [--model small] [--dir .] [--rounds 3] [--steps 4]
+//   troupe bench gpu [--model gpt2] [--precision bf16] [--batch 16] [--seq 1024] [--steps 10]
 //   troupe schedule --kind gpipe|1f1b|interleaved --stages P --microbatches M [--virtual-stages V]
 //                   [--forward 1] [--backward 2] [--latency 0] [--print] [--trace FILE]
 //   troupe launch --hostfile FILE [--config FILE] [--section.name VALUE ...]
@@ -27,6 +28,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "apps/bench_gpu_command.hpp"
 #include "apps/commands.hpp"
 #include "apps/config_cli.hpp"
 #include "apps/config_loader.hpp"
@@ -283,6 +285,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   checkpoint_bench_command->allow_extras();
+  BenchGpuOptions gpu_bench_options;
+  CLI::App* gpu_bench_command = add_bench_gpu_command(*bench_command, gpu_bench_options);
 
   ScheduleOptions schedule_options;
   CLI::App* schedule_command = app.add_subcommand(
@@ -376,6 +380,7 @@ int main(int argc, char** argv) {
         return fail(extras.error().message, exit_usage);
       return run_bench_pipeline(pipeline_options);
     }
+    if (gpu_bench_command->parsed()) return run_bench_gpu(gpu_bench_options);
     if (checkpoint_bench_command->parsed()) {
       if (Status extras = reject_unknown_arguments(*checkpoint_bench_command); !extras)
         return fail(extras.error().message, exit_usage);

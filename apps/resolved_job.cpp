@@ -74,8 +74,8 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
   if (!(t.grad_clip >= 0)) return "train.grad_clip must not be negative (0 = off), got " + str(t.grad_clip);
   if (t.zero < 0 || t.zero > 2) return "train.zero must be 0, 1 or 2, got " + str(t.zero);
   if (t.threads < 0) return "train.threads must not be negative (0 = all cores), got " + str(t.threads);
-  if (t.backend != "cpu" && t.backend != "cuda")
-    return "train.backend '" + t.backend + "' is not a backend (known: cpu, cuda)";
+  if (t.backend != "cpu" && t.backend != "cuda" && t.backend != "cuda-bf16")
+    return "train.backend '" + t.backend + "' is not a backend (known: cpu, cuda, cuda-bf16)";
   if (t.val_every < 0) return "train.val_every must not be negative (0 = only at the end), got " + str(t.val_every);
   if (t.val_batches <= 0) return "train.val_batches must be positive, got " + str(t.val_batches);
   if (t.log_every <= 0) return "train.log_every must be positive, got " + str(t.log_every);

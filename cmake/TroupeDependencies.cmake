@@ -40,17 +40,38 @@ add_library(troupe::edit UNKNOWN IMPORTED)
 set_target_properties(troupe::edit PROPERTIES IMPORTED_LOCATION ${TROUPE_EDIT}
   INTERFACE_INCLUDE_DIRECTORIES ${TROUPE_EDIT_INCLUDE})
 
-# CUDA backend: on when /usr/local/cuda (or CUDAToolkit_ROOT) has nvcc, cuBLAS and NCCL.
-option(TROUPE_CUDA "Build the CUDA backend when the toolkit is found" ON)
+# CUDA backend (compute/cuda, comm/nccl). TROUPE_CUDA=AUTO builds it when /usr/local/cuda (or
+# CUDAToolkit_ROOT) has nvcc, cuBLAS and NCCL; ON requires them; OFF skips the CUDA targets (a
+# CPU-only build compiles faster). No GPU is needed to build: cudart is linked statically and
+# loads the driver only when a CUDA backend is made.
+set(TROUPE_CUDA AUTO CACHE STRING "Build the CUDA backend: AUTO (when the toolkit is found), ON or OFF")
+set_property(CACHE TROUPE_CUDA PROPERTY STRINGS AUTO ON OFF)
 set(TROUPE_HAVE_CUDA OFF)
-if(TROUPE_CUDA)
+if(TROUPE_CUDA)  # AUTO, ON (or any true value); OFF skips
   if(NOT DEFINED CUDAToolkit_ROOT AND EXISTS /usr/local/cuda/bin/nvcc)
     set(CUDAToolkit_ROOT /usr/local/cuda)
   endif()
   find_package(CUDAToolkit QUIET)
   find_library(TROUPE_NCCL nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
-  if(CUDAToolkit_FOUND AND TARGET CUDA::cublas AND TROUPE_NCCL)
+  find_path(TROUPE_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  if(CUDAToolkit_FOUND AND TARGET CUDA::cublas AND TARGET CUDA::cublasLt AND TROUPE_NCCL AND TROUPE_NCCL_INCLUDE)
     set(TROUPE_HAVE_CUDA ON)
+  elseif(NOT TROUPE_CUDA STREQUAL "AUTO")
+    message(FATAL_ERROR "TROUPE_CUDA=ON but nvcc, cuBLAS/cuBLASLt or NCCL is missing (looked in '${CUDAToolkit_ROOT}')")
   endif()
 endif()
-message(STATUS "Troupe CUDA backend: ${TROUPE_HAVE_CUDA}")
+if(TROUPE_HAVE_CUDA)
+  set(CMAKE_CUDA_COMPILER ${CUDAToolkit_NVCC_EXECUTABLE})
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 80 90)  # A100, H100
+  endif()
+  enable_language(CUDA)
+  set(CMAKE_CUDA_STANDARD 17)  # CMake 3.25 knows no C++20 flag for nvcc; the kernels need only 17
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+  add_library(troupe::nccl UNKNOWN IMPORTED)
+  set_target_properties(troupe::nccl PROPERTIES IMPORTED_LOCATION ${TROUPE_NCCL}
+    INTERFACE_INCLUDE_DIRECTORIES ${TROUPE_NCCL_INCLUDE})
+  message(STATUS "Troupe CUDA backend: ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, sm ${CMAKE_CUDA_ARCHITECTURES})")
+else()
+  message(STATUS "Troupe CUDA backend: OFF (TROUPE_CUDA=${TROUPE_CUDA})")
+endif()

@@ -11,6 +11,7 @@
 //  - every op works for f32 and f64 (f64 is what the finite-difference checks run in).
 //  - shape or dtype mismatches are internal bugs and throw (TROUPE_CHECK).
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -59,10 +60,15 @@ class Backend {
   virtual void matmul_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
                                const Tensor& weight) = 0;
 
-  // Causal multi-head self-attention. qkv (B,T,3C) holds q, k, v side by side; att (B,NH,T,T)
-  // receives the softmax probabilities (entries above the diagonal are 0); out is (B,T,C).
+  // Causal multi-head self-attention. qkv (B,T,3C) holds q, k, v side by side; out is (B,T,C).
+  // att is what the backward needs, shaped attention_state_shape(B, NH, T): on the cpu the
+  // softmax probabilities (B,NH,T,T) (entries above the diagonal 0); a flash-attention backend
+  // keeps only per-row statistics and recomputes the probabilities in backward.
+  virtual Shape attention_state_shape(std::int64_t B, std::int64_t n_head, std::int64_t T) const {
+    return {B, n_head, T, T};
+  }
   virtual void attention_forward(Tensor& out, Tensor& att, const Tensor& qkv, int n_head) = 0;
-  // dqkv = …; datt (B,NH,T,T) is scratch.
+  // dqkv = …; datt, shaped as att, is scratch.
   virtual void attention_backward(Tensor& dqkv, Tensor& datt, const Tensor& dout, const Tensor& qkv, const Tensor& att,
                                   int n_head) = 0;
 
@@ -86,7 +92,8 @@ class Backend {
   virtual void scale(Tensor& t, float factor) = 0;       // t *= factor
 };
 
-// "cpu" always; "cuda" when the build has the CUDA backend and a device is present.
+// "cpu" always; "cuda" (fp32) and "cuda-bf16" (bf16 GEMM operands, fp32 everything else: see
+// docs/gpu.md) when the build has the CUDA backend and a device is present.
 Expected<std::unique_ptr<Backend>> make_backend(const std::string& name, int threads);
 
 }  // namespace troupe::compute

@@ -11,48 +11,26 @@
 #include <string>
 #include <thread>
 
+#include "compute/backend_checks.hpp"
 #include "compute/cpu/kernels.hpp"
 #include "compute/cpu/openblas_setup.hpp"
 
 namespace troupe::compute {
 namespace {
 
-std::string op_prefix(const char* op) { return std::string(op) + ": "; }
-
-void check_host(const Tensor& t, const char* op) {
-  TROUPE_CHECK(t.defined(), op_prefix(op) + "undefined tensor");
-  TROUPE_CHECK(t.device() == Device::cpu, op_prefix(op) + t.describe() + " is not on the cpu");
-}
+using checks::op_prefix;
 
 // Every tensor defined, on the cpu, and of the first one's dtype, which is f32 or f64.
 DType check_real(const char* op, std::initializer_list<const Tensor*> tensors) {
-  const Tensor& first = **tensors.begin();
-  check_host(first, op);
-  TROUPE_CHECK(first.dtype() == DType::f32 || first.dtype() == DType::f64,
-               op_prefix(op) + "the cpu backend computes in f32 or f64, got " + first.describe());
-  for (const Tensor* t : tensors) {
-    check_host(*t, op);
-    check_dtype(*t, first.dtype(), op);
-  }
-  return first.dtype();
-}
-
-void check_shape(const Tensor& t, const Shape& shape, const char* op) {
-  TROUPE_CHECK(t.shape() == shape, op_prefix(op) + t.describe() + ", expected shape " + shape_string(shape));
-}
-
-void check_numel(const Tensor& t, std::int64_t numel, const char* op) {
-  TROUPE_CHECK(t.numel() == numel, op_prefix(op) + t.describe() + ", expected " + std::to_string(numel) + " elements");
-}
-
-int to_int(std::int64_t value, const char* op) {
-  TROUPE_CHECK(value >= 0 && value <= INT_MAX, op_prefix(op) + "extent " + std::to_string(value) + " exceeds int");
-  return static_cast<int>(value);
+  const DType dtype = checks::same_device_and_dtype(Device::cpu, op, tensors);
+  TROUPE_CHECK(dtype == DType::f32 || dtype == DType::f64,
+               op_prefix(op) + "the cpu backend computes in f32 or f64, got " + (*tensors.begin())->describe());
+  return dtype;
 }
 
 // Every id in [0, limit).
 void check_ids(const Tensor& ids, std::int64_t limit, const char* op) {
-  check_host(ids, op);
+  checks::on_device(ids, Device::cpu, op);
   check_dtype(ids, DType::i32, op);
   const std::int32_t* p = ids.data_as<std::int32_t>();
   const auto bad = std::find_if(p, p + ids.numel(), [limit](std::int32_t id) { return id < 0 || id >= limit; });
@@ -60,44 +38,18 @@ void check_ids(const Tensor& ids, std::int64_t limit, const char* op) {
                                            std::to_string(bad - p) + " is outside [0, " + std::to_string(limit) + ")");
 }
 
-struct EncoderDims {
-  int B, T, C;
-};
-
-// The shapes encoder_forward and encoder_backward share: tokens (B, T) with ids below wte's rows,
-// wte (V, C), wpe (maxT, C) with T <= maxT, and act, the activation or its gradient, (B, T, C).
-EncoderDims check_encoder_shapes(const Tensor& tokens, const Tensor& wte, const Tensor& wpe, const Tensor& act,
-                                 const char* op) {
-  TROUPE_CHECK(tokens.rank() == 2 && wte.rank() == 2 && wpe.rank() == 2,
-               op_prefix(op) + tokens.describe() + ", " + wte.describe() + ", " + wpe.describe());
-  const int B = to_int(tokens.dim(0), op);
-  const int T = to_int(tokens.dim(1), op);
-  const int C = to_int(wte.dim(1), op);
-  check_shape(wpe, {wpe.dim(0), C}, op);
-  TROUPE_CHECK(T <= wpe.dim(0), op_prefix(op) + "sequence length " + std::to_string(T) + " exceeds " + wpe.describe());
-  check_shape(act, {B, T, C}, op);
+checks::EncoderDims check_encoder_shapes(const Tensor& tokens, const Tensor& wte, const Tensor& wpe, const Tensor& act,
+                                         const char* op) {
+  const checks::EncoderDims dims = checks::encoder(tokens, wte, wpe, act, op);
   check_ids(tokens, wte.dim(0), op);
-  return {B, T, C};
+  return dims;
 }
 
-struct AttentionDims {
-  int B, T, C;
-};
-
-// The shapes attention_forward and attention_backward share: qkv (B, T, 3C) with n_head dividing
-// C, out (or dout) (B, T, C), att (B, NH, T, T).
-AttentionDims check_attention_shapes(const Tensor& qkv, const Tensor& out, const Tensor& att, int n_head,
-                                     const char* op) {
-  TROUPE_CHECK(qkv.rank() == 3 && qkv.dim(2) % 3 == 0, op_prefix(op) + "qkv " + qkv.describe() + " is not (B, T, 3C)");
-  const int B = to_int(qkv.dim(0), op);
-  const int T = to_int(qkv.dim(1), op);
-  const int C = to_int(qkv.dim(2) / 3, op);
-  TROUPE_CHECK(n_head > 0 && C % n_head == 0,
-               op_prefix(op) + std::to_string(n_head) + " heads do not divide C = " + std::to_string(C));
-  TROUPE_CHECK(T > 0, op_prefix(op) + "empty sequence in qkv " + qkv.describe());
-  check_shape(out, {B, T, C}, op);
-  check_shape(att, {B, n_head, T, T}, op);
-  return {B, T, C};
+checks::AttentionDims check_attention_shapes(const Tensor& qkv, const Tensor& out, const Tensor& att, int n_head,
+                                             const char* op) {
+  const checks::AttentionDims dims = checks::attention(qkv, out, n_head, op);
+  checks::shape(att, {dims.B, n_head, dims.T, dims.T}, op);
+  return dims;
 }
 
 // Calls fn(Real{}) with Real = float or double after dtype.
@@ -120,15 +72,15 @@ CpuBackend::CpuBackend(int threads)
 Tensor CpuBackend::zeros(Shape shape, DType dtype) { return Tensor::zeros(std::move(shape), dtype); }
 
 void CpuBackend::fill_zero(Tensor& t) {
-  check_host(t, "fill_zero");
+  checks::on_device(t, Device::cpu, "fill_zero");
   std::memset(t.data(), 0, t.nbytes());
 }
 
 void CpuBackend::copy(Tensor& dst, const Tensor& src) {
-  check_host(dst, "copy");
-  check_host(src, "copy");
+  checks::on_device(dst, Device::cpu, "copy");
+  checks::on_device(src, Device::cpu, "copy");
   check_dtype(dst, src.dtype(), "copy");
-  check_numel(dst, src.numel(), "copy");
+  checks::numel(dst, src.numel(), "copy");
   std::memmove(dst.data(), src.data(), src.nbytes());
 }
 
@@ -156,13 +108,7 @@ void CpuBackend::layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, cons
                                    const Tensor& bias) {
   constexpr const char* op = "layernorm_forward";
   const DType dtype = check_real(op, {&inp, &out, &mean, &rstd, &weight, &bias});
-  const int C = to_int(inp.dim(-1), op);
-  const std::int64_t N = inp.numel() / std::max(C, 1);
-  check_same_shape(out, inp, op);
-  check_numel(mean, N, op);
-  check_numel(rstd, N, op);
-  check_shape(weight, {C}, op);
-  check_shape(bias, {C}, op);
+  const auto [N, C] = checks::layernorm(inp, {&out}, {&mean, &rstd}, {&weight, &bias}, op);
   with_real(dtype, [&]<typename Real>(Real) {
     cpu::layernorm_forward(out.data_as<Real>(), mean.data_as<Real>(), rstd.data_as<Real>(), inp.data_as<Real>(),
                            weight.data_as<Real>(), bias.data_as<Real>(), N, C);
@@ -173,15 +119,7 @@ void CpuBackend::layernorm_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias
                                     const Tensor& weight, const Tensor& mean, const Tensor& rstd) {
   constexpr const char* op = "layernorm_backward";
   const DType dtype = check_real(op, {&inp, &dinp, &dweight, &dbias, &dout, &weight, &mean, &rstd});
-  const int C = to_int(inp.dim(-1), op);
-  const std::int64_t N = inp.numel() / std::max(C, 1);
-  check_same_shape(dinp, inp, op);
-  check_same_shape(dout, inp, op);
-  check_numel(mean, N, op);
-  check_numel(rstd, N, op);
-  check_shape(weight, {C}, op);
-  check_shape(dweight, {C}, op);
-  check_shape(dbias, {C}, op);
+  const auto [N, C] = checks::layernorm(inp, {&dinp, &dout}, {&mean, &rstd}, {&weight, &dweight, &dbias}, op);
   with_real(dtype, [&]<typename Real>(Real) {
     cpu::layernorm_backward(dinp.data_as<Real>(), dweight.data_as<Real>(), dbias.data_as<Real>(), dout.data_as<Real>(),
                             inp.data_as<Real>(), weight.data_as<Real>(), mean.data_as<Real>(), rstd.data_as<Real>(), N,
@@ -193,14 +131,7 @@ void CpuBackend::matmul_forward(Tensor& out, const Tensor& inp, const Tensor& we
   constexpr const char* op = "matmul_forward";
   const DType dtype =
       bias.defined() ? check_real(op, {&inp, &out, &weight, &bias}) : check_real(op, {&inp, &out, &weight});
-  TROUPE_CHECK(weight.rank() == 2, op_prefix(op) + "weight " + weight.describe() + " is not (OC, C)");
-  const int OC = to_int(weight.dim(0), op);
-  const int C = to_int(weight.dim(1), op);
-  TROUPE_CHECK(inp.dim(-1) == C && out.dim(-1) == OC,
-               op_prefix(op) + inp.describe() + " · " + weight.describe() + "ᵀ into " + out.describe());
-  const int N = to_int(inp.numel() / std::max(C, 1), op);
-  check_numel(out, static_cast<std::int64_t>(N) * OC, op);
-  if (bias.defined()) check_shape(bias, {OC}, op);
+  const auto [N, C, OC] = checks::matmul(out, inp, weight, bias, op);
   with_real(dtype, [&]<typename Real>(Real) {
     cpu::matmul_forward(out.data_as<Real>(), inp.data_as<Real>(), weight.data_as<Real>(),
                         bias.defined() ? bias.data_as<Real>() : nullptr, N, C, OC);
@@ -212,16 +143,9 @@ void CpuBackend::matmul_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, c
   constexpr const char* op = "matmul_backward";
   const DType dtype = dbias.defined() ? check_real(op, {&inp, &dinp, &dweight, &dbias, &dout, &weight})
                                       : check_real(op, {&inp, &dinp, &dweight, &dout, &weight});
-  TROUPE_CHECK(weight.rank() == 2, op_prefix(op) + "weight " + weight.describe() + " is not (OC, C)");
-  const int OC = to_int(weight.dim(0), op);
-  const int C = to_int(weight.dim(1), op);
-  TROUPE_CHECK(inp.dim(-1) == C && dout.dim(-1) == OC,
-               op_prefix(op) + "dout " + dout.describe() + " for " + inp.describe() + " · " + weight.describe() + "ᵀ");
-  const int N = to_int(inp.numel() / std::max(C, 1), op);
-  check_numel(dout, static_cast<std::int64_t>(N) * OC, op);
+  const auto [N, C, OC] = checks::matmul(dout, inp, weight, dbias, op);
   check_same_shape(dinp, inp, op);
   check_same_shape(dweight, weight, op);
-  if (dbias.defined()) check_shape(dbias, {OC}, op);
   with_real(dtype, [&]<typename Real>(Real) {
     cpu::matmul_backward(dinp.data_as<Real>(), dweight.data_as<Real>(),
                          dbias.defined() ? dbias.data_as<Real>() : nullptr, dout.data_as<Real>(), inp.data_as<Real>(),
@@ -283,13 +207,13 @@ void CpuBackend::crossentropy_forward(Tensor& losses, Tensor& probs, const Tenso
                                       int vocab_size) {
   constexpr const char* op = "crossentropy_forward";
   const DType dtype = check_real(op, {&logits, &probs, &losses});
-  const int Vp = to_int(logits.dim(-1), op);
+  const int Vp = checks::to_int(logits.dim(-1), op);
   TROUPE_CHECK(vocab_size > 0 && vocab_size <= Vp,
                op_prefix(op) + "vocab size " + std::to_string(vocab_size) + " for " + logits.describe());
   const std::int64_t N = logits.numel() / Vp;
   check_same_shape(probs, logits, op);
-  check_numel(losses, N, op);
-  check_numel(targets, N, op);
+  checks::numel(losses, N, op);
+  checks::numel(targets, N, op);
   check_ids(targets, vocab_size, op);
   with_real(dtype, [&]<typename Real>(Real) {
     cpu::crossentropy_forward(losses.data_as<Real>(), probs.data_as<Real>(), logits.data_as<Real>(),
@@ -300,11 +224,11 @@ void CpuBackend::crossentropy_forward(Tensor& losses, Tensor& probs, const Tenso
 void CpuBackend::crossentropy_backward(Tensor& dlogits, const Tensor& probs, const Tensor& targets, float dloss) {
   constexpr const char* op = "crossentropy_backward";
   const DType dtype = check_real(op, {&probs, &dlogits});
-  const int Vp = to_int(probs.dim(-1), op);
+  const int Vp = checks::to_int(probs.dim(-1), op);
   TROUPE_CHECK(Vp > 0, op_prefix(op) + "probs " + probs.describe() + " has no columns");
   const std::int64_t N = probs.numel() / Vp;
   check_same_shape(dlogits, probs, op);
-  check_numel(targets, N, op);
+  checks::numel(targets, N, op);
   check_ids(targets, Vp, op);
   with_real(dtype, [&]<typename Real>(Real) {
     cpu::crossentropy_backward(dlogits.data_as<Real>(), probs.data_as<Real>(), targets.data_as<std::int32_t>(),

@@ -18,9 +18,10 @@ struct BlockTensors {
 // One micro-batch's shapes over buffers allocated for (max_B, max_T): the prefix of a buffer is
 // itself a contiguous (B, T, ...) tensor.
 struct Dims {
-  std::int64_t B, T, NH;
+  std::int64_t B, T;
+  Shape att;  // the backend's attention_state_shape for (B, NH, T)
   Tensor bt(const Tensor& buffer, std::int64_t width) const { return buffer.slice(0, {B, T, width}); }
-  Tensor bhtt(const Tensor& buffer) const { return buffer.slice(0, {B, NH, T, T}); }
+  Tensor bhtt(const Tensor& buffer) const { return buffer.slice(0, att); }
   Tensor bt_only(const Tensor& buffer) const { return buffer.slice(0, {B, T}); }
 };
 
@@ -136,7 +137,8 @@ void GPTStage::reserve(int B, int T, int slots) {
   max_T_ = std::max(T, max_T_);
   slots = std::max(slots, this->slots());
   const std::int64_t BT = std::int64_t{max_B_} * max_T_, C = config_.n_embd, NH = config_.n_head,
-                     Vp = config_.padded_vocab_size, TT = std::int64_t{max_T_} * max_T_;
+                     Vp = config_.padded_vocab_size,
+                     att = shape_numel(backend_.attention_state_shape(max_B_, NH, max_T_));
   auto z = [&](Shape s) { return backend_.zeros(std::move(s), dtype_); };
   slots_.assign(static_cast<std::size_t>(slots), Slot{});
   for (Slot& s : slots_) {
@@ -144,7 +146,7 @@ void GPTStage::reserve(int B, int T, int slots) {
     if (is_last()) s.targets = backend_.zeros({max_B_, max_T_}, DType::i32);
     s.input = z({BT * C});
     for (int l = first_layer_; l < last_layer_; ++l) {
-      s.layers.push_back({z({BT * C}), z({BT}), z({BT}), z({BT * 3 * C}), z({BT * C}), z({max_B_ * NH * TT}),
+      s.layers.push_back({z({BT * C}), z({BT}), z({BT}), z({BT * 3 * C}), z({BT * C}), z({att}),
                           z({BT * C}), z({BT * C}), z({BT}), z({BT}), z({BT * 4 * C}), z({BT * 4 * C}), z({BT * C})});
     }
     if (is_last()) {
@@ -165,7 +167,7 @@ void GPTStage::reserve(int B, int T, int slots) {
   shared_.dln = z({BT * C});
   shared_.dqkv = z({BT * 3 * C});
   shared_.datty = z({BT * C});
-  shared_.datt = z({max_B_ * NH * TT});
+  shared_.datt = z({att});
   shared_.dfch = z({BT * 4 * C});
   shared_.dfch_gelu = z({BT * 4 * C});
 }
@@ -197,7 +199,7 @@ double GPTStage::forward(int slot, const Tensor& input, const Tensor& targets) {
                "targets " + targets.describe() + " for input " + input.describe());
   s.forwarded = true;
   s.have_targets = targets.defined();
-  const Dims d{s.B, s.T, config_.n_head};
+  const Dims d{s.B, s.T, backend_.attention_state_shape(s.B, config_.n_head, s.T)};
   Backend& be = backend_;
 
   Tensor x = d.bt(s.input, C);
@@ -270,7 +272,7 @@ void GPTStage::backward(int slot, const Tensor& output_grad, double loss_scale,
   TROUPE_CHECK(s.forwarded && (s.have_targets || !is_last()),
                is_last() ? "backward() needs a forward() with targets" : "backward() needs a forward()");
   const std::int64_t C = config_.n_embd, Vp = config_.padded_vocab_size;
-  const Dims d{s.B, s.T, config_.n_head};
+  const Dims d{s.B, s.T, backend_.attention_state_shape(s.B, config_.n_head, s.T)};
   Backend& be = backend_;
 
   Tensor dresidual = d.bt(s.dinput, C), dln = d.bt(shared_.dln, C);

@@ -1,0 +1,88 @@
+#include "compute/backend_checks.hpp"
+
+#include <algorithm>
+#include <climits>
+
+namespace troupe::compute::checks {
+
+std::string op_prefix(const char* op) { return std::string(op) + ": "; }
+
+void on_device(const Tensor& t, Device device, const char* op) {
+  TROUPE_CHECK(t.defined(), op_prefix(op) + "undefined tensor");
+  TROUPE_CHECK(t.device() == device,
+               op_prefix(op) + t.describe() + " is not on the " + std::string(device_name(device)));
+}
+
+DType same_device_and_dtype(Device device, const char* op, std::initializer_list<const Tensor*> tensors) {
+  const Tensor& first = **tensors.begin();
+  on_device(first, device, op);
+  for (const Tensor* t : tensors) {
+    on_device(*t, device, op);
+    check_dtype(*t, first.dtype(), op);
+  }
+  return first.dtype();
+}
+
+void shape(const Tensor& t, const Shape& expected, const char* op) {
+  TROUPE_CHECK(t.shape() == expected, op_prefix(op) + t.describe() + ", expected shape " + shape_string(expected));
+}
+
+void numel(const Tensor& t, std::int64_t expected, const char* op) {
+  TROUPE_CHECK(t.numel() == expected,
+               op_prefix(op) + t.describe() + ", expected " + std::to_string(expected) + " elements");
+}
+
+int to_int(std::int64_t value, const char* op) {
+  TROUPE_CHECK(value >= 0 && value <= INT_MAX, op_prefix(op) + "extent " + std::to_string(value) + " exceeds int");
+  return static_cast<int>(value);
+}
+
+EncoderDims encoder(const Tensor& tokens, const Tensor& wte, const Tensor& wpe, const Tensor& act, const char* op) {
+  TROUPE_CHECK(tokens.rank() == 2 && wte.rank() == 2 && wpe.rank() == 2,
+               op_prefix(op) + tokens.describe() + ", " + wte.describe() + ", " + wpe.describe());
+  check_dtype(tokens, DType::i32, op);
+  const int B = to_int(tokens.dim(0), op);
+  const int T = to_int(tokens.dim(1), op);
+  const int C = to_int(wte.dim(1), op);
+  shape(wpe, {wpe.dim(0), C}, op);
+  TROUPE_CHECK(T <= wpe.dim(0), op_prefix(op) + "sequence length " + std::to_string(T) + " exceeds " + wpe.describe());
+  shape(act, {B, T, C}, op);
+  return {B, T, C};
+}
+
+AttentionDims attention(const Tensor& qkv, const Tensor& out, int n_head, const char* op) {
+  TROUPE_CHECK(qkv.rank() == 3 && qkv.dim(2) % 3 == 0, op_prefix(op) + "qkv " + qkv.describe() + " is not (B, T, 3C)");
+  const int B = to_int(qkv.dim(0), op);
+  const int T = to_int(qkv.dim(1), op);
+  const int C = to_int(qkv.dim(2) / 3, op);
+  TROUPE_CHECK(n_head > 0 && C % n_head == 0,
+               op_prefix(op) + std::to_string(n_head) + " heads do not divide C = " + std::to_string(C));
+  TROUPE_CHECK(T > 0, op_prefix(op) + "empty sequence in qkv " + qkv.describe());
+  shape(out, {B, T, C}, op);
+  return {B, T, C};
+}
+
+LayerNormDims layernorm(const Tensor& inp, std::initializer_list<const Tensor*> same,
+                        std::initializer_list<const Tensor*> per_row, std::initializer_list<const Tensor*> per_column,
+                        const char* op) {
+  const int C = to_int(inp.dim(-1), op);
+  const std::int64_t N = inp.numel() / std::max(C, 1);
+  for (const Tensor* t : same) check_same_shape(*t, inp, op);
+  for (const Tensor* t : per_row) numel(*t, N, op);
+  for (const Tensor* t : per_column) shape(*t, {C}, op);
+  return {N, C};
+}
+
+MatmulDims matmul(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias, const char* op) {
+  TROUPE_CHECK(weight.rank() == 2, op_prefix(op) + "weight " + weight.describe() + " is not (OC, C)");
+  const int OC = to_int(weight.dim(0), op);
+  const int C = to_int(weight.dim(1), op);
+  TROUPE_CHECK(inp.dim(-1) == C && out.dim(-1) == OC,
+               op_prefix(op) + inp.describe() + " · " + weight.describe() + "ᵀ with " + out.describe());
+  const int N = to_int(inp.numel() / std::max(C, 1), op);
+  numel(out, static_cast<std::int64_t>(N) * OC, op);
+  if (bias.defined()) shape(bias, {OC}, op);
+  return {N, C, OC};
+}
+
+}  // namespace troupe::compute::checks

@@ -1,0 +1,289 @@
+// Each op: check shapes and dtypes (backend_checks.hpp, as the CPU backend does), then enqueue
+// its kernels (kernels/kernels.hpp) or cuBLAS GEMMs on the backend's stream.
+//
+// GEMMs. Tensors are row-major and cuBLAS is column-major; a row-major (R, C) matrix is the
+// column-major (C, R) one, so each product is taken transposed:
+//   out (N,OC) = inp · Wᵀ       →  outᵀ (OC,N) = W_cm(C,OC)ᵀ · inpᵀ        gemm(T, N, OC, N, C)
+//   dinp (N,C) = dout · W       →  dinpᵀ (C,N) = W_cm(C,OC) · doutᵀ         gemm(N, N, C, N, OC)
+//   dW (OC,C) += doutᵀ · inp    →  dWᵀ (C,OC) += inpᵀ · dout_cm(OC,N)ᵀ      gemm(N, T, C, OC, N)
+
+#include "compute/cuda/cuda_backend.hpp"
+
+#include <cuda_bf16.h>
+
+#include <initializer_list>
+
+#include "compute/backend_checks.hpp"
+#include "compute/cuda/cuda_check.hpp"
+#include "compute/cuda/device.hpp"
+#include "compute/cuda/kernels/kernels.hpp"
+#include "compute/cuda/launch_config.hpp"
+
+namespace troupe::compute {
+namespace {
+
+using checks::op_prefix;
+
+// Every tensor defined, on the device, and f32.
+void check_f32(const char* op, std::initializer_list<const Tensor*> tensors) {
+  const DType dtype = checks::same_device_and_dtype(Device::cuda, op, tensors);
+  TROUPE_CHECK(dtype == DType::f32, op_prefix(op) + "the cuda backend computes in f32 (f64 runs on the cpu backend), got " +
+                                        (*tensors.begin())->describe());
+}
+
+void check_ids(const Tensor& ids, std::int64_t count, const char* op) {
+  checks::on_device(ids, Device::cuda, op);
+  check_dtype(ids, DType::i32, op);
+  checks::numel(ids, count, op);
+}
+
+float* f32(const Tensor& t) { return t.data_as<float>(); }
+
+void free_device(void* p) { cudaFree(p); }
+
+}  // namespace
+
+CudaBackend::Scratch::~Scratch() {
+  if (data_ != nullptr) cudaFree(data_);
+}
+
+void* CudaBackend::Scratch::get(std::size_t bytes, cudaStream_t stream) {
+  if (bytes > bytes_) {
+    TROUPE_CUDA_CHECK(cudaStreamSynchronize(stream));  // earlier ops may still read the old buffer
+    if (data_ != nullptr) TROUPE_CUDA_CHECK(cudaFree(data_));
+    data_ = nullptr;
+    TROUPE_CUDA_CHECK(cudaMalloc(&data_, bytes));
+    bytes_ = bytes;
+  }
+  return data_;
+}
+
+Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(Precision precision) {
+  auto device = cuda_device();
+  if (!device) return device.error();
+  cudaStream_t stream = nullptr;
+  if (const cudaError_t status = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking); status != cudaSuccess)
+    return Error{std::string("CUDA backend on ") + *device + ": cudaStreamCreate: " + cudaGetErrorString(status)};
+  cublasHandle_t cublas = nullptr;
+  if (const cublasStatus_t status = cublasCreate(&cublas); status != CUBLAS_STATUS_SUCCESS) {
+    cudaStreamDestroy(stream);
+    return Error{std::string("CUDA backend on ") + *device + ": cublasCreate: " + cublasGetStatusString(status)};
+  }
+  TROUPE_CUBLAS_CHECK(cublasSetStream(cublas, stream));
+  return std::unique_ptr<CudaBackend>(new CudaBackend(precision, stream, cublas));
+}
+
+CudaBackend::CudaBackend(Precision precision, cudaStream_t stream, cublasHandle_t cublas)
+    : precision_(precision), stream_(stream), cublas_(cublas) {}
+
+CudaBackend::~CudaBackend() {
+  cudaStreamSynchronize(stream_);
+  cublasDestroy(cublas_);
+  cudaStreamDestroy(stream_);
+}
+
+void CudaBackend::synchronize() { TROUPE_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+Tensor CudaBackend::zeros(Shape shape, DType dtype) {
+  const std::size_t bytes = static_cast<std::size_t>(shape_numel(shape)) * dtype_size(dtype);
+  void* p = nullptr;
+  TROUPE_CUDA_CHECK(cudaMalloc(&p, bytes == 0 ? 256 : bytes));
+  TROUPE_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
+  return Tensor::adopt(p, std::move(shape), dtype, Device::cuda, free_device);
+}
+
+void CudaBackend::fill_zero(Tensor& t) {
+  checks::on_device(t, Device::cuda, "fill_zero");
+  TROUPE_CUDA_CHECK(cudaMemsetAsync(t.data(), 0, t.nbytes(), stream_));
+}
+
+void CudaBackend::copy(Tensor& dst, const Tensor& src) {
+  TROUPE_CHECK(dst.defined() && src.defined(), "copy: undefined tensor");
+  check_dtype(dst, src.dtype(), "copy");
+  checks::numel(dst, src.numel(), "copy");
+  TROUPE_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), src.nbytes(), cudaMemcpyDefault, stream_));
+  // Host memory is the caller's again when copy returns.
+  if (dst.device() == Device::cpu || src.device() == Device::cpu) synchronize();
+}
+
+void CudaBackend::encoder_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe) {
+  constexpr const char* op = "encoder_forward";
+  check_f32(op, {&out, &wte, &wpe});
+  const auto [B, T, C] = checks::encoder(tokens, wte, wpe, out, op);
+  check_ids(tokens, std::int64_t{B} * T, op);
+  cuda::encoder_forward(f32(out), tokens.data_as<std::int32_t>(), f32(wte), f32(wpe), B, T, C,
+                        checks::to_int(wte.dim(0), op), stream_);
+}
+
+void CudaBackend::encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens) {
+  constexpr const char* op = "encoder_backward";
+  check_f32(op, {&dout, &dwte, &dwpe});
+  const auto [B, T, C] = checks::encoder(tokens, dwte, dwpe, dout, op);
+  check_ids(tokens, std::int64_t{B} * T, op);
+  cuda::encoder_backward(f32(dwte), f32(dwpe), f32(dout), tokens.data_as<std::int32_t>(), B, T, C,
+                         checks::to_int(dwte.dim(0), op), stream_);
+}
+
+void CudaBackend::layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& inp, const Tensor& weight,
+                                    const Tensor& bias) {
+  constexpr const char* op = "layernorm_forward";
+  check_f32(op, {&inp, &out, &mean, &rstd, &weight, &bias});
+  const auto [N, C] = checks::layernorm(inp, {&out}, {&mean, &rstd}, {&weight, &bias}, op);
+  cuda::layernorm_forward(f32(out), f32(mean), f32(rstd), f32(inp), f32(weight), f32(bias), N, C, stream_);
+}
+
+void CudaBackend::layernorm_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout,
+                                     const Tensor& inp, const Tensor& weight, const Tensor& mean, const Tensor& rstd) {
+  constexpr const char* op = "layernorm_backward";
+  check_f32(op, {&inp, &dinp, &dweight, &dbias, &dout, &weight, &mean, &rstd});
+  const auto [N, C] = checks::layernorm(inp, {&dinp, &dout}, {&mean, &rstd}, {&weight, &dweight, &dbias}, op);
+  cuda::layernorm_backward(f32(dinp), f32(dweight), f32(dbias), f32(dout), f32(inp), f32(weight), f32(mean), f32(rstd),
+                           N, C, column_scratch(2 * cuda::column_chunks(N) * C), stream_);
+}
+
+CudaBackend::Operand CudaBackend::operand(const Tensor& t, int slot) {
+  if (precision_ == Precision::fp32) return {t.data(), CUDA_R_32F};
+  auto* bf16 = static_cast<std::uint16_t*>(
+      bf16_scratch_[slot].get(static_cast<std::size_t>(t.numel()) * sizeof(std::uint16_t), stream_));
+  cuda::to_bf16(bf16, f32(t), t.numel(), stream_);
+  return {bf16, CUDA_R_16BF};
+}
+
+void CudaBackend::gemm(bool transpose_a, bool transpose_b, int m, int n, int k, Operand a, int lda, Operand b, int ldb,
+                       float beta, float* c, int ldc) {
+  const float one = 1.0f;
+  TROUPE_CUBLAS_CHECK(cublasGemmEx(cublas_, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                   transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &one, a.data, a.type, lda, b.data,
+                                   b.type, ldb, &beta, c, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+void CudaBackend::matmul_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias) {
+  constexpr const char* op = "matmul_forward";
+  if (bias.defined())
+    check_f32(op, {&inp, &out, &weight, &bias});
+  else
+    check_f32(op, {&inp, &out, &weight});
+  const auto [N, C, OC] = checks::matmul(out, inp, weight, bias, op);
+  if (N == 0) return;
+  if (bias.defined()) cuda::broadcast_rows(f32(out), f32(bias), N, OC, stream_);
+  gemm(true, false, OC, N, C, operand(weight, 0), C, operand(inp, 1), C, bias.defined() ? 1.0f : 0.0f, f32(out), OC);
+}
+
+void CudaBackend::matmul_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
+                                  const Tensor& weight) {
+  constexpr const char* op = "matmul_backward";
+  if (dbias.defined())
+    check_f32(op, {&inp, &dinp, &dweight, &dbias, &dout, &weight});
+  else
+    check_f32(op, {&inp, &dinp, &dweight, &dout, &weight});
+  const auto [N, C, OC] = checks::matmul(dout, inp, weight, dbias, op);
+  check_same_shape(dinp, inp, op);
+  check_same_shape(dweight, weight, op);
+  if (N == 0) return;
+  const Operand w = operand(weight, 0), d = operand(dout, 1), x = operand(inp, 2);
+  gemm(false, false, C, N, OC, w, C, d, OC, 0.0f, f32(dinp), C);
+  gemm(false, true, C, OC, N, x, C, d, OC, 1.0f, f32(dweight), C);
+  if (dbias.defined())
+    cuda::add_column_sums(f32(dbias), f32(dout), N, OC, column_scratch(cuda::column_chunks(N) * OC), stream_);
+}
+
+void CudaBackend::attention_forward(Tensor& out, Tensor& att, const Tensor& qkv, int n_head) {
+  constexpr const char* op = "attention_forward";
+  check_f32(op, {&qkv, &out, &att});
+  const auto [B, T, C] = checks::attention(qkv, out, n_head, op);
+  checks::shape(att, attention_state_shape(B, n_head, T), op);
+  cuda::attention_forward(f32(out), f32(att), f32(qkv), B, T, C, n_head, stream_);
+}
+
+void CudaBackend::attention_backward(Tensor& dqkv, Tensor& datt, const Tensor& dout, const Tensor& qkv,
+                                     const Tensor& att, int n_head) {
+  constexpr const char* op = "attention_backward";
+  check_f32(op, {&qkv, &dqkv, &datt, &dout, &att});
+  const auto [B, T, C] = checks::attention(qkv, dout, n_head, op);
+  checks::shape(att, attention_state_shape(B, n_head, T), op);
+  check_same_shape(dqkv, qkv, op);
+  check_same_shape(datt, att, op);
+  cuda::attention_backward(f32(dqkv), f32(datt), f32(dout), f32(qkv), f32(att), B, T, C, n_head, stream_);
+}
+
+void CudaBackend::gelu_forward(Tensor& out, const Tensor& inp) {
+  constexpr const char* op = "gelu_forward";
+  check_f32(op, {&inp, &out});
+  check_same_shape(out, inp, op);
+  cuda::gelu_forward(f32(out), f32(inp), inp.numel(), stream_);
+}
+
+void CudaBackend::gelu_backward(Tensor& dinp, const Tensor& inp, const Tensor& dout) {
+  constexpr const char* op = "gelu_backward";
+  check_f32(op, {&inp, &dinp, &dout});
+  check_same_shape(dinp, inp, op);
+  check_same_shape(dout, inp, op);
+  cuda::gelu_backward(f32(dinp), f32(inp), f32(dout), inp.numel(), stream_);
+}
+
+void CudaBackend::residual_forward(Tensor& out, const Tensor& a, const Tensor& b) {
+  constexpr const char* op = "residual_forward";
+  check_f32(op, {&a, &b, &out});
+  check_same_shape(a, b, op);
+  check_same_shape(out, a, op);
+  cuda::residual_forward(f32(out), f32(a), f32(b), a.numel(), stream_);
+}
+
+void CudaBackend::crossentropy_forward(Tensor& losses, Tensor& probs, const Tensor& logits, const Tensor& targets,
+                                       int vocab_size) {
+  constexpr const char* op = "crossentropy_forward";
+  check_f32(op, {&logits, &probs, &losses});
+  const int Vp = checks::to_int(logits.dim(-1), op);
+  TROUPE_CHECK(vocab_size > 0 && vocab_size <= Vp,
+               op_prefix(op) + "vocab size " + std::to_string(vocab_size) + " for " + logits.describe());
+  const std::int64_t N = logits.numel() / Vp;
+  check_same_shape(probs, logits, op);
+  checks::numel(losses, N, op);
+  check_ids(targets, N, op);
+  cuda::crossentropy_forward(f32(losses), f32(probs), f32(logits), targets.data_as<std::int32_t>(), N, vocab_size, Vp,
+                             stream_);
+}
+
+void CudaBackend::crossentropy_backward(Tensor& dlogits, const Tensor& probs, const Tensor& targets, float dloss) {
+  constexpr const char* op = "crossentropy_backward";
+  check_f32(op, {&probs, &dlogits});
+  const int Vp = checks::to_int(probs.dim(-1), op);
+  TROUPE_CHECK(Vp > 0, op_prefix(op) + "probs " + probs.describe() + " has no columns");
+  const std::int64_t N = probs.numel() / Vp;
+  check_same_shape(dlogits, probs, op);
+  check_ids(targets, N, op);
+  cuda::crossentropy_backward(f32(dlogits), f32(probs), targets.data_as<std::int32_t>(), dloss, N, Vp, stream_);
+}
+
+void CudaBackend::adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWHyper& hyper) {
+  constexpr const char* op = "adamw_update";
+  check_f32(op, {&param, &grad, &m, &v});
+  check_same_shape(grad, param, op);
+  check_same_shape(m, param, op);
+  check_same_shape(v, param, op);
+  TROUPE_CHECK(hyper.step >= 1, op_prefix(op) + "step " + std::to_string(hyper.step) + " is not 1-based");
+  cuda::adamw_update(f32(param), f32(grad), f32(m), f32(v), param.numel(), hyper, stream_);
+}
+
+double CudaBackend::sum_of_squares(const Tensor& t) {
+  check_f32("sum_of_squares", {&t});
+  auto* partials = static_cast<double*>(
+      reduce_scratch_.get((static_cast<std::size_t>(cuda::kMaxReduceBlocks) + 1) * sizeof(double), stream_));
+  double* result = partials + cuda::kMaxReduceBlocks;
+  cuda::sum_of_squares(result, f32(t), t.numel(), partials, stream_);
+  double host = 0;
+  TROUPE_CUDA_CHECK(cudaMemcpyAsync(&host, result, sizeof host, cudaMemcpyDeviceToHost, stream_));
+  synchronize();
+  return host;
+}
+
+void CudaBackend::scale(Tensor& t, float factor) {
+  check_f32("scale", {&t});
+  cuda::scale(f32(t), t.numel(), factor, stream_);
+}
+
+float* CudaBackend::column_scratch(std::int64_t floats) {
+  return static_cast<float*>(column_scratch_.get(static_cast<std::size_t>(floats) * sizeof(float), stream_));
+}
+
+}  // namespace troupe::compute

@@ -1,0 +1,195 @@
+// Each CUDA op against the CPU backend on random inputs, forward and backward: fp32 within 1e-5
+// relative (max |gpu - cpu| / max |cpu|), the bf16 GEMMs within 1e-2. Outputs written with = start
+// as NaN on the device; outputs accumulated with += start from the same random values on both.
+
+#include <catch2/catch.hpp>
+
+#include "compute/cuda/bf16.hpp"
+#include "compute/cuda/kernels/kernels.hpp"
+#include "gpu/gpu_support.hpp"
+
+namespace troupe::tests {
+namespace {
+
+using compute::CudaBackend;
+using compute::DType;
+using compute::Tensor;
+
+constexpr double kFp32 = 1e-5;
+constexpr double kBf16 = 1e-2;
+
+struct Backends {
+  compute::CpuBackend cpu{1};
+  std::unique_ptr<CudaBackend> gpu = cuda_backend(CudaBackend::Precision::fp32);
+};
+
+}  // namespace
+
+TEST_CASE("cuda encoder forward and backward equal the cpu's", "[gpu]") {
+  Backends b;
+  const int B = 3, T = 17, C = 40, V = 50, maxT = 20;
+  Tensor tokens = ids_host({B, T}, V, 1), wte = random_host({V, C}, 2), wpe = random_host({maxT, C}, 3);
+  Tensor out = Tensor::zeros({B, T, C}, DType::f32);
+  b.cpu.encoder_forward(out, tokens, wte, wpe);
+  Tensor d_out = poisoned(*b.gpu, {B, T, C}), d_tokens = to_device(*b.gpu, tokens);
+  b.gpu->encoder_forward(d_out, d_tokens, to_device(*b.gpu, wte), to_device(*b.gpu, wpe));
+  require_close(*b.gpu, d_out, out, kFp32, "encoder out");
+
+  Tensor dout = random_host({B, T, C}, 4), dwte = random_host({V, C}, 5), dwpe = random_host({maxT, C}, 6);
+  Tensor d_dwte = to_device(*b.gpu, dwte), d_dwpe = to_device(*b.gpu, dwpe);
+  b.cpu.encoder_backward(dwte, dwpe, dout, tokens);
+  b.gpu->encoder_backward(d_dwte, d_dwpe, to_device(*b.gpu, dout), d_tokens);
+  require_close(*b.gpu, d_dwte, dwte, kFp32, "dwte");
+  require_close(*b.gpu, d_dwpe, dwpe, kFp32, "dwpe");
+}
+
+TEST_CASE("cuda layernorm forward and backward equal the cpu's", "[gpu]") {
+  Backends b;
+  const int N = 67, C = 200;
+  Tensor inp = random_host({N, C}, 1, 3.0), w = random_host({C}, 2), bias = random_host({C}, 3);
+  Tensor out = Tensor::zeros({N, C}, DType::f32), mean = Tensor::zeros({N}, DType::f32),
+         rstd = Tensor::zeros({N}, DType::f32);
+  b.cpu.layernorm_forward(out, mean, rstd, inp, w, bias);
+  Tensor d_inp = to_device(*b.gpu, inp), d_w = to_device(*b.gpu, w);
+  Tensor d_out = poisoned(*b.gpu, {N, C}), d_mean = poisoned(*b.gpu, {N}), d_rstd = poisoned(*b.gpu, {N});
+  b.gpu->layernorm_forward(d_out, d_mean, d_rstd, d_inp, d_w, to_device(*b.gpu, bias));
+  require_close(*b.gpu, d_out, out, kFp32, "layernorm out");
+  require_close(*b.gpu, d_mean, mean, kFp32, "mean");
+  require_close(*b.gpu, d_rstd, rstd, kFp32, "rstd");
+
+  Tensor dout = random_host({N, C}, 4), dinp = random_host({N, C}, 5), dw = random_host({C}, 6),
+         db = random_host({C}, 7);
+  Tensor d_dinp = to_device(*b.gpu, dinp), d_dw = to_device(*b.gpu, dw), d_db = to_device(*b.gpu, db);
+  b.cpu.layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd);
+  b.gpu->layernorm_backward(d_dinp, d_dw, d_db, to_device(*b.gpu, dout), d_inp, d_w, d_mean, d_rstd);
+  require_close(*b.gpu, d_dinp, dinp, kFp32, "layernorm dinp");
+  require_close(*b.gpu, d_dw, dw, kFp32, "layernorm dweight");
+  require_close(*b.gpu, d_db, db, kFp32, "layernorm dbias");
+}
+
+TEST_CASE("cuda matmul forward and backward equal the cpu's, fp32 and bf16", "[gpu]") {
+  compute::CpuBackend cpu(1);
+  const auto precision = GENERATE(CudaBackend::Precision::fp32, CudaBackend::Precision::bf16);
+  const double tolerance = precision == CudaBackend::Precision::fp32 ? kFp32 : kBf16;
+  auto gpu = cuda_backend(precision);
+  const bool with_bias = GENERATE(true, false);
+  const int N = 70, C = 96, OC = 130;
+  INFO("precision " << gpu->name() << ", bias " << with_bias);
+  Tensor inp = random_host({N, C}, 1), w = random_host({OC, C}, 2, 0.1), bias = random_host({OC}, 3);
+  Tensor out = Tensor::zeros({N, OC}, DType::f32), no_bias;
+  cpu.matmul_forward(out, inp, w, with_bias ? bias : no_bias);
+  Tensor d_inp = to_device(*gpu, inp), d_w = to_device(*gpu, w), d_out = poisoned(*gpu, {N, OC});
+  gpu->matmul_forward(d_out, d_inp, d_w, with_bias ? to_device(*gpu, bias) : no_bias);
+  require_close(*gpu, d_out, out, tolerance, "matmul out");
+
+  Tensor dout = random_host({N, OC}, 4), dinp = Tensor::zeros({N, C}, DType::f32), dw = random_host({OC, C}, 5),
+         db = random_host({OC}, 6);
+  Tensor d_dinp = poisoned(*gpu, {N, C}), d_dw = to_device(*gpu, dw), d_db = with_bias ? to_device(*gpu, db) : no_bias;
+  Tensor cpu_db = with_bias ? db : no_bias;
+  cpu.matmul_backward(dinp, dw, cpu_db, dout, inp, w);
+  gpu->matmul_backward(d_dinp, d_dw, d_db, to_device(*gpu, dout), d_inp, d_w);
+  require_close(*gpu, d_dinp, dinp, tolerance, "matmul dinp");
+  require_close(*gpu, d_dw, dw, tolerance, "matmul dweight");
+  if (with_bias) require_close(*gpu, d_db, db, kFp32, "matmul dbias");  // a column sum: fp32 in both modes
+}
+
+TEST_CASE("cuda flash attention forward and backward equal the cpu's", "[gpu]") {
+  Backends b;
+  // Head sizes 32 and 64 run the kernels bounded by 64, 128 the other; T crosses tile edges.
+  const auto [B, T, C, NH] = GENERATE(std::tuple{2, 130, 96, 3}, std::tuple{1, 64, 128, 2}, std::tuple{2, 70, 256, 2});
+  INFO("B " << B << " T " << T << " C " << C << " NH " << NH);
+  Tensor qkv = random_host({B, T, 3 * C}, 1);
+  Tensor out = Tensor::zeros({B, T, C}, DType::f32), att = Tensor::zeros({B, NH, T, T}, DType::f32);
+  b.cpu.attention_forward(out, att, qkv, NH);
+  const compute::Shape state = b.gpu->attention_state_shape(B, NH, T);
+  REQUIRE(state == compute::Shape{B, NH, T});
+  Tensor d_qkv = to_device(*b.gpu, qkv), d_out = poisoned(*b.gpu, {B, T, C}), d_att = poisoned(*b.gpu, state);
+  b.gpu->attention_forward(d_out, d_att, d_qkv, NH);
+  require_close(*b.gpu, d_out, out, kFp32, "attention out");
+
+  Tensor dout = random_host({B, T, C}, 2), dqkv = Tensor::zeros({B, T, 3 * C}, DType::f32),
+         datt = Tensor::zeros({B, NH, T, T}, DType::f32);
+  b.cpu.attention_backward(dqkv, datt, dout, qkv, att, NH);
+  Tensor d_dqkv = poisoned(*b.gpu, {B, T, 3 * C}), d_datt = poisoned(*b.gpu, state);
+  b.gpu->attention_backward(d_dqkv, d_datt, to_device(*b.gpu, dout), d_qkv, d_att, NH);
+  require_close(*b.gpu, d_dqkv, dqkv, kFp32, "attention dqkv");
+}
+
+TEST_CASE("cuda gelu and residual equal the cpu's", "[gpu]") {
+  Backends b;
+  const int n = 1000;
+  Tensor inp = random_host({n}, 1, 3.0), dout = random_host({n}, 2), other = random_host({n}, 3);
+  Tensor out = Tensor::zeros({n}, DType::f32), dinp = Tensor::zeros({n}, DType::f32),
+         sum = Tensor::zeros({n}, DType::f32);
+  b.cpu.gelu_forward(out, inp);
+  b.cpu.gelu_backward(dinp, inp, dout);
+  b.cpu.residual_forward(sum, inp, other);
+  Tensor d_inp = to_device(*b.gpu, inp), d_out = poisoned(*b.gpu, {n}), d_dinp = poisoned(*b.gpu, {n}),
+         d_sum = poisoned(*b.gpu, {n});
+  b.gpu->gelu_forward(d_out, d_inp);
+  b.gpu->gelu_backward(d_dinp, d_inp, to_device(*b.gpu, dout));
+  b.gpu->residual_forward(d_sum, d_inp, to_device(*b.gpu, other));
+  require_close(*b.gpu, d_out, out, kFp32, "gelu");
+  require_close(*b.gpu, d_dinp, dinp, kFp32, "gelu dinp");
+  require_close(*b.gpu, d_sum, sum, kFp32, "residual");
+}
+
+TEST_CASE("cuda cross-entropy forward and backward equal the cpu's", "[gpu]") {
+  Backends b;
+  const int N = 37, V = 67, Vp = 80;
+  Tensor logits = random_host({N, Vp}, 1, 4.0), targets = ids_host({N}, V, 2);
+  Tensor losses = Tensor::zeros({N}, DType::f32), probs = Tensor::zeros({N, Vp}, DType::f32);
+  b.cpu.crossentropy_forward(losses, probs, logits, targets, V);
+  Tensor d_targets = to_device(*b.gpu, targets), d_losses = poisoned(*b.gpu, {N}), d_probs = poisoned(*b.gpu, {N, Vp});
+  b.gpu->crossentropy_forward(d_losses, d_probs, to_device(*b.gpu, logits), d_targets, V);
+  require_close(*b.gpu, d_losses, losses, kFp32, "losses");
+  require_close(*b.gpu, d_probs, probs, kFp32, "probs");
+
+  Tensor dlogits = Tensor::zeros({N, Vp}, DType::f32), d_dlogits = poisoned(*b.gpu, {N, Vp});
+  b.cpu.crossentropy_backward(dlogits, probs, targets, 0.25f);
+  b.gpu->crossentropy_backward(d_dlogits, d_probs, d_targets, 0.25f);
+  require_close(*b.gpu, d_dlogits, dlogits, kFp32, "dlogits");
+}
+
+TEST_CASE("cuda adamw, sum of squares and scale equal the cpu's", "[gpu]") {
+  Backends b;
+  const int n = 5000;
+  Tensor p = random_host({n}, 1), g = random_host({n}, 2), m = random_host({n}, 3, 0.1), v = random_host({n}, 4);
+  for (std::int64_t i = 0; i < n; ++i) v.data_as<float>()[i] *= v.data_as<float>()[i];  // second moments are >= 0
+  Tensor d_p = to_device(*b.gpu, p), d_g = to_device(*b.gpu, g), d_m = to_device(*b.gpu, m), d_v = to_device(*b.gpu, v);
+  for (long step = 1; step <= 3; ++step) {
+    const compute::AdamWHyper hyper{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step};
+    b.cpu.adamw_update(p, g, m, v, hyper);
+    b.gpu->adamw_update(d_p, d_g, d_m, d_v, hyper);
+  }
+  require_close(*b.gpu, d_p, p, kFp32, "param");
+  require_close(*b.gpu, d_m, m, kFp32, "m");
+  require_close(*b.gpu, d_v, v, kFp32, "v");
+
+  const double cpu_sum = b.cpu.sum_of_squares(g), gpu_sum = b.gpu->sum_of_squares(d_g);
+  REQUIRE(std::abs(gpu_sum - cpu_sum) <= 1e-9 * cpu_sum);
+  b.cpu.scale(g, 0.37f);
+  b.gpu->scale(d_g, 0.37f);
+  require_close(*b.gpu, d_g, g, kFp32, "scaled");
+}
+
+TEST_CASE("cuda bf16 rounding equals the host's round-to-nearest-even bit for bit", "[gpu]") {
+  auto gpu = cuda_backend(CudaBackend::Precision::bf16);
+  Tensor x = random_host({4096}, 1, 100.0);
+  const float specials[] = {0.0f, -0.0f, 1.0f, 1.00390625f, 1.01171875f, 3.0e38f, -3.0e38f,
+                            std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(), 1e-40f};
+  for (std::size_t i = 0; i < std::size(specials); ++i) x.data_as<float>()[i] = specials[i];
+  Tensor d_x = to_device(*gpu, x), d_bits = gpu->zeros({x.numel()}, DType::bf16);
+  compute::cuda::to_bf16(static_cast<std::uint16_t*>(d_bits.data()), d_x.data_as<float>(), x.numel(), gpu->stream());
+  Tensor bits = to_host(*gpu, d_bits);
+  std::int64_t differ = 0;
+  for (std::int64_t i = 0; i < x.numel(); ++i) {
+    const std::uint16_t want = compute::float_to_bf16_bits(x.data_as<float>()[i]);
+    const std::uint16_t got = static_cast<const std::uint16_t*>(bits.data())[i];
+    const bool both_nan = (want & 0x7fff) > 0x7f80 && (got & 0x7fff) > 0x7f80;
+    if (got != want && !both_nan) ++differ;
+  }
+  REQUIRE(differ == 0);
+}
+
+}  // namespace troupe::tests
