@@ -16,7 +16,7 @@ class ChainBroadcastOp final : public CollectiveOp {
  public:
   ChainBroadcastOp(Engine& engine, const Group& group, MessageKey key, int root, compute::Tensor buffer,
                    std::int64_t chunk_elements, Callback done)
-      : CollectiveOp(engine, "broadcast", group, key, std::move(buffer), std::move(done)),
+      : CollectiveOp(engine, TrafficKind::broadcast, group, key, std::move(buffer), std::move(done)),
         root_(root),
         chunk_(chunk_elements) {}
 

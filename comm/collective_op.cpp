@@ -4,14 +4,21 @@
 
 namespace troupe::comm {
 
-CollectiveOp::CollectiveOp(Engine& engine, std::string name, const Group& group, MessageKey key, compute::Tensor buffer,
-                           Callback done)
+CollectiveOp::CollectiveOp(Engine& engine, TrafficKind kind, const Group& group, MessageKey key,
+                           compute::Tensor buffer, Callback done)
     : engine_(engine),
-      name_(std::move(name)),
+      kind_(kind),
+      posted_(std::chrono::steady_clock::now()),
       group_(group),
       key_(key),
       buffer_(std::move(buffer)),
-      done_(std::move(done)) {}
+      done_(std::move(done)) {
+  engine_.traffic()->collectives_in_flight.fetch_add(1, std::memory_order_relaxed);
+}
+
+CollectiveOp::~CollectiveOp() {
+  if (!finished_) engine_.traffic()->collectives_in_flight.fetch_sub(1, std::memory_order_relaxed);
+}
 
 void CollectiveOp::start() {
   std::vector<int> others;
@@ -63,14 +70,21 @@ void CollectiveOp::finish(Status status) {
   if (finished_) return;
   finished_ = true;
   engine_.unwatch_peers(watch_);
+  Traffic& traffic = *engine_.traffic();
+  traffic.collectives_in_flight.fetch_sub(1, std::memory_order_relaxed);
   if (status) {
+    // A barrier's buffer is a placeholder: it moves no data.
+    const auto bytes = kind_ == TrafficKind::barrier
+                           ? 0
+                           : static_cast<std::uint64_t>(buffer_.numel()) * compute::dtype_size(buffer_.dtype());
+    traffic.finished(kind_, bytes, std::chrono::steady_clock::now() - posted_);
     done_({});
     return;
   }
   for (const auto& [slot, id] : in_flight_) engine_.cancel(id);
   std::string_view cause = status.error().message;
   if (cause.starts_with("comm: ")) cause.remove_prefix(6);
-  done_(Error{"comm: " + name_ + " on " + group_.describe() + " (sequence " + std::to_string(key_.sequence) +
+  done_(Error{"comm: " + std::string(traffic_name(kind_)) + " on " + group_.describe() + " (sequence " + std::to_string(key_.sequence) +
               ") failed: " + std::string(cause)});
 }
 

@@ -11,6 +11,7 @@
 //                           +------------------------------------------------------> [failed]
 //                              (requests in flight are cancelled; done() gets the error)
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -25,13 +26,14 @@ namespace troupe::comm {
 
 class CollectiveOp : public std::enable_shared_from_this<CollectiveOp> {
  public:
-  virtual ~CollectiveOp() = default;
+  virtual ~CollectiveOp();
   // Progress thread only: watches the group, then posts the first requests.
   void start();
 
  protected:
-  // `key` carries the group and sequence; requests fill in the index.
-  CollectiveOp(Engine& engine, std::string name, const Group& group, MessageKey key, compute::Tensor buffer,
+  // `key` carries the group and sequence; requests fill in the index. From here until done()
+  // the operation counts in the engine's traffic (traffic.hpp) as in flight.
+  CollectiveOp(Engine& engine, TrafficKind kind, const Group& group, MessageKey key, compute::Tensor buffer,
                Callback done);
 
   // Posts the first requests and says how many requests the operation makes in all.
@@ -52,7 +54,8 @@ class CollectiveOp : public std::enable_shared_from_this<CollectiveOp> {
   void on_done(std::uint64_t slot, const Status& status, const std::function<void()>& then);
   void finish(Status status);
 
-  std::string name_;
+  TrafficKind kind_;
+  std::chrono::steady_clock::time_point posted_;
   Group group_;
   MessageKey key_;
   compute::Tensor buffer_;

@@ -15,7 +15,7 @@ namespace {
 class DisseminationBarrierOp final : public CollectiveOp {
  public:
   DisseminationBarrierOp(Engine& engine, const Group& group, MessageKey key, Callback done)
-      : CollectiveOp(engine, "barrier", group, key, compute::Tensor::zeros({1}, compute::DType::f32), std::move(done)) {
+      : CollectiveOp(engine, TrafficKind::barrier, group, key, compute::Tensor::zeros({1}, compute::DType::f32), std::move(done)) {
   }
 
  private:

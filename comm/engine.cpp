@@ -81,7 +81,9 @@ struct Engine::State {
     RequestId id = 0;
     int peer = 0;
     bool recv = false;
+    bool point_to_point = false;
     std::size_t bytes = 0;
+    std::chrono::steady_clock::time_point posted;
     void* request = nullptr;  // UCX's request while it is in flight
     Callback done;
   };
@@ -111,6 +113,7 @@ struct Engine::State {
   // Receives in flight, oldest first (ids rise): written by the progress thread, read by any.
   mutable std::mutex pending_mutex;
   std::map<RequestId, PendingReceive> pending_receives;
+  std::shared_ptr<Traffic> traffic = std::make_shared<Traffic>();
 
   // Progress thread only (and the creating thread before it starts).
   std::vector<std::unique_ptr<Peer>> peers;
@@ -143,7 +146,8 @@ struct Engine::State {
     peer->state->failed_peers.emplace_back(peer->rank, status);
   }
 
-  Operation& add_operation(RequestId id, int peer, bool recv, std::size_t bytes, Callback done) {
+  Operation& add_operation(RequestId id, int peer, bool recv, const MessageKey& key, std::size_t bytes,
+                           Callback done) {
     auto [it, inserted] = operations.try_emplace(id);
     TROUPE_CHECK(inserted, "request id reused");
     Operation& op = it->second;
@@ -151,7 +155,9 @@ struct Engine::State {
     op.id = id;
     op.peer = peer;
     op.recv = recv;
+    op.point_to_point = key.kind == MessageKind::point_to_point;
     op.bytes = bytes;
+    op.posted = std::chrono::steady_clock::now();
     op.done = std::move(done);
     return op;
   }
@@ -185,7 +191,7 @@ struct Engine::State {
   }
 
   void issue_send(RequestId id, int peer, const MessageKey& key, const void* data, std::size_t bytes, Callback done) {
-    Operation& op = add_operation(id, peer, false, bytes, std::move(done));
+    Operation& op = add_operation(id, peer, false, key, bytes, std::move(done));
     if (!can_issue(op)) return;
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -195,7 +201,7 @@ struct Engine::State {
   }
 
   void issue_recv(RequestId id, int peer, const MessageKey& key, void* data, std::size_t bytes, Callback done) {
-    Operation& op = add_operation(id, peer, true, bytes, std::move(done));
+    Operation& op = add_operation(id, peer, true, key, bytes, std::move(done));
     {
       std::lock_guard lock(pending_mutex);
       pending_receives.emplace(id, PendingReceive{peer, key, bytes, std::chrono::steady_clock::now()});
@@ -316,6 +322,15 @@ struct Engine::State {
     return Error{"comm: " + what + " failed: " + ucs_status_string(c.status)};
   }
 
+  // Hands `op` its outcome, once: the one place an operation leaves the in-flight count.
+  void complete(Operation& op, Status status) {
+    traffic->requests_in_flight.fetch_sub(1, std::memory_order_relaxed);
+    if (status && op.point_to_point)
+      traffic->finished(op.recv ? TrafficKind::recv : TrafficKind::send, op.bytes,
+                        std::chrono::steady_clock::now() - op.posted);
+    std::exchange(op.done, nullptr)(std::move(status));
+  }
+
   // Failures, then completions, until neither is left. Returns whether anything ran.
   bool drain() {
     bool worked = false;
@@ -339,7 +354,7 @@ struct Engine::State {
           std::lock_guard lock(pending_mutex);
           pending_receives.erase(c.id);
         }
-        if (op.done) op.done(outcome(op, c));
+        if (op.done) complete(op, outcome(op, c));
       }
     }
   }
@@ -392,7 +407,7 @@ struct Engine::State {
     for (RequestId id : left) {
       auto it = operations.find(id);
       if (it == operations.end() || !it->second.done) continue;
-      std::exchange(it->second.done, nullptr)(Error{"comm: the engine of " + rank_name(rank) + " stopped"});
+      complete(it->second, Error{"comm: the engine of " + rank_name(rank) + " stopped"});
     }
     while (run_tasks() || drain()) {
     }
@@ -519,6 +534,7 @@ Status Engine::connect(int peer, std::span<const std::uint8_t> address) {
 RequestId Engine::post_send(int peer, const MessageKey& key, const void* data, std::size_t bytes, Callback done) {
   TROUPE_CHECK(peer >= 0 && peer < world_size_, "send to a rank outside the world");
   const RequestId id = state_->next_request++;
+  state_->traffic->requests_in_flight.fetch_add(1, std::memory_order_relaxed);
   if (on_progress_thread()) {
     state_->issue_send(id, peer, key, data, bytes, std::move(done));
   } else {
@@ -532,6 +548,7 @@ RequestId Engine::post_send(int peer, const MessageKey& key, const void* data, s
 RequestId Engine::post_recv(int peer, const MessageKey& key, void* data, std::size_t bytes, Callback done) {
   TROUPE_CHECK(peer >= 0 && peer < world_size_, "receive from a rank outside the world");
   const RequestId id = state_->next_request++;
+  state_->traffic->requests_in_flight.fetch_add(1, std::memory_order_relaxed);
   if (on_progress_thread()) {
     state_->issue_recv(id, peer, key, data, bytes, std::move(done));
   } else {
@@ -554,6 +571,8 @@ std::optional<PendingReceive> Engine::oldest_pending_receive() const {
   if (state_->pending_receives.empty()) return std::nullopt;
   return state_->pending_receives.begin()->second;
 }
+
+const std::shared_ptr<Traffic>& Engine::traffic() const { return state_->traffic; }
 
 WatchId Engine::watch_peers(std::vector<int> peers, std::function<void(const Error&)> lost) {
   TROUPE_CHECK(on_progress_thread(), "watch_peers() off the progress thread");

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "comm/tag.hpp"
+#include "comm/traffic.hpp"
 #include "compute/expected.hpp"
 
 namespace troupe::comm {
@@ -82,6 +83,9 @@ class Engine {
 
   // The oldest receive in flight, if any. Any thread.
   std::optional<PendingReceive> oldest_pending_receive() const;
+
+  // What this engine has moved and has in flight; shared, so a reader may outlive the engine.
+  const std::shared_ptr<Traffic>& traffic() const;
 
  private:
   struct State;

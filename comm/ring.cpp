@@ -37,7 +37,7 @@ class RingOp final : public CollectiveOp {
  public:
   RingOp(Engine& engine, const Group& group, MessageKey key, RingPhases phases, compute::Tensor buffer, RingShape shape,
          Callback done)
-      : CollectiveOp(engine, phases_name(phases), group, key, std::move(buffer), std::move(done)),
+      : CollectiveOp(engine, phases_kind(phases), group, key, std::move(buffer), std::move(done)),
         phases_(phases),
         n_(group.size()),
         r_(group.position_of(engine.rank())),
@@ -53,13 +53,13 @@ class RingOp final : public CollectiveOp {
   }
 
  private:
-  static const char* phases_name(RingPhases phases) {
+  static TrafficKind phases_kind(RingPhases phases) {
     switch (phases) {
-      case RingPhases::reduce_scatter: return "reduce_scatter";
-      case RingPhases::all_gather: return "all_gather";
-      case RingPhases::all_reduce: return "all_reduce";
+      case RingPhases::reduce_scatter: return TrafficKind::reduce_scatter;
+      case RingPhases::all_gather: return TrafficKind::all_gather;
+      case RingPhases::all_reduce: return TrafficKind::all_reduce;
     }
-    return "ring";
+    TROUPE_CHECK(false, "a ring of unknown phases");
   }
 
   bool reduces() const { return phases_ != RingPhases::all_gather; }

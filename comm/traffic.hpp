@@ -1,0 +1,44 @@
+#pragma once
+// What an engine has moved, counted for the node's metrics (docs/metrics.md): per collective kind
+// and per point-to-point direction, the operations finished, their bytes and their seconds, plus
+// what is in flight. Plain atomics, written by the progress thread (and by posting threads for
+// the in-flight counts) and read by any thread at any time: comm/ knows nothing of the metrics
+// library that reads them, and counting costs a few relaxed atomic adds per operation.
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+namespace troupe::comm {
+
+// Point-to-point means messages an engine user sends itself (MessageKind::point_to_point), such
+// as a pipeline's activations; a collective's own messages count for the collective only.
+enum class TrafficKind : std::uint8_t { all_reduce, reduce_scatter, all_gather, broadcast, barrier, send, recv };
+inline constexpr std::size_t traffic_kinds = 7;
+// "all_reduce", …, "send", "recv": the metric's label value.
+const char* traffic_name(TrafficKind kind);
+
+struct TrafficTotals {
+  std::atomic<std::uint64_t> operations{0};
+  std::atomic<std::uint64_t> bytes{0};        // a collective's buffer; a message's payload
+  std::atomic<std::uint64_t> nanoseconds{0};  // from post to completion, waiting for peers included
+};
+
+class Traffic {
+ public:
+  // A successful operation of `kind`; failed ones are not counted.
+  void finished(TrafficKind kind, std::uint64_t bytes, std::chrono::steady_clock::duration elapsed);
+  const TrafficTotals& totals(TrafficKind kind) const { return totals_[static_cast<std::size_t>(kind)]; }
+
+  // Send and receive requests posted to the engine and not complete (a collective's messages
+  // included), and collectives posted and not finished.
+  std::atomic<std::int64_t> requests_in_flight{0};
+  std::atomic<std::int64_t> collectives_in_flight{0};
+
+ private:
+  std::array<TrafficTotals, traffic_kinds> totals_;
+};
+
+}  // namespace troupe::comm
