@@ -4,13 +4,13 @@
 //
 // Model FLOPs per token = 6·N + 12·L·C·T (N all parameters), as in the PaLM/nanoGPT estimate.
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 
 #include "apps/commands.hpp"
+#include "compute/cpu/sgemm_peak.hpp"
+#include "compute/model/flops.hpp"
 #include "compute/model/gpt.hpp"
 #include "compute/random.hpp"
 #include "compute/train/trainer.hpp"
@@ -21,25 +21,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-// Best sgemm rate over square sizes large enough to reach OpenBLAS' steady state.
-double measure_sgemm_peak() {
-  double best = 0;
-  for (int n : {1024, 2048}) {
-    std::vector<float> a(static_cast<std::size_t>(n) * n), b(a.size()), c(a.size());
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      a[i] = static_cast<float>(compute::counter_normal(1, 0, i));
-      b[i] = static_cast<float>(compute::counter_normal(1, 1, i));
-    }
-    for (int rep = 0; rep < 4; ++rep) {
-      auto start = Clock::now();
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
-      double secs = seconds_since(start);
-      if (rep > 0) best = std::max(best, 2.0 * n * n * static_cast<double>(n) / secs);
-    }
-  }
-  return best;
-}
 
 struct ModelFigures {
   double params = 0, tokens_per_s = 0, flops_per_s = 0, step_ms = 0;
@@ -72,7 +53,7 @@ ModelFigures bench_model(compute::Backend& backend, const compute::GPTConfig& cf
   ModelFigures f;
   f.params = static_cast<double>(model.layout().total());
   double tokens = static_cast<double>(trainer.tokens_per_step());
-  double flops_per_token = 6.0 * f.params + 12.0 * cfg.n_layer * cfg.n_embd * static_cast<double>(T);
+  const double flops_per_token = compute::model_flops_per_token(cfg, T);
   f.tokens_per_s = tokens / secs;
   f.flops_per_s = f.tokens_per_s * flops_per_token;
   f.step_ms = secs * 1e3;
@@ -89,7 +70,7 @@ int run_bench_compute(const BenchComputeOptions& options) {
   }
   std::printf("bench compute: cpu backend, %d thread(s), micro-batch %d, %d measured step(s) after %d warm-up\n",
               options.threads, options.batch, options.steps, options.warmup);
-  double peak = measure_sgemm_peak();
+  const double peak = compute::cpu::measure_sgemm_peak();
   std::printf("sgemm peak (OpenBLAS, %d thread(s), best of n=1024/2048): %.1f GFLOP/s\n\n", options.threads,
               peak / 1e9);
   std::printf("%-6s %9s %4s %5s %10s %9s %13s %7s\n", "model", "params", "B", "T", "tokens/s", "median ms",

@@ -1,0 +1,31 @@
+#include "compute/cpu/sgemm_peak.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "compute/cpu/blas.hpp"
+#include "compute/random.hpp"
+
+namespace troupe::compute::cpu {
+
+double measure_sgemm_peak(std::initializer_list<int> sizes) {
+  using Clock = std::chrono::steady_clock;
+  double best = 0;
+  for (int n : sizes) {
+    std::vector<float> a(static_cast<std::size_t>(n) * n), b(a.size()), c(a.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      a[i] = static_cast<float>(counter_normal(1, 0, i));
+      b[i] = static_cast<float>(counter_normal(1, 1, i));
+    }
+    for (int rep = 0; rep < 4; ++rep) {
+      const auto start = Clock::now();
+      gemm(CblasNoTrans, CblasTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+      const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+      if (rep > 0) best = std::max(best, 2.0 * n * n * static_cast<double>(n) / secs);
+    }
+  }
+  return best;
+}
+
+}  // namespace troupe::compute::cpu
