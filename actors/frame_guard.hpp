@@ -1,0 +1,48 @@
+#pragma once
+// A TCP front for a port CAF publishes (docs/shell.md, "Security"). CAF 0.17's BASP believes the
+// payload length a peer announces and allocates it before a byte of it arrives: one 32-byte header
+// claiming 4 GiB costs the job 4 GiB of memory. The guard listens on the public address, checks
+// every frame a peer sends before passing it on to CAF's listener on loopback, and closes a
+// connection whose first frame is not a BASP client handshake, whose frame names no BASP
+// operation, or whose payload exceeds the limit; each refusal is reported in one line. Frames
+// are passed on as they arrive (payloads in chunks), so the guard holds no more than a chunk.
+//
+// Its own thread runs a Boost.Asio loop; the destructor stops it and closes every connection. The
+// guard may outlive the CAF listener behind it: a connection made meanwhile is closed at once.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "compute/expected.hpp"
+
+namespace troupe::actors {
+
+struct FrameGuardOptions {
+  std::string bind = "127.0.0.1";
+  std::uint16_t port = 0;    // 0: any free port
+  std::uint16_t target = 0;  // CAF's listener on 127.0.0.1
+  std::uint32_t max_payload = 1u << 20;
+  std::size_t max_connections = 64;
+  std::function<void(const std::string&)> refused;  // "refused 127.0.0.1:5555: ..."
+};
+
+class FrameGuard {
+ public:
+  static Expected<std::unique_ptr<FrameGuard>> start(FrameGuardOptions options);
+  ~FrameGuard();
+  FrameGuard(const FrameGuard&) = delete;
+  FrameGuard& operator=(const FrameGuard&) = delete;
+
+  std::uint16_t port() const;
+  // New connections go to CAF's listener on 127.0.0.1:target from now on (a restarted job's).
+  void retarget(std::uint16_t target);
+
+ private:
+  struct Impl;
+  explicit FrameGuard(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace troupe::actors

@@ -1,0 +1,105 @@
+// The shell's orders at step boundaries (monitor/step_control.hpp) with a worker on its own
+// thread, and the loss sparkline.
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "monitor/sparkline.hpp"
+#include "monitor/step_control.hpp"
+
+using namespace troupe::monitor;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A worker stepping through boundaries 0, 1, 2, ... until told to stop; counts checkpoints.
+struct Worker {
+  StepControl control;
+  WorkProgress progress;
+  std::atomic<std::int64_t> boundary{-1};
+  std::atomic<int> checkpoints{0};
+  std::atomic<bool> failed{false}, stopped{false};
+  std::thread thread{[this] {
+    for (std::int64_t s = 0; s < 100000; ++s) {
+      for (;;) {
+        const BoundaryOrder order = control.at_boundary(s, progress);
+        if (order.stop) return void(stopped = true);
+        if (order.fail) return void(failed = true);
+        if (!order.checkpoint) break;
+        ++checkpoints;
+      }
+      boundary = s;
+      std::this_thread::sleep_for(1ms);
+    }
+    control.finished();
+  }};
+  ~Worker() {
+    control.stop();
+    thread.join();
+  }
+};
+
+template <class Condition>
+bool eventually(Condition condition) {
+  for (int i = 0; i < 2000 && !condition(); ++i) std::this_thread::sleep_for(1ms);
+  return condition();
+}
+
+}  // namespace
+
+TEST_CASE("hold stops a worker at its next boundary; act pauses it there until resume", "[step_control]") {
+  Worker w;
+  REQUIRE(eventually([&] { return w.boundary >= 3; }));
+  const std::int64_t held = w.control.hold();
+  REQUIRE(held >= 4);
+  REQUIRE(eventually([&] { return w.progress.snapshot().activity == "held after step " + std::to_string(held); }));
+  CHECK(w.boundary == held - 1);  // reached the boundary, did not start the step after it
+  w.control.act(held + 2, BoundaryAction::pause);
+  REQUIRE(eventually([&] { return w.progress.snapshot().activity == "paused after step " + std::to_string(held + 2); }));
+  std::this_thread::sleep_for(20ms);
+  CHECK(w.boundary == held + 1);  // steps stopped
+
+  // A checkpoint while paused is saved at the paused boundary, and the pause holds.
+  CHECK(w.control.hold() == held + 2);
+  w.control.act(held + 2, BoundaryAction::checkpoint);
+  REQUIRE(eventually([&] { return w.checkpoints == 1; }));
+  std::this_thread::sleep_for(20ms);
+  CHECK(w.boundary == held + 1);
+
+  w.control.resume();
+  CHECK(eventually([&] { return w.boundary > held + 3; }));
+}
+
+TEST_CASE("fail_next fails the next boundary, and stop ends a pause", "[step_control]") {
+  {
+    Worker w;
+    REQUIRE(eventually([&] { return w.boundary >= 1; }));
+    w.control.fail_next();
+    CHECK(eventually([&] { return w.failed.load(); }));
+  }
+  Worker w;
+  REQUIRE(eventually([&] { return w.boundary >= 1; }));
+  const std::int64_t at = w.control.hold();
+  w.control.act(at, BoundaryAction::pause);
+  REQUIRE(eventually([&] { return w.progress.snapshot().activity == "paused after step " + std::to_string(at); }));
+  w.control.stop();
+  CHECK(eventually([&] { return w.stopped.load(); }));
+}
+
+TEST_CASE("hold says when a worker has not started or has finished", "[step_control]") {
+  StepControl fresh;
+  CHECK(fresh.hold() == StepControl::not_started);
+  StepControl done;
+  done.finished();
+  CHECK(done.hold() == StepControl::finished_boundary);
+}
+
+TEST_CASE("a sparkline spans the eight blocks and averages down to its width", "[sparkline]") {
+  CHECK(sparkline({1, 2, 3, 4, 5, 6, 7, 8}, 8) == "▁▂▃▄▅▆▇█");
+  CHECK(sparkline({5, 5, 5}, 10) == "▄▄▄");
+  CHECK(sparkline({0, 0, 10, 10}, 2) == "▁█");
+  CHECK(sparkline({}, 10).empty());
+}
