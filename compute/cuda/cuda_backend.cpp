@@ -14,6 +14,7 @@
 #include <initializer_list>
 
 #include "compute/backend_checks.hpp"
+#include "compute/cuda/cublas_api.hpp"
 #include "compute/cuda/cuda_check.hpp"
 #include "compute/cuda/device.hpp"
 #include "compute/cuda/kernels/kernels.hpp"
@@ -64,12 +65,17 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(Precision precision) 
   cudaStream_t stream = nullptr;
   if (const cudaError_t status = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking); status != cudaSuccess)
     return Error{std::string("CUDA backend on ") + *device + ": cudaStreamCreate: " + cudaGetErrorString(status)};
-  cublasHandle_t cublas = nullptr;
-  if (const cublasStatus_t status = cublasCreate(&cublas); status != CUBLAS_STATUS_SUCCESS) {
+  auto api = cublas_api();
+  if (!api) {
     cudaStreamDestroy(stream);
-    return Error{std::string("CUDA backend on ") + *device + ": cublasCreate: " + cublasGetStatusString(status)};
+    return Error{std::string("CUDA backend on ") + *device + ": " + api.error().message};
   }
-  TROUPE_CUBLAS_CHECK(cublasSetStream(cublas, stream));
+  cublasHandle_t cublas = nullptr;
+  if (const cublasStatus_t status = (*api)->create(&cublas); status != CUBLAS_STATUS_SUCCESS) {
+    cudaStreamDestroy(stream);
+    return Error{std::string("CUDA backend on ") + *device + ": cublasCreate: " + (*api)->status_string(status)};
+  }
+  TROUPE_CUBLAS_CHECK((*api)->set_stream(cublas, stream));
   return std::unique_ptr<CudaBackend>(new CudaBackend(precision, stream, cublas));
 }
 
@@ -78,7 +84,7 @@ CudaBackend::CudaBackend(Precision precision, cudaStream_t stream, cublasHandle_
 
 CudaBackend::~CudaBackend() {
   cudaStreamSynchronize(stream_);
-  cublasDestroy(cublas_);
+  cublas().destroy(cublas_);
   cudaStreamDestroy(stream_);
 }
 
@@ -152,7 +158,7 @@ CudaBackend::Operand CudaBackend::operand(const Tensor& t, int slot) {
 void CudaBackend::gemm(bool transpose_a, bool transpose_b, int m, int n, int k, Operand a, int lda, Operand b, int ldb,
                        float beta, float* c, int ldc) {
   const float one = 1.0f;
-  TROUPE_CUBLAS_CHECK(cublasGemmEx(cublas_, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+  TROUPE_CUBLAS_CHECK(cublas().gemm_ex(cublas_, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                                    transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &one, a.data, a.type, lda, b.data,
                                    b.type, ldb, &beta, c, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "compute/check.hpp"
+#include "compute/cuda/cublas_api.hpp"
 
 #define TROUPE_CUDA_CHECK(call)                                                     \
   do {                                                                              \
@@ -21,7 +22,7 @@
   do {                                                                              \
     const cublasStatus_t troupe_cublas_status_ = (call);                            \
     TROUPE_CHECK(troupe_cublas_status_ == CUBLAS_STATUS_SUCCESS,                    \
-                 std::string(#call) + ": " + cublasGetStatusString(troupe_cublas_status_)); \
+                 std::string(#call) + ": " + ::troupe::compute::cublas().status_string(troupe_cublas_status_)); \
   } while (0)
 
 // After a kernel launch: a bad configuration shows here, a fault in the kernel at the next sync.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 
+#include "compute/cuda/cublas_api.hpp"
 #include "compute/cuda/device.hpp"
 
 namespace troupe::compute {
@@ -27,10 +28,10 @@ struct Resources {
     if (start) cudaEventDestroy(start);
     for (void* p : {a, b, c, workspace})
       if (p) cudaFree(p);
-    if (preference) cublasLtMatmulPreferenceDestroy(preference);
-    if (layout) cublasLtMatrixLayoutDestroy(layout);
-    if (op) cublasLtMatmulDescDestroy(op);
-    if (lt) cublasLtDestroy(lt);
+    if (preference) cublas().lt_preference_destroy(preference);
+    if (layout) cublas().lt_layout_destroy(layout);
+    if (op) cublas().lt_desc_destroy(op);
+    if (lt) cublas().lt_destroy(lt);
   }
 };
 
@@ -40,6 +41,9 @@ Expected<double> measure_bf16_gemm_peak(int n, int iterations) {
   auto device = cuda_device();
   if (!device) return device.error();
   const auto fail = [](const std::string& what) { return Error{"bf16 GEMM peak: " + what}; };
+  auto api = cublas_api();
+  if (!api) return fail(api.error().message);
+  const CublasApi& blas = **api;
   Resources r;
   const std::size_t bytes = static_cast<std::size_t>(n) * n * 2;
   constexpr std::size_t kWorkspace = 32 << 20;
@@ -48,22 +52,22 @@ Expected<double> measure_bf16_gemm_peak(int n, int iterations) {
     return fail("cannot allocate three " + std::to_string(n) + "² bf16 matrices");
   cudaMemset(r.a, 0x3c, bytes);  // 0x3c3c ≈ 0.0115 in bf16
   cudaMemset(r.b, 0x3c, bytes);
-  if (cublasLtCreate(&r.lt) != CUBLAS_STATUS_SUCCESS ||
-      cublasLtMatmulDescCreate(&r.op, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS ||
-      cublasLtMatrixLayoutCreate(&r.layout, CUDA_R_16BF, n, n, n) != CUBLAS_STATUS_SUCCESS ||
-      cublasLtMatmulPreferenceCreate(&r.preference) != CUBLAS_STATUS_SUCCESS)
+  if (blas.lt_create(&r.lt) != CUBLAS_STATUS_SUCCESS ||
+      blas.lt_desc_create(&r.op, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS ||
+      blas.lt_layout_create(&r.layout, CUDA_R_16BF, n, n, n) != CUBLAS_STATUS_SUCCESS ||
+      blas.lt_preference_create(&r.preference) != CUBLAS_STATUS_SUCCESS)
     return fail("cuBLASLt setup failed");
-  cublasLtMatmulPreferenceSetAttribute(r.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWorkspace,
+  blas.lt_preference_set_attribute(r.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWorkspace,
                                        sizeof kWorkspace);
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
-  if (cublasLtMatmulAlgoGetHeuristic(r.lt, r.op, r.layout, r.layout, r.layout, r.layout, r.preference, 1, &heuristic,
+  if (blas.lt_algo_get_heuristic(r.lt, r.op, r.layout, r.layout, r.layout, r.layout, r.preference, 1, &heuristic,
                                      &found) != CUBLAS_STATUS_SUCCESS ||
       found == 0)
     return fail("cuBLASLt has no algorithm for a bf16 GEMM of " + std::to_string(n));
   const float alpha = 1.0f, beta = 0.0f;
   auto run = [&] {
-    return cublasLtMatmul(r.lt, r.op, &alpha, r.a, r.layout, r.b, r.layout, &beta, r.c, r.layout, r.c, r.layout,
+    return blas.lt_matmul(r.lt, r.op, &alpha, r.a, r.layout, r.b, r.layout, &beta, r.c, r.layout, r.c, r.layout,
                           &heuristic.algo, r.workspace, kWorkspace, nullptr);
   };
   if (run() != CUBLAS_STATUS_SUCCESS) return fail("cublasLtMatmul failed");

@@ -8,6 +8,7 @@
 
 #include "compute/backend.hpp"
 #include "compute/cuda/bf16.hpp"
+#include "compute/cuda/cublas_api.hpp"
 #include "compute/cuda/device.hpp"
 
 namespace troupe::compute {
@@ -49,6 +50,25 @@ TEST_CASE("a cuda backend is made where there is a device, else a one-line no-de
       REQUIRE(backend.error().message.find('\n') == std::string::npos);
     }
   }
+}
+
+TEST_CASE("cuBLAS loads on demand with every entry point the backend calls, device or not", "[cuda]") {
+  auto api = cublas_api();
+  INFO((api ? std::string() : api.error().message));
+  REQUIRE(api.ok());
+  const CublasApi& a = **api;
+  for (const void* entry :
+       {reinterpret_cast<const void*>(a.create), reinterpret_cast<const void*>(a.destroy),
+        reinterpret_cast<const void*>(a.set_stream), reinterpret_cast<const void*>(a.gemm_ex),
+        reinterpret_cast<const void*>(a.status_string), reinterpret_cast<const void*>(a.lt_create),
+        reinterpret_cast<const void*>(a.lt_destroy), reinterpret_cast<const void*>(a.lt_matmul),
+        reinterpret_cast<const void*>(a.lt_algo_get_heuristic), reinterpret_cast<const void*>(a.lt_desc_create),
+        reinterpret_cast<const void*>(a.lt_desc_destroy), reinterpret_cast<const void*>(a.lt_preference_create),
+        reinterpret_cast<const void*>(a.lt_preference_destroy),
+        reinterpret_cast<const void*>(a.lt_preference_set_attribute),
+        reinterpret_cast<const void*>(a.lt_layout_create), reinterpret_cast<const void*>(a.lt_layout_destroy)})
+    CHECK(entry != nullptr);
+  CHECK(std::string(a.status_string(CUBLAS_STATUS_NOT_INITIALIZED)) == "the library was not initialized");
 }
 
 }  // namespace troupe::compute
