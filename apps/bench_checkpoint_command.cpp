@@ -66,7 +66,8 @@ class BenchReporter {
             [this](const std::string& message) {
               std::lock_guard lock(mutex_);
               if (first_error_.empty()) first_error_ = message;
-            }};
+            },
+            {}};
   }
   std::string first_error() {
     std::lock_guard lock(mutex_);

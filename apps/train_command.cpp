@@ -4,20 +4,20 @@
 
 #include "apps/commands.hpp"
 #include "apps/job_data.hpp"
+#include "apps/process_logs.hpp"
 #include "apps/process_metrics.hpp"
 #include "apps/training_run.hpp"
-#include "monitor/log.hpp"
 
 namespace troupe::apps {
 
 int run_train(const ResolvedJob& job) {
-  monitor::set_identity(0, "trainer");
   if (const int stages = job.config.pipeline.stages; stages > 1) {
     std::fprintf(stderr, "troupe: error: pipeline.stages %d needs a worker per stage: add --workers %d (or a multiple)\n",
                  stages, stages);
     return 2;
   }
-  auto metrics = ProcessMetrics::serve(job.config.monitor, {"local", 0}, 0, 1, "trainer", "trainer");
+  const ProcessLogs logs(job.config, "local", 0, 0, "trainer");
+  auto metrics = ProcessMetrics::serve(job.config.monitor, {"local", 0}, 0, 1, "trainer");
   if (!metrics) {
     std::fprintf(stderr, "troupe: error: %s\n", metrics.error().message.c_str());
     return 2;
@@ -27,9 +27,14 @@ int run_train(const ResolvedJob& job) {
     std::fprintf(stderr, "troupe: error: %s\n", backend.error().message.c_str());
     return 2;
   }
+  metrics->set_mfu_basis(job, 1);
   auto data = load_job_data(job);
   if (!data) {
     std::fprintf(stderr, "troupe: error: %s\n", data.error().message.c_str());
+    return 2;
+  }
+  if (Status opened = logs.open_file(); !opened) {
+    std::fprintf(stderr, "troupe: error: %s\n", opened.error().message.c_str());
     return 2;
   }
   monitor::WorkProgress progress;

@@ -8,17 +8,20 @@
 #include <chrono>
 #include <exception>
 #include <fstream>
+#include <mutex>
 #include <thread>
 
 #include <prometheus/collectable.h>
 #include <prometheus/counter.h>
-#include <prometheus/exposer.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
 
 namespace troupe::monitor {
 namespace {
+
+using Clock = std::chrono::steady_clock;
 
 // From a 1 ms step (a tiny model) to a slow GPT-2 step on CPU: 1-2.5-5 per decade.
 const prometheus::Histogram::BucketBoundaries step_buckets{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
@@ -36,149 +39,245 @@ double resident_memory_bytes() {
   return static_cast<double>(resident_pages) * static_cast<double>(::sysconf(_SC_PAGESIZE));
 }
 
-// Opens and closes a TCP connection to address:port; whether it is accepted does not matter.
-void knock(const std::string& address, int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return;
-  sockaddr_in target{};
-  target.sin_family = AF_INET;
-  target.sin_port = htons(static_cast<std::uint16_t>(port));
-  ::inet_pton(AF_INET, address.c_str(), &target.sin_addr);
-  ::connect(fd, reinterpret_cast<sockaddr*>(&target), sizeof target);
-  ::close(fd);
+std::vector<prometheus::ClientMetric::Label> label_list(const prometheus::Labels& labels) {
+  std::vector<prometheus::ClientMetric::Label> list;
+  for (const auto& [name, value] : labels) list.push_back({name, value});
+  return list;
+}
+
+prometheus::ClientMetric sample(std::vector<prometheus::ClientMetric::Label> labels, double value, bool counter) {
+  prometheus::ClientMetric metric;
+  metric.label = std::move(labels);
+  if (counter)
+    metric.counter.value = value;
+  else
+    metric.gauge.value = value;
+  return metric;
 }
 
 }  // namespace
 
-// What the process measures about itself at scrape time.
-class NodeMetrics::ProcessCollectable : public prometheus::Collectable {
+// The families every worker's series belong to (the registry owns them).
+struct MetricFamilies {
+  prometheus::Family<prometheus::Histogram>* step_seconds;
+  prometheus::Family<prometheus::Counter>* steps;
+  prometheus::Family<prometheus::Gauge>* step;
+  prometheus::Family<prometheus::Gauge>* tokens_per_second;
+  prometheus::Family<prometheus::Gauge>* loss;
+  prometheus::Family<prometheus::Gauge>* learning_rate;
+  prometheus::Family<prometheus::Gauge>* grad_norm;
+  prometheus::Family<prometheus::Gauge>* mfu;
+  prometheus::Family<prometheus::Gauge>* peak_flops;
+  prometheus::Family<prometheus::Gauge>* bubble_fraction;
+  prometheus::Family<prometheus::Histogram>* checkpoint_seconds;
+  prometheus::Family<prometheus::Counter>* checkpoint_bytes;
+  prometheus::Family<prometheus::Counter>* failures;
+  prometheus::Family<prometheus::Counter>* recoveries;
+  prometheus::Family<prometheus::Counter>* restarts;
+
+  MetricFamilies(prometheus::Registry& registry, const prometheus::Labels& labels) {
+    auto gauge = [&](const char* name, const char* help) {
+      return &prometheus::BuildGauge().Name(name).Help(help).Labels(labels).Register(registry);
+    };
+    auto counter = [&](const char* name, const char* help) {
+      return &prometheus::BuildCounter().Name(name).Help(help).Labels(labels).Register(registry);
+    };
+    auto histogram = [&](const char* name, const char* help) {
+      return &prometheus::BuildHistogram().Name(name).Help(help).Labels(labels).Register(registry);
+    };
+    step_seconds = histogram("troupe_step_seconds", "wall time of an optimizer step, gradient sums included");
+    steps = counter("troupe_steps_total", "optimizer steps this process has finished");
+    step = gauge("troupe_step", "the last step finished, counted from the run's start (resumed steps included)");
+    tokens_per_second =
+        gauge("troupe_tokens_per_second", "the job's tokens per second over the last step (every rank reports the job's)");
+    loss = gauge("troupe_loss", "training loss of the last step");
+    learning_rate = gauge("troupe_learning_rate", "learning rate of the last step");
+    grad_norm = gauge("troupe_grad_norm", "global gradient norm of the last step, before clipping");
+    mfu = gauge("troupe_mfu",
+                "model FLOPs utilisation of the last step: tokens/s x (6N + 12 L C T) / (ranks x troupe_peak_flops)");
+    peak_flops = gauge("troupe_peak_flops", "peak FLOP/s of a rank, the MFU's denominator (sgemm measured or configured)");
+    bubble_fraction =
+        gauge("troupe_pipeline_bubble_fraction", "idle share of the last step's pipeline schedule on this stage");
+    checkpoint_seconds = histogram("troupe_checkpoint_save_seconds", "seconds a checkpoint save held training up");
+    checkpoint_bytes = counter("troupe_checkpoint_bytes_total", "bytes of this rank's state written to checkpoints");
+    failures = counter("troupe_failures_total", "failures this node process saw or was told of, by kind");
+    recoveries = counter("troupe_recoveries_total", "recoveries of the job, by where the state came from");
+    restarts = counter("troupe_restarts_total", "times the job restarted its node processes");
+  }
+};
+
+// What is read when Prometheus scrapes: the process's memory, the heartbeat's age and each
+// worker's comm traffic (through the functions the workers registered).
+class ScrapeTime : public prometheus::Collectable {
  public:
-  explicit ProcessCollectable(const MetricsIdentity& identity) {
-    for (const auto& [name, value] : constant_labels(identity)) labels_.push_back({name, value});
+  explicit ScrapeTime(const prometheus::Labels& labels) : labels_(label_list(labels)) {}
+
+  void heartbeat_sent() { last_heartbeat_ns_ = Clock::now().time_since_epoch().count(); }
+
+  void add_comm(const prometheus::Labels& worker_labels, std::function<CommReading()> read) {
+    std::lock_guard lock(mutex_);
+    auto labels = labels_;
+    for (const auto& [name, value] : worker_labels) labels.push_back({name, value});
+    comm_.push_back({std::move(labels), std::move(read)});
   }
 
   std::vector<prometheus::MetricFamily> Collect() const override {
-    prometheus::ClientMetric resident;
-    resident.label = labels_;
-    resident.gauge.value = resident_memory_bytes();
-    return {{"troupe_resident_memory_bytes", "resident set size of the process (/proc/self/statm)",
-             prometheus::MetricType::Gauge, {resident}}};
+    std::vector<prometheus::MetricFamily> families;
+    families.push_back({"troupe_resident_memory_bytes", "resident set size of the process (/proc/self/statm)",
+                        prometheus::MetricType::Gauge, {sample(labels_, resident_memory_bytes(), false)}});
+    if (const auto last = last_heartbeat_ns_.load(); last != 0) {
+      const double age = std::chrono::duration<double>(Clock::now().time_since_epoch() - Clock::duration(last)).count();
+      families.push_back({"troupe_heartbeat_age_seconds", "seconds since this node last sent the job a heartbeat",
+                          prometheus::MetricType::Gauge, {sample(labels_, age, false)}});
+    }
+    std::lock_guard lock(mutex_);
+    if (comm_.empty()) return families;
+    prometheus::MetricFamily operations{"troupe_comm_operations_total",
+                                        "comm operations finished, by op (collective kind, or send/recv)",
+                                        prometheus::MetricType::Counter,
+                                        {}};
+    prometheus::MetricFamily bytes{"troupe_comm_bytes_total",
+                                   "bytes of finished comm operations: a collective's buffer, a message's payload",
+                                   prometheus::MetricType::Counter,
+                                   {}};
+    prometheus::MetricFamily seconds{"troupe_comm_seconds_total",
+                                     "seconds from post to completion of finished comm operations, by op",
+                                     prometheus::MetricType::Counter,
+                                     {}};
+    prometheus::MetricFamily requests{"troupe_comm_requests_in_flight",
+                                      "sends and receives posted to the comm engine and not complete",
+                                      prometheus::MetricType::Gauge,
+                                      {}};
+    prometheus::MetricFamily collectives{"troupe_comm_collectives_in_flight",
+                                         "collectives posted to the comm engine and not finished",
+                                         prometheus::MetricType::Gauge,
+                                         {}};
+    for (const auto& [labels, read] : comm_) {
+      const CommReading reading = read();
+      for (const TrafficReading& op : reading.ops) {
+        auto op_labels = labels;
+        op_labels.push_back({"op", op.op});
+        operations.metric.push_back(sample(op_labels, static_cast<double>(op.operations), true));
+        bytes.metric.push_back(sample(op_labels, static_cast<double>(op.bytes), true));
+        seconds.metric.push_back(sample(op_labels, op.seconds, true));
+      }
+      requests.metric.push_back(sample(labels, static_cast<double>(reading.requests_in_flight), false));
+      collectives.metric.push_back(sample(labels, static_cast<double>(reading.collectives_in_flight), false));
+    }
+    for (auto* family : {&operations, &bytes, &seconds, &requests, &collectives}) families.push_back(std::move(*family));
+    return families;
   }
 
  private:
+  struct CommSource {
+    std::vector<prometheus::ClientMetric::Label> labels;
+    std::function<CommReading()> read;
+  };
+
   std::vector<prometheus::ClientMetric::Label> labels_;
+  std::atomic<Clock::rep> last_heartbeat_ns_{0};
+  mutable std::mutex mutex_;
+  std::vector<CommSource> comm_;
 };
 
-WorkerMetrics::WorkerMetrics(prometheus::Histogram& step_seconds, prometheus::Counter& steps, prometheus::Gauge& step,
-                             prometheus::Gauge& tokens_per_second, prometheus::Gauge& loss,
-                             prometheus::Gauge& learning_rate, prometheus::Gauge& grad_norm)
-    : step_seconds_(step_seconds),
-      steps_(steps),
-      step_(step),
-      tokens_per_second_(tokens_per_second),
-      loss_(loss),
-      learning_rate_(learning_rate),
-      grad_norm_(grad_norm) {}
+WorkerMetrics::WorkerMetrics(MetricFamilies& f, int rank, const std::string& role, ScrapeTime& scrape_time)
+    : labels_{{"rank", std::to_string(rank)}, {"role", role}},
+      scrape_time_(scrape_time),
+      step_seconds_(f.step_seconds->Add(labels_, step_buckets)),
+      steps_(f.steps->Add(labels_)),
+      step_(f.step->Add(labels_)),
+      tokens_per_second_(f.tokens_per_second->Add(labels_)),
+      loss_(f.loss->Add(labels_)),
+      learning_rate_(f.learning_rate->Add(labels_)),
+      grad_norm_(f.grad_norm->Add(labels_)),
+      mfu_(f.mfu->Add(labels_)),
+      peak_flops_(f.peak_flops->Add(labels_)),
+      bubble_fraction_(f.bubble_fraction->Add(labels_)),
+      checkpoint_seconds_(f.checkpoint_seconds->Add(labels_, step_buckets)),
+      checkpoint_bytes_(f.checkpoint_bytes->Add(labels_)) {}
 
 void WorkerMetrics::step_done(long step, double seconds, std::int64_t tokens, double loss, double lr,
                               double grad_norm) {
   step_seconds_.Observe(seconds);
   steps_.Increment();
   step_.Set(static_cast<double>(step));
-  if (seconds > 0) tokens_per_second_.Set(static_cast<double>(tokens) / seconds);
+  if (seconds > 0) {
+    const double tokens_per_second = static_cast<double>(tokens) / seconds;
+    tokens_per_second_.Set(tokens_per_second);
+    if (job_peak_flops_ > 0) mfu_.Set(tokens_per_second * flops_per_token_ / job_peak_flops_);
+  }
   loss_.Set(loss);
   learning_rate_.Set(lr);
   grad_norm_.Set(grad_norm);
 }
 
+void WorkerMetrics::set_mfu_basis(double flops_per_token, int ranks, double peak_flops) {
+  flops_per_token_ = flops_per_token;
+  job_peak_flops_ = ranks * peak_flops;
+  peak_flops_.Set(peak_flops);
+}
+
+void WorkerMetrics::set_bubble_fraction(double fraction) { bubble_fraction_.Set(fraction); }
+
+void WorkerMetrics::checkpoint_saved(double seconds, std::uint64_t bytes) {
+  checkpoint_seconds_.Observe(seconds);
+  checkpoint_bytes_.Increment(static_cast<double>(bytes));
+}
+
+void WorkerMetrics::read_comm_from(std::function<CommReading()> read) { scrape_time_.add_comm(labels_, std::move(read)); }
+
 Expected<std::unique_ptr<NodeMetrics>> NodeMetrics::serve(const MetricsEndpoint& endpoint, MetricsIdentity identity) {
   const std::string address = endpoint.bind + ":" + std::to_string(endpoint.port);
-  // civetweb reads any a.b.c.d, wrapping numbers past 255, so the address is checked here.
+  // inet_pton refuses what a lax parser would wrap (numbers past 255): checked here for the message.
   in_addr parsed{};
   if (::inet_pton(AF_INET, endpoint.bind.c_str(), &parsed) != 1)
     return Error{"cannot serve metrics on " + address + ": '" + endpoint.bind + "' is not an IPv4 address"};
   if (endpoint.port < 0 || endpoint.port > 65535)
     return Error{"cannot serve metrics on " + address + ": the port is not in 0-65535"};
-  std::unique_ptr<prometheus::Exposer> exposer;
-  try {
-    exposer = std::make_unique<prometheus::Exposer>(address, 1);  // one thread: scrapes are seconds apart
-  } catch (const std::exception&) {
+  // Every family exists before the server listens, so the first scrape finds them all.
+  std::unique_ptr<NodeMetrics> metrics(new NodeMetrics(endpoint.bind, std::move(identity)));
+  NodeMetrics* self = metrics.get();
+  auto server = MetricsHttpServer::start(endpoint.bind, endpoint.port, [self] {
+    std::vector<prometheus::MetricFamily> families = self->registry_->Collect();
+    for (prometheus::MetricFamily& family : self->scrape_time_->Collect()) families.push_back(std::move(family));
+    return prometheus::TextSerializer().Serialize(families);
+  });
+  if (!server)
     return Error{"cannot serve metrics on " + address + ": the port is in use or the address is not this host's"};
-  }
-  return std::unique_ptr<NodeMetrics>(new NodeMetrics(std::move(exposer), endpoint.bind, std::move(identity)));
+  metrics->port_ = (*server)->port();
+  metrics->server_ = std::move(*server);
+  return metrics;
 }
 
-NodeMetrics::NodeMetrics(std::unique_ptr<prometheus::Exposer> exposer, std::string bind, MetricsIdentity identity)
+NodeMetrics::NodeMetrics(std::string bind, MetricsIdentity identity)
     : bind_(std::move(bind)),
       registry_(std::make_shared<prometheus::Registry>()),
-      process_(std::make_shared<ProcessCollectable>(identity)),
-      exposer_(std::move(exposer)) {
-  const std::vector<int> ports = exposer_->GetListeningPorts();
-  port_ = ports.empty() ? 0 : ports.front();
-  const prometheus::Labels labels = constant_labels(identity);
-  step_seconds_ = &prometheus::BuildHistogram()
-                       .Name("troupe_step_seconds")
-                       .Help("wall time of an optimizer step, gradient sums included")
-                       .Labels(labels)
-                       .Register(*registry_);
-  steps_ = &prometheus::BuildCounter()
-                .Name("troupe_steps_total")
-                .Help("optimizer steps this process has finished")
-                .Labels(labels)
-                .Register(*registry_);
-  step_ = &prometheus::BuildGauge()
-               .Name("troupe_step")
-               .Help("the last step finished, counted from the run's start (resumed steps included)")
-               .Labels(labels)
-               .Register(*registry_);
-  tokens_per_second_ = &prometheus::BuildGauge()
-                            .Name("troupe_tokens_per_second")
-                            .Help("the job's tokens per second over the last step (every rank reports the job's)")
-                            .Labels(labels)
-                            .Register(*registry_);
-  loss_ = &prometheus::BuildGauge()
-               .Name("troupe_loss")
-               .Help("training loss of the last step")
-               .Labels(labels)
-               .Register(*registry_);
-  learning_rate_ = &prometheus::BuildGauge()
-                        .Name("troupe_learning_rate")
-                        .Help("learning rate of the last step")
-                        .Labels(labels)
-                        .Register(*registry_);
-  grad_norm_ = &prometheus::BuildGauge()
-                    .Name("troupe_grad_norm")
-                    .Help("global gradient norm of the last step, before clipping")
-                    .Labels(labels)
-                    .Register(*registry_);
-  exposer_->RegisterCollectable(registry_);
-  exposer_->RegisterCollectable(process_);
+      scrape_time_(std::make_shared<ScrapeTime>(constant_labels(identity))),
+      families_(std::make_unique<MetricFamilies>(*registry_, constant_labels(identity))) {
+  families_->restarts->Add({});  // 0 until told otherwise: present from the start
 }
 
-NodeMetrics::~NodeMetrics() {
-  // civetweb's accept loop polls in 2 s quanta and its stop waits until the loop looks again,
-  // which would hold up every process's exit: connections wake the loop until it has stopped.
-  std::atomic<bool> stopped = false;
-  std::thread waker([this, &stopped] {
-    while (!stopped) {
-      knock(bind_ == "0.0.0.0" ? "127.0.0.1" : bind_, port_);
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  });
-  exposer_.reset();
-  stopped = true;
-  waker.join();
-}
+NodeMetrics::~NodeMetrics() = default;
 
 std::string NodeMetrics::url() const { return "http://" + bind_ + ":" + std::to_string(port_) + "/metrics"; }
 
 WorkerMetrics& NodeMetrics::add_worker(int rank, const std::string& role) {
-  const prometheus::Labels labels{{"rank", std::to_string(rank)}, {"role", role}};
-  workers_.push_back(std::unique_ptr<WorkerMetrics>(
-      new WorkerMetrics(step_seconds_->Add(labels, step_buckets), steps_->Add(labels), step_->Add(labels),
-                        tokens_per_second_->Add(labels), loss_->Add(labels), learning_rate_->Add(labels),
-                        grad_norm_->Add(labels))));
+  workers_.push_back(std::unique_ptr<WorkerMetrics>(new WorkerMetrics(*families_, rank, role, *scrape_time_)));
   return *workers_.back();
+}
+
+void NodeMetrics::heartbeat_sent() { scrape_time_->heartbeat_sent(); }
+
+void NodeMetrics::count_failure(const std::string& kind, long count) {
+  families_->failures->Add({{"kind", kind}}).Increment(static_cast<double>(count));
+}
+
+void NodeMetrics::count_recovery(const std::string& source, long count) {
+  families_->recoveries->Add({{"source", source}}).Increment(static_cast<double>(count));
+}
+
+void NodeMetrics::count_restarts(long restarts) {
+  families_->restarts->Add({}).Increment(static_cast<double>(restarts));
 }
 
 }  // namespace troupe::monitor

@@ -2,21 +2,24 @@
 // Prometheus metrics of one process (docs/metrics.md): a registry served over HTTP at
 // http://BIND:PORT/metrics, every series labelled with the job and the node, and one handle per
 // worker that adds its rank and role. Workers update their handles from their own threads while
-// the exposer's threads scrape: prometheus-cpp's counters, gauges and histograms are atomic.
+// the server's thread scrapes: prometheus-cpp's counters, gauges and histograms are atomic.
 //
-// The resident memory is read from /proc/self/statm when scraped, so it stays current while no
-// step finishes (loading data, a hung collective).
+// What is read at scrape time stays current while no step finishes (loading data, a hung
+// collective): the resident memory (/proc/self/statm), the heartbeat's age, and each worker's
+// comm traffic, read through a function the worker registers (monitor/ knows nothing of comm/).
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "compute/expected.hpp"  // header-only: Expected and Error, no link to troupe_compute
+#include "monitor/metrics_http.hpp"
 
 namespace prometheus {
 class Counter;
-class Exposer;
 class Gauge;
 class Histogram;
 class Registry;
@@ -37,19 +40,46 @@ struct MetricsIdentity {
   int node = 0;
 };
 
+// One kind of traffic of a worker's comm engine, as its totals stand: `op` is all_reduce,
+// reduce_scatter, all_gather, broadcast, barrier, send or recv.
+struct TrafficReading {
+  std::string op;
+  std::uint64_t operations = 0;
+  std::uint64_t bytes = 0;
+  double seconds = 0;
+};
+struct CommReading {
+  std::vector<TrafficReading> ops;
+  std::int64_t requests_in_flight = 0;
+  std::int64_t collectives_in_flight = 0;
+};
+
+struct MetricFamilies;
+class ScrapeTime;
+
 // One worker's series. Made by NodeMetrics::add_worker, which keeps it alive.
 class WorkerMetrics {
  public:
   // A finished optimizer step: `step` counts from the run's start (resumed steps included),
   // `tokens` is what the step consumed over the whole job, as the progress line counts them.
   void step_done(long step, double seconds, std::int64_t tokens, double loss, double lr, double grad_norm);
+  // From now on each step also sets troupe_mfu = tokens/s × flops_per_token ÷ (ranks × peak_flops):
+  // the job's model FLOP/s over the peak of every rank, this one's assumed for all.
+  void set_mfu_basis(double flops_per_token, int ranks, double peak_flops);
+  // A pipeline stage's idle share of its last step's schedule (before the gradient sums).
+  void set_bubble_fraction(double fraction);
+  // A checkpoint save that held training up for `seconds` and wrote `bytes` of this rank's state.
+  void checkpoint_saved(double seconds, std::uint64_t bytes);
+  // Read at every scrape from the server's thread; `read` must stay callable for the process's
+  // life (capture shared state, not references to what may go first). Called once, while setting up.
+  void read_comm_from(std::function<CommReading()> read);
 
  private:
   friend class NodeMetrics;
-  WorkerMetrics(prometheus::Histogram& step_seconds, prometheus::Counter& steps, prometheus::Gauge& step,
-                prometheus::Gauge& tokens_per_second, prometheus::Gauge& loss, prometheus::Gauge& learning_rate,
-                prometheus::Gauge& grad_norm);
+  WorkerMetrics(MetricFamilies& families, int rank, const std::string& role, ScrapeTime& scrape_time);
 
+  std::map<std::string, std::string> labels_;
+  ScrapeTime& scrape_time_;
   prometheus::Histogram& step_seconds_;
   prometheus::Counter& steps_;
   prometheus::Gauge& step_;
@@ -57,6 +87,13 @@ class WorkerMetrics {
   prometheus::Gauge& loss_;
   prometheus::Gauge& learning_rate_;
   prometheus::Gauge& grad_norm_;
+  prometheus::Gauge& mfu_;
+  prometheus::Gauge& peak_flops_;
+  prometheus::Gauge& bubble_fraction_;
+  prometheus::Histogram& checkpoint_seconds_;
+  prometheus::Counter& checkpoint_bytes_;
+  double flops_per_token_ = 0;
+  double job_peak_flops_ = 0;
 };
 
 class NodeMetrics {
@@ -73,24 +110,26 @@ class NodeMetrics {
   // A worker's handle, its series labelled rank and role. Called while setting up, from one thread.
   WorkerMetrics& add_worker(int rank, const std::string& role);
 
+  // This node sent a heartbeat to the job now: troupe_heartbeat_age_seconds counts from here.
+  void heartbeat_sent();
+  // `count` failures of `kind` (node_lost, worker_exception, hang, …) this process saw or was told of.
+  void count_failure(const std::string& kind, long count = 1);
+  // `count` recoveries whose state came from `source` (replica, checkpoint, shrink).
+  void count_recovery(const std::string& source, long count = 1);
+  // Adds to troupe_restarts_total: a restarted node process starts its counter at the job's count.
+  void count_restarts(long restarts);
+
  private:
-  class ProcessCollectable;
-  NodeMetrics(std::unique_ptr<prometheus::Exposer> exposer, std::string bind, MetricsIdentity identity);
+  NodeMetrics(std::string bind, MetricsIdentity identity);
 
   std::string bind_;
   int port_ = 0;
   std::shared_ptr<prometheus::Registry> registry_;
-  std::shared_ptr<ProcessCollectable> process_;
-  // Declared after what it serves, so it goes first: its threads may be collecting.
-  std::unique_ptr<prometheus::Exposer> exposer_;
-  prometheus::Family<prometheus::Histogram>* step_seconds_ = nullptr;
-  prometheus::Family<prometheus::Counter>* steps_ = nullptr;
-  prometheus::Family<prometheus::Gauge>* step_ = nullptr;
-  prometheus::Family<prometheus::Gauge>* tokens_per_second_ = nullptr;
-  prometheus::Family<prometheus::Gauge>* loss_ = nullptr;
-  prometheus::Family<prometheus::Gauge>* learning_rate_ = nullptr;
-  prometheus::Family<prometheus::Gauge>* grad_norm_ = nullptr;
+  std::shared_ptr<ScrapeTime> scrape_time_;
+  std::unique_ptr<MetricFamilies> families_;
   std::vector<std::unique_ptr<WorkerMetrics>> workers_;
+  // Declared after what it serves, so it goes first: its thread may be collecting.
+  std::unique_ptr<MetricsHttpServer> server_;
 };
 
 }  // namespace troupe::monitor

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "apps/run_troupe.hpp"
+#include "compute/model/parameter_layout.hpp"
 #include "support/metrics_scrape.hpp"
 #include "support/busy_port.hpp"
 #include "support/temp_dir.hpp"
@@ -172,6 +173,24 @@ TEST_CASE("troupe train --workers 2: each node serves /metrics on its own port, 
     CHECK(second.value("troupe_step_seconds_count", labels) == steps_after);
     CHECK(second.value("troupe_loss", labels) > 0);
     CHECK(second.value("troupe_resident_memory_bytes", {{"node", std::to_string(node)}}) > 1e6);
+    // What the comm engine moved: the gradient all-reduce every step, nothing point-to-point.
+    const std::map<std::string, std::string> all_reduce{{"rank", std::to_string(node)}, {"op", "all_reduce"}};
+    CHECK(first.value("troupe_comm_bytes_total", all_reduce) > 0);
+    CHECK(second.value("troupe_comm_bytes_total", all_reduce) > first.value("troupe_comm_bytes_total", all_reduce));
+    CHECK(second.value("troupe_comm_operations_total", all_reduce) >= steps_after);
+    CHECK(second.value("troupe_comm_seconds_total", all_reduce) > 0);
+    CHECK(second.value("troupe_comm_bytes_total", {{"rank", std::to_string(node)}, {"op", "send"}}) == 0);
+    CHECK(second.value("troupe_comm_requests_in_flight", labels) >= 0);
+    CHECK(second.value("troupe_comm_collectives_in_flight", labels) >= 0);
+    // Not checked against 1: node processes sharing this machine's cores measure their peak while
+    // the other one runs, so the denominator is noisy here (monitor.peak_flops fixes it).
+    CHECK(second.value("troupe_mfu", labels) > 0);
+    CHECK(second.value("troupe_peak_flops", labels) > 1e8);
+    CHECK(second.value("troupe_pipeline_bubble_fraction", labels) == 0);  // no pipeline
+    CHECK(second.value("troupe_checkpoint_save_seconds_count", labels) == 0);
+    CHECK(second.value("troupe_heartbeat_age_seconds", {{"node", std::to_string(node)}}) >= 0);
+    CHECK(second.value("troupe_heartbeat_age_seconds", {{"node", std::to_string(node)}}) < 10);  // heartbeat_timeout
+    CHECK(second.value("troupe_restarts_total", {{"node", std::to_string(node)}}) == 0);
     // Both nodes name the same job, an id derived from its token.
     const std::string label = second.find("troupe_steps_total").front().labels.at("job");
     CHECK(std::regex_match(label, std::regex("[0-9a-f]{8}")));
@@ -187,9 +206,76 @@ TEST_CASE("troupe train serves /metrics as node 0, rank 0, role trainer", "[metr
   const std::map<int, int> ports = job.metrics_ports(1, std::chrono::seconds(60));
   INFO("stdout: " << job.out() << "\nstderr: " << job.err());
   REQUIRE(ports.count(0) == 1);
-  CHECK_THAT(job.out(), Contains("[r0 trainer] info: metrics on http://127.0.0.1:"));
+  CHECK_THAT(job.out(), Contains("[local r0 trainer] info monitor: metrics on http://127.0.0.1:"));
   const Exposition e = scrape_when_steps_pass(ports.at(0), 0, std::chrono::seconds(90));
   CHECK(e.value("troupe_steps_total", {{"job", "local"}, {"node", "0"}, {"rank", "0"}, {"role", "trainer"}}) >= 1);
+}
+
+TEST_CASE("pipeline stages export their bubble and the activations and gradients they move", "[metrics][pipeline]") {
+  const BackgroundTroupe job({"train", "--workers", "2", "--pipeline.stages", "2", "--pipeline.microbatches", "4",
+                              "--model.preset", "tiny", "--train.steps", "2000", "--sample.tokens", "0",
+                              "--train.threads", "1"});
+  const std::map<int, int> ports = job.metrics_ports(2, std::chrono::seconds(60));
+  INFO("stdout: " << job.out() << "\nstderr: " << job.err());
+  REQUIRE(ports.size() == 2);
+  for (const auto& [stage, port] : ports) {
+    INFO("stage " << stage);
+    const Exposition e = scrape_when_steps_pass(port, 2, std::chrono::seconds(60));
+    const std::map<std::string, std::string> rank{{"rank", std::to_string(stage)}};
+    // Two stages and four micro-batches: the schedule alone idles (p-1)/(m+p-1) = 20% of a step.
+    CHECK(e.value("troupe_pipeline_bubble_fraction", rank) > 0.05);
+    CHECK(e.value("troupe_pipeline_bubble_fraction", rank) < 1);
+    for (const char* op : {"send", "recv"}) {
+      INFO(op);
+      CHECK(e.value("troupe_comm_bytes_total", {{"rank", std::to_string(stage)}, {"op", op}}) > 0);
+      CHECK(e.value("troupe_comm_operations_total", {{"rank", std::to_string(stage)}, {"op", op}}) >= 8);
+    }
+  }
+}
+
+TEST_CASE("checkpoint saves are counted with their seconds and bytes", "[metrics]") {
+  TempDir checkpoints;
+  const BackgroundTroupe job({"train", "--model.preset", "tiny", "--train.steps", "5000", "--sample.tokens", "0",
+                              "--train.threads", "1", "--checkpoint.dir", checkpoints.file("ck"),
+                              "--checkpoint.every", "10"});
+  const std::map<int, int> ports = job.metrics_ports(1, std::chrono::seconds(60));
+  INFO("stdout: " << job.out() << "\nstderr: " << job.err());
+  REQUIRE(ports.count(0) == 1);
+  const Exposition e = scrape_when_steps_pass(ports.at(0), 21, std::chrono::seconds(60));
+  const std::map<std::string, std::string> rank{{"rank", "0"}};
+  const double saves = e.value("troupe_checkpoint_save_seconds_count", rank);
+  CHECK(saves >= 2);
+  CHECK(e.value("troupe_checkpoint_save_seconds_sum", rank) > 0);
+  // Parameters and both AdamW moments, as float32, in every save.
+  const auto params = static_cast<double>(troupe::compute::ParameterLayout(*troupe::compute::gpt_preset("tiny")).total());
+  CHECK(e.value("troupe_checkpoint_bytes_total", rank) == saves * 3 * 4 * params);
+}
+
+TEST_CASE("after a recovery every node's /metrics counts the job's failure, recovery and restart", "[metrics][dp]") {
+  TempDir checkpoints;
+  const int port = two_free_ports();  // fixed, so the restarted nodes serve where the first ones did
+  ::setenv("TROUPE_DRILL_THROW_AT", "1:3", 1);  // rank 1's worker throws in step 3 of the first attempt
+  const BackgroundTroupe job({"train", "--workers", "2", "--model.preset", "tiny", "--train.steps", "5000",
+                              "--sample.tokens", "0", "--train.threads", "1", "--checkpoint.dir",
+                              checkpoints.file("ck"), "--monitor.metrics_port", std::to_string(port)});
+  ::unsetenv("TROUPE_DRILL_THROW_AT");
+  for (int node : {0, 1}) {
+    INFO("node " << node);
+    Exposition e;
+    for (const auto deadline = Clock::now() + std::chrono::seconds(90); Clock::now() < deadline;
+         std::this_thread::sleep_for(std::chrono::milliseconds(200))) {
+      const HttpResponse response = http_get(port + node, "/metrics");
+      if (response.status != 200) continue;  // between the attempts: nobody serves
+      e = parse_exposition(response.body);
+      if (e.value("troupe_restarts_total") == 1 && e.value("troupe_steps_total") > 0) break;
+    }
+    INFO("stdout: " << job.out() << "\nstderr: " << job.err());
+    const std::map<std::string, std::string> labels{{"node", std::to_string(node)}};
+    CHECK(e.value("troupe_restarts_total", labels) == 1);
+    CHECK(e.value("troupe_failures_total", {{"node", std::to_string(node)}, {"kind", "worker_exception"}}) == 1);
+    CHECK(e.value("troupe_recoveries_total", {{"node", std::to_string(node)}, {"source", "replica"}}) == 1);
+    CHECK(e.value("troupe_steps_total") > 0);
+  }
 }
 
 TEST_CASE("monitor.metrics_port P puts node i on P + i, and -1 turns metrics off", "[metrics][dp]") {

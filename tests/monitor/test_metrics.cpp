@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <thread>
 #include <vector>
 
@@ -111,4 +112,58 @@ TEST_CASE("a taken port, a port past 65535 and an address that is not IPv4 are e
     REQUIRE(!refused.ok());
     CHECK_THAT(refused.error().message, Contains("'" + std::string(bind) + "' is not an IPv4 address"));
   }
+}
+
+TEST_CASE("MFU, bubble, checkpoints, comm traffic, heartbeat and failures are exported with the worker's labels",
+          "[metrics]") {
+  auto metrics = serve_any_port("job-d", 1);
+  monitor::WorkerMetrics& worker = metrics->add_worker(2, "worker");
+  const Exposition before = scrape(*metrics);
+  CHECK(before.find("troupe_heartbeat_age_seconds").empty());  // no heartbeat yet
+  CHECK(before.value("troupe_restarts_total") == 0.0);
+
+  worker.set_mfu_basis(1e6, 2, 1e9);  // 2 ranks of 1 GFLOP/s: 1000 tokens/s of 1 MFLOP is 50%
+  worker.step_done(1, 0.25, 250, 3.0, 1e-3, 1.0);
+  worker.set_bubble_fraction(0.375);
+  worker.checkpoint_saved(0.02, 4096);
+  worker.checkpoint_saved(0.03, 4096);
+  std::atomic<std::uint64_t> reduced_bytes = 1000;
+  worker.read_comm_from([&reduced_bytes] {
+    return monitor::CommReading{{{"all_reduce", 2, reduced_bytes, 0.5}, {"send", 1, 64, 0.001}}, 3, 1};
+  });
+  metrics->heartbeat_sent();
+  metrics->count_failure("node_lost");
+  metrics->count_failure("node_lost");
+  metrics->count_recovery("checkpoint");
+  metrics->count_restarts(2);
+
+  Exposition e = scrape(*metrics);
+  const std::map<std::string, std::string> r2{{"rank", "2"}, {"role", "worker"}};
+  CHECK(e.value("troupe_mfu", r2) == Approx(0.5));
+  CHECK(e.value("troupe_peak_flops", r2) == 1e9);
+  CHECK(e.value("troupe_pipeline_bubble_fraction", r2) == 0.375);
+  CHECK(e.value("troupe_checkpoint_save_seconds_count", r2) == 2.0);
+  CHECK(e.value("troupe_checkpoint_save_seconds_sum", r2) == Approx(0.05));
+  CHECK(e.value("troupe_checkpoint_bytes_total", r2) == 8192.0);
+  CHECK(e.types.at("troupe_comm_bytes_total") == "counter");
+  CHECK(e.value("troupe_comm_bytes_total", {{"rank", "2"}, {"op", "all_reduce"}}) == 1000.0);
+  CHECK(e.value("troupe_comm_operations_total", {{"rank", "2"}, {"op", "send"}}) == 1.0);
+  CHECK(e.value("troupe_comm_seconds_total", {{"rank", "2"}, {"op", "all_reduce"}}) == 0.5);
+  CHECK(e.value("troupe_comm_requests_in_flight", r2) == 3.0);
+  CHECK(e.value("troupe_comm_collectives_in_flight", r2) == 1.0);
+  CHECK(e.value("troupe_heartbeat_age_seconds") >= 0.0);
+  CHECK(e.value("troupe_heartbeat_age_seconds") < 5.0);
+  CHECK(e.value("troupe_failures_total", {{"kind", "node_lost"}}) == 2.0);
+  CHECK(e.value("troupe_recoveries_total", {{"source", "checkpoint"}}) == 1.0);
+  CHECK(e.value("troupe_restarts_total") == 2.0);
+  for (const MetricSample& sample : e.samples) {
+    if (sample.name.rfind("troupe_", 0) != 0) continue;
+    INFO(sample.name);
+    CHECK(sample.labels.at("job") == "job-d");
+    CHECK(sample.labels.at("node") == "1");
+  }
+
+  reduced_bytes = 5000;  // read again at the next scrape, not cached
+  e = scrape(*metrics);
+  CHECK(e.value("troupe_comm_bytes_total", {{"rank", "2"}, {"op", "all_reduce"}}) == 5000.0);
 }

@@ -1,0 +1,100 @@
+#include "monitor/metrics_http.hpp"
+
+#include <string_view>
+#include <thread>
+
+#include <boost/asio.hpp>
+
+namespace troupe::monitor {
+namespace {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+constexpr std::size_t max_request_bytes = 8192;  // a scrape's request line and headers fit many times
+
+std::string response(std::string_view status, std::string_view content_type, const std::string& body) {
+  std::string text = "HTTP/1.1 ";
+  text.append(status).append("\r\nContent-Type: ").append(content_type);
+  text.append("\r\nContent-Length: ").append(std::to_string(body.size())).append("\r\nConnection: close\r\n\r\n");
+  return text + body;
+}
+
+// One connection: read the request head, answer, close.
+class Exchange : public std::enable_shared_from_this<Exchange> {
+ public:
+  Exchange(tcp::socket socket, const std::function<std::string()>& body)
+      : socket_(std::move(socket)), request_(max_request_bytes), body_(body) {}
+
+  void start() {
+    asio::async_read_until(socket_, request_, "\r\n\r\n",
+                           [self = shared_from_this()](const boost::system::error_code& error, std::size_t) {
+                             if (!error) self->answer();
+                           });
+  }
+
+ private:
+  void answer() {
+    const std::string head(asio::buffers_begin(request_.data()), asio::buffers_end(request_.data()));
+    const std::string_view line = std::string_view(head).substr(0, head.find("\r\n"));
+    const bool metrics = line.rfind("GET /metrics ", 0) == 0 || line.rfind("GET /metrics?", 0) == 0;
+    reply_ = metrics ? response("200 OK", "text/plain; version=0.0.4; charset=utf-8", body_())
+                     : response("404 Not Found", "text/plain", "only /metrics is served here\n");
+    asio::async_write(socket_, asio::buffer(reply_),
+                      [self = shared_from_this()](const boost::system::error_code&, std::size_t) {
+                        boost::system::error_code ignored;
+                        self->socket_.shutdown(tcp::socket::shutdown_both, ignored);
+                      });
+  }
+
+  tcp::socket socket_;
+  asio::streambuf request_;
+  const std::function<std::string()>& body_;
+  std::string reply_;
+};
+
+}  // namespace
+
+struct MetricsHttpServer::Impl {
+  asio::io_context io;
+  tcp::acceptor acceptor{io};
+  std::function<std::string()> body;
+  std::thread thread;
+
+  void accept() {
+    acceptor.async_accept([this](const boost::system::error_code& error, tcp::socket socket) {
+      if (error == asio::error::operation_aborted) return;
+      if (!error) std::make_shared<Exchange>(std::move(socket), body)->start();
+      accept();
+    });
+  }
+};
+
+Expected<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::start(const std::string& bind, int port,
+                                                                      std::function<std::string()> body) {
+  auto impl = std::make_unique<Impl>();
+  impl->body = std::move(body);
+  boost::system::error_code error;
+  const auto address = asio::ip::make_address_v4(bind, error);
+  if (error) return Error{"'" + bind + "' is not an IPv4 address"};
+  const tcp::endpoint endpoint(address, static_cast<unsigned short>(port));
+  impl->acceptor.open(endpoint.protocol(), error);
+  if (!error) impl->acceptor.set_option(tcp::acceptor::reuse_address(true), error);
+  if (!error) impl->acceptor.bind(endpoint, error);
+  if (!error) impl->acceptor.listen(asio::socket_base::max_listen_connections, error);
+  if (error) return Error{error.message()};
+  impl->accept();
+  impl->thread = std::thread([io = &impl->io] { io->run(); });
+  return std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer(std::move(impl)));
+}
+
+MetricsHttpServer::MetricsHttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+MetricsHttpServer::~MetricsHttpServer() {
+  impl_->io.stop();
+  impl_->thread.join();
+}
+
+int MetricsHttpServer::port() const { return impl_->acceptor.local_endpoint().port(); }
+
+}  // namespace troupe::monitor

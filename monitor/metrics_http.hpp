@@ -1,0 +1,34 @@
+#pragma once
+// The HTTP side of /metrics: GET /metrics answers with a text produced on demand (the Prometheus
+// exposition), anything else 404, one request per connection. It runs a Boost.Asio loop on a
+// thread of its own with an ordinary stack. prometheus-cpp's pull library (civetweb) is not used:
+// civetweb starts its threads with a fixed 104 KiB stack out of which glibc takes every library's
+// static TLS (OpenBLAS alone 60 KiB, the CUDA runtime 8 KiB more), which left too little for a
+// scrape — node processes died of SIGSEGV inside civetweb when scraped.
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "compute/expected.hpp"
+
+namespace troupe::monitor {
+
+class MetricsHttpServer {
+ public:
+  // Listens on bind:port (port 0: a free one) and serves `body()` at /metrics from its thread.
+  static Expected<std::unique_ptr<MetricsHttpServer>> start(const std::string& bind, int port,
+                                                            std::function<std::string()> body);
+  ~MetricsHttpServer();  // stops accepting and answering, joins the thread
+  MetricsHttpServer(const MetricsHttpServer&) = delete;
+  MetricsHttpServer& operator=(const MetricsHttpServer&) = delete;
+
+  int port() const;
+
+ private:
+  struct Impl;
+  explicit MetricsHttpServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace troupe::monitor
