@@ -6,7 +6,7 @@ namespace troupe::actors {
 namespace {
 
 void check(const Status& s) {
-  if (!s) throw std::runtime_error(s.error().message);
+  if (!s) throw CommFailed(s.error().message);
 }
 
 }  // namespace

@@ -56,15 +56,18 @@ MailboxComm::Operation MailboxComm::recv(comm::Engine& engine, int peer, const c
 template <class Pending>
 void MailboxComm::receive_while(Pending pending) {
   std::optional<std::string> stop_reason;
-  self_->receive_while([&] { return pending() && !stop_reason; })(
+  std::optional<rescue_msg> rescue;
+  self_->receive_while([&] { return pending() && !stop_reason && !rescue; })(
       [&](comm_done_atom, const comm_done_msg& done) {
         auto it = in_flight_.find(done.operation);
         TROUPE_CHECK(it != in_flight_.end(), "completion of an operation not in flight");
         in_flight_.erase(it);
         finished_.emplace(done.operation, done.error);
       },
-      [&](stop_atom, const stop_msg& stop) { stop_reason = stop.reason; });
+      [&](stop_atom, const stop_msg& stop) { stop_reason = stop.reason; },
+      [&](rescue_atom, const rescue_msg& order) { rescue = order; });
   // Thrown here, not from the handler, so CAF's receive loop is left normally.
+  if (rescue) throw RescueRequested(std::move(*rescue));
   if (stop_reason) throw WorkStopped(*stop_reason);
 }
 

@@ -5,7 +5,7 @@
 // when an operation ends; the worker — a blocking actor, so heavy compute never runs on a
 // scheduler thread — receives completions only when it needs a result, computing meanwhile.
 // Its mailbox also brings stop requests: a stop that arrives while the worker waits ends the
-// wait with WorkStopped.
+// wait with WorkStopped, a rescue order with RescueRequested.
 //
 // One MailboxComm per worker actor; used from the worker's thread only. Every posted tensor is
 // kept alive by its operation until the operation ends.
@@ -17,6 +17,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/messages.hpp"
 #include "comm/collectives.hpp"
 #include "comm/engine.hpp"
 #include "compute/expected.hpp"
@@ -26,6 +27,24 @@ namespace troupe::actors {
 
 // The job asked this worker to stop while it waited (stop_msg's reason as what()).
 class WorkStopped : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The job asked for a rescue snapshot while this worker waited (rescue_msg): the worker stops,
+// and writes its state first when the order names its rank.
+class RescueRequested : public WorkStopped {
+ public:
+  explicit RescueRequested(rescue_msg order) : WorkStopped("rescue: " + order.reason), order_(std::move(order)) {}
+  const rescue_msg& order() const { return order_; }
+
+ private:
+  rescue_msg order_;
+};
+
+// A collective or transfer failed (a peer was lost). Thrown only from waits that come before
+// the step's optimizer update, so the worker's state is still that of its last completed step.
+class CommFailed : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
@@ -43,7 +62,8 @@ class MailboxComm {
   Operation send(comm::Engine& engine, int peer, const comm::MessageKey& key, compute::Tensor buffer);
   Operation recv(comm::Engine& engine, int peer, const comm::MessageKey& key, compute::Tensor buffer);
 
-  // Receives completions until `op` is done; its outcome. Throws WorkStopped on a stop request.
+  // Receives completions until `op` is done; its outcome. Throws WorkStopped on a stop request
+  // (RescueRequested on a rescue order).
   Status wait(Operation op);
   // The same for every operation posted so far; the first failure among them.
   Status wait_all();

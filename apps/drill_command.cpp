@@ -3,8 +3,9 @@
 // the fault was detected, when training was going again, how many steps were lost, and whether
 // the final weights equal the undisturbed run's (parameters and AdamW moments, bitwise).
 //
-// Recovery today restarts every node from the newest checkpoint (launch_command.cpp); the drill
-// measures exactly that, so its figures will show what in-place recovery later gains.
+// Recovery (launch_command.cpp) restarts every node from the survivors' rescue snapshot when a
+// data-parallel replica survived (no steps lost), else from the newest checkpoint, and with
+// fault.elastic goes on without a node that cannot come back; the verdict says which it was.
 
 #include <signal.h>
 #include <sys/resource.h>
@@ -34,8 +35,9 @@ using Clock = WatchedRun::Clock;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-const std::vector<std::string> drill_scenarios{"kill-node",          "kill-worker",            "hang",     "slow-node",
-                                               "corrupt-checkpoint", "kill-during-checkpoint", "disk-full"};
+const std::vector<std::string> drill_scenarios{"kill-node",          "kill-worker",            "hang",
+                                               "slow-node",          "corrupt-checkpoint",     "kill-during-checkpoint",
+                                               "disk-full",          "node-lost"};
 
 double seconds_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
@@ -57,9 +59,12 @@ class Drill {
     JobConfig config = job_.config;
     config.sample.tokens = 0;
     config.checkpoint.resume = false;
+    config.train.log_every = 1;  // the drill times faults and recovery by the step lines
     if (config.checkpoint.every <= 0) config.checkpoint.every = std::max(1L, options_.at_step / 2);
     // A straggler is told by sampling who waits at every heartbeat: sample often.
     if (options_.scenario == "slow-node") config.fault.heartbeat_seconds = std::min(config.fault.heartbeat_seconds, 0.1);
+    // A node that cannot come back: the job is to go on without it.
+    if (options_.scenario == "node-lost") config.fault.elastic = true;
     std::ofstream out(dir_ / "job.toml");
     out << config_to_toml(config);
     if (!out) return Error{"--dir " + dir_.string() + ": cannot write job.toml"};
@@ -175,6 +180,32 @@ void watch_recovery(WatchedRun& run, const Drill& drill, Clock::time_point fault
   }
 }
 
+// Whether the job restarted from a surviving replica's memory, as its log says.
+std::string replica_source(const WatchedRun& run) {
+  for (const auto& line : run.lines()) {
+    if (line.text.find("rescue snapshot of step") != std::string::npos &&
+        line.text.find("recovery: ") != std::string::npos)
+      return "yes";
+    std::smatch m;
+    if (std::regex_search(line.text, m, std::regex("no rescue snapshot \\(([^)]*)\\)|\\(no rescue: ([^)]*)\\)")))
+      return "no (" + (m[1].matched ? m[1].str() : m[2].str()) + "; restored from the newest checkpoint)";
+  }
+  return "no";
+}
+
+// The ended job's own account: whether a surviving replica's memory was the source, each
+// recovery it chose, and what it counted.
+void add_job_account(const WatchedRun& run, Verdict& v) {
+  v.checks.push_back("recovered from a surviving replica's memory: " + replica_source(run));
+  const std::regex recovery("recovery: (.*)"), counted("job finished after .*; (restarts=.*)");
+  for (const auto& line : run.lines()) {
+    std::smatch m;
+    if (std::regex_search(line.text, m, recovery)) v.checks.push_back("recovery: " + m[1].str());
+    if (std::regex_search(line.text, m, counted)) v.checks.push_back("counted: " + m[1].str());
+  }
+}
+
+
 // The highest step a line reported before `until`.
 long last_step_logged(const WatchedRun& run, Clock::time_point until, long steps) {
   long last = 0;
@@ -195,9 +226,10 @@ void compare_weights(const Drill& drill, Verdict& v) {
 // Faults injected into a running job: a node SIGKILLed or SIGSTOPped, or a worker throwing.
 Verdict drill_running_job(const Drill& drill, const DrillOptions& options) {
   Verdict v;
-  const bool worker = options.scenario == "kill-worker";
+  const bool worker = options.scenario == "kill-worker", gone = options.scenario == "node-lost";
   std::vector<std::string> env;
   if (worker) env.push_back("TROUPE_DRILL_THROW_AT=" + std::to_string(options.target) + ":" + std::to_string(options.at_step));
+  if (gone) env.push_back("TROUPE_DRILL_NODE_GONE=" + std::to_string(options.target));
   auto run = drill.start("drilled", false, env);
   if (!run) {
     v.fault = run.error().message;
@@ -223,13 +255,28 @@ Verdict drill_running_job(const Drill& drill, const DrillOptions& options) {
     kill(*pid, hang ? SIGSTOP : SIGKILL);
     fault_at = Clock::now();
     v.fault = std::string(hang ? "SIGSTOP" : "SIGKILL") + " to node " + std::to_string(options.target) + " (pid " +
-              std::to_string(*pid) + ") after step " + std::to_string(options.at_step);
+              std::to_string(*pid) + ") after step " + std::to_string(options.at_step) +
+              (gone ? ", which then fails at every restart" : "");
   }
   const long last = last_step_logged(**run, fault_at + milliseconds(1), drill.steps());
+  // The job supervisor's first word on the failure: the rescue it asks for, or the job's end.
   watch_recovery(**run, drill, fault_at, std::max(last, options.at_step - (worker ? 1 : 0)),
-                 std::regex("restarting every node"), v);
+                 std::regex("for a rescue snapshot of their memory|job failed: "), v);
   const std::optional<int> code = (*run)->wait_exit(seconds(600));
+  add_job_account(**run, v);
   v.checks.push_back("job finished: " + std::string(code == 0 ? "yes" : "NO (exit " + std::to_string(code.value_or(-1)) + ")"));
+  if (gone) {
+    // Fewer replicas sum the same gradients in another order: equal weights are not expected.
+    bool shrank = false;
+    for (const auto& line : (*run)->lines())
+      if (line.text.find("recovery: restarting every node without node " + std::to_string(options.target)) !=
+          std::string::npos)
+        shrank = true;
+    v.checks.push_back(std::string("the job went on without node ") + std::to_string(options.target) + ": " +
+                       (shrank ? "yes" : "NO"));
+    v.passed = v.detected_after && v.recovered_after && code == 0 && shrank;
+    return v;
+  }
   compare_weights(drill, v);
   v.passed = v.detected_after && v.recovered_after && code == 0 && v.weights_equal.value_or(false);
   return v;
@@ -427,7 +474,8 @@ int run_drill(const DrillOptions& options, const ResolvedJob& job) {
     return fail("--at-step " + std::to_string(options.at_step) + " must be between 1 and train.steps − 1 (" +
                 std::to_string(steps - 1) + ")");
   const bool process_fault = options.scenario == "kill-node" || options.scenario == "hang" ||
-                             options.scenario == "kill-worker" || options.scenario == "slow-node";
+                             options.scenario == "kill-worker" || options.scenario == "slow-node" ||
+                             options.scenario == "node-lost";
   if (process_fault && options.workers < 2)
     return fail("drill " + options.scenario + " needs --workers 2 or more: recovery restarts the node processes");
   if (process_fault && (options.target < 0 || options.target >= options.workers))

@@ -86,7 +86,7 @@ LineSink standard_streams_sink() {
 }
 
 struct NodeLauncher::Impl {
-  enum class State { idle, checking, running, stopping, killing, done };
+  enum class State { idle, checking, running, holding, stopping, killing, done };
   enum class Role { check, node };
   enum class Read { data, empty, closed };
 
@@ -108,6 +108,7 @@ struct NodeLauncher::Impl {
   asio::signal_set signals{io};
   asio::steady_timer preflight_timer{io};
   asio::steady_timer grace_timer{io};
+  asio::steady_timer hold_timer{io};
   std::vector<NodeCommand> nodes;
   LauncherOptions options;
   std::vector<std::unique_ptr<Child>> children;
@@ -270,7 +271,12 @@ struct NodeLauncher::Impl {
       result.exits.push_back({child.node_index, child.host, *status});
       if (options.on_node_exit) options.on_node_exit(result.exits.back());
       if (state == State::running && !status->success()) {
-        begin_stop(JobEnd::node_failed, child.label + " " + status->describe());
+        const std::string why = child.label + " " + status->describe();
+        const auto hold = options.hold_after_failure ? options.hold_after_failure() : std::chrono::milliseconds(0);
+        if (hold.count() > 0)
+          begin_hold(hold, why);
+        else
+          begin_stop(JobEnd::node_failed, why);
       }
     } else if (state == State::checking) {
       if (!status->success()) {
@@ -303,11 +309,26 @@ struct NodeLauncher::Impl {
 
   // --- stopping ---
 
+  // The failure is the job's result; the others run on until the hold ends in a stop.
+  void begin_hold(std::chrono::milliseconds hold, const std::string& message) {
+    state = State::holding;
+    result.end = JobEnd::node_failed;
+    result.message = message;
+    say(message + "; leaving the other node processes " + seconds_text(hold) + " to finish before stopping them");
+    hold_timer.expires_after(hold);
+    hold_timer.async_wait([this, message](const boost::system::error_code& error) {
+      if (!error && state == State::holding) begin_stop(JobEnd::node_failed, message);
+    });
+  }
+
   void begin_stop(JobEnd reason, const std::string& message) {
     if (state == State::stopping || state == State::killing || state == State::done) return;
+    if (state != State::holding) {
+      result.end = reason;
+      result.message = message;
+    }
     state = State::stopping;
-    result.end = reason;
-    result.message = message;
+    hold_timer.cancel();
     preflight_timer.cancel();
     const auto live = live_children();
     if (!live.empty()) {
@@ -355,7 +376,8 @@ struct NodeLauncher::Impl {
                                            [signo](const SignalEnd& s) { return s.signo == signo; });
     if (state == State::stopping) {
       kill_remaining(std::string("at a second signal (SIG") + sigabbrev_np(signo) + ")");
-    } else if (state == State::checking || state == State::running) {
+    } else if (state == State::checking || state == State::running || state == State::holding) {
+      if (state == State::holding) state = State::running;  // a signal's end outranks the held failure
       begin_stop(entry.end, entry.message);
     }
   }
@@ -366,6 +388,7 @@ struct NodeLauncher::Impl {
     state = State::done;
     preflight_timer.cancel();
     grace_timer.cancel();
+    hold_timer.cancel();
     boost::system::error_code ignored;
     signals.cancel(ignored);
     signals.clear(ignored);

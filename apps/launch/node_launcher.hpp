@@ -12,8 +12,13 @@
 //
 //   idle ──run()──► checking ──every check exited 0──► running ──every node exited 0──► done
 //    │                 │                                 ▲  │                             ▲
-//    └──run(), no remote host or no pre-flight───────────┘  │                             │
-//                      │ a check failed or timed out,       │ a node failed,              │
+//    └──run(), no remote host or no pre-flight───────────┘  │ a node failed and           │
+//                      │                                    │ hold_after_failure > 0      │
+//                      │                                    ▼                             │
+//                      │                                 holding ──every node exited──────┤
+//                      │                                    │ hold over, stop_all(),      │
+//                      │                                    │ SIGINT/TERM/HUP             │
+//                      │ a check failed or timed out,       │ a node failed (no hold),    │
 //                      │ SIGINT/TERM/HUP, stop_all()        │ SIGINT/TERM/HUP, stop_all() │
 //                      ▼                                    │                             │
 //                   stopping ◄──────────────────────────────┘                             │
@@ -28,7 +33,8 @@
 // pre-flight timeout. done is where run() returns the JobResult.
 //
 // A node that exits 0 while others run is not a failure; the job is a success when every node
-// exited 0 without a stop. Exits during stopping and killing are expected and only recorded.
+// exited 0 without a stop. Exits during holding, stopping and killing are expected and only
+// recorded; the JobResult is the first failure's.
 
 #include <chrono>
 #include <functional>
@@ -73,6 +79,10 @@ struct LauncherOptions {
   bool handle_signals = true;                          // SIGINT/SIGTERM/SIGHUP stop the job while run() runs
   LineSink sink = standard_streams_sink();
   std::function<void(const NodeExit&)> on_node_exit;  // every node exit, as soon as it is seen
+  // Asked when a node fails while running: how long to leave the others alone before stopping
+  // them (holding), so they can finish what the job asked of them after the failure (a rescue
+  // snapshot); stop_all() ends the hold at once. Empty or 0: stop at once.
+  std::function<std::chrono::milliseconds()> hold_after_failure;
 };
 
 struct JobResult {

@@ -1,7 +1,8 @@
 // Failure drills as a user runs them: `troupe drill SCENARIO` on tiny, each with its verdict. A
 // drill passes only when the fault was detected, training went on (every node restarted from the
-// newest checkpoint, or a failed save was survived) and the final parameters and AdamW moments
-// equal an undisturbed run's bitwise.
+// survivors' rescue snapshot or the newest checkpoint, or a failed save was survived) and the
+// final parameters and AdamW moments equal an undisturbed run's bitwise (node-lost: the job went
+// on without the node instead).
 
 #include <catch2/catch.hpp>
 
@@ -43,20 +44,58 @@ void check_passed(const ProcessResult& r) {
 
 }  // namespace
 
-TEST_CASE("drill kill-node: a SIGKILLed node is detected within a second and the job recovers", "[drill]") {
+TEST_CASE("drill kill-node: a SIGKILLed node is detected within a second and the job recovers from the surviving "
+          "replica's memory, losing no step",
+          "[drill]") {
   TempDir dir;
   const ProcessResult r = drill(dir, "kill-node");
   check_passed(r);
-  CHECK_THAT(r.out, Contains("lost node 1") && Contains("steps lost: "));
+  CHECK_THAT(r.out, Contains("lost node 1") && Contains("steps lost: 0\n") &&
+                        Contains("recovered from a surviving replica's memory: yes") &&
+                        Contains("from the survivors' rescue snapshot of step 5 (no steps lost)") &&
+                        Contains("counted: restarts=1 failure.node_lost=1 recovery.replica=1"));
   CHECK(seconds_after(r.out, "detected") < 1.0);
   CHECK(seconds_after(r.out, "recovered") < 30.0);
+}
+
+TEST_CASE("drill node-lost: a node that cannot come back is left out and the job finishes on fewer replicas",
+          "[drill]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "node-lost");
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("verdict: PASS") && Contains("steps lost: 0\n") &&
+                        Contains("the job went on without node 1: yes") &&
+                        Contains("recovery: restarting every node without node 1 (localhost) (it cannot come back)") &&
+                        Contains("counted: restarts=2 failure.node_lost=1 failure.start_failed=1 recovery.replica=1 "
+                                 "recovery.shrink=1"));
+}
+
+TEST_CASE("without fault.elastic a node that cannot come back stops the job, named, with the restarts used",
+          "[drill]") {
+  TempDir dir;
+  // Rank 1 throws in step 3; node 1 then fails at every restart, as a machine that stays down.
+  const ProcessResult r = run_process(
+      {"/usr/bin/env", "TROUPE_DRILL_THROW_AT=1:3", "TROUPE_DRILL_NODE_GONE=1", TROUPE_BINARY_DIR "/troupe", "train",
+       "--workers", "2", "--model.preset", "tiny", "--train.steps", "6", "--train.threads", "1", "--train.val_batches",
+       "1", "--train.val_every", "0", "--sample.tokens", "0", "--checkpoint.dir", (dir.path() / "ckpt").string()},
+      dir.path().string(), std::chrono::seconds(120));
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains("troupe: error: node 1 (localhost) exited with code 1 (after 1 restart(s); node 1 "
+                             "(localhost) cannot come back; fault.elastic is off)"));
+  CHECK_THAT(r.out, Contains("failure 1 (worker_exception) of node 1 (localhost)") &&
+                        Contains("rescue snapshot of step 2 written") &&
+                        Contains("stopping the job: restarts=1 failure.start_failed=1 failure.worker_exception=1 "
+                                 "recovery.replica=1"));
 }
 
 TEST_CASE("drill kill-worker: an exception inside a worker actor is detected and the job recovers", "[drill]") {
   TempDir dir;
   const ProcessResult r = drill(dir, "kill-worker");
   check_passed(r);
-  CHECK_THAT(r.out, Contains("drill: injected failure in the worker of rank 1 at step 5"));
+  CHECK_THAT(r.out, Contains("drill: injected failure in the worker of rank 1 at step 5") && Contains("steps lost: 0\n") &&
+                        Contains("recovered from a surviving replica's memory: yes"));
 }
 
 TEST_CASE("drill hang: a stopped node is caught by its missing heartbeat and the job recovers", "[drill]") {

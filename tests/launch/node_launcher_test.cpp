@@ -181,6 +181,39 @@ TEST_CASE("a node exiting non-zero is reported with node and code, and the other
                                  "then SIGKILL after 0.3 s)"});
 }
 
+TEST_CASE("with a hold after a failure the others finish on their own; the first failure is the result",
+          "[launcher]") {
+  LauncherOptions options = quick_options();
+  options.hold_after_failure = [] { return std::chrono::milliseconds(3000); };
+  const Outcome run = launch({sh_node(0, "sleep 0.6; echo rescued; exit 1"), sh_node(1, "sleep 0.1; exit 3")}, options);
+  CHECK(run.result.end == JobEnd::node_failed);
+  CHECK(run.result.message == "node 1 (localhost) exited with code 3");
+  CHECK(status_of(run.result, 0).code == 1);  // not SIGTERM: it was left to finish
+  CHECK(run.elapsed < 2s);
+  CHECK(run.lines.out == std::vector<std::string>{"[node 0 localhost] rescued"});
+  CHECK(run.lines.err == std::vector<std::string>{"[launch] node 1 (localhost) exited with code 3; leaving the other "
+                                                  "node processes 3 s to finish before stopping them"});
+}
+
+TEST_CASE("a hold ends in the usual stop when its time is up or at stop_all", "[launcher]") {
+  LauncherOptions options = quick_options();
+  options.hold_after_failure = [] { return std::chrono::milliseconds(400); };
+  const Outcome timed_out = launch({sh_node(0, "sleep 30"), sh_node(1, "exit 3")}, options);
+  CHECK(timed_out.result.message == "node 1 (localhost) exited with code 3");
+  CHECK(status_of(timed_out.result, 0).signal == SIGTERM);
+  CHECK(timed_out.elapsed >= 400ms);
+
+  options.hold_after_failure = [] { return std::chrono::milliseconds(10000); };
+  const Outcome stopped = launch({sh_node(0, "echo ready; sleep 30"), sh_node(1, "sleep 0.3; exit 3")}, options,
+                                 [](NodeLauncher& launcher, const Lines& lines) {
+                                   if (lines.err.size() == 1 && lines.err[0].find("leaving") != std::string::npos)
+                                     launcher.stop_all(JobEnd::node_failed, "rescue done");
+                                 });
+  CHECK(stopped.result.message == "node 1 (localhost) exited with code 3");
+  CHECK(status_of(stopped.result, 0).signal == SIGTERM);
+  CHECK(stopped.elapsed < 5s);
+}
+
 TEST_CASE("a node killed by a signal the launcher did not send is a failure", "[launcher]") {
   const Outcome run = launch({sh_node(0, "kill -9 $$")}, quick_options());
   CHECK(run.result.end == JobEnd::node_failed);
