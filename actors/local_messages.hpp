@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <caf/all.hpp>
 
@@ -23,9 +24,41 @@ typename Inspector::result_type inspect(Inspector& f, comm_done_msg& x) {
   return f(caf::meta::type_name("comm_done_msg"), x.operation, x.error);
 }
 
+// Job supervisor → monitor actor (in the job process), the answer to view_atom: every planned
+// node as the supervisor knows it now.
+struct node_view {
+  int node_index = -1;
+  std::string host;
+  int pid = 0;                     // 0 until joined
+  caf::actor node;                 // its node supervisor; invalid until joined
+  bool done = false;
+  double heard_seconds_ago = -1;  // since its last heartbeat; -1 before the job runs
+  std::vector<worker_beat> workers;  // by slot, from the last heartbeat
+};
+struct job_view_msg {
+  bool running = false;  // every node joined and the job started
+  std::vector<node_view> nodes;  // by node index
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_view& x) {
+  return f(caf::meta::type_name("node_view"), x.node_index, x.host, x.pid, x.node, x.done, x.heard_seconds_ago,
+           x.workers);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_view_msg& x) {
+  return f(caf::meta::type_name("job_view_msg"), x.running, x.nodes);
+}
+
 }  // namespace troupe::actors
 
 CAF_BEGIN_TYPE_ID_BLOCK(troupe_local, caf::id_block::troupe::end)
   CAF_ADD_TYPE_ID(troupe_local, (troupe::actors::comm_done_msg))
   CAF_ADD_ATOM(troupe_local, troupe::actors, comm_done_atom, "comm_done")
+  CAF_ADD_TYPE_ID(troupe_local, (troupe::actors::node_view))
+  CAF_ADD_TYPE_ID(troupe_local, (std::vector<troupe::actors::node_view>))
+  CAF_ADD_TYPE_ID(troupe_local, (troupe::actors::job_view_msg))
+  CAF_ADD_ATOM(troupe_local, troupe::actors, view_atom, "view")
+  CAF_ADD_ATOM(troupe_local, troupe::actors, pause_atom, "pause")
+  CAF_ADD_ATOM(troupe_local, troupe::actors, drain_atom, "drain")
 CAF_END_TYPE_ID_BLOCK(troupe_local)

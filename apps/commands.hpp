@@ -121,4 +121,12 @@ struct DrillOptions {
 };
 int run_drill(const DrillOptions& options, const ResolvedJob& job);
 
+// troupe shell HOST:PORT: the monitor shell of a running job (docs/shell.md), or one command (-c).
+struct ShellArgs {
+  std::string address;     // HOST:PORT as the job prints it
+  std::string command;     // -c: run this one command and exit
+  std::string token_file;  // empty: TROUPE_TOKEN, else the job's default token file for PORT
+};
+int run_shell(const ShellArgs& args);
+
 }  // namespace troupe::apps

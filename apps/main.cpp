@@ -13,6 +13,7 @@
 //   troupe node   (started by launch)
 //   troupe drill SCENARIO [--at-step 3] [--target 1] [--workers 2] [--dir DIR] [--config FILE] [--section.name VALUE ...]
 //   troupe export --checkpoint DIR [--format safetensors] [--out model.safetensors]
+//   troupe shell HOST:PORT [-c COMMAND] [--token-file FILE]
 //
 // Exit codes: 0 success; 1 the command failed while running; 2 the input was wrong (bad option,
 // config file or value), found before any work starts. Every error is one line on stderr:
@@ -338,6 +339,17 @@ int main(int argc, char** argv) {
   export_command->add_option("--format", export_options.format, "output format: safetensors")->capture_default_str();
   export_command->add_option("--out", export_options.out, "file to write")->type_name("FILE")->capture_default_str();
   export_command->allow_extras();
+  ShellArgs shell_args;
+  CLI::App* shell_command =
+      app.add_subcommand("shell", "Attach a monitor shell to a running job (status, top, pause, checkpoint, drills).");
+  shell_command->add_option("address", shell_args.address, "HOST:PORT as the job prints it (\"monitor: troupe shell ...\")")
+      ->required();
+  shell_command->add_option("-c", shell_args.command, "run this one command, print its answer and exit")
+      ->type_name("COMMAND");
+  shell_command->add_option("--token-file", shell_args.token_file,
+                            "file holding the job's token (default: $TROUPE_TOKEN, else the job's token file)")
+      ->type_name("FILE");
+  shell_command->allow_extras();
   // Set after the subcommands are added, which would otherwise inherit it.
   app.footer("Run 'troupe COMMAND --help' for a command's options; 'troupe train --help' lists every config key.");
 
@@ -358,6 +370,11 @@ int main(int argc, char** argv) {
     if (schedule_command->parsed()) return schedule(*schedule_command, schedule_options);
     if (drill_command->parsed())
       return with_job(*drill_command, drill_config, [&](const ResolvedJob& job) { return run_drill(drill_options, job); });
+    if (shell_command->parsed()) {
+      if (Status extras = reject_unknown_arguments(*shell_command); !extras)
+        return fail(extras.error().message, exit_usage);
+      return run_shell(shell_args);
+    }
     if (export_command->parsed()) {
       if (Status extras = reject_unknown_arguments(*export_command); !extras)
         return fail(extras.error().message, exit_usage);

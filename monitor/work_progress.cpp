@@ -16,6 +16,13 @@ void WorkProgress::step_done(std::int64_t steps_done) {
   last_progress_ = std::chrono::steady_clock::now();
 }
 
+void WorkProgress::step_done(const StepRecord& step) {
+  step_done(step.step);
+  std::lock_guard lock(mutex_);
+  if (recent_steps_.size() == kept_steps) recent_steps_.erase(recent_steps_.begin());
+  recent_steps_.push_back(step);
+}
+
 void WorkProgress::unit_done() {
   std::lock_guard lock(mutex_);
   ++progress_;
@@ -42,6 +49,7 @@ ProgressSnapshot WorkProgress::snapshot() const {
     s.progress = progress_;
     s.idle_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_progress_).count();
     s.activity = activity_;
+    s.recent_steps = recent_steps_;
     s.waiting_for = waiting_for_;
     if (!waiting_for_.empty())
       s.waiting_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - waiting_since_).count();

@@ -14,8 +14,18 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace troupe::monitor {
+
+// One finished step as the shell shows it (status, top, loss, trace).
+struct StepRecord {
+  std::int64_t step = 0;
+  double start_unix_seconds = 0;  // wall clock, so ranks on several hosts line up in a trace
+  double seconds = 0;
+  double loss = 0;
+  std::int64_t tokens = 0;  // trained in the step by the whole job
+};
 
 struct ProgressSnapshot {
   std::int64_t steps_done = 0;
@@ -24,6 +34,7 @@ struct ProgressSnapshot {
   std::string activity;     // "step 12", "validation after step 50"
   std::string waiting_for;  // "the gradient sums: <the engine's oldest receive>"; empty when not waiting
   double waiting_seconds = 0;
+  std::vector<StepRecord> recent_steps;  // the last WorkProgress::kept_steps, oldest first
 };
 
 class WorkProgress {
@@ -34,6 +45,8 @@ class WorkProgress {
 
   void begin(std::string activity);
   void step_done(std::int64_t steps_done);
+  void step_done(const StepRecord& step);  // the same, with the step's figures kept for the shell
+  static constexpr std::size_t kept_steps = 64;
   void unit_done();  // progress without a step (a validation pass)
 
   // Marks the worker as waiting for `what` until the returned guard goes away.
@@ -58,6 +71,7 @@ class WorkProgress {
   std::int64_t steps_done_ = 0, progress_ = 0;
   std::string activity_, waiting_for_;
   std::chrono::steady_clock::time_point waiting_since_;
+  std::vector<StepRecord> recent_steps_;
 };
 
 }  // namespace troupe::monitor
