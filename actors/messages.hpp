@@ -70,6 +70,38 @@ struct stop_msg {
 struct job_outcome_msg {
   int exit_code = 0;   // 0 success, 1 a node failed or was lost, 2 nodes never joined
   std::string reason;  // one line, naming the node when one is to blame
+  std::string failure_kind;       // node_lost, worker_exception, hang, stall, join_timeout, rejected; empty on success
+  std::vector<int> failed_nodes;  // node indices to blame (lost, failed, hung, never joined)
+  std::int64_t rescued_step = -1;  // a rescue snapshot of this step was committed; -1: none
+  std::vector<int> drop_nodes;    // node indices the job asks to leave out of the next attempt (drain)
+};
+
+// Job supervisor → the surviving node supervisors → their workers, after a node was lost: write
+// your in-memory state of the last completed step as a checkpoint, then stop. writers[s] is the
+// rank that writes stage s (one surviving data-parallel replica per stage); the other ranks only
+// stop. reply_to gets each writer's rescue_done_msg (the node supervisor sets itself there before
+// forwarding, so a writer's report reaches the job before its node's failure report).
+struct rescue_msg {
+  std::vector<int> writers;
+  std::string reason;
+  caf::actor reply_to;
+};
+
+// Writer → its node supervisor → job supervisor: the rescue snapshot is committed (error empty)
+// or could not be written.
+struct rescue_done_msg {
+  int rank = -1;
+  std::int64_t step = 0;  // the last completed step the state is of
+  std::string error;
+};
+
+// One finished step of a worker, for the shell's status, top, loss and trace.
+struct step_beat {
+  std::int64_t step = 0;
+  double start_unix_seconds = 0;
+  double seconds = 0;
+  double loss = 0;
+  std::int64_t tokens = 0;  // trained in the step by the whole job
 };
 
 // How far one worker got, as its node's heartbeat reports it.
@@ -81,6 +113,7 @@ struct worker_beat {
   std::string activity;       // "step 12"
   std::string waiting_for;    // empty, or what it waits for (message, peer rank) and since when
   double waiting_seconds = 0;
+  std::vector<step_beat> recent_steps;  // its last finished steps (at most 64), oldest first
 };
 
 // Node supervisor → job supervisor, every fault.heartbeat_seconds once the job has started: the
@@ -89,6 +122,37 @@ struct worker_beat {
 struct heartbeat_msg {
   int node_index = -1;
   std::vector<worker_beat> workers;  // by slot
+};
+
+// Monitor actor → node supervisor (request): an order for the node's workers, obeyed at their
+// step boundaries (monitor/step_control.hpp), or a log level. Accepted only from the job process.
+struct control_msg {
+  std::string order;              // hold, act, resume, fail, log
+  std::int64_t boundary = -1;     // act: the agreed boundary (steps done)
+  std::string action;             // act: none (cancel), checkpoint, pause; log: the level
+  std::string subsystem;          // log: one logger, or empty for all
+  int rank = -1;                  // fail: the rank whose worker fails
+};
+
+// Node supervisor → monitor actor, the answer to control_msg.
+struct control_reply_msg {
+  std::string error;                    // empty when obeyed
+  std::vector<std::int64_t> boundaries;  // hold: each slot's boundary (-1 finished, -2 not started)
+};
+
+// `troupe shell` → monitor actor (request): one command line, with the job's token.
+struct shell_request_msg {
+  std::string token;
+  std::string line;  // "status", "kill node 1", ...
+};
+
+// Monitor actor → `troupe shell`, the answer to shell_request_msg.
+struct shell_reply_msg {
+  bool ok = false;                // false: refused or failed; text says why
+  std::string text;               // what the shell prints
+  std::string attachment;         // trace: the Chrome trace JSON the shell writes to the named file
+  int attempt = 0;                // 0 the job's first run, n after n restarts
+  std::string restarted_after;    // attempt > 0: why the previous attempt ended
 };
 
 template <class Inspector>
@@ -122,16 +186,46 @@ typename Inspector::result_type inspect(Inspector& f, stop_msg& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_outcome_msg& x) {
-  return f(caf::meta::type_name("job_outcome_msg"), x.exit_code, x.reason);
+  return f(caf::meta::type_name("job_outcome_msg"), x.exit_code, x.reason, x.failure_kind, x.failed_nodes,
+           x.rescued_step, x.drop_nodes);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, rescue_msg& x) {
+  return f(caf::meta::type_name("rescue_msg"), x.writers, x.reason, x.reply_to);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, rescue_done_msg& x) {
+  return f(caf::meta::type_name("rescue_done_msg"), x.rank, x.step, x.error);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_beat& x) {
+  return f(caf::meta::type_name("step_beat"), x.step, x.start_unix_seconds, x.seconds, x.loss, x.tokens);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_beat& x) {
   return f(caf::meta::type_name("worker_beat"), x.rank, x.steps_done, x.progress, x.idle_seconds, x.activity,
-           x.waiting_for, x.waiting_seconds);
+           x.waiting_for, x.waiting_seconds, x.recent_steps);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, heartbeat_msg& x) {
   return f(caf::meta::type_name("heartbeat_msg"), x.node_index, x.workers);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, control_msg& x) {
+  return f(caf::meta::type_name("control_msg"), x.order, x.boundary, x.action, x.subsystem, x.rank);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, control_reply_msg& x) {
+  return f(caf::meta::type_name("control_reply_msg"), x.error, x.boundaries);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, shell_request_msg& x) {
+  return f(caf::meta::type_name("shell_request_msg"), x.token, x.line);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, shell_reply_msg& x) {
+  return f(caf::meta::type_name("shell_reply_msg"), x.ok, x.text, x.attachment, x.attempt, x.restarted_after);
 }
 
 }  // namespace troupe::actors
@@ -158,4 +252,15 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(troupe, (troupe::actors::heartbeat_msg))
   CAF_ADD_ATOM(troupe, troupe::actors, heartbeat_atom, "heartbeat")
   CAF_ADD_ATOM(troupe, troupe::actors, watchdog_atom, "watchdog")
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::rescue_msg))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::rescue_done_msg))
+  CAF_ADD_ATOM(troupe, troupe::actors, rescue_atom, "rescue")
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::step_beat))
+  CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::actors::step_beat>))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::control_msg))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::control_reply_msg))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::shell_request_msg))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::shell_reply_msg))
+  CAF_ADD_ATOM(troupe, troupe::actors, control_atom, "control")
+  CAF_ADD_ATOM(troupe, troupe::actors, shell_atom, "shell")
 CAF_END_TYPE_ID_BLOCK(troupe)

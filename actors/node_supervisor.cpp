@@ -82,10 +82,15 @@ caf::behavior node_supervisor(node_actor* self, caf::actor job, join_msg hello, 
         heartbeat_msg beat{st.node_index, {}};
         for (std::size_t slot = 0; slot < st.progress.size(); ++slot) {
           const monitor::ProgressSnapshot now = st.progress[slot]->snapshot();
+          std::vector<step_beat> steps;
+          for (const monitor::StepRecord& r : now.recent_steps)
+            steps.push_back({r.step, r.start_unix_seconds, r.seconds, r.loss, r.tokens});
           beat.workers.push_back({st.first_rank + static_cast<int>(slot), now.steps_done, now.progress,
-                                  now.idle_seconds, now.activity, now.waiting_for, now.waiting_seconds});
+                                  now.idle_seconds, now.activity, now.waiting_for, now.waiting_seconds,
+                                  std::move(steps)});
         }
         self->send(st.job, heartbeat_atom_v, std::move(beat));
+        if (options.heartbeat_sent) options.heartbeat_sent();
         self->delayed_send(self, options.heartbeat_interval, heartbeat_atom_v);
       },
       [=](done_atom, node_done_msg& done) {
@@ -101,6 +106,20 @@ caf::behavior node_supervisor(node_actor* self, caf::actor job, join_msg hello, 
         }
       },
       [=](stop_atom, const stop_msg& stop) { end_node(self, stop.exit_code, stop.reason); },
+      // A rescue goes to every worker; each writer answers through this supervisor, so its answer
+      // reaches the job before this node's failure report.
+      [=](rescue_atom, rescue_msg& order) {
+        order.reply_to = caf::actor_cast<caf::actor>(self);
+        for (const caf::actor& worker : self->state.workers) self->send(worker, rescue_atom_v, order);
+      },
+      [=](rescue_atom, const rescue_done_msg& done) { self->send(self->state.job, rescue_atom_v, done); },
+      [=](control_atom, const control_msg& order) -> control_reply_msg {
+        // Only actors of the job process (its monitor) give orders.
+        if (!self->current_sender() || self->current_sender()->node() != self->state.job.node())
+          return {"refused: control orders come only from the job process", {}};
+        if (!options.control) return {"this node takes no control orders", {}};
+        return options.control(order);
+      },
   };
 }
 

@@ -8,8 +8,13 @@
 //   joining ──accepted──► waiting ──start_msg──► working ──every worker returns──► (node_done_msg to job)
 //      │ rejected ─► ended (2)         │            │ heartbeat_msg to the job every interval
 //      │                               │            │ a worker fails ─► its node_done_msg at once
+//      │                               │            │ rescue_msg ─► to every worker; a writer's rescue_done_msg
+//      │                               │            │   goes on to the job (before that worker's failure)
 //      │                               └── stop_msg / job lost ──► stop_msg to the workers; ended (stop code / 1)
 //   ended: job_outcome_msg to the listener, quit.
+//
+// The job's monitor actor may send control orders (control_msg, only from the job process); the
+// node passes them to NodeOptions::control, which its workers obey at their step boundaries.
 //
 // A worker is a blocking actor on its own thread: heavy compute never stalls the scheduler, and
 // its mailbox receives comm completions (see mailbox_comm.hpp) and the stop request, which it
@@ -38,6 +43,10 @@ struct NodeOptions {
   std::chrono::milliseconds heartbeat_interval{1000};
   // Describes what a slot's data plane waits for (its engine's oldest receive), for the heartbeat.
   std::function<std::string(int slot)> oldest_receive;
+  // Told after each heartbeat goes to the job (the node's metrics count its age from there).
+  std::function<void()> heartbeat_sent;
+  // Obeys an order of the job's monitor actor (control_msg); unset: the node takes none.
+  std::function<control_reply_msg(const control_msg&)> control;
 };
 
 // `hello` is the join message to send (its `node` field is filled in here); the node runs one

@@ -79,7 +79,7 @@ std::vector<checkpoint::HeldRange> PipelineTrainer::held_state() {
       const compute::ParameterView& wte = stage.global_layout().find("wte.weight");
       const std::int64_t local = end - begin;  // the copy follows the stage's own slice
       for (int k = 0; k < 3; ++k)
-        held.push_back({kinds[k], wte.offset, wte.offset + wte.numel(), buffers[k] + local, false});
+        held.push_back({kinds[k], wte.offset, wte.offset + wte.numel(), buffers[k] + local, false, true});
     }
   }
   return held;
@@ -118,7 +118,7 @@ void PipelineTrainer::wait(MailboxComm::Operation op, const std::string& what) {
   const double start = now_us();
   {
     auto waiting = progress_.wait_for(what);
-    if (Status s = mailbox_.wait(op); !s) throw std::runtime_error(s.error().message);
+    if (Status s = mailbox_.wait(op); !s) throw CommFailed(s.error().message);
   }
   trace("wait", "wait for " + what, start);
 }
@@ -172,7 +172,6 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
   const int vs = s.virtual_stage(stage_, ins.chunk);
   const bool last = vs == s.virtual_stages() - 1;
   const std::pair<int, int> here{ins.microbatch, ins.chunk};
-  const compute::TrainerOptions& o = setup_.options;
   switch (ins.op) {
     case Op::recv_act:
     case Op::recv_grad:
@@ -189,6 +188,7 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
       const double start = now_us();
       const double loss =
           stage.forward(slot, input, last ? targets_[static_cast<std::size_t>(ins.microbatch)] : compute::Tensor{});
+      busy_us_ += now_us() - start;
       trace("forward", op_name('F', ins), start, &ins);
       if (last) loss_sum += loss;
       peak_in_use_ = std::max(peak_in_use_, ++in_use_);
@@ -211,6 +211,7 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
       }
       const double start = now_us();
       stage.backward(slot, output_grad, 1.0 / (static_cast<double>(s.microbatches) * setup_.grid.dp));
+      busy_us_ += now_us() - start;
       trace("backward", op_name('B', ins), start, &ins);
       --in_use_;
       if (vs == 0) {  // nothing to send: the slot is free now
@@ -241,7 +242,7 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
 
 void PipelineTrainer::reduce_gradients() {
   auto check = [](const Status& st) {
-    if (!st) throw std::runtime_error(st.error().message);
+    if (!st) throw CommFailed(st.error().message);
   };
   auto waiting = progress_.wait_for("the gradient sums");
   if (groups_.embedding != nullptr) {
@@ -270,7 +271,7 @@ double PipelineTrainer::sum_over(comm::Communicator& group, double value, const 
   compute::Tensor t = compute::Tensor::zeros({1}, compute::DType::f64);
   t.data_as<double>()[0] = value;
   auto waiting = progress_.wait_for(what);
-  if (Status s = mailbox_.wait(mailbox_.all_reduce(group, t)); !s) throw std::runtime_error(s.error().message);
+  if (Status s = mailbox_.wait(mailbox_.all_reduce(group, t)); !s) throw CommFailed(s.error().message);
   return t.data_as<double>()[0];
 }
 
@@ -293,9 +294,12 @@ compute::StepResult PipelineTrainer::step() {
   for (const schedules::Instruction& ins : s.streams[static_cast<std::size_t>(stage_)])
     if (ins.op == Op::recv_act || ins.op == Op::recv_grad) post_receive(ins);
   double loss_sum = 0;
+  busy_us_ = 0;
+  const double schedule_start = now_us();
   for (const schedules::Instruction& ins : s.streams[static_cast<std::size_t>(stage_)]) {
     const double start = now_us();
     if (ins.op == Op::reduce_grads) {
+      bubble_fraction_ = std::max(0.0, 1.0 - busy_us_ / std::max(start - schedule_start, 1.0));
       reduce_gradients();
       for (Chunk& chunk : chunks_)
         for (auto& sends : chunk.slot_sends) sends.clear();  // wait_all saw them end

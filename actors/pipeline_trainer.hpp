@@ -72,6 +72,9 @@ class PipelineTrainer {
   // Most micro-batch activations (chunks' slots in use) each stage of this pipeline held at
   // once over all steps so far, by stage; every rank of the pipeline gets the same list.
   std::vector<int> peak_stashed_measured();
+  // The idle share of this stage's last step up to its gradient sums: 1 − (forward and backward
+  // compute) ÷ (wall time of the schedule), the bubble the simulator predicts plus waits on peers.
+  double bubble_fraction() const { return bubble_fraction_; }
 
   // This rank's parameters and AdamW moments as global flat ranges, for checkpoints: each chunk's
   // slice, plus (restored, never saved) a last stage's copy of the tied wte.weight, whose values
@@ -122,6 +125,8 @@ class PipelineTrainer {
   long steps_ = 0;
   std::uint16_t evaluations_ = 0;
   int in_use_ = 0, peak_in_use_ = 0;
+  double busy_us_ = 0;  // forward and backward compute in the step so far
+  double bubble_fraction_ = 0;
   monitor::TraceRecorder* trace_ = nullptr;
 };
 

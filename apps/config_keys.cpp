@@ -88,6 +88,10 @@ constexpr ConfigKey keys[] = {
     {"fault.max_restarts",
      "times a job with checkpoint.dir restarts every node from the newest checkpoint after a node fails or is lost",
      field<&J::fault, &F::max_restarts>},
+    {"fault.elastic",
+     "when the restart budget is spent or a node cannot come back, go on without it (fewer data-parallel replicas, "
+     "the same global batch) instead of stopping",
+     field<&J::fault, &F::elastic>},
 
     {"checkpoint.dir", "folder of the job's checkpoints (step-NNNNNNN/ inside); empty = none",
      field<&J::checkpoint, &C::dir>},
@@ -105,6 +109,22 @@ constexpr ConfigKey keys[] = {
      field<&J::monitor, &Mon::metrics_port>},
     {"monitor.metrics_bind", "IPv4 address the /metrics endpoint listens on; 0.0.0.0 = every interface",
      field<&J::monitor, &Mon::metrics_bind>},
+    {"monitor.peak_flops", "a rank's peak FLOP/s, the denominator of troupe_mfu; 0 = measure OpenBLAS sgemm at start",
+     field<&J::monitor, &Mon::peak_flops>},
+    {"monitor.log_dir",
+     "each node process also logs to DIR/JOB/node-I.log; auto = checkpoint.dir/logs, or troupe-logs without "
+     "checkpoint.dir; empty = no file",
+     field<&J::monitor, &Mon::log_dir>},
+    {"monitor.log_format", "format of the log file: text, or json (one JSON object a line); the console is text",
+     field<&J::monitor, &Mon::log_format>},
+    {"monitor.log_level",
+     "log level of every subsystem, then SUBSYSTEM=LEVEL overrides, e.g. info or warn,comm=debug (docs/logging.md)",
+     field<&J::monitor, &Mon::log_level>},
+    {"monitor.control_port",
+     "port of the monitor actor that `troupe shell` attaches to; 0 = any free port (printed); kept across restarts",
+     field<&J::monitor, &Mon::control_port>},
+    {"monitor.control_bind", "IPv4 address the shell's control port listens on; 0.0.0.0 = every interface",
+     field<&J::monitor, &Mon::control_bind>},
 };
 
 std::vector<std::string> key_names() {

@@ -70,6 +70,7 @@ struct FaultOptions {
   double heartbeat_timeout = 10;  // a node silent this long is hung or stopped
   double step_timeout = 600;      // a worker without a finished step (or validation) this long is stuck; 0 = off
   int max_restarts = 3;           // with checkpoint.dir: restarts of every node from the newest checkpoint
+  bool elastic = false;           // a node that cannot come back is left out: fewer dp replicas, same global batch
 };
 
 // Sharded checkpoints (docs/formats/checkpoint.md) and resuming from them.
@@ -82,9 +83,16 @@ struct CheckpointOptions {
 };
 
 // Prometheus metrics (docs/metrics.md): every process of the job serves /metrics over HTTP.
+// Logs (docs/logging.md): every process writes to the console and to its own file.
 struct MonitorOptions {
   int metrics_port = 0;                   // 0 = any free port; -1 = off; P > 0: node i listens on P + i
   std::string metrics_bind = "127.0.0.1";  // IPv4 address the metrics listen on; 0.0.0.0 = every interface
+  double peak_flops = 0;                  // a rank's peak FLOP/s, the MFU's denominator; 0 = measure sgemm at start
+  std::string log_dir = "auto";  // DIR/<job>/node-<i>.log; auto = <checkpoint.dir>/logs or troupe-logs; "" = none
+  std::string log_format = "text";  // of the file: text or json (JSON lines); the console is always text
+  std::string log_level = "info";   // "info" or "warn,comm=debug": a level for all, then per subsystem
+  int control_port = 0;                     // the monitor actor's port for `troupe shell`; 0 = any free port
+  std::string control_bind = "127.0.0.1";  // IPv4 address it listens on; 0.0.0.0 = every interface
 };
 
 struct JobConfig {

@@ -20,6 +20,10 @@
 #include "apps/job_data.hpp"
 #include "apps/job_identity.hpp"
 #include "apps/launch/local_host.hpp"
+#include "apps/node_control.hpp"
+#include "apps/node_rescue.hpp"
+#include "apps/recovery_counts.hpp"
+#include "apps/process_logs.hpp"
 #include "apps/process_metrics.hpp"
 #include "actors/data_parallel_hooks.hpp"
 #include "actors/mailbox_comm.hpp"
@@ -46,7 +50,8 @@ int env_int(const char* name, int fallback) {
 RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, compute::Backend& backend,
                                 comm::Engine& engine, const comm::Grid& grid, comm::Communicator& dp,
                                 actors::MailboxComm& mailbox, monitor::WorkProgress& progress,
-                                monitor::WorkerMetrics* metrics) {
+                                monitor::WorkerMetrics* metrics, monitor::StepControl& control,
+                                const RescueHooks& rescue) {
   const PipelineOptions& p = job.config.pipeline;
   const int rank = engine.rank();
   const comm::GridCoord coord = comm::grid_coord(grid, rank);
@@ -84,7 +89,11 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   monitor::TraceRecorder trace;
   if (!p.trace.empty()) trainer.record_into(trace);
   TrainingLoop loop;
-  loop.step = [&] { return trainer.step(); };
+  loop.step = [&] {
+    compute::StepResult result = trainer.step();
+    if (metrics) metrics->set_bubble_fraction(trainer.bubble_fraction());
+    return result;
+  };
   loop.evaluate = [&](int batches) { return trainer.evaluate(batches); };
   loop.param_norm = [&] { return trainer.param_norm(); };
   loop.tokens_per_step = trainer.tokens_per_step();
@@ -94,6 +103,8 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   loop.grid = {grid.dp, grid.pp, 1};
   loop.checkpoint_writers = grid.pp;
   loop.metrics = metrics;
+  loop.control = &control;
+  loop.rescue = rescue;
   loop.layout = fmt::format("{} x {} pipeline, {} micro-batches of {} x seq {}; stage {} holds {} activations at most",
                             grid.dp, p.schedule, p.microbatches, job.config.train.batch_size, job.config.train.seq_len,
                             coord.pp, report->peak_stashed[static_cast<std::size_t>(coord.pp)]);
@@ -117,7 +128,9 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
 
 actors::node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute::Backend& backend,
                                     comm::Engine& engine, const actors::start_msg& start, caf::blocking_actor* worker,
-                                    monitor::WorkProgress& progress, monitor::WorkerMetrics* metrics) {
+                                    monitor::WorkProgress& progress, monitor::WorkerMetrics* metrics,
+                                    monitor::StepControl& control) {
+  const RescueHooks rescue = node_rescue_hooks(worker, engine.rank());
   const int rank = engine.rank();
   for (const auto& node : start.nodes) {
     for (int slot = 0; slot < node.slots; ++slot) {
@@ -140,9 +153,9 @@ actors::node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data,
                                                     actors::group_data_parallel(
                                                         mailbox, **dp, progress, job.config.train.zero,
                                                         compute::ParameterLayout(job.model).total()),
-                                                    progress, metrics)
+                                                    progress, metrics, &control, rescue)
                                      : train_pipeline_stage(job, data, backend, engine, grid, **dp, mailbox, progress,
-                                                            metrics);
+                                                            metrics, control, rescue);
     return {-1, outcome.exit_code, outcome.reason};
   } catch (const actors::WorkStopped&) {
     throw;
@@ -157,7 +170,6 @@ int run_node(const NodeArgs& args, const ResolvedJob& job) {
   const int first_rank = env_int("RANK", 0);
   const int world = env_int("WORLD_SIZE", 1);
   const int slots = env_int("TROUPE_SLOTS", 1);
-  monitor::set_identity(first_rank, "node");
   auto fail = [](const std::string& message, int code) {
     std::fprintf(stderr, "troupe: error: %s\n", message.c_str());
     return code;
@@ -166,12 +178,19 @@ int run_node(const NodeArgs& args, const ResolvedJob& job) {
     return fail("TROUPE_SLOTS " + std::to_string(slots) + " with RANK " + std::to_string(first_rank) +
                     " does not fit WORLD_SIZE " + std::to_string(world),
                 2);
+  auto recovery = RecoveryCounts::from_environment();
+  if (!recovery) return fail(recovery.error().message, 2);
+  // `troupe drill node-lost`: node TROUPE_DRILL_NODE_GONE fails at every restart, as a machine
+  // that does not come back would.
+  if (recovery->restarts > 0 && env_int("TROUPE_DRILL_NODE_GONE", -1) == args.node_index)
+    return fail("drill: node " + std::to_string(args.node_index) + " cannot come back", 1);
   const auto colon = args.join.rfind(':');
   if (colon == std::string::npos) return fail("--join '" + args.join + "' is not HOST:PORT", 2);
   const std::string host = args.join.substr(0, colon);
   const int port = std::atoi(args.join.c_str() + colon + 1);
-  auto metrics = ProcessMetrics::serve(job.config.monitor, {metrics_job_label(args.token), std::max(args.node_index, 0)},
-                                       first_rank, slots, "worker", "node");
+  const monitor::MetricsIdentity identity{metrics_job_label(args.token), std::max(args.node_index, 0)};
+  const ProcessLogs logs(job.config, identity.job, identity.node, first_rank, "node");
+  auto metrics = ProcessMetrics::serve(job.config.monitor, identity, first_rank, slots, "worker");
   if (!metrics) return fail(metrics.error().message, 2);
 
   // train.threads 0 means all cores; the workers of every node process on one machine share them.
@@ -181,6 +200,7 @@ int run_node(const NodeArgs& args, const ResolvedJob& job) {
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_workers);
   auto data = load_job_data(job);
   if (!data) return fail(data.error().message, 2);
+  if (Status opened = logs.open_file(); !opened) return fail(opened.error().message, 2);
   // Each slot is a rank with its own backend (scratch buffers are not shared between threads)
   // and its own engine (UCX worker and progress thread: a rank's tag space is its own).
   std::vector<std::unique_ptr<compute::Backend>> backends;
@@ -192,8 +212,19 @@ int run_node(const NodeArgs& args, const ResolvedJob& job) {
     auto engine = comm::Engine::create(first_rank + slot, world);
     if (!engine) return fail(engine.error().message, 1);
     engines.push_back(std::move(*engine));
+    if (monitor::WorkerMetrics* worker = metrics->worker(slot))
+      worker->read_comm_from([traffic = engines.back()->traffic()] { return comm_reading(*traffic); });
+  }
+  metrics->set_mfu_basis(job, world);
+  // The job process counts failures, recoveries and restarts (TROUPE_RESTARTS); a restarted node
+  // process starts its counters there, so every node's /metrics shows the job's history.
+  if (monitor::NodeMetrics* node = metrics->node()) {
+    node->count_restarts(recovery->restarts);
+    for (const auto& [kind, count] : recovery->failures) node->count_failure(kind, count);
+    for (const auto& [source, count] : recovery->recoveries) node->count_recovery(source, count);
   }
 
+  NodeControl control(first_rank, slots);  // outlives the workers, which obey it
   actors::TroupeConfig cfg;
   caf::actor_system system{cfg};
   auto supervisor = system.middleman().remote_actor(host, static_cast<std::uint16_t>(port));
@@ -211,7 +242,7 @@ int run_node(const NodeArgs& args, const ResolvedJob& job) {
                               monitor::WorkProgress& progress) {
     const auto index = static_cast<std::size_t>(slot);
     return train_as_rank(job, *data, *backends[index], *engines[index], start, worker, progress,
-                         metrics->worker(slot));
+                         metrics->worker(slot), control.slot(slot));
   };
   actors::NodeOptions options;
   options.heartbeat_interval = std::chrono::milliseconds(std::lround(job.config.fault.heartbeat_seconds * 1000));
@@ -219,6 +250,8 @@ int run_node(const NodeArgs& args, const ResolvedJob& job) {
     auto wait = engines[static_cast<std::size_t>(slot)]->oldest_pending_receive();
     return wait ? comm::describe(*wait, std::chrono::steady_clock::now()) : std::string{};
   };
+  if (monitor::NodeMetrics* node = metrics->node()) options.heartbeat_sent = [node] { node->heartbeat_sent(); };
+  options.control = [&control](const actors::control_msg& order) { return control.obey(order); };
   caf::scoped_actor self{system};
   actors::spawn_node_supervisor(system, *supervisor, std::move(hello), work, std::move(options), self);
   int code = 1;
@@ -226,6 +259,8 @@ int run_node(const NodeArgs& args, const ResolvedJob& job) {
     if (outcome.exit_code != 0) std::fprintf(stderr, "troupe: node %d: %s\n", args.node_index, outcome.reason.c_str());
     code = outcome.exit_code;
   });
+  // A worker held or paused at a step boundary would keep the actor system from shutting down.
+  control.stop_all();
   return code;
 }
 

@@ -9,6 +9,7 @@
 
 #include "apps/config_value.hpp"
 #include "compute/model/stage_split.hpp"
+#include "monitor/log.hpp"
 #include "schedules/generate.hpp"
 
 namespace troupe::apps {
@@ -133,6 +134,15 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
            str(mon.metrics_port);
   if (in_addr address{}; ::inet_pton(AF_INET, mon.metrics_bind.c_str(), &address) != 1)
     return "monitor.metrics_bind '" + mon.metrics_bind + "' is not an IPv4 address such as 127.0.0.1 or 0.0.0.0";
+  if (!(mon.peak_flops >= 0)) return "monitor.peak_flops must not be negative (0 = measure), got " + str(mon.peak_flops);
+  if (auto format = monitor::parse_log_format(mon.log_format); !format)
+    return "monitor.log_format: " + format.error().message;
+  if (auto levels = monitor::parse_log_levels(mon.log_level); !levels)
+    return "monitor.log_level: " + levels.error().message;
+  if (mon.control_port < 0 || mon.control_port > 65535)
+    return "monitor.control_port must be 0 (any free port) or a port up to 65535, got " + str(mon.control_port);
+  if (in_addr address{}; ::inet_pton(AF_INET, mon.control_bind.c_str(), &address) != 1)
+    return "monitor.control_bind '" + mon.control_bind + "' is not an IPv4 address such as 127.0.0.1 or 0.0.0.0";
   return std::nullopt;
 }
 

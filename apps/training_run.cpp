@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
 
 #include <spdlog/fmt/fmt.h>
@@ -15,6 +16,7 @@
 #include "compute/data/decode.hpp"
 #include "compute/model/generate.hpp"
 #include "compute/train/trainer.hpp"
+#include "monitor/duration_text.hpp"
 #include "monitor/log.hpp"
 
 namespace troupe::apps {
@@ -22,12 +24,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string format_duration(double seconds) {
-  long s = std::lround(seconds);
-  if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, s / 60 % 60);
-  if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
-  return fmt::format("{}s", s);
-}
+// Within the job's wait for a rescue (launch_command.cpp), with room to report.
+constexpr std::chrono::milliseconds rescue_commit_timeout{50000};
 
 }  // namespace
 
@@ -98,6 +96,47 @@ struct DrilledFailure {
   }
 };
 
+// Tells the shell's step control that no boundary is left, however the loop ends.
+struct ControlFinisher {
+  monitor::StepControl* control;
+  ~ControlFinisher() {
+    if (control) control->finished();
+  }
+};
+
+// Obeys the shell's orders at the boundary before the step after `steps_done`: waits while held
+// or paused, saves a checkpoint when told, throws when told to fail (kill worker). A stop while
+// waiting ends the run with the returned outcome.
+std::optional<RunOutcome> obey_orders(monitor::StepControl& control, long steps_done, int rank,
+                                      checkpoint::RunCheckpoints& checkpoints, const TrainingLoop& loop,
+                                      monitor::WorkProgress& progress) {
+  for (;;) {
+    const monitor::BoundaryOrder order = control.at_boundary(steps_done, progress);
+    if (order.stop) return RunOutcome{1, fmt::format("stopped while held after step {}", steps_done)};
+    if (order.fail) {
+      monitor::logger("drill")->error("shell: the worker of rank {} fails after step {} (kill worker)", rank,
+                                      steps_done);
+      throw std::runtime_error(fmt::format("shell: kill worker {}: injected failure after step {}", rank, steps_done));
+    }
+    if (!order.checkpoint) return std::nullopt;
+    // A failed save is reported by the checkpoint reporter; training goes on as after a due one.
+    (void)checkpoints.save_now(steps_done, loop.held);
+  }
+}
+
+// A step that threw before its optimizer update left this rank holding the state of step
+// `steps_done`: it writes that as a rescue snapshot when the job names it a writer.
+void rescue_after_failed_step(const TrainingLoop& loop, checkpoint::RunCheckpoints& checkpoints, long steps_done) {
+  if (!loop.rescue.role) return;
+  const std::optional<RescueRole> role = loop.rescue.role(std::current_exception());
+  if (!role) return;
+  monitor::logger("checkpoint")->info("rank {} writes its memory of step {} as a rescue snapshot (shard {} of {})",
+                                      loop.rank, steps_done, role->writer, role->writers);
+  const Status written = checkpoints.rescue(steps_done, loop.held, role->writer, role->writers, rescue_commit_timeout);
+  if (!written) monitor::logger("checkpoint")->error("rescue snapshot of step {}: {}", steps_done, written.error().message);
+  if (loop.rescue.done) loop.rescue.done(steps_done, written);
+}
+
 }  // namespace
 
 RunOutcome drive_training(const ResolvedJob& job, const JobData& data, const std::string& backend_name,
@@ -125,7 +164,10 @@ RunOutcome drive_training(const ResolvedJob& job, const JobData& data, const std
 
   auto checkpoint_log = monitor::logger("checkpoint");
   checkpoint::CheckpointReporter reporter{[checkpoint_log](const std::string& line) { checkpoint_log->info(line); },
-                                          [checkpoint_log](const std::string& line) { checkpoint_log->error(line); }};
+                                          [checkpoint_log](const std::string& line) { checkpoint_log->error(line); },
+                                          [metrics = loop.metrics](double seconds, std::uint64_t bytes) {
+                                            if (metrics) metrics->checkpoint_saved(seconds, bytes);
+                                          }};
   checkpoint::RunIdentity identity{job.model,
                                    config_json(job.config),
                                    loop.grid,
@@ -151,13 +193,23 @@ RunOutcome drive_training(const ResolvedJob& job, const JobData& data, const std
   const auto run_start = Clock::now();
   double train_seconds = 0, last_loss = 0, last_val = NAN;
   Status last_save = Status::success();
+  const ControlFinisher finisher{loop.control};
   for (long s = resumed->steps; s < t.steps; ++s) {
+    if (loop.control)
+      if (auto stopped = obey_orders(*loop.control, s, loop.rank, checkpoints, loop, progress)) return *stopped;
     progress.begin(fmt::format("step {}", s + 1));
     auto start = Clock::now();
+    const auto wall_start = std::chrono::system_clock::now().time_since_epoch();
     if (resumed->steps == 0) drilled.throw_if_due(loop.rank, s + 1);
-    compute::StepResult r = loop.step();
-    progress.step_done(s + 1);
+    compute::StepResult r;
+    try {
+      r = loop.step();
+    } catch (...) {
+      rescue_after_failed_step(loop, checkpoints, s);
+      throw;
+    }
     double secs = std::chrono::duration<double>(Clock::now() - start).count();
+    progress.step_done({s + 1, std::chrono::duration<double>(wall_start).count(), secs, r.loss, loop.tokens_per_step});
     if (loop.metrics) loop.metrics->step_done(s + 1, secs, loop.tokens_per_step, r.loss, r.lr, r.grad_norm);
     train_seconds += secs;
     last_loss = r.loss;
@@ -169,7 +221,7 @@ RunOutcome drive_training(const ResolvedJob& job, const JobData& data, const std
       double eta = train_seconds / static_cast<double>(steps_this_run) * static_cast<double>(t.steps - done);
       log.info("step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} tok/s | {:.0f} ms | ETA {}", done,
                t.steps, r.loss, r.lr, r.grad_norm, static_cast<double>(loop.tokens_per_step) / secs,
-               secs * 1e3, format_duration(eta));
+               secs * 1e3, monitor::duration_text(eta));
     }
     // A failed save is reported and training goes on; only the last one decides the exit code.
     if (Status saved = checkpoints.after_step(done, loop.held); !saved && done == t.steps) last_save = saved;
@@ -182,7 +234,7 @@ RunOutcome drive_training(const ResolvedJob& job, const JobData& data, const std
   log.info(
       "done: {} steps in {} | {:.0f} tok/s while training | final train loss {:.4f} | final val loss {:.4f} | "
       "param norm {:.9g}",
-      t.steps, format_duration(wall),
+      t.steps, monitor::duration_text(wall),
       train_seconds > 0 ? static_cast<double>(loop.tokens_per_step * (t.steps - resumed->steps)) / train_seconds : 0.0,
       last_loss, last_val, loop.param_norm());
   if (!last_save) return {1, "the last checkpoint failed: " + last_save.error().message};
@@ -197,7 +249,7 @@ RunOutcome drive_training(const ResolvedJob& job, const JobData& data, const std
 
 RunOutcome run_training(const ResolvedJob& job, compute::Backend& backend, const JobData& data,
                         compute::DataParallel data_parallel, monitor::WorkProgress& progress,
-                        monitor::WorkerMetrics* metrics) {
+                        monitor::WorkerMetrics* metrics, monitor::StepControl* control, RescueHooks rescue) {
   const TrainOptions& t = job.config.train;
   compute::GPT model(job.model, backend);
   model.init_parameters(t.seed);
@@ -227,6 +279,8 @@ RunOutcome run_training(const ResolvedJob& job, compute::Backend& backend, const
   loop.grid = {ranks, 1, 1};
   loop.checkpoint_writers = options.data_parallel.zero_stage > 0 ? ranks : 1;
   loop.metrics = metrics;
+  loop.control = control;
+  loop.rescue = std::move(rescue);
   return drive_training(job, data, backend.name(), loop, reports, progress);
 }
 

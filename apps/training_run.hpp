@@ -4,7 +4,9 @@
 // data-parallel job runs it with the group's DataParallel hooks, and only rank 0 reports.
 
 #include <cstdint>
+#include <exception>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "apps/job_data.hpp"
@@ -13,9 +15,24 @@
 #include "compute/backend.hpp"
 #include "compute/train/trainer.hpp"
 #include "monitor/metrics.hpp"
+#include "monitor/step_control.hpp"
 #include "monitor/work_progress.hpp"
 
 namespace troupe::apps {
+
+// This rank's part in a rescue snapshot: shard `writer` of `writers` (one per pipeline stage).
+struct RescueRole {
+  int writer = 0;
+  int writers = 1;
+};
+
+// Rescue (node jobs): when a step throws, role says whether the job wants this rank's memory of
+// the last completed step written (it may wait for the job's word); done hears how the write
+// went. Empty: a failed step just fails the run.
+struct RescueHooks {
+  std::function<std::optional<RescueRole>(std::exception_ptr)> role;
+  std::function<void(long steps_done, const Status& written)> done;
+};
 
 struct RunOutcome {
   int exit_code = 0;   // 0 done, 1 training failed (diverged, lost a peer)
@@ -41,6 +58,9 @@ struct TrainingLoop {
   int checkpoint_writers = 1;  // ranks whose held state includes saved ranges
 
   monitor::WorkerMetrics* metrics = nullptr;  // hears of every finished step; null: metrics are off
+
+  RescueHooks rescue;
+  monitor::StepControl* control = nullptr;    // the shell's orders at step boundaries; null: none come
 };
 
 // The job's TrainerOptions (batch, sequence, schedule, AdamW, clip, seed; one process).
@@ -56,9 +76,11 @@ RunOutcome drive_training(const ResolvedJob& job, const JobData& data, const std
 // Throws nothing the caller must catch except internal invariants; a failing gradient sum (a
 // lost peer) arrives as an exception from the DataParallel hook and becomes exit code 1.
 // `progress` hears of every step and validation as it begins and ends, `metrics` (when not null)
-// of every finished step.
+// of every finished step; `control` (when not null) brings the shell's orders at step boundaries;
+// `rescue` is the node's part in rescue snapshots.
 RunOutcome run_training(const ResolvedJob& job, compute::Backend& backend, const JobData& data,
                         compute::DataParallel data_parallel, monitor::WorkProgress& progress,
-                        monitor::WorkerMetrics* metrics);
+                        monitor::WorkerMetrics* metrics, monitor::StepControl* control = nullptr,
+                        RescueHooks rescue = {});
 
 }  // namespace troupe::apps

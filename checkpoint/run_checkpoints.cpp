@@ -1,5 +1,6 @@
 #include "checkpoint/run_checkpoints.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "checkpoint/loader.hpp"
@@ -85,9 +86,30 @@ bool RunCheckpoints::due(long steps_done) const {
 
 Status RunCheckpoints::after_step(long steps_done, std::span<const HeldRange> held) {
   if (!due(steps_done)) return Status::success();
+  return save_reported(steps_done, held);
+}
+
+Status RunCheckpoints::save_now(long steps_done, std::span<const HeldRange> held) {
+  if (!enabled()) return Error{"no checkpoint.dir to save into"};
+  // after_step saved a due step already, and a resumed run starts from a committed one.
+  if (due(steps_done)) return Status::success();
+  if (auto committed = committed_steps(options_.dir);
+      committed && std::find(committed->begin(), committed->end(), steps_done) != committed->end())
+    return Status::success();
+  return save_reported(steps_done, held);
+}
+
+Status RunCheckpoints::save_reported(long steps_done, std::span<const HeldRange> held) {
+  const auto started = Clock::now();
   Status saved = save(steps_done, held);
-  if (!saved) reporter_.error("checkpoint after step " + std::to_string(steps_done) + " failed: " +
-                              saved.error().message + "; training goes on, earlier checkpoints are intact");
+  if (!saved) {
+    reporter_.error("checkpoint after step " + std::to_string(steps_done) + " failed: " + saved.error().message +
+                    "; training goes on, earlier checkpoints are intact");
+  } else if (reporter_.saved) {
+    std::uint64_t bytes = 0;
+    for (const Piece& piece : saved_pieces(held)) bytes += piece.values.size_bytes();
+    reporter_.saved(std::chrono::duration<double>(Clock::now() - started).count(), bytes);
+  }
   return saved;
 }
 
@@ -124,9 +146,11 @@ Status RunCheckpoints::save(long steps_done, std::span<const HeldRange> held) {
     }
   }
   if (identity_.rank != 0) return Status::success();
-  if (!options_.async) return commit_when_written(steps_done, started);
+  if (!options_.async) return commit_when_written(steps_done, started, identity_.grid, identity_.writers,
+                                                  options_.commit_timeout);
   committer_ = std::thread([this, steps_done, started] {
-    Status committed = commit_when_written(steps_done, started);
+    Status committed =
+        commit_when_written(steps_done, started, identity_.grid, identity_.writers, options_.commit_timeout);
     std::lock_guard lock(outcome_mutex_);
     if (!committed)
       committer_outcome_ = Error{"step " + std::to_string(steps_done) + ": " + committed.error().message};
@@ -134,24 +158,25 @@ Status RunCheckpoints::save(long steps_done, std::span<const HeldRange> held) {
   return Status::success();
 }
 
-Status RunCheckpoints::commit_when_written(long step, Clock::time_point started) const {
-  const auto deadline = Clock::now() + options_.commit_timeout;
+Status RunCheckpoints::commit_when_written(long step, Clock::time_point started, const Grid& grid, int writers,
+                                           std::chrono::milliseconds timeout) const {
+  const auto deadline = Clock::now() + timeout;
   std::vector<FileRecord> records;
   for (;;) {
     auto collected = store_.collect_records(step);
     if (!collected) return collected.error();
     records = std::move(*collected);
-    if (static_cast<int>(records.size()) >= identity_.writers) break;
+    if (static_cast<int>(records.size()) >= writers) break;
     if (Clock::now() > deadline)
-      return Error{"only " + std::to_string(records.size()) + " of " + std::to_string(identity_.writers) +
+      return Error{"only " + std::to_string(records.size()) + " of " + std::to_string(writers) +
                    " ranks wrote their shard of step " + std::to_string(step) + " within " +
-                   std::to_string(options_.commit_timeout.count() / 1000) + " s"};
+                   std::to_string(timeout.count() / 1000) + " s"};
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   Manifest manifest;
   manifest.model = identity_.model;
   manifest.job_config = identity_.job_config;
-  manifest.grid = identity_.grid;
+  manifest.grid = grid;
   manifest.step = step;
   manifest.optimizer_steps = step;
   manifest.data.seed = identity_.seed;
@@ -170,6 +195,26 @@ Status RunCheckpoints::commit_when_written(long step, Clock::time_point started)
 Status RunCheckpoints::finish() {
   if (!enabled()) return Status::success();
   return take_background_outcome();
+}
+
+Status RunCheckpoints::rescue(long steps_done, std::span<const HeldRange> held, int writer, int writers,
+                              std::chrono::milliseconds timeout) {
+  if (!enabled()) return Error{"no checkpoint.dir to write it to"};
+  const auto started = Clock::now();
+  // A background save of this very step would write the same shard names: let it end first.
+  if (Status previous = take_background_outcome(); !previous)
+    reporter_.error("the previous checkpoint (written in the background) failed: " + previous.error().message);
+  std::error_code ec;
+  if (steps_done == 0 || std::filesystem::exists(step_dir(options_.dir, steps_done), ec)) return Status::success();
+  std::vector<Piece> pieces;
+  for (const HeldRange& h : held)
+    if (!h.copy) pieces.push_back({h.kind, h.begin, h.end, {h.data, static_cast<std::size_t>(h.end - h.begin)}});
+  auto staging = store_.begin(steps_done);
+  if (!staging) return staging.error();
+  auto written = write_shard(*staging / shard_file_name(writer), layout_, writer, pieces);
+  if (!written) return written.error();
+  if (writer != 0) return Status::success();
+  return commit_when_written(steps_done, started, Grid{1, writers, 1}, writers, timeout);
 }
 
 }  // namespace troupe::checkpoint

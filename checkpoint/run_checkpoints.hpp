@@ -42,6 +42,7 @@ struct HeldRange {
   std::int64_t end = 0;
   float* data = nullptr;
   bool saved = true;
+  bool copy = false;  // a copy of what another rank of the same replica holds (a tied embedding): a rescue skips it
 };
 
 struct RunCheckpointOptions {
@@ -69,6 +70,10 @@ struct RunIdentity {
 struct CheckpointReporter {
   std::function<void(const std::string&)> info;
   std::function<void(const std::string&)> error;
+  // A save that succeeded, on the training thread: the seconds it held training up (the write, or
+  // in async mode the snapshot; the commit too on rank 0 when not async) and this rank's bytes of
+  // state in it (0 for a rank that writes nothing). May be left unset.
+  std::function<void(double seconds, std::uint64_t bytes)> saved;
 };
 
 struct Resumed {
@@ -97,15 +102,29 @@ class RunCheckpoints {
   // Saves if `steps_done` is due (a multiple of every, or the last step). A failed save is
   // reported, returned, and leaves every committed checkpoint as it was.
   Status after_step(long steps_done, std::span<const HeldRange> held);
+  // Saves now, due or not (the shell's `checkpoint`); reported and returned as after_step's.
+  Status save_now(long steps_done, std::span<const HeldRange> held);
 
   // Waits for the background write and commit, if any; their outcome.
   Status finish();
 
+  // A rescue snapshot after a lost peer: this rank's memory of `steps_done` (every held range that
+  // is not a copy), written as shard `writer` of `writers` — one surviving replica per pipeline
+  // stage, recorded as the grid (1, writers, 1) — and committed by writer 0 once every shard is
+  // there (within `timeout`). A background save is finished first. Nothing to do after 0 steps
+  // or when that step's checkpoint is committed already.
+  Status rescue(long steps_done, std::span<const HeldRange> held, int writer, int writers,
+                std::chrono::milliseconds timeout);
+
  private:
   bool due(long steps_done) const;
   Status save(long steps_done, std::span<const HeldRange> held);
-  // Coordinator: waits for every writer's record of `step`, then commits it.
-  Status commit_when_written(long step, std::chrono::steady_clock::time_point started) const;
+  // save(), its failure reported and its success counted (training goes on after a failure).
+  Status save_reported(long steps_done, std::span<const HeldRange> held);
+  // Coordinator: waits for `writers` records of `step` (up to `timeout`), then commits it as
+  // written by `grid`.
+  Status commit_when_written(long step, std::chrono::steady_clock::time_point started, const Grid& grid, int writers,
+                             std::chrono::milliseconds timeout) const;
   Status take_background_outcome();
 
   RunCheckpointOptions options_;

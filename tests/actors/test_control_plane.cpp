@@ -233,8 +233,9 @@ TEST_CASE("nodes that never join fail the job at the join deadline, named", "[ac
 TEST_CASE("every catalogue message without an actor handle survives serialization", "[actors]") {
   TroupeConfig cfg;
   caf::actor_system system{cfg};
-  // join_msg carries an actor handle, which only deserializes with the middleman's proxy
-  // registry: it is pinned by the cross-process tests above instead.
+  // join_msg and rescue_msg carry an actor handle, which only deserializes with the middleman's
+  // proxy registry: they are pinned by cross-process tests instead (rescue_msg by
+  // tests/apps/drill_test.cpp's kill-node).
   auto r = round_trip(system, join_result_msg{false, "why"});
   CHECK((!r.accepted && r.reason == "why"));
   start_msg s{3, {node_entry{0, 0, 1, "a", {byte_blob{{9}}}}, node_entry{1, 1, 2, "b", {byte_blob{}, byte_blob{{7, 8}}}}}};
@@ -247,8 +248,11 @@ TEST_CASE("every catalogue message without an actor handle survives serializatio
   CHECK((d.node_index == 4 && d.exit_code == 3 && d.reason == "x"));
   auto st = round_trip(system, stop_msg{1, "y"});
   CHECK((st.exit_code == 1 && st.reason == "y"));
-  auto o = round_trip(system, job_outcome_msg{2, "z"});
-  CHECK((o.exit_code == 2 && o.reason == "z"));
+  auto o = round_trip(system, job_outcome_msg{1, "z", "node_lost", {1, 3}, 5, {3}});
+  CHECK((o.exit_code == 1 && o.reason == "z" && o.failure_kind == "node_lost" &&
+         o.failed_nodes == std::vector<int>{1, 3} && o.rescued_step == 5 && o.drop_nodes == std::vector<int>{3}));
+  auto rd = round_trip(system, rescue_done_msg{2, 7, "disk full"});
+  CHECK((rd.rank == 2 && rd.step == 7 && rd.error == "disk full"));
   auto h = round_trip(system, heartbeat_msg{5, {worker_beat{7, 12, 13, 0.75, "step 13", "the gradient sums", 2.5},
                                                  worker_beat{8, 1, 2, 0, "", "", 0}}});
   REQUIRE(h.workers.size() == 2);
