@@ -11,8 +11,8 @@
 #include "apps/commands.hpp"
 #include "compute/cpu/sgemm_peak.hpp"
 #include "compute/model/flops.hpp"
+#include "compute/data/synthetic_tokens.hpp"
 #include "compute/model/gpt.hpp"
-#include "compute/random.hpp"
 #include "compute/train/trainer.hpp"
 
 namespace troupe::apps {
@@ -28,9 +28,8 @@ struct ModelFigures {
 
 ModelFigures bench_model(compute::Backend& backend, const compute::GPTConfig& cfg, const BenchComputeOptions& o) {
   const int T = cfg.block_size;
-  std::vector<std::uint16_t> stream(static_cast<std::size_t>(o.batch) * T * 4 + 1);
-  for (std::size_t i = 0; i < stream.size(); ++i)
-    stream[i] = static_cast<std::uint16_t>(compute::splitmix64(i) % static_cast<std::uint64_t>(cfg.vocab_size));
+  const std::vector<std::uint16_t> stream =
+      compute::synthetic_tokens(static_cast<std::size_t>(o.batch) * T * 4 + 1, cfg.vocab_size);
   compute::GPT model(cfg, backend);
   model.init_parameters(1);
   compute::TrainerOptions options;

@@ -14,8 +14,8 @@
 #include <optional>
 #include <vector>
 
+#include "compute/data/synthetic_tokens.hpp"
 #include "compute/model/gpt.hpp"
-#include "compute/random.hpp"
 #include "compute/train/trainer.hpp"
 #ifdef TROUPE_HAVE_CUDA
 #include "compute/cuda/cuda_backend.hpp"
@@ -94,9 +94,8 @@ int run_bench_gpu(const BenchGpuOptions& o) {
   if (!peak) return fail(peak.error().message);
   std::printf("bench gpu: %s; bf16 GEMM peak (cuBLASLt, 8192³) %.1f TFLOP/s\n", device->c_str(), *peak / 1e12);
 
-  std::vector<std::uint16_t> stream(static_cast<std::size_t>(o.batch) * o.seq * 4 + 1);
-  for (std::size_t i = 0; i < stream.size(); ++i)
-    stream[i] = static_cast<std::uint16_t>(compute::splitmix64(i) % static_cast<std::uint64_t>(cfg.vocab_size));
+  const std::vector<std::uint16_t> stream =
+      compute::synthetic_tokens(static_cast<std::size_t>(o.batch) * o.seq * 4 + 1, cfg.vocab_size);
   compute::GPT model(cfg, gpu);
   model.init_parameters(1);
   compute::TrainerOptions options;
