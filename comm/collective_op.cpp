@@ -73,7 +73,7 @@ void CollectiveOp::finish(Status status) {
   Traffic& traffic = *engine_.traffic();
   traffic.collectives_in_flight.fetch_sub(1, std::memory_order_relaxed);
   if (status) {
-    // A barrier's buffer is a placeholder: it moves no data.
+    // A barrier's one-element tensor only lets it share this machinery; its messages carry nothing.
     const auto bytes = kind_ == TrafficKind::barrier
                            ? 0
                            : static_cast<std::uint64_t>(buffer_.numel()) * compute::dtype_size(buffer_.dtype());

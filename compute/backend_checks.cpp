@@ -85,4 +85,22 @@ MatmulDims matmul(const Tensor& out, const Tensor& inp, const Tensor& weight, co
   return {N, C, OC};
 }
 
+CrossEntropyDims crossentropy_forward(const Tensor& losses, const Tensor& probs, const Tensor& logits, int vocab_size,
+                                      const char* op) {
+  const int Vp = to_int(logits.dim(-1), op);
+  TROUPE_CHECK(vocab_size > 0 && vocab_size <= Vp,
+               op_prefix(op) + "vocab size " + std::to_string(vocab_size) + " for " + logits.describe());
+  const std::int64_t N = logits.numel() / Vp;
+  check_same_shape(probs, logits, op);
+  numel(losses, N, op);
+  return {N, Vp};
+}
+
+CrossEntropyDims crossentropy_backward(const Tensor& dlogits, const Tensor& probs, const char* op) {
+  const int Vp = to_int(probs.dim(-1), op);
+  TROUPE_CHECK(Vp > 0, op_prefix(op) + "probs " + probs.describe() + " has no columns");
+  check_same_shape(dlogits, probs, op);
+  return {probs.numel() / Vp, Vp};
+}
+
 }  // namespace troupe::compute::checks

@@ -50,4 +50,15 @@ struct MatmulDims {
 // weight (OC, C), inp (…, C) with N rows, out (N·OC elements, last axis OC); bias (OC) if defined.
 MatmulDims matmul(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias, const char* op);
 
+struct CrossEntropyDims {
+  std::int64_t N;
+  int Vp;
+};
+// logits (…, Vp) with N rows and 0 < vocab_size <= Vp, probs shaped as logits, losses of N
+// elements. Targets are the backend's to check (it knows where it can read their ids).
+CrossEntropyDims crossentropy_forward(const Tensor& losses, const Tensor& probs, const Tensor& logits, int vocab_size,
+                                      const char* op);
+// probs (…, Vp) with N rows and Vp > 0, dlogits shaped as probs.
+CrossEntropyDims crossentropy_backward(const Tensor& dlogits, const Tensor& probs, const char* op);
+
 }  // namespace troupe::compute::checks

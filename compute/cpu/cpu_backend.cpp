@@ -207,12 +207,7 @@ void CpuBackend::crossentropy_forward(Tensor& losses, Tensor& probs, const Tenso
                                       int vocab_size) {
   constexpr const char* op = "crossentropy_forward";
   const DType dtype = check_real(op, {&logits, &probs, &losses});
-  const int Vp = checks::to_int(logits.dim(-1), op);
-  TROUPE_CHECK(vocab_size > 0 && vocab_size <= Vp,
-               op_prefix(op) + "vocab size " + std::to_string(vocab_size) + " for " + logits.describe());
-  const std::int64_t N = logits.numel() / Vp;
-  check_same_shape(probs, logits, op);
-  checks::numel(losses, N, op);
+  const auto [N, Vp] = checks::crossentropy_forward(losses, probs, logits, vocab_size, op);
   checks::numel(targets, N, op);
   check_ids(targets, vocab_size, op);
   with_real(dtype, [&]<typename Real>(Real) {
@@ -224,10 +219,7 @@ void CpuBackend::crossentropy_forward(Tensor& losses, Tensor& probs, const Tenso
 void CpuBackend::crossentropy_backward(Tensor& dlogits, const Tensor& probs, const Tensor& targets, float dloss) {
   constexpr const char* op = "crossentropy_backward";
   const DType dtype = check_real(op, {&probs, &dlogits});
-  const int Vp = checks::to_int(probs.dim(-1), op);
-  TROUPE_CHECK(Vp > 0, op_prefix(op) + "probs " + probs.describe() + " has no columns");
-  const std::int64_t N = probs.numel() / Vp;
-  check_same_shape(dlogits, probs, op);
+  const auto [N, Vp] = checks::crossentropy_backward(dlogits, probs, op);
   checks::numel(targets, N, op);
   check_ids(targets, Vp, op);
   with_real(dtype, [&]<typename Real>(Real) {

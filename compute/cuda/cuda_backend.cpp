@@ -239,12 +239,7 @@ void CudaBackend::crossentropy_forward(Tensor& losses, Tensor& probs, const Tens
                                        int vocab_size) {
   constexpr const char* op = "crossentropy_forward";
   check_f32(op, {&logits, &probs, &losses});
-  const int Vp = checks::to_int(logits.dim(-1), op);
-  TROUPE_CHECK(vocab_size > 0 && vocab_size <= Vp,
-               op_prefix(op) + "vocab size " + std::to_string(vocab_size) + " for " + logits.describe());
-  const std::int64_t N = logits.numel() / Vp;
-  check_same_shape(probs, logits, op);
-  checks::numel(losses, N, op);
+  const auto [N, Vp] = checks::crossentropy_forward(losses, probs, logits, vocab_size, op);
   check_ids(targets, N, op);
   cuda::crossentropy_forward(f32(losses), f32(probs), f32(logits), targets.data_as<std::int32_t>(), N, vocab_size, Vp,
                              stream_);
@@ -253,10 +248,7 @@ void CudaBackend::crossentropy_forward(Tensor& losses, Tensor& probs, const Tens
 void CudaBackend::crossentropy_backward(Tensor& dlogits, const Tensor& probs, const Tensor& targets, float dloss) {
   constexpr const char* op = "crossentropy_backward";
   check_f32(op, {&probs, &dlogits});
-  const int Vp = checks::to_int(probs.dim(-1), op);
-  TROUPE_CHECK(Vp > 0, op_prefix(op) + "probs " + probs.describe() + " has no columns");
-  const std::int64_t N = probs.numel() / Vp;
-  check_same_shape(dlogits, probs, op);
+  const auto [N, Vp] = checks::crossentropy_backward(dlogits, probs, op);
   check_ids(targets, N, op);
   cuda::crossentropy_backward(f32(dlogits), f32(probs), targets.data_as<std::int32_t>(), dloss, N, Vp, stream_);
 }
