@@ -21,14 +21,14 @@ struct BenchComputeOptions {
   int warmup = 1;  // unmeasured steps first
 };
 
-// troupe bench dp: data-parallel training throughput against one process, same run.
+// troupe bench dp: data-parallel training throughput against one process, same run, the
+// processes taking turns step by step.
 struct BenchDpOptions {
   std::string model = "small";
-  int batch = 8;      // micro-batch per rank
+  int batch = 8;   // micro-batch per rank
   int processes = 2;
-  int steps = 6;      // measured steps (figures from the median)
-  int warmup = 1;
-  int rounds = 3;     // alternating single / data-parallel measurements
+  int steps = 15;  // measured iterations, each one step alone, independent and data-parallel
+  int warmup = 1;  // unmeasured iterations first
 };
 int run_bench_dp(const BenchDpOptions& options);
 // troupe bench pipeline: the measured bubble of each schedule beside the simulator's prediction

@@ -4,7 +4,7 @@
 //   troupe train [--config FILE] [--workers N] [--resume] [--trace FILE] [--section.name VALUE ...]
 //   troupe bench compute [--models tiny,small] [--batch 8] [--threads 1] [--steps 10] [--warmup 1]
 //   troupe bench allreduce [--processes 2,4] [--mib 1,16,64] [--iterations 15]
-//   troupe bench dp [--model small] [--batch 8] [--processes 2] [--steps 6]
+//   troupe bench dp [--model small] [--batch 8] [--processes 2] [--steps 15] [--warmup 1]
 //   troupe bench checkpoint [--model small] [--dir .] [--rounds 3] [--steps 4]
 //   troupe bench gpu [--model gpt2] [--precision bf16] [--batch 16] [--seq 1024] [--steps 10]
 //   troupe schedule --kind gpipe|1f1b|interleaved --stages P --microbatches M [--virtual-stages V]
@@ -229,12 +229,11 @@ int main(int argc, char** argv) {
   dp_command->add_option("--processes", dp_options.processes, "data-parallel processes")
       ->check(CLI::Range(2, 64))
       ->capture_default_str();
-  dp_command->add_option("--steps", dp_options.steps, "measured steps")->check(CLI::Range(1, 100000))->capture_default_str();
-  dp_command->add_option("--warmup", dp_options.warmup, "unmeasured steps first")
-      ->check(CLI::Range(0, 100000))
+  dp_command->add_option("--steps", dp_options.steps, "measured iterations (a step alone, independent, data-parallel)")
+      ->check(CLI::Range(1, 100000))
       ->capture_default_str();
-  dp_command->add_option("--rounds", dp_options.rounds, "alternating single / data-parallel measurements")
-      ->check(CLI::Range(1, 100))
+  dp_command->add_option("--warmup", dp_options.warmup, "unmeasured iterations first")
+      ->check(CLI::Range(0, 100000))
       ->capture_default_str();
   dp_command->allow_extras();
 
