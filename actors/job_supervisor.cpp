@@ -274,7 +274,8 @@ void start_job(job_actor* self) {
   int world = 0;
   for (const auto& planned : st.plan.nodes) {
     const join_msg& m = st.joined.at(planned.node_index);
-    start.nodes.push_back({planned.node_index, planned.first_rank, planned.slots, m.host, m.comm_addresses});
+    start.nodes.push_back(
+        {planned.node_index, planned.first_rank, planned.slots, m.host, m.comm_addresses, m.device_group_ids});
     world += planned.slots;
   }
   start.world_size = world;

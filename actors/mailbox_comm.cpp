@@ -1,6 +1,7 @@
 #include "actors/mailbox_comm.hpp"
 
 #include <optional>
+#include <utility>
 
 #include "actors/local_messages.hpp"
 
@@ -53,8 +54,12 @@ MailboxComm::Operation MailboxComm::recv(comm::Engine& engine, int peer, const c
   return op;
 }
 
+// How long wait() and wait_all() block between checks of what they wait for: they are woken by
+// the completion they need, so this only bounds a wait that nothing would wake.
+constexpr std::chrono::microseconds completion_wait_slice = std::chrono::seconds(1);
+
 template <class Pending>
-void MailboxComm::receive_while(Pending pending) {
+void MailboxComm::receive_while(Pending pending, std::chrono::microseconds limit) {
   std::optional<std::string> stop_reason;
   std::optional<rescue_msg> rescue;
   self_->receive_while([&] { return pending() && !stop_reason && !rescue; })(
@@ -65,14 +70,14 @@ void MailboxComm::receive_while(Pending pending) {
         finished_.emplace(done.operation, done.error);
       },
       [&](stop_atom, const stop_msg& stop) { stop_reason = stop.reason; },
-      [&](rescue_atom, const rescue_msg& order) { rescue = order; });
+      [&](rescue_atom, const rescue_msg& order) { rescue = order; }, caf::after(limit) >> [] {});
   // Thrown here, not from the handler, so CAF's receive loop is left normally.
   if (rescue) throw RescueRequested(std::move(*rescue));
   if (stop_reason) throw WorkStopped(*stop_reason);
 }
 
 Status MailboxComm::wait(Operation op) {
-  receive_while([&] { return in_flight_.count(op) > 0; });
+  receive_while([&] { return in_flight_.count(op) > 0; }, completion_wait_slice);
   auto it = finished_.find(op);
   TROUPE_CHECK(it != finished_.end(), "wait for an operation never posted or already waited for");
   const std::string error = std::move(it->second);
@@ -82,12 +87,17 @@ Status MailboxComm::wait(Operation op) {
 }
 
 Status MailboxComm::wait_all() {
-  receive_while([&] { return !in_flight_.empty(); });
+  receive_while([&] { return !in_flight_.empty(); }, completion_wait_slice);
   Status first_failure;
   for (auto& [op, error] : finished_)
     if (!error.empty() && first_failure) first_failure = Error{error};
   finished_.clear();
   return first_failure;
+}
+
+void MailboxComm::take_orders(std::chrono::microseconds limit) {
+  bool first = true;
+  receive_while([&first] { return std::exchange(first, false); }, limit);
 }
 
 }  // namespace troupe::actors

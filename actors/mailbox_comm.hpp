@@ -10,6 +10,7 @@
 // One MailboxComm per worker actor; used from the worker's thread only. Every posted tensor is
 // kept alive by its operation until the operation ends.
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <stdexcept>
@@ -67,12 +68,16 @@ class MailboxComm {
   Status wait(Operation op);
   // The same for every operation posted so far; the first failure among them.
   Status wait_all();
+  // Takes at most one message, waiting up to `limit` for it: a completion is noted, a stop
+  // request or rescue order throws as the waits do. For a worker waiting on something that sends
+  // no message (a device stream), so orders still reach it.
+  void take_orders(std::chrono::microseconds limit);
 
  private:
   comm::Callback completion_message(Operation op);
-  // Receives completions while `pending()` holds.
+  // Receives messages while `pending()` holds, each wait at most `limit` long.
   template <class Pending>
-  void receive_while(Pending pending);
+  void receive_while(Pending pending, std::chrono::microseconds limit);
 
   caf::blocking_actor* self_;
   Operation next_ = 1;

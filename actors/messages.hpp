@@ -20,6 +20,14 @@ struct byte_blob {
   std::vector<std::uint8_t> bytes;
 };
 
+// The bootstrap id of one device communicator (NCCL's 128-byte unique id), made by the rank
+// that leads the group (ranks[0]) and relayed to every rank with the start message.
+struct device_group_id {
+  std::uint16_t group = 0;  // the grid group's id (comm/grid.hpp)
+  int leader_rank = -1;
+  byte_blob id;
+};
+
 // Node supervisor → job supervisor, first thing after connecting.
 struct join_msg {
   std::string token;          // the job's secret; a wrong one is rejected and logged
@@ -29,6 +37,7 @@ struct join_msg {
   std::string host;
   int pid = 0;
   std::vector<byte_blob> comm_addresses;  // data-plane address of each of the node's workers, by slot
+  std::vector<device_group_id> device_group_ids;  // groups its workers lead (CUDA backends only)
   caf::actor node;            // the node supervisor, for start and stop
 };
 
@@ -45,6 +54,7 @@ struct node_entry {
   int slots = 0;
   std::string host;
   std::vector<byte_blob> comm_addresses;  // by slot: rank first_rank + slot
+  std::vector<device_group_id> device_group_ids;  // as the node brought them in join_msg
 };
 
 // Job supervisor → every node supervisor once all nodes have joined.
@@ -160,9 +170,13 @@ typename Inspector::result_type inspect(Inspector& f, byte_blob& x) {
   return f(caf::meta::type_name("byte_blob"), x.bytes);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, device_group_id& x) {
+  return f(caf::meta::type_name("device_group_id"), x.group, x.leader_rank, x.id);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, join_msg& x) {
   return f(caf::meta::type_name("join_msg"), x.token, x.build_id, x.config_hash, x.node_index, x.host, x.pid,
-           x.comm_addresses, x.node);
+           x.comm_addresses, x.device_group_ids, x.node);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, join_result_msg& x) {
@@ -170,7 +184,8 @@ typename Inspector::result_type inspect(Inspector& f, join_result_msg& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_entry& x) {
-  return f(caf::meta::type_name("node_entry"), x.node_index, x.first_rank, x.slots, x.host, x.comm_addresses);
+  return f(caf::meta::type_name("node_entry"), x.node_index, x.first_rank, x.slots, x.host, x.comm_addresses,
+           x.device_group_ids);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, start_msg& x) {
@@ -241,6 +256,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(troupe, (troupe::actors::node_done_msg))
   CAF_ADD_TYPE_ID(troupe, (troupe::actors::stop_msg))
   CAF_ADD_TYPE_ID(troupe, (troupe::actors::job_outcome_msg))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::device_group_id))
+  CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::actors::device_group_id>))
   CAF_ADD_ATOM(troupe, troupe::actors, join_atom, "join")
   CAF_ADD_ATOM(troupe, troupe::actors, start_atom, "start")
   CAF_ADD_ATOM(troupe, troupe::actors, done_atom, "done")

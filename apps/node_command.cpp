@@ -3,8 +3,9 @@
 // launch sets), brings up one comm engine and one compute backend per slot (TROUPE_SLOTS; the
 // slots' ranks are RANK, RANK + 1, …), and, once the job starts, trains each rank in its own
 // worker actor: as a data-parallel replica, gradients are summed over all ranks by the ring
-// all-reduce before clipping and AdamW, so every rank takes the same step; as a pipeline stage,
-// it runs its schedule. The collectives' completions reach the worker as messages.
+// all-reduce before clipping and AdamW, so every rank takes the same step (on a CUDA backend by
+// NCCL, each rank on its host's device LOCAL_RANK + slot); as a pipeline stage, it runs its
+// schedule. The collectives' completions reach the worker as messages.
 
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include "actors/actor_system_setup.hpp"
 #include "actors/node_supervisor.hpp"
 #include "apps/commands.hpp"
+#include "apps/device_groups.hpp"
 #include "apps/job_data.hpp"
 #include "apps/job_identity.hpp"
 #include "apps/launch/local_host.hpp"
@@ -127,11 +129,15 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
 }
 
 actors::node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute::Backend& backend,
-                                    comm::Engine& engine, const actors::start_msg& start, caf::blocking_actor* worker,
-                                    monitor::WorkProgress& progress, monitor::WorkerMetrics* metrics,
-                                    monitor::StepControl& control) {
+                                    comm::Engine& engine, int local_rank, const actors::start_msg& start,
+                                    caf::blocking_actor* worker, monitor::WorkProgress& progress,
+                                    monitor::WorkerMetrics* metrics, monitor::StepControl& control) {
   const RescueHooks rescue = node_rescue_hooks(worker, engine.rank());
   const int rank = engine.rank();
+  const bool on_device = is_device_backend(job.config.train.backend);
+  if (on_device) {
+    if (Status s = use_rank_device(local_rank); !s) return {-1, 2, "rank " + std::to_string(rank) + ": " + s.error().message};
+  }
   for (const auto& node : start.nodes) {
     for (int slot = 0; slot < node.slots; ++slot) {
       const int peer = node.first_rank + slot;
@@ -147,13 +153,25 @@ actors::node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data,
   const comm::Grid grid{start.world_size / stages, stages, 1};
   auto dp = comm::Communicator::create(engine, comm::dp_group(grid, rank));
   if (!dp) return {-1, 1, dp.error().message};
+  // Gradients in device memory are summed by NCCL over the same group (resolve() allows only
+  // plain data parallelism there); its communicator lives as long as the training.
+  std::unique_ptr<DeviceGroup> device_group;
+  if (on_device) {
+    auto joined = DeviceGroup::join(start, grid, rank, backend);
+    if (!joined) return {-1, 1, joined.error().message};
+    device_group = std::move(*joined);
+    monitor::logger("comm")->info("rank {}: gradients summed by NCCL over {}", rank,
+                                  comm::dp_group(grid, rank).describe());
+  }
   try {
     actors::MailboxComm mailbox(worker);
-    RunOutcome outcome = stages == 1 ? run_training(job, backend, data,
-                                                    actors::group_data_parallel(
-                                                        mailbox, **dp, progress, job.config.train.zero,
-                                                        compute::ParameterLayout(job.model).total()),
-                                                    progress, metrics, &control, rescue)
+    auto data_parallel = [&] {
+      compute::DataParallel host = actors::group_data_parallel(mailbox, **dp, progress, job.config.train.zero,
+                                                               compute::ParameterLayout(job.model).total());
+      return device_group ? device_group->data_parallel(std::move(host), mailbox, progress) : host;
+    };
+    RunOutcome outcome = stages == 1 ? run_training(job, backend, data, data_parallel(), progress, metrics, &control,
+                                                    rescue)
                                      : train_pipeline_stage(job, data, backend, engine, grid, **dp, mailbox, progress,
                                                             metrics, control, rescue);
     return {-1, outcome.exit_code, outcome.reason};
@@ -205,7 +223,13 @@ int run_node(const NodeArgs& args, const ResolvedJob& job) {
   // and its own engine (UCX worker and progress thread: a rank's tag space is its own).
   std::vector<std::unique_ptr<compute::Backend>> backends;
   std::vector<std::unique_ptr<comm::Engine>> engines;
+  const int local_rank_base = env_int("LOCAL_RANK", 0);
+  const bool on_device = is_device_backend(job.config.train.backend);
   for (int slot = 0; slot < slots; ++slot) {
+    if (on_device) {
+      // The backend's stream and cuBLAS handle belong to the device current when it is made.
+      if (Status s = use_rank_device(local_rank_base + slot); !s) return fail(s.error().message, 2);
+    }
     auto backend = compute::make_backend(job.config.train.backend, threads);
     if (!backend) return fail(backend.error().message, 2);
     backends.push_back(std::move(*backend));
@@ -238,11 +262,17 @@ int run_node(const NodeArgs& args, const ResolvedJob& job) {
   hello.host = launch::this_host_name();
   hello.pid = static_cast<int>(::getpid());
   for (const auto& engine : engines) hello.comm_addresses.push_back(actors::byte_blob{engine->address()});
+  if (on_device) {
+    const int stages = job.config.pipeline.stages;
+    auto ids = lead_device_groups(comm::Grid{world / stages, stages, 1}, first_rank, slots);
+    if (!ids) return fail(ids.error().message, 1);
+    hello.device_group_ids = std::move(*ids);
+  }
   actors::NodeWork work = [&](const actors::start_msg& start, int slot, caf::blocking_actor* worker,
                               monitor::WorkProgress& progress) {
     const auto index = static_cast<std::size_t>(slot);
-    return train_as_rank(job, *data, *backends[index], *engines[index], start, worker, progress,
-                         metrics->worker(slot), control.slot(slot));
+    return train_as_rank(job, *data, *backends[index], *engines[index], local_rank_base + slot, start, worker,
+                         progress, metrics->worker(slot), control.slot(slot));
   };
   actors::NodeOptions options;
   options.heartbeat_interval = std::chrono::milliseconds(std::lround(job.config.fault.heartbeat_seconds * 1000));

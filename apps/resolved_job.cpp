@@ -77,6 +77,8 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
   if (t.threads < 0) return "train.threads must not be negative (0 = all cores), got " + str(t.threads);
   if (t.backend != "cpu" && t.backend != "cuda" && t.backend != "cuda-bf16")
     return "train.backend '" + t.backend + "' is not a backend (known: cpu, cuda, cuda-bf16)";
+  if (t.backend != "cpu" && t.zero != 0)
+    return "train.zero " + str(t.zero) + " works with train.backend cpu only so far: ZeRO over NCCL is not wired; use 0";
   if (t.val_every < 0) return "train.val_every must not be negative (0 = only at the end), got " + str(t.val_every);
   if (t.val_batches <= 0) return "train.val_batches must be positive, got " + str(t.val_batches);
   if (t.log_every <= 0) return "train.log_every must be positive, got " + str(t.log_every);
@@ -107,6 +109,9 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
                                       : compute::split_layers(model, p.stages);
     if (!split) return "pipeline: " + split.error().message;
     if (t.zero != 0) return "train.zero " + str(t.zero) + " is not supported with pipeline.stages > 1 yet; use 0";
+    if (t.backend != "cpu")
+      return "pipeline.stages > 1 works with train.backend cpu only so far: pipeline transfers over NCCL are not wired "
+             "(got '" + t.backend + "')";
     if (t.grad_accum != 1)
       return "train.grad_accum must be 1 with pipeline.stages > 1 (pipeline.microbatches accumulates), got " +
              str(t.grad_accum);

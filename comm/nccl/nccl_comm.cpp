@@ -65,8 +65,8 @@ NcclComm::NcclComm(ncclComm* comm, int size, int rank, cudaStream_t compute, cud
       comm_done_(comm_done) {}
 
 NcclComm::~NcclComm() {
+  if (comm_ != nullptr && cudaStreamQuery(stream_) != cudaSuccess) abort();
   if (comm_ != nullptr) {
-    cudaStreamSynchronize(stream_);
     ncclCommFinalize(comm_);
     ncclResult_t r = ncclInProgress;
     while (r == ncclInProgress) ncclCommGetAsyncError(comm_, &r);
@@ -142,23 +142,30 @@ Status NcclComm::compute_waits() {
   return Status::success();
 }
 
-Status NcclComm::wait(std::chrono::milliseconds timeout) {
+Expected<bool> NcclComm::finished() {
   if (aborted()) return failed("wait", "the communicator was aborted");
+  const cudaError_t status = cudaStreamQuery(stream_);
+  if (status == cudaSuccess) return true;
+  if (status != cudaErrorNotReady) {
+    abort();
+    return failed("wait", cuda_error(status));
+  }
+  ncclResult_t r = ncclSuccess;
+  ncclCommGetAsyncError(comm_, &r);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    const std::string cause = std::string(ncclGetErrorString(r)) + " (" + ncclGetLastError(comm_) + ")";
+    abort();
+    return failed("wait", cause);
+  }
+  return false;
+}
+
+Status NcclComm::wait(std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   for (;;) {
-    const cudaError_t status = cudaStreamQuery(stream_);
-    if (status == cudaSuccess) return Status::success();
-    if (status != cudaErrorNotReady) {
-      abort();
-      return failed("wait", cuda_error(status));
-    }
-    ncclResult_t r = ncclSuccess;
-    ncclCommGetAsyncError(comm_, &r);
-    if (r != ncclSuccess && r != ncclInProgress) {
-      const std::string cause = std::string(ncclGetErrorString(r)) + " (" + ncclGetLastError(comm_) + ")";
-      abort();
-      return failed("wait", cause);
-    }
+    auto done = finished();
+    if (!done) return done.error();
+    if (*done) return Status::success();
     if (Clock::now() > deadline) {
       abort();
       return failed("wait", "no progress within " + std::to_string(timeout.count()) + " ms (a lost peer?)");

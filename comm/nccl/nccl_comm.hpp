@@ -15,7 +15,8 @@
 // the host. wait(timeout) polls NCCL's asynchronous error while the stream drains; an error
 // or the timeout (a lost peer) aborts the communicator with ncclCommAbort and returns an Error
 // naming the group rank and the cause, so the caller's supervisor can treat a lost GPU peer
-// as a recoverable failure. After an abort every call returns an Error.
+// as a recoverable failure. After an abort every call returns an Error. Destroying a
+// communicator whose work has not finished aborts it rather than wait for a peer that may be gone.
 
 #include <cuda_runtime_api.h>
 
@@ -60,6 +61,9 @@ class NcclComm {
                   int recv_peer);
 
   Status compute_waits();  // the compute stream waits for the communication enqueued so far
+  // Whether the communication enqueued so far has finished, without waiting; an Error (after an
+  // abort) when NCCL reports one. For a caller that must keep answering while it waits.
+  Expected<bool> finished();
   Status wait(std::chrono::milliseconds timeout);  // the host waits; aborts on error or timeout
   void abort();                                    // ncclCommAbort; idempotent
   bool aborted() const { return comm_ == nullptr; }

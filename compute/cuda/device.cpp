@@ -24,4 +24,19 @@ Expected<std::string> cuda_device() {
   return std::string(prop.name) + ", " + sm;
 }
 
+Status use_cuda_device(int local_rank) {
+  int count = 0;
+  if (const cudaError_t status = cudaGetDeviceCount(&count); status != cudaSuccess) {
+    cudaGetLastError();
+    return Error{std::string("no CUDA device: ") + cudaGetErrorString(status)};
+  }
+  if (local_rank < 0 || local_rank >= count)
+    return Error{"local rank " + std::to_string(local_rank) + " has no GPU of its own: this host has " +
+                 std::to_string(count) + " CUDA device(s); start at most " + std::to_string(count) +
+                 " worker(s) on it"};
+  if (const cudaError_t status = cudaSetDevice(local_rank); status != cudaSuccess)
+    return Error{"CUDA device " + std::to_string(local_rank) + ": " + cudaGetErrorString(status)};
+  return Status::success();
+}
+
 }  // namespace troupe::compute

@@ -13,4 +13,9 @@ namespace troupe::compute {
 // "no CUDA device: <the runtime's reason>", or a device older than the sm_80 this build targets.
 Expected<std::string> cuda_device();
 
+// Makes device `local_rank` current for the calling thread (the CUDA runtime's current device is
+// per thread: call it on every thread that works for the rank), so each rank on a host has a
+// device of its own. An Error when the host has fewer devices than that, or none.
+Status use_cuda_device(int local_rank);
+
 }  // namespace troupe::compute

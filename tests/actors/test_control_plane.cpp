@@ -238,12 +238,18 @@ TEST_CASE("every catalogue message without an actor handle survives serializatio
   // tests/apps/drill_test.cpp's kill-node).
   auto r = round_trip(system, join_result_msg{false, "why"});
   CHECK((!r.accepted && r.reason == "why"));
-  start_msg s{3, {node_entry{0, 0, 1, "a", {byte_blob{{9}}}}, node_entry{1, 1, 2, "b", {byte_blob{}, byte_blob{{7, 8}}}}}};
+  start_msg s{3,
+              {node_entry{0, 0, 1, "a", {byte_blob{{9}}}, {device_group_id{1, 0, byte_blob{{1, 2, 3}}}}},
+               node_entry{1, 1, 2, "b", {byte_blob{}, byte_blob{{7, 8}}}}}};
   auto s2 = round_trip(system, s);
   REQUIRE(s2.nodes.size() == 2);
   REQUIRE(s2.nodes[1].comm_addresses.size() == 2);
   CHECK((s2.world_size == 3 && s2.nodes[1].slots == 2 && s2.nodes[0].comm_addresses.at(0).bytes[0] == 9 &&
          s2.nodes[1].comm_addresses[1].bytes == std::vector<std::uint8_t>{7, 8}));
+  REQUIRE(s2.nodes[0].device_group_ids.size() == 1);
+  CHECK((s2.nodes[0].device_group_ids[0].group == 1 && s2.nodes[0].device_group_ids[0].leader_rank == 0 &&
+         s2.nodes[0].device_group_ids[0].id.bytes == std::vector<std::uint8_t>{1, 2, 3}));
+  CHECK(s2.nodes[1].device_group_ids.empty());
   auto d = round_trip(system, node_done_msg{4, 3, "x"});
   CHECK((d.node_index == 4 && d.exit_code == 3 && d.reason == "x"));
   auto st = round_trip(system, stop_msg{1, "y"});

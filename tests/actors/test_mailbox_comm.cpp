@@ -61,3 +61,15 @@ TEST_CASE("transfers and collectives complete as messages to the posting actor, 
     CHECK(r.ok);
   }
 }
+
+TEST_CASE("take_orders returns after its limit when nothing came and throws on a stop request", "[actors]") {
+  TroupeConfig cfg;
+  caf::actor_system system{cfg};
+  caf::scoped_actor self{system};
+  MailboxComm mailbox(self.ptr());
+  const auto start = std::chrono::steady_clock::now();
+  mailbox.take_orders(std::chrono::milliseconds(50));
+  CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(50));
+  self->send(self, stop_atom_v, stop_msg{1, "node 2 was lost"});
+  CHECK_THROWS_WITH(mailbox.take_orders(std::chrono::seconds(10)), "node 2 was lost");
+}

@@ -83,6 +83,17 @@ TEST_CASE("train errors name the key, the value and the problem", "[config]") {
       {[](JobConfig& c) { c.train.grad_clip = -1; }, "train.grad_clip must not be negative (0 = off), got -1.0"},
       {[](JobConfig& c) { c.train.threads = -2; }, "train.threads must not be negative (0 = all cores), got -2"},
       {[](JobConfig& c) { c.train.backend = "tpu"; }, "train.backend 'tpu' is not a backend (known: cpu, cuda, cuda-bf16)"},
+      {[](JobConfig& c) {
+         c.train.backend = "cuda-bf16";
+         c.train.zero = 1;
+       },
+       "train.zero 1 works with train.backend cpu only so far: ZeRO over NCCL is not wired; use 0"},
+      {[](JobConfig& c) {
+         c.train.backend = "cuda";
+         c.pipeline.stages = 2;
+       },
+       "pipeline.stages > 1 works with train.backend cpu only so far: pipeline transfers over NCCL are not wired "
+       "(got 'cuda')"},
       {[](JobConfig& c) { c.train.val_every = -1; },
        "train.val_every must not be negative (0 = only at the end), got -1"},
       {[](JobConfig& c) { c.train.val_batches = 0; }, "train.val_batches must be positive, got 0"},

@@ -1,7 +1,8 @@
 // A node process for the control-plane tests: joins the job supervisor at 127.0.0.1:PORT with
 // the identity given on the command line, beats every 100 ms, and does what BEHAVIOR says once
 // started, in each of its workers (node i hosts i + 1 slots, as the tests' plans have it):
-//   check  verify the start message (world size, every peer worker's address) and finish
+//   check  verify the start message (world size, every peer worker's address and device group
+//          id) and finish
 //   fail   report a failure
 //   hang   in step 1, wait for a message that never comes, until the job says stop
 //   busy   in step 1, compute (not wait) without end, until the job says stop
@@ -27,6 +28,13 @@ std::string address_of(int node_index, int slot) {
   return "addr-" + std::to_string(node_index) + "." + std::to_string(slot);
 }
 
+// Node i says it leads group 100 + i from its first rank (i·(i+1)/2: node i hosts i + 1 slots).
+device_group_id device_group_of(int node_index) {
+  const std::string id = "device-id-" + std::to_string(node_index);
+  return {static_cast<std::uint16_t>(100 + node_index), node_index * (node_index + 1) / 2,
+          byte_blob{{id.begin(), id.end()}}};
+}
+
 node_done_msg check_start(const start_msg& start) {
   int world = 0;
   for (std::size_t i = 0; i < start.nodes.size(); ++i) {
@@ -41,6 +49,11 @@ node_done_msg check_start(const start_msg& start) {
       if (address != address_of(n.node_index, slot))
         return {-1, 1, "node " + std::to_string(i) + " slot " + std::to_string(slot) + " address '" + address + "'"};
     }
+    const device_group_id expected = device_group_of(n.node_index);
+    if (n.device_group_ids.size() != 1 || n.device_group_ids[0].group != expected.group ||
+        n.device_group_ids[0].leader_rank != expected.leader_rank ||
+        n.device_group_ids[0].id.bytes != expected.id.bytes)
+      return {-1, 1, "node " + std::to_string(i) + " lost its device group id on the way"};
     world += n.slots;
   }
   if (world != start.world_size) return {-1, 1, "world size " + std::to_string(start.world_size)};
@@ -84,6 +97,7 @@ int main(int argc, char** argv) {
     std::string address = address_of(node_index, slot);
     hello.comm_addresses.push_back(byte_blob{{address.begin(), address.end()}});
   }
+  hello.device_group_ids.push_back(device_group_of(node_index));
 
   NodeWork work = [behaviour](const start_msg& start, int slot, caf::blocking_actor* worker,
                               troupe::monitor::WorkProgress& progress) -> node_done_msg {
