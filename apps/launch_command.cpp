@@ -257,8 +257,8 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
 
   // Recovery (docs/architecture.md, "Failures"): when a node fails or is lost, the survivors write
   // their memory of the last completed step as a checkpoint when every pipeline stage has a
-  // surviving replica (plain data parallel or a pipeline, not ZeRO, whose optimizer state is
-  // sharded), and every node restarts from the newest checkpoint, up to fault.max_restarts times.
+  // surviving replica (plain data parallel or a pipeline on the CPU backend, not ZeRO, whose
+  // optimizer state is sharded), and every node restarts from the newest checkpoint, up to fault.max_restarts times.
   // A node that cannot come back, or a spent budget, ends the job unless fault.elastic lets it
   // shrink; a node the job asks to drop is left out at once.
   JobConfig config = job.config;
@@ -267,7 +267,8 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
   RecoveryCounts counts;
   int budget_used = 0;
   for (;;) {
-    const bool rescue = can_restart && config.train.zero == 0 && plan.world_size / config.pipeline.stages > 1;
+    const bool rescue = can_restart && config.train.zero == 0 && config.train.backend == "cpu" &&
+                        plan.world_size / config.pipeline.stages > 1;
     const AttemptOutcome attempt = run_attempt(args, config, plan, launcher_options, *token, counts, rescue, control);
     control.attempt_ended(attempt.reason);
     if (attempt.exit_code == 0 && attempt.drop_nodes.empty()) {
@@ -323,6 +324,8 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
         from = "the survivors' rescue snapshot of step " + std::to_string(attempt.rescued_step) + " (no steps lost)";
       else if (config.train.zero > 0)
         from += " (no rescue: train.zero " + std::to_string(config.train.zero) + " shards the optimizer state)";
+      else if (config.train.backend != "cpu")
+        from += " (no rescue: the state is in GPU memory, behind a stream an aborted NCCL communicator may block)";
       else if (plan.world_size / config.pipeline.stages < 2)
         from += " (no rescue: a single data-parallel replica)";
       log->warn("{}; recovery: restarting every node from {} in {} (restart {} of {})", failure, from,

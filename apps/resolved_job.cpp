@@ -129,8 +129,6 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
   const CheckpointOptions& k = c.checkpoint;
   if (k.every < 0) return "checkpoint.every must not be negative (0 = only after the last step), got " + str(k.every);
   if (k.keep_last < 1) return "checkpoint.keep_last must be at least 1, got " + str(k.keep_last);
-  if (!k.dir.empty() && t.backend != "cpu")
-    return "checkpoint.dir works with train.backend cpu only so far (got '" + t.backend + "')";
   if (k.resume && k.dir.empty()) return "checkpoint.resume (--resume) needs checkpoint.dir: where are the checkpoints?";
 
   const MonitorOptions& mon = c.monitor;

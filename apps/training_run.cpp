@@ -119,6 +119,7 @@ std::optional<RunOutcome> obey_orders(monitor::StepControl& control, long steps_
       throw std::runtime_error(fmt::format("shell: kill worker {}: injected failure after step {}", rank, steps_done));
     }
     if (!order.checkpoint) return std::nullopt;
+    if (loop.mirror_to_host) loop.mirror_to_host();
     // A failed save is reported by the checkpoint reporter; training goes on as after a due one.
     (void)checkpoints.save_now(steps_done, loop.held);
   }
@@ -182,6 +183,7 @@ RunOutcome drive_training(const ResolvedJob& job, const JobData& data, const std
   if (!resumed) return {2, resumed.error().message};
   for (const std::string& skipped : resumed->skipped) if (reports) checkpoint_log->warn(skipped);
   if (resumed->steps > 0) {
+    if (loop.mirror_to_device) loop.mirror_to_device();
     loop.resume_at(resumed->steps);
     log.info("resumed from {} after step {} (data position and optimizer state included)", resumed->from,
              resumed->steps);
@@ -223,6 +225,7 @@ RunOutcome drive_training(const ResolvedJob& job, const JobData& data, const std
                t.steps, r.loss, r.lr, r.grad_norm, static_cast<double>(loop.tokens_per_step) / secs,
                secs * 1e3, monitor::duration_text(eta));
     }
+    if (loop.mirror_to_host && checkpoints.due(done)) loop.mirror_to_host();
     // A failed save is reported and training goes on; only the last one decides the exit code.
     if (Status saved = checkpoints.after_step(done, loop.held); !saved && done == t.steps) last_save = saved;
     if (t.val_every > 0 && done % t.val_every == 0 && done != t.steps) validate_now(done);
@@ -271,9 +274,22 @@ RunOutcome run_training(const ResolvedJob& job, compute::Backend& backend, const
   const bool writes_moments = writes_params || options.data_parallel.zero_stage > 0;
   compute::AdamW& adamw = trainer.optimizer();
   const auto [moments_begin, moments_end] = adamw.range();
-  loop.held = {{"param", 0, model.layout().total(), model.params().data_as<float>(), writes_params},
-               {"adam_m", moments_begin, moments_end, adamw.first_moments().data_as<float>(), writes_moments},
-               {"adam_v", moments_begin, moments_end, adamw.second_moments().data_as<float>(), writes_moments}};
+  // Checkpoints read and write host memory: state on a device goes through host mirrors.
+  const std::vector<compute::Tensor*> state{&model.params(), &adamw.first_moments(), &adamw.second_moments()};
+  std::vector<compute::Tensor> mirrors;
+  for (compute::Tensor* t : state)
+    mirrors.push_back(backend.device() == compute::Device::cpu ? *t : compute::Tensor::zeros(t->shape(), t->dtype()));
+  if (backend.device() != compute::Device::cpu) {
+    loop.mirror_to_host = [&backend, state, &mirrors] {
+      for (std::size_t i = 0; i < state.size(); ++i) backend.copy(mirrors[i], *state[i]);
+    };
+    loop.mirror_to_device = [&backend, state, &mirrors] {
+      for (std::size_t i = 0; i < state.size(); ++i) backend.copy(*state[i], mirrors[i]);
+    };
+  }
+  loop.held = {{"param", 0, model.layout().total(), mirrors[0].data_as<float>(), writes_params},
+               {"adam_m", moments_begin, moments_end, mirrors[1].data_as<float>(), writes_moments},
+               {"adam_v", moments_begin, moments_end, mirrors[2].data_as<float>(), writes_moments}};
   loop.resume_at = [&trainer](long steps) { trainer.resume_at(steps); };
   loop.rank = options.data_parallel.rank;
   loop.grid = {ranks, 1, 1};

@@ -52,6 +52,10 @@ struct TrainingLoop {
   // Checkpoints: the state this rank holds (spans into buffers that live as long as the loop),
   // how to continue after a restore, and the rank's place in the job.
   std::vector<checkpoint::HeldRange> held;
+  // When `held` mirrors device memory in host buffers: fill them before a save, and copy them
+  // back after a restore. Empty when `held` is the training state itself.
+  std::function<void()> mirror_to_host;
+  std::function<void()> mirror_to_device;
   std::function<void(long steps)> resume_at;
   int rank = 0;
   checkpoint::Grid grid;

@@ -99,8 +99,10 @@ class RunCheckpoints {
   // user's (another model, another global batch, a kind the checkpoint lacks).
   Expected<Resumed> restore(std::span<const HeldRange> held) const;
 
-  // Saves if `steps_done` is due (a multiple of every, or the last step). A failed save is
-  // reported, returned, and leaves every committed checkpoint as it was.
+  // Whether after_step(steps_done) saves: a multiple of every, or the last step.
+  bool due(long steps_done) const;
+  // Saves if `steps_done` is due. A failed save is reported, returned, and leaves every committed
+  // checkpoint as it was.
   Status after_step(long steps_done, std::span<const HeldRange> held);
   // Saves now, due or not (the shell's `checkpoint`); reported and returned as after_step's.
   Status save_now(long steps_done, std::span<const HeldRange> held);
@@ -117,7 +119,6 @@ class RunCheckpoints {
                 std::chrono::milliseconds timeout);
 
  private:
-  bool due(long steps_done) const;
   Status save(long steps_done, std::span<const HeldRange> held);
   // save(), its failure reported and its success counted (training goes on after a failure).
   Status save_reported(long steps_done, std::span<const HeldRange> held);

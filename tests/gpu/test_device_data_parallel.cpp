@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -27,8 +28,13 @@ const std::vector<std::string> tiny_cuda_job{"--model.preset", "tiny",          
                                              "--train.val_batches", "1",        "--sample.tokens", "0",
                                              "--train.backend", "cuda"};
 
+// `troupe train` with `extra`, or with a first word of "launch", `troupe launch`.
 troupe::test::ProcessResult train(const troupe::test::TempDir& dir, std::vector<std::string> extra) {
   std::vector<std::string> args{"train"};
+  if (!extra.empty() && extra.front() == "launch") {
+    args.front() = "launch";
+    extra.erase(extra.begin());
+  }
   args.insert(args.end(), tiny_cuda_job.begin(), tiny_cuda_job.end());
   args.insert(args.end(), extra.begin(), extra.end());
   auto result = run_troupe(dir, args, 180s);
@@ -73,7 +79,12 @@ TEST_CASE("a one-worker job on the gpu bootstraps nccl from the start message an
           "[gpu]") {
   troupe::test::TempDir dir;
   const auto alone = train(dir, {});
-  const auto job = train(dir, {"--workers", "1"});
+  // `troupe train --workers 1` trains in-process; a host file of one line starts a node process.
+  {
+    std::ofstream hosts(dir.path() / "hosts");
+    hosts << "localhost slots=1\n";
+  }
+  const auto job = train(dir, {"launch", "--hostfile", (dir.path() / "hosts").string()});
   CHECK_THAT(job.out, Catch::Contains("gradients summed by NCCL over group 1 [0]"));
   // The token-embedding gradient is summed with atomics on the device, so runs may differ in
   // the last bits.
