@@ -13,21 +13,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
+#include "compute/adamw_step.hpp"
 #include "compute/expected.hpp"
 #include "compute/tensor.hpp"
 
 namespace troupe::compute {
-
-struct AdamWHyper {
-  float lr = 1e-3f;
-  float beta1 = 0.9f;
-  float beta2 = 0.95f;
-  float eps = 1e-8f;
-  float weight_decay = 0.0f;  // decoupled: p -= lr * wd * p
-  long step = 1;              // 1-based, for bias correction
-};
 
 class Backend {
  public:
@@ -86,8 +79,12 @@ class Backend {
   virtual void crossentropy_backward(Tensor& dlogits, const Tensor& probs, const Tensor& targets, float dloss) = 0;
 
   // --- optimizer and reductions -------------------------------------------------------------
-  // One AdamW step over matching 1-D slices: m, v are the moment estimates for param.
-  virtual void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWHyper& hyper) = 0;
+  // One AdamW step over every segment (adamw_step.hpp) of the flat buffers, in one call so a
+  // device backend can sweep them all in a few launches: params and grads are shaped alike, m and
+  // v are shaped alike, and segments are disjoint in both. Segments that decay take
+  // hyper.weight_decay, the others none; elements outside every segment are left alone.
+  virtual void adamw_update(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v,
+                            std::span<const AdamWSegment> segments, const AdamWHyper& hyper) = 0;
   virtual double sum_of_squares(const Tensor& t) = 0;  // accumulated in double
   virtual void scale(Tensor& t, float factor) = 0;       // t *= factor
 };

@@ -2,8 +2,41 @@
 
 #include <algorithm>
 #include <climits>
+#include <numeric>
+#include <vector>
 
 namespace troupe::compute::checks {
+
+namespace {
+
+std::string describe_segment(std::span<const AdamWSegment> segments, std::size_t i) {
+  const AdamWSegment& s = segments[i];
+  return "segment " + std::to_string(i) + " (" + std::to_string(s.count) + " elements at param offset " +
+         std::to_string(s.param_offset) + ", moment offset " + std::to_string(s.moment_offset) + ")";
+}
+
+// [offset, offset + count) within [0, size), tested without overflowing.
+bool within(std::int64_t offset, std::int64_t count, std::int64_t size) {
+  return offset >= 0 && offset <= size && count <= size - offset;
+}
+
+// No two segments' ranges [offset_of(segment), + count) overlap. Sorted by start, the first
+// overlap is always between neighbours, since the ranges before it are disjoint and ordered.
+template <typename OffsetOf>
+void disjoint(std::span<const AdamWSegment> segments, OffsetOf offset_of, const char* buffers, const char* op) {
+  std::vector<std::size_t> order(segments.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return offset_of(segments[a]) < offset_of(segments[b]); });
+  for (std::size_t k = 1; k < order.size(); ++k) {
+    const AdamWSegment& before = segments[order[k - 1]];
+    TROUPE_CHECK(offset_of(before) + before.count <= offset_of(segments[order[k]]),
+                 op_prefix(op) + describe_segment(segments, order[k - 1]) + " and " +
+                     describe_segment(segments, order[k]) + " overlap in " + buffers);
+  }
+}
+
+}  // namespace
 
 std::string op_prefix(const char* op) { return std::string(op) + ": "; }
 
@@ -101,6 +134,25 @@ CrossEntropyDims crossentropy_backward(const Tensor& dlogits, const Tensor& prob
   TROUPE_CHECK(Vp > 0, op_prefix(op) + "probs " + probs.describe() + " has no columns");
   check_same_shape(dlogits, probs, op);
   return {probs.numel() / Vp, Vp};
+}
+
+void adamw(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v,
+           std::span<const AdamWSegment> segments, const AdamWHyper& hyper, const char* op) {
+  TROUPE_CHECK(hyper.step >= 1, op_prefix(op) + "step " + std::to_string(hyper.step) + " is not 1-based");
+  check_same_shape(grads, params, op);
+  check_same_shape(v, m, op);
+  for (std::size_t i = 0; i < segments.size(); ++i) {
+    const AdamWSegment& s = segments[i];
+    TROUPE_CHECK(s.count > 0, op_prefix(op) + describe_segment(segments, i) + " needs a positive count");
+    TROUPE_CHECK(within(s.param_offset, s.count, params.numel()),
+                 op_prefix(op) + describe_segment(segments, i) + " reaches outside params " + params.describe());
+    TROUPE_CHECK(within(s.moment_offset, s.count, m.numel()),
+                 op_prefix(op) + describe_segment(segments, i) + " reaches outside the moments " + m.describe());
+  }
+  const auto param_offset = [](const AdamWSegment& s) { return s.param_offset; };
+  const auto moment_offset = [](const AdamWSegment& s) { return s.moment_offset; };
+  disjoint(segments, param_offset, "params", op);
+  disjoint(segments, moment_offset, "the moments", op);
 }
 
 }  // namespace troupe::compute::checks

@@ -6,8 +6,10 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <span>
 #include <string>
 
+#include "compute/adamw_step.hpp"
 #include "compute/tensor.hpp"
 
 namespace troupe::compute::checks {
@@ -60,5 +62,12 @@ CrossEntropyDims crossentropy_forward(const Tensor& losses, const Tensor& probs,
                                       const char* op);
 // probs (…, Vp) with N rows and Vp > 0, dlogits shaped as probs.
 CrossEntropyDims crossentropy_backward(const Tensor& dlogits, const Tensor& probs, const char* op);
+
+// params and grads shaped alike, m and v shaped alike, hyper.step 1-based; every segment has a
+// positive count and lies inside params (from param_offset) and inside m (from moment_offset);
+// no two segments overlap in either, so no element is updated twice (a device backend updates
+// segments in parallel).
+void adamw(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v,
+           std::span<const AdamWSegment> segments, const AdamWHyper& hyper, const char* op);
 
 }  // namespace troupe::compute::checks

@@ -228,15 +228,13 @@ void CpuBackend::crossentropy_backward(Tensor& dlogits, const Tensor& probs, con
   });
 }
 
-void CpuBackend::adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWHyper& hyper) {
+void CpuBackend::adamw_update(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v,
+                              std::span<const AdamWSegment> segments, const AdamWHyper& hyper) {
   constexpr const char* op = "adamw_update";
-  const DType dtype = check_real(op, {&param, &grad, &m, &v});
-  check_same_shape(grad, param, op);
-  check_same_shape(m, param, op);
-  check_same_shape(v, param, op);
-  TROUPE_CHECK(hyper.step >= 1, op_prefix(op) + "step " + std::to_string(hyper.step) + " is not 1-based");
+  const DType dtype = check_real(op, {&params, &grads, &m, &v});
+  checks::adamw(params, grads, m, v, segments, hyper, op);
   with_real(dtype, [&]<typename Real>(Real) {
-    cpu::adamw_update(param.data_as<Real>(), grad.data_as<Real>(), m.data_as<Real>(), v.data_as<Real>(), param.numel(),
+    cpu::adamw_update(params.data_as<Real>(), grads.data_as<Real>(), m.data_as<Real>(), v.data_as<Real>(), segments,
                       hyper);
   });
 }

@@ -39,7 +39,8 @@ class CpuBackend final : public Backend {
                             int vocab_size) override;
   void crossentropy_backward(Tensor& dlogits, const Tensor& probs, const Tensor& targets, float dloss) override;
 
-  void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWHyper& hyper) override;
+  void adamw_update(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v, std::span<const AdamWSegment> segments,
+                    const AdamWHyper& hyper) override;
   double sum_of_squares(const Tensor& t) override;
   void scale(Tensor& t, float factor) override;
 

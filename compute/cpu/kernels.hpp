@@ -9,8 +9,9 @@
 // Every kernel runs its loops in one fixed order, so equal inputs give bitwise-equal outputs.
 
 #include <cstdint>
+#include <span>
 
-#include "compute/backend.hpp"
+#include "compute/adamw_step.hpp"
 
 namespace troupe::compute::cpu {
 
@@ -56,9 +57,11 @@ template <typename Real>
 void crossentropy_backward(Real* dlogits, const Real* probs, const std::int32_t* targets, Real dloss, std::int64_t N,
                            int Vp);
 
-// adamw.cpp
+// adamw.cpp: one step over each segment; segments index the flat params and grads
+// (param_offset) and m and v (moment_offset).
 template <typename Real>
-void adamw_update(Real* param, const Real* grad, Real* m, Real* v, std::int64_t n, const AdamWHyper& hyper);
+void adamw_update(Real* params, const Real* grads, Real* m, Real* v, std::span<const AdamWSegment> segments,
+                  const AdamWHyper& hyper);
 
 // elementwise.cpp
 template <typename Real>

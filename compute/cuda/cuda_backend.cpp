@@ -253,14 +253,12 @@ void CudaBackend::crossentropy_backward(Tensor& dlogits, const Tensor& probs, co
   cuda::crossentropy_backward(f32(dlogits), f32(probs), targets.data_as<std::int32_t>(), dloss, N, Vp, stream_);
 }
 
-void CudaBackend::adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWHyper& hyper) {
+void CudaBackend::adamw_update(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v,
+                               std::span<const AdamWSegment> segments, const AdamWHyper& hyper) {
   constexpr const char* op = "adamw_update";
-  check_f32(op, {&param, &grad, &m, &v});
-  check_same_shape(grad, param, op);
-  check_same_shape(m, param, op);
-  check_same_shape(v, param, op);
-  TROUPE_CHECK(hyper.step >= 1, op_prefix(op) + "step " + std::to_string(hyper.step) + " is not 1-based");
-  cuda::adamw_update(f32(param), f32(grad), f32(m), f32(v), param.numel(), hyper, stream_);
+  check_f32(op, {&params, &grads, &m, &v});
+  checks::adamw(params, grads, m, v, segments, hyper, op);
+  cuda::adamw_update(f32(params), f32(grads), f32(m), f32(v), segments.data(), segments.size(), hyper, stream_);
 }
 
 double CudaBackend::sum_of_squares(const Tensor& t) {

@@ -68,7 +68,9 @@ class CudaBackend final : public Backend {
                             int vocab_size) override;
   void crossentropy_backward(Tensor& dlogits, const Tensor& probs, const Tensor& targets, float dloss) override;
 
-  void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWHyper& hyper) override;
+  // All segments in a few multi-tensor launches (kernels/adamw.cu), not one launch per segment.
+  void adamw_update(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v, std::span<const AdamWSegment> segments,
+                    const AdamWHyper& hyper) override;
   double sum_of_squares(const Tensor& t) override;
   void scale(Tensor& t, float factor) override;
 

@@ -16,6 +16,22 @@ constexpr std::int64_t elementwise_blocks(std::int64_t n) {
   return std::clamp<std::int64_t>((n + kElementwiseThreads - 1) / kElementwiseThreads, 1, kMaxElementwiseBlocks);
 }
 
+// Multi-tensor kernels (apex's multi_tensor_apply; multi_tensor_launch.hpp plans them): one
+// launch sweeps many segments of flat buffers, each block one `chunk` of one segment. Which
+// segment and chunk travels in the kernel's parameters (4 KiB at most), so a launch takes at most
+// `segments_per_launch` segments and `blocks_per_launch` blocks, and a long list several launches.
+struct MultiTensorLimits {
+  std::int64_t chunk;
+  int segments_per_launch;  // at most 256: a block names its segment in one byte
+  int blocks_per_launch;
+};
+
+// AdamW (kernels/adamw.cu): its parameters take 56 bytes plus 32 per segment and 5 per block, so
+// these limits fill about 2.7 KiB of the 4 KiB. 65536 elements per block of 256 threads keep each
+// thread streaming 256 elements, as the elementwise kernels' grid-stride loops do.
+constexpr int kAdamWThreads = 256;
+constexpr MultiTensorLimits kAdamWLimits{65536, 32, 320};
+
 // Row kernels (LayerNorm): one warp per row, kRowsPerBlock rows per block.
 constexpr int kWarp = 32;
 constexpr int kRowsPerBlock = 8;

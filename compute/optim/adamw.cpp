@@ -10,7 +10,7 @@ AdamW::AdamW(Backend& backend, std::span<const ParameterView> views, std::int64_
   TROUPE_CHECK(0 <= begin && begin <= end && end <= total, "AdamW range");
   for (const auto& v : views) {
     std::int64_t lo = std::max(begin, v.offset), hi = std::min(end, v.offset + v.numel());
-    if (lo < hi) segments_.push_back({lo, hi - lo, v.decay});
+    if (lo < hi) segments_.push_back({lo, lo - begin, hi - lo, v.decay});
   }
   m_ = backend_.zeros({end - begin}, dtype);
   v_ = backend_.zeros({end - begin}, dtype);
@@ -24,13 +24,8 @@ void AdamW::step(Tensor& params, const Tensor& grads, double lr) {
   hyper.beta2 = static_cast<float>(options_.beta2);
   hyper.eps = static_cast<float>(options_.eps);
   hyper.step = step_;
-  for (const auto& s : segments_) {
-    hyper.weight_decay = s.decay ? static_cast<float>(options_.weight_decay) : 0.0f;
-    Tensor p = params.slice(s.offset, {s.count});
-    Tensor m = m_.slice(s.offset - begin_, {s.count});
-    Tensor v = v_.slice(s.offset - begin_, {s.count});
-    backend_.adamw_update(p, grads.slice(s.offset, {s.count}), m, v, hyper);
-  }
+  hyper.weight_decay = static_cast<float>(options_.weight_decay);
+  backend_.adamw_update(params, grads, m_, v_, segments_, hyper);
 }
 
 }  // namespace troupe::compute

@@ -2,7 +2,8 @@
 // AdamW with decoupled weight decay (Loshchilov & Hutter), applied per parameter view so
 // biases and LayerNorm parameters are never decayed. It owns the moment estimates for one
 // range [begin, end) of the flat parameter buffer: the whole model in a single process, a
-// rank's shard under ZeRO. Views that cross the range edges are clipped to it.
+// rank's shard under ZeRO. Views that cross the range edges are clipped to it. Each view in the
+// range becomes one segment, built once; a step is one backend call over all of them.
 
 #include <cstdint>
 #include <span>
@@ -45,16 +46,11 @@ class AdamW {
   void set_steps_taken(long steps) { step_ = steps; }
 
  private:
-  struct Segment {
-    std::int64_t offset;  // into the flat buffer
-    std::int64_t count;
-    bool decay;
-  };
-
   Backend& backend_;
   AdamWOptions options_;
   std::int64_t begin_;
-  std::vector<Segment> segments_;
+  // The views in [begin, end), clipped to it; their moments sit at offset − begin in m_ and v_.
+  std::vector<AdamWSegment> segments_;
   Tensor m_, v_;  // (end - begin) elements each
   long step_ = 0;
 };

@@ -1,8 +1,8 @@
 // The CPU kernels beyond their gradients: forwards against direct float64 loops, float32
 // against float64 at medium shapes (T = 67 is no multiple of any block or vector width) and at
 // the "small" model's attention shape, the causal and padded-vocabulary zeros, AdamW against a
-// hand computation, the accuracy of the vectorized exp and sqrt, bitwise determinism, and the
-// checks that make a wrong call fail loudly.
+// hand computation (its segment lists: test_adamw_segments.cpp), the accuracy of the vectorized
+// exp and sqrt, bitwise determinism, and the checks that make a wrong call fail loudly.
 
 #include <catch2/catch.hpp>
 
@@ -370,11 +370,12 @@ TEST_CASE("f32 kernels agree with f64 kernels", "[kernels]") {
     check_f32_matches_f64(
         [&](DType dt) {
           Tensor p = as(param, dt), m = Tensor::zeros({n}, dt), v = Tensor::zeros({n}, dt), g = as(grad, dt);
+          const AdamWSegment segments[] = {{0, 0, 600, true}, {600, 600, n - 600, false}};
           AdamWHyper hyper;
           hyper.weight_decay = 0.1f;
           for (long step = 1; step <= 3; ++step) {
             hyper.step = step;
-            backend.adamw_update(p, g, m, v, hyper);
+            backend.adamw_update(p, g, m, v, segments, hyper);
           }
           Tensor norm2 = filled({1}, dt, backend.sum_of_squares(g));
           backend.scale(g, 0.25f);
@@ -438,7 +439,7 @@ TEST_CASE("crossentropy leaves the padded vocabulary columns at exactly zero", "
   }
 }
 
-TEST_CASE("adamw matches a hand computation over two steps", "[kernels]") {
+TEST_CASE("adamw matches a hand computation over two steps, decayed and not", "[kernels]") {
   CpuBackend backend(1);
   const DType dtype = GENERATE(DType::f32, DType::f64);
   constexpr int n = 37;  // not a multiple of any vector width
@@ -449,6 +450,8 @@ TEST_CASE("adamw matches a hand computation over two steps", "[kernels]") {
   hyper.eps = 1e-8f;
   hyper.weight_decay = 0.1f;
 
+  constexpr int decayed = 20;  // elements [0, 20) decay, the rest do not
+  const AdamWSegment segments[] = {{0, 0, decayed, true}, {decayed, decayed, n - decayed, false}};
   std::vector<double> p(n), m(n, 0.0), v(n, 0.0), g1(n), g2(n);
   for (int i = 0; i < n; ++i) {
     p[i] = 0.5 - 0.03 * i;
@@ -471,10 +474,10 @@ TEST_CASE("adamw matches a hand computation over two steps", "[kernels]") {
       v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
       const double m_hat = m[i] / (1 - std::pow(b1, step));
       const double v_hat = v[i] / (1 - std::pow(b2, step));
-      p[i] -= lr * (m_hat / (std::sqrt(v_hat) + eps) + wd * p[i]);
+      p[i] -= lr * (m_hat / (std::sqrt(v_hat) + eps) + (i < decayed ? wd : 0.0) * p[i]);
     }
     hyper.step = step;
-    backend.adamw_update(param, step == 1 ? grad1 : grad2, mt, vt, hyper);
+    backend.adamw_update(param, step == 1 ? grad1 : grad2, mt, vt, segments, hyper);
   }
   const double tol = dtype == DType::f32 ? 2e-6 : 1e-13;
   for (int i = 0; i < n; ++i) {
@@ -589,7 +592,8 @@ TEST_CASE("kernels are bitwise deterministic", "[kernels]") {
     backend.encoder_backward(dwte, dwpe, dx, tokens);
     Tensor p = make({3 * C, C}), m = make({3 * C, C}), v = make({3 * C, C});
     backend.copy(p, w_qkv);
-    backend.adamw_update(p, dw_qkv, m, v, AdamWHyper{});
+    const AdamWSegment whole{0, 0, p.numel(), true};
+    backend.adamw_update(p, dw_qkv, m, v, {&whole, 1}, AdamWHyper{});
     backend.scale(dw_qkv, 0.5f);
     make({1}).data_as<float>()[0] = static_cast<float>(backend.sum_of_squares(dwte));
     return t;

@@ -4,8 +4,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <vector>
+
 #include "compute/cuda/bf16.hpp"
 #include "compute/cuda/kernels/kernels.hpp"
+#include "compute/cuda/launch_config.hpp"
 #include "gpu/gpu_support.hpp"
 
 namespace troupe::tests {
@@ -151,26 +155,50 @@ TEST_CASE("cuda cross-entropy forward and backward equal the cpu's", "[gpu]") {
   require_close(*b.gpu, d_dlogits, dlogits, kFp32, "dlogits");
 }
 
-TEST_CASE("cuda adamw, sum of squares and scale equal the cpu's", "[gpu]") {
+TEST_CASE("cuda adamw over many segments, sum of squares and scale equal the cpu's", "[gpu]") {
   Backends b;
-  const int n = 5000;
-  Tensor p = random_host({n}, 1), g = random_host({n}, 2), m = random_host({n}, 3, 0.1), v = random_host({n}, 4);
-  for (std::int64_t i = 0; i < n; ++i) v.data_as<float>()[i] *= v.data_as<float>()[i];  // second moments are >= 0
+  // Segments as AdamW makes them (some decay, some not; moments packed apart from the
+  // parameters): first one longer than a launch's blocks cover, then more than a launch's
+  // segments, so the multi-tensor plan closes launches for both reasons. The gaps between
+  // parameter segments hold NaN gradients: an update outside the segments turns a parameter NaN.
+  const compute::cuda::MultiTensorLimits limits = compute::cuda::kAdamWLimits;
+  std::vector<compute::AdamWSegment> segments;
+  std::int64_t params = 0, moments = 0;
+  auto add = [&](std::int64_t count, bool decay) {
+    constexpr std::int64_t kGap = 3;
+    segments.push_back({params + kGap, moments, count, decay});
+    params += kGap + count;
+    moments += count;
+  };
+  add(limits.blocks_per_launch * limits.chunk + 1000, true);
+  for (int i = 0; i < limits.segments_per_launch + 8; ++i) add(1 + 977 * i, i % 3 == 0);
+  add(limits.chunk, false);
+
+  Tensor p = random_host({params}, 1), g = random_host({params}, 2);
+  Tensor m = random_host({moments}, 3, 0.1), v = random_host({moments}, 4);
+  for (std::int64_t i = 0; i < moments; ++i) v.data_as<float>()[i] *= v.data_as<float>()[i];  // second moments >= 0
+  std::vector<bool> in_segment(static_cast<std::size_t>(params), false);
+  for (const auto& s : segments) std::fill_n(in_segment.begin() + s.param_offset, s.count, true);
+  for (std::int64_t i = 0; i < params; ++i)
+    if (!in_segment[static_cast<std::size_t>(i)]) g.data_as<float>()[i] = std::numeric_limits<float>::quiet_NaN();
   Tensor d_p = to_device(*b.gpu, p), d_g = to_device(*b.gpu, g), d_m = to_device(*b.gpu, m), d_v = to_device(*b.gpu, v);
   for (long step = 1; step <= 3; ++step) {
     const compute::AdamWHyper hyper{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step};
-    b.cpu.adamw_update(p, g, m, v, hyper);
-    b.gpu->adamw_update(d_p, d_g, d_m, d_v, hyper);
+    b.cpu.adamw_update(p, g, m, v, segments, hyper);
+    b.gpu->adamw_update(d_p, d_g, d_m, d_v, segments, hyper);
   }
-  require_close(*b.gpu, d_p, p, kFp32, "param");
+  require_close(*b.gpu, d_p, p, kFp32, "params");
   require_close(*b.gpu, d_m, m, kFp32, "m");
   require_close(*b.gpu, d_v, v, kFp32, "v");
 
-  const double cpu_sum = b.cpu.sum_of_squares(g), gpu_sum = b.gpu->sum_of_squares(d_g);
+  const int n = 5000;
+  Tensor x = random_host({n}, 5);
+  Tensor d_x = to_device(*b.gpu, x);
+  const double cpu_sum = b.cpu.sum_of_squares(x), gpu_sum = b.gpu->sum_of_squares(d_x);
   REQUIRE(std::abs(gpu_sum - cpu_sum) <= 1e-9 * cpu_sum);
-  b.cpu.scale(g, 0.37f);
-  b.gpu->scale(d_g, 0.37f);
-  require_close(*b.gpu, d_g, g, kFp32, "scaled");
+  b.cpu.scale(x, 0.37f);
+  b.gpu->scale(d_x, 0.37f);
+  require_close(*b.gpu, d_x, x, kFp32, "scaled");
 }
 
 TEST_CASE("cuda bf16 rounding equals the host's round-to-nearest-even bit for bit", "[gpu]") {

@@ -1,10 +1,7 @@
 // Elementwise kernels: GELU (the CPU backend's formulation, gelu.cpp), the residual add, scaling,
-// the bias rows under a GEMM, the fp32 → bf16 rounding of GEMM operands and AdamW (adamw.cpp's
-// update, with the bias corrections taken once per call in double). All grid-stride loops.
+// the bias rows under a GEMM and the fp32 → bf16 rounding of GEMM operands. All grid-stride loops.
 
 #include <cuda_bf16.h>
-
-#include <cmath>
 
 #include "compute/cuda/cuda_check.hpp"
 #include "compute/cuda/kernels/kernels.hpp"
@@ -81,36 +78,10 @@ struct BroadcastRows {
   __device__ void operator()(std::int64_t i) const { out[i] = bias[i % OC]; }
 };
 
-struct AdamWStep {
-  float* param;
-  const float* grad;
-  float* m;
-  float* v;
-  float lr, b1, b2, eps, wd, correction1, correction2;
-  __device__ void operator()(std::int64_t i) const {
-    const float g = grad[i];
-    const float mi = b1 * m[i] + (1.0f - b1) * g;
-    const float vi = b2 * v[i] + (1.0f - b2) * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    param[i] -= lr * ((mi / correction1) / (sqrtf(vi / correction2) + eps) + wd * param[i]);
-  }
-};
-
 }  // namespace
 
 void broadcast_rows(float* out, const float* bias, std::int64_t N, int OC, cudaStream_t stream) {
   for_each(N * OC, stream, BroadcastRows{out, bias, OC});
-}
-
-void adamw_update(float* param, const float* grad, float* m, float* v, std::int64_t n, const AdamWHyper& hyper,
-                  cudaStream_t stream) {
-  const auto step = static_cast<double>(hyper.step);
-  const auto correction1 = static_cast<float>(1.0 - std::pow(static_cast<double>(hyper.beta1), step));
-  const auto correction2 = static_cast<float>(1.0 - std::pow(static_cast<double>(hyper.beta2), step));
-  for_each(n, stream,
-           AdamWStep{param, grad, m, v, hyper.lr, hyper.beta1, hyper.beta2, hyper.eps, hyper.weight_decay, correction1,
-                 correction2});
 }
 
 void gelu_forward(float* out, const float* inp, std::int64_t n, cudaStream_t stream) {

@@ -12,9 +12,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
-#include "compute/backend.hpp"
+#include "compute/adamw_step.hpp"
 
 namespace troupe::compute::cuda {
 
@@ -55,9 +56,11 @@ void crossentropy_forward(float* losses, float* probs, const float* logits, cons
 void crossentropy_backward(float* dlogits, const float* probs, const std::int32_t* targets, float dloss,
                            std::int64_t N, int Vp, cudaStream_t stream);
 
-// One fused sweep over param, grad, m, v (fp32 master weights and moments).
-void adamw_update(float* param, const float* grad, float* m, float* v, std::int64_t n, const AdamWHyper& hyper,
-                  cudaStream_t stream);
+// adamw.cu: one step over `segment_count` segments (host memory) of the flat buffers params and
+// grads (at param_offset) and m and v (at moment_offset), fp32 master weights and moments. One
+// fused sweep per element, all segments in a few multi-tensor launches.
+void adamw_update(float* params, const float* grads, float* m, float* v, const AdamWSegment* segments,
+                  std::size_t segment_count, const AdamWHyper& hyper, cudaStream_t stream);
 
 // reductions.cu
 // dbias += column sums of dout (N, OC); column_scratch holds column_chunks(N) · OC floats.
