@@ -1,6 +1,8 @@
 #include "apps/device_groups.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <tuple>
 
 #ifdef TROUPE_HAVE_CUDA
 #include "actors/cuda/device_data_parallel_hooks.hpp"
