@@ -46,6 +46,9 @@ class CollectiveOp : public std::enable_shared_from_this<CollectiveOp> {
   void recv(int peer, std::uint32_t index, void* data, std::size_t bytes, std::function<void()> then = {});
 
   Engine& engine_;
+  // Whether the operation has ended (succeeded or failed): work resumed later (a block that came
+  // free) must not touch a failed operation's buffer.
+  bool finished() const { return finished_; }
   const Group& group() const { return group_; }
   const compute::Tensor& buffer() const { return buffer_; }
   std::byte* bytes_at(std::int64_t element) const;

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <cstdlib>
 #include <cstdio>
 #include <future>
@@ -15,6 +16,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "comm/engine_address.hpp"
 #include "comm/knobs.hpp"
 
 namespace troupe::comm {
@@ -73,6 +75,8 @@ struct Engine::State {
     State* state = nullptr;
     int rank = 0;
     ucp_ep_h ep = nullptr;
+    ucp_rkey_h region_key = nullptr;        // while the peer's region is mapped here
+    std::span<const std::byte> region;     // the peer's lent region, mapped into this process
     bool failed = false;
     Error failure;
   };
@@ -101,6 +105,8 @@ struct Engine::State {
   ucp_context_h context = nullptr;
   ucp_worker_h worker = nullptr;
   int event_fd = -1;
+  ucp_mem_h lent_region = nullptr;
+  std::unique_ptr<BlockArena> arena;
   std::chrono::microseconds spin{0};
   std::thread thread;
 
@@ -125,7 +131,60 @@ struct Engine::State {
 
   ~State() {
     if (worker != nullptr) ucp_worker_destroy(worker);
+    if (lent_region != nullptr) ucp_mem_unmap(context, lent_region);
     if (context != nullptr) ucp_cleanup(context);
+  }
+
+  // Allocates the region lent to neighbours (shared memory, from UCX's allocator) and packs its
+  // key into `address`. Without shared memory, or when UCX cannot allocate, nothing is lent and
+  // rings move every chunk as a message.
+  void lend_region(EngineAddress& address) {
+    const auto blocks = knob_value(knob_mapped_blocks);
+    const auto block_bytes = std::max<std::int64_t>(knob_value(knob_chunk_bytes), 1);
+    if (blocks == 0 || !shared_memory_enabled()) return;
+    ucp_mem_map_params_t params{};
+    params.field_mask =
+        UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+    params.address = nullptr;
+    params.length = static_cast<std::size_t>(blocks * block_bytes);
+    params.flags = UCP_MEM_MAP_ALLOCATE;
+    if (ucp_mem_map(context, &params, &lent_region) != UCS_OK) {
+      lent_region = nullptr;
+      return;
+    }
+    ucp_mem_attr_t attributes{};
+    attributes.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
+    void* key = nullptr;
+    std::size_t key_bytes = 0;
+    if (ucp_mem_query(lent_region, &attributes) != UCS_OK ||
+        ucp_rkey_pack(context, lent_region, &key, &key_bytes) != UCS_OK) {
+      ucp_mem_unmap(context, lent_region);
+      lent_region = nullptr;
+      return;
+    }
+    const auto* packed = static_cast<const std::uint8_t*>(key);
+    address.region_key.assign(packed, packed + key_bytes);
+    ucp_rkey_buffer_release(key);
+    auto* base = static_cast<std::byte*>(attributes.address);
+    std::memset(base, 0, params.length);  // fault the pages in now, not during the first collective
+    address.region_base = reinterpret_cast<std::uintptr_t>(base);
+    address.region_bytes = params.length;
+    arena = std::make_unique<BlockArena>(base, static_cast<std::size_t>(block_bytes), static_cast<std::size_t>(blocks));
+  }
+
+  // Maps `peer`'s lent region when UCX can (a peer on this host reached through shared memory);
+  // otherwise the peer's chunks come as messages.
+  void map_region(Peer& peer, const EngineAddress& address) {
+    if (peer.rank == rank || address.region_key.empty() || peer.ep == nullptr) return;
+    ucp_rkey_h key = nullptr;
+    if (ucp_ep_rkey_unpack(peer.ep, address.region_key.data(), &key) != UCS_OK) return;
+    void* mapped = nullptr;
+    if (ucp_rkey_ptr(key, address.region_base, &mapped) != UCS_OK) {
+      ucp_rkey_destroy(key);
+      return;
+    }
+    peer.region_key = key;
+    peer.region = {static_cast<const std::byte*>(mapped), static_cast<std::size_t>(address.region_bytes)};
   }
 
   static void on_send_done(void* request, ucs_status_t status, void* user_data) {
@@ -219,14 +278,17 @@ struct Engine::State {
   // finished. UCX 1.13 aborts the process (an assertion in ucp_request_send_state_ff) when a
   // peer dies while a wire-up message to it is still queued, so no endpoint is handed out
   // half-connected; a 4-rank test killing a rank hit that abort on an endpoint never used.
-  void connect_now(int peer_rank, const std::vector<std::uint8_t>& address, Callback done) {
-    Status created = create_endpoint(peer_rank, address);
+  void connect_now(int peer_rank, const EngineAddress& address, Callback done) {
+    Status created = create_endpoint(peer_rank, address.worker);
     if (!created) return done(created);
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     param.cb.send = on_flush_done;
-    auto* pending = new FlushDone([peer_rank, done = std::move(done)](ucs_status_t status) {
-      if (status == UCS_OK) return done(Status{});
+    auto* pending = new FlushDone([this, peer_rank, address, done = std::move(done)](ucs_status_t status) {
+      if (status == UCS_OK) {
+        map_region(*peers[peer_rank], address);
+        return done(Status{});
+      }
       done(Error{"comm: cannot connect to " + rank_name(peer_rank) + ": " + ucs_status_string(status)});
     });
     param.user_data = pending;
@@ -264,6 +326,10 @@ struct Engine::State {
   }
 
   void close_endpoint(Peer& peer) {
+    if (peer.region_key != nullptr) {
+      ucp_rkey_destroy(peer.region_key);
+      peer.region_key = nullptr;
+    }
     if (peer.ep == nullptr) return;
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -443,7 +509,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(int rank, int world_size) {
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
-  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP | UCP_FEATURE_RMA;  // RMA: the lent region
   status = ucp_init(&params, config, &s.context);
   ucp_config_release(config);
   if (status != UCS_OK) return Error{std::string("comm: cannot initialise UCX: ") + ucs_status_string(status)};
@@ -461,8 +527,11 @@ Expected<std::unique_ptr<Engine>> Engine::create(int rank, int world_size) {
   status = ucp_worker_get_address(s.worker, &address, &address_length);
   if (status != UCS_OK) return Error{std::string("comm: no UCX worker address: ") + ucs_status_string(status)};
   const auto* bytes = reinterpret_cast<const std::uint8_t*>(address);
-  engine->address_.assign(bytes, bytes + address_length);
+  EngineAddress own;
+  own.worker.assign(bytes, bytes + address_length);
   ucp_worker_release_address(s.worker, address);
+  s.lend_region(own);
+  engine->address_ = encode_address(own);
 
   for (int r = 0; r < world_size; ++r) {
     s.peers.push_back(std::make_unique<State::Peer>());
@@ -524,11 +593,31 @@ Status Engine::connect(int peer, std::span<const std::uint8_t> address) {
     return Error{"comm: cannot connect to rank " + std::to_string(peer) + ": world size is " +
                  std::to_string(world_size_)};
   }
-  std::vector<std::uint8_t> bytes(address.begin(), address.end());
+  auto decoded = decode_address(address);
+  if (!decoded) return Error{"comm: cannot connect to rank " + std::to_string(peer) + ": " + decoded.error().message};
   TROUPE_CHECK(!on_progress_thread(), "connect() on the progress thread, which must progress the wire-up");
   std::promise<Status> result;
-  post([&] { state_->connect_now(peer, bytes, [&result](Status s) { result.set_value(std::move(s)); }); });
+  post([&] { state_->connect_now(peer, *decoded, [&result](Status s) { result.set_value(std::move(s)); }); });
   return result.get_future().get();
+}
+
+std::span<const std::byte> Engine::peer_region(int peer) const {
+  TROUPE_CHECK(peer >= 0 && peer < world_size_, "peer_region() of a rank outside the world");
+  return state_->peers[peer]->region;
+}
+
+std::size_t Engine::mapped_block_bytes() const {
+  return state_->arena ? state_->arena->block_bytes() : 0;
+}
+
+void Engine::take_mapped_block(std::function<void(MappedBlock)> ready) {
+  TROUPE_CHECK(on_progress_thread() && state_->arena, "take_mapped_block() off the progress thread or with no region");
+  state_->arena->take(std::move(ready));
+}
+
+void Engine::give_back_mapped_block(std::uint64_t offset) {
+  TROUPE_CHECK(on_progress_thread() && state_->arena, "give_back_mapped_block() off the progress thread or with no region");
+  state_->arena->give_back(offset);
 }
 
 RequestId Engine::post_send(int peer, const MessageKey& key, const void* data, std::size_t bytes, Callback done) {

@@ -12,6 +12,12 @@
 // after TROUPE_COMM_SPIN_US without progress: UCX raises no event when a full shared-memory
 // FIFO drains, so a sleeping sender would stall; measured in docs/comm.md.
 //
+// Each engine also lends its neighbours on the host a region of shared memory, cut into blocks of
+// TROUPE_COMM_CHUNK_BYTES (UCX allocates it; a peer maps it with ucp_rkey_ptr). A ring stages a
+// chunk in a block and sends only the block's offset; the neighbour reads the chunk in place and
+// adds it into its own buffer, one copy fewer than a message through UCX's FIFO, which copies
+// every byte in and out (docs/comm.md, "Mapped blocks").
+//
 // Endpoints use UCX's peer error handling: a peer that dies fails every operation that
 // waits on it with an Error naming its rank, instead of hanging. Teardown closes endpoints
 // with UCP_EP_CLOSE_FLAG_FORCE: a graceful close waits forever for a peer that is gone.
@@ -26,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/block_arena.hpp"
 #include "comm/tag.hpp"
 #include "comm/traffic.hpp"
 #include "compute/expected.hpp"
@@ -57,10 +64,15 @@ class Engine {
 
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
-  // This worker's UCX address: the bytes a peer passes to connect().
+  // What a peer passes to connect(): the worker's UCX address and this engine's lent region
+  // (comm/engine_address.hpp).
   const std::vector<std::uint8_t>& address() const { return address_; }
-  // Creates the endpoint to `peer` from its address. Any thread; returns when it exists.
+  // Creates the endpoint to `peer` from its address, and maps the peer's region when it is on
+  // this host. Any thread; returns when the endpoint exists.
   Status connect(int peer, std::span<const std::uint8_t> address);
+  // `peer`'s lent region as mapped into this process; empty when it cannot be mapped (another
+  // host, shared memory off, or the peer lends none). Any thread, after connect() returned.
+  std::span<const std::byte> peer_region(int peer) const;
 
   // Sends `bytes` at `data` to `peer` / receives exactly `bytes` into `data` from `peer`, under
   // the tag made of `key` and the sending rank. Any thread. The buffer must stay valid until
@@ -80,6 +92,13 @@ class Engine {
   // current callback, if one already has). unwatch_peers() ends the watch.
   WatchId watch_peers(std::vector<int> peers, std::function<void(const Error&)> lost);
   void unwatch_peers(WatchId id);
+
+  // This engine's lent blocks (progress thread only). Block size in bytes, 0 when it lends none
+  // (TROUPE_COMM_MAPPED_BLOCKS=0, shared memory off, or UCX could not allocate the region).
+  std::size_t mapped_block_bytes() const;
+  // Runs `ready` with a free block, at once or when one is given back.
+  void take_mapped_block(std::function<void(MappedBlock)> ready);
+  void give_back_mapped_block(std::uint64_t offset);
 
   // The oldest receive in flight, if any. Any thread.
   std::optional<PendingReceive> oldest_pending_receive() const;

@@ -92,6 +92,22 @@ TEST_CASE("all-reduce of 64 MiB of f32 on 2 and 4 processes, twice the same bits
   }
 }
 
+TEST_CASE("all-reduce through mapped blocks gives the same bits as through messages, with one block or many",
+          "[collectives][all_reduce]") {
+  const std::vector<std::int64_t> sizes{7, 1000003, 5 << 20};
+  const auto mapped = run_ranks(3, check_sums<float>(sizes, CollectiveOptions::from_environment()));
+  require_same_on_every_rank(mapped);
+  std::vector<std::uint8_t> messages;
+  {
+    ScopedEnv off("TROUPE_COMM_MAPPED_BLOCKS", "0");
+    messages = run_ranks(3, check_sums<float>(sizes, CollectiveOptions::from_environment())).front();
+  }
+  CHECK(messages == mapped.front());
+  // One block per engine: every chunk waits for the neighbour to have read the one before.
+  ScopedEnv one("TROUPE_COMM_MAPPED_BLOCKS", "1");
+  CHECK(run_ranks(3, check_sums<float>(sizes, CollectiveOptions::from_environment())).front() == mapped.front());
+}
+
 TEST_CASE("all-reduce over TCP, as between hosts, gives the same bits as over shared memory",
           "[collectives][all_reduce][tcp]") {
   const auto shared_memory = run_ranks(3, check_sums<float>({7, 1000003}, CollectiveOptions::from_environment()));

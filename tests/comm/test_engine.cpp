@@ -3,6 +3,9 @@
 
 #include "rank_support.hpp"
 
+#include "comm/engine_address.hpp"
+#include "comm/knobs.hpp"
+
 #include <signal.h>
 
 #include <future>
@@ -152,4 +155,81 @@ TEST_CASE("the oldest receive in flight names its peer and message until it comp
     if (engine.oldest_pending_receive()) return Error{"a completed receive is still reported as pending"};
     return std::vector<std::uint8_t>{};
   });
+}
+
+TEST_CASE("the engine address is the documented wire format", "[engine]") {
+  EngineAddress address;
+  address.worker = {0xaa, 0xbb, 0xcc};
+  address.region_key = {0x11, 0x22};
+  address.region_base = 0x0102030405060708ull;
+  address.region_bytes = 0x800000;
+  const std::vector<std::uint8_t> want{3,    0,    0,    0,    0xaa, 0xbb, 0xcc,  // worker
+                                       2,    0,    0,    0,    0x11, 0x22,        // region key
+                                       0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01,  // base
+                                       0,    0,    0x80, 0,    0,    0,    0,    0};   // bytes
+  const auto bytes = encode_address(address);
+  CHECK(bytes == want);
+  auto back = decode_address(bytes);
+  REQUIRE(back.ok());
+  CHECK(back->worker == address.worker);
+  CHECK(back->region_key == address.region_key);
+  CHECK(back->region_base == address.region_base);
+  CHECK(back->region_bytes == address.region_bytes);
+
+  // No region lent: an empty key, base and size 0.
+  auto bare = decode_address(encode_address(EngineAddress{{7}, {}, 0, 0}));
+  REQUIRE(bare.ok());
+  CHECK(bare->region_key.empty());
+
+  // Cut short, with bytes left over, or with no worker address: refused, saying why.
+  for (const auto& bad : {std::vector<std::uint8_t>(bytes.begin(), bytes.end() - 1),
+                          [&] { auto longer = bytes; longer.push_back(0); return longer; }(),
+                          encode_address(EngineAddress{})}) {
+    const auto decoded = decode_address(bad);
+    REQUIRE_FALSE(decoded.ok());
+    CHECK_THAT(decoded.error().message, Catch::Contains("malformed engine address"));
+  }
+
+  auto engine = Engine::create(0, 2);
+  REQUIRE(engine.ok());
+  const std::vector<std::uint8_t> garbage{1, 2, 3};
+  const Status refused = (*engine)->connect(1, garbage);
+  REQUIRE_FALSE(refused.ok());
+  CHECK_THAT(refused.error().message, Catch::Contains("cannot connect to rank 1") && Catch::Contains("malformed"));
+}
+
+namespace {
+
+// Each rank reports, per peer, whether the peer's lent region is mapped here, and the size of
+// its own blocks.
+LocalRankBody report_mappings() {
+  return [](Engine& engine) -> Expected<std::vector<std::uint8_t>> {
+    std::vector<std::uint64_t> report{engine.mapped_block_bytes()};
+    for (int peer = 0; peer < engine.world_size(); ++peer) {
+      if (peer != engine.rank()) report.push_back(engine.peer_region(peer).size());
+    }
+    return pack(report);
+  };
+}
+
+}  // namespace
+
+TEST_CASE("ranks on one host map each other's lent region; over TCP or with no blocks none does", "[engine]") {
+  const auto lent = run_ranks(3, report_mappings());
+  for (const auto& report : lent) {
+    const auto values = unpack<std::uint64_t>(report);
+    CHECK(values[0] == static_cast<std::uint64_t>(knob_value(knob_chunk_bytes)));
+    for (std::size_t i = 1; i < values.size(); ++i) {
+      CHECK(values[i] == static_cast<std::uint64_t>(knob_value(knob_mapped_blocks) * knob_value(knob_chunk_bytes)));
+    }
+  }
+  for (const auto& [name, value] : {std::pair{"UCX_TLS", "tcp,self"}, std::pair{"TROUPE_COMM_MAPPED_BLOCKS", "0"}}) {
+    INFO(name << "=" << value);
+    ScopedEnv env(name, value);
+    for (const auto& report : run_ranks(2, report_mappings())) {
+      const auto values = unpack<std::uint64_t>(report);
+      CHECK(values[0] == 0);
+      CHECK(values[1] == 0);
+    }
+  }
 }
