@@ -25,7 +25,7 @@ Status wait_for(const Engine& engine, Post post) {
 
 CollectiveOptions CollectiveOptions::from_environment() {
   return CollectiveOptions{std::max<std::int64_t>(knob_value(knob_chunk_bytes), 1),
-                           static_cast<int>(std::max<std::int64_t>(knob_value(knob_window), 1))};
+                           static_cast<int>(std::max<std::int64_t>(knob_value(knob_window), 1)), true};
 }
 
 Communicator::Communicator(Engine& engine, Group group, int position, CollectiveOptions options)
@@ -73,7 +73,7 @@ void Communicator::post_ring(compute::Tensor buffer, RingPhases ring_phases, Cal
   const std::int64_t wanted =
       std::max<std::int64_t>(options_.chunk_bytes / static_cast<std::int64_t>(compute::dtype_size(buffer.dtype())), 1);
   const RingShape shape{ring_chunk_elements(buffer.numel(), group_.size(), ring_phases, wanted), options_.window,
-                        scratch_};
+                        scratch_, options_.mapped_blocks};
   // The task holds the only reference, so the operation ends its life on the progress thread.
   engine_.post([op = make_ring_op(engine_, group_, key, ring_phases, std::move(buffer), shape, std::move(done))] {
     op->start();

@@ -31,6 +31,10 @@ enum class RingPhases : std::uint8_t;
 struct CollectiveOptions {
   std::int64_t chunk_bytes = 0;  // message size of ring and chain (TROUPE_COMM_CHUNK_BYTES)
   int window = 0;                // ring partial-sum receives in flight (TROUPE_COMM_WINDOW)
+  // Ring chunks between processes on one host go through the engines' mapped blocks where both
+  // lend them; false sends every chunk as a message (to compare the two ways). Every rank of
+  // the group must give the same value, as for chunk_bytes.
+  bool mapped_blocks = true;
 
   static CollectiveOptions from_environment();
 };

@@ -15,7 +15,7 @@ struct Knob {
 inline constexpr Knob knob_spin_us{"TROUPE_COMM_SPIN_US", 1000};               // poll this long idle in a transfer
 inline constexpr Knob knob_chunk_bytes{"TROUPE_COMM_CHUNK_BYTES", 512 << 10};  // ring/chain message size
 inline constexpr Knob knob_window{"TROUPE_COMM_WINDOW", 4};                    // ring receives in flight
-inline constexpr Knob knob_mapped_blocks{"TROUPE_COMM_MAPPED_BLOCKS", 16};     // shared-memory blocks lent to neighbours
+inline constexpr Knob knob_mapped_blocks{"TROUPE_COMM_MAPPED_BLOCKS", 4};      // shared-memory blocks lent to neighbours
 
 // The knob's value from the environment when set to a non-negative integer, else its default.
 std::int64_t knob_value(const Knob& knob);

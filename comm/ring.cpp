@@ -66,7 +66,7 @@ class RingOp final : public CollectiveOp {
       chunks_max_ = std::max(chunks_max_, chunks(j));
     }
     const std::size_t chunk_bytes = static_cast<std::size_t>(chunk_) * compute::dtype_size(this->buffer().dtype());
-    const bool lends = engine.mapped_block_bytes() >= chunk_bytes;
+    const bool lends = shape.mapped_blocks && engine.mapped_block_bytes() >= chunk_bytes;
     left_region_ = engine.peer_region(left_);
     mapped_from_left_ = n_ > 1 && lends && !left_region_.empty();
     mapped_to_right_ = n_ > 1 && lends && !engine.peer_region(right_).empty();

@@ -24,6 +24,7 @@ struct RingShape {
   std::int64_t chunk_elements = 0;
   int window = 0;  // partial-sum receives in flight
   std::shared_ptr<ScratchPool> scratch;
+  bool mapped_blocks = true;  // through the engines' mapped blocks where both ends lend them
 };
 
 std::shared_ptr<CollectiveOp> make_ring_op(Engine& engine, const Group& group, MessageKey key, RingPhases phases,

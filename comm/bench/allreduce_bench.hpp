@@ -5,7 +5,10 @@
 //
 // busbw = 2(n-1)/n · bytes / time, NCCL's convention: the bandwidth each rank's link must
 // carry, comparable across n with a point-to-point figure. Time is the median over iterations
-// of the slowest rank's all-reduce, every iteration entered together (barrier, untimed).
+// of the slowest rank's all-reduce, every iteration entered together (barrier, untimed). Each
+// iteration also runs the ring with every chunk as a message (no mapped blocks) in the same
+// processes, so the two compare on the same machine state: the speedup is the median of the
+// iterations' ratios.
 // Point-to-point references, at each all-reduce size as the message size: our engine
 // streaming messages one way between two processes (peer error handling on, as in the
 // all-reduce), and ucx_perftest's tag_bw (ucx-utils) when it is on the PATH (UCX's defaults:
@@ -31,8 +34,10 @@ struct AllReduceBenchOptions {
 struct AllReduceBenchRow {
   int processes = 0;
   std::int64_t bytes = 0;
-  double seconds = 0;  // median
-  double busbw = 0;    // bytes per second
+  double seconds = 0;           // median
+  double busbw = 0;             // bytes per second
+  double messages_seconds = 0;  // median, every chunk as a message
+  double speedup = 0;           // median over iterations of messages / mapped time
 };
 
 struct PointToPointRow {

@@ -20,11 +20,16 @@ using troupe::compute::Tensor;
 
 namespace {
 
-void kill_mid_all_reduce(int n, int victim) {
+// Chunks of 8 MiB go as messages; chunks that fit a mapped block go through blocks between
+// ranks on one host.
+const CollectiveOptions as_messages{8 << 20, 2};
+const CollectiveOptions through_blocks = CollectiveOptions::from_environment();
+
+void kill_mid_all_reduce(int n, int victim, CollectiveOptions options = as_messages) {
   auto results = run_local_ranks(
       n,
-      [victim](Engine& engine) -> Expected<std::vector<std::uint8_t>> {
-        auto comm = world(engine, CollectiveOptions{8 << 20, 2});
+      [victim, options](Engine& engine) -> Expected<std::vector<std::uint8_t>> {
+        auto comm = world(engine, options);
         if (!comm) return comm.error();
         Tensor buffer = Tensor::zeros({(64 << 20) / 4}, DType::f32);
         if (Status s = (*comm)->barrier(); !s) return s.error();
@@ -66,6 +71,12 @@ TEST_CASE("a rank killed mid-all-reduce fails both survivors' operation, naming 
 
 TEST_CASE("a rank killed mid-all-reduce fails every survivor's operation, neighbours or not", "[failure]") {
   kill_mid_all_reduce(4, 1);
+}
+
+TEST_CASE("a rank killed mid-all-reduce through mapped blocks fails every survivor's operation, naming it",
+          "[failure]") {
+  kill_mid_all_reduce(3, 1, through_blocks);
+  kill_mid_all_reduce(4, 2, through_blocks);
 }
 
 TEST_CASE("a rank killed mid-all-reduce over TCP, as between hosts, fails the survivors' operation", "[failure][tcp]") {
