@@ -137,7 +137,7 @@ struct heartbeat_msg {
 // Monitor actor → node supervisor (request): an order for the node's workers, obeyed at their
 // step boundaries (monitor/step_control.hpp), or a log level. Accepted only from the job process.
 struct control_msg {
-  std::string order;              // hold, act, resume, fail, log
+  std::string order;              // hold, act, resume, fail, log; rescue (the node's own, never sent)
   std::int64_t boundary = -1;     // act: the agreed boundary (steps done)
   std::string action;             // act: none (cancel), checkpoint, pause; log: the level
   std::string subsystem;          // log: one logger, or empty for all

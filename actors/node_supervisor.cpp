@@ -111,6 +111,8 @@ caf::behavior node_supervisor(node_actor* self, caf::actor job, join_msg hello, 
       [=](rescue_atom, rescue_msg& order) {
         order.reply_to = caf::actor_cast<caf::actor>(self);
         for (const caf::actor& worker : self->state.workers) self->send(worker, rescue_atom_v, order);
+        // A worker waiting at its step boundary (paused from the shell) reads no mailbox: wake it.
+        if (options.control) options.control(control_msg{"rescue"});
       },
       [=](rescue_atom, const rescue_done_msg& done) { self->send(self->state.job, rescue_atom_v, done); },
       [=](control_atom, const control_msg& order) -> control_reply_msg {

@@ -21,6 +21,8 @@ actors::control_reply_msg NodeControl::obey(const actors::control_msg& order) {
     for (auto& control : controls_) control->act(order.boundary, action);
   } else if (order.order == "resume") {
     for (auto& control : controls_) control->resume();
+  } else if (order.order == "rescue") {
+    for (auto& control : controls_) control->rescue();
   } else if (order.order == "fail") {
     const int slot = order.rank - first_rank_;
     if (slot < 0 || slot >= static_cast<int>(controls_.size()))

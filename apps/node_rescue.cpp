@@ -45,6 +45,8 @@ RescueHooks node_rescue_hooks(caf::blocking_actor* worker, int rank) {
       order = requested.order();
     } catch (const actors::CommFailed&) {
       order = wait_for_order(worker);
+    } catch (const RescueAtBoundary&) {
+      order = wait_for_order(worker);
     } catch (...) {
       // A plain stop, or the step's own failure (its state may be half updated): no rescue here.
     }

@@ -113,6 +113,7 @@ std::optional<RunOutcome> obey_orders(monitor::StepControl& control, long steps_
   for (;;) {
     const monitor::BoundaryOrder order = control.at_boundary(steps_done, progress);
     if (order.stop) return RunOutcome{1, fmt::format("stopped while held after step {}", steps_done)};
+    if (order.rescue) throw RescueAtBoundary(steps_done);
     if (order.fail) {
       monitor::logger("drill")->error("shell: the worker of rank {} fails after step {} (kill worker)", rank,
                                       steps_done);
@@ -197,8 +198,16 @@ RunOutcome drive_training(const ResolvedJob& job, const JobData& data, const std
   Status last_save = Status::success();
   const ControlFinisher finisher{loop.control};
   for (long s = resumed->steps; s < t.steps; ++s) {
-    if (loop.control)
-      if (auto stopped = obey_orders(*loop.control, s, loop.rank, checkpoints, loop, progress)) return *stopped;
+    if (loop.control) {
+      std::optional<RunOutcome> stopped;
+      try {
+        stopped = obey_orders(*loop.control, s, loop.rank, checkpoints, loop, progress);
+      } catch (const RescueAtBoundary&) {
+        rescue_after_failed_step(loop, checkpoints, s);
+        throw;
+      }
+      if (stopped) return *stopped;
+    }
     progress.begin(fmt::format("step {}", s + 1));
     auto start = Clock::now();
     const auto wall_start = std::chrono::system_clock::now().time_since_epoch();

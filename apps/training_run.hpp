@@ -7,6 +7,7 @@
 #include <exception>
 #include <functional>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "apps/job_data.hpp"
@@ -29,6 +30,14 @@ struct RescueRole {
 // Rescue (node jobs): when a step throws, role says whether the job wants this rank's memory of
 // the last completed step written (it may wait for the job's word); done hears how the write
 // went. Empty: a failed step just fails the run.
+// Thrown at a step boundary where the job ordered a rescue (the order waits in the mailbox): the
+// steps done are the state to write, as after a step that failed before its update.
+class RescueAtBoundary : public std::runtime_error {
+ public:
+  explicit RescueAtBoundary(long steps_done)
+      : std::runtime_error("rescue ordered while waiting after step " + std::to_string(steps_done)) {}
+};
+
 struct RescueHooks {
   std::function<std::optional<RescueRole>(std::exception_ptr)> role;
   std::function<void(long steps_done, const Status& written)> done;

@@ -10,13 +10,14 @@ BoundaryOrder StepControl::at_boundary(std::int64_t steps_done, WorkProgress& pr
     BoundaryOrder order;
     if (stop_) order.stop = true;
     if (fail_) order.fail = true;
+    if (rescue_) order.rescue = true;
     if (target_ == steps_done) {
       if (action_ == BoundaryAction::pause) paused_ = true;
       if (action_ == BoundaryAction::checkpoint) order.checkpoint = true;
       target_ = -1;
       action_ = BoundaryAction::none;
     }
-    if (order.stop || order.fail || order.checkpoint || (!held_ && !paused_)) {
+    if (order.stop || order.fail || order.rescue || order.checkpoint || (!held_ && !paused_)) {
       fail_ = false;
       at_boundary_ = order.checkpoint;
       return order;
@@ -65,6 +66,14 @@ void StepControl::fail_next() {
   {
     std::lock_guard lock(mutex_);
     fail_ = true;
+  }
+  changed_.notify_all();
+}
+
+void StepControl::rescue() {
+  {
+    std::lock_guard lock(mutex_);
+    rescue_ = true;
   }
   changed_.notify_all();
 }

@@ -1,6 +1,8 @@
 #pragma once
 // Orders from the job's shell to one worker, obeyed at its step boundaries: pause there until
-// resumed, save a checkpoint there, fail there (the kill-worker drill), or stop while held.
+// resumed, save a checkpoint there, fail there (the kill-worker drill), or stop while held. A
+// rescue ordered by the job (a peer was lost) ends a wait at a boundary too: a paused worker
+// holds exactly the state the rescue snapshot wants, and otherwise would sit out the job's wait.
 //
 // Ranks of a job run in lockstep (every step ends in collectives that need every rank), so they
 // can agree on a boundary in two phases without stopping training for longer than a round trip:
@@ -28,6 +30,7 @@ struct BoundaryOrder {
   bool checkpoint = false;  // save a checkpoint of the steps done, then ask again
   bool fail = false;        // throw, as a bug would
   bool stop = false;        // the node is stopping: end the run now
+  bool rescue = false;      // the job wants the state of the steps done (its order is in the mailbox)
 };
 
 class StepControl {
@@ -47,6 +50,7 @@ class StepControl {
   void act(std::int64_t boundary, BoundaryAction action);
   void resume();     // ends a pause
   void fail_next();  // the next boundary throws, paused or not
+  void rescue();     // this and every later boundary answer with rescue, paused or not
   void stop();       // every wait ends with stop
 
  private:
@@ -54,7 +58,7 @@ class StepControl {
   std::condition_variable changed_;
   std::int64_t boundary_ = not_started;  // the last boundary reached
   bool at_boundary_ = false;              // waiting at boundary_ rather than working past it
-  bool finished_ = false, held_ = false, paused_ = false, fail_ = false, stop_ = false;
+  bool finished_ = false, held_ = false, paused_ = false, fail_ = false, stop_ = false, rescue_ = false;
   std::int64_t target_ = -1;
   BoundaryAction action_ = BoundaryAction::none;
 };

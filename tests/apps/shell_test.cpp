@@ -244,6 +244,29 @@ TEST_CASE("troupe shell on a terminal: status, top, pause and resume, checkpoint
   CHECK(shell.wait_exit(seconds(10)) == 0);
 }
 
+TEST_CASE("a node lost while the shell has the job paused is rescued from the survivor's memory at once",
+          "[shell][dp]") {
+  TempDir dir;
+  LiveJob job(dir, 2000);
+  const ProcessResult paused = shell_c(dir, job, "pause");
+  INFO("stderr: " << paused.err);
+  REQUIRE(paused.exit_code == 0);
+  std::smatch m;
+  REQUIRE(std::regex_search(paused.out, m, std::regex("paused after step (\\d+) on all 2 ranks")));
+  const std::string at = m[1].str();
+
+  const auto killed = Clock::now();
+  REQUIRE(shell_c(dir, job, "kill node 1").exit_code == 0);
+  // The paused survivor leaves its pause to write what it holds; before, it sat out the job's
+  // 60 s wait for the snapshot and the job fell back to the newest checkpoint.
+  const auto resumed = job.run->wait_for_line(std::regex("resumed from .* after step (\\d+)"), seconds(40));
+  INFO(job.log());
+  REQUIRE(resumed);
+  CHECK(Clock::now() - killed < seconds(40));
+  CHECK_THAT(resumed->text, Contains("after step " + at + " "));  // no step lost
+  CHECK_THAT(job.log(), Contains("writes its memory of step " + at + " as a rescue snapshot"));
+}
+
 TEST_CASE("troupe shell -c runs one command; a wrong token, garbage and a huge frame are refused; drain",
           "[shell][dp]") {
   TempDir dir;

@@ -21,13 +21,14 @@ struct Worker {
   WorkProgress progress;
   std::atomic<std::int64_t> boundary{-1};
   std::atomic<int> checkpoints{0};
-  std::atomic<bool> failed{false}, stopped{false};
+  std::atomic<bool> failed{false}, stopped{false}, rescued{false};
   std::thread thread{[this] {
     for (std::int64_t s = 0; s < 100000; ++s) {
       for (;;) {
         const BoundaryOrder order = control.at_boundary(s, progress);
         if (order.stop) return void(stopped = true);
         if (order.fail) return void(failed = true);
+        if (order.rescue) return void(rescued = true);
         if (!order.checkpoint) break;
         ++checkpoints;
       }
@@ -87,6 +88,24 @@ TEST_CASE("fail_next fails the next boundary, and stop ends a pause", "[step_con
   REQUIRE(eventually([&] { return w.progress.snapshot().activity == "paused after step " + std::to_string(at); }));
   w.control.stop();
   CHECK(eventually([&] { return w.stopped.load(); }));
+}
+
+TEST_CASE("a rescue ends a pause at once, and reaches a running worker at its next boundary", "[step_control]") {
+  {
+    Worker paused;
+    REQUIRE(eventually([&] { return paused.boundary >= 2; }));
+    const std::int64_t held = paused.control.hold();
+    paused.control.act(held, BoundaryAction::pause);
+    REQUIRE(eventually([&] { return paused.progress.snapshot().activity == "paused after step " + std::to_string(held); }));
+    paused.control.rescue();
+    REQUIRE(eventually([&] { return paused.rescued.load(); }));
+    CHECK(paused.boundary == held - 1);  // it took no step after the pause
+  }
+  Worker running;
+  REQUIRE(eventually([&] { return running.boundary >= 2; }));
+  running.control.rescue();
+  REQUIRE(eventually([&] { return running.rescued.load(); }));
+  CHECK_FALSE(running.failed);
 }
 
 TEST_CASE("hold says when a worker has not started or has finished", "[step_control]") {
