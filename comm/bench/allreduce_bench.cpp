@@ -59,9 +59,52 @@ Expected<std::vector<std::vector<double>>> slowest_per_iteration(const std::vect
   return slowest;
 }
 
+// How many messages of `bytes` a one-way stream sends: about 256 MiB, 4 to 64 of them.
+int stream_messages(std::int64_t bytes) { return static_cast<int>(std::clamp<std::int64_t>((256 << 20) / bytes, 4, 64)); }
+
+// Rank 0 streams stream_messages(bytes) messages from `buffer` to rank 1, all posted at once as
+// ucx_perftest's tag_bw does; rank 1 answers the last with an empty message; other ranks wait.
+// Rank 0's time from the first post to the answer; `round` keeps rounds' keys apart.
+Expected<double> time_stream(Engine& engine, Communicator& world, compute::Tensor& buffer, std::int64_t bytes,
+                             std::uint16_t round) {
+  const int messages = stream_messages(bytes);
+  if (Status s = world.barrier(); !s) return s.error();
+  if (engine.rank() > 1) return 0.0;
+  const auto start = clock::now();
+  std::vector<std::future<Status>> pending;
+  auto wait = [&] {
+    auto promise = std::make_shared<std::promise<Status>>();
+    pending.push_back(promise->get_future());
+    return [promise](Status s) { promise->set_value(std::move(s)); };
+  };
+  const MessageKey ack{MessageKind::point_to_point, 0, round, static_cast<std::uint16_t>(messages)};
+  for (int m = 0; m < messages; ++m) {
+    const MessageKey key{MessageKind::point_to_point, 0, round, static_cast<std::uint16_t>(m)};
+    if (engine.rank() == 0) {
+      engine.post_send(1, key, buffer.data(), static_cast<std::size_t>(bytes), wait());
+    } else {
+      engine.post_recv(0, key, buffer.data(), static_cast<std::size_t>(bytes), wait());
+    }
+  }
+  if (engine.rank() == 0) {
+    engine.post_recv(1, ack, nullptr, 0, wait());
+  } else {
+    for (auto& f : pending) {
+      if (Status s = f.get(); !s) return s.error();
+    }
+    pending.clear();
+    engine.post_send(0, ack, nullptr, 0, wait());
+  }
+  for (auto& f : pending) {
+    if (Status s = f.get(); !s) return s.error();
+  }
+  return std::chrono::duration<double>(clock::now() - start).count();
+}
+
 // The ring with chunks through mapped blocks and with every chunk as a message, in the same
 // processes, iteration by iteration (which goes first alternates): the VM's speed drifts by 2x
-// within seconds, and this way the drift falls on both alike.
+// within seconds, and this way the drift falls on both alike. A one-way stream of the same size
+// between ranks 0 and 1 runs in each iteration too, as the reference of the same moment.
 Expected<AllReduceBenchRow> time_allreduce(int processes, std::int64_t bytes, const AllReduceBenchOptions& o) {
   const auto body = [&](Engine& engine) -> Expected<std::vector<std::uint8_t>> {
     CollectiveOptions as_messages = CollectiveOptions::from_environment();
@@ -75,8 +118,11 @@ Expected<AllReduceBenchRow> time_allreduce(int processes, std::int64_t bytes, co
     Communicator* ways[2] = {mapped->get(), messages->get()};
     compute::Tensor buffer = compute::Tensor::zeros({bytes / 4}, compute::DType::f32);
     std::fill_n(buffer.data_as<float>(), buffer.numel(), 1e-3f);
-    std::vector<double> times(static_cast<std::size_t>(2 * o.iterations));
+    std::vector<double> times(static_cast<std::size_t>(3 * o.iterations));
     for (int i = 0; i < o.warmup + o.iterations; ++i) {
+      auto streamed = time_stream(engine, **mapped, buffer, bytes, static_cast<std::uint16_t>(i));
+      if (!streamed) return streamed.error();
+      if (i >= o.warmup) times[static_cast<std::size_t>(2 * o.iterations + i - o.warmup)] = *streamed;
       for (int k = 0; k < 2; ++k) {
         const int way = (i + k) % 2;
         if (Status s = ways[way]->barrier(); !s) return s.error();
@@ -93,60 +139,35 @@ Expected<AllReduceBenchRow> time_allreduce(int processes, std::int64_t bytes, co
   auto results = run_local_ranks(processes, body, o.timeout);
   if (!results) return results.error();
   const std::string what = std::to_string(processes) + " processes, " + std::to_string(bytes) + " bytes";
-  auto slowest = slowest_per_iteration(*results, 2, o.iterations, what);
+  auto slowest = slowest_per_iteration(*results, 3, o.iterations, what);
   if (!slowest) return slowest.error();
   const auto& mapped = (*slowest)[0];
   const auto& messages = (*slowest)[1];
-  std::vector<double> speedups;
-  for (std::size_t i = 0; i < mapped.size(); ++i) speedups.push_back(messages[i] / mapped[i]);
-  AllReduceBenchRow row{processes, bytes, median(mapped), 0, median(messages), median(speedups)};
-  row.busbw = 2.0 * (processes - 1) / processes * static_cast<double>(bytes) / row.seconds;
+  const auto& stream = (*slowest)[2];  // rank 0's: the others report 0
+  const double bus_bytes = 2.0 * (processes - 1) / processes * static_cast<double>(bytes);
+  const double stream_bytes = stream_messages(bytes) * static_cast<double>(bytes);
+  std::vector<double> speedups, stream_ratios;
+  for (std::size_t i = 0; i < mapped.size(); ++i) {
+    speedups.push_back(messages[i] / mapped[i]);
+    stream_ratios.push_back((bus_bytes / mapped[i]) / (stream_bytes / stream[i]));
+  }
+  AllReduceBenchRow row{processes, bytes, median(mapped), bus_bytes / median(mapped), median(messages),
+                        median(speedups), median(stream_ratios)};
   return row;
 }
 
-// Rank 0 streams messages of `bytes` to rank 1, all posted at once as ucx_perftest's tag_bw
-// does; rank 1 answers the last with an empty message. Time on rank 0, first post to answer;
-// the median over rounds.
+// Our engine's one-way stream between two processes alone (time_stream), the median over rounds.
 Expected<PointToPointRow> time_point_to_point(std::int64_t bytes, const AllReduceBenchOptions& o) {
-  const int messages = static_cast<int>(std::clamp<std::int64_t>((256 << 20) / bytes, 4, 64));
   const auto body = [&](Engine& engine) -> Expected<std::vector<std::uint8_t>> {
     auto comm = Communicator::create(engine, world_group(Grid{2, 1, 1}));
     if (!comm) return comm.error();
     // One buffer for every message: the reference measures transport, not memory footprint.
-    compute::Tensor buffer = compute::Tensor::zeros({bytes}, compute::DType::f32);
+    compute::Tensor buffer = compute::Tensor::zeros({bytes / 4}, compute::DType::f32);
     std::vector<double> times;
     for (int i = 0; i < o.warmup + o.iterations; ++i) {
-      if (Status s = (*comm)->barrier(); !s) return s.error();
-      const auto start = clock::now();
-      std::vector<std::future<Status>> pending;
-      auto wait = [&] {
-        auto promise = std::make_shared<std::promise<Status>>();
-        pending.push_back(promise->get_future());
-        return [promise](Status s) { promise->set_value(std::move(s)); };
-      };
-      const auto round = static_cast<std::uint16_t>(i);
-      const MessageKey ack{MessageKind::point_to_point, 0, round, static_cast<std::uint16_t>(messages)};
-      for (int m = 0; m < messages; ++m) {
-        const MessageKey key{MessageKind::point_to_point, 0, round, static_cast<std::uint16_t>(m)};
-        if (engine.rank() == 0) {
-          engine.post_send(1, key, buffer.data(), static_cast<std::size_t>(bytes), wait());
-        } else {
-          engine.post_recv(0, key, buffer.data(), static_cast<std::size_t>(bytes), wait());
-        }
-      }
-      if (engine.rank() == 0) {
-        engine.post_recv(1, ack, nullptr, 0, wait());
-      } else {
-        for (auto& f : pending) {
-          if (Status s = f.get(); !s) return s.error();
-        }
-        pending.clear();
-        engine.post_send(0, ack, nullptr, 0, wait());
-      }
-      for (auto& f : pending) {
-        if (Status s = f.get(); !s) return s.error();
-      }
-      if (i >= o.warmup) times.push_back(std::chrono::duration<double>(clock::now() - start).count());
+      auto seconds = time_stream(engine, **comm, buffer, bytes, static_cast<std::uint16_t>(i));
+      if (!seconds) return seconds.error();
+      if (i >= o.warmup) times.push_back(*seconds);
     }
     return pack(times);
   };
@@ -156,7 +177,7 @@ Expected<PointToPointRow> time_point_to_point(std::int64_t bytes, const AllReduc
     if (!r.ok) return Error{"bench allreduce: point-to-point: " + r.error};
   }
   const double seconds = median(unpack((*results)[0].report));
-  return PointToPointRow{"troupe engine", bytes, messages * static_cast<double>(bytes) / seconds};
+  return PointToPointRow{"troupe engine", bytes, stream_messages(bytes) * static_cast<double>(bytes) / seconds};
 }
 
 // ucx_perftest tag_bw between a server and a client on 127.0.0.1; nothing when it is not
@@ -261,10 +282,11 @@ std::string format_allreduce_report(const AllReduceBenchReport& report) {
     }
     out << "\n";
   }
-  out << "all-reduce, f32 sum, busbw = 2(n-1)/n * bytes / median time (ratios: busbw / p2p of that size);\n"
-      << "  every chunk as a message instead, in the same processes, iterations interleaved:\n";
-  std::snprintf(line, sizeof line, "  %5s %8s %9s %11s %12s %9s", "procs", "size", "time ms", "busbw GB/s",
-                "messages ms", "x faster");
+  out << "all-reduce, f32 sum, busbw = 2(n-1)/n * bytes / median time; interleaved with each iteration, in the\n"
+      << "  same processes: the ring with every chunk as a message, and a one-way stream of the same size (ratios\n"
+      << "  to it per iteration); last columns: busbw / the separate runs' p2p of that size:\n";
+  std::snprintf(line, sizeof line, "  %5s %8s %9s %11s %12s %9s %10s", "procs", "size", "time ms", "busbw GB/s",
+                "messages ms", "x faster", "/ stream");
   out << line;
   for (const auto& m : methods) {
     std::snprintf(line, sizeof line, " %15s", ("/ " + m).c_str());
@@ -272,8 +294,8 @@ std::string format_allreduce_report(const AllReduceBenchReport& report) {
   }
   out << "\n";
   for (const auto& r : report.rows) {
-    std::snprintf(line, sizeof line, "  %5d %8s %9.3f %11.2f %12.3f %9.2f", r.processes, mib(r.bytes).c_str(),
-                  r.seconds * 1e3, r.busbw / 1e9, r.messages_seconds * 1e3, r.speedup);
+    std::snprintf(line, sizeof line, "  %5d %8s %9.3f %11.2f %12.3f %9.2f %10.2f", r.processes, mib(r.bytes).c_str(),
+                  r.seconds * 1e3, r.busbw / 1e9, r.messages_seconds * 1e3, r.speedup, r.stream_ratio);
     out << line;
     for (const auto& m : methods) {
       const double p2p = bandwidth(m, r.bytes);

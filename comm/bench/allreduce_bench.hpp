@@ -8,7 +8,8 @@
 // of the slowest rank's all-reduce, every iteration entered together (barrier, untimed). Each
 // iteration also runs the ring with every chunk as a message (no mapped blocks) in the same
 // processes, so the two compare on the same machine state: the speedup is the median of the
-// iterations' ratios.
+// iterations' ratios. So does a one-way stream of the same size from rank 0 to rank 1: busbw is
+// also given as the median of its ratio to that stream, iteration by iteration.
 // Point-to-point references, at each all-reduce size as the message size: our engine
 // streaming messages one way between two processes (peer error handling on, as in the
 // all-reduce), and ucx_perftest's tag_bw (ucx-utils) when it is on the PATH (UCX's defaults:
@@ -38,6 +39,7 @@ struct AllReduceBenchRow {
   double busbw = 0;             // bytes per second
   double messages_seconds = 0;  // median, every chunk as a message
   double speedup = 0;           // median over iterations of messages / mapped time
+  double stream_ratio = 0;      // median over iterations of busbw / the same iteration's one-way stream
 };
 
 struct PointToPointRow {
