@@ -73,6 +73,7 @@ class RingOp final : public CollectiveOp {
     ack_base_ = static_cast<std::uint32_t>((reduces() && gathers() ? 2 : 1) * (n_ - 1) * chunks_max_);
     if (mapped_from_left_ || mapped_to_right_) offsets_.resize(2 * ack_base_);
   }
+  ~RingOp() override { return_held_blocks(); }
 
  private:
   static TrafficKind phases_kind(RingPhases phases) {
@@ -258,10 +259,6 @@ class RingOp final : public CollectiveOp {
     });
   }
 
- public:
-  ~RingOp() override { return_held_blocks(); }
-
- private:
   RingPhases phases_;
   int n_;
   int r_;

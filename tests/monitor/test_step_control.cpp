@@ -49,6 +49,15 @@ bool eventually(Condition condition) {
   return condition();
 }
 
+// Pauses `w` at its next boundary, once it has passed `after`; returns that boundary.
+std::int64_t pause_after(Worker& w, std::int64_t after) {
+  REQUIRE(eventually([&] { return w.boundary >= after; }));
+  const std::int64_t at = w.control.hold();
+  w.control.act(at, BoundaryAction::pause);
+  REQUIRE(eventually([&] { return w.progress.snapshot().activity == "paused after step " + std::to_string(at); }));
+  return at;
+}
+
 }  // namespace
 
 TEST_CASE("hold stops a worker at its next boundary; act pauses it there until resume", "[step_control]") {
@@ -82,10 +91,7 @@ TEST_CASE("fail_next fails the next boundary, and stop ends a pause", "[step_con
     CHECK(eventually([&] { return w.failed.load(); }));
   }
   Worker w;
-  REQUIRE(eventually([&] { return w.boundary >= 1; }));
-  const std::int64_t at = w.control.hold();
-  w.control.act(at, BoundaryAction::pause);
-  REQUIRE(eventually([&] { return w.progress.snapshot().activity == "paused after step " + std::to_string(at); }));
+  pause_after(w, 1);
   w.control.stop();
   CHECK(eventually([&] { return w.stopped.load(); }));
 }
@@ -93,10 +99,7 @@ TEST_CASE("fail_next fails the next boundary, and stop ends a pause", "[step_con
 TEST_CASE("a rescue ends a pause at once, and reaches a running worker at its next boundary", "[step_control]") {
   {
     Worker paused;
-    REQUIRE(eventually([&] { return paused.boundary >= 2; }));
-    const std::int64_t held = paused.control.hold();
-    paused.control.act(held, BoundaryAction::pause);
-    REQUIRE(eventually([&] { return paused.progress.snapshot().activity == "paused after step " + std::to_string(held); }));
+    const std::int64_t held = pause_after(paused, 2);
     paused.control.rescue();
     REQUIRE(eventually([&] { return paused.rescued.load(); }));
     CHECK(paused.boundary == held - 1);  // it took no step after the pause
