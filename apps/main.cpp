@@ -29,13 +29,13 @@
 
 #include <CLI/CLI.hpp>
 
-#include "apps/bench_gpu_command.hpp"
-#include "apps/commands.hpp"
-#include "apps/config_cli.hpp"
-#include "apps/config_loader.hpp"
-#include "apps/config_print.hpp"
-#include "apps/resolved_job.hpp"
-#include "apps/unknown_arguments.hpp"
+#include "apps/commands/bench_gpu_command.hpp"
+#include "apps/commands/commands.hpp"
+#include "apps/config/cli.hpp"
+#include "apps/config/loader.hpp"
+#include "apps/config/print.hpp"
+#include "apps/config/resolve.hpp"
+#include "apps/config/unknown_arguments.hpp"
 
 namespace {
 

@@ -19,7 +19,7 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 
 #include "apps/launch/exit_status.hpp"
-#include "apps/launch/node_command.hpp"
+#include "apps/launch/process_spec.hpp"
 #include "compute/expected.hpp"
 
 namespace troupe::launch {

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "apps/launch/node_command.hpp"
+#include "apps/launch/process_spec.hpp"
 #include "compute/expected.hpp"
 
 namespace troupe::launch {

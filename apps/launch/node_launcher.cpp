@@ -109,15 +109,15 @@ struct NodeLauncher::Impl {
   asio::steady_timer preflight_timer{io};
   asio::steady_timer grace_timer{io};
   asio::steady_timer hold_timer{io};
-  std::vector<NodeCommand> nodes;
+  std::vector<NodeProcessSpec> nodes;
   LauncherOptions options;
   std::vector<std::unique_ptr<Child>> children;
   std::vector<char> read_buffer = std::vector<char>(read_chunk_bytes);
   State state = State::idle;
   JobResult result;
 
-  Impl(std::vector<NodeCommand> node_commands, LauncherOptions launcher_options)
-      : nodes(std::move(node_commands)), options(std::move(launcher_options)) {}
+  Impl(std::vector<NodeProcessSpec> node_process_specs, LauncherOptions launcher_options)
+      : nodes(std::move(node_process_specs)), options(std::move(launcher_options)) {}
 
   JobResult run() {
     TROUPE_CHECK(state == State::idle, "NodeLauncher::run() called twice");
@@ -126,7 +126,7 @@ struct NodeLauncher::Impl {
       wait_for_signal();
     }
     std::vector<std::string> remote_hosts;
-    for (const NodeCommand& node : nodes) {
+    for (const NodeProcessSpec& node : nodes) {
       TROUPE_CHECK(!node.argv.empty(), "node " + std::to_string(node.node_index) + " has no program");
       const bool seen = std::find(remote_hosts.begin(), remote_hosts.end(), node.host) != remote_hosts.end();
       if (!node.local && !seen) remote_hosts.push_back(node.host);
@@ -161,7 +161,7 @@ struct NodeLauncher::Impl {
 
   void start_nodes() {
     state = State::running;
-    for (const NodeCommand& node : nodes) {
+    for (const NodeProcessSpec& node : nodes) {
       auto child = std::make_unique<Child>();
       child->role = Role::node;
       child->node_index = node.node_index;
@@ -397,7 +397,7 @@ struct NodeLauncher::Impl {
   void say(const std::string& text) { options.sink(OutputStream::err, "[launch] " + text); }
 };
 
-NodeLauncher::NodeLauncher(std::vector<NodeCommand> nodes, LauncherOptions options)
+NodeLauncher::NodeLauncher(std::vector<NodeProcessSpec> nodes, LauncherOptions options)
     : impl_(std::make_unique<Impl>(std::move(nodes), std::move(options))) {}
 
 NodeLauncher::~NodeLauncher() = default;

@@ -45,7 +45,7 @@
 
 #include "apps/launch/exit_status.hpp"
 #include "apps/launch/launch_template.hpp"
-#include "apps/launch/node_command.hpp"
+#include "apps/launch/process_spec.hpp"
 
 namespace troupe::launch {
 
@@ -93,7 +93,7 @@ struct JobResult {
 
 class NodeLauncher {
  public:
-  NodeLauncher(std::vector<NodeCommand> nodes, LauncherOptions options);
+  NodeLauncher(std::vector<NodeProcessSpec> nodes, LauncherOptions options);
   ~NodeLauncher();
   NodeLauncher(const NodeLauncher&) = delete;
   NodeLauncher& operator=(const NodeLauncher&) = delete;

@@ -45,9 +45,9 @@ Environment node_environment(const RankPlan& plan, const NodePlan& node, const J
   };
 }
 
-std::vector<NodeCommand> node_commands(const RankPlan& plan, const JobContact& contact,
+std::vector<NodeProcessSpec> node_process_specs(const RankPlan& plan, const JobContact& contact,
                                        const std::vector<std::string>& argv) {
-  std::vector<NodeCommand> commands;
+  std::vector<NodeProcessSpec> commands;
   for (const NodePlan& node : plan.nodes) {
     commands.push_back({node.node_index, node.host, node.local, argv, node_environment(plan, node, contact)});
   }

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "apps/launch/host_file.hpp"
-#include "apps/launch/node_command.hpp"
+#include "apps/launch/process_spec.hpp"
 
 namespace troupe::launch {
 
@@ -47,7 +47,7 @@ RankPlan plan_ranks(const std::vector<HostEntry>& hosts, std::string_view this_h
 Environment node_environment(const RankPlan& plan, const NodePlan& node, const JobContact& contact);
 
 // One command per node: argv (the node program) with that node's environment.
-std::vector<NodeCommand> node_commands(const RankPlan& plan, const JobContact& contact,
+std::vector<NodeProcessSpec> node_process_specs(const RankPlan& plan, const JobContact& contact,
                                        const std::vector<std::string>& argv);
 
 }  // namespace troupe::launch

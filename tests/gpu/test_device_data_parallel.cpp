@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "actors/actor_system_setup.hpp"
-#include "actors/cuda/device_data_parallel_hooks.hpp"
+#include "actors/worker/cuda/device_data_parallel_hooks.hpp"
 #include "apps/run_troupe.hpp"
 #include "comm/nccl/nccl_comm.hpp"
 #include "gpu/gpu_support.hpp"

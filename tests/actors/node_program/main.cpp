@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "actors/actor_system_setup.hpp"
-#include "actors/node_supervisor.hpp"
+#include "actors/supervision/node_supervisor.hpp"
 
 using namespace troupe::actors;
 

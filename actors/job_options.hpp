@@ -1,0 +1,122 @@
+#pragma once
+// What a job runs with, as plain option structs the runtime defines. Every field is a config key
+// "section.name" that can be set in a TOML file and overridden on the command line
+// (--section.name=value); the key table in apps/config/keys.cpp is the one place that lists them,
+// with defaults and help text, and apps/config/resolve.hpp turns what the user asked for into a
+// ResolvedJob. Nothing in actors/ or below knows how the values were spelled.
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "compute/model/gpt_config.hpp"
+
+namespace troupe::actors {
+
+struct ModelOptions {
+  std::string preset = "small";  // tiny | small | gpt2; the fields below override it when > 0
+  int n_layer = 0;
+  int n_embd = 0;
+  int n_head = 0;
+  int block_size = 0;
+  int vocab_size = 0;
+};
+
+struct TrainOptions {
+  long steps = 200;
+  int batch_size = 8;     // micro-batch B per worker
+  int seq_len = 0;        // T; 0 = the model's block_size
+  int grad_accum = 1;     // micro-batches per optimizer step
+  double lr = 1e-3;       // peak learning rate
+  double min_lr = 1e-4;   // cosine decays to this
+  long warmup_steps = 20;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;  // global-norm clip; 0 = off
+  int zero = 0;            // ZeRO stage over the data-parallel group: 0, 1 (optimizer state), 2 (+ gradients)
+  std::uint64_t seed = 1337;
+  int threads = 0;         // 0 = all cores
+  std::string backend = "cpu";
+  long val_every = 50;     // 0 = only at the end
+  int val_batches = 16;
+  long log_every = 1;
+};
+
+struct DataOptions {
+  std::string corpus = "/usr/share/games/fortunes";  // text file or directory (byte tokens)
+  std::string train_tokens;  // llm.c .bin token file; when set, replaces corpus
+  std::string val_tokens;    // .bin for validation; default: split off train_tokens
+  double val_fraction = 0.1;
+};
+
+struct SampleOptions {
+  int tokens = 200;  // 0 = no sample at the end
+  double temperature = 0.8;
+  int top_k = 0;     // 0 = all tokens
+  std::string prompt = "\n";
+};
+
+// Pipeline parallelism: the workers form pipelines of `stages` ranks (world = dp × stages).
+struct PipelineOptions {
+  int stages = 1;                 // p; 1 = no pipeline
+  int microbatches = 4;           // m per optimizer step, each of train.batch_size sequences
+  std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved
+  int virtual_stages = 1;         // v model chunks per stage (interleaved only)
+  std::string trace;              // Chrome trace JSON of every rank's ops, written at the end; empty = none
+};
+
+// How a multi-process job notices a hung node or worker (the job supervisor's watchdog).
+struct FaultOptions {
+  double heartbeat_seconds = 1;   // each node's heartbeat period
+  double heartbeat_timeout = 10;  // a node silent this long is hung or stopped
+  double step_timeout = 600;      // a worker without a finished step (or validation) this long is stuck; 0 = off
+  int max_restarts = 3;           // with checkpoint.dir: restarts of every node from the newest checkpoint
+  bool elastic = false;           // a node that cannot come back is left out: fewer dp replicas, same global batch
+};
+
+// Sharded checkpoints (docs/formats/checkpoint.md) and resuming from them.
+struct CheckpointOptions {
+  std::string dir;      // DIR/step-NNNNNNN/ folders; empty = no checkpoints
+  long every = 0;       // save after every N steps; 0 = only after the last step
+  int keep_last = 3;    // committed checkpoints kept; older ones are removed
+  bool async = false;   // snapshot to memory and write in the background while training goes on
+  bool resume = false;  // start from the newest valid checkpoint in dir (a fresh start when there is none)
+};
+
+// Prometheus metrics (docs/metrics.md): every process of the job serves /metrics over HTTP.
+// Logs (docs/logging.md): every process writes to the console and to its own file.
+struct MonitorOptions {
+  int metrics_port = 0;                   // 0 = any free port; -1 = off; P > 0: node i listens on P + i
+  std::string metrics_bind = "127.0.0.1";  // IPv4 address the metrics listen on; 0.0.0.0 = every interface
+  double peak_flops = 0;                  // a rank's peak FLOP/s, the MFU's denominator; 0 = measure sgemm at start
+  std::string log_dir = "auto";  // DIR/<job>/node-<i>.log; auto = <checkpoint.dir>/logs or troupe-logs; "" = none
+  std::string log_format = "text";  // of the file: text or json (JSON lines); the console is always text
+  std::string log_level = "info";   // "info" or "warn,comm=debug": a level for all, then per subsystem
+  int control_port = 0;                     // the monitor actor's port for `troupe shell`; 0 = any free port
+  std::string control_bind = "127.0.0.1";  // IPv4 address it listens on; 0.0.0.0 = every interface
+};
+
+struct JobConfig {
+  ModelOptions model;
+  TrainOptions train;
+  DataOptions data;
+  SampleOptions sample;
+  PipelineOptions pipeline;
+  FaultOptions fault;
+  CheckpointOptions checkpoint;
+  MonitorOptions monitor;
+};
+
+// A job after resolve(): the options with every derived value filled in, and the model they make.
+struct ResolvedJob {
+  JobConfig config;          // as given, with train.seq_len filled in (never 0)
+  compute::GPTConfig model;  // the preset with the model.* overrides, vocabulary padded
+  // Every config key with its value as text, in key-table order: what a checkpoint's manifest
+  // records, so a checkpoint says how it was made without the runtime knowing the key table.
+  std::vector<std::pair<std::string, std::string>> settings;
+};
+
+}  // namespace troupe::actors

@@ -1,0 +1,56 @@
+#include "actors/monitor/control_port.hpp"
+
+#include <filesystem>
+
+#include <caf/io/all.hpp>
+
+#include "actors/monitor/monitor_actor.hpp"
+#include "monitor/log.hpp"
+
+namespace troupe::actors {
+
+ControlPort::ControlPort(const MonitorOptions& options, std::string token)
+    : bind_(options.control_bind), port_(options.control_port), token_(std::move(token)) {}
+
+Status ControlPort::open(caf::actor_system& system, caf::actor job, const JobConfig& config, int world_size,
+                         std::vector<bool> node_is_local, int restarts) {
+  actors::MonitorPlan monitor_plan;
+  monitor_plan.token = token_;
+  monitor_plan.job = std::move(job);
+  monitor_plan.total_steps = config.train.steps;
+  monitor_plan.world_size = world_size;
+  monitor_plan.pp = config.pipeline.stages;
+  monitor_plan.dp = world_size / config.pipeline.stages;
+  monitor_plan.checkpoint_dir =
+      config.checkpoint.dir.empty() ? std::string() : std::filesystem::absolute(config.checkpoint.dir).string();
+  monitor_plan.node_is_local = std::move(node_is_local);
+  monitor_plan.attempt = restarts;
+  monitor_plan.max_restarts = config.fault.max_restarts;
+  monitor_plan.restarted_after = last_reason_;
+  auto monitor = actors::spawn_monitor(system, std::move(monitor_plan));
+  auto internal = system.middleman().publish(monitor, 0, "127.0.0.1");
+  if (!internal) {
+    caf::anon_send_exit(monitor, caf::exit_reason::user_shutdown);
+    return Error{"cannot publish the monitor actor on 127.0.0.1: " + to_string(internal.error())};
+  }
+  if (guard_) {
+    guard_->retarget(*internal);
+    return Status::success();
+  }
+  auto log = monitor::logger("monitor");
+  auto guard = actors::FrameGuard::start({bind_, static_cast<std::uint16_t>(port_), *internal, 1u << 20, 64,
+                                          [log](const std::string& line) { log->warn("control port: {}", line); }});
+  if (!guard)
+    return Error{"monitor.control_port: cannot listen on " + bind_ + ":" + std::to_string(port_) + ": " +
+                 guard.error().message};
+  guard_ = std::move(*guard);
+  port_ = guard_->port();
+  auto file = ControlTokenFile::write(default_control_token_path(port_), token_);
+  if (!file) return file.error();
+  file_ = std::move(*file);
+  monitor::logger("job")->info("monitor: troupe shell {}:{} (the job's token is in {})", bind_, port_,
+                               file_->path().string());
+  return Status::success();
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,42 @@
+#pragma once
+// The job's control port (docs/shell.md): monitor.control_port (0: any free port) at
+// monitor.control_bind, open for the whole job. A frame guard (actors/monitor/frame_guard.hpp) listens
+// there and passes checked frames on to where this attempt's monitor actor is published on
+// loopback; so a shell finds a restarted job where it was and is told which attempt it now talks
+// to and why. The first attempt writes the token file and prints the shell command.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "actors/job_options.hpp"
+#include "actors/monitor/frame_guard.hpp"
+#include "actors/monitor/control_token.hpp"
+#include "compute/expected.hpp"
+
+namespace troupe::actors {
+
+class ControlPort {
+ public:
+  ControlPort(const MonitorOptions& options, std::string token);
+
+  // Spawns this attempt's monitor actor beside the job supervisor `job` and publishes it; an
+  // Error naming the address when it cannot listen there. node_is_local has one entry per node
+  // (by node index): whether that node process runs on this machine.
+  Status open(caf::actor_system& system, caf::actor job, const JobConfig& config, int world_size,
+              std::vector<bool> node_is_local, int restarts);
+  // The attempt ended; the next attempt's monitor says so.
+  void attempt_ended(const std::string& reason) { last_reason_ = reason; }
+
+ private:
+  std::string bind_;
+  int port_ = 0;
+  std::string token_;
+  std::unique_ptr<actors::FrameGuard> guard_;
+  std::string last_reason_;
+  std::unique_ptr<ControlTokenFile> file_;
+};
+
+}  // namespace troupe::actors

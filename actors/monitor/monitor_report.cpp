@@ -1,0 +1,201 @@
+#include "actors/monitor/monitor_report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include <spdlog/fmt/fmt.h>
+
+#include "monitor/duration_text.hpp"
+#include "monitor/sparkline.hpp"
+#include "monitor/trace.hpp"
+
+namespace troupe::actors {
+namespace {
+
+constexpr std::size_t kept_steps = 4096;
+constexpr std::size_t rate_window = 10;  // steps the rates and the ETA are measured over
+
+// Rank 0's newest steps, oldest first, at most `count`.
+std::vector<step_beat> newest_steps(const StepHistory& history, std::size_t count) {
+  std::vector<step_beat> steps;
+  auto rank0 = history.find(0);
+  if (rank0 == history.end()) return steps;
+  for (auto it = rank0->second.rbegin(); it != rank0->second.rend() && steps.size() < count; ++it)
+    steps.push_back(it->second);
+  std::reverse(steps.begin(), steps.end());
+  return steps;
+}
+
+struct Rates {
+  double tokens_per_second = 0;  // while stepping
+  double wall_seconds_per_step = 0;  // validation and checkpoints included
+};
+
+Rates rates(const std::vector<step_beat>& steps) {
+  Rates r;
+  double seconds = 0, tokens = 0;
+  for (const step_beat& s : steps) {
+    seconds += s.seconds;
+    tokens += static_cast<double>(s.tokens);
+  }
+  if (seconds > 0) r.tokens_per_second = tokens / seconds;
+  if (steps.size() >= 2) {
+    const step_beat &first = steps.front(), &last = steps.back();
+    const double wall = last.start_unix_seconds + last.seconds - first.start_unix_seconds;
+    r.wall_seconds_per_step = wall / static_cast<double>(last.step - first.step + 1);
+  } else if (!steps.empty()) {
+    r.wall_seconds_per_step = steps.back().seconds;
+  }
+  return r;
+}
+
+std::int64_t job_step(const job_view_msg& view) {
+  std::int64_t step = 0;
+  for (const node_view& n : view.nodes)
+    for (const worker_beat& w : n.workers) step = std::max(step, w.steps_done);
+  return step;
+}
+
+std::string state_text(const MonitorPlan& plan, const job_view_msg& view, const PauseState& pause) {
+  std::string state = !view.running ? "starting: waiting for every node to join"
+                      : pause.paused
+                          ? fmt::format("paused after step {} ({} ago; `resume` continues)", pause.after_step,
+                                        monitor::duration_text(pause.seconds))
+                          : "running";
+  if (plan.attempt > 0)
+    state += fmt::format("; restart {} of {} after: {}", plan.attempt, plan.max_restarts, plan.restarted_after);
+  return state;
+}
+
+}  // namespace
+
+void remember_steps(StepHistory& history, const job_view_msg& view) {
+  for (const node_view& n : view.nodes)
+    for (const worker_beat& w : n.workers) {
+      auto& steps = history[w.rank];
+      for (const step_beat& s : w.recent_steps) steps[s.step] = s;
+      while (steps.size() > kept_steps) steps.erase(steps.begin());
+    }
+}
+
+std::string status_text(const MonitorPlan& plan, const job_view_msg& view, const StepHistory& history,
+                        const PauseState& pause) {
+  const std::vector<step_beat> recent = newest_steps(history, rate_window);
+  const Rates r = rates(recent);
+  const std::int64_t step = job_step(view);
+  std::string text = fmt::format("job       {}\n", state_text(plan, view, pause));
+  text += fmt::format("grid      {} ranks: dp {} x pp {} x tp 1 on {} nodes\n", plan.world_size, plan.dp, plan.pp,
+                      view.nodes.size());
+  text += fmt::format("step      {} / {} ({:.0f}%)\n", step, plan.total_steps,
+                      plan.total_steps > 0 ? 100.0 * static_cast<double>(step) / static_cast<double>(plan.total_steps)
+                                           : 0.0);
+  text += recent.empty() ? "loss      -\n" : fmt::format("loss      {:.4f}\n", recent.back().loss);
+  text += recent.empty() ? "tokens/s  -\n" : fmt::format("tokens/s  {:.0f}\n", r.tokens_per_second);
+  std::string eta = "-";
+  if (pause.paused)
+    eta = "- (paused)";
+  else if (r.wall_seconds_per_step > 0)
+    eta = monitor::duration_text(r.wall_seconds_per_step * static_cast<double>(plan.total_steps - step));
+  text += "ETA       " + eta;
+  return text;
+}
+
+std::string nodes_text(const job_view_msg& view) {
+  std::string text = fmt::format("{:<5} {:<16} {:>8} {:<9} {:>10}  {}", "node", "host", "pid", "ranks", "heartbeat",
+                                 "state");
+  for (const node_view& n : view.nodes) {
+    std::string ranks = "-";
+    if (!n.workers.empty())
+      ranks = n.workers.size() == 1 ? std::to_string(n.workers.front().rank)
+                                    : fmt::format("{}-{}", n.workers.front().rank, n.workers.back().rank);
+    const std::string heard = n.heard_seconds_ago < 0 ? "-" : fmt::format("{:.1f} s ago", n.heard_seconds_ago);
+    const std::string state = n.pid == 0 ? "not joined" : n.done ? "done" : "running";
+    text += fmt::format("\n{:<5} {:<16} {:>8} {:<9} {:>10}  {}", n.node_index, n.host, n.pid == 0 ? "-" : std::to_string(n.pid),
+                        ranks, heard, state);
+  }
+  return text;
+}
+
+std::string workers_text(const job_view_msg& view) {
+  std::string text = fmt::format("{:<5} {:<5} {:>7}  {}", "rank", "node", "steps", "activity");
+  for (const node_view& n : view.nodes)
+    for (const worker_beat& w : n.workers) {
+      std::string activity = w.activity.empty() ? "before its first step" : w.activity;
+      if (!w.waiting_for.empty()) activity += fmt::format(", waiting {:.1f} s for {}", w.waiting_seconds, w.waiting_for);
+      text += fmt::format("\n{:<5} {:<5} {:>7}  {}", w.rank, n.node_index, w.steps_done, activity);
+    }
+  return text;
+}
+
+std::string top_text(const MonitorPlan& plan, const job_view_msg& view, const StepHistory& history,
+                     const PauseState& pause) {
+  std::string text = fmt::format("job {} | step {} / {}\n", state_text(plan, view, pause), job_step(view),
+                                 plan.total_steps);
+  text += fmt::format("{:<5} {:<5} {:>7} {:>8} {:>9} {:>10} {:>7}  {}", "rank", "node", "step", "loss", "step ms",
+                      "tokens/s", "idle s", "activity");
+  for (const node_view& n : view.nodes)
+    for (const worker_beat& w : n.workers) {
+      std::string loss = "-", step_ms = "-", tokens = "-";
+      if (auto h = history.find(w.rank); h != history.end() && !h->second.empty()) {
+        const step_beat& last = h->second.rbegin()->second;
+        loss = fmt::format("{:.4f}", last.loss);
+        step_ms = fmt::format("{:.1f}", last.seconds * 1e3);
+        if (last.seconds > 0) tokens = fmt::format("{:.0f}", static_cast<double>(last.tokens) / last.seconds);
+      }
+      std::string activity = w.activity.empty() ? "-" : w.activity;
+      if (!w.waiting_for.empty()) activity += " (waiting)";
+      text += fmt::format("\n{:<5} {:<5} {:>7} {:>8} {:>9} {:>10} {:>7.1f}  {}", w.rank, n.node_index, w.steps_done,
+                          loss, step_ms, tokens, w.idle_seconds, activity);
+    }
+  return text;
+}
+
+std::string loss_text(const StepHistory& history, std::size_t width) {
+  const std::vector<step_beat> steps = newest_steps(history, width * 4);
+  if (steps.empty()) return "loss: no step finished yet";
+  std::vector<double> losses;
+  for (const step_beat& s : steps) losses.push_back(s.loss);
+  const auto [low, high] = std::minmax_element(losses.begin(), losses.end());
+  return fmt::format("loss, steps {}-{} ({} recorded): {}\nmin {:.4f}  max {:.4f}  last {:.4f}", steps.front().step,
+                     steps.back().step, steps.size(), monitor::sparkline(losses, width), *low, *high, losses.back());
+}
+
+std::int64_t common_step(const job_view_msg& view, const StepHistory& history) {
+  std::int64_t common = -1;
+  bool first = true;
+  for (const node_view& n : view.nodes)
+    for (const worker_beat& w : n.workers) {
+      auto h = history.find(w.rank);
+      const std::int64_t newest = h == history.end() || h->second.empty() ? -1 : h->second.rbegin()->first;
+      common = first ? newest : std::min(common, newest);
+      first = false;
+    }
+  return common;
+}
+
+std::string trace_json(const job_view_msg& view, const StepHistory& history, std::int64_t first,
+                       std::int64_t last) {
+  double origin = -1;
+  for (const auto& [rank, steps] : history)
+    for (auto it = steps.lower_bound(first); it != steps.end() && it->first <= last; ++it)
+      if (origin < 0 || it->second.start_unix_seconds < origin) origin = it->second.start_unix_seconds;
+  monitor::TraceRecorder trace;
+  for (const node_view& n : view.nodes) {
+    trace.name_process(n.node_index, fmt::format("node {} ({}, pid {})", n.node_index, n.host, n.pid));
+    for (const worker_beat& w : n.workers) {
+      trace.name_track({n.node_index, w.rank}, fmt::format("rank {}", w.rank));
+      auto h = history.find(w.rank);
+      if (h == history.end()) continue;
+      for (auto it = h->second.lower_bound(first); it != h->second.end() && it->first <= last; ++it) {
+        const step_beat& s = it->second;
+        trace.add_complete({n.node_index, w.rank}, fmt::format("step {}", s.step), "step",
+                           (s.start_unix_seconds - origin) * 1e6, s.seconds * 1e6,
+                           {{"loss", fmt::format("{:.4f}", s.loss)}, {"tokens", std::to_string(s.tokens)}});
+      }
+    }
+  }
+  return trace.to_json();
+}
+
+}  // namespace troupe::actors

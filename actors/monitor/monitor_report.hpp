@@ -1,0 +1,42 @@
+#pragma once
+// What the monitor actor answers the shell with, as text: status, nodes, workers, top, loss, and
+// the trace document. Pure functions of the job supervisor's view and the steps remembered from
+// it, so each reads the same whichever shell asks.
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "actors/local_messages.hpp"
+#include "actors/monitor/monitor_actor.hpp"
+
+namespace troupe::actors {
+
+// Each rank's recent steps: rank → step → record.
+using StepHistory = std::map<int, std::map<std::int64_t, step_beat>>;
+// Adds the steps the view's heartbeats carry; keeps each rank's newest 4096.
+void remember_steps(StepHistory& history, const job_view_msg& view);
+
+struct PauseState {
+  bool paused = false;
+  std::int64_t after_step = -1;
+  double seconds = 0;  // since the pause was ordered
+};
+
+std::string status_text(const MonitorPlan& plan, const job_view_msg& view, const StepHistory& history,
+                        const PauseState& pause);
+std::string nodes_text(const job_view_msg& view);
+std::string workers_text(const job_view_msg& view);
+std::string top_text(const MonitorPlan& plan, const job_view_msg& view, const StepHistory& history,
+                     const PauseState& pause);
+// Rank 0's recent losses as a sparkline `width` wide, with the steps, min, max and last.
+std::string loss_text(const StepHistory& history, std::size_t width);
+
+// The newest step every rank of the view has a record of; -1 when some rank has none.
+std::int64_t common_step(const job_view_msg& view, const StepHistory& history);
+// Chrome trace JSON (docs/formats/chrome-trace.md) of steps [first, last]: a track per rank,
+// grouped under its node, a "step N" span per step with its loss.
+std::string trace_json(const job_view_msg& view, const StepHistory& history, std::int64_t first,
+                       std::int64_t last);
+
+}  // namespace troupe::actors

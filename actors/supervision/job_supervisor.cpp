@@ -1,0 +1,454 @@
+#include "actors/supervision/job_supervisor.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "actors/local_messages.hpp"
+#include "monitor/log.hpp"
+#include "monitor/straggler_watch.hpp"
+
+namespace troupe::actors {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// What the watchdog knows of a running node.
+struct node_liveness {
+  Clock::time_point last_heartbeat;
+  std::vector<worker_beat> workers;  // from the last heartbeat, by slot
+};
+
+// Time since `worker` last finished a unit of work, as of `now`.
+Clock::duration idle(const node_liveness& live, const worker_beat& worker, Clock::time_point now) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(worker.idle_seconds)) +
+         (now - live.last_heartbeat);
+}
+
+struct job_supervisor_state {
+  JobPlan plan;
+  caf::actor listener;
+  std::map<int, join_msg> joined;  // by node index
+  std::map<int, node_liveness> liveness;
+  std::set<int> done;
+  std::string pending_failure;  // a node's failure report, held briefly in case a peer was lost
+  std::vector<int> pending_failed_nodes;
+  std::set<int> lost;  // nodes whose supervisor went away
+  // The rescue in progress (see the header): the failure it answers, its writers (rank → node
+  // index), and the step each writer reported.
+  bool rescuing = false;
+  job_outcome_msg failure;
+  std::map<int, int> rescue_writers;
+  std::map<int, std::int64_t> rescued;
+  monitor::StragglerWatch stragglers;
+  std::set<int> stragglers_reported;  // by rank: each is named once
+  bool running = false;
+  bool ended = false;
+  // While the shell has the job paused its workers make no progress on purpose: the step
+  // watchdog counts idle time only from the last resume.
+  bool paused = false;
+  Clock::time_point resumed_at{};
+  static inline const char* name = "job_supervisor";
+};
+
+using job_actor = caf::stateful_actor<job_supervisor_state>;
+
+constexpr auto failure_settle_time = std::chrono::milliseconds(500);
+
+// How often the watchdog looks: a quarter of the tightest limit, within [50 ms, 1 s].
+std::chrono::milliseconds watchdog_period(const JobPlan& plan) {
+  auto tightest = plan.heartbeat_timeout;
+  if (plan.step_timeout.count() > 0) tightest = std::min(tightest, plan.step_timeout);
+  return std::clamp(tightest / 4, std::chrono::milliseconds(50), std::chrono::milliseconds(1000));
+}
+
+std::string describe(const join_msg& m) {
+  return "node " + std::to_string(m.node_index) + " (" + m.host + ", pid " + std::to_string(m.pid) + ")";
+}
+
+// "pipeline stage 1 of replica 0" for `rank` in a pipeline job (ranks are dp-major within a
+// stage: rank = replica + dp · stage), "" otherwise.
+std::string pipeline_role(const job_supervisor_state& st, int rank) {
+  const int stages = st.plan.pipeline_stages;
+  if (stages <= 1) return {};
+  int world = 0;
+  for (const PlannedNode& n : st.plan.nodes) world += n.slots;
+  const int dp = std::max(1, world / stages);
+  return "pipeline stage " + std::to_string(rank / dp) + " of replica " + std::to_string(rank % dp);
+}
+
+// describe(m), plus "; pipeline stage 1 of replica 0" (one per rank of the node) in a pipeline job.
+std::string describe(const job_supervisor_state& st, const join_msg& m) {
+  if (st.plan.pipeline_stages <= 1) return describe(m);
+  const PlannedNode& planned = st.plan.nodes.at(m.node_index);
+  std::string roles;
+  for (int rank = planned.first_rank; rank < planned.first_rank + planned.slots; ++rank)
+    roles += (roles.empty() ? "" : ", ") + pipeline_role(st, rank);
+  std::string text = describe(m);
+  text.insert(text.size() - 1, "; " + roles);
+  return text;
+}
+
+std::string seconds_text(Clock::duration d) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f s", std::chrono::duration<double>(d).count());
+  return text;
+}
+
+// "rank 1 (node 1 (host, pid 7), heard from 0.4 s ago) in step 3, waiting 2.0 s for X", or
+// "..., not waiting for any message".
+std::string describe_activity(const job_supervisor_state& st, int node_index, const worker_beat& beat,
+                              Clock::time_point now) {
+  const join_msg& m = st.joined.at(node_index);
+  const node_liveness& live = st.liveness.at(node_index);
+  std::string role = pipeline_role(st, beat.rank);
+  std::string text = "rank " + std::to_string(beat.rank) + " (" + describe(m) + (role.empty() ? "" : "; " + role) +
+                     ", heard from " + seconds_text(now - live.last_heartbeat) + " ago)";
+  text += beat.activity.empty() ? " before its first step" : " in " + beat.activity;
+  if (beat.waiting_for.empty()) return text + ", not waiting for any message";
+  char since[32];
+  std::snprintf(since, sizeof since, "%.1f", beat.waiting_seconds);
+  return text + ", waiting " + since + " s for " + beat.waiting_for;
+}
+
+// Why the job must stop now, or "" while every running node beats and its workers progress;
+// `silent_node` receives the node that stopped beating, when that is why.
+std::string watchdog_verdict(const job_supervisor_state& st, Clock::time_point now, int& silent_node) {
+  struct running_worker {
+    int node_index;
+    const worker_beat* beat;
+  };
+  std::vector<running_worker> running;
+  bool stalled = false;
+  Clock::duration longest{0};
+  for (const auto& [index, live] : st.liveness) {
+    if (st.done.count(index)) continue;
+    if (now - live.last_heartbeat > st.plan.heartbeat_timeout) {
+      silent_node = index;
+      std::string last_known;
+      for (const worker_beat& beat : live.workers)
+        last_known += (last_known.empty() ? "" : "; ") + describe_activity(st, index, beat, now);
+      return describe(st, st.joined.at(index)) + " sent no heartbeat for " + seconds_text(now - live.last_heartbeat) +
+             " (limit " + seconds_text(st.plan.heartbeat_timeout) + "): its process is hung or stopped; last known " +
+             last_known;
+    }
+    for (const worker_beat& beat : live.workers) {
+      running.push_back({index, &beat});
+      const Clock::duration worker_idle = std::min(idle(live, beat, now), now - st.resumed_at);
+      longest = std::max(longest, worker_idle);
+      if (st.plan.step_timeout.count() > 0 && worker_idle > st.plan.step_timeout) stalled = true;
+    }
+  }
+  if (!stalled || st.paused) return {};
+  // One stuck rank stalls the others in their next collective, so every running rank is
+  // listed. Ranks waiting for a message are victims; one that is not is the likely culprit.
+  std::stable_partition(running.begin(), running.end(),
+                        [](const running_worker& w) { return w.beat->waiting_for.empty(); });
+  std::string verdict =
+      "no progress for " + seconds_text(longest) + " (limit " + seconds_text(st.plan.step_timeout) + "): ";
+  for (std::size_t i = 0; i < running.size(); ++i)
+    verdict += (i ? "; " : "") + describe_activity(st, running[i].node_index, *running[i].beat, now);
+  return verdict;
+}
+
+// Names, once per rank, a rank the others keep waiting for; the job goes on.
+void report_straggler(job_supervisor_state& st) {
+  const auto straggler = st.stragglers.find();
+  if (!straggler || !st.stragglers_reported.insert(straggler->rank).second) return;
+  std::string where;
+  for (const auto& [index, live] : st.liveness)
+    for (const worker_beat& w : live.workers)
+      if (w.rank == straggler->rank) where = describe(st, st.joined.at(index));
+  monitor::logger("job")->warn(
+      "straggler: rank {} ({}) keeps the others waiting: it was waiting for a message in {:.0f}% of its recent "
+      "heartbeats, every other rank in {:.0f}% or more; the job goes on",
+      straggler->rank, where, 100 * straggler->waiting_share, 100 * straggler->others_waiting_share);
+}
+
+// Why `m` may not join, or "" when it may.
+std::string join_refusal(const job_supervisor_state& st, const join_msg& m) {
+  if (m.token != st.plan.token) return "wrong job token";
+  if (m.build_id != st.plan.build_id) return "build " + m.build_id + " differs from the job's " + st.plan.build_id;
+  if (m.config_hash != st.plan.config_hash) return "its config differs from the job's (hash mismatch)";
+  if (m.node_index < 0 || m.node_index >= static_cast<int>(st.plan.nodes.size()))
+    return "node index " + std::to_string(m.node_index) + " is not in the host file (" +
+           std::to_string(st.plan.nodes.size()) + " nodes)";
+  if (st.joined.count(m.node_index)) return "node index " + std::to_string(m.node_index) + " has already joined";
+  if (const int slots = st.plan.nodes.at(m.node_index).slots; static_cast<int>(m.comm_addresses.size()) != slots)
+    return "it brings " + std::to_string(m.comm_addresses.size()) + " data-plane addresses for its " +
+           std::to_string(slots) + " slots";
+  if (st.running) return "the job has already started";
+  return {};
+}
+
+void end_job(job_actor* self, job_outcome_msg outcome) {
+  auto& st = self->state;
+  if (st.ended) return;
+  st.ended = true;
+  auto log = monitor::logger("job");
+  if (outcome.exit_code == 0)
+    log->info("job finished: {}", outcome.reason);
+  else
+    log->error("job failed: {}", outcome.reason);
+  for (auto& [index, m] : st.joined) self->send(m.node, stop_atom_v, stop_msg{outcome.exit_code, outcome.reason});
+  self->send(st.listener, done_atom_v, std::move(outcome));
+  self->quit();
+}
+
+void end_job(job_actor* self, int exit_code, const std::string& reason) { end_job(self, {exit_code, reason}); }
+
+// The rescue is over: the job ends with the failure it answered, and the snapshot's step when
+// every writer saved the same one.
+void end_rescue(job_actor* self, const std::string& why_not) {
+  auto& st = self->state;
+  job_outcome_msg outcome = st.failure;
+  if (why_not.empty()) {
+    outcome.rescued_step = st.rescued.begin()->second;
+    outcome.reason += "; rescue snapshot of step " + std::to_string(outcome.rescued_step) + " written";
+  } else {
+    outcome.reason += "; no rescue snapshot (" + why_not + ")";
+  }
+  end_job(self, std::move(outcome));
+}
+
+// Ends the job for `failure`, after a rescue snapshot when one can be had (see the header).
+void fail_job(job_actor* self, job_outcome_msg failure) {
+  auto& st = self->state;
+  if (st.ended || st.rescuing) return;
+  failure.exit_code = 1;
+  const bool blames_a_node = failure.failure_kind != "stall" && !failure.failed_nodes.empty();
+  if (st.plan.rescue_timeout.count() <= 0 || !st.running || !blames_a_node) {
+    end_job(self, std::move(failure));
+    return;
+  }
+  auto survives = [&](int node_index) {
+    return st.joined.count(node_index) && !st.lost.count(node_index) && !st.done.count(node_index) &&
+           std::find(failure.failed_nodes.begin(), failure.failed_nodes.end(), node_index) == failure.failed_nodes.end();
+  };
+  int world = 0;
+  for (const PlannedNode& n : st.plan.nodes) world += n.slots;
+  const int stages = std::max(1, st.plan.pipeline_stages), dp = world / stages;
+  std::map<int, int> writers;
+  for (int stage = 0; stage < stages; ++stage) {
+    // Ranks are dp-major within a stage: stage s holds ranks s·dp … s·dp + dp − 1.
+    for (int rank = stage * dp; rank < (stage + 1) * dp && writers.size() == static_cast<std::size_t>(stage); ++rank)
+      for (const PlannedNode& n : st.plan.nodes)
+        if (rank >= n.first_rank && rank < n.first_rank + n.slots && survives(n.node_index))
+          writers[rank] = n.node_index;
+    if (writers.size() != static_cast<std::size_t>(stage + 1)) {
+      st.failure = std::move(failure);
+      end_rescue(self, stages > 1 ? "no surviving replica of pipeline stage " + std::to_string(stage)
+                                  : "no surviving replica");
+      return;
+    }
+  }
+  st.rescuing = true;
+  st.failure = std::move(failure);
+  st.rescue_writers = std::move(writers);
+  rescue_msg order{{}, st.failure.reason, self};
+  std::string ranks;
+  for (const auto& [rank, node] : st.rescue_writers) {
+    order.writers.push_back(rank);
+    ranks += (ranks.empty() ? "" : ", ") + std::to_string(rank);
+  }
+  monitor::logger("job")->warn("{} ({}); asking rank(s) {} for a rescue snapshot of their memory", st.failure.reason,
+                               st.failure.failure_kind, ranks);
+  for (const auto& [index, m] : st.joined)
+    if (survives(index)) self->send(m.node, rescue_atom_v, order);
+  self->delayed_send(self, st.plan.rescue_timeout, rescue_atom_v);
+}
+
+// A writer's node failed or was lost before its snapshot was reported: the rescue cannot finish.
+void check_rescue_writers(job_actor* self, int node_index, const std::string& what) {
+  auto& st = self->state;
+  for (const auto& [rank, node] : st.rescue_writers)
+    if (node == node_index && !st.rescued.count(rank))
+      return end_rescue(self, "rank " + std::to_string(rank) + "'s node " + what);
+}
+
+void start_job(job_actor* self) {
+  auto& st = self->state;
+  st.running = true;
+  start_msg start;
+  int world = 0;
+  for (const auto& planned : st.plan.nodes) {
+    const join_msg& m = st.joined.at(planned.node_index);
+    start.nodes.push_back(
+        {planned.node_index, planned.first_rank, planned.slots, m.host, m.comm_addresses, m.device_group_ids});
+    world += planned.slots;
+  }
+  start.world_size = world;
+  monitor::logger("job")->info("all {} nodes joined; starting {} ranks", st.plan.nodes.size(), world);
+  if (st.plan.on_start) st.plan.on_start();
+  const auto now = Clock::now();
+  for (auto& [index, m] : st.joined) {
+    self->send(m.node, start_atom_v, start);
+    const PlannedNode& planned = st.plan.nodes.at(index);
+    node_liveness live{now, {}};
+    for (int slot = 0; slot < planned.slots; ++slot) live.workers.push_back({planned.first_rank + slot, 0, 0, 0, {}, {}, 0});
+    st.liveness[index] = std::move(live);
+  }
+  self->delayed_send(self, watchdog_period(st.plan), watchdog_atom_v);
+}
+
+// Every planned node as known now, for the monitor actor.
+job_view_msg job_view(const job_supervisor_state& st) {
+  const auto now = Clock::now();
+  job_view_msg view{st.running, {}};
+  for (const PlannedNode& planned : st.plan.nodes) {
+    node_view node;
+    node.node_index = planned.node_index;
+    node.host = planned.host;
+    node.done = st.done.count(planned.node_index) > 0;
+    if (auto m = st.joined.find(planned.node_index); m != st.joined.end()) {
+      node.pid = m->second.pid;
+      node.node = m->second.node;
+    }
+    if (auto live = st.liveness.find(planned.node_index); live != st.liveness.end()) {
+      node.heard_seconds_ago = std::chrono::duration<double>(now - live->second.last_heartbeat).count();
+      node.workers = live->second.workers;
+    }
+    view.nodes.push_back(std::move(node));
+  }
+  return view;
+}
+
+caf::behavior job_supervisor(job_actor* self, JobPlan plan, caf::actor listener) {
+  self->state.plan = std::move(plan);
+  self->state.listener = std::move(listener);
+  self->delayed_send(self, self->state.plan.join_timeout, timeout_atom_v);
+  self->set_down_handler([=](const caf::down_msg& down) {
+    auto& st = self->state;
+    for (auto& [index, m] : st.joined) {
+      if (m.node.address() != down.source || st.done.count(index)) continue;
+      st.lost.insert(index);
+      if (st.rescuing) return check_rescue_writers(self, index, "was lost");
+      std::string reason = "lost " + describe(st, m) + ": " + to_string(down.reason);
+      if (!st.pending_failure.empty()) reason += "; " + st.pending_failure;
+      fail_job(self, {1, reason, "node_lost", {index}});
+      return;
+    }
+  });
+  return {
+      [=](join_atom, join_msg& m) -> join_result_msg {
+        auto& st = self->state;
+        if (std::string refusal = join_refusal(st, m); !refusal.empty()) {
+          monitor::logger("job")->warn("rejected {}: {}", describe(m), refusal);
+          // A node with the job's token but another build or config is one of this job's own
+          // nodes that can never join: waiting for the deadline would only hide why. Anyone
+          // without the token is turned away and the job goes on.
+          const bool own_node = m.token == st.plan.token;
+          if (own_node && (m.build_id != st.plan.build_id || m.config_hash != st.plan.config_hash))
+            end_job(self, 2, describe(m) + " cannot join: " + refusal);
+          return {false, refusal};
+        }
+        monitor::logger("job")->info("{} joined", describe(m));
+        self->monitor(m.node);
+        st.joined.emplace(m.node_index, m);
+        if (st.joined.size() == st.plan.nodes.size()) start_job(self);
+        return {true, {}};
+      },
+      [=](done_atom, const node_done_msg& d) {
+        auto& st = self->state;
+        auto it = st.joined.find(d.node_index);
+        if (it == st.joined.end()) return;
+        st.done.insert(d.node_index);
+        if (st.rescuing) {
+          if (d.exit_code != 0) check_rescue_writers(self, d.node_index, "failed: " + d.reason);
+          return;
+        }
+        if (d.exit_code != 0) {
+          // A peer's death usually reaches the survivors' collectives before its down_msg
+          // reaches us: wait a moment so the message names the lost node, not its victims.
+          if (st.pending_failure.empty()) self->delayed_send(self, failure_settle_time, settle_atom_v);
+          st.pending_failure = describe(st, it->second) + " failed: " + d.reason;
+          st.pending_failed_nodes.push_back(d.node_index);
+        } else if (st.done.size() == st.plan.nodes.size() && st.pending_failure.empty()) {
+          end_job(self, 0, "all " + std::to_string(st.done.size()) + " nodes done");
+        }
+      },
+      [=](settle_atom) {
+        auto& st = self->state;
+        // Nodes that reported a failure are not survivors; the job's own done set says so.
+        fail_job(self, {1, st.pending_failure, "worker_exception", st.pending_failed_nodes});
+      },
+      [=](rescue_atom, const rescue_done_msg& d) {
+        auto& st = self->state;
+        if (!st.rescuing || st.ended || !st.rescue_writers.count(d.rank)) return;
+        if (!d.error.empty()) return end_rescue(self, "rank " + std::to_string(d.rank) + ": " + d.error);
+        st.rescued[d.rank] = d.step;
+        monitor::logger("job")->info("rank {} saved its memory of step {}", d.rank, d.step);
+        if (st.rescued.size() < st.rescue_writers.size()) return;
+        for (const auto& [rank, step] : st.rescued)
+          if (step != st.rescued.begin()->second)
+            return end_rescue(self, "the writers' last completed steps differ");
+        end_rescue(self, {});
+      },
+      [=](rescue_atom) {
+        auto& st = self->state;
+        if (!st.rescuing || st.ended) return;
+        end_rescue(self, "not every writer answered within " + seconds_text(st.plan.rescue_timeout));
+      },
+      [=](heartbeat_atom, const heartbeat_msg& beat) {
+        auto& st = self->state;
+        auto it = st.liveness.find(beat.node_index);
+        // Only a node's own supervisor speaks for it.
+        if (it == st.liveness.end() || self->current_sender() != st.joined.at(beat.node_index).node.address()) return;
+        it->second.last_heartbeat = Clock::now();
+        if (beat.workers.size() != it->second.workers.size()) return;
+        it->second.workers = beat.workers;
+        for (const worker_beat& w : beat.workers)
+          if (!w.activity.empty()) st.stragglers.sample(w.rank, !w.waiting_for.empty());
+      },
+      [=](view_atom) { return job_view(self->state); },
+      [=](drain_atom, int node) {
+        // The shell's `drain node N`, after its checkpoint committed: this attempt ends so that
+        // launch restarts the job without that node.
+        const std::string reason = "drain node " + std::to_string(node) + ": the shell asked to go on without it";
+        end_job(self, job_outcome_msg{1, reason, "drained", {node}, -1, {node}});
+      },
+      [=](pause_atom, bool paused) {
+        auto& st = self->state;
+        if (st.paused && !paused) st.resumed_at = Clock::now();
+        st.paused = paused;
+      },
+      [=](watchdog_atom) {
+        auto& st = self->state;
+        if (st.ended || st.rescuing) return;
+        int silent_node = -1;
+        if (std::string verdict = watchdog_verdict(st, Clock::now(), silent_node); !verdict.empty()) {
+          if (silent_node >= 0)
+            fail_job(self, {1, verdict, "hang", {silent_node}});
+          else
+            fail_job(self, {1, verdict, "stall", {}});
+          return;
+        }
+        report_straggler(st);
+        self->delayed_send(self, watchdog_period(st.plan), watchdog_atom_v);
+      },
+      [=](timeout_atom) {
+        auto& st = self->state;
+        if (st.running || st.ended) return;
+        std::string missing;
+        std::vector<int> missing_nodes;
+        for (const auto& planned : st.plan.nodes)
+          if (!st.joined.count(planned.node_index)) {
+            missing += (missing.empty() ? "" : ", ") + std::to_string(planned.node_index) + " (" + planned.host + ")";
+            missing_nodes.push_back(planned.node_index);
+          }
+        end_job(self, {2,
+                       "nodes " + missing + " did not join within " +
+                           std::to_string(st.plan.join_timeout.count() / 1000.0).substr(0, 5) + " s",
+                       "join_timeout", missing_nodes});
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_job_supervisor(caf::actor_system& system, JobPlan plan, caf::actor listener) {
+  return system.spawn(job_supervisor, std::move(plan), std::move(listener));
+}
+
+}  // namespace troupe::actors

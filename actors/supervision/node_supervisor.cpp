@@ -1,0 +1,136 @@
+#include "actors/supervision/node_supervisor.hpp"
+
+#include "actors/worker/mailbox_comm.hpp"
+#include "monitor/log.hpp"
+
+namespace troupe::actors {
+namespace {
+
+struct node_supervisor_state {
+  caf::actor job;
+  caf::actor listener;
+  std::vector<caf::actor> workers;  // by slot
+  std::vector<std::shared_ptr<monitor::WorkProgress>> progress;
+  int node_index = -1;
+  int slots = 0;
+  int first_rank = 0;  // slot 0's rank, from the start message
+  int workers_done = 0;
+  bool failure_reported = false;
+  bool ended = false;
+  static inline const char* name = "node_supervisor";
+};
+
+using node_actor = caf::stateful_actor<node_supervisor_state>;
+
+void end_node(node_actor* self, int exit_code, const std::string& reason) {
+  auto& st = self->state;
+  if (st.ended) return;
+  st.ended = true;
+  for (const caf::actor& worker : st.workers) self->send(worker, stop_atom_v, stop_msg{exit_code, reason});
+  self->send(st.listener, done_atom_v, job_outcome_msg{exit_code, reason});
+  self->quit();
+}
+
+// Runs `work` and sends its outcome to `supervisor`; a stop request ends it at its next wait.
+void run_worker(caf::blocking_actor* self, caf::actor supervisor, NodeWork work, start_msg start, int slot,
+                std::shared_ptr<monitor::WorkProgress> progress) {
+  node_done_msg done;
+  try {
+    done = work(start, slot, self, *progress);
+  } catch (const WorkStopped& stopped) {
+    done = {-1, 1, std::string("stopped: ") + stopped.what()};
+  }
+  self->send(supervisor, done_atom_v, done);
+}
+
+caf::behavior node_supervisor(node_actor* self, caf::actor job, join_msg hello, NodeWork work, NodeOptions options,
+                              caf::actor listener) {
+  auto& st = self->state;
+  st.job = job;
+  st.listener = std::move(listener);
+  st.node_index = hello.node_index;
+  st.slots = static_cast<int>(hello.comm_addresses.size());
+  hello.node = caf::actor_cast<caf::actor>(self);
+  self->monitor(job);
+  self->set_down_handler([=](const caf::down_msg& down) {
+    if (down.source == self->state.job.address())
+      end_node(self, 1, "lost the job supervisor: " + to_string(down.reason));
+  });
+  self->request(job, std::chrono::seconds(30), join_atom_v, std::move(hello))
+      .then(
+          [=](const join_result_msg& result) {
+            if (!result.accepted) end_node(self, 2, "the job rejected this node: " + result.reason);
+          },
+          [=](const caf::error& err) { end_node(self, 2, "joining the job failed: " + to_string(err)); });
+  return {
+      [=](start_atom, const start_msg& start) {
+        auto& st = self->state;
+        monitor::logger("node")->info("node {} starts with {} ranks on {} nodes", st.node_index, start.world_size,
+                                      start.nodes.size());
+        st.first_rank = start.nodes.at(static_cast<std::size_t>(st.node_index)).first_rank;
+        for (int slot = 0; slot < st.slots; ++slot) {
+          std::function<std::string()> oldest_receive;
+          if (options.oldest_receive) oldest_receive = [=] { return options.oldest_receive(slot); };
+          st.progress.push_back(std::make_shared<monitor::WorkProgress>(std::move(oldest_receive)));
+          st.workers.push_back(
+              self->spawn(run_worker, caf::actor_cast<caf::actor>(self), work, start, slot, st.progress.back()));
+        }
+        self->send(self, heartbeat_atom_v);
+      },
+      [=](heartbeat_atom) {
+        auto& st = self->state;
+        heartbeat_msg beat{st.node_index, {}};
+        for (std::size_t slot = 0; slot < st.progress.size(); ++slot) {
+          const monitor::ProgressSnapshot now = st.progress[slot]->snapshot();
+          std::vector<step_beat> steps;
+          for (const monitor::StepRecord& r : now.recent_steps)
+            steps.push_back({r.step, r.start_unix_seconds, r.seconds, r.loss, r.tokens});
+          beat.workers.push_back({st.first_rank + static_cast<int>(slot), now.steps_done, now.progress,
+                                  now.idle_seconds, now.activity, now.waiting_for, now.waiting_seconds,
+                                  std::move(steps)});
+        }
+        self->send(st.job, heartbeat_atom_v, std::move(beat));
+        if (options.heartbeat_sent) options.heartbeat_sent();
+        self->delayed_send(self, options.heartbeat_interval, heartbeat_atom_v);
+      },
+      [=](done_atom, node_done_msg& done) {
+        auto& st = self->state;
+        done.node_index = st.node_index;
+        ++st.workers_done;
+        if (st.failure_reported) return;
+        if (done.exit_code != 0) {
+          st.failure_reported = true;
+          self->send(st.job, done_atom_v, done);
+        } else if (st.workers_done == static_cast<int>(st.workers.size())) {
+          self->send(st.job, done_atom_v, done);
+        }
+      },
+      [=](stop_atom, const stop_msg& stop) { end_node(self, stop.exit_code, stop.reason); },
+      // A rescue goes to every worker; each writer answers through this supervisor, so its answer
+      // reaches the job before this node's failure report.
+      [=](rescue_atom, rescue_msg& order) {
+        order.reply_to = caf::actor_cast<caf::actor>(self);
+        for (const caf::actor& worker : self->state.workers) self->send(worker, rescue_atom_v, order);
+        // A worker waiting at its step boundary (paused from the shell) reads no mailbox: wake it.
+        if (options.control) options.control(control_msg{"rescue"});
+      },
+      [=](rescue_atom, const rescue_done_msg& done) { self->send(self->state.job, rescue_atom_v, done); },
+      [=](control_atom, const control_msg& order) -> control_reply_msg {
+        // Only actors of the job process (its monitor) give orders.
+        if (!self->current_sender() || self->current_sender()->node() != self->state.job.node())
+          return {"refused: control orders come only from the job process", {}};
+        if (!options.control) return {"this node takes no control orders", {}};
+        return options.control(order);
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_node_supervisor(caf::actor_system& system, caf::actor job, join_msg hello, NodeWork work,
+                                 NodeOptions options, caf::actor listener) {
+  return system.spawn(node_supervisor, std::move(job), std::move(hello), std::move(work), std::move(options),
+                      std::move(listener));
+}
+
+}  // namespace troupe::actors

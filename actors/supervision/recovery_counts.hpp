@@ -1,0 +1,34 @@
+#pragma once
+// What a job's restart loop has been through: failures by kind and recoveries by source. The
+// job process keeps it and hands it to every node process it (re)starts as TROUPE_RESTARTS, so
+// each process can export the counts (e.g. as Prometheus counters) without asking the job.
+//
+//   TROUPE_RESTARTS="restarts=2 failure.node_lost=1 failure.hang=1 recovery.replica=1 recovery.checkpoint=1"
+//
+// Failure kinds: node_lost, worker_exception, hang, stall, join_timeout, start_failed,
+// node_exit, drained. Recovery sources: replica (a surviving replica's memory: no steps lost),
+// checkpoint (the newest periodic checkpoint), shrink (fewer data-parallel replicas).
+
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "compute/expected.hpp"
+
+namespace troupe::actors {
+
+struct RecoveryCounts {
+  int restarts = 0;                       // attempts after the first
+  std::map<std::string, int> failures;    // by kind
+  std::map<std::string, int> recoveries;  // by source
+
+  // The TROUPE_RESTARTS text: "restarts=N", then "failure.KIND=N" and "recovery.SOURCE=N" by name.
+  std::string to_text() const;
+  static Expected<RecoveryCounts> parse(std::string_view text);
+  // TROUPE_RESTARTS of this process; all zero when it is not set (the first attempt).
+  static Expected<RecoveryCounts> from_environment();
+};
+
+inline constexpr const char* recovery_counts_variable = "TROUPE_RESTARTS";
+
+}  // namespace troupe::actors

@@ -1,0 +1,22 @@
+#pragma once
+// The trainer's data-parallel hooks (compute::DataParallel) carried out by a worker actor's
+// collectives over one group: per-layer buckets posted while backward runs and their
+// completions received as messages, ZeRO's reduce-scatter and all-gather, scalar sums. While a
+// hook waits, the worker's progress record says for what (the heartbeat carries it to the job's
+// watchdog). A failed collective (a lost peer) throws std::runtime_error with its message, which
+// ends the rank's run; a stop request throws WorkStopped.
+
+#include <cstdint>
+
+#include "actors/worker/mailbox_comm.hpp"
+#include "compute/train/trainer.hpp"
+#include "monitor/work_progress.hpp"
+
+namespace troupe::actors {
+
+// `mailbox`, `comm` (the data-parallel group) and `progress` must outlive the returned hooks.
+// `parameters` is the flat buffer's size, which ZeRO's shard is a segment of.
+compute::DataParallel group_data_parallel(MailboxComm& mailbox, comm::Communicator& comm,
+                                          monitor::WorkProgress& progress, int zero_stage, std::int64_t parameters);
+
+}  // namespace troupe::actors

@@ -1,0 +1,103 @@
+#include "actors/worker/mailbox_comm.hpp"
+
+#include <optional>
+#include <utility>
+
+#include "actors/local_messages.hpp"
+
+namespace troupe::actors {
+
+comm::Callback MailboxComm::completion_message(Operation op) {
+  in_flight_.emplace(op, std::string{});
+  // Runs on the engine's progress thread: anon_send is thread-safe and never blocks it.
+  return [worker = caf::actor_cast<caf::actor>(self_), op](Status status) {
+    caf::anon_send(worker, comm_done_atom_v, comm_done_msg{op, status ? std::string{} : status.error().message});
+  };
+}
+
+MailboxComm::Operation MailboxComm::all_reduce(comm::Communicator& comm, compute::Tensor buffer) {
+  const Operation op = next_++;
+  comm.post_all_reduce(std::move(buffer), completion_message(op));
+  return op;
+}
+
+MailboxComm::Operation MailboxComm::reduce_scatter(comm::Communicator& comm, compute::Tensor buffer) {
+  const Operation op = next_++;
+  comm.post_reduce_scatter(std::move(buffer), completion_message(op));
+  return op;
+}
+
+MailboxComm::Operation MailboxComm::all_gather(comm::Communicator& comm, compute::Tensor buffer) {
+  const Operation op = next_++;
+  comm.post_all_gather(std::move(buffer), completion_message(op));
+  return op;
+}
+
+MailboxComm::Operation MailboxComm::send(comm::Engine& engine, int peer, const comm::MessageKey& key,
+                                         compute::Tensor buffer) {
+  const Operation op = next_++;
+  comm::Callback done = completion_message(op);
+  const void* data = buffer.data();
+  const auto bytes = static_cast<std::size_t>(buffer.nbytes());
+  // The callback holds the tensor, so its bytes outlive the transfer.
+  engine.post_send(peer, key, data, bytes, [keep = std::move(buffer), done = std::move(done)](Status s) { done(s); });
+  return op;
+}
+
+MailboxComm::Operation MailboxComm::recv(comm::Engine& engine, int peer, const comm::MessageKey& key,
+                                         compute::Tensor buffer) {
+  const Operation op = next_++;
+  comm::Callback done = completion_message(op);
+  void* data = buffer.data();
+  const auto bytes = static_cast<std::size_t>(buffer.nbytes());
+  engine.post_recv(peer, key, data, bytes, [keep = std::move(buffer), done = std::move(done)](Status s) { done(s); });
+  return op;
+}
+
+// How long wait() and wait_all() block between checks of what they wait for: they are woken by
+// the completion they need, so this only bounds a wait that nothing would wake.
+constexpr std::chrono::microseconds completion_wait_slice = std::chrono::seconds(1);
+
+template <class Pending>
+void MailboxComm::receive_while(Pending pending, std::chrono::microseconds limit) {
+  std::optional<std::string> stop_reason;
+  std::optional<rescue_msg> rescue;
+  self_->receive_while([&] { return pending() && !stop_reason && !rescue; })(
+      [&](comm_done_atom, const comm_done_msg& done) {
+        auto it = in_flight_.find(done.operation);
+        TROUPE_CHECK(it != in_flight_.end(), "completion of an operation not in flight");
+        in_flight_.erase(it);
+        finished_.emplace(done.operation, done.error);
+      },
+      [&](stop_atom, const stop_msg& stop) { stop_reason = stop.reason; },
+      [&](rescue_atom, const rescue_msg& order) { rescue = order; }, caf::after(limit) >> [] {});
+  // Thrown here, not from the handler, so CAF's receive loop is left normally.
+  if (rescue) throw RescueRequested(std::move(*rescue));
+  if (stop_reason) throw WorkStopped(*stop_reason);
+}
+
+Status MailboxComm::wait(Operation op) {
+  receive_while([&] { return in_flight_.count(op) > 0; }, completion_wait_slice);
+  auto it = finished_.find(op);
+  TROUPE_CHECK(it != finished_.end(), "wait for an operation never posted or already waited for");
+  const std::string error = std::move(it->second);
+  finished_.erase(it);
+  if (error.empty()) return {};
+  return Error{error};
+}
+
+Status MailboxComm::wait_all() {
+  receive_while([&] { return !in_flight_.empty(); }, completion_wait_slice);
+  Status first_failure;
+  for (auto& [op, error] : finished_)
+    if (!error.empty() && first_failure) first_failure = Error{error};
+  finished_.clear();
+  return first_failure;
+}
+
+void MailboxComm::take_orders(std::chrono::microseconds limit) {
+  bool first = true;
+  receive_while([&first] { return std::exchange(first, false); }, limit);
+}
+
+}  // namespace troupe::actors

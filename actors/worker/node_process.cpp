@@ -1,0 +1,117 @@
+// A node process (node_process.hpp): set-up per slot, the join, and the workers' work.
+
+#include "actors/worker/node_process.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+#include "actors/actor_system_setup.hpp"
+#include "actors/monitor/process_logs.hpp"
+#include "actors/monitor/process_metrics.hpp"
+#include "actors/supervision/node_supervisor.hpp"
+#include "actors/worker/device_groups.hpp"
+#include "actors/worker/job_data.hpp"
+#include "actors/worker/node_control.hpp"
+#include "actors/worker/rank_wiring.hpp"
+#include "comm/engine.hpp"
+#include "comm/grid.hpp"
+#include "compute/backend.hpp"
+
+namespace troupe::actors {
+namespace {
+
+NodeOutcome setup_failed(std::string reason, int exit_code) { return {exit_code, std::move(reason), true}; }
+
+}  // namespace
+
+NodeOutcome run_node_process(const NodeProcessOptions& options, const ResolvedJob& job) {
+  const monitor::MetricsIdentity identity{metrics_job_label(options.token), std::max(options.node_index, 0)};
+  const ProcessLogs logs(job.config, identity.job, identity.node, options.first_rank, "node");
+  auto metrics = ProcessMetrics::serve(job.config.monitor, identity, options.first_rank, options.slots, "worker");
+  if (!metrics) return setup_failed(metrics.error().message, 2);
+
+  // train.threads 0 means all cores; the workers of every node process on one machine share them.
+  const int local_workers = std::max(1, options.local_world_size);
+  const int threads = job.config.train.threads > 0
+                          ? job.config.train.threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_workers);
+  auto data = load_job_data(job);
+  if (!data) return setup_failed(data.error().message, 2);
+  if (Status opened = logs.open_file(); !opened) return setup_failed(opened.error().message, 2);
+  // Each slot is a rank with its own backend (scratch buffers are not shared between threads)
+  // and its own engine (UCX worker and progress thread: a rank's tag space is its own).
+  std::vector<std::unique_ptr<compute::Backend>> backends;
+  std::vector<std::unique_ptr<comm::Engine>> engines;
+  const int local_rank_base = options.local_rank_base;
+  const bool on_device = is_device_backend(job.config.train.backend);
+  for (int slot = 0; slot < options.slots; ++slot) {
+    if (on_device) {
+      // The backend's stream and cuBLAS handle belong to the device current when it is made.
+      if (Status s = use_rank_device(local_rank_base + slot); !s) return setup_failed(s.error().message, 2);
+    }
+    auto backend = compute::make_backend(job.config.train.backend, threads);
+    if (!backend) return setup_failed(backend.error().message, 2);
+    backends.push_back(std::move(*backend));
+    auto engine = comm::Engine::create(options.first_rank + slot, options.world_size);
+    if (!engine) return setup_failed(engine.error().message, 1);
+    engines.push_back(std::move(*engine));
+    if (monitor::WorkerMetrics* worker = metrics->worker(slot))
+      worker->read_comm_from([traffic = engines.back()->traffic()] { return comm_reading(*traffic); });
+  }
+  metrics->set_mfu_basis(job, options.world_size);
+  // The job process counts failures, recoveries and restarts (TROUPE_RESTARTS); a restarted node
+  // process starts its counters there, so every node's /metrics shows the job's history.
+  if (monitor::NodeMetrics* node = metrics->node()) {
+    node->count_restarts(options.recovery.restarts);
+    for (const auto& [kind, count] : options.recovery.failures) node->count_failure(kind, count);
+    for (const auto& [source, count] : options.recovery.recoveries) node->count_recovery(source, count);
+  }
+
+  NodeControl control(options.first_rank, options.slots);  // outlives the workers, which obey it
+  TroupeConfig cfg;
+  caf::actor_system system{cfg};
+  auto supervisor = system.middleman().remote_actor(options.join_host, static_cast<std::uint16_t>(options.join_port));
+  if (!supervisor) return setup_failed("cannot reach the job at " + options.join_host + ":" + std::to_string(options.join_port) + ": " + to_string(supervisor.error()), 1);
+
+  join_msg hello;
+  hello.token = options.token;
+  hello.build_id = options.build_id;
+  hello.config_hash = options.config_hash;
+  hello.node_index = options.node_index;
+  hello.host = options.host_name;
+  hello.pid = static_cast<int>(::getpid());
+  for (const auto& engine : engines) hello.comm_addresses.push_back(byte_blob{engine->address()});
+  if (on_device) {
+    const int stages = job.config.pipeline.stages;
+    auto ids = lead_device_groups(comm::Grid{options.world_size / stages, stages, 1}, options.first_rank, options.slots);
+    if (!ids) return setup_failed(ids.error().message, 1);
+    hello.device_group_ids = std::move(*ids);
+  }
+  NodeWork work = [&](const start_msg& start, int slot, caf::blocking_actor* worker,
+                              monitor::WorkProgress& progress) {
+    const auto index = static_cast<std::size_t>(slot);
+    return train_as_rank(job, *data, *backends[index], *engines[index], local_rank_base + slot, start, worker,
+                         progress, metrics->worker(slot), control.slot(slot));
+  };
+  NodeOptions node_options;
+  node_options.heartbeat_interval = std::chrono::milliseconds(std::lround(job.config.fault.heartbeat_seconds * 1000));
+  node_options.oldest_receive = [&engines](int slot) {
+    auto wait = engines[static_cast<std::size_t>(slot)]->oldest_pending_receive();
+    return wait ? comm::describe(*wait, std::chrono::steady_clock::now()) : std::string{};
+  };
+  if (monitor::NodeMetrics* node = metrics->node()) node_options.heartbeat_sent = [node] { node->heartbeat_sent(); };
+  node_options.control = [&control](const control_msg& order) { return control.obey(order); };
+  caf::scoped_actor self{system};
+  spawn_node_supervisor(system, *supervisor, std::move(hello), work, std::move(node_options), self);
+  NodeOutcome ended{1, "the job ended without an outcome", false};
+  self->receive([&](done_atom, const job_outcome_msg& outcome) { ended = {outcome.exit_code, outcome.reason, false}; });
+  // A worker held or paused at a step boundary would keep the actor system from shutting down.
+  control.stop_all();
+  return ended;
+}
+
+
+}  // namespace troupe::actors

@@ -1,0 +1,17 @@
+#pragma once
+// A worker's part in the job's rescue snapshots (docs/architecture.md, "Failures"): when its step
+// throws, it learns from its mailbox whether the job wants its memory of the last completed step
+// written — the order may already have ended the step (RescueRequested), or, after a collective
+// failed on a lost peer (CommFailed), it waits for the job's word: a rescue order or a stop — and
+// answers the job when the write is done.
+
+#include <caf/all.hpp>
+
+#include "actors/worker/training_run.hpp"
+
+namespace troupe::actors {
+
+// The hooks of `worker`'s rank `rank`; they live in the worker's thread.
+RescueHooks node_rescue_hooks(caf::blocking_actor* worker, int rank);
+
+}  // namespace troupe::actors

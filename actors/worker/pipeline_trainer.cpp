@@ -1,0 +1,373 @@
+#include "actors/worker/pipeline_trainer.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "compute/data/batch.hpp"
+#include "compute/model/stage_split.hpp"
+#include "compute/optim/grad_clip.hpp"
+
+namespace troupe::actors {
+namespace {
+
+using schedules::Op;
+
+// Sequence numbers of point-to-point messages: a training step's, or (top bit) a validation
+// batch's; they keep one step's or batch's messages apart from the next one's.
+constexpr std::uint16_t evaluation_sequence_bit = 0x8000;
+constexpr std::uint16_t gradient_index_bit = 0x8000;
+
+// One clock for every process on the machine (CLOCK_MONOTONIC), so their traces line up.
+double now_us() {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend, PipelineGroups groups,
+                                 MailboxComm& mailbox, monitor::WorkProgress& progress,
+                                 std::span<const std::uint16_t> train_tokens, std::span<const std::uint16_t> val_tokens)
+    : setup_(std::move(setup)),
+      backend_(backend),
+      groups_(groups),
+      mailbox_(mailbox),
+      progress_(progress),
+      train_tokens_(train_tokens),
+      val_tokens_(val_tokens),
+      sampler_(train_tokens.size(), setup_.options.seq_len, setup_.options.seed) {
+  const schedules::Schedule& s = setup_.schedule;
+  const comm::GridCoord coord = comm::grid_coord(setup_.grid, setup_.rank);
+  stage_ = coord.pp;
+  replica_ = coord.dp;
+  TROUPE_CHECK(setup_.grid.pp == s.stages && setup_.grid.tp == 1, "the grid does not match the schedule");
+  TROUPE_CHECK(s.virtual_stages() * s.microbatches < gradient_index_bit, "too many micro-batches for the tag index");
+  auto split = s.chunks > 1 ? compute::split_layers_interleaved(setup_.model, s.stages, s.chunks)
+                            : compute::split_layers(setup_.model, s.stages);
+  TROUPE_CHECK(split.ok(), split ? "" : split.error().message);
+  const compute::TrainerOptions& o = setup_.options;
+  for (int c = 0; c < s.chunks; ++c) {
+    const compute::StageLayers& layers = (*split)[static_cast<std::size_t>(s.virtual_stage(stage_, c))];
+    Chunk chunk;
+    chunk.stage = std::make_unique<compute::GPTStage>(setup_.model, backend_, layers.first_layer, layers.last_layer);
+    chunk.stage->init_parameters(o.seed);
+    chunk.stage->reserve(o.batch_size, o.seq_len, setup_.peak_stashed);
+    for (int slot = setup_.peak_stashed - 1; slot >= 0; --slot) chunk.free_slots.push_back(slot);
+    chunk.slot_sends.resize(static_cast<std::size_t>(setup_.peak_stashed));
+    chunk.optimizer = std::make_unique<compute::AdamW>(backend_, chunk.stage->views(), chunk.stage->num_params(),
+                                                       compute::DType::f32, o.adamw, 0, chunk.stage->num_params());
+    chunks_.push_back(std::move(chunk));
+  }
+  for (int j = 0; j < s.microbatches; ++j) {
+    inputs_.push_back(compute::Tensor::zeros({o.batch_size, o.seq_len}, compute::DType::i32));
+    targets_.push_back(compute::Tensor::zeros({o.batch_size, o.seq_len}, compute::DType::i32));
+  }
+}
+
+std::vector<checkpoint::HeldRange> PipelineTrainer::held_state() {
+  std::vector<checkpoint::HeldRange> held;
+  const bool saves = replica_ == 0;
+  for (Chunk& chunk : chunks_) {
+    compute::GPTStage& stage = *chunk.stage;
+    const auto [begin, end] = stage.global_range();
+    float* buffers[] = {stage.params().data_as<float>(), chunk.optimizer->first_moments().data_as<float>(),
+                        chunk.optimizer->second_moments().data_as<float>()};
+    const char* kinds[] = {"param", "adam_m", "adam_v"};
+    for (int k = 0; k < 3; ++k) held.push_back({kinds[k], begin, end, buffers[k], saves});
+    if (stage.has_embedding_copy()) {
+      const compute::ParameterView& wte = stage.global_layout().find("wte.weight");
+      const std::int64_t local = end - begin;  // the copy follows the stage's own slice
+      for (int k = 0; k < 3; ++k)
+        held.push_back({kinds[k], wte.offset, wte.offset + wte.numel(), buffers[k] + local, false, true});
+    }
+  }
+  return held;
+}
+
+void PipelineTrainer::resume_at(long steps) {
+  steps_ = steps;
+  for (Chunk& chunk : chunks_) chunk.optimizer->set_steps_taken(steps);
+}
+
+std::int64_t PipelineTrainer::tokens_per_step() const {
+  const compute::TrainerOptions& o = setup_.options;
+  return std::int64_t{o.batch_size} * o.seq_len * setup_.schedule.microbatches * setup_.grid.dp;
+}
+
+void PipelineTrainer::record_into(monitor::TraceRecorder& recorder) {
+  trace_ = &recorder;
+  recorder.name_process(replica_, "replica " + std::to_string(replica_));
+  recorder.name_track({replica_, stage_}, "stage " + std::to_string(stage_) + " (rank " + std::to_string(setup_.rank) + ")");
+}
+
+void PipelineTrainer::trace(const char* category, std::string name, double start_us,
+                            const schedules::Instruction* ins) {
+  if (trace_ == nullptr) return;
+  monitor::TraceArgs args{{"step", std::to_string(steps_)}};
+  if (ins != nullptr) {
+    args.emplace_back("microbatch", std::to_string(ins->microbatch));
+    args.emplace_back("chunk", std::to_string(ins->chunk));
+  }
+  trace_->add_complete({replica_, stage_}, std::move(name), category, start_us, now_us() - start_us, std::move(args));
+}
+
+int PipelineTrainer::rank_of_stage(int stage) const { return comm::grid_rank(setup_.grid, {replica_, stage, 0}); }
+
+void PipelineTrainer::wait(MailboxComm::Operation op, const std::string& what) {
+  const double start = now_us();
+  {
+    auto waiting = progress_.wait_for(what);
+    if (Status s = mailbox_.wait(op); !s) throw CommFailed(s.error().message);
+  }
+  trace("wait", "wait for " + what, start);
+}
+
+comm::MessageKey PipelineTrainer::key_of(const schedules::Instruction& instruction) const {
+  const auto transfer = schedules::transfer_of(setup_.schedule, stage_, instruction);
+  TROUPE_CHECK(transfer.has_value(), "a key for an instruction that is no transfer");
+  const int index = transfer->from * setup_.schedule.microbatches + transfer->microbatch;
+  return {comm::MessageKind::point_to_point, comm::pp_group_id, static_cast<std::uint16_t>(steps_ & 0x7fff),
+          static_cast<std::uint16_t>(index | (transfer->gradient ? gradient_index_bit : 0))};
+}
+
+int PipelineTrainer::take_slot(Chunk& chunk) {
+  TROUPE_CHECK(!chunk.free_slots.empty(), "more micro-batches in flight than the schedule's checked peak");
+  const int slot = chunk.free_slots.back();
+  chunk.free_slots.pop_back();
+  // A send may still read the slot's output or input gradient.
+  for (MailboxComm::Operation op : chunk.slot_sends[static_cast<std::size_t>(slot)])
+    wait(op, "a send from the activation slot about to be reused");
+  chunk.slot_sends[static_cast<std::size_t>(slot)].clear();
+  return slot;
+}
+
+// "F3", or "F3.1" for chunk 1: the names troupe schedule gives the simulated ops.
+std::string PipelineTrainer::op_name(char kind, const schedules::Instruction& ins) const {
+  std::string name = kind + std::to_string(ins.microbatch);
+  if (setup_.schedule.chunks > 1) name += "." + std::to_string(ins.chunk);
+  return name;
+}
+
+// "the gradient of micro-batch 3 for stage 0 chunk 1, from stage 1 (rank 5)": what a stuck
+// stage waits for, as the watchdog reports it.
+std::string PipelineTrainer::arrival_text(const char* what, const schedules::Instruction& ins, int from_rank) const {
+  return std::string("the ") + what + " of micro-batch " + std::to_string(ins.microbatch) + " for stage " +
+         std::to_string(stage_) + " chunk " + std::to_string(ins.chunk) + ", from stage " + std::to_string(comm::grid_coord(setup_.grid, from_rank).pp) +
+         " (rank " + std::to_string(from_rank) + ")";
+}
+
+void PipelineTrainer::post_receive(const schedules::Instruction& ins) {
+  const compute::TrainerOptions& o = setup_.options;
+  compute::Tensor buffer = compute::Tensor::zeros({o.batch_size, o.seq_len, setup_.model.n_embd}, compute::DType::f32);
+  const int from = rank_of_stage(ins.peer);
+  const auto op = mailbox_.recv(groups_.engine, from, key_of(ins), buffer);
+  arriving_[{ins.microbatch, ins.chunk * 2 + (ins.op == Op::recv_grad ? 1 : 0)}] = {op, buffer, from};
+}
+
+void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
+  const schedules::Schedule& s = setup_.schedule;
+  Chunk& chunk = chunks_[static_cast<std::size_t>(ins.chunk)];
+  compute::GPTStage& stage = *chunk.stage;
+  const int vs = s.virtual_stage(stage_, ins.chunk);
+  const bool last = vs == s.virtual_stages() - 1;
+  const std::pair<int, int> here{ins.microbatch, ins.chunk};
+  switch (ins.op) {
+    case Op::recv_act:
+    case Op::recv_grad:
+      break;  // posted when the step began
+    case Op::forward: {
+      const int slot = take_slot(chunk);
+      slot_of_[here] = slot;
+      compute::Tensor input = inputs_[static_cast<std::size_t>(ins.microbatch)];
+      if (vs > 0) {
+        InFlight arrival = arriving_.extract({ins.microbatch, ins.chunk * 2}).mapped();
+        wait(arrival.op, arrival_text("activations", ins, arrival.from_rank));
+        input = arrival.buffer;
+      }
+      const double start = now_us();
+      const double loss =
+          stage.forward(slot, input, last ? targets_[static_cast<std::size_t>(ins.microbatch)] : compute::Tensor{});
+      busy_us_ += now_us() - start;
+      trace("forward", op_name('F', ins), start, &ins);
+      if (last) loss_sum += loss;
+      peak_in_use_ = std::max(peak_in_use_, ++in_use_);
+      break;
+    }
+    case Op::send_act: {
+      const int slot = slot_of_.at(here);
+      const auto op = mailbox_.send(groups_.engine, rank_of_stage(ins.peer), key_of(ins), stage.output(slot));
+      trace("transfer", "send_act", now_us(), &ins);
+      chunk.slot_sends[static_cast<std::size_t>(slot)].push_back(op);
+      break;
+    }
+    case Op::backward: {
+      const int slot = slot_of_.at(here);
+      compute::Tensor output_grad;
+      if (!last) {
+        InFlight arrival = arriving_.extract({ins.microbatch, ins.chunk * 2 + 1}).mapped();
+        wait(arrival.op, arrival_text("gradient", ins, arrival.from_rank));
+        output_grad = arrival.buffer;
+      }
+      const double start = now_us();
+      stage.backward(slot, output_grad, 1.0 / (static_cast<double>(s.microbatches) * setup_.grid.dp));
+      busy_us_ += now_us() - start;
+      trace("backward", op_name('B', ins), start, &ins);
+      --in_use_;
+      if (vs == 0) {  // nothing to send: the slot is free now
+        chunk.free_slots.push_back(slot);
+        slot_of_.erase(here);
+      }
+      break;
+    }
+    case Op::send_grad: {
+      const int slot = slot_of_.at(here);
+      // A copy goes out, so the slot is free at once: a large send completes only once the
+      // receiver has posted its receive, which in 1F1B comes after the receiver's next forward,
+      // and this stage's next forward needs the slot before then.
+      compute::Tensor input_grad = stage.input_grad(slot);
+      compute::Tensor outgoing = backend_.zeros(input_grad.shape(), input_grad.dtype());
+      backend_.copy(outgoing, input_grad);
+      mailbox_.send(groups_.engine, rank_of_stage(ins.peer), key_of(ins), outgoing);
+      trace("transfer", "send_grad", now_us(), &ins);
+      chunk.free_slots.push_back(slot);
+      slot_of_.erase(here);
+      break;
+    }
+    case Op::reduce_grads:
+    case Op::optimizer_step:
+      TROUPE_CHECK(false, "step() handles " + std::string(schedules::to_string(ins.op)));
+  }
+}
+
+void PipelineTrainer::reduce_gradients() {
+  auto check = [](const Status& st) {
+    if (!st) throw CommFailed(st.error().message);
+  };
+  auto waiting = progress_.wait_for("the gradient sums");
+  if (groups_.embedding != nullptr) {
+    // The tied embedding's two shares: the first virtual stage's lookup, the last one's lm head.
+    Chunk& holder = stage_ == 0 ? chunks_.front() : chunks_.back();
+    mailbox_.all_reduce(*groups_.embedding, holder.stage->tied_embedding_grad());
+    // Done before the data-parallel sums start: they read and write the same buffer.
+    check(mailbox_.wait_all());
+  }
+  if (setup_.grid.dp > 1)
+    for (Chunk& chunk : chunks_) mailbox_.all_reduce(groups_.dp, chunk.stage->grads());
+  check(mailbox_.wait_all());
+}
+
+double PipelineTrainer::own_sum_of_squares(bool gradients) {
+  double sum = 0;
+  for (Chunk& chunk : chunks_) {
+    compute::Tensor& all = gradients ? chunk.stage->grads() : chunk.stage->params();
+    const auto [begin, end] = chunk.stage->global_range();
+    sum += backend_.sum_of_squares(chunk.stage->has_embedding_copy() ? all.slice(0, {end - begin}) : all);
+  }
+  return sum;
+}
+
+double PipelineTrainer::sum_over(comm::Communicator& group, double value, const char* what) {
+  compute::Tensor t = compute::Tensor::zeros({1}, compute::DType::f64);
+  t.data_as<double>()[0] = value;
+  auto waiting = progress_.wait_for(what);
+  if (Status s = mailbox_.wait(mailbox_.all_reduce(group, t)); !s) throw CommFailed(s.error().message);
+  return t.data_as<double>()[0];
+}
+
+compute::StepResult PipelineTrainer::step() {
+  const schedules::Schedule& s = setup_.schedule;
+  const compute::TrainerOptions& o = setup_.options;
+  compute::StepResult result;
+  result.step = steps_;
+  result.lr = o.lr.at(steps_);
+  for (Chunk& chunk : chunks_) chunk.stage->zero_grad();
+  for (int j = 0; j < s.microbatches; ++j) {
+    const std::uint64_t micro_index = static_cast<std::uint64_t>(steps_) * s.microbatches + j;
+    const std::uint64_t first = (micro_index * setup_.grid.dp + replica_) * o.batch_size;
+    compute::fill_batch(inputs_[j].data_as<std::int32_t>(), targets_[j].data_as<std::int32_t>(), train_tokens_,
+                        sampler_, first, o.batch_size);
+  }
+  // Every receive of the step is posted now, whatever its place in the stream: a large message
+  // moves only once its receive is posted, and a sender must not stall on a receiver that is
+  // still computing. The stream's order still decides when each compute waits for its input.
+  for (const schedules::Instruction& ins : s.streams[static_cast<std::size_t>(stage_)])
+    if (ins.op == Op::recv_act || ins.op == Op::recv_grad) post_receive(ins);
+  double loss_sum = 0;
+  busy_us_ = 0;
+  const double schedule_start = now_us();
+  for (const schedules::Instruction& ins : s.streams[static_cast<std::size_t>(stage_)]) {
+    const double start = now_us();
+    if (ins.op == Op::reduce_grads) {
+      bubble_fraction_ = std::max(0.0, 1.0 - busy_us_ / std::max(start - schedule_start, 1.0));
+      reduce_gradients();
+      for (Chunk& chunk : chunks_)
+        for (auto& sends : chunk.slot_sends) sends.clear();  // wait_all saw them end
+      const double loss = sum_over(groups_.pp, loss_sum, "the loss sum") / s.microbatches;
+      result.loss = setup_.grid.dp > 1 ? sum_over(groups_.dp, loss, "the loss sum") / setup_.grid.dp : loss;
+      result.grad_norm = std::sqrt(sum_over(groups_.pp, own_sum_of_squares(true), "the gradient norm"));
+      for (Chunk& chunk : chunks_) compute::scale_to_norm(backend_, chunk.stage->grads(), result.grad_norm, o.grad_clip);
+      trace("step", "reduce_grads", start);
+    } else if (ins.op == Op::optimizer_step) {
+      for (Chunk& chunk : chunks_) chunk.optimizer->step(chunk.stage->params(), chunk.stage->grads(), result.lr);
+      trace("step", "optimizer_step", start);
+    } else {
+      run(ins, loss_sum);
+    }
+  }
+  ++steps_;
+  return result;
+}
+
+double PipelineTrainer::evaluate(int batches) {
+  const schedules::Schedule& s = setup_.schedule;
+  const compute::TrainerOptions& o = setup_.options;
+  compute::Tensor inputs = compute::Tensor::zeros({o.batch_size, o.seq_len}, compute::DType::i32);
+  compute::Tensor targets = compute::Tensor::zeros({o.batch_size, o.seq_len}, compute::DType::i32);
+  double sum = 0;
+  for (int i = 0; i < batches; ++i) {
+    compute::fill_sequential_batch(inputs.data_as<std::int32_t>(), targets.data_as<std::int32_t>(), val_tokens_,
+                                   o.seq_len, static_cast<std::uint64_t>(i) * o.batch_size, o.batch_size);
+    const auto sequence = static_cast<std::uint16_t>(evaluation_sequence_bit | (evaluations_++ & 0x7fff));
+    // Chunks in virtual-stage order, which is the order activations flow: no cycle.
+    for (int c = 0; c < s.chunks; ++c) {
+      compute::GPTStage& stage = *chunks_[static_cast<std::size_t>(c)].stage;
+      const int vs = s.virtual_stage(stage_, c);
+      const bool last = vs == s.virtual_stages() - 1;
+      compute::Tensor input = inputs;
+      if (vs > 0) {
+        input = compute::Tensor::zeros({o.batch_size, o.seq_len, setup_.model.n_embd}, compute::DType::f32);
+        const comm::MessageKey key{comm::MessageKind::point_to_point, comm::pp_group_id, sequence,
+                                   static_cast<std::uint16_t>(vs - 1)};
+        wait(mailbox_.recv(groups_.engine, rank_of_stage(s.stage_of(vs - 1)), key, input),
+             "validation activations");
+      }
+      const double loss = stage.forward(0, input, last ? targets : compute::Tensor{});
+      if (last) {
+        sum += loss;
+      } else {
+        const comm::MessageKey key{comm::MessageKind::point_to_point, comm::pp_group_id, sequence,
+                                   static_cast<std::uint16_t>(vs)};
+        wait(mailbox_.send(groups_.engine, rank_of_stage(s.stage_of(vs + 1)), key, stage.output(0)),
+             "a validation send");
+      }
+    }
+  }
+  return batches > 0 ? sum_over(groups_.pp, sum, "the validation loss sum") / batches : 0.0;
+}
+
+std::vector<int> PipelineTrainer::peak_stashed_measured() {
+  compute::Tensor peaks = compute::Tensor::zeros({setup_.grid.pp}, compute::DType::f64);
+  peaks.data_as<double>()[stage_] = peak_in_use_;
+  auto waiting = progress_.wait_for("the activation peaks");
+  if (Status s = mailbox_.wait(mailbox_.all_reduce(groups_.pp, peaks)); !s) throw std::runtime_error(s.error().message);
+  std::vector<int> result;
+  for (int stage = 0; stage < setup_.grid.pp; ++stage) result.push_back(static_cast<int>(peaks.data_as<double>()[stage]));
+  return result;
+}
+
+double PipelineTrainer::param_norm() {
+  return std::sqrt(sum_over(groups_.pp, own_sum_of_squares(false), "the parameter norm"));
+}
+
+}  // namespace troupe::actors

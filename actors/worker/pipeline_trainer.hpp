@@ -1,0 +1,133 @@
+#pragma once
+// One rank's share of pipeline-parallel (× data-parallel) training: it holds the model chunks
+// of its pipeline stage and executes that stage's instruction stream (schedules/) for every
+// step — the stream decides, this only executes. Activations and their gradients travel as
+// point-to-point messages through the comm engine, completing as messages in the worker's
+// mailbox: every receive of a step is posted when the step begins (a large message moves only
+// once its receive is posted), each send when the stream names it, and a forward or backward
+// waits only for its own input (the model docs/schedules.md's simulator assumes).
+//
+// Step: the stream's forwards and backwards over m micro-batches (micro-batch j of data replica
+// d reads the global samples ((step·m + j)·dp + d)·B + [0, B), what one process with batch
+// dp·B and m accumulation steps reads), then reduce_grads — the tied embedding's two gradient
+// shares summed between the first and last stage, each chunk's gradients summed over its
+// data-parallel group, the loss and the squared gradient norm summed over the pipeline — then
+// the clip and AdamW on this stage's own parameters. So the pipeline takes the single
+// process's step, up to float32 rounding of the tied embedding's gradient (the same terms,
+// grouped differently).
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "actors/worker/mailbox_comm.hpp"
+#include "checkpoint/run_checkpoints.hpp"
+#include "comm/collectives.hpp"
+#include "comm/grid.hpp"
+#include "compute/model/gpt_stage.hpp"
+#include "compute/optim/adamw.hpp"
+#include "compute/train/trainer.hpp"
+#include "monitor/trace.hpp"
+#include "monitor/work_progress.hpp"
+#include "schedules/schedule.hpp"
+
+namespace troupe::actors {
+
+struct PipelineSetup {
+  compute::GPTConfig model;
+  schedules::Schedule schedule;  // every stage's stream; checked
+  int peak_stashed = 1;          // this stage's, from the checker: the activation slots per chunk
+  comm::Grid grid;               // dp × pp (tp = 1)
+  int rank = 0;
+  compute::TrainerOptions options;  // batch, seq_len, lr, AdamW, clip, seed; grad_accum unused
+};
+
+// The groups a pipeline rank talks to; `embedding` only on first and last stages when pp > 1.
+struct PipelineGroups {
+  comm::Engine& engine;
+  comm::Communicator& dp;
+  comm::Communicator& pp;
+  comm::Communicator* embedding = nullptr;
+};
+
+class PipelineTrainer {
+ public:
+  PipelineTrainer(PipelineSetup setup, compute::Backend& backend, PipelineGroups groups, MailboxComm& mailbox,
+                  monitor::WorkProgress& progress, std::span<const std::uint16_t> train_tokens,
+                  std::span<const std::uint16_t> val_tokens);
+
+  // Every rank returns the same loss (mean over micro-batches and replicas), lr and norm.
+  compute::StepResult step();
+  // Mean validation loss over `batches` batches, pushed through the pipeline forward only.
+  double evaluate(int batches);
+  // Norm of the whole model's parameters (each once), on every rank.
+  double param_norm();
+  std::int64_t tokens_per_step() const;
+  // From now on every op of this stage — forward and backward spans, waits for a message,
+  // sends posted, reduce and optimizer — goes into `recorder` as a Chrome trace event on the
+  // track (pid replica, tid stage), timed by the machine's monotonic clock in microseconds.
+  void record_into(monitor::TraceRecorder& recorder);
+  // Most micro-batch activations (chunks' slots in use) each stage of this pipeline held at
+  // once over all steps so far, by stage; every rank of the pipeline gets the same list.
+  std::vector<int> peak_stashed_measured();
+  // The idle share of this stage's last step up to its gradient sums: 1 − (forward and backward
+  // compute) ÷ (wall time of the schedule), the bubble the simulator predicts plus waits on peers.
+  double bubble_fraction() const { return bubble_fraction_; }
+
+  // This rank's parameters and AdamW moments as global flat ranges, for checkpoints: each chunk's
+  // slice, plus (restored, never saved) a last stage's copy of the tied wte.weight, whose values
+  // and moments equal the first stage's. Replica 0 of each stage saves.
+  std::vector<checkpoint::HeldRange> held_state();
+  // Continues after `steps` steps (state restored into held_state()'s buffers).
+  void resume_at(long steps);
+
+ private:
+  struct Chunk {
+    std::unique_ptr<compute::GPTStage> stage;
+    std::unique_ptr<compute::AdamW> optimizer;
+    std::vector<int> free_slots;
+    std::vector<std::vector<MailboxComm::Operation>> slot_sends;  // sends reading each slot's buffers
+  };
+  struct InFlight {
+    MailboxComm::Operation op = 0;
+    compute::Tensor buffer;
+    int from_rank = 0;
+  };
+
+  void post_receive(const schedules::Instruction& instruction);
+  void run(const schedules::Instruction& instruction, double& loss_sum);
+  void reduce_gradients();
+  int take_slot(Chunk& chunk);
+  comm::MessageKey key_of(const schedules::Instruction& instruction) const;
+  int rank_of_stage(int stage) const;
+  void wait(MailboxComm::Operation op, const std::string& what);
+  // Sum of squares of this stage's parameters or gradients, the embedding copy left out.
+  double own_sum_of_squares(bool gradients);
+  double sum_over(comm::Communicator& group, double value, const char* what);
+  std::string op_name(char kind, const schedules::Instruction& ins) const;
+  std::string arrival_text(const char* what, const schedules::Instruction& ins, int from_rank) const;
+  void trace(const char* category, std::string name, double start_us, const schedules::Instruction* ins = nullptr);
+
+  PipelineSetup setup_;
+  compute::Backend& backend_;
+  PipelineGroups groups_;
+  MailboxComm& mailbox_;
+  monitor::WorkProgress& progress_;
+  std::span<const std::uint16_t> train_tokens_, val_tokens_;
+  compute::WindowSampler sampler_;
+  int stage_ = 0, replica_ = 0;
+  std::vector<Chunk> chunks_;
+  std::map<std::pair<int, int>, int> slot_of_;       // (micro-batch, chunk) → slot
+  std::map<std::pair<int, int>, InFlight> arriving_;  // (micro-batch, chunk·2 + gradient) → receive
+  std::vector<compute::Tensor> inputs_, targets_;     // per micro-batch, (B, T) i32 on the host
+  long steps_ = 0;
+  std::uint16_t evaluations_ = 0;
+  int in_use_ = 0, peak_in_use_ = 0;
+  double busy_us_ = 0;  // forward and backward compute in the step so far
+  double bubble_fraction_ = 0;
+  monitor::TraceRecorder* trace_ = nullptr;
+};
+
+}  // namespace troupe::actors

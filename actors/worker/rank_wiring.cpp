@@ -1,0 +1,163 @@
+// A rank's wiring once the job starts (rank_wiring.hpp): connect to every peer's engine, build the
+// data-parallel and pipeline groups over the grid, and train as a replica or as a pipeline stage.
+
+#include "actors/worker/rank_wiring.hpp"
+
+#include <spdlog/fmt/fmt.h>
+
+#include "actors/worker/data_parallel_hooks.hpp"
+#include "actors/worker/device_groups.hpp"
+#include "actors/worker/mailbox_comm.hpp"
+#include "actors/worker/node_rescue.hpp"
+#include "actors/worker/pipeline_trainer.hpp"
+#include "actors/worker/trace_gather.hpp"
+#include "actors/worker/training_run.hpp"
+#include "comm/collectives.hpp"
+#include "comm/grid.hpp"
+#include "compute/model/parameter_layout.hpp"
+#include "compute/model/stage_split.hpp"
+#include "monitor/log.hpp"
+#include "monitor/trace.hpp"
+#include "schedules/checker.hpp"
+#include "schedules/generate.hpp"
+
+namespace troupe::actors {
+namespace {
+
+// This rank's stage of a pipeline (grid.pp > 1), as the job's schedule has it.
+RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, compute::Backend& backend,
+                                comm::Engine& engine, const comm::Grid& grid, comm::Communicator& dp,
+                                MailboxComm& mailbox, monitor::WorkProgress& progress,
+                                monitor::WorkerMetrics* metrics, monitor::StepControl& control,
+                                const RescueHooks& rescue) {
+  const PipelineOptions& p = job.config.pipeline;
+  const int rank = engine.rank();
+  const comm::GridCoord coord = comm::grid_coord(grid, rank);
+  auto kind = schedules::parse_schedule_kind(p.schedule);
+  auto schedule = kind ? schedules::generate_schedule(*kind, p.stages, p.microbatches, p.virtual_stages)
+                       : Expected<schedules::Schedule>(kind.error());
+  if (!schedule) return {2, schedule.error().message};
+  auto report = schedules::check_schedule(*schedule);
+  TROUPE_CHECK(report.ok(), report ? "" : report.error().message);
+  auto pp = comm::Communicator::create(engine, comm::pp_group(grid, rank));
+  if (!pp) return {1, pp.error().message};
+  std::unique_ptr<comm::Communicator> embedding;
+  if (coord.pp == 0 || coord.pp == grid.pp - 1) {
+    auto created = comm::Communicator::create(engine, comm::embedding_group(grid, rank));
+    if (!created) return {1, created.error().message};
+    embedding = std::move(*created);
+  }
+  if (rank == 0) {
+    auto split = p.virtual_stages > 1 ? compute::split_layers_interleaved(job.model, p.stages, p.virtual_stages)
+                                      : compute::split_layers(job.model, p.stages);
+    std::string text;
+    for (std::size_t vs = 0; vs < split->size(); ++vs) {
+      const compute::StageLayers& l = (*split)[vs];
+      text += fmt::format("{}stage {}{}: blocks {}-{} ({:.2f}M parameters)", vs ? "; " : "",
+                          schedule->stage_of(static_cast<int>(vs)),
+                          p.virtual_stages > 1 ? fmt::format(" chunk {}", schedule->chunk_of(static_cast<int>(vs))) : "",
+                          l.first_layer, l.last_layer - 1, l.params / 1e6);
+    }
+    monitor::logger("train")->info("pipeline split by parameters: {}", text);
+  }
+  PipelineSetup setup{job.model, *schedule, report->peak_stashed[static_cast<std::size_t>(coord.pp)], grid,
+                              rank, trainer_options(job)};
+  PipelineTrainer trainer(std::move(setup), backend, {engine, dp, **pp, embedding.get()}, mailbox, progress,
+                                  data.train, data.val);
+  monitor::TraceRecorder trace;
+  if (!p.trace.empty()) trainer.record_into(trace);
+  TrainingLoop loop;
+  loop.step = [&] {
+    compute::StepResult result = trainer.step();
+    if (metrics) metrics->set_bubble_fraction(trainer.bubble_fraction());
+    return result;
+  };
+  loop.evaluate = [&](int batches) { return trainer.evaluate(batches); };
+  loop.param_norm = [&] { return trainer.param_norm(); };
+  loop.tokens_per_step = trainer.tokens_per_step();
+  loop.held = trainer.held_state();
+  loop.resume_at = [&trainer](long steps) { trainer.resume_at(steps); };
+  loop.rank = rank;
+  loop.grid = {grid.dp, grid.pp, 1};
+  loop.checkpoint_writers = grid.pp;
+  loop.metrics = metrics;
+  loop.control = &control;
+  loop.rescue = rescue;
+  loop.layout = fmt::format("{} x {} pipeline, {} micro-batches of {} x seq {}; stage {} holds {} activations at most",
+                            grid.dp, p.schedule, p.microbatches, job.config.train.batch_size, job.config.train.seq_len,
+                            coord.pp, report->peak_stashed[static_cast<std::size_t>(coord.pp)]);
+  RunOutcome outcome = drive_training(job, data, backend.name(), loop, rank == 0, progress);
+  const std::vector<int> peaks = trainer.peak_stashed_measured();
+  if (rank == 0)
+    monitor::logger("train")->info("activations held at most, by stage: {} (the schedule checker's bound: {})",
+                                   fmt::join(peaks, " "), fmt::join(report->peak_stashed, " "));
+  if (!p.trace.empty() && outcome.exit_code == 0) {
+    auto world = comm::Communicator::create(engine, comm::world_group(grid));
+    if (!world) return {1, world.error().message};
+    if (Status s = gather_trace(mailbox, **world, trace); !s) return {1, "trace: " + s.error().message};
+    if (rank == 0) {
+      if (Status s = monitor::write_trace(trace, p.trace); !s) return {1, s.error().message};
+      monitor::logger("train")->info("trace of every stage's ops written to {} (Chrome trace JSON; Perfetto opens it)",
+                                     p.trace);
+    }
+  }
+  return outcome;
+}
+
+}  // namespace
+
+node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute::Backend& backend,
+                                    comm::Engine& engine, int local_rank, const start_msg& start,
+                                    caf::blocking_actor* worker, monitor::WorkProgress& progress,
+                                    monitor::WorkerMetrics* metrics, monitor::StepControl& control) {
+  const RescueHooks rescue = node_rescue_hooks(worker, engine.rank());
+  const int rank = engine.rank();
+  const bool on_device = is_device_backend(job.config.train.backend);
+  if (on_device) {
+    if (Status s = use_rank_device(local_rank); !s) return {-1, 2, "rank " + std::to_string(rank) + ": " + s.error().message};
+  }
+  for (const auto& node : start.nodes) {
+    for (int slot = 0; slot < node.slots; ++slot) {
+      const int peer = node.first_rank + slot;
+      if (peer == rank) continue;
+      if (Status s = engine.connect(peer, node.comm_addresses.at(static_cast<std::size_t>(slot)).bytes); !s)
+        return {-1, 1, "cannot connect to rank " + std::to_string(peer) + ": " + s.error().message};
+    }
+  }
+  const int stages = job.config.pipeline.stages;
+  if (start.world_size % stages != 0)
+    return {-1, 2, "pipeline.stages " + std::to_string(stages) + " does not divide the " +
+                       std::to_string(start.world_size) + " workers"};
+  const comm::Grid grid{start.world_size / stages, stages, 1};
+  auto dp = comm::Communicator::create(engine, comm::dp_group(grid, rank));
+  if (!dp) return {-1, 1, dp.error().message};
+  // Gradients in device memory are summed by NCCL over the same group (resolve() allows only
+  // plain data parallelism there); its communicator lives as long as the training.
+  std::unique_ptr<DeviceGroup> device_group;
+  if (on_device) {
+    auto joined = DeviceGroup::join(start, grid, rank, backend);
+    if (!joined) return {-1, 1, joined.error().message};
+    device_group = std::move(*joined);
+    monitor::logger("comm")->info("rank {}: gradients summed by NCCL over {}", rank,
+                                  comm::dp_group(grid, rank).describe());
+  }
+  try {
+    MailboxComm mailbox(worker);
+    auto data_parallel = [&] {
+      compute::DataParallel host = group_data_parallel(mailbox, **dp, progress, job.config.train.zero,
+                                                               compute::ParameterLayout(job.model).total());
+      return device_group ? device_group->data_parallel(std::move(host), mailbox, progress) : host;
+    };
+    RunOutcome outcome = stages == 1 ? run_training(job, backend, data, data_parallel(), progress, metrics, &control,
+                                                    rescue)
+                                     : train_pipeline_stage(job, data, backend, engine, grid, **dp, mailbox, progress,
+                                                            metrics, control, rescue);
+    return {-1, outcome.exit_code, outcome.reason};
+  } catch (const WorkStopped&) {
+    throw;
+  } catch (const std::exception& e) {
+    return {-1, 1, "rank " + std::to_string(rank) + ": " + e.what()};
+  }
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,26 @@
+#include <algorithm>
+#include <string>
+
+#include "apps/commands/commands.hpp"
+#include "compute/model/gpt_config.hpp"
+
+namespace troupe::apps {
+
+Status validate(const BenchComputeOptions& options) {
+  const auto presets = compute::gpt_preset_names();
+  std::string known;
+  for (const auto& preset : presets) known += (known.empty() ? "" : ", ") + preset;
+  if (options.models.empty()) return Error{"--models is empty; give one or more of " + known};
+  for (const auto& model : options.models) {
+    if (std::find(presets.begin(), presets.end(), model) == presets.end())
+      return Error{"--models: '" + model + "' is not a preset (known: " + known + ")"};
+  }
+  if (options.batch <= 0) return Error{"--batch must be positive, got " + std::to_string(options.batch)};
+  if (options.threads < 0)
+    return Error{"--threads must not be negative (0 = all cores), got " + std::to_string(options.threads)};
+  if (options.steps <= 0) return Error{"--steps must be positive, got " + std::to_string(options.steps)};
+  if (options.warmup < 0) return Error{"--warmup must not be negative, got " + std::to_string(options.warmup)};
+  return Status::success();
+}
+
+}  // namespace troupe::apps

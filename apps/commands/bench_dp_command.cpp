@@ -1,0 +1,267 @@
+// troupe bench dp: data-parallel training against one process, in the same run, step by step.
+//
+// A shared VM's speed drifts by more than data parallelism costs, within seconds: separate runs
+// of one process and of n processes compare two different machines. So all n + 1 processes
+// live at once and take turns, one step each: rank n alone (the one-process reference), ranks
+// 0..n-1 side by side without summing gradients (what the machine gives n processes: shared
+// caches, memory bandwidth, the host's scheduling of the vCPUs), then ranks 0..n-1 in data
+// parallel (gradients summed by the ring all-reduce in per-layer buckets while backward runs,
+// completions in the worker's mailbox, as in a job). Every iteration measures all three,
+// in an order that rotates, and gives its own ratios; the figures are the iterations' medians.
+// A rank that is not measured waits on a semaphore and takes no CPU.
+
+#include <semaphore.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "actors/actor_system_setup.hpp"
+#include "actors/worker/data_parallel_hooks.hpp"
+#include "actors/worker/mailbox_comm.hpp"
+#include "apps/commands/commands.hpp"
+#include "comm/bootstrap.hpp"
+#include "comm/collectives.hpp"
+#include "comm/grid.hpp"
+#include "compute/check.hpp"
+#include "compute/random.hpp"
+#include "compute/train/trainer.hpp"
+
+namespace troupe::apps {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+enum class Turn : int { single, independent, data_parallel, stop };
+constexpr int max_followers = 64;
+
+// The turn-taking, in memory mapped before the fork so every rank shares it. The leader (the
+// one-process rank) runs its own turns and hands the others theirs.
+struct SharedTurns {
+  std::atomic<int> turn{0};
+  sem_t start[max_followers];
+  sem_t finished;
+};
+
+class Turns {
+ public:
+  explicit Turns(int followers) : followers_(followers) {
+    void* memory = mmap(nullptr, sizeof(SharedTurns), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    TROUPE_CHECK(memory != MAP_FAILED, "cannot map the bench's shared turn memory");
+    shared_ = new (memory) SharedTurns;
+    for (int r = 0; r < followers_; ++r) TROUPE_CHECK(sem_init(&shared_->start[r], 1, 0) == 0, "sem_init");
+    TROUPE_CHECK(sem_init(&shared_->finished, 1, 0) == 0, "sem_init");
+  }
+  ~Turns() {
+    for (int r = 0; r < followers_; ++r) sem_destroy(&shared_->start[r]);
+    sem_destroy(&shared_->finished);
+    munmap(shared_, sizeof(SharedTurns));
+  }
+  Turns(const Turns&) = delete;
+  Turns& operator=(const Turns&) = delete;
+
+  // Leader: every follower runs `turn` once; returns when all have finished it.
+  void hand_out(Turn turn) {
+    shared_->turn.store(static_cast<int>(turn));
+    for (int r = 0; r < followers_; ++r) sem_post(&shared_->start[r]);
+    if (turn != Turn::stop) wait_for_followers();
+  }
+  void wait_for_followers() {
+    for (int r = 0; r < followers_; ++r) wait(&shared_->finished);
+  }
+  // Follower `rank`: its next turn.
+  Turn next(int rank) {
+    wait(&shared_->start[rank]);
+    return static_cast<Turn>(shared_->turn.load());
+  }
+  void finish() { sem_post(&shared_->finished); }
+
+ private:
+  static void wait(sem_t* semaphore) {
+    while (sem_wait(semaphore) != 0) TROUPE_CHECK(errno == EINTR, "sem_wait: " + std::string(std::strerror(errno)));
+  }
+
+  int followers_;
+  SharedTurns* shared_;
+};
+
+// One rank's model, data and trainer; `data_parallel` empty for a rank that trains alone.
+struct RankTraining {
+  RankTraining(compute::Backend& backend, const compute::GPTConfig& cfg, const BenchDpOptions& o,
+               const std::vector<std::uint16_t>& stream, compute::DataParallel data_parallel)
+      : model(cfg, backend), trainer(make_trainer(o, stream, std::move(data_parallel))) {}
+
+  double timed_step() {
+    const auto start = Clock::now();
+    trainer.step();
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  }
+
+  compute::GPT model;
+  compute::Trainer trainer;
+
+ private:
+  compute::Trainer make_trainer(const BenchDpOptions& o, const std::vector<std::uint16_t>& stream,
+                                compute::DataParallel data_parallel) {
+    model.init_parameters(1);
+    compute::TrainerOptions options;
+    options.batch_size = o.batch;
+    options.seq_len = model.config().block_size;
+    options.lr = {1e-4, 1e-5, 0, o.warmup + o.steps};
+    options.data_parallel = std::move(data_parallel);
+    return compute::Trainer(model, options, stream, stream);
+  }
+};
+
+// Iteration i runs the three turns in this order, so none always follows another.
+constexpr std::array<std::array<Turn, 3>, 3> turn_orders{{
+    {Turn::single, Turn::independent, Turn::data_parallel},
+    {Turn::independent, Turn::data_parallel, Turn::single},
+    {Turn::data_parallel, Turn::single, Turn::independent},
+}};
+
+std::vector<std::uint8_t> as_bytes(const std::vector<double>& values) {
+  std::vector<std::uint8_t> bytes(values.size() * sizeof(double));
+  if (!values.empty()) std::memcpy(bytes.data(), values.data(), bytes.size());
+  return bytes;
+}
+
+// The leader's report: its one-process step times, one per measured iteration.
+std::vector<double> lead(Turns& turns, RankTraining& alone, const BenchDpOptions& o) {
+  turns.wait_for_followers();  // all built: nobody computes while the reference is measured
+  std::vector<double> single;
+  for (int i = 0; i < o.warmup + o.steps; ++i) {
+    for (Turn turn : turn_orders[static_cast<std::size_t>(i % 3)]) {
+      if (turn != Turn::single) {
+        turns.hand_out(turn);
+        continue;
+      }
+      const double seconds = alone.timed_step();
+      if (i >= o.warmup) single.push_back(seconds);
+    }
+  }
+  turns.hand_out(Turn::stop);
+  return single;
+}
+
+// A follower's report: its data-parallel step times, then its independent ones.
+Expected<std::vector<double>> follow(comm::Engine& engine, Turns& turns, compute::Backend& backend,
+                                     const compute::GPTConfig& cfg, const BenchDpOptions& o,
+                                     const std::vector<std::uint16_t>& stream) {
+  const int rank = engine.rank();
+  actors::TroupeConfig actor_config;
+  caf::actor_system system{actor_config};
+  caf::scoped_actor worker{system};
+  actors::MailboxComm mailbox(worker.ptr());
+  monitor::WorkProgress progress;
+  comm::Group group{comm::dp_group_id, {}};
+  for (int r = 0; r < o.processes; ++r) group.ranks.push_back(r);
+  auto communicator = comm::Communicator::create(engine, group);
+  if (!communicator) return communicator.error();
+  RankTraining parallel(backend, cfg, o, stream,
+                        actors::group_data_parallel(mailbox, **communicator, progress, 0,
+                                                    compute::ParameterLayout(cfg).total()));
+  RankTraining alone(backend, cfg, o, stream, {});
+  turns.finish();
+  std::vector<double> dp, independent;
+  int turns_taken = 0;
+  for (Turn turn = turns.next(rank); turn != Turn::stop; turn = turns.next(rank)) {
+    const bool measured = turns_taken++ >= 2 * o.warmup;
+    const double seconds = turn == Turn::data_parallel ? parallel.timed_step() : alone.timed_step();
+    if (measured) (turn == Turn::data_parallel ? dp : independent).push_back(seconds);
+    turns.finish();
+  }
+  dp.insert(dp.end(), independent.begin(), independent.end());
+  return dp;
+}
+
+std::vector<double> doubles_of(const std::vector<std::uint8_t>& bytes) {
+  std::vector<double> values(bytes.size() / sizeof(double));
+  if (!values.empty()) std::memcpy(values.data(), bytes.data(), values.size() * sizeof(double));
+  return values;
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+const char* order_name(int iteration) {
+  static constexpr std::array<const char*, 3> names{"1 ind dp", "ind dp 1", "dp 1 ind"};
+  return names[static_cast<std::size_t>(iteration % 3)];
+}
+
+}  // namespace
+
+int run_bench_dp(const BenchDpOptions& o) {
+  const compute::GPTConfig cfg = *compute::gpt_preset(o.model);
+  const int n = o.processes;
+  std::printf("bench dp: %s, micro-batch %d x seq %d per rank, 1 thread per process, %d iterations after %d warm-up\n",
+              o.model.c_str(), o.batch, cfg.block_size, o.steps, o.warmup);
+  std::printf("(%d + 1 processes take turns, one step each: 1 process alone, %d independent ones at once (what the\n"
+              " machine gives %d processes), %d in data parallel; scaling = dp / (%d x 1 proc) within each iteration)\n",
+              n, n, n, n, n);
+  std::fflush(stdout);
+  Turns turns(n);
+  std::vector<std::uint16_t> stream(static_cast<std::size_t>(o.batch) * cfg.block_size * 4 + 1);
+  for (std::size_t i = 0; i < stream.size(); ++i)
+    stream[i] = static_cast<std::uint16_t>(compute::splitmix64(i) % static_cast<std::uint64_t>(cfg.vocab_size));
+
+  auto results = comm::run_local_ranks(
+      n + 1,
+      [&](comm::Engine& engine) -> Expected<std::vector<std::uint8_t>> {
+        auto backend = compute::make_backend("cpu", 1);
+        if (!backend) return backend.error();
+        if (engine.rank() == n) {
+          RankTraining alone(**backend, cfg, o, stream, {});
+          return as_bytes(lead(turns, alone, o));
+        }
+        auto times = follow(engine, turns, **backend, cfg, o, stream);
+        if (!times) return times.error();
+        return as_bytes(*times);
+      },
+      std::chrono::minutes(30));
+  if (!results) return std::fprintf(stderr, "troupe: error: %s\n", results.error().message.c_str()), 1;
+  std::vector<std::vector<double>> times;
+  for (std::size_t r = 0; r < results->size(); ++r) {
+    const auto& result = (*results)[r];
+    const std::size_t expected = static_cast<std::size_t>(o.steps) * (static_cast<int>(r) == n ? 1 : 2);
+    if (!result.ok || result.report.size() != expected * sizeof(double)) {
+      std::fprintf(stderr, "troupe: error: bench dp: rank %zu of %d: %s\n", r, n + 1,
+                   result.error.empty() ? "reported no step times" : result.error.c_str());
+      return 1;
+    }
+    times.push_back(doubles_of(result.report));
+  }
+
+  std::printf("%-9s %-9s %12s %17s %10s %8s %14s %14s\n", "iteration", "order", "1 proc tok/s", "independent tok/s",
+              "dp tok/s", "scaling", "machine share", "dp/independent");
+  const double tokens = static_cast<double>(o.batch) * cfg.block_size;
+  std::vector<double> scaling, share, communication;
+  for (int i = 0; i < o.steps; ++i) {
+    double dp_seconds = 0, independent_seconds = 0;
+    for (int r = 0; r < n; ++r) {
+      dp_seconds = std::max(dp_seconds, times[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)]);
+      independent_seconds =
+          std::max(independent_seconds, times[static_cast<std::size_t>(r)][static_cast<std::size_t>(o.steps + i)]);
+    }
+    const double single_tps = tokens / times[static_cast<std::size_t>(n)][static_cast<std::size_t>(i)];
+    const double independent_tps = n * tokens / independent_seconds, dp_tps = n * tokens / dp_seconds;
+    scaling.push_back(dp_tps / (n * single_tps));
+    share.push_back(independent_tps / (n * single_tps));
+    communication.push_back(dp_tps / independent_tps);
+    std::printf("%-9d %-9s %12.0f %17.0f %10.0f %8.3f %14.3f %14.3f\n", i + 1, order_name(o.warmup + i), single_tps,
+                independent_tps, dp_tps, scaling.back(), share.back(), communication.back());
+  }
+  std::printf("medians: machine share %.3f, dp/independent %.3f\n", median(share), median(communication));
+  std::printf("scaling (%d processes x 1 thread vs 1 x 1, median of iterations) = %.3f\n", n, median(scaling));
+  return 0;
+}
+
+}  // namespace troupe::apps

@@ -1,0 +1,144 @@
+// troupe bench gpu. MFU = model FLOP/s / the device's bf16 GEMM peak measured by cuBLASLt in the
+// same run. Model FLOPs per token = 6·N + 12·L·C·T with N every parameter but wpe (the lm head
+// reuses wte as a real matmul; wpe is only looked up), the PaLM estimate with attention counted
+// as full T×T (the causal half is not discounted, as PaLM and nanoGPT do).
+
+#include "apps/commands/bench_gpu_command.hpp"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "compute/data/synthetic_tokens.hpp"
+#include "compute/model/gpt.hpp"
+#include "compute/train/trainer.hpp"
+#ifdef TROUPE_HAVE_CUDA
+#include "compute/cuda/cuda_backend.hpp"
+#include "compute/cuda/device.hpp"
+#include "compute/cuda/gemm_peak.hpp"
+#endif
+
+namespace troupe::apps {
+namespace {
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "troupe: error: %s\n", message.c_str());
+  return 2;
+}
+
+#ifdef TROUPE_HAVE_CUDA
+// Tokens/s that the PyTorch script prints for `mode` ("tokens_per_s <value>" on its last line),
+// or nothing when python3 or torch is missing or the run fails.
+std::optional<double> torch_tokens_per_s(const BenchGpuOptions& o, const std::string& mode) {
+  const std::string command = "python3 '" + o.torch_script + "' --mode " + mode + " --batch " + std::to_string(o.batch) +
+                              " --seq " + std::to_string(o.seq) + " --steps " + std::to_string(o.steps) +
+                              " --warmup " + std::to_string(o.warmup) + " 2>&1";
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
+  if (!pipe) return std::nullopt;
+  std::array<char, 512> line{};
+  std::optional<double> result;
+  while (std::fgets(line.data(), line.size(), pipe.get()) != nullptr) {
+    double value = 0;
+    if (std::sscanf(line.data(), "tokens_per_s %lf", &value) == 1) result = value;
+  }
+  return result;
+}
+
+bool torch_available() { return std::system("python3 -c 'import torch' > /dev/null 2>&1") == 0; }
+#endif
+
+}  // namespace
+
+CLI::App* add_bench_gpu_command(CLI::App& bench, BenchGpuOptions& o) {
+  CLI::App* command = bench.add_subcommand(
+      "gpu", "One GPU's training tokens/s and MFU against its measured bf16 GEMM peak, beside PyTorch.");
+  command->add_option("--model", o.model, "model preset")
+      ->check(CLI::IsMember(compute::gpt_preset_names()))
+      ->capture_default_str();
+  command->add_option("--precision", o.precision, "bf16 (cuda-bf16 backend) or fp32 (cuda)")
+      ->check(CLI::IsMember({"bf16", "fp32"}))
+      ->capture_default_str();
+  command->add_option("--batch", o.batch, "micro-batch size B")->check(CLI::Range(1, 4096))->capture_default_str();
+  command->add_option("--seq", o.seq, "sequence length T (at most the preset's block size)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  command->add_option("--steps", o.steps, "measured steps")->check(CLI::Range(1, 100000))->capture_default_str();
+  command->add_option("--warmup", o.warmup, "unmeasured steps first")->check(CLI::Range(0, 100000))->capture_default_str();
+  command->add_option("--torch-script", o.torch_script, "PyTorch comparison script; empty to skip")
+      ->capture_default_str();
+  command->allow_extras(false);  // bench allows extras for its default; an unknown option here is an error
+  return command;
+}
+
+int run_bench_gpu(const BenchGpuOptions& o) {
+#ifndef TROUPE_HAVE_CUDA
+  return fail("bench gpu: this build has no CUDA support (no nvcc, cuBLAS and NCCL under /usr/local/cuda at configure time)");
+#else
+  using Clock = std::chrono::steady_clock;
+  const compute::GPTConfig cfg = *compute::gpt_preset(o.model);
+  if (o.seq > cfg.block_size)
+    return fail("bench gpu: --seq " + std::to_string(o.seq) + " exceeds " + o.model + "'s block size " +
+                std::to_string(cfg.block_size));
+  auto device = compute::cuda_device();
+  if (!device) return fail("bench gpu: " + device.error().message);
+  auto backend = compute::CudaBackend::create(o.precision == "bf16" ? compute::CudaBackend::Precision::bf16
+                                                                     : compute::CudaBackend::Precision::fp32);
+  if (!backend) return fail("bench gpu: " + backend.error().message);
+  compute::CudaBackend& gpu = **backend;
+  auto peak = compute::measure_bf16_gemm_peak(8192, 20);
+  if (!peak) return fail(peak.error().message);
+  std::printf("bench gpu: %s; bf16 GEMM peak (cuBLASLt, 8192³) %.1f TFLOP/s\n", device->c_str(), *peak / 1e12);
+
+  const std::vector<std::uint16_t> stream =
+      compute::synthetic_tokens(static_cast<std::size_t>(o.batch) * o.seq * 4 + 1, cfg.vocab_size);
+  compute::GPT model(cfg, gpu);
+  model.init_parameters(1);
+  compute::TrainerOptions options;
+  options.batch_size = o.batch;
+  options.seq_len = o.seq;
+  options.lr = {1e-4, 1e-5, 0, o.warmup + o.steps};
+  compute::Trainer trainer(model, options, stream, stream);
+  for (int i = 0; i < o.warmup; ++i) trainer.step();
+  gpu.synchronize();
+  std::vector<double> seconds;
+  double loss = 0;
+  for (int i = 0; i < o.steps; ++i) {
+    const auto start = Clock::now();
+    loss = trainer.step().loss;
+    gpu.synchronize();  // the step's last AdamW kernels belong to it
+    seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  std::sort(seconds.begin(), seconds.end());
+  const double step = seconds[seconds.size() / 2];
+  const double params = static_cast<double>(model.layout().total()) - static_cast<double>(cfg.block_size) * cfg.n_embd;
+  const double flops_per_token = 6.0 * params + 12.0 * cfg.n_layer * cfg.n_embd * static_cast<double>(o.seq);
+  const double tokens_per_s = static_cast<double>(trainer.tokens_per_step()) / step;
+  std::printf("troupe %s (%s): B=%d T=%d, %.1f ms/step, %.0f tokens/s, MFU %.1f%% (loss %.3f)\n", o.model.c_str(),
+              gpu.name().c_str(), o.batch, o.seq, step * 1e3, tokens_per_s,
+              100.0 * tokens_per_s * flops_per_token / *peak, loss);
+
+  if (o.torch_script.empty()) return 0;
+  if (!torch_available()) {
+    std::printf("pytorch: not measured (python3 cannot import torch)\n");
+    return 0;
+  }
+  for (const char* mode : {"eager", "compile"}) {
+    const auto torch = torch_tokens_per_s(o, mode);
+    if (!torch) {
+      std::printf("pytorch %s: the script failed (run it by hand: python3 %s --mode %s)\n", mode,
+                  o.torch_script.c_str(), mode);
+      continue;
+    }
+    std::printf("pytorch %s: %.0f tokens/s, MFU %.1f%%; troupe / pytorch = %.2f\n", mode, *torch,
+                100.0 * *torch * flops_per_token / *peak, tokens_per_s / *torch);
+  }
+  return 0;
+#endif
+}
+
+}  // namespace troupe::apps

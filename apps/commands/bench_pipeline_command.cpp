@@ -1,0 +1,333 @@
+// troupe bench pipeline: for GPipe, 1F1B and interleaved 1F1B (the smallest v >= 2 that splits
+// the layers evenly), p stages as p forked processes (1 thread each) train a few steps of
+// `small`, every op traced; the measured bubble of each step is 1 − Σ forward and backward
+// time / (p × the step's flush, from the first forward to the last backward over all stages).
+// Beside it the simulator's prediction from what the same run measured (each op's cost where it
+// stands in its stream; and, to show what that adds, each stage's mean costs) and the closed form.
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <numeric>
+#include <string>
+#include <tuple>
+#include <utility>
+
+#include "actors/actor_system_setup.hpp"
+#include "actors/worker/mailbox_comm.hpp"
+#include "actors/worker/pipeline_trainer.hpp"
+#include "apps/commands/commands.hpp"
+#include "comm/bootstrap.hpp"
+#include "compute/random.hpp"
+#include "schedules/checker.hpp"
+#include "schedules/generate.hpp"
+#include "schedules/simulator.hpp"
+
+namespace troupe::apps {
+namespace {
+
+// When each instruction of a stage's stream ran, per measured step: steps[step][i] for
+// streams[stage][i]. Forwards and backwards span their compute; a send starts and ends when it
+// was posted. Recvs, reduce_grads and optimizer_step are not read.
+using StageSteps = std::vector<std::vector<schedules::OpTiming>>;
+
+std::vector<std::uint8_t> pack(const StageSteps& steps) {
+  std::vector<double> values;
+  for (const auto& step : steps)
+    for (const schedules::OpTiming& t : step) values.insert(values.end(), {t.start, t.end});
+  std::vector<std::uint8_t> bytes(values.size() * sizeof(double));
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  return bytes;
+}
+
+StageSteps unpack(const std::vector<std::uint8_t>& bytes, int steps, std::size_t instructions) {
+  std::vector<double> values(bytes.size() / sizeof(double));
+  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(double));
+  TROUPE_CHECK(values.size() == static_cast<std::size_t>(steps) * instructions * 2,
+               "a stage's report has the wrong size");
+  StageSteps result(static_cast<std::size_t>(steps), std::vector<schedules::OpTiming>(instructions));
+  std::size_t next = 0;
+  for (auto& step : result)
+    for (schedules::OpTiming& t : step) {
+      t.start = values[next++];
+      t.end = values[next++];
+    }
+  return result;
+}
+
+// The preset, with --layers blocks when given.
+compute::GPTConfig bench_model(const BenchPipelineOptions& o) {
+  compute::GPTConfig cfg = *compute::gpt_preset(o.model);
+  if (o.layers > 0) cfg.n_layer = o.layers;
+  return cfg;
+}
+
+Expected<std::vector<std::uint8_t>> stage_body(comm::Engine& engine, const BenchPipelineOptions& o,
+                                               const schedules::Schedule& schedule,
+                                               const schedules::CheckReport& check) {
+  const compute::GPTConfig cfg = bench_model(o);
+  auto backend = compute::make_backend("cpu", 1);
+  if (!backend) return backend.error();
+  const int rank = engine.rank();
+  const comm::Grid grid{1, o.stages, 1};
+  actors::TroupeConfig actor_config;
+  caf::actor_system system{actor_config};
+  caf::scoped_actor worker{system};
+  actors::MailboxComm mailbox(worker.ptr());
+  monitor::WorkProgress progress;
+  auto dp = comm::Communicator::create(engine, comm::dp_group(grid, rank));
+  auto pp = comm::Communicator::create(engine, comm::pp_group(grid, rank));
+  if (!dp) return dp.error();
+  if (!pp) return pp.error();
+  std::unique_ptr<comm::Communicator> embedding;
+  if (rank == 0 || rank == o.stages - 1) {
+    auto created = comm::Communicator::create(engine, comm::embedding_group(grid, rank));
+    if (!created) return created.error();
+    embedding = std::move(*created);
+  }
+  std::vector<std::uint16_t> stream(static_cast<std::size_t>(o.batch) * cfg.block_size * o.microbatches * 4 + 1);
+  for (std::size_t i = 0; i < stream.size(); ++i)
+    stream[i] = static_cast<std::uint16_t>(compute::splitmix64(i) % static_cast<std::uint64_t>(cfg.vocab_size));
+  compute::TrainerOptions options;
+  options.batch_size = o.batch;
+  options.seq_len = cfg.block_size;
+  options.lr = {1e-4, 1e-5, 0, o.warmup + o.steps};
+  actors::PipelineSetup setup{cfg, schedule, check.peak_stashed[static_cast<std::size_t>(rank)], grid, rank, options};
+  actors::PipelineTrainer trainer(std::move(setup), **backend, {engine, **dp, **pp, embedding.get()}, mailbox, progress,
+                                  stream, stream);
+  monitor::TraceRecorder trace;
+  trainer.record_into(trace);
+  for (int i = 0; i < o.warmup + o.steps; ++i) trainer.step();
+  const std::vector<schedules::Instruction>& own = schedule.streams[static_cast<std::size_t>(rank)];
+  std::map<std::tuple<schedules::Op, int, int>, std::size_t> index_of;  // (op, micro-batch, chunk) → place
+  for (std::size_t i = 0; i < own.size(); ++i) index_of[{own[i].op, own[i].microbatch, own[i].chunk}] = i;
+  StageSteps steps(static_cast<std::size_t>(o.steps), std::vector<schedules::OpTiming>(own.size()));
+  for (const monitor::TraceEvent& e : trace.events()) {
+    schedules::Op op;
+    if (e.category == "forward")
+      op = schedules::Op::forward;
+    else if (e.category == "backward")
+      op = schedules::Op::backward;
+    else if (e.name == "send_act")
+      op = schedules::Op::send_act;
+    else if (e.name == "send_grad")
+      op = schedules::Op::send_grad;
+    else
+      continue;
+    // args: step, micro-batch, chunk
+    const int step = std::stoi(e.args[0].second) - o.warmup;
+    if (step < 0) continue;
+    const std::size_t i = index_of.at({op, std::stoi(e.args[1].second), std::stoi(e.args[2].second)});
+    const double start = e.start_us * 1e-6;
+    steps[static_cast<std::size_t>(step)][i] = schedules::is_send(op)
+                                                   ? schedules::OpTiming{start, start}
+                                                   : schedules::OpTiming{start, start + e.duration_us * 1e-6};
+  }
+  return pack(steps);
+}
+
+// One measured step of every stage: step[stage][instruction].
+using StepTimes = std::vector<std::vector<schedules::OpTiming>>;
+
+double median(std::vector<double> values) {
+  TROUPE_CHECK(!values.empty(), "median of nothing");
+  std::sort(values.begin(), values.end());
+  const std::size_t half = values.size() / 2;
+  return values.size() % 2 == 1 ? values[half] : (values[half - 1] + values[half]) / 2;
+}
+
+// The simulator's definition on measured times: 1 − Σ forward and backward seconds / (p × flush),
+// flush from the step's first forward to its last backward (the simulator starts every stage at
+// 0, which is where the first forward starts).
+double measured_bubble(const schedules::Schedule& schedule, const StepTimes& step) {
+  double busy = 0, first = 1e300, last = 0;
+  for (std::size_t s = 0; s < step.size(); ++s) {
+    for (std::size_t i = 0; i < step[s].size(); ++i) {
+      const schedules::Op op = schedule.streams[s][i].op;
+      if (!schedules::is_compute(op)) continue;
+      busy += step[s][i].end - step[s][i].start;
+      first = std::min(first, step[s][i].start);
+      if (op == schedules::Op::backward) last = std::max(last, step[s][i].end);
+    }
+  }
+  return 1.0 - busy / (schedule.stages * (last - first));
+}
+
+// How long a message takes from its send being posted to its consumer starting, where the
+// consumer stood idle waiting for it (its previous compute had ended before the send was posted):
+// the engine's transfer, the completion through the mailbox and the wake-up, which the simulator
+// calls latency. Where the consumer was still busy the message's time is hidden, so not counted.
+std::vector<double> transfer_times(const schedules::Schedule& schedule, const StepTimes& step) {
+  std::map<schedules::Transfer, double> posted;
+  for (std::size_t s = 0; s < step.size(); ++s)
+    for (std::size_t i = 0; i < step[s].size(); ++i)
+      if (schedules::is_send(schedule.streams[s][i].op))
+        posted[*schedules::transfer_of(schedule, static_cast<int>(s), schedule.streams[s][i])] = step[s][i].start;
+  std::vector<double> times;
+  for (std::size_t s = 0; s < step.size(); ++s) {
+    double previous_end = -1e300;
+    for (std::size_t i = 0; i < step[s].size(); ++i) {
+      const schedules::Instruction& ins = schedule.streams[s][i];
+      if (!schedules::is_compute(ins.op)) continue;
+      const schedules::Op input = ins.op == schedules::Op::forward ? schedules::Op::recv_act : schedules::Op::recv_grad;
+      const auto transfer =
+          schedules::transfer_of(schedule, static_cast<int>(s), {input, ins.microbatch, ins.chunk, -1});
+      if (transfer && previous_end < posted.at(*transfer)) times.push_back(step[s][i].start - posted.at(*transfer));
+      previous_end = step[s][i].end;
+    }
+  }
+  return times;
+}
+
+// Why costs differ by position: how much longer a forward or backward takes while another stage
+// computes than alone, on stages that share the machine's cores. Per stage and op kind, the
+// median duration of ops that overlapped another stage's computing for more than 90 % of their
+// time over that of ops that overlapped it for less than 10 %; the median over the stage and kind
+// pairs that have both. 0 when none has.
+double shared_over_alone(const schedules::Schedule& schedule, const std::vector<StepTimes>& steps) {
+  std::map<std::pair<std::size_t, schedules::Op>, std::vector<double>> alone, shared;
+  for (const StepTimes& step : steps) {
+    for (std::size_t s = 0; s < step.size(); ++s) {
+      for (std::size_t i = 0; i < step[s].size(); ++i) {
+        const schedules::Op op = schedule.streams[s][i].op;
+        if (!schedules::is_compute(op)) continue;
+        const schedules::OpTiming& t = step[s][i];
+        double overlap = 0;
+        for (std::size_t other = 0; other < step.size(); ++other) {
+          if (other == s) continue;
+          for (std::size_t j = 0; j < step[other].size(); ++j)
+            if (schedules::is_compute(schedule.streams[other][j].op))
+              overlap += std::max(0.0, std::min(t.end, step[other][j].end) - std::max(t.start, step[other][j].start));
+        }
+        const double share = overlap / (t.end - t.start);
+        if (share < 0.1) alone[{s, op}].push_back(t.end - t.start);
+        if (share > 0.9) shared[{s, op}].push_back(t.end - t.start);
+      }
+    }
+  }
+  std::vector<double> ratios;
+  for (const auto& [key, seconds] : alone)
+    if (shared.count(key) > 0) ratios.push_back(median(shared.at(key)) / median(seconds));
+  return ratios.empty() ? 0.0 : median(ratios);
+}
+
+// Costs op by op: every forward and backward at its place in its stream, the median over the
+// measured steps of what that op took there.
+schedules::CostModel costs_where_they_stand(const schedules::Schedule& schedule, const std::vector<StepTimes>& steps) {
+  schedules::CostModel costs;
+  for (std::size_t s = 0; s < schedule.streams.size(); ++s) {
+    std::vector<double>& row = costs.op_costs.emplace_back(schedule.streams[s].size(), 0.0);
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      if (!schedules::is_compute(schedule.streams[s][i].op)) continue;
+      std::vector<double> seconds;
+      for (const StepTimes& step : steps) seconds.push_back(step[s][i].end - step[s][i].start);
+      row[i] = median(seconds);
+    }
+  }
+  return costs;
+}
+
+// Costs per stage: every forward of a stage costs the mean of its forwards over the measured
+// steps, every backward the mean of its backwards, wherever they stand.
+schedules::CostModel costs_per_stage(const schedules::Schedule& schedule, const std::vector<StepTimes>& steps) {
+  schedules::CostModel costs;
+  for (std::size_t s = 0; s < schedule.streams.size(); ++s) {
+    const std::vector<schedules::Instruction>& stream = schedule.streams[s];
+    std::map<schedules::Op, std::vector<double>> seconds;  // forward, backward
+    for (const StepTimes& step : steps)
+      for (std::size_t i = 0; i < stream.size(); ++i)
+        if (schedules::is_compute(stream[i].op)) seconds[stream[i].op].push_back(step[s][i].end - step[s][i].start);
+    std::map<schedules::Op, double> mean;
+    for (const auto& [op, values] : seconds)
+      mean[op] = std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
+    std::vector<double>& row = costs.op_costs.emplace_back(stream.size(), 0.0);
+    for (std::size_t i = 0; i < stream.size(); ++i)
+      if (schedules::is_compute(stream[i].op)) row[i] = mean.at(stream[i].op);
+  }
+  return costs;
+}
+
+struct BubbleFigures {
+  double measured = 0, simulated_per_op = 0, simulated_per_stage = 0, closed_form = 0, transfer = 0,
+         shared_over_alone = 0;
+};
+
+Expected<BubbleFigures> measure(schedules::ScheduleKind kind, int chunks, const BenchPipelineOptions& o) {
+  auto schedule = schedules::generate_schedule(kind, o.stages, o.microbatches, chunks);
+  if (!schedule) return schedule.error();
+  auto check = schedules::check_schedule(*schedule);
+  if (!check) return check.error();
+  auto results = comm::run_local_ranks(
+      o.stages, [&](comm::Engine& engine) { return stage_body(engine, o, *schedule, *check); },
+      std::chrono::minutes(20));
+  if (!results) return results.error();
+  std::vector<StepTimes> steps(static_cast<std::size_t>(o.steps));
+  for (std::size_t r = 0; r < results->size(); ++r) {
+    const auto& result = (*results)[r];
+    if (!result.ok) return Error{"stage " + std::to_string(r) + ": " + result.error};
+    const StageSteps stage = unpack(result.report, o.steps, schedule->streams[r].size());
+    for (std::size_t step = 0; step < steps.size(); ++step) steps[step].push_back(stage[step]);
+  }
+  std::vector<double> bubbles, transfers;
+  for (const StepTimes& step : steps) {
+    bubbles.push_back(measured_bubble(*schedule, step));
+    for (double t : transfer_times(*schedule, step)) transfers.push_back(t);
+  }
+  BubbleFigures figures;
+  figures.measured = median(bubbles);
+  figures.transfer = transfers.empty() ? 0.0 : median(transfers);
+  figures.shared_over_alone = shared_over_alone(*schedule, steps);
+  for (auto [costs, simulated] : {std::pair{costs_where_they_stand(*schedule, steps), &figures.simulated_per_op},
+                                  std::pair{costs_per_stage(*schedule, steps), &figures.simulated_per_stage}}) {
+    costs.latency = figures.transfer;
+    auto simulation = schedules::simulate(*schedule, costs);
+    if (!simulation) return simulation.error();
+    *simulated = simulation->bubble;
+  }
+  const double p = o.stages, vm = static_cast<double>(chunks) * o.microbatches;
+  figures.closed_form = (p - 1) / (vm + p - 1);
+  return figures;
+}
+
+}  // namespace
+
+int run_bench_pipeline(const BenchPipelineOptions& o) {
+  const compute::GPTConfig cfg = bench_model(o);
+  std::printf(
+      "bench pipeline: %s (%d layers), p=%d stages (1 process x 1 thread each), m=%d micro-batches of %d x seq %d, "
+      "median of %d steps\n",
+      o.model.c_str(), cfg.n_layer, o.stages, o.microbatches, o.batch, cfg.block_size, o.steps);
+  std::printf(
+      "(bubble = 1 - forward and backward time / (p x flush, first forward to last backward), per step;\n"
+      " the simulator runs the same streams with the latency measured for messages (transfer) and costs\n"
+      " measured in the same run: per op = each forward and backward where it stands in its stream, the\n"
+      " median over the steps; per stage = the stage's mean forward and mean backward everywhere;\n"
+      " shared/alone = how much longer an op takes while another stage computes than alone)\n");
+  std::printf("%-16s %9s %9s %10s %12s %12s %13s %9s\n", "schedule", "measured", "sim op", "sim stage", "closed form",
+              "transfer ms", "shared/alone", "meas/sim");
+  std::fflush(stdout);
+  // Interleaving needs equal chunks: the smallest v >= 2 that splits the layers evenly (small's 6
+  // layers on 2 stages: v = 3).
+  int chunks = o.virtual_stages > 0 ? o.virtual_stages : 2;
+  while (o.virtual_stages == 0 && chunks * o.stages <= cfg.n_layer && cfg.n_layer % (chunks * o.stages) != 0) ++chunks;
+  const std::vector<std::pair<schedules::ScheduleKind, int>> kinds = {{schedules::ScheduleKind::gpipe, 1},
+                                                                      {schedules::ScheduleKind::one_f_one_b, 1},
+                                                                      {schedules::ScheduleKind::interleaved, chunks}};
+  for (const auto& [kind, chunks] : kinds) {
+    std::string name(schedules::to_string(kind));
+    if (chunks > 1) name += " v=" + std::to_string(chunks);
+    auto figures = measure(kind, chunks, o);
+    if (!figures) {
+      std::printf("%-16s %s\n", name.c_str(), figures.error().message.c_str());
+      continue;
+    }
+    std::printf("%-16s %9.3f %9.3f %10.3f %12.3f %12.2f %13.2f %9.3f\n", name.c_str(), figures->measured,
+                figures->simulated_per_op, figures->simulated_per_stage, figures->closed_form, figures->transfer * 1e3,
+                figures->shared_over_alone, figures->measured / figures->simulated_per_op);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace troupe::apps

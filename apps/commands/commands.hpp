@@ -1,0 +1,132 @@
+#pragma once
+// The commands main() runs once the command line has been parsed and checked. Each returns the
+// process exit code: 0 on success, 1 on a run-time failure. Mistakes in the user's input never
+// reach them: main rejects those first, with exit code 2.
+
+#include <string>
+#include <vector>
+
+#include "apps/config/resolve.hpp"
+#include "comm/bench/allreduce_bench.hpp"
+#include "compute/expected.hpp"
+
+namespace troupe::apps {
+
+// troupe bench compute: forward/backward/update throughput of one worker per model preset.
+struct BenchComputeOptions {
+  std::vector<std::string> models;  // preset names
+  int batch = 8;
+  int threads = 1;
+  int steps = 10;  // measured steps (figures from the median)
+  int warmup = 1;  // unmeasured steps first
+};
+
+// troupe bench dp: data-parallel training throughput against one process, same run, the
+// processes taking turns step by step.
+struct BenchDpOptions {
+  std::string model = "small";
+  int batch = 8;   // micro-batch per rank
+  int processes = 2;
+  int steps = 15;  // measured iterations, each one step alone, independent and data-parallel
+  int warmup = 1;  // unmeasured iterations first
+};
+int run_bench_dp(const BenchDpOptions& options);
+// troupe bench pipeline: the measured bubble of each schedule beside the simulator's prediction
+// (from the costs measured in the same run) and the closed form.
+struct BenchPipelineOptions {
+  std::string model = "small";
+  int layers = 0;          // transformer blocks; 0 = the preset's
+  int virtual_stages = 0;  // interleaved chunks per stage; 0 = the smallest v >= 2 that splits the layers evenly
+  int stages = 2;
+  int microbatches = 8;
+  int batch = 4;   // micro-batch size
+  int steps = 3;   // measured steps (figures from the median)
+  int warmup = 1;
+};
+int run_bench_pipeline(const BenchPipelineOptions& options);
+// troupe bench allreduce: bus bandwidth beside UCX's point-to-point bandwidth, same run.
+int run_bench_allreduce(const comm::AllReduceBenchOptions& options);
+
+// troupe train: trains job.model on job.config's data and reports loss, validation and a sample.
+int run_train(const ResolvedJob& job);
+
+// troupe node: what troupe launch starts once per host-file line.
+struct NodeArgs {
+  std::string join;     // HOST:PORT of the job supervisor (default: TROUPE_JOIN)
+  std::string token;    // the job's token (default: TROUPE_TOKEN)
+  int node_index = -1;  // the host-file line (default: TROUPE_NODE_INDEX)
+};
+int run_node(const NodeArgs& args, const ResolvedJob& job);
+
+// troupe launch (and troupe train --workers N, with N local lines): the job process.
+struct LaunchArgs {
+  std::string host_file;          // empty with --workers
+  int workers = 0;                // > 0: an implied host file of this many "localhost slots=1" lines
+  std::string bind = "127.0.0.1";  // where the job supervisor listens
+  int port = 0;                   // 0: any free port
+  std::string launcher;           // template for remote hosts; empty: ssh
+  double join_timeout = 60;       // seconds for every node to join
+};
+int run_launch(const LaunchArgs& args, const ResolvedJob& job);
+int run_bench_compute(const BenchComputeOptions& options);
+
+// troupe schedule: generates a pipeline schedule, checks it, simulates it and reports memory,
+// makespan and bubble beside the closed form; optionally every stream and a Chrome trace.
+struct ScheduleOptions {
+  std::string kind;        // gpipe, 1f1b, interleaved
+  int stages = 0;          // p
+  int microbatches = 0;    // m
+  int virtual_stages = 1;  // v: model chunks per stage (interleaved only)
+  double forward = 1;      // cost units per forward of one chunk of one micro-batch
+  double backward = 2;     // cost units per backward of one chunk of one micro-batch
+  double latency = 0;      // cost units from posting a send to the data being usable
+  bool print = false;      // every stage's instruction stream
+  std::string trace;       // Chrome trace JSON path; empty: none
+};
+// The first problem with options as one line naming the option and its value.
+Status validate(const ScheduleOptions& options);
+int run_schedule(const ScheduleOptions& options);
+// The first problem with options (unknown model, count out of range) as a one-line error.
+Status validate(const BenchComputeOptions& options);
+
+// troupe export: a checkpoint's weights as one Hugging Face GPT-2 safetensors file; the model
+// config comes from the checkpoint's manifest. Unlike the commands above it finds its input
+// errors itself (an unusable checkpoint shows only when opened): each is one line and exit 2.
+struct ExportOptions {
+  std::string checkpoint;               // checkpoint.dir (its newest valid step) or one step-NNNNNNN folder
+  std::string format = "safetensors";  // the only one so far
+  std::string out = "model.safetensors";
+};
+int run_export(const ExportOptions& options);
+
+// troupe bench checkpoint: a synchronous save's throughput against the disk's sequential write
+// speed, and the async save's stall against a training step, same run.
+struct BenchCheckpointOptions {
+  std::string model = "small";
+  std::string dir = ".";  // an existing folder; the bench writes in a fresh subfolder and removes it
+  int rounds = 3;         // figures are the medians of the rounds'
+  int steps = 4;          // measured training steps per phase (plain, saving) and round
+};
+int run_bench_checkpoint(const BenchCheckpointOptions& options);
+
+// troupe drill SCENARIO: runs the job undisturbed, then again with a fault injected, and prints a
+// verdict (detected after, recovered after, steps lost, final weights equal). Checkpoints go to
+// a folder per run under `dir`.
+struct DrillOptions {
+  std::string scenario;  // kill-node, kill-worker, hang, slow-node, corrupt-checkpoint, kill-during-checkpoint, disk-full
+  long at_step = 3;      // the fault comes after this step
+  int target = 1;        // the node (kill-node, hang, slow-node) or rank (kill-worker) that fails
+  int workers = 2;       // node processes (1: one process; only for the checkpoint scenarios)
+  std::string dir;       // empty: drill-SCENARIO-PID in the current folder
+};
+int run_drill(const DrillOptions& options, const ResolvedJob& job);
+
+// troupe shell HOST:PORT: the monitor shell of a running job (docs/shell.md), or one command (-c).
+struct ShellArgs {
+  std::string address;     // HOST:PORT as the job prints it
+  std::string command;     // -c: run this one command and exit
+  std::string token_file;  // empty: TROUPE_TOKEN, else the job's default token file for PORT
+};
+int run_shell(const ShellArgs& args);
+
+}  // namespace troupe::apps

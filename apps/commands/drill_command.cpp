@@ -1,0 +1,514 @@
+// troupe drill SCENARIO: a failure rehearsal. It runs the job twice in test mode with checkpoints
+// in a drill folder — once undisturbed, once with the fault injected — and prints a verdict: when
+// the fault was detected, when training was going again, how many steps were lost, and whether
+// the final weights equal the undisturbed run's (parameters and AdamW moments, bitwise).
+//
+// Recovery (launch_command.cpp) restarts every node from the survivors' rescue snapshot when a
+// data-parallel replica survived (no steps lost), else from the newest checkpoint, and with
+// fault.elastic goes on without a node that cannot come back; the verdict says which it was.
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <thread>
+
+#include "apps/commands/commands.hpp"
+#include "apps/config/print.hpp"
+#include "apps/launch/local_host.hpp"
+#include "apps/commands/watched_run.hpp"
+#include "checkpoint/loader.hpp"
+#include "checkpoint/store.hpp"
+
+namespace troupe::apps {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = WatchedRun::Clock;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+const std::vector<std::string> drill_scenarios{"kill-node",          "kill-worker",            "hang",
+                                               "slow-node",          "corrupt-checkpoint",     "kill-during-checkpoint",
+                                               "disk-full",          "node-lost"};
+
+double seconds_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+// One drill: its folder, the job's config file there, and how to run the job into a checkpoint
+// folder of its own.
+class Drill {
+ public:
+  Drill(const DrillOptions& options, const ResolvedJob& job) : options_(options), job_(job) {
+    dir_ = options.dir.empty() ? fs::current_path() / ("drill-" + options.scenario + "-" + std::to_string(::getpid()))
+                               : fs::path(options.dir);
+  }
+
+  Status prepare() {
+    std::error_code ec;
+    fs::create_directories(dir_, ec);
+    if (ec) return Error{"--dir " + dir_.string() + ": cannot create: " + ec.message()};
+    JobConfig config = job_.config;
+    config.sample.tokens = 0;
+    config.checkpoint.resume = false;
+    config.train.log_every = 1;  // the drill times faults and recovery by the step lines
+    if (config.checkpoint.every <= 0) config.checkpoint.every = std::max(1L, options_.at_step / 2);
+    // A straggler is told by sampling who waits at every heartbeat: sample often.
+    if (options_.scenario == "slow-node") config.fault.heartbeat_seconds = std::min(config.fault.heartbeat_seconds, 0.1);
+    // A node that cannot come back: the job is to go on without it.
+    if (options_.scenario == "node-lost") config.fault.elastic = true;
+    std::ofstream out(dir_ / "job.toml");
+    out << config_to_toml(config);
+    if (!out) return Error{"--dir " + dir_.string() + ": cannot write job.toml"};
+    every_ = config.checkpoint.every;
+    return Status::success();
+  }
+
+  const fs::path& dir() const { return dir_; }
+  long steps() const { return job_.config.train.steps; }
+  long every() const { return every_; }
+
+  // The job with its checkpoints in dir()/name, as `troupe train` (1 worker) or with --workers.
+  Expected<std::unique_ptr<WatchedRun>> start(const std::string& name, bool resume,
+                                              const std::vector<std::string>& env = {}) const {
+    std::vector<std::string> argv{launch::this_executable(), "train", "--config", (dir_ / "job.toml").string(),
+                                  "--checkpoint.dir", (dir_ / name).string()};
+    if (options_.workers > 1) argv.insert(argv.end(), {"--workers", std::to_string(options_.workers)});
+    if (resume) argv.push_back("--resume");
+    return WatchedRun::start(argv, env, (dir_ / (name + ".log")).string());
+  }
+
+  std::regex step_line(long step) const {
+    return std::regex("step +" + std::to_string(step) + "/" + std::to_string(steps()) + " \\|");
+  }
+
+ private:
+  DrillOptions options_;
+  const ResolvedJob& job_;
+  fs::path dir_;
+  long every_ = 1;
+};
+
+// Whether two runs' final checkpoints hold the same parameters and moments, bit for bit.
+Expected<bool> same_final_state(const fs::path& a, const fs::path& b, long step) {
+  auto first = checkpoint::open_checkpoint(checkpoint::step_dir(a, step));
+  if (!first) return first.error();
+  auto second = checkpoint::open_checkpoint(checkpoint::step_dir(b, step));
+  if (!second) return second.error();
+  for (const char* kind : {"param", "adam_m", "adam_v"}) {
+    auto x = first->read_all(kind);
+    if (!x) return x.error();
+    auto y = second->read_all(kind);
+    if (!y) return y.error();
+    if (std::memcmp(x->data(), y->data(), x->size() * sizeof(float)) != 0) return false;  // bits, not ==
+  }
+  return true;
+}
+
+// What the drill saw, printed as the verdict.
+struct Verdict {
+  std::string fault;  // what was injected, when
+  std::optional<double> detected_after;
+  std::string detected_by;
+  bool recovery_expected = true;  // false: the job is to go on undisturbed (a straggler)
+  std::optional<double> recovered_after;
+  std::string recovered_how;
+  std::optional<long> steps_lost;
+  std::optional<bool> weights_equal;
+  std::vector<std::string> checks;  // scenario-specific yes/no lines, "name: yes"
+  bool passed = false;
+};
+
+int print_verdict(const std::string& scenario, const Verdict& v) {
+  std::printf("drill %s: %s\n", scenario.c_str(), v.fault.c_str());
+  if (v.detected_after)
+    std::printf("  detected after %.2f s: %s\n", *v.detected_after, v.detected_by.c_str());
+  else
+    std::printf("  detected: no\n");
+  if (v.recovered_after)
+    std::printf("  recovered after %.2f s: %s\n", *v.recovered_after, v.recovered_how.c_str());
+  else if (v.recovery_expected)
+    std::printf("  recovered: no\n");
+  if (v.steps_lost) std::printf("  steps lost: %ld\n", *v.steps_lost);
+  for (const std::string& check : v.checks) std::printf("  %s\n", check.c_str());
+  if (v.weights_equal)
+    std::printf("  final weights equal to an undisturbed run: %s\n",
+                *v.weights_equal ? "yes (parameters and AdamW moments, bitwise)" : "NO");
+  std::printf("verdict: %s\n", v.passed ? "PASS" : "FAIL");
+  std::fflush(stdout);
+  return v.passed ? 0 : 1;
+}
+
+// The pid of node `node` as the job logged its join: "node 1 (host, pid 1234) joined".
+std::optional<pid_t> node_pid(WatchedRun& run, int node) {
+  std::smatch m;
+  const auto line = run.wait_for_line(std::regex("node " + std::to_string(node) + " \\([^,]*, pid ([0-9]+)"),
+                                      seconds(60));
+  if (!line || !std::regex_search(line->text, m, std::regex("pid ([0-9]+)"))) return std::nullopt;
+  return static_cast<pid_t>(std::stol(m[1].str()));
+}
+
+// After a fault at `fault_at`: the restart, the resumed step, and the first step trained again.
+void watch_recovery(WatchedRun& run, const Drill& drill, Clock::time_point fault_at, long last_step_before,
+                    const std::regex& detection, Verdict& v) {
+  std::size_t index = 0;
+  if (auto detected = run.wait_for_line(detection, seconds(120), 0, &index)) {
+    v.detected_after = seconds_between(fault_at, detected->at);
+    v.detected_by = detected->text;
+  }
+  std::size_t resumed_index = 0;
+  auto resumed = run.wait_for_line(std::regex("resumed from .* after step ([0-9]+)"), seconds(180), index,
+                                   &resumed_index);
+  if (resumed) {
+    std::smatch m;
+    std::regex_search(resumed->text, m, std::regex("resumed from (.*) after step ([0-9]+)"));
+    const long from_step = std::stol(m[2].str());
+    if (auto trained = run.wait_for_line(drill.step_line(from_step + 1), seconds(180), resumed_index)) {
+      v.recovered_after = seconds_between(fault_at, trained->at);
+      v.recovered_how = "every node restarted from " + m[1].str() + " and trained step " +
+                        std::to_string(from_step + 1);
+    }
+    v.steps_lost = std::max(0L, last_step_before - from_step);
+  }
+}
+
+// Whether the job restarted from a surviving replica's memory, as its log says.
+std::string replica_source(const WatchedRun& run) {
+  for (const auto& line : run.lines()) {
+    if (line.text.find("rescue snapshot of step") != std::string::npos &&
+        line.text.find("recovery: ") != std::string::npos)
+      return "yes";
+    std::smatch m;
+    if (std::regex_search(line.text, m, std::regex("no rescue snapshot \\(([^)]*)\\)|\\(no rescue: ([^)]*)\\)")))
+      return "no (" + (m[1].matched ? m[1].str() : m[2].str()) + "; restored from the newest checkpoint)";
+  }
+  return "no";
+}
+
+// The ended job's own account: whether a surviving replica's memory was the source, each
+// recovery it chose, and what it counted.
+void add_job_account(const WatchedRun& run, Verdict& v) {
+  v.checks.push_back("recovered from a surviving replica's memory: " + replica_source(run));
+  const std::regex recovery("recovery: (.*)"), counted("job finished after .*; (restarts=.*)");
+  for (const auto& line : run.lines()) {
+    std::smatch m;
+    if (std::regex_search(line.text, m, recovery)) v.checks.push_back("recovery: " + m[1].str());
+    if (std::regex_search(line.text, m, counted)) v.checks.push_back("counted: " + m[1].str());
+  }
+}
+
+
+// The highest step a line reported before `until`.
+long last_step_logged(const WatchedRun& run, Clock::time_point until, long steps) {
+  long last = 0;
+  const std::regex step("step +([0-9]+)/" + std::to_string(steps) + " \\|");
+  for (const auto& line : run.lines()) {
+    std::smatch m;
+    if (line.at <= until && std::regex_search(line.text, m, step)) last = std::max(last, std::stol(m[1].str()));
+  }
+  return last;
+}
+
+void compare_weights(const Drill& drill, Verdict& v) {
+  auto equal = same_final_state(drill.dir() / "undisturbed", drill.dir() / "drilled", drill.steps());
+  if (equal) v.weights_equal = *equal;
+  else v.checks.push_back("final checkpoint: " + equal.error().message);
+}
+
+// Faults injected into a running job: a node SIGKILLed or SIGSTOPped, or a worker throwing.
+Verdict drill_running_job(const Drill& drill, const DrillOptions& options) {
+  Verdict v;
+  const bool worker = options.scenario == "kill-worker", gone = options.scenario == "node-lost";
+  std::vector<std::string> env;
+  if (worker) env.push_back("TROUPE_DRILL_THROW_AT=" + std::to_string(options.target) + ":" + std::to_string(options.at_step));
+  if (gone) env.push_back("TROUPE_DRILL_NODE_GONE=" + std::to_string(options.target));
+  auto run = drill.start("drilled", false, env);
+  if (!run) {
+    v.fault = run.error().message;
+    return v;
+  }
+  Clock::time_point fault_at;
+  if (worker) {
+    auto thrown = (*run)->wait_for_line(std::regex("drill: the worker of rank"), seconds(300));
+    if (!thrown) {
+      v.fault = "the worker never reached step " + std::to_string(options.at_step);
+      return v;
+    }
+    fault_at = thrown->at;
+    v.fault = "the worker of rank " + std::to_string(options.target) + " threw in step " + std::to_string(options.at_step);
+  } else {
+    const std::optional<pid_t> pid = node_pid(**run, options.target);
+    if (!pid || !(*run)->wait_for_line(drill.step_line(options.at_step), seconds(300))) {
+      v.fault = "node " + std::to_string(options.target) + " or step " + std::to_string(options.at_step) +
+                " never appeared in the job's output";
+      return v;
+    }
+    const bool hang = options.scenario == "hang";
+    kill(*pid, hang ? SIGSTOP : SIGKILL);
+    fault_at = Clock::now();
+    v.fault = std::string(hang ? "SIGSTOP" : "SIGKILL") + " to node " + std::to_string(options.target) + " (pid " +
+              std::to_string(*pid) + ") after step " + std::to_string(options.at_step) +
+              (gone ? ", which then fails at every restart" : "");
+  }
+  const long last = last_step_logged(**run, fault_at + milliseconds(1), drill.steps());
+  // The job supervisor's first word on the failure: the rescue it asks for, or the job's end.
+  watch_recovery(**run, drill, fault_at, std::max(last, options.at_step - (worker ? 1 : 0)),
+                 std::regex("for a rescue snapshot of their memory|job failed: "), v);
+  const std::optional<int> code = (*run)->wait_exit(seconds(600));
+  add_job_account(**run, v);
+  v.checks.push_back("job finished: " + std::string(code == 0 ? "yes" : "NO (exit " + std::to_string(code.value_or(-1)) + ")"));
+  if (gone) {
+    // Fewer replicas sum the same gradients in another order: equal weights are not expected.
+    bool shrank = false;
+    for (const auto& line : (*run)->lines())
+      if (line.text.find("recovery: restarting every node without node " + std::to_string(options.target)) !=
+          std::string::npos)
+        shrank = true;
+    v.checks.push_back(std::string("the job went on without node ") + std::to_string(options.target) + ": " +
+                       (shrank ? "yes" : "NO"));
+    v.passed = v.detected_after && v.recovered_after && code == 0 && shrank;
+    return v;
+  }
+  compare_weights(drill, v);
+  v.passed = v.detected_after && v.recovered_after && code == 0 && v.weights_equal.value_or(false);
+  return v;
+}
+
+// A straggler: node `--target` is stopped for 150 ms of every 200 ms from step `--at-step` to the
+// end, so it runs at a quarter of its speed. It must be named, and the job must go on.
+Verdict drill_slow_node(const Drill& drill, const DrillOptions& options) {
+  Verdict v;
+  v.recovery_expected = false;
+  auto run = drill.start("drilled", false);
+  if (!run) {
+    v.fault = run.error().message;
+    return v;
+  }
+  const std::optional<pid_t> pid = node_pid(**run, options.target);
+  if (!pid || !(*run)->wait_for_line(drill.step_line(options.at_step), seconds(300))) {
+    v.fault = "node " + std::to_string(options.target) + " or step " + std::to_string(options.at_step) +
+              " never appeared in the job's output";
+    return v;
+  }
+  const Clock::time_point fault_at = Clock::now();
+  v.fault = "node " + std::to_string(options.target) + " (pid " + std::to_string(*pid) +
+            ") stopped for 150 ms of every 200 ms from step " + std::to_string(options.at_step) + " on";
+  std::atomic<bool> slowing{true};
+  std::thread throttle([&] {
+    while (slowing) {
+      kill(*pid, SIGSTOP);
+      std::this_thread::sleep_for(milliseconds(150));
+      kill(*pid, SIGCONT);
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+  });
+  const auto named = (*run)->wait_for_line(std::regex("straggler: rank"), seconds(300));
+  const std::optional<int> code = (*run)->wait_exit(seconds(600));
+  slowing = false;
+  throttle.join();
+  kill(*pid, SIGCONT);
+  if (named) {
+    v.detected_after = seconds_between(fault_at, named->at);
+    v.detected_by = named->text;
+  }
+  v.checks.push_back("the job went on to the end: " + std::string(code == 0 ? "yes" : "NO"));
+  compare_weights(drill, v);
+  v.passed = v.detected_after && code == 0 && v.weights_equal.value_or(false);
+  return v;
+}
+
+// Flips one byte in the middle of the newest checkpoint's first shard.
+Status corrupt_newest(const fs::path& dir, long step, std::string& what) {
+  const fs::path shard = checkpoint::step_dir(dir, step) / checkpoint::shard_file_name(0);
+  std::fstream file(shard, std::ios::in | std::ios::out | std::ios::binary);
+  if (!file) return Error{"cannot open " + shard.string()};
+  const auto middle = static_cast<std::streamoff>(fs::file_size(shard) / 2);
+  file.seekg(middle);
+  const char old = static_cast<char>(file.get());
+  file.seekp(middle);
+  file.put(static_cast<char>(old ^ 0x5a));
+  what = "flipped bits of byte " + std::to_string(middle) + " of " + shard.string();
+  return file ? Status::success() : Status(Error{"cannot write " + shard.string()});
+}
+
+// The newest checkpoint corrupted after the run, then a restore forced with --resume; or the job
+// killed while a checkpoint is being written, then resumed.
+Verdict drill_checkpoints(const Drill& drill, const DrillOptions& options) {
+  Verdict v;
+  const bool corrupt = options.scenario == "corrupt-checkpoint";
+  const fs::path drilled = drill.dir() / "drilled";
+  auto first = drill.start("drilled", false);
+  if (!first) {
+    v.fault = first.error().message;
+    return v;
+  }
+  Clock::time_point fault_at;
+  if (corrupt) {
+    if ((*first)->wait_exit(seconds(600)) != 0) {
+      v.fault = "the run to corrupt did not finish";
+      return v;
+    }
+    std::string what;
+    if (Status s = corrupt_newest(drilled, drill.steps(), what); !s) {
+      v.fault = s.error().message;
+      return v;
+    }
+    fault_at = Clock::now();
+    v.fault = what + ", then a restore forced with --resume";
+  } else {
+    if (!(*first)->wait_for_line(drill.step_line(options.at_step), seconds(300))) {
+      v.fault = "step " + std::to_string(options.at_step) + " never appeared";
+      return v;
+    }
+    // Kill the job while a staging folder exists: a checkpoint is being written.
+    const auto deadline = Clock::now() + seconds(300);
+    bool caught = false;
+    while (!caught && Clock::now() < deadline && !(*first)->wait_exit(milliseconds(0))) {
+      std::error_code ec;
+      for (fs::directory_iterator it(drilled, ec), end; !ec && it != end; it.increment(ec))
+        if (it->path().extension() == ".tmp") caught = true;
+      if (caught) (*first)->kill_all();
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+    (void)(*first)->wait_exit(seconds(30));
+    fault_at = Clock::now();
+    if (!caught) {
+      v.fault = "the job never had a checkpoint in flight to kill";
+      return v;
+    }
+    v.fault = "SIGKILL to the job and its nodes while a checkpoint was being written (after step " +
+              std::to_string(options.at_step) + ")";
+  }
+  auto newest = checkpoint::open_newest_valid(drilled);
+  if (newest && newest->checkpoint)
+    v.checks.push_back("newest valid checkpoint before the restore: " + newest->checkpoint->dir().string() +
+                       (newest->skipped.empty() ? "" : " (" + newest->skipped.front() + ")"));
+  auto second = drill.start("drilled", true);
+  if (!second) {
+    v.fault = second.error().message;
+    return v;
+  }
+  const long last = corrupt ? drill.steps() : last_step_logged(**first, fault_at, drill.steps());
+  watch_recovery(**second, drill, fault_at, last, std::regex(corrupt ? "skipped step-" : "resumed from"), v);
+  const std::optional<int> code = (*second)->wait_exit(seconds(600));
+  v.checks.push_back("resumed job finished: " + std::string(code == 0 ? "yes" : "NO"));
+  bool torn = false;
+  for (const auto& line : (*second)->lines())
+    if (line.text.find("resumed from") != std::string::npos && line.text.find(".tmp") != std::string::npos) torn = true;
+  v.checks.push_back(std::string("a torn checkpoint was loaded: ") + (torn ? "YES" : "no"));
+  compare_weights(drill, v);
+  v.passed = v.detected_after && v.recovered_after && code == 0 && !torn && v.weights_equal.value_or(false);
+  return v;
+}
+
+// A write error while saving: once the first checkpoint is committed, every node process gets a
+// file-size limit the next shard cannot fit (EFBIG, as a full disk gives ENOSPC). Training must go
+// on to the last step with the error reported and the previous checkpoint intact; the failed last
+// checkpoint then fails the run, and the job restarts from the intact one (without the limit: a
+// restarted node is a new process) and finishes.
+Verdict drill_disk_full(const Drill& drill, const DrillOptions& options) {
+  Verdict v;
+  const fs::path drilled = drill.dir() / "drilled";
+  auto run = drill.start("drilled", false);
+  if (!run) {
+    v.fault = run.error().message;
+    return v;
+  }
+  if (!(*run)->wait_for_line(std::regex("checkpoint .*step-[0-9]+ committed"), seconds(300))) {
+    v.fault = "no checkpoint was committed before the limit";
+    return v;
+  }
+  const long intact_step = drill.every();
+  const rlimit tiny{64 * 1024, 64 * 1024};
+  for (pid_t node : (*run)->descendants()) prlimit(node, RLIMIT_FSIZE, &tiny, nullptr);
+  const Clock::time_point fault_at = Clock::now();
+  v.fault = "file-size limit of 64 KiB on every node process after the checkpoint of step " +
+            std::to_string(intact_step);
+  if (auto reported = (*run)->wait_for_line(std::regex("checkpoint after step [0-9]+ failed"), seconds(300))) {
+    v.detected_after = seconds_between(fault_at, reported->at);
+    v.detected_by = reported->text;
+  }
+  std::size_t done_index = 0;
+  const auto done = (*run)->wait_for_line(std::regex("done: "), seconds(600), 0, &done_index);
+  v.checks.push_back(std::string("training went on to the last step: ") + (done ? "yes" : "NO"));
+  auto intact = checkpoint::open_checkpoint(checkpoint::step_dir(drilled, intact_step));
+  v.checks.push_back("previous checkpoint (step " + std::to_string(intact_step) + ") intact: " +
+                     (intact ? "yes" : "NO: " + intact.error().message));
+  if (done) {
+    std::size_t resumed_index = 0;
+    if (auto resumed = (*run)->wait_for_line(std::regex("resumed from .* after step ([0-9]+)"), seconds(300),
+                                             done_index, &resumed_index)) {
+      v.recovered_after = seconds_between(fault_at, resumed->at);
+      v.recovered_how = "the failed last checkpoint failed the run; " + resumed->text.substr(resumed->text.find("resumed"));
+    }
+  }
+  const std::optional<int> code = (*run)->wait_exit(seconds(600));
+  v.checks.push_back("job finished: " + std::string(code == 0 ? "yes" : "NO (exit " + std::to_string(code.value_or(-1)) + ")"));
+  compare_weights(drill, v);
+  v.passed = v.detected_after && done && intact && code == 0 && v.weights_equal.value_or(false);
+  return v;
+}
+
+}  // namespace
+
+int run_drill(const DrillOptions& options, const ResolvedJob& job) {
+  auto fail = [](const std::string& message) {
+    std::fprintf(stderr, "troupe: error: %s\n", message.c_str());
+    return 2;
+  };
+  if (std::find(drill_scenarios.begin(), drill_scenarios.end(), options.scenario) == drill_scenarios.end()) {
+    std::string known;
+    for (const auto& s : drill_scenarios) known += (known.empty() ? "" : ", ") + s;
+    return fail("unknown drill scenario '" + options.scenario + "' (known: " + known + ")");
+  }
+  const long steps = job.config.train.steps;
+  if (options.at_step < 1 || options.at_step >= steps)
+    return fail("--at-step " + std::to_string(options.at_step) + " must be between 1 and train.steps − 1 (" +
+                std::to_string(steps - 1) + ")");
+  const bool process_fault = options.scenario == "kill-node" || options.scenario == "hang" ||
+                             options.scenario == "kill-worker" || options.scenario == "slow-node" ||
+                             options.scenario == "node-lost";
+  if (process_fault && options.workers < 2)
+    return fail("drill " + options.scenario + " needs --workers 2 or more: recovery restarts the node processes");
+  if (process_fault && (options.target < 0 || options.target >= options.workers))
+    return fail("--target " + std::to_string(options.target) + " is not a node of the job's " +
+                std::to_string(options.workers) + " workers");
+  if (!job.config.checkpoint.dir.empty())
+    return fail("checkpoint.dir is set by the drill (a folder per run under --dir); leave it out");
+
+  Drill drill(options, job);
+  if (Status prepared = drill.prepare(); !prepared) return fail(prepared.error().message);
+  std::printf("drill %s in %s: %ld steps, checkpoint every %ld, %d worker(s); undisturbed run first\n",
+              options.scenario.c_str(), drill.dir().c_str(), steps, drill.every(), options.workers);
+  std::fflush(stdout);
+  auto reference = drill.start("undisturbed", false);
+  if (!reference) return fail(reference.error().message);
+  const auto started = Clock::now();
+  if (const std::optional<int> code = (*reference)->wait_exit(seconds(1800)); code != 0) {
+    std::fprintf(stderr, "troupe: error: the undisturbed run failed (exit %d); its output is in %s\n",
+                 code.value_or(-1), (drill.dir() / "undisturbed.log").c_str());
+    return 1;
+  }
+  std::printf("undisturbed run: %.1f s; now the drilled run\n", seconds_between(started, Clock::now()));
+  std::fflush(stdout);
+  Verdict verdict;
+  if (options.scenario == "slow-node")
+    verdict = drill_slow_node(drill, options);
+  else if (process_fault)
+    verdict = drill_running_job(drill, options);
+  else if (options.scenario == "disk-full")
+    verdict = drill_disk_full(drill, options);
+  else
+    verdict = drill_checkpoints(drill, options);
+  return print_verdict(options.scenario, verdict);
+}
+
+}  // namespace troupe::apps

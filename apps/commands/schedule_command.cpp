@@ -1,0 +1,182 @@
+// troupe schedule: shows what a pipeline schedule does before anything runs it. Generates the
+// per-stage instruction streams (schedules/generate.hpp), proves them sound under blocking sends
+// (checker.hpp), simulates them (simulator.hpp) and prints the shape, each stage's peak of
+// stashed activations, the makespan and the bubble beside its closed form. --print adds every
+// stream; --trace FILE writes the simulated timeline as Chrome trace JSON, one track per stage,
+// with 1 cost unit drawn as 1 ms.
+//
+//   troupe schedule --kind 1f1b --stages 4 --microbatches 8 --trace 1f1b.json
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "apps/commands/commands.hpp"
+#include "monitor/trace.hpp"
+#include "schedules/checker.hpp"
+#include "schedules/generate.hpp"
+#include "schedules/simulator.hpp"
+
+namespace troupe::apps {
+namespace {
+
+using schedules::Op;
+using schedules::ScheduleKind;
+
+// Trace time of a simulated time: 1 cost unit = 1 ms, in the format's microseconds, rounded to
+// whole nanoseconds so sums like 4.2 = 1 + 1 + 0.1 + ... print as 4200, not 4199.999999999999.
+double trace_us(double cost_units) { return std::round(cost_units * 1e6) / 1e3; }
+
+// Shortest form of a cost: "1", "0.5", "33".
+std::string number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
+
+Status check_count(const char* option, int value, int max) {
+  if (value >= 1 && value <= max) return Status::success();
+  return Error{std::string(option) + " must be between 1 and " + std::to_string(max) + ", got " +
+               std::to_string(value)};
+}
+
+Status check_cost(const char* option, double value, bool zero_allowed) {
+  if (std::isfinite(value) && (value > 0 || (zero_allowed && value == 0))) return Status::success();
+  return Error{std::string(option) + " must be " + (zero_allowed ? "zero or positive" : "positive") + ", got " +
+               number(value)};
+}
+
+// The option a shape error from check_schedule_shape is about (the counts are each >= 1 here).
+const char* shape_option(ScheduleKind kind, const ScheduleOptions& o) {
+  if (kind != ScheduleKind::interleaved) return "--virtual-stages";  // only v > 1 fails gpipe and 1f1b
+  if (o.stages < 2) return "--stages";
+  if (o.virtual_stages < 2) return "--virtual-stages";
+  return "--microbatches";
+}
+
+int shape_value(const char* option, const ScheduleOptions& o) {
+  if (option == std::string("--stages")) return o.stages;
+  if (option == std::string("--microbatches")) return o.microbatches;
+  return o.virtual_stages;
+}
+
+// "(p-1)/(m+p-1) = 3/11 = 0.273"; interleaving divides by v*m + p - 1.
+std::string closed_form(const schedules::Schedule& s) {
+  const bool interleaved = s.kind == ScheduleKind::interleaved;
+  const int idle = s.stages - 1;
+  const int total = (interleaved ? s.chunks : 1) * s.microbatches + s.stages - 1;
+  char text[96];
+  std::snprintf(text, sizeof text, "%s = %d/%d = %.3f", interleaved ? "(p-1)/(v*m+p-1)" : "(p-1)/(m+p-1)", idle, total,
+                static_cast<double>(idle) / total);
+  return text;
+}
+
+// forward/backward as "F3" / "B3" ("F3.1" with chunks, as docs/schedules.md writes them), so one
+// micro-batch keeps its name, and Perfetto its colour, on every stage.
+std::string compute_name(const schedules::Schedule& s, const schedules::Instruction& ins) {
+  std::string name = (ins.op == Op::forward ? "F" : "B") + std::to_string(ins.microbatch);
+  if (s.chunks > 1) name += "." + std::to_string(ins.chunk);
+  return name;
+}
+
+// One track per stage. Computes and the closing reduce/optimizer span their simulated time; a
+// send is a zero-length event where it is posted and a recv one where its data arrives, so
+// every stage's events nest (a recv posted early would otherwise overlap the next compute).
+void record_trace(const schedules::Schedule& s, const schedules::Simulation& sim, monitor::TraceRecorder& trace) {
+  trace.name_process(0, "troupe schedule " + std::string(to_string(s.kind)) + " p=" + std::to_string(s.stages) +
+                            " m=" + std::to_string(s.microbatches) + " v=" + std::to_string(s.chunks) +
+                            " (1 cost unit = 1 ms)");
+  for (int stage = 0; stage < s.stages; ++stage) {
+    const monitor::TraceTrack track{0, stage};
+    trace.name_track(track, "stage " + std::to_string(stage));
+    for (std::size_t i = 0; i < s.streams[stage].size(); ++i) {
+      const schedules::Instruction& ins = s.streams[stage][i];
+      const schedules::OpTiming& t = sim.timings[stage][i];
+      const monitor::TraceArgs args{{"microbatch", std::to_string(ins.microbatch)},
+                                    {"chunk", std::to_string(ins.chunk)}};
+      if (schedules::is_compute(ins.op)) {
+        trace.add_complete(track, compute_name(s, ins), std::string(to_string(ins.op)), trace_us(t.start),
+                           trace_us(t.end) - trace_us(t.start), args);
+      } else if (schedules::is_transfer(ins.op)) {
+        const bool send = schedules::is_send(ins.op);
+        monitor::TraceArgs transfer_args = args;
+        transfer_args.emplace_back(send ? "to" : "from", "stage " + std::to_string(ins.peer));
+        if (!send) transfer_args.emplace_back("posted_ms", number(t.start));
+        trace.add_complete(track, std::string(to_string(ins.op)), "transfer", trace_us(send ? t.start : t.end), 0.0,
+                           std::move(transfer_args));
+      } else {
+        trace.add_complete(track, std::string(to_string(ins.op)), "step", trace_us(t.start),
+                           trace_us(t.end) - trace_us(t.start));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Status validate(const ScheduleOptions& o) {
+  auto kind = schedules::parse_schedule_kind(o.kind);
+  if (!kind) return Error{"--kind " + o.kind + ": " + kind.error().message};
+  // Caps keep the printed streams and the checker's lock-step run small; real pipelines are far
+  // below them.
+  if (Status s = check_count("--stages", o.stages, 256); !s) return s;
+  if (Status s = check_count("--microbatches", o.microbatches, 4096); !s) return s;
+  if (Status s = check_count("--virtual-stages", o.virtual_stages, 64); !s) return s;
+  if (Status s = schedules::check_schedule_shape(*kind, o.stages, o.microbatches, o.virtual_stages); !s) {
+    const char* option = shape_option(*kind, o);
+    return Error{std::string(option) + " " + std::to_string(shape_value(option, o)) + ": " + s.error().message};
+  }
+  if (Status s = check_cost("--forward", o.forward, false); !s) return s;
+  if (Status s = check_cost("--backward", o.backward, false); !s) return s;
+  return check_cost("--latency", o.latency, true);
+}
+
+int run_schedule(const ScheduleOptions& o) {
+  // validate() has passed, so every step below failing is a bug in schedules/, reported as a
+  // run-time failure.
+  auto kind = schedules::parse_schedule_kind(o.kind);
+  auto generated = schedules::generate_schedule(*kind, o.stages, o.microbatches, o.virtual_stages);
+  if (!generated) throw generated.error();
+  const schedules::Schedule& s = *generated;
+  auto report = schedules::check_schedule(s);
+  if (!report) throw report.error();
+  schedules::CostModel costs;
+  costs.forward = o.forward;
+  costs.backward = o.backward;
+  costs.latency = o.latency;
+  auto sim = schedules::simulate(s, costs);
+  if (!sim) throw sim.error();
+
+  int instructions = 0;
+  for (int n : report->instructions) instructions += n;
+  std::printf("%s p=%d m=%d v=%d: %d stages, %d micro-batches, %d chunk%s per stage\n",
+              std::string(to_string(s.kind)).c_str(), s.stages, s.microbatches, s.chunks, s.stages, s.microbatches,
+              s.chunks, s.chunks == 1 ? "" : "s");
+  std::printf("checked: %d instructions, %d transfers, no deadlock under blocking sends\n", instructions,
+              report->transfers);
+  std::printf("costs in units per chunk of one micro-batch: forward %s, backward %s, latency %s\n\n",
+              number(o.forward).c_str(), number(o.backward).c_str(), number(o.latency).c_str());
+
+  std::printf("stage  instructions  peak stashed%s  busy\n", s.chunks > 1 ? " (chunks)" : "");
+  const int stash_width = s.chunks > 1 ? 21 : 12;
+  for (int stage = 0; stage < s.stages; ++stage) {
+    std::printf("%5d  %12d  %*d  %4s\n", stage, report->instructions[stage], stash_width, report->peak_stashed[stage],
+                number(sim->busy[stage]).c_str());
+  }
+  std::printf("\nmakespan  %s cost units (flush %s)\n", number(sim->makespan).c_str(), number(sim->flush).c_str());
+  std::printf("bubble    %.3f simulated; closed form %s%s\n", sim->bubble, closed_form(s).c_str(),
+              o.latency > 0 ? " (at zero latency)" : "");
+
+  if (o.print) std::printf("\n%s", to_string(s).c_str());
+
+  if (!o.trace.empty()) {
+    monitor::TraceRecorder trace;
+    record_trace(s, *sim, trace);
+    if (Status written = monitor::write_trace(trace, o.trace); !written) throw written.error();
+    std::printf("\ntrace     %s: one track per stage, 1 cost unit = 1 ms\n", o.trace.c_str());
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace troupe::apps

@@ -1,0 +1,194 @@
+// troupe shell HOST:PORT: an interactive monitor shell attached to a running job's monitor actor
+// (docs/shell.md), or one command with -c. The job answers every command but `help`, `quit` and
+// the terminal side of `top` (redraw every second until a key is pressed) and `trace` (the file is
+// written here, where the shell runs).
+
+#include <poll.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "actors/actor_system_setup.hpp"
+#include "apps/commands/commands.hpp"
+#include "apps/commands/shell/line_editor.hpp"
+#include "apps/commands/shell/monitor_link.hpp"
+#include "actors/monitor/control_token.hpp"
+#include "monitor/log.hpp"
+
+namespace troupe::apps {
+namespace {
+
+using shell::MonitorLink;
+
+const char* const help_text =
+    "status                  grid, step, loss, tokens/s, ETA\n"
+    "nodes                   node processes: host, pid, ranks, last heartbeat\n"
+    "workers                 every rank: steps done, what it is doing or waiting for\n"
+    "top                     a live per-rank table, redrawn every second until a key is pressed\n"
+    "loss                    the recent loss curve as a sparkline, with min, max and last\n"
+    "trace FILE [STEPS]      record the next STEPS (3) steps of every rank as Chrome trace JSON into FILE\n"
+    "checkpoint              save a checkpoint at the next step boundary (needs checkpoint.dir)\n"
+    "pause / resume          stop every rank at the next step boundary / go on\n"
+    "log LEVEL [SUBSYSTEM]   set the log level (trace ... off) everywhere, of one subsystem or all\n"
+    "kill worker RANK        drill: that rank's worker throws at its next step boundary\n"
+    "kill node NODE          drill: SIGKILL to that node process\n"
+    "drain node NODE         checkpoint, then restart the job without that node (fewer replicas)\n"
+    "help                    this list\n"
+    "quit                    leave the shell (the job goes on)";
+
+const std::vector<std::string> completions{"status", "nodes",  "workers", "top",  "loss",  "trace", "checkpoint",
+                                           "pause",  "resume", "log",     "kill", "drain", "worker", "node",
+                                           "help",   "quit",   "debug",   "info",  "warn",  "error", "critical", "off"};
+
+int fail(const std::string& message, int code) {
+  std::fprintf(stderr, "troupe: error: %s\n", message.c_str());
+  return code;
+}
+
+std::vector<std::string> split(const std::string& line) {
+  std::vector<std::string> words;
+  std::istringstream in(line);
+  for (std::string word; in >> word;) words.push_back(word);
+  return words;
+}
+
+// Commands that change nothing may be asked again after a reconnect.
+bool repeatable(const std::string& verb) {
+  return verb == "status" || verb == "nodes" || verb == "workers" || verb == "top" || verb == "loss";
+}
+
+std::chrono::seconds timeout_for(const std::string& verb) {
+  return verb == "checkpoint" || verb == "pause" || verb == "trace" || verb == "drain" ? std::chrono::seconds(150)
+                                                                                       : std::chrono::seconds(15);
+}
+
+// The terminal without line buffering or echo while alive, so one key press can be seen at once.
+class RawTerminal {
+ public:
+  RawTerminal() : active_(::tcgetattr(STDIN_FILENO, &saved_) == 0) {
+    if (!active_) return;
+    termios raw = saved_;
+    raw.c_lflag &= static_cast<tcflag_t>(~(ICANON | ECHO));
+    raw.c_cc[VMIN] = 1;
+    raw.c_cc[VTIME] = 0;
+    ::tcsetattr(STDIN_FILENO, TCSANOW, &raw);
+  }
+  ~RawTerminal() {
+    if (active_) ::tcsetattr(STDIN_FILENO, TCSANOW, &saved_);
+  }
+
+ private:
+  termios saved_{};
+  bool active_;
+};
+
+// Redraws the job's top table every second until a key is pressed (or input ends).
+int run_top(MonitorLink& link) {
+  RawTerminal raw;
+  for (;;) {
+    auto answer = link.ask("top", timeout_for("top"), true);
+    if (!answer) {
+      std::printf("%s\n", answer.error().message.c_str());
+      return 1;
+    }
+    std::printf("\x1b[H\x1b[2J%s\n\n(press any key to return to the prompt)\n", answer->text.c_str());
+    std::fflush(stdout);
+    pollfd in{STDIN_FILENO, POLLIN, 0};
+    if (::poll(&in, 1, 1000) > 0) {
+      char key;
+      (void)::read(STDIN_FILENO, &key, 1);
+      return 0;
+    }
+  }
+}
+
+// Runs one command line; prints its answer (errors to stderr in one-shot mode). 0 when it succeeded.
+int run_line(MonitorLink& link, const std::string& line, bool one_shot) {
+  const std::vector<std::string> words = split(line);
+  if (words.empty()) return 0;
+  const std::string& verb = words.front();
+  if (verb == "help") {
+    std::printf("%s\n", help_text);
+    return 0;
+  }
+  if (verb == "top" && !one_shot && words.size() == 1) return run_top(link);
+  auto answer = link.ask(line, timeout_for(verb), repeatable(verb));
+  std::string text = answer ? answer->text : answer.error().message;
+  bool ok = answer && answer->ok;
+  if (ok && verb == "trace" && words.size() >= 2) {
+    const std::filesystem::path file = std::filesystem::absolute(words[1]);
+    std::ofstream out(file, std::ios::binary);
+    out << answer->attachment;
+    out.close();
+    if (!out) {
+      ok = false;
+      text = "trace: cannot write " + file.string();
+    } else {
+      text += " written to " + file.string() + " (Chrome trace JSON: open it in Perfetto or chrome://tracing)";
+    }
+  }
+  if (!ok && one_shot) {
+    for (char& c : text)
+      if (c == '\n') c = ' ';
+    std::fprintf(stderr, "troupe: error: %s\n", text.c_str());
+  } else {
+    std::printf("%s\n", text.c_str());
+  }
+  std::fflush(stdout);
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int run_shell(const ShellArgs& args) {
+  const auto colon = args.address.rfind(':');
+  const int port = colon == std::string::npos ? 0 : std::atoi(args.address.c_str() + colon + 1);
+  if (colon == std::string::npos || colon == 0 || port <= 0 || port > 65535)
+    return fail("'" + args.address + "' is not HOST:PORT (the job prints it: \"monitor: troupe shell HOST:PORT\")", 2);
+  const std::string host = args.address.substr(0, colon);
+
+  std::string token;
+  if (!args.token_file.empty()) {
+    auto read = actors::read_control_token(args.token_file);
+    if (!read) return fail("--token-file: " + read.error().message, 2);
+    token = *read;
+  } else if (const char* from_env = std::getenv("TROUPE_TOKEN")) {
+    token = from_env;
+  } else {
+    auto read = actors::read_control_token(actors::default_control_token_path(port));
+    if (!read)
+      return fail("no job token: give --token-file FILE or TROUPE_TOKEN (" + read.error().message + ")", 2);
+    token = *read;
+  }
+
+  // The shell's own CAF logging would interleave with its output: only errors.
+  (void)monitor::set_log_level("error", "");
+  actors::TroupeConfig cfg;
+  caf::actor_system system{cfg};
+  MonitorLink link(system, host, port, token, [](const std::string& line) {
+    std::printf("[%s]\n", line.c_str());
+    std::fflush(stdout);
+  });
+  auto hello = link.connect();
+  if (!hello) return fail(hello.error().message, 1);
+  if (!hello->ok) return fail(hello->text, 1);
+  if (!args.command.empty()) return run_line(link, args.command, true);
+
+  std::printf("%s\ntype `help` for the commands, `quit` to leave (the job goes on)\n", hello->text.c_str());
+  std::vector<std::string> words = completions;
+  for (const std::string& subsystem : monitor::log_subsystems()) words.push_back(subsystem);
+  shell::LineEditor editor(std::move(words));
+  while (auto line = editor.read("troupe> ")) {
+    const std::vector<std::string> words = split(*line);
+    if (!words.empty() && (words.front() == "quit" || words.front() == "exit")) break;
+    run_line(link, *line, false);
+  }
+  return 0;
+}
+
+}  // namespace troupe::apps

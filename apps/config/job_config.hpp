@@ -1,0 +1,20 @@
+#pragma once
+// The config system fills the runtime's option structs (actors/job_options.hpp); their names, as
+// apps/ uses them.
+
+#include "actors/job_options.hpp"
+
+namespace troupe::apps {
+
+using actors::CheckpointOptions;
+using actors::DataOptions;
+using actors::FaultOptions;
+using actors::JobConfig;
+using actors::ModelOptions;
+using actors::MonitorOptions;
+using actors::PipelineOptions;
+using actors::ResolvedJob;
+using actors::SampleOptions;
+using actors::TrainOptions;
+
+}  // namespace troupe::apps

@@ -1,0 +1,168 @@
+#include "apps/config/keys.hpp"
+
+#include <algorithm>
+
+#include "apps/config/spelling.hpp"
+
+namespace troupe::apps {
+namespace {
+
+// field<&JobConfig::train, &TrainOptions::steps> points a key at config.train.steps.
+template <auto section, auto member>
+ConfigField field(JobConfig& config) {
+  return &(config.*section.*member);
+}
+
+using J = JobConfig;
+using M = ModelOptions;
+using T = TrainOptions;
+using D = DataOptions;
+using S = SampleOptions;
+using F = FaultOptions;
+using P = PipelineOptions;
+using C = CheckpointOptions;
+using Mon = MonitorOptions;
+
+constexpr ConfigKey keys[] = {
+    {"model.preset", "architecture preset: tiny, small or gpt2; the model keys below override it",
+     field<&J::model, &M::preset>},
+    {"model.n_layer", "transformer blocks; 0 = the preset's", field<&J::model, &M::n_layer>},
+    {"model.n_embd", "channels C; 0 = the preset's", field<&J::model, &M::n_embd>},
+    {"model.n_head", "attention heads NH, must divide n_embd; 0 = the preset's", field<&J::model, &M::n_head>},
+    {"model.block_size", "longest sequence the model accepts; 0 = the preset's", field<&J::model, &M::block_size>},
+    {"model.vocab_size", "vocabulary V (padded to a multiple of 128 above 256); 0 = the preset's",
+     field<&J::model, &M::vocab_size>},
+
+    {"train.steps", "optimizer steps", field<&J::train, &T::steps>},
+    {"train.batch_size", "micro-batch B per worker", field<&J::train, &T::batch_size>},
+    {"train.seq_len", "sequence length T; 0 = model.block_size", field<&J::train, &T::seq_len>},
+    {"train.grad_accum", "micro-batches per optimizer step", field<&J::train, &T::grad_accum>},
+    {"train.lr", "peak learning rate, reached after warmup", field<&J::train, &T::lr>},
+    {"train.min_lr", "learning rate the cosine schedule decays to", field<&J::train, &T::min_lr>},
+    {"train.warmup_steps", "steps of linear learning-rate warmup", field<&J::train, &T::warmup_steps>},
+    {"train.beta1", "AdamW first-moment decay", field<&J::train, &T::beta1>},
+    {"train.beta2", "AdamW second-moment decay", field<&J::train, &T::beta2>},
+    {"train.eps", "AdamW epsilon", field<&J::train, &T::eps>},
+    {"train.weight_decay", "AdamW decoupled weight decay", field<&J::train, &T::weight_decay>},
+    {"train.grad_clip", "clip the global gradient norm to this; 0 = off", field<&J::train, &T::grad_clip>},
+    {"train.zero", "ZeRO stage with --workers/launch: 0 off, 1 shard AdamW state, 2 also gradients",
+     field<&J::train, &T::zero>},
+    {"train.seed", "random seed for initialization and data order", field<&J::train, &T::seed>},
+    {"train.threads", "CPU threads per worker; 0 = all cores", field<&J::train, &T::threads>},
+    {"train.backend", "compute backend: cpu, cuda (fp32) or cuda-bf16", field<&J::train, &T::backend>},
+    {"train.val_every", "validate every this many steps; 0 = only at the end", field<&J::train, &T::val_every>},
+    {"train.val_batches", "batches per validation", field<&J::train, &T::val_batches>},
+    {"train.log_every", "print a training line every this many steps", field<&J::train, &T::log_every>},
+
+    {"data.corpus", "text file or directory of text files, tokenized as bytes", field<&J::data, &D::corpus>},
+    {"data.train_tokens", "llm.c .bin token file; when set, replaces data.corpus", field<&J::data, &D::train_tokens>},
+    {"data.val_tokens", "llm.c .bin token file for validation; empty = split off the training tokens",
+     field<&J::data, &D::val_tokens>},
+    {"data.val_fraction", "share of the tokens held out for validation when data.val_tokens is empty",
+     field<&J::data, &D::val_fraction>},
+
+    {"sample.tokens", "tokens to generate after training; 0 = no sample", field<&J::sample, &S::tokens>},
+    {"sample.temperature", "sampling temperature", field<&J::sample, &S::temperature>},
+    {"sample.top_k", "sample among the k most likely tokens; 0 = all", field<&J::sample, &S::top_k>},
+    {"sample.prompt", "text the sample continues", field<&J::sample, &S::prompt>},
+
+    {"pipeline.stages", "pipeline stages p per data-parallel replica; 1 = no pipeline (workers = dp x p)",
+     field<&J::pipeline, &P::stages>},
+    {"pipeline.microbatches", "micro-batches m per step, each of train.batch_size sequences",
+     field<&J::pipeline, &P::microbatches>},
+    {"pipeline.schedule", "gpipe, 1f1b or interleaved", field<&J::pipeline, &P::schedule>},
+    {"pipeline.virtual_stages", "model chunks v per stage; more than 1 only with the interleaved schedule",
+     field<&J::pipeline, &P::virtual_stages>},
+    {"pipeline.trace",
+     "file for a Chrome trace (Perfetto) of every stage's forward, backward, waits and sends, written at the end; "
+     "empty = none",
+     field<&J::pipeline, &P::trace>},
+
+    {"fault.heartbeat_seconds", "seconds between a node's heartbeats to the job", field<&J::fault, &F::heartbeat_seconds>},
+    {"fault.heartbeat_timeout", "seconds of silence after which a node counts as hung or stopped",
+     field<&J::fault, &F::heartbeat_timeout>},
+    {"fault.step_timeout",
+     "seconds a worker may go without finishing a step or validation before the job stops, naming what it waits for; "
+     "0 = off",
+     field<&J::fault, &F::step_timeout>},
+    {"fault.max_restarts",
+     "times a job with checkpoint.dir restarts every node from the newest checkpoint after a node fails or is lost",
+     field<&J::fault, &F::max_restarts>},
+    {"fault.elastic",
+     "when the restart budget is spent or a node cannot come back, go on without it (fewer data-parallel replicas, "
+     "the same global batch) instead of stopping",
+     field<&J::fault, &F::elastic>},
+
+    {"checkpoint.dir", "folder of the job's checkpoints (step-NNNNNNN/ inside); empty = none",
+     field<&J::checkpoint, &C::dir>},
+    {"checkpoint.every", "save after every N steps; 0 = only after the last step", field<&J::checkpoint, &C::every>},
+    {"checkpoint.keep_last", "committed checkpoints to keep; older ones are removed",
+     field<&J::checkpoint, &C::keep_last>},
+    {"checkpoint.async", "snapshot to memory and write in the background while training goes on",
+     field<&J::checkpoint, &C::async>},
+    {"checkpoint.resume",
+     "start from the newest valid checkpoint in checkpoint.dir, data position included (--resume); none = a fresh start",
+     field<&J::checkpoint, &C::resume>},
+
+    {"monitor.metrics_port",
+     "port of the Prometheus /metrics endpoint; 0 = any free port, -1 = off; node i of a job listens on this + i",
+     field<&J::monitor, &Mon::metrics_port>},
+    {"monitor.metrics_bind", "IPv4 address the /metrics endpoint listens on; 0.0.0.0 = every interface",
+     field<&J::monitor, &Mon::metrics_bind>},
+    {"monitor.peak_flops", "a rank's peak FLOP/s, the denominator of troupe_mfu; 0 = measure OpenBLAS sgemm at start",
+     field<&J::monitor, &Mon::peak_flops>},
+    {"monitor.log_dir",
+     "each node process also logs to DIR/JOB/node-I.log; auto = checkpoint.dir/logs, or troupe-logs without "
+     "checkpoint.dir; empty = no file",
+     field<&J::monitor, &Mon::log_dir>},
+    {"monitor.log_format", "format of the log file: text, or json (one JSON object a line); the console is text",
+     field<&J::monitor, &Mon::log_format>},
+    {"monitor.log_level",
+     "log level of every subsystem, then SUBSYSTEM=LEVEL overrides, e.g. info or warn,comm=debug (docs/logging.md)",
+     field<&J::monitor, &Mon::log_level>},
+    {"monitor.control_port",
+     "port of the monitor actor that `troupe shell` attaches to; 0 = any free port (printed); kept across restarts",
+     field<&J::monitor, &Mon::control_port>},
+    {"monitor.control_bind", "IPv4 address the shell's control port listens on; 0.0.0.0 = every interface",
+     field<&J::monitor, &Mon::control_bind>},
+};
+
+std::vector<std::string> key_names() {
+  std::vector<std::string> names;
+  for (const auto& key : keys) names.emplace_back(key.name);
+  return names;
+}
+
+}  // namespace
+
+std::span<const ConfigKey> config_keys() { return keys; }
+
+std::vector<std::string> config_sections() {
+  std::vector<std::string> sections;
+  for (const auto& key : keys) {
+    if (sections.empty() || sections.back() != key.section()) sections.emplace_back(key.section());
+  }
+  return sections;
+}
+
+const ConfigKey* find_config_key(std::string_view name) {
+  const auto it = std::find_if(std::begin(keys), std::end(keys), [&](const ConfigKey& k) { return k.name == name; });
+  return it == std::end(keys) ? nullptr : it;
+}
+
+std::optional<std::string> closest_config_key(std::string_view name) { return closest_match(name, key_names()); }
+
+std::optional<std::string> closest_config_section(std::string_view name) {
+  return closest_match(name, config_sections());
+}
+
+std::string_view type_name(const ConfigKey& key) {
+  JobConfig scratch;
+  const ConfigField field = key.field(scratch);
+  if (std::holds_alternative<bool*>(field)) return "boolean";
+  if (std::holds_alternative<double*>(field)) return "number";
+  if (std::holds_alternative<std::string*>(field)) return "string";
+  return "integer";
+}
+
+}  // namespace troupe::apps

@@ -1,0 +1,42 @@
+#pragma once
+// The one table of configuration keys. The TOML loader, the command-line options, --help and
+// docs/configuration.md all read it, so a key cannot be settable in one place and missing from
+// another, and its help line is written once.
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "apps/config/job_config.hpp"
+
+namespace troupe::apps {
+
+// Where a key's value lives inside a JobConfig; the pointee's type is the key's type.
+using ConfigField = std::variant<bool*, int*, long*, std::uint64_t*, double*, std::string*>;
+
+struct ConfigKey {
+  std::string_view name;  // "section.name"
+  std::string_view help;  // one line, for --help and the docs
+  ConfigField (*field)(JobConfig&);
+
+  std::string_view section() const { return name.substr(0, name.find('.')); }
+  std::string_view leaf() const { return name.substr(name.find('.') + 1); }
+};
+
+// Every key, grouped by section in the order model, train, data, sample.
+std::span<const ConfigKey> config_keys();
+// The section names in table order.
+std::vector<std::string> config_sections();
+// The key called name ("train.steps"), or nullptr.
+const ConfigKey* find_config_key(std::string_view name);
+// The known key, or section, a misspelt name most likely meant (see closest_match).
+std::optional<std::string> closest_config_key(std::string_view name);
+std::optional<std::string> closest_config_section(std::string_view name);
+// "integer", "number" or "string": how messages and docs name a key's type.
+std::string_view type_name(const ConfigKey& key);
+
+}  // namespace troupe::apps

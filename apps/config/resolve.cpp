@@ -1,0 +1,164 @@
+#include "apps/config/resolve.hpp"
+
+#include <arpa/inet.h>
+
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "apps/config/value.hpp"
+#include "compute/model/stage_split.hpp"
+#include "monitor/log.hpp"
+#include "schedules/generate.hpp"
+
+namespace troupe::apps {
+namespace {
+
+// Numbers in messages read as the user would write them: 0.001, not 0.001000.
+template <typename Number>
+std::string str(Number value) {
+  if constexpr (std::is_floating_point_v<Number>)
+    return format_number(value);
+  else
+    return std::to_string(value);
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& name : names) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
+Expected<compute::GPTConfig> resolve_model(const ModelOptions& options) {
+  auto preset = compute::gpt_preset(options.preset);
+  if (!preset)
+    return Error{"model.preset '" + options.preset +
+                 "' is not a preset (known: " + joined(compute::gpt_preset_names()) + ")"};
+  compute::GPTConfig model = *preset;
+  const std::pair<const char*, int> overrides[] = {{"model.n_layer", options.n_layer},
+                                                   {"model.n_embd", options.n_embd},
+                                                   {"model.n_head", options.n_head},
+                                                   {"model.block_size", options.block_size},
+                                                   {"model.vocab_size", options.vocab_size}};
+  for (const auto& [key, value] : overrides) {
+    if (value < 0)
+      return Error{std::string(key) + " must be positive (or 0 for the preset's value), got " + str(value)};
+  }
+  if (options.n_layer > 0) model.n_layer = options.n_layer;
+  if (options.n_embd > 0) model.n_embd = options.n_embd;
+  if (options.n_head > 0) model.n_head = options.n_head;
+  if (options.block_size > 0) model.block_size = options.block_size;
+  if (options.vocab_size > 0) model.vocab_size = options.vocab_size;
+  model.padded_vocab_size = compute::padded_vocab(model.vocab_size);
+  if (Status valid = compute::validate(model); !valid) return valid.error();
+  return model;
+}
+
+// The first problem with the train, data and sample keys, given the resolved model.
+std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTConfig& model) {
+  const TrainOptions& t = c.train;
+  if (t.steps <= 0) return "train.steps must be positive, got " + str(t.steps);
+  if (t.batch_size <= 0) return "train.batch_size must be positive, got " + str(t.batch_size);
+  if (t.seq_len < 0) return "train.seq_len must be positive (or 0 for model.block_size), got " + str(t.seq_len);
+  if (t.seq_len > model.block_size)
+    return "train.seq_len " + str(t.seq_len) + " exceeds model.block_size " + str(model.block_size);
+  if (t.grad_accum <= 0) return "train.grad_accum must be positive, got " + str(t.grad_accum);
+  if (!(t.lr > 0)) return "train.lr must be positive, got " + str(t.lr);
+  if (!(t.min_lr >= 0)) return "train.min_lr must not be negative, got " + str(t.min_lr);
+  if (t.min_lr > t.lr) return "train.min_lr " + str(t.min_lr) + " exceeds train.lr " + str(t.lr);
+  if (t.warmup_steps < 0) return "train.warmup_steps must not be negative, got " + str(t.warmup_steps);
+  if (!(t.beta1 >= 0 && t.beta1 < 1)) return "train.beta1 must be in [0, 1), got " + str(t.beta1);
+  if (!(t.beta2 >= 0 && t.beta2 < 1)) return "train.beta2 must be in [0, 1), got " + str(t.beta2);
+  if (!(t.eps > 0)) return "train.eps must be positive, got " + str(t.eps);
+  if (!(t.weight_decay >= 0)) return "train.weight_decay must not be negative, got " + str(t.weight_decay);
+  if (!(t.grad_clip >= 0)) return "train.grad_clip must not be negative (0 = off), got " + str(t.grad_clip);
+  if (t.zero < 0 || t.zero > 2) return "train.zero must be 0, 1 or 2, got " + str(t.zero);
+  if (t.threads < 0) return "train.threads must not be negative (0 = all cores), got " + str(t.threads);
+  if (t.backend != "cpu" && t.backend != "cuda" && t.backend != "cuda-bf16")
+    return "train.backend '" + t.backend + "' is not a backend (known: cpu, cuda, cuda-bf16)";
+  if (t.backend != "cpu" && t.zero != 0)
+    return "train.zero " + str(t.zero) + " works with train.backend cpu only so far: ZeRO over NCCL is not wired; use 0";
+  if (t.val_every < 0) return "train.val_every must not be negative (0 = only at the end), got " + str(t.val_every);
+  if (t.val_batches <= 0) return "train.val_batches must be positive, got " + str(t.val_batches);
+  if (t.log_every <= 0) return "train.log_every must be positive, got " + str(t.log_every);
+
+  const DataOptions& d = c.data;
+  if (d.train_tokens.empty() && d.corpus.empty()) return "data.corpus is empty and data.train_tokens is not set";
+  if (d.train_tokens.empty() && !d.val_tokens.empty())
+    return "data.val_tokens '" + d.val_tokens + "' needs data.train_tokens as well";
+  if (d.train_tokens.empty() && model.vocab_size < 256)
+    return "model.vocab_size " + str(model.vocab_size) + " is too small for the byte tokens of data.corpus (256)";
+  if (!(d.val_fraction > 0 && d.val_fraction < 1))
+    return "data.val_fraction must be in (0, 1), got " + str(d.val_fraction);
+
+  const SampleOptions& s = c.sample;
+  if (s.tokens < 0) return "sample.tokens must not be negative (0 = no sample), got " + str(s.tokens);
+  if (!(s.temperature > 0)) return "sample.temperature must be positive, got " + str(s.temperature);
+  if (s.top_k < 0) return "sample.top_k must not be negative (0 = all tokens), got " + str(s.top_k);
+  if (s.top_k > model.vocab_size)
+    return "sample.top_k " + str(s.top_k) + " exceeds model.vocab_size " + str(model.vocab_size);
+
+  const PipelineOptions& p = c.pipeline;
+  auto kind = schedules::parse_schedule_kind(p.schedule);
+  if (!kind) return "pipeline.schedule: " + kind.error().message;
+  if (Status shape = schedules::check_schedule_shape(*kind, p.stages, p.microbatches, p.virtual_stages); !shape)
+    return "pipeline: " + shape.error().message;
+  if (p.stages > 1 || p.virtual_stages > 1) {
+    auto split = p.virtual_stages > 1 ? compute::split_layers_interleaved(model, p.stages, p.virtual_stages)
+                                      : compute::split_layers(model, p.stages);
+    if (!split) return "pipeline: " + split.error().message;
+    if (t.zero != 0) return "train.zero " + str(t.zero) + " is not supported with pipeline.stages > 1 yet; use 0";
+    if (t.backend != "cpu")
+      return "pipeline.stages > 1 works with train.backend cpu only so far: pipeline transfers over NCCL are not wired "
+             "(got '" + t.backend + "')";
+    if (t.grad_accum != 1)
+      return "train.grad_accum must be 1 with pipeline.stages > 1 (pipeline.microbatches accumulates), got " +
+             str(t.grad_accum);
+  }
+
+  const FaultOptions& f = c.fault;
+  if (!(f.heartbeat_seconds > 0)) return "fault.heartbeat_seconds must be positive, got " + str(f.heartbeat_seconds);
+  // One late heartbeat must not look like a hang.
+  if (!(f.heartbeat_timeout >= 2 * f.heartbeat_seconds))
+    return "fault.heartbeat_timeout " + str(f.heartbeat_timeout) + " must be at least twice fault.heartbeat_seconds " +
+           str(f.heartbeat_seconds);
+  if (!(f.step_timeout >= 0)) return "fault.step_timeout must not be negative (0 = off), got " + str(f.step_timeout);
+  if (f.max_restarts < 0) return "fault.max_restarts must not be negative, got " + str(f.max_restarts);
+
+  const CheckpointOptions& k = c.checkpoint;
+  if (k.every < 0) return "checkpoint.every must not be negative (0 = only after the last step), got " + str(k.every);
+  if (k.keep_last < 1) return "checkpoint.keep_last must be at least 1, got " + str(k.keep_last);
+  if (k.resume && k.dir.empty()) return "checkpoint.resume (--resume) needs checkpoint.dir: where are the checkpoints?";
+
+  const MonitorOptions& mon = c.monitor;
+  if (mon.metrics_port < -1 || mon.metrics_port > 65535)
+    return "monitor.metrics_port must be -1 (off), 0 (any free port) or a port up to 65535, got " +
+           str(mon.metrics_port);
+  if (in_addr address{}; ::inet_pton(AF_INET, mon.metrics_bind.c_str(), &address) != 1)
+    return "monitor.metrics_bind '" + mon.metrics_bind + "' is not an IPv4 address such as 127.0.0.1 or 0.0.0.0";
+  if (!(mon.peak_flops >= 0)) return "monitor.peak_flops must not be negative (0 = measure), got " + str(mon.peak_flops);
+  if (auto format = monitor::parse_log_format(mon.log_format); !format)
+    return "monitor.log_format: " + format.error().message;
+  if (auto levels = monitor::parse_log_levels(mon.log_level); !levels)
+    return "monitor.log_level: " + levels.error().message;
+  if (mon.control_port < 0 || mon.control_port > 65535)
+    return "monitor.control_port must be 0 (any free port) or a port up to 65535, got " + str(mon.control_port);
+  if (in_addr address{}; ::inet_pton(AF_INET, mon.control_bind.c_str(), &address) != 1)
+    return "monitor.control_bind '" + mon.control_bind + "' is not an IPv4 address such as 127.0.0.1 or 0.0.0.0";
+  return std::nullopt;
+}
+
+}  // namespace
+
+Expected<ResolvedJob> resolve(const JobConfig& config) {
+  auto model = resolve_model(config.model);
+  if (!model) return model.error();
+  ResolvedJob job{config, *model};
+  if (auto problem = problem_with(job.config, job.model)) return Error{*problem};
+  if (job.config.train.seq_len == 0) job.config.train.seq_len = job.model.block_size;
+  for (const ConfigKey& key : config_keys()) job.settings.emplace_back(key.name, format_text(job.config, key));
+  return job;
+}
+
+}  // namespace troupe::apps

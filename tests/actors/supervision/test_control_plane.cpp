@@ -1,0 +1,269 @@
+// The control plane across real process boundaries: a job supervisor in this process, node
+// supervisors in separate test_actors_node processes over loopback. Every message type on the
+// wire (join, join result, start with its node entries and byte blobs, node done, stop,
+// heartbeat) crosses a process boundary here; the catalogue's serialization is pinned by a round
+// trip as well.
+
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
+
+#include "actors/actor_system_setup.hpp"
+#include "actors/supervision/job_supervisor.hpp"
+
+extern char** environ;
+
+using namespace troupe::actors;
+using Catch::Contains;
+
+namespace {
+
+constexpr const char* token = "s3cret";
+constexpr const char* build = "test-build";
+constexpr std::uint64_t config_hash = 42;
+
+struct NodeProcess {
+  pid_t pid = -1;
+
+  static NodeProcess start(std::uint16_t port, int node_index, const std::string& behaviour,
+                           const std::string& node_token = token, const std::string& node_build = build) {
+    std::vector<std::string> args{TEST_ACTORS_NODE,  std::to_string(port), std::to_string(node_index), node_token,
+                                  node_build,        std::to_string(config_hash), behaviour};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    NodeProcess p;
+    REQUIRE(posix_spawn(&p.pid, argv[0], nullptr, nullptr, argv.data(), environ) == 0);
+    return p;
+  }
+
+  // The exit code, or nullopt if it has not exited within the timeout (it is then killed).
+  std::optional<int> wait(std::chrono::seconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    int status = 0;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return std::nullopt;
+  }
+};
+
+JobPlan plan_of(int nodes, std::chrono::milliseconds join_timeout = std::chrono::seconds(20)) {
+  JobPlan plan{token, build, config_hash, {}, join_timeout, std::chrono::seconds(10), std::chrono::milliseconds(0)};
+  for (int i = 0; i < nodes; ++i) plan.nodes.push_back({i, "localhost", 1 + i, i * (i + 1) / 2});
+  return plan;
+}
+
+struct Job {
+  TroupeConfig cfg;
+  caf::actor_system system{cfg};
+  caf::scoped_actor listener{system};
+  caf::actor supervisor;
+  std::uint16_t port = 0;
+
+  explicit Job(JobPlan plan) {
+    supervisor = spawn_job_supervisor(system, std::move(plan), listener);
+    auto published = system.middleman().publish(supervisor, 0, "127.0.0.1", true);
+    REQUIRE(published);
+    port = *published;
+  }
+  ~Job() { caf::anon_send_exit(supervisor, caf::exit_reason::user_shutdown); }
+
+  std::optional<job_outcome_msg> outcome(std::chrono::seconds timeout) {
+    std::optional<job_outcome_msg> result;
+    listener->receive([&](done_atom, const job_outcome_msg& o) { result = o; },
+                      caf::after(timeout) >> [] {});
+    return result;
+  }
+};
+
+template <class T>
+T round_trip(caf::actor_system& system, const T& value) {
+  std::vector<char> buffer;
+  caf::binary_serializer sink{system, buffer};
+  T copy = value;
+  REQUIRE(!sink(copy));
+  caf::binary_deserializer source{system, buffer};
+  T result;
+  REQUIRE(!source(result));
+  return result;
+}
+
+}  // namespace
+
+TEST_CASE("nodes join, receive every peer in the start message, and finish the job", "[actors]") {
+  Job job(plan_of(3));
+  std::vector<NodeProcess> nodes;
+  for (int i = 0; i < 3; ++i) nodes.push_back(NodeProcess::start(job.port, i, "check"));
+  auto outcome = job.outcome(std::chrono::seconds(30));
+  REQUIRE(outcome);
+  INFO(outcome->reason);
+  CHECK(outcome->exit_code == 0);
+  for (auto& n : nodes) CHECK(n.wait(std::chrono::seconds(10)) == 0);
+}
+
+TEST_CASE("a node with the wrong token is rejected and the job goes on", "[actors]") {
+  Job job(plan_of(2));
+  auto impostor = NodeProcess::start(job.port, 0, "check", "wrong-token");
+  CHECK(impostor.wait(std::chrono::seconds(15)) == 2);
+  auto good0 = NodeProcess::start(job.port, 0, "check");
+  auto good1 = NodeProcess::start(job.port, 1, "check");
+  auto outcome = job.outcome(std::chrono::seconds(30));
+  REQUIRE(outcome);
+  CHECK(outcome->exit_code == 0);
+  CHECK(good0.wait(std::chrono::seconds(10)) == 0);
+  CHECK(good1.wait(std::chrono::seconds(10)) == 0);
+}
+
+TEST_CASE("a node of the job running another build fails the job at once, named", "[actors]") {
+  Job job(plan_of(2));
+  auto good = NodeProcess::start(job.port, 0, "check");
+  auto stale = NodeProcess::start(job.port, 1, "check", token, "other-build");
+  auto outcome = job.outcome(std::chrono::seconds(15));
+  REQUIRE(outcome);
+  CHECK(outcome->exit_code == 2);
+  CHECK_THAT(outcome->reason, Contains("node 1 (localhost") &&
+                                  Contains("cannot join: build other-build differs from the job's test-build"));
+  CHECK(stale.wait(std::chrono::seconds(10)) == 2);
+  good.wait(std::chrono::seconds(10));
+}
+
+TEST_CASE("a node that fails ends the job with its name and stops the others", "[actors]") {
+  Job job(plan_of(2));
+  auto worker = NodeProcess::start(job.port, 0, "hang");
+  auto failing = NodeProcess::start(job.port, 1, "fail");
+  auto outcome = job.outcome(std::chrono::seconds(30));
+  REQUIRE(outcome);
+  CHECK(outcome->exit_code == 1);
+  CHECK_THAT(outcome->reason, Contains("node 1") && Contains("deliberate failure"));
+  CHECK(failing.wait(std::chrono::seconds(10)) == 1);
+  // The waiting worker honours the stop that its node supervisor passes on.
+  CHECK(worker.wait(std::chrono::seconds(10)) == 1);
+}
+
+TEST_CASE("a node killed with SIGKILL is named within seconds, not waited for", "[actors]") {
+  Job job(plan_of(2));
+  auto victim = NodeProcess::start(job.port, 0, "hang");
+  auto other = NodeProcess::start(job.port, 1, "hang");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const auto killed_at = std::chrono::steady_clock::now();
+  kill(victim.pid, SIGKILL);
+  auto outcome = job.outcome(std::chrono::seconds(15));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  REQUIRE(outcome);
+  std::printf("lost node reported %.3f s after SIGKILL: %s\n", seconds, outcome->reason.c_str());
+  CHECK(outcome->exit_code == 1);
+  CHECK_THAT(outcome->reason, Contains("lost node 0"));
+  CHECK(seconds < 5.0);
+  victim.wait(std::chrono::seconds(2));
+  other.wait(std::chrono::seconds(2));
+}
+
+TEST_CASE("a stopped node process is named by its missing heartbeat", "[actors]") {
+  JobPlan plan = plan_of(2);
+  plan.heartbeat_timeout = std::chrono::seconds(1);
+  Job job(std::move(plan));
+  auto running = NodeProcess::start(job.port, 0, "hang");
+  auto frozen = NodeProcess::start(job.port, 1, "hang");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const auto stopped_at = std::chrono::steady_clock::now();
+  kill(frozen.pid, SIGSTOP);
+  auto outcome = job.outcome(std::chrono::seconds(15));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped_at).count();
+  REQUIRE(outcome);
+  std::printf("stopped node reported %.3f s after SIGSTOP: %s\n", seconds, outcome->reason.c_str());
+  CHECK(outcome->exit_code == 1);
+  CHECK_THAT(outcome->reason, Contains("node 1 (localhost") && Contains("sent no heartbeat for") &&
+                                  Contains("hung or stopped") && Contains("in step 1"));
+  CHECK(seconds < 4.0);
+  CHECK(running.wait(std::chrono::seconds(10)) == 1);
+  kill(frozen.pid, SIGKILL);
+  frozen.wait(std::chrono::seconds(5));
+}
+
+TEST_CASE("the step watchdog names the stuck rank first and what the others wait for", "[actors]") {
+  JobPlan plan = plan_of(3);
+  plan.step_timeout = std::chrono::seconds(1);
+  Job job(std::move(plan));
+  auto waiting0 = NodeProcess::start(job.port, 0, "hang");
+  auto stuck = NodeProcess::start(job.port, 1, "busy");
+  auto waiting2 = NodeProcess::start(job.port, 2, "hang");
+  auto outcome = job.outcome(std::chrono::seconds(20));
+  REQUIRE(outcome);
+  std::printf("%s\n", outcome->reason.c_str());
+  CHECK(outcome->exit_code == 1);
+  const std::string& r = outcome->reason;
+  CHECK_THAT(r, Catch::StartsWith("no progress for") && Contains("(limit 1.0 s)"));
+  // plan_of gives node i the first rank i(i+1)/2: node 1 is rank 1, node 2 rank 3.
+  const auto culprit = r.find("rank 1 (node 1"), victim0 = r.find("rank 0 (node 0"), victim2 = r.find("rank 3 (node 2");
+  REQUIRE(culprit != std::string::npos);
+  REQUIRE(victim0 != std::string::npos);
+  REQUIRE(victim2 != std::string::npos);
+  CHECK(culprit < victim0);
+  CHECK_THAT(r.substr(culprit, victim0 - culprit), Contains("in step 1, not waiting for any message"));
+  CHECK_THAT(r.substr(victim0), Contains("in step 1, waiting") && Contains("for a message that never comes"));
+  for (auto* n : {&waiting0, &stuck, &waiting2}) CHECK(n->wait(std::chrono::seconds(10)) == 1);
+}
+
+TEST_CASE("nodes that never join fail the job at the join deadline, named", "[actors]") {
+  Job job(plan_of(2, std::chrono::milliseconds(1500)));
+  auto only = NodeProcess::start(job.port, 0, "check");
+  auto outcome = job.outcome(std::chrono::seconds(15));
+  REQUIRE(outcome);
+  CHECK(outcome->exit_code == 2);
+  CHECK_THAT(outcome->reason, Contains("nodes 1 (localhost) did not join"));
+  CHECK(only.wait(std::chrono::seconds(10)).has_value());
+}
+
+TEST_CASE("every catalogue message without an actor handle survives serialization", "[actors]") {
+  TroupeConfig cfg;
+  caf::actor_system system{cfg};
+  // join_msg and rescue_msg carry an actor handle, which only deserializes with the middleman's
+  // proxy registry: they are pinned by cross-process tests instead (rescue_msg by
+  // tests/apps/commands/test_drill.cpp's kill-node).
+  auto r = round_trip(system, join_result_msg{false, "why"});
+  CHECK((!r.accepted && r.reason == "why"));
+  start_msg s{3,
+              {node_entry{0, 0, 1, "a", {byte_blob{{9}}}, {device_group_id{1, 0, byte_blob{{1, 2, 3}}}}},
+               node_entry{1, 1, 2, "b", {byte_blob{}, byte_blob{{7, 8}}}}}};
+  auto s2 = round_trip(system, s);
+  REQUIRE(s2.nodes.size() == 2);
+  REQUIRE(s2.nodes[1].comm_addresses.size() == 2);
+  CHECK((s2.world_size == 3 && s2.nodes[1].slots == 2 && s2.nodes[0].comm_addresses.at(0).bytes[0] == 9 &&
+         s2.nodes[1].comm_addresses[1].bytes == std::vector<std::uint8_t>{7, 8}));
+  REQUIRE(s2.nodes[0].device_group_ids.size() == 1);
+  CHECK((s2.nodes[0].device_group_ids[0].group == 1 && s2.nodes[0].device_group_ids[0].leader_rank == 0 &&
+         s2.nodes[0].device_group_ids[0].id.bytes == std::vector<std::uint8_t>{1, 2, 3}));
+  CHECK(s2.nodes[1].device_group_ids.empty());
+  auto d = round_trip(system, node_done_msg{4, 3, "x"});
+  CHECK((d.node_index == 4 && d.exit_code == 3 && d.reason == "x"));
+  auto st = round_trip(system, stop_msg{1, "y"});
+  CHECK((st.exit_code == 1 && st.reason == "y"));
+  auto o = round_trip(system, job_outcome_msg{1, "z", "node_lost", {1, 3}, 5, {3}});
+  CHECK((o.exit_code == 1 && o.reason == "z" && o.failure_kind == "node_lost" &&
+         o.failed_nodes == std::vector<int>{1, 3} && o.rescued_step == 5 && o.drop_nodes == std::vector<int>{3}));
+  auto rd = round_trip(system, rescue_done_msg{2, 7, "disk full"});
+  CHECK((rd.rank == 2 && rd.step == 7 && rd.error == "disk full"));
+  auto h = round_trip(system, heartbeat_msg{5, {worker_beat{7, 12, 13, 0.75, "step 13", "the gradient sums", 2.5},
+                                                 worker_beat{8, 1, 2, 0, "", "", 0}}});
+  REQUIRE(h.workers.size() == 2);
+  const worker_beat& w = h.workers[0];
+  CHECK((h.node_index == 5 && w.rank == 7 && w.steps_done == 12 && w.progress == 13 && w.idle_seconds == 0.75 &&
+         w.activity == "step 13" && w.waiting_for == "the gradient sums" && w.waiting_seconds == 2.5 &&
+         h.workers[1].rank == 8));
+}

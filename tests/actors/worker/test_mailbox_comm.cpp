@@ -1,0 +1,75 @@
+// A worker's data plane: transfers and collectives posted through MailboxComm complete as
+// messages in the posting actor's mailbox, between real processes over UCX.
+
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include "actors/actor_system_setup.hpp"
+#include "actors/worker/mailbox_comm.hpp"
+#include "comm/bootstrap.hpp"
+#include "comm/grid.hpp"
+
+using namespace troupe;
+using namespace troupe::actors;
+
+namespace {
+
+comm::MessageKey key(std::uint16_t index) { return {comm::MessageKind::point_to_point, 7, 0, index}; }
+
+compute::Tensor filled(std::int64_t n, float base) {
+  compute::Tensor t = compute::Tensor::zeros({n}, compute::DType::f32);
+  for (std::int64_t i = 0; i < n; ++i) t.data_as<float>()[i] = base + static_cast<float>(i);
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("transfers and collectives complete as messages to the posting actor, waited for one by one", "[actors]") {
+  auto results = comm::run_local_ranks(
+      2,
+      [](comm::Engine& engine) -> Expected<std::vector<std::uint8_t>> {
+        TroupeConfig cfg;
+        caf::actor_system system{cfg};
+        caf::scoped_actor self{system};
+        MailboxComm mailbox(self.ptr());
+        const int peer = 1 - engine.rank();
+        auto comm = comm::Communicator::create(engine, comm::world_group(comm::Grid{2, 1, 1}));
+        if (!comm) return comm.error();
+        // Two messages each way; each rank waits for the second first, so a completion that
+        // arrives before its wait must be kept for it.
+        compute::Tensor in1 = compute::Tensor::zeros({1000}, compute::DType::f32);
+        compute::Tensor in2 = compute::Tensor::zeros({3}, compute::DType::f32);
+        auto r1 = mailbox.recv(engine, peer, key(1), in1);
+        auto r2 = mailbox.recv(engine, peer, key(2), in2);
+        mailbox.send(engine, peer, key(1), filled(1000, 10.0f * engine.rank()));
+        mailbox.send(engine, peer, key(2), filled(3, 100.0f + engine.rank()));
+        if (Status s = mailbox.wait(r2); !s) return s.error();
+        if (in2.data_as<float>()[2] != 102.0f + peer) return Error{"second message has the wrong contents"};
+        if (Status s = mailbox.wait(r1); !s) return s.error();
+        if (in1.data_as<float>()[999] != 10.0f * peer + 999.0f) return Error{"first message has the wrong contents"};
+        compute::Tensor sum = filled(5, static_cast<float>(engine.rank()));
+        mailbox.all_reduce(**comm, sum);
+        if (Status s = mailbox.wait_all(); !s) return s.error();
+        if (sum.data_as<float>()[4] != 9.0f) return Error{"all-reduce result " + std::to_string(sum.data_as<float>()[4])};
+        return std::vector<std::uint8_t>{1};
+      },
+      std::chrono::seconds(60));
+  REQUIRE(results);
+  for (const auto& r : *results) {
+    INFO(r.error);
+    CHECK(r.ok);
+  }
+}
+
+TEST_CASE("take_orders returns after its limit when nothing came and throws on a stop request", "[actors]") {
+  TroupeConfig cfg;
+  caf::actor_system system{cfg};
+  caf::scoped_actor self{system};
+  MailboxComm mailbox(self.ptr());
+  const auto start = std::chrono::steady_clock::now();
+  mailbox.take_orders(std::chrono::milliseconds(50));
+  CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(50));
+  self->send(self, stop_atom_v, stop_msg{1, "node 2 was lost"});
+  CHECK_THROWS_WITH(mailbox.take_orders(std::chrono::seconds(10)), "node 2 was lost");
+}

@@ -1,0 +1,38 @@
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "apps/commands/commands.hpp"
+
+using namespace troupe;
+using namespace troupe::apps;
+
+namespace {
+
+std::string problem(const BenchComputeOptions& options) {
+  const Status status = validate(options);
+  return status.ok() ? "" : status.error().message;
+}
+
+}  // namespace
+
+TEST_CASE("bench compute options are checked before the benchmark runs", "[cli]") {
+  BenchComputeOptions options{{"tiny", "small"}};
+  CHECK(problem(options) == "");
+  options.models = {"tiny", "big"};
+  CHECK(problem(options) == "--models: 'big' is not a preset (known: tiny, small, gpt2)");
+  options.models = {};
+  CHECK(problem(options) == "--models is empty; give one or more of tiny, small, gpt2");
+  options.models = {"gpt2"};
+  options.batch = 0;
+  CHECK(problem(options) == "--batch must be positive, got 0");
+  options.batch = 1;
+  options.threads = -1;
+  CHECK(problem(options) == "--threads must not be negative (0 = all cores), got -1");
+  options.threads = 0;
+  options.steps = 0;
+  CHECK(problem(options) == "--steps must be positive, got 0");
+  options.steps = 1;
+  options.warmup = -1;
+  CHECK(problem(options) == "--warmup must not be negative, got -1");
+}

@@ -1,0 +1,368 @@
+// troupe shell against live 2-node jobs (docs/shell.md): an interactive session driven through a
+// pseudo-terminal (status, top, pause/resume, checkpoint, kill node 1 and the reconnect after
+// the restart), one-shot -c commands, hostile input on the control ports (wrong and missing
+// tokens, garbage bytes, a frame that claims to be huge) and a drain. The job goes on and finishes.
+
+#include <catch2/catch.hpp>
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include <caf/io/all.hpp>
+
+#include "actors/actor_system_setup.hpp"
+#include "actors/messages.hpp"
+#include "apps/run_troupe.hpp"
+#include "apps/commands/watched_run.hpp"
+#include "support/run_process.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace troupe::test;
+using Catch::Contains;
+using Clock = std::chrono::steady_clock;
+using std::chrono::seconds;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A 2-node tiny job in the background with checkpoints in dir/ck and its token file under dir.
+struct LiveJob {
+  std::unique_ptr<troupe::apps::WatchedRun> run;
+  std::string control;     // HOST:PORT of the monitor
+  int control_port = 0;
+  int job_port = 0;        // the job supervisor's
+  std::string token_file;
+
+  LiveJob(const TempDir& dir, long steps) {
+    auto started = troupe::apps::WatchedRun::start(
+        {TROUPE_BINARY_DIR "/troupe", "train", "--workers", "2", "--model.preset", "tiny", "--train.steps",
+         std::to_string(steps), "--train.threads", "1", "--sample.tokens", "0", "--train.val_every", "0",
+         "--train.val_batches", "1", "--train.log_every", "10", "--checkpoint.dir", dir.file("ck"),
+         "--checkpoint.every", "100000", "--fault.heartbeat_seconds", "0.2"},
+        {"XDG_RUNTIME_DIR=" + dir.path().string()}, dir.file("job.log"));
+    REQUIRE(started);
+    run = std::move(*started);
+    auto banner = run->wait_for_line(std::regex("monitor: troupe shell (127\\.0\\.0\\.1:(\\d+)) \\(the job's token is in (.+)\\)"),
+                                     seconds(30));
+    REQUIRE(banner);
+    std::smatch m;
+    REQUIRE(std::regex_search(banner->text, m, std::regex("troupe shell (127\\.0\\.0\\.1:(\\d+)) \\(the job's token is in (.+)\\)")));
+    control = m[1].str();
+    control_port = std::stoi(m[2].str());
+    token_file = m[3].str();
+    auto supervisor = run->wait_for_line(std::regex("job supervisor on 127\\.0\\.0\\.1:(\\d+)"), seconds(5));
+    REQUIRE(supervisor);
+    REQUIRE(std::regex_search(supervisor->text, m, std::regex("on 127\\.0\\.0\\.1:(\\d+)")));
+    job_port = std::stoi(m[1].str());
+    REQUIRE(run->wait_for_line(std::regex("step +10/"), seconds(60)));
+  }
+  ~LiveJob() {
+    if (run) run->kill_all();
+  }
+  std::string log() const {
+    std::string text;
+    for (const auto& line : run->lines()) text += line.text + "\n";
+    return text;
+  }
+};
+
+// `troupe shell` on a pseudo-terminal, as a person types into it.
+class PtyShell {
+ public:
+  PtyShell(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+    pid_ = forkpty(&master_, nullptr, nullptr, nullptr);
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      for (const std::string& e : env) putenv(strdup(e.c_str()));
+      std::vector<char*> argv;
+      std::vector<std::string> all{TROUPE_BINARY_DIR "/troupe", "shell"};
+      all.insert(all.end(), args.begin(), args.end());
+      for (auto& a : all) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+  }
+  ~PtyShell() {
+    if (pid_ > 0 && !exited_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    close(master_);
+  }
+
+  void type(const std::string& keys) { REQUIRE(write(master_, keys.data(), keys.size()) == static_cast<ssize_t>(keys.size())); }
+
+  // Reads until `pattern` matches output after the last expect(), or `timeout`; the text read up to the match.
+  std::string expect(const std::string& pattern, seconds timeout = seconds(20)) {
+    const std::regex re(pattern);
+    for (const auto deadline = Clock::now() + timeout;;) {
+      std::smatch m;
+      const std::string fresh = output_.substr(mark_);
+      if (std::regex_search(fresh, m, re)) {
+        mark_ += static_cast<std::size_t>(m.position(0) + m.length(0));
+        return fresh.substr(0, static_cast<std::size_t>(m.position(0) + m.length(0)));
+      }
+      if (Clock::now() > deadline) FAIL("no '" << pattern << "' within " << timeout.count() << " s; the shell wrote:\n" << fresh);
+      pollfd p{master_, POLLIN, 0};
+      if (poll(&p, 1, 100) > 0) {
+        char buffer[4096];
+        const ssize_t n = read(master_, buffer, sizeof buffer);
+        if (n > 0) output_.append(buffer, static_cast<std::size_t>(n));
+      }
+    }
+  }
+
+  int wait_exit(seconds timeout) {
+    for (const auto deadline = Clock::now() + timeout; Clock::now() < deadline;) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        exited_ = true;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      }
+      pollfd p{master_, POLLIN, 0};
+      if (poll(&p, 1, 100) > 0) {
+        char buffer[4096];
+        if (const ssize_t n = read(master_, buffer, sizeof buffer); n > 0) output_.append(buffer, static_cast<std::size_t>(n));
+      }
+    }
+    return -2;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int master_ = -1;
+  bool exited_ = false;
+  std::string output_;
+  std::size_t mark_ = 0;
+};
+
+long step_in(const std::string& status) {
+  std::smatch m;
+  REQUIRE(std::regex_search(status, m, std::regex("step +(\\d+) / ")));
+  return std::stol(m[1].str());
+}
+
+ProcessResult shell_c(const TempDir& dir, const LiveJob& job, const std::string& command,
+                      std::vector<std::string> extra = {}) {
+  std::vector<std::string> args{"/usr/bin/env", "XDG_RUNTIME_DIR=" + dir.path().string(), TROUPE_BINARY_DIR "/troupe",
+                                "shell", job.control, "-c", command};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return run_process(args, dir.path().string(), seconds(60));
+}
+
+// Sends `bytes` to 127.0.0.1:port and waits for the peer to close (or 2 s).
+void send_raw(int port, const std::string& bytes) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  (void)send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  pollfd p{fd, POLLIN, 0};
+  char buffer[256];
+  for (const auto deadline = Clock::now() + seconds(2); Clock::now() < deadline;)
+    if (poll(&p, 1, 100) > 0 && recv(fd, buffer, sizeof buffer, 0) <= 0) break;
+  close(fd);
+}
+
+long resident_kib(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("troupe shell on a terminal: status, top, pause and resume, checkpoint, kill node 1 and reconnect",
+          "[shell][dp]") {
+  TempDir dir;
+  LiveJob job(dir, 2000);
+  PtyShell shell({job.control}, {"XDG_RUNTIME_DIR=" + dir.path().string(), "HOME=" + dir.path().string()});
+  shell.expect("connected to the job: 2 nodes, 2 ranks, 2000 steps");
+  shell.expect("troupe> ");
+
+  shell.type("status\n");
+  const std::string status = shell.expect("ETA +\\S+");
+  CHECK_THAT(status, Contains("job       running") && Contains("grid      2 ranks: dp 2 x pp 1 x tp 1 on 2 nodes"));
+  CHECK(step_in(status) > 0);
+
+  shell.type("top\n");
+  shell.expect("rank  node +step +loss +step ms +tokens/s");
+  shell.expect("press any key to return");
+  shell.expect("press any key to return");  // redrawn
+  shell.type("q");
+  shell.expect("troupe> ");
+
+  shell.type("pause\n");
+  const std::string paused = shell.expect("paused after step (\\d+) on all 2 ranks");
+  const long at = std::stol(std::regex_replace(paused, std::regex("[\\s\\S]*paused after step (\\d+) on all[\\s\\S]*"), "$1"));
+  shell.type("status\n");
+  const long first = step_in(shell.expect("ETA +.*"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  shell.type("status\n");
+  const std::string still = shell.expect("ETA +.*");
+  CHECK(first == at);
+  CHECK(step_in(still) == at);  // steps stopped
+  CHECK_THAT(still, Contains("paused after step " + std::to_string(at)));
+
+  shell.type("checkpoint\n");
+  shell.expect("checkpoint after step " + std::to_string(at) + " written: ");
+  CHECK(fs::is_directory(dir.path() / "ck" / ("step-" + std::string(7 - std::to_string(at).size(), '0') + std::to_string(at))));
+
+  shell.type("resume\n");
+  shell.expect("resumed after step " + std::to_string(at));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  shell.type("status\n");
+  CHECK(step_in(shell.expect("ETA +.*")) > at);  // and go on
+
+  shell.type("kill node 1\n");
+  shell.expect("kill node 1: SIGKILL sent to pid \\d+");
+  REQUIRE(job.run->wait_for_line(std::regex("restarting every node"), seconds(30)));
+  REQUIRE(job.run->wait_for_line(std::regex("resumed from .*step-"), seconds(60)));
+  shell.type("status\n");
+  shell.expect("job restarted after: lost node 1 .*\\(restart 1\\)", seconds(60));
+  const std::string after = shell.expect("ETA +.*");
+  CHECK_THAT(after, Contains("restart 1 of 3 after: lost node 1"));
+  CHECK(step_in(after) >= at);
+
+  shell.type("quit\n");
+  CHECK(shell.wait_exit(seconds(10)) == 0);
+}
+
+TEST_CASE("a node lost while the shell has the job paused is rescued from the survivor's memory at once",
+          "[shell][dp]") {
+  TempDir dir;
+  LiveJob job(dir, 2000);
+  const ProcessResult paused = shell_c(dir, job, "pause");
+  INFO("stderr: " << paused.err);
+  REQUIRE(paused.exit_code == 0);
+  std::smatch m;
+  REQUIRE(std::regex_search(paused.out, m, std::regex("paused after step (\\d+) on all 2 ranks")));
+  const std::string at = m[1].str();
+
+  const auto killed = Clock::now();
+  REQUIRE(shell_c(dir, job, "kill node 1").exit_code == 0);
+  // The paused survivor leaves its pause to write what it holds; before, it sat out the job's
+  // 60 s wait for the snapshot and the job fell back to the newest checkpoint.
+  const auto resumed = job.run->wait_for_line(std::regex("resumed from .* after step (\\d+)"), seconds(40));
+  INFO(job.log());
+  REQUIRE(resumed);
+  CHECK(Clock::now() - killed < seconds(40));
+  CHECK_THAT(resumed->text, Contains("after step " + at + " "));  // no step lost
+  CHECK_THAT(job.log(), Contains("writes its memory of step " + at + " as a rescue snapshot"));
+}
+
+TEST_CASE("troupe shell -c runs one command; a wrong token, garbage and a huge frame are refused; drain",
+          "[shell][dp]") {
+  TempDir dir;
+  LiveJob job(dir, 120);
+  const pid_t job_pid = job.run->pid();
+
+  const ProcessResult status = shell_c(dir, job, "status");
+  INFO("stderr: " << status.err);
+  CHECK(status.exit_code == 0);
+  CHECK_THAT(status.out, Contains("grid      2 ranks") && Contains("tokens/s"));
+
+  const ProcessResult loss = shell_c(dir, job, "loss");
+  CHECK(loss.exit_code == 0);
+  CHECK_THAT(loss.out, Contains("min ") && Contains("max ") && Contains("▁"));
+
+  const ProcessResult trace = shell_c(dir, job, "trace t.json 2");
+  CHECK(trace.exit_code == 0);
+  CHECK_THAT(trace.out, Contains("written to " + dir.file("t.json")));
+  CHECK_THAT(file_text(dir.file("t.json")), Contains("\"traceEvents\"") && Contains("\"rank 1\""));
+
+  const ProcessResult log = shell_c(dir, job, "log debug comm");
+  INFO("stderr: " << log.err);
+  CHECK(log.exit_code == 0);
+  CHECK(log.out == "log level debug for comm in the job process and 2 node process(es)\n");
+  const ProcessResult bad_level = shell_c(dir, job, "log loud");
+  CHECK(bad_level.exit_code == 1);
+  CHECK_THAT(bad_level.err, Contains("log: ") && Contains("loud"));
+
+  const ProcessResult bad = shell_c(dir, job, "kill worker 7");
+  CHECK(bad.exit_code == 1);
+  CHECK(bad.err == "troupe: error: kill worker: RANK must be 0 to 1, not '7'\n");
+  CHECK(shell_c(dir, job, "frobnicate").err == "troupe: error: unknown command 'frobnicate'; `help` lists the commands\n");
+
+  // A wrong token from a file, and none at all from a CAF client of our own: refused and logged.
+  const std::string wrong = dir.write("wrong.token", "0123456789abcdef0123456789abcdef\n");
+  const ProcessResult refused = shell_c(dir, job, "pause", {"--token-file", wrong});
+  CHECK(refused.exit_code == 1);
+  CHECK(refused.err == "troupe: error: refused: wrong job token\n");
+  {
+    troupe::actors::TroupeConfig cfg;
+    caf::actor_system system{cfg};
+    auto monitor = system.middleman().remote_actor("127.0.0.1", static_cast<std::uint16_t>(job.control_port));
+    REQUIRE(monitor);
+    caf::scoped_actor self{system};
+    troupe::actors::shell_reply_msg answer;
+    self->request(*monitor, seconds(10), troupe::actors::shell_atom_v, troupe::actors::shell_request_msg{"", "pause"})
+        .receive([&](troupe::actors::shell_reply_msg& r) { answer = r; }, [&](caf::error& e) { FAIL(to_string(e)); });
+    CHECK(!answer.ok);
+    CHECK(answer.text == "refused: no job token (give --token-file or TROUPE_TOKEN)");
+    self->request(*monitor, seconds(10), troupe::actors::shell_atom_v,
+                  troupe::actors::shell_request_msg{file_text(job.token_file).substr(0, 32), std::string(100000, 'x')})
+        .receive([&](troupe::actors::shell_reply_msg& r) { answer = r; }, [&](caf::error& e) { FAIL(to_string(e)); });
+    CHECK(answer.text == "refused: the request is longer than 4096 bytes");
+  }
+
+  // Garbage on both ports, then BASP headers that announce a 4 GiB payload.
+  const long before = resident_kib(job_pid);
+  std::string garbage(65536, '\0');
+  for (std::size_t i = 0; i < garbage.size(); ++i) garbage[i] = static_cast<char>(i * 7919 % 251);
+  for (int port : {job.control_port, job.job_port}) {
+    send_raw(port, garbage);
+    for (unsigned char operation = 0; operation < 8; ++operation) {
+      std::string header(32, '\0');
+      header[0] = static_cast<char>(operation);
+      header[4] = header[5] = header[6] = '\xff';
+      header[7] = '\xf0';
+      send_raw(port, header);
+    }
+  }
+  const long grown_mib = (resident_kib(job_pid) - before) / 1024;
+  INFO("the job process grew by " << grown_mib << " MiB");
+  CHECK(grown_mib < 64);
+
+  CHECK(shell_c(dir, job, "status").exit_code == 0);  // still answering
+
+  // Drain: a checkpoint, then the job goes on without node 1 (one replica, the same global batch).
+  const ProcessResult drain = shell_c(dir, job, "drain node 1");
+  INFO("stderr: " << drain.err);
+  CHECK(drain.exit_code == 0);
+  CHECK_THAT(drain.out, Contains("checkpoint after step") && Contains("the job restarts without node 1"));
+  const auto exit_code = job.run->wait_exit(seconds(120));
+  INFO(job.log());
+  REQUIRE(exit_code);
+  CHECK(*exit_code == 0);
+  CHECK_THAT(job.log(), Contains("shell request from") && Contains("refused: wrong job token") &&
+                            Contains("refused: no job token") && Contains("refused: 100032 bytes") &&
+                            Contains("control port: refused") && Contains("job port: refused") &&
+                            Contains("restarting every node without node 1"));
+}
+
+TEST_CASE("troupe shell refuses a bad address and says when no job answers", "[shell][cli]") {
+  TempDir dir;
+  check_rejected_in(dir, {"shell", "nowhere"}, "'nowhere' is not HOST:PORT");
+  const ProcessResult r =
+      run_process({"/usr/bin/env", "TROUPE_TOKEN=x", TROUPE_BINARY_DIR "/troupe", "shell", "127.0.0.1:1", "-c", "status"},
+                  dir.path().string(), seconds(20));
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::StartsWith("troupe: error: cannot reach the job at 127.0.0.1:1: "));
+}

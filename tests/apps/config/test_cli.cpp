@@ -1,0 +1,121 @@
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "apps/config/cli.hpp"
+#include "apps/config/keys.hpp"
+#include "apps/config/loader.hpp"
+#include "apps/config/value.hpp"
+#include "apps/config/unknown_arguments.hpp"
+
+using namespace troupe;
+using namespace troupe::apps;
+using Catch::Contains;
+
+namespace {
+
+// Parses args as `troupe train ARGS` would and applies the overrides to config.
+Status override_with(JobConfig& config, std::vector<std::string> args) {
+  CLI::App app{"test", "troupe"};
+  CLI::App* train = app.add_subcommand("train");
+  ConfigOverrides overrides;
+  overrides.add_options(*train);
+  train->allow_extras();
+  args.insert(args.begin(), "train");
+  std::reverse(args.begin(), args.end());  // CLI11 takes the arguments as a stack
+  app.parse(args);
+  if (Status extras = reject_unknown_arguments(*train); !extras) return extras;
+  return overrides.apply(config);
+}
+
+}  // namespace
+
+TEST_CASE("both override spellings set the key", "[cli]") {
+  JobConfig config;
+  REQUIRE(override_with(config, {"--train.steps", "12", "--model.preset=tiny", "--train.lr=0.003"}).ok());
+  CHECK(config.train.steps == 12);
+  CHECK(config.model.preset == "tiny");
+  CHECK(config.train.lr == 0.003);
+}
+
+TEST_CASE("a negative number is a value, not an option", "[cli]") {
+  JobConfig config;
+  REQUIRE(override_with(config, {"--train.steps", "-5"}).ok());
+  CHECK(config.train.steps == -5);
+}
+
+TEST_CASE("overrides win over the file and the last of a repeated key wins", "[cli]") {
+  auto config = load_config(TROUPE_SOURCE_DIR "/configs/small.toml");
+  REQUIRE(config.ok());
+  const int file_batch = config->train.batch_size;
+  REQUIRE(override_with(*config, {"--train.steps", "3", "--train.steps", "4", "--sample.prompt", "Hi"}).ok());
+  CHECK(config->train.steps == 4);
+  CHECK(config->sample.prompt == "Hi");
+  CHECK(config->train.batch_size == file_batch);
+}
+
+TEST_CASE("every key is an option", "[cli]") {
+  CLI::App app{"test"};
+  ConfigOverrides overrides;
+  overrides.add_options(app);
+  for (const ConfigKey& key : config_keys()) CHECK(app.get_option_no_throw("--" + std::string(key.name)) != nullptr);
+}
+
+TEST_CASE("a malformed override names the key and the text", "[cli]") {
+  JobConfig config;
+  auto bad = override_with(config, {"--train.steps", "ten"});
+  REQUIRE(!bad.ok());
+  CHECK(bad.error().message == "command line: train.steps: expected an integer, got 'ten'");
+  bad = override_with(config, {"--train.lr", "1e-3x"});
+  REQUIRE(!bad.ok());
+  CHECK(bad.error().message == "command line: train.lr: expected a number, got '1e-3x'");
+  bad = override_with(config, {"--model.n_embd", "99999999999"});
+  REQUIRE(!bad.ok());
+  CHECK(bad.error().message == "command line: model.n_embd: '99999999999' is out of range");
+  bad = override_with(config, {"--train.seed", "-1"});
+  REQUIRE(!bad.ok());
+  CHECK_THAT(bad.error().message, Contains("train.seed: expected a non-negative integer"));
+  bad = override_with(config, {"--train.eps", "inf"});
+  REQUIRE(!bad.ok());
+  CHECK_THAT(bad.error().message, Contains("train.eps: expected a finite number"));
+}
+
+TEST_CASE("an unknown option is named with the likely intended one", "[cli]") {
+  JobConfig config;
+  auto bad = override_with(config, {"--model.n_layr", "3"});
+  REQUIRE(!bad.ok());
+  CHECK(bad.error().message ==
+        "unknown option --model.n_layr (did you mean --model.n_layer?); see 'troupe train --help'");
+  bad = override_with(config, {"--steps=3"});
+  REQUIRE(!bad.ok());
+  CHECK_THAT(bad.error().message, Contains("unknown option --steps (did you mean --train.steps?)"));
+  bad = override_with(config, {"--frobnicate"});
+  REQUIRE(!bad.ok());
+  CHECK_THAT(bad.error().message, !Contains("did you mean"));
+  bad = override_with(config, {"stray"});
+  REQUIRE(!bad.ok());
+  CHECK_THAT(bad.error().message, Contains("unexpected argument 'stray'"));
+}
+
+TEST_CASE("set_from_text and format_value agree on every default", "[config]") {
+  const JobConfig defaults;
+  for (const ConfigKey& key : config_keys()) {
+    if (type_name(key) == "string") continue;  // strings are written quoted, read raw
+    JobConfig config;
+    const std::string text = format_value(defaults, key);
+    INFO(key.name << " = " << text);
+    REQUIRE(set_from_text(config, key, text, "test").ok());
+    CHECK(format_value(config, key) == text);
+  }
+}
+
+TEST_CASE("numbers are written the way a user would write them", "[config]") {
+  CHECK(format_number(1e-3) == "0.001");
+  CHECK(format_number(0.95) == "0.95");
+  CHECK(format_number(1e-8) == "1e-08");
+  CHECK(format_number(2.0) == "2.0");
+  JobConfig config;
+  CHECK(format_value(config, *find_config_key("sample.prompt")) == "\"\\n\"");
+  CHECK(format_value(config, *find_config_key("train.steps")) == "200");
+}

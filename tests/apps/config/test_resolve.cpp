@@ -1,0 +1,129 @@
+#include <catch2/catch.hpp>
+
+#include <functional>
+#include <string>
+
+#include "apps/config/resolve.hpp"
+
+using namespace troupe;
+using namespace troupe::apps;
+using Catch::Contains;
+
+namespace {
+
+// The error resolve() gives for the defaults changed by edit.
+std::string resolve_error(const std::function<void(JobConfig&)>& edit) {
+  JobConfig config;
+  edit(config);
+  const auto job = resolve(config);
+  return job.ok() ? "" : job.error().message;
+}
+
+}  // namespace
+
+TEST_CASE("the defaults resolve to the small preset with seq_len = block_size", "[config]") {
+  auto job = resolve(JobConfig{});
+  REQUIRE(job.ok());
+  const auto small = *compute::gpt_preset("small");
+  CHECK(job->model.n_layer == small.n_layer);
+  CHECK(job->model.n_embd == small.n_embd);
+  CHECK(job->model.block_size == small.block_size);
+  CHECK(job->config.train.seq_len == small.block_size);
+}
+
+TEST_CASE("model keys override the preset and the vocabulary is padded", "[config]") {
+  JobConfig config;
+  config.model.preset = "tiny";
+  config.model.n_layer = 2;
+  config.model.vocab_size = 50257;
+  config.train.seq_len = 64;
+  auto job = resolve(config);
+  REQUIRE(job.ok());
+  CHECK(job->model.n_layer == 2);
+  CHECK(job->model.n_embd == compute::gpt_preset("tiny")->n_embd);
+  CHECK(job->model.vocab_size == 50257);
+  CHECK(job->model.padded_vocab_size == 50304);
+  CHECK(job->config.train.seq_len == 64);
+}
+
+TEST_CASE("an unknown preset lists the presets", "[config]") {
+  const auto message = resolve_error([](JobConfig& c) { c.model.preset = "huge"; });
+  CHECK(message == "model.preset 'huge' is not a preset (known: tiny, small, gpt2)");
+}
+
+TEST_CASE("model shape errors name the keys and values", "[config]") {
+  CHECK(resolve_error([](JobConfig& c) {
+          c.model.n_embd = 100;
+          c.model.n_head = 3;
+        }) == "model.n_embd (100) must be divisible by model.n_head (3)");
+  CHECK_THAT(resolve_error([](JobConfig& c) { c.model.n_layer = -1; }),
+             Contains("model.n_layer must be positive (or 0 for the preset's value), got -1"));
+  CHECK_THAT(resolve_error([](JobConfig& c) { c.model.vocab_size = 100; }),
+             Contains("model.vocab_size 100 is too small for the byte tokens"));
+}
+
+TEST_CASE("train errors name the key, the value and the problem", "[config]") {
+  using Edit = std::function<void(JobConfig&)>;
+  const std::vector<std::pair<Edit, std::string>> cases = {
+      {[](JobConfig& c) { c.train.steps = 0; }, "train.steps must be positive, got 0"},
+      {[](JobConfig& c) { c.train.steps = -5; }, "train.steps must be positive, got -5"},
+      {[](JobConfig& c) { c.train.batch_size = 0; }, "train.batch_size must be positive, got 0"},
+      {[](JobConfig& c) { c.train.seq_len = 512; }, "train.seq_len 512 exceeds model.block_size 256"},
+      {[](JobConfig& c) { c.train.seq_len = -1; },
+       "train.seq_len must be positive (or 0 for model.block_size), got -1"},
+      {[](JobConfig& c) { c.train.grad_accum = 0; }, "train.grad_accum must be positive, got 0"},
+      {[](JobConfig& c) { c.train.lr = 0; }, "train.lr must be positive, got 0.0"},
+      {[](JobConfig& c) { c.train.min_lr = -0.1; }, "train.min_lr must not be negative, got -0.1"},
+      {[](JobConfig& c) { c.train.min_lr = 0.01; }, "train.min_lr 0.01 exceeds train.lr 0.001"},
+      {[](JobConfig& c) { c.train.warmup_steps = -1; }, "train.warmup_steps must not be negative, got -1"},
+      {[](JobConfig& c) { c.train.beta1 = 1.0; }, "train.beta1 must be in [0, 1), got 1.0"},
+      {[](JobConfig& c) { c.train.beta2 = -0.5; }, "train.beta2 must be in [0, 1), got -0.5"},
+      {[](JobConfig& c) { c.train.eps = 0; }, "train.eps must be positive, got 0.0"},
+      {[](JobConfig& c) { c.train.weight_decay = -1; }, "train.weight_decay must not be negative, got -1.0"},
+      {[](JobConfig& c) { c.train.grad_clip = -1; }, "train.grad_clip must not be negative (0 = off), got -1.0"},
+      {[](JobConfig& c) { c.train.threads = -2; }, "train.threads must not be negative (0 = all cores), got -2"},
+      {[](JobConfig& c) { c.train.backend = "tpu"; }, "train.backend 'tpu' is not a backend (known: cpu, cuda, cuda-bf16)"},
+      {[](JobConfig& c) {
+         c.train.backend = "cuda-bf16";
+         c.train.zero = 1;
+       },
+       "train.zero 1 works with train.backend cpu only so far: ZeRO over NCCL is not wired; use 0"},
+      {[](JobConfig& c) {
+         c.train.backend = "cuda";
+         c.pipeline.stages = 2;
+       },
+       "pipeline.stages > 1 works with train.backend cpu only so far: pipeline transfers over NCCL are not wired "
+       "(got 'cuda')"},
+      {[](JobConfig& c) { c.train.val_every = -1; },
+       "train.val_every must not be negative (0 = only at the end), got -1"},
+      {[](JobConfig& c) { c.train.val_batches = 0; }, "train.val_batches must be positive, got 0"},
+      {[](JobConfig& c) { c.train.log_every = 0; }, "train.log_every must be positive, got 0"},
+  };
+  for (const auto& [edit, expected] : cases) CHECK(resolve_error(edit) == expected);
+}
+
+TEST_CASE("data, sample and fault errors name the key, the value and the problem", "[config]") {
+  using Edit = std::function<void(JobConfig&)>;
+  const std::vector<std::pair<Edit, std::string>> cases = {
+      {[](JobConfig& c) { c.data.corpus = ""; }, "data.corpus is empty and data.train_tokens is not set"},
+      {[](JobConfig& c) { c.data.val_tokens = "v.bin"; }, "data.val_tokens 'v.bin' needs data.train_tokens as well"},
+      {[](JobConfig& c) { c.data.val_fraction = 0; }, "data.val_fraction must be in (0, 1), got 0.0"},
+      {[](JobConfig& c) { c.data.val_fraction = 1; }, "data.val_fraction must be in (0, 1), got 1.0"},
+      {[](JobConfig& c) { c.sample.tokens = -1; }, "sample.tokens must not be negative (0 = no sample), got -1"},
+      {[](JobConfig& c) { c.sample.temperature = 0; }, "sample.temperature must be positive, got 0.0"},
+      {[](JobConfig& c) { c.sample.top_k = -1; }, "sample.top_k must not be negative (0 = all tokens), got -1"},
+      {[](JobConfig& c) { c.sample.top_k = 300; }, "sample.top_k 300 exceeds model.vocab_size 256"},
+      {[](JobConfig& c) { c.fault.heartbeat_seconds = 0; }, "fault.heartbeat_seconds must be positive, got 0.0"},
+      {[](JobConfig& c) { c.fault.heartbeat_timeout = 1.5; },
+       "fault.heartbeat_timeout 1.5 must be at least twice fault.heartbeat_seconds 1.0"},
+      {[](JobConfig& c) { c.fault.step_timeout = -1; }, "fault.step_timeout must not be negative (0 = off), got -1.0"},
+  };
+  for (const auto& [edit, expected] : cases) CHECK(resolve_error(edit) == expected);
+}
+
+TEST_CASE("a token file lifts the byte-vocabulary limit", "[config]") {
+  JobConfig config;
+  config.data.train_tokens = "train.bin";
+  config.model.vocab_size = 100;
+  CHECK(resolve(config).ok());
+}
