@@ -11,7 +11,7 @@
 //                   [--forward 1] [--backward 2] [--latency 0] [--print] [--trace FILE]
 //   troupe launch --hostfile FILE [--config FILE] [--section.name VALUE ...]
 //   troupe node   (started by launch)
-//   troupe drill SCENARIO [--at-step 3] [--target 1] [--workers 2] [--dir DIR] [--config FILE] [--section.name VALUE ...]
+//   troupe drill SCENARIO [--at-step 3] [--target 1] [--workers 2] [--dir DIR] [--keep] [--config FILE] [--section.name VALUE ...]
 //   troupe export --checkpoint DIR [--format safetensors] [--out model.safetensors]
 //   troupe shell HOST:PORT [-c COMMAND] [--token-file FILE]
 //
@@ -324,7 +324,13 @@ int main(int argc, char** argv) {
   drill_command->add_option("--workers", drill_options.workers, "node processes; 1 only for checkpoint scenarios")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
-  drill_command->add_option("--dir", drill_options.dir, "folder for the runs' checkpoints and logs")->type_name("DIR");
+  drill_command
+      ->add_option("--dir", drill_options.dir,
+                   "folder for the runs' checkpoints and logs (default: drill-SCENARIO-PID here); a folder named "
+                   "here stays after a PASS, only what the drill wrote in it is removed")
+      ->type_name("DIR");
+  drill_command->add_flag("--keep", drill_options.keep,
+                          "keep the drill's checkpoints and logs after a PASS (a FAIL always keeps them)");
   add_config_options(*drill_command, drill_config);
 
   ExportOptions export_options;

@@ -1,4 +1,4 @@
-# Finds every dependency named in DESIGN.md. Each is required except CUDA, which is detected.
+# Finds every dependency named in docs/design.md. Each is required except CUDA, which is detected.
 # scripts/install-deps.sh installs them all from Debian packages.
 
 find_package(Threads REQUIRED)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs every Debian package Troupe builds and runs with (see ../shared/DESIGN.md,
+# Installs every Debian package Troupe builds and runs with (see docs/design.md,
 # "Dependencies"). Idempotent: when all are present it changes nothing and asks no mirror.
 set -euo pipefail
 

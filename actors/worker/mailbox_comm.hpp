@@ -1,7 +1,7 @@
 #pragma once
 // The data plane as a worker actor uses it: collectives and point-to-point transfers posted to
 // the comm engine, whose completions come back to the worker as messages (comm_done_msg in its
-// mailbox), as DESIGN.md's data plane has it. The engine's progress thread sends the message
+// mailbox), as docs/design.md's data plane has it. The engine's progress thread sends the message
 // when an operation ends; the worker — a blocking actor, so heavy compute never runs on a
 // scheduler thread — receives completions only when it needs a result, computing meanwhile.
 // Its mailbox also brings stop requests: a stop that arrives while the worker waits ends the

@@ -1,5 +1,5 @@
-// troupe bench checkpoint: issue 5's two checkpoint figures, each against a reference measured in
-// the same run and the same folder.
+// troupe bench checkpoint: the two checkpoint figures with targets (docs/benchmarks.md), each
+// against a reference measured in the same run and the same folder.
 //
 // Throughput: a synchronous save of one process's whole state through RunCheckpoints (the save
 // after a run's last step: shard, sidecar record, manifest, rename, `latest`, every fsync), timed

@@ -111,13 +111,14 @@ int run_bench_checkpoint(const BenchCheckpointOptions& options);
 
 // troupe drill SCENARIO: runs the job undisturbed, then again with a fault injected, and prints a
 // verdict (detected after, recovered after, steps lost, final weights equal). Checkpoints go to
-// a folder per run under `dir`.
+// a folder per run under `dir`; after a PASS what the drill wrote is removed unless `keep`.
 struct DrillOptions {
   std::string scenario;  // kill-node, kill-worker, hang, slow-node, corrupt-checkpoint, kill-during-checkpoint, disk-full
   long at_step = 3;      // the fault comes after this step
   int target = 1;        // the node (kill-node, hang, slow-node) or rank (kill-worker) that fails
   int workers = 2;       // node processes (1: one process; only for the checkpoint scenarios)
   std::string dir;       // empty: drill-SCENARIO-PID in the current folder
+  bool keep = false;     // after a PASS keep what the drill wrote (a FAIL always keeps it)
 };
 int run_drill(const DrillOptions& options, const ResolvedJob& job);
 

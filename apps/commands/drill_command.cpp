@@ -53,6 +53,10 @@ class Drill {
   }
 
   Status prepare() {
+    // Recorded before anything is written, so that a PASS removes exactly what the drill made
+    // and nothing that was in a --dir folder before.
+    for (const char* name : {"job.toml", "undisturbed", "undisturbed.log", "drilled", "drilled.log"})
+      if (!fs::exists(dir_ / name)) created_.push_back(dir_ / name);
     std::error_code ec;
     fs::create_directories(dir_, ec);
     if (ec) return Error{"--dir " + dir_.string() + ": cannot create: " + ec.message()};
@@ -76,6 +80,14 @@ class Drill {
   long steps() const { return job_.config.train.steps; }
   long every() const { return every_; }
 
+  // After a PASS: what the drill created, and the folder itself unless the user named it (--dir)
+  // or it held something else already.
+  void remove_created() const {
+    std::error_code ec;
+    for (const fs::path& path : created_) fs::remove_all(path, ec);
+    if (options_.dir.empty()) fs::remove(dir_, ec);
+  }
+
   // The job with its checkpoints in dir()/name, as `troupe train` (1 worker) or with --workers.
   Expected<std::unique_ptr<WatchedRun>> start(const std::string& name, bool resume,
                                               const std::vector<std::string>& env = {}) const {
@@ -94,6 +106,7 @@ class Drill {
   DrillOptions options_;
   const ResolvedJob& job_;
   fs::path dir_;
+  std::vector<fs::path> created_;
   long every_ = 1;
 };
 
@@ -494,7 +507,7 @@ int run_drill(const DrillOptions& options, const ResolvedJob& job) {
   const auto started = Clock::now();
   if (const std::optional<int> code = (*reference)->wait_exit(seconds(1800)); code != 0) {
     std::fprintf(stderr, "troupe: error: the undisturbed run failed (exit %d); its output is in %s\n",
-                 code.value_or(-1), (drill.dir() / "undisturbed.log").c_str());
+                 code.value_or(-1), fs::absolute(drill.dir() / "undisturbed.log").c_str());
     return 1;
   }
   std::printf("undisturbed run: %.1f s; now the drilled run\n", seconds_between(started, Clock::now()));
@@ -508,7 +521,12 @@ int run_drill(const DrillOptions& options, const ResolvedJob& job) {
     verdict = drill_disk_full(drill, options);
   else
     verdict = drill_checkpoints(drill, options);
-  return print_verdict(options.scenario, verdict);
+  const int code = print_verdict(options.scenario, verdict);
+  if (!verdict.passed)
+    std::printf("drill folder kept for inspection: %s\n", fs::absolute(drill.dir()).c_str());
+  else if (!options.keep)
+    drill.remove_created();
+  return code;
 }
 
 }  // namespace troupe::apps

@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <regex>
 
 #include "apps/run_troupe.hpp"
@@ -33,6 +34,13 @@ double seconds_after(const std::string& out, const std::string& what) {
   std::smatch m;
   REQUIRE(std::regex_search(out, m, std::regex(what + " after ([0-9.]+) s")));
   return std::stod(m[1].str());
+}
+
+// What a run left in `folder`, by name.
+std::vector<std::string> entries(const std::filesystem::path& folder) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(folder)) names.push_back(entry.path().filename());
+  return names;
 }
 
 void check_passed(const ProcessResult& r) {
@@ -144,4 +152,49 @@ TEST_CASE("drill refuses an unknown scenario, a step outside the run and a proce
                     "--at-step 10 must be between 1 and train.steps − 1 (9)");
   check_rejected_in(dir, {"drill", "kill-node", "--workers", "1"}, "drill kill-node needs --workers 2 or more");
   check_rejected_in(dir, {"drill", "kill-node", "--checkpoint.dir", "x"}, "checkpoint.dir is set by the drill");
+}
+
+TEST_CASE("after a PASS a drill removes what it wrote unless --keep, never a --dir folder; after a FAIL it keeps "
+          "everything and says where",
+          "[drill]") {
+  TempDir dir;
+  std::vector<std::string> args{"drill", "corrupt-checkpoint", "--workers", "1", "--at-step", "2",
+                                "--model.preset", "tiny", "--train.steps", "4", "--train.threads", "1",
+                                "--train.val_batches", "1", "--train.val_every", "0"};
+  auto passes = [&](const std::vector<std::string>& extra) {
+    args.insert(args.end(), extra.begin(), extra.end());
+    const ProcessResult r = run_troupe(dir, args, std::chrono::seconds(120));
+    INFO("stdout: " << r.out << "\nstderr: " << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.out, Contains("verdict: PASS"));
+  };
+  SECTION("its drill-SCENARIO-PID folder goes") {
+    passes({});
+    CHECK(entries(dir.path()).empty());
+  }
+  SECTION("with --keep it stays") {
+    passes({"--keep"});
+    const std::vector<std::string> left = entries(dir.path());
+    REQUIRE(left.size() == 1);
+    CHECK_THAT(left[0], Catch::StartsWith("drill-corrupt-checkpoint-"));
+    CHECK(std::filesystem::exists(dir.path() / left[0] / "job.toml"));
+    CHECK(std::filesystem::exists(dir.path() / left[0] / "drilled" / "step-0000004"));
+  }
+  SECTION("a folder named with --dir is the user's: only the drill's runs, logs and job.toml go") {
+    dir.write("mine/notes.txt", "kept");
+    passes({"--dir", (dir.path() / "mine").string()});
+    CHECK(entries(dir.path()) == std::vector<std::string>{"mine"});
+    CHECK(entries(dir.path() / "mine") == std::vector<std::string>{"notes.txt"});
+  }
+  SECTION("a FAIL keeps its folder and says where it is") {
+    // With one checkpoint kept the corrupted one has no older one to fall back to: no recovery.
+    args.insert(args.end(), {"--checkpoint.keep_last", "1"});
+    const ProcessResult r = run_troupe(dir, args, std::chrono::seconds(120));
+    INFO("stdout: " << r.out << "\nstderr: " << r.err);
+    CHECK(r.exit_code == 1);
+    const std::vector<std::string> left = entries(dir.path());
+    REQUIRE(left.size() == 1);
+    const std::string kept = std::filesystem::canonical(dir.path() / left[0]).string();
+    CHECK_THAT(r.out, Contains("verdict: FAIL\ndrill folder kept for inspection: " + kept + "\n"));
+  }
 }
