@@ -59,15 +59,6 @@ Tensor Tensor::zeros(Shape shape, DType dtype) {
   return t;
 }
 
-Tensor Tensor::borrow(void* data, Shape shape, DType dtype, Device device) {
-  Tensor t;
-  t.storage_ = std::shared_ptr<void>(data, [](void*) {});
-  t.shape_ = std::move(shape);
-  t.dtype_ = dtype;
-  t.device_ = device;
-  return t;
-}
-
 Tensor Tensor::adopt(void* data, Shape shape, DType dtype, Device device, void (*deleter)(void*)) {
   Tensor t;
   t.storage_ = std::shared_ptr<void>(data, deleter);

@@ -1,7 +1,8 @@
 #pragma once
-// A tensor is a typed, shaped view of bytes on one device. Storage is either owned (allocated
-// by a backend, freed when the last view goes) or borrowed (the caller keeps it alive). Views
-// and slices share storage; nothing here copies data. Row-major, contiguous.
+// A tensor is a typed, shaped view of bytes on one device. Storage is always owned: allocated
+// by zeros() or handed over to adopt() with its deleter, and freed when the last view goes, so
+// no view can outlive its bytes. Views and slices share storage; nothing here copies data.
+// Row-major, contiguous.
 
 #include <cstddef>
 #include <cstdint>
@@ -32,8 +33,6 @@ class Tensor {
 
   // Owned CPU storage, 64-byte aligned and zero-filled.
   static Tensor zeros(Shape shape, DType dtype);
-  // Wraps memory the caller owns and keeps alive longer than every view of it.
-  static Tensor borrow(void* data, Shape shape, DType dtype, Device device = Device::cpu);
   // Takes ownership of memory freed by `deleter` (backends use this for device memory).
   static Tensor adopt(void* data, Shape shape, DType dtype, Device device, void (*deleter)(void*));
 

@@ -1,13 +1,14 @@
 // Every layer's backward against central finite differences of its forward, in float64 through
 // the CpuBackend. With a fixed random R, the scalar loss is L = sum(out * R), so backward gets
-// dout = R; each input and parameter gradient is compared, element by element, with
-// (L(x + h) - L(x - h)) / 2h, h = 1e-6. The error reported per (layer, tensor) is
-// |analytic - numeric| / max(|analytic|, |numeric|) over the whole tensor; run with -s to see
-// the table. Activation gradients and scratch start as NaN, so a backward that reads instead of
-// overwriting them fails here too.
+// dout = R; each element of each input and parameter gradient is compared with the quotient of
+// support/finite_difference.hpp, which also says why the check is |numeric - analytic| <= atol +
+// rtol |numeric|. Run with -s to see the worst share of that allowance per (layer, tensor).
+// Activation gradients and scratch start as NaN, so a backward that reads instead of overwriting
+// them fails here too.
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -17,13 +18,27 @@
 #include <vector>
 
 #include "compute/cpu/cpu_backend.hpp"
+#include "support/finite_difference.hpp"
 
 using namespace troupe::compute;
+using troupe::test::central_difference;
+using troupe::test::GradientTolerance;
+using troupe::test::rounding_unit;
 
 namespace {
 
-constexpr double fd_step = 1e-6;
-constexpr double tolerance = 1e-6;
+// h = 1e-4 keeps the fourth-order truncation (h^4 times a fifth derivative of these smooth,
+// O(1)-scaled layers) under the rounding unit ulp(S)/h, S the loss's magnitude (below), which is
+// 2e-11 to 6e-10 here.
+constexpr double fd_step = 1e-4;
+// atol, in rounding units: each evaluated loss may be off by about 10 ulp of S (1.5 units per
+// ulp, support/finite_difference.hpp); measured at most 1.2 units here (crossentropy).
+constexpr double atol_units = 16;
+// rtol: the error that scales with the gradient is the steps x +- h not being exactly h apart in
+// floating point, ulp(x)/2h relative, about 1e-11 for these inputs; 1e-9 leaves it room. The
+// smallest error found is then set by atol: 0.1 % of any element larger than 1000 atol (3e-7 to
+// 9e-6 here, against gradients of order 1).
+constexpr double rtol = 1e-9;
 
 // Small shapes: B=2 sequences of T=5 positions, C=8 channels in NH=2 heads, vocabulary V=7
 // padded to Vp=8, positions table for maxT=6.
@@ -59,35 +74,57 @@ double dot(const Tensor& a, const Tensor& b) {
 
 double norm(const Tensor& a) { return std::sqrt(dot(a, a)); }
 
-// Central differences of loss() with respect to every element of x (x is restored).
-Tensor numeric_gradient(Tensor& x, const std::function<double()>& loss) {
-  Tensor g = Tensor::zeros(x.shape(), DType::f64);
-  double* p = x.data_as<double>();
-  for (std::int64_t i = 0; i < x.numel(); ++i) {
-    const double saved = p[i];
-    p[i] = saved + fd_step;
-    const double up = loss();
-    p[i] = saved - fd_step;
-    const double down = loss();
-    p[i] = saved;
-    g.data_as<double>()[i] = (up - down) / (2 * fd_step);
+// A loss evaluation: its value, and the magnitude S its rounding scales with. For sum(out * R)
+// the terms cancel, so S is sum |out * R|, not |L|: the sum's rounding is of the size of its
+// terms and partial sums, whatever it adds up to.
+struct Loss {
+  double value = 0;
+  double magnitude = 0;
+};
+
+Loss weighted_sum(const Tensor& out, const Tensor& R) {
+  Loss l;
+  for (std::int64_t i = 0; i < out.numel(); ++i) {
+    const double term = out.data_as<double>()[i] * R.data_as<double>()[i];
+    l.value += term;
+    l.magnitude += std::abs(term);
   }
+  return l;
+}
+
+struct NumericGradient {
+  Tensor values;
+  double rounding_unit = 0;  // ulp(S)/h at x
+};
+
+// The difference quotient of loss() for every element of x (x is restored).
+NumericGradient numeric_gradient(Tensor& x, const std::function<Loss()>& loss) {
+  NumericGradient g{Tensor::zeros(x.shape(), DType::f64), rounding_unit(loss().magnitude, fd_step)};
+  double* p = x.data_as<double>();
+  for (std::int64_t i = 0; i < x.numel(); ++i)
+    g.values.data_as<double>()[i] = central_difference(p[i], fd_step, [&] { return loss().value; });
   return g;
 }
 
 void check_gradient(const std::string& layer, const std::string& tensor, const Tensor& analytic,
-                    const Tensor& numeric) {
-  REQUIRE(analytic.shape() == numeric.shape());
-  double diff = 0;
+                    const NumericGradient& numeric) {
+  REQUIRE(analytic.shape() == numeric.values.shape());
+  const GradientTolerance tolerance{atol_units * numeric.rounding_unit, rtol};
+  double worst = 0, largest = 0;
+  std::int64_t worst_at = 0;
   for (std::int64_t i = 0; i < analytic.numel(); ++i) {
-    const double d = analytic.data_as<double>()[i] - numeric.data_as<double>()[i];
-    diff += d * d;
+    const double n = numeric.values.data_as<double>()[i];
+    const double used = tolerance.used(n, analytic.data_as<double>()[i]);
+    if (used > worst) worst = used, worst_at = i;
+    largest = std::max(largest, std::abs(n));
   }
-  const double scale = std::max(norm(analytic), norm(numeric));
-  const double rel = std::sqrt(diff) / scale;
-  INFO(layer << "  d" << tensor << "  relative error " << rel << "  (|grad| " << scale << ")");
-  CHECK(scale > 1e-3);  // a gradient that is all zero would pass vacuously
-  CHECK(rel < tolerance);
+  INFO(layer << "  d" << tensor << "  worst share of the tolerance " << worst << " at element " << worst_at
+             << ": analytic " << analytic.data_as<double>()[worst_at] << ", numeric "
+             << numeric.values.data_as<double>()[worst_at] << "  (atol " << tolerance.atol << ", rtol "
+             << tolerance.rtol << ")");
+  CHECK(worst <= 1.0);
+  // Not vacuous: somewhere in the tensor a 0.1 % error would exceed the tolerance.
+  CHECK(largest * 1e-3 > tolerance.atol + tolerance.rtol * largest);
 }
 
 Tensor scaled(const Tensor& t, double factor) {
@@ -128,7 +165,7 @@ TEST_CASE("encoder backward matches finite differences", "[gradcheck]") {
   Tensor out = Tensor::zeros({B, T, C}, DType::f64);
   auto loss = [&] {
     backend.encoder_forward(out, tokens, wte, wpe);
-    return dot(out, R);
+    return weighted_sum(out, R);
   };
   Tensor dwte = Tensor::zeros(wte.shape(), DType::f64);
   Tensor dwpe = Tensor::zeros(wpe.shape(), DType::f64);
@@ -149,7 +186,7 @@ TEST_CASE("layernorm backward matches finite differences", "[gradcheck]") {
   Tensor rstd = Tensor::zeros({B, T}, DType::f64);
   auto loss = [&] {
     backend.layernorm_forward(out, mean, rstd, inp, weight, bias);
-    return dot(out, R);
+    return weighted_sum(out, R);
   };
   loss();
   Tensor dinp = Tensor::zeros(inp.shape(), DType::f64);
@@ -174,7 +211,7 @@ TEST_CASE("matmul backward matches finite differences, with and without bias", "
   Tensor out = Tensor::zeros({B, T, OC}, DType::f64);
   auto loss = [&] {
     backend.matmul_forward(out, inp, weight, bias);
-    return dot(out, R);
+    return weighted_sum(out, R);
   };
   Tensor dinp = nan_tensor(inp.shape());
   Tensor dweight = Tensor::zeros(weight.shape(), DType::f64);
@@ -201,7 +238,7 @@ TEST_CASE("attention backward matches finite differences", "[gradcheck]") {
   Tensor att = Tensor::zeros({shape.b, NH, shape.t, shape.t}, DType::f64);
   auto loss = [&] {
     backend.attention_forward(out, att, qkv, NH);
-    return dot(out, R);
+    return weighted_sum(out, R);
   };
   loss();
   Tensor dqkv = nan_tensor(qkv.shape());
@@ -218,7 +255,7 @@ TEST_CASE("gelu backward matches finite differences", "[gradcheck]") {
   Tensor out = Tensor::zeros(inp.shape(), DType::f64);
   auto loss = [&] {
     backend.gelu_forward(out, inp);
-    return dot(out, R);
+    return weighted_sum(out, R);
   };
   Tensor dinp = nan_tensor(inp.shape());
   backend.gelu_backward(dinp, inp, R);
@@ -236,7 +273,7 @@ TEST_CASE("residual forward passes dout to both inputs", "[gradcheck]") {
   Tensor out = Tensor::zeros({B, T, C}, DType::f64);
   auto loss = [&] {
     backend.residual_forward(out, a, b);
-    return dot(out, R);
+    return weighted_sum(out, R);
   };
   check_gradient("residual", "a", R, numeric_gradient(a, loss));
   check_gradient("residual", "b", R, numeric_gradient(b, loss));
@@ -255,17 +292,18 @@ TEST_CASE("crossentropy backward matches finite differences", "[gradcheck]") {
     backend.crossentropy_forward(losses, probs, logits, targets, V);
     double sum = 0;
     for (std::int64_t i = 0; i < losses.numel(); ++i) sum += losses.data_as<double>()[i];
-    return static_cast<double>(dloss) * sum;
+    const double value = static_cast<double>(dloss) * sum;
+    return Loss{value, value};  // cross-entropies are positive: nothing cancels
   };
   loss();
   Tensor dlogits = nan_tensor(logits.shape());
   backend.crossentropy_backward(dlogits, probs, targets, dloss);
-  const Tensor numeric = numeric_gradient(logits, loss);
+  const NumericGradient numeric = numeric_gradient(logits, loss);
   check_gradient("crossentropy", "logits", dlogits, numeric);
   for (int row = 0; row < B * T; ++row) {
     INFO("row " << row << ", padded column " << V);
     CHECK(dlogits.data_as<double>()[row * Vp + V] == 0.0);
-    CHECK(numeric.data_as<double>()[row * Vp + V] == 0.0);
+    CHECK(numeric.values.data_as<double>()[row * Vp + V] == 0.0);
   }
 }
 
