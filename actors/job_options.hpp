@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "compute/model/gpt_config.hpp"
+#include "compute/model/stage_split.hpp"
 
 namespace troupe::actors {
 
@@ -117,6 +118,8 @@ struct ResolvedJob {
   // Every config key with its value as text, in key-table order: what a checkpoint's manifest
   // records, so a checkpoint says how it was made without the runtime knowing the key table.
   std::vector<std::pair<std::string, std::string>> settings;
+  // With pipeline.stages > 1: the blocks of every virtual stage, in depth order.
+  std::vector<compute::StageLayers> pipeline_split;
 };
 
 }  // namespace troupe::actors

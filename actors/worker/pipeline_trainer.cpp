@@ -43,12 +43,11 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
   replica_ = coord.dp;
   TROUPE_CHECK(setup_.grid.pp == s.stages && setup_.grid.tp == 1, "the grid does not match the schedule");
   TROUPE_CHECK(s.virtual_stages() * s.microbatches < gradient_index_bit, "too many micro-batches for the tag index");
-  auto split = s.chunks > 1 ? compute::split_layers_interleaved(setup_.model, s.stages, s.chunks)
-                            : compute::split_layers(setup_.model, s.stages);
-  TROUPE_CHECK(split.ok(), split ? "" : split.error().message);
+  TROUPE_CHECK(setup_.split.size() == static_cast<std::size_t>(s.virtual_stages()),
+               "the layer split does not match the schedule");
   const compute::TrainerOptions& o = setup_.options;
   for (int c = 0; c < s.chunks; ++c) {
-    const compute::StageLayers& layers = (*split)[static_cast<std::size_t>(s.virtual_stage(stage_, c))];
+    const compute::StageLayers& layers = setup_.split[static_cast<std::size_t>(s.virtual_stage(stage_, c))];
     Chunk chunk;
     chunk.stage = std::make_unique<compute::GPTStage>(setup_.model, backend_, layers.first_layer, layers.last_layer);
     chunk.stage->init_parameters(o.seed);

@@ -27,6 +27,7 @@
 #include "comm/collectives.hpp"
 #include "comm/grid.hpp"
 #include "compute/model/gpt_stage.hpp"
+#include "compute/model/stage_split.hpp"
 #include "compute/optim/adamw.hpp"
 #include "compute/train/trainer.hpp"
 #include "monitor/trace.hpp"
@@ -38,6 +39,7 @@ namespace troupe::actors {
 struct PipelineSetup {
   compute::GPTConfig model;
   schedules::Schedule schedule;  // every stage's stream; checked
+  std::vector<compute::StageLayers> split;  // the blocks of every virtual stage, in depth order
   int peak_stashed = 1;          // this stage's, from the checker: the activation slots per chunk
   comm::Grid grid;               // dp × pp (tp = 1)
   int rank = 0;

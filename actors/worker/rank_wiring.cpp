@@ -24,6 +24,34 @@
 namespace troupe::actors {
 namespace {
 
+// A pipeline stage as the rank loop drives it; each step also reports the stage's bubble.
+class PipelineStageLoop final : public TrainingLoop {
+ public:
+  PipelineStageLoop(PipelineTrainer& trainer, monitor::WorkerMetrics* metrics, std::string layout,
+                    CheckpointPlace place)
+      : trainer_(trainer), metrics_(metrics), layout_(std::move(layout)), place_(place), held_(trainer.held_state()) {}
+
+  compute::StepResult step() override {
+    compute::StepResult result = trainer_.step();
+    if (metrics_) metrics_->set_bubble_fraction(trainer_.bubble_fraction());
+    return result;
+  }
+  double evaluate(int batches) override { return trainer_.evaluate(batches); }
+  double param_norm() override { return trainer_.param_norm(); }
+  std::int64_t tokens_per_step() const override { return trainer_.tokens_per_step(); }
+  std::string layout() const override { return layout_; }
+  const std::vector<checkpoint::HeldRange>& held() const override { return held_; }
+  CheckpointPlace checkpoint_place() const override { return place_; }
+  void resume_at(long steps) override { trainer_.resume_at(steps); }
+
+ private:
+  PipelineTrainer& trainer_;
+  monitor::WorkerMetrics* metrics_;
+  std::string layout_;
+  CheckpointPlace place_;
+  std::vector<checkpoint::HeldRange> held_;
+};
+
 // This rank's stage of a pipeline (grid.pp > 1), as the job's schedule has it.
 RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, compute::Backend& backend,
                                 comm::Engine& engine, const comm::Grid& grid, comm::Communicator& dp,
@@ -48,11 +76,9 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
     embedding = std::move(*created);
   }
   if (rank == 0) {
-    auto split = p.virtual_stages > 1 ? compute::split_layers_interleaved(job.model, p.stages, p.virtual_stages)
-                                      : compute::split_layers(job.model, p.stages);
     std::string text;
-    for (std::size_t vs = 0; vs < split->size(); ++vs) {
-      const compute::StageLayers& l = (*split)[vs];
+    for (std::size_t vs = 0; vs < job.pipeline_split.size(); ++vs) {
+      const compute::StageLayers& l = job.pipeline_split[vs];
       text += fmt::format("{}stage {}{}: blocks {}-{} ({:.2f}M parameters)", vs ? "; " : "",
                           schedule->stage_of(static_cast<int>(vs)),
                           p.virtual_stages > 1 ? fmt::format(" chunk {}", schedule->chunk_of(static_cast<int>(vs))) : "",
@@ -60,33 +86,21 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
     }
     monitor::logger("train")->info("pipeline split by parameters: {}", text);
   }
-  PipelineSetup setup{job.model, *schedule, report->peak_stashed[static_cast<std::size_t>(coord.pp)], grid,
-                              rank, trainer_options(job)};
-  PipelineTrainer trainer(std::move(setup), backend, {engine, dp, **pp, embedding.get()}, mailbox, progress,
-                                  data.train, data.val);
+  PipelineSetup setup{job.model, *schedule, job.pipeline_split,
+                      report->peak_stashed[static_cast<std::size_t>(coord.pp)], grid, rank, trainer_options(job)};
+  PipelineTrainer trainer(std::move(setup), backend, {engine, dp, **pp, embedding.get()}, mailbox, progress, data.train,
+                          data.val);
   monitor::TraceRecorder trace;
   if (!p.trace.empty()) trainer.record_into(trace);
-  TrainingLoop loop;
-  loop.step = [&] {
-    compute::StepResult result = trainer.step();
-    if (metrics) metrics->set_bubble_fraction(trainer.bubble_fraction());
-    return result;
-  };
-  loop.evaluate = [&](int batches) { return trainer.evaluate(batches); };
-  loop.param_norm = [&] { return trainer.param_norm(); };
-  loop.tokens_per_step = trainer.tokens_per_step();
-  loop.held = trainer.held_state();
-  loop.resume_at = [&trainer](long steps) { trainer.resume_at(steps); };
-  loop.rank = rank;
-  loop.grid = {grid.dp, grid.pp, 1};
-  loop.checkpoint_writers = grid.pp;
-  loop.metrics = metrics;
-  loop.control = &control;
-  loop.rescue = rescue;
-  loop.layout = fmt::format("{} x {} pipeline, {} micro-batches of {} x seq {}; stage {} holds {} activations at most",
-                            grid.dp, p.schedule, p.microbatches, job.config.train.batch_size, job.config.train.seq_len,
-                            coord.pp, report->peak_stashed[static_cast<std::size_t>(coord.pp)]);
-  RunOutcome outcome = drive_training(job, data, backend.name(), loop, rank == 0, progress);
+  PipelineStageLoop loop(trainer, metrics,
+                         fmt::format("{} x {} pipeline, {} micro-batches of {} x seq {}; stage {} holds {} activations "
+                                     "at most",
+                                     grid.dp, p.schedule, p.microbatches, job.config.train.batch_size,
+                                     job.config.train.seq_len, coord.pp,
+                                     report->peak_stashed[static_cast<std::size_t>(coord.pp)]),
+                         {rank, {grid.dp, grid.pp, 1}, grid.pp});
+  RunOutcome outcome =
+      drive_training(job, data, backend.name(), loop, {progress, metrics, &control, rescue, rank == 0});
   const std::vector<int> peaks = trainer.peak_stashed_measured();
   if (rank == 0)
     monitor::logger("train")->info("activations held at most, by stage: {} (the schedule checker's bound: {})",
@@ -148,8 +162,8 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
                                                                compute::ParameterLayout(job.model).total());
       return device_group ? device_group->data_parallel(std::move(host), mailbox, progress) : host;
     };
-    RunOutcome outcome = stages == 1 ? run_training(job, backend, data, data_parallel(), progress, metrics, &control,
-                                                    rescue)
+    RunOutcome outcome = stages == 1 ? run_training(job, backend, data, data_parallel(),
+                                                    {progress, metrics, &control, rescue, rank == 0})
                                      : train_pipeline_stage(job, data, backend, engine, grid, **dp, mailbox, progress,
                                                             metrics, control, rescue);
     return {-1, outcome.exit_code, outcome.reason};

@@ -19,6 +19,7 @@
 #include "actors/worker/pipeline_trainer.hpp"
 #include "apps/commands/commands.hpp"
 #include "comm/bootstrap.hpp"
+#include "compute/model/stage_split.hpp"
 #include "compute/random.hpp"
 #include "schedules/checker.hpp"
 #include "schedules/generate.hpp"
@@ -93,7 +94,10 @@ Expected<std::vector<std::uint8_t>> stage_body(comm::Engine& engine, const Bench
   options.batch_size = o.batch;
   options.seq_len = cfg.block_size;
   options.lr = {1e-4, 1e-5, 0, o.warmup + o.steps};
-  actors::PipelineSetup setup{cfg, schedule, check.peak_stashed[static_cast<std::size_t>(rank)], grid, rank, options};
+  auto split = compute::split_for_pipeline(cfg, o.stages, schedule.chunks);
+  if (!split) return split.error();
+  actors::PipelineSetup setup{cfg,  schedule, *split, check.peak_stashed[static_cast<std::size_t>(rank)],
+                              grid, rank, options};
   actors::PipelineTrainer trainer(std::move(setup), **backend, {engine, **dp, **pp, embedding.get()}, mailbox, progress,
                                   stream, stream);
   monitor::TraceRecorder trace;

@@ -38,7 +38,7 @@ int run_train(const ResolvedJob& job) {
     return 2;
   }
   monitor::WorkProgress progress;
-  actors::RunOutcome outcome = actors::run_training(job, **backend, *data, {}, progress, metrics->worker(0));
+  actors::RunOutcome outcome = actors::run_training(job, **backend, *data, {}, {progress, metrics->worker(0)});
   if (outcome.exit_code != 0) std::fprintf(stderr, "troupe: error: %s\n", outcome.reason.c_str());
   return outcome.exit_code;
 }

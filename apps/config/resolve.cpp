@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "apps/config/value.hpp"
+#include "compute/check.hpp"
 #include "compute/model/stage_split.hpp"
 #include "monitor/log.hpp"
 #include "schedules/generate.hpp"
@@ -105,8 +106,7 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
   if (Status shape = schedules::check_schedule_shape(*kind, p.stages, p.microbatches, p.virtual_stages); !shape)
     return "pipeline: " + shape.error().message;
   if (p.stages > 1 || p.virtual_stages > 1) {
-    auto split = p.virtual_stages > 1 ? compute::split_layers_interleaved(model, p.stages, p.virtual_stages)
-                                      : compute::split_layers(model, p.stages);
+    auto split = compute::split_for_pipeline(model, p.stages, p.virtual_stages);
     if (!split) return "pipeline: " + split.error().message;
     if (t.zero != 0) return "train.zero " + str(t.zero) + " is not supported with pipeline.stages > 1 yet; use 0";
     if (t.backend != "cpu")
@@ -158,6 +158,12 @@ Expected<ResolvedJob> resolve(const JobConfig& config) {
   if (auto problem = problem_with(job.config, job.model)) return Error{*problem};
   if (job.config.train.seq_len == 0) job.config.train.seq_len = job.model.block_size;
   for (const ConfigKey& key : config_keys()) job.settings.emplace_back(key.name, format_text(job.config, key));
+  const PipelineOptions& p = job.config.pipeline;
+  if (p.stages > 1 || p.virtual_stages > 1) {
+    auto split = compute::split_for_pipeline(job.model, p.stages, p.virtual_stages);
+    TROUPE_CHECK(split.ok(), "resolve: a checked pipeline split failed");
+    job.pipeline_split = std::move(*split);
+  }
   return job;
 }
 

@@ -94,4 +94,8 @@ Expected<std::vector<StageLayers>> split_layers_interleaved(const GPTConfig& con
   return split;
 }
 
+Expected<std::vector<StageLayers>> split_for_pipeline(const GPTConfig& config, int stages, int virtual_stages) {
+  return virtual_stages > 1 ? split_layers_interleaved(config, stages, virtual_stages) : split_layers(config, stages);
+}
+
 }  // namespace troupe::compute

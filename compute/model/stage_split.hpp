@@ -45,4 +45,8 @@ Expected<std::vector<StageLayers>> split_layers(const GPTConfig& config, int sta
 // (chunk k is run by stage k % stages). Errors when n_layer is not divisible by stages·virtual_stages.
 Expected<std::vector<StageLayers>> split_layers_interleaved(const GPTConfig& config, int stages, int virtual_stages);
 
+// The split a pipeline of `stages` stages with `virtual_stages` chunks each runs: interleaved when
+// virtual_stages > 1, else balanced. The one place that chooses.
+Expected<std::vector<StageLayers>> split_for_pipeline(const GPTConfig& config, int stages, int virtual_stages);
+
 }  // namespace troupe::compute

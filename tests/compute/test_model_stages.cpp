@@ -261,6 +261,16 @@ TEST_CASE("interleaved split gives p x v equal chunks and names the numbers othe
   CHECK_FALSE(split_layers_interleaved(small, 4, 2).ok());
 }
 
+TEST_CASE("a pipeline runs the balanced split with one chunk per stage and the interleaved one with more", "[model][pipeline]") {
+  const GPTConfig small = *gpt_preset("small");
+  // 6 blocks on 4 stages: only the balanced split exists (equal chunks cannot), so one chunk per
+  // stage must take it.
+  CHECK_FALSE(split_layers_interleaved(small, 4, 1).ok());
+  CHECK(ranges(split_for_pipeline(small, 4, 1).value()) == ranges(split_layers(small, 4).value()));
+  CHECK(ranges(split_for_pipeline(small, 2, 3).value()) == ranges(split_layers_interleaved(small, 2, 3).value()));
+  CHECK_FALSE(split_for_pipeline(small, 2, 2).ok());
+}
+
 TEST_CASE("a stage owns its slice of the layout and the last stage its own wte copy", "[model][pipeline]") {
   const GPTConfig cfg{6, 32, 4, 16, 64, 64};
   CpuBackend backend(1);

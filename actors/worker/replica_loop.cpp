@@ -1,0 +1,76 @@
+#include "actors/worker/replica_loop.hpp"
+
+#include <cmath>
+
+#include <spdlog/fmt/fmt.h>
+
+namespace troupe::actors {
+
+compute::TrainerOptions trainer_options(const ResolvedJob& job) {
+  const TrainOptions& t = job.config.train;
+  compute::TrainerOptions o;
+  o.batch_size = t.batch_size;
+  o.seq_len = t.seq_len;
+  o.grad_accum = t.grad_accum;
+  o.lr = {t.lr, t.min_lr, t.warmup_steps, t.steps};
+  o.adamw = {t.beta1, t.beta2, t.eps, t.weight_decay};
+  o.grad_clip = t.grad_clip;
+  o.seed = t.seed;
+  return o;
+}
+
+namespace {
+
+compute::TrainerOptions replica_options(const ResolvedJob& job, compute::DataParallel data_parallel) {
+  compute::TrainerOptions options = trainer_options(job);
+  options.data_parallel = std::move(data_parallel);
+  return options;
+}
+
+// The trainer is made from initialised parameters, as one process would make it.
+compute::GPT& initialised(compute::GPT& model, std::uint64_t seed) {
+  model.init_parameters(seed);
+  return model;
+}
+
+}  // namespace
+
+ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, const JobData& data,
+                         compute::DataParallel data_parallel)
+    : backend_(backend),
+      place_{data_parallel.rank, {data_parallel.size, 1, 1}, data_parallel.zero_stage > 0 ? data_parallel.size : 1},
+      moments_sharded_(data_parallel.zero_stage > 0),
+      model_(job.model, backend),
+      trainer_(initialised(model_, job.config.train.seed), replica_options(job, std::move(data_parallel)), data.train,
+               data.val) {
+  const TrainOptions& t = job.config.train;
+  const int rank = place_.rank, ranks = place_.grid.dp;
+  layout_ = fmt::format("{} rank(s) x batch {} x seq {} x accum {}", ranks, t.batch_size, t.seq_len, t.grad_accum);
+  // Replicas hold equal parameters and (ZeRO 0) equal moments: the first writes them. Under ZeRO
+  // each rank's moments are its own shard and every rank writes its shard.
+  const bool writes_params = rank == 0;
+  const bool writes_moments = writes_params || moments_sharded_;
+  compute::AdamW& adamw = trainer_.optimizer();
+  const auto [moments_begin, moments_end] = adamw.range();
+  state_ = {&model_.params(), &adamw.first_moments(), &adamw.second_moments()};
+  for (compute::Tensor* tensor : state_)
+    mirrors_.push_back(backend.device() == compute::Device::cpu ? *tensor
+                                                                : compute::Tensor::zeros(tensor->shape(), tensor->dtype()));
+  held_ = {{"param", 0, model_.layout().total(), mirrors_[0].data_as<float>(), writes_params},
+           {"adam_m", moments_begin, moments_end, mirrors_[1].data_as<float>(), writes_moments},
+           {"adam_v", moments_begin, moments_end, mirrors_[2].data_as<float>(), writes_moments}};
+}
+
+double ReplicaLoop::param_norm() { return std::sqrt(backend_.sum_of_squares(model_.params())); }
+
+void ReplicaLoop::mirror_to_host() {
+  if (backend_.device() == compute::Device::cpu) return;
+  for (std::size_t i = 0; i < state_.size(); ++i) backend_.copy(mirrors_[i], *state_[i]);
+}
+
+void ReplicaLoop::mirror_to_device() {
+  if (backend_.device() == compute::Device::cpu) return;
+  for (std::size_t i = 0; i < state_.size(); ++i) backend_.copy(*state_[i], mirrors_[i]);
+}
+
+}  // namespace troupe::actors

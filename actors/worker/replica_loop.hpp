@@ -1,0 +1,50 @@
+#pragma once
+// A rank that holds the whole model: `troupe train` in one process, or a data-parallel replica
+// whose gradients `data_parallel`'s hooks sum (ZeRO 1/2 shard the optimizer state over them).
+
+#include <memory>
+#include <vector>
+
+#include "actors/job_options.hpp"
+#include "actors/worker/job_data.hpp"
+#include "actors/worker/training_loop.hpp"
+#include "compute/backend.hpp"
+
+namespace troupe::actors {
+
+// The job's TrainerOptions (batch, sequence, schedule, AdamW, clip, seed; one process).
+compute::TrainerOptions trainer_options(const ResolvedJob& job);
+
+class ReplicaLoop final : public TrainingLoop {
+ public:
+  ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, const JobData& data,
+              compute::DataParallel data_parallel);
+
+  compute::StepResult step() override { return trainer_.step(); }
+  double evaluate(int batches) override { return trainer_.evaluate(batches); }
+  double param_norm() override;
+  std::int64_t tokens_per_step() const override { return trainer_.tokens_per_step(); }
+  std::string layout() const override { return layout_; }
+  compute::GPT* whole_model() override { return &model_; }
+  const std::vector<checkpoint::HeldRange>& held() const override { return held_; }
+  CheckpointPlace checkpoint_place() const override { return place_; }
+  void mirror_to_host() override;
+  void mirror_to_device() override;
+  void resume_at(long steps) override { trainer_.resume_at(steps); }
+
+ private:
+  compute::Backend& backend_;
+  // Before the trainer, which takes the data-parallel group.
+  CheckpointPlace place_;
+  bool moments_sharded_;  // ZeRO: each rank holds and writes its own shard of the moments
+  compute::GPT model_;
+  compute::Trainer trainer_;
+  std::string layout_;
+  // Parameters and both moments; checkpoints read and write host memory, so state on a device
+  // goes through host mirrors (on the CPU the mirrors are views of the state itself).
+  std::vector<compute::Tensor*> state_;
+  std::vector<compute::Tensor> mirrors_;
+  std::vector<checkpoint::HeldRange> held_;
+};
+
+}  // namespace troupe::actors
