@@ -9,6 +9,7 @@
 #include "actors/worker/node_process.hpp"
 #include "apps/commands/commands.hpp"
 #include "apps/commands/job_identity.hpp"
+#include "apps/exit_codes.hpp"
 #include "apps/launch/local_host.hpp"
 
 namespace troupe::apps {
@@ -19,11 +20,6 @@ int env_int(const char* name, int fallback) {
   return value ? std::atoi(value) : fallback;
 }
 
-int fail(const std::string& message, int code) {
-  std::fprintf(stderr, "troupe: error: %s\n", message.c_str());
-  return code;
-}
-
 }  // namespace
 
 int run_node(const NodeArgs& args, const ResolvedJob& job) {
@@ -32,17 +28,17 @@ int run_node(const NodeArgs& args, const ResolvedJob& job) {
   options.world_size = env_int("WORLD_SIZE", 1);
   options.slots = env_int("TROUPE_SLOTS", 1);
   if (options.slots < 1 || options.first_rank < 0 || options.first_rank + options.slots > options.world_size)
-    return fail("TROUPE_SLOTS " + std::to_string(options.slots) + " with RANK " + std::to_string(options.first_rank) +
-                    " does not fit WORLD_SIZE " + std::to_string(options.world_size),
-                2);
+    return error_exit(ExitCode::bad_input, "TROUPE_SLOTS " + std::to_string(options.slots) + " with RANK " +
+                                               std::to_string(options.first_rank) + " does not fit WORLD_SIZE " +
+                                               std::to_string(options.world_size));
   auto recovery = actors::RecoveryCounts::from_environment();
-  if (!recovery) return fail(recovery.error().message, 2);
+  if (!recovery) return error_exit(ExitCode::bad_input, recovery.error().message);
   // `troupe drill node-lost`: node TROUPE_DRILL_NODE_GONE fails at every restart, as a machine
   // that does not come back would.
   if (recovery->restarts > 0 && env_int("TROUPE_DRILL_NODE_GONE", -1) == args.node_index)
-    return fail("drill: node " + std::to_string(args.node_index) + " cannot come back", 1);
+    return error_exit(ExitCode::failure, "drill: node " + std::to_string(args.node_index) + " cannot come back");
   const auto colon = args.join.rfind(':');
-  if (colon == std::string::npos) return fail("--join '" + args.join + "' is not HOST:PORT", 2);
+  if (colon == std::string::npos) return error_exit(ExitCode::bad_input, "--join '" + args.join + "' is not HOST:PORT");
   options.join_host = args.join.substr(0, colon);
   options.join_port = std::atoi(args.join.c_str() + colon + 1);
   options.token = args.token;
@@ -55,7 +51,7 @@ int run_node(const NodeArgs& args, const ResolvedJob& job) {
   options.recovery = std::move(*recovery);
   const actors::NodeOutcome outcome = actors::run_node_process(options, job);
   if (outcome.exit_code != 0) {
-    if (outcome.before_join) return fail(outcome.reason, outcome.exit_code);
+    if (outcome.before_join) return error_exit(exit_code_of(outcome.exit_code), outcome.reason);
     std::fprintf(stderr, "troupe: node %d: %s\n", args.node_index, outcome.reason.c_str());
   }
   return outcome.exit_code;
