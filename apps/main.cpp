@@ -29,6 +29,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "actors/environment.hpp"
 #include "apps/commands/bench_gpu_command.hpp"
 #include "apps/commands/commands.hpp"
 #include "apps/config/cli.hpp"
@@ -79,6 +80,8 @@ int train(const CLI::App& command, const TrainArgs& args) {
     std::fputs(config_to_toml(job->config).c_str(), stdout);
     return to_int(ExitCode::success);
   }
+  if (Status inherited = actors::env::check_inherited(); !inherited)
+    return error_exit(ExitCode::bad_input, inherited.error().message);
   if (args.workers > 1) {
     LaunchArgs launch;
     launch.workers = args.workers;
@@ -87,10 +90,13 @@ int train(const CLI::App& command, const TrainArgs& args) {
   return run_train(*job);
 }
 
-// The config a launch or node command was given (file, then overrides), or the error.
+// Runs a command on the job it was given (config file, then overrides) in the environment its
+// processes inherit (actors::env::check_inherited), or stops at the first error in either.
 int with_job(const CLI::App& command, const TrainArgs& args, const std::function<int(const ResolvedJob&)>& run) {
   auto job = train_job(command, args);
   if (!job) return error_exit(ExitCode::bad_input, job.error().message);
+  if (Status inherited = actors::env::check_inherited(); !inherited)
+    return error_exit(ExitCode::bad_input, inherited.error().message);
   return run(*job);
 }
 
@@ -108,11 +114,6 @@ void add_config_options(CLI::App& command, TrainArgs& args) {
   add_shorthands(command, args);
   args.overrides.add_options(command);
   command.allow_extras();
-}
-
-std::string env_or(const char* name, std::string fallback) {
-  const char* value = std::getenv(name);
-  return value ? std::string(value) : fallback;
 }
 
 int bench_compute(const CLI::App& command, const BenchComputeOptions& options) {
@@ -171,7 +172,7 @@ int main(int argc, char** argv) {
   add_config_options(*launch_command, launch_config);
 
   TrainArgs node_config;
-  NodeArgs node_args{env_or("TROUPE_JOIN", ""), env_or("TROUPE_TOKEN", ""), std::atoi(env_or("TROUPE_NODE_INDEX", "-1").c_str())};
+  NodeArgs node_args;
   CLI::App* node_command = app.add_subcommand("node", "One node process of a job (troupe launch starts these).");
   node_command->add_option("--join", node_args.join, "HOST:PORT of the job supervisor (default $TROUPE_JOIN)");
   node_command->add_option("--token", node_args.token, "the job's token (default $TROUPE_TOKEN)");

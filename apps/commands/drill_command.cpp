@@ -20,6 +20,7 @@
 #include <regex>
 #include <thread>
 
+#include "actors/environment.hpp"
 #include "apps/commands/commands.hpp"
 #include "apps/config/print.hpp"
 #include "apps/exit_codes.hpp"
@@ -242,8 +243,10 @@ Verdict drill_running_job(const Drill& drill, const DrillOptions& options) {
   Verdict v;
   const bool worker = options.scenario == "kill-worker", gone = options.scenario == "node-lost";
   std::vector<std::string> env;
-  if (worker) env.push_back("TROUPE_DRILL_THROW_AT=" + std::to_string(options.target) + ":" + std::to_string(options.at_step));
-  if (gone) env.push_back("TROUPE_DRILL_NODE_GONE=" + std::to_string(options.target));
+  if (worker)
+    env.push_back(std::string(actors::env::drill_throw_at.name) + "=" + std::to_string(options.target) + ":" +
+                  std::to_string(options.at_step));
+  if (gone) env.push_back(std::string(actors::env::drill_node_gone.name) + "=" + std::to_string(options.target));
   auto run = drill.start("drilled", false, env);
   if (!run) {
     v.fault = run.error().message;

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "actors/actor_system_setup.hpp"
+#include "actors/environment.hpp"
 #include "apps/commands/commands.hpp"
 #include "apps/commands/shell/line_editor.hpp"
 #include "apps/commands/shell/monitor_link.hpp"
@@ -150,8 +151,8 @@ int run_shell(const ShellArgs& args) {
     auto read = actors::read_control_token(args.token_file);
     if (!read) return error_exit(ExitCode::bad_input, "--token-file: " + read.error().message);
     token = *read;
-  } else if (const char* from_env = std::getenv("TROUPE_TOKEN")) {
-    token = from_env;
+  } else if (std::optional<std::string> from_env = actors::env::read_token()) {
+    token = *from_env;
   } else {
     auto read = actors::read_control_token(actors::default_control_token_path(port));
     if (!read)
