@@ -15,9 +15,9 @@
 //   troupe export --checkpoint DIR [--format safetensors] [--out model.safetensors]
 //   troupe shell HOST:PORT [-c COMMAND] [--token-file FILE]
 //
-// Exit codes: 0 success; 1 the command failed while running; 2 the input was wrong (bad option,
-// config file or value), found before any work starts. Every error is one line on stderr:
-// "troupe: error: <message>".
+// Exit codes: apps/exit_codes.hpp (0 success; 1 the command failed while running; 2 the input was
+// wrong, found before any work starts; 3 and 128 + signal from troupe launch). Every error is one
+// line on stderr: "troupe: error: <message>".
 
 #include <csignal>
 #include <cstdio>
@@ -29,6 +29,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "actors/environment.hpp"
 #include "apps/commands/bench_gpu_command.hpp"
 #include "apps/commands/commands.hpp"
 #include "apps/config/cli.hpp"
@@ -36,22 +37,12 @@
 #include "apps/config/print.hpp"
 #include "apps/config/resolve.hpp"
 #include "apps/config/unknown_arguments.hpp"
+#include "apps/exit_codes.hpp"
 
 namespace {
 
 using namespace troupe;
 using namespace troupe::apps;
-
-constexpr int exit_failure = 1;
-constexpr int exit_usage = 2;
-
-int fail(std::string message, int code) {
-  for (char& c : message) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  std::fprintf(stderr, "troupe: error: %s\n", message.c_str());
-  return code;
-}
 
 struct TrainArgs {
   std::string config_path;
@@ -81,14 +72,16 @@ Expected<ResolvedJob> train_job(const CLI::App& command, const TrainArgs& args) 
 int train(const CLI::App& command, const TrainArgs& args) {
   if (args.print_keys) {
     std::fputs(config_keys_markdown().c_str(), stdout);
-    return 0;
+    return to_int(ExitCode::success);
   }
   auto job = train_job(command, args);
-  if (!job) return fail(job.error().message, exit_usage);
+  if (!job) return error_exit(ExitCode::bad_input, job.error().message);
   if (args.print_config) {
     std::fputs(config_to_toml(job->config).c_str(), stdout);
-    return 0;
+    return to_int(ExitCode::success);
   }
+  if (Status inherited = actors::env::check_inherited(); !inherited)
+    return error_exit(ExitCode::bad_input, inherited.error().message);
   if (args.workers > 1) {
     LaunchArgs launch;
     launch.workers = args.workers;
@@ -97,10 +90,13 @@ int train(const CLI::App& command, const TrainArgs& args) {
   return run_train(*job);
 }
 
-// The config a launch or node command was given (file, then overrides), or the error.
+// Runs a command on the job it was given (config file, then overrides) in the environment its
+// processes inherit (actors::env::check_inherited), or stops at the first error in either.
 int with_job(const CLI::App& command, const TrainArgs& args, const std::function<int(const ResolvedJob&)>& run) {
   auto job = train_job(command, args);
-  if (!job) return fail(job.error().message, exit_usage);
+  if (!job) return error_exit(ExitCode::bad_input, job.error().message);
+  if (Status inherited = actors::env::check_inherited(); !inherited)
+    return error_exit(ExitCode::bad_input, inherited.error().message);
   return run(*job);
 }
 
@@ -120,20 +116,17 @@ void add_config_options(CLI::App& command, TrainArgs& args) {
   command.allow_extras();
 }
 
-std::string env_or(const char* name, std::string fallback) {
-  const char* value = std::getenv(name);
-  return value ? std::string(value) : fallback;
-}
-
 int bench_compute(const CLI::App& command, const BenchComputeOptions& options) {
-  if (Status extras = reject_unknown_arguments(command); !extras) return fail(extras.error().message, exit_usage);
-  if (Status valid = validate(options); !valid) return fail(valid.error().message, exit_usage);
+  if (Status extras = reject_unknown_arguments(command); !extras)
+    return error_exit(ExitCode::bad_input, extras.error().message);
+  if (Status valid = validate(options); !valid) return error_exit(ExitCode::bad_input, valid.error().message);
   return run_bench_compute(options);
 }
 
 int schedule(const CLI::App& command, const ScheduleOptions& options) {
-  if (Status extras = reject_unknown_arguments(command); !extras) return fail(extras.error().message, exit_usage);
-  if (Status valid = validate(options); !valid) return fail(valid.error().message, exit_usage);
+  if (Status extras = reject_unknown_arguments(command); !extras)
+    return error_exit(ExitCode::bad_input, extras.error().message);
+  if (Status valid = validate(options); !valid) return error_exit(ExitCode::bad_input, valid.error().message);
   return run_schedule(options);
 }
 
@@ -179,7 +172,7 @@ int main(int argc, char** argv) {
   add_config_options(*launch_command, launch_config);
 
   TrainArgs node_config;
-  NodeArgs node_args{env_or("TROUPE_JOIN", ""), env_or("TROUPE_TOKEN", ""), std::atoi(env_or("TROUPE_NODE_INDEX", "-1").c_str())};
+  NodeArgs node_args;
   CLI::App* node_command = app.add_subcommand("node", "One node process of a job (troupe launch starts these).");
   node_command->add_option("--join", node_args.join, "HOST:PORT of the job supervisor (default $TROUPE_JOIN)");
   node_command->add_option("--token", node_args.token, "the job's token (default $TROUPE_TOKEN)");
@@ -362,11 +355,12 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help, --version
-    return fail(e.what(), exit_usage);
+    return error_exit(ExitCode::bad_input, e.what());
   }
 
   try {
-    if (Status chosen = require_subcommand(app); !chosen) return fail(chosen.error().message, exit_usage);
+    if (Status chosen = require_subcommand(app); !chosen)
+      return error_exit(ExitCode::bad_input, chosen.error().message);
     if (train_command->parsed()) return train(*train_command, train_args);
     if (launch_command->parsed())
       return with_job(*launch_command, launch_config, [&](const ResolvedJob& job) { return run_launch(launch_args, job); });
@@ -377,41 +371,43 @@ int main(int argc, char** argv) {
       return with_job(*drill_command, drill_config, [&](const ResolvedJob& job) { return run_drill(drill_options, job); });
     if (shell_command->parsed()) {
       if (Status extras = reject_unknown_arguments(*shell_command); !extras)
-        return fail(extras.error().message, exit_usage);
+        return error_exit(ExitCode::bad_input, extras.error().message);
       return run_shell(shell_args);
     }
     if (export_command->parsed()) {
       if (Status extras = reject_unknown_arguments(*export_command); !extras)
-        return fail(extras.error().message, exit_usage);
+        return error_exit(ExitCode::bad_input, extras.error().message);
       return run_export(export_options);
     }
-    if (Status chosen = require_subcommand(*bench_command); !chosen) return fail(chosen.error().message, exit_usage);
+    if (Status chosen = require_subcommand(*bench_command); !chosen)
+      return error_exit(ExitCode::bad_input, chosen.error().message);
     if (allreduce_command->parsed()) {
       if (Status extras = reject_unknown_arguments(*allreduce_command); !extras)
-        return fail(extras.error().message, exit_usage);
+        return error_exit(ExitCode::bad_input, extras.error().message);
       allreduce_options.bytes.clear();
       for (int mib : allreduce_mib) allreduce_options.bytes.push_back(std::int64_t{mib} << 20);
       return run_bench_allreduce(allreduce_options);
     }
     if (dp_command->parsed()) {
-      if (Status extras = reject_unknown_arguments(*dp_command); !extras) return fail(extras.error().message, exit_usage);
+      if (Status extras = reject_unknown_arguments(*dp_command); !extras)
+        return error_exit(ExitCode::bad_input, extras.error().message);
       return run_bench_dp(dp_options);
     }
     if (pipeline_command->parsed()) {
       if (Status extras = reject_unknown_arguments(*pipeline_command); !extras)
-        return fail(extras.error().message, exit_usage);
+        return error_exit(ExitCode::bad_input, extras.error().message);
       return run_bench_pipeline(pipeline_options);
     }
     if (gpu_bench_command->parsed()) return run_bench_gpu(gpu_bench_options);
     if (checkpoint_bench_command->parsed()) {
       if (Status extras = reject_unknown_arguments(*checkpoint_bench_command); !extras)
-        return fail(extras.error().message, exit_usage);
+        return error_exit(ExitCode::bad_input, extras.error().message);
       return run_bench_checkpoint(checkpoint_bench_options);
     }
     return bench_compute(*compute_command, bench_options);
   } catch (const std::exception& e) {
-    return fail(e.what(), exit_failure);
+    return error_exit(ExitCode::failure, e.what());
   } catch (const Error& e) {
-    return fail(e.message, exit_failure);
+    return error_exit(ExitCode::failure, e.message);
   }
 }

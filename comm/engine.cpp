@@ -494,6 +494,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(int rank, int world_size) {
   if (rank < 0 || rank >= world_size) {
     return Error{"comm: rank " + std::to_string(rank) + " is outside [0, " + std::to_string(world_size) + ")"};
   }
+  if (Status knobs = check_knobs(); !knobs) return knobs.error();
   std::unique_ptr<Engine> engine(new Engine(rank, world_size));
   State& s = *engine->state_;
   s.rank = rank;

@@ -56,7 +56,8 @@ std::string describe(const PendingReceive& wait, std::chrono::steady_clock::time
 class Engine {
  public:
   // Creates the UCX context and worker for `rank` of `world_size` and starts the progress
-  // thread. The engine is connected to itself; other peers come through connect().
+  // thread. The engine is connected to itself; other peers come through connect(). Checks every
+  // TROUPE_COMM_* knob first: an invalid value is the error, naming the knob and its value.
   static Expected<std::unique_ptr<Engine>> create(int rank, int world_size);
   ~Engine();
   Engine(const Engine&) = delete;

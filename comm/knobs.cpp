@@ -1,19 +1,22 @@
 #include "comm/knobs.hpp"
 
-#include <charconv>
-#include <cstdlib>
-#include <cstring>
+#include "compute/environment.hpp"
 
 namespace troupe::comm {
 
+Expected<std::int64_t> read_knob(const Knob& knob) { return environment_integer(knob.name, knob.fallback, 0); }
+
+Status check_knobs() {
+  for (const Knob& knob : knobs) {
+    if (auto value = read_knob(knob); !value) return value.error();
+  }
+  return Status::success();
+}
+
 std::int64_t knob_value(const Knob& knob) {
-  const char* text = std::getenv(knob.name);
-  if (text == nullptr) return knob.fallback;
-  std::int64_t value = 0;
-  const char* end = text + std::strlen(text);
-  const auto [ptr, ec] = std::from_chars(text, end, value);
-  if (ec != std::errc{} || ptr != end || value < 0) return knob.fallback;
-  return value;
+  auto value = read_knob(knob);
+  TROUPE_CHECK(value.ok(), "read after Engine::create checked the knobs: " + value.error().message);
+  return *value;
 }
 
 }  // namespace troupe::comm

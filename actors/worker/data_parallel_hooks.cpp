@@ -1,15 +1,6 @@
 #include "actors/worker/data_parallel_hooks.hpp"
 
-#include <stdexcept>
-
 namespace troupe::actors {
-namespace {
-
-void check(const Status& s) {
-  if (!s) throw CommFailed(s.error().message);
-}
-
-}  // namespace
 
 compute::DataParallel group_data_parallel(MailboxComm& mailbox, comm::Communicator& comm,
                                           monitor::WorkProgress& progress, int zero_stage, std::int64_t parameters) {
@@ -28,7 +19,7 @@ compute::DataParallel group_data_parallel(MailboxComm& mailbox, comm::Communicat
   auto run = [&mailbox, &progress](const char* what, auto post) {
     post();
     auto waiting = progress.wait_for(what);
-    check(mailbox.wait_all());
+    check_comm(mailbox.wait_all());
   };
   dp.sum_gradients = [run, &mailbox, &comm](compute::Tensor& grads) {
     run("the gradient sum", [&] { mailbox.all_reduce(comm, grads); });
@@ -36,7 +27,7 @@ compute::DataParallel group_data_parallel(MailboxComm& mailbox, comm::Communicat
   dp.start_sum = [&mailbox, &comm](compute::Tensor bucket) { mailbox.all_reduce(comm, std::move(bucket)); };
   dp.wait_sums = [&mailbox, &progress] {
     auto waiting = progress.wait_for("the gradient sums");
-    check(mailbox.wait_all());
+    check_comm(mailbox.wait_all());
   };
   dp.reduce_scatter_gradients = [run, &mailbox, &comm](compute::Tensor& grads) {
     run("the gradient reduce-scatter", [&] { mailbox.reduce_scatter(comm, grads); });

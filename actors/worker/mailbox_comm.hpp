@@ -50,6 +50,13 @@ class CommFailed : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The one way a failed collective or transfer becomes CommFailed: throws it with the error's
+// message when `result` (a Status, or an Expected) failed, else nothing.
+template <class Result>
+void check_comm(const Result& result) {
+  if (!result) throw CommFailed(result.error().message);
+}
+
 class MailboxComm {
  public:
   using Operation = std::uint64_t;

@@ -117,7 +117,7 @@ void PipelineTrainer::wait(MailboxComm::Operation op, const std::string& what) {
   const double start = now_us();
   {
     auto waiting = progress_.wait_for(what);
-    if (Status s = mailbox_.wait(op); !s) throw CommFailed(s.error().message);
+    check_comm(mailbox_.wait(op));
   }
   trace("wait", "wait for " + what, start);
 }
@@ -240,20 +240,17 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
 }
 
 void PipelineTrainer::reduce_gradients() {
-  auto check = [](const Status& st) {
-    if (!st) throw CommFailed(st.error().message);
-  };
   auto waiting = progress_.wait_for("the gradient sums");
   if (groups_.embedding != nullptr) {
     // The tied embedding's two shares: the first virtual stage's lookup, the last one's lm head.
     Chunk& holder = stage_ == 0 ? chunks_.front() : chunks_.back();
     mailbox_.all_reduce(*groups_.embedding, holder.stage->tied_embedding_grad());
     // Done before the data-parallel sums start: they read and write the same buffer.
-    check(mailbox_.wait_all());
+    check_comm(mailbox_.wait_all());
   }
   if (setup_.grid.dp > 1)
     for (Chunk& chunk : chunks_) mailbox_.all_reduce(groups_.dp, chunk.stage->grads());
-  check(mailbox_.wait_all());
+  check_comm(mailbox_.wait_all());
 }
 
 double PipelineTrainer::own_sum_of_squares(bool gradients) {
@@ -270,7 +267,7 @@ double PipelineTrainer::sum_over(comm::Communicator& group, double value, const 
   compute::Tensor t = compute::Tensor::zeros({1}, compute::DType::f64);
   t.data_as<double>()[0] = value;
   auto waiting = progress_.wait_for(what);
-  if (Status s = mailbox_.wait(mailbox_.all_reduce(group, t)); !s) throw CommFailed(s.error().message);
+  check_comm(mailbox_.wait(mailbox_.all_reduce(group, t)));
   return t.data_as<double>()[0];
 }
 

@@ -10,6 +10,7 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include "actors/environment.hpp"
 #include "actors/worker/training_run.hpp"
 #include "compute/data/decode.hpp"
 #include "compute/model/generate.hpp"
@@ -67,10 +68,11 @@ struct DrilledFailure {
   long step = -1;
 
   static DrilledFailure from_environment() {
-    DrilledFailure d;
-    const char* target = std::getenv("TROUPE_DRILL_THROW_AT");
-    if (!target || std::sscanf(target, "%d:%ld", &d.rank, &d.step) != 2) return {};
-    return d;
+    // The command checked it before the job started (env::check_inherited).
+    auto target = env::read_drill_throw_at();
+    if (!target) throw std::invalid_argument(target.error().message);
+    if (!*target) return {};
+    return {(*target)->rank, (*target)->step};
   }
 
   void throw_if_due(int rank_now, long step_now) const {

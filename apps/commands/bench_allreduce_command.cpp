@@ -5,18 +5,16 @@
 #include <cstdio>
 
 #include "apps/commands/commands.hpp"
+#include "apps/exit_codes.hpp"
 #include "comm/bench/allreduce_bench.hpp"
 
 namespace troupe::apps {
 
 int run_bench_allreduce(const comm::AllReduceBenchOptions& options) {
   auto report = comm::bench_allreduce(options);
-  if (!report) {
-    std::fprintf(stderr, "troupe: error: %s\n", report.error().message.c_str());
-    return 1;
-  }
+  if (!report) return error_exit(ExitCode::failure, report.error().message);
   std::fputs(comm::format_allreduce_report(*report).c_str(), stdout);
-  return 0;
+  return to_int(ExitCode::success);
 }
 
 }  // namespace troupe::apps

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "apps/commands/commands.hpp"
+#include "apps/exit_codes.hpp"
 #include "checkpoint/disk_speed.hpp"
 #include "checkpoint/run_checkpoints.hpp"
 #include "checkpoint/store.hpp"
@@ -123,26 +124,19 @@ struct RoundFigures {
   double plain_step_s = 0, after_step_s = 0, saving_step_s = 0;  // medians within the round
 };
 
-int failed(const std::string& message) {
-  std::fprintf(stderr, "troupe: error: %s\n", message.c_str());
-  return 1;
-}
-
 }  // namespace
 
 int run_bench_checkpoint(const BenchCheckpointOptions& options) {
   const compute::GPTConfig cfg = *compute::gpt_preset(options.model);
   const fs::path work = fs::path(options.dir) / ("troupe-bench-checkpoint-" + std::to_string(::getpid()));
   std::error_code created;
-  if (!fs::create_directory(work, created) || created) {
-    std::fprintf(stderr, "troupe: error: --dir %s: cannot create a folder in it: %s\n", options.dir.c_str(),
-                 created ? created.message().c_str() : "it exists");
-    return 2;
-  }
+  if (!fs::create_directory(work, created) || created)
+    return error_exit(ExitCode::bad_input, "--dir " + options.dir + ": cannot create a folder in it: " +
+                                               (created ? created.message() : std::string("it exists")));
   const RemovedOnExit remove_work{work};
 
   auto backend = compute::make_backend("cpu", 1);
-  if (!backend) return failed(backend.error().message);
+  if (!backend) return error_exit(ExitCode::failure, backend.error().message);
   std::vector<std::uint16_t> stream(static_cast<std::size_t>(micro_batch) * cfg.block_size * 4 + 1);
   for (std::size_t i = 0; i < stream.size(); ++i)
     stream[i] = static_cast<std::uint16_t>(compute::splitmix64(i) % static_cast<std::uint64_t>(cfg.vocab_size));
@@ -191,7 +185,7 @@ int run_bench_checkpoint(const BenchCheckpointOptions& options) {
   async_options.every = 1;
   async_options.async = true;
   checkpoint::RunCheckpoints async_checkpoints(async_options, identity, reporter.reporter());
-  if (!async_checkpoints.startup()) return failed(async_checkpoints.startup().error().message);
+  if (!async_checkpoints.startup()) return error_exit(ExitCode::failure, async_checkpoints.startup().error().message);
 
   for (int round = 1; round <= options.rounds; ++round) {
     RoundFigures figures;
@@ -199,13 +193,13 @@ int run_bench_checkpoint(const BenchCheckpointOptions& options) {
     for (const bool disk_now : {round % 2 == 1, round % 2 == 0}) {
       if (disk_now) {
         auto disk = checkpoint::measure_sequential_write(work, disk_test_bytes);
-        if (!disk) return failed(disk.error().message);
+        if (!disk) return error_exit(ExitCode::failure, disk.error().message);
         figures.disk_bytes_per_s = *disk;
         continue;
       }
       identity.total_steps = trainer.steps_taken();
       auto save = save_synchronously(work / "sync", identity, held, reporter);
-      if (!save) return failed(save.error().message);
+      if (!save) return error_exit(ExitCode::failure, save.error().message);
       saved = save->folder;
       figures.save_bytes_per_s = static_cast<double>(saved.bytes) / save->seconds;
     }
@@ -219,20 +213,20 @@ int run_bench_checkpoint(const BenchCheckpointOptions& options) {
     // The first save has no write of its own in the background during its step: not measured.
     trainer.step();
     if (Status done = async_checkpoints.after_step(trainer.steps_taken(), held); !done)
-      return failed(done.error().message);
+      return error_exit(ExitCode::failure, done.error().message);
     std::vector<double> after_steps, saving_steps;
     for (int i = 0; i < options.steps; ++i) {
       const auto start = Clock::now();
       trainer.step();
       const auto stepped = Clock::now();
       if (Status done = async_checkpoints.after_step(trainer.steps_taken(), held); !done)
-        return failed(done.error().message);
+        return error_exit(ExitCode::failure, done.error().message);
       after_steps.push_back(seconds_since(stepped));
       saving_steps.push_back(seconds_since(start));
     }
     // The last write must not spill into the next round's plain steps.
-    if (Status done = async_checkpoints.finish(); !done) return failed(done.error().message);
-    if (const std::string error = reporter.first_error(); !error.empty()) return failed(error);
+    if (Status done = async_checkpoints.finish(); !done) return error_exit(ExitCode::failure, done.error().message);
+    if (const std::string error = reporter.first_error(); !error.empty()) return error_exit(ExitCode::failure, error);
     figures.plain_step_s = median(plain_steps);
     figures.after_step_s = median(after_steps);
     figures.saving_step_s = median(saving_steps);
@@ -271,7 +265,7 @@ int run_bench_checkpoint(const BenchCheckpointOptions& options) {
       "async save: after_step returns in %.1f ms = %.1f%% of a %.3f s step (target < 5%%); steps with a save "
       "in the background take %.3f s (%+.1f%%)\n",
       after_step * 1e3, 100 * stall, step, saving_step, 100 * slowdown);
-  return 0;
+  return to_int(ExitCode::success);
 }
 
 }  // namespace troupe::apps

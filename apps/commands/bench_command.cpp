@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "apps/commands/commands.hpp"
+#include "apps/exit_codes.hpp"
 #include "compute/cpu/sgemm_peak.hpp"
 #include "compute/model/flops.hpp"
 #include "compute/data/synthetic_tokens.hpp"
@@ -63,10 +64,7 @@ ModelFigures bench_model(compute::Backend& backend, const compute::GPTConfig& cf
 
 int run_bench_compute(const BenchComputeOptions& options) {
   auto backend = compute::make_backend("cpu", options.threads);
-  if (!backend) {
-    std::fprintf(stderr, "troupe: error: %s\n", backend.error().message.c_str());
-    return 2;
-  }
+  if (!backend) return error_exit(ExitCode::bad_input, backend.error().message);
   std::printf("bench compute: cpu backend, %d thread(s), micro-batch %d, %d measured step(s) after %d warm-up\n",
               options.threads, options.batch, options.steps, options.warmup);
   const double peak = compute::cpu::measure_sgemm_peak();
@@ -82,7 +80,7 @@ int run_bench_compute(const BenchComputeOptions& options) {
     std::fflush(stdout);
   }
   std::printf("\nFigures from the median step. MFU = model FLOP/s / sgemm peak; model FLOPs per token = 6N + 12*L*C*T.\n");
-  return 0;
+  return to_int(ExitCode::success);
 }
 
 }  // namespace troupe::apps

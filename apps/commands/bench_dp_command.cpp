@@ -26,6 +26,7 @@
 #include "actors/worker/data_parallel_hooks.hpp"
 #include "actors/worker/mailbox_comm.hpp"
 #include "apps/commands/commands.hpp"
+#include "apps/exit_codes.hpp"
 #include "comm/bootstrap.hpp"
 #include "comm/collectives.hpp"
 #include "comm/grid.hpp"
@@ -227,16 +228,14 @@ int run_bench_dp(const BenchDpOptions& o) {
         return as_bytes(*times);
       },
       std::chrono::minutes(30));
-  if (!results) return std::fprintf(stderr, "troupe: error: %s\n", results.error().message.c_str()), 1;
+  if (!results) return error_exit(ExitCode::failure, results.error().message);
   std::vector<std::vector<double>> times;
   for (std::size_t r = 0; r < results->size(); ++r) {
     const auto& result = (*results)[r];
     const std::size_t expected = static_cast<std::size_t>(o.steps) * (static_cast<int>(r) == n ? 1 : 2);
-    if (!result.ok || result.report.size() != expected * sizeof(double)) {
-      std::fprintf(stderr, "troupe: error: bench dp: rank %zu of %d: %s\n", r, n + 1,
-                   result.error.empty() ? "reported no step times" : result.error.c_str());
-      return 1;
-    }
+    if (!result.ok || result.report.size() != expected * sizeof(double))
+      return error_exit(ExitCode::failure, "bench dp: rank " + std::to_string(r) + " of " + std::to_string(n + 1) +
+                                               ": " + (result.error.empty() ? "reported no step times" : result.error));
     times.push_back(doubles_of(result.report));
   }
 
@@ -261,7 +260,7 @@ int run_bench_dp(const BenchDpOptions& o) {
   }
   std::printf("medians: machine share %.3f, dp/independent %.3f\n", median(share), median(communication));
   std::printf("scaling (%d processes x 1 thread vs 1 x 1, median of iterations) = %.3f\n", n, median(scaling));
-  return 0;
+  return to_int(ExitCode::success);
 }
 
 }  // namespace troupe::apps

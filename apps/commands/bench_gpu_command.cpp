@@ -14,6 +14,7 @@
 #include <optional>
 #include <vector>
 
+#include "apps/exit_codes.hpp"
 #include "compute/data/synthetic_tokens.hpp"
 #include "compute/model/gpt.hpp"
 #include "compute/train/trainer.hpp"
@@ -25,11 +26,6 @@
 
 namespace troupe::apps {
 namespace {
-
-int fail(const std::string& message) {
-  std::fprintf(stderr, "troupe: error: %s\n", message.c_str());
-  return 2;
-}
 
 #ifdef TROUPE_HAVE_CUDA
 // Tokens/s that the PyTorch script prints for `mode` ("tokens_per_s <value>" on its last line),
@@ -77,21 +73,23 @@ CLI::App* add_bench_gpu_command(CLI::App& bench, BenchGpuOptions& o) {
 
 int run_bench_gpu(const BenchGpuOptions& o) {
 #ifndef TROUPE_HAVE_CUDA
-  return fail("bench gpu: this build has no CUDA support (no nvcc, cuBLAS and NCCL under /usr/local/cuda at configure time)");
+  return error_exit(
+      ExitCode::bad_input,
+      "bench gpu: this build has no CUDA support (no nvcc, cuBLAS and NCCL under /usr/local/cuda at configure time)");
 #else
   using Clock = std::chrono::steady_clock;
   const compute::GPTConfig cfg = *compute::gpt_preset(o.model);
   if (o.seq > cfg.block_size)
-    return fail("bench gpu: --seq " + std::to_string(o.seq) + " exceeds " + o.model + "'s block size " +
-                std::to_string(cfg.block_size));
+    return error_exit(ExitCode::bad_input, "bench gpu: --seq " + std::to_string(o.seq) + " exceeds " + o.model +
+                                               "'s block size " + std::to_string(cfg.block_size));
   auto device = compute::cuda_device();
-  if (!device) return fail("bench gpu: " + device.error().message);
+  if (!device) return error_exit(ExitCode::bad_input, "bench gpu: " + device.error().message);
   auto backend = compute::CudaBackend::create(o.precision == "bf16" ? compute::CudaBackend::Precision::bf16
                                                                      : compute::CudaBackend::Precision::fp32);
-  if (!backend) return fail("bench gpu: " + backend.error().message);
+  if (!backend) return error_exit(ExitCode::bad_input, "bench gpu: " + backend.error().message);
   compute::CudaBackend& gpu = **backend;
   auto peak = compute::measure_bf16_gemm_peak(8192, 20);
-  if (!peak) return fail(peak.error().message);
+  if (!peak) return error_exit(ExitCode::bad_input, peak.error().message);
   std::printf("bench gpu: %s; bf16 GEMM peak (cuBLASLt, 8192³) %.1f TFLOP/s\n", device->c_str(), *peak / 1e12);
 
   const std::vector<std::uint16_t> stream =
@@ -122,10 +120,10 @@ int run_bench_gpu(const BenchGpuOptions& o) {
               gpu.name().c_str(), o.batch, o.seq, step * 1e3, tokens_per_s,
               100.0 * tokens_per_s * flops_per_token / *peak, loss);
 
-  if (o.torch_script.empty()) return 0;
+  if (o.torch_script.empty()) return to_int(ExitCode::success);
   if (!torch_available()) {
     std::printf("pytorch: not measured (python3 cannot import torch)\n");
-    return 0;
+    return to_int(ExitCode::success);
   }
   for (const char* mode : {"eager", "compile"}) {
     const auto torch = torch_tokens_per_s(o, mode);
@@ -137,7 +135,7 @@ int run_bench_gpu(const BenchGpuOptions& o) {
     std::printf("pytorch %s: %.0f tokens/s, MFU %.1f%%; troupe / pytorch = %.2f\n", mode, *torch,
                 100.0 * *torch * flops_per_token / *peak, tokens_per_s / *torch);
   }
-  return 0;
+  return to_int(ExitCode::success);
 #endif
 }
 

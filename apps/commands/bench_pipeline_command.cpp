@@ -18,6 +18,7 @@
 #include "actors/worker/mailbox_comm.hpp"
 #include "actors/worker/pipeline_trainer.hpp"
 #include "apps/commands/commands.hpp"
+#include "apps/exit_codes.hpp"
 #include "comm/bootstrap.hpp"
 #include "compute/model/stage_split.hpp"
 #include "compute/random.hpp"
@@ -331,7 +332,7 @@ int run_bench_pipeline(const BenchPipelineOptions& o) {
                 figures->shared_over_alone, figures->measured / figures->simulated_per_op);
     std::fflush(stdout);
   }
-  return 0;
+  return to_int(ExitCode::success);
 }
 
 }  // namespace troupe::apps

@@ -1,7 +1,9 @@
 #pragma once
 // The commands main() runs once the command line has been parsed and checked. Each returns the
-// process exit code: 0 on success, 1 on a run-time failure. Mistakes in the user's input never
-// reach them: main rejects those first, with exit code 2.
+// process exit code of apps/exit_codes.hpp: 0 on success, 1 on a run-time failure. Mistakes in
+// the user's input main can see never reach them: main rejects those first, with exit code 2;
+// what a command finds wrong in its input itself (an environment variable, a file) is 2 too.
+// Every error is reported through error_exit(): one line "troupe: error: <message>".
 
 #include <string>
 #include <vector>

@@ -20,8 +20,10 @@
 #include <regex>
 #include <thread>
 
+#include "actors/environment.hpp"
 #include "apps/commands/commands.hpp"
 #include "apps/config/print.hpp"
+#include "apps/exit_codes.hpp"
 #include "apps/launch/local_host.hpp"
 #include "apps/commands/watched_run.hpp"
 #include "checkpoint/loader.hpp"
@@ -157,7 +159,7 @@ int print_verdict(const std::string& scenario, const Verdict& v) {
                 *v.weights_equal ? "yes (parameters and AdamW moments, bitwise)" : "NO");
   std::printf("verdict: %s\n", v.passed ? "PASS" : "FAIL");
   std::fflush(stdout);
-  return v.passed ? 0 : 1;
+  return to_int(v.passed ? ExitCode::success : ExitCode::failure);
 }
 
 // The pid of node `node` as the job logged its join: "node 1 (host, pid 1234) joined".
@@ -241,8 +243,10 @@ Verdict drill_running_job(const Drill& drill, const DrillOptions& options) {
   Verdict v;
   const bool worker = options.scenario == "kill-worker", gone = options.scenario == "node-lost";
   std::vector<std::string> env;
-  if (worker) env.push_back("TROUPE_DRILL_THROW_AT=" + std::to_string(options.target) + ":" + std::to_string(options.at_step));
-  if (gone) env.push_back("TROUPE_DRILL_NODE_GONE=" + std::to_string(options.target));
+  if (worker)
+    env.push_back(std::string(actors::env::drill_throw_at.name) + "=" + std::to_string(options.target) + ":" +
+                  std::to_string(options.at_step));
+  if (gone) env.push_back(std::string(actors::env::drill_node_gone.name) + "=" + std::to_string(options.target));
   auto run = drill.start("drilled", false, env);
   if (!run) {
     v.fault = run.error().message;
@@ -473,42 +477,42 @@ Verdict drill_disk_full(const Drill& drill, const DrillOptions& options) {
 }  // namespace
 
 int run_drill(const DrillOptions& options, const ResolvedJob& job) {
-  auto fail = [](const std::string& message) {
-    std::fprintf(stderr, "troupe: error: %s\n", message.c_str());
-    return 2;
-  };
   if (std::find(drill_scenarios.begin(), drill_scenarios.end(), options.scenario) == drill_scenarios.end()) {
     std::string known;
     for (const auto& s : drill_scenarios) known += (known.empty() ? "" : ", ") + s;
-    return fail("unknown drill scenario '" + options.scenario + "' (known: " + known + ")");
+    return error_exit(ExitCode::bad_input, "unknown drill scenario '" + options.scenario + "' (known: " + known + ")");
   }
   const long steps = job.config.train.steps;
   if (options.at_step < 1 || options.at_step >= steps)
-    return fail("--at-step " + std::to_string(options.at_step) + " must be between 1 and train.steps − 1 (" +
-                std::to_string(steps - 1) + ")");
+    return error_exit(ExitCode::bad_input, "--at-step " + std::to_string(options.at_step) +
+                                               " must be between 1 and train.steps − 1 (" + std::to_string(steps - 1) +
+                                               ")");
   const bool process_fault = options.scenario == "kill-node" || options.scenario == "hang" ||
                              options.scenario == "kill-worker" || options.scenario == "slow-node" ||
                              options.scenario == "node-lost";
   if (process_fault && options.workers < 2)
-    return fail("drill " + options.scenario + " needs --workers 2 or more: recovery restarts the node processes");
+    return error_exit(ExitCode::bad_input,
+                      "drill " + options.scenario + " needs --workers 2 or more: recovery restarts the node processes");
   if (process_fault && (options.target < 0 || options.target >= options.workers))
-    return fail("--target " + std::to_string(options.target) + " is not a node of the job's " +
-                std::to_string(options.workers) + " workers");
+    return error_exit(ExitCode::bad_input, "--target " + std::to_string(options.target) +
+                                               " is not a node of the job's " + std::to_string(options.workers) +
+                                               " workers");
   if (!job.config.checkpoint.dir.empty())
-    return fail("checkpoint.dir is set by the drill (a folder per run under --dir); leave it out");
+    return error_exit(ExitCode::bad_input,
+                      "checkpoint.dir is set by the drill (a folder per run under --dir); leave it out");
 
   Drill drill(options, job);
-  if (Status prepared = drill.prepare(); !prepared) return fail(prepared.error().message);
+  if (Status prepared = drill.prepare(); !prepared) return error_exit(ExitCode::bad_input, prepared.error().message);
   std::printf("drill %s in %s: %ld steps, checkpoint every %ld, %d worker(s); undisturbed run first\n",
               options.scenario.c_str(), drill.dir().c_str(), steps, drill.every(), options.workers);
   std::fflush(stdout);
   auto reference = drill.start("undisturbed", false);
-  if (!reference) return fail(reference.error().message);
+  if (!reference) return error_exit(ExitCode::bad_input, reference.error().message);
   const auto started = Clock::now();
   if (const std::optional<int> code = (*reference)->wait_exit(seconds(1800)); code != 0) {
-    std::fprintf(stderr, "troupe: error: the undisturbed run failed (exit %d); its output is in %s\n",
-                 code.value_or(-1), fs::absolute(drill.dir() / "undisturbed.log").c_str());
-    return 1;
+    return error_exit(ExitCode::failure, "the undisturbed run failed (exit " + std::to_string(code.value_or(-1)) +
+                                             "); its output is in " +
+                                             fs::absolute(drill.dir() / "undisturbed.log").string());
   }
   std::printf("undisturbed run: %.1f s; now the drilled run\n", seconds_between(started, Clock::now()));
   std::fflush(stdout);

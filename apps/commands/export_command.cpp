@@ -14,6 +14,7 @@
 #include <system_error>
 
 #include "apps/commands/commands.hpp"
+#include "apps/exit_codes.hpp"
 #include "checkpoint/export_gpt2.hpp"
 #include "checkpoint/loader.hpp"
 #include "compute/model/parameter_layout.hpp"
@@ -22,13 +23,6 @@ namespace troupe::apps {
 namespace {
 
 namespace fs = std::filesystem;
-
-constexpr int exit_usage = 2;
-
-int refuse(const std::string& message) {
-  std::fprintf(stderr, "troupe: error: %s\n", message.c_str());
-  return exit_usage;
-}
 
 // "ckpt/step-0000002/" names the folder step-0000002, not an empty file name.
 fs::path without_trailing_separator(fs::path path) {
@@ -72,17 +66,17 @@ Expected<checkpoint::LoadedCheckpoint> open_for_export(const fs::path& folder) {
 }  // namespace
 
 int run_export(const ExportOptions& options) {
-  if (Status usable = check_paths(options); !usable) return refuse(usable.error().message);
+  if (Status usable = check_paths(options); !usable) return error_exit(ExitCode::bad_input, usable.error().message);
   auto loaded = open_for_export(without_trailing_separator(options.checkpoint));
-  if (!loaded) return refuse(loaded.error().message);
+  if (!loaded) return error_exit(ExitCode::bad_input, loaded.error().message);
   const compute::GPTConfig& model = loaded->manifest().model;
   if (Status exported = checkpoint::export_gpt2_safetensors(*loaded, model, options.out); !exported)
-    return refuse(exported.error().message);
+    return error_exit(ExitCode::bad_input, exported.error().message);
   const std::uintmax_t bytes = fs::file_size(options.out);
   std::printf("wrote %s: %zu tensors, %ju bytes, GPT-2 safetensors of step %jd (%s)\n", options.out.c_str(),
               compute::ParameterLayout(model).views().size(), bytes,
               static_cast<std::intmax_t>(loaded->manifest().step), loaded->dir().string().c_str());
-  return 0;
+  return to_int(ExitCode::success);
 }
 
 }  // namespace troupe::apps

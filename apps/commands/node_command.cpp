@@ -1,62 +1,84 @@
 // troupe node: one node process of a job (actors/worker/node_process.hpp). The job's address,
 // token and node index come from the flags or from TROUPE_JOIN / TROUPE_TOKEN /
 // TROUPE_NODE_INDEX, the node's ranks from RANK, TROUPE_SLOTS and WORLD_SIZE, all of which
-// troupe launch sets.
+// troupe launch sets (actors/environment.hpp). An invalid variable stops the node before it
+// starts anything: one line naming it and its value, exit code 2.
 
+#include <charconv>
+#include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 
+#include "actors/environment.hpp"
 #include "actors/worker/node_process.hpp"
 #include "apps/commands/commands.hpp"
 #include "apps/commands/job_identity.hpp"
+#include "apps/exit_codes.hpp"
 #include "apps/launch/local_host.hpp"
+#include "compute/environment.hpp"
 
 namespace troupe::apps {
 namespace {
 
-int env_int(const char* name, int fallback) {
-  const char* value = std::getenv(name);
-  return value ? std::atoi(value) : fallback;
+namespace env = actors::env;
+
+// Moves a read variable's value into `into`; its error when it was invalid.
+template <class T, class U>
+Status take(Expected<T> value, U& into) {
+  if (!value) return value.error();
+  into = std::move(*value);
+  return Status::success();
 }
 
-int fail(const std::string& message, int code) {
-  std::fprintf(stderr, "troupe: error: %s\n", message.c_str());
-  return code;
+// The node's options from its flags and variables: the first invalid one's error line.
+Expected<actors::NodeProcessOptions> node_options(const NodeArgs& args) {
+  actors::NodeProcessOptions options;
+  for (Status read :
+       {take(env::read_rank(), options.first_rank), take(env::read_world_size(), options.world_size),
+        take(env::read_slots(), options.slots), take(env::read_local_rank(), options.local_rank_base),
+        take(env::read_local_world_size(), options.local_world_size), take(env::read_restarts(), options.recovery)}) {
+    if (!read) return read.error();
+  }
+  if (std::int64_t{options.first_rank} + options.slots > options.world_size)
+    return Error{"TROUPE_SLOTS " + std::to_string(options.slots) + " with RANK " + std::to_string(options.first_rank) +
+                 " does not fit WORLD_SIZE " + std::to_string(options.world_size)};
+  options.node_index = args.node_index;
+  if (options.node_index < 0) {
+    if (Status read = take(env::read_node_index(), options.node_index); !read) return read.error();
+  }
+  const std::optional<std::string> join_variable = args.join.empty() ? env::read_join() : std::nullopt;
+  const std::string join = join_variable.value_or(args.join);
+  const auto colon = join.rfind(':');
+  int port = 0;
+  const char* port_end = join.data() + join.size();
+  if (colon == std::string::npos || std::from_chars(join.data() + colon + 1, port_end, port).ptr != port_end ||
+      port < 1 || port > 65535) {
+    if (join_variable) return environment_error(env::join.name, "HOST:PORT", join);
+    return Error{"--join '" + join + "' is not HOST:PORT"};
+  }
+  options.join_host = join.substr(0, colon);
+  options.join_port = port;
+  options.token = args.token.empty() ? env::read_token().value_or("") : args.token;
+  return options;
 }
 
 }  // namespace
 
 int run_node(const NodeArgs& args, const ResolvedJob& job) {
-  actors::NodeProcessOptions options;
-  options.first_rank = env_int("RANK", 0);
-  options.world_size = env_int("WORLD_SIZE", 1);
-  options.slots = env_int("TROUPE_SLOTS", 1);
-  if (options.slots < 1 || options.first_rank < 0 || options.first_rank + options.slots > options.world_size)
-    return fail("TROUPE_SLOTS " + std::to_string(options.slots) + " with RANK " + std::to_string(options.first_rank) +
-                    " does not fit WORLD_SIZE " + std::to_string(options.world_size),
-                2);
-  auto recovery = actors::RecoveryCounts::from_environment();
-  if (!recovery) return fail(recovery.error().message, 2);
+  auto options = node_options(args);
+  if (!options) return error_exit(ExitCode::bad_input, options.error().message);
+  auto gone = env::read_drill_node_gone();
+  if (!gone) return error_exit(ExitCode::bad_input, gone.error().message);
   // `troupe drill node-lost`: node TROUPE_DRILL_NODE_GONE fails at every restart, as a machine
   // that does not come back would.
-  if (recovery->restarts > 0 && env_int("TROUPE_DRILL_NODE_GONE", -1) == args.node_index)
-    return fail("drill: node " + std::to_string(args.node_index) + " cannot come back", 1);
-  const auto colon = args.join.rfind(':');
-  if (colon == std::string::npos) return fail("--join '" + args.join + "' is not HOST:PORT", 2);
-  options.join_host = args.join.substr(0, colon);
-  options.join_port = std::atoi(args.join.c_str() + colon + 1);
-  options.token = args.token;
-  options.node_index = args.node_index;
-  options.host_name = launch::this_host_name();
-  options.build_id = build_id();
-  options.config_hash = config_hash(job.config);
-  options.local_rank_base = env_int("LOCAL_RANK", 0);
-  options.local_world_size = env_int("LOCAL_WORLD_SIZE", 1);
-  options.recovery = std::move(*recovery);
-  const actors::NodeOutcome outcome = actors::run_node_process(options, job);
+  if (options->recovery.restarts > 0 && *gone == options->node_index)
+    return error_exit(ExitCode::failure, "drill: node " + std::to_string(options->node_index) + " cannot come back");
+  options->host_name = launch::this_host_name();
+  options->build_id = build_id();
+  options->config_hash = config_hash(job.config);
+  const actors::NodeOutcome outcome = actors::run_node_process(*options, job);
   if (outcome.exit_code != 0) {
-    if (outcome.before_join) return fail(outcome.reason, outcome.exit_code);
-    std::fprintf(stderr, "troupe: node %d: %s\n", args.node_index, outcome.reason.c_str());
+    if (outcome.before_join) return error_exit(exit_code_of(outcome.exit_code), outcome.reason);
+    std::fprintf(stderr, "troupe: node %d: %s\n", options->node_index, outcome.reason.c_str());
   }
   return outcome.exit_code;
 }

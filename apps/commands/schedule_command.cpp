@@ -12,6 +12,7 @@
 #include <string>
 
 #include "apps/commands/commands.hpp"
+#include "apps/exit_codes.hpp"
 #include "monitor/trace.hpp"
 #include "schedules/checker.hpp"
 #include "schedules/generate.hpp"
@@ -176,7 +177,7 @@ int run_schedule(const ScheduleOptions& o) {
     std::printf("\ntrace     %s: one track per stage, 1 cost unit = 1 ms\n", o.trace.c_str());
   }
   std::fflush(stdout);
-  return 0;
+  return to_int(ExitCode::success);
 }
 
 }  // namespace troupe::apps

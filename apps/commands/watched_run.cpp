@@ -9,6 +9,8 @@
 #include <cstring>
 #include <fstream>
 
+#include "apps/exit_codes.hpp"
+
 extern char** environ;
 
 namespace troupe::apps {
@@ -111,7 +113,7 @@ std::optional<int> WatchedRun::wait_exit(std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   for (int status = 0;; std::this_thread::sleep_for(std::chrono::milliseconds(10))) {
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : signal_exit_code(WTERMSIG(status));
       return exit_code_;
     }
     if (Clock::now() >= deadline) return std::nullopt;  // looked once at least, even for a zero timeout

@@ -17,6 +17,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "apps/exit_codes.hpp"
 #include "apps/launch/child_process.hpp"
 #include "apps/launch/line_buffer.hpp"
 
@@ -66,15 +67,16 @@ void write_all(int fd, std::string_view bytes) {
 }  // namespace
 
 int exit_code(JobEnd end) {
+  using apps::ExitCode;
   switch (end) {
-    case JobEnd::success: return 0;
-    case JobEnd::node_failed: return 1;
-    case JobEnd::start_failed: return 3;
-    case JobEnd::interrupted: return 128 + SIGINT;
-    case JobEnd::terminated: return 128 + SIGTERM;
-    case JobEnd::hung_up: return 128 + SIGHUP;
+    case JobEnd::success: return to_int(ExitCode::success);
+    case JobEnd::node_failed: return to_int(ExitCode::failure);
+    case JobEnd::start_failed: return to_int(ExitCode::start_failed);
+    case JobEnd::interrupted: return to_int(ExitCode::interrupted);
+    case JobEnd::terminated: return to_int(ExitCode::terminated);
+    case JobEnd::hung_up: return to_int(ExitCode::hung_up);
   }
-  return 1;
+  return to_int(ExitCode::failure);
 }
 
 LineSink standard_streams_sink() {

@@ -49,7 +49,7 @@
 
 namespace troupe::launch {
 
-// How a job ended; exit_code() is the launcher's exit code for it.
+// How a job ended; exit_code() is the launcher's exit code for it (apps/exit_codes.hpp).
 enum class JobEnd {
   success,       // 0: every node process exited with code 0
   node_failed,   // 1: a node exited non-zero or was killed by a signal the launcher did not send

@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "actors/environment.hpp"
 #include "apps/launch/local_host.hpp"
 
 namespace troupe::launch {
@@ -31,17 +32,18 @@ RankPlan plan_ranks(const std::vector<HostEntry>& hosts, std::string_view this_h
 Environment node_environment(const RankPlan& plan, const NodePlan& node, const JobContact& contact) {
   const bool ipv6 = contact.host.find(':') != std::string::npos;
   const std::string join = (ipv6 ? "[" + contact.host + "]" : contact.host) + ":" + std::to_string(contact.port);
+  namespace env = actors::env;
   return {
-      {"RANK", std::to_string(node.first_rank)},
-      {"WORLD_SIZE", std::to_string(plan.world_size)},
-      {"LOCAL_RANK", std::to_string(node.local_rank_base)},
-      {"LOCAL_WORLD_SIZE", std::to_string(node.local_world_size)},
-      {"MASTER_ADDR", contact.host},
-      {"MASTER_PORT", std::to_string(contact.port)},
-      {"TROUPE_NODE_INDEX", std::to_string(node.node_index)},
-      {"TROUPE_SLOTS", std::to_string(node.slots)},
-      {"TROUPE_JOIN", join},
-      {"TROUPE_TOKEN", contact.token},
+      {env::rank.name, std::to_string(node.first_rank)},
+      {env::world_size.name, std::to_string(plan.world_size)},
+      {env::local_rank.name, std::to_string(node.local_rank_base)},
+      {env::local_world_size.name, std::to_string(node.local_world_size)},
+      {env::master_addr.name, contact.host},
+      {env::master_port.name, std::to_string(contact.port)},
+      {env::node_index.name, std::to_string(node.node_index)},
+      {env::slots.name, std::to_string(node.slots)},
+      {env::join.name, join},
+      {env::token.name, contact.token},
   };
 }
 

@@ -15,6 +15,7 @@
 
 #include "comm/bootstrap.hpp"
 #include "comm/collectives.hpp"
+#include "support/scoped_env.hpp"
 
 namespace troupe::comm::test {
 
@@ -61,26 +62,7 @@ std::vector<T> unpack(const std::vector<std::uint8_t>& bytes) {
 }
 
 // Sets an environment variable for the ranks forked while it lives, then restores it.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_.empty()) {
-      unsetenv(name_);
-    } else {
-      setenv(name_, old_.c_str(), 1);
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::string old_;
-};
+using troupe::test::ScopedEnv;
 
 // Runs `body` on `ranks` processes; every rank must report success. Returns the reports.
 inline std::vector<std::vector<std::uint8_t>> run_ranks(int ranks, const LocalRankBody& body,

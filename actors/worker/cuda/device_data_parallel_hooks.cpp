@@ -7,10 +7,6 @@ namespace {
 // because it is added to the step whenever the sums finish in between.
 constexpr std::chrono::microseconds device_poll_slice{100};
 
-void check(const Status& s) {
-  if (!s) throw CommFailed(s.error().message);
-}
-
 float* device_floats(const compute::Tensor& t) {
   TROUPE_CHECK(t.device() == compute::Device::cuda && t.dtype() == compute::DType::f32,
                "NCCL gradient sums take f32 device tensors, got " + t.describe());
@@ -21,7 +17,7 @@ float* device_floats(const compute::Tensor& t) {
 void wait_for_device(comm::NcclComm& nccl, MailboxComm& mailbox) {
   for (;;) {
     auto done = nccl.finished();
-    if (!done) throw CommFailed(done.error().message);
+    check_comm(done);
     if (*done) break;
     try {
       mailbox.take_orders(device_poll_slice);
@@ -30,7 +26,7 @@ void wait_for_device(comm::NcclComm& nccl, MailboxComm& mailbox) {
       throw;
     }
   }
-  check(nccl.compute_waits());
+  check_comm(nccl.compute_waits());
 }
 
 }  // namespace
@@ -41,7 +37,7 @@ compute::DataParallel device_data_parallel(comm::NcclComm& nccl, compute::DataPa
   TROUPE_CHECK(host.size == nccl.size() && host.rank == nccl.rank(), "the NCCL communicator is not the host group's");
   compute::DataParallel dp = std::move(host);
   dp.start_sum = [&nccl](compute::Tensor bucket) {
-    check(nccl.all_reduce_sum(device_floats(bucket), static_cast<std::size_t>(bucket.numel())));
+    check_comm(nccl.all_reduce_sum(device_floats(bucket), static_cast<std::size_t>(bucket.numel())));
   };
   dp.wait_sums = [&nccl, &mailbox, &progress] {
     auto waiting = progress.wait_for("the gradient sums (NCCL)");

@@ -14,9 +14,11 @@
 #include <sstream>
 
 #include "actors/actor_system_setup.hpp"
+#include "actors/environment.hpp"
 #include "apps/commands/commands.hpp"
 #include "apps/commands/shell/line_editor.hpp"
 #include "apps/commands/shell/monitor_link.hpp"
+#include "apps/exit_codes.hpp"
 #include "actors/monitor/control_token.hpp"
 #include "monitor/log.hpp"
 
@@ -44,11 +46,6 @@ const char* const help_text =
 const std::vector<std::string> completions{"status", "nodes",  "workers", "top",  "loss",  "trace", "checkpoint",
                                            "pause",  "resume", "log",     "kill", "drain", "worker", "node",
                                            "help",   "quit",   "debug",   "info",  "warn",  "error", "critical", "off"};
-
-int fail(const std::string& message, int code) {
-  std::fprintf(stderr, "troupe: error: %s\n", message.c_str());
-  return code;
-}
 
 std::vector<std::string> split(const std::string& line) {
   std::vector<std::string> words;
@@ -94,7 +91,7 @@ int run_top(MonitorLink& link) {
     auto answer = link.ask("top", timeout_for("top"), true);
     if (!answer) {
       std::printf("%s\n", answer.error().message.c_str());
-      return 1;
+      return to_int(ExitCode::failure);
     }
     std::printf("\x1b[H\x1b[2J%s\n\n(press any key to return to the prompt)\n", answer->text.c_str());
     std::fflush(stdout);
@@ -102,7 +99,7 @@ int run_top(MonitorLink& link) {
     if (::poll(&in, 1, 1000) > 0) {
       char key;
       (void)::read(STDIN_FILENO, &key, 1);
-      return 0;
+      return to_int(ExitCode::success);
     }
   }
 }
@@ -110,11 +107,11 @@ int run_top(MonitorLink& link) {
 // Runs one command line; prints its answer (errors to stderr in one-shot mode). 0 when it succeeded.
 int run_line(MonitorLink& link, const std::string& line, bool one_shot) {
   const std::vector<std::string> words = split(line);
-  if (words.empty()) return 0;
+  if (words.empty()) return to_int(ExitCode::success);
   const std::string& verb = words.front();
   if (verb == "help") {
     std::printf("%s\n", help_text);
-    return 0;
+    return to_int(ExitCode::success);
   }
   if (verb == "top" && !one_shot && words.size() == 1) return run_top(link);
   auto answer = link.ask(line, timeout_for(verb), repeatable(verb));
@@ -132,15 +129,10 @@ int run_line(MonitorLink& link, const std::string& line, bool one_shot) {
       text += " written to " + file.string() + " (Chrome trace JSON: open it in Perfetto or chrome://tracing)";
     }
   }
-  if (!ok && one_shot) {
-    for (char& c : text)
-      if (c == '\n') c = ' ';
-    std::fprintf(stderr, "troupe: error: %s\n", text.c_str());
-  } else {
-    std::printf("%s\n", text.c_str());
-  }
+  if (!ok && one_shot) return error_exit(ExitCode::failure, text);
+  std::printf("%s\n", text.c_str());
   std::fflush(stdout);
-  return ok ? 0 : 1;
+  return to_int(ok ? ExitCode::success : ExitCode::failure);
 }
 
 }  // namespace
@@ -149,20 +141,23 @@ int run_shell(const ShellArgs& args) {
   const auto colon = args.address.rfind(':');
   const int port = colon == std::string::npos ? 0 : std::atoi(args.address.c_str() + colon + 1);
   if (colon == std::string::npos || colon == 0 || port <= 0 || port > 65535)
-    return fail("'" + args.address + "' is not HOST:PORT (the job prints it: \"monitor: troupe shell HOST:PORT\")", 2);
+    return error_exit(
+        ExitCode::bad_input,
+        "'" + args.address + "' is not HOST:PORT (the job prints it: \"monitor: troupe shell HOST:PORT\")");
   const std::string host = args.address.substr(0, colon);
 
   std::string token;
   if (!args.token_file.empty()) {
     auto read = actors::read_control_token(args.token_file);
-    if (!read) return fail("--token-file: " + read.error().message, 2);
+    if (!read) return error_exit(ExitCode::bad_input, "--token-file: " + read.error().message);
     token = *read;
-  } else if (const char* from_env = std::getenv("TROUPE_TOKEN")) {
-    token = from_env;
+  } else if (std::optional<std::string> from_env = actors::env::read_token()) {
+    token = *from_env;
   } else {
     auto read = actors::read_control_token(actors::default_control_token_path(port));
     if (!read)
-      return fail("no job token: give --token-file FILE or TROUPE_TOKEN (" + read.error().message + ")", 2);
+      return error_exit(ExitCode::bad_input,
+                        "no job token: give --token-file FILE or TROUPE_TOKEN (" + read.error().message + ")");
     token = *read;
   }
 
@@ -175,8 +170,8 @@ int run_shell(const ShellArgs& args) {
     std::fflush(stdout);
   });
   auto hello = link.connect();
-  if (!hello) return fail(hello.error().message, 1);
-  if (!hello->ok) return fail(hello->text, 1);
+  if (!hello) return error_exit(ExitCode::failure, hello.error().message);
+  if (!hello->ok) return error_exit(ExitCode::failure, hello->text);
   if (!args.command.empty()) return run_line(link, args.command, true);
 
   std::printf("%s\ntype `help` for the commands, `quit` to leave (the job goes on)\n", hello->text.c_str());
@@ -188,7 +183,7 @@ int run_shell(const ShellArgs& args) {
     if (!words.empty() && (words.front() == "quit" || words.front() == "exit")) break;
     run_line(link, *line, false);
   }
-  return 0;
+  return to_int(ExitCode::success);
 }
 
 }  // namespace troupe::apps

@@ -31,7 +31,51 @@ void check_rejected(const std::vector<std::string>& args, const std::string& wha
   CHECK(std::filesystem::is_empty(dir.path()));
 }
 
+// Runs `env ASSIGNMENT troupe ARGS...` in a fresh directory and checks that the variable is
+// refused as bad input: exit code 2, nothing on stdout, stderr exactly the one line, no file.
+void check_environment_rejected(const std::string& assignment, const std::vector<std::string>& args,
+                                const std::string& line) {
+  TempDir dir;
+  std::vector<std::string> argv{"/usr/bin/env", assignment, TROUPE_BINARY_DIR "/troupe"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const ProcessResult result = run_process(argv, dir.path().string(), std::chrono::seconds(20));
+  INFO(assignment << "\nstderr: " << result.err);
+  REQUIRE(!result.timed_out);
+  CHECK(result.exit_code == 2);
+  CHECK(result.out.empty());
+  CHECK(result.err == "troupe: error: " + line + "\n");
+  CHECK(std::filesystem::is_empty(dir.path()));
+}
+
 }  // namespace
+
+TEST_CASE("troupe node rejects an invalid variable in one line naming it and its value", "[cli][environment]") {
+  const std::vector<std::string> node{"node",   "--config",     TROUPE_SOURCE_DIR "/configs/tiny.toml",
+                                      "--join", "127.0.0.1:1",  "--token",
+                                      "t",      "--node-index", "0"};
+  check_environment_rejected("RANK=abc", node, "environment variable RANK: expected an integer >= 0, got 'abc'");
+  check_environment_rejected("RANK=-1", node, "environment variable RANK: expected an integer >= 0, got '-1'");
+  check_environment_rejected("WORLD_SIZE=0", node,
+                             "environment variable WORLD_SIZE: expected an integer >= 1, got '0'");
+  check_environment_rejected("TROUPE_SLOTS=x", node,
+                             "environment variable TROUPE_SLOTS: expected an integer >= 1, got 'x'");
+  check_environment_rejected("TROUPE_RESTARTS=restarts=x", node, "TROUPE_RESTARTS: 'restarts=x' is not NAME=COUNT");
+  check_environment_rejected("TROUPE_JOIN=nohost", {"node", "--config", TROUPE_SOURCE_DIR "/configs/tiny.toml"},
+                             "environment variable TROUPE_JOIN: expected HOST:PORT, got 'nohost'");
+}
+
+TEST_CASE("a job refuses an invalid comm knob or drill variable before it starts", "[cli][environment]") {
+  const std::vector<std::string> train{"train", "--config", TROUPE_SOURCE_DIR "/configs/tiny.toml"};
+  std::vector<std::string> two_workers = train;
+  two_workers.insert(two_workers.end(), {"--workers", "2"});
+  check_environment_rejected("TROUPE_COMM_WINDOW=four", two_workers,
+                             "environment variable TROUPE_COMM_WINDOW: expected an integer >= 0, got 'four'");
+  check_environment_rejected("TROUPE_COMM_CHUNK_BYTES=-1", train,
+                             "environment variable TROUPE_COMM_CHUNK_BYTES: expected an integer >= 0, got '-1'");
+  check_environment_rejected(
+      "TROUPE_DRILL_THROW_AT=1", two_workers,
+      "environment variable TROUPE_DRILL_THROW_AT: expected RANK:STEP, two integers >= 0, got '1'");
+}
 
 TEST_CASE("troupe rejects an unknown flag in one line", "[cli]") {
   check_rejected({"train", "--train.stepz", "5"}, "unknown option --train.stepz (did you mean --train.steps?)");

@@ -1,0 +1,62 @@
+#include "actors/environment.hpp"
+
+#include <limits>
+
+#include "comm/knobs.hpp"
+#include "compute/environment.hpp"
+
+namespace troupe::actors::env {
+namespace {
+
+constexpr std::int64_t int_max = std::numeric_limits<int>::max();
+
+// An integer variable, read with its row's fallback and least value.
+Expected<int> integer(const Variable& variable) {
+  auto value = environment_integer(variable.name, variable.fallback, variable.min, int_max);
+  if (!value) return value.error();
+  return static_cast<int>(*value);
+}
+
+}  // namespace
+
+Expected<int> read_rank() { return integer(rank); }
+Expected<int> read_world_size() { return integer(world_size); }
+Expected<int> read_local_rank() { return integer(local_rank); }
+Expected<int> read_local_world_size() { return integer(local_world_size); }
+Expected<int> read_slots() { return integer(slots); }
+Expected<int> read_node_index() { return integer(node_index); }
+std::optional<std::string> read_join() { return environment_text(join.name); }
+std::optional<std::string> read_token() { return environment_text(token.name); }
+
+Expected<RecoveryCounts> read_restarts() {
+  const std::optional<std::string> value = environment_text(restarts.name);
+  return value ? RecoveryCounts::parse(*value) : RecoveryCounts{};
+}
+
+Expected<std::optional<DrillThrowAt>> read_drill_throw_at() {
+  const std::optional<std::string> value = environment_text(drill_throw_at.name);
+  if (!value) return std::optional<DrillThrowAt>{};
+  const auto colon = value->find(':');
+  const Error invalid = environment_error(drill_throw_at.name, "RANK:STEP, two integers >= 0", *value);
+  if (colon == std::string::npos) return invalid;
+  auto rank_part =
+      parse_environment_integer(drill_throw_at.name, std::string_view(*value).substr(0, colon), 0, int_max);
+  auto step_part = parse_environment_integer(drill_throw_at.name, std::string_view(*value).substr(colon + 1), 0);
+  if (!rank_part || !step_part) return invalid;
+  return std::optional<DrillThrowAt>{DrillThrowAt{static_cast<int>(*rank_part), static_cast<long>(*step_part)}};
+}
+
+Expected<std::optional<int>> read_drill_node_gone() {
+  auto value = integer(drill_node_gone);
+  if (!value) return value.error();
+  return *value < 0 ? std::nullopt : std::optional<int>(*value);
+}
+
+Status check_inherited() {
+  if (Status knobs = comm::check_knobs(); !knobs) return knobs;
+  if (auto throw_at = read_drill_throw_at(); !throw_at) return throw_at.error();
+  if (auto gone = read_drill_node_gone(); !gone) return gone.error();
+  return Status::success();
+}
+
+}  // namespace troupe::actors::env
