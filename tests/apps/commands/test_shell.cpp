@@ -268,7 +268,7 @@ TEST_CASE("a node lost while the shell has the job paused is rescued from the su
   CHECK_THAT(job.log(), Contains("writes its memory of step " + at + " as a rescue snapshot"));
 }
 
-TEST_CASE("troupe shell -c runs one command; a wrong token, garbage and a huge frame are refused; drain",
+TEST_CASE("troupe shell -c runs one command: a wrong token, garbage and a huge frame are refused, then drain",
           "[shell][dp]") {
   TempDir dir;
   LiveJob job(dir, 120);
