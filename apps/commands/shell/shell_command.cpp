@@ -84,16 +84,18 @@ class RawTerminal {
   bool active_;
 };
 
-// Redraws the job's top table every second until a key is pressed (or input ends).
+// Redraws the job's top table every second until a key is pressed (or input ends): in place on a
+// terminal (cursor home, clear screen, as top does), one table after another into a pipe or file.
 int run_top(MonitorLink& link) {
   RawTerminal raw;
+  const char* const clear = ::isatty(STDOUT_FILENO) ? "\x1b[H\x1b[2J" : "";
   for (;;) {
     auto answer = link.ask("top", timeout_for("top"), true);
     if (!answer) {
       std::printf("%s\n", answer.error().message.c_str());
       return to_int(ExitCode::failure);
     }
-    std::printf("\x1b[H\x1b[2J%s\n\n(press any key to return to the prompt)\n", answer->text.c_str());
+    std::printf("%s%s\n\n(press any key to return to the prompt)\n", clear, answer->text.c_str());
     std::fflush(stdout);
     pollfd in{STDIN_FILENO, POLLIN, 0};
     if (::poll(&in, 1, 1000) > 0) {

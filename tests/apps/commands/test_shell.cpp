@@ -202,9 +202,10 @@ TEST_CASE("troupe shell on a terminal: status, top, pause and resume, checkpoint
   CHECK(step_in(status) > 0);
 
   shell.type("top\n");
-  shell.expect("rank  node +step +loss +step ms +tokens/s");
+  // On a terminal the table is redrawn in place: cursor home and clear screen before each one.
+  CHECK_THAT(shell.expect("rank  node +step +loss +step ms +tokens/s"), Contains("\x1b[H\x1b[2J"));
   shell.expect("press any key to return");
-  shell.expect("press any key to return");  // redrawn
+  CHECK_THAT(shell.expect("press any key to return"), Contains("\x1b[H\x1b[2J"));  // redrawn
   shell.type("q");
   shell.expect("troupe> ");
 
@@ -267,7 +268,7 @@ TEST_CASE("a node lost while the shell has the job paused is rescued from the su
   CHECK_THAT(job.log(), Contains("writes its memory of step " + at + " as a rescue snapshot"));
 }
 
-TEST_CASE("troupe shell -c runs one command; a wrong token, garbage and a huge frame are refused; drain",
+TEST_CASE("troupe shell -c runs one command: a wrong token, garbage and a huge frame are refused, then drain",
           "[shell][dp]") {
   TempDir dir;
   LiveJob job(dir, 120);
@@ -281,6 +282,17 @@ TEST_CASE("troupe shell -c runs one command; a wrong token, garbage and a huge f
   const ProcessResult loss = shell_c(dir, job, "loss");
   CHECK(loss.exit_code == 0);
   CHECK_THAT(loss.out, Contains("min ") && Contains("max ") && Contains("▁"));
+
+  // top through a pipe (stdin and stdout): the table is appended, without the terminal's clear
+  // sequence; the end of input ends top and the shell.
+  const ProcessResult piped =
+      run_process({"/usr/bin/env", "XDG_RUNTIME_DIR=" + dir.path().string(), "/bin/sh", "-c",
+                   "printf 'top\\n' | \"$0\" shell \"$1\"", TROUPE_BINARY_DIR "/troupe", job.control},
+                  dir.path().string(), seconds(60));
+  INFO("piped top: " << piped.out << piped.err);
+  CHECK(piped.exit_code == 0);
+  CHECK_THAT(piped.out, Contains("rank  node") && Contains("press any key to return"));
+  CHECK(piped.out.find("\x1b[2J") == std::string::npos);
 
   const ProcessResult trace = shell_c(dir, job, "trace t.json 2");
   CHECK(trace.exit_code == 0);
