@@ -214,7 +214,7 @@ LocalRankBody report_mappings() {
 
 }  // namespace
 
-TEST_CASE("ranks on one host map each other's lent region; over TCP or with no blocks none does", "[engine]") {
+TEST_CASE("ranks on one host map each other's lent region, and over TCP or with no blocks none does", "[engine]") {
   const auto lent = run_ranks(3, report_mappings());
   for (const auto& report : lent) {
     const auto values = unpack<std::uint64_t>(report);

@@ -66,7 +66,7 @@ TEST_CASE("a multi-tensor plan covers every element once, within its limits", "[
   CHECK(plan[4].block_chunk == std::vector<std::int32_t>{4, 5, 6, 7});
 }
 
-TEST_CASE("a multi-tensor plan of nothing is empty; empty segments and bad limits are refused", "[cuda]") {
+TEST_CASE("a multi-tensor plan of nothing is empty, and empty segments and bad limits are refused", "[cuda]") {
   CHECK(plan_multi_tensor_launches({}, kAdamWLimits).empty());
   CHECK_THROWS_AS(plan_multi_tensor_launches({5, 0, 3}, kAdamWLimits), std::logic_error);
   CHECK_THROWS_AS(plan_multi_tensor_launches({5}, MultiTensorLimits{4, 257, 5}), std::logic_error);

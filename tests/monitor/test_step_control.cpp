@@ -60,7 +60,7 @@ std::int64_t pause_after(Worker& w, std::int64_t after) {
 
 }  // namespace
 
-TEST_CASE("hold stops a worker at its next boundary; act pauses it there until resume", "[step_control]") {
+TEST_CASE("hold stops a worker at its next boundary and act pauses it there until resume", "[step_control]") {
   Worker w;
   REQUIRE(eventually([&] { return w.boundary >= 3; }));
   const std::int64_t held = w.control.hold();

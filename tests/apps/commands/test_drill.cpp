@@ -154,7 +154,7 @@ TEST_CASE("drill refuses an unknown scenario, a step outside the run and a proce
   check_rejected_in(dir, {"drill", "kill-node", "--checkpoint.dir", "x"}, "checkpoint.dir is set by the drill");
 }
 
-TEST_CASE("after a PASS a drill removes what it wrote unless --keep, never a --dir folder; after a FAIL it keeps "
+TEST_CASE("after a PASS a drill removes what it wrote unless --keep, never a --dir folder, and after a FAIL it keeps "
           "everything and says where",
           "[drill]") {
   TempDir dir;

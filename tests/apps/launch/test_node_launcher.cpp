@@ -181,7 +181,7 @@ TEST_CASE("a node exiting non-zero is reported with node and code, and the other
                                  "then SIGKILL after 0.3 s)"});
 }
 
-TEST_CASE("with a hold after a failure the others finish on their own; the first failure is the result",
+TEST_CASE("with a hold after a failure the others finish on their own and the first failure is the result",
           "[launcher]") {
   LauncherOptions options = quick_options();
   options.hold_after_failure = [] { return std::chrono::milliseconds(3000); };
