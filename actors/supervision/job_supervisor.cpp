@@ -6,6 +6,7 @@
 #include <set>
 
 #include "actors/local_messages.hpp"
+#include "actors/supervision/failure_kind.hpp"
 #include "monitor/log.hpp"
 #include "monitor/straggler_watch.hpp"
 
@@ -182,6 +183,12 @@ std::string join_refusal(const job_supervisor_state& st, const join_msg& m) {
   return {};
 }
 
+// A failure's outcome: exit code, kind and the nodes to blame (and to drop, for a drain).
+job_outcome_msg failure_outcome(int exit_code, FailureKind kind, std::string reason, std::vector<int> nodes,
+                                std::vector<int> drop = {}) {
+  return {exit_code, std::move(reason), std::string(to_string(kind)), std::move(nodes), -1, std::move(drop)};
+}
+
 void end_job(job_actor* self, job_outcome_msg outcome) {
   auto& st = self->state;
   if (st.ended) return;
@@ -212,12 +219,12 @@ void end_rescue(job_actor* self, const std::string& why_not) {
   end_job(self, std::move(outcome));
 }
 
-// Ends the job for `failure`, after a rescue snapshot when one can be had (see the header).
-void fail_job(job_actor* self, job_outcome_msg failure) {
+// Ends the job for a failure of `kind`, after a rescue snapshot when one can be had (see the header).
+void fail_job(job_actor* self, FailureKind kind, std::string reason, std::vector<int> nodes) {
   auto& st = self->state;
   if (st.ended || st.rescuing) return;
-  failure.exit_code = 1;
-  const bool blames_a_node = failure.failure_kind != "stall" && !failure.failed_nodes.empty();
+  job_outcome_msg failure = failure_outcome(1, kind, std::move(reason), std::move(nodes));
+  const bool blames_a_node = kind != FailureKind::stall && !failure.failed_nodes.empty();
   if (st.plan.rescue_timeout.count() <= 0 || !st.running || !blames_a_node) {
     end_job(self, std::move(failure));
     return;
@@ -326,7 +333,7 @@ caf::behavior job_supervisor(job_actor* self, JobPlan plan, caf::actor listener)
       if (st.rescuing) return check_rescue_writers(self, index, "was lost");
       std::string reason = "lost " + describe(st, m) + ": " + to_string(down.reason);
       if (!st.pending_failure.empty()) reason += "; " + st.pending_failure;
-      fail_job(self, {1, reason, "node_lost", {index}});
+      fail_job(self, FailureKind::node_lost, reason, {index});
       return;
     }
   });
@@ -340,7 +347,8 @@ caf::behavior job_supervisor(job_actor* self, JobPlan plan, caf::actor listener)
           // without the token is turned away and the job goes on.
           const bool own_node = m.token == st.plan.token;
           if (own_node && (m.build_id != st.plan.build_id || m.config_hash != st.plan.config_hash))
-            end_job(self, 2, describe(m) + " cannot join: " + refusal);
+            end_job(self, failure_outcome(2, FailureKind::rejected, describe(m) + " cannot join: " + refusal,
+                                          {m.node_index}));
           return {false, refusal};
         }
         monitor::logger("job")->info("{} joined", describe(m));
@@ -371,7 +379,7 @@ caf::behavior job_supervisor(job_actor* self, JobPlan plan, caf::actor listener)
       [=](settle_atom) {
         auto& st = self->state;
         // Nodes that reported a failure are not survivors; the job's own done set says so.
-        fail_job(self, {1, st.pending_failure, "worker_exception", st.pending_failed_nodes});
+        fail_job(self, FailureKind::worker_exception, st.pending_failure, st.pending_failed_nodes);
       },
       [=](rescue_atom, const rescue_done_msg& d) {
         auto& st = self->state;
@@ -406,7 +414,7 @@ caf::behavior job_supervisor(job_actor* self, JobPlan plan, caf::actor listener)
         // The shell's `drain node N`, after its checkpoint committed: this attempt ends so that
         // launch restarts the job without that node.
         const std::string reason = "drain node " + std::to_string(node) + ": the shell asked to go on without it";
-        end_job(self, job_outcome_msg{1, reason, "drained", {node}, -1, {node}});
+        end_job(self, failure_outcome(1, FailureKind::drained, reason, {node}, {node}));
       },
       [=](pause_atom, bool paused) {
         auto& st = self->state;
@@ -419,9 +427,9 @@ caf::behavior job_supervisor(job_actor* self, JobPlan plan, caf::actor listener)
         int silent_node = -1;
         if (std::string verdict = watchdog_verdict(st, Clock::now(), silent_node); !verdict.empty()) {
           if (silent_node >= 0)
-            fail_job(self, {1, verdict, "hang", {silent_node}});
+            fail_job(self, FailureKind::hang, verdict, {silent_node});
           else
-            fail_job(self, {1, verdict, "stall", {}});
+            fail_job(self, FailureKind::stall, verdict, {});
           return;
         }
         report_straggler(st);
@@ -437,10 +445,10 @@ caf::behavior job_supervisor(job_actor* self, JobPlan plan, caf::actor listener)
             missing += (missing.empty() ? "" : ", ") + std::to_string(planned.node_index) + " (" + planned.host + ")";
             missing_nodes.push_back(planned.node_index);
           }
-        end_job(self, {2,
-                       "nodes " + missing + " did not join within " +
-                           std::to_string(st.plan.join_timeout.count() / 1000.0).substr(0, 5) + " s",
-                       "join_timeout", missing_nodes});
+        end_job(self, failure_outcome(2, FailureKind::join_timeout,
+                                      "nodes " + missing + " did not join within " +
+                                          std::to_string(st.plan.join_timeout.count() / 1000.0).substr(0, 5) + " s",
+                                      missing_nodes));
       },
   };
 }

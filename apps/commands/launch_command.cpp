@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <future>
 #include <memory>
+#include <optional>
 
 #include "actors/actor_system_setup.hpp"
 #include "actors/monitor/frame_guard.hpp"
@@ -29,6 +30,7 @@
 #include "apps/launch/node_launcher.hpp"
 #include "apps/launch/rank_plan.hpp"
 #include "actors/monitor/process_metrics.hpp"
+#include "actors/supervision/failure_kind.hpp"
 #include "actors/supervision/recovery_counts.hpp"
 #include "monitor/log.hpp"
 
@@ -79,7 +81,7 @@ struct AttemptOutcome {
   int exit_code = 0;
   std::string reason;
   bool restartable = false;
-  std::string failure_kind;
+  std::optional<actors::FailureKind> failure_kind;  // none: the launcher gave none
   std::vector<int> failed_nodes;
   long rescued_step = -1;
   std::vector<int> drop_nodes;
@@ -94,7 +96,7 @@ AttemptOutcome from_supervisor(actors::job_outcome_msg o) {
   a.exit_code = o.exit_code;
   a.reason = std::move(o.reason);
   a.restartable = o.exit_code == 1 || !o.drop_nodes.empty();
-  a.failure_kind = std::move(o.failure_kind);
+  a.failure_kind = actors::parse_failure_kind(o.failure_kind);
   a.failed_nodes = std::move(o.failed_nodes);
   a.rescued_step = o.rescued_step;
   a.drop_nodes = std::move(o.drop_nodes);
@@ -184,7 +186,7 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, cons
     failed.reason = result.message;
     failed.restartable = result.end == launch::JobEnd::node_failed;
     // The supervisor names every node that joined; one the launcher alone saw fail never did.
-    failed.failure_kind = result.end == launch::JobEnd::node_failed ? "start_failed" : "";
+    if (result.end == launch::JobEnd::node_failed) failed.failure_kind = actors::FailureKind::start_failed;
     if (!result.exits.empty()) failed.failed_nodes.push_back(result.exits.front().node_index);
     return failed;
   }
@@ -281,15 +283,17 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
       if (counts.restarts > 0) log->info("job finished after {} restart(s); {}", counts.restarts, counts.to_text());
       return 0;
     }
-    const std::string kind = !attempt.failure_kind.empty() ? attempt.failure_kind
-                             : attempt.drop_nodes.empty() ? "node_exit"
-                                                          : "drained";
+    using actors::FailureKind;
+    const FailureKind kind = attempt.failure_kind         ? *attempt.failure_kind
+                             : attempt.drop_nodes.empty() ? FailureKind::node_exit
+                                                          : FailureKind::drained;
     // Nodes that never join are bad input at first, but after a restart one of ours did not come back.
-    const bool restartable = attempt.restartable || (kind == "join_timeout" && counts.restarts > 0);
+    const bool restartable = attempt.restartable || (kind == FailureKind::join_timeout && counts.restarts > 0);
     if (restartable) ++counts.failures[kind];
     // A node that fails again before joining, after a restart, will not come back by restarting.
-    const bool cannot_come_back =
-        counts.restarts > 0 && (kind == "start_failed" || kind == "join_timeout") && !attempt.failed_nodes.empty();
+    const bool cannot_come_back = counts.restarts > 0 &&
+                                  (kind == FailureKind::start_failed || kind == FailureKind::join_timeout) &&
+                                  !attempt.failed_nodes.empty();
     const bool budget_left = budget_used < config.fault.max_restarts;
     std::vector<int> drop = attempt.drop_nodes;
     std::string why_dropped = "the job asked to drop it";
@@ -297,7 +301,8 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
       drop = attempt.failed_nodes;
       why_dropped = cannot_come_back ? "it cannot come back" : "the restart budget is spent";
     }
-    const std::string failure = "failure " + std::to_string(counts.restarts + 1) + " (" + kind + ")" +
+    const std::string failure = "failure " + std::to_string(counts.restarts + 1) + " (" +
+                                std::string(to_string(kind)) + ")" +
                                 (attempt.failed_nodes.empty() ? "" : " of " + node_list(attempt.failed_nodes, *hosts)) +
                                 ": " + attempt.reason;
     if (!restartable || !can_restart || (drop.empty() && (!budget_left || cannot_come_back))) {
@@ -312,19 +317,19 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
       }
       return fail(reason, attempt.exit_code);
     }
-    std::string source;
+    actors::RecoverySource source;
     if (!drop.empty()) {
       const std::string dropped = node_list(drop, *hosts);
       if (Status shrunk = shrink(*hosts, config, drop); !shrunk)
         return fail(attempt.reason + "; cannot go on without " + dropped + ": " + shrunk.error().message,
                     std::max(attempt.exit_code, 1));
       plan = launch::plan_ranks(*hosts, launch::this_host_name());
-      source = "shrink";
+      source = actors::RecoverySource::shrink;
       log->warn("{}; recovery: restarting every node without {} ({}), {} node(s) left, from the newest checkpoint in {}",
                 failure, dropped, why_dropped, hosts->size(), config.checkpoint.dir);
     } else {
       ++budget_used;
-      source = attempt.rescued_step >= 0 ? "replica" : "checkpoint";
+      source = attempt.rescued_step >= 0 ? actors::RecoverySource::replica : actors::RecoverySource::checkpoint;
       std::string from = "the newest checkpoint";
       if (attempt.rescued_step >= 0)
         from = "the survivors' rescue snapshot of step " + std::to_string(attempt.rescued_step) + " (no steps lost)";

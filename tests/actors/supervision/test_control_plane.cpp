@@ -139,6 +139,8 @@ TEST_CASE("a node of the job running another build fails the job at once, named"
   auto outcome = job.outcome(std::chrono::seconds(15));
   REQUIRE(outcome);
   CHECK(outcome->exit_code == 2);
+  CHECK(outcome->failure_kind == "rejected");
+  CHECK(outcome->failed_nodes == std::vector<int>{1});
   CHECK_THAT(outcome->reason, Contains("node 1 (localhost") &&
                                   Contains("cannot join: build other-build differs from the job's test-build"));
   CHECK(stale.wait(std::chrono::seconds(10)) == 2);
