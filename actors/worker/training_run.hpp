@@ -3,6 +3,7 @@
 // the summary and the closing sample. `troupe train` runs it in one process; each node of a
 // data-parallel job runs it with the group's DataParallel hooks, and only rank 0 reports.
 
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -25,6 +26,7 @@ namespace troupe::actors {
 struct RescueRole {
   int writer = 0;
   int writers = 1;
+  std::chrono::milliseconds commit_timeout{0};  // RescueTiming::commit_timeout of the job's fault.rescue_timeout
 };
 
 // Rescue (node jobs): when a step throws, role says whether the job wants this rank's memory of

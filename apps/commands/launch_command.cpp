@@ -31,6 +31,7 @@
 #include "actors/monitor/process_metrics.hpp"
 #include "actors/supervision/failure_kind.hpp"
 #include "actors/supervision/recovery_counts.hpp"
+#include "actors/supervision/rescue_timing.hpp"
 #include "actors/supervision/restart_policy.hpp"
 #include "monitor/log.hpp"
 
@@ -71,13 +72,10 @@ Expected<std::vector<launch::HostEntry>> job_hosts(const LaunchArgs& args) {
 
 using actors::AttemptOutcome;
 
-// How long the launcher leaves the survivors of a node failure running before it stops them: long
-// enough for the job supervisor's rescue snapshot, which ends the hold as soon as it is done.
-constexpr auto rescue_timeout = std::chrono::seconds(60);
-
 AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, const launch::RankPlan& plan,
                            launch::LauncherOptions launcher_options, const std::string& token,
-                           const actors::RecoveryCounts& counts, bool rescue, actors::ControlPort& control) {
+                           const actors::RecoveryCounts& counts, bool rescue, const actors::RescueTiming& timing,
+                           actors::ControlPort& control) {
   auto milliseconds = [](double seconds) { return std::chrono::milliseconds(std::lround(seconds * 1000)); };
   actors::JobPlan job_plan{token,
                            build_id(),
@@ -88,14 +86,13 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, cons
                            milliseconds(config.fault.step_timeout),
                            config.pipeline.stages};
   for (const auto& node : plan.nodes) job_plan.nodes.push_back({node.node_index, node.host, node.slots, node.first_rank});
-  if (rescue) job_plan.rescue_timeout = rescue_timeout;
+  if (rescue) job_plan.rescue_timeout = timing.job_wait;
   // Once the job runs, a node's exit may be answered by a rescue: the launcher holds the others
   // until the supervisor's outcome (stop_all) or the rescue's time is up. Before that, at once.
   auto started = std::make_shared<std::atomic<bool>>(false);
   job_plan.on_start = [started] { *started = true; };
-  launcher_options.hold_after_failure = [started, rescue] {
-    return rescue && *started ? std::chrono::milliseconds(rescue_timeout) + std::chrono::seconds(5)
-                              : std::chrono::milliseconds(0);
+  launcher_options.hold_after_failure = [started, rescue, hold = timing.launcher_hold] {
+    return rescue && *started ? hold : std::chrono::milliseconds(0);
   };
 
   actors::TroupeConfig cfg;
@@ -213,12 +210,13 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
   // up to fault.max_restarts times. A node that cannot come back, or a spent budget, ends the job
   // unless fault.elastic lets it shrink; a node the job asks to drop is left out at once.
   JobConfig config = job.config;
+  const actors::RescueTiming timing = actors::rescue_timing(config.fault);
   actors::RestartHistory history;
   for (;;) {
     const actors::RestartOptions options = actors::restart_options(config, plan.world_size);
     const bool rescue = actors::rescue_choice(options).allowed;
     const AttemptOutcome attempt =
-        run_attempt(args, config, plan, launcher_options, *token, history.counts, rescue, control);
+        run_attempt(args, config, plan, launcher_options, *token, history.counts, rescue, timing, control);
     control.attempt_ended(attempt.reason);
     actors::RestartDecision decision = actors::decide_restart(history, attempt, options, job_shape(*hosts, config));
     log_lines(decision.log);
