@@ -69,13 +69,15 @@ struct PipelineOptions {
   std::string trace;              // Chrome trace JSON of every rank's ops, written at the end; empty = none
 };
 
-// How a multi-process job notices a hung node or worker (the job supervisor's watchdog).
+// How a multi-process job notices a hung node or worker (the job supervisor's watchdog), and how it
+// recovers (docs/drills.md, "Recovery").
 struct FaultOptions {
   double heartbeat_seconds = 1;   // each node's heartbeat period
   double heartbeat_timeout = 10;  // a node silent this long is hung or stopped
   double step_timeout = 600;      // a worker without a finished step (or validation) this long is stuck; 0 = off
   int max_restarts = 3;           // with checkpoint.dir: restarts of every node from the newest checkpoint
   bool elastic = false;           // a node that cannot come back is left out: fewer dp replicas, same global batch
+  double rescue_timeout = 60;     // seconds the job waits for the survivors' rescue snapshot (rescue_timing.hpp)
 };
 
 // Sharded checkpoints (docs/formats/checkpoint.md) and resuming from them.

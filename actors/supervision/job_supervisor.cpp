@@ -6,6 +6,7 @@
 #include <set>
 
 #include "actors/local_messages.hpp"
+#include "actors/supervision/failure_kind.hpp"
 #include "monitor/log.hpp"
 #include "monitor/straggler_watch.hpp"
 
@@ -13,6 +14,14 @@ namespace troupe::actors {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The job supervisor's phases (the header's diagram). Each but ended is a behaviour of its own,
+// switched with become(): what a phase answers differs (the join deadline only while joining, the
+// watchdog only while running, the writers' answers only while rescuing), so each behaviour lists
+// its own handlers before every_phase()'s, instead of every handler checking a flag. `phase`
+// says which one is current, for what CAF delivers outside behaviours (down_msg) and for the
+// functions several phases share.
+enum class JobPhase { joining, running, rescuing, ended };
 
 // What the watchdog knows of a running node.
 struct node_liveness {
@@ -29,27 +38,27 @@ Clock::duration idle(const node_liveness& live, const worker_beat& worker, Clock
 struct job_supervisor_state {
   JobPlan plan;
   caf::actor listener;
+  JobPhase phase = JobPhase::joining;
   std::map<int, join_msg> joined;  // by node index
   std::map<int, node_liveness> liveness;
   std::set<int> done;
   std::string pending_failure;  // a node's failure report, held briefly in case a peer was lost
   std::vector<int> pending_failed_nodes;
   std::set<int> lost;  // nodes whose supervisor went away
-  // The rescue in progress (see the header): the failure it answers, its writers (rank → node
-  // index), and the step each writer reported.
-  bool rescuing = false;
+  // The rescue in progress (rescuing; see the header): the failure it answers, its writers (rank →
+  // node index), and the step each writer reported.
   job_outcome_msg failure;
   std::map<int, int> rescue_writers;
   std::map<int, std::int64_t> rescued;
   monitor::StragglerWatch stragglers;
   std::set<int> stragglers_reported;  // by rank: each is named once
-  bool running = false;
-  bool ended = false;
   // While the shell has the job paused its workers make no progress on purpose: the step
   // watchdog counts idle time only from the last resume.
   bool paused = false;
   Clock::time_point resumed_at{};
   static inline const char* name = "job_supervisor";
+
+  bool started() const { return phase == JobPhase::running || phase == JobPhase::rescuing; }
 };
 
 using job_actor = caf::stateful_actor<job_supervisor_state>;
@@ -178,14 +187,21 @@ std::string join_refusal(const job_supervisor_state& st, const join_msg& m) {
   if (const int slots = st.plan.nodes.at(m.node_index).slots; static_cast<int>(m.comm_addresses.size()) != slots)
     return "it brings " + std::to_string(m.comm_addresses.size()) + " data-plane addresses for its " +
            std::to_string(slots) + " slots";
-  if (st.running) return "the job has already started";
+  if (st.phase != JobPhase::joining) return "the job has already started";
   return {};
 }
 
+// A failure's outcome: exit code, kind and the nodes to blame (and to drop, for a drain).
+job_outcome_msg failure_outcome(int exit_code, FailureKind kind, std::string reason, std::vector<int> nodes,
+                                std::vector<int> drop = {}) {
+  return {exit_code, std::move(reason), std::string(to_string(kind)), std::move(nodes), -1, std::move(drop)};
+}
+
+// Every phase ─► ended: stop_msg to every joined node, the outcome to the listener, quit.
 void end_job(job_actor* self, job_outcome_msg outcome) {
   auto& st = self->state;
-  if (st.ended) return;
-  st.ended = true;
+  if (st.phase == JobPhase::ended) return;
+  st.phase = JobPhase::ended;
   auto log = monitor::logger("job");
   if (outcome.exit_code == 0)
     log->info("job finished: {}", outcome.reason);
@@ -212,13 +228,17 @@ void end_rescue(job_actor* self, const std::string& why_not) {
   end_job(self, std::move(outcome));
 }
 
-// Ends the job for `failure`, after a rescue snapshot when one can be had (see the header).
-void fail_job(job_actor* self, job_outcome_msg failure) {
+caf::behavior running(job_actor* self);
+caf::behavior rescuing(job_actor* self);
+
+// A node failed, was lost or went silent (joining or running): the job ends, after a rescue
+// snapshot when one can be had (see the header).
+void fail_job(job_actor* self, FailureKind kind, std::string reason, std::vector<int> nodes) {
   auto& st = self->state;
-  if (st.ended || st.rescuing) return;
-  failure.exit_code = 1;
-  const bool blames_a_node = failure.failure_kind != "stall" && !failure.failed_nodes.empty();
-  if (st.plan.rescue_timeout.count() <= 0 || !st.running || !blames_a_node) {
+  if (st.phase != JobPhase::joining && st.phase != JobPhase::running) return;
+  job_outcome_msg failure = failure_outcome(1, kind, std::move(reason), std::move(nodes));
+  const bool blames_a_node = kind != FailureKind::stall && !failure.failed_nodes.empty();
+  if (st.plan.rescue_timeout.count() <= 0 || st.phase != JobPhase::running || !blames_a_node) {
     end_job(self, std::move(failure));
     return;
   }
@@ -243,7 +263,8 @@ void fail_job(job_actor* self, job_outcome_msg failure) {
       return;
     }
   }
-  st.rescuing = true;
+  // running ─► rescuing
+  st.phase = JobPhase::rescuing;
   st.failure = std::move(failure);
   st.rescue_writers = std::move(writers);
   rescue_msg order{{}, st.failure.reason, self};
@@ -257,6 +278,7 @@ void fail_job(job_actor* self, job_outcome_msg failure) {
   for (const auto& [index, m] : st.joined)
     if (survives(index)) self->send(m.node, rescue_atom_v, order);
   self->delayed_send(self, st.plan.rescue_timeout, rescue_atom_v);
+  self->become(rescuing(self));
 }
 
 // A writer's node failed or was lost before its snapshot was reported: the rescue cannot finish.
@@ -267,9 +289,10 @@ void check_rescue_writers(job_actor* self, int node_index, const std::string& wh
       return end_rescue(self, "rank " + std::to_string(rank) + "'s node " + what);
 }
 
+// joining ─► running: every planned node joined.
 void start_job(job_actor* self) {
   auto& st = self->state;
-  st.running = true;
+  st.phase = JobPhase::running;
   start_msg start;
   int world = 0;
   for (const auto& planned : st.plan.nodes) {
@@ -290,12 +313,13 @@ void start_job(job_actor* self) {
     st.liveness[index] = std::move(live);
   }
   self->delayed_send(self, watchdog_period(st.plan), watchdog_atom_v);
+  self->become(running(self));
 }
 
 // Every planned node as known now, for the monitor actor.
 job_view_msg job_view(const job_supervisor_state& st) {
   const auto now = Clock::now();
-  job_view_msg view{st.running, {}};
+  job_view_msg view{st.started(), {}};
   for (const PlannedNode& planned : st.plan.nodes) {
     node_view node;
     node.node_index = planned.node_index;
@@ -314,22 +338,34 @@ job_view_msg job_view(const job_supervisor_state& st) {
   return view;
 }
 
-caf::behavior job_supervisor(job_actor* self, JobPlan plan, caf::actor listener) {
-  self->state.plan = std::move(plan);
-  self->state.listener = std::move(listener);
-  self->delayed_send(self, self->state.plan.join_timeout, timeout_atom_v);
-  self->set_down_handler([=](const caf::down_msg& down) {
-    auto& st = self->state;
-    for (auto& [index, m] : st.joined) {
-      if (m.node.address() != down.source || st.done.count(index)) continue;
-      st.lost.insert(index);
-      if (st.rescuing) return check_rescue_writers(self, index, "was lost");
-      std::string reason = "lost " + describe(st, m) + ": " + to_string(down.reason);
-      if (!st.pending_failure.empty()) reason += "; " + st.pending_failure;
-      fail_job(self, {1, reason, "node_lost", {index}});
-      return;
-    }
-  });
+// The joined node whose supervisor went away, marked lost; nullptr when `down` is none of them
+// or a node that was done.
+const join_msg* lost_node(job_supervisor_state& st, const caf::down_msg& down) {
+  for (auto& [index, m] : st.joined) {
+    if (m.node.address() != down.source || st.done.count(index)) continue;
+    st.lost.insert(index);
+    return &m;
+  }
+  return nullptr;
+}
+
+// A node supervisor went away. A down_msg is no behaviour's message in CAF 0.17 (it goes to the
+// one down handler), so the phase decides here: joining and running fail the job (at once while
+// joining); rescuing checks whether a writer was lost.
+void on_node_down(job_actor* self, const caf::down_msg& down) {
+  auto& st = self->state;
+  const join_msg* m = lost_node(st, down);
+  if (!m) return;
+  if (st.phase == JobPhase::rescuing) return check_rescue_writers(self, m->node_index, "was lost");
+  std::string reason = "lost " + describe(st, *m) + ": " + to_string(down.reason);
+  if (!st.pending_failure.empty()) reason += "; " + st.pending_failure;
+  fail_job(self, FailureKind::node_lost, std::move(reason), {m->node_index});
+}
+
+// What every phase answers alike: joins (refused once the job has started), heartbeats, the
+// monitor's view and pause, the shell's drain; and, dropped, what an earlier phase left behind
+// (timers it armed, answers that come late).
+caf::message_handler every_phase(job_actor* self) {
   return {
       [=](join_atom, join_msg& m) -> join_result_msg {
         auto& st = self->state;
@@ -340,7 +376,8 @@ caf::behavior job_supervisor(job_actor* self, JobPlan plan, caf::actor listener)
           // without the token is turned away and the job goes on.
           const bool own_node = m.token == st.plan.token;
           if (own_node && (m.build_id != st.plan.build_id || m.config_hash != st.plan.config_hash))
-            end_job(self, 2, describe(m) + " cannot join: " + refusal);
+            end_job(self, failure_outcome(2, FailureKind::rejected, describe(m) + " cannot join: " + refusal,
+                                          {m.node_index}));
           return {false, refusal};
         }
         monitor::logger("job")->info("{} joined", describe(m));
@@ -348,47 +385,6 @@ caf::behavior job_supervisor(job_actor* self, JobPlan plan, caf::actor listener)
         st.joined.emplace(m.node_index, m);
         if (st.joined.size() == st.plan.nodes.size()) start_job(self);
         return {true, {}};
-      },
-      [=](done_atom, const node_done_msg& d) {
-        auto& st = self->state;
-        auto it = st.joined.find(d.node_index);
-        if (it == st.joined.end()) return;
-        st.done.insert(d.node_index);
-        if (st.rescuing) {
-          if (d.exit_code != 0) check_rescue_writers(self, d.node_index, "failed: " + d.reason);
-          return;
-        }
-        if (d.exit_code != 0) {
-          // A peer's death usually reaches the survivors' collectives before its down_msg
-          // reaches us: wait a moment so the message names the lost node, not its victims.
-          if (st.pending_failure.empty()) self->delayed_send(self, failure_settle_time, settle_atom_v);
-          st.pending_failure = describe(st, it->second) + " failed: " + d.reason;
-          st.pending_failed_nodes.push_back(d.node_index);
-        } else if (st.done.size() == st.plan.nodes.size() && st.pending_failure.empty()) {
-          end_job(self, 0, "all " + std::to_string(st.done.size()) + " nodes done");
-        }
-      },
-      [=](settle_atom) {
-        auto& st = self->state;
-        // Nodes that reported a failure are not survivors; the job's own done set says so.
-        fail_job(self, {1, st.pending_failure, "worker_exception", st.pending_failed_nodes});
-      },
-      [=](rescue_atom, const rescue_done_msg& d) {
-        auto& st = self->state;
-        if (!st.rescuing || st.ended || !st.rescue_writers.count(d.rank)) return;
-        if (!d.error.empty()) return end_rescue(self, "rank " + std::to_string(d.rank) + ": " + d.error);
-        st.rescued[d.rank] = d.step;
-        monitor::logger("job")->info("rank {} saved its memory of step {}", d.rank, d.step);
-        if (st.rescued.size() < st.rescue_writers.size()) return;
-        for (const auto& [rank, step] : st.rescued)
-          if (step != st.rescued.begin()->second)
-            return end_rescue(self, "the writers' last completed steps differ");
-        end_rescue(self, {});
-      },
-      [=](rescue_atom) {
-        auto& st = self->state;
-        if (!st.rescuing || st.ended) return;
-        end_rescue(self, "not every writer answered within " + seconds_text(st.plan.rescue_timeout));
       },
       [=](heartbeat_atom, const heartbeat_msg& beat) {
         auto& st = self->state;
@@ -402,34 +398,55 @@ caf::behavior job_supervisor(job_actor* self, JobPlan plan, caf::actor listener)
           if (!w.activity.empty()) st.stragglers.sample(w.rank, !w.waiting_for.empty());
       },
       [=](view_atom) { return job_view(self->state); },
-      [=](drain_atom, int node) {
-        // The shell's `drain node N`, after its checkpoint committed: this attempt ends so that
-        // launch restarts the job without that node.
-        const std::string reason = "drain node " + std::to_string(node) + ": the shell asked to go on without it";
-        end_job(self, job_outcome_msg{1, reason, "drained", {node}, -1, {node}});
-      },
       [=](pause_atom, bool paused) {
         auto& st = self->state;
         if (st.paused && !paused) st.resumed_at = Clock::now();
         st.paused = paused;
       },
-      [=](watchdog_atom) {
-        auto& st = self->state;
-        if (st.ended || st.rescuing) return;
-        int silent_node = -1;
-        if (std::string verdict = watchdog_verdict(st, Clock::now(), silent_node); !verdict.empty()) {
-          if (silent_node >= 0)
-            fail_job(self, {1, verdict, "hang", {silent_node}});
-          else
-            fail_job(self, {1, verdict, "stall", {}});
-          return;
-        }
-        report_straggler(st);
-        self->delayed_send(self, watchdog_period(st.plan), watchdog_atom_v);
+      [=](drain_atom, int node) {
+        // The shell's `drain node N`, after its checkpoint committed: this attempt ends so that
+        // launch restarts the job without that node.
+        const std::string reason = "drain node " + std::to_string(node) + ": the shell asked to go on without it";
+        end_job(self, failure_outcome(1, FailureKind::drained, reason, {node}, {node}));
       },
+      [=](settle_atom) {},
+      [=](watchdog_atom) {},
+      [=](timeout_atom) {},
+      [=](rescue_atom) {},
+      [=](rescue_atom, const rescue_done_msg&) {},
+  };
+}
+
+// joining and running: a node's report that its work ended.
+void on_node_done(job_actor* self, const node_done_msg& d) {
+  auto& st = self->state;
+  auto it = st.joined.find(d.node_index);
+  if (it == st.joined.end()) return;
+  st.done.insert(d.node_index);
+  if (d.exit_code != 0) {
+    // A peer's death usually reaches the survivors' collectives before its down_msg
+    // reaches us: wait a moment so the message names the lost node, not its victims.
+    if (st.pending_failure.empty()) self->delayed_send(self, failure_settle_time, settle_atom_v);
+    st.pending_failure = describe(st, it->second) + " failed: " + d.reason;
+    st.pending_failed_nodes.push_back(d.node_index);
+  } else if (st.done.size() == st.plan.nodes.size() && st.pending_failure.empty()) {
+    end_job(self, 0, "all " + std::to_string(st.done.size()) + " nodes done");
+  }
+}
+
+// The failure a node reported, once settled. Nodes that reported a failure are not survivors;
+// the job's own done set says so.
+void on_settled(job_actor* self) {
+  auto& st = self->state;
+  fail_job(self, FailureKind::worker_exception, st.pending_failure, st.pending_failed_nodes);
+}
+
+caf::behavior joining(job_actor* self) {
+  const caf::message_handler phase{
+      [=](done_atom, const node_done_msg& d) { on_node_done(self, d); },
+      [=](settle_atom) { on_settled(self); },
       [=](timeout_atom) {
         auto& st = self->state;
-        if (st.running || st.ended) return;
         std::string missing;
         std::vector<int> missing_nodes;
         for (const auto& planned : st.plan.nodes)
@@ -437,12 +454,69 @@ caf::behavior job_supervisor(job_actor* self, JobPlan plan, caf::actor listener)
             missing += (missing.empty() ? "" : ", ") + std::to_string(planned.node_index) + " (" + planned.host + ")";
             missing_nodes.push_back(planned.node_index);
           }
-        end_job(self, {2,
-                       "nodes " + missing + " did not join within " +
-                           std::to_string(st.plan.join_timeout.count() / 1000.0).substr(0, 5) + " s",
-                       "join_timeout", missing_nodes});
+        end_job(self, failure_outcome(2, FailureKind::join_timeout,
+                                      "nodes " + missing + " did not join within " +
+                                          std::to_string(st.plan.join_timeout.count() / 1000.0).substr(0, 5) + " s",
+                                      missing_nodes));
       },
   };
+  return phase.or_else(every_phase(self));
+}
+
+caf::behavior running(job_actor* self) {
+  const caf::message_handler phase{
+      [=](done_atom, const node_done_msg& d) { on_node_done(self, d); },
+      [=](settle_atom) { on_settled(self); },
+      [=](watchdog_atom) {
+        auto& st = self->state;
+        int silent_node = -1;
+        if (std::string verdict = watchdog_verdict(st, Clock::now(), silent_node); !verdict.empty()) {
+          if (silent_node >= 0)
+            fail_job(self, FailureKind::hang, verdict, {silent_node});
+          else
+            fail_job(self, FailureKind::stall, verdict, {});
+          return;
+        }
+        report_straggler(st);
+        self->delayed_send(self, watchdog_period(st.plan), watchdog_atom_v);
+      },
+  };
+  return phase.or_else(every_phase(self));
+}
+
+caf::behavior rescuing(job_actor* self) {
+  const caf::message_handler phase{
+      [=](done_atom, const node_done_msg& d) {
+        auto& st = self->state;
+        if (!st.joined.count(d.node_index)) return;
+        st.done.insert(d.node_index);
+        if (d.exit_code != 0) check_rescue_writers(self, d.node_index, "failed: " + d.reason);
+      },
+      [=](rescue_atom, const rescue_done_msg& d) {
+        auto& st = self->state;
+        if (!st.rescue_writers.count(d.rank)) return;
+        if (!d.error.empty()) return end_rescue(self, "rank " + std::to_string(d.rank) + ": " + d.error);
+        st.rescued[d.rank] = d.step;
+        monitor::logger("job")->info("rank {} saved its memory of step {}", d.rank, d.step);
+        if (st.rescued.size() < st.rescue_writers.size()) return;
+        for (const auto& [rank, step] : st.rescued)
+          if (step != st.rescued.begin()->second)
+            return end_rescue(self, "the writers' last completed steps differ");
+        end_rescue(self, {});
+      },
+      [=](rescue_atom) {
+        end_rescue(self, "not every writer answered within " + seconds_text(self->state.plan.rescue_timeout));
+      },
+  };
+  return phase.or_else(every_phase(self));
+}
+
+caf::behavior job_supervisor(job_actor* self, JobPlan plan, caf::actor listener) {
+  self->state.plan = std::move(plan);
+  self->state.listener = std::move(listener);
+  self->delayed_send(self, self->state.plan.join_timeout, timeout_atom_v);
+  self->set_down_handler([=](const caf::down_msg& down) { on_node_down(self, down); });
+  return joining(self);
 }
 
 }  // namespace

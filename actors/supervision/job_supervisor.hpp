@@ -3,15 +3,36 @@
 // it; once every node of the plan has joined it tells them all to start, and it ends the job
 // when every node is done, when one fails, or when one is lost.
 //
-//            join (accepted)            all joined: start_msg to every node
-//   joining ───────────────► joining ─────────────────────────────────► running
-//     │  join rejected: wrong token,                                       │
-//     │  node index taken or unknown ─► logged, job goes on                │ all done ─► finished (0)
-//     │  the job's token, other build or config ─► failed (2)              │ node_done != 0, then 0.5 s
-//     │                                                                    │   with no node lost ─► failed (1)
-//     │ join deadline passed ─► failed (2)                                 │ node lost ─► failed (1)
-//     └────────── node lost ─► failed (1)                                  │ watchdog ─► failed (1)
-//   finished / failed: stop_msg to every joined node, job_outcome_msg to the listener, quit.
+// Its phases are behaviours, switched with become(); ended is quitting. A lost node's down_msg
+// goes to CAF's one down handler, which asks the phase. Exit codes and failure kinds
+// (failure_kind.hpp) in parentheses.
+//
+//   ┌─────────┐  every planned node joined:                ┌─────────┐
+//   │ joining │  start_msg to every node, watchdog armed   │ running │
+//   │         │ ─────────────────────────────────────────► │         │
+//   └─────────┘                                            └─────────┘
+//     │ join refused (wrong token, index taken or           │ every node done ─► ended (0)
+//     │   unknown, wrong slots): logged, stays              │ watchdog, no progress ─► ended (1, stall)
+//     │ join deadline ─► ended (2, join_timeout)            │ a node lost (node_lost), a node's failure
+//     │ a node lost ─► ended (1, node_lost)                 │   after 0.5 s to settle (worker_exception)
+//     │ a node's failure, settled ─►                        │   or a silent node (hang):
+//     │   ended (1, worker_exception)                       │   · no rescue_timeout ─► ended (1, kind)
+//                                                           │   · a pipeline stage without a surviving replica
+//                                                           │       ─► ended (1, kind) "; no rescue snapshot (…)"
+//                                                           │   · else rescue_msg to every survivor, timer armed
+//                                                           ▼
+//                                                      ┌──────────┐
+//                                                      │ rescuing │
+//                                                      └──────────┘
+//       every writer's rescue_done_msg, one step ─► ended (1, kind, rescued_step) "; rescue snapshot of step N written"
+//       a writer's error, its node failed or lost, steps differ, the timer ─► ended (1, kind) "; no rescue snapshot (…)"
+//       another node done, failed or lost: recorded, stays (the watchdog is off)
+//
+//   any phase: a node with the job's token but another build or config ─► ended (2, rejected);
+//              the shell's drain of node N ─► ended (1, drained, drop_nodes {N});
+//              heartbeats, the monitor's view and pause are answered; a timer or a late answer
+//              that an earlier phase left behind is dropped.
+//   ended: stop_msg to every joined node, job_outcome_msg to the listener, quit.
 //
 // The monitor actor (monitor_actor.hpp) asks for a view of every node (view_atom) and says when
 // the shell has paused the job (pause_atom): while paused the step watchdog is off, and after a
@@ -21,8 +42,8 @@
 // which names no culprit) first goes through rescuing: rescue_msg to every surviving node naming
 // one surviving rank per pipeline stage as its writer; each writer saves its memory of the last
 // completed step as a checkpoint and answers rescue_done_msg. Every writer done with one step ─►
-// failed (1) with rescued_step; a writer failed, lost or silent past the timeout, or a stage with
-// no survivor ─► failed (1) without one (the restart falls back to the newest checkpoint).
+// ended (1) with rescued_step; a writer failed, lost or silent past the timeout, or a stage with
+// no survivor ─► ended (1) without one (the restart falls back to the newest checkpoint).
 //
 // A lost node is a down_msg from its node supervisor: CAF 0.17 has no node_down_msg, a dead
 // process shows up as exit_reason::remote_link_unreachable within milliseconds. A hung process

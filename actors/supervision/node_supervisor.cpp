@@ -6,6 +6,9 @@
 namespace troupe::actors {
 namespace {
 
+// The node supervisor's phases (the header's diagram); joining and working are behaviours.
+enum class NodePhase { joining, working, ended };
+
 struct node_supervisor_state {
   caf::actor job;
   caf::actor listener;
@@ -16,7 +19,7 @@ struct node_supervisor_state {
   int first_rank = 0;  // slot 0's rank, from the start message
   int workers_done = 0;
   bool failure_reported = false;
-  bool ended = false;
+  NodePhase phase = NodePhase::joining;
   static inline const char* name = "node_supervisor";
 };
 
@@ -24,8 +27,8 @@ using node_actor = caf::stateful_actor<node_supervisor_state>;
 
 void end_node(node_actor* self, int exit_code, const std::string& reason) {
   auto& st = self->state;
-  if (st.ended) return;
-  st.ended = true;
+  if (st.phase == NodePhase::ended) return;
+  st.phase = NodePhase::ended;
   for (const caf::actor& worker : st.workers) self->send(worker, stop_atom_v, stop_msg{exit_code, reason});
   self->send(st.listener, done_atom_v, job_outcome_msg{exit_code, reason});
   self->quit();
@@ -43,40 +46,22 @@ void run_worker(caf::blocking_actor* self, caf::actor supervisor, NodeWork work,
   self->send(supervisor, done_atom_v, done);
 }
 
-caf::behavior node_supervisor(node_actor* self, caf::actor job, join_msg hello, NodeWork work, NodeOptions options,
-                              caf::actor listener) {
-  auto& st = self->state;
-  st.job = job;
-  st.listener = std::move(listener);
-  st.node_index = hello.node_index;
-  st.slots = static_cast<int>(hello.comm_addresses.size());
-  hello.node = caf::actor_cast<caf::actor>(self);
-  self->monitor(job);
-  self->set_down_handler([=](const caf::down_msg& down) {
-    if (down.source == self->state.job.address())
-      end_node(self, 1, "lost the job supervisor: " + to_string(down.reason));
-  });
-  self->request(job, std::chrono::seconds(30), join_atom_v, std::move(hello))
-      .then(
-          [=](const join_result_msg& result) {
-            if (!result.accepted) end_node(self, 2, "the job rejected this node: " + result.reason);
-          },
-          [=](const caf::error& err) { end_node(self, 2, "joining the job failed: " + to_string(err)); });
+// What every phase answers alike: the job's stop, and the orders of the job's monitor actor.
+caf::message_handler every_phase(node_actor* self, const NodeOptions& options) {
   return {
-      [=](start_atom, const start_msg& start) {
-        auto& st = self->state;
-        monitor::logger("node")->info("node {} starts with {} ranks on {} nodes", st.node_index, start.world_size,
-                                      start.nodes.size());
-        st.first_rank = start.nodes.at(static_cast<std::size_t>(st.node_index)).first_rank;
-        for (int slot = 0; slot < st.slots; ++slot) {
-          std::function<std::string()> oldest_receive;
-          if (options.oldest_receive) oldest_receive = [=] { return options.oldest_receive(slot); };
-          st.progress.push_back(std::make_shared<monitor::WorkProgress>(std::move(oldest_receive)));
-          st.workers.push_back(
-              self->spawn(run_worker, caf::actor_cast<caf::actor>(self), work, start, slot, st.progress.back()));
-        }
-        self->send(self, heartbeat_atom_v);
+      [=](stop_atom, const stop_msg& stop) { end_node(self, stop.exit_code, stop.reason); },
+      [=](control_atom, const control_msg& order) -> control_reply_msg {
+        // Only actors of the job process (its monitor) give orders.
+        if (!self->current_sender() || self->current_sender()->node() != self->state.job.node())
+          return {"refused: control orders come only from the job process", {}};
+        if (!options.control) return {"this node takes no control orders", {}};
+        return options.control(order);
       },
+  };
+}
+
+caf::behavior working(node_actor* self, const NodeOptions& options) {
+  const caf::message_handler phase{
       [=](heartbeat_atom) {
         auto& st = self->state;
         heartbeat_msg beat{st.node_index, {}};
@@ -105,7 +90,6 @@ caf::behavior node_supervisor(node_actor* self, caf::actor job, join_msg hello, 
           self->send(st.job, done_atom_v, done);
         }
       },
-      [=](stop_atom, const stop_msg& stop) { end_node(self, stop.exit_code, stop.reason); },
       // A rescue goes to every worker; each writer answers through this supervisor, so its answer
       // reaches the job before this node's failure report.
       [=](rescue_atom, rescue_msg& order) {
@@ -115,14 +99,55 @@ caf::behavior node_supervisor(node_actor* self, caf::actor job, join_msg hello, 
         if (options.control) options.control(control_msg{"rescue"});
       },
       [=](rescue_atom, const rescue_done_msg& done) { self->send(self->state.job, rescue_atom_v, done); },
-      [=](control_atom, const control_msg& order) -> control_reply_msg {
-        // Only actors of the job process (its monitor) give orders.
-        if (!self->current_sender() || self->current_sender()->node() != self->state.job.node())
-          return {"refused: control orders come only from the job process", {}};
-        if (!options.control) return {"this node takes no control orders", {}};
-        return options.control(order);
+  };
+  return phase.or_else(every_phase(self, options));
+}
+
+// The join's answer may come after the start message: the job starts every node before it
+// answers the last one to join. So joining waits for start_msg, accepted or not yet answered.
+caf::behavior joining(node_actor* self, const NodeWork& work, const NodeOptions& options) {
+  const caf::message_handler phase{
+      [=](start_atom, const start_msg& start) {
+        auto& st = self->state;
+        monitor::logger("node")->info("node {} starts with {} ranks on {} nodes", st.node_index, start.world_size,
+                                      start.nodes.size());
+        st.first_rank = start.nodes.at(static_cast<std::size_t>(st.node_index)).first_rank;
+        for (int slot = 0; slot < st.slots; ++slot) {
+          std::function<std::string()> oldest_receive;
+          if (options.oldest_receive) oldest_receive = [=] { return options.oldest_receive(slot); };
+          st.progress.push_back(std::make_shared<monitor::WorkProgress>(std::move(oldest_receive)));
+          st.workers.push_back(
+              self->spawn(run_worker, caf::actor_cast<caf::actor>(self), work, start, slot, st.progress.back()));
+        }
+        // joining ─► working
+        st.phase = NodePhase::working;
+        self->send(self, heartbeat_atom_v);
+        self->become(working(self, options));
       },
   };
+  return phase.or_else(every_phase(self, options));
+}
+
+caf::behavior node_supervisor(node_actor* self, caf::actor job, join_msg hello, NodeWork work, NodeOptions options,
+                              caf::actor listener) {
+  auto& st = self->state;
+  st.job = job;
+  st.listener = std::move(listener);
+  st.node_index = hello.node_index;
+  st.slots = static_cast<int>(hello.comm_addresses.size());
+  hello.node = caf::actor_cast<caf::actor>(self);
+  self->monitor(job);
+  self->set_down_handler([=](const caf::down_msg& down) {
+    if (down.source == self->state.job.address())
+      end_node(self, 1, "lost the job supervisor: " + to_string(down.reason));
+  });
+  self->request(job, std::chrono::seconds(30), join_atom_v, std::move(hello))
+      .then(
+          [=](const join_result_msg& result) {
+            if (!result.accepted) end_node(self, 2, "the job rejected this node: " + result.reason);
+          },
+          [=](const caf::error& err) { end_node(self, 2, "joining the job failed: " + to_string(err)); });
+  return joining(self, work, options);
 }
 
 }  // namespace

@@ -5,13 +5,21 @@
 // reports how the work ended. It watches the job supervisor: if the job process goes away, the
 // node stops rather than waiting forever.
 //
-//   joining ──accepted──► waiting ──start_msg──► working ──every worker returns──► (node_done_msg to job)
-//      │ rejected ─► ended (2)         │            │ heartbeat_msg to the job every interval
-//      │                               │            │ a worker fails ─► its node_done_msg at once
-//      │                               │            │ rescue_msg ─► to every worker; a writer's rescue_done_msg
-//      │                               │            │   goes on to the job (before that worker's failure)
-//      │                               └── stop_msg / job lost ──► stop_msg to the workers; ended (stop code / 1)
-//   ended: job_outcome_msg to the listener, quit.
+// Its phases are behaviours, switched with become(); ended is quitting.
+//
+//   ┌─────────┐  start_msg: one worker per slot,  ┌─────────┐
+//   │ joining │  heartbeat armed                  │ working │
+//   │         │ ────────────────────────────────► │         │
+//   └─────────┘                                   └─────────┘
+//     │ join accepted: stays (the job sends       │ heartbeat_msg to the job every interval
+//     │   start_msg before it answers the last    │ a worker fails ─► its node_done_msg to the job at once
+//     │   node to join, so either may come first) │ every worker done ─► node_done_msg (0) to the job
+//     │ join refused or unanswered in 30 s ─►     │ rescue_msg ─► to every worker; a writer's rescue_done_msg
+//     │   ended (2)                               │   goes on to the job (before that worker's failure)
+//
+//   any phase: stop_msg ─► ended (the stop's code); the job supervisor lost ─► ended (1);
+//              control_msg from the job process ─► NodeOptions::control, answered
+//   ended: stop_msg to the workers, job_outcome_msg to the listener, quit.
 //
 // The job's monitor actor may send control orders (control_msg, only from the job process); the
 // node passes them to NodeOptions::control, which its workers obey at their step boundaries.

@@ -5,28 +5,39 @@
 //
 //   TROUPE_RESTARTS="restarts=2 failure.node_lost=1 failure.hang=1 recovery.replica=1 recovery.checkpoint=1"
 //
-// Failure kinds: node_lost, worker_exception, hang, stall, join_timeout, start_failed,
-// node_exit, drained. Recovery sources: replica (a surviving replica's memory: no steps lost),
-// checkpoint (the newest periodic checkpoint), shrink (fewer data-parallel replicas).
+// Failure kinds: actors/supervision/failure_kind.hpp. Recovery sources: replica (a surviving
+// replica's memory: no steps lost), checkpoint (the newest periodic checkpoint), shrink (fewer
+// data-parallel replicas).
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 
+#include "actors/supervision/failure_kind.hpp"
 #include "compute/expected.hpp"
 
 namespace troupe::actors {
 
+// Where the state of a restarted attempt came from.
+enum class RecoverySource { replica, checkpoint, shrink };
+
+std::string_view to_string(RecoverySource source);
+std::optional<RecoverySource> parse_recovery_source(std::string_view name);
+
+struct RecoverySourceByName {
+  bool operator()(RecoverySource a, RecoverySource b) const { return to_string(a) < to_string(b); }
+};
+
 struct RecoveryCounts {
-  int restarts = 0;                       // attempts after the first
-  std::map<std::string, int> failures;    // by kind
-  std::map<std::string, int> recoveries;  // by source
+  int restarts = 0;                                                // attempts after the first
+  std::map<FailureKind, int, FailureKindByName> failures;          // by kind
+  std::map<RecoverySource, int, RecoverySourceByName> recoveries;  // by source
 
   // The TROUPE_RESTARTS text: "restarts=N", then "failure.KIND=N" and "recovery.SOURCE=N" by name.
   std::string to_text() const;
+  // Refuses text that is not NAME=COUNT, and kinds and sources that are not ours.
   static Expected<RecoveryCounts> parse(std::string_view text);
-  // TROUPE_RESTARTS of this process; all zero when it is not set (the first attempt).
-  static Expected<RecoveryCounts> from_environment();
 };
 
 inline constexpr const char* recovery_counts_variable = "TROUPE_RESTARTS";

@@ -66,8 +66,9 @@ NodeOutcome run_node_process(const NodeProcessOptions& options, const ResolvedJo
   // process starts its counters there, so every node's /metrics shows the job's history.
   if (monitor::NodeMetrics* node = metrics->node()) {
     node->count_restarts(options.recovery.restarts);
-    for (const auto& [kind, count] : options.recovery.failures) node->count_failure(kind, count);
-    for (const auto& [source, count] : options.recovery.recoveries) node->count_recovery(source, count);
+    for (const auto& [kind, count] : options.recovery.failures) node->count_failure(std::string(to_string(kind)), count);
+    for (const auto& [source, count] : options.recovery.recoveries)
+      node->count_recovery(std::string(to_string(source)), count);
   }
 
   NodeControl control(options.first_rank, options.slots);  // outlives the workers, which obey it

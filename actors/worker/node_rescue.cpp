@@ -10,11 +10,9 @@
 namespace troupe::actors {
 namespace {
 
-// How long a worker whose collective failed waits for the job's word. The job answers within its
-// rescue timeout; without an answer (the job process is gone too) the worker just fails.
-constexpr auto order_wait = std::chrono::seconds(65);
-
-std::optional<actors::rescue_msg> wait_for_order(caf::blocking_actor* worker) {
+// How long a worker whose collective failed waits for the job's word: RescueTiming's
+// worker_order_wait. Without an answer (the job process is gone too) the worker just fails.
+std::optional<actors::rescue_msg> wait_for_order(caf::blocking_actor* worker, std::chrono::milliseconds order_wait) {
   std::optional<actors::rescue_msg> order;
   const auto deadline = std::chrono::steady_clock::now() + order_wait;
   for (bool over = false; !over;) {
@@ -34,19 +32,19 @@ std::optional<actors::rescue_msg> wait_for_order(caf::blocking_actor* worker) {
 
 }  // namespace
 
-RescueHooks node_rescue_hooks(caf::blocking_actor* worker, int rank) {
+RescueHooks node_rescue_hooks(caf::blocking_actor* worker, int rank, const RescueTiming& timing) {
   auto reply_to = std::make_shared<caf::actor>();
   RescueHooks hooks;
-  hooks.role = [worker, rank, reply_to](std::exception_ptr failure) -> std::optional<RescueRole> {
+  hooks.role = [worker, rank, reply_to, timing](std::exception_ptr failure) -> std::optional<RescueRole> {
     std::optional<actors::rescue_msg> order;
     try {
       std::rethrow_exception(failure);
     } catch (const actors::RescueRequested& requested) {
       order = requested.order();
     } catch (const actors::CommFailed&) {
-      order = wait_for_order(worker);
+      order = wait_for_order(worker, timing.worker_order_wait);
     } catch (const RescueAtBoundary&) {
-      order = wait_for_order(worker);
+      order = wait_for_order(worker, timing.worker_order_wait);
     } catch (...) {
       // A plain stop, or the step's own failure (its state may be half updated): no rescue here.
     }
@@ -54,7 +52,8 @@ RescueHooks node_rescue_hooks(caf::blocking_actor* worker, int rank) {
     const auto it = std::find(order->writers.begin(), order->writers.end(), rank);
     if (it == order->writers.end()) return std::nullopt;
     *reply_to = order->reply_to;
-    return RescueRole{static_cast<int>(it - order->writers.begin()), static_cast<int>(order->writers.size())};
+    return RescueRole{static_cast<int>(it - order->writers.begin()), static_cast<int>(order->writers.size()),
+                      timing.commit_timeout};
   };
   hooks.done = [worker, rank, reply_to](long steps_done, const Status& written) {
     // Sent by the worker itself, so it reaches the node supervisor before the worker's failure.

@@ -7,11 +7,13 @@
 
 #include <caf/all.hpp>
 
+#include "actors/supervision/rescue_timing.hpp"
 #include "actors/worker/training_run.hpp"
 
 namespace troupe::actors {
 
-// The hooks of `worker`'s rank `rank`; they live in the worker's thread.
-RescueHooks node_rescue_hooks(caf::blocking_actor* worker, int rank);
+// The hooks of `worker`'s rank `rank`; they live in the worker's thread. `timing` says how long
+// the worker waits for the job's word and how long a writer's commit may take.
+RescueHooks node_rescue_hooks(caf::blocking_actor* worker, int rank, const RescueTiming& timing);
 
 }  // namespace troupe::actors

@@ -124,7 +124,7 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
                                     comm::Engine& engine, int local_rank, const start_msg& start,
                                     caf::blocking_actor* worker, monitor::WorkProgress& progress,
                                     monitor::WorkerMetrics* metrics, monitor::StepControl& control) {
-  const RescueHooks rescue = node_rescue_hooks(worker, engine.rank());
+  const RescueHooks rescue = node_rescue_hooks(worker, engine.rank(), rescue_timing(job.config.fault));
   const int rank = engine.rank();
   const bool on_device = is_device_backend(job.config.train.backend);
   if (on_device) {

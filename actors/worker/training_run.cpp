@@ -23,9 +23,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Within the job's wait for a rescue (launch_command.cpp), with room to report.
-constexpr std::chrono::milliseconds rescue_commit_timeout{50000};
-
 }  // namespace
 
 namespace {
@@ -122,7 +119,7 @@ void rescue_after_failed_step(const TrainingLoop& loop, const RescueHooks& rescu
   if (!role) return;
   monitor::logger("checkpoint")->info("rank {} writes its memory of step {} as a rescue snapshot (shard {} of {})",
                                       loop.checkpoint_place().rank, steps_done, role->writer, role->writers);
-  const Status written = checkpoints.rescue(steps_done, loop.held(), role->writer, role->writers, rescue_commit_timeout);
+  const Status written = checkpoints.rescue(steps_done, loop.held(), role->writer, role->writers, role->commit_timeout);
   if (!written) monitor::logger("checkpoint")->error("rescue snapshot of step {}: {}", steps_done, written.error().message);
   if (rescue.done) rescue.done(steps_done, written);
 }

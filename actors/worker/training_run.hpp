@@ -4,6 +4,7 @@
 // summary and the closing sample. `troupe train` runs it in one process; each rank of a job runs
 // it in its worker actor, and only rank 0 reports.
 
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -27,6 +28,7 @@ namespace troupe::actors {
 struct RescueRole {
   int writer = 0;
   int writers = 1;
+  std::chrono::milliseconds commit_timeout{0};  // RescueTiming::commit_timeout of the job's fault.rescue_timeout
 };
 
 // Thrown at a step boundary where the job ordered a rescue (the order waits in the mailbox): the

@@ -20,6 +20,7 @@
 #include "actors/monitor/frame_guard.hpp"
 #include "actors/supervision/job_supervisor.hpp"
 #include "apps/commands/commands.hpp"
+#include "apps/exit_codes.hpp"
 #include "apps/config/keys.hpp"
 #include "apps/config/value.hpp"
 #include "actors/monitor/control_port.hpp"
@@ -29,16 +30,14 @@
 #include "apps/launch/node_launcher.hpp"
 #include "apps/launch/rank_plan.hpp"
 #include "actors/monitor/process_metrics.hpp"
+#include "actors/supervision/failure_kind.hpp"
 #include "actors/supervision/recovery_counts.hpp"
+#include "actors/supervision/rescue_timing.hpp"
+#include "actors/supervision/restart_policy.hpp"
 #include "monitor/log.hpp"
 
 namespace troupe::apps {
 namespace {
-
-int fail(const std::string& message, int code) {
-  std::fprintf(stderr, "troupe: error: %s\n", message.c_str());
-  return code;
-}
 
 std::vector<std::string> node_argv(const JobConfig& config) {
   std::vector<std::string> argv{launch::this_executable(), "node"};
@@ -67,43 +66,12 @@ Expected<std::vector<launch::HostEntry>> job_hosts(const LaunchArgs& args) {
   return launch::parse_host_file(args.host_file);
 }
 
-}  // namespace
-
-namespace {
-
-// How one attempt at the job ended: the exit code and one line, whether restarting could help (a
-// node failed or was lost; not bad input or Ctrl-C), the kind of failure and the nodes to blame,
-// the step of the rescue snapshot the survivors wrote (-1: none), and the nodes the job asked to
-// leave out of the next attempt (drain).
-struct AttemptOutcome {
-  int exit_code = 0;
-  std::string reason;
-  bool restartable = false;
-  std::string failure_kind;
-  std::vector<int> failed_nodes;
-  long rescued_step = -1;
-  std::vector<int> drop_nodes;
-};
-
-// How long the launcher leaves the survivors of a node failure running before it stops them: long
-// enough for the job supervisor's rescue snapshot, which ends the hold as soon as it is done.
-constexpr auto rescue_timeout = std::chrono::seconds(60);
-
-AttemptOutcome from_supervisor(actors::job_outcome_msg o) {
-  AttemptOutcome a;
-  a.exit_code = o.exit_code;
-  a.reason = std::move(o.reason);
-  a.restartable = o.exit_code == 1 || !o.drop_nodes.empty();
-  a.failure_kind = std::move(o.failure_kind);
-  a.failed_nodes = std::move(o.failed_nodes);
-  a.rescued_step = o.rescued_step;
-  a.drop_nodes = std::move(o.drop_nodes);
-  return a;
-}
+using actors::AttemptOutcome;
 
 AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, const launch::RankPlan& plan,
                            launch::LauncherOptions launcher_options, const std::string& token,
-                           const actors::RecoveryCounts& counts, bool rescue, actors::ControlPort& control) {
+                           const actors::RecoveryCounts& counts, bool rescue, const actors::RescueTiming& timing,
+                           actors::ControlPort& control) {
   auto milliseconds = [](double seconds) { return std::chrono::milliseconds(std::lround(seconds * 1000)); };
   actors::JobPlan job_plan{token,
                            build_id(),
@@ -114,14 +82,13 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, cons
                            milliseconds(config.fault.step_timeout),
                            config.pipeline.stages};
   for (const auto& node : plan.nodes) job_plan.nodes.push_back({node.node_index, node.host, node.slots, node.first_rank});
-  if (rescue) job_plan.rescue_timeout = rescue_timeout;
+  if (rescue) job_plan.rescue_timeout = timing.job_wait;
   // Once the job runs, a node's exit may be answered by a rescue: the launcher holds the others
   // until the supervisor's outcome (stop_all) or the rescue's time is up. Before that, at once.
   auto started = std::make_shared<std::atomic<bool>>(false);
   job_plan.on_start = [started] { *started = true; };
-  launcher_options.hold_after_failure = [started, rescue] {
-    return rescue && *started ? std::chrono::milliseconds(rescue_timeout) + std::chrono::seconds(5)
-                              : std::chrono::milliseconds(0);
+  launcher_options.hold_after_failure = [started, rescue, hold = timing.launcher_hold] {
+    return rescue && *started ? hold : std::chrono::milliseconds(0);
   };
 
   actors::TroupeConfig cfg;
@@ -176,7 +143,7 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, cons
     // Before the start, a node that fails makes the launcher stop the others, and the supervisor
     // would blame the first of those to go: the launcher saw who failed first.
     const bool launcher_saw_first = !*started && result.end == launch::JobEnd::node_failed && o.exit_code == 1;
-    if (!launcher_saw_first && (o.exit_code != 0 || !o.drop_nodes.empty())) return from_supervisor(std::move(o));
+    if (!launcher_saw_first && (o.exit_code != 0 || !o.drop_nodes.empty())) return actors::attempt_outcome(o);
   }
   if (result.end != launch::JobEnd::success) {
     AttemptOutcome failed;
@@ -184,59 +151,31 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, cons
     failed.reason = result.message;
     failed.restartable = result.end == launch::JobEnd::node_failed;
     // The supervisor names every node that joined; one the launcher alone saw fail never did.
-    failed.failure_kind = result.end == launch::JobEnd::node_failed ? "start_failed" : "";
+    if (result.end == launch::JobEnd::node_failed) failed.failure_kind = actors::FailureKind::start_failed;
     if (!result.exits.empty()) failed.failed_nodes.push_back(result.exits.front().node_index);
     return failed;
   }
   return {};
 }
 
-std::string node_list(const std::vector<int>& nodes, const std::vector<launch::HostEntry>& hosts) {
-  std::string text;
-  for (int n : nodes) {
-    text += (text.empty() ? "node " : ", node ") + std::to_string(n);
-    if (n >= 0 && n < static_cast<int>(hosts.size())) text += " (" + hosts[static_cast<std::size_t>(n)].host + ")";
-  }
-  return text;
+// The job's nodes and batch, as the restart policy works on them.
+actors::JobShape job_shape(const std::vector<launch::HostEntry>& hosts, const JobConfig& config) {
+  actors::JobShape shape;
+  for (const launch::HostEntry& host : hosts) shape.nodes.push_back({host.host, host.slots});
+  shape.stages = config.pipeline.stages;
+  shape.batch = {config.train.batch_size, config.train.grad_accum, config.pipeline.microbatches};
+  return shape;
 }
 
-// Leaves `drop` (node indices) out of `hosts` and keeps the global batch on the fewer data-parallel
-// replicas that remain: more micro-batches per replica (gradient accumulation, or the pipeline's),
-// else a larger per-replica batch. A checkpoint refuses another global batch, so a shrink that
-// cannot keep it is an error.
-Status shrink(std::vector<launch::HostEntry>& hosts, JobConfig& config, const std::vector<int>& drop) {
-  const int stages = config.pipeline.stages;
-  int old_world = 0, new_world = 0;
-  std::vector<launch::HostEntry> kept;
-  for (std::size_t i = 0; i < hosts.size(); ++i) {
-    old_world += hosts[i].slots;
-    if (std::find(drop.begin(), drop.end(), static_cast<int>(i)) != drop.end()) continue;
-    kept.push_back(hosts[i]);
-    new_world += hosts[i].slots;
-  }
-  if (new_world == 0) return Error{"no node would be left"};
-  if (new_world % stages != 0)
-    return Error{std::to_string(new_world) + " workers would be left, which pipeline.stages " + std::to_string(stages) +
-                 " does not divide"};
-  const int old_dp = old_world / stages, new_dp = new_world / stages;
-  int& per_replica = stages > 1 ? config.pipeline.microbatches : config.train.grad_accum;
-  const char* per_replica_key = stages > 1 ? "pipeline.microbatches" : "train.grad_accum";
+void log_lines(const std::vector<actors::PolicyLine>& lines) {
   auto log = monitor::logger("job");
-  if (per_replica * old_dp % new_dp == 0) {
-    per_replica = per_replica * old_dp / new_dp;
-    log->info("shrinking from {} to {} data-parallel replica(s): {} = {} keeps the global batch", old_dp, new_dp,
-              per_replica_key, per_replica);
-  } else if (config.train.batch_size * old_dp % new_dp == 0) {
-    config.train.batch_size = config.train.batch_size * old_dp / new_dp;
-    log->info("shrinking from {} to {} data-parallel replica(s): train.batch_size = {} keeps the global batch", old_dp,
-              new_dp, config.train.batch_size);
-  } else {
-    return Error{"the global batch (" + std::to_string(old_dp) + " replicas x train.batch_size " +
-                 std::to_string(config.train.batch_size) + " x " + per_replica_key + " " + std::to_string(per_replica) +
-                 ") cannot be split over " + std::to_string(new_dp) + " replicas"};
+  for (const actors::PolicyLine& line : lines) {
+    switch (line.level) {
+      case actors::PolicyLine::Level::info: log->info(line.text); break;
+      case actors::PolicyLine::Level::warn: log->warn(line.text); break;
+      case actors::PolicyLine::Level::error: log->error(line.text); break;
+    }
   }
-  hosts = std::move(kept);
-  return Status::success();
 }
 
 }  // namespace
@@ -244,101 +183,56 @@ Status shrink(std::vector<launch::HostEntry>& hosts, JobConfig& config, const st
 int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
   monitor::set_identity(-1, "job");
   auto hosts = job_hosts(args);
-  if (!hosts) return fail(hosts.error().message, 2);
+  if (!hosts) return error_exit(ExitCode::bad_input, hosts.error().message);
   launch::LauncherOptions launcher_options;
   if (!args.launcher.empty()) {
     auto parsed = launch::LaunchTemplate::parse(args.launcher);
-    if (!parsed) return fail(parsed.error().message, 2);
+    if (!parsed) return error_exit(ExitCode::bad_input, parsed.error().message);
     launcher_options.remote = *parsed;
   }
   auto token = new_job_token();
-  if (!token) return fail(token.error().message, 1);
+  if (!token) return error_exit(ExitCode::failure, token.error().message);
   monitor::set_log_job(actors::metrics_job_label(*token));  // the label the nodes' lines and metrics carry
   actors::ControlPort control(job.config.monitor, *token);
   launch::RankPlan plan = launch::plan_ranks(*hosts, launch::this_host_name());
   if (const int stages = job.config.pipeline.stages; plan.world_size % stages != 0)
-    return fail("pipeline.stages " + std::to_string(stages) + " does not divide the job's " +
-                    std::to_string(plan.world_size) + " workers (workers = data-parallel replicas x stages)",
-                2);
+    return error_exit(ExitCode::bad_input, "pipeline.stages " + std::to_string(stages) + " does not divide the job's " +
+                                               std::to_string(plan.world_size) +
+                                               " workers (workers = data-parallel replicas x stages)");
 
-  // Recovery (docs/architecture.md, "Failures"): when a node fails or is lost, the survivors write
-  // their memory of the last completed step as a checkpoint when every pipeline stage has a
-  // surviving replica (plain data parallel or a pipeline on the CPU backend, not ZeRO, whose
-  // optimizer state is sharded), and every node restarts from the newest checkpoint, up to fault.max_restarts times.
-  // A node that cannot come back, or a spent budget, ends the job unless fault.elastic lets it
-  // shrink; a node the job asks to drop is left out at once.
+  // Recovery (docs/drills.md, "Recovery"): when a node fails or is lost, the survivors write
+  // their memory of the last completed step as a checkpoint when the policy allows a rescue
+  // (actors/supervision/restart_policy.hpp), and every node restarts from the newest checkpoint,
+  // up to fault.max_restarts times. A node that cannot come back, or a spent budget, ends the job
+  // unless fault.elastic lets it shrink; a node the job asks to drop is left out at once.
   JobConfig config = job.config;
-  const bool can_restart = !config.checkpoint.dir.empty();
-  auto log = monitor::logger("job");
-  actors::RecoveryCounts counts;
-  int budget_used = 0;
+  const actors::RescueTiming timing = actors::rescue_timing(config.fault);
+  actors::RestartHistory history;
   for (;;) {
-    const bool rescue = can_restart && config.train.zero == 0 && config.train.backend == "cpu" &&
-                        plan.world_size / config.pipeline.stages > 1;
-    const AttemptOutcome attempt = run_attempt(args, config, plan, launcher_options, *token, counts, rescue, control);
+    const actors::RestartOptions options = actors::restart_options(config, plan.world_size);
+    const bool rescue = actors::rescue_choice(options).allowed;
+    const AttemptOutcome attempt =
+        run_attempt(args, config, plan, launcher_options, *token, history.counts, rescue, timing, control);
     control.attempt_ended(attempt.reason);
-    if (attempt.exit_code == 0 && attempt.drop_nodes.empty()) {
-      if (counts.restarts > 0) log->info("job finished after {} restart(s); {}", counts.restarts, counts.to_text());
-      return 0;
-    }
-    const std::string kind = !attempt.failure_kind.empty() ? attempt.failure_kind
-                             : attempt.drop_nodes.empty() ? "node_exit"
-                                                          : "drained";
-    // Nodes that never join are bad input at first, but after a restart one of ours did not come back.
-    const bool restartable = attempt.restartable || (kind == "join_timeout" && counts.restarts > 0);
-    if (restartable) ++counts.failures[kind];
-    // A node that fails again before joining, after a restart, will not come back by restarting.
-    const bool cannot_come_back =
-        counts.restarts > 0 && (kind == "start_failed" || kind == "join_timeout") && !attempt.failed_nodes.empty();
-    const bool budget_left = budget_used < config.fault.max_restarts;
-    std::vector<int> drop = attempt.drop_nodes;
-    std::string why_dropped = "the job asked to drop it";
-    if (drop.empty() && restartable && config.fault.elastic && (cannot_come_back || !budget_left)) {
-      drop = attempt.failed_nodes;
-      why_dropped = cannot_come_back ? "it cannot come back" : "the restart budget is spent";
-    }
-    const std::string failure = "failure " + std::to_string(counts.restarts + 1) + " (" + kind + ")" +
-                                (attempt.failed_nodes.empty() ? "" : " of " + node_list(attempt.failed_nodes, *hosts)) +
-                                ": " + attempt.reason;
-    if (!restartable || !can_restart || (drop.empty() && (!budget_left || cannot_come_back))) {
-      std::string reason = attempt.reason;
-      if (restartable && !can_restart && config.fault.max_restarts > 0)
-        log->warn("not restarting: no checkpoint.dir to restart from");
-      if (restartable && can_restart) {
-        reason += " (after " + std::to_string(counts.restarts) + " restart(s)";
-        if (cannot_come_back) reason += "; " + node_list(attempt.failed_nodes, *hosts) + " cannot come back";
-        reason += config.fault.elastic ? ")" : "; fault.elastic is off)";
-        log->error("{}; stopping the job: {}", failure, counts.to_text());
+    actors::RestartDecision decision = actors::decide_restart(history, attempt, options, job_shape(*hosts, config));
+    log_lines(decision.log);
+    history = decision.next;
+    switch (decision.action) {
+      case actors::RestartDecision::Action::finish: return to_int(ExitCode::success);
+      case actors::RestartDecision::Action::stop: return error_exit(exit_code_of(decision.exit_code), decision.reason);
+      case actors::RestartDecision::Action::shrink: {
+        std::vector<launch::HostEntry> kept;
+        for (int index : decision.shrink->kept) kept.push_back((*hosts)[static_cast<std::size_t>(index)]);
+        *hosts = std::move(kept);
+        config.train.batch_size = decision.shrink->batch.batch_size;
+        config.train.grad_accum = decision.shrink->batch.grad_accum;
+        config.pipeline.microbatches = decision.shrink->batch.microbatches;
+        plan = launch::plan_ranks(*hosts, launch::this_host_name());
+        break;
       }
-      return fail(reason, attempt.exit_code);
+      case actors::RestartDecision::Action::restart_from_replica:
+      case actors::RestartDecision::Action::restart_from_checkpoint: break;
     }
-    std::string source;
-    if (!drop.empty()) {
-      const std::string dropped = node_list(drop, *hosts);
-      if (Status shrunk = shrink(*hosts, config, drop); !shrunk)
-        return fail(attempt.reason + "; cannot go on without " + dropped + ": " + shrunk.error().message,
-                    std::max(attempt.exit_code, 1));
-      plan = launch::plan_ranks(*hosts, launch::this_host_name());
-      source = "shrink";
-      log->warn("{}; recovery: restarting every node without {} ({}), {} node(s) left, from the newest checkpoint in {}",
-                failure, dropped, why_dropped, hosts->size(), config.checkpoint.dir);
-    } else {
-      ++budget_used;
-      source = attempt.rescued_step >= 0 ? "replica" : "checkpoint";
-      std::string from = "the newest checkpoint";
-      if (attempt.rescued_step >= 0)
-        from = "the survivors' rescue snapshot of step " + std::to_string(attempt.rescued_step) + " (no steps lost)";
-      else if (config.train.zero > 0)
-        from += " (no rescue: train.zero " + std::to_string(config.train.zero) + " shards the optimizer state)";
-      else if (config.train.backend != "cpu")
-        from += " (no rescue: the state is in GPU memory, behind a stream an aborted NCCL communicator may block)";
-      else if (plan.world_size / config.pipeline.stages < 2)
-        from += " (no rescue: a single data-parallel replica)";
-      log->warn("{}; recovery: restarting every node from {} in {} (restart {} of {})", failure, from,
-                config.checkpoint.dir, budget_used, config.fault.max_restarts);
-    }
-    ++counts.recoveries[source];
-    ++counts.restarts;
     config.checkpoint.resume = true;
   }
 }

@@ -92,6 +92,10 @@ constexpr ConfigKey keys[] = {
      "when the restart budget is spent or a node cannot come back, go on without it (fewer data-parallel replicas, "
      "the same global batch) instead of stopping",
      field<&J::fault, &F::elastic>},
+    {"fault.rescue_timeout",
+     "seconds (1 to 3600) the job waits for the survivors' rescue snapshot after a node fails or is lost; the writers "
+     "commit within five sixths of it, and the survivors are held 5 s longer",
+     field<&J::fault, &F::rescue_timeout>},
 
     {"checkpoint.dir", "folder of the job's checkpoints (step-NNNNNNN/ inside); empty = none",
      field<&J::checkpoint, &C::dir>},

@@ -108,7 +108,7 @@ TEST_CASE("TROUPE_RESTARTS is read through the table, all zero when unset", "[en
     auto counts = env::read_restarts();
     REQUIRE(counts);
     CHECK(counts->restarts == 2);
-    CHECK(counts->failures.at("hang") == 1);
+    CHECK(counts->failures.at(FailureKind::hang) == 1);
   }
   ScopedEnv bad("TROUPE_RESTARTS", "restarts=x");
   CHECK(env::read_restarts().error().message == "TROUPE_RESTARTS: 'restarts=x' is not NAME=COUNT");

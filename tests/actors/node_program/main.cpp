@@ -6,6 +6,8 @@
 //   fail   report a failure
 //   hang   in step 1, wait for a message that never comes, until the job says stop
 //   busy   in step 1, compute (not wait) without end, until the job says stop
+//   rescue in step 1, wait for the job's rescue order; a named writer answers that it saved
+//          step 7; then wait until the job says stop
 // Exits with the node's outcome code and prints its reason on stderr.
 //
 //   test_actors_node PORT NODE_INDEX TOKEN BUILD_ID CONFIG_HASH BEHAVIOR
@@ -14,6 +16,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -71,7 +74,7 @@ node_done_msg until_stopped(caf::blocking_actor* worker) {
 
 int main(int argc, char** argv) {
   if (argc != 7) {
-    std::fprintf(stderr, "usage: %s PORT NODE_INDEX TOKEN BUILD_ID CONFIG_HASH check|fail|hang|busy\n", argv[0]);
+    std::fprintf(stderr, "usage: %s PORT NODE_INDEX TOKEN BUILD_ID CONFIG_HASH check|fail|hang|busy|rescue\n", argv[0]);
     return 64;
   }
   const auto port = static_cast<std::uint16_t>(std::stoi(argv[1]));
@@ -99,9 +102,22 @@ int main(int argc, char** argv) {
   }
   hello.device_group_ids.push_back(device_group_of(node_index));
 
-  NodeWork work = [behaviour](const start_msg& start, int slot, caf::blocking_actor* worker,
-                              troupe::monitor::WorkProgress& progress) -> node_done_msg {
+  NodeWork work = [behaviour, node_index](const start_msg& start, int slot, caf::blocking_actor* worker,
+                                          troupe::monitor::WorkProgress& progress) -> node_done_msg {
     if (behaviour == "fail") return {-1, 3, "deliberate failure"};
+    if (behaviour == "rescue") {
+      progress.begin("step 1");
+      const int rank = start.nodes.at(static_cast<std::size_t>(node_index)).first_rank + slot;
+      std::optional<node_done_msg> stopped;
+      worker->receive(
+          [&](rescue_atom, const rescue_msg& order) {
+            for (int writer : order.writers)
+              if (writer == rank) worker->send(order.reply_to, rescue_atom_v, rescue_done_msg{rank, 7, ""});
+          },
+          [&](stop_atom, const stop_msg& stop) { stopped = node_done_msg{-1, 1, "stopped: " + stop.reason}; },
+          caf::after(std::chrono::minutes(5)) >> [] {});
+      return stopped ? *stopped : until_stopped(worker);
+    }
     if (behaviour == "hang") {
       progress.begin("step 1");
       auto waiting = progress.wait_for("a message that never comes");

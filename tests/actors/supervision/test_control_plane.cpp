@@ -1,8 +1,9 @@
 // The control plane across real process boundaries: a job supervisor in this process, node
 // supervisors in separate test_actors_node processes over loopback. Every message type on the
 // wire (join, join result, start with its node entries and byte blobs, node done, stop,
-// heartbeat) crosses a process boundary here; the catalogue's serialization is pinned by a round
-// trip as well.
+// heartbeat, the rescue order and its answer) crosses a process boundary here; the catalogue's
+// serialization is pinned by a round trip as well. The job supervisor's phases (joining, running,
+// rescuing) each meet their ways out.
 
 #include <catch2/catch.hpp>
 
@@ -126,6 +127,7 @@ TEST_CASE("a node with the wrong token is rejected and the job goes on", "[actor
   auto outcome = job.outcome(std::chrono::seconds(30));
   REQUIRE(outcome);
   CHECK(outcome->exit_code == 0);
+  CHECK(outcome->failure_kind.empty());
   CHECK(good0.wait(std::chrono::seconds(10)) == 0);
   CHECK(good1.wait(std::chrono::seconds(10)) == 0);
 }
@@ -137,6 +139,8 @@ TEST_CASE("a node of the job running another build fails the job at once, named"
   auto outcome = job.outcome(std::chrono::seconds(15));
   REQUIRE(outcome);
   CHECK(outcome->exit_code == 2);
+  CHECK(outcome->failure_kind == "rejected");
+  CHECK(outcome->failed_nodes == std::vector<int>{1});
   CHECK_THAT(outcome->reason, Contains("node 1 (localhost") &&
                                   Contains("cannot join: build other-build differs from the job's test-build"));
   CHECK(stale.wait(std::chrono::seconds(10)) == 2);
@@ -150,6 +154,8 @@ TEST_CASE("a node that fails ends the job with its name and stops the others", "
   auto outcome = job.outcome(std::chrono::seconds(30));
   REQUIRE(outcome);
   CHECK(outcome->exit_code == 1);
+  CHECK(outcome->failure_kind == "worker_exception");
+  CHECK(outcome->failed_nodes == std::vector<int>{1});
   CHECK_THAT(outcome->reason, Contains("node 1") && Contains("deliberate failure"));
   CHECK(failing.wait(std::chrono::seconds(10)) == 1);
   // The waiting worker honours the stop that its node supervisor passes on.
@@ -169,6 +175,8 @@ TEST_CASE("a node killed with SIGKILL is named within seconds, not waited for", 
   std::printf("lost node reported %.3f s after SIGKILL: %s\n", seconds, outcome->reason.c_str());
   CHECK(outcome->exit_code == 1);
   CHECK_THAT(outcome->reason, Contains("lost node 0"));
+  CHECK(outcome->failure_kind == "node_lost");
+  CHECK(outcome->failed_nodes == std::vector<int>{0});
   CHECK(seconds < 5.0);
   victim.wait(std::chrono::seconds(2));
   other.wait(std::chrono::seconds(2));
@@ -190,6 +198,8 @@ TEST_CASE("a stopped node process is named by its missing heartbeat", "[actors]"
   CHECK(outcome->exit_code == 1);
   CHECK_THAT(outcome->reason, Contains("node 1 (localhost") && Contains("sent no heartbeat for") &&
                                   Contains("hung or stopped") && Contains("in step 1"));
+  CHECK(outcome->failure_kind == "hang");
+  CHECK(outcome->failed_nodes == std::vector<int>{1});
   CHECK(seconds < 4.0);
   CHECK(running.wait(std::chrono::seconds(10)) == 1);
   kill(frozen.pid, SIGKILL);
@@ -209,6 +219,8 @@ TEST_CASE("the step watchdog names the stuck rank first and what the others wait
   CHECK(outcome->exit_code == 1);
   const std::string& r = outcome->reason;
   CHECK_THAT(r, Catch::StartsWith("no progress for") && Contains("(limit 1.0 s)"));
+  CHECK(outcome->failure_kind == "stall");
+  CHECK(outcome->failed_nodes.empty());
   // plan_of gives node i the first rank i(i+1)/2: node 1 is rank 1, node 2 rank 3.
   const auto culprit = r.find("rank 1 (node 1"), victim0 = r.find("rank 0 (node 0"), victim2 = r.find("rank 3 (node 2");
   REQUIRE(culprit != std::string::npos);
@@ -220,6 +232,67 @@ TEST_CASE("the step watchdog names the stuck rank first and what the others wait
   for (auto* n : {&waiting0, &stuck, &waiting2}) CHECK(n->wait(std::chrono::seconds(10)) == 1);
 }
 
+TEST_CASE("a failure while running is answered by the survivors' rescue snapshot, and the job ends with its step",
+          "[actors]") {
+  JobPlan plan = plan_of(2);
+  plan.rescue_timeout = std::chrono::seconds(20);
+  Job job(std::move(plan));
+  auto survivor = NodeProcess::start(job.port, 0, "rescue");
+  auto failing = NodeProcess::start(job.port, 1, "fail");
+  auto outcome = job.outcome(std::chrono::seconds(30));
+  REQUIRE(outcome);
+  INFO(outcome->reason);
+  CHECK(outcome->exit_code == 1);
+  CHECK(outcome->failure_kind == "worker_exception");
+  CHECK(outcome->failed_nodes == std::vector<int>{1});
+  CHECK(outcome->rescued_step == 7);
+  CHECK_THAT(outcome->reason, Contains("node 1 (localhost") && Contains("deliberate failure") &&
+                                  Contains("; rescue snapshot of step 7 written"));
+  CHECK(survivor.wait(std::chrono::seconds(10)) == 1);
+  CHECK(failing.wait(std::chrono::seconds(10)) == 1);
+}
+
+TEST_CASE("a rescue no writer answers ends at the rescue timeout without a snapshot", "[actors]") {
+  JobPlan plan = plan_of(2);
+  plan.rescue_timeout = std::chrono::seconds(1);
+  Job job(std::move(plan));
+  auto silent = NodeProcess::start(job.port, 0, "hang");
+  auto failing = NodeProcess::start(job.port, 1, "fail");
+  auto outcome = job.outcome(std::chrono::seconds(30));
+  REQUIRE(outcome);
+  INFO(outcome->reason);
+  CHECK(outcome->exit_code == 1);
+  CHECK(outcome->failure_kind == "worker_exception");
+  CHECK(outcome->rescued_step == -1);
+  CHECK_THAT(outcome->reason, Contains("deliberate failure; no rescue snapshot (not every writer answered within 1.0 s)"));
+  CHECK(silent.wait(std::chrono::seconds(10)) == 1);
+  CHECK(failing.wait(std::chrono::seconds(10)) == 1);
+}
+
+TEST_CASE("a rescue whose only writer is lost ends at once without a snapshot", "[actors]") {
+  JobPlan plan = plan_of(3);
+  plan.rescue_timeout = std::chrono::seconds(30);
+  Job job(std::move(plan));
+  // Node 0 (rank 0) is the lowest survivor of node 2's failure: it is asked, then killed.
+  auto writer = NodeProcess::start(job.port, 0, "hang");
+  auto other = NodeProcess::start(job.port, 1, "hang");
+  auto failing = NodeProcess::start(job.port, 2, "fail");
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // the failure settles in 0.5 s after the start
+  kill(writer.pid, SIGKILL);
+  const auto killed_at = std::chrono::steady_clock::now();
+  auto outcome = job.outcome(std::chrono::seconds(20));
+  REQUIRE(outcome);
+  INFO(outcome->reason);
+  CHECK(std::chrono::steady_clock::now() - killed_at < std::chrono::seconds(10));
+  CHECK(outcome->exit_code == 1);
+  CHECK(outcome->failure_kind == "worker_exception");
+  CHECK(outcome->rescued_step == -1);
+  CHECK_THAT(outcome->reason, Contains("; no rescue snapshot (rank 0's node was lost)"));
+  writer.wait(std::chrono::seconds(2));
+  CHECK(other.wait(std::chrono::seconds(10)) == 1);
+  CHECK(failing.wait(std::chrono::seconds(10)) == 1);
+}
+
 TEST_CASE("nodes that never join fail the job at the join deadline, named", "[actors]") {
   Job job(plan_of(2, std::chrono::milliseconds(1500)));
   auto only = NodeProcess::start(job.port, 0, "check");
@@ -227,6 +300,8 @@ TEST_CASE("nodes that never join fail the job at the join deadline, named", "[ac
   REQUIRE(outcome);
   CHECK(outcome->exit_code == 2);
   CHECK_THAT(outcome->reason, Contains("nodes 1 (localhost) did not join"));
+  CHECK(outcome->failure_kind == "join_timeout");
+  CHECK(outcome->failed_nodes == std::vector<int>{1});
   CHECK(only.wait(std::chrono::seconds(10)).has_value());
 }
 

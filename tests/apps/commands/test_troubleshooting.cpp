@@ -2,8 +2,9 @@
 //
 // The rule that turns sources into message templates (documented in docs/troubleshooting.md):
 // in apps/, actors/, comm/, compute/, checkpoint/, monitor/ and schedules/ (.cpp, .hpp, .cu;
-// comments ignored), every `Error{ ... }` construction that holds a string literal, and in
-// apps/config/resolve.cpp every `return "..." ...;` problem, is split at its top-level `+`
+// comments ignored), every `Error{ ... }` construction and every message of `error_exit(code,
+// message)` that holds a string literal, and in apps/config/resolve.cpp every `return "..." ...;`
+// problem, is split at its top-level `+`
 // operators; each part that is string literals only gives their text, any other part gives `…`
 // (consecutive ones merged). `Error{"--out " + path + ": cannot write"}` is `--out …: cannot write`.
 // Each entry of the page is a table row whose first cell is one template as a code span.
@@ -125,6 +126,13 @@ std::set<std::string> source_templates() {
       for (std::size_t at = text.find("Error{"); at != std::string::npos; at = text.find("Error{", at + 6)) {
         if (at > 0 && (std::isalnum(static_cast<unsigned char>(text[at - 1])) || text[at - 1] == '_')) continue;
         if (std::string t = template_of(expression(text, at + 6, '}')); !t.empty()) templates.insert(t);
+      }
+      for (std::size_t at = text.find("error_exit("); at != std::string::npos; at = text.find("error_exit(", at + 11)) {
+        if (at > 0 && (std::isalnum(static_cast<unsigned char>(text[at - 1])) || text[at - 1] == '_')) continue;
+        const std::string code = expression(text, at + 11, ',');
+        if (code.empty()) continue;  // the declaration, or a call with one argument
+        if (std::string t = template_of(expression(text, at + 11 + code.size() + 1, ')')); !t.empty())
+          templates.insert(t);
       }
       if (entry.path() == root / "apps/config/resolve.cpp") {
         const std::regex ret("return\\s+\"");

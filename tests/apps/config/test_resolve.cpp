@@ -117,6 +117,10 @@ TEST_CASE("data, sample and fault errors name the key, the value and the problem
       {[](JobConfig& c) { c.fault.heartbeat_timeout = 1.5; },
        "fault.heartbeat_timeout 1.5 must be at least twice fault.heartbeat_seconds 1.0"},
       {[](JobConfig& c) { c.fault.step_timeout = -1; }, "fault.step_timeout must not be negative (0 = off), got -1.0"},
+      {[](JobConfig& c) { c.fault.rescue_timeout = 0.5; },
+       "fault.rescue_timeout must be between 1 and 3600 seconds, got 0.5"},
+      {[](JobConfig& c) { c.fault.rescue_timeout = 7200; },
+       "fault.rescue_timeout must be between 1 and 3600 seconds, got 7200.0"},
   };
   for (const auto& [edit, expected] : cases) CHECK(resolve_error(edit) == expected);
 }

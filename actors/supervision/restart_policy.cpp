@@ -1,0 +1,185 @@
+#include "actors/supervision/restart_policy.hpp"
+
+#include <algorithm>
+
+namespace troupe::actors {
+namespace {
+
+// "node 1 (host), node 2 (other)".
+std::string node_list(const std::vector<int>& nodes, const JobShape& job) {
+  std::string text;
+  for (int n : nodes) {
+    text += (text.empty() ? "node " : ", node ") + std::to_string(n);
+    if (n >= 0 && n < static_cast<int>(job.nodes.size()))
+      text += " (" + job.nodes[static_cast<std::size_t>(n)].host + ")";
+  }
+  return text;
+}
+
+PolicyLine info(std::string text) { return {PolicyLine::Level::info, std::move(text)}; }
+PolicyLine warn(std::string text) { return {PolicyLine::Level::warn, std::move(text)}; }
+PolicyLine error(std::string text) { return {PolicyLine::Level::error, std::move(text)}; }
+
+}  // namespace
+
+AttemptOutcome attempt_outcome(const job_outcome_msg& o) {
+  AttemptOutcome a;
+  a.exit_code = o.exit_code;
+  a.reason = o.reason;
+  a.restartable = o.exit_code == 1 || !o.drop_nodes.empty();
+  a.failure_kind = parse_failure_kind(o.failure_kind);
+  a.failed_nodes = o.failed_nodes;
+  a.rescued_step = o.rescued_step;
+  a.drop_nodes = o.drop_nodes;
+  return a;
+}
+
+RestartOptions restart_options(const JobConfig& config, int world_size) {
+  return {config.checkpoint.dir, config.fault.max_restarts, config.fault.elastic,
+          config.train.zero,     config.train.backend,      world_size / config.pipeline.stages};
+}
+
+Expected<ShrinkPlan> plan_shrink(const JobShape& job, const std::vector<int>& drop) {
+  const int stages = job.stages;
+  int old_world = 0, new_world = 0;
+  ShrinkPlan plan;
+  plan.batch = job.batch;
+  for (std::size_t i = 0; i < job.nodes.size(); ++i) {
+    old_world += job.nodes[i].slots;
+    if (std::find(drop.begin(), drop.end(), static_cast<int>(i)) != drop.end()) continue;
+    plan.kept.push_back(static_cast<int>(i));
+    new_world += job.nodes[i].slots;
+  }
+  if (new_world == 0) return Error{"no node would be left"};
+  if (new_world % stages != 0)
+    return Error{std::to_string(new_world) + " workers would be left, which pipeline.stages " + std::to_string(stages) +
+                 " does not divide"};
+  const int old_dp = old_world / stages, new_dp = new_world / stages;
+  int& per_replica = stages > 1 ? plan.batch.microbatches : plan.batch.grad_accum;
+  const std::string per_replica_key = stages > 1 ? "pipeline.microbatches" : "train.grad_accum";
+  const std::string shrinking =
+      "shrinking from " + std::to_string(old_dp) + " to " + std::to_string(new_dp) + " data-parallel replica(s): ";
+  if (per_replica * old_dp % new_dp == 0) {
+    per_replica = per_replica * old_dp / new_dp;
+    plan.log_line = shrinking + per_replica_key + " = " + std::to_string(per_replica) + " keeps the global batch";
+  } else if (plan.batch.batch_size * old_dp % new_dp == 0) {
+    plan.batch.batch_size = plan.batch.batch_size * old_dp / new_dp;
+    plan.log_line =
+        shrinking + "train.batch_size = " + std::to_string(plan.batch.batch_size) + " keeps the global batch";
+  } else {
+    return Error{"the global batch (" + std::to_string(old_dp) + " replicas x train.batch_size " +
+                 std::to_string(plan.batch.batch_size) + " x " + per_replica_key + " " + std::to_string(per_replica) +
+                 ") cannot be split over " + std::to_string(new_dp) + " replicas"};
+  }
+  return plan;
+}
+
+RescueChoice rescue_choice(const RestartOptions& options) {
+  if (options.checkpoint_dir.empty()) return {false, "no checkpoint.dir to restart from"};
+  // ZeRO shards the optimizer state: a lost shard is nowhere else.
+  if (options.zero > 0) return {false, "train.zero " + std::to_string(options.zero) + " shards the optimizer state"};
+  if (options.backend != "cpu")
+    return {false, "the state is in GPU memory, behind a stream an aborted NCCL communicator may block"};
+  if (options.data_parallel < 2) return {false, "a single data-parallel replica"};
+  return {true, {}};
+}
+
+RestartDecision decide_restart(const RestartHistory& history, const AttemptOutcome& attempt,
+                               const RestartOptions& options, const JobShape& job) {
+  using Action = RestartDecision::Action;
+  RestartDecision d;
+  d.next = history;
+  RecoveryCounts& counts = d.next.counts;
+  if (attempt.exit_code == 0 && attempt.drop_nodes.empty()) {
+    if (counts.restarts > 0)
+      d.log.push_back(
+          info("job finished after " + std::to_string(counts.restarts) + " restart(s); " + counts.to_text()));
+    return d;
+  }
+  const FailureKind kind = attempt.failure_kind         ? *attempt.failure_kind
+                           : attempt.drop_nodes.empty() ? FailureKind::node_exit
+                                                        : FailureKind::drained;
+  // Nodes that never join are bad input at first, but after a restart one of ours did not come back.
+  const bool restartable = attempt.restartable || (kind == FailureKind::join_timeout && counts.restarts > 0);
+  if (restartable) ++counts.failures[kind];
+  // A node that fails again before joining, after a restart, will not come back by restarting.
+  const bool cannot_come_back = counts.restarts > 0 &&
+                                (kind == FailureKind::start_failed || kind == FailureKind::join_timeout) &&
+                                !attempt.failed_nodes.empty();
+  const bool budget_left = d.next.budget_used < options.max_restarts;
+  const bool can_restart = !options.checkpoint_dir.empty();
+  std::vector<int> drop = attempt.drop_nodes;
+  std::string why_dropped = "the job asked to drop it";
+  if (drop.empty() && restartable && options.elastic && (cannot_come_back || !budget_left)) {
+    drop = attempt.failed_nodes;
+    why_dropped = cannot_come_back ? "it cannot come back" : "the restart budget is spent";
+  }
+  const std::string failure =
+      "failure " + std::to_string(counts.restarts + 1) + " (" + std::string(to_string(kind)) + ")" +
+      (attempt.failed_nodes.empty() ? "" : " of " + node_list(attempt.failed_nodes, job)) + ": " + attempt.reason;
+
+  if (!restartable || !can_restart || (drop.empty() && (!budget_left || cannot_come_back))) {
+    d.action = Action::stop;
+    d.exit_code = attempt.exit_code;
+    d.reason = attempt.reason;
+    if (restartable && !can_restart && options.max_restarts > 0)
+      d.log.push_back(warn("not restarting: no checkpoint.dir to restart from"));
+    if (restartable && can_restart) {
+      d.reason += " (after " + std::to_string(counts.restarts) + " restart(s)";
+      if (cannot_come_back) d.reason += "; " + node_list(attempt.failed_nodes, job) + " cannot come back";
+      d.reason += options.elastic ? ")" : "; fault.elastic is off)";
+      d.log.push_back(error(failure + "; stopping the job: " + counts.to_text()));
+    }
+    return d;
+  }
+
+  RecoverySource source;
+  if (!drop.empty()) {
+    const std::string dropped = node_list(drop, job);
+    auto shrunk = plan_shrink(job, drop);
+    if (!shrunk) {
+      d.action = Action::stop;
+      d.exit_code = std::max(attempt.exit_code, 1);
+      d.reason = attempt.reason + "; cannot go on without " + dropped + ": " + shrunk.error().message;
+      return d;
+    }
+    d.action = Action::shrink;
+    d.drop = drop;
+    d.why_dropped = why_dropped;
+    d.log.push_back(info(shrunk->log_line));
+    d.log.push_back(warn(failure + "; recovery: restarting every node without " + dropped + " (" + why_dropped + "), " +
+                         std::to_string(shrunk->kept.size()) + " node(s) left, from the newest checkpoint in " +
+                         options.checkpoint_dir));
+    d.shrink = std::move(*shrunk);
+    source = RecoverySource::shrink;
+  } else {
+    ++d.next.budget_used;
+    const bool rescued = attempt.rescued_step >= 0;
+    d.action = rescued ? Action::restart_from_replica : Action::restart_from_checkpoint;
+    source = rescued ? RecoverySource::replica : RecoverySource::checkpoint;
+    std::string from = "the newest checkpoint";
+    if (rescued)
+      from = "the survivors' rescue snapshot of step " + std::to_string(attempt.rescued_step) + " (no steps lost)";
+    else if (const RescueChoice choice = rescue_choice(options); !choice.allowed)
+      from += " (no rescue: " + choice.why_not + ")";
+    d.log.push_back(warn(failure + "; recovery: restarting every node from " + from + " in " + options.checkpoint_dir +
+                         " (restart " + std::to_string(d.next.budget_used) + " of " +
+                         std::to_string(options.max_restarts) + ")"));
+  }
+  ++counts.recoveries[source];
+  ++counts.restarts;
+  return d;
+}
+
+std::string_view to_string(RestartDecision::Action action) {
+  switch (action) {
+    case RestartDecision::Action::finish: return "finish";
+    case RestartDecision::Action::stop: return "stop";
+    case RestartDecision::Action::restart_from_replica: return "restart from replica";
+    case RestartDecision::Action::restart_from_checkpoint: return "restart from checkpoint";
+    case RestartDecision::Action::shrink: return "shrink";
+  }
+  return "unknown";
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,133 @@
+#pragma once
+// The restart policy of `troupe launch` / `troupe train --workers N` (docs/drills.md, "Recovery"),
+// as pure functions: what the job does after each attempt, given how the attempt ended, what
+// the job has been through so far and the options that matter. launch_command.cpp runs the
+// attempts and does what the decision says; nothing here starts, logs or waits.
+//
+//   attempt ended ──ok, nothing to drop──────────────────────────────────────► finish (0)
+//        │ otherwise: count the failure when restarting could help
+//        ├─ not restartable (bad input, Ctrl-C), no checkpoint.dir, or, with nothing to drop,
+//        │  the budget spent / a node that cannot come back (without fault.elastic) ─► stop
+//        ├─ nodes to drop (the job's drain; with fault.elastic the failed nodes of a
+//        │  spent budget or of a node that cannot come back) ─► shrink (or stop when the
+//        │  global batch cannot be kept on the replicas left)
+//        └─ otherwise ─► restart from replica (the survivors' rescue snapshot) or checkpoint
+//
+// A node that fails before joining after a restart "cannot come back" (start_failed, or
+// join_timeout naming it); join_timeout on the first attempt is bad input, not a failure.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/job_options.hpp"
+#include "actors/messages.hpp"
+#include "actors/supervision/failure_kind.hpp"
+#include "actors/supervision/recovery_counts.hpp"
+#include "compute/expected.hpp"
+
+namespace troupe::actors {
+
+// How one attempt at the job ended: the exit code and one line, whether restarting could help (a
+// node failed or was lost; not bad input or Ctrl-C), the kind of failure (none: the launcher gave
+// none) and the nodes to blame, the step of the rescue snapshot the survivors wrote (-1: none),
+// and the nodes the job asked to leave out of the next attempt (drain).
+struct AttemptOutcome {
+  int exit_code = 0;
+  std::string reason;
+  bool restartable = false;
+  std::optional<FailureKind> failure_kind;
+  std::vector<int> failed_nodes;
+  long rescued_step = -1;
+  std::vector<int> drop_nodes;
+};
+
+// The attempt as the job supervisor reported it: restartable when a node failed or was lost
+// (exit code 1) or the job asked to drop nodes.
+AttemptOutcome attempt_outcome(const job_outcome_msg& outcome);
+
+// What the policy reads of the job's options.
+struct RestartOptions {
+  std::string checkpoint_dir;   // empty: nothing to restart from
+  int max_restarts = 3;         // fault.max_restarts
+  bool elastic = false;         // fault.elastic
+  int zero = 0;                 // train.zero
+  std::string backend = "cpu";  // train.backend
+  int data_parallel = 1;        // replicas of this attempt: workers / pipeline.stages
+};
+RestartOptions restart_options(const JobConfig& config, int world_size);
+
+// What the restart loop has been through: the counts it hands every node (restarts, failures by
+// kind, recoveries by source) and the restarts that used the budget (shrinks do not).
+struct RestartHistory {
+  RecoveryCounts counts;
+  int budget_used = 0;
+};
+
+// One node of the job, by node index, and how the global batch is made: what a shrink works on.
+struct NodeShape {
+  std::string host;
+  int slots = 1;
+};
+struct BatchShape {
+  int batch_size = 8;    // train.batch_size
+  int grad_accum = 1;    // train.grad_accum
+  int microbatches = 4;  // pipeline.microbatches
+};
+struct JobShape {
+  std::vector<NodeShape> nodes;
+  int stages = 1;  // pipeline.stages
+  BatchShape batch;
+};
+
+// The job after leaving nodes out: the node indices kept, the batch that keeps the global batch
+// on the fewer data-parallel replicas, and the line that says how.
+struct ShrinkPlan {
+  std::vector<int> kept;
+  BatchShape batch;
+  std::string log_line;  // "shrinking from 3 to 2 data-parallel replica(s): train.batch_size = 12 keeps ..."
+};
+
+// Leaves `drop` (node indices) out of `job` and keeps the global batch on the fewer replicas that
+// remain: more micro-batches per replica (train.grad_accum, or pipeline.microbatches with a
+// pipeline), else a larger train.batch_size. A checkpoint refuses another global batch, so a
+// shrink that cannot keep it is an error, as is one that leaves no node or a world the pipeline
+// stages do not divide.
+Expected<ShrinkPlan> plan_shrink(const JobShape& job, const std::vector<int>& drop);
+
+// Whether the next attempt may ask the survivors of a failure for a rescue snapshot: with
+// checkpoint.dir, the CPU backend, no ZeRO and two or more replicas. `why_not` is the reason
+// when not ("train.zero 1 shards the optimizer state").
+struct RescueChoice {
+  bool allowed = false;
+  std::string why_not;
+};
+RescueChoice rescue_choice(const RestartOptions& options);
+
+// A line for the job's log, in order.
+struct PolicyLine {
+  enum class Level { info, warn, error };
+  Level level = Level::info;
+  std::string text;
+};
+
+struct RestartDecision {
+  enum class Action { finish, stop, restart_from_replica, restart_from_checkpoint, shrink };
+  Action action = Action::finish;
+  int exit_code = 0;                 // stop: the job's exit code; finish: 0
+  std::string reason;                // stop: the one line after "troupe: error: "
+  std::vector<int> drop;             // shrink: node indices left out
+  std::string why_dropped;           // shrink: "it cannot come back", ...
+  std::optional<ShrinkPlan> shrink;  // shrink: the nodes kept and the batch that keeps the global batch
+  std::vector<PolicyLine> log;       // what to log, before acting
+  RestartHistory next;               // the history after this attempt (counts, budget)
+};
+
+// After an attempt: finish, stop, restart (from the survivors' snapshot or the newest
+// checkpoint) or shrink. `history` is before this attempt; `job` is this attempt's nodes and batch.
+RestartDecision decide_restart(const RestartHistory& history, const AttemptOutcome& attempt,
+                               const RestartOptions& options, const JobShape& job);
+
+std::string_view to_string(RestartDecision::Action action);
+
+}  // namespace troupe::actors

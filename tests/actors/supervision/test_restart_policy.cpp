@@ -1,0 +1,460 @@
+// The restart policy (actors/supervision/restart_policy.hpp), one row per case: how an attempt
+// ended, what the job had been through and its options → finish, stop, restart from the
+// survivors' snapshot or the newest checkpoint, or shrink — with the exact log lines, the stop's
+// one line and exit code, the counts handed to the next attempt and the batch a shrink keeps.
+// The drills (tests/apps/commands/test_drill.cpp) grep the same lines from real jobs.
+
+#include <catch2/catch.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/supervision/restart_policy.hpp"
+
+using namespace troupe::actors;
+using Action = RestartDecision::Action;
+
+namespace {
+
+// The history after `text` (TROUPE_RESTARTS) with `budget_used` restarts from the budget.
+RestartHistory history(const std::string& text = "", int budget_used = 0) {
+  auto counts = RecoveryCounts::parse(text);
+  REQUIRE(counts);
+  return {*counts, budget_used};
+}
+
+RestartOptions options(auto edit) {
+  RestartOptions o{"/ck", 3, false, 0, "cpu", 2};
+  edit(o);
+  return o;
+}
+RestartOptions defaults() {
+  return options([](RestartOptions&) {});
+}
+
+// Nodes a, b, c, … of `slots` each.
+JobShape job(int nodes, int slots = 1, int stages = 1, BatchShape batch = {}) {
+  JobShape shape;
+  for (int i = 0; i < nodes; ++i) shape.nodes.push_back({std::string(1, static_cast<char>('a' + i)), slots});
+  shape.stages = stages;
+  shape.batch = batch;
+  return shape;
+}
+JobShape two_nodes() { return job(2); }
+
+AttemptOutcome failed(FailureKind kind, std::string reason, std::vector<int> nodes, long rescued_step = -1,
+                      int exit_code = 1) {
+  return {exit_code, std::move(reason), exit_code == 1, kind, std::move(nodes), rescued_step, {}};
+}
+AttemptOutcome lost_b(long rescued_step = -1) {
+  return failed(FailureKind::node_lost, "lost node 1: gone", {1}, rescued_step);
+}
+AttemptOutcome drained_b() {
+  return {1, "drain node 1: the shell asked to go on without it", true, FailureKind::drained, {1}, -1, {1}};
+}
+AttemptOutcome join_timeout_b() {
+  return {2, "nodes 1 (b) did not join within 60.00 s", false, FailureKind::join_timeout, {1}, -1, {}};
+}
+AttemptOutcome start_failed_b() { return failed(FailureKind::start_failed, "node 1 (b) exited with code 1", {1}); }
+
+struct Row {
+  const char* name;
+  // The input: what the job had been through, how the attempt ended, the options, the job.
+  std::string counts_before = "restarts=0";  // TROUPE_RESTARTS before this attempt
+  int budget_before = 0;
+  AttemptOutcome attempt = {};
+  RestartOptions options = defaults();
+  JobShape job = two_nodes();
+  // What the policy decides.
+  Action action = Action::finish;
+  int exit_code = 0;
+  std::string reason = "";            // stop: the line after "troupe: error: "
+  std::vector<std::string> log = {};  // "info: …", "warn: …", "error: …"
+  std::string counts_after = "";      // the TROUPE_RESTARTS text for the next attempt
+  int budget_after = 0;
+  std::vector<int> kept = {};            // shrink
+  std::optional<BatchShape> batch = {};  // shrink
+};
+
+std::vector<Row> policy_rows() {
+  const std::string lost = "failure 1 (node_lost) of node 1 (b): lost node 1: gone; recovery: restarting every node ";
+  const std::string drained = "failure 1 (drained) of node 1 (b): drain node 1: the shell asked to go on without it; ";
+  const std::string spent = "restarts=3 failure.node_lost=3 recovery.replica=3";
+  const std::string restarted = "restarts=1 failure.node_lost=1 recovery.replica=1";
+  auto elastic = [](RestartOptions& o) { o.elastic = true; };
+  auto no_dir = [](RestartOptions& o) { o.checkpoint_dir = ""; };
+  auto three_replicas = [](RestartOptions& o) { o.data_parallel = 3; };
+  return {
+      {.name = "a first attempt that finished: nothing to say", .action = Action::finish, .counts_after = "restarts=0"},
+      {.name = "a job that finished after restarts says how it went",
+       .counts_before = restarted,
+       .budget_before = 1,
+       .action = Action::finish,
+       .log = {"info: job finished after 1 restart(s); " + restarted},
+       .counts_after = restarted,
+       .budget_after = 1},
+      // First failures, with budget left.
+      {.name = "first failure with the survivors' snapshot: restart from the replica",
+       .attempt = lost_b(5),
+       .action = Action::restart_from_replica,
+       .log = {"warn: " + lost +
+               "from the survivors' rescue snapshot of step 5 (no steps lost) in /ck (restart 1 of 3)"},
+       .counts_after = restarted,
+       .budget_after = 1},
+      {.name = "first failure, no snapshot though one was allowed: restart from the checkpoint, no excuse",
+       .attempt = failed(FailureKind::worker_exception, "node 1 (b) failed: boom; no rescue snapshot (x)", {1}),
+       .action = Action::restart_from_checkpoint,
+       .log = {"warn: failure 1 (worker_exception) of node 1 (b): node 1 (b) failed: boom; no rescue snapshot (x); "
+               "recovery: restarting every node from the newest checkpoint in /ck (restart 1 of 3)"},
+       .counts_after = "restarts=1 failure.worker_exception=1 recovery.checkpoint=1",
+       .budget_after = 1},
+      {.name = "a stall names no node: restart from the checkpoint",
+       .attempt = failed(FailureKind::stall, "no progress for 6.0 s", {}),
+       .action = Action::restart_from_checkpoint,
+       .log = {"warn: failure 1 (stall): no progress for 6.0 s; recovery: restarting every node from the newest "
+               "checkpoint in /ck (restart 1 of 3)"},
+       .counts_after = "restarts=1 failure.stall=1 recovery.checkpoint=1",
+       .budget_after = 1},
+      {.name = "start_failed on the first attempt is a failure like any: restart from the checkpoint",
+       .attempt = start_failed_b(),
+       .action = Action::restart_from_checkpoint,
+       .log = {"warn: failure 1 (start_failed) of node 1 (b): node 1 (b) exited with code 1; recovery: restarting "
+               "every node from the newest checkpoint in /ck (restart 1 of 3)"},
+       .counts_after = "restarts=1 failure.start_failed=1 recovery.checkpoint=1",
+       .budget_after = 1},
+      {.name = "elastic with budget left: a plain restart, no shrink",
+       .attempt = lost_b(5),
+       .options = options(elastic),
+       .action = Action::restart_from_replica,
+       .log = {"warn: " + lost +
+               "from the survivors' rescue snapshot of step 5 (no steps lost) in /ck (restart 1 of 3)"},
+       .counts_after = restarted,
+       .budget_after = 1},
+      // Why not from a replica.
+      {.name = "train.zero 1: restart from the checkpoint, not a replica, saying why",
+       .attempt = lost_b(),
+       .options = options([](RestartOptions& o) { o.zero = 1; }),
+       .action = Action::restart_from_checkpoint,
+       .log = {"warn: " + lost +
+               "from the newest checkpoint (no rescue: train.zero 1 shards the optimizer state) in /ck (restart 1 of "
+               "3)"},
+       .counts_after = "restarts=1 failure.node_lost=1 recovery.checkpoint=1",
+       .budget_after = 1},
+      {.name = "a CUDA backend: restart from the checkpoint, saying why",
+       .attempt = lost_b(),
+       .options = options([](RestartOptions& o) { o.backend = "cuda"; }),
+       .action = Action::restart_from_checkpoint,
+       .log = {"warn: " + lost +
+               "from the newest checkpoint (no rescue: the state is in GPU memory, behind a stream an aborted NCCL "
+               "communicator may block) in /ck (restart 1 of 3)"},
+       .counts_after = "restarts=1 failure.node_lost=1 recovery.checkpoint=1",
+       .budget_after = 1},
+      {.name = "a single data-parallel replica: restart from the checkpoint, saying why",
+       .attempt = lost_b(),
+       .options = options([](RestartOptions& o) { o.data_parallel = 1; }),
+       .job = job(2, 1, 2),
+       .action = Action::restart_from_checkpoint,
+       .log = {"warn: " + lost +
+               "from the newest checkpoint (no rescue: a single data-parallel replica) in /ck (restart 1 of 3)"},
+       .counts_after = "restarts=1 failure.node_lost=1 recovery.checkpoint=1",
+       .budget_after = 1},
+      // The budget.
+      {.name = "budget spent, not elastic: stop, naming the restarts",
+       .counts_before = spent,
+       .budget_before = 3,
+       .attempt = lost_b(5),
+       .action = Action::stop,
+       .exit_code = 1,
+       .reason = "lost node 1: gone (after 3 restart(s); fault.elastic is off)",
+       .log = {"error: failure 4 (node_lost) of node 1 (b): lost node 1: gone; stopping the job: restarts=3 "
+               "failure.node_lost=4 recovery.replica=3"},
+       .counts_after = "restarts=3 failure.node_lost=4 recovery.replica=3",
+       .budget_after = 3},
+      {.name = "fault.max_restarts 0 with checkpoint.dir: stop at the first failure",
+       .attempt = lost_b(5),
+       .options = options([](RestartOptions& o) { o.max_restarts = 0; }),
+       .action = Action::stop,
+       .exit_code = 1,
+       .reason = "lost node 1: gone (after 0 restart(s); fault.elastic is off)",
+       .log = {"error: failure 1 (node_lost) of node 1 (b): lost node 1: gone; stopping the job: restarts=0 "
+               "failure.node_lost=1"},
+       .counts_after = "restarts=0 failure.node_lost=1"},
+      {.name = "budget spent + elastic: shrink without the failed node, the budget untouched",
+       .counts_before = spent,
+       .budget_before = 3,
+       .attempt = lost_b(5),
+       .options = options([](RestartOptions& o) {
+         o.elastic = true;
+         o.data_parallel = 3;
+       }),
+       .job = job(3, 1, 1, {8, 2, 4}),
+       .action = Action::shrink,
+       .log = {"info: shrinking from 3 to 2 data-parallel replica(s): train.grad_accum = 3 keeps the global batch",
+               "warn: failure 4 (node_lost) of node 1 (b): lost node 1: gone; recovery: restarting every node "
+               "without node 1 (b) (the restart budget is spent), 2 node(s) left, from the newest checkpoint in /ck"},
+       .counts_after = "restarts=4 failure.node_lost=4 recovery.replica=3 recovery.shrink=1",
+       .budget_after = 3,
+       .kept = {0, 2},
+       .batch = BatchShape{8, 3, 4}},
+      {.name = "budget spent + elastic, but a stall names no node to drop: stop",
+       .counts_before = "restarts=3 failure.stall=3 recovery.checkpoint=3",
+       .budget_before = 3,
+       .attempt = failed(FailureKind::stall, "no progress", {}),
+       .options = options(elastic),
+       .action = Action::stop,
+       .exit_code = 1,
+       .reason = "no progress (after 3 restart(s))",
+       .log = {"error: failure 4 (stall): no progress; stopping the job: restarts=3 failure.stall=4 "
+               "recovery.checkpoint=3"},
+       .counts_after = "restarts=3 failure.stall=4 recovery.checkpoint=3",
+       .budget_after = 3},
+      // Nodes that cannot come back.
+      {.name = "start_failed after a restart, not elastic: stop, the node cannot come back",
+       .counts_before = restarted,
+       .budget_before = 1,
+       .attempt = start_failed_b(),
+       .action = Action::stop,
+       .exit_code = 1,
+       .reason =
+           "node 1 (b) exited with code 1 (after 1 restart(s); node 1 (b) cannot come back; fault.elastic is off)",
+       .log = {"error: failure 2 (start_failed) of node 1 (b): node 1 (b) exited with code 1; stopping the job: "
+               "restarts=1 failure.node_lost=1 failure.start_failed=1 recovery.replica=1"},
+       .counts_after = "restarts=1 failure.node_lost=1 failure.start_failed=1 recovery.replica=1",
+       .budget_after = 1},
+      {.name = "start_failed after a restart + elastic: shrink without it (the node-lost drill)",
+       .counts_before = restarted,
+       .budget_before = 1,
+       .attempt = start_failed_b(),
+       .options = options(elastic),
+       .action = Action::shrink,
+       .log = {"info: shrinking from 2 to 1 data-parallel replica(s): train.grad_accum = 2 keeps the global batch",
+               "warn: failure 2 (start_failed) of node 1 (b): node 1 (b) exited with code 1; recovery: restarting "
+               "every node without node 1 (b) (it cannot come back), 1 node(s) left, from the newest checkpoint in "
+               "/ck"},
+       .counts_after = "restarts=2 failure.node_lost=1 failure.start_failed=1 recovery.replica=1 recovery.shrink=1",
+       .budget_after = 1,
+       .kept = {0},
+       .batch = BatchShape{8, 2, 4}},
+      {.name = "join_timeout on the first attempt is bad input: stop with its code, nothing counted",
+       .attempt = join_timeout_b(),
+       .action = Action::stop,
+       .exit_code = 2,
+       .reason = "nodes 1 (b) did not join within 60.00 s",
+       .counts_after = "restarts=0"},
+      {.name = "join_timeout after a restart: the node cannot come back, stop with its code",
+       .counts_before = restarted,
+       .budget_before = 1,
+       .attempt = join_timeout_b(),
+       .action = Action::stop,
+       .exit_code = 2,
+       .reason = "nodes 1 (b) did not join within 60.00 s (after 1 restart(s); node 1 (b) cannot come back; "
+                 "fault.elastic is off)",
+       .log = {"error: failure 2 (join_timeout) of node 1 (b): nodes 1 (b) did not join within 60.00 s; stopping the "
+               "job: restarts=1 failure.join_timeout=1 failure.node_lost=1 recovery.replica=1"},
+       .counts_after = "restarts=1 failure.join_timeout=1 failure.node_lost=1 recovery.replica=1",
+       .budget_after = 1},
+      // Drained nodes.
+      {.name = "a drained node: shrink at once, without fault.elastic, the budget untouched",
+       .attempt = drained_b(),
+       .action = Action::shrink,
+       .log = {"info: shrinking from 2 to 1 data-parallel replica(s): train.grad_accum = 2 keeps the global batch",
+               "warn: " + drained +
+                   "recovery: restarting every node without node 1 (b) (the job asked to drop it), 1 node(s) left, "
+                   "from the newest checkpoint in /ck"},
+       .counts_after = "restarts=1 failure.drained=1 recovery.shrink=1",
+       .kept = {0},
+       .batch = BatchShape{8, 2, 4}},
+      {.name = "a drain with the budget spent still shrinks",
+       .counts_before = "restarts=3 failure.hang=3 recovery.checkpoint=3",
+       .budget_before = 3,
+       .attempt = drained_b(),
+       .action = Action::shrink,
+       .log = {"info: shrinking from 2 to 1 data-parallel replica(s): train.grad_accum = 2 keeps the global batch",
+               "warn: failure 4 (drained) of node 1 (b): drain node 1: the shell asked to go on without it; recovery: "
+               "restarting every node without node 1 (b) (the job asked to drop it), 1 node(s) left, from the "
+               "newest checkpoint in /ck"},
+       .counts_after = "restarts=4 failure.drained=1 failure.hang=3 recovery.checkpoint=3 recovery.shrink=1",
+       .budget_after = 3,
+       .kept = {0},
+       .batch = BatchShape{8, 2, 4}},
+      // No checkpoint.dir.
+      {.name = "a drain without checkpoint.dir: stop, saying why not",
+       .attempt = drained_b(),
+       .options = options(no_dir),
+       .action = Action::stop,
+       .exit_code = 1,
+       .reason = "drain node 1: the shell asked to go on without it",
+       .log = {"warn: not restarting: no checkpoint.dir to restart from"},
+       .counts_after = "restarts=0 failure.drained=1"},
+      {.name = "a node lost without checkpoint.dir: stop, saying why not",
+       .attempt = lost_b(),
+       .options = options(no_dir),
+       .action = Action::stop,
+       .exit_code = 1,
+       .reason = "lost node 1: gone",
+       .log = {"warn: not restarting: no checkpoint.dir to restart from"},
+       .counts_after = "restarts=0 failure.node_lost=1"},
+      {.name = "no checkpoint.dir and fault.max_restarts 0: stop without a word",
+       .attempt = lost_b(),
+       .options = options([](RestartOptions& o) {
+         o.checkpoint_dir = "";
+         o.max_restarts = 0;
+       }),
+       .action = Action::stop,
+       .exit_code = 1,
+       .reason = "lost node 1: gone",
+       .counts_after = "restarts=0 failure.node_lost=1"},
+      // Ends that no restart can help.
+      {.name = "Ctrl-C is no failure to restart from: stop with its code, nothing counted",
+       .attempt = {130, "interrupted (SIGINT)", false, std::nullopt, {}, -1, {}},
+       .action = Action::stop,
+       .exit_code = 130,
+       .reason = "interrupted (SIGINT)",
+       .counts_after = "restarts=0"},
+      {.name = "the launcher could not start the nodes (no kind named): stop with its code",
+       .attempt = {3, "pre-flight: no answer within 10.0 s", false, std::nullopt, {}, -1, {}},
+       .action = Action::stop,
+       .exit_code = 3,
+       .reason = "pre-flight: no answer within 10.0 s",
+       .counts_after = "restarts=0"},
+      {.name = "one of the job's nodes runs another build (rejected): stop with exit code 2",
+       .attempt = {2, "node 1 (b, pid 7) cannot join: build x differs", false, FailureKind::rejected, {1}, -1, {}},
+       .action = Action::stop,
+       .exit_code = 2,
+       .reason = "node 1 (b, pid 7) cannot join: build x differs",
+       .counts_after = "restarts=0"},
+      // The shrink's arithmetic.
+      {.name = "a shrink that keeps the global batch by train.batch_size",
+       .attempt = drained_b(),
+       .options = options(three_replicas),
+       .job = job(3, 1, 1, {8, 1, 4}),
+       .action = Action::shrink,
+       .log = {"info: shrinking from 3 to 2 data-parallel replica(s): train.batch_size = 12 keeps the global batch",
+               "warn: " + drained +
+                   "recovery: restarting every node without node 1 (b) (the job asked to drop it), 2 node(s) left, "
+                   "from the newest checkpoint in /ck"},
+       .counts_after = "restarts=1 failure.drained=1 recovery.shrink=1",
+       .kept = {0, 2},
+       .batch = BatchShape{12, 1, 4}},
+      {.name = "a pipeline's shrink keeps the global batch by pipeline.microbatches",
+       .attempt = drained_b(),
+       .options = options(three_replicas),
+       .job = job(3, 2, 2, {8, 1, 4}),
+       .action = Action::shrink,
+       .log = {"info: shrinking from 3 to 2 data-parallel replica(s): pipeline.microbatches = 6 keeps the global "
+               "batch",
+               "warn: " + drained +
+                   "recovery: restarting every node without node 1 (b) (the job asked to drop it), 2 node(s) left, "
+                   "from the newest checkpoint in /ck"},
+       .counts_after = "restarts=1 failure.drained=1 recovery.shrink=1",
+       .kept = {0, 2},
+       .batch = BatchShape{8, 1, 6}},
+      {.name = "a shrink that cannot keep the global batch: stop, naming the node and the arithmetic",
+       .attempt = drained_b(),
+       .options = options(three_replicas),
+       .job = job(3, 1, 1, {5, 1, 4}),
+       .action = Action::stop,
+       .exit_code = 1,
+       .reason = "drain node 1: the shell asked to go on without it; cannot go on without node 1 (b): the global "
+                 "batch (3 replicas x train.batch_size 5 x train.grad_accum 1) cannot be split over 2 replicas",
+       .counts_after = "restarts=0 failure.drained=1"},
+      {.name = "a shrink leaving a world the pipeline stages do not divide: stop",
+       .attempt = drained_b(),
+       .job = job(4, 1, 2),
+       .action = Action::stop,
+       .exit_code = 1,
+       .reason = "drain node 1: the shell asked to go on without it; cannot go on without node 1 (b): 3 workers "
+                 "would be left, which pipeline.stages 2 does not divide",
+       .counts_after = "restarts=0 failure.drained=1"},
+      {.name = "a shrink leaving no node: stop",
+       .attempt = {1, "drain node 0: the shell asked to go on without it", true, FailureKind::drained, {0}, -1, {0}},
+       .job = job(1),
+       .action = Action::stop,
+       .exit_code = 1,
+       .reason = "drain node 0: the shell asked to go on without it; cannot go on without node 0 (a): no node would "
+                 "be left",
+       .counts_after = "restarts=0 failure.drained=1"},
+  };
+}
+
+std::string text_of(const PolicyLine& line) {
+  switch (line.level) {
+    case PolicyLine::Level::info: return "info: " + line.text;
+    case PolicyLine::Level::warn: return "warn: " + line.text;
+    case PolicyLine::Level::error: return "error: " + line.text;
+  }
+  return line.text;
+}
+
+}  // namespace
+
+TEST_CASE("the restart policy, case by case", "[recovery]") {
+  for (const Row& row : policy_rows()) {
+    INFO("row: " << row.name);
+    const RestartDecision d =
+        decide_restart(history(row.counts_before, row.budget_before), row.attempt, row.options, row.job);
+    CHECK(to_string(d.action) == to_string(row.action));
+    CHECK(d.exit_code == row.exit_code);
+    CHECK(d.reason == row.reason);
+    std::vector<std::string> log;
+    for (const PolicyLine& line : d.log) log.push_back(text_of(line));
+    CHECK(log == row.log);
+    CHECK(d.next.counts.to_text() == row.counts_after);
+    CHECK(d.next.budget_used == row.budget_after);
+    // No REQUIRE: a row that fails must not hide the rows after it.
+    CHECK(d.shrink.has_value() == (row.action == Action::shrink));
+    CHECK(row.batch.has_value() == (row.action == Action::shrink));
+    if (d.shrink && row.batch) {
+      CHECK(d.shrink->kept == row.kept);
+      CHECK(d.shrink->batch.batch_size == row.batch->batch_size);
+      CHECK(d.shrink->batch.grad_accum == row.batch->grad_accum);
+      CHECK(d.shrink->batch.microbatches == row.batch->microbatches);
+    }
+  }
+}
+
+TEST_CASE("a rescue is asked for only with checkpoint.dir, the CPU backend, no ZeRO and two or more replicas",
+          "[recovery]") {
+  struct Case {
+    RestartOptions options;
+    bool allowed;
+    std::string why_not;
+  };
+  const std::vector<Case> cases = {
+      {defaults(), true, ""},
+      {options([](RestartOptions& o) { o.checkpoint_dir = ""; }), false, "no checkpoint.dir to restart from"},
+      {options([](RestartOptions& o) { o.zero = 2; }), false, "train.zero 2 shards the optimizer state"},
+      {options([](RestartOptions& o) { o.backend = "cuda-bf16"; }), false,
+       "the state is in GPU memory, behind a stream an aborted NCCL communicator may block"},
+      {options([](RestartOptions& o) { o.data_parallel = 1; }), false, "a single data-parallel replica"},
+  };
+  for (const Case& c : cases) {
+    const RescueChoice choice = rescue_choice(c.options);
+    CHECK(choice.allowed == c.allowed);
+    CHECK(choice.why_not == c.why_not);
+  }
+}
+
+TEST_CASE("the job supervisor's outcome is restartable when a node failed or the job asked to drop one", "[recovery]") {
+  const AttemptOutcome lost = attempt_outcome({1, "lost", "node_lost", {1}, 5, {}});
+  CHECK((lost.restartable && lost.failure_kind == FailureKind::node_lost && lost.rescued_step == 5));
+  const AttemptOutcome late = attempt_outcome({2, "late", "join_timeout", {1}, -1, {}});
+  CHECK((!late.restartable && late.failure_kind == FailureKind::join_timeout && late.failed_nodes == std::vector{1}));
+  const AttemptOutcome drained = attempt_outcome({1, "drain", "drained", {1}, -1, {1}});
+  CHECK((drained.restartable && drained.drop_nodes == std::vector{1}));
+  CHECK(!attempt_outcome({0, "all done", "", {}, -1, {}}).failure_kind);
+}
+
+TEST_CASE("restart options read the job's keys: the replicas are the workers over the stages", "[recovery]") {
+  JobConfig config;
+  config.checkpoint.dir = "/ck";
+  config.fault.max_restarts = 5;
+  config.fault.elastic = true;
+  config.train.zero = 1;
+  config.train.backend = "cuda";
+  config.pipeline.stages = 2;
+  const RestartOptions o = restart_options(config, 6);
+  CHECK((o.checkpoint_dir == "/ck" && o.max_restarts == 5 && o.elastic && o.zero == 1 && o.backend == "cuda" &&
+         o.data_parallel == 3));
+}
