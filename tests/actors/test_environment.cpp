@@ -4,14 +4,13 @@
 
 #include <catch2/catch.hpp>
 
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <string>
 
 #include "actors/environment.hpp"
 #include "comm/knobs.hpp"
 #include "support/scoped_env.hpp"
+#include "support/source_file.hpp"
 
 using namespace troupe::actors;
 using troupe::test::ScopedEnv;
@@ -131,27 +130,24 @@ TEST_CASE("check_inherited names the first invalid comm knob or drill variable",
 }
 
 TEST_CASE("every variable is declared once and documented in docs/environment.md", "[environment]") {
-  std::ifstream file(TROUPE_SOURCE_DIR "/docs/environment.md");
-  REQUIRE(file.good());
-  std::ostringstream doc;
-  doc << file.rdbuf();
+  const std::string doc = troupe::test::source_text("docs/environment.md");
   std::set<std::string> names;
   for (const env::Variable& variable : env::variables) {
     INFO(variable.name);
     CHECK(names.insert(variable.name).second);
-    CHECK_THAT(doc.str(), Catch::Contains("| `" + std::string(variable.name) + "` |"));
+    CHECK_THAT(doc, Catch::Contains("| `" + std::string(variable.name) + "` |"));
   }
   // An integer variable's default in words is the number its accessor returns when unset.
   for (const env::Variable& variable :
        {env::rank, env::world_size, env::local_rank, env::local_world_size, env::slots}) {
     INFO(variable.name);
     CHECK(std::string(variable.unset) == std::to_string(variable.fallback));
-    CHECK_THAT(doc.str(), Catch::Contains("| `" + std::string(variable.name) + "` | troupe launch | " +
+    CHECK_THAT(doc, Catch::Contains("| `" + std::string(variable.name) + "` | troupe launch | " +
                                           std::to_string(variable.fallback) + " |"));
   }
   for (const troupe::comm::Knob& knob : troupe::comm::knobs) {
     INFO(knob.name);
     CHECK(names.insert(knob.name).second);
-    CHECK_THAT(doc.str(), Catch::Contains("| `" + std::string(knob.name) + "` |"));
+    CHECK_THAT(doc, Catch::Contains("| `" + std::string(knob.name) + "` |"));
   }
 }

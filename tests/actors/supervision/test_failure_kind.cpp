@@ -4,28 +4,16 @@
 
 #include <catch2/catch.hpp>
 
-#include <fstream>
 #include <regex>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "actors/supervision/failure_kind.hpp"
+#include "support/source_file.hpp"
 
 using namespace troupe::actors;
-
-namespace {
-
-std::string source_file(const std::string& relative) {
-  std::ifstream file(std::string(TROUPE_SOURCE_DIR) + "/" + relative);
-  REQUIRE(file.good());
-  std::ostringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
-
-}  // namespace
+using troupe::test::source_text;
 
 TEST_CASE("every failure kind's name parses back to it, and nothing else parses", "[recovery]") {
   std::set<std::string> names;
@@ -42,7 +30,7 @@ TEST_CASE("every failure kind's name parses back to it, and nothing else parses"
 }
 
 TEST_CASE("docs/drills.md's table of failure kinds is the code's list, with who names each", "[recovery]") {
-  const std::string doc = source_file("docs/drills.md");
+  const std::string doc = source_text("docs/drills.md");
   const auto section = doc.find("\n## Failure kinds\n");
   REQUIRE(section != std::string::npos);
   const std::string rest = doc.substr(section + 1);
@@ -59,7 +47,7 @@ TEST_CASE("docs/drills.md's table of failure kinds is the code's list, with who 
 }
 
 TEST_CASE("docs/protocols/control-plane.md lists the kinds the job supervisor names", "[recovery]") {
-  const std::string doc = source_file("docs/protocols/control-plane.md");
+  const std::string doc = source_text("docs/protocols/control-plane.md");
   std::smatch cell;
   REQUIRE(std::regex_search(doc, cell, std::regex(R"(failure_kind \(the kinds the job supervisor names: ([^—]*)—)")));
   const std::string listed = cell[1].str();

@@ -90,8 +90,8 @@ ParameterComparison compare_parameters(const troupe::compute::ParameterLayout& l
 TEST_CASE("small: every schedule on 2 and 3 stages ends with the single process's parameters, tensor by tensor",
           "[pipeline][checkpoint]") {
   TempDir dir;
-  // small's 6 layers at a short sequence, one sequence per micro-batch: the model of the issue,
-  // cheap enough to run every layout. Parameters come from each run's final checkpoint.
+  // small's 6 layers at a short sequence, one sequence per micro-batch: cheap enough to run
+  // every layout. Parameters come from each run's final checkpoint.
   auto run = [&](const std::string& name, long steps, std::vector<std::string> extra) {
     std::vector<std::string> args{"train", "--model.preset", "small", "--train.steps", std::to_string(steps),
                                   "--train.batch_size", "1", "--train.seq_len", "32", "--train.val_batches", "1",

@@ -1,5 +1,5 @@
 // troupe train as a user runs it: data problems found at start-up are rejected with one line and
-// nothing written, and the learning run of the foundation issue reaches its validation target.
+// nothing written, and the 200-step learning run of small reaches its validation target.
 
 #include <catch2/catch.hpp>
 

@@ -1,29 +1,17 @@
 #include <catch2/catch.hpp>
 
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "apps/config/keys.hpp"
 #include "apps/config/loader.hpp"
 #include "apps/config/print.hpp"
 #include "apps/config/value.hpp"
+#include "support/source_file.hpp"
 
 using namespace troupe;
 using namespace troupe::apps;
 using Catch::Contains;
-
-namespace {
-
-std::string read_source_file(const std::string& relative) {
-  std::ifstream file(std::string(TROUPE_SOURCE_DIR) + "/" + relative);
-  REQUIRE(file.good());
-  std::ostringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
-
-}  // namespace
+using troupe::test::source_text;
 
 TEST_CASE("config_to_toml reads back to the same configuration", "[config]") {
   JobConfig config;
@@ -44,7 +32,7 @@ TEST_CASE("config_to_toml reads back to the same configuration", "[config]") {
 }
 
 TEST_CASE("docs/configuration.md holds the generated key table", "[config]") {
-  const std::string doc = read_source_file("docs/configuration.md");
+  const std::string doc = source_text("docs/configuration.md");
   // Regenerate with: troupe train --print-keys
   CHECK_THAT(doc, Contains(config_keys_markdown()));
   for (const ConfigKey& key : config_keys()) CHECK_THAT(doc, Contains("`" + std::string(key.name) + "`"));
