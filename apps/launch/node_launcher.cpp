@@ -377,7 +377,7 @@ struct NodeLauncher::Impl {
     const SignalEnd& entry = *std::find_if(std::begin(signal_ends), std::end(signal_ends),
                                            [signo](const SignalEnd& s) { return s.signo == signo; });
     if (state == State::stopping) {
-      kill_remaining(std::string("at a second signal (SIG") + sigabbrev_np(signo) + ")");
+      kill_remaining("at a second signal (SIG" + std::string(sigabbrev_np(signo)) + ")");
     } else if (state == State::checking || state == State::running || state == State::holding) {
       if (state == State::holding) state = State::running;  // a signal's end outranks the held failure
       begin_stop(entry.end, entry.message);

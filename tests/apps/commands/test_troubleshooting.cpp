@@ -7,6 +7,12 @@
 // problem, is split at its top-level `+`
 // operators; each part that is string literals only gives their text, any other part gives `…`
 // (consecutive ones merged). `Error{"--out " + path + ": cannot write"}` is `--out …: cannot write`.
+// A part that is `fmt::format("...", …)` gives its first argument's text with each `{…}` as `…`.
+// Beyond these, message_files() names per file the calls whose argument, the variables whose
+// assigned or appended values, and the functions whose returns are messages (launch's lines, the
+// job supervisor's and restart policy's reports, the monitor's answers to the shell); such a
+// message gives one template per branch of a top-level `c ? a : b`, trimmed of spaces at either
+// end, and none when it holds no letter or digit.
 // Each entry of the page is a table row whose first cell is one template as a code span.
 
 #include <catch2/catch.hpp>
@@ -94,11 +100,20 @@ std::string template_of(const std::string& expr) {
   const std::regex literal("\"((\\\\.|[^\"\\\\])*)\"");
   std::string result;
   bool any_literal = false;
-  for (const std::string& part : parts) {
+  const std::regex format_call("^\\s*fmt::format\\s*\\(");
+  for (std::string part : parts) {
+    bool format = false;
+    if (std::smatch m; std::regex_search(part, m, format_call)) {
+      const std::size_t from = static_cast<std::size_t>(m.length(0));
+      const std::string first = expression(part, from, ',');
+      part = first.empty() ? expression(part, from, ')') : first;
+      format = true;
+    }
     if (std::regex_match(part, literals)) {
       any_literal = true;
       for (std::sregex_iterator it(part.begin(), part.end(), literal), end; it != end; ++it) {
-        const std::string raw = (*it)[1].str();
+        std::string raw = (*it)[1].str();
+        if (format) raw = std::regex_replace(raw, std::regex("\\{[^{}]*\\}"), "…");
         for (std::size_t k = 0; k < raw.size(); ++k) {
           if (raw[k] == '\\' && k + 1 < raw.size()) {
             ++k;
@@ -113,6 +128,129 @@ std::string template_of(const std::string& expr) {
     }
   }
   return any_literal ? result : std::string{};
+}
+
+// `expr` cut at its top-level `sep` characters (strings and brackets skipped).
+std::vector<std::string> split_top(const std::string& expr, char sep) {
+  std::vector<std::string> parts;
+  int depth = 0;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i < expr.size(); ++i) {
+    const char c = expr[i];
+    if (c == '"' || c == '\'') {
+      std::size_t j = i + 1;
+      while (j < expr.size() && expr[j] != c) j += expr[j] == '\\' ? 2 : 1;
+      i = j;
+    } else if (c == '(' || c == '{' || c == '[') {
+      ++depth;
+    } else if (c == ')' || c == '}' || c == ']') {
+      --depth;
+    } else if (c == sep && depth == 0 && !(sep == ':' && ((i > 0 && expr[i - 1] == ':') || (i + 1 < expr.size() && expr[i + 1] == ':')))) {
+      parts.push_back(expr.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  parts.push_back(expr.substr(start));
+  return parts;
+}
+
+// The templates of a message that may be `condition ? a : b` at its top level: one per branch,
+// trimmed of spaces at either end, and none that holds no letter or digit (`… …`).
+std::vector<std::string> message_templates(const std::string& expr) {
+  const std::vector<std::string> asked = split_top(expr, '?');
+  if (asked.size() < 2) {
+    std::string t = template_of(expr);
+    t.erase(0, t.find_first_not_of(" \n"));
+    t.erase(t.find_last_not_of(" \n") + 1);
+    const bool has_word = std::any_of(t.begin(), t.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)); });
+    return has_word ? std::vector<std::string>{t} : std::vector<std::string>{};
+  }
+  std::vector<std::string> result;
+  const std::string rest = expr.substr(asked[0].size() + 1);
+  const std::vector<std::string> branches = split_top(rest, ':');
+  const std::string then_branch = branches[0];
+  for (const std::string& branch : {then_branch, rest.substr(std::min(rest.size(), then_branch.size() + 1))})
+    for (std::string& t : message_templates(branch)) result.push_back(std::move(t));
+  return result;
+}
+
+// Where, beyond Error{...} and error_exit(), a file's messages are: the argument `arg` (0-based)
+// of each call of `name` (only when argument `when_false` is `false`, if one is named), each
+// value given to (`=`) or appended to (`+=`) one of `variables`, and each `return` value in the
+// body of one of `functions`.
+struct MessageCall {
+  const char* name;
+  int arg;
+  int when_false = -1;
+};
+struct MessageFile {
+  const char* path;
+  std::vector<MessageCall> calls;
+  std::vector<std::string> variables;
+  std::vector<std::string> functions;
+};
+
+const std::vector<MessageFile>& message_files() {
+  static const std::vector<MessageFile> files{
+      {"apps/launch/node_launcher.cpp", {{"say", 0}, {"begin_stop", 1}, {"kill_remaining", 0}}, {"why"}, {}},
+      {"apps/launch/exit_status.cpp", {}, {}, {"describe"}},
+      {"actors/supervision/job_supervisor.cpp",
+       {{"fail_job", 2}, {"failure_outcome", 2}, {"end_rescue", 1}, {"check_rescue_writers", 2}},
+       {"reason", "pending_failure", "verdict"},
+       {"watchdog_verdict", "join_refusal"}},
+      {"actors/supervision/restart_policy.cpp", {{"warn", 0}, {"error", 0}}, {"reason"}, {}},
+      {"actors/monitor/monitor_actor.cpp",
+       {{"reply", 2, 1}, {"answer", 1, 0}, {"done", 0}, {"answered", 0}},
+       {"why"},
+       {}},
+  };
+  return files;
+}
+
+bool starts_name(const std::string& text, std::size_t at) {
+  return at == 0 || !(std::isalnum(static_cast<unsigned char>(text[at - 1])) || text[at - 1] == '_');
+}
+
+void insert_all(std::set<std::string>& into, const std::string& expr) {
+  for (std::string& t : message_templates(expr)) into.insert(std::move(t));
+}
+
+// The templates the table above names in one file's text (comments removed).
+std::set<std::string> file_message_templates(const MessageFile& file, const std::string& text) {
+  std::set<std::string> templates;
+  for (const MessageCall& call : file.calls) {
+    const std::string open = std::string(call.name) + "(";
+    for (std::size_t at = text.find(open); at != std::string::npos; at = text.find(open, at + 1)) {
+      if (!starts_name(text, at)) continue;
+      const std::vector<std::string> args = split_top(expression(text, at + open.size(), ')'), ',');
+      if (static_cast<int>(args.size()) <= call.arg) continue;
+      if (call.when_false >= 0 && std::regex_replace(args[call.when_false], std::regex("\\s"), "") != "false") continue;
+      insert_all(templates, args[call.arg]);
+    }
+  }
+  for (const std::string& variable : file.variables) {
+    const std::regex assigned("(^|[^A-Za-z0-9_])" + variable + "\\s*(\\+=|=(?!=))");
+    for (std::sregex_iterator it(text.begin(), text.end(), assigned), end; it != end; ++it)
+      insert_all(templates, expression(text, static_cast<std::size_t>(it->position(0) + it->length(0)), ';'));
+  }
+  for (const std::string& function : file.functions) {
+    const std::regex defined("(^|[^A-Za-z0-9_.>])" + function + "\\(");
+    for (std::sregex_iterator it(text.begin(), text.end(), defined), end; it != end; ++it) {
+      const std::size_t params = static_cast<std::size_t>(it->position(0) + it->length(0));
+      std::size_t body = params + expression(text, params, ')').size() + 1;
+      while (body < text.size() && std::isspace(static_cast<unsigned char>(text[body]))) ++body;
+      while (body < text.size() && std::isalpha(static_cast<unsigned char>(text[body]))) {  // const, noexcept
+        while (body < text.size() && !std::isspace(static_cast<unsigned char>(text[body])) && text[body] != '{') ++body;
+        while (body < text.size() && std::isspace(static_cast<unsigned char>(text[body]))) ++body;
+      }
+      if (body >= text.size() || text[body] != '{') continue;  // a call or a declaration
+      const std::string inside = expression(text, body + 1, '}');
+      const std::regex ret("(^|[^A-Za-z0-9_])return\\s");
+      for (std::sregex_iterator r(inside.begin(), inside.end(), ret), rend; r != rend; ++r)
+        insert_all(templates, expression(inside, static_cast<std::size_t>(r->position(0) + r->length(0)), ';'));
+    }
+  }
+  return templates;
 }
 
 std::set<std::string> source_templates() {
@@ -134,6 +272,8 @@ std::set<std::string> source_templates() {
         if (std::string t = template_of(expression(text, at + 11 + code.size() + 1, ')')); !t.empty())
           templates.insert(t);
       }
+      for (const MessageFile& file : message_files())
+        if (entry.path() == root / file.path) templates.merge(file_message_templates(file, text));
       if (entry.path() == root / "apps/config/resolve.cpp") {
         const std::regex ret("return\\s+\"");
         for (std::sregex_iterator it(text.begin(), text.end(), ret), end; it != end; ++it) {
@@ -167,6 +307,19 @@ TEST_CASE("the template rule: literals kept, other parts one …", "[troubleshoo
   CHECK(template_of("where + \"needs at least 1 stage (p)\"") == "…needs at least 1 stage (p)");
   CHECK(template_of("\"a \" \"b\" + str(f(x + 1)) + g + \"c\"") == "a b…c");
   CHECK(template_of("e.message").empty());
+  CHECK(template_of("fmt::format(\"kill node: node {} runs on {}\", i, h)") == "kill node: node … runs on …");
+  CHECK(template_of("\"x \" + fmt::format(\"{:.1f} s\", d) + y") == "x … s…");
+  CHECK(message_templates("a.empty() ? \"refused: no token\" : \"refused: \" + b") ==
+        std::vector<std::string>{"refused: no token", "refused: …"});
+  CHECK(message_templates("\" (limit \" + t + \"): \"") == std::vector<std::string>{"(limit …):"});
+  CHECK(message_templates("a + \" \" + std::to_string(n)").empty());
+  const MessageFile file{"f.cpp", {{"reply", 2, 1}, {"say", 0}}, {"why"}, {"refusal"}};
+  const std::string text =
+      "void say(const std::string& t) { sink(t); }\n"
+      "std::string refusal(int x) const { if (x) return \"bad \" + s(x); return {}; }\n"
+      "void f() { say(\"a \" + b); reply(st, false, \"no \" + c); reply(st, true, \"fine\");\n"
+      "  std::string why = \"w\"; why += \"; more\"; if (why == \"z\") refusal(1); }\n";
+  CHECK(file_message_templates(file, text) == std::set<std::string>{"a …", "no …", "bad …", "w", "; more"});
 }
 
 TEST_CASE("docs/troubleshooting.md has an entry for every error template and none for errors that are gone",
