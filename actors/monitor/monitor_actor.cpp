@@ -269,10 +269,10 @@ void command(monitor_actor* self, const std::vector<std::string>& words, caf::re
       st.paused = false;
       self->send(st.plan.job, pause_atom_v, false);
       monitor::logger("monitor")->info("shell: job resumed after step {}", st.paused_after);
-      rp.deliver(reply(st, error.empty(),
-                       error.empty() ? fmt::format("resumed after step {} (paused {})", st.paused_after,
-                                                   monitor::duration_text(seconds))
-                                     : "resume: " + error));
+      rp.deliver(error.empty() ? reply(st, true,
+                                       fmt::format("resumed after step {} (paused {})", st.paused_after,
+                                                   monitor::duration_text(seconds)))
+                               : reply(st, false, "resume: " + error));
     });
   } else if (verb == "trace" && (args == 1 || args == 2)) {
     long steps = 3;
@@ -293,12 +293,12 @@ void command(monitor_actor* self, const std::vector<std::string>& words, caf::re
     if (Status set = monitor::set_log_level(level, subsystem); !set) return answer(false, "log: " + set.error().message);
     order_all(self, {"log", -1, level, subsystem, -1},
               [self, rp, level, subsystem](const std::string& error, const auto& replies) mutable {
-                rp.deliver(reply(self->state, error.empty(),
-                                 error.empty() ? fmt::format("log level {} for {} in the job process and {} node "
-                                                             "process(es)",
-                                                             level, subsystem.empty() ? "every subsystem" : subsystem,
-                                                             replies.size())
-                                               : "log: set in the job process, but " + error));
+                rp.deliver(error.empty()
+                               ? reply(self->state, true,
+                                       fmt::format("log level {} for {} in the job process and {} node process(es)",
+                                                   level, subsystem.empty() ? "every subsystem" : subsystem,
+                                                   replies.size()))
+                               : reply(self->state, false, "log: set in the job process, but " + error));
               });
   } else if (verb == "log") {
     usage("log LEVEL [SUBSYSTEM]");
@@ -316,13 +316,13 @@ void command(monitor_actor* self, const std::vector<std::string>& words, caf::re
         .then(
             [self, rp, rank](control_reply_msg& r) mutable {
               const bool restarts = !self->state.plan.checkpoint_dir.empty();
-              rp.deliver(reply(self->state, r.error.empty(),
-                               r.error.empty() ? fmt::format("kill worker {}: its worker fails at its next step "
-                                                             "boundary; {}",
-                                                             rank,
-                                                             restarts ? "the job restarts from the newest checkpoint"
-                                                                      : "the job stops (no checkpoint.dir)")
-                                               : "kill worker: " + r.error));
+              rp.deliver(r.error.empty()
+                             ? reply(self->state, true,
+                                     fmt::format("kill worker {}: its worker fails at its next step boundary; {}",
+                                                 rank,
+                                                 restarts ? "the job restarts from the newest checkpoint"
+                                                          : "the job stops (no checkpoint.dir)"))
+                             : reply(self->state, false, "kill worker: " + r.error));
             },
             [self, rp](caf::error& e) mutable {
               rp.deliver(reply(self->state, false, "kill worker: the node did not answer: " + to_string(e)));

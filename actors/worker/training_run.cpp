@@ -1,10 +1,9 @@
-// One rank's training run (training_run.hpp): a line per step, the validation loss every
-// train.val_every steps, a summary, and a sample from the trained model.
+// One rank's training run (training_run.hpp), phase by phase (RankRun below): a line per step,
+// the validation loss every train.val_every steps, a summary, and a sample from the trained model.
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <optional>
 #include <stdexcept>
 
@@ -22,10 +21,6 @@ namespace troupe::actors {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-}  // namespace
-
-namespace {
 
 void print_sample(compute::GPT& model, const ResolvedJob& job, spdlog::logger& log) {
   const SampleOptions& s = job.config.sample;

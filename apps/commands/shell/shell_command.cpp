@@ -84,6 +84,9 @@ class RawTerminal {
   bool active_;
 };
 
+// The answer when a trace the job sent cannot be saved where the user asked.
+std::string trace_write_failure(const std::filesystem::path& file) { return "trace: cannot write " + file.string(); }
+
 // Redraws the job's top table every second until a key is pressed (or input ends): in place on a
 // terminal (cursor home, clear screen, as top does), one table after another into a pipe or file.
 int run_top(MonitorLink& link) {
@@ -126,7 +129,7 @@ int run_line(MonitorLink& link, const std::string& line, bool one_shot) {
     out.close();
     if (!out) {
       ok = false;
-      text = "trace: cannot write " + file.string();
+      text = trace_write_failure(file);
     } else {
       text += " written to " + file.string() + " (Chrome trace JSON: open it in Perfetto or chrome://tracing)";
     }

@@ -176,8 +176,8 @@ std::vector<std::string> message_templates(const std::string& expr) {
 
 // Where, beyond Error{...} and error_exit(), a file's messages are: the argument `arg` (0-based)
 // of each call of `name` (only when argument `when_false` is `false`, if one is named), each
-// value given to (`=`) or appended to (`+=`) one of `variables`, and each `return` value in the
-// body of one of `functions`.
+// value given to (`=`) or appended to (`+=`) one of `variables`, each `return` value in the
+// body of one of `functions`, and each string literal in the initializer of one of `tables`.
 struct MessageCall {
   const char* name;
   int arg;
@@ -188,11 +188,17 @@ struct MessageFile {
   std::vector<MessageCall> calls;
   std::vector<std::string> variables;
   std::vector<std::string> functions;
+  std::vector<std::string> tables;
 };
 
 const std::vector<MessageFile>& message_files() {
   static const std::vector<MessageFile> files{
-      {"apps/launch/node_launcher.cpp", {{"say", 0}, {"begin_stop", 1}, {"kill_remaining", 0}}, {"why"}, {}},
+      {"apps/launch/node_launcher.cpp",
+       {{"say", 0}, {"begin_stop", 1}, {"kill_remaining", 0}},
+       {"why"},
+       {},
+       {"signal_ends"}},
+      {"apps/commands/shell/shell_command.cpp", {}, {}, {"trace_write_failure"}},
       {"apps/launch/exit_status.cpp", {}, {}, {"describe"}},
       {"actors/supervision/job_supervisor.cpp",
        {{"fail_job", 2}, {"failure_outcome", 2}, {"end_rescue", 1}, {"check_rescue_writers", 2}},
@@ -249,6 +255,18 @@ std::set<std::string> file_message_templates(const MessageFile& file, const std:
       for (std::sregex_iterator r(inside.begin(), inside.end(), ret), rend; r != rend; ++r)
         insert_all(templates, expression(inside, static_cast<std::size_t>(r->position(0) + r->length(0)), ';'));
     }
+  }
+  for (const std::string& table : file.tables) {
+    const std::regex initialized("(^|[^A-Za-z0-9_])" + table + "\\s*\\[\\s*\\]\\s*=\\s*\\{");
+    std::smatch m;
+    const bool found = std::regex_search(text, m, initialized);
+    INFO(file.path << ": the table " << table << "[] = {...} the rule reads");
+    CHECK(found);
+    if (!found) continue;
+    const std::string entries = expression(text, static_cast<std::size_t>(m.position(0) + m.length(0)), '}');
+    const std::regex literal("\"(\\\\.|[^\"\\\\])*\"");
+    for (std::sregex_iterator it(entries.begin(), entries.end(), literal), end; it != end; ++it)
+      insert_all(templates, it->str());
   }
   return templates;
 }
