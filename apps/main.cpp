@@ -20,6 +20,7 @@
 // line on stderr: "troupe: error: <message>".
 
 #include <csignal>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -43,6 +44,19 @@ namespace {
 
 using namespace troupe;
 using namespace troupe::apps;
+
+// A duration in seconds within [low, high]; CLI::Range alone lets "nan" and "inf" through.
+CLI::Validator seconds_in(double low, double high) {
+  return CLI::Validator(
+      [low, high](std::string& text) -> std::string {
+        double value = 0;
+        if (!CLI::detail::lexical_cast(text, value) || !std::isfinite(value) || value < low || value > high)
+          return "Value " + text + " is not a number of seconds from " + CLI::detail::to_string(low) + " to " +
+                 CLI::detail::to_string(high);
+        return {};
+      },
+      "SECONDS");
+}
 
 struct TrainArgs {
   std::string config_path;
@@ -165,9 +179,12 @@ int main(int argc, char** argv) {
       ->type_name("FILE")
       ->required();
   launch_command->add_option("--bind", launch_args.bind, "address the job supervisor listens on")->capture_default_str();
-  launch_command->add_option("--port", launch_args.port, "port of the job supervisor; 0 = any free")->capture_default_str();
+  launch_command->add_option("--port", launch_args.port, "port of the job supervisor; 0 = any free")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
   launch_command->add_option("--launcher", launch_args.launcher, "command template for remote hosts, e.g. 'ssh {host} {command}'");
   launch_command->add_option("--join-timeout", launch_args.join_timeout, "seconds for every node to join")
+      ->check(seconds_in(0.1, 86400))
       ->capture_default_str();
   add_config_options(*launch_command, launch_config);
 
@@ -176,7 +193,8 @@ int main(int argc, char** argv) {
   CLI::App* node_command = app.add_subcommand("node", "One node process of a job (troupe launch starts these).");
   node_command->add_option("--join", node_args.join, "HOST:PORT of the job supervisor (default $TROUPE_JOIN)");
   node_command->add_option("--token", node_args.token, "the job's token (default $TROUPE_TOKEN)");
-  node_command->add_option("--node-index", node_args.node_index, "this node's host-file line (default $TROUPE_NODE_INDEX)");
+  node_command->add_option("--node-index", node_args.node_index, "this node's host-file line (default $TROUPE_NODE_INDEX)")
+      ->check(CLI::Range(0, 1 << 20));
   add_config_options(*node_command, node_config);
 
   CLI::App* bench_command = app.add_subcommand("bench", "Measure throughput.");

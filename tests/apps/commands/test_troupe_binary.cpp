@@ -113,6 +113,15 @@ TEST_CASE("troupe rejects a malformed value and an unknown command", "[cli]") {
   check_rejected({"bench", "compute", "--models", "tiny,huge"}, "'huge' is not a preset");
 }
 
+TEST_CASE("launch and node refuse numeric flags out of range, before any node starts", "[cli]") {
+  check_rejected({"launch", "--hostfile", "none.txt", "--port", "70000"}, "--port: Value 70000 not in range 0 to 65535");
+  check_rejected({"launch", "--hostfile", "none.txt", "--port", "-1"}, "--port: Value -1 not in range 0 to 65535");
+  for (const char* bad : {"-1", "nan", "inf", "0"})
+    check_rejected({"launch", "--hostfile", "none.txt", "--join-timeout", bad},
+                   std::string("--join-timeout: Value ") + bad + " is not a number of seconds from 0.1 to 86400");
+  check_rejected({"node", "--node-index", "-2"}, "--node-index: Value -2 not in range 0 to 1048576");
+}
+
 TEST_CASE("troupe --version and --help succeed on stdout", "[cli]") {
   TempDir dir;
   const ProcessResult version = run_troupe(dir, {"--version"});
