@@ -48,6 +48,9 @@ Status ControlPort::open(caf::actor_system& system, caf::actor job, const JobCon
   auto file = ControlTokenFile::write(default_control_token_path(port_), token_);
   if (!file) return file.error();
   file_ = std::move(*file);
+  if (const int stale = file_->stale_removed(); stale > 0)
+    monitor::logger("job")->info("removed {} token file(s) of killed jobs from {}", stale,
+                                 file_->path().parent_path().string());
   monitor::logger("job")->info("monitor: troupe shell {}:{} (the job's token is in {})", bind_, port_,
                                file_->path().string());
   return Status::success();
