@@ -75,8 +75,8 @@ std::string expression(const std::string& s, std::size_t from, char stop) {
   return {};
 }
 
-// The template of an expression (see the rule above); empty when it holds no string literal.
-std::string template_of(const std::string& expr) {
+// `expr` cut at its top-level `sep` characters (strings and brackets skipped).
+std::vector<std::string> split_top(const std::string& expr, char sep) {
   std::vector<std::string> parts;
   int depth = 0;
   std::size_t start = 0;
@@ -90,12 +90,18 @@ std::string template_of(const std::string& expr) {
       ++depth;
     } else if (c == ')' || c == '}' || c == ']') {
       --depth;
-    } else if (c == '+' && depth == 0) {
+    } else if (c == sep && depth == 0 && !(sep == ':' && ((i > 0 && expr[i - 1] == ':') || (i + 1 < expr.size() && expr[i + 1] == ':')))) {
       parts.push_back(expr.substr(start, i - start));
       start = i + 1;
     }
   }
   parts.push_back(expr.substr(start));
+  return parts;
+}
+
+// The template of an expression (see the rule above); empty when it holds no string literal.
+std::string template_of(const std::string& expr) {
+  const std::vector<std::string> parts = split_top(expr, '+');
   const std::regex literals("^\\s*(\"(\\\\.|[^\"\\\\])*\"\\s*)+$");
   const std::regex literal("\"((\\\\.|[^\"\\\\])*)\"");
   std::string result;
@@ -130,29 +136,6 @@ std::string template_of(const std::string& expr) {
   return any_literal ? result : std::string{};
 }
 
-// `expr` cut at its top-level `sep` characters (strings and brackets skipped).
-std::vector<std::string> split_top(const std::string& expr, char sep) {
-  std::vector<std::string> parts;
-  int depth = 0;
-  std::size_t start = 0;
-  for (std::size_t i = 0; i < expr.size(); ++i) {
-    const char c = expr[i];
-    if (c == '"' || c == '\'') {
-      std::size_t j = i + 1;
-      while (j < expr.size() && expr[j] != c) j += expr[j] == '\\' ? 2 : 1;
-      i = j;
-    } else if (c == '(' || c == '{' || c == '[') {
-      ++depth;
-    } else if (c == ')' || c == '}' || c == ']') {
-      --depth;
-    } else if (c == sep && depth == 0 && !(sep == ':' && ((i > 0 && expr[i - 1] == ':') || (i + 1 < expr.size() && expr[i + 1] == ':')))) {
-      parts.push_back(expr.substr(start, i - start));
-      start = i + 1;
-    }
-  }
-  parts.push_back(expr.substr(start));
-  return parts;
-}
 
 // The templates of a message that may be `condition ? a : b` at its top level: one per branch,
 // trimmed of spaces at either end, and none that holds no letter or digit (`… …`).
