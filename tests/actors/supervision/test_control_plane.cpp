@@ -105,6 +105,22 @@ T round_trip(caf::actor_system& system, const T& value) {
   return result;
 }
 
+// After `settle` (the nodes joined and started), sends `signal` to `target` and waits for the job's
+// outcome; with the seconds from the signal to it.
+struct AfterSignal {
+  std::optional<job_outcome_msg> outcome;
+  double seconds = 0;
+};
+AfterSignal outcome_after_signal(Job& job, const NodeProcess& target, int signal, std::chrono::milliseconds settle,
+                                 std::chrono::seconds timeout) {
+  std::this_thread::sleep_for(settle);
+  const auto sent_at = std::chrono::steady_clock::now();
+  kill(target.pid, signal);
+  AfterSignal after{job.outcome(timeout)};
+  after.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent_at).count();
+  return after;
+}
+
 }  // namespace
 
 TEST_CASE("nodes join, receive every peer in the start message, and finish the job", "[actors]") {
@@ -166,11 +182,8 @@ TEST_CASE("a node killed with SIGKILL is named within seconds, not waited for", 
   Job job(plan_of(2));
   auto victim = NodeProcess::start(job.port, 0, "hang");
   auto other = NodeProcess::start(job.port, 1, "hang");
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  const auto killed_at = std::chrono::steady_clock::now();
-  kill(victim.pid, SIGKILL);
-  auto outcome = job.outcome(std::chrono::seconds(15));
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  const auto [outcome, seconds] =
+      outcome_after_signal(job, victim, SIGKILL, std::chrono::milliseconds(1500), std::chrono::seconds(15));
   REQUIRE(outcome);
   std::printf("lost node reported %.3f s after SIGKILL: %s\n", seconds, outcome->reason.c_str());
   CHECK(outcome->exit_code == 1);
@@ -188,11 +201,8 @@ TEST_CASE("a stopped node process is named by its missing heartbeat", "[actors]"
   Job job(std::move(plan));
   auto running = NodeProcess::start(job.port, 0, "hang");
   auto frozen = NodeProcess::start(job.port, 1, "hang");
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  const auto stopped_at = std::chrono::steady_clock::now();
-  kill(frozen.pid, SIGSTOP);
-  auto outcome = job.outcome(std::chrono::seconds(15));
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped_at).count();
+  const auto [outcome, seconds] =
+      outcome_after_signal(job, frozen, SIGSTOP, std::chrono::milliseconds(1500), std::chrono::seconds(15));
   REQUIRE(outcome);
   std::printf("stopped node reported %.3f s after SIGSTOP: %s\n", seconds, outcome->reason.c_str());
   CHECK(outcome->exit_code == 1);
@@ -277,13 +287,12 @@ TEST_CASE("a rescue whose only writer is lost ends at once without a snapshot", 
   auto writer = NodeProcess::start(job.port, 0, "hang");
   auto other = NodeProcess::start(job.port, 1, "hang");
   auto failing = NodeProcess::start(job.port, 2, "fail");
-  std::this_thread::sleep_for(std::chrono::seconds(3));  // the failure settles in 0.5 s after the start
-  kill(writer.pid, SIGKILL);
-  const auto killed_at = std::chrono::steady_clock::now();
-  auto outcome = job.outcome(std::chrono::seconds(20));
+  // The failure settles 0.5 s after the start.
+  const auto [outcome, seconds] =
+      outcome_after_signal(job, writer, SIGKILL, std::chrono::seconds(3), std::chrono::seconds(20));
   REQUIRE(outcome);
   INFO(outcome->reason);
-  CHECK(std::chrono::steady_clock::now() - killed_at < std::chrono::seconds(10));
+  CHECK(seconds < 10.0);
   CHECK(outcome->exit_code == 1);
   CHECK(outcome->failure_kind == "worker_exception");
   CHECK(outcome->rescued_step == -1);
