@@ -6,8 +6,9 @@
 
 namespace troupe::checkpoint {
 
-AsyncCheckpointWriter::AsyncCheckpointWriter(std::filesystem::path dir, compute::ParameterLayout layout, int rank)
-    : dir_(std::move(dir)), layout_(std::move(layout)), rank_(rank) {}
+AsyncCheckpointWriter::AsyncCheckpointWriter(std::filesystem::path dir, compute::ParameterLayout layout, int rank,
+                                             FailureCallback on_failure)
+    : dir_(std::move(dir)), layout_(std::move(layout)), rank_(rank), on_failure_(std::move(on_failure)) {}
 
 AsyncCheckpointWriter::~AsyncCheckpointWriter() { join(); }
 
@@ -40,7 +41,7 @@ Status AsyncCheckpointWriter::submit(std::int64_t step, std::span<const Piece> p
   }
 
   const std::filesystem::path path = staging_dir(dir_, step) / shard_file_name(rank_);
-  thread_ = std::thread([this, path] {
+  thread_ = std::thread([this, path, step] {
     try {
       std::vector<Piece> copies;
       for (const auto& s : snapshot_) copies.push_back({s.kind, s.begin, s.end, s.values});
@@ -50,6 +51,7 @@ Status AsyncCheckpointWriter::submit(std::int64_t step, std::span<const Piece> p
     } catch (...) {
       outcome_.emplace(Error{"checkpoint shard '" + path.string() + "': internal error while writing"});
     }
+    if (!outcome_->ok() && on_failure_) on_failure_(step, outcome_->error());
   });
   return earlier;
 }

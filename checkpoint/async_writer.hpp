@@ -4,11 +4,13 @@
 // then a thread writes the snapshot into the step's staging folder. One job at a time keeps the
 // memory bound at one snapshot, which stays allocated for the next job: copying into resident
 // memory is what keeps the training thread's stall short. Failures (a full disk, a missing
-// folder) come back from wait() as errors, never as exceptions on another thread, and leave
-// committed checkpoints untouched.
+// folder) are told to the failure callback the moment they happen, on the writer's thread, and
+// come back from wait() as errors, never as exceptions on another thread; they leave committed
+// checkpoints untouched.
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <span>
 #include <thread>
@@ -23,8 +25,12 @@ namespace troupe::checkpoint {
 
 class AsyncCheckpointWriter {
  public:
+  // Called on the writer's thread when the shard of `step` could not be written.
+  using FailureCallback = std::function<void(std::int64_t step, const Error& error)>;
+
   // Writes staging_dir(dir, step)/shard_file_name(rank) for each submitted step.
-  AsyncCheckpointWriter(std::filesystem::path dir, compute::ParameterLayout layout, int rank);
+  AsyncCheckpointWriter(std::filesystem::path dir, compute::ParameterLayout layout, int rank,
+                        FailureCallback on_failure = {});
   ~AsyncCheckpointWriter();  // waits for a job in flight
   AsyncCheckpointWriter(const AsyncCheckpointWriter&) = delete;
   AsyncCheckpointWriter& operator=(const AsyncCheckpointWriter&) = delete;
@@ -48,6 +54,7 @@ class AsyncCheckpointWriter {
   std::filesystem::path dir_;
   compute::ParameterLayout layout_;
   int rank_;
+  FailureCallback on_failure_;
   std::thread thread_;
   std::vector<Snapshot> snapshot_;  // used by thread_ only while it runs; kept for the next submit
   std::optional<Expected<FileRecord>> outcome_;  // set by thread_, read after join

@@ -41,7 +41,14 @@ RunCheckpoints::RunCheckpoints(RunCheckpointOptions options, RunIdentity identit
       store_(options_.dir, options_.keep_last) {
   if (!enabled()) return;
   if (identity_.rank == 0) startup_ = store_.clear_staging();
-  if (options_.async) async_writer_ = std::make_unique<AsyncCheckpointWriter>(options_.dir, layout_, identity_.rank);
+  // A background write that fails is told at once: in this rank's log, and to the coordinator,
+  // which would otherwise wait out its commit timeout for the shard.
+  if (options_.async)
+    async_writer_ = std::make_unique<AsyncCheckpointWriter>(
+        options_.dir, layout_, identity_.rank, [this](std::int64_t step, const Error& error) {
+          store_.mark_failed(step, identity_.rank, error.message);
+          report_failure(static_cast<long>(step), error);
+        });
 }
 
 RunCheckpoints::~RunCheckpoints() {
@@ -99,12 +106,16 @@ Status RunCheckpoints::save_now(long steps_done, std::span<const HeldRange> held
   return save_reported(steps_done, held);
 }
 
+void RunCheckpoints::report_failure(long steps_done, const Error& error) const {
+  reporter_.error("checkpoint after step " + std::to_string(steps_done) + " failed: " + error.message +
+                  "; training goes on, earlier checkpoints are intact");
+}
+
 Status RunCheckpoints::save_reported(long steps_done, std::span<const HeldRange> held) {
   const auto started = Clock::now();
   Status saved = save(steps_done, held);
   if (!saved) {
-    reporter_.error("checkpoint after step " + std::to_string(steps_done) + " failed: " + saved.error().message +
-                    "; training goes on, earlier checkpoints are intact");
+    report_failure(steps_done, saved.error());
   } else if (reporter_.saved) {
     std::uint64_t bytes = 0;
     for (const Piece& piece : saved_pieces(held)) bytes += piece.values.size_bytes();
@@ -115,24 +126,23 @@ Status RunCheckpoints::save_reported(long steps_done, std::span<const HeldRange>
 
 Status RunCheckpoints::take_background_outcome() {
   Status outcome = Status::success();
-  if (committer_.joinable()) committer_.join();
-  {
-    std::lock_guard lock(outcome_mutex_);
-    std::swap(outcome, committer_outcome_);
-  }
+  // This rank's own write first: its error names the file and the system's reason.
   if (async_pending_) {
     async_pending_ = false;
-    if (auto written = async_writer_->wait(); !written && outcome) outcome = written.error();
+    if (auto written = async_writer_->wait(); !written) outcome = written.error();
   }
+  if (committer_.joinable()) committer_.join();
+  std::lock_guard lock(outcome_mutex_);
+  if (outcome) outcome = committer_outcome_;
+  committer_outcome_ = Status::success();
   return outcome;
 }
 
 Status RunCheckpoints::save(long steps_done, std::span<const HeldRange> held) {
   const auto started = Clock::now();
-  // The previous background save must be over before this one starts (one snapshot at a time).
-  Status previous = take_background_outcome();
-  if (!previous) reporter_.error("the previous checkpoint (written in the background) failed: " +
-                                 previous.error().message + "; earlier checkpoints are intact");
+  // The previous background save must be over before this one starts (one snapshot at a time);
+  // its failure was reported when it happened.
+  (void)take_background_outcome();
   const std::vector<Piece> pieces = saved_pieces(held);
   if (!pieces.empty()) {
     auto staging = store_.begin(steps_done);
@@ -142,7 +152,10 @@ Status RunCheckpoints::save(long steps_done, std::span<const HeldRange> held) {
       async_pending_ = true;
     } else {
       auto written = write_shard(*staging / shard_file_name(identity_.rank), layout_, identity_.rank, pieces);
-      if (!written) return written.error();
+      if (!written) {
+        store_.mark_failed(steps_done, identity_.rank, written.error().message);
+        return written.error();
+      }
     }
   }
   if (identity_.rank != 0) return Status::success();
@@ -151,9 +164,11 @@ Status RunCheckpoints::save(long steps_done, std::span<const HeldRange> held) {
   committer_ = std::thread([this, steps_done, started] {
     Status committed =
         commit_when_written(steps_done, started, identity_.grid, identity_.writers, options_.commit_timeout);
+    if (committed) return;
+    // A writer that failed reported it itself the moment it failed; the rest only this thread knows.
+    if (store_.failed_writers(steps_done).empty()) report_failure(steps_done, committed.error());
     std::lock_guard lock(outcome_mutex_);
-    if (!committed)
-      committer_outcome_ = Error{"step " + std::to_string(steps_done) + ": " + committed.error().message};
+    committer_outcome_ = Error{"step " + std::to_string(steps_done) + ": " + committed.error().message};
   });
   return Status::success();
 }
@@ -167,6 +182,11 @@ Status RunCheckpoints::commit_when_written(long step, Clock::time_point started,
     if (!collected) return collected.error();
     records = std::move(*collected);
     if (static_cast<int>(records.size()) >= writers) break;
+    if (const std::vector<std::string> failed = store_.failed_writers(step); !failed.empty()) {
+      std::string which;
+      for (const std::string& failure : failed) which += (which.empty() ? "" : "; ") + failure;
+      return Error{"not every shard was written (" + which + ")"};
+    }
     if (Clock::now() > deadline)
       return Error{"only " + std::to_string(records.size()) + " of " + std::to_string(writers) +
                    " ranks wrote their shard of step " + std::to_string(step) + " within " +
@@ -201,9 +221,9 @@ Status RunCheckpoints::rescue(long steps_done, std::span<const HeldRange> held, 
                               std::chrono::milliseconds timeout) {
   if (!enabled()) return Error{"no checkpoint.dir to write it to"};
   const auto started = Clock::now();
-  // A background save of this very step would write the same shard names: let it end first.
-  if (Status previous = take_background_outcome(); !previous)
-    reporter_.error("the previous checkpoint (written in the background) failed: " + previous.error().message);
+  // A background save of this very step would write the same shard names: let it end first. Its
+  // failure was reported when it happened.
+  (void)take_background_outcome();
   std::error_code ec;
   if (steps_done == 0 || std::filesystem::exists(step_dir(options_.dir, steps_done), ec)) return Status::success();
   std::vector<Piece> pieces;
@@ -212,7 +232,10 @@ Status RunCheckpoints::rescue(long steps_done, std::span<const HeldRange> held, 
   auto staging = store_.begin(steps_done);
   if (!staging) return staging.error();
   auto written = write_shard(*staging / shard_file_name(writer), layout_, writer, pieces);
-  if (!written) return written.error();
+  if (!written) {
+    store_.mark_failed(steps_done, writer, written.error().message);
+    return written.error();
+  }
   if (writer != 0) return Status::success();
   return commit_when_written(steps_done, started, Grid{1, writers, 1}, writers, timeout);
 }

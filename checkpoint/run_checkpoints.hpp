@@ -7,6 +7,8 @@
 // writer's record is there, then commits. In async mode a rank's shard is snapshot into memory
 // when the step ends and written by a background thread while the next steps run, and the
 // coordinator commits in the background too; the next save (or finish) waits for both first.
+// A rank whose shard fails reports it at once, in async mode too, and marks it failed in the
+// staging folder, where the coordinator sees it and gives up on that step without waiting.
 //
 // Restoring reads this rank's own ranges out of whatever grid wrote the checkpoint, so a run may
 // resume on another (dp, pp) grid. Data position: batches are a pure function of (seed, global
@@ -126,7 +128,10 @@ class RunCheckpoints {
   // written by `grid`.
   Status commit_when_written(long step, std::chrono::steady_clock::time_point started, const Grid& grid, int writers,
                              std::chrono::milliseconds timeout) const;
+  // Waits for the background write and commit; the first failure (this rank's write first).
   Status take_background_outcome();
+  // "checkpoint after step N failed: ...": on the training thread, or at once on a background one.
+  void report_failure(long steps_done, const Error& error) const;
 
   RunCheckpointOptions options_;
   RunIdentity identity_;

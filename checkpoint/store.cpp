@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -17,6 +18,7 @@ namespace {
 constexpr std::string_view step_prefix = "step-";
 constexpr std::string_view staging_suffix = ".tmp";
 constexpr std::string_view sidecar_suffix = ".record.json";
+constexpr std::string_view failure_suffix = ".failed";
 
 // The step of a folder named step-NNNNNNN (digits only), else nothing.
 std::optional<std::int64_t> parse_step(std::string_view name) {
@@ -130,6 +132,30 @@ Expected<std::vector<FileRecord>> CheckpointStore::collect_records(std::int64_t 
   if (ec) return Error{"checkpoint '" + staging.string() + "': cannot list: " + ec.message()};
   std::sort(records.begin(), records.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
   return records;
+}
+
+void CheckpointStore::mark_failed(std::int64_t step, int rank, const std::string& error) const {
+  char name[48];
+  std::snprintf(name, sizeof name, "rank-%05d%s", rank, failure_suffix.data());
+  // Created first, then filled: a full disk still has room for the name.
+  std::ofstream mark(staging_dir(dir_, step) / name);
+  mark << error << '\n';
+}
+
+std::vector<std::string> CheckpointStore::failed_writers(std::int64_t step) const {
+  std::vector<std::string> failures;
+  std::error_code ec;
+  for (fs::directory_iterator it(staging_dir(dir_, step), ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    int rank = 0;
+    if (!name.ends_with(failure_suffix) || std::sscanf(name.c_str(), "rank-%d", &rank) != 1) continue;
+    std::ifstream mark(it->path());
+    std::string error;
+    std::getline(mark, error);
+    failures.push_back("rank " + std::to_string(rank) + ": " + (error.empty() ? "(no reason recorded: see its log)" : error));
+  }
+  std::sort(failures.begin(), failures.end());
+  return failures;
 }
 
 Status CheckpointStore::commit(std::int64_t step, Manifest manifest) const {

@@ -47,6 +47,13 @@ class CheckpointStore {
   // The sidecar records in the staging folder, by rank: what the ranks have finished writing.
   Expected<std::vector<FileRecord>> collect_records(std::int64_t step) const;
 
+  // A writer whose shard failed leaves rank-NNNNN.failed in the staging folder, holding its error
+  // as far as the disk lets it (a full one may leave it empty), so the coordinator stops waiting
+  // for that shard at once instead of at its timeout.
+  void mark_failed(std::int64_t step, int rank, const std::string& error) const;
+  // The writers that marked their shard of `step` failed: "rank R: ERROR" each, by rank.
+  std::vector<std::string> failed_writers(std::int64_t step) const;
+
   // Publishes the staging folder as step-NNNNNNN: checks every file in manifest.files exists with
   // its recorded size and that every kind covers the whole flat order, writes manifest.json
   // (with hash_algorithm set), syncs files and folders, renames the folder into place, replaces

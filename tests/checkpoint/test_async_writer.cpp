@@ -1,10 +1,11 @@
 // The async writer: the same file as the synchronous path, the snapshot taken at submit (the
-// source may change at once), and failures reported through wait() without touching committed
-// checkpoints.
+// source may change at once), and failures told to the failure callback when they happen and
+// reported through wait(), without touching committed checkpoints.
 
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <future>
 
 #include "checkpoint/async_writer.hpp"
 #include "checkpoint/loader.hpp"
@@ -77,4 +78,26 @@ TEST_CASE("async write errors come back from wait() and leave committed checkpoi
   REQUIRE(newest->checkpoint);
   CHECK(newest->checkpoint->manifest().step == 10);
   CHECK(newest->skipped.empty());
+}
+
+TEST_CASE("an async write error reaches the failure callback while nobody waits, naming its step", "[async]") {
+  TempDir dir;
+  const troupe::compute::ParameterLayout layout(tiny_model());
+  const auto params = distinct_values(layout.total(), 0.5f);
+  std::promise<std::pair<std::int64_t, std::string>> told;
+  // Step 40's staging folder was never begun.
+  AsyncCheckpointWriter writer(dir.path(), layout, 2, [&](std::int64_t step, const troupe::Error& error) {
+    told.set_value({step, error.message});
+  });
+  REQUIRE(writer.submit(40, std::vector<Piece>{piece_of("param", params, 0, 100)}).ok());
+  auto failure = told.get_future();
+  // Told before anyone calls wait(): a generous bound, the write fails in microseconds.
+  REQUIRE(failure.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+  const auto [step, message] = failure.get();
+  CHECK(step == 40);
+  CHECK(message == "safetensors file '" + (staging_dir(dir.path(), 40) / "rank-00002.safetensors").string() +
+                       "': cannot create: No such file or directory");
+  auto waited = writer.wait();
+  REQUIRE_FALSE(waited.ok());
+  CHECK(waited.error().message == message);
 }

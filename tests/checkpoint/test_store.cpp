@@ -111,3 +111,21 @@ TEST_CASE("commit refuses a missing file, a wrong size and a hole in a kind", "[
   CHECK(committed_steps(dir.path()).value() == std::vector<std::int64_t>{});
   CHECK_FALSE(fs::exists(dir.path() / "latest"));
 }
+
+TEST_CASE("a writer's failure mark holds its error, and an empty one still names the rank", "[store]") {
+  TempDir dir;
+  const CheckpointStore store(dir.path());
+  REQUIRE(store.begin(5).ok());
+  CHECK(store.failed_writers(5).empty());
+  CHECK(store.failed_writers(6).empty());  // no staging folder at all
+  store.mark_failed(5, 3, "'x/rank-00003.safetensors': cannot write: No space left on device");
+  // An empty mark (a disk with no room for the error) still names the rank.
+  std::ofstream(staging_dir(dir.path(), 5) / "rank-00001.failed");
+  CHECK(fs::exists(staging_dir(dir.path(), 5) / "rank-00003.failed"));
+  CHECK(store.failed_writers(5) ==
+        std::vector<std::string>{"rank 1: (no reason recorded: see its log)",
+                                 "rank 3: 'x/rank-00003.safetensors': cannot write: No space left on device"});
+  auto records = store.collect_records(5);
+  REQUIRE(records.ok());
+  CHECK(records->empty());  // a mark is no record
+}

@@ -1,7 +1,8 @@
 // Checkpoints as a user meets them: a run killed after a checkpoint and resumed with --resume
 // ends bitwise-identical to one that never stopped; a checkpoint written by one grid resumes on
 // another (resharding, data position included); a corrupt newest checkpoint is passed over with
-// a message; a checkpoint of another model is refused.
+// a message; a checkpoint of another model is refused; a full disk is reported at the save that
+// meets it, written in the background or not.
 
 #include <catch2/catch.hpp>
 
@@ -19,6 +20,7 @@
 #include "checkpoint/loader.hpp"
 #include "checkpoint/store.hpp"
 #include "support/run_process.hpp"
+#include "support/small_disk.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace troupe;
@@ -180,4 +182,37 @@ TEST_CASE("resume passes over a corrupt newest checkpoint, saying so, and refuse
   const ProcessResult no_dir = run_troupe(dir, with(with({"train"}, tiny_job(4)), {"--resume"}));
   CHECK(no_dir.exit_code == 2);
   CHECK_THAT(no_dir.err, Contains("checkpoint.resume (--resume) needs checkpoint.dir"));
+}
+
+TEST_CASE("a full disk is reported with its path and the system's words before the next save, and the job ends "
+          "non-zero at once, sync or async",
+          "[checkpoint]") {
+  TempDir dir;
+  const bool async = GENERATE(false, true);
+  INFO("checkpoint.async " << async);
+  // A 2 MB disk takes the lock file and the logs, not one shard of tiny (several MB).
+  SmallDisk disk(2 * 1024 * 1024);
+  const fs::path saved = disk.path() / "ckpt";
+  const auto started = std::chrono::steady_clock::now();
+  const ProcessResult r = run_troupe(
+      dir,
+      with(with({"train", "--workers", "2", "--train.batch_size", "4"}, tiny_job(6)),
+           {"--checkpoint.dir", saved.string(), "--checkpoint.every", "2", "--checkpoint.async", async ? "true" : "false",
+            "--fault.max_restarts", "0"}),
+      std::chrono::seconds(300));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const std::string output = r.out + r.err;
+  INFO(output);
+  REQUIRE(!r.timed_out);
+  CHECK(r.exit_code == 1);
+  // A writer that waited out the coordinator's 120 s commit timeout once would be past this.
+  CHECK(seconds < 60);
+  const std::size_t first_report = output.find("checkpoint after step 2 failed: ");
+  REQUIRE(first_report != std::string::npos);
+  const std::string report = output.substr(first_report, output.find('\n', first_report) - first_report);
+  CHECK_THAT(report, Contains("No space left on device") &&
+                         Contains((checkpoint::staging_dir(saved, 2) / "rank-0000").string()));
+  // Within one save interval: before any rank meets the next save.
+  CHECK(first_report < output.find("checkpoint after step 4 failed: "));
+  CHECK_THAT(r.err, Contains("the last checkpoint failed: ") && Contains("No space left on device"));
 }
