@@ -2,6 +2,7 @@
 // The checkpoint directory and its commit protocol (docs/formats/checkpoint.md):
 //   DIR/step-0000100/      manifest.json + rank-00000.safetensors ... (one per writing rank)
 //   DIR/step-0000100.tmp/  a checkpoint being written; never read as a checkpoint
+//   DIR/lock               the job that writes here (folder_lock.hpp)
 //   DIR/latest             the newest committed folder's name
 // The coordinator clears stale staging folders when a run starts; every writing rank calls
 // begin(step) and writes its shard into the staging folder with write_shard, which leaves a

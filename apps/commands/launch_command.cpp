@@ -19,6 +19,7 @@
 #include "actors/actor_system_setup.hpp"
 #include "actors/monitor/frame_guard.hpp"
 #include "actors/supervision/job_supervisor.hpp"
+#include "apps/commands/checkpoint_folder_lock.hpp"
 #include "apps/commands/commands.hpp"
 #include "apps/exit_codes.hpp"
 #include "apps/config/keys.hpp"
@@ -184,6 +185,9 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
   monitor::set_identity(-1, "job");
   auto hosts = job_hosts(args);
   if (!hosts) return error_exit(ExitCode::bad_input, hosts.error().message);
+  // Held through every restart: the attempts are one job.
+  const auto folder_lock = lock_checkpoint_folder(job.config);
+  if (!folder_lock) return error_exit(ExitCode::bad_input, folder_lock.error().message);
   launch::LauncherOptions launcher_options;
   if (!args.launcher.empty()) {
     auto parsed = launch::LaunchTemplate::parse(args.launcher);

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "apps/commands/checkpoint_folder_lock.hpp"
 #include "apps/commands/commands.hpp"
 #include "apps/exit_codes.hpp"
 #include "actors/worker/job_data.hpp"
@@ -16,6 +17,8 @@ int run_train(const ResolvedJob& job) {
     return error_exit(ExitCode::bad_input, "pipeline.stages " + std::to_string(stages) +
                                                " needs a worker per stage: add --workers " + std::to_string(stages) +
                                                " (or a multiple)");
+  const auto folder_lock = lock_checkpoint_folder(job.config);
+  if (!folder_lock) return error_exit(ExitCode::bad_input, folder_lock.error().message);
   const actors::ProcessLogs logs(job.config, "local", 0, 0, "trainer");
   auto metrics = actors::ProcessMetrics::serve(job.config.monitor, {"local", 0}, 0, 1, "trainer");
   if (!metrics) return error_exit(ExitCode::bad_input, metrics.error().message);
