@@ -34,6 +34,7 @@
 #include "actors/supervision/recovery_counts.hpp"
 #include "actors/supervision/rescue_timing.hpp"
 #include "actors/supervision/restart_policy.hpp"
+#include "checkpoint/store.hpp"
 #include "monitor/log.hpp"
 
 namespace troupe::apps {
@@ -167,6 +168,13 @@ actors::JobShape job_shape(const std::vector<launch::HostEntry>& hosts, const Jo
   return shape;
 }
 
+// The step of the newest committed checkpoint in checkpoint.dir; -1 with none.
+long newest_checkpoint(const JobConfig& config) {
+  if (config.checkpoint.dir.empty()) return -1;
+  auto steps = checkpoint::committed_steps(config.checkpoint.dir);
+  return steps && !steps->empty() ? steps->front() : -1;
+}
+
 void log_lines(const std::vector<actors::PolicyLine>& lines) {
   auto log = monitor::logger("job");
   for (const actors::PolicyLine& line : lines) {
@@ -204,15 +212,19 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
   // their memory of the last completed step as a checkpoint when the policy allows a rescue
   // (actors/supervision/restart_policy.hpp), and every node restarts from the newest checkpoint,
   // up to fault.max_restarts times. A node that cannot come back, or a spent budget, ends the job
-  // unless fault.elastic lets it shrink; a node the job asks to drop is left out at once.
+  // unless fault.elastic lets it shrink; a node the job asks to drop is left out at once. A failure
+  // that repeats with no newer checkpoint to start from ends the job too.
   JobConfig config = job.config;
   const actors::RescueTiming timing = actors::rescue_timing(config.fault);
   actors::RestartHistory history;
   for (;;) {
     const actors::RestartOptions options = actors::restart_options(config, plan.world_size);
     const bool rescue = actors::rescue_choice(options).allowed;
-    const AttemptOutcome attempt =
+    const long checkpoint_at_start = newest_checkpoint(config);
+    AttemptOutcome attempt =
         run_attempt(args, config, plan, launcher_options, *token, history.counts, rescue, timing, control);
+    attempt.checkpoint_at_start = checkpoint_at_start;
+    attempt.checkpoint_at_end = newest_checkpoint(config);
     control.attempt_ended(attempt.reason);
     actors::RestartDecision decision = actors::decide_restart(history, attempt, options, job_shape(*hosts, config));
     log_lines(decision.log);
