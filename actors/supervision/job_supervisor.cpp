@@ -138,9 +138,10 @@ std::string watchdog_verdict(const job_supervisor_state& st, Clock::time_point n
       std::string last_known;
       for (const worker_beat& beat : live.workers)
         last_known += (last_known.empty() ? "" : "; ") + describe_activity(st, index, beat, now);
+      // Silence alone cannot tell a cut link from a stopped or hung process: say only what is known.
       return describe(st, st.joined.at(index)) + " sent no heartbeat for " + seconds_text(now - live.last_heartbeat) +
-             " (limit " + seconds_text(st.plan.heartbeat_timeout) + "): its process is hung or stopped; last known " +
-             last_known;
+             " (limit " + seconds_text(st.plan.heartbeat_timeout) +
+             "), reason unknown (unreachable, stopped or hung); last known " + last_known;
     }
     for (const worker_beat& beat : live.workers) {
       running.push_back({index, &beat});

@@ -48,7 +48,7 @@
 // A lost node is a down_msg from its node supervisor: CAF 0.17 has no node_down_msg, a dead
 // process shows up as exit_reason::remote_link_unreachable within milliseconds. A hung process
 // keeps its connection open, so while running the watchdog also checks every node that is not
-// done: no heartbeat for heartbeat_timeout (the process is stopped or wedged), or no progress for
+// done: no heartbeat for heartbeat_timeout (unreachable, stopped or wedged), or no progress for
 // step_timeout (its worker is stuck). The report names each stalled rank and what it waits for —
 // the message and peer, from the heartbeat — so a hang reads "rank 0 waits for collective message
 // 3 ... from rank 1" and the rank that is computing rather than waiting stands out.
