@@ -84,6 +84,7 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, cons
                            config.pipeline.stages};
   for (const auto& node : plan.nodes) job_plan.nodes.push_back({node.node_index, node.host, node.slots, node.first_rank});
   if (rescue) job_plan.rescue_timeout = timing.job_wait;
+  job_plan.last_step = config.train.steps;
   // Once the job runs, a node's exit may be answered by a rescue: the launcher holds the others
   // until the supervisor's outcome (stop_all) or the rescue's time is up. Before that, at once.
   auto started = std::make_shared<std::atomic<bool>>(false);
@@ -142,9 +143,10 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, cons
   if (supervisor_knows && outcome.wait_for(std::chrono::seconds(3)) == std::future_status::ready) {
     actors::job_outcome_msg o = outcome.get();
     // Before the start, a node that fails makes the launcher stop the others, and the supervisor
-    // would blame the first of those to go: the launcher saw who failed first.
+    // would blame the first of those to go: the launcher saw who failed first. A node that died
+    // after every rank finished training leaves a finished job, whatever its exit status says.
     const bool launcher_saw_first = !*started && result.end == launch::JobEnd::node_failed && o.exit_code == 1;
-    if (!launcher_saw_first && (o.exit_code != 0 || !o.drop_nodes.empty())) return actors::attempt_outcome(o);
+    if (!launcher_saw_first) return actors::attempt_outcome(o);
   }
   if (result.end != launch::JobEnd::success) {
     AttemptOutcome failed;
