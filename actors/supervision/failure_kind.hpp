@@ -7,7 +7,8 @@
 //
 //   node_lost         a node supervisor went away (its process died or its connection broke)
 //   worker_exception  a node reported that one of its workers failed
-//   hang              a node sent no heartbeat for fault.heartbeat_timeout (stopped or wedged)
+//   hang              a node sent no heartbeat for fault.heartbeat_timeout (unreachable, stopped
+//                     or wedged: silence does not say which)
 //   stall             no worker finished a step for fault.step_timeout (names no node)
 //   join_timeout      nodes did not join within the join deadline
 //   rejected          one of the job's own nodes (its token) runs another build or config

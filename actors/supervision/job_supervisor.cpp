@@ -42,6 +42,7 @@ struct job_supervisor_state {
   std::map<int, join_msg> joined;  // by node index
   std::map<int, node_liveness> liveness;
   std::set<int> done;
+  std::set<int> succeeded;  // done without a failure
   std::string pending_failure;  // a node's failure report, held briefly in case a peer was lost
   std::vector<int> pending_failed_nodes;
   std::set<int> lost;  // nodes whose supervisor went away
@@ -138,9 +139,10 @@ std::string watchdog_verdict(const job_supervisor_state& st, Clock::time_point n
       std::string last_known;
       for (const worker_beat& beat : live.workers)
         last_known += (last_known.empty() ? "" : "; ") + describe_activity(st, index, beat, now);
+      // Silence alone cannot tell a cut link from a stopped or hung process: say only what is known.
       return describe(st, st.joined.at(index)) + " sent no heartbeat for " + seconds_text(now - live.last_heartbeat) +
-             " (limit " + seconds_text(st.plan.heartbeat_timeout) + "): its process is hung or stopped; last known " +
-             last_known;
+             " (limit " + seconds_text(st.plan.heartbeat_timeout) +
+             "), reason unknown (unreachable, stopped or hung); last known " + last_known;
     }
     for (const worker_beat& beat : live.workers) {
       running.push_back({index, &beat});
@@ -231,11 +233,43 @@ void end_rescue(job_actor* self, const std::string& why_not) {
 caf::behavior running(job_actor* self);
 caf::behavior rescuing(job_actor* self);
 
+// Whether every rank has finished the job's last step, `gone` (nodes lost or silent) included:
+// each node reported success or its last heartbeat counted the last step; or every node but
+// `gone` reported success, which none could have without every rank's part in every step (the
+// heartbeat that would have said so may not have left before the loss). A node that reported a
+// failure has not finished.
+bool training_completed(const job_supervisor_state& st, const std::vector<int>& gone) {
+  if (st.plan.last_step <= 0) return false;
+  bool every_rank_counted = true, others_succeeded = true;
+  for (const PlannedNode& planned : st.plan.nodes) {
+    if (st.succeeded.count(planned.node_index)) continue;
+    if (st.done.count(planned.node_index)) return false;
+    if (std::find(gone.begin(), gone.end(), planned.node_index) == gone.end()) others_succeeded = false;
+    auto live = st.liveness.find(planned.node_index);
+    if (live == st.liveness.end()) return false;
+    for (const worker_beat& worker : live->second.workers)
+      if (worker.steps_done < st.plan.last_step) every_rank_counted = false;
+  }
+  return every_rank_counted || others_succeeded;
+}
+
+// A node lost or silent after every rank finished its last step takes nothing from the job: it
+// ends as finished, without a rescue nobody would write or a restart that would train nothing.
+// Returns whether it ended.
+bool end_if_completed(job_actor* self, FailureKind kind, const std::string& reason, const std::vector<int>& gone) {
+  auto& st = self->state;
+  if ((kind != FailureKind::node_lost && kind != FailureKind::hang) || !training_completed(st, gone)) return false;
+  end_job(self, 0, "every rank finished its last step (" + std::to_string(st.plan.last_step) + "); " + reason +
+                       ", after training completed");
+  return true;
+}
+
 // A node failed, was lost or went silent (joining or running): the job ends, after a rescue
 // snapshot when one can be had (see the header).
 void fail_job(job_actor* self, FailureKind kind, std::string reason, std::vector<int> nodes) {
   auto& st = self->state;
   if (st.phase != JobPhase::joining && st.phase != JobPhase::running) return;
+  if (end_if_completed(self, kind, reason, nodes)) return;
   job_outcome_msg failure = failure_outcome(1, kind, std::move(reason), std::move(nodes));
   const bool blames_a_node = kind != FailureKind::stall && !failure.failed_nodes.empty();
   if (st.plan.rescue_timeout.count() <= 0 || st.phase != JobPhase::running || !blames_a_node) {
@@ -279,6 +313,14 @@ void fail_job(job_actor* self, FailureKind kind, std::string reason, std::vector
     if (survives(index)) self->send(m.node, rescue_atom_v, order);
   self->delayed_send(self, st.plan.rescue_timeout, rescue_atom_v);
   self->become(rescuing(self));
+}
+
+// The rescue's failure, once every rank turns out to have finished its last step (the survivors'
+// reports and heartbeats may come after the loss): no snapshot is needed.
+void end_if_completed_while_rescuing(job_actor* self) {
+  auto& st = self->state;
+  const auto kind = parse_failure_kind(st.failure.failure_kind);
+  if (kind) end_if_completed(self, *kind, st.failure.reason, st.failure.failed_nodes);
 }
 
 // A writer's node failed or was lost before its snapshot was reported: the rescue cannot finish.
@@ -396,6 +438,7 @@ caf::message_handler every_phase(job_actor* self) {
         it->second.workers = beat.workers;
         for (const worker_beat& w : beat.workers)
           if (!w.activity.empty()) st.stragglers.sample(w.rank, !w.waiting_for.empty());
+        if (st.phase == JobPhase::rescuing) end_if_completed_while_rescuing(self);
       },
       [=](view_atom) { return job_view(self->state); },
       [=](pause_atom, bool paused) {
@@ -429,8 +472,10 @@ void on_node_done(job_actor* self, const node_done_msg& d) {
     if (st.pending_failure.empty()) self->delayed_send(self, failure_settle_time, settle_atom_v);
     st.pending_failure = describe(st, it->second) + " failed: " + d.reason;
     st.pending_failed_nodes.push_back(d.node_index);
-  } else if (st.done.size() == st.plan.nodes.size() && st.pending_failure.empty()) {
-    end_job(self, 0, "all " + std::to_string(st.done.size()) + " nodes done");
+  } else {
+    st.succeeded.insert(d.node_index);
+    if (st.done.size() == st.plan.nodes.size() && st.pending_failure.empty())
+      end_job(self, 0, "all " + std::to_string(st.done.size()) + " nodes done");
   }
 }
 
@@ -490,7 +535,9 @@ caf::behavior rescuing(job_actor* self) {
         auto& st = self->state;
         if (!st.joined.count(d.node_index)) return;
         st.done.insert(d.node_index);
-        if (d.exit_code != 0) check_rescue_writers(self, d.node_index, "failed: " + d.reason);
+        if (d.exit_code != 0) return check_rescue_writers(self, d.node_index, "failed: " + d.reason);
+        st.succeeded.insert(d.node_index);
+        end_if_completed_while_rescuing(self);
       },
       [=](rescue_atom, const rescue_done_msg& d) {
         auto& st = self->state;

@@ -28,6 +28,7 @@
 //       a writer's error, its node failed or lost, steps differ, the timer ─► ended (1, kind) "; no rescue snapshot (…)"
 //       another node done, failed or lost: recorded, stays (the watchdog is off)
 //
+//   running, rescuing: a node lost or silent once every rank finished the last step ─► ended (0)
 //   any phase: a node with the job's token but another build or config ─► ended (2, rejected);
 //              the shell's drain of node N ─► ended (1, drained, drop_nodes {N});
 //              heartbeats, the monitor's view and pause are answered; a timer or a late answer
@@ -48,7 +49,7 @@
 // A lost node is a down_msg from its node supervisor: CAF 0.17 has no node_down_msg, a dead
 // process shows up as exit_reason::remote_link_unreachable within milliseconds. A hung process
 // keeps its connection open, so while running the watchdog also checks every node that is not
-// done: no heartbeat for heartbeat_timeout (the process is stopped or wedged), or no progress for
+// done: no heartbeat for heartbeat_timeout (unreachable, stopped or wedged), or no progress for
 // step_timeout (its worker is stuck). The report names each stalled rank and what it waits for —
 // the message and peer, from the heartbeat — so a hang reads "rank 0 waits for collective message
 // 3 ... from rank 1" and the rank that is computing rather than waiting stands out.
@@ -85,6 +86,10 @@ struct JobPlan {
   // snapshot (one surviving replica per stage writes its memory of the last completed step as a
   // checkpoint) and given this long before the job ends; 0: the job ends at once.
   std::chrono::milliseconds rescue_timeout{0};
+  // train.steps: a node lost or silent once every rank has finished this step (its heartbeat
+  // said so, or its node or every other node reported success) ends the job as finished; 0: not
+  // known.
+  std::int64_t last_step = 0;
   std::function<void()> on_start;  // called once when every node has joined and the job starts
 };
 

@@ -16,6 +16,15 @@ std::string node_list(const std::vector<int>& nodes, const JobShape& job) {
   return text;
 }
 
+// " after step 40", or "" when the attempt started from no checkpoint.
+std::string after_step(long step) { return step < 0 ? "" : " after step " + std::to_string(step); }
+
+// The failure's kind and nodes, in an order that does not depend on which report came first.
+FailureSignature signature(FailureKind kind, std::vector<int> nodes) {
+  std::sort(nodes.begin(), nodes.end());
+  return {kind, std::move(nodes)};
+}
+
 PolicyLine info(std::string text) { return {PolicyLine::Level::info, std::move(text)}; }
 PolicyLine warn(std::string text) { return {PolicyLine::Level::warn, std::move(text)}; }
 PolicyLine error(std::string text) { return {PolicyLine::Level::error, std::move(text)}; }
@@ -106,6 +115,12 @@ RestartDecision decide_restart(const RestartHistory& history, const AttemptOutco
   const bool cannot_come_back = counts.restarts > 0 &&
                                 (kind == FailureKind::start_failed || kind == FailureKind::join_timeout) &&
                                 !attempt.failed_nodes.empty();
+  // The failure the last restart answered, and this attempt got no further than where it started:
+  // a restart from the same place meets the same failure.
+  const long reached = std::max(attempt.checkpoint_at_end, attempt.rescued_step);
+  const bool repeat = restartable && !cannot_come_back &&
+                      history.restarted_after == signature(kind, attempt.failed_nodes) &&
+                      reached <= attempt.checkpoint_at_start;
   const bool budget_left = d.next.budget_used < options.max_restarts;
   const bool can_restart = !options.checkpoint_dir.empty();
   std::vector<int> drop = attempt.drop_nodes;
@@ -118,7 +133,7 @@ RestartDecision decide_restart(const RestartHistory& history, const AttemptOutco
       "failure " + std::to_string(counts.restarts + 1) + " (" + std::string(to_string(kind)) + ")" +
       (attempt.failed_nodes.empty() ? "" : " of " + node_list(attempt.failed_nodes, job)) + ": " + attempt.reason;
 
-  if (!restartable || !can_restart || (drop.empty() && (!budget_left || cannot_come_back))) {
+  if (!restartable || !can_restart || (drop.empty() && (!budget_left || cannot_come_back || repeat))) {
     d.action = Action::stop;
     d.exit_code = attempt.exit_code;
     d.reason = attempt.reason;
@@ -127,7 +142,11 @@ RestartDecision decide_restart(const RestartHistory& history, const AttemptOutco
     if (restartable && can_restart) {
       d.reason += " (after " + std::to_string(counts.restarts) + " restart(s)";
       if (cannot_come_back) d.reason += "; " + node_list(attempt.failed_nodes, job) + " cannot come back";
-      d.reason += options.elastic ? ")" : "; fault.elastic is off)";
+      if (repeat)
+        d.reason += "; the same failure again, and no checkpoint" + after_step(attempt.checkpoint_at_start) +
+                    " was written: another restart would repeat it)";
+      else
+        d.reason += options.elastic ? ")" : "; fault.elastic is off)";
       d.log.push_back(error(failure + "; stopping the job: " + counts.to_text()));
     }
     return d;
@@ -151,9 +170,11 @@ RestartDecision decide_restart(const RestartHistory& history, const AttemptOutco
                          std::to_string(shrunk->kept.size()) + " node(s) left, from the newest checkpoint in " +
                          options.checkpoint_dir));
     d.shrink = std::move(*shrunk);
+    d.next.restarted_after.reset();
     source = RecoverySource::shrink;
   } else {
     ++d.next.budget_used;
+    d.next.restarted_after = signature(kind, attempt.failed_nodes);
     const bool rescued = attempt.rescued_step >= 0;
     d.action = rescued ? Action::restart_from_replica : Action::restart_from_checkpoint;
     source = rescued ? RecoverySource::replica : RecoverySource::checkpoint;

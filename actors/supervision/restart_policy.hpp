@@ -7,7 +7,8 @@
 //   attempt ended ──ok, nothing to drop──────────────────────────────────────► finish (0)
 //        │ otherwise: count the failure when restarting could help
 //        ├─ not restartable (bad input, Ctrl-C), no checkpoint.dir, or, with nothing to drop,
-//        │  the budget spent / a node that cannot come back (without fault.elastic) ─► stop
+//        │  the budget spent / a node that cannot come back (without fault.elastic), or the
+//        │  previous attempt's failure again with no newer checkpoint (a repeat) ─► stop
 //        ├─ nodes to drop (the job's drain; with fault.elastic the failed nodes of a
 //        │  spent budget or of a node that cannot come back) ─► shrink (or stop when the
 //        │  global batch cannot be kept on the replicas left)
@@ -15,6 +16,9 @@
 //
 // A node that fails before joining after a restart "cannot come back" (start_failed, or
 // join_timeout naming it); join_timeout on the first attempt is bad input, not a failure.
+// A restarted attempt that fails as the one before it did (same kind, same nodes) without leaving
+// a checkpoint or rescue snapshot newer than the one it started from is a repeat: the next restart
+// would start from the same place and meet the same failure (a full disk, a bug at one step).
 
 #include <optional>
 #include <string>
@@ -31,7 +35,9 @@ namespace troupe::actors {
 // How one attempt at the job ended: the exit code and one line, whether restarting could help (a
 // node failed or was lost; not bad input or Ctrl-C), the kind of failure (none: the launcher gave
 // none) and the nodes to blame, the step of the rescue snapshot the survivors wrote (-1: none),
-// and the nodes the job asked to leave out of the next attempt (drain).
+// the nodes the job asked to leave out of the next attempt (drain), and the newest checkpoint in
+// checkpoint.dir when the attempt started and when it ended, the rescue snapshot included (-1:
+// none).
 struct AttemptOutcome {
   int exit_code = 0;
   std::string reason;
@@ -40,6 +46,8 @@ struct AttemptOutcome {
   std::vector<int> failed_nodes;
   long rescued_step = -1;
   std::vector<int> drop_nodes;
+  long checkpoint_at_start = -1;
+  long checkpoint_at_end = -1;
 };
 
 // The attempt as the job supervisor reported it: restartable when a node failed or was lost
@@ -57,11 +65,20 @@ struct RestartOptions {
 };
 RestartOptions restart_options(const JobConfig& config, int world_size);
 
+// A failure as a repeat is recognised: its kind and the nodes it names.
+struct FailureSignature {
+  FailureKind kind = FailureKind::node_exit;
+  std::vector<int> nodes;
+  bool operator==(const FailureSignature&) const = default;
+};
+
 // What the restart loop has been through: the counts it hands every node (restarts, failures by
-// kind, recoveries by source) and the restarts that used the budget (shrinks do not).
+// kind, recoveries by source), the restarts that used the budget (shrinks do not), and the
+// failure the last restart answered (none after a shrink, whose nodes are numbered anew).
 struct RestartHistory {
   RecoveryCounts counts;
   int budget_used = 0;
+  std::optional<FailureSignature> restarted_after;
 };
 
 // One node of the job, by node index, and how the global batch is made: what a shrink works on.

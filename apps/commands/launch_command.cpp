@@ -35,6 +35,7 @@
 #include "actors/supervision/recovery_counts.hpp"
 #include "actors/supervision/rescue_timing.hpp"
 #include "actors/supervision/restart_policy.hpp"
+#include "checkpoint/store.hpp"
 #include "monitor/log.hpp"
 
 namespace troupe::apps {
@@ -84,6 +85,7 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, cons
                            config.pipeline.stages};
   for (const auto& node : plan.nodes) job_plan.nodes.push_back({node.node_index, node.host, node.slots, node.first_rank});
   if (rescue) job_plan.rescue_timeout = timing.job_wait;
+  job_plan.last_step = config.train.steps;
   // Once the job runs, a node's exit may be answered by a rescue: the launcher holds the others
   // until the supervisor's outcome (stop_all) or the rescue's time is up. Before that, at once.
   auto started = std::make_shared<std::atomic<bool>>(false);
@@ -142,9 +144,10 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, cons
   if (supervisor_knows && outcome.wait_for(std::chrono::seconds(3)) == std::future_status::ready) {
     actors::job_outcome_msg o = outcome.get();
     // Before the start, a node that fails makes the launcher stop the others, and the supervisor
-    // would blame the first of those to go: the launcher saw who failed first.
+    // would blame the first of those to go: the launcher saw who failed first. A node that died
+    // after every rank finished training leaves a finished job, whatever its exit status says.
     const bool launcher_saw_first = !*started && result.end == launch::JobEnd::node_failed && o.exit_code == 1;
-    if (!launcher_saw_first && (o.exit_code != 0 || !o.drop_nodes.empty())) return actors::attempt_outcome(o);
+    if (!launcher_saw_first) return actors::attempt_outcome(o);
   }
   if (result.end != launch::JobEnd::success) {
     AttemptOutcome failed;
@@ -166,6 +169,13 @@ actors::JobShape job_shape(const std::vector<launch::HostEntry>& hosts, const Jo
   shape.stages = config.pipeline.stages;
   shape.batch = {config.train.batch_size, config.train.grad_accum, config.pipeline.microbatches};
   return shape;
+}
+
+// The step of the newest committed checkpoint in checkpoint.dir; -1 with none.
+long newest_checkpoint(const JobConfig& config) {
+  if (config.checkpoint.dir.empty()) return -1;
+  auto steps = checkpoint::committed_steps(config.checkpoint.dir);
+  return steps && !steps->empty() ? steps->front() : -1;
 }
 
 void log_lines(const std::vector<actors::PolicyLine>& lines) {
@@ -208,15 +218,19 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
   // their memory of the last completed step as a checkpoint when the policy allows a rescue
   // (actors/supervision/restart_policy.hpp), and every node restarts from the newest checkpoint,
   // up to fault.max_restarts times. A node that cannot come back, or a spent budget, ends the job
-  // unless fault.elastic lets it shrink; a node the job asks to drop is left out at once.
+  // unless fault.elastic lets it shrink; a node the job asks to drop is left out at once. A failure
+  // that repeats with no newer checkpoint to start from ends the job too.
   JobConfig config = job.config;
   const actors::RescueTiming timing = actors::rescue_timing(config.fault);
   actors::RestartHistory history;
   for (;;) {
     const actors::RestartOptions options = actors::restart_options(config, plan.world_size);
     const bool rescue = actors::rescue_choice(options).allowed;
-    const AttemptOutcome attempt =
+    const long checkpoint_at_start = newest_checkpoint(config);
+    AttemptOutcome attempt =
         run_attempt(args, config, plan, launcher_options, *token, history.counts, rescue, timing, control);
+    attempt.checkpoint_at_start = checkpoint_at_start;
+    attempt.checkpoint_at_end = newest_checkpoint(config);
     control.attempt_ended(attempt.reason);
     actors::RestartDecision decision = actors::decide_restart(history, attempt, options, job_shape(*hosts, config));
     log_lines(decision.log);

@@ -8,6 +8,8 @@
 //   busy   in step 1, compute (not wait) without end, until the job says stop
 //   rescue in step 1, wait for the job's rescue order; a named writer answers that it saved
 //          step 7; then wait until the job says stop
+//   trained finish steps 1 to 3 (the tests' last step), then wait in the final validation until
+//          the job says stop
 // Exits with the node's outcome code and prints its reason on stderr.
 //
 //   test_actors_node PORT NODE_INDEX TOKEN BUILD_ID CONFIG_HASH BEHAVIOR
@@ -74,7 +76,7 @@ node_done_msg until_stopped(caf::blocking_actor* worker) {
 
 int main(int argc, char** argv) {
   if (argc != 7) {
-    std::fprintf(stderr, "usage: %s PORT NODE_INDEX TOKEN BUILD_ID CONFIG_HASH check|fail|hang|busy|rescue\n", argv[0]);
+    std::fprintf(stderr, "usage: %s PORT NODE_INDEX TOKEN BUILD_ID CONFIG_HASH check|fail|hang|busy|rescue|trained\n", argv[0]);
     return 64;
   }
   const auto port = static_cast<std::uint16_t>(std::stoi(argv[1]));
@@ -121,6 +123,14 @@ int main(int argc, char** argv) {
     if (behaviour == "hang") {
       progress.begin("step 1");
       auto waiting = progress.wait_for("a message that never comes");
+      return until_stopped(worker);
+    }
+    if (behaviour == "trained") {
+      for (std::int64_t step = 1; step <= 3; ++step) {
+        progress.begin("step " + std::to_string(step));
+        progress.step_done(step);
+      }
+      progress.begin("validation after step 3");
       return until_stopped(worker);
     }
     if (behaviour == "busy") {

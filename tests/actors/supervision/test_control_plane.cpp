@@ -64,8 +64,10 @@ struct NodeProcess {
   }
 };
 
+// The job's last step is 3: the "trained" nodes finish it, the others never get there.
 JobPlan plan_of(int nodes, std::chrono::milliseconds join_timeout = std::chrono::seconds(20)) {
   JobPlan plan{token, build, config_hash, {}, join_timeout, std::chrono::seconds(10), std::chrono::milliseconds(0)};
+  plan.last_step = 3;
   for (int i = 0; i < nodes; ++i) plan.nodes.push_back({i, "localhost", 1 + i, i * (i + 1) / 2});
   return plan;
 }
@@ -207,13 +209,74 @@ TEST_CASE("a stopped node process is named by its missing heartbeat", "[actors]"
   std::printf("stopped node reported %.3f s after SIGSTOP: %s\n", seconds, outcome->reason.c_str());
   CHECK(outcome->exit_code == 1);
   CHECK_THAT(outcome->reason, Contains("node 1 (localhost") && Contains("sent no heartbeat for") &&
-                                  Contains("hung or stopped") && Contains("in step 1"));
+                                  Contains("reason unknown (unreachable, stopped or hung)") && Contains("in step 1"));
+  CHECK_THAT(outcome->reason, !Contains("hung or stopped"));
   CHECK(outcome->failure_kind == "hang");
   CHECK(outcome->failed_nodes == std::vector<int>{1});
   CHECK(seconds < 4.0);
   CHECK(running.wait(std::chrono::seconds(10)) == 1);
   kill(frozen.pid, SIGKILL);
   frozen.wait(std::chrono::seconds(5));
+}
+
+TEST_CASE("a node killed after every rank finished the last step ends the job as finished, without a rescue",
+          "[actors]") {
+  JobPlan plan = plan_of(2);
+  plan.rescue_timeout = std::chrono::seconds(30);
+  Job job(std::move(plan));
+  auto survivor = NodeProcess::start(job.port, 0, "trained");
+  auto victim = NodeProcess::start(job.port, 1, "trained");
+  // The nodes beat every 100 ms: by the kill the job has heard that both finished step 3.
+  const auto [outcome, seconds] =
+      outcome_after_signal(job, victim, SIGKILL, std::chrono::milliseconds(1500), std::chrono::seconds(40));
+  REQUIRE(outcome);
+  std::printf("node lost after the last step: job ended %.3f s after SIGKILL: %s\n", seconds, outcome->reason.c_str());
+  CHECK(outcome->exit_code == 0);
+  CHECK(outcome->failure_kind.empty());
+  CHECK(outcome->rescued_step == -1);
+  CHECK_THAT(outcome->reason, Contains("every rank finished its last step (3)") && Contains("lost node 1") &&
+                                  Contains("after training completed"));
+  // Far below the 30 s the rescue would have waited for a snapshot nobody writes.
+  CHECK(seconds < 10.0);
+  CHECK(survivor.wait(std::chrono::seconds(10)) == 0);
+  victim.wait(std::chrono::seconds(2));
+}
+
+TEST_CASE("a node lost before its heartbeat told its last step ends the job as finished once every other node "
+          "succeeded",
+          "[actors]") {
+  JobPlan plan = plan_of(2);
+  plan.rescue_timeout = std::chrono::seconds(30);
+  Job job(std::move(plan));
+  // Node 0 succeeds at once; node 1 never reports a step, as a node killed between its last step
+  // and the heartbeat that would have counted it. Node 0 could not have finished without it.
+  auto survivor = NodeProcess::start(job.port, 0, "check");
+  auto victim = NodeProcess::start(job.port, 1, "busy");
+  const auto [outcome, seconds] =
+      outcome_after_signal(job, victim, SIGKILL, std::chrono::milliseconds(1500), std::chrono::seconds(40));
+  REQUIRE(outcome);
+  INFO(outcome->reason);
+  CHECK(outcome->exit_code == 0);
+  CHECK_THAT(outcome->reason, Contains("lost node 1") && Contains("after training completed"));
+  CHECK(seconds < 10.0);
+  CHECK(survivor.wait(std::chrono::seconds(10)) == 0);
+  victim.wait(std::chrono::seconds(2));
+}
+
+TEST_CASE("a node killed before its last step is a failure, though the others finished theirs", "[actors]") {
+  Job job(plan_of(2));
+  auto finished = NodeProcess::start(job.port, 0, "trained");
+  auto behind = NodeProcess::start(job.port, 1, "hang");
+  const auto [outcome, seconds] =
+      outcome_after_signal(job, behind, SIGKILL, std::chrono::milliseconds(1500), std::chrono::seconds(15));
+  REQUIRE(outcome);
+  INFO(outcome->reason);
+  CHECK(outcome->exit_code == 1);
+  CHECK(outcome->failure_kind == "node_lost");
+  CHECK(outcome->failed_nodes == std::vector<int>{1});
+  CHECK_THAT(outcome->reason, !Contains("after training completed"));
+  CHECK(finished.wait(std::chrono::seconds(10)) == 1);
+  behind.wait(std::chrono::seconds(2));
 }
 
 TEST_CASE("the step watchdog names the stuck rank first and what the others wait for", "[actors]") {

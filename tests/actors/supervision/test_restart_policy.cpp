@@ -17,11 +17,13 @@ using Action = RestartDecision::Action;
 
 namespace {
 
-// The history after `text` (TROUPE_RESTARTS) with `budget_used` restarts from the budget.
-RestartHistory history(const std::string& text = "", int budget_used = 0) {
+// The history after `text` (TROUPE_RESTARTS) with `budget_used` restarts from the budget, the
+// last of which answered `restarted_after`.
+RestartHistory history(const std::string& text = "", int budget_used = 0,
+                       std::optional<FailureSignature> restarted_after = {}) {
   auto counts = RecoveryCounts::parse(text);
   REQUIRE(counts);
-  return {*counts, budget_used};
+  return {*counts, budget_used, std::move(restarted_after)};
 }
 
 RestartOptions options(auto edit) {
@@ -57,12 +59,21 @@ AttemptOutcome join_timeout_b() {
   return {2, "nodes 1 (b) did not join within 60.00 s", false, FailureKind::join_timeout, {1}, -1, {}};
 }
 AttemptOutcome start_failed_b() { return failed(FailureKind::start_failed, "node 1 (b) exited with code 1", {1}); }
+// Node 1's worker fails (a full disk, a bug at one step) in an attempt that started from the
+// checkpoint of step `from` and left the newest one at step `reached` (-1: none).
+AttemptOutcome disk_full_b(long from, long reached, std::vector<int> nodes = {1}) {
+  AttemptOutcome a = failed(FailureKind::worker_exception, "node 1 (b) failed: No space left on device", std::move(nodes));
+  a.checkpoint_at_start = from;
+  a.checkpoint_at_end = reached;
+  return a;
+}
 
 struct Row {
   const char* name;
   // The input: what the job had been through, how the attempt ended, the options, the job.
   std::string counts_before = "restarts=0";  // TROUPE_RESTARTS before this attempt
   int budget_before = 0;
+  std::optional<FailureSignature> restarted_after = {};  // the failure the last restart answered
   AttemptOutcome attempt = {};
   RestartOptions options = defaults();
   JobShape job = two_nodes();
@@ -209,6 +220,94 @@ std::vector<Row> policy_rows() {
                "recovery.checkpoint=3"},
        .counts_after = "restarts=3 failure.stall=4 recovery.checkpoint=3",
        .budget_after = 3},
+      // Repeats: the failure the last restart answered, again, with no newer checkpoint.
+      {.name = "the same failure again and no checkpoint written: stop instead of training from scratch again",
+       .counts_before = "restarts=1 failure.worker_exception=1 recovery.checkpoint=1",
+       .budget_before = 1,
+       .restarted_after = FailureSignature{FailureKind::worker_exception, {1}},
+       .attempt = disk_full_b(-1, -1),
+       .action = Action::stop,
+       .exit_code = 1,
+       .reason = "node 1 (b) failed: No space left on device (after 1 restart(s); the same failure again, and no "
+                 "checkpoint was written: another restart would repeat it)",
+       .log = {"error: failure 2 (worker_exception) of node 1 (b): node 1 (b) failed: No space left on device; "
+               "stopping the job: restarts=1 failure.worker_exception=2 recovery.checkpoint=1"},
+       .counts_after = "restarts=1 failure.worker_exception=2 recovery.checkpoint=1",
+       .budget_after = 1},
+      {.name = "the same failure again and no checkpoint after the one it started from: stop, naming its step",
+       .counts_before = "restarts=1 failure.worker_exception=1 recovery.checkpoint=1",
+       .budget_before = 1,
+       .restarted_after = FailureSignature{FailureKind::worker_exception, {1}},
+       .attempt = disk_full_b(40, 40),
+       .options = options(elastic),
+       .action = Action::stop,
+       .exit_code = 1,
+       .reason = "node 1 (b) failed: No space left on device (after 1 restart(s); the same failure again, and no "
+                 "checkpoint after step 40 was written: another restart would repeat it)",
+       .log = {"error: failure 2 (worker_exception) of node 1 (b): node 1 (b) failed: No space left on device; "
+               "stopping the job: restarts=1 failure.worker_exception=2 recovery.checkpoint=1"},
+       .counts_after = "restarts=1 failure.worker_exception=2 recovery.checkpoint=1",
+       .budget_after = 1},
+      {.name = "the same failure from nodes reported in another order is still a repeat",
+       .counts_before = "restarts=1 failure.worker_exception=1 recovery.checkpoint=1",
+       .budget_before = 1,
+       .restarted_after = FailureSignature{FailureKind::worker_exception, {0, 1}},
+       .attempt = disk_full_b(-1, -1, {1, 0}),
+       .action = Action::stop,
+       .exit_code = 1,
+       .reason = "node 1 (b) failed: No space left on device (after 1 restart(s); the same failure again, and no "
+                 "checkpoint was written: another restart would repeat it)",
+       .log = {"error: failure 2 (worker_exception) of node 1 (b), node 0 (a): node 1 (b) failed: No space left on "
+               "device; stopping the job: restarts=1 failure.worker_exception=2 recovery.checkpoint=1"},
+       .counts_after = "restarts=1 failure.worker_exception=2 recovery.checkpoint=1",
+       .budget_after = 1},
+      {.name = "the same failure after a newer checkpoint: restart, the attempt got further",
+       .counts_before = "restarts=1 failure.worker_exception=1 recovery.checkpoint=1",
+       .budget_before = 1,
+       .restarted_after = FailureSignature{FailureKind::worker_exception, {1}},
+       .attempt = disk_full_b(40, 60),
+       .action = Action::restart_from_checkpoint,
+       .log = {"warn: failure 2 (worker_exception) of node 1 (b): node 1 (b) failed: No space left on device; "
+               "recovery: restarting every node from the newest checkpoint in /ck (restart 2 of 3)"},
+       .counts_after = "restarts=2 failure.worker_exception=2 recovery.checkpoint=2",
+       .budget_after = 2},
+      {.name = "the same failure answered by a rescue snapshot: restart from it, the attempt got further",
+       .counts_before = restarted,
+       .budget_before = 1,
+       .restarted_after = FailureSignature{FailureKind::node_lost, {1}},
+       .attempt = lost_b(5),
+       .action = Action::restart_from_replica,
+       .log = {"warn: failure 2 (node_lost) of node 1 (b): lost node 1: gone; recovery: restarting every node from "
+               "the survivors' rescue snapshot of step 5 (no steps lost) in /ck (restart 2 of 3)"},
+       .counts_after = "restarts=2 failure.node_lost=2 recovery.replica=2",
+       .budget_after = 2},
+      {.name = "another kind of failure with no newer checkpoint: restart, it may not come again",
+       .counts_before = "restarts=1 failure.hang=1 recovery.checkpoint=1",
+       .budget_before = 1,
+       .restarted_after = FailureSignature{FailureKind::hang, {1}},
+       .attempt = disk_full_b(-1, -1),
+       .action = Action::restart_from_checkpoint,
+       .log = {"warn: failure 2 (worker_exception) of node 1 (b): node 1 (b) failed: No space left on device; "
+               "recovery: restarting every node from the newest checkpoint in /ck (restart 2 of 3)"},
+       .counts_after = "restarts=2 failure.hang=1 failure.worker_exception=1 recovery.checkpoint=2",
+       .budget_after = 2},
+      {.name = "the same kind on another node with no newer checkpoint: restart",
+       .counts_before = "restarts=1 failure.worker_exception=1 recovery.checkpoint=1",
+       .budget_before = 1,
+       .restarted_after = FailureSignature{FailureKind::worker_exception, {0}},
+       .attempt = disk_full_b(-1, -1),
+       .action = Action::restart_from_checkpoint,
+       .log = {"warn: failure 2 (worker_exception) of node 1 (b): node 1 (b) failed: No space left on device; "
+               "recovery: restarting every node from the newest checkpoint in /ck (restart 2 of 3)"},
+       .counts_after = "restarts=2 failure.worker_exception=2 recovery.checkpoint=2",
+       .budget_after = 2},
+      {.name = "a first failure without any checkpoint restarts: it is not yet known to repeat",
+       .attempt = disk_full_b(-1, -1),
+       .action = Action::restart_from_checkpoint,
+       .log = {"warn: failure 1 (worker_exception) of node 1 (b): node 1 (b) failed: No space left on device; "
+               "recovery: restarting every node from the newest checkpoint in /ck (restart 1 of 3)"},
+       .counts_after = "restarts=1 failure.worker_exception=1 recovery.checkpoint=1",
+       .budget_after = 1},
       // Nodes that cannot come back.
       {.name = "start_failed after a restart, not elastic: stop, the node cannot come back",
        .counts_before = restarted,
@@ -393,7 +492,8 @@ TEST_CASE("the restart policy, case by case", "[recovery]") {
   for (const Row& row : policy_rows()) {
     INFO("row: " << row.name);
     const RestartDecision d =
-        decide_restart(history(row.counts_before, row.budget_before), row.attempt, row.options, row.job);
+        decide_restart(history(row.counts_before, row.budget_before, row.restarted_after), row.attempt, row.options,
+                       row.job);
     CHECK(to_string(d.action) == to_string(row.action));
     CHECK(d.exit_code == row.exit_code);
     CHECK(d.reason == row.reason);
@@ -402,6 +502,12 @@ TEST_CASE("the restart policy, case by case", "[recovery]") {
     CHECK(log == row.log);
     CHECK(d.next.counts.to_text() == row.counts_after);
     CHECK(d.next.budget_used == row.budget_after);
+    // A restart remembers the failure it answers; a shrink renumbers the nodes and forgets it.
+    std::optional<FailureSignature> remembered = row.restarted_after;
+    if (row.action == Action::restart_from_checkpoint || row.action == Action::restart_from_replica)
+      remembered = FailureSignature{*row.attempt.failure_kind, row.attempt.failed_nodes};
+    if (row.action == Action::shrink) remembered.reset();
+    CHECK(d.next.restarted_after == remembered);
     // No REQUIRE: a row that fails must not hide the rows after it.
     CHECK(d.shrink.has_value() == (row.action == Action::shrink));
     CHECK(row.batch.has_value() == (row.action == Action::shrink));

@@ -1,13 +1,15 @@
 // troupe launch / troupe train --workers N, as far as its own options go: a fault.rescue_timeout
-// the rescue's waits cannot be derived from is refused before any node starts, with one line.
-// The restart loop's decisions are pinned by tests/actors/supervision/test_restart_policy.cpp,
-// and end to end by the drills (test_drill.cpp).
+// the rescue's waits cannot be derived from is refused before any node starts, with one line; and
+// the restart loop's view of the checkpoint folder: a failure that repeats with no newer checkpoint
+// stops the job. The loop's decisions are pinned by
+// tests/actors/supervision/test_restart_policy.cpp, and end to end by the drills (test_drill.cpp).
 
 #include <catch2/catch.hpp>
 
 #include "apps/run_troupe.hpp"
 
 using namespace troupe::test;
+using Catch::Contains;
 
 TEST_CASE("a fault.rescue_timeout outside 1 to 3600 seconds is refused with one line", "[cli]") {
   TempDir dir;
@@ -16,4 +18,27 @@ TEST_CASE("a fault.rescue_timeout outside 1 to 3600 seconds is refused with one 
   const std::string hosts = dir.write("hosts", "localhost slots=2\n");
   check_rejected_in(dir, {"launch", "--hostfile", hosts, "--fault.rescue_timeout=-5"},
                     "fault.rescue_timeout must be between 1 and 3600 seconds, got -5.0");
+}
+
+TEST_CASE("a failure that repeats with no checkpoint written stops the job after one restart, not fault.max_restarts",
+          "[recovery]") {
+  TempDir dir;
+  // Rank 1 throws in step 3 of every run that starts from scratch, and the only checkpoint is the
+  // last step's: no attempt gets further than the one before. train.zero 1 rules out a rescue
+  // snapshot, which would be a newer place to start from.
+  const ProcessResult r = run_process(
+      {"/usr/bin/env", "TROUPE_DRILL_THROW_AT=1:3", TROUPE_BINARY_DIR "/troupe", "train", "--workers", "2",
+       "--model.preset", "tiny", "--train.steps", "6", "--train.threads", "1", "--train.val_batches", "1",
+       "--train.val_every", "0", "--sample.tokens", "0", "--train.zero", "1", "--checkpoint.every", "0",
+       "--checkpoint.dir", (dir.path() / "ckpt").string(), "--fault.max_restarts", "3"},
+      dir.path().string(), std::chrono::seconds(180));
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(!r.timed_out);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains("troupe: error: ") && Contains("drill: injected failure in the worker of rank 1 at step 3") &&
+                        Contains("(after 1 restart(s); the same failure again, and no checkpoint was written: another "
+                                 "restart would repeat it)"));
+  CHECK(r.err.find("troupe: error: ") == r.err.rfind("troupe: error: "));
+  CHECK_THAT(r.out, Contains("(restart 1 of 3)") && !Contains("(restart 2 of 3)") &&
+                        Contains("stopping the job: restarts=1 failure.worker_exception=2 recovery.checkpoint=1"));
 }
