@@ -15,11 +15,14 @@
 #include <cstdio>
 #include <future>
 #include <memory>
+#include <thread>
 
 #include "actors/actor_system_setup.hpp"
 #include "actors/monitor/frame_guard.hpp"
 #include "actors/supervision/job_supervisor.hpp"
+#include "actors/worker/job_data.hpp"
 #include "apps/commands/checkpoint_folder_lock.hpp"
+#include "apps/config/memory_fit.hpp"
 #include "apps/commands/commands.hpp"
 #include "apps/exit_codes.hpp"
 #include "apps/config/keys.hpp"
@@ -66,6 +69,21 @@ std::vector<bool> nodes_on_this_machine(const launch::RankPlan& plan) {
 Expected<std::vector<launch::HostEntry>> job_hosts(const LaunchArgs& args) {
   if (args.workers > 0) return std::vector<launch::HostEntry>(static_cast<std::size_t>(args.workers), {"localhost", 1, 0});
   return launch::parse_host_file(args.host_file);
+}
+
+// What can be known on this machine before any node starts: its workers fit its cores and its
+// memory, and, when a node runs here and so reads the same files, the data loads and fits the
+// vocabulary (the error a node would report, said once and as bad input).
+Status job_fits_this_machine(const LaunchArgs& args, const ResolvedJob& job, const launch::RankPlan& plan) {
+  const std::string origin = args.workers > 0 ? "--workers " + std::to_string(args.workers) : args.host_file;
+  if (Status cores = launch::check_local_workers(plan, std::thread::hardware_concurrency(), origin); !cores)
+    return cores;
+  const int here = launch::local_workers(plan);
+  if (Status memory = check_memory_fit(job, here); !memory) return memory;
+  if (here == 0) return Status::success();
+  auto data = actors::load_job_data(job);
+  if (!data) return data.error();
+  return Status::success();
 }
 
 using actors::AttemptOutcome;
@@ -195,6 +213,9 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
   monitor::set_identity(-1, "job");
   auto hosts = job_hosts(args);
   if (!hosts) return error_exit(ExitCode::bad_input, hosts.error().message);
+  launch::RankPlan plan = launch::plan_ranks(*hosts, launch::this_host_name());
+  if (Status fits = job_fits_this_machine(args, job, plan); !fits)
+    return error_exit(ExitCode::bad_input, fits.error().message);
   // Held through every restart: the attempts are one job.
   const auto folder_lock = lock_checkpoint_folder(job.config);
   if (!folder_lock) return error_exit(ExitCode::bad_input, folder_lock.error().message);
@@ -208,7 +229,6 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
   if (!token) return error_exit(ExitCode::failure, token.error().message);
   monitor::set_log_job(actors::metrics_job_label(*token));  // the label the nodes' lines and metrics carry
   actors::ControlPort control(job.config.monitor, *token);
-  launch::RankPlan plan = launch::plan_ranks(*hosts, launch::this_host_name());
   if (const int stages = job.config.pipeline.stages; plan.world_size % stages != 0)
     return error_exit(ExitCode::bad_input, "pipeline.stages " + std::to_string(stages) + " does not divide the job's " +
                                                std::to_string(plan.world_size) +

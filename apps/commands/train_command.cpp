@@ -4,6 +4,7 @@
 
 #include "apps/commands/checkpoint_folder_lock.hpp"
 #include "apps/commands/commands.hpp"
+#include "apps/config/memory_fit.hpp"
 #include "apps/exit_codes.hpp"
 #include "actors/worker/job_data.hpp"
 #include "actors/monitor/process_logs.hpp"
@@ -17,6 +18,10 @@ int run_train(const ResolvedJob& job) {
     return error_exit(ExitCode::bad_input, "pipeline.stages " + std::to_string(stages) +
                                                " needs a worker per stage: add --workers " + std::to_string(stages) +
                                                " (or a multiple)");
+  // Input errors come before any work or output, as the job process of --workers reports them.
+  if (Status fits = check_memory_fit(job, 1); !fits) return error_exit(ExitCode::bad_input, fits.error().message);
+  auto data = actors::load_job_data(job);
+  if (!data) return error_exit(ExitCode::bad_input, data.error().message);
   const auto folder_lock = lock_checkpoint_folder(job.config);
   if (!folder_lock) return error_exit(ExitCode::bad_input, folder_lock.error().message);
   const actors::ProcessLogs logs(job.config, "local", 0, 0, "trainer");
@@ -25,8 +30,6 @@ int run_train(const ResolvedJob& job) {
   auto backend = compute::make_backend(job.config.train.backend, job.config.train.threads);
   if (!backend) return error_exit(ExitCode::bad_input, backend.error().message);
   metrics->set_mfu_basis(job, 1);
-  auto data = actors::load_job_data(job);
-  if (!data) return error_exit(ExitCode::bad_input, data.error().message);
   if (Status opened = logs.open_file(); !opened) return error_exit(ExitCode::bad_input, opened.error().message);
   monitor::WorkProgress progress;
   actors::RunOutcome outcome = actors::run_training(job, **backend, *data, {}, {progress, metrics->worker(0)});

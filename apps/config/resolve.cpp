@@ -9,6 +9,7 @@
 
 #include "apps/config/value.hpp"
 #include "compute/check.hpp"
+#include "compute/model/memory_estimate.hpp"
 #include "compute/model/stage_split.hpp"
 #include "monitor/log.hpp"
 #include "schedules/generate.hpp"
@@ -64,6 +65,9 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
   if (t.seq_len < 0) return "train.seq_len must be positive (or 0 for model.block_size), got " + str(t.seq_len);
   if (t.seq_len > model.block_size)
     return "train.seq_len " + str(t.seq_len) + " exceeds model.block_size " + str(model.block_size);
+  if (Status counts = compute::check_element_counts(model, t.batch_size, t.seq_len > 0 ? t.seq_len : model.block_size);
+      !counts)
+    return counts.error().message;
   if (t.grad_accum <= 0) return "train.grad_accum must be positive, got " + str(t.grad_accum);
   if (!(t.lr > 0)) return "train.lr must be positive, got " + str(t.lr);
   if (!(t.min_lr >= 0)) return "train.min_lr must not be negative, got " + str(t.min_lr);

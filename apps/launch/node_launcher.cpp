@@ -20,6 +20,7 @@
 #include "apps/exit_codes.hpp"
 #include "apps/launch/child_process.hpp"
 #include "apps/launch/line_buffer.hpp"
+#include "apps/launch/node_shared_memory.hpp"
 
 namespace troupe::launch {
 namespace {
@@ -104,6 +105,7 @@ struct NodeLauncher::Impl {
     LineBuffer err{max_line_bytes};
     std::string last_line;  // a check's last non-empty output line
     std::optional<ExitStatus> exit;
+    std::optional<NodeSharedMemory> shared_memory;  // a local node's UCX folder, removed at its exit
   };
 
   asio::io_context io;
@@ -163,6 +165,7 @@ struct NodeLauncher::Impl {
 
   void start_nodes() {
     state = State::running;
+    NodeSharedMemory::remove_orphans();
     for (const NodeProcessSpec& node : nodes) {
       auto child = std::make_unique<Child>();
       child->role = Role::node;
@@ -172,7 +175,10 @@ struct NodeLauncher::Impl {
       child->prefix = "[node " + std::to_string(node.node_index) + " " + node.host + "] ";
       bool started = false;
       if (node.local) {
-        started = start(std::move(child), node.argv, node.env);
+        Environment env = node.env;
+        child->shared_memory = NodeSharedMemory::create();
+        if (child->shared_memory) env.push_back(child->shared_memory->variable());
+        started = start(std::move(child), node.argv, env);
       } else {
         const std::string line = options.remote.expand(node.host, remote_command_line(node.env, node.argv));
         started = start(std::move(child), {"/bin/sh", "-c", line}, {});
@@ -268,6 +274,7 @@ struct NodeLauncher::Impl {
     boost::system::error_code ignored;
     child.process->exit_watch().close(ignored);
     child.exit = status;
+    child.shared_memory.reset();
 
     if (child.role == Role::node) {
       result.exits.push_back({child.node_index, child.host, *status});

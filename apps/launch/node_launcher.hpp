@@ -32,6 +32,9 @@
 // checking runs the launcher template with the command `true` once per remote host, under the
 // pre-flight timeout. done is where run() returns the JobResult.
 //
+// A local node runs with a shared-memory folder of its own, removed once it has exited, so one
+// that was killed leaves nothing in /dev/shm (node_shared_memory.hpp).
+//
 // A node that exits 0 while others run is not a failure; the job is a success when every node
 // exited 0 without a stop. Exits during holding, stopping and killing are expected and only
 // recorded; the JobResult is the first failure's.

@@ -2,6 +2,7 @@
 
 #include "apps/launch/rank_plan.hpp"
 
+#include <algorithm>
 #include <map>
 
 #include "actors/environment.hpp"
@@ -27,6 +28,21 @@ RankPlan plan_ranks(const std::vector<HostEntry>& hosts, std::string_view this_h
   }
   for (NodePlan& node : plan.nodes) node.local_world_size = machine_slots[machine(node)];
   return plan;
+}
+
+int local_workers(const RankPlan& plan) {
+  int workers = 0;
+  for (const NodePlan& node : plan.nodes) workers += node.local ? node.slots : 0;
+  return workers;
+}
+
+Status check_local_workers(const RankPlan& plan, unsigned cpus, const std::string& origin) {
+  const long long most = static_cast<long long>(max_local_workers_per_cpu) * std::max(cpus, 1u);
+  const int here = local_workers(plan);
+  if (here <= most) return Status::success();
+  return Error{origin + ": " + std::to_string(here) + " workers on this machine, but its " +
+               std::to_string(std::max(cpus, 1u)) + " CPU core(s) run at most " + std::to_string(most) + " (" +
+               std::to_string(max_local_workers_per_cpu) + " per core)"};
 }
 
 Environment node_environment(const RankPlan& plan, const NodePlan& node, const JobContact& contact) {

@@ -12,6 +12,7 @@
 
 #include "apps/launch/host_file.hpp"
 #include "apps/launch/process_spec.hpp"
+#include "compute/expected.hpp"
 
 namespace troupe::launch {
 
@@ -39,6 +40,17 @@ struct JobContact {
 
 // The plan for hosts in file order; this_host decides which hosts are this machine.
 RankPlan plan_ranks(const std::vector<HostEntry>& hosts, std::string_view this_host);
+
+// This machine runs at most this many workers per CPU core: each worker trains with its own
+// threads, and far beyond this count they only take turns (docs/formats/host-file.md).
+inline constexpr int max_local_workers_per_cpu = 4;
+
+// The workers of the plan's nodes on this machine (every local alias together).
+int local_workers(const RankPlan& plan);
+
+// Error, naming `origin` (the host file or --workers), when the plan puts more than
+// max_local_workers_per_cpu × `cpus` workers on this machine.
+Status check_local_workers(const RankPlan& plan, unsigned cpus, const std::string& origin);
 
 // The variables a node process is given, in this order: RANK, WORLD_SIZE, LOCAL_RANK,
 // LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (the job process), TROUPE_NODE_INDEX, TROUPE_SLOTS,

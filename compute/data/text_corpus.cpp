@@ -9,6 +9,7 @@
 #include <span>
 #include <utility>
 
+#include "compute/data/file_kind.hpp"
 #include "compute/data/utf8.hpp"
 
 namespace troupe::compute {
@@ -49,10 +50,20 @@ Status collect_files(const fs::path& dir, std::vector<fs::path>& ancestors, std:
   return Status::success();
 }
 
-Expected<std::string> read_file(const fs::path& path) {
+// Reads in chunks and stops past `room` bytes, so a file that grows while it is read, or a
+// /proc file whose size says nothing, cannot take all of memory.
+Expected<std::string> read_file(const fs::path& path, std::size_t room, std::size_t max_bytes) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return corpus_error(path.string(), std::string("cannot open: ") + std::strerror(errno));
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string bytes;
+  std::vector<char> chunk(std::size_t{1} << 16);
+  while (in.read(chunk.data(), static_cast<std::streamsize>(chunk.size())) || in.gcount() > 0) {
+    bytes.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
+    if (bytes.size() > room)
+      return corpus_error(path.string(), "more than " + std::to_string(max_bytes) +
+                                             " bytes of text, all files together: the most a text corpus may hold; "
+                                             "use a token file (data.train_tokens)");
+  }
   if (in.bad()) return corpus_error(path.string(), "cannot read");
   return bytes;
 }
@@ -72,7 +83,7 @@ void append_tokens(const std::string& bytes, std::vector<std::uint16_t>& tokens)
   for (const char c : bytes) tokens.push_back(static_cast<std::uint8_t>(c));
 }
 
-Status scan_directory(const fs::path& root, TextCorpus& corpus) {
+Status scan_directory(const fs::path& root, std::size_t max_bytes, TextCorpus& corpus) {
   std::vector<fs::path> ancestors;
   std::vector<fs::path> paths;
   if (Status s = collect_files(root, ancestors, paths, corpus.skipped); !s) return s;
@@ -102,7 +113,7 @@ Status scan_directory(const fs::path& root, TextCorpus& corpus) {
       corpus.skipped.push_back({name, "duplicate of " + first->second});
       continue;
     }
-    Expected<std::string> bytes = read_file(path);
+    Expected<std::string> bytes = read_file(path, max_bytes - corpus.tokens.size(), max_bytes);
     if (!bytes) return bytes.error();
     if (std::string why = why_not_text(*bytes); !why.empty()) {
       corpus.skipped.push_back({name, why});
@@ -122,16 +133,17 @@ Status scan_directory(const fs::path& root, TextCorpus& corpus) {
 
 }  // namespace
 
-Expected<TextCorpus> scan_text_corpus(const std::string& path, std::size_t min_tokens) {
+Expected<TextCorpus> scan_text_corpus(const std::string& path, std::size_t min_tokens, std::size_t max_bytes) {
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
   if (status.type() == fs::file_type::not_found) return corpus_error(path, "does not exist");
   if (ec) return corpus_error(path, "cannot access: " + ec.message());
   TextCorpus corpus;
   if (fs::is_directory(status)) {
-    if (Status s = scan_directory(path, corpus); !s) return s.error();
+    if (Status s = scan_directory(path, max_bytes, corpus); !s) return s.error();
   } else {
-    Expected<std::string> bytes = read_file(path);
+    if (auto special = special_file_problem(path)) return corpus_error(path, *special + " or a directory");
+    Expected<std::string> bytes = read_file(path, max_bytes, max_bytes);
     if (!bytes) return bytes.error();
     if (std::string why = why_not_text(*bytes); !why.empty()) return corpus_error(path, "not a text file: " + why);
     append_tokens(*bytes, corpus.tokens);

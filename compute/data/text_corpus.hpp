@@ -23,6 +23,10 @@
 
 namespace troupe::compute {
 
+// The most bytes a text corpus may hold, all its files together: each byte becomes a 2-byte
+// token in every worker's memory. Larger data belongs in token files.
+inline constexpr std::size_t max_text_corpus_bytes = std::size_t{1} << 30;
+
 struct SkippedFile {
   std::string path;
   std::string reason;  // e.g. "fortune index (.dat)", "duplicate of /usr/share/games/fortunes/art"
@@ -34,11 +38,14 @@ struct TextCorpus {
   std::vector<SkippedFile> skipped;   // what a directory walk left out, and why; sorted by path
 };
 
-// Errors (one line naming the path): the path does not exist or cannot be read, a named file is
-// not text, a directory holds no text file, or the corpus has fewer than `min_tokens` tokens
+// Errors (one line naming the path): the path does not exist or cannot be read, a named path is
+// a device, pipe or socket, a named file is not text, the corpus holds more than
+// max_text_corpus_bytes, a directory holds no text file, or the corpus has fewer than `min_tokens` tokens
 // (pass min_tokens_for_split(T + 1, val_fraction) from split.hpp to guarantee one window of
 // T + 1 tokens in both the training and the validation part).
-Expected<TextCorpus> scan_text_corpus(const std::string& path, std::size_t min_tokens = 1);
+// `max_bytes` is what it reads at most, all files together.
+Expected<TextCorpus> scan_text_corpus(const std::string& path, std::size_t min_tokens = 1,
+                                      std::size_t max_bytes = max_text_corpus_bytes);
 
 // The tokens of scan_text_corpus alone.
 Expected<std::vector<std::uint16_t>> load_text_corpus(const std::string& path, std::size_t min_tokens = 1);

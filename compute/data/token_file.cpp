@@ -11,6 +11,8 @@
 #include <limits>
 #include <memory>
 
+#include "compute/data/file_kind.hpp"
+
 namespace troupe::compute {
 namespace {
 
@@ -44,6 +46,7 @@ void to_or_from_little_endian(std::span<std::uint16_t> tokens) {
 }  // namespace
 
 Expected<std::vector<std::uint16_t>> load_token_file(const std::string& path) {
+  if (auto special = special_file_problem(path)) return file_error(path, *special);
   File f(std::fopen(path.c_str(), "rb"));
   if (!f) return file_error(path, std::string("cannot open: ") + std::strerror(errno));
   std::error_code ec;

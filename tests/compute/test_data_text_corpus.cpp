@@ -1,6 +1,8 @@
 // Text corpus: directory walk order, which files are taken, symlink dedup, the errors, and the
 // real default corpus (Debian fortunes).
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
@@ -106,6 +108,33 @@ TEST_CASE("text corpus errors name the path and the problem", "[data]") {
                                             Catch::Contains("100 bytes") && Catch::Contains("at least 258"));
     CHECK(scan_text_corpus(path, 100).ok());
   }
+}
+
+TEST_CASE("text corpus refuses devices and pipes without reading them", "[data]") {
+  TempDir dir;
+  const std::string fifo = dir.file("fifo");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);  // opening it would wait for a writer
+  CHECK(corpus_error("/dev/zero") == "text corpus '/dev/zero': is a character device, not a regular file or a directory");
+  CHECK(corpus_error(fifo) == "text corpus '" + fifo + "': is a FIFO (named pipe), not a regular file or a directory");
+  dir.write("d/text.txt", "some text\n");
+  REQUIRE(::mkfifo((dir.path() / "d" / "pipe").c_str(), 0600) == 0);
+  auto walked = scan_text_corpus((dir.path() / "d").string());
+  REQUIRE(walked.ok());
+  CHECK(reason_for(*walked, dir.path() / "d" / "pipe") == "not a regular file");
+}
+
+TEST_CASE("text corpus reads at most its byte limit, all files together", "[data]") {
+  TempDir dir;
+  const std::string big = dir.write("big.txt", std::string(2000, 'a'));
+  CHECK(scan_text_corpus(big, 1, 2000).ok());
+  CHECK_THAT(scan_text_corpus(big, 1, 1999).error().message,
+             Catch::Contains(big) && Catch::Contains("more than 1999 bytes of text, all files together"));
+  dir.write("d/a.txt", std::string(600, 'a'));
+  const std::string second = dir.write("d/b.txt", std::string(600, 'b'));
+  CHECK(scan_text_corpus((dir.path() / "d").string(), 1, 1200).ok());
+  CHECK_THAT(scan_text_corpus((dir.path() / "d").string(), 1, 1000).error().message,
+             Catch::Contains(second) && Catch::Contains("more than 1000 bytes"));
+  CHECK(max_text_corpus_bytes == std::size_t{1} << 30);
 }
 
 TEST_CASE("the default corpus, Debian fortunes, loads", "[data]") {

@@ -2,6 +2,7 @@
 // docs/formats/token-file.md; every malformed file gives an error naming the file and the problem.
 
 #include <catch2/catch.hpp>
+#include <sys/stat.h>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -93,6 +94,12 @@ TEST_CASE("token file errors name the file and the problem", "[data]") {
     const std::string path = dir.file("missing.bin");
     const std::string message = load_error(path);
     CHECK_THAT(message, Catch::Contains(path) && Catch::Contains("cannot open"));
+  }
+  SECTION("a device or a pipe, never opened") {
+    CHECK(load_error("/dev/zero") == "token file '/dev/zero': is a character device, not a regular file");
+    const std::string fifo = dir.file("fifo");
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);  // opening it would wait for a writer
+    CHECK(load_error(fifo) == "token file '" + fifo + "': is a FIFO (named pipe), not a regular file");
   }
   SECTION("shorter than the header") {
     const std::string path = dir.write("short.bin", std::string(100, 'x'));

@@ -15,12 +15,14 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <regex>
 #include <thread>
 
 #include "apps/run_troupe.hpp"
 #include "support/run_process.hpp"
 #include "support/busy_port.hpp"
+#include "support/scoped_env.hpp"
 #include "support/temp_dir.hpp"
 
 extern char** environ;
@@ -97,10 +99,12 @@ struct DisturbedJob {
 };
 
 // Runs `troupe train --workers 2` (or `start`: another way to start two node processes; small, 200
-// steps, plus `extra`), sends `signal` to node 1 once step 1 is logged, and waits up to 20 s for
-// the job to end (killing everything left after).
+// steps, plus `extra`), sends `signal` to node 1 once step 1 is logged (after `before_signal` has
+// looked at the node processes), and waits up to 20 s for the job to end (killing everything left
+// after).
 DisturbedJob disturb_node_1(int signal, const std::vector<std::string>& extra,
-                            const std::vector<std::string>& start = {"train", "--workers", "2"}) {
+                            const std::vector<std::string>& start = {"train", "--workers", "2"},
+                            const std::function<void(const std::vector<pid_t>& nodes)>& before_signal = {}) {
   TempDir dir;
   const auto out_path = dir.path() / "out.txt", err_path = dir.path() / "err.txt";
   std::vector<std::string> args{TROUPE_BINARY_DIR "/troupe"};
@@ -124,6 +128,7 @@ DisturbedJob disturb_node_1(int signal, const std::vector<std::string>& extra,
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   const std::vector<pid_t> nodes = children_of(job);
   REQUIRE(nodes.size() == 2);
+  if (before_signal) before_signal(nodes);
   const auto signalled_at = std::chrono::steady_clock::now();
   kill(nodes[1], signal);
 
@@ -155,6 +160,52 @@ TEST_CASE("a node killed with SIGKILL during training stops the job with its nam
   CHECK(WEXITSTATUS(job.status) == 1);
   CHECK_THAT(job.err, Contains("lost node 1"));
   CHECK(job.seconds < 10.0);
+}
+
+// The variable `name` in the environment a process was started with; empty when it has none.
+std::string environment_variable(pid_t pid, const std::string& name) {
+  const std::string environment = file_text("/proc/" + std::to_string(pid) + "/environ");
+  for (std::size_t begin = 0; begin < environment.size();) {
+    const std::size_t end = std::min(environment.find('\0', begin), environment.size());
+    const std::string entry = environment.substr(begin, end - begin);
+    if (entry.starts_with(name + "=")) return entry.substr(name.size() + 1);
+    begin = end + 1;
+  }
+  return {};
+}
+
+std::size_t ucx_files_in(const std::string& folder) {
+  std::size_t files = 0;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec))
+    files += it->path().filename().string().starts_with("ucx_shm_posix_") ? 1 : 0;
+  return files;
+}
+
+TEST_CASE("a node killed with SIGKILL leaves no shared-memory files behind", "[dp]") {
+  // With the proc link off UCX keeps its files named for as long as they are in use, as a node
+  // killed while it fills a new segment leaves one: here every node has files to leave.
+  const ScopedEnv named_files("UCX_POSIX_USE_PROC_LINK", "n");
+  const ScopedEnv tls("UCX_TLS", nullptr), posix_dir("UCX_POSIX_DIR", nullptr);
+  std::vector<std::string> folders;
+  std::size_t files_while_running = 0;
+  const DisturbedJob job = disturb_node_1(SIGKILL, {}, {"train", "--workers", "2"}, [&](const std::vector<pid_t>& nodes) {
+    for (pid_t node : nodes) {
+      folders.push_back(environment_variable(node, "UCX_POSIX_DIR"));
+      files_while_running += ucx_files_in(folders.back());
+    }
+  });
+  REQUIRE(folders.size() == 2);
+  std::printf("node folders %s and %s held %zu UCX files before node 1 was killed\n", folders[0].c_str(),
+              folders[1].c_str(), files_while_running);
+  REQUIRE(job.exited);
+  CHECK(WEXITSTATUS(job.status) == 1);
+  for (const std::string& folder : folders) {
+    CHECK_THAT(folder, Catch::StartsWith("/dev/shm/troupe-ucx-"));
+    CHECK_FALSE(std::filesystem::exists(folder));
+  }
+  CHECK(folders[0] != folders[1]);
+  CHECK(files_while_running > 0);
 }
 
 TEST_CASE("a killed node process that hosts two ranks stops the job with its name", "[dp]") {

@@ -1,12 +1,19 @@
 // troupe launch / troupe train --workers N, as far as its own options go: a fault.rescue_timeout
-// the rescue's waits cannot be derived from is refused before any node starts, with one line; and
-// the restart loop's view of the checkpoint folder: a failure that repeats with no newer checkpoint
-// stops the job. The loop's decisions are pinned by
-// tests/actors/supervision/test_restart_policy.cpp, and end to end by the drills (test_drill.cpp).
+// the rescue's waits cannot be derived from, more workers than this machine's cores can run, and
+// data a node would refuse are all refused before any node starts, with one line; and the restart
+// loop's view of the checkpoint folder: a failure that repeats with no newer checkpoint stops the
+// job. The loop's decisions are pinned by tests/actors/supervision/test_restart_policy.cpp, and end
+// to end by the drills (test_drill.cpp).
 
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <vector>
+
 #include "apps/run_troupe.hpp"
+#include "compute/data/token_file.hpp"
 
 using namespace troupe::test;
 using Catch::Contains;
@@ -41,4 +48,46 @@ TEST_CASE("a failure that repeats with no checkpoint written stops the job after
   CHECK(r.err.find("troupe: error: ") == r.err.rfind("troupe: error: "));
   CHECK_THAT(r.out, Contains("(restart 1 of 3)") && !Contains("(restart 2 of 3)") &&
                         Contains("stopping the job: restarts=1 failure.worker_exception=2 recovery.checkpoint=1"));
+}
+
+TEST_CASE("a host file asking more workers of this machine than its cores can run is refused with one line", "[cli]") {
+  TempDir dir;
+  const std::string hosts = dir.write("hosts", "localhost slots=65536\n");
+  check_rejected_in(dir, {"launch", "--hostfile", hosts}, hosts + ": 65536 workers on this machine, but its");
+}
+
+TEST_CASE("a token outside the vocabulary is refused with the same one line with and without workers", "[cli]") {
+  TempDir dir;
+  std::vector<std::uint16_t> tokens(4096, 7);
+  tokens[1000] = 300;
+  const std::string path = dir.file("tokens.bin");
+  REQUIRE(troupe::compute::write_token_file(path, tokens).ok());
+  const std::string expected = "troupe: error: " + path +
+                               ": token id 300 at position 1000 is outside the vocabulary of 256 tokens (ids 0..255)\n";
+  for (const std::vector<std::string>& start : {std::vector<std::string>{"train"},
+                                                std::vector<std::string>{"train", "--workers", "2"}}) {
+    std::vector<std::string> args = start;
+    args.insert(args.end(), {"--model.preset", "tiny", "--data.train_tokens", path});
+    const ProcessResult refused = check_rejected_in(dir, args, "token id 300");
+    CHECK(refused.err == expected);
+  }
+}
+
+TEST_CASE("a device or a pipe given as data is refused with one line, with and without workers", "[cli]") {
+  TempDir dir;
+  const std::string fifo = dir.file("fifo");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+      {{"--data.corpus", "/dev/zero"}, "text corpus '/dev/zero': is a character device, not a regular file or a directory"},
+      {{"--data.corpus", fifo}, "text corpus '" + fifo + "': is a FIFO (named pipe), not a regular file or a directory"},
+      {{"--data.train_tokens", "/dev/zero"}, "token file '/dev/zero': is a character device, not a regular file"}};
+  for (const auto& [data, expected] : cases) {
+    for (const std::vector<std::string>& start : {std::vector<std::string>{"train"},
+                                                  std::vector<std::string>{"train", "--workers", "2"}}) {
+      std::vector<std::string> args = start;
+      args.insert(args.end(), {"--model.preset", "tiny"});
+      args.insert(args.end(), data.begin(), data.end());
+      check_rejected_in(dir, args, expected);
+    }
+  }
 }

@@ -94,3 +94,14 @@ TEST_CASE("local hosts are recognised by name", "[rankplan]") {
   CHECK(is_local_host(this_host_name(), this_host_name()));
   CHECK(!this_host_name().empty());
 }
+
+TEST_CASE("a machine runs at most 4 workers per CPU core, its local aliases counted together", "[rankplan]") {
+  const RankPlan plan = plan_of("localhost slots=3\nnodeA slots=64\n127.0.0.1 slots=2\nhere slots=3\n", "here");
+  CHECK(local_workers(plan) == 8);
+  CHECK(check_local_workers(plan, 2, "hosts.txt").ok());
+  const troupe::Status refused = check_local_workers(plan, 1, "hosts.txt");
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message == "hosts.txt: 8 workers on this machine, but its 1 CPU core(s) run at most 4 (4 per core)");
+  const RankPlan huge = plan_of("localhost slots=65536\n", "here");
+  CHECK_FALSE(check_local_workers(huge, 256, "hosts.txt").ok());
+}

@@ -1,0 +1,39 @@
+#pragma once
+// How much memory one rank's model needs while it trains, before any of it is allocated: what a
+// GPTStage holds (parameters and gradients, the activation slots of reserve() and the scratch
+// they share) plus AdamW's two moments over the same parameters, as a CPU backend allocates
+// them (attention keeps its (B, NH, T, T) probabilities). ZeRO's sharded moments and the
+// trainer's small batch buffers are left out: it errs on the side of the whole replica.
+// tests/compute/test_model_memory_estimate.cpp holds it against the bytes actually allocated.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "compute/expected.hpp"
+#include "compute/model/gpt_config.hpp"
+
+namespace troupe::compute {
+
+// A rank's share of the model: blocks [first_layer, last_layer), `slots` micro-batches of B
+// sequences of T tokens in flight, values of `element_bytes` each (4 for f32).
+struct StageFootprint {
+  int first_layer = 0, last_layer = 0;
+  int B = 1, T = 1, slots = 1;
+  std::size_t element_bytes = 4;
+};
+
+struct MemoryEstimate {
+  double parameter_bytes = 0;   // parameters, gradients, AdamW's first and second moments
+  double activation_bytes = 0;  // activation slots and shared scratch
+  double total() const { return parameter_bytes + activation_bytes; }
+};
+
+// In double, so sizes far beyond any machine still give a figure instead of overflowing.
+MemoryEstimate estimate_training_memory(const GPTConfig& config, const StageFootprint& stage);
+
+// Error when a tensor or the parameter count of `config` at micro-batch B × T would have more
+// elements than a 64-bit count holds, naming the keys; every size product in the model is then
+// safe to compute in std::int64_t.
+Status check_element_counts(const GPTConfig& config, int B, int T);
+
+}  // namespace troupe::compute
