@@ -23,6 +23,36 @@ std::string milliseconds_text(std::chrono::milliseconds span) {
   return span.count() % 1000 == 0 ? std::to_string(span.count() / 1000) + " s" : std::to_string(span.count()) + " ms";
 }
 
+// Under attack every new connection is a refusal: the log gets the first lines of each 10 s, and
+// the next refusal after that brings the count of those left out.
+class RefusalLog {
+ public:
+  explicit RefusalLog(std::function<void(const std::string&)> sink) : sink_(std::move(sink)) {}
+
+  void operator()(const std::string& line) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - window_start_ >= window) {
+      if (left_out_ > 0) sink_(std::to_string(left_out_) + " more refusal(s) in the last " + std::to_string(window.count()) +
+                           " s not logged");
+      window_start_ = now;
+      logged_ = left_out_ = 0;
+    }
+    if (logged_ < logged_per_window) {
+      ++logged_;
+      sink_(line);
+    } else {
+      ++left_out_;
+    }
+  }
+
+ private:
+  static constexpr std::chrono::seconds window{10};
+  static constexpr int logged_per_window = 20;
+  std::function<void(const std::string&)> sink_;
+  std::chrono::steady_clock::time_point window_start_{};
+  int logged_ = 0, left_out_ = 0;
+};
+
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket client, const FrameGuardOptions& options, std::function<void(Session*)> ended)
@@ -207,6 +237,7 @@ FrameGuard::FrameGuard(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Expected<std::unique_ptr<FrameGuard>> FrameGuard::start(FrameGuardOptions options) {
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
+  if (impl->options.refused) impl->options.refused = RefusalLog(std::move(impl->options.refused));
   boost::system::error_code ec;
   const auto address = asio::ip::make_address_v4(impl->options.bind, ec);
   if (ec) return Error{"'" + impl->options.bind + "' is not an IPv4 address"};

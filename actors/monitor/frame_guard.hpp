@@ -37,7 +37,8 @@ struct FrameGuardOptions {
   std::uint16_t target = 0;  // CAF's listener on 127.0.0.1
   std::uint32_t max_payload = 1u << 20;
   std::size_t max_connections = 64;  // past the handshake
-  std::function<void(const std::string&)> refused;  // "refused 127.0.0.1:5555: ..."
+  // "refused 127.0.0.1:5555: ..."; at most 20 lines per 10 s, then one with the count left out.
+  std::function<void(const std::string&)> refused;
   std::size_t max_waiting = 32;
   std::size_t max_waiting_per_source = 8;
   std::chrono::milliseconds handshake_timeout{5000};

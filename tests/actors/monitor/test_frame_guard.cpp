@@ -153,6 +153,22 @@ TEST_CASE("past the bounds on waiting connections the oldest makes room, per sou
   CHECK_THAT(refusals.all(), Contains("connections without a handshake (limit)"));
 }
 
+TEST_CASE("a flood of refusals is logged 20 lines at a time", "[frame_guard]") {
+  Upstream upstream;
+  Refusals refusals;
+  FrameGuardOptions options;
+  options.target = upstream.port();
+  options.max_waiting_per_source = 1;
+  options.refused = refusals.sink();
+  auto guard = FrameGuard::start(options);
+  REQUIRE(guard);
+  std::vector<TcpClient> flood;
+  for (int i = 0; i < 60; ++i) flood.emplace_back((*guard)->port());
+  CHECK(flood[58].closed_by_server(5s));  // each closed the one before it
+  std::lock_guard lock(refusals.mutex);
+  CHECK(refusals.lines.size() == 20);
+}
+
 TEST_CASE("out of file descriptors the guard pauses without spinning and answers again once they are free",
           "[frame_guard]") {
   Upstream upstream;
