@@ -19,6 +19,8 @@
 // wrong, found before any work starts; 3 and 128 + signal from troupe launch). Every error is one
 // line on stderr: "troupe: error: <message>".
 
+#include <sys/resource.h>
+
 #include <csignal>
 #include <cmath>
 #include <cstdio>
@@ -56,6 +58,15 @@ CLI::Validator seconds_in(double low, double high) {
         return {};
       },
       "SECONDS");
+}
+
+// Every connection to a guarded port costs the job three descriptors, and a node's UCX, CAF and
+// metrics connections more; Debian's default soft limit (1024) is far below the hard limit.
+void raise_open_file_limit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  (void)::setrlimit(RLIMIT_NOFILE, &limit);
 }
 
 struct TrainArgs {
@@ -150,6 +161,7 @@ int main(int argc, char** argv) {
   // Past a file-size limit (ulimit -f, or the disk-full drill) a write must fail with EFBIG and be
   // reported, not end the process.
   std::signal(SIGXFSZ, SIG_IGN);
+  raise_open_file_limit();
   CLI::App app{"Troupe: GPT training on a supervised actor runtime.", "troupe"};
   app.set_version_flag("--version", "troupe " TROUPE_VERSION);
   app.require_subcommand(0, 1);

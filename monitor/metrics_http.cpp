@@ -1,9 +1,12 @@
 #include "monitor/metrics_http.hpp"
 
+#include <list>
 #include <string_view>
 #include <thread>
 
 #include <boost/asio.hpp>
+
+#include "monitor/accept_loop.hpp"
 
 namespace troupe::monitor {
 namespace {
@@ -20,17 +23,30 @@ std::string response(std::string_view status, std::string_view content_type, con
   return text + body;
 }
 
-// One connection: read the request head, answer, close.
+// One connection: read the request head, answer, close; closed at the deadline whatever it is doing.
 class Exchange : public std::enable_shared_from_this<Exchange> {
  public:
   Exchange(tcp::socket socket, const std::function<std::string()>& body)
-      : socket_(std::move(socket)), request_(max_request_bytes), body_(body) {}
+      : socket_(std::move(socket)), deadline_(socket_.get_executor()), request_(max_request_bytes), body_(body) {}
+
+  bool open() const { return socket_.is_open(); }
 
   void start() {
+    deadline_.expires_after(MetricsHttpServer::exchange_timeout);
+    deadline_.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
+      if (!error) self->close();
+    });
     asio::async_read_until(socket_, request_, "\r\n\r\n",
                            [self = shared_from_this()](const boost::system::error_code& error, std::size_t) {
-                             if (!error) self->answer();
+                             if (error) return self->close();
+                             self->answer();
                            });
+  }
+
+  void close() {
+    deadline_.cancel();
+    boost::system::error_code ignored;
+    socket_.close(ignored);
   }
 
  private:
@@ -44,10 +60,12 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
                       [self = shared_from_this()](const boost::system::error_code&, std::size_t) {
                         boost::system::error_code ignored;
                         self->socket_.shutdown(tcp::socket::shutdown_both, ignored);
+                        self->close();
                       });
   }
 
   tcp::socket socket_;
+  asio::steady_timer deadline_;
   asio::streambuf request_;
   const std::function<std::string()>& body_;
   std::string reply_;
@@ -58,15 +76,24 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
 struct MetricsHttpServer::Impl {
   asio::io_context io;
   tcp::acceptor acceptor{io};
+  AcceptLoop accepting{acceptor, [this](tcp::socket socket) { admit(std::move(socket)); },
+                       [this](const boost::system::error_code&) { close_oldest(); }};
+  std::list<std::shared_ptr<Exchange>> exchanges;  // oldest first
   std::function<std::string()> body;
   std::thread thread;
 
-  void accept() {
-    acceptor.async_accept([this](const boost::system::error_code& error, tcp::socket socket) {
-      if (error == asio::error::operation_aborted) return;
-      if (!error) std::make_shared<Exchange>(std::move(socket), body)->start();
-      accept();
-    });
+  void admit(tcp::socket socket) {
+    exchanges.remove_if([](const auto& exchange) { return !exchange->open(); });
+    if (exchanges.size() >= max_connections) close_oldest();
+    exchanges.push_back(std::make_shared<Exchange>(std::move(socket), body));
+    exchanges.back()->start();
+  }
+
+  // Makes room for a new scrape (or frees descriptors): the oldest connection has had its chance.
+  void close_oldest() {
+    if (exchanges.empty()) return;
+    exchanges.front()->close();
+    exchanges.pop_front();
   }
 };
 
@@ -83,7 +110,7 @@ Expected<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::start(const std:
   if (!error) impl->acceptor.bind(endpoint, error);
   if (!error) impl->acceptor.listen(asio::socket_base::max_listen_connections, error);
   if (error) return Error{error.message()};
-  impl->accept();
+  impl->accepting.start();
   impl->thread = std::thread([io = &impl->io] { io->run(); });
   return std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer(std::move(impl)));
 }

@@ -5,7 +5,14 @@
 // civetweb starts its threads with a fixed 104 KiB stack out of which glibc takes every library's
 // static TLS (OpenBLAS alone 60 KiB, the CUDA runtime 8 KiB more), which left too little for a
 // scrape — node processes died of SIGSEGV inside civetweb when scraped.
+//
+// Slow or idle clients cost the process little and never its training: at most `max_connections`
+// are open (a new one closes the oldest), each is closed `exchange_timeout` after it was accepted,
+// whatever it sent, and an accept that fails for want of descriptors pauses instead of spinning
+// (monitor/accept_loop.hpp).
 
+#include <chrono>
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
@@ -16,6 +23,9 @@ namespace troupe::monitor {
 
 class MetricsHttpServer {
  public:
+  static constexpr std::size_t max_connections = 32;
+  static constexpr std::chrono::seconds exchange_timeout{5};
+
   // Listens on bind:port (port 0: a free one) and serves `body()` at /metrics from its thread.
   static Expected<std::unique_ptr<MetricsHttpServer>> start(const std::string& bind, int port,
                                                             std::function<std::string()> body);

@@ -1,10 +1,13 @@
 #include "actors/monitor/frame_guard.hpp"
 
+#include <algorithm>
 #include <array>
-#include <set>
+#include <list>
 #include <thread>
 
 #include <boost/asio.hpp>
+
+#include "monitor/accept_loop.hpp"
 
 namespace troupe::actors {
 namespace {
@@ -16,17 +19,66 @@ constexpr std::size_t basp_header = 32;  // caf::io::basp::header_size
 constexpr std::uint8_t client_handshake = 0x01, last_operation = 0x06;  // caf::io::basp::message_type
 constexpr std::size_t chunk = 64 * 1024;
 
+std::string milliseconds_text(std::chrono::milliseconds span) {
+  return span.count() % 1000 == 0 ? std::to_string(span.count() / 1000) + " s" : std::to_string(span.count()) + " ms";
+}
+
+// Under attack every new connection is a refusal: the log gets the first lines of each 10 s, and
+// the next refusal after that brings the count of those left out.
+class RefusalLog {
+ public:
+  explicit RefusalLog(std::function<void(const std::string&)> sink) : sink_(std::move(sink)) {}
+
+  void operator()(const std::string& line) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - window_start_ >= window) {
+      if (left_out_ > 0) sink_(std::to_string(left_out_) + " more refusal(s) in the last " + std::to_string(window.count()) +
+                           " s not logged");
+      window_start_ = now;
+      logged_ = left_out_ = 0;
+    }
+    if (logged_ < logged_per_window) {
+      ++logged_;
+      sink_(line);
+    } else {
+      ++left_out_;
+    }
+  }
+
+ private:
+  static constexpr std::chrono::seconds window{10};
+  static constexpr int logged_per_window = 20;
+  std::function<void(const std::string&)> sink_;
+  std::chrono::steady_clock::time_point window_start_{};
+  int logged_ = 0, left_out_ = 0;
+};
+
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket client, const FrameGuardOptions& options, std::function<void(Session*)> ended)
-      : client_(std::move(client)), upstream_(client_.get_executor()), options_(options), ended_(std::move(ended)) {
+      : client_(std::move(client)),
+        upstream_(client_.get_executor()),
+        handshake_deadline_(client_.get_executor()),
+        options_(options),
+        ended_(std::move(ended)) {
     boost::system::error_code ec;
     const auto peer = client_.remote_endpoint(ec);
-    peer_ = ec ? "?" : peer.address().to_string() + ":" + std::to_string(peer.port());
+    source_ = ec ? "?" : peer.address().to_string();
+    peer_ = ec ? "?" : source_ + ":" + std::to_string(peer.port());
   }
+
+  bool open() const { return !closed_; }
+  // Until its first frame has passed.
+  bool waiting() const { return first_; }
+  const std::string& source() const { return source_; }
 
   void start() {
     auto self = shared_from_this();
+    handshake_deadline_.expires_after(options_.handshake_timeout);
+    handshake_deadline_.async_wait([self](boost::system::error_code ec) {
+      if (!ec && self->first_)
+        self->refuse("no BASP handshake within " + milliseconds_text(self->options_.handshake_timeout));
+    });
     upstream_.async_connect({asio::ip::make_address_v4("127.0.0.1"), options_.target},
                             [self](boost::system::error_code ec) {
                               if (ec) return self->close();
@@ -38,18 +90,19 @@ class Session : public std::enable_shared_from_this<Session> {
   void close() {
     if (closed_) return;
     closed_ = true;
+    handshake_deadline_.cancel();
     boost::system::error_code ignored;
     client_.close(ignored);
     upstream_.close(ignored);
     ended_(this);
   }
 
- private:
   void refuse(const std::string& why) {
     if (options_.refused) options_.refused("refused " + peer_ + ": " + why + "; connection closed");
     close();
   }
 
+ private:
   void read_header() {
     auto self = shared_from_this();
     asio::async_read(client_, asio::buffer(header_), [self](boost::system::error_code ec, std::size_t) {
@@ -63,6 +116,7 @@ class Session : public std::enable_shared_from_this<Session> {
       if (length > self->options_.max_payload)
         return self->refuse("a frame of " + std::to_string(length) + " bytes (limit " +
                             std::to_string(self->options_.max_payload) + ")");
+      if (self->first_) self->handshake_deadline_.cancel();
       self->first_ = false;
       self->remaining_ = length;
       asio::async_write(self->upstream_, asio::buffer(self->header_), [self](boost::system::error_code ec, std::size_t) {
@@ -100,9 +154,10 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   tcp::socket client_, upstream_;
+  asio::steady_timer handshake_deadline_;
   const FrameGuardOptions& options_;
   std::function<void(Session*)> ended_;
-  std::string peer_;
+  std::string source_, peer_;
   std::array<std::uint8_t, basp_header> header_{};
   std::array<char, chunk> up_{}, down_{};
   std::size_t remaining_ = 0;
@@ -115,30 +170,65 @@ struct FrameGuard::Impl {
   FrameGuardOptions options;
   asio::io_context io;
   tcp::acceptor acceptor{io};
-  std::set<std::shared_ptr<Session>> sessions;
+  monitor::AcceptLoop accepting{acceptor, [this](tcp::socket socket) { admit(std::move(socket)); },
+                                [this](const boost::system::error_code& error) { accept_failed(error); }};
+  std::list<std::shared_ptr<Session>> sessions;  // oldest first
+  bool accept_failing = false;
   std::thread thread;
 
-  void accept() {
-    acceptor.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
-      if (ec) return;
-      if (sessions.size() >= options.max_connections) {
-        if (options.refused)
-          options.refused("refused a connection: " + std::to_string(sessions.size()) + " are open (limit " +
-                          std::to_string(options.max_connections) + ")");
-      } else {
-        auto session = std::make_shared<Session>(std::move(socket), options, [this](Session* ended) {
-          for (auto it = sessions.begin(); it != sessions.end(); ++it)
-            if (it->get() == ended) {
-              // Erased after the handler that closed it has returned.
-              asio::post(io, [this, keep = *it] { sessions.erase(keep); });
-              break;
-            }
-        });
-        sessions.insert(session);
-        session->start();
+  void report(const std::string& line) const {
+    if (options.refused) options.refused(line);
+  }
+
+  std::size_t count(bool waiting, const std::string* source = nullptr) const {
+    return static_cast<std::size_t>(std::count_if(sessions.begin(), sessions.end(), [&](const auto& session) {
+      return session->open() && session->waiting() == waiting && (!source || session->source() == *source);
+    }));
+  }
+
+  // Closes the oldest connection still waiting for its handshake (from `source` when given).
+  bool close_oldest_waiting(const std::string& why, const std::string* source = nullptr) {
+    for (const auto& session : sessions)
+      if (session->open() && session->waiting() && (!source || session->source() == *source)) {
+        session->refuse(why);
+        return true;
       }
-      accept();
+    return false;
+  }
+
+  void admit(tcp::socket socket) {
+    accept_failing = false;
+    if (count(false) >= options.max_connections) {
+      report("refused a connection: " + std::to_string(count(false)) + " are open (limit " +
+             std::to_string(options.max_connections) + ")");
+      return;
+    }
+    auto session = std::make_shared<Session>(std::move(socket), options, [this](Session* ended) {
+      // Erased after the handler that closed it has returned.
+      asio::post(io, [this, ended] {
+        sessions.remove_if([ended](const auto& session) { return session.get() == ended; });
+      });
     });
+    if (count(true, &session->source()) >= options.max_waiting_per_source)
+      close_oldest_waiting("the oldest of " + std::to_string(options.max_waiting_per_source) +
+                               " connections from one address without a handshake (limit per address)",
+                           &session->source());
+    else if (count(true) >= options.max_waiting)
+      close_oldest_waiting("the oldest of " + std::to_string(options.max_waiting) +
+                           " connections without a handshake (limit)");
+    sessions.push_back(session);
+    session->start();
+  }
+
+  // Out of descriptors (or another failed accept): free some, and say so once until an accept succeeds.
+  void accept_failed(const boost::system::error_code& error) {
+    const bool freed = close_oldest_waiting("the oldest connection without a handshake, to free descriptors (" +
+                                            error.message() + ")");
+    if (accept_failing) return;
+    accept_failing = true;
+    if (!freed)
+      report("cannot accept a connection: " + error.message() + "; retrying every " +
+             milliseconds_text(monitor::AcceptLoop::retry_after));
   }
 };
 
@@ -147,6 +237,7 @@ FrameGuard::FrameGuard(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Expected<std::unique_ptr<FrameGuard>> FrameGuard::start(FrameGuardOptions options) {
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
+  if (impl->options.refused) impl->options.refused = RefusalLog(std::move(impl->options.refused));
   boost::system::error_code ec;
   const auto address = asio::ip::make_address_v4(impl->options.bind, ec);
   if (ec) return Error{"'" + impl->options.bind + "' is not an IPv4 address"};
@@ -156,7 +247,7 @@ Expected<std::unique_ptr<FrameGuard>> FrameGuard::start(FrameGuardOptions option
   if (!ec) impl->acceptor.bind(endpoint, ec);
   if (!ec) impl->acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) return Error{ec.message()};
-  impl->accept();
+  impl->accepting.start();
   Impl* raw = impl.get();
   impl->thread = std::thread([raw] { raw->io.run(); });
   return std::unique_ptr<FrameGuard>(new FrameGuard(std::move(impl)));
@@ -166,7 +257,7 @@ FrameGuard::~FrameGuard() {
   asio::post(impl_->io, [impl = impl_.get()] {
     boost::system::error_code ignored;
     impl->acceptor.close(ignored);
-    for (const auto& session : std::set(impl->sessions)) session->close();
+    for (const auto& session : std::list(impl->sessions)) session->close();
     impl->io.stop();
   });
   impl_->thread.join();

@@ -7,9 +7,21 @@
 // operation, or whose payload exceeds the limit; each refusal is reported in one line. Frames
 // are passed on as they arrive (payloads in chunks), so the guard holds no more than a chunk.
 //
+// Idle and slow peers cannot lock the port: a connection is "waiting" until its first frame (the
+// BASP client handshake, which a CAF peer sends within milliseconds of the server's) has passed,
+// and a waiting connection is closed after `handshake_timeout`. At most `max_waiting` connections
+// wait, at most `max_waiting_per_source` of them from one address; past either bound the oldest
+// waiting one is closed to admit the new one, so a shell that connects behind a crowd of idle
+// connections still gets its handshake answered. Connections that passed the handshake are bounded
+// by `max_connections`. Each connection costs three descriptors (the peer's, the upstream one and
+// CAF's end of it), so these bounds also keep the process clear of its open-file limit; when it
+// is reached all the same, the guard closes its oldest waiting connection and pauses accepting
+// (monitor/accept_loop.hpp) instead of spinning, and answers again once descriptors are free.
+//
 // Its own thread runs a Boost.Asio loop; the destructor stops it and closes every connection. The
 // guard may outlive the CAF listener behind it: a connection made meanwhile is closed at once.
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -24,8 +36,12 @@ struct FrameGuardOptions {
   std::uint16_t port = 0;    // 0: any free port
   std::uint16_t target = 0;  // CAF's listener on 127.0.0.1
   std::uint32_t max_payload = 1u << 20;
-  std::size_t max_connections = 64;
-  std::function<void(const std::string&)> refused;  // "refused 127.0.0.1:5555: ..."
+  std::size_t max_connections = 64;  // past the handshake
+  // "refused 127.0.0.1:5555: ..."; at most 20 lines per 10 s, then one with the count left out.
+  std::function<void(const std::string&)> refused;
+  std::size_t max_waiting = 32;
+  std::size_t max_waiting_per_source = 8;
+  std::chrono::milliseconds handshake_timeout{5000};
 };
 
 class FrameGuard {

@@ -132,7 +132,9 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, cons
                                                      1u << 20, 4096,
                                                      [](const std::string& line) {
                                                        monitor::logger("job")->warn("job port: {}", line);
-                                                     }})
+                                                     },
+                                                     // the node processes of one host may join at once
+                                                     64, 32})
                         : Expected<std::unique_ptr<actors::FrameGuard>>(Error{to_string(internal.error())});
   if (!guard) {
     caf::anon_send_exit(supervisor, caf::exit_reason::user_shutdown);

@@ -4,6 +4,8 @@
 
 #include <caf/io/all.hpp>
 
+#include "apps/commands/shell/handshake_probe.hpp"
+
 namespace troupe::apps::shell {
 
 MonitorLink::MonitorLink(caf::actor_system& system, std::string host, int port, std::string token,
@@ -11,6 +13,7 @@ MonitorLink::MonitorLink(caf::actor_system& system, std::string host, int port, 
     : system_(system), host_(std::move(host)), port_(port), token_(std::move(token)), notice_(std::move(notice)) {}
 
 Expected<actors::shell_reply_msg> MonitorLink::connect() {
+  if (Status answers = await_handshake(host_, port_, handshake_timeout); !answers) return answers.error();
   auto monitor = system_.middleman().remote_actor(host_, static_cast<std::uint16_t>(port_));
   if (!monitor) return Error{"cannot reach the job at " + address() + ": " + to_string(monitor.error())};
   monitor_ = *monitor;

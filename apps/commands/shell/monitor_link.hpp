@@ -16,6 +16,9 @@ namespace troupe::apps::shell {
 
 class MonitorLink {
  public:
+  // How long a job may take to answer a new connection before the shell gives up on it.
+  static constexpr std::chrono::seconds handshake_timeout{5};
+
   // `notice` prints what happened to the connection ("job restarted after: ...; reconnected").
   MonitorLink(caf::actor_system& system, std::string host, int port, std::string token,
               std::function<void(const std::string&)> notice);

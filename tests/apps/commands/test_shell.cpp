@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <pty.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,7 +27,10 @@
 #include "actors/messages.hpp"
 #include "apps/run_troupe.hpp"
 #include "apps/commands/watched_run.hpp"
+#include "support/busy_port.hpp"
+#include "support/metrics_scrape.hpp"
 #include "support/run_process.hpp"
+#include "support/tcp_client.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace troupe::test;
@@ -45,13 +49,15 @@ struct LiveJob {
   int job_port = 0;        // the job supervisor's
   std::string token_file;
 
-  LiveJob(const TempDir& dir, long steps) {
-    auto started = troupe::apps::WatchedRun::start(
-        {TROUPE_BINARY_DIR "/troupe", "train", "--workers", "2", "--model.preset", "tiny", "--train.steps",
+  // `prefix` runs the job through another program, e.g. prlimit.
+  LiveJob(const TempDir& dir, long steps, std::vector<std::string> prefix = {}) {
+    std::vector<std::string> argv{
+        TROUPE_BINARY_DIR "/troupe", "train", "--workers", "2", "--model.preset", "tiny", "--train.steps",
          std::to_string(steps), "--train.threads", "1", "--sample.tokens", "0", "--train.val_every", "0",
          "--train.val_batches", "1", "--train.log_every", "10", "--checkpoint.dir", dir.file("ck"),
-         "--checkpoint.every", "100000", "--fault.heartbeat_seconds", "0.2"},
-        {"XDG_RUNTIME_DIR=" + dir.path().string()}, dir.file("job.log"));
+         "--checkpoint.every", "100000", "--fault.heartbeat_seconds", "0.2"};
+    argv.insert(argv.begin(), prefix.begin(), prefix.end());
+    auto started = troupe::apps::WatchedRun::start(argv, {"XDG_RUNTIME_DIR=" + dir.path().string()}, dir.file("job.log"));
     REQUIRE(started);
     run = std::move(*started);
     auto banner = run->wait_for_line(std::regex("monitor: troupe shell (127\\.0\\.0\\.1:(\\d+)) \\(the job's token is in (.+)\\)"),
@@ -377,4 +383,90 @@ TEST_CASE("troupe shell refuses a bad address and says when no job answers", "[s
                   dir.path().string(), seconds(20));
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Catch::StartsWith("troupe: error: cannot reach the job at 127.0.0.1:1: "));
+}
+
+TEST_CASE("troupe shell gives up with one line on a listener that accepts and never answers", "[shell][cli]") {
+  TempDir dir;
+  BusyPort silent;
+  const std::string address = "127.0.0.1:" + std::to_string(silent.port());
+  const auto start = Clock::now();
+  const ProcessResult r = run_process(
+      {"/usr/bin/env", "TROUPE_TOKEN=x", TROUPE_BINARY_DIR "/troupe", "shell", address, "-c", "status"},
+      dir.path().string(), seconds(30));
+  const double took = std::chrono::duration<double>(Clock::now() - start).count();
+  INFO("the shell gave up after " << took << " s");
+  CHECK(!r.timed_out);
+  CHECK(r.exit_code == 1);
+  CHECK(r.err == "troupe: error: the job at " + address + " did not answer within 5 s (connected, but no handshake came)\n");
+  CHECK(took < 15);
+}
+
+TEST_CASE("with 1000 idle or slow connections held against every port of a job at 1024 descriptors, the shell is answered within 2 s",
+          "[shell][dp]") {
+  // This process holds 1000 connections per port: its own soft limit goes up to its hard limit (never down).
+  rlimit own{};
+  REQUIRE(getrlimit(RLIMIT_NOFILE, &own) == 0);
+  own.rlim_cur = own.rlim_max;
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &own) == 0);
+  REQUIRE(own.rlim_cur >= 6000);
+
+  TempDir dir;
+  LiveJob job(dir, 100000, {"/usr/bin/prlimit", "--nofile=1024:1024"});
+  std::vector<int> metrics_ports;
+  for (const auto& line : job.run->lines()) {
+    std::smatch m;
+    if (std::regex_search(line.text, m, std::regex("metrics on http://127\\.0\\.0\\.1:(\\d+)/metrics")))
+      metrics_ports.push_back(std::stoi(m[1].str()));
+  }
+  REQUIRE(metrics_ports.size() >= 2);
+
+  std::string partial_frame(16, '\0');  // half a BASP client handshake header
+  partial_frame[0] = '\x01';
+  std::vector<TcpClient> held;
+  auto hold = [&](int port, const std::string& slow_bytes) {
+    for (int i = 0; i < 1000; ++i) {
+      held.emplace_back(port);
+      REQUIRE(held.back().connected());
+      if (i % 2) held.back().send(slow_bytes);
+    }
+  };
+  hold(job.job_port, partial_frame);
+  hold(job.control_port, partial_frame);
+  for (int port : metrics_ports) hold(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n");
+  const std::size_t held_from = job.run->lines().size();
+
+  for (int port : {job.control_port, job.job_port}) {
+    const auto start = Clock::now();
+    TcpClient probe(port);
+    const bool answered = probe.receive(1, seconds(2));
+    INFO("port " << port << " answered a new connection in "
+                 << std::chrono::duration<double>(Clock::now() - start).count() << " s");
+    CHECK(answered);
+  }
+  const auto start = Clock::now();
+  const ProcessResult status = shell_c(dir, job, "status");
+  const double took = std::chrono::duration<double>(Clock::now() - start).count();
+  INFO("troupe shell -c status took " << took << " s; stderr: " << status.err);
+  CHECK(status.exit_code == 0);
+  CHECK(took < 2);
+  for (int port : metrics_ports) {
+    const HttpResponse scrape = http_get(port, "/metrics", 2);
+    INFO("metrics port " << port << ": " << scrape.error);
+    CHECK(scrape.status == 200);
+  }
+
+  const pid_t job_pid = job.run->pid();
+  const double cpu_before = cpu_seconds(job_pid);
+  std::this_thread::sleep_for(seconds(2));
+  const double cpu_used = cpu_seconds(job_pid) - cpu_before;
+  const int descriptors = open_descriptors(job_pid);
+  INFO("the job process: " << cpu_used << " s of CPU in 2 s, " << descriptors << " descriptors open");
+  CHECK(cpu_used < 1);
+  CHECK(descriptors < 1024);
+  CHECK(job.run->wait_for_line(std::regex("step +\\d+/"), seconds(30), held_from));  // training goes on
+
+  held.clear();
+  const std::size_t released_at = job.run->lines().size();
+  CHECK(shell_c(dir, job, "status").exit_code == 0);
+  CHECK(job.run->wait_for_line(std::regex("step +\\d+/"), seconds(30), released_at));
 }
