@@ -49,7 +49,8 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
   for (int c = 0; c < s.chunks; ++c) {
     const compute::StageLayers& layers = setup_.split[static_cast<std::size_t>(s.virtual_stage(stage_, c))];
     Chunk chunk;
-    chunk.stage = std::make_unique<compute::GPTStage>(setup_.model, backend_, layers.first_layer, layers.last_layer);
+    chunk.stage = std::make_unique<compute::GPTStage>(setup_.model, backend_, layers.first_layer, layers.last_layer,
+                                                      compute::DType::f32, o.recompute);
     chunk.stage->init_parameters(o.seed);
     chunk.stage->reserve(o.batch_size, o.seq_len, setup_.peak_stashed);
     for (int slot = setup_.peak_stashed - 1; slot >= 0; --slot) chunk.free_slots.push_back(slot);

@@ -16,6 +16,9 @@ compute::TrainerOptions trainer_options(const ResolvedJob& job) {
   o.adamw = {t.beta1, t.beta2, t.eps, t.weight_decay};
   o.grad_clip = t.grad_clip;
   o.seed = t.seed;
+  const auto recompute = compute::parse_recompute(t.recompute);
+  TROUPE_CHECK(recompute.has_value(), "train.recompute '" + t.recompute + "' reached a worker unchecked");
+  o.recompute = *recompute;
   return o;
 }
 
@@ -40,7 +43,7 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
     : backend_(backend),
       place_{data_parallel.rank, {data_parallel.size, 1, 1}, data_parallel.zero_stage > 0 ? data_parallel.size : 1},
       moments_sharded_(data_parallel.zero_stage > 0),
-      model_(job.model, backend),
+      model_(job.model, backend, compute::DType::f32, trainer_options(job).recompute),
       trainer_(initialised(model_, job.config.train.seed), replica_options(job, std::move(data_parallel)), data.train,
                data.val) {
   const TrainOptions& t = job.config.train;

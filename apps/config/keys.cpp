@@ -47,6 +47,8 @@ constexpr ConfigKey keys[] = {
     {"train.grad_clip", "clip the global gradient norm to this; 0 = off", field<&J::train, &T::grad_clip>},
     {"train.zero", "ZeRO stage with --workers/launch: 0 off, 1 shard AdamW state, 2 also gradients",
      field<&J::train, &T::zero>},
+    {"train.recompute", "activations recomputed in backward instead of kept: none, selective or full",
+     field<&J::train, &T::recompute>},
     {"train.seed", "random seed for initialization and data order", field<&J::train, &T::seed>},
     {"train.threads", "CPU threads per worker; 0 = all cores", field<&J::train, &T::threads>},
     {"train.backend", "compute backend: cpu, cuda (fp32) or cuda-bf16", field<&J::train, &T::backend>},

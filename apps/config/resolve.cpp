@@ -10,6 +10,7 @@
 #include "apps/config/value.hpp"
 #include "compute/check.hpp"
 #include "compute/model/memory_estimate.hpp"
+#include "compute/model/recompute.hpp"
 #include "compute/model/stage_split.hpp"
 #include "monitor/log.hpp"
 #include "schedules/generate.hpp"
@@ -79,6 +80,8 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
   if (!(t.weight_decay >= 0)) return "train.weight_decay must not be negative, got " + str(t.weight_decay);
   if (!(t.grad_clip >= 0)) return "train.grad_clip must not be negative (0 = off), got " + str(t.grad_clip);
   if (t.zero < 0 || t.zero > 2) return "train.zero must be 0, 1 or 2, got " + str(t.zero);
+  if (!compute::parse_recompute(t.recompute))
+    return "train.recompute '" + t.recompute + "' is not a mode (known: none, selective, full)";
   if (t.threads < 0) return "train.threads must not be negative (0 = all cores), got " + str(t.threads);
   if (t.backend != "cpu" && t.backend != "cuda" && t.backend != "cuda-bf16")
     return "train.backend '" + t.backend + "' is not a backend (known: cpu, cuda, cuda-bf16)";

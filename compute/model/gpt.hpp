@@ -14,8 +14,8 @@ namespace troupe::compute {
 
 class GPT {
  public:
-  GPT(const GPTConfig& config, Backend& backend, DType dtype = DType::f32)
-      : stage_(config, backend, 0, config.n_layer, dtype) {}
+  GPT(const GPTConfig& config, Backend& backend, DType dtype = DType::f32, Recompute recompute = Recompute::none)
+      : stage_(config, backend, 0, config.n_layer, dtype, recompute) {}
 
   const GPTConfig& config() const { return stage_.config(); }
   const ParameterLayout& layout() const { return stage_.global_layout(); }

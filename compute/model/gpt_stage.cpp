@@ -35,10 +35,12 @@ Tensor on_host(Backend& backend, const Tensor& t) {
 
 }  // namespace
 
-GPTStage::GPTStage(const GPTConfig& config, Backend& backend, int first_layer, int last_layer, DType dtype)
+GPTStage::GPTStage(const GPTConfig& config, Backend& backend, int first_layer, int last_layer, DType dtype,
+                   Recompute recompute)
     : config_(config),
       backend_(backend),
       dtype_(dtype),
+      recompute_(recompute),
       first_layer_(first_layer),
       last_layer_(last_layer),
       global_layout_(config) {
@@ -139,16 +141,40 @@ void GPTStage::reserve(int B, int T, int slots) {
   const std::int64_t BT = std::int64_t{max_B_} * max_T_, C = config_.n_embd, NH = config_.n_head,
                      Vp = config_.padded_vocab_size,
                      att = shape_numel(backend_.attention_state_shape(max_B_, NH, max_T_));
-  auto z = [&](Shape s) { return backend_.zeros(std::move(s), dtype_); };
+  activation_bytes_ = 0;
+  auto allocate = [&](Shape shape, DType dtype) {
+    Tensor t = backend_.zeros(std::move(shape), dtype);
+    activation_bytes_ += static_cast<std::int64_t>(t.nbytes());
+    return t;
+  };
+  auto z = [&](Shape s) { return allocate(std::move(s), dtype_); };
+  // A block's buffers, taking each one `shared` defines instead of allocating it.
+  auto block_buffers = [&](const LayerActivations& shared) {
+    auto own = [&](const Tensor& t, std::int64_t numel) { return t.defined() ? t : z({numel}); };
+    const LayerActivations& h = shared;
+    return LayerActivations{own(h.ln1, BT * C),      own(h.ln1_mean, BT), own(h.ln1_rstd, BT),
+                            own(h.qkv, BT * 3 * C),  own(h.atty, BT * C), own(h.att, att),
+                            own(h.residual2, BT * C), own(h.ln2, BT * C), own(h.ln2_mean, BT),
+                            own(h.ln2_rstd, BT),     own(h.fch, BT * 4 * C), own(h.fch_gelu, BT * 4 * C),
+                            own(h.residual3, BT * C)};
+  };
+  shared_ = Shared{};
+  LayerActivations not_kept;  // the slots' views of shared_.recomputed
+  if (recompute_ == Recompute::selective) {
+    shared_.recomputed.att = z({att});
+    shared_.recomputed.fch_gelu = z({BT * 4 * C});
+    not_kept = shared_.recomputed;
+  } else if (recompute_ == Recompute::full) {
+    shared_.recomputed = block_buffers({});
+    not_kept = shared_.recomputed;
+    not_kept.residual3 = Tensor{};  // kept: the next block's input, or the stage's output
+  }
   slots_.assign(static_cast<std::size_t>(slots), Slot{});
   for (Slot& s : slots_) {
-    if (is_first()) s.tokens = backend_.zeros({max_B_, max_T_}, DType::i32);
-    if (is_last()) s.targets = backend_.zeros({max_B_, max_T_}, DType::i32);
+    if (is_first()) s.tokens = allocate({max_B_, max_T_}, DType::i32);
+    if (is_last()) s.targets = allocate({max_B_, max_T_}, DType::i32);
     s.input = z({BT * C});
-    for (int l = first_layer_; l < last_layer_; ++l) {
-      s.layers.push_back({z({BT * C}), z({BT}), z({BT}), z({BT * 3 * C}), z({BT * C}), z({att}),
-                          z({BT * C}), z({BT * C}), z({BT}), z({BT}), z({BT * 4 * C}), z({BT * 4 * C}), z({BT * C})});
-    }
+    for (int l = first_layer_; l < last_layer_; ++l) s.layers.push_back(block_buffers(not_kept));
     if (is_last()) {
       s.lnf = z({BT * C});
       s.lnf_mean = z({BT});
@@ -157,7 +183,6 @@ void GPTStage::reserve(int B, int T, int slots) {
     }
     s.dinput = z({BT * C});
   }
-  shared_ = Shared{};
   logits_B_ = logits_T_ = 0;
   shared_.branch_out = z({BT * C});
   if (is_last()) {
@@ -182,6 +207,30 @@ const GPTStage::Slot& GPTStage::slot_at(int slot) const {
   TROUPE_CHECK(0 <= slot && slot < slots(),
                "slot " + std::to_string(slot) + " of " + std::to_string(slots()) + " reserved");
   return slots_[static_cast<std::size_t>(slot)];
+}
+
+void GPTStage::block_forward(int layer, const LayerActivations& a, const Tensor& x, int B, int T) {
+  const std::int64_t C = config_.n_embd;
+  const Dims d{B, T, backend_.attention_state_shape(B, config_.n_head, T)};
+  const std::size_t k = first_block_ + static_cast<std::size_t>(layer - first_layer_) * kBlockTensors;
+  auto w = [&](std::size_t i) { return view(params_, k + i); };
+  Backend& be = backend_;
+  Tensor branch = d.bt(shared_.branch_out, C);
+  Tensor ln1 = d.bt(a.ln1, C), ln1_mean = d.bt_only(a.ln1_mean), ln1_rstd = d.bt_only(a.ln1_rstd);
+  Tensor qkv = d.bt(a.qkv, 3 * C), atty = d.bt(a.atty, C), att = d.bhtt(a.att), residual2 = d.bt(a.residual2, C);
+  Tensor ln2 = d.bt(a.ln2, C), ln2_mean = d.bt_only(a.ln2_mean), ln2_rstd = d.bt_only(a.ln2_rstd);
+  Tensor fch = d.bt(a.fch, 4 * C), fch_gelu = d.bt(a.fch_gelu, 4 * C), residual3 = d.bt(a.residual3, C);
+
+  be.layernorm_forward(ln1, ln1_mean, ln1_rstd, x, w(0), w(1));
+  be.matmul_forward(qkv, ln1, w(2), w(3));
+  be.attention_forward(atty, att, qkv, config_.n_head);
+  be.matmul_forward(branch, atty, w(4), w(5));
+  be.residual_forward(residual2, x, branch);
+  be.layernorm_forward(ln2, ln2_mean, ln2_rstd, residual2, w(6), w(7));
+  be.matmul_forward(fch, ln2, w(8), w(9));
+  be.gelu_forward(fch_gelu, fch);
+  be.matmul_forward(branch, fch_gelu, w(10), w(11));
+  be.residual_forward(residual3, residual2, branch);
 }
 
 double GPTStage::forward(int slot, const Tensor& input, const Tensor& targets) {
@@ -211,28 +260,10 @@ double GPTStage::forward(int slot, const Tensor& input, const Tensor& targets) {
     be.copy(x, input);
   }
 
-  Tensor branch = d.bt(shared_.branch_out, C);
   for (int l = first_layer_; l < last_layer_; ++l) {
-    const std::size_t local = static_cast<std::size_t>(l - first_layer_);
-    const std::size_t k = first_block_ + local * kBlockTensors;
-    auto w = [&](std::size_t i) { return view(params_, k + i); };
-    LayerActivations& a = s.layers[local];
-    Tensor ln1 = d.bt(a.ln1, C), ln1_mean = d.bt_only(a.ln1_mean), ln1_rstd = d.bt_only(a.ln1_rstd);
-    Tensor qkv = d.bt(a.qkv, 3 * C), atty = d.bt(a.atty, C), att = d.bhtt(a.att), residual2 = d.bt(a.residual2, C);
-    Tensor ln2 = d.bt(a.ln2, C), ln2_mean = d.bt_only(a.ln2_mean), ln2_rstd = d.bt_only(a.ln2_rstd);
-    Tensor fch = d.bt(a.fch, 4 * C), fch_gelu = d.bt(a.fch_gelu, 4 * C), residual3 = d.bt(a.residual3, C);
-
-    be.layernorm_forward(ln1, ln1_mean, ln1_rstd, x, w(0), w(1));
-    be.matmul_forward(qkv, ln1, w(2), w(3));
-    be.attention_forward(atty, att, qkv, config_.n_head);
-    be.matmul_forward(branch, atty, w(4), w(5));
-    be.residual_forward(residual2, x, branch);
-    be.layernorm_forward(ln2, ln2_mean, ln2_rstd, residual2, w(6), w(7));
-    be.matmul_forward(fch, ln2, w(8), w(9));
-    be.gelu_forward(fch_gelu, fch);
-    be.matmul_forward(branch, fch_gelu, w(10), w(11));
-    be.residual_forward(residual3, residual2, branch);
-    x = residual3;
+    const LayerActivations& a = s.layers[static_cast<std::size_t>(l - first_layer_)];
+    block_forward(l, a, x, s.B, s.T);
+    x = d.bt(a.residual3, C);
   }
   if (!is_last()) return std::numeric_limits<double>::quiet_NaN();
 
@@ -304,8 +335,13 @@ void GPTStage::backward(int slot, const Tensor& output_grad, double loss_scale,
     auto w = [&](std::size_t i) { return view(params_, k + i); };
     Tensor g[kBlockTensors];
     for (std::size_t i = 0; i < kBlockTensors; ++i) g[i] = view(grads_, k + i);
-    const LayerActivations& a = s.layers[local];
     Tensor block_in = d.bt(local == 0 ? s.input : s.layers[local - 1].residual3, C);
+    if (recompute_ == Recompute::full) block_forward(l, shared_.recomputed, block_in, s.B, s.T);
+    const LayerActivations& a = recompute_ == Recompute::full ? shared_.recomputed : s.layers[local];
+    if (recompute_ == Recompute::selective) {
+      Tensor fch_gelu = d.bt(a.fch_gelu, 4 * C);
+      be.gelu_forward(fch_gelu, d.bt(a.fch, 4 * C));
+    }
 
     // MLP branch: dresidual is d(residual3), which is also d(mlp output).
     be.matmul_backward(dfch_gelu, g[10], g[11], dresidual, d.bt(a.fch_gelu, 4 * C), w(10));
@@ -313,7 +349,12 @@ void GPTStage::backward(int slot, const Tensor& output_grad, double loss_scale,
     be.matmul_backward(dln, g[8], g[9], dfch, d.bt(a.ln2, C), w(8));
     be.layernorm_backward(dresidual, g[6], g[7], dln, d.bt(a.residual2, C), w(6), d.bt_only(a.ln2_mean),
                           d.bt_only(a.ln2_rstd));
-    // Attention branch: dresidual is now d(residual2).
+    // Attention branch: dresidual is now d(residual2). A selective recompute refills the
+    // probabilities; its output lands in datty, which the next call overwrites.
+    if (recompute_ == Recompute::selective) {
+      Tensor att = d.bhtt(a.att);
+      be.attention_forward(datty, att, d.bt(a.qkv, 3 * C), config_.n_head);
+    }
     be.matmul_backward(datty, g[4], g[5], dresidual, d.bt(a.atty, C), w(4));
     be.attention_backward(dqkv, datt, datty, d.bt(a.qkv, 3 * C), d.bhtt(a.att), config_.n_head);
     be.matmul_backward(dln, g[2], g[3], dqkv, d.bt(a.ln1, C), w(2));

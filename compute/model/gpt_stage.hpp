@@ -37,6 +37,9 @@
 // Backward keeps one residual-gradient buffer per slot for the stage's whole depth (it ends as
 // input_grad): blocks are walked in reverse and each adds its branch's gradient into the buffer in
 // place (see the conventions in backend.hpp).
+//
+// Recomputation (recompute.hpp): what a slot does not keep lives in one scratch set shared by
+// every slot and layer, which backward refills for the block it is about to differentiate.
 
 #include <cstdint>
 #include <functional>
@@ -48,17 +51,20 @@
 #include "compute/backend.hpp"
 #include "compute/model/gpt_config.hpp"
 #include "compute/model/parameter_layout.hpp"
+#include "compute/model/recompute.hpp"
 
 namespace troupe::compute {
 
 class GPTStage {
  public:
   // Blocks [first_layer, last_layer), 0 <= first_layer < last_layer <= n_layer.
-  GPTStage(const GPTConfig& config, Backend& backend, int first_layer, int last_layer, DType dtype = DType::f32);
+  GPTStage(const GPTConfig& config, Backend& backend, int first_layer, int last_layer, DType dtype = DType::f32,
+           Recompute recompute = Recompute::none);
 
   const GPTConfig& config() const { return config_; }
   const ParameterLayout& global_layout() const { return global_layout_; }
   DType dtype() const { return dtype_; }
+  Recompute recompute() const { return recompute_; }
   Backend& backend() { return backend_; }
   int first_layer() const { return first_layer_; }
   int last_layer() const { return last_layer_; }
@@ -91,6 +97,8 @@ class GPTStage {
   // which drops what the slots held.
   void reserve(int B, int T, int slots = 1);
   int slots() const { return static_cast<int>(slots_.size()); }
+  // Bytes of every activation buffer reserve() allocated: the slots' and the scratch they share.
+  std::int64_t activation_bytes() const { return activation_bytes_; }
 
   double forward(int slot, const Tensor& input, const Tensor& targets = Tensor{});
   Tensor output(int slot) const;  // (B,T,C) on the backend's device
@@ -120,6 +128,7 @@ class GPTStage {
     Tensor lnf, lnf_mean, lnf_rstd, probs;  // last stage
   };
   struct Shared {
+    LayerActivations recomputed;  // what slots do not keep (selective: att, fch_gelu; full: all)
     Tensor branch_out;      // attn.c_proj and mlp.c_proj outputs: only added into the stream
     Tensor logits, losses;  // last stage; logits take their own gradient in backward
     // Per-block gradient scratch.
@@ -129,12 +138,15 @@ class GPTStage {
   Tensor view(const Tensor& flat, std::size_t index) const {
     return flat.slice(views_[index].offset, views_[index].shape);
   }
+  // Global layer l's forward from x (B,T,C) into a's buffers.
+  void block_forward(int layer, const LayerActivations& a, const Tensor& x, int B, int T);
   Slot& slot_at(int slot);
   const Slot& slot_at(int slot) const;
 
   GPTConfig config_;
   Backend& backend_;
   DType dtype_;
+  Recompute recompute_;
   int first_layer_, last_layer_;
   ParameterLayout global_layout_;
   std::int64_t global_begin_ = 0, global_end_ = 0, num_params_ = 0;
@@ -145,6 +157,7 @@ class GPTStage {
   Tensor params_, grads_;
 
   int max_B_ = 0, max_T_ = 0;
+  std::int64_t activation_bytes_ = 0;
   std::vector<Slot> slots_;
   Shared shared_;
   int logits_B_ = 0, logits_T_ = 0;  // dims of the forward that last wrote shared_.logits

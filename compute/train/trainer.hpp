@@ -17,6 +17,7 @@
 #include "compute/data/batch.hpp"
 #include "compute/data/window_sampler.hpp"
 #include "compute/model/gpt.hpp"
+#include "compute/model/recompute.hpp"
 #include "compute/optim/adamw.hpp"
 #include "compute/optim/grad_clip.hpp"
 #include "compute/optim/lr_schedule.hpp"
@@ -58,6 +59,7 @@ struct TrainerOptions {
   AdamWOptions adamw;
   double grad_clip = 1.0;  // 0 = off
   std::uint64_t seed = 1337;
+  Recompute recompute = Recompute::none;  // for the model the caller builds; the trainer only reports it
   DataParallel data_parallel;
 };
 

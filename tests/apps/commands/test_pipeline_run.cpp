@@ -16,9 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "apps/checkpoint_parameters.hpp"
 #include "apps/run_troupe.hpp"
-#include "checkpoint/loader.hpp"
-#include "checkpoint/store.hpp"
 #include "support/run_process.hpp"
 #include "support/temp_dir.hpp"
 
@@ -45,15 +44,6 @@ RunFigures run_tiny(const TempDir& dir, std::vector<std::string> extra) {
   RunFigures f{m[1], m[2], m[3], ""};
   if (std::regex_search(r.out, m, std::regex("activations held at most, by stage: ([^\\n]*)"))) f.peaks = m[1];
   return f;
-}
-
-// The parameters in the last checkpoint of the run that wrote `dir`, in the flat order.
-std::vector<float> final_parameters(const std::filesystem::path& dir, long steps) {
-  auto loaded = troupe::checkpoint::open_checkpoint(troupe::checkpoint::step_dir(dir, steps));
-  REQUIRE(loaded.ok());
-  auto params = loaded->read_all("param");
-  REQUIRE(params.ok());
-  return std::move(*params);
 }
 
 struct ParameterComparison {

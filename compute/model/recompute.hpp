@@ -1,0 +1,21 @@
+#pragma once
+// What a stage keeps of a micro-batch's activations between its forward and its backward, and
+// what it recomputes instead (train.recompute; docs/parallelism.md gives what each keeps in bytes).
+//   none:       every activation the backward reads is kept.
+//   selective:  the GELU output and the attention probabilities (B·NH·T² on the cpu) are not
+//               kept; backward reruns GELU and the attention forward from what is kept.
+//   full:       only each block's input (the residual stream) is kept; backward reruns the block.
+// Recomputation runs the same kernels on the same inputs, so gradients are bitwise those of none.
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace troupe::compute {
+
+enum class Recompute { none, selective, full };
+
+std::string recompute_name(Recompute recompute);
+std::optional<Recompute> parse_recompute(std::string_view name);
+
+}  // namespace troupe::compute

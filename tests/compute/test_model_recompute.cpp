@@ -1,0 +1,143 @@
+// Activation recomputation: a stage that keeps less and recomputes in backward computes exactly
+// what a stage that keeps everything computes (same kernels on the same inputs, in the same
+// order), and holds the activation bytes recompute.hpp promises.
+
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "compute/cpu/cpu_backend.hpp"
+#include "compute/model/gpt.hpp"
+#include "compute/model/gpt_stage.hpp"
+#include "compute/model/recompute.hpp"
+#include "compute/model/stage_split.hpp"
+#include "compute/random.hpp"
+
+using namespace troupe::compute;
+
+namespace {
+
+const GPTConfig kConfig{3, 32, 4, 16, 64, 64};
+
+Tensor host_copy(Backend& backend, const Tensor& t) {
+  Tensor c = Tensor::zeros(t.shape(), t.dtype());
+  backend.copy(c, t);
+  return c;
+}
+
+bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  return a.nbytes() == b.nbytes() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
+}
+
+struct MicroBatch {
+  Tensor tokens, targets;
+};
+
+MicroBatch micro_batch(int B, int T, std::uint64_t seed) {
+  MicroBatch mb{Tensor::zeros({B, T}, DType::i32), Tensor::zeros({B, T}, DType::i32)};
+  for (int i = 0; i < B * T; ++i) {
+    mb.tokens.data_as<std::int32_t>()[i] = static_cast<std::int32_t>(hash_combine(seed, i) % kConfig.vocab_size);
+    mb.targets.data_as<std::int32_t>()[i] = static_cast<std::int32_t>(hash_combine(seed + 1, i) % kConfig.vocab_size);
+  }
+  return mb;
+}
+
+// What a chain of `stages` stages computes for two micro-batches run as 1F1B runs them (both
+// forwards, then both backwards, so the slots share the recompute scratch in between): the
+// losses, every stage's gradients and every stage's input gradient of each micro-batch.
+struct ChainResult {
+  std::vector<double> losses;
+  std::vector<Tensor> grads, input_grads;
+};
+
+ChainResult run_chain(Backend& backend, int stages, DType dtype, Recompute recompute) {
+  const MicroBatch mbs[2] = {micro_batch(2, 16, 7), micro_batch(3, 12, 8)};
+  auto split = split_layers(kConfig, stages);
+  REQUIRE(split.ok());
+  std::vector<std::unique_ptr<GPTStage>> chain;
+  for (const auto& s : *split) {
+    chain.push_back(std::make_unique<GPTStage>(kConfig, backend, s.first_layer, s.last_layer, dtype, recompute));
+    chain.back()->init_parameters(5);
+    chain.back()->reserve(3, 16, 2);
+    chain.back()->zero_grad();
+  }
+  ChainResult result;
+  for (int m = 0; m < 2; ++m) {
+    Tensor x = mbs[m].tokens;
+    for (auto& st : chain) {
+      const double loss = st->forward(m, x, st->is_last() ? mbs[m].targets : Tensor{});
+      if (st->is_last()) result.losses.push_back(loss);
+      x = host_copy(backend, st->output(m));
+    }
+  }
+  for (int m = 0; m < 2; ++m) {
+    Tensor dy;
+    for (int s = stages - 1; s >= 0; --s) {
+      GPTStage& st = *chain[static_cast<std::size_t>(s)];
+      st.backward(m, dy, 0.5);
+      dy = host_copy(backend, st.input_grad(m));
+      result.input_grads.push_back(dy);
+    }
+  }
+  for (auto& st : chain) result.grads.push_back(host_copy(backend, st->grads()));
+  return result;
+}
+
+void check_bitwise_equal_to_none(int stages, DType dtype, Recompute recompute) {
+  CpuBackend backend(2);  // threaded kernels: recomputation must repeat them bit for bit
+  const ChainResult kept = run_chain(backend, stages, dtype, Recompute::none);
+  const ChainResult redone = run_chain(backend, stages, dtype, recompute);
+  REQUIRE(kept.losses.size() == 2);
+  REQUIRE(redone.losses.size() == 2);
+  for (int m = 0; m < 2; ++m) CHECK(std::memcmp(&kept.losses[m], &redone.losses[m], sizeof(double)) == 0);
+  REQUIRE(kept.grads.size() == redone.grads.size());
+  for (std::size_t s = 0; s < kept.grads.size(); ++s) {
+    INFO("stage " << s << " parameter gradients");
+    CHECK(bitwise_equal(kept.grads[s], redone.grads[s]));
+  }
+  REQUIRE(kept.input_grads.size() == redone.input_grads.size());
+  for (std::size_t i = 0; i < kept.input_grads.size(); ++i) {
+    INFO("input gradient " << i);
+    CHECK(bitwise_equal(kept.input_grads[i], redone.input_grads[i]));
+  }
+}
+
+std::int64_t reserved_bytes(Recompute recompute, int slots) {
+  CpuBackend backend(1);
+  GPTStage stage(kConfig, backend, 1, 3, DType::f32, recompute);  // two blocks, neither end
+  stage.reserve(3, 16, slots);
+  return stage.activation_bytes();
+}
+
+}  // namespace
+
+TEST_CASE("recompute: selective and full give gradients bitwise equal to keeping everything, f32 and f64") {
+  for (Recompute r : {Recompute::selective, Recompute::full}) {
+    INFO("recompute " << recompute_name(r));
+    for (int stages : {1, 2, 3}) {
+      INFO(stages << " stages");
+      check_bitwise_equal_to_none(stages, DType::f32, r);
+      check_bitwise_equal_to_none(stages, DType::f64, r);
+    }
+  }
+}
+
+TEST_CASE("recompute: activation bytes drop by what each mode does not keep") {
+  const std::int64_t BT = 3 * 16, C = kConfig.n_embd, att = 3 * kConfig.n_head * 16 * 16, f32 = 4;
+  const std::int64_t block = BT * (16 * C + 4) + att;  // one block's kept buffers, recompute none
+  const std::int64_t layers = 2, slots = 3, kept_blocks = layers * slots;
+  const std::int64_t none = reserved_bytes(Recompute::none, slots);
+  // Selective: att and the GELU output are one set shared by every (slot, layer).
+  CHECK(none - reserved_bytes(Recompute::selective, slots) == (kept_blocks - 1) * (att + BT * 4 * C) * f32);
+  // Full: each (slot, layer) keeps its output (the next block's input); one whole block is scratch.
+  CHECK(none - reserved_bytes(Recompute::full, slots) == ((kept_blocks - 1) * block - kept_blocks * BT * C) * f32);
+}
+
+TEST_CASE("recompute: names parse back, anything else is refused") {
+  for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full})
+    CHECK(parse_recompute(recompute_name(r)) == r);
+  CHECK_FALSE(parse_recompute("partial").has_value());
+  CHECK_FALSE(parse_recompute("").has_value());
+}
