@@ -479,11 +479,39 @@ void on_node_done(job_actor* self, const node_done_msg& d) {
   }
 }
 
+// A rank whose connection broke reports the peer at the other end as lost; when every node is
+// alive that peer may be a victim too (a stalled rank's peers give up on it and close). The last
+// heartbeats tell more: when every other rank was waiting for a message and one was not, that
+// one is the likely cause. Returns ", the likely cause: rank …; last heartbeats: …", or "" when
+// the heartbeats do not single one out.
+std::string likely_cause_of_comm_failure(const job_supervisor_state& st, Clock::time_point now) {
+  const node_liveness* culprit_live = nullptr;
+  const worker_beat* culprit = nullptr;
+  int culprit_node = -1;
+  std::string waiting;
+  for (const auto& [index, live] : st.liveness) {
+    for (const worker_beat& beat : live.workers) {
+      if (!beat.waiting_for.empty()) {
+        waiting += "; " + describe_activity(st, index, beat, now);
+        continue;
+      }
+      if (culprit) return {};  // two ranks not waiting: nothing singles one out
+      culprit_live = &live, culprit = &beat, culprit_node = index;
+    }
+  }
+  if (!culprit || waiting.empty()) return {};
+  return ", the likely cause: " + describe_activity(st, culprit_node, *culprit, now) + ", no progress for " +
+         seconds_text(idle(*culprit_live, *culprit, now)) + " while every other rank waited (" + waiting.substr(2) + ")";
+}
+
 // The failure a node reported, once settled. Nodes that reported a failure are not survivors;
 // the job's own done set says so.
 void on_settled(job_actor* self) {
   auto& st = self->state;
-  fail_job(self, FailureKind::worker_exception, st.pending_failure, st.pending_failed_nodes);
+  std::string reason = st.pending_failure;
+  // The comm library's errors start "comm: " (comm/engine.cpp); a node relays its rank's error.
+  if (reason.find("comm: ") != std::string::npos) reason += likely_cause_of_comm_failure(st, Clock::now());
+  fail_job(self, FailureKind::worker_exception, std::move(reason), st.pending_failed_nodes);
 }
 
 caf::behavior joining(job_actor* self) {

@@ -6,6 +6,8 @@
 //   fail   report a failure
 //   hang   in step 1, wait for a message that never comes, until the job says stop
 //   busy   in step 1, compute (not wait) without end, until the job says stop
+//   stall  in step 1, compute (not wait) for 2 s, then report that the connection to the next
+//          rank broke, as a stalled rank whose waiting peer gave up on it does
 //   rescue in step 1, wait for the job's rescue order; a named writer answers that it saved
 //          step 7; then wait until the job says stop
 //   trained finish steps 1 to 3 (the tests' last step), then wait in the final validation until
@@ -76,7 +78,7 @@ node_done_msg until_stopped(caf::blocking_actor* worker) {
 
 int main(int argc, char** argv) {
   if (argc != 7) {
-    std::fprintf(stderr, "usage: %s PORT NODE_INDEX TOKEN BUILD_ID CONFIG_HASH check|fail|hang|busy|rescue|trained\n", argv[0]);
+    std::fprintf(stderr, "usage: %s PORT NODE_INDEX TOKEN BUILD_ID CONFIG_HASH check|fail|hang|busy|stall|rescue|trained\n", argv[0]);
     return 64;
   }
   const auto port = static_cast<std::uint16_t>(std::stoi(argv[1]));
@@ -132,6 +134,13 @@ int main(int argc, char** argv) {
       }
       progress.begin("validation after step 3");
       return until_stopped(worker);
+    }
+    if (behaviour == "stall") {
+      progress.begin("step 1");
+      std::this_thread::sleep_for(std::chrono::seconds(2));
+      const int peer = start.nodes.at(static_cast<std::size_t>(node_index)).first_rank + slot + 1;
+      return {-1, 1, "comm: all_reduce on group 0 failed: rank " + std::to_string(peer) +
+                         " lost (UCX endpoint error: Connection reset by remote peer)"};
     }
     if (behaviour == "busy") {
       progress.begin("step 1");

@@ -180,6 +180,40 @@ TEST_CASE("a node that fails ends the job with its name and stops the others", "
   CHECK(worker.wait(std::chrono::seconds(10)) == 1);
 }
 
+TEST_CASE("a comm failure while every node is alive names the rank the others were waiting for", "[actors]") {
+  // Node 0 (rank 0) computes without finishing its step, then reports that its connection to
+  // rank 1 broke, as a stalled rank does once its waiting peer gives up; ranks 1 and 2 wait.
+  Job job(plan_of(2));
+  auto stalled = NodeProcess::start(job.port, 0, "stall");
+  auto waiting = NodeProcess::start(job.port, 1, "hang");
+  auto outcome = job.outcome(std::chrono::seconds(30));
+  REQUIRE(outcome);
+  std::printf("%s\n", outcome->reason.c_str());
+  CHECK(outcome->exit_code == 1);
+  CHECK(outcome->failed_nodes == std::vector<int>{0});
+  const std::string& r = outcome->reason;
+  CHECK_THAT(r, Catch::StartsWith("node 0") && Contains("failed: comm: all_reduce on group 0 failed: rank 1 lost"));
+  const auto cause = r.find(", the likely cause: rank 0 (node 0");
+  REQUIRE(cause != std::string::npos);
+  CHECK_THAT(r.substr(cause), Contains("in step 1, not waiting for any message, no progress for") &&
+                                  Contains("while every other rank waited (rank 1 (node 1") &&
+                                  Contains("rank 2 (node 1") && Contains("for a message that never comes"));
+  CHECK(stalled.wait(std::chrono::seconds(10)) == 1);
+  CHECK(waiting.wait(std::chrono::seconds(10)) == 1);
+}
+
+TEST_CASE("a comm failure names no likely cause when two ranks were not waiting", "[actors]") {
+  Job job(plan_of(2));
+  auto stalled = NodeProcess::start(job.port, 0, "stall");
+  auto busy = NodeProcess::start(job.port, 1, "busy");
+  auto outcome = job.outcome(std::chrono::seconds(30));
+  REQUIRE(outcome);
+  CHECK_THAT(outcome->reason, Contains("failed: comm: all_reduce on group 0 failed: rank 1 lost") &&
+                                  !Contains("likely cause"));
+  CHECK(stalled.wait(std::chrono::seconds(10)) == 1);
+  CHECK(busy.wait(std::chrono::seconds(10)) == 1);
+}
+
 TEST_CASE("a node killed with SIGKILL is named within seconds, not waited for", "[actors]") {
   Job job(plan_of(2));
   auto victim = NodeProcess::start(job.port, 0, "hang");
