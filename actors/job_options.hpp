@@ -74,7 +74,7 @@ struct PipelineOptions {
 // recovers (docs/drills.md, "Recovery").
 struct FaultOptions {
   double heartbeat_seconds = 1;   // each node's heartbeat period
-  double heartbeat_timeout = 10;  // a node silent this long is hung or stopped
+  double heartbeat_timeout = 10;  // a node silent this long is lost: unreachable, stopped or hung
   double step_timeout = 600;      // a worker without a finished step (or validation) this long is stuck; 0 = off
   int max_restarts = 3;           // with checkpoint.dir: restarts of every node from the newest checkpoint
   bool elastic = false;           // a node that cannot come back is left out: fewer dp replicas, same global batch

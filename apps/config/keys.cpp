@@ -81,7 +81,7 @@ constexpr ConfigKey keys[] = {
      field<&J::pipeline, &P::trace>},
 
     {"fault.heartbeat_seconds", "seconds between a node's heartbeats to the job", field<&J::fault, &F::heartbeat_seconds>},
-    {"fault.heartbeat_timeout", "seconds of silence after which a node counts as hung or stopped",
+    {"fault.heartbeat_timeout", "seconds of silence after which a node counts as lost (unreachable, stopped or hung)",
      field<&J::fault, &F::heartbeat_timeout>},
     {"fault.step_timeout",
      "seconds a worker may go without finishing a step or validation before the job stops, naming what it waits for; "
