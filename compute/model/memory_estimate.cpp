@@ -26,11 +26,20 @@ MemoryEstimate estimate_training_memory(const GPTConfig& c, const StageFootprint
   const double bytes = double(s.element_bytes), token_bytes = 4;  // token ids are i32
 
   // GPTStage::reserve: per layer ln1, qkv, atty, residual2, ln2, fch, fch_gelu, residual3 (16 C
-  // wide in all), four per-token statistics and the attention state.
-  const double per_layer = 16 * BT * C + 4 * BT + att;
+  // wide in all), four per-token statistics and the attention state. What recomputation does not
+  // keep per layer, every layer's slots share once.
+  const double block = 16 * BT * C + 4 * BT + att;
+  double per_layer = block, recomputed = 0;
+  if (s.recompute == Recompute::selective) {
+    recomputed = 4 * BT * C + att;  // fch_gelu and the attention state
+    per_layer = block - recomputed;
+  } else if (s.recompute == Recompute::full) {
+    recomputed = block;
+    per_layer = BT * C;  // residual3, the next block's input
+  }
   double per_slot = layers * per_layer + 2 * BT * C;  // + input and dinput
   if (last) per_slot += BT * C + 2 * BT + BT * Vp;    // ln_f and its statistics, probabilities
-  double shared = 14 * BT * C + att;                  // branch output and per-block gradient scratch
+  double shared = 14 * BT * C + att + recomputed;     // branch output and per-block gradient scratch
   if (last) shared += BT * Vp + BT;                   // logits, losses
   const double token_buffers = s.slots * BT * ((first ? 1 : 0) + (last ? 1 : 0));
 

@@ -11,15 +11,18 @@
 
 #include "compute/expected.hpp"
 #include "compute/model/gpt_config.hpp"
+#include "compute/model/recompute.hpp"
 
 namespace troupe::compute {
 
 // A rank's share of the model: blocks [first_layer, last_layer), `slots` micro-batches of B
-// sequences of T tokens in flight, values of `element_bytes` each (4 for f32).
+// sequences of T tokens in flight, values of `element_bytes` each (4 for f32), keeping what
+// `recompute` keeps.
 struct StageFootprint {
   int first_layer = 0, last_layer = 0;
   int B = 1, T = 1, slots = 1;
   std::size_t element_bytes = 4;
+  Recompute recompute = Recompute::none;
 };
 
 struct MemoryEstimate {

@@ -29,7 +29,7 @@ double bytes_in_use() {
 double allocated_for(const GPTConfig& config, const StageFootprint& s) {
   CpuBackend backend(1);
   const double before = bytes_in_use();
-  auto stage = std::make_unique<GPTStage>(config, backend, s.first_layer, s.last_layer);
+  auto stage = std::make_unique<GPTStage>(config, backend, s.first_layer, s.last_layer, DType::f32, s.recompute);
   stage->reserve(s.B, s.T, s.slots);
   AdamW optimizer(backend, stage->views(), stage->num_params(), DType::f32, AdamWOptions{}, 0, stage->num_params());
   return bytes_in_use() - before;
@@ -42,14 +42,19 @@ const GPTConfig model{4, 64, 4, 64, 256, 256};
 // The estimate leaves out only bookkeeping (views, names, slot structs): a few kilobytes
 // against megabytes of tensors, so 3 % is a generous bound that still catches a forgotten buffer.
 TEST_CASE("the memory estimate is within 3 percent of what a stage and its AdamW allocate", "[model]") {
-  for (const StageFootprint& s : {StageFootprint{0, 4, 8, 64, 1, 4}, StageFootprint{0, 2, 4, 32, 3, 4},
-                                  StageFootprint{2, 4, 4, 48, 2, 4}, StageFootprint{1, 3, 6, 16, 1, 4}}) {
-    const MemoryEstimate estimate = estimate_training_memory(model, s);
-    const double allocated = allocated_for(model, s);
-    INFO("layers [" << s.first_layer << ", " << s.last_layer << ") B " << s.B << " T " << s.T << " slots " << s.slots
-                    << ": estimate " << estimate.total() << " bytes, allocated " << allocated);
-    CHECK(estimate.parameter_bytes == 16.0 * static_cast<double>(stage_parameter_count(model, s.first_layer, s.last_layer)));
-    CHECK(estimate.total() == Approx(allocated).epsilon(0.03));
+  for (const Recompute recompute : {Recompute::none, Recompute::selective, Recompute::full}) {
+    for (StageFootprint s : {StageFootprint{0, 4, 8, 64, 1, 4}, StageFootprint{0, 2, 4, 32, 3, 4},
+                             StageFootprint{2, 4, 4, 48, 2, 4}, StageFootprint{1, 3, 6, 16, 1, 4}}) {
+      s.recompute = recompute;
+      const MemoryEstimate estimate = estimate_training_memory(model, s);
+      const double allocated = allocated_for(model, s);
+      INFO("recompute " << recompute_name(recompute) << ", layers [" << s.first_layer << ", " << s.last_layer << ") B "
+                        << s.B << " T " << s.T << " slots " << s.slots << ": estimate " << estimate.total()
+                        << " bytes, allocated " << allocated);
+      CHECK(estimate.parameter_bytes ==
+            16.0 * static_cast<double>(stage_parameter_count(model, s.first_layer, s.last_layer)));
+      CHECK(estimate.total() == Approx(allocated).epsilon(0.03));
+    }
   }
 }
 
@@ -65,8 +70,8 @@ TEST_CASE("sizes whose element counts overflow 64 bits are refused naming the ke
   const GPTConfig wide{4, std::numeric_limits<int>::max() - 1, 2, 128, 256, 256};
   const troupe::Status refused = check_element_counts(wide, 8, 128);
   REQUIRE_FALSE(refused.ok());
-  CHECK_THAT(refused.error().message, Catch::Contains("model.n_embd 2147483646") &&
-                                          Catch::Contains("more than a 64-bit count holds"));
+  CHECK_THAT(refused.error().message,
+             Catch::Contains("model.n_embd 2147483646") && Catch::Contains("more than a 64-bit count holds"));
   const GPTConfig long_context{4, 128, 4, std::numeric_limits<int>::max(), 256, 256};
   CHECK_FALSE(check_element_counts(long_context, 1000000, std::numeric_limits<int>::max()).ok());
 }

@@ -13,6 +13,7 @@
 #include "apps/run_troupe.hpp"
 
 using namespace troupe::test;
+using troupe::compute::Recompute;
 
 namespace {
 
@@ -54,7 +55,7 @@ TEST_CASE("a worker's estimate covers the whole model, or its largest pipeline s
   config.model.preset = "tiny";
   auto whole = troupe::apps::resolve(config);
   REQUIRE(whole.ok());
-  const auto one = troupe::apps::worker_memory(*whole);
+  const auto one = troupe::apps::worker_memory(*whole, Recompute::none);
   CHECK(one.parameter_bytes > 0);
   CHECK(troupe::apps::check_memory_fit(*whole, 1).ok());
 
@@ -62,7 +63,32 @@ TEST_CASE("a worker's estimate covers the whole model, or its largest pipeline s
   config.pipeline.microbatches = 4;
   auto staged = troupe::apps::resolve(config);
   REQUIRE(staged.ok());
-  const auto stage = troupe::apps::worker_memory(*staged);
+  const auto stage = troupe::apps::worker_memory(*staged, Recompute::none);
   CHECK(stage.parameter_bytes < one.parameter_bytes);
   CHECK(stage.activation_bytes > one.activation_bytes);  // four micro-batches in flight, half the layers each
+}
+
+TEST_CASE("a refusal names train.recompute full when that would fit, and only then", "[config]") {
+  troupe::actors::JobConfig config;
+  config.model.preset = "small";
+  config.train.batch_size = 64;
+  auto job = troupe::apps::resolve(config);
+  REQUIRE(job.ok());
+  const double none = troupe::apps::worker_memory(*job, Recompute::none).total();
+  const double full = troupe::apps::worker_memory(*job, Recompute::full).total();
+  REQUIRE(full < none / 2);
+  const double between = (none + full) / 2;
+  CHECK(troupe::apps::check_memory_fit(*job, 1, none, "test").ok());
+  const auto hinted = troupe::apps::check_memory_fit(*job, 1, between, "test");
+  REQUIRE_FALSE(hinted.ok());
+  CHECK_THAT(hinted.error().message,
+             Catch::Contains("is available (test); with train.recompute full they would need about"));
+  const auto too_small = troupe::apps::check_memory_fit(*job, 1, full / 2, "test");
+  REQUIRE_FALSE(too_small.ok());
+  CHECK_THAT(too_small.error().message, !Catch::Contains("train.recompute"));
+
+  config.train.recompute = "full";
+  auto recomputing = troupe::apps::resolve(config);
+  REQUIRE(recomputing.ok());
+  CHECK(troupe::apps::check_memory_fit(*recomputing, 1, between, "test").ok());
 }
