@@ -13,9 +13,11 @@
 #include <stdexcept>
 #include <vector>
 
+#include "support/tensor_compare.hpp"
 #include "compute/cpu/cpu_backend.hpp"
 
 using namespace troupe::compute;
+using troupe::test::bitwise_equal;
 
 namespace {
 
@@ -38,13 +40,9 @@ Tensor copy_of(const Tensor& t) {
   return c;
 }
 
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  return a.dtype() == b.dtype() && a.nbytes() == b.nbytes() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
-}
-
 // Elements [offset, offset + count) of a and b, bit for bit.
 bool bitwise_equal(const Tensor& a, const Tensor& b, std::int64_t offset, std::int64_t count) {
-  return bitwise_equal(a.slice(offset, {count}), b.slice(offset, {count}));
+  return troupe::test::bitwise_equal(a.slice(offset, {count}), b.slice(offset, {count}));
 }
 
 AdamWHyper hyper_at(long step) {

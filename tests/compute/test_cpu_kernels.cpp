@@ -18,11 +18,13 @@
 #include <string>
 #include <vector>
 
+#include "support/tensor_compare.hpp"
 #include "compute/cpu/cpu_backend.hpp"
 #include "compute/cpu/openblas_setup.hpp"
 #include "compute/cpu/vector_math.hpp"
 
 using namespace troupe::compute;
+using troupe::test::bitwise_equal;
 
 namespace {
 
@@ -85,10 +87,6 @@ double relative_difference(const Tensor& a, const Tensor& b) {
     ref += at(b, i) * at(b, i);
   }
   return std::sqrt(diff) / std::max(std::sqrt(ref), 1e-300);
-}
-
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  return a.nbytes() == b.nbytes() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
 }
 
 // The outputs of one scenario, run once per dtype from the same f64 inputs.

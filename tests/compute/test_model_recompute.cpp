@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "support/tensor_compare.hpp"
 #include "compute/cpu/cpu_backend.hpp"
 #include "compute/model/gpt.hpp"
 #include "compute/model/gpt_stage.hpp"
@@ -16,20 +17,12 @@
 #include "compute/random.hpp"
 
 using namespace troupe::compute;
+using troupe::test::bitwise_equal;
+using troupe::test::host_copy;
 
 namespace {
 
 const GPTConfig kConfig{3, 32, 4, 16, 64, 64};
-
-Tensor host_copy(Backend& backend, const Tensor& t) {
-  Tensor c = Tensor::zeros(t.shape(), t.dtype());
-  backend.copy(c, t);
-  return c;
-}
-
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  return a.nbytes() == b.nbytes() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
-}
 
 struct MicroBatch {
   Tensor tokens, targets;

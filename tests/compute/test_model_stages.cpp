@@ -13,6 +13,7 @@
 #include <limits>
 #include <memory>
 
+#include "support/tensor_compare.hpp"
 #include "compute/cpu/cpu_backend.hpp"
 #include "compute/model/gpt.hpp"
 #include "compute/model/gpt_stage.hpp"
@@ -20,6 +21,8 @@
 #include "compute/random.hpp"
 
 using namespace troupe::compute;
+using troupe::test::bitwise_equal;
+using troupe::test::host_copy;
 
 namespace {
 
@@ -64,16 +67,6 @@ void check_split(const GPTConfig& cfg, int stages) {
   // Every parameter once, plus the last stage's embedding copy when there are two ends.
   CHECK(total == ParameterLayout(cfg).total() + (stages > 1 ? wte : 0));
   CHECK(largest == brute_force_min_max(cfg, stages));
-}
-
-Tensor host_copy(Backend& backend, const Tensor& t) {
-  Tensor c = Tensor::zeros(t.shape(), t.dtype());
-  backend.copy(c, t);
-  return c;
-}
-
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  return a.nbytes() == b.nbytes() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
 }
 
 template <typename F>
