@@ -10,10 +10,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <memory>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "apps/commands/op_timing_backend.hpp"
 #include "apps/exit_codes.hpp"
 #include "compute/data/synthetic_tokens.hpp"
 #include "compute/model/gpt.hpp"
@@ -29,7 +33,8 @@ namespace {
 
 #ifdef TROUPE_HAVE_CUDA
 // Tokens/s that the PyTorch script prints for `mode` ("tokens_per_s <value>" on its last line),
-// or nothing when python3 or torch is missing or the run fails.
+// or nothing when python3 or torch is missing or the run fails; then the script's last lines
+// are printed, so the failure can be read without running it again.
 std::optional<double> torch_tokens_per_s(const BenchGpuOptions& o, const std::string& mode) {
   const std::string command = "python3 '" + o.torch_script + "' --mode " + mode + " --batch " + std::to_string(o.batch) +
                               " --seq " + std::to_string(o.seq) + " --steps " + std::to_string(o.steps) +
@@ -38,10 +43,15 @@ std::optional<double> torch_tokens_per_s(const BenchGpuOptions& o, const std::st
   if (!pipe) return std::nullopt;
   std::array<char, 512> line{};
   std::optional<double> result;
+  std::deque<std::string> tail;
   while (std::fgets(line.data(), line.size(), pipe.get()) != nullptr) {
     double value = 0;
     if (std::sscanf(line.data(), "tokens_per_s %lf", &value) == 1) result = value;
+    tail.emplace_back(line.data());
+    if (tail.size() > 8) tail.pop_front();
   }
+  if (!result)
+    for (const std::string& l : tail) std::printf("  pytorch %s | %s", mode.c_str(), l.c_str());
   return result;
 }
 
@@ -94,7 +104,8 @@ int run_bench_gpu(const BenchGpuOptions& o) {
 
   const std::vector<std::uint16_t> stream =
       compute::synthetic_tokens(static_cast<std::size_t>(o.batch) * o.seq * 4 + 1, cfg.vocab_size);
-  compute::GPT model(cfg, gpu);
+  OpTimingBackend timed(gpu, [&gpu] { gpu.synchronize(); });
+  compute::GPT model(cfg, timed);
   model.init_parameters(1);
   compute::TrainerOptions options;
   options.batch_size = o.batch;
@@ -119,6 +130,19 @@ int run_bench_gpu(const BenchGpuOptions& o) {
   std::printf("troupe %s (%s): B=%d T=%d, %.1f ms/step, %.0f tokens/s, MFU %.1f%% (loss %.3f)\n", o.model.c_str(),
               gpu.name().c_str(), o.batch, o.seq, step * 1e3, tokens_per_s,
               100.0 * tokens_per_s * flops_per_token / *peak, loss);
+
+  // One more step with a wait after every op: where the time goes.
+  timed.set_timing(true);
+  trainer.step();
+  gpu.synchronize();
+  timed.set_timing(false);
+  std::vector<std::pair<std::string, double>> ops(timed.seconds().begin(), timed.seconds().end());
+  std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  double op_total = 0;
+  for (const auto& [name, s] : ops) op_total += s;
+  std::printf("time per op, one step with a wait after each op (%.1f ms in all):\n", op_total * 1e3);
+  for (const auto& [name, s] : ops)
+    std::printf("  %-22s %8.2f ms  %5.1f%%\n", name.c_str(), s * 1e3, 100.0 * s / op_total);
 
   if (o.torch_script.empty()) return to_int(ExitCode::success);
   if (!torch_available()) {

@@ -45,6 +45,7 @@ Loaded load() {
   bind(blas, "cublasDestroy_v2", a.destroy, l.error);
   bind(blas, "cublasSetStream_v2", a.set_stream, l.error);
   bind(blas, "cublasGemmEx", a.gemm_ex, l.error);
+  bind(blas, "cublasGemmStridedBatchedEx", a.gemm_strided_batched_ex, l.error);
   bind(blas, "cublasGetStatusString", a.status_string, l.error);
   bind(lt, "cublasLtCreate", a.lt_create, l.error);
   bind(lt, "cublasLtDestroy", a.lt_destroy, l.error);

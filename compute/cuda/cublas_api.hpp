@@ -21,6 +21,11 @@ struct CublasApi {
   cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
                             const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
                             cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+  // Likewise the exported cublasGemmStridedBatchedEx.
+  cublasStatus_t (*gemm_strided_batched_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                            const void*, const void*, cudaDataType, int, long long, const void*,
+                                            cudaDataType, int, long long, const void*, void*, cudaDataType, int,
+                                            long long, int, cublasComputeType_t, cublasGemmAlgo_t);
   decltype(&::cublasGetStatusString) status_string;
   decltype(&::cublasLtCreate) lt_create;
   decltype(&::cublasLtDestroy) lt_destroy;

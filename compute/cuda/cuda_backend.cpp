@@ -6,11 +6,21 @@
 //   out (N,OC) = inp · Wᵀ       →  outᵀ (OC,N) = W_cm(C,OC)ᵀ · inpᵀ        gemm(T, N, OC, N, C)
 //   dinp (N,C) = dout · W       →  dinpᵀ (C,N) = W_cm(C,OC) · doutᵀ         gemm(N, N, C, N, OC)
 //   dW (OC,C) += doutᵀ · inp    →  dWᵀ (C,OC) += inpᵀ · dout_cm(OC,N)ᵀ      gemm(N, T, C, OC, N)
+//
+// Attention in the bf16 mode, per (sequence, head) pair, Q K V dO (T,hs) and S P dP dS (T,T):
+//   S (T,T) = scale · Q · Kᵀ   →  Sᵀ = K_cm(hs,T)ᵀ · Q_cm(hs,T)            gemm(T, N, T, T, hs)
+//   dP = dO · Vᵀ               →  likewise with V and dO                    gemm(T, N, T, T, hs)
+//   Y (T,hs) = P · V           →  Yᵀ = V_cm(hs,T) · P_cm(T,T)               gemm(N, N, hs, T, T)
+//   dV = Pᵀ · dO               →  dVᵀ = dO_cm(hs,T) · P_cm(T,T)ᵀ            gemm(N, T, hs, T, T)
+//   dQ = scale · dS · K        →  dQᵀ = K_cm(hs,T) · dS_cm(T,T)             gemm(N, N, hs, T, T)
+//   dK = scale · dSᵀ · Q       →  dKᵀ = Q_cm(hs,T) · dS_cm(T,T)ᵀ            gemm(N, T, hs, T, T)
 
 #include "compute/cuda/cuda_backend.hpp"
 
 #include <cuda_bf16.h>
 
+#include <algorithm>
+#include <cmath>
 #include <initializer_list>
 
 #include "compute/backend_checks.hpp"
@@ -41,6 +51,15 @@ void check_ids(const Tensor& ids, std::int64_t count, const char* op) {
 float* f32(const Tensor& t) { return t.data_as<float>(); }
 
 void free_device(void* p) { cudaFree(p); }
+
+// The bf16 mode's attention keeps at most this many bytes of fp32 (T, T) scores at a time (two
+// such buffers in backward, and half as much again for each bf16 one): heads go in chunks.
+constexpr std::int64_t kAttentionScoreBytes = std::int64_t{256} << 20;
+
+std::int64_t attention_chunk(std::int64_t pairs, int T) {
+  const std::int64_t per_pair = std::int64_t{T} * T * static_cast<std::int64_t>(sizeof(float));
+  return std::clamp<std::int64_t>(kAttentionScoreBytes / per_pair, 1, pairs);
+}
 
 }  // namespace
 
@@ -198,7 +217,10 @@ void CudaBackend::attention_forward(Tensor& out, Tensor& att, const Tensor& qkv,
   check_f32(op, {&qkv, &out, &att});
   const auto [B, T, C] = checks::attention(qkv, out, n_head, op);
   checks::shape(att, attention_state_shape(B, n_head, T), op);
-  cuda::attention_forward(f32(out), f32(att), f32(qkv), B, T, C, n_head, stream_);
+  if (precision_ == Precision::bf16)
+    attention_forward_bf16(f32(out), f32(att), f32(qkv), B, T, C, n_head);
+  else
+    cuda::attention_forward(f32(out), f32(att), f32(qkv), B, T, C, n_head, stream_);
 }
 
 void CudaBackend::attention_backward(Tensor& dqkv, Tensor& datt, const Tensor& dout, const Tensor& qkv,
@@ -209,7 +231,78 @@ void CudaBackend::attention_backward(Tensor& dqkv, Tensor& datt, const Tensor& d
   checks::shape(att, attention_state_shape(B, n_head, T), op);
   check_same_shape(dqkv, qkv, op);
   check_same_shape(datt, att, op);
-  cuda::attention_backward(f32(dqkv), f32(datt), f32(dout), f32(qkv), f32(att), B, T, C, n_head, stream_);
+  if (precision_ == Precision::bf16)
+    attention_backward_bf16(f32(dqkv), f32(datt), f32(dout), f32(qkv), f32(att), B, T, C, n_head);
+  else
+    cuda::attention_backward(f32(dqkv), f32(datt), f32(dout), f32(qkv), f32(att), B, T, C, n_head, stream_);
+}
+
+void CudaBackend::batched_gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha,
+                               const std::uint16_t* a, int lda, std::int64_t stride_a, const std::uint16_t* b, int ldb,
+                               std::int64_t stride_b, float* c, int ldc, std::int64_t stride_c, std::int64_t count) {
+  const float zero = 0.0f;
+  TROUPE_CUBLAS_CHECK(cublas().gemm_strided_batched_ex(
+      cublas_, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha, a,
+      CUDA_R_16BF, lda, stride_a, b, CUDA_R_16BF, ldb, stride_b, &zero, c, CUDA_R_32F, ldc, stride_c,
+      static_cast<int>(count), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+void CudaBackend::attention_forward_bf16(float* out, float* lse, const float* qkv, int B, int T, int C, int NH) {
+  if (B == 0 || T == 0) return;
+  const int hs = C / NH;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const std::int64_t n = std::int64_t{B} * T * C, pairs = std::int64_t{B} * NH;
+  const std::int64_t head = std::int64_t{T} * hs, scores = std::int64_t{T} * T;
+  auto* q = static_cast<std::uint16_t*>(attention_heads_.get(3 * n * sizeof(std::uint16_t), stream_));
+  std::uint16_t* k = q + n;
+  std::uint16_t* v = k + n;
+  cuda::attention_split_heads(q, k, v, qkv, B, T, C, NH, stream_);
+  auto* y = static_cast<float*>(attention_outputs_.get(n * sizeof(float), stream_));
+  const std::int64_t chunk = attention_chunk(pairs, T);
+  auto* s = static_cast<float*>(attention_scores_[0].get(chunk * scores * sizeof(float), stream_));
+  auto* p = static_cast<std::uint16_t*>(attention_probs_.get(chunk * scores * sizeof(std::uint16_t), stream_));
+  for (std::int64_t first = 0; first < pairs; first += chunk) {
+    const std::int64_t count = std::min(chunk, pairs - first), at = first * head;
+    batched_gemm(true, false, T, T, hs, scale, k + at, hs, head, q + at, hs, head, s, T, scores, count);
+    cuda::attention_causal_softmax(p, lse + first * T, s, count * T, T, stream_);
+    batched_gemm(false, false, hs, T, T, 1.0f, v + at, hs, head, p, T, scores, y + at, hs, head, count);
+  }
+  cuda::attention_merge_heads(out, C, y, B, T, C, NH, stream_);
+}
+
+void CudaBackend::attention_backward_bf16(float* dqkv, float* rowdot, const float* dout, const float* qkv,
+                                          const float* lse, int B, int T, int C, int NH) {
+  if (B == 0 || T == 0) return;
+  const int hs = C / NH;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const std::int64_t n = std::int64_t{B} * T * C, pairs = std::int64_t{B} * NH;
+  const std::int64_t head = std::int64_t{T} * hs, scores = std::int64_t{T} * T;
+  auto* q = static_cast<std::uint16_t*>(attention_heads_.get(4 * n * sizeof(std::uint16_t), stream_));
+  std::uint16_t* k = q + n;
+  std::uint16_t* v = k + n;
+  std::uint16_t* dy = v + n;
+  cuda::attention_split_heads(q, k, v, qkv, B, T, C, NH, stream_);
+  cuda::attention_heads_of(dy, dout, B, T, C, NH, stream_);
+  auto* dq = static_cast<float*>(attention_outputs_.get(3 * n * sizeof(float), stream_));
+  float* dk = dq + n;
+  float* dv = dk + n;
+  const std::int64_t chunk = attention_chunk(pairs, T);
+  auto* s = static_cast<float*>(attention_scores_[0].get(chunk * scores * sizeof(float), stream_));
+  auto* dp = static_cast<float*>(attention_scores_[1].get(chunk * scores * sizeof(float), stream_));
+  auto* p = static_cast<std::uint16_t*>(attention_probs_.get(2 * chunk * scores * sizeof(std::uint16_t), stream_));
+  std::uint16_t* ds = p + chunk * scores;
+  for (std::int64_t first = 0; first < pairs; first += chunk) {
+    const std::int64_t count = std::min(chunk, pairs - first), at = first * head;
+    batched_gemm(true, false, T, T, hs, scale, k + at, hs, head, q + at, hs, head, s, T, scores, count);
+    batched_gemm(true, false, T, T, hs, 1.0f, v + at, hs, head, dy + at, hs, head, dp, T, scores, count);
+    cuda::attention_causal_softmax_backward(p, ds, rowdot + first * T, s, dp, lse + first * T, count * T, T, stream_);
+    batched_gemm(false, true, hs, T, T, 1.0f, dy + at, hs, head, p, T, scores, dv + at, hs, head, count);
+    batched_gemm(false, false, hs, T, T, scale, k + at, hs, head, ds, T, scores, dq + at, hs, head, count);
+    batched_gemm(false, true, hs, T, T, scale, q + at, hs, head, ds, T, scores, dk + at, hs, head, count);
+  }
+  cuda::attention_merge_heads(dqkv, 3LL * C, dq, B, T, C, NH, stream_);
+  cuda::attention_merge_heads(dqkv + C, 3LL * C, dk, B, T, C, NH, stream_);
+  cuda::attention_merge_heads(dqkv + 2 * C, 3LL * C, dv, B, T, C, NH, stream_);
 }
 
 void CudaBackend::gelu_forward(Tensor& out, const Tensor& inp) {

@@ -96,12 +96,23 @@ class CudaBackend final : public Backend {
   // Column-major C (m, n) = op(A) (m, k) · op(B) (k, n) + beta · C, fp32 C and accumulation.
   void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, Operand a, int lda, Operand b, int ldb, float beta,
             float* c, int ldc);
+  // Column-major C_i = alpha · op(A_i) · op(B_i) for `count` matrices at fixed strides; A and B
+  // bf16, C fp32 (the bf16 mode's attention).
+  void batched_gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const std::uint16_t* a,
+                    int lda, std::int64_t stride_a, const std::uint16_t* b, int ldb, std::int64_t stride_b, float* c,
+                    int ldc, std::int64_t stride_c, std::int64_t count);
+  // The bf16 mode's attention: batched GEMMs on tensor cores with the (T, T) scores of a bounded
+  // number of heads at a time in scratch (kernels/attention_gemm.cu).
+  void attention_forward_bf16(float* out, float* lse, const float* qkv, int B, int T, int C, int NH);
+  void attention_backward_bf16(float* dqkv, float* rowdot, const float* dout, const float* qkv, const float* lse, int B,
+                               int T, int C, int NH);
   float* column_scratch(std::int64_t floats);
 
   Precision precision_;
   cudaStream_t stream_;
   cublasHandle_t cublas_;
   Scratch column_scratch_, reduce_scratch_, bf16_scratch_[3];
+  Scratch attention_heads_, attention_outputs_, attention_scores_[2], attention_probs_;
 };
 
 }  // namespace troupe::compute

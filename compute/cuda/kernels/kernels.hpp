@@ -40,6 +40,24 @@ void attention_forward(float* out, float* lse, const float* qkv, int B, int T, i
 void attention_backward(float* dqkv, float* rowdot, const float* dout, const float* qkv, const float* lse, int B, int T,
                         int C, int NH, cudaStream_t stream);
 
+// attention_gemm.cu: the bf16 mode's attention, whose products are batched cuBLAS GEMMs
+// (cuda_backend.cpp); here the head layout changes and the causal softmax, fp32 arithmetic.
+// Head buffers are (B, NH, T, hs) bf16; score rows (pairs·T of them, T long) are fp32 in, bf16 out.
+// qkv (B, T, 3C) → q, k, v.
+void attention_split_heads(std::uint16_t* q, std::uint16_t* k, std::uint16_t* v, const float* qkv, int B, int T, int C,
+                           int NH, cudaStream_t stream);
+// x (B, T, C) → out.
+void attention_heads_of(std::uint16_t* out, const float* x, int B, int T, int C, int NH, cudaStream_t stream);
+// heads (B, NH, T, hs) fp32 → the (B, T, C) columns of out, rows ld apart.
+void attention_merge_heads(float* out, std::int64_t ld, const float* heads, int B, int T, int C, int NH,
+                           cudaStream_t stream);
+// P = exp(S - lse) on and below the diagonal, 0 above; lse per row. S holds scaled scores.
+void attention_causal_softmax(std::uint16_t* P, float* lse, const float* S, std::int64_t rows, int T,
+                              cudaStream_t stream);
+// P as forward, D = rowsum(P ∘ dP), dS = P ∘ (dP - D).
+void attention_causal_softmax_backward(std::uint16_t* P, std::uint16_t* dS, float* D, const float* S, const float* dP,
+                                       const float* lse, std::int64_t rows, int T, cudaStream_t stream);
+
 // elementwise.cu
 // out (N, OC) rows = bias: the GEMM then accumulates onto it (beta = 1), as the CPU backend does.
 void broadcast_rows(float* out, const float* bias, std::int64_t N, int OC, cudaStream_t stream);

@@ -1,0 +1,125 @@
+#pragma once
+// A Backend that forwards every op to another and, while timing is on, waits for each op to
+// finish and adds its wall time to the op's total: where a step's time goes, for `bench gpu`.
+// Waiting after every op removes the overlap of launches with work, so the totals add up to a
+// little more than a pipelined step; with timing off it only forwards.
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "compute/backend.hpp"
+
+namespace troupe::apps {
+
+class OpTimingBackend final : public compute::Backend {
+ public:
+  OpTimingBackend(compute::Backend& inner, std::function<void()> synchronize)
+      : inner_(inner), synchronize_(std::move(synchronize)) {}
+
+  void set_timing(bool on) { timing_ = on; }
+  // Seconds per op name, summed since the last clear().
+  const std::map<std::string, double>& seconds() const { return seconds_; }
+  void clear() { seconds_.clear(); }
+
+  compute::Device device() const override { return inner_.device(); }
+  std::string name() const override { return inner_.name(); }
+  compute::Tensor zeros(compute::Shape shape, compute::DType dtype) override {
+    return inner_.zeros(std::move(shape), dtype);
+  }
+  void fill_zero(compute::Tensor& t) override {
+    timed("fill_zero", [&] { inner_.fill_zero(t); });
+  }
+  void copy(compute::Tensor& dst, const compute::Tensor& src) override {
+    timed("copy", [&] { inner_.copy(dst, src); });
+  }
+  void encoder_forward(compute::Tensor& out, const compute::Tensor& tokens, const compute::Tensor& wte,
+                       const compute::Tensor& wpe) override {
+    timed("encoder_forward", [&] { inner_.encoder_forward(out, tokens, wte, wpe); });
+  }
+  void encoder_backward(compute::Tensor& dwte, compute::Tensor& dwpe, const compute::Tensor& dout,
+                        const compute::Tensor& tokens) override {
+    timed("encoder_backward", [&] { inner_.encoder_backward(dwte, dwpe, dout, tokens); });
+  }
+  void layernorm_forward(compute::Tensor& out, compute::Tensor& mean, compute::Tensor& rstd,
+                         const compute::Tensor& inp, const compute::Tensor& weight,
+                         const compute::Tensor& bias) override {
+    timed("layernorm_forward", [&] { inner_.layernorm_forward(out, mean, rstd, inp, weight, bias); });
+  }
+  void layernorm_backward(compute::Tensor& dinp, compute::Tensor& dweight, compute::Tensor& dbias,
+                          const compute::Tensor& dout, const compute::Tensor& inp, const compute::Tensor& weight,
+                          const compute::Tensor& mean, const compute::Tensor& rstd) override {
+    timed("layernorm_backward",
+          [&] { inner_.layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd); });
+  }
+  void matmul_forward(compute::Tensor& out, const compute::Tensor& inp, const compute::Tensor& weight,
+                      const compute::Tensor& bias) override {
+    timed("matmul_forward", [&] { inner_.matmul_forward(out, inp, weight, bias); });
+  }
+  void matmul_backward(compute::Tensor& dinp, compute::Tensor& dweight, compute::Tensor& dbias,
+                       const compute::Tensor& dout, const compute::Tensor& inp, const compute::Tensor& weight) override {
+    timed("matmul_backward", [&] { inner_.matmul_backward(dinp, dweight, dbias, dout, inp, weight); });
+  }
+  compute::Shape attention_state_shape(std::int64_t B, std::int64_t n_head, std::int64_t T) const override {
+    return inner_.attention_state_shape(B, n_head, T);
+  }
+  void attention_forward(compute::Tensor& out, compute::Tensor& att, const compute::Tensor& qkv, int n_head) override {
+    timed("attention_forward", [&] { inner_.attention_forward(out, att, qkv, n_head); });
+  }
+  void attention_backward(compute::Tensor& dqkv, compute::Tensor& datt, const compute::Tensor& dout,
+                          const compute::Tensor& qkv, const compute::Tensor& att, int n_head) override {
+    timed("attention_backward", [&] { inner_.attention_backward(dqkv, datt, dout, qkv, att, n_head); });
+  }
+  void gelu_forward(compute::Tensor& out, const compute::Tensor& inp) override {
+    timed("gelu_forward", [&] { inner_.gelu_forward(out, inp); });
+  }
+  void gelu_backward(compute::Tensor& dinp, const compute::Tensor& inp, const compute::Tensor& dout) override {
+    timed("gelu_backward", [&] { inner_.gelu_backward(dinp, inp, dout); });
+  }
+  void residual_forward(compute::Tensor& out, const compute::Tensor& a, const compute::Tensor& b) override {
+    timed("residual_forward", [&] { inner_.residual_forward(out, a, b); });
+  }
+  void crossentropy_forward(compute::Tensor& losses, compute::Tensor& probs, const compute::Tensor& logits,
+                            const compute::Tensor& targets, int vocab_size) override {
+    timed("crossentropy_forward", [&] { inner_.crossentropy_forward(losses, probs, logits, targets, vocab_size); });
+  }
+  void crossentropy_backward(compute::Tensor& dlogits, const compute::Tensor& probs, const compute::Tensor& targets,
+                             float dloss) override {
+    timed("crossentropy_backward", [&] { inner_.crossentropy_backward(dlogits, probs, targets, dloss); });
+  }
+  void adamw_update(compute::Tensor& params, const compute::Tensor& grads, compute::Tensor& m, compute::Tensor& v,
+                    std::span<const compute::AdamWSegment> segments, const compute::AdamWHyper& hyper) override {
+    timed("adamw_update", [&] { inner_.adamw_update(params, grads, m, v, segments, hyper); });
+  }
+  double sum_of_squares(const compute::Tensor& t) override {
+    double result = 0;
+    timed("sum_of_squares", [&] { result = inner_.sum_of_squares(t); });
+    return result;
+  }
+  void scale(compute::Tensor& t, float factor) override {
+    timed("scale", [&] { inner_.scale(t, factor); });
+  }
+
+ private:
+  template <typename F>
+  void timed(const char* op, F&& run) {
+    if (!timing_) {
+      run();
+      return;
+    }
+    synchronize_();  // nothing earlier counts against this op
+    const auto start = std::chrono::steady_clock::now();
+    run();
+    synchronize_();
+    seconds_[op] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  compute::Backend& inner_;
+  std::function<void()> synchronize_;
+  bool timing_ = false;
+  std::map<std::string, double> seconds_;
+};
+
+}  // namespace troupe::apps
