@@ -10,10 +10,13 @@
 # Everything goes to stdout and to $OUT/log (or ./gpu-run.log). cuBLAS and NCCL are taken from the
 # machine (the CUDA toolkit or PyTorch's nvidia packages).
 #
-# Usage: scripts/gpu-run-prebuilt.sh [archive] [seconds]   (defaults troupe-gpu.tar.xz, 400)
+# Usage: scripts/gpu-run-prebuilt.sh [archive] [seconds] [steps]
+#        (defaults troupe-gpu.tar.xz, 400, every step; steps is an extended regular expression
+#        over the step names below, e.g. 'test_gpu training|train cuda')
 set -uo pipefail
 archive=${1:-troupe-gpu.tar.xz}
 deadline=$((SECONDS + ${2:-400}))
+selected=${3:-.}
 log=${OUT:+$OUT/log}
 log=${log:-gpu-run.log}
 exec > >(tee -a "$log") 2>&1
@@ -48,6 +51,10 @@ failed=()
 step() {
   local name=$1 limit=$2
   shift 2
+  if ! grep -Eq "$selected" <<<"$name"; then
+    echo "=== $name: not selected"
+    return
+  fi
   local left=$((deadline - SECONDS))
   if [ "$left" -lt 15 ]; then
     echo "=== $name: NOT RUN (deadline)"
@@ -82,6 +89,8 @@ step "test_gpu nccl" 60 test_gpu -# "[#test_nccl]" -d yes
 step "test_gpu multi-gpu" 30 test_gpu "[multi-gpu]"
 step "train cuda" 60 troupe train --model.preset small --train.steps 30 --train.val_batches 2 --sample.tokens 64 \
   --train.backend cuda
+step "train cuda recompute full" 60 troupe train --model.preset small --train.steps 30 --train.val_batches 2 \
+  --sample.tokens 64 --train.backend cuda --train.recompute full
 step "train cuda-bf16" 60 troupe train --model.preset small --train.steps 30 --train.val_batches 2 \
   --sample.tokens 64 --train.backend cuda-bf16
 step "bench gpu" 240 troupe bench gpu --model gpt2 --batch 16 --seq 1024

@@ -59,7 +59,7 @@ struct TrainerOptions {
   AdamWOptions adamw;
   double grad_clip = 1.0;  // 0 = off
   std::uint64_t seed = 1337;
-  Recompute recompute = Recompute::none;  // for the model the caller builds; the trainer only reports it
+  Recompute recompute = Recompute::none;  // what the stages built for these options keep (model/recompute.hpp)
   DataParallel data_parallel;
 };
 
