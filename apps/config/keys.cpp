@@ -24,7 +24,8 @@ using C = CheckpointOptions;
 using Mon = MonitorOptions;
 
 constexpr ConfigKey keys[] = {
-    {"model.preset", "architecture preset: tiny, small or gpt2; the model keys below override it",
+    {"model.preset", "architecture preset: tiny, small, gpt2, gpt2-medium, gpt2-large, gpt2-xl, gpt3-1.3b, gpt3-2.7b, "
+     "gpt3-6.7b or gpt3-13b; the model keys below override it",
      field<&J::model, &M::preset>},
     {"model.n_layer", "transformer blocks; 0 = the preset's", field<&J::model, &M::n_layer>},
     {"model.n_embd", "channels C; 0 = the preset's", field<&J::model, &M::n_embd>},

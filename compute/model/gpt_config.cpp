@@ -4,15 +4,44 @@ namespace troupe::compute {
 
 int padded_vocab(int vocab_size) { return vocab_size <= 256 ? vocab_size : (vocab_size + 127) / 128 * 128; }
 
+namespace {
+
+struct Preset {
+  const char* name;
+  int n_layer, n_embd, n_head, block_size, vocab_size;
+};
+
+// tiny and small train in seconds on a CPU. The GPT-2 family as OpenAI released it (Radford et
+// al., 2019); the GPT-3 family's shapes as Brown et al. (2020, table 2.1) give them, with the
+// head counts that divide d_model where the table's do not (1.3B: 16 heads of 128, as GPT-Neo and
+// Megatron train it; 13B: d_model 5120 = 40 heads of 128, where the table says 5140).
+constexpr Preset presets[] = {
+    {"tiny", 4, 128, 4, 128, 256},
+    {"small", 6, 384, 6, 256, 256},
+    {"gpt2", 12, 768, 12, 1024, 50257},
+    {"gpt2-medium", 24, 1024, 16, 1024, 50257},
+    {"gpt2-large", 36, 1280, 20, 1024, 50257},
+    {"gpt2-xl", 48, 1600, 25, 1024, 50257},
+    {"gpt3-1.3b", 24, 2048, 16, 2048, 50257},
+    {"gpt3-2.7b", 32, 2560, 32, 2048, 50257},
+    {"gpt3-6.7b", 32, 4096, 32, 2048, 50257},
+    {"gpt3-13b", 40, 5120, 40, 2048, 50257},
+};
+
+}  // namespace
+
 std::optional<GPTConfig> gpt_preset(const std::string& name) {
-  auto make = [](int l, int c, int nh, int t, int v) { return GPTConfig{l, c, nh, t, v, padded_vocab(v)}; };
-  if (name == "tiny") return make(4, 128, 4, 128, 256);
-  if (name == "small") return make(6, 384, 6, 256, 256);
-  if (name == "gpt2") return make(12, 768, 12, 1024, 50257);
+  for (const Preset& p : presets)
+    if (name == p.name)
+      return GPTConfig{p.n_layer, p.n_embd, p.n_head, p.block_size, p.vocab_size, padded_vocab(p.vocab_size)};
   return std::nullopt;
 }
 
-std::vector<std::string> gpt_preset_names() { return {"tiny", "small", "gpt2"}; }
+std::vector<std::string> gpt_preset_names() {
+  std::vector<std::string> names;
+  for (const Preset& p : presets) names.push_back(p.name);
+  return names;
+}
 
 Status validate(const GPTConfig& c) {
   auto bad = [](const std::string& m) { return Status(Error{m}); };

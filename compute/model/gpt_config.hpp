@@ -19,7 +19,8 @@ struct GPTConfig {
   int padded_vocab_size = 256;  // Vp: V rounded up to a multiple of 128 once V > 256 (as llm.c)
 };
 
-// "tiny", "small" or "gpt2"; nullopt for any other name.
+// A preset by name (gpt_preset_names(): tiny, small, the GPT-2 and GPT-3 families); nullopt for
+// any other name.
 std::optional<GPTConfig> gpt_preset(const std::string& name);
 std::vector<std::string> gpt_preset_names();
 // Vp for a vocabulary of V tokens.

@@ -1,0 +1,43 @@
+// The built-in presets: each is a valid model, the GPT-2 family has the parameter counts OpenAI
+// published (plus the rows the vocabulary's padding adds), and the GPT-3 family is the size its
+// name says.
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "compute/model/gpt_config.hpp"
+#include "compute/model/parameter_layout.hpp"
+
+using namespace troupe::compute;
+
+TEST_CASE("every preset is a valid model", "[model]") {
+  const std::vector<std::string> names = gpt_preset_names();
+  REQUIRE(names.size() == 10);
+  for (const std::string& name : names) {
+    INFO(name);
+    const auto config = gpt_preset(name);
+    REQUIRE(config.has_value());
+    CHECK(validate(*config).ok());
+  }
+  CHECK_FALSE(gpt_preset("gpt3-175b").has_value());
+}
+
+TEST_CASE("the GPT-2 family has the published parameter counts, the GPT-3 family the size of its name", "[model]") {
+  // Hugging Face's counts (tied embeddings, vocabulary 50257); Troupe pads the vocabulary to 50304.
+  // gpt2 itself: test_model_training.cpp.
+  for (const auto& [name, published] : std::vector<std::pair<std::string, std::int64_t>>{
+           {"gpt2-medium", 354823168}, {"gpt2-large", 774030080}, {"gpt2-xl", 1557611200}}) {
+    const GPTConfig config = *gpt_preset(name);
+    INFO(name);
+    CHECK(ParameterLayout(config).total() ==
+          published + std::int64_t{config.padded_vocab_size - config.vocab_size} * config.n_embd);
+  }
+  for (const auto& [name, size] : std::vector<std::pair<std::string, double>>{
+           {"gpt3-1.3b", 1.3e9}, {"gpt3-2.7b", 2.7e9}, {"gpt3-6.7b", 6.7e9}, {"gpt3-13b", 13e9}}) {
+    INFO(name);
+    CHECK(static_cast<double>(ParameterLayout(*gpt_preset(name)).total()) == Approx(size).epsilon(0.03));
+  }
+}
