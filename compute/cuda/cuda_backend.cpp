@@ -56,9 +56,25 @@ void free_device(void* p) { cudaFree(p); }
 // such buffers in backward, and half as much again for each bf16 one): heads go in chunks.
 constexpr std::int64_t kAttentionScoreBytes = std::int64_t{256} << 20;
 
-std::int64_t attention_chunk(std::int64_t pairs, int T) {
-  const std::int64_t per_pair = std::int64_t{T} * T * static_cast<std::int64_t>(sizeof(float));
-  return std::clamp<std::int64_t>(kAttentionScoreBytes / per_pair, 1, pairs);
+// The sizes the bf16 attention's batched GEMMs work in: heads of hs channels, B·NH (batch, head)
+// pairs, each a (T, hs) head and (T, T) scores, `chunk` pairs at a time.
+struct AttentionGemmShape {
+  int hs;
+  float scale;  // 1/√hs
+  std::int64_t n, pairs, head, scores, chunk;
+};
+
+AttentionGemmShape attention_gemm_shape(int B, int T, int C, int NH) {
+  AttentionGemmShape g{};
+  g.hs = C / NH;
+  g.scale = 1.0f / std::sqrt(static_cast<float>(g.hs));
+  g.n = std::int64_t{B} * T * C;
+  g.pairs = std::int64_t{B} * NH;
+  g.head = std::int64_t{T} * g.hs;
+  g.scores = std::int64_t{T} * T;
+  const std::int64_t per_pair = g.scores * static_cast<std::int64_t>(sizeof(float));
+  g.chunk = std::clamp<std::int64_t>(kAttentionScoreBytes / per_pair, 1, g.pairs);
+  return g;
 }
 
 }  // namespace
@@ -249,16 +265,12 @@ void CudaBackend::batched_gemm(bool transpose_a, bool transpose_b, int m, int n,
 
 void CudaBackend::attention_forward_bf16(float* out, float* lse, const float* qkv, int B, int T, int C, int NH) {
   if (B == 0 || T == 0) return;
-  const int hs = C / NH;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  const std::int64_t n = std::int64_t{B} * T * C, pairs = std::int64_t{B} * NH;
-  const std::int64_t head = std::int64_t{T} * hs, scores = std::int64_t{T} * T;
+  const auto [hs, scale, n, pairs, head, scores, chunk] = attention_gemm_shape(B, T, C, NH);
   auto* q = static_cast<std::uint16_t*>(attention_heads_.get(3 * n * sizeof(std::uint16_t), stream_));
   std::uint16_t* k = q + n;
   std::uint16_t* v = k + n;
   cuda::attention_split_heads(q, k, v, qkv, B, T, C, NH, stream_);
   auto* y = static_cast<float*>(attention_outputs_.get(n * sizeof(float), stream_));
-  const std::int64_t chunk = attention_chunk(pairs, T);
   auto* s = static_cast<float*>(attention_scores_[0].get(chunk * scores * sizeof(float), stream_));
   auto* p = static_cast<std::uint16_t*>(attention_probs_.get(chunk * scores * sizeof(std::uint16_t), stream_));
   for (std::int64_t first = 0; first < pairs; first += chunk) {
@@ -273,10 +285,7 @@ void CudaBackend::attention_forward_bf16(float* out, float* lse, const float* qk
 void CudaBackend::attention_backward_bf16(float* dqkv, float* rowdot, const float* dout, const float* qkv,
                                           const float* lse, int B, int T, int C, int NH) {
   if (B == 0 || T == 0) return;
-  const int hs = C / NH;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  const std::int64_t n = std::int64_t{B} * T * C, pairs = std::int64_t{B} * NH;
-  const std::int64_t head = std::int64_t{T} * hs, scores = std::int64_t{T} * T;
+  const auto [hs, scale, n, pairs, head, scores, chunk] = attention_gemm_shape(B, T, C, NH);
   auto* q = static_cast<std::uint16_t*>(attention_heads_.get(4 * n * sizeof(std::uint16_t), stream_));
   std::uint16_t* k = q + n;
   std::uint16_t* v = k + n;
@@ -286,7 +295,6 @@ void CudaBackend::attention_backward_bf16(float* dqkv, float* rowdot, const floa
   auto* dq = static_cast<float*>(attention_outputs_.get(3 * n * sizeof(float), stream_));
   float* dk = dq + n;
   float* dv = dk + n;
-  const std::int64_t chunk = attention_chunk(pairs, T);
   auto* s = static_cast<float*>(attention_scores_[0].get(chunk * scores * sizeof(float), stream_));
   auto* dp = static_cast<float*>(attention_scores_[1].get(chunk * scores * sizeof(float), stream_));
   auto* p = static_cast<std::uint16_t*>(attention_probs_.get(2 * chunk * scores * sizeof(std::uint16_t), stream_));
