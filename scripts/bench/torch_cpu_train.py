@@ -4,7 +4,8 @@
 
 The model of torch_gpt.py at the dimensions given (Troupe passes its preset's), fp32, the same
 step as Troupe's (forward, backward, clip the global norm at 1.0, AdamW, gradients cleared), on
-`--threads` threads. Tokens are random in [0, vocab). Prints "tokens_per_s <value>" on its last
+`--threads` threads: torch's pool and its BLAS's (OpenMP, OpenBLAS and MKL sized before torch
+loads). Tokens are random in [0, vocab). Prints "tokens_per_s <value>" on its last
 line (from the median step).
 
   python3 scripts/bench/torch_cpu_train.py --probe      # "torch <version> attention <a> adamw <k>"
@@ -12,12 +13,9 @@ line (from the median step).
       --padded-vocab 256 --batch 8 --threads 1 --steps 10 --warmup 1
 """
 import argparse
+import os
 import statistics
 import time
-
-import torch
-
-import torch_gpt
 
 
 def main():
@@ -34,6 +32,14 @@ def main():
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=1)
     a = p.parse_args()
+    # torch.set_num_threads sizes torch's own pool only. A torch built on a generic BLAS (Debian's
+    # python3-torch calls OpenBLAS) runs its GEMMs on OpenBLAS' pool, which takes every core
+    # unless told otherwise before it loads: the same count for every pool, set before the import.
+    for pool in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[pool] = str(a.threads)
+    import torch
+    import torch_gpt
+
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
     model = torch_gpt.GPT(a.layers, a.embd, a.heads, a.seq, a.vocab, a.padded_vocab)
