@@ -2,7 +2,8 @@
 // checked job, and runs the chosen command.
 //
 //   troupe train [--config FILE] [--workers N] [--resume] [--trace FILE] [--section.name VALUE ...]
-//   troupe bench compute [--models tiny,small] [--batch 8] [--threads 1] [--steps 10] [--warmup 1]
+//   troupe bench compute [--models tiny,small] [--batch 8] [--threads 1[,2]] [--steps 10] [--warmup 1]
+//                        [--vs-pytorch [--python python3] [--rounds 3]] [--profile]
 //   troupe bench allreduce [--processes 2,4] [--mib 1,16,64] [--iterations 15]
 //   troupe bench dp [--model small] [--batch 8] [--processes 2] [--steps 15] [--warmup 1]
 //   troupe bench checkpoint [--model small] [--dir .] [--rounds 3] [--steps 4]
@@ -141,9 +142,11 @@ void add_config_options(CLI::App& command, TrainArgs& args) {
   command.allow_extras();
 }
 
-int bench_compute(const CLI::App& command, const BenchComputeOptions& options) {
+int bench_compute(const CLI::App& command, BenchComputeOptions options) {
   if (Status extras = reject_unknown_arguments(command); !extras)
     return error_exit(ExitCode::bad_input, extras.error().message);
+  options.python_given = command.count("--python") > 0;
+  options.vs_pytorch = options.vs_pytorch || options.python_given;
   if (Status valid = validate(options); !valid) return error_exit(ExitCode::bad_input, valid.error().message);
   return run_bench_compute(options);
 }
@@ -220,9 +223,22 @@ int main(int argc, char** argv) {
       ->type_name("LIST")
       ->default_str("tiny,small");
   compute_command->add_option("--batch", bench_options.batch, "micro-batch size B")->capture_default_str();
-  compute_command->add_option("--threads", bench_options.threads, "CPU threads; 0 = all cores")->capture_default_str();
-  compute_command->add_option("--steps", bench_options.steps, "measured steps")->capture_default_str();
+  compute_command
+      ->add_option("--threads", bench_options.threads, "CPU thread counts, comma-separated (1,2: both); 0 = all cores")
+      ->delimiter(',')
+      ->type_name("LIST")
+      ->default_str("1");
+  compute_command->add_option("--steps", bench_options.steps, "measured steps per round")->capture_default_str();
   compute_command->add_option("--warmup", bench_options.warmup, "unmeasured steps first")->capture_default_str();
+  compute_command->add_flag("--vs-pytorch", bench_options.vs_pytorch,
+                            "alternate rounds with the same model in PyTorch (scripts/bench/torch_cpu_train.py)");
+  compute_command
+      ->add_option("--python", bench_options.python, "the Python that runs PyTorch (implies --vs-pytorch)")
+      ->type_name("PATH")
+      ->capture_default_str();
+  compute_command->add_option("--rounds", bench_options.rounds, "alternating rounds per row with PyTorch")
+      ->capture_default_str();
+  compute_command->add_flag("--profile", bench_options.profile, "time one more step op by op and print where it goes");
   compute_command->allow_extras();
 
   std::vector<int> allreduce_mib{1, 16, 64};

@@ -1,18 +1,30 @@
 // troupe bench compute: training throughput of one worker (forward + backward + clip + AdamW)
-// for each model preset, as model FLOP/s over OpenBLAS' sgemm peak measured in the same run on
-// the same thread count, so the figure (MFU) means the same on any machine.
+// for each model preset and thread count, as model FLOP/s over OpenBLAS' sgemm peak measured in
+// the same run on the same thread count, so the figure (MFU) means the same on any machine.
 //
 // Model FLOPs per token = 6·N + 12·L·C·T (N all parameters), as in the PaLM/nanoGPT estimate.
+//
+// With --vs-pytorch, each (model, thread count) runs in rounds that alternate with the same model
+// in PyTorch (scripts/bench/torch_cpu_train.py, a process per round): Troupe's round, PyTorch's
+// round, and so on, so both sides see the machine in the same state. A round is `steps` measured
+// steps on each side, its figure the median step; the ratio reported is the median of the rounds'
+// ratios. Troupe's model is built and warmed up once per row; PyTorch's once per round.
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "apps/commands/commands.hpp"
+#include "apps/commands/op_timing_backend.hpp"
+#include "apps/commands/pytorch_script.hpp"
 #include "apps/exit_codes.hpp"
 #include "compute/cpu/sgemm_peak.hpp"
-#include "compute/model/flops.hpp"
 #include "compute/data/synthetic_tokens.hpp"
+#include "compute/model/flops.hpp"
 #include "compute/model/gpt.hpp"
 #include "compute/train/trainer.hpp"
 
@@ -21,65 +33,201 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+constexpr const char* kTorchScript = "torch_cpu_train.py";
+
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-struct ModelFigures {
-  double params = 0, tokens_per_s = 0, flops_per_s = 0, step_ms = 0;
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+// The PyTorch side, once the interpreter has answered the probe.
+struct Torch {
+  std::string python, script;
+  std::string version;  // the probe's line: "torch <version> attention <kind> adamw <kind>"
 };
 
-ModelFigures bench_model(compute::Backend& backend, const compute::GPTConfig& cfg, const BenchComputeOptions& o) {
-  const int T = cfg.block_size;
-  const std::vector<std::uint16_t> stream =
-      compute::synthetic_tokens(static_cast<std::size_t>(o.batch) * T * 4 + 1, cfg.vocab_size);
-  compute::GPT model(cfg, backend);
-  model.init_parameters(1);
-  compute::TrainerOptions options;
-  options.batch_size = o.batch;
-  options.seq_len = T;
-  options.lr = {1e-4, 1e-5, 0, o.warmup + o.steps};
-  compute::Trainer trainer(model, options, stream, stream);
-  for (int i = 0; i < o.warmup; ++i) trainer.step();
-  // The median step, not the mean: a shared machine's stalls hit single steps, not the model.
-  std::vector<double> step_seconds;
-  for (int i = 0; i < o.steps; ++i) {
-    auto start = Clock::now();
-    trainer.step();
-    step_seconds.push_back(seconds_since(start));
+// One model on one backend: the trainer is built and warmed up once; each measure() is a round.
+class ModelRun {
+ public:
+  ModelRun(compute::Backend& backend, const compute::GPTConfig& cfg, const BenchComputeOptions& o, int rounds)
+      : cfg_(cfg),
+        steps_(o.steps),
+        stream_(compute::synthetic_tokens(static_cast<std::size_t>(o.batch) * cfg.block_size * 4 + 1, cfg.vocab_size)),
+        timed_(backend, [] {}),
+        model_(cfg, timed_) {
+    model_.init_parameters(1);
+    compute::TrainerOptions options;
+    options.batch_size = o.batch;
+    options.seq_len = cfg.block_size;
+    options.lr = {1e-4, 1e-5, 0, o.warmup + rounds * o.steps + 1};
+    trainer_.emplace(model_, options, stream_, stream_);
+    for (int i = 0; i < o.warmup; ++i) trainer_->step();
   }
-  std::sort(step_seconds.begin(), step_seconds.end());
-  const std::size_t n = step_seconds.size();
-  const double secs = n % 2 ? step_seconds[n / 2] : 0.5 * (step_seconds[n / 2 - 1] + step_seconds[n / 2]);
 
-  ModelFigures f;
-  f.params = static_cast<double>(model.layout().total());
-  double tokens = static_cast<double>(trainer.tokens_per_step());
-  const double flops_per_token = compute::model_flops_per_token(cfg, T);
-  f.tokens_per_s = tokens / secs;
-  f.flops_per_s = f.tokens_per_s * flops_per_token;
-  f.step_ms = secs * 1e3;
-  return f;
+  // Tokens/s of the median of `steps` steps (a shared machine's stalls hit single steps).
+  double measure() {
+    std::vector<double> step_seconds;
+    for (int i = 0; i < steps_; ++i) {
+      const auto start = Clock::now();
+      trainer_->step();
+      step_seconds.push_back(seconds_since(start));
+    }
+    return static_cast<double>(trainer_->tokens_per_step()) / median(step_seconds);
+  }
+
+  // One more step with every op timed; prints the table.
+  void profile() {
+    timed_.clear();
+    timed_.set_timing(true);
+    const auto start = Clock::now();
+    trainer_->step();
+    const double step = seconds_since(start);
+    timed_.set_timing(false);
+    print_op_times(timed_.seconds(), step);
+  }
+
+  double params() const { return static_cast<double>(model_.layout().total()); }
+  double tokens_per_step() const { return static_cast<double>(trainer_->tokens_per_step()); }
+
+ private:
+  compute::GPTConfig cfg_;
+  int steps_;
+  std::vector<std::uint16_t> stream_;
+  OpTimingBackend timed_;  // forwards only, but for profile()
+  compute::GPT model_;
+  std::optional<compute::Trainer> trainer_;
+};
+
+// One round of the PyTorch script at this model's dimensions; nothing (and its last lines
+// printed) when it fails.
+std::optional<double> torch_round(const Torch& torch, const compute::GPTConfig& cfg, const BenchComputeOptions& o,
+                                  int threads) {
+  const ScriptRun run = run_python_script(
+      torch.python, torch.script,
+      {"--layers", std::to_string(cfg.n_layer),    "--embd",         std::to_string(cfg.n_embd),
+       "--heads",  std::to_string(cfg.n_head),     "--seq",          std::to_string(cfg.block_size),
+       "--vocab",  std::to_string(cfg.vocab_size), "--padded-vocab", std::to_string(cfg.padded_vocab_size),
+       "--batch",  std::to_string(o.batch),        "--threads",      std::to_string(threads),
+       "--steps",  std::to_string(o.steps),        "--warmup",       std::to_string(o.warmup)});
+  if (!run.tokens_per_s)
+    for (const std::string& line : run.lines) std::printf("  pytorch | %s\n", line.c_str());
+  return run.tokens_per_s;
 }
+
+// The PyTorch side when `python` runs the script's probe; otherwise nothing, after one line
+// saying why and how to get a PyTorch.
+std::optional<Torch> probe_torch(const std::string& python, const std::string& script) {
+  const ScriptRun run = run_python_script(python, script, {"--probe"});
+  for (const std::string& line : run.lines)
+    if (run.exit_code == 0 && line.rfind("torch ", 0) == 0) return Torch{python, script, line};
+  const std::string why = run.lines.empty() ? "no output" : run.lines.back();
+  std::printf(
+      "pytorch: not measured, %s cannot import torch (%s). For PyTorch 1.13: apt-get install python3-torch; for 2.x "
+      "(about 5 GB): python3 -m venv V && V/bin/pip install torch, then --python V/bin/python3\n",
+      python.c_str(), why.c_str());
+  return std::nullopt;
+}
+
+struct Row {
+  std::string model;
+  int threads = 0;
+  double params = 0, tokens = 0, tokens_per_s = 0, flops_per_s = 0, peak = 0;
+  int T = 0;
+  std::optional<double> torch_tokens_per_s, ratio;  // medians over the rounds
+};
 
 }  // namespace
 
 int run_bench_compute(const BenchComputeOptions& options) {
-  auto backend = compute::make_backend("cpu", options.threads);
-  if (!backend) return error_exit(ExitCode::bad_input, backend.error().message);
-  std::printf("bench compute: cpu backend, %d thread(s), micro-batch %d, %d measured step(s) after %d warm-up\n",
-              options.threads, options.batch, options.steps, options.warmup);
-  const double peak = compute::cpu::measure_sgemm_peak();
-  std::printf("sgemm peak (OpenBLAS, %d thread(s), best of n=1024/2048): %.1f GFLOP/s\n\n", options.threads,
-              peak / 1e9);
-  std::printf("%-6s %9s %4s %5s %10s %9s %13s %7s\n", "model", "params", "B", "T", "tokens/s", "median ms",
-              "model GFLOP/s", "MFU");
-  for (const auto& name : options.models) {
-    compute::GPTConfig cfg = *compute::gpt_preset(name);
-    ModelFigures f = bench_model(**backend, cfg, options);
-    std::printf("%-6s %8.2fM %4d %5d %10.0f %9.1f %13.1f %7.3f\n", name.c_str(), f.params / 1e6, options.batch,
-                cfg.block_size, f.tokens_per_s, f.step_ms, f.flops_per_s / 1e9, f.flops_per_s / peak);
-    std::fflush(stdout);
+  std::optional<Torch> torch;
+  if (options.vs_pytorch) {
+    if (options.python_given && !is_executable_program(options.python))
+      return error_exit(ExitCode::bad_input, "--python " + options.python + ": not found or not executable");
+    const std::string script = find_bench_script(kTorchScript);
+    if (script.empty())
+      return error_exit(ExitCode::bad_input, "bench compute --vs-pytorch: cannot find scripts/bench/" +
+                                                 std::string(kTorchScript) +
+                                                 " beside this troupe or in its source tree");
   }
-  std::printf("\nFigures from the median step. MFU = model FLOP/s / sgemm peak; model FLOPs per token = 6N + 12*L*C*T.\n");
+  std::printf("bench compute: cpu backend, micro-batch %d, %d measured step(s) per round after %d warm-up\n",
+              options.batch, options.steps, options.warmup);
+  if (options.vs_pytorch) {
+    if (is_executable_program(options.python)) {
+      torch = probe_torch(options.python, find_bench_script(kTorchScript));
+    } else {
+      std::printf(
+          "pytorch: not measured, %s is not on PATH. For PyTorch 1.13: apt-get install python3-torch; for 2.x "
+          "(about 5 GB): python3 -m venv V && V/bin/pip install torch, then --python V/bin/python3\n",
+          options.python.c_str());
+    }
+    if (torch)
+      std::printf("pytorch: %s, from %s; %d alternating rounds per row, troupe first\n", torch->version.c_str(),
+                  torch->python.c_str(), options.rounds);
+  }
+  std::fflush(stdout);
+  const int rounds = torch ? options.rounds : 1;
+
+  std::vector<Row> rows;
+  for (const int requested : options.threads) {
+    const int threads = requested > 0 ? requested : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    // The backend sets OpenBLAS' thread count for the process: one thread count at a time.
+    auto backend = compute::make_backend("cpu", threads);
+    if (!backend) return error_exit(ExitCode::bad_input, backend.error().message);
+    const double peak = compute::cpu::measure_sgemm_peak();
+    std::printf("%d thread(s): sgemm peak (OpenBLAS, best of n=1024/2048) %.1f GFLOP/s\n", threads, peak / 1e9);
+    std::fflush(stdout);
+    for (const auto& name : options.models) {
+      const compute::GPTConfig cfg = *compute::gpt_preset(name);
+      ModelRun run(**backend, cfg, options, rounds);
+      std::vector<double> troupe_rounds, torch_rounds, ratios;
+      for (int r = 0; r < rounds; ++r) {
+        troupe_rounds.push_back(run.measure());
+        if (!torch) continue;
+        const std::optional<double> other = torch_round(*torch, cfg, options, threads);
+        if (!other)
+          return error_exit(ExitCode::failure, "bench compute --vs-pytorch: " + torch->script + " failed under " +
+                                                   torch->python + " (its last lines are above)");
+        torch_rounds.push_back(*other);
+        ratios.push_back(troupe_rounds.back() / *other);
+        std::printf(
+            "  %s, %d thread(s), round %d/%d: troupe %.0f tokens/s, pytorch %.0f tokens/s, troupe/pytorch %.3f\n",
+            name.c_str(), threads, r + 1, rounds, troupe_rounds.back(), *other, ratios.back());
+        std::fflush(stdout);
+      }
+      if (options.profile) {
+        std::printf("  %s, %d thread(s), ", name.c_str(), threads);
+        run.profile();
+      }
+      Row row{name, threads, run.params(), run.tokens_per_step(), median(troupe_rounds)};
+      row.T = cfg.block_size;
+      row.flops_per_s = row.tokens_per_s * compute::model_flops_per_token(cfg, cfg.block_size);
+      row.peak = peak;
+      if (torch) {
+        row.torch_tokens_per_s = median(torch_rounds);
+        row.ratio = median(ratios);
+      }
+      rows.push_back(row);
+    }
+  }
+
+  std::printf("\n%-6s %7s %9s %4s %5s %10s %9s %13s %7s", "model", "threads", "params", "B", "T", "tokens/s",
+              "median ms", "model GFLOP/s", "MFU");
+  if (torch) std::printf(" %16s %14s", "pytorch tokens/s", "troupe/pytorch");
+  std::printf("\n");
+  for (const Row& r : rows) {
+    std::printf("%-6s %7d %8.2fM %4d %5d %10.0f %9.1f %13.1f %7.3f", r.model.c_str(), r.threads, r.params / 1e6,
+                options.batch, r.T, r.tokens_per_s, 1e3 * r.tokens / r.tokens_per_s, r.flops_per_s / 1e9,
+                r.flops_per_s / r.peak);
+    if (r.ratio) std::printf(" %16.0f %14.3f", *r.torch_tokens_per_s, *r.ratio);
+    std::printf("\n");
+  }
+  std::printf(
+      "\nTokens/s from the median step (of each side's round; the median of the rounds). MFU = model FLOP/s / "
+      "sgemm peak on the same thread count; model FLOPs per token = 6N + 12*L*C*T.\n");
+  if (torch) std::printf("troupe/pytorch: the median of the rounds' ratios.\n");
   return to_int(ExitCode::success);
 }
 

@@ -16,10 +16,12 @@ Status validate(const BenchComputeOptions& options) {
       return Error{"--models: '" + model + "' is not a preset (known: " + known + ")"};
   }
   if (options.batch <= 0) return Error{"--batch must be positive, got " + std::to_string(options.batch)};
-  if (options.threads < 0)
-    return Error{"--threads must not be negative (0 = all cores), got " + std::to_string(options.threads)};
+  if (options.threads.empty()) return Error{"--threads is empty; give one or more counts, e.g. 1,2"};
+  for (const int threads : options.threads)
+    if (threads < 0) return Error{"--threads must not be negative (0 = all cores), got " + std::to_string(threads)};
   if (options.steps <= 0) return Error{"--steps must be positive, got " + std::to_string(options.steps)};
   if (options.warmup < 0) return Error{"--warmup must not be negative, got " + std::to_string(options.warmup)};
+  if (options.rounds <= 0) return Error{"--rounds must be positive, got " + std::to_string(options.rounds)};
   return Status::success();
 }
 

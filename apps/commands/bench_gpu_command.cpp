@@ -6,18 +6,16 @@
 #include "apps/commands/bench_gpu_command.hpp"
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <deque>
-#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "apps/commands/op_timing_backend.hpp"
+#include "apps/commands/pytorch_script.hpp"
 #include "apps/exit_codes.hpp"
 #include "compute/data/synthetic_tokens.hpp"
 #include "compute/model/gpt.hpp"
@@ -32,27 +30,16 @@ namespace troupe::apps {
 namespace {
 
 #ifdef TROUPE_HAVE_CUDA
-// Tokens/s that the PyTorch script prints for `mode` ("tokens_per_s <value>" on its last line),
-// or nothing when python3 or torch is missing or the run fails; then the script's last lines
-// are printed, so the failure can be read without running it again.
+// Tokens/s that the PyTorch script prints for `mode`, or nothing when the run fails; then the
+// script's last lines are printed, so the failure can be read without running it again.
 std::optional<double> torch_tokens_per_s(const BenchGpuOptions& o, const std::string& mode) {
-  const std::string command = "python3 '" + o.torch_script + "' --mode " + mode + " --batch " + std::to_string(o.batch) +
-                              " --seq " + std::to_string(o.seq) + " --steps " + std::to_string(o.steps) +
-                              " --warmup " + std::to_string(o.warmup) + " 2>&1";
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
-  if (!pipe) return std::nullopt;
-  std::array<char, 512> line{};
-  std::optional<double> result;
-  std::deque<std::string> tail;
-  while (std::fgets(line.data(), line.size(), pipe.get()) != nullptr) {
-    double value = 0;
-    if (std::sscanf(line.data(), "tokens_per_s %lf", &value) == 1) result = value;
-    tail.emplace_back(line.data());
-    if (tail.size() > 8) tail.pop_front();
-  }
-  if (!result)
-    for (const std::string& l : tail) std::printf("  pytorch %s | %s", mode.c_str(), l.c_str());
-  return result;
+  const ScriptRun run = run_python_script("python3", o.torch_script,
+                                          {"--mode", mode, "--batch", std::to_string(o.batch), "--seq",
+                                           std::to_string(o.seq), "--steps", std::to_string(o.steps), "--warmup",
+                                           std::to_string(o.warmup)});
+  if (!run.tokens_per_s)
+    for (const std::string& l : run.lines) std::printf("  pytorch %s | %s\n", mode.c_str(), l.c_str());
+  return run.tokens_per_s;
 }
 
 bool torch_available() { return std::system("python3 -c 'import torch' > /dev/null 2>&1") == 0; }
@@ -133,16 +120,12 @@ int run_bench_gpu(const BenchGpuOptions& o) {
 
   // One more step with a wait after every op: where the time goes.
   timed.set_timing(true);
+  const auto profiled = Clock::now();
   trainer.step();
   gpu.synchronize();
+  const double profiled_step = std::chrono::duration<double>(Clock::now() - profiled).count();
   timed.set_timing(false);
-  std::vector<std::pair<std::string, double>> ops(timed.seconds().begin(), timed.seconds().end());
-  std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-  double op_total = 0;
-  for (const auto& [name, s] : ops) op_total += s;
-  std::printf("time per op, one step with a wait after each op (%.1f ms in all):\n", op_total * 1e3);
-  for (const auto& [name, s] : ops)
-    std::printf("  %-22s %8.2f ms  %5.1f%%\n", name.c_str(), s * 1e3, 100.0 * s / op_total);
+  print_op_times(timed.seconds(), profiled_step);
 
   if (o.torch_script.empty()) return to_int(ExitCode::success);
   if (!torch_available()) {

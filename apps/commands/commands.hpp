@@ -14,13 +14,19 @@
 
 namespace troupe::apps {
 
-// troupe bench compute: forward/backward/update throughput of one worker per model preset.
+// troupe bench compute: forward/backward/update throughput of one worker per model preset and
+// thread count, optionally beside the same model in PyTorch (scripts/bench/torch_cpu_train.py).
 struct BenchComputeOptions {
   std::vector<std::string> models;  // preset names
   int batch = 8;
-  int threads = 1;
-  int steps = 10;  // measured steps (figures from the median)
+  std::vector<int> threads{1};  // one row per count, each in this process; 0 = all cores
+  int steps = 10;  // measured steps per round (figures from the median)
   int warmup = 1;  // unmeasured steps first
+  bool vs_pytorch = false;     // alternate rounds with PyTorch when `python` imports torch
+  std::string python = "python3";
+  bool python_given = false;   // --python named: it must exist (the default may be absent: no torch)
+  int rounds = 3;              // rounds per model and thread count with PyTorch (one without)
+  bool profile = false;        // one more step timed op by op, printed per model and thread count
 };
 
 // troupe bench dp: data-parallel training throughput against one process, same run, the

@@ -1,14 +1,18 @@
 #pragma once
 // A Backend that forwards every op to another and, while timing is on, waits for each op to
-// finish and adds its wall time to the op's total: where a step's time goes, for `bench gpu`.
-// Waiting after every op removes the overlap of launches with work, so the totals add up to a
-// little more than a pipelined step; with timing off it only forwards.
+// finish and adds its wall time to the op's total: where a step's time goes, for `bench gpu` and
+// `bench compute --profile`. On a GPU, waiting after every op removes the overlap of launches
+// with work, so the totals add up to a little more than a pipelined step; on the CPU an op is
+// done when it returns and the wait is nothing. With timing off it only forwards.
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "compute/backend.hpp"
 
@@ -121,5 +125,21 @@ class OpTimingBackend final : public compute::Backend {
   bool timing_ = false;
   std::map<std::string, double> seconds_;
 };
+
+// Prints the timed ops of one step, largest first, each with its share of the step: the table
+// `bench gpu` and `bench compute --profile` print. `step_seconds` is the whole step's wall time
+// (the same step); what the ops do not cover is the trainer's own work (batch, loss, bookkeeping).
+inline void print_op_times(const std::map<std::string, double>& seconds, double step_seconds) {
+  std::vector<std::pair<std::string, double>> ops(seconds.begin(), seconds.end());
+  std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  double op_total = 0;
+  for (const auto& [name, s] : ops) op_total += s;
+  std::printf("time per op, one step timed op by op (%.1f ms in ops, %.1f ms the step):\n", op_total * 1e3,
+              step_seconds * 1e3);
+  for (const auto& [name, s] : ops)
+    std::printf("  %-22s %9.2f ms  %5.1f%%\n", name.c_str(), s * 1e3, 100.0 * s / step_seconds);
+  std::printf("  %-22s %9.2f ms  %5.1f%%\n", "(outside the ops)", (step_seconds - op_total) * 1e3,
+              100.0 * (step_seconds - op_total) / step_seconds);
+}
 
 }  // namespace troupe::apps

@@ -27,12 +27,17 @@ TEST_CASE("bench compute options are checked before the benchmark runs", "[cli]"
   options.batch = 0;
   CHECK(problem(options) == "--batch must be positive, got 0");
   options.batch = 1;
-  options.threads = -1;
+  options.threads = {1, -1};
   CHECK(problem(options) == "--threads must not be negative (0 = all cores), got -1");
-  options.threads = 0;
+  options.threads = {};
+  CHECK(problem(options) == "--threads is empty; give one or more counts, e.g. 1,2");
+  options.threads = {0, 2};
   options.steps = 0;
   CHECK(problem(options) == "--steps must be positive, got 0");
   options.steps = 1;
   options.warmup = -1;
   CHECK(problem(options) == "--warmup must not be negative, got -1");
+  options.warmup = 0;
+  options.rounds = 0;
+  CHECK(problem(options) == "--rounds must be positive, got 0");
 }
