@@ -226,6 +226,9 @@ int main(int argc, char** argv) {
   compute_command
       ->add_option("--threads", bench_options.threads, "CPU thread counts, comma-separated (1,2: both); 0 = all cores")
       ->delimiter(',')
+      ->check(CLI::Validator(
+          [](std::string& count) -> std::string { return count.empty() ? "a thread count is empty" : ""; },
+          "COUNT"))
       ->type_name("LIST")
       ->default_str("1");
   compute_command->add_option("--steps", bench_options.steps, "measured steps per round")->capture_default_str();

@@ -133,3 +133,8 @@ TEST_CASE("bench compute --python that is missing or not executable is refused, 
   check_rejected_in(dir, {"bench", "compute", "--python", "no-such-python-on-path"},
                     "--python no-such-python-on-path: not found or not executable");
 }
+
+TEST_CASE("bench compute --threads with an empty count is refused, not read as all cores", "[cli]") {
+  TempDir dir;
+  check_rejected_in(dir, {"bench", "compute", "--threads", ""}, "--threads: a thread count is empty");
+}
