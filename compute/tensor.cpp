@@ -5,6 +5,8 @@
 #include <cstring>
 #include <sstream>
 
+#include "compute/memory_ledger.hpp"
+
 namespace troupe::compute {
 
 std::size_t dtype_size(DType dtype) {
@@ -52,16 +54,29 @@ Tensor Tensor::zeros(Shape shape, DType dtype) {
   void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
   TROUPE_CHECK(p != nullptr, "out of host memory allocating " + std::to_string(bytes) + " bytes");
   std::memset(p, 0, rounded == 0 ? 64 : rounded);
+  // Counted as allocated: the rounded size, every page of it touched by the memset.
+  const std::uint64_t counted = rounded == 0 ? 64 : rounded;
+  const MemoryKind kind = current_memory_kind();
+  memory_ledger().add(kind, counted);
   Tensor t;
-  t.storage_ = std::shared_ptr<void>(p, std::free);
+  t.storage_ = std::shared_ptr<void>(p, [kind, counted](void* q) {
+    std::free(q);
+    memory_ledger().remove(kind, counted);
+  });
   t.shape_ = std::move(shape);
   t.dtype_ = dtype;
   return t;
 }
 
 Tensor Tensor::adopt(void* data, Shape shape, DType dtype, Device device, void (*deleter)(void*)) {
+  const std::uint64_t counted = static_cast<std::uint64_t>(shape_numel(shape)) * dtype_size(dtype);
+  const MemoryKind kind = current_memory_kind();
+  memory_ledger().add(kind, counted, device);
   Tensor t;
-  t.storage_ = std::shared_ptr<void>(data, deleter);
+  t.storage_ = std::shared_ptr<void>(data, [deleter, kind, counted, device](void* q) {
+    deleter(q);
+    memory_ledger().remove(kind, counted, device);
+  });
   t.shape_ = std::move(shape);
   t.dtype_ = dtype;
   t.device_ = device;

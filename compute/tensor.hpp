@@ -2,7 +2,8 @@
 // A tensor is a typed, shaped view of bytes on one device. Storage is always owned: allocated
 // by zeros() or handed over to adopt() with its deleter, and freed when the last view goes, so
 // no view can outlive its bytes. Views and slices share storage; nothing here copies data.
-// Row-major, contiguous.
+// Row-major, contiguous. Every allocation counts in the process's memory ledger
+// (compute/memory_ledger.hpp) under the allocating thread's MemoryScope until its storage goes.
 
 #include <cstddef>
 #include <cstdint>

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "compute/memory_ledger.hpp"
 #include "compute/random.hpp"
 
 namespace troupe::compute {
@@ -89,7 +90,11 @@ GPTStage::GPTStage(const GPTConfig& config, Backend& backend, int first_layer, i
                      "h." + std::to_string(l) + ".ln_1.weight",
                  "layer " + std::to_string(l) + "'s views are not where the stage expects them");
 
-  params_ = backend_.zeros({num_params_}, dtype_);
+  {
+    MemoryScope scope(MemoryKind::parameters);
+    params_ = backend_.zeros({num_params_}, dtype_);
+  }
+  MemoryScope scope(MemoryKind::gradients);
   grads_ = backend_.zeros({num_params_}, dtype_);
 }
 
@@ -113,7 +118,9 @@ Tensor GPTStage::tied_embedding_grad() const {
 }
 
 void GPTStage::init_parameters(std::uint64_t seed) {
-  Tensor host = Tensor::zeros({num_params_}, dtype_);
+  // Written in place on the host; a device backend's parameters are filled through a host copy.
+  MemoryScope scope(MemoryKind::parameters);
+  Tensor host = params_.device() == Device::cpu ? params_ : Tensor::zeros({num_params_}, dtype_);
   for (std::size_t i = 0; i < views_.size(); ++i) {
     const auto& v = views_[i];
     for (std::int64_t e = 0; e < v.numel(); ++e) {
@@ -125,7 +132,7 @@ void GPTStage::init_parameters(std::uint64_t seed) {
         host.data_as<double>()[v.offset + e] = x;
     }
   }
-  backend_.copy(params_, host);
+  if (host.data() != params_.data()) backend_.copy(params_, host);
 }
 
 void GPTStage::zero_grad() { backend_.fill_zero(grads_); }
@@ -134,6 +141,7 @@ void GPTStage::reserve(int B, int T, int slots) {
   TROUPE_CHECK(B > 0 && T > 0 && T <= config_.block_size && slots > 0,
                "reserve B=" + std::to_string(B) + " T=" + std::to_string(T) + " slots=" + std::to_string(slots));
   if (B <= max_B_ && T <= max_T_ && slots <= this->slots()) return;
+  MemoryScope scope(MemoryKind::activations);
   // Never shrink what an earlier caller reserved (the trainer, then generate with B = 1).
   max_B_ = std::max(B, max_B_);
   max_T_ = std::max(T, max_T_);

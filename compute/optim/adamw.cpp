@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "compute/memory_ledger.hpp"
+
 namespace troupe::compute {
 
 AdamW::AdamW(Backend& backend, std::span<const ParameterView> views, std::int64_t total, DType dtype,
@@ -12,6 +14,7 @@ AdamW::AdamW(Backend& backend, std::span<const ParameterView> views, std::int64_
     std::int64_t lo = std::max(begin, v.offset), hi = std::min(end, v.offset + v.numel());
     if (lo < hi) segments_.push_back({lo, lo - begin, hi - lo, v.decay});
   }
+  MemoryScope scope(MemoryKind::optimizer_state);
   m_ = backend_.zeros({end - begin}, dtype);
   v_ = backend_.zeros({end - begin}, dtype);
 }

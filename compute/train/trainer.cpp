@@ -2,7 +2,18 @@
 
 #include <cmath>
 
+#include "compute/memory_ledger.hpp"
+
 namespace troupe::compute {
+namespace {
+
+// A micro-batch's token ids, counted with the activations.
+Tensor batch_tensor(const TrainerOptions& options) {
+  MemoryScope scope(MemoryKind::activations);
+  return Tensor::zeros({options.batch_size, options.seq_len}, DType::i32);
+}
+
+}  // namespace
 
 Trainer::Trainer(GPT& model, TrainerOptions options, std::span<const std::uint16_t> train_tokens,
                  std::span<const std::uint16_t> val_tokens)
@@ -13,8 +24,8 @@ Trainer::Trainer(GPT& model, TrainerOptions options, std::span<const std::uint16
       train_sampler_(train_tokens.size(), options.seq_len, options.seed),
       optimizer_(model.backend(), model.layout(), model.dtype(), options.adamw, options.data_parallel.shard_begin,
                  options.data_parallel.shard_end < 0 ? model.layout().total() : options.data_parallel.shard_end),
-      inputs_(Tensor::zeros({options.batch_size, options.seq_len}, DType::i32)),
-      targets_(Tensor::zeros({options.batch_size, options.seq_len}, DType::i32)) {
+      inputs_(batch_tensor(options)),
+      targets_(batch_tensor(options)) {
   const DataParallel& dp = options.data_parallel;
   TROUPE_CHECK(dp.zero_stage >= 0 && dp.zero_stage <= 2, "ZeRO stage " + std::to_string(dp.zero_stage));
   TROUPE_CHECK(dp.size == 1 || (dp.zero_stage == 2 ? dp.reduce_scatter_gradients && dp.sum : static_cast<bool>(dp.sum_gradients)),
