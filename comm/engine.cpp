@@ -18,6 +18,7 @@
 
 #include "comm/engine_address.hpp"
 #include "comm/knobs.hpp"
+#include "compute/memory_ledger.hpp"
 
 namespace troupe::comm {
 namespace {
@@ -106,6 +107,7 @@ struct Engine::State {
   ucp_worker_h worker = nullptr;
   int event_fd = -1;
   ucp_mem_h lent_region = nullptr;
+  std::size_t lent_bytes = 0;  // counted in the memory ledger as comm_buffers while lent
   std::unique_ptr<BlockArena> arena;
   std::chrono::microseconds spin{0};
   std::thread thread;
@@ -131,7 +133,10 @@ struct Engine::State {
 
   ~State() {
     if (worker != nullptr) ucp_worker_destroy(worker);
-    if (lent_region != nullptr) ucp_mem_unmap(context, lent_region);
+    if (lent_region != nullptr) {
+      ucp_mem_unmap(context, lent_region);
+      compute::memory_ledger().remove(compute::MemoryKind::comm_buffers, lent_bytes);
+    }
     if (context != nullptr) ucp_cleanup(context);
   }
 
@@ -167,6 +172,8 @@ struct Engine::State {
     ucp_rkey_buffer_release(key);
     auto* base = static_cast<std::byte*>(attributes.address);
     std::memset(base, 0, params.length);  // fault the pages in now, not during the first collective
+    lent_bytes = params.length;
+    compute::memory_ledger().add(compute::MemoryKind::comm_buffers, lent_bytes);
     address.region_base = reinterpret_cast<std::uintptr_t>(base);
     address.region_bytes = params.length;
     arena = std::make_unique<BlockArena>(base, static_cast<std::size_t>(block_bytes), static_cast<std::size_t>(blocks));
@@ -184,6 +191,8 @@ struct Engine::State {
       return;
     }
     peer.region_key = key;
+    // Its pages count in this process's resident set once the ring touches them.
+    compute::memory_ledger().add(compute::MemoryKind::comm_buffers, address.region_bytes);
     peer.region = {static_cast<const std::byte*>(mapped), static_cast<std::size_t>(address.region_bytes)};
   }
 
@@ -329,6 +338,7 @@ struct Engine::State {
     if (peer.region_key != nullptr) {
       ucp_rkey_destroy(peer.region_key);
       peer.region_key = nullptr;
+      compute::memory_ledger().remove(compute::MemoryKind::comm_buffers, peer.region.size());
     }
     if (peer.ep == nullptr) return;
     ucp_request_param_t param{};
