@@ -1,11 +1,13 @@
 #include "actors/worker/pipeline_trainer.hpp"
 
+
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
 #include <string>
 
 #include "compute/data/batch.hpp"
+#include "compute/memory_ledger.hpp"
 #include "compute/model/stage_split.hpp"
 #include "compute/optim/grad_clip.hpp"
 
@@ -59,6 +61,7 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
                                                        compute::DType::f32, o.adamw, 0, chunk.stage->num_params());
     chunks_.push_back(std::move(chunk));
   }
+  compute::MemoryScope scope(compute::MemoryKind::activations);  // the micro-batches' token ids
   for (int j = 0; j < s.microbatches; ++j) {
     inputs_.push_back(compute::Tensor::zeros({o.batch_size, o.seq_len}, compute::DType::i32));
     targets_.push_back(compute::Tensor::zeros({o.batch_size, o.seq_len}, compute::DType::i32));
@@ -159,6 +162,7 @@ std::string PipelineTrainer::arrival_text(const char* what, const schedules::Ins
 
 void PipelineTrainer::post_receive(const schedules::Instruction& ins) {
   const compute::TrainerOptions& o = setup_.options;
+  compute::MemoryScope scope(compute::MemoryKind::activations);  // an arriving activation or its gradient
   compute::Tensor buffer = compute::Tensor::zeros({o.batch_size, o.seq_len, setup_.model.n_embd}, compute::DType::f32);
   const int from = rank_of_stage(ins.peer);
   const auto op = mailbox_.recv(groups_.engine, from, key_of(ins), buffer);
@@ -226,6 +230,7 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
       // receiver has posted its receive, which in 1F1B comes after the receiver's next forward,
       // and this stage's next forward needs the slot before then.
       compute::Tensor input_grad = stage.input_grad(slot);
+      compute::MemoryScope scope(compute::MemoryKind::activations);
       compute::Tensor outgoing = backend_.zeros(input_grad.shape(), input_grad.dtype());
       backend_.copy(outgoing, input_grad);
       mailbox_.send(groups_.engine, rank_of_stage(ins.peer), key_of(ins), outgoing);
@@ -319,6 +324,7 @@ compute::StepResult PipelineTrainer::step() {
 double PipelineTrainer::evaluate(int batches) {
   const schedules::Schedule& s = setup_.schedule;
   const compute::TrainerOptions& o = setup_.options;
+  compute::MemoryScope scope(compute::MemoryKind::activations);
   compute::Tensor inputs = compute::Tensor::zeros({o.batch_size, o.seq_len}, compute::DType::i32);
   compute::Tensor targets = compute::Tensor::zeros({o.batch_size, o.seq_len}, compute::DType::i32);
   double sum = 0;

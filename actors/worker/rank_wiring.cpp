@@ -14,6 +14,7 @@
 #include "actors/worker/training_run.hpp"
 #include "comm/collectives.hpp"
 #include "comm/grid.hpp"
+#include "compute/memory_ledger.hpp"
 #include "compute/model/parameter_layout.hpp"
 #include "compute/model/stage_split.hpp"
 #include "monitor/log.hpp"
@@ -88,6 +89,7 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   }
   PipelineSetup setup{job.model, *schedule, job.pipeline_split,
                       report->peak_stashed[static_cast<std::size_t>(coord.pp)], grid, rank, trainer_options(job)};
+  compute::memory_ledger().measure_runtime();  // what the process holds before the model
   PipelineTrainer trainer(std::move(setup), backend, {engine, dp, **pp, embedding.get()}, mailbox, progress, data.train,
                           data.val);
   monitor::TraceRecorder trace;

@@ -4,6 +4,8 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include "compute/memory_ledger.hpp"
+
 namespace troupe::actors {
 
 compute::TrainerOptions trainer_options(const ResolvedJob& job) {
@@ -56,9 +58,13 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
   compute::AdamW& adamw = trainer_.optimizer();
   const auto [moments_begin, moments_end] = adamw.range();
   state_ = {&model_.params(), &adamw.first_moments(), &adamw.second_moments()};
-  for (compute::Tensor* tensor : state_)
+  for (compute::Tensor* tensor : state_) {
+    // A device backend's host copies, counted as what they copy.
+    compute::MemoryScope scope(tensor == state_[0] ? compute::MemoryKind::parameters
+                                                   : compute::MemoryKind::optimizer_state);
     mirrors_.push_back(backend.device() == compute::Device::cpu ? *tensor
                                                                 : compute::Tensor::zeros(tensor->shape(), tensor->dtype()));
+  }
   held_ = {{"param", 0, model_.layout().total(), mirrors_[0].data_as<float>(), writes_params},
            {"adam_m", moments_begin, moments_end, mirrors_[1].data_as<float>(), writes_moments},
            {"adam_v", moments_begin, moments_end, mirrors_[2].data_as<float>(), writes_moments}};

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <optional>
+#include <string_view>
 #include <stdexcept>
 
 #include <spdlog/fmt/fmt.h>
@@ -12,6 +13,7 @@
 #include "actors/environment.hpp"
 #include "actors/worker/training_run.hpp"
 #include "compute/data/decode.hpp"
+#include "compute/memory_ledger.hpp"
 #include "compute/model/generate.hpp"
 #include "compute/model/parameter_layout.hpp"
 #include "monitor/duration_text.hpp"
@@ -140,6 +142,7 @@ class RankRun {
   RunOutcome run() {
     announce();
     if (std::optional<RunOutcome> failed = restore()) return *failed;
+    log_memory("start");
     run_start_ = Clock::now();
     for (long s = first_step_; s < t_.steps; ++s) {
       if (std::optional<RunOutcome> stopped = obey_boundary_orders(s)) return *stopped;
@@ -174,6 +177,20 @@ class RankRun {
     log_->info("data: {}", data_.description);
     log_->info("training {} steps of {} tokens ({}) on {} with {} thread(s) each", t_.steps, loop_.tokens_per_step(),
                loop_.layout(), backend_name_, t_.threads == 0 ? std::string("all") : std::to_string(t_.threads));
+  }
+
+  // Every rank, at the start (model, optimizer and activations allocated) and at the end: the
+  // process's memory by kind, each kind's peak at the end, and the resident set beside it.
+  void log_memory(const char* when) {
+    const compute::MemoryReport host = compute::memory_ledger().report();
+    monitor::logger("train")->info("memory at {} of rank {}: {}; resident {}, peak resident {}", when,
+                                    loop_.checkpoint_place().rank, compute::describe(host, std::string_view(when) == "end"),
+                                    compute::format_bytes(compute::resident_bytes()),
+                                    compute::format_bytes(compute::peak_resident_bytes()));
+    const compute::MemoryReport device = compute::memory_ledger().report(compute::Device::cuda);
+    if (device.total.peak > 0)
+      monitor::logger("train")->info("device memory at {} of rank {}: {}", when, loop_.checkpoint_place().rank,
+                                      compute::describe(device, true));
   }
 
   // With checkpoint.resume: the newest valid checkpoint's state, and the step to go on from. A
@@ -265,6 +282,7 @@ class RankRun {
         "param norm {:.9g}",
         t_.steps, monitor::duration_text(wall), train_seconds_ > 0 ? trained_tokens / train_seconds_ : 0.0, last_loss_,
         last_val, loop_.param_norm());
+    log_memory("end");
     if (!last_save_) return {1, "the last checkpoint failed: " + last_save_.error().message};
     if (services_.reports && job_.config.sample.tokens > 0) {
       if (compute::GPT* model = loop_.whole_model())
@@ -300,6 +318,7 @@ RunOutcome drive_training(const ResolvedJob& job, const JobData& data, const std
 
 RunOutcome run_training(const ResolvedJob& job, compute::Backend& backend, const JobData& data,
                         compute::DataParallel data_parallel, const RunServices& services) {
+  compute::memory_ledger().measure_runtime();  // what the process holds before the model
   ReplicaLoop loop(job, backend, data, std::move(data_parallel));
   return drive_training(job, data, backend.name(), loop, services);
 }
