@@ -7,7 +7,6 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
-#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -17,6 +16,8 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
+
+#include "compute/resident_memory.hpp"
 
 namespace troupe::monitor {
 namespace {
@@ -29,14 +30,6 @@ const prometheus::Histogram::BucketBoundaries step_buckets{0.001, 0.0025, 0.005,
 
 prometheus::Labels constant_labels(const MetricsIdentity& identity) {
   return {{"job", identity.job}, {"node", std::to_string(identity.node)}};
-}
-
-// Resident pages (statm's second field) times the page size; 0 when /proc is not there.
-double resident_memory_bytes() {
-  std::ifstream statm("/proc/self/statm");
-  long total_pages = 0, resident_pages = 0;
-  if (!(statm >> total_pages >> resident_pages)) return 0;
-  return static_cast<double>(resident_pages) * static_cast<double>(::sysconf(_SC_PAGESIZE));
 }
 
 std::vector<prometheus::ClientMetric::Label> label_list(const prometheus::Labels& labels) {
@@ -114,6 +107,11 @@ class ScrapeTime : public prometheus::Collectable {
 
   void heartbeat_sent() { last_heartbeat_ns_ = Clock::now().time_since_epoch().count(); }
 
+  void read_memory_from(std::function<MemoryReading()> read) {
+    std::lock_guard lock(mutex_);
+    memory_ = std::move(read);
+  }
+
   void add_comm(const prometheus::Labels& worker_labels, std::function<CommReading()> read) {
     std::lock_guard lock(mutex_);
     auto labels = labels_;
@@ -124,13 +122,29 @@ class ScrapeTime : public prometheus::Collectable {
   std::vector<prometheus::MetricFamily> Collect() const override {
     std::vector<prometheus::MetricFamily> families;
     families.push_back({"troupe_resident_memory_bytes", "resident set size of the process (/proc/self/statm)",
-                        prometheus::MetricType::Gauge, {sample(labels_, resident_memory_bytes(), false)}});
+                        prometheus::MetricType::Gauge, {sample(labels_, static_cast<double>(compute::resident_bytes()), false)}});
     if (const auto last = last_heartbeat_ns_.load(); last != 0) {
       const double age = std::chrono::duration<double>(Clock::now().time_since_epoch() - Clock::duration(last)).count();
       families.push_back({"troupe_heartbeat_age_seconds", "seconds since this node last sent the job a heartbeat",
                           prometheus::MetricType::Gauge, {sample(labels_, age, false)}});
     }
     std::lock_guard lock(mutex_);
+    if (memory_) {
+      prometheus::MetricFamily bytes{"troupe_memory_bytes", "bytes this process holds now, by kind (memory ledger)",
+                                     prometheus::MetricType::Gauge, {}};
+      prometheus::MetricFamily peak{"troupe_memory_peak_bytes",
+                                    "the most bytes this process has held of each kind (memory ledger)",
+                                    prometheus::MetricType::Gauge, {}};
+      for (const MemoryFigure& figure : memory_()) {
+        auto labels = labels_;
+        labels.push_back({"device", figure.device});
+        labels.push_back({"kind", figure.kind});
+        bytes.metric.push_back(sample(labels, static_cast<double>(figure.bytes), false));
+        peak.metric.push_back(sample(labels, static_cast<double>(figure.peak), false));
+      }
+      families.push_back(std::move(bytes));
+      families.push_back(std::move(peak));
+    }
     if (comm_.empty()) return families;
     prometheus::MetricFamily operations{"troupe_comm_operations_total",
                                         "comm operations finished, by op (collective kind, or send/recv)",
@@ -177,6 +191,7 @@ class ScrapeTime : public prometheus::Collectable {
   std::vector<prometheus::ClientMetric::Label> labels_;
   std::atomic<Clock::rep> last_heartbeat_ns_{0};
   mutable std::mutex mutex_;
+  std::function<MemoryReading()> memory_;
   std::vector<CommSource> comm_;
 };
 
@@ -279,5 +294,7 @@ void NodeMetrics::count_recovery(const std::string& source, long count) {
 void NodeMetrics::count_restarts(long restarts) {
   families_->restarts->Add({}).Increment(static_cast<double>(restarts));
 }
+
+void NodeMetrics::read_memory_from(std::function<MemoryReading()> read) { scrape_time_->read_memory_from(std::move(read)); }
 
 }  // namespace troupe::monitor

@@ -5,8 +5,9 @@
 // the server's thread scrapes: prometheus-cpp's counters, gauges and histograms are atomic.
 //
 // What is read at scrape time stays current while no step finishes (loading data, a hung
-// collective): the resident memory (/proc/self/statm), the heartbeat's age, and each worker's
-// comm traffic, read through a function the worker registers (monitor/ knows nothing of comm/).
+// collective): the resident memory (/proc/self/statm), the memory by kind, the heartbeat's age,
+// and each worker's comm traffic, read through functions the node and its workers register
+// (monitor/ knows nothing of comm/ or the memory ledger).
 
 #include <cstdint>
 #include <functional>
@@ -53,6 +54,16 @@ struct CommReading {
   std::int64_t requests_in_flight = 0;
   std::int64_t collectives_in_flight = 0;
 };
+
+// The process's memory by kind as the ledger has it now (compute/memory_ledger.hpp): `device` is
+// host or cuda, `kind` one of the ledger's kinds or `total`.
+struct MemoryFigure {
+  std::string device;
+  std::string kind;
+  std::uint64_t bytes = 0;
+  std::uint64_t peak = 0;
+};
+using MemoryReading = std::vector<MemoryFigure>;
 
 struct MetricFamilies;
 class ScrapeTime;
@@ -118,6 +129,9 @@ class NodeMetrics {
   void count_recovery(const std::string& source, long count = 1);
   // Adds to troupe_restarts_total: a restarted node process starts its counter at the job's count.
   void count_restarts(long restarts);
+  // troupe_memory_bytes and troupe_memory_peak_bytes, read at every scrape from the server's
+  // thread (monitor/ knows nothing of the ledger). Called once, while setting up.
+  void read_memory_from(std::function<MemoryReading()> read);
 
  private:
   NodeMetrics(std::string bind, MetricsIdentity identity);

@@ -5,6 +5,7 @@
 #include <spdlog/fmt/fmt.h>
 
 #include "compute/cpu/sgemm_peak.hpp"
+#include "compute/memory_ledger.hpp"
 #include "compute/model/flops.hpp"
 #include "monitor/log.hpp"
 
@@ -26,6 +27,7 @@ Expected<ProcessMetrics> ProcessMetrics::serve(const MonitorOptions& options, co
   metrics.node_ = std::move(*node);
   for (int index = 0; index < workers; ++index)
     metrics.workers_[static_cast<std::size_t>(index)] = &metrics.node_->add_worker(first_rank + index, role);
+  metrics.node_->read_memory_from(memory_reading);
   monitor::logger("monitor")->info("metrics on {}", metrics.node_->url());
   return metrics;
 }
@@ -62,6 +64,19 @@ monitor::CommReading comm_reading(const comm::Traffic& traffic) {
   }
   reading.requests_in_flight = traffic.requests_in_flight.load();
   reading.collectives_in_flight = traffic.collectives_in_flight.load();
+  return reading;
+}
+
+monitor::MemoryReading memory_reading() {
+  monitor::MemoryReading reading;
+  const compute::MemoryLedger& ledger = compute::memory_ledger();
+  for (const auto& [device, name] : {std::pair{compute::Device::cpu, "host"}, std::pair{compute::Device::cuda, "cuda"}}) {
+    const compute::MemoryReport report = ledger.report(device);
+    if (device != compute::Device::cpu && report.total.peak == 0) continue;  // no device memory ever
+    for (compute::MemoryKind kind : compute::memory_kinds)
+      reading.push_back({name, std::string(compute::memory_kind_name(kind)), report[kind].bytes, report[kind].peak});
+    reading.push_back({name, "total", report.total.bytes, report.total.peak});
+  }
   return reading;
 }
 

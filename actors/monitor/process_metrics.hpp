@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "actors/job_options.hpp"
-#include "actors/job_options.hpp"
 #include "comm/traffic.hpp"
 #include "compute/expected.hpp"
 #include "monitor/metrics.hpp"
@@ -42,6 +41,11 @@ class ProcessMetrics {
 
 // A comm engine's traffic as the metrics read it at a scrape.
 monitor::CommReading comm_reading(const comm::Traffic& traffic);
+
+// The process's memory ledger as the metrics and the heartbeat read it: every kind on the host and
+// their `total` (whose peak is the sum's own), then the same on the device when a device backend
+// ever allocated there.
+monitor::MemoryReading memory_reading();
 
 // The job label of a node's metrics: the first 8 hex digits of XXH64(token), the same on every
 // node of a job, without publishing any part of the token (it guards the control port).

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -72,6 +73,28 @@ TEST_CASE("node metrics are served on a free port and read back in the text form
   CHECK(e.value("troupe_step_seconds_bucket", {{"rank", "5"}, {"le", "0.5"}}) == 1.0);
   CHECK(e.value("troupe_step_seconds_bucket", {{"rank", "5"}, {"le", "+Inf"}}) == 1.0);
   CHECK(e.value("troupe_resident_memory_bytes") > 1e6);  // a process that has loaded libstdc++ and civetweb
+}
+
+TEST_CASE("the memory by kind is read at every scrape as two gauges", "[metrics]") {
+  auto metrics = serve_any_port("job-m", 1);
+  CHECK(scrape(*metrics).find("troupe_memory_bytes").empty());  // nothing registered: no series
+  auto held = std::make_shared<std::atomic<std::uint64_t>>(1000);
+  metrics->read_memory_from([held] {
+    return monitor::MemoryReading{{"host", "parameters", held->load(), 4000}, {"host", "total", 5000, 9000}};
+  });
+  Exposition e = scrape(*metrics);
+  for (const char* gauge : {"troupe_memory_bytes", "troupe_memory_peak_bytes"}) {
+    INFO(gauge);
+    CHECK(e.types.at(gauge) == "gauge");
+    CHECK(!e.help.at(gauge).empty());
+  }
+  const std::map<std::string, std::string> parameters{{"device", "host"}, {"kind", "parameters"}};
+  CHECK(e.value("troupe_memory_bytes", parameters) == 1000);
+  CHECK(e.value("troupe_memory_peak_bytes", parameters) == 4000);
+  CHECK(e.value("troupe_memory_peak_bytes", {{"kind", "total"}, {"job", "job-m"}, {"node", "1"}}) == 9000);
+  held->store(2500);
+  e = scrape(*metrics);
+  CHECK(e.value("troupe_memory_bytes", parameters) == 2500);  // read at the scrape, not at registration
 }
 
 TEST_CASE("steps reported from several threads while scraping are all counted", "[metrics]") {

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "apps/run_troupe.hpp"
+#include "compute/model/gpt_config.hpp"
 #include "compute/model/parameter_layout.hpp"
 #include "support/metrics_scrape.hpp"
 #include "support/busy_port.hpp"
@@ -191,6 +192,30 @@ TEST_CASE("troupe train --workers 2: each node serves /metrics on its own port, 
     CHECK(second.value("troupe_heartbeat_age_seconds", {{"node", std::to_string(node)}}) >= 0);
     CHECK(second.value("troupe_heartbeat_age_seconds", {{"node", std::to_string(node)}}) < 10);  // heartbeat_timeout
     CHECK(second.value("troupe_restarts_total", {{"node", std::to_string(node)}}) == 0);
+    // The memory ledger, by kind: small's f32 parameters and gradients, AdamW's two moments (ZeRO 0),
+    // no gathered ZeRO-3 parameters, and a total that is the kinds' sum.
+    const auto memory = [&](const char* gauge, const std::string& kind) {
+      return second.value(gauge, {{"node", std::to_string(node)}, {"device", "host"}, {"kind", kind}});
+    };
+    const double parameter_bytes =
+        static_cast<double>(troupe::compute::ParameterLayout(*troupe::compute::gpt_preset("small")).total()) * 4;
+    CHECK(memory("troupe_memory_bytes", "parameters") == parameter_bytes);
+    CHECK(memory("troupe_memory_bytes", "gradients") == parameter_bytes);
+    CHECK(memory("troupe_memory_bytes", "optimizer_state") == 2 * parameter_bytes);
+    CHECK(memory("troupe_memory_bytes", "gathered_parameters") == 0);
+    CHECK(memory("troupe_memory_bytes", "activations") > 1e6);
+    CHECK(memory("troupe_memory_bytes", "comm_buffers") > 0);
+    CHECK(memory("troupe_memory_bytes", "runtime") > 1e6);
+    double sum = 0;
+    for (const char* kind : {"runtime", "parameters", "gathered_parameters", "gradients", "optimizer_state",
+                             "activations", "comm_buffers", "other"}) {
+      INFO(kind);
+      sum += memory("troupe_memory_bytes", kind);
+      CHECK(memory("troupe_memory_peak_bytes", kind) >= memory("troupe_memory_bytes", kind));
+    }
+    CHECK(memory("troupe_memory_bytes", "total") == Approx(sum).margin(1 << 20));
+    CHECK(memory("troupe_memory_peak_bytes", "total") >= memory("troupe_memory_bytes", "total"));
+    CHECK(second.find("troupe_memory_bytes", {{"node", std::to_string(node)}}).size() == 9);
     // Both nodes name the same job, an id derived from its token.
     const std::string label = second.find("troupe_steps_total").front().labels.at("job");
     CHECK(std::regex_match(label, std::regex("[0-9a-f]{8}")));
