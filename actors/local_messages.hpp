@@ -34,6 +34,8 @@ struct node_view {
   bool done = false;
   double heard_seconds_ago = -1;  // since its last heartbeat; -1 before the job runs
   std::vector<worker_beat> workers;  // by slot, from the last heartbeat
+  std::vector<memory_beat> memory;   // from the last heartbeat
+  std::int64_t resident_bytes = 0, peak_resident_bytes = 0;
 };
 struct job_view_msg {
   bool running = false;  // every node joined and the job started
@@ -43,7 +45,7 @@ struct job_view_msg {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_view& x) {
   return f(caf::meta::type_name("node_view"), x.node_index, x.host, x.pid, x.node, x.done, x.heard_seconds_ago,
-           x.workers);
+           x.workers, x.memory, x.resident_bytes, x.peak_resident_bytes);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_view_msg& x) {

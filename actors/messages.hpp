@@ -126,12 +126,24 @@ struct worker_beat {
   std::vector<step_beat> recent_steps;  // its last finished steps (at most 64), oldest first
 };
 
+// One kind of a node process's memory as its ledger counts it (compute/memory_ledger.hpp).
+struct memory_beat {
+  std::string device;      // host, cuda
+  std::string kind;        // runtime, parameters, gathered_parameters, gradients, optimizer_state, ...
+  std::int64_t bytes = 0;  // now
+  std::int64_t peak = 0;   // the most since the process started
+};
+
 // Node supervisor → job supervisor, every fault.heartbeat_seconds once the job has started: the
 // node is alive (a hung process keeps its TCP connection, so silence is the only sign) and how
-// far each of its workers got, for the step watchdog and for naming what a stuck worker waits for.
+// far each of its workers got, for the step watchdog and for naming what a stuck worker waits for;
+// and the process's memory by kind beside its resident set, for the shell's memory command.
 struct heartbeat_msg {
   int node_index = -1;
   std::vector<worker_beat> workers;  // by slot
+  std::vector<memory_beat> memory;   // every kind on the host, then on the device (if any)
+  std::int64_t resident_bytes = 0;       // /proc/self/statm now
+  std::int64_t peak_resident_bytes = 0;  // VmHWM
 };
 
 // Monitor actor → node supervisor (request): an order for the node's workers, obeyed at their
@@ -222,8 +234,13 @@ typename Inspector::result_type inspect(Inspector& f, worker_beat& x) {
            x.waiting_for, x.waiting_seconds, x.recent_steps);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, memory_beat& x) {
+  return f(caf::meta::type_name("memory_beat"), x.device, x.kind, x.bytes, x.peak);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, heartbeat_msg& x) {
-  return f(caf::meta::type_name("heartbeat_msg"), x.node_index, x.workers);
+  return f(caf::meta::type_name("heartbeat_msg"), x.node_index, x.workers, x.memory, x.resident_bytes,
+           x.peak_resident_bytes);
 }
 
 template <class Inspector>
@@ -280,4 +297,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(troupe, (troupe::actors::shell_reply_msg))
   CAF_ADD_ATOM(troupe, troupe::actors, control_atom, "control")
   CAF_ADD_ATOM(troupe, troupe::actors, shell_atom, "shell")
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::memory_beat))
+  CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::actors::memory_beat>))
 CAF_END_TYPE_ID_BLOCK(troupe)

@@ -230,6 +230,8 @@ void command(monitor_actor* self, const std::vector<std::string>& words, caf::re
     answer(true, status_text(st.plan, st.view, st.history, pause_state(st)));
   } else if (verb == "nodes" && args == 0) {
     answer(true, nodes_text(st.view));
+  } else if (verb == "memory" && args == 0) {
+    answer(true, memory_text(st.view));
   } else if (verb == "workers" && args == 0) {
     answer(true, workers_text(st.view));
   } else if (verb == "top" && args == 0) {

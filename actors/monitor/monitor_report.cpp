@@ -117,6 +117,28 @@ std::string nodes_text(const job_view_msg& view) {
   return text;
 }
 
+std::string memory_text(const job_view_msg& view) {
+  std::string text;
+  for (const node_view& n : view.nodes) {
+    if (!text.empty()) text += "\n";
+    std::string ranks = "-";
+    if (!n.workers.empty())
+      ranks = n.workers.size() == 1 ? std::to_string(n.workers.front().rank)
+                                    : fmt::format("{}-{}", n.workers.front().rank, n.workers.back().rank);
+    if (n.memory.empty()) {
+      text += fmt::format("node {} (rank {}): no heartbeat yet", n.node_index, ranks);
+      continue;
+    }
+    const auto mib = [](std::int64_t bytes) { return fmt::format("{:.1f}", static_cast<double>(bytes) / (1 << 20)); };
+    text += fmt::format("node {} (rank {}): resident {} MiB, peak resident {} MiB\n", n.node_index, ranks,
+                        mib(n.resident_bytes), mib(n.peak_resident_bytes));
+    text += fmt::format("  {:<6} {:<20} {:>10} {:>10}", "device", "kind", "MiB now", "MiB peak");
+    for (const memory_beat& m : n.memory)
+      text += fmt::format("\n  {:<6} {:<20} {:>10} {:>10}", m.device, m.kind, mib(m.bytes), mib(m.peak));
+  }
+  return text;
+}
+
 std::string workers_text(const job_view_msg& view) {
   std::string text = fmt::format("{:<5} {:<5} {:>7}  {}", "rank", "node", "steps", "activity");
   for (const node_view& n : view.nodes)

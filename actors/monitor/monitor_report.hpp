@@ -27,6 +27,9 @@ std::string status_text(const MonitorPlan& plan, const job_view_msg& view, const
                         const PauseState& pause);
 std::string nodes_text(const job_view_msg& view);
 std::string workers_text(const job_view_msg& view);
+// Every node process's memory by kind (now and peak, from its last heartbeat) beside its resident
+// set and the resident set's peak.
+std::string memory_text(const job_view_msg& view);
 std::string top_text(const MonitorPlan& plan, const job_view_msg& view, const StepHistory& history,
                      const PauseState& pause);
 // Rank 0's recent losses as a sparkline `width` wide, with the steps, min, max and last.

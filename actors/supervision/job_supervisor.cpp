@@ -27,6 +27,8 @@ enum class JobPhase { joining, running, rescuing, ended };
 struct node_liveness {
   Clock::time_point last_heartbeat;
   std::vector<worker_beat> workers;  // from the last heartbeat, by slot
+  std::vector<memory_beat> memory;   // the process's memory by kind, from the last heartbeat
+  std::int64_t resident_bytes = 0, peak_resident_bytes = 0;
 };
 
 // Time since `worker` last finished a unit of work, as of `now`.
@@ -374,6 +376,9 @@ job_view_msg job_view(const job_supervisor_state& st) {
     if (auto live = st.liveness.find(planned.node_index); live != st.liveness.end()) {
       node.heard_seconds_ago = std::chrono::duration<double>(now - live->second.last_heartbeat).count();
       node.workers = live->second.workers;
+      node.memory = live->second.memory;
+      node.resident_bytes = live->second.resident_bytes;
+      node.peak_resident_bytes = live->second.peak_resident_bytes;
     }
     view.nodes.push_back(std::move(node));
   }
@@ -436,6 +441,9 @@ caf::message_handler every_phase(job_actor* self) {
         it->second.last_heartbeat = Clock::now();
         if (beat.workers.size() != it->second.workers.size()) return;
         it->second.workers = beat.workers;
+        it->second.memory = beat.memory;
+        it->second.resident_bytes = beat.resident_bytes;
+        it->second.peak_resident_bytes = beat.peak_resident_bytes;
         for (const worker_beat& w : beat.workers)
           if (!w.activity.empty()) st.stragglers.sample(w.rank, !w.waiting_for.empty());
         if (st.phase == JobPhase::rescuing) end_if_completed_while_rescuing(self);

@@ -1,6 +1,8 @@
 #include "actors/supervision/node_supervisor.hpp"
 
+#include "actors/monitor/process_metrics.hpp"
 #include "actors/worker/mailbox_comm.hpp"
+#include "compute/memory_ledger.hpp"
 #include "monitor/log.hpp"
 
 namespace troupe::actors {
@@ -74,6 +76,10 @@ caf::behavior working(node_actor* self, const NodeOptions& options) {
                                   now.idle_seconds, now.activity, now.waiting_for, now.waiting_seconds,
                                   std::move(steps)});
         }
+        for (const monitor::MemoryFigure& f : memory_reading())
+          beat.memory.push_back({f.device, f.kind, static_cast<std::int64_t>(f.bytes), static_cast<std::int64_t>(f.peak)});
+        beat.resident_bytes = static_cast<std::int64_t>(compute::resident_bytes());
+        beat.peak_resident_bytes = static_cast<std::int64_t>(compute::peak_resident_bytes());
         self->send(st.job, heartbeat_atom_v, std::move(beat));
         if (options.heartbeat_sent) options.heartbeat_sent();
         self->delayed_send(self, options.heartbeat_interval, heartbeat_atom_v);

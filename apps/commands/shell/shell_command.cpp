@@ -31,6 +31,7 @@ const char* const help_text =
     "status                  grid, step, loss, tokens/s, ETA\n"
     "nodes                   node processes: host, pid, ranks, last heartbeat\n"
     "workers                 every rank: steps done, what it is doing or waiting for\n"
+    "memory                  every node process's memory by kind, now and peak, beside its resident set\n"
     "top                     a live per-rank table, redrawn every second until a key is pressed\n"
     "loss                    the recent loss curve as a sparkline, with min, max and last\n"
     "trace FILE [STEPS]      record the next STEPS (3) steps of every rank as Chrome trace JSON into FILE\n"
@@ -43,7 +44,7 @@ const char* const help_text =
     "help                    this list\n"
     "quit                    leave the shell (the job goes on)";
 
-const std::vector<std::string> completions{"status", "nodes",  "workers", "top",  "loss",  "trace", "checkpoint",
+const std::vector<std::string> completions{"status", "nodes",  "workers", "memory", "top",  "loss",  "trace", "checkpoint",
                                            "pause",  "resume", "log",     "kill", "drain", "worker", "node",
                                            "help",   "quit",   "debug",   "info",  "warn",  "error", "critical", "off"};
 
@@ -56,7 +57,8 @@ std::vector<std::string> split(const std::string& line) {
 
 // Commands that change nothing may be asked again after a reconnect.
 bool repeatable(const std::string& verb) {
-  return verb == "status" || verb == "nodes" || verb == "workers" || verb == "top" || verb == "loss";
+  return verb == "status" || verb == "nodes" || verb == "workers" || verb == "memory" || verb == "top" ||
+         verb == "loss";
 }
 
 std::chrono::seconds timeout_for(const std::string& verb) {

@@ -448,3 +448,18 @@ TEST_CASE("every catalogue message without an actor handle survives serializatio
          w.activity == "step 13" && w.waiting_for == "the gradient sums" && w.waiting_seconds == 2.5 &&
          h.workers[1].rank == 8));
 }
+
+TEST_CASE("a heartbeat carries its node's memory by kind across a serialization", "[actors]") {
+  TroupeConfig cfg;
+  caf::actor_system system{cfg};
+  heartbeat_msg beat{2, {}};
+  beat.memory = {{"host", "parameters", 3 << 20, 3 << 20}, {"host", "total", 5'000'000'000, 6'000'000'000}};
+  beat.resident_bytes = 5'100'000'000;
+  beat.peak_resident_bytes = 6'200'000'000;
+  auto h = round_trip(system, beat);
+  REQUIRE(h.memory.size() == 2);
+  CHECK((h.memory[0].device == "host" && h.memory[0].kind == "parameters" && h.memory[0].bytes == (3 << 20) &&
+         h.memory[0].peak == (3 << 20)));
+  CHECK((h.memory[1].kind == "total" && h.memory[1].bytes == 5'000'000'000 && h.memory[1].peak == 6'000'000'000));
+  CHECK((h.resident_bytes == 5'100'000'000 && h.peak_resident_bytes == 6'200'000'000));
+}

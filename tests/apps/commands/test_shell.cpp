@@ -289,6 +289,22 @@ TEST_CASE("troupe shell -c runs one command: a wrong token, garbage and a huge f
   CHECK(loss.exit_code == 0);
   CHECK_THAT(loss.out, Contains("min ") && Contains("max ") && Contains("▁"));
 
+  // Each node's memory by kind from its heartbeats: tiny's 0.84M f32 parameters are 3.2 MiB on
+  // both data-parallel replicas, ZeRO-3's gathered copies none, and the total about the resident set.
+  const ProcessResult memory = shell_c(dir, job, "memory");
+  INFO("memory: " << memory.out << memory.err);
+  CHECK(memory.exit_code == 0);
+  for (const char* node : {"node 0 (rank 0): resident ", "node 1 (rank 1): resident "})
+    CHECK_THAT(memory.out, Contains(node));
+  const std::regex parameters("\\n  host +parameters +3\\.2 +3\\.2\\n");
+  CHECK(std::distance(std::sregex_iterator(memory.out.begin(), memory.out.end(), parameters), std::sregex_iterator()) == 2);
+  CHECK(std::regex_search(memory.out, std::regex("\\n  host +gathered_parameters +0\\.0 +0\\.0\\n")));
+  std::smatch totals;
+  REQUIRE(std::regex_search(memory.out, totals,
+                            std::regex("resident ([0-9.]+) MiB, peak resident ([0-9.]+) MiB\\n(?:.*\\n)*?  host +total +([0-9.]+) +([0-9.]+)")));
+  CHECK(std::stod(totals[3].str()) > 0.8 * std::stod(totals[1].str()));
+  CHECK(std::stod(totals[4].str()) <= 1.02 * std::stod(totals[2].str()));
+
   // top through a pipe (stdin and stdout): the table is appended, without the terminal's clear
   // sequence; the end of input ends top and the shell.
   const ProcessResult piped =
