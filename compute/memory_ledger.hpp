@@ -30,8 +30,8 @@ enum class MemoryKind : std::uint8_t {
 };
 inline constexpr std::size_t memory_kind_count = 8;
 inline constexpr std::array<MemoryKind, memory_kind_count> memory_kinds{
-    MemoryKind::runtime,      MemoryKind::parameters,   MemoryKind::gathered_parameters, MemoryKind::gradients,
-    MemoryKind::optimizer_state, MemoryKind::activations, MemoryKind::comm_buffers,       MemoryKind::other};
+    MemoryKind::runtime,         MemoryKind::parameters,  MemoryKind::gathered_parameters, MemoryKind::gradients,
+    MemoryKind::optimizer_state, MemoryKind::activations, MemoryKind::comm_buffers,        MemoryKind::other};
 std::string_view memory_kind_name(MemoryKind kind);  // "optimizer_state"
 
 struct MemoryCount {

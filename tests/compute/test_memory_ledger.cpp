@@ -17,9 +17,7 @@ using namespace troupe::compute;
 
 namespace {
 
-std::int64_t bytes_of(MemoryKind kind) {
-  return static_cast<std::int64_t>(memory_ledger().report()[kind].bytes);
-}
+std::int64_t bytes_of(MemoryKind kind) { return static_cast<std::int64_t>(memory_ledger().report()[kind].bytes); }
 
 // A tensor's counted size: its bytes rounded up to the 64-byte alignment zeros() allocates.
 std::int64_t counted(const Tensor& t) { return static_cast<std::int64_t>((t.nbytes() + 63) / 64 * 64); }
@@ -77,7 +75,8 @@ TEST_CASE("a stage and its AdamW count the bytes of their tensors, by kind", "[m
     };
     CHECK(delta(MemoryKind::parameters) == counted(stage->params()));
     CHECK(delta(MemoryKind::gradients) == counted(stage->grads()));
-    CHECK(delta(MemoryKind::optimizer_state) == counted(optimizer->first_moments()) + counted(optimizer->second_moments()));
+    CHECK(delta(MemoryKind::optimizer_state) ==
+          counted(optimizer->first_moments()) + counted(optimizer->second_moments()));
     CHECK(optimizer->first_moments().numel() == stage->num_params() - 10);
     // activation_bytes() sums the tensors' sizes; each is counted rounded up to 64 bytes.
     CHECK(delta(MemoryKind::activations) >= stage->activation_bytes());

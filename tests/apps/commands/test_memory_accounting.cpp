@@ -34,9 +34,8 @@ struct RankMemory {
 std::map<int, RankMemory> run_and_read(const std::vector<std::string>& model, const std::vector<std::string>& layout,
                                        int ranks) {
   TempDir dir;
-  std::vector<std::string> argv{TROUPE_BINARY_DIR "/troupe", "train",          "--train.steps",      "3",
-                                "--train.val_every",         "0",              "--train.val_batches", "1",
-                                "--sample.tokens",           "0",              "--train.threads",     "1"};
+  std::vector<std::string> argv{TROUPE_BINARY_DIR "/troupe", "train", "--train.steps",   "3", "--train.val_every", "0",
+                                "--train.val_batches",       "1",     "--sample.tokens", "0", "--train.threads",   "1"};
   argv.insert(argv.end(), model.begin(), model.end());
   argv.insert(argv.end(), layout.begin(), layout.end());
   const ProcessResult r = run_process(argv, dir.path().string(), std::chrono::seconds(240));
