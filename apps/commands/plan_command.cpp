@@ -79,6 +79,16 @@ Expected<compute::GPTConfig> plan_model(const PlanOptions& o) {
   return model;
 }
 
+// "     memory 46.7 GB: parameters 6.56 GB, ..., activations 34.4 GB (5 micro-batches stashed)".
+void print_memory(const schedules::DeviceMemory& m) {
+  std::printf("     memory %s: parameters %s, gradients %s, optimizer %s, activations %s (%d micro-batch%s stashed)",
+              schedules::format_bytes(m.total()).c_str(), schedules::format_bytes(m.parameters).c_str(),
+              schedules::format_bytes(m.gradients).c_str(), schedules::format_bytes(m.optimizer).c_str(),
+              schedules::format_bytes(m.activations).c_str(), m.stashed, m.stashed == 1 ? "" : "es");
+  if (m.gathered > 0) std::printf(", gathered zero-3 parameters %s", schedules::format_bytes(m.gathered).c_str());
+  std::printf("\n");
+}
+
 // One layout in three or four lines: step time and layout; memory by kind; traffic and time by
 // part; what the runtime cannot run yet.
 void print_layout(int rank, const PlannedLayout& p, double tokens_per_step) {
@@ -87,12 +97,8 @@ void print_layout(int rank, const PlannedLayout& p, double tokens_per_step) {
   const schedules::StepTime& t = p.time;
   std::printf("%3d  %s s/step  %.0f tokens/s  %s\n", rank, figure(t.total).c_str(), tokens_per_step / t.total,
               describe(p.layout).c_str());
-  std::printf("     memory %s: parameters %s, gradients %s, optimizer %s, activations %s (%d micro-batch%s stashed)",
-              schedules::format_bytes(m.total()).c_str(), schedules::format_bytes(m.parameters).c_str(),
-              schedules::format_bytes(m.gradients).c_str(), schedules::format_bytes(m.optimizer).c_str(),
-              schedules::format_bytes(m.activations).c_str(), m.stashed, m.stashed == 1 ? "" : "es");
-  if (m.gathered > 0) std::printf(", gathered zero-3 parameters %s", schedules::format_bytes(m.gathered).c_str());
-  std::printf("\n     per step and device:");
+  print_memory(m);
+  std::printf("     per step and device:");
   auto link = [](const char* group, double bytes, bool inter) {
     if (bytes > 0)
       std::printf(" %s %s (%s)", group, schedules::format_bytes(bytes).c_str(), inter ? "between nodes" : "in node");
@@ -184,8 +190,10 @@ int run_plan(const PlanOptions& o) {
   if (!plan->rejected.empty())
     std::printf("\ndo not fit, least memory first (%zu of %zu):\n", std::min(top, plan->rejected.size()),
                 plan->rejected.size());
-  for (std::size_t i = 0; i < plan->rejected.size() && i < top; ++i)
+  for (std::size_t i = 0; i < plan->rejected.size() && i < top; ++i) {
     std::printf("  %s\n", plan->rejected[i].rejected.c_str());
+    print_memory(plan->rejected[i].memory);
+  }
   std::fflush(stdout);
   return to_int(ExitCode::success);
 }
