@@ -104,11 +104,14 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
   auto split = compute::split_for_pipeline(model, l.pp, l.chunks);
   if (!split) return split.error();
 
-  // Per stage (stage s holds chunks s, s + p, ...): parameters and compute weight.
+  // Per stage (stage s holds chunks s, s + p, ...): parameters, blocks and compute weight.
   std::vector<double> params(l.pp, 0), weight(l.pp, 0);
+  int most_layers = 0;
+  std::vector<int> layers(l.pp, 0);
   for (std::size_t k = 0; k < split->size(); ++k) {
     params[k % l.pp] += double((*split)[k].params);
     weight[k % l.pp] += chunk_weight(model, (*split)[k], w.seq_len);
+    most_layers = std::max(most_layers, layers[k % l.pp] += (*split)[k].layers());
   }
   double mean_weight = 0;
   for (double x : weight) mean_weight += x / l.pp;
@@ -171,16 +174,9 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
     if (l.zero == 3) link.dp = scatter + 2 * m_count * gather;  // gathered for every forward and backward
   }
   const double activation_message = double(l.micro_batch) * w.seq_len * C * bytes.activation;
-  if (l.tp > 1) {
-    int layers = 0;
-    for (std::size_t k = 0; k < split->size(); k += l.pp) layers += (*split)[k].layers();  // stage 0's
-    for (int s = 1; s < l.pp; ++s) {
-      int here = 0;
-      for (std::size_t k = s; k < split->size(); k += l.pp) here += (*split)[k].layers();
-      layers = std::max(layers, here);
-    }
+  if (l.tp > 1) {  // on the stage with the most blocks
     const double all_reduces = l.recompute == compute::Recompute::full ? 6 : 4;  // a rerun forward adds two
-    link.tp = layers * m_count * all_reduces * 2 * ring_share(l.tp) * activation_message;
+    link.tp = most_layers * m_count * all_reduces * 2 * ring_share(l.tp) * activation_message;
   }
   if (l.pp > 1) link.pp = 2 * m_count * l.chunks * activation_message / tp;
   link.tp_inter = l.tp > cluster.devices_per_node;
