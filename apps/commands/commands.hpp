@@ -108,12 +108,12 @@ struct PlanOptions {
   int nodes = 1;
   std::optional<int> devices_per_node;  // default: this machine's cores
   std::string device_memory;            // "80GB"; empty: this machine's available memory / devices
-  double peak_flops = 0;                // per device; 0: one thread's sgemm peak, measured
+  std::optional<double> peak_flops;     // per device; default: one thread's sgemm peak, measured
   double mfu = 0.5;
   double intra_bw = 6e9;    // bytes/s, bus bandwidth inside a node
   double inter_bw = 1.25e9; // bytes/s between nodes
   int global_batch = 8;     // sequences per step
-  int seq = 0;              // 0: the model's block size
+  std::optional<int> seq;   // default: the model's block size
   std::string precision = "fp32";
   int top = 10;             // layouts listed of each kind
 };

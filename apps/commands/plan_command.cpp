@@ -125,7 +125,7 @@ int run_plan(const PlanOptions& o) {
   if (!precision) return error_exit(ExitCode::bad_input, precision.error().message);
   if (o.top < 1) return error_exit(ExitCode::bad_input, "--top must be at least 1, got " + std::to_string(o.top));
 
-  schedules::Workload workload{*model, o.global_batch, o.seq > 0 ? o.seq : model->block_size, *precision};
+  schedules::Workload workload{*model, o.global_batch, o.seq.value_or(model->block_size), *precision};
   schedules::Cluster cluster;
   cluster.nodes = o.nodes;
   const int cores = std::max(1u, std::thread::hardware_concurrency());
@@ -145,8 +145,8 @@ int run_plan(const PlanOptions& o) {
     memory_source = "this machine's " + host->source + " / " + std::to_string(cluster.devices_per_node);
   }
   std::string peak_source = "--peak-flops";
-  if (o.peak_flops > 0) {
-    cluster.peak_flops = o.peak_flops;
+  if (o.peak_flops) {
+    cluster.peak_flops = *o.peak_flops;
   } else {
     compute::cpu::configure_openblas(1);
     cluster.peak_flops = compute::cpu::measure_sgemm_peak({512, 1024});

@@ -76,6 +76,10 @@ TEST_CASE("troupe plan refuses bad input in one line naming it", "[plan]") {
   check_rejected_in(dir, plan_args({"--mfu", "1.5"}), "MFU must be at most 1, got 1.5");
   check_rejected_in(dir, plan_args({"--seq", "4096"}), "sequence length 4096 must be from 1 to the model's block size 256");
   check_rejected_in(dir, plan_args({"--global-batch", "0"}), "global batch must be at least 1, got 0");
+  check_rejected_in(dir, plan_args({"--seq", "0"}), "sequence length 0 must be from 1 to the model's block size 256");
+  check_rejected_in(dir, {"plan", "--peak-flops", "-1", "--device-memory", "1GB"}, "peak FLOP/s must be positive, got -1");
+  check_rejected_in(dir, {"plan", "--inter-bw", "0", "--peak-flops", "1e11", "--device-memory", "1GB"},
+                    "bandwidth between nodes must be positive, got 0");
   check_rejected_in(dir, plan_args({"--model.n_head", "5"}), "model.n_embd (384) must be divisible by model.n_head (5)");
   check_rejected_in(dir, plan_args({"--nodez", "2"}), "--nodez");
 }
