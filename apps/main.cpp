@@ -10,7 +10,7 @@
 //   troupe bench gpu [--model gpt2] [--precision bf16] [--batch 16] [--seq 1024] [--steps 10]
 //   troupe schedule --kind gpipe|1f1b|interleaved --stages P --microbatches M [--virtual-stages V]
 //                   [--forward 1] [--backward 2] [--latency 0] [--print] [--trace FILE]
-//   troupe plan [--model.preset small] [--model.n_layer N ...] [--nodes 1] [--devices-per-node CORES]
+//   troupe plan [--model.preset small] [--model.n_layer N ...] [--nodes 1 --devices-per-node CORES | --hostfile FILE]
 //               [--device-memory SIZE] [--peak-flops F] [--mfu 0.5] [--intra-bw B] [--inter-bw B]
 //               [--global-batch 8] [--seq T] [--precision fp32|mixed|mixed-fp32-grads] [--top 10]
 //   troupe launch --hostfile FILE [--config FILE] [--section.name VALUE ...]
@@ -365,7 +365,10 @@ int main(int argc, char** argv) {
   plan_command->add_option("--model.n_head", plan_options.n_head, "attention heads");
   plan_command->add_option("--model.block_size", plan_options.block_size, "longest sequence");
   plan_command->add_option("--model.vocab_size", plan_options.vocab_size, "vocabulary");
-  plan_command->add_option("--nodes", plan_options.nodes, "machines")->capture_default_str();
+  plan_command->add_option("--nodes", plan_options.nodes, "machines (default: 1)");
+  plan_command->add_option("--hostfile", plan_options.host_file,
+                           "nodes and devices from a host file: its hosts, each with its slots")
+      ->type_name("FILE");
   plan_command->add_option("--devices-per-node", plan_options.devices_per_node,
                            "devices (ranks) per machine (default: this machine's cores)");
   plan_command->add_option("--device-memory", plan_options.device_memory,

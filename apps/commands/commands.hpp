@@ -105,8 +105,9 @@ Status validate(const BenchComputeOptions& options);
 struct PlanOptions {
   std::string preset = "small";  // --model.preset; the dimension flags replace its figures
   std::optional<int> n_layer, n_embd, n_head, block_size, vocab_size;
-  int nodes = 1;
+  std::optional<int> nodes;             // default: 1
   std::optional<int> devices_per_node;  // default: this machine's cores
+  std::string host_file;                // nodes and devices from a host file's hosts and slots
   std::string device_memory;            // "80GB"; empty: this machine's available memory / devices
   std::optional<double> peak_flops;     // per device; default: one thread's sgemm peak, measured
   double mfu = 0.5;

@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <utility>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -17,6 +19,7 @@
 
 #include "apps/commands/commands.hpp"
 #include "apps/exit_codes.hpp"
+#include "apps/launch/host_file.hpp"
 #include "apps/launch/host_memory.hpp"
 #include "compute/cpu/openblas_setup.hpp"
 #include "compute/cpu/sgemm_peak.hpp"
@@ -56,6 +59,21 @@ std::optional<double> parse_byte_size(const std::string& text) {
   for (const auto& u : units)
     if (unit == u.name && std::isfinite(value * u.scale) && value > 0) return value * u.scale;
   return std::nullopt;
+}
+
+// Nodes and devices per node of a host file: its distinct hosts, each with the slots of every line
+// naming it; every host must have as many.
+Expected<std::pair<int, int>> cluster_of_host_file(const std::string& path) {
+  auto hosts = launch::parse_host_file(path);
+  if (!hosts) return hosts.error();
+  std::map<std::string, int> slots;
+  for (const launch::HostEntry& h : *hosts) slots[h.host] += h.slots;
+  const auto& [first_host, first_slots] = *slots.begin();
+  for (const auto& [host, count] : slots)
+    if (count != first_slots)
+      return Error{"--hostfile " + path + ": " + first_host + " has " + std::to_string(first_slots) + " slots and " +
+                   host + " has " + std::to_string(count) + "; troupe plan needs as many devices on every host"};
+  return std::pair{int(slots.size()), first_slots};
 }
 
 // The model: the preset, with any dimension flag given replacing the preset's.
@@ -127,9 +145,17 @@ int run_plan(const PlanOptions& o) {
 
   schedules::Workload workload{*model, o.global_batch, o.seq.value_or(model->block_size), *precision};
   schedules::Cluster cluster;
-  cluster.nodes = o.nodes;
+  cluster.nodes = o.nodes.value_or(1);
   const int cores = std::max(1u, std::thread::hardware_concurrency());
   cluster.devices_per_node = o.devices_per_node.value_or(cores);
+  if (!o.host_file.empty()) {
+    if (o.nodes || o.devices_per_node)
+      return error_exit(ExitCode::bad_input, "--hostfile and --nodes or --devices-per-node: give the cluster one way");
+    auto shape = cluster_of_host_file(o.host_file);
+    if (!shape) return error_exit(ExitCode::bad_input, shape.error().message);
+    cluster.nodes = shape->first;
+    cluster.devices_per_node = shape->second;
+  }
   std::string memory_source = "--device-memory";
   if (!o.device_memory.empty()) {
     auto size = parse_byte_size(o.device_memory);

@@ -64,6 +64,23 @@ TEST_CASE("troupe plan takes a model by its dimensions and plans the runnable la
   CHECK_THAT(result.out, !Contains("do not fit"));
 }
 
+TEST_CASE("troupe plan takes its nodes and devices from a host file", "[plan]") {
+  TempDir dir;
+  dir.write("hosts.txt", "# two machines of four\nalpha slots=4\nbeta slots=2\nbeta slots=2\n");
+  const ProcessResult result = run_troupe(dir, {"plan", "--hostfile", "hosts.txt", "--device-memory", "4GB",
+                                                "--peak-flops", "1e11", "--global-batch", "8", "--seq", "128"});
+  INFO("stdout: " << result.out << "\nstderr: " << result.err);
+  REQUIRE(result.exit_code == 0);
+  CHECK_THAT(result.out, Contains("cluster: 2 nodes x 4 devices, 4 GB each"));
+  dir.write("uneven.txt", "alpha slots=4\nbeta slots=2\n");
+  check_rejected_in(dir, {"plan", "--hostfile", "uneven.txt", "--device-memory", "4GB", "--peak-flops", "1e11"},
+                    "--hostfile uneven.txt: alpha has 4 slots and beta has 2; troupe plan needs as many devices on "
+                    "every host");
+  check_rejected_in(dir, {"plan", "--hostfile", "hosts.txt", "--nodes", "2"},
+                    "--hostfile and --nodes or --devices-per-node: give the cluster one way");
+  check_rejected_in(dir, {"plan", "--hostfile", "missing.txt"}, "missing.txt");
+}
+
 TEST_CASE("troupe plan refuses bad input in one line naming it", "[plan]") {
   TempDir dir;
   check_rejected_in(dir, plan_args({"--precision", "fp16"}),
