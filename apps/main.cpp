@@ -10,6 +10,9 @@
 //   troupe bench gpu [--model gpt2] [--precision bf16] [--batch 16] [--seq 1024] [--steps 10]
 //   troupe schedule --kind gpipe|1f1b|interleaved --stages P --microbatches M [--virtual-stages V]
 //                   [--forward 1] [--backward 2] [--latency 0] [--print] [--trace FILE]
+//   troupe plan [--model.preset small] [--model.n_layer N ...] [--nodes 1 --devices-per-node CORES | --hostfile FILE]
+//               [--device-memory SIZE] [--peak-flops F] [--mfu 0.5] [--intra-bw B] [--inter-bw B]
+//               [--global-batch 8] [--seq T] [--precision fp32|mixed|mixed-fp32-grads] [--top 10]
 //   troupe launch --hostfile FILE [--config FILE] [--section.name VALUE ...]
 //   troupe node   (started by launch)
 //   troupe drill SCENARIO [--at-step 3] [--target 1] [--workers 2] [--dir DIR] [--keep] [--config FILE] [--section.name VALUE ...]
@@ -352,6 +355,39 @@ int main(int argc, char** argv) {
       ->type_name("FILE");
   schedule_command->allow_extras();
 
+  PlanOptions plan_options;
+  CLI::App* plan_command = app.add_subcommand(
+      "plan", "Every dp x tp x pp x zero x recompute layout of a model on a cluster: memory, traffic, step time.");
+  plan_command->add_option("--model.preset", plan_options.preset, "model preset; the dimension flags replace its figures")
+      ->capture_default_str();
+  plan_command->add_option("--model.n_layer", plan_options.n_layer, "transformer blocks");
+  plan_command->add_option("--model.n_embd", plan_options.n_embd, "channels");
+  plan_command->add_option("--model.n_head", plan_options.n_head, "attention heads");
+  plan_command->add_option("--model.block_size", plan_options.block_size, "longest sequence");
+  plan_command->add_option("--model.vocab_size", plan_options.vocab_size, "vocabulary");
+  plan_command->add_option("--nodes", plan_options.nodes, "machines (default: 1)");
+  plan_command->add_option("--hostfile", plan_options.host_file,
+                           "nodes and devices from a host file: its hosts, each with its slots")
+      ->type_name("FILE");
+  plan_command->add_option("--devices-per-node", plan_options.devices_per_node,
+                           "devices (ranks) per machine (default: this machine's cores)");
+  plan_command->add_option("--device-memory", plan_options.device_memory,
+                           "memory per device, as 80GB or 512MiB (default: this machine's available memory / devices)")
+      ->type_name("SIZE");
+  plan_command->add_option("--peak-flops", plan_options.peak_flops,
+                           "peak FLOP/s per device (default: one thread's sgemm peak, measured at start)");
+  plan_command->add_option("--mfu", plan_options.mfu, "share of the peak the model's FLOPs reach")->capture_default_str();
+  plan_command->add_option("--intra-bw", plan_options.intra_bw, "bytes/s per device inside a node (bus bandwidth)")
+      ->capture_default_str();
+  plan_command->add_option("--inter-bw", plan_options.inter_bw, "bytes/s per device between nodes")->capture_default_str();
+  plan_command->add_option("--global-batch", plan_options.global_batch, "sequences per optimizer step")
+      ->capture_default_str();
+  plan_command->add_option("--seq", plan_options.seq, "tokens per sequence (default: the model's block size)");
+  plan_command->add_option("--precision", plan_options.precision, "fp32 (as Troupe trains), mixed (2+2+12) or mixed-fp32-grads (2+4+12)")
+      ->capture_default_str();
+  plan_command->add_option("--top", plan_options.top, "layouts listed that fit, and that do not")->capture_default_str();
+  plan_command->allow_extras();
+
   TrainArgs drill_config;
   DrillOptions drill_options;
   CLI::App* drill_command = app.add_subcommand(
@@ -416,6 +452,11 @@ int main(int argc, char** argv) {
     if (node_command->parsed())
       return with_job(*node_command, node_config, [&](const ResolvedJob& job) { return run_node(node_args, job); });
     if (schedule_command->parsed()) return schedule(*schedule_command, schedule_options);
+    if (plan_command->parsed()) {
+      if (Status extras = reject_unknown_arguments(*plan_command); !extras)
+        return error_exit(ExitCode::bad_input, extras.error().message);
+      return run_plan(plan_options);
+    }
     if (drill_command->parsed())
       return with_job(*drill_command, drill_config, [&](const ResolvedJob& job) { return run_drill(drill_options, job); });
     if (shell_command->parsed()) {

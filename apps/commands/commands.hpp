@@ -5,6 +5,7 @@
 // what a command finds wrong in its input itself (an environment variable, a file) is 2 too.
 // Every error is reported through error_exit(): one line "troupe: error: <message>".
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,28 @@ Status validate(const ScheduleOptions& options);
 int run_schedule(const ScheduleOptions& options);
 // The first problem with options (unknown model, count out of range) as a one-line error.
 Status validate(const BenchComputeOptions& options);
+
+// troupe plan: every (dp, tp, pp, zero, recompute, micro-batch, schedule) layout of a model on a
+// cluster, the ones that fit fastest first, with memory per device by kind, bytes per link and the
+// predicted step time, then the ones that do not fit with the reason (schedules/layout_plan.hpp).
+// A cluster figure left out is this machine's.
+struct PlanOptions {
+  std::string preset = "small";  // --model.preset; the dimension flags replace its figures
+  std::optional<int> n_layer, n_embd, n_head, block_size, vocab_size;
+  std::optional<int> nodes;             // default: 1
+  std::optional<int> devices_per_node;  // default: this machine's cores
+  std::string host_file;                // nodes and devices from a host file's hosts and slots
+  std::string device_memory;            // "80GB"; empty: this machine's available memory / devices
+  std::optional<double> peak_flops;     // per device; default: one thread's sgemm peak, measured
+  double mfu = 0.5;
+  double intra_bw = 6e9;    // bytes/s, bus bandwidth inside a node
+  double inter_bw = 1.25e9; // bytes/s between nodes
+  int global_batch = 8;     // sequences per step
+  std::optional<int> seq;   // default: the model's block size
+  std::string precision = "fp32";
+  int top = 10;             // layouts listed of each kind
+};
+int run_plan(const PlanOptions& options);
 
 // troupe export: a checkpoint's weights as one Hugging Face GPT-2 safetensors file; the model
 // config comes from the checkpoint's manifest. Unlike the commands above it finds its input

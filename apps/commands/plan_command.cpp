@@ -1,0 +1,227 @@
+// troupe plan: will a model fit, and in which layout. Turns the flags into a workload and a
+// cluster (this machine's figures where a flag is left out: its cores as devices, its available
+// memory shared by them, one thread's measured sgemm peak), asks the layout planner
+// (schedules/layout_plan.hpp) for every layout, and prints the ones that fit, fastest first, with
+// memory per device by kind, bytes per step on each link and the predicted step time; then the
+// ones that do not fit, each with its reason. docs/plan.md has the formulas.
+//
+//   troupe plan --model.preset gpt3-13b --nodes 4 --devices-per-node 8 --device-memory 80GB
+//     --peak-flops 312e12 --intra-bw 150e9 --inter-bw 25e9 --global-batch 512 --seq 2048 --precision mixed
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <utility>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "apps/commands/commands.hpp"
+#include "apps/exit_codes.hpp"
+#include "apps/launch/host_file.hpp"
+#include "apps/launch/host_memory.hpp"
+#include "compute/cpu/openblas_setup.hpp"
+#include "compute/cpu/sgemm_peak.hpp"
+#include "compute/model/parameter_layout.hpp"
+#include "schedules/layout_plan.hpp"
+
+namespace troupe::apps {
+namespace {
+
+using schedules::PlannedLayout;
+
+std::string figure(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g", value);
+  return text;
+}
+
+// A size as "80GB", "80 GB", "512MiB", "1.5e9" (bytes): decimal kB/MB/GB/TB, binary KiB/MiB/GiB/TiB,
+// a bare number or "B" in bytes; nullopt for anything else or a size that is not positive.
+std::optional<double> parse_byte_size(const std::string& text) {
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  std::string unit = text.substr(used);
+  if (!unit.empty() && unit.front() == ' ') unit.erase(0, 1);
+  const struct {
+    const char* name;
+    double scale;
+  } units[] = {{"", 1},           {"B", 1},          {"kB", 1e3},       {"KB", 1e3},      {"MB", 1e6},
+               {"GB", 1e9},       {"TB", 1e12},      {"K", 1e3},        {"M", 1e6},       {"G", 1e9},
+               {"T", 1e12},       {"KiB", 1024.0},   {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+               {"TiB", 1099511627776.0}};
+  for (const auto& u : units)
+    if (unit == u.name && std::isfinite(value * u.scale) && value > 0) return value * u.scale;
+  return std::nullopt;
+}
+
+// Nodes and devices per node of a host file: its distinct hosts, each with the slots of every line
+// naming it; every host must have as many.
+Expected<std::pair<int, int>> cluster_of_host_file(const std::string& path) {
+  auto hosts = launch::parse_host_file(path);
+  if (!hosts) return hosts.error();
+  std::map<std::string, int> slots;
+  for (const launch::HostEntry& h : *hosts) slots[h.host] += h.slots;
+  const auto& [first_host, first_slots] = *slots.begin();
+  for (const auto& [host, count] : slots)
+    if (count != first_slots)
+      return Error{"--hostfile " + path + ": " + first_host + " has " + std::to_string(first_slots) + " slots and " +
+                   host + " has " + std::to_string(count) + "; troupe plan needs as many devices on every host"};
+  return std::pair{int(slots.size()), first_slots};
+}
+
+// The model: the preset, with any dimension flag given replacing the preset's.
+Expected<compute::GPTConfig> plan_model(const PlanOptions& o) {
+  auto preset = compute::gpt_preset(o.preset);
+  if (!preset) {
+    std::string names;
+    for (const std::string& n : compute::gpt_preset_names()) names += (names.empty() ? "" : ", ") + n;
+    return Error{"--model.preset " + o.preset + ": no such preset (expected one of " + names + ")"};
+  }
+  compute::GPTConfig model = *preset;
+  if (o.n_layer) model.n_layer = *o.n_layer;
+  if (o.n_embd) model.n_embd = *o.n_embd;
+  if (o.n_head) model.n_head = *o.n_head;
+  if (o.block_size) model.block_size = *o.block_size;
+  if (o.vocab_size) {
+    model.vocab_size = *o.vocab_size;
+    model.padded_vocab_size = compute::padded_vocab(model.vocab_size);
+  }
+  if (Status valid = compute::validate(model); !valid) return valid.error();
+  return model;
+}
+
+// "     memory 46.7 GB: parameters 6.56 GB, ..., activations 34.4 GB (5 micro-batches stashed)".
+void print_memory(const schedules::DeviceMemory& m) {
+  std::printf("     memory %s: parameters %s, gradients %s, optimizer %s, activations %s (%d micro-batch%s stashed)",
+              schedules::format_bytes(m.total()).c_str(), schedules::format_bytes(m.parameters).c_str(),
+              schedules::format_bytes(m.gradients).c_str(), schedules::format_bytes(m.optimizer).c_str(),
+              schedules::format_bytes(m.activations).c_str(), m.stashed, m.stashed == 1 ? "" : "es");
+  if (m.gathered > 0) std::printf(", gathered zero-3 parameters %s", schedules::format_bytes(m.gathered).c_str());
+  std::printf("\n");
+}
+
+// One layout in three or four lines: step time and layout; memory by kind; traffic and time by
+// part; what the runtime cannot run yet.
+void print_layout(int rank, const PlannedLayout& p, double tokens_per_step) {
+  const schedules::DeviceMemory& m = p.memory;
+  const schedules::LinkBytes& b = p.bytes;
+  const schedules::StepTime& t = p.time;
+  std::printf("%3d  %s s/step  %.0f tokens/s  %s\n", rank, figure(t.total).c_str(), tokens_per_step / t.total,
+              describe(p.layout).c_str());
+  print_memory(m);
+  std::printf("     per step and device:");
+  auto link = [](const char* group, double bytes, bool inter) {
+    if (bytes > 0)
+      std::printf(" %s %s (%s)", group, schedules::format_bytes(bytes).c_str(), inter ? "between nodes" : "in node");
+  };
+  link("dp", b.dp, b.dp_inter);
+  link("tp", b.tp, b.tp_inter);
+  link("pp", b.pp, b.pp_inter);
+  if (b.dp + b.tp + b.pp == 0) std::printf(" no traffic");
+  std::printf("; compute %s s", figure(t.compute).c_str());
+  if (p.layout.pp > 1) std::printf(", bubble %.3f", t.bubble);
+  if (t.dp > 0) std::printf(", dp %s s", figure(t.dp).c_str());
+  if (t.tp > 0) std::printf(", tp %s s", figure(t.tp).c_str());
+  if (t.pp > 0) std::printf(", pp %s s", figure(t.pp).c_str());
+  std::printf("\n");
+  if (!p.not_built.empty()) std::printf("     planned, not built: %s\n", p.not_built.c_str());
+}
+
+}  // namespace
+
+int run_plan(const PlanOptions& o) {
+  auto model = plan_model(o);
+  if (!model) return error_exit(ExitCode::bad_input, model.error().message);
+  auto precision = schedules::parse_precision(o.precision);
+  if (!precision) return error_exit(ExitCode::bad_input, precision.error().message);
+  if (o.top < 1) return error_exit(ExitCode::bad_input, "--top must be at least 1, got " + std::to_string(o.top));
+
+  schedules::Workload workload{*model, o.global_batch, o.seq.value_or(model->block_size), *precision};
+  schedules::Cluster cluster;
+  cluster.nodes = o.nodes.value_or(1);
+  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  cluster.devices_per_node = o.devices_per_node.value_or(cores);
+  if (!o.host_file.empty()) {
+    if (o.nodes || o.devices_per_node)
+      return error_exit(ExitCode::bad_input, "--hostfile and --nodes or --devices-per-node: give the cluster one way");
+    auto shape = cluster_of_host_file(o.host_file);
+    if (!shape) return error_exit(ExitCode::bad_input, shape.error().message);
+    cluster.nodes = shape->first;
+    cluster.devices_per_node = shape->second;
+  }
+  std::string memory_source = "--device-memory";
+  if (!o.device_memory.empty()) {
+    auto size = parse_byte_size(o.device_memory);
+    if (!size)
+      return error_exit(ExitCode::bad_input, "--device-memory " + o.device_memory +
+                                                 ": not a positive size (write it as 80GB, 512MiB or a number of bytes)");
+    cluster.device_memory = *size;
+  } else {
+    const auto host = launch::host_memory();
+    if (!host)
+      return error_exit(ExitCode::bad_input, "--device-memory: this machine's available memory cannot be read; give it");
+    cluster.device_memory = double(host->available_bytes) / cluster.devices_per_node;
+    memory_source = "this machine's " + host->source + " / " + std::to_string(cluster.devices_per_node);
+  }
+  std::string peak_source = "--peak-flops";
+  if (o.peak_flops) {
+    cluster.peak_flops = *o.peak_flops;
+  } else {
+    compute::cpu::configure_openblas(1);
+    cluster.peak_flops = compute::cpu::measure_sgemm_peak({512, 1024});
+    peak_source = "one thread's sgemm peak, measured now";
+  }
+  cluster.mfu = o.mfu;
+  cluster.intra_bandwidth = o.intra_bw;
+  cluster.inter_bandwidth = o.inter_bw;
+  if (Status valid = schedules::check_plan_inputs(workload, cluster); !valid)
+    return error_exit(ExitCode::bad_input, valid.error().message);
+  auto plan = schedules::plan_layouts(workload, cluster);
+  if (!plan) throw plan.error();
+
+  const schedules::PrecisionBytes bytes = schedules::precision_bytes(*precision);
+  const double params = double(compute::ParameterLayout(*model).total());
+  const bool dims = o.n_layer || o.n_embd || o.n_head || o.block_size || o.vocab_size;
+  std::printf("model %s%s: %d layers, n_embd %d, %d heads, vocabulary %d: %.0f parameters\n", o.preset.c_str(),
+              dims ? " with the dimensions given" : "", model->n_layer, model->n_embd, model->n_head,
+              model->vocab_size, params);
+  std::printf("cluster: %d node%s x %d devices, %s each (%s); peak %s FLOP/s per device (%s) at MFU %s; links %s/s in a "
+              "node, %s/s between nodes\n",
+              cluster.nodes, cluster.nodes == 1 ? "" : "s", cluster.devices_per_node,
+              schedules::format_bytes(cluster.device_memory).c_str(), memory_source.c_str(),
+              figure(cluster.peak_flops).c_str(), peak_source.c_str(), figure(cluster.mfu).c_str(),
+              schedules::format_bytes(cluster.intra_bandwidth).c_str(),
+              schedules::format_bytes(cluster.inter_bandwidth).c_str());
+  std::printf("step: global batch %d x %d tokens; precision %s: %g weight + %g gradient + %g optimizer bytes per "
+              "parameter, %g-byte activations%s\n",
+              workload.global_batch, workload.seq_len, std::string(to_string(*precision)).c_str(), bytes.weight,
+              bytes.gradient, bytes.optimizer, bytes.activation,
+              bytes.as_troupe_runs ? " (as Troupe trains today)" : "");
+  std::printf("%zu layouts: %zu fit, %zu do not\n", plan->feasible.size() + plan->rejected.size(),
+              plan->feasible.size(), plan->rejected.size());
+
+  const double tokens_per_step = double(workload.global_batch) * workload.seq_len;
+  const std::size_t top = std::size_t(o.top);
+  if (!plan->feasible.empty())
+    std::printf("\nfit, fastest first (%zu of %zu):\n", std::min(top, plan->feasible.size()), plan->feasible.size());
+  for (std::size_t i = 0; i < plan->feasible.size() && i < top; ++i)
+    print_layout(int(i + 1), plan->feasible[i], tokens_per_step);
+  if (!plan->rejected.empty())
+    std::printf("\ndo not fit, least memory first (%zu of %zu):\n", std::min(top, plan->rejected.size()),
+                plan->rejected.size());
+  for (std::size_t i = 0; i < plan->rejected.size() && i < top; ++i) {
+    std::printf("  %s\n", plan->rejected[i].rejected.c_str());
+    print_memory(plan->rejected[i].memory);
+  }
+  std::fflush(stdout);
+  return to_int(ExitCode::success);
+}
+
+}  // namespace troupe::apps

@@ -1,0 +1,350 @@
+#include "schedules/layout_plan.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <tuple>
+
+#include "compute/model/flops.hpp"
+#include "compute/model/memory_estimate.hpp"
+#include "compute/model/stage_split.hpp"
+#include "schedules/checker.hpp"
+#include "schedules/generate.hpp"
+#include "schedules/simulator.hpp"
+
+namespace troupe::schedules {
+namespace {
+
+// What a schedule shape gives every layout that shares it: the stashed peak per stage and the
+// simulated span in units of one mean chunk's forward of one micro-batch.
+struct PipelineShape {
+  std::vector<int> peak_stashed;
+  double flush = 0;
+  double bubble = 0;
+};
+
+using ShapeKey = std::tuple<int, int, int, int, int>;  // kind, p, m, v, recompute
+using ShapeCache = std::map<ShapeKey, PipelineShape>;
+
+// Per token, a forward's model FLOPs and what recomputation adds to backward, both over the whole
+// model; the backward of the model's FLOPs is twice the forward (compute/model/flops.hpp).
+struct TokenFlops {
+  double forward = 0;
+  double recompute = 0;
+};
+
+TokenFlops token_flops(const compute::GPTConfig& model, int seq_len, compute::Recompute recompute) {
+  const double training = compute::model_flops_per_token(model, seq_len);
+  const double attention_forward = 4.0 * model.n_layer * model.n_embd * double(seq_len);
+  TokenFlops flops{training / 3, 0};
+  if (recompute == compute::Recompute::full) flops.recompute = flops.forward;
+  if (recompute == compute::Recompute::selective) flops.recompute = attention_forward;
+  return flops;
+}
+
+// A chunk's weight in the model's FLOPs per token (over 6): its blocks' matmul parameters and
+// attention, and the lm head on the last chunk. What split_for_pipeline balances is memory, so a
+// stage's compute is weighed here.
+double chunk_weight(const compute::GPTConfig& m, const compute::StageLayers& chunk, int seq_len) {
+  const double C = m.n_embd;
+  double w = chunk.layers() * (12 * C * C + 2 * C * double(seq_len));
+  if (chunk.last_layer == m.n_layer) w += double(m.padded_vocab_size) * C;
+  return w;
+}
+
+Expected<PipelineShape> pipeline_shape(const Layout& l, const std::vector<double>& stage_scale, double backward_ratio,
+                                       ShapeCache& cache) {
+  const ShapeKey key{int(l.schedule), l.pp, l.microbatches, l.chunks, int(l.recompute)};
+  if (auto found = cache.find(key); found != cache.end()) return found->second;
+  auto schedule = generate_schedule(l.schedule, l.pp, l.microbatches, l.chunks);
+  if (!schedule) return schedule.error();
+  auto report = check_schedule(*schedule);
+  if (!report) return report.error();
+  CostModel costs;
+  costs.forward = 1;
+  costs.backward = backward_ratio;
+  costs.forward_scale = stage_scale;
+  costs.backward_scale = stage_scale;
+  auto sim = simulate(*schedule, costs);
+  if (!sim) return sim.error();
+  PipelineShape shape{report->peak_stashed, sim->flush, sim->bubble};
+  cache.emplace(key, shape);
+  return shape;
+}
+
+std::string number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
+
+Status positive(const char* field, double value) {
+  if (std::isfinite(value) && value > 0) return Status::success();
+  return Error{std::string(field) + " must be positive, got " + number(value)};
+}
+
+// An all-reduce sends 2(n-1)/n of its bytes from each member, a reduce-scatter or all-gather (n-1)/n.
+double ring_share(int members) { return double(members - 1) / members; }
+
+std::string not_built(const Workload& w, const Layout& l) {
+  std::vector<std::string> missing;
+  if (w.precision != Precision::fp32) missing.push_back(std::string(to_string(w.precision)) + " precision");
+  if (l.tp > 1) missing.push_back("tp > 1");
+  if (l.zero == 3) missing.push_back("zero 3");
+  if (l.zero > 0 && l.pp > 1) missing.push_back("zero with pp");
+  std::string text;
+  for (const std::string& m : missing) text += (text.empty() ? "" : ", ") + m;
+  return text;
+}
+
+Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, const Layout& l, ShapeCache& cache) {
+  const compute::GPTConfig& model = w.model;
+  const PrecisionBytes bytes = precision_bytes(w.precision);
+  auto split = compute::split_for_pipeline(model, l.pp, l.chunks);
+  if (!split) return split.error();
+
+  // Per stage (stage s holds chunks s, s + p, ...): parameters, blocks and compute weight.
+  std::vector<double> params(l.pp, 0), weight(l.pp, 0);
+  int most_layers = 0;
+  std::vector<int> layers(l.pp, 0);
+  for (std::size_t k = 0; k < split->size(); ++k) {
+    params[k % l.pp] += double((*split)[k].params);
+    weight[k % l.pp] += chunk_weight(model, (*split)[k], w.seq_len);
+    most_layers = std::max(most_layers, layers[k % l.pp] += (*split)[k].layers());
+  }
+  double mean_weight = 0;
+  for (double x : weight) mean_weight += x / l.pp;
+  std::vector<double> stage_scale;
+  for (double x : weight) stage_scale.push_back(x / mean_weight);
+
+  const TokenFlops flops = token_flops(model, w.seq_len, l.recompute);
+  const double backward_ratio = (2 * flops.forward + flops.recompute) / flops.forward;
+  PipelineShape shape{std::vector<int>(l.pp, 1), 0, 0};
+  if (l.pp > 1) {
+    auto found = pipeline_shape(l, stage_scale, backward_ratio, cache);
+    if (!found) return found.error();
+    shape = *found;
+  }
+
+  PlannedLayout planned;
+  planned.layout = l;
+  planned.not_built = not_built(w, l);
+  const double dp = l.dp, tp = l.tp;
+  const bool zero3 = l.zero >= 3;
+  const bool shard_gradients = zero3 || (l.zero == 2 && !bytes.as_troupe_runs);
+  // ZeRO-3's unit of gathering: the largest of a block and the token embedding.
+  const double C = model.n_embd;
+  const double unit = std::max(12 * C * C + 13 * C, double(model.padded_vocab_size) * C) / tp;
+
+  // The stage that needs the most memory is the device the plan answers for.
+  double stage_params = 0;
+  for (int s = 0; s < l.pp; ++s) {
+    double activations = 0;
+    for (std::size_t k = s; k < split->size(); k += l.pp) {
+      const compute::StageLayers& chunk = (*split)[k];
+      activations += compute::estimate_training_memory(
+                         model, {chunk.first_layer, chunk.last_layer, l.micro_batch, w.seq_len, shape.peak_stashed[s],
+                                 std::size_t(bytes.activation), l.recompute})
+                         .activation_bytes;
+    }
+    DeviceMemory m;
+    const double p = params[s] / tp;
+    m.parameters = bytes.weight * p / (zero3 ? dp : 1);
+    m.gradients = bytes.gradient * p / (shard_gradients ? dp : 1);
+    m.optimizer = bytes.optimizer * p / (l.zero >= 1 ? dp : 1);
+    if (zero3) m.gathered = 2 * bytes.weight * unit + bytes.gradient * unit;
+    m.activations = activations / tp;
+    m.stashed = shape.peak_stashed[s];
+    if (s == 0 || m.total() > planned.memory.total()) {
+      planned.memory = m;
+      stage_params = p;
+    }
+  }
+
+  // Bytes per step each device sends, by group.
+  LinkBytes& link = planned.bytes;
+  const double m_count = l.microbatches;
+  if (l.dp > 1) {
+    const double scatter = ring_share(l.dp) * bytes.gradient * stage_params;
+    const double gather = ring_share(l.dp) * bytes.weight * stage_params;
+    if (l.zero == 0) link.dp = 2 * scatter;
+    if (l.zero == 1) link.dp = bytes.as_troupe_runs ? 2 * scatter + gather : scatter + gather;
+    if (l.zero == 2) link.dp = scatter + gather;
+    if (l.zero == 3) link.dp = scatter + 2 * m_count * gather;  // gathered for every forward and backward
+  }
+  const double activation_message = double(l.micro_batch) * w.seq_len * C * bytes.activation;
+  if (l.tp > 1) {  // on the stage with the most blocks
+    const double all_reduces = l.recompute == compute::Recompute::full ? 6 : 4;  // a rerun forward adds two
+    link.tp = most_layers * m_count * all_reduces * 2 * ring_share(l.tp) * activation_message;
+  }
+  if (l.pp > 1) link.pp = 2 * m_count * l.chunks * activation_message / tp;
+  link.tp_inter = l.tp > cluster.devices_per_node;
+  link.dp_inter = l.tp * l.dp > cluster.devices_per_node;
+  link.pp_inter = l.pp > 1 && cluster.nodes > 1;
+
+  // Time.
+  StepTime& t = planned.time;
+  const double rate = cluster.peak_flops * cluster.mfu;
+  const double replica_tokens = double(w.global_batch) / dp * w.seq_len;
+  const double max_scale = *std::max_element(stage_scale.begin(), stage_scale.end());
+  t.compute = (3 * flops.forward + flops.recompute) * replica_tokens / (l.pp * tp) * max_scale / rate;
+  double span = t.compute;
+  if (l.pp > 1) {
+    // One unit: a mean chunk's forward of one micro-batch.
+    const double unit_seconds = flops.forward * l.micro_batch * w.seq_len / (l.pp * l.chunks * tp) / rate;
+    span = shape.flush * unit_seconds;
+    t.bubble = shape.bubble;
+  }
+  auto bandwidth = [&](bool inter) { return inter ? cluster.inter_bandwidth : cluster.intra_bandwidth; };
+  t.dp = link.dp / bandwidth(link.dp_inter);
+  t.tp = link.tp / bandwidth(link.tp_inter);
+  if (l.pp > 1) t.pp = 2 * (l.pp - 1) * (activation_message / tp) / bandwidth(link.pp_inter);
+  t.total = span + t.dp + t.tp + t.pp;
+
+  planned.fits = planned.memory.total() <= cluster.device_memory;
+  if (!planned.fits) {
+    // More digits where three would print the two sizes alike ("80 GB > 80 GB").
+    int digits = 3;
+    while (digits < 9 && format_bytes(planned.memory.total(), digits) == format_bytes(cluster.device_memory, digits))
+      ++digits;
+    planned.rejected = describe(l) + ": " + format_bytes(planned.memory.total(), digits) + " > " +
+                       format_bytes(cluster.device_memory, digits);
+  }
+  return planned;
+}
+
+std::vector<int> divisors(int n) {
+  std::vector<int> out;
+  for (int d = 1; d <= n; ++d)
+    if (n % d == 0) out.push_back(d);
+  return out;
+}
+
+}  // namespace
+
+PrecisionBytes precision_bytes(Precision precision) {
+  switch (precision) {
+    case Precision::mixed: return {2, 2, 12, 2, false};
+    case Precision::mixed_fp32_grads: return {2, 4, 12, 2, false};
+    case Precision::fp32: break;
+  }
+  return {4, 4, 8, 4, true};
+}
+
+std::string_view to_string(Precision precision) {
+  switch (precision) {
+    case Precision::mixed: return "mixed";
+    case Precision::mixed_fp32_grads: return "mixed-fp32-grads";
+    case Precision::fp32: break;
+  }
+  return "fp32";
+}
+
+Expected<Precision> parse_precision(std::string_view name) {
+  for (Precision p : {Precision::fp32, Precision::mixed, Precision::mixed_fp32_grads})
+    if (name == to_string(p)) return p;
+  return Error{"unknown precision '" + std::string(name) + "' (expected fp32, mixed or mixed-fp32-grads)"};
+}
+
+std::string describe(const Layout& l) {
+  std::string text = "zero " + std::to_string(l.zero) + ", dp " + std::to_string(l.dp);
+  if (l.tp > 1) text += ", tp " + std::to_string(l.tp);
+  if (l.pp > 1) {
+    text += ", pp " + std::to_string(l.pp) + " " + std::string(to_string(l.schedule));
+    if (l.chunks > 1) text += " v " + std::to_string(l.chunks);
+  }
+  text += ", micro-batch " + std::to_string(l.micro_batch) + " x " + std::to_string(l.microbatches);
+  text += ", recompute " + compute::recompute_name(l.recompute);
+  return text;
+}
+
+std::string format_bytes(double bytes, int digits) {
+  const char* units[] = {"B", "kB", "MB", "GB", "TB", "PB"};
+  std::size_t unit = 0;
+  double value = bytes;
+  for (; std::abs(value) >= 1000 && unit + 1 < std::size(units); ++unit) value /= 1000;
+  char text[32];
+  std::snprintf(text, sizeof text, "%.*g %s", digits, value, units[unit]);
+  return text;
+}
+
+Status check_plan_inputs(const Workload& w, const Cluster& c) {
+  if (Status valid = compute::validate(w.model); !valid) return valid;
+  if (c.nodes < 1) return Error{"nodes must be at least 1, got " + std::to_string(c.nodes)};
+  if (c.devices_per_node < 1)
+    return Error{"devices per node must be at least 1, got " + std::to_string(c.devices_per_node)};
+  if (w.global_batch < 1) return Error{"global batch must be at least 1, got " + std::to_string(w.global_batch)};
+  if (w.seq_len < 1 || w.seq_len > w.model.block_size)
+    return Error{"sequence length " + std::to_string(w.seq_len) + " must be from 1 to the model's block size " +
+                 std::to_string(w.model.block_size)};
+  if (Status s = positive("device memory", c.device_memory); !s) return s;
+  if (Status s = positive("peak FLOP/s", c.peak_flops); !s) return s;
+  if (Status s = positive("MFU", c.mfu); !s) return s;
+  if (c.mfu > 1) return Error{"MFU must be at most 1, got " + number(c.mfu)};
+  if (Status s = positive("bandwidth inside a node", c.intra_bandwidth); !s) return s;
+  if (Status s = positive("bandwidth between nodes", c.inter_bandwidth); !s) return s;
+  return Status::success();
+}
+
+Expected<PlannedLayout> plan_layout(const Workload& workload, const Cluster& cluster, const Layout& layout) {
+  ShapeCache cache;
+  return plan_one(workload, cluster, layout, cache);
+}
+
+Expected<Plan> plan_layouts(const Workload& w, const Cluster& cluster) {
+  if (Status valid = check_plan_inputs(w, cluster); !valid) return valid.error();
+  Plan plan;
+  ShapeCache cache;
+  const int devices = cluster.devices();
+  const compute::Recompute modes[] = {compute::Recompute::none, compute::Recompute::selective,
+                                      compute::Recompute::full};
+  for (int tp : divisors(devices)) {
+    if (w.model.n_head % tp != 0 || tp > cluster.devices_per_node) continue;
+    for (int pp : divisors(devices / tp)) {
+      const int dp = devices / tp / pp;
+      if (pp > w.model.n_layer || w.global_batch % dp != 0) continue;
+      const int share = w.global_batch / dp;
+      std::vector<int> micro_batches;
+      for (int b = 1; b < share; b *= 2)
+        if (share % b == 0) micro_batches.push_back(b);
+      micro_batches.push_back(share);
+      for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
+        for (compute::Recompute recompute : modes) {
+          for (int b : micro_batches) {
+            Layout l{dp, tp, pp, zero, recompute, b, share / b};
+            std::vector<Layout> variants;
+            if (pp == 1) {
+              variants.push_back(l);
+            } else {
+              for (ScheduleKind kind : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b}) {
+                l.schedule = kind;
+                variants.push_back(l);
+              }
+              if (w.model.n_layer % (2 * pp) == 0 && l.microbatches % pp == 0) {
+                l.schedule = ScheduleKind::interleaved;
+                l.chunks = 2;
+                variants.push_back(l);
+              }
+            }
+            for (const Layout& v : variants) {
+              auto planned = plan_one(w, cluster, v, cache);
+              if (!planned) return planned.error();
+              (planned->fits ? plan.feasible : plan.rejected).push_back(std::move(*planned));
+            }
+          }
+        }
+      }
+    }
+  }
+  std::stable_sort(plan.feasible.begin(), plan.feasible.end(), [](const PlannedLayout& a, const PlannedLayout& b) {
+    if (a.time.total != b.time.total) return a.time.total < b.time.total;
+    return a.memory.total() < b.memory.total();
+  });
+  std::stable_sort(plan.rejected.begin(), plan.rejected.end(), [](const PlannedLayout& a, const PlannedLayout& b) {
+    return a.memory.total() < b.memory.total();
+  });
+  return plan;
+}
+
+}  // namespace troupe::schedules

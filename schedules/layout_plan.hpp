@@ -1,0 +1,139 @@
+#pragma once
+// The layout planner behind `troupe plan` (docs/plan.md): for a model, a cluster, a global batch
+// and a sequence length, every (dp, tp, pp, zero, recompute, micro-batch, schedule) layout whose
+// grid fills the devices, each with its memory per device by kind, its bytes per step on each
+// link, and its predicted step time; the ones that do not fit a device are kept with the reason.
+//
+// Memory. Per device, for the pipeline stage that needs the most: parameters, gradients and
+// optimizer state are the stage's parameter count (compute::split_for_pipeline, divided by tp)
+// times the precision's bytes, each divided by dp from the ZeRO stage that shards it (1:
+// optimizer state, 2: gradients, 3: parameters). ZeRO-3 adds the gathered parameters: two of the
+// largest units (a block or the token embedding; the one computing and the one prefetched) in
+// the weight precision, plus that unit's whole gradient before its reduce-scatter. Activations
+// are what compute::estimate_training_memory says the stage keeps for the micro-batches its
+// schedule stashes at its peak (check_schedule's peak_stashed), divided by tp.
+//
+// Time. Compute is the model's FLOPs (compute::model_flops_per_token; full recompute adds one
+// forward, selective the attention forward) at `mfu` of each device's peak; a pipeline stretches
+// its stage's busy time by the simulated bubble (simulate(), uniform stage costs) and adds the
+// 2(p - 1) activation transfers of its fill and drain; tensor-parallel all-reduces sit on the
+// critical path; data-parallel traffic is counted as not overlapped. A link's time is its bytes
+// over its bandwidth (bus bandwidth, as `troupe bench allreduce` and nccl-tests report it); a
+// group runs over the node's link when all its members share a node (the grid's tp-dp-pp order,
+// comm/grid.hpp), else over the link between nodes.
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compute/expected.hpp"
+#include "compute/model/gpt_config.hpp"
+#include "compute/model/recompute.hpp"
+#include "schedules/schedule.hpp"
+
+namespace troupe::schedules {
+
+// Bytes per parameter and per activation value, by how the model is trained.
+//   fp32              Troupe's training as built: 4 weight + 4 gradient + 8 AdamW moments, fp32
+//                     activations; its ZeRO-1 all-reduces the gradients and its ZeRO-2 keeps the
+//                     whole gradient buffer (docs/parallelism.md), and the plan says so.
+//   mixed             the ZeRO paper's mixed-precision Adam: 2 (fp16) + 2 (fp16) + 12 (fp32
+//                     master weight, momentum, variance), 2-byte activations.
+//   mixed-fp32-grads  Megatron's: 2 (bf16) + 4 (fp32 gradient accumulation) + 12, 2-byte
+//                     activations (megatron/training/theoretical_memory_usage.py's 18 bytes).
+enum class Precision { fp32, mixed, mixed_fp32_grads };
+
+struct PrecisionBytes {
+  double weight = 4, gradient = 4, optimizer = 8, activation = 4;
+  // Troupe's runtime: ZeRO-1 all-reduces and ZeRO-2 keeps the whole gradient buffer.
+  bool as_troupe_runs = true;
+};
+
+PrecisionBytes precision_bytes(Precision precision);
+std::string_view to_string(Precision precision);  // "fp32", "mixed", "mixed-fp32-grads"
+Expected<Precision> parse_precision(std::string_view name);
+
+struct Cluster {
+  int nodes = 1;
+  int devices_per_node = 1;
+  double device_memory = 0;   // bytes per device
+  double peak_flops = 0;      // FLOP/s per device
+  double mfu = 0.5;           // share of peak_flops the model's FLOPs reach
+  double intra_bandwidth = 0; // bytes/s per device on a link inside a node (bus bandwidth)
+  double inter_bandwidth = 0; // bytes/s per device on the link between nodes
+
+  int devices() const { return nodes * devices_per_node; }
+};
+
+struct Workload {
+  compute::GPTConfig model;
+  int global_batch = 1;  // sequences per optimizer step, over every replica
+  int seq_len = 1;
+  Precision precision = Precision::fp32;
+};
+
+// No schedule: pp = 1 (micro-batches are gradient accumulation).
+struct Layout {
+  int dp = 1, tp = 1, pp = 1;
+  int zero = 0;
+  compute::Recompute recompute = compute::Recompute::none;
+  int micro_batch = 1;  // sequences per micro-batch
+  int microbatches = 1; // per step and replica: global_batch / (dp · micro_batch)
+  ScheduleKind schedule = ScheduleKind::one_f_one_b;
+  int chunks = 1;       // v, interleaved only
+};
+
+// "zero 1, dp 32, tp 2, pp 4 1f1b, micro-batch 2 × 8, recompute none" (tp and pp only above 1).
+std::string describe(const Layout& layout);
+
+struct DeviceMemory {
+  double parameters = 0, gradients = 0, optimizer = 0, activations = 0, gathered = 0;
+  int stashed = 1;  // micro-batches whose activations the stage keeps at its peak
+  double model_states() const { return parameters + gradients + optimizer + gathered; }
+  double total() const { return model_states() + activations; }
+};
+
+struct LinkBytes {
+  double dp = 0, tp = 0, pp = 0;  // bytes each device sends per step on that group
+  bool dp_inter = false, tp_inter = false, pp_inter = false;  // the group spans nodes
+};
+
+struct StepTime {
+  double compute = 0;  // the busy stage's FLOPs at mfu
+  double bubble = 0;   // share of the pipeline's span a stage idles (0 without pp)
+  double dp = 0, tp = 0, pp = 0;
+  double total = 0;
+};
+
+struct PlannedLayout {
+  Layout layout;
+  DeviceMemory memory;
+  LinkBytes bytes;
+  StepTime time;
+  bool fits = true;
+  std::string rejected;   // when it does not fit: "zero 1, dp 32: 95.6 GB > 80 GB"
+  std::string not_built;  // what the runtime cannot run yet ("zero 3", "tp > 1"); empty if it can
+};
+
+struct Plan {
+  std::vector<PlannedLayout> feasible;  // fastest first
+  std::vector<PlannedLayout> rejected;  // least memory first
+};
+
+// Errors name the field: a model that fails compute::validate, counts below 1, seq_len above the
+// model's block size, a global batch no dp divides, a non-positive memory, rate or bandwidth.
+Status check_plan_inputs(const Workload& workload, const Cluster& cluster);
+
+// One layout's figures; the layout must fit the workload's shape (plan_layouts only makes such).
+Expected<PlannedLayout> plan_layout(const Workload& workload, const Cluster& cluster, const Layout& layout);
+
+// Every layout: dp · tp · pp = devices, tp dividing the heads and at most a node's devices, pp at
+// most the layers, zero 0-3, each recompute mode, micro-batches of every power of two (and the
+// whole share) dividing each replica's share of the batch; with pp > 1 gpipe, 1f1b and
+// interleaved with v = 2 where the layers and micro-batches allow it.
+Expected<Plan> plan_layouts(const Workload& workload, const Cluster& cluster);
+
+// "95.6 GB": `digits` significant digits in decimal units, as device memory is sold.
+std::string format_bytes(double bytes, int digits = 3);
+
+}  // namespace troupe::schedules

@@ -1,0 +1,102 @@
+// `troupe plan` as a user runs it: the report of what fits and what does not, and bad input
+// refused in one line naming it. Every run gives the cluster's figures, so none measures the
+// sgemm peak or reads this machine's memory, and each takes a fraction of a second.
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "apps/run_troupe.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace troupe::test;
+using Catch::Contains;
+using Catch::StartsWith;
+
+namespace {
+
+const std::vector<std::string> a100_cluster = {"--nodes", "4", "--devices-per-node", "8", "--device-memory", "80GB",
+                                               "--peak-flops", "312e12", "--intra-bw", "150e9", "--inter-bw", "25e9"};
+
+std::vector<std::string> plan_args(std::vector<std::string> extra) {
+  std::vector<std::string> args{"plan"};
+  args.insert(args.end(), a100_cluster.begin(), a100_cluster.end());
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+}  // namespace
+
+TEST_CASE("troupe plan lists what fits fastest first, then what does not with its reason", "[plan]") {
+  TempDir dir;
+  const ProcessResult result = run_troupe(dir, plan_args({"--model.preset", "gpt3-13b", "--global-batch", "64", "--seq",
+                                                          "2048", "--precision", "mixed", "--top", "3"}));
+  INFO("stdout: " << result.out << "\nstderr: " << result.err);
+  REQUIRE(!result.timed_out);
+  REQUIRE(result.exit_code == 0);
+  CHECK(result.err.empty());
+  CHECK_THAT(result.out, StartsWith("model gpt3-13b: 40 layers, n_embd 5120, 40 heads, vocabulary 50257: "
+                                    "12853626880 parameters\n"));
+  CHECK_THAT(result.out, Contains("precision mixed: 2 weight + 2 gradient + 12 optimizer bytes per parameter"));
+  CHECK_THAT(result.out, Contains("\nfit, fastest first (3 of "));
+  CHECK_THAT(result.out, Contains("\n  1  "));
+  CHECK_THAT(result.out, Contains("     memory "));
+  CHECK_THAT(result.out, Contains("planned, not built: mixed precision"));
+  CHECK_THAT(result.out, Contains("\ndo not fit, least memory first (3 of "));
+  CHECK_THAT(result.out, Contains(" GB > 80 GB\n"));
+}
+
+TEST_CASE("troupe plan takes a model by its dimensions and plans the runnable layouts of this machine's kind", "[plan]") {
+  TempDir dir;
+  const ProcessResult result =
+      run_troupe(dir, {"plan", "--model.n_layer", "4", "--model.n_embd", "128", "--model.n_head", "4",
+                       "--devices-per-node", "2", "--device-memory", "4GB", "--peak-flops", "1e11", "--global-batch", "4",
+                       "--seq", "128", "--top", "100"});
+  INFO("stdout: " << result.out << "\nstderr: " << result.err);
+  REQUIRE(result.exit_code == 0);
+  CHECK_THAT(result.out, StartsWith("model small with the dimensions given: 4 layers, n_embd 128, 4 heads"));
+  CHECK_THAT(result.out, Contains("(as Troupe trains today)"));
+  CHECK_THAT(result.out, Contains("zero 0, dp 2, micro-batch 2 x 1, recompute none\n"));
+  CHECK_THAT(result.out, Contains("zero 0, dp 1, pp 2 1f1b, micro-batch 1 x 4, recompute full\n"));
+  CHECK_THAT(result.out, Contains("planned, not built: tp > 1"));
+  CHECK_THAT(result.out, Contains("planned, not built: zero 3"));
+  CHECK_THAT(result.out, !Contains("do not fit"));
+}
+
+TEST_CASE("troupe plan takes its nodes and devices from a host file", "[plan]") {
+  TempDir dir;
+  dir.write("hosts.txt", "# two machines of four\nalpha slots=4\nbeta slots=2\nbeta slots=2\n");
+  const ProcessResult result = run_troupe(dir, {"plan", "--hostfile", "hosts.txt", "--device-memory", "4GB",
+                                                "--peak-flops", "1e11", "--global-batch", "8", "--seq", "128"});
+  INFO("stdout: " << result.out << "\nstderr: " << result.err);
+  REQUIRE(result.exit_code == 0);
+  CHECK_THAT(result.out, Contains("cluster: 2 nodes x 4 devices, 4 GB each"));
+  dir.write("uneven.txt", "alpha slots=4\nbeta slots=2\n");
+  check_rejected_in(dir, {"plan", "--hostfile", "uneven.txt", "--device-memory", "4GB", "--peak-flops", "1e11"},
+                    "--hostfile uneven.txt: alpha has 4 slots and beta has 2; troupe plan needs as many devices on "
+                    "every host");
+  check_rejected_in(dir, {"plan", "--hostfile", "hosts.txt", "--nodes", "2"},
+                    "--hostfile and --nodes or --devices-per-node: give the cluster one way");
+  check_rejected_in(dir, {"plan", "--hostfile", "missing.txt"}, "missing.txt");
+}
+
+TEST_CASE("troupe plan refuses bad input in one line naming it", "[plan]") {
+  TempDir dir;
+  check_rejected_in(dir, plan_args({"--precision", "fp16"}),
+                    "unknown precision 'fp16' (expected fp32, mixed or mixed-fp32-grads)");
+  check_rejected_in(dir, plan_args({"--model.preset", "gpt5"}), "--model.preset gpt5: no such preset (expected one of");
+  check_rejected_in(dir, {"plan", "--device-memory", "80XB"}, "--device-memory 80XB: not a positive size");
+  check_rejected_in(dir, plan_args({"--top", "0"}), "--top must be at least 1, got 0");
+  check_rejected_in(dir, {"plan", "--nodes", "0", "--device-memory", "1GB", "--peak-flops", "1e11"},
+                    "nodes must be at least 1, got 0");
+  check_rejected_in(dir, plan_args({"--mfu", "1.5"}), "MFU must be at most 1, got 1.5");
+  check_rejected_in(dir, plan_args({"--seq", "4096"}), "sequence length 4096 must be from 1 to the model's block size 256");
+  check_rejected_in(dir, plan_args({"--global-batch", "0"}), "global batch must be at least 1, got 0");
+  check_rejected_in(dir, plan_args({"--seq", "0"}), "sequence length 0 must be from 1 to the model's block size 256");
+  check_rejected_in(dir, {"plan", "--peak-flops", "-1", "--device-memory", "1GB"}, "peak FLOP/s must be positive, got -1");
+  check_rejected_in(dir, {"plan", "--inter-bw", "0", "--peak-flops", "1e11", "--device-memory", "1GB"},
+                    "bandwidth between nodes must be positive, got 0");
+  check_rejected_in(dir, plan_args({"--model.n_head", "5"}), "model.n_embd (384) must be divisible by model.n_head (5)");
+  check_rejected_in(dir, plan_args({"--nodez", "2"}), "--nodez");
+}

@@ -1,0 +1,259 @@
+// The layout planner against two references. On layouts Troupe runs on this machine (small and
+// a gpt2-shaped model; data parallel, ZeRO 1 and 2, pipeline stages under every schedule,
+// recomputation) its memory per device must track compute::estimate_training_memory, which
+// tests/compute/test_model_memory_estimate.cpp pins to what a rank really allocates, with the
+// runtime's ZeRO sharding and each schedule's stashed micro-batches applied here independently.
+// On the 13B GPT-3 shape over 32 A100s it must reproduce the published model-state figures the
+// ZeRO paper's and Megatron's accountings give (docs/plan.md). And it rejects what does not fit
+// with the reason, marks what the runtime cannot run yet, and refuses bad input.
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <ctime>
+
+#include "compute/model/memory_estimate.hpp"
+#include "compute/model/parameter_layout.hpp"
+#include "compute/model/stage_split.hpp"
+#include "schedules/checker.hpp"
+#include "schedules/generate.hpp"
+#include "schedules/layout_plan.hpp"
+
+using namespace troupe;
+using namespace troupe::schedules;
+using compute::Recompute;
+
+namespace {
+
+compute::GPTConfig preset(const char* name) {
+  auto model = compute::gpt_preset(name);
+  REQUIRE(model);
+  return *model;
+}
+
+Cluster machine(int devices, double memory = 1e12) {
+  Cluster c;
+  c.devices_per_node = devices;
+  c.device_memory = memory;
+  c.peak_flops = 100e9;
+  c.mfu = 0.5;
+  c.intra_bandwidth = 6e9;
+  c.inter_bandwidth = 1e9;
+  return c;
+}
+
+PlannedLayout plan(const Workload& w, const Cluster& c, const Layout& l) {
+  auto planned = plan_layout(w, c, l);
+  REQUIRE(planned);
+  return *planned;
+}
+
+// What a rank of Troupe's runtime holds, from the estimate pinned to real allocations: for a
+// pipeline, the largest stage's chunks with `stash[s]` micro-batch slots each (the stage trainer
+// reserves its schedule's checked peak); ZeRO 1 and 2 keep 8/N of the 8 moment bytes per
+// parameter (the runtime's ZeRO-2 keeps the whole gradient buffer).
+double runtime_bytes(const compute::GPTConfig& model, const Workload& w, const Layout& l, const std::vector<int>& stash) {
+  auto split = compute::split_for_pipeline(model, l.pp, l.chunks);
+  REQUIRE(split);
+  double largest = 0;
+  for (int s = 0; s < l.pp; ++s) {
+    double bytes = 0, params = 0;
+    for (std::size_t k = s; k < split->size(); k += l.pp) {
+      const compute::StageLayers& chunk = (*split)[k];
+      bytes += compute::estimate_training_memory(
+                   model, {chunk.first_layer, chunk.last_layer, l.micro_batch, w.seq_len, stash[s], 4, l.recompute})
+                   .total();
+      params += double(chunk.params);
+    }
+    if (l.zero >= 1) bytes -= 8 * params * (1 - 1.0 / l.dp);
+    largest = std::max(largest, bytes);
+  }
+  return largest;
+}
+
+// The closed forms of the stash: GPipe keeps all m, 1F1B's stage s at most p - s.
+std::vector<int> closed_form_stash(const Layout& l) {
+  std::vector<int> stash;
+  for (int s = 0; s < l.pp; ++s)
+    stash.push_back(l.pp == 1 ? 1 : l.schedule == ScheduleKind::gpipe ? l.microbatches : std::min(l.pp - s, l.microbatches));
+  return stash;
+}
+
+}  // namespace
+
+TEST_CASE("planned memory tracks the estimate pinned to real allocations on layouts Troupe runs", "[plan]") {
+  struct Case {
+    const char* model;
+    int seq;
+    Layout layout;
+  };
+  const Case cases[] = {
+      {"small", 256, {2, 1, 1, 0, Recompute::none, 8, 1}},
+      {"small", 256, {2, 1, 1, 1, Recompute::none, 8, 1}},
+      {"small", 256, {2, 1, 1, 2, Recompute::none, 8, 1}},
+      {"small", 256, {2, 1, 1, 0, Recompute::selective, 8, 1}},
+      {"small", 256, {2, 1, 1, 0, Recompute::full, 4, 2}},
+      {"small", 256, {1, 1, 2, 0, Recompute::none, 4, 8, ScheduleKind::gpipe}},
+      {"small", 256, {1, 1, 2, 0, Recompute::none, 4, 8, ScheduleKind::one_f_one_b}},
+      {"small", 256, {2, 1, 2, 0, Recompute::selective, 2, 4, ScheduleKind::one_f_one_b}},
+      {"gpt2", 256, {2, 1, 1, 1, Recompute::none, 4, 1}},
+      {"gpt2", 256, {1, 1, 2, 0, Recompute::full, 2, 4, ScheduleKind::one_f_one_b}},
+      {"gpt2", 256, {1, 1, 4, 0, Recompute::none, 2, 8, ScheduleKind::gpipe}},
+  };
+  for (const Case& c : cases) {
+    const compute::GPTConfig model = preset(c.model);
+    const Layout& l = c.layout;
+    const Workload w{model, l.dp * l.micro_batch * l.microbatches, c.seq, Precision::fp32};
+    const PlannedLayout p = plan(w, machine(l.dp * l.pp), l);
+    INFO(c.model << ": " << describe(l));
+    CHECK(p.memory.total() == Approx(runtime_bytes(model, w, l, closed_form_stash(l))).epsilon(0.10));
+    CHECK(p.not_built.empty());
+  }
+}
+
+TEST_CASE("interleaved layouts hold each chunk's activations for the stage's checked peak", "[plan]") {
+  const compute::GPTConfig model = preset("small");  // 6 layers: 3 stages x 2 chunks
+  const Layout l{1, 1, 3, 0, Recompute::none, 2, 6, ScheduleKind::interleaved, 2};
+  const Workload w{model, 12, 256, Precision::fp32};
+  auto schedule = generate_schedule(l.schedule, l.pp, l.microbatches, l.chunks);
+  REQUIRE(schedule);
+  auto report = check_schedule(*schedule);
+  REQUIRE(report);
+  const PlannedLayout p = plan(w, machine(3), l);
+  CHECK(p.memory.total() == Approx(runtime_bytes(model, w, l, report->peak_stashed)).epsilon(0.10));
+  CHECK(p.memory.stashed == *std::max_element(report->peak_stashed.begin(), report->peak_stashed.end()));
+}
+
+// Published figures per device, model states only (docs/plan.md): Megatron's 18 bytes/param
+// (6 + 12/dp with the distributed optimizer, = ZeRO-1) for the dp and tp rows, the ZeRO paper's
+// 16 for ZeRO-2 and ZeRO-3 (the latter beside DeepSpeed's estimate 18·Ψ/N + 4·largest layer).
+TEST_CASE("13B on 32 A100s reproduces the ZeRO paper's and Megatron's model-state figures within 5 %", "[plan]") {
+  const compute::GPTConfig model = preset("gpt3-13b");
+  Cluster a100 = machine(8, 80e9);
+  a100.nodes = 4;
+  a100.peak_flops = 312e12;
+  struct Row {
+    Precision precision;
+    int dp, tp, zero;
+    double published_gb;
+  };
+  const Row rows[] = {
+      {Precision::mixed, 32, 1, 0, 208},              // 16 bytes/param, the 208 GB for 13e9
+      {Precision::mixed_fp32_grads, 32, 1, 1, 82},    // DP 32 + distributed optimizer
+      {Precision::mixed, 32, 1, 2, 31},               // ZeRO-2 dp 32
+      {Precision::mixed, 32, 1, 3, 8.5},              // ZeRO-3 dp 32
+      {Precision::mixed_fp32_grads, 16, 2, 1, 43},    // TP 2 x DP 16
+      {Precision::mixed_fp32_grads, 8, 4, 1, 24},     // TP 4 x DP 8
+      {Precision::mixed_fp32_grads, 4, 8, 1, 14.5},   // TP 8 x DP 4
+  };
+  for (const Row& r : rows) {
+    const Layout l{r.dp, r.tp, 1, r.zero, Recompute::selective, 1, 1};
+    const PlannedLayout p = plan({model, r.dp, 2048, r.precision}, a100, l);
+    INFO(describe(l) << " " << to_string(r.precision) << ": " << format_bytes(p.memory.model_states()));
+    CHECK(p.memory.model_states() == Approx(r.published_gb * 1e9).epsilon(0.05));
+    CHECK(!p.not_built.empty());  // mixed precision is not built
+  }
+}
+
+TEST_CASE("a layout that does not fit is rejected with its layout and its bytes against the device's", "[plan]") {
+  const compute::GPTConfig model = preset("gpt3-13b");
+  Cluster a100 = machine(8, 80e9);
+  a100.nodes = 4;
+  const Layout l{32, 1, 1, 1, Recompute::none, 1, 1};
+  const PlannedLayout p = plan({model, 32, 2048, Precision::mixed_fp32_grads}, a100, l);
+  CHECK(!p.fits);
+  CHECK_THAT(p.rejected, Catch::StartsWith("zero 1, dp 32, micro-batch 1 x 1, recompute none: "));
+  CHECK_THAT(p.rejected, Catch::EndsWith(" GB > 80 GB"));
+
+  // The whole enumeration splits on the device's memory and orders each list.
+  auto all = plan_layouts({preset("gpt2"), 8, 1024, Precision::fp32}, machine(4, 3e9));
+  REQUIRE(all);
+  REQUIRE(!all->feasible.empty());
+  REQUIRE(!all->rejected.empty());
+  for (const PlannedLayout& f : all->feasible) CHECK(f.memory.total() <= 3e9);
+  for (const PlannedLayout& r : all->rejected) CHECK(r.memory.total() > 3e9);
+  CHECK(std::is_sorted(all->feasible.begin(), all->feasible.end(),
+                       [](const auto& a, const auto& b) { return a.time.total < b.time.total; }));
+  CHECK(std::is_sorted(all->rejected.begin(), all->rejected.end(),
+                       [](const auto& a, const auto& b) { return a.memory.total() < b.memory.total(); }));
+}
+
+TEST_CASE("layouts the runtime cannot run are kept and marked planned, not built", "[plan]") {
+  const Workload w{preset("small"), 8, 256, Precision::fp32};
+  CHECK(plan(w, machine(4), {2, 2, 1, 1, Recompute::none, 4, 1}).not_built == "tp > 1");
+  CHECK(plan(w, machine(2), {2, 1, 1, 3, Recompute::none, 4, 1}).not_built == "zero 3");
+  CHECK(plan(w, machine(4), {2, 1, 2, 1, Recompute::none, 2, 2}).not_built == "zero with pp");
+  auto all = plan_layouts(w, machine(4));
+  REQUIRE(all);
+  const auto has = [&](int tp, int zero) {
+    return std::any_of(all->feasible.begin(), all->feasible.end(),
+                       [&](const PlannedLayout& p) { return p.layout.tp == tp && p.layout.zero == zero; });
+  };
+  CHECK(has(2, 0));
+  CHECK(has(1, 3));
+}
+
+TEST_CASE("bytes per link: dp all-reduce, ZeRO-3 at 1.5 times, tp and pp activations", "[plan]") {
+  const compute::GPTConfig model = preset("small");
+  const double psi = double(compute::ParameterLayout(model).total());
+  const Workload fp32{model, 16, 256, Precision::fp32};
+  // Ring all-reduce of fp32 gradients over 2: 2 (N-1)/N 4Ψ = 4Ψ; Troupe's ZeRO-1 adds a gather of 2Ψ.
+  CHECK(plan(fp32, machine(2), {2, 1, 1, 0, Recompute::none, 8, 1}).bytes.dp == Approx(4 * psi));
+  CHECK(plan(fp32, machine(2), {2, 1, 1, 1, Recompute::none, 8, 1}).bytes.dp == Approx(6 * psi));
+  const Workload mixed{model, 16, 256, Precision::mixed};
+  const double dp = plan(mixed, machine(2), {2, 1, 1, 0, Recompute::none, 8, 1}).bytes.dp;
+  CHECK(plan(mixed, machine(2), {2, 1, 1, 3, Recompute::none, 8, 1}).bytes.dp == Approx(1.5 * dp));
+  // tp 2: 4 all-reduces of B·T·C per layer and micro-batch, each sending (2·½) of it.
+  const double message = 8.0 * 256 * model.n_embd * 4;
+  const PlannedLayout tp = plan(fp32, machine(4), {2, 2, 1, 0, Recompute::none, 8, 1});
+  CHECK(tp.bytes.tp == Approx(model.n_layer * 4 * message));
+  CHECK(!tp.bytes.tp_inter);
+  // pp 2, 4 micro-batches of 4: an activation out and a gradient back per micro-batch.
+  const PlannedLayout pp = plan(fp32, machine(2), {1, 1, 2, 0, Recompute::none, 4, 4});
+  CHECK(pp.bytes.pp == Approx(2 * 4 * (4.0 * 256 * model.n_embd * 4)));
+  CHECK(pp.time.bubble > 0.1);
+  // Across two nodes of one device, the dp group leaves the node.
+  Cluster two_nodes = machine(1);
+  two_nodes.nodes = 2;
+  CHECK(plan(fp32, two_nodes, {2, 1, 1, 0, Recompute::none, 8, 1}).bytes.dp_inter);
+}
+
+TEST_CASE("predicted step time: compute at the MFU, recompute costs more, a bubble stretches a pipeline", "[plan]") {
+  const compute::GPTConfig model = preset("small");
+  const Workload w{model, 16, 256, Precision::fp32};
+  const PlannedLayout one = plan(w, machine(1), {1, 1, 1, 0, Recompute::none, 16, 1});
+  const double flops = 6.0 * double(compute::ParameterLayout(model).total()) + 12.0 * 6 * 384 * 256;
+  CHECK(one.time.compute == Approx(flops * 16 * 256 / (100e9 * 0.5)));
+  CHECK(one.time.total == Approx(one.time.compute));
+  CHECK(plan(w, machine(1), {1, 1, 1, 0, Recompute::full, 16, 1}).time.total == Approx(one.time.total * 4 / 3));
+  const PlannedLayout pp = plan(w, machine(2), {1, 1, 2, 0, Recompute::none, 4, 4});
+  CHECK(pp.time.bubble > 0);
+  CHECK(pp.time.total > pp.time.compute);  // the bubble and the transfers come on top
+  CHECK(pp.time.total < one.time.total);   // yet two stages beat one device
+}
+
+TEST_CASE("the planner refuses bad input naming it, and plans 13B on 32 devices in well under a second", "[plan]") {
+  Workload w{preset("small"), 8, 256, Precision::fp32};
+  Cluster c = machine(2);
+  c.nodes = 0;
+  CHECK(check_plan_inputs(w, c).error().message == "nodes must be at least 1, got 0");
+  c = machine(2);
+  c.device_memory = 0;
+  CHECK(check_plan_inputs(w, c).error().message == "device memory must be positive, got 0");
+  c = machine(2);
+  w.seq_len = 257;
+  CHECK(check_plan_inputs(w, c).error().message == "sequence length 257 must be from 1 to the model's block size 256");
+  CHECK(parse_precision("fp16").error().message == "unknown precision 'fp16' (expected fp32, mixed or mixed-fp32-grads)");
+  CHECK(format_bytes(95.6e9) == "95.6 GB");
+
+  Cluster a100 = machine(8, 80e9);
+  a100.nodes = 4;
+  // Processor time, not wall time: on a machine shared with other work the wall clock says more
+  // about the neighbours than about the planner.
+  const std::clock_t start = std::clock();
+  auto all = plan_layouts({preset("gpt3-13b"), 64, 2048, Precision::mixed}, a100);
+  const double seconds = double(std::clock() - start) / CLOCKS_PER_SEC;
+  REQUIRE(all);
+  CHECK(!all->feasible.empty());
+  CHECK(seconds < 1.0);
+}
