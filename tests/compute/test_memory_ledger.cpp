@@ -90,7 +90,7 @@ TEST_CASE("a stage and its AdamW count the bytes of their tensors, by kind", "[m
   }
 }
 
-TEST_CASE("peaks stay at the most held; the total's peak is its own", "[memory]") {
+TEST_CASE("peaks stay at the most held, and the total keeps a peak of its own", "[memory]") {
   MemoryLedger ledger;
   ledger.add(MemoryKind::parameters, 100);
   ledger.add(MemoryKind::activations, 50);
