@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <filesystem>
 
+#include "support/temp_dir.hpp"
+
 namespace troupe::test {
 
 class SmallDisk {
@@ -15,10 +17,10 @@ class SmallDisk {
   SmallDisk(const SmallDisk&) = delete;
   SmallDisk& operator=(const SmallDisk&) = delete;
 
-  const std::filesystem::path& path() const { return path_; }
+  const std::filesystem::path& path() const { return folder_.path(); }
 
  private:
-  std::filesystem::path path_;
+  TempDir folder_;  // the mount point; removed after the destructor has unmounted it
 };
 
 }  // namespace troupe::test
