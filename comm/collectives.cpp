@@ -1,5 +1,6 @@
 #include "comm/collectives.hpp"
 
+#include <algorithm>
 #include <future>
 #include <unordered_set>
 
@@ -68,12 +69,39 @@ bool Communicator::accept(const compute::Tensor& buffer, bool reduces, const cha
   return false;
 }
 
-void Communicator::post_ring(compute::Tensor buffer, RingPhases ring_phases, Callback done) {
+bool Communicator::accept_segments(const compute::Tensor& buffer, const std::vector<Slice>& segments, const char* what,
+                                   const Callback& done) {
+  std::string problem;
+  if (static_cast<int>(segments.size()) != group_.size()) {
+    problem = std::to_string(segments.size()) + " segments for " + std::to_string(group_.size()) + " ranks";
+  } else {
+    std::int64_t next = 0;
+    for (const Slice& s : segments) {
+      if (s.offset != next || s.count < 0) problem = "segments that do not follow one another";
+      next = s.offset + s.count;
+    }
+    if (problem.empty() && next != buffer.numel())
+      problem = "segments that cover " + std::to_string(next) + " of " + std::to_string(buffer.numel()) + " elements";
+  }
+  if (problem.empty()) return true;
+  engine_.post([done, error = Error{"comm: " + std::string(what) + " on " + group_.describe() + ": " + problem}] {
+    done(error);
+  });
+  return false;
+}
+
+void Communicator::post_ring(compute::Tensor buffer, RingPhases ring_phases, std::vector<Slice> segments,
+                             Callback done) {
   const MessageKey key = next_key();
   const std::int64_t wanted =
       std::max<std::int64_t>(options_.chunk_bytes / static_cast<std::int64_t>(compute::dtype_size(buffer.dtype())), 1);
-  const RingShape shape{ring_chunk_elements(buffer.numel(), group_.size(), ring_phases, wanted), options_.window,
-                        scratch_, options_.mapped_blocks};
+  std::int64_t largest = segment_of(buffer.numel(), group_.size(), 0).count;
+  if (!segments.empty()) {
+    largest = 0;
+    for (const Slice& s : segments) largest = std::max(largest, s.count);
+  }
+  const RingShape shape{ring_chunk_elements(largest, group_.size(), ring_phases, wanted), options_.window, scratch_,
+                        options_.mapped_blocks, std::move(segments)};
   // The task holds the only reference, so the operation ends its life on the progress thread.
   engine_.post([op = make_ring_op(engine_, group_, key, ring_phases, std::move(buffer), shape, std::move(done))] {
     op->start();
@@ -81,17 +109,29 @@ void Communicator::post_ring(compute::Tensor buffer, RingPhases ring_phases, Cal
 }
 
 void Communicator::post_all_reduce(compute::Tensor buffer, Callback done) {
-  if (accept(buffer, true, "all_reduce", done)) post_ring(std::move(buffer), RingPhases::all_reduce, std::move(done));
+  if (accept(buffer, true, "all_reduce", done)) post_ring(std::move(buffer), RingPhases::all_reduce, {}, std::move(done));
 }
 
 void Communicator::post_reduce_scatter(compute::Tensor buffer, Callback done) {
   if (accept(buffer, true, "reduce_scatter", done)) {
-    post_ring(std::move(buffer), RingPhases::reduce_scatter, std::move(done));
+    post_ring(std::move(buffer), RingPhases::reduce_scatter, {}, std::move(done));
   }
 }
 
 void Communicator::post_all_gather(compute::Tensor buffer, Callback done) {
-  if (accept(buffer, false, "all_gather", done)) post_ring(std::move(buffer), RingPhases::all_gather, std::move(done));
+  if (accept(buffer, false, "all_gather", done)) post_ring(std::move(buffer), RingPhases::all_gather, {}, std::move(done));
+}
+
+void Communicator::post_reduce_scatter(compute::Tensor buffer, std::vector<Slice> segments, Callback done) {
+  if (accept(buffer, true, "reduce_scatter", done) && accept_segments(buffer, segments, "reduce_scatter", done)) {
+    post_ring(std::move(buffer), RingPhases::reduce_scatter, std::move(segments), std::move(done));
+  }
+}
+
+void Communicator::post_all_gather(compute::Tensor buffer, std::vector<Slice> segments, Callback done) {
+  if (accept(buffer, false, "all_gather", done) && accept_segments(buffer, segments, "all_gather", done)) {
+    post_ring(std::move(buffer), RingPhases::all_gather, std::move(segments), std::move(done));
+  }
 }
 
 void Communicator::post_broadcast(compute::Tensor buffer, int root, Callback done) {
@@ -122,6 +162,14 @@ Status Communicator::reduce_scatter(compute::Tensor buffer) {
 
 Status Communicator::all_gather(compute::Tensor buffer) {
   return wait_for(engine_, [&](Callback done) { post_all_gather(buffer, std::move(done)); });
+}
+
+Status Communicator::reduce_scatter(compute::Tensor buffer, std::vector<Slice> segments) {
+  return wait_for(engine_, [&](Callback done) { post_reduce_scatter(buffer, std::move(segments), std::move(done)); });
+}
+
+Status Communicator::all_gather(compute::Tensor buffer, std::vector<Slice> segments) {
+  return wait_for(engine_, [&](Callback done) { post_all_gather(buffer, std::move(segments), std::move(done)); });
 }
 
 Status Communicator::broadcast(compute::Tensor buffer, int root) {

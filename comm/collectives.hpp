@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "comm/engine.hpp"
 #include "comm/group.hpp"
@@ -56,6 +57,11 @@ class Communicator {
   void post_reduce_scatter(compute::Tensor buffer, Callback done);
   // In place: segment_of(numel, size, p) of position p's buffer ends up on every rank.
   void post_all_gather(compute::Tensor buffer, Callback done);
+  // The same two over segments the caller chooses: `segments[p]` is position p's, in order, and
+  // together they cover the buffer; any may be empty (ZeRO-3 gathers one block of a buffer that
+  // is sharded as a whole, so a block's pieces are uneven). Every rank passes the same segments.
+  void post_reduce_scatter(compute::Tensor buffer, std::vector<Slice> segments, Callback done);
+  void post_all_gather(compute::Tensor buffer, std::vector<Slice> segments, Callback done);
   // The buffer of position `root` ends up on every rank.
   void post_broadcast(compute::Tensor buffer, int root, Callback done);
   // Done once every rank of the group has entered the barrier.
@@ -65,6 +71,8 @@ class Communicator {
   Status all_reduce(compute::Tensor buffer);
   Status reduce_scatter(compute::Tensor buffer);
   Status all_gather(compute::Tensor buffer);
+  Status reduce_scatter(compute::Tensor buffer, std::vector<Slice> segments);
+  Status all_gather(compute::Tensor buffer, std::vector<Slice> segments);
   Status broadcast(compute::Tensor buffer, int root);
   Status barrier();
 
@@ -73,7 +81,10 @@ class Communicator {
   MessageKey next_key();
   // Checks the buffer for an operation; on a problem posts done(error) and returns false.
   bool accept(const compute::Tensor& buffer, bool reduces, const char* what, const Callback& done);
-  void post_ring(compute::Tensor buffer, RingPhases phases, Callback done);
+  // The same for caller-chosen segments: one per position, in order, covering the buffer.
+  bool accept_segments(const compute::Tensor& buffer, const std::vector<Slice>& segments, const char* what,
+                       const Callback& done);
+  void post_ring(compute::Tensor buffer, RingPhases phases, std::vector<Slice> segments, Callback done);
 
   Engine& engine_;
   Group group_;

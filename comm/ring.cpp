@@ -61,9 +61,14 @@ class RingOp final : public CollectiveOp {
         pool_(std::move(shape.scratch)) {
     left_ = group.ranks[(r_ - 1 + n_) % n_];
     right_ = group.ranks[(r_ + 1) % n_];
+    segments_ = std::move(shape.segments);
+    if (segments_.empty()) {
+      for (int j = 0; j < n_; ++j) segments_.push_back(segment_of(this->buffer().numel(), n_, j));
+    }
+    TROUPE_CHECK(static_cast<int>(segments_.size()) == n_, "a ring needs one segment per rank");
     for (int j = 0; j < n_; ++j) {
-      segments_.push_back(segment_of(this->buffer().numel(), n_, j));
       chunks_max_ = std::max(chunks_max_, chunks(j));
+      largest_segment_ = std::max(largest_segment_, segments_[j].count);
     }
     const std::size_t chunk_bytes = static_cast<std::size_t>(chunk_) * compute::dtype_size(this->buffer().dtype());
     const bool lends = shape.mapped_blocks && engine.mapped_block_bytes() >= chunk_bytes;
@@ -137,7 +142,7 @@ class RingOp final : public CollectiveOp {
     std::int64_t receives = 0;
     for (int s = 0; s < n_ - 1; ++s) receives += chunks(rs_recv_segment(s));
     const int slots = static_cast<int>(std::min<std::int64_t>(window_, std::max<std::int64_t>(receives, 1)));
-    slot_elements_ = std::min(chunk_, segments_[0].count);
+    slot_elements_ = std::min(chunk_, largest_segment_);
     scratch_ = pool_->take(static_cast<std::size_t>(slot_elements_ * slots) * compute::dtype_size(buffer().dtype()));
     for (int slot = 0; slot < slots; ++slot) free_slots_.push_back(slot);
   }
@@ -268,6 +273,7 @@ class RingOp final : public CollectiveOp {
   int window_;
   std::vector<Slice> segments_;
   std::int64_t chunks_max_ = 0;
+  std::int64_t largest_segment_ = 0;
   std::shared_ptr<ScratchPool> pool_;
   std::int64_t slot_elements_ = 0;  // a chunk, or the largest segment when that is smaller
   std::shared_ptr<std::byte> scratch_;
@@ -286,11 +292,10 @@ class RingOp final : public CollectiveOp {
 
 }  // namespace
 
-std::int64_t ring_chunk_elements(std::int64_t count, int ranks, RingPhases phases, std::int64_t wanted) {
+std::int64_t ring_chunk_elements(std::int64_t largest_segment, int ranks, RingPhases phases, std::int64_t wanted) {
   // Every step's messages, and as many acknowledgements when chunks go through mapped blocks.
   const int steps = 2 * (phases == RingPhases::all_reduce ? 2 : 1) * std::max(ranks - 1, 1);
   const std::int64_t chunks_limit = max_messages_per_operation / steps;
-  const std::int64_t largest_segment = segment_of(count, ranks, 0).count;
   const std::int64_t chunk = std::max<std::int64_t>(wanted, 1);
   if ((largest_segment + chunk - 1) / chunk <= chunks_limit) return chunk;
   return (largest_segment + chunks_limit - 1) / chunks_limit;

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "comm/collective_op.hpp"
 #include "comm/scratch_pool.hpp"
@@ -25,13 +26,17 @@ struct RingShape {
   int window = 0;  // partial-sum receives in flight
   std::shared_ptr<ScratchPool> scratch;
   bool mapped_blocks = true;  // through the engines' mapped blocks where both ends lend them
+  // Position p's segment of the buffer; empty means segment_of(numel, n, p). Reduce-scatter and
+  // all-gather may take uneven segments (some empty); all-reduce uses the even ones.
+  std::vector<Slice> segments;
 };
 
 std::shared_ptr<CollectiveOp> make_ring_op(Engine& engine, const Group& group, MessageKey key, RingPhases phases,
                                            compute::Tensor buffer, RingShape shape, Callback done);
 
-// The chunk size, in elements, for a ring over `count` elements: `wanted`, or larger where the
-// operation would otherwise need more messages than the tag's index field can number.
-std::int64_t ring_chunk_elements(std::int64_t count, int ranks, RingPhases phases, std::int64_t wanted);
+// The chunk size, in elements, for a ring whose largest segment holds `largest_segment`
+// elements: `wanted`, or larger where the operation would otherwise need more messages than the
+// tag's index field can number.
+std::int64_t ring_chunk_elements(std::int64_t largest_segment, int ranks, RingPhases phases, std::int64_t wanted);
 
 }  // namespace troupe::comm

@@ -85,7 +85,8 @@ Expected<ShrinkPlan> plan_shrink(const JobShape& job, const std::vector<int>& dr
 
 RescueChoice rescue_choice(const RestartOptions& options) {
   if (options.checkpoint_dir.empty()) return {false, "no checkpoint.dir to restart from"};
-  // ZeRO shards the optimizer state: a lost shard is nowhere else.
+  // ZeRO shards the optimizer state (and ZeRO-3 the parameters): a lost shard is nowhere else.
+  if (options.zero == 3) return {false, "train.zero 3 shards the parameters and the optimizer state"};
   if (options.zero > 0) return {false, "train.zero " + std::to_string(options.zero) + " shards the optimizer state"};
   if (options.backend != "cpu")
     return {false, "the state is in GPU memory, behind a stream an aborted NCCL communicator may block"};

@@ -1,6 +1,45 @@
 #include "actors/worker/data_parallel_hooks.hpp"
 
+#include <memory>
+#include <set>
+#include <vector>
+
 namespace troupe::actors {
+namespace {
+
+std::vector<comm::Slice> slices(const std::vector<std::int64_t>& counts) {
+  std::vector<comm::Slice> out;
+  std::int64_t next = 0;
+  for (std::int64_t count : counts) {
+    out.push_back({next, count});
+    next += count;
+  }
+  return out;
+}
+
+// ZeRO-3's gathers and reduce-scatters of one unit, posted now and waited for when the model needs
+// them; a wait names which of the two it is for the watchdog.
+compute::ShardExchange unit_exchange(MailboxComm& mailbox, comm::Communicator& comm, monitor::WorkProgress& progress) {
+  auto gathers = std::make_shared<std::set<MailboxComm::Operation>>();
+  compute::ShardExchange exchange;
+  exchange.start_all_gather = [&mailbox, &comm, gathers](compute::Tensor unit, std::vector<std::int64_t> counts) {
+    const MailboxComm::Operation op = mailbox.all_gather(comm, std::move(unit), slices(counts));
+    gathers->insert(op);
+    return op;
+  };
+  exchange.start_reduce_scatter = [&mailbox, &comm](compute::Tensor unit, std::vector<std::int64_t> counts) {
+    return mailbox.reduce_scatter(comm, std::move(unit), slices(counts));
+  };
+  exchange.wait = [&mailbox, &progress, gathers](compute::ShardExchange::Ticket op) {
+    const bool gather = gathers->erase(op) > 0;
+    auto waiting =
+        progress.wait_for(gather ? "a block's parameter all-gather (ZeRO-3)" : "a block's gradient reduce-scatter (ZeRO-3)");
+    check_comm(mailbox.wait(op));
+  };
+  return exchange;
+}
+
+}  // namespace
 
 compute::DataParallel group_data_parallel(MailboxComm& mailbox, comm::Communicator& comm,
                                           monitor::WorkProgress& progress, int zero_stage, std::int64_t parameters) {
@@ -14,6 +53,11 @@ compute::DataParallel group_data_parallel(MailboxComm& mailbox, comm::Communicat
     const comm::Slice shard = comm::segment_of(parameters, world, comm.position());
     dp.shard_begin = shard.offset;
     dp.shard_end = shard.offset + shard.count;
+  }
+  if (zero_stage == 3) {
+    for (int p = 0; p < world; ++p) dp.shard_offsets.push_back(comm::segment_of(parameters, world, p).offset);
+    dp.shard_offsets.push_back(parameters);
+    dp.unit_exchange = unit_exchange(mailbox, comm, progress);
   }
   // Posts one operation and waits for it, saying what for.
   auto run = [&mailbox, &progress](const char* what, auto post) {

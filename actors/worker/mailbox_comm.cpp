@@ -33,6 +33,20 @@ MailboxComm::Operation MailboxComm::all_gather(comm::Communicator& comm, compute
   return op;
 }
 
+MailboxComm::Operation MailboxComm::reduce_scatter(comm::Communicator& comm, compute::Tensor buffer,
+                                                   std::vector<comm::Slice> segments) {
+  const Operation op = next_++;
+  comm.post_reduce_scatter(std::move(buffer), std::move(segments), completion_message(op));
+  return op;
+}
+
+MailboxComm::Operation MailboxComm::all_gather(comm::Communicator& comm, compute::Tensor buffer,
+                                               std::vector<comm::Slice> segments) {
+  const Operation op = next_++;
+  comm.post_all_gather(std::move(buffer), std::move(segments), completion_message(op));
+  return op;
+}
+
 MailboxComm::Operation MailboxComm::send(comm::Engine& engine, int peer, const comm::MessageKey& key,
                                          compute::Tensor buffer) {
   const Operation op = next_++;

@@ -15,6 +15,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <caf/all.hpp>
 
@@ -67,6 +68,9 @@ class MailboxComm {
   Operation all_reduce(comm::Communicator& comm, compute::Tensor buffer);
   Operation reduce_scatter(comm::Communicator& comm, compute::Tensor buffer);
   Operation all_gather(comm::Communicator& comm, compute::Tensor buffer);
+  // Over caller-chosen segments (Communicator's uneven forms).
+  Operation reduce_scatter(comm::Communicator& comm, compute::Tensor buffer, std::vector<comm::Slice> segments);
+  Operation all_gather(comm::Communicator& comm, compute::Tensor buffer, std::vector<comm::Slice> segments);
   Operation send(comm::Engine& engine, int peer, const comm::MessageKey& key, compute::Tensor buffer);
   Operation recv(comm::Engine& engine, int peer, const comm::MessageKey& key, compute::Tensor buffer);
 

@@ -1,6 +1,8 @@
 #include "actors/worker/replica_loop.hpp"
 
 #include <cmath>
+#include <memory>
+#include <vector>
 
 #include <spdlog/fmt/fmt.h>
 
@@ -26,10 +28,23 @@ compute::TrainerOptions trainer_options(const ResolvedJob& job) {
 
 namespace {
 
-compute::TrainerOptions replica_options(const ResolvedJob& job, compute::DataParallel data_parallel) {
+compute::TrainerOptions replica_options(const ResolvedJob& job, compute::DataParallel data_parallel,
+                                        compute::ShardedParameters* sharded) {
   compute::TrainerOptions options = trainer_options(job);
   options.data_parallel = std::move(data_parallel);
+  options.data_parallel.sharded = sharded;
   return options;
+}
+
+// ZeRO-3's parameter source for this rank's shard; none below stage 3.
+std::unique_ptr<compute::ShardedParameters> zero3_source(const ResolvedJob& job, compute::Backend& backend,
+                                                         const compute::DataParallel& dp) {
+  if (dp.zero_stage != 3) return nullptr;
+  std::vector<std::int64_t> shards = dp.shard_offsets;
+  if (shards.empty()) shards = {0, compute::ParameterLayout(job.model).total()};
+  return std::make_unique<compute::ShardedParameters>(backend, compute::GPT::parameter_units(job.model),
+                                                      compute::DType::f32, dp.rank, std::move(shards),
+                                                      dp.unit_exchange, job.config.train.zero3_reshard);
 }
 
 // The trainer is made from initialised parameters, as one process would make it.
@@ -45,15 +60,18 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
     : backend_(backend),
       place_{data_parallel.rank, {data_parallel.size, 1, 1}, data_parallel.zero_stage > 0 ? data_parallel.size : 1},
       moments_sharded_(data_parallel.zero_stage > 0),
-      model_(job.model, backend, compute::DType::f32, trainer_options(job).recompute),
-      trainer_(initialised(model_, job.config.train.seed), replica_options(job, std::move(data_parallel)), data.train,
-               data.val) {
+      sum_over_group_(data_parallel.sum),
+      sharded_(zero3_source(job, backend, data_parallel)),
+      model_(job.model, backend, compute::DType::f32, trainer_options(job).recompute, sharded_.get()),
+      trainer_(initialised(model_, job.config.train.seed),
+               replica_options(job, std::move(data_parallel), sharded_.get()), data.train, data.val) {
   const TrainOptions& t = job.config.train;
   const int rank = place_.rank, ranks = place_.grid.dp;
   layout_ = fmt::format("{} rank(s) x batch {} x seq {} x accum {}", ranks, t.batch_size, t.seq_len, t.grad_accum);
   // Replicas hold equal parameters and (ZeRO 0) equal moments: the first writes them. Under ZeRO
-  // each rank's moments are its own shard and every rank writes its shard.
-  const bool writes_params = rank == 0;
+  // each rank's moments are its own shard and every rank writes its shard; under ZeRO-3 its
+  // parameters too.
+  const bool writes_params = rank == 0 || sharded_;
   const bool writes_moments = writes_params || moments_sharded_;
   compute::AdamW& adamw = trainer_.optimizer();
   const auto [moments_begin, moments_end] = adamw.range();
@@ -65,12 +83,16 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
     mirrors_.push_back(backend.device() == compute::Device::cpu ? *tensor
                                                                 : compute::Tensor::zeros(tensor->shape(), tensor->dtype()));
   }
-  held_ = {{"param", 0, model_.layout().total(), mirrors_[0].data_as<float>(), writes_params},
+  const std::int64_t params_begin = model_.kept_begin(), params_end = params_begin + model_.params().numel();
+  held_ = {{"param", params_begin, params_end, mirrors_[0].data_as<float>(), writes_params},
            {"adam_m", moments_begin, moments_end, mirrors_[1].data_as<float>(), writes_moments},
            {"adam_v", moments_begin, moments_end, mirrors_[2].data_as<float>(), writes_moments}};
 }
 
-double ReplicaLoop::param_norm() { return std::sqrt(backend_.sum_of_squares(model_.params())); }
+double ReplicaLoop::param_norm() {
+  const double squares = backend_.sum_of_squares(model_.params());
+  return std::sqrt(sharded_ && sum_over_group_ ? sum_over_group_(squares) : squares);
+}
 
 void ReplicaLoop::mirror_to_host() {
   if (backend_.device() == compute::Device::cpu) return;

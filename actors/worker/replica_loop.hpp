@@ -1,7 +1,9 @@
 #pragma once
-// A rank that holds the whole model: `troupe train` in one process, or a data-parallel replica
-// whose gradients `data_parallel`'s hooks sum (ZeRO 1/2 shard the optimizer state over them).
+// A rank that runs the whole model: `troupe train` in one process, or a data-parallel replica
+// whose gradients `data_parallel`'s hooks sum (ZeRO 1/2 shard the optimizer state over them; ZeRO-3
+// the parameters too, which the model then gathers block by block).
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -25,7 +27,7 @@ class ReplicaLoop final : public TrainingLoop {
   double param_norm() override;
   std::int64_t tokens_per_step() const override { return trainer_.tokens_per_step(); }
   std::string layout() const override { return layout_; }
-  compute::GPT* whole_model() override { return &model_; }
+  compute::GPT* whole_model() override { return sharded_ ? nullptr : &model_; }
   const std::vector<checkpoint::HeldRange>& held() const override { return held_; }
   CheckpointPlace checkpoint_place() const override { return place_; }
   void mirror_to_host() override;
@@ -37,6 +39,8 @@ class ReplicaLoop final : public TrainingLoop {
   // Before the trainer, which takes the data-parallel group.
   CheckpointPlace place_;
   bool moments_sharded_;  // ZeRO: each rank holds and writes its own shard of the moments
+  std::function<double(double)> sum_over_group_;  // a scalar summed over the data-parallel group
+  std::unique_ptr<compute::ShardedParameters> sharded_;  // ZeRO-3: the model's parameters, sharded
   compute::GPT model_;
   compute::Trainer trainer_;
   std::string layout_;

@@ -288,7 +288,7 @@ class RankRun {
       if (compute::GPT* model = loop_.whole_model())
         print_sample(*model, job_, *log_);
       else
-        log_->info("no sample: no rank holds the whole model (pipeline.stages > 1)");
+        log_->info("no sample: no rank holds the whole model (pipeline.stages > 1 or train.zero 3)");
     }
     return {};
   }

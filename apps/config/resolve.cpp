@@ -79,7 +79,7 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
   if (!(t.eps > 0)) return "train.eps must be positive, got " + str(t.eps);
   if (!(t.weight_decay >= 0)) return "train.weight_decay must not be negative, got " + str(t.weight_decay);
   if (!(t.grad_clip >= 0)) return "train.grad_clip must not be negative (0 = off), got " + str(t.grad_clip);
-  if (t.zero < 0 || t.zero > 2) return "train.zero must be 0, 1 or 2, got " + str(t.zero);
+  if (t.zero < 0 || t.zero > 3) return "train.zero must be 0, 1, 2 or 3, got " + str(t.zero);
   if (!compute::parse_recompute(t.recompute))
     return "train.recompute '" + t.recompute + "' is not a mode (known: none, selective, full)";
   if (t.threads < 0) return "train.threads must not be negative (0 = all cores), got " + str(t.threads);

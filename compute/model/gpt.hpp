@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "compute/model/gpt_stage.hpp"
 
@@ -14,8 +15,14 @@ namespace troupe::compute {
 
 class GPT {
  public:
-  GPT(const GPTConfig& config, Backend& backend, DType dtype = DType::f32, Recompute recompute = Recompute::none)
-      : stage_(config, backend, 0, config.n_layer, dtype, recompute) {}
+  // A source (parameter_source.hpp) keeps the parameters instead of the model: ZeRO-3's shard.
+  GPT(const GPTConfig& config, Backend& backend, DType dtype = DType::f32, Recompute recompute = Recompute::none,
+      ParameterSource* source = nullptr)
+      : stage_(config, backend, 0, config.n_layer, dtype, recompute, source) {}
+
+  static std::vector<ParameterUnit> parameter_units(const GPTConfig& config) {
+    return GPTStage::parameter_units(config, 0, config.n_layer);
+  }
 
   const GPTConfig& config() const { return stage_.config(); }
   const ParameterLayout& layout() const { return stage_.global_layout(); }
@@ -23,8 +30,11 @@ class GPT {
   Backend& backend() { return stage_.backend(); }
   GPTStage& stage() { return stage_; }
 
-  Tensor& params() { return stage_.params(); }  // flat, layout().total() elements
+  // Flat: layout().total() elements, or under a sharding source the part this rank keeps,
+  // global [kept_begin(), kept_begin() + params().numel()).
+  Tensor& params() { return stage_.params(); }
   Tensor& grads() { return stage_.grads(); }
+  std::int64_t kept_begin() const { return stage_.kept_begin(); }
   Tensor param(const std::string& name) const { return stage_.param(name); }  // a view into params()
   Tensor grad(const std::string& name) const { return stage_.grad(name); }    // a view into grads()
 

@@ -36,15 +36,33 @@ Tensor on_host(Backend& backend, const Tensor& t) {
 
 }  // namespace
 
+std::vector<ParameterUnit> GPTStage::parameter_units(const GPTConfig& config, int first_layer, int last_layer) {
+  const ParameterLayout layout(config);
+  const bool first = first_layer == 0, last = last_layer == config.n_layer;
+  const std::int64_t begin = first ? 0 : layout.layer_range(first_layer).first;
+  std::vector<ParameterUnit> units;
+  if (first) units.push_back({0, layout.layer_range(0).first});
+  for (int l = first_layer; l < last_layer; ++l) {
+    const auto [lo, hi] = layout.layer_range(l);
+    units.push_back({lo - begin, hi - begin});
+  }
+  if (last) {
+    const std::int64_t copy = first ? 0 : layout.find("wte.weight").numel();
+    units.push_back({units.back().end, layout.total() - begin + copy});
+  }
+  return units;
+}
+
 GPTStage::GPTStage(const GPTConfig& config, Backend& backend, int first_layer, int last_layer, DType dtype,
-                   Recompute recompute)
+                   Recompute recompute, ParameterSource* source)
     : config_(config),
       backend_(backend),
       dtype_(dtype),
       recompute_(recompute),
       first_layer_(first_layer),
       last_layer_(last_layer),
-      global_layout_(config) {
+      global_layout_(config),
+      source_(source) {
   TROUPE_CHECK(validate(config).ok(), "invalid GPTConfig reached the model");
   TROUPE_CHECK(dtype == DType::f32 || dtype == DType::f64, "GPT parameters are f32 or f64");
   TROUPE_CHECK(0 <= first_layer && first_layer < last_layer && last_layer <= config.n_layer,
@@ -90,52 +108,71 @@ GPTStage::GPTStage(const GPTConfig& config, Backend& backend, int first_layer, i
                      "h." + std::to_string(l) + ".ln_1.weight",
                  "layer " + std::to_string(l) + "'s views are not where the stage expects them");
 
-  {
-    MemoryScope scope(MemoryKind::parameters);
-    params_ = backend_.zeros({num_params_}, dtype_);
+  units_ = parameter_units(config, first_layer, last_layer);
+  TROUPE_CHECK(units_.back().end == num_params_, "the stage's units do not cover its parameters");
+  for (const ParameterView& v : views_) {
+    std::size_t u = 0;
+    while (units_[u].end <= v.offset) ++u;
+    TROUPE_CHECK(v.offset + v.numel() <= units_[u].end, v.name + " straddles two units");
+    unit_of_view_.push_back(static_cast<int>(u));
   }
-  MemoryScope scope(MemoryKind::gradients);
-  grads_ = backend_.zeros({num_params_}, dtype_);
+  if (is_first()) front_unit_ = 0;
+  if (is_last()) tail_unit_ = static_cast<int>(units_.size()) - 1;
+  if (!source_) {
+    resident_ = std::make_unique<ResidentParameters>(backend_, units_, dtype_);
+    source_ = resident_.get();
+  }
+}
+
+const Tensor& GPTStage::whole(const Tensor& kept, const std::string& name) const {
+  TROUPE_CHECK(kept.numel() == num_params_, "stage [" + std::to_string(first_layer_) + ", " +
+                                                std::to_string(last_layer_) + ") keeps only a shard of '" + name +
+                                                "': its parameters are sharded (ZeRO-3)");
+  return kept;
 }
 
 Tensor GPTStage::param(const std::string& name) const {
   auto it = by_name_.find(name);
   TROUPE_CHECK(it != by_name_.end(), "stage [" + std::to_string(first_layer_) + ", " + std::to_string(last_layer_) +
                                          ") holds no parameter named '" + name + "'");
-  return view(params_, it->second);
+  return view(whole(source_->kept_parameters(), name), it->second);
 }
 
 Tensor GPTStage::grad(const std::string& name) const {
   auto it = by_name_.find(name);
   TROUPE_CHECK(it != by_name_.end(), "stage [" + std::to_string(first_layer_) + ", " + std::to_string(last_layer_) +
                                          ") holds no parameter named '" + name + "'");
-  return view(grads_, it->second);
+  return view(whole(source_->kept_gradients(), name), it->second);
 }
 
 Tensor GPTStage::tied_embedding_grad() const {
   TROUPE_CHECK(is_first() || is_last(), "only the first and the last stage hold wte.weight");
-  return view(grads_, wte_);
+  return view(whole(source_->kept_gradients(), "wte.weight"), wte_);
 }
 
 void GPTStage::init_parameters(std::uint64_t seed) {
   // Written in place on the host; a device backend's parameters are filled through a host copy.
+  // Only what this rank keeps: local [begin, end).
   MemoryScope scope(MemoryKind::parameters);
-  Tensor host = params_.device() == Device::cpu ? params_ : Tensor::zeros({num_params_}, dtype_);
+  Tensor& kept = source_->kept_parameters();
+  const std::int64_t begin = source_->kept_begin(), end = begin + kept.numel();
+  Tensor host = kept.device() == Device::cpu ? kept : Tensor::zeros(kept.shape(), dtype_);
   for (std::size_t i = 0; i < views_.size(); ++i) {
     const auto& v = views_[i];
-    for (std::int64_t e = 0; e < v.numel(); ++e) {
-      double x = v.init_std > 0 ? v.init_std * counter_normal(seed, init_index_[i], static_cast<std::uint64_t>(e))
-                                : v.init_value;
+    const std::int64_t lo = std::max(begin, v.offset), hi = std::min(end, v.offset + v.numel());
+    for (std::int64_t at = lo; at < hi; ++at) {
+      const auto e = static_cast<std::uint64_t>(at - v.offset);
+      double x = v.init_std > 0 ? v.init_std * counter_normal(seed, init_index_[i], e) : v.init_value;
       if (dtype_ == DType::f32)
-        host.data_as<float>()[v.offset + e] = static_cast<float>(x);
+        host.data_as<float>()[at - begin] = static_cast<float>(x);
       else
-        host.data_as<double>()[v.offset + e] = x;
+        host.data_as<double>()[at - begin] = x;
     }
   }
-  if (host.data() != params_.data()) backend_.copy(params_, host);
+  if (host.data() != kept.data()) backend_.copy(kept, host);
 }
 
-void GPTStage::zero_grad() { backend_.fill_zero(grads_); }
+void GPTStage::zero_grad() { backend_.fill_zero(source_->kept_gradients()); }
 
 void GPTStage::reserve(int B, int T, int slots) {
   TROUPE_CHECK(B > 0 && T > 0 && T <= config_.block_size && slots > 0,
@@ -217,11 +254,11 @@ const GPTStage::Slot& GPTStage::slot_at(int slot) const {
   return slots_[static_cast<std::size_t>(slot)];
 }
 
-void GPTStage::block_forward(int layer, const LayerActivations& a, const Tensor& x, int B, int T) {
+void GPTStage::block_forward(int layer, const Tensor& p, const LayerActivations& a, const Tensor& x, int B, int T) {
   const std::int64_t C = config_.n_embd;
   const Dims d{B, T, backend_.attention_state_shape(B, config_.n_head, T)};
   const std::size_t k = first_block_ + static_cast<std::size_t>(layer - first_layer_) * kBlockTensors;
-  auto w = [&](std::size_t i) { return view(params_, k + i); };
+  auto w = [&](std::size_t i) { return in_unit(p, k + i); };
   Backend& be = backend_;
   Tensor branch = d.bt(shared_.branch_out, C);
   Tensor ln1 = d.bt(a.ln1, C), ln1_mean = d.bt_only(a.ln1_mean), ln1_rstd = d.bt_only(a.ln1_rstd);
@@ -260,27 +297,38 @@ double GPTStage::forward(int slot, const Tensor& input, const Tensor& targets) {
   Backend& be = backend_;
 
   Tensor x = d.bt(s.input, C);
+  // A whole model's lm head reads wte again: its embeddings stay in use until the end.
+  Tensor front;
   if (is_first()) {
+    front = source_->use(front_unit_, Pass::forward, block_unit(first_layer_));
     Tensor tok = d.bt_only(s.tokens);
     be.copy(tok, input);
-    be.encoder_forward(x, tok, view(params_, wte_), view(params_, wpe_));
+    be.encoder_forward(x, tok, in_unit(front, wte_), in_unit(front, wpe_));
+    if (!is_last()) source_->done_with(front_unit_, Pass::forward);
   } else {
     be.copy(x, input);
   }
 
   for (int l = first_layer_; l < last_layer_; ++l) {
     const LayerActivations& a = s.layers[static_cast<std::size_t>(l - first_layer_)];
-    block_forward(l, a, x, s.B, s.T);
+    const int unit = block_unit(l);
+    const int next = l + 1 < last_layer_ ? unit + 1 : tail_unit_;
+    block_forward(l, source_->use(unit, Pass::forward, next), a, x, s.B, s.T);
+    source_->done_with(unit, Pass::forward);
     x = d.bt(a.residual3, C);
   }
   if (!is_last()) return std::numeric_limits<double>::quiet_NaN();
 
+  const Tensor tail = source_->use(tail_unit_, Pass::forward, -1);
+  const Tensor& wte_holder = is_first() ? front : tail;
   Tensor lnf = d.bt(s.lnf, C), lnf_mean = d.bt_only(s.lnf_mean), lnf_rstd = d.bt_only(s.lnf_rstd);
-  be.layernorm_forward(lnf, lnf_mean, lnf_rstd, x, view(params_, lnf_w_), view(params_, lnf_b_));
+  be.layernorm_forward(lnf, lnf_mean, lnf_rstd, x, in_unit(tail, lnf_w_), in_unit(tail, lnf_b_));
   Tensor logits = d.bt(shared_.logits, Vp);
   logits_B_ = s.B;
   logits_T_ = s.T;
-  be.matmul_forward(logits, lnf, view(params_, wte_), Tensor{});
+  be.matmul_forward(logits, lnf, in_unit(wte_holder, wte_), Tensor{});
+  source_->done_with(tail_unit_, Pass::forward);
+  if (is_first()) source_->done_with(front_unit_, Pass::forward);
   if (!s.have_targets) return std::numeric_limits<double>::quiet_NaN();
 
   Tensor tgt = d.bt_only(s.targets), probs = d.bt(s.probs, Vp), losses = d.bt_only(shared_.losses);
@@ -315,18 +363,30 @@ void GPTStage::backward(int slot, const Tensor& output_grad, double loss_scale,
   Backend& be = backend_;
 
   Tensor dresidual = d.bt(s.dinput, C), dln = d.bt(shared_.dln, C);
+  // The first stage's embedding gradients are final only after the encoder's backward; on a
+  // whole model the lm head adds its share to them first.
+  Tensor front_grad;
+  if (is_first()) front_grad = source_->gradient(front_unit_);
   if (is_last()) {
     TROUPE_CHECK(!output_grad.defined(), "the last stage's gradient starts at its loss, not at an output gradient");
+    const int last_block = block_unit(last_layer_ - 1);
+    const Tensor tail = source_->use(tail_unit_, Pass::backward, is_first() ? front_unit_ : last_block);
+    Tensor tail_grad = source_->gradient(tail_unit_);
+    const Tensor wte_holder = is_first() ? source_->use(front_unit_, Pass::backward, last_block) : tail;
+    const Tensor& wte_grad_holder = is_first() ? front_grad : tail_grad;
     // The logits buffer is free once the probabilities exist; it takes their gradient.
     Tensor dlogits = d.bt(shared_.logits, Vp);
     be.crossentropy_backward(dlogits, d.bt(s.probs, Vp), d.bt_only(s.targets),
                              static_cast<float>(loss_scale / (double(s.B) * s.T)));
     be.fill_zero(dresidual);
-    Tensor no_bias, dwte = view(grads_, wte_);
-    be.matmul_backward(dln, dwte, no_bias, dlogits, d.bt(s.lnf, C), view(params_, wte_));
-    Tensor dlnf_w = view(grads_, lnf_w_), dlnf_b = view(grads_, lnf_b_);
-    be.layernorm_backward(dresidual, dlnf_w, dlnf_b, dln, d.bt(s.layers.back().residual3, C), view(params_, lnf_w_),
+    Tensor no_bias, dwte = in_unit(wte_grad_holder, wte_);
+    be.matmul_backward(dln, dwte, no_bias, dlogits, d.bt(s.lnf, C), in_unit(wte_holder, wte_));
+    Tensor dlnf_w = in_unit(tail_grad, lnf_w_), dlnf_b = in_unit(tail_grad, lnf_b_);
+    be.layernorm_backward(dresidual, dlnf_w, dlnf_b, dln, d.bt(s.layers.back().residual3, C), in_unit(tail, lnf_w_),
                           d.bt_only(s.lnf_mean), d.bt_only(s.lnf_rstd));
+    if (is_first()) source_->done_with(front_unit_, Pass::backward);
+    source_->done_with(tail_unit_, Pass::backward);
+    source_->gradient_done(tail_unit_);
   } else {
     TROUPE_CHECK(output_grad.rank() == 3 && output_grad.dim(0) == s.B && output_grad.dim(1) == s.T &&
                      output_grad.dim(2) == C && output_grad.dtype() == dtype_,
@@ -340,11 +400,14 @@ void GPTStage::backward(int slot, const Tensor& output_grad, double loss_scale,
   for (int l = last_layer_ - 1; l >= first_layer_; --l) {
     const std::size_t local = static_cast<std::size_t>(l - first_layer_);
     const std::size_t k = first_block_ + local * kBlockTensors;
-    auto w = [&](std::size_t i) { return view(params_, k + i); };
+    const int unit = block_unit(l);
+    const Tensor p = source_->use(unit, Pass::backward, l > first_layer_ ? unit - 1 : -1);
+    const Tensor unit_grad = source_->gradient(unit);
+    auto w = [&](std::size_t i) { return in_unit(p, k + i); };
     Tensor g[kBlockTensors];
-    for (std::size_t i = 0; i < kBlockTensors; ++i) g[i] = view(grads_, k + i);
+    for (std::size_t i = 0; i < kBlockTensors; ++i) g[i] = in_unit(unit_grad, k + i);
     Tensor block_in = d.bt(local == 0 ? s.input : s.layers[local - 1].residual3, C);
-    if (recompute_ == Recompute::full) block_forward(l, shared_.recomputed, block_in, s.B, s.T);
+    if (recompute_ == Recompute::full) block_forward(l, p, shared_.recomputed, block_in, s.B, s.T);
     const LayerActivations& a = recompute_ == Recompute::full ? shared_.recomputed : s.layers[local];
     if (recompute_ == Recompute::selective) {
       Tensor fch_gelu = d.bt(a.fch_gelu, 4 * C);
@@ -367,11 +430,14 @@ void GPTStage::backward(int slot, const Tensor& output_grad, double loss_scale,
     be.attention_backward(dqkv, datt, datty, d.bt(a.qkv, 3 * C), d.bhtt(a.att), config_.n_head);
     be.matmul_backward(dln, g[2], g[3], dqkv, d.bt(a.ln1, C), w(2));
     be.layernorm_backward(dresidual, g[0], g[1], dln, block_in, w(0), d.bt_only(a.ln1_mean), d.bt_only(a.ln1_rstd));
+    source_->done_with(unit, Pass::backward);
+    source_->gradient_done(unit);
     if (layer_done) layer_done(l);
   }
   if (is_first()) {
-    Tensor dwte = view(grads_, wte_), dwpe = view(grads_, wpe_);
+    Tensor dwte = in_unit(front_grad, wte_), dwpe = in_unit(front_grad, wpe_);
     be.encoder_backward(dwte, dwpe, dresidual, d.bt_only(s.tokens));
+    source_->gradient_done(front_unit_);
   }
 }
 

@@ -40,9 +40,15 @@
 //
 // Recomputation (recompute.hpp): what a slot does not keep lives in one scratch set shared by
 // every slot and layer, which backward refills for the block it is about to differentiate.
+//
+// Where the parameters live (parameter_source.hpp): by default the stage keeps them all, as
+// described above. Given a ParameterSource, it asks the source for each unit (embeddings, a
+// block, the tail) just before using it and hands each unit's gradients back once they are
+// final; params() and grads() are then only what the source keeps between steps (ZeRO-3's shard).
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -51,15 +57,22 @@
 #include "compute/backend.hpp"
 #include "compute/model/gpt_config.hpp"
 #include "compute/model/parameter_layout.hpp"
+#include "compute/model/parameter_source.hpp"
 #include "compute/model/recompute.hpp"
 
 namespace troupe::compute {
 
 class GPTStage {
  public:
-  // Blocks [first_layer, last_layer), 0 <= first_layer < last_layer <= n_layer.
+  // Blocks [first_layer, last_layer), 0 <= first_layer < last_layer <= n_layer. Without a
+  // source the stage keeps every parameter itself; a source must outlive the stage.
   GPTStage(const GPTConfig& config, Backend& backend, int first_layer, int last_layer, DType dtype = DType::f32,
-           Recompute recompute = Recompute::none);
+           Recompute recompute = Recompute::none, ParameterSource* source = nullptr);
+  GPTStage(const GPTStage&) = delete;
+  GPTStage& operator=(const GPTStage&) = delete;
+
+  // The units of such a stage's flat buffer, in local order (parameter_source.hpp).
+  static std::vector<ParameterUnit> parameter_units(const GPTConfig& config, int first_layer, int last_layer);
 
   const GPTConfig& config() const { return config_; }
   const ParameterLayout& global_layout() const { return global_layout_; }
@@ -72,13 +85,18 @@ class GPTStage {
   bool is_last() const { return last_layer_ == config_.n_layer; }
 
   // --- parameters ---------------------------------------------------------------------------
-  Tensor& params() { return params_; }  // flat, num_params() elements
-  Tensor& grads() { return grads_; }
+  // What this rank keeps: all num_params() elements, or local [kept_begin(), ...) under a source
+  // that shards them.
+  Tensor& params() { return source_->kept_parameters(); }
+  Tensor& grads() { return source_->kept_gradients(); }
+  std::int64_t kept_begin() const { return source_->kept_begin(); }
+  bool keeps_all_parameters() { return params().numel() == num_params_; }
   std::int64_t num_params() const { return num_params_; }
   // The stage's views in local order, offsets into params()/grads(), global names.
   const std::vector<ParameterView>& views() const { return views_; }
   bool holds(const std::string& name) const { return by_name_.count(name) > 0; }
-  Tensor param(const std::string& name) const;  // throws for a parameter this stage does not hold
+  // Views by name; throw for a parameter this stage does not hold, or does not keep whole.
+  Tensor param(const std::string& name) const;
   Tensor grad(const std::string& name) const;
   // Local [0, end - begin) of params()/grads() is global [begin, end) of the ParameterLayout.
   std::pair<std::int64_t, std::int64_t> global_range() const { return {global_begin_, global_end_}; }
@@ -138,8 +156,16 @@ class GPTStage {
   Tensor view(const Tensor& flat, std::size_t index) const {
     return flat.slice(views_[index].offset, views_[index].shape);
   }
-  // Global layer l's forward from x (B,T,C) into a's buffers.
-  void block_forward(int layer, const LayerActivations& a, const Tensor& x, int B, int T);
+  // View `index` inside the buffer of the unit that holds it (what the source's use() returned).
+  Tensor in_unit(const Tensor& unit_buffer, std::size_t index) const {
+    const ParameterUnit& u = units_[static_cast<std::size_t>(unit_of_view_[index])];
+    return unit_buffer.slice(views_[index].offset - u.begin, views_[index].shape);
+  }
+  int block_unit(int layer) const { return (is_first() ? 1 : 0) + (layer - first_layer_); }
+  // The whole flat buffer kept here, for the by-name views.
+  const Tensor& whole(const Tensor& kept, const std::string& name) const;
+  // Global layer l's forward from x (B,T,C) into a's buffers, with the block's unit `p`.
+  void block_forward(int layer, const Tensor& p, const LayerActivations& a, const Tensor& x, int B, int T);
   Slot& slot_at(int slot);
   const Slot& slot_at(int slot) const;
 
@@ -154,7 +180,11 @@ class GPTStage {
   std::vector<std::size_t> init_index_;  // views_[i]'s index in the global layout: its init stream
   std::unordered_map<std::string, std::size_t> by_name_;
   std::size_t wte_ = 0, wpe_ = 0, lnf_w_ = 0, lnf_b_ = 0, first_block_ = 0;  // indices into views_
-  Tensor params_, grads_;
+  std::vector<ParameterUnit> units_;
+  std::vector<int> unit_of_view_;          // views_[i] lies in units_[unit_of_view_[i]]
+  int front_unit_ = -1, tail_unit_ = -1;   // the embeddings (first stage), what follows the blocks (last)
+  std::unique_ptr<ResidentParameters> resident_;  // when no source was given
+  ParameterSource* source_;
 
   int max_B_ = 0, max_T_ = 0;
   std::int64_t activation_bytes_ = 0;

@@ -7,12 +7,13 @@
 namespace troupe::compute {
 
 AdamW::AdamW(Backend& backend, std::span<const ParameterView> views, std::int64_t total, DType dtype,
-             AdamWOptions options, std::int64_t begin, std::int64_t end)
+             AdamWOptions options, std::int64_t begin, std::int64_t end, std::int64_t buffer_begin)
     : backend_(backend), options_(options), begin_(begin) {
   TROUPE_CHECK(0 <= begin && begin <= end && end <= total, "AdamW range");
+  TROUPE_CHECK(0 <= buffer_begin && buffer_begin <= begin, "AdamW's buffer starts after its range");
   for (const auto& v : views) {
     std::int64_t lo = std::max(begin, v.offset), hi = std::min(end, v.offset + v.numel());
-    if (lo < hi) segments_.push_back({lo, lo - begin, hi - lo, v.decay});
+    if (lo < hi) segments_.push_back({lo - buffer_begin, lo - begin, hi - lo, v.decay});
   }
   MemoryScope scope(MemoryKind::optimizer_state);
   m_ = backend_.zeros({end - begin}, dtype);

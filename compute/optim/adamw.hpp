@@ -25,16 +25,17 @@ struct AdamWOptions {
 class AdamW {
  public:
   // `views` place the parameters in a flat buffer of `total` elements (a model's layout, or a
-  // pipeline stage's own buffer).
+  // pipeline stage's own buffer). The params and grads given to step() hold that buffer from
+  // `buffer_begin` on: 0 for the whole buffer, `begin` for a ZeRO-3 rank that keeps only its range.
   AdamW(Backend& backend, std::span<const ParameterView> views, std::int64_t total, DType dtype, AdamWOptions options,
-        std::int64_t begin, std::int64_t end);
+        std::int64_t begin, std::int64_t end, std::int64_t buffer_begin = 0);
   AdamW(Backend& backend, const ParameterLayout& layout, DType dtype, AdamWOptions options, std::int64_t begin,
-        std::int64_t end)
-      : AdamW(backend, layout.views(), layout.total(), dtype, options, begin, end) {}
+        std::int64_t end, std::int64_t buffer_begin = 0)
+      : AdamW(backend, layout.views(), layout.total(), dtype, options, begin, end, buffer_begin) {}
   AdamW(Backend& backend, const ParameterLayout& layout, DType dtype, AdamWOptions options)
       : AdamW(backend, layout, dtype, options, 0, layout.total()) {}
 
-  // params and grads are the whole flat buffers; only [begin, end) is read or written.
+  // params and grads are the flat buffers from buffer_begin; only [begin, end) is read or written.
   void step(Tensor& params, const Tensor& grads, double lr);
   long steps_taken() const { return step_; }
 

@@ -23,14 +23,24 @@ Trainer::Trainer(GPT& model, TrainerOptions options, std::span<const std::uint16
       val_tokens_(val_tokens),
       train_sampler_(train_tokens.size(), options.seq_len, options.seed),
       optimizer_(model.backend(), model.layout(), model.dtype(), options.adamw, options.data_parallel.shard_begin,
-                 options.data_parallel.shard_end < 0 ? model.layout().total() : options.data_parallel.shard_end),
+                 options.data_parallel.shard_end < 0 ? model.layout().total() : options.data_parallel.shard_end,
+                 model.kept_begin()),
       inputs_(batch_tensor(options)),
       targets_(batch_tensor(options)) {
   const DataParallel& dp = options.data_parallel;
-  TROUPE_CHECK(dp.zero_stage >= 0 && dp.zero_stage <= 2, "ZeRO stage " + std::to_string(dp.zero_stage));
-  TROUPE_CHECK(dp.size == 1 || (dp.zero_stage == 2 ? dp.reduce_scatter_gradients && dp.sum : static_cast<bool>(dp.sum_gradients)),
-               "a data-parallel group of more than one rank needs its gradient reduction");
-  TROUPE_CHECK(dp.zero_stage == 0 || dp.all_gather_parameters || dp.size == 1, "ZeRO needs all_gather_parameters");
+  TROUPE_CHECK(dp.zero_stage >= 0 && dp.zero_stage <= 3, "ZeRO stage " + std::to_string(dp.zero_stage));
+  if (dp.zero_stage == 3) {
+    const std::int64_t shard_end = dp.shard_end < 0 ? model.layout().total() : dp.shard_end;
+    TROUPE_CHECK(dp.sharded && model.kept_begin() == dp.shard_begin &&
+                     model.kept_begin() + model.params().numel() == shard_end && (dp.size == 1 || dp.sum),
+                 "ZeRO-3 needs a model whose source keeps this rank's shard, and a scalar sum");
+  } else {
+    TROUPE_CHECK(model.params().numel() == model.layout().total(), "only ZeRO-3 shards the model's parameters");
+    TROUPE_CHECK(dp.size == 1 ||
+                     (dp.zero_stage == 2 ? dp.reduce_scatter_gradients && dp.sum : static_cast<bool>(dp.sum_gradients)),
+                 "a data-parallel group of more than one rank needs its gradient reduction");
+    TROUPE_CHECK(dp.zero_stage == 0 || dp.all_gather_parameters || dp.size == 1, "ZeRO needs all_gather_parameters");
+  }
   TROUPE_CHECK(0 <= options.data_parallel.rank && options.data_parallel.rank < options.data_parallel.size,
                "data-parallel rank outside its group");
   model_.reserve(options.batch_size, options.seq_len);
@@ -68,8 +78,10 @@ StepResult Trainer::step() {
     const bool last_micro = micro == k - 1;
     model_.backward(1.0 / (static_cast<double>(k) * dp.size), last_micro && overlap ? start_layer_bucket : no_hook);
   }
-  const bool sharded_gradients = dp.size > 1 && dp.zero_stage == 2;
-  if (overlap) {
+  const bool sharded_gradients = dp.size > 1 && dp.zero_stage >= 2;
+  if (dp.zero_stage == 3) {
+    dp.sharded->finish_gradients();
+  } else if (overlap) {
     // The buckets backward did not cover: the embeddings at the front of the buffer, ln_f at the end.
     const auto [first_layer_begin, first_layer_end] = model_.layout().layer_range(0);
     const auto [last_layer_begin, last_layer_end] = model_.layout().layer_range(model_.config().n_layer - 1);
@@ -85,15 +97,21 @@ StepResult Trainer::step() {
   result.grad_norm = sharded_gradients ? clip_sharded_gradients()
                                        : clip_grad_norm(model_.backend(), model_.grads(), options_.grad_clip);
   optimizer_.step(model_.params(), model_.grads(), result.lr);
-  if (dp.size > 1 && dp.zero_stage > 0) dp.all_gather_parameters(model_.params());
+  if (dp.size > 1 && (dp.zero_stage == 1 || dp.zero_stage == 2)) dp.all_gather_parameters(model_.params());
   ++steps_;
   return result;
 }
 
+Tensor Trainer::gradient_shard() {
+  const DataParallel& dp = options_.data_parallel;
+  if (dp.zero_stage == 3) return model_.grads();
+  const std::int64_t end = dp.shard_end < 0 ? model_.layout().total() : dp.shard_end;
+  return model_.grads().slice(dp.shard_begin, {end - dp.shard_begin});
+}
+
 double Trainer::clip_sharded_gradients() {
   const DataParallel& dp = options_.data_parallel;
-  const std::int64_t end = dp.shard_end < 0 ? model_.layout().total() : dp.shard_end;
-  Tensor shard = model_.grads().slice(dp.shard_begin, {end - dp.shard_begin});
+  Tensor shard = gradient_shard();
   const double norm = std::sqrt(dp.sum(model_.backend().sum_of_squares(shard)));
   scale_to_norm(model_.backend(), shard, norm, options_.grad_clip);
   return norm;
@@ -106,6 +124,7 @@ double Trainer::evaluate(int batches) {
                           options_.seq_len, static_cast<std::uint64_t>(i) * options_.batch_size, options_.batch_size);
     sum += model_.forward(inputs_, targets_);
   }
+  if (options_.data_parallel.sharded) options_.data_parallel.sharded->release_all();
   return batches > 0 ? sum / batches : 0.0;
 }
 

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <vector>
 
 #include "compute/data/batch.hpp"
 #include "compute/data/window_sampler.hpp"
@@ -21,6 +22,7 @@
 #include "compute/optim/adamw.hpp"
 #include "compute/optim/grad_clip.hpp"
 #include "compute/optim/lr_schedule.hpp"
+#include "compute/train/sharded_parameters.hpp"
 
 namespace troupe::compute {
 
@@ -34,6 +36,10 @@ namespace troupe::compute {
 //   stage 1: sum_gradients; each rank updates its shard; all_gather_parameters spreads them.
 //   stage 2: reduce_scatter_gradients leaves the summed shard here (the rest is not used); the
 //            clip norm is the sum over ranks of each shard's squares; then as stage 1.
+//   stage 3: the model keeps only the shard of parameters and gradients (its source is
+//            `sharded`, sharded_parameters.hpp), which gathers each block for its use and
+//            reduce-scatters its gradients during backward; the clip as stage 2, AdamW on the
+//            shard, and nothing to gather after the step.
 struct DataParallel {
   int rank = 0;
   int size = 1;
@@ -49,6 +55,11 @@ struct DataParallel {
   std::function<void(Tensor& params)> all_gather_parameters;    // stages 1, 2
   std::function<double(double)> sum;                            // a scalar over the group (stage 2's norm)
   std::function<double(double)> mean;                           // a scalar's mean over the group; identity if empty
+  // Stage 3: every position's shard as n + 1 offsets into the flat buffer, and how a unit's
+  // pieces move; the caller builds the model's source from them and points `sharded` at it.
+  std::vector<std::int64_t> shard_offsets;
+  ShardExchange unit_exchange;
+  ShardedParameters* sharded = nullptr;
 };
 
 struct TrainerOptions {
@@ -86,8 +97,9 @@ class Trainer {
   std::int64_t tokens_per_step() const;  // over the whole data-parallel group
 
  private:
-  // Stage 2's clip: the norm of the summed gradient from the shards, then this shard scaled.
+  // Stages 2 and 3's clip: the norm of the summed gradient from the shards, then this shard scaled.
   double clip_sharded_gradients();
+  Tensor gradient_shard();
 
   GPT& model_;
   TrainerOptions options_;

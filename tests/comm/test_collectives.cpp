@@ -76,6 +76,66 @@ TEST_CASE("all-gather puts every rank's segment on every rank", "[collectives][a
   }
 }
 
+namespace {
+
+// Position p's segment of `count` elements when the segments are uneven: some empty, the
+// largest at a different position for each count (ZeRO-3 gathers a block's share of each shard).
+std::vector<Slice> uneven_segments(std::int64_t count, int n) {
+  std::vector<Slice> segments(n);
+  std::int64_t next = 0;
+  for (int p = 0; p < n; ++p) {
+    const std::int64_t left = count - next;
+    const std::int64_t take = p == n - 1 ? left : (p % 2 == 1 ? 0 : left * (p + 1) / (n + 1));
+    segments[p] = {next, take};
+    next += take;
+  }
+  return segments;
+}
+
+}  // namespace
+
+TEST_CASE("reduce-scatter and all-gather over uneven segments, some of them empty", "[collectives][zero3]") {
+  for (int n = 1; n <= 4; ++n) {
+    INFO(n << " processes");
+    run_ranks(n, [](Engine& engine) -> Expected<std::vector<std::uint8_t>> {
+      auto comm = world(engine, chunked);
+      if (!comm) return comm.error();
+      const int n = engine.world_size(), position = (*comm)->position();
+      for (std::int64_t count : {std::int64_t{1}, std::int64_t{7}, std::int64_t{1000003}}) {
+        const std::vector<Slice> segments = uneven_segments(count, n);
+        Tensor sums = Tensor::zeros({count}, DType::f64);
+        double* x = sums.data_as<double>();
+        for (std::int64_t i = 0; i < count; ++i) x[i] = input_value(engine.rank(), i);
+        if (auto s = (*comm)->reduce_scatter(sums, segments); !s) return s.error();
+        const Slice own = segments[position];
+        for (std::int64_t i = own.offset; i < own.offset + own.count; ++i) {
+          double want = 0;
+          for (int r = 0; r < n; ++r) want += input_value(r, i);
+          if (std::abs(x[i] - want) > 1e-12 * n * 256) return wrong("uneven reduce-scatter", count, i, x[i], want);
+        }
+        Tensor gathered = Tensor::zeros({count}, DType::f32);
+        float* y = gathered.data_as<float>();
+        for (std::int64_t i = 0; i < count; ++i) y[i] = -1.0f;
+        for (std::int64_t i = own.offset; i < own.offset + own.count; ++i) y[i] = input_value(engine.rank(), i);
+        if (auto s = (*comm)->all_gather(gathered, segments); !s) return s.error();
+        for (int p = 0; p < n; ++p) {
+          for (std::int64_t i = segments[p].offset; i < segments[p].offset + segments[p].count; ++i) {
+            if (y[i] != input_value(p, i)) return wrong("uneven all-gather", count, i, y[i], input_value(p, i));
+          }
+        }
+      }
+      // Segments that leave a gap, or miss the buffer's end, fail the operation with a reason.
+      Tensor buffer = Tensor::zeros({10}, DType::f32);
+      std::vector<Slice> gap(n, Slice{0, 0});
+      gap.back() = {1, 9};
+      const auto refused = (*comm)->all_gather(buffer, gap);
+      if (refused) return Error{"segments with a gap were accepted"};
+      if (refused.error().message.find("segments") == std::string::npos) return refused.error();
+      return std::vector<std::uint8_t>{};
+    });
+  }
+}
+
 TEST_CASE("broadcast copies the root's buffer to every rank, from any root", "[collectives][broadcast]") {
   for (int n = 1; n <= 4; ++n) {
     INFO(n << " processes");

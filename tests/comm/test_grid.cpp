@@ -94,8 +94,9 @@ TEST_CASE("ring chunks grow so an operation never needs more message indices tha
   const std::int64_t huge = std::int64_t{1} << 32;
   for (int ranks : {2, 3, 64}) {
     for (RingPhases phases : {RingPhases::all_reduce, RingPhases::reduce_scatter}) {
-      const std::int64_t chunk = ring_chunk_elements(huge, ranks, phases, 1);
-      const std::int64_t chunks = (segment_of(huge, ranks, 0).count + chunk - 1) / chunk;
+      const std::int64_t largest = segment_of(huge, ranks, 0).count;
+      const std::int64_t chunk = ring_chunk_elements(largest, ranks, phases, 1);
+      const std::int64_t chunks = (largest + chunk - 1) / chunk;
       // Each message may have an acknowledgement of its own (chunks through mapped blocks).
       const int steps = (phases == RingPhases::all_reduce ? 2 : 1) * (ranks - 1);
       CHECK(2 * chunks * steps <= max_messages_per_operation);

@@ -7,6 +7,8 @@
 
 #include <barrier>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <thread>
 
 #include "compute/cpu/cpu_backend.hpp"
@@ -32,18 +34,26 @@ TrainerOptions base_options() {
 
 const GPTConfig config{2, 32, 4, 32, 64, 64};
 
+using MakeSource = std::function<std::unique_ptr<ShardedParameters>(Backend&)>;
+
+// The parameters this rank keeps after the steps: all of them, or its ZeRO-3 shard (written at
+// their global offsets into a buffer of the whole model's size, the rest zero).
 std::vector<float> train(TrainerOptions o, const std::vector<std::uint16_t>& data, int steps,
-                         std::vector<double>* losses) {
+                         std::vector<double>* losses, const MakeSource& make_source = {}) {
   CpuBackend backend(1);
-  GPT model(config, backend);
+  std::unique_ptr<ShardedParameters> source = make_source ? make_source(backend) : nullptr;
+  o.data_parallel.sharded = source.get();
+  GPT model(config, backend, DType::f32, Recompute::none, source.get());
   model.init_parameters(5);
   Trainer trainer(model, o, data, data);
   for (int i = 0; i < steps; ++i) {
     double loss = trainer.step().loss;
     if (losses) losses->push_back(loss);
   }
+  std::vector<float> kept(static_cast<std::size_t>(model.layout().total()), 0.0f);
   const float* p = model.params().data_as<float>();
-  return {p, p + model.layout().total()};
+  std::copy(p, p + model.params().numel(), kept.begin() + model.kept_begin());
+  return kept;
 }
 
 // Two ranks as threads; the collectives sum through shared memory in a fixed order. Returns
@@ -62,8 +72,8 @@ TwoRanks run_two_ranks(const std::vector<std::uint16_t>& data, int steps, int ze
   TwoRanks out;
   auto rank_main = [&](int rank) {
     const std::int64_t begin = rank == 0 ? 0 : half, end = rank == 0 ? half : total;
-    auto exchange = [&](const float* values) {
-      std::memcpy(slots[rank].data(), values, total * sizeof(float));
+    auto exchange = [&](const float* values, std::int64_t n) {
+      std::memcpy(slots[rank].data(), values, n * sizeof(float));
       sync.arrive_and_wait();
     };
     auto scalar_sum = [&](double x) {
@@ -81,26 +91,52 @@ TwoRanks run_two_ranks(const std::vector<std::uint16_t>& data, int steps, int ze
     dp.zero_stage = zero_stage;
     if (zero_stage > 0) dp.shard_begin = begin, dp.shard_end = end;
     dp.sum_gradients = [&](Tensor& grads) {
-      exchange(grads.data_as<float>());
+      exchange(grads.data_as<float>(), total);
       float* g = grads.data_as<float>();
       for (std::int64_t i = 0; i < total; ++i) g[i] = slots[0][i] + slots[1][i];
       sync.arrive_and_wait();
     };
     dp.reduce_scatter_gradients = [&, begin, end](Tensor& grads) {
-      exchange(grads.data_as<float>());
+      exchange(grads.data_as<float>(), total);
       float* g = grads.data_as<float>();
       for (std::int64_t i = begin; i < end; ++i) g[i] = slots[0][i] + slots[1][i];
       sync.arrive_and_wait();
     };
     dp.all_gather_parameters = [&](Tensor& params) {
-      exchange(params.data_as<float>());
+      exchange(params.data_as<float>(), total);
       float* p = params.data_as<float>();
       for (std::int64_t i = 0; i < total; ++i) p[i] = slots[i < half ? 0 : 1][i];
       sync.arrive_and_wait();
     };
     dp.sum = scalar_sum;
     dp.mean = [&](double x) { return scalar_sum(x) / 2; };
-    out.params[rank] = train(o, data, steps, &out.losses[rank]);
+    // ZeRO-3 exchanges one unit at a time: position p's piece of it is counts[p] elements long.
+    ShardExchange units;
+    units.start_all_gather = [&](Tensor unit, std::vector<std::int64_t> counts) {
+      exchange(unit.data_as<float>(), unit.numel());
+      float* u = unit.data_as<float>();
+      const std::int64_t other = rank == 0 ? counts[0] : 0, count = counts[1 - rank];
+      std::memcpy(u + other, slots[1 - rank].data() + other, count * sizeof(float));
+      sync.arrive_and_wait();
+      return ShardExchange::Ticket{0};
+    };
+    units.start_reduce_scatter = [&](Tensor unit, std::vector<std::int64_t> counts) {
+      exchange(unit.data_as<float>(), unit.numel());
+      float* u = unit.data_as<float>();
+      const std::int64_t own = rank == 0 ? 0 : counts[0];
+      for (std::int64_t i = own; i < own + counts[rank]; ++i) u[i] = slots[0][i] + slots[1][i];
+      sync.arrive_and_wait();
+      return ShardExchange::Ticket{0};
+    };
+    units.wait = [](ShardExchange::Ticket) {};
+    MakeSource make_source;
+    if (zero_stage == 3) {
+      make_source = [&, rank](Backend& backend) {
+        return std::make_unique<ShardedParameters>(backend, GPT::parameter_units(config), DType::f32, rank,
+                                                   std::vector<std::int64_t>{0, half, total}, units, true);
+      };
+    }
+    out.params[rank] = train(o, data, steps, &out.losses[rank], make_source);
   };
   std::thread other(rank_main, 1);
   rank_main(0);
@@ -110,7 +146,7 @@ TwoRanks run_two_ranks(const std::vector<std::uint16_t>& data, int steps, int ze
 
 }  // namespace
 
-TEST_CASE("two data-parallel ranks of batch b take the steps of one process of batch 2b, with ZeRO 0, 1 and 2",
+TEST_CASE("two data-parallel ranks of batch b take the steps of one process of batch 2b, with ZeRO 0 to 3",
           "[model][dp]") {
   const auto data = random_stream(40000, 64);
   const int steps = 4;
@@ -119,9 +155,18 @@ TEST_CASE("two data-parallel ranks of batch b take the steps of one process of b
   std::vector<double> single_losses;
   const auto reference = train(single, data, steps, &single_losses);
 
-  std::vector<float> plain;
-  for (int stage : {0, 1, 2}) {
-    const TwoRanks run = run_two_ranks(data, steps, stage);
+  std::vector<float> plain, sharded_gradients;
+  for (int stage : {0, 1, 2, 3}) {
+    TwoRanks run = run_two_ranks(data, steps, stage);
+    if (stage == 3) {
+      // Each rank kept only its shard: together they are the model.
+      const std::int64_t half = (ParameterLayout(config).total() + 1) / 2;
+      for (std::size_t i = 0; i < run.params[0].size(); ++i) {
+        const int keeper = static_cast<std::int64_t>(i) < half ? 0 : 1;
+        CHECK(run.params[1 - keeper][i] == 0.0f);
+        run.params[0][i] = run.params[1][i] = run.params[keeper][i];
+      }
+    }
     CHECK(std::memcmp(run.params[0].data(), run.params[1].data(), run.params[0].size() * sizeof(float)) == 0);
     double max_diff = 0;
     for (std::size_t i = 0; i < reference.size(); ++i)
@@ -133,5 +178,9 @@ TEST_CASE("two data-parallel ranks of batch b take the steps of one process of b
     if (stage == 0) plain = run.params[0];
     // ZeRO-1 does the same arithmetic as plain data parallelism, element for element.
     if (stage == 1) CHECK(std::memcmp(plain.data(), run.params[0].data(), plain.size() * sizeof(float)) == 0);
+    // ZeRO-3 sums each element in the order ZeRO-2 does, one block at a time.
+    if (stage == 2) sharded_gradients = run.params[0];
+    if (stage == 3)
+      CHECK(std::memcmp(sharded_gradients.data(), run.params[0].data(), plain.size() * sizeof(float)) == 0);
   }
 }

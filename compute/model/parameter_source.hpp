@@ -1,0 +1,65 @@
+#pragma once
+// Where a pipeline stage (gpt_stage.hpp) finds its parameters and leaves its gradients, one unit
+// at a time. A unit is a contiguous piece of the stage's flat buffer that is used as a whole: the
+// embeddings (wte, wpe) on a first stage, each block, and what follows the last block on a last
+// stage (ln_f, and a last stage's own copy of wte). They cover [0, num_params) in order.
+//
+// The stage brackets every use of a unit with use()/done_with() and every unit's gradients with
+// gradient()/gradient_done(), in the order its forward and backward walk the units (forward goes
+// up: embeddings, blocks, tail; backward down), and names at each use the unit it will use next. So a source may keep everything resident
+// (ResidentParameters, the default), or keep only a shard and gather each unit just before it is
+// used and reduce its gradient just after it is final (ZeRO-3: compute/train/sharded_parameters).
+
+#include <cstdint>
+#include <vector>
+
+#include "compute/backend.hpp"
+#include "compute/tensor.hpp"
+
+namespace troupe::compute {
+
+struct ParameterUnit {
+  std::int64_t begin = 0, end = 0;  // local [begin, end) of the stage's flat buffer
+  std::int64_t size() const { return end - begin; }
+};
+
+enum class Pass { forward, backward };
+
+class ParameterSource {
+ public:
+  virtual ~ParameterSource() = default;
+
+  // What this rank keeps between steps: local [kept_begin(), kept_begin() + numel) of the
+  // parameters, and of the gradients the optimizer reads.
+  virtual Tensor& kept_parameters() = 0;
+  virtual Tensor& kept_gradients() = 0;
+  virtual std::int64_t kept_begin() const = 0;
+
+  // Unit u's parameters, u's size, valid until done_with(u, pass). `next` is the unit the stage
+  // will use after it in this pass (-1: none), so a source that gathers can start on it now.
+  virtual Tensor use(int unit, Pass pass, int next) = 0;
+  virtual void done_with(int unit, Pass pass) = 0;
+  // Where a backward adds unit u's gradients (u's size); gradient_done(u) once they are final.
+  virtual Tensor gradient(int unit) = 0;
+  virtual void gradient_done(int unit) = 0;
+};
+
+// Every parameter and gradient of the stage in two flat buffers, as one process trains.
+class ResidentParameters final : public ParameterSource {
+ public:
+  ResidentParameters(Backend& backend, std::vector<ParameterUnit> units, DType dtype);
+
+  Tensor& kept_parameters() override { return params_; }
+  Tensor& kept_gradients() override { return grads_; }
+  std::int64_t kept_begin() const override { return 0; }
+  Tensor use(int unit, Pass, int) override;
+  void done_with(int, Pass) override {}
+  Tensor gradient(int unit) override;
+  void gradient_done(int) override {}
+
+ private:
+  std::vector<ParameterUnit> units_;
+  Tensor params_, grads_;
+};
+
+}  // namespace troupe::compute

@@ -1,0 +1,132 @@
+#include "compute/train/sharded_parameters.hpp"
+
+#include <algorithm>
+
+#include "compute/memory_ledger.hpp"
+
+namespace troupe::compute {
+
+ShardedParameters::ShardedParameters(Backend& backend, std::vector<ParameterUnit> units, DType dtype, int position,
+                                     std::vector<std::int64_t> shards, ShardExchange exchange,
+                                     bool reshard_after_forward)
+    : backend_(backend),
+      units_(std::move(units)),
+      dtype_(dtype),
+      shards_(std::move(shards)),
+      exchange_(std::move(exchange)),
+      reshard_after_forward_(reshard_after_forward) {
+  TROUPE_CHECK(!units_.empty() && shards_.size() >= 2, "ZeRO-3 needs units and at least one shard");
+  TROUPE_CHECK(shards_.front() == 0 && shards_.back() == units_.back().end && std::is_sorted(shards_.begin(), shards_.end()),
+               "ZeRO-3 shards must cover the stage's buffer in order");
+  TROUPE_CHECK(0 <= position && position + 1 < static_cast<int>(shards_.size()), "ZeRO-3 position outside the group");
+  TROUPE_CHECK(!exchanges() || (exchange_.start_all_gather && exchange_.start_reduce_scatter && exchange_.wait),
+               "a ZeRO-3 group of more than one rank needs its exchange");
+  begin_ = shards_[static_cast<std::size_t>(position)];
+  end_ = shards_[static_cast<std::size_t>(position) + 1];
+  {
+    MemoryScope scope(MemoryKind::parameters);
+    params_ = backend_.zeros({end_ - begin_}, dtype_);
+  }
+  MemoryScope scope(MemoryKind::gradients);
+  grads_ = backend_.zeros({end_ - begin_}, dtype_);
+}
+
+std::vector<std::int64_t> ShardedParameters::pieces(const ParameterUnit& unit) const {
+  std::vector<std::int64_t> counts;
+  for (std::size_t p = 0; p + 1 < shards_.size(); ++p)
+    counts.push_back(std::max<std::int64_t>(0, std::min(unit.end, shards_[p + 1]) - std::max(unit.begin, shards_[p])));
+  return counts;
+}
+
+Tensor ShardedParameters::take(std::multimap<std::int64_t, Tensor>& pool, std::int64_t size, bool gradients) {
+  if (auto it = pool.find(size); it != pool.end()) {
+    Tensor t = std::move(it->second);
+    pool.erase(it);
+    return t;
+  }
+  MemoryScope scope(gradients ? MemoryKind::gradients : MemoryKind::gathered_parameters);
+  return backend_.zeros({size}, dtype_);
+}
+
+ShardedParameters::Gathered& ShardedParameters::gather(int unit) {
+  if (auto it = gathered_.find(unit); it != gathered_.end()) return it->second;
+  const ParameterUnit& u = units_.at(static_cast<std::size_t>(unit));
+  Gathered g{take(free_parameters_, u.size(), false), std::nullopt};
+  const std::int64_t lo = std::max(u.begin, begin_), hi = std::min(u.end, end_);
+  if (lo < hi) {
+    Tensor own = g.buffer.slice(lo - u.begin, {hi - lo});
+    backend_.copy(own, params_.slice(lo - begin_, {hi - lo}));
+  }
+  if (exchanges()) g.pending = exchange_.start_all_gather(g.buffer, pieces(u));
+  return gathered_.emplace(unit, std::move(g)).first->second;
+}
+
+Tensor ShardedParameters::use(int unit, Pass, int next) {
+  Gathered& g = gather(unit);
+  if (g.pending) {
+    exchange_.wait(*g.pending);
+    g.pending.reset();
+  }
+  Tensor buffer = g.buffer;
+  if (next >= 0) gather(next);
+  return buffer;
+}
+
+void ShardedParameters::done_with(int unit, Pass pass) {
+  const bool root = unit == 0 || unit + 1 == static_cast<int>(units_.size());
+  if (pass == Pass::forward && (!reshard_after_forward_ || root)) return;
+  release(unit);
+}
+
+void ShardedParameters::release(int unit) {
+  auto it = gathered_.find(unit);
+  if (it == gathered_.end()) return;
+  // A prefetch still in flight writes into the buffer: it must land before the buffer is reused.
+  if (it->second.pending) exchange_.wait(*it->second.pending);
+  free_parameters_.emplace(it->second.buffer.numel(), std::move(it->second.buffer));
+  gathered_.erase(it);
+}
+
+void ShardedParameters::release_all() {
+  while (!gathered_.empty()) release(gathered_.begin()->first);
+}
+
+Tensor ShardedParameters::gradient(int unit) {
+  TROUPE_CHECK(!open_gradients_.count(unit), "unit " + std::to_string(unit) + "'s gradient asked for twice");
+  Tensor buffer = take(free_gradients_, units_.at(static_cast<std::size_t>(unit)).size(), true);
+  backend_.fill_zero(buffer);
+  open_gradients_.emplace(unit, buffer);
+  return buffer;
+}
+
+void ShardedParameters::gradient_done(int unit) {
+  auto it = open_gradients_.find(unit);
+  TROUPE_CHECK(it != open_gradients_.end(), "unit " + std::to_string(unit) + "'s gradient finished unasked");
+  Reducing r{unit, std::move(it->second), std::nullopt};
+  open_gradients_.erase(it);
+  // The reduce-scatter posted before this one had this unit's whole backward to travel.
+  while (!reducing_.empty()) fold_oldest();
+  if (exchanges()) r.pending = exchange_.start_reduce_scatter(r.buffer, pieces(units_[static_cast<std::size_t>(unit)]));
+  reducing_.push_back(std::move(r));
+}
+
+void ShardedParameters::fold_oldest() {
+  Reducing r = std::move(reducing_.front());
+  reducing_.erase(reducing_.begin());
+  if (r.pending) exchange_.wait(*r.pending);
+  const ParameterUnit& u = units_.at(static_cast<std::size_t>(r.unit));
+  const std::int64_t lo = std::max(u.begin, begin_), hi = std::min(u.end, end_);
+  if (lo < hi) {
+    Tensor into = grads_.slice(lo - begin_, {hi - lo});
+    backend_.residual_forward(into, into, r.buffer.slice(lo - u.begin, {hi - lo}));
+  }
+  free_gradients_.emplace(r.buffer.numel(), std::move(r.buffer));
+}
+
+void ShardedParameters::finish_gradients() {
+  while (!reducing_.empty()) fold_oldest();
+  // A copy still gathered now would miss the optimizer's update and serve stale values.
+  TROUPE_CHECK(gathered_.empty() && open_gradients_.empty(), "ZeRO-3 units still gathered after the backward");
+}
+
+}  // namespace troupe::compute

@@ -1,0 +1,94 @@
+#pragma once
+// ZeRO-3's parameter source (parameter_source.hpp): stage 3 of Rajbhandari et al., FSDP's fully
+// sharded units. Position p of a data-parallel group of n keeps shard p of the stage's flat
+// buffer, local [shards[p], shards[p + 1]), of the parameters and of the gradients (and the
+// trainer's AdamW keeps that shard's moments). These are ZeRO-1/2's shards, so checkpoints, the
+// clip and the optimizer see the same ranges under every stage.
+//
+// Forward: use(u) all-gathers unit u into a buffer of its size (each position contributes the
+// part of u inside its shard: uneven, often empty) and at once posts the gather of the unit the
+// stage names as next, which travels while u computes (prefetch). done_with(u) frees the gathered copy when
+// reshard_after_forward, else keeps it for the backward; the first and the last unit (a whole
+// model's embeddings and tail, which the backward needs first) are kept either way, as FSDP keeps
+// its root. Backward walks down: use(u) gathers again and prefetches the next; gradient(u) is a zeroed
+// buffer of u's size for the backward to fill; gradient_done(u) posts its reduce-scatter over the
+// same pieces, and once that is done the piece inside this shard is added into the kept
+// gradients. A unit's reduce-scatter travels while the unit below it computes.
+//
+// Every rank of the group runs the same forward and backward, so the collectives meet in order.
+// Each element is summed in the ring order of the shard that holds it, as ZeRO-2's reduce-scatter
+// of the whole buffer sums it: one micro-batch per step gives ZeRO-2's bits.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "compute/model/parameter_source.hpp"
+
+namespace troupe::compute {
+
+// How the group moves a unit's bytes (compute/ knows no communication).
+struct ShardExchange {
+  using Ticket = std::uint64_t;
+  // Post a collective over a unit's buffer; `counts[p]` elements are position p's piece, in order
+  // and covering the buffer. wait(ticket) returns once it is done.
+  std::function<Ticket(Tensor unit, std::vector<std::int64_t> counts)> start_all_gather;
+  std::function<Ticket(Tensor unit, std::vector<std::int64_t> counts)> start_reduce_scatter;
+  std::function<void(Ticket)> wait;
+};
+
+class ShardedParameters final : public ParameterSource {
+ public:
+  // `shards` holds n + 1 offsets into the stage's flat buffer; with n = 1 nothing is exchanged.
+  ShardedParameters(Backend& backend, std::vector<ParameterUnit> units, DType dtype, int position,
+                    std::vector<std::int64_t> shards, ShardExchange exchange, bool reshard_after_forward);
+
+  Tensor& kept_parameters() override { return params_; }
+  Tensor& kept_gradients() override { return grads_; }
+  std::int64_t kept_begin() const override { return begin_; }
+  Tensor use(int unit, Pass pass, int next) override;
+  void done_with(int unit, Pass pass) override;
+  Tensor gradient(int unit) override;
+  void gradient_done(int unit) override;
+
+  // Waits for every reduce-scatter and adds its piece: the kept gradients are then final.
+  void finish_gradients();
+  // Frees every gathered copy: after forwards that no backward follows (evaluation).
+  void release_all();
+
+ private:
+  struct Gathered {
+    Tensor buffer;
+    std::optional<ShardExchange::Ticket> pending;
+  };
+  struct Reducing {
+    int unit;
+    Tensor buffer;
+    std::optional<ShardExchange::Ticket> pending;
+  };
+
+  bool exchanges() const { return shards_.size() > 2; }
+  std::vector<std::int64_t> pieces(const ParameterUnit& unit) const;
+  Gathered& gather(int unit);
+  void release(int unit);
+  void fold_oldest();
+  Tensor take(std::multimap<std::int64_t, Tensor>& pool, std::int64_t size, bool gradients);
+
+  Backend& backend_;
+  std::vector<ParameterUnit> units_;
+  DType dtype_;
+  std::vector<std::int64_t> shards_;
+  std::int64_t begin_, end_;
+  ShardExchange exchange_;
+  bool reshard_after_forward_;
+  Tensor params_, grads_;
+  std::map<int, Gathered> gathered_;
+  std::map<int, Tensor> open_gradients_;  // handed out by gradient(), not yet done
+  std::vector<Reducing> reducing_;  // oldest first
+  // Freed buffers by size, reused: a step allocates nothing once the first has run.
+  std::multimap<std::int64_t, Tensor> free_parameters_, free_gradients_;
+};
+
+}  // namespace troupe::compute
