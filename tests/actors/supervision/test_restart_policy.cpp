@@ -531,6 +531,7 @@ TEST_CASE("a rescue is asked for only with checkpoint.dir, the CPU backend, no Z
       {defaults(), true, ""},
       {options([](RestartOptions& o) { o.checkpoint_dir = ""; }), false, "no checkpoint.dir to restart from"},
       {options([](RestartOptions& o) { o.zero = 2; }), false, "train.zero 2 shards the optimizer state"},
+      {options([](RestartOptions& o) { o.zero = 3; }), false, "train.zero 3 shards the parameters and the optimizer state"},
       {options([](RestartOptions& o) { o.backend = "cuda-bf16"; }), false,
        "the state is in GPU memory, behind a stream an aborted NCCL communicator may block"},
       {options([](RestartOptions& o) { o.data_parallel = 1; }), false, "a single data-parallel replica"},

@@ -66,6 +66,18 @@ TEST_CASE("drill kill-node: a SIGKILLed node is detected within a second and the
   CHECK(seconds_after(r.out, "recovered") < 30.0);
 }
 
+TEST_CASE("drill kill-node under ZeRO-3: no replica holds the lost shard, so the job goes back to the newest "
+          "checkpoint and says why",
+          "[drill][zero3]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "kill-node", {"--train.zero", "3"});
+  check_passed(r);
+  CHECK_THAT(r.out, Contains("lost node 1") && Contains("steps lost: 1\n") &&
+                        Contains("recovered from a surviving replica's memory: no (train.zero 3 shards the parameters "
+                                 "and the optimizer state; restored from the newest checkpoint)") &&
+                        Contains("counted: restarts=1 failure.node_lost=1 recovery.checkpoint=1"));
+}
+
 TEST_CASE("drill node-lost: a node that cannot come back is left out and the job finishes on fewer replicas",
           "[drill]") {
   TempDir dir;
