@@ -157,3 +157,49 @@ TEST_CASE("a ZeRO-3 checkpoint of dp 2 resumes on one process without ZeRO and o
     CHECK(number_after(r.out, "param norm") == Approx(norm).epsilon(1e-6));
   }
 }
+
+TEST_CASE("a model whose training state exceeds each process's memory limit trains under ZeRO-3 on 4 ranks, equal "
+          "to the unsharded run",
+          "[zero3]") {
+  TempDir dir;
+  const std::string script = TROUPE_SOURCE_DIR "/tests/scripts/run_in_memory_cgroup.sh";
+  // 10.6 M parameters: 170 MB of parameters, gradients and AdamW moments in one process.
+  const std::vector<std::string> model{"--model.n_layer", "6",   "--model.n_embd",     "384", "--model.n_head", "6",
+                                       "--model.block_size", "64", "--model.vocab_size", "256"};
+  const auto job = with(with(tiny_job(6), model), {"--train.batch_size", "4"});
+  const std::string limit = std::to_string(160 * 1024 * 1024);
+
+  const ProcessResult free_run = run_troupe(dir, job, std::chrono::seconds(120));
+  INFO("one process, no limit:\n" << free_run.out << free_run.err);
+  REQUIRE(free_run.exit_code == 0);
+
+  // The same process under the limit is killed for memory: its state does not fit.
+  std::string one_process = TROUPE_BINARY_DIR "/troupe";
+  for (const std::string& arg : job) one_process += " " + arg;
+  const ProcessResult limited = run_process({"/bin/bash", script, limit, "one-process", one_process}, dir.path().string(),
+                                            std::chrono::seconds(120));
+  if (limited.exit_code == 77) {
+    std::printf("SKIPPED (needs a writable memory cgroup): %s\n", limited.err.c_str());
+    WARN("SKIPPED (needs a writable memory cgroup): " << limited.err);
+    return;
+  }
+  INFO("one process under " << limit << " bytes:\n" << limited.out << limited.err);
+  CHECK(limited.exit_code == 137);
+
+  // Four node processes, each in a cgroup of its own with the same limit, one sequence each.
+  const std::string hosts = dir.write("hosts", "memhost-0 slots=1\nmemhost-1 slots=1\nmemhost-2 slots=1\nmemhost-3 slots=1\n");
+  auto sharded_job = with(with(tiny_job(6), model), {"--train.batch_size", "1", "--train.zero", "3"});
+  sharded_job[0] = "launch";
+  sharded_job = with(sharded_job, {"--hostfile", hosts, "--launcher", "bash " + script + " " + limit + " {host} {command}"});
+  const ProcessResult sharded = run_troupe(dir, sharded_job, std::chrono::seconds(180));
+  INFO("ZeRO-3 on 4 ranks:\n" << sharded.out << sharded.err);
+  REQUIRE(sharded.exit_code == 0);
+  CHECK_THAT(sharded.out, Contains("job finished: all 4 nodes done"));
+  const double loss = number_after(sharded.out, "final train loss"), reference = number_after(free_run.out, "final train loss");
+  std::printf("ZeRO-3, 4 ranks under %s bytes each: final loss %.6f, param norm %.9g; one process without a limit: "
+              "%.6f, %.9g\n",
+              limit.c_str(), loss, number_after(sharded.out, "param norm"), reference,
+              number_after(free_run.out, "param norm"));
+  CHECK(loss == Approx(reference).epsilon(1e-5));
+  CHECK(number_after(sharded.out, "param norm") == Approx(number_after(free_run.out, "param norm")).epsilon(1e-5));
+}
