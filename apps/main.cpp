@@ -282,6 +282,26 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   dp_command->allow_extras();
 
+  BenchZero3Options zero3_options;
+  CLI::App* zero3_command = bench_command->add_subcommand(
+      "zero3", "ZeRO-3 (and with full recompute) against ZeRO-0 on the same ranks, in turns: tokens/s and bytes.");
+  zero3_command->add_option("--model", zero3_options.model, "model preset")
+      ->check(CLI::IsMember(compute::gpt_preset_names()))
+      ->capture_default_str();
+  zero3_command->add_option("--batch", zero3_options.batch, "micro-batch per rank")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  zero3_command->add_option("--processes", zero3_options.processes, "data-parallel processes")
+      ->check(CLI::Range(2, 64))
+      ->capture_default_str();
+  zero3_command->add_option("--steps", zero3_options.steps, "measured iterations (one step of each variant)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  zero3_command->add_option("--warmup", zero3_options.warmup, "unmeasured iterations first")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
+  zero3_command->allow_extras();
+
   BenchPipelineOptions pipeline_options;
   CLI::App* pipeline_command = bench_command->add_subcommand(
       "pipeline", "Measured pipeline bubble per schedule beside the simulator's prediction and the closed form.");
@@ -482,6 +502,11 @@ int main(int argc, char** argv) {
       if (Status extras = reject_unknown_arguments(*dp_command); !extras)
         return error_exit(ExitCode::bad_input, extras.error().message);
       return run_bench_dp(dp_options);
+    }
+    if (zero3_command->parsed()) {
+      if (Status extras = reject_unknown_arguments(*zero3_command); !extras)
+        return error_exit(ExitCode::bad_input, extras.error().message);
+      return run_bench_zero3(zero3_options);
     }
     if (pipeline_command->parsed()) {
       if (Status extras = reject_unknown_arguments(*pipeline_command); !extras)

@@ -40,6 +40,16 @@ struct BenchDpOptions {
   int warmup = 1;  // unmeasured iterations first
 };
 int run_bench_dp(const BenchDpOptions& options);
+// troupe bench zero3: ZeRO-3 (and ZeRO-3 with full recompute) against ZeRO-0 on the same ranks,
+// stepping in turns: tokens/s and bytes per rank.
+struct BenchZero3Options {
+  std::string model = "small";
+  int batch = 8;  // micro-batch per rank
+  int processes = 2;
+  int steps = 6;  // measured iterations, each one step of every variant
+  int warmup = 1;
+};
+int run_bench_zero3(const BenchZero3Options& options);
 // troupe bench pipeline: the measured bubble of each schedule beside the simulator's prediction
 // (from the costs measured in the same run) and the closed form.
 struct BenchPipelineOptions {

@@ -45,7 +45,9 @@ Tensor ShardedParameters::take(std::multimap<std::int64_t, Tensor>& pool, std::i
     return t;
   }
   MemoryScope scope(gradients ? MemoryKind::gradients : MemoryKind::gathered_parameters);
-  return backend_.zeros({size}, dtype_);
+  Tensor t = backend_.zeros({size}, dtype_);
+  (gradients ? gradient_bytes_ : gathered_bytes_) += static_cast<std::int64_t>(t.nbytes());
+  return t;
 }
 
 ShardedParameters::Gathered& ShardedParameters::gather(int unit) {

@@ -57,6 +57,9 @@ class ShardedParameters final : public ParameterSource {
   void finish_gradients();
   // Frees every gathered copy: after forwards that no backward follows (evaluation).
   void release_all();
+  // Bytes of the gathered copies and unit gradients it has allocated; it keeps them for reuse, so
+  // this is also its peak beyond the shard.
+  std::int64_t buffer_bytes(bool gradients) const { return gradients ? gradient_bytes_ : gathered_bytes_; }
 
  private:
   struct Gathered {
@@ -89,6 +92,7 @@ class ShardedParameters final : public ParameterSource {
   std::vector<Reducing> reducing_;  // oldest first
   // Freed buffers by size, reused: a step allocates nothing once the first has run.
   std::multimap<std::int64_t, Tensor> free_parameters_, free_gradients_;
+  std::int64_t gathered_bytes_ = 0, gradient_bytes_ = 0;
 };
 
 }  // namespace troupe::compute
