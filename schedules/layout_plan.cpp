@@ -91,7 +91,6 @@ std::string not_built(const Workload& w, const Layout& l) {
   std::vector<std::string> missing;
   if (w.precision != Precision::fp32) missing.push_back(std::string(to_string(w.precision)) + " precision");
   if (l.tp > 1) missing.push_back("tp > 1");
-  if (l.zero == 3) missing.push_back("zero 3");
   if (l.zero > 0 && l.pp > 1) missing.push_back("zero with pp");
   std::string text;
   for (const std::string& m : missing) text += (text.empty() ? "" : ", ") + m;
@@ -133,9 +132,11 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
   const double dp = l.dp, tp = l.tp;
   const bool zero3 = l.zero >= 3;
   const bool shard_gradients = zero3 || (l.zero == 2 && !bytes.as_troupe_runs);
-  // ZeRO-3's unit of gathering: the largest of a block and the token embedding.
+  // ZeRO-3 gathers a block at a time and keeps the embeddings gathered through the step (the lm
+  // head and the first backward use them).
   const double C = model.n_embd;
-  const double unit = std::max(12 * C * C + 13 * C, double(model.padded_vocab_size) * C) / tp;
+  const double block = (12 * C * C + 13 * C) / tp;
+  const double embeddings = double(model.padded_vocab_size + model.block_size) * C / tp;
 
   // The stage that needs the most memory is the device the plan answers for.
   double stage_params = 0;
@@ -153,7 +154,9 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
     m.parameters = bytes.weight * p / (zero3 ? dp : 1);
     m.gradients = bytes.gradient * p / (shard_gradients ? dp : 1);
     m.optimizer = bytes.optimizer * p / (l.zero >= 1 ? dp : 1);
-    if (zero3) m.gathered = 2 * bytes.weight * unit + bytes.gradient * unit;
+    // Gathered: the embeddings, the block computing and the next (prefetched); as many unit
+    // gradients: the embeddings', the block's that backward fills and the one in its reduce-scatter.
+    if (zero3) m.gathered = (bytes.weight + bytes.gradient) * (embeddings + 2 * block);
     m.activations = activations / tp;
     m.stashed = shape.peak_stashed[s];
     if (s == 0 || m.total() > planned.memory.total()) {
@@ -171,7 +174,8 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
     if (l.zero == 0) link.dp = 2 * scatter;
     if (l.zero == 1) link.dp = bytes.as_troupe_runs ? 2 * scatter + gather : scatter + gather;
     if (l.zero == 2) link.dp = scatter + gather;
-    if (l.zero == 3) link.dp = scatter + 2 * m_count * gather;  // gathered for every forward and backward
+    // Gathered for every micro-batch's forward and backward, reduce-scattered after every backward.
+    if (l.zero == 3) link.dp = m_count * (scatter + 2 * gather);
   }
   const double activation_message = double(l.micro_batch) * w.seq_len * C * bytes.activation;
   if (l.tp > 1) {  // on the stage with the most blocks
