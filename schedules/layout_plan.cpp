@@ -132,11 +132,11 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
   const double dp = l.dp, tp = l.tp;
   const bool zero3 = l.zero >= 3;
   const bool shard_gradients = zero3 || (l.zero == 2 && !bytes.as_troupe_runs);
-  // ZeRO-3 gathers a block at a time and keeps the embeddings gathered through the step (the lm
-  // head and the first backward use them).
+  // ZeRO-3's units: a block, and the embeddings.
   const double C = model.n_embd;
   const double block = (12 * C * C + 13 * C) / tp;
   const double embeddings = double(model.padded_vocab_size + model.block_size) * C / tp;
+  const double largest_unit = std::max(block, double(model.padded_vocab_size) * C / tp);
 
   // The stage that needs the most memory is the device the plan answers for.
   double stage_params = 0;
@@ -154,9 +154,13 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
     m.parameters = bytes.weight * p / (zero3 ? dp : 1);
     m.gradients = bytes.gradient * p / (shard_gradients ? dp : 1);
     m.optimizer = bytes.optimizer * p / (l.zero >= 1 ? dp : 1);
-    // Gathered: the embeddings, the block computing and the next (prefetched); as many unit
-    // gradients: the embeddings', the block's that backward fills and the one in its reduce-scatter.
-    if (zero3) m.gathered = (bytes.weight + bytes.gradient) * (embeddings + 2 * block);
+    // Troupe keeps the embeddings gathered through the step (the lm head and the first backward
+    // use them) besides the block computing and the next (prefetched), and as many unit gradients:
+    // the embeddings', the block's that backward fills, the one in its reduce-scatter. DeepSpeed
+    // (the mixed precisions) holds two of the largest units and that unit's gradient.
+    if (zero3)
+      m.gathered = bytes.as_troupe_runs ? (bytes.weight + bytes.gradient) * (embeddings + 2 * block)
+                                        : 2 * bytes.weight * largest_unit + bytes.gradient * largest_unit;
     m.activations = activations / tp;
     m.stashed = shape.peak_stashed[s];
     if (s == 0 || m.total() > planned.memory.total()) {

@@ -7,10 +7,11 @@
 // Memory. Per device, for the pipeline stage that needs the most: parameters, gradients and
 // optimizer state are the stage's parameter count (compute::split_for_pipeline, divided by tp)
 // times the precision's bytes, each divided by dp from the ZeRO stage that shards it (1:
-// optimizer state, 2: gradients, 3: parameters). ZeRO-3 adds what it gathers: the embeddings
-// (kept through the step), the block computing and the next (prefetched), in the weight
-// precision, and as many unit gradients (the embeddings', the block's that backward fills and the
-// one in its reduce-scatter) in the gradient precision. Activations
+// optimizer state, 2: gradients, 3: parameters). ZeRO-3 adds what it gathers: in fp32, as Troupe
+// runs it, the embeddings (kept through the step), the block computing and the next (prefetched),
+// and as many unit gradients (the embeddings', the block's that backward fills and the one in its
+// reduce-scatter); in the mixed precisions, as DeepSpeed does, two of the largest units (a block or
+// the token embedding) and that unit's whole gradient before its reduce-scatter. Activations
 // are what compute::estimate_training_memory says the stage keeps for the micro-batches its
 // schedule stashes at its peak (check_schedule's peak_stashed), divided by tp.
 //
