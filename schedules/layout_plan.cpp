@@ -91,7 +91,7 @@ std::string not_built(const Workload& w, const Layout& l) {
   std::vector<std::string> missing;
   if (w.precision != Precision::fp32) missing.push_back(std::string(to_string(w.precision)) + " precision");
   if (l.tp > 1) missing.push_back("tp > 1");
-  if (l.zero > 0 && l.pp > 1) missing.push_back("zero with pp");
+  if ((l.zero == 1 || l.zero == 2) && l.pp > 1) missing.push_back("zero 1-2 with pp");
   std::string text;
   for (const std::string& m : missing) text += (text.empty() ? "" : ", ") + m;
   return text;

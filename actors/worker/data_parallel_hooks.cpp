@@ -17,8 +17,8 @@ std::vector<comm::Slice> slices(const std::vector<std::int64_t>& counts) {
   return out;
 }
 
-// ZeRO-3's gathers and reduce-scatters of one unit, posted now and waited for when the model needs
-// them; a wait names which of the two it is for the watchdog.
+}  // namespace
+
 compute::ShardExchange unit_exchange(MailboxComm& mailbox, comm::Communicator& comm, monitor::WorkProgress& progress) {
   auto gathers = std::make_shared<std::set<MailboxComm::Operation>>();
   compute::ShardExchange exchange;
@@ -39,7 +39,13 @@ compute::ShardExchange unit_exchange(MailboxComm& mailbox, comm::Communicator& c
   return exchange;
 }
 
-}  // namespace
+std::vector<std::int64_t> shard_offsets(const comm::Communicator& comm, std::int64_t parameters) {
+  const int world = comm.group().size();
+  std::vector<std::int64_t> offsets;
+  for (int p = 0; p < world; ++p) offsets.push_back(comm::segment_of(parameters, world, p).offset);
+  offsets.push_back(parameters);
+  return offsets;
+}
 
 compute::DataParallel group_data_parallel(MailboxComm& mailbox, comm::Communicator& comm,
                                           monitor::WorkProgress& progress, int zero_stage, std::int64_t parameters) {
@@ -55,8 +61,7 @@ compute::DataParallel group_data_parallel(MailboxComm& mailbox, comm::Communicat
     dp.shard_end = shard.offset + shard.count;
   }
   if (zero_stage == 3) {
-    for (int p = 0; p < world; ++p) dp.shard_offsets.push_back(comm::segment_of(parameters, world, p).offset);
-    dp.shard_offsets.push_back(parameters);
+    dp.shard_offsets = shard_offsets(comm, parameters);
     dp.unit_exchange = unit_exchange(mailbox, comm, progress);
   }
   // Posts one operation and waits for it, saying what for.

@@ -7,6 +7,7 @@
 // ends the rank's run; a stop request throws WorkStopped.
 
 #include <cstdint>
+#include <vector>
 
 #include "actors/worker/mailbox_comm.hpp"
 #include "compute/train/trainer.hpp"
@@ -18,5 +19,12 @@ namespace troupe::actors {
 // `parameters` is the flat buffer's size, which ZeRO's shard is a segment of.
 compute::DataParallel group_data_parallel(MailboxComm& mailbox, comm::Communicator& comm,
                                           monitor::WorkProgress& progress, int zero_stage, std::int64_t parameters);
+
+// ZeRO-3's gathers and reduce-scatters of one unit over `comm`, posted now and waited for when the
+// model needs them; a wait names which of the two it is for the watchdog.
+compute::ShardExchange unit_exchange(MailboxComm& mailbox, comm::Communicator& comm, monitor::WorkProgress& progress);
+
+// The n + 1 offsets of the shards of a buffer of `parameters` elements over `comm`'s positions.
+std::vector<std::int64_t> shard_offsets(const comm::Communicator& comm, std::int64_t parameters);
 
 }  // namespace troupe::actors

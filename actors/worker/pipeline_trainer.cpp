@@ -1,11 +1,13 @@
 #include "actors/worker/pipeline_trainer.hpp"
 
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
 #include <string>
 
+#include "actors/worker/data_parallel_hooks.hpp"
 #include "compute/data/batch.hpp"
 #include "compute/memory_ledger.hpp"
 #include "compute/model/stage_split.hpp"
@@ -51,14 +53,26 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
   for (int c = 0; c < s.chunks; ++c) {
     const compute::StageLayers& layers = setup_.split[static_cast<std::size_t>(s.virtual_stage(stage_, c))];
     Chunk chunk;
+    if (setup_.zero == 3) {
+      std::vector<compute::ParameterUnit> units =
+          compute::GPTStage::parameter_units(setup_.model, layers.first_layer, layers.last_layer);
+      const std::int64_t total = units.back().end;
+      chunk.source = std::make_unique<compute::ShardedParameters>(
+          backend_, std::move(units), compute::DType::f32, groups_.dp.position(), shard_offsets(groups_.dp, total),
+          unit_exchange(mailbox_, groups_.dp, progress_), setup_.zero3_reshard);
+    }
     chunk.stage = std::make_unique<compute::GPTStage>(setup_.model, backend_, layers.first_layer, layers.last_layer,
-                                                      compute::DType::f32, o.recompute);
-    chunk.stage->init_parameters(o.seed);
-    chunk.stage->reserve(o.batch_size, o.seq_len, setup_.peak_stashed);
+                                                      compute::DType::f32, o.recompute, chunk.source.get());
+    compute::GPTStage& stage = *chunk.stage;
+    if (chunk.source && groups_.embedding != nullptr && (stage.is_first() || stage.is_last()))
+      chunk.source->defer_gradient(stage.tied_embedding_unit());
+    stage.init_parameters(o.seed);
+    stage.reserve(o.batch_size, o.seq_len, setup_.peak_stashed);
     for (int slot = setup_.peak_stashed - 1; slot >= 0; --slot) chunk.free_slots.push_back(slot);
     chunk.slot_sends.resize(static_cast<std::size_t>(setup_.peak_stashed));
-    chunk.optimizer = std::make_unique<compute::AdamW>(backend_, chunk.stage->views(), chunk.stage->num_params(),
-                                                       compute::DType::f32, o.adamw, 0, chunk.stage->num_params());
+    const std::int64_t kept_begin = stage.kept_begin(), kept_end = kept_begin + stage.params().numel();
+    chunk.optimizer = std::make_unique<compute::AdamW>(backend_, stage.views(), stage.num_params(), compute::DType::f32,
+                                                       o.adamw, kept_begin, kept_end, kept_begin);
     chunks_.push_back(std::move(chunk));
   }
   compute::MemoryScope scope(compute::MemoryKind::activations);  // the micro-batches' token ids
@@ -70,19 +84,25 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
 
 std::vector<checkpoint::HeldRange> PipelineTrainer::held_state() {
   std::vector<checkpoint::HeldRange> held;
-  const bool saves = replica_ == 0;
+  // Replicas hold equal chunks and replica 0 saves them; under ZeRO-3 each saves its shard.
+  const bool saves = replica_ == 0 || setup_.zero == 3;
   for (Chunk& chunk : chunks_) {
     compute::GPTStage& stage = *chunk.stage;
     const auto [begin, end] = stage.global_range();
     float* buffers[] = {stage.params().data_as<float>(), chunk.optimizer->first_moments().data_as<float>(),
                         chunk.optimizer->second_moments().data_as<float>()};
     const char* kinds[] = {"param", "adam_m", "adam_v"};
-    for (int k = 0; k < 3; ++k) held.push_back({kinds[k], begin, end, buffers[k], saves});
-    if (stage.has_embedding_copy()) {
+    // What this rank keeps, local [kept, kept_end): the stage's own slice [0, end - begin), then
+    // on a last stage the copy of wte, which the first stage saves.
+    const std::int64_t kept = stage.kept_begin(), kept_end = kept + stage.params().numel(), own_end = end - begin;
+    if (kept < own_end)
+      for (int k = 0; k < 3; ++k) held.push_back({kinds[k], begin + kept, begin + std::min(kept_end, own_end), buffers[k], saves});
+    if (stage.has_embedding_copy() && kept_end > own_end) {
       const compute::ParameterView& wte = stage.global_layout().find("wte.weight");
-      const std::int64_t local = end - begin;  // the copy follows the stage's own slice
+      const std::int64_t from = std::max(kept, own_end);
       for (int k = 0; k < 3; ++k)
-        held.push_back({kinds[k], wte.offset, wte.offset + wte.numel(), buffers[k] + local, false, true});
+        held.push_back({kinds[k], wte.offset + from - own_end, wte.offset + kept_end - own_end,
+                        buffers[k] + (from - kept), false, true});
     }
   }
   return held;
@@ -247,6 +267,18 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
 
 void PipelineTrainer::reduce_gradients() {
   auto waiting = progress_.wait_for("the gradient sums");
+  if (setup_.zero == 3) {
+    if (groups_.embedding != nullptr) {
+      Chunk& holder = stage_ == 0 ? chunks_.front() : chunks_.back();
+      const compute::GPTStage& stage = *holder.stage;
+      // Waited for alone: the sources' reduce-scatters are theirs to wait for.
+      check_comm(mailbox_.wait(mailbox_.all_reduce(
+          *groups_.embedding, stage.tied_embedding_in(holder.source->deferred_gradient(stage.tied_embedding_unit())))));
+    }
+    for (Chunk& chunk : chunks_) chunk.source->finish_gradients();
+    check_comm(mailbox_.wait_all());  // the step's sends
+    return;
+  }
   if (groups_.embedding != nullptr) {
     // The tied embedding's two shares: the first virtual stage's lookup, the last one's lm head.
     Chunk& holder = stage_ == 0 ? chunks_.front() : chunks_.back();
@@ -262,10 +294,15 @@ void PipelineTrainer::reduce_gradients() {
 double PipelineTrainer::own_sum_of_squares(bool gradients) {
   double sum = 0;
   for (Chunk& chunk : chunks_) {
-    compute::Tensor& all = gradients ? chunk.stage->grads() : chunk.stage->params();
+    compute::Tensor& kept = gradients ? chunk.stage->grads() : chunk.stage->params();
     const auto [begin, end] = chunk.stage->global_range();
-    sum += backend_.sum_of_squares(chunk.stage->has_embedding_copy() ? all.slice(0, {end - begin}) : all);
+    const std::int64_t from = chunk.stage->kept_begin(), own_end = end - begin;
+    const std::int64_t count =
+        chunk.stage->has_embedding_copy() ? std::clamp<std::int64_t>(own_end - from, 0, kept.numel()) : kept.numel();
+    if (count > 0) sum += backend_.sum_of_squares(kept.slice(0, {count}));
   }
+  if (setup_.zero == 3 && setup_.grid.dp > 1)
+    sum = sum_over(groups_.dp, sum, gradients ? "the gradient norm's shards" : "the parameter norm's shards");
   return sum;
 }
 
@@ -356,6 +393,8 @@ double PipelineTrainer::evaluate(int batches) {
       }
     }
   }
+  for (Chunk& chunk : chunks_)
+    if (chunk.source) chunk.source->release_all();
   return batches > 0 ? sum_over(groups_.pp, sum, "the validation loss sum") / batches : 0.0;
 }
 

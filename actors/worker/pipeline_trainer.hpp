@@ -15,6 +15,12 @@
 // the clip and AdamW on this stage's own parameters. So the pipeline takes the single
 // process's step, up to float32 rounding of the tied embedding's gradient (the same terms,
 // grouped differently).
+//
+// Under ZeRO-3 each chunk keeps only its dp shard (compute/train/sharded_parameters.hpp): blocks
+// are gathered for each micro-batch's forward and backward and their gradients reduce-scattered
+// over the stage's dp group as they are done. The unit holding the tied embedding keeps its
+// gradient over the step instead, so the two shares are summed between the first and last stage
+// before its reduce-scatter, in the order the plain pipeline sums them.
 
 #include <cstdint>
 #include <map>
@@ -29,6 +35,7 @@
 #include "compute/model/gpt_stage.hpp"
 #include "compute/model/stage_split.hpp"
 #include "compute/optim/adamw.hpp"
+#include "compute/train/sharded_parameters.hpp"
 #include "compute/train/trainer.hpp"
 #include "monitor/trace.hpp"
 #include "monitor/work_progress.hpp"
@@ -44,6 +51,8 @@ struct PipelineSetup {
   comm::Grid grid;               // dp × pp (tp = 1)
   int rank = 0;
   compute::TrainerOptions options;  // batch, seq_len, lr, AdamW, clip, seed; grad_accum unused
+  int zero = 0;                  // 0, or 3: each chunk's parameters sharded over the stage's dp group
+  bool zero3_reshard = true;
 };
 
 // The groups a pipeline rank talks to; `embedding` only on first and last stages when pp > 1.
@@ -87,6 +96,7 @@ class PipelineTrainer {
 
  private:
   struct Chunk {
+    std::unique_ptr<compute::ShardedParameters> source;  // ZeRO-3; before the stage, which uses it
     std::unique_ptr<compute::GPTStage> stage;
     std::unique_ptr<compute::AdamW> optimizer;
     std::vector<int> free_slots;
@@ -105,7 +115,8 @@ class PipelineTrainer {
   comm::MessageKey key_of(const schedules::Instruction& instruction) const;
   int rank_of_stage(int stage) const;
   void wait(MailboxComm::Operation op, const std::string& what);
-  // Sum of squares of this stage's parameters or gradients, the embedding copy left out.
+  // Sum of squares of this stage's parameters or gradients, the embedding copy left out (under
+  // ZeRO-3 summed over the stage's dp group: each replica holds a shard).
   double own_sum_of_squares(bool gradients);
   double sum_over(comm::Communicator& group, double value, const char* what);
   std::string op_name(char kind, const schedules::Instruction& ins) const;

@@ -87,8 +87,10 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
     }
     monitor::logger("train")->info("pipeline split by parameters: {}", text);
   }
-  PipelineSetup setup{job.model, *schedule, job.pipeline_split,
-                      report->peak_stashed[static_cast<std::size_t>(coord.pp)], grid, rank, trainer_options(job)};
+  const int zero = job.config.train.zero;
+  PipelineSetup setup{job.model,           *schedule, job.pipeline_split,
+                      report->peak_stashed[static_cast<std::size_t>(coord.pp)], grid, rank, trainer_options(job),
+                      zero,                job.config.train.zero3_reshard};
   compute::memory_ledger().measure_runtime();  // what the process holds before the model
   PipelineTrainer trainer(std::move(setup), backend, {engine, dp, **pp, embedding.get()}, mailbox, progress, data.train,
                           data.val);
@@ -100,7 +102,7 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
                                      grid.dp, p.schedule, p.microbatches, job.config.train.batch_size,
                                      job.config.train.seq_len, coord.pp,
                                      report->peak_stashed[static_cast<std::size_t>(coord.pp)]),
-                         {rank, {grid.dp, grid.pp, 1}, grid.pp});
+                         {rank, {grid.dp, grid.pp, 1}, zero == 3 ? grid.dp * grid.pp : grid.pp});
   RunOutcome outcome =
       drive_training(job, data, backend.name(), loop, {progress, metrics, &control, rescue, rank == 0});
   const std::vector<int> peaks = trainer.peak_stashed_measured();

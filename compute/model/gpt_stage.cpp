@@ -150,6 +150,17 @@ Tensor GPTStage::tied_embedding_grad() const {
   return view(whole(source_->kept_gradients(), "wte.weight"), wte_);
 }
 
+int GPTStage::tied_embedding_unit() const {
+  TROUPE_CHECK(is_first() || is_last(), "only the first and the last stage hold wte.weight");
+  return unit_of_view_[wte_];
+}
+
+Tensor GPTStage::tied_embedding_in(const Tensor& unit_buffer) const {
+  TROUPE_CHECK(unit_buffer.numel() == units_[static_cast<std::size_t>(tied_embedding_unit())].size(),
+               "a buffer that is not the tied embedding's unit");
+  return in_unit(unit_buffer, wte_);
+}
+
 void GPTStage::init_parameters(std::uint64_t seed) {
   // Written in place on the host; a device backend's parameters are filled through a host copy.
   // Only what this rank keeps: local [begin, end).
@@ -300,11 +311,11 @@ double GPTStage::forward(int slot, const Tensor& input, const Tensor& targets) {
   // A whole model's lm head reads wte again: its embeddings stay in use until the end.
   Tensor front;
   if (is_first()) {
-    front = source_->use(front_unit_, Pass::forward, block_unit(first_layer_));
+    front = source_->use(front_unit_, block_unit(first_layer_));
     Tensor tok = d.bt_only(s.tokens);
     be.copy(tok, input);
     be.encoder_forward(x, tok, in_unit(front, wte_), in_unit(front, wpe_));
-    if (!is_last()) source_->done_with(front_unit_, Pass::forward);
+    if (!is_last()) source_->done_with(front_unit_, Reuse::none);
   } else {
     be.copy(x, input);
   }
@@ -313,13 +324,13 @@ double GPTStage::forward(int slot, const Tensor& input, const Tensor& targets) {
     const LayerActivations& a = s.layers[static_cast<std::size_t>(l - first_layer_)];
     const int unit = block_unit(l);
     const int next = l + 1 < last_layer_ ? unit + 1 : tail_unit_;
-    block_forward(l, source_->use(unit, Pass::forward, next), a, x, s.B, s.T);
-    source_->done_with(unit, Pass::forward);
+    block_forward(l, source_->use(unit, next), a, x, s.B, s.T);
+    source_->done_with(unit, Reuse::in_backward);
     x = d.bt(a.residual3, C);
   }
   if (!is_last()) return std::numeric_limits<double>::quiet_NaN();
 
-  const Tensor tail = source_->use(tail_unit_, Pass::forward, -1);
+  const Tensor tail = source_->use(tail_unit_, -1);
   const Tensor& wte_holder = is_first() ? front : tail;
   Tensor lnf = d.bt(s.lnf, C), lnf_mean = d.bt_only(s.lnf_mean), lnf_rstd = d.bt_only(s.lnf_rstd);
   be.layernorm_forward(lnf, lnf_mean, lnf_rstd, x, in_unit(tail, lnf_w_), in_unit(tail, lnf_b_));
@@ -327,8 +338,10 @@ double GPTStage::forward(int slot, const Tensor& input, const Tensor& targets) {
   logits_B_ = s.B;
   logits_T_ = s.T;
   be.matmul_forward(logits, lnf, in_unit(wte_holder, wte_), Tensor{});
-  source_->done_with(tail_unit_, Pass::forward);
-  if (is_first()) source_->done_with(front_unit_, Pass::forward);
+  // Only a forward with targets has a backward, which starts at the tail and the lm head.
+  const Reuse head = s.have_targets ? Reuse::first_in_backward : Reuse::none;
+  source_->done_with(tail_unit_, head);
+  if (is_first()) source_->done_with(front_unit_, head);
   if (!s.have_targets) return std::numeric_limits<double>::quiet_NaN();
 
   Tensor tgt = d.bt_only(s.targets), probs = d.bt(s.probs, Vp), losses = d.bt_only(shared_.losses);
@@ -370,9 +383,9 @@ void GPTStage::backward(int slot, const Tensor& output_grad, double loss_scale,
   if (is_last()) {
     TROUPE_CHECK(!output_grad.defined(), "the last stage's gradient starts at its loss, not at an output gradient");
     const int last_block = block_unit(last_layer_ - 1);
-    const Tensor tail = source_->use(tail_unit_, Pass::backward, is_first() ? front_unit_ : last_block);
+    const Tensor tail = source_->use(tail_unit_, is_first() ? front_unit_ : last_block);
     Tensor tail_grad = source_->gradient(tail_unit_);
-    const Tensor wte_holder = is_first() ? source_->use(front_unit_, Pass::backward, last_block) : tail;
+    const Tensor wte_holder = is_first() ? source_->use(front_unit_, last_block) : tail;
     const Tensor& wte_grad_holder = is_first() ? front_grad : tail_grad;
     // The logits buffer is free once the probabilities exist; it takes their gradient.
     Tensor dlogits = d.bt(shared_.logits, Vp);
@@ -384,8 +397,8 @@ void GPTStage::backward(int slot, const Tensor& output_grad, double loss_scale,
     Tensor dlnf_w = in_unit(tail_grad, lnf_w_), dlnf_b = in_unit(tail_grad, lnf_b_);
     be.layernorm_backward(dresidual, dlnf_w, dlnf_b, dln, d.bt(s.layers.back().residual3, C), in_unit(tail, lnf_w_),
                           d.bt_only(s.lnf_mean), d.bt_only(s.lnf_rstd));
-    if (is_first()) source_->done_with(front_unit_, Pass::backward);
-    source_->done_with(tail_unit_, Pass::backward);
+    if (is_first()) source_->done_with(front_unit_, Reuse::none);
+    source_->done_with(tail_unit_, Reuse::none);
     source_->gradient_done(tail_unit_);
   } else {
     TROUPE_CHECK(output_grad.rank() == 3 && output_grad.dim(0) == s.B && output_grad.dim(1) == s.T &&
@@ -401,7 +414,7 @@ void GPTStage::backward(int slot, const Tensor& output_grad, double loss_scale,
     const std::size_t local = static_cast<std::size_t>(l - first_layer_);
     const std::size_t k = first_block_ + local * kBlockTensors;
     const int unit = block_unit(l);
-    const Tensor p = source_->use(unit, Pass::backward, l > first_layer_ ? unit - 1 : -1);
+    const Tensor p = source_->use(unit, l > first_layer_ ? unit - 1 : -1);
     const Tensor unit_grad = source_->gradient(unit);
     auto w = [&](std::size_t i) { return in_unit(p, k + i); };
     Tensor g[kBlockTensors];
@@ -430,7 +443,7 @@ void GPTStage::backward(int slot, const Tensor& output_grad, double loss_scale,
     be.attention_backward(dqkv, datt, datty, d.bt(a.qkv, 3 * C), d.bhtt(a.att), config_.n_head);
     be.matmul_backward(dln, g[2], g[3], dqkv, d.bt(a.ln1, C), w(2));
     be.layernorm_backward(dresidual, g[0], g[1], dln, block_in, w(0), d.bt_only(a.ln1_mean), d.bt_only(a.ln1_rstd));
-    source_->done_with(unit, Pass::backward);
+    source_->done_with(unit, Reuse::none);
     source_->gradient_done(unit);
     if (layer_done) layer_done(l);
   }

@@ -105,6 +105,10 @@ class GPTStage {
   // The wte.weight gradient on the first and the last stage: sum them across the two stages
   // before clipping and AdamW (on a stage that is both, it already holds both shares).
   Tensor tied_embedding_grad() const;
+  // The unit that holds wte.weight (the first stage's, or a last stage's copy), and its view in
+  // a buffer of that unit: where a ZeRO-3 pipeline sums the two shares.
+  int tied_embedding_unit() const;
+  Tensor tied_embedding_in(const Tensor& unit_buffer) const;
 
   // Fills every parameter from its init rule, a pure function of (seed, global parameter index).
   void init_parameters(std::uint64_t seed);

@@ -16,7 +16,7 @@ ResidentParameters::ResidentParameters(Backend& backend, std::vector<ParameterUn
   grads_ = backend.zeros({total}, dtype);
 }
 
-Tensor ResidentParameters::use(int unit, Pass, int) {
+Tensor ResidentParameters::use(int unit, int) {
   const ParameterUnit& u = units_.at(static_cast<std::size_t>(unit));
   return params_.slice(u.begin, {u.size()});
 }

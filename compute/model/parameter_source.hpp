@@ -23,7 +23,12 @@ struct ParameterUnit {
   std::int64_t size() const { return end - begin; }
 };
 
-enum class Pass { forward, backward };
+// What the stage will do with a unit it is done with for now.
+enum class Reuse {
+  none,               // nothing more this micro-batch
+  in_backward,        // this micro-batch's backward uses it again, later
+  first_in_backward,  // this micro-batch's backward starts with it
+};
 
 class ParameterSource {
  public:
@@ -35,10 +40,10 @@ class ParameterSource {
   virtual Tensor& kept_gradients() = 0;
   virtual std::int64_t kept_begin() const = 0;
 
-  // Unit u's parameters, u's size, valid until done_with(u, pass). `next` is the unit the stage
-  // will use after it in this pass (-1: none), so a source that gathers can start on it now.
-  virtual Tensor use(int unit, Pass pass, int next) = 0;
-  virtual void done_with(int unit, Pass pass) = 0;
+  // Unit u's parameters, u's size, valid until done_with(u). `next` is the unit the stage will
+  // use after it in this pass (-1: none), so a source that gathers can start on it now.
+  virtual Tensor use(int unit, int next) = 0;
+  virtual void done_with(int unit, Reuse reuse) = 0;
   // Where a backward adds unit u's gradients (u's size); gradient_done(u) once they are final.
   virtual Tensor gradient(int unit) = 0;
   virtual void gradient_done(int unit) = 0;
@@ -52,8 +57,8 @@ class ResidentParameters final : public ParameterSource {
   Tensor& kept_parameters() override { return params_; }
   Tensor& kept_gradients() override { return grads_; }
   std::int64_t kept_begin() const override { return 0; }
-  Tensor use(int unit, Pass, int) override;
-  void done_with(int, Pass) override {}
+  Tensor use(int unit, int) override;
+  void done_with(int, Reuse) override {}
   Tensor gradient(int unit) override;
   void gradient_done(int) override {}
 

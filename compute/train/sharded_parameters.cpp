@@ -63,7 +63,7 @@ ShardedParameters::Gathered& ShardedParameters::gather(int unit) {
   return gathered_.emplace(unit, std::move(g)).first->second;
 }
 
-Tensor ShardedParameters::use(int unit, Pass, int next) {
+Tensor ShardedParameters::use(int unit, int next) {
   Gathered& g = gather(unit);
   if (g.pending) {
     exchange_.wait(*g.pending);
@@ -74,9 +74,8 @@ Tensor ShardedParameters::use(int unit, Pass, int next) {
   return buffer;
 }
 
-void ShardedParameters::done_with(int unit, Pass pass) {
-  const bool root = unit == 0 || unit + 1 == static_cast<int>(units_.size());
-  if (pass == Pass::forward && (!reshard_after_forward_ || root)) return;
+void ShardedParameters::done_with(int unit, Reuse reuse) {
+  if (reuse == Reuse::first_in_backward || (reuse == Reuse::in_backward && !reshard_after_forward_)) return;
   release(unit);
 }
 
@@ -94,6 +93,15 @@ void ShardedParameters::release_all() {
 }
 
 Tensor ShardedParameters::gradient(int unit) {
+  if (deferred_.count(unit)) {
+    auto it = deferred_gradients_.find(unit);
+    if (it == deferred_gradients_.end()) {
+      Tensor buffer = take(free_gradients_, units_.at(static_cast<std::size_t>(unit)).size(), true);
+      backend_.fill_zero(buffer);
+      it = deferred_gradients_.emplace(unit, buffer).first;
+    }
+    return it->second;
+  }
   TROUPE_CHECK(!open_gradients_.count(unit), "unit " + std::to_string(unit) + "'s gradient asked for twice");
   Tensor buffer = take(free_gradients_, units_.at(static_cast<std::size_t>(unit)).size(), true);
   backend_.fill_zero(buffer);
@@ -102,6 +110,7 @@ Tensor ShardedParameters::gradient(int unit) {
 }
 
 void ShardedParameters::gradient_done(int unit) {
+  if (deferred_.count(unit)) return;
   auto it = open_gradients_.find(unit);
   TROUPE_CHECK(it != open_gradients_.end(), "unit " + std::to_string(unit) + "'s gradient finished unasked");
   Reducing r{unit, std::move(it->second), std::nullopt};
@@ -125,7 +134,19 @@ void ShardedParameters::fold_oldest() {
   free_gradients_.emplace(r.buffer.numel(), std::move(r.buffer));
 }
 
+Tensor ShardedParameters::deferred_gradient(int unit) const {
+  auto it = deferred_gradients_.find(unit);
+  TROUPE_CHECK(it != deferred_gradients_.end(), "unit " + std::to_string(unit) + " has no deferred gradient this step");
+  return it->second;
+}
+
 void ShardedParameters::finish_gradients() {
+  for (auto& [unit, buffer] : deferred_gradients_) {
+    Reducing r{unit, std::move(buffer), std::nullopt};
+    if (exchanges()) r.pending = exchange_.start_reduce_scatter(r.buffer, pieces(units_[static_cast<std::size_t>(unit)]));
+    reducing_.push_back(std::move(r));
+  }
+  deferred_gradients_.clear();
   while (!reducing_.empty()) fold_oldest();
   // A copy still gathered now would miss the optimizer's update and serve stale values.
   TROUPE_CHECK(gathered_.empty() && open_gradients_.empty(), "ZeRO-3 units still gathered after the backward");

@@ -7,10 +7,10 @@
 //
 // Forward: use(u) all-gathers unit u into a buffer of its size (each position contributes the
 // part of u inside its shard: uneven, often empty) and at once posts the gather of the unit the
-// stage names as next, which travels while u computes (prefetch). done_with(u) frees the gathered copy when
-// reshard_after_forward, else keeps it for the backward; the first and the last unit (a whole
-// model's embeddings and tail, which the backward needs first) are kept either way, as FSDP keeps
-// its root. Backward walks down: use(u) gathers again and prefetches the next; gradient(u) is a zeroed
+// stage names as next, which travels while u computes (prefetch). done_with(u) after a forward
+// frees the gathered copy when reshard_after_forward, else keeps it for the backward; the units
+// the backward starts with (a last stage's tail and the embeddings its lm head reads) are kept
+// either way, as FSDP keeps its root. Backward walks down: use(u) gathers again and prefetches the next; gradient(u) is a zeroed
 // buffer of u's size for the backward to fill; gradient_done(u) posts its reduce-scatter over the
 // same pieces, and once that is done the piece inside this shard is added into the kept
 // gradients. A unit's reduce-scatter travels while the unit below it computes.
@@ -23,6 +23,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "compute/model/parameter_source.hpp"
@@ -48,12 +49,18 @@ class ShardedParameters final : public ParameterSource {
   Tensor& kept_parameters() override { return params_; }
   Tensor& kept_gradients() override { return grads_; }
   std::int64_t kept_begin() const override { return begin_; }
-  Tensor use(int unit, Pass pass, int next) override;
-  void done_with(int unit, Pass pass) override;
+  Tensor use(int unit, int next) override;
+  void done_with(int unit, Reuse reuse) override;
   Tensor gradient(int unit) override;
   void gradient_done(int unit) override;
 
-  // Waits for every reduce-scatter and adds its piece: the kept gradients are then final.
+  // Unit u's gradient then accumulates over all the step's backwards in one buffer
+  // (deferred_gradient), reduce-scattered only by finish_gradients: a pipeline first sums a tied
+  // embedding's two shares in it, between the first and the last stage.
+  void defer_gradient(int unit) { deferred_.insert(unit); }
+  Tensor deferred_gradient(int unit) const;
+  // Reduce-scatters the deferred gradients, waits for every reduce-scatter and adds its piece:
+  // the kept gradients are then final.
   void finish_gradients();
   // Frees every gathered copy: after forwards that no backward follows (evaluation).
   void release_all();
@@ -89,6 +96,8 @@ class ShardedParameters final : public ParameterSource {
   Tensor params_, grads_;
   std::map<int, Gathered> gathered_;
   std::map<int, Tensor> open_gradients_;  // handed out by gradient(), not yet done
+  std::set<int> deferred_;
+  std::map<int, Tensor> deferred_gradients_;  // this step's, by unit
   std::vector<Reducing> reducing_;  // oldest first
   // Freed buffers by size, reused: a step allocates nothing once the first has run.
   std::multimap<std::int64_t, Tensor> free_parameters_, free_gradients_;

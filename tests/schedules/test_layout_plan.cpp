@@ -193,8 +193,8 @@ TEST_CASE("layouts the runtime cannot run are kept and marked planned, not built
   const Workload w{preset("small"), 8, 256, Precision::fp32};
   CHECK(plan(w, machine(4), {2, 2, 1, 1, Recompute::none, 4, 1}).not_built == "tp > 1");
   CHECK(plan(w, machine(2), {2, 1, 1, 3, Recompute::none, 4, 1}).not_built.empty());
-  CHECK(plan(w, machine(4), {2, 1, 2, 3, Recompute::none, 2, 2}).not_built == "zero with pp");
-  CHECK(plan(w, machine(4), {2, 1, 2, 1, Recompute::none, 2, 2}).not_built == "zero with pp");
+  CHECK(plan(w, machine(4), {2, 1, 2, 3, Recompute::none, 2, 2}).not_built.empty());
+  CHECK(plan(w, machine(4), {2, 1, 2, 1, Recompute::none, 2, 2}).not_built == "zero 1-2 with pp");
   auto all = plan_layouts(w, machine(4));
   REQUIRE(all);
   const auto has = [&](int tp, int zero) {

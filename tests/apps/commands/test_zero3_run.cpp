@@ -203,3 +203,41 @@ TEST_CASE("a model whose training state exceeds each process's memory limit trai
   CHECK(loss == Approx(reference).epsilon(1e-5));
   CHECK(number_after(sharded.out, "param norm") == Approx(number_after(free_run.out, "param norm")).epsilon(1e-5));
 }
+
+TEST_CASE("ZeRO-3 with pipeline stages: dp 2 x pp 2 under GPipe, 1F1B and interleaved steps as ZeRO-0 does, and its "
+          "checkpoint resumes on one process",
+          "[zero3][pipeline]") {
+  TempDir dir;
+  const long steps = 6;
+  // 8 sequences per step on every grid: 2 replicas x 4 micro-batches of 1.
+  const auto job = with(tiny_job(steps), {"--workers", "4", "--pipeline.stages", "2", "--pipeline.microbatches", "4",
+                                          "--train.batch_size", "1"});
+  const Trained zero0 = train(dir, "pp-zero0", with(job, {"--train.zero", "0"}), steps);
+  struct Schedule {
+    std::string name;
+    std::vector<std::string> args;
+  };
+  for (const Schedule& schedule :
+       {Schedule{"gpipe", {"--pipeline.schedule", "gpipe"}},
+        Schedule{"1f1b, blocks kept for backward", {"--pipeline.schedule", "1f1b", "--train.zero3_reshard", "false"}},
+        Schedule{"interleaved", {"--pipeline.schedule", "interleaved", "--pipeline.virtual_stages", "2"}}}) {
+    INFO(schedule.name);
+    const Trained zero3 = train(dir, "pp-zero3-" + std::to_string(schedule.args.size()) + schedule.args[1],
+                                with(with(job, schedule.args), {"--train.zero", "3"}), steps);
+    for (const char* kind : {"param", "adam_m", "adam_v"}) {
+      const double difference = relative_difference(zero3.values.at(kind), zero0.values.at(kind));
+      std::printf("dp 2 x pp 2 %s, %ld steps, ZeRO-3 against ZeRO-0: %s %.3g relative\n", schedule.name.c_str(), steps,
+                  kind, difference);
+      CHECK(difference <= 1e-6);
+    }
+  }
+
+  const fs::path saved = dir.path() / "pp-zero3-2gpipe";
+  const fs::path copy = dir.path() / "resume-one";
+  fs::copy(saved, copy, fs::copy_options::recursive);
+  const auto resume = with(tiny_job(steps + 2), {"--checkpoint.dir", copy.string(), "--resume", "--train.batch_size", "8"});
+  const ProcessResult r = run_troupe(dir, resume, std::chrono::seconds(120));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("resumed from " + checkpoint::step_dir(copy, steps).string()));
+}
