@@ -37,8 +37,8 @@ std::optional<FittingLayout> fitting_layout(const ResolvedJob& job, const JobRan
     return std::tuple(fitting[a].changes.size(), time_a, -fitting[a].planned_bytes, a) <
            std::tuple(fitting[b].changes.size(), time_b, -fitting[b].planned_bytes, b);
   });
-  for (std::size_t i : order)
-    if (runs(plan->feasible[i], configs[i])) return fitting[i];
+  for (std::size_t i : order)  // the job's own layout, with no change, is not one to name
+    if (!fitting[i].changes.empty() && runs(plan->feasible[i], configs[i])) return fitting[i];
 
   // None fits: the runnable one that needs the least memory (the rejected come least memory first).
   for (const schedules::PlannedLayout& p : plan->rejected) {
