@@ -1,7 +1,7 @@
 // troupe: the command line. Parses the arguments, turns a config file plus overrides into a
 // checked job, and runs the chosen command.
 //
-//   troupe train [--config FILE] [--workers N] [--resume] [--trace FILE] [--section.name VALUE ...]
+//   troupe train [--config FILE] [--workers N] [--memory-limit SIZE] [--resume] [--trace FILE] [--section.name VALUE ...]
 //   troupe bench compute [--models tiny,small] [--batch 8] [--threads 1[,2]] [--steps 10] [--warmup 1]
 //                        [--vs-pytorch [--python python3] [--rounds 3]] [--profile]
 //   troupe bench allreduce [--processes 2,4] [--mib 1,16,64] [--iterations 15]
@@ -13,7 +13,7 @@
 //   troupe plan [--model.preset small] [--model.n_layer N ...] [--nodes 1 --devices-per-node CORES | --hostfile FILE]
 //               [--device-memory SIZE] [--peak-flops F] [--mfu 0.5] [--intra-bw B] [--inter-bw B]
 //               [--global-batch 8] [--seq T] [--precision fp32|mixed|mixed-fp32-grads] [--top 10]
-//   troupe launch --hostfile FILE [--config FILE] [--section.name VALUE ...]
+//   troupe launch --hostfile FILE [--memory-limit SIZE] [--config FILE] [--section.name VALUE ...]
 //   troupe node   (started by launch)
 //   troupe drill SCENARIO [--at-step 3] [--target 1] [--workers 2] [--dir DIR] [--keep] [--config FILE] [--section.name VALUE ...]
 //   troupe export --checkpoint DIR [--format safetensors] [--out model.safetensors]
@@ -42,6 +42,7 @@
 #include "apps/config/cli.hpp"
 #include "apps/config/loader.hpp"
 #include "apps/config/print.hpp"
+#include "apps/config/rank_memory.hpp"
 #include "apps/config/resolve.hpp"
 #include "apps/config/unknown_arguments.hpp"
 #include "apps/exit_codes.hpp"
@@ -80,6 +81,7 @@ struct TrainArgs {
   bool print_keys = false;
   bool resume = false;
   std::string trace;
+  std::string memory_limit;  // --memory-limit as given; empty: this machine's share
   ConfigOverrides overrides;
 };
 
@@ -98,11 +100,21 @@ Expected<ResolvedJob> train_job(const CLI::App& command, const TrainArgs& args) 
   return resolve(config);
 }
 
+// --memory-limit in bytes; none when it is not given.
+Expected<std::optional<double>> memory_limit(const TrainArgs& args) {
+  if (args.memory_limit.empty()) return std::optional<double>();
+  auto bytes = parse_memory_limit(args.memory_limit);
+  if (!bytes) return bytes.error();
+  return std::optional<double>(*bytes);
+}
+
 int train(const CLI::App& command, const TrainArgs& args) {
   if (args.print_keys) {
     std::fputs(config_keys_markdown().c_str(), stdout);
     return to_int(ExitCode::success);
   }
+  auto limit = memory_limit(args);
+  if (!limit) return error_exit(ExitCode::bad_input, limit.error().message);
   auto job = train_job(command, args);
   if (!job) return error_exit(ExitCode::bad_input, job.error().message);
   if (args.print_config) {
@@ -114,9 +126,10 @@ int train(const CLI::App& command, const TrainArgs& args) {
   if (args.workers > 1) {
     LaunchArgs launch;
     launch.workers = args.workers;
+    launch.memory_limit = *limit;
     return run_launch(launch, *job);
   }
-  return run_train(*job);
+  return run_train(*job, *limit);
 }
 
 // Runs a command on the job it was given (config file, then overrides) in the environment its
@@ -135,6 +148,15 @@ void add_shorthands(CLI::App& command, TrainArgs& args) {
                    "continue from the newest valid checkpoint in checkpoint.dir (= --checkpoint.resume=true)");
   command.add_option("--trace", args.trace, "write every pipeline stage's ops as Chrome trace JSON (= --pipeline.trace)")
       ->type_name("FILE");
+}
+
+// --memory-limit on a command that trains: the memory per rank its layout is checked against.
+void add_memory_limit(CLI::App& command, TrainArgs& args) {
+  command
+      .add_option("--memory-limit", args.memory_limit,
+                  "memory per rank, as 6GiB, 512MiB, 2G or bytes (default: the cgroup's limit or MemAvailable, "
+                  "shared by the ranks on this machine)")
+      ->type_name("SIZE");
 }
 
 // Registers --config and every key override on a command that runs a job.
@@ -186,6 +208,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
   add_shorthands(*train_command, train_args);
+  add_memory_limit(*train_command, train_args);
   train_args.overrides.add_options(*train_command);
   train_command->footer("Each key is --section.name VALUE or --section.name=VALUE; it overrides the config file.");
   train_command->allow_extras();
@@ -205,6 +228,7 @@ int main(int argc, char** argv) {
       ->check(seconds_in(0.1, 86400))
       ->capture_default_str();
   add_config_options(*launch_command, launch_config);
+  add_memory_limit(*launch_command, launch_config);
 
   TrainArgs node_config;
   NodeArgs node_args;
@@ -468,7 +492,12 @@ int main(int argc, char** argv) {
       return error_exit(ExitCode::bad_input, chosen.error().message);
     if (train_command->parsed()) return train(*train_command, train_args);
     if (launch_command->parsed())
-      return with_job(*launch_command, launch_config, [&](const ResolvedJob& job) { return run_launch(launch_args, job); });
+      return with_job(*launch_command, launch_config, [&](const ResolvedJob& job) {
+        auto limit = memory_limit(launch_config);
+        if (!limit) return error_exit(ExitCode::bad_input, limit.error().message);
+        launch_args.memory_limit = *limit;
+        return run_launch(launch_args, job);
+      });
     if (node_command->parsed())
       return with_job(*node_command, node_config, [&](const ResolvedJob& job) { return run_node(node_args, job); });
     if (schedule_command->parsed()) return schedule(*schedule_command, schedule_options);

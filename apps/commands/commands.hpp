@@ -67,7 +67,8 @@ int run_bench_pipeline(const BenchPipelineOptions& options);
 int run_bench_allreduce(const comm::AllReduceBenchOptions& options);
 
 // troupe train: trains job.model on job.config's data and reports loss, validation and a sample.
-int run_train(const ResolvedJob& job);
+// `memory_limit`: --memory-limit in bytes, the memory the one rank may use (apps/config/memory_fit.hpp).
+int run_train(const ResolvedJob& job, std::optional<double> memory_limit);
 
 // troupe node: what troupe launch starts once per host-file line.
 struct NodeArgs {
@@ -85,6 +86,7 @@ struct LaunchArgs {
   int port = 0;                   // 0: any free port
   std::string launcher;           // template for remote hosts; empty: ssh
   double join_timeout = 60;       // seconds for every node to join
+  std::optional<double> memory_limit;  // --memory-limit: bytes per rank; none: this machine's share
 };
 int run_launch(const LaunchArgs& args, const ResolvedJob& job);
 int run_bench_compute(const BenchComputeOptions& options);

@@ -15,6 +15,8 @@
 #include <cstdio>
 #include <future>
 #include <memory>
+#include <set>
+#include <string>
 #include <thread>
 
 #include "actors/actor_system_setup.hpp"
@@ -71,15 +73,23 @@ Expected<std::vector<launch::HostEntry>> job_hosts(const LaunchArgs& args) {
   return launch::parse_host_file(args.host_file);
 }
 
-// What can be known on this machine before any node starts: its workers fit its cores and its
-// memory, and, when a node runs here and so reads the same files, the data loads and fits the
+// The machines the plan's nodes run on: its distinct hosts, every alias of this one counted once.
+int machines(const launch::RankPlan& plan) {
+  std::set<std::string> hosts;
+  for (const launch::NodePlan& node : plan.nodes) hosts.insert(node.local ? std::string() : node.host);
+  return std::max<int>(1, int(hosts.size()));
+}
+
+// What can be known on this machine before any node starts: its workers fit its cores, every
+// rank's layout fits its memory (--memory-limit, else this machine's share), and, when a node runs here and so reads the same files, the data loads and fits the
 // vocabulary (the error a node would report, said once and as bad input).
 Status job_fits_this_machine(const LaunchArgs& args, const ResolvedJob& job, const launch::RankPlan& plan) {
   const std::string origin = args.workers > 0 ? "--workers " + std::to_string(args.workers) : args.host_file;
   if (Status cores = launch::check_local_workers(plan, std::thread::hardware_concurrency(), origin); !cores)
     return cores;
   const int here = launch::local_workers(plan);
-  if (Status memory = check_memory_fit(job, here); !memory) return memory;
+  if (Status memory = check_memory_fit(job, {plan.world_size, machines(plan), here}, args.memory_limit); !memory)
+    return memory;
   if (here == 0) return Status::success();
   auto data = actors::load_job_data(job);
   if (!data) return data.error();

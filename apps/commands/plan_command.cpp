@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "apps/commands/commands.hpp"
+#include "apps/config/byte_size.hpp"
 #include "apps/exit_codes.hpp"
 #include "apps/launch/host_file.hpp"
 #include "apps/launch/host_memory.hpp"
@@ -35,30 +36,6 @@ std::string figure(double value) {
   char text[32];
   std::snprintf(text, sizeof text, "%.3g", value);
   return text;
-}
-
-// A size as "80GB", "80 GB", "512MiB", "1.5e9" (bytes): decimal kB/MB/GB/TB, binary KiB/MiB/GiB/TiB,
-// a bare number or "B" in bytes; nullopt for anything else or a size that is not positive.
-std::optional<double> parse_byte_size(const std::string& text) {
-  std::size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-  std::string unit = text.substr(used);
-  if (!unit.empty() && unit.front() == ' ') unit.erase(0, 1);
-  const struct {
-    const char* name;
-    double scale;
-  } units[] = {{"", 1},           {"B", 1},          {"kB", 1e3},       {"KB", 1e3},      {"MB", 1e6},
-               {"GB", 1e9},       {"TB", 1e12},      {"K", 1e3},        {"M", 1e6},       {"G", 1e9},
-               {"T", 1e12},       {"KiB", 1024.0},   {"MiB", 1048576.0}, {"GiB", 1073741824.0},
-               {"TiB", 1099511627776.0}};
-  for (const auto& u : units)
-    if (unit == u.name && std::isfinite(value * u.scale) && value > 0) return value * u.scale;
-  return std::nullopt;
 }
 
 // Nodes and devices per node of a host file: its distinct hosts, each with the slots of every line

@@ -13,13 +13,14 @@
 
 namespace troupe::apps {
 
-int run_train(const ResolvedJob& job) {
+int run_train(const ResolvedJob& job, std::optional<double> memory_limit) {
   if (const int stages = job.config.pipeline.stages; stages > 1)
     return error_exit(ExitCode::bad_input, "pipeline.stages " + std::to_string(stages) +
                                                " needs a worker per stage: add --workers " + std::to_string(stages) +
                                                " (or a multiple)");
   // Input errors come before any work or output, as the job process of --workers reports them.
-  if (Status fits = check_memory_fit(job, 1); !fits) return error_exit(ExitCode::bad_input, fits.error().message);
+  if (Status fits = check_memory_fit(job, {1, 1, 1}, memory_limit); !fits)
+    return error_exit(ExitCode::bad_input, fits.error().message);
   auto data = actors::load_job_data(job);
   if (!data) return error_exit(ExitCode::bad_input, data.error().message);
   const auto folder_lock = lock_checkpoint_folder(job.config);

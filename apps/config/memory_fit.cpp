@@ -1,74 +1,54 @@
 #include "apps/config/memory_fit.hpp"
 
-#include <algorithm>
-#include <cstdio>
-#include <iterator>
 #include <string>
 
-#include "apps/launch/host_memory.hpp"
-#include "compute/model/recompute.hpp"
+#include "apps/config/byte_size.hpp"
+#include "apps/config/fitting_layout.hpp"
+#include "schedules/layout_plan.hpp"
 
 namespace troupe::apps {
 namespace {
 
-std::string in_units(double bytes) {
-  const char* units[] = {"MiB", "GiB", "TiB", "PiB", "EiB"};
-  double value = bytes / (1024.0 * 1024.0);
-  std::size_t unit = 0;
-  for (; value >= 1024 && unit + 1 < std::size(units); ++unit) value /= 1024;
-  char text[48];
-  std::snprintf(text, sizeof text, "%.1f %s", value, units[unit]);
-  return text;
+std::string ranks_text(int ranks) { return std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks"); }
+
+// What ends a refusal: the nearest layout that fits, or how much the smallest needs.
+std::string advice(const ResolvedJob& job, const JobRanks& ranks, double available) {
+  const auto layout = fitting_layout(job, ranks, available - runtime_bytes_per_rank);
+  if (!layout) return "";
+  const std::string needs = format_binary_size(layout->planned_bytes + runtime_bytes_per_rank) + " per rank";
+  if (!layout->fits) return "; no layout of " + ranks_text(ranks.ranks) + " fits; the smallest needs about " + needs;
+  std::string keys = layout->changes.front();
+  for (std::size_t i = 1; i < layout->changes.size(); ++i) keys += (i == 1 ? " with " : ", ") + layout->changes[i];
+  return "; " + keys + " would fit (about " + needs + ")";
 }
 
 }  // namespace
 
-compute::MemoryEstimate worker_memory(const ResolvedJob& job, compute::Recompute recompute) {
-  const TrainOptions& t = job.config.train;
-  const compute::GPTConfig& model = job.model;
-  if (job.pipeline_split.empty())
-    return compute::estimate_training_memory(model,
-                                             {0, model.n_layer, t.batch_size, t.seq_len, 1, sizeof(float), recompute});
-  // A stage never holds more micro-batches than a step has; the planner of each schedule knows
-  // its true peak, this bound does not need it.
-  compute::MemoryEstimate largest;
-  for (const compute::StageLayers& chunk : job.pipeline_split) {
-    const auto e =
-        compute::estimate_training_memory(model, {chunk.first_layer, chunk.last_layer, t.batch_size, t.seq_len,
-                                                  job.config.pipeline.microbatches, sizeof(float), recompute});
-    if (e.total() > largest.total()) largest = e;
-  }
-  const double chunks = job.config.pipeline.virtual_stages;
-  return {largest.parameter_bytes * chunks, largest.activation_bytes * chunks};
+Status check_memory_fit(const ResolvedJob& job, const JobRanks& ranks, std::optional<double> memory_limit) {
+  if (job.config.train.backend != "cpu") return Status::success();
+  const auto available = rank_memory(memory_limit, ranks.here);
+  if (!available) return Status::success();
+  return check_memory_fit(job, ranks, *available);
 }
 
-Status check_memory_fit(const ResolvedJob& job, int workers_here) {
-  if (job.config.train.backend != "cpu" || workers_here < 1) return Status::success();
-  const auto memory = launch::host_memory();
-  if (!memory) return Status::success();
-  return check_memory_fit(job, workers_here, static_cast<double>(memory->available_bytes), memory->source);
-}
-
-Status check_memory_fit(const ResolvedJob& job, int workers_here, double available, const std::string& source) {
-  const compute::Recompute recompute =
-      compute::parse_recompute(job.config.train.recompute).value_or(compute::Recompute::none);
-  const compute::MemoryEstimate worker = worker_memory(job, recompute);
-  const double needed = worker.total() * workers_here;
-  if (needed <= available) return Status::success();
-  std::string would_fit;
-  if (recompute != compute::Recompute::full) {
-    const double with_full = worker_memory(job, compute::Recompute::full).total() * workers_here;
-    if (with_full <= available) would_fit = "; with train.recompute full they would need about " + in_units(with_full);
-  }
+Status check_memory_fit(const ResolvedJob& job, const JobRanks& ranks, const RankMemory& available) {
+  const schedules::Layout layout = job_layout(job, ranks.ranks);
+  auto planned = schedules::plan_layout(job_workload(job, ranks.ranks), job_cluster(ranks, available.bytes), layout);
+  if (!planned) return planned.error();
+  const schedules::DeviceMemory& memory = planned->memory;
+  const double needed = memory.total() + runtime_bytes_per_rank;
+  if (needed <= available.bytes) return Status::success();
   const compute::GPTConfig& m = job.model;
   const TrainOptions& t = job.config.train;
   return Error{"model.n_layer " + std::to_string(m.n_layer) + ", model.n_embd " + std::to_string(m.n_embd) +
                ", model.vocab_size " + std::to_string(m.vocab_size) + ", train.batch_size " +
-               std::to_string(t.batch_size) + ", train.seq_len " + std::to_string(t.seq_len) + ": " +
-               std::to_string(workers_here) + " worker(s) on this machine need about " + in_units(needed) + " (" +
-               in_units(worker.parameter_bytes) + " of parameters, gradients and AdamW moments and " +
-               in_units(worker.activation_bytes) + " of activations each), but only " + in_units(available) +
-               " is available (" + source + ")" + would_fit};
+               std::to_string(t.batch_size) + ", train.seq_len " + std::to_string(t.seq_len) + " as " +
+               schedules::describe(layout) + " on " + ranks_text(ranks.ranks) + ": a rank needs about " +
+               format_binary_size(needed) + " (" + format_binary_size(memory.model_states()) +
+               " of parameters, gradients and optimizer state, " + format_binary_size(memory.activations) +
+               " of activations, " + format_binary_size(runtime_bytes_per_rank) + " of runtime), but " +
+               format_binary_size(available.bytes) + " is available per rank (" + available.source + ")" +
+               advice(job, ranks, available.bytes)};
 }
 
 }  // namespace troupe::apps

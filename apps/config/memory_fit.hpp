@@ -1,30 +1,35 @@
 #pragma once
-// Whether a job's workers fit the memory this machine has left, checked before any data is read
-// or tensor allocated: a size that cannot fit is refused with one line instead of ending in an
-// allocation failure or the kernel's OOM killer. The estimate (compute/model/memory_estimate.hpp)
-// covers what a CPU worker allocates for training; on a CUDA backend those live on the device
-// and the check is skipped.
+// Whether a job's layout fits the memory each of its ranks may use, checked before any data is
+// read or tensor allocated: a layout that cannot fit is refused with one line, naming a layout of
+// the same ranks that would fit, instead of ending in an allocation failure or the kernel's OOM
+// killer. A rank's need is the layout planner's peak for the job's own layout
+// (schedules::plan_layout, apps/config/job_layout.hpp) plus the process's runtime; what it may use
+// is apps/config/rank_memory.hpp's. On a CUDA backend the tensors live on the device and the check
+// is skipped (docs/configuration.md, "Memory per rank").
 
-#include <string>
+#include <optional>
 
 #include "apps/config/job_config.hpp"
+#include "apps/config/job_layout.hpp"
+#include "apps/config/rank_memory.hpp"
 #include "compute/expected.hpp"
-#include "compute/model/memory_estimate.hpp"
-#include "compute/model/recompute.hpp"
 
 namespace troupe::apps {
 
-// What one worker of the job needs, keeping what `recompute` keeps: the largest pipeline stage's
-// share (every chunk of it under interleaving), with pipeline.microbatches activation slots, or
-// the whole model with one.
-compute::MemoryEstimate worker_memory(const ResolvedJob& job, compute::Recompute recompute);
+// What a rank's process holds besides the planner's tensors: the libraries' code and data (CAF,
+// UCX, OpenBLAS), thread stacks, the corpus and the comm engine's shared-memory buffers. The
+// memory ledger (docs/parallelism.md, "Memory by kind") measured `tiny` on this project's VM at
+// 22 MiB of runtime in one process, and 30 MiB of runtime and 4 MiB of comm buffers on each rank
+// of two; this rounds the larger up, so a job is refused only where the kernel would be short.
+inline constexpr double runtime_bytes_per_rank = 40.0 * 1024 * 1024;
 
-// Error naming the size keys, the estimate and `available_bytes` (from `source`) when
-// `workers_here` workers need more, and train.recompute full when that would fit
-// (docs/configuration.md, "Memory").
-Status check_memory_fit(const ResolvedJob& job, int workers_here, double available_bytes, const std::string& source);
+// Error naming the size keys, the layout, what a rank needs against `available` (and its source),
+// and the nearest layout of the same ranks that fits (apps/config/fitting_layout.hpp), or that none
+// does and what the smallest needs.
+Status check_memory_fit(const ResolvedJob& job, const JobRanks& ranks, const RankMemory& available);
 
-// check_memory_fit against what this machine has available.
-Status check_memory_fit(const ResolvedJob& job, int workers_here);
+// check_memory_fit against `memory_limit` per rank, else this machine's memory shared by the ranks
+// on it; success when neither is known.
+Status check_memory_fit(const ResolvedJob& job, const JobRanks& ranks, std::optional<double> memory_limit);
 
 }  // namespace troupe::apps

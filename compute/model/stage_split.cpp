@@ -27,6 +27,9 @@ Expected<std::vector<StageLayers>> split_layers(const GPTConfig& config, int sta
                  " pipeline stages: every stage needs at least one layer"};
 
   auto cost = [&](int first, int last) { return stage_parameter_count(config, first, last); };
+  // One stage is the whole model; the search below costs stages × layers², which a model of
+  // millions of layers (refused by the memory check, which asks for this split) cannot wait for.
+  if (stages == 1) return std::vector<StageLayers>{{0, L, cost(0, L)}};
   const auto P = static_cast<std::size_t>(stages), N = static_cast<std::size_t>(L);
   constexpr std::int64_t unreachable = std::numeric_limits<std::int64_t>::max();
 

@@ -1,25 +1,55 @@
-// Sizes that cannot fit this machine's memory are refused before anything is allocated, by the
-// single process and by the job process of --workers alike: one line naming the keys, the
-// estimate and the machine's figure, exit 2. A run that allocated first would not end within
-// the timeout or would be killed; the refusal must come first.
+// A job's layout is checked against the memory each rank may use before anything is allocated,
+// by the single process and by the job process of --workers and launch alike: one line naming the
+// keys, the layout, what a rank needs against what it has (and where that figure came from), and
+// a layout of the same ranks that would fit, exit 2. A run that allocated first would not end
+// within the timeout or would be killed; the refusal must come first.
 
 #include <catch2/catch.hpp>
 
 #include <string>
 #include <vector>
 
+#include "apps/config/byte_size.hpp"
 #include "apps/config/memory_fit.hpp"
 #include "apps/config/resolve.hpp"
 #include "apps/run_troupe.hpp"
+#include "schedules/layout_plan.hpp"
 
 using namespace troupe::test;
-using troupe::compute::Recompute;
+using troupe::apps::check_memory_fit;
+using troupe::apps::JobRanks;
+using troupe::apps::RankMemory;
 
 namespace {
 
-const std::vector<std::pair<std::string, std::string>> sizes_that_cannot_fit{
-    {"train.batch_size", "1000000"}, {"model.block_size", "100000000"}, {"model.n_embd", "1048576"},
-    {"model.n_layer", "100000"},     {"model.n_layer", "2147483647"}};
+const std::vector<std::pair<std::string, std::string>> sizes_that_cannot_fit{{"train.batch_size", "1000000"},
+                                                                             {"model.block_size", "100000000"},
+                                                                             {"model.n_embd", "1048576"},
+                                                                             {"model.n_layer", "100000"},
+                                                                             {"model.n_layer", "2147483647"}};
+
+troupe::actors::ResolvedJob resolved(const troupe::actors::JobConfig& config) {
+  auto job = troupe::apps::resolve(config);
+  REQUIRE(job.ok());
+  return *job;
+}
+
+// What the planner says a rank of `job` on `ranks` needs, runtime included.
+double planned_need(const troupe::actors::ResolvedJob& job, int ranks) {
+  const JobRanks where{ranks, 1, ranks};
+  auto planned =
+      troupe::schedules::plan_layout(troupe::apps::job_workload(job, ranks), troupe::apps::job_cluster(where, 1e12),
+                                     troupe::apps::job_layout(job, ranks));
+  REQUIRE(planned.ok());
+  return planned->memory.total() + troupe::apps::runtime_bytes_per_rank;
+}
+
+troupe::actors::JobConfig small_batch(int batch_size) {
+  troupe::actors::JobConfig config;
+  config.model.preset = "small";
+  config.train.batch_size = batch_size;
+  return config;
+}
 
 }  // namespace
 
@@ -28,15 +58,39 @@ TEST_CASE("sizes that cannot fit are refused with one line before any allocation
   for (const auto& [key, value] : sizes_that_cannot_fit) {
     // block_size reaches the estimate as train.seq_len, which defaults to it.
     const std::string named = key == "model.block_size" ? "train.seq_len " + value : key + " " + value;
-    for (const std::vector<std::string>& start : {std::vector<std::string>{"train"},
-                                                  std::vector<std::string>{"train", "--workers", "2"}}) {
+    for (const std::vector<std::string>& start :
+         {std::vector<std::string>{"train"}, std::vector<std::string>{"train", "--workers", "2"}}) {
       std::vector<std::string> args = start;
       args.insert(args.end(), {"--model.preset", "tiny", "--" + key, value});
       const ProcessResult refused = check_rejected_in(dir, args, named);
-      CHECK_THAT(refused.err, Catch::Contains("need about") && Catch::Contains("is available (") &&
-                                  Catch::Contains("of parameters, gradients and AdamW moments"));
+      CHECK_THAT(refused.err, Catch::Contains("a rank needs about") && Catch::Contains("is available per rank (") &&
+                                  Catch::Contains("of parameters, gradients and optimizer state"));
     }
   }
+}
+
+TEST_CASE("a --memory-limit too small for a tiny job is refused in one line by train, --workers and launch", "[cli]") {
+  TempDir dir;
+  const std::string hosts = dir.write("hosts.txt", "localhost slots=2\n");
+  const std::vector<std::vector<std::string>> starts{
+      {"train"}, {"train", "--workers", "2"}, {"launch", "--hostfile", hosts}};
+  const std::vector<std::string> rank_counts{"1 rank", "2 ranks", "2 ranks"};
+  for (std::size_t i = 0; i < starts.size(); ++i) {
+    std::vector<std::string> args = starts[i];
+    args.insert(args.end(), {"--model.preset", "tiny", "--memory-limit", "1MiB"});
+    const ProcessResult refused =
+        check_rejected_in(dir, args,
+                          "but 1.0 MiB is available per rank (--memory-limit); no layout of " + rank_counts[i] +
+                              " fits; the smallest needs about");
+    CHECK_THAT(refused.err, Catch::Contains("train.batch_size 8, train.seq_len 128 as zero 0"));
+  }
+}
+
+TEST_CASE("a --memory-limit that is not a size is refused in one line naming it", "[cli]") {
+  TempDir dir;
+  for (const std::string bad : {"12XB", "0", "-1GiB", "lots"})
+    check_rejected_in(dir, {"train", "--model.preset", "tiny", "--memory-limit", bad},
+                      "--memory-limit " + bad + ": not a positive size");
 }
 
 TEST_CASE("a model size whose products overflow 64 bits is refused by resolve", "[config]") {
@@ -50,45 +104,71 @@ TEST_CASE("a model size whose products overflow 64 bits is refused by resolve", 
              Catch::Contains("model.n_embd 2147483646") && Catch::Contains("more than a 64-bit count holds"));
 }
 
-TEST_CASE("a worker's estimate covers the whole model, or its largest pipeline stage with every micro-batch", "[config]") {
-  troupe::actors::JobConfig config;
-  config.model.preset = "tiny";
-  auto whole = troupe::apps::resolve(config);
-  REQUIRE(whole.ok());
-  const auto one = troupe::apps::worker_memory(*whole, Recompute::none);
-  CHECK(one.parameter_bytes > 0);
-  CHECK(troupe::apps::check_memory_fit(*whole, 1).ok());
-
-  config.pipeline.stages = 2;
-  config.pipeline.microbatches = 4;
-  auto staged = troupe::apps::resolve(config);
-  REQUIRE(staged.ok());
-  const auto stage = troupe::apps::worker_memory(*staged, Recompute::none);
-  CHECK(stage.parameter_bytes < one.parameter_bytes);
-  CHECK(stage.activation_bytes > one.activation_bytes);  // four micro-batches in flight, half the layers each
+TEST_CASE("a job fits when the planner's peak and the runtime fit the memory per rank, to the byte", "[config]") {
+  const auto job = resolved(small_batch(16));
+  const double need = planned_need(job, 2);
+  CHECK(check_memory_fit(job, {2, 1, 2}, RankMemory{need, "test"}).ok());
+  const auto short_by_one = check_memory_fit(job, {2, 1, 2}, RankMemory{need - 1, "test"});
+  REQUIRE_FALSE(short_by_one.ok());
+  CHECK_THAT(short_by_one.error().message,
+             Catch::StartsWith("model.n_layer 6, model.n_embd 384, model.vocab_size 256, train.batch_size 16, "
+                               "train.seq_len 256 as zero 0, dp 2, micro-batch 16 x 1, recompute none on 2 ranks: "
+                               "a rank needs about " +
+                               troupe::apps::format_binary_size(need)) &&
+                 Catch::Contains("is available per rank (test)"));
 }
 
-TEST_CASE("a refusal names train.recompute full when that would fit, and only then", "[config]") {
-  troupe::actors::JobConfig config;
-  config.model.preset = "small";
-  config.train.batch_size = 64;
-  auto job = troupe::apps::resolve(config);
-  REQUIRE(job.ok());
-  const double none = troupe::apps::worker_memory(*job, Recompute::none).total();
-  const double full = troupe::apps::worker_memory(*job, Recompute::full).total();
-  REQUIRE(full < none / 2);
-  const double between = (none + full) / 2;
-  CHECK(troupe::apps::check_memory_fit(*job, 1, none, "test").ok());
-  const auto hinted = troupe::apps::check_memory_fit(*job, 1, between, "test");
-  REQUIRE_FALSE(hinted.ok());
-  CHECK_THAT(hinted.error().message,
-             Catch::Contains("is available (test); with train.recompute full they would need about"));
-  const auto too_small = troupe::apps::check_memory_fit(*job, 1, full / 2, "test");
-  REQUIRE_FALSE(too_small.ok());
-  CHECK_THAT(too_small.error().message, !Catch::Contains("train.recompute"));
-
+TEST_CASE("the memory a rank needs falls with ZeRO, recompute and the ranks of the data-parallel group", "[config]") {
+  auto config = small_batch(16);
+  const double plain = planned_need(resolved(config), 2);
+  CHECK(planned_need(resolved(config), 4) == plain);  // data parallelism replicates everything
+  config.train.zero = 1;
+  const double zero1_on_2 = planned_need(resolved(config), 2);
+  CHECK(zero1_on_2 < plain);
+  CHECK(planned_need(resolved(config), 4) < zero1_on_2);  // the moments shard over more ranks
+  config.train.zero = 0;
   config.train.recompute = "full";
-  auto recomputing = troupe::apps::resolve(config);
-  REQUIRE(recomputing.ok());
-  CHECK(troupe::apps::check_memory_fit(*recomputing, 1, between, "test").ok());
+  CHECK(planned_need(resolved(config), 2) < plain);
+}
+
+TEST_CASE("a refusal names the fewest keys that make the job fit: train.recompute full alone", "[config]") {
+  auto config = small_batch(16);
+  const auto job = resolved(config);
+  config.train.recompute = "full";
+  const double with_full = planned_need(resolved(config), 2);
+  config.train.recompute = "selective";
+  REQUIRE(planned_need(resolved(config), 2) > with_full + (8 << 20));
+  const auto refused = check_memory_fit(job, {2, 1, 2}, RankMemory{with_full + (4 << 20), "test"});
+  REQUIRE_FALSE(refused.ok());
+  CHECK_THAT(refused.error().message,
+             Catch::EndsWith("is available per rank (test); train.recompute full would fit (about " +
+                             troupe::apps::format_binary_size(with_full) + " per rank)"));
+}
+
+TEST_CASE("a refusal names train.zero when sharding the optimizer state is what makes the job fit", "[config]") {
+  // One short sequence a rank: the parameters, gradients and moments are nearly all of it.
+  auto config = small_batch(1);
+  config.train.seq_len = 16;
+  const auto job = resolved(config);
+  config.train.zero = 2;
+  const double with_zero = planned_need(resolved(config), 4);
+  const auto refused = check_memory_fit(job, {4, 1, 4}, RankMemory{with_zero + (1 << 20), "test"});
+  REQUIRE_FALSE(refused.ok());
+  // ZeRO-1 needs as much (Troupe keeps the whole gradient buffer) but moves more bytes.
+  CHECK_THAT(refused.error().message, Catch::EndsWith("; train.zero 2 would fit (about " +
+                                                      troupe::apps::format_binary_size(with_zero) + " per rank)"));
+}
+
+TEST_CASE("when no layout of the ranks fits, a refusal says so and what the smallest needs", "[config]") {
+  const auto job = resolved(small_batch(16));
+  const auto refused = check_memory_fit(job, {2, 1, 2}, RankMemory{64 << 20, "test"});
+  REQUIRE_FALSE(refused.ok());
+  CHECK_THAT(refused.error().message,
+             Catch::Contains("is available per rank (test); no layout of 2 ranks fits; the smallest needs about "));
+}
+
+TEST_CASE("a CUDA backend's job is not checked against host memory", "[config]") {
+  auto config = small_batch(16);
+  config.train.backend = "cuda";
+  CHECK(check_memory_fit(resolved(config), {1, 1, 1}, std::optional<double>(1.0)).ok());
 }

@@ -1,0 +1,84 @@
+#include "apps/config/job_layout.hpp"
+
+#include "apps/config/keys.hpp"
+#include "apps/config/value.hpp"
+#include "compute/model/recompute.hpp"
+
+namespace troupe::apps {
+namespace {
+
+// The keys a layout sets, in key-table order.
+constexpr std::string_view layout_keys[] = {"train.batch_size",  "train.grad_accum",       "train.zero",
+                                            "train.recompute",   "pipeline.stages",        "pipeline.microbatches",
+                                            "pipeline.schedule", "pipeline.virtual_stages"};
+
+int microbatches_per_step(const JobConfig& config) {
+  return config.pipeline.stages > 1 ? config.pipeline.microbatches : config.train.grad_accum;
+}
+
+}  // namespace
+
+schedules::Workload job_workload(const ResolvedJob& job, int ranks) {
+  const schedules::Layout layout = job_layout(job, ranks);
+  return {job.model, layout.dp * layout.micro_batch * layout.microbatches, job.config.train.seq_len,
+          schedules::Precision::fp32};
+}
+
+schedules::Layout job_layout(const ResolvedJob& job, int ranks) {
+  const JobConfig& c = job.config;
+  schedules::Layout layout;
+  layout.pp = c.pipeline.stages;
+  layout.dp = ranks / c.pipeline.stages;
+  layout.zero = c.train.zero;
+  layout.recompute = compute::parse_recompute(c.train.recompute).value_or(compute::Recompute::none);
+  layout.micro_batch = c.train.batch_size;
+  layout.microbatches = microbatches_per_step(c);
+  // resolve() has checked the name.
+  if (auto kind = schedules::parse_schedule_kind(c.pipeline.schedule)) layout.schedule = *kind;
+  layout.chunks = c.pipeline.virtual_stages;
+  return layout;
+}
+
+schedules::Cluster job_cluster(const JobRanks& ranks, double device_memory) {
+  schedules::Cluster cluster;
+  cluster.nodes = ranks.ranks % ranks.hosts == 0 ? ranks.hosts : 1;
+  cluster.devices_per_node = ranks.ranks / cluster.nodes;
+  cluster.device_memory = device_memory;
+  cluster.peak_flops = 1e11;
+  cluster.intra_bandwidth = 6e9;
+  cluster.inter_bandwidth = 1.25e9;
+  return cluster;
+}
+
+JobConfig with_layout(const JobConfig& config, const schedules::Layout& layout) {
+  JobConfig c = config;
+  c.train.batch_size = layout.micro_batch;
+  c.train.zero = layout.zero;
+  c.train.recompute = compute::recompute_name(layout.recompute);
+  c.pipeline.stages = layout.pp;
+  if (layout.pp > 1) {
+    c.train.grad_accum = 1;
+    c.pipeline.microbatches = layout.microbatches;
+    c.pipeline.schedule = std::string(schedules::to_string(layout.schedule));
+    c.pipeline.virtual_stages = layout.chunks;
+  } else {
+    c.train.grad_accum = layout.microbatches;
+    // Without stages the schedule is unused, but interleaving one stage is refused.
+    if (c.pipeline.schedule == schedules::to_string(schedules::ScheduleKind::interleaved))
+      c.pipeline.schedule = std::string(schedules::to_string(schedules::ScheduleKind::one_f_one_b));
+    c.pipeline.virtual_stages = 1;
+  }
+  return c;
+}
+
+std::vector<std::string> changed_layout_keys(const JobConfig& from, const JobConfig& to) {
+  std::vector<std::string> changed;
+  for (std::string_view name : layout_keys) {
+    const ConfigKey* key = find_config_key(name);
+    if (const std::string value = format_text(to, *key); value != format_text(from, *key))
+      changed.push_back(std::string(name) + " " + value);
+  }
+  return changed;
+}
+
+}  // namespace troupe::apps
