@@ -167,7 +167,7 @@ TEST_CASE("a model whose training state exceeds each process's memory limit trai
   const std::vector<std::string> model{"--model.n_layer", "6",   "--model.n_embd",     "384", "--model.n_head", "6",
                                        "--model.block_size", "64", "--model.vocab_size", "256"};
   const auto job = with(with(tiny_job(6), model), {"--train.batch_size", "4"});
-  const std::string limit = std::to_string(160 * 1024 * 1024);
+  const std::string limit = std::to_string(140 * 1024 * 1024);
 
   const ProcessResult free_run = run_troupe(dir, job, std::chrono::seconds(120));
   INFO("one process, no limit:\n" << free_run.out << free_run.err);
@@ -185,6 +185,15 @@ TEST_CASE("a model whose training state exceeds each process's memory limit trai
   }
   INFO("one process under " << limit << " bytes:\n" << limited.out << limited.err);
   CHECK(limited.exit_code == 137);
+
+  // Told the limit, train refuses plain data parallelism on 4 ranks and names ZeRO-3 (ZeRO-2 keeps the
+  // whole gradient buffer and does not fit either).
+  const ProcessResult refused = run_troupe(
+      dir, with(with(tiny_job(6), model), {"--workers", "4", "--train.batch_size", "1", "--memory-limit", limit}),
+      std::chrono::seconds(60));
+  INFO("plain data parallelism under --memory-limit:\n" << refused.out << refused.err);
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.err, Contains("train.zero 3 would fit"));
 
   // Four node processes, each in a cgroup of its own with the same limit, one sequence each.
   const std::string hosts = dir.write("hosts", "memhost-0 slots=1\nmemhost-1 slots=1\nmemhost-2 slots=1\nmemhost-3 slots=1\n");
