@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/commands/bench_figures.hpp"
 #include "apps/commands/commands.hpp"
 #include "apps/exit_codes.hpp"
 #include "checkpoint/disk_speed.hpp"
@@ -42,12 +43,6 @@ using Clock = std::chrono::steady_clock;
 constexpr int micro_batch = 8;  // as bench dp and bench compute
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
 
 // The bench's folder goes, whatever path the command leaves by.
 struct RemovedOnExit {

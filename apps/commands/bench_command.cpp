@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "apps/commands/bench_figures.hpp"
 #include "apps/commands/commands.hpp"
 #include "apps/commands/op_timing_backend.hpp"
 #include "apps/commands/pytorch_script.hpp"
@@ -36,12 +37,6 @@ using Clock = std::chrono::steady_clock;
 constexpr const char* kTorchScript = "torch_cpu_train.py";
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
 
 // The PyTorch side, once the interpreter has answered the probe.
 struct Torch {

@@ -25,6 +25,7 @@
 #include "actors/actor_system_setup.hpp"
 #include "actors/worker/data_parallel_hooks.hpp"
 #include "actors/worker/mailbox_comm.hpp"
+#include "apps/commands/bench_figures.hpp"
 #include "apps/commands/commands.hpp"
 #include "apps/exit_codes.hpp"
 #include "comm/bootstrap.hpp"
@@ -127,12 +128,6 @@ constexpr std::array<std::array<Turn, 3>, 3> turn_orders{{
     {Turn::data_parallel, Turn::single, Turn::independent},
 }};
 
-std::vector<std::uint8_t> as_bytes(const std::vector<double>& values) {
-  std::vector<std::uint8_t> bytes(values.size() * sizeof(double));
-  if (!values.empty()) std::memcpy(bytes.data(), values.data(), bytes.size());
-  return bytes;
-}
-
 // The leader's report: its one-process step times, one per measured iteration.
 std::vector<double> lead(Turns& turns, RankTraining& alone, const BenchDpOptions& o) {
   turns.wait_for_followers();  // all built: nobody computes while the reference is measured
@@ -182,17 +177,6 @@ Expected<std::vector<double>> follow(comm::Engine& engine, Turns& turns, compute
   return dp;
 }
 
-std::vector<double> doubles_of(const std::vector<std::uint8_t>& bytes) {
-  std::vector<double> values(bytes.size() / sizeof(double));
-  if (!values.empty()) std::memcpy(values.data(), bytes.data(), values.size() * sizeof(double));
-  return values;
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
-
 const char* order_name(int iteration) {
   static constexpr std::array<const char*, 3> names{"1 ind dp", "ind dp 1", "dp 1 ind"};
   return names[static_cast<std::size_t>(iteration % 3)];
@@ -221,11 +205,11 @@ int run_bench_dp(const BenchDpOptions& o) {
         if (!backend) return backend.error();
         if (engine.rank() == n) {
           RankTraining alone(**backend, cfg, o, stream, {});
-          return as_bytes(lead(turns, alone, o));
+          return pack_figures(lead(turns, alone, o));
         }
         auto times = follow(engine, turns, **backend, cfg, o, stream);
         if (!times) return times.error();
-        return as_bytes(*times);
+        return pack_figures(*times);
       },
       std::chrono::minutes(30));
   if (!results) return error_exit(ExitCode::failure, results.error().message);
@@ -236,7 +220,7 @@ int run_bench_dp(const BenchDpOptions& o) {
     if (!result.ok || result.report.size() != expected * sizeof(double))
       return error_exit(ExitCode::failure, "bench dp: rank " + std::to_string(r) + " of " + std::to_string(n + 1) +
                                                ": " + (result.error.empty() ? "reported no step times" : result.error));
-    times.push_back(doubles_of(result.report));
+    times.push_back(unpack_figures(result.report));
   }
 
   std::printf("%-9s %-9s %12s %17s %10s %8s %14s %14s\n", "iteration", "order", "1 proc tok/s", "independent tok/s",

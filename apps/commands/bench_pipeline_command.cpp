@@ -17,6 +17,7 @@
 #include "actors/actor_system_setup.hpp"
 #include "actors/worker/mailbox_comm.hpp"
 #include "actors/worker/pipeline_trainer.hpp"
+#include "apps/commands/bench_figures.hpp"
 #include "apps/commands/commands.hpp"
 #include "apps/exit_codes.hpp"
 #include "comm/bootstrap.hpp"
@@ -134,13 +135,6 @@ Expected<std::vector<std::uint8_t>> stage_body(comm::Engine& engine, const Bench
 
 // One measured step of every stage: step[stage][instruction].
 using StepTimes = std::vector<std::vector<schedules::OpTiming>>;
-
-double median(std::vector<double> values) {
-  TROUPE_CHECK(!values.empty(), "median of nothing");
-  std::sort(values.begin(), values.end());
-  const std::size_t half = values.size() / 2;
-  return values.size() % 2 == 1 ? values[half] : (values[half - 1] + values[half]) / 2;
-}
 
 // The simulator's definition on measured times: 1 − Σ forward and backward seconds / (p × flush),
 // flush from the step's first forward to its last backward (the simulator starts every stage at

@@ -20,6 +20,7 @@
 #include "actors/actor_system_setup.hpp"
 #include "actors/worker/data_parallel_hooks.hpp"
 #include "actors/worker/mailbox_comm.hpp"
+#include "apps/commands/bench_figures.hpp"
 #include "apps/commands/commands.hpp"
 #include "apps/exit_codes.hpp"
 #include "comm/bootstrap.hpp"
@@ -137,23 +138,6 @@ Expected<std::vector<double>> run_rank(comm::Engine& engine, const compute::GPTC
   return seconds;
 }
 
-std::vector<std::uint8_t> as_bytes(const std::vector<double>& values) {
-  std::vector<std::uint8_t> bytes(values.size() * sizeof(double));
-  if (!values.empty()) std::memcpy(bytes.data(), values.data(), bytes.size());
-  return bytes;
-}
-
-std::vector<double> doubles_of(const std::vector<std::uint8_t>& bytes) {
-  std::vector<double> values(bytes.size() / sizeof(double));
-  if (!values.empty()) std::memcpy(values.data(), bytes.data(), values.size() * sizeof(double));
-  return values;
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
-
 double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
 
 }  // namespace
@@ -175,7 +159,7 @@ int run_bench_zero3(const BenchZero3Options& o) {
       [&](comm::Engine& engine) -> Expected<std::vector<std::uint8_t>> {
         auto report = run_rank(engine, cfg, o, stream);
         if (!report) return report.error();
-        return as_bytes(*report);
+        return pack_figures(*report);
       },
       std::chrono::minutes(30));
   if (!results) return error_exit(ExitCode::failure, results.error().message);
@@ -186,7 +170,7 @@ int run_bench_zero3(const BenchZero3Options& o) {
     if (!result.ok || result.report.size() != expected * sizeof(double))
       return error_exit(ExitCode::failure, "bench zero3: rank " + std::to_string(r) + " of " + std::to_string(n) +
                                                ": " + (result.error.empty() ? "reported no step times" : result.error));
-    reports.push_back(doubles_of(result.report));
+    reports.push_back(unpack_figures(result.report));
   }
 
   std::printf("%-9s %12s %12s %18s %14s %19s\n", "iteration", "ZeRO-0 tok/s", "ZeRO-3 tok/s", "ZeRO-3 full tok/s",
