@@ -22,15 +22,14 @@
 #include <cstring>
 #include <string>
 
-#include "actors/actor_system_setup.hpp"
 #include "actors/worker/data_parallel_hooks.hpp"
 #include "actors/worker/mailbox_comm.hpp"
 #include "apps/commands/bench_figures.hpp"
+#include "apps/commands/bench_rank.hpp"
 #include "apps/commands/commands.hpp"
 #include "apps/exit_codes.hpp"
 #include "comm/bootstrap.hpp"
 #include "comm/collectives.hpp"
-#include "comm/grid.hpp"
 #include "compute/check.hpp"
 #include "compute/random.hpp"
 #include "compute/train/trainer.hpp"
@@ -151,17 +150,11 @@ Expected<std::vector<double>> follow(comm::Engine& engine, Turns& turns, compute
                                      const compute::GPTConfig& cfg, const BenchDpOptions& o,
                                      const std::vector<std::uint16_t>& stream) {
   const int rank = engine.rank();
-  actors::TroupeConfig actor_config;
-  caf::actor_system system{actor_config};
-  caf::scoped_actor worker{system};
-  actors::MailboxComm mailbox(worker.ptr());
-  monitor::WorkProgress progress;
-  comm::Group group{comm::dp_group_id, {}};
-  for (int r = 0; r < o.processes; ++r) group.ranks.push_back(r);
-  auto communicator = comm::Communicator::create(engine, group);
-  if (!communicator) return communicator.error();
+  auto joined = BenchRank::join(engine, o.processes);
+  if (!joined) return joined.error();
+  BenchRank& worker = **joined;
   RankTraining parallel(backend, cfg, o, stream,
-                        actors::group_data_parallel(mailbox, **communicator, progress, 0,
+                        actors::group_data_parallel(worker.mailbox(), worker.data_parallel(), worker.progress(), 0,
                                                     compute::ParameterLayout(cfg).total()));
   RankTraining alone(backend, cfg, o, stream, {});
   turns.finish();

@@ -17,15 +17,14 @@
 #include <memory>
 #include <string>
 
-#include "actors/actor_system_setup.hpp"
 #include "actors/worker/data_parallel_hooks.hpp"
 #include "actors/worker/mailbox_comm.hpp"
 #include "apps/commands/bench_figures.hpp"
+#include "apps/commands/bench_rank.hpp"
 #include "apps/commands/commands.hpp"
 #include "apps/exit_codes.hpp"
 #include "comm/bootstrap.hpp"
 #include "comm/collectives.hpp"
-#include "comm/grid.hpp"
 #include "compute/random.hpp"
 #include "compute/train/trainer.hpp"
 
@@ -108,17 +107,13 @@ Expected<std::vector<double>> run_rank(comm::Engine& engine, const compute::GPTC
                                        const BenchZero3Options& o, const std::vector<std::uint16_t>& stream) {
   auto backend = compute::make_backend("cpu", 1);
   if (!backend) return backend.error();
-  actors::TroupeConfig actor_config;
-  caf::actor_system system{actor_config};
-  caf::scoped_actor worker{system};
-  actors::MailboxComm mailbox(worker.ptr());
-  monitor::WorkProgress progress;
-  comm::Group group{comm::dp_group_id, {}};
-  for (int r = 0; r < o.processes; ++r) group.ranks.push_back(r);
-  auto communicator = comm::Communicator::create(engine, group);
-  if (!communicator) return communicator.error();
+  auto joined = BenchRank::join(engine, o.processes);
+  if (!joined) return joined.error();
+  BenchRank& rank = **joined;
   const std::int64_t total = compute::ParameterLayout(cfg).total();
-  auto hooks = [&](int stage) { return actors::group_data_parallel(mailbox, **communicator, progress, stage, total); };
+  auto hooks = [&](int stage) {
+    return actors::group_data_parallel(rank.mailbox(), rank.data_parallel(), rank.progress(), stage, total);
+  };
   std::array<std::unique_ptr<VariantTraining>, variants> trainings{
       std::make_unique<VariantTraining>(**backend, cfg, o, stream, hooks(0), compute::Recompute::none),
       std::make_unique<VariantTraining>(**backend, cfg, o, stream, hooks(3), compute::Recompute::none),
@@ -126,7 +121,7 @@ Expected<std::vector<double>> run_rank(comm::Engine& engine, const compute::GPTC
   std::vector<double> seconds(static_cast<std::size_t>(variants * o.steps));
   for (int i = 0; i < o.warmup + o.steps; ++i) {
     for (Variant v : orders[static_cast<std::size_t>(i % variants)]) {
-      if (Status s = (*communicator)->barrier(); !s) return s.error();
+      if (Status s = rank.data_parallel().barrier(); !s) return s.error();
       const double t = trainings[static_cast<std::size_t>(v)]->timed_step();
       if (i >= o.warmup) seconds[static_cast<std::size_t>(v * o.steps + i - o.warmup)] = t;
     }

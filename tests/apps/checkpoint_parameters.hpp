@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "checkpoint/loader.hpp"
@@ -19,6 +21,20 @@ inline std::vector<float> final_parameters(const std::filesystem::path& dir, lon
   auto params = loaded->read_all("param");
   REQUIRE(params.ok());
   return std::move(*params);
+}
+
+// Every value of every kind (parameters, both AdamW moments) in the checkpoint at `folder` (one
+// step-NNNNNNN folder), in the flat order.
+inline std::map<std::string, std::vector<float>> checkpoint_values(const std::filesystem::path& folder) {
+  auto loaded = checkpoint::open_checkpoint(folder);
+  REQUIRE(loaded.ok());
+  std::map<std::string, std::vector<float>> values;
+  for (const char* kind : {"param", "adam_m", "adam_v"}) {
+    auto all = loaded->read_all(kind);
+    REQUIRE(all.ok());
+    values[kind] = std::move(*all);
+  }
+  return values;
 }
 
 }  // namespace troupe::test

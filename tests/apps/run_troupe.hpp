@@ -24,6 +24,12 @@ inline ProcessResult run_troupe(const TempDir& dir, std::vector<std::string> arg
   return run_process(args, dir.path().string(), timeout);
 }
 
+// `args` followed by `more`: a job's arguments with a layout's.
+inline std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
 // Runs troupe with args in `dir` and checks the command was refused as bad input: exit code 2,
 // nothing on stdout, one "troupe: error:" line on stderr naming `what`.
 inline ProcessResult check_rejected_in(const TempDir& dir, const std::vector<std::string>& args,

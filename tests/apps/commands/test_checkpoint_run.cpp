@@ -15,6 +15,7 @@
 #include <regex>
 #include <thread>
 
+#include "apps/checkpoint_parameters.hpp"
 #include "apps/run_troupe.hpp"
 #include "apps/commands/watched_run.hpp"
 #include "checkpoint/loader.hpp"
@@ -33,24 +34,6 @@ namespace {
 std::vector<std::string> tiny_job(long steps) {
   return {"--model.preset", "tiny", "--train.steps", std::to_string(steps), "--train.val_batches", "1",
           "--sample.tokens", "0", "--train.threads", "1", "--train.val_every", "0"};
-}
-
-std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
-  args.insert(args.end(), more.begin(), more.end());
-  return args;
-}
-
-// Every value of every kind in the checkpoint at `folder`, in the flat order.
-std::map<std::string, std::vector<float>> checkpoint_values(const fs::path& folder) {
-  auto loaded = checkpoint::open_checkpoint(folder);
-  REQUIRE(loaded.ok());
-  std::map<std::string, std::vector<float>> values;
-  for (const char* kind : {"param", "adam_m", "adam_v"}) {
-    auto all = loaded->read_all(kind);
-    REQUIRE(all.ok());
-    values[kind] = std::move(*all);
-  }
-  return values;
 }
 
 // Starts `troupe train args` in `dir`, kills it (and its node processes) with SIGKILL as soon as

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 
+#include "apps/checkpoint_parameters.hpp"
 #include "apps/run_troupe.hpp"
 #include "checkpoint/loader.hpp"
 #include "checkpoint/store.hpp"
@@ -28,27 +29,14 @@ std::vector<std::string> tiny_job(long steps) {
           "--sample.tokens", "0", "--train.threads", "1", "--train.val_every", "0"};
 }
 
-std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
-  args.insert(args.end(), more.begin(), more.end());
-  return args;
-}
-
 using Values = std::map<std::string, std::vector<float>>;
 
 // Every value of every kind in the newest checkpoint under `dir`.
-Values checkpoint_values(const fs::path& dir) {
+Values newest_checkpoint_values(const fs::path& dir) {
   auto steps = checkpoint::committed_steps(dir);
   REQUIRE(steps.ok());
   REQUIRE(!steps->empty());
-  auto loaded = checkpoint::open_checkpoint(checkpoint::step_dir(dir, steps->front()));
-  REQUIRE(loaded.ok());
-  Values values;
-  for (const char* kind : {"param", "adam_m", "adam_v"}) {
-    auto all = loaded->read_all(kind);
-    REQUIRE(all.ok());
-    values[kind] = std::move(*all);
-  }
-  return values;
+  return checkpoint_values(checkpoint::step_dir(dir, steps->front()));
 }
 
 // Trains `args` with a checkpoint at the end; its final loss line and saved state.
@@ -63,7 +51,7 @@ Trained train(const TempDir& dir, const std::string& name, std::vector<std::stri
   const ProcessResult r = run_troupe(dir, args, std::chrono::seconds(180));
   INFO(name << "\nstdout: " << r.out << "\nstderr: " << r.err);
   REQUIRE(r.exit_code == 0);
-  return {r.out, checkpoint_values(saved)};
+  return {r.out, newest_checkpoint_values(saved)};
 }
 
 bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {

@@ -1,0 +1,37 @@
+#pragma once
+// A bench process standing in for a worker actor of a data-parallel job: an actor system with one
+// blocking actor, whose mailbox receives the comm engine's completions (actors/worker/mailbox_comm),
+// a progress record, and the data-parallel group of ranks 0..processes-1.
+
+#include <memory>
+
+#include <caf/all.hpp>
+
+#include "actors/worker/mailbox_comm.hpp"
+#include "comm/collectives.hpp"
+#include "compute/expected.hpp"
+#include "monitor/work_progress.hpp"
+
+namespace troupe::apps {
+
+class BenchRank {
+ public:
+  // The engine must be connected to every rank below `processes`.
+  static Expected<std::unique_ptr<BenchRank>> join(comm::Engine& engine, int processes);
+
+  actors::MailboxComm& mailbox() { return mailbox_; }
+  monitor::WorkProgress& progress() { return progress_; }
+  comm::Communicator& data_parallel() { return *data_parallel_; }
+
+ private:
+  BenchRank();
+
+  std::unique_ptr<caf::actor_system_config> config_;
+  std::unique_ptr<caf::actor_system> system_;
+  caf::scoped_actor worker_;
+  actors::MailboxComm mailbox_;
+  monitor::WorkProgress progress_;
+  std::unique_ptr<comm::Communicator> data_parallel_;
+};
+
+}  // namespace troupe::apps
