@@ -100,7 +100,7 @@ TEST_CASE("ZeRO-3 on 2 and 4 workers takes ZeRO-2's steps bit for bit and ZeRO-0
 TEST_CASE("ZeRO-3 keeping gathered blocks for backward, with accumulation and full recompute, steps as ZeRO-0 does",
           "[zero3]") {
   TempDir dir;
-  const long steps = 10;
+  const long steps = 20;
   const auto job = with(tiny_job(steps), {"--workers", "4", "--train.batch_size", "1", "--train.grad_accum", "2"});
   const Trained zero0 = train(dir, "zero0", with(job, {"--train.zero", "0"}), steps);
   const Trained zero3 =
@@ -205,7 +205,7 @@ TEST_CASE("ZeRO-3 with pipeline stages: dp 2 x pp 2 under GPipe, 1F1B and interl
           "checkpoint resumes on one process",
           "[zero3][pipeline]") {
   TempDir dir;
-  const long steps = 6;
+  const long steps = 20;
   // 8 sequences per step on every grid: 2 replicas x 4 micro-batches of 1.
   const auto job = with(tiny_job(steps), {"--workers", "4", "--pipeline.stages", "2", "--pipeline.microbatches", "4",
                                           "--train.batch_size", "1"});
