@@ -85,8 +85,8 @@ inline int visible_keys(int i, int c0, int width) { return std::min(width, i + 1
 // width) into exp(s - m') in place (masked entries 0), updates the running max m and sum l, and
 // rescales the rows of out accumulated from earlier chunks by exp(m - m').
 template <typename Real>
-TROUPE_SIMD_CLONES void online_softmax_chunk(Real* s, Real* m, Real* l, Real* out, int ld_out, int hs, int r0,
-                                             int rows, int c0, int width) {
+TROUPE_SIMD_CLONES void online_softmax_chunk(Real* s, Real* m, Real* l, Real* out, int ld_out, int hs, int r0, int rows,
+                                             int c0, int width) {
   for (int r = 0; r < rows; ++r) {
     Real* row = s + static_cast<std::size_t>(r) * width;
     const int n = visible_keys(r0 + r, c0, width);
@@ -164,8 +164,8 @@ TROUPE_SIMD_CLONES void softmax_backward_in_place(Real* dp, const Real* p, const
 
 // One query block's probabilities P and their gradient dP over keys [c0, c0 + width).
 template <typename Real>
-void probabilities_and_gradient(Real* p, Real* dp, const Head<const Real>& x, const Real* dout, const Real* lse,
-                                int r0, int rows, int c0, int width, int C, int hs, Real scale) {
+void probabilities_and_gradient(Real* p, Real* dp, const Head<const Real>& x, const Real* dout, const Real* lse, int r0,
+                                int rows, int c0, int width, int C, int hs, Real scale) {
   const int ld = 3 * C;
   gemm(CblasNoTrans, CblasTrans, rows, width, hs, scale, x.q + static_cast<std::size_t>(r0) * ld, ld,
        x.k + static_cast<std::size_t>(c0) * ld, ld, Real(0), p, width);
@@ -249,8 +249,8 @@ void attention_backward(Real* dqkv, Real* row_dots, const Real* dout, const Real
           softmax_backward_in_place(dp, p, D, rows, width);
           gemm(CblasNoTrans, CblasNoTrans, rows, hs, width, scale, dp, width, x.k + static_cast<std::size_t>(c0) * ld,
                ld, c0 == 0 ? Real(0) : Real(1), dx.q + static_cast<std::size_t>(r0) * ld, ld);
-          gemm(CblasTrans, CblasNoTrans, width, hs, rows, scale, dp, width, x.q + static_cast<std::size_t>(r0) * ld,
-               ld, beta_kv, dx.k + static_cast<std::size_t>(c0) * ld, ld);
+          gemm(CblasTrans, CblasNoTrans, width, hs, rows, scale, dp, width, x.q + static_cast<std::size_t>(r0) * ld, ld,
+               beta_kv, dx.k + static_cast<std::size_t>(c0) * ld, ld);
         }
       }
     }

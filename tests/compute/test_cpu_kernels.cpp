@@ -204,8 +204,9 @@ TEST_CASE("layer forwards match direct float64 loops", "[kernels]") {
   std::mt19937 rng(21);
   constexpr int B = 2, T = 67, C = 96, NH = 3, OC = 40, V = 100, Vp = 128;
 
-  SECTION("attention and its backward, at T = 67 (a full query block and a partial one), T = 5, and T = 600 (rows "
-          "longer than one key chunk of 512, so online softmax and the two-pass backward)") {
+  SECTION(
+      "attention and its backward, at T = 67 (a full query block and a partial one), T = 5, and T = 600 (rows "
+      "longer than one key chunk of 512, so online softmax and the two-pass backward)") {
     struct Case {
       int b, t, c, nh;
     };
