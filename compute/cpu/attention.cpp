@@ -45,7 +45,7 @@ namespace troupe::compute::cpu {
 namespace {
 
 constexpr int query_block = 64;
-constexpr int key_block = 512;
+constexpr int key_block = 1024;
 // Every chunk start is then a multiple of query_block at or below r0, so each row of a query
 // block has at least one unmasked key in every chunk it visits.
 static_assert(key_block % query_block == 0);
@@ -124,29 +124,25 @@ TROUPE_SIMD_CLONES void finish_rows(Real* out, int ld_out, Real* lse, const Real
   }
 }
 
-// The scores s (rows, width) become the probabilities exp(s - lse) in place, masked entries 0.
+// The scores s (rows, width) become the probabilities exp(s - lse) in place, masked entries 0;
+// in the same sweep rowsum(P * dP) is added to D unless D is null.
 template <typename Real>
-TROUPE_SIMD_CLONES void probabilities_from_lse(Real* s, const Real* lse, int r0, int rows, int c0, int width) {
+TROUPE_SIMD_CLONES void probabilities_from_lse(Real* s, Real* D, const Real* dp, const Real* lse, int r0, int rows,
+                                               int c0, int width) {
   for (int r = 0; r < rows; ++r) {
     Real* row = s + static_cast<std::size_t>(r) * width;
+    const Real* drow = dp + static_cast<std::size_t>(r) * width;
     const int n = visible_keys(r0 + r, c0, width);
     const Real shift = lse[r];
-#pragma omp simd
-    for (int j = 0; j < n; ++j) row[j] = vexp(row[j] - shift);
-    std::fill(row + n, row + width, Real(0));
-  }
-}
-
-// D[r] += rowsum(P * dP) over one chunk.
-template <typename Real>
-TROUPE_SIMD_CLONES void add_row_dots(Real* D, const Real* p, const Real* dp, int rows, int width) {
-  for (int r = 0; r < rows; ++r) {
-    const Real* pr = p + static_cast<std::size_t>(r) * width;
-    const Real* dr = dp + static_cast<std::size_t>(r) * width;
     Real dot = 0;
 #pragma omp simd reduction(+ : dot)
-    for (int j = 0; j < width; ++j) dot += pr[j] * dr[j];
-    D[r] += dot;
+    for (int j = 0; j < n; ++j) {
+      const Real p = vexp(row[j] - shift);
+      row[j] = p;
+      dot += p * drow[j];
+    }
+    std::fill(row + n, row + width, Real(0));
+    if (D != nullptr) D[r] += dot;
   }
 }
 
@@ -162,16 +158,17 @@ TROUPE_SIMD_CLONES void softmax_backward_in_place(Real* dp, const Real* p, const
   }
 }
 
-// One query block's probabilities P and their gradient dP over keys [c0, c0 + width).
+// One query block's probabilities P and their gradient dP over keys [c0, c0 + width); adds
+// rowsum(P * dP) to D unless D is null.
 template <typename Real>
-void probabilities_and_gradient(Real* p, Real* dp, const Head<const Real>& x, const Real* dout, const Real* lse, int r0,
-                                int rows, int c0, int width, int C, int hs, Real scale) {
+void probabilities_and_gradient(Real* p, Real* dp, Real* D, const Head<const Real>& x, const Real* dout,
+                                const Real* lse, int r0, int rows, int c0, int width, int C, int hs, Real scale) {
   const int ld = 3 * C;
   gemm(CblasNoTrans, CblasTrans, rows, width, hs, scale, x.q + static_cast<std::size_t>(r0) * ld, ld,
        x.k + static_cast<std::size_t>(c0) * ld, ld, Real(0), p, width);
-  probabilities_from_lse(p, lse, r0, rows, c0, width);
   gemm(CblasNoTrans, CblasTrans, rows, width, hs, Real(1), dout, C, x.v + static_cast<std::size_t>(c0) * ld, ld,
        Real(0), dp, width);
+  probabilities_from_lse(p, D, dp, lse, r0, rows, c0, width);
 }
 
 }  // namespace
@@ -236,14 +233,13 @@ void attention_backward(Real* dqkv, Real* row_dots, const Real* dout, const Real
         if (!one_chunk) {
           for (int c0 = 0; c0 < r1; c0 += key_block) {
             const int width = std::min(key_block, r1 - c0);
-            probabilities_and_gradient(p, dp, x, d, block_lse, r0, rows, c0, width, C, hs, scale);
-            add_row_dots(D, p, dp, rows, width);
+            probabilities_and_gradient(p, dp, D, x, d, block_lse, r0, rows, c0, width, C, hs, scale);
           }
         }
         for (int c0 = 0; c0 < r1; c0 += key_block) {
           const int width = std::min(key_block, r1 - c0);
-          probabilities_and_gradient(p, dp, x, d, block_lse, r0, rows, c0, width, C, hs, scale);
-          if (one_chunk) add_row_dots(D, p, dp, rows, width);
+          probabilities_and_gradient(p, dp, one_chunk ? D : nullptr, x, d, block_lse, r0, rows, c0, width, C, hs,
+                                     scale);
           gemm(CblasTrans, CblasNoTrans, width, hs, rows, Real(1), p, width, d, C, beta_kv,
                dx.v + static_cast<std::size_t>(c0) * ld, ld);
           softmax_backward_in_place(dp, p, D, rows, width);

@@ -205,12 +205,12 @@ TEST_CASE("layer forwards match direct float64 loops", "[kernels]") {
   constexpr int B = 2, T = 67, C = 96, NH = 3, OC = 40, V = 100, Vp = 128;
 
   SECTION(
-      "attention and its backward, at T = 67 (a full query block and a partial one), T = 5, and T = 600 (rows "
-      "longer than one key chunk of 512, so online softmax and the two-pass backward)") {
+      "attention and its backward, at T = 67 (a full query block and a partial one), T = 5, and T = 1100 (rows "
+      "longer than one key chunk of 1024, so online softmax and the two-pass backward)") {
     struct Case {
       int b, t, c, nh;
     };
-    const Case s = GENERATE(Case{B, 67, C, NH}, Case{B, 5, C, NH}, Case{1, 600, 32, 2});
+    const Case s = GENERATE(Case{B, 67, C, NH}, Case{B, 5, C, NH}, Case{1, 1100, 32, 2});
     const Tensor qkv = random_tensor({s.b, s.t, 3 * s.c}, rng);
     const Tensor dout = random_tensor({s.b, s.t, s.c}, rng);
     Tensor out = nans({s.b, s.t, s.c}, DType::f64);
