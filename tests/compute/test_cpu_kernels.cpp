@@ -1,8 +1,9 @@
-// The CPU kernels beyond their gradients: forwards against direct float64 loops, float32
-// against float64 at medium shapes (T = 67 is no multiple of any block or vector width) and at
-// the "small" model's attention shape, causality and the padded-vocabulary zeros, AdamW against a
-// hand computation (its segment lists: test_adamw_segments.cpp), the accuracy of the vectorized
-// exp and sqrt, bitwise determinism, and the checks that make a wrong call fail loudly.
+// The CPU kernels beyond their gradients: forwards (and attention's backward) against direct
+// float64 loops, float32 against float64 at medium shapes (T = 67 is no multiple of any block or
+// vector width) and at the "small" model's attention shape, causality and the padded-vocabulary
+// zeros, AdamW against a hand computation (its segment lists: test_adamw_segments.cpp), the
+// accuracy of the vectorized exp and sqrt, bitwise determinism, and the checks that make a wrong
+// call fail loudly.
 
 #include <catch2/catch.hpp>
 
