@@ -54,11 +54,12 @@ class Backend {
                                const Tensor& weight) = 0;
 
   // Causal multi-head self-attention. qkv (B,T,3C) holds q, k, v side by side; out is (B,T,C).
-  // att is what the backward needs, shaped attention_state_shape(B, NH, T): on the cpu the
-  // softmax probabilities (B,NH,T,T) (entries above the diagonal 0); a flash-attention backend
-  // keeps only per-row statistics and recomputes the probabilities in backward.
+  // att is what the backward needs, shaped attention_state_shape(B, NH, T). Both backends are
+  // flash-style: att holds one log-sum-exp of the scaled scores per query row, (B,NH,T), and the
+  // backward recomputes the probabilities block by block; a backend that kept more would say so
+  // here by overriding the shape.
   virtual Shape attention_state_shape(std::int64_t B, std::int64_t n_head, std::int64_t T) const {
-    return {B, n_head, T, T};
+    return {B, n_head, T};
   }
   virtual void attention_forward(Tensor& out, Tensor& att, const Tensor& qkv, int n_head) = 0;
   // dqkv = …; datt, shaped as att, is scratch.

@@ -1,27 +1,40 @@
-// Causal multi-head self-attention as gemms on strided slices of qkv: for head h of sequence
-// b, q, k and v are (T, hs) matrices with leading dimension 3C that start at columns h*hs,
-// C + h*hs and 2C + h*hs of qkv; nothing is copied out.
+// Causal multi-head self-attention, FlashAttention-2 style, as gemms on strided slices of qkv:
+// for head h of sequence b, q, k and v are (T, hs) matrices with leading dimension 3C that start
+// at columns h*hs, C + h*hs and 2C + h*hs of qkv; nothing is copied out.
 //
-// Causality is exploited by row blocks of query positions [r0, r1): such a block only sees
-// keys [0, r1), so every gemm is cut to that width and roughly 40% of the work above the
-// diagonal is never done. Inside a block, the entries above the diagonal are computed by the
-// gemm and then masked.
+// The state kept for the backward is one log-sum-exp per query row, lse_i = log sum_j exp(s_ij)
+// with s = scale * q kᵀ, shaped (B, NH, T): no (T, T) probability matrix is stored per head.
+// Probabilities live only in a per-call scratch tile of query_block rows by at most key_block
+// columns, which stays in the core's cache.
 //
-// Forward, per (b, h) and row block:
-//   1. att[r0:r1, 0:r1] = scale * q[r0:r1] · k[0:r1]ᵀ          (gemm)
-//   2. causal softmax of each row i over columns 0..i; columns i+1..T-1 set to 0
-//   3. out[r0:r1] = att[r0:r1, 0:r1] · v[0:r1]                  (gemm)
-// Backward, per (b, h), row blocks from the last to the first so that the first gemm into dk
-// and dv spans all T rows and overwrites them (beta 0), and later ones accumulate:
-//   1. datt[r0:r1, 0:r1] = dout[r0:r1] · v[0:r1]ᵀ               (gemm)
-//   2. dv[0:r1] (+)= att[r0:r1, 0:r1]ᵀ · dout[r0:r1]            (gemm)
-//   3. softmax backward in place: datt = att * (datt - rowsum(att * datt)), 0 above diagonal
-//   4. dq[r0:r1] = scale * datt[r0:r1, 0:r1] · k[0:r1]          (gemm)
-//   5. dk[0:r1] (+)= scale * datt[r0:r1, 0:r1]ᵀ · q[r0:r1]       (gemm)
+// Work goes by blocks of query_block query rows [r0, r1). Such a block sees only keys [0, r1)
+// (causality), which it visits in chunks of at most key_block keys; the chunks stop at r1, so the
+// masked upper half is skipped except inside the diagonal block, where the gemm computes the
+// entries above the diagonal and they are then masked.
+//
+// Forward, per query block, online softmax over the key chunks [c0, c1):
+//   S = scale * q[r0:r1] · k[c0:c1]ᵀ                                   (gemm)
+//   m' = max(m, rowmax S);  P = exp(S - m');  l = l exp(m - m') + rowsum P
+//   out[r0:r1] = exp(m - m') out[r0:r1] + P · v[c0:c1]                 (gemm)
+// then out /= l and lse = m + log l. For T <= key_block a block has one chunk and this is the
+// plain softmax.
+// Backward, per query block, the probabilities recomputed as P = exp(S - lse):
+//   dP = dout[r0:r1] · v[c0:c1]ᵀ                                       (gemm)
+//   D = rowsum over all chunks of P * dP (= rowsum dout * out, which the backward is not given)
+//   dv[c0:c1] (+)= Pᵀ · dout[r0:r1]                                    (gemm)
+//   dS = P * (dP - D)
+//   dq[r0:r1] (+)= scale * dS · k[c0:c1]                               (gemm)
+//   dk[c0:c1] (+)= scale * dSᵀ · q[r0:r1]                              (gemm)
+// D needs every chunk of the row, so when the row spans several chunks a first pass computes it
+// (S, P and dP twice); with one chunk (T <= key_block) the one pass does. Query blocks run from
+// the last to the first, so the last block, whose chunks cover all T keys, writes dk and dv with
+// beta 0 and the earlier ones accumulate onto it.
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <limits>
+#include <vector>
 
 #include "compute/cpu/blas.hpp"
 #include "compute/cpu/kernels.hpp"
@@ -31,97 +44,210 @@
 namespace troupe::compute::cpu {
 namespace {
 
-constexpr int row_block = 64;
+constexpr int query_block = 64;
+constexpr int key_block = 1024;
+// Every chunk start is then a multiple of query_block at or below r0, so each row of a query
+// block has at least one unmasked key in every chunk it visits.
+static_assert(key_block % query_block == 0);
 
-// Rows r0..r1-1 of one head's (T, T) score matrix become causal softmax probabilities.
+// The per-call tiles, reused across calls on a thread: a fresh allocation of this size would be
+// mapped and page-faulted on every call.
 template <typename Real>
-TROUPE_SIMD_CLONES void causal_softmax_rows(Real* att, int r0, int r1, int T) {
-  for (int i = r0; i < r1; ++i) {
-    Real* a = att + static_cast<std::size_t>(i) * T;
-    const int n = i + 1;
-    softmax_row(a, a, n, row_max(a, n));
-    std::fill(a + n, a + T, Real(0));
+struct Tiles {
+  std::vector<Real> p, dp;
+  Tiles() : p(static_cast<std::size_t>(query_block) * key_block), dp(p.size()) {}
+};
+
+template <typename Real>
+Tiles<Real>& tiles() {
+  thread_local Tiles<Real> t;
+  return t;
+}
+
+// The strided (T, hs) views of one head.
+template <typename Real>
+struct Head {
+  Real* q;
+  Real* k;
+  Real* v;
+};
+
+template <typename Real>
+Head<Real> head_of(Real* qkv, int b, int h, int T, int C, int hs) {
+  Real* q = qkv + static_cast<std::size_t>(b) * T * 3 * C + static_cast<std::size_t>(h) * hs;
+  return {q, q + C, q + 2 * C};
+}
+
+// Keys of chunk [c0, c0 + width) that row i sees: those at or below the diagonal.
+inline int visible_keys(int i, int c0, int width) { return std::min(width, i + 1 - c0); }
+
+// One chunk of the forward's online softmax for rows r0..r0+rows-1: turns the scores s (rows,
+// width) into exp(s - m') in place (masked entries 0), updates the running max m and sum l, and
+// rescales the rows of out accumulated from earlier chunks by exp(m - m').
+template <typename Real>
+TROUPE_SIMD_CLONES void online_softmax_chunk(Real* s, Real* m, Real* l, Real* out, int ld_out, int hs, int r0, int rows,
+                                             int c0, int width) {
+  for (int r = 0; r < rows; ++r) {
+    Real* row = s + static_cast<std::size_t>(r) * width;
+    const int n = visible_keys(r0 + r, c0, width);
+    const Real new_max = std::max(m[r], row_max(row, n));
+    Real sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int j = 0; j < n; ++j) {
+      const Real e = vexp(row[j] - new_max);
+      row[j] = e;
+      sum += e;
+    }
+    std::fill(row + n, row + width, Real(0));
+    if (c0 > 0) {
+      const Real correction = vexp(m[r] - new_max);
+      Real* o = out + static_cast<std::size_t>(r) * ld_out;
+#pragma omp simd
+      for (int c = 0; c < hs; ++c) o[c] *= correction;
+      l[r] = l[r] * correction + sum;
+    } else {
+      l[r] = sum;
+    }
+    m[r] = new_max;
   }
 }
 
-// Rows r0..r1-1 of dP (in datt) become dS = P * (dP - rowsum(P * dP)); columns i+1..r1-1
-// are zeroed because the following gemms read the block up to column r1.
+// out /= l and lse = m + log l, for one query block's rows.
 template <typename Real>
-TROUPE_SIMD_CLONES void causal_softmax_backward_rows(Real* datt, const Real* att, int r0, int r1, int T) {
-  for (int i = r0; i < r1; ++i) {
-    Real* d = datt + static_cast<std::size_t>(i) * T;
-    const Real* p = att + static_cast<std::size_t>(i) * T;
-    const int n = i + 1;
+TROUPE_SIMD_CLONES void finish_rows(Real* out, int ld_out, Real* lse, const Real* m, const Real* l, int hs, int rows) {
+  for (int r = 0; r < rows; ++r) {
+    const Real inv = Real(1) / l[r];
+    Real* o = out + static_cast<std::size_t>(r) * ld_out;
+#pragma omp simd
+    for (int c = 0; c < hs; ++c) o[c] *= inv;
+    lse[r] = m[r] + std::log(l[r]);
+  }
+}
+
+// The scores s (rows, width) become the probabilities exp(s - lse) in place, masked entries 0;
+// in the same sweep rowsum(P * dP) is added to D unless D is null.
+template <typename Real>
+TROUPE_SIMD_CLONES void probabilities_from_lse(Real* s, Real* D, const Real* dp, const Real* lse, int r0, int rows,
+                                               int c0, int width) {
+  for (int r = 0; r < rows; ++r) {
+    Real* row = s + static_cast<std::size_t>(r) * width;
+    const Real* drow = dp + static_cast<std::size_t>(r) * width;
+    const int n = visible_keys(r0 + r, c0, width);
+    const Real shift = lse[r];
     Real dot = 0;
 #pragma omp simd reduction(+ : dot)
-    for (int j = 0; j < n; ++j) dot += p[j] * d[j];
-#pragma omp simd
-    for (int j = 0; j < n; ++j) d[j] = p[j] * (d[j] - dot);
-    std::fill(d + n, d + r1, Real(0));
+    for (int j = 0; j < n; ++j) {
+      const Real p = vexp(row[j] - shift);
+      row[j] = p;
+      dot += p * drow[j];
+    }
+    std::fill(row + n, row + width, Real(0));
+    if (D != nullptr) D[r] += dot;
   }
+}
+
+// dP becomes dS = P * (dP - D) in place; masked entries come out 0 because P is 0 there.
+template <typename Real>
+TROUPE_SIMD_CLONES void softmax_backward_in_place(Real* dp, const Real* p, const Real* D, int rows, int width) {
+  for (int r = 0; r < rows; ++r) {
+    Real* dr = dp + static_cast<std::size_t>(r) * width;
+    const Real* pr = p + static_cast<std::size_t>(r) * width;
+    const Real d = D[r];
+#pragma omp simd
+    for (int j = 0; j < width; ++j) dr[j] = pr[j] * (dr[j] - d);
+  }
+}
+
+// One query block's probabilities P and their gradient dP over keys [c0, c0 + width); adds
+// rowsum(P * dP) to D unless D is null.
+template <typename Real>
+void probabilities_and_gradient(Real* p, Real* dp, Real* D, const Head<const Real>& x, const Real* dout,
+                                const Real* lse, int r0, int rows, int c0, int width, int C, int hs, Real scale) {
+  const int ld = 3 * C;
+  gemm(CblasNoTrans, CblasTrans, rows, width, hs, scale, x.q + static_cast<std::size_t>(r0) * ld, ld,
+       x.k + static_cast<std::size_t>(c0) * ld, ld, Real(0), p, width);
+  gemm(CblasNoTrans, CblasTrans, rows, width, hs, Real(1), dout, C, x.v + static_cast<std::size_t>(c0) * ld, ld,
+       Real(0), dp, width);
+  probabilities_from_lse(p, D, dp, lse, r0, rows, c0, width);
 }
 
 }  // namespace
 
 template <typename Real>
-void attention_forward(Real* out, Real* att, const Real* qkv, int B, int T, int C, int NH) {
+void attention_forward(Real* out, Real* lse, const Real* qkv, int B, int T, int C, int NH) {
   const int hs = C / NH;
   const int ld = 3 * C;
   const Real scale = Real(1) / std::sqrt(Real(hs));
+  Real* s = tiles<Real>().p.data();
+  Real m[query_block];
+  Real l[query_block];
   for (int b = 0; b < B; ++b) {
     for (int h = 0; h < NH; ++h) {
-      const Real* q = qkv + static_cast<std::size_t>(b) * T * ld + static_cast<std::size_t>(h) * hs;
-      const Real* k = q + C;
-      const Real* v = q + 2 * C;
-      Real* a = att + (static_cast<std::size_t>(b) * NH + h) * T * T;
-      Real* o = out + static_cast<std::size_t>(b) * T * C + static_cast<std::size_t>(h) * hs;
-      for (int r0 = 0; r0 < T; r0 += row_block) {
-        const int r1 = std::min(r0 + row_block, T);
-        const int rows = r1 - r0;
-        Real* a_block = a + static_cast<std::size_t>(r0) * T;
-        gemm(CblasNoTrans, CblasTrans, rows, r1, hs, scale, q + static_cast<std::size_t>(r0) * ld, ld, k, ld, Real(0),
-             a_block, T);
-        causal_softmax_rows(a, r0, r1, T);
-        gemm(CblasNoTrans, CblasNoTrans, rows, hs, r1, Real(1), a_block, T, v, ld, Real(0),
-             o + static_cast<std::size_t>(r0) * C, C);
+      const Head<const Real> x = head_of(qkv, b, h, T, C, hs);
+      Real* head_out = out + static_cast<std::size_t>(b) * T * C + static_cast<std::size_t>(h) * hs;
+      Real* head_lse = lse + (static_cast<std::size_t>(b) * NH + h) * T;
+      for (int r0 = 0; r0 < T; r0 += query_block) {
+        const int rows = std::min(query_block, T - r0);
+        const int r1 = r0 + rows;
+        Real* o = head_out + static_cast<std::size_t>(r0) * C;
+        std::fill(m, m + rows, -std::numeric_limits<Real>::infinity());
+        for (int c0 = 0; c0 < r1; c0 += key_block) {
+          const int width = std::min(key_block, r1 - c0);
+          gemm(CblasNoTrans, CblasTrans, rows, width, hs, scale, x.q + static_cast<std::size_t>(r0) * ld, ld,
+               x.k + static_cast<std::size_t>(c0) * ld, ld, Real(0), s, width);
+          online_softmax_chunk(s, m, l, o, C, hs, r0, rows, c0, width);
+          gemm(CblasNoTrans, CblasNoTrans, rows, hs, width, Real(1), s, width, x.v + static_cast<std::size_t>(c0) * ld,
+               ld, c0 == 0 ? Real(0) : Real(1), o, C);
+        }
+        finish_rows(o, C, head_lse + r0, m, l, hs, rows);
       }
     }
   }
 }
 
 template <typename Real>
-void attention_backward(Real* dqkv, Real* datt, const Real* dout, const Real* qkv, const Real* att, int B, int T, int C,
-                        int NH) {
+void attention_backward(Real* dqkv, Real* row_dots, const Real* dout, const Real* qkv, const Real* lse, int B, int T,
+                        int C, int NH) {
   const int hs = C / NH;
   const int ld = 3 * C;
   const Real scale = Real(1) / std::sqrt(Real(hs));
-  const int last_r0 = (T - 1) / row_block * row_block;
+  Tiles<Real>& t = tiles<Real>();
+  Real* p = t.p.data();
+  Real* dp = t.dp.data();
+  const int last_r0 = (T - 1) / query_block * query_block;
   for (int b = 0; b < B; ++b) {
     for (int h = 0; h < NH; ++h) {
-      const std::size_t head_offset = static_cast<std::size_t>(b) * T * ld + static_cast<std::size_t>(h) * hs;
-      const Real* q = qkv + head_offset;
-      const Real* k = q + C;
-      const Real* v = q + 2 * C;
-      Real* dq = dqkv + head_offset;
-      Real* dk = dq + C;
-      Real* dv = dq + 2 * C;
-      const Real* a = att + (static_cast<std::size_t>(b) * NH + h) * T * T;
-      Real* da = datt + (static_cast<std::size_t>(b) * NH + h) * T * T;
-      const Real* d = dout + static_cast<std::size_t>(b) * T * C + static_cast<std::size_t>(h) * hs;
-      for (int r0 = last_r0; r0 >= 0; r0 -= row_block) {
-        const int r1 = std::min(r0 + row_block, T);
-        const int rows = r1 - r0;
-        const Real beta = r1 == T ? Real(0) : Real(1);
-        const Real* a_block = a + static_cast<std::size_t>(r0) * T;
-        Real* da_block = da + static_cast<std::size_t>(r0) * T;
-        const Real* d_block = d + static_cast<std::size_t>(r0) * C;
-        gemm(CblasNoTrans, CblasTrans, rows, r1, hs, Real(1), d_block, C, v, ld, Real(0), da_block, T);
-        gemm(CblasTrans, CblasNoTrans, r1, hs, rows, Real(1), a_block, T, d_block, C, beta, dv, ld);
-        causal_softmax_backward_rows(da, a, r0, r1, T);
-        gemm(CblasNoTrans, CblasNoTrans, rows, hs, r1, scale, da_block, T, k, ld, Real(0),
-             dq + static_cast<std::size_t>(r0) * ld, ld);
-        gemm(CblasTrans, CblasNoTrans, r1, hs, rows, scale, da_block, T, q + static_cast<std::size_t>(r0) * ld, ld,
-             beta, dk, ld);
+      const Head<const Real> x = head_of(qkv, b, h, T, C, hs);
+      const Head<Real> dx = head_of(dqkv, b, h, T, C, hs);
+      const std::size_t row_offset = (static_cast<std::size_t>(b) * NH + h) * T;
+      const Real* head_dout = dout + static_cast<std::size_t>(b) * T * C + static_cast<std::size_t>(h) * hs;
+      for (int r0 = last_r0; r0 >= 0; r0 -= query_block) {
+        const int rows = std::min(query_block, T - r0);
+        const int r1 = r0 + rows;
+        const Real beta_kv = r1 == T ? Real(0) : Real(1);
+        const Real* d = head_dout + static_cast<std::size_t>(r0) * C;
+        const Real* block_lse = lse + row_offset + r0;
+        Real* D = row_dots + row_offset + r0;
+        std::fill(D, D + rows, Real(0));
+        const bool one_chunk = r1 <= key_block;
+        if (!one_chunk) {
+          for (int c0 = 0; c0 < r1; c0 += key_block) {
+            const int width = std::min(key_block, r1 - c0);
+            probabilities_and_gradient(p, dp, D, x, d, block_lse, r0, rows, c0, width, C, hs, scale);
+          }
+        }
+        for (int c0 = 0; c0 < r1; c0 += key_block) {
+          const int width = std::min(key_block, r1 - c0);
+          probabilities_and_gradient(p, dp, one_chunk ? D : nullptr, x, d, block_lse, r0, rows, c0, width, C, hs,
+                                     scale);
+          gemm(CblasTrans, CblasNoTrans, width, hs, rows, Real(1), p, width, d, C, beta_kv,
+               dx.v + static_cast<std::size_t>(c0) * ld, ld);
+          softmax_backward_in_place(dp, p, D, rows, width);
+          gemm(CblasNoTrans, CblasNoTrans, rows, hs, width, scale, dp, width, x.k + static_cast<std::size_t>(c0) * ld,
+               ld, c0 == 0 ? Real(0) : Real(1), dx.q + static_cast<std::size_t>(r0) * ld, ld);
+          gemm(CblasTrans, CblasNoTrans, width, hs, rows, scale, dp, width, x.q + static_cast<std::size_t>(r0) * ld, ld,
+               beta_kv, dx.k + static_cast<std::size_t>(c0) * ld, ld);
+        }
       }
     }
   }

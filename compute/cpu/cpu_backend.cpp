@@ -48,7 +48,7 @@ checks::EncoderDims check_encoder_shapes(const Tensor& tokens, const Tensor& wte
 checks::AttentionDims check_attention_shapes(const Tensor& qkv, const Tensor& out, const Tensor& att, int n_head,
                                              const char* op) {
   const checks::AttentionDims dims = checks::attention(qkv, out, n_head, op);
-  checks::shape(att, {dims.B, n_head, dims.T, dims.T}, op);
+  checks::shape(att, {dims.B, n_head, dims.T}, op);
   return dims;
 }
 

@@ -36,12 +36,13 @@ template <typename Real>
 void matmul_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, const Real* inp, const Real* weight,
                      int N, int C, int OC);
 
-// attention.cpp: qkv (B, T, 3C), att and datt (B, NH, T, T), out and dout (B, T, C).
+// attention.cpp: qkv (B, T, 3C), out and dout (B, T, C); lse, the log-sum-exp of each query
+// row's scores, and row_dots, the backward's scratch for rowsum(dout * out), are (B, NH, T).
 template <typename Real>
-void attention_forward(Real* out, Real* att, const Real* qkv, int B, int T, int C, int NH);
+void attention_forward(Real* out, Real* lse, const Real* qkv, int B, int T, int C, int NH);
 template <typename Real>
-void attention_backward(Real* dqkv, Real* datt, const Real* dout, const Real* qkv, const Real* att, int B, int T, int C,
-                        int NH);
+void attention_backward(Real* dqkv, Real* row_dots, const Real* dout, const Real* qkv, const Real* lse, int B, int T,
+                        int C, int NH);
 
 // gelu.cpp
 template <typename Real>

@@ -1,6 +1,6 @@
 #pragma once
-// One row of softmax, shared by causal attention and the cross-entropy loss: the row's max, then
-// p = exp(x - max) / sum in two passes. It is split in two so a caller can read what it still needs
+// One row of softmax for the cross-entropy loss: the row's max (causal attention's online softmax
+// takes it too), then p = exp(x - max) / sum in two passes. It is split in two so a caller can read what it still needs
 // from x between them (cross-entropy keeps its target logit), because p may be x itself.
 //
 // Both are always_inline: callers are TROUPE_SIMD_CLONES functions, and each clone must get its

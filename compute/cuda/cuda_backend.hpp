@@ -12,7 +12,7 @@
 //         (LayerNorm, attention, softmax, GELU, reductions) stay fp32. docs/gpu.md says more.
 //
 // Attention is flash-style (kernels/attention.cu): att holds one log-sum-exp per query row,
-// (B, NH, T), not the (T, T) probabilities; attention_state_shape says so to the model.
+// (B, NH, T), not the (T, T) probabilities, which is the Backend's attention_state_shape.
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -55,9 +55,6 @@ class CudaBackend final : public Backend {
   void matmul_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias) override;
   void matmul_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
                        const Tensor& weight) override;
-  Shape attention_state_shape(std::int64_t B, std::int64_t n_head, std::int64_t T) const override {
-    return {B, n_head, T};
-  }
   void attention_forward(Tensor& out, Tensor& att, const Tensor& qkv, int n_head) override;
   void attention_backward(Tensor& dqkv, Tensor& datt, const Tensor& dout, const Tensor& qkv, const Tensor& att,
                           int n_head) override;

@@ -22,7 +22,7 @@ double stage_parameters(const GPTConfig& c, int first, int last) {
 MemoryEstimate estimate_training_memory(const GPTConfig& c, const StageFootprint& s) {
   const bool first = s.first_layer == 0, last = s.last_layer == c.n_layer;
   const double BT = double(s.B) * s.T, C = c.n_embd, Vp = c.padded_vocab_size, layers = s.last_layer - s.first_layer;
-  const double att = double(s.B) * c.n_head * double(s.T) * s.T;
+  const double att = double(s.B) * c.n_head * s.T;                // one log-sum-exp per query row and head
   const double bytes = double(s.element_bytes), token_bytes = 4;  // token ids are i32
 
   // GPTStage::reserve: per layer ln1, qkv, atty, residual2, ln2, fch, fch_gelu, residual3 (16 C

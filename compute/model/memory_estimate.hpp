@@ -2,7 +2,7 @@
 // How much memory one rank's model needs while it trains, before any of it is allocated: what a
 // GPTStage holds (parameters and gradients, the activation slots of reserve() and the scratch
 // they share) plus AdamW's two moments over the same parameters, as a CPU backend allocates
-// them (attention keeps its (B, NH, T, T) probabilities). ZeRO's sharded moments and the
+// them (attention keeps one log-sum-exp per query row and head, (B, NH, T)). ZeRO's sharded moments and the
 // trainer's small batch buffers are left out: it errs on the side of the whole replica.
 // tests/compute/test_model_memory_estimate.cpp holds it against the bytes actually allocated.
 

@@ -2,7 +2,7 @@
 // What a stage keeps of a micro-batch's activations between its forward and its backward, and
 // what it recomputes instead (train.recompute; docs/parallelism.md gives what each keeps in bytes).
 //   none:       every activation the backward reads is kept.
-//   selective:  the GELU output and the attention probabilities (B·NH·T² on the cpu) are not
+//   selective:  the GELU output and the attention state (one log-sum-exp per query row) are not
 //               kept; backward reruns GELU and the attention forward from what is kept.
 //   full:       only each block's input (the residual stream) is kept; backward reruns the block.
 // Recomputation runs the same kernels on the same inputs, so gradients are bitwise those of none.

@@ -1,8 +1,9 @@
-// The CPU kernels beyond their gradients: forwards against direct float64 loops, float32
-// against float64 at medium shapes (T = 67 is no multiple of any block or vector width) and at
-// the "small" model's attention shape, the causal and padded-vocabulary zeros, AdamW against a
-// hand computation (its segment lists: test_adamw_segments.cpp), the accuracy of the vectorized
-// exp and sqrt, bitwise determinism, and the checks that make a wrong call fail loudly.
+// The CPU kernels beyond their gradients: forwards (and attention's backward) against direct
+// float64 loops, float32 against float64 at medium shapes (T = 67 is no multiple of any block or
+// vector width) and at the "small" model's attention shape, causality and the padded-vocabulary
+// zeros, AdamW against a hand computation (its segment lists: test_adamw_segments.cpp), the
+// accuracy of the vectorized exp and sqrt, bitwise determinism, and the checks that make a wrong
+// call fail loudly.
 
 #include <catch2/catch.hpp>
 
@@ -103,37 +104,68 @@ void check_f32_matches_f64(const Scenario& scenario, double tolerance) {
   }
 }
 
-// Direct float64 causal attention, one (b, h, i) at a time.
-void reference_attention(std::vector<double>& out, std::vector<double>& att, const Tensor& qkv, int NH) {
+// Direct float64 causal attention, one (b, h, i) at a time: the output, each query row's
+// log-sum-exp of its scaled scores (the cpu backend's attention state), and dqkv for dout.
+struct AttentionReference {
+  std::vector<double> out, lse, dqkv;
+};
+
+AttentionReference reference_attention(const Tensor& qkv, const Tensor& dout, int NH) {
   const int B = static_cast<int>(qkv.dim(0)), T = static_cast<int>(qkv.dim(1)), C = static_cast<int>(qkv.dim(2) / 3);
   const int hs = C / NH;
+  const double scale = 1 / std::sqrt(static_cast<double>(hs));
   const double* x = qkv.data_as<double>();
-  out.assign(static_cast<std::size_t>(B) * T * C, 0.0);
-  att.assign(static_cast<std::size_t>(B) * NH * T * T, 0.0);
+  const double* dy = dout.data_as<double>();
+  AttentionReference r;
+  r.out.assign(static_cast<std::size_t>(B) * T * C, 0.0);
+  r.lse.assign(static_cast<std::size_t>(B) * NH * T, 0.0);
+  r.dqkv.assign(static_cast<std::size_t>(B) * T * 3 * C, 0.0);
+  auto row = [&](int b, int t) { return (static_cast<std::size_t>(b) * T + t) * 3 * C; };
+  std::vector<double> p(T), dp(T);
   for (int b = 0; b < B; ++b) {
     for (int h = 0; h < NH; ++h) {
       for (int i = 0; i < T; ++i) {
-        const double* q = x + (static_cast<std::size_t>(b) * T + i) * 3 * C + h * hs;
-        double* a = att.data() + ((static_cast<std::size_t>(b) * NH + h) * T + i) * T;
+        const double* q = x + row(b, i) + h * hs;
         double max = -std::numeric_limits<double>::infinity();
         for (int j = 0; j <= i; ++j) {
-          const double* k = x + (static_cast<std::size_t>(b) * T + j) * 3 * C + C + h * hs;
+          const double* k = x + row(b, j) + C + h * hs;
           double s = 0;
           for (int c = 0; c < hs; ++c) s += q[c] * k[c];
-          a[j] = s / std::sqrt(static_cast<double>(hs));
-          max = std::max(max, a[j]);
+          p[j] = s * scale;
+          max = std::max(max, p[j]);
         }
         double sum = 0;
-        for (int j = 0; j <= i; ++j) sum += a[j] = std::exp(a[j] - max);
-        for (int j = 0; j <= i; ++j) a[j] /= sum;
-        double* o = out.data() + (static_cast<std::size_t>(b) * T + i) * C + h * hs;
+        for (int j = 0; j <= i; ++j) sum += p[j] = std::exp(p[j] - max);
+        for (int j = 0; j <= i; ++j) p[j] /= sum;
+        r.lse[(static_cast<std::size_t>(b) * NH + h) * T + i] = max + std::log(sum);
+        double* o = r.out.data() + (static_cast<std::size_t>(b) * T + i) * C + h * hs;
+        const double* d = dy + (static_cast<std::size_t>(b) * T + i) * C + h * hs;
+        double row_dot = 0;
         for (int j = 0; j <= i; ++j) {
-          const double* v = x + (static_cast<std::size_t>(b) * T + j) * 3 * C + 2 * C + h * hs;
-          for (int c = 0; c < hs; ++c) o[c] += a[j] * v[c];
+          const double* v = x + row(b, j) + 2 * C + h * hs;
+          double* dv = r.dqkv.data() + row(b, j) + 2 * C + h * hs;
+          dp[j] = 0;
+          for (int c = 0; c < hs; ++c) {
+            o[c] += p[j] * v[c];
+            dv[c] += p[j] * d[c];
+            dp[j] += d[c] * v[c];
+          }
+          row_dot += p[j] * dp[j];
+        }
+        double* dq = r.dqkv.data() + row(b, i) + h * hs;
+        for (int j = 0; j <= i; ++j) {
+          const double ds = p[j] * (dp[j] - row_dot) * scale;
+          const double* k = x + row(b, j) + C + h * hs;
+          double* dk = r.dqkv.data() + row(b, j) + C + h * hs;
+          for (int c = 0; c < hs; ++c) {
+            dq[c] += ds * k[c];
+            dk[c] += ds * q[c];
+          }
         }
       }
     }
   }
+  return r;
 }
 
 double max_abs_difference(const Tensor& t, const std::vector<double>& expected) {
@@ -173,16 +205,26 @@ TEST_CASE("layer forwards match direct float64 loops", "[kernels]") {
   std::mt19937 rng(21);
   constexpr int B = 2, T = 67, C = 96, NH = 3, OC = 40, V = 100, Vp = 128;
 
-  SECTION("attention, at T = 67 (a full row block and a partial one) and T = 5") {
-    const int t = GENERATE(67, 5);
-    const Tensor qkv = random_tensor({B, t, 3 * C}, rng);
-    Tensor out = nans({B, t, C}, DType::f64);
-    Tensor att = nans({B, NH, t, t}, DType::f64);
-    backend.attention_forward(out, att, qkv, NH);
-    std::vector<double> out_ref, att_ref;
-    reference_attention(out_ref, att_ref, qkv, NH);
-    CHECK(max_abs_difference(out, out_ref) < 1e-12);
-    CHECK(max_abs_difference(att, att_ref) < 1e-12);
+  SECTION(
+      "attention and its backward, at T = 67 (a full query block and a partial one), T = 5, and T = 1100 (rows "
+      "longer than one key chunk of 1024, so online softmax and the two-pass backward)") {
+    struct Case {
+      int b, t, c, nh;
+    };
+    const Case s = GENERATE(Case{B, 67, C, NH}, Case{B, 5, C, NH}, Case{1, 1100, 32, 2});
+    const Tensor qkv = random_tensor({s.b, s.t, 3 * s.c}, rng);
+    const Tensor dout = random_tensor({s.b, s.t, s.c}, rng);
+    Tensor out = nans({s.b, s.t, s.c}, DType::f64);
+    Tensor att = nans(backend.attention_state_shape(s.b, s.nh, s.t), DType::f64);
+    backend.attention_forward(out, att, qkv, s.nh);
+    Tensor dqkv = nans(qkv.shape(), DType::f64);
+    Tensor datt = nans(att.shape(), DType::f64);
+    backend.attention_backward(dqkv, datt, dout, qkv, att, s.nh);
+    const AttentionReference ref = reference_attention(qkv, dout, s.nh);
+    INFO("T = " << s.t);
+    CHECK(max_abs_difference(out, ref.out) < 1e-12);
+    CHECK(max_abs_difference(att, ref.lse) < 1e-12);
+    CHECK(max_abs_difference(dqkv, ref.dqkv) < 1e-10);
   }
   SECTION("matmul with and without bias") {
     const Tensor inp = random_tensor({B, T, C}, rng);
@@ -324,8 +366,9 @@ TEST_CASE("f32 kernels agree with f64 kernels", "[kernels]") {
     const Tensor qkv = random_tensor({s.b, s.t, 3 * s.c}, rng), dout = random_tensor({s.b, s.t, s.c}, rng);
     check_f32_matches_f64(
         [&](DType dt) {
-          Tensor out = Tensor::zeros({s.b, s.t, s.c}, dt), att = Tensor::zeros({s.b, s.nh, s.t, s.t}, dt);
-          Tensor dqkv = nans({s.b, s.t, 3 * s.c}, dt), datt = nans({s.b, s.nh, s.t, s.t}, dt);
+          Tensor out = Tensor::zeros({s.b, s.t, s.c}, dt);
+          Tensor att = Tensor::zeros(backend.attention_state_shape(s.b, s.nh, s.t), dt);
+          Tensor dqkv = nans({s.b, s.t, 3 * s.c}, dt), datt = nans(att.shape(), dt);
           const Tensor x = as(qkv, dt);
           backend.attention_forward(out, att, x, s.nh);
           backend.attention_backward(dqkv, datt, as(dout, dt), x, att, s.nh);
@@ -384,30 +427,45 @@ TEST_CASE("f32 kernels agree with f64 kernels", "[kernels]") {
   }
 }
 
-TEST_CASE("attention probabilities are causal and each row sums to 1", "[kernels]") {
+TEST_CASE("attention output and state of a row ignore every later position", "[kernels]") {
   CpuBackend backend(1);
   std::mt19937 rng(23);
   const DType dtype = GENERATE(DType::f32, DType::f64);
-  constexpr int B = 2, T = 67, C = 96, NH = 3;
-  const Tensor qkv = as(random_tensor({B, T, 3 * C}, rng, 2.0), dtype);
-  Tensor out = Tensor::zeros({B, T, C}, dtype);
-  Tensor att = nans({B, NH, T, T}, dtype);
-  backend.attention_forward(out, att, qkv, NH);
-  int nonzero_above = 0;
-  double worst_row = 0;
-  for (int row = 0; row < B * NH * T; ++row) {
-    const int i = row % T;
-    double sum = 0;
-    for (int j = 0; j < T; ++j) {
-      const double p = at(att, static_cast<std::int64_t>(row) * T + j);
-      if (j > i && p != 0.0) ++nonzero_above;
-      sum += p;
+  constexpr int B = 2, T = 67, C = 96, NH = 3, kept = 40;
+  Tensor qkv = as(random_tensor({B, T, 3 * C}, rng, 2.0), dtype);
+  auto run = [&] {
+    Tensor out = nans({B, T, C}, dtype);
+    Tensor att = nans(backend.attention_state_shape(B, NH, T), dtype);
+    backend.attention_forward(out, att, qkv, NH);
+    return std::pair{out, att};
+  };
+  const auto [out, att] = run();
+  const Tensor changed = as(random_tensor({B, T, 3 * C}, rng, 2.0), dtype);
+  for (int b = 0; b < B; ++b) {
+    for (std::int64_t i = (static_cast<std::int64_t>(b) * T + kept) * 3 * C; i < (b + 1) * T * 3 * C; ++i) {
+      if (dtype == DType::f32) {
+        qkv.data_as<float>()[i] = changed.data_as<float>()[i];
+      } else {
+        qkv.data_as<double>()[i] = changed.data_as<double>()[i];
+      }
     }
-    worst_row = std::max(worst_row, std::abs(sum - 1));
+  }
+  const auto [out2, att2] = run();
+  int moved = 0;
+  for (int b = 0; b < B; ++b) {
+    for (int i = 0; i < kept; ++i) {
+      for (int c = 0; c < C; ++c) {
+        const std::int64_t e = (static_cast<std::int64_t>(b) * T + i) * C + c;
+        if (at(out, e) != at(out2, e)) ++moved;
+      }
+      for (int h = 0; h < NH; ++h) {
+        const std::int64_t e = (static_cast<std::int64_t>(b) * NH + h) * T + i;
+        if (at(att, e) != at(att2, e)) ++moved;
+      }
+    }
   }
   INFO("dtype " << dtype_name(dtype));
-  CHECK(nonzero_above == 0);
-  CHECK(worst_row < (dtype == DType::f32 ? 1e-5 : 1e-13));
+  CHECK(moved == 0);
 }
 
 TEST_CASE("crossentropy leaves the padded vocabulary columns at exactly zero", "[kernels]") {
@@ -565,7 +623,8 @@ TEST_CASE("kernels are bitwise deterministic", "[kernels]") {
       return t.back();
     };
     Tensor x = make({B, T, C}), ln = make({B, T, C}), mean = make({B, T}), rstd = make({B, T});
-    Tensor qkv = make({B, T, 3 * C}), att = make({B, NH, T, T}), a = make({B, T, C}), h = make({B, T, C});
+    Tensor qkv = make({B, T, 3 * C}), att = make(backend.attention_state_shape(B, NH, T)), a = make({B, T, C}),
+           h = make({B, T, C});
     Tensor g = make({B, T, C}), logits = make({B, T, Vp}), losses = make({B, T}), probs = make({B, T, Vp});
     backend.encoder_forward(x, tokens, wte, wpe);
     backend.layernorm_forward(ln, mean, rstd, x, lnw, lnb);
@@ -576,7 +635,7 @@ TEST_CASE("kernels are bitwise deterministic", "[kernels]") {
     backend.matmul_forward(logits, g, w_head, Tensor());
     backend.crossentropy_forward(losses, probs, logits, targets, V);
     Tensor dlogits = make({B, T, Vp}), dg = make({B, T, C}), dw_head = make({Vp, C}), dh = make({B, T, C});
-    Tensor dqkv = make({B, T, 3 * C}), datt = make({B, NH, T, T}), dln = make({B, T, C});
+    Tensor dqkv = make({B, T, 3 * C}), datt = make(att.shape()), dln = make({B, T, C});
     Tensor dw_qkv = make({3 * C, C}), db_qkv = make({3 * C}), dx = make({B, T, C}), dlnw = make({C}), dlnb = make({C});
     Tensor dwte = make({Vp, C}), dwpe = make({T, C});
     backend.crossentropy_backward(dlogits, probs, targets, 1.0f / (B * T));
@@ -615,7 +674,7 @@ TEST_CASE("the cpu backend rejects mismatched shapes, dtypes and ids", "[kernels
                   std::logic_error);
   Tensor bf = Tensor::zeros({2, 3, 8}, DType::bf16);
   CHECK_THROWS_AS(backend.gelu_forward(bf, bf), std::logic_error);
-  Tensor qkv = Tensor::zeros({2, 3, 24}, DType::f32), att = Tensor::zeros({2, 3, 3, 3}, DType::f32);
+  Tensor qkv = Tensor::zeros({2, 3, 24}, DType::f32), att = Tensor::zeros({2, 3, 3}, DType::f32);
   CHECK_THROWS_AS(backend.attention_forward(x, att, qkv, 3), std::logic_error);  // 3 heads do not divide C = 8
 
   Tensor tokens = Tensor::zeros({2, 3}, DType::i32);

@@ -225,7 +225,7 @@ TEST_CASE("matmul backward matches finite differences, with and without bias", "
 TEST_CASE("attention backward matches finite differences", "[gradcheck]") {
   CpuBackend backend(1);
   std::mt19937 rng(14);
-  // T = 67 spans a full row block of 64 and a partial one, so the block-accumulated dk and dv
+  // T = 67 spans a full query block of 64 and a partial one, so the block-accumulated dk and dv
   // are checked too.
   struct Case {
     int b, t;
@@ -235,7 +235,7 @@ TEST_CASE("attention backward matches finite differences", "[gradcheck]") {
   Tensor qkv = random_tensor({shape.b, shape.t, 3 * C}, rng);
   const Tensor R = random_tensor({shape.b, shape.t, C}, rng);
   Tensor out = Tensor::zeros({shape.b, shape.t, C}, DType::f64);
-  Tensor att = Tensor::zeros({shape.b, NH, shape.t, shape.t}, DType::f64);
+  Tensor att = Tensor::zeros(backend.attention_state_shape(shape.b, NH, shape.t), DType::f64);
   auto loss = [&] {
     backend.attention_forward(out, att, qkv, NH);
     return weighted_sum(out, R);
@@ -366,7 +366,7 @@ TEST_CASE("backward accumulates parameter gradients and overwrites activation gr
     const Tensor qkv = random_tensor({B, T, 3 * C}, rng);
     const Tensor dout = random_tensor({B, T, C}, rng);
     Tensor out = Tensor::zeros({B, T, C}, DType::f64);
-    Tensor att = Tensor::zeros({B, NH, T, T}, DType::f64);
+    Tensor att = Tensor::zeros(backend.attention_state_shape(B, NH, T), DType::f64);
     backend.attention_forward(out, att, qkv, NH);
     Tensor dqkv = nan_tensor(qkv.shape());
     Tensor datt = nan_tensor(att.shape());

@@ -118,7 +118,8 @@ TEST_CASE("recompute: selective and full give gradients bitwise equal to keeping
 }
 
 TEST_CASE("recompute: activation bytes drop by what each mode does not keep") {
-  const std::int64_t BT = 3 * 16, C = kConfig.n_embd, att = 3 * kConfig.n_head * 16 * 16, f32 = 4;
+  // att: the attention state, one log-sum-exp per (sequence, head, query row).
+  const std::int64_t BT = 3 * 16, C = kConfig.n_embd, att = 3 * kConfig.n_head * 16, f32 = 4;
   const std::int64_t block = BT * (16 * C + 4) + att;  // one block's kept buffers, recompute none
   const std::int64_t layers = 2, slots = 3, kept_blocks = layers * slots;
   const std::int64_t none = reserved_bytes(Recompute::none, slots);

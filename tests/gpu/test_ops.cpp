@@ -109,7 +109,8 @@ TEST_CASE("cuda attention forward and backward equal the cpu's, fp32 (flash) and
                                       std::tuple{2, 1100, 240, 30});
   INFO(gpu->name() << ": B " << B << " T " << T << " C " << C << " NH " << NH);
   Tensor qkv = random_host({B, T, 3 * C}, 1);
-  Tensor out = Tensor::zeros({B, T, C}, DType::f32), att = Tensor::zeros({B, NH, T, T}, DType::f32);
+  Tensor out = Tensor::zeros({B, T, C}, DType::f32);
+  Tensor att = Tensor::zeros(cpu.attention_state_shape(B, NH, T), DType::f32);
   cpu.attention_forward(out, att, qkv, NH);
   const compute::Shape state = gpu->attention_state_shape(B, NH, T);
   REQUIRE(state == compute::Shape{B, NH, T});
@@ -118,7 +119,7 @@ TEST_CASE("cuda attention forward and backward equal the cpu's, fp32 (flash) and
   require_close(*gpu, d_out, out, tolerance, "attention out");
 
   Tensor dout = random_host({B, T, C}, 2), dqkv = Tensor::zeros({B, T, 3 * C}, DType::f32),
-         datt = Tensor::zeros({B, NH, T, T}, DType::f32);
+         datt = Tensor::zeros(att.shape(), DType::f32);
   cpu.attention_backward(dqkv, datt, dout, qkv, att, NH);
   Tensor d_dqkv = poisoned(*gpu, {B, T, 3 * C}), d_datt = poisoned(*gpu, state);
   gpu->attention_backward(d_dqkv, d_datt, to_device(*gpu, dout), d_qkv, d_att, NH);
