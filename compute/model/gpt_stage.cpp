@@ -205,14 +205,16 @@ void GPTStage::reserve(int B, int T, int slots) {
   };
   auto z = [&](Shape s) { return allocate(std::move(s), dtype_); };
   // A block's buffers, taking each one `shared` defines instead of allocating it.
-  auto block_buffers = [&](const LayerActivations& shared) {
+  // `with_output` false: no residual3, for the block a full recompute reruns only up to what its
+  // backward reads.
+  auto block_buffers = [&](const LayerActivations& shared, bool with_output) {
     auto own = [&](const Tensor& t, std::int64_t numel) { return t.defined() ? t : z({numel}); };
     const LayerActivations& h = shared;
     return LayerActivations{own(h.ln1, BT * C),      own(h.ln1_mean, BT), own(h.ln1_rstd, BT),
                             own(h.qkv, BT * 3 * C),  own(h.atty, BT * C), own(h.att, att),
                             own(h.residual2, BT * C), own(h.ln2, BT * C), own(h.ln2_mean, BT),
                             own(h.ln2_rstd, BT),     own(h.fch, BT * 4 * C), own(h.fch_gelu, BT * 4 * C),
-                            own(h.residual3, BT * C)};
+                            with_output ? own(h.residual3, BT * C) : Tensor{}};
   };
   shared_ = Shared{};
   LayerActivations not_kept;  // the slots' views of shared_.recomputed
@@ -221,16 +223,15 @@ void GPTStage::reserve(int B, int T, int slots) {
     shared_.recomputed.fch_gelu = z({BT * 4 * C});
     not_kept = shared_.recomputed;
   } else if (recompute_ == Recompute::full) {
-    shared_.recomputed = block_buffers({});
-    not_kept = shared_.recomputed;
-    not_kept.residual3 = Tensor{};  // kept: the next block's input, or the stage's output
+    shared_.recomputed = block_buffers({}, false);
+    not_kept = shared_.recomputed;  // without residual3: the next block's input, or the stage's output
   }
   slots_.assign(static_cast<std::size_t>(slots), Slot{});
   for (Slot& s : slots_) {
     if (is_first()) s.tokens = allocate({max_B_, max_T_}, DType::i32);
     if (is_last()) s.targets = allocate({max_B_, max_T_}, DType::i32);
     s.input = z({BT * C});
-    for (int l = first_layer_; l < last_layer_; ++l) s.layers.push_back(block_buffers(not_kept));
+    for (int l = first_layer_; l < last_layer_; ++l) s.layers.push_back(block_buffers(not_kept, true));
     if (is_last()) {
       s.lnf = z({BT * C});
       s.lnf_mean = z({BT});
@@ -246,10 +247,7 @@ void GPTStage::reserve(int B, int T, int slots) {
     shared_.losses = z({BT});
   }
   shared_.dln = z({BT * C});
-  shared_.dqkv = z({BT * 3 * C});
-  shared_.datty = z({BT * C});
   shared_.datt = z({att});
-  shared_.dfch = z({BT * 4 * C});
   shared_.dfch_gelu = z({BT * 4 * C});
 }
 
@@ -265,7 +263,8 @@ const GPTStage::Slot& GPTStage::slot_at(int slot) const {
   return slots_[static_cast<std::size_t>(slot)];
 }
 
-void GPTStage::block_forward(int layer, const Tensor& p, const LayerActivations& a, const Tensor& x, int B, int T) {
+void GPTStage::block_forward(int layer, const Tensor& p, const LayerActivations& a, const Tensor& x, int B, int T,
+                             bool to_output) {
   const std::int64_t C = config_.n_embd;
   const Dims d{B, T, backend_.attention_state_shape(B, config_.n_head, T)};
   const std::size_t k = first_block_ + static_cast<std::size_t>(layer - first_layer_) * kBlockTensors;
@@ -275,7 +274,7 @@ void GPTStage::block_forward(int layer, const Tensor& p, const LayerActivations&
   Tensor ln1 = d.bt(a.ln1, C), ln1_mean = d.bt_only(a.ln1_mean), ln1_rstd = d.bt_only(a.ln1_rstd);
   Tensor qkv = d.bt(a.qkv, 3 * C), atty = d.bt(a.atty, C), att = d.bhtt(a.att), residual2 = d.bt(a.residual2, C);
   Tensor ln2 = d.bt(a.ln2, C), ln2_mean = d.bt_only(a.ln2_mean), ln2_rstd = d.bt_only(a.ln2_rstd);
-  Tensor fch = d.bt(a.fch, 4 * C), fch_gelu = d.bt(a.fch_gelu, 4 * C), residual3 = d.bt(a.residual3, C);
+  Tensor fch = d.bt(a.fch, 4 * C), fch_gelu = d.bt(a.fch_gelu, 4 * C);
 
   be.layernorm_forward(ln1, ln1_mean, ln1_rstd, x, w(0), w(1));
   be.matmul_forward(qkv, ln1, w(2), w(3));
@@ -285,6 +284,8 @@ void GPTStage::block_forward(int layer, const Tensor& p, const LayerActivations&
   be.layernorm_forward(ln2, ln2_mean, ln2_rstd, residual2, w(6), w(7));
   be.matmul_forward(fch, ln2, w(8), w(9));
   be.gelu_forward(fch_gelu, fch);
+  if (!to_output) return;
+  Tensor residual3 = d.bt(a.residual3, C);
   be.matmul_forward(branch, fch_gelu, w(10), w(11));
   be.residual_forward(residual3, residual2, branch);
 }
@@ -408,8 +409,13 @@ void GPTStage::backward(int slot, const Tensor& output_grad, double loss_scale,
     be.copy(dresidual, output_grad);
   }
 
-  Tensor dqkv = d.bt(shared_.dqkv, 3 * C), datty = d.bt(shared_.datty, C), datt = d.bhtt(shared_.datt);
-  Tensor dfch = d.bt(shared_.dfch, 4 * C), dfch_gelu = d.bt(shared_.dfch_gelu, 4 * C);
+  // Scratch reused once its last reader is done: d(qkv) and d(atty) go where d(GELU output) was
+  // (the MLP's backward is over by then; 3C + C of its 4C), d(fch) where the block's GELU output
+  // was (its weight gradient has read it), so a block's backward needs no buffer of its own for
+  // any of the three.
+  const std::int64_t BTC = std::int64_t{s.B} * s.T * C;
+  Tensor dfch_gelu = d.bt(shared_.dfch_gelu, 4 * C), dqkv = d.bt(shared_.dfch_gelu, 3 * C);
+  Tensor datty = shared_.dfch_gelu.slice(3 * BTC, {s.B, s.T, C}), datt = d.bhtt(shared_.datt);
   for (int l = last_layer_ - 1; l >= first_layer_; --l) {
     const std::size_t local = static_cast<std::size_t>(l - first_layer_);
     const std::size_t k = first_block_ + local * kBlockTensors;
@@ -420,7 +426,7 @@ void GPTStage::backward(int slot, const Tensor& output_grad, double loss_scale,
     Tensor g[kBlockTensors];
     for (std::size_t i = 0; i < kBlockTensors; ++i) g[i] = in_unit(unit_grad, k + i);
     Tensor block_in = d.bt(local == 0 ? s.input : s.layers[local - 1].residual3, C);
-    if (recompute_ == Recompute::full) block_forward(l, p, shared_.recomputed, block_in, s.B, s.T);
+    if (recompute_ == Recompute::full) block_forward(l, p, shared_.recomputed, block_in, s.B, s.T, false);
     const LayerActivations& a = recompute_ == Recompute::full ? shared_.recomputed : s.layers[local];
     if (recompute_ == Recompute::selective) {
       Tensor fch_gelu = d.bt(a.fch_gelu, 4 * C);
@@ -429,12 +435,13 @@ void GPTStage::backward(int slot, const Tensor& output_grad, double loss_scale,
 
     // MLP branch: dresidual is d(residual3), which is also d(mlp output).
     be.matmul_backward(dfch_gelu, g[10], g[11], dresidual, d.bt(a.fch_gelu, 4 * C), w(10));
+    Tensor dfch = d.bt(a.fch_gelu, 4 * C);
     be.gelu_backward(dfch, d.bt(a.fch, 4 * C), dfch_gelu);
     be.matmul_backward(dln, g[8], g[9], dfch, d.bt(a.ln2, C), w(8));
     be.layernorm_backward(dresidual, g[6], g[7], dln, d.bt(a.residual2, C), w(6), d.bt_only(a.ln2_mean),
                           d.bt_only(a.ln2_rstd));
     // Attention branch: dresidual is now d(residual2). A selective recompute refills the
-    // probabilities; its output lands in datty, which the next call overwrites.
+    // attention state; its output lands in datty, which the next call overwrites.
     if (recompute_ == Recompute::selective) {
       Tensor att = d.bhtt(a.att);
       be.attention_forward(datty, att, d.bt(a.qkv, 3 * C), config_.n_head);

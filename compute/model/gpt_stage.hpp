@@ -154,7 +154,7 @@ class GPTStage {
     Tensor branch_out;      // attn.c_proj and mlp.c_proj outputs: only added into the stream
     Tensor logits, losses;  // last stage; logits take their own gradient in backward
     // Per-block gradient scratch.
-    Tensor dln, dqkv, datty, datt, dfch, dfch_gelu;
+    Tensor dln, datt, dfch_gelu;  // d(qkv), d(atty) and d(fch) reuse buffers (see backward)
   };
 
   Tensor view(const Tensor& flat, std::size_t index) const {
@@ -168,8 +168,10 @@ class GPTStage {
   int block_unit(int layer) const { return (is_first() ? 1 : 0) + (layer - first_layer_); }
   // The whole flat buffer kept here, for the by-name views.
   const Tensor& whole(const Tensor& kept, const std::string& name) const;
-  // Global layer l's forward from x (B,T,C) into a's buffers, with the block's unit `p`.
-  void block_forward(int layer, const Tensor& p, const LayerActivations& a, const Tensor& x, int B, int T);
+  // Global layer l's forward from x (B,T,C) into a's buffers, with the block's unit `p`. Without
+  // `to_output` it stops at the GELU output: all a block's backward reads (a full recompute).
+  void block_forward(int layer, const Tensor& p, const LayerActivations& a, const Tensor& x, int B, int T,
+                     bool to_output = true);
   Slot& slot_at(int slot);
   const Slot& slot_at(int slot) const;
 

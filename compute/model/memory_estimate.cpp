@@ -34,12 +34,14 @@ MemoryEstimate estimate_training_memory(const GPTConfig& c, const StageFootprint
     recomputed = 4 * BT * C + att;  // fch_gelu and the attention state
     per_layer = block - recomputed;
   } else if (s.recompute == Recompute::full) {
-    recomputed = block;
-    per_layer = BT * C;  // residual3, the next block's input
+    recomputed = block - BT * C;  // rerun up to the GELU output: no residual3
+    per_layer = BT * C;           // residual3, the next block's input
   }
   double per_slot = layers * per_layer + 2 * BT * C;  // + input and dinput
   if (last) per_slot += BT * C + 2 * BT + BT * Vp;    // ln_f and its statistics, probabilities
-  double shared = 14 * BT * C + att + recomputed;     // branch output and per-block gradient scratch
+  // Branch output and per-block gradient scratch: dln, dfch_gelu (which d(qkv) and d(atty) reuse)
+  // and the attention state's gradient; d(fch) reuses the block's GELU output.
+  double shared = 6 * BT * C + att + recomputed;
   if (last) shared += BT * Vp + BT;                   // logits, losses
   const double token_buffers = s.slots * BT * ((first ? 1 : 0) + (last ? 1 : 0));
 

@@ -125,8 +125,9 @@ TEST_CASE("recompute: activation bytes drop by what each mode does not keep") {
   const std::int64_t none = reserved_bytes(Recompute::none, slots);
   // Selective: att and the GELU output are one set shared by every (slot, layer).
   CHECK(none - reserved_bytes(Recompute::selective, slots) == (kept_blocks - 1) * (att + BT * 4 * C) * f32);
-  // Full: each (slot, layer) keeps its output (the next block's input); one whole block is scratch.
-  CHECK(none - reserved_bytes(Recompute::full, slots) == ((kept_blocks - 1) * block - kept_blocks * BT * C) * f32);
+  // Full: each (slot, layer) keeps its output (the next block's input); one block up to its GELU
+  // output (all but that output) is scratch.
+  CHECK(none - reserved_bytes(Recompute::full, slots) == (kept_blocks * block - kept_blocks * BT * C - (block - BT * C)) * f32);
 }
 
 TEST_CASE("recompute: names parse back, anything else is refused") {
