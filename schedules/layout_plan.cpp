@@ -38,7 +38,10 @@ TokenFlops token_flops(const compute::GPTConfig& model, int seq_len, compute::Re
   const double training = compute::model_flops_per_token(model, seq_len);
   const double attention_forward = 4.0 * model.n_layer * model.n_embd * double(seq_len);
   TokenFlops flops{training / 3, 0};
-  if (recompute == compute::Recompute::full) flops.recompute = flops.forward;
+  // Full recompute reruns each block but its MLP output projection (2·4C² FLOPs per token), which
+  // the block's backward does not read.
+  const double output_projection = 8.0 * model.n_layer * double(model.n_embd) * model.n_embd;
+  if (recompute == compute::Recompute::full) flops.recompute = flops.forward - output_projection;
   if (recompute == compute::Recompute::selective) flops.recompute = attention_forward;
   return flops;
 }

@@ -4,7 +4,8 @@
 //   none:       every activation the backward reads is kept.
 //   selective:  the GELU output and the attention state (one log-sum-exp per query row) are not
 //               kept; backward reruns GELU and the attention forward from what is kept.
-//   full:       only each block's input (the residual stream) is kept; backward reruns the block.
+//   full:       only each block's input (the residual stream) is kept; backward reruns the block
+//               up to its GELU output, all that the block's backward reads.
 // Recomputation runs the same kernels on the same inputs, so gradients are bitwise those of none.
 
 #include <optional>
