@@ -91,13 +91,7 @@ TROUPE_SIMD_CLONES void online_softmax_chunk(Real* s, Real* m, Real* l, Real* ou
     Real* row = s + static_cast<std::size_t>(r) * width;
     const int n = visible_keys(r0 + r, c0, width);
     const Real new_max = std::max(m[r], row_max(row, n));
-    Real sum = 0;
-#pragma omp simd reduction(+ : sum)
-    for (int j = 0; j < n; ++j) {
-      const Real e = vexp(row[j] - new_max);
-      row[j] = e;
-      sum += e;
-    }
+    const Real sum = exp_shifted_row(row, row, n, new_max);
     std::fill(row + n, row + width, Real(0));
     if (c0 > 0) {
       const Real correction = vexp(m[r] - new_max);

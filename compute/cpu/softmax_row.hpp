@@ -20,16 +20,24 @@ template <typename Real>
   return max;
 }
 
-// p[j] = exp(x[j] - max) / sum over j < n, given max = row_max(x, n); returns the sum. p may be x.
+// e[j] = exp(x[j] - max) over j < n; returns their sum. e may be x (the online softmax of causal
+// attention rescales the sums itself).
 template <typename Real>
-[[gnu::always_inline]] inline Real softmax_row(Real* p, const Real* x, int n, Real max) {
+[[gnu::always_inline]] inline Real exp_shifted_row(Real* e, const Real* x, int n, Real max) {
   Real sum = 0;
 #pragma omp simd reduction(+ : sum)
   for (int j = 0; j < n; ++j) {
-    const Real e = vexp(x[j] - max);
-    p[j] = e;
-    sum += e;
+    const Real v = vexp(x[j] - max);
+    e[j] = v;
+    sum += v;
   }
+  return sum;
+}
+
+// p[j] = exp(x[j] - max) / sum over j < n, given max = row_max(x, n); returns the sum. p may be x.
+template <typename Real>
+[[gnu::always_inline]] inline Real softmax_row(Real* p, const Real* x, int n, Real max) {
+  const Real sum = exp_shifted_row(p, x, n, max);
   const Real inv = Real(1) / sum;
 #pragma omp simd
   for (int j = 0; j < n; ++j) p[j] *= inv;
