@@ -90,7 +90,6 @@ class GPTStage {
   Tensor& params() { return source_->kept_parameters(); }
   Tensor& grads() { return source_->kept_gradients(); }
   std::int64_t kept_begin() const { return source_->kept_begin(); }
-  bool keeps_all_parameters() { return params().numel() == num_params_; }
   std::int64_t num_params() const { return num_params_; }
   // The stage's views in local order, offsets into params()/grads(), global names.
   const std::vector<ParameterView>& views() const { return views_; }

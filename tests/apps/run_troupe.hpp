@@ -24,6 +24,13 @@ inline ProcessResult run_troupe(const TempDir& dir, std::vector<std::string> arg
   return run_process(args, dir.path().string(), timeout);
 }
 
+// The options of a quick job on tiny: `steps` steps on one thread, one validation batch at the end
+// only, no sample. The command ("train", "launch") comes first, from the caller.
+inline std::vector<std::string> tiny_steps(long steps) {
+  return {"--model.preset", "tiny", "--train.steps", std::to_string(steps), "--train.val_batches", "1",
+          "--sample.tokens", "0", "--train.threads", "1", "--train.val_every", "0"};
+}
+
 // `args` followed by `more`: a job's arguments with a layout's.
 inline std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
   args.insert(args.end(), more.begin(), more.end());

@@ -31,11 +31,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<std::string> tiny_job(long steps) {
-  return {"--model.preset", "tiny", "--train.steps", std::to_string(steps), "--train.val_batches", "1",
-          "--sample.tokens", "0", "--train.threads", "1", "--train.val_every", "0"};
-}
-
 // Starts `troupe train args` in `dir`, kills it (and its node processes) with SIGKILL as soon as
 // `appears` exists, and returns once it is gone.
 void kill_when_present(const TempDir& dir, std::vector<std::string> args, const fs::path& appears) {
@@ -67,7 +62,7 @@ TEST_CASE("a run killed after a checkpoint and resumed ends bitwise-identical to
     INFO(shown);
     const fs::path whole = dir.path() / ("whole" + std::to_string(layout.size()));
     const fs::path broken = dir.path() / ("broken" + std::to_string(layout.size()));
-    const auto job = with(with(tiny_job(30), layout), {"--checkpoint.every", "10"});
+    const auto job = with(with(tiny_steps(30), layout), {"--checkpoint.every", "10"});
     const ProcessResult straight = run_troupe(dir, with(with({"train"}, job), {"--checkpoint.dir", whole.string()}),
                                               std::chrono::seconds(120));
     REQUIRE(straight.exit_code == 0);
@@ -98,7 +93,7 @@ TEST_CASE("a checkpoint written by 2 data-parallel workers resumes on 1 worker a
   TempDir dir;
   const fs::path saved = dir.path() / "dp2";
   // ZeRO 1: each worker writes its shard of the moments, so the reader must assemble them.
-  const auto job = with(tiny_job(8), {"--checkpoint.every", "4", "--checkpoint.dir", saved.string()});
+  const auto job = with(tiny_steps(8), {"--checkpoint.every", "4", "--checkpoint.dir", saved.string()});
   const ProcessResult undisturbed =
       run_troupe(dir, with(with({"train"}, job), {"--workers", "2", "--train.batch_size", "4", "--train.zero", "1"}),
                  std::chrono::seconds(120));
@@ -119,7 +114,7 @@ TEST_CASE("a checkpoint written by 2 data-parallel workers resumes on 1 worker a
     const fs::path copy = dir.path() / ("copy" + std::to_string(grid.args.size()));
     fs::copy(saved, copy, fs::copy_options::recursive);
     fs::remove_all(checkpoint::step_dir(copy, 8));
-    const auto resume = with(tiny_job(8), {"--checkpoint.dir", copy.string(), "--resume"});
+    const auto resume = with(tiny_steps(8), {"--checkpoint.dir", copy.string(), "--resume"});
     const ProcessResult r = run_troupe(dir, with(with({"train"}, resume), grid.args), std::chrono::seconds(120));
     INFO(r.out << r.err);
     REQUIRE(r.exit_code == 0);
@@ -137,7 +132,7 @@ TEST_CASE("resume passes over a corrupt newest checkpoint, saying so, and refuse
           "[checkpoint]") {
   TempDir dir;
   const fs::path saved = dir.path() / "ckpt";
-  const auto job = with(tiny_job(4), {"--checkpoint.every", "2", "--checkpoint.dir", saved.string()});
+  const auto job = with(tiny_steps(4), {"--checkpoint.every", "2", "--checkpoint.dir", saved.string()});
   REQUIRE(run_troupe(dir, with({"train"}, job), std::chrono::seconds(60)).exit_code == 0);
 
   const fs::path shard = checkpoint::step_dir(saved, 4) / checkpoint::shard_file_name(0);
@@ -162,7 +157,7 @@ TEST_CASE("resume passes over a corrupt newest checkpoint, saying so, and refuse
   CHECK(other_batch.exit_code == 2);
   CHECK_THAT(other_batch.err, Contains("this job's global batch is 3 sequences per step"));
 
-  const ProcessResult no_dir = run_troupe(dir, with(with({"train"}, tiny_job(4)), {"--resume"}));
+  const ProcessResult no_dir = run_troupe(dir, with(with({"train"}, tiny_steps(4)), {"--resume"}));
   CHECK(no_dir.exit_code == 2);
   CHECK_THAT(no_dir.err, Contains("checkpoint.resume (--resume) needs checkpoint.dir"));
 }
@@ -179,7 +174,7 @@ TEST_CASE("a full disk is reported with its path and the system's words before t
   const auto started = std::chrono::steady_clock::now();
   const ProcessResult r = run_troupe(
       dir,
-      with(with({"train", "--workers", "2", "--train.batch_size", "4"}, tiny_job(6)),
+      with(with({"train", "--workers", "2", "--train.batch_size", "4"}, tiny_steps(6)),
            {"--checkpoint.dir", saved.string(), "--checkpoint.every", "2", "--checkpoint.async", async ? "true" : "false",
             "--fault.max_restarts", "0"}),
       std::chrono::seconds(300));
