@@ -79,6 +79,30 @@ class Backend {
   // dlogits = (probs - onehot(target)) * dloss; padded columns 0.
   virtual void crossentropy_backward(Tensor& dlogits, const Tensor& probs, const Tensor& targets, float dloss) = 0;
 
+  // --- vocabulary shards (model/tensor_shard.hpp) -------------------------------------------
+  // A tensor shard holds the embedding rows and logit columns [vocab_begin, vocab_begin + Vs) of
+  // the padded vocabulary, the first vocab_size of which are real. Only the CPU backend has these
+  // kernels; the others throw, and a job refuses tensor shards on them before it trains.
+  //
+  // out (B,T,C) = the shard's wte row of each token it holds, else 0; + wpe[t] with add_positions
+  // (one shard adds them, so the sum over the shards holds them once).
+  virtual void encoder_shard_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
+                                     int vocab_begin, bool add_positions);
+  // dwte += the scatter of dout by the tokens the shard holds; dwpe[t] += sum over b of dout.
+  virtual void encoder_shard_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens,
+                                      int vocab_begin);
+  // stats (B,T,3) per row of the shard's logits (B,T,Vs): max, sum of exp(x - max) over its real
+  // columns (-inf and 0 when it has none), and the target's logit when the shard holds it, else 0.
+  virtual void crossentropy_shard_stats(Tensor& stats, const Tensor& logits, const Tensor& targets, int vocab_begin,
+                                        int vocab_size);
+  // From every shard's stats (S,B,T,3): losses (B,T) = -log p[target] of the whole row, and the
+  // shard's probabilities (B,T,Vs), 0 in padded columns.
+  virtual void crossentropy_shard_forward(Tensor& losses, Tensor& probs, const Tensor& logits, const Tensor& all_stats,
+                                          int vocab_begin, int vocab_size);
+  // dlogits = (probs - onehot(target - vocab_begin)) * dloss over the shard's columns.
+  virtual void crossentropy_shard_backward(Tensor& dlogits, const Tensor& probs, const Tensor& targets, int vocab_begin,
+                                           float dloss);
+
   // --- optimizer and reductions -------------------------------------------------------------
   // One AdamW step over every segment (adamw_step.hpp) of the flat buffers, in one call so a
   // device backend can sweep them all in a few launches: params and grads are shaped alike, m and
@@ -88,6 +112,9 @@ class Backend {
                             std::span<const AdamWSegment> segments, const AdamWHyper& hyper) = 0;
   virtual double sum_of_squares(const Tensor& t) = 0;  // accumulated in double
   virtual void scale(Tensor& t, float factor) = 0;       // t *= factor
+
+ private:
+  [[noreturn]] void no_shard_kernels(const char* op) const;
 };
 
 // "cpu" always; "cuda" (fp32) and "cuda-bf16" (bf16 GEMM operands, fp32 everything else: see

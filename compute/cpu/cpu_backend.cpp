@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <limits>
 #include <cstring>
 #include <initializer_list>
 #include <string>
@@ -42,6 +43,14 @@ checks::EncoderDims check_encoder_shapes(const Tensor& tokens, const Tensor& wte
                                          const char* op) {
   const checks::EncoderDims dims = checks::encoder(tokens, wte, wpe, act, op);
   check_ids(tokens, wte.dim(0), op);
+  return dims;
+}
+
+// A shard's tokens may lie outside its rows (they look up zeros), so only their sign is checked.
+checks::EncoderDims check_encoder_shapes_of_shard(const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
+                                                  const Tensor& act, const char* op) {
+  const checks::EncoderDims dims = checks::encoder(tokens, wte, wpe, act, op);
+  check_ids(tokens, std::numeric_limits<std::int32_t>::max(), op);
   return dims;
 }
 
@@ -90,7 +99,7 @@ void CpuBackend::encoder_forward(Tensor& out, const Tensor& tokens, const Tensor
   const auto [B, T, C] = check_encoder_shapes(tokens, wte, wpe, out, op);
   with_real(dtype, [&]<typename Real>(Real) {
     cpu::encoder_forward(out.data_as<Real>(), tokens.data_as<std::int32_t>(), wte.data_as<Real>(), wpe.data_as<Real>(),
-                         B, T, C);
+                         B, T, C, 0, static_cast<int>(wte.dim(0)));
   });
 }
 
@@ -100,7 +109,7 @@ void CpuBackend::encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout
   const auto [B, T, C] = check_encoder_shapes(tokens, dwte, dwpe, dout, op);
   with_real(dtype, [&]<typename Real>(Real) {
     cpu::encoder_backward(dwte.data_as<Real>(), dwpe.data_as<Real>(), dout.data_as<Real>(),
-                          tokens.data_as<std::int32_t>(), B, T, C);
+                          tokens.data_as<std::int32_t>(), B, T, C, 0, static_cast<int>(dwte.dim(0)));
   });
 }
 
@@ -224,7 +233,72 @@ void CpuBackend::crossentropy_backward(Tensor& dlogits, const Tensor& probs, con
   check_ids(targets, Vp, op);
   with_real(dtype, [&]<typename Real>(Real) {
     cpu::crossentropy_backward(dlogits.data_as<Real>(), probs.data_as<Real>(), targets.data_as<std::int32_t>(),
-                               static_cast<Real>(dloss), N, Vp);
+                               static_cast<Real>(dloss), N, Vp, 0);
+  });
+}
+
+void CpuBackend::encoder_shard_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
+                                       int vocab_begin, bool add_positions) {
+  constexpr const char* op = "encoder_shard_forward";
+  const DType dtype = check_real(op, {&out, &wte, &wpe});
+  const auto [B, T, C] = check_encoder_shapes_of_shard(tokens, wte, wpe, out, op);
+  with_real(dtype, [&]<typename Real>(Real) {
+    cpu::encoder_forward(out.data_as<Real>(), tokens.data_as<std::int32_t>(), wte.data_as<Real>(),
+                         add_positions ? wpe.data_as<Real>() : nullptr, B, T, C, vocab_begin,
+                         static_cast<int>(wte.dim(0)));
+  });
+}
+
+void CpuBackend::encoder_shard_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens,
+                                        int vocab_begin) {
+  constexpr const char* op = "encoder_shard_backward";
+  const DType dtype = check_real(op, {&dout, &dwte, &dwpe});
+  const auto [B, T, C] = check_encoder_shapes_of_shard(tokens, dwte, dwpe, dout, op);
+  with_real(dtype, [&]<typename Real>(Real) {
+    cpu::encoder_backward(dwte.data_as<Real>(), dwpe.data_as<Real>(), dout.data_as<Real>(),
+                          tokens.data_as<std::int32_t>(), B, T, C, vocab_begin, static_cast<int>(dwte.dim(0)));
+  });
+}
+
+void CpuBackend::crossentropy_shard_stats(Tensor& stats, const Tensor& logits, const Tensor& targets, int vocab_begin,
+                                          int vocab_size) {
+  constexpr const char* op = "crossentropy_shard_stats";
+  const DType dtype = check_real(op, {&logits, &stats});
+  const std::int64_t Vs = logits.dim(logits.rank() - 1), N = logits.numel() / Vs;
+  checks::numel(stats, 3 * N, op);
+  checks::numel(targets, N, op);
+  check_ids(targets, vocab_size, op);
+  with_real(dtype, [&]<typename Real>(Real) {
+    cpu::crossentropy_shard_stats(stats.data_as<Real>(), logits.data_as<Real>(), targets.data_as<std::int32_t>(), N,
+                                  checks::to_int(Vs, op), vocab_begin, vocab_size);
+  });
+}
+
+void CpuBackend::crossentropy_shard_forward(Tensor& losses, Tensor& probs, const Tensor& logits,
+                                            const Tensor& all_stats, int vocab_begin, int vocab_size) {
+  constexpr const char* op = "crossentropy_shard_forward";
+  const DType dtype = check_real(op, {&logits, &probs, &losses, &all_stats});
+  const std::int64_t Vs = logits.dim(logits.rank() - 1), N = logits.numel() / Vs;
+  checks::numel(probs, logits.numel(), op);
+  checks::numel(losses, N, op);
+  TROUPE_CHECK(all_stats.numel() % (3 * N) == 0, op_prefix(op) + "stats " + all_stats.describe() + " for " +
+                                                     std::to_string(N) + " rows");
+  with_real(dtype, [&]<typename Real>(Real) {
+    cpu::crossentropy_shard_forward(losses.data_as<Real>(), probs.data_as<Real>(), logits.data_as<Real>(),
+                                    all_stats.data_as<Real>(), checks::to_int(all_stats.numel() / (3 * N), op), N,
+                                    checks::to_int(Vs, op), vocab_begin, vocab_size);
+  });
+}
+
+void CpuBackend::crossentropy_shard_backward(Tensor& dlogits, const Tensor& probs, const Tensor& targets,
+                                             int vocab_begin, float dloss) {
+  constexpr const char* op = "crossentropy_shard_backward";
+  const DType dtype = check_real(op, {&probs, &dlogits});
+  const auto [N, Vs] = checks::crossentropy_backward(dlogits, probs, op);
+  checks::numel(targets, N, op);
+  with_real(dtype, [&]<typename Real>(Real) {
+    cpu::crossentropy_backward(dlogits.data_as<Real>(), probs.data_as<Real>(), targets.data_as<std::int32_t>(),
+                               static_cast<Real>(dloss), N, Vs, vocab_begin);
   });
 }
 

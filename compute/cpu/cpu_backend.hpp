@@ -38,6 +38,16 @@ class CpuBackend final : public Backend {
   void crossentropy_forward(Tensor& losses, Tensor& probs, const Tensor& logits, const Tensor& targets,
                             int vocab_size) override;
   void crossentropy_backward(Tensor& dlogits, const Tensor& probs, const Tensor& targets, float dloss) override;
+  void encoder_shard_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe, int vocab_begin,
+                             bool add_positions) override;
+  void encoder_shard_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens,
+                              int vocab_begin) override;
+  void crossentropy_shard_stats(Tensor& stats, const Tensor& logits, const Tensor& targets, int vocab_begin,
+                                int vocab_size) override;
+  void crossentropy_shard_forward(Tensor& losses, Tensor& probs, const Tensor& logits, const Tensor& all_stats,
+                                  int vocab_begin, int vocab_size) override;
+  void crossentropy_shard_backward(Tensor& dlogits, const Tensor& probs, const Tensor& targets, int vocab_begin,
+                                   float dloss) override;
 
   void adamw_update(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v, std::span<const AdamWSegment> segments,
                     const AdamWHyper& hyper) override;

@@ -15,11 +15,14 @@
 
 namespace troupe::compute::cpu {
 
-// encoder.cpp
+// encoder.cpp: wte holds rows [vocab_begin, vocab_begin + rows) of the embedding; wpe may be null
+// in the forward.
 template <typename Real>
-void encoder_forward(Real* out, const std::int32_t* tokens, const Real* wte, const Real* wpe, int B, int T, int C);
+void encoder_forward(Real* out, const std::int32_t* tokens, const Real* wte, const Real* wpe, int B, int T, int C,
+                     int vocab_begin, int rows);
 template <typename Real>
-void encoder_backward(Real* dwte, Real* dwpe, const Real* dout, const std::int32_t* tokens, int B, int T, int C);
+void encoder_backward(Real* dwte, Real* dwpe, const Real* dout, const std::int32_t* tokens, int B, int T, int C,
+                      int vocab_begin, int rows);
 
 // layernorm.cpp
 template <typename Real>
@@ -50,13 +53,23 @@ void gelu_forward(Real* out, const Real* inp, std::int64_t n);
 template <typename Real>
 void gelu_backward(Real* dinp, const Real* inp, const Real* dout, std::int64_t n);
 
-// crossentropy.cpp: logits, probs and dlogits are (N, Vp); only the first V columns are real.
+// crossentropy.cpp: logits, probs and dlogits are (N, Vp); only the first V columns are real. The
+// backward's columns start at vocab_begin (0, or a vocabulary shard's first).
 template <typename Real>
 void crossentropy_forward(Real* losses, Real* probs, const Real* logits, const std::int32_t* targets, std::int64_t N,
                           int V, int Vp);
 template <typename Real>
 void crossentropy_backward(Real* dlogits, const Real* probs, const std::int32_t* targets, Real dloss, std::int64_t N,
-                           int Vp);
+                           int Vp, int vocab_begin);
+// A vocabulary shard's columns [vocab_begin, vocab_begin + Vs) of (N, Vp) logits, of which those
+// below V are real: stats (N, 3) per row; then, with all S shards' stats (S, N, 3), the loss and
+// the shard's probabilities.
+template <typename Real>
+void crossentropy_shard_stats(Real* stats, const Real* logits, const std::int32_t* targets, std::int64_t N, int Vs,
+                              int vocab_begin, int V);
+template <typename Real>
+void crossentropy_shard_forward(Real* losses, Real* probs, const Real* logits, const Real* all_stats, int S,
+                                std::int64_t N, int Vs, int vocab_begin, int V);
 
 // adamw.cpp: one step over each segment; segments index the flat params and grads
 // (param_offset) and m and v (moment_offset).

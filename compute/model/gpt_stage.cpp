@@ -34,28 +34,71 @@ Tensor on_host(Backend& backend, const Tensor& t) {
   return host;
 }
 
-}  // namespace
+// A stage's parameters in local order: the global layout's views of its slice as `shard` holds
+// them, then on a last stage that is not the first its copy of wte.
+struct StageViews {
+  std::vector<ParameterView> views;       // local offsets and shapes
+  std::vector<std::size_t> init_index;    // each view's index in the global layout: its init stream
+  std::vector<ShardedView> sharded;       // runs relative to each view's start
+  std::int64_t total = 0;
+};
 
-std::vector<ParameterUnit> GPTStage::parameter_units(const GPTConfig& config, int first_layer, int last_layer) {
-  const ParameterLayout layout(config);
+StageViews stage_views(const GPTConfig& config, const ParameterLayout& layout, int first_layer, int last_layer,
+                       TensorShard shard) {
   const bool first = first_layer == 0, last = last_layer == config.n_layer;
   const std::int64_t begin = first ? 0 : layout.layer_range(first_layer).first;
-  std::vector<ParameterUnit> units;
-  if (first) units.push_back({0, layout.layer_range(0).first});
-  for (int l = first_layer; l < last_layer; ++l) {
-    const auto [lo, hi] = layout.layer_range(l);
-    units.push_back({lo - begin, hi - begin});
+  const std::int64_t end = last ? layout.total() : layout.layer_range(last_layer - 1).second;
+  StageViews out;
+  auto add = [&](std::size_t k) {
+    ParameterView v = layout.views()[k];
+    ShardedView sharded = shard_view(v, config, shard);
+    v.offset = out.total;
+    v.shape = sharded.shape;
+    out.total += v.numel();
+    out.views.push_back(std::move(v));
+    out.init_index.push_back(k);
+    out.sharded.push_back(std::move(sharded));
+  };
+  const auto& all = layout.views();
+  for (std::size_t k = 0; k < all.size(); ++k)
+    if (all[k].offset >= begin && all[k].offset < end) add(k);
+  if (last && !first) {
+    TROUPE_CHECK(all[0].name == "wte.weight", "the layout no longer starts with wte.weight");
+    add(0);  // global index 0, so the copy draws the same values
   }
-  if (last) {
-    const std::int64_t copy = first ? 0 : layout.find("wte.weight").numel();
-    units.push_back({units.back().end, layout.total() - begin + copy});
+  return out;
+}
+
+// The units (parameter_source.hpp) of such a stage: the embeddings, each block ("h.<l>."), and the
+// tail (ln_f and a copy of wte), each a run of consecutive views.
+std::vector<ParameterUnit> units_of(const StageViews& stage) {
+  std::vector<ParameterUnit> units;
+  std::string unit_name;
+  bool after_blocks = false;
+  for (const ParameterView& v : stage.views) {
+    const bool block = v.name.rfind("h.", 0) == 0;
+    after_blocks = after_blocks || block;
+    const std::string name = block ? v.name.substr(0, v.name.find('.', 2) + 1) : after_blocks ? "tail" : "front";
+    if (units.empty() || name != unit_name) {
+      units.push_back({v.offset, v.offset});
+      unit_name = name;
+    }
+    units.back().end = v.offset + v.numel();
   }
   return units;
 }
 
+}  // namespace
+
+std::vector<ParameterUnit> GPTStage::parameter_units(const GPTConfig& config, int first_layer, int last_layer,
+                                                     TensorShard shard) {
+  return units_of(stage_views(config, ParameterLayout(config), first_layer, last_layer, shard));
+}
+
 GPTStage::GPTStage(const GPTConfig& config, Backend& backend, int first_layer, int last_layer, DType dtype,
-                   Recompute recompute, ParameterSource* source)
+                   Recompute recompute, ParameterSource* source, TensorShardGroup shards)
     : config_(config),
+      shards_(std::move(shards)),
       backend_(backend),
       dtype_(dtype),
       recompute_(recompute),
@@ -68,26 +111,40 @@ GPTStage::GPTStage(const GPTConfig& config, Backend& backend, int first_layer, i
   TROUPE_CHECK(0 <= first_layer && first_layer < last_layer && last_layer <= config.n_layer,
                "stage layers [" + std::to_string(first_layer) + ", " + std::to_string(last_layer) + ") of " +
                    std::to_string(config.n_layer));
-  // The global slice: the embeddings come before layer 0 and ln_f after the last layer, so a
-  // first stage starts at 0 and a last stage ends at the buffer's end.
-  global_begin_ = is_first() ? 0 : global_layout_.layer_range(first_layer).first;
-  global_end_ = is_last() ? global_layout_.total() : global_layout_.layer_range(last_layer - 1).second;
-  const auto& all = global_layout_.views();
-  for (std::size_t k = 0; k < all.size(); ++k) {
-    if (all[k].offset < global_begin_ || all[k].offset >= global_end_) continue;
-    ParameterView v = all[k];
-    v.offset -= global_begin_;
-    views_.push_back(std::move(v));
-    init_index_.push_back(k);
-  }
-  num_params_ = global_end_ - global_begin_;
-  if (has_embedding_copy()) {
-    ParameterView v = all[0];  // wte.weight: global index 0, so the copy draws the same values
-    TROUPE_CHECK(v.name == "wte.weight", "the layout no longer starts with wte.weight");
-    v.offset = num_params_;
-    num_params_ += v.numel();
-    views_.push_back(std::move(v));
-    init_index_.push_back(0);
+  const TensorShard shard = shards_.shard;
+  TROUPE_CHECK(check_tensor_shards(config, shard.count).ok() && shard.index >= 0 && shard.index < shard.count &&
+                   (!shards_.split() || (shards_.all_reduce && shards_.all_gather)),
+               "tensor shard " + std::to_string(shard.index) + " of " + std::to_string(shard.count));
+  const int T = shard.count;
+  heads_ = config.n_head / T;
+  attn_width_ = config.n_embd / T;
+  mlp_width_ = 4 * config.n_embd / T;
+  vocab_width_ = config.padded_vocab_size / T;
+  vocab_begin_ = shard.index * vocab_width_;
+  StageViews stage = stage_views(config, global_layout_, first_layer, last_layer, shard);
+  units_ = units_of(stage);
+  views_ = std::move(stage.views);
+  init_index_ = std::move(stage.init_index);
+  num_params_ = stage.total;
+  const bool copy = has_embedding_copy();
+  for (std::size_t i = 0; i < views_.size(); ++i) {
+    const ShardedView& sharded = stage.sharded[i];
+    const bool embedding_copy = copy && i + 1 == views_.size();
+    for (const GlobalRun& r : sharded.runs) {
+      Run run;
+      run.local = views_[i].offset + r.local;
+      run.global = r.global;
+      run.count = r.count;
+      run.replicated = sharded.replicated;
+      run.embedding_copy = embedding_copy;
+      Run* prev = runs_.empty() ? nullptr : &runs_.back();
+      if (prev && prev->local + prev->count == run.local && prev->global + prev->count == run.global &&
+          prev->replicated == run.replicated && prev->embedding_copy == run.embedding_copy)
+        prev->count += run.count;
+      else
+        runs_.push_back(run);
+    }
+    view_runs_.push_back(sharded.runs);
   }
   for (std::size_t i = 0; i < views_.size(); ++i) by_name_.emplace(views_[i].name, i);
   auto index_of = [&](const std::string& name) {
@@ -108,7 +165,6 @@ GPTStage::GPTStage(const GPTConfig& config, Backend& backend, int first_layer, i
                      "h." + std::to_string(l) + ".ln_1.weight",
                  "layer " + std::to_string(l) + "'s views are not where the stage expects them");
 
-  units_ = parameter_units(config, first_layer, last_layer);
   TROUPE_CHECK(units_.back().end == num_params_, "the stage's units do not cover its parameters");
   for (const ParameterView& v : views_) {
     std::size_t u = 0;
@@ -168,16 +224,21 @@ void GPTStage::init_parameters(std::uint64_t seed) {
   Tensor& kept = source_->kept_parameters();
   const std::int64_t begin = source_->kept_begin(), end = begin + kept.numel();
   Tensor host = kept.device() == Device::cpu ? kept : Tensor::zeros(kept.shape(), dtype_);
+  // A local element's init value is the global element's: its index within the global view.
   for (std::size_t i = 0; i < views_.size(); ++i) {
     const auto& v = views_[i];
-    const std::int64_t lo = std::max(begin, v.offset), hi = std::min(end, v.offset + v.numel());
-    for (std::int64_t at = lo; at < hi; ++at) {
-      const auto e = static_cast<std::uint64_t>(at - v.offset);
-      double x = v.init_std > 0 ? v.init_std * counter_normal(seed, init_index_[i], e) : v.init_value;
-      if (dtype_ == DType::f32)
-        host.data_as<float>()[at - begin] = static_cast<float>(x);
-      else
-        host.data_as<double>()[at - begin] = x;
+    const std::int64_t view_global = global_layout_.views()[init_index_[i]].offset;
+    for (const GlobalRun& r : view_runs_[i]) {
+      const std::int64_t run_begin = v.offset + r.local;
+      const std::int64_t lo = std::max(begin, run_begin), hi = std::min(end, run_begin + r.count);
+      for (std::int64_t at = lo; at < hi; ++at) {
+        const auto e = static_cast<std::uint64_t>(r.global - view_global + (at - run_begin));
+        double x = v.init_std > 0 ? v.init_std * counter_normal(seed, init_index_[i], e) : v.init_value;
+        if (dtype_ == DType::f32)
+          host.data_as<float>()[at - begin] = static_cast<float>(x);
+        else
+          host.data_as<double>()[at - begin] = x;
+      }
     }
   }
   if (host.data() != kept.data()) backend_.copy(kept, host);
@@ -194,9 +255,8 @@ void GPTStage::reserve(int B, int T, int slots) {
   max_B_ = std::max(B, max_B_);
   max_T_ = std::max(T, max_T_);
   slots = std::max(slots, this->slots());
-  const std::int64_t BT = std::int64_t{max_B_} * max_T_, C = config_.n_embd, NH = config_.n_head,
-                     Vp = config_.padded_vocab_size,
-                     att = shape_numel(backend_.attention_state_shape(max_B_, NH, max_T_));
+  const std::int64_t BT = std::int64_t{max_B_} * max_T_, C = config_.n_embd, A = attn_width_, M = mlp_width_,
+                     Vs = vocab_width_, att = shape_numel(backend_.attention_state_shape(max_B_, heads_, max_T_));
   activation_bytes_ = 0;
   auto allocate = [&](Shape shape, DType dtype) {
     Tensor t = backend_.zeros(std::move(shape), dtype);
@@ -211,16 +271,16 @@ void GPTStage::reserve(int B, int T, int slots) {
     auto own = [&](const Tensor& t, std::int64_t numel) { return t.defined() ? t : z({numel}); };
     const LayerActivations& h = shared;
     return LayerActivations{own(h.ln1, BT * C),      own(h.ln1_mean, BT), own(h.ln1_rstd, BT),
-                            own(h.qkv, BT * 3 * C),  own(h.atty, BT * C), own(h.att, att),
+                            own(h.qkv, BT * 3 * A),  own(h.atty, BT * A), own(h.att, att),
                             own(h.residual2, BT * C), own(h.ln2, BT * C), own(h.ln2_mean, BT),
-                            own(h.ln2_rstd, BT),     own(h.fch, BT * 4 * C), own(h.fch_gelu, BT * 4 * C),
+                            own(h.ln2_rstd, BT),     own(h.fch, BT * M), own(h.fch_gelu, BT * M),
                             with_output ? own(h.residual3, BT * C) : Tensor{}};
   };
   shared_ = Shared{};
   LayerActivations not_kept;  // the slots' views of shared_.recomputed
   if (recompute_ == Recompute::selective) {
     shared_.recomputed.att = z({att});
-    shared_.recomputed.fch_gelu = z({BT * 4 * C});
+    shared_.recomputed.fch_gelu = z({BT * M});
     not_kept = shared_.recomputed;
   } else if (recompute_ == Recompute::full) {
     shared_.recomputed = block_buffers({}, false);
@@ -236,19 +296,24 @@ void GPTStage::reserve(int B, int T, int slots) {
       s.lnf = z({BT * C});
       s.lnf_mean = z({BT});
       s.lnf_rstd = z({BT});
-      s.probs = z({BT * Vp});
+      s.probs = z({BT * Vs});
     }
     s.dinput = z({BT * C});
   }
   logits_B_ = logits_T_ = 0;
   shared_.branch_out = z({BT * C});
   if (is_last()) {
-    shared_.logits = z({BT * Vp});
+    shared_.logits = z({BT * Vs});
     shared_.losses = z({BT});
+    if (shards_.split()) shared_.loss_stats = z({shards_.shard.count * BT * 3});
   }
   shared_.dln = z({BT * C});
   shared_.datt = z({att});
-  shared_.dfch_gelu = z({BT * 4 * C});
+  shared_.dfch_gelu = z({BT * M});
+}
+
+void GPTStage::sum_over_shards(const Tensor& t) {
+  if (shards_.split()) shards_.all_reduce(t);
 }
 
 GPTStage::Slot& GPTStage::slot_at(int slot) {
@@ -265,34 +330,36 @@ const GPTStage::Slot& GPTStage::slot_at(int slot) const {
 
 void GPTStage::block_forward(int layer, const Tensor& p, const LayerActivations& a, const Tensor& x, int B, int T,
                              bool to_output) {
-  const std::int64_t C = config_.n_embd;
-  const Dims d{B, T, backend_.attention_state_shape(B, config_.n_head, T)};
+  const std::int64_t C = config_.n_embd, A = attn_width_, M = mlp_width_;
+  const Dims d{B, T, backend_.attention_state_shape(B, heads_, T)};
   const std::size_t k = first_block_ + static_cast<std::size_t>(layer - first_layer_) * kBlockTensors;
   auto w = [&](std::size_t i) { return in_unit(p, k + i); };
   Backend& be = backend_;
   Tensor branch = d.bt(shared_.branch_out, C);
   Tensor ln1 = d.bt(a.ln1, C), ln1_mean = d.bt_only(a.ln1_mean), ln1_rstd = d.bt_only(a.ln1_rstd);
-  Tensor qkv = d.bt(a.qkv, 3 * C), atty = d.bt(a.atty, C), att = d.bhtt(a.att), residual2 = d.bt(a.residual2, C);
+  Tensor qkv = d.bt(a.qkv, 3 * A), atty = d.bt(a.atty, A), att = d.bhtt(a.att), residual2 = d.bt(a.residual2, C);
   Tensor ln2 = d.bt(a.ln2, C), ln2_mean = d.bt_only(a.ln2_mean), ln2_rstd = d.bt_only(a.ln2_rstd);
-  Tensor fch = d.bt(a.fch, 4 * C), fch_gelu = d.bt(a.fch_gelu, 4 * C);
+  Tensor fch = d.bt(a.fch, M), fch_gelu = d.bt(a.fch_gelu, M);
 
   be.layernorm_forward(ln1, ln1_mean, ln1_rstd, x, w(0), w(1));
   be.matmul_forward(qkv, ln1, w(2), w(3));
-  be.attention_forward(atty, att, qkv, config_.n_head);
-  be.matmul_forward(branch, atty, w(4), w(5));
+  be.attention_forward(atty, att, qkv, heads_);
+  be.matmul_forward(branch, atty, w(4), bias_once(w(5)));
+  sum_over_shards(branch);
   be.residual_forward(residual2, x, branch);
   be.layernorm_forward(ln2, ln2_mean, ln2_rstd, residual2, w(6), w(7));
   be.matmul_forward(fch, ln2, w(8), w(9));
   be.gelu_forward(fch_gelu, fch);
   if (!to_output) return;
   Tensor residual3 = d.bt(a.residual3, C);
-  be.matmul_forward(branch, fch_gelu, w(10), w(11));
+  be.matmul_forward(branch, fch_gelu, w(10), bias_once(w(11)));
+  sum_over_shards(branch);
   be.residual_forward(residual3, residual2, branch);
 }
 
 double GPTStage::forward(int slot, const Tensor& input, const Tensor& targets) {
   Slot& s = slot_at(slot);
-  const std::int64_t C = config_.n_embd, Vp = config_.padded_vocab_size;
+  const std::int64_t C = config_.n_embd, Vs = vocab_width_;
   if (is_first())
     TROUPE_CHECK(input.rank() == 2 && input.dtype() == DType::i32, "first stage input " + input.describe());
   else
@@ -305,7 +372,7 @@ double GPTStage::forward(int slot, const Tensor& input, const Tensor& targets) {
                "targets " + targets.describe() + " for input " + input.describe());
   s.forwarded = true;
   s.have_targets = targets.defined();
-  const Dims d{s.B, s.T, backend_.attention_state_shape(s.B, config_.n_head, s.T)};
+  const Dims d{s.B, s.T, backend_.attention_state_shape(s.B, heads_, s.T)};
   Backend& be = backend_;
 
   Tensor x = d.bt(s.input, C);
@@ -315,7 +382,13 @@ double GPTStage::forward(int slot, const Tensor& input, const Tensor& targets) {
     front = source_->use(front_unit_, block_unit(first_layer_));
     Tensor tok = d.bt_only(s.tokens);
     be.copy(tok, input);
-    be.encoder_forward(x, tok, in_unit(front, wte_), in_unit(front, wpe_));
+    if (shards_.split()) {
+      be.encoder_shard_forward(x, tok, in_unit(front, wte_), in_unit(front, wpe_), vocab_begin_,
+                               shards_.shard.index == 0);
+      sum_over_shards(x);
+    } else {
+      be.encoder_forward(x, tok, in_unit(front, wte_), in_unit(front, wpe_));
+    }
     if (!is_last()) source_->done_with(front_unit_, Reuse::none);
   } else {
     be.copy(x, input);
@@ -335,7 +408,7 @@ double GPTStage::forward(int slot, const Tensor& input, const Tensor& targets) {
   const Tensor& wte_holder = is_first() ? front : tail;
   Tensor lnf = d.bt(s.lnf, C), lnf_mean = d.bt_only(s.lnf_mean), lnf_rstd = d.bt_only(s.lnf_rstd);
   be.layernorm_forward(lnf, lnf_mean, lnf_rstd, x, in_unit(tail, lnf_w_), in_unit(tail, lnf_b_));
-  Tensor logits = d.bt(shared_.logits, Vp);
+  Tensor logits = d.bt(shared_.logits, Vs);
   logits_B_ = s.B;
   logits_T_ = s.T;
   be.matmul_forward(logits, lnf, in_unit(wte_holder, wte_), Tensor{});
@@ -345,9 +418,19 @@ double GPTStage::forward(int slot, const Tensor& input, const Tensor& targets) {
   if (is_first()) source_->done_with(front_unit_, head);
   if (!s.have_targets) return std::numeric_limits<double>::quiet_NaN();
 
-  Tensor tgt = d.bt_only(s.targets), probs = d.bt(s.probs, Vp), losses = d.bt_only(shared_.losses);
+  Tensor tgt = d.bt_only(s.targets), probs = d.bt(s.probs, Vs), losses = d.bt_only(shared_.losses);
   be.copy(tgt, targets);
-  be.crossentropy_forward(losses, probs, logits, tgt, config_.vocab_size);
+  if (shards_.split()) {
+    // Each shard's (max, sum of exp, target logit) per row, swapped: never the logits themselves.
+    const std::int64_t BT3 = std::int64_t{s.B} * s.T * 3;
+    Tensor all_stats = shared_.loss_stats.slice(0, {shards_.shard.count, s.B, s.T, 3});
+    Tensor own = shared_.loss_stats.slice(shards_.shard.index * BT3, {s.B, s.T, 3});
+    be.crossentropy_shard_stats(own, logits, tgt, vocab_begin_, config_.vocab_size);
+    shards_.all_gather(all_stats);
+    be.crossentropy_shard_forward(losses, probs, logits, all_stats, vocab_begin_, config_.vocab_size);
+  } else {
+    be.crossentropy_forward(losses, probs, logits, tgt, config_.vocab_size);
+  }
   Tensor host_losses = on_host(be, losses);
   double sum = 0;
   for (std::int64_t i = 0; i < host_losses.numel(); ++i)
@@ -364,7 +447,7 @@ Tensor GPTStage::output(int slot) const {
 Tensor GPTStage::logits() const {
   TROUPE_CHECK(is_last(), "only the last stage computes logits");
   TROUPE_CHECK(logits_B_ > 0, "logits before any forward");
-  return shared_.logits.slice(0, {logits_B_, logits_T_, config_.padded_vocab_size});
+  return shared_.logits.slice(0, {logits_B_, logits_T_, vocab_width_});
 }
 
 void GPTStage::backward(int slot, const Tensor& output_grad, double loss_scale,
@@ -372,8 +455,8 @@ void GPTStage::backward(int slot, const Tensor& output_grad, double loss_scale,
   Slot& s = slot_at(slot);
   TROUPE_CHECK(s.forwarded && (s.have_targets || !is_last()),
                is_last() ? "backward() needs a forward() with targets" : "backward() needs a forward()");
-  const std::int64_t C = config_.n_embd, Vp = config_.padded_vocab_size;
-  const Dims d{s.B, s.T, backend_.attention_state_shape(s.B, config_.n_head, s.T)};
+  const std::int64_t C = config_.n_embd, A = attn_width_, M = mlp_width_, Vs = vocab_width_;
+  const Dims d{s.B, s.T, backend_.attention_state_shape(s.B, heads_, s.T)};
   Backend& be = backend_;
 
   Tensor dresidual = d.bt(s.dinput, C), dln = d.bt(shared_.dln, C);
@@ -389,12 +472,16 @@ void GPTStage::backward(int slot, const Tensor& output_grad, double loss_scale,
     const Tensor wte_holder = is_first() ? source_->use(front_unit_, last_block) : tail;
     const Tensor& wte_grad_holder = is_first() ? front_grad : tail_grad;
     // The logits buffer is free once the probabilities exist; it takes their gradient.
-    Tensor dlogits = d.bt(shared_.logits, Vp);
-    be.crossentropy_backward(dlogits, d.bt(s.probs, Vp), d.bt_only(s.targets),
-                             static_cast<float>(loss_scale / (double(s.B) * s.T)));
+    Tensor dlogits = d.bt(shared_.logits, Vs);
+    const auto dloss = static_cast<float>(loss_scale / (double(s.B) * s.T));
+    if (shards_.split())
+      be.crossentropy_shard_backward(dlogits, d.bt(s.probs, Vs), d.bt_only(s.targets), vocab_begin_, dloss);
+    else
+      be.crossentropy_backward(dlogits, d.bt(s.probs, Vs), d.bt_only(s.targets), dloss);
     be.fill_zero(dresidual);
     Tensor no_bias, dwte = in_unit(wte_grad_holder, wte_);
     be.matmul_backward(dln, dwte, no_bias, dlogits, d.bt(s.lnf, C), in_unit(wte_holder, wte_));
+    sum_over_shards(dln);
     Tensor dlnf_w = in_unit(tail_grad, lnf_w_), dlnf_b = in_unit(tail_grad, lnf_b_);
     be.layernorm_backward(dresidual, dlnf_w, dlnf_b, dln, d.bt(s.layers.back().residual3, C), in_unit(tail, lnf_w_),
                           d.bt_only(s.lnf_mean), d.bt_only(s.lnf_rstd));
@@ -413,9 +500,9 @@ void GPTStage::backward(int slot, const Tensor& output_grad, double loss_scale,
   // (the MLP's backward is over by then; 3C + C of its 4C), d(fch) where the block's GELU output
   // was (its weight gradient has read it), so a block's backward needs no buffer of its own for
   // any of the three.
-  const std::int64_t BTC = std::int64_t{s.B} * s.T * C;
-  Tensor dfch_gelu = d.bt(shared_.dfch_gelu, 4 * C), dqkv = d.bt(shared_.dfch_gelu, 3 * C);
-  Tensor datty = shared_.dfch_gelu.slice(3 * BTC, {s.B, s.T, C}), datt = d.bhtt(shared_.datt);
+  const std::int64_t BTA = std::int64_t{s.B} * s.T * A;
+  Tensor dfch_gelu = d.bt(shared_.dfch_gelu, M), dqkv = d.bt(shared_.dfch_gelu, 3 * A);
+  Tensor datty = shared_.dfch_gelu.slice(3 * BTA, {s.B, s.T, A}), datt = d.bhtt(shared_.datt);
   for (int l = last_layer_ - 1; l >= first_layer_; --l) {
     const std::size_t local = static_cast<std::size_t>(l - first_layer_);
     const std::size_t k = first_block_ + local * kBlockTensors;
@@ -429,26 +516,28 @@ void GPTStage::backward(int slot, const Tensor& output_grad, double loss_scale,
     if (recompute_ == Recompute::full) block_forward(l, p, shared_.recomputed, block_in, s.B, s.T, false);
     const LayerActivations& a = recompute_ == Recompute::full ? shared_.recomputed : s.layers[local];
     if (recompute_ == Recompute::selective) {
-      Tensor fch_gelu = d.bt(a.fch_gelu, 4 * C);
-      be.gelu_forward(fch_gelu, d.bt(a.fch, 4 * C));
+      Tensor fch_gelu = d.bt(a.fch_gelu, M);
+      be.gelu_forward(fch_gelu, d.bt(a.fch, M));
     }
 
     // MLP branch: dresidual is d(residual3), which is also d(mlp output).
-    be.matmul_backward(dfch_gelu, g[10], g[11], dresidual, d.bt(a.fch_gelu, 4 * C), w(10));
-    Tensor dfch = d.bt(a.fch_gelu, 4 * C);
-    be.gelu_backward(dfch, d.bt(a.fch, 4 * C), dfch_gelu);
+    be.matmul_backward(dfch_gelu, g[10], g[11], dresidual, d.bt(a.fch_gelu, M), w(10));
+    Tensor dfch = d.bt(a.fch_gelu, M);
+    be.gelu_backward(dfch, d.bt(a.fch, M), dfch_gelu);
     be.matmul_backward(dln, g[8], g[9], dfch, d.bt(a.ln2, C), w(8));
+    sum_over_shards(dln);
     be.layernorm_backward(dresidual, g[6], g[7], dln, d.bt(a.residual2, C), w(6), d.bt_only(a.ln2_mean),
                           d.bt_only(a.ln2_rstd));
     // Attention branch: dresidual is now d(residual2). A selective recompute refills the
     // attention state; its output lands in datty, which the next call overwrites.
     if (recompute_ == Recompute::selective) {
       Tensor att = d.bhtt(a.att);
-      be.attention_forward(datty, att, d.bt(a.qkv, 3 * C), config_.n_head);
+      be.attention_forward(datty, att, d.bt(a.qkv, 3 * A), heads_);
     }
-    be.matmul_backward(datty, g[4], g[5], dresidual, d.bt(a.atty, C), w(4));
-    be.attention_backward(dqkv, datt, datty, d.bt(a.qkv, 3 * C), d.bhtt(a.att), config_.n_head);
+    be.matmul_backward(datty, g[4], g[5], dresidual, d.bt(a.atty, A), w(4));
+    be.attention_backward(dqkv, datt, datty, d.bt(a.qkv, 3 * A), d.bhtt(a.att), heads_);
     be.matmul_backward(dln, g[2], g[3], dqkv, d.bt(a.ln1, C), w(2));
+    sum_over_shards(dln);
     be.layernorm_backward(dresidual, g[0], g[1], dln, block_in, w(0), d.bt_only(a.ln1_mean), d.bt_only(a.ln1_rstd));
     source_->done_with(unit, Reuse::none);
     source_->gradient_done(unit);
@@ -456,7 +545,10 @@ void GPTStage::backward(int slot, const Tensor& output_grad, double loss_scale,
   }
   if (is_first()) {
     Tensor dwte = in_unit(front_grad, wte_), dwpe = in_unit(front_grad, wpe_);
-    be.encoder_backward(dwte, dwpe, dresidual, d.bt_only(s.tokens));
+    if (shards_.split())
+      be.encoder_shard_backward(dwte, dwpe, dresidual, d.bt_only(s.tokens), vocab_begin_);
+    else
+      be.encoder_backward(dwte, dwpe, dresidual, d.bt_only(s.tokens));
     source_->gradient_done(front_unit_);
   }
 }

@@ -7,7 +7,7 @@
 // Which layers each stage gets: stage_split.hpp.
 //
 // Parameters. A stage owns only its own parameters and gradients, each one flat buffer: its
-// contiguous slice [begin, end) of the global ParameterLayout at local offset 0 (global_range(),
+// contiguous slice [begin, end) of the global ParameterLayout at local offset 0 (global_runs(),
 // so a checkpoint or optimizer maps local to global by adding begin), then, on a last stage that
 // is not also the first, its own copy of the tied wte.weight for the lm head. The copy starts
 // equal to the first stage's because initialisation is a pure function of (seed, global parameter
@@ -41,6 +41,14 @@
 // Recomputation (recompute.hpp): what a slot does not keep lives in one scratch set shared by
 // every slot and layer, which backward refills for the block it is about to differentiate.
 //
+// Tensor shards (tensor_shard.hpp): given a shard group of T > 1, the stage holds shard s's part of
+// each parameter (views() are local shapes, global_runs() say where each element sits in the
+// global layout) and sums its partial results over the group as Megatron-LM's paired operators
+// do: the embedding's output and each row-parallel output in the forward; the gradient of each
+// column-parallel input (the LayerNorm outputs feeding attention, the MLP and the lm head) in the
+// backward. The loss is taken over the split vocabulary without ever gathering the logits. Every
+// shard of a stage makes the same group calls in the same order.
+//
 // Where the parameters live (parameter_source.hpp): by default the stage keeps them all, as
 // described above. Given a ParameterSource, it asks the source for each unit (embeddings, a
 // block, the tail) just before using it and hands each unit's gradients back once they are
@@ -59,20 +67,23 @@
 #include "compute/model/parameter_layout.hpp"
 #include "compute/model/parameter_source.hpp"
 #include "compute/model/recompute.hpp"
+#include "compute/model/tensor_shard.hpp"
 
 namespace troupe::compute {
 
 class GPTStage {
  public:
   // Blocks [first_layer, last_layer), 0 <= first_layer < last_layer <= n_layer. Without a
-  // source the stage keeps every parameter itself; a source must outlive the stage.
+  // source the stage keeps every parameter itself; a source must outlive the stage. `shards`
+  // names this stage's tensor shard and its group (one shard, no group, by default).
   GPTStage(const GPTConfig& config, Backend& backend, int first_layer, int last_layer, DType dtype = DType::f32,
-           Recompute recompute = Recompute::none, ParameterSource* source = nullptr);
+           Recompute recompute = Recompute::none, ParameterSource* source = nullptr, TensorShardGroup shards = {});
   GPTStage(const GPTStage&) = delete;
   GPTStage& operator=(const GPTStage&) = delete;
 
   // The units of such a stage's flat buffer, in local order (parameter_source.hpp).
-  static std::vector<ParameterUnit> parameter_units(const GPTConfig& config, int first_layer, int last_layer);
+  static std::vector<ParameterUnit> parameter_units(const GPTConfig& config, int first_layer, int last_layer,
+                                                    TensorShard shard = {});
 
   const GPTConfig& config() const { return config_; }
   const ParameterLayout& global_layout() const { return global_layout_; }
@@ -97,8 +108,15 @@ class GPTStage {
   // Views by name; throw for a parameter this stage does not hold, or does not keep whole.
   Tensor param(const std::string& name) const;
   Tensor grad(const std::string& name) const;
-  // Local [0, end - begin) of params()/grads() is global [begin, end) of the ParameterLayout.
-  std::pair<std::int64_t, std::int64_t> global_range() const { return {global_begin_, global_end_}; }
+  // Where local [0, num_params()) sits in the global ParameterLayout, in local order; adjacent
+  // runs are merged. With one shard: global [begin, end) of the stage's slice, then on a last
+  // stage that is not the first the copy of wte.
+  struct Run : GlobalRun {
+    bool replicated = false;      // every tensor shard holds these elements (count them once)
+    bool embedding_copy = false;  // a last stage's copy of wte (the first stage's are the saved ones)
+  };
+  const std::vector<Run>& global_runs() const { return runs_; }
+  TensorShard tensor_shard() const { return shards_.shard; }
   // A last stage that is not the first keeps its own wte.weight at local [end - begin, num_params()).
   bool has_embedding_copy() const { return is_last() && !is_first(); }
   // The wte.weight gradient on the first and the last stage: sum them across the two stages
@@ -119,6 +137,7 @@ class GPTStage {
   void reserve(int B, int T, int slots = 1);
   int slots() const { return static_cast<int>(slots_.size()); }
   // Bytes of every activation buffer reserve() allocated: the slots' and the scratch they share.
+  // Under tensor shards the per-shard widths (C/T, 4C/T, Vp/T) size them.
   std::int64_t activation_bytes() const { return activation_bytes_; }
 
   double forward(int slot, const Tensor& input, const Tensor& targets = Tensor{});
@@ -152,6 +171,7 @@ class GPTStage {
     LayerActivations recomputed;  // what slots do not keep (selective: att, fch_gelu; full: all)
     Tensor branch_out;      // attn.c_proj and mlp.c_proj outputs: only added into the stream
     Tensor logits, losses;  // last stage; logits take their own gradient in backward
+    Tensor loss_stats;      // last stage under tensor shards: every shard's (B,T,3) cross-entropy stats
     // Per-block gradient scratch.
     Tensor dln, datt, dfch_gelu;  // d(qkv), d(atty) and d(fch) reuse buffers (see backward)
   };
@@ -165,6 +185,10 @@ class GPTStage {
     return unit_buffer.slice(views_[index].offset - u.begin, views_[index].shape);
   }
   int block_unit(int layer) const { return (is_first() ? 1 : 0) + (layer - first_layer_); }
+  // Sums a partial result over the tensor shards (nothing with one shard).
+  void sum_over_shards(const Tensor& t);
+  // The bias a row-parallel product adds: shard 0's, so the sum over the shards holds it once.
+  Tensor bias_once(const Tensor& bias) const { return shards_.shard.index == 0 ? bias : Tensor{}; }
   // The whole flat buffer kept here, for the by-name views.
   const Tensor& whole(const Tensor& kept, const std::string& name) const;
   // Global layer l's forward from x (B,T,C) into a's buffers, with the block's unit `p`. Without
@@ -175,13 +199,19 @@ class GPTStage {
   const Slot& slot_at(int slot) const;
 
   GPTConfig config_;
+  TensorShardGroup shards_;
+  // This shard's widths: attention (C/T over NH/T heads), MLP (4C/T), vocabulary columns (Vp/T)
+  // starting at vocab_begin_.
+  int heads_ = 0, attn_width_ = 0, mlp_width_ = 0, vocab_width_ = 0, vocab_begin_ = 0;
   Backend& backend_;
   DType dtype_;
   Recompute recompute_;
   int first_layer_, last_layer_;
   ParameterLayout global_layout_;
-  std::int64_t global_begin_ = 0, global_end_ = 0, num_params_ = 0;
-  std::vector<ParameterView> views_;     // local offsets
+  std::int64_t num_params_ = 0;
+  std::vector<ParameterView> views_;     // local offsets and shapes
+  std::vector<std::vector<GlobalRun>> view_runs_;  // views_[i]'s runs, local offsets from its start
+  std::vector<Run> runs_;
   std::vector<std::size_t> init_index_;  // views_[i]'s index in the global layout: its init stream
   std::unordered_map<std::string, std::size_t> by_name_;
   std::size_t wte_ = 0, wpe_ = 0, lnf_w_ = 0, lnf_b_ = 0, first_block_ = 0;  // indices into views_

@@ -276,24 +276,36 @@ TEST_CASE("a stage owns its slice of the layout and the last stage its own wte c
   GPTStage last(cfg, backend, split[2].first_layer, split[2].last_layer);
   for (GPTStage* st : {&first, &middle, &last}) st->init_parameters(9);
 
-  // The stages tile the global buffer; each one's params() starts with its global slice.
-  CHECK(first.global_range() == std::make_pair(std::int64_t{0}, layout.layer_range(1).second));
-  CHECK(middle.global_range() == std::make_pair(layout.layer_range(2).first, layout.layer_range(3).second));
-  CHECK(last.global_range() == std::make_pair(layout.layer_range(4).first, layout.total()));
+  // The stages tile the global buffer; each one's params() starts with its global slice, as one
+  // run, and a last stage's copy of wte follows as a second.
+  using Range = std::pair<std::int64_t, std::int64_t>;
+  auto global_of = [](const GPTStage::Run& r) { return Range{r.global, r.global + r.count}; };
+  REQUIRE(first.global_runs().size() == 1);
+  REQUIRE(middle.global_runs().size() == 1);
+  REQUIRE(last.global_runs().size() == 2);
+  CHECK(global_of(first.global_runs()[0]) == Range{0, layout.layer_range(1).second});
+  CHECK(global_of(middle.global_runs()[0]) == Range{layout.layer_range(2).first, layout.layer_range(3).second});
+  CHECK(global_of(last.global_runs()[0]) == Range{layout.layer_range(4).first, layout.total()});
   for (std::size_t s = 0; s < 3; ++s) {
     GPTStage& st = s == 0 ? first : s == 1 ? middle : last;
     CHECK(st.num_params() == split[s].params);
-    auto [begin, end] = st.global_range();
-    CHECK(bitwise_equal(st.params().slice(0, {end - begin}), whole.params().slice(begin, {end - begin})));
+    const GPTStage::Run& own = st.global_runs()[0];
+    CHECK(own.local == 0);
+    CHECK_FALSE(own.embedding_copy);
+    CHECK_FALSE(own.replicated);
+    CHECK(bitwise_equal(st.params().slice(0, {own.count}), whole.params().slice(own.global, {own.count})));
   }
   CHECK_FALSE(first.has_embedding_copy());
   CHECK_FALSE(middle.has_embedding_copy());
   REQUIRE(last.has_embedding_copy());
   const std::int64_t wte_numel = std::int64_t{cfg.padded_vocab_size} * cfg.n_embd;
-  CHECK(last.num_params() == last.global_range().second - last.global_range().first + wte_numel);
+  const GPTStage::Run& copy = last.global_runs()[1];
+  CHECK(copy.embedding_copy);
+  CHECK(global_of(copy) == Range{0, wte_numel});
+  CHECK(last.num_params() == last.global_runs()[0].count + wte_numel);
   // The copy sits after the global slice and is initialised as the global wte.weight is.
   CHECK(last.views().back().name == "wte.weight");
-  CHECK(last.views().back().offset == last.global_range().second - last.global_range().first);
+  CHECK(last.views().back().offset == copy.local);
   CHECK(bitwise_equal(last.param("wte.weight"), first.param("wte.weight")));
   CHECK(bitwise_equal(last.param("wte.weight"), whole.param("wte.weight")));
 

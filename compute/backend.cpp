@@ -1,0 +1,32 @@
+// The vocabulary-shard ops a backend has not implemented: a job refuses tensor shards on such a
+// backend before it trains, so reaching one is an internal bug.
+
+#include "compute/backend.hpp"
+
+namespace troupe::compute {
+
+void Backend::no_shard_kernels(const char* op) const {
+  TROUPE_CHECK(false, std::string(op) + ": the " + name() + " backend has no vocabulary-shard kernels (tensor shards run on cpu)");
+}
+
+void Backend::encoder_shard_forward(Tensor&, const Tensor&, const Tensor&, const Tensor&, int, bool) {
+  no_shard_kernels("encoder_shard_forward");
+}
+
+void Backend::encoder_shard_backward(Tensor&, Tensor&, const Tensor&, const Tensor&, int) {
+  no_shard_kernels("encoder_shard_backward");
+}
+
+void Backend::crossentropy_shard_stats(Tensor&, const Tensor&, const Tensor&, int, int) {
+  no_shard_kernels("crossentropy_shard_stats");
+}
+
+void Backend::crossentropy_shard_forward(Tensor&, Tensor&, const Tensor&, const Tensor&, int, int) {
+  no_shard_kernels("crossentropy_shard_forward");
+}
+
+void Backend::crossentropy_shard_backward(Tensor&, const Tensor&, const Tensor&, int, float) {
+  no_shard_kernels("crossentropy_shard_backward");
+}
+
+}  // namespace troupe::compute

@@ -1,0 +1,277 @@
+// Tensor shards on the compute side: T shards of the whole model, run as threads whose group sums
+// and gathers go through shared memory in a fixed order, take the step one process takes. After a
+// forward, a backward and an AdamW step, every shard's parameter and gradient slice equals the
+// matching global elements of the one-process run (per parameter, relative to its norm: 1e-12 in
+// f64, 1e-6 in f32). In f32 only the gradients are compared: the key bias's true gradient is 0
+// (softmax ignores one shift of every key), so its f32 gradient is rounding noise near AdamW's eps,
+// and the first step turns noise into a step of about ±lr in any two runs that sum in different
+// orders (data parallelism too). In f64 the noise is far below eps. The vocabulary is padded (260 real of 384) so the last shard holds padding
+// only: the loss must still be the unpadded model's. tests/apps/ runs the same layouts with real
+// processes and UCX collectives.
+
+#include <catch2/catch.hpp>
+
+#include <barrier>
+#include <cmath>
+#include <cstring>
+#include <thread>
+
+#include "compute/cpu/cpu_backend.hpp"
+#include "compute/model/gpt.hpp"
+#include "compute/model/gpt_stage.hpp"
+#include "compute/model/tensor_shard.hpp"
+#include "compute/optim/adamw.hpp"
+#include "compute/random.hpp"
+#include "support/tensor_compare.hpp"
+
+using namespace troupe::compute;
+
+namespace {
+
+const GPTConfig config{2, 32, 4, 16, 260, 384};
+constexpr int B = 2, T = 16;
+
+// T threads' collectives over their host tensors: each sum adds the shards in order 0..T-1, so
+// every shard gets the same values.
+class ThreadGroup {
+ public:
+  explicit ThreadGroup(int shards) : shards_(shards), sync_(shards), published_(shards) {}
+
+  TensorShardGroup member(int index) {
+    TensorShardGroup g;
+    g.shard = {index, shards_};
+    g.all_reduce = [this, index](Tensor t) { all_reduce(index, t); };
+    g.all_gather = [this, index](Tensor t) { all_gather(index, t); };
+    return g;
+  }
+
+ private:
+  void all_reduce(int index, const Tensor& t) {
+    published_[index] = t;
+    sync_.arrive_and_wait();
+    Tensor sum = Tensor::zeros(t.shape(), t.dtype());
+    for (int s = 0; s < shards_; ++s) {
+      if (t.dtype() == DType::f32)
+        add<float>(sum, published_[s]);
+      else
+        add<double>(sum, published_[s]);
+    }
+    sync_.arrive_and_wait();
+    std::memcpy(t.data(), sum.data(), t.nbytes());
+    sync_.arrive_and_wait();
+  }
+
+  void all_gather(int index, const Tensor& t) {
+    published_[index] = t;
+    sync_.arrive_and_wait();
+    const std::size_t segment = t.nbytes() / static_cast<std::size_t>(shards_);
+    for (int s = 0; s < shards_; ++s)
+      if (s != index)
+        std::memcpy(static_cast<char*>(t.data()) + s * segment,
+                    static_cast<const char*>(published_[s].data()) + s * segment, segment);
+    sync_.arrive_and_wait();
+  }
+
+  template <typename Real>
+  static void add(Tensor& sum, const Tensor& part) {
+    for (std::int64_t i = 0; i < sum.numel(); ++i) sum.data_as<Real>()[i] += part.data_as<Real>()[i];
+  }
+
+  int shards_;
+  std::barrier<> sync_;
+  std::vector<Tensor> published_;
+};
+
+struct Batch {
+  Tensor tokens = Tensor::zeros({B, T}, DType::i32), targets = Tensor::zeros({B, T}, DType::i32);
+  Batch() {
+    for (int i = 0; i < B * T; ++i) {
+      // Ids over the whole real vocabulary, so every shard holds some tokens and targets.
+      tokens.data_as<std::int32_t>()[i] = static_cast<std::int32_t>(hash_combine(3, i) % config.vocab_size);
+      targets.data_as<std::int32_t>()[i] = static_cast<std::int32_t>(hash_combine(4, i) % config.vocab_size);
+    }
+  }
+};
+
+struct StepState {
+  double loss = 0;
+  Tensor params, grads;  // host copies after the step (grads before the update)
+  std::vector<GPTStage::Run> runs;
+  std::vector<ParameterView> views;
+};
+
+StepState take_step(GPTStage& stage, Backend& backend, DType dtype, const Batch& batch) {
+  stage.init_parameters(21);
+  stage.reserve(B, T, 1);
+  stage.zero_grad();
+  StepState out;
+  out.loss = stage.forward(0, batch.tokens, batch.targets);
+  stage.backward(0, Tensor{}, 1.0);
+  out.grads = troupe::test::host_copy(backend, stage.grads());
+  AdamW adamw(backend, stage.views(), stage.num_params(), dtype, AdamWOptions{}, 0, stage.num_params());
+  adamw.step(stage.params(), stage.grads(), 1e-2);
+  out.params = troupe::test::host_copy(backend, stage.params());
+  out.runs = stage.global_runs();
+  out.views = stage.views();
+  return out;
+}
+
+StepState one_process(DType dtype, Recompute recompute = Recompute::none) {
+  CpuBackend backend(1);
+  GPTStage whole(config, backend, 0, config.n_layer, dtype, recompute);
+  return take_step(whole, backend, dtype, Batch{});
+}
+
+std::vector<StepState> sharded(int shards, DType dtype, Recompute recompute = Recompute::none) {
+  ThreadGroup group(shards);
+  std::vector<StepState> states(static_cast<std::size_t>(shards));
+  std::vector<std::thread> threads;
+  for (int s = 0; s < shards; ++s)
+    threads.emplace_back([&, s] {
+      CpuBackend backend(1);
+      GPTStage stage(config, backend, 0, config.n_layer, dtype, recompute, nullptr, group.member(s));
+      states[static_cast<std::size_t>(s)] = take_step(stage, backend, dtype, Batch{});
+    });
+  for (auto& t : threads) t.join();
+  return states;
+}
+
+// The global elements a shard's local buffer holds, in local order.
+template <typename Real>
+std::vector<double> gathered(const Tensor& global, const StepState& shard) {
+  std::vector<double> out(static_cast<std::size_t>(shard.params.numel()));
+  for (const GPTStage::Run& r : shard.runs)
+    for (std::int64_t k = 0; k < r.count; ++k)
+      out[static_cast<std::size_t>(r.local + k)] = global.data_as<Real>()[r.global + k];
+  return out;
+}
+
+// The largest, over the shard's parameters, of |local - global| / |global| as vector norms.
+template <typename Real>
+double worst_relative(const Tensor& local, const std::vector<double>& global, const std::vector<ParameterView>& views,
+                      std::string& worst_name) {
+  double worst = 0;
+  for (const ParameterView& v : views) {
+    double diff = 0, norm = 0;
+    for (std::int64_t i = v.offset; i < v.offset + v.numel(); ++i) {
+      const double a = local.data_as<Real>()[i], b = global[static_cast<std::size_t>(i)];
+      diff += (a - b) * (a - b);
+      norm += b * b;
+    }
+    const double rel = norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+    if (rel > worst) {
+      worst = rel;
+      worst_name = v.name;
+    }
+  }
+  return worst;
+}
+
+template <typename Real>
+void check_against_one_process(int shards, DType dtype, double tolerance, bool compare_parameters) {
+  const StepState whole = one_process(dtype);
+  const std::vector<StepState> parts = sharded(shards, dtype);
+  for (int s = 0; s < shards; ++s) {
+    const StepState& part = parts[static_cast<std::size_t>(s)];
+    INFO("shard " << s << " of " << shards);
+    CHECK(part.loss == Approx(whole.loss).epsilon(tolerance));
+    CHECK(part.loss == parts[0].loss);  // every shard takes the same loss
+    std::string name;
+    const double grads = worst_relative<Real>(part.grads, gathered<Real>(whole.grads, part), part.views, name);
+    INFO("gradient of " << name);
+    CHECK(grads <= tolerance);
+    if (!compare_parameters) continue;
+    const double params = worst_relative<Real>(part.params, gathered<Real>(whole.params, part), part.views, name);
+    INFO("parameter " << name);
+    CHECK(params <= tolerance);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("tensor shards: shard_view splits heads, MLP rows, row-parallel columns and the vocabulary") {
+  const ParameterLayout layout(config);
+  const TensorShard second{1, 2};
+  const ParameterView& qkv = layout.find("h.0.attn.c_attn.weight");
+  const ShardedView q = shard_view(qkv, config, second);
+  CHECK(q.shape == Shape{48, 32});
+  REQUIRE(q.runs.size() == 3);  // this shard's heads of q, of k and of v
+  for (std::int64_t part = 0; part < 3; ++part) {
+    CHECK(q.runs[part].local == part * 16 * 32);
+    CHECK(q.runs[part].global == qkv.offset + (part * 32 + 16) * 32);
+    CHECK(q.runs[part].count == 16 * 32);
+  }
+  const ParameterView& proj = layout.find("h.1.mlp.c_proj.weight");
+  const ShardedView p = shard_view(proj, config, second);
+  CHECK(p.shape == Shape{32, 64});
+  REQUIRE(p.runs.size() == 32);  // each output row's upper half of the columns
+  CHECK(p.runs[3].global == proj.offset + 3 * 128 + 64);
+  const ShardedView wte = shard_view(layout.find("wte.weight"), config, {2, 4});
+  CHECK(wte.shape == Shape{96, 32});
+  CHECK(wte.runs.at(0).global == 192 * 32);
+  const ShardedView ln = shard_view(layout.find("h.0.ln_1.weight"), config, second);
+  CHECK(ln.replicated);
+  CHECK(ln.shape == Shape{32});
+  const ShardedView whole = shard_view(qkv, config, {0, 1});
+  CHECK_FALSE(whole.replicated);
+  REQUIRE(whole.runs.size() == 1);
+  CHECK(whole.runs[0].count == qkv.numel());
+}
+
+TEST_CASE("tensor shards: shard counts that do not divide heads, MLP width or vocabulary are refused by name") {
+  CHECK(check_tensor_shards(config, 2).ok());
+  CHECK(check_tensor_shards(config, 4).ok());
+  const auto three = check_tensor_shards(config, 3);
+  REQUIRE_FALSE(three.ok());
+  CHECK(three.error().message == "tensor.shards 3 does not divide model.n_head (4)");
+  const GPTConfig odd_vocab{2, 32, 4, 16, 250, 250};
+  const auto vocab = check_tensor_shards(odd_vocab, 4);
+  REQUIRE_FALSE(vocab.ok());
+  CHECK(vocab.error().message == "tensor.shards 4 does not divide the padded vocabulary (250)");
+  CHECK_FALSE(check_tensor_shards(config, 0).ok());
+}
+
+TEST_CASE("tensor shards: the shards' slices cover every global parameter once, replicated ones on every shard") {
+  const std::int64_t total = ParameterLayout(config).total();
+  for (int shards : {2, 4}) {
+    std::vector<int> held(static_cast<std::size_t>(total), 0);
+    std::vector<int> replicated(static_cast<std::size_t>(total), 0);
+    CpuBackend backend(1);
+    for (int s = 0; s < shards; ++s) {
+      ThreadGroup unused(shards);
+      GPTStage stage(config, backend, 0, config.n_layer, DType::f32, Recompute::none, nullptr, unused.member(s));
+      std::int64_t local = 0;
+      for (const GPTStage::Run& r : stage.global_runs()) {
+        CHECK(r.local == local);  // the runs tile the local buffer in order
+        local += r.count;
+        for (std::int64_t k = 0; k < r.count; ++k) ++(r.replicated ? replicated : held)[r.global + k];
+      }
+      CHECK(local == stage.num_params());
+    }
+    for (std::int64_t i = 0; i < total; ++i) {
+      INFO("global element " << i << " with " << shards << " shards");
+      const bool once = held[i] == 1 && replicated[i] == 0;
+      const bool everywhere = held[i] == 0 && replicated[i] == shards;
+      REQUIRE((once || everywhere));
+    }
+  }
+}
+
+TEST_CASE("tensor shards: 2 and 4 shards take the one-process step in f64 (1e-12), padded vocabulary included") {
+  check_against_one_process<double>(2, DType::f64, 1e-12, true);
+  check_against_one_process<double>(4, DType::f64, 1e-12, true);
+}
+
+TEST_CASE("tensor shards: 2 and 4 shards compute the one-process gradients in f32 (1e-6)") {
+  check_against_one_process<float>(2, DType::f32, 1e-6, false);
+  check_against_one_process<float>(4, DType::f32, 1e-6, false);
+}
+
+TEST_CASE("tensor shards: a full recompute under shards gives the gradients of keeping everything, bitwise") {
+  const std::vector<StepState> kept = sharded(2, DType::f32);
+  const std::vector<StepState> recomputed = sharded(2, DType::f32, Recompute::full);
+  for (std::size_t s = 0; s < 2; ++s) {
+    CHECK(troupe::test::bitwise_equal(kept[s].grads, recomputed[s].grads));
+    CHECK(kept[s].loss == recomputed[s].loss);
+  }
+}
