@@ -71,6 +71,12 @@ struct PipelineOptions {
   std::string trace;              // Chrome trace JSON of every rank's ops, written at the end; empty = none
 };
 
+// Tensor parallelism (compute/model/tensor_shard.hpp): each pipeline stage's layers split over
+// `shards` neighbouring ranks.
+struct TensorOptions {
+  int shards = 1;  // T; 1 = no tensor parallelism (workers = dp x p x T)
+};
+
 // How a multi-process job notices a hung node or worker (the job supervisor's watchdog), and how it
 // recovers (docs/drills.md, "Recovery").
 struct FaultOptions {
@@ -110,6 +116,7 @@ struct JobConfig {
   DataOptions data;
   SampleOptions sample;
   PipelineOptions pipeline;
+  TensorOptions tensor;
   FaultOptions fault;
   CheckpointOptions checkpoint;
   MonitorOptions monitor;
@@ -122,7 +129,7 @@ struct ResolvedJob {
   // Every config key with its value as text, in key-table order: what a checkpoint's manifest
   // records, so a checkpoint says how it was made without the runtime knowing the key table.
   std::vector<std::pair<std::string, std::string>> settings;
-  // With pipeline.stages > 1: the blocks of every virtual stage, in depth order.
+  // With pipeline.stages > 1 or tensor.shards > 1: the blocks of every virtual stage, in depth order.
   std::vector<compute::StageLayers> pipeline_split;
 };
 

@@ -93,7 +93,7 @@ double ring_share(int members) { return double(members - 1) / members; }
 std::string not_built(const Workload& w, const Layout& l) {
   std::vector<std::string> missing;
   if (w.precision != Precision::fp32) missing.push_back(std::string(to_string(w.precision)) + " precision");
-  if (l.tp > 1) missing.push_back("tp > 1");
+  if ((l.zero == 1 || l.zero == 2) && l.tp > 1) missing.push_back("zero 1-2 with tp");
   if ((l.zero == 1 || l.zero == 2) && l.pp > 1) missing.push_back("zero 1-2 with pp");
   std::string text;
   for (const std::string& m : missing) text += (text.empty() ? "" : ", ") + m;
@@ -149,7 +149,7 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
       const compute::StageLayers& chunk = (*split)[k];
       activations += compute::estimate_training_memory(
                          model, {chunk.first_layer, chunk.last_layer, l.micro_batch, w.seq_len, shape.peak_stashed[s],
-                                 std::size_t(bytes.activation), l.recompute})
+                                 std::size_t(bytes.activation), l.recompute, l.tp})
                          .activation_bytes;
     }
     DeviceMemory m;
@@ -164,7 +164,7 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
     if (zero3)
       m.gathered = bytes.as_troupe_runs ? (bytes.weight + bytes.gradient) * (embeddings + 2 * block)
                                         : 2 * bytes.weight * largest_unit + bytes.gradient * largest_unit;
-    m.activations = activations / tp;
+    m.activations = activations;
     m.stashed = shape.peak_stashed[s];
     if (s == 0 || m.total() > planned.memory.total()) {
       planned.memory = m;

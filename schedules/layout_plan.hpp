@@ -12,8 +12,10 @@
 // and as many unit gradients (the embeddings', the block's that backward fills and the one in its
 // reduce-scatter); in the mixed precisions, as DeepSpeed does, two of the largest units (a block or
 // the token embedding) and that unit's whole gradient before its reduce-scatter. Activations
-// are what compute::estimate_training_memory says the stage keeps for the micro-batches its
-// schedule stashes at its peak (check_schedule's peak_stashed), divided by tp.
+// are what compute::estimate_training_memory says one tensor shard of the stage keeps for the
+// micro-batches its schedule stashes at its peak (check_schedule's peak_stashed): the attention,
+// MLP and vocabulary widths divided by tp, the residual stream and LayerNorm outputs whole (no
+// sequence parallelism).
 //
 // Time. Compute is the model's FLOPs (compute::model_flops_per_token; full recompute adds one
 // forward, selective the attention forward) at `mfu` of each device's peak; a pipeline stretches
@@ -114,7 +116,7 @@ struct PlannedLayout {
   StepTime time;
   bool fits = true;
   std::string rejected;   // when it does not fit: "zero 1, dp 32: 95.6 GB > 80 GB"
-  std::string not_built;  // what the runtime cannot run yet ("zero 3", "tp > 1"); empty if it can
+  std::string not_built;  // what the runtime cannot run yet ("zero 1-2 with tp"); empty if it can
 };
 
 struct Plan {

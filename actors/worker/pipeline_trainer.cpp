@@ -45,7 +45,9 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
   const comm::GridCoord coord = comm::grid_coord(setup_.grid, setup_.rank);
   stage_ = coord.pp;
   replica_ = coord.dp;
-  TROUPE_CHECK(setup_.grid.pp == s.stages && setup_.grid.tp == 1, "the grid does not match the schedule");
+  shard_ = coord.tp;
+  TROUPE_CHECK(setup_.grid.pp == s.stages, "the grid does not match the schedule");
+  TROUPE_CHECK((setup_.grid.tp > 1) == (groups_.tp != nullptr), "a tp group exactly when the grid has tensor shards");
   TROUPE_CHECK(s.virtual_stages() * s.microbatches < gradient_index_bit, "too many micro-batches for the tag index");
   TROUPE_CHECK(setup_.split.size() == static_cast<std::size_t>(s.virtual_stages()),
                "the layer split does not match the schedule");
@@ -53,16 +55,18 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
   for (int c = 0; c < s.chunks; ++c) {
     const compute::StageLayers& layers = setup_.split[static_cast<std::size_t>(s.virtual_stage(stage_, c))];
     Chunk chunk;
+    const compute::TensorShard shard{shard_, setup_.grid.tp};
     if (setup_.zero == 3) {
       std::vector<compute::ParameterUnit> units =
-          compute::GPTStage::parameter_units(setup_.model, layers.first_layer, layers.last_layer);
+          compute::GPTStage::parameter_units(setup_.model, layers.first_layer, layers.last_layer, shard);
       const std::int64_t total = units.back().end;
       chunk.source = std::make_unique<compute::ShardedParameters>(
           backend_, std::move(units), compute::DType::f32, groups_.dp.position(), shard_offsets(groups_.dp, total),
           unit_exchange(mailbox_, groups_.dp, progress_), setup_.zero3_reshard);
     }
     chunk.stage = std::make_unique<compute::GPTStage>(setup_.model, backend_, layers.first_layer, layers.last_layer,
-                                                      compute::DType::f32, o.recompute, chunk.source.get());
+                                                      compute::DType::f32, o.recompute, chunk.source.get(),
+                                                      shard_group());
     compute::GPTStage& stage = *chunk.stage;
     if (chunk.source && groups_.embedding != nullptr && (stage.is_first() || stage.is_last()))
       chunk.source->defer_gradient(stage.tied_embedding_unit());
@@ -82,27 +86,37 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
   }
 }
 
+compute::TensorShardGroup PipelineTrainer::shard_group() {
+  compute::TensorShardGroup group;
+  group.shard = {shard_, setup_.grid.tp};
+  if (groups_.tp == nullptr) return group;
+  group.all_reduce = [this](compute::Tensor t) {
+    wait(mailbox_.all_reduce(*groups_.tp, std::move(t)), "a tensor-parallel sum");
+  };
+  group.all_gather = [this](compute::Tensor t) {
+    wait(mailbox_.all_gather(*groups_.tp, std::move(t)), "the tensor shards' loss statistics");
+  };
+  return group;
+}
+
 std::vector<checkpoint::HeldRange> PipelineTrainer::held_state() {
   std::vector<checkpoint::HeldRange> held;
   // Replicas hold equal chunks and replica 0 saves them; under ZeRO-3 each saves its shard.
   const bool saves = replica_ == 0 || setup_.zero == 3;
   for (Chunk& chunk : chunks_) {
     compute::GPTStage& stage = *chunk.stage;
-    const auto [begin, end] = stage.global_range();
     float* buffers[] = {stage.params().data_as<float>(), chunk.optimizer->first_moments().data_as<float>(),
                         chunk.optimizer->second_moments().data_as<float>()};
     const char* kinds[] = {"param", "adam_m", "adam_v"};
-    // What this rank keeps, local [kept, kept_end): the stage's own slice [0, end - begin), then
-    // on a last stage the copy of wte, which the first stage saves.
-    const std::int64_t kept = stage.kept_begin(), kept_end = kept + stage.params().numel(), own_end = end - begin;
-    if (kept < own_end)
-      for (int k = 0; k < 3; ++k) held.push_back({kinds[k], begin + kept, begin + std::min(kept_end, own_end), buffers[k], saves});
-    if (stage.has_embedding_copy() && kept_end > own_end) {
-      const compute::ParameterView& wte = stage.global_layout().find("wte.weight");
-      const std::int64_t from = std::max(kept, own_end);
+    // What this rank keeps is local [kept, kept_end); each run's part of it maps to global ranges.
+    const std::int64_t kept = stage.kept_begin(), kept_end = kept + stage.params().numel();
+    for (const compute::GPTStage::Run& run : stage.global_runs()) {
+      const std::int64_t from = std::max(kept, run.local), to = std::min(kept_end, run.local + run.count);
+      if (from >= to) continue;
+      const bool saved = saves && !run.embedding_copy && (!run.replicated || shard_ == 0);
+      const std::int64_t global = run.global + (from - run.local);
       for (int k = 0; k < 3; ++k)
-        held.push_back({kinds[k], wte.offset + from - own_end, wte.offset + kept_end - own_end,
-                        buffers[k] + (from - kept), false, true});
+        held.push_back({kinds[k], global, global + (to - from), buffers[k] + (from - kept), saved, run.embedding_copy});
     }
   }
   return held;
@@ -135,7 +149,7 @@ void PipelineTrainer::trace(const char* category, std::string name, double start
   trace_->add_complete({replica_, stage_}, std::move(name), category, start_us, now_us() - start_us, std::move(args));
 }
 
-int PipelineTrainer::rank_of_stage(int stage) const { return comm::grid_rank(setup_.grid, {replica_, stage, 0}); }
+int PipelineTrainer::rank_of_stage(int stage) const { return comm::grid_rank(setup_.grid, {replica_, stage, shard_}); }
 
 void PipelineTrainer::wait(MailboxComm::Operation op, const std::string& what) {
   const double start = now_us();
@@ -295,14 +309,16 @@ double PipelineTrainer::own_sum_of_squares(bool gradients) {
   double sum = 0;
   for (Chunk& chunk : chunks_) {
     compute::Tensor& kept = gradients ? chunk.stage->grads() : chunk.stage->params();
-    const auto [begin, end] = chunk.stage->global_range();
-    const std::int64_t from = chunk.stage->kept_begin(), own_end = end - begin;
-    const std::int64_t count =
-        chunk.stage->has_embedding_copy() ? std::clamp<std::int64_t>(own_end - from, 0, kept.numel()) : kept.numel();
-    if (count > 0) sum += backend_.sum_of_squares(kept.slice(0, {count}));
+    const std::int64_t from = chunk.stage->kept_begin(), to = from + kept.numel();
+    for (const compute::GPTStage::Run& run : chunk.stage->global_runs()) {
+      if (run.embedding_copy || (run.replicated && shard_ != 0)) continue;
+      const std::int64_t lo = std::max(from, run.local), hi = std::min(to, run.local + run.count);
+      if (lo < hi) sum += backend_.sum_of_squares(kept.slice(lo - from, {hi - lo}));
+    }
   }
-  if (setup_.zero == 3 && setup_.grid.dp > 1)
-    sum = sum_over(groups_.dp, sum, gradients ? "the gradient norm's shards" : "the parameter norm's shards");
+  const char* what = gradients ? "the gradient norm's shards" : "the parameter norm's shards";
+  if (setup_.zero == 3 && setup_.grid.dp > 1) sum = sum_over(groups_.dp, sum, what);
+  if (groups_.tp != nullptr) sum = sum_over(*groups_.tp, sum, what);
   return sum;
 }
 

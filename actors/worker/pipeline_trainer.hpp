@@ -16,6 +16,12 @@
 // process's step, up to float32 rounding of the tied embedding's gradient (the same terms,
 // grouped differently).
 //
+// Under tensor shards (grid.tp > 1) each chunk holds its tensor shard's part of every parameter
+// (compute/model/tensor_shard.hpp); the chunk's forward and backward sum their partial results over
+// the tp group, each sum posted and waited for as a message like every other collective.
+// Activations go between the matching shards of neighbouring stages; the norms count replicated
+// parameters once (shard 0's) and sum the shards' squares over the tp group.
+//
 // Under ZeRO-3 each chunk keeps only its dp shard (compute/train/sharded_parameters.hpp): blocks
 // are gathered for each micro-batch's forward and backward and their gradients reduce-scattered
 // over the stage's dp group as they are done. The unit holding the tied embedding keeps its
@@ -48,19 +54,21 @@ struct PipelineSetup {
   schedules::Schedule schedule;  // every stage's stream; checked
   std::vector<compute::StageLayers> split;  // the blocks of every virtual stage, in depth order
   int peak_stashed = 1;          // this stage's, from the checker: the activation slots per chunk
-  comm::Grid grid;               // dp × pp (tp = 1)
+  comm::Grid grid;               // dp × pp × tp
   int rank = 0;
   compute::TrainerOptions options;  // batch, seq_len, lr, AdamW, clip, seed; grad_accum unused
   int zero = 0;                  // 0, or 3: each chunk's parameters sharded over the stage's dp group
   bool zero3_reshard = true;
 };
 
-// The groups a pipeline rank talks to; `embedding` only on first and last stages when pp > 1.
+// The groups a pipeline rank talks to; `embedding` only on first and last stages when pp > 1,
+// `tp` only when tp > 1.
 struct PipelineGroups {
   comm::Engine& engine;
   comm::Communicator& dp;
   comm::Communicator& pp;
   comm::Communicator* embedding = nullptr;
+  comm::Communicator* tp = nullptr;
 };
 
 class PipelineTrainer {
@@ -88,8 +96,9 @@ class PipelineTrainer {
   double bubble_fraction() const { return bubble_fraction_; }
 
   // This rank's parameters and AdamW moments as global flat ranges, for checkpoints: each chunk's
-  // slice, plus (restored, never saved) a last stage's copy of the tied wte.weight, whose values
-  // and moments equal the first stage's. Replica 0 of each stage saves.
+  // runs (compute/model/gpt_stage.hpp), a last stage's copy of the tied wte.weight restored but
+  // never saved (its values and moments equal the first stage's). Replica 0 of each stage saves
+  // (each replica its shard under ZeRO-3); replicated parameters of tensor shards only shard 0.
   std::vector<checkpoint::HeldRange> held_state();
   // Continues after `steps` steps (state restored into held_state()'s buffers).
   void resume_at(long steps);
@@ -115,13 +124,16 @@ class PipelineTrainer {
   comm::MessageKey key_of(const schedules::Instruction& instruction) const;
   int rank_of_stage(int stage) const;
   void wait(MailboxComm::Operation op, const std::string& what);
-  // Sum of squares of this stage's parameters or gradients, the embedding copy left out (under
-  // ZeRO-3 summed over the stage's dp group: each replica holds a shard).
+  // Sum of squares of this stage's parameters or gradients, the embedding copy left out and
+  // replicated tensor-shard parameters counted once (under ZeRO-3 summed over the stage's dp
+  // group, under tensor shards over the tp group: each holds a part).
   double own_sum_of_squares(bool gradients);
   double sum_over(comm::Communicator& group, double value, const char* what);
   std::string op_name(char kind, const schedules::Instruction& ins) const;
   std::string arrival_text(const char* what, const schedules::Instruction& ins, int from_rank) const;
   void trace(const char* category, std::string name, double start_us, const schedules::Instruction* ins = nullptr);
+  // The chunks' sums and gathers over the tp group, each waited for as it is posted.
+  compute::TensorShardGroup shard_group();
 
   PipelineSetup setup_;
   compute::Backend& backend_;
@@ -130,7 +142,7 @@ class PipelineTrainer {
   monitor::WorkProgress& progress_;
   std::span<const std::uint16_t> train_tokens_, val_tokens_;
   compute::WindowSampler sampler_;
-  int stage_ = 0, replica_ = 0;
+  int stage_ = 0, replica_ = 0, shard_ = 0;
   std::vector<Chunk> chunks_;
   std::map<std::pair<int, int>, int> slot_of_;       // (micro-batch, chunk) → slot
   std::map<std::pair<int, int>, InFlight> arriving_;  // (micro-batch, chunk·2 + gradient) → receive

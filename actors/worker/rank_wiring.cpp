@@ -53,7 +53,18 @@ class PipelineStageLoop final : public TrainingLoop {
   std::vector<checkpoint::HeldRange> held_;
 };
 
-// This rank's stage of a pipeline (grid.pp > 1), as the job's schedule has it.
+// The schedule a pipeline rank follows: the job's, or without a pipeline (tensor shards alone) one
+// stage running train.grad_accum micro-batches one after another.
+Expected<schedules::Schedule> stage_schedule(const ResolvedJob& job) {
+  const PipelineOptions& p = job.config.pipeline;
+  if (p.stages == 1) return schedules::generate_schedule(schedules::ScheduleKind::gpipe, 1, job.config.train.grad_accum, 1);
+  auto kind = schedules::parse_schedule_kind(p.schedule);
+  if (!kind) return kind.error();
+  return schedules::generate_schedule(*kind, p.stages, p.microbatches, p.virtual_stages);
+}
+
+// This rank's stage of a pipeline (grid.pp > 1), or its tensor shard of a stage (grid.tp > 1), as
+// the job's schedule has it.
 RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, compute::Backend& backend,
                                 comm::Engine& engine, const comm::Grid& grid, comm::Communicator& dp,
                                 MailboxComm& mailbox, monitor::WorkProgress& progress,
@@ -62,21 +73,24 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   const PipelineOptions& p = job.config.pipeline;
   const int rank = engine.rank();
   const comm::GridCoord coord = comm::grid_coord(grid, rank);
-  auto kind = schedules::parse_schedule_kind(p.schedule);
-  auto schedule = kind ? schedules::generate_schedule(*kind, p.stages, p.microbatches, p.virtual_stages)
-                       : Expected<schedules::Schedule>(kind.error());
+  auto schedule = stage_schedule(job);
   if (!schedule) return {2, schedule.error().message};
   auto report = schedules::check_schedule(*schedule);
   TROUPE_CHECK(report.ok(), report ? "" : report.error().message);
   auto pp = comm::Communicator::create(engine, comm::pp_group(grid, rank));
   if (!pp) return {1, pp.error().message};
-  std::unique_ptr<comm::Communicator> embedding;
-  if (coord.pp == 0 || coord.pp == grid.pp - 1) {
+  std::unique_ptr<comm::Communicator> embedding, tp;
+  if (grid.tp > 1) {
+    auto created = comm::Communicator::create(engine, comm::tp_group(grid, rank));
+    if (!created) return {1, created.error().message};
+    tp = std::move(*created);
+  }
+  if (grid.pp > 1 && (coord.pp == 0 || coord.pp == grid.pp - 1)) {
     auto created = comm::Communicator::create(engine, comm::embedding_group(grid, rank));
     if (!created) return {1, created.error().message};
     embedding = std::move(*created);
   }
-  if (rank == 0) {
+  if (rank == 0 && grid.pp > 1) {
     std::string text;
     for (std::size_t vs = 0; vs < job.pipeline_split.size(); ++vs) {
       const compute::StageLayers& l = job.pipeline_split[vs];
@@ -92,17 +106,22 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
                       report->peak_stashed[static_cast<std::size_t>(coord.pp)], grid, rank, trainer_options(job),
                       zero,                job.config.train.zero3_reshard};
   compute::memory_ledger().measure_runtime();  // what the process holds before the model
-  PipelineTrainer trainer(std::move(setup), backend, {engine, dp, **pp, embedding.get()}, mailbox, progress, data.train,
-                          data.val);
+  PipelineTrainer trainer(std::move(setup), backend, {engine, dp, **pp, embedding.get(), tp.get()}, mailbox, progress,
+                          data.train, data.val);
   monitor::TraceRecorder trace;
   if (!p.trace.empty()) trainer.record_into(trace);
+  const std::string shards = grid.tp > 1 ? fmt::format(" x {} tensor shards", grid.tp) : "";
   PipelineStageLoop loop(trainer, metrics,
-                         fmt::format("{} x {} pipeline, {} micro-batches of {} x seq {}; stage {} holds {} activations "
-                                     "at most",
-                                     grid.dp, p.schedule, p.microbatches, job.config.train.batch_size,
-                                     job.config.train.seq_len, coord.pp,
-                                     report->peak_stashed[static_cast<std::size_t>(coord.pp)]),
-                         {rank, {grid.dp, grid.pp, 1}, zero == 3 ? grid.dp * grid.pp : grid.pp});
+                         p.stages == 1
+                             ? fmt::format("{} rank(s){} x batch {} x seq {} x accum {}", grid.dp, shards,
+                                           job.config.train.batch_size, job.config.train.seq_len,
+                                           job.config.train.grad_accum)
+                             : fmt::format("{} x {} pipeline{}, {} micro-batches of {} x seq {}; stage {} holds {} "
+                                           "activations at most",
+                                           grid.dp, p.schedule, shards, p.microbatches, job.config.train.batch_size,
+                                           job.config.train.seq_len, coord.pp,
+                                           report->peak_stashed[static_cast<std::size_t>(coord.pp)]),
+                         {rank, {grid.dp, grid.pp, grid.tp}, (zero == 3 ? grid.dp : 1) * grid.pp * grid.tp});
   RunOutcome outcome =
       drive_training(job, data, backend.name(), loop, {progress, metrics, &control, rescue, rank == 0});
   const std::vector<int> peaks = trainer.peak_stashed_measured();
@@ -142,11 +161,11 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
         return {-1, 1, "cannot connect to rank " + std::to_string(peer) + ": " + s.error().message};
     }
   }
-  const int stages = job.config.pipeline.stages;
-  if (start.world_size % stages != 0)
-    return {-1, 2, "pipeline.stages " + std::to_string(stages) + " does not divide the " +
-                       std::to_string(start.world_size) + " workers"};
-  const comm::Grid grid{start.world_size / stages, stages, 1};
+  const int stages = job.config.pipeline.stages, shards = job.config.tensor.shards;
+  if (start.world_size % (stages * shards) != 0)
+    return {-1, 2, fmt::format("pipeline.stages {} × tensor.shards {} does not divide the {} workers", stages, shards,
+                               start.world_size)};
+  const comm::Grid grid{start.world_size / (stages * shards), stages, shards};
   auto dp = comm::Communicator::create(engine, comm::dp_group(grid, rank));
   if (!dp) return {-1, 1, dp.error().message};
   // Gradients in device memory are summed by NCCL over the same group (resolve() allows only
@@ -166,7 +185,7 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
                                                                compute::ParameterLayout(job.model).total());
       return device_group ? device_group->data_parallel(std::move(host), mailbox, progress) : host;
     };
-    RunOutcome outcome = stages == 1 ? run_training(job, backend, data, data_parallel(),
+    RunOutcome outcome = stages == 1 && shards == 1 ? run_training(job, backend, data, data_parallel(),
                                                     {progress, metrics, &control, rescue, rank == 0})
                                      : train_pipeline_stage(job, data, backend, engine, grid, **dp, mailbox, progress,
                                                             metrics, control, rescue);

@@ -85,6 +85,7 @@ int machines(const launch::RankPlan& plan) {
 // vocabulary (the error a node would report, said once and as bad input).
 Status job_fits_this_machine(const LaunchArgs& args, const ResolvedJob& job, const launch::RankPlan& plan) {
   const std::string origin = args.workers > 0 ? "--workers " + std::to_string(args.workers) : args.host_file;
+  if (Status grid = check_grid_divides(job, plan.world_size); !grid) return grid;
   if (Status cores = launch::check_local_workers(plan, std::thread::hardware_concurrency(), origin); !cores)
     return cores;
   const int here = launch::local_workers(plan);
@@ -241,10 +242,6 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
   if (!token) return error_exit(ExitCode::failure, token.error().message);
   monitor::set_log_job(actors::metrics_job_label(*token));  // the label the nodes' lines and metrics carry
   actors::ControlPort control(job.config.monitor, *token);
-  if (const int stages = job.config.pipeline.stages; plan.world_size % stages != 0)
-    return error_exit(ExitCode::bad_input, "pipeline.stages " + std::to_string(stages) + " does not divide the job's " +
-                                               std::to_string(plan.world_size) +
-                                               " workers (workers = data-parallel replicas x stages)");
 
   // Recovery (docs/drills.md, "Recovery"): when a node fails or is lost, the survivors write
   // their memory of the last completed step as a checkpoint when the policy allows a rescue

@@ -4,6 +4,7 @@
 
 #include "apps/commands/checkpoint_folder_lock.hpp"
 #include "apps/commands/commands.hpp"
+#include "apps/config/job_layout.hpp"
 #include "apps/config/memory_fit.hpp"
 #include "apps/exit_codes.hpp"
 #include "actors/worker/job_data.hpp"
@@ -14,10 +15,13 @@
 namespace troupe::apps {
 
 int run_train(const ResolvedJob& job, std::optional<double> memory_limit) {
-  if (const int stages = job.config.pipeline.stages; stages > 1)
-    return error_exit(ExitCode::bad_input, "pipeline.stages " + std::to_string(stages) +
-                                               " needs a worker per stage: add --workers " + std::to_string(stages) +
-                                               " (or a multiple)");
+  if (const int ranks = job.config.pipeline.stages * job.config.tensor.shards; ranks > 1)
+    return error_exit(ExitCode::bad_input, replica_keys(job.config) + " needs a worker per " +
+                                               (job.config.tensor.shards > 1 ? "shard" : "stage") +
+                                               (job.config.pipeline.stages > 1 && job.config.tensor.shards > 1
+                                                    ? " of every stage"
+                                                    : "") +
+                                               ": add --workers " + std::to_string(ranks) + " (or a multiple)");
   // Input errors come before any work or output, as the job process of --workers reports them.
   if (Status fits = check_memory_fit(job, {1, 1, 1}, memory_limit); !fits)
     return error_exit(ExitCode::bad_input, fits.error().message);

@@ -13,6 +13,7 @@ using actors::JobConfig;
 using actors::ModelOptions;
 using actors::MonitorOptions;
 using actors::PipelineOptions;
+using actors::TensorOptions;
 using actors::ResolvedJob;
 using actors::SampleOptions;
 using actors::TrainOptions;

@@ -10,13 +10,26 @@ namespace {
 // The keys a layout sets, in key-table order.
 constexpr std::string_view layout_keys[] = {"train.batch_size",  "train.grad_accum",       "train.zero",
                                             "train.recompute",   "pipeline.stages",        "pipeline.microbatches",
-                                            "pipeline.schedule", "pipeline.virtual_stages"};
+                                            "pipeline.schedule", "pipeline.virtual_stages", "tensor.shards"};
 
 int microbatches_per_step(const JobConfig& config) {
   return config.pipeline.stages > 1 ? config.pipeline.microbatches : config.train.grad_accum;
 }
 
 }  // namespace
+
+std::string replica_keys(const JobConfig& c) {
+  std::string keys = "pipeline.stages " + std::to_string(c.pipeline.stages);
+  if (c.tensor.shards > 1) keys += " × tensor.shards " + std::to_string(c.tensor.shards);
+  return keys;
+}
+
+Status check_grid_divides(const ResolvedJob& job, int ranks) {
+  const JobConfig& c = job.config;
+  if (ranks % (c.pipeline.stages * c.tensor.shards) == 0) return Status::success();
+  return Error{replica_keys(c) + " does not divide the job's " + std::to_string(ranks) +
+               " workers (workers = data-parallel replicas x stages" + (c.tensor.shards > 1 ? " x shards)" : ")")};
+}
 
 schedules::Workload job_workload(const ResolvedJob& job, int ranks) {
   const schedules::Layout layout = job_layout(job, ranks);
@@ -28,7 +41,8 @@ schedules::Layout job_layout(const ResolvedJob& job, int ranks) {
   const JobConfig& c = job.config;
   schedules::Layout layout;
   layout.pp = c.pipeline.stages;
-  layout.dp = ranks / c.pipeline.stages;
+  layout.tp = c.tensor.shards;
+  layout.dp = ranks / (c.pipeline.stages * c.tensor.shards);
   layout.zero = c.train.zero;
   layout.recompute = compute::parse_recompute(c.train.recompute).value_or(compute::Recompute::none);
   layout.micro_batch = c.train.batch_size;
@@ -56,6 +70,7 @@ JobConfig with_layout(const JobConfig& config, const schedules::Layout& layout) 
   c.train.zero = layout.zero;
   c.train.recompute = compute::recompute_name(layout.recompute);
   c.pipeline.stages = layout.pp;
+  c.tensor.shards = layout.tp;
   if (layout.pp > 1) {
     c.train.grad_accum = 1;
     c.pipeline.microbatches = layout.microbatches;

@@ -20,6 +20,7 @@ using D = DataOptions;
 using S = SampleOptions;
 using F = FaultOptions;
 using P = PipelineOptions;
+using Tp = TensorOptions;
 using C = CheckpointOptions;
 using Mon = MonitorOptions;
 
@@ -82,6 +83,11 @@ constexpr ConfigKey keys[] = {
      "file for a Chrome trace (Perfetto) of every stage's forward, backward, waits and sends, written at the end; "
      "empty = none",
      field<&J::pipeline, &P::trace>},
+
+    {"tensor.shards",
+     "tensor shards T per pipeline stage: heads, MLP width and vocabulary split over T neighbouring ranks; "
+     "1 = none (workers = dp x p x T)",
+     field<&J::tensor, &Tp::shards>},
 
     {"fault.heartbeat_seconds", "seconds between a node's heartbeats to the job", field<&J::fault, &F::heartbeat_seconds>},
     {"fault.heartbeat_timeout", "seconds of silence after which a node counts as lost (unreachable, stopped or hung)",

@@ -12,6 +12,7 @@
 #include "compute/model/memory_estimate.hpp"
 #include "compute/model/recompute.hpp"
 #include "compute/model/stage_split.hpp"
+#include "compute/model/tensor_shard.hpp"
 #include "monitor/log.hpp"
 #include "schedules/generate.hpp"
 
@@ -125,6 +126,16 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
              str(t.grad_accum);
   }
 
+  const TensorOptions& tp = c.tensor;
+  if (Status shards = compute::check_tensor_shards(model, tp.shards); !shards) return shards.error().message;
+  if (tp.shards > 1) {
+    if (t.backend != "cpu")
+      return "tensor.shards > 1 works with train.backend cpu only so far: the vocabulary-shard kernels and the shard "
+             "sums over NCCL are not built (got '" + t.backend + "')";
+    if (t.zero == 1 || t.zero == 2)
+      return "train.zero " + str(t.zero) + " is not supported with tensor.shards > 1 yet; use 0 or 3";
+  }
+
   const FaultOptions& f = c.fault;
   if (!(f.heartbeat_seconds > 0)) return "fault.heartbeat_seconds must be positive, got " + str(f.heartbeat_seconds);
   // One late heartbeat must not look like a hang.
@@ -170,7 +181,7 @@ Expected<ResolvedJob> resolve(const JobConfig& config) {
   if (job.config.train.seq_len == 0) job.config.train.seq_len = job.model.block_size;
   for (const ConfigKey& key : config_keys()) job.settings.emplace_back(key.name, format_text(job.config, key));
   const PipelineOptions& p = job.config.pipeline;
-  if (p.stages > 1 || p.virtual_stages > 1) {
+  if (p.stages > 1 || p.virtual_stages > 1 || job.config.tensor.shards > 1) {
     auto split = compute::split_for_pipeline(job.model, p.stages, p.virtual_stages);
     TROUPE_CHECK(split.ok(), "resolve: a checked pipeline split failed");
     job.pipeline_split = std::move(*split);

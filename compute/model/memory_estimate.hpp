@@ -17,12 +17,14 @@ namespace troupe::compute {
 
 // A rank's share of the model: blocks [first_layer, last_layer), `slots` micro-batches of B
 // sequences of T tokens in flight, values of `element_bytes` each (4 for f32), keeping what
-// `recompute` keeps.
+// `recompute` keeps, as one of `shards` tensor shards (tensor_shard.hpp: the attention, MLP and
+// vocabulary widths split, the residual stream and LayerNorms whole).
 struct StageFootprint {
   int first_layer = 0, last_layer = 0;
   int B = 1, T = 1, slots = 1;
   std::size_t element_bytes = 4;
   Recompute recompute = Recompute::none;
+  int shards = 1;
 };
 
 struct MemoryEstimate {
