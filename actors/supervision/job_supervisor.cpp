@@ -7,6 +7,7 @@
 
 #include "actors/local_messages.hpp"
 #include "actors/supervision/failure_kind.hpp"
+#include "comm/grid.hpp"
 #include "monitor/log.hpp"
 #include "monitor/straggler_watch.hpp"
 
@@ -79,20 +80,31 @@ std::string describe(const join_msg& m) {
   return "node " + std::to_string(m.node_index) + " (" + m.host + ", pid " + std::to_string(m.pid) + ")";
 }
 
-// "pipeline stage 1 of replica 0" for `rank` in a pipeline job (ranks are dp-major within a
-// stage: rank = replica + dp · stage), "" otherwise.
-std::string pipeline_role(const job_supervisor_state& st, int rank) {
-  const int stages = st.plan.pipeline_stages;
-  if (stages <= 1) return {};
+// The job's grid (comm/grid.hpp) from its plan: every rank a node runs, over stages and shards.
+comm::Grid job_grid(const JobPlan& plan) {
   int world = 0;
-  for (const PlannedNode& n : st.plan.nodes) world += n.slots;
-  const int dp = std::max(1, world / stages);
-  return "pipeline stage " + std::to_string(rank / dp) + " of replica " + std::to_string(rank % dp);
+  for (const PlannedNode& n : plan.nodes) world += n.slots;
+  const int stages = std::max(1, plan.pipeline_stages), shards = std::max(1, plan.tensor_shards);
+  return {std::max(1, world / (stages * shards)), stages, shards};
+}
+
+bool has_roles(const JobPlan& plan) { return plan.pipeline_stages > 1 || plan.tensor_shards > 1; }
+
+// "pipeline stage 1 of replica 0", "tensor shard 1 of replica 0" or "pipeline stage 1, tensor
+// shard 0 of replica 1" for `rank` in a job with stages or shards, "" otherwise.
+std::string pipeline_role(const job_supervisor_state& st, int rank) {
+  if (!has_roles(st.plan)) return {};
+  const comm::Grid grid = job_grid(st.plan);
+  const comm::GridCoord c = comm::grid_coord(grid, rank);
+  std::string role;
+  if (grid.pp > 1) role = "pipeline stage " + std::to_string(c.pp);
+  if (grid.tp > 1) role += (role.empty() ? "" : ", ") + std::string("tensor shard ") + std::to_string(c.tp);
+  return role + " of replica " + std::to_string(c.dp);
 }
 
 // describe(m), plus "; pipeline stage 1 of replica 0" (one per rank of the node) in a pipeline job.
 std::string describe(const job_supervisor_state& st, const join_msg& m) {
-  if (st.plan.pipeline_stages <= 1) return describe(m);
+  if (!has_roles(st.plan)) return describe(m);
   const PlannedNode& planned = st.plan.nodes.at(m.node_index);
   std::string roles;
   for (int rank = planned.first_rank; rank < planned.first_rank + planned.slots; ++rank)
@@ -282,21 +294,28 @@ void fail_job(job_actor* self, FailureKind kind, std::string reason, std::vector
     return st.joined.count(node_index) && !st.lost.count(node_index) && !st.done.count(node_index) &&
            std::find(failure.failed_nodes.begin(), failure.failed_nodes.end(), node_index) == failure.failed_nodes.end();
   };
-  int world = 0;
-  for (const PlannedNode& n : st.plan.nodes) world += n.slots;
-  const int stages = std::max(1, st.plan.pipeline_stages), dp = world / stages;
+  // For every (stage, shard), the first replica whose rank survives writes.
+  const comm::Grid grid = job_grid(st.plan);
   std::map<int, int> writers;
-  for (int stage = 0; stage < stages; ++stage) {
-    // Ranks are dp-major within a stage: stage s holds ranks s·dp … s·dp + dp − 1.
-    for (int rank = stage * dp; rank < (stage + 1) * dp && writers.size() == static_cast<std::size_t>(stage); ++rank)
-      for (const PlannedNode& n : st.plan.nodes)
-        if (rank >= n.first_rank && rank < n.first_rank + n.slots && survives(n.node_index))
-          writers[rank] = n.node_index;
-    if (writers.size() != static_cast<std::size_t>(stage + 1)) {
-      st.failure = std::move(failure);
-      end_rescue(self, stages > 1 ? "no surviving replica of pipeline stage " + std::to_string(stage)
-                                  : "no surviving replica");
-      return;
+  for (int stage = 0; stage < grid.pp; ++stage) {
+    for (int shard = 0; shard < grid.tp; ++shard) {
+      bool found = false;
+      for (int replica = 0; replica < grid.dp && !found; ++replica) {
+        const int rank = comm::grid_rank(grid, {replica, stage, shard});
+        for (const PlannedNode& n : st.plan.nodes)
+          if (rank >= n.first_rank && rank < n.first_rank + n.slots && survives(n.node_index)) {
+            writers[rank] = n.node_index;
+            found = true;
+          }
+      }
+      if (!found) {
+        st.failure = std::move(failure);
+        std::string part;
+        if (grid.pp > 1) part = " of pipeline stage " + std::to_string(stage);
+        if (grid.tp > 1) part += (part.empty() ? " of" : ",") + std::string(" tensor shard ") + std::to_string(shard);
+        end_rescue(self, "no surviving replica" + part);
+        return;
+      }
     }
   }
   // running ─► rescuing

@@ -82,8 +82,9 @@ struct JobPlan {
   std::chrono::milliseconds heartbeat_timeout{10000};
   std::chrono::milliseconds step_timeout{0};  // 0: no step watchdog
   int pipeline_stages = 1;  // > 1: reports name a node's pipeline stage and replica too
+  int tensor_shards = 1;    // > 1: reports name a node's tensor shard and replica too
   // > 0: after a node is lost, fails or hangs while running, the survivors are asked for a rescue
-  // snapshot (one surviving replica per stage writes its memory of the last completed step as a
+  // snapshot (one surviving replica per stage and shard writes its memory of the last completed step as a
   // checkpoint) and given this long before the job ends; 0: the job ends at once.
   std::chrono::milliseconds rescue_timeout{0};
   // train.steps: a node lost or silent once every rank has finished this step (its heartbeat

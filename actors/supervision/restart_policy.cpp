@@ -45,11 +45,11 @@ AttemptOutcome attempt_outcome(const job_outcome_msg& o) {
 
 RestartOptions restart_options(const JobConfig& config, int world_size) {
   return {config.checkpoint.dir, config.fault.max_restarts, config.fault.elastic,
-          config.train.zero,     config.train.backend,      world_size / config.pipeline.stages};
+          config.train.zero,     config.train.backend,      world_size / (config.pipeline.stages * config.tensor.shards)};
 }
 
 Expected<ShrinkPlan> plan_shrink(const JobShape& job, const std::vector<int>& drop) {
-  const int stages = job.stages;
+  const int stages = job.stages * job.shards;  // ranks per replica
   int old_world = 0, new_world = 0;
   ShrinkPlan plan;
   plan.batch = job.batch;
@@ -61,11 +61,11 @@ Expected<ShrinkPlan> plan_shrink(const JobShape& job, const std::vector<int>& dr
   }
   if (new_world == 0) return Error{"no node would be left"};
   if (new_world % stages != 0)
-    return Error{std::to_string(new_world) + " workers would be left, which pipeline.stages " + std::to_string(stages) +
-                 " does not divide"};
+    return Error{std::to_string(new_world) + " workers would be left, which pipeline.stages " + std::to_string(job.stages) +
+                 (job.shards > 1 ? " × tensor.shards " + std::to_string(job.shards) : "") + " does not divide"};
   const int old_dp = old_world / stages, new_dp = new_world / stages;
-  int& per_replica = stages > 1 ? plan.batch.microbatches : plan.batch.grad_accum;
-  const std::string per_replica_key = stages > 1 ? "pipeline.microbatches" : "train.grad_accum";
+  int& per_replica = job.stages > 1 ? plan.batch.microbatches : plan.batch.grad_accum;
+  const std::string per_replica_key = job.stages > 1 ? "pipeline.microbatches" : "train.grad_accum";
   const std::string shrinking =
       "shrinking from " + std::to_string(old_dp) + " to " + std::to_string(new_dp) + " data-parallel replica(s): ";
   if (per_replica * old_dp % new_dp == 0) {

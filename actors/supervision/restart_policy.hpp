@@ -61,7 +61,7 @@ struct RestartOptions {
   bool elastic = false;         // fault.elastic
   int zero = 0;                 // train.zero
   std::string backend = "cpu";  // train.backend
-  int data_parallel = 1;        // replicas of this attempt: workers / pipeline.stages
+  int data_parallel = 1;        // replicas of this attempt: workers / (pipeline.stages × tensor.shards)
 };
 RestartOptions restart_options(const JobConfig& config, int world_size);
 
@@ -94,6 +94,7 @@ struct BatchShape {
 struct JobShape {
   std::vector<NodeShape> nodes;
   int stages = 1;  // pipeline.stages
+  int shards = 1;  // tensor.shards
   BatchShape batch;
 };
 

@@ -113,10 +113,12 @@ std::vector<checkpoint::HeldRange> PipelineTrainer::held_state() {
     for (const compute::GPTStage::Run& run : stage.global_runs()) {
       const std::int64_t from = std::max(kept, run.local), to = std::min(kept_end, run.local + run.count);
       if (from >= to) continue;
-      const bool saved = saves && !run.embedding_copy && (!run.replicated || shard_ == 0);
+      // A last stage's wte copy, and what every tensor shard holds (shard 0 saves it), copy what
+      // another rank of the same replica holds: restored, never saved, skipped by a rescue.
+      const bool copy = run.embedding_copy || (run.replicated && shard_ != 0);
       const std::int64_t global = run.global + (from - run.local);
       for (int k = 0; k < 3; ++k)
-        held.push_back({kinds[k], global, global + (to - from), buffers[k] + (from - kept), saved, run.embedding_copy});
+        held.push_back({kinds[k], global, global + (to - from), buffers[k] + (from - kept), saves && !copy, copy});
     }
   }
   return held;

@@ -111,7 +111,8 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, cons
                            milliseconds(args.join_timeout),
                            milliseconds(config.fault.heartbeat_timeout),
                            milliseconds(config.fault.step_timeout),
-                           config.pipeline.stages};
+                           config.pipeline.stages,
+                           config.tensor.shards};
   for (const auto& node : plan.nodes) job_plan.nodes.push_back({node.node_index, node.host, node.slots, node.first_rank});
   if (rescue) job_plan.rescue_timeout = timing.job_wait;
   job_plan.last_step = config.train.steps;
@@ -198,6 +199,7 @@ actors::JobShape job_shape(const std::vector<launch::HostEntry>& hosts, const Jo
   actors::JobShape shape;
   for (const launch::HostEntry& host : hosts) shape.nodes.push_back({host.host, host.slots});
   shape.stages = config.pipeline.stages;
+  shape.shards = config.tensor.shards;
   shape.batch = {config.train.batch_size, config.train.grad_accum, config.pipeline.microbatches};
   return shape;
 }
