@@ -66,6 +66,18 @@ TEST_CASE("drill kill-node: a SIGKILLed node is detected within a second and the
   CHECK(seconds_after(r.out, "recovered") < 30.0);
 }
 
+TEST_CASE("drill kill-node with tensor shards: the replica of every (stage, shard) that survives writes the rescue "
+          "snapshot, losing no step",
+          "[drill][tensor]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "kill-node", {"--workers", "4", "--tensor.shards", "2", "--train.batch_size", "4"});
+  check_passed(r);
+  CHECK_THAT(r.out, Contains("lost node 1") && Contains("tensor shard 1 of replica 0") &&
+                        Contains("asking rank(s) 0, 3 for a rescue snapshot") && Contains("steps lost: 0\n") &&
+                        Contains("recovered from a surviving replica's memory: yes") &&
+                        Contains("counted: restarts=1 failure.node_lost=1 recovery.replica=1"));
+}
+
 TEST_CASE("drill kill-node under ZeRO-3: no replica holds the lost shard, so the job goes back to the newest "
           "checkpoint and says why",
           "[drill][zero3]") {

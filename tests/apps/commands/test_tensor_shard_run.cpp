@@ -1,0 +1,266 @@
+// Tensor-parallel jobs as a user runs them: real node processes, each a tensor shard (with data
+// replicas and pipeline stages around them), the shards' sums and gathers over UCX. Every layout
+// must take the steps of one process with the same global batch: the loss and gradient norm of
+// every step, the final parameter norm, and the final weights tensor by tensor within 1e-5
+// relative. Checkpoints written on one grid resume on others, an export from tensor shards equals
+// the one-process export, and bad layouts are refused with one line.
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/checkpoint_parameters.hpp"
+#include "apps/run_troupe.hpp"
+#include "compute/model/gpt_config.hpp"
+#include "compute/model/parameter_layout.hpp"
+#include "support/run_process.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace troupe::test;
+using Catch::Contains;
+
+namespace {
+
+constexpr long steps = 20;
+
+struct StepFigures {
+  double loss = 0, grad_norm = 0;
+};
+
+struct Run {
+  std::vector<StepFigures> steps;  // as printed, every step
+  double param_norm = 0;           // printed to 9 digits
+  std::vector<float> weights;      // the final checkpoint's parameters
+};
+
+// tiny for `steps` steps, a line per step and a checkpoint at the end, with the layout's arguments.
+Run run_tiny(const TempDir& dir, const std::string& name, const std::vector<std::string>& layout) {
+  const std::filesystem::path folder = dir.path() / name;
+  std::vector<std::string> args = with(with({"train"}, tiny_steps(steps)), layout);
+  args = with(args, {"--train.log_every", "1", "--checkpoint.dir", folder.string()});
+  const ProcessResult r = run_troupe(dir, args, std::chrono::seconds(180));
+  INFO(name << " stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  Run run;
+  const std::regex line("step +[0-9]+/[0-9]+ \\| loss ([0-9.]+) \\| lr [0-9.e+-]+ \\| norm ([0-9.]+)");
+  for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), line); it != std::sregex_iterator(); ++it)
+    run.steps.push_back({std::stod((*it)[1]), std::stod((*it)[2])});
+  REQUIRE(run.steps.size() == steps);
+  run.param_norm = number_after(r.out, "param norm");
+  run.weights = final_parameters(folder, steps);
+  return run;
+}
+
+// |a - b| within `relative` of b, or within half the last printed digit (`printed`).
+bool close(double a, double b, double relative, double printed) {
+  return std::fabs(a - b) <= std::max(relative * std::fabs(b), printed / 2 * 1.000001);
+}
+
+// The largest, over the model's tensors, of |a - b| / |b| as vector norms; its tensor in `where`.
+// The key third of each attn.c_attn.bias is left out: its true gradient is 0 (softmax ignores one
+// shift of every key), so its values are AdamW's steps on rounding noise, different in any two
+// runs that sum in different orders, and they change no output of the model.
+double worst_tensor(const std::vector<float>& a, const std::vector<float>& b, std::string& where) {
+  const troupe::compute::GPTConfig config = troupe::compute::gpt_preset("tiny").value();
+  const troupe::compute::ParameterLayout layout(config);
+  const std::string key_bias = "attn.c_attn.bias";
+  double worst = 0;
+  for (const auto& view : layout.views()) {
+    const bool has_key_bias = view.name.size() > key_bias.size() &&
+                              view.name.compare(view.name.size() - key_bias.size(), key_bias.size(), key_bias) == 0;
+    double diff = 0, norm = 0;
+    for (std::int64_t i = view.offset; i < view.offset + view.numel(); ++i) {
+      if (has_key_bias && (i - view.offset) / config.n_embd == 1) continue;
+      const double x = a[static_cast<std::size_t>(i)], y = b[static_cast<std::size_t>(i)];
+      diff += (x - y) * (x - y);
+      norm += y * y;
+    }
+    const double rel = std::sqrt(diff / std::max(norm, 1e-300));
+    if (rel > worst) {
+      worst = rel;
+      where = view.name;
+    }
+  }
+  return worst;
+}
+
+void check_same_steps(const Run& run, const Run& one, const std::string& name) {
+  INFO(name);
+  for (std::size_t s = 0; s < one.steps.size(); ++s) {
+    INFO("step " << s + 1 << ": loss " << run.steps[s].loss << " vs " << one.steps[s].loss << ", gradient norm "
+                 << run.steps[s].grad_norm << " vs " << one.steps[s].grad_norm);
+    CHECK(close(run.steps[s].loss, one.steps[s].loss, 1e-5, 1e-4));
+    CHECK(close(run.steps[s].grad_norm, one.steps[s].grad_norm, 1e-5, 1e-3));
+  }
+  CHECK(std::fabs(run.param_norm - one.param_norm) <= 1e-5 * one.param_norm);
+  std::string where;
+  const double worst = worst_tensor(run.weights, one.weights, where);
+  std::printf("%s: param norm %.9g (one process %.9g); weights within %.3g of one process's (worst: %s)\n",
+              name.c_str(), run.param_norm, one.param_norm, worst, where.c_str());
+  INFO("worst tensor " << where << ": " << worst);
+  CHECK(worst <= 1e-5);
+}
+
+// The float values after a safetensors file's header, and the header's bytes.
+struct SafetensorsValues {
+  std::string header;
+  std::vector<float> values;
+
+  explicit SafetensorsValues(const std::filesystem::path& path) {
+    const std::string bytes = file_text(path);
+    REQUIRE(bytes.size() >= 8);
+    std::uint64_t length = 0;
+    std::memcpy(&length, bytes.data(), 8);
+    REQUIRE(8 + length <= bytes.size());
+    header = bytes.substr(8, length);
+    values.resize((bytes.size() - 8 - length) / sizeof(float));
+    std::memcpy(values.data(), bytes.data() + 8 + length, values.size() * sizeof(float));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("tensor shards alone and with data replicas, pipeline stages, interleaving, accumulation, recompute and "
+          "ZeRO-3 take the one-process steps of tiny",
+          "[tensor]") {
+  TempDir dir;
+  const Run one = run_tiny(dir, "one", {"--train.batch_size", "8"});
+  struct Layout {
+    std::string name;
+    std::vector<std::string> args;
+  };
+  const std::vector<Layout> layouts{
+      {"tp 2", {"--workers", "2", "--tensor.shards", "2", "--train.batch_size", "8"}},
+      {"tp 4", {"--workers", "4", "--tensor.shards", "4", "--train.batch_size", "8"}},
+      {"dp 2 x tp 2", {"--workers", "4", "--tensor.shards", "2", "--train.batch_size", "4"}},
+      {"tp 2 x pp 2 (1f1b)",
+       {"--workers", "4", "--tensor.shards", "2", "--pipeline.stages", "2", "--pipeline.microbatches", "2",
+        "--train.batch_size", "4"}},
+      {"dp 2 x tp 2 x pp 2 (8 ranks)",
+       {"--workers", "8", "--tensor.shards", "2", "--pipeline.stages", "2", "--pipeline.microbatches", "2",
+        "--train.batch_size", "2"}},
+      {"tp 2 x pp 2 interleaved v 2",
+       {"--workers", "4", "--tensor.shards", "2", "--pipeline.stages", "2", "--pipeline.schedule", "interleaved",
+        "--pipeline.virtual_stages", "2", "--pipeline.microbatches", "2", "--train.batch_size", "4"}},
+      {"tp 2, accum 2, full recompute",
+       {"--workers", "2", "--tensor.shards", "2", "--train.batch_size", "4", "--train.grad_accum", "2",
+        "--train.recompute", "full"}},
+      {"dp 2 x tp 2 ZeRO-3",
+       {"--workers", "4", "--tensor.shards", "2", "--train.batch_size", "4", "--train.zero", "3"}},
+  };
+  for (const Layout& l : layouts) check_same_steps(run_tiny(dir, "run", l.args), one, l.name);
+}
+
+TEST_CASE("a dp 2 x tp 2 checkpoint resumes on one process, on tp 4 and on pp 2 x tp 2 with the weights of the "
+          "undisturbed run, and exports as one process's does",
+          "[tensor][checkpoint]") {
+  TempDir dir;
+  auto train = [&](const std::filesystem::path& folder, long until, std::vector<std::string> layout,
+                   bool resume) {
+    std::vector<std::string> args = with(with({"train"}, tiny_steps(until)), layout);
+    args = with(args, {"--checkpoint.dir", folder.string(), "--checkpoint.every", "5"});
+    if (resume) args.push_back("--resume");
+    const ProcessResult r = run_troupe(dir, args, std::chrono::seconds(180));
+    INFO(folder << " stdout: " << r.out << "\nstderr: " << r.err);
+    REQUIRE(r.exit_code == 0);
+    if (resume) CHECK_THAT(r.out, Contains("resumed from") && Contains("after step 5"));
+    return r;
+  };
+  const std::vector<std::string> dp2_tp2{"--workers", "4", "--tensor.shards", "2", "--train.batch_size", "4"};
+  const std::filesystem::path undisturbed = dir.path() / "undisturbed", one_folder = dir.path() / "one";
+  train(undisturbed, 10, dp2_tp2, false);
+  train(one_folder, 10, {"--train.batch_size", "8"}, false);
+  const auto reference = checkpoint_values(undisturbed / "step-0000010");
+
+  struct Target {
+    std::string name;
+    std::vector<std::string> args;
+  };
+  for (const Target& t : {Target{"one process", {"--train.batch_size", "8"}},
+                          Target{"tp 4", {"--workers", "4", "--tensor.shards", "4", "--train.batch_size", "8"}},
+                          Target{"pp 2 x tp 2",
+                                 {"--workers", "4", "--tensor.shards", "2", "--pipeline.stages", "2",
+                                  "--pipeline.microbatches", "2", "--train.batch_size", "4"}}}) {
+    const std::filesystem::path folder = dir.path() / ("resumed-" + std::to_string(t.args.size()));
+    std::filesystem::create_directories(folder);
+    std::filesystem::copy(undisturbed / "step-0000005", folder / "step-0000005",
+                          std::filesystem::copy_options::recursive);
+    train(folder, 10, t.args, true);
+    const auto resumed = checkpoint_values(folder / "step-0000010");
+    for (const char* kind : {"param", "adam_m", "adam_v"}) {
+      std::string where;
+      const double worst = worst_tensor(resumed.at(kind), reference.at(kind), where);
+      std::printf("dp 2 x tp 2 checkpoint of step 5 resumed on %s: %s after step 10 within %.3g of the undisturbed "
+                  "run's (worst: %s)\n",
+                  t.name.c_str(), kind, worst, where.c_str());
+      INFO(t.name << ", " << kind << ", worst tensor " << where);
+      CHECK(worst <= 1e-5);
+    }
+  }
+
+  auto export_of = [&](const std::filesystem::path& folder, const std::string& out) {
+    const ProcessResult r =
+        run_troupe(dir, {"export", "--checkpoint", (folder / "step-0000010").string(), "--out", out});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    return SafetensorsValues(dir.path() / out);
+  };
+  const SafetensorsValues sharded = export_of(undisturbed, "tp.safetensors");
+  const SafetensorsValues whole = export_of(one_folder, "one.safetensors");
+  REQUIRE(sharded.header == whole.header);
+  REQUIRE(sharded.values.size() == whole.values.size());
+  // Tensor by tensor, |difference| / |values| as vector norms, the key bias's third left out as above.
+  const nlohmann::json header = nlohmann::json::parse(whole.header);
+  const std::int64_t C = troupe::compute::gpt_preset("tiny")->n_embd;
+  double worst = 0;
+  std::string worst_name;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") continue;
+    const auto offsets = entry.at("data_offsets").get<std::vector<std::int64_t>>();
+    const bool key_bias = name.find("attn.c_attn.bias") != std::string::npos;
+    double diff = 0, scale = 0;
+    for (std::int64_t i = offsets[0] / 4; i < offsets[1] / 4; ++i) {
+      if (key_bias && (i - offsets[0] / 4) / C == 1) continue;
+      const double x = sharded.values[i], y = whole.values[i];
+      diff += (x - y) * (x - y);
+      scale += y * y;
+    }
+    if (std::sqrt(diff / scale) > worst) {
+      worst = std::sqrt(diff / scale);
+      worst_name = name;
+    }
+  }
+  std::printf("export of dp 2 x tp 2 against one process: each tensor within %.3g (worst: %s)\n",
+              worst, worst_name.c_str());
+  CHECK(worst <= 1e-6);
+}
+
+TEST_CASE("tensor shards that do not divide the workers, the heads or the vocabulary, or that run without workers, "
+          "on a GPU backend or with ZeRO-1, are refused with one line",
+          "[tensor]") {
+  TempDir dir;
+  auto refused = [&](std::vector<std::string> layout, const std::string& what) {
+    check_rejected_in(dir, with(with({"train"}, tiny_steps(2)), layout), what);
+  };
+  refused({"--workers", "3", "--tensor.shards", "2"},
+          "pipeline.stages 1 × tensor.shards 2 does not divide the job's 3 workers (workers = data-parallel replicas x "
+          "stages x shards)");
+  refused({"--workers", "3", "--tensor.shards", "3"}, "tensor.shards 3 does not divide model.n_head (4)");
+  refused({"--workers", "8", "--tensor.shards", "8"}, "tensor.shards 8 does not divide model.n_head (4)");
+  refused({"--tensor.shards", "2"}, "pipeline.stages 1 × tensor.shards 2 needs a worker per shard: add --workers 2");
+  refused({"--tensor.shards", "2", "--pipeline.stages", "2"},
+          "pipeline.stages 2 × tensor.shards 2 needs a worker per shard of every stage: add --workers 4");
+  refused({"--workers", "2", "--tensor.shards", "2", "--train.backend", "cuda"},
+          "tensor.shards > 1 works with train.backend cpu only so far");
+  refused({"--workers", "4", "--tensor.shards", "2", "--train.zero", "1"},
+          "train.zero 1 is not supported with tensor.shards > 1 yet; use 0 or 3");
+  refused({"--workers", "2", "--tensor.shards", "0"}, "tensor.shards must be at least 1, got 0");
+}
