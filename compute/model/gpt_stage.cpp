@@ -16,15 +16,6 @@ struct BlockTensors {
   Tensor ln1_w, ln1_b, attn_w, attn_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fcproj_w, fcproj_b;
 };
 
-// One micro-batch's shapes over buffers allocated for (max_B, max_T): the prefix of a buffer is
-// itself a contiguous (B, T, ...) tensor.
-struct Dims {
-  std::int64_t B, T;
-  Shape att;  // the backend's attention_state_shape for (B, NH, T)
-  Tensor bt(const Tensor& buffer, std::int64_t width) const { return buffer.slice(0, {B, T, width}); }
-  Tensor bhtt(const Tensor& buffer) const { return buffer.slice(0, att); }
-  Tensor bt_only(const Tensor& buffer) const { return buffer.slice(0, {B, T}); }
-};
 
 // The tensor's values on the host (itself when it already lives there).
 Tensor on_host(Backend& backend, const Tensor& t) {
@@ -90,6 +81,28 @@ std::vector<ParameterUnit> units_of(const StageViews& stage) {
 
 }  // namespace
 
+// One micro-batch's shapes over buffers allocated for (max_B, max_T): the prefix of a buffer is
+// itself a contiguous (B, T, ...) tensor. The residual stream (the stage's input, the residuals,
+// the LayerNorm statistics and the gradient it carries) holds this rank's rows of the flattened
+// B·T: all of them, or under sequence parallelism segment `seg` of `segments` equal ones, shaped
+// (B, T/segments, ·) so the micro-batch's B and T stay readable from it.
+struct GPTStage::Dims {
+  std::int64_t B, T;
+  Shape att;  // the backend's attention_state_shape for (B, NH, T)
+  std::int64_t segments = 1, seg = 0;
+  std::int64_t local_T() const { return T / segments; }
+  Tensor bt(const Tensor& buffer, std::int64_t width) const { return buffer.slice(0, {B, T, width}); }
+  Tensor bhtt(const Tensor& buffer) const { return buffer.slice(0, att); }
+  Tensor bt_only(const Tensor& buffer) const { return buffer.slice(0, {B, T}); }
+  // A residual-stream buffer: this rank's rows.
+  Tensor stream(const Tensor& buffer, std::int64_t width) const { return buffer.slice(0, {B, local_T(), width}); }
+  Tensor stream_only(const Tensor& buffer) const { return buffer.slice(0, {B, local_T()}); }
+  // This rank's rows inside a buffer of all B·T rows.
+  Tensor own(const Tensor& full, std::int64_t width) const {
+    return full.slice(seg * B * local_T() * width, {B, local_T(), width});
+  }
+};
+
 std::vector<ParameterUnit> GPTStage::parameter_units(const GPTConfig& config, int first_layer, int last_layer,
                                                      TensorShard shard) {
   return units_of(stage_views(config, ParameterLayout(config), first_layer, last_layer, shard));
@@ -113,7 +126,8 @@ GPTStage::GPTStage(const GPTConfig& config, Backend& backend, int first_layer, i
                    std::to_string(config.n_layer));
   const TensorShard shard = shards_.shard;
   TROUPE_CHECK(check_tensor_shards(config, shard.count).ok() && shard.index >= 0 && shard.index < shard.count &&
-                   (!shards_.split() || (shards_.all_reduce && shards_.all_gather)),
+                   (!shards_.split() || (shards_.all_reduce && shards_.all_gather)) &&
+                   (!shards_.sequence_parallel || (shards_.split() && shards_.reduce_scatter)),
                "tensor shard " + std::to_string(shard.index) + " of " + std::to_string(shard.count));
   const int T = shard.count;
   heads_ = config.n_head / T;
@@ -247,7 +261,7 @@ void GPTStage::init_parameters(std::uint64_t seed) {
 void GPTStage::zero_grad() { backend_.fill_zero(source_->kept_gradients()); }
 
 void GPTStage::reserve(int B, int T, int slots) {
-  TROUPE_CHECK(B > 0 && T > 0 && T <= config_.block_size && slots > 0,
+  TROUPE_CHECK(B > 0 && T > 0 && T <= config_.block_size && slots > 0 && T % stream_segments() == 0,
                "reserve B=" + std::to_string(B) + " T=" + std::to_string(T) + " slots=" + std::to_string(slots));
   if (B <= max_B_ && T <= max_T_ && slots <= this->slots()) return;
   MemoryScope scope(MemoryKind::activations);
@@ -255,6 +269,8 @@ void GPTStage::reserve(int B, int T, int slots) {
   max_B_ = std::max(B, max_B_);
   max_T_ = std::max(T, max_T_);
   slots = std::max(slots, this->slots());
+  // The residual stream's buffers hold this rank's rows: BTs of the BT.
+  const std::int64_t BTs = std::int64_t{max_B_} * (max_T_ / stream_segments());
   const std::int64_t BT = std::int64_t{max_B_} * max_T_, C = config_.n_embd, A = attn_width_, M = mlp_width_,
                      Vs = vocab_width_, att = shape_numel(backend_.attention_state_shape(max_B_, heads_, max_T_));
   activation_bytes_ = 0;
@@ -270,11 +286,11 @@ void GPTStage::reserve(int B, int T, int slots) {
   auto block_buffers = [&](const LayerActivations& shared, bool with_output) {
     auto own = [&](const Tensor& t, std::int64_t numel) { return t.defined() ? t : z({numel}); };
     const LayerActivations& h = shared;
-    return LayerActivations{own(h.ln1, BT * C),      own(h.ln1_mean, BT), own(h.ln1_rstd, BT),
-                            own(h.qkv, BT * 3 * A),  own(h.atty, BT * A), own(h.att, att),
-                            own(h.residual2, BT * C), own(h.ln2, BT * C), own(h.ln2_mean, BT),
-                            own(h.ln2_rstd, BT),     own(h.fch, BT * M), own(h.fch_gelu, BT * M),
-                            with_output ? own(h.residual3, BT * C) : Tensor{}};
+    return LayerActivations{own(h.ln1, BT * C),       own(h.ln1_mean, BTs), own(h.ln1_rstd, BTs),
+                            own(h.qkv, BT * 3 * A),   own(h.atty, BT * A),  own(h.att, att),
+                            own(h.residual2, BTs * C), own(h.ln2, BT * C),  own(h.ln2_mean, BTs),
+                            own(h.ln2_rstd, BTs),     own(h.fch, BT * M),   own(h.fch_gelu, BT * M),
+                            with_output ? own(h.residual3, BTs * C) : Tensor{}};
   };
   shared_ = Shared{};
   LayerActivations not_kept;  // the slots' views of shared_.recomputed
@@ -290,15 +306,15 @@ void GPTStage::reserve(int B, int T, int slots) {
   for (Slot& s : slots_) {
     if (is_first()) s.tokens = allocate({max_B_, max_T_}, DType::i32);
     if (is_last()) s.targets = allocate({max_B_, max_T_}, DType::i32);
-    s.input = z({BT * C});
+    s.input = z({BTs * C});
     for (int l = first_layer_; l < last_layer_; ++l) s.layers.push_back(block_buffers(not_kept, true));
     if (is_last()) {
       s.lnf = z({BT * C});
-      s.lnf_mean = z({BT});
-      s.lnf_rstd = z({BT});
+      s.lnf_mean = z({BTs});
+      s.lnf_rstd = z({BTs});
       s.probs = z({BT * Vs});
     }
-    s.dinput = z({BT * C});
+    s.dinput = z({BTs * C});
   }
   logits_B_ = logits_T_ = 0;
   shared_.branch_out = z({BT * C});
@@ -312,8 +328,35 @@ void GPTStage::reserve(int B, int T, int slots) {
   shared_.dfch_gelu = z({BT * M});
 }
 
-void GPTStage::sum_over_shards(const Tensor& t) {
-  if (shards_.split()) shards_.all_reduce(t);
+Tensor GPTStage::sum_rows(const Dims& d, const Tensor& full) {
+  if (!shards_.sequence_parallel) {
+    if (shards_.split()) shards_.all_reduce(full);
+    return full;
+  }
+  shards_.reduce_scatter(full);
+  return d.own(full, full.dim(2));
+}
+
+void GPTStage::gather_rows(const Tensor& full) {
+  if (shards_.sequence_parallel) shards_.all_gather(full);
+}
+
+Tensor GPTStage::gathered_stream(const Dims& d, const Tensor& rows) {
+  if (!shards_.sequence_parallel) return rows;
+  Tensor full = d.bt(shared_.branch_out, config_.n_embd);
+  Tensor own = d.own(full, config_.n_embd);
+  backend_.copy(own, rows);
+  shards_.all_gather(full);
+  return full;
+}
+
+GPTStage::Dims GPTStage::dims(int B, int T) const {
+  Dims d{B, T, backend_.attention_state_shape(B, heads_, T)};
+  if (shards_.sequence_parallel) {
+    d.segments = shards_.shard.count;
+    d.seg = shards_.shard.index;
+  }
+  return d;
 }
 
 GPTStage::Slot& GPTStage::slot_at(int slot) {
@@ -331,30 +374,33 @@ const GPTStage::Slot& GPTStage::slot_at(int slot) const {
 void GPTStage::block_forward(int layer, const Tensor& p, const LayerActivations& a, const Tensor& x, int B, int T,
                              bool to_output) {
   const std::int64_t C = config_.n_embd, A = attn_width_, M = mlp_width_;
-  const Dims d{B, T, backend_.attention_state_shape(B, heads_, T)};
+  const Dims d = dims(B, T);
   const std::size_t k = first_block_ + static_cast<std::size_t>(layer - first_layer_) * kBlockTensors;
   auto w = [&](std::size_t i) { return in_unit(p, k + i); };
   Backend& be = backend_;
   Tensor branch = d.bt(shared_.branch_out, C);
-  Tensor ln1 = d.bt(a.ln1, C), ln1_mean = d.bt_only(a.ln1_mean), ln1_rstd = d.bt_only(a.ln1_rstd);
-  Tensor qkv = d.bt(a.qkv, 3 * A), atty = d.bt(a.atty, A), att = d.bhtt(a.att), residual2 = d.bt(a.residual2, C);
-  Tensor ln2 = d.bt(a.ln2, C), ln2_mean = d.bt_only(a.ln2_mean), ln2_rstd = d.bt_only(a.ln2_rstd);
+  // The LayerNorm outputs hold all rows: each rank normalises its own, then they are gathered.
+  Tensor ln1 = d.bt(a.ln1, C), ln1_mean = d.stream_only(a.ln1_mean), ln1_rstd = d.stream_only(a.ln1_rstd);
+  Tensor qkv = d.bt(a.qkv, 3 * A), atty = d.bt(a.atty, A), att = d.bhtt(a.att), residual2 = d.stream(a.residual2, C);
+  Tensor ln2 = d.bt(a.ln2, C), ln2_mean = d.stream_only(a.ln2_mean), ln2_rstd = d.stream_only(a.ln2_rstd);
   Tensor fch = d.bt(a.fch, M), fch_gelu = d.bt(a.fch_gelu, M);
 
-  be.layernorm_forward(ln1, ln1_mean, ln1_rstd, x, w(0), w(1));
+  Tensor ln1_own = d.own(ln1, C);
+  be.layernorm_forward(ln1_own, ln1_mean, ln1_rstd, x, w(0), w(1));
+  gather_rows(ln1);
   be.matmul_forward(qkv, ln1, w(2), w(3));
   be.attention_forward(atty, att, qkv, heads_);
   be.matmul_forward(branch, atty, w(4), bias_once(w(5)));
-  sum_over_shards(branch);
-  be.residual_forward(residual2, x, branch);
-  be.layernorm_forward(ln2, ln2_mean, ln2_rstd, residual2, w(6), w(7));
+  be.residual_forward(residual2, x, sum_rows(d, branch));
+  Tensor ln2_own = d.own(ln2, C);
+  be.layernorm_forward(ln2_own, ln2_mean, ln2_rstd, residual2, w(6), w(7));
+  gather_rows(ln2);
   be.matmul_forward(fch, ln2, w(8), w(9));
   be.gelu_forward(fch_gelu, fch);
   if (!to_output) return;
-  Tensor residual3 = d.bt(a.residual3, C);
+  Tensor residual3 = d.stream(a.residual3, C);
   be.matmul_forward(branch, fch_gelu, w(10), bias_once(w(11)));
-  sum_over_shards(branch);
-  be.residual_forward(residual3, residual2, branch);
+  be.residual_forward(residual3, residual2, sum_rows(d, branch));
 }
 
 double GPTStage::forward(int slot, const Tensor& input, const Tensor& targets) {
@@ -366,16 +412,19 @@ double GPTStage::forward(int slot, const Tensor& input, const Tensor& targets) {
     TROUPE_CHECK(input.rank() == 3 && input.dim(2) == C && input.dtype() == dtype_, "stage input " + input.describe());
   TROUPE_CHECK(!targets.defined() || is_last(), "targets given to a stage that is not the last");
   s.B = static_cast<int>(input.dim(0));
-  s.T = static_cast<int>(input.dim(1));
+  // A later stage's input is its rows of the stream: (B, T/T_shards, C) under sequence parallelism.
+  s.T = static_cast<int>(input.dim(1)) * (is_first() ? 1 : stream_segments());
   TROUPE_CHECK(s.B <= max_B_ && s.T <= max_T_, "forward of " + input.describe() + " beyond reserve()");
   TROUPE_CHECK(!targets.defined() || (targets.rank() == 2 && targets.dim(0) == s.B && targets.dim(1) == s.T),
                "targets " + targets.describe() + " for input " + input.describe());
+  TROUPE_CHECK(s.T % stream_segments() == 0, "sequence length " + std::to_string(s.T) + " over " +
+                                                 std::to_string(stream_segments()) + " sequence-parallel shards");
   s.forwarded = true;
   s.have_targets = targets.defined();
-  const Dims d{s.B, s.T, backend_.attention_state_shape(s.B, heads_, s.T)};
+  const Dims d = dims(s.B, s.T);
   Backend& be = backend_;
 
-  Tensor x = d.bt(s.input, C);
+  Tensor x = d.stream(s.input, C);
   // A whole model's lm head reads wte again: its embeddings stay in use until the end.
   Tensor front;
   if (is_first()) {
@@ -383,9 +432,12 @@ double GPTStage::forward(int slot, const Tensor& input, const Tensor& targets) {
     Tensor tok = d.bt_only(s.tokens);
     be.copy(tok, input);
     if (shards_.split()) {
-      be.encoder_shard_forward(x, tok, in_unit(front, wte_), in_unit(front, wpe_), vocab_begin_,
+      // Each shard looks up the tokens it holds; the sum over the shards is the embedding.
+      Tensor lookup = shards_.sequence_parallel ? d.bt(shared_.branch_out, C) : x;
+      be.encoder_shard_forward(lookup, tok, in_unit(front, wte_), in_unit(front, wpe_), vocab_begin_,
                                shards_.shard.index == 0);
-      sum_over_shards(x);
+      const Tensor rows = sum_rows(d, lookup);
+      if (rows.data() != x.data()) be.copy(x, rows);
     } else {
       be.encoder_forward(x, tok, in_unit(front, wte_), in_unit(front, wpe_));
     }
@@ -400,14 +452,16 @@ double GPTStage::forward(int slot, const Tensor& input, const Tensor& targets) {
     const int next = l + 1 < last_layer_ ? unit + 1 : tail_unit_;
     block_forward(l, source_->use(unit, next), a, x, s.B, s.T);
     source_->done_with(unit, Reuse::in_backward);
-    x = d.bt(a.residual3, C);
+    x = d.stream(a.residual3, C);
   }
   if (!is_last()) return std::numeric_limits<double>::quiet_NaN();
 
   const Tensor tail = source_->use(tail_unit_, -1);
   const Tensor& wte_holder = is_first() ? front : tail;
-  Tensor lnf = d.bt(s.lnf, C), lnf_mean = d.bt_only(s.lnf_mean), lnf_rstd = d.bt_only(s.lnf_rstd);
-  be.layernorm_forward(lnf, lnf_mean, lnf_rstd, x, in_unit(tail, lnf_w_), in_unit(tail, lnf_b_));
+  Tensor lnf = d.bt(s.lnf, C), lnf_mean = d.stream_only(s.lnf_mean), lnf_rstd = d.stream_only(s.lnf_rstd);
+  Tensor lnf_own = d.own(lnf, C);
+  be.layernorm_forward(lnf_own, lnf_mean, lnf_rstd, x, in_unit(tail, lnf_w_), in_unit(tail, lnf_b_));
+  gather_rows(lnf);
   Tensor logits = d.bt(shared_.logits, Vs);
   logits_B_ = s.B;
   logits_T_ = s.T;
@@ -441,7 +495,7 @@ double GPTStage::forward(int slot, const Tensor& input, const Tensor& targets) {
 Tensor GPTStage::output(int slot) const {
   const Slot& s = slot_at(slot);
   TROUPE_CHECK(s.forwarded, "output of slot " + std::to_string(slot) + " before its forward");
-  return s.layers.back().residual3.slice(0, {s.B, s.T, config_.n_embd});
+  return s.layers.back().residual3.slice(0, {s.B, s.T / stream_segments(), config_.n_embd});
 }
 
 Tensor GPTStage::logits() const {
@@ -456,10 +510,10 @@ void GPTStage::backward(int slot, const Tensor& output_grad, double loss_scale,
   TROUPE_CHECK(s.forwarded && (s.have_targets || !is_last()),
                is_last() ? "backward() needs a forward() with targets" : "backward() needs a forward()");
   const std::int64_t C = config_.n_embd, A = attn_width_, M = mlp_width_, Vs = vocab_width_;
-  const Dims d{s.B, s.T, backend_.attention_state_shape(s.B, heads_, s.T)};
+  const Dims d = dims(s.B, s.T);
   Backend& be = backend_;
 
-  Tensor dresidual = d.bt(s.dinput, C), dln = d.bt(shared_.dln, C);
+  Tensor dresidual = d.stream(s.dinput, C), dln = d.bt(shared_.dln, C);
   // The first stage's embedding gradients are final only after the encoder's backward; on a
   // whole model the lm head adds its share to them first.
   Tensor front_grad;
@@ -481,15 +535,14 @@ void GPTStage::backward(int slot, const Tensor& output_grad, double loss_scale,
     be.fill_zero(dresidual);
     Tensor no_bias, dwte = in_unit(wte_grad_holder, wte_);
     be.matmul_backward(dln, dwte, no_bias, dlogits, d.bt(s.lnf, C), in_unit(wte_holder, wte_));
-    sum_over_shards(dln);
     Tensor dlnf_w = in_unit(tail_grad, lnf_w_), dlnf_b = in_unit(tail_grad, lnf_b_);
-    be.layernorm_backward(dresidual, dlnf_w, dlnf_b, dln, d.bt(s.layers.back().residual3, C), in_unit(tail, lnf_w_),
-                          d.bt_only(s.lnf_mean), d.bt_only(s.lnf_rstd));
+    be.layernorm_backward(dresidual, dlnf_w, dlnf_b, sum_rows(d, dln), d.stream(s.layers.back().residual3, C),
+                          in_unit(tail, lnf_w_), d.stream_only(s.lnf_mean), d.stream_only(s.lnf_rstd));
     if (is_first()) source_->done_with(front_unit_, Reuse::none);
     source_->done_with(tail_unit_, Reuse::none);
     source_->gradient_done(tail_unit_);
   } else {
-    TROUPE_CHECK(output_grad.rank() == 3 && output_grad.dim(0) == s.B && output_grad.dim(1) == s.T &&
+    TROUPE_CHECK(output_grad.rank() == 3 && output_grad.dim(0) == s.B && output_grad.dim(1) == d.local_T() &&
                      output_grad.dim(2) == C && output_grad.dtype() == dtype_,
                  "output gradient " + output_grad.describe() + " for a micro-batch of (" + std::to_string(s.B) + ", " +
                      std::to_string(s.T) + ")");
@@ -512,7 +565,7 @@ void GPTStage::backward(int slot, const Tensor& output_grad, double loss_scale,
     auto w = [&](std::size_t i) { return in_unit(p, k + i); };
     Tensor g[kBlockTensors];
     for (std::size_t i = 0; i < kBlockTensors; ++i) g[i] = in_unit(unit_grad, k + i);
-    Tensor block_in = d.bt(local == 0 ? s.input : s.layers[local - 1].residual3, C);
+    Tensor block_in = d.stream(local == 0 ? s.input : s.layers[local - 1].residual3, C);
     if (recompute_ == Recompute::full) block_forward(l, p, shared_.recomputed, block_in, s.B, s.T, false);
     const LayerActivations& a = recompute_ == Recompute::full ? shared_.recomputed : s.layers[local];
     if (recompute_ == Recompute::selective) {
@@ -520,25 +573,25 @@ void GPTStage::backward(int slot, const Tensor& output_grad, double loss_scale,
       be.gelu_forward(fch_gelu, d.bt(a.fch, M));
     }
 
-    // MLP branch: dresidual is d(residual3), which is also d(mlp output).
-    be.matmul_backward(dfch_gelu, g[10], g[11], dresidual, d.bt(a.fch_gelu, M), w(10));
+    // MLP branch: dresidual is d(residual3), which is also d(mlp output) (all rows of it under
+    // sequence parallelism, gathered).
+    be.matmul_backward(dfch_gelu, g[10], g[11], gathered_stream(d, dresidual), d.bt(a.fch_gelu, M), w(10));
     Tensor dfch = d.bt(a.fch_gelu, M);
     be.gelu_backward(dfch, d.bt(a.fch, M), dfch_gelu);
     be.matmul_backward(dln, g[8], g[9], dfch, d.bt(a.ln2, C), w(8));
-    sum_over_shards(dln);
-    be.layernorm_backward(dresidual, g[6], g[7], dln, d.bt(a.residual2, C), w(6), d.bt_only(a.ln2_mean),
-                          d.bt_only(a.ln2_rstd));
+    be.layernorm_backward(dresidual, g[6], g[7], sum_rows(d, dln), d.stream(a.residual2, C), w(6),
+                          d.stream_only(a.ln2_mean), d.stream_only(a.ln2_rstd));
     // Attention branch: dresidual is now d(residual2). A selective recompute refills the
     // attention state; its output lands in datty, which the next call overwrites.
     if (recompute_ == Recompute::selective) {
       Tensor att = d.bhtt(a.att);
       be.attention_forward(datty, att, d.bt(a.qkv, 3 * A), heads_);
     }
-    be.matmul_backward(datty, g[4], g[5], dresidual, d.bt(a.atty, A), w(4));
+    be.matmul_backward(datty, g[4], g[5], gathered_stream(d, dresidual), d.bt(a.atty, A), w(4));
     be.attention_backward(dqkv, datt, datty, d.bt(a.qkv, 3 * A), d.bhtt(a.att), heads_);
     be.matmul_backward(dln, g[2], g[3], dqkv, d.bt(a.ln1, C), w(2));
-    sum_over_shards(dln);
-    be.layernorm_backward(dresidual, g[0], g[1], dln, block_in, w(0), d.bt_only(a.ln1_mean), d.bt_only(a.ln1_rstd));
+    be.layernorm_backward(dresidual, g[0], g[1], sum_rows(d, dln), block_in, w(0), d.stream_only(a.ln1_mean),
+                          d.stream_only(a.ln1_rstd));
     source_->done_with(unit, Reuse::none);
     source_->gradient_done(unit);
     if (layer_done) layer_done(l);
@@ -546,17 +599,30 @@ void GPTStage::backward(int slot, const Tensor& output_grad, double loss_scale,
   if (is_first()) {
     Tensor dwte = in_unit(front_grad, wte_), dwpe = in_unit(front_grad, wpe_);
     if (shards_.split())
-      be.encoder_shard_backward(dwte, dwpe, dresidual, d.bt_only(s.tokens), vocab_begin_);
+      be.encoder_shard_backward(dwte, dwpe, gathered_stream(d, dresidual), d.bt_only(s.tokens), vocab_begin_);
     else
       be.encoder_backward(dwte, dwpe, dresidual, d.bt_only(s.tokens));
     source_->gradient_done(front_unit_);
   }
 }
 
+Shape GPTStage::stream_shape(int B, int T) const { return {B, T / stream_segments(), config_.n_embd}; }
+
+std::vector<Tensor> GPTStage::sequence_partial_grads() const {
+  std::vector<Tensor> partial;
+  if (!shards_.sequence_parallel) return partial;
+  const Tensor& grads = whole(source_->kept_gradients(), "the LayerNorm gradients");
+  for (std::size_t i = 0; i < views_.size(); ++i) {
+    const std::string& name = views_[i].name;
+    if (name.find("ln_") != std::string::npos) partial.push_back(view(grads, i));
+  }
+  return partial;
+}
+
 Tensor GPTStage::input_grad(int slot) const {
   const Slot& s = slot_at(slot);
   TROUPE_CHECK(s.forwarded, "input gradient of slot " + std::to_string(slot) + " before its forward");
-  return s.dinput.slice(0, {s.B, s.T, config_.n_embd});
+  return s.dinput.slice(0, {s.B, s.T / stream_segments(), config_.n_embd});
 }
 
 }  // namespace troupe::compute

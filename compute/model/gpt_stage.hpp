@@ -47,7 +47,11 @@
 // do: the embedding's output and each row-parallel output in the forward; the gradient of each
 // column-parallel input (the LayerNorm outputs feeding attention, the MLP and the lm head) in the
 // backward. The loss is taken over the split vocabulary without ever gathering the logits. Every
-// shard of a stage makes the same group calls in the same order.
+// shard of a stage makes the same group calls in the same order. With sequence parallelism
+// (Korthikanti et al.) the residual stream, the LayerNorms and their statistics hold only the
+// shard's segment of the B·T rows: each sum becomes a reduce-scatter onto the segments, and the
+// LayerNorm outputs (and, in backward, the stream's gradient) are all-gathered before the
+// column-parallel products and the row-parallel weight gradients that need every row.
 //
 // Where the parameters live (parameter_source.hpp): by default the stage keeps them all, as
 // described above. Given a ParameterSource, it asks the source for each unit (embeddings, a
@@ -152,6 +156,14 @@ class GPTStage {
                 const std::function<void(int layer)>& layer_done = {});
   Tensor input_grad(int slot) const;  // (B,T,C); on the first stage, d(embedding output)
 
+  // What output() and input_grad() hold for a micro-batch of B × T: (B, T, C), or under sequence
+  // parallelism this shard's segment of the B·T rows shaped (B, T / T_shards, C). A later stage's
+  // forward takes that shape.
+  Shape stream_shape(int B, int T) const;
+  // Under sequence parallelism each shard's LayerNorm gradients (ln_1, ln_2, ln_f) cover only its
+  // rows: a caller sums these views over the shard group before clipping. Empty otherwise.
+  std::vector<Tensor> sequence_partial_grads() const;
+
  private:
   struct LayerActivations {
     Tensor ln1, ln1_mean, ln1_rstd, qkv, atty, att, residual2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu, residual3;
@@ -185,8 +197,18 @@ class GPTStage {
     return unit_buffer.slice(views_[index].offset - u.begin, views_[index].shape);
   }
   int block_unit(int layer) const { return (is_first() ? 1 : 0) + (layer - first_layer_); }
-  // Sums a partial result over the tensor shards (nothing with one shard).
-  void sum_over_shards(const Tensor& t);
+  struct Dims;  // one micro-batch's shapes (gpt_stage.cpp)
+  Dims dims(int B, int T) const;
+  // The residual stream's segments: the shard count under sequence parallelism, else 1.
+  int stream_segments() const { return shards_.sequence_parallel ? shards_.shard.count : 1; }
+  // A row-parallel product's (or a column-parallel input gradient's) partial sums over all B·T
+  // rows, summed over the shards: in place, returning this rank's stream rows of the sum (all of
+  // them; under sequence parallelism its segment, by a reduce-scatter).
+  Tensor sum_rows(const Dims& d, const Tensor& full);
+  // Under sequence parallelism: every rank's rows of `full`, each written by its rank, gathered.
+  void gather_rows(const Tensor& full);
+  // All B·T rows of the stream gradient `rows` (itself, or gathered into scratch).
+  Tensor gathered_stream(const Dims& d, const Tensor& rows);
   // The bias a row-parallel product adds: shard 0's, so the sum over the shards holds it once.
   Tensor bias_once(const Tensor& bias) const { return shards_.shard.index == 0 ? bias : Tensor{}; }
   // The whole flat buffer kept here, for the by-name views.

@@ -58,9 +58,12 @@ ShardedView shard_view(const ParameterView& view, const GPTConfig& config, Tenso
 // in the same order.
 struct TensorShardGroup {
   TensorShard shard;
+  bool sequence_parallel = false;  // the residual stream split along the rows (gpt_stage.hpp)
   std::function<void(Tensor buffer)> all_reduce;  // in place: the sum over the shards
   // `buffer` holds T equal segments, this shard's filled; afterwards every segment is.
   std::function<void(Tensor buffer)> all_gather;
+  // In place: afterwards this shard's segment of T equal ones holds that segment's sum.
+  std::function<void(Tensor buffer)> reduce_scatter;
 
   bool split() const { return shard.count > 1; }
 };

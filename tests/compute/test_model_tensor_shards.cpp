@@ -14,6 +14,7 @@
 #include <barrier>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <thread>
 
 #include "compute/cpu/cpu_backend.hpp"
@@ -42,6 +43,7 @@ class ThreadGroup {
     g.shard = {index, shards_};
     g.all_reduce = [this, index](Tensor t) { all_reduce(index, t); };
     g.all_gather = [this, index](Tensor t) { all_gather(index, t); };
+    g.reduce_scatter = [this, index](Tensor t) { reduce_scatter(index, t); };
     return g;
   }
 
@@ -59,6 +61,16 @@ class ThreadGroup {
     sync_.arrive_and_wait();
     std::memcpy(t.data(), sum.data(), t.nbytes());
     sync_.arrive_and_wait();
+  }
+
+  // The sum of every segment, as all_reduce adds; only this shard's segment is kept.
+  void reduce_scatter(int index, const Tensor& t) {
+    Tensor copy = Tensor::zeros(t.shape(), t.dtype());
+    std::memcpy(copy.data(), t.data(), t.nbytes());
+    all_reduce(index, copy);
+    const std::size_t segment = t.nbytes() / static_cast<std::size_t>(shards_);
+    std::memcpy(static_cast<char*>(t.data()) + index * segment, static_cast<const char*>(copy.data()) + index * segment,
+                segment);
   }
 
   void all_gather(int index, const Tensor& t) {
@@ -100,13 +112,15 @@ struct StepState {
   std::vector<ParameterView> views;
 };
 
-StepState take_step(GPTStage& stage, Backend& backend, DType dtype, const Batch& batch) {
+StepState take_step(GPTStage& stage, Backend& backend, DType dtype, const Batch& batch,
+                    const std::function<void(Tensor)>& sum_over_shards = {}) {
   stage.init_parameters(21);
   stage.reserve(B, T, 1);
   stage.zero_grad();
   StepState out;
   out.loss = stage.forward(0, batch.tokens, batch.targets);
   stage.backward(0, Tensor{}, 1.0);
+  for (const Tensor& partial : stage.sequence_partial_grads()) sum_over_shards(partial);
   out.grads = troupe::test::host_copy(backend, stage.grads());
   AdamW adamw(backend, stage.views(), stage.num_params(), dtype, AdamWOptions{}, 0, stage.num_params());
   adamw.step(stage.params(), stage.grads(), 1e-2);
@@ -122,15 +136,19 @@ StepState one_process(DType dtype, Recompute recompute = Recompute::none) {
   return take_step(whole, backend, dtype, Batch{});
 }
 
-std::vector<StepState> sharded(int shards, DType dtype, Recompute recompute = Recompute::none) {
+std::vector<StepState> sharded(int shards, DType dtype, Recompute recompute = Recompute::none,
+                               bool sequence_parallel = false) {
   ThreadGroup group(shards);
   std::vector<StepState> states(static_cast<std::size_t>(shards));
   std::vector<std::thread> threads;
   for (int s = 0; s < shards; ++s)
     threads.emplace_back([&, s] {
       CpuBackend backend(1);
-      GPTStage stage(config, backend, 0, config.n_layer, dtype, recompute, nullptr, group.member(s));
-      states[static_cast<std::size_t>(s)] = take_step(stage, backend, dtype, Batch{});
+      TensorShardGroup member = group.member(s);
+      member.sequence_parallel = sequence_parallel;
+      GPTStage stage(config, backend, 0, config.n_layer, dtype, recompute, nullptr, member);
+      states[static_cast<std::size_t>(s)] =
+          take_step(stage, backend, dtype, Batch{}, [&member](Tensor t) { member.all_reduce(t); });
     });
   for (auto& t : threads) t.join();
   return states;
@@ -168,9 +186,10 @@ double worst_relative(const Tensor& local, const std::vector<double>& global, co
 }
 
 template <typename Real>
-void check_against_one_process(int shards, DType dtype, double tolerance, bool compare_parameters) {
+void check_against_one_process(int shards, DType dtype, double tolerance, bool compare_parameters,
+                               bool sequence_parallel = false) {
   const StepState whole = one_process(dtype);
-  const std::vector<StepState> parts = sharded(shards, dtype);
+  const std::vector<StepState> parts = sharded(shards, dtype, Recompute::none, sequence_parallel);
   for (int s = 0; s < shards; ++s) {
     const StepState& part = parts[static_cast<std::size_t>(s)];
     INFO("shard " << s << " of " << shards);
@@ -267,11 +286,39 @@ TEST_CASE("tensor shards: 2 and 4 shards compute the one-process gradients in f3
   check_against_one_process<float>(4, DType::f32, 1e-6, false);
 }
 
+TEST_CASE("tensor shards: with sequence parallelism 2 and 4 shards take the one-process step (f64 1e-12, f32 1e-6)") {
+  check_against_one_process<double>(2, DType::f64, 1e-12, true, true);
+  check_against_one_process<double>(4, DType::f64, 1e-12, true, true);
+  check_against_one_process<float>(2, DType::f32, 1e-6, false, true);
+  check_against_one_process<float>(4, DType::f32, 1e-6, false, true);
+}
+
+TEST_CASE("tensor shards: sequence parallelism keeps 1/T of the residual stream's activations") {
+  CpuBackend backend(1);
+  ThreadGroup unused(2);
+  TensorShardGroup member = unused.member(0);
+  GPTStage plain(config, backend, 0, config.n_layer, DType::f32, Recompute::none, nullptr, member);
+  member.sequence_parallel = true;
+  GPTStage split(config, backend, 0, config.n_layer, DType::f32, Recompute::none, nullptr, member);
+  plain.reserve(B, T, 1);
+  split.reserve(B, T, 1);
+  // Per block the input or residual3, residual2 and four per-row statistics; the stage's input and
+  // its gradient, ln_f's statistics: (2·C + 4) per layer + 2·C + 2 per row, half of it kept.
+  const std::int64_t rows = B * T, C = config.n_embd;
+  const std::int64_t stream = (config.n_layer * (2 * C + 4) + 2 * C + 2) * rows * 4;
+  CHECK(plain.activation_bytes() - split.activation_bytes() == stream / 2);
+  CHECK(split.stream_shape(B, T) == Shape{B, T / 2, C});
+  CHECK(plain.stream_shape(B, T) == Shape{B, T, C});
+}
+
 TEST_CASE("tensor shards: a full recompute under shards gives the gradients of keeping everything, bitwise") {
-  const std::vector<StepState> kept = sharded(2, DType::f32);
-  const std::vector<StepState> recomputed = sharded(2, DType::f32, Recompute::full);
-  for (std::size_t s = 0; s < 2; ++s) {
-    CHECK(troupe::test::bitwise_equal(kept[s].grads, recomputed[s].grads));
-    CHECK(kept[s].loss == recomputed[s].loss);
+  for (const bool sequence_parallel : {false, true}) {
+    INFO("sequence parallel: " << sequence_parallel);
+    const std::vector<StepState> kept = sharded(2, DType::f32, Recompute::none, sequence_parallel);
+    const std::vector<StepState> recomputed = sharded(2, DType::f32, Recompute::full, sequence_parallel);
+    for (std::size_t s = 0; s < 2; ++s) {
+      CHECK(troupe::test::bitwise_equal(kept[s].grads, recomputed[s].grads));
+      CHECK(kept[s].loss == recomputed[s].loss);
+    }
   }
 }
