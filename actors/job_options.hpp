@@ -74,7 +74,8 @@ struct PipelineOptions {
 // Tensor parallelism (compute/model/tensor_shard.hpp): each pipeline stage's layers split over
 // `shards` neighbouring ranks.
 struct TensorOptions {
-  int shards = 1;  // T; 1 = no tensor parallelism (workers = dp x p x T)
+  int shards = 1;                  // T; 1 = no tensor parallelism (workers = dp x p x T)
+  bool sequence_parallel = false;  // the residual stream and LayerNorms split along the B·T rows
 };
 
 // How a multi-process job notices a hung node or worker (the job supervisor's watchdog), and how it

@@ -90,11 +90,15 @@ compute::TensorShardGroup PipelineTrainer::shard_group() {
   compute::TensorShardGroup group;
   group.shard = {shard_, setup_.grid.tp};
   if (groups_.tp == nullptr) return group;
+  group.sequence_parallel = setup_.sequence_parallel;
   group.all_reduce = [this](compute::Tensor t) {
     wait(mailbox_.all_reduce(*groups_.tp, std::move(t)), "a tensor-parallel sum");
   };
   group.all_gather = [this](compute::Tensor t) {
-    wait(mailbox_.all_gather(*groups_.tp, std::move(t)), "the tensor shards' loss statistics");
+    wait(mailbox_.all_gather(*groups_.tp, std::move(t)), "a tensor-parallel gather");
+  };
+  group.reduce_scatter = [this](compute::Tensor t) {
+    wait(mailbox_.reduce_scatter(*groups_.tp, std::move(t)), "a tensor-parallel reduce-scatter");
   };
   return group;
 }
@@ -199,7 +203,8 @@ std::string PipelineTrainer::arrival_text(const char* what, const schedules::Ins
 void PipelineTrainer::post_receive(const schedules::Instruction& ins) {
   const compute::TrainerOptions& o = setup_.options;
   compute::MemoryScope scope(compute::MemoryKind::activations);  // an arriving activation or its gradient
-  compute::Tensor buffer = compute::Tensor::zeros({o.batch_size, o.seq_len, setup_.model.n_embd}, compute::DType::f32);
+  const compute::GPTStage& stage = *chunks_.front().stage;
+  compute::Tensor buffer = compute::Tensor::zeros(stage.stream_shape(o.batch_size, o.seq_len), compute::DType::f32);
   const int from = rank_of_stage(ins.peer);
   const auto op = mailbox_.recv(groups_.engine, from, key_of(ins), buffer);
   arriving_[{ins.microbatch, ins.chunk * 2 + (ins.op == Op::recv_grad ? 1 : 0)}] = {op, buffer, from};
@@ -283,6 +288,15 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
 
 void PipelineTrainer::reduce_gradients() {
   auto waiting = progress_.wait_for("the gradient sums");
+  // Under sequence parallelism each shard's LayerNorm gradients cover its rows only; they are
+  // summed before the data-parallel sums, which read and write the same buffers.
+  bool partial = false;
+  for (Chunk& chunk : chunks_)
+    for (const compute::Tensor& rows_only : chunk.stage->sequence_partial_grads()) {
+      mailbox_.all_reduce(*groups_.tp, rows_only);
+      partial = true;
+    }
+  if (partial) check_comm(mailbox_.wait_all());
   if (setup_.zero == 3) {
     if (groups_.embedding != nullptr) {
       Chunk& holder = stage_ == 0 ? chunks_.front() : chunks_.back();
@@ -394,7 +408,7 @@ double PipelineTrainer::evaluate(int batches) {
       const bool last = vs == s.virtual_stages() - 1;
       compute::Tensor input = inputs;
       if (vs > 0) {
-        input = compute::Tensor::zeros({o.batch_size, o.seq_len, setup_.model.n_embd}, compute::DType::f32);
+        input = compute::Tensor::zeros(stage.stream_shape(o.batch_size, o.seq_len), compute::DType::f32);
         const comm::MessageKey key{comm::MessageKind::point_to_point, comm::pp_group_id, sequence,
                                    static_cast<std::uint16_t>(vs - 1)};
         wait(mailbox_.recv(groups_.engine, rank_of_stage(s.stage_of(vs - 1)), key, input),

@@ -59,6 +59,7 @@ struct PipelineSetup {
   compute::TrainerOptions options;  // batch, seq_len, lr, AdamW, clip, seed; grad_accum unused
   int zero = 0;                  // 0, or 3: each chunk's parameters sharded over the stage's dp group
   bool zero3_reshard = true;
+  bool sequence_parallel = false;  // with tp > 1 (compute/model/gpt_stage.hpp)
 };
 
 // The groups a pipeline rank talks to; `embedding` only on first and last stages when pp > 1,

@@ -104,7 +104,7 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   const int zero = job.config.train.zero;
   PipelineSetup setup{job.model,           *schedule, job.pipeline_split,
                       report->peak_stashed[static_cast<std::size_t>(coord.pp)], grid, rank, trainer_options(job),
-                      zero,                job.config.train.zero3_reshard};
+                      zero,                job.config.train.zero3_reshard, job.config.tensor.sequence_parallel};
   compute::memory_ledger().measure_runtime();  // what the process holds before the model
   PipelineTrainer trainer(std::move(setup), backend, {engine, dp, **pp, embedding.get(), tp.get()}, mailbox, progress,
                           data.train, data.val);

@@ -88,6 +88,10 @@ constexpr ConfigKey keys[] = {
      "tensor shards T per pipeline stage: heads, MLP width and vocabulary split over T neighbouring ranks; "
      "1 = none (workers = dp x p x T)",
      field<&J::tensor, &Tp::shards>},
+    {"tensor.sequence_parallel",
+     "with tensor.shards > 1: the residual stream and LayerNorms hold 1/T of the sequence; sums become "
+     "reduce-scatter + all-gather",
+     field<&J::tensor, &Tp::sequence_parallel>},
 
     {"fault.heartbeat_seconds", "seconds between a node's heartbeats to the job", field<&J::fault, &F::heartbeat_seconds>},
     {"fault.heartbeat_timeout", "seconds of silence after which a node counts as lost (unreachable, stopped or hung)",

@@ -135,6 +135,15 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
     if (t.zero == 1 || t.zero == 2)
       return "train.zero " + str(t.zero) + " is not supported with tensor.shards > 1 yet; use 0 or 3";
   }
+  if (tp.sequence_parallel) {
+    const int seq_len = t.seq_len > 0 ? t.seq_len : model.block_size;
+    if (tp.shards == 1) return std::string("tensor.sequence_parallel needs tensor.shards > 1");
+    if (seq_len % tp.shards != 0)
+      return "tensor.sequence_parallel splits train.seq_len " + str(seq_len) + " over tensor.shards " +
+             str(tp.shards) + ", which does not divide it";
+    if (t.zero == 3)
+      return std::string("train.zero 3 is not supported with tensor.sequence_parallel yet; use 0");
+  }
 
   const FaultOptions& f = c.fault;
   if (!(f.heartbeat_seconds > 0)) return "fault.heartbeat_seconds must be positive, got " + str(f.heartbeat_seconds);

@@ -128,8 +128,8 @@ struct SafetensorsValues {
 
 }  // namespace
 
-TEST_CASE("tensor shards alone and with data replicas, pipeline stages, interleaving, accumulation, recompute and "
-          "ZeRO-3 take the one-process steps of tiny",
+TEST_CASE("tensor shards alone and with data replicas, pipeline stages, interleaving, accumulation, recompute, "
+          "ZeRO-3 and sequence parallelism take the one-process steps of tiny",
           "[tensor]") {
   TempDir dir;
   const Run one = run_tiny(dir, "one", {"--train.batch_size", "8"});
@@ -155,6 +155,19 @@ TEST_CASE("tensor shards alone and with data replicas, pipeline stages, interlea
         "--train.recompute", "full"}},
       {"dp 2 x tp 2 ZeRO-3",
        {"--workers", "4", "--tensor.shards", "2", "--train.batch_size", "4", "--train.zero", "3"}},
+      {"tp 2 sequence parallel",
+       {"--workers", "2", "--tensor.shards", "2", "--train.batch_size", "8", "--tensor.sequence_parallel", "true"}},
+      {"dp 2 x tp 2 sequence parallel",
+       {"--workers", "4", "--tensor.shards", "2", "--train.batch_size", "4", "--tensor.sequence_parallel", "true"}},
+      {"tp 2 x pp 2 sequence parallel",
+       {"--workers", "4", "--tensor.shards", "2", "--pipeline.stages", "2", "--pipeline.microbatches", "2",
+        "--train.batch_size", "4", "--tensor.sequence_parallel", "true"}},
+      {"dp 2 x tp 2 x pp 2 sequence parallel (8 ranks)",
+       {"--workers", "8", "--tensor.shards", "2", "--pipeline.stages", "2", "--pipeline.microbatches", "2",
+        "--train.batch_size", "2", "--tensor.sequence_parallel", "true"}},
+      {"tp 4 sequence parallel, full recompute",
+       {"--workers", "4", "--tensor.shards", "4", "--train.batch_size", "8", "--tensor.sequence_parallel", "true",
+        "--train.recompute", "full"}},
   };
   for (const Layout& l : layouts) check_same_steps(run_tiny(dir, "run", l.args), one, l.name);
 }
@@ -243,8 +256,8 @@ TEST_CASE("a dp 2 x tp 2 checkpoint resumes on one process, on tp 4 and on pp 2 
   CHECK(worst <= 1e-6);
 }
 
-TEST_CASE("tensor shards that do not divide the workers, the heads or the vocabulary, or that run without workers, "
-          "on a GPU backend or with ZeRO-1, are refused with one line",
+TEST_CASE("tensor shards that do not divide the workers, the heads, the vocabulary or the sequence, or that run "
+          "without workers, on a GPU backend or with ZeRO-1, are refused with one line",
           "[tensor]") {
   TempDir dir;
   auto refused = [&](std::vector<std::string> layout, const std::string& what) {
@@ -263,4 +276,9 @@ TEST_CASE("tensor shards that do not divide the workers, the heads or the vocabu
   refused({"--workers", "4", "--tensor.shards", "2", "--train.zero", "1"},
           "train.zero 1 is not supported with tensor.shards > 1 yet; use 0 or 3");
   refused({"--workers", "2", "--tensor.shards", "0"}, "tensor.shards must be at least 1, got 0");
+  refused({"--workers", "2", "--tensor.sequence_parallel", "true"}, "tensor.sequence_parallel needs tensor.shards > 1");
+  refused({"--workers", "4", "--tensor.shards", "4", "--tensor.sequence_parallel", "true", "--train.seq_len", "30"},
+          "tensor.sequence_parallel splits train.seq_len 30 over tensor.shards 4, which does not divide it");
+  refused({"--workers", "4", "--tensor.shards", "2", "--tensor.sequence_parallel", "true", "--train.zero", "3"},
+          "train.zero 3 is not supported with tensor.sequence_parallel yet; use 0");
 }
