@@ -2,6 +2,8 @@
 
 #include <string_view>
 
+#include "comm/grid.hpp"
+
 namespace troupe::comm {
 
 CollectiveOp::CollectiveOp(Engine& engine, TrafficKind kind, const Group& group, MessageKey key,
@@ -77,7 +79,7 @@ void CollectiveOp::finish(Status status) {
     const auto bytes = kind_ == TrafficKind::barrier
                            ? 0
                            : static_cast<std::uint64_t>(buffer_.numel()) * compute::dtype_size(buffer_.dtype());
-    traffic.finished(kind_, bytes, std::chrono::steady_clock::now() - posted_);
+    traffic.finished(kind_, bytes, std::chrono::steady_clock::now() - posted_, group_.id == tp_group_id);
     done_({});
     return;
   }

@@ -28,9 +28,15 @@ struct TrafficTotals {
 
 class Traffic {
  public:
-  // A successful operation of `kind`; failed ones are not counted.
-  void finished(TrafficKind kind, std::uint64_t bytes, std::chrono::steady_clock::duration elapsed);
+  // A successful operation of `kind`; failed ones are not counted. A collective over the tensor
+  // shards' group (grid.hpp's tp_group_id) counts a second time apart, so the shards' sums on
+  // the critical path can be told from the overlapped data-parallel ones.
+  void finished(TrafficKind kind, std::uint64_t bytes, std::chrono::steady_clock::duration elapsed,
+                bool tensor_parallel = false);
   const TrafficTotals& totals(TrafficKind kind) const { return totals_[static_cast<std::size_t>(kind)]; }
+  const TrafficTotals& tensor_parallel_totals(TrafficKind kind) const {
+    return tensor_parallel_[static_cast<std::size_t>(kind)];
+  }
 
   // Send and receive requests posted to the engine and not complete (a collective's messages
   // included), and collectives posted and not finished.
@@ -38,7 +44,7 @@ class Traffic {
   std::atomic<std::int64_t> collectives_in_flight{0};
 
  private:
-  std::array<TrafficTotals, traffic_kinds> totals_;
+  std::array<TrafficTotals, traffic_kinds> totals_, tensor_parallel_;
 };
 
 }  // namespace troupe::comm

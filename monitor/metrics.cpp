@@ -158,6 +158,18 @@ class ScrapeTime : public prometheus::Collectable {
                                      "seconds from post to completion of finished comm operations, by op",
                                      prometheus::MetricType::Counter,
                                      {}};
+    prometheus::MetricFamily tp_operations{"troupe_comm_tp_operations_total",
+                                           "of troupe_comm_operations_total, the collectives over the tensor shards' group",
+                                           prometheus::MetricType::Counter,
+                                           {}};
+    prometheus::MetricFamily tp_bytes{"troupe_comm_tp_bytes_total",
+                                      "of troupe_comm_bytes_total, the collectives over the tensor shards' group",
+                                      prometheus::MetricType::Counter,
+                                      {}};
+    prometheus::MetricFamily tp_seconds{"troupe_comm_tp_seconds_total",
+                                        "of troupe_comm_seconds_total, the collectives over the tensor shards' group",
+                                        prometheus::MetricType::Counter,
+                                        {}};
     prometheus::MetricFamily requests{"troupe_comm_requests_in_flight",
                                       "sends and receives posted to the comm engine and not complete",
                                       prometheus::MetricType::Gauge,
@@ -175,10 +187,18 @@ class ScrapeTime : public prometheus::Collectable {
         bytes.metric.push_back(sample(op_labels, static_cast<double>(op.bytes), true));
         seconds.metric.push_back(sample(op_labels, op.seconds, true));
       }
+      for (const TrafficReading& op : reading.tensor_parallel_ops) {
+        auto op_labels = labels;
+        op_labels.push_back({"op", op.op});
+        tp_operations.metric.push_back(sample(op_labels, static_cast<double>(op.operations), true));
+        tp_bytes.metric.push_back(sample(op_labels, static_cast<double>(op.bytes), true));
+        tp_seconds.metric.push_back(sample(op_labels, op.seconds, true));
+      }
       requests.metric.push_back(sample(labels, static_cast<double>(reading.requests_in_flight), false));
       collectives.metric.push_back(sample(labels, static_cast<double>(reading.collectives_in_flight), false));
     }
-    for (auto* family : {&operations, &bytes, &seconds, &requests, &collectives}) families.push_back(std::move(*family));
+    for (auto* family : {&operations, &bytes, &seconds, &tp_operations, &tp_bytes, &tp_seconds, &requests, &collectives})
+      if (!family->metric.empty()) families.push_back(std::move(*family));
     return families;
   }
 

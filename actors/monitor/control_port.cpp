@@ -20,7 +20,8 @@ Status ControlPort::open(caf::actor_system& system, caf::actor job, const JobCon
   monitor_plan.total_steps = config.train.steps;
   monitor_plan.world_size = world_size;
   monitor_plan.pp = config.pipeline.stages;
-  monitor_plan.dp = world_size / config.pipeline.stages;
+  monitor_plan.tp = config.tensor.shards;
+  monitor_plan.dp = world_size / (config.pipeline.stages * config.tensor.shards);
   monitor_plan.checkpoint_dir =
       config.checkpoint.dir.empty() ? std::string() : std::filesystem::absolute(config.checkpoint.dir).string();
   monitor_plan.node_is_local = std::move(node_is_local);

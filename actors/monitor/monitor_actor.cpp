@@ -233,7 +233,7 @@ void command(monitor_actor* self, const std::vector<std::string>& words, caf::re
   } else if (verb == "memory" && args == 0) {
     answer(true, memory_text(st.view));
   } else if (verb == "workers" && args == 0) {
-    answer(true, workers_text(st.view));
+    answer(true, workers_text(st.plan, st.view));
   } else if (verb == "top" && args == 0) {
     answer(true, top_text(st.plan, st.view, st.history, pause_state(st)));
   } else if (verb == "loss" && args == 0) {

@@ -28,6 +28,7 @@ struct MonitorPlan {
   int world_size = 1;
   int dp = 1;
   int pp = 1;
+  int tp = 1;
   std::string checkpoint_dir;      // empty: checkpoint and drain are refused
   std::vector<bool> node_is_local;  // by node index: kill node signals only processes of this machine
   int attempt = 0;                  // restarts so far

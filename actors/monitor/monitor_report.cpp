@@ -6,6 +6,7 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include "comm/grid.hpp"
 #include "monitor/duration_text.hpp"
 #include "monitor/sparkline.hpp"
 #include "monitor/trace.hpp"
@@ -85,8 +86,8 @@ std::string status_text(const MonitorPlan& plan, const job_view_msg& view, const
   const Rates r = rates(recent);
   const std::int64_t step = job_step(view);
   std::string text = fmt::format("job       {}\n", state_text(plan, view, pause));
-  text += fmt::format("grid      {} ranks: dp {} x pp {} x tp 1 on {} nodes\n", plan.world_size, plan.dp, plan.pp,
-                      view.nodes.size());
+  text += fmt::format("grid      {} ranks: dp {} x pp {} x tp {} on {} nodes\n", plan.world_size, plan.dp, plan.pp,
+                      plan.tp, view.nodes.size());
   text += fmt::format("step      {} / {} ({:.0f}%)\n", step, plan.total_steps,
                       plan.total_steps > 0 ? 100.0 * static_cast<double>(step) / static_cast<double>(plan.total_steps)
                                            : 0.0);
@@ -139,13 +140,17 @@ std::string memory_text(const job_view_msg& view) {
   return text;
 }
 
-std::string workers_text(const job_view_msg& view) {
-  std::string text = fmt::format("{:<5} {:<5} {:>7}  {}", "rank", "node", "steps", "activity");
+std::string workers_text(const MonitorPlan& plan, const job_view_msg& view) {
+  const comm::Grid grid{plan.dp, plan.pp, plan.tp};
+  std::string text = fmt::format("{:<5} {:<5} {:>3} {:>3} {:>3} {:>7}  {}", "rank", "node", "dp", "pp", "tp", "steps",
+                                 "activity");
   for (const node_view& n : view.nodes)
     for (const worker_beat& w : n.workers) {
       std::string activity = w.activity.empty() ? "before its first step" : w.activity;
       if (!w.waiting_for.empty()) activity += fmt::format(", waiting {:.1f} s for {}", w.waiting_seconds, w.waiting_for);
-      text += fmt::format("\n{:<5} {:<5} {:>7}  {}", w.rank, n.node_index, w.steps_done, activity);
+      const comm::GridCoord c = comm::grid_coord(grid, w.rank);
+      text += fmt::format("\n{:<5} {:<5} {:>3} {:>3} {:>3} {:>7}  {}", w.rank, n.node_index, c.dp, c.pp, c.tp,
+                          w.steps_done, activity);
     }
   return text;
 }

@@ -26,7 +26,7 @@ struct PauseState {
 std::string status_text(const MonitorPlan& plan, const job_view_msg& view, const StepHistory& history,
                         const PauseState& pause);
 std::string nodes_text(const job_view_msg& view);
-std::string workers_text(const job_view_msg& view);
+std::string workers_text(const MonitorPlan& plan, const job_view_msg& view);
 // Every node process's memory by kind (now and peak, from its last heartbeat) beside its resident
 // set and the resident set's peak.
 std::string memory_text(const job_view_msg& view);

@@ -61,6 +61,10 @@ monitor::CommReading comm_reading(const comm::Traffic& traffic) {
     const comm::TrafficTotals& totals = traffic.totals(kind);
     reading.ops.push_back({comm::traffic_name(kind), totals.operations.load(), totals.bytes.load(),
                            static_cast<double>(totals.nanoseconds.load()) * 1e-9});
+    const comm::TrafficTotals& shards = traffic.tensor_parallel_totals(kind);
+    if (kind != comm::TrafficKind::send && kind != comm::TrafficKind::recv)
+      reading.tensor_parallel_ops.push_back({comm::traffic_name(kind), shards.operations.load(), shards.bytes.load(),
+                                             static_cast<double>(shards.nanoseconds.load()) * 1e-9});
   }
   reading.requests_in_flight = traffic.requests_in_flight.load();
   reading.collectives_in_flight = traffic.collectives_in_flight.load();

@@ -141,7 +141,8 @@ std::int64_t PipelineTrainer::tokens_per_step() const {
 void PipelineTrainer::record_into(monitor::TraceRecorder& recorder) {
   trace_ = &recorder;
   recorder.name_process(replica_, "replica " + std::to_string(replica_));
-  recorder.name_track({replica_, stage_}, "stage " + std::to_string(stage_) + " (rank " + std::to_string(setup_.rank) + ")");
+  const std::string shard = setup_.grid.tp > 1 ? ", tensor shard " + std::to_string(shard_) : "";
+  recorder.name_track(track(), "stage " + std::to_string(stage_) + shard + " (rank " + std::to_string(setup_.rank) + ")");
 }
 
 void PipelineTrainer::trace(const char* category, std::string name, double start_us,
@@ -152,7 +153,7 @@ void PipelineTrainer::trace(const char* category, std::string name, double start
     args.emplace_back("microbatch", std::to_string(ins->microbatch));
     args.emplace_back("chunk", std::to_string(ins->chunk));
   }
-  trace_->add_complete({replica_, stage_}, std::move(name), category, start_us, now_us() - start_us, std::move(args));
+  trace_->add_complete(track(), std::move(name), category, start_us, now_us() - start_us, std::move(args));
 }
 
 int PipelineTrainer::rank_of_stage(int stage) const { return comm::grid_rank(setup_.grid, {replica_, stage, shard_}); }

@@ -87,7 +87,7 @@ class PipelineTrainer {
   std::int64_t tokens_per_step() const;
   // From now on every op of this stage — forward and backward spans, waits for a message,
   // sends posted, reduce and optimizer — goes into `recorder` as a Chrome trace event on the
-  // track (pid replica, tid stage), timed by the machine's monotonic clock in microseconds.
+  // track (pid replica, tid stage · tp + shard), timed by the machine's monotonic clock in microseconds.
   void record_into(monitor::TraceRecorder& recorder);
   // Most micro-batch activations (chunks' slots in use) each stage of this pipeline held at
   // once over all steps so far, by stage; every rank of the pipeline gets the same list.
@@ -133,6 +133,8 @@ class PipelineTrainer {
   std::string op_name(char kind, const schedules::Instruction& ins) const;
   std::string arrival_text(const char* what, const schedules::Instruction& ins, int from_rank) const;
   void trace(const char* category, std::string name, double start_us, const schedules::Instruction* ins = nullptr);
+  // This rank's trace track: a process per replica, a thread per (stage, shard) in grid order.
+  monitor::TraceTrack track() const { return {replica_, stage_ * setup_.grid.tp + shard_}; }
   // The chunks' sums and gathers over the tp group, each waited for as it is posted.
   compute::TensorShardGroup shard_group();
 

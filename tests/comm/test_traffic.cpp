@@ -6,6 +6,8 @@
 
 #include <future>
 
+#include "comm/grid.hpp"
+
 using namespace troupe::comm;
 using namespace troupe::comm::test;
 using troupe::Error;
@@ -62,6 +64,28 @@ TEST_CASE("the engine counts each collective and point-to-point message by kind,
       return wrong("requests in flight", static_cast<std::uint64_t>(traffic.requests_in_flight.load()), 0);
     if (traffic.collectives_in_flight != 0)
       return wrong("collectives in flight", static_cast<std::uint64_t>(traffic.collectives_in_flight.load()), 0);
+    return std::vector<std::uint8_t>{};
+  });
+}
+
+TEST_CASE("collectives over the tensor shards' group count apart as well as under their kind", "[traffic]") {
+  run_ranks(2, [](Engine& engine) -> Expected<std::vector<std::uint8_t>> {
+    const Grid grid{1, 1, 2};
+    auto shards = Communicator::create(engine, tp_group(grid, engine.rank()));
+    if (!shards) return shards.error();
+    auto all = world(engine);
+    if (!all) return all.error();
+    const Traffic& traffic = *engine.traffic();
+    if (auto s = (*shards)->all_reduce(Tensor::zeros({1000}, DType::f32)); !s) return s.error();
+    if (auto s = (*all)->all_reduce(Tensor::zeros({10}, DType::f32)); !s) return s.error();
+    if (auto s = (*shards)->all_gather(Tensor::zeros({8}, DType::f32)); !s) return s.error();
+    const TrafficTotals& sums = traffic.tensor_parallel_totals(TrafficKind::all_reduce);
+    if (sums.operations != 1) return wrong("tensor-parallel all_reduce operations", sums.operations, 1);
+    if (sums.bytes != 4000) return wrong("tensor-parallel all_reduce bytes", sums.bytes, 4000);
+    if (traffic.totals(TrafficKind::all_reduce).bytes != 4040)
+      return wrong("all_reduce bytes of every group", traffic.totals(TrafficKind::all_reduce).bytes, 4040);
+    if (traffic.tensor_parallel_totals(TrafficKind::all_gather).bytes != 32)
+      return wrong("tensor-parallel all_gather bytes", traffic.tensor_parallel_totals(TrafficKind::all_gather).bytes, 32);
     return std::vector<std::uint8_t>{};
   });
 }

@@ -152,7 +152,10 @@ TEST_CASE("MFU, bubble, checkpoints, comm traffic, heartbeat and failures are ex
   worker.checkpoint_saved(0.03, 4096);
   std::atomic<std::uint64_t> reduced_bytes = 1000;
   worker.read_comm_from([&reduced_bytes] {
-    return monitor::CommReading{{{"all_reduce", 2, reduced_bytes, 0.5}, {"send", 1, 64, 0.001}}, 3, 1};
+    return monitor::CommReading{{{"all_reduce", 2, reduced_bytes, 0.5}, {"send", 1, 64, 0.001}},
+                                {{"all_reduce", 1, 600, 0.25}},
+                                3,
+                                1};
   });
   metrics->heartbeat_sent();
   metrics->count_failure("node_lost");
@@ -172,6 +175,9 @@ TEST_CASE("MFU, bubble, checkpoints, comm traffic, heartbeat and failures are ex
   CHECK(e.value("troupe_comm_bytes_total", {{"rank", "2"}, {"op", "all_reduce"}}) == 1000.0);
   CHECK(e.value("troupe_comm_operations_total", {{"rank", "2"}, {"op", "send"}}) == 1.0);
   CHECK(e.value("troupe_comm_seconds_total", {{"rank", "2"}, {"op", "all_reduce"}}) == 0.5);
+  CHECK(e.value("troupe_comm_tp_bytes_total", {{"rank", "2"}, {"op", "all_reduce"}}) == 600.0);
+  CHECK(e.value("troupe_comm_tp_seconds_total", {{"rank", "2"}, {"op", "all_reduce"}}) == 0.25);
+  CHECK(e.value("troupe_comm_tp_operations_total", {{"rank", "2"}, {"op", "all_reduce"}}) == 1.0);
   CHECK(e.value("troupe_comm_requests_in_flight", r2) == 3.0);
   CHECK(e.value("troupe_comm_collectives_in_flight", r2) == 1.0);
   CHECK(e.value("troupe_heartbeat_age_seconds") >= 0.0);
