@@ -92,7 +92,7 @@ bool has_roles(const JobPlan& plan) { return plan.pipeline_stages > 1 || plan.te
 
 // "pipeline stage 1 of replica 0", "tensor shard 1 of replica 0" or "pipeline stage 1, tensor
 // shard 0 of replica 1" for `rank` in a job with stages or shards, "" otherwise.
-std::string pipeline_role(const job_supervisor_state& st, int rank) {
+std::string grid_role(const job_supervisor_state& st, int rank) {
   if (!has_roles(st.plan)) return {};
   const comm::Grid grid = job_grid(st.plan);
   const comm::GridCoord c = comm::grid_coord(grid, rank);
@@ -108,7 +108,7 @@ std::string describe(const job_supervisor_state& st, const join_msg& m) {
   const PlannedNode& planned = st.plan.nodes.at(m.node_index);
   std::string roles;
   for (int rank = planned.first_rank; rank < planned.first_rank + planned.slots; ++rank)
-    roles += (roles.empty() ? "" : ", ") + pipeline_role(st, rank);
+    roles += (roles.empty() ? "" : ", ") + grid_role(st, rank);
   std::string text = describe(m);
   text.insert(text.size() - 1, "; " + roles);
   return text;
@@ -126,7 +126,7 @@ std::string describe_activity(const job_supervisor_state& st, int node_index, co
                               Clock::time_point now) {
   const join_msg& m = st.joined.at(node_index);
   const node_liveness& live = st.liveness.at(node_index);
-  std::string role = pipeline_role(st, beat.rank);
+  std::string role = grid_role(st, beat.rank);
   std::string text = "rank " + std::to_string(beat.rank) + " (" + describe(m) + (role.empty() ? "" : "; " + role) +
                      ", heard from " + seconds_text(now - live.last_heartbeat) + " ago)";
   text += beat.activity.empty() ? " before its first step" : " in " + beat.activity;
