@@ -93,8 +93,6 @@ double ring_share(int members) { return double(members - 1) / members; }
 std::string not_built(const Workload& w, const Layout& l) {
   std::vector<std::string> missing;
   if (w.precision != Precision::fp32) missing.push_back(std::string(to_string(w.precision)) + " precision");
-  if ((l.zero == 1 || l.zero == 2) && l.tp > 1) missing.push_back("zero 1-2 with tp");
-  if ((l.zero == 1 || l.zero == 2) && l.pp > 1) missing.push_back("zero 1-2 with pp");
   std::string text;
   for (const std::string& m : missing) text += (text.empty() ? "" : ", ") + m;
   return text;

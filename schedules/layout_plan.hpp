@@ -116,7 +116,7 @@ struct PlannedLayout {
   StepTime time;
   bool fits = true;
   std::string rejected;   // when it does not fit: "zero 1, dp 32: 95.6 GB > 80 GB"
-  std::string not_built;  // what the runtime cannot run yet ("zero 1-2 with tp"); empty if it can
+  std::string not_built;  // what the runtime cannot run yet ("mixed precision"); empty if it can
 };
 
 struct Plan {

@@ -75,8 +75,16 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
     for (int slot = setup_.peak_stashed - 1; slot >= 0; --slot) chunk.free_slots.push_back(slot);
     chunk.slot_sends.resize(static_cast<std::size_t>(setup_.peak_stashed));
     const std::int64_t kept_begin = stage.kept_begin(), kept_end = kept_begin + stage.params().numel();
+    // ZeRO 1 and 2: this replica's segment of the chunk's buffer, the reduce-scatter's and the
+    // all-gather's; ZeRO 3 keeps only its shard anyway.
+    chunk.optimized = {kept_begin, kept_end};
+    if (setup_.zero == 1 || setup_.zero == 2) {
+      const comm::Slice own = comm::segment_of(stage.num_params(), setup_.grid.dp, replica_);
+      chunk.optimized = {own.offset, own.offset + own.count};
+    }
     chunk.optimizer = std::make_unique<compute::AdamW>(backend_, stage.views(), stage.num_params(), compute::DType::f32,
-                                                       o.adamw, kept_begin, kept_end, kept_begin);
+                                                       o.adamw, chunk.optimized.first, chunk.optimized.second,
+                                                       kept_begin);
     chunks_.push_back(std::move(chunk));
   }
   compute::MemoryScope scope(compute::MemoryKind::activations);  // the micro-batches' token ids
@@ -105,25 +113,36 @@ compute::TensorShardGroup PipelineTrainer::shard_group() {
 
 std::vector<checkpoint::HeldRange> PipelineTrainer::held_state() {
   std::vector<checkpoint::HeldRange> held;
-  // Replicas hold equal chunks and replica 0 saves them; under ZeRO-3 each saves its shard.
-  const bool saves = replica_ == 0 || setup_.zero == 3;
+  // Replicas hold equal parameters and replica 0 saves them (under ZeRO-3 each its shard); the
+  // moments are each replica's own under any ZeRO stage.
+  const bool saves_parameters = replica_ == 0 || setup_.zero == 3;
+  const bool saves_moments = replica_ == 0 || setup_.zero > 0;
   for (Chunk& chunk : chunks_) {
     compute::GPTStage& stage = *chunk.stage;
-    float* buffers[] = {stage.params().data_as<float>(), chunk.optimizer->first_moments().data_as<float>(),
-                        chunk.optimizer->second_moments().data_as<float>()};
-    const char* kinds[] = {"param", "adam_m", "adam_v"};
-    // What this rank keeps is local [kept, kept_end); each run's part of it maps to global ranges.
     const std::int64_t kept = stage.kept_begin(), kept_end = kept + stage.params().numel();
-    for (const compute::GPTStage::Run& run : stage.global_runs()) {
-      const std::int64_t from = std::max(kept, run.local), to = std::min(kept_end, run.local + run.count);
-      if (from >= to) continue;
-      // A last stage's wte copy, and what every tensor shard holds (shard 0 saves it), copy what
-      // another rank of the same replica holds: restored, never saved, skipped by a rescue.
-      const bool copy = run.embedding_copy || (run.replicated && shard_ != 0);
-      const std::int64_t global = run.global + (from - run.local);
-      for (int k = 0; k < 3; ++k)
-        held.push_back({kinds[k], global, global + (to - from), buffers[k] + (from - kept), saves && !copy, copy});
-    }
+    struct Held {
+      const char* kind;
+      std::int64_t begin, end;  // local range of the stage's buffer that `data` holds from its start
+      float* data;
+      bool saves;
+    };
+    const Held kinds[] = {
+        {"param", kept, kept_end, stage.params().data_as<float>(), saves_parameters},
+        {"adam_m", chunk.optimized.first, chunk.optimized.second, chunk.optimizer->first_moments().data_as<float>(),
+         saves_moments},
+        {"adam_v", chunk.optimized.first, chunk.optimized.second, chunk.optimizer->second_moments().data_as<float>(),
+         saves_moments}};
+    for (const Held& h : kinds)
+      for (const compute::GPTStage::Run& run : stage.global_runs()) {
+        // Each run's part of the held range maps to one global range.
+        const std::int64_t from = std::max(h.begin, run.local), to = std::min(h.end, run.local + run.count);
+        if (from >= to) continue;
+        // A last stage's wte copy, and what every tensor shard holds (shard 0 saves it), copy what
+        // another rank of the same replica holds: restored, never saved, skipped by a rescue.
+        const bool copy = run.embedding_copy || (run.replicated && shard_ != 0);
+        const std::int64_t global = run.global + (from - run.local);
+        held.push_back({h.kind, global, global + (to - from), h.data + (from - h.begin), h.saves && !copy, copy});
+      }
   }
   return held;
 }
@@ -317,26 +336,43 @@ void PipelineTrainer::reduce_gradients() {
     // Done before the data-parallel sums start: they read and write the same buffer.
     check_comm(mailbox_.wait_all());
   }
+  // ZeRO-2 needs only this replica's segment summed: its reduce-scatter is the all-reduce's first half.
   if (setup_.grid.dp > 1)
-    for (Chunk& chunk : chunks_) mailbox_.all_reduce(groups_.dp, chunk.stage->grads());
+    for (Chunk& chunk : chunks_) {
+      if (setup_.zero == 2)
+        mailbox_.reduce_scatter(groups_.dp, chunk.stage->grads());
+      else
+        mailbox_.all_reduce(groups_.dp, chunk.stage->grads());
+    }
   check_comm(mailbox_.wait_all());
 }
 
 double PipelineTrainer::own_sum_of_squares(bool gradients) {
   double sum = 0;
+  // Under ZeRO-2 only this replica's segment of the gradients is summed.
+  const bool own_segment = gradients && setup_.zero == 2;
   for (Chunk& chunk : chunks_) {
     compute::Tensor& kept = gradients ? chunk.stage->grads() : chunk.stage->params();
-    const std::int64_t from = chunk.stage->kept_begin(), to = from + kept.numel();
+    const std::int64_t kept_begin = chunk.stage->kept_begin();
+    const std::int64_t from = own_segment ? chunk.optimized.first : kept_begin;
+    const std::int64_t to = own_segment ? chunk.optimized.second : kept_begin + kept.numel();
     for (const compute::GPTStage::Run& run : chunk.stage->global_runs()) {
       if (run.embedding_copy || (run.replicated && shard_ != 0)) continue;
       const std::int64_t lo = std::max(from, run.local), hi = std::min(to, run.local + run.count);
-      if (lo < hi) sum += backend_.sum_of_squares(kept.slice(lo - from, {hi - lo}));
+      if (lo < hi) sum += backend_.sum_of_squares(kept.slice(lo - kept_begin, {hi - lo}));
     }
   }
   const char* what = gradients ? "the gradient norm's shards" : "the parameter norm's shards";
-  if (setup_.zero == 3 && setup_.grid.dp > 1) sum = sum_over(groups_.dp, sum, what);
+  if ((setup_.zero == 3 || own_segment) && setup_.grid.dp > 1) sum = sum_over(groups_.dp, sum, what);
   if (groups_.tp != nullptr) sum = sum_over(*groups_.tp, sum, what);
   return sum;
+}
+
+void PipelineTrainer::gather_parameters() {
+  if ((setup_.zero != 1 && setup_.zero != 2) || setup_.grid.dp == 1) return;
+  auto waiting = progress_.wait_for("the parameter all-gather (ZeRO)");
+  for (Chunk& chunk : chunks_) mailbox_.all_gather(groups_.dp, chunk.stage->params());
+  check_comm(mailbox_.wait_all());
 }
 
 double PipelineTrainer::sum_over(comm::Communicator& group, double value, const char* what) {
@@ -382,6 +418,7 @@ compute::StepResult PipelineTrainer::step() {
       trace("step", "reduce_grads", start);
     } else if (ins.op == Op::optimizer_step) {
       for (Chunk& chunk : chunks_) chunk.optimizer->step(chunk.stage->params(), chunk.stage->grads(), result.lr);
+      gather_parameters();
       trace("step", "optimizer_step", start);
     } else {
       run(ins, loss_sum);

@@ -57,7 +57,7 @@ struct PipelineSetup {
   comm::Grid grid;               // dp × pp × tp
   int rank = 0;
   compute::TrainerOptions options;  // batch, seq_len, lr, AdamW, clip, seed; grad_accum unused
-  int zero = 0;                  // 0, or 3: each chunk's parameters sharded over the stage's dp group
+  int zero = 0;  // 1, 2: AdamW state (and 2: the summed gradients) split over the stage's dp group; 3: parameters too
   bool zero3_reshard = true;
   bool sequence_parallel = false;  // with tp > 1 (compute/model/gpt_stage.hpp)
 };
@@ -109,6 +109,7 @@ class PipelineTrainer {
     std::unique_ptr<compute::ShardedParameters> source;  // ZeRO-3; before the stage, which uses it
     std::unique_ptr<compute::GPTStage> stage;
     std::unique_ptr<compute::AdamW> optimizer;
+    std::pair<std::int64_t, std::int64_t> optimized;  // the local range AdamW updates (ZeRO: this replica's)
     std::vector<int> free_slots;
     std::vector<std::vector<MailboxComm::Operation>> slot_sends;  // sends reading each slot's buffers
   };
@@ -130,6 +131,8 @@ class PipelineTrainer {
   // group, under tensor shards over the tp group: each holds a part).
   double own_sum_of_squares(bool gradients);
   double sum_over(comm::Communicator& group, double value, const char* what);
+  // ZeRO 1 and 2: every replica's updated segment to every replica, after AdamW.
+  void gather_parameters();
   std::string op_name(char kind, const schedules::Instruction& ins) const;
   std::string arrival_text(const char* what, const schedules::Instruction& ins, int from_rank) const;
   void trace(const char* category, std::string name, double start_us, const schedules::Instruction* ins = nullptr);

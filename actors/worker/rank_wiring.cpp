@@ -121,7 +121,7 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
                                            grid.dp, p.schedule, shards, p.microbatches, job.config.train.batch_size,
                                            job.config.train.seq_len, coord.pp,
                                            report->peak_stashed[static_cast<std::size_t>(coord.pp)]),
-                         {rank, {grid.dp, grid.pp, grid.tp}, (zero == 3 ? grid.dp : 1) * grid.pp * grid.tp});
+                         {rank, {grid.dp, grid.pp, grid.tp}, (zero > 0 ? grid.dp : 1) * grid.pp * grid.tp});
   RunOutcome outcome =
       drive_training(job, data, backend.name(), loop, {progress, metrics, &control, rescue, rank == 0});
   const std::vector<int> peaks = trainer.peak_stashed_measured();

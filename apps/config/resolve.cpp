@@ -116,8 +116,6 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
   if (p.stages > 1 || p.virtual_stages > 1) {
     auto split = compute::split_for_pipeline(model, p.stages, p.virtual_stages);
     if (!split) return "pipeline: " + split.error().message;
-    if (t.zero == 1 || t.zero == 2)
-      return "train.zero " + str(t.zero) + " is not supported with pipeline.stages > 1 yet; use 0 or 3";
     if (t.backend != "cpu")
       return "pipeline.stages > 1 works with train.backend cpu only so far: pipeline transfers over NCCL are not wired "
              "(got '" + t.backend + "')";
@@ -132,8 +130,6 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
     if (t.backend != "cpu")
       return "tensor.shards > 1 works with train.backend cpu only so far: the vocabulary-shard kernels and the shard "
              "sums over NCCL are not built (got '" + t.backend + "')";
-    if (t.zero == 1 || t.zero == 2)
-      return "train.zero " + str(t.zero) + " is not supported with tensor.shards > 1 yet; use 0 or 3";
   }
   if (tp.sequence_parallel) {
     const int seq_len = t.seq_len > 0 ? t.seq_len : model.block_size;

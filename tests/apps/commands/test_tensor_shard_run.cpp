@@ -129,7 +129,7 @@ struct SafetensorsValues {
 }  // namespace
 
 TEST_CASE("tensor shards alone and with data replicas, pipeline stages, interleaving, accumulation, recompute, "
-          "ZeRO-3 and sequence parallelism take the one-process steps of tiny",
+          "ZeRO 1 to 3 and sequence parallelism take the one-process steps of tiny",
           "[tensor]") {
   TempDir dir;
   const Run one = run_tiny(dir, "one", {"--train.batch_size", "8"});
@@ -155,6 +155,17 @@ TEST_CASE("tensor shards alone and with data replicas, pipeline stages, interlea
         "--train.recompute", "full"}},
       {"dp 2 x tp 2 ZeRO-3",
        {"--workers", "4", "--tensor.shards", "2", "--train.batch_size", "4", "--train.zero", "3"}},
+      {"dp 2 x tp 2 ZeRO-1",
+       {"--workers", "4", "--tensor.shards", "2", "--train.batch_size", "4", "--train.zero", "1"}},
+      {"dp 2 x tp 2 ZeRO-2 sequence parallel",
+       {"--workers", "4", "--tensor.shards", "2", "--train.batch_size", "4", "--train.zero", "2",
+        "--tensor.sequence_parallel", "true"}},
+      {"dp 2 x pp 2 ZeRO-2",
+       {"--workers", "4", "--pipeline.stages", "2", "--pipeline.microbatches", "2", "--train.batch_size", "2",
+        "--train.zero", "2"}},
+      {"dp 2 x tp 2 x pp 2 ZeRO-1 (8 ranks)",
+       {"--workers", "8", "--tensor.shards", "2", "--pipeline.stages", "2", "--pipeline.microbatches", "2",
+        "--train.batch_size", "2", "--train.zero", "1"}},
       {"tp 2 sequence parallel",
        {"--workers", "2", "--tensor.shards", "2", "--train.batch_size", "8", "--tensor.sequence_parallel", "true"}},
       {"dp 2 x tp 2 sequence parallel",
@@ -172,8 +183,8 @@ TEST_CASE("tensor shards alone and with data replicas, pipeline stages, interlea
   for (const Layout& l : layouts) check_same_steps(run_tiny(dir, "run", l.args), one, l.name);
 }
 
-TEST_CASE("a dp 2 x tp 2 checkpoint resumes on one process, on tp 4 and on pp 2 x tp 2 with the weights of the "
-          "undisturbed run, and exports as one process's does",
+TEST_CASE("a dp 2 x tp 2 checkpoint resumes on one process, on tp 4, on dp 2 x tp 2 under ZeRO-2 and on pp 2 x tp 2 "
+          "with the weights of the undisturbed run, and exports as one process's does",
           "[tensor][checkpoint]") {
   TempDir dir;
   auto train = [&](const std::filesystem::path& folder, long until, std::vector<std::string> layout,
@@ -197,12 +208,16 @@ TEST_CASE("a dp 2 x tp 2 checkpoint resumes on one process, on tp 4 and on pp 2 
     std::string name;
     std::vector<std::string> args;
   };
+  int resumed_runs = 0;
   for (const Target& t : {Target{"one process", {"--train.batch_size", "8"}},
                           Target{"tp 4", {"--workers", "4", "--tensor.shards", "4", "--train.batch_size", "8"}},
+                          Target{"dp 2 x tp 2 ZeRO-2",
+                                 {"--workers", "4", "--tensor.shards", "2", "--train.batch_size", "4", "--train.zero",
+                                  "2"}},
                           Target{"pp 2 x tp 2",
                                  {"--workers", "4", "--tensor.shards", "2", "--pipeline.stages", "2",
                                   "--pipeline.microbatches", "2", "--train.batch_size", "4"}}}) {
-    const std::filesystem::path folder = dir.path() / ("resumed-" + std::to_string(t.args.size()));
+    const std::filesystem::path folder = dir.path() / ("resumed-" + std::to_string(resumed_runs++));
     std::filesystem::create_directories(folder);
     std::filesystem::copy(undisturbed / "step-0000005", folder / "step-0000005",
                           std::filesystem::copy_options::recursive);
@@ -257,7 +272,7 @@ TEST_CASE("a dp 2 x tp 2 checkpoint resumes on one process, on tp 4 and on pp 2 
 }
 
 TEST_CASE("tensor shards that do not divide the workers, the heads, the vocabulary or the sequence, or that run "
-          "without workers, on a GPU backend or with ZeRO-1, are refused with one line",
+          "without workers or on a GPU backend, are refused with one line",
           "[tensor]") {
   TempDir dir;
   auto refused = [&](std::vector<std::string> layout, const std::string& what) {
@@ -273,8 +288,6 @@ TEST_CASE("tensor shards that do not divide the workers, the heads, the vocabula
           "pipeline.stages 2 × tensor.shards 2 needs a worker per shard of every stage: add --workers 4");
   refused({"--workers", "2", "--tensor.shards", "2", "--train.backend", "cuda"},
           "tensor.shards > 1 works with train.backend cpu only so far");
-  refused({"--workers", "4", "--tensor.shards", "2", "--train.zero", "1"},
-          "train.zero 1 is not supported with tensor.shards > 1 yet; use 0 or 3");
   refused({"--workers", "2", "--tensor.shards", "0"}, "tensor.shards must be at least 1, got 0");
   refused({"--workers", "2", "--tensor.sequence_parallel", "true"}, "tensor.sequence_parallel needs tensor.shards > 1");
   refused({"--workers", "4", "--tensor.shards", "4", "--tensor.sequence_parallel", "true", "--train.seq_len", "30"},
