@@ -14,6 +14,7 @@
 #include "actors/worker/training_run.hpp"
 #include "comm/collectives.hpp"
 #include "comm/grid.hpp"
+#include "comm/peer_transports.hpp"
 #include "compute/memory_ledger.hpp"
 #include "compute/model/parameter_layout.hpp"
 #include "compute/model/stage_split.hpp"
@@ -134,14 +135,17 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
   if (on_device) {
     if (Status s = use_rank_device(local_rank); !s) return {-1, 2, "rank " + std::to_string(rank) + ": " + s.error().message};
   }
+  std::vector<int> peers;
   for (const auto& node : start.nodes) {
     for (int slot = 0; slot < node.slots; ++slot) {
       const int peer = node.first_rank + slot;
       if (peer == rank) continue;
       if (Status s = engine.connect(peer, node.comm_addresses.at(static_cast<std::size_t>(slot)).bytes); !s)
         return {-1, 1, "cannot connect to rank " + std::to_string(peer) + ": " + s.error().message};
+      peers.push_back(peer);
     }
   }
+  monitor::logger("comm")->info("{}", comm::describe_peer_transports(engine, peers));
   const int stages = job.config.pipeline.stages;
   if (start.world_size % stages != 0)
     return {-1, 2, "pipeline.stages " + std::to_string(stages) + " does not divide the " +
