@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "actors/actor_system_setup.hpp"
+#include "actors/local_messages.hpp"
 #include "actors/monitor/frame_guard.hpp"
 #include "actors/supervision/job_supervisor.hpp"
 #include "actors/worker/job_data.hpp"
@@ -123,6 +124,7 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, cons
   };
 
   actors::TroupeConfig cfg;
+  actors::beat_connections(cfg, config.fault, false);
   caf::actor_system system{cfg};
   std::promise<actors::job_outcome_msg> outcome_promise;
   auto outcome = outcome_promise.get_future();
@@ -138,13 +140,19 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, cons
   // Nodes reach the supervisor through a frame guard (actors/monitor/frame_guard.hpp): CAF alone would
   // believe any payload length a peer announces. The guard's listener reuses the address.
   auto internal = system.middleman().publish(supervisor, 0, "127.0.0.1");
-  auto guard = internal ? actors::FrameGuard::start({args.bind, static_cast<std::uint16_t>(args.port), *internal,
-                                                     1u << 20, 4096,
-                                                     [](const std::string& line) {
-                                                       monitor::logger("job")->warn("job port: {}", line);
-                                                     },
-                                                     // the node processes of one host may join at once
-                                                     64, 32})
+  actors::FrameGuardOptions guard_options{args.bind, static_cast<std::uint16_t>(args.port), internal ? *internal : 0,
+                                          1u << 20, 4096,
+                                          [](const std::string& line) {
+                                            monitor::logger("job")->warn("job port: {}", line);
+                                          },
+                                          // the node processes of one host may join at once
+                                          64, 32};
+  // A node's host that stops answering is named before its silence reaches fault.heartbeat_timeout.
+  guard_options.unreachable_after = milliseconds(config.fault.heartbeat_timeout / 2);
+  guard_options.unreachable = [supervisor](const std::string& address, double seconds) {
+    caf::anon_send(supervisor, actors::unreachable_atom_v, address, seconds);
+  };
+  auto guard = internal ? actors::FrameGuard::start(std::move(guard_options))
                         : Expected<std::unique_ptr<actors::FrameGuard>>(Error{to_string(internal.error())});
   if (!guard) {
     caf::anon_send_exit(supervisor, caf::exit_reason::user_shutdown);

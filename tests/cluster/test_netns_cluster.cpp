@@ -224,3 +224,87 @@ TEST_CASE("simulated hosts share nothing but the wire, and the script refuses wh
   CHECK(bad_rate.exit_code == 2);
   CHECK(bad_rate.err == "netns-cluster: --rate takes a tc rate such as 100mbit or 1gbit, not 'fast'\n");
 }
+
+namespace {
+
+// The processes left in host `host`'s network namespace.
+std::string processes_on(const std::string& host) {
+  const ProcessResult listed =
+      run_process({"/bin/sh", "-c", "ip netns pids troupe-" + host}, "/", std::chrono::seconds(10));
+  REQUIRE(listed.exit_code == 0);
+  return listed.out;
+}
+
+}  // namespace
+
+TEST_CASE("host B's link cut mid-step: named unreachable within fault.heartbeat_timeout, the job goes on without "
+          "it, and no process is left",
+          "[cluster]") {
+  Cluster cluster(2);
+  TempDir dir;
+  auto argv = with(with(Cluster::launch(dir, "h0 slots=1\nh1 slots=1\n"), tiny_steps(30)),
+                   {"--checkpoint.dir", (dir.path() / "checkpoints").string(), "--checkpoint.every", "5",
+                    "--fault.heartbeat_timeout", "4", "--fault.elastic", "true"});
+  argv.insert(argv.begin(), TROUPE_BINARY_DIR "/troupe");
+  auto run = troupe::apps::WatchedRun::start(argv, {}, dir.file("partition.log"));
+  REQUIRE(run.ok());
+  auto& watched = **run;
+  const bool reached = watched.wait_for_line(std::regex("step +7/"), std::chrono::seconds(60)).has_value();
+  INFO(all_lines(watched));
+  REQUIRE(reached);
+  const int node_b = joined_pid(all_lines(watched), 1);
+  REQUIRE(cluster_command({"link", "h1", "down"}).exit_code == 0);
+  const auto cut_at = troupe::apps::WatchedRun::Clock::now();
+  const auto named = watched.wait_for_line(std::regex("failure 1 \\(unreachable\\) of node 1 \\(h1\\)"),
+                                           std::chrono::seconds(20));
+  const auto exit_code = watched.wait_exit(std::chrono::seconds(120));
+  if (!exit_code) watched.kill_all();
+  cluster_command({"link", "h1", "up"});
+  const std::string output = all_lines(watched);
+  INFO(output);
+  REQUIRE(named);
+  const double detected = std::chrono::duration<double>(named->at - cut_at).count();
+  CHECK(detected < 4.0);
+  CHECK_THAT(output, Contains("node 1 (h1, pid " + std::to_string(node_b) + ") unreachable: its host 10.213.7.3 "
+                              "answered no TCP acknowledgement or keepalive for 2.0 s"));
+  CHECK_THAT(output, !Contains("sent no heartbeat") && !Contains("lost node 1"));
+  REQUIRE(exit_code == 0);  // never a hang: the job ended, and it ended well
+  CHECK_THAT(output, Contains("restarting every node without node 1 (h1)") && Contains("job finished: all 1 nodes done"));
+  CHECK_THAT(output, Contains("failure.unreachable=1") && Contains("recovery.shrink=1"));
+  CHECK(processes_on("h0").empty());
+  CHECK(processes_on("h1").empty());
+  std::printf("h1's link cut after step 7: named unreachable after %.2f s (fault.heartbeat_timeout 4 s); the job "
+              "shrank to h0 and finished\n",
+              detected);
+}
+
+TEST_CASE("a node cut off from its job stops by itself within fault.heartbeat_timeout", "[cluster]") {
+  Cluster cluster(2);
+  TempDir dir;
+  auto argv = with(with(Cluster::launch(dir, "h0 slots=1\nh1 slots=1\n"), tiny_steps(500)),
+                   {"--fault.heartbeat_timeout", "4"});
+  argv.insert(argv.begin(), TROUPE_BINARY_DIR "/troupe");
+  auto run = troupe::apps::WatchedRun::start(argv, {}, dir.file("cut-off.log"));
+  REQUIRE(run.ok());
+  auto& watched = **run;
+  const bool reached = watched.wait_for_line(std::regex("step +3/"), std::chrono::seconds(60)).has_value();
+  INFO(all_lines(watched));
+  REQUIRE(reached);
+  REQUIRE(!processes_on("h1").empty());
+  // The job process is held still so that it cannot stop the node itself, as a launcher across a
+  // cut link could not (ssh carries no signal there).
+  REQUIRE(::kill(watched.pid(), SIGSTOP) == 0);
+  REQUIRE(cluster_command({"link", "h1", "down"}).exit_code == 0);
+  const auto cut_at = std::chrono::steady_clock::now();
+  while (!processes_on("h1").empty() && std::chrono::steady_clock::now() - cut_at < std::chrono::seconds(15))
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const double stopped_after = std::chrono::duration<double>(std::chrono::steady_clock::now() - cut_at).count();
+  ::kill(watched.pid(), SIGCONT);
+  watched.kill_all();
+  watched.wait_exit(std::chrono::seconds(20));
+  cluster_command({"link", "h1", "up"});
+  CHECK(processes_on("h1").empty());
+  CHECK(stopped_after < 4.0 + 2.0);
+  std::printf("h1 cut off from a silent job: its node process exited after %.2f s (fault.heartbeat_timeout 4 s)\n",
+              stopped_after);
+}
