@@ -3,7 +3,7 @@
 #
 #   netns-cluster.sh up N [--rate RATE] [--delay MS] [--loss PCT]
 #   netns-cluster.sh down
-#   netns-cluster.sh exec HOST COMMAND...     (as ssh would: the words joined, run by sh -c)
+#   netns-cluster.sh exec HOST COMMAND...     (as ssh would: the words joined, run by bash -c)
 #   netns-cluster.sh link HOST up|down        (a partition: the host's cable pulled, or back)
 #   netns-cluster.sh hosts                    (one "HOST ADDRESS" line per host)
 #
@@ -199,7 +199,7 @@ run_on() {
   host_exists "$host"
   [[ $# -gt 0 ]] || die "exec $host: no command"
   exec nsenter --net="/run/netns/$(host_ns "$host")" --uts="$state/$host/uts" --ipc="$state/$host/ipc" \
-    --mount="$state/$host/mnt" -- sh -c "$*"
+    --mount="$state/$host/mnt" -- bash -c "$*"
 }
 
 link() {

@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <optional>
 #include <cstdio>
 #include <future>
 #include <memory>
@@ -36,6 +38,7 @@
 #include "apps/launch/local_host.hpp"
 #include "apps/launch/node_launcher.hpp"
 #include "apps/launch/rank_plan.hpp"
+#include "apps/launch/slurm_allocation.hpp"
 #include "actors/monitor/process_metrics.hpp"
 #include "actors/supervision/failure_kind.hpp"
 #include "actors/supervision/recovery_counts.hpp"
@@ -231,7 +234,20 @@ void log_lines(const std::vector<actors::PolicyLine>& lines) {
 
 int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
   monitor::set_identity(-1, "job");
-  auto hosts = job_hosts(args);
+  // Without a host file, inside a Slurm allocation: its nodes, their tasks as slots, srun to start them.
+  std::optional<launch::SlurmAllocation> slurm;
+  if (args.workers == 0 && args.host_file.empty()) {
+    auto allocation = launch::slurm_allocation([](std::string_view name) -> std::optional<std::string> {
+      const char* value = std::getenv(std::string(name).c_str());
+      return value ? std::optional<std::string>(value) : std::nullopt;
+    });
+    if (!allocation)
+      return error_exit(ExitCode::bad_input,
+                        "troupe launch needs --hostfile FILE, or to run inside a Slurm allocation (SLURM_JOB_NODELIST)");
+    if (!*allocation) return error_exit(ExitCode::bad_input, allocation->error().message);
+    slurm = std::move(**allocation);
+  }
+  auto hosts = slurm ? Expected<std::vector<launch::HostEntry>>(slurm->hosts) : job_hosts(args);
   if (!hosts) return error_exit(ExitCode::bad_input, hosts.error().message);
   launch::RankPlan plan = launch::plan_ranks(*hosts, launch::this_host_name());
   if (Status fits = job_fits_this_machine(args, job, plan); !fits)
@@ -244,6 +260,15 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
     auto parsed = launch::LaunchTemplate::parse(args.launcher);
     if (!parsed) return error_exit(ExitCode::bad_input, parsed.error().message);
     launcher_options.remote = *parsed;
+  } else if (slurm) {
+    launcher_options.remote = launch::srun_template();
+  }
+  if (slurm) {
+    std::string listed;
+    for (const launch::HostEntry& host : *hosts)
+      listed += (listed.empty() ? "" : ", ") + host.host + " slots=" + std::to_string(host.slots);
+    monitor::logger("job")->info("hosts from the Slurm allocation ({}): {}; launcher `{}`", slurm->source, listed,
+                                 launcher_options.remote.text());
   }
   auto token = new_job_token();
   if (!token) return error_exit(ExitCode::failure, token.error().message);

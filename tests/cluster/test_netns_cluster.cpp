@@ -19,6 +19,7 @@
 #include "checkpoint/store.hpp"
 #include "cluster/cluster_support.hpp"
 #include "support/metrics_scrape.hpp"
+#include "support/scoped_env.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace troupe::test;
@@ -307,4 +308,31 @@ TEST_CASE("a node cut off from its job stops by itself within fault.heartbeat_ti
   CHECK(stopped_after < 4.0 + 2.0);
   std::printf("h1 cut off from a silent job: its node process exited after %.2f s (fault.heartbeat_timeout 4 s)\n",
               stopped_after);
+}
+
+TEST_CASE("inside a Slurm allocation troupe launch takes its nodes and starts them through srun", "[cluster]") {
+  Cluster cluster(2);
+  TempDir dir;
+  // A stand-in srun on PATH: `srun --nodes=1 --ntasks=1 -w HOST ARGV...` runs ARGV on HOST as it is
+  // (srun runs an argv; the cluster's exec, like ssh, a shell line: hence the quoting).
+  const std::string srun = dir.write(
+      "bin/srun",
+      "#!/bin/bash\n"
+      "[ \"$1 $2 $3\" = '--nodes=1 --ntasks=1 -w' ] || { echo \"srun stand-in: unexpected $*\" >&2; exit 2; }\n"
+      "host=$4; shift 4\n"
+      "exec " + cluster_script + " exec \"$host\" \"$(printf '%q ' \"$@\")\"\n");
+  fs::permissions(srun, fs::perms::owner_all);
+  const std::string path = (dir.path() / "bin").string() + ":" + std::getenv("PATH");
+  ScopedEnv on_path("PATH", path.c_str());
+  ScopedEnv nodes("SLURM_JOB_NODELIST", "h[0-1]");
+  ScopedEnv tasks("SLURM_TASKS_PER_NODE", "2(x2)");
+  ScopedEnv no_ntasks("SLURM_NTASKS_PER_NODE", nullptr);
+  const auto job = run_troupe(dir, with({"launch", "--bind", cluster_bridge}, tiny_steps(2)), std::chrono::seconds(120));
+  INFO(job.out << job.err);
+  REQUIRE(job.exit_code == 0);
+  CHECK_THAT(job.out + job.err,
+             Contains("hosts from the Slurm allocation (SLURM_JOB_NODELIST=h[0-1], SLURM_TASKS_PER_NODE=2(x2)): h0 "
+                      "slots=2, h1 slots=2; launcher `srun --nodes=1 --ntasks=1 -w {host} sh -c {command}`"));
+  CHECK_THAT(job.out, Contains("[node 1 h1]") && Contains("rank 2 reaches ranks 0, 1 through TCP (tcp/eth0)"));
+  CHECK_THAT(job.out, Contains("job finished: all 2 nodes done"));
 }
