@@ -286,6 +286,11 @@ int main(int argc, char** argv) {
   allreduce_command->add_option("--iterations", allreduce_options.iterations, "timed iterations")
       ->check(CLI::Range(1, 10000))
       ->capture_default_str();
+  allreduce_command
+      ->add_option("--hosts", allreduce_options.hosts,
+                   "spread the ranks over this many hosts simulated by scripts/netns-cluster.sh (root)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   allreduce_command->allow_extras();
 
   BenchDpOptions dp_options;

@@ -336,3 +336,27 @@ TEST_CASE("inside a Slurm allocation troupe launch takes its nodes and starts th
   CHECK_THAT(job.out, Contains("[node 1 h1]") && Contains("rank 2 reaches ranks 0, 1 through TCP (tcp/eth0)"));
   CHECK_THAT(job.out, Contains("job finished: all 2 nodes done"));
 }
+
+TEST_CASE("bench allreduce --hosts 2 runs the ring and ucx_perftest between two simulated hosts", "[cluster]") {
+  TempDir dir;
+  cluster_command({"down"});
+  const ProcessResult missing =
+      run_troupe(dir, {"bench", "allreduce", "--hosts", "2", "--processes", "2", "--mib", "1"}, std::chrono::seconds(30));
+  Cluster cluster(2);
+  const ProcessResult ran = run_troupe(
+      dir, {"bench", "allreduce", "--hosts", "2", "--processes", "2", "--mib", "4", "--iterations", "5"},
+      std::chrono::seconds(120));
+  INFO(ran.out << ran.err);
+  REQUIRE(ran.exit_code == 0);
+  CHECK_THAT(ran.out, Contains("from a process on host 0 to one on host 1") && Contains("ucx_perftest"));
+  std::smatch row;
+  REQUIRE(std::regex_search(ran.out, row, std::regex("\\n +2 +4 MiB +([0-9.]+) +([0-9.]+)")));
+  std::printf("%s", ran.out.c_str());
+  CHECK(std::stod(row[2].str()) > 0.01);
+  const ProcessResult too_few = run_troupe(dir, {"bench", "allreduce", "--hosts", "2", "--processes", "1"});
+  CHECK(too_few.exit_code == 2);
+  INFO(missing.err);
+  CHECK(missing.exit_code == 2);
+  CHECK_THAT(missing.err, Contains("--hosts 2: no simulated host h0 (/run/netns/troupe-h0: No such file or directory); "
+                                   "start them with scripts/netns-cluster.sh up 2"));
+}
