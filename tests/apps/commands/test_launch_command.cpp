@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "apps/run_troupe.hpp"
+#include "support/scoped_env.hpp"
 #include "compute/data/token_file.hpp"
 
 using namespace troupe::test;
@@ -90,4 +91,18 @@ TEST_CASE("a device or a pipe given as data is refused with one line, with and w
       check_rejected_in(dir, args, expected);
     }
   }
+}
+
+TEST_CASE("launch without a host file outside a Slurm allocation, or with a broken allocation, is refused with one "
+          "line",
+          "[cli]") {
+  TempDir dir;
+  troupe::test::ScopedEnv outside("SLURM_JOB_NODELIST", nullptr);
+  check_rejected_in(dir, {"launch", "--model.preset", "tiny"},
+                    "troupe launch needs --hostfile FILE, or to run inside a Slurm allocation (SLURM_JOB_NODELIST)");
+  troupe::test::ScopedEnv inside("SLURM_JOB_NODELIST", "n[1-2]");
+  troupe::test::ScopedEnv tasks("SLURM_TASKS_PER_NODE", "2(x3)");
+  troupe::test::ScopedEnv per_node("SLURM_NTASKS_PER_NODE", nullptr);
+  check_rejected_in(dir, {"launch", "--model.preset", "tiny"},
+                    "SLURM_TASKS_PER_NODE '2(x3)' does not give one count per node of the 2 in the node list");
 }
