@@ -143,9 +143,11 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
       if (Status s = engine.connect(peer, node.comm_addresses.at(static_cast<std::size_t>(slot)).bytes); !s)
         return {-1, 1, "cannot connect to rank " + std::to_string(peer) + ": " + s.error().message};
       peers.push_back(peer);
+      // Once every peer is connected, one line says how each one's data travels.
+      if (static_cast<int>(peers.size()) == start.world_size - 1)
+        monitor::logger("comm")->info("{}", comm::describe_peer_transports(engine, peers));
     }
   }
-  monitor::logger("comm")->info("{}", comm::describe_peer_transports(engine, peers));
   const int stages = job.config.pipeline.stages;
   if (start.world_size % stages != 0)
     return {-1, 2, "pipeline.stages " + std::to_string(stages) + " does not divide the " +
