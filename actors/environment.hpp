@@ -71,12 +71,14 @@ inline constexpr Variable master_addr{
     .name = "MASTER_ADDR",
     .set_by = "troupe launch",
     .unset = "—",
-    .meaning = "address the job process listens on, for the user's scripts (Troupe reads TROUPE_JOIN)"};
+    .meaning = "address the job process listens on, for the user's scripts; a node reads it (with MASTER_PORT) only "
+               "when TROUPE_JOIN and --join are unset"};
 inline constexpr Variable master_port{
     .name = "MASTER_PORT",
     .set_by = "troupe launch",
     .unset = "—",
-    .meaning = "port the job process listens on, for the user's scripts (Troupe reads TROUPE_JOIN)"};
+    .meaning = "port the job process listens on, for the user's scripts; read as MASTER_ADDR's port when "
+               "TROUPE_JOIN is unset"};
 inline constexpr Variable node_index{.name = "TROUPE_NODE_INDEX",
                                      .set_by = "troupe launch",
                                      .unset = "-1 (none; --node-index sets it)",

@@ -36,6 +36,7 @@ struct join_msg {
   int node_index = -1;        // the host-file line this process was started for
   std::string host;
   int pid = 0;
+  std::string address;  // the IPv4 address this node's connection to the job leaves from; empty if unknown
   std::vector<byte_blob> comm_addresses;  // data-plane address of each of the node's workers, by slot
   std::vector<device_group_id> device_group_ids;  // groups its workers lead (CUDA backends only)
   caf::actor node;            // the node supervisor, for start and stop
@@ -188,7 +189,7 @@ typename Inspector::result_type inspect(Inspector& f, device_group_id& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, join_msg& x) {
   return f(caf::meta::type_name("join_msg"), x.token, x.build_id, x.config_hash, x.node_index, x.host, x.pid,
-           x.comm_addresses, x.device_group_ids, x.node);
+           x.address, x.comm_addresses, x.device_group_ids, x.node);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, join_result_msg& x) {

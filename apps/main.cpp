@@ -13,7 +13,7 @@
 //   troupe plan [--model.preset small] [--model.n_layer N ...] [--nodes 1 --devices-per-node CORES | --hostfile FILE]
 //               [--device-memory SIZE] [--peak-flops F] [--mfu 0.5] [--intra-bw B] [--inter-bw B]
 //               [--global-batch 8] [--seq T] [--precision fp32|mixed|mixed-fp32-grads] [--top 10]
-//   troupe launch --hostfile FILE [--memory-limit SIZE] [--config FILE] [--section.name VALUE ...]
+//   troupe launch [--hostfile FILE] [--memory-limit SIZE] [--config FILE] [--section.name VALUE ...]
 //   troupe node   (started by launch)
 //   troupe drill SCENARIO [--at-step 3] [--target 1] [--workers 2] [--dir DIR] [--keep] [--config FILE] [--section.name VALUE ...]
 //   troupe export --checkpoint DIR [--format safetensors] [--out model.safetensors]
@@ -216,9 +216,9 @@ int main(int argc, char** argv) {
   TrainArgs launch_config;
   LaunchArgs launch_args;
   CLI::App* launch_command = app.add_subcommand("launch", "Start a data-parallel job: one node process per host-file line.");
-  launch_command->add_option("--hostfile", launch_args.host_file, "DeepSpeed host file: 'host slots=N' per line")
-      ->type_name("FILE")
-      ->required();
+  launch_command->add_option("--hostfile", launch_args.host_file,
+                             "DeepSpeed host file: 'host slots=N' per line (default inside a Slurm allocation: its nodes)")
+      ->type_name("FILE");
   launch_command->add_option("--bind", launch_args.bind, "address the job supervisor listens on")->capture_default_str();
   launch_command->add_option("--port", launch_args.port, "port of the job supervisor; 0 = any free")
       ->check(CLI::Range(0, 65535))
@@ -285,6 +285,11 @@ int main(int argc, char** argv) {
       ->default_str("1,16,64");
   allreduce_command->add_option("--iterations", allreduce_options.iterations, "timed iterations")
       ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
+  allreduce_command
+      ->add_option("--hosts", allreduce_options.hosts,
+                   "spread the ranks over this many hosts simulated by scripts/netns-cluster.sh (root)")
+      ->check(CLI::Range(1, 64))
       ->capture_default_str();
   allreduce_command->allow_extras();
 

@@ -37,10 +37,14 @@ struct LocalRankResult {
 };
 
 using LocalRankBody = std::function<Expected<std::vector<std::uint8_t>>(Engine& engine)>;
+// Runs in rank r's process right after the fork, before its engine: where a bench puts the rank
+// (another host's namespaces, comm/bench/allreduce_bench.hpp). Its error is the rank's.
+using RankPlacement = std::function<Status(int rank)>;
 
 // Runs `body` on ranks 0..world_size-1, each in its own process with its own engine connected
 // to all the others. An Error only when the ranks could not be started at all.
 Expected<std::vector<LocalRankResult>> run_local_ranks(int world_size, const LocalRankBody& body,
-                                                       std::chrono::milliseconds timeout);
+                                                       std::chrono::milliseconds timeout,
+                                                       const RankPlacement& place = {});
 
 }  // namespace troupe::comm

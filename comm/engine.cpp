@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <ucp/api/ucp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -60,6 +61,39 @@ bool shared_memory_enabled() {
 
 std::string rank_name(int rank) { return "rank " + std::to_string(rank); }
 
+// The transports of an endpoint's lanes that carry messages, as "tl/device" ("tcp/eth0",
+// "sysv/memory"), from UCX's own description of the endpoint: UCX 1.13 has no query for them.
+// Its lane lines read "#  lane[0]:  4:sysv/memory.0 md[2]  -> md[2]/sysv/sysdev[255] am am_bw#0";
+// the lanes marked "am" carry tag messages (rendezvous included, over TCP and shared memory).
+std::string endpoint_transports(ucp_ep_h ep) {
+  char* text = nullptr;
+  std::size_t size = 0;
+  FILE* stream = open_memstream(&text, &size);
+  if (stream == nullptr) return "unknown";
+  ucp_ep_print_info(ep, stream);
+  std::fclose(stream);
+  const std::string described(text, size);
+  std::free(text);
+  std::vector<std::string> found;
+  for (std::size_t start = 0, end = 0; start < described.size(); start = end + 1) {
+    end = std::min(described.find('\n', start), described.size());
+    const std::string_view line(described.data() + start, end - start);
+    const std::size_t lane = line.find("lane["), marks = line.find("->");
+    if (lane == std::string_view::npos || marks == std::string_view::npos) continue;
+    if (line.find(" am ", marks) == std::string_view::npos && !line.ends_with(" am")) continue;
+    const std::size_t number = line.find(':', lane), name = line.find(':', number + 1);
+    if (number == std::string_view::npos || name == std::string_view::npos) continue;
+    std::string_view tl = line.substr(name + 1);
+    tl = tl.substr(0, tl.find(' '));
+    tl = tl.substr(0, tl.rfind('.'));  // "tcp/eth0.0": the ".0" counts UCX's paths to the device
+    if (std::find(found.begin(), found.end(), tl) == found.end()) found.emplace_back(tl);
+  }
+  if (found.empty()) return "unknown";
+  std::string joined;
+  for (const std::string& tl : found) joined += (joined.empty() ? "" : ",") + tl;
+  return joined;
+}
+
 }  // namespace
 
 std::string describe(const PendingReceive& wait, std::chrono::steady_clock::time_point now) {
@@ -78,6 +112,7 @@ struct Engine::State {
     ucp_ep_h ep = nullptr;
     ucp_rkey_h region_key = nullptr;        // while the peer's region is mapped here
     std::span<const std::byte> region;     // the peer's lent region, mapped into this process
+    std::string transports;                // UCX's transports to the peer, once connected
     bool failed = false;
     Error failure;
   };
@@ -295,6 +330,7 @@ struct Engine::State {
     param.cb.send = on_flush_done;
     auto* pending = new FlushDone([this, peer_rank, address, done = std::move(done)](ucs_status_t status) {
       if (status == UCS_OK) {
+        peers[peer_rank]->transports = endpoint_transports(peers[peer_rank]->ep);
         map_region(*peers[peer_rank], address);
         return done(Status{});
       }
@@ -615,6 +651,11 @@ Status Engine::connect(int peer, std::span<const std::uint8_t> address) {
 std::span<const std::byte> Engine::peer_region(int peer) const {
   TROUPE_CHECK(peer >= 0 && peer < world_size_, "peer_region() of a rank outside the world");
   return state_->peers[peer]->region;
+}
+
+std::string Engine::transports(int peer) const {
+  TROUPE_CHECK(peer >= 0 && peer < world_size_, "transports() of a rank outside the world");
+  return state_->peers[peer]->transports;
 }
 
 std::size_t Engine::mapped_block_bytes() const {

@@ -74,6 +74,10 @@ class Engine {
   // `peer`'s lent region as mapped into this process; empty when it cannot be mapped (another
   // host, shared memory off, or the peer lends none). Any thread, after connect() returned.
   std::span<const std::byte> peer_region(int peer) const;
+  // The UCX transports that carry messages to `peer`, "tl/device" joined by commas: "sysv/memory"
+  // or "posix/memory" (shared memory, one host), "tcp/eth0" (TCP), "self/memory" (this rank);
+  // empty before connect(). Any thread, after connect() returned.
+  std::string transports(int peer) const;
 
   // Sends `bytes` at `data` to `peer` / receives exactly `bytes` into `data` from `peer`, under
   // the tag made of `key` and the sending rank. Any thread. The buffer must stay valid until

@@ -7,6 +7,10 @@
 
 #include <boost/asio.hpp>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include "monitor/accept_loop.hpp"
 
 namespace troupe::actors {
@@ -74,6 +78,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void start() {
     auto self = shared_from_this();
+    watch_reachability();
     handshake_deadline_.expires_after(options_.handshake_timeout);
     handshake_deadline_.async_wait([self](boost::system::error_code ec) {
       if (!ec && self->first_)
@@ -97,16 +102,37 @@ class Session : public std::enable_shared_from_this<Session> {
     ended_(this);
   }
 
+  // A read or write of the peer's side failed: a timeout there means its host answered nothing
+  // for unreachable_after (the kernel's keepalive or user timeout gave up).
+  void lost(const boost::system::error_code& ec) {
+    if (ec == asio::error::timed_out && !closed_ && options_.unreachable)
+      options_.unreachable(source_, std::chrono::duration<double>(options_.unreachable_after).count());
+    close();
+  }
+
   void refuse(const std::string& why) {
     if (options_.refused) options_.refused("refused " + peer_ + ": " + why + "; connection closed");
     close();
   }
 
  private:
+  void watch_reachability() {
+    const auto after = options_.unreachable_after;
+    if (after.count() <= 0) return;
+    const int fd = client_.native_handle(), on = 1, idle = 1, interval = 1;
+    const int probes = std::max<int>(1, static_cast<int>(after.count() / 1000) - idle);
+    const unsigned user_timeout = static_cast<unsigned>(after.count());
+    ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
+    ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
+  }
+
   void read_header() {
     auto self = shared_from_this();
     asio::async_read(client_, asio::buffer(header_), [self](boost::system::error_code ec, std::size_t) {
-      if (ec) return self->close();
+      if (ec) return self->lost(ec);
       const std::uint8_t operation = self->header_[0];
       const std::uint32_t length = std::uint32_t{self->header_[4]} << 24 | std::uint32_t{self->header_[5]} << 16 |
                                    std::uint32_t{self->header_[6]} << 8 | std::uint32_t{self->header_[7]};
@@ -131,7 +157,7 @@ class Session : public std::enable_shared_from_this<Session> {
     auto self = shared_from_this();
     client_.async_read_some(asio::buffer(up_.data(), std::min<std::size_t>(remaining_, chunk)),
                             [self](boost::system::error_code ec, std::size_t n) {
-                              if (ec) return self->close();
+                              if (ec) return self->lost(ec);
                               self->remaining_ -= n;
                               asio::async_write(self->upstream_, asio::buffer(self->up_.data(), n),
                                                 [self](boost::system::error_code ec, std::size_t) {
@@ -147,7 +173,7 @@ class Session : public std::enable_shared_from_this<Session> {
       if (ec) return self->close();
       asio::async_write(self->client_, asio::buffer(self->down_.data(), n),
                         [self](boost::system::error_code ec, std::size_t) {
-                          if (ec) return self->close();
+                          if (ec) return self->lost(ec);
                           self->pump_down();
                         });
     });

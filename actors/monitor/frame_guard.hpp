@@ -18,6 +18,13 @@
 // is reached all the same, the guard closes its oldest waiting connection and pauses accepting
 // (monitor/accept_loop.hpp) instead of spinning, and answers again once descriptors are free.
 //
+// A peer whose host stops answering is told apart from one whose process stopped: with
+// `unreachable_after` set, every connection has TCP keepalive (probes each second once idle) and a
+// TCP user timeout of that span, so the kernel gives up on a connection whose peer acknowledges
+// nothing for that long (a cut link, a host gone) while a stopped or hung process, whose kernel
+// still answers, keeps its connection. Such a connection is reported to `unreachable` with the
+// peer's address before it is closed, so the job can name the node as unreachable.
+//
 // Its own thread runs a Boost.Asio loop; the destructor stops it and closes every connection. The
 // guard may outlive the CAF listener behind it: a connection made meanwhile is closed at once.
 
@@ -42,6 +49,8 @@ struct FrameGuardOptions {
   std::size_t max_waiting = 32;
   std::size_t max_waiting_per_source = 8;
   std::chrono::milliseconds handshake_timeout{5000};
+  std::chrono::milliseconds unreachable_after{0};  // 0: the kernel's defaults (minutes)
+  std::function<void(const std::string& address, double seconds)> unreachable;
 };
 
 class FrameGuard {

@@ -4,8 +4,9 @@ namespace troupe::actors {
 namespace {
 
 constexpr FailureKind kinds[] = {FailureKind::node_lost,    FailureKind::worker_exception, FailureKind::hang,
-                                 FailureKind::stall,        FailureKind::join_timeout,     FailureKind::rejected,
-                                 FailureKind::start_failed, FailureKind::node_exit,        FailureKind::drained};
+                                 FailureKind::unreachable,  FailureKind::stall,            FailureKind::join_timeout,
+                                 FailureKind::rejected,     FailureKind::start_failed,     FailureKind::node_exit,
+                                 FailureKind::drained};
 
 }  // namespace
 
@@ -14,6 +15,7 @@ std::string_view to_string(FailureKind kind) {
     case FailureKind::node_lost: return "node_lost";
     case FailureKind::worker_exception: return "worker_exception";
     case FailureKind::hang: return "hang";
+    case FailureKind::unreachable: return "unreachable";
     case FailureKind::stall: return "stall";
     case FailureKind::join_timeout: return "join_timeout";
     case FailureKind::rejected: return "rejected";

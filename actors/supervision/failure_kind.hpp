@@ -7,8 +7,10 @@
 //
 //   node_lost         a node supervisor went away (its process died or its connection broke)
 //   worker_exception  a node reported that one of its workers failed
-//   hang              a node sent no heartbeat for fault.heartbeat_timeout (unreachable, stopped
-//                     or wedged: silence does not say which)
+//   hang              a node sent no heartbeat for fault.heartbeat_timeout (stopped or wedged, or
+//                     unreachable where the network did not say so first)
+//   unreachable       a node's host stopped answering the job's connection at the TCP level (no
+//                     acknowledgement or keepalive answer): a cut link or a host gone
 //   stall             no worker finished a step for fault.step_timeout (names no node)
 //   join_timeout      nodes did not join within the join deadline
 //   rejected          one of the job's own nodes (its token) runs another build or config
@@ -27,6 +29,7 @@ enum class FailureKind {
   node_lost,
   worker_exception,
   hang,
+  unreachable,
   stall,
   join_timeout,
   rejected,

@@ -272,7 +272,8 @@ bool training_completed(const job_supervisor_state& st, const std::vector<int>& 
 // Returns whether it ended.
 bool end_if_completed(job_actor* self, FailureKind kind, const std::string& reason, const std::vector<int>& gone) {
   auto& st = self->state;
-  if ((kind != FailureKind::node_lost && kind != FailureKind::hang) || !training_completed(st, gone)) return false;
+  const bool gone_kind = kind == FailureKind::node_lost || kind == FailureKind::hang || kind == FailureKind::unreachable;
+  if (!gone_kind || !training_completed(st, gone)) return false;
   end_job(self, 0, "every rank finished its last step (" + std::to_string(st.plan.last_step) + "); " + reason +
                        ", after training completed");
   return true;
@@ -428,6 +429,33 @@ void on_node_down(job_actor* self, const caf::down_msg& down) {
   fail_job(self, FailureKind::node_lost, std::move(reason), {m->node_index});
 }
 
+// The job's port saw the connection from `address` time out at the TCP level (the frame guard's
+// keepalive, actors/monitor/frame_guard.hpp): every running node that joined from there is
+// unreachable. A connection from anywhere else (a shell) is no node's.
+void on_unreachable(job_actor* self, const std::string& address, double seconds) {
+  auto& st = self->state;
+  std::vector<int> nodes;
+  std::string names, last_known;
+  const auto now = Clock::now();
+  for (const auto& [index, m] : st.joined) {
+    if (m.address != address || st.done.count(index)) continue;
+    nodes.push_back(index);
+    names += (names.empty() ? "" : ", ") + describe(st, m);
+    auto live = st.liveness.find(index);
+    if (live == st.liveness.end()) continue;
+    for (const worker_beat& beat : live->second.workers)
+      last_known += (last_known.empty() ? "" : "; ") + describe_activity(st, index, beat, now);
+  }
+  if (nodes.empty()) return;
+  char waited[32];
+  std::snprintf(waited, sizeof waited, "%.1f s", seconds);
+  fail_job(self, FailureKind::unreachable,
+           names + " unreachable: its host " + address + " answered no TCP acknowledgement or keepalive for " + waited +
+               " (a cut link or a host gone, not a process that exited or hung); last known " +
+               (last_known.empty() ? std::string("nothing") : last_known),
+           nodes);
+}
+
 // What every phase answers alike: joins (refused once the job has started), heartbeats, the
 // monitor's view and pause, the shell's drain; and, dropped, what an earlier phase left behind
 // (timers it armed, answers that come late).
@@ -480,6 +508,7 @@ caf::message_handler every_phase(job_actor* self) {
         end_job(self, failure_outcome(1, FailureKind::drained, reason, {node}, {node}));
       },
       [=](settle_atom) {},
+      [=](unreachable_atom, const std::string&, double) {},
       [=](watchdog_atom) {},
       [=](timeout_atom) {},
       [=](rescue_atom) {},
@@ -567,6 +596,7 @@ caf::behavior running(job_actor* self) {
   const caf::message_handler phase{
       [=](done_atom, const node_done_msg& d) { on_node_done(self, d); },
       [=](settle_atom) { on_settled(self); },
+      [=](unreachable_atom, const std::string& address, double seconds) { on_unreachable(self, address, seconds); },
       [=](watchdog_atom) {
         auto& st = self->state;
         int silent_node = -1;

@@ -2,6 +2,9 @@
 
 #include "actors/worker/node_process.hpp"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +27,29 @@ namespace troupe::actors {
 namespace {
 
 NodeOutcome setup_failed(std::string reason, int exit_code) { return {exit_code, std::move(reason), true}; }
+
+// The IPv4 address this host sends from towards `job_host`: what the job sees as the source of
+// this node's connection, so it can tell which node sat behind a connection that timed out. A UDP
+// socket's connect() only asks the routing table; nothing is sent. Empty when it cannot be had.
+std::string outward_address(const std::string& job_host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(job_host.c_str(), "9", &hints, &found) != 0 || found == nullptr) return {};
+  std::string address;
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_in local{};
+  socklen_t length = sizeof local;
+  char text[INET_ADDRSTRLEN] = {};
+  if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0 &&
+      ::inet_ntop(AF_INET, &local.sin_addr, text, sizeof text) != nullptr)
+    address = text;
+  if (fd >= 0) ::close(fd);
+  ::freeaddrinfo(found);
+  return address;
+}
 
 }  // namespace
 
@@ -73,6 +99,7 @@ NodeOutcome run_node_process(const NodeProcessOptions& options, const ResolvedJo
 
   NodeControl control(options.first_rank, options.slots);  // outlives the workers, which obey it
   TroupeConfig cfg;
+  beat_connections(cfg, job.config.fault, true);
   caf::actor_system system{cfg};
   auto supervisor = system.middleman().remote_actor(options.join_host, static_cast<std::uint16_t>(options.join_port));
   if (!supervisor) return setup_failed("cannot reach the job at " + options.join_host + ":" + std::to_string(options.join_port) + ": " + to_string(supervisor.error()), 1);
@@ -84,6 +111,7 @@ NodeOutcome run_node_process(const NodeProcessOptions& options, const ResolvedJo
   hello.node_index = options.node_index;
   hello.host = options.host_name;
   hello.pid = static_cast<int>(::getpid());
+  hello.address = outward_address(options.join_host);
   for (const auto& engine : engines) hello.comm_addresses.push_back(byte_blob{engine->address()});
   if (on_device) {
     const int stages = job.config.pipeline.stages;

@@ -14,6 +14,7 @@
 #include "actors/worker/training_run.hpp"
 #include "comm/collectives.hpp"
 #include "comm/grid.hpp"
+#include "comm/peer_transports.hpp"
 #include "compute/memory_ledger.hpp"
 #include "compute/model/parameter_layout.hpp"
 #include "compute/model/stage_split.hpp"
@@ -153,12 +154,17 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
   if (on_device) {
     if (Status s = use_rank_device(local_rank); !s) return {-1, 2, "rank " + std::to_string(rank) + ": " + s.error().message};
   }
+  std::vector<int> peers;
   for (const auto& node : start.nodes) {
     for (int slot = 0; slot < node.slots; ++slot) {
       const int peer = node.first_rank + slot;
       if (peer == rank) continue;
       if (Status s = engine.connect(peer, node.comm_addresses.at(static_cast<std::size_t>(slot)).bytes); !s)
         return {-1, 1, "cannot connect to rank " + std::to_string(peer) + ": " + s.error().message};
+      peers.push_back(peer);
+      // Once every peer is connected, one line says how each one's data travels.
+      if (static_cast<int>(peers.size()) == start.world_size - 1)
+        monitor::logger("comm")->info("{}", comm::describe_peer_transports(engine, peers));
     }
   }
   const int stages = job.config.pipeline.stages, shards = job.config.tensor.shards;

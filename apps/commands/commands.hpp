@@ -64,7 +64,8 @@ struct BenchPipelineOptions {
 };
 int run_bench_pipeline(const BenchPipelineOptions& options);
 // troupe bench allreduce: bus bandwidth beside UCX's point-to-point bandwidth, same run.
-int run_bench_allreduce(const comm::AllReduceBenchOptions& options);
+// With options.hosts > 1, the ranks run on the hosts scripts/netns-cluster.sh simulates.
+int run_bench_allreduce(comm::AllReduceBenchOptions options);
 
 // troupe train: trains job.model on job.config's data and reports loss, validation and a sample.
 // `memory_limit`: --memory-limit in bytes, the memory the one rank may use (apps/config/memory_fit.hpp).

@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <optional>
 #include <cstdio>
 #include <future>
 #include <memory>
@@ -20,6 +22,7 @@
 #include <thread>
 
 #include "actors/actor_system_setup.hpp"
+#include "actors/local_messages.hpp"
 #include "actors/monitor/frame_guard.hpp"
 #include "actors/supervision/job_supervisor.hpp"
 #include "actors/worker/job_data.hpp"
@@ -35,6 +38,7 @@
 #include "apps/launch/local_host.hpp"
 #include "apps/launch/node_launcher.hpp"
 #include "apps/launch/rank_plan.hpp"
+#include "apps/launch/slurm_allocation.hpp"
 #include "actors/monitor/process_metrics.hpp"
 #include "actors/supervision/failure_kind.hpp"
 #include "actors/supervision/recovery_counts.hpp"
@@ -125,6 +129,7 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, cons
   };
 
   actors::TroupeConfig cfg;
+  actors::beat_connections(cfg, config.fault, false);
   caf::actor_system system{cfg};
   std::promise<actors::job_outcome_msg> outcome_promise;
   auto outcome = outcome_promise.get_future();
@@ -140,13 +145,19 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, cons
   // Nodes reach the supervisor through a frame guard (actors/monitor/frame_guard.hpp): CAF alone would
   // believe any payload length a peer announces. The guard's listener reuses the address.
   auto internal = system.middleman().publish(supervisor, 0, "127.0.0.1");
-  auto guard = internal ? actors::FrameGuard::start({args.bind, static_cast<std::uint16_t>(args.port), *internal,
-                                                     1u << 20, 4096,
-                                                     [](const std::string& line) {
-                                                       monitor::logger("job")->warn("job port: {}", line);
-                                                     },
-                                                     // the node processes of one host may join at once
-                                                     64, 32})
+  actors::FrameGuardOptions guard_options{args.bind, static_cast<std::uint16_t>(args.port), internal ? *internal : 0,
+                                          1u << 20, 4096,
+                                          [](const std::string& line) {
+                                            monitor::logger("job")->warn("job port: {}", line);
+                                          },
+                                          // the node processes of one host may join at once
+                                          64, 32};
+  // A node's host that stops answering is named before its silence reaches fault.heartbeat_timeout.
+  guard_options.unreachable_after = milliseconds(config.fault.heartbeat_timeout / 2);
+  guard_options.unreachable = [supervisor](const std::string& address, double seconds) {
+    caf::anon_send(supervisor, actors::unreachable_atom_v, address, seconds);
+  };
+  auto guard = internal ? actors::FrameGuard::start(std::move(guard_options))
                         : Expected<std::unique_ptr<actors::FrameGuard>>(Error{to_string(internal.error())});
   if (!guard) {
     caf::anon_send_exit(supervisor, caf::exit_reason::user_shutdown);
@@ -226,7 +237,20 @@ void log_lines(const std::vector<actors::PolicyLine>& lines) {
 
 int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
   monitor::set_identity(-1, "job");
-  auto hosts = job_hosts(args);
+  // Without a host file, inside a Slurm allocation: its nodes, their tasks as slots, srun to start them.
+  std::optional<launch::SlurmAllocation> slurm;
+  if (args.workers == 0 && args.host_file.empty()) {
+    auto allocation = launch::slurm_allocation([](std::string_view name) -> std::optional<std::string> {
+      const char* value = std::getenv(std::string(name).c_str());
+      return value ? std::optional<std::string>(value) : std::nullopt;
+    });
+    if (!allocation)
+      return error_exit(ExitCode::bad_input,
+                        "troupe launch needs --hostfile FILE, or to run inside a Slurm allocation (SLURM_JOB_NODELIST)");
+    if (!*allocation) return error_exit(ExitCode::bad_input, allocation->error().message);
+    slurm = std::move(**allocation);
+  }
+  auto hosts = slurm ? Expected<std::vector<launch::HostEntry>>(slurm->hosts) : job_hosts(args);
   if (!hosts) return error_exit(ExitCode::bad_input, hosts.error().message);
   launch::RankPlan plan = launch::plan_ranks(*hosts, launch::this_host_name());
   if (Status fits = job_fits_this_machine(args, job, plan); !fits)
@@ -239,6 +263,15 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
     auto parsed = launch::LaunchTemplate::parse(args.launcher);
     if (!parsed) return error_exit(ExitCode::bad_input, parsed.error().message);
     launcher_options.remote = *parsed;
+  } else if (slurm) {
+    launcher_options.remote = launch::srun_template();
+  }
+  if (slurm) {
+    std::string listed;
+    for (const launch::HostEntry& host : *hosts)
+      listed += (listed.empty() ? "" : ", ") + host.host + " slots=" + std::to_string(host.slots);
+    monitor::logger("job")->info("hosts from the Slurm allocation ({}): {}; launcher `{}`", slurm->source, listed,
+                                 launcher_options.remote.text());
   }
   auto token = new_job_token();
   if (!token) return error_exit(ExitCode::failure, token.error().message);

@@ -1,12 +1,15 @@
 // troupe node: one node process of a job (actors/worker/node_process.hpp). The job's address,
 // token and node index come from the flags or from TROUPE_JOIN / TROUPE_TOKEN /
 // TROUPE_NODE_INDEX, the node's ranks from RANK, TROUPE_SLOTS and WORLD_SIZE, all of which
-// troupe launch sets (actors/environment.hpp). An invalid variable stops the node before it
-// starts anything: one line naming it and its value, exit code 2.
+// troupe launch sets (actors/environment.hpp). Started by srun or torchrun instead, without those,
+// it takes the rank and world from SLURM_PROCID and SLURM_NTASKS, its node index from its rank
+// (one worker per process), and the job's address from MASTER_ADDR and MASTER_PORT. An invalid
+// variable stops the node before it starts anything: one line naming it and its value, exit code 2.
 
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 
 #include "actors/environment.hpp"
 #include "actors/worker/node_process.hpp"
@@ -20,6 +23,16 @@ namespace troupe::apps {
 namespace {
 
 namespace env = actors::env;
+
+// Slurm's own variable `name` (an integer >= 0) into `into` when `ours` is unset: the node runs
+// under srun rather than troupe launch.
+Status take_slurm(const char* ours, const char* name, int& into) {
+  if (environment_text(ours) || !environment_text(name)) return Status::success();
+  auto value = environment_integer(name, 0, 0, std::numeric_limits<int>::max());
+  if (!value) return value.error();
+  into = static_cast<int>(*value);
+  return Status::success();
+}
 
 // Moves a read variable's value into `into`; its error when it was invalid.
 template <class T, class U>
@@ -38,6 +51,9 @@ Expected<actors::NodeProcessOptions> node_options(const NodeArgs& args) {
         take(env::read_local_world_size(), options.local_world_size), take(env::read_restarts(), options.recovery)}) {
     if (!read) return read.error();
   }
+  for (Status read : {take_slurm(env::rank.name, "SLURM_PROCID", options.first_rank),
+                      take_slurm(env::world_size.name, "SLURM_NTASKS", options.world_size)})
+    if (!read) return read.error();
   if (std::int64_t{options.first_rank} + options.slots > options.world_size)
     return Error{"TROUPE_SLOTS " + std::to_string(options.slots) + " with RANK " + std::to_string(options.first_rank) +
                  " does not fit WORLD_SIZE " + std::to_string(options.world_size)};
@@ -45,14 +61,21 @@ Expected<actors::NodeProcessOptions> node_options(const NodeArgs& args) {
   if (options.node_index < 0) {
     if (Status read = take(env::read_node_index(), options.node_index); !read) return read.error();
   }
-  const std::optional<std::string> join_variable = args.join.empty() ? env::read_join() : std::nullopt;
+  if (options.node_index < 0 && options.slots == 1) options.node_index = options.first_rank;
+  std::optional<std::string> join_variable = args.join.empty() ? env::read_join() : std::nullopt;
+  const auto master_addr = environment_text(env::master_addr.name), master_port = environment_text(env::master_port.name);
+  std::string_view join_source = env::join.name;
+  if (args.join.empty() && !join_variable && master_addr && master_port) {
+    join_variable = *master_addr + ":" + *master_port;
+    join_source = "MASTER_ADDR:MASTER_PORT";
+  }
   const std::string join = join_variable.value_or(args.join);
   const auto colon = join.rfind(':');
   int port = 0;
   const char* port_end = join.data() + join.size();
   if (colon == std::string::npos || std::from_chars(join.data() + colon + 1, port_end, port).ptr != port_end ||
       port < 1 || port > 65535) {
-    if (join_variable) return environment_error(env::join.name, "HOST:PORT", join);
+    if (join_variable) return environment_error(join_source, "HOST:PORT", join);
     return Error{"--join '" + join + "' is not HOST:PORT"};
   }
   options.join_host = join.substr(0, colon);

@@ -101,6 +101,12 @@ Expected<double> time_stream(Engine& engine, Communicator& world, compute::Tenso
   return std::chrono::duration<double>(clock::now() - start).count();
 }
 
+// Where each of `processes` ranks runs: nowhere else on one host; else host r·hosts/processes.
+RankPlacement placement(int processes, const AllReduceBenchOptions& o) {
+  if (o.hosts <= 1) return {};
+  return [processes, &o](int rank) { return o.enter_host(rank * o.hosts / processes); };
+}
+
 // The ring with chunks through mapped blocks and with every chunk as a message, in the same
 // processes, iteration by iteration (which goes first alternates): the VM's speed drifts by 2x
 // within seconds, and this way the drift falls on both alike. A one-way stream of the same size
@@ -136,7 +142,7 @@ Expected<AllReduceBenchRow> time_allreduce(int processes, std::int64_t bytes, co
     }
     return pack(times);
   };
-  auto results = run_local_ranks(processes, body, o.timeout);
+  auto results = run_local_ranks(processes, body, o.timeout, placement(processes, o));
   if (!results) return results.error();
   const std::string what = std::to_string(processes) + " processes, " + std::to_string(bytes) + " bytes";
   auto slowest = slowest_per_iteration(*results, 3, o.iterations, what);
@@ -171,7 +177,7 @@ Expected<PointToPointRow> time_point_to_point(std::int64_t bytes, const AllReduc
     }
     return pack(times);
   };
-  auto results = run_local_ranks(2, body, o.timeout);
+  auto results = run_local_ranks(2, body, o.timeout, placement(2, o));
   if (!results) return results.error();
   for (const LocalRankResult& r : *results) {
     if (!r.ok) return Error{"bench allreduce: point-to-point: " + r.error};
@@ -180,8 +186,35 @@ Expected<PointToPointRow> time_point_to_point(std::int64_t bytes, const AllReduc
   return PointToPointRow{"troupe engine", bytes, stream_messages(bytes) * static_cast<double>(bytes) / seconds};
 }
 
-// ucx_perftest tag_bw between a server and a client on 127.0.0.1; nothing when it is not
-// installed or fails. Its "MB/s" are MiB/s.
+// Runs argv in a child (on `host` when the bench spans hosts) and returns what it printed.
+std::string captured_output(const std::vector<std::string>& argv, int host, const AllReduceBenchOptions& o) {
+  int out[2];
+  if (pipe(out) != 0) return {};
+  const pid_t child = fork();
+  if (child < 0) return {};
+  if (child == 0) {
+    dup2(out[1], STDOUT_FILENO);
+    dup2(out[1], STDERR_FILENO);
+    close(out[0]);
+    close(out[1]);
+    if (o.hosts > 1 && !o.enter_host(host)) _exit(126);
+    std::vector<char*> args;
+    for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  close(out[1]);
+  std::string output;
+  char chunk[512];
+  for (ssize_t n; (n = read(out[0], chunk, sizeof chunk)) > 0;) output.append(chunk, static_cast<std::size_t>(n));
+  close(out[0]);
+  waitpid(child, nullptr, 0);
+  return output;
+}
+
+// ucx_perftest tag_bw between a server and a client on 127.0.0.1, or with hosts from host 0 to
+// host 1; nothing when it is not installed or fails. Its "MB/s" are MiB/s.
 std::optional<PointToPointRow> time_ucx_perftest(std::int64_t bytes, const AllReduceBenchOptions& o) {
   if (std::system("command -v ucx_perftest > /dev/null 2>&1") != 0) return std::nullopt;
   const std::string size = std::to_string(bytes);
@@ -192,21 +225,18 @@ std::optional<PointToPointRow> time_ucx_perftest(std::int64_t bytes, const AllRe
   if (server == 0) {
     std::freopen("/dev/null", "w", stdout);
     std::freopen("/dev/null", "w", stderr);
+    if (o.hosts > 1 && !o.enter_host(1)) _exit(126);
     execlp("ucx_perftest", "ucx_perftest", "-t", "tag_bw", "-s", size.c_str(), "-n", iterations.c_str(), "-w", "3",
            "-p", port.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
+  const std::string server_address = o.hosts > 1 ? o.host_name(1) : "127.0.0.1";
   std::string output;
   for (int attempt = 0; attempt < 20 && output.find("Final:") == std::string::npos; ++attempt) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    const std::string command =
-        "timeout 60 ucx_perftest 127.0.0.1 -t tag_bw -s " + size + " -n " + iterations + " -w 3 -p " + port + " 2>&1";
-    FILE* client = popen(command.c_str(), "r");
-    if (client == nullptr) break;
-    char line[512];
-    output.clear();
-    while (std::fgets(line, sizeof line, client) != nullptr) output += line;
-    pclose(client);
+    output = captured_output({"timeout", "60", "ucx_perftest", server_address, "-t", "tag_bw", "-s", size, "-n",
+                              iterations, "-w", "3", "-p", port},
+                             0, o);
   }
   kill(server, SIGKILL);
   waitpid(server, nullptr, 0);
@@ -232,6 +262,7 @@ std::string fixed(double value, int digits) {
 
 Expected<AllReduceBenchReport> bench_allreduce(const AllReduceBenchOptions& options) {
   AllReduceBenchReport report;
+  report.hosts = options.hosts;
   for (std::int64_t bytes : options.bytes) {
     auto ours = time_point_to_point(bytes, options);
     if (!ours) return ours.error();
@@ -261,7 +292,8 @@ std::string format_allreduce_report(const AllReduceBenchReport& report) {
   };
   std::ostringstream out;
   char line[160];
-  out << "point-to-point bandwidth, one way, two processes on this host (GB/s):\n";
+  out << (report.hosts > 1 ? "point-to-point bandwidth, one way, from a process on host 0 to one on host 1 (GB/s):\n"
+                           : "point-to-point bandwidth, one way, two processes on this host (GB/s):\n");
   std::snprintf(line, sizeof line, "  %8s", "message");
   out << line;
   for (const auto& m : methods) {
@@ -282,6 +314,8 @@ std::string format_allreduce_report(const AllReduceBenchReport& report) {
     }
     out << "\n";
   }
+  if (report.hosts > 1)
+    out << "ranks on " << report.hosts << " hosts, in blocks (rank r of n on host r*hosts/n):\n";
   out << "all-reduce, f32 sum, busbw = 2(n-1)/n * bytes / median time; interleaved with each iteration, in the\n"
       << "  same processes: the ring with every chunk as a message, and a one-way stream of the same size (ratios\n"
       << "  to it per iteration); last columns: busbw / the separate runs' p2p of that size:\n";

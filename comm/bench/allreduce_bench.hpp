@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,13 @@ struct AllReduceBenchOptions {
   int warmup = 3;
   int iterations = 15;
   std::chrono::milliseconds timeout{120000};  // per group of processes
+  // Across hosts: with hosts > 1, rank r of n runs on host r·hosts/n (in blocks, as a host file
+  // places them), put there by `enter_host(host)` in its process before its engine; the
+  // point-to-point references run from host 0 to host 1, ucx_perftest's client reaching its server
+  // at `host_name(1)`.
+  int hosts = 1;
+  std::function<Status(int host)> enter_host;
+  std::function<std::string(int host)> host_name;
 };
 
 struct AllReduceBenchRow {
@@ -49,6 +57,7 @@ struct PointToPointRow {
 };
 
 struct AllReduceBenchReport {
+  int hosts = 1;
   std::vector<AllReduceBenchRow> rows;
   std::vector<PointToPointRow> point_to_point;  // every size by our engine; by ucx_perftest when found
 };

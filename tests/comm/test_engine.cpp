@@ -5,6 +5,7 @@
 
 #include "comm/engine_address.hpp"
 #include "comm/knobs.hpp"
+#include "comm/peer_transports.hpp"
 
 #include <signal.h>
 
@@ -232,4 +233,34 @@ TEST_CASE("ranks on one host map each other's lent region, and over TCP or with 
       CHECK(values[1] == 0);
     }
   }
+}
+
+TEST_CASE("each rank names the transport its peers' data takes: shared memory on one host, TCP otherwise",
+          "[engine]") {
+  const LocalRankBody describe = [](Engine& engine) -> Expected<std::vector<std::uint8_t>> {
+    std::vector<int> peers;
+    for (int peer = 0; peer < engine.world_size(); ++peer)
+      if (peer != engine.rank()) peers.push_back(peer);
+    const std::string line = describe_peer_transports(engine, peers);
+    return std::vector<std::uint8_t>(line.begin(), line.end());
+  };
+  const auto text = [](const std::vector<std::uint8_t>& bytes) { return std::string(bytes.begin(), bytes.end()); };
+  const auto shared = run_ranks(3, describe);
+  CHECK_THAT(text(shared[0]), Catch::Matches("rank 0 reaches ranks 1, 2 through shared memory \\((sysv|posix)/memory, "
+                                             "mapped blocks\\)"));
+  CHECK_THAT(text(shared[1]), Catch::Matches("rank 1 reaches ranks 0, 2 through shared memory \\((sysv|posix)/memory, "
+                                             "mapped blocks\\)"));
+  ScopedEnv tcp("UCX_TLS", "tcp,self");
+  const auto over_tcp = run_ranks(2, describe);
+  CHECK_THAT(text(over_tcp[0]), Catch::Matches("rank 0 reaches rank 1 through TCP \\(tcp/[a-z0-9_.-]+\\)"));
+  CHECK_THAT(text(over_tcp[1]), Catch::Matches("rank 1 reaches rank 0 through TCP \\(tcp/[a-z0-9_.-]+\\)"));
+}
+
+TEST_CASE("transport names map to the words a log reader knows", "[engine]") {
+  CHECK(transport_kind("sysv/memory") == "shared memory");
+  CHECK(transport_kind("posix/memory,cma/memory") == "shared memory");
+  CHECK(transport_kind("tcp/eth0") == "TCP");
+  CHECK(transport_kind("rc_mlx5/mlx5_0:1") == "InfiniBand");
+  CHECK(transport_kind("self/memory") == "this process");
+  CHECK(transport_kind("ugni_rdma/gemini") == "ugni_rdma/gemini");
 }

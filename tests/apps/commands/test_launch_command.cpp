@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "apps/run_troupe.hpp"
+#include "support/scoped_env.hpp"
 #include "compute/data/token_file.hpp"
 
 using namespace troupe::test;
@@ -90,4 +91,41 @@ TEST_CASE("a device or a pipe given as data is refused with one line, with and w
       check_rejected_in(dir, args, expected);
     }
   }
+}
+
+TEST_CASE("launch without a host file outside a Slurm allocation, or with a broken allocation, is refused with one "
+          "line",
+          "[cli]") {
+  TempDir dir;
+  troupe::test::ScopedEnv outside("SLURM_JOB_NODELIST", nullptr);
+  check_rejected_in(dir, {"launch", "--model.preset", "tiny"},
+                    "troupe launch needs --hostfile FILE, or to run inside a Slurm allocation (SLURM_JOB_NODELIST)");
+  troupe::test::ScopedEnv inside("SLURM_JOB_NODELIST", "n[1-2]");
+  troupe::test::ScopedEnv tasks("SLURM_TASKS_PER_NODE", "2(x3)");
+  troupe::test::ScopedEnv per_node("SLURM_NTASKS_PER_NODE", nullptr);
+  check_rejected_in(dir, {"launch", "--model.preset", "tiny"},
+                    "SLURM_TASKS_PER_NODE '2(x3)' does not give one count per node of the 2 in the node list");
+}
+
+TEST_CASE("troupe node under srun or torchrun takes its rank, world and job address from their variables", "[cli]") {
+  TempDir dir;
+  troupe::test::ScopedEnv no_rank("RANK", nullptr), no_world("WORLD_SIZE", nullptr), no_index("TROUPE_NODE_INDEX", nullptr),
+      no_slots("TROUPE_SLOTS", nullptr), no_join("TROUPE_JOIN", nullptr);
+  troupe::test::ScopedEnv token("TROUPE_TOKEN", "a-token");
+  troupe::test::ScopedEnv address("MASTER_ADDR", "127.0.0.1");
+  troupe::test::ScopedEnv port("MASTER_PORT", "1");  // nothing listens on port 1
+  {
+    troupe::test::ScopedEnv rank("SLURM_PROCID", "5");
+    troupe::test::ScopedEnv world("SLURM_NTASKS", "2");
+    check_rejected_in(dir, {"node", "--model.preset", "tiny"}, "TROUPE_SLOTS 1 with RANK 5 does not fit WORLD_SIZE 2");
+  }
+  troupe::test::ScopedEnv rank("SLURM_PROCID", "1");
+  troupe::test::ScopedEnv world("SLURM_NTASKS", "2");
+  const ProcessResult joined = run_troupe(dir, {"node", "--model.preset", "tiny", "--train.threads", "1"});
+  INFO(joined.out << joined.err);
+  CHECK(joined.exit_code == 1);
+  CHECK_THAT(joined.err, Catch::Contains("cannot reach the job at 127.0.0.1:1"));
+  troupe::test::ScopedEnv bad_port("MASTER_PORT", "http");
+  check_rejected_in(dir, {"node", "--model.preset", "tiny"},
+                    "environment variable MASTER_ADDR:MASTER_PORT: expected HOST:PORT, got '127.0.0.1:http'");
 }
