@@ -1,5 +1,7 @@
 #include "actors/supervision/node_supervisor.hpp"
 
+#include <optional>
+
 #include "actors/monitor/process_metrics.hpp"
 #include "actors/worker/mailbox_comm.hpp"
 #include "compute/memory_ledger.hpp"
@@ -21,6 +23,10 @@ struct node_supervisor_state {
   int first_rank = 0;  // slot 0's rank, from the start message
   int workers_done = 0;
   bool failure_reported = false;
+  // After a rescue order the workers stop one by one, the writers once they have written: the
+  // first stop waits here until every worker is done, so no writer's answer comes after it.
+  bool rescue_ordered = false;
+  std::optional<node_done_msg> held_failure;
   NodePhase phase = NodePhase::joining;
   static inline const char* name = "node_supervisor";
 };
@@ -89,16 +95,23 @@ caf::behavior working(node_actor* self, const NodeOptions& options) {
         done.node_index = st.node_index;
         ++st.workers_done;
         if (st.failure_reported) return;
+        const bool all_done = st.workers_done == static_cast<int>(st.workers.size());
+        if (done.exit_code != 0 && st.rescue_ordered && !all_done) {
+          if (!st.held_failure) st.held_failure = done;
+          return;
+        }
+        if (st.held_failure) done = *st.held_failure;
         if (done.exit_code != 0) {
           st.failure_reported = true;
           self->send(st.job, done_atom_v, done);
-        } else if (st.workers_done == static_cast<int>(st.workers.size())) {
+        } else if (all_done) {
           self->send(st.job, done_atom_v, done);
         }
       },
       // A rescue goes to every worker; each writer answers through this supervisor, so its answer
       // reaches the job before this node's failure report.
       [=](rescue_atom, rescue_msg& order) {
+        self->state.rescue_ordered = true;
         order.reply_to = caf::actor_cast<caf::actor>(self);
         for (const caf::actor& worker : self->state.workers) self->send(worker, rescue_atom_v, order);
         // A worker waiting at its step boundary (paused from the shell) reads no mailbox: wake it.
