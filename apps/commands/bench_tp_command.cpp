@@ -3,8 +3,9 @@
 // same run, step by step.
 //
 // As in bench dp, the VM drifts by more than the difference measured, so all T + 1 processes live
-// at once and take turns (bench_turns.hpp), one step each: rank T alone (the reference), then
-// ranks 0..T-1 as the tensor shards of one stage, in an order that alternates. Both sides run the
+// at once and take turns (bench_turns.hpp), one step each: rank T alone (the reference), ranks
+// 0..T-1 each training the whole model by itself (what the machine gives T processes at once),
+// and ranks 0..T-1 as the tensor shards of one stage, in an order that rotates. Every side runs the
 // runtime's PipelineTrainer, as a job does (the shards sum over their tp group through the
 // worker's mailbox), on the same micro-batch, so the only difference is the split. Each iteration
 // gives its own ratio; the figures are the iterations' medians.
@@ -43,19 +44,23 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-enum class Turn : int { single, tensor_parallel, stop };
+enum class Turn : int { single, independent, tensor_parallel, stop };
 
-// Iteration i runs the two turns in this order, so neither always follows the other.
-constexpr std::array<std::array<Turn, 2>, 2> turn_orders{{
-    {Turn::single, Turn::tensor_parallel},
-    {Turn::tensor_parallel, Turn::single},
+// Iteration i runs the three turns in this order, so none always follows another.
+constexpr std::array<std::array<Turn, 3>, 3> turn_orders{{
+    {Turn::single, Turn::independent, Turn::tensor_parallel},
+    {Turn::independent, Turn::tensor_parallel, Turn::single},
+    {Turn::tensor_parallel, Turn::single, Turn::independent},
 }};
 
-const char* order_name(int iteration) { return iteration % 2 == 0 ? "1 tp" : "tp 1"; }
+const char* order_name(int iteration) {
+  static constexpr std::array<const char*, 3> names{"1 ind tp", "ind tp 1", "tp 1 ind"};
+  return names[static_cast<std::size_t>(iteration % 3)];
+}
 
 // What a shard reports per measured step, in this order, each a run of `steps` values; then the
 // bytes it holds. The reference reports its step seconds and the bytes it holds.
-enum ShardFigure : int { seconds, all_reduce_bytes, all_gather_bytes, wait_seconds, shard_figures };
+enum ShardFigure : int { seconds, independent_seconds, all_reduce_bytes, all_gather_bytes, wait_seconds, shard_figures };
 
 // A stage of the whole model with one micro-batch per step, as a job without a pipeline runs it
 // (actors/worker/rank_wiring.cpp): checked once, before the fork.
@@ -110,46 +115,63 @@ Expected<std::vector<double>> run_rank(comm::Engine& engine, Turns<Turn>& turns,
   options.batch_size = o.batch;
   options.seq_len = cfg.block_size;
   options.lr = {1e-4, 1e-5, 0, o.warmup + o.steps};
-  const comm::Grid grid{1, 1, reference ? 1 : o.shards};
-  actors::PipelineSetup setup{cfg, plan.schedule, plan.split, plan.peak_stashed, grid, reference ? 0 : own, options};
-  actors::PipelineTrainer trainer(std::move(setup), **backend,
-                                  {engine, **dp, **pp, nullptr, reference ? nullptr : &rank.group()}, rank.mailbox(),
-                                  rank.progress(), stream, stream);
+  // The whole model on this rank alone (grid 1 x 1 x 1), or shard `own` of `o.shards`.
+  auto trainer_on = [&](comm::Communicator* shard_group) {
+    const comm::Grid grid{1, 1, shard_group != nullptr ? o.shards : 1};
+    actors::PipelineSetup setup{cfg, plan.schedule, plan.split, plan.peak_stashed, grid,
+                                shard_group != nullptr ? own : 0, options};
+    return std::make_unique<actors::PipelineTrainer>(std::move(setup), **backend,
+                                                     actors::PipelineGroups{engine, **dp, **pp, nullptr, shard_group},
+                                                     rank.mailbox(), rank.progress(), stream, stream);
+  };
+  auto trainer = trainer_on(reference ? nullptr : &rank.group());
+  // Before a shard builds its independent trainer, which the ledger would count too.
+  const double held = held_bytes();
 
   std::vector<double> report;
   if (reference) {
     turns.wait_for_followers();  // all built: nobody computes while the reference is measured
     for (int i = 0; i < o.warmup + o.steps; ++i) {
-      for (Turn turn : turn_orders[static_cast<std::size_t>(i % 2)]) {
-        if (turn == Turn::tensor_parallel) {
+      for (Turn turn : turn_orders[static_cast<std::size_t>(i % 3)]) {
+        if (turn != Turn::single) {
           turns.hand_out(turn);
           continue;
         }
         const auto start = Clock::now();
-        trainer.step();
+        trainer->step();
         if (i >= o.warmup) report.push_back(seconds_since(start));
       }
     }
     turns.hand_out(Turn::stop);
-    report.push_back(held_bytes());
+    report.push_back(held);
     return report;
   }
 
+  // Each shard also trains the whole model by itself: what the machine gives T processes at once.
+  auto alone = trainer_on(nullptr);
   // The trace's waits are the step's waits for the shards' sums and the loss statistics' gather:
   // with one stage and one replica nothing else is waited for as a message.
   monitor::TraceRecorder trace;
-  trainer.record_into(trace);
+  trainer->record_into(trace);
   const comm::Traffic& traffic = *engine.traffic();
   auto counted = [&](comm::TrafficKind kind) { return static_cast<double>(traffic.totals(kind).bytes.load()); };
   std::array<std::vector<double>, shard_figures> figures;
   turns.finish();
   int taken = 0;
   for (Turn turn = turns.next(own); turn != Turn::stop; turn = turns.next(own)) {
+    const bool measured = taken++ >= 2 * o.warmup;
+    if (turn == Turn::independent) {
+      const auto start = Clock::now();
+      alone->step();
+      if (measured) figures[independent_seconds].push_back(seconds_since(start));
+      turns.finish();
+      continue;
+    }
     const double reduced = counted(comm::TrafficKind::all_reduce), gathered = counted(comm::TrafficKind::all_gather);
     const auto start = Clock::now();
-    trainer.step();
+    trainer->step();
     const double step = seconds_since(start);
-    if (taken++ >= o.warmup) {
+    if (measured) {
       figures[seconds].push_back(step);
       figures[all_reduce_bytes].push_back(counted(comm::TrafficKind::all_reduce) - reduced);
       figures[all_gather_bytes].push_back(counted(comm::TrafficKind::all_gather) - gathered);
@@ -162,7 +184,7 @@ Expected<std::vector<double>> run_rank(comm::Engine& engine, Turns<Turn>& turns,
     if (e.category == "wait" && step >= 0) figures[wait_seconds][static_cast<std::size_t>(step)] += e.duration_us * 1e-6;
   }
   for (const auto& figure : figures) report.insert(report.end(), figure.begin(), figure.end());
-  report.push_back(held_bytes());
+  report.push_back(held);
   return report;
 }
 
@@ -195,10 +217,10 @@ int run_bench_tp(const BenchTpOptions& o) {
   std::printf("bench tp: %s, micro-batch %d x seq %d, %d tensor shards x 1 thread against 1 process x 1 thread, %d "
               "iterations after %d warm-up\n",
               o.model.c_str(), o.batch, cfg.block_size, n, o.steps, o.warmup);
-  std::printf("(%d + 1 processes take turns, one step each: 1 process alone, the %d shards of one stage on the same "
-              "micro-batch;\n scaling = tp / (%d x 1 proc) within each iteration; tp wait = the shards' mean time "
-              "waiting for their sums)\n",
-              n, n, n);
+  std::printf("(%d + 1 processes take turns, one step each: 1 process alone, %d independent ones at once (what the "
+              "machine gives %d processes),\n the %d as the shards of one stage on the same micro-batch; scaling = tp "
+              "/ (%d x 1 proc) within each iteration; tp wait = the shards' mean time waiting for their sums)\n",
+              n, n, n, n, n);
   std::fflush(stdout);
   Turns<Turn> turns(n);
   std::vector<std::uint16_t> stream(static_cast<std::size_t>(o.batch) * cfg.block_size * 4 + 1);
@@ -226,25 +248,29 @@ int run_bench_tp(const BenchTpOptions& o) {
     (reference ? single : shards.emplace_back()) = unpack_figures(result.report);
   }
 
-  std::printf("%-9s %-6s %12s %10s %8s %11s\n", "iteration", "order", "1 proc tok/s", "tp tok/s", "scaling",
-              "tp wait ms");
+  std::printf("%-9s %-9s %12s %17s %10s %8s %14s %14s %11s\n", "iteration", "order", "1 proc tok/s",
+              "independent tok/s", "tp tok/s", "scaling", "machine share", "tp/independent", "tp wait ms");
   const double tokens = static_cast<double>(o.batch) * cfg.block_size;
-  std::vector<double> scaling, single_tps, tp_tps, wait_share;
+  std::vector<double> scaling, share, split, wait_share;
   for (int i = 0; i < o.steps; ++i) {
-    double tp_seconds = 0, waited = 0;
+    double tp_seconds = 0, independent = 0, waited = 0;
     for (const auto& report : shards) {
       tp_seconds = std::max(tp_seconds, figure(report, seconds, o.steps, i));
+      independent = std::max(independent, figure(report, independent_seconds, o.steps, i));
       waited += figure(report, wait_seconds, o.steps, i) / n;
     }
-    single_tps.push_back(tokens / single[static_cast<std::size_t>(i)]);
-    tp_tps.push_back(tokens / tp_seconds);
-    scaling.push_back(tp_tps.back() / (n * single_tps.back()));
+    // The shards together train one micro-batch per step; the independent ones one each.
+    const double single_tps = tokens / single[static_cast<std::size_t>(i)], tp_tps = tokens / tp_seconds,
+                 independent_tps = n * tokens / independent;
+    scaling.push_back(tp_tps / (n * single_tps));
+    share.push_back(independent_tps / (n * single_tps));
+    split.push_back(tp_tps / independent_tps);
     wait_share.push_back(waited / tp_seconds);
-    std::printf("%-9d %-6s %12.0f %10.0f %8.3f %11.1f\n", i + 1, order_name(o.warmup + i), single_tps.back(),
-                tp_tps.back(), scaling.back(), waited * 1e3);
+    std::printf("%-9d %-9s %12.0f %17.0f %10.0f %8.3f %14.3f %14.3f %11.1f\n", i + 1, order_name(o.warmup + i),
+                single_tps, independent_tps, tp_tps, scaling.back(), share.back(), split.back(), waited * 1e3);
   }
-  std::printf("medians: 1 process %.0f tokens/s, tp %.0f tokens/s, waiting for the shards' sums %.1f%% of a tp step\n",
-              median(single_tps), median(tp_tps), 100 * median(wait_share));
+  std::printf("medians: machine share %.3f, tp/independent %.3f, waiting for the shards' sums %.1f%% of a tp step\n",
+              median(share), median(split), 100 * median(wait_share));
   std::printf("scaling (%d shards x 1 thread vs 1 x 1, median of iterations) = %.3f\n", n, median(scaling));
 
   // Closed forms, from the dimensions alone (f32 activations, f64 scalars).

@@ -1,5 +1,5 @@
-// troupe bench tp on tiny, three iterations: the processes take their turns in the alternating
-// order, each iteration prints the ratio its throughputs give, and the bytes the comm engine and
+// troupe bench tp on tiny, three iterations: the processes take their turns in the rotating
+// order, each iteration prints the ratios its throughputs give, and the bytes the comm engine and
 // the memory ledger counted equal the closed forms printed beside them.
 
 #include <catch2/catch.hpp>
@@ -21,21 +21,25 @@ TEST_CASE("bench tp takes turns and prints bytes moved and held equal to their c
   REQUIRE(!result.timed_out);
   REQUIRE(result.exit_code == 0);
 
-  const std::regex line(R"(\n(\d+) +(1 tp|tp 1) +([0-9]+) +([0-9]+) +([0-9.]+) +([0-9.]+))");
+  const std::regex line(
+      R"(\n(\d+) +(1 ind tp|ind tp 1|tp 1 ind) +([0-9]+) +([0-9]+) +([0-9]+) +([0-9.]+) +([0-9.]+) +([0-9.]+) +([0-9.]+))");
   std::vector<std::string> orders;
   for (auto it = std::sregex_iterator(result.out.begin(), result.out.end(), line); it != std::sregex_iterator(); ++it) {
     const std::smatch& m = *it;
-    const double single = std::stod(m[3].str()), tp = std::stod(m[4].str());
+    const double single = std::stod(m[3].str()), independent = std::stod(m[4].str()), tp = std::stod(m[5].str());
     CHECK(single > 0);
+    CHECK(independent > 0);
     CHECK(tp > 0);
-    // Throughputs are printed rounded to a token/s; the ratio from the unrounded ones.
-    CHECK(std::stod(m[5].str()) == Approx(tp / (2 * single)).epsilon(0.01));
+    // Throughputs are printed rounded to a token/s; the ratios from the unrounded ones.
+    CHECK(std::stod(m[6].str()) == Approx(tp / (2 * single)).epsilon(0.01));
+    CHECK(std::stod(m[7].str()) == Approx(independent / (2 * single)).epsilon(0.01));
+    CHECK(std::stod(m[8].str()) == Approx(tp / independent).epsilon(0.01));
     // The shards wait for four sums per block and more: never no time at all.
-    CHECK(std::stod(m[6].str()) > 0);
+    CHECK(std::stod(m[9].str()) > 0);
     orders.push_back(m[2].str());
   }
-  // One warm-up iteration ran first in the order "1 tp", so the measured ones start one on.
-  CHECK(orders == std::vector<std::string>{"tp 1", "1 tp", "tp 1"});
+  // One warm-up iteration ran first in the order "1 ind tp", so the measured ones start one on.
+  CHECK(orders == std::vector<std::string>{"ind tp 1", "tp 1 ind", "1 ind tp"});
   CHECK(std::regex_search(result.out, std::regex(R"(scaling \(2 shards x 1 thread vs 1 x 1, median of iterations\) = [0-9.]+)")));
 
   // tiny: 4 blocks, B*T*C = 8 x 128 x 128; (4 x 4 + 2) sums of it in f32 and three f64 scalars.
