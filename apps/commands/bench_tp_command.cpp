@@ -8,7 +8,7 @@
 // and ranks 0..T-1 as the tensor shards of one stage, in an order that rotates. Every side runs the
 // runtime's PipelineTrainer, as a job does (the shards sum over their tp group through the
 // worker's mailbox), on the same micro-batch, so the only difference is the split. Each iteration
-// gives its own ratio; the figures are the iterations' medians.
+// gives its own ratios; the figures are the iterations' medians.
 //
 // Per shard and tensor-parallel step the bench also reads what the comm engine counted (the
 // figures the troupe_comm_bytes_total metric exports: a collective's buffer, once per rank) and the
