@@ -10,8 +10,8 @@
 // worker's mailbox), on the same micro-batch, so the only difference is the split. Each iteration
 // gives its own ratios; the figures are the iterations' medians.
 //
-// Per shard and tensor-parallel step the bench also reads what the comm engine counted (the
-// figures the troupe_comm_bytes_total metric exports: a collective's buffer, once per rank) and the
+// Per shard and tensor-parallel step the bench also reads what the comm engine counted over the tp
+// group (the figures troupe_comm_tp_bytes_total exports: a collective's buffer, once per rank) and the
 // time the step spent waiting for the shards' sums; per rank the parameter and AdamW bytes the
 // memory ledger counted. Each is printed beside its closed form, computed from the model's
 // dimensions alone.
@@ -154,7 +154,9 @@ Expected<std::vector<double>> run_rank(comm::Engine& engine, Turns<Turn>& turns,
   monitor::TraceRecorder trace;
   trainer->record_into(trace);
   const comm::Traffic& traffic = *engine.traffic();
-  auto counted = [&](comm::TrafficKind kind) { return static_cast<double>(traffic.totals(kind).bytes.load()); };
+  auto counted = [&](comm::TrafficKind kind) {
+    return static_cast<double>(traffic.tensor_parallel_totals(kind).bytes.load());
+  };
   std::array<std::vector<double>, shard_figures> figures;
   turns.finish();
   int taken = 0;
@@ -275,14 +277,14 @@ int run_bench_tp(const BenchTpOptions& o) {
 
   // Closed forms, from the dimensions alone (f32 activations, f64 scalars).
   const double B = o.batch, T = cfg.block_size, C = cfg.n_embd, L = cfg.n_layer, activation = B * T * C * 4;
-  const double scalars = 3 * 8;
-  const double all_reduce = (4 * L + 2) * activation + scalars, all_gather = n * B * T * 3 * 4;
+  const double norm = 8;  // the gradient norm's sum of squares over the shards
+  const double all_reduce = (4 * L + 2) * activation + norm, all_gather = n * B * T * 3 * 4;
   const double reduced = same_everywhere(shards, all_reduce_bytes, o.steps);
   const double gathered = same_everywhere(shards, all_gather_bytes, o.steps);
-  std::printf("bytes per shard per step, collective buffers as the comm engine counts them (every shard and step the "
-              "same, or -1):\n");
+  std::printf("bytes per shard per step, the tp group's collective buffers as the comm engine counts them (every "
+              "shard and step the same, or -1):\n");
   std::printf("  all-reduce: measured %.0f, closed form %.0f = (4 per block x %.0f blocks + the embedding's + the lm "
-              "head's input gradient) x B*T*C x 4 B + 3 scalar sums x 8 B\n",
+              "head's input gradient) x B*T*C x 4 B + the gradient norm's 8 B\n",
               reduced, all_reduce, L);
   std::printf("  all-gather: measured %.0f, closed form %.0f = %d shards x (B,T,3) cross-entropy statistics x 4 B\n",
               gathered, all_gather, n);
