@@ -331,6 +331,24 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   zero3_command->allow_extras();
 
+  BenchTpOptions tp_options;
+  CLI::App* tp_command = bench_command->add_subcommand(
+      "tp", "Tensor shards of one stage against one process, in turns: tokens/s, bytes moved and held.");
+  tp_command->add_option("--model", tp_options.model, "model preset")
+      ->check(CLI::IsMember(compute::gpt_preset_names()))
+      ->capture_default_str();
+  tp_command->add_option("--batch", tp_options.batch, "micro-batch (the shards' together, and the one process's)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  tp_command->add_option("--shards", tp_options.shards, "tensor shards")->check(CLI::Range(2, 64))->capture_default_str();
+  tp_command->add_option("--steps", tp_options.steps, "measured iterations (a step alone, one in tensor shards)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  tp_command->add_option("--warmup", tp_options.warmup, "unmeasured iterations first")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
+  tp_command->allow_extras();
+
   BenchPipelineOptions pipeline_options;
   CLI::App* pipeline_command = bench_command->add_subcommand(
       "pipeline", "Measured pipeline bubble per schedule beside the simulator's prediction and the closed form.");
@@ -541,6 +559,11 @@ int main(int argc, char** argv) {
       if (Status extras = reject_unknown_arguments(*zero3_command); !extras)
         return error_exit(ExitCode::bad_input, extras.error().message);
       return run_bench_zero3(zero3_options);
+    }
+    if (tp_command->parsed()) {
+      if (Status extras = reject_unknown_arguments(*tp_command); !extras)
+        return error_exit(ExitCode::bad_input, extras.error().message);
+      return run_bench_tp(tp_options);
     }
     if (pipeline_command->parsed()) {
       if (Status extras = reject_unknown_arguments(*pipeline_command); !extras)

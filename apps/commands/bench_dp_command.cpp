@@ -8,29 +8,23 @@
 // parallel (gradients summed by the ring all-reduce in per-layer buckets while backward runs,
 // completions in the worker's mailbox, as in a job). Every iteration measures all three,
 // in an order that rotates, and gives its own ratios; the figures are the iterations' medians.
-// A rank that is not measured waits on a semaphore and takes no CPU.
-
-#include <semaphore.h>
-#include <sys/mman.h>
+// A rank that is not measured waits on a semaphore and takes no CPU (bench_turns.hpp).
 
 #include <algorithm>
-#include <cerrno>
 #include <array>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <string>
 
 #include "actors/worker/data_parallel_hooks.hpp"
 #include "actors/worker/mailbox_comm.hpp"
 #include "apps/commands/bench_figures.hpp"
 #include "apps/commands/bench_rank.hpp"
+#include "apps/commands/bench_turns.hpp"
 #include "apps/commands/commands.hpp"
 #include "apps/exit_codes.hpp"
 #include "comm/bootstrap.hpp"
 #include "comm/collectives.hpp"
-#include "compute/check.hpp"
 #include "compute/random.hpp"
 #include "compute/train/trainer.hpp"
 
@@ -40,57 +34,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 enum class Turn : int { single, independent, data_parallel, stop };
-constexpr int max_followers = 64;
-
-// The turn-taking, in memory mapped before the fork so every rank shares it. The leader (the
-// one-process rank) runs its own turns and hands the others theirs.
-struct SharedTurns {
-  std::atomic<int> turn{0};
-  sem_t start[max_followers];
-  sem_t finished;
-};
-
-class Turns {
- public:
-  explicit Turns(int followers) : followers_(followers) {
-    void* memory = mmap(nullptr, sizeof(SharedTurns), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    TROUPE_CHECK(memory != MAP_FAILED, "cannot map the bench's shared turn memory");
-    shared_ = new (memory) SharedTurns;
-    for (int r = 0; r < followers_; ++r) TROUPE_CHECK(sem_init(&shared_->start[r], 1, 0) == 0, "sem_init");
-    TROUPE_CHECK(sem_init(&shared_->finished, 1, 0) == 0, "sem_init");
-  }
-  ~Turns() {
-    for (int r = 0; r < followers_; ++r) sem_destroy(&shared_->start[r]);
-    sem_destroy(&shared_->finished);
-    munmap(shared_, sizeof(SharedTurns));
-  }
-  Turns(const Turns&) = delete;
-  Turns& operator=(const Turns&) = delete;
-
-  // Leader: every follower runs `turn` once; returns when all have finished it.
-  void hand_out(Turn turn) {
-    shared_->turn.store(static_cast<int>(turn));
-    for (int r = 0; r < followers_; ++r) sem_post(&shared_->start[r]);
-    if (turn != Turn::stop) wait_for_followers();
-  }
-  void wait_for_followers() {
-    for (int r = 0; r < followers_; ++r) wait(&shared_->finished);
-  }
-  // Follower `rank`: its next turn.
-  Turn next(int rank) {
-    wait(&shared_->start[rank]);
-    return static_cast<Turn>(shared_->turn.load());
-  }
-  void finish() { sem_post(&shared_->finished); }
-
- private:
-  static void wait(sem_t* semaphore) {
-    while (sem_wait(semaphore) != 0) TROUPE_CHECK(errno == EINTR, "sem_wait: " + std::string(std::strerror(errno)));
-  }
-
-  int followers_;
-  SharedTurns* shared_;
-};
 
 // One rank's model, data and trainer; `data_parallel` empty for a rank that trains alone.
 struct RankTraining {
@@ -128,7 +71,7 @@ constexpr std::array<std::array<Turn, 3>, 3> turn_orders{{
 }};
 
 // The leader's report: its one-process step times, one per measured iteration.
-std::vector<double> lead(Turns& turns, RankTraining& alone, const BenchDpOptions& o) {
+std::vector<double> lead(Turns<Turn>& turns, RankTraining& alone, const BenchDpOptions& o) {
   turns.wait_for_followers();  // all built: nobody computes while the reference is measured
   std::vector<double> single;
   for (int i = 0; i < o.warmup + o.steps; ++i) {
@@ -146,7 +89,7 @@ std::vector<double> lead(Turns& turns, RankTraining& alone, const BenchDpOptions
 }
 
 // A follower's report: its data-parallel step times, then its independent ones.
-Expected<std::vector<double>> follow(comm::Engine& engine, Turns& turns, compute::Backend& backend,
+Expected<std::vector<double>> follow(comm::Engine& engine, Turns<Turn>& turns, compute::Backend& backend,
                                      const compute::GPTConfig& cfg, const BenchDpOptions& o,
                                      const std::vector<std::uint16_t>& stream) {
   const int rank = engine.rank();
@@ -154,7 +97,7 @@ Expected<std::vector<double>> follow(comm::Engine& engine, Turns& turns, compute
   if (!joined) return joined.error();
   BenchRank& worker = **joined;
   RankTraining parallel(backend, cfg, o, stream,
-                        actors::group_data_parallel(worker.mailbox(), worker.data_parallel(), worker.progress(), 0,
+                        actors::group_data_parallel(worker.mailbox(), worker.group(), worker.progress(), 0,
                                                     compute::ParameterLayout(cfg).total()));
   RankTraining alone(backend, cfg, o, stream, {});
   turns.finish();
@@ -186,7 +129,7 @@ int run_bench_dp(const BenchDpOptions& o) {
               " machine gives %d processes), %d in data parallel; scaling = dp / (%d x 1 proc) within each iteration)\n",
               n, n, n, n, n);
   std::fflush(stdout);
-  Turns turns(n);
+  Turns<Turn> turns(n);
   std::vector<std::uint16_t> stream(static_cast<std::size_t>(o.batch) * cfg.block_size * 4 + 1);
   for (std::size_t i = 0; i < stream.size(); ++i)
     stream[i] = static_cast<std::uint16_t>(compute::splitmix64(i) % static_cast<std::uint64_t>(cfg.vocab_size));

@@ -1,7 +1,7 @@
 #pragma once
-// A bench process standing in for a worker actor of a data-parallel job: an actor system with one
-// blocking actor, whose mailbox receives the comm engine's completions (actors/worker/mailbox_comm),
-// a progress record, and the data-parallel group of ranks 0..processes-1.
+// A bench process standing in for a worker actor of a job: an actor system with one blocking
+// actor, whose mailbox receives the comm engine's completions (actors/worker/mailbox_comm), a
+// progress record, and the group it sums over (data-parallel ranks, or a stage's tensor shards).
 
 #include <memory>
 
@@ -16,12 +16,14 @@ namespace troupe::apps {
 
 class BenchRank {
  public:
-  // The engine must be connected to every rank below `processes`.
+  // The engine must be connected to every rank of `group`, its own among them.
+  static Expected<std::unique_ptr<BenchRank>> join(comm::Engine& engine, comm::Group group);
+  // The data-parallel group of ranks 0..processes-1.
   static Expected<std::unique_ptr<BenchRank>> join(comm::Engine& engine, int processes);
 
   actors::MailboxComm& mailbox() { return mailbox_; }
   monitor::WorkProgress& progress() { return progress_; }
-  comm::Communicator& data_parallel() { return *data_parallel_; }
+  comm::Communicator& group() { return *group_; }
 
  private:
   BenchRank();
@@ -31,7 +33,7 @@ class BenchRank {
   caf::scoped_actor worker_;
   actors::MailboxComm mailbox_;
   monitor::WorkProgress progress_;
-  std::unique_ptr<comm::Communicator> data_parallel_;
+  std::unique_ptr<comm::Communicator> group_;
 };
 
 }  // namespace troupe::apps

@@ -112,7 +112,7 @@ Expected<std::vector<double>> run_rank(comm::Engine& engine, const compute::GPTC
   BenchRank& rank = **joined;
   const std::int64_t total = compute::ParameterLayout(cfg).total();
   auto hooks = [&](int stage) {
-    return actors::group_data_parallel(rank.mailbox(), rank.data_parallel(), rank.progress(), stage, total);
+    return actors::group_data_parallel(rank.mailbox(), rank.group(), rank.progress(), stage, total);
   };
   std::array<std::unique_ptr<VariantTraining>, variants> trainings{
       std::make_unique<VariantTraining>(**backend, cfg, o, stream, hooks(0), compute::Recompute::none),
@@ -121,7 +121,7 @@ Expected<std::vector<double>> run_rank(comm::Engine& engine, const compute::GPTC
   std::vector<double> seconds(static_cast<std::size_t>(variants * o.steps));
   for (int i = 0; i < o.warmup + o.steps; ++i) {
     for (Variant v : orders[static_cast<std::size_t>(i % variants)]) {
-      if (Status s = rank.data_parallel().barrier(); !s) return s.error();
+      if (Status s = rank.group().barrier(); !s) return s.error();
       const double t = trainings[static_cast<std::size_t>(v)]->timed_step();
       if (i >= o.warmup) seconds[static_cast<std::size_t>(v * o.steps + i - o.warmup)] = t;
     }

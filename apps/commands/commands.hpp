@@ -50,6 +50,16 @@ struct BenchZero3Options {
   int warmup = 1;
 };
 int run_bench_zero3(const BenchZero3Options& options);
+// troupe bench tp: a stage split over tensor shards against one process, same run, taking turns
+// step by step: tokens/s, the bytes each shard moved per step and the bytes it holds.
+struct BenchTpOptions {
+  std::string model = "small";
+  int batch = 8;   // micro-batch, the same for the shards together and for the one process
+  int shards = 2;
+  int steps = 15;  // measured iterations, each one step alone and one in tensor shards
+  int warmup = 1;  // unmeasured iterations first
+};
+int run_bench_tp(const BenchTpOptions& options);
 // troupe bench pipeline: the measured bubble of each schedule beside the simulator's prediction
 // (from the costs measured in the same run) and the closed form.
 struct BenchPipelineOptions {
