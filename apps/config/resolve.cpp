@@ -133,12 +133,12 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
   }
   if (tp.sequence_parallel) {
     const int seq_len = t.seq_len > 0 ? t.seq_len : model.block_size;
-    if (tp.shards == 1) return std::string("tensor.sequence_parallel needs tensor.shards > 1");
+    if (tp.shards == 1) return "tensor.sequence_parallel needs tensor.shards > 1";
     if (seq_len % tp.shards != 0)
       return "tensor.sequence_parallel splits train.seq_len " + str(seq_len) + " over tensor.shards " +
              str(tp.shards) + ", which does not divide it";
     if (t.zero == 3)
-      return std::string("train.zero 3 is not supported with tensor.sequence_parallel yet; use 0");
+      return "train.zero 3 is not supported with tensor.sequence_parallel yet; use 0";
   }
 
   const FaultOptions& f = c.fault;
