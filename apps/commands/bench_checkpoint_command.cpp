@@ -132,9 +132,7 @@ int run_bench_checkpoint(const BenchCheckpointOptions& options) {
 
   auto backend = compute::make_backend("cpu", 1);
   if (!backend) return error_exit(ExitCode::failure, backend.error().message);
-  std::vector<std::uint16_t> stream(static_cast<std::size_t>(micro_batch) * cfg.block_size * 4 + 1);
-  for (std::size_t i = 0; i < stream.size(); ++i)
-    stream[i] = static_cast<std::uint16_t>(compute::splitmix64(i) % static_cast<std::uint64_t>(cfg.vocab_size));
+  const std::vector<std::uint16_t> stream = bench_tokens(cfg, static_cast<std::size_t>(micro_batch) * cfg.block_size * 4 + 1);
   compute::GPT model(cfg, **backend);
   model.init_parameters(1);
   const long total_steps = 1 + static_cast<long>(options.rounds) * (2 * options.steps + 1);

@@ -4,8 +4,16 @@
 #include <cstring>
 
 #include "compute/check.hpp"
+#include "compute/random.hpp"
 
 namespace troupe::apps {
+
+std::vector<std::uint16_t> bench_tokens(const compute::GPTConfig& config, std::size_t count) {
+  std::vector<std::uint16_t> tokens(count);
+  for (std::size_t i = 0; i < count; ++i)
+    tokens[i] = static_cast<std::uint16_t>(compute::splitmix64(i) % static_cast<std::uint64_t>(config.vocab_size));
+  return tokens;
+}
 
 double median(std::vector<double> values) {
   TROUPE_CHECK(!values.empty(), "median of nothing");

@@ -1,11 +1,17 @@
 #pragma once
-// What the bench commands share: the median of a run's figures, and a rank's figures as the bytes
-// its report carries back to the parent process (comm::run_local_ranks).
+// What the bench commands share: the tokens they train on, the median of a run's figures, and a
+// rank's figures as the bytes its report carries back to the parent process (comm::run_local_ranks).
 
 #include <cstdint>
 #include <vector>
 
+#include "compute/model/gpt_config.hpp"
+
 namespace troupe::apps {
+
+// `count` tokens of `config`'s vocabulary, a pure function of the position (no corpus to read):
+// what every bench trains on, so its runs and their references see the same data.
+std::vector<std::uint16_t> bench_tokens(const compute::GPTConfig& config, std::size_t count);
 
 // The middle value, or the mean of the two middle ones; values must not be empty.
 double median(std::vector<double> values);

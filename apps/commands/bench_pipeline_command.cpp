@@ -89,9 +89,7 @@ Expected<std::vector<std::uint8_t>> stage_body(comm::Engine& engine, const Bench
     if (!created) return created.error();
     embedding = std::move(*created);
   }
-  std::vector<std::uint16_t> stream(static_cast<std::size_t>(o.batch) * cfg.block_size * o.microbatches * 4 + 1);
-  for (std::size_t i = 0; i < stream.size(); ++i)
-    stream[i] = static_cast<std::uint16_t>(compute::splitmix64(i) % static_cast<std::uint64_t>(cfg.vocab_size));
+  const std::vector<std::uint16_t> stream = bench_tokens(cfg, static_cast<std::size_t>(o.batch) * cfg.block_size * o.microbatches * 4 + 1);
   compute::TrainerOptions options;
   options.batch_size = o.batch;
   options.seq_len = cfg.block_size;

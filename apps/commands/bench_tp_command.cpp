@@ -225,9 +225,7 @@ int run_bench_tp(const BenchTpOptions& o) {
               n, n, n, n, n);
   std::fflush(stdout);
   Turns<Turn> turns(n);
-  std::vector<std::uint16_t> stream(static_cast<std::size_t>(o.batch) * cfg.block_size * 4 + 1);
-  for (std::size_t i = 0; i < stream.size(); ++i)
-    stream[i] = static_cast<std::uint16_t>(compute::splitmix64(i) % static_cast<std::uint64_t>(cfg.vocab_size));
+  const std::vector<std::uint16_t> stream = bench_tokens(cfg, static_cast<std::size_t>(o.batch) * cfg.block_size * 4 + 1);
 
   auto results = comm::run_local_ranks(
       n + 1,

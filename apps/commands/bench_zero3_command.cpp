@@ -145,9 +145,7 @@ int run_bench_zero3(const BenchZero3Options& o) {
               "ratios within each iteration)\n",
               o.model.c_str(), n, o.batch, cfg.block_size, o.steps, o.warmup);
   std::fflush(stdout);
-  std::vector<std::uint16_t> stream(static_cast<std::size_t>(o.batch) * cfg.block_size * 4 + 1);
-  for (std::size_t i = 0; i < stream.size(); ++i)
-    stream[i] = static_cast<std::uint16_t>(compute::splitmix64(i) % static_cast<std::uint64_t>(cfg.vocab_size));
+  const std::vector<std::uint16_t> stream = bench_tokens(cfg, static_cast<std::size_t>(o.batch) * cfg.block_size * 4 + 1);
 
   auto results = comm::run_local_ranks(
       n,
