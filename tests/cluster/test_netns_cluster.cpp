@@ -337,6 +337,54 @@ TEST_CASE("inside a Slurm allocation troupe launch takes its nodes and starts th
   CHECK_THAT(job.out, Contains("job finished: all 2 nodes done"));
 }
 
+TEST_CASE("srun starting troupe node as every task trains across hosts, rank 0 hosting the job, bitwise as troupe "
+          "launch on loopback",
+          "[cluster]") {
+  Cluster cluster(2);
+  TempDir dir;
+  // A stand-in srun on PATH: `srun ARGV...` runs SLURM_NTASKS tasks, SLURM_NTASKS_PER_NODE on each
+  // of h0, h1, ..., every one ARGV with its SLURM_PROCID and SLURM_LOCALID, and exits with the
+  // last failed task's code, as srun does.
+  const std::string srun = dir.write(
+      "bin/srun",
+      "#!/bin/bash\n"
+      "pids=()\n"
+      "for ((task = 0; task < SLURM_NTASKS; task++)); do\n"
+      "  " + cluster_script + " exec h$((task / SLURM_NTASKS_PER_NODE)) \"env SLURM_PROCID=$task "
+      "SLURM_LOCALID=$((task % SLURM_NTASKS_PER_NODE)) $(printf '%q ' \"$@\")\" &\n"
+      "  pids+=($!)\n"
+      "done\n"
+      "code=0\n"
+      "for pid in \"${pids[@]}\"; do wait $pid || code=$?; done\n"
+      "exit $code\n");
+  fs::permissions(srun, fs::perms::owner_all);
+  const fs::path local = dir.path() / "loopback", hosts = dir.path() / "across";
+  const auto on_loopback = run_troupe(
+      dir, saving({"launch", "--hostfile", dir.write("local-hosts", "localhost slots=2\nlocalhost slots=2\n")}, 4, local),
+      std::chrono::seconds(120));
+  INFO(on_loopback.out << on_loopback.err);
+  REQUIRE(on_loopback.exit_code == 0);
+
+  ScopedEnv no_rank("RANK", nullptr), no_world("WORLD_SIZE", nullptr), no_join("TROUPE_JOIN", nullptr),
+      no_index("TROUPE_NODE_INDEX", nullptr), no_slots("TROUPE_SLOTS", nullptr), no_local("LOCAL_RANK", nullptr),
+      no_local_world("LOCAL_WORLD_SIZE", nullptr);
+  ScopedEnv nodes("SLURM_JOB_NODELIST", "h[0-1]"), tasks("SLURM_NTASKS", "4"), per_node("SLURM_NTASKS_PER_NODE", "2");
+  ScopedEnv master("MASTER_ADDR", "h0"), port("MASTER_PORT", "29500");
+  ScopedEnv token("TROUPE_TOKEN", "0123456789abcdef0123456789abcdef");
+  std::vector<std::string> argv{srun, TROUPE_BINARY_DIR "/troupe", "node"};
+  const auto job = saving(argv, 4, hosts);
+  const ProcessResult ran = run_process(job, dir.path().string(), std::chrono::seconds(120));
+  INFO(ran.out << ran.err);
+  REQUIRE(ran.exit_code == 0);
+  // A host name: the job listens on every interface of h0.
+  CHECK_THAT(ran.out + ran.err, Contains("job supervisor on 0.0.0.0:29500; waiting up to 60 s for 4 node process(es)"));
+  CHECK_THAT(ran.out + ran.err, Contains("node 3 (h1, pid ") && Contains("job finished: all 4 nodes done"));
+  CHECK_THAT(ran.out + ran.err, Contains("rank 2 reaches ranks 0, 1 through TCP (tcp/eth0); rank 3 through shared memory"));
+  check_same_state(local, hosts, 4);
+  CHECK(processes_on("h0").empty());
+  CHECK(processes_on("h1").empty());
+}
+
 TEST_CASE("bench allreduce --hosts 2 runs the ring and ucx_perftest between two simulated hosts", "[cluster]") {
   TempDir dir;
   cluster_command({"down"});
