@@ -3,8 +3,10 @@
 // TROUPE_NODE_INDEX, the node's ranks from RANK, TROUPE_SLOTS and WORLD_SIZE, all of which
 // troupe launch sets (actors/environment.hpp). Started by srun or torchrun instead, without those,
 // it takes the rank and world from SLURM_PROCID and SLURM_NTASKS, its node index from its rank
-// (one worker per process), and the job's address from MASTER_ADDR and MASTER_PORT. An invalid
-// variable stops the node before it starts anything: one line naming it and its value, exit code 2.
+// (one worker per process), and the job's address from MASTER_ADDR and MASTER_PORT; rank 0 then
+// hosts the job too (troupe launch --external, docs/multi-host.md), and every rank keeps trying to
+// reach it for --join-timeout. An invalid or missing variable stops the node before it starts
+// anything: one line naming it and its value, exit code 2.
 
 #include <arpa/inet.h>
 #include <signal.h>
@@ -83,9 +85,9 @@ Status take_master(NodeStart& start, const NodeArgs& args) {
   const auto master_addr = environment_text(env::master_addr.name), master_port = environment_text(env::master_port.name);
   const char* missing = !master_addr ? "MASTER_ADDR" : !master_port ? "MASTER_PORT" : nullptr;
   if (missing)
-    return Error{std::string("troupe node started by srun or torchrun needs MASTER_ADDR and MASTER_PORT (rank 0's host "
-                             "and a free port there), or --join HOST:PORT: ") +
-                 missing + " is not set"};
+    return Error{"troupe node started by srun or torchrun needs MASTER_ADDR and MASTER_PORT (rank 0's host and a free "
+                 "port there), or --join HOST:PORT; not set: " +
+                 std::string(missing)};
   auto port = parse_environment_integer(env::master_port.name, *master_port, 1, 65535);
   if (!port) return port.error();
   if (torchrun_holds_master_port() && *port == 65535)

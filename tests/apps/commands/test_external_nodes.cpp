@@ -130,7 +130,7 @@ TEST_CASE("a node or job started outside troupe launch without its variables or 
   troupe::test::ScopedEnv with_token("TROUPE_TOKEN", token);
   check_rejected_in(dir, {"node", "--model.preset", "tiny"},
                     "troupe node started by srun or torchrun needs MASTER_ADDR and MASTER_PORT (rank 0's host and a "
-                    "free port there), or --join HOST:PORT: MASTER_PORT is not set");
+                    "free port there), or --join HOST:PORT; not set: MASTER_PORT");
   {
     troupe::test::ScopedEnv port("MASTER_PORT", "http");
     check_rejected_in(dir, {"node", "--model.preset", "tiny"},
