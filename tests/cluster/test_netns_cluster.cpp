@@ -396,11 +396,15 @@ TEST_CASE("bench allreduce --hosts 2 runs the ring and ucx_perftest between two 
       std::chrono::seconds(120));
   INFO(ran.out << ran.err);
   REQUIRE(ran.exit_code == 0);
-  CHECK_THAT(ran.out, Contains("from a process on host 0 to one on host 1") && Contains("ucx_perftest"));
+  CHECK_THAT(ran.out, Contains("from a process on host 0 to one on host 1") && Contains("ucx_perftest") &&
+                         Contains("perftest 2-way"));
   std::smatch row;
-  REQUIRE(std::regex_search(ran.out, row, std::regex("\\n +2 +4 MiB +([0-9.]+) +([0-9.]+)")));
+  // procs, size, time ms, busbw, messages ms, x faster, / stream, / 2-way
+  REQUIRE(std::regex_search(
+      ran.out, row, std::regex("\\n +2 +4 MiB +([0-9.]+) +([0-9.]+) +([0-9.]+) +([0-9.]+) +([0-9.]+) +([0-9.]+)")));
   std::printf("%s", ran.out.c_str());
   CHECK(std::stod(row[2].str()) > 0.01);
+  CHECK(std::stod(row[6].str()) > 0);
   const ProcessResult too_few = run_troupe(dir, {"bench", "allreduce", "--hosts", "2", "--processes", "1"});
   CHECK(too_few.exit_code == 2);
   INFO(missing.err);
