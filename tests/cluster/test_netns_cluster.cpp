@@ -34,6 +34,17 @@ std::vector<std::string> saving(std::vector<std::string> args, long steps, const
               {"--checkpoint.dir", folder.string(), "--checkpoint.every", std::to_string(steps)});
 }
 
+// 4 steps of data parallelism on 2 lines x 2 slots on loopback, checkpointed in `folder`: what a
+// job across hosts must equal.
+ProcessResult two_by_two_on_loopback(const TempDir& dir, const fs::path& folder) {
+  const auto run = run_troupe(
+      dir, saving({"launch", "--hostfile", dir.write("local-hosts", "localhost slots=2\nlocalhost slots=2\n")}, 4, folder),
+      std::chrono::seconds(120));
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  return run;
+}
+
 void check_same_state(const fs::path& a, const fs::path& b, long step) {
   const auto left = checkpoint_values(troupe::checkpoint::step_dir(a, step));
   const auto right = checkpoint_values(troupe::checkpoint::step_dir(b, step));
@@ -65,11 +76,7 @@ TEST_CASE("2 hosts x 2 slots train data parallel bitwise equal to the same grid 
   Cluster cluster(2);
   TempDir dir;
   const fs::path local = dir.path() / "loopback", hosts = dir.path() / "across";
-  const auto on_loopback = run_troupe(
-      dir, saving({"launch", "--hostfile", dir.write("local-hosts", "localhost slots=2\nlocalhost slots=2\n")}, 4, local),
-      std::chrono::seconds(120));
-  INFO(on_loopback.out << on_loopback.err);
-  REQUIRE(on_loopback.exit_code == 0);
+  const auto on_loopback = two_by_two_on_loopback(dir, local);
   CHECK_THAT(on_loopback.out, Contains("comm: rank 0 reaches ranks 1, 2, 3 through shared memory ("));
 
   const auto across = run_troupe(dir, saving(Cluster::launch(dir, "h0 slots=2\nh1 slots=2\n"), 4, hosts),
@@ -359,11 +366,7 @@ TEST_CASE("srun starting troupe node as every task trains across hosts, rank 0 h
       "exit $code\n");
   fs::permissions(srun, fs::perms::owner_all);
   const fs::path local = dir.path() / "loopback", hosts = dir.path() / "across";
-  const auto on_loopback = run_troupe(
-      dir, saving({"launch", "--hostfile", dir.write("local-hosts", "localhost slots=2\nlocalhost slots=2\n")}, 4, local),
-      std::chrono::seconds(120));
-  INFO(on_loopback.out << on_loopback.err);
-  REQUIRE(on_loopback.exit_code == 0);
+  const auto on_loopback = two_by_two_on_loopback(dir, local);
 
   ScopedEnv no_rank("RANK", nullptr), no_world("WORLD_SIZE", nullptr), no_join("TROUPE_JOIN", nullptr),
       no_index("TROUPE_NODE_INDEX", nullptr), no_slots("TROUPE_SLOTS", nullptr), no_local("LOCAL_RANK", nullptr),
