@@ -4,6 +4,8 @@
 // With checkpoint.dir set, a failed or lost node restarts every node from the newest checkpoint
 // instead — a rescue snapshot of the survivors' memory when they could write one — up to
 // fault.max_restarts times, and with fault.elastic the job shrinks rather than stop.
+// With --external N it starts no node: N one-rank nodes that srun, torchrun or a person started
+// join it (rank 0's `troupe node` runs it so under srun and torchrun), and a failure ends the job.
 //
 // Each node is started with the resolved configuration spelled out as overrides, so its config
 // hash equals the job's; a node started by hand with another config is rejected at join.
@@ -13,7 +15,6 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <optional>
 #include <cstdio>
 #include <future>
@@ -23,6 +24,7 @@
 #include <thread>
 
 #include "actors/actor_system_setup.hpp"
+#include "actors/environment.hpp"
 #include "actors/local_messages.hpp"
 #include "actors/monitor/frame_guard.hpp"
 #include "actors/supervision/job_supervisor.hpp"
@@ -247,13 +249,13 @@ constexpr std::size_t min_shared_token_length = 16;
 // The token of a job whose nodes another launcher starts: theirs and the job's come from the
 // same TROUPE_TOKEN.
 Expected<std::string> shared_job_token() {
-  const char* token = std::getenv("TROUPE_TOKEN");
-  if (token == nullptr || *token == '\0')
+  const std::string token = actors::env::read_token().value_or("");
+  if (token.empty())
     return Error{"troupe launch --external needs the job's token in TROUPE_TOKEN, the same in every node's environment"};
-  if (std::strlen(token) < min_shared_token_length)
-    return Error{"TROUPE_TOKEN has " + std::to_string(std::strlen(token)) + " characters; a job token needs at least " +
+  if (token.size() < min_shared_token_length)
+    return Error{"TROUPE_TOKEN has " + std::to_string(token.size()) + " characters; a job token needs at least " +
                  std::to_string(min_shared_token_length)};
-  return std::string(token);
+  return token;
 }
 
 // --external N: N nodes of one rank each, on hosts the job learns only as they join.

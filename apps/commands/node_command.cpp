@@ -41,11 +41,11 @@ namespace {
 
 namespace env = actors::env;
 
-// Slurm's own variable `name` (an integer >= 0) into `into` when `ours` is unset: the node runs
+// Slurm's own variable `name` (an integer >= min) into `into` when `ours` is unset: the node runs
 // under srun rather than troupe launch.
-Status take_slurm(const char* ours, const char* name, int& into) {
+Status take_slurm(const char* ours, const char* name, int& into, int min = 0) {
   if (environment_text(ours) || !environment_text(name)) return Status::success();
-  auto value = environment_integer(name, 0, 0, std::numeric_limits<int>::max());
+  auto value = environment_integer(name, 0, min, std::numeric_limits<int>::max());
   if (!value) return value.error();
   into = static_cast<int>(*value);
   return Status::success();
@@ -60,11 +60,10 @@ Status take(Expected<T> value, U& into) {
 }
 
 // How the node was started: by troupe launch (or by hand, with --join or TROUPE_JOIN), or, with
-// its job's address in MASTER_ADDR and MASTER_PORT, by srun or torchrun beside the job, which then
-// runs in rank 0's process group (hosts_job) and listens at job_bind:join_port.
+// its job's address in MASTER_ADDR and MASTER_PORT, by srun or torchrun beside the job, which
+// rank 0 then runs in its process group (hosts_job), listening at job_bind:join_port.
 struct NodeStart {
   actors::NodeProcessOptions options;
-  bool external = false;
   bool hosts_job = false;
   std::string job_bind;
 };
@@ -92,7 +91,6 @@ Status take_master(NodeStart& start, const NodeArgs& args) {
   if (!port) return port.error();
   if (torchrun_holds_master_port() && *port == 65535)
     return Error{"MASTER_PORT 65535: under torchrun the job listens on MASTER_PORT + 1, which does not exist"};
-  start.external = true;
   start.options.join_host = *master_addr;
   start.options.join_port = static_cast<int>(*port) + (torchrun_holds_master_port() ? 1 : 0);
   start.options.join_patience = std::chrono::milliseconds(std::lround(args.join_timeout * 1000));
@@ -114,9 +112,8 @@ Expected<NodeStart> node_options(const NodeArgs& args) {
   for (Status read : {take_slurm(env::rank.name, "SLURM_PROCID", options.first_rank),
                       take_slurm(env::world_size.name, "SLURM_NTASKS", options.world_size),
                       take_slurm(env::local_rank.name, "SLURM_LOCALID", options.local_rank_base),
-                      take_slurm(env::local_world_size.name, "SLURM_NTASKS_PER_NODE", options.local_world_size)})
+                      take_slurm(env::local_world_size.name, "SLURM_NTASKS_PER_NODE", options.local_world_size, 1)})
     if (!read) return read.error();
-  if (options.local_world_size < 1) return environment_error("SLURM_NTASKS_PER_NODE", "an integer >= 1", "0");
   if (std::int64_t{options.first_rank} + options.slots > options.world_size)
     return Error{"TROUPE_SLOTS " + std::to_string(options.slots) + " with RANK " + std::to_string(options.first_rank) +
                  " does not fit WORLD_SIZE " + std::to_string(options.world_size)};
@@ -177,12 +174,20 @@ Expected<pid_t> start_hosted_job(const NodeStart& start, const NodeArgs& args, c
   return pid;
 }
 
-// The hosted job's exit code, once it has exited.
-int job_exit_code(pid_t pid) {
+int exit_code_of_status(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+
+// The hosted job's verdict: its exit code once it has ended. With `stop` (this node never joined,
+// so the job would wait for it), a job still running is stopped and has no verdict (0); one that
+// already ended on its own (its join deadline) keeps its own.
+int finish_hosted_job(pid_t pid, bool stop) {
   int status = 0;
+  if (stop) {
+    if (waitpid(pid, &status, WNOHANG) == pid) return exit_code_of_status(status);
+    ::kill(pid, SIGTERM);
+  }
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return stop ? 0 : exit_code_of_status(status);
 }
 
 }  // namespace
@@ -207,12 +212,10 @@ int run_node(const NodeArgs& args, const ResolvedJob& job) {
     hosted_job = *pid;
   }
   const actors::NodeOutcome outcome = actors::run_node_process(*options, job);
-  // The job's verdict outranks this node's: a node that could not even join leaves the job
-  // waiting for it, so it is stopped now; otherwise it ends with the nodes.
-  if (hosted_job && outcome.before_join) ::kill(*hosted_job, SIGTERM);
-  const int job_code = hosted_job ? job_exit_code(*hosted_job) : 0;
+  // The job's verdict, which it printed itself, outranks this node's.
+  const int job_code = hosted_job ? finish_hosted_job(*hosted_job, outcome.before_join) : 0;
   if (outcome.exit_code != 0) {
-    if (outcome.before_join) return error_exit(exit_code_of(outcome.exit_code), outcome.reason);
+    if (outcome.before_join && job_code == 0) return error_exit(exit_code_of(outcome.exit_code), outcome.reason);
     std::fprintf(stderr, "troupe: node %d: %s\n", options->node_index, outcome.reason.c_str());
   }
   return job_code != 0 ? job_code : outcome.exit_code;

@@ -106,13 +106,15 @@ TEST_CASE("ranks that torchrun starts: a rank that never joins, or brings anothe
       no_slots("TROUPE_SLOTS", nullptr);
   const int port = free_port();
   const auto started = std::chrono::steady_clock::now();
-  const auto alone = run_ranks(dir, {2}, port, with(tiny_steps(2), {"--join-timeout", "2"}));
+  const auto alone = run_ranks(dir, {2}, port, with(tiny_steps(2), {"--join-timeout", "8"}));
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   INFO(alone[0].output);
   CHECK(alone[0].exit_code == 2);
-  CHECK_THAT(alone[0].output, Contains("job supervisor on 127.0.0.1:" + std::to_string(port) + "; waiting up to 2 s"));
-  CHECK_THAT(alone[0].output, Contains("troupe: error: nodes 1 (started elsewhere) did not join within 2.000 s"));
-  CHECK(waited < 2 + 15);
+  CHECK_THAT(alone[0].output, Contains("job supervisor on 127.0.0.1:" + std::to_string(port) + "; waiting up to 8 s"));
+  // Rank 0 itself joins unless a crowded machine holds its start past the deadline too.
+  CHECK_THAT(alone[0].output, Contains("troupe: error: nodes ") &&
+                                  Contains("1 (started elsewhere) did not join within 8.000 s"));
+  CHECK(waited < 8 + 20);
 
   const auto mismatched = run_ranks(dir, {2, 3}, free_port(), tiny_steps(2));
   INFO(mismatched[0].output);
