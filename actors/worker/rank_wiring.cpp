@@ -142,6 +142,13 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   return outcome;
 }
 
+// The job's comm.* keys as the compressor takes them (resolve() checked the name).
+comm::CompressionOptions compression_options(const ResolvedJob& job) {
+  auto kind = comm::parse_compression(job.config.comm.compress);
+  TROUPE_CHECK(kind.ok(), "comm.compress '" + job.config.comm.compress + "' reached a worker unchecked");
+  return {*kind, job.config.comm.powersgd_rank, job.config.comm.compress_start_step, job.config.train.seed};
+}
+
 }  // namespace
 
 node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute::Backend& backend,
@@ -186,9 +193,14 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
   }
   try {
     MailboxComm mailbox(worker);
+    const compute::ParameterLayout layout(job.model);
+    std::shared_ptr<comm::GradientCompressor> compressor;
+    if (const comm::CompressionOptions compression = compression_options(job);
+        compression.kind != comm::Compression::none)
+      compressor = gradient_compressor(mailbox, **dp, progress, compression, layout);
     auto data_parallel = [&] {
-      compute::DataParallel host = group_data_parallel(mailbox, **dp, progress, job.config.train.zero,
-                                                               compute::ParameterLayout(job.model).total());
+      compute::DataParallel host =
+          group_data_parallel(mailbox, **dp, progress, job.config.train.zero, layout.total(), compressor);
       return device_group ? device_group->data_parallel(std::move(host), mailbox, progress) : host;
     };
     RunOutcome outcome = stages == 1 && shards == 1 ? run_training(job, backend, data, data_parallel(),
