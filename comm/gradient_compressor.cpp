@@ -36,11 +36,26 @@ void by_type(compute::DType dtype, Work&& work) {
 }  // namespace
 
 GradientCompressor::GradientCompressor(CompressionOptions options, std::vector<GradientTensor> tensors, int group_size,
-                                       SumChannel channel)
+                                       SumChannel channel, compute::DType dtype)
     : options_(options), tensors_(std::move(tensors)), group_size_(group_size), channel_(std::move(channel)) {
   TROUPE_CHECK(group_size_ >= 1 && options_.rank >= 1, "a compressor needs a group and a positive rank");
   std::sort(tensors_.begin(), tensors_.end(),
             [](const GradientTensor& a, const GradientTensor& b) { return a.offset < b.offset; });
+  if (options_.kind != Compression::powersgd) return;
+  std::int64_t total = 0;
+  for (const GradientTensor& t : tensors_) total = std::max(total, t.offset + t.rows * t.cols);
+  residuals_ = compute::Tensor::zeros({total}, dtype);
+  factors_ = compute::Tensor::zeros({total}, dtype);
+  // Q's first values, the same on every rank: a pure function of (seed, offset, index).
+  by_type(dtype, [&]<typename T>() {
+    for (const GradientTensor& t : tensors_) {
+      if (!powersgd::worth_compressing(t.rows, t.cols, options_.rank)) continue;
+      T* q = factors_.data_as<T>() + t.offset;
+      for (std::int64_t i = 0; i < t.cols * options_.rank; ++i)
+        q[i] = static_cast<T>(compute::counter_normal(options_.seed, static_cast<std::uint64_t>(t.offset),
+                                                      static_cast<std::uint64_t>(i)));
+    }
+  });
 }
 
 SumChannel::Ticket GradientCompressor::send(const compute::Tensor& wire, std::size_t plain_bytes) {
@@ -54,23 +69,9 @@ void GradientCompressor::count_time(Clock::time_point since) {
   totals_.nanoseconds.fetch_add(static_cast<std::uint64_t>(elapsed.count()), std::memory_order_relaxed);
 }
 
-GradientCompressor::Matrix& GradientCompressor::matrix(const GradientTensor& tensor, compute::DType dtype) {
-  auto [it, created] = matrices_.try_emplace(tensor.offset);
-  Matrix& m = it->second;
-  if (created) {
-    m.tensor = &tensor;
-    m.residual = compute::Tensor::zeros({tensor.rows, tensor.cols}, dtype);
-    m.q = compute::Tensor::zeros({tensor.cols, options_.rank}, dtype);
-    // The same normal values on every rank: a pure function of (seed, offset, index).
-    by_type(dtype, [&]<typename T>() {
-      T* q = m.q.data_as<T>();
-      for (std::int64_t i = 0; i < m.q.numel(); ++i)
-        q[i] = static_cast<T>(compute::counter_normal(options_.seed, static_cast<std::uint64_t>(tensor.offset),
-                                                      static_cast<std::uint64_t>(i)));
-    });
-  }
-  TROUPE_CHECK(m.residual.dtype() == dtype, "a compressed matrix's gradients changed type");
-  return m;
+GradientCompressor::Matrix GradientCompressor::matrix(const GradientTensor& tensor) const {
+  return {&tensor, residuals_.slice(tensor.offset, {tensor.rows * tensor.cols}),
+          factors_.slice(tensor.offset, {tensor.cols * options_.rank})};
 }
 
 void GradientCompressor::start(compute::Tensor bucket, std::int64_t offset) {
@@ -108,7 +109,7 @@ void GradientCompressor::start_powersgd(Pending& pending) {
     const std::int64_t begin = tensor.offset - offset;
     if (begin > plain_from) pending.plain.emplace_back(plain_from, begin);
     plain_from = begin + numel;
-    pending.matrices.push_back(&matrix(tensor, bucket.dtype()));
+    pending.matrices.push_back(matrix(tensor));
     p_count += tensor.rows * r;
   }
   if (bucket.numel() > plain_from) pending.plain.emplace_back(plain_from, bucket.numel());
@@ -122,12 +123,12 @@ void GradientCompressor::start_powersgd(Pending& pending) {
     at += to - from;
   }
   by_type(bucket.dtype(), [&]<typename T>() {
-    for (Matrix* m : pending.matrices) {
-      const GradientTensor& t = *m->tensor;
+    for (const Matrix& m : pending.matrices) {
+      const GradientTensor& t = *m.tensor;
       T* grad = bucket.data_as<T>() + (t.offset - offset);
-      const T* residual = m->residual.data_as<T>();
+      const T* residual = m.residual.data_as<T>();
       for (std::int64_t i = 0; i < t.rows * t.cols; ++i) grad[i] += residual[i];
-      powersgd::multiply(grad, m->q.data_as<T>(), pending.wire.data_as<T>() + at, t.rows, t.cols, r);
+      powersgd::multiply(grad, m.q.data_as<T>(), pending.wire.data_as<T>() + at, t.rows, t.cols, r);
       at += t.rows * r;
     }
   });
@@ -146,13 +147,13 @@ void GradientCompressor::send_q(Pending& pending) {
   if (pending.matrices.empty()) return;
   const int r = options_.rank;
   std::int64_t q_count = 0;
-  for (const Matrix* m : pending.matrices) q_count += m->tensor->cols * r;
+  for (const Matrix& m : pending.matrices) q_count += m.tensor->cols * r;
   pending.q_wire = compute::Tensor::zeros({q_count}, bucket.dtype());
   by_type(bucket.dtype(), [&]<typename T>() {
     T* p = pending.wire.data_as<T>() + pending.plain_count;
     T* q = pending.q_wire.data_as<T>();
-    for (const Matrix* m : pending.matrices) {
-      const GradientTensor& t = *m->tensor;
+    for (const Matrix& m : pending.matrices) {
+      const GradientTensor& t = *m.tensor;
       powersgd::orthonormalise(p, t.rows, r);
       const T* grad = bucket.data_as<T>() + (t.offset - pending.offset);
       powersgd::multiply_transposed(grad, p, q, t.rows, t.cols, r);
@@ -171,15 +172,15 @@ void GradientCompressor::rebuild(Pending& pending) {
     const T* p = pending.wire.data_as<T>() + pending.plain_count;
     const T* q = pending.q_wire.data_as<T>();
     const T n = static_cast<T>(group_size_);
-    for (Matrix* m : pending.matrices) {
-      const GradientTensor& t = *m->tensor;
+    for (const Matrix& m : pending.matrices) {
+      const GradientTensor& t = *m.tensor;
       T* grad = pending.bucket.data_as<T>() + (t.offset - pending.offset);
-      T* residual = m->residual.data_as<T>();
+      T* residual = m.residual.data_as<T>();
       // grad holds M here; the residual becomes M − P·Qᵀ/n and grad the approximation P·Qᵀ.
       std::copy(grad, grad + t.rows * t.cols, residual);
       powersgd::reconstruct(p, q, grad, t.rows, t.cols, r);
       for (std::int64_t i = 0; i < t.rows * t.cols; ++i) residual[i] -= grad[i] / n;
-      std::copy(q, q + t.cols * r, m->q.data_as<T>());
+      std::copy(q, q + t.cols * r, m.q.data_as<T>());
       p += t.rows * r;
       q += t.cols * r;
     }
@@ -210,34 +211,6 @@ void GradientCompressor::finish() {
   for (Pending& bucket : pending) {
     if (!bucket.matrices.empty()) rebuild(bucket);
   }
-}
-
-std::vector<CompressionState> GradientCompressor::state() const {
-  std::vector<CompressionState> out;
-  for (const auto& [offset, m] : matrices_) out.push_back({m.tensor->name, m.residual, m.q});
-  return out;
-}
-
-Status GradientCompressor::restore(const std::vector<CompressionState>& saved) {
-  std::map<std::int64_t, Matrix> restored;
-  for (const CompressionState& s : saved) {
-    auto tensor = std::find_if(tensors_.begin(), tensors_.end(),
-                               [&](const GradientTensor& t) { return t.name == s.name; });
-    if (tensor == tensors_.end()) return Error{"compression state names an unknown tensor '" + s.name + "'"};
-    const compute::Shape residual_shape{tensor->rows, tensor->cols}, q_shape{tensor->cols, options_.rank};
-    if (s.residual.shape() != residual_shape || s.q.shape() != q_shape || s.residual.dtype() != s.q.dtype())
-      return Error{"compression state of '" + s.name + "' has the shapes " + s.residual.describe() + " and " +
-                   s.q.describe() + ", not those of its tensor at rank " + std::to_string(options_.rank)};
-    Matrix m;
-    m.tensor = &*tensor;
-    m.residual = compute::Tensor::zeros(residual_shape, s.residual.dtype());
-    m.q = compute::Tensor::zeros(q_shape, s.q.dtype());
-    copy_elements(s.residual, 0, m.residual, 0, m.residual.numel());
-    copy_elements(s.q, 0, m.q, 0, m.q.numel());
-    restored[tensor->offset] = std::move(m);
-  }
-  matrices_ = std::move(restored);
-  return {};
 }
 
 }  // namespace troupe::comm

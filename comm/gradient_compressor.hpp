@@ -14,15 +14,17 @@
 //     and computes P at once; finish() orthonormalises, computes and sums Q, and rebuilds the
 //     gradients, bucket after bucket, so one bucket's Q travels while the next one's is computed.
 //
-// Training state: each compressed matrix's residual and Q (warm start), created at its first
-// compressed step. state()/restore() carry them through checkpoints and rescue snapshots.
+// Training state (PowerSGD): every rank's residuals, and Q (the same on every rank), each in one
+// flat buffer in the gradients' order: a matrix's residual at its own elements, its Q (cols × r,
+// fewer elements than the matrix wherever it is compressed) at the start of them; zero
+// elsewhere. Q starts as normal values drawn from (seed, offset); the residuals at zero.
+// Checkpoints and rescue snapshots carry both buffers (residuals() and factors()).
 // Used from one thread at a time.
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -56,36 +58,29 @@ struct CompressionTotals {
   std::atomic<std::uint64_t> nanoseconds{0};
 };
 
-// One compressed matrix's state, as a checkpoint holds it.
-struct CompressionState {
-  std::string name;           // the GradientTensor's
-  compute::Tensor residual;   // rows × cols, the gradients' dtype
-  compute::Tensor q;          // cols × r
-};
-
 class GradientCompressor {
  public:
-  // `tensors` describe the flat buffer (gaps between them are summed plain); `group_size` is n.
+  // `tensors` describe the flat buffer (gaps between them are summed plain); `group_size` is n;
+  // `dtype` is the gradients' (f32, or f64 for PowerSGD).
   GradientCompressor(CompressionOptions options, std::vector<GradientTensor> tensors, int group_size,
-                     SumChannel channel);
+                     SumChannel channel, compute::DType dtype = compute::DType::f32);
 
   const CompressionOptions& options() const { return options_; }
   // The step whose buckets come next (0-based): compression applies from options.start_step on.
   void begin_step(long step) { step_ = step; }
   bool compressing() const { return options_.kind != Compression::none && step_ >= options_.start_step; }
-  // `bucket` is elements [offset, offset + numel) of the flat gradient buffer (f32, or f64 for
-  // PowerSGD); it must stay alive until finish().
+  // `bucket` is elements [offset, offset + numel) of the flat gradient buffer, of the dtype given;
+  // it must stay alive until finish().
   void start(compute::Tensor bucket, std::int64_t offset);
   void finish();
 
   const CompressionTotals& totals() const { return totals_; }
-  // Every compressed matrix's state so far (tensors shared with the compressor), in offset order.
-  std::vector<CompressionState> state() const;
-  // Takes state saved by state() of a compressor over the same tensors, options and dtype;
-  // names it does not know, or shapes that differ, are refused.
-  Status restore(const std::vector<CompressionState>& saved);
+  // PowerSGD's state buffers (shared with the compressor); undefined for other kinds.
+  const compute::Tensor& residuals() const { return residuals_; }
+  const compute::Tensor& factors() const { return factors_; }
 
  private:
+  // A compressed matrix: its tensor, and its slices of the state buffers.
   struct Matrix {
     const GradientTensor* tensor = nullptr;
     compute::Tensor residual, q;
@@ -95,7 +90,7 @@ class GradientCompressor {
     std::int64_t offset = 0;  // of the bucket in the flat buffer
     compute::Tensor wire;  // what travels: the bucket itself, its bf16 copy, or [plain | P...]
     SumChannel::Ticket first = 0;
-    std::vector<Matrix*> matrices;                              // compressed, in bucket order
+    std::vector<Matrix> matrices;                               // compressed, in bucket order
     std::vector<std::pair<std::int64_t, std::int64_t>> plain;   // [begin, end) in the bucket
     std::int64_t plain_count = 0;
     compute::Tensor q_wire;  // [Q...]
@@ -105,7 +100,7 @@ class GradientCompressor {
   void start_powersgd(Pending& pending);
   void send_q(Pending& pending);
   void rebuild(Pending& pending);
-  Matrix& matrix(const GradientTensor& tensor, compute::DType dtype);
+  Matrix matrix(const GradientTensor& tensor) const;
   SumChannel::Ticket send(const compute::Tensor& wire, std::size_t plain_bytes);
   void count_time(std::chrono::steady_clock::time_point since);
 
@@ -114,7 +109,7 @@ class GradientCompressor {
   int group_size_;
   SumChannel channel_;
   long step_ = 0;
-  std::map<std::int64_t, Matrix> matrices_;  // by offset
+  compute::Tensor residuals_, factors_;
   std::vector<Pending> pending_;
   CompressionTotals totals_;
 };

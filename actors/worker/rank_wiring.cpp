@@ -197,7 +197,16 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
     std::shared_ptr<comm::GradientCompressor> compressor;
     if (const comm::CompressionOptions compression = compression_options(job);
         compression.kind != comm::Compression::none)
+    {
       compressor = gradient_compressor(mailbox, **dp, progress, compression, layout);
+      if (rank == 0)
+        monitor::logger("comm")->info("gradients summed as {}{} from step {} (plain before)",
+                                      comm::compression_name(compression.kind),
+                                      compression.kind == comm::Compression::powersgd
+                                          ? fmt::format(" (rank {}, error feedback)", compression.rank)
+                                          : "",
+                                      compression.start_step + 1);
+    }
     auto data_parallel = [&] {
       compute::DataParallel host =
           group_data_parallel(mailbox, **dp, progress, job.config.train.zero, layout.total(), compressor);
