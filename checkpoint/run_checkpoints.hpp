@@ -45,6 +45,10 @@ struct HeldRange {
   float* data = nullptr;
   bool saved = true;
   bool copy = false;  // a copy of what another rank of the same replica holds (a tied embedding): a rescue skips it
+  // A checkpoint without this kind leaves it as it is instead of being refused: state a rank
+  // starts afresh without (a compression residual of a rank that no rescue snapshot wrote, or of
+  // a run that did not compress).
+  bool optional = false;
 };
 
 struct RunCheckpointOptions {

@@ -30,6 +30,10 @@ void compress_sums(compute::DataParallel& dp, MailboxComm& mailbox, comm::Commun
     compressor->start(grads, 0);
     compressor->finish();
   };
+  if (compressor->options().kind == comm::Compression::powersgd) {
+    dp.sum_state = {{"powersgd_q", compressor->factors(), true},
+                    {"powersgd_residual_dp" + std::to_string(comm.position()), compressor->residuals(), false}};
+  }
   if (compressor->options().kind != comm::Compression::bf16) return;
   dp.reduce_scatter_gradients = [compressor, plain = dp.reduce_scatter_gradients, &mailbox, &comm,
                                  &progress](compute::Tensor& grads) {

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "compute/data/batch.hpp"
@@ -59,6 +60,15 @@ struct DataParallel {
   // Called with the step's index before its gradients are summed (gradient compression starts at
   // a step); may be empty.
   std::function<void(long step)> begin_step;
+  // Training state the gradient sums keep besides model and optimizer (gradient compression's
+  // residuals and factors): flat f32 buffers in parameter order, checkpointed as `kind`; a
+  // replicated one is the same on every rank of the group.
+  struct SumState {
+    std::string kind;
+    Tensor values;
+    bool replicated = false;
+  };
+  std::vector<SumState> sum_state;
   // Stage 3: every position's shard as n + 1 offsets into the flat buffer, and how a unit's
   // pieces move; the caller builds the model's source from them and points `sharded` at it.
   std::vector<std::int64_t> shard_offsets;
@@ -98,6 +108,7 @@ class Trainer {
   // data position, the learning rate and AdamW's bias correction follow from the count.
   void resume_at(long steps);
   AdamW& optimizer() { return optimizer_; }
+  const DataParallel& data_parallel() const { return options_.data_parallel; }
   std::int64_t tokens_per_step() const;  // over the whole data-parallel group
 
  private:
