@@ -199,6 +199,12 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
         compression.kind != comm::Compression::none)
     {
       compressor = gradient_compressor(mailbox, **dp, progress, compression, layout);
+      if (metrics)
+        metrics->read_compression_from([compressor] {
+          const comm::CompressionTotals& totals = compressor->totals();
+          return monitor::CompressionReading{totals.wire_bytes.load(), totals.plain_bytes.load(),
+                                             static_cast<double>(totals.nanoseconds.load()) * 1e-9};
+        });
       if (rank == 0)
         monitor::logger("comm")->info("gradients summed as {}{} from step {} (plain before)",
                                       comm::compression_name(compression.kind),
