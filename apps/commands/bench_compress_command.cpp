@@ -111,7 +111,9 @@ int run_bench_compress(BenchCompressOptions o) {
     if (!result.ok || result.report.size() != expected * sizeof(double))
       return error_exit(ExitCode::failure, "bench compress: rank " + std::to_string(r) + " of " +
                                                std::to_string(ranks) + ": " +
-                                               (result.error.empty() ? "reported no step times" : result.error));
+                                               (result.error.empty() ? "reported no step times" : result.error) +
+                                               (result.signal != 0 ? " (signal " + std::to_string(result.signal) + ")"
+                                                                   : ""));
     reports.push_back(unpack_figures(result.report));
   }
 
