@@ -195,16 +195,17 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
     MailboxComm mailbox(worker);
     const compute::ParameterLayout layout(job.model);
     std::shared_ptr<comm::GradientCompressor> compressor;
+    std::function<monitor::CompressionReading()> compression_reading;
     if (const comm::CompressionOptions compression = compression_options(job);
         compression.kind != comm::Compression::none)
     {
       compressor = gradient_compressor(mailbox, **dp, progress, compression, layout);
-      if (metrics)
-        metrics->read_compression_from([compressor] {
-          const comm::CompressionTotals& totals = compressor->totals();
-          return monitor::CompressionReading{totals.wire_bytes.load(), totals.plain_bytes.load(),
-                                             static_cast<double>(totals.nanoseconds.load()) * 1e-9};
-        });
+      compression_reading = [compressor] {
+        const comm::CompressionTotals& totals = compressor->totals();
+        return monitor::CompressionReading{totals.wire_bytes.load(), totals.plain_bytes.load(),
+                                           static_cast<double>(totals.nanoseconds.load()) * 1e-9};
+      };
+      if (metrics) metrics->read_compression_from(compression_reading);
       if (rank == 0)
         monitor::logger("comm")->info("gradients summed as {}{} from step {} (plain before)",
                                       comm::compression_name(compression.kind),
@@ -219,7 +220,7 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
       return device_group ? device_group->data_parallel(std::move(host), mailbox, progress) : host;
     };
     RunOutcome outcome = stages == 1 && shards == 1 ? run_training(job, backend, data, data_parallel(),
-                                                    {progress, metrics, &control, rescue, rank == 0})
+                                                    {progress, metrics, &control, rescue, rank == 0, compression_reading})
                                      : train_pipeline_stage(job, data, backend, engine, grid, **dp, mailbox, progress,
                                                             metrics, control, rescue);
     return {-1, outcome.exit_code, outcome.reason};
