@@ -86,6 +86,7 @@ struct Resumed {
   long steps = 0;                    // steps the checkpoint had taken; 0: a fresh start
   std::string from;                  // the folder, when resumed
   std::vector<std::string> skipped;  // newer folders passed over, and why
+  std::vector<std::string> absent;   // optional kinds this rank holds that the checkpoint lacks
 };
 
 class RunCheckpoints {

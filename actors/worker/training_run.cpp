@@ -207,6 +207,10 @@ class RankRun {
       loop_.resume_at(first_step_);
       log_->info("resumed from {} after step {} (data position and optimizer state included)", resumed->from,
                  first_step_);
+      for (const std::string& kind : resumed->absent)
+        checkpoint_log_->warn("{} holds no '{}' state: this rank starts it afresh, so the run is no longer bitwise "
+                              "that of one that never stopped",
+                              resumed->from, kind);
     } else if (job_.config.checkpoint.resume) {
       log_->info("no checkpoint in {} to resume from: starting fresh", job_.config.checkpoint.dir);
     }

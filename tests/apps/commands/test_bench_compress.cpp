@@ -24,17 +24,7 @@ TEST_CASE("bench compress steps plain, bf16 and PowerSGD in turns and prints the
   REQUIRE(!result.timed_out);
   REQUIRE(result.exit_code == 0);
 
-  const std::regex line(R"(\n(\d+) +([0-9]+) +([0-9]+) +([0-9]+) +([0-9.]+) +([0-9.]+))");
-  int iterations = 0;
-  for (auto it = std::sregex_iterator(result.out.begin(), result.out.end(), line); it != std::sregex_iterator(); ++it) {
-    const std::smatch& m = *it;
-    const double plain = std::stod(m[2].str()), bf16 = std::stod(m[3].str()), powersgd = std::stod(m[4].str());
-    CHECK(plain > 0);
-    CHECK(std::stod(m[5].str()) == Approx(bf16 / plain).epsilon(0.01));
-    CHECK(std::stod(m[6].str()) == Approx(powersgd / plain).epsilon(0.01));
-    ++iterations;
-  }
-  CHECK(iterations == 2);
+  CHECK(check_iteration_ratios(result.out) == 2);
   auto bytes_of = [&](const std::string& variant) {
     std::smatch m;
     REQUIRE(std::regex_search(result.out, m, std::regex("\n" + variant + R"( +([0-9]+) +([0-9.]+)x)")));
