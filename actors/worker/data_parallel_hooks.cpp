@@ -81,16 +81,20 @@ std::vector<std::int64_t> shard_offsets(const comm::Communicator& comm, std::int
   return offsets;
 }
 
-std::shared_ptr<comm::GradientCompressor> gradient_compressor(MailboxComm& mailbox, comm::Communicator& comm,
-                                                              monitor::WorkProgress& progress,
-                                                              const comm::CompressionOptions& options,
-                                                              const compute::ParameterLayout& layout) {
+std::vector<comm::GradientTensor> gradient_tensors(const compute::ParameterLayout& layout) {
   std::vector<comm::GradientTensor> tensors;
   for (const compute::ParameterView& view : layout.views()) {
     const std::int64_t rows = view.shape.empty() ? 1 : view.shape.front();
     tensors.push_back({view.name, view.offset, view.shape.size() < 2 ? view.numel() : rows,
                        view.shape.size() < 2 ? 1 : view.numel() / rows});
   }
+  return tensors;
+}
+
+std::shared_ptr<comm::GradientCompressor> gradient_compressor(MailboxComm& mailbox, comm::Communicator& comm,
+                                                              monitor::WorkProgress& progress,
+                                                              const comm::CompressionOptions& options,
+                                                              std::vector<comm::GradientTensor> tensors) {
   comm::SumChannel channel{
       [&mailbox, &comm](compute::Tensor wire) { return mailbox.all_reduce(comm, std::move(wire)); },
       [&mailbox, &progress](comm::SumChannel::Ticket op) {

@@ -26,11 +26,14 @@ compute::DataParallel group_data_parallel(MailboxComm& mailbox, comm::Communicat
                                           monitor::WorkProgress& progress, int zero_stage, std::int64_t parameters,
                                           std::shared_ptr<comm::GradientCompressor> compressor = nullptr);
 
-// A compressor of the model's gradients over `comm`, its sums posted through `mailbox`.
+// A compressor of gradients over `comm`, its sums posted through `mailbox`; `tensors` (PowerSGD's
+// matrices) from gradient_tensors(), or none for bf16.
 std::shared_ptr<comm::GradientCompressor> gradient_compressor(MailboxComm& mailbox, comm::Communicator& comm,
                                                               monitor::WorkProgress& progress,
                                                               const comm::CompressionOptions& options,
-                                                              const compute::ParameterLayout& layout);
+                                                              std::vector<comm::GradientTensor> tensors);
+// The model's parameters as the compressor sees them: matrices rows × cols, vectors rows × 1.
+std::vector<comm::GradientTensor> gradient_tensors(const compute::ParameterLayout& layout);
 
 // ZeRO-3's gathers and reduce-scatters of one unit over `comm`, posted now and waited for when the
 // model needs them; a wait names which of the two it is for the watchdog.

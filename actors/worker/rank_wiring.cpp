@@ -26,6 +26,13 @@
 namespace troupe::actors {
 namespace {
 
+// The job's comm.* keys as the compressor takes them (resolve() checked the name).
+comm::CompressionOptions compression_options(const ResolvedJob& job) {
+  auto kind = comm::parse_compression(job.config.comm.compress);
+  TROUPE_CHECK(kind.ok(), "comm.compress '" + job.config.comm.compress + "' reached a worker unchecked");
+  return {*kind, job.config.comm.powersgd_rank, job.config.comm.compress_start_step, job.config.train.seed};
+}
+
 // A pipeline stage as the rank loop drives it; each step also reports the stage's bubble.
 class PipelineStageLoop final : public TrainingLoop {
  public:
@@ -105,7 +112,8 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   const int zero = job.config.train.zero;
   PipelineSetup setup{job.model,           *schedule, job.pipeline_split,
                       report->peak_stashed[static_cast<std::size_t>(coord.pp)], grid, rank, trainer_options(job),
-                      zero,                job.config.train.zero3_reshard, job.config.tensor.sequence_parallel};
+                      zero,                job.config.train.zero3_reshard, job.config.tensor.sequence_parallel,
+                      compression_options(job)};
   compute::memory_ledger().measure_runtime();  // what the process holds before the model
   PipelineTrainer trainer(std::move(setup), backend, {engine, dp, **pp, embedding.get(), tp.get()}, mailbox, progress,
                           data.train, data.val);
@@ -142,12 +150,6 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   return outcome;
 }
 
-// The job's comm.* keys as the compressor takes them (resolve() checked the name).
-comm::CompressionOptions compression_options(const ResolvedJob& job) {
-  auto kind = comm::parse_compression(job.config.comm.compress);
-  TROUPE_CHECK(kind.ok(), "comm.compress '" + job.config.comm.compress + "' reached a worker unchecked");
-  return {*kind, job.config.comm.powersgd_rank, job.config.comm.compress_start_step, job.config.train.seed};
-}
 
 }  // namespace
 
@@ -199,7 +201,7 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
     if (const comm::CompressionOptions compression = compression_options(job);
         compression.kind != comm::Compression::none)
     {
-      compressor = gradient_compressor(mailbox, **dp, progress, compression, layout);
+      compressor = gradient_compressor(mailbox, **dp, progress, compression, gradient_tensors(layout));
       compression_reading = [compressor] {
         const comm::CompressionTotals& totals = compressor->totals();
         return monitor::CompressionReading{totals.wire_bytes.load(), totals.plain_bytes.load(),
