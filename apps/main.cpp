@@ -313,7 +313,8 @@ int main(int argc, char** argv) {
 
   BenchCompressOptions compress_options;
   CLI::App* compress_command = bench_command->add_subcommand(
-      "compress", "Data parallelism on 2 ranks with gradient sums plain, bf16 and PowerSGD, in turns: bytes and tokens/s.");
+      "compress",
+      "Data parallelism on 2 ranks with gradient sums plain, bf16 and PowerSGD, in turns: bytes and tokens/s.");
   compress_command->add_option("--model", compress_options.model, "model preset")
       ->check(CLI::IsMember(compute::gpt_preset_names()))
       ->capture_default_str();

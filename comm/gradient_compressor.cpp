@@ -25,7 +25,8 @@ void copy_elements(const compute::Tensor& source, std::int64_t from, const compu
 // Calls `work.template operator()<T>()` with T the tensor's element type, f32 or f64.
 template <class Work>
 void by_type(compute::DType dtype, Work&& work) {
-  TROUPE_CHECK(dtype == compute::DType::f32 || dtype == compute::DType::f64, "PowerSGD compresses f32 or f64 gradients");
+  TROUPE_CHECK(dtype == compute::DType::f32 || dtype == compute::DType::f64,
+               "PowerSGD compresses f32 or f64 gradients");
   if (dtype == compute::DType::f32) {
     work.template operator()<float>();
   } else {
@@ -85,7 +86,8 @@ void GradientCompressor::start(compute::Tensor bucket, std::int64_t offset) {
     TROUPE_CHECK(bucket.dtype() == compute::DType::f32, "bf16 compression takes f32 gradients");
     const Clock::time_point began = Clock::now();
     pending.wire = compute::Tensor::zeros({bucket.numel()}, compute::DType::bf16);
-    encode_bf16(bucket.data_as<float>(), pending.wire.data_as<std::uint16_t>(), static_cast<std::size_t>(bucket.numel()));
+    encode_bf16(bucket.data_as<float>(), pending.wire.data_as<std::uint16_t>(),
+                static_cast<std::size_t>(bucket.numel()));
     count_time(began);
     pending.first = send(pending.wire, bucket.nbytes());
   } else {

@@ -88,10 +88,10 @@ class GradientCompressor {
   struct Pending {
     compute::Tensor bucket;
     std::int64_t offset = 0;  // of the bucket in the flat buffer
-    compute::Tensor wire;  // what travels: the bucket itself, its bf16 copy, or [plain | P...]
+    compute::Tensor wire;     // what travels: the bucket itself, its bf16 copy, or [plain | P...]
     SumChannel::Ticket first = 0;
-    std::vector<Matrix> matrices;                               // compressed, in bucket order
-    std::vector<std::pair<std::int64_t, std::int64_t>> plain;   // [begin, end) in the bucket
+    std::vector<Matrix> matrices;                              // compressed, in bucket order
+    std::vector<std::pair<std::int64_t, std::int64_t>> plain;  // [begin, end) in the bucket
     std::int64_t plain_count = 0;
     compute::Tensor q_wire;  // [Q...]
     SumChannel::Ticket second = 0;

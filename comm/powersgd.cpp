@@ -78,10 +78,10 @@ void reconstruct(const T* p, const T* q, T* out, std::int64_t rows, std::int64_t
   }
 }
 
-#define TROUPE_POWERSGD_TYPE(T)                                                             \
-  template void multiply<T>(const T*, const T*, T*, std::int64_t, std::int64_t, int);       \
+#define TROUPE_POWERSGD_TYPE(T)                                                                  \
+  template void multiply<T>(const T*, const T*, T*, std::int64_t, std::int64_t, int);            \
   template void multiply_transposed<T>(const T*, const T*, T*, std::int64_t, std::int64_t, int); \
-  template void orthonormalise<T>(T*, std::int64_t, int);                                   \
+  template void orthonormalise<T>(T*, std::int64_t, int);                                        \
   template void reconstruct<T>(const T*, const T*, T*, std::int64_t, std::int64_t, int);
 TROUPE_POWERSGD_TYPE(float)
 TROUPE_POWERSGD_TYPE(double)

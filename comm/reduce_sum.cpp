@@ -29,7 +29,9 @@ __attribute__((target_clones("avx512f", "arch=haswell", "default"))) void add_bf
 
 }  // namespace
 
-bool reducible(compute::DType dtype) { return dtype == compute::DType::f32 || dtype == compute::DType::f64 || dtype == compute::DType::bf16; }
+bool reducible(compute::DType dtype) {
+  return dtype == compute::DType::f32 || dtype == compute::DType::f64 || dtype == compute::DType::bf16;
+}
 
 void reduce_sum(compute::DType dtype, void* dst, const void* src, std::size_t count) {
   TROUPE_CHECK(reducible(dtype), "reduce_sum of a type collectives do not reduce");

@@ -24,7 +24,9 @@ std::vector<comm::Slice> slices(const std::vector<std::int64_t>& counts) {
 void compress_sums(compute::DataParallel& dp, MailboxComm& mailbox, comm::Communicator& comm,
                    monitor::WorkProgress& progress, std::shared_ptr<comm::GradientCompressor> compressor) {
   dp.begin_step = [compressor](long step) { compressor->begin_step(step); };
-  dp.start_sum = [compressor](compute::Tensor bucket, std::int64_t offset) { compressor->start(std::move(bucket), offset); };
+  dp.start_sum = [compressor](compute::Tensor bucket, std::int64_t offset) {
+    compressor->start(std::move(bucket), offset);
+  };
   dp.wait_sums = [compressor] { compressor->finish(); };
   dp.sum_gradients = [compressor](compute::Tensor& grads) {
     compressor->start(grads, 0);
@@ -132,7 +134,9 @@ compute::DataParallel group_data_parallel(MailboxComm& mailbox, comm::Communicat
   dp.sum_gradients = [run, &mailbox, &comm](compute::Tensor& grads) {
     run("the gradient sum", [&] { mailbox.all_reduce(comm, grads); });
   };
-  dp.start_sum = [&mailbox, &comm](compute::Tensor bucket, std::int64_t) { mailbox.all_reduce(comm, std::move(bucket)); };
+  dp.start_sum = [&mailbox, &comm](compute::Tensor bucket, std::int64_t) {
+    mailbox.all_reduce(comm, std::move(bucket));
+  };
   dp.wait_sums = [&mailbox, &progress] {
     auto waiting = progress.wait_for("the gradient sums");
     check_comm(mailbox.wait_all());

@@ -221,8 +221,8 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
           group_data_parallel(mailbox, **dp, progress, job.config.train.zero, layout.total(), compressor);
       return device_group ? device_group->data_parallel(std::move(host), mailbox, progress) : host;
     };
-    RunOutcome outcome = stages == 1 && shards == 1 ? run_training(job, backend, data, data_parallel(),
-                                                    {progress, metrics, &control, rescue, rank == 0, compression_reading})
+    const RunServices services{progress, metrics, &control, rescue, rank == 0, compression_reading};
+    RunOutcome outcome = stages == 1 && shards == 1 ? run_training(job, backend, data, data_parallel(), services)
                                      : train_pipeline_stage(job, data, backend, engine, grid, **dp, mailbox, progress,
                                                             metrics, control, rescue);
     return {-1, outcome.exit_code, outcome.reason};

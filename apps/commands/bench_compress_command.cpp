@@ -78,21 +78,24 @@ Expected<std::vector<double>> run_rank(comm::Engine& engine, const compute::GPTC
 int run_bench_compress(BenchCompressOptions o) {
   const compute::GPTConfig cfg = *compute::gpt_preset(o.model);
   if (o.hosts > 1 && ::geteuid() != 0) {
-    std::printf("bench compress: not root, so no simulated hosts (scripts/netns-cluster.sh needs root): both ranks "
-                "run on this host, over its shared memory\n");
+    std::printf(
+        "bench compress: not root, so no simulated hosts (scripts/netns-cluster.sh needs root): both ranks "
+        "run on this host, over its shared memory\n");
     o.hosts = 1;
   }
   if (o.hosts > 1) {
     if (Status hosts = check_simulated_hosts("bench compress", o.hosts); !hosts)
       return error_exit(ExitCode::bad_input, hosts.error().message);
   }
-  std::printf("bench compress: %s, %d ranks %s, micro-batch %d x seq %d per rank, 1 thread per process, %d "
-              "iterations after %d warm-up\n(each iteration steps plain, bf16 and PowerSGD rank %d in a rotating "
-              "order; ratios within each iteration)\n",
-              o.model.c_str(), ranks, o.hosts > 1 ? "on simulated hosts h0 and h1 (TCP)" : "on this host",
-              o.batch, cfg.block_size, o.steps, o.warmup, o.powersgd_rank);
+  std::printf(
+      "bench compress: %s, %d ranks %s, micro-batch %d x seq %d per rank, 1 thread per process, %d "
+      "iterations after %d warm-up\n(each iteration steps plain, bf16 and PowerSGD rank %d in a rotating "
+      "order; ratios within each iteration)\n",
+      o.model.c_str(), ranks, o.hosts > 1 ? "on simulated hosts h0 and h1 (TCP)" : "on this host", o.batch,
+      cfg.block_size, o.steps, o.warmup, o.powersgd_rank);
   std::fflush(stdout);
-  const std::vector<std::uint16_t> stream = bench_tokens(cfg, static_cast<std::size_t>(o.batch) * cfg.block_size * 4 + 1);
+  const std::vector<std::uint16_t> stream =
+      bench_tokens(cfg, static_cast<std::size_t>(o.batch) * cfg.block_size * 4 + 1);
   comm::RankPlacement place;
   if (o.hosts > 1) place = [](int rank) { return enter_simulated_host(rank); };
   auto results = comm::run_local_ranks(
@@ -109,11 +112,10 @@ int run_bench_compress(BenchCompressOptions o) {
   for (std::size_t r = 0; r < results->size(); ++r) {
     const auto& result = (*results)[r];
     if (!result.ok || result.report.size() != expected * sizeof(double))
-      return error_exit(ExitCode::failure, "bench compress: rank " + std::to_string(r) + " of " +
-                                               std::to_string(ranks) + ": " +
-                                               (result.error.empty() ? "reported no step times" : result.error) +
-                                               (result.signal != 0 ? " (signal " + std::to_string(result.signal) + ")"
-                                                                   : ""));
+      return error_exit(ExitCode::failure,
+                        "bench compress: rank " + std::to_string(r) + " of " + std::to_string(ranks) + ": " +
+                            (result.error.empty() ? "reported no step times" : result.error) +
+                            (result.signal != 0 ? " (signal " + std::to_string(result.signal) + ")" : ""));
     reports.push_back(unpack_figures(result.report));
   }
 
@@ -145,8 +147,9 @@ int run_bench_compress(BenchCompressOptions o) {
                 rank0[bytes_at] / bytes, median(tps_of[static_cast<std::size_t>(v)]),
                 v == 0 ? 1.0 : median(v == 1 ? bf16_ratio : powersgd_ratio));
   }
-  std::printf("targets over a 100 Mbit/s link: PowerSGD >= 20x fewer bytes and >= 1.4x the plain tokens/s, bf16 >= "
-              "1.3x; unshaped, neither below 0.95x\n");
+  std::printf(
+      "targets over a 100 Mbit/s link: PowerSGD >= 20x fewer bytes and >= 1.4x the plain tokens/s, bf16 >= "
+      "1.3x; unshaped, neither below 0.95x\n");
   return to_int(ExitCode::success);
 }
 

@@ -147,13 +147,14 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
   if (!compression) return "comm.compress: " + compression.error().message;
   if (co.powersgd_rank < 1) return "comm.powersgd_rank must be positive, got " + str(co.powersgd_rank);
   if (co.compress_start_step < -1)
-    return "comm.compress_start_step must not be negative (-1 = 10% of train.steps), got " + str(co.compress_start_step);
+    return "comm.compress_start_step must not be negative (-1 = 10% of train.steps), got " +
+           str(co.compress_start_step);
   if (*compression == comm::Compression::powersgd && t.zero >= 2)
     return "comm.compress powersgd does not work with train.zero " + str(t.zero) +
            ": ZeRO-2 and 3 sum gradient shards, not whole matrices; use comm.compress bf16 or train.zero 0 or 1";
   if (*compression == comm::Compression::bf16 && t.zero == 3)
-    return "comm.compress bf16 does not work with train.zero 3 (its gradients move block by block); use train.zero 0, 1 "
-           "or 2";
+    return "comm.compress bf16 does not work with train.zero 3 (its gradients move block by block); "
+           "use train.zero 0, 1 or 2";
   if (*compression != comm::Compression::none && t.backend != "cpu")
     return "comm.compress works with train.backend cpu only so far: NCCL sums device gradients as they are (got '" +
            t.backend + "')";

@@ -29,8 +29,11 @@ namespace {
 // A flat buffer of five tensors: three matrices worth compressing at r = 4, a bias, and a
 // matrix too small to be worth it.
 std::vector<GradientTensor> test_tensors() {
-  std::vector<GradientTensor> tensors{{"a.weight", 0, 24, 16}, {"a.bias", 0, 24, 1}, {"b.weight", 0, 16, 40},
-                                      {"tiny", 0, 3, 2},        {"c.weight", 0, 32, 8}};
+  std::vector<GradientTensor> tensors{{"a.weight", 0, 24, 16},
+                                      {"a.bias", 0, 24, 1},
+                                      {"b.weight", 0, 16, 40},
+                                      {"tiny", 0, 3, 2},
+                                      {"c.weight", 0, 32, 8}};
   std::int64_t offset = 0;
   for (GradientTensor& t : tensors) {
     t.offset = offset;
@@ -52,7 +55,9 @@ const std::vector<std::vector<std::int64_t>> bucketings{
 double gradient_value(int rank, int step, std::int64_t i) { return input_value(rank * 8 + step, i); }
 
 // The sums of a group of one: nothing to add.
-SumChannel alone() { return {[](const Tensor&) { return SumChannel::Ticket{0}; }, [](SumChannel::Ticket) {}}; }
+SumChannel alone() {
+  return {[](const Tensor&) { return SumChannel::Ticket{0}; }, [](SumChannel::Ticket) {}};
+}
 
 // Sums over a Communicator, posted at once and waited for by ticket.
 SumChannel over(Communicator& comm) {
@@ -290,15 +295,16 @@ TEST_CASE("a gradient the compressor represents exactly passes through unchanged
     for (const GradientTensor& t : test_tensors()) {
       for (std::int64_t i = 0; i < t.rows; ++i) {
         for (std::int64_t j = 0; j < t.cols; ++j) {
-          want[t.offset + i * t.cols + j] = gradient_value(0, 0, i) * gradient_value(1, 0, j) +
-                                            gradient_value(2, 0, i) * gradient_value(3, 0, j);
+          want[t.offset + i * t.cols + j] =
+              gradient_value(0, 0, i) * gradient_value(1, 0, j) + gradient_value(2, 0, i) * gradient_value(3, 0, j);
         }
       }
     }
     std::copy(want.begin(), want.end(), g.data_as<double>());
     run_step(compressor, g, bucketings[0], 0);
     const double largest = largest_magnitude(want);
-    for (std::int64_t i = 0; i < test_total; ++i) REQUIRE(std::abs(g.data_as<double>()[i] - want[i]) <= 1e-13 * largest);
+    for (std::int64_t i = 0; i < test_total; ++i)
+      REQUIRE(std::abs(g.data_as<double>()[i] - want[i]) <= 1e-13 * largest);
     for (std::int64_t i = 0; i < test_total; ++i)
       REQUIRE(std::abs(compressor.residuals().data_as<double>()[i]) <= 1e-13 * largest);
   }

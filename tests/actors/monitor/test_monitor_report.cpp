@@ -36,7 +36,8 @@ TEST_CASE("top shows a compressing rank's bytes per step against the uncompresse
   const std::string compressed = top_text(plan, view, history, {});
   INFO(compressed);
   CHECK_THAT(compressed, Contains("sums MB/plain MB") && Contains("compress ms"));
-  CHECK(std::regex_search(compressed, std::regex("\n0 +0 +3 +3.2500 +2000.0 +2048 +[0-9.]+ +0.73/43.38 +12.5  step 4")));
+  CHECK(std::regex_search(compressed,
+                          std::regex("\n0 +0 +3 +3.2500 +2000.0 +2048 +[0-9.]+ +0.73/43.38 +12.5  step 4")));
   CHECK(std::regex_search(compressed, std::regex("\n1 +0 +3 +3.2500 +2000.0 +2048 +[0-9.]+ +- +-  step 4")));
 }
 

@@ -18,8 +18,8 @@ using namespace troupe::test;
 TEST_CASE("bench compress steps plain, bf16 and PowerSGD in turns and prints their bytes and ratios",
           "[bench][compression]") {
   TempDir cwd;
-  const ProcessResult result = run_troupe(cwd, {"bench", "compress", "--model", "tiny", "--steps", "2", "--warmup", "1"},
-                                          std::chrono::seconds(120));
+  const ProcessResult result = run_troupe(
+      cwd, {"bench", "compress", "--model", "tiny", "--steps", "2", "--warmup", "1"}, std::chrono::seconds(120));
   INFO("stdout: " << result.out << "\nstderr: " << result.err);
   REQUIRE(!result.timed_out);
   REQUIRE(result.exit_code == 0);
@@ -30,7 +30,8 @@ TEST_CASE("bench compress steps plain, bf16 and PowerSGD in turns and prints the
     REQUIRE(std::regex_search(result.out, m, std::regex("\n" + variant + R"( +([0-9]+) +([0-9.]+)x)")));
     return std::stod(m[1].str());
   };
-  const double total = static_cast<double>(troupe::compute::ParameterLayout(*troupe::compute::gpt_preset("tiny")).total());
+  const double total =
+      static_cast<double>(troupe::compute::ParameterLayout(*troupe::compute::gpt_preset("tiny")).total());
   CHECK(bytes_of("none") == total * 4);
   CHECK(bytes_of("bf16") == total * 2);
   CHECK(bytes_of("none") / bytes_of("powersgd") > 15);

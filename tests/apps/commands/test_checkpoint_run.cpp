@@ -84,7 +84,8 @@ TEST_CASE("a run killed after a checkpoint and resumed ends bitwise-identical to
     const auto a = checkpoint_values(checkpoint::step_dir(whole, 30));
     const auto b = checkpoint_values(checkpoint::step_dir(broken, 30));
     // A compressed run's residuals (one per rank) and factors are training state like the moments.
-    if (layout == powersgd) CHECK((a.count("powersgd_q") && a.count("powersgd_residual_dp0") && a.count("powersgd_residual_dp1")));
+    if (layout == powersgd)
+      CHECK((a.count("powersgd_q") && a.count("powersgd_residual_dp0") && a.count("powersgd_residual_dp1")));
     for (const auto& [kind, values] : a) {
       INFO(kind);
       CHECK(std::memcmp(values.data(), b.at(kind).data(), values.size() * sizeof(float)) == 0);

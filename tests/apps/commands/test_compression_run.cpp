@@ -22,9 +22,9 @@ struct RunEnd {
 
 // `troupe train` of tiny for 6 steps on the workers `extra` asks for (2 unless it names --workers).
 RunEnd run_workers(const TempDir& dir, const std::vector<std::string>& extra) {
-  std::vector<std::string> args{"train",           "--model.preset", "tiny", "--train.steps",   "6",
-                                "--train.val_batches", "1",          "--sample.tokens", "0", "--train.threads", "1",
-                                "--train.batch_size", "8"};
+  std::vector<std::string> args{"train", "--model.preset",  "tiny", "--train.steps",   "6", "--train.val_batches",
+                                "1",     "--sample.tokens", "0",    "--train.threads", "1", "--train.batch_size",
+                                "8"};
   if (std::find(extra.begin(), extra.end(), "--workers") == extra.end()) args.insert(args.end(), {"--workers", "2"});
   args.insert(args.end(), extra.begin(), extra.end());
   const ProcessResult run = run_troupe(dir, args, std::chrono::seconds(120));
@@ -45,12 +45,12 @@ TEST_CASE("compressed data-parallel runs equal plain sums before the start step,
     const RunEnd plain = run_workers(dir, {"--train.zero", zero});
     for (const char* kind : {"bf16", "powersgd"}) {
       INFO("train.zero " << zero << ", comm.compress " << kind);
-      const RunEnd late = run_workers(dir, {"--train.zero", zero, "--comm.compress", kind,
-                                                "--comm.compress_start_step", "6"});
+      const RunEnd late =
+          run_workers(dir, {"--train.zero", zero, "--comm.compress", kind, "--comm.compress_start_step", "6"});
       CHECK(late.loss == plain.loss);
       CHECK(late.norm == plain.norm);
-      const RunEnd compressed = run_workers(dir, {"--train.zero", zero, "--comm.compress", kind,
-                                                      "--comm.compress_start_step", "1"});
+      const RunEnd compressed =
+          run_workers(dir, {"--train.zero", zero, "--comm.compress", kind, "--comm.compress_start_step", "1"});
       std::printf("train.zero %s, %s from step 1: loss %s, param norm %s | plain: loss %s, param norm %s\n", zero, kind,
                   compressed.loss.c_str(), compressed.norm.c_str(), plain.loss.c_str(), plain.norm.c_str());
       CHECK(compressed.norm != plain.norm);
@@ -66,15 +66,16 @@ TEST_CASE("compressed data-parallel runs equal plain sums before the start step,
 
 TEST_CASE("a compression the layout cannot serve is refused with one line", "[dp][compression]") {
   TempDir dir;
-  const ProcessResult run = run_troupe(dir, {"train", "--model.preset", "tiny", "--workers", "2", "--train.zero", "2",
-                                             "--comm.compress", "powersgd"});
+  const ProcessResult run = run_troupe(
+      dir, {"train", "--model.preset", "tiny", "--workers", "2", "--train.zero", "2", "--comm.compress", "powersgd"});
   CHECK(run.exit_code == 2);
   CHECK_THAT(run.err, Contains("comm.compress powersgd does not work with train.zero 2"));
 }
 
-TEST_CASE("bf16 sums over each tensor shard's and pipeline stage's data-parallel group: plain before the start step, "
-          "training after it",
-          "[dp][compression][tp][pipeline]") {
+TEST_CASE(
+    "bf16 sums over each tensor shard's and pipeline stage's data-parallel group: plain before the start step, "
+    "training after it",
+    "[dp][compression][tp][pipeline]") {
   TempDir dir;
   for (const std::vector<std::string>& layout :
        {std::vector<std::string>{"--workers", "4", "--tensor.shards", "2"},

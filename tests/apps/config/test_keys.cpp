@@ -11,8 +11,8 @@ using namespace troupe::apps;
 
 TEST_CASE("every key is section.name in a known section, once, with help", "[config]") {
   const auto sections = config_sections();
-  CHECK(sections == std::vector<std::string>{"model", "train", "data", "sample", "pipeline", "tensor", "comm", "fault", "checkpoint",
-                                             "monitor"});
+  CHECK(sections == std::vector<std::string>{"model", "train", "data", "sample", "pipeline", "tensor", "comm", "fault",
+                                             "checkpoint", "monitor"});
   std::set<std::string_view> seen;
   for (const ConfigKey& key : config_keys()) {
     INFO(key.name);
