@@ -6,6 +6,7 @@
 
 #include "comm/bf16_wire.hpp"
 #include "comm/powersgd.hpp"
+#include "compute/memory_ledger.hpp"
 #include "compute/random.hpp"
 
 namespace troupe::comm {
@@ -45,6 +46,8 @@ GradientCompressor::GradientCompressor(CompressionOptions options, std::vector<G
   if (options_.kind != Compression::powersgd) return;
   std::int64_t total = 0;
   for (const GradientTensor& t : tensors_) total = std::max(total, t.offset + t.rows * t.cols);
+  // Kept between steps like AdamW's moments, and counted with them.
+  compute::MemoryScope scope(compute::MemoryKind::optimizer_state);
   residuals_ = compute::Tensor::zeros({total}, dtype);
   factors_ = compute::Tensor::zeros({total}, dtype);
   // Q's first values, the same on every rank: a pure function of (seed, offset, index).
@@ -85,6 +88,7 @@ void GradientCompressor::start(compute::Tensor bucket, std::int64_t offset) {
   } else if (options_.kind == Compression::bf16) {
     TROUPE_CHECK(bucket.dtype() == compute::DType::f32, "bf16 compression takes f32 gradients");
     const Clock::time_point began = Clock::now();
+    compute::MemoryScope scope(compute::MemoryKind::comm_buffers);  // freed when the step's sums end
     pending.wire = compute::Tensor::zeros({bucket.numel()}, compute::DType::bf16);
     encode_bf16(bucket.data_as<float>(), pending.wire.data_as<std::uint16_t>(),
                 static_cast<std::size_t>(bucket.numel()));
@@ -118,6 +122,7 @@ void GradientCompressor::start_powersgd(Pending& pending) {
   for (const auto& [from, to] : pending.plain) pending.plain_count += to - from;
 
   // wire = [plain elements | P of each matrix]; M = gradient + residual, kept in the bucket.
+  compute::MemoryScope scope(compute::MemoryKind::comm_buffers);  // freed when the step's sums end
   pending.wire = compute::Tensor::zeros({pending.plain_count + p_count}, bucket.dtype());
   std::int64_t at = 0;
   for (const auto& [from, to] : pending.plain) {
@@ -150,6 +155,7 @@ void GradientCompressor::send_q(Pending& pending) {
   const int r = options_.rank;
   std::int64_t q_count = 0;
   for (const Matrix& m : pending.matrices) q_count += m.tensor->cols * r;
+  compute::MemoryScope scope(compute::MemoryKind::comm_buffers);  // freed when the step's sums end
   pending.q_wire = compute::Tensor::zeros({q_count}, bucket.dtype());
   by_type(bucket.dtype(), [&]<typename T>() {
     T* p = pending.wire.data_as<T>() + pending.plain_count;
