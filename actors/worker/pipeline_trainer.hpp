@@ -105,6 +105,8 @@ class PipelineTrainer {
   std::vector<checkpoint::HeldRange> held_state();
   // Continues after `steps` steps (state restored into held_state()'s buffers).
   void resume_at(long steps);
+  // The bf16 compressor of this stage's data-parallel sums; null when they are plain.
+  const std::shared_ptr<comm::GradientCompressor>& compressor() const { return compressor_; }
 
  private:
   struct Chunk {

@@ -33,6 +33,15 @@ comm::CompressionOptions compression_options(const ResolvedJob& job) {
   return {*kind, job.config.comm.powersgd_rank, job.config.comm.compress_start_step, job.config.train.seed};
 }
 
+// What `compressor` has done so far, as metrics and progress records take it.
+std::function<monitor::CompressionReading()> reading_of(std::shared_ptr<comm::GradientCompressor> compressor) {
+  return [compressor] {
+    const comm::CompressionTotals& totals = compressor->totals();
+    return monitor::CompressionReading{totals.wire_bytes.load(), totals.plain_bytes.load(),
+                                       static_cast<double>(totals.nanoseconds.load()) * 1e-9};
+  };
+}
+
 // A pipeline stage as the rank loop drives it; each step also reports the stage's bubble.
 class PipelineStageLoop final : public TrainingLoop {
  public:
@@ -117,6 +126,11 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   compute::memory_ledger().measure_runtime();  // what the process holds before the model
   PipelineTrainer trainer(std::move(setup), backend, {engine, dp, **pp, embedding.get(), tp.get()}, mailbox, progress,
                           data.train, data.val);
+  std::function<monitor::CompressionReading()> compression;
+  if (trainer.compressor()) {
+    compression = reading_of(trainer.compressor());
+    if (metrics) metrics->read_compression_from(compression);
+  }
   monitor::TraceRecorder trace;
   if (!p.trace.empty()) trainer.record_into(trace);
   const std::string shards = grid.tp > 1 ? fmt::format(" x {} tensor shards", grid.tp) : "";
@@ -132,7 +146,7 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
                                            report->peak_stashed[static_cast<std::size_t>(coord.pp)]),
                          {rank, {grid.dp, grid.pp, grid.tp}, (zero > 0 ? grid.dp : 1) * grid.pp * grid.tp});
   RunOutcome outcome =
-      drive_training(job, data, backend.name(), loop, {progress, metrics, &control, rescue, rank == 0});
+      drive_training(job, data, backend.name(), loop, {progress, metrics, &control, rescue, rank == 0, compression});
   const std::vector<int> peaks = trainer.peak_stashed_measured();
   if (rank == 0)
     monitor::logger("train")->info("activations held at most, by stage: {} (the schedule checker's bound: {})",
@@ -202,11 +216,7 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
         compression.kind != comm::Compression::none)
     {
       compressor = gradient_compressor(mailbox, **dp, progress, compression, gradient_tensors(layout));
-      compression_reading = [compressor] {
-        const comm::CompressionTotals& totals = compressor->totals();
-        return monitor::CompressionReading{totals.wire_bytes.load(), totals.plain_bytes.load(),
-                                           static_cast<double>(totals.nanoseconds.load()) * 1e-9};
-      };
+      compression_reading = reading_of(compressor);
       if (metrics) metrics->read_compression_from(compression_reading);
       if (rank == 0)
         monitor::logger("comm")->info("gradients summed as {}{} from step {} (plain before)",
