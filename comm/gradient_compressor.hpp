@@ -11,8 +11,9 @@
 //   powersgd: in each bucket, every matrix that lies wholly inside it and is worth it
 //     (powersgd::worth_compressing) is sent as P and Q (powersgd.hpp), the bucket's other
 //     elements plain alongside P; two sums per bucket. Starting a bucket adds its residuals
-//     and computes P at once; finish() orthonormalises, computes and sums Q, and rebuilds the
-//     gradients, bucket after bucket, so one bucket's Q travels while the next one's is computed.
+//     and computes P at once; finish() takes the buckets in order, orthonormalising P and
+//     computing and posting Q for each while earlier buckets' Q travel, and once every sum is in
+//     rebuilds the gradients and updates the state (so a failed sum leaves the state as it was).
 //
 // Training state (PowerSGD): every rank's residuals, and Q (the same on every rank), each in one
 // flat buffer in the gradients' order: a matrix's residual at its own elements, its Q (cols × r,
@@ -25,7 +26,6 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <string>
 #include <vector>
 
 #include "comm/compression.hpp"
@@ -35,9 +35,8 @@
 namespace troupe::comm {
 
 // A gradient tensor's place in the flat buffer: `rows` × `cols` elements from `offset` (a vector
-// is rows × 1). Named for checkpoints.
+// is rows × 1).
 struct GradientTensor {
-  std::string name;
   std::int64_t offset = 0;
   std::int64_t rows = 0;
   std::int64_t cols = 1;

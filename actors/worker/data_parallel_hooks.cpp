@@ -87,7 +87,7 @@ std::vector<comm::GradientTensor> gradient_tensors(const compute::ParameterLayou
   std::vector<comm::GradientTensor> tensors;
   for (const compute::ParameterView& view : layout.views()) {
     const std::int64_t rows = view.shape.empty() ? 1 : view.shape.front();
-    tensors.push_back({view.name, view.offset, view.shape.size() < 2 ? view.numel() : rows,
+    tensors.push_back({view.offset, view.shape.size() < 2 ? view.numel() : rows,
                        view.shape.size() < 2 ? 1 : view.numel() / rows});
   }
   return tensors;

@@ -29,11 +29,11 @@ namespace {
 // A flat buffer of five tensors: three matrices worth compressing at r = 4, a bias, and a
 // matrix too small to be worth it.
 std::vector<GradientTensor> test_tensors() {
-  std::vector<GradientTensor> tensors{{"a.weight", 0, 24, 16},
-                                      {"a.bias", 0, 24, 1},
-                                      {"b.weight", 0, 16, 40},
-                                      {"tiny", 0, 3, 2},
-                                      {"c.weight", 0, 32, 8}};
+  std::vector<GradientTensor> tensors{{0, 24, 16},  // a matrix
+                                      {0, 24, 1},   // its bias
+                                      {0, 16, 40},  // a wide matrix
+                                      {0, 3, 2},    // too small to be worth compressing
+                                      {0, 32, 8}};  // a tall matrix
   std::int64_t offset = 0;
   for (GradientTensor& t : tensors) {
     t.offset = offset;
