@@ -78,6 +78,13 @@ struct TensorOptions {
   bool sequence_parallel = false;  // the residual stream and LayerNorms split along the B·T rows
 };
 
+// Gradient compression on the data-parallel path (docs/comm.md, "Gradient compression").
+struct CommOptions {
+  std::string compress = "none";   // none | bf16 | powersgd
+  int powersgd_rank = 4;           // r of P and Q
+  long compress_start_step = -1;   // steps before it are summed plain; -1 = 10% of train.steps
+};
+
 // How a multi-process job notices a hung node or worker (the job supervisor's watchdog), and how it
 // recovers (docs/drills.md, "Recovery").
 struct FaultOptions {
@@ -118,6 +125,7 @@ struct JobConfig {
   SampleOptions sample;
   PipelineOptions pipeline;
   TensorOptions tensor;
+  CommOptions comm;
   FaultOptions fault;
   CheckpointOptions checkpoint;
   MonitorOptions monitor;
@@ -125,7 +133,7 @@ struct JobConfig {
 
 // A job after resolve(): the options with every derived value filled in, and the model they make.
 struct ResolvedJob {
-  JobConfig config;          // as given, with train.seq_len filled in (never 0)
+  JobConfig config;          // as given, with train.seq_len and comm.compress_start_step filled in
   compute::GPTConfig model;  // the preset with the model.* overrides, vocabulary padded
   // Every config key with its value as text, in key-table order: what a checkpoint's manifest
   // records, so a checkpoint says how it was made without the runtime knowing the key table.

@@ -113,6 +113,9 @@ struct step_beat {
   double seconds = 0;
   double loss = 0;
   std::int64_t tokens = 0;  // trained in the step by the whole job
+  std::int64_t wire_bytes = 0;   // gradient compression: bytes this rank's sums carried in the step
+  std::int64_t plain_bytes = 0;  // ... and would have carried uncompressed (0: not compressing)
+  double compress_seconds = 0;   // ... and seconds spent compressing
 };
 
 // How far one worker got, as its node's heartbeat reports it.
@@ -227,7 +230,8 @@ typename Inspector::result_type inspect(Inspector& f, rescue_done_msg& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_beat& x) {
-  return f(caf::meta::type_name("step_beat"), x.step, x.start_unix_seconds, x.seconds, x.loss, x.tokens);
+  return f(caf::meta::type_name("step_beat"), x.step, x.start_unix_seconds, x.seconds, x.loss, x.tokens, x.wire_bytes,
+           x.plain_bytes, x.compress_seconds);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_beat& x) {

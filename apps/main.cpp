@@ -321,6 +321,32 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   dp_command->allow_extras();
 
+  BenchCompressOptions compress_options;
+  CLI::App* compress_command = bench_command->add_subcommand(
+      "compress",
+      "Data parallelism on 2 ranks with gradient sums plain, bf16 and PowerSGD, in turns: bytes and tokens/s.");
+  compress_command->add_option("--model", compress_options.model, "model preset")
+      ->check(CLI::IsMember(compute::gpt_preset_names()))
+      ->capture_default_str();
+  compress_command->add_option("--batch", compress_options.batch, "micro-batch per rank")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  compress_command->add_option("--steps", compress_options.steps, "measured iterations (one step of each variant)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  compress_command->add_option("--warmup", compress_options.warmup, "unmeasured iterations first")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
+  compress_command->add_option("--powersgd-rank", compress_options.powersgd_rank, "PowerSGD's r")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  compress_command
+      ->add_option("--hosts", compress_options.hosts,
+                   "2: the ranks on two hosts simulated by scripts/netns-cluster.sh (root); 1: this host")
+      ->check(CLI::Range(1, 2))
+      ->capture_default_str();
+  compress_command->allow_extras();
+
   BenchZero3Options zero3_options;
   CLI::App* zero3_command = bench_command->add_subcommand(
       "zero3", "ZeRO-3 (and with full recompute) against ZeRO-0 on the same ranks, in turns: tokens/s and bytes.");
@@ -564,6 +590,11 @@ int main(int argc, char** argv) {
       if (Status extras = reject_unknown_arguments(*dp_command); !extras)
         return error_exit(ExitCode::bad_input, extras.error().message);
       return run_bench_dp(dp_options);
+    }
+    if (compress_command->parsed()) {
+      if (Status extras = reject_unknown_arguments(*compress_command); !extras)
+        return error_exit(ExitCode::bad_input, extras.error().message);
+      return run_bench_compress(compress_options);
     }
     if (zero3_command->parsed()) {
       if (Status extras = reject_unknown_arguments(*zero3_command); !extras)

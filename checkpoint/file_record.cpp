@@ -10,7 +10,7 @@ namespace troupe::checkpoint {
 bool valid_kind(std::string_view kind) {
   if (kind.empty()) return false;
   for (char c : kind)
-    if (!((c >= 'a' && c <= 'z') || c == '_')) return false;
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
   return true;
 }
 

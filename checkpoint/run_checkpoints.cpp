@@ -76,6 +76,10 @@ Expected<Resumed> RunCheckpoints::restore(std::span<const HeldRange> held) const
                  std::to_string(identity_.samples_per_step) +
                  " sequences per step (data-parallel ranks x batch_size x micro-batches must stay the same)"};
   for (const HeldRange& h : held) {
+    if (!loaded.holds(h.kind) && h.optional) {
+      resumed.absent.push_back(h.kind);
+      continue;
+    }
     if (!loaded.holds(h.kind)) return Error{where + " holds no '" + h.kind + "' state"};
     if (Status read = loaded.read(h.kind, h.begin, h.end, {h.data, static_cast<std::size_t>(h.end - h.begin)}); !read)
       return read.error();

@@ -45,6 +45,10 @@ struct HeldRange {
   float* data = nullptr;
   bool saved = true;
   bool copy = false;  // a copy of what another rank of the same replica holds (a tied embedding): a rescue skips it
+  // A checkpoint without this kind leaves it as it is instead of being refused: state a rank
+  // starts afresh without (a compression residual of a rank that no rescue snapshot wrote, or of
+  // a run that did not compress).
+  bool optional = false;
 };
 
 struct RunCheckpointOptions {
@@ -82,6 +86,7 @@ struct Resumed {
   long steps = 0;                    // steps the checkpoint had taken; 0: a fresh start
   std::string from;                  // the folder, when resumed
   std::vector<std::string> skipped;  // newer folders passed over, and why
+  std::vector<std::string> absent;   // optional kinds this rank holds that the checkpoint lacks
 };
 
 class RunCheckpoints {

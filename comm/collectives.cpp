@@ -60,7 +60,7 @@ bool Communicator::accept(const compute::Tensor& buffer, bool reduces, const cha
   } else if (buffer.device() != compute::Device::cpu) {
     problem = buffer.describe() + " is not in host memory";
   } else if (reduces && !reducible(buffer.dtype())) {
-    problem = buffer.describe() + ": only f32 and f64 are summed";
+    problem = buffer.describe() + ": only f32, f64 and bf16 are summed";
   }
   if (problem.empty()) return true;
   engine_.post([done, error = Error{"comm: " + std::string(what) + " on " + group_.describe() + ": " + problem}] {

@@ -50,10 +50,11 @@ class Communicator {
   const Group& group() const { return group_; }
   int position() const { return position_; }
 
-  // Sum over the group, in place; f32 or f64. Every rank ends with the same bits.
+  // Sum over the group, in place; f32, f64 or bf16 (added in f32, rounded at every hop). Every
+  // rank ends with the same bits.
   void post_all_reduce(compute::Tensor buffer, Callback done);
   // In place: afterwards segment_of(numel, size, position()) of the buffer holds the sum of
-  // that segment over the group; the rest of the buffer holds partial sums. f32 or f64.
+  // that segment over the group; the rest of the buffer holds partial sums. f32, f64 or bf16.
   void post_reduce_scatter(compute::Tensor buffer, Callback done);
   // In place: segment_of(numel, size, p) of position p's buffer ends up on every rank.
   void post_all_gather(compute::Tensor buffer, Callback done);

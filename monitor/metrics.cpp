@@ -119,6 +119,15 @@ class ScrapeTime : public prometheus::Collectable {
     comm_.push_back({std::move(labels), std::move(read)});
   }
 
+  void add_compression(const prometheus::Labels& worker_labels, std::function<CompressionReading()> read) {
+    std::lock_guard lock(mutex_);
+    auto labels = labels_;
+    for (const auto& [name, value] : worker_labels) labels.push_back({name, value});
+    // A worker that runs again in this process (respawned in place) replaces its source.
+    std::erase_if(compression_, [&](const CompressionSource& source) { return source.labels == labels; });
+    compression_.push_back({std::move(labels), std::move(read)});
+  }
+
   std::vector<prometheus::MetricFamily> Collect() const override {
     std::vector<prometheus::MetricFamily> families;
     families.push_back({"troupe_resident_memory_bytes", "resident set size of the process (/proc/self/statm)",
@@ -144,6 +153,26 @@ class ScrapeTime : public prometheus::Collectable {
       }
       families.push_back(std::move(bytes));
       families.push_back(std::move(peak));
+    }
+    if (!compression_.empty()) {
+      prometheus::MetricFamily wire{"troupe_compress_wire_bytes_total",
+                                    "bytes the data-parallel gradient sums carried (compressed where they were)",
+                                    prometheus::MetricType::Counter, {}};
+      prometheus::MetricFamily plain{"troupe_compress_plain_bytes_total",
+                                     "bytes the same gradient sums would have carried uncompressed",
+                                     prometheus::MetricType::Counter, {}};
+      prometheus::MetricFamily seconds{"troupe_compress_seconds_total",
+                                       "seconds spent compressing and decompressing gradients",
+                                       prometheus::MetricType::Counter, {}};
+      for (const auto& [labels, read] : compression_) {
+        const CompressionReading reading = read();
+        wire.metric.push_back(sample(labels, static_cast<double>(reading.wire_bytes), true));
+        plain.metric.push_back(sample(labels, static_cast<double>(reading.plain_bytes), true));
+        seconds.metric.push_back(sample(labels, reading.seconds, true));
+      }
+      families.push_back(std::move(wire));
+      families.push_back(std::move(plain));
+      families.push_back(std::move(seconds));
     }
     if (comm_.empty()) return families;
     prometheus::MetricFamily operations{"troupe_comm_operations_total",
@@ -213,6 +242,11 @@ class ScrapeTime : public prometheus::Collectable {
   mutable std::mutex mutex_;
   std::function<MemoryReading()> memory_;
   std::vector<CommSource> comm_;
+  struct CompressionSource {
+    std::vector<prometheus::ClientMetric::Label> labels;
+    std::function<CompressionReading()> read;
+  };
+  std::vector<CompressionSource> compression_;
 };
 
 WorkerMetrics::WorkerMetrics(MetricFamilies& f, int rank, const std::string& role, ScrapeTime& scrape_time)
@@ -260,6 +294,10 @@ void WorkerMetrics::checkpoint_saved(double seconds, std::uint64_t bytes) {
 }
 
 void WorkerMetrics::read_comm_from(std::function<CommReading()> read) { scrape_time_.add_comm(labels_, std::move(read)); }
+
+void WorkerMetrics::read_compression_from(std::function<CompressionReading()> read) {
+  scrape_time_.add_compression(labels_, std::move(read));
+}
 
 Expected<std::unique_ptr<NodeMetrics>> NodeMetrics::serve(const MetricsEndpoint& endpoint, MetricsIdentity identity) {
   const std::string address = endpoint.bind + ":" + std::to_string(endpoint.port);

@@ -56,6 +56,14 @@ struct CommReading {
   std::int64_t collectives_in_flight = 0;
 };
 
+// A worker's gradient compression, as its totals stand: bytes its gradient sums carried, the
+// bytes the same sums would have carried uncompressed, and seconds spent compressing.
+struct CompressionReading {
+  std::uint64_t wire_bytes = 0;
+  std::uint64_t plain_bytes = 0;
+  double seconds = 0;
+};
+
 // The process's memory by kind as the ledger has it now (compute/memory_ledger.hpp): `device` is
 // host or cuda, `kind` one of the ledger's kinds or `total`.
 struct MemoryFigure {
@@ -85,6 +93,9 @@ class WorkerMetrics {
   // Read at every scrape from the server's thread; `read` must stay callable for the process's
   // life (capture shared state, not references to what may go first). Called once, while setting up.
   void read_comm_from(std::function<CommReading()> read);
+  // The same for gradient compression (troupe_compress_*), for workers that compress; a second
+  // call replaces the first (a worker that runs again).
+  void read_compression_from(std::function<CompressionReading()> read);
 
  private:
   friend class NodeMetrics;

@@ -159,21 +159,34 @@ std::string top_text(const MonitorPlan& plan, const job_view_msg& view, const St
                      const PauseState& pause) {
   std::string text = fmt::format("job {} | step {} / {}\n", state_text(plan, view, pause), job_step(view),
                                  plan.total_steps);
-  text += fmt::format("{:<5} {:<5} {:>7} {:>8} {:>9} {:>10} {:>7}  {}", "rank", "node", "step", "loss", "step ms",
-                      "tokens/s", "idle s", "activity");
+  // Gradient compression's columns appear once a rank reports a compressed step.
+  bool compressing = false;
+  for (const auto& [rank, steps] : history)
+    if (!steps.empty() && steps.rbegin()->second.plain_bytes > 0) compressing = true;
+  text += fmt::format("{:<5} {:<5} {:>7} {:>8} {:>9} {:>10} {:>7}", "rank", "node", "step", "loss", "step ms",
+                      "tokens/s", "idle s");
+  if (compressing) text += fmt::format(" {:>17} {:>10}", "sums MB/plain MB", "compress ms");
+  text += "  activity";
   for (const node_view& n : view.nodes)
     for (const worker_beat& w : n.workers) {
-      std::string loss = "-", step_ms = "-", tokens = "-";
+      std::string loss = "-", step_ms = "-", tokens = "-", sums = "-", compress_ms = "-";
       if (auto h = history.find(w.rank); h != history.end() && !h->second.empty()) {
         const step_beat& last = h->second.rbegin()->second;
         loss = fmt::format("{:.4f}", last.loss);
         step_ms = fmt::format("{:.1f}", last.seconds * 1e3);
         if (last.seconds > 0) tokens = fmt::format("{:.0f}", static_cast<double>(last.tokens) / last.seconds);
+        if (last.plain_bytes > 0) {
+          sums = fmt::format("{:.2f}/{:.2f}", static_cast<double>(last.wire_bytes) * 1e-6,
+                             static_cast<double>(last.plain_bytes) * 1e-6);
+          compress_ms = fmt::format("{:.1f}", last.compress_seconds * 1e3);
+        }
       }
       std::string activity = w.activity.empty() ? "-" : w.activity;
       if (!w.waiting_for.empty()) activity += " (waiting)";
-      text += fmt::format("\n{:<5} {:<5} {:>7} {:>8} {:>9} {:>10} {:>7.1f}  {}", w.rank, n.node_index, w.steps_done,
-                          loss, step_ms, tokens, w.idle_seconds, activity);
+      text += fmt::format("\n{:<5} {:<5} {:>7} {:>8} {:>9} {:>10} {:>7.1f}", w.rank, n.node_index, w.steps_done, loss,
+                          step_ms, tokens, w.idle_seconds);
+      if (compressing) text += fmt::format(" {:>17} {:>10}", sums, compress_ms);
+      text += "  " + activity;
     }
   return text;
 }

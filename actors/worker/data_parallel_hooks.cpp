@@ -4,6 +4,8 @@
 #include <set>
 #include <vector>
 
+#include "comm/bf16_wire.hpp"
+
 namespace troupe::actors {
 namespace {
 
@@ -15,6 +17,40 @@ std::vector<comm::Slice> slices(const std::vector<std::int64_t>& counts) {
     next += count;
   }
   return out;
+}
+
+// The gradient sums of `dp` through `compressor`; ZeRO-2's reduce-scatter in bf16 (whose ring
+// adds in f32 at each hop as the all-reduce's does), this rank's segment read back.
+void compress_sums(compute::DataParallel& dp, MailboxComm& mailbox, comm::Communicator& comm,
+                   monitor::WorkProgress& progress, std::shared_ptr<comm::GradientCompressor> compressor) {
+  dp.begin_step = [compressor](long step) { compressor->begin_step(step); };
+  dp.start_sum = [compressor](compute::Tensor bucket, std::int64_t offset) {
+    compressor->start(std::move(bucket), offset);
+  };
+  dp.wait_sums = [compressor] { compressor->finish(); };
+  dp.sum_gradients = [compressor](compute::Tensor& grads) {
+    compressor->start(grads, 0);
+    compressor->finish();
+  };
+  if (compressor->options().kind == comm::Compression::powersgd) {
+    dp.sum_state = {{"powersgd_q", compressor->factors(), true},
+                    {"powersgd_residual_dp" + std::to_string(comm.position()), compressor->residuals(), false}};
+  }
+  if (compressor->options().kind != comm::Compression::bf16) return;
+  dp.reduce_scatter_gradients = [compressor, plain = dp.reduce_scatter_gradients, &mailbox, &comm,
+                                 &progress](compute::Tensor& grads) {
+    if (!compressor->compressing()) return plain(grads);
+    compute::Tensor wire = compute::Tensor::zeros({grads.numel()}, compute::DType::bf16);
+    comm::encode_bf16(grads.data_as<float>(), wire.data_as<std::uint16_t>(), static_cast<std::size_t>(grads.numel()));
+    const MailboxComm::Operation op = mailbox.reduce_scatter(comm, wire);
+    {
+      auto waiting = progress.wait_for("the gradient reduce-scatter (bf16)");
+      check_comm(mailbox.wait(op));
+    }
+    const comm::Slice own = comm::segment_of(grads.numel(), comm.group().size(), comm.position());
+    comm::decode_bf16(wire.data_as<std::uint16_t>() + own.offset, grads.data_as<float>() + own.offset,
+                      static_cast<std::size_t>(own.count));
+  };
 }
 
 }  // namespace
@@ -47,8 +83,33 @@ std::vector<std::int64_t> shard_offsets(const comm::Communicator& comm, std::int
   return offsets;
 }
 
+std::vector<comm::GradientTensor> gradient_tensors(const compute::ParameterLayout& layout) {
+  std::vector<comm::GradientTensor> tensors;
+  for (const compute::ParameterView& view : layout.views()) {
+    const std::int64_t rows = view.shape.empty() ? 1 : view.shape.front();
+    tensors.push_back({view.offset, view.shape.size() < 2 ? view.numel() : rows,
+                       view.shape.size() < 2 ? 1 : view.numel() / rows});
+  }
+  return tensors;
+}
+
+std::shared_ptr<comm::GradientCompressor> gradient_compressor(MailboxComm& mailbox, comm::Communicator& comm,
+                                                              monitor::WorkProgress& progress,
+                                                              const comm::CompressionOptions& options,
+                                                              std::vector<comm::GradientTensor> tensors) {
+  comm::SumChannel channel{
+      [&mailbox, &comm](compute::Tensor wire) { return mailbox.all_reduce(comm, std::move(wire)); },
+      [&mailbox, &progress](comm::SumChannel::Ticket op) {
+        auto waiting = progress.wait_for("the compressed gradient sums");
+        check_comm(mailbox.wait(op));
+      }};
+  return std::make_shared<comm::GradientCompressor>(options, std::move(tensors), comm.group().size(),
+                                                    std::move(channel));
+}
+
 compute::DataParallel group_data_parallel(MailboxComm& mailbox, comm::Communicator& comm,
-                                          monitor::WorkProgress& progress, int zero_stage, std::int64_t parameters) {
+                                          monitor::WorkProgress& progress, int zero_stage, std::int64_t parameters,
+                                          std::shared_ptr<comm::GradientCompressor> compressor) {
   const int world = static_cast<int>(comm.group().ranks.size());
   compute::DataParallel dp;
   dp.rank = comm.position();
@@ -73,7 +134,9 @@ compute::DataParallel group_data_parallel(MailboxComm& mailbox, comm::Communicat
   dp.sum_gradients = [run, &mailbox, &comm](compute::Tensor& grads) {
     run("the gradient sum", [&] { mailbox.all_reduce(comm, grads); });
   };
-  dp.start_sum = [&mailbox, &comm](compute::Tensor bucket) { mailbox.all_reduce(comm, std::move(bucket)); };
+  dp.start_sum = [&mailbox, &comm](compute::Tensor bucket, std::int64_t) {
+    mailbox.all_reduce(comm, std::move(bucket));
+  };
   dp.wait_sums = [&mailbox, &progress] {
     auto waiting = progress.wait_for("the gradient sums");
     check_comm(mailbox.wait_all());
@@ -91,6 +154,7 @@ compute::DataParallel group_data_parallel(MailboxComm& mailbox, comm::Communicat
     return t.data_as<double>()[0];
   };
   dp.mean = [sum = dp.sum, world](double x) { return sum(x) / world; };
+  if (compressor) compress_sums(dp, mailbox, comm, progress, std::move(compressor));
   return dp;
 }
 

@@ -7,18 +7,33 @@
 // ends the rank's run; a stop request throws WorkStopped.
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "actors/worker/mailbox_comm.hpp"
+#include "comm/gradient_compressor.hpp"
+#include "compute/model/parameter_layout.hpp"
 #include "compute/train/trainer.hpp"
 #include "monitor/work_progress.hpp"
 
 namespace troupe::actors {
 
 // `mailbox`, `comm` (the data-parallel group) and `progress` must outlive the returned hooks.
-// `parameters` is the flat buffer's size, which ZeRO's shard is a segment of.
+// `parameters` is the flat buffer's size, which ZeRO's shard is a segment of. With a compressor
+// (from gradient_compressor() below, over the same group) the gradients are summed through it:
+// buckets, ZeRO-1's whole buffer, and ZeRO-2's reduce-scatter (bf16 only).
 compute::DataParallel group_data_parallel(MailboxComm& mailbox, comm::Communicator& comm,
-                                          monitor::WorkProgress& progress, int zero_stage, std::int64_t parameters);
+                                          monitor::WorkProgress& progress, int zero_stage, std::int64_t parameters,
+                                          std::shared_ptr<comm::GradientCompressor> compressor = nullptr);
+
+// A compressor of gradients over `comm`, its sums posted through `mailbox`; `tensors` (PowerSGD's
+// matrices) from gradient_tensors(), or none for bf16.
+std::shared_ptr<comm::GradientCompressor> gradient_compressor(MailboxComm& mailbox, comm::Communicator& comm,
+                                                              monitor::WorkProgress& progress,
+                                                              const comm::CompressionOptions& options,
+                                                              std::vector<comm::GradientTensor> tensors);
+// The model's parameters as the compressor sees them: matrices rows × cols, vectors rows × 1.
+std::vector<comm::GradientTensor> gradient_tensors(const compute::ParameterLayout& layout);
 
 // ZeRO-3's gathers and reduce-scatters of one unit over `comm`, posted now and waited for when the
 // model needs them; a wait names which of the two it is for the watchdog.

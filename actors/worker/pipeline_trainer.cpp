@@ -48,6 +48,12 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
   shard_ = coord.tp;
   TROUPE_CHECK(setup_.grid.pp == s.stages, "the grid does not match the schedule");
   TROUPE_CHECK((setup_.grid.tp > 1) == (groups_.tp != nullptr), "a tp group exactly when the grid has tensor shards");
+  TROUPE_CHECK(setup_.compression.kind == comm::Compression::none ||
+                   (setup_.compression.kind == comm::Compression::bf16 && setup_.zero <= 1),
+               "a pipeline stage's gradient sums compress as bf16 with ZeRO 0 or 1 only");
+  // bf16 keeps no state and needs no shapes: each chunk's buffer is one bucket.
+  if (setup_.compression.kind == comm::Compression::bf16 && setup_.grid.dp > 1)
+    compressor_ = gradient_compressor(mailbox_, groups_.dp, progress_, setup_.compression, {});
   TROUPE_CHECK(s.virtual_stages() * s.microbatches < gradient_index_bit, "too many micro-batches for the tag index");
   TROUPE_CHECK(setup_.split.size() == static_cast<std::size_t>(s.virtual_stages()),
                "the layer split does not match the schedule");
@@ -337,13 +343,18 @@ void PipelineTrainer::reduce_gradients() {
     check_comm(mailbox_.wait_all());
   }
   // ZeRO-2 needs only this replica's segment summed: its reduce-scatter is the all-reduce's first half.
-  if (setup_.grid.dp > 1)
+  if (compressor_) {
+    compressor_->begin_step(steps_);
+    for (Chunk& chunk : chunks_) compressor_->start(chunk.stage->grads(), 0);
+    compressor_->finish();
+  } else if (setup_.grid.dp > 1) {
     for (Chunk& chunk : chunks_) {
       if (setup_.zero == 2)
         mailbox_.reduce_scatter(groups_.dp, chunk.stage->grads());
       else
         mailbox_.all_reduce(groups_.dp, chunk.stage->grads());
     }
+  }
   check_comm(mailbox_.wait_all());
 }
 

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "actors/worker/mailbox_comm.hpp"
+#include "comm/gradient_compressor.hpp"
 #include "checkpoint/run_checkpoints.hpp"
 #include "comm/collectives.hpp"
 #include "comm/grid.hpp"
@@ -60,6 +61,7 @@ struct PipelineSetup {
   int zero = 0;  // 1, 2: AdamW state (and 2: the summed gradients) split over the stage's dp group; 3: parameters too
   bool zero3_reshard = true;
   bool sequence_parallel = false;  // with tp > 1 (compute/model/gpt_stage.hpp)
+  comm::CompressionOptions compression;  // none or bf16 (resolve() refuses PowerSGD with stages or shards)
 };
 
 // The groups a pipeline rank talks to; `embedding` only on first and last stages when pp > 1,
@@ -103,6 +105,8 @@ class PipelineTrainer {
   std::vector<checkpoint::HeldRange> held_state();
   // Continues after `steps` steps (state restored into held_state()'s buffers).
   void resume_at(long steps);
+  // The bf16 compressor of this stage's data-parallel sums; null when they are plain.
+  const std::shared_ptr<comm::GradientCompressor>& compressor() const { return compressor_; }
 
  private:
   struct Chunk {
@@ -154,6 +158,7 @@ class PipelineTrainer {
   std::map<std::pair<int, int>, InFlight> arriving_;  // (micro-batch, chunk·2 + gradient) → receive
   std::vector<compute::Tensor> inputs_, targets_;     // per micro-batch, (B, T) i32 on the host
   long steps_ = 0;
+  std::shared_ptr<comm::GradientCompressor> compressor_;  // bf16 data-parallel sums; null: plain
   std::uint16_t evaluations_ = 0;
   int in_use_ = 0, peak_in_use_ = 0;
   double busy_us_ = 0;  // forward and backward compute in the step so far

@@ -26,6 +26,22 @@
 namespace troupe::actors {
 namespace {
 
+// The job's comm.* keys as the compressor takes them (resolve() checked the name).
+comm::CompressionOptions compression_options(const ResolvedJob& job) {
+  auto kind = comm::parse_compression(job.config.comm.compress);
+  TROUPE_CHECK(kind.ok(), "comm.compress '" + job.config.comm.compress + "' reached a worker unchecked");
+  return {*kind, job.config.comm.powersgd_rank, job.config.comm.compress_start_step, job.config.train.seed};
+}
+
+// What `compressor` has done so far, as metrics and progress records take it.
+std::function<monitor::CompressionReading()> reading_of(std::shared_ptr<comm::GradientCompressor> compressor) {
+  return [compressor] {
+    const comm::CompressionTotals& totals = compressor->totals();
+    return monitor::CompressionReading{totals.wire_bytes.load(), totals.plain_bytes.load(),
+                                       static_cast<double>(totals.nanoseconds.load()) * 1e-9};
+  };
+}
+
 // A pipeline stage as the rank loop drives it; each step also reports the stage's bubble.
 class PipelineStageLoop final : public TrainingLoop {
  public:
@@ -105,10 +121,16 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   const int zero = job.config.train.zero;
   PipelineSetup setup{job.model,           *schedule, job.pipeline_split,
                       report->peak_stashed[static_cast<std::size_t>(coord.pp)], grid, rank, trainer_options(job),
-                      zero,                job.config.train.zero3_reshard, job.config.tensor.sequence_parallel};
+                      zero,                job.config.train.zero3_reshard, job.config.tensor.sequence_parallel,
+                      compression_options(job)};
   compute::memory_ledger().measure_runtime();  // what the process holds before the model
   PipelineTrainer trainer(std::move(setup), backend, {engine, dp, **pp, embedding.get(), tp.get()}, mailbox, progress,
                           data.train, data.val);
+  std::function<monitor::CompressionReading()> compression;
+  if (trainer.compressor()) {
+    compression = reading_of(trainer.compressor());
+    if (metrics) metrics->read_compression_from(compression);
+  }
   monitor::TraceRecorder trace;
   if (!p.trace.empty()) trainer.record_into(trace);
   const std::string shards = grid.tp > 1 ? fmt::format(" x {} tensor shards", grid.tp) : "";
@@ -124,7 +146,7 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
                                            report->peak_stashed[static_cast<std::size_t>(coord.pp)]),
                          {rank, {grid.dp, grid.pp, grid.tp}, (zero > 0 ? grid.dp : 1) * grid.pp * grid.tp});
   RunOutcome outcome =
-      drive_training(job, data, backend.name(), loop, {progress, metrics, &control, rescue, rank == 0});
+      drive_training(job, data, backend.name(), loop, {progress, metrics, &control, rescue, rank == 0, compression});
   const std::vector<int> peaks = trainer.peak_stashed_measured();
   if (rank == 0)
     monitor::logger("train")->info("activations held at most, by stage: {} (the schedule checker's bound: {})",
@@ -141,6 +163,7 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   }
   return outcome;
 }
+
 
 }  // namespace
 
@@ -186,13 +209,30 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
   }
   try {
     MailboxComm mailbox(worker);
+    const compute::ParameterLayout layout(job.model);
+    std::shared_ptr<comm::GradientCompressor> compressor;
+    std::function<monitor::CompressionReading()> compression_reading;
+    if (const comm::CompressionOptions compression = compression_options(job);
+        compression.kind != comm::Compression::none)
+    {
+      compressor = gradient_compressor(mailbox, **dp, progress, compression, gradient_tensors(layout));
+      compression_reading = reading_of(compressor);
+      if (metrics) metrics->read_compression_from(compression_reading);
+      if (rank == 0)
+        monitor::logger("comm")->info("gradients summed as {}{} from step {} (plain before)",
+                                      comm::compression_name(compression.kind),
+                                      compression.kind == comm::Compression::powersgd
+                                          ? fmt::format(" (rank {}, error feedback)", compression.rank)
+                                          : "",
+                                      compression.start_step + 1);
+    }
     auto data_parallel = [&] {
-      compute::DataParallel host = group_data_parallel(mailbox, **dp, progress, job.config.train.zero,
-                                                               compute::ParameterLayout(job.model).total());
+      compute::DataParallel host =
+          group_data_parallel(mailbox, **dp, progress, job.config.train.zero, layout.total(), compressor);
       return device_group ? device_group->data_parallel(std::move(host), mailbox, progress) : host;
     };
-    RunOutcome outcome = stages == 1 && shards == 1 ? run_training(job, backend, data, data_parallel(),
-                                                    {progress, metrics, &control, rescue, rank == 0})
+    const RunServices services{progress, metrics, &control, rescue, rank == 0, compression_reading};
+    RunOutcome outcome = stages == 1 && shards == 1 ? run_training(job, backend, data, data_parallel(), services)
                                      : train_pipeline_stage(job, data, backend, engine, grid, **dp, mailbox, progress,
                                                             metrics, control, rescue);
     return {-1, outcome.exit_code, outcome.reason};

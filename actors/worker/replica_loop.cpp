@@ -87,6 +87,13 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
   held_ = {{"param", params_begin, params_end, mirrors_[0].data_as<float>(), writes_params},
            {"adam_m", moments_begin, moments_end, mirrors_[1].data_as<float>(), writes_moments},
            {"adam_v", moments_begin, moments_end, mirrors_[2].data_as<float>(), writes_moments}};
+  // Compression state lives in host memory (compression runs on the CPU backend only).
+  for (const compute::DataParallel::SumState& state : trainer_.data_parallel().sum_state) {
+    TROUPE_CHECK(state.values.device() == compute::Device::cpu && state.values.dtype() == compute::DType::f32,
+                 "gradient-sum state '" + state.kind + "' is not f32 host memory");
+    held_.push_back({state.kind, 0, state.values.numel(), state.values.data_as<float>(),
+                     state.replicated ? writes_params : true, false, true});
+  }
 }
 
 double ReplicaLoop::param_norm() {

@@ -207,6 +207,10 @@ class RankRun {
       loop_.resume_at(first_step_);
       log_->info("resumed from {} after step {} (data position and optimizer state included)", resumed->from,
                  first_step_);
+      for (const std::string& kind : resumed->absent)
+        checkpoint_log_->warn("{} holds no '{}' state: this rank starts it afresh, so the run is no longer bitwise "
+                              "that of one that never stopped",
+                              resumed->from, kind);
     } else if (job_.config.checkpoint.resume) {
       log_->info("no checkpoint in {} to resume from: starting fresh", job_.config.checkpoint.dir);
     }
@@ -224,11 +228,16 @@ class RankRun {
     }
   }
 
+  monitor::CompressionReading compression_reading() const {
+    return services_.compression ? services_.compression() : monitor::CompressionReading{};
+  }
+
   std::optional<RunOutcome> train_step(long s) {
     services_.progress.begin(fmt::format("step {}", s + 1));
     const auto start = Clock::now();
     const auto wall_start = std::chrono::system_clock::now().time_since_epoch();
     if (first_step_ == 0) drilled_.throw_if_due(loop_.checkpoint_place().rank, s + 1);
+    const monitor::CompressionReading compressed_before = compression_reading();
     compute::StepResult r;
     try {
       r = loop_.step();
@@ -238,7 +247,11 @@ class RankRun {
     }
     const double secs = std::chrono::duration<double>(Clock::now() - start).count();
     const std::int64_t tokens = loop_.tokens_per_step();
-    services_.progress.step_done({s + 1, std::chrono::duration<double>(wall_start).count(), secs, r.loss, tokens});
+    const monitor::CompressionReading compressed = compression_reading();
+    services_.progress.step_done({s + 1, std::chrono::duration<double>(wall_start).count(), secs, r.loss, tokens,
+                                  static_cast<std::int64_t>(compressed.wire_bytes - compressed_before.wire_bytes),
+                                  static_cast<std::int64_t>(compressed.plain_bytes - compressed_before.plain_bytes),
+                                  compressed.seconds - compressed_before.seconds});
     if (services_.metrics) services_.metrics->step_done(s + 1, secs, tokens, r.loss, r.lr, r.grad_norm);
     train_seconds_ += secs;
     last_loss_ = r.loss;

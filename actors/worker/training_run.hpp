@@ -61,6 +61,9 @@ struct RunServices {
   monitor::StepControl* control = nullptr;
   RescueHooks rescue;
   bool reports = true;
+  // The gradient compressor's totals so far (empty: the sums are not compressed); each step's
+  // share goes into its progress record.
+  std::function<monitor::CompressionReading()> compression;
 };
 
 // Steps, progress lines, validation, the summary and (on the reporting rank) the sample; with

@@ -31,37 +31,7 @@
 namespace troupe::apps {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 enum class Turn : int { single, independent, data_parallel, stop };
-
-// One rank's model, data and trainer; `data_parallel` empty for a rank that trains alone.
-struct RankTraining {
-  RankTraining(compute::Backend& backend, const compute::GPTConfig& cfg, const BenchDpOptions& o,
-               const std::vector<std::uint16_t>& stream, compute::DataParallel data_parallel)
-      : model(cfg, backend), trainer(make_trainer(o, stream, std::move(data_parallel))) {}
-
-  double timed_step() {
-    const auto start = Clock::now();
-    trainer.step();
-    return std::chrono::duration<double>(Clock::now() - start).count();
-  }
-
-  compute::GPT model;
-  compute::Trainer trainer;
-
- private:
-  compute::Trainer make_trainer(const BenchDpOptions& o, const std::vector<std::uint16_t>& stream,
-                                compute::DataParallel data_parallel) {
-    model.init_parameters(1);
-    compute::TrainerOptions options;
-    options.batch_size = o.batch;
-    options.seq_len = model.config().block_size;
-    options.lr = {1e-4, 1e-5, 0, o.warmup + o.steps};
-    options.data_parallel = std::move(data_parallel);
-    return compute::Trainer(model, options, stream, stream);
-  }
-};
 
 // Iteration i runs the three turns in this order, so none always follows another.
 constexpr std::array<std::array<Turn, 3>, 3> turn_orders{{
@@ -71,7 +41,7 @@ constexpr std::array<std::array<Turn, 3>, 3> turn_orders{{
 }};
 
 // The leader's report: its one-process step times, one per measured iteration.
-std::vector<double> lead(Turns<Turn>& turns, RankTraining& alone, const BenchDpOptions& o) {
+std::vector<double> lead(Turns<Turn>& turns, BenchTraining& alone, const BenchDpOptions& o) {
   turns.wait_for_followers();  // all built: nobody computes while the reference is measured
   std::vector<double> single;
   for (int i = 0; i < o.warmup + o.steps; ++i) {
@@ -96,10 +66,11 @@ Expected<std::vector<double>> follow(comm::Engine& engine, Turns<Turn>& turns, c
   auto joined = BenchRank::join(engine, o.processes);
   if (!joined) return joined.error();
   BenchRank& worker = **joined;
-  RankTraining parallel(backend, cfg, o, stream,
-                        actors::group_data_parallel(worker.mailbox(), worker.group(), worker.progress(), 0,
-                                                    compute::ParameterLayout(cfg).total()));
-  RankTraining alone(backend, cfg, o, stream, {});
+  const int steps = o.warmup + o.steps;
+  BenchTraining parallel(backend, cfg, o.batch, steps, stream,
+                         actors::group_data_parallel(worker.mailbox(), worker.group(), worker.progress(), 0,
+                                                     compute::ParameterLayout(cfg).total()));
+  BenchTraining alone(backend, cfg, o.batch, steps, stream, {});
   turns.finish();
   std::vector<double> dp, independent;
   int turns_taken = 0;
@@ -138,7 +109,7 @@ int run_bench_dp(const BenchDpOptions& o) {
         auto backend = compute::make_backend("cpu", 1);
         if (!backend) return backend.error();
         if (engine.rank() == n) {
-          RankTraining alone(**backend, cfg, o, stream, {});
+          BenchTraining alone(**backend, cfg, o.batch, o.warmup + o.steps, stream, {});
           return pack_figures(lead(turns, alone, o));
         }
         auto times = follow(engine, turns, **backend, cfg, o, stream);

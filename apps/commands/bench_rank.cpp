@@ -1,5 +1,7 @@
 #include "apps/commands/bench_rank.hpp"
 
+#include <chrono>
+
 #include "actors/actor_system_setup.hpp"
 #include "comm/grid.hpp"
 
@@ -23,6 +25,37 @@ Expected<std::unique_ptr<BenchRank>> BenchRank::join(comm::Engine& engine, int p
   comm::Group group{comm::dp_group_id, {}};
   for (int r = 0; r < processes; ++r) group.ranks.push_back(r);
   return join(engine, std::move(group));
+}
+
+namespace {
+
+compute::GPT& initialised(compute::GPT& model) {
+  model.init_parameters(1);
+  return model;
+}
+
+compute::TrainerOptions bench_trainer_options(const compute::GPTConfig& cfg, int batch, int steps,
+                                              compute::DataParallel data_parallel) {
+  compute::TrainerOptions options;
+  options.batch_size = batch;
+  options.seq_len = cfg.block_size;
+  options.lr = {1e-4, 1e-5, 0, steps};
+  options.data_parallel = std::move(data_parallel);
+  return options;
+}
+
+}  // namespace
+
+BenchTraining::BenchTraining(compute::Backend& backend, const compute::GPTConfig& cfg, int batch, int steps,
+                             const std::vector<std::uint16_t>& stream, compute::DataParallel data_parallel)
+    : model_(cfg, backend),
+      trainer_(initialised(model_), bench_trainer_options(cfg, batch, steps, std::move(data_parallel)), stream,
+               stream) {}
+
+double BenchTraining::timed_step() {
+  const auto start = std::chrono::steady_clock::now();
+  trainer_.step();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace troupe::apps

@@ -3,13 +3,17 @@
 // actor, whose mailbox receives the comm engine's completions (actors/worker/mailbox_comm), a
 // progress record, and the group it sums over (data-parallel ranks, or a stage's tensor shards).
 
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include <caf/all.hpp>
 
 #include "actors/worker/mailbox_comm.hpp"
 #include "comm/collectives.hpp"
 #include "compute/expected.hpp"
+#include "compute/model/gpt.hpp"
+#include "compute/train/trainer.hpp"
 #include "monitor/work_progress.hpp"
 
 namespace troupe::apps {
@@ -34,6 +38,21 @@ class BenchRank {
   actors::MailboxComm mailbox_;
   monitor::WorkProgress progress_;
   std::unique_ptr<comm::Communicator> group_;
+};
+
+// One bench rank's model and trainer: parameters from seed 1, micro-batch `batch` of whole blocks
+// from `stream`, a learning rate decaying over `steps`; `data_parallel` empty to train alone.
+class BenchTraining {
+ public:
+  BenchTraining(compute::Backend& backend, const compute::GPTConfig& cfg, int batch, int steps,
+                const std::vector<std::uint16_t>& stream, compute::DataParallel data_parallel);
+
+  // One optimizer step; its wall seconds.
+  double timed_step();
+
+ private:
+  compute::GPT model_;
+  compute::Trainer trainer_;
 };
 
 }  // namespace troupe::apps

@@ -40,6 +40,17 @@ struct BenchDpOptions {
   int warmup = 1;  // unmeasured iterations first
 };
 int run_bench_dp(const BenchDpOptions& options);
+// troupe bench compress: data parallelism on 2 ranks with gradient sums plain, in bf16 and as
+// PowerSGD factors, stepping in turns: bytes per step and tokens/s of each, and their ratios.
+struct BenchCompressOptions {
+  std::string model = "small";
+  int batch = 8;           // micro-batch per rank
+  int steps = 6;           // measured iterations, each one step of every variant
+  int warmup = 1;          // unmeasured iterations first
+  int powersgd_rank = 4;
+  int hosts = 1;           // 2: rank r on simulated host h<r> (scripts/netns-cluster.sh, root)
+};
+int run_bench_compress(BenchCompressOptions options);
 // troupe bench zero3: ZeRO-3 (and ZeRO-3 with full recompute) against ZeRO-0 on the same ranks,
 // stepping in turns: tokens/s and bytes per rank.
 struct BenchZero3Options {

@@ -7,6 +7,7 @@
 namespace troupe::apps {
 
 using actors::CheckpointOptions;
+using actors::CommOptions;
 using actors::DataOptions;
 using actors::FaultOptions;
 using actors::JobConfig;

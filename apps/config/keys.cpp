@@ -21,6 +21,7 @@ using S = SampleOptions;
 using F = FaultOptions;
 using P = PipelineOptions;
 using Tp = TensorOptions;
+using Co = CommOptions;
 using C = CheckpointOptions;
 using Mon = MonitorOptions;
 
@@ -92,6 +93,14 @@ constexpr ConfigKey keys[] = {
      "with tensor.shards > 1: the residual stream and LayerNorms hold 1/T of the sequence; sums become "
      "reduce-scatter + all-gather",
      field<&J::tensor, &Tp::sequence_parallel>},
+
+    {"comm.compress",
+     "gradients summed over the data-parallel group as they are (none), as bfloat16 (bf16), or as rank-r factors with "
+     "error feedback (powersgd)",
+     field<&J::comm, &Co::compress>},
+    {"comm.powersgd_rank", "columns r of PowerSGD's factors P and Q", field<&J::comm, &Co::powersgd_rank>},
+    {"comm.compress_start_step", "steps summed plain before compression starts; -1 = 10% of train.steps",
+     field<&J::comm, &Co::compress_start_step>},
 
     {"fault.heartbeat_seconds", "seconds between a node's heartbeats to the job", field<&J::fault, &F::heartbeat_seconds>},
     {"fault.heartbeat_timeout", "seconds of silence after which a node counts as lost (unreachable, stopped or hung)",

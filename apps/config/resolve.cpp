@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "apps/config/value.hpp"
+#include "comm/compression.hpp"
 #include "compute/check.hpp"
 #include "compute/model/memory_estimate.hpp"
 #include "compute/model/recompute.hpp"
@@ -141,6 +142,29 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
       return "train.zero 3 is not supported with tensor.sequence_parallel yet; use 0";
   }
 
+  const CommOptions& co = c.comm;
+  auto compression = comm::parse_compression(co.compress);
+  if (!compression) return "comm.compress: " + compression.error().message;
+  if (co.powersgd_rank < 1) return "comm.powersgd_rank must be positive, got " + str(co.powersgd_rank);
+  if (co.compress_start_step < -1)
+    return "comm.compress_start_step must not be negative (-1 = 10% of train.steps), got " +
+           str(co.compress_start_step);
+  if (*compression == comm::Compression::powersgd && t.zero >= 2)
+    return "comm.compress powersgd does not work with train.zero " + str(t.zero) +
+           ": ZeRO-2 and 3 sum gradient shards, not whole matrices; use comm.compress bf16 or train.zero 0 or 1";
+  if (*compression == comm::Compression::bf16 && t.zero == 3)
+    return "comm.compress bf16 does not work with train.zero 3 (its gradients move block by block); "
+           "use train.zero 0, 1 or 2";
+  if (*compression != comm::Compression::none && t.backend != "cpu")
+    return "comm.compress works with train.backend cpu only so far: NCCL sums device gradients as they are (got '" +
+           t.backend + "')";
+  if (*compression == comm::Compression::powersgd && (p.stages > 1 || tp.shards > 1))
+    return "comm.compress powersgd works with pipeline.stages 1 and tensor.shards 1 only so far (its state is not "
+           "checkpointed per stage); use comm.compress bf16";
+  if (*compression == comm::Compression::bf16 && (p.stages > 1 || tp.shards > 1) && t.zero >= 2)
+    return "comm.compress bf16 with pipeline.stages or tensor.shards works with train.zero 0 or 1 only, got " +
+           str(t.zero);
+
   const FaultOptions& f = c.fault;
   if (!(f.heartbeat_seconds > 0)) return "fault.heartbeat_seconds must be positive, got " + str(f.heartbeat_seconds);
   // One late heartbeat must not look like a hang.
@@ -184,6 +208,7 @@ Expected<ResolvedJob> resolve(const JobConfig& config) {
   ResolvedJob job{config, *model};
   if (auto problem = problem_with(job.config, job.model)) return Error{*problem};
   if (job.config.train.seq_len == 0) job.config.train.seq_len = job.model.block_size;
+  if (job.config.comm.compress_start_step == -1) job.config.comm.compress_start_step = job.config.train.steps / 10;
   for (const ConfigKey& key : config_keys()) job.settings.emplace_back(key.name, format_text(job.config, key));
   const PipelineOptions& p = job.config.pipeline;
   if (p.stages > 1 || p.virtual_stages > 1 || job.config.tensor.shards > 1) {

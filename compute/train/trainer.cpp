@@ -61,11 +61,12 @@ StepResult Trainer::step() {
   const std::function<void(int)> no_hook;
   const std::function<void(int)> start_layer_bucket = [&](int layer) {
     const auto [begin, end] = model_.layout().layer_range(layer);
-    dp.start_sum(model_.grads().slice(begin, {end - begin}));
+    dp.start_sum(model_.grads().slice(begin, {end - begin}), begin);
   };
   StepResult result;
   result.step = steps_;
   result.lr = options_.lr.at(steps_);
+  if (dp.begin_step) dp.begin_step(steps_);
   model_.zero_grad();
   double loss_sum = 0;
   const int k = options_.grad_accum;
@@ -85,8 +86,8 @@ StepResult Trainer::step() {
     // The buckets backward did not cover: the embeddings at the front of the buffer, ln_f at the end.
     const auto [first_layer_begin, first_layer_end] = model_.layout().layer_range(0);
     const auto [last_layer_begin, last_layer_end] = model_.layout().layer_range(model_.config().n_layer - 1);
-    dp.start_sum(model_.grads().slice(0, {first_layer_begin}));
-    dp.start_sum(model_.grads().slice(last_layer_end, {model_.layout().total() - last_layer_end}));
+    dp.start_sum(model_.grads().slice(0, {first_layer_begin}), 0);
+    dp.start_sum(model_.grads().slice(last_layer_end, {model_.layout().total() - last_layer_end}), last_layer_end);
     dp.wait_sums();
   } else if (sharded_gradients) {
     dp.reduce_scatter_gradients(model_.grads());

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "compute/data/batch.hpp"
@@ -46,15 +47,28 @@ struct DataParallel {
   int zero_stage = 0;
   std::int64_t shard_begin = 0, shard_end = -1;  // -1: the whole buffer
   std::function<void(Tensor& grads)> sum_gradients;             // stages 0, 1
-  // Stage 0 with overlap: start summing a slice of the gradients (a bucket) now; wait_sums()
-  // returns once every started bucket is summed. When set, stage 0 uses these instead of
-  // sum_gradients: each layer is a bucket, posted as soon as backward has finished it.
-  std::function<void(Tensor bucket)> start_sum;
+  // Stage 0 with overlap: start summing a slice of the gradients (a bucket: elements [offset,
+  // offset + numel) of the flat buffer) now; wait_sums() returns once every started bucket is
+  // summed. When set, stage 0 uses these instead of sum_gradients: each layer is a bucket, posted
+  // as soon as backward has finished it.
+  std::function<void(Tensor bucket, std::int64_t offset)> start_sum;
   std::function<void()> wait_sums;
   std::function<void(Tensor& grads)> reduce_scatter_gradients;  // stage 2
   std::function<void(Tensor& params)> all_gather_parameters;    // stages 1, 2
   std::function<double(double)> sum;                            // a scalar over the group (stage 2's norm)
   std::function<double(double)> mean;                           // a scalar's mean over the group; identity if empty
+  // Called with the step's index before its gradients are summed (gradient compression starts at
+  // a step); may be empty.
+  std::function<void(long step)> begin_step;
+  // Training state the gradient sums keep besides model and optimizer (gradient compression's
+  // residuals and factors): flat f32 buffers in parameter order, checkpointed as `kind`; a
+  // replicated one is the same on every rank of the group.
+  struct SumState {
+    std::string kind;
+    Tensor values;
+    bool replicated = false;
+  };
+  std::vector<SumState> sum_state;
   // Stage 3: every position's shard as n + 1 offsets into the flat buffer, and how a unit's
   // pieces move; the caller builds the model's source from them and points `sharded` at it.
   std::vector<std::int64_t> shard_offsets;
@@ -94,6 +108,7 @@ class Trainer {
   // data position, the learning rate and AdamW's bias correction follow from the count.
   void resume_at(long steps);
   AdamW& optimizer() { return optimizer_; }
+  const DataParallel& data_parallel() const { return options_.data_parallel; }
   std::int64_t tokens_per_step() const;  // over the whole data-parallel group
 
  private:

@@ -52,6 +52,23 @@ inline ProcessResult check_rejected_in(const TempDir& dir, const std::vector<std
   return result;
 }
 
+// A turn-taking bench's iteration lines, "N  base  a  b  a/base  b/base" (bench zero3, bench
+// compress): checks each printed ratio against the printed throughputs (rounded to a token/s, so
+// within 1%) and returns how many lines there were.
+inline int check_iteration_ratios(const std::string& out) {
+  const std::regex line(R"(\n(\d+) +([0-9]+) +([0-9]+) +([0-9]+) +([0-9.]+) +([0-9.]+))");
+  int iterations = 0;
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), line); it != std::sregex_iterator(); ++it) {
+    const std::smatch& m = *it;
+    const double base = std::stod(m[2].str()), a = std::stod(m[3].str()), b = std::stod(m[4].str());
+    CHECK(base > 0);
+    CHECK(std::stod(m[5].str()) == Approx(a / base).epsilon(0.01));
+    CHECK(std::stod(m[6].str()) == Approx(b / base).epsilon(0.01));
+    ++iterations;
+  }
+  return iterations;
+}
+
 // The number printed after `label` ("param norm 37.04"); fails the test when there is none.
 inline double number_after(const std::string& text, const std::string& label) {
   std::smatch match;

@@ -86,6 +86,9 @@ TEST_CASE("tensor names parse back into kind, parameter and slice", "[shard]") {
   CHECK(slice->parameter == "wte.weight");
   CHECK(slice->slice == std::pair<std::int64_t, std::int64_t>{128, 4096});
   CHECK(format_tensor_name(*slice) == "param/wte.weight[128:4096]");
+  const auto residual = parse_tensor_name("powersgd_residual_dp1/h.0.attn.c_attn.weight");
+  REQUIRE(residual);
+  CHECK(residual->kind == "powersgd_residual_dp1");
   for (const char* bad : {"wte.weight", "Param/wte.weight", "param/", "param/wte.weight[5:4]", "param/w[1:x]", "/w"})
     CHECK_FALSE(parse_tensor_name(bad));
 }

@@ -64,8 +64,8 @@ TEST_CASE("nccl data-parallel hooks on a world of one sum buckets after the comp
   compute::Tensor grads = to_device(*gpu, values);
   // Scaled on the compute stream just before: the sums must see the scaled values.
   gpu->scale(grads, 3.0f);
-  dp.start_sum(grads.slice(0, {1000}));
-  dp.start_sum(grads.slice(1000, {n - 1000}));
+  dp.start_sum(grads.slice(0, {1000}), 0);
+  dp.start_sum(grads.slice(1000, {n - 1000}), 1000);
   dp.wait_sums();
   compute::Tensor expected = host_copy(values);
   compute::CpuBackend cpu(1);

@@ -36,7 +36,7 @@ compute::DataParallel device_data_parallel(comm::NcclComm& nccl, compute::DataPa
   TROUPE_CHECK(host.zero_stage == 0, "ZeRO stage " + std::to_string(host.zero_stage) + " over NCCL");
   TROUPE_CHECK(host.size == nccl.size() && host.rank == nccl.rank(), "the NCCL communicator is not the host group's");
   compute::DataParallel dp = std::move(host);
-  dp.start_sum = [&nccl](compute::Tensor bucket) {
+  dp.start_sum = [&nccl](compute::Tensor bucket, std::int64_t) {
     check_comm(nccl.all_reduce_sum(device_floats(bucket), static_cast<std::size_t>(bucket.numel())));
   };
   dp.wait_sums = [&nccl, &mailbox, &progress] {
@@ -44,7 +44,7 @@ compute::DataParallel device_data_parallel(comm::NcclComm& nccl, compute::DataPa
     wait_for_device(nccl, mailbox);
   };
   dp.sum_gradients = [start = dp.start_sum, wait = dp.wait_sums](compute::Tensor& grads) {
-    start(grads);
+    start(grads, 0);
     wait();
   };
   return dp;

@@ -10,6 +10,37 @@
 using namespace troupe::actors;
 using Catch::Contains;
 
+TEST_CASE("top shows a compressing rank's bytes per step against the uncompressed bytes, and its compress time",
+          "[monitor][compression]") {
+  MonitorPlan plan;
+  plan.world_size = 2;
+  plan.dp = 2;
+  plan.total_steps = 10;
+  job_view_msg view;
+  node_view n;
+  n.node_index = 0;
+  for (int rank = 0; rank < 2; ++rank) {
+    worker_beat w;
+    w.rank = rank;
+    w.steps_done = 3;
+    w.activity = "step 4";
+    n.workers.push_back(w);
+  }
+  view.nodes.push_back(n);
+  StepHistory history;
+  history[0][3] = step_beat{3, 0, 2.0, 3.25, 4096, 0, 0, 0};
+  history[1][3] = step_beat{3, 0, 2.0, 3.25, 4096, 0, 0, 0};
+  const std::string plain = top_text(plan, view, history, {});
+  CHECK_FALSE(Contains("sums MB").match(plain));
+  history[0][3] = step_beat{3, 0, 2.0, 3.25, 4096, 733184, 43376640, 0.0125};
+  const std::string compressed = top_text(plan, view, history, {});
+  INFO(compressed);
+  CHECK_THAT(compressed, Contains("sums MB/plain MB") && Contains("compress ms"));
+  CHECK(std::regex_search(compressed,
+                          std::regex("\n0 +0 +3 +3.2500 +2000.0 +2048 +[0-9.]+ +0.73/43.38 +12.5  step 4")));
+  CHECK(std::regex_search(compressed, std::regex("\n1 +0 +3 +3.2500 +2000.0 +2048 +[0-9.]+ +- +-  step 4")));
+}
+
 TEST_CASE("workers names each rank's replica, stage and tensor shard", "[monitor]") {
   MonitorPlan plan;
   plan.world_size = 8;

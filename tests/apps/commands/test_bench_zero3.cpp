@@ -21,18 +21,7 @@ TEST_CASE("bench zero3 steps the three variants in turns and prints their ratios
   REQUIRE(!result.timed_out);
   REQUIRE(result.exit_code == 0);
 
-  const std::regex line(R"(\n(\d+) +([0-9]+) +([0-9]+) +([0-9]+) +([0-9.]+) +([0-9.]+))");
-  int iterations = 0;
-  for (auto it = std::sregex_iterator(result.out.begin(), result.out.end(), line); it != std::sregex_iterator(); ++it) {
-    const std::smatch& m = *it;
-    const double zero0 = std::stod(m[2].str()), zero3 = std::stod(m[3].str()), full = std::stod(m[4].str());
-    CHECK(zero0 > 0);
-    // Throughputs are printed rounded to a token/s; the ratios from the unrounded ones.
-    CHECK(std::stod(m[5].str()) == Approx(zero3 / zero0).epsilon(0.01));
-    CHECK(std::stod(m[6].str()) == Approx(full / zero0).epsilon(0.01));
-    ++iterations;
-  }
-  CHECK(iterations == 3);
+  CHECK(check_iteration_ratios(result.out) == 3);
   std::smatch kept;
   REQUIRE(std::regex_search(result.out, kept, std::regex(R"(ZeRO-3 / ZeRO-0: model state ([0-9.]+) kept)")));
   // Two ranks: each keeps its half of the parameters, gradients and moments (to one element).

@@ -66,6 +66,18 @@ TEST_CASE("drill kill-node: a SIGKILLed node is detected within a second and the
   CHECK(seconds_after(r.out, "recovered") < 30.0);
 }
 
+TEST_CASE("drill kill-node with PowerSGD: the job recovers from the survivor's snapshot, but the lost rank's "
+          "residual went with it, which the restarted rank logs",
+          "[drill][compression]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "kill-node", {"--comm.compress", "powersgd", "--comm.compress_start_step", "2"});
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  CHECK_THAT(r.out, Contains("recovered from a surviving replica's memory: yes") && Contains("job finished: yes") &&
+                        Contains("final weights equal to an undisturbed run: NO"));
+  CHECK_THAT(file_text(dir.path() / "kill-node" / "drilled.log"),
+             Contains("holds no 'powersgd_residual_dp1' state: this rank starts it afresh"));
+}
+
 TEST_CASE("drill kill-node with tensor shards: the replica of every (stage, shard) that survives writes the rescue "
           "snapshot, losing no step",
           "[drill][tensor]") {

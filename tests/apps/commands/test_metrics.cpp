@@ -258,6 +258,28 @@ TEST_CASE("pipeline stages export their bubble and the activations and gradients
   }
 }
 
+TEST_CASE("gradient compression exports the bytes its sums carried against the uncompressed bytes, and its seconds",
+          "[metrics][compression]") {
+  const BackgroundTroupe job({"train", "--workers", "2", "--model.preset", "tiny", "--train.steps", "2000",
+                              "--sample.tokens", "0", "--train.threads", "1", "--comm.compress", "powersgd",
+                              "--comm.compress_start_step", "0"});
+  const std::map<int, int> ports = job.metrics_ports(2, std::chrono::seconds(60));
+  INFO("stdout: " << job.out() << "\nstderr: " << job.err());
+  REQUIRE(ports.size() == 2);
+  for (const auto& [rank, port] : ports) {
+    INFO("rank " << rank);
+    const Exposition e = scrape_when_steps_pass(port, 2, std::chrono::seconds(60));
+    const std::map<std::string, std::string> labels{{"rank", std::to_string(rank)}};
+    const double wire = e.value("troupe_compress_wire_bytes_total", labels);
+    const double plain = e.value("troupe_compress_plain_bytes_total", labels);
+    std::printf("rank %d: %.0f bytes on the wire for %.0f uncompressed (%.1fx), %.3f s compressing\n", rank, wire,
+                plain, plain / wire, e.value("troupe_compress_seconds_total", labels));
+    CHECK(wire > 0);
+    CHECK(plain > 4 * wire);
+    CHECK(e.value("troupe_compress_seconds_total", labels) > 0);
+  }
+}
+
 TEST_CASE("checkpoint saves are counted with their seconds and bytes", "[metrics]") {
   TempDir checkpoints;
   const BackgroundTroupe job({"train", "--model.preset", "tiny", "--train.steps", "5000", "--sample.tokens", "0",

@@ -131,3 +131,38 @@ TEST_CASE("a token file lifts the byte-vocabulary limit", "[config]") {
   config.model.vocab_size = 100;
   CHECK(resolve(config).ok());
 }
+
+TEST_CASE("gradient compression: the start step defaults to 10% of the steps, and layouts it cannot serve are refused",
+          "[config][compression]") {
+  JobConfig config;
+  config.train.steps = 200;
+  config.comm.compress = "powersgd";
+  auto job = resolve(config);
+  REQUIRE(job.ok());
+  CHECK(job->config.comm.compress_start_step == 20);
+  config.comm.compress_start_step = 0;
+  CHECK(resolve(config)->config.comm.compress_start_step == 0);
+
+  CHECK_THAT(resolve_error([](JobConfig& c) { c.comm.compress = "fp8"; }),
+             Contains("comm.compress: 'fp8' is not a compression (known: none, bf16, powersgd)"));
+  CHECK_THAT(resolve_error([](JobConfig& c) { c.comm.powersgd_rank = 0; }),
+             Contains("comm.powersgd_rank must be positive"));
+  CHECK_THAT(resolve_error([](JobConfig& c) { c.comm.compress_start_step = -2; }),
+             Contains("comm.compress_start_step must not be negative"));
+  for (int zero : {2, 3}) {
+    CHECK_THAT(resolve_error([zero](JobConfig& c) {
+                 c.comm.compress = "powersgd";
+                 c.train.zero = zero;
+               }),
+               Contains("comm.compress powersgd does not work with train.zero " + std::to_string(zero)));
+  }
+  CHECK(resolve_error([](JobConfig& c) {
+          c.comm.compress = "bf16";
+          c.train.zero = 2;
+        }).empty());
+  CHECK_THAT(resolve_error([](JobConfig& c) {
+               c.comm.compress = "bf16";
+               c.train.zero = 3;
+             }),
+             Contains("comm.compress bf16 does not work with train.zero 3"));
+}

@@ -1,0 +1,16 @@
+#pragma once
+// The hosts scripts/netns-cluster.sh simulates (docs/multi-host.md), as benches use them: a forked
+// rank enters its host's namespaces before it starts UCX, so ranks on different hosts meet over
+// TCP only.
+
+#include "compute/expected.hpp"
+
+namespace troupe::apps {
+
+// Whether hosts h0 .. h(hosts-1) are up; an Error for `bench` naming the first missing one and
+// the command that starts them.
+Status check_simulated_hosts(const char* bench, int hosts);
+// Moves this process (single-threaded: a rank just forked) into simulated host h<index>.
+Status enter_simulated_host(int index);
+
+}  // namespace troupe::apps
