@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "comm/engine.hpp"
@@ -26,6 +27,8 @@
 #include "compute/tensor.hpp"
 
 namespace troupe::comm {
+
+class CollectiveOp;
 
 enum class RingPhases : std::uint8_t;
 
@@ -67,6 +70,13 @@ class Communicator {
   // Done once every rank of the group has entered the barrier.
   void post_barrier(Callback done);
 
+  // Gives up every operation of this communicator still in flight (each one's done gets "comm:
+  // ... abandoned: `why`") and goes on under group id `group_id` with its sequence from 0, so that
+  // no message of an abandoned operation matches a later one; every rank of the group switches to
+  // the same id before its next operation (grid.hpp's epoch_group_id). Returns once nothing of the
+  // abandoned operations touches their buffers any more. Never on the progress thread.
+  void abandon_and_renew(const std::string& why, std::uint16_t group_id);
+
   // Blocking forms, for tests and simple callers; never on the progress thread.
   Status all_reduce(compute::Tensor buffer);
   Status reduce_scatter(compute::Tensor buffer);
@@ -92,6 +102,11 @@ class Communicator {
   CollectiveOptions options_;
   std::atomic<std::uint32_t> sequence_{0};
   std::shared_ptr<ScratchPool> scratch_ = std::make_shared<ScratchPool>();
+  // The operations started and maybe still running (touched on the progress thread only), for
+  // abandon_and_renew().
+  struct LiveOps;
+  std::shared_ptr<LiveOps> live_;
+  void post_op(std::shared_ptr<CollectiveOp> op);
 };
 
 }  // namespace troupe::comm
