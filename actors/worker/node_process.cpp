@@ -119,11 +119,11 @@ NodeOutcome run_node_process(const NodeProcessOptions& options, const ResolvedJo
     if (!ids) return setup_failed(ids.error().message, 1);
     hello.device_group_ids = std::move(*ids);
   }
-  NodeWork work = [&](const start_msg& start, int slot, caf::blocking_actor* worker,
-                              monitor::WorkProgress& progress) {
+  NodeWork work = [&](const start_msg& start, int slot, caf::blocking_actor* worker, monitor::WorkProgress& progress,
+                      const std::optional<recover_msg>& replacing) {
     const auto index = static_cast<std::size_t>(slot);
     return train_as_rank(job, *data, *backends[index], *engines[index], local_rank_base + slot, start, worker,
-                         progress, metrics->worker(slot), control.slot(slot));
+                         progress, metrics->worker(slot), control.slot(slot), replacing);
   };
   NodeOptions node_options;
   node_options.heartbeat_interval = std::chrono::milliseconds(std::lround(job.config.fault.heartbeat_seconds * 1000));
@@ -133,6 +133,7 @@ NodeOutcome run_node_process(const NodeProcessOptions& options, const ResolvedJo
   };
   if (monitor::NodeMetrics* node = metrics->node()) node_options.heartbeat_sent = [node] { node->heartbeat_sent(); };
   node_options.control = [&control](const control_msg& order) { return control.obey(order); };
+  node_options.report_worker_failures = job.config.fault.recovery == "in_place";
   caf::scoped_actor self{system};
   spawn_node_supervisor(system, *supervisor, std::move(hello), work, std::move(node_options), self);
   NodeOutcome ended{1, "the job ended without an outcome", false};

@@ -10,6 +10,8 @@
 #include <regex>
 
 #include "apps/run_troupe.hpp"
+#include "compute/model/parameter_layout.hpp"
+#include "compute/model/gpt_config.hpp"
 #include "support/run_process.hpp"
 #include "support/temp_dir.hpp"
 
@@ -60,6 +62,8 @@ TEST_CASE("drill kill-node: a SIGKILLed node is detected within a second and the
   check_passed(r);
   CHECK_THAT(r.out, Contains("lost node 1") && Contains("steps lost: 0\n") &&
                         Contains("recovered from a surviving replica's memory: yes") &&
+                        Contains("recovery: restarting every node: in place covers a worker that threw, not a "
+                                 "node_lost failure") &&
                         Contains("from the survivors' rescue snapshot of step 5 (no steps lost)") &&
                         Contains("counted: restarts=1 failure.node_lost=1 recovery.replica=1"));
   CHECK(seconds_after(r.out, "detected") < 1.0);
@@ -110,7 +114,8 @@ TEST_CASE("without fault.elastic a node that cannot come back stops the job, nam
   const ProcessResult r = run_process(
       {"/usr/bin/env", "TROUPE_DRILL_THROW_AT=1:3", "TROUPE_DRILL_NODE_GONE=1", TROUPE_BINARY_DIR "/troupe", "train",
        "--workers", "2", "--model.preset", "tiny", "--train.steps", "6", "--train.threads", "1", "--train.val_batches",
-       "1", "--train.val_every", "0", "--sample.tokens", "0", "--checkpoint.dir", (dir.path() / "ckpt").string()},
+       "1", "--train.val_every", "0", "--sample.tokens", "0", "--checkpoint.dir", (dir.path() / "ckpt").string(),
+       "--fault.recovery", "restart"},
       dir.path().string(), std::chrono::seconds(120));
   INFO("stdout: " << r.out << "\nstderr: " << r.err);
   CHECK(r.exit_code == 1);
@@ -122,12 +127,49 @@ TEST_CASE("without fault.elastic a node that cannot come back stops the job, nam
                                  "recovery.replica=1"));
 }
 
-TEST_CASE("drill kill-worker: an exception inside a worker actor is detected and the job recovers", "[drill]") {
+// The bytes of state an in-place recovery moved, as the verdict says them.
+long long state_bytes_moved(const std::string& out) {
+  std::smatch m;
+  REQUIRE(std::regex_search(out, m, std::regex("state moved over the data plane: ([0-9]+) bytes from rank 0")));
+  return std::stoll(m[1].str());
+}
+
+TEST_CASE("drill kill-worker: the worker is respawned in its process and takes its state from the surviving replica "
+          "over the data plane, losing no step",
+          "[drill]") {
   TempDir dir;
   const ProcessResult r = drill(dir, "kill-worker");
   check_passed(r);
   CHECK_THAT(r.out, Contains("drill: injected failure in the worker of rank 1 at step 5") && Contains("steps lost: 0\n") &&
-                        Contains("recovered from a surviving replica's memory: yes"));
+                        Contains("recovered from a surviving replica's memory: yes (in place, over the data plane)") &&
+                        Contains("rank 1's worker respawned in its process, resumed from rank 0's memory") &&
+                        Contains("every node kept its process: yes (node 0 pid ") &&
+                        !Contains("restarting every node"));
+  // Parameters and both AdamW moments of the whole model, as float32.
+  const auto params = troupe::compute::ParameterLayout(*troupe::compute::gpt_preset("tiny")).total();
+  CHECK(state_bytes_moved(r.out) == 3 * 4 * params);
+  CHECK(seconds_after(r.out, "detected") < 1.0);
+}
+
+TEST_CASE("drill kill-worker with fault.recovery restart: every node restarts from the survivors' rescue snapshot, "
+          "and the log says why",
+          "[drill]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "kill-worker", {"--fault.recovery", "restart"});
+  check_passed(r);
+  CHECK_THAT(r.out, Contains("recovery: restarting every node: fault.recovery is restart") &&
+                        Contains("steps lost: 0\n") && Contains("recovered from a surviving replica's memory: yes\n") &&
+                        Contains("counted: restarts=1 failure.worker_exception=1 recovery.replica=1"));
+}
+
+TEST_CASE("drill kill-worker on dp 2 x pp 2, where in place does not apply yet, restarts every node and says why",
+          "[drill][pipeline]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "kill-worker", {"--workers", "4", "--pipeline.stages", "2"});
+  check_passed(r);
+  CHECK_THAT(r.out, Contains("recovery: restarting every node: in place covers plain data parallelism, not "
+                             "pipeline.stages 2") &&
+                        Contains("steps lost: 0\n"));
 }
 
 TEST_CASE("drill hang: a stopped node is caught by its missing heartbeat and the job recovers", "[drill]") {
