@@ -51,6 +51,13 @@ void Communicator::post_op(std::shared_ptr<CollectiveOp> op) {
   });
 }
 
+Communicator::~Communicator() {
+  engine_.post([live = live_] {
+    for (const std::weak_ptr<CollectiveOp>& weak : live->ops)
+      if (auto op = weak.lock()) op->abandon("comm: abandoned: its communicator is gone");
+  });
+}
+
 void Communicator::abandon_and_renew(const std::string& why, std::uint16_t group_id) {
   TROUPE_CHECK(group_id <= max_group_id, "group id out of the tag's 12 bits");
   // Tasks run in order on the progress thread: every operation posted before this is live there.

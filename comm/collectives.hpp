@@ -50,6 +50,10 @@ class Communicator {
   static Expected<std::unique_ptr<Communicator>> create(
       Engine& engine, Group group, CollectiveOptions options = CollectiveOptions::from_environment());
 
+  // Abandons what is still in flight (a step a failed worker left): its mapped blocks go back to
+  // the engine, for the communicators the rank makes next. The engine must outlive it.
+  ~Communicator();
+
   const Group& group() const { return group_; }
   int position() const { return position_; }
 

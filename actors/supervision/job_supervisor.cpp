@@ -73,6 +73,7 @@ struct job_supervisor_state {
   };
   std::optional<in_place_recovery> in_place;
   int recovery_epoch = 0;
+  std::vector<recovery_view> recoveries;  // done, for the shell's status
   bool restart_logged = false;  // "recovery: restarting every node: ..." is said once
   static inline const char* name = "job_supervisor";
 
@@ -408,7 +409,7 @@ void start_job(job_actor* self) {
 // Every planned node as known now, for the monitor actor.
 job_view_msg job_view(const job_supervisor_state& st) {
   const auto now = Clock::now();
-  job_view_msg view{st.started(), {}};
+  job_view_msg view{st.started(), {}, st.recoveries};
   for (const PlannedNode& planned : st.plan.nodes) {
     node_view node;
     node.node_index = planned.node_index;
@@ -686,10 +687,15 @@ void on_recover_done(job_actor* self, const recover_done_msg& done) {
     transfer = std::max(transfer, recovery.done.at(rank).seconds);
   }
   const join_msg& node = st.joined.at(recovery.failed.node_index);
+  const double seconds = std::chrono::duration<double>(Clock::now() - recovery.started).count();
+  st.recoveries.push_back(
+      {"in_place", recovery.epoch, recovery.failed.rank, recovery.plan.donor, recovery.plan.steps, bytes, seconds});
+  for (const auto& [index, m] : st.joined)
+    self->send(m.node, recover_atom_v, st.recoveries.back().path, std::string(to_string(FailureKind::worker_exception)));
   monitor::logger("job")->warn(
       "recovery: in place done in {:.3f} s (epoch {}): rank {} respawned in node {}'s process (pid {}, kept); {} bytes "
       "of state from rank {} over the data plane in {:.3f} s; every rank goes on after step {}",
-      std::chrono::duration<double>(Clock::now() - recovery.started).count(), recovery.epoch, recovery.failed.rank,
+      seconds, recovery.epoch, recovery.failed.rank,
       recovery.failed.node_index, node.pid, bytes, recovery.plan.donor, transfer, recovery.plan.steps);
   st.in_place.reset();
   st.resumed_at = Clock::now();

@@ -156,6 +156,9 @@ caf::behavior working(node_actor* self, const NodeOptions& options) {
           }
         }
       },
+      [=](recover_atom, const std::string& path, const std::string& failure_kind) {
+        if (options.recovered) options.recovered(path, failure_kind);
+      },
   };
   return phase.or_else(every_phase(self, options));
 }

@@ -117,6 +117,13 @@ void MailboxComm::drain() {
   finished_.clear();
 }
 
+void MailboxComm::take_waiting_orders() {
+  for (std::size_t noted = finished_.size() + 1; noted != finished_.size();) {
+    noted = finished_.size();
+    take_orders(std::chrono::microseconds(0));
+  }
+}
+
 void MailboxComm::take_orders(std::chrono::microseconds limit) {
   bool first = true;
   receive_while([&first] { return std::exchange(first, false); }, limit);

@@ -99,6 +99,10 @@ class MailboxComm {
   // Waits for every operation in flight to end, whatever the outcome (an abandoned step's); a
   // stop still throws.
   void drain();
+  // Takes every message already in the mailbox without waiting: completions are noted, an order
+  // throws as the waits do. For a worker still computing its step, so that a recovery or rescue
+  // order reaches it before its next wait; only where its state is still its last completed step's.
+  void take_waiting_orders();
 
  private:
   comm::Callback completion_message(Operation op);

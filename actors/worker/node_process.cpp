@@ -94,7 +94,7 @@ NodeOutcome run_node_process(const NodeProcessOptions& options, const ResolvedJo
     node->count_restarts(options.recovery.restarts);
     for (const auto& [kind, count] : options.recovery.failures) node->count_failure(std::string(to_string(kind)), count);
     for (const auto& [source, count] : options.recovery.recoveries)
-      node->count_recovery(std::string(to_string(source)), count);
+      node->count_recovery(std::string(to_string(source)), "restart", count);
   }
 
   NodeControl control(options.first_rank, options.slots);  // outlives the workers, which obey it
@@ -134,6 +134,11 @@ NodeOutcome run_node_process(const NodeProcessOptions& options, const ResolvedJo
   if (monitor::NodeMetrics* node = metrics->node()) node_options.heartbeat_sent = [node] { node->heartbeat_sent(); };
   node_options.control = [&control](const control_msg& order) { return control.obey(order); };
   node_options.report_worker_failures = job.config.fault.recovery == "in_place";
+  if (monitor::NodeMetrics* node = metrics->node())
+    node_options.recovered = [node](const std::string& path, const std::string& failure_kind) {
+      node->count_failure(failure_kind);
+      node->count_recovery("replica", path);
+    };
   caf::scoped_actor self{system};
   spawn_node_supervisor(system, *supervisor, std::move(hello), work, std::move(node_options), self);
   NodeOutcome ended{1, "the job ended without an outcome", false};
