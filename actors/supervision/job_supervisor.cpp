@@ -619,6 +619,23 @@ int world_size(const JobPlan& plan) {
   return world;
 }
 
+// A worker that throws again before finishing a step since its last in-place recovery would only
+// be respawned into the same failure (a bug at one step): "" when that is not so, else why.
+// Heartbeats lag, so a rank that did finish a step may still look stuck: then the job restarts,
+// the safe side.
+std::string repeated_failure(const job_supervisor_state& st, int rank) {
+  const recovery_view* last = nullptr;
+  for (const recovery_view& r : st.recoveries)
+    if (r.rank == rank) last = &r;
+  if (!last) return {};
+  for (const auto& [index, live] : st.liveness)
+    for (const worker_beat& beat : live.workers)
+      if (beat.rank == rank && beat.steps_done > last->steps) return {};
+  return "rank " + std::to_string(rank) + " failed again before finishing a step after step " +
+         std::to_string(last->steps) + ", where its in-place recovery of epoch " + std::to_string(last->epoch) +
+         " went on from";
+}
+
 // running: a node's worker threw. In place where it applies: every node gets the order (the
 // failed worker's node respawns it, every other worker gives up its step).
 void on_worker_failed(job_actor* self, const worker_failed_msg& failed) {
@@ -633,6 +650,8 @@ void on_worker_failed(job_actor* self, const worker_failed_msg& failed) {
                                std::to_string(st.in_place->epoch));
   if (!st.pending_failure.empty() || !st.lost.empty() || !st.done.empty())
     return restart_instead(self, failed, "another node failed, was lost or finished at the same time");
+  if (const std::string repeat = repeated_failure(st, failed.rank); !repeat.empty())
+    return restart_instead(self, failed, repeat);
   st.in_place = job_supervisor_state::in_place_recovery{++st.recovery_epoch, Clock::now(), failed, {}, {}, {}};
   monitor::logger("job")->warn(
       "rank {} ({}) failed: {}; recovery: in place (epoch {}): respawning its worker in its process, its state from "

@@ -256,7 +256,7 @@ class RankRun {
     services_.progress.begin(fmt::format("step {}", s + 1));
     const auto start = Clock::now();
     const auto wall_start = std::chrono::system_clock::now().time_since_epoch();
-    if (first_step_ == 0) drilled_.throw_if_due(loop_.checkpoint_place().rank, s + 1);
+    if (first_step_ == 0 && !services_.recovery.join) drilled_.throw_if_due(loop_.checkpoint_place().rank, s + 1);
     compute::StepResult r;
     try {
       r = loop_.step();
