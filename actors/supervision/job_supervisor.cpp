@@ -95,10 +95,16 @@ std::string describe(const join_msg& m) {
   return "node " + std::to_string(m.node_index) + " (" + m.host + ", pid " + std::to_string(m.pid) + ")";
 }
 
-// The job's grid (comm/grid.hpp) from its plan: every rank a node runs, over stages and shards.
-comm::Grid job_grid(const JobPlan& plan) {
+// The ranks of the job, 0 … world − 1: every rank a node runs.
+int world_size(const JobPlan& plan) {
   int world = 0;
   for (const PlannedNode& n : plan.nodes) world += n.slots;
+  return world;
+}
+
+// The job's grid (comm/grid.hpp) from its plan: every rank a node runs, over stages and shards.
+comm::Grid job_grid(const JobPlan& plan) {
+  const int world = world_size(plan);
   const int stages = std::max(1, plan.pipeline_stages), shards = std::max(1, plan.tensor_shards);
   return {std::max(1, world / (stages * shards)), stages, shards};
 }
@@ -610,13 +616,6 @@ void restart_instead(job_actor* self, const worker_failed_msg& failed, const std
   log_restart(st, why);
   st.in_place.reset();
   on_node_done(self, node_done_msg{failed.node_index, 1, failed.reason, true});
-}
-
-// The ranks of the job, 0 … world − 1.
-int world_size(const JobPlan& plan) {
-  int world = 0;
-  for (const PlannedNode& n : plan.nodes) world += n.slots;
-  return world;
 }
 
 // A worker that throws again before finishing a step since its last in-place recovery would only

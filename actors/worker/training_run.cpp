@@ -140,6 +140,8 @@ class RankRun {
         finisher_{services.control} {}
 
   RunOutcome run() {
+    // A worker respawned in place takes over its slot's orders from the one that failed.
+    if (services_.control && services_.recovery.join) services_.control->reopen();
     announce();
     if (std::optional<RunOutcome> failed = restore()) return *failed;
     log_memory("start");

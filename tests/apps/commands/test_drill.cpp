@@ -1,6 +1,7 @@
 // Failure drills as a user runs them: `troupe drill SCENARIO` on tiny, each with its verdict. A
-// drill passes only when the fault was detected, training went on (every node restarted from the
-// survivors' rescue snapshot or the newest checkpoint, or a failed save was survived) and the
+// drill passes only when the fault was detected, training went on (the failed worker respawned in
+// its process with every node keeping its pid, every node restarted from the survivors' rescue
+// snapshot or the newest checkpoint, or a failed save was survived) and the
 // final parameters and AdamW moments equal an undisturbed run's bitwise (node-lost: the job went
 // on without the node instead).
 
@@ -169,6 +170,16 @@ TEST_CASE("drill kill-worker on dp 2 x pp 2, where in place does not apply yet, 
   check_passed(r);
   CHECK_THAT(r.out, Contains("recovery: restarting every node: in place covers plain data parallelism, not "
                              "pipeline.stages 2") &&
+                        Contains("steps lost: 0\n"));
+}
+
+TEST_CASE("drill kill-worker on dp 2 x tp 2, where in place does not apply yet, restarts every node and says why",
+          "[drill][tensor]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "kill-worker", {"--workers", "4", "--tensor.shards", "2", "--train.batch_size", "4"});
+  check_passed(r);
+  CHECK_THAT(r.out, Contains("recovery: restarting every node: in place covers plain data parallelism, not "
+                             "tensor.shards 2") &&
                         Contains("steps lost: 0\n"));
 }
 

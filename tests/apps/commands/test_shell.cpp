@@ -322,6 +322,11 @@ TEST_CASE("kill worker from the shell is recovered in place: every node keeps it
     CHECK(e.value("troupe_failures_total", {{"kind", "worker_exception"}}) == 2);
   }
   REQUIRE(job.run->wait_for_line(std::regex("step +[0-9]+/400"), seconds(30), job.run->lines().size()));
+  // The respawned workers obey the shell at their boundaries as the first ones did.
+  const ProcessResult checkpoint = shell_c(dir, job, "checkpoint");
+  INFO("checkpoint: " << checkpoint.out << checkpoint.err);
+  CHECK(checkpoint.exit_code == 0);
+  CHECK_THAT(checkpoint.out, Contains("written: "));
 }
 
 TEST_CASE("troupe shell -c runs one command: a wrong token, garbage and a huge frame are refused, then drain",
