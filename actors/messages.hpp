@@ -88,6 +88,7 @@ struct job_outcome_msg {
   std::vector<int> failed_nodes;  // node indices to blame (lost, failed, hung, never joined)
   std::int64_t rescued_step = -1;  // a rescue snapshot of this step was committed; -1: none
   std::vector<int> drop_nodes;    // node indices the job asks to leave out of the next attempt (drain)
+  std::int32_t in_place_recoveries = 0;  // failures this attempt recovered from in place, without ending
 };
 
 // Job supervisor → the surviving node supervisors → their workers, after a node was lost: write
@@ -266,7 +267,7 @@ typename Inspector::result_type inspect(Inspector& f, stop_msg& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_outcome_msg& x) {
   return f(caf::meta::type_name("job_outcome_msg"), x.exit_code, x.reason, x.failure_kind, x.failed_nodes,
-           x.rescued_step, x.drop_nodes);
+           x.rescued_step, x.drop_nodes, x.in_place_recoveries);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, rescue_msg& x) {

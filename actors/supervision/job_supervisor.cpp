@@ -245,6 +245,7 @@ void end_job(job_actor* self, job_outcome_msg outcome) {
   auto& st = self->state;
   if (st.phase == JobPhase::ended) return;
   st.phase = JobPhase::ended;
+  outcome.in_place_recoveries = static_cast<std::int32_t>(st.recoveries.size());
   auto log = monitor::logger("job");
   if (outcome.exit_code == 0)
     log->info("job finished: {}", outcome.reason);

@@ -94,7 +94,10 @@ NodeOutcome run_node_process(const NodeProcessOptions& options, const ResolvedJo
     node->count_restarts(options.recovery.restarts);
     for (const auto& [kind, count] : options.recovery.failures) node->count_failure(std::string(to_string(kind)), count);
     for (const auto& [source, count] : options.recovery.recoveries)
-      node->count_recovery(std::string(to_string(source)), "restart", count);
+      if (source == RecoverySource::in_place)
+        node->count_recovery("replica", "in_place", count);
+      else
+        node->count_recovery(std::string(to_string(source)), "restart", count);
   }
 
   NodeControl control(options.first_rank, options.slots);  // outlives the workers, which obey it
