@@ -69,16 +69,17 @@ inline constexpr Variable local_world_size{.name = "LOCAL_WORLD_SIZE",
                                            .min = 1};
 inline constexpr Variable master_addr{
     .name = "MASTER_ADDR",
-    .set_by = "troupe launch",
+    .set_by = "troupe launch; the user, for srun; torchrun",
     .unset = "—",
     .meaning = "address the job process listens on, for the user's scripts; a node reads it (with MASTER_PORT) only "
-               "when TROUPE_JOIN and --join are unset"};
+               "when TROUPE_JOIN and --join are unset: started by srun or torchrun, where rank 0 hosts the job there"};
 inline constexpr Variable master_port{
     .name = "MASTER_PORT",
-    .set_by = "troupe launch",
+    .set_by = "troupe launch; the user, for srun; torchrun",
     .unset = "—",
     .meaning = "port the job process listens on, for the user's scripts; read as MASTER_ADDR's port when "
-               "TROUPE_JOIN is unset"};
+               "TROUPE_JOIN is unset (the port after it when TORCHELASTIC_USE_AGENT_STORE=True: torchrun's agent "
+               "holds it)"};
 inline constexpr Variable node_index{.name = "TROUPE_NODE_INDEX",
                                      .set_by = "troupe launch",
                                      .unset = "-1 (none; --node-index sets it)",
@@ -97,7 +98,7 @@ inline constexpr Variable join{.name = "TROUPE_JOIN",
                                .meaning = "HOST:PORT of the job supervisor the node joins ([addr]:port for IPv6)"};
 inline constexpr Variable token{
     .name = "TROUPE_TOKEN",
-    .set_by = "troupe launch; the user, for troupe shell",
+    .set_by = "troupe launch; the user, for troupe shell, srun, torchrun and troupe launch --external",
     .unset = "empty",
     .meaning = "the job's token: a node presents it to join, troupe shell to attach (docs/shell.md)"};
 // Set by troupe launch at every (re)start of the node processes; read by each node process.

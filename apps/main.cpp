@@ -227,6 +227,11 @@ int main(int argc, char** argv) {
   launch_command->add_option("--join-timeout", launch_args.join_timeout, "seconds for every node to join")
       ->check(seconds_in(0.1, 86400))
       ->capture_default_str();
+  launch_command
+      ->add_option("--external", launch_args.external,
+                   "start no node: wait for N one-rank nodes started by srun, torchrun or by hand (token: $TROUPE_TOKEN)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->type_name("N");
   add_config_options(*launch_command, launch_config);
   add_memory_limit(*launch_command, launch_config);
 
@@ -237,6 +242,11 @@ int main(int argc, char** argv) {
   node_command->add_option("--token", node_args.token, "the job's token (default $TROUPE_TOKEN)");
   node_command->add_option("--node-index", node_args.node_index, "this node's host-file line (default $TROUPE_NODE_INDEX)")
       ->check(CLI::Range(0, 1 << 20));
+  node_command
+      ->add_option("--join-timeout", node_args.join_timeout,
+                   "started by srun or torchrun: seconds for every node to join the job that rank 0 hosts")
+      ->check(seconds_in(0.1, 86400))
+      ->capture_default_str();
   add_config_options(*node_command, node_config);
 
   CLI::App* bench_command = app.add_subcommand("bench", "Measure throughput.");

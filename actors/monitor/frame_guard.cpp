@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <future>
 #include <list>
 #include <thread>
 
@@ -293,6 +294,12 @@ std::uint16_t FrameGuard::port() const { return impl_->acceptor.local_endpoint()
 
 void FrameGuard::retarget(std::uint16_t target) {
   asio::post(impl_->io, [impl = impl_.get(), target] { impl->options.target = target; });
+}
+
+std::size_t FrameGuard::connections() const {
+  std::promise<std::size_t> counted;
+  asio::post(impl_->io, [impl = impl_.get(), &counted] { counted.set_value(impl->count(false)); });
+  return counted.get_future().get();
 }
 
 }  // namespace troupe::actors

@@ -63,6 +63,8 @@ class FrameGuard {
   std::uint16_t port() const;
   // New connections go to CAF's listener on 127.0.0.1:target from now on (a restarted job's).
   void retarget(std::uint16_t target);
+  // Connections past their handshake now: the peers still connected through the guard.
+  std::size_t connections() const;
 
  private:
   struct Impl;

@@ -104,7 +104,12 @@ NodeOutcome run_node_process(const NodeProcessOptions& options, const ResolvedJo
   TroupeConfig cfg;
   beat_connections(cfg, job.config.fault, true);
   caf::actor_system system{cfg};
+  const auto give_up = std::chrono::steady_clock::now() + options.join_patience;
   auto supervisor = system.middleman().remote_actor(options.join_host, static_cast<std::uint16_t>(options.join_port));
+  while (!supervisor && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    supervisor = system.middleman().remote_actor(options.join_host, static_cast<std::uint16_t>(options.join_port));
+  }
   if (!supervisor) return setup_failed("cannot reach the job at " + options.join_host + ":" + std::to_string(options.join_port) + ": " + to_string(supervisor.error()), 1);
 
   join_msg hello;
@@ -124,6 +129,11 @@ NodeOutcome run_node_process(const NodeProcessOptions& options, const ResolvedJo
   }
   NodeWork work = [&](const start_msg& start, int slot, caf::blocking_actor* worker, monitor::WorkProgress& progress,
                       const std::optional<recover_msg>& replacing) {
+    // A node that srun, torchrun or a person started brings its own WORLD_SIZE: the job's must match.
+    if (start.world_size != options.world_size)
+      return node_done_msg{options.node_index, 2,
+                           "its WORLD_SIZE " + std::to_string(options.world_size) + " differs from the job's " +
+                               std::to_string(start.world_size) + " ranks"};
     const auto index = static_cast<std::size_t>(slot);
     return train_as_rank(job, *data, *backends[index], *engines[index], local_rank_base + slot, start, worker,
                          progress, metrics->worker(slot), control.slot(slot), replacing);

@@ -5,6 +5,7 @@
 // that trains its rank (rank_wiring.hpp) and obeys the shell's orders at step boundaries.
 
 #include <cstdint>
+#include <chrono>
 #include <string>
 
 #include "actors/job_options.hpp"
@@ -27,6 +28,9 @@ struct NodeProcessOptions {
   int local_rank_base = 0;   // this machine's rank of the first slot (its device on a GPU host)
   int local_world_size = 1;  // workers on this machine, which share its cores
   RecoveryCounts recovery;   // the job's failures so far, exported in /metrics
+  // How long to keep trying a job that does not listen yet (0: one try): a node started beside
+  // the job rather than after it, by srun or torchrun, may come first.
+  std::chrono::milliseconds join_patience{0};
 };
 
 struct NodeOutcome {

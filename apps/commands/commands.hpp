@@ -86,6 +86,7 @@ struct NodeArgs {
   std::string join;     // HOST:PORT of the job supervisor (default: TROUPE_JOIN)
   std::string token;    // the job's token (default: TROUPE_TOKEN)
   int node_index = -1;  // the host-file line (default: TROUPE_NODE_INDEX)
+  double join_timeout = 60;  // started by srun or torchrun: seconds for every node to join the job
 };
 int run_node(const NodeArgs& args, const ResolvedJob& job);
 
@@ -97,6 +98,7 @@ struct LaunchArgs {
   int port = 0;                   // 0: any free port
   std::string launcher;           // template for remote hosts; empty: ssh
   double join_timeout = 60;       // seconds for every node to join
+  int external = 0;               // > 0: start no node; wait for this many one-rank nodes started elsewhere
   std::optional<double> memory_limit;  // --memory-limit: bytes per rank; none: this machine's share
 };
 int run_launch(const LaunchArgs& args, const ResolvedJob& job);

@@ -4,6 +4,8 @@
 // With checkpoint.dir set, a failed or lost node restarts every node from the newest checkpoint
 // instead — a rescue snapshot of the survivors' memory when they could write one — up to
 // fault.max_restarts times, and with fault.elastic the job shrinks rather than stop.
+// With --external N it starts no node: N one-rank nodes that srun, torchrun or a person started
+// join it (rank 0's `troupe node` runs it so under srun and torchrun), and a failure ends the job.
 //
 // Each node is started with the resolved configuration spelled out as overrides, so its config
 // hash equals the job's; a node started by hand with another config is rejected at join.
@@ -22,6 +24,7 @@
 #include <thread>
 
 #include "actors/actor_system_setup.hpp"
+#include "actors/environment.hpp"
 #include "actors/local_messages.hpp"
 #include "actors/monitor/frame_guard.hpp"
 #include "actors/supervision/job_supervisor.hpp"
@@ -52,17 +55,7 @@ namespace {
 
 std::vector<std::string> node_argv(const JobConfig& config) {
   std::vector<std::string> argv{launch::this_executable(), "node"};
-  // --key=value keeps a value that starts with '-' a value; an empty value must stand alone,
-  // since CLI11 reads "--key=" as a key waiting for the next argument.
-  for (const ConfigKey& key : config_keys()) {
-    const std::string option = "--" + std::string(key.name), value = format_text(config, key);
-    if (value.empty()) {
-      argv.push_back(option);
-      argv.push_back(value);
-    } else {
-      argv.push_back(option + "=" + value);
-    }
-  }
+  for (std::string& argument : override_arguments(config)) argv.push_back(std::move(argument));
   return argv;
 }
 
@@ -170,14 +163,31 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, cons
     return failed;
   }
   const int port = (*guard)->port();
-  monitor::logger("job")->info("job supervisor on {}:{}; starting {} node process(es), {} rank(s)", args.bind, port,
-                               plan.nodes.size(), plan.world_size);
+  if (args.external > 0)
+    monitor::logger("job")->info(
+        "job supervisor on {}:{}; waiting up to {} s for {} node process(es) started by srun, torchrun or by hand, "
+        "one rank each",
+        args.bind, port, args.join_timeout, plan.nodes.size());
+  else
+    monitor::logger("job")->info("job supervisor on {}:{}; starting {} node process(es), {} rank(s)", args.bind, port,
+                                 plan.nodes.size(), plan.world_size);
   if (Status opened = control.open(system, supervisor, config, plan.world_size, nodes_on_this_machine(plan), counts.restarts); !opened) {
     caf::anon_send_exit(supervisor, caf::exit_reason::user_shutdown);
     AttemptOutcome failed;
     failed.exit_code = 2;
     failed.reason = opened.error().message;
     return failed;
+  }
+  if (args.external > 0) {
+    // Nothing to start or watch here: the supervisor's join deadline and heartbeat watch end it.
+    actors::job_outcome_msg o = outcome.get();
+    // The nodes take their stop from this process: it stays until they have hung up, at most
+    // fault.heartbeat_timeout, after which a node that heard nothing stops by itself.
+    const auto linger_until = std::chrono::steady_clock::now() + milliseconds(config.fault.heartbeat_timeout);
+    while ((*guard)->connections() > 0 && std::chrono::steady_clock::now() < linger_until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    caf::anon_send_exit(supervisor, caf::exit_reason::user_shutdown);
+    return actors::attempt_outcome(o);
   }
 
   std::vector<launch::NodeProcessSpec> commands = launch::node_process_specs(plan, {args.bind, port, token}, node_argv(config));
@@ -236,10 +246,54 @@ void log_lines(const std::vector<actors::PolicyLine>& lines) {
   }
 }
 
+// The fewest characters of a TROUPE_TOKEN made by hand (troupe launch makes 32).
+constexpr std::size_t min_shared_token_length = 16;
+
+// The token of a job whose nodes another launcher starts: theirs and the job's come from the
+// same TROUPE_TOKEN.
+Expected<std::string> shared_job_token() {
+  const std::string token = actors::env::read_token().value_or("");
+  if (token.empty())
+    return Error{"troupe launch --external needs the job's token in TROUPE_TOKEN, the same in every node's environment"};
+  if (token.size() < min_shared_token_length)
+    return Error{"TROUPE_TOKEN has " + std::to_string(token.size()) + " characters; a job token needs at least " +
+                 std::to_string(min_shared_token_length)};
+  return token;
+}
+
+// --external N: N nodes of one rank each, on hosts the job learns only as they join.
+Expected<std::vector<launch::HostEntry>> external_hosts(const LaunchArgs& args) {
+  if (!args.host_file.empty()) return Error{"--external and --hostfile exclude each other: the nodes start elsewhere"};
+  return std::vector<launch::HostEntry>(static_cast<std::size_t>(args.external), {"started elsewhere", 1, 0});
+}
+
+// troupe launch --external N: the job for nodes that srun, torchrun or a person started. It cannot
+// start a node again, so a failure ends the job, after the survivors' rescue snapshot when
+// checkpoint.dir allows one; starting the nodes again with checkpoint.resume goes on from there.
+int run_external(const LaunchArgs& args, const ResolvedJob& job) {
+  auto hosts = external_hosts(args);
+  if (!hosts) return error_exit(ExitCode::bad_input, hosts.error().message);
+  const launch::RankPlan plan = launch::plan_ranks(*hosts, launch::this_host_name());
+  if (Status grid = check_grid_divides(job, plan.world_size); !grid) return error_exit(ExitCode::bad_input, grid.error().message);
+  auto token = shared_job_token();
+  if (!token) return error_exit(ExitCode::bad_input, token.error().message);
+  const auto folder_lock = lock_checkpoint_folder(job.config);
+  if (!folder_lock) return error_exit(ExitCode::bad_input, folder_lock.error().message);
+  monitor::set_log_job(actors::metrics_job_label(*token));
+  actors::ControlPort control(job.config.monitor, *token);
+  const bool rescue = actors::rescue_choice(actors::restart_options(job.config, plan.world_size)).allowed;
+  const AttemptOutcome attempt = run_attempt(args, job.config, plan, {}, *token, {}, rescue,
+                                             actors::rescue_timing(job.config.fault), control);
+  control.attempt_ended(attempt.reason);
+  if (attempt.exit_code == 0) return to_int(ExitCode::success);
+  return error_exit(exit_code_of(attempt.exit_code), attempt.reason);
+}
+
 }  // namespace
 
 int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
   monitor::set_identity(-1, "job");
+  if (args.external > 0) return run_external(args, job);
   // Without a host file, inside a Slurm allocation: its nodes, their tasks as slots, srun to start them.
   std::optional<launch::SlurmAllocation> slurm;
   if (args.workers == 0 && args.host_file.empty()) {

@@ -104,4 +104,20 @@ std::string format_number(double value) {
   return text;
 }
 
+std::vector<std::string> override_arguments(const JobConfig& config) {
+  std::vector<std::string> arguments;
+  // --key=value keeps a value that starts with '-' a value; an empty value must stand alone,
+  // since CLI11 reads "--key=" as a key waiting for the next argument.
+  for (const ConfigKey& key : config_keys()) {
+    const std::string option = "--" + std::string(key.name), value = format_text(config, key);
+    if (value.empty()) {
+      arguments.push_back(option);
+      arguments.push_back(value);
+    } else {
+      arguments.push_back(option + "=" + value);
+    }
+  }
+  return arguments;
+}
+
 }  // namespace troupe::apps

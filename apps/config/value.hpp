@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "apps/config/keys.hpp"
 #include "compute/expected.hpp"
@@ -19,6 +20,9 @@ Status set_from_text(JobConfig& config, const ConfigKey& key, std::string_view t
 std::string format_value(const JobConfig& config, const ConfigKey& key);
 // The key's value as set_from_text reads it back: 8, 0.001, cpu.
 std::string format_text(const JobConfig& config, const ConfigKey& key);
+// Every key of config as command-line overrides ("--train.steps=8"), so that a process given them
+// resolves the same configuration, whatever file it reads.
+std::vector<std::string> override_arguments(const JobConfig& config);
 // The shortest text that reads back as value, in printf %g style and always with a '.' or an
 // exponent, so TOML reads it as a float: 0.001, 0.0001, 1e-08, 2.0.
 std::string format_number(double value);

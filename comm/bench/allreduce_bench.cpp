@@ -64,9 +64,12 @@ int stream_messages(std::int64_t bytes) { return static_cast<int>(std::clamp<std
 
 // Rank 0 streams stream_messages(bytes) messages from `buffer` to rank 1, all posted at once as
 // ucx_perftest's tag_bw does; rank 1 answers the last with an empty message; other ranks wait.
-// Rank 0's time from the first post to the answer; `round` keeps rounds' keys apart.
+// With `inbox`, rank 1 streams as many back into rank 0's inbox at the same time (both ways at
+// once, as a ring's neighbours send and receive), and answers once it has all of rank 0's.
+// Rank 0's time from the first post to the answer and, both ways, to its last receive; `round`
+// keeps rounds' keys apart.
 Expected<double> time_stream(Engine& engine, Communicator& world, compute::Tensor& buffer, std::int64_t bytes,
-                             std::uint16_t round) {
+                             std::uint16_t round, compute::Tensor* inbox = nullptr) {
   const int messages = stream_messages(bytes);
   if (Status s = world.barrier(); !s) return s.error();
   if (engine.rank() > 1) return 0.0;
@@ -77,14 +80,13 @@ Expected<double> time_stream(Engine& engine, Communicator& world, compute::Tenso
     pending.push_back(promise->get_future());
     return [promise](Status s) { promise->set_value(std::move(s)); };
   };
+  const int peer = 1 - engine.rank();
   const MessageKey ack{MessageKind::point_to_point, 0, round, static_cast<std::uint16_t>(messages)};
   for (int m = 0; m < messages; ++m) {
     const MessageKey key{MessageKind::point_to_point, 0, round, static_cast<std::uint16_t>(m)};
-    if (engine.rank() == 0) {
-      engine.post_send(1, key, buffer.data(), static_cast<std::size_t>(bytes), wait());
-    } else {
-      engine.post_recv(0, key, buffer.data(), static_cast<std::size_t>(bytes), wait());
-    }
+    if (engine.rank() == 0 || inbox) engine.post_send(peer, key, buffer.data(), static_cast<std::size_t>(bytes), wait());
+    if (engine.rank() == 1) engine.post_recv(0, key, buffer.data(), static_cast<std::size_t>(bytes), wait());
+    if (engine.rank() == 0 && inbox) engine.post_recv(1, key, inbox->data(), static_cast<std::size_t>(bytes), wait());
   }
   if (engine.rank() == 0) {
     engine.post_recv(1, ack, nullptr, 0, wait());
@@ -109,8 +111,9 @@ RankPlacement placement(int processes, const AllReduceBenchOptions& o) {
 
 // The ring with chunks through mapped blocks and with every chunk as a message, in the same
 // processes, iteration by iteration (which goes first alternates): the VM's speed drifts by 2x
-// within seconds, and this way the drift falls on both alike. A one-way stream of the same size
-// between ranks 0 and 1 runs in each iteration too, as the reference of the same moment.
+// within seconds, and this way the drift falls on both alike. Streams of the same size between
+// ranks 0 and 1, one way and both ways at once, run in each iteration too, as the references of
+// the same moment.
 Expected<AllReduceBenchRow> time_allreduce(int processes, std::int64_t bytes, const AllReduceBenchOptions& o) {
   const auto body = [&](Engine& engine) -> Expected<std::vector<std::uint8_t>> {
     CollectiveOptions as_messages = CollectiveOptions::from_environment();
@@ -123,12 +126,19 @@ Expected<AllReduceBenchRow> time_allreduce(int processes, std::int64_t bytes, co
     if (!messages) return messages.error();
     Communicator* ways[2] = {mapped->get(), messages->get()};
     compute::Tensor buffer = compute::Tensor::zeros({bytes / 4}, compute::DType::f32);
+    compute::Tensor inbox = compute::Tensor::zeros({bytes / 4}, compute::DType::f32);
     std::fill_n(buffer.data_as<float>(), buffer.numel(), 1e-3f);
-    std::vector<double> times(static_cast<std::size_t>(3 * o.iterations));
+    std::vector<double> times(static_cast<std::size_t>(4 * o.iterations));
     for (int i = 0; i < o.warmup + o.iterations; ++i) {
+      // Iterations stay below 0x8000 (the command's bound): the two-way rounds' keys are their own.
       auto streamed = time_stream(engine, **mapped, buffer, bytes, static_cast<std::uint16_t>(i));
       if (!streamed) return streamed.error();
-      if (i >= o.warmup) times[static_cast<std::size_t>(2 * o.iterations + i - o.warmup)] = *streamed;
+      auto both_ways = time_stream(engine, **mapped, buffer, bytes, static_cast<std::uint16_t>(0x8000 | i), &inbox);
+      if (!both_ways) return both_ways.error();
+      if (i >= o.warmup) {
+        times[static_cast<std::size_t>(2 * o.iterations + i - o.warmup)] = *streamed;
+        times[static_cast<std::size_t>(3 * o.iterations + i - o.warmup)] = *both_ways;
+      }
       for (int k = 0; k < 2; ++k) {
         const int way = (i + k) % 2;
         if (Status s = ways[way]->barrier(); !s) return s.error();
@@ -145,20 +155,22 @@ Expected<AllReduceBenchRow> time_allreduce(int processes, std::int64_t bytes, co
   auto results = run_local_ranks(processes, body, o.timeout, placement(processes, o));
   if (!results) return results.error();
   const std::string what = std::to_string(processes) + " processes, " + std::to_string(bytes) + " bytes";
-  auto slowest = slowest_per_iteration(*results, 3, o.iterations, what);
+  auto slowest = slowest_per_iteration(*results, 4, o.iterations, what);
   if (!slowest) return slowest.error();
   const auto& mapped = (*slowest)[0];
   const auto& messages = (*slowest)[1];
   const auto& stream = (*slowest)[2];  // rank 0's: the others report 0
+  const auto& two_way = (*slowest)[3];  // rank 0's, its bytes each way
   const double bus_bytes = 2.0 * (processes - 1) / processes * static_cast<double>(bytes);
   const double stream_bytes = stream_messages(bytes) * static_cast<double>(bytes);
-  std::vector<double> speedups, stream_ratios;
+  std::vector<double> speedups, stream_ratios, two_way_ratios;
   for (std::size_t i = 0; i < mapped.size(); ++i) {
     speedups.push_back(messages[i] / mapped[i]);
     stream_ratios.push_back((bus_bytes / mapped[i]) / (stream_bytes / stream[i]));
+    two_way_ratios.push_back((bus_bytes / mapped[i]) / (stream_bytes / two_way[i]));
   }
-  AllReduceBenchRow row{processes, bytes, median(mapped), bus_bytes / median(mapped), median(messages),
-                        median(speedups), median(stream_ratios)};
+  AllReduceBenchRow row{processes,        bytes, median(mapped), bus_bytes / median(mapped), median(messages),
+                        median(speedups), median(stream_ratios), median(two_way_ratios)};
   return row;
 }
 
@@ -186,12 +198,22 @@ Expected<PointToPointRow> time_point_to_point(std::int64_t bytes, const AllReduc
   return PointToPointRow{"troupe engine", bytes, stream_messages(bytes) * static_cast<double>(bytes) / seconds};
 }
 
-// Runs argv in a child (on `host` when the bench spans hosts) and returns what it printed.
-std::string captured_output(const std::vector<std::string>& argv, int host, const AllReduceBenchOptions& o) {
+// A child whose stdout and stderr go to a pipe.
+struct CapturedChild {
+  pid_t pid = -1;
+  int output = -1;
+};
+
+// Starts argv in a child (on `host` when the bench spans hosts), its output to a pipe.
+CapturedChild start_captured(const std::vector<std::string>& argv, int host, const AllReduceBenchOptions& o) {
   int out[2];
   if (pipe(out) != 0) return {};
   const pid_t child = fork();
-  if (child < 0) return {};
+  if (child < 0) {
+    close(out[0]);
+    close(out[1]);
+    return {};
+  }
   if (child == 0) {
     dup2(out[1], STDOUT_FILENO);
     dup2(out[1], STDERR_FILENO);
@@ -205,41 +227,35 @@ std::string captured_output(const std::vector<std::string>& argv, int host, cons
     _exit(127);
   }
   close(out[1]);
+  return {child, out[0]};
+}
+
+// What the child printed, once it has exited.
+std::string finish_captured(const CapturedChild& child) {
+  if (child.pid < 0) return {};
   std::string output;
   char chunk[512];
-  for (ssize_t n; (n = read(out[0], chunk, sizeof chunk)) > 0;) output.append(chunk, static_cast<std::size_t>(n));
-  close(out[0]);
-  waitpid(child, nullptr, 0);
+  for (ssize_t n; (n = read(child.output, chunk, sizeof chunk)) > 0;) output.append(chunk, static_cast<std::size_t>(n));
+  close(child.output);
+  waitpid(child.pid, nullptr, 0);
   return output;
 }
 
-// ucx_perftest tag_bw between a server and a client on 127.0.0.1, or with hosts from host 0 to
-// host 1; nothing when it is not installed or fails. Its "MB/s" are MiB/s.
-std::optional<PointToPointRow> time_ucx_perftest(std::int64_t bytes, const AllReduceBenchOptions& o) {
-  if (std::system("command -v ucx_perftest > /dev/null 2>&1") != 0) return std::nullopt;
-  const std::string size = std::to_string(bytes);
-  const std::string iterations = std::to_string(std::clamp<std::int64_t>((1024ll << 20) / bytes, o.iterations, 1000));
-  const std::string port = std::to_string(20000 + (getpid() + bytes / 4096) % 20000);
+// A ucx_perftest tag_bw server of `bytes` on `host` (this one on a single host), output dropped.
+pid_t start_perftest_server(int host, const std::string& size, const std::string& iterations, const std::string& port,
+                            const AllReduceBenchOptions& o) {
   const pid_t server = fork();
-  if (server < 0) return std::nullopt;
-  if (server == 0) {
-    std::freopen("/dev/null", "w", stdout);
-    std::freopen("/dev/null", "w", stderr);
-    if (o.hosts > 1 && !o.enter_host(1)) _exit(126);
-    execlp("ucx_perftest", "ucx_perftest", "-t", "tag_bw", "-s", size.c_str(), "-n", iterations.c_str(), "-w", "3",
-           "-p", port.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  const std::string server_address = o.hosts > 1 ? o.host_name(1) : "127.0.0.1";
-  std::string output;
-  for (int attempt = 0; attempt < 20 && output.find("Final:") == std::string::npos; ++attempt) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    output = captured_output({"timeout", "60", "ucx_perftest", server_address, "-t", "tag_bw", "-s", size, "-n",
-                              iterations, "-w", "3", "-p", port},
-                             0, o);
-  }
-  kill(server, SIGKILL);
-  waitpid(server, nullptr, 0);
+  if (server != 0) return server;
+  std::freopen("/dev/null", "w", stdout);
+  std::freopen("/dev/null", "w", stderr);
+  if (o.hosts > 1 && !o.enter_host(host)) _exit(126);
+  execlp("ucx_perftest", "ucx_perftest", "-t", "tag_bw", "-s", size.c_str(), "-n", iterations.c_str(), "-w", "3", "-p",
+         port.c_str(), static_cast<char*>(nullptr));
+  _exit(127);
+}
+
+// The overall bandwidth of ucx_perftest's "Final:" line in bytes per second; its "MB/s" are MiB/s.
+std::optional<double> perftest_bandwidth(const std::string& output) {
   const auto at = output.find("Final:");
   if (at == std::string::npos) return std::nullopt;
   // Final: iterations, latency 50%ile / average / overall (us), bandwidth average / overall.
@@ -247,7 +263,50 @@ std::optional<PointToPointRow> time_ucx_perftest(std::int64_t bytes, const AllRe
   double values[6] = {};
   for (double& v : values) fields >> v;
   if (!fields) return std::nullopt;
-  return PointToPointRow{"ucx_perftest", bytes, values[5] * 1024.0 * 1024.0};
+  return values[5] * 1024.0 * 1024.0;
+}
+
+// ucx_perftest tag_bw between a server and a client on 127.0.0.1, or with hosts from host 0 to
+// host 1; with `both_ways` (hosts only) a second pair from host 1 to host 0 at the same time, and
+// the mean of the two directions' bandwidths. Nothing when it is not installed or fails.
+std::optional<PointToPointRow> time_ucx_perftest(std::int64_t bytes, const AllReduceBenchOptions& o, bool both_ways) {
+  if (std::system("command -v ucx_perftest > /dev/null 2>&1") != 0) return std::nullopt;
+  const std::string size = std::to_string(bytes);
+  const std::string iterations = std::to_string(std::clamp<std::int64_t>((1024ll << 20) / bytes, o.iterations, 1000));
+  const int base_port = 20000 + static_cast<int>((getpid() + bytes / 4096) % 20000) / 2 * 2;
+  struct Stream {
+    int server_host, client_host;
+  };
+  std::vector<Stream> streams{{1, 0}};
+  if (both_ways) streams.push_back({0, 1});
+  // A server answers one run: a try where any client missed its server starts every pair afresh.
+  std::vector<double> rates;
+  for (int attempt = 1; attempt <= 5 && rates.size() != streams.size(); ++attempt) {
+    rates.clear();
+    std::vector<pid_t> servers;
+    for (std::size_t k = 0; k < streams.size(); ++k)
+      servers.push_back(start_perftest_server(streams[k].server_host, size, iterations,
+                                              std::to_string(base_port + static_cast<int>(k)), o));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300 * attempt));
+    std::vector<CapturedChild> clients;
+    for (std::size_t k = 0; k < streams.size(); ++k) {
+      const std::string address = o.hosts > 1 ? o.host_name(streams[k].server_host) : "127.0.0.1";
+      clients.push_back(start_captured({"timeout", "60", "ucx_perftest", address, "-t", "tag_bw", "-s", size, "-n",
+                                        iterations, "-w", "3", "-p", std::to_string(base_port + static_cast<int>(k))},
+                                       streams[k].client_host, o));
+    }
+    for (const CapturedChild& client : clients)
+      if (auto rate = perftest_bandwidth(finish_captured(client))) rates.push_back(*rate);
+    for (pid_t server : servers) {
+      if (server < 0) continue;
+      kill(server, SIGKILL);
+      waitpid(server, nullptr, 0);
+    }
+  }
+  if (rates.size() != streams.size()) return std::nullopt;
+  double sum = 0;
+  for (double rate : rates) sum += rate;
+  return PointToPointRow{both_ways ? "perftest 2-way" : "ucx_perftest", bytes, sum / static_cast<double>(rates.size())};
 }
 
 std::string mib(std::int64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
@@ -267,7 +326,9 @@ Expected<AllReduceBenchReport> bench_allreduce(const AllReduceBenchOptions& opti
     auto ours = time_point_to_point(bytes, options);
     if (!ours) return ours.error();
     report.point_to_point.push_back(*ours);
-    if (auto theirs = time_ucx_perftest(bytes, options)) report.point_to_point.push_back(*theirs);
+    if (auto theirs = time_ucx_perftest(bytes, options, false)) report.point_to_point.push_back(*theirs);
+    if (options.hosts > 1)
+      if (auto both = time_ucx_perftest(bytes, options, true)) report.point_to_point.push_back(*both);
   }
   for (int processes : options.processes) {
     for (std::int64_t bytes : options.bytes) {
@@ -294,6 +355,9 @@ std::string format_allreduce_report(const AllReduceBenchReport& report) {
   char line[160];
   out << (report.hosts > 1 ? "point-to-point bandwidth, one way, from a process on host 0 to one on host 1 (GB/s):\n"
                            : "point-to-point bandwidth, one way, two processes on this host (GB/s):\n");
+  if (std::find(methods.begin(), methods.end(), "perftest 2-way") != methods.end())
+    out << "  (perftest 2-way: host 0 to host 1 and host 1 to host 0 at the same time, each way's, as a ring's\n"
+        << "  neighbours send and receive at once)\n";
   std::snprintf(line, sizeof line, "  %8s", "message");
   out << line;
   for (const auto& m : methods) {
@@ -317,10 +381,11 @@ std::string format_allreduce_report(const AllReduceBenchReport& report) {
   if (report.hosts > 1)
     out << "ranks on " << report.hosts << " hosts, in blocks (rank r of n on host r*hosts/n):\n";
   out << "all-reduce, f32 sum, busbw = 2(n-1)/n * bytes / median time; interleaved with each iteration, in the\n"
-      << "  same processes: the ring with every chunk as a message, and a one-way stream of the same size (ratios\n"
-      << "  to it per iteration); last columns: busbw / the separate runs' p2p of that size:\n";
-  std::snprintf(line, sizeof line, "  %5s %8s %9s %11s %12s %9s %10s", "procs", "size", "time ms", "busbw GB/s",
-                "messages ms", "x faster", "/ stream");
+      << "  same processes: the ring with every chunk as a message, and streams of the same size between ranks 0\n"
+      << "  and 1, one way and both ways at once (ratios to each way's rate per iteration); last columns:\n"
+      << "  busbw / the separate runs' p2p of that size:\n";
+  std::snprintf(line, sizeof line, "  %5s %8s %9s %11s %12s %9s %10s %9s", "procs", "size", "time ms", "busbw GB/s",
+                "messages ms", "x faster", "/ stream", "/ 2-way");
   out << line;
   for (const auto& m : methods) {
     std::snprintf(line, sizeof line, " %15s", ("/ " + m).c_str());
@@ -328,8 +393,9 @@ std::string format_allreduce_report(const AllReduceBenchReport& report) {
   }
   out << "\n";
   for (const auto& r : report.rows) {
-    std::snprintf(line, sizeof line, "  %5d %8s %9.3f %11.2f %12.3f %9.2f %10.2f", r.processes, mib(r.bytes).c_str(),
-                  r.seconds * 1e3, r.busbw / 1e9, r.messages_seconds * 1e3, r.speedup, r.stream_ratio);
+    std::snprintf(line, sizeof line, "  %5d %8s %9.3f %11.2f %12.3f %9.2f %10.2f %9.2f", r.processes,
+                  mib(r.bytes).c_str(), r.seconds * 1e3, r.busbw / 1e9, r.messages_seconds * 1e3, r.speedup,
+                  r.stream_ratio, r.two_way_ratio);
     out << line;
     for (const auto& m : methods) {
       const double p2p = bandwidth(m, r.bytes);

@@ -8,12 +8,16 @@
 // of the slowest rank's all-reduce, every iteration entered together (barrier, untimed). Each
 // iteration also runs the ring with every chunk as a message (no mapped blocks) in the same
 // processes, so the two compare on the same machine state: the speedup is the median of the
-// iterations' ratios. So does a one-way stream of the same size from rank 0 to rank 1: busbw is
-// also given as the median of its ratio to that stream, iteration by iteration.
+// iterations' ratios. So do a one-way stream of the same size from rank 0 to rank 1, and streams
+// both ways between them at once: busbw is also given as the median of its ratio to each
+// stream's rate each way, iteration by iteration. A ring's rank sends and receives at once, so
+// where the transport costs CPU (TCP's copies in the kernel) the two-way stream is the fair
+// reference and the one-way stream the upper bound.
 // Point-to-point references, at each all-reduce size as the message size: our engine
 // streaming messages one way between two processes (peer error handling on, as in the
 // all-reduce), and ucx_perftest's tag_bw (ucx-utils) when it is on the PATH (UCX's defaults:
-// no error handling, so single-copy CMA for large messages).
+// no error handling, so single-copy CMA for large messages); across hosts also two
+// ucx_perftest pairs at once, host 0 to 1 and 1 to 0 ("perftest 2-way", each way's rate).
 
 #include <chrono>
 #include <cstdint>
@@ -48,6 +52,7 @@ struct AllReduceBenchRow {
   double messages_seconds = 0;  // median, every chunk as a message
   double speedup = 0;           // median over iterations of messages / mapped time
   double stream_ratio = 0;      // median over iterations of busbw / the same iteration's one-way stream
+  double two_way_ratio = 0;     // ... / the same iteration's stream both ways at once, its rate each way
 };
 
 struct PointToPointRow {

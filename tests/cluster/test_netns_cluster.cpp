@@ -34,6 +34,17 @@ std::vector<std::string> saving(std::vector<std::string> args, long steps, const
               {"--checkpoint.dir", folder.string(), "--checkpoint.every", std::to_string(steps)});
 }
 
+// 4 steps of data parallelism on 2 lines x 2 slots on loopback, checkpointed in `folder`: what a
+// job across hosts must equal.
+ProcessResult two_by_two_on_loopback(const TempDir& dir, const fs::path& folder) {
+  const auto run = run_troupe(
+      dir, saving({"launch", "--hostfile", dir.write("local-hosts", "localhost slots=2\nlocalhost slots=2\n")}, 4, folder),
+      std::chrono::seconds(120));
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  return run;
+}
+
 void check_same_state(const fs::path& a, const fs::path& b, long step) {
   const auto left = checkpoint_values(troupe::checkpoint::step_dir(a, step));
   const auto right = checkpoint_values(troupe::checkpoint::step_dir(b, step));
@@ -65,11 +76,7 @@ TEST_CASE("2 hosts x 2 slots train data parallel bitwise equal to the same grid 
   Cluster cluster(2);
   TempDir dir;
   const fs::path local = dir.path() / "loopback", hosts = dir.path() / "across";
-  const auto on_loopback = run_troupe(
-      dir, saving({"launch", "--hostfile", dir.write("local-hosts", "localhost slots=2\nlocalhost slots=2\n")}, 4, local),
-      std::chrono::seconds(120));
-  INFO(on_loopback.out << on_loopback.err);
-  REQUIRE(on_loopback.exit_code == 0);
+  const auto on_loopback = two_by_two_on_loopback(dir, local);
   CHECK_THAT(on_loopback.out, Contains("comm: rank 0 reaches ranks 1, 2, 3 through shared memory ("));
 
   const auto across = run_troupe(dir, saving(Cluster::launch(dir, "h0 slots=2\nh1 slots=2\n"), 4, hosts),
@@ -337,6 +344,57 @@ TEST_CASE("inside a Slurm allocation troupe launch takes its nodes and starts th
   CHECK_THAT(job.out, Contains("job finished: all 2 nodes done"));
 }
 
+TEST_CASE("srun starting troupe node as every task trains across hosts, rank 0 hosting the job, bitwise as troupe "
+          "launch on loopback",
+          "[cluster]") {
+  Cluster cluster(2);
+  TempDir dir;
+  // A stand-in srun on PATH: `srun ARGV...` runs SLURM_NTASKS tasks, SLURM_NTASKS_PER_NODE on each
+  // of h0, h1, ..., every one ARGV with its SLURM_PROCID and SLURM_LOCALID, and exits with the
+  // last failed task's code, as srun does.
+  const std::string srun = dir.write(
+      "bin/srun",
+      "#!/bin/bash\n"
+      "pids=()\n"
+      "for ((task = 0; task < SLURM_NTASKS; task++)); do\n"
+      "  " + cluster_script + " exec h$((task / SLURM_NTASKS_PER_NODE)) \"env SLURM_PROCID=$task "
+      "SLURM_LOCALID=$((task % SLURM_NTASKS_PER_NODE)) $(printf '%q ' \"$@\")\" &\n"
+      "  pids+=($!)\n"
+      "done\n"
+      "code=0\n"
+      "for pid in \"${pids[@]}\"; do wait $pid || code=$?; done\n"
+      "exit $code\n");
+  fs::permissions(srun, fs::perms::owner_all);
+  const fs::path local = dir.path() / "loopback", hosts = dir.path() / "across";
+  const auto on_loopback = two_by_two_on_loopback(dir, local);
+
+  ScopedEnv no_rank("RANK", nullptr), no_world("WORLD_SIZE", nullptr), no_join("TROUPE_JOIN", nullptr),
+      no_index("TROUPE_NODE_INDEX", nullptr), no_slots("TROUPE_SLOTS", nullptr), no_local("LOCAL_RANK", nullptr),
+      no_local_world("LOCAL_WORLD_SIZE", nullptr);
+  ScopedEnv nodes("SLURM_JOB_NODELIST", "h[0-1]"), tasks("SLURM_NTASKS", "4"), per_node("SLURM_NTASKS_PER_NODE", "2");
+  ScopedEnv master("MASTER_ADDR", "h0"), port("MASTER_PORT", "29500");
+  ScopedEnv token("TROUPE_TOKEN", "0123456789abcdef0123456789abcdef");
+  std::vector<std::string> argv{srun, TROUPE_BINARY_DIR "/troupe", "node"};
+  const auto job = saving(argv, 4, hosts);
+  const ProcessResult ran = run_process(job, dir.path().string(), std::chrono::seconds(120));
+  INFO(ran.out << ran.err);
+  REQUIRE(ran.exit_code == 0);
+  // A host name: the job listens on every interface of h0.
+  CHECK_THAT(ran.out + ran.err, Contains("job supervisor on 0.0.0.0:29500; waiting up to 60 s for 4 node process(es)"));
+  CHECK_THAT(ran.out + ran.err, Contains("node 3 (h1, pid ") && Contains("job finished: all 4 nodes done"));
+  CHECK_THAT(ran.out + ran.err, Contains("rank 2 reaches ranks 0, 1 through TCP (tcp/eth0); rank 3 through shared memory"));
+  check_same_state(local, hosts, 4);
+  // srun has waited for every task; what is still in a host a few seconds on was left behind.
+  std::string left = processes_on("h0") + processes_on("h1");
+  for (int tries = 0; !left.empty() && tries < 50; ++tries) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    left = processes_on("h0") + processes_on("h1");
+  }
+  INFO("left in the hosts: " << left << "\n"
+                             << run_process({"/bin/ps", "-eo", "pid,ppid,stat,etime,args"}, "/", std::chrono::seconds(10)).out);
+  CHECK(left.empty());
+}
+
 TEST_CASE("bench allreduce --hosts 2 runs the ring and ucx_perftest between two simulated hosts", "[cluster]") {
   TempDir dir;
   cluster_command({"down"});
@@ -348,11 +406,15 @@ TEST_CASE("bench allreduce --hosts 2 runs the ring and ucx_perftest between two 
       std::chrono::seconds(120));
   INFO(ran.out << ran.err);
   REQUIRE(ran.exit_code == 0);
-  CHECK_THAT(ran.out, Contains("from a process on host 0 to one on host 1") && Contains("ucx_perftest"));
+  CHECK_THAT(ran.out, Contains("from a process on host 0 to one on host 1") && Contains("ucx_perftest") &&
+                         Contains("perftest 2-way"));
   std::smatch row;
-  REQUIRE(std::regex_search(ran.out, row, std::regex("\\n +2 +4 MiB +([0-9.]+) +([0-9.]+)")));
+  // procs, size, time ms, busbw, messages ms, x faster, / stream, / 2-way
+  REQUIRE(std::regex_search(
+      ran.out, row, std::regex("\\n +2 +4 MiB +([0-9.]+) +([0-9.]+) +([0-9.]+) +([0-9.]+) +([0-9.]+) +([0-9.]+)")));
   std::printf("%s", ran.out.c_str());
   CHECK(std::stod(row[2].str()) > 0.01);
+  CHECK(std::stod(row[6].str()) > 0);
   const ProcessResult too_few = run_troupe(dir, {"bench", "allreduce", "--hosts", "2", "--processes", "1"});
   CHECK(too_few.exit_code == 2);
   INFO(missing.err);

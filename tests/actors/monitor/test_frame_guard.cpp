@@ -116,6 +116,32 @@ TEST_CASE("a connection that sends no handshake is closed after the timeout and 
   CHECK_THAT(refusals.all(), Contains("no BASP handshake within 500 ms; connection closed"));
 }
 
+// The guard's count of connections past their handshake, once it reaches `expected` or 5 s pass.
+std::size_t settled_connections(const FrameGuard& guard, std::size_t expected) {
+  const auto give_up = std::chrono::steady_clock::now() + 5s;
+  while (guard.connections() != expected && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(10ms);
+  return guard.connections();
+}
+
+TEST_CASE("the guard counts the connections past their handshake until their peers hang up", "[frame_guard]") {
+  Upstream upstream;
+  FrameGuardOptions options;
+  options.target = upstream.port();
+  auto guard = FrameGuard::start(options);
+  REQUIRE(guard);
+  CHECK((*guard)->connections() == 0);
+  {
+    TcpClient waiting((*guard)->port()), peer((*guard)->port());
+    REQUIRE(waiting.receive(greeting, 5s));
+    REQUIRE(peer.receive(greeting, 5s));
+    std::string client_handshake(32, '\0');
+    client_handshake[0] = '\x01';
+    peer.send(client_handshake);
+    CHECK(settled_connections(**guard, 1) == 1);  // the one still waiting for its handshake is not counted
+  }
+  CHECK(settled_connections(**guard, 0) == 0);
+}
+
 TEST_CASE("past the bounds on waiting connections the oldest makes room, per source address and in all",
           "[frame_guard]") {
   Upstream upstream;

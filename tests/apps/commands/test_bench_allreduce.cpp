@@ -22,7 +22,7 @@ TEST_CASE("bench allreduce prints busbw beside the ring as messages and the stre
   REQUIRE(result.exit_code == 0);
   CHECK_THAT(result.out, Catch::Contains("point-to-point bandwidth") && Catch::Contains("troupe engine"));
 
-  const std::regex row(R"(\n +([23]) +1 MiB +([0-9.]+) +([0-9.]+) +([0-9.]+) +([0-9.]+) +([0-9.]+))");
+  const std::regex row(R"(\n +([23]) +1 MiB +([0-9.]+) +([0-9.]+) +([0-9.]+) +([0-9.]+) +([0-9.]+) +([0-9.]+))");
   int rows = 0;
   for (auto it = std::sregex_iterator(result.out.begin(), result.out.end(), row); it != std::sregex_iterator(); ++it) {
     const std::smatch& m = *it;
@@ -32,6 +32,7 @@ TEST_CASE("bench allreduce prints busbw beside the ring as messages and the stre
     CHECK(std::stod(m[4].str()) > 0);  // the ring as messages
     CHECK(std::stod(m[5].str()) > 0);  // x faster
     CHECK(std::stod(m[6].str()) > 0);  // busbw / the interleaved stream
+    CHECK(std::stod(m[7].str()) > 0);  // busbw / the interleaved stream both ways, each way's rate
     // busbw = 2(n-1)/n * bytes / time, as printed (rounded).
     CHECK(busbw == Approx(2.0 * (processes - 1) / processes * (1 << 20) / (ms * 1e-3) / 1e9).epsilon(0.05));  // ms printed to 3 decimals
     ++rows;

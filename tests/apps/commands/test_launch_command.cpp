@@ -9,6 +9,7 @@
 
 #include <sys/stat.h>
 
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -121,11 +122,12 @@ TEST_CASE("troupe node under srun or torchrun takes its rank, world and job addr
   }
   troupe::test::ScopedEnv rank("SLURM_PROCID", "1");
   troupe::test::ScopedEnv world("SLURM_NTASKS", "2");
-  const ProcessResult joined = run_troupe(dir, {"node", "--model.preset", "tiny", "--train.threads", "1"});
+  const auto started = std::chrono::steady_clock::now();
+  const ProcessResult joined =
+      run_troupe(dir, {"node", "--model.preset", "tiny", "--train.threads", "1", "--join-timeout", "1"});
   INFO(joined.out << joined.err);
   CHECK(joined.exit_code == 1);
   CHECK_THAT(joined.err, Catch::Contains("cannot reach the job at 127.0.0.1:1"));
-  troupe::test::ScopedEnv bad_port("MASTER_PORT", "http");
-  check_rejected_in(dir, {"node", "--model.preset", "tiny"},
-                    "environment variable MASTER_ADDR:MASTER_PORT: expected HOST:PORT, got '127.0.0.1:http'");
+  // A rank that srun starts beside the job may come first: it keeps trying for --join-timeout.
+  CHECK(std::chrono::steady_clock::now() - started >= std::chrono::seconds(1));
 }
