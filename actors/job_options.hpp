@@ -94,6 +94,10 @@ struct FaultOptions {
   int max_restarts = 3;           // with checkpoint.dir: restarts of every node from the newest checkpoint
   bool elastic = false;           // a node that cannot come back is left out: fewer dp replicas, same global batch
   double rescue_timeout = 60;     // seconds the job waits for the survivors' rescue snapshot (rescue_timing.hpp)
+  // in_place: respawn only what died, its state from a surviving replica over the data plane,
+  // falling back to restart (every node from the rescue snapshot or checkpoint) where it cannot
+  // apply (actors/supervision/recovery_path.hpp); restart: always the fallback.
+  std::string recovery = "in_place";
 };
 
 // Sharded checkpoints (docs/formats/checkpoint.md) and resuming from them.

@@ -37,9 +37,20 @@ struct node_view {
   std::vector<memory_beat> memory;   // from the last heartbeat
   std::int64_t resident_bytes = 0, peak_resident_bytes = 0;
 };
+// One recovery of this attempt that the job went on after (docs/drills.md, "In-place recovery").
+struct recovery_view {
+  std::string path;       // in_place
+  int epoch = 0;
+  int rank = -1;          // the rank whose worker was respawned
+  int donor = -1;         // the rank that gave the state
+  std::int64_t steps = 0;  // every rank went on after this step
+  std::int64_t bytes = 0;  // state moved over the data plane
+  double seconds = 0;      // from the failure's report to every rank's state in place
+};
 struct job_view_msg {
   bool running = false;  // every node joined and the job started
   std::vector<node_view> nodes;  // by node index
+  std::vector<recovery_view> recoveries;  // oldest first
 };
 
 template <class Inspector>
@@ -48,8 +59,12 @@ typename Inspector::result_type inspect(Inspector& f, node_view& x) {
            x.workers, x.memory, x.resident_bytes, x.peak_resident_bytes);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, recovery_view& x) {
+  return f(caf::meta::type_name("recovery_view"), x.path, x.epoch, x.rank, x.donor, x.steps, x.bytes, x.seconds);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_view_msg& x) {
-  return f(caf::meta::type_name("job_view_msg"), x.running, x.nodes);
+  return f(caf::meta::type_name("job_view_msg"), x.running, x.nodes, x.recoveries);
 }
 
 }  // namespace troupe::actors

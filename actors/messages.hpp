@@ -69,6 +69,9 @@ struct node_done_msg {
   int node_index = -1;
   int exit_code = 0;
   std::string reason;
+  // The worker's code threw (a bug, or the kill-worker drill): not a stop, a failed collective or
+  // a training outcome such as divergence. Only such a failure can be recovered in place.
+  bool threw = false;
 };
 
 // Job supervisor → node supervisors: stop now, the job is ending.
@@ -85,6 +88,7 @@ struct job_outcome_msg {
   std::vector<int> failed_nodes;  // node indices to blame (lost, failed, hung, never joined)
   std::int64_t rescued_step = -1;  // a rescue snapshot of this step was committed; -1: none
   std::vector<int> drop_nodes;    // node indices the job asks to leave out of the next attempt (drain)
+  std::int32_t in_place_recoveries = 0;  // failures this attempt recovered from in place, without ending
 };
 
 // Job supervisor → the surviving node supervisors → their workers, after a node was lost: write
@@ -103,6 +107,54 @@ struct rescue_msg {
 struct rescue_done_msg {
   int rank = -1;
   std::int64_t step = 0;  // the last completed step the state is of
+  std::string error;
+};
+
+// In-place recovery (docs/drills.md, "In-place recovery"; docs/protocols/control-plane.md).
+// Node supervisor → job supervisor: one of this node's workers threw; the node waits for the job's
+// word (a recover_msg, or a stop after the job chose to restart every node).
+struct worker_failed_msg {
+  int node_index = -1;
+  int rank = -1;
+  std::string reason;
+};
+
+// Job supervisor → every node supervisor → each of its workers: give up the step in flight, go
+// on in comm epoch `epoch` (comm/grid.hpp's epoch_group_id), and report to `job` (recover_ready_msg).
+// A node respawns the workers of `failed_ranks` it runs; they join as replacements.
+struct recover_msg {
+  int epoch = 0;
+  std::vector<int> failed_ranks;
+  std::string reason;
+  caf::actor job;
+};
+
+// Worker → job supervisor: it left the step, holding the state after `steps_done` steps (−1: a
+// replacement, holding nothing yet).
+struct recover_ready_msg {
+  int epoch = 0;
+  int rank = -1;
+  std::int64_t steps_done = -1;
+  caf::actor worker;
+};
+
+// Job supervisor → every worker of the recovery, once all are ready: go on after `steps`; `donor`
+// sends its state (parameters, AdamW moments) over the data plane to each of `receivers`, whose
+// steps done were fewer.
+struct recover_plan_msg {
+  int epoch = 0;
+  std::int64_t steps = 0;
+  int donor = -1;
+  std::vector<int> receivers;
+};
+
+// Worker → job supervisor: its part of the recovery is done (error empty): the bytes of state it
+// sent or received over the data plane and how long that took.
+struct recover_done_msg {
+  int epoch = 0;
+  int rank = -1;
+  std::int64_t bytes = 0;
+  double seconds = 0;
   std::string error;
 };
 
@@ -209,7 +261,7 @@ typename Inspector::result_type inspect(Inspector& f, start_msg& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_done_msg& x) {
-  return f(caf::meta::type_name("node_done_msg"), x.node_index, x.exit_code, x.reason);
+  return f(caf::meta::type_name("node_done_msg"), x.node_index, x.exit_code, x.reason, x.threw);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stop_msg& x) {
@@ -218,7 +270,7 @@ typename Inspector::result_type inspect(Inspector& f, stop_msg& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_outcome_msg& x) {
   return f(caf::meta::type_name("job_outcome_msg"), x.exit_code, x.reason, x.failure_kind, x.failed_nodes,
-           x.rescued_step, x.drop_nodes);
+           x.rescued_step, x.drop_nodes, x.in_place_recoveries);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, rescue_msg& x) {
@@ -227,6 +279,26 @@ typename Inspector::result_type inspect(Inspector& f, rescue_msg& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, rescue_done_msg& x) {
   return f(caf::meta::type_name("rescue_done_msg"), x.rank, x.step, x.error);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, worker_failed_msg& x) {
+  return f(caf::meta::type_name("worker_failed_msg"), x.node_index, x.rank, x.reason);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, recover_msg& x) {
+  return f(caf::meta::type_name("recover_msg"), x.epoch, x.failed_ranks, x.reason, x.job);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, recover_ready_msg& x) {
+  return f(caf::meta::type_name("recover_ready_msg"), x.epoch, x.rank, x.steps_done, x.worker);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, recover_plan_msg& x) {
+  return f(caf::meta::type_name("recover_plan_msg"), x.epoch, x.steps, x.donor, x.receivers);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, recover_done_msg& x) {
+  return f(caf::meta::type_name("recover_done_msg"), x.epoch, x.rank, x.bytes, x.seconds, x.error);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_beat& x) {
@@ -304,4 +376,10 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
   CAF_ADD_ATOM(troupe, troupe::actors, shell_atom, "shell")
   CAF_ADD_TYPE_ID(troupe, (troupe::actors::memory_beat))
   CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::actors::memory_beat>))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::worker_failed_msg))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::recover_msg))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::recover_ready_msg))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::recover_plan_msg))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::recover_done_msg))
+  CAF_ADD_ATOM(troupe, troupe::actors, recover_atom, "recover")
 CAF_END_TYPE_ID_BLOCK(troupe)

@@ -33,6 +33,8 @@ void CollectiveOp::start() {
   if (!finished_ && completed_ == expected_) finish({});
 }
 
+void CollectiveOp::abandon(const std::string& why) { finish(Error{why}); }
+
 std::byte* CollectiveOp::bytes_at(std::int64_t element) const {
   return static_cast<std::byte*>(buffer_.data()) + element * compute::dtype_size(buffer_.dtype());
 }
@@ -84,6 +86,7 @@ void CollectiveOp::finish(Status status) {
     return;
   }
   for (const auto& [slot, id] : in_flight_) engine_.cancel(id);
+  release_after_failure();
   std::string_view cause = status.error().message;
   if (cause.starts_with("comm: ")) cause.remove_prefix(6);
   done_(Error{"comm: " + std::string(traffic_name(kind_)) + " on " + group_.describe() + " (sequence " + std::to_string(key_.sequence) +

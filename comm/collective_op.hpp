@@ -7,7 +7,8 @@
 //
 //            start()                    each completion: then(); all expected done
 //   [new] ------------> [running] ----------------------------------------------> [succeeded]
-//                           |  a request fails, or a rank of the group is lost
+//                           |  a request fails, a rank of the group is lost, or its
+//                           |  communicator abandons it (abandon(): a recovery gives up the step)
 //                           +------------------------------------------------------> [failed]
 //                              (requests in flight are cancelled; done() gets the error)
 
@@ -29,6 +30,9 @@ class CollectiveOp : public std::enable_shared_from_this<CollectiveOp> {
   virtual ~CollectiveOp();
   // Progress thread only: watches the group, then posts the first requests.
   void start();
+  // Progress thread only: fails the operation now with `why`, unless it has ended. Nothing of it
+  // touches its buffer afterwards (work resumed later checks finished()).
+  void abandon(const std::string& why);
 
  protected:
   // `key` carries the group and sequence; requests fill in the index. From here until done()
@@ -38,6 +42,9 @@ class CollectiveOp : public std::enable_shared_from_this<CollectiveOp> {
 
   // Posts the first requests and says how many requests the operation makes in all.
   virtual void begin() = 0;
+  // Once the operation has failed: gives back what others wait for (a ring's mapped blocks), even
+  // while the operation itself lives on in a callback nobody will call (a block it waits for).
+  virtual void release_after_failure() {}
 
   void expect(std::uint64_t requests) { expected_ = requests; }
   // A message of the operation. `then` runs when it has completed, unless the operation failed.

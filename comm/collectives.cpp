@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "comm/chain_broadcast.hpp"
+#include "comm/collective_op.hpp"
 #include "comm/dissemination_barrier.hpp"
 #include "comm/knobs.hpp"
 #include "comm/reduce_sum.hpp"
@@ -29,8 +30,48 @@ CollectiveOptions CollectiveOptions::from_environment() {
                            static_cast<int>(std::max<std::int64_t>(knob_value(knob_window), 1)), true};
 }
 
+struct Communicator::LiveOps {
+  std::vector<std::weak_ptr<CollectiveOp>> ops;
+};
+
 Communicator::Communicator(Engine& engine, Group group, int position, CollectiveOptions options)
-    : engine_(engine), group_(std::move(group)), position_(position), options_(options) {}
+    : engine_(engine),
+      group_(std::move(group)),
+      position_(position),
+      options_(options),
+      live_(std::make_shared<LiveOps>()) {}
+
+// Starts `op` on the progress thread, remembered among the live ones (ended ones are forgotten
+// there, so the list stays as short as what is in flight).
+void Communicator::post_op(std::shared_ptr<CollectiveOp> op) {
+  engine_.post([op = std::move(op), live = live_] {
+    std::erase_if(live->ops, [](const std::weak_ptr<CollectiveOp>& o) { return o.expired(); });
+    live->ops.push_back(op);
+    op->start();
+  });
+}
+
+Communicator::~Communicator() {
+  engine_.post([live = live_] {
+    for (const std::weak_ptr<CollectiveOp>& weak : live->ops)
+      if (auto op = weak.lock()) op->abandon("comm: abandoned: its communicator is gone");
+  });
+}
+
+void Communicator::abandon_and_renew(const std::string& why, std::uint16_t group_id) {
+  TROUPE_CHECK(group_id <= max_group_id, "group id out of the tag's 12 bits");
+  // Tasks run in order on the progress thread: every operation posted before this is live there.
+  (void)wait_for(engine_, [&](Callback done) {
+    engine_.post([live = live_, why, done = std::move(done)] {
+      for (const std::weak_ptr<CollectiveOp>& weak : live->ops)
+        if (auto op = weak.lock()) op->abandon("comm: abandoned: " + why);
+      live->ops.clear();
+      done({});
+    });
+  });
+  group_.id = group_id;
+  sequence_ = 0;
+}
 
 Expected<std::unique_ptr<Communicator>> Communicator::create(Engine& engine, Group group, CollectiveOptions options) {
   const std::string name = "comm: " + group.describe();
@@ -102,10 +143,8 @@ void Communicator::post_ring(compute::Tensor buffer, RingPhases ring_phases, std
   }
   const RingShape shape{ring_chunk_elements(largest, group_.size(), ring_phases, wanted), options_.window, scratch_,
                         options_.mapped_blocks, std::move(segments)};
-  // The task holds the only reference, so the operation ends its life on the progress thread.
-  engine_.post([op = make_ring_op(engine_, group_, key, ring_phases, std::move(buffer), shape, std::move(done))] {
-    op->start();
-  });
+  // The task holds the only strong reference, so the operation ends its life on the progress thread.
+  post_op(make_ring_op(engine_, group_, key, ring_phases, std::move(buffer), shape, std::move(done)));
 }
 
 void Communicator::post_all_reduce(compute::Tensor buffer, Callback done) {
@@ -144,12 +183,12 @@ void Communicator::post_broadcast(compute::Tensor buffer, int root, Callback don
   const std::int64_t chunk =
       std::max<std::int64_t>(options_.chunk_bytes / static_cast<std::int64_t>(compute::dtype_size(buffer.dtype())),
                              (buffer.numel() + max_messages_per_operation - 1) / max_messages_per_operation);
-  engine_.post([op = make_chain_broadcast_op(engine_, group_, next_key(), root, std::move(buffer),
-                                             std::max<std::int64_t>(chunk, 1), std::move(done))] { op->start(); });
+  post_op(make_chain_broadcast_op(engine_, group_, next_key(), root, std::move(buffer), std::max<std::int64_t>(chunk, 1),
+                                  std::move(done)));
 }
 
 void Communicator::post_barrier(Callback done) {
-  engine_.post([op = make_dissemination_barrier_op(engine_, group_, next_key(), std::move(done))] { op->start(); });
+  post_op(make_dissemination_barrier_op(engine_, group_, next_key(), std::move(done)));
 }
 
 Status Communicator::all_reduce(compute::Tensor buffer) {

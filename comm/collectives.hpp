@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "comm/engine.hpp"
@@ -26,6 +27,8 @@
 #include "compute/tensor.hpp"
 
 namespace troupe::comm {
+
+class CollectiveOp;
 
 enum class RingPhases : std::uint8_t;
 
@@ -47,6 +50,10 @@ class Communicator {
   static Expected<std::unique_ptr<Communicator>> create(
       Engine& engine, Group group, CollectiveOptions options = CollectiveOptions::from_environment());
 
+  // Abandons what is still in flight (a step a failed worker left): its mapped blocks go back to
+  // the engine, for the communicators the rank makes next. The engine must outlive it.
+  ~Communicator();
+
   const Group& group() const { return group_; }
   int position() const { return position_; }
 
@@ -67,6 +74,13 @@ class Communicator {
   void post_broadcast(compute::Tensor buffer, int root, Callback done);
   // Done once every rank of the group has entered the barrier.
   void post_barrier(Callback done);
+
+  // Gives up every operation of this communicator still in flight (each one's done gets "comm:
+  // ... abandoned: `why`") and goes on under group id `group_id` with its sequence from 0, so that
+  // no message of an abandoned operation matches a later one; every rank of the group switches to
+  // the same id before its next operation (grid.hpp's epoch_group_id). Returns once nothing of the
+  // abandoned operations touches their buffers any more. Never on the progress thread.
+  void abandon_and_renew(const std::string& why, std::uint16_t group_id);
 
   // Blocking forms, for tests and simple callers; never on the progress thread.
   Status all_reduce(compute::Tensor buffer);
@@ -93,6 +107,11 @@ class Communicator {
   CollectiveOptions options_;
   std::atomic<std::uint32_t> sequence_{0};
   std::shared_ptr<ScratchPool> scratch_ = std::make_shared<ScratchPool>();
+  // The operations started and maybe still running (touched on the progress thread only), for
+  // abandon_and_renew().
+  struct LiveOps;
+  std::shared_ptr<LiveOps> live_;
+  void post_op(std::shared_ptr<CollectiveOp> op);
 };
 
 }  // namespace troupe::comm

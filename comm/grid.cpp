@@ -68,4 +68,11 @@ Group embedding_group(const Grid& grid, int rank) {
   return group;
 }
 
+std::uint16_t epoch_group_id(std::uint16_t axis_id, int epoch) {
+  TROUPE_CHECK(axis_id < 8 && epoch >= 0, "an epoch's group id needs an axis id below 8 and an epoch from 0");
+  constexpr int cycle = (max_group_id + 1) / 8 - 1;  // epochs 1 … 511, then 1 again
+  const int turn = epoch == 0 ? 0 : 1 + (epoch - 1) % cycle;
+  return static_cast<std::uint16_t>(8 * turn + axis_id);
+}
+
 }  // namespace troupe::comm

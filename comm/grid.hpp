@@ -21,6 +21,9 @@ inline constexpr std::uint16_t dp_group_id = 1;
 inline constexpr std::uint16_t pp_group_id = 2;
 inline constexpr std::uint16_t tp_group_id = 3;
 inline constexpr std::uint16_t embedding_group_id = 4;
+// Not a group of the grid: the point-to-point messages of an in-place recovery's state transfer
+// (a surviving replica's parameters and moments to a respawned rank) carry this id, per epoch.
+inline constexpr std::uint16_t state_transfer_group_id = 5;
 
 struct Grid {
   int dp = 1;
@@ -49,6 +52,11 @@ Group world_group(const Grid& grid);
 Group dp_group(const Grid& grid, int rank);
 Group pp_group(const Grid& grid, int rank);
 Group tp_group(const Grid& grid, int rank);
+// The id of an axis's groups (the ids above) after `epoch` in-place recoveries: epoch 0 keeps the
+// axis's id; epoch e > 0 takes 8·e + the axis's id, cycling through the tag's 12 bits every 511
+// epochs, so that no late message of an abandoned epoch matches an operation of the next.
+std::uint16_t epoch_group_id(std::uint16_t axis_id, int epoch);
+
 // The first and last pipeline stage of rank's replica, which share the tied embedding's
 // gradient (pp >= 2; rank must be one of them).
 Group embedding_group(const Grid& grid, int rank);

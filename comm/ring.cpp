@@ -79,6 +79,9 @@ class RingOp final : public CollectiveOp {
     if (mapped_from_left_ || mapped_to_right_) offsets_.resize(2 * ack_base_);
   }
   ~RingOp() override { return_held_blocks(); }
+  // A failed ring's blocks are given back at once: a new epoch's operations need them, and the
+  // neighbour that would acknowledge them has given up this operation too.
+  void release_after_failure() override { return_held_blocks(); }
 
  private:
   static TrafficKind phases_kind(RingPhases phases) {

@@ -94,7 +94,8 @@ struct MetricFamilies {
     checkpoint_seconds = histogram("troupe_checkpoint_save_seconds", "seconds a checkpoint save held training up");
     checkpoint_bytes = counter("troupe_checkpoint_bytes_total", "bytes of this rank's state written to checkpoints");
     failures = counter("troupe_failures_total", "failures this node process saw or was told of, by kind");
-    recoveries = counter("troupe_recoveries_total", "recoveries of the job, by where the state came from");
+    recoveries = counter("troupe_recoveries_total",
+                         "recoveries of the job, by where the state came from and by path (in_place or restart)");
     restarts = counter("troupe_restarts_total", "times the job restarted its node processes");
   }
 };
@@ -345,8 +346,8 @@ void NodeMetrics::count_failure(const std::string& kind, long count) {
   families_->failures->Add({{"kind", kind}}).Increment(static_cast<double>(count));
 }
 
-void NodeMetrics::count_recovery(const std::string& source, long count) {
-  families_->recoveries->Add({{"source", source}}).Increment(static_cast<double>(count));
+void NodeMetrics::count_recovery(const std::string& source, const std::string& path, long count) {
+  families_->recoveries->Add({{"source", source}, {"path", path}}).Increment(static_cast<double>(count));
 }
 
 void NodeMetrics::count_restarts(long restarts) {

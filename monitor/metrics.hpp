@@ -137,8 +137,9 @@ class NodeMetrics {
   void heartbeat_sent();
   // `count` failures of `kind` (node_lost, worker_exception, hang, …) this process saw or was told of.
   void count_failure(const std::string& kind, long count = 1);
-  // `count` recoveries whose state came from `source` (replica, checkpoint, shrink).
-  void count_recovery(const std::string& source, long count = 1);
+  // `count` recoveries whose state came from `source` (replica, checkpoint, shrink) by `path`
+  // (in_place: only what died was respawned; restart: every node restarted).
+  void count_recovery(const std::string& source, const std::string& path, long count = 1);
   // Adds to troupe_restarts_total: a restarted node process starts its counter at the job's count.
   void count_restarts(long restarts);
   // troupe_memory_bytes and troupe_memory_peak_bytes, read at every scrape from the server's

@@ -36,6 +36,11 @@ void StepControl::finished() {
   finished_ = true;
 }
 
+void StepControl::reopen() {
+  std::lock_guard lock(mutex_);
+  finished_ = false;
+}
+
 std::int64_t StepControl::hold() {
   std::lock_guard lock(mutex_);
   if (finished_) return finished_boundary;

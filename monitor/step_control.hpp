@@ -43,6 +43,8 @@ class StepControl {
   BoundaryOrder at_boundary(std::int64_t steps_done, WorkProgress& progress);
   // Worker thread: the loop is over; no boundary is left.
   void finished();
+  // Worker thread: a new loop takes the slot (a worker respawned in place), with boundaries again.
+  void reopen();
 
   // The boundary the worker will stop at (or stands at), holding it there until act().
   std::int64_t hold();

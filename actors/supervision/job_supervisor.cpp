@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
+#include <utility>
 
 #include "actors/local_messages.hpp"
 #include "actors/supervision/failure_kind.hpp"
@@ -60,6 +62,19 @@ struct job_supervisor_state {
   // watchdog counts idle time only from the last resume.
   bool paused = false;
   Clock::time_point resumed_at{};
+  // The in-place recovery in progress, if any (the header's running phase), and the epochs so far.
+  struct in_place_recovery {
+    int epoch = 0;
+    Clock::time_point started;
+    worker_failed_msg failed;
+    std::map<int, recover_ready_msg> ready;  // by rank
+    recover_plan_msg plan;
+    std::map<int, recover_done_msg> done;  // by rank
+  };
+  std::optional<in_place_recovery> in_place;
+  int recovery_epoch = 0;
+  std::vector<recovery_view> recoveries;  // done, for the shell's status
+  bool restart_logged = false;  // "recovery: restarting every node: ..." is said once
   static inline const char* name = "job_supervisor";
 
   bool started() const { return phase == JobPhase::running || phase == JobPhase::rescuing; }
@@ -80,10 +95,16 @@ std::string describe(const join_msg& m) {
   return "node " + std::to_string(m.node_index) + " (" + m.host + ", pid " + std::to_string(m.pid) + ")";
 }
 
-// The job's grid (comm/grid.hpp) from its plan: every rank a node runs, over stages and shards.
-comm::Grid job_grid(const JobPlan& plan) {
+// The ranks of the job, 0 … world − 1: every rank a node runs.
+int world_size(const JobPlan& plan) {
   int world = 0;
   for (const PlannedNode& n : plan.nodes) world += n.slots;
+  return world;
+}
+
+// The job's grid (comm/grid.hpp) from its plan: every rank a node runs, over stages and shards.
+comm::Grid job_grid(const JobPlan& plan) {
+  const int world = world_size(plan);
   const int stages = std::max(1, plan.pipeline_stages), shards = std::max(1, plan.tensor_shards);
   return {std::max(1, world / (stages * shards)), stages, shards};
 }
@@ -165,7 +186,7 @@ std::string watchdog_verdict(const job_supervisor_state& st, Clock::time_point n
       if (st.plan.step_timeout.count() > 0 && worker_idle > st.plan.step_timeout) stalled = true;
     }
   }
-  if (!stalled || st.paused) return {};
+  if (!stalled || st.paused || st.in_place) return {};
   // One stuck rank stalls the others in their next collective, so every running rank is
   // listed. Ranks waiting for a message are victims; one that is not is the likely culprit.
   std::stable_partition(running.begin(), running.end(),
@@ -207,6 +228,12 @@ std::string join_refusal(const job_supervisor_state& st, const join_msg& m) {
   return {};
 }
 
+// Where a failure is not recovered in place: the one line that says so and why.
+void log_restart(job_supervisor_state& st, const std::string& why) {
+  if (std::exchange(st.restart_logged, true)) return;
+  monitor::logger("job")->warn("recovery: restarting every node: {}", why);
+}
+
 // A failure's outcome: exit code, kind and the nodes to blame (and to drop, for a drain).
 job_outcome_msg failure_outcome(int exit_code, FailureKind kind, std::string reason, std::vector<int> nodes,
                                 std::vector<int> drop = {}) {
@@ -218,6 +245,7 @@ void end_job(job_actor* self, job_outcome_msg outcome) {
   auto& st = self->state;
   if (st.phase == JobPhase::ended) return;
   st.phase = JobPhase::ended;
+  outcome.in_place_recoveries = static_cast<std::int32_t>(st.recoveries.size());
   auto log = monitor::logger("job");
   if (outcome.exit_code == 0)
     log->info("job finished: {}", outcome.reason);
@@ -285,6 +313,11 @@ void fail_job(job_actor* self, FailureKind kind, std::string reason, std::vector
   auto& st = self->state;
   if (st.phase != JobPhase::joining && st.phase != JobPhase::running) return;
   if (end_if_completed(self, kind, reason, nodes)) return;
+  if (st.phase == JobPhase::running) {
+    const RecoveryChoice choice = choose_recovery(st.plan.recovery, kind);
+    log_restart(st, choice.in_place ? "the in-place recovery of this failure did not complete" : choice.why_not);
+  }
+  st.in_place.reset();
   job_outcome_msg failure = failure_outcome(1, kind, std::move(reason), std::move(nodes));
   const bool blames_a_node = kind != FailureKind::stall && !failure.failed_nodes.empty();
   if (st.plan.rescue_timeout.count() <= 0 || st.phase != JobPhase::running || !blames_a_node) {
@@ -383,7 +416,7 @@ void start_job(job_actor* self) {
 // Every planned node as known now, for the monitor actor.
 job_view_msg job_view(const job_supervisor_state& st) {
   const auto now = Clock::now();
-  job_view_msg view{st.started(), {}};
+  job_view_msg view{st.started(), {}, st.recoveries};
   for (const PlannedNode& planned : st.plan.nodes) {
     node_view node;
     node.node_index = planned.node_index;
@@ -513,6 +546,13 @@ caf::message_handler every_phase(job_actor* self) {
       [=](timeout_atom) {},
       [=](rescue_atom) {},
       [=](rescue_atom, const rescue_done_msg&) {},
+      // Outside running, a worker that threw is its node's failure, as the phase takes those.
+      [=](recover_atom, const worker_failed_msg& m) {
+        self->send(self, done_atom_v, node_done_msg{m.node_index, 1, m.reason, true});
+      },
+      [=](recover_atom, const recover_ready_msg&) {},
+      [=](recover_atom, const recover_done_msg&) {},
+      [=](recover_atom, int) {},
   };
 }
 
@@ -570,6 +610,125 @@ void on_settled(job_actor* self) {
   fail_job(self, FailureKind::worker_exception, std::move(reason), st.pending_failed_nodes);
 }
 
+// In place ─► restart: the line that says why, then the failed worker's node failed as it would
+// have without in-place recovery.
+void restart_instead(job_actor* self, const worker_failed_msg& failed, const std::string& why) {
+  auto& st = self->state;
+  log_restart(st, why);
+  st.in_place.reset();
+  on_node_done(self, node_done_msg{failed.node_index, 1, failed.reason, true});
+}
+
+// A worker that throws again before finishing a step since its last in-place recovery would only
+// be respawned into the same failure (a bug at one step): "" when that is not so, else why.
+// Heartbeats lag, so a rank that did finish a step may still look stuck: then the job restarts,
+// the safe side.
+std::string repeated_failure(const job_supervisor_state& st, int rank) {
+  const recovery_view* last = nullptr;
+  for (const recovery_view& r : st.recoveries)
+    if (r.rank == rank) last = &r;
+  if (!last) return {};
+  for (const auto& [index, live] : st.liveness)
+    for (const worker_beat& beat : live.workers)
+      if (beat.rank == rank && beat.steps_done > last->steps) return {};
+  return "rank " + std::to_string(rank) + " failed again before finishing a step after step " +
+         std::to_string(last->steps) + ", where its in-place recovery of epoch " + std::to_string(last->epoch) +
+         " went on from";
+}
+
+// running: a node's worker threw. In place where it applies: every node gets the order (the
+// failed worker's node respawns it, every other worker gives up its step).
+void on_worker_failed(job_actor* self, const worker_failed_msg& failed) {
+  auto& st = self->state;
+  auto node = st.joined.find(failed.node_index);
+  if (node == st.joined.end()) return;
+  const RecoveryChoice choice = choose_recovery(st.plan.recovery, FailureKind::worker_exception);
+  if (!choice.in_place) return restart_instead(self, failed, choice.why_not);
+  if (st.in_place)
+    return restart_instead(self, failed,
+                           "rank " + std::to_string(failed.rank) + " failed during the in-place recovery of epoch " +
+                               std::to_string(st.in_place->epoch));
+  if (!st.pending_failure.empty() || !st.lost.empty() || !st.done.empty())
+    return restart_instead(self, failed, "another node failed, was lost or finished at the same time");
+  if (const std::string repeat = repeated_failure(st, failed.rank); !repeat.empty())
+    return restart_instead(self, failed, repeat);
+  st.in_place = job_supervisor_state::in_place_recovery{++st.recovery_epoch, Clock::now(), failed, {}, {}, {}};
+  monitor::logger("job")->warn(
+      "rank {} ({}) failed: {}; recovery: in place (epoch {}): respawning its worker in its process, its state from "
+      "a surviving replica over the data plane",
+      failed.rank, describe(st, node->second), failed.reason, st.recovery_epoch);
+  const recover_msg order{st.recovery_epoch, {failed.rank}, "rank " + std::to_string(failed.rank) + " failed",
+                          caf::actor_cast<caf::actor>(self)};
+  for (const auto& [index, m] : st.joined) self->send(m.node, recover_atom_v, order);
+  self->delayed_send(self, st.plan.recovery_timeout, recover_atom_v, st.recovery_epoch);
+}
+
+// Every rank is ready: the donor is the rank with the most steps done (the lowest such rank);
+// every rank with fewer receives its state.
+void on_recover_ready(job_actor* self, const recover_ready_msg& ready) {
+  auto& st = self->state;
+  if (!st.in_place || ready.epoch != st.in_place->epoch) return;
+  auto& recovery = *st.in_place;
+  recovery.ready[ready.rank] = ready;
+  if (static_cast<int>(recovery.ready.size()) < world_size(st.plan)) return;
+  recover_plan_msg plan{recovery.epoch, -1, -1, {}};
+  for (const auto& [rank, r] : recovery.ready)
+    if (r.steps_done > plan.steps) plan.steps = r.steps_done, plan.donor = rank;
+  if (plan.donor < 0) return restart_instead(self, recovery.failed, "no rank holds any state");
+  for (const auto& [rank, r] : recovery.ready)
+    if (r.steps_done < plan.steps) plan.receivers.push_back(rank);
+  std::string receivers;
+  for (int rank : plan.receivers) receivers += (receivers.empty() ? "" : ", ") + std::to_string(rank);
+  monitor::logger("job")->info("in-place recovery (epoch {}): every rank is ready; rank {} gives its state after step "
+                               "{} to rank(s) {}",
+                               recovery.epoch, plan.donor, plan.steps, receivers);
+  recovery.plan = plan;
+  for (const auto& [rank, r] : recovery.ready) self->send(r.worker, recover_atom_v, plan);
+}
+
+// Every rank has its state: the job runs on, and says how the recovery went.
+void on_recover_done(job_actor* self, const recover_done_msg& done) {
+  auto& st = self->state;
+  if (!st.in_place || done.epoch != st.in_place->epoch) return;
+  auto& recovery = *st.in_place;
+  if (!done.error.empty()) {
+    const worker_failed_msg failed = recovery.failed;
+    log_restart(st, "rank " + std::to_string(done.rank) + " could not take part in the in-place recovery: " + done.error);
+    return fail_job(self, FailureKind::worker_exception, failed.reason + "; in-place recovery failed: " + done.error,
+                    {failed.node_index});
+  }
+  recovery.done[done.rank] = done;
+  if (static_cast<int>(recovery.done.size()) < world_size(st.plan)) return;
+  std::int64_t bytes = 0;
+  double transfer = 0;
+  for (int rank : recovery.plan.receivers) {
+    bytes += recovery.done.at(rank).bytes;
+    transfer = std::max(transfer, recovery.done.at(rank).seconds);
+  }
+  const join_msg& node = st.joined.at(recovery.failed.node_index);
+  const double seconds = std::chrono::duration<double>(Clock::now() - recovery.started).count();
+  st.recoveries.push_back(
+      {"in_place", recovery.epoch, recovery.failed.rank, recovery.plan.donor, recovery.plan.steps, bytes, seconds});
+  for (const auto& [index, m] : st.joined)
+    self->send(m.node, recover_atom_v, st.recoveries.back().path, std::string(to_string(FailureKind::worker_exception)));
+  monitor::logger("job")->warn(
+      "recovery: in place done in {:.3f} s (epoch {}): rank {} respawned in node {}'s process (pid {}, kept); {} bytes "
+      "of state from rank {} over the data plane in {:.3f} s; every rank goes on after step {}",
+      seconds, recovery.epoch, recovery.failed.rank,
+      recovery.failed.node_index, node.pid, bytes, recovery.plan.donor, transfer, recovery.plan.steps);
+  st.in_place.reset();
+  st.resumed_at = Clock::now();
+}
+
+void on_recover_timeout(job_actor* self, int epoch) {
+  auto& st = self->state;
+  if (!st.in_place || st.in_place->epoch != epoch) return;
+  const worker_failed_msg failed = st.in_place->failed;
+  log_restart(st, "the in-place recovery of epoch " + std::to_string(epoch) + " did not complete within " +
+                      seconds_text(st.plan.recovery_timeout));
+  fail_job(self, FailureKind::worker_exception, failed.reason, {failed.node_index});
+}
+
 caf::behavior joining(job_actor* self) {
   const caf::message_handler phase{
       [=](done_atom, const node_done_msg& d) { on_node_done(self, d); },
@@ -597,6 +756,10 @@ caf::behavior running(job_actor* self) {
       [=](done_atom, const node_done_msg& d) { on_node_done(self, d); },
       [=](settle_atom) { on_settled(self); },
       [=](unreachable_atom, const std::string& address, double seconds) { on_unreachable(self, address, seconds); },
+      [=](recover_atom, const worker_failed_msg& failed) { on_worker_failed(self, failed); },
+      [=](recover_atom, const recover_ready_msg& ready) { on_recover_ready(self, ready); },
+      [=](recover_atom, const recover_done_msg& done) { on_recover_done(self, done); },
+      [=](recover_atom, int epoch) { on_recover_timeout(self, epoch); },
       [=](watchdog_atom) {
         auto& st = self->state;
         int silent_node = -1;

@@ -28,6 +28,12 @@
 //       a writer's error, its node failed or lost, steps differ, the timer ─► ended (1, kind) "; no rescue snapshot (…)"
 //       another node done, failed or lost: recorded, stays (the watchdog is off)
 //
+//   running: with recovery in place (recovery_path.hpp), a node's worker_failed_msg ─► recover_msg
+//     to every node (the failed worker respawned in its process, the others give up their step);
+//     every rank's recover_ready_msg ─► recover_plan_msg to each (the donor: most steps done);
+//     every rank's recover_done_msg ─► "recovery: in place done ...", running on. Where in place
+//     does not apply, a failure during it, or its timeout ─► "recovery: restarting every node:
+//     <why>" and the failure goes the way above (the node's failure, then rescuing or ended).
 //   running, rescuing: a node lost or silent once every rank finished the last step ─► ended (0)
 //   any phase: a node with the job's token but another build or config ─► ended (2, rejected);
 //              the shell's drain of node N ─► ended (1, drained, drop_nodes {N});
@@ -63,6 +69,7 @@
 #include <caf/all.hpp>
 
 #include "actors/messages.hpp"
+#include "actors/supervision/recovery_path.hpp"
 
 namespace troupe::actors {
 
@@ -91,6 +98,11 @@ struct JobPlan {
   // said so, or its node or every other node reported success) ends the job as finished; 0: not
   // known.
   std::int64_t last_step = 0;
+  // fault.recovery and the job's shape: whether a failure while running recovers in place
+  // (recovery_path.hpp); mode restart, the default here, never does. An in-place recovery not
+  // complete within recovery_timeout falls back to restarting every node.
+  RecoveryShape recovery;
+  std::chrono::milliseconds recovery_timeout{60000};
   std::function<void()> on_start;  // called once when every node has joined and the job starts
 };
 

@@ -1,6 +1,8 @@
 #include "actors/supervision/node_supervisor.hpp"
 
+#include <algorithm>
 #include <optional>
+#include <set>
 
 #include "actors/monitor/process_metrics.hpp"
 #include "actors/worker/mailbox_comm.hpp"
@@ -27,6 +29,11 @@ struct node_supervisor_state {
   // first stop waits here until every worker is done, so no writer's answer comes after it.
   bool rescue_ordered = false;
   std::optional<node_done_msg> held_failure;
+  // For respawning a worker in place: what the workers run and the job's start message, and the
+  // slots whose worker threw and was reported to the job as worker_failed_msg.
+  NodeWork work;
+  start_msg start;
+  std::set<int> awaiting_word;
   NodePhase phase = NodePhase::joining;
   static inline const char* name = "node_supervisor";
 };
@@ -42,16 +49,23 @@ void end_node(node_actor* self, int exit_code, const std::string& reason) {
   self->quit();
 }
 
-// Runs `work` and sends its outcome to `supervisor`; a stop request ends it at its next wait.
+// Runs `work` and sends its outcome, with the slot, to `supervisor`; a stop request ends it at its
+// next wait.
 void run_worker(caf::blocking_actor* self, caf::actor supervisor, NodeWork work, start_msg start, int slot,
-                std::shared_ptr<monitor::WorkProgress> progress) {
+                std::shared_ptr<monitor::WorkProgress> progress, std::optional<recover_msg> replacing) {
   node_done_msg done;
   try {
-    done = work(start, slot, self, *progress);
+    done = work(start, slot, self, *progress, replacing);
   } catch (const WorkStopped& stopped) {
     done = {-1, 1, std::string("stopped: ") + stopped.what()};
   }
-  self->send(supervisor, done_atom_v, done);
+  self->send(supervisor, done_atom_v, done, slot);
+}
+
+caf::actor spawn_worker(node_actor* self, int slot, std::optional<recover_msg> replacing) {
+  auto& st = self->state;
+  return self->spawn(run_worker, caf::actor_cast<caf::actor>(self), st.work, st.start, slot,
+                     st.progress.at(static_cast<std::size_t>(slot)), std::move(replacing));
 }
 
 // What every phase answers alike: the job's stop, and the orders of the job's monitor actor.
@@ -91,11 +105,16 @@ caf::behavior working(node_actor* self, const NodeOptions& options) {
         if (options.heartbeat_sent) options.heartbeat_sent();
         self->delayed_send(self, options.heartbeat_interval, heartbeat_atom_v);
       },
-      [=](done_atom, node_done_msg& done) {
+      [=](done_atom, node_done_msg& done, int slot) {
         auto& st = self->state;
         done.node_index = st.node_index;
         ++st.workers_done;
         if (st.failure_reported) return;
+        if (done.threw && options.report_worker_failures && !st.rescue_ordered) {
+          st.awaiting_word.insert(slot);
+          self->send(st.job, recover_atom_v, worker_failed_msg{st.node_index, st.first_rank + slot, done.reason});
+          return;
+        }
         const bool all_done = st.workers_done == static_cast<int>(st.workers.size());
         if (done.exit_code != 0 && st.rescue_ordered && !all_done) {
           if (!st.held_failure) st.held_failure = done;
@@ -119,6 +138,28 @@ caf::behavior working(node_actor* self, const NodeOptions& options) {
         if (options.control) options.control(control_msg{"rescue"});
       },
       [=](rescue_atom, const rescue_done_msg& done) { self->send(self->state.job, rescue_atom_v, done); },
+      // In place: a failed worker named by the order is respawned in this process, as a
+      // replacement; every other worker gives up its step and takes part in the recovery.
+      [=](recover_atom, const recover_msg& order) {
+        auto& st = self->state;
+        if (!self->current_sender() || self->current_sender()->node() != st.job.node()) return;
+        for (int slot = 0; slot < st.slots; ++slot) {
+          const int rank = st.first_rank + slot;
+          const bool failed =
+              std::find(order.failed_ranks.begin(), order.failed_ranks.end(), rank) != order.failed_ranks.end();
+          if (failed && st.awaiting_word.erase(slot)) {
+            --st.workers_done;
+            monitor::logger("node")->warn("node {}: respawning the worker of rank {} in this process (epoch {})",
+                                          st.node_index, rank, order.epoch);
+            st.workers.at(static_cast<std::size_t>(slot)) = spawn_worker(self, slot, order);
+          } else {
+            self->send(st.workers.at(static_cast<std::size_t>(slot)), recover_atom_v, order);
+          }
+        }
+      },
+      [=](recover_atom, const std::string& path, const std::string& failure_kind) {
+        if (options.recovered) options.recovered(path, failure_kind);
+      },
   };
   return phase.or_else(every_phase(self, options));
 }
@@ -132,12 +173,13 @@ caf::behavior joining(node_actor* self, const NodeWork& work, const NodeOptions&
         monitor::logger("node")->info("node {} starts with {} ranks on {} nodes", st.node_index, start.world_size,
                                       start.nodes.size());
         st.first_rank = start.nodes.at(static_cast<std::size_t>(st.node_index)).first_rank;
+        st.work = work;
+        st.start = start;
         for (int slot = 0; slot < st.slots; ++slot) {
           std::function<std::string()> oldest_receive;
           if (options.oldest_receive) oldest_receive = [=] { return options.oldest_receive(slot); };
           st.progress.push_back(std::make_shared<monitor::WorkProgress>(std::move(oldest_receive)));
-          st.workers.push_back(
-              self->spawn(run_worker, caf::actor_cast<caf::actor>(self), work, start, slot, st.progress.back()));
+          st.workers.push_back(spawn_worker(self, slot, std::nullopt));
         }
         // joining ─► working
         st.phase = NodePhase::working;

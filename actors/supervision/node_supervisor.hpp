@@ -16,6 +16,10 @@
 //     │   node to join, so either may come first) │ every worker done ─► node_done_msg (0) to the job
 //     │ join refused or unanswered in 30 s ─►     │ rescue_msg ─► to every worker; a writer's rescue_done_msg
 //     │   ended (2)                               │   goes on to the job (before that worker's failure)
+//                                                 │ with report_worker_failures, a worker that threw ─►
+//                                                 │   worker_failed_msg to the job instead, and the node waits
+//                                                 │ recover_msg ─► the failed workers named respawned in
+//                                                 │   this process (replacements); the order to every other worker
 //
 //   any phase: stop_msg ─► ended (the stop's code); the job supervisor lost ─► ended (1);
 //              control_msg from the job process ─► NodeOptions::control, answered
@@ -31,6 +35,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <caf/all.hpp>
@@ -42,10 +47,12 @@ namespace troupe::actors {
 
 // What the worker of `slot` does once the job starts, in every slot at once. `worker` is the
 // actor it runs in (its mailbox gets comm completions and stop requests); `progress` is what the
-// heartbeat reports. A failure goes to the job supervisor as this node's node_done_msg at once;
-// success once every slot has succeeded.
+// heartbeat reports; `replacing` is set when the worker is respawned in an in-place recovery. A
+// failure goes to the job supervisor as this node's node_done_msg at once (or as a
+// worker_failed_msg, see NodeOptions); success once every slot has succeeded.
 using NodeWork = std::function<node_done_msg(const start_msg&, int slot, caf::blocking_actor* worker,
-                                             monitor::WorkProgress& progress)>;
+                                             monitor::WorkProgress& progress,
+                                             const std::optional<recover_msg>& replacing)>;
 
 struct NodeOptions {
   std::chrono::milliseconds heartbeat_interval{1000};
@@ -55,6 +62,12 @@ struct NodeOptions {
   std::function<void()> heartbeat_sent;
   // Obeys an order of the job's monitor actor (control_msg); unset: the node takes none.
   std::function<control_reply_msg(const control_msg&)> control;
+  // fault.recovery in_place: a worker that threw is reported as worker_failed_msg, and the node
+  // waits for the job's word (recover_msg, or a stop after the job chose to restart every node).
+  bool report_worker_failures = false;
+  // Told of every recovery the job went on after without restarting this node (its path:
+  // in_place, and the kind of failure it answered), for the node's metrics.
+  std::function<void(const std::string& path, const std::string& failure_kind)> recovered;
 };
 
 // `hello` is the join message to send (its `node` field is filled in here); the node runs one

@@ -9,12 +9,14 @@ std::string_view to_string(RecoverySource source) {
     case RecoverySource::replica: return "replica";
     case RecoverySource::checkpoint: return "checkpoint";
     case RecoverySource::shrink: return "shrink";
+    case RecoverySource::in_place: return "in_place";
   }
   return "unknown";
 }
 
 std::optional<RecoverySource> parse_recovery_source(std::string_view name) {
-  for (RecoverySource source : {RecoverySource::replica, RecoverySource::checkpoint, RecoverySource::shrink})
+  for (RecoverySource source :
+       {RecoverySource::replica, RecoverySource::checkpoint, RecoverySource::shrink, RecoverySource::in_place})
     if (to_string(source) == name) return source;
   return std::nullopt;
 }

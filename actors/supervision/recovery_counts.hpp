@@ -7,7 +7,9 @@
 //
 // Failure kinds: actors/supervision/failure_kind.hpp. Recovery sources: replica (a surviving
 // replica's memory: no steps lost), checkpoint (the newest periodic checkpoint), shrink (fewer
-// data-parallel replicas).
+// data-parallel replicas), in_place (a replica's memory over the data plane, only the failed
+// worker respawned: an earlier attempt's in-place recoveries, so a restarted node's /metrics keeps
+// them).
 
 #include <map>
 #include <optional>
@@ -19,8 +21,10 @@
 
 namespace troupe::actors {
 
-// Where the state of a restarted attempt came from.
-enum class RecoverySource { replica, checkpoint, shrink };
+// Where the state of a recovery came from: for a restarted attempt, a surviving replica's rescue
+// snapshot, the newest checkpoint or fewer replicas; in_place, a replica over the data plane while
+// only the failed worker was respawned (the attempt went on).
+enum class RecoverySource { replica, checkpoint, shrink, in_place };
 
 std::string_view to_string(RecoverySource source);
 std::optional<RecoverySource> parse_recovery_source(std::string_view name);

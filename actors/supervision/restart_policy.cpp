@@ -40,12 +40,14 @@ AttemptOutcome attempt_outcome(const job_outcome_msg& o) {
   a.failed_nodes = o.failed_nodes;
   a.rescued_step = o.rescued_step;
   a.drop_nodes = o.drop_nodes;
+  a.in_place_recoveries = o.in_place_recoveries;
   return a;
 }
 
 RestartOptions restart_options(const JobConfig& config, int world_size) {
   return {config.checkpoint.dir, config.fault.max_restarts, config.fault.elastic,
-          config.train.zero,     config.train.backend,      world_size / (config.pipeline.stages * config.tensor.shards)};
+          config.train.zero,     config.train.backend,      world_size / (config.pipeline.stages * config.tensor.shards),
+          config.comm.compress};
 }
 
 Expected<ShrinkPlan> plan_shrink(const JobShape& job, const std::vector<int>& drop) {
@@ -91,6 +93,9 @@ RescueChoice rescue_choice(const RestartOptions& options) {
   if (options.backend != "cpu")
     return {false, "the state is in GPU memory, behind a stream an aborted NCCL communicator may block"};
   if (options.data_parallel < 2) return {false, "a single data-parallel replica"};
+  // Error feedback: each rank's residual is its own, so a lost rank's is nowhere else; the newest
+  // checkpoint holds every rank's.
+  if (options.compress == "powersgd") return {false, "comm.compress powersgd keeps each rank's residual only in its memory"};
   return {true, {}};
 }
 
@@ -100,6 +105,11 @@ RestartDecision decide_restart(const RestartHistory& history, const AttemptOutco
   RestartDecision d;
   d.next = history;
   RecoveryCounts& counts = d.next.counts;
+  // What the attempt recovered from in place counts as well, so a restarted node starts there.
+  if (attempt.in_place_recoveries > 0) {
+    counts.failures[FailureKind::worker_exception] += attempt.in_place_recoveries;
+    counts.recoveries[RecoverySource::in_place] += attempt.in_place_recoveries;
+  }
   if (attempt.exit_code == 0 && attempt.drop_nodes.empty()) {
     if (counts.restarts > 0)
       d.log.push_back(

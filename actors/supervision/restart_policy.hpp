@@ -48,6 +48,7 @@ struct AttemptOutcome {
   std::vector<int> drop_nodes;
   long checkpoint_at_start = -1;
   long checkpoint_at_end = -1;
+  int in_place_recoveries = 0;  // worker failures the attempt recovered from in place and went on
 };
 
 // The attempt as the job supervisor reported it: restartable when a node failed or was lost
@@ -62,6 +63,7 @@ struct RestartOptions {
   int zero = 0;                 // train.zero
   std::string backend = "cpu";  // train.backend
   int data_parallel = 1;        // replicas of this attempt: workers / (pipeline.stages × tensor.shards)
+  std::string compress = "none";  // comm.compress
 };
 RestartOptions restart_options(const JobConfig& config, int world_size);
 

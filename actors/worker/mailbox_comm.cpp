@@ -76,7 +76,8 @@ template <class Pending>
 void MailboxComm::receive_while(Pending pending, std::chrono::microseconds limit) {
   std::optional<std::string> stop_reason;
   std::optional<rescue_msg> rescue;
-  self_->receive_while([&] { return pending() && !stop_reason && !rescue; })(
+  std::optional<recover_msg> recover;
+  self_->receive_while([&] { return pending() && !stop_reason && !rescue && !recover; })(
       [&](comm_done_atom, const comm_done_msg& done) {
         auto it = in_flight_.find(done.operation);
         TROUPE_CHECK(it != in_flight_.end(), "completion of an operation not in flight");
@@ -84,9 +85,11 @@ void MailboxComm::receive_while(Pending pending, std::chrono::microseconds limit
         finished_.emplace(done.operation, done.error);
       },
       [&](stop_atom, const stop_msg& stop) { stop_reason = stop.reason; },
-      [&](rescue_atom, const rescue_msg& order) { rescue = order; }, caf::after(limit) >> [] {});
+      [&](rescue_atom, const rescue_msg& order) { rescue = order; },
+      [&](recover_atom, const recover_msg& order) { recover = order; }, caf::after(limit) >> [] {});
   // Thrown here, not from the handler, so CAF's receive loop is left normally.
   if (rescue) throw RescueRequested(std::move(*rescue));
+  if (recover) throw RecoveryOrdered(std::move(*recover));
   if (stop_reason) throw WorkStopped(*stop_reason);
 }
 
@@ -107,6 +110,18 @@ Status MailboxComm::wait_all() {
     if (!error.empty() && first_failure) first_failure = Error{error};
   finished_.clear();
   return first_failure;
+}
+
+void MailboxComm::drain() {
+  receive_while([&] { return !in_flight_.empty(); }, completion_wait_slice);
+  finished_.clear();
+}
+
+void MailboxComm::take_waiting_orders() {
+  for (std::size_t noted = finished_.size() + 1; noted != finished_.size();) {
+    noted = finished_.size();
+    take_orders(std::chrono::microseconds(0));
+  }
 }
 
 void MailboxComm::take_orders(std::chrono::microseconds limit) {

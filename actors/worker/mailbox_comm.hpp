@@ -5,7 +5,8 @@
 // when an operation ends; the worker — a blocking actor, so heavy compute never runs on a
 // scheduler thread — receives completions only when it needs a result, computing meanwhile.
 // Its mailbox also brings stop requests: a stop that arrives while the worker waits ends the
-// wait with WorkStopped, a rescue order with RescueRequested.
+// wait with WorkStopped, a rescue order with RescueRequested, an in-place recovery's order with
+// RecoveryOrdered.
 //
 // One MailboxComm per worker actor; used from the worker's thread only. Every posted tensor is
 // kept alive by its operation until the operation ends.
@@ -44,6 +45,18 @@ class RescueRequested : public WorkStopped {
   rescue_msg order_;
 };
 
+// The job recovers in place while this worker waited (recover_msg): the worker gives up its step
+// and takes part in the recovery (in_place_recovery.hpp). Not a stop: the worker goes on after it.
+class RecoveryOrdered : public std::runtime_error {
+ public:
+  explicit RecoveryOrdered(recover_msg order)
+      : std::runtime_error("in-place recovery: " + order.reason), order_(std::move(order)) {}
+  const recover_msg& order() const { return order_; }
+
+ private:
+  recover_msg order_;
+};
+
 // A collective or transfer failed (a peer was lost). Thrown only from waits that come before
 // the step's optimizer update, so the worker's state is still that of its last completed step.
 class CommFailed : public std::runtime_error {
@@ -75,7 +88,7 @@ class MailboxComm {
   Operation recv(comm::Engine& engine, int peer, const comm::MessageKey& key, compute::Tensor buffer);
 
   // Receives completions until `op` is done; its outcome. Throws WorkStopped on a stop request
-  // (RescueRequested on a rescue order).
+  // (RescueRequested on a rescue order), RecoveryOrdered on an in-place recovery's order.
   Status wait(Operation op);
   // The same for every operation posted so far; the first failure among them.
   Status wait_all();
@@ -83,6 +96,13 @@ class MailboxComm {
   // request or rescue order throws as the waits do. For a worker waiting on something that sends
   // no message (a device stream), so orders still reach it.
   void take_orders(std::chrono::microseconds limit);
+  // Waits for every operation in flight to end, whatever the outcome (an abandoned step's); a
+  // stop still throws.
+  void drain();
+  // Takes every message already in the mailbox without waiting: completions are noted, an order
+  // throws as the waits do. For a worker still computing its step, so that a recovery or rescue
+  // order reaches it before its next wait; only where its state is still its last completed step's.
+  void take_waiting_orders();
 
  private:
   comm::Callback completion_message(Operation op);

@@ -94,7 +94,10 @@ NodeOutcome run_node_process(const NodeProcessOptions& options, const ResolvedJo
     node->count_restarts(options.recovery.restarts);
     for (const auto& [kind, count] : options.recovery.failures) node->count_failure(std::string(to_string(kind)), count);
     for (const auto& [source, count] : options.recovery.recoveries)
-      node->count_recovery(std::string(to_string(source)), count);
+      if (source == RecoverySource::in_place)
+        node->count_recovery("replica", "in_place", count);
+      else
+        node->count_recovery(std::string(to_string(source)), "restart", count);
   }
 
   NodeControl control(options.first_rank, options.slots);  // outlives the workers, which obey it
@@ -124,8 +127,8 @@ NodeOutcome run_node_process(const NodeProcessOptions& options, const ResolvedJo
     if (!ids) return setup_failed(ids.error().message, 1);
     hello.device_group_ids = std::move(*ids);
   }
-  NodeWork work = [&](const start_msg& start, int slot, caf::blocking_actor* worker,
-                              monitor::WorkProgress& progress) {
+  NodeWork work = [&](const start_msg& start, int slot, caf::blocking_actor* worker, monitor::WorkProgress& progress,
+                      const std::optional<recover_msg>& replacing) {
     // A node that srun, torchrun or a person started brings its own WORLD_SIZE: the job's must match.
     if (start.world_size != options.world_size)
       return node_done_msg{options.node_index, 2,
@@ -133,7 +136,7 @@ NodeOutcome run_node_process(const NodeProcessOptions& options, const ResolvedJo
                                std::to_string(start.world_size) + " ranks"};
     const auto index = static_cast<std::size_t>(slot);
     return train_as_rank(job, *data, *backends[index], *engines[index], local_rank_base + slot, start, worker,
-                         progress, metrics->worker(slot), control.slot(slot));
+                         progress, metrics->worker(slot), control.slot(slot), replacing);
   };
   NodeOptions node_options;
   node_options.heartbeat_interval = std::chrono::milliseconds(std::lround(job.config.fault.heartbeat_seconds * 1000));
@@ -143,6 +146,12 @@ NodeOutcome run_node_process(const NodeProcessOptions& options, const ResolvedJo
   };
   if (monitor::NodeMetrics* node = metrics->node()) node_options.heartbeat_sent = [node] { node->heartbeat_sent(); };
   node_options.control = [&control](const control_msg& order) { return control.obey(order); };
+  node_options.report_worker_failures = job.config.fault.recovery == "in_place";
+  if (monitor::NodeMetrics* node = metrics->node())
+    node_options.recovered = [node](const std::string& path, const std::string& failure_kind) {
+      node->count_failure(failure_kind);
+      node->count_recovery("replica", path);
+    };
   caf::scoped_actor self{system};
   spawn_node_supervisor(system, *supervisor, std::move(hello), work, std::move(node_options), self);
   NodeOutcome ended{1, "the job ended without an outcome", false};

@@ -7,6 +7,7 @@
 
 #include "actors/worker/data_parallel_hooks.hpp"
 #include "actors/worker/device_groups.hpp"
+#include "actors/worker/in_place_recovery.hpp"
 #include "actors/worker/mailbox_comm.hpp"
 #include "actors/worker/node_rescue.hpp"
 #include "actors/worker/pipeline_trainer.hpp"
@@ -170,7 +171,8 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
 node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute::Backend& backend,
                                     comm::Engine& engine, int local_rank, const start_msg& start,
                                     caf::blocking_actor* worker, monitor::WorkProgress& progress,
-                                    monitor::WorkerMetrics* metrics, monitor::StepControl& control) {
+                                    monitor::WorkerMetrics* metrics, monitor::StepControl& control,
+                                    const std::optional<recover_msg>& replacing) {
   const RescueHooks rescue = node_rescue_hooks(worker, engine.rank(), rescue_timing(job.config.fault));
   const int rank = engine.rank();
   const bool on_device = is_device_backend(job.config.train.backend);
@@ -178,7 +180,7 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
     if (Status s = use_rank_device(local_rank); !s) return {-1, 2, "rank " + std::to_string(rank) + ": " + s.error().message};
   }
   std::vector<int> peers;
-  for (const auto& node : start.nodes) {
+  for (const auto& node : replacing ? std::vector<node_entry>{} : start.nodes) {
     for (int slot = 0; slot < node.slots; ++slot) {
       const int peer = node.first_rank + slot;
       if (peer == rank) continue;
@@ -195,7 +197,9 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
     return {-1, 2, fmt::format("pipeline.stages {} × tensor.shards {} does not divide the {} workers", stages, shards,
                                start.world_size)};
   const comm::Grid grid{start.world_size / (stages * shards), stages, shards};
-  auto dp = comm::Communicator::create(engine, comm::dp_group(grid, rank));
+  comm::Group dp_group = comm::dp_group(grid, rank);
+  if (replacing) dp_group.id = comm::epoch_group_id(comm::dp_group_id, replacing->epoch);
+  auto dp = comm::Communicator::create(engine, dp_group);
   if (!dp) return {-1, 1, dp.error().message};
   // Gradients in device memory are summed by NCCL over the same group (resolve() allows only
   // plain data parallelism there); its communicator lives as long as the training.
@@ -231,15 +235,29 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
           group_data_parallel(mailbox, **dp, progress, job.config.train.zero, layout.total(), compressor);
       return device_group ? device_group->data_parallel(std::move(host), mailbox, progress) : host;
     };
-    const RunServices services{progress, metrics, &control, rescue, rank == 0, compression_reading};
-    RunOutcome outcome = stages == 1 && shards == 1 ? run_training(job, backend, data, data_parallel(), services)
+    // In place, a survivor of the replica group gives the whole state: plain data parallelism on
+    // the CPU (recovery_path.hpp).
+    InPlaceRecovery recovery(worker, mailbox, engine, **dp);
+    RecoveryHooks recovery_hooks;
+    if (stages == 1 && shards == 1 && job.config.train.zero == 0 && !device_group && !compressor) {
+      recovery_hooks.survive = [&recovery](const recover_msg& order, std::int64_t steps_done, TrainingLoop& loop) {
+        return recovery.survive(order, steps_done, loop);
+      };
+      if (replacing)
+        recovery_hooks.join = [&recovery, &replacing](TrainingLoop& loop) { return recovery.join(*replacing, loop); };
+    }
+    const RunServices services{progress, metrics, &control, rescue, rank == 0, compression_reading, recovery_hooks};
+    RunOutcome outcome = stages == 1 && shards == 1 ? run_training(job, backend, data, data_parallel(),
+                                                    services)
                                      : train_pipeline_stage(job, data, backend, engine, grid, **dp, mailbox, progress,
                                                             metrics, control, rescue);
     return {-1, outcome.exit_code, outcome.reason};
   } catch (const WorkStopped&) {
     throw;
-  } catch (const std::exception& e) {
+  } catch (const CommFailed& e) {
     return {-1, 1, "rank " + std::to_string(rank) + ": " + e.what()};
+  } catch (const std::exception& e) {
+    return {-1, 1, "rank " + std::to_string(rank) + ": " + e.what(), true};
   }
 }
 

@@ -5,6 +5,8 @@
 // each rank on its host's device) or as a pipeline stage running its schedule. The collectives'
 // completions reach the worker as messages in its mailbox.
 
+#include <optional>
+
 #include <caf/all.hpp>
 
 #include "actors/job_options.hpp"
@@ -20,9 +22,12 @@ namespace troupe::actors {
 
 // Trains `engine`'s rank in `worker` to the end; the returned outcome (exit code and one line)
 // is the rank's part of the node's report. Only WorkStopped (the job stopped the work) escapes.
+// `replacing` is set for a worker its node supervisor respawned in an in-place recovery: its
+// engine is connected already, and it takes its state from a surviving replica before its first
+// step (in_place_recovery.hpp).
 node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute::Backend& backend,
                             comm::Engine& engine, int local_rank, const start_msg& start, caf::blocking_actor* worker,
                             monitor::WorkProgress& progress, monitor::WorkerMetrics* metrics,
-                            monitor::StepControl& control);
+                            monitor::StepControl& control, const std::optional<recover_msg>& replacing);
 
 }  // namespace troupe::actors

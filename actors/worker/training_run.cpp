@@ -140,16 +140,23 @@ class RankRun {
         finisher_{services.control} {}
 
   RunOutcome run() {
+    // A worker respawned in place takes over its slot's orders from the one that failed.
+    if (services_.control && services_.recovery.join) services_.control->reopen();
     announce();
     if (std::optional<RunOutcome> failed = restore()) return *failed;
     log_memory("start");
     run_start_ = Clock::now();
     for (long s = first_step_; s < t_.steps; ++s) {
       if (std::optional<RunOutcome> stopped = obey_boundary_orders(s)) return *stopped;
-      if (std::optional<RunOutcome> failed = train_step(s)) return *failed;
-      const long done = s + 1;
-      checkpoint_after(done);
-      if (t_.val_every > 0 && done % t_.val_every == 0 && done != t_.steps) validate(done);
+      try {
+        if (std::optional<RunOutcome> failed = train_step(s)) return *failed;
+        const long done = s + 1;
+        checkpoint_after(done);
+        if (t_.val_every > 0 && done % t_.val_every == 0 && done != t_.steps) validate(done);
+      } catch (const RecoveryOrdered& ordered) {
+        if (!services_.recovery.survive) throw;
+        s = survive(ordered.order(), completed_) - 1;
+      }
     }
     return finish();
   }
@@ -197,11 +204,20 @@ class RankRun {
   // checkpoint that cannot be restored is exit code 2.
   std::optional<RunOutcome> restore() {
     if (!checkpoints_.startup()) return RunOutcome{2, checkpoints_.startup().error().message};
+    if (services_.recovery.join) {
+      const RecoveryResult joined = services_.recovery.join(loop_);
+      first_step_ = completed_ = joined.steps;
+      monitor::logger("train")->info(
+          "rank {} respawned in place: resumed from rank {}'s memory over the data plane after step {} ({} bytes in "
+          "{:.3f} s)",
+          loop_.checkpoint_place().rank, joined.donor, joined.steps, joined.bytes, joined.seconds);
+      return std::nullopt;
+    }
     auto resumed = checkpoints_.restore(loop_.held());
     if (!resumed) return RunOutcome{2, resumed.error().message};
     for (const std::string& skipped : resumed->skipped)
       if (services_.reports) checkpoint_log_->warn(skipped);
-    first_step_ = resumed->steps;
+    first_step_ = completed_ = resumed->steps;
     if (first_step_ > 0) {
       loop_.mirror_to_device();
       loop_.resume_at(first_step_);
@@ -215,6 +231,20 @@ class RankRun {
       log_->info("no checkpoint in {} to resume from: starting fresh", job_.config.checkpoint.dir);
     }
     return std::nullopt;
+  }
+
+  // The job recovers in place: this rank gives up what it was doing and goes on after the steps
+  // the recovery agreed on, which it returns.
+  long survive(const recover_msg& order, long steps_done) {
+    const RecoveryResult result = services_.recovery.survive(order, steps_done, loop_);
+    monitor::logger("train")->info(
+        "rank {} kept its process through an in-place recovery (epoch {}): goes on after step {}{}",
+        loop_.checkpoint_place().rank, order.epoch, result.steps,
+        result.received ? fmt::format(", its state from rank {} ({} bytes in {:.3f} s)", result.donor, result.bytes,
+                                      result.seconds)
+                        : std::string{});
+    completed_ = static_cast<long>(result.steps);
+    return completed_;
   }
 
   std::optional<RunOutcome> obey_boundary_orders(long steps_done) {
@@ -236,15 +266,18 @@ class RankRun {
     services_.progress.begin(fmt::format("step {}", s + 1));
     const auto start = Clock::now();
     const auto wall_start = std::chrono::system_clock::now().time_since_epoch();
-    if (first_step_ == 0) drilled_.throw_if_due(loop_.checkpoint_place().rank, s + 1);
+    if (first_step_ == 0 && !services_.recovery.join) drilled_.throw_if_due(loop_.checkpoint_place().rank, s + 1);
     const monitor::CompressionReading compressed_before = compression_reading();
     compute::StepResult r;
     try {
       r = loop_.step();
+    } catch (const RecoveryOrdered&) {
+      throw;  // the step's state is abandoned, not rescued: the job recovers in place
     } catch (...) {
       rescue_after_failed_step(loop_, services_.rescue, checkpoints_, s);
       throw;
     }
+    completed_ = s + 1;
     const double secs = std::chrono::duration<double>(Clock::now() - start).count();
     const std::int64_t tokens = loop_.tokens_per_step();
     const monitor::CompressionReading compressed = compression_reading();
@@ -317,6 +350,7 @@ class RankRun {
   const ControlFinisher finisher_;
   const DrilledFailure drilled_ = DrilledFailure::from_environment();
   long first_step_ = 0;
+  long completed_ = 0;  // steps whose update this rank has made (what an in-place recovery starts from)
   Clock::time_point run_start_;
   double train_seconds_ = 0, last_loss_ = 0;
   Status last_save_ = Status::success();

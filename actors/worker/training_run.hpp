@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "actors/worker/in_place_recovery.hpp"
 #include "actors/worker/job_data.hpp"
 #include "actors/worker/replica_loop.hpp"
 #include "actors/worker/training_loop.hpp"
@@ -52,9 +53,18 @@ struct RunOutcome {
   std::string reason;  // one line when exit_code != 0
 };
 
+// In-place recovery (node jobs where it applies; in_place_recovery.hpp): `survive` is what a
+// rank does when the job's order ends its step, holding the state after `steps_done` steps;
+// `join` is set only for a respawned worker, which takes its state that way before its first step.
+// Empty: the run has no part in in-place recoveries.
+struct RecoveryHooks {
+  std::function<RecoveryResult(const recover_msg&, std::int64_t steps_done, TrainingLoop&)> survive;
+  std::function<RecoveryResult(TrainingLoop&)> join;
+};
+
 // What a rank's run is given besides its loop: its progress (the watchdog's view), metrics (null:
-// off), the shell's orders at step boundaries (null: none come), its part in rescue snapshots,
-// and whether it reports (progress lines, summary and sample: rank 0).
+// off), the shell's orders at step boundaries (null: none come), its part in rescue snapshots and
+// in-place recoveries, and whether it reports (progress lines, summary and sample: rank 0).
 struct RunServices {
   monitor::WorkProgress& progress;
   monitor::WorkerMetrics* metrics = nullptr;
@@ -64,6 +74,7 @@ struct RunServices {
   // The gradient compressor's totals so far (empty: the sums are not compressed); each step's
   // share goes into its progress record.
   std::function<monitor::CompressionReading()> compression;
+  RecoveryHooks recovery;
 };
 
 // Steps, progress lines, validation, the summary and (on the reporting rank) the sample; with

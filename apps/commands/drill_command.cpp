@@ -3,7 +3,10 @@
 // the fault was detected, when training was going again, how many steps were lost, and whether
 // the final weights equal the undisturbed run's (parameters and AdamW moments, bitwise).
 //
-// Recovery (launch_command.cpp) restarts every node from the survivors' rescue snapshot when a
+// Recovery is in place where it applies (fault.recovery in_place, actors/supervision/recovery_path.hpp):
+// only the failed worker is respawned, in its process, its state from a surviving replica over the
+// data plane; the verdict then says whether every node kept its process and what state moved.
+// Elsewhere (launch_command.cpp) every node restarts from the survivors' rescue snapshot when a
 // data-parallel replica survived (no steps lost), else from the newest checkpoint, and with
 // fault.elastic goes on without a node that cannot come back; the verdict says which it was.
 
@@ -188,16 +191,21 @@ void watch_recovery(WatchedRun& run, const Drill& drill, Clock::time_point fault
     const long from_step = std::stol(m[2].str());
     if (auto trained = run.wait_for_line(drill.step_line(from_step + 1), seconds(180), resumed_index)) {
       v.recovered_after = seconds_between(fault_at, trained->at);
-      v.recovered_how = "every node restarted from " + m[1].str() + " and trained step " +
-                        std::to_string(from_step + 1);
+      std::smatch respawned;
+      const bool in_place = std::regex_search(resumed->text, respawned, std::regex("rank ([0-9]+) respawned in place"));
+      v.recovered_how = (in_place ? "rank " + respawned[1].str() + "'s worker respawned in its process, resumed from "
+                                  : std::string("every node restarted from ")) +
+                        m[1].str() + " and trained step " + std::to_string(from_step + 1);
     }
     v.steps_lost = std::max(0L, last_step_before - from_step);
   }
 }
 
-// Whether the job restarted from a surviving replica's memory, as its log says.
+// Whether the job recovered from a surviving replica's memory, as its log says: in place, or by
+// restarting every node from the survivors' rescue snapshot.
 std::string replica_source(const WatchedRun& run) {
   for (const auto& line : run.lines()) {
+    if (line.text.find("recovery: in place done") != std::string::npos) return "yes (in place, over the data plane)";
     if (line.text.find("rescue snapshot of step") != std::string::npos &&
         line.text.find("recovery: ") != std::string::npos)
       return "yes";
@@ -206,6 +214,41 @@ std::string replica_source(const WatchedRun& run) {
       return "no (" + (m[1].matched ? m[1].str() : m[2].str()) + "; restored from the newest checkpoint)";
   }
   return "no";
+}
+
+// Every pid each node joined with, in order, from the job's "node N (host, pid P) joined" lines:
+// one pid per node means every node kept its process.
+std::map<int, std::vector<long>> joined_pids(const WatchedRun& run) {
+  std::map<int, std::vector<long>> pids;
+  const std::regex joined("node ([0-9]+) \\([^,]*, pid ([0-9]+)\\)[^;]* joined");
+  for (const auto& line : run.lines()) {
+    std::smatch m;
+    if (std::regex_search(line.text, m, joined)) pids[std::stoi(m[1].str())].push_back(std::stol(m[2].str()));
+  }
+  return pids;
+}
+
+// After an in-place recovery: whether every node kept its process, and the state it moved over the
+// data plane. Returns whether the processes were kept.
+bool add_in_place_account(const WatchedRun& run, Verdict& v) {
+  std::string kept, changed;
+  for (const auto& [node, pids] : joined_pids(run)) {
+    std::string list;
+    for (long pid : pids) list += (list.empty() ? "" : " then ") + std::to_string(pid);
+    std::string& into = pids.size() == 1 ? kept : changed;
+    into += (into.empty() ? "node " : ", node ") + std::to_string(node) + " pid " + list;
+  }
+  const bool all_kept = changed.empty() && !kept.empty();
+  v.checks.push_back("every node kept its process: " + std::string(all_kept ? "yes (" + kept + ")" : "NO (" + changed + ")"));
+  const std::regex moved("recovery: in place done in ([0-9.]+) s .*; ([0-9]+) bytes of state from rank ([0-9]+) over "
+                         "the data plane in ([0-9.]+) s");
+  for (const auto& line : run.lines()) {
+    std::smatch m;
+    if (std::regex_search(line.text, m, moved))
+      v.checks.push_back("state moved over the data plane: " + m[2].str() + " bytes from rank " + m[3].str() + " in " +
+                         m[4].str() + " s (the whole recovery " + m[1].str() + " s)");
+  }
+  return all_kept;
 }
 
 // The ended job's own account: whether a surviving replica's memory was the source, each
@@ -278,7 +321,7 @@ Verdict drill_running_job(const Drill& drill, const DrillOptions& options) {
   const long last = last_step_logged(**run, fault_at + milliseconds(1), drill.steps());
   // The job supervisor's first word on the failure: the rescue it asks for, or the job's end.
   watch_recovery(**run, drill, fault_at, std::max(last, options.at_step - (worker ? 1 : 0)),
-                 std::regex("for a rescue snapshot of their memory|job failed: "), v);
+                 std::regex("for a rescue snapshot of their memory|job failed: |recovery: in place \\(epoch"), v);
   const std::optional<int> code = (*run)->wait_exit(seconds(600));
   add_job_account(**run, v);
   v.checks.push_back("job finished: " + std::string(code == 0 ? "yes" : "NO (exit " + std::to_string(code.value_or(-1)) + ")"));
@@ -294,8 +337,12 @@ Verdict drill_running_job(const Drill& drill, const DrillOptions& options) {
     v.passed = v.detected_after && v.recovered_after && code == 0 && shrank;
     return v;
   }
+  // In place, no node process may have been restarted.
+  bool in_place = false;
+  for (const auto& line : (*run)->lines()) in_place = in_place || line.text.find("recovery: in place done") != std::string::npos;
+  const bool processes_kept = !in_place || add_in_place_account(**run, v);
   compare_weights(drill, v);
-  v.passed = v.detected_after && v.recovered_after && code == 0 && v.weights_equal.value_or(false);
+  v.passed = v.detected_after && v.recovered_after && code == 0 && processes_kept && v.weights_equal.value_or(false);
   return v;
 }
 

@@ -113,6 +113,10 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, cons
   for (const auto& node : plan.nodes) job_plan.nodes.push_back({node.node_index, node.host, node.slots, node.first_rank});
   if (rescue) job_plan.rescue_timeout = timing.job_wait;
   job_plan.last_step = config.train.steps;
+  job_plan.recovery = {config.fault.recovery, plan.world_size / (config.pipeline.stages * config.tensor.shards),
+                       config.pipeline.stages, config.tensor.shards, config.train.zero, config.train.backend,
+                       config.comm.compress};
+  job_plan.recovery_timeout = milliseconds(config.fault.rescue_timeout);
   // Once the job runs, a node's exit may be answered by a rescue: the launcher holds the others
   // until the supervisor's outcome (stop_all) or the rescue's time is up. Before that, at once.
   auto started = std::make_shared<std::atomic<bool>>(false);

@@ -120,6 +120,10 @@ constexpr ConfigKey keys[] = {
      "seconds (1 to 3600) the job waits for the survivors' rescue snapshot after a node fails or is lost; the writers "
      "commit within five sixths of it, and the survivors are held 5 s longer",
      field<&J::fault, &F::rescue_timeout>},
+    {"fault.recovery",
+     "in_place: respawn only the failed worker, its state from a surviving replica over the data plane, where that "
+     "applies, else restart; restart: every node restarts from the rescue snapshot or newest checkpoint",
+     field<&J::fault, &F::recovery>},
 
     {"checkpoint.dir", "folder of the job's checkpoints (step-NNNNNNN/ inside); empty = none",
      field<&J::checkpoint, &C::dir>},

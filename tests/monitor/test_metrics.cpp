@@ -160,7 +160,9 @@ TEST_CASE("MFU, bubble, checkpoints, comm traffic, heartbeat and failures are ex
   metrics->heartbeat_sent();
   metrics->count_failure("node_lost");
   metrics->count_failure("node_lost");
-  metrics->count_recovery("checkpoint");
+  metrics->count_recovery("checkpoint", "restart");
+  metrics->count_recovery("replica", "in_place");
+  metrics->count_recovery("replica", "in_place");
   metrics->count_restarts(2);
 
   Exposition e = scrape(*metrics);
@@ -183,7 +185,8 @@ TEST_CASE("MFU, bubble, checkpoints, comm traffic, heartbeat and failures are ex
   CHECK(e.value("troupe_heartbeat_age_seconds") >= 0.0);
   CHECK(e.value("troupe_heartbeat_age_seconds") < 5.0);
   CHECK(e.value("troupe_failures_total", {{"kind", "node_lost"}}) == 2.0);
-  CHECK(e.value("troupe_recoveries_total", {{"source", "checkpoint"}}) == 1.0);
+  CHECK(e.value("troupe_recoveries_total", {{"source", "checkpoint"}, {"path", "restart"}}) == 1.0);
+  CHECK(e.value("troupe_recoveries_total", {{"source", "replica"}, {"path", "in_place"}}) == 2.0);
   CHECK(e.value("troupe_restarts_total") == 2.0);
   for (const MetricSample& sample : e.samples) {
     if (sample.name.rfind("troupe_", 0) != 0) continue;

@@ -119,6 +119,18 @@ TEST_CASE("hold says when a worker has not started or has finished", "[step_cont
   CHECK(done.hold() == StepControl::finished_boundary);
 }
 
+TEST_CASE("a slot reopened for a respawned worker is held at its boundaries again", "[step_control]") {
+  StepControl control;
+  WorkProgress progress;
+  CHECK(!control.at_boundary(4, progress).fail);
+  control.finished();
+  REQUIRE(control.hold() == StepControl::finished_boundary);
+  control.reopen();
+  CHECK(control.hold() == 5);
+  control.act(5, BoundaryAction::checkpoint);
+  CHECK(control.at_boundary(5, progress).checkpoint);
+}
+
 TEST_CASE("a sparkline spans the eight blocks and averages down to its width", "[sparkline]") {
   CHECK(sparkline({1, 2, 3, 4, 5, 6, 7, 8}, 8) == "▁▂▃▄▅▆▇█");
   CHECK(sparkline({5, 5, 5}, 10) == "▄▄▄");

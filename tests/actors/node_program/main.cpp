@@ -107,7 +107,8 @@ int main(int argc, char** argv) {
   hello.device_group_ids.push_back(device_group_of(node_index));
 
   NodeWork work = [behaviour, node_index](const start_msg& start, int slot, caf::blocking_actor* worker,
-                                          troupe::monitor::WorkProgress& progress) -> node_done_msg {
+                                          troupe::monitor::WorkProgress& progress,
+                                          const std::optional<recover_msg>&) -> node_done_msg {
     if (behaviour == "fail") return {-1, 3, "deliberate failure"};
     if (behaviour == "rescue") {
       progress.begin("step 1");

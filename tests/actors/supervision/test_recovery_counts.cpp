@@ -19,11 +19,12 @@ TEST_CASE("recovery counts round-trip through their TROUPE_RESTARTS text", "[rec
   counts.recoveries[RecoverySource::shrink] = 1;
   counts.recoveries[RecoverySource::replica] = 1;
   counts.recoveries[RecoverySource::checkpoint] = 1;
+  counts.recoveries[RecoverySource::in_place] = 3;
   const std::string text = counts.to_text();
   // By name, whatever the enums' order.
   CHECK(text ==
         "restarts=2 failure.hang=1 failure.node_lost=1 failure.start_failed=1 failure.worker_exception=1 "
-        "recovery.checkpoint=1 recovery.replica=1 recovery.shrink=1");
+        "recovery.checkpoint=1 recovery.in_place=3 recovery.replica=1 recovery.shrink=1");
   auto parsed = RecoveryCounts::parse(text);
   REQUIRE(parsed);
   CHECK(parsed->restarts == 2);

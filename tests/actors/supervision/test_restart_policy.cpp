@@ -520,7 +520,7 @@ TEST_CASE("the restart policy, case by case", "[recovery]") {
   }
 }
 
-TEST_CASE("a rescue is asked for only with checkpoint.dir, the CPU backend, no ZeRO and two or more replicas",
+TEST_CASE("a rescue is asked for only with checkpoint.dir, the CPU backend, no ZeRO, two or more replicas and no PowerSGD",
           "[recovery]") {
   struct Case {
     RestartOptions options;
@@ -535,6 +535,9 @@ TEST_CASE("a rescue is asked for only with checkpoint.dir, the CPU backend, no Z
       {options([](RestartOptions& o) { o.backend = "cuda-bf16"; }), false,
        "the state is in GPU memory, behind a stream an aborted NCCL communicator may block"},
       {options([](RestartOptions& o) { o.data_parallel = 1; }), false, "a single data-parallel replica"},
+      {options([](RestartOptions& o) { o.compress = "bf16"; }), true, ""},
+      {options([](RestartOptions& o) { o.compress = "powersgd"; }), false,
+       "comm.compress powersgd keeps each rank's residual only in its memory"},
   };
   for (const Case& c : cases) {
     const RescueChoice choice = rescue_choice(c.options);
@@ -551,6 +554,26 @@ TEST_CASE("the job supervisor's outcome is restartable when a node failed or the
   const AttemptOutcome drained = attempt_outcome({1, "drain", "drained", {1}, -1, {1}});
   CHECK((drained.restartable && drained.drop_nodes == std::vector{1}));
   CHECK(!attempt_outcome({0, "all done", "", {}, -1, {}}).failure_kind);
+}
+
+TEST_CASE("an attempt's in-place recoveries go into the counts a restart hands the nodes, and the finished job's line",
+          "[recovery]") {
+  RestartOptions options;
+  options.checkpoint_dir = "ck";
+  options.data_parallel = 2;
+  const JobShape job{{{"a", 1}, {"b", 1}}};
+  AttemptOutcome lost = attempt_outcome({1, "lost node 1", "node_lost", {1}, 7, {}, 2});
+  lost.checkpoint_at_end = 7;
+  const RestartDecision restart = decide_restart({}, lost, options, job);
+  CHECK(restart.action == RestartDecision::Action::restart_from_replica);
+  CHECK(restart.next.counts.to_text() ==
+        "restarts=1 failure.node_lost=1 failure.worker_exception=2 recovery.in_place=2 recovery.replica=1");
+  const RestartDecision finished = decide_restart(restart.next, attempt_outcome({0, "done", "", {}, -1, {}, 1}), options, job);
+  CHECK(finished.action == RestartDecision::Action::finish);
+  REQUIRE(!finished.log.empty());
+  CHECK(finished.log.back().text ==
+        "job finished after 1 restart(s); restarts=1 failure.node_lost=1 failure.worker_exception=3 "
+        "recovery.in_place=3 recovery.replica=1");
 }
 
 TEST_CASE("restart options read the job's keys: the replicas are the workers over the stages", "[recovery]") {

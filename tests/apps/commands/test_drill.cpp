@@ -1,6 +1,7 @@
 // Failure drills as a user runs them: `troupe drill SCENARIO` on tiny, each with its verdict. A
-// drill passes only when the fault was detected, training went on (every node restarted from the
-// survivors' rescue snapshot or the newest checkpoint, or a failed save was survived) and the
+// drill passes only when the fault was detected, training went on (the failed worker respawned in
+// its process with every node keeping its pid, every node restarted from the survivors' rescue
+// snapshot or the newest checkpoint, or a failed save was survived) and the
 // final parameters and AdamW moments equal an undisturbed run's bitwise (node-lost: the job went
 // on without the node instead).
 
@@ -10,6 +11,8 @@
 #include <regex>
 
 #include "apps/run_troupe.hpp"
+#include "compute/model/parameter_layout.hpp"
+#include "compute/model/gpt_config.hpp"
 #include "support/run_process.hpp"
 #include "support/temp_dir.hpp"
 
@@ -60,22 +63,24 @@ TEST_CASE("drill kill-node: a SIGKILLed node is detected within a second and the
   check_passed(r);
   CHECK_THAT(r.out, Contains("lost node 1") && Contains("steps lost: 0\n") &&
                         Contains("recovered from a surviving replica's memory: yes") &&
+                        Contains("recovery: restarting every node: in place covers a worker that threw, not a "
+                                 "node_lost failure") &&
                         Contains("from the survivors' rescue snapshot of step 5 (no steps lost)") &&
                         Contains("counted: restarts=1 failure.node_lost=1 recovery.replica=1"));
   CHECK(seconds_after(r.out, "detected") < 1.0);
   CHECK(seconds_after(r.out, "recovered") < 30.0);
 }
 
-TEST_CASE("drill kill-node with PowerSGD: the job recovers from the survivor's snapshot, but the lost rank's "
-          "residual went with it, which the restarted rank logs",
+TEST_CASE("drill kill-node with PowerSGD: the lost rank's residual is nowhere else, so the job goes back to the "
+          "newest checkpoint, which holds every rank's, and ends bitwise equal",
           "[drill][compression]") {
   TempDir dir;
   const ProcessResult r = drill(dir, "kill-node", {"--comm.compress", "powersgd", "--comm.compress_start_step", "2"});
-  INFO("stdout: " << r.out << "\nstderr: " << r.err);
-  CHECK_THAT(r.out, Contains("recovered from a surviving replica's memory: yes") && Contains("job finished: yes") &&
-                        Contains("final weights equal to an undisturbed run: NO"));
-  CHECK_THAT(file_text(dir.path() / "kill-node" / "drilled.log"),
-             Contains("holds no 'powersgd_residual_dp1' state: this rank starts it afresh"));
+  check_passed(r);
+  CHECK_THAT(r.out, Contains("lost node 1") &&
+                        Contains("recovered from a surviving replica's memory: no (comm.compress powersgd keeps each "
+                                 "rank's residual only in its memory; restored from the newest checkpoint)") &&
+                        Contains("counted: restarts=1 failure.node_lost=1 recovery.checkpoint=1"));
 }
 
 TEST_CASE("drill kill-node with tensor shards: the replica of every (stage, shard) that survives writes the rescue "
@@ -122,7 +127,8 @@ TEST_CASE("without fault.elastic a node that cannot come back stops the job, nam
   const ProcessResult r = run_process(
       {"/usr/bin/env", "TROUPE_DRILL_THROW_AT=1:3", "TROUPE_DRILL_NODE_GONE=1", TROUPE_BINARY_DIR "/troupe", "train",
        "--workers", "2", "--model.preset", "tiny", "--train.steps", "6", "--train.threads", "1", "--train.val_batches",
-       "1", "--train.val_every", "0", "--sample.tokens", "0", "--checkpoint.dir", (dir.path() / "ckpt").string()},
+       "1", "--train.val_every", "0", "--sample.tokens", "0", "--checkpoint.dir", (dir.path() / "ckpt").string(),
+       "--fault.recovery", "restart"},
       dir.path().string(), std::chrono::seconds(120));
   INFO("stdout: " << r.out << "\nstderr: " << r.err);
   CHECK(r.exit_code == 1);
@@ -134,12 +140,59 @@ TEST_CASE("without fault.elastic a node that cannot come back stops the job, nam
                                  "recovery.replica=1"));
 }
 
-TEST_CASE("drill kill-worker: an exception inside a worker actor is detected and the job recovers", "[drill]") {
+// The bytes of state an in-place recovery moved, as the verdict says them.
+long long state_bytes_moved(const std::string& out) {
+  std::smatch m;
+  REQUIRE(std::regex_search(out, m, std::regex("state moved over the data plane: ([0-9]+) bytes from rank 0")));
+  return std::stoll(m[1].str());
+}
+
+TEST_CASE("drill kill-worker: the worker is respawned in its process and takes its state from the surviving replica "
+          "over the data plane, losing no step",
+          "[drill]") {
   TempDir dir;
   const ProcessResult r = drill(dir, "kill-worker");
   check_passed(r);
   CHECK_THAT(r.out, Contains("drill: injected failure in the worker of rank 1 at step 5") && Contains("steps lost: 0\n") &&
-                        Contains("recovered from a surviving replica's memory: yes"));
+                        Contains("recovered from a surviving replica's memory: yes (in place, over the data plane)") &&
+                        Contains("rank 1's worker respawned in its process, resumed from rank 0's memory") &&
+                        Contains("every node kept its process: yes (node 0 pid ") &&
+                        !Contains("restarting every node"));
+  // Parameters and both AdamW moments of the whole model, as float32.
+  const auto params = troupe::compute::ParameterLayout(*troupe::compute::gpt_preset("tiny")).total();
+  CHECK(state_bytes_moved(r.out) == 3 * 4 * params);
+  CHECK(seconds_after(r.out, "detected") < 1.0);
+}
+
+TEST_CASE("drill kill-worker with fault.recovery restart: every node restarts from the survivors' rescue snapshot, "
+          "and the log says why",
+          "[drill]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "kill-worker", {"--fault.recovery", "restart"});
+  check_passed(r);
+  CHECK_THAT(r.out, Contains("recovery: restarting every node: fault.recovery is restart") &&
+                        Contains("steps lost: 0\n") && Contains("recovered from a surviving replica's memory: yes\n") &&
+                        Contains("counted: restarts=1 failure.worker_exception=1 recovery.replica=1"));
+}
+
+TEST_CASE("drill kill-worker on dp 2 x pp 2, where in place does not apply yet, restarts every node and says why",
+          "[drill][pipeline]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "kill-worker", {"--workers", "4", "--pipeline.stages", "2"});
+  check_passed(r);
+  CHECK_THAT(r.out, Contains("recovery: restarting every node: in place covers plain data parallelism, not "
+                             "pipeline.stages 2") &&
+                        Contains("steps lost: 0\n"));
+}
+
+TEST_CASE("drill kill-worker on dp 2 x tp 2, where in place does not apply yet, restarts every node and says why",
+          "[drill][tensor]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "kill-worker", {"--workers", "4", "--tensor.shards", "2", "--train.batch_size", "4"});
+  check_passed(r);
+  CHECK_THAT(r.out, Contains("recovery: restarting every node: in place covers plain data parallelism, not "
+                             "tensor.shards 2") &&
+                        Contains("steps lost: 0\n"));
 }
 
 TEST_CASE("drill hang: a stopped node is caught by its missing heartbeat and the job recovers", "[drill]") {

@@ -304,7 +304,8 @@ TEST_CASE("after a recovery every node's /metrics counts the job's failure, reco
   ::setenv("TROUPE_DRILL_THROW_AT", "1:3", 1);  // rank 1's worker throws in step 3 of the first attempt
   const BackgroundTroupe job({"train", "--workers", "2", "--model.preset", "tiny", "--train.steps", "5000",
                               "--sample.tokens", "0", "--train.threads", "1", "--checkpoint.dir",
-                              checkpoints.file("ck"), "--monitor.metrics_port", std::to_string(port)});
+                              checkpoints.file("ck"), "--monitor.metrics_port", std::to_string(port),
+                              "--fault.recovery", "restart"});
   ::unsetenv("TROUPE_DRILL_THROW_AT");
   for (int node : {0, 1}) {
     INFO("node " << node);

@@ -169,6 +169,17 @@ ProcessResult shell_c(const TempDir& dir, const LiveJob& job, const std::string&
   return run_process(args, dir.path().string(), seconds(60));
 }
 
+// The shell's status once it shows `text`, or after 10 s: the monitor refreshes its view of the
+// job every 0.25 s.
+ProcessResult status_showing(const TempDir& dir, const LiveJob& job, const std::string& text) {
+  ProcessResult status = shell_c(dir, job, "status");
+  for (const auto deadline = Clock::now() + seconds(10);
+       status.out.find(text) == std::string::npos && Clock::now() < deadline;
+       std::this_thread::sleep_for(std::chrono::milliseconds(100)))
+    status = shell_c(dir, job, "status");
+  return status;
+}
+
 // Sends `bytes` to 127.0.0.1:port and waits for the peer to close (or 2 s).
 void send_raw(int port, const std::string& bytes) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -272,6 +283,70 @@ TEST_CASE("a node lost while the shell has the job paused is rescued from the su
   CHECK(Clock::now() - killed < seconds(40));
   CHECK_THAT(resumed->text, Contains("after step " + at + " "));  // no step lost
   CHECK_THAT(job.log(), Contains("writes its memory of step " + at + " as a rescue snapshot"));
+}
+
+TEST_CASE("kill worker from the shell is recovered in place: every node keeps its process, status lists the recovery "
+          "with its path and duration, and every node's /metrics counts it by path",
+          "[shell][dp][recovery]") {
+  TempDir dir;
+  LiveJob job(dir, 400);
+  REQUIRE(shell_c(dir, job, "kill worker 1").exit_code == 0);
+  REQUIRE(job.run->wait_for_line(std::regex("recovery: in place done"), seconds(60)));
+  const ProcessResult status = status_showing(dir, job, "recovery  in_place (epoch 1)");
+  INFO("status: " << status.out << status.err << "\nlog: " << job.log());
+  CHECK(status.exit_code == 0);
+  CHECK(std::regex_search(status.out, std::regex("\nrecovery  in_place \\(epoch 1\\) in [0-9.]+ s: rank 1 respawned in "
+                                                 "its process, 10\\.1 MB of state from rank 0; went on after step [0-9]+")));
+  CHECK_THAT(status.out, Contains("job       running\n"));
+  // One join per node: no process was restarted.
+  const std::string log = job.log();
+  for (const char* node : {"node 0 \\(", "node 1 \\("}) {
+    const std::regex joined(std::string(node) + "[^\n]*pid [0-9]+\\) joined");
+    CHECK(std::distance(std::sregex_iterator(log.begin(), log.end(), joined), std::sregex_iterator()) == 1);
+  }
+  // A second failure, of the other rank: the next epoch, again in place.
+  REQUIRE(shell_c(dir, job, "kill worker 0").exit_code == 0);
+  REQUIRE(job.run->wait_for_line(std::regex("recovery: in place done in [0-9.]+ s \\(epoch 2\\): rank 0"), seconds(60)));
+  const ProcessResult again = status_showing(dir, job, "recovery  in_place (epoch 2)");
+  INFO("status after the second: " << again.out);
+  CHECK_THAT(again.out, Contains("recovery  in_place (epoch 1)") &&
+                            Contains("recovery  in_place (epoch 2) in ") && Contains("rank 0 respawned in its process") &&
+                            Contains("of state from rank 1;"));
+  for (int node : {0, 1}) {
+    std::smatch m;
+    REQUIRE(std::regex_search(log, m, std::regex("\\[node " + std::to_string(node) +
+                                                 " [^\\]]*\\][^\n]*metrics on http://127\\.0\\.0\\.1:([0-9]+)/metrics")));
+    const Exposition e = parse_exposition(http_get(std::stoi(m[1].str()), "/metrics").body);
+    const std::map<std::string, std::string> in_place{{"source", "replica"}, {"path", "in_place"}};
+    CHECK(e.value("troupe_recoveries_total", in_place) == 2);
+    CHECK(e.value("troupe_failures_total", {{"kind", "worker_exception"}}) == 2);
+  }
+  REQUIRE(job.run->wait_for_line(std::regex("step +[0-9]+/400"), seconds(30), job.run->lines().size()));
+  // The respawned workers obey the shell at their boundaries as the first ones did.
+  const ProcessResult checkpoint = shell_c(dir, job, "checkpoint");
+  INFO("checkpoint: " << checkpoint.out << checkpoint.err);
+  CHECK(checkpoint.exit_code == 0);
+  CHECK_THAT(checkpoint.out, Contains("written: "));
+  // A lost node restarts every node: the new processes start their counts with the in-place ones.
+  const std::size_t before_restart = job.run->lines().size();
+  REQUIRE(shell_c(dir, job, "kill node 1").exit_code == 0);
+  std::size_t served = 0;
+  const auto metrics_line = job.run->wait_for_line(
+      std::regex("\\[node 0 [^\\]]*\\][^\n]*metrics on http://127\\.0\\.0\\.1:([0-9]+)/metrics"), seconds(60),
+      before_restart, &served);
+  REQUIRE(metrics_line);
+  std::smatch port;
+  REQUIRE(std::regex_search(metrics_line->text, port, std::regex("127\\.0\\.0\\.1:([0-9]+)/metrics")));
+  // The new process serves before it has set its counts from TROUPE_RESTARTS: ask until it has.
+  Exposition restarted;
+  for (const auto deadline = Clock::now() + seconds(30); Clock::now() < deadline;
+       std::this_thread::sleep_for(std::chrono::milliseconds(100))) {
+    restarted = parse_exposition(http_get(std::stoi(port[1].str()), "/metrics").body);
+    if (restarted.value("troupe_restarts_total") == 1) break;
+  }
+  CHECK(restarted.value("troupe_recoveries_total", {{"source", "replica"}, {"path", "in_place"}}) == 2);
+  CHECK(restarted.value("troupe_recoveries_total", {{"source", "replica"}, {"path", "restart"}}) == 1);
+  CHECK(restarted.value("troupe_failures_total", {{"kind", "worker_exception"}}) == 2);
 }
 
 TEST_CASE("troupe shell -c runs one command: a wrong token, garbage and a huge frame are refused, then drain",

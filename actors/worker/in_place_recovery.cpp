@@ -1,0 +1,91 @@
+#include "actors/worker/in_place_recovery.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "actors/local_messages.hpp"
+#include "comm/grid.hpp"
+#include "monitor/log.hpp"
+
+namespace troupe::actors {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The job's plan for `epoch`; a stop while waiting ends the worker. Completions of an abandoned
+// step's operations may still come: nothing waits for them.
+recover_plan_msg wait_for_plan(caf::blocking_actor* worker, int epoch) {
+  std::optional<recover_plan_msg> plan;
+  std::optional<std::string> stop;
+  worker->receive_while([&] { return !plan && !stop; })(
+      [&](recover_atom, const recover_plan_msg& p) {
+        if (p.epoch == epoch) plan = p;
+      },
+      [](comm_done_atom, const comm_done_msg&) {}, [&](stop_atom, const stop_msg& s) { stop = s.reason; },
+      caf::after(std::chrono::seconds(1)) >> [] {});
+  if (stop) throw WorkStopped(*stop);
+  return *plan;
+}
+
+// The parameters and moments a rank holds, in held() order, as tensors over its own memory.
+std::vector<compute::Tensor> state_views(const TrainingLoop& loop) {
+  std::vector<compute::Tensor> views;
+  for (const checkpoint::HeldRange& range : loop.held())
+    views.push_back(compute::Tensor::adopt(range.data, {range.end - range.begin}, compute::DType::f32,
+                                           compute::Device::cpu, [](void*) {}));
+  return views;
+}
+
+}  // namespace
+
+RecoveryResult InPlaceRecovery::survive(const recover_msg& order, std::int64_t steps_done, TrainingLoop& loop) {
+  group_.abandon_and_renew(order.reason, comm::epoch_group_id(comm::dp_group_id, order.epoch));
+  mailbox_.drain();
+  return take_part(order, steps_done, loop);
+}
+
+RecoveryResult InPlaceRecovery::join(const recover_msg& order, TrainingLoop& loop) { return take_part(order, -1, loop); }
+
+RecoveryResult InPlaceRecovery::take_part(const recover_msg& order, std::int64_t steps_done, TrainingLoop& loop) {
+  const int rank = engine_.rank();
+  worker_->send(order.job, recover_atom_v,
+                recover_ready_msg{order.epoch, rank, steps_done, caf::actor_cast<caf::actor>(worker_)});
+  const recover_plan_msg plan = wait_for_plan(worker_, order.epoch);
+  RecoveryResult result{plan.steps, plan.donor, false, 0, 0};
+  const bool receives = std::find(plan.receivers.begin(), plan.receivers.end(), rank) != plan.receivers.end();
+  const comm::MessageKey key{comm::MessageKind::point_to_point,
+                             comm::epoch_group_id(comm::state_transfer_group_id, order.epoch), 0, 0};
+  const auto start = Clock::now();
+  std::string error;
+  if (rank == plan.donor || receives) {
+    loop.mirror_to_host();
+    const std::vector<compute::Tensor> views = state_views(loop);
+    for (std::size_t i = 0; i < views.size(); ++i) {
+      comm::MessageKey part = key;
+      part.index = static_cast<std::uint16_t>(i);
+      if (receives) {
+        mailbox_.recv(engine_, plan.donor, part, views[i]);
+        result.bytes += views[i].nbytes();
+      } else {
+        for (int receiver : plan.receivers) {
+          mailbox_.send(engine_, receiver, part, views[i]);
+          result.bytes += views[i].nbytes();
+        }
+      }
+    }
+    if (Status moved = mailbox_.wait_all(); !moved) error = moved.error().message;
+    result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    result.received = receives;
+  }
+  if (error.empty()) {
+    loop.mirror_to_device();
+    loop.resume_at(plan.steps);
+  }
+  worker_->send(order.job, recover_atom_v, recover_done_msg{order.epoch, rank, result.bytes, result.seconds, error});
+  if (!error.empty()) throw CommFailed("in-place recovery: " + error);
+  return result;
+}
+
+}  // namespace troupe::actors

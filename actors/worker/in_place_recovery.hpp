@@ -1,0 +1,62 @@
+#pragma once
+// A worker's part in an in-place recovery (docs/drills.md, "In-place recovery"), run in the worker
+// actor's own thread. The job supervisor coordinates it with the messages of messages.hpp:
+//
+//   survivor     a recover_msg ends the wait in its step (RecoveryOrdered): it abandons the step's
+//                collectives and renews its group under the order's epoch (comm/grid.hpp's
+//                epoch_group_id), so no late message of the abandoned step matches a new one; its
+//                state is that after its last completed step (a step's update comes only after its
+//                last collective). recover_ready_msg{steps done} to the job.
+//   replacement  respawned by its node supervisor with the order; its group is made under the
+//                epoch's id. recover_ready_msg{−1}.
+//   everyone     the job's recover_plan_msg names the donor (the most steps done) and the
+//                receivers (fewer): the donor sends its parameters and AdamW moments to each
+//                receiver over the comm engine, point-to-point under state_transfer_group_id's
+//                epoch id, index = the held range's position; every rank goes on after the plan's
+//                steps (the data position is a function of the step) and reports recover_done_msg.
+//
+// A stop while it waits ends the worker (WorkStopped), as in any other wait.
+
+#include <cstdint>
+
+#include <caf/all.hpp>
+
+#include "actors/messages.hpp"
+#include "actors/worker/mailbox_comm.hpp"
+#include "actors/worker/training_loop.hpp"
+#include "comm/collectives.hpp"
+#include "comm/engine.hpp"
+
+namespace troupe::actors {
+
+// How a rank's recovery went: the step everyone goes on after, who gave the state, and what this
+// rank moved over the data plane (bytes sent or received, and how long that took).
+struct RecoveryResult {
+  std::int64_t steps = 0;
+  int donor = -1;
+  bool received = false;
+  std::int64_t bytes = 0;
+  double seconds = 0;
+};
+
+class InPlaceRecovery {
+ public:
+  // `group` is the rank's data-parallel communicator, renewed by each recovery.
+  InPlaceRecovery(caf::blocking_actor* worker, MailboxComm& mailbox, comm::Engine& engine, comm::Communicator& group)
+      : worker_(worker), mailbox_(mailbox), engine_(engine), group_(group) {}
+
+  // A survivor after RecoveryOrdered, holding `loop`'s state after `steps_done` steps.
+  RecoveryResult survive(const recover_msg& order, std::int64_t steps_done, TrainingLoop& loop);
+  // A replacement, before its first step (its group already under the order's epoch).
+  RecoveryResult join(const recover_msg& order, TrainingLoop& loop);
+
+ private:
+  RecoveryResult take_part(const recover_msg& order, std::int64_t steps_done, TrainingLoop& loop);
+
+  caf::blocking_actor* worker_;
+  MailboxComm& mailbox_;
+  comm::Engine& engine_;
+  comm::Communicator& group_;
+};
+
+}  // namespace troupe::actors
