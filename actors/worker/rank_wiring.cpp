@@ -219,7 +219,7 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
     if (const comm::CompressionOptions compression = compression_options(job);
         compression.kind != comm::Compression::none)
     {
-      compressor = gradient_compressor(mailbox, **dp, progress, compression, gradient_tensors(layout));
+      compressor = gradient_compressor(mailbox, **dp, progress, compression, gradient_tensors(layout.views()));
       compression_reading = reading_of(compressor);
       if (metrics) metrics->read_compression_from(compression_reading);
       if (rank == 0)

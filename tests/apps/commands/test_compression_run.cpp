@@ -1,6 +1,7 @@
-// Gradient compression in real data-parallel jobs (two node processes over loopback): before the
-// start step the steps are those of plain sums bit for bit; after it every supported layout
-// trains, close to the plain run but not equal to it (the sums were compressed).
+// Gradient compression in real data-parallel jobs (node processes over loopback), alone and over
+// each pipeline stage's and tensor shard's data-parallel group: before the start step the steps
+// are those of plain sums bit for bit; after it every supported layout trains, close to the plain
+// run but not equal to it (the sums were compressed).
 
 #include <catch2/catch.hpp>
 
@@ -73,26 +74,28 @@ TEST_CASE("a compression the layout cannot serve is refused with one line", "[dp
 }
 
 TEST_CASE(
-    "bf16 sums over each tensor shard's and pipeline stage's data-parallel group: plain before the start step, "
-    "training after it",
+    "bf16 and PowerSGD sums over each tensor shard's and pipeline stage's data-parallel group: plain before the "
+    "start step, training after it",
     "[dp][compression][tp][pipeline]") {
   TempDir dir;
   for (const std::vector<std::string>& layout :
        {std::vector<std::string>{"--workers", "4", "--tensor.shards", "2"},
         std::vector<std::string>{"--workers", "4", "--pipeline.stages", "2"}}) {
-    INFO(layout[2] << " 2");
     const RunEnd plain = run_workers(dir, layout);
-    std::vector<std::string> late = layout, early = layout;
-    late.insert(late.end(), {"--comm.compress", "bf16", "--comm.compress_start_step", "6"});
-    early.insert(early.end(), {"--comm.compress", "bf16", "--comm.compress_start_step", "1"});
-    const RunEnd not_yet = run_workers(dir, late);
-    CHECK(not_yet.loss == plain.loss);
-    CHECK(not_yet.norm == plain.norm);
-    const RunEnd compressed = run_workers(dir, early);
-    std::printf("%s 2 x dp 2, bf16 from step 1: loss %s, param norm %s | plain: loss %s, param norm %s\n",
-                layout[2].c_str(), compressed.loss.c_str(), compressed.norm.c_str(), plain.loss.c_str(),
-                plain.norm.c_str());
-    CHECK(compressed.norm != plain.norm);
-    CHECK(std::stod(compressed.loss) == Approx(std::stod(plain.loss)).margin(0.05));
+    for (const char* kind : {"bf16", "powersgd"}) {
+      INFO(layout[2] << " 2, comm.compress " << kind);
+      std::vector<std::string> late = layout, early = layout;
+      late.insert(late.end(), {"--comm.compress", kind, "--comm.compress_start_step", "6"});
+      early.insert(early.end(), {"--comm.compress", kind, "--comm.compress_start_step", "1"});
+      const RunEnd not_yet = run_workers(dir, late);
+      CHECK(not_yet.loss == plain.loss);
+      CHECK(not_yet.norm == plain.norm);
+      const RunEnd compressed = run_workers(dir, early);
+      std::printf("%s 2 x dp 2, %s from step 1: loss %s, param norm %s | plain: loss %s, param norm %s\n",
+                  layout[2].c_str(), kind, compressed.loss.c_str(), compressed.norm.c_str(), plain.loss.c_str(),
+                  plain.norm.c_str());
+      CHECK(compressed.norm != plain.norm);
+      CHECK(std::stod(compressed.loss) == Approx(std::stod(plain.loss)).margin(0.05));
+    }
   }
 }
