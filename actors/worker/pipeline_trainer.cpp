@@ -93,10 +93,11 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
     chunks_.push_back(std::move(chunk));
   }
   // Each chunk's buffer is one bucket; bf16 keeps no state and needs no shapes.
-  if (setup_.compression.kind != comm::Compression::none && setup_.grid.dp > 1)
-    compressor_ = gradient_compressor(
-        mailbox_, groups_.dp, progress_, setup_.compression,
-        setup_.compression.kind == comm::Compression::powersgd ? compressed_tensors() : std::vector<comm::GradientTensor>{});
+  if (setup_.compression.kind != comm::Compression::none && setup_.grid.dp > 1) {
+    const bool powersgd = setup_.compression.kind == comm::Compression::powersgd;
+    compressor_ = gradient_compressor(mailbox_, groups_.dp, progress_, setup_.compression,
+                                      powersgd ? compressed_tensors() : std::vector<comm::GradientTensor>{});
+  }
   compute::MemoryScope scope(compute::MemoryKind::activations);  // the micro-batches' token ids
   for (int j = 0; j < s.microbatches; ++j) {
     inputs_.push_back(compute::Tensor::zeros({o.batch_size, o.seq_len}, compute::DType::i32));
