@@ -99,3 +99,27 @@ TEST_CASE(
     }
   }
 }
+
+TEST_CASE(
+    "a PowerSGD checkpoint of tp 2 x dp 2 resumes on 2 data-parallel workers: the residuals carry over, Q starts "
+    "afresh and the log says so",
+    "[dp][compression][tp][checkpoint]") {
+  TempDir dir;
+  const std::string saved = (dir.path() / "tp2").string();
+  const std::vector<std::string> compressed{"--train.batch_size", "4", "--comm.compress", "powersgd",
+                                            "--comm.compress_start_step", "1", "--checkpoint.dir", saved};
+  const auto job = [&](long steps, const std::vector<std::string>& layout) {
+    return with(with(with({"train"}, tiny_steps(steps)), compressed), layout);
+  };
+  const ProcessResult sharded =
+      run_troupe(dir, job(4, {"--workers", "4", "--tensor.shards", "2"}), std::chrono::seconds(120));
+  INFO(sharded.out << sharded.err);
+  REQUIRE(sharded.exit_code == 0);
+  const ProcessResult resumed = run_troupe(dir, job(6, {"--workers", "2", "--resume"}), std::chrono::seconds(120));
+  INFO(resumed.out << resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK_THAT(resumed.out, Contains("resumed from"));
+  // Q fits only the tensor split that made it (powersgd_q_tp2); the residuals are element-wise.
+  CHECK_THAT(resumed.out + resumed.err, Contains("holds no 'powersgd_q' state"));
+  CHECK_THAT(resumed.out + resumed.err, !Contains("holds no 'powersgd_residual_dp"));
+}
