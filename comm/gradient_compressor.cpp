@@ -50,13 +50,14 @@ GradientCompressor::GradientCompressor(CompressionOptions options, std::vector<G
   compute::MemoryScope scope(compute::MemoryKind::optimizer_state);
   residuals_ = compute::Tensor::zeros({total}, dtype);
   factors_ = compute::Tensor::zeros({total}, dtype);
-  // Q's first values, the same on every rank: a pure function of (seed, offset, index).
+  // Q's first values, the same on every rank: a pure function of (seed, global offset, index).
   by_type(dtype, [&]<typename T>() {
     for (const GradientTensor& t : tensors_) {
       if (!powersgd::worth_compressing(t.rows, t.cols, options_.rank)) continue;
       T* q = factors_.data_as<T>() + t.offset;
       for (std::int64_t i = 0; i < t.cols * options_.rank; ++i)
-        q[i] = static_cast<T>(compute::counter_normal(options_.seed, static_cast<std::uint64_t>(t.offset),
+        q[i] = static_cast<T>(compute::counter_normal(options_.seed,
+                                                      static_cast<std::uint64_t>(t.global_offset.value_or(t.offset)),
                                                       static_cast<std::uint64_t>(i)));
     }
   });

@@ -18,7 +18,8 @@
 // Training state (PowerSGD): every rank's residuals, and Q (the same on every rank), each in one
 // flat buffer in the gradients' order: a matrix's residual at its own elements, its Q (cols × r,
 // fewer elements than the matrix wherever it is compressed) at the start of them; zero
-// elsewhere. Q starts as normal values drawn from (seed, offset); the residuals at zero.
+// elsewhere. Q starts as normal values drawn from (seed, the matrix's global offset); the
+// residuals at zero.
 // Checkpoints and rescue snapshots carry both buffers (residuals() and factors()).
 // Used from one thread at a time.
 
@@ -26,6 +27,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "comm/compression.hpp"
@@ -35,11 +37,15 @@
 namespace troupe::comm {
 
 // A gradient tensor's place in the flat buffer: `rows` × `cols` elements from `offset` (a vector
-// is rows × 1).
+// is rows × 1). `global_offset` is where its first element sits in the whole model's parameter
+// order (unset: `offset`, the buffer is the whole model): Q's first values are drawn from it, so
+// two copies of one matrix (a tied embedding on two pipeline stages, a parameter every tensor
+// shard holds) start, and stay, equal, and a matrix's start does not depend on the grid.
 struct GradientTensor {
   std::int64_t offset = 0;
   std::int64_t rows = 0;
   std::int64_t cols = 1;
+  std::optional<std::int64_t> global_offset;
 };
 
 struct SumChannel {

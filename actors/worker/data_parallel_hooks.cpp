@@ -83,9 +83,9 @@ std::vector<std::int64_t> shard_offsets(const comm::Communicator& comm, std::int
   return offsets;
 }
 
-std::vector<comm::GradientTensor> gradient_tensors(const compute::ParameterLayout& layout) {
+std::vector<comm::GradientTensor> gradient_tensors(const std::vector<compute::ParameterView>& views) {
   std::vector<comm::GradientTensor> tensors;
-  for (const compute::ParameterView& view : layout.views()) {
+  for (const compute::ParameterView& view : views) {
     const std::int64_t rows = view.shape.empty() ? 1 : view.shape.front();
     tensors.push_back({view.offset, view.shape.size() < 2 ? view.numel() : rows,
                        view.shape.size() < 2 ? 1 : view.numel() / rows});

@@ -32,8 +32,9 @@ std::shared_ptr<comm::GradientCompressor> gradient_compressor(MailboxComm& mailb
                                                               monitor::WorkProgress& progress,
                                                               const comm::CompressionOptions& options,
                                                               std::vector<comm::GradientTensor> tensors);
-// The model's parameters as the compressor sees them: matrices rows × cols, vectors rows × 1.
-std::vector<comm::GradientTensor> gradient_tensors(const compute::ParameterLayout& layout);
+// Parameters as the compressor sees them: matrices rows × cols, vectors rows × 1, at their
+// offsets in the buffer `views` describe (the whole model's, or a pipeline stage's local one).
+std::vector<comm::GradientTensor> gradient_tensors(const std::vector<compute::ParameterView>& views);
 
 // ZeRO-3's gathers and reduce-scatters of one unit over `comm`, posted now and waited for when the
 // model needs them; a wait names which of the two it is for the watchdog.

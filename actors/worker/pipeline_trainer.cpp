@@ -48,16 +48,13 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
   shard_ = coord.tp;
   TROUPE_CHECK(setup_.grid.pp == s.stages, "the grid does not match the schedule");
   TROUPE_CHECK((setup_.grid.tp > 1) == (groups_.tp != nullptr), "a tp group exactly when the grid has tensor shards");
-  TROUPE_CHECK(setup_.compression.kind == comm::Compression::none ||
-                   (setup_.compression.kind == comm::Compression::bf16 && setup_.zero <= 1),
-               "a pipeline stage's gradient sums compress as bf16 with ZeRO 0 or 1 only");
-  // bf16 keeps no state and needs no shapes: each chunk's buffer is one bucket.
-  if (setup_.compression.kind == comm::Compression::bf16 && setup_.grid.dp > 1)
-    compressor_ = gradient_compressor(mailbox_, groups_.dp, progress_, setup_.compression, {});
+  TROUPE_CHECK(setup_.compression.kind == comm::Compression::none || setup_.zero <= 1,
+               "a pipeline stage's gradient sums compress with ZeRO 0 or 1 only");
   TROUPE_CHECK(s.virtual_stages() * s.microbatches < gradient_index_bit, "too many micro-batches for the tag index");
   TROUPE_CHECK(setup_.split.size() == static_cast<std::size_t>(s.virtual_stages()),
                "the layer split does not match the schedule");
   const compute::TrainerOptions& o = setup_.options;
+  std::int64_t compressed_total = 0;
   for (int c = 0; c < s.chunks; ++c) {
     const compute::StageLayers& layers = setup_.split[static_cast<std::size_t>(s.virtual_stage(stage_, c))];
     Chunk chunk;
@@ -91,13 +88,38 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
     chunk.optimizer = std::make_unique<compute::AdamW>(backend_, stage.views(), stage.num_params(), compute::DType::f32,
                                                        o.adamw, chunk.optimized.first, chunk.optimized.second,
                                                        kept_begin);
+    chunk.compressed_at = compressed_total;
+    compressed_total += stage.num_params();
     chunks_.push_back(std::move(chunk));
+  }
+  // Each chunk's buffer is one bucket; bf16 keeps no state and needs no shapes.
+  if (setup_.compression.kind != comm::Compression::none && setup_.grid.dp > 1) {
+    const bool powersgd = setup_.compression.kind == comm::Compression::powersgd;
+    compressor_ = gradient_compressor(mailbox_, groups_.dp, progress_, setup_.compression,
+                                      powersgd ? compressed_tensors() : std::vector<comm::GradientTensor>{});
   }
   compute::MemoryScope scope(compute::MemoryKind::activations);  // the micro-batches' token ids
   for (int j = 0; j < s.microbatches; ++j) {
     inputs_.push_back(compute::Tensor::zeros({o.batch_size, o.seq_len}, compute::DType::i32));
     targets_.push_back(compute::Tensor::zeros({o.batch_size, o.seq_len}, compute::DType::i32));
   }
+}
+
+std::vector<comm::GradientTensor> PipelineTrainer::compressed_tensors() const {
+  std::vector<comm::GradientTensor> tensors;
+  for (const Chunk& chunk : chunks_) {
+    const std::vector<compute::GPTStage::Run>& runs = chunk.stage->global_runs();
+    for (comm::GradientTensor tensor : gradient_tensors(chunk.stage->views())) {
+      const auto run = std::find_if(runs.begin(), runs.end(), [&](const compute::GPTStage::Run& r) {
+        return r.local <= tensor.offset && tensor.offset < r.local + r.count;
+      });
+      TROUPE_CHECK(run != runs.end(), "a stage's parameter lies outside its global runs");
+      tensor.global_offset = run->global + (tensor.offset - run->local);
+      tensor.offset += chunk.compressed_at;
+      tensors.push_back(tensor);
+    }
+  }
+  return tensors;
 }
 
 compute::TensorShardGroup PipelineTrainer::shard_group() {
@@ -127,17 +149,30 @@ std::vector<checkpoint::HeldRange> PipelineTrainer::held_state() {
     compute::GPTStage& stage = *chunk.stage;
     const std::int64_t kept = stage.kept_begin(), kept_end = kept + stage.params().numel();
     struct Held {
-      const char* kind;
+      std::string kind;
       std::int64_t begin, end;  // local range of the stage's buffer that `data` holds from its start
       float* data;
       bool saves;
+      bool optional = false;
     };
-    const Held kinds[] = {
+    std::vector<Held> kinds = {
         {"param", kept, kept_end, stage.params().data_as<float>(), saves_parameters},
         {"adam_m", chunk.optimized.first, chunk.optimized.second, chunk.optimizer->first_moments().data_as<float>(),
          saves_moments},
         {"adam_v", chunk.optimized.first, chunk.optimized.second, chunk.optimizer->second_moments().data_as<float>(),
          saves_moments}};
+    if (compressor_ && setup_.compression.kind == comm::Compression::powersgd) {
+      // Laid out like the gradients, so they map to global ranges as the moments do. Q (the same on
+      // every replica) fits only the tensor split that made it: under tensor shards its kind names
+      // their count, and a run resumed with another count starts Q afresh. Optional both: a
+      // checkpoint of a run that did not compress starts them afresh as well.
+      const std::int64_t at = chunk.compressed_at, whole = stage.num_params();
+      const std::string q_kind =
+          setup_.grid.tp > 1 ? "powersgd_q_tp" + std::to_string(setup_.grid.tp) : std::string("powersgd_q");
+      kinds.push_back({q_kind, 0, whole, compressor_->factors().data_as<float>() + at, replica_ == 0, true});
+      kinds.push_back({"powersgd_residual_dp" + std::to_string(groups_.dp.position()), 0, whole,
+                       compressor_->residuals().data_as<float>() + at, true, true});
+    }
     for (const Held& h : kinds)
       for (const compute::GPTStage::Run& run : stage.global_runs()) {
         // Each run's part of the held range maps to one global range.
@@ -147,7 +182,8 @@ std::vector<checkpoint::HeldRange> PipelineTrainer::held_state() {
         // another rank of the same replica holds: restored, never saved, skipped by a rescue.
         const bool copy = run.embedding_copy || (run.replicated && shard_ != 0);
         const std::int64_t global = run.global + (from - run.local);
-        held.push_back({h.kind, global, global + (to - from), h.data + (from - h.begin), h.saves && !copy, copy});
+        held.push_back(
+            {h.kind, global, global + (to - from), h.data + (from - h.begin), h.saves && !copy, copy, h.optional});
       }
   }
   return held;
@@ -345,7 +381,7 @@ void PipelineTrainer::reduce_gradients() {
   // ZeRO-2 needs only this replica's segment summed: its reduce-scatter is the all-reduce's first half.
   if (compressor_) {
     compressor_->begin_step(steps_);
-    for (Chunk& chunk : chunks_) compressor_->start(chunk.stage->grads(), 0);
+    for (Chunk& chunk : chunks_) compressor_->start(chunk.stage->grads(), chunk.compressed_at);
     compressor_->finish();
   } else if (setup_.grid.dp > 1) {
     for (Chunk& chunk : chunks_) {

@@ -61,7 +61,7 @@ struct PipelineSetup {
   int zero = 0;  // 1, 2: AdamW state (and 2: the summed gradients) split over the stage's dp group; 3: parameters too
   bool zero3_reshard = true;
   bool sequence_parallel = false;  // with tp > 1 (compute/model/gpt_stage.hpp)
-  comm::CompressionOptions compression;  // none or bf16 (resolve() refuses PowerSGD with stages or shards)
+  comm::CompressionOptions compression;  // with ZeRO 0 or 1 (resolve() checks)
 };
 
 // The groups a pipeline rank talks to; `embedding` only on first and last stages when pp > 1,
@@ -102,10 +102,11 @@ class PipelineTrainer {
   // runs (compute/model/gpt_stage.hpp), a last stage's copy of the tied wte.weight restored but
   // never saved (its values and moments equal the first stage's). Replica 0 of each stage saves
   // (each replica its shard under ZeRO-3); replicated parameters of tensor shards only shard 0.
+  // Under PowerSGD also Q and this replica's residuals, mapped the same way.
   std::vector<checkpoint::HeldRange> held_state();
   // Continues after `steps` steps (state restored into held_state()'s buffers).
   void resume_at(long steps);
-  // The bf16 compressor of this stage's data-parallel sums; null when they are plain.
+  // The compressor of this stage's data-parallel sums; null when they are plain.
   const std::shared_ptr<comm::GradientCompressor>& compressor() const { return compressor_; }
 
  private:
@@ -113,6 +114,7 @@ class PipelineTrainer {
     std::unique_ptr<compute::ShardedParameters> source;  // ZeRO-3; before the stage, which uses it
     std::unique_ptr<compute::GPTStage> stage;
     std::unique_ptr<compute::AdamW> optimizer;
+    std::int64_t compressed_at = 0;  // the chunk's buffer in the compressor's: the chunks' one after another
     std::pair<std::int64_t, std::int64_t> optimized;  // the local range AdamW updates (ZeRO: this replica's)
     std::vector<int> free_slots;
     std::vector<std::vector<MailboxComm::Operation>> slot_sends;  // sends reading each slot's buffers
@@ -144,6 +146,9 @@ class PipelineTrainer {
   monitor::TraceTrack track() const { return {replica_, stage_ * setup_.grid.tp + shard_}; }
   // The chunks' sums and gathers over the tp group, each waited for as it is posted.
   compute::TensorShardGroup shard_group();
+  // The chunks' parameters in local shapes for PowerSGD, each at its chunk's compressed_at, Q
+  // drawn from each one's global offset.
+  std::vector<comm::GradientTensor> compressed_tensors() const;
 
   PipelineSetup setup_;
   compute::Backend& backend_;
@@ -158,7 +163,7 @@ class PipelineTrainer {
   std::map<std::pair<int, int>, InFlight> arriving_;  // (micro-batch, chunk·2 + gradient) → receive
   std::vector<compute::Tensor> inputs_, targets_;     // per micro-batch, (B, T) i32 on the host
   long steps_ = 0;
-  std::shared_ptr<comm::GradientCompressor> compressor_;  // bf16 data-parallel sums; null: plain
+  std::shared_ptr<comm::GradientCompressor> compressor_;  // data-parallel sums; null: plain
   std::uint16_t evaluations_ = 0;
   int in_use_ = 0, peak_in_use_ = 0;
   double busy_us_ = 0;  // forward and backward compute in the step so far

@@ -132,6 +132,9 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
     compression = reading_of(trainer.compressor());
     if (metrics) metrics->read_compression_from(compression);
   }
+  // PowerSGD's residuals are every replica's own: each writes, and the commit waits for all.
+  const bool replicas_write =
+      trainer.compressor() && trainer.compressor()->options().kind == comm::Compression::powersgd;
   monitor::TraceRecorder trace;
   if (!p.trace.empty()) trainer.record_into(trace);
   const std::string shards = grid.tp > 1 ? fmt::format(" x {} tensor shards", grid.tp) : "";
@@ -145,7 +148,9 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
                                            grid.dp, p.schedule, shards, p.microbatches, job.config.train.batch_size,
                                            job.config.train.seq_len, coord.pp,
                                            report->peak_stashed[static_cast<std::size_t>(coord.pp)]),
-                         {rank, {grid.dp, grid.pp, grid.tp}, (zero > 0 ? grid.dp : 1) * grid.pp * grid.tp});
+                         {rank,
+                          {grid.dp, grid.pp, grid.tp},
+                          (zero > 0 || replicas_write ? grid.dp : 1) * grid.pp * grid.tp});
   RunOutcome outcome =
       drive_training(job, data, backend.name(), loop, {progress, metrics, &control, rescue, rank == 0, compression});
   const std::vector<int> peaks = trainer.peak_stashed_measured();
@@ -219,7 +224,7 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
     if (const comm::CompressionOptions compression = compression_options(job);
         compression.kind != comm::Compression::none)
     {
-      compressor = gradient_compressor(mailbox, **dp, progress, compression, gradient_tensors(layout));
+      compressor = gradient_compressor(mailbox, **dp, progress, compression, gradient_tensors(layout.views()));
       compression_reading = reading_of(compressor);
       if (metrics) metrics->read_compression_from(compression_reading);
       if (rank == 0)

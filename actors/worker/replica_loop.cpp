@@ -58,7 +58,11 @@ compute::GPT& initialised(compute::GPT& model, std::uint64_t seed) {
 ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, const JobData& data,
                          compute::DataParallel data_parallel)
     : backend_(backend),
-      place_{data_parallel.rank, {data_parallel.size, 1, 1}, data_parallel.zero_stage > 0 ? data_parallel.size : 1},
+      // Every rank writes when it holds state of its own: a ZeRO shard of the moments, or a
+      // compression residual; the commit waits for all of them.
+      place_{data_parallel.rank,
+             {data_parallel.size, 1, 1},
+             data_parallel.zero_stage > 0 || !data_parallel.sum_state.empty() ? data_parallel.size : 1},
       moments_sharded_(data_parallel.zero_stage > 0),
       sum_over_group_(data_parallel.sum),
       sharded_(zero3_source(job, backend, data_parallel)),

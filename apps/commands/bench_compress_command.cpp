@@ -50,7 +50,7 @@ Expected<std::vector<double>> run_rank(comm::Engine& engine, const compute::GPTC
     std::shared_ptr<comm::GradientCompressor> compressor;
     if (kind != comm::Compression::none)
       compressor = actors::gradient_compressor(rank.mailbox(), rank.group(), rank.progress(),
-                                               {kind, o.powersgd_rank, 0, 1}, actors::gradient_tensors(layout));
+                                               {kind, o.powersgd_rank, 0, 1}, actors::gradient_tensors(layout.views()));
     compressors.push_back(compressor);
     trainings.push_back(std::make_unique<BenchTraining>(
         **backend, cfg, o.batch, steps, stream,

@@ -158,9 +158,6 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
   if (*compression != comm::Compression::none && t.backend != "cpu")
     return "comm.compress works with train.backend cpu only so far: NCCL sums device gradients as they are (got '" +
            t.backend + "')";
-  if (*compression == comm::Compression::powersgd && (p.stages > 1 || tp.shards > 1))
-    return "comm.compress powersgd works with pipeline.stages 1 and tensor.shards 1 only so far (its state is not "
-           "checkpointed per stage); use comm.compress bf16";
   if (*compression == comm::Compression::bf16 && (p.stages > 1 || tp.shards > 1) && t.zero >= 2)
     return "comm.compress bf16 with pipeline.stages or tensor.shards works with train.zero 0 or 1 only, got " +
            str(t.zero);

@@ -31,7 +31,8 @@ inline std::map<std::string, std::vector<float>> checkpoint_values(const std::fi
   std::map<std::string, std::vector<float>> values;
   // Parameters and moments always; a compressed run's factors and residuals (of up to 2 ranks) too.
   for (const char* kind :
-       {"param", "adam_m", "adam_v", "powersgd_q", "powersgd_residual_dp0", "powersgd_residual_dp1"}) {
+       {"param", "adam_m", "adam_v", "powersgd_q", "powersgd_q_tp2", "powersgd_residual_dp0",
+        "powersgd_residual_dp1"}) {
     const bool always = std::string(kind).rfind("adam", 0) == 0 || std::string(kind) == "param";
     if (!always && !loaded->holds(kind)) continue;
     auto all = loaded->read_all(kind);

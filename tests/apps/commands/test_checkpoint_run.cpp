@@ -56,17 +56,29 @@ void kill_when_present(const TempDir& dir, std::vector<std::string> args, const 
 TEST_CASE("a run killed after a checkpoint and resumed ends bitwise-identical to one that never stopped",
           "[checkpoint]") {
   TempDir dir;
-  const std::vector<std::string> powersgd{"--workers", "2", "--train.batch_size", "4", "--comm.compress", "powersgd",
+  const std::vector<std::string> powersgd{"--train.batch_size", "4", "--comm.compress", "powersgd",
                                           "--comm.compress_start_step", "3"};
-  for (const std::vector<std::string>& layout :
-       {std::vector<std::string>{}, std::vector<std::string>{"--workers", "2", "--train.batch_size", "4"}, powersgd}) {
-    const std::string shown = layout.empty()        ? "one process"
-                              : layout == powersgd ? "2 data-parallel workers, PowerSGD"
-                                                   : "2 data-parallel workers";
+  struct Layout {
+    std::string shown;
+    std::vector<std::string> args;
+    std::vector<std::string> compression_kinds;  // PowerSGD's state the checkpoint must hold
+  };
+  const std::vector<std::string> dp2_residuals{"powersgd_residual_dp0", "powersgd_residual_dp1"};
+  const std::vector<std::string> psgd_kinds = with({"powersgd_q"}, dp2_residuals);
+  const Layout layouts[] = {
+      {"one process", {}, {}},
+      {"2 data-parallel workers", {"--workers", "2", "--train.batch_size", "4"}, {}},
+      {"2 data-parallel workers, PowerSGD", with({"--workers", "2"}, powersgd), psgd_kinds},
+      {"pp 2 x dp 2, PowerSGD", with({"--workers", "4", "--pipeline.stages", "2"}, powersgd), psgd_kinds},
+      {"tp 2 x dp 2, PowerSGD", with({"--workers", "4", "--tensor.shards", "2"}, powersgd),
+       with({"powersgd_q_tp2"}, dp2_residuals)}};
+  for (std::size_t index = 0; index < std::size(layouts); ++index) {
+    const Layout& layout = layouts[index];
+    const std::string& shown = layout.shown;
     INFO(shown);
-    const fs::path whole = dir.path() / ("whole" + std::to_string(layout.size()));
-    const fs::path broken = dir.path() / ("broken" + std::to_string(layout.size()));
-    const auto job = with(with(tiny_steps(30), layout), {"--checkpoint.every", "10"});
+    const fs::path whole = dir.path() / ("whole" + std::to_string(index));
+    const fs::path broken = dir.path() / ("broken" + std::to_string(index));
+    const auto job = with(with(tiny_steps(30), layout.args), {"--checkpoint.every", "10"});
     const ProcessResult straight = run_troupe(dir, with(with({"train"}, job), {"--checkpoint.dir", whole.string()}),
                                               std::chrono::seconds(120));
     REQUIRE(straight.exit_code == 0);
@@ -84,8 +96,7 @@ TEST_CASE("a run killed after a checkpoint and resumed ends bitwise-identical to
     const auto a = checkpoint_values(checkpoint::step_dir(whole, 30));
     const auto b = checkpoint_values(checkpoint::step_dir(broken, 30));
     // A compressed run's residuals (one per rank) and factors are training state like the moments.
-    if (layout == powersgd)
-      CHECK((a.count("powersgd_q") && a.count("powersgd_residual_dp0") && a.count("powersgd_residual_dp1")));
+    for (const std::string& kind : layout.compression_kinds) CHECK(a.count(kind) == 1);
     for (const auto& [kind, values] : a) {
       INFO(kind);
       CHECK(std::memcmp(values.data(), b.at(kind).data(), values.size() * sizeof(float)) == 0);

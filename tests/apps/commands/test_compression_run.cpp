@@ -1,6 +1,7 @@
-// Gradient compression in real data-parallel jobs (two node processes over loopback): before the
-// start step the steps are those of plain sums bit for bit; after it every supported layout
-// trains, close to the plain run but not equal to it (the sums were compressed).
+// Gradient compression in real data-parallel jobs (node processes over loopback), alone and over
+// each pipeline stage's and tensor shard's data-parallel group: before the start step the steps
+// are those of plain sums bit for bit; after it every supported layout trains, close to the plain
+// run but not equal to it (the sums were compressed).
 
 #include <catch2/catch.hpp>
 
@@ -73,26 +74,52 @@ TEST_CASE("a compression the layout cannot serve is refused with one line", "[dp
 }
 
 TEST_CASE(
-    "bf16 sums over each tensor shard's and pipeline stage's data-parallel group: plain before the start step, "
-    "training after it",
+    "bf16 and PowerSGD sums over each tensor shard's and pipeline stage's data-parallel group: plain before the "
+    "start step, training after it",
     "[dp][compression][tp][pipeline]") {
   TempDir dir;
   for (const std::vector<std::string>& layout :
        {std::vector<std::string>{"--workers", "4", "--tensor.shards", "2"},
         std::vector<std::string>{"--workers", "4", "--pipeline.stages", "2"}}) {
-    INFO(layout[2] << " 2");
     const RunEnd plain = run_workers(dir, layout);
-    std::vector<std::string> late = layout, early = layout;
-    late.insert(late.end(), {"--comm.compress", "bf16", "--comm.compress_start_step", "6"});
-    early.insert(early.end(), {"--comm.compress", "bf16", "--comm.compress_start_step", "1"});
-    const RunEnd not_yet = run_workers(dir, late);
-    CHECK(not_yet.loss == plain.loss);
-    CHECK(not_yet.norm == plain.norm);
-    const RunEnd compressed = run_workers(dir, early);
-    std::printf("%s 2 x dp 2, bf16 from step 1: loss %s, param norm %s | plain: loss %s, param norm %s\n",
-                layout[2].c_str(), compressed.loss.c_str(), compressed.norm.c_str(), plain.loss.c_str(),
-                plain.norm.c_str());
-    CHECK(compressed.norm != plain.norm);
-    CHECK(std::stod(compressed.loss) == Approx(std::stod(plain.loss)).margin(0.05));
+    for (const char* kind : {"bf16", "powersgd"}) {
+      INFO(layout[2] << " 2, comm.compress " << kind);
+      std::vector<std::string> late = layout, early = layout;
+      late.insert(late.end(), {"--comm.compress", kind, "--comm.compress_start_step", "6"});
+      early.insert(early.end(), {"--comm.compress", kind, "--comm.compress_start_step", "1"});
+      const RunEnd not_yet = run_workers(dir, late);
+      CHECK(not_yet.loss == plain.loss);
+      CHECK(not_yet.norm == plain.norm);
+      const RunEnd compressed = run_workers(dir, early);
+      std::printf("%s 2 x dp 2, %s from step 1: loss %s, param norm %s | plain: loss %s, param norm %s\n",
+                  layout[2].c_str(), kind, compressed.loss.c_str(), compressed.norm.c_str(), plain.loss.c_str(),
+                  plain.norm.c_str());
+      CHECK(compressed.norm != plain.norm);
+      CHECK(std::stod(compressed.loss) == Approx(std::stod(plain.loss)).margin(0.05));
+    }
   }
+}
+
+TEST_CASE(
+    "a PowerSGD checkpoint of tp 2 x dp 2 resumes on 2 data-parallel workers: the residuals carry over, Q starts "
+    "afresh and the log says so",
+    "[dp][compression][tp][checkpoint]") {
+  TempDir dir;
+  const std::string saved = (dir.path() / "tp2").string();
+  const std::vector<std::string> compressed{"--train.batch_size", "4", "--comm.compress", "powersgd",
+                                            "--comm.compress_start_step", "1", "--checkpoint.dir", saved};
+  const auto job = [&](long steps, const std::vector<std::string>& layout) {
+    return with(with(with({"train"}, tiny_steps(steps)), compressed), layout);
+  };
+  const ProcessResult sharded =
+      run_troupe(dir, job(4, {"--workers", "4", "--tensor.shards", "2"}), std::chrono::seconds(120));
+  INFO(sharded.out << sharded.err);
+  REQUIRE(sharded.exit_code == 0);
+  const ProcessResult resumed = run_troupe(dir, job(6, {"--workers", "2", "--resume"}), std::chrono::seconds(120));
+  INFO(resumed.out << resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK_THAT(resumed.out, Contains("resumed from"));
+  // Q fits only the tensor split that made it (powersgd_q_tp2); the residuals are element-wise.
+  CHECK_THAT(resumed.out + resumed.err, Contains("holds no 'powersgd_q' state"));
+  CHECK_THAT(resumed.out + resumed.err, !Contains("holds no 'powersgd_residual_dp"));
 }

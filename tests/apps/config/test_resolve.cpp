@@ -160,6 +160,13 @@ TEST_CASE("gradient compression: the start step defaults to 10% of the steps, an
           c.comm.compress = "bf16";
           c.train.zero = 2;
         }).empty());
+  // PowerSGD compresses each pipeline stage's and tensor shard's local matrices.
+  CHECK(resolve_error([](JobConfig& c) {
+          c.comm.compress = "powersgd";
+          c.pipeline.stages = 2;
+          c.tensor.shards = 2;
+          c.train.zero = 1;
+        }).empty());
   CHECK_THAT(resolve_error([](JobConfig& c) {
                c.comm.compress = "bf16";
                c.train.zero = 3;
