@@ -15,9 +15,7 @@ Expected<Compression> parse_compression(std::string_view name) {
   for (Compression kind : {Compression::none, Compression::bf16, Compression::powersgd}) {
     if (name == compression_name(kind)) return kind;
   }
-  std::string message = "'";
-  message.append(name).append("' is not a compression (known: none, bf16, powersgd)");
-  return Error{message};
+  return Error{"'" + std::string(name) + "' is not a compression (known: none, bf16, powersgd)"};
 }
 
 }  // namespace troupe::comm
