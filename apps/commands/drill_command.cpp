@@ -369,6 +369,24 @@ double step_seconds(const WatchedRun& run, std::size_t from, std::size_t index, 
   return 1.0;
 }
 
+// The checkpoint being written in `dir`: its staging folder's name (step-….tmp), or empty.
+std::string checkpoint_in_flight(const fs::path& dir) {
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().extension() == ".tmp") return it->path().filename().string();
+  return "";
+}
+
+// The newest step line among lines [from, to): its step and when it came.
+std::pair<long, Clock::time_point> newest_step_line(const WatchedRun& run, std::size_t from, std::size_t to, long steps) {
+  const std::vector<WatchedRun::Line> lines = run.lines();
+  const std::regex step("step +([0-9]+)/" + std::to_string(steps) + " \\|");
+  std::smatch m;
+  for (std::size_t i = std::min(to, lines.size()); i-- > from;)
+    if (std::regex_search(lines[i].text, m, step)) return {std::stol(m[1].str()), lines[i].at};
+  return {0, Clock::time_point{}};
+}
+
 // The chaos drill's random choices, the same for the same seed on any machine (no standard
 // distribution: their results differ between standard libraries).
 class KillChoices {
@@ -413,7 +431,7 @@ Verdict drill_chaos(const Drill& drill, const DrillOptions& options, std::uint64
   KillChoices choices(seed);
   std::size_t from = 0;  // the output before this line is done with: the last recovery's
   int previous = -1;
-  long kills = 0, recovered = 0, steps_lost = 0;
+  long kills = 0, recovered = 0, steps_lost = 0, during_checkpoint = 0;
   double recovery_sum = 0;
   for (long step = options.kill_every; step < drill.steps(); step += options.kill_every) {
     const std::string kill = "kill " + std::to_string(kills + 1) + " (step " + std::to_string(step) + ")";
@@ -434,16 +452,21 @@ Verdict drill_chaos(const Drill& drill, const DrillOptions& options, std::uint64
       break;
     }
     const std::size_t kill_index = run.lines().size();
+    const std::string writing = checkpoint_in_flight(drill.dir() / "drilled");
     ::kill(static_cast<pid_t>(joined->second.back()), SIGKILL);
     const Clock::time_point fault_at = Clock::now();
+    if (!writing.empty()) ++during_checkpoint;
     ++kills;
     previous = node;
-    const long last = last_step_logged(run, fault_at, drill.steps());
+    // The kill landed after the newest step line: the drawn moment may reach past a short step.
+    const auto [last, last_at] = newest_step_line(run, before_index, kill_index, drill.steps());
     Verdict one;
     from = watch_recovery(run, drill, fault_at, last, first_word_on_failure, one, kill_index);
     std::string account = "kill " + std::to_string(kills) + ": node " + std::to_string(node) + " (pid " +
-                          std::to_string(joined->second.back()) + ") in step " + std::to_string(last + 1) + ", " +
-                          std::to_string(static_cast<int>(moment * 100)) + "% into it; ";
+                          std::to_string(joined->second.back()) + ") in step " + std::to_string(last + 1) + " (" +
+                          fixed2(seconds_between(last_at, fault_at)) + " s after step " + std::to_string(last) +
+                          "'s line; drawn at " + std::to_string(static_cast<int>(moment * 100)) + "% of a step)" +
+                          (writing.empty() ? std::string() : ", while " + writing + " was being written") + "; ";
     account += one.detected_after ? "detected after " + fixed2(*one.detected_after) + " s; " : "detected: NO; ";
     if (!one.recovered_after) {
       v.checks.push_back(account + "training again: NO");
@@ -466,7 +489,8 @@ Verdict drill_chaos(const Drill& drill, const DrillOptions& options, std::uint64
   v.steps_lost = steps_lost;
   const std::optional<int> code = run.wait_exit(seconds(600));
   add_job_account(run, v);
-  v.checks.push_back("totals: " + std::to_string(kills) + " of " + std::to_string(drill.kills()) + " kills made, " +
+  v.checks.push_back("totals: " + std::to_string(kills) + " of " + std::to_string(drill.kills()) + " kills made (" +
+                     std::to_string(during_checkpoint) + " while a checkpoint was being written), " +
                      std::to_string(recovered) + " recovered; steps lost " + std::to_string(steps_lost) +
                      (recovered > 0 ? "; training again after " + fixed2(recovery_sum / static_cast<double>(recovered)) +
                                           " s on average"
@@ -567,9 +591,7 @@ Verdict drill_checkpoints(const Drill& drill, const DrillOptions& options) {
     const auto deadline = Clock::now() + seconds(300);
     bool caught = false;
     while (!caught && Clock::now() < deadline && !(*first)->wait_exit(milliseconds(0))) {
-      std::error_code ec;
-      for (fs::directory_iterator it(drilled, ec), end; !ec && it != end; it.increment(ec))
-        if (it->path().extension() == ".tmp") caught = true;
+      caught = !checkpoint_in_flight(drilled).empty();
       if (caught) (*first)->kill_all();
       std::this_thread::sleep_for(milliseconds(1));
     }
