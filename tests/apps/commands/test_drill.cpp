@@ -245,6 +245,29 @@ TEST_CASE("drill chaos: a node SIGKILLed in steps 10 and 20 of 30, another one e
   check_chaos(30, {"--checkpoint.every", "1"});
 }
 
+// Each kill's node and drawn moment, as its verdict line says them: what a seed decides.
+std::vector<std::string> drawn_kills(const std::string& out) {
+  std::vector<std::string> drawn;
+  const std::regex kill("\\n  kill [0-9]+: node ([0-9]+) .*drawn at ([0-9]+)% of a step");
+  for (std::sregex_iterator it(out.begin(), out.end(), kill), end; it != end; ++it)
+    drawn.push_back("node " + (*it)[1].str() + " at " + (*it)[2].str() + "%");
+  return drawn;
+}
+
+TEST_CASE("drill chaos --seed replays the kills' nodes and moments", "[drill]") {
+  TempDir dir;
+  auto drawn_with_seed = [&] {
+    const ProcessResult r = drill(dir, "chaos",
+                                  {"--workers", "4", "--train.steps", "10", "--kill-every", "3", "--seed", "2026"});
+    check_passed(r);
+    CHECK_THAT(r.out, Contains("seed 2026 (--seed 2026 replays the choices)"));
+    return drawn_kills(r.out);
+  };
+  const std::vector<std::string> first = drawn_with_seed();
+  CHECK(first.size() == 3);
+  CHECK(drawn_with_seed() == first);
+}
+
 TEST_CASE("drill chaos: 9 kills in 100 steps on 4 nodes, each recovered, and the job ends bitwise equal to the "
           "undisturbed run",
           "[drill][slow]") {
