@@ -418,7 +418,7 @@ std::string fixed2(double value) {
 // recovered, the job finished, and the final weights bitwise those of the undisturbed run.
 Verdict drill_chaos(const Drill& drill, const DrillOptions& options, std::uint64_t seed) {
   Verdict v;
-  v.fault = "SIGKILL to a node process in every " + std::to_string(options.kill_every) + "th step of " +
+  v.fault = "SIGKILL to a node process every " + std::to_string(options.kill_every) + " steps of " +
             std::to_string(drill.steps()) + " (" + std::to_string(drill.kills()) +
             " kills), each at a random moment within its step and never the node killed the time before; seed " +
             std::to_string(seed) + " (--seed " + std::to_string(seed) + " replays the choices)";
@@ -709,7 +709,7 @@ int run_drill(const DrillOptions& options, const ResolvedJob& job) {
   Drill drill(options, job);
   if (Status prepared = drill.prepare(); !prepared) return error_exit(ExitCode::bad_input, prepared.error().message);
   // Drawn before anything runs, so that the header names it even if the drill never ends.
-  const std::uint64_t seed = options.seed.value_or(std::random_device{}());
+  const std::uint64_t seed = !chaos ? 0 : options.seed ? *options.seed : std::random_device{}();
   std::printf("drill %s in %s: %ld steps, checkpoint every %ld, %d worker(s)%s; undisturbed run first\n",
               options.scenario.c_str(), drill.dir().c_str(), steps, drill.every(), options.workers,
               chaos ? (", " + std::to_string(drill.kills()) + " kills, seed " + std::to_string(seed)).c_str() : "");
