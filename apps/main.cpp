@@ -16,6 +16,7 @@
 //   troupe launch [--hostfile FILE] [--memory-limit SIZE] [--config FILE] [--section.name VALUE ...]
 //   troupe node   (started by launch)
 //   troupe drill SCENARIO [--at-step 3] [--target 1] [--workers 2] [--dir DIR] [--keep] [--config FILE] [--section.name VALUE ...]
+//   troupe drill chaos [--kill-every 10] [--seed S] [--workers 4] [--train.steps 100] ...
 //   troupe export --checkpoint DIR [--format safetensors] [--out model.safetensors]
 //   troupe shell HOST:PORT [-c COMMAND] [--token-file FILE]
 //
@@ -497,11 +498,16 @@ int main(int argc, char** argv) {
       "drill", "Failure drill: the job undisturbed, then with a fault injected; prints a verdict.");
   drill_command
       ->add_option("scenario", drill_options.scenario,
-                   "kill-node, kill-worker, hang, slow-node, corrupt-checkpoint, kill-during-checkpoint or disk-full")
+                   "kill-node, kill-worker, hang, slow-node, corrupt-checkpoint, kill-during-checkpoint, disk-full, "
+                   "node-lost or chaos")
       ->required();
   drill_command->add_option("--at-step", drill_options.at_step, "the fault comes after this step")->capture_default_str();
   drill_command->add_option("--target", drill_options.target, "node (kill-node, hang, slow-node) or rank (kill-worker) to fail")
       ->capture_default_str();
+  drill_command->add_option("--kill-every", drill_options.kill_every, "chaos: a node is killed in every Nth step")
+      ->capture_default_str();
+  drill_command->add_option("--seed", drill_options.seed,
+                            "chaos: the seed of the kills' nodes and moments, as a verdict prints it (default: fresh)");
   drill_command->add_option("--workers", drill_options.workers, "node processes; 1 only for checkpoint scenarios")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();

@@ -5,6 +5,7 @@
 // what a command finds wrong in its input itself (an environment variable, a file) is 2 too.
 // Every error is reported through error_exit(): one line "troupe: error: <message>".
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -180,8 +181,11 @@ int run_bench_checkpoint(const BenchCheckpointOptions& options);
 // verdict (detected after, recovered after, steps lost, final weights equal). Checkpoints go to
 // a folder per run under `dir`; after a PASS what the drill wrote is removed unless `keep`.
 struct DrillOptions {
-  std::string scenario;  // kill-node, kill-worker, hang, slow-node, corrupt-checkpoint, kill-during-checkpoint, disk-full
+  std::string scenario;  // kill-node, kill-worker, hang, slow-node, corrupt-checkpoint, kill-during-checkpoint, disk-full,
+                         // node-lost, chaos
   long at_step = 3;      // the fault comes after this step
+  long kill_every = 10;  // chaos: a node is killed in every kill_every-th step
+  std::optional<std::uint64_t> seed;  // chaos: replays the random choices of a run; none = a fresh seed
   int target = 1;        // the node (kill-node, hang, slow-node) or rank (kill-worker) that fails
   int workers = 2;       // node processes (1: one process; only for the checkpoint scenarios)
   std::string dir;       // empty: drill-SCENARIO-PID in the current folder

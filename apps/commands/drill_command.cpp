@@ -9,6 +9,9 @@
 // Elsewhere (launch_command.cpp) every node restarts from the survivors' rescue snapshot when a
 // data-parallel replica survived (no steps lost), else from the newest checkpoint, and with
 // fault.elastic goes on without a node that cannot come back; the verdict says which it was.
+//
+// chaos repeats the node kill: one in every --kill-every-th step, each at a random moment within
+// the step and never the node killed the time before, the choices drawn from a printed seed.
 
 #include <signal.h>
 #include <sys/resource.h>
@@ -20,6 +23,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <regex>
 #include <thread>
 
@@ -42,7 +46,7 @@ using std::chrono::seconds;
 
 const std::vector<std::string> drill_scenarios{"kill-node",          "kill-worker",            "hang",
                                                "slow-node",          "corrupt-checkpoint",     "kill-during-checkpoint",
-                                               "disk-full",          "node-lost"};
+                                               "disk-full",          "node-lost",              "chaos"};
 
 double seconds_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
@@ -69,7 +73,11 @@ class Drill {
     config.sample.tokens = 0;
     config.checkpoint.resume = false;
     config.train.log_every = 1;  // the drill times faults and recovery by the step lines
-    if (config.checkpoint.every <= 0) config.checkpoint.every = std::max(1L, options_.at_step / 2);
+    const bool chaos = options_.scenario == "chaos";
+    if (config.checkpoint.every <= 0)
+      config.checkpoint.every = std::max(1L, (chaos ? options_.kill_every : options_.at_step) / 2);
+    // Every kill costs a restart where the job restarts every node: the budget must cover them all.
+    if (chaos) config.fault.max_restarts = std::max(config.fault.max_restarts, static_cast<int>(kills()));
     // A straggler is told by sampling who waits at every heartbeat: sample often.
     if (options_.scenario == "slow-node") config.fault.heartbeat_seconds = std::min(config.fault.heartbeat_seconds, 0.1);
     // A node that cannot come back: the job is to go on without it.
@@ -84,6 +92,8 @@ class Drill {
   const fs::path& dir() const { return dir_; }
   long steps() const { return job_.config.train.steps; }
   long every() const { return every_; }
+  // chaos: the kills the run is to take, one in each --kill-every-th step before the last.
+  long kills() const { return (steps() - 1) / options_.kill_every; }
 
   // After a PASS: what the drill created, and the folder itself unless the user named it (--dir)
   // or it held something else already.
@@ -174,11 +184,12 @@ std::optional<pid_t> node_pid(WatchedRun& run, int node) {
   return static_cast<pid_t>(std::stol(m[1].str()));
 }
 
-// After a fault at `fault_at`: the restart, the resumed step, and the first step trained again.
-void watch_recovery(WatchedRun& run, const Drill& drill, Clock::time_point fault_at, long last_step_before,
-                    const std::regex& detection, Verdict& v) {
-  std::size_t index = 0;
-  if (auto detected = run.wait_for_line(detection, seconds(120), 0, &index)) {
+// After a fault at `fault_at`, in the output from line `from` on: the restart, the resumed step,
+// and the first step trained again. Returns the index of that step's line (`from` if none came).
+std::size_t watch_recovery(WatchedRun& run, const Drill& drill, Clock::time_point fault_at, long last_step_before,
+                           const std::regex& detection, Verdict& v, std::size_t from = 0) {
+  std::size_t index = from, trained_index = from;
+  if (auto detected = run.wait_for_line(detection, seconds(120), from, &index)) {
     v.detected_after = seconds_between(fault_at, detected->at);
     v.detected_by = detected->text;
   }
@@ -189,7 +200,7 @@ void watch_recovery(WatchedRun& run, const Drill& drill, Clock::time_point fault
     std::smatch m;
     std::regex_search(resumed->text, m, std::regex("resumed from (.*) after step ([0-9]+)"));
     const long from_step = std::stol(m[2].str());
-    if (auto trained = run.wait_for_line(drill.step_line(from_step + 1), seconds(180), resumed_index)) {
+    if (auto trained = run.wait_for_line(drill.step_line(from_step + 1), seconds(180), resumed_index, &trained_index)) {
       v.recovered_after = seconds_between(fault_at, trained->at);
       std::smatch respawned;
       const bool in_place = std::regex_search(resumed->text, respawned, std::regex("rank ([0-9]+) respawned in place"));
@@ -199,6 +210,7 @@ void watch_recovery(WatchedRun& run, const Drill& drill, Clock::time_point fault
     }
     v.steps_lost = std::max(0L, last_step_before - from_step);
   }
+  return trained_index;
 }
 
 // Whether the job recovered from a surviving replica's memory, as its log says: in place, or by
@@ -281,6 +293,9 @@ void compare_weights(const Drill& drill, Verdict& v) {
   else v.checks.push_back("final checkpoint: " + equal.error().message);
 }
 
+// The job supervisor's first word on a failure: the rescue it asks for, in place, or the job's end.
+const std::regex first_word_on_failure("for a rescue snapshot of their memory|job failed: |recovery: in place \\(epoch");
+
 // Faults injected into a running job: a node SIGKILLed or SIGSTOPped, or a worker throwing.
 Verdict drill_running_job(const Drill& drill, const DrillOptions& options) {
   Verdict v;
@@ -319,9 +334,7 @@ Verdict drill_running_job(const Drill& drill, const DrillOptions& options) {
               (gone ? ", which then fails at every restart" : "");
   }
   const long last = last_step_logged(**run, fault_at + milliseconds(1), drill.steps());
-  // The job supervisor's first word on the failure: the rescue it asks for, or the job's end.
-  watch_recovery(**run, drill, fault_at, std::max(last, options.at_step - (worker ? 1 : 0)),
-                 std::regex("for a rescue snapshot of their memory|job failed: |recovery: in place \\(epoch"), v);
+  watch_recovery(**run, drill, fault_at, std::max(last, options.at_step - (worker ? 1 : 0)), first_word_on_failure, v);
   const std::optional<int> code = (*run)->wait_exit(seconds(600));
   add_job_account(**run, v);
   v.checks.push_back("job finished: " + std::string(code == 0 ? "yes" : "NO (exit " + std::to_string(code.value_or(-1)) + ")"));
@@ -343,6 +356,148 @@ Verdict drill_running_job(const Drill& drill, const DrillOptions& options) {
   const bool processes_kept = !in_place || add_in_place_account(**run, v);
   compare_weights(drill, v);
   v.passed = v.detected_after && v.recovered_after && code == 0 && processes_kept && v.weights_equal.value_or(false);
+  return v;
+}
+
+// The seconds of the step whose line is at `index`, from the step line before it back to line
+// `from`; 1 s when there is none there (the first step after a restore).
+double step_seconds(const WatchedRun& run, std::size_t from, std::size_t index, long steps) {
+  const std::vector<WatchedRun::Line> lines = run.lines();
+  const std::regex step("step +[0-9]+/" + std::to_string(steps) + " \\|");
+  for (std::size_t i = index; i-- > from;)
+    if (std::regex_search(lines[i].text, step)) return seconds_between(lines[i].at, lines[index].at);
+  return 1.0;
+}
+
+// The checkpoint being written in `dir`: its staging folder's name (step-….tmp), or empty.
+std::string checkpoint_in_flight(const fs::path& dir) {
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().extension() == ".tmp") return it->path().filename().string();
+  return "";
+}
+
+// The newest step line among lines [from, to): its step and when it came.
+std::pair<long, Clock::time_point> newest_step_line(const WatchedRun& run, std::size_t from, std::size_t to, long steps) {
+  const std::vector<WatchedRun::Line> lines = run.lines();
+  const std::regex step("step +([0-9]+)/" + std::to_string(steps) + " \\|");
+  std::smatch m;
+  for (std::size_t i = std::min(to, lines.size()); i-- > from;)
+    if (std::regex_search(lines[i].text, m, step)) return {std::stol(m[1].str()), lines[i].at};
+  return {0, Clock::time_point{}};
+}
+
+// The chaos drill's random choices, the same for the same seed on any machine (no standard
+// distribution: their results differ between standard libraries).
+class KillChoices {
+ public:
+  explicit KillChoices(std::uint64_t seed) : random_(seed) {}
+  // Where in its step a kill lands, in [0, 1).
+  double moment() { return static_cast<double>(random_() >> 11) * 0x1p-53; }
+  // A node of `nodes` other than `previous` (−1: any).
+  int node(int nodes, int previous) {
+    const int candidates = previous < 0 ? nodes : nodes - 1;
+    const int drawn = static_cast<int>(random_() % static_cast<std::uint64_t>(candidates));
+    return previous >= 0 && drawn >= previous ? drawn + 1 : drawn;
+  }
+
+ private:
+  std::mt19937_64 random_;
+};
+
+std::string fixed2(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f", value);
+  return text;
+}
+
+// Repeated failures: in every --kill-every-th step a node process gets SIGKILL at a random moment
+// within the step, never the node killed the time before. Before the next kill the drill waits
+// for the job to be training again (the first step trained after the restore), so no kill lands
+// in a recovery; a kill may land while a checkpoint is being written. PASS needs every kill
+// recovered, the job finished, and the final weights bitwise those of the undisturbed run.
+Verdict drill_chaos(const Drill& drill, const DrillOptions& options, std::uint64_t seed) {
+  Verdict v;
+  v.fault = "SIGKILL to a node process every " + std::to_string(options.kill_every) + " steps of " +
+            std::to_string(drill.steps()) + " (" + std::to_string(drill.kills()) +
+            " kills), each at a random moment within its step and never the node killed the time before; seed " +
+            std::to_string(seed) + " (--seed " + std::to_string(seed) + " replays the choices)";
+  auto started = drill.start("drilled", false);
+  if (!started) {
+    v.fault = started.error().message;
+    return v;
+  }
+  WatchedRun& run = **started;
+  KillChoices choices(seed);
+  std::size_t from = 0;  // the output before this line is done with: the last recovery's
+  int previous = -1;
+  long kills = 0, recovered = 0, steps_lost = 0, during_checkpoint = 0;
+  double recovery_sum = 0;
+  for (long step = options.kill_every; step < drill.steps(); step += options.kill_every) {
+    const std::string kill = "kill " + std::to_string(kills + 1) + " (step " + std::to_string(step) + ")";
+    std::size_t before_index = 0;
+    if (!run.wait_for_line(drill.step_line(step - 1), seconds(300), from, &before_index)) {
+      v.checks.push_back(kill + ": the job never reached step " + std::to_string(step - 1));
+      break;
+    }
+    // Drawn in the same order every time, so that a seed replays the nodes and the moments.
+    const double moment = choices.moment();
+    const int node = choices.node(options.workers, previous);
+    std::this_thread::sleep_for(
+        std::chrono::duration<double>(moment * step_seconds(run, from, before_index, drill.steps())));
+    const auto pids = joined_pids(run);
+    const auto joined = pids.find(node);
+    if (joined == pids.end()) {
+      v.checks.push_back(kill + ": node " + std::to_string(node) + " never joined");
+      break;
+    }
+    const std::size_t kill_index = run.lines().size();
+    const std::string writing = checkpoint_in_flight(drill.dir() / "drilled");
+    ::kill(static_cast<pid_t>(joined->second.back()), SIGKILL);
+    const Clock::time_point fault_at = Clock::now();
+    if (!writing.empty()) ++during_checkpoint;
+    ++kills;
+    previous = node;
+    // The kill landed after the newest step line: the drawn moment may reach past a short step.
+    const auto [last, last_at] = newest_step_line(run, before_index, kill_index, drill.steps());
+    Verdict one;
+    from = watch_recovery(run, drill, fault_at, last, first_word_on_failure, one, kill_index);
+    std::string account = "kill " + std::to_string(kills) + ": node " + std::to_string(node) + " (pid " +
+                          std::to_string(joined->second.back()) + ") in step " + std::to_string(last + 1) + " (" +
+                          fixed2(seconds_between(last_at, fault_at)) + " s after step " + std::to_string(last) +
+                          "'s line; drawn at " + std::to_string(static_cast<int>(moment * 100)) + "% of a step)" +
+                          (writing.empty() ? std::string() : ", while " + writing + " was being written") + "; ";
+    account += one.detected_after ? "detected after " + fixed2(*one.detected_after) + " s; " : "detected: NO; ";
+    if (!one.recovered_after) {
+      v.checks.push_back(account + "training again: NO");
+      break;
+    }
+    ++recovered;
+    recovery_sum += *one.recovered_after;
+    steps_lost += one.steps_lost.value_or(0);
+    v.checks.push_back(account + "training again after " + fixed2(*one.recovered_after) + " s: " + one.recovered_how +
+                       "; steps lost " + std::to_string(one.steps_lost.value_or(0)));
+    if (one.detected_after && (!v.detected_after || *one.detected_after > *v.detected_after)) {
+      v.detected_after = one.detected_after;
+      v.detected_by = "the slowest of the detections, kill " + std::to_string(kills) + ": " + one.detected_by;
+    }
+    if (!v.recovered_after || *one.recovered_after > *v.recovered_after) {
+      v.recovered_after = one.recovered_after;
+      v.recovered_how = "the slowest of the recoveries, kill " + std::to_string(kills) + ": " + one.recovered_how;
+    }
+  }
+  v.steps_lost = steps_lost;
+  const std::optional<int> code = run.wait_exit(seconds(600));
+  add_job_account(run, v);
+  v.checks.push_back("totals: " + std::to_string(kills) + " of " + std::to_string(drill.kills()) + " kills made (" +
+                     std::to_string(during_checkpoint) + " while a checkpoint was being written), " +
+                     std::to_string(recovered) + " recovered; steps lost " + std::to_string(steps_lost) +
+                     (recovered > 0 ? "; training again after " + fixed2(recovery_sum / static_cast<double>(recovered)) +
+                                          " s on average"
+                                    : std::string()));
+  v.checks.push_back("job finished: " + std::string(code == 0 ? "yes" : "NO (exit " + std::to_string(code.value_or(-1)) + ")"));
+  compare_weights(drill, v);
+  v.passed = kills == drill.kills() && recovered == kills && code == 0 && v.weights_equal.value_or(false);
   return v;
 }
 
@@ -436,9 +591,7 @@ Verdict drill_checkpoints(const Drill& drill, const DrillOptions& options) {
     const auto deadline = Clock::now() + seconds(300);
     bool caught = false;
     while (!caught && Clock::now() < deadline && !(*first)->wait_exit(milliseconds(0))) {
-      std::error_code ec;
-      for (fs::directory_iterator it(drilled, ec), end; !ec && it != end; it.increment(ec))
-        if (it->path().extension() == ".tmp") caught = true;
+      caught = !checkpoint_in_flight(drilled).empty();
       if (caught) (*first)->kill_all();
       std::this_thread::sleep_for(milliseconds(1));
     }
@@ -534,9 +687,14 @@ int run_drill(const DrillOptions& options, const ResolvedJob& job) {
     return error_exit(ExitCode::bad_input, "--at-step " + std::to_string(options.at_step) +
                                                " must be between 1 and train.steps − 1 (" + std::to_string(steps - 1) +
                                                ")");
+  const bool chaos = options.scenario == "chaos";
+  if (chaos && (options.kill_every < 2 || options.kill_every >= steps))
+    return error_exit(ExitCode::bad_input, "--kill-every " + std::to_string(options.kill_every) +
+                                               " must be between 2 and train.steps − 1 (" + std::to_string(steps - 1) +
+                                               ") for at least one kill");
   const bool process_fault = options.scenario == "kill-node" || options.scenario == "hang" ||
                              options.scenario == "kill-worker" || options.scenario == "slow-node" ||
-                             options.scenario == "node-lost";
+                             options.scenario == "node-lost" || chaos;
   if (process_fault && options.workers < 2)
     return error_exit(ExitCode::bad_input,
                       "drill " + options.scenario + " needs --workers 2 or more: recovery restarts the node processes");
@@ -550,8 +708,11 @@ int run_drill(const DrillOptions& options, const ResolvedJob& job) {
 
   Drill drill(options, job);
   if (Status prepared = drill.prepare(); !prepared) return error_exit(ExitCode::bad_input, prepared.error().message);
-  std::printf("drill %s in %s: %ld steps, checkpoint every %ld, %d worker(s); undisturbed run first\n",
-              options.scenario.c_str(), drill.dir().c_str(), steps, drill.every(), options.workers);
+  // Drawn before anything runs, so that the header names it even if the drill never ends.
+  const std::uint64_t seed = !chaos ? 0 : options.seed ? *options.seed : std::random_device{}();
+  std::printf("drill %s in %s: %ld steps, checkpoint every %ld, %d worker(s)%s; undisturbed run first\n",
+              options.scenario.c_str(), drill.dir().c_str(), steps, drill.every(), options.workers,
+              chaos ? (", " + std::to_string(drill.kills()) + " kills, seed " + std::to_string(seed)).c_str() : "");
   std::fflush(stdout);
   auto reference = drill.start("undisturbed", false);
   if (!reference) return error_exit(ExitCode::bad_input, reference.error().message);
@@ -564,7 +725,9 @@ int run_drill(const DrillOptions& options, const ResolvedJob& job) {
   std::printf("undisturbed run: %.1f s; now the drilled run\n", seconds_between(started, Clock::now()));
   std::fflush(stdout);
   Verdict verdict;
-  if (options.scenario == "slow-node")
+  if (chaos)
+    verdict = drill_chaos(drill, options, seed);
+  else if (options.scenario == "slow-node")
     verdict = drill_slow_node(drill, options);
   else if (process_fault)
     verdict = drill_running_job(drill, options);

@@ -21,14 +21,15 @@ using Catch::Contains;
 
 namespace {
 
-ProcessResult drill(const TempDir& dir, const std::string& scenario, std::vector<std::string> extra = {}) {
+ProcessResult drill(const TempDir& dir, const std::string& scenario, std::vector<std::string> extra = {},
+                    std::chrono::seconds timeout = std::chrono::seconds(240)) {
   std::vector<std::string> args{"drill",        scenario,     "--at-step",          "5",
                                 "--dir",        (dir.path() / scenario).string(),   "--model.preset",
                                 "tiny",         "--train.steps", "12",              "--train.threads",
                                 "1",            "--train.val_batches", "1",         "--train.val_every",
                                 "0"};
   args.insert(args.end(), extra.begin(), extra.end());
-  const ProcessResult r = run_troupe(dir, args, std::chrono::seconds(240));
+  const ProcessResult r = run_troupe(dir, args, timeout);
   std::printf("%s", r.out.substr(r.out.find("drill " + scenario + ":")).c_str());
   return r;
 }
@@ -210,6 +211,69 @@ TEST_CASE("drill slow-node: a straggler is named and the job goes on", "[drill]"
   CHECK_THAT(r.out, Contains("straggler: rank 1 (node 1") && Contains("the job went on to the end: yes"));
 }
 
+// The node of every kill in a chaos verdict, in order.
+std::vector<int> killed_nodes(const std::string& out) {
+  std::vector<int> nodes;
+  const std::regex kill("\n  kill [0-9]+: node ([0-9]+) \\(pid [0-9]+\\) in step ([0-9]+)");
+  for (std::sregex_iterator it(out.begin(), out.end(), kill), end; it != end; ++it) nodes.push_back(std::stoi((*it)[1]));
+  return nodes;
+}
+
+// A chaos drill on tiny, 4 nodes, a kill in every 10th step of `steps`: it passes, every planned
+// kill was made and recovered, and no node was killed twice in a row.
+void check_chaos(long steps, std::vector<std::string> extra = {}) {
+  TempDir dir;
+  const long kills = (steps - 1) / 10;
+  extra.insert(extra.end(), {"--workers", "4", "--train.steps", std::to_string(steps)});
+  const ProcessResult r = drill(dir, "chaos", extra, std::chrono::seconds(60 + 12 * steps));
+  check_passed(r);
+  std::smatch seed;
+  CHECK(std::regex_search(r.out, seed, std::regex("seed ([0-9]+) \\(--seed \\1 replays the choices\\)")));
+  const std::string n = std::to_string(kills);
+  CHECK(std::regex_search(r.out, std::regex("totals: " + n + " of " + n + " kills made \\([0-9]+ while a checkpoint "
+                                            "was being written\\), " + n + " recovered; steps lost 0")));
+  CHECK_THAT(r.out, Contains("job finished: yes"));
+  const std::vector<int> nodes = killed_nodes(r.out);
+  REQUIRE(nodes.size() == static_cast<std::size_t>(kills));
+  for (std::size_t i = 1; i < nodes.size(); ++i) CHECK(nodes[i] != nodes[i - 1]);
+  for (int node : nodes) CHECK((node >= 0 && node < 4));
+}
+
+TEST_CASE("drill chaos: a node SIGKILLed in steps 10 and 20 of 30, another one each time, at a random moment "
+          "while the previous step's checkpoint may be in flight, and the job ends bitwise equal to the undisturbed run",
+          "[drill]") {
+  check_chaos(30, {"--checkpoint.every", "1"});
+}
+
+// Each kill's node and drawn moment, as its verdict line says them: what a seed decides.
+std::vector<std::string> drawn_kills(const std::string& out) {
+  std::vector<std::string> drawn;
+  const std::regex kill("\\n  kill [0-9]+: node ([0-9]+) .*drawn at ([0-9]+)% of a step");
+  for (std::sregex_iterator it(out.begin(), out.end(), kill), end; it != end; ++it)
+    drawn.push_back("node " + (*it)[1].str() + " at " + (*it)[2].str() + "%");
+  return drawn;
+}
+
+TEST_CASE("drill chaos --seed replays the kills' nodes and moments", "[drill]") {
+  TempDir dir;
+  auto drawn_with_seed = [&] {
+    const ProcessResult r = drill(dir, "chaos",
+                                  {"--workers", "4", "--train.steps", "10", "--kill-every", "3", "--seed", "2026"});
+    check_passed(r);
+    CHECK_THAT(r.out, Contains("seed 2026 (--seed 2026 replays the choices)"));
+    return drawn_kills(r.out);
+  };
+  const std::vector<std::string> first = drawn_with_seed();
+  CHECK(first.size() == 3);
+  CHECK(drawn_with_seed() == first);
+}
+
+TEST_CASE("drill chaos: 9 kills in 100 steps on 4 nodes, each recovered, and the job ends bitwise equal to the "
+          "undisturbed run",
+          "[drill][slow]") {
+  check_chaos(100);
+}
+
 TEST_CASE("drill corrupt-checkpoint: the flipped checkpoint is passed over and the older one restores", "[drill]") {
   TempDir dir;
   const ProcessResult r = drill(dir, "corrupt-checkpoint");
@@ -241,6 +305,9 @@ TEST_CASE("drill refuses an unknown scenario, a step outside the run and a proce
                     "--at-step 10 must be between 1 and train.steps − 1 (9)");
   check_rejected_in(dir, {"drill", "kill-node", "--workers", "1"}, "drill kill-node needs --workers 2 or more");
   check_rejected_in(dir, {"drill", "kill-node", "--checkpoint.dir", "x"}, "checkpoint.dir is set by the drill");
+  check_rejected_in(dir, {"drill", "chaos", "--train.steps", "10", "--kill-every", "10"},
+                    "--kill-every 10 must be between 2 and train.steps − 1 (9) for at least one kill");
+  check_rejected_in(dir, {"drill", "chaos", "--workers", "1"}, "drill chaos needs --workers 2 or more");
 }
 
 TEST_CASE("after a PASS a drill removes what it wrote unless --keep, never a --dir folder, and after a FAIL it keeps "
