@@ -168,40 +168,39 @@ void probabilities_and_gradient(Real* p, Real* dp, Real* D, const Head<const Rea
 }  // namespace
 
 template <typename Real>
-void attention_forward(Real* out, Real* lse, const Real* qkv, int B, int T, int C, int NH) {
+void attention_forward(Real* out, Real* lse, const Real* qkv, int T, int C, int NH, int head_begin, int head_end) {
   const int hs = C / NH;
   const int ld = 3 * C;
   const Real scale = Real(1) / std::sqrt(Real(hs));
   Real* s = tiles<Real>().p.data();
   Real m[query_block];
   Real l[query_block];
-  for (int b = 0; b < B; ++b) {
-    for (int h = 0; h < NH; ++h) {
-      const Head<const Real> x = head_of(qkv, b, h, T, C, hs);
-      Real* head_out = out + static_cast<std::size_t>(b) * T * C + static_cast<std::size_t>(h) * hs;
-      Real* head_lse = lse + (static_cast<std::size_t>(b) * NH + h) * T;
-      for (int r0 = 0; r0 < T; r0 += query_block) {
-        const int rows = std::min(query_block, T - r0);
-        const int r1 = r0 + rows;
-        Real* o = head_out + static_cast<std::size_t>(r0) * C;
-        std::fill(m, m + rows, -std::numeric_limits<Real>::infinity());
-        for (int c0 = 0; c0 < r1; c0 += key_block) {
-          const int width = std::min(key_block, r1 - c0);
-          gemm(CblasNoTrans, CblasTrans, rows, width, hs, scale, x.q + static_cast<std::size_t>(r0) * ld, ld,
-               x.k + static_cast<std::size_t>(c0) * ld, ld, Real(0), s, width);
-          online_softmax_chunk(s, m, l, o, C, hs, r0, rows, c0, width);
-          gemm(CblasNoTrans, CblasNoTrans, rows, hs, width, Real(1), s, width, x.v + static_cast<std::size_t>(c0) * ld,
-               ld, c0 == 0 ? Real(0) : Real(1), o, C);
-        }
-        finish_rows(o, C, head_lse + r0, m, l, hs, rows);
+  for (int bh = head_begin; bh < head_end; ++bh) {
+    const int b = bh / NH, h = bh % NH;
+    const Head<const Real> x = head_of(qkv, b, h, T, C, hs);
+    Real* head_out = out + static_cast<std::size_t>(b) * T * C + static_cast<std::size_t>(h) * hs;
+    Real* head_lse = lse + (static_cast<std::size_t>(b) * NH + h) * T;
+    for (int r0 = 0; r0 < T; r0 += query_block) {
+      const int rows = std::min(query_block, T - r0);
+      const int r1 = r0 + rows;
+      Real* o = head_out + static_cast<std::size_t>(r0) * C;
+      std::fill(m, m + rows, -std::numeric_limits<Real>::infinity());
+      for (int c0 = 0; c0 < r1; c0 += key_block) {
+        const int width = std::min(key_block, r1 - c0);
+        gemm(CblasNoTrans, CblasTrans, rows, width, hs, scale, x.q + static_cast<std::size_t>(r0) * ld, ld,
+             x.k + static_cast<std::size_t>(c0) * ld, ld, Real(0), s, width);
+        online_softmax_chunk(s, m, l, o, C, hs, r0, rows, c0, width);
+        gemm(CblasNoTrans, CblasNoTrans, rows, hs, width, Real(1), s, width, x.v + static_cast<std::size_t>(c0) * ld,
+             ld, c0 == 0 ? Real(0) : Real(1), o, C);
       }
+      finish_rows(o, C, head_lse + r0, m, l, hs, rows);
     }
   }
 }
 
 template <typename Real>
-void attention_backward(Real* dqkv, Real* row_dots, const Real* dout, const Real* qkv, const Real* lse, int B, int T,
-                        int C, int NH) {
+void attention_backward(Real* dqkv, Real* row_dots, const Real* dout, const Real* qkv, const Real* lse, int T, int C,
+                        int NH, int head_begin, int head_end) {
   const int hs = C / NH;
   const int ld = 3 * C;
   const Real scale = Real(1) / std::sqrt(Real(hs));
@@ -209,48 +208,48 @@ void attention_backward(Real* dqkv, Real* row_dots, const Real* dout, const Real
   Real* p = t.p.data();
   Real* dp = t.dp.data();
   const int last_r0 = (T - 1) / query_block * query_block;
-  for (int b = 0; b < B; ++b) {
-    for (int h = 0; h < NH; ++h) {
-      const Head<const Real> x = head_of(qkv, b, h, T, C, hs);
-      const Head<Real> dx = head_of(dqkv, b, h, T, C, hs);
-      const std::size_t row_offset = (static_cast<std::size_t>(b) * NH + h) * T;
-      const Real* head_dout = dout + static_cast<std::size_t>(b) * T * C + static_cast<std::size_t>(h) * hs;
-      for (int r0 = last_r0; r0 >= 0; r0 -= query_block) {
-        const int rows = std::min(query_block, T - r0);
-        const int r1 = r0 + rows;
-        const Real beta_kv = r1 == T ? Real(0) : Real(1);
-        const Real* d = head_dout + static_cast<std::size_t>(r0) * C;
-        const Real* block_lse = lse + row_offset + r0;
-        Real* D = row_dots + row_offset + r0;
-        std::fill(D, D + rows, Real(0));
-        const bool one_chunk = r1 <= key_block;
-        if (!one_chunk) {
-          for (int c0 = 0; c0 < r1; c0 += key_block) {
-            const int width = std::min(key_block, r1 - c0);
-            probabilities_and_gradient(p, dp, D, x, d, block_lse, r0, rows, c0, width, C, hs, scale);
-          }
-        }
+  for (int bh = head_begin; bh < head_end; ++bh) {
+    const int b = bh / NH, h = bh % NH;
+    const Head<const Real> x = head_of(qkv, b, h, T, C, hs);
+    const Head<Real> dx = head_of(dqkv, b, h, T, C, hs);
+    const std::size_t row_offset = (static_cast<std::size_t>(b) * NH + h) * T;
+    const Real* head_dout = dout + static_cast<std::size_t>(b) * T * C + static_cast<std::size_t>(h) * hs;
+    for (int r0 = last_r0; r0 >= 0; r0 -= query_block) {
+      const int rows = std::min(query_block, T - r0);
+      const int r1 = r0 + rows;
+      const Real beta_kv = r1 == T ? Real(0) : Real(1);
+      const Real* d = head_dout + static_cast<std::size_t>(r0) * C;
+      const Real* block_lse = lse + row_offset + r0;
+      Real* D = row_dots + row_offset + r0;
+      std::fill(D, D + rows, Real(0));
+      const bool one_chunk = r1 <= key_block;
+      if (!one_chunk) {
         for (int c0 = 0; c0 < r1; c0 += key_block) {
           const int width = std::min(key_block, r1 - c0);
-          probabilities_and_gradient(p, dp, one_chunk ? D : nullptr, x, d, block_lse, r0, rows, c0, width, C, hs,
-                                     scale);
-          gemm(CblasTrans, CblasNoTrans, width, hs, rows, Real(1), p, width, d, C, beta_kv,
-               dx.v + static_cast<std::size_t>(c0) * ld, ld);
-          softmax_backward_in_place(dp, p, D, rows, width);
-          gemm(CblasNoTrans, CblasNoTrans, rows, hs, width, scale, dp, width, x.k + static_cast<std::size_t>(c0) * ld,
-               ld, c0 == 0 ? Real(0) : Real(1), dx.q + static_cast<std::size_t>(r0) * ld, ld);
-          gemm(CblasTrans, CblasNoTrans, width, hs, rows, scale, dp, width, x.q + static_cast<std::size_t>(r0) * ld, ld,
-               beta_kv, dx.k + static_cast<std::size_t>(c0) * ld, ld);
+          probabilities_and_gradient(p, dp, D, x, d, block_lse, r0, rows, c0, width, C, hs, scale);
         }
+      }
+      for (int c0 = 0; c0 < r1; c0 += key_block) {
+        const int width = std::min(key_block, r1 - c0);
+        probabilities_and_gradient(p, dp, one_chunk ? D : nullptr, x, d, block_lse, r0, rows, c0, width, C, hs,
+                                   scale);
+        gemm(CblasTrans, CblasNoTrans, width, hs, rows, Real(1), p, width, d, C, beta_kv,
+             dx.v + static_cast<std::size_t>(c0) * ld, ld);
+        softmax_backward_in_place(dp, p, D, rows, width);
+        gemm(CblasNoTrans, CblasNoTrans, rows, hs, width, scale, dp, width, x.k + static_cast<std::size_t>(c0) * ld,
+             ld, c0 == 0 ? Real(0) : Real(1), dx.q + static_cast<std::size_t>(r0) * ld, ld);
+        gemm(CblasTrans, CblasNoTrans, width, hs, rows, scale, dp, width, x.q + static_cast<std::size_t>(r0) * ld, ld,
+             beta_kv, dx.k + static_cast<std::size_t>(c0) * ld, ld);
       }
     }
   }
 }
 
-template void attention_forward<float>(float*, float*, const float*, int, int, int, int);
-template void attention_forward<double>(double*, double*, const double*, int, int, int, int);
-template void attention_backward<float>(float*, float*, const float*, const float*, const float*, int, int, int, int);
+template void attention_forward<float>(float*, float*, const float*, int, int, int, int, int);
+template void attention_forward<double>(double*, double*, const double*, int, int, int, int, int);
+template void attention_backward<float>(float*, float*, const float*, const float*, const float*, int, int, int, int,
+                                        int);
 template void attention_backward<double>(double*, double*, const double*, const double*, const double*, int, int, int,
-                                         int);
+                                         int, int);
 
 }  // namespace troupe::compute::cpu

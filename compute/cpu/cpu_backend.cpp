@@ -15,11 +15,20 @@
 #include "compute/backend_checks.hpp"
 #include "compute/cpu/kernels.hpp"
 #include "compute/cpu/openblas_setup.hpp"
+#include "compute/cpu/thread_team.hpp"
 
 namespace troupe::compute {
 namespace {
 
 using checks::op_prefix;
+
+// How the team splits its work. Elementwise ranges split at multiples of 256 bytes, a multiple of
+// every vector width, so an element meets the same lanes as in one sweep (thread_team.hpp); rows
+// split anywhere, since every row is computed alone, but a part of under 16 rows is not worth a
+// thread.
+template <typename Real>
+constexpr std::int64_t element_grain = 256 / sizeof(Real);
+constexpr std::int64_t row_grain = 16;
 
 // Every tensor defined, on the cpu, and of the first one's dtype, which is f32 or f64.
 DType check_real(const char* op, std::initializer_list<const Tensor*> tensors) {
@@ -74,9 +83,12 @@ void with_real(DType dtype, Fn&& fn) {
 }  // namespace
 
 CpuBackend::CpuBackend(int threads)
-    : threads_(threads > 0 ? threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))) {
+    : threads_(threads > 0 ? threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))),
+      team_(std::make_unique<cpu::ThreadTeam>(threads_)) {
   cpu::configure_openblas(threads_);
 }
+
+CpuBackend::~CpuBackend() = default;
 
 Tensor CpuBackend::zeros(Shape shape, DType dtype) { return Tensor::zeros(std::move(shape), dtype); }
 
@@ -119,8 +131,11 @@ void CpuBackend::layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, cons
   const DType dtype = check_real(op, {&inp, &out, &mean, &rstd, &weight, &bias});
   const auto [N, C] = checks::layernorm(inp, {&out}, {&mean, &rstd}, {&weight, &bias}, op);
   with_real(dtype, [&]<typename Real>(Real) {
-    cpu::layernorm_forward(out.data_as<Real>(), mean.data_as<Real>(), rstd.data_as<Real>(), inp.data_as<Real>(),
-                           weight.data_as<Real>(), bias.data_as<Real>(), N, C);
+    team_->run(N, row_grain, [&](std::int64_t begin, std::int64_t end) {
+      const std::size_t at = static_cast<std::size_t>(begin) * C;
+      cpu::layernorm_forward(out.data_as<Real>() + at, mean.data_as<Real>() + begin, rstd.data_as<Real>() + begin,
+                             inp.data_as<Real>() + at, weight.data_as<Real>(), bias.data_as<Real>(), end - begin, C);
+    });
   });
 }
 
@@ -130,9 +145,17 @@ void CpuBackend::layernorm_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias
   const DType dtype = check_real(op, {&inp, &dinp, &dweight, &dbias, &dout, &weight, &mean, &rstd});
   const auto [N, C] = checks::layernorm(inp, {&dinp, &dout}, {&mean, &rstd}, {&weight, &dweight, &dbias}, op);
   with_real(dtype, [&]<typename Real>(Real) {
-    cpu::layernorm_backward(dinp.data_as<Real>(), dweight.data_as<Real>(), dbias.data_as<Real>(), dout.data_as<Real>(),
-                            inp.data_as<Real>(), weight.data_as<Real>(), mean.data_as<Real>(), rstd.data_as<Real>(), N,
-                            C);
+    team_->run(N, row_grain, [&](std::int64_t begin, std::int64_t end) {
+      const std::size_t at = static_cast<std::size_t>(begin) * C;
+      cpu::layernorm_backward_input(dinp.data_as<Real>() + at, dout.data_as<Real>() + at, inp.data_as<Real>() + at,
+                                    weight.data_as<Real>(), mean.data_as<Real>() + begin, rstd.data_as<Real>() + begin,
+                                    end - begin, C);
+    });
+    team_->run(C, element_grain<Real>, [&](std::int64_t begin, std::int64_t end) {
+      cpu::layernorm_backward_params(dweight.data_as<Real>() + begin, dbias.data_as<Real>() + begin,
+                                     dout.data_as<Real>() + begin, inp.data_as<Real>() + begin, mean.data_as<Real>(),
+                                     rstd.data_as<Real>(), N, static_cast<int>(end - begin), C);
+    });
   });
 }
 
@@ -167,7 +190,11 @@ void CpuBackend::attention_forward(Tensor& out, Tensor& att, const Tensor& qkv, 
   const DType dtype = check_real(op, {&qkv, &out, &att});
   const auto [B, T, C] = check_attention_shapes(qkv, out, att, n_head, op);
   with_real(dtype, [&]<typename Real>(Real) {
-    cpu::attention_forward(out.data_as<Real>(), att.data_as<Real>(), qkv.data_as<Real>(), B, T, C, n_head);
+    const cpu::OpenblasThreadsWhile one_each(1, threads_, team_->size() > 1);
+    team_->run(static_cast<std::int64_t>(B) * n_head, 1, [&](std::int64_t begin, std::int64_t end) {
+      cpu::attention_forward(out.data_as<Real>(), att.data_as<Real>(), qkv.data_as<Real>(), T, C, n_head,
+                             static_cast<int>(begin), static_cast<int>(end));
+    });
   });
 }
 
@@ -179,8 +206,11 @@ void CpuBackend::attention_backward(Tensor& dqkv, Tensor& datt, const Tensor& do
   check_same_shape(dqkv, qkv, op);
   check_same_shape(datt, att, op);
   with_real(dtype, [&]<typename Real>(Real) {
-    cpu::attention_backward(dqkv.data_as<Real>(), datt.data_as<Real>(), dout.data_as<Real>(), qkv.data_as<Real>(),
-                            att.data_as<Real>(), B, T, C, n_head);
+    const cpu::OpenblasThreadsWhile one_each(1, threads_, team_->size() > 1);
+    team_->run(static_cast<std::int64_t>(B) * n_head, 1, [&](std::int64_t begin, std::int64_t end) {
+      cpu::attention_backward(dqkv.data_as<Real>(), datt.data_as<Real>(), dout.data_as<Real>(), qkv.data_as<Real>(),
+                              att.data_as<Real>(), T, C, n_head, static_cast<int>(begin), static_cast<int>(end));
+    });
   });
 }
 
@@ -188,8 +218,11 @@ void CpuBackend::gelu_forward(Tensor& out, const Tensor& inp) {
   constexpr const char* op = "gelu_forward";
   const DType dtype = check_real(op, {&inp, &out});
   check_same_shape(out, inp, op);
-  with_real(dtype,
-            [&]<typename Real>(Real) { cpu::gelu_forward(out.data_as<Real>(), inp.data_as<Real>(), inp.numel()); });
+  with_real(dtype, [&]<typename Real>(Real) {
+    team_->run(inp.numel(), element_grain<Real>, [&](std::int64_t begin, std::int64_t end) {
+      cpu::gelu_forward(out.data_as<Real>() + begin, inp.data_as<Real>() + begin, end - begin);
+    });
+  });
 }
 
 void CpuBackend::gelu_backward(Tensor& dinp, const Tensor& inp, const Tensor& dout) {
@@ -198,7 +231,10 @@ void CpuBackend::gelu_backward(Tensor& dinp, const Tensor& inp, const Tensor& do
   check_same_shape(dinp, inp, op);
   check_same_shape(dout, inp, op);
   with_real(dtype, [&]<typename Real>(Real) {
-    cpu::gelu_backward(dinp.data_as<Real>(), inp.data_as<Real>(), dout.data_as<Real>(), inp.numel());
+    team_->run(inp.numel(), element_grain<Real>, [&](std::int64_t begin, std::int64_t end) {
+      cpu::gelu_backward(dinp.data_as<Real>() + begin, inp.data_as<Real>() + begin, dout.data_as<Real>() + begin,
+                         end - begin);
+    });
   });
 }
 
@@ -208,7 +244,10 @@ void CpuBackend::residual_forward(Tensor& out, const Tensor& a, const Tensor& b)
   check_same_shape(a, b, op);
   check_same_shape(out, a, op);
   with_real(dtype, [&]<typename Real>(Real) {
-    cpu::residual_forward(out.data_as<Real>(), a.data_as<Real>(), b.data_as<Real>(), a.numel());
+    team_->run(a.numel(), element_grain<Real>, [&](std::int64_t begin, std::int64_t end) {
+      cpu::residual_forward(out.data_as<Real>() + begin, a.data_as<Real>() + begin, b.data_as<Real>() + begin,
+                            end - begin);
+    });
   });
 }
 
@@ -308,8 +347,10 @@ void CpuBackend::adamw_update(Tensor& params, const Tensor& grads, Tensor& m, Te
   const DType dtype = check_real(op, {&params, &grads, &m, &v});
   checks::adamw(params, grads, m, v, segments, hyper, op);
   with_real(dtype, [&]<typename Real>(Real) {
-    cpu::adamw_update(params.data_as<Real>(), grads.data_as<Real>(), m.data_as<Real>(), v.data_as<Real>(), segments,
-                      hyper);
+    team_->run(cpu::adamw_elements(segments), element_grain<Real>, [&](std::int64_t begin, std::int64_t end) {
+      cpu::adamw_update(params.data_as<Real>(), grads.data_as<Real>(), m.data_as<Real>(), v.data_as<Real>(), segments,
+                        hyper, begin, end);
+    });
   });
 }
 
@@ -322,7 +363,11 @@ double CpuBackend::sum_of_squares(const Tensor& t) {
 
 void CpuBackend::scale(Tensor& t, float factor) {
   const DType dtype = check_real("scale", {&t});
-  with_real(dtype, [&]<typename Real>(Real) { cpu::scale(t.data_as<Real>(), t.numel(), static_cast<Real>(factor)); });
+  with_real(dtype, [&]<typename Real>(Real) {
+    team_->run(t.numel(), element_grain<Real>, [&](std::int64_t begin, std::int64_t end) {
+      cpu::scale(t.data_as<Real>() + begin, end - begin, static_cast<Real>(factor));
+    });
+  });
 }
 
 }  // namespace troupe::compute

@@ -1,16 +1,27 @@
 #pragma once
 // The CPU backend: checks each call's shapes and dtypes, then runs the f32 or f64 kernel of
-// compute/cpu/kernels.hpp. Matmuls run on OpenBLAS with `threads` threads; the other kernels
-// run on the calling thread, vectorized, as they are a small share of a training step.
+// compute/cpu/kernels.hpp. Matmuls run on OpenBLAS with `threads` threads. The other kernels
+// that grow with the batch (attention by head, LayerNorm by row or column, GELU, the residual,
+// AdamW and the clip's scale by element) run on the backend's own team of `threads` threads,
+// split so that the result does not depend on the thread count; the attention's per-head GEMMs
+// then run on one OpenBLAS thread each. The small or reducing ones (encoder, cross-entropy, the
+// sum of squares) run on the calling thread.
+
+#include <memory>
 
 #include "compute/backend.hpp"
 
 namespace troupe::compute {
 
+namespace cpu {
+class ThreadTeam;
+}
+
 class CpuBackend final : public Backend {
  public:
   // threads: OpenBLAS threads, 0 = one per hardware thread.
   explicit CpuBackend(int threads);
+  ~CpuBackend() override;
 
   Device device() const override { return Device::cpu; }
   std::string name() const override { return "cpu"; }
@@ -56,6 +67,7 @@ class CpuBackend final : public Backend {
 
  private:
   int threads_;
+  std::unique_ptr<cpu::ThreadTeam> team_;
 };
 
 }  // namespace troupe::compute

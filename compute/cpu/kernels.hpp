@@ -24,13 +24,18 @@ template <typename Real>
 void encoder_backward(Real* dwte, Real* dwpe, const Real* dout, const std::int32_t* tokens, int B, int T, int C,
                       int vocab_begin, int rows);
 
-// layernorm.cpp
+// layernorm.cpp. The backward comes in two parts that may run on different threads: the input's
+// gradient row by row, and the parameters' gradients column by column (each a sum over all N rows
+// in row order), here over `width` columns of rows `ld` apart.
 template <typename Real>
 void layernorm_forward(Real* out, Real* mean, Real* rstd, const Real* inp, const Real* weight, const Real* bias,
                        std::int64_t N, int C);
 template <typename Real>
-void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, const Real* inp, const Real* weight,
-                        const Real* mean, const Real* rstd, std::int64_t N, int C);
+void layernorm_backward_input(Real* dinp, const Real* dout, const Real* inp, const Real* weight, const Real* mean,
+                              const Real* rstd, std::int64_t N, int C);
+template <typename Real>
+void layernorm_backward_params(Real* dweight, Real* dbias, const Real* dout, const Real* inp, const Real* mean,
+                               const Real* rstd, std::int64_t N, int width, int ld);
 
 // matmul.cpp: weight is (OC, C) row-major; bias and dbias may be null.
 template <typename Real>
@@ -40,12 +45,14 @@ void matmul_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, c
                      int N, int C, int OC);
 
 // attention.cpp: qkv (B, T, 3C), out and dout (B, T, C); lse, the log-sum-exp of each query
-// row's scores, and row_dots, the backward's scratch for rowsum(dout * out), are (B, NH, T).
+// row's scores, and row_dots, the backward's scratch for rowsum(dout * out), are (B, NH, T). A
+// call covers heads [head_begin, head_end) of the B * NH, numbered b * NH + h; heads share
+// nothing, so ranges of them may run on different threads.
 template <typename Real>
-void attention_forward(Real* out, Real* lse, const Real* qkv, int B, int T, int C, int NH);
+void attention_forward(Real* out, Real* lse, const Real* qkv, int T, int C, int NH, int head_begin, int head_end);
 template <typename Real>
-void attention_backward(Real* dqkv, Real* row_dots, const Real* dout, const Real* qkv, const Real* lse, int B, int T,
-                        int C, int NH);
+void attention_backward(Real* dqkv, Real* row_dots, const Real* dout, const Real* qkv, const Real* lse, int T, int C,
+                        int NH, int head_begin, int head_end);
 
 // gelu.cpp
 template <typename Real>
@@ -72,10 +79,13 @@ void crossentropy_shard_forward(Real* losses, Real* probs, const Real* logits, c
                                 std::int64_t N, int Vs, int vocab_begin, int V);
 
 // adamw.cpp: one step over each segment; segments index the flat params and grads
-// (param_offset) and m and v (moment_offset).
+// (param_offset) and m and v (moment_offset). A call covers elements [begin, end) of the
+// segments laid end to end, so ranges of them may run on different threads.
 template <typename Real>
 void adamw_update(Real* params, const Real* grads, Real* m, Real* v, std::span<const AdamWSegment> segments,
-                  const AdamWHyper& hyper);
+                  const AdamWHyper& hyper, std::int64_t begin, std::int64_t end);
+// The number of elements the segments hold, laid end to end.
+std::int64_t adamw_elements(std::span<const AdamWSegment> segments);
 
 // elementwise.cpp
 template <typename Real>

@@ -5,6 +5,7 @@
 //
 // Backward (per row, with n = (x - mean) * rstd and g = weight * dout):
 //   dinp += rstd * (g - mean(g) - n * mean(g * n))
+//   dweight += sum over rows of n * dout;  dbias += sum over rows of dout
 // dinp accumulates because a LayerNorm's input is the residual stream (see backend.hpp).
 
 #include <cmath>
@@ -38,9 +39,8 @@ TROUPE_SIMD_CLONES void layernorm_forward(Real* out, Real* mean, Real* rstd, con
 }
 
 template <typename Real>
-TROUPE_SIMD_CLONES void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, const Real* inp,
-                                           const Real* weight, const Real* mean, const Real* rstd, std::int64_t N,
-                                           int C) {
+TROUPE_SIMD_CLONES void layernorm_backward_input(Real* dinp, const Real* dout, const Real* inp, const Real* weight,
+                                                 const Real* mean, const Real* rstd, std::int64_t N, int C) {
   for (std::int64_t i = 0; i < N; ++i) {
     const Real* x = inp + static_cast<std::size_t>(i) * C;
     const Real* d = dout + static_cast<std::size_t>(i) * C;
@@ -60,9 +60,24 @@ TROUPE_SIMD_CLONES void layernorm_backward(Real* dinp, Real* dweight, Real* dbia
 #pragma omp simd
     for (int c = 0; c < C; ++c) {
       const Real n = (x[c] - m) * s;
-      dbias[c] += d[c];
-      dweight[c] += n * d[c];
       dx[c] += s * (weight[c] * d[c] - g_mean - n * gn_mean);
+    }
+  }
+}
+
+template <typename Real>
+TROUPE_SIMD_CLONES void layernorm_backward_params(Real* dweight, Real* dbias, const Real* dout, const Real* inp,
+                                                  const Real* mean, const Real* rstd, std::int64_t N, int width,
+                                                  int ld) {
+  for (std::int64_t i = 0; i < N; ++i) {
+    const Real* x = inp + static_cast<std::size_t>(i) * ld;
+    const Real* d = dout + static_cast<std::size_t>(i) * ld;
+    const Real m = mean[i];
+    const Real s = rstd[i];
+#pragma omp simd
+    for (int c = 0; c < width; ++c) {
+      dbias[c] += d[c];
+      dweight[c] += (x[c] - m) * s * d[c];
     }
   }
 }
@@ -71,9 +86,13 @@ template void layernorm_forward<float>(float*, float*, float*, const float*, con
                                        int);
 template void layernorm_forward<double>(double*, double*, double*, const double*, const double*, const double*,
                                         std::int64_t, int);
-template void layernorm_backward<float>(float*, float*, float*, const float*, const float*, const float*, const float*,
-                                        const float*, std::int64_t, int);
-template void layernorm_backward<double>(double*, double*, double*, const double*, const double*, const double*,
-                                         const double*, const double*, std::int64_t, int);
+template void layernorm_backward_input<float>(float*, const float*, const float*, const float*, const float*,
+                                              const float*, std::int64_t, int);
+template void layernorm_backward_input<double>(double*, const double*, const double*, const double*, const double*,
+                                               const double*, std::int64_t, int);
+template void layernorm_backward_params<float>(float*, float*, const float*, const float*, const float*, const float*,
+                                               std::int64_t, int, int);
+template void layernorm_backward_params<double>(double*, double*, const double*, const double*, const double*,
+                                                const double*, std::int64_t, int, int);
 
 }  // namespace troupe::compute::cpu

@@ -64,6 +64,14 @@ void configure_openblas(int threads) {
   openblas_set_num_threads(threads);
 }
 
+OpenblasThreadsWhile::OpenblasThreadsWhile(int during, int after, bool active) : after_(after), active_(active) {
+  if (active_) openblas_set_num_threads(during);
+}
+
+OpenblasThreadsWhile::~OpenblasThreadsWhile() {
+  if (active_) openblas_set_num_threads(after_);
+}
+
 std::string openblas_core() { return openblas_get_corename(); }
 
 }  // namespace troupe::compute::cpu

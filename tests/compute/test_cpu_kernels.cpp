@@ -604,63 +604,102 @@ TEST_CASE("vectorized exp and sqrt, and gelu, are accurate across the float rang
   }
 }
 
+namespace {
+
+// Inputs for one forward and backward through every layer, in f32.
+struct ChainInputs {
+  int B, T, C, NH, V, Vp;
+  Tensor tokens, targets, wte, wpe, lnw, lnb, w_qkv, b_qkv, w_head;
+
+  ChainInputs(int B_, int T_, int C_, int NH_, int V_, int Vp_, std::uint32_t seed)
+      : B(B_), T(T_), C(C_), NH(NH_), V(V_), Vp(Vp_) {
+    std::mt19937 rng(seed);
+    tokens = random_ids({B, T}, rng, V);
+    targets = random_ids({B, T}, rng, V);
+    wte = as(random_tensor({Vp, C}, rng), DType::f32);
+    wpe = as(random_tensor({T, C}, rng), DType::f32);
+    lnw = as(random_tensor({C}, rng, 0.1, 1.0), DType::f32);
+    lnb = as(random_tensor({C}, rng), DType::f32);
+    w_qkv = as(random_tensor({3 * C, C}, rng, 0.2), DType::f32);
+    b_qkv = as(random_tensor({3 * C}, rng), DType::f32);
+    w_head = as(random_tensor({Vp, C}, rng, 0.2), DType::f32);
+  }
+};
+
+// One forward and backward through a chain of every layer, then AdamW over segments of uneven
+// sizes, the clip's scale and sum of squares; returns every tensor it wrote.
+std::vector<Tensor> every_op_once(CpuBackend& backend, const ChainInputs& in) {
+  const int B = in.B, T = in.T, C = in.C, NH = in.NH, Vp = in.Vp;
+  std::vector<Tensor> t;
+  auto make = [&](Shape s) {
+    t.push_back(Tensor::zeros(std::move(s), DType::f32));
+    return t.back();
+  };
+  Tensor x = make({B, T, C}), ln = make({B, T, C}), mean = make({B, T}), rstd = make({B, T});
+  Tensor qkv = make({B, T, 3 * C}), att = make(backend.attention_state_shape(B, NH, T)), a = make({B, T, C}),
+         h = make({B, T, C});
+  Tensor g = make({B, T, C}), logits = make({B, T, Vp}), losses = make({B, T}), probs = make({B, T, Vp});
+  backend.encoder_forward(x, in.tokens, in.wte, in.wpe);
+  backend.layernorm_forward(ln, mean, rstd, x, in.lnw, in.lnb);
+  backend.matmul_forward(qkv, ln, in.w_qkv, in.b_qkv);
+  backend.attention_forward(a, att, qkv, NH);
+  backend.residual_forward(h, x, a);
+  backend.gelu_forward(g, h);
+  backend.matmul_forward(logits, g, in.w_head, Tensor());
+  backend.crossentropy_forward(losses, probs, logits, in.targets, in.V);
+  Tensor dlogits = make({B, T, Vp}), dg = make({B, T, C}), dw_head = make({Vp, C}), dh = make({B, T, C});
+  Tensor dqkv = make({B, T, 3 * C}), datt = make(att.shape()), dln = make({B, T, C});
+  Tensor dw_qkv = make({3 * C, C}), db_qkv = make({3 * C}), dx = make({B, T, C}), dlnw = make({C}), dlnb = make({C});
+  Tensor dwte = make({Vp, C}), dwpe = make({T, C});
+  backend.crossentropy_backward(dlogits, probs, in.targets, 1.0f / (B * T));
+  Tensor no_bias;
+  backend.matmul_backward(dg, dw_head, no_bias, dlogits, g, in.w_head);
+  backend.gelu_backward(dh, h, dg);
+  backend.attention_backward(dqkv, datt, dh, qkv, att, NH);
+  backend.matmul_backward(dln, dw_qkv, db_qkv, dqkv, ln, in.w_qkv);
+  backend.copy(dx, dh);
+  backend.layernorm_backward(dx, dlnw, dlnb, dln, x, in.lnw, mean, rstd);
+  backend.encoder_backward(dwte, dwpe, dx, in.tokens);
+  Tensor p = make({3 * C, C}), m = make({3 * C, C}), v = make({3 * C, C});
+  backend.copy(p, in.w_qkv);
+  // Uneven segments, some decayed, the moments laid out in another order than the parameters.
+  const std::int64_t n = p.numel(), first = 37, second = n / 3 + 5;
+  const AdamWSegment segments[] = {{0, n - first, first, true},
+                                   {first, 0, second, false},
+                                   {first + second, first + second - first, n - first - second, true}};
+  backend.adamw_update(p, dw_qkv, m, v, segments, AdamWHyper{});
+  backend.scale(dw_qkv, 0.5f);
+  make({1}).data_as<float>()[0] = static_cast<float>(backend.sum_of_squares(dwte));
+  return t;
+}
+
+void check_all_bitwise_equal(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    INFO("tensor " << i << " " << a[i].describe());
+    CHECK(bitwise_equal(a[i], b[i]));
+  }
+}
+
+}  // namespace
+
 TEST_CASE("kernels are bitwise deterministic", "[kernels]") {
   CpuBackend backend(1);
-  std::mt19937 rng(25);
-  constexpr int B = 2, T = 67, C = 96, NH = 3, V = 100, Vp = 128;
-  const Tensor tokens = random_ids({B, T}, rng, V), targets = random_ids({B, T}, rng, V);
-  const Tensor wte = as(random_tensor({Vp, C}, rng), DType::f32), wpe = as(random_tensor({T, C}, rng), DType::f32);
-  const Tensor lnw = as(random_tensor({C}, rng, 0.1, 1.0), DType::f32), lnb = as(random_tensor({C}, rng), DType::f32);
-  const Tensor w_qkv = as(random_tensor({3 * C, C}, rng, 0.2), DType::f32);
-  const Tensor b_qkv = as(random_tensor({3 * C}, rng), DType::f32);
-  const Tensor w_head = as(random_tensor({Vp, C}, rng, 0.2), DType::f32);
+  const ChainInputs in(2, 67, 96, 3, 100, 128, 25);
+  check_all_bitwise_equal(every_op_once(backend, in), every_op_once(backend, in));
+}
 
-  // One forward and backward through a chain of every layer; returns every tensor it wrote.
-  auto run = [&] {
-    std::vector<Tensor> t;
-    auto make = [&](Shape s) {
-      t.push_back(Tensor::zeros(std::move(s), DType::f32));
-      return t.back();
-    };
-    Tensor x = make({B, T, C}), ln = make({B, T, C}), mean = make({B, T}), rstd = make({B, T});
-    Tensor qkv = make({B, T, 3 * C}), att = make(backend.attention_state_shape(B, NH, T)), a = make({B, T, C}),
-           h = make({B, T, C});
-    Tensor g = make({B, T, C}), logits = make({B, T, Vp}), losses = make({B, T}), probs = make({B, T, Vp});
-    backend.encoder_forward(x, tokens, wte, wpe);
-    backend.layernorm_forward(ln, mean, rstd, x, lnw, lnb);
-    backend.matmul_forward(qkv, ln, w_qkv, b_qkv);
-    backend.attention_forward(a, att, qkv, NH);
-    backend.residual_forward(h, x, a);
-    backend.gelu_forward(g, h);
-    backend.matmul_forward(logits, g, w_head, Tensor());
-    backend.crossentropy_forward(losses, probs, logits, targets, V);
-    Tensor dlogits = make({B, T, Vp}), dg = make({B, T, C}), dw_head = make({Vp, C}), dh = make({B, T, C});
-    Tensor dqkv = make({B, T, 3 * C}), datt = make(att.shape()), dln = make({B, T, C});
-    Tensor dw_qkv = make({3 * C, C}), db_qkv = make({3 * C}), dx = make({B, T, C}), dlnw = make({C}), dlnb = make({C});
-    Tensor dwte = make({Vp, C}), dwpe = make({T, C});
-    backend.crossentropy_backward(dlogits, probs, targets, 1.0f / (B * T));
-    Tensor no_bias;
-    backend.matmul_backward(dg, dw_head, no_bias, dlogits, g, w_head);
-    backend.gelu_backward(dh, h, dg);
-    backend.attention_backward(dqkv, datt, dh, qkv, att, NH);
-    backend.matmul_backward(dln, dw_qkv, db_qkv, dqkv, ln, w_qkv);
-    backend.copy(dx, dh);
-    backend.layernorm_backward(dx, dlnw, dlnb, dln, x, lnw, mean, rstd);
-    backend.encoder_backward(dwte, dwpe, dx, tokens);
-    Tensor p = make({3 * C, C}), m = make({3 * C, C}), v = make({3 * C, C});
-    backend.copy(p, w_qkv);
-    const AdamWSegment whole{0, 0, p.numel(), true};
-    backend.adamw_update(p, dw_qkv, m, v, {&whole, 1}, AdamWHyper{});
-    backend.scale(dw_qkv, 0.5f);
-    make({1}).data_as<float>()[0] = static_cast<float>(backend.sum_of_squares(dwte));
-    return t;
-  };
-  const auto first = run();
-  const auto second = run();
-  REQUIRE(first.size() == second.size());
-  for (std::size_t i = 0; i < first.size(); ++i) {
-    INFO("tensor " << i << " " << first[i].describe());
-    CHECK(bitwise_equal(first[i], second[i]));
+// The backend's own threads split each op so every element, row and head is computed as on one
+// thread (cpu_backend.hpp). The shapes put the splits off every block and vector width: 2 × 131
+// rows of 192 columns, 6 heads, AdamW segments of 37, 36,869 and 73,686 elements.
+TEST_CASE("the cpu backend's results do not depend on its thread count", "[kernels]") {
+  const ChainInputs in(2, 131, 192, 3, 100, 128, 26);
+  CpuBackend one(1);
+  const auto reference = every_op_once(one, in);
+  for (const int threads : {2, 3, 4}) {
+    INFO("threads " << threads);
+    CpuBackend many(threads);
+    check_all_bitwise_equal(reference, every_op_once(many, in));
   }
 }
 
