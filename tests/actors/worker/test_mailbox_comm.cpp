@@ -62,6 +62,53 @@ TEST_CASE("transfers and collectives complete as messages to the posting actor, 
   }
 }
 
+TEST_CASE("abandoned transfers are cancelled and forgotten: drain returns, and a late message of the abandoned key "
+          "never lands in a transfer under the next key",
+          "[actors]") {
+  auto results = comm::run_local_ranks(
+      2,
+      [](comm::Engine& engine) -> Expected<std::vector<std::uint8_t>> {
+        TroupeConfig cfg;
+        caf::actor_system system{cfg};
+        caf::scoped_actor self{system};
+        MailboxComm mailbox(self.ptr());
+        const int peer = 1 - engine.rank();
+        auto comm = comm::Communicator::create(engine, comm::world_group(comm::Grid{2, 1, 1}));
+        if (!comm) return comm.error();
+        const comm::MessageKey abandoned{comm::MessageKind::point_to_point, 7, 0, 1};
+        const comm::MessageKey renewed{comm::MessageKind::point_to_point, comm::epoch_group_id(7, 1), 0, 1};
+        compute::Tensor stale = compute::Tensor::zeros({4}, compute::DType::f32);
+        compute::Tensor fresh = compute::Tensor::zeros({4}, compute::DType::f32);
+        if (engine.rank() == 0) {
+          // A receive nobody sends yet, and a large send nobody receives: both given up.
+          mailbox.recv(engine, peer, abandoned, stale);
+          mailbox.send(engine, peer, {comm::MessageKind::point_to_point, 7, 0, 2}, filled(1 << 20, 1.0f));
+          mailbox.abandon_transfers();
+          mailbox.drain();
+        }
+        // Both ranks are past the abandoning now; rank 1's late message of the abandoned key comes
+        // first, then the one under the renewed key.
+        if (Status s = (*comm)->barrier(); !s) return s.error();
+        if (engine.rank() == 1) {
+          mailbox.send(engine, peer, abandoned, filled(4, 100.0f));
+          mailbox.send(engine, peer, renewed, filled(4, 200.0f));
+          if (Status s = mailbox.wait_all(); !s) return s.error();
+        } else {
+          if (Status s = mailbox.wait(mailbox.recv(engine, peer, renewed, fresh)); !s) return s.error();
+          if (fresh.data_as<float>()[0] != 200.0f) return Error{"the renewed receive got " + std::to_string(fresh.data_as<float>()[0])};
+          if (stale.data_as<float>()[0] != 0.0f) return Error{"the abandoned receive took a late message"};
+        }
+        if (Status s = (*comm)->barrier(); !s) return s.error();
+        return std::vector<std::uint8_t>{1};
+      },
+      std::chrono::seconds(60));
+  REQUIRE(results);
+  for (const auto& r : *results) {
+    INFO(r.error);
+    CHECK(r.ok);
+  }
+}
+
 TEST_CASE("take_orders returns after its limit when nothing came and throws on a stop request", "[actors]") {
   TroupeConfig cfg;
   caf::actor_system system{cfg};

@@ -212,6 +212,18 @@ TEST_CASE("drill kill-worker on dp 2 x pp 2: the second stage's worker is respaw
   check_in_place_on_grid(r, 3, 2);
 }
 
+// Under the interleaved schedule each stage holds two chunks; validations every 2 steps send their
+// activations under a counter of their own, which every rank starts again under the recovery's epoch.
+TEST_CASE("drill kill-worker on dp 2 x pp 2 interleaved, validating every 2 steps: the second stage's worker is "
+          "respawned in its process and both chunks' state comes from the other replica, losing no step",
+          "[drill][pipeline]") {
+  TempDir dir;
+  const ProcessResult r =
+      drill(dir, "kill-worker", {"--workers", "4", "--pipeline.stages", "2", "--pipeline.schedule", "interleaved",
+                                 "--pipeline.virtual_stages", "2", "--target", "3", "--train.val_every", "2"});
+  check_in_place_on_grid(r, 3, 2);
+}
+
 // dp 2 × tp 2: rank = tp + 2·dp, so rank 1 is replica 0's second shard (its donor rank 3).
 TEST_CASE("drill kill-worker on dp 2 x tp 2: the second shard's worker is respawned in its process and takes its "
           "shard's state from the other replica, losing no step",
