@@ -472,6 +472,10 @@ compute::StepResult PipelineTrainer::step() {
   busy_us_ = 0;
   const double schedule_start = now_us();
   for (const schedules::Instruction& ins : s.streams[static_cast<std::size_t>(stage_)]) {
+    // An order that came meanwhile (a peer failed, the job recovers in place) is taken before each
+    // forward or backward rather than at the stage's next wait; this rank has not yet posted its
+    // step's gradient sums, so no rank can have completed the step.
+    if (ins.op == Op::forward || ins.op == Op::backward) mailbox_.take_waiting_orders();
     const double start = now_us();
     if (ins.op == Op::reduce_grads) {
       bubble_fraction_ = std::max(0.0, 1.0 - busy_us_ / std::max(start - schedule_start, 1.0));
