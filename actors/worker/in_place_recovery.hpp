@@ -57,7 +57,11 @@ class InPlaceRecovery {
   // forgets and renews under an epoch (a pipeline stage's, PipelineTrainer::renew); may be empty.
   InPlaceRecovery(caf::blocking_actor* worker, MailboxComm& mailbox, comm::Engine& engine,
                   std::vector<RenewedGroup> groups, std::function<void(int epoch)> renew_step = {})
-      : worker_(worker), mailbox_(mailbox), engine_(engine), groups_(std::move(groups)), renew_step_(std::move(renew_step)) {}
+      : worker_(worker),
+        mailbox_(mailbox),
+        engine_(engine),
+        groups_(std::move(groups)),
+        renew_step_(std::move(renew_step)) {}
 
   // A survivor after RecoveryOrdered, holding `loop`'s state after `steps_done` steps.
   RecoveryResult survive(const recover_msg& order, std::int64_t steps_done, TrainingLoop& loop);

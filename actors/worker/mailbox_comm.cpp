@@ -54,8 +54,9 @@ MailboxComm::Operation MailboxComm::send(comm::Engine& engine, int peer, const c
   const void* data = buffer.data();
   const auto bytes = static_cast<std::size_t>(buffer.nbytes());
   // The callback holds the tensor, so its bytes outlive the transfer.
-  transfers_[op] = {&engine, engine.post_send(peer, key, data, bytes,
-                                             [keep = std::move(buffer), done = std::move(done)](Status s) { done(s); })};
+  const comm::RequestId request = engine.post_send(
+      peer, key, data, bytes, [keep = std::move(buffer), done = std::move(done)](Status s) { done(s); });
+  transfers_[op] = {&engine, request};
   return op;
 }
 
@@ -65,8 +66,9 @@ MailboxComm::Operation MailboxComm::recv(comm::Engine& engine, int peer, const c
   comm::Callback done = completion_message(op);
   void* data = buffer.data();
   const auto bytes = static_cast<std::size_t>(buffer.nbytes());
-  transfers_[op] = {&engine, engine.post_recv(peer, key, data, bytes,
-                                             [keep = std::move(buffer), done = std::move(done)](Status s) { done(s); })};
+  const comm::RequestId request = engine.post_recv(
+      peer, key, data, bytes, [keep = std::move(buffer), done = std::move(done)](Status s) { done(s); });
+  transfers_[op] = {&engine, request};
   return op;
 }
 

@@ -118,7 +118,8 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   if (!pp) return {1, pp.error().message};
   std::unique_ptr<comm::Communicator> embedding, tp;
   if (grid.tp > 1) {
-    auto created = comm::Communicator::create(engine, renewed(comm::tp_group(grid, rank), comm::tp_group_id, replacing));
+    auto created =
+        comm::Communicator::create(engine, renewed(comm::tp_group(grid, rank), comm::tp_group_id, replacing));
     if (!created) return {1, created.error().message};
     tp = std::move(*created);
   }
@@ -269,7 +270,8 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
     // In place, a surviving replica gives the whole state (recovery_path.hpp).
     InPlaceRecovery recovery(worker, mailbox, engine, {{dp->get(), comm::dp_group_id}});
     RecoveryHooks recovery_hooks;
-    if (job.config.train.zero == 0 && !device_group && !compressor) recovery_hooks = in_place_hooks(recovery, replacing);
+    if (job.config.train.zero == 0 && !device_group && !compressor)
+      recovery_hooks = in_place_hooks(recovery, replacing);
     const RunServices services{progress, metrics, &control, rescue, rank == 0, compression_reading, recovery_hooks};
     RunOutcome outcome = stages == 1 && shards == 1 ? run_training(job, backend, data, data_parallel(),
                                                     services)

@@ -180,12 +180,14 @@ TEST_CASE("drill kill-worker with fault.recovery restart: every node restarts fr
 // other replica) and was its part of the model only.
 void check_in_place_on_grid(const ProcessResult& r, int failed, int donor) {
   check_passed(r);
-  CHECK_THAT(r.out, Contains("drill: injected failure in the worker of rank " + std::to_string(failed) + " at step 5") &&
+  const std::string failed_rank = std::to_string(failed);
+  CHECK_THAT(r.out, Contains("drill: injected failure in the worker of rank " + failed_rank + " at step 5") &&
                         Contains("steps lost: 0\n") &&
                         Contains("recovered from a surviving replica's memory: yes (in place, over the data plane)") &&
-                        Contains("rank " + std::to_string(failed) + "'s worker respawned in its process, resumed from "
+                        Contains("rank " + failed_rank + "'s worker respawned in its process, resumed from "
                                  "rank " + std::to_string(donor) + "'s memory") &&
-                        Contains("every node kept its process: yes (node 0 pid ") && !Contains("restarting every node"));
+                        Contains("every node kept its process: yes (node 0 pid ") &&
+                        !Contains("restarting every node"));
   std::smatch m;
   REQUIRE(std::regex_search(r.out, m, std::regex("state moved over the data plane: ([0-9]+) bytes from rank " +
                                                  std::to_string(donor) + " ")));
