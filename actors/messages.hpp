@@ -138,13 +138,14 @@ struct recover_ready_msg {
   caf::actor worker;
 };
 
-// Job supervisor → every worker of the recovery, once all are ready: go on after `steps`; `donor`
-// sends its state (parameters, AdamW moments) over the data plane to each of `receivers`, whose
-// steps done were fewer.
+// Job supervisor → every worker of the recovery, once all are ready: go on after `steps`;
+// `donors[i]` sends its state (parameters, AdamW moments) over the data plane to `receivers[i]`,
+// whose steps done were fewer: a rank of the same pipeline stage and tensor shard in another
+// data-parallel replica.
 struct recover_plan_msg {
   int epoch = 0;
   std::int64_t steps = 0;
-  int donor = -1;
+  std::vector<int> donors;
   std::vector<int> receivers;
 };
 
@@ -294,7 +295,7 @@ typename Inspector::result_type inspect(Inspector& f, recover_ready_msg& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, recover_plan_msg& x) {
-  return f(caf::meta::type_name("recover_plan_msg"), x.epoch, x.steps, x.donor, x.receivers);
+  return f(caf::meta::type_name("recover_plan_msg"), x.epoch, x.steps, x.donors, x.receivers);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, recover_done_msg& x) {

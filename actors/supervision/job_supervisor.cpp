@@ -7,6 +7,8 @@
 #include <set>
 #include <utility>
 
+#include <spdlog/fmt/fmt.h>
+
 #include "actors/local_messages.hpp"
 #include "actors/supervision/failure_kind.hpp"
 #include "comm/grid.hpp"
@@ -663,25 +665,25 @@ void on_worker_failed(job_actor* self, const worker_failed_msg& failed) {
   self->delayed_send(self, st.plan.recovery_timeout, recover_atom_v, st.recovery_epoch);
 }
 
-// Every rank is ready: the donor is the rank with the most steps done (the lowest such rank);
-// every rank with fewer receives its state.
+// Every rank is ready: the plan (recovery_path.hpp's plan_recovery) pairs every rank holding fewer
+// steps than the most with a donor of its own pipeline stage and tensor shard.
 void on_recover_ready(job_actor* self, const recover_ready_msg& ready) {
   auto& st = self->state;
   if (!st.in_place || ready.epoch != st.in_place->epoch) return;
   auto& recovery = *st.in_place;
   recovery.ready[ready.rank] = ready;
   if (static_cast<int>(recovery.ready.size()) < world_size(st.plan)) return;
-  recover_plan_msg plan{recovery.epoch, -1, -1, {}};
-  for (const auto& [rank, r] : recovery.ready)
-    if (r.steps_done > plan.steps) plan.steps = r.steps_done, plan.donor = rank;
-  if (plan.donor < 0) return restart_instead(self, recovery.failed, "no rank holds any state");
-  for (const auto& [rank, r] : recovery.ready)
-    if (r.steps_done < plan.steps) plan.receivers.push_back(rank);
-  std::string receivers;
-  for (int rank : plan.receivers) receivers += (receivers.empty() ? "" : ", ") + std::to_string(rank);
-  monitor::logger("job")->info("in-place recovery (epoch {}): every rank is ready; rank {} gives its state after step "
-                               "{} to rank(s) {}",
-                               recovery.epoch, plan.donor, plan.steps, receivers);
+  std::map<int, std::int64_t> steps_done;
+  for (const auto& [rank, r] : recovery.ready) steps_done[rank] = r.steps_done;
+  RecoveryPlan paired = plan_recovery(st.plan.recovery, steps_done);
+  if (!paired.why_not.empty()) return restart_instead(self, recovery.failed, paired.why_not);
+  const recover_plan_msg plan{recovery.epoch, paired.steps, std::move(paired.donors), std::move(paired.receivers)};
+  std::string pairs;
+  for (std::size_t i = 0; i < plan.receivers.size(); ++i)
+    pairs += fmt::format("{}rank {} to rank {}", i ? ", " : "", plan.donors[i], plan.receivers[i]);
+  monitor::logger("job")->info("in-place recovery (epoch {}): every rank is ready; each goes on after step {}, state "
+                               "given by {}",
+                               recovery.epoch, plan.steps, pairs);
   recovery.plan = plan;
   for (const auto& [rank, r] : recovery.ready) self->send(r.worker, recover_atom_v, plan);
 }
@@ -701,21 +703,26 @@ void on_recover_done(job_actor* self, const recover_done_msg& done) {
   if (static_cast<int>(recovery.done.size()) < world_size(st.plan)) return;
   std::int64_t bytes = 0;
   double transfer = 0;
-  for (int rank : recovery.plan.receivers) {
+  int donor = -1;  // the failed rank's
+  std::string donors;
+  for (std::size_t i = 0; i < recovery.plan.receivers.size(); ++i) {
+    const int rank = recovery.plan.receivers[i];
     bytes += recovery.done.at(rank).bytes;
     transfer = std::max(transfer, recovery.done.at(rank).seconds);
+    if (rank == recovery.failed.rank) donor = recovery.plan.donors[i];
+    donors += (donors.empty() ? "" : ", ") + std::to_string(recovery.plan.donors[i]);
   }
   const join_msg& node = st.joined.at(recovery.failed.node_index);
   const double seconds = std::chrono::duration<double>(Clock::now() - recovery.started).count();
   st.recoveries.push_back(
-      {"in_place", recovery.epoch, recovery.failed.rank, recovery.plan.donor, recovery.plan.steps, bytes, seconds});
+      {"in_place", recovery.epoch, recovery.failed.rank, donor, recovery.plan.steps, bytes, seconds});
   for (const auto& [index, m] : st.joined)
     self->send(m.node, recover_atom_v, st.recoveries.back().path, std::string(to_string(FailureKind::worker_exception)));
   monitor::logger("job")->warn(
       "recovery: in place done in {:.3f} s (epoch {}): rank {} respawned in node {}'s process (pid {}, kept); {} bytes "
-      "of state from rank {} over the data plane in {:.3f} s; every rank goes on after step {}",
-      seconds, recovery.epoch, recovery.failed.rank,
-      recovery.failed.node_index, node.pid, bytes, recovery.plan.donor, transfer, recovery.plan.steps);
+      "of state from rank{} {} over the data plane in {:.3f} s; every rank goes on after step {}",
+      seconds, recovery.epoch, recovery.failed.rank, recovery.failed.node_index, node.pid, bytes,
+      recovery.plan.donors.size() > 1 ? "s" : "", donors, transfer, recovery.plan.steps);
   st.in_place.reset();
   st.resumed_at = Clock::now();
 }

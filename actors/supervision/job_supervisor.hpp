@@ -30,7 +30,7 @@
 //
 //   running: with recovery in place (recovery_path.hpp), a node's worker_failed_msg ─► recover_msg
 //     to every node (the failed worker respawned in its process, the others give up their step);
-//     every rank's recover_ready_msg ─► recover_plan_msg to each (the donor: most steps done);
+//     every rank's recover_ready_msg ─► recover_plan_msg to each (per stage and shard a donor);
 //     every rank's recover_done_msg ─► "recovery: in place done ...", running on. Where in place
 //     does not apply, a failure during it, or its timeout ─► "recovery: restarting every node:
 //     <why>" and the failure goes the way above (the node's failure, then rescuing or ended).

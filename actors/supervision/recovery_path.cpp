@@ -1,5 +1,10 @@
 #include "actors/supervision/recovery_path.hpp"
 
+#include <algorithm>
+#include <utility>
+
+#include "comm/grid.hpp"
+
 namespace troupe::actors {
 
 RecoveryChoice choose_recovery(const RecoveryShape& shape, FailureKind kind) {
@@ -9,11 +14,6 @@ RecoveryChoice choose_recovery(const RecoveryShape& shape, FailureKind kind) {
     return restart("in place covers a worker that threw, not a " + std::string(to_string(kind)) +
                    " failure (its node process would have to be replaced)");
   if (shape.data_parallel < 2) return restart("no surviving replica holds the failed worker's state (dp 1)");
-  if (shape.pipeline_stages > 1)
-    return restart("in place covers plain data parallelism, not pipeline.stages " +
-                   std::to_string(shape.pipeline_stages));
-  if (shape.tensor_shards > 1)
-    return restart("in place covers plain data parallelism, not tensor.shards " + std::to_string(shape.tensor_shards));
   if (shape.zero > 0)
     return restart("train.zero " + std::to_string(shape.zero) +
                    " shards the optimizer state: no replica holds the failed worker's shard");
@@ -21,6 +21,34 @@ RecoveryChoice choose_recovery(const RecoveryShape& shape, FailureKind kind) {
     return restart("in place covers uncompressed gradient sums, not comm.compress " + shape.compress);
   if (shape.backend != "cpu") return restart("in place covers the CPU backend, not train.backend " + shape.backend);
   return {true, {}};
+}
+
+RecoveryPlan plan_recovery(const RecoveryShape& shape, const std::map<int, std::int64_t>& steps_done) {
+  RecoveryPlan plan;
+  for (const auto& [rank, steps] : steps_done) plan.steps = std::max(plan.steps, steps);
+  if (plan.steps < 0) {
+    plan.why_not = "no rank holds any state";
+    return plan;
+  }
+  const comm::Grid grid{shape.data_parallel, shape.pipeline_stages, shape.tensor_shards};
+  std::map<std::pair<int, int>, int> donor_of;  // (stage, shard) → its lowest rank holding plan.steps
+  for (const auto& [rank, steps] : steps_done) {
+    const comm::GridCoord at = comm::grid_coord(grid, rank);
+    if (steps == plan.steps) donor_of.emplace(std::pair{at.pp, at.tp}, rank);
+  }
+  for (const auto& [rank, steps] : steps_done) {
+    if (steps == plan.steps) continue;
+    const comm::GridCoord at = comm::grid_coord(grid, rank);
+    const auto donor = donor_of.find({at.pp, at.tp});
+    if (donor == donor_of.end()) {
+      plan.why_not = "no replica of pipeline stage " + std::to_string(at.pp) + ", tensor shard " +
+                     std::to_string(at.tp) + " holds step " + std::to_string(plan.steps) + ", which others completed";
+      return plan;
+    }
+    plan.donors.push_back(donor->second);
+    plan.receivers.push_back(rank);
+  }
+  return plan;
 }
 
 }  // namespace troupe::actors

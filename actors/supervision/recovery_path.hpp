@@ -7,12 +7,22 @@
 //
 //   recovery: restarting every node: <why_not>
 //
-// In place applies today to a worker that threw (not a lost, silent or unreachable node) in a job
-// of plain data parallelism on the CPU backend: two or more replicas, no pipeline stages, no tensor
-// shards, no ZeRO (each replica then holds the whole state, so any survivor can give it), and
-// gradients summed uncompressed (PowerSGD's residuals live only in their own rank's memory).
+// In place applies to a worker that threw (not a lost, silent or unreachable node) in a job of two
+// or more data-parallel replicas on the CPU backend, with or without pipeline stages and tensor
+// shards: every rank's state is its (pipeline stage, tensor shard)'s part of the model, and the
+// rank of the same stage and shard in another replica holds the same part. Not with ZeRO (each
+// replica holds only its shard of the optimizer state, under ZeRO-3 of the parameters too), nor
+// with compressed gradient sums (PowerSGD's residuals live only in their own rank's memory).
+//
+// plan_recovery() is the plan once every rank has said how many steps it holds: every rank goes on
+// after the most steps any rank holds, each rank holding fewer (the replacement, and a survivor an
+// order interrupted in the last wait of a step its peers completed) receiving them from a rank of
+// its own stage and shard.
 
+#include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "actors/supervision/failure_kind.hpp"
 
@@ -35,5 +45,19 @@ struct RecoveryChoice {
 };
 
 RecoveryChoice choose_recovery(const RecoveryShape& shape, FailureKind kind);
+
+// Who gives whom its state: `donors[i]` sends to `receivers[i]`; every rank goes on after `steps`.
+// When some (stage, shard) has no rank holding `steps`, no plan: `why_not` says which, and the job
+// restarts every node instead.
+struct RecoveryPlan {
+  std::int64_t steps = -1;
+  std::vector<int> donors;
+  std::vector<int> receivers;
+  std::string why_not;
+};
+
+// `steps_done`: every rank's steps held, by rank (−1: a replacement, holding nothing). The donor
+// of a (stage, shard) is its lowest rank holding the most steps.
+RecoveryPlan plan_recovery(const RecoveryShape& shape, const std::map<int, std::int64_t>& steps_done);
 
 }  // namespace troupe::actors

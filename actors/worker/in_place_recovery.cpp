@@ -41,35 +41,47 @@ std::vector<compute::Tensor> state_views(const TrainingLoop& loop) {
 }  // namespace
 
 RecoveryResult InPlaceRecovery::survive(const recover_msg& order, std::int64_t steps_done, TrainingLoop& loop) {
-  group_.abandon_and_renew(order.reason, comm::epoch_group_id(comm::dp_group_id, order.epoch));
+  mailbox_.abandon_transfers();
+  for (const RenewedGroup& group : groups_)
+    group.communicator->abandon_and_renew(order.reason, comm::epoch_group_id(group.axis_id, order.epoch));
   mailbox_.drain();
+  if (renew_step_) renew_step_(order.epoch);
   return take_part(order, steps_done, loop);
 }
 
-RecoveryResult InPlaceRecovery::join(const recover_msg& order, TrainingLoop& loop) { return take_part(order, -1, loop); }
+RecoveryResult InPlaceRecovery::join(const recover_msg& order, TrainingLoop& loop) {
+  if (renew_step_) renew_step_(order.epoch);
+  return take_part(order, -1, loop);
+}
 
 RecoveryResult InPlaceRecovery::take_part(const recover_msg& order, std::int64_t steps_done, TrainingLoop& loop) {
   const int rank = engine_.rank();
   worker_->send(order.job, recover_atom_v,
                 recover_ready_msg{order.epoch, rank, steps_done, caf::actor_cast<caf::actor>(worker_)});
   const recover_plan_msg plan = wait_for_plan(worker_, order.epoch);
-  RecoveryResult result{plan.steps, plan.donor, false, 0, 0};
-  const bool receives = std::find(plan.receivers.begin(), plan.receivers.end(), rank) != plan.receivers.end();
+  TROUPE_CHECK(plan.donors.size() == plan.receivers.size(), "a recovery plan pairs every receiver with a donor");
+  RecoveryResult result{plan.steps, -1, false, 0, 0};
+  std::vector<int> receivers;  // of this rank's state
+  for (std::size_t i = 0; i < plan.receivers.size(); ++i) {
+    if (plan.receivers[i] == rank) result.donor = plan.donors[i];
+    if (plan.donors[i] == rank) receivers.push_back(plan.receivers[i]);
+  }
+  const bool receives = result.donor >= 0;
   const comm::MessageKey key{comm::MessageKind::point_to_point,
                              comm::epoch_group_id(comm::state_transfer_group_id, order.epoch), 0, 0};
   const auto start = Clock::now();
   std::string error;
-  if (rank == plan.donor || receives) {
+  if (receives || !receivers.empty()) {
     loop.mirror_to_host();
     const std::vector<compute::Tensor> views = state_views(loop);
     for (std::size_t i = 0; i < views.size(); ++i) {
       comm::MessageKey part = key;
       part.index = static_cast<std::uint16_t>(i);
       if (receives) {
-        mailbox_.recv(engine_, plan.donor, part, views[i]);
+        mailbox_.recv(engine_, result.donor, part, views[i]);
         result.bytes += views[i].nbytes();
       } else {
-        for (int receiver : plan.receivers) {
+        for (int receiver : receivers) {
           mailbox_.send(engine_, receiver, part, views[i]);
           result.bytes += views[i].nbytes();
         }

@@ -3,21 +3,26 @@
 // actor's own thread. The job supervisor coordinates it with the messages of messages.hpp:
 //
 //   survivor     a recover_msg ends the wait in its step (RecoveryOrdered): it abandons the step's
-//                collectives and renews its group under the order's epoch (comm/grid.hpp's
-//                epoch_group_id), so no late message of the abandoned step matches a new one; its
-//                state is that after its last completed step (a step's update comes only after its
-//                last collective). recover_ready_msg{steps done} to the job.
-//   replacement  respawned by its node supervisor with the order; its group is made under the
-//                epoch's id. recover_ready_msg{−1}.
-//   everyone     the job's recover_plan_msg names the donor (the most steps done) and the
-//                receivers (fewer): the donor sends its parameters and AdamW moments to each
-//                receiver over the comm engine, point-to-point under state_transfer_group_id's
+//                sends, receives and collectives and renews every group it sums over (data
+//                parallel, and with pipeline stages or tensor shards the pipeline, tensor-shard
+//                and tied-embedding groups and the stage's point-to-point keys) under the order's
+//                epoch (comm/grid.hpp's epoch_group_id), so no late message of the abandoned step
+//                matches a new one; its state is that after its last completed step (a step's
+//                update comes only after its last collective). recover_ready_msg{steps done}.
+//   replacement  respawned by its node supervisor with the order; its groups are made under the
+//                epoch's ids. recover_ready_msg{−1}.
+//   everyone     the job's recover_plan_msg pairs each receiver (fewer steps done than the plan's)
+//                with a donor of its own (pipeline stage, tensor shard) in another data-parallel
+//                replica: the donor sends its parameters and AdamW moments to each of its
+//                receivers over the comm engine, point-to-point under state_transfer_group_id's
 //                epoch id, index = the held range's position; every rank goes on after the plan's
 //                steps (the data position is a function of the step) and reports recover_done_msg.
 //
 // A stop while it waits ends the worker (WorkStopped), as in any other wait.
 
 #include <cstdint>
+#include <functional>
+#include <vector>
 
 #include <caf/all.hpp>
 
@@ -39,11 +44,24 @@ struct RecoveryResult {
   double seconds = 0;
 };
 
+// A communicator the rank sums over and its axis's id (comm/grid.hpp): each recovery renews it
+// under the epoch's id for that axis.
+struct RenewedGroup {
+  comm::Communicator* communicator;
+  std::uint16_t axis_id;
+};
+
 class InPlaceRecovery {
  public:
-  // `group` is the rank's data-parallel communicator, renewed by each recovery.
-  InPlaceRecovery(caf::blocking_actor* worker, MailboxComm& mailbox, comm::Engine& engine, comm::Communicator& group)
-      : worker_(worker), mailbox_(mailbox), engine_(engine), group_(group) {}
+  // `groups`: every communicator of the rank's step. `renew_step`: what else of the step the rank
+  // forgets and renews under an epoch (a pipeline stage's, PipelineTrainer::renew); may be empty.
+  InPlaceRecovery(caf::blocking_actor* worker, MailboxComm& mailbox, comm::Engine& engine,
+                  std::vector<RenewedGroup> groups, std::function<void(int epoch)> renew_step = {})
+      : worker_(worker),
+        mailbox_(mailbox),
+        engine_(engine),
+        groups_(std::move(groups)),
+        renew_step_(std::move(renew_step)) {}
 
   // A survivor after RecoveryOrdered, holding `loop`'s state after `steps_done` steps.
   RecoveryResult survive(const recover_msg& order, std::int64_t steps_done, TrainingLoop& loop);
@@ -56,7 +74,8 @@ class InPlaceRecovery {
   caf::blocking_actor* worker_;
   MailboxComm& mailbox_;
   comm::Engine& engine_;
-  comm::Communicator& group_;
+  std::vector<RenewedGroup> groups_;
+  std::function<void(int epoch)> renew_step_;
 };
 
 }  // namespace troupe::actors

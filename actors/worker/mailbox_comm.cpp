@@ -54,7 +54,9 @@ MailboxComm::Operation MailboxComm::send(comm::Engine& engine, int peer, const c
   const void* data = buffer.data();
   const auto bytes = static_cast<std::size_t>(buffer.nbytes());
   // The callback holds the tensor, so its bytes outlive the transfer.
-  engine.post_send(peer, key, data, bytes, [keep = std::move(buffer), done = std::move(done)](Status s) { done(s); });
+  const comm::RequestId request = engine.post_send(
+      peer, key, data, bytes, [keep = std::move(buffer), done = std::move(done)](Status s) { done(s); });
+  transfers_[op] = {&engine, request};
   return op;
 }
 
@@ -64,7 +66,9 @@ MailboxComm::Operation MailboxComm::recv(comm::Engine& engine, int peer, const c
   comm::Callback done = completion_message(op);
   void* data = buffer.data();
   const auto bytes = static_cast<std::size_t>(buffer.nbytes());
-  engine.post_recv(peer, key, data, bytes, [keep = std::move(buffer), done = std::move(done)](Status s) { done(s); });
+  const comm::RequestId request = engine.post_recv(
+      peer, key, data, bytes, [keep = std::move(buffer), done = std::move(done)](Status s) { done(s); });
+  transfers_[op] = {&engine, request};
   return op;
 }
 
@@ -79,6 +83,8 @@ void MailboxComm::receive_while(Pending pending, std::chrono::microseconds limit
   std::optional<recover_msg> recover;
   self_->receive_while([&] { return pending() && !stop_reason && !rescue && !recover; })(
       [&](comm_done_atom, const comm_done_msg& done) {
+        if (abandoned_.erase(done.operation) > 0) return;
+        transfers_.erase(done.operation);
         auto it = in_flight_.find(done.operation);
         TROUPE_CHECK(it != in_flight_.end(), "completion of an operation not in flight");
         in_flight_.erase(it);
@@ -110,6 +116,16 @@ Status MailboxComm::wait_all() {
     if (!error.empty() && first_failure) first_failure = Error{error};
   finished_.clear();
   return first_failure;
+}
+
+void MailboxComm::abandon_transfers() {
+  for (const auto& [op, transfer] : transfers_) {
+    // Engine::cancel() runs on the progress thread; a request already ended is no longer known there.
+    transfer.engine->post([engine = transfer.engine, request = transfer.request] { engine->cancel(request); });
+    in_flight_.erase(op);
+    abandoned_.insert(op);
+  }
+  transfers_.clear();
 }
 
 void MailboxComm::drain() {

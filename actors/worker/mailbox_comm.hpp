@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -77,6 +78,9 @@ class MailboxComm {
 
   explicit MailboxComm(caf::blocking_actor* self) : self_(self) {}
 
+  // The worker actor whose mailbox this is.
+  caf::blocking_actor* worker() const { return self_; }
+
   // Post and return at once.
   Operation all_reduce(comm::Communicator& comm, compute::Tensor buffer);
   Operation reduce_scatter(comm::Communicator& comm, compute::Tensor buffer);
@@ -96,6 +100,11 @@ class MailboxComm {
   // request or rescue order throws as the waits do. For a worker waiting on something that sends
   // no message (a device stream), so orders still reach it.
   void take_orders(std::chrono::microseconds limit);
+  // Gives up every send and receive in flight (an abandoned step's): the engine is asked to cancel
+  // them and their completions, whenever they come, are dropped. A receive's late message, if it
+  // still lands, lands in a buffer its operation keeps alive and nobody reads; its key (an epoch's
+  // group id) matches no later operation.
+  void abandon_transfers();
   // Waits for every operation in flight to end, whatever the outcome (an abandoned step's); a
   // stop still throws.
   void drain();
@@ -106,6 +115,11 @@ class MailboxComm {
 
  private:
   comm::Callback completion_message(Operation op);
+  // A send or receive posted to `engine` as request `request`, for abandon_transfers().
+  struct Transfer {
+    comm::Engine* engine;
+    comm::RequestId request;
+  };
   // Receives messages while `pending()` holds, each wait at most `limit` long.
   template <class Pending>
   void receive_while(Pending pending, std::chrono::microseconds limit);
@@ -114,6 +128,8 @@ class MailboxComm {
   Operation next_ = 1;
   std::map<Operation, std::string> in_flight_;  // operation → empty
   std::map<Operation, std::string> finished_;   // completed but not yet waited for → error text
+  std::map<Operation, Transfer> transfers_;     // sends and receives in flight
+  std::set<Operation> abandoned_;               // given up, their completions still to come
 };
 
 }  // namespace troupe::actors

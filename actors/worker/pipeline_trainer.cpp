@@ -28,6 +28,13 @@ double now_us() {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// A chunk's activation slots, all free, taken from the back: slot 0 first.
+std::vector<int> every_slot(int slots) {
+  std::vector<int> free;
+  for (int slot = slots - 1; slot >= 0; --slot) free.push_back(slot);
+  return free;
+}
+
 }  // namespace
 
 PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend, PipelineGroups groups,
@@ -75,7 +82,7 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
       chunk.source->defer_gradient(stage.tied_embedding_unit());
     stage.init_parameters(o.seed);
     stage.reserve(o.batch_size, o.seq_len, setup_.peak_stashed);
-    for (int slot = setup_.peak_stashed - 1; slot >= 0; --slot) chunk.free_slots.push_back(slot);
+    chunk.free_slots = every_slot(setup_.peak_stashed);
     chunk.slot_sends.resize(static_cast<std::size_t>(setup_.peak_stashed));
     const std::int64_t kept_begin = stage.kept_begin(), kept_end = kept_begin + stage.params().numel();
     // ZeRO 1 and 2: this replica's segment of the chunk's buffer, the reduce-scatter's and the
@@ -194,6 +201,19 @@ void PipelineTrainer::resume_at(long steps) {
   for (Chunk& chunk : chunks_) chunk.optimizer->set_steps_taken(steps);
 }
 
+void PipelineTrainer::renew(int epoch) {
+  arriving_.clear();
+  slot_of_.clear();
+  for (Chunk& chunk : chunks_) {
+    chunk.free_slots = every_slot(setup_.peak_stashed);
+    for (auto& sends : chunk.slot_sends) sends.clear();
+  }
+  in_use_ = 0;
+  // A replacement counts validation batches from 0: under the new id every rank does.
+  evaluations_ = 0;
+  transfer_group_id_ = comm::epoch_group_id(comm::pp_group_id, epoch);
+}
+
 std::int64_t PipelineTrainer::tokens_per_step() const {
   const compute::TrainerOptions& o = setup_.options;
   return std::int64_t{o.batch_size} * o.seq_len * setup_.schedule.microbatches * setup_.grid.dp;
@@ -232,7 +252,7 @@ comm::MessageKey PipelineTrainer::key_of(const schedules::Instruction& instructi
   const auto transfer = schedules::transfer_of(setup_.schedule, stage_, instruction);
   TROUPE_CHECK(transfer.has_value(), "a key for an instruction that is no transfer");
   const int index = transfer->from * setup_.schedule.microbatches + transfer->microbatch;
-  return {comm::MessageKind::point_to_point, comm::pp_group_id, static_cast<std::uint16_t>(steps_ & 0x7fff),
+  return {comm::MessageKind::point_to_point, transfer_group_id_, static_cast<std::uint16_t>(steps_ & 0x7fff),
           static_cast<std::uint16_t>(index | (transfer->gradient ? gradient_index_bit : 0))};
 }
 
@@ -452,6 +472,10 @@ compute::StepResult PipelineTrainer::step() {
   busy_us_ = 0;
   const double schedule_start = now_us();
   for (const schedules::Instruction& ins : s.streams[static_cast<std::size_t>(stage_)]) {
+    // An order that came meanwhile (a peer failed, the job recovers in place) is taken before each
+    // forward or backward rather than at the stage's next wait; this rank has not yet posted its
+    // step's gradient sums, so no rank can have completed the step.
+    if (ins.op == Op::forward || ins.op == Op::backward) mailbox_.take_waiting_orders();
     const double start = now_us();
     if (ins.op == Op::reduce_grads) {
       bubble_fraction_ = std::max(0.0, 1.0 - busy_us_ / std::max(start - schedule_start, 1.0));
@@ -494,7 +518,7 @@ double PipelineTrainer::evaluate(int batches) {
       compute::Tensor input = inputs;
       if (vs > 0) {
         input = compute::Tensor::zeros(stage.stream_shape(o.batch_size, o.seq_len), compute::DType::f32);
-        const comm::MessageKey key{comm::MessageKind::point_to_point, comm::pp_group_id, sequence,
+        const comm::MessageKey key{comm::MessageKind::point_to_point, transfer_group_id_, sequence,
                                    static_cast<std::uint16_t>(vs - 1)};
         wait(mailbox_.recv(groups_.engine, rank_of_stage(s.stage_of(vs - 1)), key, input),
              "validation activations");
@@ -503,7 +527,7 @@ double PipelineTrainer::evaluate(int batches) {
       if (last) {
         sum += loss;
       } else {
-        const comm::MessageKey key{comm::MessageKind::point_to_point, comm::pp_group_id, sequence,
+        const comm::MessageKey key{comm::MessageKind::point_to_point, transfer_group_id_, sequence,
                                    static_cast<std::uint16_t>(vs)};
         wait(mailbox_.send(groups_.engine, rank_of_stage(s.stage_of(vs + 1)), key, stage.output(0)),
              "a validation send");

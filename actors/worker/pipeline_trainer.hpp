@@ -106,6 +106,11 @@ class PipelineTrainer {
   std::vector<checkpoint::HeldRange> held_state();
   // Continues after `steps` steps (state restored into held_state()'s buffers).
   void resume_at(long steps);
+  // An in-place recovery of `epoch` (in_place_recovery.hpp): forgets the step in flight (its
+  // arrivals, activation slots and sends, which the mailbox gave up) and sends activations and
+  // gradients under the epoch's id from now on, so that no late message of the abandoned step
+  // matches one of the step done again. Its groups are renewed by the recovery itself.
+  void renew(int epoch);
   // The compressor of this stage's data-parallel sums; null when they are plain.
   const std::shared_ptr<comm::GradientCompressor>& compressor() const { return compressor_; }
 
@@ -165,6 +170,7 @@ class PipelineTrainer {
   long steps_ = 0;
   std::shared_ptr<comm::GradientCompressor> compressor_;  // data-parallel sums; null: plain
   std::uint16_t evaluations_ = 0;
+  std::uint16_t transfer_group_id_ = comm::pp_group_id;  // point-to-point keys' group: renewed per epoch
   int in_use_ = 0, peak_in_use_ = 0;
   double busy_us_ = 0;  // forward and backward compute in the step so far
   double bubble_fraction_ = 0;

@@ -43,6 +43,25 @@ std::function<monitor::CompressionReading()> reading_of(std::shared_ptr<comm::Gr
   };
 }
 
+// The hooks a rank's run takes part in in-place recoveries with: survive always, join when the rank
+// replaces a failed one. Only where the job recovers in place (recovery_path.hpp: no ZeRO, plain
+// sums on the CPU): elsewhere a recovery order never comes.
+RecoveryHooks in_place_hooks(InPlaceRecovery& recovery, const std::optional<recover_msg>& replacing) {
+  RecoveryHooks hooks;
+  hooks.survive = [&recovery](const recover_msg& order, std::int64_t steps_done, TrainingLoop& loop) {
+    return recovery.survive(order, steps_done, loop);
+  };
+  if (replacing) hooks.join = [&recovery, &replacing](TrainingLoop& loop) { return recovery.join(*replacing, loop); };
+  return hooks;
+}
+
+// A group of the grid as a replacement joins it: under the recovery's epoch id, so that it meets
+// the survivors' renewed group.
+comm::Group renewed(comm::Group group, std::uint16_t axis_id, const std::optional<recover_msg>& replacing) {
+  if (replacing) group.id = comm::epoch_group_id(axis_id, replacing->epoch);
+  return group;
+}
+
 // A pipeline stage as the rank loop drives it; each step also reports the stage's bubble.
 class PipelineStageLoop final : public TrainingLoop {
  public:
@@ -87,7 +106,7 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
                                 comm::Engine& engine, const comm::Grid& grid, comm::Communicator& dp,
                                 MailboxComm& mailbox, monitor::WorkProgress& progress,
                                 monitor::WorkerMetrics* metrics, monitor::StepControl& control,
-                                const RescueHooks& rescue) {
+                                const RescueHooks& rescue, const std::optional<recover_msg>& replacing) {
   const PipelineOptions& p = job.config.pipeline;
   const int rank = engine.rank();
   const comm::GridCoord coord = comm::grid_coord(grid, rank);
@@ -95,16 +114,18 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   if (!schedule) return {2, schedule.error().message};
   auto report = schedules::check_schedule(*schedule);
   TROUPE_CHECK(report.ok(), report ? "" : report.error().message);
-  auto pp = comm::Communicator::create(engine, comm::pp_group(grid, rank));
+  auto pp = comm::Communicator::create(engine, renewed(comm::pp_group(grid, rank), comm::pp_group_id, replacing));
   if (!pp) return {1, pp.error().message};
   std::unique_ptr<comm::Communicator> embedding, tp;
   if (grid.tp > 1) {
-    auto created = comm::Communicator::create(engine, comm::tp_group(grid, rank));
+    auto created =
+        comm::Communicator::create(engine, renewed(comm::tp_group(grid, rank), comm::tp_group_id, replacing));
     if (!created) return {1, created.error().message};
     tp = std::move(*created);
   }
   if (grid.pp > 1 && (coord.pp == 0 || coord.pp == grid.pp - 1)) {
-    auto created = comm::Communicator::create(engine, comm::embedding_group(grid, rank));
+    auto created = comm::Communicator::create(
+        engine, renewed(comm::embedding_group(grid, rank), comm::embedding_group_id, replacing));
     if (!created) return {1, created.error().message};
     embedding = std::move(*created);
   }
@@ -151,8 +172,16 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
                          {rank,
                           {grid.dp, grid.pp, grid.tp},
                           (zero > 0 || replicas_write ? grid.dp : 1) * grid.pp * grid.tp});
-  RunOutcome outcome =
-      drive_training(job, data, backend.name(), loop, {progress, metrics, &control, rescue, rank == 0, compression});
+  // In place, the rank of the same stage and shard in a surviving replica gives the stage's state.
+  std::vector<RenewedGroup> groups{{&dp, comm::dp_group_id}, {pp->get(), comm::pp_group_id}};
+  if (tp) groups.push_back({tp.get(), comm::tp_group_id});
+  if (embedding) groups.push_back({embedding.get(), comm::embedding_group_id});
+  InPlaceRecovery recovery(mailbox.worker(), mailbox, engine, std::move(groups),
+                           [&trainer](int epoch) { trainer.renew(epoch); });
+  RecoveryHooks recovery_hooks;
+  if (zero == 0 && !trainer.compressor()) recovery_hooks = in_place_hooks(recovery, replacing);
+  RunOutcome outcome = drive_training(job, data, backend.name(), loop,
+                                      {progress, metrics, &control, rescue, rank == 0, compression, recovery_hooks});
   const std::vector<int> peaks = trainer.peak_stashed_measured();
   if (rank == 0)
     monitor::logger("train")->info("activations held at most, by stage: {} (the schedule checker's bound: {})",
@@ -202,9 +231,7 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
     return {-1, 2, fmt::format("pipeline.stages {} × tensor.shards {} does not divide the {} workers", stages, shards,
                                start.world_size)};
   const comm::Grid grid{start.world_size / (stages * shards), stages, shards};
-  comm::Group dp_group = comm::dp_group(grid, rank);
-  if (replacing) dp_group.id = comm::epoch_group_id(comm::dp_group_id, replacing->epoch);
-  auto dp = comm::Communicator::create(engine, dp_group);
+  auto dp = comm::Communicator::create(engine, renewed(comm::dp_group(grid, rank), comm::dp_group_id, replacing));
   if (!dp) return {-1, 1, dp.error().message};
   // Gradients in device memory are summed by NCCL over the same group (resolve() allows only
   // plain data parallelism there); its communicator lives as long as the training.
@@ -240,22 +267,16 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
           group_data_parallel(mailbox, **dp, progress, job.config.train.zero, layout.total(), compressor);
       return device_group ? device_group->data_parallel(std::move(host), mailbox, progress) : host;
     };
-    // In place, a survivor of the replica group gives the whole state: plain data parallelism on
-    // the CPU (recovery_path.hpp).
-    InPlaceRecovery recovery(worker, mailbox, engine, **dp);
+    // In place, a surviving replica gives the whole state (recovery_path.hpp).
+    InPlaceRecovery recovery(worker, mailbox, engine, {{dp->get(), comm::dp_group_id}});
     RecoveryHooks recovery_hooks;
-    if (stages == 1 && shards == 1 && job.config.train.zero == 0 && !device_group && !compressor) {
-      recovery_hooks.survive = [&recovery](const recover_msg& order, std::int64_t steps_done, TrainingLoop& loop) {
-        return recovery.survive(order, steps_done, loop);
-      };
-      if (replacing)
-        recovery_hooks.join = [&recovery, &replacing](TrainingLoop& loop) { return recovery.join(*replacing, loop); };
-    }
+    if (job.config.train.zero == 0 && !device_group && !compressor)
+      recovery_hooks = in_place_hooks(recovery, replacing);
     const RunServices services{progress, metrics, &control, rescue, rank == 0, compression_reading, recovery_hooks};
     RunOutcome outcome = stages == 1 && shards == 1 ? run_training(job, backend, data, data_parallel(),
                                                     services)
                                      : train_pipeline_stage(job, data, backend, engine, grid, **dp, mailbox, progress,
-                                                            metrics, control, rescue);
+                                                            metrics, control, rescue, replacing);
     return {-1, outcome.exit_code, outcome.reason};
   } catch (const WorkStopped&) {
     throw;

@@ -1,6 +1,7 @@
 // The choice between in-place recovery and restarting every node (actors/supervision/recovery_path.hpp):
-// in place exactly where a surviving replica holds the failed worker's whole state, and otherwise
-// a reason for the log line.
+// in place exactly where a rank of a surviving replica holds the failed worker's whole state (its
+// pipeline stage's and tensor shard's part), and otherwise a reason for the log line; and the
+// plan that pairs every rank holding fewer steps with a donor of its own stage and shard.
 
 #include <catch2/catch.hpp>
 
@@ -25,6 +26,20 @@ TEST_CASE("a worker that threw in a plain data-parallel CPU job recovers in plac
   CHECK(choice.why_not.empty());
 }
 
+TEST_CASE("a worker that threw in a job with pipeline stages or tensor shards recovers in place", "[recovery]") {
+  RecoveryShape pipeline = plain_dp(), shards = plain_dp(), both = plain_dp();
+  pipeline.pipeline_stages = 2;
+  shards.tensor_shards = 2;
+  both.pipeline_stages = 2;
+  both.tensor_shards = 2;
+  for (const RecoveryShape& shape : {pipeline, shards, both}) {
+    INFO("pp " << shape.pipeline_stages << ", tp " << shape.tensor_shards);
+    const RecoveryChoice choice = choose_recovery(shape, FailureKind::worker_exception);
+    CHECK(choice.in_place);
+    CHECK(choice.why_not.empty());
+  }
+}
+
 TEST_CASE("every case in place does not cover restarts every node, saying why", "[recovery]") {
   struct Case {
     const char* name;
@@ -32,25 +47,30 @@ TEST_CASE("every case in place does not cover restarts every node, saying why", 
     FailureKind kind;
     const char* says;
   };
-  RecoveryShape restart = plain_dp(), one = plain_dp(), pipeline = plain_dp(), shards = plain_dp(), zero = plain_dp(),
-                gpu = plain_dp(), compressed = plain_dp();
+  RecoveryShape restart = plain_dp(), one = plain_dp(), one_pipeline = plain_dp(), zero = plain_dp(),
+                zero_pipeline = plain_dp(), gpu = plain_dp(), compressed = plain_dp(), compressed_shards = plain_dp();
   restart.mode = "restart";
   one.data_parallel = 1;
-  pipeline.pipeline_stages = 2;
-  shards.tensor_shards = 2;
+  one_pipeline.data_parallel = 1;
+  one_pipeline.pipeline_stages = 4;
   zero.zero = 1;
+  zero_pipeline.zero = 2;
+  zero_pipeline.pipeline_stages = 2;
   gpu.backend = "cuda";
   compressed.compress = "powersgd";
+  compressed_shards.compress = "bf16";
+  compressed_shards.tensor_shards = 2;
   const Case cases[] = {
       {"fault.recovery restart", restart, FailureKind::worker_exception, "fault.recovery is restart"},
       {"a lost node", plain_dp(), FailureKind::node_lost, "not a node_lost failure"},
       {"a silent node", plain_dp(), FailureKind::hang, "not a hang failure"},
       {"one replica", one, FailureKind::worker_exception, "no surviving replica"},
-      {"pipeline stages", pipeline, FailureKind::worker_exception, "not pipeline.stages 2"},
-      {"tensor shards", shards, FailureKind::worker_exception, "not tensor.shards 2"},
+      {"one replica of a pipeline", one_pipeline, FailureKind::worker_exception, "no surviving replica"},
       {"ZeRO", zero, FailureKind::worker_exception, "train.zero 1 shards the optimizer state"},
+      {"ZeRO in a pipeline", zero_pipeline, FailureKind::worker_exception, "train.zero 2 shards the optimizer state"},
       {"a device backend", gpu, FailureKind::worker_exception, "not train.backend cuda"},
       {"compressed sums", compressed, FailureKind::worker_exception, "not comm.compress powersgd"},
+      {"compressed sums of tensor shards", compressed_shards, FailureKind::worker_exception, "not comm.compress bf16"},
   };
   for (const Case& c : cases) {
     INFO(c.name);
@@ -58,4 +78,58 @@ TEST_CASE("every case in place does not cover restarts every node, saying why", 
     CHECK_FALSE(choice.in_place);
     CHECK_THAT(choice.why_not, Catch::Contains(c.says));
   }
+}
+
+namespace {
+
+// dp 2 × pp 2 × tp 2: rank = tp + 2·(dp + 2·pp), so (stage, shard) (0, 0) holds ranks 0 and 2,
+// (0, 1) ranks 1 and 3, (1, 0) ranks 4 and 6, (1, 1) ranks 5 and 7.
+RecoveryShape grid_2x2x2() {
+  RecoveryShape shape = plain_dp();
+  shape.pipeline_stages = 2;
+  shape.tensor_shards = 2;
+  return shape;
+}
+
+}  // namespace
+
+TEST_CASE("an in-place plan pairs the replacement with the rank of its stage and shard in another replica",
+          "[recovery]") {
+  // Rank 7 (replica 1, stage 1, shard 1) was respawned; every survivor holds 9 steps.
+  std::map<int, std::int64_t> steps{{0, 9}, {1, 9}, {2, 9}, {3, 9}, {4, 9}, {5, 9}, {6, 9}, {7, -1}};
+  const RecoveryPlan plan = plan_recovery(grid_2x2x2(), steps);
+  CHECK(plan.why_not.empty());
+  CHECK(plan.steps == 9);
+  CHECK(plan.receivers == std::vector<int>{7});
+  CHECK(plan.donors == std::vector<int>{5});
+}
+
+TEST_CASE("an in-place plan gives each stage and shard its own donor when several ranks hold fewer steps",
+          "[recovery]") {
+  // Rank 2 respawned; rank 6 was interrupted in the last wait of step 9, which the others completed.
+  std::map<int, std::int64_t> steps{{0, 9}, {1, 9}, {2, -1}, {3, 9}, {4, 9}, {5, 9}, {6, 8}, {7, 9}};
+  const RecoveryPlan plan = plan_recovery(grid_2x2x2(), steps);
+  CHECK(plan.why_not.empty());
+  CHECK(plan.steps == 9);
+  CHECK(plan.receivers == std::vector<int>{2, 6});
+  CHECK(plan.donors == std::vector<int>{0, 4});
+}
+
+TEST_CASE("an in-place plan on plain data parallelism takes the lowest rank holding the most steps", "[recovery]") {
+  RecoveryShape shape = plain_dp();
+  shape.data_parallel = 3;
+  const RecoveryPlan plan = plan_recovery(shape, {{0, 4}, {1, 5}, {2, 5}});
+  CHECK(plan.why_not.empty());
+  CHECK(plan.steps == 5);
+  CHECK(plan.receivers == std::vector<int>{0});
+  CHECK(plan.donors == std::vector<int>{1});
+}
+
+TEST_CASE("no in-place plan where a stage and shard has no rank holding the steps others completed", "[recovery]") {
+  // (stage 1, shard 0) is ranks 4 and 6: the respawned 4 and 6, interrupted one step behind.
+  std::map<int, std::int64_t> steps{{0, 9}, {1, 9}, {2, 9}, {3, 9}, {4, -1}, {5, 9}, {6, 8}, {7, 9}};
+  const RecoveryPlan plan = plan_recovery(grid_2x2x2(), steps);
+  CHECK_THAT(plan.why_not, Catch::Contains("no replica of pipeline stage 1, tensor shard 0 holds step 9"));
+  const RecoveryPlan empty = plan_recovery(grid_2x2x2(), {{0, -1}, {1, -1}});
+  CHECK_THAT(empty.why_not, Catch::Contains("no rank holds any state"));
 }

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <functional>
 
 #include "actors/actor_system_setup.hpp"
 #include "actors/worker/mailbox_comm.hpp"
@@ -23,35 +24,19 @@ compute::Tensor filled(std::int64_t n, float base) {
   return t;
 }
 
-}  // namespace
-
-TEST_CASE("transfers and collectives complete as messages to the posting actor, waited for one by one", "[actors]") {
+// Runs `body` on two ranks, each in its own process with a worker's mailbox and the ranks' world
+// communicator; each rank's returned failure fails the test.
+void on_two_ranks(const std::function<Status(comm::Engine&, MailboxComm&, comm::Communicator&)>& body) {
   auto results = comm::run_local_ranks(
       2,
-      [](comm::Engine& engine) -> Expected<std::vector<std::uint8_t>> {
+      [&body](comm::Engine& engine) -> Expected<std::vector<std::uint8_t>> {
         TroupeConfig cfg;
         caf::actor_system system{cfg};
         caf::scoped_actor self{system};
         MailboxComm mailbox(self.ptr());
-        const int peer = 1 - engine.rank();
         auto comm = comm::Communicator::create(engine, comm::world_group(comm::Grid{2, 1, 1}));
         if (!comm) return comm.error();
-        // Two messages each way; each rank waits for the second first, so a completion that
-        // arrives before its wait must be kept for it.
-        compute::Tensor in1 = compute::Tensor::zeros({1000}, compute::DType::f32);
-        compute::Tensor in2 = compute::Tensor::zeros({3}, compute::DType::f32);
-        auto r1 = mailbox.recv(engine, peer, key(1), in1);
-        auto r2 = mailbox.recv(engine, peer, key(2), in2);
-        mailbox.send(engine, peer, key(1), filled(1000, 10.0f * engine.rank()));
-        mailbox.send(engine, peer, key(2), filled(3, 100.0f + engine.rank()));
-        if (Status s = mailbox.wait(r2); !s) return s.error();
-        if (in2.data_as<float>()[2] != 102.0f + peer) return Error{"second message has the wrong contents"};
-        if (Status s = mailbox.wait(r1); !s) return s.error();
-        if (in1.data_as<float>()[999] != 10.0f * peer + 999.0f) return Error{"first message has the wrong contents"};
-        compute::Tensor sum = filled(5, static_cast<float>(engine.rank()));
-        mailbox.all_reduce(**comm, sum);
-        if (Status s = mailbox.wait_all(); !s) return s.error();
-        if (sum.data_as<float>()[4] != 9.0f) return Error{"all-reduce result " + std::to_string(sum.data_as<float>()[4])};
+        if (Status s = body(engine, mailbox, **comm); !s) return s.error();
         return std::vector<std::uint8_t>{1};
       },
       std::chrono::seconds(60));
@@ -60,6 +45,64 @@ TEST_CASE("transfers and collectives complete as messages to the posting actor, 
     INFO(r.error);
     CHECK(r.ok);
   }
+}
+
+}  // namespace
+
+TEST_CASE("transfers and collectives complete as messages to the posting actor, waited for one by one", "[actors]") {
+  on_two_ranks([](comm::Engine& engine, MailboxComm& mailbox, comm::Communicator& world) -> Status {
+    const int peer = 1 - engine.rank();
+    // Two messages each way; each rank waits for the second first, so a completion that
+    // arrives before its wait must be kept for it.
+    compute::Tensor in1 = compute::Tensor::zeros({1000}, compute::DType::f32);
+    compute::Tensor in2 = compute::Tensor::zeros({3}, compute::DType::f32);
+    auto r1 = mailbox.recv(engine, peer, key(1), in1);
+    auto r2 = mailbox.recv(engine, peer, key(2), in2);
+    mailbox.send(engine, peer, key(1), filled(1000, 10.0f * engine.rank()));
+    mailbox.send(engine, peer, key(2), filled(3, 100.0f + engine.rank()));
+    if (Status s = mailbox.wait(r2); !s) return s;
+    if (in2.data_as<float>()[2] != 102.0f + peer) return Error{"second message has the wrong contents"};
+    if (Status s = mailbox.wait(r1); !s) return s;
+    if (in1.data_as<float>()[999] != 10.0f * peer + 999.0f) return Error{"first message has the wrong contents"};
+    compute::Tensor sum = filled(5, static_cast<float>(engine.rank()));
+    mailbox.all_reduce(world, sum);
+    if (Status s = mailbox.wait_all(); !s) return s;
+    if (sum.data_as<float>()[4] != 9.0f) return Error{"all-reduce result " + std::to_string(sum.data_as<float>()[4])};
+    return {};
+  });
+}
+
+TEST_CASE("abandoned transfers are cancelled and forgotten: drain returns, and a late message of the abandoned key "
+          "never lands in a transfer under the next key",
+          "[actors]") {
+  on_two_ranks([](comm::Engine& engine, MailboxComm& mailbox, comm::Communicator& world) -> Status {
+    const int peer = 1 - engine.rank();
+    const comm::MessageKey abandoned = key(1);
+    const comm::MessageKey renewed{comm::MessageKind::point_to_point, comm::epoch_group_id(abandoned.group, 1), 0, 1};
+    compute::Tensor stale = compute::Tensor::zeros({4}, compute::DType::f32);
+    compute::Tensor fresh = compute::Tensor::zeros({4}, compute::DType::f32);
+    if (engine.rank() == 0) {
+      // A receive nobody sends yet, and a large send nobody receives: both given up.
+      mailbox.recv(engine, peer, abandoned, stale);
+      mailbox.send(engine, peer, key(2), filled(1 << 20, 1.0f));
+      mailbox.abandon_transfers();
+      mailbox.drain();
+    }
+    // Both ranks are past the abandoning now; rank 1's late message of the abandoned key comes
+    // first, then the one under the renewed key.
+    if (Status s = world.barrier(); !s) return s;
+    if (engine.rank() == 1) {
+      mailbox.send(engine, peer, abandoned, filled(4, 100.0f));
+      mailbox.send(engine, peer, renewed, filled(4, 200.0f));
+      if (Status s = mailbox.wait_all(); !s) return s;
+    } else {
+      if (Status s = mailbox.wait(mailbox.recv(engine, peer, renewed, fresh)); !s) return s;
+      if (fresh.data_as<float>()[0] != 200.0f)
+        return Error{"the renewed receive got " + std::to_string(fresh.data_as<float>()[0])};
+      if (stale.data_as<float>()[0] != 0.0f) return Error{"the abandoned receive took a late message"};
+    }
+    return world.barrier();
+  });
 }
 
 TEST_CASE("take_orders returns after its limit when nothing came and throws on a stop request", "[actors]") {

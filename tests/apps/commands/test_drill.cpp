@@ -176,24 +176,65 @@ TEST_CASE("drill kill-worker with fault.recovery restart: every node restarts fr
                         Contains("counted: restarts=1 failure.worker_exception=1 recovery.replica=1"));
 }
 
-TEST_CASE("drill kill-worker on dp 2 x pp 2, where in place does not apply yet, restarts every node and says why",
+// A kill-worker drill of a layout with pipeline stages or tensor shards: in place, every node kept
+// its process, the failed rank's state came from `donor` (the rank of its stage and shard in the
+// other replica) and was its part of the model only.
+void check_in_place_on_grid(const ProcessResult& r, int failed, int donor) {
+  check_passed(r);
+  const std::string failed_rank = std::to_string(failed);
+  CHECK_THAT(r.out, Contains("drill: injected failure in the worker of rank " + failed_rank + " at step 5") &&
+                        Contains("steps lost: 0\n") &&
+                        Contains("recovered from a surviving replica's memory: yes (in place, over the data plane)") &&
+                        Contains("rank " + failed_rank + "'s worker respawned in its process, resumed from "
+                                 "rank " + std::to_string(donor) + "'s memory") &&
+                        Contains("every node kept its process: yes (node 0 pid ") &&
+                        !Contains("restarting every node"));
+  std::smatch m;
+  REQUIRE(std::regex_search(r.out, m, std::regex("state moved over the data plane: ([0-9]+) bytes from rank " +
+                                                 std::to_string(donor) + " ")));
+  const auto params = troupe::compute::ParameterLayout(*troupe::compute::gpt_preset("tiny")).total();
+  CHECK(std::stoll(m[1].str()) > 0);
+  CHECK(std::stoll(m[1].str()) < 3 * 4 * params);  // a stage's or a shard's part, not the whole model
+}
+
+// dp 2 × pp 2: rank = dp + 2·pp, so rank 1 is replica 1's first stage (its donor rank 0) and rank 3
+// replica 1's second stage (its donor rank 2).
+TEST_CASE("drill kill-worker on dp 2 x pp 2: the first stage's worker is respawned in its process and takes its "
+          "stage's state from the other replica, losing no step",
           "[drill][pipeline]") {
   TempDir dir;
   const ProcessResult r = drill(dir, "kill-worker", {"--workers", "4", "--pipeline.stages", "2"});
-  check_passed(r);
-  CHECK_THAT(r.out, Contains("recovery: restarting every node: in place covers plain data parallelism, not "
-                             "pipeline.stages 2") &&
-                        Contains("steps lost: 0\n"));
+  check_in_place_on_grid(r, 1, 0);
 }
 
-TEST_CASE("drill kill-worker on dp 2 x tp 2, where in place does not apply yet, restarts every node and says why",
+TEST_CASE("drill kill-worker on dp 2 x pp 2: the second stage's worker is respawned in its process and takes its "
+          "stage's state from the other replica, losing no step",
+          "[drill][pipeline]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "kill-worker", {"--workers", "4", "--pipeline.stages", "2", "--target", "3"});
+  check_in_place_on_grid(r, 3, 2);
+}
+
+// Under the interleaved schedule each stage holds two chunks; validations every 2 steps send their
+// activations under a counter of their own, which every rank starts again under the recovery's epoch.
+TEST_CASE("drill kill-worker on dp 2 x pp 2 interleaved, validating every 2 steps: the second stage's worker is "
+          "respawned in its process and both chunks' state comes from the other replica, losing no step",
+          "[drill][pipeline]") {
+  TempDir dir;
+  const ProcessResult r =
+      drill(dir, "kill-worker", {"--workers", "4", "--pipeline.stages", "2", "--pipeline.schedule", "interleaved",
+                                 "--pipeline.virtual_stages", "2", "--target", "3", "--train.val_every", "2"});
+  check_in_place_on_grid(r, 3, 2);
+}
+
+// dp 2 × tp 2: rank = tp + 2·dp, so rank 1 is replica 0's second shard (its donor rank 3).
+TEST_CASE("drill kill-worker on dp 2 x tp 2: the second shard's worker is respawned in its process and takes its "
+          "shard's state from the other replica, losing no step",
           "[drill][tensor]") {
   TempDir dir;
-  const ProcessResult r = drill(dir, "kill-worker", {"--workers", "4", "--tensor.shards", "2", "--train.batch_size", "4"});
-  check_passed(r);
-  CHECK_THAT(r.out, Contains("recovery: restarting every node: in place covers plain data parallelism, not "
-                             "tensor.shards 2") &&
-                        Contains("steps lost: 0\n"));
+  const ProcessResult r =
+      drill(dir, "kill-worker", {"--workers", "4", "--tensor.shards", "2", "--train.batch_size", "4"});
+  check_in_place_on_grid(r, 1, 3);
 }
 
 TEST_CASE("drill hang: a stopped node is caught by its missing heartbeat and the job recovers", "[drill]") {
