@@ -140,12 +140,16 @@ struct recover_ready_msg {
 
 // Job supervisor → every worker of the recovery, once all are ready: go on after `steps`; `donor`
 // sends its state (parameters, AdamW moments) over the data plane to each of `receivers`, whose
-// steps done were fewer.
+// steps done were fewer. `replaced`: the node processes started again for this recovery (a lost or
+// silent node), with their new data-plane addresses; every other rank first connects to their
+// ranks afresh (comm::Engine::connect replaces the old endpoint). Empty when every node kept its
+// process.
 struct recover_plan_msg {
   int epoch = 0;
   std::int64_t steps = 0;
   int donor = -1;
   std::vector<int> receivers;
+  std::vector<node_entry> replaced;
 };
 
 // Worker → job supervisor: its part of the recovery is done (error empty): the bytes of state it
@@ -294,7 +298,7 @@ typename Inspector::result_type inspect(Inspector& f, recover_ready_msg& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, recover_plan_msg& x) {
-  return f(caf::meta::type_name("recover_plan_msg"), x.epoch, x.steps, x.donor, x.receivers);
+  return f(caf::meta::type_name("recover_plan_msg"), x.epoch, x.steps, x.donor, x.receivers, x.replaced);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, recover_done_msg& x) {

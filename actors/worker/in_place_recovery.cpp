@@ -14,17 +14,21 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The job's plan for `epoch`; a stop while waiting ends the worker. Completions of an abandoned
-// step's operations may still come: nothing waits for them.
+// The job's plan for `epoch`; a stop while waiting ends the worker, and a rescue order (the
+// recovery failed: a lost node's new process never joined) too, as RescueRequested: the worker
+// still holds its last completed step. Completions of an abandoned step's operations may still
+// come: nothing waits for them.
 recover_plan_msg wait_for_plan(caf::blocking_actor* worker, int epoch) {
   std::optional<recover_plan_msg> plan;
   std::optional<std::string> stop;
-  worker->receive_while([&] { return !plan && !stop; })(
+  std::optional<rescue_msg> rescue;
+  worker->receive_while([&] { return !plan && !stop && !rescue; })(
       [&](recover_atom, const recover_plan_msg& p) {
         if (p.epoch == epoch) plan = p;
       },
       [](comm_done_atom, const comm_done_msg&) {}, [&](stop_atom, const stop_msg& s) { stop = s.reason; },
-      caf::after(std::chrono::seconds(1)) >> [] {});
+      [&](rescue_atom, const rescue_msg& order) { rescue = order; }, caf::after(std::chrono::seconds(1)) >> [] {});
+  if (rescue) throw RescueRequested(std::move(*rescue));
   if (stop) throw WorkStopped(*stop);
   return *plan;
 }
@@ -40,6 +44,18 @@ std::vector<compute::Tensor> state_views(const TrainingLoop& loop) {
 
 }  // namespace
 
+std::string InPlaceRecovery::connect_replaced(const recover_plan_msg& plan, int rank) {
+  for (const node_entry& node : plan.replaced)
+    if (rank >= node.first_rank && rank < node.first_rank + node.slots) return {};  // connected at its start
+  for (const node_entry& node : plan.replaced)
+    for (int slot = 0; slot < node.slots; ++slot) {
+      const int peer = node.first_rank + slot;
+      if (Status s = engine_.connect(peer, node.comm_addresses.at(static_cast<std::size_t>(slot)).bytes); !s)
+        return "cannot connect to the new process of rank " + std::to_string(peer) + ": " + s.error().message;
+    }
+  return {};
+}
+
 RecoveryResult InPlaceRecovery::survive(const recover_msg& order, std::int64_t steps_done, TrainingLoop& loop) {
   group_.abandon_and_renew(order.reason, comm::epoch_group_id(comm::dp_group_id, order.epoch));
   mailbox_.drain();
@@ -54,12 +70,12 @@ RecoveryResult InPlaceRecovery::take_part(const recover_msg& order, std::int64_t
                 recover_ready_msg{order.epoch, rank, steps_done, caf::actor_cast<caf::actor>(worker_)});
   const recover_plan_msg plan = wait_for_plan(worker_, order.epoch);
   RecoveryResult result{plan.steps, plan.donor, false, 0, 0};
+  std::string error = connect_replaced(plan, rank);
   const bool receives = std::find(plan.receivers.begin(), plan.receivers.end(), rank) != plan.receivers.end();
   const comm::MessageKey key{comm::MessageKind::point_to_point,
                              comm::epoch_group_id(comm::state_transfer_group_id, order.epoch), 0, 0};
   const auto start = Clock::now();
-  std::string error;
-  if (rank == plan.donor || receives) {
+  if (error.empty() && (rank == plan.donor || receives)) {
     loop.mirror_to_host();
     const std::vector<compute::Tensor> views = state_views(loop);
     for (std::size_t i = 0; i < views.size(); ++i) {

@@ -4,8 +4,9 @@
 // the final weights equal the undisturbed run's (parameters and AdamW moments, bitwise).
 //
 // Recovery is in place where it applies (fault.recovery in_place, actors/supervision/recovery_path.hpp):
-// only the failed worker is respawned, in its process, its state from a surviving replica over the
-// data plane; the verdict then says whether every node kept its process and what state moved.
+// only the failed worker is respawned, in its process (kill-worker), or only the lost node's process
+// is started again (kill-node, hang), its state from a surviving replica over the data plane; the
+// verdict then says whether every other node kept its process and what state moved.
 // Elsewhere (launch_command.cpp) every node restarts from the survivors' rescue snapshot when a
 // data-parallel replica survived (no steps lost), else from the newest checkpoint, and with
 // fault.elastic goes on without a node that cannot come back; the verdict says which it was.
@@ -176,7 +177,7 @@ std::optional<pid_t> node_pid(WatchedRun& run, int node) {
 
 // After a fault at `fault_at`: the restart, the resumed step, and the first step trained again.
 void watch_recovery(WatchedRun& run, const Drill& drill, Clock::time_point fault_at, long last_step_before,
-                    const std::regex& detection, Verdict& v) {
+                    const std::regex& detection, bool node_process_lost, Verdict& v) {
   std::size_t index = 0;
   if (auto detected = run.wait_for_line(detection, seconds(120), 0, &index)) {
     v.detected_after = seconds_between(fault_at, detected->at);
@@ -193,7 +194,8 @@ void watch_recovery(WatchedRun& run, const Drill& drill, Clock::time_point fault
       v.recovered_after = seconds_between(fault_at, trained->at);
       std::smatch respawned;
       const bool in_place = std::regex_search(resumed->text, respawned, std::regex("rank ([0-9]+) respawned in place"));
-      v.recovered_how = (in_place ? "rank " + respawned[1].str() + "'s worker respawned in its process, resumed from "
+      const std::string where = node_process_lost ? " in its node's new process" : "'s worker respawned in its process";
+      v.recovered_how = (in_place ? "rank " + respawned[1].str() + where + ", resumed from "
                                   : std::string("every node restarted from ")) +
                         m[1].str() + " and trained step " + std::to_string(from_step + 1);
     }
@@ -228,18 +230,29 @@ std::map<int, std::vector<long>> joined_pids(const WatchedRun& run) {
   return pids;
 }
 
-// After an in-place recovery: whether every node kept its process, and the state it moved over the
-// data plane. Returns whether the processes were kept.
-bool add_in_place_account(const WatchedRun& run, Verdict& v) {
-  std::string kept, changed;
+// After an in-place recovery: whether every node kept its process — but `replaced`, the node whose
+// process was lost and started again once — and the state it moved over the data plane. Returns
+// whether the processes were kept.
+bool add_in_place_account(const WatchedRun& run, std::optional<int> replaced, Verdict& v) {
+  std::string kept, changed, started_again;
+  bool replaced_once = !replaced;
   for (const auto& [node, pids] : joined_pids(run)) {
     std::string list;
     for (long pid : pids) list += (list.empty() ? "" : " then ") + std::to_string(pid);
+    if (replaced && node == *replaced) {
+      replaced_once = pids.size() == 2;
+      started_again = "node " + std::to_string(node) + "'s process started again: " +
+                      (replaced_once ? "yes (pid " + list + ")" : "NO (pid " + list + ")");
+      continue;
+    }
     std::string& into = pids.size() == 1 ? kept : changed;
     into += (into.empty() ? "node " : ", node ") + std::to_string(node) + " pid " + list;
   }
   const bool all_kept = changed.empty() && !kept.empty();
-  v.checks.push_back("every node kept its process: " + std::string(all_kept ? "yes (" + kept + ")" : "NO (" + changed + ")"));
+  v.checks.push_back((replaced ? "survivors kept their processes: " : "every node kept its process: ") +
+                     std::string(all_kept ? "yes (" + kept + ")" : "NO (" + changed + ")"));
+  if (replaced) v.checks.push_back(started_again.empty() ? "node " + std::to_string(*replaced) + " never joined"
+                                                         : started_again);
   const std::regex moved("recovery: in place done in ([0-9.]+) s .*; ([0-9]+) bytes of state from rank ([0-9]+) over "
                          "the data plane in ([0-9.]+) s");
   for (const auto& line : run.lines()) {
@@ -248,7 +261,7 @@ bool add_in_place_account(const WatchedRun& run, Verdict& v) {
       v.checks.push_back("state moved over the data plane: " + m[2].str() + " bytes from rank " + m[3].str() + " in " +
                          m[4].str() + " s (the whole recovery " + m[1].str() + " s)");
   }
-  return all_kept;
+  return all_kept && replaced_once;
 }
 
 // The ended job's own account: whether a surviving replica's memory was the source, each
@@ -321,7 +334,7 @@ Verdict drill_running_job(const Drill& drill, const DrillOptions& options) {
   const long last = last_step_logged(**run, fault_at + milliseconds(1), drill.steps());
   // The job supervisor's first word on the failure: the rescue it asks for, or the job's end.
   watch_recovery(**run, drill, fault_at, std::max(last, options.at_step - (worker ? 1 : 0)),
-                 std::regex("for a rescue snapshot of their memory|job failed: |recovery: in place \\(epoch"), v);
+                 std::regex("for a rescue snapshot of their memory|job failed: |recovery: in place \\(epoch"), !worker, v);
   const std::optional<int> code = (*run)->wait_exit(seconds(600));
   add_job_account(**run, v);
   v.checks.push_back("job finished: " + std::string(code == 0 ? "yes" : "NO (exit " + std::to_string(code.value_or(-1)) + ")"));
@@ -337,10 +350,11 @@ Verdict drill_running_job(const Drill& drill, const DrillOptions& options) {
     v.passed = v.detected_after && v.recovered_after && code == 0 && shrank;
     return v;
   }
-  // In place, no node process may have been restarted.
+  // In place, no node process may have been restarted but the one that was lost.
   bool in_place = false;
   for (const auto& line : (*run)->lines()) in_place = in_place || line.text.find("recovery: in place done") != std::string::npos;
-  const bool processes_kept = !in_place || add_in_place_account(**run, v);
+  const bool processes_kept =
+      !in_place || add_in_place_account(**run, worker ? std::nullopt : std::optional<int>(options.target), v);
   compare_weights(drill, v);
   v.passed = v.detected_after && v.recovered_after && code == 0 && processes_kept && v.weights_equal.value_or(false);
   return v;
@@ -461,7 +475,7 @@ Verdict drill_checkpoints(const Drill& drill, const DrillOptions& options) {
     return v;
   }
   const long last = corrupt ? drill.steps() : last_step_logged(**first, fault_at, drill.steps());
-  watch_recovery(**second, drill, fault_at, last, std::regex(corrupt ? "skipped step-" : "resumed from"), v);
+  watch_recovery(**second, drill, fault_at, last, std::regex(corrupt ? "skipped step-" : "resumed from"), false, v);
   const std::optional<int> code = (*second)->wait_exit(seconds(600));
   v.checks.push_back("resumed job finished: " + std::string(code == 0 ? "yes" : "NO"));
   bool torn = false;

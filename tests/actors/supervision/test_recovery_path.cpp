@@ -14,6 +14,7 @@ RecoveryShape plain_dp() {
   RecoveryShape shape;
   shape.mode = "in_place";
   shape.data_parallel = 2;
+  shape.replaces_nodes = true;
   return shape;
 }
 
@@ -25,6 +26,15 @@ TEST_CASE("a worker that threw in a plain data-parallel CPU job recovers in plac
   CHECK(choice.why_not.empty());
 }
 
+TEST_CASE("a lost or silent node process of a plain data-parallel CPU job is replaced in place", "[recovery]") {
+  for (const FailureKind kind : {FailureKind::node_lost, FailureKind::hang}) {
+    INFO(to_string(kind));
+    const RecoveryChoice choice = choose_recovery(plain_dp(), kind);
+    CHECK(choice.in_place);
+    CHECK(choice.why_not.empty());
+  }
+}
+
 TEST_CASE("every case in place does not cover restarts every node, saying why", "[recovery]") {
   struct Case {
     const char* name;
@@ -32,6 +42,8 @@ TEST_CASE("every case in place does not cover restarts every node, saying why", 
     FailureKind kind;
     const char* says;
   };
+  RecoveryShape elsewhere = plain_dp();
+  elsewhere.replaces_nodes = false;
   RecoveryShape restart = plain_dp(), one = plain_dp(), pipeline = plain_dp(), shards = plain_dp(), zero = plain_dp(),
                 gpu = plain_dp(), compressed = plain_dp();
   restart.mode = "restart";
@@ -43,8 +55,13 @@ TEST_CASE("every case in place does not cover restarts every node, saying why", 
   compressed.compress = "powersgd";
   const Case cases[] = {
       {"fault.recovery restart", restart, FailureKind::worker_exception, "fault.recovery is restart"},
-      {"a lost node", plain_dp(), FailureKind::node_lost, "not a node_lost failure"},
-      {"a silent node", plain_dp(), FailureKind::hang, "not a hang failure"},
+      {"a lost node the job did not start here", elsewhere, FailureKind::node_lost,
+       "replaces a node_lost node only where the job started every node process on this machine"},
+      {"a silent node the job did not start here", elsewhere, FailureKind::hang, "replaces a hang node only where"},
+      {"an unreachable node", plain_dp(), FailureKind::unreachable, "not a failure of kind unreachable"},
+      {"a stall", plain_dp(), FailureKind::stall, "not a failure of kind stall"},
+      {"a lost node, fault.recovery restart", restart, FailureKind::node_lost, "fault.recovery is restart"},
+      {"a lost node of a pipeline", pipeline, FailureKind::node_lost, "not pipeline.stages 2"},
       {"one replica", one, FailureKind::worker_exception, "no surviving replica"},
       {"pipeline stages", pipeline, FailureKind::worker_exception, "not pipeline.stages 2"},
       {"tensor shards", shards, FailureKind::worker_exception, "not tensor.shards 2"},
