@@ -88,7 +88,8 @@ struct job_outcome_msg {
   std::vector<int> failed_nodes;  // node indices to blame (lost, failed, hung, never joined)
   std::int64_t rescued_step = -1;  // a rescue snapshot of this step was committed; -1: none
   std::vector<int> drop_nodes;    // node indices the job asks to leave out of the next attempt (drain)
-  std::int32_t in_place_recoveries = 0;  // failures this attempt recovered from in place, without ending
+  // The failure kind of each failure this attempt recovered from in place, without ending, in order.
+  std::vector<std::string> in_place_recoveries;
 };
 
 // Job supervisor → the surviving node supervisors → their workers, after a node was lost: write

@@ -259,7 +259,7 @@ void end_job(job_actor* self, job_outcome_msg outcome) {
   auto& st = self->state;
   if (st.phase == JobPhase::ended) return;
   st.phase = JobPhase::ended;
-  outcome.in_place_recoveries = static_cast<std::int32_t>(st.recoveries.size());
+  for (FailureKind kind : st.recovered_kinds) outcome.in_place_recoveries.emplace_back(to_string(kind));
   auto log = monitor::logger("job");
   if (outcome.exit_code == 0)
     log->info("job finished: {}", outcome.reason);
@@ -695,10 +695,11 @@ void on_worker_failed(job_actor* self, const worker_failed_msg& failed) {
 // replacement (join_replacement). Returns false where the job restarts instead, that line logged.
 bool replace_in_place(job_actor* self, int node_index, FailureKind kind, const std::string& reason) {
   auto& st = self->state;
+  if (end_if_completed(self, kind, reason, {node_index})) return true;
   const RecoveryChoice choice = choose_recovery(st.plan.recovery, kind);
+  TROUPE_CHECK(!choice.in_place || st.plan.replace_node, "recovery.replaces_nodes set without JobPlan::replace_node");
   std::string why_not = choice.why_not;
-  if (choice.in_place && !st.plan.replace_node) why_not = "nothing here can start a node process again";
-  else if (choice.in_place && st.in_place)
+  if (choice.in_place && st.in_place)
     why_not = "node " + std::to_string(node_index) + " was " + (kind == FailureKind::hang ? "silent" : "lost") +
               " during the in-place recovery of epoch " + std::to_string(st.in_place->epoch);
   else if (choice.in_place && (!st.pending_failure.empty() || !st.done.empty() ||

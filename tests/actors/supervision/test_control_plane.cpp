@@ -435,10 +435,10 @@ TEST_CASE("every catalogue message without an actor handle survives serializatio
   CHECK((d.node_index == 4 && d.exit_code == 3 && d.reason == "x" && d.threw));
   auto st = round_trip(system, stop_msg{1, "y"});
   CHECK((st.exit_code == 1 && st.reason == "y"));
-  auto o = round_trip(system, job_outcome_msg{1, "z", "node_lost", {1, 3}, 5, {3}, 2});
+  auto o = round_trip(system, job_outcome_msg{1, "z", "node_lost", {1, 3}, 5, {3}, {"worker_exception", "node_lost"}});
   CHECK((o.exit_code == 1 && o.reason == "z" && o.failure_kind == "node_lost" &&
          o.failed_nodes == std::vector<int>{1, 3} && o.rescued_step == 5 && o.drop_nodes == std::vector<int>{3} &&
-         o.in_place_recoveries == 2));
+         o.in_place_recoveries == std::vector<std::string>{"worker_exception", "node_lost"}));
   auto rd = round_trip(system, rescue_done_msg{2, 7, "disk full"});
   CHECK((rd.rank == 2 && rd.step == 7 && rd.error == "disk full"));
   // The in-place recovery's messages; recover_msg and recover_ready_msg carry actor handles and
