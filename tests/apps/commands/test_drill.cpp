@@ -80,6 +80,15 @@ TEST_CASE("drill kill-node: a SIGKILLed node is detected within a second, only i
   CHECK(seconds_after(r.out, "recovered") < 30.0);
 }
 
+TEST_CASE("drill kill-node on dp 3: both survivors keep their processes and connect to the new one", "[drill]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "kill-node", {"--workers", "3", "--target", "2"});
+  check_passed(r);
+  CHECK_THAT(r.out, Contains("lost node 2") && Contains("steps lost: 0\n") &&
+                        Contains("survivors kept their processes: yes (node 0 pid ") && Contains(", node 1 pid ") &&
+                        Contains("node 2's process started again: yes (pid ") && !Contains("restarting every node"));
+}
+
 TEST_CASE("drill kill-node with fault.recovery restart: every node restarts from the survivors' rescue snapshot, "
           "losing no step",
           "[drill]") {
