@@ -289,6 +289,16 @@ std::vector<std::uint8_t> read_address(int fd) {
   return address;
 }
 
+// Sends `value` from `from` to `to` under key `index` (the receive posted first); the byte received.
+std::uint8_t pass_byte(Engine& from, Engine& to, std::uint16_t index, std::uint8_t value) {
+  std::uint8_t received = 0;
+  std::promise<Status> arrived;
+  to.post_recv(from.rank(), key(index), &received, 1, [&arrived](Status s) { arrived.set_value(std::move(s)); });
+  REQUIRE(wait([&](Callback cb) { from.post_send(to.rank(), key(index), &value, 1, cb); }).ok());
+  REQUIRE(arrived.get_future().get().ok());
+  return received;
+}
+
 }  // namespace
 
 TEST_CASE("a killed peer's replacement is connected afresh: the old endpoint fails, the new one carries messages",
@@ -338,18 +348,8 @@ TEST_CASE("a killed peer's replacement is connected afresh: the old endpoint fai
   REQUIRE(rank1.connect(0, rank0.address()).ok());
   CHECK(rank0.connected(1));
   CHECK(rank0.peer_region(1).empty() == rank1.peer_region(0).empty());
-  std::uint8_t from_replacement = 11, got = 0;
-  std::promise<Status> received;
-  rank0.post_recv(1, key(3), &got, 1, [&received](Status s) { received.set_value(std::move(s)); });
-  REQUIRE(wait([&](Callback cb) { rank1.post_send(0, key(3), &from_replacement, 1, cb); }).ok());
-  REQUIRE(received.get_future().get().ok());
-  CHECK(got == 11);
-  std::uint8_t to_replacement = 13, back = 0;
-  std::promise<Status> answered;
-  rank1.post_recv(0, key(4), &back, 1, [&answered](Status s) { answered.set_value(std::move(s)); });
-  REQUIRE(wait([&](Callback cb) { rank0.post_send(1, key(4), &to_replacement, 1, cb); }).ok());
-  REQUIRE(answered.get_future().get().ok());
-  CHECK(back == 13);
+  CHECK(pass_byte(rank1, rank0, 3, 11) == 11);
+  CHECK(pass_byte(rank0, rank1, 4, 13) == 13);
 }
 
 TEST_CASE("connecting a live peer again replaces its endpoint: what waited on the old one fails naming it",
@@ -369,10 +369,5 @@ TEST_CASE("connecting a live peer again replaces its endpoint: what waited on th
   CHECK_THAT(old.error().message, Catch::Contains("rank 1"));
   REQUIRE((*replacement)->connect(0, (*a)->address()).ok());
   CHECK((*a)->connected(1));
-  std::uint8_t sent = 5;
-  std::promise<Status> received;
-  (*a)->post_recv(1, key(2), &byte, 1, [&received](Status s) { received.set_value(std::move(s)); });
-  REQUIRE(wait([&](Callback cb) { (*replacement)->post_send(0, key(2), &sent, 1, cb); }).ok());
-  REQUIRE(received.get_future().get().ok());
-  CHECK(byte == 5);
+  CHECK(pass_byte(**replacement, **a, 2, 5) == 5);
 }
