@@ -699,7 +699,9 @@ bool replace_in_place(job_actor* self, int node_index, FailureKind kind, const s
   const RecoveryChoice choice = choose_recovery(st.plan.recovery, kind);
   TROUPE_CHECK(!choice.in_place || st.plan.replace_node, "recovery.replaces_nodes set without JobPlan::replace_node");
   std::string why_not = choice.why_not;
-  if (choice.in_place && st.in_place)
+  if (choice.in_place && st.paused)
+    why_not = "the shell has the job paused: its workers wait at their step boundary, where a rescue order reaches them";
+  else if (choice.in_place && st.in_place)
     why_not = "node " + std::to_string(node_index) + " was " + (kind == FailureKind::hang ? "silent" : "lost") +
               " during the in-place recovery of epoch " + std::to_string(st.in_place->epoch);
   else if (choice.in_place && (!st.pending_failure.empty() || !st.done.empty() ||
@@ -808,8 +810,8 @@ void on_recover_done(job_actor* self, const recover_done_msg& done) {
   }
   const join_msg& node = st.joined.at(recovery.failed.node_index);
   const double seconds = std::chrono::duration<double>(Clock::now() - recovery.started).count();
-  st.recoveries.push_back(
-      {"in_place", recovery.epoch, recovery.failed.rank, recovery.plan.donor, recovery.plan.steps, bytes, seconds});
+  st.recoveries.push_back({"in_place", recovery.epoch, recovery.failed.rank, recovery.plan.donor, recovery.plan.steps,
+                           bytes, seconds, recovery.replaced_node >= 0});
   st.recovered_kinds.push_back(recovery.kind);
   for (const auto& [index, m] : st.joined)
     self->send(m.node, recover_atom_v, st.recoveries.back().path, std::string(to_string(recovery.kind)));

@@ -28,4 +28,11 @@ RecoveryChoice choose_recovery(const RecoveryShape& shape, FailureKind kind) {
   return {true, {}};
 }
 
+RecoveryShape recovery_shape(const JobConfig& config, int world_size, bool replaces_nodes) {
+  return {config.fault.recovery,     world_size / (config.pipeline.stages * config.tensor.shards),
+          config.pipeline.stages,    config.tensor.shards,
+          config.train.zero,         config.train.backend,
+          config.comm.compress,      replaces_nodes};
+}
+
 }  // namespace troupe::actors

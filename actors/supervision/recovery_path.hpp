@@ -18,6 +18,7 @@
 
 #include <string>
 
+#include "actors/job_options.hpp"
 #include "actors/supervision/failure_kind.hpp"
 
 namespace troupe::actors {
@@ -42,5 +43,8 @@ struct RecoveryChoice {
 };
 
 RecoveryChoice choose_recovery(const RecoveryShape& shape, FailureKind kind);
+
+// The shape of a job of `world_size` ranks as `config` has it; `replaces_nodes` as above.
+RecoveryShape recovery_shape(const JobConfig& config, int world_size, bool replaces_nodes);
 
 }  // namespace troupe::actors

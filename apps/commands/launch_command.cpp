@@ -113,16 +113,14 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, cons
   for (const auto& node : plan.nodes) job_plan.nodes.push_back({node.node_index, node.host, node.slots, node.first_rank});
   if (rescue) job_plan.rescue_timeout = timing.job_wait;
   job_plan.last_step = config.train.steps;
-  job_plan.recovery = {config.fault.recovery, plan.world_size / (config.pipeline.stages * config.tensor.shards),
-                       config.pipeline.stages, config.tensor.shards, config.train.zero, config.train.backend,
-                       config.comm.compress};
-  job_plan.recovery_timeout = milliseconds(config.fault.rescue_timeout);
   // A lost or silent node's process can be started again in place when this launcher started every
   // node here (recovery_path.hpp); the launcher is made below, before any node can be lost.
-  std::unique_ptr<launch::NodeLauncher> launcher;
-  job_plan.recovery.replaces_nodes =
+  job_plan.recovery = actors::recovery_shape(
+      config, plan.world_size,
       args.external == 0 &&
-      std::all_of(plan.nodes.begin(), plan.nodes.end(), [](const launch::NodePlan& node) { return node.local; });
+          std::all_of(plan.nodes.begin(), plan.nodes.end(), [](const launch::NodePlan& node) { return node.local; }));
+  job_plan.recovery_timeout = milliseconds(config.fault.rescue_timeout);
+  std::unique_ptr<launch::NodeLauncher> launcher;
   // The new process starts its counters with this attempt's in-place recoveries, its own included
   // (TROUPE_RESTARTS).
   if (job_plan.recovery.replaces_nodes)
