@@ -46,6 +46,7 @@ struct recovery_view {
   std::int64_t steps = 0;  // every rank went on after this step
   std::int64_t bytes = 0;  // state moved over the data plane
   double seconds = 0;      // from the failure's report to every rank's state in place
+  bool new_process = false;  // its node's process was started again (a lost or silent node)
 };
 struct job_view_msg {
   bool running = false;  // every node joined and the job started
@@ -60,7 +61,8 @@ typename Inspector::result_type inspect(Inspector& f, node_view& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, recovery_view& x) {
-  return f(caf::meta::type_name("recovery_view"), x.path, x.epoch, x.rank, x.donor, x.steps, x.bytes, x.seconds);
+  return f(caf::meta::type_name("recovery_view"), x.path, x.epoch, x.rank, x.donor, x.steps, x.bytes, x.seconds,
+           x.new_process);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_view_msg& x) {

@@ -88,7 +88,8 @@ struct job_outcome_msg {
   std::vector<int> failed_nodes;  // node indices to blame (lost, failed, hung, never joined)
   std::int64_t rescued_step = -1;  // a rescue snapshot of this step was committed; -1: none
   std::vector<int> drop_nodes;    // node indices the job asks to leave out of the next attempt (drain)
-  std::int32_t in_place_recoveries = 0;  // failures this attempt recovered from in place, without ending
+  // The failure kind of each failure this attempt recovered from in place, without ending, in order.
+  std::vector<std::string> in_place_recoveries;
 };
 
 // Job supervisor → the surviving node supervisors → their workers, after a node was lost: write
@@ -141,12 +142,16 @@ struct recover_ready_msg {
 // Job supervisor → every worker of the recovery, once all are ready: go on after `steps`;
 // `donors[i]` sends its state (parameters, AdamW moments) over the data plane to `receivers[i]`,
 // whose steps done were fewer: a rank of the same pipeline stage and tensor shard in another
-// data-parallel replica.
+// data-parallel replica. `replaced`: the node processes started again for this recovery (a lost or
+// silent node), with their new data-plane addresses; every other rank first connects to their
+// ranks afresh (comm::Engine::connect replaces the old endpoint). Empty when every node kept its
+// process.
 struct recover_plan_msg {
   int epoch = 0;
   std::int64_t steps = 0;
   std::vector<int> donors;
   std::vector<int> receivers;
+  std::vector<node_entry> replaced;
 };
 
 // Worker → job supervisor: its part of the recovery is done (error empty): the bytes of state it
@@ -295,7 +300,7 @@ typename Inspector::result_type inspect(Inspector& f, recover_ready_msg& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, recover_plan_msg& x) {
-  return f(caf::meta::type_name("recover_plan_msg"), x.epoch, x.steps, x.donors, x.receivers);
+  return f(caf::meta::type_name("recover_plan_msg"), x.epoch, x.steps, x.donors, x.receivers, x.replaced);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, recover_done_msg& x) {

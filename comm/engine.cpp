@@ -150,7 +150,12 @@ struct Engine::State {
   // Shared between posting threads and the progress thread, under `mutex`.
   std::mutex mutex;
   std::vector<std::function<void()>> tasks;
-  std::vector<std::pair<int, ucs_status_t>> failed_peers;  // from UCX's error handler
+  struct PeerError {
+    int rank;
+    ucp_ep_h ep;  // the endpoint that failed: one replaced since is no longer the peer's
+    ucs_status_t status;
+  };
+  std::vector<PeerError> failed_peers;  // from UCX's error handler
   std::atomic<bool> stopping{false};
   std::atomic<RequestId> next_request{1};
   // Receives in flight, oldest first (ids rise): written by the progress thread, read by any.
@@ -243,10 +248,10 @@ struct Engine::State {
     op->state->completions.push_back({op->id, status, status == UCS_OK ? info->length : 0});
     ucp_request_free(request);
   }
-  static void on_peer_error(void* arg, ucp_ep_h, ucs_status_t status) {
+  static void on_peer_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
     auto* peer = static_cast<Peer*>(arg);
     std::lock_guard lock(peer->state->mutex);
-    peer->state->failed_peers.emplace_back(peer->rank, status);
+    peer->state->failed_peers.push_back({peer->rank, ep, status});
   }
 
   Operation& add_operation(RequestId id, int peer, bool recv, const MessageKey& key, std::size_t bytes,
@@ -353,8 +358,7 @@ struct Engine::State {
 
   Status create_endpoint(int peer_rank, const std::vector<std::uint8_t>& address) {
     Peer& peer = *peers[peer_rank];
-    if (peer.failed) return peer.failure;
-    if (peer.ep != nullptr) return Error{"comm: " + rank_name(peer_rank) + " is already connected"};
+    if (peer.ep != nullptr || peer.failed) retire(peer_rank);
     ucp_ep_params_t params{};
     params.field_mask =
         UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
@@ -376,6 +380,7 @@ struct Engine::State {
       peer.region_key = nullptr;
       compute::memory_ledger().remove(compute::MemoryKind::comm_buffers, peer.region.size());
     }
+    peer.region = {};
     if (peer.ep == nullptr) return;
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -385,15 +390,26 @@ struct Engine::State {
     peer.ep = nullptr;
   }
 
-  // A peer's endpoint failed: its operations fail with an Error naming it, and so does every
-  // watch that includes it. Sends on the endpoint are failed by UCX when it is closed; receives
-  // are worker-wide, so they are cancelled here.
-  void mark_failed(int peer_rank, ucs_status_t status) {
+  // A peer connected before whose process was replaced (it failed, or it is alive but the job gave
+  // up on it): what still waits on the old endpoint fails as on a lost peer, then the peer starts
+  // afresh, neither failed nor connected, its old region unmapped.
+  void retire(int peer_rank) {
     Peer& peer = *peers[peer_rank];
-    if (peer.failed) return;
+    if (!peer.failed)
+      mark_failed(peer_rank, peer.ep, Error{"comm: " + rank_name(peer_rank) + " replaced by a new process"});
+    peer.failed = false;
+    peer.failure = Error{};
+    peer.transports.clear();
+  }
+
+  // A peer's endpoint `ep` failed: its operations fail with an Error naming it, and so does every
+  // watch that includes it. Sends on the endpoint are failed by UCX when it is closed; receives
+  // are worker-wide, so they are cancelled here. An error of an endpoint replaced since is old news.
+  void mark_failed(int peer_rank, ucp_ep_h ep, Error failure) {
+    Peer& peer = *peers[peer_rank];
+    if (peer.failed || ep != peer.ep) return;
     peer.failed = true;
-    peer.failure =
-        Error{"comm: " + rank_name(peer_rank) + " lost (UCX endpoint error: " + ucs_status_string(status) + ")"};
+    peer.failure = std::move(failure);
     close_endpoint(peer);
     for (auto& [id, op] : operations) {
       if (op.recv && op.peer == peer_rank && op.request != nullptr) ucp_request_cancel(worker, op.request);
@@ -447,12 +463,14 @@ struct Engine::State {
   bool drain() {
     bool worked = false;
     for (;;) {
-      std::vector<std::pair<int, ucs_status_t>> failed;
+      std::vector<PeerError> failed;
       {
         std::lock_guard lock(mutex);
         failed.swap(failed_peers);
       }
-      for (const auto& [peer, status] : failed) mark_failed(peer, status);
+      for (const PeerError& e : failed)
+        mark_failed(e.rank, e.ep,
+                    Error{"comm: " + rank_name(e.rank) + " lost (UCX endpoint error: " + ucs_status_string(e.status) + ")"});
       if (completions.empty() && failed.empty()) return worked;
       worked = true;
       std::vector<Completion> batch;
@@ -645,6 +663,17 @@ Status Engine::connect(int peer, std::span<const std::uint8_t> address) {
   TROUPE_CHECK(!on_progress_thread(), "connect() on the progress thread, which must progress the wire-up");
   std::promise<Status> result;
   post([&] { state_->connect_now(peer, *decoded, [&result](Status s) { result.set_value(std::move(s)); }); });
+  return result.get_future().get();
+}
+
+bool Engine::connected(int peer) {
+  TROUPE_CHECK(peer >= 0 && peer < world_size_, "connected() of a rank outside the world");
+  TROUPE_CHECK(!on_progress_thread(), "connected() on the progress thread");
+  std::promise<bool> result;
+  post([&] {
+    const State::Peer& p = *state_->peers[peer];
+    result.set_value(p.ep != nullptr && !p.failed);
+  });
   return result.get_future().get();
 }
 

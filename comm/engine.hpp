@@ -19,7 +19,8 @@
 // every byte in and out (docs/comm.md, "Mapped blocks").
 //
 // Endpoints use UCX's peer error handling: a peer that dies fails every operation that
-// waits on it with an Error naming its rank, instead of hanging. Teardown closes endpoints
+// waits on it with an Error naming its rank, instead of hanging; connect() to it again with its
+// replacement's address replaces the endpoint (an error the old one reports late is ignored). Teardown closes endpoints
 // with UCP_EP_CLOSE_FLAG_FORCE: a graceful close waits forever for a peer that is gone.
 
 #include <chrono>
@@ -69,8 +70,14 @@ class Engine {
   // (comm/engine_address.hpp).
   const std::vector<std::uint8_t>& address() const { return address_; }
   // Creates the endpoint to `peer` from its address, and maps the peer's region when it is on
-  // this host. Any thread; returns when the endpoint exists.
+  // this host. Any thread; returns when the endpoint exists. A peer connected before is replaced:
+  // its process was (a node process started again after it died or hung), so the old endpoint is
+  // force-closed and the old region unmapped first, and what still waited on them fails naming the
+  // peer, as on a lost peer; a failed peer accepts a fresh connect() this way too.
   Status connect(int peer, std::span<const std::uint8_t> address);
+  // Whether `peer` has a working endpoint: connected and not failed since. Any thread but the
+  // progress thread.
+  bool connected(int peer);
   // `peer`'s lent region as mapped into this process; empty when it cannot be mapped (another
   // host, shared memory off, or the peer lends none). Any thread, after connect() returned.
   std::span<const std::byte> peer_region(int peer) const;

@@ -1,10 +1,12 @@
 #include "actors/monitor/control_port.hpp"
 
+#include <algorithm>
 #include <filesystem>
 
 #include <caf/io/all.hpp>
 
 #include "actors/monitor/monitor_actor.hpp"
+#include "actors/supervision/recovery_path.hpp"
 #include "monitor/log.hpp"
 
 namespace troupe::actors {
@@ -24,6 +26,9 @@ Status ControlPort::open(caf::actor_system& system, caf::actor job, const JobCon
   monitor_plan.dp = world_size / (config.pipeline.stages * config.tensor.shards);
   monitor_plan.checkpoint_dir =
       config.checkpoint.dir.empty() ? std::string() : std::filesystem::absolute(config.checkpoint.dir).string();
+  const bool every_node_here = std::all_of(node_is_local.begin(), node_is_local.end(), [](bool local) { return local; });
+  monitor_plan.replaces_lost_nodes =
+      choose_recovery(recovery_shape(config, world_size, every_node_here), FailureKind::node_lost).in_place;
   monitor_plan.node_is_local = std::move(node_is_local);
   monitor_plan.attempt = restarts;
   monitor_plan.max_restarts = config.fault.max_restarts;

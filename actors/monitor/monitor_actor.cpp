@@ -344,8 +344,9 @@ void command(monitor_actor* self, const std::vector<std::string>& words, caf::re
     if (::kill(n.pid, SIGKILL) != 0)
       return answer(false, fmt::format("kill node: SIGKILL to pid {} failed: {}", n.pid, std::strerror(errno)));
     answer(true, fmt::format("kill node {}: SIGKILL sent to pid {} ({}); {}", index, n.pid, n.host,
-                             st.plan.checkpoint_dir.empty() ? "the job stops (no checkpoint.dir)"
-                                                            : "the job restarts from the newest checkpoint"));
+                             st.plan.replaces_lost_nodes        ? "the job starts that node's process again, in place"
+                             : st.plan.checkpoint_dir.empty() ? "the job stops (no checkpoint.dir)"
+                                                              : "the job restarts from the newest checkpoint"));
   } else if (verb == "drain" && args == 2 && words[1] == "node") {
     long index = 0;
     if (!parse_count(words[2], 0, nodes - 1, index))

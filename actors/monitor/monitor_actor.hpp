@@ -31,6 +31,7 @@ struct MonitorPlan {
   int tp = 1;
   std::string checkpoint_dir;      // empty: checkpoint and drain are refused
   std::vector<bool> node_is_local;  // by node index: kill node signals only processes of this machine
+  bool replaces_lost_nodes = false;  // a lost node's process alone is started again (recovery_path.hpp)
   int attempt = 0;                  // restarts so far
   int max_restarts = 0;
   std::string restarted_after;      // why the previous attempt ended

@@ -100,9 +100,11 @@ std::string status_text(const MonitorPlan& plan, const job_view_msg& view, const
     eta = monitor::duration_text(r.wall_seconds_per_step * static_cast<double>(plan.total_steps - step));
   text += "ETA       " + eta;
   for (const recovery_view& rv : view.recoveries)
-    text += fmt::format("\nrecovery  {} (epoch {}) in {:.3f} s: rank {} respawned in its process, {:.1f} MB of state "
-                        "from rank {}; went on after step {}",
-                        rv.path, rv.epoch, rv.seconds, rv.rank, static_cast<double>(rv.bytes) / 1e6, rv.donor, rv.steps);
+    text += fmt::format("\nrecovery  {} (epoch {}) in {:.3f} s: rank {} respawned in {}, {:.1f} MB of state from rank "
+                        "{}; went on after step {}",
+                        rv.path, rv.epoch, rv.seconds, rv.rank,
+                        rv.new_process ? "a new process of its node" : "its process", static_cast<double>(rv.bytes) / 1e6,
+                        rv.donor, rv.steps);
   return text;
 }
 

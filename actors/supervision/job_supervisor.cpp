@@ -72,10 +72,17 @@ struct job_supervisor_state {
     std::map<int, recover_ready_msg> ready;  // by rank
     recover_plan_msg plan;
     std::map<int, recover_done_msg> done;  // by rank
+    // A lost or silent node (its kind, else worker_exception): its process is started again, and
+    // the pid it had; `replacement` once the new process joined.
+    FailureKind kind = FailureKind::worker_exception;
+    int replaced_node = -1;
+    int old_pid = 0;
+    std::optional<node_entry> replacement;
   };
   std::optional<in_place_recovery> in_place;
   int recovery_epoch = 0;
   std::vector<recovery_view> recoveries;  // done, for the shell's status
+  std::vector<FailureKind> recovered_kinds;  // the failure kind of each of `recoveries`
   bool restart_logged = false;  // "recovery: restarting every node: ..." is said once
   static inline const char* name = "job_supervisor";
 
@@ -214,6 +221,11 @@ void report_straggler(job_supervisor_state& st) {
       straggler->rank, where, 100 * straggler->waiting_share, 100 * straggler->others_waiting_share);
 }
 
+// Whether `node_index` is the node whose process an in-place recovery started again, not yet joined.
+bool awaited_replacement(const job_supervisor_state& st, int node_index) {
+  return st.in_place && st.in_place->replaced_node == node_index && !st.in_place->replacement;
+}
+
 // Why `m` may not join, or "" when it may.
 std::string join_refusal(const job_supervisor_state& st, const join_msg& m) {
   if (m.token != st.plan.token) return "wrong job token";
@@ -222,11 +234,13 @@ std::string join_refusal(const job_supervisor_state& st, const join_msg& m) {
   if (m.node_index < 0 || m.node_index >= static_cast<int>(st.plan.nodes.size()))
     return "node index " + std::to_string(m.node_index) + " is not in the host file (" +
            std::to_string(st.plan.nodes.size()) + " nodes)";
-  if (st.joined.count(m.node_index)) return "node index " + std::to_string(m.node_index) + " has already joined";
+  const bool replacement = awaited_replacement(st, m.node_index);
+  if (st.joined.count(m.node_index) && !replacement)
+    return "node index " + std::to_string(m.node_index) + " has already joined";
   if (const int slots = st.plan.nodes.at(m.node_index).slots; static_cast<int>(m.comm_addresses.size()) != slots)
     return "it brings " + std::to_string(m.comm_addresses.size()) + " data-plane addresses for its " +
            std::to_string(slots) + " slots";
-  if (st.phase != JobPhase::joining) return "the job has already started";
+  if (st.phase != JobPhase::joining && !replacement) return "the job has already started";
   return {};
 }
 
@@ -247,7 +261,7 @@ void end_job(job_actor* self, job_outcome_msg outcome) {
   auto& st = self->state;
   if (st.phase == JobPhase::ended) return;
   st.phase = JobPhase::ended;
-  outcome.in_place_recoveries = static_cast<std::int32_t>(st.recoveries.size());
+  for (FailureKind kind : st.recovered_kinds) outcome.in_place_recoveries.emplace_back(to_string(kind));
   auto log = monitor::logger("job");
   if (outcome.exit_code == 0)
     log->info("job finished: {}", outcome.reason);
@@ -276,6 +290,8 @@ void end_rescue(job_actor* self, const std::string& why_not) {
 
 caf::behavior running(job_actor* self);
 caf::behavior rescuing(job_actor* self);
+bool replace_in_place(job_actor* self, int node_index, FailureKind kind, const std::string& reason);
+void join_replacement(job_actor* self, const join_msg& m);
 
 // Whether every rank has finished the job's last step, `gone` (nodes lost or silent) included:
 // each node reported success or its last heartbeat counted the last step; or every node but
@@ -456,11 +472,16 @@ const join_msg* lost_node(job_supervisor_state& st, const caf::down_msg& down) {
 // joining); rescuing checks whether a writer was lost.
 void on_node_down(job_actor* self, const caf::down_msg& down) {
   auto& st = self->state;
+  // The old process of a node being started again in place: its end is the recovery's doing.
+  if (st.in_place && st.in_place->replaced_node >= 0 &&
+      st.joined.at(st.in_place->replaced_node).node.address() == down.source)
+    return;
   const join_msg* m = lost_node(st, down);
   if (!m) return;
   if (st.phase == JobPhase::rescuing) return check_rescue_writers(self, m->node_index, "was lost");
   std::string reason = "lost " + describe(st, *m) + ": " + to_string(down.reason);
   if (!st.pending_failure.empty()) reason += "; " + st.pending_failure;
+  if (st.phase == JobPhase::running && replace_in_place(self, m->node_index, FailureKind::node_lost, reason)) return;
   fail_job(self, FailureKind::node_lost, std::move(reason), {m->node_index});
 }
 
@@ -509,6 +530,10 @@ caf::message_handler every_phase(job_actor* self) {
                                           {m.node_index}));
           return {false, refusal};
         }
+        if (awaited_replacement(st, m.node_index)) {
+          join_replacement(self, m);
+          return {true, {}};
+        }
         monitor::logger("job")->info("{} joined", describe(m));
         self->monitor(m.node);
         st.joined.emplace(m.node_index, m);
@@ -555,6 +580,7 @@ caf::message_handler every_phase(job_actor* self) {
       [=](recover_atom, const recover_ready_msg&) {},
       [=](recover_atom, const recover_done_msg&) {},
       [=](recover_atom, int) {},
+      [=](recover_atom, int, const std::string&) {},
   };
 }
 
@@ -665,6 +691,82 @@ void on_worker_failed(job_actor* self, const worker_failed_msg& failed) {
   self->delayed_send(self, st.plan.recovery_timeout, recover_atom_v, st.recovery_epoch);
 }
 
+// running: node `node_index` was lost or went silent. In place where it applies (recovery_path.hpp)
+// and nothing else is failing: the launcher starts the node's process again (killing a silent one
+// first), every surviving worker gives up its step (recover_msg), and the new process joins as the
+// replacement (join_replacement). Returns false where the job restarts instead, that line logged.
+bool replace_in_place(job_actor* self, int node_index, FailureKind kind, const std::string& reason) {
+  auto& st = self->state;
+  if (end_if_completed(self, kind, reason, {node_index})) return true;
+  const RecoveryChoice choice = choose_recovery(st.plan.recovery, kind);
+  TROUPE_CHECK(!choice.in_place || st.plan.replace_node, "recovery.replaces_nodes set without JobPlan::replace_node");
+  std::string why_not = choice.why_not;
+  if (choice.in_place && st.paused)
+    why_not = "the shell has the job paused: its workers wait at their step boundary, where a rescue order reaches them";
+  else if (choice.in_place && st.in_place)
+    why_not = "node " + std::to_string(node_index) + " was " + (kind == FailureKind::hang ? "silent" : "lost") +
+              " during the in-place recovery of epoch " + std::to_string(st.in_place->epoch);
+  else if (choice.in_place && (!st.pending_failure.empty() || !st.done.empty() ||
+                               std::any_of(st.lost.begin(), st.lost.end(), [&](int i) { return i != node_index; })))
+    why_not = "another node failed, was lost or finished at the same time";
+  if (!why_not.empty()) {
+    log_restart(st, why_not);
+    return false;
+  }
+  const join_msg& old = st.joined.at(node_index);
+  const PlannedNode& planned = st.plan.nodes.at(node_index);
+  st.lost.erase(node_index);
+  st.liveness.erase(node_index);  // silent until its new process joins; the watchdog skips it
+  job_supervisor_state::in_place_recovery recovery{++st.recovery_epoch, Clock::now(),
+                                                   worker_failed_msg{node_index, planned.first_rank, reason}};
+  recovery.kind = kind;
+  recovery.replaced_node = node_index;
+  recovery.old_pid = old.pid;
+  st.in_place = std::move(recovery);
+  monitor::logger("job")->warn(
+      "{}; recovery: in place (epoch {}): starting node {}'s process again{}, every other node keeps its process; "
+      "its state from a surviving replica over the data plane",
+      reason, st.recovery_epoch, node_index, kind == FailureKind::hang ? " (the silent one killed first)" : "");
+  std::vector<FailureKind> in_place = st.recovered_kinds;
+  in_place.push_back(kind);
+  st.plan.replace_node(node_index, in_place);
+  recover_msg order{st.recovery_epoch, {}, "node " + std::to_string(node_index) + " " + std::string(to_string(kind)),
+                    caf::actor_cast<caf::actor>(self)};
+  for (int rank = planned.first_rank; rank < planned.first_rank + planned.slots; ++rank) order.failed_ranks.push_back(rank);
+  for (const auto& [index, m] : st.joined)
+    if (index != node_index) self->send(m.node, recover_atom_v, order);
+  self->delayed_send(self, st.plan.recovery_timeout, recover_atom_v, st.recovery_epoch);
+  return true;
+}
+
+// The process started again in place of a lost or silent node joined: it starts with every node's
+// data-plane address, its workers as the recovery's replacements.
+void join_replacement(job_actor* self, const join_msg& m) {
+  auto& st = self->state;
+  auto& recovery = *st.in_place;
+  monitor::logger("job")->info("{} joined in place of pid {}", describe(m), recovery.old_pid);
+  self->monitor(m.node);
+  st.joined[m.node_index] = m;
+  const PlannedNode& planned = st.plan.nodes.at(m.node_index);
+  node_liveness live{Clock::now(), {}};
+  for (int slot = 0; slot < planned.slots; ++slot) live.workers.push_back({planned.first_rank + slot, 0, 0, 0, {}, {}, 0});
+  st.liveness[m.node_index] = std::move(live);
+  start_msg start;
+  for (const PlannedNode& node : st.plan.nodes) {
+    const join_msg& joined = st.joined.at(node.node_index);
+    start.nodes.push_back(
+        {node.node_index, node.first_rank, node.slots, joined.host, joined.comm_addresses, joined.device_group_ids});
+    start.world_size += node.slots;
+  }
+  recovery.replacement = start.nodes.at(static_cast<std::size_t>(m.node_index));
+  recover_msg replacing{recovery.epoch, {},
+                        "node " + std::to_string(m.node_index) + " " + std::string(to_string(recovery.kind)),
+                        caf::actor_cast<caf::actor>(self)};
+  for (int rank = planned.first_rank; rank < planned.first_rank + planned.slots; ++rank)
+    replacing.failed_ranks.push_back(rank);
+  self->send(m.node, start_atom_v, start, replacing);
+}
+
 // Every rank is ready: the plan (recovery_path.hpp's plan_recovery) pairs every rank holding fewer
 // steps than the most with a donor of its own pipeline stage and tensor shard.
 void on_recover_ready(job_actor* self, const recover_ready_msg& ready) {
@@ -677,7 +779,8 @@ void on_recover_ready(job_actor* self, const recover_ready_msg& ready) {
   for (const auto& [rank, r] : recovery.ready) steps_done[rank] = r.steps_done;
   RecoveryPlan paired = plan_recovery(st.plan.recovery, steps_done);
   if (!paired.why_not.empty()) return restart_instead(self, recovery.failed, paired.why_not);
-  const recover_plan_msg plan{recovery.epoch, paired.steps, std::move(paired.donors), std::move(paired.receivers)};
+  recover_plan_msg plan{recovery.epoch, paired.steps, std::move(paired.donors), std::move(paired.receivers), {}};
+  if (recovery.replacement) plan.replaced.push_back(*recovery.replacement);
   std::string pairs;
   for (std::size_t i = 0; i < plan.receivers.size(); ++i)
     pairs += fmt::format("{}rank {} to rank {}", i ? ", " : "", plan.donors[i], plan.receivers[i]);
@@ -695,9 +798,9 @@ void on_recover_done(job_actor* self, const recover_done_msg& done) {
   auto& recovery = *st.in_place;
   if (!done.error.empty()) {
     const worker_failed_msg failed = recovery.failed;
+    const FailureKind kind = recovery.kind;
     log_restart(st, "rank " + std::to_string(done.rank) + " could not take part in the in-place recovery: " + done.error);
-    return fail_job(self, FailureKind::worker_exception, failed.reason + "; in-place recovery failed: " + done.error,
-                    {failed.node_index});
+    return fail_job(self, kind, failed.reason + "; in-place recovery failed: " + done.error, {failed.node_index});
   }
   recovery.done[done.rank] = done;
   if (static_cast<int>(recovery.done.size()) < world_size(st.plan)) return;
@@ -714,15 +817,23 @@ void on_recover_done(job_actor* self, const recover_done_msg& done) {
   }
   const join_msg& node = st.joined.at(recovery.failed.node_index);
   const double seconds = std::chrono::duration<double>(Clock::now() - recovery.started).count();
-  st.recoveries.push_back(
-      {"in_place", recovery.epoch, recovery.failed.rank, donor, recovery.plan.steps, bytes, seconds});
+  st.recoveries.push_back({"in_place", recovery.epoch, recovery.failed.rank, donor, recovery.plan.steps, bytes, seconds,
+                           recovery.replaced_node >= 0});
+  st.recovered_kinds.push_back(recovery.kind);
   for (const auto& [index, m] : st.joined)
-    self->send(m.node, recover_atom_v, st.recoveries.back().path, std::string(to_string(FailureKind::worker_exception)));
+    self->send(m.node, recover_atom_v, st.recoveries.back().path, std::string(to_string(recovery.kind)));
+  const std::string respawned =
+      recovery.replaced_node < 0
+          ? "rank " + std::to_string(recovery.failed.rank) + " respawned in node " +
+                std::to_string(recovery.failed.node_index) + "'s process (pid " + std::to_string(node.pid) + ", kept)"
+          : "node " + std::to_string(recovery.replaced_node) + "'s process started again (pid " +
+                std::to_string(node.pid) + ", was " + std::to_string(recovery.old_pid) +
+                "; every other node kept its process)";
   monitor::logger("job")->warn(
-      "recovery: in place done in {:.3f} s (epoch {}): rank {} respawned in node {}'s process (pid {}, kept); {} bytes "
-      "of state from rank{} {} over the data plane in {:.3f} s; every rank goes on after step {}",
-      seconds, recovery.epoch, recovery.failed.rank, recovery.failed.node_index, node.pid, bytes,
-      recovery.plan.donors.size() > 1 ? "s" : "", donors, transfer, recovery.plan.steps);
+      "recovery: in place done in {:.3f} s (epoch {}): {}; {} bytes of state from rank{} {} over the data plane in "
+      "{:.3f} s; every rank goes on after step {}",
+      seconds, recovery.epoch, respawned, bytes, recovery.plan.donors.size() > 1 ? "s" : "", donors, transfer,
+      recovery.plan.steps);
   st.in_place.reset();
   st.resumed_at = Clock::now();
 }
@@ -731,9 +842,21 @@ void on_recover_timeout(job_actor* self, int epoch) {
   auto& st = self->state;
   if (!st.in_place || st.in_place->epoch != epoch) return;
   const worker_failed_msg failed = st.in_place->failed;
+  const FailureKind kind = st.in_place->kind;
   log_restart(st, "the in-place recovery of epoch " + std::to_string(epoch) + " did not complete within " +
                       seconds_text(st.plan.recovery_timeout));
-  fail_job(self, FailureKind::worker_exception, failed.reason, {failed.node_index});
+  fail_job(self, kind, failed.reason, {failed.node_index});
+}
+
+// A process started again in place of a lost or silent node exited: before it joined, the
+// recovery cannot complete, and the job restarts (a node that cannot come back).
+void on_replacement_exit(job_actor* self, int node_index, const std::string& exit) {
+  auto& st = self->state;
+  if (!awaited_replacement(st, node_index)) return;
+  const worker_failed_msg failed = st.in_place->failed;
+  const FailureKind kind = st.in_place->kind;
+  log_restart(st, "node " + std::to_string(node_index) + "'s new process " + exit + " before it joined");
+  fail_job(self, kind, failed.reason + "; its new process " + exit + " before it joined", {node_index});
 }
 
 caf::behavior joining(job_actor* self) {
@@ -767,15 +890,14 @@ caf::behavior running(job_actor* self) {
       [=](recover_atom, const recover_ready_msg& ready) { on_recover_ready(self, ready); },
       [=](recover_atom, const recover_done_msg& done) { on_recover_done(self, done); },
       [=](recover_atom, int epoch) { on_recover_timeout(self, epoch); },
+      [=](recover_atom, int node_index, const std::string& exit) { on_replacement_exit(self, node_index, exit); },
       [=](watchdog_atom) {
         auto& st = self->state;
         int silent_node = -1;
         if (std::string verdict = watchdog_verdict(st, Clock::now(), silent_node); !verdict.empty()) {
-          if (silent_node >= 0)
-            fail_job(self, FailureKind::hang, verdict, {silent_node});
-          else
-            fail_job(self, FailureKind::stall, verdict, {});
-          return;
+          if (silent_node < 0) return fail_job(self, FailureKind::stall, verdict, {});
+          if (!replace_in_place(self, silent_node, FailureKind::hang, verdict))
+            return fail_job(self, FailureKind::hang, verdict, {silent_node});
         }
         report_straggler(st);
         self->delayed_send(self, watchdog_period(st.plan), watchdog_atom_v);

@@ -31,7 +31,11 @@
 //   running: with recovery in place (recovery_path.hpp), a node's worker_failed_msg ─► recover_msg
 //     to every node (the failed worker respawned in its process, the others give up their step);
 //     every rank's recover_ready_msg ─► recover_plan_msg to each (per stage and shard a donor);
-//     every rank's recover_done_msg ─► "recovery: in place done ...", running on. Where in place
+//     every rank's recover_done_msg ─► "recovery: in place done ...", running on. A node lost or
+//     silent (recovery_path.hpp: the launcher started it here) ─► plan.replace_node (a new
+//     process for it; a silent one killed) and recover_msg to every other node; the new process's
+//     join is accepted as the replacement: start_msg with recover_msg to it (its workers join as
+//     replacements), and recover_plan_msg names its new addresses. Where in place
 //     does not apply, a failure during it, or its timeout ─► "recovery: restarting every node:
 //     <why>" and the failure goes the way above (the node's failure, then rescuing or ended).
 //   running, rescuing: a node lost or silent once every rank finished the last step ─► ended (0)
@@ -104,6 +108,13 @@ struct JobPlan {
   RecoveryShape recovery;
   std::chrono::milliseconds recovery_timeout{60000};
   std::function<void()> on_start;  // called once when every node has joined and the job starts
+  // Starts node `node_index`'s process again (SIGKILL to the old one first, if it is still there),
+  // for an in-place recovery of a lost or silent node; called on the supervisor's thread. Empty
+  // where nothing can (the nodes started elsewhere): such a failure restarts every node.
+  // `in_place` lists the failure kind of every in-place recovery of this attempt, this one (node_lost
+  // or hang) last: the new process starts its counts there. A new process that exits before it
+  // joins is reported to the supervisor as (recover_atom, node_index, how it exited).
+  std::function<void(int node_index, const std::vector<FailureKind>& in_place)> replace_node;
 };
 
 // Spawns the job supervisor; `listener` receives one job_outcome_msg when the job ends.

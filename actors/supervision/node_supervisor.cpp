@@ -164,27 +164,37 @@ caf::behavior working(node_actor* self, const NodeOptions& options) {
   return phase.or_else(every_phase(self, options));
 }
 
+// joining ─► working: every slot's worker starts; as a replacement (`replacing`) when this process
+// was started again in place of a lost or silent one.
+void start_working(node_actor* self, const NodeWork& work, const NodeOptions& options, const start_msg& start,
+                   const std::optional<recover_msg>& replacing) {
+  auto& st = self->state;
+  monitor::logger("node")->info("node {} starts with {} ranks on {} nodes{}", st.node_index, start.world_size,
+                                start.nodes.size(),
+                                replacing ? " as the replacement of its lost process (epoch " +
+                                                std::to_string(replacing->epoch) + ")"
+                                          : std::string{});
+  st.first_rank = start.nodes.at(static_cast<std::size_t>(st.node_index)).first_rank;
+  st.work = work;
+  st.start = start;
+  for (int slot = 0; slot < st.slots; ++slot) {
+    std::function<std::string()> oldest_receive;
+    if (options.oldest_receive) oldest_receive = [=] { return options.oldest_receive(slot); };
+    st.progress.push_back(std::make_shared<monitor::WorkProgress>(std::move(oldest_receive)));
+    st.workers.push_back(spawn_worker(self, slot, replacing));
+  }
+  st.phase = NodePhase::working;
+  self->send(self, heartbeat_atom_v);
+  self->become(working(self, options));
+}
+
 // The join's answer may come after the start message: the job starts every node before it
 // answers the last one to join. So joining waits for start_msg, accepted or not yet answered.
 caf::behavior joining(node_actor* self, const NodeWork& work, const NodeOptions& options) {
   const caf::message_handler phase{
-      [=](start_atom, const start_msg& start) {
-        auto& st = self->state;
-        monitor::logger("node")->info("node {} starts with {} ranks on {} nodes", st.node_index, start.world_size,
-                                      start.nodes.size());
-        st.first_rank = start.nodes.at(static_cast<std::size_t>(st.node_index)).first_rank;
-        st.work = work;
-        st.start = start;
-        for (int slot = 0; slot < st.slots; ++slot) {
-          std::function<std::string()> oldest_receive;
-          if (options.oldest_receive) oldest_receive = [=] { return options.oldest_receive(slot); };
-          st.progress.push_back(std::make_shared<monitor::WorkProgress>(std::move(oldest_receive)));
-          st.workers.push_back(spawn_worker(self, slot, std::nullopt));
-        }
-        // joining ─► working
-        st.phase = NodePhase::working;
-        self->send(self, heartbeat_atom_v);
-        self->become(working(self, options));
+      [=](start_atom, const start_msg& start) { start_working(self, work, options, start, std::nullopt); },
+      [=](start_atom, const start_msg& start, const recover_msg& replacing) {
+        start_working(self, work, options, start, replacing);
       },
   };
   return phase.or_else(every_phase(self, options));

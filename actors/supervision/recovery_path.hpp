@@ -1,21 +1,25 @@
 #pragma once
 // Which way the job recovers from a failure while it runs (docs/drills.md, "In-place recovery"),
 // as a pure function the job supervisor asks: in place (only the failed worker is respawned, in its
-// own process, and takes its state from a surviving replica over the data plane) or restart (every
-// node process restarts from the survivors' rescue snapshot or the newest checkpoint). In place is
+// own process, and takes its state from a surviving replica over the data plane; or only the lost
+// node process is started again, the survivors keeping theirs) or restart (every node process
+// restarts from the survivors' rescue snapshot or the newest checkpoint). In place is
 // the default where it applies; everywhere else the job restarts and logs why, in one line:
 //
 //   recovery: restarting every node: <why_not>
 //
-// In place applies to a worker that threw (not a lost, silent or unreachable node) in a job of two
-// or more data-parallel replicas on the CPU backend, with or without pipeline stages and tensor
-// shards: every rank's state is its (pipeline stage, tensor shard)'s part of the model, and the
-// rank of the same stage and shard in another replica holds the same part. Not with ZeRO (each
-// replica holds only its shard of the optimizer state, under ZeRO-3 of the parameters too), nor
-// with compressed gradient sums (PowerSGD's residuals live only in their own rank's memory).
+// In place applies to a worker that threw, and to a node process that was lost or went silent
+// when the job can start that node process again (the launcher started every node on this machine:
+// a silent one it can also kill), in a job of two or more data-parallel replicas on the CPU
+// backend, with or without pipeline stages and tensor shards: every rank's state is its (pipeline
+// stage, tensor shard)'s part of the model, and the rank of the same stage and shard in another
+// replica holds the same part. Not with ZeRO (each replica holds only its shard of the optimizer
+// state, under ZeRO-3 of the parameters too), nor with compressed gradient sums (PowerSGD's
+// residuals live only in their own rank's memory). An unreachable node's host may be gone with its
+// process, which nothing here can kill or start again: the job restarts.
 //
 // plan_recovery() is the plan once every rank has said how many steps it holds: every rank goes on
-// after the most steps any rank holds, each rank holding fewer (the replacement, and a survivor an
+// after the most steps any rank holds, each rank holding fewer (a replacement, and a survivor an
 // order interrupted in the last wait of a step its peers completed) receiving them from a rank of
 // its own stage and shard.
 
@@ -24,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/job_options.hpp"
 #include "actors/supervision/failure_kind.hpp"
 
 namespace troupe::actors {
@@ -37,6 +42,9 @@ struct RecoveryShape {
   int zero = 0;
   std::string backend = "cpu";
   std::string compress = "none";  // comm.compress
+  // Whether the job can start a lost node process again: its launcher started every node, on this
+  // machine (not --external, no remote host).
+  bool replaces_nodes = false;
 };
 
 struct RecoveryChoice {
@@ -59,5 +67,8 @@ struct RecoveryPlan {
 // `steps_done`: every rank's steps held, by rank (−1: a replacement, holding nothing). The donor
 // of a (stage, shard) is its lowest rank holding the most steps.
 RecoveryPlan plan_recovery(const RecoveryShape& shape, const std::map<int, std::int64_t>& steps_done);
+
+// The shape of a job of `world_size` ranks as `config` has it; `replaces_nodes` as above.
+RecoveryShape recovery_shape(const JobConfig& config, int world_size, bool replaces_nodes);
 
 }  // namespace troupe::actors

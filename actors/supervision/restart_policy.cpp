@@ -40,7 +40,8 @@ AttemptOutcome attempt_outcome(const job_outcome_msg& o) {
   a.failed_nodes = o.failed_nodes;
   a.rescued_step = o.rescued_step;
   a.drop_nodes = o.drop_nodes;
-  a.in_place_recoveries = o.in_place_recoveries;
+  for (const std::string& kind : o.in_place_recoveries)
+    if (const auto parsed = parse_failure_kind(kind)) a.in_place_recoveries.push_back(*parsed);
   return a;
 }
 
@@ -106,9 +107,9 @@ RestartDecision decide_restart(const RestartHistory& history, const AttemptOutco
   d.next = history;
   RecoveryCounts& counts = d.next.counts;
   // What the attempt recovered from in place counts as well, so a restarted node starts there.
-  if (attempt.in_place_recoveries > 0) {
-    counts.failures[FailureKind::worker_exception] += attempt.in_place_recoveries;
-    counts.recoveries[RecoverySource::in_place] += attempt.in_place_recoveries;
+  for (FailureKind kind : attempt.in_place_recoveries) {
+    ++counts.failures[kind];
+    ++counts.recoveries[RecoverySource::in_place];
   }
   if (attempt.exit_code == 0 && attempt.drop_nodes.empty()) {
     if (counts.restarts > 0)

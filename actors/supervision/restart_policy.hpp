@@ -48,7 +48,7 @@ struct AttemptOutcome {
   std::vector<int> drop_nodes;
   long checkpoint_at_start = -1;
   long checkpoint_at_end = -1;
-  int in_place_recoveries = 0;  // worker failures the attempt recovered from in place and went on
+  std::vector<FailureKind> in_place_recoveries;  // failures the attempt recovered from in place and went on, by kind
 };
 
 // The attempt as the job supervisor reported it: restartable when a node failed or was lost

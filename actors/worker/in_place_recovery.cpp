@@ -14,17 +14,21 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The job's plan for `epoch`; a stop while waiting ends the worker. Completions of an abandoned
-// step's operations may still come: nothing waits for them.
+// The job's plan for `epoch`; a stop while waiting ends the worker, and a rescue order (the
+// recovery failed: a lost node's new process never joined) too, as RescueRequested: the worker
+// still holds its last completed step. Completions of an abandoned step's operations may still
+// come: nothing waits for them.
 recover_plan_msg wait_for_plan(caf::blocking_actor* worker, int epoch) {
   std::optional<recover_plan_msg> plan;
   std::optional<std::string> stop;
-  worker->receive_while([&] { return !plan && !stop; })(
+  std::optional<rescue_msg> rescue;
+  worker->receive_while([&] { return !plan && !stop && !rescue; })(
       [&](recover_atom, const recover_plan_msg& p) {
         if (p.epoch == epoch) plan = p;
       },
       [](comm_done_atom, const comm_done_msg&) {}, [&](stop_atom, const stop_msg& s) { stop = s.reason; },
-      caf::after(std::chrono::seconds(1)) >> [] {});
+      [&](rescue_atom, const rescue_msg& order) { rescue = order; }, caf::after(std::chrono::seconds(1)) >> [] {});
+  if (rescue) throw RescueRequested(std::move(*rescue));
   if (stop) throw WorkStopped(*stop);
   return *plan;
 }
@@ -39,6 +43,18 @@ std::vector<compute::Tensor> state_views(const TrainingLoop& loop) {
 }
 
 }  // namespace
+
+std::string InPlaceRecovery::connect_replaced(const recover_plan_msg& plan, int rank) {
+  for (const node_entry& node : plan.replaced)
+    if (rank >= node.first_rank && rank < node.first_rank + node.slots) return {};  // connected at its start
+  for (const node_entry& node : plan.replaced)
+    for (int slot = 0; slot < node.slots; ++slot) {
+      const int peer = node.first_rank + slot;
+      if (Status s = engine_.connect(peer, node.comm_addresses.at(static_cast<std::size_t>(slot)).bytes); !s)
+        return "cannot connect to the new process of rank " + std::to_string(peer) + ": " + s.error().message;
+    }
+  return {};
+}
 
 RecoveryResult InPlaceRecovery::survive(const recover_msg& order, std::int64_t steps_done, TrainingLoop& loop) {
   mailbox_.abandon_transfers();
@@ -70,8 +86,8 @@ RecoveryResult InPlaceRecovery::take_part(const recover_msg& order, std::int64_t
   const comm::MessageKey key{comm::MessageKind::point_to_point,
                              comm::epoch_group_id(comm::state_transfer_group_id, order.epoch), 0, 0};
   const auto start = Clock::now();
-  std::string error;
-  if (receives || !receivers.empty()) {
+  std::string error = connect_replaced(plan, rank);
+  if (error.empty() && (receives || !receivers.empty())) {
     loop.mirror_to_host();
     const std::vector<compute::Tensor> views = state_views(loop);
     for (std::size_t i = 0; i < views.size(); ++i) {

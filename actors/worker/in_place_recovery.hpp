@@ -9,8 +9,12 @@
 //                epoch (comm/grid.hpp's epoch_group_id), so no late message of the abandoned step
 //                matches a new one; its state is that after its last completed step (a step's
 //                update comes only after its last collective). recover_ready_msg{steps done}.
-//   replacement  respawned by its node supervisor with the order; its groups are made under the
-//                epoch's ids. recover_ready_msg{−1}.
+//   replacement  respawned by its node supervisor with the order (in its process, or in a node
+//                process started again, which connects to every peer first); its groups are made
+//                under the epoch's ids. recover_ready_msg{−1}.
+//   survivor of  a lost or silent node's process was started again: the plan names its ranks'
+//   a lost node  new addresses, and every survivor connects to them afresh first (the engine
+//                replaces the failed endpoint and maps the new process's lent region).
 //   everyone     the job's recover_plan_msg pairs each receiver (fewer steps done than the plan's)
 //                with a donor of its own (pipeline stage, tensor shard) in another data-parallel
 //                replica: the donor sends its parameters and AdamW moments to each of its
@@ -70,6 +74,9 @@ class InPlaceRecovery {
 
  private:
   RecoveryResult take_part(const recover_msg& order, std::int64_t steps_done, TrainingLoop& loop);
+  // Connects this rank afresh to every rank of the plan's replaced node processes, unless it is one
+  // of them; the error, or "".
+  std::string connect_replaced(const recover_plan_msg& plan, int rank);
 
   caf::blocking_actor* worker_;
   MailboxComm& mailbox_;

@@ -11,9 +11,12 @@ namespace troupe::actors {
 namespace {
 
 // How long a worker whose collective failed waits for the job's word: RescueTiming's
-// worker_order_wait. Without an answer (the job process is gone too) the worker just fails.
+// worker_order_wait. Without an answer (the job process is gone too) the worker just fails. The
+// word may also be an in-place recovery's order (the lost peer's node process is started again):
+// thrown as RecoveryOrdered, as the order would have been in the wait that failed.
 std::optional<actors::rescue_msg> wait_for_order(caf::blocking_actor* worker, std::chrono::milliseconds order_wait) {
   std::optional<actors::rescue_msg> order;
+  std::optional<actors::recover_msg> recover;
   const auto deadline = std::chrono::steady_clock::now() + order_wait;
   for (bool over = false; !over;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
@@ -24,9 +27,14 @@ std::optional<actors::rescue_msg> wait_for_order(caf::blocking_actor* worker, st
           order = m;
           over = true;
         },
+        [&](actors::recover_atom, const actors::recover_msg& m) {
+          recover = m;
+          over = true;
+        },
         [&](actors::stop_atom, const actors::stop_msg&) { over = true; },
         caf::after(std::max(left, std::chrono::milliseconds(0))) >> [&] { over = true; });
   }
+  if (recover) throw actors::RecoveryOrdered(std::move(*recover));
   return order;
 }
 

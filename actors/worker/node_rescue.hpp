@@ -3,7 +3,9 @@
 // throws, it learns from its mailbox whether the job wants its memory of the last completed step
 // written — the order may already have ended the step (RescueRequested), or, after a collective
 // failed on a lost peer (CommFailed), it waits for the job's word: a rescue order or a stop — and
-// answers the job when the write is done.
+// answers the job when the write is done. The word may instead be an in-place recovery's order (the
+// lost peer's node process is started again): the hooks throw it as RecoveryOrdered, and the worker
+// goes on as a survivor.
 
 #include <caf/all.hpp>
 

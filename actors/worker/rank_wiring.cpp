@@ -213,11 +213,13 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
   if (on_device) {
     if (Status s = use_rank_device(local_rank); !s) return {-1, 2, "rank " + std::to_string(rank) + ": " + s.error().message};
   }
+  // Every peer, but for a worker respawned in its own process: its engine kept its endpoints (a
+  // replacement in a new node process connects to them all).
   std::vector<int> peers;
-  for (const auto& node : replacing ? std::vector<node_entry>{} : start.nodes) {
+  for (const auto& node : start.nodes) {
     for (int slot = 0; slot < node.slots; ++slot) {
       const int peer = node.first_rank + slot;
-      if (peer == rank) continue;
+      if (peer == rank || (replacing && engine.connected(peer))) continue;
       if (Status s = engine.connect(peer, node.comm_addresses.at(static_cast<std::size_t>(slot)).bytes); !s)
         return {-1, 1, "cannot connect to rank " + std::to_string(peer) + ": " + s.error().message};
       peers.push_back(peer);

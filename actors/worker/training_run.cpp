@@ -236,7 +236,14 @@ class RankRun {
   // The job recovers in place: this rank gives up what it was doing and goes on after the steps
   // the recovery agreed on, which it returns.
   long survive(const recover_msg& order, long steps_done) {
-    const RecoveryResult result = services_.recovery.survive(order, steps_done, loop_);
+    RecoveryResult result;
+    try {
+      result = services_.recovery.survive(order, steps_done, loop_);
+    } catch (const RescueRequested&) {
+      // The recovery failed before any state moved: this rank still holds `steps_done` steps.
+      rescue_after_failed_step(loop_, services_.rescue, checkpoints_, steps_done);
+      throw;
+    }
     monitor::logger("train")->info(
         "rank {} kept its process through an in-place recovery (epoch {}): goes on after step {}{}",
         loop_.checkpoint_place().rank, order.epoch, result.steps,

@@ -4,8 +4,9 @@
 // the final weights equal the undisturbed run's (parameters and AdamW moments, bitwise).
 //
 // Recovery is in place where it applies (fault.recovery in_place, actors/supervision/recovery_path.hpp):
-// only the failed worker is respawned, in its process, its state from a surviving replica over the
-// data plane; the verdict then says whether every node kept its process and what state moved.
+// only the failed worker is respawned, in its process (kill-worker), or only the lost node's process
+// is started again (kill-node, hang), its state from a surviving replica over the data plane; the
+// verdict then says whether every other node kept its process and what state moved.
 // Elsewhere (launch_command.cpp) every node restarts from the survivors' rescue snapshot when a
 // data-parallel replica survived (no steps lost), else from the newest checkpoint, and with
 // fault.elastic goes on without a node that cannot come back; the verdict says which it was.
@@ -187,7 +188,7 @@ std::optional<pid_t> node_pid(WatchedRun& run, int node) {
 // After a fault at `fault_at`, in the output from line `from` on: the restart, the resumed step,
 // and the first step trained again. Returns the index of that step's line (`from` if none came).
 std::size_t watch_recovery(WatchedRun& run, const Drill& drill, Clock::time_point fault_at, long last_step_before,
-                           const std::regex& detection, Verdict& v, std::size_t from = 0) {
+                           const std::regex& detection, bool node_process_lost, Verdict& v, std::size_t from = 0) {
   std::size_t index = from, trained_index = from;
   if (auto detected = run.wait_for_line(detection, seconds(120), from, &index)) {
     v.detected_after = seconds_between(fault_at, detected->at);
@@ -204,7 +205,8 @@ std::size_t watch_recovery(WatchedRun& run, const Drill& drill, Clock::time_poin
       v.recovered_after = seconds_between(fault_at, trained->at);
       std::smatch respawned;
       const bool in_place = std::regex_search(resumed->text, respawned, std::regex("rank ([0-9]+) respawned in place"));
-      v.recovered_how = (in_place ? "rank " + respawned[1].str() + "'s worker respawned in its process, resumed from "
+      const std::string where = node_process_lost ? " in its node's new process" : "'s worker respawned in its process";
+      v.recovered_how = (in_place ? "rank " + respawned[1].str() + where + ", resumed from "
                                   : std::string("every node restarted from ")) +
                         m[1].str() + " and trained step " + std::to_string(from_step + 1);
     }
@@ -240,18 +242,29 @@ std::map<int, std::vector<long>> joined_pids(const WatchedRun& run) {
   return pids;
 }
 
-// After an in-place recovery: whether every node kept its process, and the state it moved over the
-// data plane. Returns whether the processes were kept.
-bool add_in_place_account(const WatchedRun& run, Verdict& v) {
-  std::string kept, changed;
+// After an in-place recovery: whether every node kept its process — but `replaced`, the node whose
+// process was lost and started again once — and the state it moved over the data plane. Returns
+// whether the processes were kept.
+bool add_in_place_account(const WatchedRun& run, std::optional<int> replaced, Verdict& v) {
+  std::string kept, changed, started_again;
+  bool replaced_once = !replaced;
   for (const auto& [node, pids] : joined_pids(run)) {
     std::string list;
     for (long pid : pids) list += (list.empty() ? "" : " then ") + std::to_string(pid);
+    if (replaced && node == *replaced) {
+      replaced_once = pids.size() == 2;
+      started_again = "node " + std::to_string(node) + "'s process started again: " +
+                      (replaced_once ? "yes (pid " + list + ")" : "NO (pid " + list + ")");
+      continue;
+    }
     std::string& into = pids.size() == 1 ? kept : changed;
     into += (into.empty() ? "node " : ", node ") + std::to_string(node) + " pid " + list;
   }
   const bool all_kept = changed.empty() && !kept.empty();
-  v.checks.push_back("every node kept its process: " + std::string(all_kept ? "yes (" + kept + ")" : "NO (" + changed + ")"));
+  v.checks.push_back((replaced ? "survivors kept their processes: " : "every node kept its process: ") +
+                     std::string(all_kept ? "yes (" + kept + ")" : "NO (" + changed + ")"));
+  if (replaced) v.checks.push_back(started_again.empty() ? "node " + std::to_string(*replaced) + " never joined"
+                                                         : started_again);
   const std::regex moved("recovery: in place done in ([0-9.]+) s .*; ([0-9]+) bytes of state from rank ([0-9]+) over "
                          "the data plane in ([0-9.]+) s");
   for (const auto& line : run.lines()) {
@@ -260,7 +273,7 @@ bool add_in_place_account(const WatchedRun& run, Verdict& v) {
       v.checks.push_back("state moved over the data plane: " + m[2].str() + " bytes from rank " + m[3].str() + " in " +
                          m[4].str() + " s (the whole recovery " + m[1].str() + " s)");
   }
-  return all_kept;
+  return all_kept && replaced_once;
 }
 
 // The ended job's own account: whether a surviving replica's memory was the source, each
@@ -334,7 +347,8 @@ Verdict drill_running_job(const Drill& drill, const DrillOptions& options) {
               (gone ? ", which then fails at every restart" : "");
   }
   const long last = last_step_logged(**run, fault_at + milliseconds(1), drill.steps());
-  watch_recovery(**run, drill, fault_at, std::max(last, options.at_step - (worker ? 1 : 0)), first_word_on_failure, v);
+  watch_recovery(**run, drill, fault_at, std::max(last, options.at_step - (worker ? 1 : 0)), first_word_on_failure,
+                 !worker, v);
   const std::optional<int> code = (*run)->wait_exit(seconds(600));
   add_job_account(**run, v);
   v.checks.push_back("job finished: " + std::string(code == 0 ? "yes" : "NO (exit " + std::to_string(code.value_or(-1)) + ")"));
@@ -350,10 +364,11 @@ Verdict drill_running_job(const Drill& drill, const DrillOptions& options) {
     v.passed = v.detected_after && v.recovered_after && code == 0 && shrank;
     return v;
   }
-  // In place, no node process may have been restarted.
+  // In place, no node process may have been restarted but the one that was lost.
   bool in_place = false;
   for (const auto& line : (*run)->lines()) in_place = in_place || line.text.find("recovery: in place done") != std::string::npos;
-  const bool processes_kept = !in_place || add_in_place_account(**run, v);
+  const bool processes_kept =
+      !in_place || add_in_place_account(**run, worker ? std::nullopt : std::optional<int>(options.target), v);
   compare_weights(drill, v);
   v.passed = v.detected_after && v.recovered_after && code == 0 && processes_kept && v.weights_equal.value_or(false);
   return v;
@@ -461,7 +476,7 @@ Verdict drill_chaos(const Drill& drill, const DrillOptions& options, std::uint64
     // The kill landed after the newest step line: the drawn moment may reach past a short step.
     const auto [last, last_at] = newest_step_line(run, before_index, kill_index, drill.steps());
     Verdict one;
-    from = watch_recovery(run, drill, fault_at, last, first_word_on_failure, one, kill_index);
+    from = watch_recovery(run, drill, fault_at, last, first_word_on_failure, true, one, kill_index);
     std::string account = "kill " + std::to_string(kills) + ": node " + std::to_string(node) + " (pid " +
                           std::to_string(joined->second.back()) + ") in step " + std::to_string(last + 1) + " (" +
                           fixed2(seconds_between(last_at, fault_at)) + " s after step " + std::to_string(last) +
@@ -614,7 +629,7 @@ Verdict drill_checkpoints(const Drill& drill, const DrillOptions& options) {
     return v;
   }
   const long last = corrupt ? drill.steps() : last_step_logged(**first, fault_at, drill.steps());
-  watch_recovery(**second, drill, fault_at, last, std::regex(corrupt ? "skipped step-" : "resumed from"), v);
+  watch_recovery(**second, drill, fault_at, last, std::regex(corrupt ? "skipped step-" : "resumed from"), false, v);
   const std::optional<int> code = (*second)->wait_exit(seconds(600));
   v.checks.push_back("resumed job finished: " + std::string(code == 0 ? "yes" : "NO"));
   bool torn = false;

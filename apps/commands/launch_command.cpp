@@ -113,16 +113,33 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, cons
   for (const auto& node : plan.nodes) job_plan.nodes.push_back({node.node_index, node.host, node.slots, node.first_rank});
   if (rescue) job_plan.rescue_timeout = timing.job_wait;
   job_plan.last_step = config.train.steps;
-  job_plan.recovery = {config.fault.recovery, plan.world_size / (config.pipeline.stages * config.tensor.shards),
-                       config.pipeline.stages, config.tensor.shards, config.train.zero, config.train.backend,
-                       config.comm.compress};
+  // A lost or silent node's process can be started again in place when this launcher started every
+  // node here (recovery_path.hpp); the launcher is made below, before any node can be lost.
+  job_plan.recovery = actors::recovery_shape(
+      config, plan.world_size,
+      args.external == 0 &&
+          std::all_of(plan.nodes.begin(), plan.nodes.end(), [](const launch::NodePlan& node) { return node.local; }));
   job_plan.recovery_timeout = milliseconds(config.fault.rescue_timeout);
-  // Once the job runs, a node's exit may be answered by a rescue: the launcher holds the others
-  // until the supervisor's outcome (stop_all) or the rescue's time is up. Before that, at once.
+  std::unique_ptr<launch::NodeLauncher> launcher;
+  // The new process starts its counters with this attempt's in-place recoveries, its own included
+  // (TROUPE_RESTARTS).
+  if (job_plan.recovery.replaces_nodes)
+    job_plan.replace_node = [&launcher, counts](int node_index, const std::vector<actors::FailureKind>& in_place) {
+      actors::RecoveryCounts seen = counts;
+      for (actors::FailureKind kind : in_place) {
+        ++seen.failures[kind];
+        ++seen.recoveries[actors::RecoverySource::in_place];
+      }
+      launcher->replace_node(node_index, {{actors::recovery_counts_variable, seen.to_text()}});
+    };
+  const bool replaces = actors::choose_recovery(job_plan.recovery, actors::FailureKind::node_lost).in_place;
+  // Once the job runs, a node's exit may be answered by a rescue or by starting that node again in
+  // place: the launcher holds the others until the supervisor's outcome (stop_all), its
+  // replace_node() or the rescue's time is up. Before that, at once.
   auto started = std::make_shared<std::atomic<bool>>(false);
   job_plan.on_start = [started] { *started = true; };
-  launcher_options.hold_after_failure = [started, rescue, hold = timing.launcher_hold] {
-    return rescue && *started ? hold : std::chrono::milliseconds(0);
+  launcher_options.hold_after_failure = [started, rescue, replaces, hold = timing.launcher_hold] {
+    return (rescue || replaces) && *started ? hold : std::chrono::milliseconds(0);
   };
 
   actors::TroupeConfig cfg;
@@ -130,7 +147,6 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, cons
   caf::actor_system system{cfg};
   std::promise<actors::job_outcome_msg> outcome_promise;
   auto outcome = outcome_promise.get_future();
-  std::unique_ptr<launch::NodeLauncher> launcher;
   auto listener = system.spawn([&](caf::event_based_actor* self) -> caf::behavior {
     return {[&, self](actors::done_atom, const actors::job_outcome_msg& o) {
       if (o.exit_code != 0 && launcher) launcher->stop_all(launch::JobEnd::node_failed, o.reason);
@@ -139,6 +155,9 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, cons
     }};
   });
   auto supervisor = actors::spawn_job_supervisor(system, std::move(job_plan), listener);
+  launcher_options.on_node_exit = [supervisor](const launch::NodeExit& exit) {
+    if (exit.started_again) caf::anon_send(supervisor, actors::recover_atom_v, exit.node_index, exit.status.describe());
+  };
   // Nodes reach the supervisor through a frame guard (actors/monitor/frame_guard.hpp): CAF alone would
   // believe any payload length a peer announces. The guard's listener reuses the address.
   auto internal = system.middleman().publish(supervisor, 0, "127.0.0.1");

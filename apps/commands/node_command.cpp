@@ -198,9 +198,11 @@ int run_node(const NodeArgs& args, const ResolvedJob& job) {
   actors::NodeProcessOptions* options = &start->options;
   auto gone = env::read_drill_node_gone();
   if (!gone) return error_exit(ExitCode::bad_input, gone.error().message);
-  // `troupe drill node-lost`: node TROUPE_DRILL_NODE_GONE fails at every restart, as a machine
+  // `troupe drill node-lost`: node TROUPE_DRILL_NODE_GONE fails whenever it is started again (at
+  // every restart, or in place of its lost process: its counts then hold a failure), as a machine
   // that does not come back would.
-  if (options->recovery.restarts > 0 && *gone == options->node_index)
+  const bool started_again = options->recovery.restarts > 0 || !options->recovery.failures.empty();
+  if (started_again && *gone == options->node_index)
     return error_exit(ExitCode::failure, "drill: node " + std::to_string(options->node_index) + " cannot come back");
   options->host_name = launch::this_host_name();
   options->build_id = build_id();

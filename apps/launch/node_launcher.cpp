@@ -106,6 +106,8 @@ struct NodeLauncher::Impl {
     std::string last_line;  // a check's last non-empty output line
     std::optional<ExitStatus> exit;
     std::optional<NodeSharedMemory> shared_memory;  // a local node's UCX folder, removed at its exit
+    bool replaced = false;  // a node whose process replace_node() started again: its exit is expected
+    bool started_again = false;  // started by replace_node()
   };
 
   asio::io_context io;
@@ -166,26 +168,56 @@ struct NodeLauncher::Impl {
   void start_nodes() {
     state = State::running;
     NodeSharedMemory::remove_orphans();
-    for (const NodeProcessSpec& node : nodes) {
-      auto child = std::make_unique<Child>();
-      child->role = Role::node;
-      child->node_index = node.node_index;
-      child->host = node.host;
-      child->label = "node " + std::to_string(node.node_index) + " (" + node.host + ")";
-      child->prefix = "[node " + std::to_string(node.node_index) + " " + node.host + "] ";
-      bool started = false;
-      if (node.local) {
-        Environment env = node.env;
-        child->shared_memory = NodeSharedMemory::create();
-        if (child->shared_memory) env.push_back(child->shared_memory->variable());
-        started = start(std::move(child), node.argv, env);
-      } else {
-        const std::string line = options.remote.expand(node.host, remote_command_line(node.env, node.argv));
-        started = start(std::move(child), {"/bin/sh", "-c", line}, {});
-      }
-      if (!started) return;
-    }
+    for (const NodeProcessSpec& node : nodes)
+      if (!start_node(node)) return;
     finish_if_done();
+  }
+
+  // Spawns `node`'s process; on failure stops the job and returns false.
+  bool start_node(const NodeProcessSpec& node, bool started_again = false) {
+    auto child = std::make_unique<Child>();
+    child->role = Role::node;
+    child->started_again = started_again;
+    child->node_index = node.node_index;
+    child->host = node.host;
+    child->label = "node " + std::to_string(node.node_index) + " (" + node.host + ")";
+    child->prefix = "[node " + std::to_string(node.node_index) + " " + node.host + "] ";
+    if (node.local) {
+      Environment env = node.env;
+      child->shared_memory = NodeSharedMemory::create();
+      if (child->shared_memory) env.push_back(child->shared_memory->variable());
+      return start(std::move(child), node.argv, env);
+    }
+    const std::string line = options.remote.expand(node.host, remote_command_line(node.env, node.argv));
+    return start(std::move(child), {"/bin/sh", "-c", line}, {});
+  }
+
+  void replace(int node_index, const Environment& env) {
+    if (state != State::running && state != State::holding) return;
+    const auto spec = std::find_if(nodes.begin(), nodes.end(),
+                                   [node_index](const NodeProcessSpec& n) { return n.node_index == node_index; });
+    TROUPE_CHECK(spec != nodes.end(), "replace_node() of a node not in the plan");
+    for (Child* child : live_children()) {
+      if (child->role != Role::node || child->node_index != node_index) continue;
+      child->replaced = true;
+      child->process->signal(SIGKILL);
+      child->process->signal(SIGCONT);
+    }
+    if (state == State::holding) {
+      hold_timer.cancel();
+      state = State::running;
+      result.end = JobEnd::success;
+      result.message.clear();
+    }
+    NodeProcessSpec again = *spec;
+    for (const auto& [name, value] : env) {
+      auto same = std::find_if(again.env.begin(), again.env.end(), [&](const auto& e) { return e.first == name; });
+      if (same != again.env.end())
+        same->second = value;
+      else
+        again.env.emplace_back(name, value);
+    }
+    start_node(again, true);
   }
 
   // Spawns the child and watches it; on failure stops the job and returns false.
@@ -277,9 +309,9 @@ struct NodeLauncher::Impl {
     child.shared_memory.reset();
 
     if (child.role == Role::node) {
-      result.exits.push_back({child.node_index, child.host, *status});
+      result.exits.push_back({child.node_index, child.host, *status, child.started_again});
       if (options.on_node_exit) options.on_node_exit(result.exits.back());
-      if (state == State::running && !status->success()) {
+      if (state == State::running && !status->success() && !child.replaced) {
         const std::string why = child.label + " " + status->describe();
         const auto hold = options.hold_after_failure ? options.hold_after_failure() : std::chrono::milliseconds(0);
         if (hold.count() > 0)
@@ -412,6 +444,11 @@ NodeLauncher::NodeLauncher(std::vector<NodeProcessSpec> nodes, LauncherOptions o
 NodeLauncher::~NodeLauncher() = default;
 
 JobResult NodeLauncher::run() { return impl_->run(); }
+
+void NodeLauncher::replace_node(int node_index, Environment env) {
+  Impl* impl = impl_.get();
+  asio::post(impl->io, [impl, node_index, env = std::move(env)] { impl->replace(node_index, env); });
+}
 
 void NodeLauncher::stop_all(JobEnd reason, std::string message) {
   Impl* impl = impl_.get();

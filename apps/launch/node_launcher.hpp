@@ -35,6 +35,9 @@
 // A local node runs with a shared-memory folder of its own, removed once it has exited, so one
 // that was killed leaves nothing in /dev/shm (node_shared_memory.hpp).
 //
+// replace_node() starts one node's process again while the others run (running, or holding ─►
+// running), for the job supervisor's in-place recovery of a lost or silent node.
+//
 // A node that exits 0 while others run is not a failure; the job is a success when every node
 // exited 0 without a stop. Exits during holding, stopping and killing are expected and only
 // recorded; the JobResult is the first failure's.
@@ -67,6 +70,7 @@ struct NodeExit {
   int node_index = 0;
   std::string host;
   ExitStatus status;
+  bool started_again = false;  // the process replace_node() started in place of a lost one
 };
 
 enum class OutputStream { out, err };
@@ -107,6 +111,12 @@ class NodeLauncher {
   // JobResult's unless the job is already stopping. Called before run(), it takes effect as soon
   // as run() has started the children.
   void stop_all(JobEnd reason, std::string message);
+  // Any thread, while the job runs or holds after a node's failure: starts node `node_index`'s
+  // process again from its spec, for an in-place recovery. Its old process, if still there, gets
+  // SIGKILL (and SIGCONT, in case it was stopped); that exit is expected, not a failure. A hold
+  // that the old process's exit began ends: the job runs on (running). Ignored once stopping.
+  // `env` is set on top of the node's spec (a variable of the same name replaced).
+  void replace_node(int node_index, Environment env);
 
  private:
   struct Impl;

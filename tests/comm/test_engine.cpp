@@ -8,6 +8,8 @@
 #include "comm/peer_transports.hpp"
 
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <future>
 #include <optional>
@@ -263,4 +265,109 @@ TEST_CASE("transport names map to the words a log reader knows", "[engine]") {
   CHECK(transport_kind("rc_mlx5/mlx5_0:1") == "InfiniBand");
   CHECK(transport_kind("self/memory") == "this process");
   CHECK(transport_kind("ugni_rdma/gemini") == "ugni_rdma/gemini");
+}
+
+namespace {
+
+// One length-prefixed address through a pipe, between a forked rank and the test.
+void write_address(int fd, const std::vector<std::uint8_t>& address) {
+  const std::uint32_t bytes = static_cast<std::uint32_t>(address.size());
+  REQUIRE(::write(fd, &bytes, sizeof bytes) == static_cast<ssize_t>(sizeof bytes));
+  REQUIRE(::write(fd, address.data(), bytes) == static_cast<ssize_t>(bytes));
+}
+
+std::vector<std::uint8_t> read_address(int fd) {
+  std::uint32_t bytes = 0;
+  if (::read(fd, &bytes, sizeof bytes) != static_cast<ssize_t>(sizeof bytes)) return {};
+  std::vector<std::uint8_t> address(bytes);
+  std::size_t got = 0;
+  while (got < bytes) {
+    const ssize_t n = ::read(fd, address.data() + got, bytes - got);
+    if (n <= 0) return {};
+    got += static_cast<std::size_t>(n);
+  }
+  return address;
+}
+
+// Sends `value` from `from` to `to` under key `index` (the receive posted first); the byte received.
+std::uint8_t pass_byte(Engine& from, Engine& to, std::uint16_t index, std::uint8_t value) {
+  std::uint8_t received = 0;
+  std::promise<Status> arrived;
+  to.post_recv(from.rank(), key(index), &received, 1, [&arrived](Status s) { arrived.set_value(std::move(s)); });
+  REQUIRE(wait([&](Callback cb) { from.post_send(to.rank(), key(index), &value, 1, cb); }).ok());
+  REQUIRE(arrived.get_future().get().ok());
+  return received;
+}
+
+}  // namespace
+
+TEST_CASE("a killed peer's replacement is connected afresh: the old endpoint fails, the new one carries messages",
+          "[engine][failure]") {
+  int to_child[2], to_test[2];
+  REQUIRE(::pipe(to_child) == 0);
+  REQUIRE(::pipe(to_test) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // Rank 1's first process: connects, says one byte, then waits to be killed.
+    auto engine = Engine::create(1, 2);
+    if (!engine) ::_exit(3);
+    write_address(to_test[1], (*engine)->address());
+    const std::vector<std::uint8_t> rank0 = read_address(to_child[0]);
+    if (rank0.empty() || !(*engine)->connect(0, rank0)) ::_exit(4);
+    std::uint8_t byte = 7;
+    if (!wait([&](Callback cb) { (*engine)->post_send(0, key(1), &byte, 1, cb); })) ::_exit(5);
+    ::pause();
+    ::_exit(6);
+  }
+  auto survivor = Engine::create(0, 2);
+  REQUIRE(survivor.ok());
+  Engine& rank0 = **survivor;
+  write_address(to_child[1], rank0.address());
+  const std::vector<std::uint8_t> first = read_address(to_test[0]);
+  REQUIRE(!first.empty());
+  REQUIRE(rank0.connect(1, first).ok());
+  std::uint8_t byte = 0;
+  REQUIRE(wait([&](Callback cb) { rank0.post_recv(1, key(1), &byte, 1, cb); }).ok());
+  CHECK(byte == 7);
+  CHECK(rank0.connected(1));
+
+  ::kill(child, SIGKILL);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  const Status lost = wait([&](Callback cb) { rank0.post_recv(1, key(2), &byte, 1, cb); });
+  REQUIRE_FALSE(lost.ok());
+  CHECK_THAT(lost.error().message, Catch::Contains("rank 1 lost"));
+  CHECK_FALSE(rank0.connected(1));
+
+  // The replacement: a new process's engine for rank 1 (here, a second engine in this process).
+  auto replacement = Engine::create(1, 2);
+  REQUIRE(replacement.ok());
+  Engine& rank1 = **replacement;
+  REQUIRE(rank0.connect(1, rank1.address()).ok());
+  REQUIRE(rank1.connect(0, rank0.address()).ok());
+  CHECK(rank0.connected(1));
+  CHECK(rank0.peer_region(1).empty() == rank1.peer_region(0).empty());
+  CHECK(pass_byte(rank1, rank0, 3, 11) == 11);
+  CHECK(pass_byte(rank0, rank1, 4, 13) == 13);
+}
+
+TEST_CASE("connecting a live peer again replaces its endpoint: what waited on the old one fails naming it",
+          "[engine]") {
+  auto a = Engine::create(0, 2), b = Engine::create(1, 2);
+  REQUIRE((a.ok() && b.ok()));
+  REQUIRE((*a)->connect(1, (*b)->address()).ok());
+  REQUIRE((*b)->connect(0, (*a)->address()).ok());
+  std::uint8_t byte = 0;
+  std::promise<Status> waiting;
+  (*a)->post_recv(1, key(1), &byte, 1, [&waiting](Status s) { waiting.set_value(std::move(s)); });
+  auto replacement = Engine::create(1, 2);
+  REQUIRE(replacement.ok());
+  REQUIRE((*a)->connect(1, (*replacement)->address()).ok());
+  const Status old = waiting.get_future().get();
+  REQUIRE_FALSE(old.ok());
+  CHECK_THAT(old.error().message, Catch::Contains("rank 1"));
+  REQUIRE((*replacement)->connect(0, (*a)->address()).ok());
+  CHECK((*a)->connected(1));
+  CHECK(pass_byte(**replacement, **a, 2, 5) == 5);
 }

@@ -435,19 +435,24 @@ TEST_CASE("every catalogue message without an actor handle survives serializatio
   CHECK((d.node_index == 4 && d.exit_code == 3 && d.reason == "x" && d.threw));
   auto st = round_trip(system, stop_msg{1, "y"});
   CHECK((st.exit_code == 1 && st.reason == "y"));
-  auto o = round_trip(system, job_outcome_msg{1, "z", "node_lost", {1, 3}, 5, {3}, 2});
+  auto o = round_trip(system, job_outcome_msg{1, "z", "node_lost", {1, 3}, 5, {3}, {"worker_exception", "node_lost"}});
   CHECK((o.exit_code == 1 && o.reason == "z" && o.failure_kind == "node_lost" &&
          o.failed_nodes == std::vector<int>{1, 3} && o.rescued_step == 5 && o.drop_nodes == std::vector<int>{3} &&
-         o.in_place_recoveries == 2));
+         o.in_place_recoveries == std::vector<std::string>{"worker_exception", "node_lost"}));
   auto rd = round_trip(system, rescue_done_msg{2, 7, "disk full"});
   CHECK((rd.rank == 2 && rd.step == 7 && rd.error == "disk full"));
   // The in-place recovery's messages; recover_msg and recover_ready_msg carry actor handles and
   // are pinned by test_drill.cpp's kill-worker, across real processes.
   auto wf = round_trip(system, worker_failed_msg{1, 3, "boom"});
   CHECK((wf.node_index == 1 && wf.rank == 3 && wf.reason == "boom"));
-  auto rp = round_trip(system, recover_plan_msg{2, 41, {0, 2}, {1, 3}});
+  auto rp = round_trip(system, recover_plan_msg{2, 41, {0, 2}, {1, 3}, {}});
   CHECK((rp.epoch == 2 && rp.steps == 41 && rp.donors == std::vector<int>{0, 2} &&
-         rp.receivers == std::vector<int>{1, 3}));
+         rp.receivers == std::vector<int>{1, 3} && rp.replaced.empty()));
+  // A lost node's process started again: its ranks' new addresses ride along.
+  auto rr = round_trip(system, recover_plan_msg{3, 7, {0}, {1}, {node_entry{1, 1, 1, "h", {byte_blob{{4, 5}}}, {}}}});
+  REQUIRE(rr.replaced.size() == 1);
+  CHECK((rr.replaced[0].node_index == 1 && rr.replaced[0].first_rank == 1 && rr.replaced[0].slots == 1 &&
+         rr.replaced[0].host == "h" && rr.replaced[0].comm_addresses.at(0).bytes == std::vector<std::uint8_t>{4, 5}));
   auto rdn = round_trip(system, recover_done_msg{2, 3, 1234, 0.5, "lost"});
   CHECK((rdn.epoch == 2 && rdn.rank == 3 && rdn.bytes == 1234 && rdn.seconds == 0.5 && rdn.error == "lost"));
   auto h = round_trip(system, heartbeat_msg{5, {worker_beat{7, 12, 13, 0.75, "step 13", "the gradient sums", 2.5},

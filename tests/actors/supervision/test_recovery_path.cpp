@@ -15,6 +15,7 @@ RecoveryShape plain_dp() {
   RecoveryShape shape;
   shape.mode = "in_place";
   shape.data_parallel = 2;
+  shape.replaces_nodes = true;
   return shape;
 }
 
@@ -40,6 +41,19 @@ TEST_CASE("a worker that threw in a job with pipeline stages or tensor shards re
   }
 }
 
+TEST_CASE("a lost or silent node process of a data-parallel CPU job is replaced in place", "[recovery]") {
+  RecoveryShape pipeline = plain_dp(), shards = plain_dp();
+  pipeline.pipeline_stages = 2;
+  shards.tensor_shards = 2;
+  for (const RecoveryShape& shape : {plain_dp(), pipeline, shards})
+    for (const FailureKind kind : {FailureKind::node_lost, FailureKind::hang}) {
+      INFO(to_string(kind) << ", pp " << shape.pipeline_stages << ", tp " << shape.tensor_shards);
+      const RecoveryChoice choice = choose_recovery(shape, kind);
+      CHECK(choice.in_place);
+      CHECK(choice.why_not.empty());
+    }
+}
+
 TEST_CASE("every case in place does not cover restarts every node, saying why", "[recovery]") {
   struct Case {
     const char* name;
@@ -47,6 +61,8 @@ TEST_CASE("every case in place does not cover restarts every node, saying why", 
     FailureKind kind;
     const char* says;
   };
+  RecoveryShape elsewhere = plain_dp();
+  elsewhere.replaces_nodes = false;
   RecoveryShape restart = plain_dp(), one = plain_dp(), one_pipeline = plain_dp(), zero = plain_dp(),
                 zero_pipeline = plain_dp(), gpu = plain_dp(), compressed = plain_dp(), compressed_shards = plain_dp();
   restart.mode = "restart";
@@ -62,8 +78,13 @@ TEST_CASE("every case in place does not cover restarts every node, saying why", 
   compressed_shards.tensor_shards = 2;
   const Case cases[] = {
       {"fault.recovery restart", restart, FailureKind::worker_exception, "fault.recovery is restart"},
-      {"a lost node", plain_dp(), FailureKind::node_lost, "not a node_lost failure"},
-      {"a silent node", plain_dp(), FailureKind::hang, "not a hang failure"},
+      {"a lost node the job did not start here", elsewhere, FailureKind::node_lost,
+       "replaces a node_lost node only where the job started every node process on this machine"},
+      {"a silent node the job did not start here", elsewhere, FailureKind::hang, "replaces a hang node only where"},
+      {"an unreachable node", plain_dp(), FailureKind::unreachable, "not a failure of kind unreachable"},
+      {"a stall", plain_dp(), FailureKind::stall, "not a failure of kind stall"},
+      {"a lost node, fault.recovery restart", restart, FailureKind::node_lost, "fault.recovery is restart"},
+      {"a lost node of one replica of a pipeline", one_pipeline, FailureKind::node_lost, "no surviving replica"},
       {"one replica", one, FailureKind::worker_exception, "no surviving replica"},
       {"one replica of a pipeline", one_pipeline, FailureKind::worker_exception, "no surviving replica"},
       {"ZeRO", zero, FailureKind::worker_exception, "train.zero 1 shards the optimizer state"},

@@ -562,18 +562,21 @@ TEST_CASE("an attempt's in-place recoveries go into the counts a restart hands t
   options.checkpoint_dir = "ck";
   options.data_parallel = 2;
   const JobShape job{{{"a", 1}, {"b", 1}}};
-  AttemptOutcome lost = attempt_outcome({1, "lost node 1", "node_lost", {1}, 7, {}, 2});
+  AttemptOutcome lost =
+      attempt_outcome({1, "lost node 1", "node_lost", {1}, 7, {}, {"worker_exception", "worker_exception"}});
   lost.checkpoint_at_end = 7;
   const RestartDecision restart = decide_restart({}, lost, options, job);
   CHECK(restart.action == RestartDecision::Action::restart_from_replica);
   CHECK(restart.next.counts.to_text() ==
         "restarts=1 failure.node_lost=1 failure.worker_exception=2 recovery.in_place=2 recovery.replica=1");
-  const RestartDecision finished = decide_restart(restart.next, attempt_outcome({0, "done", "", {}, -1, {}, 1}), options, job);
+  // A lost node replaced in place counts as node_lost, a silent one as hang.
+  const RestartDecision finished =
+      decide_restart(restart.next, attempt_outcome({0, "done", "", {}, -1, {}, {"node_lost", "hang"}}), options, job);
   CHECK(finished.action == RestartDecision::Action::finish);
   REQUIRE(!finished.log.empty());
   CHECK(finished.log.back().text ==
-        "job finished after 1 restart(s); restarts=1 failure.node_lost=1 failure.worker_exception=3 "
-        "recovery.in_place=3 recovery.replica=1");
+        "job finished after 1 restart(s); restarts=1 failure.hang=1 failure.node_lost=2 failure.worker_exception=2 "
+        "recovery.in_place=4 recovery.replica=1");
 }
 
 TEST_CASE("restart options read the job's keys: the replicas are the workers over the stages", "[recovery]") {

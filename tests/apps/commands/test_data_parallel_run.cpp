@@ -152,8 +152,12 @@ DisturbedJob disturb_node_1(int signal, const std::vector<std::string>& extra,
 
 }  // namespace
 
+// The tests below end the job on a lost or silent node: fault.recovery restart without checkpoint.dir.
+// In place (the default) its process would be started again (test_drill.cpp's kill-node and hang).
+const std::vector<std::string> no_recovery{"--fault.recovery", "restart"};
+
 TEST_CASE("a node killed with SIGKILL during training stops the job with its name within seconds", "[dp]") {
-  const DisturbedJob job = disturb_node_1(SIGKILL, {});
+  const DisturbedJob job = disturb_node_1(SIGKILL, no_recovery);
   std::printf("job ended %.2f s after SIGKILL of node 1: %s", job.seconds, job.err.c_str());
   REQUIRE(job.exited);
   CHECK(WIFEXITED(job.status));
@@ -189,7 +193,7 @@ TEST_CASE("a node killed with SIGKILL leaves no shared-memory files behind", "[d
   const ScopedEnv tls("UCX_TLS", nullptr), posix_dir("UCX_POSIX_DIR", nullptr);
   std::vector<std::string> folders;
   std::size_t files_while_running = 0;
-  const DisturbedJob job = disturb_node_1(SIGKILL, {}, {"train", "--workers", "2"}, [&](const std::vector<pid_t>& nodes) {
+  const DisturbedJob job = disturb_node_1(SIGKILL, no_recovery, {"train", "--workers", "2"}, [&](const std::vector<pid_t>& nodes) {
     for (pid_t node : nodes) {
       folders.push_back(environment_variable(node, "UCX_POSIX_DIR"));
       files_while_running += ucx_files_in(folders.back());
@@ -211,7 +215,7 @@ TEST_CASE("a node killed with SIGKILL leaves no shared-memory files behind", "[d
 TEST_CASE("a killed node process that hosts two ranks stops the job with its name", "[dp]") {
   TempDir dir;
   const std::string hosts = dir.write("hosts", "localhost slots=1\nlocalhost slots=2\n");
-  const DisturbedJob job = disturb_node_1(SIGKILL, {}, {"launch", "--hostfile", hosts});
+  const DisturbedJob job = disturb_node_1(SIGKILL, no_recovery, {"launch", "--hostfile", hosts});
   std::printf("job ended %.2f s after SIGKILL of node 1 (ranks 1 and 2): %s", job.seconds, job.err.c_str());
   REQUIRE(job.exited);
   CHECK(WEXITSTATUS(job.status) == 1);
@@ -220,7 +224,7 @@ TEST_CASE("a killed node process that hosts two ranks stops the job with its nam
 }
 
 TEST_CASE("a node stopped with SIGSTOP during training is named by its missing heartbeat", "[dp]") {
-  const DisturbedJob job = disturb_node_1(SIGSTOP, {"--fault.heartbeat_timeout", "2"});
+  const DisturbedJob job = disturb_node_1(SIGSTOP, {"--fault.heartbeat_timeout", "2", "--fault.recovery", "restart"});
   std::printf("job ended %.2f s after SIGSTOP of node 1: %s", job.seconds, job.err.c_str());
   REQUIRE(job.exited);
   CHECK(WEXITSTATUS(job.status) == 1);

@@ -1,6 +1,7 @@
 // Failure drills as a user runs them: `troupe drill SCENARIO` on tiny, each with its verdict. A
 // drill passes only when the fault was detected, training went on (the failed worker respawned in
-// its process with every node keeping its pid, every node restarted from the survivors' rescue
+// its process with every node keeping its pid, the lost node's process alone started again with
+// every other node keeping its pid, every node restarted from the survivors' rescue
 // snapshot or the newest checkpoint, or a failed save was survived) and the
 // final parameters and AdamW moments equal an undisturbed run's bitwise (node-lost: the job went
 // on without the node instead).
@@ -47,6 +48,13 @@ std::vector<std::string> entries(const std::filesystem::path& folder) {
   return names;
 }
 
+// The bytes of state an in-place recovery moved, as the verdict says them.
+long long state_bytes_moved(const std::string& out) {
+  std::smatch m;
+  REQUIRE(std::regex_search(out, m, std::regex("state moved over the data plane: ([0-9]+) bytes from rank 0")));
+  return std::stoll(m[1].str());
+}
+
 void check_passed(const ProcessResult& r) {
   INFO("stdout: " << r.out << "\nstderr: " << r.err);
   CHECK(r.exit_code == 0);
@@ -56,20 +64,44 @@ void check_passed(const ProcessResult& r) {
 
 }  // namespace
 
-TEST_CASE("drill kill-node: a SIGKILLed node is detected within a second and the job recovers from the surviving "
-          "replica's memory, losing no step",
+TEST_CASE("drill kill-node: a SIGKILLed node is detected within a second, only its process is started again, and it "
+          "takes its state from the surviving replica over the data plane, losing no step",
           "[drill]") {
   TempDir dir;
   const ProcessResult r = drill(dir, "kill-node");
   check_passed(r);
   CHECK_THAT(r.out, Contains("lost node 1") && Contains("steps lost: 0\n") &&
+                        Contains("recovered from a surviving replica's memory: yes (in place, over the data plane)") &&
+                        Contains("rank 1 in its node's new process, resumed from rank 0's memory") &&
+                        Contains("survivors kept their processes: yes (node 0 pid ") &&
+                        Contains("node 1's process started again: yes (pid ") && !Contains("restarting every node"));
+  const auto params = troupe::compute::ParameterLayout(*troupe::compute::gpt_preset("tiny")).total();
+  CHECK(state_bytes_moved(r.out) == 3 * 4 * params);
+  CHECK(seconds_after(r.out, "detected") < 1.0);
+  CHECK(seconds_after(r.out, "recovered") < 30.0);
+}
+
+TEST_CASE("drill kill-node on dp 3: both survivors keep their processes and connect to the new one", "[drill]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "kill-node", {"--workers", "3", "--target", "2"});
+  check_passed(r);
+  CHECK_THAT(r.out, Contains("lost node 2") && Contains("steps lost: 0\n") &&
+                        Contains("survivors kept their processes: yes (node 0 pid ") && Contains(", node 1 pid ") &&
+                        Contains("node 2's process started again: yes (pid ") && !Contains("restarting every node"));
+}
+
+TEST_CASE("drill kill-node with fault.recovery restart: every node restarts from the survivors' rescue snapshot, "
+          "losing no step",
+          "[drill]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "kill-node", {"--fault.recovery", "restart"});
+  check_passed(r);
+  CHECK_THAT(r.out, Contains("lost node 1") && Contains("steps lost: 0\n") &&
                         Contains("recovered from a surviving replica's memory: yes") &&
-                        Contains("recovery: restarting every node: in place covers a worker that threw, not a "
-                                 "node_lost failure") &&
+                        Contains("recovery: restarting every node: fault.recovery is restart") &&
                         Contains("from the survivors' rescue snapshot of step 5 (no steps lost)") &&
                         Contains("counted: restarts=1 failure.node_lost=1 recovery.replica=1"));
   CHECK(seconds_after(r.out, "detected") < 1.0);
-  CHECK(seconds_after(r.out, "recovered") < 30.0);
 }
 
 TEST_CASE("drill kill-node with PowerSGD: the lost rank's residual is nowhere else, so the job goes back to the "
@@ -141,12 +173,6 @@ TEST_CASE("without fault.elastic a node that cannot come back stops the job, nam
                                  "recovery.replica=1"));
 }
 
-// The bytes of state an in-place recovery moved, as the verdict says them.
-long long state_bytes_moved(const std::string& out) {
-  std::smatch m;
-  REQUIRE(std::regex_search(out, m, std::regex("state moved over the data plane: ([0-9]+) bytes from rank 0")));
-  return std::stoll(m[1].str());
-}
 
 TEST_CASE("drill kill-worker: the worker is respawned in its process and takes its state from the surviving replica "
           "over the data plane, losing no step",
@@ -237,11 +263,15 @@ TEST_CASE("drill kill-worker on dp 2 x tp 2: the second shard's worker is respaw
   check_in_place_on_grid(r, 1, 3);
 }
 
-TEST_CASE("drill hang: a stopped node is caught by its missing heartbeat and the job recovers", "[drill]") {
+TEST_CASE("drill hang: a stopped node is caught by its missing heartbeat, killed, and only its process is started "
+          "again, in place",
+          "[drill]") {
   TempDir dir;
   const ProcessResult r = drill(dir, "hang", {"--fault.heartbeat_timeout", "2"});
   check_passed(r);
-  CHECK_THAT(r.out, Contains("sent no heartbeat"));
+  CHECK_THAT(r.out, Contains("sent no heartbeat") && Contains("(the silent one killed first)") &&
+                        Contains("steps lost: 0\n") && Contains("survivors kept their processes: yes (node 0 pid ") &&
+                        Contains("node 1's process started again: yes (pid ") && !Contains("restarting every node"));
   CHECK(seconds_after(r.out, "detected") < 6.0);
 }
 

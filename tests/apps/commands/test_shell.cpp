@@ -248,14 +248,14 @@ TEST_CASE("troupe shell on a terminal: status, top, pause and resume, checkpoint
   shell.type("status\n");
   CHECK(step_in(shell.expect("ETA +.*")) > at);  // and go on
 
+  // In place: only node 1's process is started again, and the shell stays connected.
   shell.type("kill node 1\n");
-  shell.expect("kill node 1: SIGKILL sent to pid \\d+");
-  REQUIRE(job.run->wait_for_line(std::regex("restarting every node"), seconds(30)));
-  REQUIRE(job.run->wait_for_line(std::regex("resumed from .*step-"), seconds(60)));
+  shell.expect("kill node 1: SIGKILL sent to pid \\d+ \\(.*\\); the job starts that node's process again, in place");
+  REQUIRE(job.run->wait_for_line(std::regex("recovery: in place done .*node 1's process started again"), seconds(60)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // the monitor's view of the job, every 0.25 s
   shell.type("status\n");
-  shell.expect("job restarted after: lost node 1 .*\\(restart 1\\)", seconds(60));
-  const std::string after = shell.expect("ETA +.*");
-  CHECK_THAT(after, Contains("restart 1 of 3 after: lost node 1"));
+  const std::string after = shell.expect("went on after step \\d+", seconds(30));
+  CHECK_THAT(after, Contains("rank 1 respawned in a new process of its node"));
   CHECK(step_in(after) >= at);
 
   shell.type("quit\n");
@@ -327,26 +327,30 @@ TEST_CASE("kill worker from the shell is recovered in place: every node keeps it
   INFO("checkpoint: " << checkpoint.out << checkpoint.err);
   CHECK(checkpoint.exit_code == 0);
   CHECK_THAT(checkpoint.out, Contains("written: "));
-  // A lost node restarts every node: the new processes start their counts with the in-place ones.
-  const std::size_t before_restart = job.run->lines().size();
+  // A lost node's process alone is started again, in place: the new process starts its counts with
+  // the attempt's in-place recoveries, its own included.
+  const std::size_t before_replacement = job.run->lines().size();
   REQUIRE(shell_c(dir, job, "kill node 1").exit_code == 0);
   std::size_t served = 0;
   const auto metrics_line = job.run->wait_for_line(
-      std::regex("\\[node 0 [^\\]]*\\][^\n]*metrics on http://127\\.0\\.0\\.1:([0-9]+)/metrics"), seconds(60),
-      before_restart, &served);
+      std::regex("\\[node 1 [^\\]]*\\][^\n]*metrics on http://127\\.0\\.0\\.1:([0-9]+)/metrics"), seconds(60),
+      before_replacement, &served);
   REQUIRE(metrics_line);
   std::smatch port;
   REQUIRE(std::regex_search(metrics_line->text, port, std::regex("127\\.0\\.0\\.1:([0-9]+)/metrics")));
   // The new process serves before it has set its counts from TROUPE_RESTARTS: ask until it has.
-  Exposition restarted;
+  Exposition replaced;
   for (const auto deadline = Clock::now() + seconds(30); Clock::now() < deadline;
        std::this_thread::sleep_for(std::chrono::milliseconds(100))) {
-    restarted = parse_exposition(http_get(std::stoi(port[1].str()), "/metrics").body);
-    if (restarted.value("troupe_restarts_total") == 1) break;
+    replaced = parse_exposition(http_get(std::stoi(port[1].str()), "/metrics").body);
+    if (replaced.value("troupe_failures_total", {{"kind", "node_lost"}}) == 1) break;
   }
-  CHECK(restarted.value("troupe_recoveries_total", {{"source", "replica"}, {"path", "in_place"}}) == 2);
-  CHECK(restarted.value("troupe_recoveries_total", {{"source", "replica"}, {"path", "restart"}}) == 1);
-  CHECK(restarted.value("troupe_failures_total", {{"kind", "worker_exception"}}) == 2);
+  CHECK(replaced.value("troupe_recoveries_total", {{"source", "replica"}, {"path", "in_place"}}) == 3);
+  CHECK(replaced.value("troupe_failures_total", {{"kind", "worker_exception"}}) == 2);
+  CHECK(replaced.value("troupe_failures_total", {{"kind", "node_lost"}}) == 1);
+  CHECK(replaced.value("troupe_restarts_total") == 0);
+  REQUIRE(job.run->wait_for_line(std::regex("recovery: in place done .*node 1's process started again"), seconds(60),
+                                 before_replacement));
 }
 
 TEST_CASE("troupe shell -c runs one command: a wrong token, garbage and a huge frame are refused, then drain",

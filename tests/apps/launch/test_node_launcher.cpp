@@ -214,6 +214,47 @@ TEST_CASE("a hold ends in the usual stop when its time is up or at stop_all", "[
   CHECK(stopped.elapsed < 5s);
 }
 
+// Node 1's script: the first process says "first" and waits; one started again with AGAIN=1 says
+// "again" and ends well.
+const std::string replaceable_script =
+    "if [ \"$AGAIN\" = 1 ]; then echo again; exit 0; fi; echo first; sleep 30";
+
+TEST_CASE("replace_node kills a node's process and starts it again with the given variables, and the job runs on",
+          "[launcher]") {
+  const Outcome run = launch({sh_node(0, "sleep 1; exit 0"), sh_node(1, replaceable_script)}, quick_options(),
+                             [replaced = false](NodeLauncher& launcher, const Lines& lines) mutable {
+                               if (replaced || lines.out.empty() || lines.out.back() != "[node 1 localhost] first") return;
+                               replaced = true;
+                               launcher.replace_node(1, {{"AGAIN", "1"}});
+                             });
+  CHECK(run.result.end == JobEnd::success);
+  CHECK(count_ending(run.lines.out, "] again") == 1);
+  std::vector<NodeExit> node1;
+  for (const NodeExit& e : run.result.exits)
+    if (e.node_index == 1) node1.push_back(e);
+  REQUIRE(node1.size() == 2);
+  CHECK((node1[0].status.signal == SIGKILL && !node1[0].started_again));  // the replaced one, not a failure
+  CHECK((node1[1].status.code == 0 && node1[1].started_again));
+}
+
+TEST_CASE("replace_node after a node's exit began a hold ends the hold, and the job runs on", "[launcher]") {
+  LauncherOptions options = quick_options();
+  options.hold_after_failure = [] { return std::chrono::milliseconds(10000); };
+  const Outcome run = launch({sh_node(0, "sleep 1.5; exit 0"),
+                              sh_node(1, "if [ \"$AGAIN\" = 1 ]; then echo again; exit 0; fi; kill -9 $$")},
+                             options, [replaced = false](NodeLauncher& launcher, const Lines& lines) mutable {
+                               if (replaced || lines.err.empty() || lines.err.back().find("leaving") == std::string::npos)
+                                 return;
+                               replaced = true;
+                               launcher.replace_node(1, {{"AGAIN", "1"}});
+                             });
+  CHECK(run.result.end == JobEnd::success);
+  CHECK(run.result.message.empty());
+  CHECK(count_ending(run.lines.out, "] again") == 1);
+  CHECK(status_of(run.result, 0).code == 0);  // left to finish: not stopped
+  CHECK(run.elapsed < 5s);
+}
+
 TEST_CASE("a node killed by a signal the launcher did not send is a failure", "[launcher]") {
   const Outcome run = launch({sh_node(0, "kill -9 $$")}, quick_options());
   CHECK(run.result.end == JobEnd::node_failed);
