@@ -275,6 +275,16 @@ TEST_CASE("drill hang: a stopped node is caught by its missing heartbeat, killed
   CHECK(seconds_after(r.out, "detected") < 6.0);
 }
 
+TEST_CASE("drill hang with fault.recovery restart: the silent node is stopped and every node restarts from the "
+          "survivors' rescue snapshot",
+          "[drill]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "hang", {"--fault.heartbeat_timeout", "2", "--fault.recovery", "restart"});
+  check_passed(r);
+  CHECK_THAT(r.out, Contains("sent no heartbeat") && Contains("recovery: restarting every node: fault.recovery is restart") &&
+                        Contains("steps lost: 0\n") && Contains("counted: restarts=1 failure.hang=1 recovery.replica=1"));
+}
+
 TEST_CASE("drill slow-node: a straggler is named and the job goes on", "[drill]") {
   TempDir dir;
   const ProcessResult r = drill(dir, "slow-node", {"--train.steps", "30"});
