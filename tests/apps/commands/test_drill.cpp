@@ -116,11 +116,12 @@ TEST_CASE("drill kill-node with PowerSGD: the lost rank's residual is nowhere el
                         Contains("counted: restarts=1 failure.node_lost=1 recovery.checkpoint=1"));
 }
 
-TEST_CASE("drill kill-node with tensor shards: the replica of every (stage, shard) that survives writes the rescue "
-          "snapshot, losing no step",
+TEST_CASE("drill kill-node with tensor shards and fault.recovery restart: the replica of every (stage, shard) that "
+          "survives writes the rescue snapshot, losing no step",
           "[drill][tensor]") {
   TempDir dir;
-  const ProcessResult r = drill(dir, "kill-node", {"--workers", "4", "--tensor.shards", "2", "--train.batch_size", "4"});
+  const ProcessResult r = drill(dir, "kill-node", {"--workers", "4", "--tensor.shards", "2", "--train.batch_size", "4",
+                                                   "--fault.recovery", "restart"});
   check_passed(r);
   CHECK_THAT(r.out, Contains("lost node 1") && Contains("tensor shard 1 of replica 0") &&
                         Contains("asking rank(s) 0, 3 for a rescue snapshot") && Contains("steps lost: 0\n") &&
@@ -261,6 +262,52 @@ TEST_CASE("drill kill-worker on dp 2 x tp 2: the second shard's worker is respaw
   const ProcessResult r =
       drill(dir, "kill-worker", {"--workers", "4", "--tensor.shards", "2", "--train.batch_size", "4"});
   check_in_place_on_grid(r, 1, 3);
+}
+
+// A lost or silent node's rank on a grid (`detected`: the job's word for it): only its process is
+// started again, and its rank takes its stage's or shard's part from the other replica.
+void check_node_replaced_on_grid(const ProcessResult& r, int node, int donor, const std::string& detected) {
+  check_passed(r);
+  const std::string rank = std::to_string(node);  // one rank per node: node i holds rank i
+  CHECK_THAT(r.out, Contains(detected) && Contains("steps lost: 0\n") &&
+                        Contains("rank " + rank + " in its node's new process, resumed from rank " +
+                                 std::to_string(donor) + "'s memory") &&
+                        Contains("survivors kept their processes: yes (node ") &&
+                        Contains("node " + rank + "'s process started again: yes (pid ") &&
+                        !Contains("restarting every node"));
+  std::smatch m;
+  REQUIRE(std::regex_search(r.out, m, std::regex("state moved over the data plane: ([0-9]+) bytes from rank " +
+                                                 std::to_string(donor) + " ")));
+  const auto params = troupe::compute::ParameterLayout(*troupe::compute::gpt_preset("tiny")).total();
+  CHECK(std::stoll(m[1].str()) > 0);
+  CHECK(std::stoll(m[1].str()) < 3 * 4 * params);
+}
+
+TEST_CASE("drill kill-node on dp 2 x pp 2: only the second stage's node process is started again, its stage's state "
+          "from the other replica, losing no step",
+          "[drill][pipeline]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "kill-node", {"--workers", "4", "--pipeline.stages", "2", "--target", "3"});
+  check_node_replaced_on_grid(r, 3, 2, "lost node 3");
+}
+
+TEST_CASE("drill kill-node on dp 2 x tp 2: only the second shard's node process is started again, its shard's state "
+          "from the other replica, losing no step",
+          "[drill][tensor]") {
+  TempDir dir;
+  const ProcessResult r =
+      drill(dir, "kill-node", {"--workers", "4", "--tensor.shards", "2", "--train.batch_size", "4", "--target", "1"});
+  check_node_replaced_on_grid(r, 1, 3, "lost node 1");
+}
+
+TEST_CASE("drill hang on dp 2 x pp 2: the silent first-stage node is killed and only its process started again, "
+          "losing no step",
+          "[drill][pipeline]") {
+  TempDir dir;
+  const ProcessResult r = drill(
+      dir, "hang", {"--workers", "4", "--pipeline.stages", "2", "--target", "1", "--fault.heartbeat_timeout", "2"});
+  check_node_replaced_on_grid(r, 1, 0, "node 1 (");
+  CHECK_THAT(r.out, Contains("sent no heartbeat") && Contains("(the silent one killed first)"));
 }
 
 TEST_CASE("drill hang: a stopped node is caught by its missing heartbeat, killed, and only its process is started "
