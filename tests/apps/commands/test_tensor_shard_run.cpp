@@ -296,15 +296,15 @@ TEST_CASE("tensor shards that do not divide the workers, the heads, the vocabula
           "train.zero 3 is not supported with tensor.sequence_parallel yet; use 0");
 }
 
-TEST_CASE("a node holding two shards fails, and the other node's two shards both write the rescue snapshot before "
-          "their node stops: no step is lost",
+TEST_CASE("a node holding two shards fails under fault.recovery restart, and the other node's two shards both write "
+          "the rescue snapshot before their node stops: no step is lost",
           "[tensor][drill]") {
   TempDir dir;
   dir.write("hosts", "localhost slots=2\nlocalhost slots=2\n");
   std::vector<std::string> args{"/usr/bin/env", "TROUPE_DRILL_THROW_AT=2:5", TROUPE_BINARY_DIR "/troupe", "launch",
                                 "--hostfile", "hosts"};
   args = with(with(args, tiny_steps(12)), {"--tensor.shards", "2", "--train.batch_size", "4", "--checkpoint.dir", "ck",
-                                           "--checkpoint.every", "100"});
+                                           "--checkpoint.every", "100", "--fault.recovery", "restart"});
   const ProcessResult r = run_process(args, dir.path().string(), std::chrono::seconds(180));
   INFO("stdout: " << r.out << "\nstderr: " << r.err);
   CHECK(r.exit_code == 0);
