@@ -11,6 +11,15 @@
 //   step 2: quit the dispatch, set the variable, init again, and unset the variable.
 // It runs once, when the first CpuBackend is built, before any gemm. The symbols are weak so a
 // build of OpenBLAS without DYNAMIC_ARCH (which lacks them) links and is left as it is.
+//
+// A second repair at the same moment: after each threaded call OpenBLAS's pool threads spin for
+// 2^OPENBLAS_THREAD_TIMEOUT cycles (2^28 by default, about 0.1 s) before they sleep. Every gemm of
+// a step is followed by the backend's own thread team (attention, GELU, LayerNorm, AdamW), which
+// then shares its cores with spinning threads: on 2 cores the team's ops ran no faster on 2
+// threads than on 1. Unless the user set the variable, the spin is cut to 2^12 cycles the way
+// OpenBLAS reads it (openblas_read_env), and the pool is shut down (blas_thread_shutdown_, the
+// call OpenBLAS makes itself before a fork) so that the next threaded call starts it afresh with
+// the shorter spin.
 
 #include "compute/cpu/openblas_setup.hpp"
 
@@ -24,6 +33,8 @@
 extern "C" {
 __attribute__((weak)) void gotoblas_dynamic_init(void);
 __attribute__((weak)) void gotoblas_dynamic_quit(void);
+__attribute__((weak)) void openblas_read_env(void);
+__attribute__((weak)) int blas_thread_shutdown_(void);
 }
 
 namespace troupe::compute::cpu {
@@ -56,11 +67,23 @@ void repair_core_choice() {
   unsetenv("OPENBLAS_CORETYPE");
 }
 
+void shorten_pool_spin() {
+  if (openblas_read_env == nullptr || blas_thread_shutdown_ == nullptr) return;
+  if (std::getenv("OPENBLAS_THREAD_TIMEOUT") != nullptr) return;
+  setenv("OPENBLAS_THREAD_TIMEOUT", "12", 1);
+  openblas_read_env();
+  unsetenv("OPENBLAS_THREAD_TIMEOUT");
+  blas_thread_shutdown_();
+}
+
 }  // namespace
 
 void configure_openblas(int threads) {
   static std::once_flag once;
-  std::call_once(once, repair_core_choice);
+  std::call_once(once, [] {
+    repair_core_choice();
+    shorten_pool_spin();
+  });
   openblas_set_num_threads(threads);
 }
 
