@@ -203,6 +203,17 @@ TEST_CASE("drill kill-worker with fault.recovery restart: every node restarts fr
                         Contains("counted: restarts=1 failure.worker_exception=1 recovery.replica=1"));
 }
 
+// The state an in-place recovery on a grid moved came from `donor` and was a stage's or a shard's
+// part of the model, not the whole of it.
+void check_part_moved_from(const ProcessResult& r, int donor) {
+  std::smatch m;
+  REQUIRE(std::regex_search(r.out, m, std::regex("state moved over the data plane: ([0-9]+) bytes from rank " +
+                                                 std::to_string(donor) + " ")));
+  const auto params = troupe::compute::ParameterLayout(*troupe::compute::gpt_preset("tiny")).total();
+  CHECK(std::stoll(m[1].str()) > 0);
+  CHECK(std::stoll(m[1].str()) < 3 * 4 * params);
+}
+
 // A kill-worker drill of a layout with pipeline stages or tensor shards: in place, every node kept
 // its process, the failed rank's state came from `donor` (the rank of its stage and shard in the
 // other replica) and was its part of the model only.
@@ -216,12 +227,7 @@ void check_in_place_on_grid(const ProcessResult& r, int failed, int donor) {
                                  "rank " + std::to_string(donor) + "'s memory") &&
                         Contains("every node kept its process: yes (node 0 pid ") &&
                         !Contains("restarting every node"));
-  std::smatch m;
-  REQUIRE(std::regex_search(r.out, m, std::regex("state moved over the data plane: ([0-9]+) bytes from rank " +
-                                                 std::to_string(donor) + " ")));
-  const auto params = troupe::compute::ParameterLayout(*troupe::compute::gpt_preset("tiny")).total();
-  CHECK(std::stoll(m[1].str()) > 0);
-  CHECK(std::stoll(m[1].str()) < 3 * 4 * params);  // a stage's or a shard's part, not the whole model
+  check_part_moved_from(r, donor);
 }
 
 // dp 2 × pp 2: rank = dp + 2·pp, so rank 1 is replica 1's first stage (its donor rank 0) and rank 3
@@ -275,12 +281,7 @@ void check_node_replaced_on_grid(const ProcessResult& r, int node, int donor, co
                         Contains("survivors kept their processes: yes (node ") &&
                         Contains("node " + rank + "'s process started again: yes (pid ") &&
                         !Contains("restarting every node"));
-  std::smatch m;
-  REQUIRE(std::regex_search(r.out, m, std::regex("state moved over the data plane: ([0-9]+) bytes from rank " +
-                                                 std::to_string(donor) + " ")));
-  const auto params = troupe::compute::ParameterLayout(*troupe::compute::gpt_preset("tiny")).total();
-  CHECK(std::stoll(m[1].str()) > 0);
-  CHECK(std::stoll(m[1].str()) < 3 * 4 * params);
+  check_part_moved_from(r, donor);
 }
 
 TEST_CASE("drill kill-node on dp 2 x pp 2: only the second stage's node process is started again, its stage's state "
