@@ -580,7 +580,7 @@ caf::message_handler every_phase(job_actor* self) {
       [=](recover_atom, const recover_ready_msg&) {},
       [=](recover_atom, const recover_done_msg&) {},
       [=](recover_atom, int) {},
-      [=](recover_atom, int, const std::string&) {},
+      [=](recover_atom, int, int, const std::string&) {},
   };
 }
 
@@ -850,9 +850,13 @@ void on_recover_timeout(job_actor* self, int epoch) {
 
 // A process started again in place of a lost or silent node exited: before it joined, the
 // recovery cannot complete, and the job restarts (a node that cannot come back).
-void on_replacement_exit(job_actor* self, int node_index, const std::string& exit) {
+// A process the launcher started again in place exited (`pid`). Where that is the awaited
+// replacement, the recovery fails. The process whose loss began this recovery may itself have been
+// started again by an earlier one: its own exit, seen by the launcher after the job saw the loss,
+// is expected.
+void on_replacement_exit(job_actor* self, int node_index, int pid, const std::string& exit) {
   auto& st = self->state;
-  if (!awaited_replacement(st, node_index)) return;
+  if (!awaited_replacement(st, node_index) || pid == st.in_place->old_pid) return;
   const worker_failed_msg failed = st.in_place->failed;
   const FailureKind kind = st.in_place->kind;
   log_restart(st, "node " + std::to_string(node_index) + "'s new process " + exit + " before it joined");
@@ -890,7 +894,9 @@ caf::behavior running(job_actor* self) {
       [=](recover_atom, const recover_ready_msg& ready) { on_recover_ready(self, ready); },
       [=](recover_atom, const recover_done_msg& done) { on_recover_done(self, done); },
       [=](recover_atom, int epoch) { on_recover_timeout(self, epoch); },
-      [=](recover_atom, int node_index, const std::string& exit) { on_replacement_exit(self, node_index, exit); },
+      [=](recover_atom, int node_index, int pid, const std::string& exit) {
+        on_replacement_exit(self, node_index, pid, exit);
+      },
       [=](watchdog_atom) {
         auto& st = self->state;
         int silent_node = -1;

@@ -156,7 +156,8 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, cons
   });
   auto supervisor = actors::spawn_job_supervisor(system, std::move(job_plan), listener);
   launcher_options.on_node_exit = [supervisor](const launch::NodeExit& exit) {
-    if (exit.started_again) caf::anon_send(supervisor, actors::recover_atom_v, exit.node_index, exit.status.describe());
+    if (exit.started_again)
+      caf::anon_send(supervisor, actors::recover_atom_v, exit.node_index, exit.pid, exit.status.describe());
   };
   // Nodes reach the supervisor through a frame guard (actors/monitor/frame_guard.hpp): CAF alone would
   // believe any payload length a peer announces. The guard's listener reuses the address.

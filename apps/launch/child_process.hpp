@@ -43,6 +43,7 @@ class ChildProcess {
   boost::asio::posix::stream_descriptor& stderr_pipe() { return stderr_; }
   // Readable once the child has exited.
   boost::asio::posix::stream_descriptor& exit_watch() { return pidfd_; }
+  pid_t pid() const { return pid_; }
 
  private:
   ChildProcess(boost::asio::io_context& io, pid_t pid, int pidfd, int out, int err);

@@ -309,7 +309,7 @@ struct NodeLauncher::Impl {
     child.shared_memory.reset();
 
     if (child.role == Role::node) {
-      result.exits.push_back({child.node_index, child.host, *status, child.started_again});
+      result.exits.push_back({child.node_index, child.host, *status, child.started_again, child.process->pid()});
       if (options.on_node_exit) options.on_node_exit(result.exits.back());
       if (state == State::running && !status->success() && !child.replaced) {
         const std::string why = child.label + " " + status->describe();

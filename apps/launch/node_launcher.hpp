@@ -71,6 +71,7 @@ struct NodeExit {
   std::string host;
   ExitStatus status;
   bool started_again = false;  // the process replace_node() started in place of a lost one
+  int pid = 0;                 // the process that exited
 };
 
 enum class OutputStream { out, err };

@@ -374,6 +374,23 @@ TEST_CASE("drill chaos: a node SIGKILLed in steps 10 and 20 of 30, another one e
   check_chaos(30, {"--checkpoint.every", "1"});
 }
 
+// On 2 nodes the kills alternate, so the third kill hits a process an earlier in-place recovery
+// started: its exit, seen by the launcher after the job saw the loss, is no failure of the new one.
+TEST_CASE("drill chaos on 2 nodes: a node process started again in place is killed in its turn and replaced in "
+          "place again",
+          "[drill]") {
+  TempDir dir;
+  const ProcessResult r =
+      drill(dir, "chaos", {"--workers", "2", "--train.steps", "30", "--kill-every", "8"}, std::chrono::seconds(300));
+  check_passed(r);
+  const std::vector<int> nodes = killed_nodes(r.out);
+  REQUIRE(nodes.size() == 3);
+  CHECK(nodes[2] == nodes[0]);
+  const std::regex in_place("\\n  kill [0-9]+: .* in its node's new process, resumed from rank [01]'s memory");
+  CHECK(std::distance(std::sregex_iterator(r.out.begin(), r.out.end(), in_place), std::sregex_iterator()) == 3);
+  CHECK_THAT(r.out, !Contains("restarting every node"));
+}
+
 // Each kill's node and drawn moment, as its verdict line says them: what a seed decides.
 std::vector<std::string> drawn_kills(const std::string& out) {
   std::vector<std::string> drawn;
