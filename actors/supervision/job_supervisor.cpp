@@ -73,10 +73,12 @@ struct job_supervisor_state {
     recover_plan_msg plan;
     std::map<int, recover_done_msg> done;  // by rank
     // A lost or silent node (its kind, else worker_exception): its process is started again, and
-    // the pid it had; `replacement` once the new process joined.
+    // the pid it had; the order every other node got, which the new process gets with its start;
+    // `replacement` once the new process joined.
     FailureKind kind = FailureKind::worker_exception;
     int replaced_node = -1;
     int old_pid = 0;
+    recover_msg order;
     std::optional<node_entry> replacement;
   };
   std::optional<in_place_recovery> in_place;
@@ -722,6 +724,10 @@ bool replace_in_place(job_actor* self, int node_index, FailureKind kind, const s
   recovery.kind = kind;
   recovery.replaced_node = node_index;
   recovery.old_pid = old.pid;
+  recovery.order = {recovery.epoch, {}, "node " + std::to_string(node_index) + " " + std::string(to_string(kind)),
+                    caf::actor_cast<caf::actor>(self)};
+  for (int rank = planned.first_rank; rank < planned.first_rank + planned.slots; ++rank)
+    recovery.order.failed_ranks.push_back(rank);
   st.in_place = std::move(recovery);
   monitor::logger("job")->warn(
       "{}; recovery: in place (epoch {}): starting node {}'s process again{}, every other node keeps its process; "
@@ -730,11 +736,8 @@ bool replace_in_place(job_actor* self, int node_index, FailureKind kind, const s
   std::vector<FailureKind> in_place = st.recovered_kinds;
   in_place.push_back(kind);
   st.plan.replace_node(node_index, in_place);
-  recover_msg order{st.recovery_epoch, {}, "node " + std::to_string(node_index) + " " + std::string(to_string(kind)),
-                    caf::actor_cast<caf::actor>(self)};
-  for (int rank = planned.first_rank; rank < planned.first_rank + planned.slots; ++rank) order.failed_ranks.push_back(rank);
   for (const auto& [index, m] : st.joined)
-    if (index != node_index) self->send(m.node, recover_atom_v, order);
+    if (index != node_index) self->send(m.node, recover_atom_v, st.in_place->order);
   self->delayed_send(self, st.plan.recovery_timeout, recover_atom_v, st.recovery_epoch);
   return true;
 }
@@ -759,12 +762,7 @@ void join_replacement(job_actor* self, const join_msg& m) {
     start.world_size += node.slots;
   }
   recovery.replacement = start.nodes.at(static_cast<std::size_t>(m.node_index));
-  recover_msg replacing{recovery.epoch, {},
-                        "node " + std::to_string(m.node_index) + " " + std::string(to_string(recovery.kind)),
-                        caf::actor_cast<caf::actor>(self)};
-  for (int rank = planned.first_rank; rank < planned.first_rank + planned.slots; ++rank)
-    replacing.failed_ranks.push_back(rank);
-  self->send(m.node, start_atom_v, start, replacing);
+  self->send(m.node, start_atom_v, start, recovery.order);
 }
 
 // Every rank is ready: the plan (recovery_path.hpp's plan_recovery) pairs every rank holding fewer
