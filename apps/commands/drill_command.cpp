@@ -148,7 +148,8 @@ struct Verdict {
   std::optional<double> detected_after;
   std::string detected_by;
   bool recovery_expected = true;  // false: the job is to go on undisturbed (a straggler)
-  std::optional<double> recovered_after;
+  std::optional<double> resumed_after;  // to the ranks' going on: process start, join and state moved
+  std::optional<double> recovered_after;  // to the first step trained again, the interrupted one retrained
   std::string recovered_how;
   std::optional<long> steps_lost;
   std::optional<bool> weights_equal;
@@ -162,6 +163,8 @@ int print_verdict(const std::string& scenario, const Verdict& v) {
     std::printf("  detected after %.2f s: %s\n", *v.detected_after, v.detected_by.c_str());
   else
     std::printf("  detected: no\n");
+  if (v.resumed_after)
+    std::printf("  training resumed after %.2f s: the ranks went on from the recovered state\n", *v.resumed_after);
   if (v.recovered_after)
     std::printf("  recovered after %.2f s: %s\n", *v.recovered_after, v.recovered_how.c_str());
   else if (v.recovery_expected)
@@ -201,6 +204,7 @@ std::size_t watch_recovery(WatchedRun& run, const Drill& drill, Clock::time_poin
     std::smatch m;
     std::regex_search(resumed->text, m, std::regex("resumed from (.*) after step ([0-9]+)"));
     const long from_step = std::stol(m[2].str());
+    v.resumed_after = seconds_between(fault_at, resumed->at);
     if (auto trained = run.wait_for_line(drill.step_line(from_step + 1), seconds(180), resumed_index, &trained_index)) {
       v.recovered_after = seconds_between(fault_at, trained->at);
       std::smatch respawned;
@@ -447,7 +451,7 @@ Verdict drill_chaos(const Drill& drill, const DrillOptions& options, std::uint64
   std::size_t from = 0;  // the output before this line is done with: the last recovery's
   int previous = -1;
   long kills = 0, recovered = 0, steps_lost = 0, during_checkpoint = 0;
-  double recovery_sum = 0;
+  double recovery_sum = 0, resume_sum = 0;
   for (long step = options.kill_every; step < drill.steps(); step += options.kill_every) {
     const std::string kill = "kill " + std::to_string(kills + 1) + " (step " + std::to_string(step) + ")";
     std::size_t before_index = 0;
@@ -489,6 +493,8 @@ Verdict drill_chaos(const Drill& drill, const DrillOptions& options, std::uint64
     }
     ++recovered;
     recovery_sum += *one.recovered_after;
+    resume_sum += one.resumed_after.value_or(0.0);
+    if (one.resumed_after) account += "resumed after " + fixed2(*one.resumed_after) + " s; ";
     steps_lost += one.steps_lost.value_or(0);
     v.checks.push_back(account + "training again after " + fixed2(*one.recovered_after) + " s: " + one.recovered_how +
                        "; steps lost " + std::to_string(one.steps_lost.value_or(0)));
@@ -507,8 +513,9 @@ Verdict drill_chaos(const Drill& drill, const DrillOptions& options, std::uint64
   v.checks.push_back("totals: " + std::to_string(kills) + " of " + std::to_string(drill.kills()) + " kills made (" +
                      std::to_string(during_checkpoint) + " while a checkpoint was being written), " +
                      std::to_string(recovered) + " recovered; steps lost " + std::to_string(steps_lost) +
-                     (recovered > 0 ? "; training again after " + fixed2(recovery_sum / static_cast<double>(recovered)) +
-                                          " s on average"
+                     (recovered > 0 ? "; resumed after " + fixed2(resume_sum / static_cast<double>(recovered)) +
+                                          " s and training again after " +
+                                          fixed2(recovery_sum / static_cast<double>(recovered)) + " s on average"
                                     : std::string()));
   v.checks.push_back("job finished: " + std::string(code == 0 ? "yes" : "NO (exit " + std::to_string(code.value_or(-1)) + ")"));
   compare_weights(drill, v);

@@ -79,6 +79,9 @@ TEST_CASE("drill kill-node: a SIGKILLed node is detected within a second, only i
   CHECK(state_bytes_moved(r.out) == 3 * 4 * params);
   CHECK(seconds_after(r.out, "detected") < 1.0);
   CHECK(seconds_after(r.out, "recovered") < 30.0);
+  // Training resumes once the state has moved; the interrupted step then trains again.
+  CHECK(seconds_after(r.out, "detected") <= seconds_after(r.out, "training resumed"));
+  CHECK(seconds_after(r.out, "training resumed") <= seconds_after(r.out, "recovered"));
 }
 
 TEST_CASE("drill kill-node on dp 3: both survivors keep their processes and connect to the new one", "[drill]") {
@@ -102,6 +105,7 @@ TEST_CASE("drill kill-node with fault.recovery restart: every node restarts from
                         Contains("from the survivors' rescue snapshot of step 5 (no steps lost)") &&
                         Contains("counted: restarts=1 failure.node_lost=1 recovery.replica=1"));
   CHECK(seconds_after(r.out, "detected") < 1.0);
+  CHECK(seconds_after(r.out, "training resumed") <= seconds_after(r.out, "recovered"));
 }
 
 TEST_CASE("drill kill-node with PowerSGD: the lost rank's residual is nowhere else, so the job goes back to the "
