@@ -70,6 +70,7 @@ struct job_supervisor_state {
     Clock::time_point started;
     worker_failed_msg failed;
     std::map<int, recover_ready_msg> ready;  // by rank
+    std::map<int, double> ready_after;       // by rank: seconds from `started`
     recover_plan_msg plan;
     std::map<int, recover_done_msg> done;  // by rank
     // A lost or silent node (its kind, else worker_exception): its process is started again, and
@@ -772,6 +773,7 @@ void on_recover_ready(job_actor* self, const recover_ready_msg& ready) {
   if (!st.in_place || ready.epoch != st.in_place->epoch) return;
   auto& recovery = *st.in_place;
   recovery.ready[ready.rank] = ready;
+  recovery.ready_after[ready.rank] = std::chrono::duration<double>(Clock::now() - recovery.started).count();
   if (static_cast<int>(recovery.ready.size()) < world_size(st.plan)) return;
   std::map<int, std::int64_t> steps_done;
   for (const auto& [rank, r] : recovery.ready) steps_done[rank] = r.steps_done;
@@ -782,9 +784,12 @@ void on_recover_ready(job_actor* self, const recover_ready_msg& ready) {
   std::string pairs;
   for (std::size_t i = 0; i < plan.receivers.size(); ++i)
     pairs += fmt::format("{}rank {} to rank {}", i ? ", " : "", plan.donors[i], plan.receivers[i]);
-  monitor::logger("job")->info("in-place recovery (epoch {}): every rank is ready; each goes on after step {}, state "
-                               "given by {}",
-                               recovery.epoch, plan.steps, pairs);
+  std::string readiness;
+  for (const auto& [rank, seconds] : recovery.ready_after)
+    readiness += fmt::format("{}rank {} {:.2f} s", readiness.empty() ? "" : ", ", rank, seconds);
+  monitor::logger("job")->info("in-place recovery (epoch {}): every rank is ready ({} after the failure was seen); "
+                               "each goes on after step {}, state given by {}",
+                               recovery.epoch, readiness, plan.steps, pairs);
   recovery.plan = plan;
   for (const auto& [rank, r] : recovery.ready) self->send(r.worker, recover_atom_v, plan);
 }

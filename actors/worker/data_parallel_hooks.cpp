@@ -134,10 +134,11 @@ compute::DataParallel group_data_parallel(MailboxComm& mailbox, comm::Communicat
   dp.sum_gradients = [run, &mailbox, &comm](compute::Tensor& grads) {
     run("the gradient sum", [&] { mailbox.all_reduce(comm, grads); });
   };
-  // Backward posts a bucket per layer, long before the step's update: an order that came meanwhile
-  // (a peer failed, the job recovers) is taken here rather than after the rest of backward.
+  // An order that came during the step (a peer failed, the job recovers) is taken between layers,
+  // forward and backward, so a rank the recovery needs gives up its step within one layer's compute
+  // rather than at the step's first wait.
+  dp.between_layers = [&mailbox] { mailbox.take_waiting_orders(); };
   dp.start_sum = [&mailbox, &comm](compute::Tensor bucket, std::int64_t) {
-    mailbox.take_waiting_orders();
     mailbox.all_reduce(comm, std::move(bucket));
   };
   dp.wait_sums = [&mailbox, &progress] {

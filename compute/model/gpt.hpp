@@ -46,7 +46,10 @@ class GPT {
 
   // tokens (B,T) i32 on the host. With targets: returns the mean cross-entropy loss and keeps
   // what backward needs. Without: computes logits only (see last_logits) and returns NaN.
-  double forward(const Tensor& tokens, const Tensor& targets) { return stage_.forward(0, tokens, targets); }
+  // `layer_starting(l)`, when given, runs before layer l's forward (GPTStage::forward).
+  double forward(const Tensor& tokens, const Tensor& targets, const std::function<void(int layer)>& layer_starting = {}) {
+    return stage_.forward(0, tokens, targets, layer_starting);
+  }
   double forward(const Tensor& tokens) { return forward(tokens, Tensor{}); }
   // Logits of the last forward, (B, T, Vp), on the backend's device.
   Tensor last_logits() const { return stage_.logits(); }

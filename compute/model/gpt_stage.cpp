@@ -403,7 +403,8 @@ void GPTStage::block_forward(int layer, const Tensor& p, const LayerActivations&
   be.residual_forward(residual3, residual2, sum_rows(d, branch));
 }
 
-double GPTStage::forward(int slot, const Tensor& input, const Tensor& targets) {
+double GPTStage::forward(int slot, const Tensor& input, const Tensor& targets,
+                         const std::function<void(int layer)>& layer_starting) {
   Slot& s = slot_at(slot);
   const std::int64_t C = config_.n_embd, Vs = vocab_width_;
   if (is_first())
@@ -450,6 +451,7 @@ double GPTStage::forward(int slot, const Tensor& input, const Tensor& targets) {
     const LayerActivations& a = s.layers[static_cast<std::size_t>(l - first_layer_)];
     const int unit = block_unit(l);
     const int next = l + 1 < last_layer_ ? unit + 1 : tail_unit_;
+    if (layer_starting) layer_starting(l);
     block_forward(l, source_->use(unit, next), a, x, s.B, s.T);
     source_->done_with(unit, Reuse::in_backward);
     x = d.stream(a.residual3, C);

@@ -144,7 +144,10 @@ class GPTStage {
   // Under tensor shards the per-shard widths (C/T, 4C/T, Vp/T) size them.
   std::int64_t activation_bytes() const { return activation_bytes_; }
 
-  double forward(int slot, const Tensor& input, const Tensor& targets = Tensor{});
+  // `layer_starting(l)`, when given, runs before global layer l's forward: where a caller may give
+  // up the micro-batch (by throwing) without waiting for the rest of the forward.
+  double forward(int slot, const Tensor& input, const Tensor& targets = Tensor{},
+                 const std::function<void(int layer)>& layer_starting = {});
   Tensor output(int slot) const;  // (B,T,C) on the backend's device
   // Last stage: logits (B,T,Vp) of the latest forward (any slot); the buffer is shared by all
   // slots and a backward overwrites it with the logits' gradient.

@@ -58,8 +58,10 @@ std::int64_t Trainer::tokens_per_step() const {
 StepResult Trainer::step() {
   const DataParallel& dp = options_.data_parallel;
   const bool overlap = dp.size > 1 && dp.zero_stage == 0 && dp.start_sum;
-  const std::function<void(int)> no_hook;
+  std::function<void(int)> between_layers;
+  if (dp.between_layers) between_layers = [&](int) { dp.between_layers(); };
   const std::function<void(int)> start_layer_bucket = [&](int layer) {
+    if (dp.between_layers) dp.between_layers();
     const auto [begin, end] = model_.layout().layer_range(layer);
     dp.start_sum(model_.grads().slice(begin, {end - begin}), begin);
   };
@@ -75,9 +77,9 @@ StepResult Trainer::step() {
     const std::uint64_t first = (micro_index * dp.size + dp.rank) * options_.batch_size;
     fill_batch(inputs_.data_as<std::int32_t>(), targets_.data_as<std::int32_t>(), train_tokens_, train_sampler_, first,
                options_.batch_size);
-    loss_sum += model_.forward(inputs_, targets_);
+    loss_sum += model_.forward(inputs_, targets_, between_layers);
     const bool last_micro = micro == k - 1;
-    model_.backward(1.0 / (static_cast<double>(k) * dp.size), last_micro && overlap ? start_layer_bucket : no_hook);
+    model_.backward(1.0 / (static_cast<double>(k) * dp.size), last_micro && overlap ? start_layer_bucket : between_layers);
   }
   const bool sharded_gradients = dp.size > 1 && dp.zero_stage >= 2;
   if (dp.zero_stage == 3) {

@@ -60,6 +60,10 @@ struct DataParallel {
   // Called with the step's index before its gradients are summed (gradient compression starts at
   // a step); may be empty.
   std::function<void(long step)> begin_step;
+  // Called before each layer's forward and after each layer's backward, while no gradient is summed
+  // and no parameter updated: a rank may give up its step there (by throwing; the caller takes an
+  // order to recover) without computing the rest of it. May be empty.
+  std::function<void()> between_layers;
   // Training state the gradient sums keep besides model and optimizer (gradient compression's
   // residuals and factors): flat f32 buffers in parameter order, checkpointed as `kind`; a
   // replicated one is the same on every rank of the group.

@@ -115,3 +115,43 @@ TEST_CASE("gpt2 preset has GPT-2 124M's parameter count (vocabulary padded to 50
   CHECK(b0 == layout.find("wpe.weight").offset + 1024 * 768);
   for (const auto& v : layout.views()) CHECK(v.decay == (v.shape.size() == 2));
 }
+
+TEST_CASE("a step given up between layers leaves parameters and moments untouched, and taken again equals the "
+          "uninterrupted run",
+          "[model][interrupt]") {
+  auto data = random_stream(20000, 64, 9);
+  TrainerOptions o;
+  o.batch_size = 2;
+  o.seq_len = 32;
+  o.grad_accum = 2;
+  o.lr = {1e-3, 1e-4, 1, 5};
+  std::vector<float> undisturbed;
+  train_losses(micro_config(), o, 5, data, &undisturbed);
+
+  struct GiveUp {};
+  const int layers = micro_config().n_layer;
+  const int calls_per_step = 2 * layers * o.grad_accum;  // before each layer's forward, after each one's backward
+  for (int give_up_at = 0; give_up_at < calls_per_step; ++give_up_at) {
+    CpuBackend backend(1);
+    GPT model(micro_config(), backend);
+    model.init_parameters(o.seed);
+    int calls = -1;  // counted from step 3 on
+    TrainerOptions hooked = o;
+    hooked.data_parallel.between_layers = [&calls, give_up_at] {
+      if (calls >= 0 && calls++ == give_up_at) throw GiveUp{};
+    };
+    Trainer trainer(model, hooked, data, data);
+    for (int i = 0; i < 2; ++i) trainer.step();
+    const std::vector<float> params(model.params().data_as<float>(),
+                                    model.params().data_as<float>() + model.params().numel());
+    const Tensor& m = trainer.optimizer().first_moments();
+    const std::vector<float> moments(m.data_as<float>(), m.data_as<float>() + m.numel());
+    calls = 0;
+    CHECK_THROWS_AS(trainer.step(), GiveUp);
+    CHECK(std::memcmp(params.data(), model.params().data_as<float>(), params.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(moments.data(), m.data_as<float>(), moments.size() * sizeof(float)) == 0);
+    for (int i = 2; i < 5; ++i) trainer.step();
+    CHECK(calls == give_up_at + 1 + 3 * calls_per_step);
+    CHECK(std::memcmp(undisturbed.data(), model.params().data_as<float>(), undisturbed.size() * sizeof(float)) == 0);
+  }
+}
