@@ -80,7 +80,7 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
     compute::GPTStage& stage = *chunk.stage;
     if (chunk.source && groups_.embedding != nullptr && (stage.is_first() || stage.is_last()))
       chunk.source->defer_gradient(stage.tied_embedding_unit());
-    stage.init_parameters(o.seed);
+    if (!setup_.parameters_from_peer) stage.init_parameters(o.seed);
     stage.reserve(o.batch_size, o.seq_len, setup_.peak_stashed);
     chunk.free_slots = every_slot(setup_.peak_stashed);
     chunk.slot_sends.resize(static_cast<std::size_t>(setup_.peak_stashed));

@@ -62,6 +62,9 @@ struct PipelineSetup {
   bool zero3_reshard = true;
   bool sequence_parallel = false;  // with tp > 1 (compute/model/gpt_stage.hpp)
   comm::CompressionOptions compression;  // with ZeRO 0 or 1 (resolve() checks)
+  // A replacement joining in place: a peer's state overwrites the parameters before the first
+  // step, so they are not initialised from the seed.
+  bool parameters_from_peer = false;
 };
 
 // The groups a pipeline rank talks to; `embedding` only on first and last stages when pp > 1,

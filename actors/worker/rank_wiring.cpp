@@ -145,6 +145,7 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
                       report->peak_stashed[static_cast<std::size_t>(coord.pp)], grid, rank, trainer_options(job),
                       zero,                job.config.train.zero3_reshard, job.config.tensor.sequence_parallel,
                       compression_options(job)};
+  setup.parameters_from_peer = replacing.has_value();
   compute::memory_ledger().measure_runtime();  // what the process holds before the model
   PipelineTrainer trainer(std::move(setup), backend, {engine, dp, **pp, embedding.get(), tp.get()}, mailbox, progress,
                           data.train, data.val);
@@ -180,6 +181,7 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
                            [&trainer](int epoch) { trainer.renew(epoch); });
   RecoveryHooks recovery_hooks;
   if (zero == 0 && !trainer.compressor()) recovery_hooks = in_place_hooks(recovery, replacing);
+  TROUPE_CHECK(!replacing || recovery_hooks.join, "a replacement joins only where in-place recovery applies");
   RunOutcome outcome = drive_training(job, data, backend.name(), loop,
                                       {progress, metrics, &control, rescue, rank == 0, compression, recovery_hooks});
   const std::vector<int> peaks = trainer.peak_stashed_measured();

@@ -48,15 +48,15 @@ std::unique_ptr<compute::ShardedParameters> zero3_source(const ResolvedJob& job,
 }
 
 // The trainer is made from initialised parameters, as one process would make it.
-compute::GPT& initialised(compute::GPT& model, std::uint64_t seed) {
-  model.init_parameters(seed);
+compute::GPT& initialised(compute::GPT& model, std::uint64_t seed, bool initialise) {
+  if (initialise) model.init_parameters(seed);
   return model;
 }
 
 }  // namespace
 
 ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, const JobData& data,
-                         compute::DataParallel data_parallel)
+                         compute::DataParallel data_parallel, bool initialise)
     : backend_(backend),
       // Every rank writes when it holds state of its own: a ZeRO shard of the moments, or a
       // compression residual; the commit waits for all of them.
@@ -67,7 +67,7 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
       sum_over_group_(data_parallel.sum),
       sharded_(zero3_source(job, backend, data_parallel)),
       model_(job.model, backend, compute::DType::f32, trainer_options(job).recompute, sharded_.get()),
-      trainer_(initialised(model_, job.config.train.seed),
+      trainer_(initialised(model_, job.config.train.seed, initialise),
                replica_options(job, std::move(data_parallel), sharded_.get()), data.train, data.val) {
   const TrainOptions& t = job.config.train;
   const int rank = place_.rank, ranks = place_.grid.dp;

@@ -19,8 +19,10 @@ compute::TrainerOptions trainer_options(const ResolvedJob& job);
 
 class ReplicaLoop final : public TrainingLoop {
  public:
+  // `initialise`: fill the parameters from the seed; a replacement joining in place skips it (a
+  // peer's state overwrites them before the first step, and for `small` it would cost half a second).
   ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, const JobData& data,
-              compute::DataParallel data_parallel);
+              compute::DataParallel data_parallel, bool initialise = true);
 
   compute::StepResult step() override { return trainer_.step(); }
   double evaluate(int batches) override { return trainer_.evaluate(batches); }

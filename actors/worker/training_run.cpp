@@ -373,7 +373,7 @@ RunOutcome drive_training(const ResolvedJob& job, const JobData& data, const std
 RunOutcome run_training(const ResolvedJob& job, compute::Backend& backend, const JobData& data,
                         compute::DataParallel data_parallel, const RunServices& services) {
   compute::memory_ledger().measure_runtime();  // what the process holds before the model
-  ReplicaLoop loop(job, backend, data, std::move(data_parallel));
+  ReplicaLoop loop(job, backend, data, std::move(data_parallel), !services.recovery.join);
   return drive_training(job, data, backend.name(), loop, services);
 }
 
