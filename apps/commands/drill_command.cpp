@@ -5,8 +5,9 @@
 //
 // Recovery is in place where it applies (fault.recovery in_place, actors/supervision/recovery_path.hpp):
 // only the failed worker is respawned, in its process (kill-worker), or only the lost node's process
-// is started again (kill-node, hang), its state from a surviving replica over the data plane; the
-// verdict then says whether every other node kept its process and what state moved.
+// is started again (kill-node, hang), its state from a surviving replica over the data plane, or,
+// where no replica holds it, every rank's own shards of the newest checkpoint (a rollback); the
+// verdict then says whether every other node kept its process and what state moved or was read.
 // Elsewhere (launch_command.cpp) every node restarts from the survivors' rescue snapshot when a
 // data-parallel replica survived (no steps lost), else from the newest checkpoint, and with
 // fault.elastic goes on without a node that cannot come back; the verdict says which it was.
@@ -195,12 +196,14 @@ std::size_t watch_recovery(WatchedRun& run, const Drill& drill, Clock::time_poin
     v.detected_by = detected->text;
   }
   std::size_t resumed_index = 0;
-  auto resumed = run.wait_for_line(std::regex("resumed from .* after step ([0-9]+)"), seconds(180), index,
-                                   &resumed_index);
+  // A restart before the first checkpoint starts the run again from step 0.
+  auto resumed = run.wait_for_line(std::regex("resumed from .* after step ([0-9]+)|to resume from: starting fresh"),
+                                   seconds(180), index, &resumed_index);
   if (resumed) {
     std::smatch m;
-    std::regex_search(resumed->text, m, std::regex("resumed from (.*) after step ([0-9]+)"));
-    const long from_step = std::stol(m[2].str());
+    const bool fresh = !std::regex_search(resumed->text, m, std::regex("resumed from (.*) after step ([0-9]+)"));
+    const long from_step = fresh ? 0 : std::stol(m[2].str());
+    const std::string from = fresh ? "the start (no checkpoint yet)" : m[1].str();
     if (auto trained = run.wait_for_line(drill.step_line(from_step + 1), seconds(180), resumed_index, &trained_index)) {
       v.recovered_after = seconds_between(fault_at, trained->at);
       std::smatch respawned;
@@ -208,7 +211,7 @@ std::size_t watch_recovery(WatchedRun& run, const Drill& drill, Clock::time_poin
       const std::string where = node_process_lost ? " in its node's new process" : "'s worker respawned in its process";
       v.recovered_how = (in_place ? "rank " + respawned[1].str() + where + ", resumed from "
                                   : std::string("every node restarted from ")) +
-                        m[1].str() + " and trained step " + std::to_string(from_step + 1);
+                        from + " and trained step " + std::to_string(from_step + 1);
     }
     v.steps_lost = std::max(0L, last_step_before - from_step);
   }
@@ -218,7 +221,11 @@ std::size_t watch_recovery(WatchedRun& run, const Drill& drill, Clock::time_poin
 // Whether the job recovered from a surviving replica's memory, as its log says: in place, or by
 // restarting every node from the survivors' rescue snapshot.
 std::string replica_source(const WatchedRun& run) {
+  const std::regex rollback("recovery: in place by rollback to checkpoint step ([0-9]+)");
   for (const auto& line : run.lines()) {
+    std::smatch back;
+    if (std::regex_search(line.text, back, rollback))
+      return "no (in place by rollback to checkpoint step " + back[1].str() + ": every rank loaded its own shards)";
     if (line.text.find("recovery: in place done") != std::string::npos) return "yes (in place, over the data plane)";
     if (line.text.find("rescue snapshot of step") != std::string::npos &&
         line.text.find("recovery: ") != std::string::npos)
@@ -243,8 +250,8 @@ std::map<int, std::vector<long>> joined_pids(const WatchedRun& run) {
 }
 
 // After an in-place recovery: whether every node kept its process — but `replaced`, the node whose
-// process was lost and started again once — and the state it moved over the data plane. Returns
-// whether the processes were kept.
+// process was lost and started again once — and the state it moved over the data plane or read
+// back from a checkpoint. Returns whether the processes were kept.
 bool add_in_place_account(const WatchedRun& run, std::optional<int> replaced, Verdict& v) {
   std::string kept, changed, started_again;
   bool replaced_once = !replaced;
@@ -267,11 +274,18 @@ bool add_in_place_account(const WatchedRun& run, std::optional<int> replaced, Ve
                                                          : started_again);
   const std::regex moved("recovery: in place done in ([0-9.]+) s .*; ([0-9]+) bytes of state from rank ([0-9]+) over "
                          "the data plane in ([0-9.]+) s");
+  const std::regex read_back(
+      "recovery: in place done in ([0-9.]+) s .*; every rank rolled back to checkpoint step ([0-9]+) \\(([0-9]+) bytes "
+      "of its own shards read by all ranks, the slowest in ([0-9.]+) s\\)");
   for (const auto& line : run.lines()) {
     std::smatch m;
     if (std::regex_search(line.text, m, moved))
       v.checks.push_back("state moved over the data plane: " + m[2].str() + " bytes from rank " + m[3].str() + " in " +
                          m[4].str() + " s (the whole recovery " + m[1].str() + " s)");
+    if (std::regex_search(line.text, m, read_back))
+      v.checks.push_back("state read back from checkpoint step " + m[2].str() + ": " + m[3].str() +
+                         " bytes, every rank its own shards, the slowest in " + m[4].str() + " s (the whole recovery " +
+                         m[1].str() + " s)");
   }
   return all_kept && replaced_once;
 }
