@@ -1,8 +1,9 @@
 // Failure drills as a user runs them: `troupe drill SCENARIO` on tiny, each with its verdict. A
 // drill passes only when the fault was detected, training went on (the failed worker respawned in
 // its process with every node keeping its pid, the lost node's process alone started again with
-// every other node keeping its pid, every node restarted from the survivors' rescue
-// snapshot or the newest checkpoint, or a failed save was survived) and the
+// every other node keeping its pid — its state from a replica, or, without one, every rank rolled
+// back in its own process to the newest checkpoint —, every node restarted from the survivors'
+// rescue snapshot or the newest checkpoint, or a failed save was survived) and the
 // final parameters and AdamW moments equal an undisturbed run's bitwise (node-lost: the job went
 // on without the node instead).
 
