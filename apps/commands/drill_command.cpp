@@ -189,16 +189,19 @@ std::optional<pid_t> node_pid(WatchedRun& run, int node) {
 // After a fault at `fault_at`, in the output from line `from` on: the restart, the resumed step,
 // and the first step trained again. Returns the index of that step's line (`from` if none came).
 std::size_t watch_recovery(WatchedRun& run, const Drill& drill, Clock::time_point fault_at, long last_step_before,
-                           const std::regex& detection, bool node_process_lost, Verdict& v, std::size_t from = 0) {
+                           const std::regex& detection, bool node_process_lost, bool fresh_start_recovers, Verdict& v,
+                           std::size_t from = 0) {
   std::size_t index = from, trained_index = from;
   if (auto detected = run.wait_for_line(detection, seconds(120), from, &index)) {
     v.detected_after = seconds_between(fault_at, detected->at);
     v.detected_by = detected->text;
   }
   std::size_t resumed_index = 0;
-  // A restart before the first checkpoint starts the run again from step 0.
-  auto resumed = run.wait_for_line(std::regex("resumed from .* after step ([0-9]+)|to resume from: starting fresh"),
-                                   seconds(180), index, &resumed_index);
+  // A restart before the first checkpoint starts the run again from step 0: a recovery where the
+  // fault came before it (`fresh_start_recovers`), not where a checkpoint was to be restored.
+  const std::regex resumed_line(fresh_start_recovers ? "resumed from .* after step ([0-9]+)|to resume from: starting fresh"
+                                                     : "resumed from .* after step ([0-9]+)");
+  auto resumed = run.wait_for_line(resumed_line, seconds(180), index, &resumed_index);
   if (resumed) {
     std::smatch m;
     const bool fresh = !std::regex_search(resumed->text, m, std::regex("resumed from (.*) after step ([0-9]+)"));
@@ -362,7 +365,7 @@ Verdict drill_running_job(const Drill& drill, const DrillOptions& options) {
   }
   const long last = last_step_logged(**run, fault_at + milliseconds(1), drill.steps());
   watch_recovery(**run, drill, fault_at, std::max(last, options.at_step - (worker ? 1 : 0)), first_word_on_failure,
-                 !worker, v);
+                 !worker, true, v);
   const std::optional<int> code = (*run)->wait_exit(seconds(600));
   add_job_account(**run, v);
   v.checks.push_back("job finished: " + std::string(code == 0 ? "yes" : "NO (exit " + std::to_string(code.value_or(-1)) + ")"));
@@ -490,7 +493,7 @@ Verdict drill_chaos(const Drill& drill, const DrillOptions& options, std::uint64
     // The kill landed after the newest step line: the drawn moment may reach past a short step.
     const auto [last, last_at] = newest_step_line(run, before_index, kill_index, drill.steps());
     Verdict one;
-    from = watch_recovery(run, drill, fault_at, last, first_word_on_failure, true, one, kill_index);
+    from = watch_recovery(run, drill, fault_at, last, first_word_on_failure, true, true, one, kill_index);
     std::string account = "kill " + std::to_string(kills) + ": node " + std::to_string(node) + " (pid " +
                           std::to_string(joined->second.back()) + ") in step " + std::to_string(last + 1) + " (" +
                           fixed2(seconds_between(last_at, fault_at)) + " s after step " + std::to_string(last) +
@@ -643,7 +646,8 @@ Verdict drill_checkpoints(const Drill& drill, const DrillOptions& options) {
     return v;
   }
   const long last = corrupt ? drill.steps() : last_step_logged(**first, fault_at, drill.steps());
-  watch_recovery(**second, drill, fault_at, last, std::regex(corrupt ? "skipped step-" : "resumed from"), false, v);
+  watch_recovery(**second, drill, fault_at, last, std::regex(corrupt ? "skipped step-" : "resumed from"), false, false,
+                 v);
   const std::optional<int> code = (*second)->wait_exit(seconds(600));
   v.checks.push_back("resumed job finished: " + std::string(code == 0 ? "yes" : "NO"));
   bool torn = false;
