@@ -357,6 +357,18 @@ TEST_CASE("drill kill-node on pp 2 without dp: only the lost stage's process is 
                         Contains("node 0's process started again: yes (pid "));
 }
 
+TEST_CASE("drill hang on pp 2 without dp: the silent stage's process is killed and started again, and every rank "
+          "rolls back to the newest checkpoint",
+          "[drill][pipeline][rollback]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "hang", {"--workers", "2", "--pipeline.stages", "2", "--checkpoint.every", "3",
+                                              "--fault.heartbeat_timeout", "2"});
+  check_rolled_back(r, "no replica holds pipeline stage 1's state", 3);
+  CHECK_THAT(r.out, Contains("sent no heartbeat") && Contains("(the silent one killed first)") &&
+                        Contains("survivors kept their processes: yes (node 0 pid ") &&
+                        Contains("node 1's process started again: yes (pid "));
+}
+
 // tp 2 without dp: rank 1 is the second tensor shard.
 TEST_CASE("drill kill-worker on tp 2 without dp: no replica holds the second shard, so every rank rolls back to the "
           "newest checkpoint in its own process",
