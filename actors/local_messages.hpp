@@ -42,7 +42,7 @@ struct recovery_view {
   std::string path;       // in_place
   int epoch = 0;
   int rank = -1;          // the rank whose worker was respawned
-  int donor = -1;         // the rank that gave the state
+  int donor = -1;         // the rank that gave the state; -1: a rollback to checkpoint step `steps`
   std::int64_t steps = 0;  // every rank went on after this step
   std::int64_t bytes = 0;  // state moved over the data plane
   double seconds = 0;      // from the failure's report to every rank's state in place

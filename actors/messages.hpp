@@ -131,12 +131,14 @@ struct recover_msg {
 };
 
 // Worker → job supervisor: it left the step, holding the state after `steps_done` steps (−1: a
-// replacement, holding nothing yet).
+// replacement, holding nothing yet); `checkpoint_step`: the newest committed checkpoint it can read
+// (−1: none, or no checkpoint.dir), for a rollback.
 struct recover_ready_msg {
   int epoch = 0;
   int rank = -1;
   std::int64_t steps_done = -1;
   caf::actor worker;
+  std::int64_t checkpoint_step = -1;
 };
 
 // Job supervisor → every worker of the recovery, once all are ready: go on after `steps`;
@@ -145,13 +147,15 @@ struct recover_ready_msg {
 // data-parallel replica. `replaced`: the node processes started again for this recovery (a lost or
 // silent node), with their new data-plane addresses; every other rank first connects to their
 // ranks afresh (comm::Engine::connect replaces the old endpoint). Empty when every node kept its
-// process.
+// process. `rollback`: no replica holds some rank's state, so no donors: every rank loads its own
+// shards of checkpoint `steps` instead.
 struct recover_plan_msg {
   int epoch = 0;
   std::int64_t steps = 0;
   std::vector<int> donors;
   std::vector<int> receivers;
   std::vector<node_entry> replaced;
+  bool rollback = false;
 };
 
 // Worker → job supervisor: its part of the recovery is done (error empty): the bytes of state it
@@ -296,11 +300,12 @@ typename Inspector::result_type inspect(Inspector& f, recover_msg& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, recover_ready_msg& x) {
-  return f(caf::meta::type_name("recover_ready_msg"), x.epoch, x.rank, x.steps_done, x.worker);
+  return f(caf::meta::type_name("recover_ready_msg"), x.epoch, x.rank, x.steps_done, x.worker, x.checkpoint_step);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, recover_plan_msg& x) {
-  return f(caf::meta::type_name("recover_plan_msg"), x.epoch, x.steps, x.donors, x.receivers, x.replaced);
+  return f(caf::meta::type_name("recover_plan_msg"), x.epoch, x.steps, x.donors, x.receivers, x.replaced,
+           x.rollback);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, recover_done_msg& x) {

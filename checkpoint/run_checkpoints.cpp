@@ -5,6 +5,7 @@
 
 #include "checkpoint/loader.hpp"
 #include "checkpoint/shard.hpp"
+#include "compute/check.hpp"
 
 namespace troupe::checkpoint {
 namespace {
@@ -62,7 +63,26 @@ Expected<Resumed> RunCheckpoints::restore(std::span<const HeldRange> held) const
   if (!newest) return newest.error();
   resumed.skipped = newest->skipped;
   if (!newest->checkpoint) return resumed;
-  const LoadedCheckpoint& loaded = *newest->checkpoint;
+  if (Status read = fill(*newest->checkpoint, held, resumed); !read) return read.error();
+  return resumed;
+}
+
+std::int64_t RunCheckpoints::newest_committed() const {
+  if (!enabled()) return -1;
+  auto steps = committed_steps(options_.dir);
+  return steps && !steps->empty() ? steps->front() : -1;
+}
+
+Expected<Resumed> RunCheckpoints::roll_back_to(long step, std::span<const HeldRange> held) const {
+  TROUPE_CHECK(enabled(), "a rollback reads checkpoints only where the run writes them");
+  auto loaded = open_checkpoint(step_dir(options_.dir, step));
+  if (!loaded) return loaded.error();
+  Resumed resumed;
+  if (Status read = fill(*loaded, held, resumed); !read) return read.error();
+  return resumed;
+}
+
+Status RunCheckpoints::fill(const LoadedCheckpoint& loaded, std::span<const HeldRange> held, Resumed& resumed) const {
   const Manifest& m = loaded.manifest();
   const std::string where = "checkpoint " + loaded.dir().string();
   if (Status same_model = check_model(m, identity_.model); !same_model)
@@ -86,7 +106,7 @@ Expected<Resumed> RunCheckpoints::restore(std::span<const HeldRange> held) const
   }
   resumed.steps = static_cast<long>(m.step);
   resumed.from = loaded.dir().string();
-  return resumed;
+  return Status::success();
 }
 
 bool RunCheckpoints::due(long steps_done) const {

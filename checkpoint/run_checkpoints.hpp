@@ -35,6 +35,8 @@
 
 namespace troupe::checkpoint {
 
+class LoadedCheckpoint;
+
 // State this rank holds: elements [begin, end) of `kind` in the flat parameter order, at `data`
 // (host memory). A rank saves only what `saved` marks (a replica that holds a copy of what
 // another rank writes restores it but does not write it again).
@@ -105,6 +107,12 @@ class RunCheckpoints {
   // With options.resume: fills every held range from the newest valid checkpoint. Errors are the
   // user's (another model, another global batch, a kind the checkpoint lacks).
   Expected<Resumed> restore(std::span<const HeldRange> held) const;
+  // The newest committed checkpoint's step (a listing, no file read), resume or not; −1 when there
+  // is none or no dir.
+  std::int64_t newest_committed() const;
+  // Fills every held range from checkpoint `step`, as restore() does from the newest (an in-place
+  // rollback: every rank of a running job goes back to one checkpoint).
+  Expected<Resumed> roll_back_to(long step, std::span<const HeldRange> held) const;
 
   // Whether after_step(steps_done) saves: a multiple of every, or the last step.
   bool due(long steps_done) const;
@@ -126,6 +134,8 @@ class RunCheckpoints {
                 std::chrono::milliseconds timeout);
 
  private:
+  // Fills `held` from `loaded` after checking it fits this run; sets resumed's steps, from and absent.
+  Status fill(const LoadedCheckpoint& loaded, std::span<const HeldRange> held, Resumed& resumed) const;
   Status save(long steps_done, std::span<const HeldRange> held);
   // save(), its failure reported and its success counted (training goes on after a failure).
   Status save_reported(long steps_done, std::span<const HeldRange> held);

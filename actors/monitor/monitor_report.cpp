@@ -99,12 +99,16 @@ std::string status_text(const MonitorPlan& plan, const job_view_msg& view, const
   else if (r.wall_seconds_per_step > 0)
     eta = monitor::duration_text(r.wall_seconds_per_step * static_cast<double>(plan.total_steps - step));
   text += "ETA       " + eta;
-  for (const recovery_view& rv : view.recoveries)
-    text += fmt::format("\nrecovery  {} (epoch {}) in {:.3f} s: rank {} respawned in {}, {:.1f} MB of state from rank "
-                        "{}; went on after step {}",
+  for (const recovery_view& rv : view.recoveries) {
+    // No donor: a rollback, every rank reading its own shards of the checkpoint it went on after.
+    const double megabytes = static_cast<double>(rv.bytes) / 1e6;
+    const std::string state =
+        rv.donor >= 0 ? fmt::format("{:.1f} MB of state from rank {}", megabytes, rv.donor)
+                      : fmt::format("every rank rolled back to checkpoint step {} ({:.1f} MB read)", rv.steps, megabytes);
+    text += fmt::format("\nrecovery  {} (epoch {}) in {:.3f} s: rank {} respawned in {}, {}; went on after step {}",
                         rv.path, rv.epoch, rv.seconds, rv.rank,
-                        rv.new_process ? "a new process of its node" : "its process", static_cast<double>(rv.bytes) / 1e6,
-                        rv.donor, rv.steps);
+                        rv.new_process ? "a new process of its node" : "its process", state, rv.steps);
+  }
   return text;
 }
 

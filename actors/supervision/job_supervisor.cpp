@@ -81,6 +81,11 @@ struct job_supervisor_state {
     int old_pid = 0;
     recover_msg order;
     std::optional<node_entry> replacement;
+    // By rollback (recovery_path.hpp): chosen with the failure (no replica holds the failed rank's
+    // state), or when the plan finds no rank holding the newest steps of some stage and shard; why.
+    bool rollback = false;
+    std::string why_rollback;
+    std::int64_t steps_held = 0;  // the most steps any rank held: a rollback loses those since its checkpoint
   };
   std::optional<in_place_recovery> in_place;
   int recovery_epoch = 0;
@@ -245,6 +250,12 @@ std::string join_refusal(const job_supervisor_state& st, const join_msg& m) {
            std::to_string(slots) + " slots";
   if (st.phase != JobPhase::joining && !replacement) return "the job has already started";
   return {};
+}
+
+// Where an in-place recovery's state comes from, for its first log line.
+std::string state_source(const job_supervisor_state::in_place_recovery& recovery) {
+  if (!recovery.rollback) return "its state from a surviving replica over the data plane";
+  return recovery.why_rollback + ", so every rank rolls back to the newest checkpoint";
 }
 
 // Where a failure is not recovered in place: the one line that says so and why.
@@ -684,10 +695,12 @@ void on_worker_failed(job_actor* self, const worker_failed_msg& failed) {
   if (const std::string repeat = repeated_failure(st, failed.rank); !repeat.empty())
     return restart_instead(self, failed, repeat);
   st.in_place = job_supervisor_state::in_place_recovery{++st.recovery_epoch, Clock::now(), failed, {}, {}, {}};
-  monitor::logger("job")->warn(
-      "rank {} ({}) failed: {}; recovery: in place (epoch {}): respawning its worker in its process, its state from "
-      "a surviving replica over the data plane",
-      failed.rank, describe(st, node->second), failed.reason, st.recovery_epoch);
+  st.in_place->rollback = choice.rollback;
+  if (choice.rollback) st.in_place->why_rollback = no_replica_reason(st.plan.recovery, failed.rank);
+  monitor::logger("job")->warn("rank {} ({}) failed: {}; recovery: in place (epoch {}): respawning its worker in its "
+                               "process, {}",
+                               failed.rank, describe(st, node->second), failed.reason, st.recovery_epoch,
+                               state_source(*st.in_place));
   const recover_msg order{st.recovery_epoch, {failed.rank}, "rank " + std::to_string(failed.rank) + " failed",
                           caf::actor_cast<caf::actor>(self)};
   for (const auto& [index, m] : st.joined) self->send(m.node, recover_atom_v, order);
@@ -729,11 +742,13 @@ bool replace_in_place(job_actor* self, int node_index, FailureKind kind, const s
                     caf::actor_cast<caf::actor>(self)};
   for (int rank = planned.first_rank; rank < planned.first_rank + planned.slots; ++rank)
     recovery.order.failed_ranks.push_back(rank);
+  recovery.rollback = choice.rollback;
+  if (choice.rollback) recovery.why_rollback = no_replica_reason(st.plan.recovery, planned.first_rank);
   st.in_place = std::move(recovery);
   monitor::logger("job")->warn(
-      "{}; recovery: in place (epoch {}): starting node {}'s process again{}, every other node keeps its process; "
-      "its state from a surviving replica over the data plane",
-      reason, st.recovery_epoch, node_index, kind == FailureKind::hang ? " (the silent one killed first)" : "");
+      "{}; recovery: in place (epoch {}): starting node {}'s process again{}, every other node keeps its process; {}",
+      reason, st.recovery_epoch, node_index, kind == FailureKind::hang ? " (the silent one killed first)" : "",
+      state_source(*st.in_place));
   std::vector<FailureKind> in_place = st.recovered_kinds;
   in_place.push_back(kind);
   st.plan.replace_node(node_index, in_place);
@@ -767,7 +782,9 @@ void join_replacement(job_actor* self, const join_msg& m) {
 }
 
 // Every rank is ready: the plan (recovery_path.hpp's plan_recovery) pairs every rank holding fewer
-// steps than the most with a donor of its own pipeline stage and tensor shard.
+// steps than the most with a donor of its own pipeline stage and tensor shard; where no replica
+// holds some rank's state, every rank rolls back to the newest checkpoint all of them can read
+// (plan_rollback), and where there is none the job restarts every node.
 void on_recover_ready(job_actor* self, const recover_ready_msg& ready) {
   auto& st = self->state;
   if (!st.in_place || ready.epoch != st.in_place->epoch) return;
@@ -775,21 +792,51 @@ void on_recover_ready(job_actor* self, const recover_ready_msg& ready) {
   recovery.ready[ready.rank] = ready;
   recovery.ready_after[ready.rank] = std::chrono::duration<double>(Clock::now() - recovery.started).count();
   if (static_cast<int>(recovery.ready.size()) < world_size(st.plan)) return;
-  std::map<int, std::int64_t> steps_done;
-  for (const auto& [rank, r] : recovery.ready) steps_done[rank] = r.steps_done;
-  RecoveryPlan paired = plan_recovery(st.plan.recovery, steps_done);
-  if (!paired.why_not.empty()) return restart_instead(self, recovery.failed, paired.why_not);
-  recover_plan_msg plan{recovery.epoch, paired.steps, std::move(paired.donors), std::move(paired.receivers), {}};
+  std::map<int, std::int64_t> steps_done, checkpoint_steps;
+  for (const auto& [rank, r] : recovery.ready) {
+    steps_done[rank] = r.steps_done;
+    checkpoint_steps[rank] = r.checkpoint_step;
+    recovery.steps_held = std::max(recovery.steps_held, r.steps_done);
+  }
+  // No plan: the failure is the node's, of the kind the recovery answered.
+  auto restart = [&](const std::string& why) {
+    if (recovery.replaced_node < 0) return restart_instead(self, recovery.failed, why);
+    const worker_failed_msg failed = recovery.failed;
+    const FailureKind kind = recovery.kind;
+    log_restart(st, why);
+    fail_job(self, kind, failed.reason, {failed.node_index});
+  };
+  RecoveryPlan paired = recovery.rollback ? RecoveryPlan{} : plan_recovery(st.plan.recovery, steps_done);
+  if (!paired.why_not.empty() && st.plan.recovery.checkpoints) {
+    recovery.rollback = true;
+    recovery.why_rollback = paired.why_not;
+  }
+  if (recovery.rollback) {
+    paired = plan_rollback(checkpoint_steps);
+    if (!paired.why_not.empty()) return restart(recovery.why_rollback + ", and " + paired.why_not);
+  }
+  if (!paired.why_not.empty()) return restart(paired.why_not);
+  recover_plan_msg plan{recovery.epoch, paired.steps, std::move(paired.donors), std::move(paired.receivers), {},
+                        paired.rollback};
   if (recovery.replacement) plan.replaced.push_back(*recovery.replacement);
-  std::string pairs;
-  for (std::size_t i = 0; i < plan.receivers.size(); ++i)
-    pairs += fmt::format("{}rank {} to rank {}", i ? ", " : "", plan.donors[i], plan.receivers[i]);
   std::string readiness;
   for (const auto& [rank, seconds] : recovery.ready_after)
     readiness += fmt::format("{}rank {} {:.2f} s", readiness.empty() ? "" : ", ", rank, seconds);
-  monitor::logger("job")->info("in-place recovery (epoch {}): every rank is ready ({} after the failure was seen); "
-                               "each goes on after step {}, state given by {}",
-                               recovery.epoch, readiness, plan.steps, pairs);
+  if (plan.rollback) {
+    const std::int64_t lost = recovery.steps_held - plan.steps;
+    monitor::logger("job")->warn("recovery: in place by rollback to checkpoint step {} (epoch {}): {}; every rank "
+                                 "loads its own shards of it, {} step{} lost (the most any rank held: {}); every "
+                                 "rank was ready ({} after the failure was seen)",
+                                 plan.steps, recovery.epoch, recovery.why_rollback, lost, lost == 1 ? "" : "s",
+                                 recovery.steps_held, readiness);
+  } else {
+    std::string pairs;
+    for (std::size_t i = 0; i < plan.receivers.size(); ++i)
+      pairs += fmt::format("{}rank {} to rank {}", i ? ", " : "", plan.donors[i], plan.receivers[i]);
+    monitor::logger("job")->info("in-place recovery (epoch {}): every rank is ready ({} after the failure was seen); "
+                                 "each goes on after step {}, state given by {}",
+                                 recovery.epoch, readiness, plan.steps, pairs);
+  }
   recovery.plan = plan;
   for (const auto& [rank, r] : recovery.ready) self->send(r.worker, recover_atom_v, plan);
 }
@@ -811,6 +858,11 @@ void on_recover_done(job_actor* self, const recover_done_msg& done) {
   double transfer = 0;
   int donor = -1;  // the failed rank's
   std::string donors;
+  if (recovery.plan.rollback)
+    for (const auto& [rank, d] : recovery.done) {
+      bytes += d.bytes;
+      transfer = std::max(transfer, d.seconds);
+    }
   for (std::size_t i = 0; i < recovery.plan.receivers.size(); ++i) {
     const int rank = recovery.plan.receivers[i];
     bytes += recovery.done.at(rank).bytes;
@@ -823,8 +875,9 @@ void on_recover_done(job_actor* self, const recover_done_msg& done) {
   st.recoveries.push_back({"in_place", recovery.epoch, recovery.failed.rank, donor, recovery.plan.steps, bytes, seconds,
                            recovery.replaced_node >= 0});
   st.recovered_kinds.push_back(recovery.kind);
+  const std::string source = recovery.plan.rollback ? "checkpoint" : "replica";
   for (const auto& [index, m] : st.joined)
-    self->send(m.node, recover_atom_v, st.recoveries.back().path, std::string(to_string(recovery.kind)));
+    self->send(m.node, recover_atom_v, st.recoveries.back().path, source, std::string(to_string(recovery.kind)));
   const std::string respawned =
       recovery.replaced_node < 0
           ? "rank " + std::to_string(recovery.failed.rank) + " respawned in node " +
@@ -832,11 +885,18 @@ void on_recover_done(job_actor* self, const recover_done_msg& done) {
           : "node " + std::to_string(recovery.replaced_node) + "'s process started again (pid " +
                 std::to_string(node.pid) + ", was " + std::to_string(recovery.old_pid) +
                 "; every other node kept its process)";
-  monitor::logger("job")->warn(
-      "recovery: in place done in {:.3f} s (epoch {}): {}; {} bytes of state from rank{} {} over the data plane in "
-      "{:.3f} s; every rank goes on after step {}",
-      seconds, recovery.epoch, respawned, bytes, recovery.plan.donors.size() > 1 ? "s" : "", donors, transfer,
-      recovery.plan.steps);
+  if (recovery.plan.rollback)
+    monitor::logger("job")->warn(
+        "recovery: in place done in {:.3f} s (epoch {}): {}; every rank rolled back to checkpoint step {} ({} bytes of "
+        "its own shards read by all ranks, the slowest in {:.3f} s); every rank goes on after step {}, {} step{} lost",
+        seconds, recovery.epoch, respawned, recovery.plan.steps, bytes, transfer, recovery.plan.steps,
+        recovery.steps_held - recovery.plan.steps, recovery.steps_held - recovery.plan.steps == 1 ? "" : "s");
+  else
+    monitor::logger("job")->warn(
+        "recovery: in place done in {:.3f} s (epoch {}): {}; {} bytes of state from rank{} {} over the data plane in "
+        "{:.3f} s; every rank goes on after step {}",
+        seconds, recovery.epoch, respawned, bytes, recovery.plan.donors.size() > 1 ? "s" : "", donors, transfer,
+        recovery.plan.steps);
   st.in_place.reset();
   st.resumed_at = Clock::now();
 }

@@ -157,8 +157,8 @@ caf::behavior working(node_actor* self, const NodeOptions& options) {
           }
         }
       },
-      [=](recover_atom, const std::string& path, const std::string& failure_kind) {
-        if (options.recovered) options.recovered(path, failure_kind);
+      [=](recover_atom, const std::string& path, const std::string& source, const std::string& failure_kind) {
+        if (options.recovered) options.recovered(path, source, failure_kind);
       },
   };
   return phase.or_else(every_phase(self, options));

@@ -65,9 +65,10 @@ struct NodeOptions {
   // fault.recovery in_place: a worker that threw is reported as worker_failed_msg, and the node
   // waits for the job's word (recover_msg, or a stop after the job chose to restart every node).
   bool report_worker_failures = false;
-  // Told of every recovery the job went on after without restarting this node (its path:
-  // in_place, and the kind of failure it answered), for the node's metrics.
-  std::function<void(const std::string& path, const std::string& failure_kind)> recovered;
+  // Told of every recovery the job went on after without restarting this node (its path: in_place;
+  // where the state came from: replica, or checkpoint for a rollback; and the kind of failure it
+  // answered), for the node's metrics.
+  std::function<void(const std::string& path, const std::string& source, const std::string& failure_kind)> recovered;
 };
 
 // `hello` is the join message to send (its `node` field is filled in here); the node runs one

@@ -8,7 +8,7 @@
 namespace troupe::actors {
 
 RecoveryChoice choose_recovery(const RecoveryShape& shape, FailureKind kind) {
-  auto restart = [](std::string why) { return RecoveryChoice{false, std::move(why)}; };
+  auto restart = [](std::string why) { return RecoveryChoice{false, false, std::move(why)}; };
   if (shape.mode != "in_place") return restart("fault.recovery is " + shape.mode);
   const bool node_gone = kind == FailureKind::node_lost || kind == FailureKind::hang;
   if (kind != FailureKind::worker_exception && !node_gone)
@@ -18,14 +18,15 @@ RecoveryChoice choose_recovery(const RecoveryShape& shape, FailureKind kind) {
     return restart("in place replaces a " + std::string(to_string(kind)) +
                    " node only where the job started every node process on this machine (not --external, no "
                    "remote host)");
-  if (shape.data_parallel < 2) return restart("no surviving replica holds the failed worker's state (dp 1)");
+  if (shape.data_parallel < 2 && !shape.checkpoints)
+    return restart("no surviving replica holds the failed worker's state (dp 1) and no checkpoint.dir to roll back to");
   if (shape.zero > 0)
     return restart("train.zero " + std::to_string(shape.zero) +
                    " shards the optimizer state: no replica holds the failed worker's shard");
   if (shape.compress != "none")
     return restart("in place covers uncompressed gradient sums, not comm.compress " + shape.compress);
   if (shape.backend != "cpu") return restart("in place covers the CPU backend, not train.backend " + shape.backend);
-  return {true, {}};
+  return {true, shape.data_parallel < 2, {}};
 }
 
 RecoveryPlan plan_recovery(const RecoveryShape& shape, const std::map<int, std::int64_t>& steps_done) {
@@ -56,11 +57,37 @@ RecoveryPlan plan_recovery(const RecoveryShape& shape, const std::map<int, std::
   return plan;
 }
 
+RecoveryPlan plan_rollback(const std::map<int, std::int64_t>& checkpoint_steps) {
+  RecoveryPlan plan;
+  plan.rollback = true;
+  for (const auto& [rank, step] : checkpoint_steps) {
+    if (step < 0) {
+      plan.why_not = "no complete checkpoint to roll back to (rank " + std::to_string(rank) +
+                     " finds none in checkpoint.dir)";
+      return plan;
+    }
+    plan.steps = plan.steps < 0 ? step : std::min(plan.steps, step);
+  }
+  if (plan.steps < 0) plan.why_not = "no rank reported a checkpoint to roll back to";
+  return plan;
+}
+
+std::string no_replica_reason(const RecoveryShape& shape, int rank) {
+  const comm::Grid grid{shape.data_parallel, shape.pipeline_stages, shape.tensor_shards};
+  const comm::GridCoord at = comm::grid_coord(grid, rank);
+  std::string part;
+  if (grid.pp > 1) part = "pipeline stage " + std::to_string(at.pp);
+  if (grid.tp > 1) part += (part.empty() ? "" : ", ") + std::string("tensor shard ") + std::to_string(at.tp);
+  if (part.empty()) part = "rank " + std::to_string(rank);
+  return "no replica holds " + part + "'s state";
+}
+
 RecoveryShape recovery_shape(const JobConfig& config, int world_size, bool replaces_nodes) {
   return {config.fault.recovery,     world_size / (config.pipeline.stages * config.tensor.shards),
           config.pipeline.stages,    config.tensor.shards,
           config.train.zero,         config.train.backend,
-          config.comm.compress,      replaces_nodes};
+          config.comm.compress,      replaces_nodes,
+          !config.checkpoint.dir.empty()};
 }
 
 }  // namespace troupe::actors

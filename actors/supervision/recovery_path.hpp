@@ -18,6 +18,13 @@
 // residuals live only in their own rank's memory). An unreachable node's host may be gone with its
 // process, which nothing here can kill or start again: the job restarts.
 //
+// Where no replica holds the failed rank's state (one data-parallel replica, with or without
+// pipeline stages and tensor shards) the job still recovers in place when it writes checkpoints
+// (checkpoint.dir): by rollback. Only what died is respawned as above, and every rank, the
+// survivors in their own processes included, loads its own shards of the newest checkpoint every
+// rank can read and goes on from there; the steps since that checkpoint are trained again. The same
+// rollback answers a plan that finds no rank holding the newest steps of some (stage, shard).
+//
 // plan_recovery() is the plan once every rank has said how many steps it holds: every rank goes on
 // after the most steps any rank holds, each rank holding fewer (a replacement, and a survivor an
 // order interrupted in the last wait of a step its peers completed) receiving them from a rank of
@@ -45,10 +52,15 @@ struct RecoveryShape {
   // Whether the job can start a lost node process again: its launcher started every node, on this
   // machine (not --external, no remote host).
   bool replaces_nodes = false;
+  // checkpoint.dir is set: a rollback has checkpoints to read.
+  bool checkpoints = false;
 };
 
 struct RecoveryChoice {
   bool in_place = false;
+  // In place by rollback (above): no replica holds the failed rank's state, every rank loads the
+  // newest checkpoint.
+  bool rollback = false;
   std::string why_not;  // when not in place: the reason, for the log line above
 };
 
@@ -56,17 +68,26 @@ RecoveryChoice choose_recovery(const RecoveryShape& shape, FailureKind kind);
 
 // Who gives whom its state: `donors[i]` sends to `receivers[i]`; every rank goes on after `steps`.
 // When some (stage, shard) has no rank holding `steps`, no plan: `why_not` says which, and the job
-// restarts every node instead.
+// rolls back (plan_rollback) or restarts every node instead. A rollback plan has no donors: every
+// rank loads its own shards of checkpoint `steps`.
 struct RecoveryPlan {
   std::int64_t steps = -1;
   std::vector<int> donors;
   std::vector<int> receivers;
+  bool rollback = false;
   std::string why_not;
 };
 
 // `steps_done`: every rank's steps held, by rank (−1: a replacement, holding nothing). The donor
 // of a (stage, shard) is its lowest rank holding the most steps.
 RecoveryPlan plan_recovery(const RecoveryShape& shape, const std::map<int, std::int64_t>& steps_done);
+
+// `checkpoint_steps`: the newest complete checkpoint each rank can read, by rank (−1: none). Every
+// rank goes back to the oldest of them, which every rank can read; no plan when a rank has none.
+RecoveryPlan plan_rollback(const std::map<int, std::int64_t>& checkpoint_steps);
+
+// Why `rank`'s state is in no replica, for the log: "no replica holds pipeline stage 1's state".
+std::string no_replica_reason(const RecoveryShape& shape, int rank);
 
 // The shape of a job of `world_size` ranks as `config` has it; `replaces_nodes` as above.
 RecoveryShape recovery_shape(const JobConfig& config, int world_size, bool replaces_nodes);

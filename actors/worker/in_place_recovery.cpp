@@ -56,57 +56,77 @@ std::string InPlaceRecovery::connect_replaced(const recover_plan_msg& plan, int 
   return {};
 }
 
-RecoveryResult InPlaceRecovery::survive(const recover_msg& order, std::int64_t steps_done, TrainingLoop& loop) {
+RecoveryResult InPlaceRecovery::survive(const recover_msg& order, std::int64_t steps_done, TrainingLoop& loop,
+                                       const CheckpointRollback& rollback) {
   mailbox_.abandon_transfers();
   for (const RenewedGroup& group : groups_)
     group.communicator->abandon_and_renew(order.reason, comm::epoch_group_id(group.axis_id, order.epoch));
   mailbox_.drain();
   if (renew_step_) renew_step_(order.epoch);
-  return take_part(order, steps_done, loop);
+  return take_part(order, steps_done, loop, rollback);
 }
 
-RecoveryResult InPlaceRecovery::join(const recover_msg& order, TrainingLoop& loop) {
+RecoveryResult InPlaceRecovery::join(const recover_msg& order, TrainingLoop& loop, const CheckpointRollback& rollback) {
   if (renew_step_) renew_step_(order.epoch);
-  return take_part(order, -1, loop);
+  return take_part(order, -1, loop, rollback);
 }
 
-RecoveryResult InPlaceRecovery::take_part(const recover_msg& order, std::int64_t steps_done, TrainingLoop& loop) {
+std::string InPlaceRecovery::move_state(const recover_plan_msg& plan, const recover_msg& order, TrainingLoop& loop,
+                                        RecoveryResult& result) {
   const int rank = engine_.rank();
-  worker_->send(order.job, recover_atom_v,
-                recover_ready_msg{order.epoch, rank, steps_done, caf::actor_cast<caf::actor>(worker_)});
-  const recover_plan_msg plan = wait_for_plan(worker_, order.epoch);
-  TROUPE_CHECK(plan.donors.size() == plan.receivers.size(), "a recovery plan pairs every receiver with a donor");
-  RecoveryResult result{plan.steps, -1, false, 0, 0};
   std::vector<int> receivers;  // of this rank's state
   for (std::size_t i = 0; i < plan.receivers.size(); ++i) {
     if (plan.receivers[i] == rank) result.donor = plan.donors[i];
     if (plan.donors[i] == rank) receivers.push_back(plan.receivers[i]);
   }
   const bool receives = result.donor >= 0;
+  if (!receives && receivers.empty()) return {};
   const comm::MessageKey key{comm::MessageKind::point_to_point,
                              comm::epoch_group_id(comm::state_transfer_group_id, order.epoch), 0, 0};
-  const auto start = Clock::now();
-  std::string error = connect_replaced(plan, rank);
-  if (error.empty() && (receives || !receivers.empty())) {
-    loop.mirror_to_host();
-    const std::vector<compute::Tensor> views = state_views(loop);
-    for (std::size_t i = 0; i < views.size(); ++i) {
-      comm::MessageKey part = key;
-      part.index = static_cast<std::uint16_t>(i);
-      if (receives) {
-        mailbox_.recv(engine_, result.donor, part, views[i]);
+  loop.mirror_to_host();
+  const std::vector<compute::Tensor> views = state_views(loop);
+  for (std::size_t i = 0; i < views.size(); ++i) {
+    comm::MessageKey part = key;
+    part.index = static_cast<std::uint16_t>(i);
+    if (receives) {
+      mailbox_.recv(engine_, result.donor, part, views[i]);
+      result.bytes += views[i].nbytes();
+    } else {
+      for (int receiver : receivers) {
+        mailbox_.send(engine_, receiver, part, views[i]);
         result.bytes += views[i].nbytes();
-      } else {
-        for (int receiver : receivers) {
-          mailbox_.send(engine_, receiver, part, views[i]);
-          result.bytes += views[i].nbytes();
-        }
       }
     }
-    if (Status moved = mailbox_.wait_all(); !moved) error = moved.error().message;
-    result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    result.received = receives;
   }
+  result.received = receives;
+  if (Status moved = mailbox_.wait_all(); !moved) return moved.error().message;
+  return {};
+}
+
+RecoveryResult InPlaceRecovery::take_part(const recover_msg& order, std::int64_t steps_done, TrainingLoop& loop,
+                                          const CheckpointRollback& rollback) {
+  const int rank = engine_.rank();
+  worker_->send(order.job, recover_atom_v,
+                recover_ready_msg{order.epoch, rank, steps_done, caf::actor_cast<caf::actor>(worker_),
+                                  rollback.newest ? rollback.newest() : -1});
+  const recover_plan_msg plan = wait_for_plan(worker_, order.epoch);
+  TROUPE_CHECK(plan.donors.size() == plan.receivers.size(), "a recovery plan pairs every receiver with a donor");
+  RecoveryResult result{plan.steps, -1, false, 0, 0, {}};
+  const auto start = Clock::now();
+  std::string error = connect_replaced(plan, rank);
+  if (error.empty() && plan.rollback) {
+    TROUPE_CHECK(static_cast<bool>(rollback.load), "a rollback plan reaches only a rank that writes checkpoints");
+    if (Expected<std::string> loaded = rollback.load(plan.steps); !loaded) {
+      error = "rolling back to checkpoint step " + std::to_string(plan.steps) + ": " + loaded.error().message;
+    } else {
+      result.checkpoint = *loaded;
+      for (const checkpoint::HeldRange& range : loop.held())
+        result.bytes += (range.end - range.begin) * static_cast<std::int64_t>(sizeof(float));
+    }
+  } else if (error.empty()) {
+    error = move_state(plan, order, loop, result);
+  }
+  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (error.empty()) {
     loop.mirror_to_device();
     loop.resume_at(plan.steps);

@@ -21,11 +21,19 @@
 //                receivers over the comm engine, point-to-point under state_transfer_group_id's
 //                epoch id, index = the held range's position; every rank goes on after the plan's
 //                steps (the data position is a function of the step) and reports recover_done_msg.
+//   rollback     where no replica holds some rank's state (recovery_path.hpp), every rank reported
+//                the newest checkpoint it can read with its readiness, and the plan says
+//                `rollback`: no donors, every rank (survivors in their own processes included)
+//                loads its own shards of checkpoint `steps` with the run's restore code
+//                (checkpoint::RunCheckpoints::roll_back_to: parameters, AdamW moments; the data
+//                position and the learning-rate schedule are functions of the step) and goes on
+//                after it; the steps since are trained again.
 //
 // A stop while it waits ends the worker (WorkStopped), as in any other wait.
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include <caf/all.hpp>
@@ -35,6 +43,7 @@
 #include "actors/worker/training_loop.hpp"
 #include "comm/collectives.hpp"
 #include "comm/engine.hpp"
+#include "compute/expected.hpp"
 
 namespace troupe::actors {
 
@@ -44,8 +53,17 @@ struct RecoveryResult {
   std::int64_t steps = 0;
   int donor = -1;
   bool received = false;
-  std::int64_t bytes = 0;
+  std::int64_t bytes = 0;  // a rollback: read from this rank's shards of the checkpoint
   double seconds = 0;
+  std::string checkpoint;  // a rollback: the folder every rank went back to; empty otherwise
+};
+
+// How a rank rolls back to a checkpoint (the run's checkpoints, training_run.cpp): `newest`, the
+// step of the newest committed checkpoint it can read (−1: none, or no checkpoint.dir); `load`
+// fills the loop's held state from checkpoint `steps` and returns its folder.
+struct CheckpointRollback {
+  std::function<std::int64_t()> newest;
+  std::function<Expected<std::string>(std::int64_t steps)> load;
 };
 
 // A communicator the rank sums over and its axis's id (comm/grid.hpp): each recovery renews it
@@ -68,12 +86,18 @@ class InPlaceRecovery {
         renew_step_(std::move(renew_step)) {}
 
   // A survivor after RecoveryOrdered, holding `loop`'s state after `steps_done` steps.
-  RecoveryResult survive(const recover_msg& order, std::int64_t steps_done, TrainingLoop& loop);
+  RecoveryResult survive(const recover_msg& order, std::int64_t steps_done, TrainingLoop& loop,
+                         const CheckpointRollback& rollback);
   // A replacement, before its first step (its group already under the order's epoch).
-  RecoveryResult join(const recover_msg& order, TrainingLoop& loop);
+  RecoveryResult join(const recover_msg& order, TrainingLoop& loop, const CheckpointRollback& rollback);
 
  private:
-  RecoveryResult take_part(const recover_msg& order, std::int64_t steps_done, TrainingLoop& loop);
+  RecoveryResult take_part(const recover_msg& order, std::int64_t steps_done, TrainingLoop& loop,
+                           const CheckpointRollback& rollback);
+  // Moves the plan's state over the data plane: this rank's to its receivers, or its donor's to it.
+  // The error, or "".
+  std::string move_state(const recover_plan_msg& plan, const recover_msg& order, TrainingLoop& loop,
+                         RecoveryResult& result);
   // Connects this rank afresh to every rank of the plan's replaced node processes, unless it is one
   // of them; the error, or "".
   std::string connect_replaced(const recover_plan_msg& plan, int rank);

@@ -148,9 +148,10 @@ NodeOutcome run_node_process(const NodeProcessOptions& options, const ResolvedJo
   node_options.control = [&control](const control_msg& order) { return control.obey(order); };
   node_options.report_worker_failures = job.config.fault.recovery == "in_place";
   if (monitor::NodeMetrics* node = metrics->node())
-    node_options.recovered = [node](const std::string& path, const std::string& failure_kind) {
+    node_options.recovered = [node](const std::string& path, const std::string& source,
+                                    const std::string& failure_kind) {
       node->count_failure(failure_kind);
-      node->count_recovery("replica", path);
+      node->count_recovery(source, path);
     };
   caf::scoped_actor self{system};
   spawn_node_supervisor(system, *supervisor, std::move(hello), work, std::move(node_options), self);

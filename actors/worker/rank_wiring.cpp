@@ -48,10 +48,14 @@ std::function<monitor::CompressionReading()> reading_of(std::shared_ptr<comm::Gr
 // sums on the CPU): elsewhere a recovery order never comes.
 RecoveryHooks in_place_hooks(InPlaceRecovery& recovery, const std::optional<recover_msg>& replacing) {
   RecoveryHooks hooks;
-  hooks.survive = [&recovery](const recover_msg& order, std::int64_t steps_done, TrainingLoop& loop) {
-    return recovery.survive(order, steps_done, loop);
+  hooks.survive = [&recovery](const recover_msg& order, std::int64_t steps_done, TrainingLoop& loop,
+                              const CheckpointRollback& rollback) {
+    return recovery.survive(order, steps_done, loop, rollback);
   };
-  if (replacing) hooks.join = [&recovery, &replacing](TrainingLoop& loop) { return recovery.join(*replacing, loop); };
+  if (replacing)
+    hooks.join = [&recovery, &replacing](TrainingLoop& loop, const CheckpointRollback& rollback) {
+      return recovery.join(*replacing, loop, rollback);
+    };
   return hooks;
 }
 

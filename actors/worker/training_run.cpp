@@ -205,12 +205,18 @@ class RankRun {
   std::optional<RunOutcome> restore() {
     if (!checkpoints_.startup()) return RunOutcome{2, checkpoints_.startup().error().message};
     if (services_.recovery.join) {
-      const RecoveryResult joined = services_.recovery.join(loop_);
+      const RecoveryResult joined = services_.recovery.join(loop_, rollback());
       first_step_ = completed_ = joined.steps;
-      monitor::logger("train")->info(
-          "rank {} respawned in place: resumed from rank {}'s memory over the data plane after step {} ({} bytes in "
-          "{:.3f} s)",
-          loop_.checkpoint_place().rank, joined.donor, joined.steps, joined.bytes, joined.seconds);
+      if (joined.checkpoint.empty())
+        monitor::logger("train")->info(
+            "rank {} respawned in place: resumed from rank {}'s memory over the data plane after step {} ({} bytes in "
+            "{:.3f} s)",
+            loop_.checkpoint_place().rank, joined.donor, joined.steps, joined.bytes, joined.seconds);
+      else
+        monitor::logger("train")->info(
+            "rank {} respawned in place: resumed from checkpoint {} after step {}, rolled back with every rank ({} "
+            "bytes of its own shards in {:.3f} s)",
+            loop_.checkpoint_place().rank, joined.checkpoint, joined.steps, joined.bytes, joined.seconds);
       return std::nullopt;
     }
     auto resumed = checkpoints_.restore(loop_.held());
@@ -233,12 +239,24 @@ class RankRun {
     return std::nullopt;
   }
 
+  // How this rank rolls back in place (in_place_recovery.hpp): its own shards of a checkpoint, read
+  // by the code that resumes a run.
+  CheckpointRollback rollback() const {
+    if (!checkpoints_.enabled()) return {};
+    return {[this] { return checkpoints_.newest_committed(); },
+            [this](std::int64_t steps) -> Expected<std::string> {
+              auto back = checkpoints_.roll_back_to(static_cast<long>(steps), loop_.held());
+              if (!back) return back.error();
+              return back->from;
+            }};
+  }
+
   // The job recovers in place: this rank gives up what it was doing and goes on after the steps
   // the recovery agreed on, which it returns.
   long survive(const recover_msg& order, long steps_done) {
     RecoveryResult result;
     try {
-      result = services_.recovery.survive(order, steps_done, loop_);
+      result = services_.recovery.survive(order, steps_done, loop_, rollback());
     } catch (const RescueRequested&) {
       // The recovery failed before any state moved: this rank still holds `steps_done` steps.
       rescue_after_failed_step(loop_, services_.rescue, checkpoints_, steps_done);
@@ -247,9 +265,12 @@ class RankRun {
     monitor::logger("train")->info(
         "rank {} kept its process through an in-place recovery (epoch {}): goes on after step {}{}",
         loop_.checkpoint_place().rank, order.epoch, result.steps,
-        result.received ? fmt::format(", its state from rank {} ({} bytes in {:.3f} s)", result.donor, result.bytes,
-                                      result.seconds)
-                        : std::string{});
+        !result.checkpoint.empty()
+            ? fmt::format(", rolled back from step {} to checkpoint {} ({} bytes of its own shards in {:.3f} s)",
+                          steps_done, result.checkpoint, result.bytes, result.seconds)
+        : result.received ? fmt::format(", its state from rank {} ({} bytes in {:.3f} s)", result.donor, result.bytes,
+                                        result.seconds)
+                          : std::string{});
     completed_ = static_cast<long>(result.steps);
     return completed_;
   }

@@ -56,10 +56,12 @@ struct RunOutcome {
 // In-place recovery (node jobs where it applies; in_place_recovery.hpp): `survive` is what a
 // rank does when the job's order ends its step, holding the state after `steps_done` steps;
 // `join` is set only for a respawned worker, which takes its state that way before its first step.
-// Empty: the run has no part in in-place recoveries.
+// Both are handed the run's own checkpoints, for a rollback. Empty: the run has no part in in-place
+// recoveries.
 struct RecoveryHooks {
-  std::function<RecoveryResult(const recover_msg&, std::int64_t steps_done, TrainingLoop&)> survive;
-  std::function<RecoveryResult(TrainingLoop&)> join;
+  std::function<RecoveryResult(const recover_msg&, std::int64_t steps_done, TrainingLoop&, const CheckpointRollback&)>
+      survive;
+  std::function<RecoveryResult(TrainingLoop&, const CheckpointRollback&)> join;
 };
 
 // What a rank's run is given besides its loop: its progress (the watchdog's view), metrics (null:

@@ -5,8 +5,9 @@
 //
 // Recovery is in place where it applies (fault.recovery in_place, actors/supervision/recovery_path.hpp):
 // only the failed worker is respawned, in its process (kill-worker), or only the lost node's process
-// is started again (kill-node, hang), its state from a surviving replica over the data plane; the
-// verdict then says whether every other node kept its process and what state moved.
+// is started again (kill-node, hang), its state from a surviving replica over the data plane, or,
+// where no replica holds it, every rank's own shards of the newest checkpoint (a rollback); the
+// verdict then says whether every other node kept its process and what state moved or was read.
 // Elsewhere (launch_command.cpp) every node restarts from the survivors' rescue snapshot when a
 // data-parallel replica survived (no steps lost), else from the newest checkpoint, and with
 // fault.elastic goes on without a node that cannot come back; the verdict says which it was.
@@ -191,19 +192,24 @@ std::optional<pid_t> node_pid(WatchedRun& run, int node) {
 // After a fault at `fault_at`, in the output from line `from` on: the restart, the resumed step,
 // and the first step trained again. Returns the index of that step's line (`from` if none came).
 std::size_t watch_recovery(WatchedRun& run, const Drill& drill, Clock::time_point fault_at, long last_step_before,
-                           const std::regex& detection, bool node_process_lost, Verdict& v, std::size_t from = 0) {
+                           const std::regex& detection, bool node_process_lost, bool fresh_start_recovers, Verdict& v,
+                           std::size_t from = 0) {
   std::size_t index = from, trained_index = from;
   if (auto detected = run.wait_for_line(detection, seconds(120), from, &index)) {
     v.detected_after = seconds_between(fault_at, detected->at);
     v.detected_by = detected->text;
   }
   std::size_t resumed_index = 0;
-  auto resumed = run.wait_for_line(std::regex("resumed from .* after step ([0-9]+)"), seconds(180), index,
-                                   &resumed_index);
+  // A restart before the first checkpoint starts the run again from step 0: a recovery where the
+  // fault came before it (`fresh_start_recovers`), not where a checkpoint was to be restored.
+  const std::regex resumed_line(fresh_start_recovers ? "resumed from .* after step ([0-9]+)|to resume from: starting fresh"
+                                                     : "resumed from .* after step ([0-9]+)");
+  auto resumed = run.wait_for_line(resumed_line, seconds(180), index, &resumed_index);
   if (resumed) {
     std::smatch m;
-    std::regex_search(resumed->text, m, std::regex("resumed from (.*) after step ([0-9]+)"));
-    const long from_step = std::stol(m[2].str());
+    const bool fresh = !std::regex_search(resumed->text, m, std::regex("resumed from (.*) after step ([0-9]+)"));
+    const long from_step = fresh ? 0 : std::stol(m[2].str());
+    const std::string from = fresh ? "the start (no checkpoint yet)" : m[1].str();
     v.resumed_after = seconds_between(fault_at, resumed->at);
     if (auto trained = run.wait_for_line(drill.step_line(from_step + 1), seconds(180), resumed_index, &trained_index)) {
       v.recovered_after = seconds_between(fault_at, trained->at);
@@ -212,7 +218,7 @@ std::size_t watch_recovery(WatchedRun& run, const Drill& drill, Clock::time_poin
       const std::string where = node_process_lost ? " in its node's new process" : "'s worker respawned in its process";
       v.recovered_how = (in_place ? "rank " + respawned[1].str() + where + ", resumed from "
                                   : std::string("every node restarted from ")) +
-                        m[1].str() + " and trained step " + std::to_string(from_step + 1);
+                        from + " and trained step " + std::to_string(from_step + 1);
     }
     v.steps_lost = std::max(0L, last_step_before - from_step);
   }
@@ -222,7 +228,11 @@ std::size_t watch_recovery(WatchedRun& run, const Drill& drill, Clock::time_poin
 // Whether the job recovered from a surviving replica's memory, as its log says: in place, or by
 // restarting every node from the survivors' rescue snapshot.
 std::string replica_source(const WatchedRun& run) {
+  const std::regex rollback("recovery: in place by rollback to checkpoint step ([0-9]+)");
   for (const auto& line : run.lines()) {
+    std::smatch back;
+    if (std::regex_search(line.text, back, rollback))
+      return "no (in place by rollback to checkpoint step " + back[1].str() + ": every rank loaded its own shards)";
     if (line.text.find("recovery: in place done") != std::string::npos) return "yes (in place, over the data plane)";
     if (line.text.find("rescue snapshot of step") != std::string::npos &&
         line.text.find("recovery: ") != std::string::npos)
@@ -247,8 +257,8 @@ std::map<int, std::vector<long>> joined_pids(const WatchedRun& run) {
 }
 
 // After an in-place recovery: whether every node kept its process — but `replaced`, the node whose
-// process was lost and started again once — and the state it moved over the data plane. Returns
-// whether the processes were kept.
+// process was lost and started again once — and the state it moved over the data plane or read
+// back from a checkpoint. Returns whether the processes were kept.
 bool add_in_place_account(const WatchedRun& run, std::optional<int> replaced, Verdict& v) {
   std::string kept, changed, started_again;
   bool replaced_once = !replaced;
@@ -271,11 +281,18 @@ bool add_in_place_account(const WatchedRun& run, std::optional<int> replaced, Ve
                                                          : started_again);
   const std::regex moved("recovery: in place done in ([0-9.]+) s .*; ([0-9]+) bytes of state from rank ([0-9]+) over "
                          "the data plane in ([0-9.]+) s");
+  const std::regex read_back(
+      "recovery: in place done in ([0-9.]+) s .*; every rank rolled back to checkpoint step ([0-9]+) \\(([0-9]+) bytes "
+      "of its own shards read by all ranks, the slowest in ([0-9.]+) s\\)");
   for (const auto& line : run.lines()) {
     std::smatch m;
     if (std::regex_search(line.text, m, moved))
       v.checks.push_back("state moved over the data plane: " + m[2].str() + " bytes from rank " + m[3].str() + " in " +
                          m[4].str() + " s (the whole recovery " + m[1].str() + " s)");
+    if (std::regex_search(line.text, m, read_back))
+      v.checks.push_back("state read back from checkpoint step " + m[2].str() + ": " + m[3].str() +
+                         " bytes, every rank its own shards, the slowest in " + m[4].str() + " s (the whole recovery " +
+                         m[1].str() + " s)");
   }
   return all_kept && replaced_once;
 }
@@ -352,7 +369,7 @@ Verdict drill_running_job(const Drill& drill, const DrillOptions& options) {
   }
   const long last = last_step_logged(**run, fault_at + milliseconds(1), drill.steps());
   watch_recovery(**run, drill, fault_at, std::max(last, options.at_step - (worker ? 1 : 0)), first_word_on_failure,
-                 !worker, v);
+                 !worker, true, v);
   const std::optional<int> code = (*run)->wait_exit(seconds(600));
   add_job_account(**run, v);
   v.checks.push_back("job finished: " + std::string(code == 0 ? "yes" : "NO (exit " + std::to_string(code.value_or(-1)) + ")"));
@@ -480,7 +497,7 @@ Verdict drill_chaos(const Drill& drill, const DrillOptions& options, std::uint64
     // The kill landed after the newest step line: the drawn moment may reach past a short step.
     const auto [last, last_at] = newest_step_line(run, before_index, kill_index, drill.steps());
     Verdict one;
-    from = watch_recovery(run, drill, fault_at, last, first_word_on_failure, true, one, kill_index);
+    from = watch_recovery(run, drill, fault_at, last, first_word_on_failure, true, true, one, kill_index);
     std::string account = "kill " + std::to_string(kills) + ": node " + std::to_string(node) + " (pid " +
                           std::to_string(joined->second.back()) + ") in step " + std::to_string(last + 1) + " (" +
                           fixed2(seconds_between(last_at, fault_at)) + " s after step " + std::to_string(last) +
@@ -636,7 +653,8 @@ Verdict drill_checkpoints(const Drill& drill, const DrillOptions& options) {
     return v;
   }
   const long last = corrupt ? drill.steps() : last_step_logged(**first, fault_at, drill.steps());
-  watch_recovery(**second, drill, fault_at, last, std::regex(corrupt ? "skipped step-" : "resumed from"), false, v);
+  watch_recovery(**second, drill, fault_at, last, std::regex(corrupt ? "skipped step-" : "resumed from"), false, false,
+                 v);
   const std::optional<int> code = (*second)->wait_exit(seconds(600));
   v.checks.push_back("resumed job finished: " + std::string(code == 0 ? "yes" : "NO"));
   bool torn = false;

@@ -121,8 +121,9 @@ constexpr ConfigKey keys[] = {
      "commit within five sixths of it, and the survivors are held 5 s longer",
      field<&J::fault, &F::rescue_timeout>},
     {"fault.recovery",
-     "in_place: respawn only the failed worker, its state from a surviving replica over the data plane, where that "
-     "applies, else restart; restart: every node restarts from the rescue snapshot or newest checkpoint",
+     "in_place: respawn only what failed, its state from a surviving replica over the data plane (without one, every "
+     "rank rolls back to the newest checkpoint), where that applies, else restart; restart: every node restarts from "
+     "the rescue snapshot or newest checkpoint",
      field<&J::fault, &F::recovery>},
 
     {"checkpoint.dir", "folder of the job's checkpoints (step-NNNNNNN/ inside); empty = none",

@@ -1,5 +1,6 @@
 // The shell's reports (actors/monitor/monitor_report.hpp) over a job view: the grid line names every
-// axis, and `workers` places every rank on the dp × pp × tp grid (comm/grid.hpp's order).
+// axis, `workers` places every rank on the dp × pp × tp grid (comm/grid.hpp's order), and `status`
+// says where each recovery's state came from.
 
 #include <catch2/catch.hpp>
 
@@ -65,4 +66,23 @@ TEST_CASE("workers names each rank's replica, stage and tensor shard", "[monitor
   // rank = tp + 2·(dp + 2·pp): rank 5 is shard 1 of replica 0 on stage 1, rank 2 shard 0 of replica 1.
   CHECK(std::regex_search(text, std::regex("\n5 +1 +0 +1 +1 +3  step 4")));
   CHECK(std::regex_search(text, std::regex("\n2 +0 +1 +0 +0 +3  step 4")));
+}
+
+TEST_CASE("status lists a recovery from a replica by its donor and a rollback by the checkpoint every rank read",
+          "[monitor][rollback]") {
+  MonitorPlan plan;
+  plan.world_size = 2;
+  plan.pp = 2;
+  plan.total_steps = 12;
+  job_view_msg view;
+  view.running = true;
+  view.recoveries.push_back({"in_place", 1, 1, 0, 4, 5200000, 0.25, false});
+  view.recoveries.push_back({"in_place", 2, 0, -1, 6, 10500000, 0.5, true});
+  const std::string status = status_text(plan, view, {}, {});
+  INFO(status);
+  CHECK_THAT(status, Contains("recovery  in_place (epoch 1) in 0.250 s: rank 1 respawned in its process, 5.2 MB of "
+                              "state from rank 0; went on after step 4") &&
+                         Contains("recovery  in_place (epoch 2) in 0.500 s: rank 0 respawned in a new process of its "
+                                  "node, every rank rolled back to checkpoint step 6 (10.5 MB read); went on after "
+                                  "step 6"));
 }

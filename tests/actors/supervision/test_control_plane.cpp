@@ -453,6 +453,10 @@ TEST_CASE("every catalogue message without an actor handle survives serializatio
   REQUIRE(rr.replaced.size() == 1);
   CHECK((rr.replaced[0].node_index == 1 && rr.replaced[0].first_rank == 1 && rr.replaced[0].slots == 1 &&
          rr.replaced[0].host == "h" && rr.replaced[0].comm_addresses.at(0).bytes == std::vector<std::uint8_t>{4, 5}));
+  // No replica holds some rank's state: every rank rolls back to checkpoint step 6, no donors.
+  auto rb = round_trip(system, recover_plan_msg{4, 6, {}, {}, {}, true});
+  CHECK((rb.epoch == 4 && rb.steps == 6 && rb.rollback && rb.donors.empty() && rb.receivers.empty()));
+  CHECK_FALSE(rp.rollback);
   auto rdn = round_trip(system, recover_done_msg{2, 3, 1234, 0.5, "lost"});
   CHECK((rdn.epoch == 2 && rdn.rank == 3 && rdn.bytes == 1234 && rdn.seconds == 0.5 && rdn.error == "lost"));
   auto h = round_trip(system, heartbeat_msg{5, {worker_beat{7, 12, 13, 0.75, "step 13", "the gradient sums", 2.5},

@@ -1,7 +1,9 @@
 // The choice between in-place recovery and restarting every node (actors/supervision/recovery_path.hpp):
 // in place exactly where a rank of a surviving replica holds the failed worker's whole state (its
 // pipeline stage's and tensor shard's part), and otherwise a reason for the log line; and the
-// plan that pairs every rank holding fewer steps with a donor of its own stage and shard.
+// plan that pairs every rank holding fewer steps with a donor of its own stage and shard; where no
+// replica holds it and the job writes checkpoints, in place by rollback to the newest checkpoint
+// every rank can read.
 
 #include <catch2/catch.hpp>
 
@@ -54,6 +56,38 @@ TEST_CASE("a lost or silent node process of a data-parallel CPU job is replaced 
     }
 }
 
+TEST_CASE("without a replica but with checkpoints, a failure recovers in place by rollback", "[recovery]") {
+  RecoveryShape pipeline = plain_dp(), shards = plain_dp(), both = plain_dp(), one = plain_dp();
+  for (RecoveryShape* shape : {&pipeline, &shards, &both, &one}) {
+    shape->data_parallel = 1;
+    shape->checkpoints = true;
+  }
+  pipeline.pipeline_stages = 2;
+  shards.tensor_shards = 2;
+  both.pipeline_stages = 2;
+  both.tensor_shards = 2;
+  for (const RecoveryShape& shape : {pipeline, shards, both, one})
+    for (const FailureKind kind : {FailureKind::worker_exception, FailureKind::node_lost, FailureKind::hang}) {
+      INFO(to_string(kind) << ", pp " << shape.pipeline_stages << ", tp " << shape.tensor_shards);
+      const RecoveryChoice choice = choose_recovery(shape, kind);
+      CHECK(choice.in_place);
+      CHECK(choice.rollback);
+      CHECK(choice.why_not.empty());
+    }
+  // With a replica the state comes from it, checkpoints or not.
+  RecoveryShape replicas = plain_dp();
+  replicas.pipeline_stages = 2;
+  replicas.checkpoints = true;
+  const RecoveryChoice from_replica = choose_recovery(replicas, FailureKind::worker_exception);
+  CHECK(from_replica.in_place);
+  CHECK_FALSE(from_replica.rollback);
+  // What in place does not cover is not covered by rollback either.
+  RecoveryShape zero = pipeline, unreachable = pipeline;
+  zero.zero = 1;
+  CHECK_THAT(choose_recovery(zero, FailureKind::worker_exception).why_not, Catch::Contains("train.zero 1"));
+  CHECK_FALSE(choose_recovery(unreachable, FailureKind::unreachable).in_place);
+}
+
 TEST_CASE("every case in place does not cover restarts every node, saying why", "[recovery]") {
   struct Case {
     const char* name;
@@ -86,7 +120,8 @@ TEST_CASE("every case in place does not cover restarts every node, saying why", 
       {"a lost node, fault.recovery restart", restart, FailureKind::node_lost, "fault.recovery is restart"},
       {"a lost node of one replica of a pipeline", one_pipeline, FailureKind::node_lost, "no surviving replica"},
       {"one replica", one, FailureKind::worker_exception, "no surviving replica"},
-      {"one replica of a pipeline", one_pipeline, FailureKind::worker_exception, "no surviving replica"},
+      {"one replica of a pipeline", one_pipeline, FailureKind::worker_exception,
+       "no surviving replica holds the failed worker's state (dp 1) and no checkpoint.dir to roll back to"},
       {"ZeRO", zero, FailureKind::worker_exception, "train.zero 1 shards the optimizer state"},
       {"ZeRO in a pipeline", zero_pipeline, FailureKind::worker_exception, "train.zero 2 shards the optimizer state"},
       {"a device backend", gpu, FailureKind::worker_exception, "not train.backend cuda"},
@@ -153,4 +188,27 @@ TEST_CASE("no in-place plan where a stage and shard has no rank holding the step
   CHECK_THAT(plan.why_not, Catch::Contains("no replica of pipeline stage 1, tensor shard 0 holds step 9"));
   const RecoveryPlan empty = plan_recovery(grid_2x2x2(), {{0, -1}, {1, -1}});
   CHECK_THAT(empty.why_not, Catch::Contains("no rank holds any state"));
+}
+
+TEST_CASE("a rollback plan goes back to the newest checkpoint every rank can read, or names a rank that has none",
+          "[recovery]") {
+  const RecoveryPlan plan = plan_rollback({{0, 20}, {1, 20}, {2, 18}, {3, 20}});
+  CHECK(plan.why_not.empty());
+  CHECK(plan.rollback);
+  CHECK(plan.steps == 18);
+  CHECK(plan.donors.empty());
+  CHECK(plan.receivers.empty());
+  const RecoveryPlan none = plan_rollback({{0, 20}, {1, -1}});
+  CHECK_THAT(none.why_not, Catch::Contains("no complete checkpoint to roll back to (rank 1 finds none"));
+}
+
+TEST_CASE("the reason for a rollback names the part of the model no replica holds", "[recovery]") {
+  RecoveryShape pipeline = plain_dp(), shards = plain_dp(), both = grid_2x2x2(), one = plain_dp();
+  pipeline.data_parallel = shards.data_parallel = one.data_parallel = 1;
+  pipeline.pipeline_stages = 2;
+  shards.tensor_shards = 2;
+  CHECK(no_replica_reason(pipeline, 1) == "no replica holds pipeline stage 1's state");
+  CHECK(no_replica_reason(shards, 1) == "no replica holds tensor shard 1's state");
+  CHECK(no_replica_reason(both, 5) == "no replica holds pipeline stage 1, tensor shard 1's state");
+  CHECK(no_replica_reason(one, 0) == "no replica holds rank 0's state");
 }

@@ -1,8 +1,9 @@
 // Failure drills as a user runs them: `troupe drill SCENARIO` on tiny, each with its verdict. A
 // drill passes only when the fault was detected, training went on (the failed worker respawned in
 // its process with every node keeping its pid, the lost node's process alone started again with
-// every other node keeping its pid, every node restarted from the survivors' rescue
-// snapshot or the newest checkpoint, or a failed save was survived) and the
+// every other node keeping its pid — its state from a replica, or, without one, every rank rolled
+// back in its own process to the newest checkpoint —, every node restarted from the survivors'
+// rescue snapshot or the newest checkpoint, or a failed save was survived) and the
 // final parameters and AdamW moments equal an undisturbed run's bitwise (node-lost: the job went
 // on without the node instead).
 
@@ -313,6 +314,89 @@ TEST_CASE("drill hang on dp 2 x pp 2: the silent first-stage node is killed and 
       dir, "hang", {"--workers", "4", "--pipeline.stages", "2", "--target", "1", "--fault.heartbeat_timeout", "2"});
   check_node_replaced_on_grid(r, 1, 0, "node 1 (");
   CHECK_THAT(r.out, Contains("sent no heartbeat") && Contains("(the silent one killed first)"));
+}
+
+// Without a data-parallel replica (pp 2 or tp 2 alone) no rank holds the lost rank's state: every
+// rank rolls back in its own process to the newest checkpoint, each reading only its own shards, and
+// only what died is respawned. Returns the checkpoint step rolled back to, a multiple of `every`.
+long check_rolled_back(const ProcessResult& r, const std::string& no_replica, long every) {
+  check_passed(r);
+  CHECK_THAT(r.out, Contains(no_replica + ", so every rank rolls back to the newest checkpoint") &&
+                        Contains("recovered from a surviving replica's memory: no (in place by rollback to checkpoint "
+                                 "step ") &&
+                        Contains("state read back from checkpoint step ") && !Contains("restarting every node"));
+  std::smatch m;
+  REQUIRE(std::regex_search(r.out, m, std::regex("recovery: in place by rollback to checkpoint step ([0-9]+) \\(epoch "
+                                                 "1\\): " + no_replica + "; every rank loads its own shards of it")));
+  const long step = std::stol(m[1].str());
+  CHECK(step > 0);
+  CHECK(step % every == 0);
+  return step;
+}
+
+// pp 2 without dp: rank 1 is the second stage. It throws in step 5; the newest checkpoint is step 3
+// (checkpoint.every 3), so step 4 is trained again.
+TEST_CASE("drill kill-worker on pp 2 without dp: no replica holds the second stage, so its worker is respawned in its "
+          "process and every rank rolls back to the newest checkpoint, losing the steps since",
+          "[drill][pipeline][rollback]") {
+  TempDir dir;
+  const ProcessResult r =
+      drill(dir, "kill-worker", {"--workers", "2", "--pipeline.stages", "2", "--checkpoint.every", "3"});
+  CHECK(check_rolled_back(r, "no replica holds pipeline stage 1's state", 3) == 3);
+  CHECK_THAT(r.out, Contains("drill: injected failure in the worker of rank 1 at step 5") &&
+                        Contains("steps lost: 1\n") && Contains("1 step lost (the most any rank held: 4)") &&
+                        Contains("rank 1's worker respawned in its process, resumed from checkpoint ") &&
+                        Contains("every node kept its process: yes (node 0 pid "));
+}
+
+TEST_CASE("drill kill-node on pp 2 without dp: only the lost stage's process is started again, and the survivor rolls "
+          "back in its own process to the newest checkpoint",
+          "[drill][pipeline][rollback]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "kill-node", {"--workers", "2", "--pipeline.stages", "2", "--checkpoint.every",
+                                                   "3", "--target", "0"});
+  check_rolled_back(r, "no replica holds pipeline stage 0's state", 3);
+  CHECK_THAT(r.out, Contains("lost node 0") && Contains("rank 0 in its node's new process, resumed from checkpoint ") &&
+                        Contains("survivors kept their processes: yes (node 1 pid ") &&
+                        Contains("node 0's process started again: yes (pid "));
+}
+
+TEST_CASE("drill hang on pp 2 without dp: the silent stage's process is killed and started again, and every rank "
+          "rolls back to the newest checkpoint",
+          "[drill][pipeline][rollback]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "hang", {"--workers", "2", "--pipeline.stages", "2", "--checkpoint.every", "3",
+                                              "--fault.heartbeat_timeout", "2"});
+  check_rolled_back(r, "no replica holds pipeline stage 1's state", 3);
+  CHECK_THAT(r.out, Contains("sent no heartbeat") && Contains("(the silent one killed first)") &&
+                        Contains("survivors kept their processes: yes (node 0 pid ") &&
+                        Contains("node 1's process started again: yes (pid "));
+}
+
+// tp 2 without dp: rank 1 is the second tensor shard.
+TEST_CASE("drill kill-worker on tp 2 without dp: no replica holds the second shard, so every rank rolls back to the "
+          "newest checkpoint in its own process",
+          "[drill][tensor][rollback]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "kill-worker", {"--workers", "2", "--tensor.shards", "2", "--train.batch_size",
+                                                     "4", "--checkpoint.every", "3"});
+  CHECK(check_rolled_back(r, "no replica holds tensor shard 1's state", 3) == 3);
+  CHECK_THAT(r.out, Contains("steps lost: 1\n") && Contains("every node kept its process: yes (node 0 pid "));
+}
+
+// Lost after step 5, before the first checkpoint (step 8 of checkpoint.every 8): nothing to roll
+// back to, so every node restarts, from the start, and says why.
+TEST_CASE("drill kill-node on pp 2 without dp before the first checkpoint: every node restarts, saying why",
+          "[drill][pipeline][rollback]") {
+  TempDir dir;
+  const ProcessResult r =
+      drill(dir, "kill-node", {"--workers", "2", "--pipeline.stages", "2", "--checkpoint.every", "8"});
+  check_passed(r);
+  CHECK_THAT(r.out, Contains("recovery: restarting every node: no replica holds pipeline stage 1's state, and no "
+                             "complete checkpoint to roll back to (rank 0 finds none in checkpoint.dir)") &&
+                        Contains("every node restarted from the start (no checkpoint yet)") &&
+                        Contains("counted: restarts=1 failure.node_lost=1 recovery.checkpoint=1") &&
+                        !Contains("recovery: in place done"));
 }
 
 TEST_CASE("drill hang: a stopped node is caught by its missing heartbeat, killed, and only its process is started "

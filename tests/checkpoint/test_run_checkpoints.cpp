@@ -1,0 +1,80 @@
+// A run's checkpoints read back (checkpoint/run_checkpoints.hpp): besides resuming from the newest,
+// a running job's rank rolls back to one given checkpoint, reading only its own ranges, with the
+// same checks and reads, whether or not the run resumed.
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "checkpoint/run_checkpoints.hpp"
+#include "checkpoint_fixture.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace troupe;
+using namespace troupe::checkpoint;
+using namespace troupe::checkpoint::test;
+
+namespace {
+
+// Rank 1 of 2, holding the second half of the parameters; the global batch of manifest_for's data.
+RunIdentity second_half_rank(const compute::GPTConfig& model) {
+  return {model, nlohmann::json::object(), Grid{2, 1, 1}, 1, 2, 1337, 8, 10};
+}
+
+// Steps 2 and 4 committed by two ranks, each writing half of the parameters (salts 0.5 and 0.25).
+void commit_steps_2_and_4(const CheckpointStore& store, const compute::GPTConfig& model, std::int64_t total) {
+  for (const auto& [step, salt] : {std::pair{2, 0.5F}, std::pair{4, 0.25F}}) {
+    const auto params = distinct_values(total, salt);
+    commit_checkpoint(store, model, step,
+                      {{piece_of("param", params, 0, total / 2)}, {piece_of("param", params, total / 2, total)}});
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a rank rolls back to a given committed checkpoint, its own ranges only, without checkpoint.resume",
+          "[checkpoint][rollback]") {
+  troupe::test::TempDir dir;
+  const compute::GPTConfig model = tiny_model();
+  const std::int64_t total = compute::ParameterLayout(model).total();
+  const CheckpointStore store(dir.path() / "ckpt");
+  RunCheckpoints empty({dir.path() / "ckpt", 2, 3, false, false}, second_half_rank(model), {});
+  CHECK(empty.newest_committed() == -1);
+  commit_steps_2_and_4(store, model, total);
+
+  RunCheckpoints checkpoints({dir.path() / "ckpt", 2, 3, false, false}, second_half_rank(model), {});
+  CHECK(checkpoints.newest_committed() == 4);
+  std::vector<float> held_half(static_cast<std::size_t>(total - total / 2), -1.0F);
+  const std::vector<HeldRange> held{{"param", total / 2, total, held_half.data()}};
+  // Without checkpoint.resume a run starts fresh: nothing is read.
+  auto fresh = checkpoints.restore(held);
+  REQUIRE(fresh.ok());
+  CHECK(fresh->steps == 0);
+  CHECK(held_half.front() == -1.0F);
+
+  auto back = checkpoints.roll_back_to(2, held);
+  REQUIRE(back.ok());
+  CHECK(back->steps == 2);
+  CHECK(back->from == (dir.path() / "ckpt" / step_folder_name(2)).string());
+  const auto step_2 = distinct_values(total, 0.5F);
+  CHECK(std::equal(held_half.begin(), held_half.end(), step_2.begin() + total / 2));
+
+  auto missing = checkpoints.roll_back_to(3, held);
+  REQUIRE_FALSE(missing.ok());
+  CHECK_THAT(missing.error().message, Catch::Contains(step_folder_name(3)));
+}
+
+TEST_CASE("a rollback refuses a checkpoint of another global batch, as a resume does", "[checkpoint][rollback]") {
+  troupe::test::TempDir dir;
+  const compute::GPTConfig model = tiny_model();
+  const std::int64_t total = compute::ParameterLayout(model).total();
+  commit_steps_2_and_4(CheckpointStore(dir.path() / "ckpt"), model, total);
+  RunIdentity other_batch = second_half_rank(model);
+  other_batch.samples_per_step = 16;
+  RunCheckpoints checkpoints({dir.path() / "ckpt", 2, 3, false, false}, other_batch, {});
+  std::vector<float> held_half(static_cast<std::size_t>(total - total / 2), -1.0F);
+  const std::vector<HeldRange> held{{"param", total / 2, total, held_half.data()}};
+  auto back = checkpoints.roll_back_to(4, held);
+  REQUIRE_FALSE(back.ok());
+  CHECK_THAT(back.error().message, Catch::Contains("this job's global batch is 16 sequences per step"));
+}
