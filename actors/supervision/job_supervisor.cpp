@@ -507,11 +507,14 @@ void on_unreachable(job_actor* self, const std::string& address, double seconds)
   if (nodes.empty()) return;
   char waited[32];
   std::snprintf(waited, sizeof waited, "%.1f s", seconds);
-  fail_job(self, FailureKind::unreachable,
-           names + " unreachable: its host " + address + " answered no TCP acknowledgement or keepalive for " + waited +
-               " (a cut link or a host gone, not a process that exited or hung); last known " +
-               (last_known.empty() ? std::string("nothing") : last_known),
-           nodes);
+  std::string reason = names + " unreachable: its host " + address + " answered no TCP acknowledgement or keepalive for " +
+                       waited + " (a cut link or a host gone, not a process that exited or hung); last known " +
+                       (last_known.empty() ? std::string("nothing") : last_known);
+  // One node of that host goes to a spare in place; several would each need one at once, which one
+  // in-place recovery at a time cannot do.
+  if (nodes.size() == 1 && replace_in_place(self, nodes.front(), FailureKind::unreachable, reason)) return;
+  if (nodes.size() > 1) log_restart(st, std::to_string(nodes.size()) + " nodes unreachable at once on host " + address);
+  fail_job(self, FailureKind::unreachable, std::move(reason), nodes);
 }
 
 // What every phase answers alike: joins (refused once the job has started), heartbeats, the
@@ -715,8 +718,19 @@ bool replace_in_place(job_actor* self, int node_index, FailureKind kind, const s
     log_restart(st, why_not);
     return false;
   }
+  std::vector<FailureKind> in_place = st.recovered_kinds;
+  in_place.push_back(kind);
+  const NodeReplacement where = st.plan.replace_node(node_index, in_place);
+  if (!where.why_not.empty()) {
+    log_restart(st, where.why_not);
+    return false;
+  }
   const join_msg& old = st.joined.at(node_index);
-  const PlannedNode& planned = st.plan.nodes.at(node_index);
+  PlannedNode& planned = st.plan.nodes.at(node_index);
+  const std::string on = where.spare ? "on the spare host " + where.host + " (node " + std::to_string(node_index) +
+                                           "'s host " + planned.host + " is unreachable; the spare is now used)"
+                                     : "on its host " + where.host;
+  planned.host = where.host;
   st.lost.erase(node_index);
   st.liveness.erase(node_index);  // silent until its new process joins; the watchdog skips it
   job_supervisor_state::in_place_recovery recovery{++st.recovery_epoch, Clock::now(),
@@ -730,12 +744,9 @@ bool replace_in_place(job_actor* self, int node_index, FailureKind kind, const s
     recovery.order.failed_ranks.push_back(rank);
   st.in_place = std::move(recovery);
   monitor::logger("job")->warn(
-      "{}; recovery: in place (epoch {}): starting node {}'s process again{}, every other node keeps its process; "
+      "{}; recovery: in place (epoch {}): starting node {}'s process again {}{}, every other node keeps its process; "
       "its state from a surviving replica over the data plane",
-      reason, st.recovery_epoch, node_index, kind == FailureKind::hang ? " (the silent one killed first)" : "");
-  std::vector<FailureKind> in_place = st.recovered_kinds;
-  in_place.push_back(kind);
-  st.plan.replace_node(node_index, in_place);
+      reason, st.recovery_epoch, node_index, on, kind == FailureKind::hang ? " (the silent one killed first)" : "");
   for (const auto& [index, m] : st.joined)
     if (index != node_index) self->send(m.node, recover_atom_v, st.in_place->order);
   self->delayed_send(self, st.plan.recovery_timeout, recover_atom_v, st.recovery_epoch);
@@ -824,7 +835,8 @@ void on_recover_done(job_actor* self, const recover_done_msg& done) {
       recovery.replaced_node < 0
           ? "rank " + std::to_string(recovery.failed.rank) + " respawned in node " +
                 std::to_string(recovery.failed.node_index) + "'s process (pid " + std::to_string(node.pid) + ", kept)"
-          : "node " + std::to_string(recovery.replaced_node) + "'s process started again (pid " +
+          : "node " + std::to_string(recovery.replaced_node) + "'s process started again on " +
+                st.plan.nodes.at(recovery.replaced_node).host + " (pid " +
                 std::to_string(node.pid) + ", was " + std::to_string(recovery.old_pid) +
                 "; every other node kept its process)";
   monitor::logger("job")->warn(

@@ -41,12 +41,13 @@ TEST_CASE("a worker that threw in a job with pipeline stages or tensor shards re
   }
 }
 
-TEST_CASE("a lost or silent node process of a data-parallel CPU job is replaced in place", "[recovery]") {
+TEST_CASE("a lost, silent or unreachable node process of a data-parallel CPU job is replaced in place",
+          "[recovery]") {
   RecoveryShape pipeline = plain_dp(), shards = plain_dp();
   pipeline.pipeline_stages = 2;
   shards.tensor_shards = 2;
   for (const RecoveryShape& shape : {plain_dp(), pipeline, shards})
-    for (const FailureKind kind : {FailureKind::node_lost, FailureKind::hang}) {
+    for (const FailureKind kind : {FailureKind::node_lost, FailureKind::hang, FailureKind::unreachable}) {
       INFO(to_string(kind) << ", pp " << shape.pipeline_stages << ", tp " << shape.tensor_shards);
       const RecoveryChoice choice = choose_recovery(shape, kind);
       CHECK(choice.in_place);
@@ -79,9 +80,10 @@ TEST_CASE("every case in place does not cover restarts every node, saying why", 
   const Case cases[] = {
       {"fault.recovery restart", restart, FailureKind::worker_exception, "fault.recovery is restart"},
       {"a lost node the job did not start here", elsewhere, FailureKind::node_lost,
-       "replaces a node_lost node only where the job started every node process on this machine"},
+       "replaces a node_lost node only where the job's launcher started every node process (not --external)"},
       {"a silent node the job did not start here", elsewhere, FailureKind::hang, "replaces a hang node only where"},
-      {"an unreachable node", plain_dp(), FailureKind::unreachable, "not a failure of kind unreachable"},
+      {"an unreachable node the job did not start here", elsewhere, FailureKind::unreachable,
+       "replaces a unreachable node only where"},
       {"a stall", plain_dp(), FailureKind::stall, "not a failure of kind stall"},
       {"a lost node, fault.recovery restart", restart, FailureKind::node_lost, "fault.recovery is restart"},
       {"a lost node of one replica of a pipeline", one_pipeline, FailureKind::node_lost, "no surviving replica"},
