@@ -86,6 +86,13 @@ struct job_supervisor_state {
   std::vector<recovery_view> recoveries;  // done, for the shell's status
   std::vector<FailureKind> recovered_kinds;  // the failure kind of each of `recoveries`
   bool restart_logged = false;  // "recovery: restarting every node: ..." is said once
+  // Fencing (docs/protocols/control-plane.md, "Attempts"): the job's attempt, each node's (the
+  // attempt that started its current process), and the processes an in-place recovery replaced,
+  // whose joins and messages are refused, each logged once.
+  int attempt = 0;
+  std::map<int, int> node_attempts;  // by node index
+  std::map<caf::actor_addr, join_msg> replaced_processes;  // by node supervisor
+  std::set<caf::actor_addr> refusals_logged;
   static inline const char* name = "job_supervisor";
 
   bool started() const { return phase == JobPhase::running || phase == JobPhase::rescuing; }
@@ -228,6 +235,14 @@ bool awaited_replacement(const job_supervisor_state& st, int node_index) {
   return st.in_place && st.in_place->replaced_node == node_index && !st.in_place->replacement;
 }
 
+// "attempt A is stale, the job is at attempt B" where a process of attempt `attempt` is older than
+// node `node_index`'s current one; "" where it is not.
+std::string stale_attempt(const job_supervisor_state& st, int node_index, int attempt) {
+  const int current = st.node_attempts.at(node_index);
+  if (attempt >= current) return {};
+  return "attempt " + std::to_string(attempt) + " is stale, the job is at attempt " + std::to_string(current);
+}
+
 // Why `m` may not join, or "" when it may.
 std::string join_refusal(const job_supervisor_state& st, const join_msg& m) {
   if (m.token != st.plan.token) return "wrong job token";
@@ -236,6 +251,7 @@ std::string join_refusal(const job_supervisor_state& st, const join_msg& m) {
   if (m.node_index < 0 || m.node_index >= static_cast<int>(st.plan.nodes.size()))
     return "node index " + std::to_string(m.node_index) + " is not in the host file (" +
            std::to_string(st.plan.nodes.size()) + " nodes)";
+  if (std::string stale = stale_attempt(st, m.node_index, m.attempt); !stale.empty()) return stale;
   const bool replacement = awaited_replacement(st, m.node_index);
   if (st.joined.count(m.node_index) && !replacement)
     return "node index " + std::to_string(m.node_index) + " has already joined";
@@ -244,6 +260,21 @@ std::string join_refusal(const job_supervisor_state& st, const join_msg& m) {
            std::to_string(slots) + " slots";
   if (st.phase != JobPhase::joining && !replacement) return "the job has already started";
   return {};
+}
+
+// Whether the message being handled comes from a node process an in-place recovery replaced (its
+// node supervisor): such a process is cut off from the job and its word counts for nothing. The
+// first of its messages is logged, "refused node 1 (h1, pid N): attempt 0 is stale, …".
+bool from_replaced_process(job_actor* self) {
+  auto& st = self->state;
+  const caf::strong_actor_ptr& sender = self->current_sender();
+  if (!sender) return false;
+  const auto replaced = st.replaced_processes.find(sender->address());
+  if (replaced == st.replaced_processes.end()) return false;
+  const join_msg& m = replaced->second;
+  if (st.refusals_logged.insert(replaced->first).second)
+    monitor::logger("job")->warn("refused {}: {}", describe(m), stale_attempt(st, m.node_index, m.attempt));
+  return true;
 }
 
 // Where a failure is not recovered in place: the one line that says so and why.
@@ -525,7 +556,9 @@ caf::message_handler every_phase(job_actor* self) {
       [=](join_atom, join_msg& m) -> join_result_msg {
         auto& st = self->state;
         if (std::string refusal = join_refusal(st, m); !refusal.empty()) {
-          monitor::logger("job")->warn("rejected {}: {}", describe(m), refusal);
+          const bool stale = m.token == st.plan.token && st.node_attempts.count(m.node_index) &&
+                             !stale_attempt(st, m.node_index, m.attempt).empty();
+          monitor::logger("job")->warn("{} {}: {}", stale ? "refused" : "rejected", describe(m), refusal);
           // A node with the job's token but another build or config is one of this job's own
           // nodes that can never join: waiting for the deadline would only hide why. Anyone
           // without the token is turned away and the job goes on.
@@ -549,7 +582,9 @@ caf::message_handler every_phase(job_actor* self) {
         auto& st = self->state;
         auto it = st.liveness.find(beat.node_index);
         // Only a node's own supervisor speaks for it.
-        if (it == st.liveness.end() || self->current_sender() != st.joined.at(beat.node_index).node.address()) return;
+        if (from_replaced_process(self) || it == st.liveness.end() ||
+            self->current_sender() != st.joined.at(beat.node_index).node.address())
+          return;
         it->second.last_heartbeat = Clock::now();
         if (beat.workers.size() != it->second.workers.size()) return;
         it->second.workers = beat.workers;
@@ -593,7 +628,7 @@ caf::message_handler every_phase(job_actor* self) {
 void on_node_done(job_actor* self, const node_done_msg& d) {
   auto& st = self->state;
   auto it = st.joined.find(d.node_index);
-  if (it == st.joined.end()) return;
+  if (it == st.joined.end() || from_replaced_process(self)) return;
   st.done.insert(d.node_index);
   if (d.exit_code != 0) {
     // A peer's death usually reaches the survivors' collectives before its down_msg
@@ -674,7 +709,7 @@ std::string repeated_failure(const job_supervisor_state& st, int rank) {
 void on_worker_failed(job_actor* self, const worker_failed_msg& failed) {
   auto& st = self->state;
   auto node = st.joined.find(failed.node_index);
-  if (node == st.joined.end()) return;
+  if (node == st.joined.end() || from_replaced_process(self)) return;
   const RecoveryChoice choice = choose_recovery(st.plan.recovery, FailureKind::worker_exception);
   if (!choice.in_place) return restart_instead(self, failed, choice.why_not);
   if (st.in_place)
@@ -720,12 +755,15 @@ bool replace_in_place(job_actor* self, int node_index, FailureKind kind, const s
   }
   std::vector<FailureKind> in_place = st.recovered_kinds;
   in_place.push_back(kind);
-  const NodeReplacement where = st.plan.replace_node(node_index, in_place);
+  const NodeReplacement where = st.plan.replace_node(node_index, st.attempt + 1, in_place);
   if (!where.why_not.empty()) {
     log_restart(st, where.why_not);
     return false;
   }
+  // The new process is the node's next attempt: the old one, should it come back, is refused.
+  st.node_attempts[node_index] = ++st.attempt;
   const join_msg& old = st.joined.at(node_index);
+  st.replaced_processes[old.node.address()] = old;
   PlannedNode& planned = st.plan.nodes.at(node_index);
   const std::string on = where.spare ? "on the spare host " + where.host + " (node " + std::to_string(node_index) +
                                            "'s host " + planned.host + " is unreachable; the spare is now used)"
@@ -926,7 +964,7 @@ caf::behavior rescuing(job_actor* self) {
   const caf::message_handler phase{
       [=](done_atom, const node_done_msg& d) {
         auto& st = self->state;
-        if (!st.joined.count(d.node_index)) return;
+        if (!st.joined.count(d.node_index) || from_replaced_process(self)) return;
         st.done.insert(d.node_index);
         if (d.exit_code != 0) return check_rescue_writers(self, d.node_index, "failed: " + d.reason);
         st.succeeded.insert(d.node_index);
@@ -954,6 +992,8 @@ caf::behavior rescuing(job_actor* self) {
 caf::behavior job_supervisor(job_actor* self, JobPlan plan, caf::actor listener) {
   self->state.plan = std::move(plan);
   self->state.listener = std::move(listener);
+  self->state.attempt = self->state.plan.attempt;
+  for (const PlannedNode& node : self->state.plan.nodes) self->state.node_attempts[node.node_index] = self->state.plan.attempt;
   self->delayed_send(self, self->state.plan.join_timeout, timeout_atom_v);
   self->set_down_handler([=](const caf::down_msg& down) { on_node_down(self, down); });
   return joining(self);

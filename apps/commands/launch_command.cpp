@@ -114,7 +114,8 @@ Status job_fits_this_machine(const LaunchArgs& args, const ResolvedJob& job, con
 using actors::AttemptOutcome;
 
 AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, launch::RankPlan plan,
-                           launch::LauncherOptions launcher_options, SpareHosts& spares, const std::string& token,
+                           launch::LauncherOptions launcher_options, SpareHosts& spares, int& attempt,
+                           const std::string& token,
                            const actors::RecoveryCounts& counts, bool rescue, const actors::RescueTiming& timing,
                            actors::ControlPort& control) {
   auto milliseconds = [](double seconds) { return std::chrono::milliseconds(std::lround(seconds * 1000)); };
@@ -135,20 +136,23 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, laun
   // made below, before any node can be lost.
   job_plan.recovery = actors::recovery_shape(config, plan.world_size, args.external == 0);
   job_plan.recovery_timeout = milliseconds(config.fault.rescue_timeout);
+  job_plan.attempt = attempt;
   std::unique_ptr<launch::NodeLauncher> launcher;
   // The new process starts its counters with this attempt's in-place recoveries, its own included
   // (TROUPE_RESTARTS). An unreachable node's goes to a spare line, its own host being out of reach.
   if (job_plan.recovery.replaces_nodes)
-    job_plan.replace_node = [&launcher, &spares, &plan, counts](int node_index,
-                                                               const std::vector<actors::FailureKind>& in_place) {
+    job_plan.replace_node = [&launcher, &spares, &plan, &attempt, counts](
+                                int node_index, int new_attempt, const std::vector<actors::FailureKind>& in_place) {
       actors::RecoveryCounts seen = counts;
       for (actors::FailureKind kind : in_place) {
         ++seen.failures[kind];
         ++seen.recoveries[actors::RecoverySource::in_place];
       }
-      launch::Environment env{{actors::recovery_counts_variable, seen.to_text()}};
+      launch::Environment env{{actors::recovery_counts_variable, seen.to_text()},
+                              {actors::env::attempt.name, std::to_string(new_attempt)}};
       launch::NodePlan& node = plan.nodes.at(static_cast<std::size_t>(node_index));
       if (in_place.back() != actors::FailureKind::unreachable) {
+        attempt = new_attempt;
         launcher->replace_node(node_index, std::move(env));
         return actors::NodeReplacement{node.host, false, {}};
       }
@@ -163,6 +167,7 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, laun
       node.local = launch::is_local_host(spare->host, launch::this_host_name());
       env.emplace_back(actors::env::local_rank.name, "0");
       env.emplace_back(actors::env::local_world_size.name, std::to_string(node.slots));
+      attempt = new_attempt;
       launcher->move_node(node_index, node.host, node.local, std::move(env));
       return actors::NodeReplacement{node.host, true, {}};
     };
@@ -246,7 +251,10 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, laun
   }
 
   std::vector<launch::NodeProcessSpec> commands = launch::node_process_specs(plan, {args.bind, port, token}, node_argv(config));
-  for (launch::NodeProcessSpec& command : commands) command.env.emplace_back(actors::recovery_counts_variable, counts.to_text());
+  for (launch::NodeProcessSpec& command : commands) {
+    command.env.emplace_back(actors::recovery_counts_variable, counts.to_text());
+    command.env.emplace_back(actors::env::attempt.name, std::to_string(attempt));
+  }
   launcher = std::make_unique<launch::NodeLauncher>(std::move(commands), launcher_options);
   launch::JobResult result = launcher->run();
   caf::anon_send_exit(supervisor, caf::exit_reason::user_shutdown);
@@ -338,7 +346,8 @@ int run_external(const LaunchArgs& args, const ResolvedJob& job) {
   actors::ControlPort control(job.config.monitor, *token);
   const bool rescue = actors::rescue_choice(actors::restart_options(job.config, plan.world_size)).allowed;
   SpareHosts no_spares;
-  const AttemptOutcome attempt = run_attempt(args, job.config, plan, {}, no_spares, *token, {}, rescue,
+  int first_attempt = 0;
+  const AttemptOutcome attempt = run_attempt(args, job.config, plan, {}, no_spares, first_attempt, *token, {}, rescue,
                                              actors::rescue_timing(job.config.fault), control);
   control.attempt_ended(attempt.reason);
   if (attempt.exit_code == 0) return to_int(ExitCode::success);
@@ -402,12 +411,15 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
   JobConfig config = job.config;
   const actors::RescueTiming timing = actors::rescue_timing(config.fault);
   actors::RestartHistory history;
+  int attempt_number = 0;  // TROUPE_ATTEMPT: the last one this job began
   for (;;) {
     const actors::RestartOptions options = actors::restart_options(config, plan.world_size);
     const bool rescue = actors::rescue_choice(options).allowed;
     const long checkpoint_at_start = newest_checkpoint(config);
     AttemptOutcome attempt =
-        run_attempt(args, config, plan, launcher_options, spares, *token, history.counts, rescue, timing, control);
+        run_attempt(args, config, plan, launcher_options, spares, attempt_number, *token, history.counts, rescue, timing,
+                    control);
+    ++attempt_number;  // a restart, if one follows, is the next attempt
     // A node that went to a spare line stays there.
     for (const auto& [index, spare] : spares.taken) hosts[static_cast<std::size_t>(index)].host = spare.host;
     spares.taken.clear();

@@ -287,6 +287,65 @@ TEST_CASE("across hosts a lost node is started again in place, killed on its own
   }
 }
 
+TEST_CASE("a cut-off node whose link comes back after its replacement on the spare took over is fenced off: the "
+          "run ends with the weights of an undisturbed run",
+          "[cluster]") {
+  Cluster cluster(3);
+  TempDir dir;
+  const long steps = 16;
+  // Detection after half of fault.heartbeat_timeout; the cut-off node stops itself only after all of it.
+  const auto job = [&](const fs::path& folder) {
+    return with(saving(Cluster::launch(dir, "h0 slots=1\nh1 slots=1\nh2 slots=1 spare\n"), steps, folder),
+                {"--fault.heartbeat_timeout", "10"});
+  };
+  const fs::path undisturbed = dir.path() / "undisturbed", healed = dir.path() / "healed";
+  const auto calm = run_troupe(dir, job(undisturbed), std::chrono::seconds(120));
+  INFO(calm.out << calm.err);
+  REQUIRE(calm.exit_code == 0);
+
+  auto argv = job(healed);
+  argv.insert(argv.begin(), TROUPE_BINARY_DIR "/troupe");
+  auto run = troupe::apps::WatchedRun::start(argv, {}, dir.file("healed.log"));
+  REQUIRE(run.ok());
+  auto& watched = **run;
+  const bool reached = watched.wait_for_line(std::regex("step +5/"), std::chrono::seconds(60)).has_value();
+  INFO(all_lines(watched));
+  REQUIRE(reached);
+  const int cut_off = joined_pid(all_lines(watched), 1);
+  REQUIRE(cluster_command({"link", "h1", "down"}).exit_code == 0);
+  const auto cut_at = troupe::apps::WatchedRun::Clock::now();
+  const auto replaced = watched.wait_for_line(std::regex("node 1 \\(h2, pid [0-9]+\\) joined in place"),
+                                              std::chrono::seconds(30));
+  // The link back while the cut-off process still runs: it is no longer the job's node 1.
+  const bool alive_at_heal = ::kill(cut_off, 0) == 0;
+  REQUIRE(cluster_command({"link", "h1", "up"}).exit_code == 0);
+  const auto healed_at = troupe::apps::WatchedRun::Clock::now();
+  const auto exit_code = watched.wait_exit(std::chrono::seconds(120));
+  if (!exit_code) watched.kill_all();
+  const std::string output = all_lines(watched);
+  INFO(output);
+  REQUIRE(replaced);
+  CHECK(alive_at_heal);
+  REQUIRE(exit_code == 0);
+  CHECK_THAT(output, Contains("starting node 1's process again on the spare host h2"));
+  CHECK_THAT(output, Contains("job finished: all 2 nodes done") && !Contains("restarting every node"));
+  check_same_state(undisturbed, healed, steps);
+  CHECK(processes_on("h1").empty());
+  // Its connection to the job was closed when it was named unreachable: back on the wire it learns
+  // so and stops, and its word reaches nobody (a join or message of its attempt would be refused).
+  CHECK_THAT(output, Contains("[node 1 h1] troupe: node 1: lost the job supervisor"));
+  const std::size_t last_word = output.rfind("[node 1 h1]");
+  REQUIRE(last_word != std::string::npos);
+  std::printf("the cut-off process's last line: %s\n", output.substr(last_word, output.find('\n', last_word) - last_word).c_str());
+  std::printf("h1 cut after step 5, node 1 in place on h2 after %.2f s, h1's link back after %.2f s with its old "
+              "process alive: %s; the old process's word %s; weights bitwise those of an undisturbed run\n",
+              seconds_between(cut_at, replaced->at), seconds_between(cut_at, healed_at), alive_at_heal ? "yes" : "no",
+              output.find("refused node 1 (h1, pid " + std::to_string(cut_off) + "): attempt 0 is stale") !=
+                      std::string::npos
+                  ? "reached the job and was refused"
+                  : "never reached the job");
+}
+
 TEST_CASE("on a 100 Mbit/s link training goes on and the nodes' metrics put the time in the all-reduce", "[cluster]") {
   Cluster cluster(2, {"--rate", "100mbit"});
   TempDir dir;
