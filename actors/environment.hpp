@@ -112,10 +112,11 @@ inline constexpr Variable restarts{.name = recovery_counts_variable,
 inline constexpr Variable attempt{.name = "TROUPE_ATTEMPT",
                                   .set_by = "troupe launch",
                                   .unset = "0",
-                                  .meaning = "the job's attempt when it started this node process: every restart of "
-                                             "the job and every in-place replacement of a node begins a new one; the "
-                                             "job refuses a node process of an older attempt than it holds for that "
-                                             "node",
+                                  .meaning =
+                                      "the job's attempt when it started this node process: every restart of "
+                                      "the job and every in-place replacement of a node begins a new one; the "
+                                      "job refuses a node process of an older attempt than it holds for that "
+                                      "node",
                                   .fallback = 0,
                                   .min = 0};
 // Set by troupe drill for the runs it starts (docs/drills.md); a user may set them too.

@@ -90,7 +90,7 @@ struct job_supervisor_state {
   // attempt that started its current process), and the processes an in-place recovery replaced,
   // whose joins and messages are refused, each logged once.
   int attempt = 0;
-  std::map<int, int> node_attempts;  // by node index
+  std::map<int, int> node_attempts;                        // by node index
   std::map<caf::actor_addr, join_msg> replaced_processes;  // by node supervisor
   std::set<caf::actor_addr> refusals_logged;
   static inline const char* name = "job_supervisor";
@@ -538,8 +538,9 @@ void on_unreachable(job_actor* self, const std::string& address, double seconds)
   if (nodes.empty()) return;
   char waited[32];
   std::snprintf(waited, sizeof waited, "%.1f s", seconds);
-  std::string reason = names + " unreachable: its host " + address + " answered no TCP acknowledgement or keepalive for " +
-                       waited + " (a cut link or a host gone, not a process that exited or hung); last known " +
+  std::string reason = names + " unreachable: its host " + address +
+                       " answered no TCP acknowledgement or keepalive for " + waited +
+                       " (a cut link or a host gone, not a process that exited or hung); last known " +
                        (last_known.empty() ? std::string("nothing") : last_known);
   // One node of that host goes to a spare in place; several would each need one at once, which one
   // in-place recovery at a time cannot do.
@@ -874,9 +875,8 @@ void on_recover_done(job_actor* self, const recover_done_msg& done) {
           ? "rank " + std::to_string(recovery.failed.rank) + " respawned in node " +
                 std::to_string(recovery.failed.node_index) + "'s process (pid " + std::to_string(node.pid) + ", kept)"
           : "node " + std::to_string(recovery.replaced_node) + "'s process started again on " +
-                st.plan.nodes.at(recovery.replaced_node).host + " (pid " +
-                std::to_string(node.pid) + ", was " + std::to_string(recovery.old_pid) +
-                "; every other node kept its process)";
+                st.plan.nodes.at(recovery.replaced_node).host + " (pid " + std::to_string(node.pid) + ", was " +
+                std::to_string(recovery.old_pid) + "; every other node kept its process)";
   monitor::logger("job")->warn(
       "recovery: in place done in {:.3f} s (epoch {}): {}; {} bytes of state from rank{} {} over the data plane in "
       "{:.3f} s; every rank goes on after step {}",
@@ -993,7 +993,8 @@ caf::behavior job_supervisor(job_actor* self, JobPlan plan, caf::actor listener)
   self->state.plan = std::move(plan);
   self->state.listener = std::move(listener);
   self->state.attempt = self->state.plan.attempt;
-  for (const PlannedNode& node : self->state.plan.nodes) self->state.node_attempts[node.node_index] = self->state.plan.attempt;
+  for (const PlannedNode& node : self->state.plan.nodes)
+    self->state.node_attempts[node.node_index] = self->state.plan.attempt;
   self->delayed_send(self, self->state.plan.join_timeout, timeout_atom_v);
   self->set_down_handler([=](const caf::down_msg& down) { on_node_down(self, down); });
   return joining(self);

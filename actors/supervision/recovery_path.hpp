@@ -11,12 +11,12 @@
 // In place applies to a worker that threw, and to a node process that was lost, went silent or
 // became unreachable when the job can start that node process again (its launcher started every
 // node, here or through the launcher template: a silent one it can also kill; an unreachable one's
-// replacement goes to a spare host-file line, which the launcher may lack), in a job of two or more data-parallel replicas on the CPU
-// backend, with or without pipeline stages and tensor shards: every rank's state is its (pipeline
-// stage, tensor shard)'s part of the model, and the rank of the same stage and shard in another
-// replica holds the same part. Not with ZeRO (each replica holds only its shard of the optimizer
-// state, under ZeRO-3 of the parameters too), nor with compressed gradient sums (PowerSGD's
-// residuals live only in their own rank's memory).
+// replacement goes to a spare host-file line, which the launcher may lack), in a job of two or
+// more data-parallel replicas on the CPU backend, with or without pipeline stages and tensor
+// shards: every rank's state is its (pipeline stage, tensor shard)'s part of the model, and the
+// rank of the same stage and shard in another replica holds the same part. Not with ZeRO (each
+// replica holds only its shard of the optimizer state, under ZeRO-3 of the parameters too), nor
+// with compressed gradient sums (PowerSGD's residuals live only in their own rank's memory).
 //
 // plan_recovery() is the plan once every rank has said how many steps it holds: every rank goes on
 // after the most steps any rank holds, each rank holding fewer (a replacement, and a survivor an

@@ -67,7 +67,8 @@ std::vector<bool> nodes_on_this_machine(const launch::RankPlan& plan) {
 
 Expected<launch::HostFile> job_hosts(const LaunchArgs& args) {
   if (args.workers > 0)
-    return launch::HostFile{std::vector<launch::HostEntry>(static_cast<std::size_t>(args.workers), {"localhost", 1, 0}), {}};
+    return launch::HostFile{std::vector<launch::HostEntry>(static_cast<std::size_t>(args.workers), {"localhost", 1, 0}),
+                            {}};
   return launch::read_host_file(args.host_file);
 }
 
@@ -115,9 +116,8 @@ using actors::AttemptOutcome;
 
 AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, launch::RankPlan plan,
                            launch::LauncherOptions launcher_options, SpareHosts& spares, int& attempt,
-                           const std::string& token,
-                           const actors::RecoveryCounts& counts, bool rescue, const actors::RescueTiming& timing,
-                           actors::ControlPort& control) {
+                           const std::string& token, const actors::RecoveryCounts& counts, bool rescue,
+                           const actors::RescueTiming& timing, actors::ControlPort& control) {
   auto milliseconds = [](double seconds) { return std::chrono::milliseconds(std::lround(seconds * 1000)); };
   actors::JobPlan job_plan{token,
                            build_id(),
@@ -158,7 +158,8 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, laun
       }
       const launch::HostEntry* spare = take_spare(spares, node_index, node.slots);
       if (!spare)
-        return actors::NodeReplacement{{}, false,
+        return actors::NodeReplacement{{},
+                                       false,
                                        "node " + std::to_string(node_index) + "'s host " + node.host +
                                            " is unreachable and the host file has no spare line left with " +
                                            std::to_string(node.slots) + " slot(s)"};
@@ -231,7 +232,9 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, laun
   else
     monitor::logger("job")->info("job supervisor on {}:{}; starting {} node process(es), {} rank(s)", args.bind, port,
                                  plan.nodes.size(), plan.world_size);
-  if (Status opened = control.open(system, supervisor, config, plan.world_size, nodes_on_this_machine(plan), counts.restarts); !opened) {
+  if (Status opened = control.open(system, supervisor, config, plan.world_size, nodes_on_this_machine(plan),
+                                   args.external == 0, counts.restarts);
+      !opened) {
     caf::anon_send_exit(supervisor, caf::exit_reason::user_shutdown);
     AttemptOutcome failed;
     failed.exit_code = 2;
@@ -416,9 +419,8 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
     const actors::RestartOptions options = actors::restart_options(config, plan.world_size);
     const bool rescue = actors::rescue_choice(options).allowed;
     const long checkpoint_at_start = newest_checkpoint(config);
-    AttemptOutcome attempt =
-        run_attempt(args, config, plan, launcher_options, spares, attempt_number, *token, history.counts, rescue, timing,
-                    control);
+    AttemptOutcome attempt = run_attempt(args, config, plan, launcher_options, spares, attempt_number, *token,
+                                         history.counts, rescue, timing, control);
     ++attempt_number;  // a restart, if one follows, is the next attempt
     // A node that went to a spare line stays there.
     for (const auto& [index, spare] : spares.taken) hosts[static_cast<std::size_t>(index)].host = spare.host;

@@ -72,7 +72,8 @@ Expected<ParsedLine> parse_line(std::string_view line, int number, const std::st
       continue;
     }
     if (eq == std::string_view::npos)
-      return Error{where + "unknown word '" + std::string(word) + "' (a line takes slots=N and, on a spare line, spare)"};
+      return Error{where + "unknown word '" + std::string(word) +
+                   "' (a line takes slots=N and, on a spare line, spare)"};
     if (eq == 0) {
       return Error{where + "expected key=value after the hostname, got '" + std::string(word) + "'"};
     }
@@ -92,15 +93,16 @@ Expected<ParsedLine> parse_line(std::string_view line, int number, const std::st
 // A spare takes the place of one node process, so it needs the slots of at least one node line.
 Status check_spares(const HostFile& file, std::string_view origin) {
   if (file.nodes.empty())
-    return Error{std::string(origin) + ": no node line: every host is a spare (a spare holds no ranks until a node is lost)"};
+    return Error{std::string(origin) +
+                 ": no node line: every host is a spare (a spare holds no ranks until a node is lost)"};
   int fewest = file.nodes.front().slots;
   for (const HostEntry& node : file.nodes) fewest = std::min(fewest, node.slots);
   for (const HostEntry& spare : file.spares) {
     const std::string where = std::string(origin) + ":" + std::to_string(spare.line) + ": ";
     if (spare.slots < fewest)
-      return Error{where + "spare host '" + spare.host +
-                   "' has slots=" + std::to_string(spare.slots) + ", fewer than any node line's (the fewest is " +
-                   std::to_string(fewest) + "): it could replace none"};
+      return Error{where + "spare host '" + spare.host + "' has slots=" + std::to_string(spare.slots) +
+                   ", fewer than any node line's (the fewest is " + std::to_string(fewest) +
+                   "): it could replace none"};
   }
   return Status::success();
 }

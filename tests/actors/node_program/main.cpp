@@ -78,9 +78,10 @@ node_done_msg until_stopped(caf::blocking_actor* worker) {
 
 int main(int argc, char** argv) {
   if (argc != 8) {
-    std::fprintf(stderr,
-                 "usage: %s PORT NODE_INDEX TOKEN BUILD_ID CONFIG_HASH check|fail|hang|busy|stall|rescue|trained ATTEMPT\n",
-                 argv[0]);
+    std::fprintf(
+        stderr,
+        "usage: %s PORT NODE_INDEX TOKEN BUILD_ID CONFIG_HASH check|fail|hang|busy|stall|rescue|trained ATTEMPT\n",
+        argv[0]);
     return 64;
   }
   const auto port = static_cast<std::uint16_t>(std::stoi(argv[1]));

@@ -41,8 +41,14 @@ struct NodeProcess {
   static NodeProcess start(std::uint16_t port, int node_index, const std::string& behaviour,
                            const std::string& node_token = token, const std::string& node_build = build,
                            int attempt = 0) {
-    std::vector<std::string> args{TEST_ACTORS_NODE,  std::to_string(port), std::to_string(node_index), node_token,
-                                  node_build,        std::to_string(config_hash), behaviour, std::to_string(attempt)};
+    std::vector<std::string> args{TEST_ACTORS_NODE,
+                                  std::to_string(port),
+                                  std::to_string(node_index),
+                                  node_token,
+                                  node_build,
+                                  std::to_string(config_hash),
+                                  behaviour,
+                                  std::to_string(attempt)};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

@@ -41,8 +41,7 @@ TEST_CASE("a worker that threw in a job with pipeline stages or tensor shards re
   }
 }
 
-TEST_CASE("a lost, silent or unreachable node process of a data-parallel CPU job is replaced in place",
-          "[recovery]") {
+TEST_CASE("a lost, silent or unreachable node process of a data-parallel CPU job is replaced in place", "[recovery]") {
   RecoveryShape pipeline = plain_dp(), shards = plain_dp();
   pipeline.pipeline_stages = 2;
   shards.tensor_shards = 2;

@@ -67,7 +67,8 @@ TEST_CASE("host file errors name the file and line", "[hostfile]") {
 }
 
 TEST_CASE("spare lines: DeepSpeed lines with the word spare, held apart from the node lines", "[hostfile]") {
-  auto file = parse_host_lines("h0 slots=2\nh5 slots=2 spare # the stand-by\nh1 slots=1\nh6 spare slots=4\n", "hosts.txt");
+  auto file =
+      parse_host_lines("h0 slots=2\nh5 slots=2 spare # the stand-by\nh1 slots=1\nh6 spare slots=4\n", "hosts.txt");
   REQUIRE(file.ok());
   REQUIRE(file->nodes.size() == 2);
   CHECK(file->nodes[0].host == "h0");
@@ -91,8 +92,9 @@ TEST_CASE("spare lines that cannot serve are errors naming the file and line", "
   CHECK(problem("h0 slots=1\nh1 slots=1 standby\n") ==
         "hosts.txt:2: unknown word 'standby' (a line takes slots=N and, on a spare line, spare)");
   CHECK(problem("h1 spare\n") == "hosts.txt:1: slots missing for host 'h1' (write 'h1 slots=N')");
-  CHECK(problem("h0 slots=2\nh1 slots=4\nh2 slots=1 spare\n") ==
-        "hosts.txt:3: spare host 'h2' has slots=1, fewer than any node line's (the fewest is 2): it could replace none");
+  CHECK(
+      problem("h0 slots=2\nh1 slots=4\nh2 slots=1 spare\n") ==
+      "hosts.txt:3: spare host 'h2' has slots=1, fewer than any node line's (the fewest is 2): it could replace none");
   CHECK(problem("# only spares\nh1 slots=1 spare\n") ==
         "hosts.txt: no node line: every host is a spare (a spare holds no ranks until a node is lost)");
 }

@@ -257,13 +257,14 @@ TEST_CASE("replace_node after a node's exit began a hold ends the hold, and the 
 
 TEST_CASE("move_node starts a node on another host and leaves its old process alone, whose exit is no failure",
           "[launcher]") {
-  const Outcome run = launch({sh_node(0, "sleep 2; exit 0"),
-                              sh_node(1, "if [ \"$AGAIN\" = 1 ]; then echo again; exit 0; fi; echo first; sleep 1; exit 3")},
-                             quick_options(), [moved = false](NodeLauncher& launcher, const Lines& lines) mutable {
-                               if (moved || lines.out.empty() || lines.out.back() != "[node 1 localhost] first") return;
-                               moved = true;
-                               launcher.move_node(1, "127.0.0.1", true, {{"AGAIN", "1"}});
-                             });
+  const Outcome run =
+      launch({sh_node(0, "sleep 2; exit 0"),
+              sh_node(1, "if [ \"$AGAIN\" = 1 ]; then echo again; exit 0; fi; echo first; sleep 1; exit 3")},
+             quick_options(), [moved = false](NodeLauncher& launcher, const Lines& lines) mutable {
+               if (moved || lines.out.empty() || lines.out.back() != "[node 1 localhost] first") return;
+               moved = true;
+               launcher.move_node(1, "127.0.0.1", true, {{"AGAIN", "1"}});
+             });
   CHECK(run.result.end == JobEnd::success);
   CHECK(std::count(run.lines.out.begin(), run.lines.out.end(), "[node 1 127.0.0.1] again") == 1);
   std::vector<NodeExit> node1;
