@@ -28,6 +28,8 @@ Expected<int> read_node_index() { return integer(node_index); }
 std::optional<std::string> read_join() { return environment_text(join.name); }
 std::optional<std::string> read_token() { return environment_text(token.name); }
 
+Expected<int> read_attempt() { return integer(attempt); }
+
 Expected<RecoveryCounts> read_restarts() {
   const std::optional<std::string> value = environment_text(restarts.name);
   return value ? RecoveryCounts::parse(*value) : RecoveryCounts{};

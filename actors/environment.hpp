@@ -108,6 +108,17 @@ inline constexpr Variable restarts{.name = recovery_counts_variable,
                                    .meaning =
                                        "the job's failures by kind and recoveries by source so far, e.g. "
                                        "restarts=1 failure.node_lost=1 recovery.replica=1 (docs/drills.md)"};
+// Set by troupe launch at every start of a node process, in place of a lost one too.
+inline constexpr Variable attempt{.name = "TROUPE_ATTEMPT",
+                                  .set_by = "troupe launch",
+                                  .unset = "0",
+                                  .meaning =
+                                      "the job's attempt when it started this node process: every restart of "
+                                      "the job and every in-place replacement of a node begins a new one; the "
+                                      "job refuses a node process of an older attempt than it holds for that "
+                                      "node",
+                                  .fallback = 0,
+                                  .min = 0};
 // Set by troupe drill for the runs it starts (docs/drills.md); a user may set them too.
 inline constexpr Variable drill_throw_at{
     .name = "TROUPE_DRILL_THROW_AT",
@@ -121,9 +132,9 @@ inline constexpr Variable drill_node_gone{.name = "TROUPE_DRILL_NODE_GONE",
                                           .fallback = -1,
                                           .min = 0};
 
-inline constexpr std::array<Variable, 13> variables{
-    rank,  world_size, local_rank, local_world_size, master_addr,    master_port,    node_index,
-    slots, join,       token,      restarts,         drill_throw_at, drill_node_gone};
+inline constexpr std::array<Variable, 14> variables{
+    rank,  world_size, local_rank, local_world_size, master_addr, master_port,    node_index,
+    slots, join,       token,      restarts,         attempt,     drill_throw_at, drill_node_gone};
 
 // The accessors: unset gives the table's default, an invalid value the error line. The integer
 // ones take the row's fallback and min (and fit an int).
@@ -136,6 +147,7 @@ Expected<int> read_node_index();           // an integer >= 0; -1 when unset
 std::optional<std::string> read_join();    // any text; nothing when unset
 std::optional<std::string> read_token();   // any text; nothing when unset
 Expected<RecoveryCounts> read_restarts();  // RecoveryCounts' text; all zero when unset
+Expected<int> read_attempt();              // an integer >= 0; 0 when unset
 
 struct DrillThrowAt {
   int rank = 0;

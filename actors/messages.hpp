@@ -31,6 +31,10 @@ struct device_group_id {
 // Node supervisor → job supervisor, first thing after connecting.
 struct join_msg {
   std::string token;          // the job's secret; a wrong one is rejected and logged
+  // The process's attempt (TROUPE_ATTEMPT): the job's attempt when it was started. A restart of the
+  // job and an in-place replacement of a node each begin a new one; a join or message from an
+  // attempt older than the one the job holds for that node is a stale process's, and refused.
+  int attempt = 0;
   std::string build_id;       // troupe version + commit; must equal the job's
   std::uint64_t config_hash;  // of the resolved config; must equal the job's
   int node_index = -1;        // the host-file line this process was started for
@@ -253,7 +257,7 @@ typename Inspector::result_type inspect(Inspector& f, device_group_id& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, join_msg& x) {
-  return f(caf::meta::type_name("join_msg"), x.token, x.build_id, x.config_hash, x.node_index, x.host, x.pid,
+  return f(caf::meta::type_name("join_msg"), x.token, x.attempt, x.build_id, x.config_hash, x.node_index, x.host, x.pid,
            x.address, x.comm_addresses, x.device_group_ids, x.node);
 }
 template <class Inspector>

@@ -15,7 +15,7 @@ ControlPort::ControlPort(const MonitorOptions& options, std::string token)
     : bind_(options.control_bind), port_(options.control_port), token_(std::move(token)) {}
 
 Status ControlPort::open(caf::actor_system& system, caf::actor job, const JobConfig& config, int world_size,
-                         std::vector<bool> node_is_local, int restarts) {
+                         std::vector<bool> node_is_local, bool launcher_starts_nodes, int restarts) {
   actors::MonitorPlan monitor_plan;
   monitor_plan.token = token_;
   monitor_plan.job = std::move(job);
@@ -26,9 +26,8 @@ Status ControlPort::open(caf::actor_system& system, caf::actor job, const JobCon
   monitor_plan.dp = world_size / (config.pipeline.stages * config.tensor.shards);
   monitor_plan.checkpoint_dir =
       config.checkpoint.dir.empty() ? std::string() : std::filesystem::absolute(config.checkpoint.dir).string();
-  const bool every_node_here = std::all_of(node_is_local.begin(), node_is_local.end(), [](bool local) { return local; });
   monitor_plan.replaces_lost_nodes =
-      choose_recovery(recovery_shape(config, world_size, every_node_here), FailureKind::node_lost).in_place;
+      choose_recovery(recovery_shape(config, world_size, launcher_starts_nodes), FailureKind::node_lost).in_place;
   monitor_plan.node_is_local = std::move(node_is_local);
   monitor_plan.attempt = restarts;
   monitor_plan.max_restarts = config.fault.max_restarts;

@@ -24,9 +24,10 @@ class ControlPort {
 
   // Spawns this attempt's monitor actor beside the job supervisor `job` and publishes it; an
   // Error naming the address when it cannot listen there. node_is_local has one entry per node
-  // (by node index): whether that node process runs on this machine.
+  // (by node index): whether that node process runs on this machine; launcher_starts_nodes: the
+  // job's launcher started every node (not --external), so it can start a lost one again.
   Status open(caf::actor_system& system, caf::actor job, const JobConfig& config, int world_size,
-              std::vector<bool> node_is_local, int restarts);
+              std::vector<bool> node_is_local, bool launcher_starts_nodes, int restarts);
   // The attempt ended; the next attempt's monitor says so.
   void attempt_ended(const std::string& reason) { last_reason_ = reason; }
 

@@ -92,6 +92,13 @@ struct job_supervisor_state {
   std::vector<recovery_view> recoveries;  // done, for the shell's status
   std::vector<FailureKind> recovered_kinds;  // the failure kind of each of `recoveries`
   bool restart_logged = false;  // "recovery: restarting every node: ..." is said once
+  // Fencing (docs/protocols/control-plane.md, "Attempts"): the job's attempt, each node's (the
+  // attempt that started its current process), and the processes an in-place recovery replaced,
+  // whose joins and messages are refused, each logged once.
+  int attempt = 0;
+  std::map<int, int> node_attempts;                        // by node index
+  std::map<caf::actor_addr, join_msg> replaced_processes;  // by node supervisor
+  std::set<caf::actor_addr> refusals_logged;
   static inline const char* name = "job_supervisor";
 
   bool started() const { return phase == JobPhase::running || phase == JobPhase::rescuing; }
@@ -234,6 +241,14 @@ bool awaited_replacement(const job_supervisor_state& st, int node_index) {
   return st.in_place && st.in_place->replaced_node == node_index && !st.in_place->replacement;
 }
 
+// "attempt A is stale, the job is at attempt B" where a process of attempt `attempt` is older than
+// node `node_index`'s current one; "" where it is not.
+std::string stale_attempt(const job_supervisor_state& st, int node_index, int attempt) {
+  const int current = st.node_attempts.at(node_index);
+  if (attempt >= current) return {};
+  return "attempt " + std::to_string(attempt) + " is stale, the job is at attempt " + std::to_string(current);
+}
+
 // Why `m` may not join, or "" when it may.
 std::string join_refusal(const job_supervisor_state& st, const join_msg& m) {
   if (m.token != st.plan.token) return "wrong job token";
@@ -242,6 +257,7 @@ std::string join_refusal(const job_supervisor_state& st, const join_msg& m) {
   if (m.node_index < 0 || m.node_index >= static_cast<int>(st.plan.nodes.size()))
     return "node index " + std::to_string(m.node_index) + " is not in the host file (" +
            std::to_string(st.plan.nodes.size()) + " nodes)";
+  if (std::string stale = stale_attempt(st, m.node_index, m.attempt); !stale.empty()) return stale;
   const bool replacement = awaited_replacement(st, m.node_index);
   if (st.joined.count(m.node_index) && !replacement)
     return "node index " + std::to_string(m.node_index) + " has already joined";
@@ -256,6 +272,21 @@ std::string join_refusal(const job_supervisor_state& st, const join_msg& m) {
 std::string state_source(const job_supervisor_state::in_place_recovery& recovery) {
   if (!recovery.rollback) return "its state from a surviving replica over the data plane";
   return recovery.why_rollback + ", so every rank rolls back to the newest checkpoint";
+}
+
+// Whether the message being handled comes from a node process an in-place recovery replaced (its
+// node supervisor): such a process is cut off from the job and its word counts for nothing. The
+// first of its messages is logged, "refused node 1 (h1, pid N): attempt 0 is stale, …".
+bool from_replaced_process(job_actor* self) {
+  auto& st = self->state;
+  const caf::strong_actor_ptr& sender = self->current_sender();
+  if (!sender) return false;
+  const auto replaced = st.replaced_processes.find(sender->address());
+  if (replaced == st.replaced_processes.end()) return false;
+  const join_msg& m = replaced->second;
+  if (st.refusals_logged.insert(replaced->first).second)
+    monitor::logger("job")->warn("refused {}: {}", describe(m), stale_attempt(st, m.node_index, m.attempt));
+  return true;
 }
 
 // Where a failure is not recovered in place: the one line that says so and why.
@@ -519,11 +550,15 @@ void on_unreachable(job_actor* self, const std::string& address, double seconds)
   if (nodes.empty()) return;
   char waited[32];
   std::snprintf(waited, sizeof waited, "%.1f s", seconds);
-  fail_job(self, FailureKind::unreachable,
-           names + " unreachable: its host " + address + " answered no TCP acknowledgement or keepalive for " + waited +
-               " (a cut link or a host gone, not a process that exited or hung); last known " +
-               (last_known.empty() ? std::string("nothing") : last_known),
-           nodes);
+  std::string reason = names + " unreachable: its host " + address +
+                       " answered no TCP acknowledgement or keepalive for " + waited +
+                       " (a cut link or a host gone, not a process that exited or hung); last known " +
+                       (last_known.empty() ? std::string("nothing") : last_known);
+  // One node of that host goes to a spare in place; several would each need one at once, which one
+  // in-place recovery at a time cannot do.
+  if (nodes.size() == 1 && replace_in_place(self, nodes.front(), FailureKind::unreachable, reason)) return;
+  if (nodes.size() > 1) log_restart(st, std::to_string(nodes.size()) + " nodes unreachable at once on host " + address);
+  fail_job(self, FailureKind::unreachable, std::move(reason), nodes);
 }
 
 // What every phase answers alike: joins (refused once the job has started), heartbeats, the
@@ -534,7 +569,9 @@ caf::message_handler every_phase(job_actor* self) {
       [=](join_atom, join_msg& m) -> join_result_msg {
         auto& st = self->state;
         if (std::string refusal = join_refusal(st, m); !refusal.empty()) {
-          monitor::logger("job")->warn("rejected {}: {}", describe(m), refusal);
+          const bool stale = m.token == st.plan.token && st.node_attempts.count(m.node_index) &&
+                             !stale_attempt(st, m.node_index, m.attempt).empty();
+          monitor::logger("job")->warn("{} {}: {}", stale ? "refused" : "rejected", describe(m), refusal);
           // A node with the job's token but another build or config is one of this job's own
           // nodes that can never join: waiting for the deadline would only hide why. Anyone
           // without the token is turned away and the job goes on.
@@ -558,7 +595,9 @@ caf::message_handler every_phase(job_actor* self) {
         auto& st = self->state;
         auto it = st.liveness.find(beat.node_index);
         // Only a node's own supervisor speaks for it.
-        if (it == st.liveness.end() || self->current_sender() != st.joined.at(beat.node_index).node.address()) return;
+        if (from_replaced_process(self) || it == st.liveness.end() ||
+            self->current_sender() != st.joined.at(beat.node_index).node.address())
+          return;
         it->second.last_heartbeat = Clock::now();
         if (beat.workers.size() != it->second.workers.size()) return;
         it->second.workers = beat.workers;
@@ -602,7 +641,7 @@ caf::message_handler every_phase(job_actor* self) {
 void on_node_done(job_actor* self, const node_done_msg& d) {
   auto& st = self->state;
   auto it = st.joined.find(d.node_index);
-  if (it == st.joined.end()) return;
+  if (it == st.joined.end() || from_replaced_process(self)) return;
   st.done.insert(d.node_index);
   if (d.exit_code != 0) {
     // A peer's death usually reaches the survivors' collectives before its down_msg
@@ -683,7 +722,7 @@ std::string repeated_failure(const job_supervisor_state& st, int rank) {
 void on_worker_failed(job_actor* self, const worker_failed_msg& failed) {
   auto& st = self->state;
   auto node = st.joined.find(failed.node_index);
-  if (node == st.joined.end()) return;
+  if (node == st.joined.end() || from_replaced_process(self)) return;
   const RecoveryChoice choice = choose_recovery(st.plan.recovery, FailureKind::worker_exception);
   if (!choice.in_place) return restart_instead(self, failed, choice.why_not);
   if (st.in_place)
@@ -729,8 +768,22 @@ bool replace_in_place(job_actor* self, int node_index, FailureKind kind, const s
     log_restart(st, why_not);
     return false;
   }
+  std::vector<FailureKind> in_place = st.recovered_kinds;
+  in_place.push_back(kind);
+  const NodeReplacement where = st.plan.replace_node(node_index, st.attempt + 1, in_place);
+  if (!where.why_not.empty()) {
+    log_restart(st, where.why_not);
+    return false;
+  }
+  // The new process is the node's next attempt: the old one, should it come back, is refused.
+  st.node_attempts[node_index] = ++st.attempt;
   const join_msg& old = st.joined.at(node_index);
-  const PlannedNode& planned = st.plan.nodes.at(node_index);
+  st.replaced_processes[old.node.address()] = old;
+  PlannedNode& planned = st.plan.nodes.at(node_index);
+  const std::string on = where.spare ? "on the spare host " + where.host + " (node " + std::to_string(node_index) +
+                                           "'s host " + planned.host + " is unreachable; the spare is now used)"
+                                     : "on its host " + where.host;
+  planned.host = where.host;
   st.lost.erase(node_index);
   st.liveness.erase(node_index);  // silent until its new process joins; the watchdog skips it
   job_supervisor_state::in_place_recovery recovery{++st.recovery_epoch, Clock::now(),
@@ -746,12 +799,9 @@ bool replace_in_place(job_actor* self, int node_index, FailureKind kind, const s
   if (choice.rollback) recovery.why_rollback = no_replica_reason(st.plan.recovery, planned.first_rank);
   st.in_place = std::move(recovery);
   monitor::logger("job")->warn(
-      "{}; recovery: in place (epoch {}): starting node {}'s process again{}, every other node keeps its process; {}",
-      reason, st.recovery_epoch, node_index, kind == FailureKind::hang ? " (the silent one killed first)" : "",
+      "{}; recovery: in place (epoch {}): starting node {}'s process again {}{}, every other node keeps its process; {}",
+      reason, st.recovery_epoch, node_index, on, kind == FailureKind::hang ? " (the silent one killed first)" : "",
       state_source(*st.in_place));
-  std::vector<FailureKind> in_place = st.recovered_kinds;
-  in_place.push_back(kind);
-  st.plan.replace_node(node_index, in_place);
   for (const auto& [index, m] : st.joined)
     if (index != node_index) self->send(m.node, recover_atom_v, st.in_place->order);
   self->delayed_send(self, st.plan.recovery_timeout, recover_atom_v, st.recovery_epoch);
@@ -882,9 +932,9 @@ void on_recover_done(job_actor* self, const recover_done_msg& done) {
       recovery.replaced_node < 0
           ? "rank " + std::to_string(recovery.failed.rank) + " respawned in node " +
                 std::to_string(recovery.failed.node_index) + "'s process (pid " + std::to_string(node.pid) + ", kept)"
-          : "node " + std::to_string(recovery.replaced_node) + "'s process started again (pid " +
-                std::to_string(node.pid) + ", was " + std::to_string(recovery.old_pid) +
-                "; every other node kept its process)";
+          : "node " + std::to_string(recovery.replaced_node) + "'s process started again on " +
+                st.plan.nodes.at(recovery.replaced_node).host + " (pid " + std::to_string(node.pid) + ", was " +
+                std::to_string(recovery.old_pid) + "; every other node kept its process)";
   if (recovery.plan.rollback)
     monitor::logger("job")->warn(
         "recovery: in place done in {:.3f} s (epoch {}): {}; every rank rolled back to checkpoint step {} ({} bytes of "
@@ -979,7 +1029,7 @@ caf::behavior rescuing(job_actor* self) {
   const caf::message_handler phase{
       [=](done_atom, const node_done_msg& d) {
         auto& st = self->state;
-        if (!st.joined.count(d.node_index)) return;
+        if (!st.joined.count(d.node_index) || from_replaced_process(self)) return;
         st.done.insert(d.node_index);
         if (d.exit_code != 0) return check_rescue_writers(self, d.node_index, "failed: " + d.reason);
         st.succeeded.insert(d.node_index);
@@ -1007,6 +1057,9 @@ caf::behavior rescuing(job_actor* self) {
 caf::behavior job_supervisor(job_actor* self, JobPlan plan, caf::actor listener) {
   self->state.plan = std::move(plan);
   self->state.listener = std::move(listener);
+  self->state.attempt = self->state.plan.attempt;
+  for (const PlannedNode& node : self->state.plan.nodes)
+    self->state.node_attempts[node.node_index] = self->state.plan.attempt;
   self->delayed_send(self, self->state.plan.join_timeout, timeout_atom_v);
   self->set_down_handler([=](const caf::down_msg& down) { on_node_down(self, down); });
   return joining(self);

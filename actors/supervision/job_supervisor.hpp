@@ -84,6 +84,14 @@ struct PlannedNode {
   int first_rank = 0;
 };
 
+// Where JobPlan::replace_node starts a node's new process: `host` ("" where it cannot, and
+// `why_not` says why) and whether that is a spare line of the host file.
+struct NodeReplacement {
+  std::string host;
+  bool spare = false;
+  std::string why_not;
+};
+
 struct JobPlan {
   std::string token;
   std::string build_id;
@@ -109,12 +117,19 @@ struct JobPlan {
   std::chrono::milliseconds recovery_timeout{60000};
   std::function<void()> on_start;  // called once when every node has joined and the job starts
   // Starts node `node_index`'s process again (SIGKILL to the old one first, if it is still there),
-  // for an in-place recovery of a lost or silent node; called on the supervisor's thread. Empty
+  // for an in-place recovery of a lost or silent node, or on a spare host of the host file for an
+  // unreachable one (its old process left where it is); called on the supervisor's thread. Empty
   // where nothing can (the nodes started elsewhere): such a failure restarts every node.
-  // `in_place` lists the failure kind of every in-place recovery of this attempt, this one (node_lost
-  // or hang) last: the new process starts its counts there. A new process that exits before it
-  // joins is reported to the supervisor as (recover_atom, node_index, how it exited).
-  std::function<void(int node_index, const std::vector<FailureKind>& in_place)> replace_node;
+  // `in_place` lists the failure kind of every in-place recovery of this attempt, this one
+  // (node_lost, hang or unreachable) last: the new process starts its counts there. A new process
+  // that exits before it joins is reported to the supervisor as (recover_atom, node_index, how it
+  // exited). Returns where it starts the process, or why it cannot (no spare host left).
+  // `attempt` is the new process's (TROUPE_ATTEMPT), the job's next.
+  std::function<NodeReplacement(int node_index, int attempt, const std::vector<FailureKind>& in_place)> replace_node;
+  // The job's attempt when this supervisor starts (every node's TROUPE_ATTEMPT): a restart of the
+  // job and an in-place replacement of a node each begin a new one. A join or message from a
+  // process of an older attempt than its node's is refused (docs/protocols/control-plane.md).
+  int attempt = 0;
 };
 
 // Spawns the job supervisor; `listener` receives one job_outcome_msg when the job ends.

@@ -10,14 +10,15 @@ namespace troupe::actors {
 RecoveryChoice choose_recovery(const RecoveryShape& shape, FailureKind kind) {
   auto restart = [](std::string why) { return RecoveryChoice{false, false, std::move(why)}; };
   if (shape.mode != "in_place") return restart("fault.recovery is " + shape.mode);
-  const bool node_gone = kind == FailureKind::node_lost || kind == FailureKind::hang;
+  const bool node_gone =
+      kind == FailureKind::node_lost || kind == FailureKind::hang || kind == FailureKind::unreachable;
   if (kind != FailureKind::worker_exception && !node_gone)
-    return restart("in place covers a worker that threw and a lost or silent node process, not a failure of kind " +
-                   std::string(to_string(kind)));
+    return restart(
+        "in place covers a worker that threw and a lost, silent or unreachable node process, not a failure of kind " +
+        std::string(to_string(kind)));
   if (node_gone && !shape.replaces_nodes)
     return restart("in place replaces a " + std::string(to_string(kind)) +
-                   " node only where the job started every node process on this machine (not --external, no "
-                   "remote host)");
+                   " node only where the job's launcher started every node process (not --external)");
   if (shape.data_parallel < 2 && !shape.checkpoints)
     return restart("no surviving replica holds the failed worker's state (dp 1) and no checkpoint.dir to roll back to");
   if (shape.zero > 0)

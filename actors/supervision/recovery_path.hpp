@@ -8,15 +8,15 @@
 //
 //   recovery: restarting every node: <why_not>
 //
-// In place applies to a worker that threw, and to a node process that was lost or went silent
-// when the job can start that node process again (the launcher started every node on this machine:
-// a silent one it can also kill), in a job of two or more data-parallel replicas on the CPU
-// backend, with or without pipeline stages and tensor shards: every rank's state is its (pipeline
-// stage, tensor shard)'s part of the model, and the rank of the same stage and shard in another
-// replica holds the same part. Not with ZeRO (each replica holds only its shard of the optimizer
-// state, under ZeRO-3 of the parameters too), nor with compressed gradient sums (PowerSGD's
-// residuals live only in their own rank's memory). An unreachable node's host may be gone with its
-// process, which nothing here can kill or start again: the job restarts.
+// In place applies to a worker that threw, and to a node process that was lost, went silent or
+// became unreachable when the job can start that node process again (its launcher started every
+// node, here or through the launcher template: a silent one it can also kill; an unreachable one's
+// replacement goes to a spare host-file line, which the launcher may lack), in a job of two or
+// more data-parallel replicas on the CPU backend, with or without pipeline stages and tensor
+// shards: every rank's state is its (pipeline stage, tensor shard)'s part of the model, and the
+// rank of the same stage and shard in another replica holds the same part. Not with ZeRO (each
+// replica holds only its shard of the optimizer state, under ZeRO-3 of the parameters too), nor
+// with compressed gradient sums (PowerSGD's residuals live only in their own rank's memory).
 //
 // Where no replica holds the failed rank's state (one data-parallel replica, with or without
 // pipeline stages and tensor shards) the job still recovers in place when it writes checkpoints
@@ -50,7 +50,7 @@ struct RecoveryShape {
   std::string backend = "cpu";
   std::string compress = "none";  // comm.compress
   // Whether the job can start a lost node process again: its launcher started every node, on this
-  // machine (not --external, no remote host).
+  // machine or through the launcher template (not --external).
   bool replaces_nodes = false;
   // checkpoint.dir is set: a rollback has checkpoints to read.
   bool checkpoints = false;

@@ -114,6 +114,7 @@ NodeOutcome run_node_process(const NodeProcessOptions& options, const ResolvedJo
 
   join_msg hello;
   hello.token = options.token;
+  hello.attempt = options.attempt;
   hello.build_id = options.build_id;
   hello.config_hash = options.config_hash;
   hello.node_index = options.node_index;

@@ -65,9 +65,27 @@ std::vector<bool> nodes_on_this_machine(const launch::RankPlan& plan) {
   return local;
 }
 
-Expected<std::vector<launch::HostEntry>> job_hosts(const LaunchArgs& args) {
-  if (args.workers > 0) return std::vector<launch::HostEntry>(static_cast<std::size_t>(args.workers), {"localhost", 1, 0});
-  return launch::parse_host_file(args.host_file);
+Expected<launch::HostFile> job_hosts(const LaunchArgs& args) {
+  if (args.workers > 0)
+    return launch::HostFile{std::vector<launch::HostEntry>(static_cast<std::size_t>(args.workers), {"localhost", 1, 0}),
+                            {}};
+  return launch::read_host_file(args.host_file);
+}
+
+// The host file's spare lines not used yet, and the nodes moved to one: node index → its spare.
+struct SpareHosts {
+  std::vector<launch::HostEntry> free;
+  std::vector<std::pair<int, launch::HostEntry>> taken;
+};
+
+// Takes the first free spare with `slots` or more for node `node_index`; nullptr when none is left.
+const launch::HostEntry* take_spare(SpareHosts& spares, int node_index, int slots) {
+  const auto fits = std::find_if(spares.free.begin(), spares.free.end(),
+                                 [slots](const launch::HostEntry& spare) { return spare.slots >= slots; });
+  if (fits == spares.free.end()) return nullptr;
+  spares.taken.emplace_back(node_index, *fits);
+  spares.free.erase(fits);
+  return &spares.taken.back().second;
 }
 
 // The machines the plan's nodes run on: its distinct hosts, every alias of this one counted once.
@@ -96,10 +114,10 @@ Status job_fits_this_machine(const LaunchArgs& args, const ResolvedJob& job, con
 
 using actors::AttemptOutcome;
 
-AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, const launch::RankPlan& plan,
-                           launch::LauncherOptions launcher_options, const std::string& token,
-                           const actors::RecoveryCounts& counts, bool rescue, const actors::RescueTiming& timing,
-                           actors::ControlPort& control) {
+AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, launch::RankPlan plan,
+                           launch::LauncherOptions launcher_options, SpareHosts& spares, int& attempt,
+                           const std::string& token, const actors::RecoveryCounts& counts, bool rescue,
+                           const actors::RescueTiming& timing, actors::ControlPort& control) {
   auto milliseconds = [](double seconds) { return std::chrono::milliseconds(std::lround(seconds * 1000)); };
   actors::JobPlan job_plan{token,
                            build_id(),
@@ -113,24 +131,46 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, cons
   for (const auto& node : plan.nodes) job_plan.nodes.push_back({node.node_index, node.host, node.slots, node.first_rank});
   if (rescue) job_plan.rescue_timeout = timing.job_wait;
   job_plan.last_step = config.train.steps;
-  // A lost or silent node's process can be started again in place when this launcher started every
-  // node here (recovery_path.hpp); the launcher is made below, before any node can be lost.
-  job_plan.recovery = actors::recovery_shape(
-      config, plan.world_size,
-      args.external == 0 &&
-          std::all_of(plan.nodes.begin(), plan.nodes.end(), [](const launch::NodePlan& node) { return node.local; }));
+  // A lost, silent or unreachable node's process can be started again in place when this launcher
+  // started every node, here or through the launcher template (recovery_path.hpp); the launcher is
+  // made below, before any node can be lost.
+  job_plan.recovery = actors::recovery_shape(config, plan.world_size, args.external == 0);
   job_plan.recovery_timeout = milliseconds(config.fault.rescue_timeout);
+  job_plan.attempt = attempt;
   std::unique_ptr<launch::NodeLauncher> launcher;
   // The new process starts its counters with this attempt's in-place recoveries, its own included
-  // (TROUPE_RESTARTS).
+  // (TROUPE_RESTARTS). An unreachable node's goes to a spare line, its own host being out of reach.
   if (job_plan.recovery.replaces_nodes)
-    job_plan.replace_node = [&launcher, counts](int node_index, const std::vector<actors::FailureKind>& in_place) {
+    job_plan.replace_node = [&launcher, &spares, &plan, &attempt, counts](
+                                int node_index, int new_attempt, const std::vector<actors::FailureKind>& in_place) {
       actors::RecoveryCounts seen = counts;
       for (actors::FailureKind kind : in_place) {
         ++seen.failures[kind];
         ++seen.recoveries[actors::RecoverySource::in_place];
       }
-      launcher->replace_node(node_index, {{actors::recovery_counts_variable, seen.to_text()}});
+      launch::Environment env{{actors::recovery_counts_variable, seen.to_text()},
+                              {actors::env::attempt.name, std::to_string(new_attempt)}};
+      launch::NodePlan& node = plan.nodes.at(static_cast<std::size_t>(node_index));
+      if (in_place.back() != actors::FailureKind::unreachable) {
+        attempt = new_attempt;
+        launcher->replace_node(node_index, std::move(env));
+        return actors::NodeReplacement{node.host, false, {}};
+      }
+      const launch::HostEntry* spare = take_spare(spares, node_index, node.slots);
+      if (!spare)
+        return actors::NodeReplacement{{},
+                                       false,
+                                       "node " + std::to_string(node_index) + "'s host " + node.host +
+                                           " is unreachable and the host file has no spare line left with " +
+                                           std::to_string(node.slots) + " slot(s)"};
+      // Alone on its machine, as a spare is meant to be.
+      node.host = spare->host;
+      node.local = launch::is_local_host(spare->host, launch::this_host_name());
+      env.emplace_back(actors::env::local_rank.name, "0");
+      env.emplace_back(actors::env::local_world_size.name, std::to_string(node.slots));
+      attempt = new_attempt;
+      launcher->move_node(node_index, node.host, node.local, std::move(env));
+      return actors::NodeReplacement{node.host, true, {}};
     };
   const bool replaces = actors::choose_recovery(job_plan.recovery, actors::FailureKind::node_lost).in_place;
   // Once the job runs, a node's exit may be answered by a rescue or by starting that node again in
@@ -192,7 +232,9 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, cons
   else
     monitor::logger("job")->info("job supervisor on {}:{}; starting {} node process(es), {} rank(s)", args.bind, port,
                                  plan.nodes.size(), plan.world_size);
-  if (Status opened = control.open(system, supervisor, config, plan.world_size, nodes_on_this_machine(plan), counts.restarts); !opened) {
+  if (Status opened = control.open(system, supervisor, config, plan.world_size, nodes_on_this_machine(plan),
+                                   args.external == 0, counts.restarts);
+      !opened) {
     caf::anon_send_exit(supervisor, caf::exit_reason::user_shutdown);
     AttemptOutcome failed;
     failed.exit_code = 2;
@@ -212,7 +254,10 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, cons
   }
 
   std::vector<launch::NodeProcessSpec> commands = launch::node_process_specs(plan, {args.bind, port, token}, node_argv(config));
-  for (launch::NodeProcessSpec& command : commands) command.env.emplace_back(actors::recovery_counts_variable, counts.to_text());
+  for (launch::NodeProcessSpec& command : commands) {
+    command.env.emplace_back(actors::recovery_counts_variable, counts.to_text());
+    command.env.emplace_back(actors::env::attempt.name, std::to_string(attempt));
+  }
   launcher = std::make_unique<launch::NodeLauncher>(std::move(commands), launcher_options);
   launch::JobResult result = launcher->run();
   caf::anon_send_exit(supervisor, caf::exit_reason::user_shutdown);
@@ -303,7 +348,9 @@ int run_external(const LaunchArgs& args, const ResolvedJob& job) {
   monitor::set_log_job(actors::metrics_job_label(*token));
   actors::ControlPort control(job.config.monitor, *token);
   const bool rescue = actors::rescue_choice(actors::restart_options(job.config, plan.world_size)).allowed;
-  const AttemptOutcome attempt = run_attempt(args, job.config, plan, {}, *token, {}, rescue,
+  SpareHosts no_spares;
+  int first_attempt = 0;
+  const AttemptOutcome attempt = run_attempt(args, job.config, plan, {}, no_spares, first_attempt, *token, {}, rescue,
                                              actors::rescue_timing(job.config.fault), control);
   control.attempt_ended(attempt.reason);
   if (attempt.exit_code == 0) return to_int(ExitCode::success);
@@ -328,9 +375,11 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
     if (!*allocation) return error_exit(ExitCode::bad_input, allocation->error().message);
     slurm = std::move(**allocation);
   }
-  auto hosts = slurm ? Expected<std::vector<launch::HostEntry>>(slurm->hosts) : job_hosts(args);
-  if (!hosts) return error_exit(ExitCode::bad_input, hosts.error().message);
-  launch::RankPlan plan = launch::plan_ranks(*hosts, launch::this_host_name());
+  auto host_file = slurm ? Expected<launch::HostFile>(launch::HostFile{slurm->hosts, {}}) : job_hosts(args);
+  if (!host_file) return error_exit(ExitCode::bad_input, host_file.error().message);
+  std::vector<launch::HostEntry>& hosts = host_file->nodes;
+  SpareHosts spares{host_file->spares, {}};
+  launch::RankPlan plan = launch::plan_ranks(hosts, launch::this_host_name());
   if (Status fits = job_fits_this_machine(args, job, plan); !fits)
     return error_exit(ExitCode::bad_input, fits.error().message);
   // Held through every restart: the attempts are one job.
@@ -346,7 +395,7 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
   }
   if (slurm) {
     std::string listed;
-    for (const launch::HostEntry& host : *hosts)
+    for (const launch::HostEntry& host : hosts)
       listed += (listed.empty() ? "" : ", ") + host.host + " slots=" + std::to_string(host.slots);
     monitor::logger("job")->info("hosts from the Slurm allocation ({}): {}; launcher `{}`", slurm->source, listed,
                                  launcher_options.remote.text());
@@ -365,16 +414,22 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
   JobConfig config = job.config;
   const actors::RescueTiming timing = actors::rescue_timing(config.fault);
   actors::RestartHistory history;
+  int attempt_number = 0;  // TROUPE_ATTEMPT: the last one this job began
   for (;;) {
     const actors::RestartOptions options = actors::restart_options(config, plan.world_size);
     const bool rescue = actors::rescue_choice(options).allowed;
     const long checkpoint_at_start = newest_checkpoint(config);
-    AttemptOutcome attempt =
-        run_attempt(args, config, plan, launcher_options, *token, history.counts, rescue, timing, control);
+    AttemptOutcome attempt = run_attempt(args, config, plan, launcher_options, spares, attempt_number, *token,
+                                         history.counts, rescue, timing, control);
+    ++attempt_number;  // a restart, if one follows, is the next attempt
+    // A node that went to a spare line stays there.
+    for (const auto& [index, spare] : spares.taken) hosts[static_cast<std::size_t>(index)].host = spare.host;
+    spares.taken.clear();
+    plan = launch::plan_ranks(hosts, launch::this_host_name());
     attempt.checkpoint_at_start = checkpoint_at_start;
     attempt.checkpoint_at_end = newest_checkpoint(config);
     control.attempt_ended(attempt.reason);
-    actors::RestartDecision decision = actors::decide_restart(history, attempt, options, job_shape(*hosts, config));
+    actors::RestartDecision decision = actors::decide_restart(history, attempt, options, job_shape(hosts, config));
     log_lines(decision.log);
     history = decision.next;
     switch (decision.action) {
@@ -382,12 +437,12 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
       case actors::RestartDecision::Action::stop: return error_exit(exit_code_of(decision.exit_code), decision.reason);
       case actors::RestartDecision::Action::shrink: {
         std::vector<launch::HostEntry> kept;
-        for (int index : decision.shrink->kept) kept.push_back((*hosts)[static_cast<std::size_t>(index)]);
-        *hosts = std::move(kept);
+        for (int index : decision.shrink->kept) kept.push_back(hosts[static_cast<std::size_t>(index)]);
+        hosts = std::move(kept);
         config.train.batch_size = decision.shrink->batch.batch_size;
         config.train.grad_accum = decision.shrink->batch.grad_accum;
         config.pipeline.microbatches = decision.shrink->batch.microbatches;
-        plan = launch::plan_ranks(*hosts, launch::this_host_name());
+        plan = launch::plan_ranks(hosts, launch::this_host_name());
         break;
       }
       case actors::RestartDecision::Action::restart_from_replica:

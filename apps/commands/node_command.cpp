@@ -106,7 +106,8 @@ Expected<NodeStart> node_options(const NodeArgs& args) {
   for (Status read :
        {take(env::read_rank(), options.first_rank), take(env::read_world_size(), options.world_size),
         take(env::read_slots(), options.slots), take(env::read_local_rank(), options.local_rank_base),
-        take(env::read_local_world_size(), options.local_world_size), take(env::read_restarts(), options.recovery)}) {
+        take(env::read_local_world_size(), options.local_world_size), take(env::read_restarts(), options.recovery),
+        take(env::read_attempt(), options.attempt)}) {
     if (!read) return read.error();
   }
   for (Status read : {take_slurm(env::rank.name, "SLURM_PROCID", options.first_rank),

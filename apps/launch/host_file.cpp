@@ -1,8 +1,9 @@
-// Host-file parsing: comments are cut at '#', a line splits on blanks into a hostname and
-// key=value pairs, and the only key is slots. See docs/formats/host-file.md.
+// Host-file parsing: comments are cut at '#', a line splits on blanks into a hostname,
+// key=value pairs (the only key is slots) and the word spare. See docs/formats/host-file.md.
 
 #include "apps/launch/host_file.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -45,9 +46,15 @@ Expected<int> parse_slots(std::string_view value, const std::string& where) {
   return static_cast<int>(slots);
 }
 
-Expected<HostEntry> parse_line(std::string_view line, int number, const std::string& where) {
+struct ParsedLine {
+  HostEntry entry;
+  bool spare = false;
+};
+
+Expected<ParsedLine> parse_line(std::string_view line, int number, const std::string& where) {
   const auto words = split_blanks(line);
   HostEntry entry{std::string(words[0]), 0, number};
+  bool spare = false;
   if (entry.host.find('=') != std::string::npos) {
     return Error{where + "expected a hostname first, got '" + entry.host + "'"};
   }
@@ -59,7 +66,15 @@ Expected<HostEntry> parse_line(std::string_view line, int number, const std::str
   for (std::size_t i = 1; i < words.size(); ++i) {
     const std::string_view word = words[i];
     const std::size_t eq = word.find('=');
-    if (eq == std::string_view::npos || eq == 0) {
+    if (word == "spare") {
+      if (spare) return Error{where + "spare given twice"};
+      spare = true;
+      continue;
+    }
+    if (eq == std::string_view::npos)
+      return Error{where + "unknown word '" + std::string(word) +
+                   "' (a line takes slots=N and, on a spare line, spare)"};
+    if (eq == 0) {
       return Error{where + "expected key=value after the hostname, got '" + std::string(word) + "'"};
     }
     const std::string_view key = word.substr(0, eq);
@@ -72,13 +87,30 @@ Expected<HostEntry> parse_line(std::string_view line, int number, const std::str
   if (entry.slots == 0) {
     return Error{where + "slots missing for host '" + entry.host + "' (write '" + entry.host + " slots=N')"};
   }
-  return entry;
+  return ParsedLine{std::move(entry), spare};
+}
+
+// A spare takes the place of one node process, so it needs the slots of at least one node line.
+Status check_spares(const HostFile& file, std::string_view origin) {
+  if (file.nodes.empty())
+    return Error{std::string(origin) +
+                 ": no node line: every host is a spare (a spare holds no ranks until a node is lost)"};
+  int fewest = file.nodes.front().slots;
+  for (const HostEntry& node : file.nodes) fewest = std::min(fewest, node.slots);
+  for (const HostEntry& spare : file.spares) {
+    const std::string where = std::string(origin) + ":" + std::to_string(spare.line) + ": ";
+    if (spare.slots < fewest)
+      return Error{where + "spare host '" + spare.host + "' has slots=" + std::to_string(spare.slots) +
+                   ", fewer than any node line's (the fewest is " + std::to_string(fewest) +
+                   "): it could replace none"};
+  }
+  return Status::success();
 }
 
 }  // namespace
 
-Expected<std::vector<HostEntry>> parse_host_text(std::string_view text, std::string_view origin) {
-  std::vector<HostEntry> entries;
+Expected<HostFile> parse_host_lines(std::string_view text, std::string_view origin) {
+  HostFile file;
   long long world_size = 0;
   int number = 0;
   std::size_t begin = 0;
@@ -91,24 +123,42 @@ Expected<std::vector<HostEntry>> parse_host_text(std::string_view text, std::str
     line = line.substr(0, line.find('#'));
     if (split_blanks(line).empty()) continue;
     const std::string where = std::string(origin) + ":" + std::to_string(number) + ": ";
-    auto entry = parse_line(line, number, where);
-    if (!entry) return entry.error();
-    world_size += entry->slots;
+    auto parsed = parse_line(line, number, where);
+    if (!parsed) return parsed.error();
+    if (parsed->spare) {
+      file.spares.push_back(std::move(parsed->entry));
+      continue;
+    }
+    world_size += parsed->entry.slots;
     if (world_size > max_world_size) {
       return Error{where + "the host file asks for more than " + std::to_string(max_world_size) + " ranks"};
     }
-    entries.push_back(std::move(*entry));
+    file.nodes.push_back(std::move(parsed->entry));
   }
-  if (entries.empty()) return Error{std::string(origin) + ": no hosts: every line is blank or a comment"};
-  return entries;
+  if (file.nodes.empty() && file.spares.empty())
+    return Error{std::string(origin) + ": no hosts: every line is blank or a comment"};
+  if (Status spares = check_spares(file, origin); !spares) return spares.error();
+  return file;
 }
 
-Expected<std::vector<HostEntry>> parse_host_file(const std::string& path) {
+Expected<HostFile> read_host_file(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
   if (!file) return Error{path + ": cannot read host file: " + std::strerror(errno)};
   std::ostringstream text;
   text << file.rdbuf();
-  return parse_host_text(text.str(), path);
+  return parse_host_lines(text.str(), path);
+}
+
+Expected<std::vector<HostEntry>> parse_host_file(const std::string& path) {
+  auto file = read_host_file(path);
+  if (!file) return file.error();
+  return std::move(file->nodes);
+}
+
+Expected<std::vector<HostEntry>> parse_host_text(std::string_view text, std::string_view origin) {
+  auto file = parse_host_lines(text, origin);
+  if (!file) return file.error();
+  return std::move(file->nodes);
 }
 
 }  // namespace troupe::launch

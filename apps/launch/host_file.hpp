@@ -1,7 +1,9 @@
 #pragma once
 // Host files in DeepSpeed's syntax: one node process per line, `hostname slots=N`, `#` comments.
-// A host may repeat (several node processes on one machine); ranks follow file order. The format
-// is documented in docs/formats/host-file.md; every error names the file and line.
+// A host may repeat (several node processes on one machine); ranks follow file order. A line that
+// ends in the word `spare` (`node5 slots=1 spare`) starts nothing and holds no ranks: it is where
+// the job starts a lost node again when that node's own host cannot take it. The format is
+// documented in docs/formats/host-file.md; every error names the file and line.
 
 #include <string>
 #include <string_view>
@@ -22,10 +24,20 @@ struct HostEntry {
 inline constexpr int max_slots_per_host = 65536;
 inline constexpr int max_world_size = 1 << 24;
 
+// A host file's lines: the node processes in file order, and the spare lines apart from them.
+struct HostFile {
+  std::vector<HostEntry> nodes;
+  std::vector<HostEntry> spares;
+};
+
 // Reads and parses the host file at path; errors start with "<path>:<line>:" (or "<path>:").
-Expected<std::vector<HostEntry>> parse_host_file(const std::string& path);
+Expected<HostFile> read_host_file(const std::string& path);
 
 // Parses host-file text; origin names it in errors the way a path would.
+Expected<HostFile> parse_host_lines(std::string_view text, std::string_view origin);
+
+// The node lines alone, for what has no use for spares (planning, rank assignment).
+Expected<std::vector<HostEntry>> parse_host_file(const std::string& path);
 Expected<std::vector<HostEntry>> parse_host_text(std::string_view text, std::string_view origin);
 
 }  // namespace troupe::launch

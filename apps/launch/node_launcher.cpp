@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <optional>
+#include <tuple>
+#include <utility>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
@@ -192,7 +194,9 @@ struct NodeLauncher::Impl {
     return start(std::move(child), {"/bin/sh", "-c", line}, {});
   }
 
-  void replace(int node_index, const Environment& env) {
+  // A new process for node `node_index` (on `moved_to`'s host when set), with `env` on top of its
+  // spec. The old one, where still running, is killed, or on a move left alone (see the header).
+  void replace(int node_index, const Environment& env, const std::optional<std::pair<std::string, bool>>& moved_to) {
     if (state != State::running && state != State::holding) return;
     const auto spec = std::find_if(nodes.begin(), nodes.end(),
                                    [node_index](const NodeProcessSpec& n) { return n.node_index == node_index; });
@@ -200,6 +204,7 @@ struct NodeLauncher::Impl {
     for (Child* child : live_children()) {
       if (child->role != Role::node || child->node_index != node_index) continue;
       child->replaced = true;
+      if (moved_to) continue;
       child->process->signal(SIGKILL);
       child->process->signal(SIGCONT);
     }
@@ -209,6 +214,7 @@ struct NodeLauncher::Impl {
       result.end = JobEnd::success;
       result.message.clear();
     }
+    if (moved_to) std::tie(spec->host, spec->local) = *moved_to;
     NodeProcessSpec again = *spec;
     for (const auto& [name, value] : env) {
       auto same = std::find_if(again.env.begin(), again.env.end(), [&](const auto& e) { return e.first == name; });
@@ -447,7 +453,14 @@ JobResult NodeLauncher::run() { return impl_->run(); }
 
 void NodeLauncher::replace_node(int node_index, Environment env) {
   Impl* impl = impl_.get();
-  asio::post(impl->io, [impl, node_index, env = std::move(env)] { impl->replace(node_index, env); });
+  asio::post(impl->io, [impl, node_index, env = std::move(env)] { impl->replace(node_index, env, std::nullopt); });
+}
+
+void NodeLauncher::move_node(int node_index, std::string host, bool local, Environment env) {
+  Impl* impl = impl_.get();
+  asio::post(impl->io, [impl, node_index, env = std::move(env), moved_to = std::pair{std::move(host), local}] {
+    impl->replace(node_index, env, moved_to);
+  });
 }
 
 void NodeLauncher::stop_all(JobEnd reason, std::string message) {

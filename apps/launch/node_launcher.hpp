@@ -36,7 +36,8 @@
 // that was killed leaves nothing in /dev/shm (node_shared_memory.hpp).
 //
 // replace_node() starts one node's process again while the others run (running, or holding ─►
-// running), for the job supervisor's in-place recovery of a lost or silent node.
+// running), for the job supervisor's in-place recovery of a lost or silent node; move_node() starts
+// it on another host (a spare line) when its own host is unreachable.
 //
 // A node that exits 0 while others run is not a failure; the job is a success when every node
 // exited 0 without a stop. Exits during holding, stopping and killing are expected and only
@@ -118,6 +119,12 @@ class NodeLauncher {
   // that the old process's exit began ends: the job runs on (running). Ignored once stopping.
   // `env` is set on top of the node's spec (a variable of the same name replaced).
   void replace_node(int node_index, Environment env);
+  // Any thread, as replace_node(), but on `host` (this machine when `local`), which the node keeps
+  // from then on. Its old process is left alone: its host is unreachable, so what runs it there
+  // is out of reach (the process stops by itself once it hears nothing from the job), and the
+  // launcher-command process that started it ends when its connection does, or with the job. Its
+  // exit is expected, not a failure.
+  void move_node(int node_index, std::string host, bool local, Environment env);
 
  private:
   struct Impl;

@@ -139,7 +139,7 @@ TEST_CASE("every variable is declared once and documented in docs/environment.md
   }
   // An integer variable's default in words is the number its accessor returns when unset.
   for (const env::Variable& variable :
-       {env::rank, env::world_size, env::local_rank, env::local_world_size, env::slots}) {
+       {env::rank, env::world_size, env::local_rank, env::local_world_size, env::slots, env::attempt}) {
     INFO(variable.name);
     CHECK(std::string(variable.unset) == std::to_string(variable.fallback));
     CHECK_THAT(doc, Catch::Contains("| `" + std::string(variable.name) + "` | troupe launch | " +

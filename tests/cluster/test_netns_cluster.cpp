@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <memory>
 #include <regex>
 #include <string>
 #include <thread>
@@ -68,6 +69,19 @@ std::string all_lines(const troupe::apps::WatchedRun& run) {
   return text;
 }
 
+// `troupe args`, its output kept in `log` in `dir`, once it has logged step `step`.
+std::unique_ptr<troupe::apps::WatchedRun> running_past_step(const TempDir& dir, std::vector<std::string> args,
+                                                            const std::string& log, int step,
+                                                            std::chrono::seconds patience = std::chrono::seconds(60)) {
+  args.insert(args.begin(), TROUPE_BINARY_DIR "/troupe");
+  auto run = troupe::apps::WatchedRun::start(args, {}, dir.file(log));
+  REQUIRE(run.ok());
+  const bool reached = (*run)->wait_for_line(std::regex("step +" + std::to_string(step) + "/"), patience).has_value();
+  INFO(all_lines(**run));
+  REQUIRE(reached);
+  return std::move(*run);
+}
+
 }  // namespace
 
 TEST_CASE("2 hosts x 2 slots train data parallel bitwise equal to the same grid on loopback, shared memory "
@@ -116,28 +130,24 @@ TEST_CASE("a 2-stage pipeline across hosts takes the steps of the same pipeline 
               number_after(on_loopback.out, "final train loss"));
 }
 
-TEST_CASE("a node killed on host B is detected and the job recovers from the survivors' memory, as on one host",
-          "[cluster]") {
+TEST_CASE(
+    "with fault.recovery restart a node killed on host B is detected and every node restarts from the "
+    "survivors' memory, as on one host",
+    "[cluster]") {
   Cluster cluster(2);
   TempDir dir;
   const long steps = 16;
   const fs::path undisturbed = dir.path() / "undisturbed", drilled = dir.path() / "drilled";
   const auto job = [&](const fs::path& folder) {
     return with(with(Cluster::launch(dir, "h0 slots=1\nh1 slots=1\n"), tiny_steps(steps)),
-                {"--checkpoint.dir", folder.string(), "--checkpoint.every", "8"});
+                {"--checkpoint.dir", folder.string(), "--checkpoint.every", "8", "--fault.recovery", "restart"});
   };
   const auto calm = run_troupe(dir, job(undisturbed), std::chrono::seconds(120));
   INFO(calm.out << calm.err);
   REQUIRE(calm.exit_code == 0);
 
-  auto argv = job(drilled);
-  argv.insert(argv.begin(), TROUPE_BINARY_DIR "/troupe");
-  auto run = troupe::apps::WatchedRun::start(argv, {}, dir.file("drilled.log"));
-  REQUIRE(run.ok());
-  auto& watched = **run;
-  const bool reached = watched.wait_for_line(std::regex("step +5/"), std::chrono::seconds(60)).has_value();
-  INFO(all_lines(watched));
-  REQUIRE(reached);
+  const auto run = running_past_step(dir, job(drilled), "drilled.log", 5);
+  auto& watched = *run;
   const int victim = joined_pid(all_lines(watched), 1);
   REQUIRE(::kill(victim, SIGKILL) == 0);
   const auto killed_at = troupe::apps::WatchedRun::Clock::now();
@@ -157,18 +167,192 @@ TEST_CASE("a node killed on host B is detected and the job recovers from the sur
               std::chrono::duration<double>(detected->at - killed_at).count());
 }
 
+namespace {
+
+// The processes left in host `host`'s network namespace.
+std::string processes_on(const std::string& host) {
+  const ProcessResult listed =
+      run_process({"/bin/sh", "-c", "ip netns pids troupe-" + host}, "/", std::chrono::seconds(10));
+  REQUIRE(listed.exit_code == 0);
+  return listed.out;
+}
+
+// How many times `text` holds `part`.
+std::size_t occurrences(const std::string& text, const std::string& part) {
+  std::size_t count = 0;
+  for (std::size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++count;
+  return count;
+}
+
+// The step every rank went on after, from the in-place recovery's last line.
+long resumed_after(const std::string& output) {
+  std::smatch match;
+  REQUIRE(std::regex_search(output, match,
+                            std::regex("recovery: in place done .* every rank goes on after step ([0-9]+)")));
+  return std::stol(match[1].str());
+}
+
+double seconds_between(troupe::apps::WatchedRun::Clock::time_point from,
+                       troupe::apps::WatchedRun::Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+}  // namespace
+
+TEST_CASE(
+    "across hosts a lost node is started again in place, killed on its own host and cut off on the spare "
+    "line's host, the survivors keeping their processes and the weights equal to an undisturbed run's",
+    "[cluster]") {
+  Cluster cluster(3);
+  TempDir dir;
+  const long steps = 16;
+  const std::string hosts = "h0 slots=1\nh1 slots=1\nh2 slots=1 spare\n";
+  const auto job = [&](const fs::path& folder) {
+    return with(saving(Cluster::launch(dir, hosts), steps, folder), {"--fault.heartbeat_timeout", "4"});
+  };
+  const fs::path undisturbed = dir.path() / "undisturbed";
+  const auto calm = run_troupe(dir, job(undisturbed), std::chrono::seconds(120));
+  INFO(calm.out << calm.err);
+  REQUIRE(calm.exit_code == 0);
+  CHECK_THAT(calm.out + calm.err, !Contains("[node 1 h2]") && Contains("job finished: all 2 nodes done"));
+
+  // The node's process killed on h1, which still answers: started again there.
+  {
+    const fs::path folder = dir.path() / "killed";
+    const auto run = running_past_step(dir, job(folder), "killed.log", 5);
+    auto& watched = *run;
+    const int survivor = joined_pid(all_lines(watched), 0), victim = joined_pid(all_lines(watched), 1);
+    REQUIRE(::kill(victim, SIGKILL) == 0);
+    const auto killed_at = troupe::apps::WatchedRun::Clock::now();
+    const auto detected = watched.wait_for_line(std::regex("lost node 1 \\(h1"), std::chrono::seconds(30));
+    const auto recovered = watched.wait_for_line(std::regex("recovery: in place done"), std::chrono::seconds(60));
+    const auto exit_code = watched.wait_exit(std::chrono::seconds(120));
+    if (!exit_code) watched.kill_all();
+    const std::string output = all_lines(watched);
+    INFO(output);
+    REQUIRE(detected);
+    REQUIRE(recovered);
+    REQUIRE(exit_code == 0);
+    CHECK_THAT(output,
+               Contains("lost node 1 (h1, pid " + std::to_string(victim) + ")") &&
+                   Contains("starting node 1's process again on its host h1, every other node keeps its process"));
+    CHECK_THAT(output, Contains("joined in place of pid " + std::to_string(victim)) &&
+                           Contains("node 1's process started again on h1"));
+    CHECK(occurrences(output, "node 0 (h0, pid " + std::to_string(survivor) + ") joined") == 1);
+    CHECK(occurrences(output, ") joined") == 3);  // node 0 once, node 1 twice: no other process restarted
+    CHECK_THAT(output, !Contains("restarting every node") && !Contains("[node 1 h2]"));
+    CHECK(resumed_after(output) >= 5);  // no step the survivors held is lost
+    CHECK_THAT(output, Contains("job finished: all 2 nodes done"));
+    check_same_state(undisturbed, folder, steps);
+    std::printf(
+        "node 1 killed on h1 after step 5: detected after %.2f s, in place done (training again) after %.2f s; "
+        "started again on h1, node 0 kept pid %d; weights bitwise those of an undisturbed run\n",
+        seconds_between(killed_at, detected->at), seconds_between(killed_at, recovered->at), survivor);
+  }
+
+  // h1's link cut: node 1 is started again on the spare line's host h2.
+  {
+    const fs::path folder = dir.path() / "cut";
+    const auto run = running_past_step(dir, job(folder), "cut.log", 5);
+    auto& watched = *run;
+    const int survivor = joined_pid(all_lines(watched), 0), cut_off = joined_pid(all_lines(watched), 1);
+    REQUIRE(cluster_command({"link", "h1", "down"}).exit_code == 0);
+    const auto cut_at = troupe::apps::WatchedRun::Clock::now();
+    const auto detected =
+        watched.wait_for_line(std::regex("node 1 \\(h1, pid [0-9]+\\) unreachable"), std::chrono::seconds(30));
+    const auto recovered = watched.wait_for_line(std::regex("recovery: in place done"), std::chrono::seconds(60));
+    const auto exit_code = watched.wait_exit(std::chrono::seconds(120));
+    if (!exit_code) watched.kill_all();
+    cluster_command({"link", "h1", "up"});
+    const std::string output = all_lines(watched);
+    INFO(output);
+    REQUIRE(detected);
+    REQUIRE(recovered);
+    REQUIRE(exit_code == 0);
+    CHECK_THAT(output, Contains("node 1 (h1, pid " + std::to_string(cut_off) + ") unreachable") &&
+                           Contains("starting node 1's process again on the spare host h2 (node 1's host h1 is "
+                                    "unreachable; the spare is now used), every other node keeps its process"));
+    CHECK_THAT(output, Contains("node 1 (h2, pid ") && Contains("joined in place of pid " + std::to_string(cut_off)) &&
+                           Contains("node 1's process started again on h2"));
+    CHECK_THAT(output, Contains("[node 1 h2]"));
+    CHECK(occurrences(output, "node 0 (h0, pid " + std::to_string(survivor) + ") joined") == 1);
+    CHECK(occurrences(output, ") joined") == 3);
+    CHECK_THAT(output, !Contains("restarting every node"));
+    CHECK(resumed_after(output) >= 5);
+    CHECK_THAT(output, Contains("job finished: all 2 nodes done"));
+    check_same_state(undisturbed, folder, steps);
+    CHECK(processes_on("h1").empty());  // the cut-off process stopped by itself
+    CHECK(processes_on("h2").empty());
+    std::printf(
+        "h1's link cut after step 5: named unreachable after %.2f s, node 1 in place on the spare h2 after "
+        "%.2f s (fault.heartbeat_timeout 4 s); node 0 kept pid %d; weights bitwise those of an undisturbed "
+        "run\n",
+        seconds_between(cut_at, detected->at), seconds_between(cut_at, recovered->at), survivor);
+  }
+}
+
+TEST_CASE(
+    "a cut-off node whose link comes back after its replacement on the spare took over is fenced off: the "
+    "run ends with the weights of an undisturbed run",
+    "[cluster]") {
+  Cluster cluster(3);
+  TempDir dir;
+  const long steps = 16;
+  // Detection after half of fault.heartbeat_timeout; the cut-off node stops itself only after all of it.
+  const auto job = [&](const fs::path& folder) {
+    return with(saving(Cluster::launch(dir, "h0 slots=1\nh1 slots=1\nh2 slots=1 spare\n"), steps, folder),
+                {"--fault.heartbeat_timeout", "10"});
+  };
+  const fs::path undisturbed = dir.path() / "undisturbed", healed = dir.path() / "healed";
+  const auto calm = run_troupe(dir, job(undisturbed), std::chrono::seconds(120));
+  INFO(calm.out << calm.err);
+  REQUIRE(calm.exit_code == 0);
+
+  const auto run = running_past_step(dir, job(healed), "healed.log", 5);
+  auto& watched = *run;
+  const int cut_off = joined_pid(all_lines(watched), 1);
+  REQUIRE(cluster_command({"link", "h1", "down"}).exit_code == 0);
+  const auto cut_at = troupe::apps::WatchedRun::Clock::now();
+  const auto replaced =
+      watched.wait_for_line(std::regex("node 1 \\(h2, pid [0-9]+\\) joined in place"), std::chrono::seconds(30));
+  // The link back while the cut-off process still runs: it is no longer the job's node 1.
+  const bool alive_at_heal = ::kill(cut_off, 0) == 0;
+  REQUIRE(cluster_command({"link", "h1", "up"}).exit_code == 0);
+  const auto healed_at = troupe::apps::WatchedRun::Clock::now();
+  const auto exit_code = watched.wait_exit(std::chrono::seconds(120));
+  if (!exit_code) watched.kill_all();
+  const std::string output = all_lines(watched);
+  INFO(output);
+  REQUIRE(replaced);
+  CHECK(alive_at_heal);
+  REQUIRE(exit_code == 0);
+  CHECK_THAT(output, Contains("starting node 1's process again on the spare host h2"));
+  CHECK_THAT(output, Contains("job finished: all 2 nodes done") && !Contains("restarting every node"));
+  check_same_state(undisturbed, healed, steps);
+  CHECK(processes_on("h1").empty());
+  // Its connection to the job was closed when it was named unreachable: back on the wire it learns
+  // so and stops, and its word reaches nobody (a join or message of its attempt would be refused).
+  CHECK_THAT(output, Contains("[node 1 h1] troupe: node 1: lost the job supervisor"));
+  const std::size_t last_word = output.rfind("[node 1 h1]");
+  REQUIRE(last_word != std::string::npos);
+  std::printf("the cut-off process's last line: %s\n",
+              output.substr(last_word, output.find('\n', last_word) - last_word).c_str());
+  std::printf(
+      "h1 cut after step 5, node 1 in place on h2 after %.2f s, h1's link back after %.2f s with its old "
+      "process alive: %s; the old process's word %s; weights bitwise those of an undisturbed run\n",
+      seconds_between(cut_at, replaced->at), seconds_between(cut_at, healed_at), alive_at_heal ? "yes" : "no",
+      output.find("refused node 1 (h1, pid " + std::to_string(cut_off) + "): attempt 0 is stale") != std::string::npos
+          ? "reached the job and was refused"
+          : "never reached the job");
+}
+
 TEST_CASE("on a 100 Mbit/s link training goes on and the nodes' metrics put the time in the all-reduce", "[cluster]") {
   Cluster cluster(2, {"--rate", "100mbit"});
   TempDir dir;
-  auto argv = with(with(Cluster::launch(dir, "h0 slots=1\nh1 slots=1\n"), tiny_steps(12)),
-                   {"--monitor.metrics_port", "19310"});
-  argv.insert(argv.begin(), TROUPE_BINARY_DIR "/troupe");
-  auto run = troupe::apps::WatchedRun::start(argv, {}, dir.file("slow.log"));
-  REQUIRE(run.ok());
-  auto& watched = **run;
-  const bool reached = watched.wait_for_line(std::regex("step +6/"), std::chrono::seconds(120)).has_value();
-  INFO(all_lines(watched));
-  REQUIRE(reached);
+  const auto job =
+      with(with(Cluster::launch(dir, "h0 slots=1\nh1 slots=1\n"), tiny_steps(12)), {"--monitor.metrics_port", "19310"});
+  const auto run = running_past_step(dir, job, "slow.log", 6, std::chrono::seconds(120));
+  auto& watched = *run;
   // Each node serves /metrics on its host's loopback: read it there.
   const ProcessResult scraped = cluster_command({"exec", "h1", "curl -s http://127.0.0.1:19311/metrics"});
   const auto exit_code = watched.wait_exit(std::chrono::seconds(120));
@@ -233,33 +417,16 @@ TEST_CASE("simulated hosts share nothing but the wire, and the script refuses wh
   CHECK(bad_rate.err == "netns-cluster: --rate takes a tc rate such as 100mbit or 1gbit, not 'fast'\n");
 }
 
-namespace {
-
-// The processes left in host `host`'s network namespace.
-std::string processes_on(const std::string& host) {
-  const ProcessResult listed =
-      run_process({"/bin/sh", "-c", "ip netns pids troupe-" + host}, "/", std::chrono::seconds(10));
-  REQUIRE(listed.exit_code == 0);
-  return listed.out;
-}
-
-}  // namespace
-
 TEST_CASE("host B's link cut mid-step: named unreachable within fault.heartbeat_timeout, the job goes on without "
           "it, and no process is left",
           "[cluster]") {
   Cluster cluster(2);
   TempDir dir;
-  auto argv = with(with(Cluster::launch(dir, "h0 slots=1\nh1 slots=1\n"), tiny_steps(30)),
-                   {"--checkpoint.dir", (dir.path() / "checkpoints").string(), "--checkpoint.every", "5",
-                    "--fault.heartbeat_timeout", "4", "--fault.elastic", "true"});
-  argv.insert(argv.begin(), TROUPE_BINARY_DIR "/troupe");
-  auto run = troupe::apps::WatchedRun::start(argv, {}, dir.file("partition.log"));
-  REQUIRE(run.ok());
-  auto& watched = **run;
-  const bool reached = watched.wait_for_line(std::regex("step +7/"), std::chrono::seconds(60)).has_value();
-  INFO(all_lines(watched));
-  REQUIRE(reached);
+  const auto job = with(with(Cluster::launch(dir, "h0 slots=1\nh1 slots=1\n"), tiny_steps(30)),
+                        {"--checkpoint.dir", (dir.path() / "checkpoints").string(), "--checkpoint.every", "5",
+                         "--fault.heartbeat_timeout", "4", "--fault.elastic", "true"});
+  const auto run = running_past_step(dir, job, "partition.log", 7);
+  auto& watched = *run;
   const int node_b = joined_pid(all_lines(watched), 1);
   REQUIRE(cluster_command({"link", "h1", "down"}).exit_code == 0);
   const auto cut_at = troupe::apps::WatchedRun::Clock::now();
@@ -277,6 +444,8 @@ TEST_CASE("host B's link cut mid-step: named unreachable within fault.heartbeat_
                               "answered no TCP acknowledgement or keepalive for 2.0 s"));
   CHECK_THAT(output, !Contains("sent no heartbeat") && !Contains("lost node 1"));
   REQUIRE(exit_code == 0);  // never a hang: the job ended, and it ended well
+  CHECK_THAT(output, Contains("recovery: restarting every node: node 1's host h1 is unreachable and the host file has "
+                              "no spare line left with 1 slot(s)"));
   CHECK_THAT(output, Contains("restarting every node without node 1 (h1)") && Contains("job finished: all 1 nodes done"));
   CHECK_THAT(output, Contains("failure.unreachable=1") && Contains("recovery.shrink=1"));
   CHECK(processes_on("h0").empty());
@@ -289,15 +458,10 @@ TEST_CASE("host B's link cut mid-step: named unreachable within fault.heartbeat_
 TEST_CASE("a node cut off from its job stops by itself within fault.heartbeat_timeout", "[cluster]") {
   Cluster cluster(2);
   TempDir dir;
-  auto argv = with(with(Cluster::launch(dir, "h0 slots=1\nh1 slots=1\n"), tiny_steps(500)),
-                   {"--fault.heartbeat_timeout", "4"});
-  argv.insert(argv.begin(), TROUPE_BINARY_DIR "/troupe");
-  auto run = troupe::apps::WatchedRun::start(argv, {}, dir.file("cut-off.log"));
-  REQUIRE(run.ok());
-  auto& watched = **run;
-  const bool reached = watched.wait_for_line(std::regex("step +3/"), std::chrono::seconds(60)).has_value();
-  INFO(all_lines(watched));
-  REQUIRE(reached);
+  const auto job =
+      with(with(Cluster::launch(dir, "h0 slots=1\nh1 slots=1\n"), tiny_steps(500)), {"--fault.heartbeat_timeout", "4"});
+  const auto run = running_past_step(dir, job, "cut-off.log", 3);
+  auto& watched = *run;
   REQUIRE(!processes_on("h1").empty());
   // The job process is held still so that it cannot stop the node itself, as a launcher across a
   // cut link could not (ssh carries no signal there).

@@ -77,8 +77,11 @@ node_done_msg until_stopped(caf::blocking_actor* worker) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 7) {
-    std::fprintf(stderr, "usage: %s PORT NODE_INDEX TOKEN BUILD_ID CONFIG_HASH check|fail|hang|busy|stall|rescue|trained\n", argv[0]);
+  if (argc != 8) {
+    std::fprintf(
+        stderr,
+        "usage: %s PORT NODE_INDEX TOKEN BUILD_ID CONFIG_HASH check|fail|hang|busy|stall|rescue|trained ATTEMPT\n",
+        argv[0]);
     return 64;
   }
   const auto port = static_cast<std::uint16_t>(std::stoi(argv[1]));
@@ -94,6 +97,7 @@ int main(int argc, char** argv) {
   }
   join_msg hello;
   hello.token = argv[3];
+  hello.attempt = std::stoi(argv[7]);
   hello.build_id = argv[4];
   hello.config_hash = std::stoull(argv[5]);
   hello.node_index = node_index;

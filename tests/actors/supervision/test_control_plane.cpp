@@ -39,9 +39,16 @@ struct NodeProcess {
   pid_t pid = -1;
 
   static NodeProcess start(std::uint16_t port, int node_index, const std::string& behaviour,
-                           const std::string& node_token = token, const std::string& node_build = build) {
-    std::vector<std::string> args{TEST_ACTORS_NODE,  std::to_string(port), std::to_string(node_index), node_token,
-                                  node_build,        std::to_string(config_hash), behaviour};
+                           const std::string& node_token = token, const std::string& node_build = build,
+                           int attempt = 0) {
+    std::vector<std::string> args{TEST_ACTORS_NODE,
+                                  std::to_string(port),
+                                  std::to_string(node_index),
+                                  node_token,
+                                  node_build,
+                                  std::to_string(config_hash),
+                                  behaviour,
+                                  std::to_string(attempt)};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -148,6 +155,22 @@ TEST_CASE("a node with the wrong token is rejected and the job goes on", "[actor
   CHECK(outcome->failure_kind.empty());
   CHECK(good0.wait(std::chrono::seconds(10)) == 0);
   CHECK(good1.wait(std::chrono::seconds(10)) == 0);
+}
+
+TEST_CASE("a node process of an older attempt than the job's is refused, and the job goes on with the current ones",
+          "[actors]") {
+  JobPlan plan = plan_of(2);
+  plan.attempt = 1;
+  Job job(std::move(plan));
+  auto stale = NodeProcess::start(job.port, 0, "check", token, build, 0);
+  CHECK(stale.wait(std::chrono::seconds(15)) == 2);
+  auto current0 = NodeProcess::start(job.port, 0, "check", token, build, 1);
+  auto current1 = NodeProcess::start(job.port, 1, "check", token, build, 1);
+  auto outcome = job.outcome(std::chrono::seconds(30));
+  REQUIRE(outcome);
+  CHECK(outcome->exit_code == 0);
+  CHECK(current0.wait(std::chrono::seconds(10)) == 0);
+  CHECK(current1.wait(std::chrono::seconds(10)) == 0);
 }
 
 TEST_CASE("a node of the job running another build fails the job at once, named", "[actors]") {

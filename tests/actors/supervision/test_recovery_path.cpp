@@ -43,12 +43,12 @@ TEST_CASE("a worker that threw in a job with pipeline stages or tensor shards re
   }
 }
 
-TEST_CASE("a lost or silent node process of a data-parallel CPU job is replaced in place", "[recovery]") {
+TEST_CASE("a lost, silent or unreachable node process of a data-parallel CPU job is replaced in place", "[recovery]") {
   RecoveryShape pipeline = plain_dp(), shards = plain_dp();
   pipeline.pipeline_stages = 2;
   shards.tensor_shards = 2;
   for (const RecoveryShape& shape : {plain_dp(), pipeline, shards})
-    for (const FailureKind kind : {FailureKind::node_lost, FailureKind::hang}) {
+    for (const FailureKind kind : {FailureKind::node_lost, FailureKind::hang, FailureKind::unreachable}) {
       INFO(to_string(kind) << ", pp " << shape.pipeline_stages << ", tp " << shape.tensor_shards);
       const RecoveryChoice choice = choose_recovery(shape, kind);
       CHECK(choice.in_place);
@@ -67,7 +67,8 @@ TEST_CASE("without a replica but with checkpoints, a failure recovers in place b
   both.pipeline_stages = 2;
   both.tensor_shards = 2;
   for (const RecoveryShape& shape : {pipeline, shards, both, one})
-    for (const FailureKind kind : {FailureKind::worker_exception, FailureKind::node_lost, FailureKind::hang}) {
+    for (const FailureKind kind :
+         {FailureKind::worker_exception, FailureKind::node_lost, FailureKind::hang, FailureKind::unreachable}) {
       INFO(to_string(kind) << ", pp " << shape.pipeline_stages << ", tp " << shape.tensor_shards);
       const RecoveryChoice choice = choose_recovery(shape, kind);
       CHECK(choice.in_place);
@@ -82,10 +83,11 @@ TEST_CASE("without a replica but with checkpoints, a failure recovers in place b
   CHECK(from_replica.in_place);
   CHECK_FALSE(from_replica.rollback);
   // What in place does not cover is not covered by rollback either.
-  RecoveryShape zero = pipeline, unreachable = pipeline;
+  RecoveryShape zero = pipeline, external = pipeline;
   zero.zero = 1;
+  external.replaces_nodes = false;
   CHECK_THAT(choose_recovery(zero, FailureKind::worker_exception).why_not, Catch::Contains("train.zero 1"));
-  CHECK_FALSE(choose_recovery(unreachable, FailureKind::unreachable).in_place);
+  CHECK_FALSE(choose_recovery(external, FailureKind::unreachable).in_place);
 }
 
 TEST_CASE("every case in place does not cover restarts every node, saying why", "[recovery]") {
@@ -113,9 +115,10 @@ TEST_CASE("every case in place does not cover restarts every node, saying why", 
   const Case cases[] = {
       {"fault.recovery restart", restart, FailureKind::worker_exception, "fault.recovery is restart"},
       {"a lost node the job did not start here", elsewhere, FailureKind::node_lost,
-       "replaces a node_lost node only where the job started every node process on this machine"},
+       "replaces a node_lost node only where the job's launcher started every node process (not --external)"},
       {"a silent node the job did not start here", elsewhere, FailureKind::hang, "replaces a hang node only where"},
-      {"an unreachable node", plain_dp(), FailureKind::unreachable, "not a failure of kind unreachable"},
+      {"an unreachable node the job did not start here", elsewhere, FailureKind::unreachable,
+       "replaces a unreachable node only where"},
       {"a stall", plain_dp(), FailureKind::stall, "not a failure of kind stall"},
       {"a lost node, fault.recovery restart", restart, FailureKind::node_lost, "fault.recovery is restart"},
       {"a lost node of one replica of a pipeline", one_pipeline, FailureKind::node_lost, "no surviving replica"},

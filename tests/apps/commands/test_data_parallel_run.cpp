@@ -256,6 +256,13 @@ TEST_CASE("launch refuses a malformed host file and a port in use with one line"
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.err, Contains("hosts:2"));
 
+  const std::string small_spare = dir.write("small-spare", "localhost slots=2\nlocalhost slots=1 spare\n");
+  const ProcessResult spare = run_troupe(dir, {"launch", "--hostfile", small_spare}, std::chrono::seconds(20));
+  CHECK(spare.exit_code == 2);
+  CHECK(spare.err == "troupe: error: " + small_spare +
+                         ":2: spare host 'localhost' has slots=1, fewer than any node line's (the fewest is 2): it "
+                         "could replace none\n");
+
   const std::string good = dir.write("good", "localhost slots=1\n");
   std::string port;
   ProcessResult busy;

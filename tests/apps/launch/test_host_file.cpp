@@ -58,11 +58,45 @@ TEST_CASE("host file errors name the file and line", "[hostfile]") {
   CHECK(problem("node1 slots=99999999999999999999") == "hosts.txt:1: slots=99999999999999999999 is more than 65536");
   CHECK(problem("node1 slots=2\nnode2 gpus=2\n") == "hosts.txt:2: unknown key 'gpus' (the only key is slots)");
   CHECK(problem("node1 slots=2 slots=3") == "hosts.txt:1: slots given twice");
-  CHECK(problem("node1 slots 4") == "hosts.txt:1: expected key=value after the hostname, got 'slots'");
+  CHECK(problem("node1 slots 4") ==
+        "hosts.txt:1: unknown word 'slots' (a line takes slots=N and, on a spare line, spare)");
   CHECK(problem("node1 slots=2 =3") == "hosts.txt:1: expected key=value after the hostname, got '=3'");
   CHECK(problem("slots=4") == "hosts.txt:1: expected a hostname first, got 'slots=4'");
   CHECK(problem("user@node1 slots=4") ==
         "hosts.txt:1: hostname 'user@node1' may hold only letters, digits, '.', '-', '_' and ':'");
+}
+
+TEST_CASE("spare lines: DeepSpeed lines with the word spare, held apart from the node lines", "[hostfile]") {
+  auto file =
+      parse_host_lines("h0 slots=2\nh5 slots=2 spare # the stand-by\nh1 slots=1\nh6 spare slots=4\n", "hosts.txt");
+  REQUIRE(file.ok());
+  REQUIRE(file->nodes.size() == 2);
+  CHECK(file->nodes[0].host == "h0");
+  CHECK(file->nodes[1].host == "h1");
+  CHECK(file->nodes[1].line == 3);
+  REQUIRE(file->spares.size() == 2);
+  CHECK(file->spares[0].host == "h5");
+  CHECK(file->spares[0].slots == 2);
+  CHECK(file->spares[0].line == 2);
+  CHECK(file->spares[1].host == "h6");
+  CHECK(file->spares[1].slots == 4);
+  // Those that read only the node lines see no spare: ranks are the node lines' alone.
+  auto nodes = parse_host_text("h0 slots=2\nh5 slots=2 spare\n", "hosts.txt");
+  REQUIRE(nodes.ok());
+  REQUIRE(nodes->size() == 1);
+  CHECK((*nodes)[0].host == "h0");
+}
+
+TEST_CASE("spare lines that cannot serve are errors naming the file and line", "[hostfile]") {
+  CHECK(problem("h0 slots=1\nh1 slots=1 spare spare\n") == "hosts.txt:2: spare given twice");
+  CHECK(problem("h0 slots=1\nh1 slots=1 standby\n") ==
+        "hosts.txt:2: unknown word 'standby' (a line takes slots=N and, on a spare line, spare)");
+  CHECK(problem("h1 spare\n") == "hosts.txt:1: slots missing for host 'h1' (write 'h1 slots=N')");
+  CHECK(
+      problem("h0 slots=2\nh1 slots=4\nh2 slots=1 spare\n") ==
+      "hosts.txt:3: spare host 'h2' has slots=1, fewer than any node line's (the fewest is 2): it could replace none");
+  CHECK(problem("# only spares\nh1 slots=1 spare\n") ==
+        "hosts.txt: no node line: every host is a spare (a spare holds no ranks until a node is lost)");
 }
 
 TEST_CASE("a host file without hosts is an error naming the file", "[hostfile]") {

@@ -255,6 +255,31 @@ TEST_CASE("replace_node after a node's exit began a hold ends the hold, and the 
   CHECK(run.elapsed < 5s);
 }
 
+TEST_CASE("move_node starts a node on another host and leaves its old process alone, whose exit is no failure",
+          "[launcher]") {
+  const Outcome run =
+      launch({sh_node(0, "sleep 2; exit 0"),
+              sh_node(1, "if [ \"$AGAIN\" = 1 ]; then echo again; exit 0; fi; echo first; sleep 1; exit 3")},
+             quick_options(), [moved = false](NodeLauncher& launcher, const Lines& lines) mutable {
+               if (moved || lines.out.empty() || lines.out.back() != "[node 1 localhost] first") return;
+               moved = true;
+               launcher.move_node(1, "127.0.0.1", true, {{"AGAIN", "1"}});
+             });
+  CHECK(run.result.end == JobEnd::success);
+  CHECK(std::count(run.lines.out.begin(), run.lines.out.end(), "[node 1 127.0.0.1] again") == 1);
+  std::vector<NodeExit> node1;
+  for (const NodeExit& e : run.result.exits)
+    if (e.node_index == 1) node1.push_back(e);
+  REQUIRE(node1.size() == 2);
+  const auto old = std::find_if(node1.begin(), node1.end(), [](const NodeExit& e) { return !e.started_again; });
+  REQUIRE(old != node1.end());
+  CHECK(old->status.code == 3);  // left to end by itself, not killed, and not the job's failure
+  CHECK(old->host == "localhost");
+  const auto moved = std::find_if(node1.begin(), node1.end(), [](const NodeExit& e) { return e.started_again; });
+  REQUIRE(moved != node1.end());
+  CHECK(moved->host == "127.0.0.1");
+}
+
 TEST_CASE("a node killed by a signal the launcher did not send is a failure", "[launcher]") {
   const Outcome run = launch({sh_node(0, "kill -9 $$")}, quick_options());
   CHECK(run.result.end == JobEnd::node_failed);
