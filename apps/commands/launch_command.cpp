@@ -202,7 +202,8 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, laun
   // Nodes reach the supervisor through a frame guard (actors/monitor/frame_guard.hpp): CAF alone would
   // believe any payload length a peer announces. The guard's listener reuses the address.
   auto internal = system.middleman().publish(supervisor, 0, "127.0.0.1");
-  actors::FrameGuardOptions guard_options{args.bind, static_cast<std::uint16_t>(args.port), internal ? *internal : 0,
+  const std::uint16_t internal_port = internal ? *internal : 0;
+  actors::FrameGuardOptions guard_options{args.bind, static_cast<std::uint16_t>(args.port), internal_port,
                                           1u << 20, 4096,
                                           [](const std::string& line) {
                                             monitor::logger("job")->warn("job port: {}", line);
