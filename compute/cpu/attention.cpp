@@ -1,6 +1,7 @@
-// Causal multi-head self-attention, FlashAttention-2 style, as gemms on strided slices of qkv:
-// for head h of sequence b, q, k and v are (T, hs) matrices with leading dimension 3C that start
-// at columns h*hs, C + h*hs and 2C + h*hs of qkv; nothing is copied out.
+// Causal multi-head self-attention, FlashAttention-2 style, as products (tile_product.hpp) on
+// strided slices of qkv: for head h of sequence b, q, k and v are (T, hs) matrices with leading
+// dimension 3C that start at columns h*hs, C + h*hs and 2C + h*hs of qkv. Only kᵀ and vᵀ are
+// copied out, once per head, as the right operands of q kᵀ and dout vᵀ.
 //
 // The state kept for the backward is one log-sum-exp per query row, lse_i = log sum_j exp(s_ij)
 // with s = scale * q kᵀ, shaped (B, NH, T): no (T, T) probability matrix is stored per head.
@@ -9,22 +10,22 @@
 //
 // Work goes by blocks of query_block query rows [r0, r1). Such a block sees only keys [0, r1)
 // (causality), which it visits in chunks of at most key_block keys; the chunks stop at r1, so the
-// masked upper half is skipped except inside the diagonal block, where the gemm computes the
-// entries above the diagonal and they are then masked.
+// masked upper half is skipped. Inside the diagonal block the products skip what lies past the
+// diagonal a register tile at a time; the entries above it that a tile still computes are masked.
 //
 // Forward, per query block, online softmax over the key chunks [c0, c1):
-//   S = scale * q[r0:r1] · k[c0:c1]ᵀ                                   (gemm)
+//   S = scale * q[r0:r1] · k[c0:c1]ᵀ                                   (product)
 //   m' = max(m, rowmax S);  P = exp(S - m');  l = l exp(m - m') + rowsum P
-//   out[r0:r1] = exp(m - m') out[r0:r1] + P · v[c0:c1]                 (gemm)
+//   out[r0:r1] = exp(m - m') out[r0:r1] + P · v[c0:c1]                 (product)
 // then out /= l and lse = m + log l. For T <= key_block a block has one chunk and this is the
 // plain softmax.
 // Backward, per query block, the probabilities recomputed as P = exp(S - lse):
-//   dP = dout[r0:r1] · v[c0:c1]ᵀ                                       (gemm)
+//   dP = dout[r0:r1] · v[c0:c1]ᵀ                                       (product)
 //   D = rowsum over all chunks of P * dP (= rowsum dout * out, which the backward is not given)
-//   dv[c0:c1] (+)= Pᵀ · dout[r0:r1]                                    (gemm)
+//   dv[c0:c1] (+)= Pᵀ · dout[r0:r1]                                    (product)
 //   dS = P * (dP - D)
-//   dq[r0:r1] (+)= scale * dS · k[c0:c1]                               (gemm)
-//   dk[c0:c1] (+)= scale * dSᵀ · q[r0:r1]                              (gemm)
+//   dq[r0:r1] (+)= scale * dS · k[c0:c1]                               (product)
+//   dk[c0:c1] (+)= scale * dSᵀ · q[r0:r1]                              (product)
 // D needs every chunk of the row, so when the row spans several chunks a first pass computes it
 // (S, P and dP twice); with one chunk (T <= key_block) the one pass does. Query blocks run from
 // the last to the first, so the last block, whose chunks cover all T keys, writes dk and dv with
