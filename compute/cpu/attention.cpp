@@ -53,10 +53,11 @@ static_assert(key_block % query_block == 0);
 
 // The per-call tiles, reused across calls on a thread: a fresh allocation of this size would be
 // mapped and page-faulted on every call. kt and vt hold one head's kᵀ and vᵀ, (hs, T), the
-// row-major right operands of S = q kᵀ and dP = dout vᵀ (tile_product.hpp).
+// row-major right operands of S = q kᵀ and dP = dout vᵀ; qp, kp and vp its q, k and v packed,
+// (T, hs), the right operands of P · v, dS · k and dSᵀ · q (tile_product.hpp).
 template <typename Real>
 struct Tiles {
-  std::vector<Real> p, dp, kt, vt;
+  std::vector<Real> p, dp, kt, vt, qp, kp, vp;
   Tiles() : p(static_cast<std::size_t>(query_block) * key_block), dp(p.size()) {}
 };
 
@@ -182,12 +183,14 @@ void attention_forward(Real* out, Real* lse, const Real* qkv, int T, int C, int 
   Tiles<Real>& t = tiles<Real>();
   Real* s = t.p.data();
   t.kt.resize(static_cast<std::size_t>(hs) * T);
+  t.vp.resize(t.kt.size());
   Real m[query_block];
   Real l[query_block];
   for (int bh = head_begin; bh < head_end; ++bh) {
     const int b = bh / NH, h = bh % NH;
     const Head<const Real> x = head_of(qkv, b, h, T, C, hs);
     transpose_into(t.kt.data(), x.k, T, hs, ld);
+    pack_rows(t.vp.data(), x.v, T, hs, ld);
     Real* head_out = out + static_cast<std::size_t>(b) * T * C + static_cast<std::size_t>(h) * hs;
     Real* head_lse = lse + (static_cast<std::size_t>(b) * NH + h) * T;
     for (int r0 = 0; r0 < T; r0 += query_block) {
@@ -200,7 +203,7 @@ void attention_forward(Real* out, Real* lse, const Real* qkv, int T, int C, int 
         tile_product(rows, width, hs, scale, x.q + static_cast<std::size_t>(r0) * ld, ld, 1, t.kt.data() + c0, T,
                      Real(0), s, width, {Causal::Zeros::columns_after, r0 - c0});
         online_softmax_chunk(s, m, l, o, C, hs, r0, rows, c0, width);
-        tile_product(rows, hs, width, Real(1), s, width, 1, x.v + static_cast<std::size_t>(c0) * ld, ld,
+        tile_product(rows, hs, width, Real(1), s, width, 1, t.vp.data() + static_cast<std::size_t>(c0) * hs, hs,
                      c0 == 0 ? Real(0) : Real(1), o, C, {Causal::Zeros::terms_after, r0 - c0});
       }
       finish_rows(o, C, head_lse + r0, m, l, hs, rows);
@@ -219,14 +222,20 @@ void attention_backward(Real* dqkv, Real* row_dots, const Real* dout, const Real
   Real* dp = t.dp.data();
   t.kt.resize(static_cast<std::size_t>(hs) * T);
   t.vt.resize(t.kt.size());
+  t.qp.resize(t.kt.size());
+  t.kp.resize(t.kt.size());
   const Real* kt = t.kt.data();
   const Real* vt = t.vt.data();
+  const Real* qp = t.qp.data();
+  const Real* kp = t.kp.data();
   const int last_r0 = (T - 1) / query_block * query_block;
   for (int bh = head_begin; bh < head_end; ++bh) {
     const int b = bh / NH, h = bh % NH;
     const Head<const Real> x = head_of(qkv, b, h, T, C, hs);
     transpose_into(t.kt.data(), x.k, T, hs, ld);
     transpose_into(t.vt.data(), x.v, T, hs, ld);
+    pack_rows(t.qp.data(), x.q, T, hs, ld);
+    pack_rows(t.kp.data(), x.k, T, hs, ld);
     const Head<Real> dx = head_of(dqkv, b, h, T, C, hs);
     const std::size_t row_offset = (static_cast<std::size_t>(b) * NH + h) * T;
     const Real* head_dout = dout + static_cast<std::size_t>(b) * T * C + static_cast<std::size_t>(h) * hs;
@@ -254,9 +263,9 @@ void attention_backward(Real* dqkv, Real* row_dots, const Real* dout, const Real
         tile_product(width, hs, rows, Real(1), p, 1, width, d, C, beta_kv, dx.v + static_cast<std::size_t>(c0) * ld, ld,
                      seen_from_key);
         softmax_backward_in_place(dp, p, D, r0, rows, c0, width);
-        tile_product(rows, hs, width, scale, dp, width, 1, x.k + static_cast<std::size_t>(c0) * ld, ld,
+        tile_product(rows, hs, width, scale, dp, width, 1, kp + static_cast<std::size_t>(c0) * hs, hs,
                      c0 == 0 ? Real(0) : Real(1), dx.q + static_cast<std::size_t>(r0) * ld, ld, seen_by_query);
-        tile_product(width, hs, rows, scale, dp, 1, width, x.q + static_cast<std::size_t>(r0) * ld, ld, beta_kv,
+        tile_product(width, hs, rows, scale, dp, 1, width, qp + static_cast<std::size_t>(r0) * hs, hs, beta_kv,
                      dx.k + static_cast<std::size_t>(c0) * ld, ld, seen_from_key);
       }
     }

@@ -234,6 +234,15 @@ void transpose_into(Real* dst, const Real* src, int rows, int cols, int ld_src) 
   transpose_scalar(dst, src, r_end, rows, 0, cols, rows, ld_src);
 }
 
+template <typename Real>
+void pack_rows(Real* dst, const Real* src, int rows, int cols, int ld_src) {
+  for (int r = 0; r < rows; ++r)
+    std::memcpy(dst + static_cast<std::ptrdiff_t>(r) * cols, src + static_cast<std::ptrdiff_t>(r) * ld_src,
+                sizeof(Real) * static_cast<std::size_t>(cols));
+}
+
+template void pack_rows<float>(float*, const float*, int, int, int);
+template void pack_rows<double>(double*, const double*, int, int, int);
 template void transpose_into<float>(float*, const float*, int, int, int);
 template void transpose_into<double>(double*, const double*, int, int, int);
 
