@@ -160,16 +160,16 @@ TROUPE_SIMD_CLONES void softmax_backward_in_place(Real* dp, const Real* p, const
 }
 
 // One query block's probabilities P and their gradient dP over keys [c0, c0 + width); adds
-// rowsum(P * dP) to D unless D is null.
+// rowsum(P * dP) to D unless D is null. kt and vt have leading dimension ldt.
 template <typename Real>
 void probabilities_and_gradient(Real* p, Real* dp, Real* D, const Head<const Real>& x, const Real* kt, const Real* vt,
-                                const Real* dout, const Real* lse, int r0, int rows, int c0, int width, int T, int C,
-                                int hs, Real scale) {
+                                const Real* dout, const Real* lse, int r0, int rows, int c0, int width, int ldt,
+                                int C, int hs, Real scale) {
   const int ld = 3 * C;
   const Causal scores{Causal::Zeros::columns_after, r0 - c0};
-  tile_product(rows, width, hs, scale, x.q + static_cast<std::size_t>(r0) * ld, ld, 1, kt + c0, T, Real(0), p, width,
+  tile_product(rows, width, hs, scale, x.q + static_cast<std::size_t>(r0) * ld, ld, 1, kt + c0, ldt, Real(0), p, width,
                scores);
-  tile_product(rows, width, hs, Real(1), dout, C, 1, vt + c0, T, Real(0), dp, width, scores);
+  tile_product(rows, width, hs, Real(1), dout, C, 1, vt + c0, ldt, Real(0), dp, width, scores);
   probabilities_from_lse(p, D, dp, lse, r0, rows, c0, width);
 }
 
@@ -182,14 +182,15 @@ void attention_forward(Real* out, Real* lse, const Real* qkv, int T, int C, int 
   const Real scale = Real(1) / std::sqrt(Real(hs));
   Tiles<Real>& t = tiles<Real>();
   Real* s = t.p.data();
-  t.kt.resize(static_cast<std::size_t>(hs) * T);
-  t.vp.resize(t.kt.size());
+  const int ldt = unaliased_leading_dimension(T);
+  t.kt.resize(static_cast<std::size_t>(hs) * ldt);
+  t.vp.resize(static_cast<std::size_t>(hs) * T);
   Real m[query_block];
   Real l[query_block];
   for (int bh = head_begin; bh < head_end; ++bh) {
     const int b = bh / NH, h = bh % NH;
     const Head<const Real> x = head_of(qkv, b, h, T, C, hs);
-    transpose_into(t.kt.data(), x.k, T, hs, ld);
+    transpose_into(t.kt.data(), ldt, x.k, T, hs, ld);
     pack_rows(t.vp.data(), x.v, T, hs, ld);
     Real* head_out = out + static_cast<std::size_t>(b) * T * C + static_cast<std::size_t>(h) * hs;
     Real* head_lse = lse + (static_cast<std::size_t>(b) * NH + h) * T;
@@ -200,7 +201,7 @@ void attention_forward(Real* out, Real* lse, const Real* qkv, int T, int C, int 
       std::fill(m, m + rows, -std::numeric_limits<Real>::infinity());
       for (int c0 = 0; c0 < r1; c0 += key_block) {
         const int width = std::min(key_block, r1 - c0);
-        tile_product(rows, width, hs, scale, x.q + static_cast<std::size_t>(r0) * ld, ld, 1, t.kt.data() + c0, T,
+        tile_product(rows, width, hs, scale, x.q + static_cast<std::size_t>(r0) * ld, ld, 1, t.kt.data() + c0, ldt,
                      Real(0), s, width, {Causal::Zeros::columns_after, r0 - c0});
         online_softmax_chunk(s, m, l, o, C, hs, r0, rows, c0, width);
         tile_product(rows, hs, width, Real(1), s, width, 1, t.vp.data() + static_cast<std::size_t>(c0) * hs, hs,
@@ -220,10 +221,11 @@ void attention_backward(Real* dqkv, Real* row_dots, const Real* dout, const Real
   Tiles<Real>& t = tiles<Real>();
   Real* p = t.p.data();
   Real* dp = t.dp.data();
-  t.kt.resize(static_cast<std::size_t>(hs) * T);
+  const int ldt = unaliased_leading_dimension(T);
+  t.kt.resize(static_cast<std::size_t>(hs) * ldt);
   t.vt.resize(t.kt.size());
-  t.qp.resize(t.kt.size());
-  t.kp.resize(t.kt.size());
+  t.qp.resize(static_cast<std::size_t>(hs) * T);
+  t.kp.resize(t.qp.size());
   const Real* kt = t.kt.data();
   const Real* vt = t.vt.data();
   const Real* qp = t.qp.data();
@@ -232,8 +234,8 @@ void attention_backward(Real* dqkv, Real* row_dots, const Real* dout, const Real
   for (int bh = head_begin; bh < head_end; ++bh) {
     const int b = bh / NH, h = bh % NH;
     const Head<const Real> x = head_of(qkv, b, h, T, C, hs);
-    transpose_into(t.kt.data(), x.k, T, hs, ld);
-    transpose_into(t.vt.data(), x.v, T, hs, ld);
+    transpose_into(t.kt.data(), ldt, x.k, T, hs, ld);
+    transpose_into(t.vt.data(), ldt, x.v, T, hs, ld);
     pack_rows(t.qp.data(), x.q, T, hs, ld);
     pack_rows(t.kp.data(), x.k, T, hs, ld);
     const Head<Real> dx = head_of(dqkv, b, h, T, C, hs);
@@ -251,12 +253,12 @@ void attention_backward(Real* dqkv, Real* row_dots, const Real* dout, const Real
       if (!one_chunk) {
         for (int c0 = 0; c0 < r1; c0 += key_block) {
           const int width = std::min(key_block, r1 - c0);
-          probabilities_and_gradient(p, dp, D, x, kt, vt, d, block_lse, r0, rows, c0, width, T, C, hs, scale);
+          probabilities_and_gradient(p, dp, D, x, kt, vt, d, block_lse, r0, rows, c0, width, ldt, C, hs, scale);
         }
       }
       for (int c0 = 0; c0 < r1; c0 += key_block) {
         const int width = std::min(key_block, r1 - c0);
-        probabilities_and_gradient(p, dp, one_chunk ? D : nullptr, x, kt, vt, d, block_lse, r0, rows, c0, width, T, C,
+        probabilities_and_gradient(p, dp, one_chunk ? D : nullptr, x, kt, vt, d, block_lse, r0, rows, c0, width, ldt, C,
                                    hs, scale);
         const Causal seen_by_query{Causal::Zeros::terms_after, r0 - c0};
         const Causal seen_from_key{Causal::Zeros::terms_before, c0 - r0};

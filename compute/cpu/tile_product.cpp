@@ -34,26 +34,35 @@ struct Operands {
 template <typename V, int Rows, int Vectors>
 [[gnu::always_inline]] inline void register_tile(const Operands& x, int i, int j, int p_begin, int p_end) {
   constexpr int lanes = sizeof(V) / sizeof(float);
+  // Every loop over r and v is unrolled in full, so that acc lives in registers, not on the stack.
   V acc[Rows][Vectors];
+#pragma GCC unroll 8
   for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 4
     for (int v = 0; v < Vectors; ++v) acc[r][v] = V{};
   const float* a = x.a + i * x.a_row + p_begin * x.a_col;
   const float* b = x.b + static_cast<std::ptrdiff_t>(p_begin) * x.ldb + j;
   for (int p = p_begin; p < p_end; ++p) {
     V bv[Vectors];
+#pragma GCC unroll 4
     for (int v = 0; v < Vectors; ++v) std::memcpy(&bv[v], b + v * lanes, sizeof(V));
+#pragma GCC unroll 8
     for (int r = 0; r < Rows; ++r) {
       const float ar = a[r * x.a_row];
+#pragma GCC unroll 4
       for (int v = 0; v < Vectors; ++v) acc[r][v] += ar * bv[v];
     }
     a += x.a_col;
     b += x.ldb;
   }
+  const bool accumulate = x.beta != 0.0f;
+#pragma GCC unroll 8
   for (int r = 0; r < Rows; ++r) {
     float* c = x.c + static_cast<std::ptrdiff_t>(i + r) * x.ldc + j;
+#pragma GCC unroll 4
     for (int v = 0; v < Vectors; ++v) {
       V out = x.alpha * acc[r][v];
-      if (x.beta != 0.0f) {
+      if (accumulate) {
         V old;
         std::memcpy(&old, c + v * lanes, sizeof(V));
         out += x.beta * old;
@@ -206,10 +215,10 @@ namespace {
 }
 
 template <typename Real>
-void transpose_scalar(Real* dst, const Real* src, int r0, int r1, int c0, int c1, int rows, int ld_src) {
+void transpose_scalar(Real* dst, const Real* src, int r0, int r1, int c0, int c1, int ld_dst, int ld_src) {
   for (int c = c0; c < c1; ++c)
     for (int r = r0; r < r1; ++r)
-      dst[static_cast<std::ptrdiff_t>(c) * rows + r] = src[static_cast<std::ptrdiff_t>(r) * ld_src + c];
+      dst[static_cast<std::ptrdiff_t>(c) * ld_dst + r] = src[static_cast<std::ptrdiff_t>(r) * ld_src + c];
 }
 
 }  // namespace
@@ -217,7 +226,7 @@ void transpose_scalar(Real* dst, const Real* src, int r0, int r1, int c0, int c1
 // Floats go in 8-by-8 blocks through AVX2 registers where the CPU has them; the rest, and doubles,
 // one by one.
 template <typename Real>
-void transpose_into(Real* dst, const Real* src, int rows, int cols, int ld_src) {
+void transpose_into(Real* dst, int ld_dst, const Real* src, int rows, int cols, int ld_src) {
   int r_end = 0, c_end = 0;
   if constexpr (std::is_same_v<Real, float>) {
     static const bool avx2 = tile_kernels_here().front() != TileKernel::blas;
@@ -226,13 +235,15 @@ void transpose_into(Real* dst, const Real* src, int rows, int cols, int ld_src) 
       c_end = cols / 8 * 8;
       for (int r = 0; r < r_end; r += 8)
         for (int c = 0; c < c_end; c += 8)
-          transpose_8x8(dst + static_cast<std::ptrdiff_t>(c) * rows + r, rows,
+          transpose_8x8(dst + static_cast<std::ptrdiff_t>(c) * ld_dst + r, ld_dst,
                         src + static_cast<std::ptrdiff_t>(r) * ld_src + c, ld_src);
     }
   }
-  transpose_scalar(dst, src, 0, r_end, c_end, cols, rows, ld_src);
-  transpose_scalar(dst, src, r_end, rows, 0, cols, rows, ld_src);
+  transpose_scalar(dst, src, 0, r_end, c_end, cols, ld_dst, ld_src);
+  transpose_scalar(dst, src, r_end, rows, 0, cols, ld_dst, ld_src);
 }
+
+int unaliased_leading_dimension(int n) { return (n + 15) / 16 * 16 + 16; }
 
 template <typename Real>
 void pack_rows(Real* dst, const Real* src, int rows, int cols, int ld_src) {
@@ -243,7 +254,7 @@ void pack_rows(Real* dst, const Real* src, int rows, int cols, int ld_src) {
 
 template void pack_rows<float>(float*, const float*, int, int, int);
 template void pack_rows<double>(double*, const double*, int, int, int);
-template void transpose_into<float>(float*, const float*, int, int, int);
-template void transpose_into<double>(double*, const double*, int, int, int);
+template void transpose_into<float>(float*, int, const float*, int, int, int);
+template void transpose_into<double>(double*, int, const double*, int, int, int);
 
 }  // namespace troupe::compute::cpu

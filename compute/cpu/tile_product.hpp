@@ -46,9 +46,13 @@ void tile_product_with(TileKernel kernel, int m, int n, int k, float alpha, cons
                        std::ptrdiff_t a_col, const float* b, int ldb, float beta, float* c, int ldc,
                        Causal causal = {});
 
-// dst (cols, rows) = srcᵀ for src (rows, cols) with leading dimension ld_src.
+// dst (cols, rows) = srcᵀ for src (rows, cols), with leading dimensions ld_dst and ld_src.
 template <typename Real>
-void transpose_into(Real* dst, const Real* src, int rows, int cols, int ld_src);
+void transpose_into(Real* dst, int ld_dst, const Real* src, int rows, int cols, int ld_src);
+// A leading dimension of at least n floats whose rows do not alias in the L1 cache: a power-of-
+// two stride such as 256 floats maps the rows of a band of b onto a quarter of the cache's sets
+// and evicts them before the next row tile reads them again.
+int unaliased_leading_dimension(int n);
 // dst (rows, cols) = src with leading dimension ld_src, rows packed one after the other. A b
 // whose rows lie a page or more apart (a head's slice of qkv: 3C floats) defeats the hardware
 // prefetcher; packed, the product runs about a quarter faster.

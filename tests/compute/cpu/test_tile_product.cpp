@@ -105,18 +105,18 @@ TEST_CASE("tile products match float64 products on every kernel the cpu runs, ca
 TEST_CASE("transpose_into transposes floats and doubles at sizes that leave partial blocks", "[kernels]") {
   for (const int rows : {1, 8, 19, 64}) {
     for (const int cols : {3, 8, 64, 70}) {
-      const int ld = cols + 4;
-      std::vector<float> src(static_cast<std::size_t>(rows) * ld), dst(static_cast<std::size_t>(rows) * cols);
+      const int ld = cols + 4, ld_dst = rows + 5;
+      std::vector<float> src(static_cast<std::size_t>(rows) * ld), dst(static_cast<std::size_t>(cols) * ld_dst);
       std::vector<double> src64(src.size()), dst64(dst.size());
       for (std::size_t i = 0; i < src.size(); ++i) src64[i] = src[i] = static_cast<float>(i);
-      troupe::compute::cpu::transpose_into(dst.data(), src.data(), rows, cols, ld);
-      troupe::compute::cpu::transpose_into(dst64.data(), src64.data(), rows, cols, ld);
+      troupe::compute::cpu::transpose_into(dst.data(), ld_dst, src.data(), rows, cols, ld);
+      troupe::compute::cpu::transpose_into(dst64.data(), ld_dst, src64.data(), rows, cols, ld);
       int wrong = 0;
       for (int r = 0; r < rows; ++r)
         for (int c = 0; c < cols; ++c) {
           const float expected = src[static_cast<std::size_t>(r) * ld + c];
-          wrong += dst[static_cast<std::size_t>(c) * rows + r] != expected;
-          wrong += dst64[static_cast<std::size_t>(c) * rows + r] != expected;
+          wrong += dst[static_cast<std::size_t>(c) * ld_dst + r] != expected;
+          wrong += dst64[static_cast<std::size_t>(c) * ld_dst + r] != expected;
         }
       INFO("rows " << rows << " cols " << cols);
       CHECK(wrong == 0);
