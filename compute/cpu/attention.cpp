@@ -1,6 +1,7 @@
-// Causal multi-head self-attention, FlashAttention-2 style, as gemms on strided slices of qkv:
-// for head h of sequence b, q, k and v are (T, hs) matrices with leading dimension 3C that start
-// at columns h*hs, C + h*hs and 2C + h*hs of qkv; nothing is copied out.
+// Causal multi-head self-attention, FlashAttention-2 style, as products (tile_product.hpp) on
+// strided slices of qkv: for head h of sequence b, q, k and v are (T, hs) matrices with leading
+// dimension 3C that start at columns h*hs, C + h*hs and 2C + h*hs of qkv. Only kᵀ and vᵀ are
+// copied out, once per head, as the right operands of q kᵀ and dout vᵀ.
 //
 // The state kept for the backward is one log-sum-exp per query row, lse_i = log sum_j exp(s_ij)
 // with s = scale * q kᵀ, shaped (B, NH, T): no (T, T) probability matrix is stored per head.
@@ -9,22 +10,22 @@
 //
 // Work goes by blocks of query_block query rows [r0, r1). Such a block sees only keys [0, r1)
 // (causality), which it visits in chunks of at most key_block keys; the chunks stop at r1, so the
-// masked upper half is skipped except inside the diagonal block, where the gemm computes the
-// entries above the diagonal and they are then masked.
+// masked upper half is skipped. Inside the diagonal block the products skip what lies past the
+// diagonal a register tile at a time; the entries above it that a tile still computes are masked.
 //
 // Forward, per query block, online softmax over the key chunks [c0, c1):
-//   S = scale * q[r0:r1] · k[c0:c1]ᵀ                                   (gemm)
+//   S = scale * q[r0:r1] · k[c0:c1]ᵀ                                   (product)
 //   m' = max(m, rowmax S);  P = exp(S - m');  l = l exp(m - m') + rowsum P
-//   out[r0:r1] = exp(m - m') out[r0:r1] + P · v[c0:c1]                 (gemm)
+//   out[r0:r1] = exp(m - m') out[r0:r1] + P · v[c0:c1]                 (product)
 // then out /= l and lse = m + log l. For T <= key_block a block has one chunk and this is the
 // plain softmax.
 // Backward, per query block, the probabilities recomputed as P = exp(S - lse):
-//   dP = dout[r0:r1] · v[c0:c1]ᵀ                                       (gemm)
+//   dP = dout[r0:r1] · v[c0:c1]ᵀ                                       (product)
 //   D = rowsum over all chunks of P * dP (= rowsum dout * out, which the backward is not given)
-//   dv[c0:c1] (+)= Pᵀ · dout[r0:r1]                                    (gemm)
+//   dv[c0:c1] (+)= Pᵀ · dout[r0:r1]                                    (product)
 //   dS = P * (dP - D)
-//   dq[r0:r1] (+)= scale * dS · k[c0:c1]                               (gemm)
-//   dk[c0:c1] (+)= scale * dSᵀ · q[r0:r1]                              (gemm)
+//   dq[r0:r1] (+)= scale * dS · k[c0:c1]                               (product)
+//   dk[c0:c1] (+)= scale * dSᵀ · q[r0:r1]                              (product)
 // D needs every chunk of the row, so when the row spans several chunks a first pass computes it
 // (S, P and dP twice); with one chunk (T <= key_block) the one pass does. Query blocks run from
 // the last to the first, so the last block, whose chunks cover all T keys, writes dk and dv with
@@ -36,9 +37,9 @@
 #include <limits>
 #include <vector>
 
-#include "compute/cpu/blas.hpp"
 #include "compute/cpu/kernels.hpp"
 #include "compute/cpu/softmax_row.hpp"
+#include "compute/cpu/tile_product.hpp"
 #include "compute/cpu/vector_math.hpp"
 
 namespace troupe::compute::cpu {
@@ -51,10 +52,12 @@ constexpr int key_block = 1024;
 static_assert(key_block % query_block == 0);
 
 // The per-call tiles, reused across calls on a thread: a fresh allocation of this size would be
-// mapped and page-faulted on every call.
+// mapped and page-faulted on every call. kt and vt hold one head's kᵀ and vᵀ, (hs, T), the
+// row-major right operands of S = q kᵀ and dP = dout vᵀ; qp, kp and vp its q, k and v packed,
+// (T, hs), the right operands of P · v, dS · k and dSᵀ · q (tile_product.hpp).
 template <typename Real>
 struct Tiles {
-  std::vector<Real> p, dp;
+  std::vector<Real> p, dp, kt, vt, qp, kp, vp;
   Tiles() : p(static_cast<std::size_t>(query_block) * key_block), dp(p.size()) {}
 };
 
@@ -140,28 +143,33 @@ TROUPE_SIMD_CLONES void probabilities_from_lse(Real* s, Real* D, const Real* dp,
   }
 }
 
-// dP becomes dS = P * (dP - D) in place; masked entries come out 0 because P is 0 there.
+// dP becomes dS = P * (dP - D) in place, masked entries 0 (the product that made dP may have left
+// them unwritten).
 template <typename Real>
-TROUPE_SIMD_CLONES void softmax_backward_in_place(Real* dp, const Real* p, const Real* D, int rows, int width) {
+TROUPE_SIMD_CLONES void softmax_backward_in_place(Real* dp, const Real* p, const Real* D, int r0, int rows, int c0,
+                                                  int width) {
   for (int r = 0; r < rows; ++r) {
     Real* dr = dp + static_cast<std::size_t>(r) * width;
     const Real* pr = p + static_cast<std::size_t>(r) * width;
+    const int n = visible_keys(r0 + r, c0, width);
     const Real d = D[r];
 #pragma omp simd
-    for (int j = 0; j < width; ++j) dr[j] = pr[j] * (dr[j] - d);
+    for (int j = 0; j < n; ++j) dr[j] = pr[j] * (dr[j] - d);
+    std::fill(dr + n, dr + width, Real(0));
   }
 }
 
 // One query block's probabilities P and their gradient dP over keys [c0, c0 + width); adds
-// rowsum(P * dP) to D unless D is null.
+// rowsum(P * dP) to D unless D is null. kt and vt have leading dimension ldt.
 template <typename Real>
-void probabilities_and_gradient(Real* p, Real* dp, Real* D, const Head<const Real>& x, const Real* dout,
-                                const Real* lse, int r0, int rows, int c0, int width, int C, int hs, Real scale) {
+void probabilities_and_gradient(Real* p, Real* dp, Real* D, const Head<const Real>& x, const Real* kt, const Real* vt,
+                                const Real* dout, const Real* lse, int r0, int rows, int c0, int width, int ldt,
+                                int C, int hs, Real scale) {
   const int ld = 3 * C;
-  gemm(CblasNoTrans, CblasTrans, rows, width, hs, scale, x.q + static_cast<std::size_t>(r0) * ld, ld,
-       x.k + static_cast<std::size_t>(c0) * ld, ld, Real(0), p, width);
-  gemm(CblasNoTrans, CblasTrans, rows, width, hs, Real(1), dout, C, x.v + static_cast<std::size_t>(c0) * ld, ld,
-       Real(0), dp, width);
+  const Causal scores{Causal::Zeros::columns_after, r0 - c0};
+  tile_product(rows, width, hs, scale, x.q + static_cast<std::size_t>(r0) * ld, ld, 1, kt + c0, ldt, Real(0), p, width,
+               scores);
+  tile_product(rows, width, hs, Real(1), dout, C, 1, vt + c0, ldt, Real(0), dp, width, scores);
   probabilities_from_lse(p, D, dp, lse, r0, rows, c0, width);
 }
 
@@ -172,12 +180,18 @@ void attention_forward(Real* out, Real* lse, const Real* qkv, int T, int C, int 
   const int hs = C / NH;
   const int ld = 3 * C;
   const Real scale = Real(1) / std::sqrt(Real(hs));
-  Real* s = tiles<Real>().p.data();
+  Tiles<Real>& t = tiles<Real>();
+  Real* s = t.p.data();
+  const int ldt = unaliased_leading_dimension(T);
+  t.kt.resize(static_cast<std::size_t>(hs) * ldt);
+  t.vp.resize(static_cast<std::size_t>(hs) * T);
   Real m[query_block];
   Real l[query_block];
   for (int bh = head_begin; bh < head_end; ++bh) {
     const int b = bh / NH, h = bh % NH;
     const Head<const Real> x = head_of(qkv, b, h, T, C, hs);
+    transpose_into(t.kt.data(), ldt, x.k, T, hs, ld);
+    pack_rows(t.vp.data(), x.v, T, hs, ld);
     Real* head_out = out + static_cast<std::size_t>(b) * T * C + static_cast<std::size_t>(h) * hs;
     Real* head_lse = lse + (static_cast<std::size_t>(b) * NH + h) * T;
     for (int r0 = 0; r0 < T; r0 += query_block) {
@@ -187,11 +201,11 @@ void attention_forward(Real* out, Real* lse, const Real* qkv, int T, int C, int 
       std::fill(m, m + rows, -std::numeric_limits<Real>::infinity());
       for (int c0 = 0; c0 < r1; c0 += key_block) {
         const int width = std::min(key_block, r1 - c0);
-        gemm(CblasNoTrans, CblasTrans, rows, width, hs, scale, x.q + static_cast<std::size_t>(r0) * ld, ld,
-             x.k + static_cast<std::size_t>(c0) * ld, ld, Real(0), s, width);
+        tile_product(rows, width, hs, scale, x.q + static_cast<std::size_t>(r0) * ld, ld, 1, t.kt.data() + c0, ldt,
+                     Real(0), s, width, {Causal::Zeros::columns_after, r0 - c0});
         online_softmax_chunk(s, m, l, o, C, hs, r0, rows, c0, width);
-        gemm(CblasNoTrans, CblasNoTrans, rows, hs, width, Real(1), s, width, x.v + static_cast<std::size_t>(c0) * ld,
-             ld, c0 == 0 ? Real(0) : Real(1), o, C);
+        tile_product(rows, hs, width, Real(1), s, width, 1, t.vp.data() + static_cast<std::size_t>(c0) * hs, hs,
+                     c0 == 0 ? Real(0) : Real(1), o, C, {Causal::Zeros::terms_after, r0 - c0});
       }
       finish_rows(o, C, head_lse + r0, m, l, hs, rows);
     }
@@ -207,10 +221,23 @@ void attention_backward(Real* dqkv, Real* row_dots, const Real* dout, const Real
   Tiles<Real>& t = tiles<Real>();
   Real* p = t.p.data();
   Real* dp = t.dp.data();
+  const int ldt = unaliased_leading_dimension(T);
+  t.kt.resize(static_cast<std::size_t>(hs) * ldt);
+  t.vt.resize(t.kt.size());
+  t.qp.resize(static_cast<std::size_t>(hs) * T);
+  t.kp.resize(t.qp.size());
+  const Real* kt = t.kt.data();
+  const Real* vt = t.vt.data();
+  const Real* qp = t.qp.data();
+  const Real* kp = t.kp.data();
   const int last_r0 = (T - 1) / query_block * query_block;
   for (int bh = head_begin; bh < head_end; ++bh) {
     const int b = bh / NH, h = bh % NH;
     const Head<const Real> x = head_of(qkv, b, h, T, C, hs);
+    transpose_into(t.kt.data(), ldt, x.k, T, hs, ld);
+    transpose_into(t.vt.data(), ldt, x.v, T, hs, ld);
+    pack_rows(t.qp.data(), x.q, T, hs, ld);
+    pack_rows(t.kp.data(), x.k, T, hs, ld);
     const Head<Real> dx = head_of(dqkv, b, h, T, C, hs);
     const std::size_t row_offset = (static_cast<std::size_t>(b) * NH + h) * T;
     const Real* head_dout = dout + static_cast<std::size_t>(b) * T * C + static_cast<std::size_t>(h) * hs;
@@ -226,20 +253,22 @@ void attention_backward(Real* dqkv, Real* row_dots, const Real* dout, const Real
       if (!one_chunk) {
         for (int c0 = 0; c0 < r1; c0 += key_block) {
           const int width = std::min(key_block, r1 - c0);
-          probabilities_and_gradient(p, dp, D, x, d, block_lse, r0, rows, c0, width, C, hs, scale);
+          probabilities_and_gradient(p, dp, D, x, kt, vt, d, block_lse, r0, rows, c0, width, ldt, C, hs, scale);
         }
       }
       for (int c0 = 0; c0 < r1; c0 += key_block) {
         const int width = std::min(key_block, r1 - c0);
-        probabilities_and_gradient(p, dp, one_chunk ? D : nullptr, x, d, block_lse, r0, rows, c0, width, C, hs,
-                                   scale);
-        gemm(CblasTrans, CblasNoTrans, width, hs, rows, Real(1), p, width, d, C, beta_kv,
-             dx.v + static_cast<std::size_t>(c0) * ld, ld);
-        softmax_backward_in_place(dp, p, D, rows, width);
-        gemm(CblasNoTrans, CblasNoTrans, rows, hs, width, scale, dp, width, x.k + static_cast<std::size_t>(c0) * ld,
-             ld, c0 == 0 ? Real(0) : Real(1), dx.q + static_cast<std::size_t>(r0) * ld, ld);
-        gemm(CblasTrans, CblasNoTrans, width, hs, rows, scale, dp, width, x.q + static_cast<std::size_t>(r0) * ld, ld,
-             beta_kv, dx.k + static_cast<std::size_t>(c0) * ld, ld);
+        probabilities_and_gradient(p, dp, one_chunk ? D : nullptr, x, kt, vt, d, block_lse, r0, rows, c0, width, ldt, C,
+                                   hs, scale);
+        const Causal seen_by_query{Causal::Zeros::terms_after, r0 - c0};
+        const Causal seen_from_key{Causal::Zeros::terms_before, c0 - r0};
+        tile_product(width, hs, rows, Real(1), p, 1, width, d, C, beta_kv, dx.v + static_cast<std::size_t>(c0) * ld, ld,
+                     seen_from_key);
+        softmax_backward_in_place(dp, p, D, r0, rows, c0, width);
+        tile_product(rows, hs, width, scale, dp, width, 1, kp + static_cast<std::size_t>(c0) * hs, hs,
+                     c0 == 0 ? Real(0) : Real(1), dx.q + static_cast<std::size_t>(r0) * ld, ld, seen_by_query);
+        tile_product(width, hs, rows, scale, dp, 1, width, qp + static_cast<std::size_t>(r0) * hs, hs, beta_kv,
+                     dx.k + static_cast<std::size_t>(c0) * ld, ld, seen_from_key);
       }
     }
   }

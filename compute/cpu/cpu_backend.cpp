@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "compute/backend_checks.hpp"
 #include "compute/cpu/kernels.hpp"
@@ -29,6 +30,10 @@ using checks::op_prefix;
 template <typename Real>
 constexpr std::int64_t element_grain = 256 / sizeof(Real);
 constexpr std::int64_t row_grain = 16;
+// fill_zero splits at multiples of a page; sum_of_squares sums blocks of this many elements, a
+// multiple of every element grain, each on one thread.
+constexpr std::int64_t fill_grain = 4096;
+constexpr std::int64_t sum_block = std::int64_t{1} << 16;
 
 // Every tensor defined, on the cpu, and of the first one's dtype, which is f32 or f64.
 DType check_real(const char* op, std::initializer_list<const Tensor*> tensors) {
@@ -94,7 +99,10 @@ Tensor CpuBackend::zeros(Shape shape, DType dtype) { return Tensor::zeros(std::m
 
 void CpuBackend::fill_zero(Tensor& t) {
   checks::on_device(t, Device::cpu, "fill_zero");
-  std::memset(t.data(), 0, t.nbytes());
+  auto* bytes = static_cast<unsigned char*>(t.data());
+  team_->run(static_cast<std::int64_t>(t.nbytes()), fill_grain, [&](std::int64_t begin, std::int64_t end) {
+    std::memset(bytes + begin, 0, static_cast<std::size_t>(end - begin));
+  });
 }
 
 void CpuBackend::copy(Tensor& dst, const Tensor& src) {
@@ -179,9 +187,13 @@ void CpuBackend::matmul_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, c
   check_same_shape(dinp, inp, op);
   check_same_shape(dweight, weight, op);
   with_real(dtype, [&]<typename Real>(Real) {
-    cpu::matmul_backward(dinp.data_as<Real>(), dweight.data_as<Real>(),
-                         dbias.defined() ? dbias.data_as<Real>() : nullptr, dout.data_as<Real>(), inp.data_as<Real>(),
+    cpu::matmul_backward(dinp.data_as<Real>(), dweight.data_as<Real>(), dout.data_as<Real>(), inp.data_as<Real>(),
                          weight.data_as<Real>(), N, C, OC);
+    if (!dbias.defined()) return;
+    team_->run(OC, element_grain<Real>, [&](std::int64_t begin, std::int64_t end) {
+      cpu::matmul_bias_backward(dbias.data_as<Real>() + begin, dout.data_as<Real>() + begin, N,
+                                static_cast<int>(end - begin), OC);
+    });
   });
 }
 
@@ -354,10 +366,21 @@ void CpuBackend::adamw_update(Tensor& params, const Tensor& grads, Tensor& m, Te
   });
 }
 
+// The sum goes by fixed blocks of sum_block elements, their sums added in block order, so the team's
+// size changes which thread sums a block and nothing else.
 double CpuBackend::sum_of_squares(const Tensor& t) {
   const DType dtype = check_real("sum_of_squares", {&t});
+  const std::int64_t n = t.numel(), blocks = (n + sum_block - 1) / sum_block;
+  std::vector<double> block_sums(static_cast<std::size_t>(blocks));
+  with_real(dtype, [&]<typename Real>(Real) {
+    team_->run(blocks, 1, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t b = begin; b < end; ++b)
+        block_sums[static_cast<std::size_t>(b)] =
+            cpu::sum_of_squares(t.data_as<Real>() + b * sum_block, std::min(sum_block, n - b * sum_block));
+    });
+  });
   double result = 0;
-  with_real(dtype, [&]<typename Real>(Real) { result = cpu::sum_of_squares(t.data_as<Real>(), t.numel()); });
+  for (const double s : block_sums) result += s;
   return result;
 }
 

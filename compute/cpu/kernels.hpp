@@ -37,12 +37,17 @@ template <typename Real>
 void layernorm_backward_params(Real* dweight, Real* dbias, const Real* dout, const Real* inp, const Real* mean,
                                const Real* rstd, std::int64_t N, int width, int ld);
 
-// matmul.cpp: weight is (OC, C) row-major; bias and dbias may be null.
+// matmul.cpp: weight is (OC, C) row-major; bias may be null. The backward is the two products
+// (dinp, and dweight accumulated); the bias gradient is a call of its own.
 template <typename Real>
 void matmul_forward(Real* out, const Real* inp, const Real* weight, const Real* bias, int N, int C, int OC);
 template <typename Real>
-void matmul_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, const Real* inp, const Real* weight,
-                     int N, int C, int OC);
+void matmul_backward(Real* dinp, Real* dweight, const Real* dout, const Real* inp, const Real* weight, int N, int C,
+                     int OC);
+// The bias gradient alone, over `width` columns of rows `ld` apart (each column a sum over all N
+// rows in row order), so column ranges may run on different threads.
+template <typename Real>
+void matmul_bias_backward(Real* dbias, const Real* dout, int N, int width, int ld);
 
 // attention.cpp: qkv (B, T, 3C), out and dout (B, T, C); lse, the log-sum-exp of each query
 // row's scores, and row_dots, the backward's scratch for rowsum(dout * out), are (B, NH, T). A

@@ -1,7 +1,8 @@
 // Linear layer, weight (OC, C) in PyTorch's layout. All three products are one gemm each;
 // the bias is written into out first and the gemm accumulates onto it (beta = 1), which costs
 // no more than the zeroing pass a beta = 0 gemm makes anyway, and saves a second sweep.
-// The bias gradient is a column sum over rows in row order (deterministic).
+// The bias gradient is a column sum over rows in row order (deterministic), a call of its own so
+// the backend can split the columns among threads.
 
 #include <algorithm>
 #include <cstddef>
@@ -11,18 +12,14 @@
 #include "compute/cpu/vector_math.hpp"
 
 namespace troupe::compute::cpu {
-namespace {
-
 template <typename Real>
-TROUPE_SIMD_CLONES void add_column_sums(Real* dbias, const Real* dout, int N, int OC) {
+TROUPE_SIMD_CLONES void matmul_bias_backward(Real* dbias, const Real* dout, int N, int width, int ld) {
   for (int i = 0; i < N; ++i) {
-    const Real* d = dout + static_cast<std::size_t>(i) * OC;
+    const Real* d = dout + static_cast<std::size_t>(i) * ld;
 #pragma omp simd
-    for (int o = 0; o < OC; ++o) dbias[o] += d[o];
+    for (int o = 0; o < width; ++o) dbias[o] += d[o];
   }
 }
-
-}  // namespace
 
 template <typename Real>
 void matmul_forward(Real* out, const Real* inp, const Real* weight, const Real* bias, int N, int C, int OC) {
@@ -33,17 +30,17 @@ void matmul_forward(Real* out, const Real* inp, const Real* weight, const Real* 
 }
 
 template <typename Real>
-void matmul_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, const Real* inp, const Real* weight,
-                     int N, int C, int OC) {
+void matmul_backward(Real* dinp, Real* dweight, const Real* dout, const Real* inp, const Real* weight, int N, int C,
+                     int OC) {
   gemm(CblasNoTrans, CblasNoTrans, N, C, OC, Real(1), dout, OC, weight, C, Real(0), dinp, C);
   gemm(CblasTrans, CblasNoTrans, OC, C, N, Real(1), dout, OC, inp, C, Real(1), dweight, C);
-  if (dbias != nullptr) add_column_sums(dbias, dout, N, OC);
 }
 
 template void matmul_forward<float>(float*, const float*, const float*, const float*, int, int, int);
 template void matmul_forward<double>(double*, const double*, const double*, const double*, int, int, int);
-template void matmul_backward<float>(float*, float*, float*, const float*, const float*, const float*, int, int, int);
-template void matmul_backward<double>(double*, double*, double*, const double*, const double*, const double*, int, int,
-                                      int);
+template void matmul_backward<float>(float*, float*, const float*, const float*, const float*, int, int, int);
+template void matmul_bias_backward<float>(float*, const float*, int, int, int);
+template void matmul_bias_backward<double>(double*, const double*, int, int, int);
+template void matmul_backward<double>(double*, double*, const double*, const double*, const double*, int, int, int);
 
 }  // namespace troupe::compute::cpu

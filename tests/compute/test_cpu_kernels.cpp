@@ -358,11 +358,13 @@ TEST_CASE("f32 kernels agree with f64 kernels", "[kernels]") {
         },
         tol);
   }
-  SECTION("attention, at T = 67 and at the small model's shape (T 256, C 384, 6 heads)") {
+  SECTION(
+      "attention, at T = 67, at the small model's shape (T 256, C 384, 6 heads), and at T = 1100 with heads of 20 "
+      "columns (two key chunks; columns that fill no vector)") {
     struct Shape4 {
       int b, t, c, nh;
     };
-    const Shape4 s = GENERATE(Shape4{B, T, C, NH}, Shape4{2, 256, 384, 6});
+    const Shape4 s = GENERATE(Shape4{B, T, C, NH}, Shape4{2, 256, 384, 6}, Shape4{1, 1100, 40, 2});
     const Tensor qkv = random_tensor({s.b, s.t, 3 * s.c}, rng), dout = random_tensor({s.b, s.t, s.c}, rng);
     check_f32_matches_f64(
         [&](DType dt) {
@@ -670,6 +672,9 @@ std::vector<Tensor> every_op_once(CpuBackend& backend, const ChainInputs& in) {
   backend.adamw_update(p, dw_qkv, m, v, segments, AdamWHyper{});
   backend.scale(dw_qkv, 0.5f);
   make({1}).data_as<float>()[0] = static_cast<float>(backend.sum_of_squares(dwte));
+  // 110,592 elements: more than one of the blocks the backend sums on separate threads.
+  t.push_back(Tensor::zeros({1}, DType::f64));
+  t.back().data_as<double>()[0] = backend.sum_of_squares(p);
   return t;
 }
 
