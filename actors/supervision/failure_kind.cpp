@@ -34,6 +34,10 @@ std::optional<FailureKind> parse_failure_kind(std::string_view name) {
 
 std::span<const FailureKind> all_failure_kinds() { return kinds; }
 
+bool node_process_gone(FailureKind kind) {
+  return kind == FailureKind::node_lost || kind == FailureKind::hang || kind == FailureKind::unreachable;
+}
+
 bool named_by_job_supervisor(FailureKind kind) {
   return kind != FailureKind::start_failed && kind != FailureKind::node_exit;
 }

@@ -46,6 +46,9 @@ std::optional<FailureKind> parse_failure_kind(std::string_view name);
 std::span<const FailureKind> all_failure_kinds();
 // Whether the job supervisor names the kind (job_outcome_msg); the others only launch names.
 bool named_by_job_supervisor(FailureKind kind);
+// Whether the kind takes a node's whole process from the job: lost, silent or out of reach
+// (node_lost, hang, unreachable), as opposed to one of its workers or the job as a whole.
+bool node_process_gone(FailureKind kind);
 
 // Orders kinds by name, so maps keyed by kind list them as their text does (alphabetically).
 struct FailureKindByName {

@@ -363,8 +363,7 @@ bool training_completed(const job_supervisor_state& st, const std::vector<int>& 
 // Returns whether it ended.
 bool end_if_completed(job_actor* self, FailureKind kind, const std::string& reason, const std::vector<int>& gone) {
   auto& st = self->state;
-  const bool gone_kind = kind == FailureKind::node_lost || kind == FailureKind::hang || kind == FailureKind::unreachable;
-  if (!gone_kind || !training_completed(st, gone)) return false;
+  if (!node_process_gone(kind) || !training_completed(st, gone)) return false;
   end_job(self, 0, "every rank finished its last step (" + std::to_string(st.plan.last_step) + "); " + reason +
                        ", after training completed");
   return true;

@@ -10,8 +10,7 @@ namespace troupe::actors {
 RecoveryChoice choose_recovery(const RecoveryShape& shape, FailureKind kind) {
   auto restart = [](std::string why) { return RecoveryChoice{false, false, std::move(why)}; };
   if (shape.mode != "in_place") return restart("fault.recovery is " + shape.mode);
-  const bool node_gone =
-      kind == FailureKind::node_lost || kind == FailureKind::hang || kind == FailureKind::unreachable;
+  const bool node_gone = node_process_gone(kind);
   if (kind != FailureKind::worker_exception && !node_gone)
     return restart(
         "in place covers a worker that threw and a lost, silent or unreachable node process, not a failure of kind " +

@@ -47,7 +47,8 @@ std::unique_ptr<compute::ShardedParameters> zero3_source(const ResolvedJob& job,
                                                       dp.unit_exchange, job.config.train.zero3_reshard);
 }
 
-// The trainer is made from initialised parameters, as one process would make it.
+// The trainer is made from initialised parameters, as one process would make it; a replacement's
+// come from its donor instead.
 compute::GPT& initialised(compute::GPT& model, std::uint64_t seed, bool initialise) {
   if (initialise) model.init_parameters(seed);
   return model;

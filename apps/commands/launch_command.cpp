@@ -151,26 +151,27 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, laun
       launch::Environment env{{actors::recovery_counts_variable, seen.to_text()},
                               {actors::env::attempt.name, std::to_string(new_attempt)}};
       launch::NodePlan& node = plan.nodes.at(static_cast<std::size_t>(node_index));
-      if (in_place.back() != actors::FailureKind::unreachable) {
-        attempt = new_attempt;
-        launcher->replace_node(node_index, std::move(env));
-        return actors::NodeReplacement{node.host, false, {}};
+      const bool to_spare = in_place.back() == actors::FailureKind::unreachable;
+      if (to_spare) {
+        const launch::HostEntry* spare = take_spare(spares, node_index, node.slots);
+        if (!spare)
+          return actors::NodeReplacement{{},
+                                         false,
+                                         "node " + std::to_string(node_index) + "'s host " + node.host +
+                                             " is unreachable and the host file has no spare line left with " +
+                                             std::to_string(node.slots) + " slot(s)"};
+        // Alone on its machine, as a spare is meant to be.
+        node.host = spare->host;
+        node.local = launch::is_local_host(spare->host, launch::this_host_name());
+        env.emplace_back(actors::env::local_rank.name, "0");
+        env.emplace_back(actors::env::local_world_size.name, std::to_string(node.slots));
       }
-      const launch::HostEntry* spare = take_spare(spares, node_index, node.slots);
-      if (!spare)
-        return actors::NodeReplacement{{},
-                                       false,
-                                       "node " + std::to_string(node_index) + "'s host " + node.host +
-                                           " is unreachable and the host file has no spare line left with " +
-                                           std::to_string(node.slots) + " slot(s)"};
-      // Alone on its machine, as a spare is meant to be.
-      node.host = spare->host;
-      node.local = launch::is_local_host(spare->host, launch::this_host_name());
-      env.emplace_back(actors::env::local_rank.name, "0");
-      env.emplace_back(actors::env::local_world_size.name, std::to_string(node.slots));
       attempt = new_attempt;
-      launcher->move_node(node_index, node.host, node.local, std::move(env));
-      return actors::NodeReplacement{node.host, true, {}};
+      if (to_spare)
+        launcher->move_node(node_index, node.host, node.local, std::move(env));
+      else
+        launcher->replace_node(node_index, std::move(env));
+      return actors::NodeReplacement{node.host, to_spare, {}};
     };
   const bool replaces = actors::choose_recovery(job_plan.recovery, actors::FailureKind::node_lost).in_place;
   // Once the job runs, a node's exit may be answered by a rescue or by starting that node again in

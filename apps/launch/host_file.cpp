@@ -149,16 +149,19 @@ Expected<HostFile> read_host_file(const std::string& path) {
   return parse_host_lines(text.str(), path);
 }
 
-Expected<std::vector<HostEntry>> parse_host_file(const std::string& path) {
-  auto file = read_host_file(path);
+namespace {
+
+Expected<std::vector<HostEntry>> node_lines(Expected<HostFile> file) {
   if (!file) return file.error();
   return std::move(file->nodes);
 }
 
+}  // namespace
+
+Expected<std::vector<HostEntry>> parse_host_file(const std::string& path) { return node_lines(read_host_file(path)); }
+
 Expected<std::vector<HostEntry>> parse_host_text(std::string_view text, std::string_view origin) {
-  auto file = parse_host_lines(text, origin);
-  if (!file) return file.error();
-  return std::move(file->nodes);
+  return node_lines(parse_host_lines(text, origin));
 }
 
 }  // namespace troupe::launch
