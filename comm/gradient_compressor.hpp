@@ -78,6 +78,9 @@ class GradientCompressor {
   // it must stay alive until finish().
   void start(compute::Tensor bucket, std::int64_t offset);
   void finish();
+  // Forgets the buckets started in a step given up part-way (an in-place recovery renewed the group
+  // under them): their sums are never waited for, and the state stays as the last finish() left it.
+  void abandon_step() { pending_.clear(); }
 
   const CompressionTotals& totals() const { return totals_; }
   // PowerSGD's state buffers (shared with the compressor); undefined for other kinds.

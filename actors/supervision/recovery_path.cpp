@@ -7,6 +7,22 @@
 
 namespace troupe::actors {
 
+namespace {
+
+// Why a rank of a data-parallel job holds state that no other replica holds: its ZeRO shard, or
+// its PowerSGD residual. Empty when every replica holds the same state (or there is one replica).
+std::string state_of_its_own(const RecoveryShape& shape) {
+  if (shape.data_parallel < 2) return {};
+  if (shape.zero == 3) return "train.zero 3 shards the parameters and the optimizer state: no replica holds a lost shard";
+  if (shape.zero > 0)
+    return "train.zero " + std::to_string(shape.zero) +
+           " shards the optimizer state: no replica holds a lost shard of the moments";
+  if (shape.compress == "powersgd") return "comm.compress powersgd keeps each rank's residual only in its own memory";
+  return {};
+}
+
+}  // namespace
+
 RecoveryChoice choose_recovery(const RecoveryShape& shape, FailureKind kind) {
   auto restart = [](std::string why) { return RecoveryChoice{false, false, std::move(why)}; };
   if (shape.mode != "in_place") return restart("fault.recovery is " + shape.mode);
@@ -18,15 +34,12 @@ RecoveryChoice choose_recovery(const RecoveryShape& shape, FailureKind kind) {
   if (node_gone && !shape.replaces_nodes)
     return restart("in place replaces a " + std::string(to_string(kind)) +
                    " node only where the job's launcher started every node process (not --external)");
+  if (shape.backend != "cpu") return restart("in place covers the CPU backend, not train.backend " + shape.backend);
+  const std::string own_state = state_of_its_own(shape);
+  if (!own_state.empty() && !shape.checkpoints) return restart(own_state + ", and no checkpoint.dir to roll back to");
   if (shape.data_parallel < 2 && !shape.checkpoints)
     return restart("no surviving replica holds the failed worker's state (dp 1) and no checkpoint.dir to roll back to");
-  if (shape.zero > 0)
-    return restart("train.zero " + std::to_string(shape.zero) +
-                   " shards the optimizer state: no replica holds the failed worker's shard");
-  if (shape.compress != "none")
-    return restart("in place covers uncompressed gradient sums, not comm.compress " + shape.compress);
-  if (shape.backend != "cpu") return restart("in place covers the CPU backend, not train.backend " + shape.backend);
-  return {true, shape.data_parallel < 2, {}};
+  return {true, shape.data_parallel < 2 || !own_state.empty(), {}};
 }
 
 RecoveryPlan plan_recovery(const RecoveryShape& shape, const std::map<int, std::int64_t>& steps_done) {
@@ -73,6 +86,7 @@ RecoveryPlan plan_rollback(const std::map<int, std::int64_t>& checkpoint_steps) 
 }
 
 std::string no_replica_reason(const RecoveryShape& shape, int rank) {
+  if (std::string own = state_of_its_own(shape); !own.empty()) return own;
   const comm::Grid grid{shape.data_parallel, shape.pipeline_stages, shape.tensor_shards};
   const comm::GridCoord at = comm::grid_coord(grid, rank);
   std::string part;

@@ -14,16 +14,18 @@
 // replacement goes to a spare host-file line, which the launcher may lack), in a job of two or
 // more data-parallel replicas on the CPU backend, with or without pipeline stages and tensor
 // shards: every rank's state is its (pipeline stage, tensor shard)'s part of the model, and the
-// rank of the same stage and shard in another replica holds the same part. Not with ZeRO (each
-// replica holds only its shard of the optimizer state, under ZeRO-3 of the parameters too), nor
-// with compressed gradient sums (PowerSGD's residuals live only in their own rank's memory).
+// rank of the same stage and shard in another replica holds the same part. Gradient sums in bf16
+// keep no state of their own, so they change nothing here.
 //
-// Where no replica holds the failed rank's state (one data-parallel replica, with or without
-// pipeline stages and tensor shards) the job still recovers in place when it writes checkpoints
-// (checkpoint.dir): by rollback. Only what died is respawned as above, and every rank, the
-// survivors in their own processes included, loads its own shards of the newest checkpoint every
-// rank can read and goes on from there; the steps since that checkpoint are trained again. The same
-// rollback answers a plan that finds no rank holding the newest steps of some (stage, shard).
+// Where no replica holds the failed rank's state the job still recovers in place when it writes
+// checkpoints (checkpoint.dir): by rollback. That is one data-parallel replica (with or without
+// pipeline stages and tensor shards), ZeRO (each replica holds only its shard of the optimizer
+// state, under ZeRO-3 of the parameters too) and PowerSGD's sums (each rank's residual lives only
+// in its own memory). Only what died is respawned as above, and every rank, the survivors in their
+// own processes included, forgets the step it was in, loads its own shards of the newest checkpoint
+// every rank can read and goes on from there; the steps since that checkpoint are trained again.
+// The same rollback answers a plan that finds no rank holding the newest steps of some (stage,
+// shard).
 //
 // plan_recovery() is the plan once every rank has said how many steps it holds: every rank goes on
 // after the most steps any rank holds, each rank holding fewer (a replacement, and a survivor an
@@ -86,7 +88,8 @@ RecoveryPlan plan_recovery(const RecoveryShape& shape, const std::map<int, std::
 // rank goes back to the oldest of them, which every rank can read; no plan when a rank has none.
 RecoveryPlan plan_rollback(const std::map<int, std::int64_t>& checkpoint_steps);
 
-// Why `rank`'s state is in no replica, for the log: "no replica holds pipeline stage 1's state".
+// Why `rank`'s state is in no replica, for the log: "no replica holds pipeline stage 1's state",
+// or what ZeRO or PowerSGD keeps in one rank alone.
 std::string no_replica_reason(const RecoveryShape& shape, int rank);
 
 // The shape of a job of `world_size` ranks as `config` has it; `replaces_nodes` as above.

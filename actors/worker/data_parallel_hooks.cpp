@@ -28,6 +28,7 @@ void compress_sums(compute::DataParallel& dp, MailboxComm& mailbox, comm::Commun
     compressor->start(std::move(bucket), offset);
   };
   dp.wait_sums = [compressor] { compressor->finish(); };
+  dp.abandon_sums = [compressor] { compressor->abandon_step(); };
   dp.sum_gradients = [compressor](compute::Tensor& grads) {
     compressor->start(grads, 0);
     compressor->finish();

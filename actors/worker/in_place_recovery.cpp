@@ -62,6 +62,7 @@ RecoveryResult InPlaceRecovery::survive(const recover_msg& order, std::int64_t s
   for (const RenewedGroup& group : groups_)
     group.communicator->abandon_and_renew(order.reason, comm::epoch_group_id(group.axis_id, order.epoch));
   mailbox_.drain();
+  loop.abandon_step();
   if (renew_step_) renew_step_(order.epoch);
   return take_part(order, steps_done, loop, rollback);
 }

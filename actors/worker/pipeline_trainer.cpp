@@ -214,6 +214,12 @@ void PipelineTrainer::renew(int epoch) {
   transfer_group_id_ = comm::epoch_group_id(comm::pp_group_id, epoch);
 }
 
+void PipelineTrainer::abandon_step() {
+  if (compressor_) compressor_->abandon_step();
+  for (Chunk& chunk : chunks_)
+    if (chunk.source) chunk.source->abandon_step();
+}
+
 std::int64_t PipelineTrainer::tokens_per_step() const {
   const compute::TrainerOptions& o = setup_.options;
   return std::int64_t{o.batch_size} * o.seq_len * setup_.schedule.microbatches * setup_.grid.dp;

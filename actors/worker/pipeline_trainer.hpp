@@ -114,6 +114,9 @@ class PipelineTrainer {
   // gradients under the epoch's id from now on, so that no late message of the abandoned step
   // matches one of the step done again. Its groups are renewed by the recovery itself.
   void renew(int epoch);
+  // Forgets the step given up part-way, once its collectives have ended: the compressor's started
+  // sums and ZeRO-3's gathered units.
+  void abandon_step();
   // The compressor of this stage's data-parallel sums; null when they are plain.
   const std::shared_ptr<comm::GradientCompressor>& compressor() const { return compressor_; }
 

@@ -44,8 +44,8 @@ std::function<monitor::CompressionReading()> reading_of(std::shared_ptr<comm::Gr
 }
 
 // The hooks a rank's run takes part in in-place recoveries with: survive always, join when the rank
-// replaces a failed one. Only where the job recovers in place (recovery_path.hpp: no ZeRO, plain
-// sums on the CPU): elsewhere a recovery order never comes.
+// replaces a failed one. Only where the job recovers in place (recovery_path.hpp: on the CPU):
+// elsewhere a recovery order never comes.
 RecoveryHooks in_place_hooks(InPlaceRecovery& recovery, const std::optional<recover_msg>& replacing) {
   RecoveryHooks hooks;
   hooks.survive = [&recovery](const recover_msg& order, std::int64_t steps_done, TrainingLoop& loop,
@@ -85,6 +85,7 @@ class PipelineStageLoop final : public TrainingLoop {
   const std::vector<checkpoint::HeldRange>& held() const override { return held_; }
   CheckpointPlace checkpoint_place() const override { return place_; }
   void resume_at(long steps) override { trainer_.resume_at(steps); }
+  void abandon_step() override { trainer_.abandon_step(); }
 
  private:
   PipelineTrainer& trainer_;
@@ -183,8 +184,7 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   if (embedding) groups.push_back({embedding.get(), comm::embedding_group_id});
   InPlaceRecovery recovery(mailbox.worker(), mailbox, engine, std::move(groups),
                            [&trainer](int epoch) { trainer.renew(epoch); });
-  RecoveryHooks recovery_hooks;
-  if (zero == 0 && !trainer.compressor()) recovery_hooks = in_place_hooks(recovery, replacing);
+  const RecoveryHooks recovery_hooks = in_place_hooks(recovery, replacing);
   TROUPE_CHECK(!replacing || recovery_hooks.join, "a replacement joins only where in-place recovery applies");
   RunOutcome outcome = drive_training(job, data, backend.name(), loop,
                                       {progress, metrics, &control, rescue, rank == 0, compression, recovery_hooks});
@@ -275,11 +275,10 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
           group_data_parallel(mailbox, **dp, progress, job.config.train.zero, layout.total(), compressor);
       return device_group ? device_group->data_parallel(std::move(host), mailbox, progress) : host;
     };
-    // In place, a surviving replica gives the whole state (recovery_path.hpp).
+    // In place, a surviving replica gives the whole state, or every rank rolls back (recovery_path.hpp).
     InPlaceRecovery recovery(worker, mailbox, engine, {{dp->get(), comm::dp_group_id}});
     RecoveryHooks recovery_hooks;
-    if (job.config.train.zero == 0 && !device_group && !compressor)
-      recovery_hooks = in_place_hooks(recovery, replacing);
+    if (!device_group) recovery_hooks = in_place_hooks(recovery, replacing);
     const RunServices services{progress, metrics, &control, rescue, rank == 0, compression_reading, recovery_hooks};
     RunOutcome outcome = stages == 1 && shards == 1 ? run_training(job, backend, data, data_parallel(),
                                                     services)

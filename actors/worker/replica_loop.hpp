@@ -35,6 +35,7 @@ class ReplicaLoop final : public TrainingLoop {
   void mirror_to_host() override;
   void mirror_to_device() override;
   void resume_at(long steps) override { trainer_.resume_at(steps); }
+  void abandon_step() override { trainer_.abandon_step(); }
 
  private:
   compute::Backend& backend_;

@@ -43,6 +43,9 @@ class TrainingLoop {
   virtual void mirror_to_device() {}
   // Continues after `steps` steps, the state restored into held()'s buffers.
   virtual void resume_at(long steps) = 0;
+  // Forgets the step it gave up part-way when an in-place recovery ordered it to (collectives
+  // started but never waited for); nothing to do where a step keeps nothing across its layers.
+  virtual void abandon_step() {}
 };
 
 }  // namespace troupe::actors

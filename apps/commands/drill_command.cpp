@@ -279,15 +279,16 @@ bool add_in_place_account(const WatchedRun& run, std::optional<int> replaced, Ve
                      std::string(all_kept ? "yes (" + kept + ")" : "NO (" + changed + ")"));
   if (replaced) v.checks.push_back(started_again.empty() ? "node " + std::to_string(*replaced) + " never joined"
                                                          : started_again);
-  const std::regex moved("recovery: in place done in ([0-9.]+) s .*; ([0-9]+) bytes of state from rank ([0-9]+) over "
-                         "the data plane in ([0-9.]+) s");
+  // One donor, or several when a survivor also held fewer steps than its peers ("from ranks 0, 2").
+  const std::regex moved("recovery: in place done in ([0-9.]+) s .*; ([0-9]+) bytes of state from (ranks? [0-9, ]+) "
+                         "over the data plane in ([0-9.]+) s");
   const std::regex read_back(
       "recovery: in place done in ([0-9.]+) s .*; every rank rolled back to checkpoint step ([0-9]+) \\(([0-9]+) bytes "
       "of its own shards read by all ranks, the slowest in ([0-9.]+) s\\)");
   for (const auto& line : run.lines()) {
     std::smatch m;
     if (std::regex_search(line.text, m, moved))
-      v.checks.push_back("state moved over the data plane: " + m[2].str() + " bytes from rank " + m[3].str() + " in " +
+      v.checks.push_back("state moved over the data plane: " + m[2].str() + " bytes from " + m[3].str() + " in " +
                          m[4].str() + " s (the whole recovery " + m[1].str() + " s)");
     if (std::regex_search(line.text, m, read_back))
       v.checks.push_back("state read back from checkpoint step " + m[2].str() + ": " + m[3].str() +

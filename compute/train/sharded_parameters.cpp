@@ -92,6 +92,17 @@ void ShardedParameters::release_all() {
   while (!gathered_.empty()) release(gathered_.begin()->first);
 }
 
+void ShardedParameters::abandon_step() {
+  for (auto& [unit, gathered] : gathered_) free_parameters_.emplace(gathered.buffer.numel(), std::move(gathered.buffer));
+  for (auto& [unit, buffer] : open_gradients_) free_gradients_.emplace(buffer.numel(), std::move(buffer));
+  for (auto& [unit, buffer] : deferred_gradients_) free_gradients_.emplace(buffer.numel(), std::move(buffer));
+  for (Reducing& reducing : reducing_) free_gradients_.emplace(reducing.buffer.numel(), std::move(reducing.buffer));
+  gathered_.clear();
+  open_gradients_.clear();
+  deferred_gradients_.clear();
+  reducing_.clear();
+}
+
 Tensor ShardedParameters::gradient(int unit) {
   if (deferred_.count(unit)) {
     auto it = deferred_gradients_.find(unit);

@@ -64,6 +64,11 @@ class ShardedParameters final : public ParameterSource {
   void finish_gradients();
   // Frees every gathered copy: after forwards that no backward follows (evaluation).
   void release_all();
+  // Forgets a step given up part-way, once its collectives have ended (an in-place recovery
+  // renewed the group under them and drained their completions): gathered copies, unit gradients
+  // and reduce-scatters go back to the free buffers, their tickets never waited for. The kept
+  // shard is left as it is, for the caller to restore.
+  void abandon_step();
   // Bytes of the gathered copies and unit gradients it has allocated; it keeps them for reuse, so
   // this is also its peak beyond the shard.
   std::int64_t buffer_bytes(bool gradients) const { return gradients ? gradient_bytes_ : gathered_bytes_; }

@@ -51,6 +51,12 @@ void Trainer::resume_at(long steps) {
   optimizer_.set_steps_taken(steps);
 }
 
+void Trainer::abandon_step() {
+  const DataParallel& dp = options_.data_parallel;
+  if (dp.abandon_sums) dp.abandon_sums();
+  if (dp.sharded) dp.sharded->abandon_step();
+}
+
 std::int64_t Trainer::tokens_per_step() const {
   return std::int64_t{options_.batch_size} * options_.seq_len * options_.grad_accum * options_.data_parallel.size;
 }

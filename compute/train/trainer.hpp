@@ -64,6 +64,9 @@ struct DataParallel {
   // and no parameter updated: a rank may give up its step there (by throwing; the caller takes an
   // order to recover) without computing the rest of it. May be empty.
   std::function<void()> between_layers;
+  // Called when the rank gives up its step part-way (an in-place recovery): sums it started are
+  // never waited for. May be empty.
+  std::function<void()> abandon_sums;
   // Training state the gradient sums keep besides model and optimizer (gradient compression's
   // residuals and factors): flat f32 buffers in parameter order, checkpointed as `kind`; a
   // replicated one is the same on every rank of the group.
@@ -111,6 +114,9 @@ class Trainer {
   // Continues a run that took `steps` steps (parameters and moments restored by the caller): the
   // data position, the learning rate and AdamW's bias correction follow from the count.
   void resume_at(long steps);
+  // Forgets the step it gave up part-way (an in-place recovery): its started sums and ZeRO-3's
+  // gathered units. The next step() starts clean.
+  void abandon_step();
   AdamW& optimizer() { return optimizer_; }
   const DataParallel& data_parallel() const { return options_.data_parallel; }
   std::int64_t tokens_per_step() const;  // over the whole data-parallel group

@@ -155,3 +155,85 @@ TEST_CASE("a step given up between layers leaves parameters and moments untouche
     CHECK(std::memcmp(undisturbed.data(), model.params().data_as<float>(), undisturbed.size() * sizeof(float)) == 0);
   }
 }
+
+namespace {
+
+// A trainer whose model keeps its parameters through ZeRO-3's source, at one position: it still
+// gathers each block into a copy of its own and hands out unit gradients, as every position does.
+struct ShardedRun {
+  CpuBackend backend{1};
+  ShardedParameters source;
+  GPT model;
+  Trainer trainer;
+
+  ShardedRun(TrainerOptions o, const std::vector<std::uint16_t>& data, bool reshard_after_forward)
+      : source(backend, GPT::parameter_units(micro_config()), DType::f32, 0,
+               {0, ParameterLayout(micro_config()).total()}, {}, reshard_after_forward),
+        model(micro_config(), backend, DType::f32, Recompute::none, &source),
+        trainer(initialised(model, o.seed), with_source(o), data, data) {}
+
+  static GPT& initialised(GPT& model, std::uint64_t seed) {
+    model.init_parameters(seed);
+    return model;
+  }
+
+  TrainerOptions with_source(TrainerOptions o) {
+    o.data_parallel.zero_stage = 3;
+    o.data_parallel.sharded = &source;
+    return o;
+  }
+  // Parameters and both moments.
+  std::vector<std::vector<float>> state() {
+    std::vector<std::vector<float>> out;
+    for (const Tensor* t : {&model.params(), &trainer.optimizer().first_moments(), &trainer.optimizer().second_moments()})
+      out.emplace_back(t->data_as<float>(), t->data_as<float>() + t->numel());
+    return out;
+  }
+  void restore(const std::vector<std::vector<float>>& saved) {
+    Tensor* into[] = {&model.params(), &trainer.optimizer().first_moments(), &trainer.optimizer().second_moments()};
+    for (std::size_t i = 0; i < saved.size(); ++i)
+      std::memcpy(into[i]->data_as<float>(), saved[i].data(), saved[i].size() * sizeof(float));
+  }
+};
+
+}  // namespace
+
+// A rollback restores an older state into a trainer that gave up a step part-way: what that step
+// had gathered (copies of newer parameters) and the unit gradients it held must be forgotten.
+TEST_CASE("a ZeRO-3 step given up between layers and rolled back to an older state is forgotten by abandon_step, and "
+          "the run taken again equals the uninterrupted one",
+          "[model][interrupt][zero3]") {
+  auto data = random_stream(20000, 64, 11);
+  TrainerOptions o;
+  o.batch_size = 2;
+  o.seq_len = 32;
+  o.grad_accum = 2;
+  o.lr = {1e-3, 1e-4, 1, 5};
+  struct GiveUp {};
+  const int calls_per_step = 2 * micro_config().n_layer * o.grad_accum;
+  for (const bool reshard : {true, false}) {
+    ShardedRun undisturbed(o, data, reshard);
+    for (int i = 0; i < 5; ++i) undisturbed.trainer.step();
+    const std::vector<float> expected = undisturbed.state()[0];
+    for (int give_up_at = 0; give_up_at < calls_per_step; ++give_up_at) {
+      INFO("reshard_after_forward " << reshard << ", given up at call " << give_up_at);
+      int calls = -1;
+      TrainerOptions hooked = o;
+      hooked.data_parallel.between_layers = [&calls, give_up_at] {
+        if (calls >= 0 && calls++ == give_up_at) throw GiveUp{};
+      };
+      ShardedRun run(hooked, data, reshard);
+      run.trainer.step();
+      const auto after_one = run.state();
+      run.trainer.step();
+      calls = 0;
+      CHECK_THROWS_AS(run.trainer.step(), GiveUp);
+      run.trainer.abandon_step();
+      run.restore(after_one);
+      run.trainer.resume_at(1);
+      calls = -1;
+      for (int i = 1; i < 5; ++i) run.trainer.step();
+      CHECK(std::memcmp(expected.data(), run.model.params().data_as<float>(), expected.size() * sizeof(float)) == 0);
+    }
+  }
+}

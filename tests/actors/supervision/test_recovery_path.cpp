@@ -83,11 +83,54 @@ TEST_CASE("without a replica but with checkpoints, a failure recovers in place b
   CHECK(from_replica.in_place);
   CHECK_FALSE(from_replica.rollback);
   // What in place does not cover is not covered by rollback either.
-  RecoveryShape zero = pipeline, external = pipeline;
-  zero.zero = 1;
+  RecoveryShape external = pipeline, gpu = pipeline;
   external.replaces_nodes = false;
-  CHECK_THAT(choose_recovery(zero, FailureKind::worker_exception).why_not, Catch::Contains("train.zero 1"));
+  gpu.backend = "cuda";
   CHECK_FALSE(choose_recovery(external, FailureKind::unreachable).in_place);
+  CHECK_FALSE(choose_recovery(gpu, FailureKind::worker_exception).in_place);
+}
+
+TEST_CASE("under ZeRO or PowerSGD a replica holds state no other holds, so a failure recovers in place by rollback",
+          "[recovery]") {
+  RecoveryShape zero1 = plain_dp(), zero2_pipeline = plain_dp(), zero3 = plain_dp(), powersgd_shards = plain_dp();
+  zero1.zero = 1;
+  zero2_pipeline.zero = 2;
+  zero2_pipeline.pipeline_stages = 2;
+  zero3.zero = 3;
+  powersgd_shards.compress = "powersgd";
+  powersgd_shards.tensor_shards = 2;
+  const std::pair<RecoveryShape, const char*> cases[] = {
+      {zero1, "train.zero 1 shards the optimizer state: no replica holds a lost shard of the moments"},
+      {zero2_pipeline, "train.zero 2 shards the optimizer state"},
+      {zero3, "train.zero 3 shards the parameters and the optimizer state: no replica holds a lost shard"},
+      {powersgd_shards, "comm.compress powersgd keeps each rank's residual only in its own memory"},
+  };
+  for (auto [shape, why] : cases) {
+    INFO(why);
+    shape.checkpoints = true;
+    for (const FailureKind kind : {FailureKind::worker_exception, FailureKind::node_lost, FailureKind::hang}) {
+      const RecoveryChoice choice = choose_recovery(shape, kind);
+      CHECK(choice.in_place);
+      CHECK(choice.rollback);
+      CHECK(choice.why_not.empty());
+    }
+    CHECK_THAT(no_replica_reason(shape, 1), Catch::StartsWith(why));
+  }
+  // bf16 sums keep no state of their own: the replica gives the whole state.
+  RecoveryShape bf16 = plain_dp();
+  bf16.compress = "bf16";
+  bf16.checkpoints = true;
+  const RecoveryChoice from_replica = choose_recovery(bf16, FailureKind::node_lost);
+  CHECK(from_replica.in_place);
+  CHECK_FALSE(from_replica.rollback);
+  // One replica under ZeRO: the grid's reason, as without it.
+  RecoveryShape zero_alone = plain_dp();
+  zero_alone.data_parallel = 1;
+  zero_alone.pipeline_stages = 2;
+  zero_alone.zero = 1;
+  zero_alone.checkpoints = true;
+  CHECK(choose_recovery(zero_alone, FailureKind::worker_exception).rollback);
+  CHECK(no_replica_reason(zero_alone, 1) == "no replica holds pipeline stage 1's state");
 }
 
 TEST_CASE("every case in place does not cover restarts every node, saying why", "[recovery]") {
@@ -100,7 +143,7 @@ TEST_CASE("every case in place does not cover restarts every node, saying why", 
   RecoveryShape elsewhere = plain_dp();
   elsewhere.replaces_nodes = false;
   RecoveryShape restart = plain_dp(), one = plain_dp(), one_pipeline = plain_dp(), zero = plain_dp(),
-                zero_pipeline = plain_dp(), gpu = plain_dp(), compressed = plain_dp(), compressed_shards = plain_dp();
+                zero_pipeline = plain_dp(), gpu = plain_dp(), compressed = plain_dp();
   restart.mode = "restart";
   one.data_parallel = 1;
   one_pipeline.data_parallel = 1;
@@ -110,8 +153,6 @@ TEST_CASE("every case in place does not cover restarts every node, saying why", 
   zero_pipeline.pipeline_stages = 2;
   gpu.backend = "cuda";
   compressed.compress = "powersgd";
-  compressed_shards.compress = "bf16";
-  compressed_shards.tensor_shards = 2;
   const Case cases[] = {
       {"fault.recovery restart", restart, FailureKind::worker_exception, "fault.recovery is restart"},
       {"a lost node the job did not start here", elsewhere, FailureKind::node_lost,
@@ -125,11 +166,14 @@ TEST_CASE("every case in place does not cover restarts every node, saying why", 
       {"one replica", one, FailureKind::worker_exception, "no surviving replica"},
       {"one replica of a pipeline", one_pipeline, FailureKind::worker_exception,
        "no surviving replica holds the failed worker's state (dp 1) and no checkpoint.dir to roll back to"},
-      {"ZeRO", zero, FailureKind::worker_exception, "train.zero 1 shards the optimizer state"},
-      {"ZeRO in a pipeline", zero_pipeline, FailureKind::worker_exception, "train.zero 2 shards the optimizer state"},
+      {"ZeRO without checkpoints", zero, FailureKind::worker_exception,
+       "train.zero 1 shards the optimizer state: no replica holds a lost shard of the moments, and no checkpoint.dir "
+       "to roll back to"},
+      {"ZeRO in a pipeline without checkpoints", zero_pipeline, FailureKind::node_lost,
+       "train.zero 2 shards the optimizer state"},
       {"a device backend", gpu, FailureKind::worker_exception, "not train.backend cuda"},
-      {"compressed sums", compressed, FailureKind::worker_exception, "not comm.compress powersgd"},
-      {"compressed sums of tensor shards", compressed_shards, FailureKind::worker_exception, "not comm.compress bf16"},
+      {"PowerSGD without checkpoints", compressed, FailureKind::worker_exception,
+       "comm.compress powersgd keeps each rank's residual only in its own memory, and no checkpoint.dir"},
   };
   for (const Case& c : cases) {
     INFO(c.name);

@@ -109,18 +109,6 @@ TEST_CASE("drill kill-node with fault.recovery restart: every node restarts from
   CHECK(seconds_after(r.out, "training resumed") <= seconds_after(r.out, "recovered"));
 }
 
-TEST_CASE("drill kill-node with PowerSGD: the lost rank's residual is nowhere else, so the job goes back to the "
-          "newest checkpoint, which holds every rank's, and ends bitwise equal",
-          "[drill][compression]") {
-  TempDir dir;
-  const ProcessResult r = drill(dir, "kill-node", {"--comm.compress", "powersgd", "--comm.compress_start_step", "2"});
-  check_passed(r);
-  CHECK_THAT(r.out, Contains("lost node 1") &&
-                        Contains("recovered from a surviving replica's memory: no (comm.compress powersgd keeps each "
-                                 "rank's residual only in its memory; restored from the newest checkpoint)") &&
-                        Contains("counted: restarts=1 failure.node_lost=1 recovery.checkpoint=1"));
-}
-
 TEST_CASE("drill kill-node with tensor shards and fault.recovery restart: the replica of every (stage, shard) that "
           "survives writes the rescue snapshot, losing no step",
           "[drill][tensor]") {
@@ -132,18 +120,6 @@ TEST_CASE("drill kill-node with tensor shards and fault.recovery restart: the re
                         Contains("asking rank(s) 0, 3 for a rescue snapshot") && Contains("steps lost: 0\n") &&
                         Contains("recovered from a surviving replica's memory: yes") &&
                         Contains("counted: restarts=1 failure.node_lost=1 recovery.replica=1"));
-}
-
-TEST_CASE("drill kill-node under ZeRO-3: no replica holds the lost shard, so the job goes back to the newest "
-          "checkpoint and says why",
-          "[drill][zero3]") {
-  TempDir dir;
-  const ProcessResult r = drill(dir, "kill-node", {"--train.zero", "3"});
-  check_passed(r);
-  CHECK_THAT(r.out, Contains("lost node 1") && Contains("steps lost: 1\n") &&
-                        Contains("recovered from a surviving replica's memory: no (train.zero 3 shards the parameters "
-                                 "and the optimizer state; restored from the newest checkpoint)") &&
-                        Contains("counted: restarts=1 failure.node_lost=1 recovery.checkpoint=1"));
 }
 
 TEST_CASE("drill node-lost: a node that cannot come back is left out and the job finishes on fewer replicas",
@@ -382,6 +358,59 @@ TEST_CASE("drill kill-worker on tp 2 without dp: no replica holds the second sha
                                                      "4", "--checkpoint.every", "3"});
   CHECK(check_rolled_back(r, "no replica holds tensor shard 1's state", 3) == 3);
   CHECK_THAT(r.out, Contains("steps lost: 1\n") && Contains("every node kept its process: yes (node 0 pid "));
+}
+
+// Under ZeRO and PowerSGD every replica holds state of its own (a shard of the moments, of the
+// parameters too under ZeRO-3; a residual): a lost rank's is nowhere else, so every rank rolls back
+// to the newest checkpoint (step 4 of checkpoint.every 2), which holds them all.
+TEST_CASE("drill kill-worker under ZeRO-1: the worker is respawned in its process and every rank rolls back to the "
+          "newest checkpoint, which holds its shard of the moments",
+          "[drill][rollback]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "kill-worker", {"--train.zero", "1"});
+  CHECK(check_rolled_back(r, "train.zero 1 shards the optimizer state: no replica holds a lost shard of the moments",
+                          2) == 4);
+  CHECK_THAT(r.out, Contains("steps lost: 1\n") && Contains("every node kept its process: yes (node 0 pid "));
+}
+
+TEST_CASE("drill kill-node under ZeRO-3: only the lost shard's node process is started again, and the survivor rolls "
+          "back in its own process, forgetting the units it had gathered",
+          "[drill][zero3][rollback]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "kill-node", {"--train.zero", "3"});
+  check_rolled_back(r, "train.zero 3 shards the parameters and the optimizer state: no replica holds a lost shard", 2);
+  CHECK_THAT(r.out, Contains("lost node 1") && Contains("steps lost: 1\n") &&
+                        Contains("survivors kept their processes: yes (node 0 pid ") &&
+                        Contains("node 1's process started again: yes (pid "));
+}
+
+TEST_CASE("drill kill-worker on dp 2 x pp 2 under ZeRO-3: the stage's worker is respawned and every rank rolls back",
+          "[drill][zero3][pipeline][rollback]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "kill-worker", {"--workers", "4", "--pipeline.stages", "2", "--train.zero", "3"});
+  check_rolled_back(r, "train.zero 3 shards the parameters and the optimizer state: no replica holds a lost shard", 2);
+  CHECK_THAT(r.out, Contains("every node kept its process: yes (node 0 pid "));
+}
+
+TEST_CASE("drill kill-node with PowerSGD: the lost rank's residual is nowhere else, so only its node process is "
+          "started again and every rank rolls back to the newest checkpoint, which holds every rank's",
+          "[drill][compression][rollback]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "kill-node", {"--comm.compress", "powersgd", "--comm.compress_start_step", "2"});
+  check_rolled_back(r, "comm.compress powersgd keeps each rank's residual only in its own memory", 2);
+  CHECK_THAT(r.out, Contains("lost node 1") && Contains("steps lost: 1\n") &&
+                        Contains("survivors kept their processes: yes (node 0 pid "));
+}
+
+// bf16 sums keep no state of their own: the replica gives the whole state, as with plain sums.
+TEST_CASE("drill kill-worker with bf16 sums: the worker takes its state from the surviving replica, losing no step",
+          "[drill][compression]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "kill-worker", {"--comm.compress", "bf16", "--comm.compress_start_step", "2"});
+  check_passed(r);
+  CHECK_THAT(r.out, Contains("steps lost: 0\n") &&
+                        Contains("recovered from a surviving replica's memory: yes (in place, over the data plane)") &&
+                        !Contains("restarting every node"));
 }
 
 // Lost after step 5, before the first checkpoint (step 8 of checkpoint.every 8): nothing to roll
