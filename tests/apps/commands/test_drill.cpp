@@ -184,15 +184,20 @@ TEST_CASE("drill kill-worker with fault.recovery restart: every node restarts fr
                         Contains("counted: restarts=1 failure.worker_exception=1 recovery.replica=1"));
 }
 
-// The state an in-place recovery on a grid moved came from `donor` and was a stage's or a shard's
-// part of the model, not the whole of it.
+// The state an in-place recovery on a grid moved came from `donor` and, from one donor, was a
+// stage's or a shard's part of the model, not the whole of it. A survivor an order interrupted in
+// the last wait of a step its peers completed receives its part too, from another donor ("from
+// ranks 0, 2").
 void check_part_moved_from(const ProcessResult& r, int donor) {
   std::smatch m;
-  REQUIRE(std::regex_search(r.out, m, std::regex("state moved over the data plane: ([0-9]+) bytes from rank " +
-                                                 std::to_string(donor) + " ")));
+  REQUIRE(std::regex_search(r.out, m,
+                            std::regex("state moved over the data plane: ([0-9]+) bytes from (ranks? [0-9, ]+) in ")));
+  const std::string donors = m[2].str();
+  INFO("donors: " << donors);
+  CHECK(std::regex_search(donors, std::regex("\\b" + std::to_string(donor) + "\\b")));
   const auto params = troupe::compute::ParameterLayout(*troupe::compute::gpt_preset("tiny")).total();
   CHECK(std::stoll(m[1].str()) > 0);
-  CHECK(std::stoll(m[1].str()) < 3 * 4 * params);
+  if (donors.rfind("rank ", 0) == 0) CHECK(std::stoll(m[1].str()) < 3 * 4 * params);
 }
 
 // A kill-worker drill of a layout with pipeline stages or tensor shards: in place, every node kept
@@ -362,7 +367,8 @@ TEST_CASE("drill kill-worker on tp 2 without dp: no replica holds the second sha
 
 // Under ZeRO and PowerSGD every replica holds state of its own (a shard of the moments, of the
 // parameters too under ZeRO-3; a residual): a lost rank's is nowhere else, so every rank rolls back
-// to the newest checkpoint (step 4 of checkpoint.every 2), which holds them all.
+// to the newest checkpoint (step 4 of checkpoint.every 2), which holds them all. A worker that
+// throws in step 5 held 4 steps: none is lost; a node killed after step 5 loses one.
 TEST_CASE("drill kill-worker under ZeRO-1: the worker is respawned in its process and every rank rolls back to the "
           "newest checkpoint, which holds its shard of the moments",
           "[drill][rollback]") {
@@ -370,7 +376,7 @@ TEST_CASE("drill kill-worker under ZeRO-1: the worker is respawned in its proces
   const ProcessResult r = drill(dir, "kill-worker", {"--train.zero", "1"});
   CHECK(check_rolled_back(r, "train.zero 1 shards the optimizer state: no replica holds a lost shard of the moments",
                           2) == 4);
-  CHECK_THAT(r.out, Contains("steps lost: 1\n") && Contains("every node kept its process: yes (node 0 pid "));
+  CHECK_THAT(r.out, Contains("steps lost: 0\n") && Contains("every node kept its process: yes (node 0 pid "));
 }
 
 TEST_CASE("drill kill-node under ZeRO-3: only the lost shard's node process is started again, and the survivor rolls "
