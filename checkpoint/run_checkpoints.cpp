@@ -183,8 +183,9 @@ Status RunCheckpoints::save(long steps_done, std::span<const HeldRange> held) {
     }
   }
   if (identity_.rank != 0) return Status::success();
-  if (!options_.async) return commit_when_written(steps_done, started, identity_.grid, identity_.writers,
-                                                  options_.commit_timeout);
+  if (!options_.async)
+    return commit_when_written(steps_done, started, identity_.grid, identity_.writers, options_.commit_timeout,
+                               options_.while_committing);
   committer_ = std::thread([this, steps_done, started] {
     Status committed =
         commit_when_written(steps_done, started, identity_.grid, identity_.writers, options_.commit_timeout);
@@ -198,7 +199,8 @@ Status RunCheckpoints::save(long steps_done, std::span<const HeldRange> held) {
 }
 
 Status RunCheckpoints::commit_when_written(long step, Clock::time_point started, const Grid& grid, int writers,
-                                           std::chrono::milliseconds timeout) const {
+                                           std::chrono::milliseconds timeout,
+                                           const std::function<void()>& between_looks) const {
   const auto deadline = Clock::now() + timeout;
   std::vector<FileRecord> records;
   for (;;) {
@@ -215,6 +217,7 @@ Status RunCheckpoints::commit_when_written(long step, Clock::time_point started,
       return Error{"only " + std::to_string(records.size()) + " of " + std::to_string(writers) +
                    " ranks wrote their shard of step " + std::to_string(step) + " within " +
                    std::to_string(timeout.count() / 1000) + " s"};
+    if (between_looks) between_looks();
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   Manifest manifest;

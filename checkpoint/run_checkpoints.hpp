@@ -60,6 +60,10 @@ struct RunCheckpointOptions {
   bool async = false;
   bool resume = false;
   std::chrono::milliseconds commit_timeout{120000};  // the coordinator's wait for the other writers
+  // Called between the coordinator's looks for the other writers' shards while a synchronous save
+  // waits for them; it may throw to give the wait up (a writer died and the job ordered a
+  // recovery), leaving that step uncommitted. May be empty.
+  std::function<void()> while_committing;
 };
 
 struct RunIdentity {
@@ -139,10 +143,11 @@ class RunCheckpoints {
   Status save(long steps_done, std::span<const HeldRange> held);
   // save(), its failure reported and its success counted (training goes on after a failure).
   Status save_reported(long steps_done, std::span<const HeldRange> held);
-  // Coordinator: waits for `writers` records of `step` (up to `timeout`), then commits it as
-  // written by `grid`.
+  // Coordinator: waits for `writers` records of `step` (up to `timeout`; calling `between_looks`, if
+  // set, between its looks), then commits it as written by `grid`.
   Status commit_when_written(long step, std::chrono::steady_clock::time_point started, const Grid& grid, int writers,
-                             std::chrono::milliseconds timeout) const;
+                             std::chrono::milliseconds timeout,
+                             const std::function<void()>& between_looks = {}) const;
   // Waits for the background write and commit; the first failure (this rank's write first).
   Status take_background_outcome();
   // "checkpoint after step N failed: ...": on the training thread, or at once on a background one.

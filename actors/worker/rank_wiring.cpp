@@ -46,8 +46,10 @@ std::function<monitor::CompressionReading()> reading_of(std::shared_ptr<comm::Gr
 // The hooks a rank's run takes part in in-place recoveries with: survive always, join when the rank
 // replaces a failed one. Only where the job recovers in place (recovery_path.hpp: on the CPU):
 // elsewhere a recovery order never comes.
-RecoveryHooks in_place_hooks(InPlaceRecovery& recovery, const std::optional<recover_msg>& replacing) {
+RecoveryHooks in_place_hooks(InPlaceRecovery& recovery, MailboxComm& mailbox,
+                             const std::optional<recover_msg>& replacing) {
   RecoveryHooks hooks;
+  hooks.take_waiting_orders = [&mailbox] { mailbox.take_waiting_orders(); };
   hooks.survive = [&recovery](const recover_msg& order, std::int64_t steps_done, TrainingLoop& loop,
                               const CheckpointRollback& rollback) {
     return recovery.survive(order, steps_done, loop, rollback);
@@ -184,7 +186,7 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   if (embedding) groups.push_back({embedding.get(), comm::embedding_group_id});
   InPlaceRecovery recovery(mailbox.worker(), mailbox, engine, std::move(groups),
                            [&trainer](int epoch) { trainer.renew(epoch); });
-  const RecoveryHooks recovery_hooks = in_place_hooks(recovery, replacing);
+  const RecoveryHooks recovery_hooks = in_place_hooks(recovery, mailbox, replacing);
   TROUPE_CHECK(!replacing || recovery_hooks.join, "a replacement joins only where in-place recovery applies");
   RunOutcome outcome = drive_training(job, data, backend.name(), loop,
                                       {progress, metrics, &control, rescue, rank == 0, compression, recovery_hooks});
@@ -278,7 +280,7 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
     // In place, a surviving replica gives the whole state, or every rank rolls back (recovery_path.hpp).
     InPlaceRecovery recovery(worker, mailbox, engine, {{dp->get(), comm::dp_group_id}});
     RecoveryHooks recovery_hooks;
-    if (!device_group) recovery_hooks = in_place_hooks(recovery, replacing);
+    if (!device_group) recovery_hooks = in_place_hooks(recovery, mailbox, replacing);
     const RunServices services{progress, metrics, &control, rescue, rank == 0, compression_reading, recovery_hooks};
     RunOutcome outcome = stages == 1 && shards == 1 ? run_training(job, backend, data, data_parallel(),
                                                     services)

@@ -45,13 +45,14 @@ nlohmann::json config_json(const ResolvedJob& job) {
   return json;
 }
 
-checkpoint::RunCheckpointOptions checkpoint_options(const CheckpointOptions& c) {
+checkpoint::RunCheckpointOptions checkpoint_options(const CheckpointOptions& c, std::function<void()> while_committing) {
   checkpoint::RunCheckpointOptions o;
   o.dir = c.dir;
   o.every = c.every;
   o.keep_last = c.keep_last;
   o.async = c.async;
   o.resume = c.resume;
+  o.while_committing = std::move(while_committing);
   return o;
 }
 
@@ -136,7 +137,8 @@ class RankRun {
         services_(services),
         log_(services.reports ? monitor::logger("train") : monitor::silent_logger()),
         checkpoint_log_(monitor::logger("checkpoint")),
-        checkpoints_(checkpoint_options(job.config.checkpoint), identity(), reporter()),
+        checkpoints_(checkpoint_options(job.config.checkpoint, services.recovery.take_waiting_orders), identity(),
+                     reporter()),
         finisher_{services.control} {}
 
   RunOutcome run() {

@@ -62,6 +62,10 @@ struct RecoveryHooks {
   std::function<RecoveryResult(const recover_msg&, std::int64_t steps_done, TrainingLoop&, const CheckpointRollback&)>
       survive;
   std::function<RecoveryResult(TrainingLoop&, const CheckpointRollback&)> join;
+  // Throws the order that ended the step (RecoveryOrdered, or a rescue or stop) when one is waiting:
+  // for waits outside a step, as the coordinator's for a checkpoint's shards, that a writer which
+  // died would make last the commit timeout.
+  std::function<void()> take_waiting_orders;
 };
 
 // What a rank's run is given besides its loop: its progress (the watchdog's view), metrics (null:

@@ -78,3 +78,42 @@ TEST_CASE("a rollback refuses a checkpoint of another global batch, as a resume 
   REQUIRE_FALSE(back.ok());
   CHECK_THAT(back.error().message, Catch::Contains("this job's global batch is 16 sequences per step"));
 }
+
+// A writer that died leaves the coordinator waiting for its shard; the job's recovery order ends
+// that wait (while_committing throws it) instead of the commit timeout, and the step stays
+// uncommitted until every shard of it is written again.
+TEST_CASE("the coordinator's wait for a writer's shard gives way to what while_committing throws, leaving the step "
+          "uncommitted",
+          "[checkpoint][rollback]") {
+  troupe::test::TempDir dir;
+  const compute::GPTConfig model = tiny_model();
+  const std::int64_t total = compute::ParameterLayout(model).total();
+  struct Ordered {};
+  int looks = 0;
+  bool give_up = true;
+  RunCheckpointOptions coordinating{dir.path() / "ckpt", 2, 3, false, false};
+  coordinating.while_committing = [&] {
+    if (give_up && ++looks == 3) throw Ordered{};
+  };
+  RunIdentity first_half = second_half_rank(model);
+  first_half.rank = 0;
+  const CheckpointReporter quiet{[](const std::string&) {}, [](const std::string&) {}, {}};
+  RunCheckpoints coordinator(coordinating, first_half, quiet);
+  RunCheckpoints writer({dir.path() / "ckpt", 2, 3, false, false}, second_half_rank(model), quiet);
+  const auto params = distinct_values(total, 0.5F);
+  std::vector<float> first(params.begin(), params.begin() + total / 2), second(params.begin() + total / 2, params.end());
+  const std::vector<HeldRange> held_first{{"param", 0, total / 2, first.data()}};
+  const std::vector<HeldRange> held_second{{"param", total / 2, total, second.data()}};
+
+  CHECK_THROWS_AS(coordinator.after_step(2, held_first), Ordered);
+  CHECK(looks == 3);
+  CHECK(coordinator.newest_committed() == -1);
+
+  REQUIRE(writer.after_step(2, held_second).ok());
+  give_up = false;
+  REQUIRE(coordinator.after_step(2, held_first).ok());
+  CHECK(coordinator.newest_committed() == 2);
+  std::vector<float> read_back(static_cast<std::size_t>(total - total / 2), -1.0F);
+  REQUIRE(writer.roll_back_to(2, std::vector<HeldRange>{{"param", total / 2, total, read_back.data()}}).ok());
+  CHECK(read_back == second);
+}
