@@ -29,6 +29,10 @@ std::optional<std::string> read_join() { return environment_text(join.name); }
 std::optional<std::string> read_token() { return environment_text(token.name); }
 
 Expected<int> read_attempt() { return integer(attempt); }
+Expected<std::int64_t> read_peak_flops() {
+  return environment_integer(peak_flops.name, peak_flops.fallback, peak_flops.min,
+                             std::numeric_limits<std::int64_t>::max());
+}
 
 Expected<RecoveryCounts> read_restarts() {
   const std::optional<std::string> value = environment_text(restarts.name);

@@ -119,6 +119,15 @@ inline constexpr Variable attempt{.name = "TROUPE_ATTEMPT",
                                       "node",
                                   .fallback = 0,
                                   .min = 0};
+// Set by troupe launch when it starts a node process in place of a lost one that measured it.
+inline constexpr Variable peak_flops{.name = "TROUPE_PEAK_FLOPS",
+                                     .set_by = "troupe launch",
+                                     .unset = "0",
+                                     .meaning = "a rank's peak FLOP/s as the node process this one replaces measured "
+                                                "it (the MFU basis, docs/metrics.md): the new process does not "
+                                                "measure it again before it joins; an integer >= 1",
+                                     .fallback = 0,
+                                     .min = 1};
 // Set by troupe drill for the runs it starts (docs/drills.md); a user may set them too.
 inline constexpr Variable drill_throw_at{
     .name = "TROUPE_DRILL_THROW_AT",
@@ -132,9 +141,9 @@ inline constexpr Variable drill_node_gone{.name = "TROUPE_DRILL_NODE_GONE",
                                           .fallback = -1,
                                           .min = 0};
 
-inline constexpr std::array<Variable, 14> variables{
-    rank,  world_size, local_rank, local_world_size, master_addr, master_port,    node_index,
-    slots, join,       token,      restarts,         attempt,     drill_throw_at, drill_node_gone};
+inline constexpr std::array<Variable, 15> variables{
+    rank,     world_size, local_rank,     local_world_size, master_addr, master_port, node_index, slots,
+    join,     token,      restarts,       attempt,          peak_flops,  drill_throw_at,          drill_node_gone};
 
 // The accessors: unset gives the table's default, an invalid value the error line. The integer
 // ones take the row's fallback and min (and fit an int).
@@ -148,6 +157,7 @@ std::optional<std::string> read_join();    // any text; nothing when unset
 std::optional<std::string> read_token();   // any text; nothing when unset
 Expected<RecoveryCounts> read_restarts();  // RecoveryCounts' text; all zero when unset
 Expected<int> read_attempt();              // an integer >= 0; 0 when unset
+Expected<std::int64_t> read_peak_flops();  // an integer >= 1; 0 when unset
 
 struct DrillThrowAt {
   int rank = 0;

@@ -44,6 +44,9 @@ struct join_msg {
   std::vector<byte_blob> comm_addresses;  // data-plane address of each of the node's workers, by slot
   std::vector<device_group_id> device_group_ids;  // groups its workers lead (CUDA backends only)
   caf::actor node;            // the node supervisor, for start and stop
+  // A rank's peak FLOP/s as this process measured it (or was given it, TROUPE_PEAK_FLOPS), the MFU
+  // basis; 0 when it has none. A process started in place of this one is given it.
+  std::int64_t peak_flops = 0;
 };
 
 // Job supervisor → node supervisor, the answer to join_msg.
@@ -258,7 +261,7 @@ typename Inspector::result_type inspect(Inspector& f, device_group_id& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, join_msg& x) {
   return f(caf::meta::type_name("join_msg"), x.token, x.attempt, x.build_id, x.config_hash, x.node_index, x.host, x.pid,
-           x.address, x.comm_addresses, x.device_group_ids, x.node);
+           x.address, x.comm_addresses, x.device_group_ids, x.node, x.peak_flops);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, join_result_msg& x) {

@@ -34,24 +34,28 @@ Expected<ProcessMetrics> ProcessMetrics::serve(const MonitorOptions& options, co
 
 monitor::WorkerMetrics* ProcessMetrics::worker(int index) const { return workers_.at(static_cast<std::size_t>(index)); }
 
-void ProcessMetrics::set_mfu_basis(const ResolvedJob& job, int ranks) const {
-  if (!node_) return;
+std::int64_t ProcessMetrics::set_mfu_basis(const ResolvedJob& job, int ranks, std::int64_t inherited) const {
+  if (!node_) return 0;
   const MonitorOptions& options = job.config.monitor;
   double peak = options.peak_flops;
   std::string source = "monitor.peak_flops";
-  if (peak <= 0 && job.config.train.backend == "cpu") {
+  if (peak <= 0 && inherited > 0) {
+    peak = static_cast<double>(inherited);
+    source = "measured by the process this one replaces";
+  } else if (peak <= 0 && job.config.train.backend == "cpu") {
     peak = compute::cpu::measure_sgemm_peak({1024});
     source = "OpenBLAS sgemm, measured";
   }
   if (peak <= 0) {
     monitor::logger("monitor")->info("no MFU: set monitor.peak_flops to a rank's peak FLOP/s on {}",
                                      job.config.train.backend);
-    return;
+    return 0;
   }
   const double flops_per_token = compute::model_flops_per_token(job.model, job.config.train.seq_len);
   for (monitor::WorkerMetrics* worker : workers_) worker->set_mfu_basis(flops_per_token, ranks, peak);
   monitor::logger("monitor")->info("MFU over {:.1f} GFLOP/s a rank ({}), {:.3g} model FLOPs a token", peak / 1e9,
                                    source, flops_per_token);
+  return std::llround(peak);
 }
 
 monitor::CommReading comm_reading(const comm::Traffic& traffic) {

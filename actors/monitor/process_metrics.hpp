@@ -32,7 +32,10 @@ class ProcessMetrics {
   // `ranks` times a rank's peak, monitor.peak_flops or else, on the CPU backend, OpenBLAS' sgemm
   // measured now with the threads the backend set (a fraction of a second); logs the peak. No
   // MFU on another backend without monitor.peak_flops; nothing at all when metrics are off.
-  void set_mfu_basis(const ResolvedJob& job, int ranks) const;
+  // The MFU basis of every worker: monitor.peak_flops, else `inherited` (what the process this one
+  // replaces measured; 0: none), else OpenBLAS sgemm measured now on the CPU backend. Returns the
+  // peak taken, 0 when none (metrics off, or a device backend without monitor.peak_flops).
+  std::int64_t set_mfu_basis(const ResolvedJob& job, int ranks, std::int64_t inherited) const;
 
  private:
   std::unique_ptr<monitor::NodeMetrics> node_;

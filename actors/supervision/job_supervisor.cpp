@@ -769,7 +769,8 @@ bool replace_in_place(job_actor* self, int node_index, FailureKind kind, const s
   }
   std::vector<FailureKind> in_place = st.recovered_kinds;
   in_place.push_back(kind);
-  const NodeReplacement where = st.plan.replace_node(node_index, st.attempt + 1, in_place);
+  const NodeReplacement where =
+      st.plan.replace_node(node_index, st.attempt + 1, in_place, st.joined.at(node_index).peak_flops);
   if (!where.why_not.empty()) {
     log_restart(st, where.why_not);
     return false;

@@ -124,8 +124,11 @@ struct JobPlan {
   // (node_lost, hang or unreachable) last: the new process starts its counts there. A new process
   // that exits before it joins is reported to the supervisor as (recover_atom, node_index, how it
   // exited). Returns where it starts the process, or why it cannot (no spare host left).
-  // `attempt` is the new process's (TROUPE_ATTEMPT), the job's next.
-  std::function<NodeReplacement(int node_index, int attempt, const std::vector<FailureKind>& in_place)> replace_node;
+  // `attempt` is the new process's (TROUPE_ATTEMPT), the job's next; `peak_flops` the MFU basis the
+  // lost process measured (join_msg::peak_flops, 0: none), for the new one to take.
+  std::function<NodeReplacement(int node_index, int attempt, const std::vector<FailureKind>& in_place,
+                                std::int64_t peak_flops)>
+      replace_node;
   // The job's attempt when this supervisor starts (every node's TROUPE_ATTEMPT): a restart of the
   // job and an in-place replacement of a node each begin a new one. A join or message from a
   // process of an older attempt than its node's is refused (docs/protocols/control-plane.md).

@@ -87,7 +87,7 @@ NodeOutcome run_node_process(const NodeProcessOptions& options, const ResolvedJo
     if (monitor::WorkerMetrics* worker = metrics->worker(slot))
       worker->read_comm_from([traffic = engines.back()->traffic()] { return comm_reading(*traffic); });
   }
-  metrics->set_mfu_basis(job, options.world_size);
+  const std::int64_t peak_flops = metrics->set_mfu_basis(job, options.world_size, options.peak_flops);
   // The job process counts failures, recoveries and restarts (TROUPE_RESTARTS); a restarted node
   // process starts its counters there, so every node's /metrics shows the job's history.
   if (monitor::NodeMetrics* node = metrics->node()) {
@@ -121,6 +121,7 @@ NodeOutcome run_node_process(const NodeProcessOptions& options, const ResolvedJo
   hello.host = options.host_name;
   hello.pid = static_cast<int>(::getpid());
   hello.address = outward_address(options.join_host);
+  hello.peak_flops = peak_flops;
   for (const auto& engine : engines) hello.comm_addresses.push_back(byte_blob{engine->address()});
   if (on_device) {
     const int stages = job.config.pipeline.stages;

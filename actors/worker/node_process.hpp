@@ -19,6 +19,7 @@ struct NodeProcessOptions {
   int join_port = 0;
   std::string token;     // the job's secret, presented at join
   int attempt = 0;       // TROUPE_ATTEMPT, presented at join
+  std::int64_t peak_flops = 0;  // TROUPE_PEAK_FLOPS: the replaced process's MFU basis; 0 none
   int node_index = 0;    // host-file line
   std::string host_name;  // this machine, as the job's logs and shell name it
   std::string build_id;   // what the job checks at join: the same build ...

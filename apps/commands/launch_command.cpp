@@ -142,7 +142,8 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, laun
   // (TROUPE_RESTARTS). An unreachable node's goes to a spare line, its own host being out of reach.
   if (job_plan.recovery.replaces_nodes)
     job_plan.replace_node = [&launcher, &spares, &plan, &attempt, counts](
-                                int node_index, int new_attempt, const std::vector<actors::FailureKind>& in_place) {
+                                int node_index, int new_attempt, const std::vector<actors::FailureKind>& in_place,
+                                std::int64_t peak_flops) {
       actors::RecoveryCounts seen = counts;
       for (actors::FailureKind kind : in_place) {
         ++seen.failures[kind];
@@ -150,6 +151,9 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, laun
       }
       launch::Environment env{{actors::recovery_counts_variable, seen.to_text()},
                               {actors::env::attempt.name, std::to_string(new_attempt)}};
+      // The lost process's MFU basis: the new one joins without measuring it again (a spare line
+      // is the same kind of machine).
+      if (peak_flops > 0) env.emplace_back(actors::env::peak_flops.name, std::to_string(peak_flops));
       launch::NodePlan& node = plan.nodes.at(static_cast<std::size_t>(node_index));
       const bool to_spare = in_place.back() == actors::FailureKind::unreachable;
       if (to_spare) {

@@ -107,7 +107,7 @@ Expected<NodeStart> node_options(const NodeArgs& args) {
        {take(env::read_rank(), options.first_rank), take(env::read_world_size(), options.world_size),
         take(env::read_slots(), options.slots), take(env::read_local_rank(), options.local_rank_base),
         take(env::read_local_world_size(), options.local_world_size), take(env::read_restarts(), options.recovery),
-        take(env::read_attempt(), options.attempt)}) {
+        take(env::read_attempt(), options.attempt), take(env::read_peak_flops(), options.peak_flops)}) {
     if (!read) return read.error();
   }
   for (Status read : {take_slurm(env::rank.name, "SLURM_PROCID", options.first_rank),

@@ -34,7 +34,7 @@ int run_train(const ResolvedJob& job, std::optional<double> memory_limit) {
   if (!metrics) return error_exit(ExitCode::bad_input, metrics.error().message);
   auto backend = compute::make_backend(job.config.train.backend, job.config.train.threads);
   if (!backend) return error_exit(ExitCode::bad_input, backend.error().message);
-  metrics->set_mfu_basis(job, 1);
+  metrics->set_mfu_basis(job, 1, 0);
   if (Status opened = logs.open_file(); !opened) return error_exit(ExitCode::bad_input, opened.error().message);
   monitor::WorkProgress progress;
   actors::RunOutcome outcome = actors::run_training(job, **backend, *data, {}, {progress, metrics->worker(0)});

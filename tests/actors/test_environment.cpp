@@ -60,6 +60,25 @@ TEST_CASE("an invalid integer variable is one line naming it and its value", "[e
         "environment variable TROUPE_DRILL_NODE_GONE: expected an integer >= 0, got 'one'");
 }
 
+TEST_CASE("TROUPE_PEAK_FLOPS is a positive integer of FLOP/s, 0 when unset", "[environment]") {
+  {
+    ScopedEnv peak("TROUPE_PEAK_FLOPS", "91234567890");
+    auto read = env::read_peak_flops();
+    REQUIRE(read.ok());
+    CHECK(*read == 91234567890);
+  }
+  {
+    ScopedEnv peak("TROUPE_PEAK_FLOPS", "0");
+    REQUIRE_FALSE(env::read_peak_flops().ok());
+    CHECK(env::read_peak_flops().error().message ==
+          "environment variable TROUPE_PEAK_FLOPS: expected an integer >= 1, got '0'");
+  }
+  ScopedEnv unset("TROUPE_PEAK_FLOPS", nullptr);
+  auto read = env::read_peak_flops();
+  REQUIRE(read.ok());
+  CHECK(*read == 0);
+}
+
 TEST_CASE("the text variables are their value, or nothing when unset", "[environment]") {
   {
     ScopedEnv join("TROUPE_JOIN", "10.0.0.5:29500"), token("TROUPE_TOKEN", "");

@@ -69,7 +69,7 @@ TEST_CASE("drill kill-node: a SIGKILLed node is detected within a second, only i
           "takes its state from the surviving replica over the data plane, losing no step",
           "[drill]") {
   TempDir dir;
-  const ProcessResult r = drill(dir, "kill-node");
+  const ProcessResult r = drill(dir, "kill-node", {"--keep"});
   check_passed(r);
   CHECK_THAT(r.out, Contains("lost node 1") && Contains("steps lost: 0\n") &&
                         Contains("recovered from a surviving replica's memory: yes (in place, over the data plane)") &&
@@ -83,6 +83,15 @@ TEST_CASE("drill kill-node: a SIGKILLed node is detected within a second, only i
   // Training resumes once the state has moved; the interrupted step then trains again.
   CHECK(seconds_after(r.out, "detected") <= seconds_after(r.out, "training resumed"));
   CHECK(seconds_after(r.out, "training resumed") <= seconds_after(r.out, "recovered"));
+  // The new process takes the lost one's MFU basis instead of measuring sgemm before it joins.
+  const std::string log = file_text(dir.path() / "kill-node" / "drilled.log");
+  std::smatch measured, inherited;
+  REQUIRE(std::regex_search(log, measured,
+                            std::regex("\\[node 1 [^\\]]*\\].*MFU over ([0-9.]+) GFLOP/s a rank \\(OpenBLAS sgemm, measured\\)")));
+  REQUIRE(std::regex_search(
+      log, inherited,
+      std::regex("\\[node 1 [^\\]]*\\].*MFU over ([0-9.]+) GFLOP/s a rank \\(measured by the process this one replaces\\)")));
+  CHECK(inherited[1].str() == measured[1].str());
 }
 
 TEST_CASE("drill kill-node on dp 3: both survivors keep their processes and connect to the new one", "[drill]") {
