@@ -37,6 +37,16 @@ std::vector<double> train_losses(const GPTConfig& cfg, TrainerOptions options, i
   return losses;
 }
 
+// Five steps of two micro-batches: the runs the interrupted-step tests take, given up part-way.
+TrainerOptions interrupted_options() {
+  TrainerOptions o;
+  o.batch_size = 2;
+  o.seq_len = 32;
+  o.grad_accum = 2;
+  o.lr = {1e-3, 1e-4, 1, 5};
+  return o;
+}
+
 }  // namespace
 
 TEST_CASE("two runs with the same seed give bitwise-identical losses", "[model][determinism]") {
@@ -120,11 +130,7 @@ TEST_CASE("a step given up between layers leaves parameters and moments untouche
           "uninterrupted run",
           "[model][interrupt]") {
   auto data = random_stream(20000, 64, 9);
-  TrainerOptions o;
-  o.batch_size = 2;
-  o.seq_len = 32;
-  o.grad_accum = 2;
-  o.lr = {1e-3, 1e-4, 1, 5};
+  const TrainerOptions o = interrupted_options();
   std::vector<float> undisturbed;
   train_losses(micro_config(), o, 5, data, &undisturbed);
 
@@ -204,11 +210,7 @@ TEST_CASE("a ZeRO-3 step given up between layers and rolled back to an older sta
           "the run taken again equals the uninterrupted one",
           "[model][interrupt][zero3]") {
   auto data = random_stream(20000, 64, 11);
-  TrainerOptions o;
-  o.batch_size = 2;
-  o.seq_len = 32;
-  o.grad_accum = 2;
-  o.lr = {1e-3, 1e-4, 1, 5};
+  const TrainerOptions o = interrupted_options();
   struct GiveUp {};
   const int calls_per_step = 2 * micro_config().n_layer * o.grad_accum;
   for (const bool reshard : {true, false}) {
