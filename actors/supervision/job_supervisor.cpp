@@ -691,8 +691,8 @@ void on_settled(job_actor* self) {
 }
 
 // In place ─► restart: the line that says why, then the failed worker's node failed as it would
-// have without in-place recovery.
-void restart_instead(job_actor* self, const worker_failed_msg& failed, const std::string& why) {
+// have without in-place recovery. `failed` is a copy: it may be the recovery's own, which ends here.
+void restart_instead(job_actor* self, const worker_failed_msg failed, const std::string& why) {
   auto& st = self->state;
   log_restart(st, why);
   st.in_place.reset();
