@@ -187,8 +187,19 @@ Status RunCheckpoints::save(long steps_done, std::span<const HeldRange> held) {
     return commit_when_written(steps_done, started, identity_.grid, identity_.writers, options_.commit_timeout,
                                options_.while_committing);
   committer_ = std::thread([this, steps_done, started] {
-    Status committed =
-        commit_when_written(steps_done, started, identity_.grid, identity_.writers, options_.commit_timeout);
+    struct GivenUp {};
+    Status committed = Status::success();
+    try {
+      committed = commit_when_written(steps_done, started, identity_.grid, identity_.writers, options_.commit_timeout,
+                                      [this] {
+                                        if (giving_up_commit_) throw GivenUp{};
+                                      });
+    } catch (const GivenUp&) {
+      reporter_.info("checkpoint after step " + std::to_string(steps_done) +
+                     " given up: the job recovers in place while it waited for another rank's shard; that step "
+                     "stays uncommitted");
+      return;
+    }
     if (committed) return;
     // A writer that failed reported it itself the moment it failed; the rest only this thread knows.
     if (store_.failed_writers(steps_done).empty()) report_failure(steps_done, committed.error());
@@ -237,6 +248,12 @@ Status RunCheckpoints::commit_when_written(long step, Clock::time_point started,
   reporter_.info("checkpoint " + step_dir(options_.dir, step).string() + " committed: " + std::to_string(files) +
                  " file(s), " + megabytes(bytes) + ", " + seconds_since(started) + " after the step");
   return Status::success();
+}
+
+void RunCheckpoints::give_up_background_commit() {
+  giving_up_commit_ = true;
+  (void)take_background_outcome();  // a failure was reported when it happened
+  giving_up_commit_ = false;
 }
 
 Status RunCheckpoints::finish() {

@@ -15,6 +15,7 @@
 // sample index), and a step consumes the global batch, so the step count places a resumed run;
 // a checkpoint whose global batch differs from the job's is refused rather than silently shifted.
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -129,6 +130,11 @@ class RunCheckpoints {
   // Waits for the background write and commit, if any; their outcome.
   Status finish();
 
+  // The job recovers in place: a background commit still waiting for another writer's shard (a
+  // writer that may be dead) gives up at its next look, leaving its step uncommitted, and this
+  // rank's background write is finished. Without it the next save would wait out commit_timeout.
+  void give_up_background_commit();
+
   // A rescue snapshot after a lost peer: this rank's memory of `steps_done` (every held range that
   // is not a copy), written as shard `writer` of `writers` — one surviving replica per pipeline
   // stage, recorded as the grid (1, writers, 1) — and committed by writer 0 once every shard is
@@ -162,6 +168,7 @@ class RunCheckpoints {
   std::unique_ptr<AsyncCheckpointWriter> async_writer_;
   bool async_pending_ = false;
   std::thread committer_;
+  std::atomic<bool> giving_up_commit_{false};
   mutable std::mutex outcome_mutex_;
   Status committer_outcome_ = Status::success();
 };

@@ -256,6 +256,8 @@ class RankRun {
   // The job recovers in place: this rank gives up what it was doing and goes on after the steps
   // the recovery agreed on, which it returns.
   long survive(const recover_msg& order, long steps_done) {
+    // A failed rank's shard of a step being committed in the background never comes.
+    checkpoints_.give_up_background_commit();
     RecoveryResult result;
     try {
       result = services_.recovery.survive(order, steps_done, loop_, rollback());

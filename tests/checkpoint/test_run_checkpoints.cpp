@@ -5,6 +5,9 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
+#include <string>
+#include <vector>
 
 #include "checkpoint/run_checkpoints.hpp"
 #include "checkpoint_fixture.hpp"
@@ -116,4 +119,39 @@ TEST_CASE("the coordinator's wait for a writer's shard gives way to what while_c
   std::vector<float> read_back(static_cast<std::size_t>(total - total / 2), -1.0F);
   REQUIRE(writer.roll_back_to(2, std::vector<HeldRange>{{"param", total / 2, total, read_back.data()}}).ok());
   CHECK(read_back == second);
+}
+
+// In async mode the coordinator waits in a background thread, where no order reaches it: the
+// recovery gives that wait up instead, well before the commit timeout the next save would
+// otherwise sit out.
+TEST_CASE("a background commit waiting for a dead writer's shard is given up at once, leaving the step uncommitted",
+          "[checkpoint][rollback]") {
+  troupe::test::TempDir dir;
+  const compute::GPTConfig model = tiny_model();
+  const std::int64_t total = compute::ParameterLayout(model).total();
+  RunCheckpointOptions coordinating{dir.path() / "ckpt", 2, 3, true, false};
+  coordinating.commit_timeout = std::chrono::seconds(60);
+  RunIdentity first_half = second_half_rank(model);
+  first_half.rank = 0;
+  std::vector<std::string> lines;
+  const CheckpointReporter noted{[&](const std::string& line) { lines.push_back(line); },
+                                 [&](const std::string& line) { lines.push_back("error: " + line); }, {}};
+  RunCheckpoints coordinator(coordinating, first_half, noted);
+  const auto params = distinct_values(total, 0.5F);
+  std::vector<float> first(params.begin(), params.begin() + total / 2), second(params.begin() + total / 2, params.end());
+  const std::vector<HeldRange> held_first{{"param", 0, total / 2, first.data()}};
+
+  REQUIRE(coordinator.after_step(2, held_first).ok());
+  const auto started = std::chrono::steady_clock::now();
+  coordinator.give_up_background_commit();
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(30));
+  CHECK(coordinator.newest_committed() == -1);
+  REQUIRE(!lines.empty());
+  CHECK_THAT(lines.back(), Catch::Contains("checkpoint after step 2 given up: the job recovers in place"));
+
+  RunCheckpoints writer({dir.path() / "ckpt", 2, 3, false, false}, second_half_rank(model), noted);
+  REQUIRE(writer.after_step(2, std::vector<HeldRange>{{"param", total / 2, total, second.data()}}).ok());
+  REQUIRE(coordinator.after_step(2, held_first).ok());
+  REQUIRE(coordinator.finish().ok());
+  CHECK(coordinator.newest_committed() == 2);
 }
