@@ -47,16 +47,8 @@ Status export_gpt2_safetensors(const LoadedCheckpoint& checkpoint, const compute
     values.push_back(std::move(v));
     tensors.push_back({view.name, shape, values.back()});
   }
-  std::filesystem::path tmp = path;
-  tmp += ".tmp";
-  auto written = write_safetensors(tmp, tensors, {{"format", "pt"}});
+  auto written = write_safetensors(path, tensors, {{"format", "pt"}});
   if (!written) return Error{"export: " + written.error().message};
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    return Error{"export '" + path.string() + "': cannot rename " + tmp.filename().string() + " into place: " + ec.message()};
-  }
   return Status::success();
 }
 

@@ -49,7 +49,9 @@ Expected<WrittenFile> write_safetensors(const std::filesystem::path& path, std::
   std::byte length[8];
   for (int k = 0; k < 8; ++k) length[k] = static_cast<std::byte>(std::uint64_t{header.size()} >> (8 * k));
 
-  auto writer = DurableWriter::create(path);
+  std::filesystem::path partial = path;
+  partial += ".partial";
+  auto writer = DurableWriter::create(partial);
   if (!writer) return Error{"safetensors file " + writer.error().message};
   StreamingHash hash;
   WrittenFile written{8 + header.size(), ""};
@@ -61,10 +63,17 @@ Expected<WrittenFile> write_safetensors(const std::filesystem::path& path, std::
     written.bytes += t.values.size_bytes();
   }
   if (status) status = writer->finish();
+  std::error_code ignored;
   if (!status) {
-    std::error_code ignored;
-    std::filesystem::remove(path, ignored);
+    std::filesystem::remove(partial, ignored);
     return Error{"safetensors file " + status.error().message};
+  }
+  std::error_code renamed;
+  std::filesystem::rename(partial, path, renamed);
+  if (renamed) {
+    std::filesystem::remove(partial, ignored);
+    return Error{"safetensors file '" + path.string() + "': cannot rename " + partial.filename().string() +
+                 " into place: " + renamed.message()};
   }
   written.hash = hash.hex();
   return written;

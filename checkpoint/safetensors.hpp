@@ -37,9 +37,10 @@ struct WrittenFile {
   std::string hash;  // of every byte of the file (file_hash.hpp)
 };
 
-// Writes the file front to back, hashing as it goes, and syncs it. On failure the partial file
-// is removed. The data section is 8-byte aligned (the header is padded with spaces, as the
-// format allows).
+// Writes `path`.partial front to back, hashing as it goes, syncs it and renames it to `path`, so
+// no reader ever sees `path` half written (an export replacing an older file stays whole). On
+// failure the partial file is removed and `path` is as it was. The data section is 8-byte aligned
+// (the header is padded with spaces, as the format allows).
 Expected<WrittenFile> write_safetensors(const std::filesystem::path& path, std::span<const TensorToWrite> tensors,
                                         const Metadata& metadata);
 

@@ -26,7 +26,8 @@ struct Piece {
 };
 
 // Writes `path` (synced) and then its sidecar record (record_path(path)), so a committer that
-// sees the sidecar knows the shard is complete. The record's name is path's file name. Pieces
+// sees the sidecar knows the shard is complete; the shard itself appears whole or not at all
+// (write_safetensors). The record's name is path's file name. Pieces
 // must lie inside the layout and must not store one tensor twice (checked: a violation is a bug
 // in the caller).
 Expected<FileRecord> write_shard(const std::filesystem::path& path, const compute::ParameterLayout& layout, int rank,

@@ -58,7 +58,7 @@ TEST_CASE("async write errors come back from wait() and leave committed checkpoi
   REQUIRE(writer.submit(20, pieces).ok());
   auto missing = writer.wait();
   REQUIRE_FALSE(missing.ok());
-  CHECK(missing.error().message == "safetensors file '" + (staging_dir(dir.path(), 20) / "rank-00000.safetensors").string() +
+  CHECK(missing.error().message == "safetensors file '" + (staging_dir(dir.path(), 20) / "rank-00000.safetensors.partial").string() +
                                        "': cannot create: No such file or directory");
 
   // A checkpoint directory under a regular file cannot be written even by root.
@@ -68,7 +68,7 @@ TEST_CASE("async write errors come back from wait() and leave committed checkpoi
   // Submitting again without wait(): the earlier, unreported failure comes back here.
   const troupe::Status earlier = blocked.submit(31, pieces);
   REQUIRE_FALSE(earlier.ok());
-  CHECK(earlier.error().message.ends_with("step-0000030.tmp/rank-00000.safetensors': cannot create: Not a directory"));
+  CHECK(earlier.error().message.ends_with("step-0000030.tmp/rank-00000.safetensors.partial': cannot create: Not a directory"));
   auto second = blocked.wait();
   REQUIRE_FALSE(second.ok());
   CHECK(second.error().message.ends_with("': cannot create: Not a directory"));
@@ -95,7 +95,7 @@ TEST_CASE("an async write error reaches the failure callback while nobody waits,
   REQUIRE(failure.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
   const auto [step, message] = failure.get();
   CHECK(step == 40);
-  CHECK(message == "safetensors file '" + (staging_dir(dir.path(), 40) / "rank-00002.safetensors").string() +
+  CHECK(message == "safetensors file '" + (staging_dir(dir.path(), 40) / "rank-00002.safetensors.partial").string() +
                        "': cannot create: No such file or directory");
   auto waited = writer.wait();
   REQUIRE_FALSE(waited.ok());

@@ -71,7 +71,7 @@ TEST_CASE("export writes HF GPT-2 names, transposed Conv1D weights and the unpad
   }
   const auto& bias = layout.find("h.1.attn.c_attn.bias");
   CHECK(value("h.1.attn.c_attn.bias", 5) == params[bias.offset + 5]);
-  CHECK_FALSE(std::filesystem::exists(dir.path() / "model.safetensors.tmp"));
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "model.safetensors.partial"));
 
   const troupe::Status other = export_gpt2_safetensors(*loaded, tiny_model(), dir.path() / "tiny.safetensors");
   REQUIRE_FALSE(other.ok());
