@@ -256,6 +256,12 @@ void RunCheckpoints::give_up_background_commit() {
   giving_up_commit_ = false;
 }
 
+void RunCheckpoints::forget_uncommitted() {
+  if (!enabled() || identity_.rank != 0) return;
+  if (Status cleared = store_.clear_staging(); !cleared)
+    reporter_.error("uncommitted checkpoints left after the in-place recovery: " + cleared.error().message);
+}
+
 Status RunCheckpoints::finish() {
   if (!enabled()) return Status::success();
   return take_background_outcome();

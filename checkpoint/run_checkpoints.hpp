@@ -134,6 +134,10 @@ class RunCheckpoints {
   // writer that may be dead) gives up at its next look, leaving its step uncommitted, and this
   // rank's background write is finished. Without it the next save would wait out commit_timeout.
   void give_up_background_commit();
+  // The coordinator, once every rank has taken the in-place recovery's plan (none writes then):
+  // removes the staging folders of the steps not committed. A step trained again is then written
+  // whole, and no record of an earlier attempt is committed beside a shard being written again.
+  void forget_uncommitted();
 
   // A rescue snapshot after a lost peer: this rank's memory of `steps_done` (every held range that
   // is not a copy), written as shard `writer` of `writers` — one surviving replica per pipeline

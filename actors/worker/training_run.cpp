@@ -266,6 +266,7 @@ class RankRun {
       rescue_after_failed_step(loop_, services_.rescue, checkpoints_, steps_done);
       throw;
     }
+    checkpoints_.forget_uncommitted();
     monitor::logger("train")->info(
         "rank {} kept its process through an in-place recovery (epoch {}): goes on after step {}{}",
         loop_.checkpoint_place().rank, order.epoch, result.steps,

@@ -123,7 +123,7 @@ TEST_CASE("the coordinator's wait for a writer's shard gives way to what while_c
 
 // In async mode the coordinator waits in a background thread, where no order reaches it: the
 // recovery gives that wait up instead, well before the commit timeout the next save would
-// otherwise sit out.
+// otherwise sit out, and once every rank has the plan the coordinator removes what the step left.
 TEST_CASE("a background commit waiting for a dead writer's shard is given up at once, leaving the step uncommitted",
           "[checkpoint][rollback]") {
   troupe::test::TempDir dir;
@@ -148,6 +148,10 @@ TEST_CASE("a background commit waiting for a dead writer's shard is given up at 
   CHECK(coordinator.newest_committed() == -1);
   REQUIRE(!lines.empty());
   CHECK_THAT(lines.back(), Catch::Contains("checkpoint after step 2 given up: the job recovers in place"));
+  // The recovery's plan taken, the coordinator forgets the step: trained again, it is written whole.
+  REQUIRE(std::filesystem::exists(staging_dir(dir.path() / "ckpt", 2)));
+  coordinator.forget_uncommitted();
+  CHECK_FALSE(std::filesystem::exists(staging_dir(dir.path() / "ckpt", 2)));
 
   RunCheckpoints writer({dir.path() / "ckpt", 2, 3, false, false}, second_half_rank(model), noted);
   REQUIRE(writer.after_step(2, std::vector<HeldRange>{{"param", total / 2, total, second.data()}}).ok());
