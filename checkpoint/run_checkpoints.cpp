@@ -41,7 +41,7 @@ RunCheckpoints::RunCheckpoints(RunCheckpointOptions options, RunIdentity identit
       layout_(identity_.model),
       store_(options_.dir, options_.keep_last) {
   if (!enabled()) return;
-  if (identity_.rank == 0) startup_ = store_.clear_staging();
+  if (identity_.rank == 0 && !options_.joining) startup_ = store_.clear_staging();
   // A background write that fails is told at once: in this rank's log, and to the coordinator,
   // which would otherwise wait out its commit timeout for the shard.
   if (options_.async)

@@ -65,6 +65,10 @@ struct RunCheckpointOptions {
   // waits for them; it may throw to give the wait up (a writer died and the job ordered a
   // recovery), leaving that step uncommitted. May be empty.
   std::function<void()> while_committing;
+  // A worker respawned in place, as the coordinator: the job's other ranks may still be finishing
+  // their background writes, so the staging folders are left for forget_uncommitted, once every
+  // rank has the recovery's plan, instead of cleared when the run starts.
+  bool joining = false;
 };
 
 struct RunIdentity {
@@ -134,7 +138,8 @@ class RunCheckpoints {
   // writer that may be dead) gives up at its next look, leaving its step uncommitted, and this
   // rank's background write is finished. Without it the next save would wait out commit_timeout.
   void give_up_background_commit();
-  // The coordinator, once every rank has taken the in-place recovery's plan (none writes then):
+  // The coordinator, once every rank has taken the in-place recovery's plan (none writes then; a
+  // respawned coordinator once it has its state):
   // removes the staging folders of the steps not committed. A step trained again is then written
   // whole, and no record of an earlier attempt is committed beside a shard being written again.
   void forget_uncommitted();

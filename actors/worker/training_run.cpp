@@ -45,14 +45,15 @@ nlohmann::json config_json(const ResolvedJob& job) {
   return json;
 }
 
-checkpoint::RunCheckpointOptions checkpoint_options(const CheckpointOptions& c, std::function<void()> while_committing) {
+checkpoint::RunCheckpointOptions checkpoint_options(const CheckpointOptions& c, const RecoveryHooks& recovery) {
   checkpoint::RunCheckpointOptions o;
   o.dir = c.dir;
   o.every = c.every;
   o.keep_last = c.keep_last;
   o.async = c.async;
   o.resume = c.resume;
-  o.while_committing = std::move(while_committing);
+  o.while_committing = recovery.take_waiting_orders;
+  o.joining = static_cast<bool>(recovery.join);
   return o;
 }
 
@@ -137,7 +138,7 @@ class RankRun {
         services_(services),
         log_(services.reports ? monitor::logger("train") : monitor::silent_logger()),
         checkpoint_log_(monitor::logger("checkpoint")),
-        checkpoints_(checkpoint_options(job.config.checkpoint, services.recovery.take_waiting_orders), identity(),
+        checkpoints_(checkpoint_options(job.config.checkpoint, services.recovery), identity(),
                      reporter()),
         finisher_{services.control} {}
 
@@ -208,6 +209,7 @@ class RankRun {
     if (!checkpoints_.startup()) return RunOutcome{2, checkpoints_.startup().error().message};
     if (services_.recovery.join) {
       const RecoveryResult joined = services_.recovery.join(loop_, rollback());
+      checkpoints_.forget_uncommitted();
       first_step_ = completed_ = joined.steps;
       if (joined.checkpoint.empty())
         monitor::logger("train")->info(
