@@ -139,9 +139,9 @@ class RunCheckpoints {
   // rank's background write is finished. Without it the next save would wait out commit_timeout.
   void give_up_background_commit();
   // The coordinator, once every rank has taken the in-place recovery's plan (none writes then; a
-  // respawned coordinator once it has its state):
-  // removes the staging folders of the steps not committed. A step trained again is then written
-  // whole, and no record of an earlier attempt is committed beside a shard being written again.
+  // respawned coordinator once it has its state): removes the staging folders of the steps not
+  // committed. A step trained again is then written whole, and no record of an earlier attempt
+  // is committed beside a shard being written again.
   void forget_uncommitted();
 
   // A rescue snapshot after a lost peer: this rank's memory of `steps_done` (every held range that

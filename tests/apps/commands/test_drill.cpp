@@ -26,11 +26,10 @@ namespace {
 
 ProcessResult drill(const TempDir& dir, const std::string& scenario, std::vector<std::string> extra = {},
                     std::chrono::seconds timeout = std::chrono::seconds(240)) {
-  std::vector<std::string> args{"drill",        scenario,
-                                "--dir",        (dir.path() / scenario).string(),   "--model.preset",
-                                "tiny",         "--train.steps", "12",              "--train.threads",
-                                "1",            "--train.val_batches", "1",         "--train.val_every",
-                                "0"};
+  std::vector<std::string> args{"drill",           scenario,           "--dir",
+                                (dir.path() / scenario).string(),    "--model.preset",   "tiny",
+                                "--train.steps",  "12",              "--train.threads",  "1",
+                                "--train.val_batches", "1",          "--train.val_every", "0"};
   if (std::find(extra.begin(), extra.end(), "--at-step") == extra.end()) args.insert(args.end(), {"--at-step", "5"});
   args.insert(args.end(), extra.begin(), extra.end());
   const ProcessResult r = run_troupe(dir, args, timeout);
