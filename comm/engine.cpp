@@ -113,6 +113,7 @@ struct Engine::State {
     ucp_rkey_h region_key = nullptr;        // while the peer's region is mapped here
     std::span<const std::byte> region;     // the peer's lent region, mapped into this process
     std::string transports;                // UCX's transports to the peer, once connected
+    bool handshaking = false;              // connect() waits for the peer to take the handshake
     bool failed = false;
     Error failure;
   };
@@ -170,6 +171,7 @@ struct Engine::State {
   std::unordered_map<WatchId, Watch> watches;
   WatchId next_watch = 1;
   std::vector<void*> closing;  // endpoint close requests in flight
+  void* handshake_receive = nullptr;
 
   ~State() {
     if (worker != nullptr) ucp_worker_destroy(worker);
@@ -323,37 +325,76 @@ struct Engine::State {
     track(op, ucp_tag_recv_nbx(worker, data, bytes, tag_encode(key, peer), ~std::uint64_t{0}, &param), 0);
   }
 
-  // Creates the endpoint, then flushes it: `done` runs once UCX's wire-up with the peer has
-  // finished. UCX 1.13 aborts the process (an assertion in ucp_request_send_state_ff) when a
-  // peer dies while a wire-up message to it is still queued, so no endpoint is handed out
-  // half-connected; a 4-rank test killing a rank hit that abort on an endpoint never used.
+  // Creates the endpoint, then sends the peer a handshake and waits until the peer has taken it.
+  // UCX 1.13 wires an endpoint up lazily: it asks the peer for the id of its endpoint only when a
+  // protocol first needs it (a rendezvous, a synchronous send). Until the answer comes, its
+  // keepalive skips the endpoint, so a peer that dies then is never noticed and the operation
+  // hangs; and a peer that dies while the answer to its own request is still queued here aborts
+  // this process (an assertion in ucp_request_send_state_ff, "got REP message"). Left lazy, that
+  // window opens at the first large message of the first collective; a synchronous send needs the
+  // id, so the handshake closes the window while connect() still waits for both processes.
   void connect_now(int peer_rank, const EngineAddress& address, Callback done) {
     Status created = create_endpoint(peer_rank, address.worker);
     if (!created) return done(created);
+    const ucp_ep_h ep = peers[peer_rank]->ep;
+    auto finish = [this, peer_rank, ep, address, done = std::move(done)](ucs_status_t status) {
+      Peer& peer = *peers[peer_rank];
+      if (peer.ep != ep || peer.failed) return done(Error{peer.failure.message});
+      peer.handshaking = false;
+      if (status != UCS_OK)
+        return done(Error{"comm: cannot connect to " + rank_name(peer_rank) + ": the handshake failed: " +
+                          ucs_status_string(status)});
+      peer.transports = endpoint_transports(ep);
+      map_region(peer, address);
+      done(Status{});
+    };
+    if (peer_rank == rank) return finish(UCS_OK);
+    peers[peer_rank]->handshaking = true;
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    param.cb.send = on_flush_done;
-    auto* pending = new FlushDone([this, peer_rank, address, done = std::move(done)](ucs_status_t status) {
-      if (status == UCS_OK) {
-        peers[peer_rank]->transports = endpoint_transports(peers[peer_rank]->ep);
-        map_region(*peers[peer_rank], address);
-        return done(Status{});
-      }
-      done(Error{"comm: cannot connect to " + rank_name(peer_rank) + ": " + ucs_status_string(status)});
-    });
+    param.cb.send = on_handshake_sent;
+    auto* pending = new HandshakeDone(std::move(finish));
     param.user_data = pending;
-    const ucs_status_ptr_t request = ucp_ep_flush_nbx(peers[peer_rank]->ep, &param);
+    const ucs_status_ptr_t request =
+        ucp_tag_send_sync_nbx(ep, nullptr, 0, tag_encode(MessageKey{MessageKind::handshake}, rank), &param);
     if (request == nullptr || UCS_PTR_IS_ERR(request)) {
-      std::unique_ptr<FlushDone> callback(pending);
+      std::unique_ptr<HandshakeDone> callback(pending);
       (*callback)(request == nullptr ? UCS_OK : UCS_PTR_STATUS(request));
     }
   }
 
-  using FlushDone = std::function<void(ucs_status_t)>;
-  static void on_flush_done(void* request, ucs_status_t status, void* user_data) {
-    std::unique_ptr<FlushDone> callback(static_cast<FlushDone*>(user_data));
+  using HandshakeDone = std::function<void(ucs_status_t)>;
+  static void on_handshake_sent(void* request, ucs_status_t status, void* user_data) {
+    std::unique_ptr<HandshakeDone> callback(static_cast<HandshakeDone*>(user_data));
     ucp_request_free(request);
     (*callback)(status);
+  }
+
+  // A peer that has not taken the handshake in time (it died while its endpoint was being wired
+  // up, or it hangs) counts as failed: the endpoint is closed and what waits on it fails.
+  void give_up_connecting(int peer_rank, const Error& failure) {
+    Peer& peer = *peers[peer_rank];
+    if (!peer.handshaking) return;
+    peer.handshaking = false;
+    mark_failed(peer_rank, peer.ep, failure);
+  }
+
+  // The receive that takes every peer's handshake (any source), posted again after each one.
+  void post_handshake_receive() {
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    param.cb.recv = on_handshake_received;
+    param.user_data = this;
+    const ucs_status_ptr_t request =
+        ucp_tag_recv_nbx(worker, nullptr, 0, tag_encode(MessageKey{MessageKind::handshake}, 0), tag_kind_bits, &param);
+    TROUPE_CHECK(request != nullptr && !UCS_PTR_IS_ERR(request), "the handshake receive could not be posted");
+    handshake_receive = request;
+  }
+  static void on_handshake_received(void* request, ucs_status_t status, const ucp_tag_recv_info_t*, void* user_data) {
+    auto* state = static_cast<State*>(user_data);
+    ucp_request_free(request);
+    state->handshake_receive = nullptr;
+    if (status != UCS_ERR_CANCELED && !state->stopping) state->post_handshake_receive();
   }
 
   Status create_endpoint(int peer_rank, const std::vector<std::uint8_t>& address) {
@@ -518,6 +559,7 @@ struct Engine::State {
     for (auto& [id, op] : operations) {
       if (op.recv && op.request != nullptr) ucp_request_cancel(worker, op.request);
     }
+    if (handshake_receive != nullptr) ucp_request_cancel(worker, handshake_receive);
     for (auto& peer : peers) close_endpoint(*peer);
     for (void* request : closing) {
       while (ucp_request_check_status(request) == UCS_INPROGRESS) ucp_worker_progress(worker);
@@ -606,6 +648,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(int rank, int world_size) {
   s.spin = std::chrono::microseconds(knob_value(knob_spin_us));
   s.thread = std::thread([&s] {
     progress_thread_state = &s;
+    s.post_handshake_receive();
     auto last_work = std::chrono::steady_clock::now();
     while (!s.stopping) {
       bool worked = s.run_tasks();
@@ -661,9 +704,25 @@ Status Engine::connect(int peer, std::span<const std::uint8_t> address) {
   auto decoded = decode_address(address);
   if (!decoded) return Error{"comm: cannot connect to rank " + std::to_string(peer) + ": " + decoded.error().message};
   TROUPE_CHECK(!on_progress_thread(), "connect() on the progress thread, which must progress the wire-up");
-  std::promise<Status> result;
-  post([&] { state_->connect_now(peer, *decoded, [&result](Status s) { result.set_value(std::move(s)); }); });
-  return result.get_future().get();
+  auto result = std::make_shared<std::promise<Status>>();
+  std::future<Status> outcome = result->get_future();
+  post([this, peer, address = *decoded, result] {
+    state_->connect_now(peer, address, [result](Status s) { result->set_value(std::move(s)); });
+  });
+  // The default wait (20 s) is far beyond a starved but live process, and short enough that a
+  // peer dead before its endpoint was wired up fails the job's start.
+  const std::chrono::seconds limit(knob_value(knob_handshake_s));
+  if (limit.count() == 0 || outcome.wait_for(limit) == std::future_status::ready) return outcome.get();
+  const Error late{"comm: cannot connect to rank " + std::to_string(peer) + ": it did not take the handshake within " +
+                   std::to_string(limit.count()) + " s"};
+  std::promise<void> given_up;
+  post([&] {
+    state_->give_up_connecting(peer, late);
+    given_up.set_value();
+  });
+  given_up.get_future().get();
+  if (outcome.wait_for(std::chrono::seconds(0)) == std::future_status::ready) return outcome.get();
+  return late;
 }
 
 bool Engine::connected(int peer) {

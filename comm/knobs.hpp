@@ -25,7 +25,9 @@ inline constexpr Knob knob_spin_us{"TROUPE_COMM_SPIN_US", 1000};               /
 inline constexpr Knob knob_chunk_bytes{"TROUPE_COMM_CHUNK_BYTES", 512 << 10};  // ring/chain message size
 inline constexpr Knob knob_window{"TROUPE_COMM_WINDOW", 4};                    // ring receives in flight
 inline constexpr Knob knob_mapped_blocks{"TROUPE_COMM_MAPPED_BLOCKS", 4};      // shared-memory blocks lent to neighbours
-inline constexpr std::array<Knob, 4> knobs{knob_spin_us, knob_chunk_bytes, knob_window, knob_mapped_blocks};
+inline constexpr Knob knob_handshake_s{"TROUPE_COMM_HANDSHAKE_S", 20};            // connect() waits this long; 0: no limit
+inline constexpr std::array<Knob, 5> knobs{knob_spin_us, knob_chunk_bytes, knob_window, knob_mapped_blocks,
+                                           knob_handshake_s};
 
 // The knob's value from the environment: its default when unset, else the set value when it is a
 // whole number >= 0, else "environment variable TROUPE_COMM_WINDOW: expected an integer >= 0, got 'x'".

@@ -17,7 +17,9 @@
 
 namespace troupe::comm {
 
-enum class MessageKind : std::uint8_t { point_to_point = 0, collective = 1 };
+// handshake: the empty message connect() sends each peer (comm/engine.hpp); every engine keeps
+// a receive posted for it that matches the kind bits alone.
+enum class MessageKind : std::uint8_t { point_to_point = 0, collective = 1, handshake = 2 };
 
 // Everything in a tag but the source rank, which the engine fills in (its own rank on a send,
 // the peer's on a receive).
@@ -30,6 +32,7 @@ struct MessageKey {
   bool operator==(const MessageKey&) const = default;
 };
 
+inline constexpr std::uint64_t tag_kind_bits = std::uint64_t{3} << 62;
 inline constexpr int max_rank = (1 << 18) - 1;
 inline constexpr std::uint16_t max_group_id = (1 << 12) - 1;
 inline constexpr std::uint32_t max_messages_per_operation = 1u << 16;

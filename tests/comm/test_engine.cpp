@@ -125,6 +125,48 @@ TEST_CASE("a peer killed while a receive waits on it fails the receive naming it
   CHECK(std::stod(report) < 5.0);
 }
 
+// A large send is a rendezvous, which needs the id of the peer's endpoint. Were that asked for
+// only at the first large send, a peer that died before answering would never be noticed: UCX's
+// keepalive skips an endpoint until the answer comes. Here the peer is stopped when the send
+// starts, then killed.
+TEST_CASE("a peer stopped, then killed, while the first large send to it starts fails the send, within seconds",
+          "[engine][failure]") {
+  auto results = run_local_ranks(
+      2,
+      [](Engine& engine) -> Expected<std::vector<std::uint8_t>> {
+        std::int64_t pid = getpid();
+        if (engine.rank() == 1) {
+          if (Status s = wait([&](Callback cb) { engine.post_send(0, key(1), &pid, sizeof pid, cb); }); !s)
+            return s.error();
+          raise(SIGSTOP);
+        }
+        if (Status s = wait([&](Callback cb) { engine.post_recv(1, key(1), &pid, sizeof pid, cb); }); !s)
+          return s.error();
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        std::vector<std::uint8_t> large(4 << 20);
+        std::promise<Status> sent;
+        const auto start = std::chrono::steady_clock::now();
+        engine.post_send(1, key(2), large.data(), large.size(), [&sent](Status s) { sent.set_value(std::move(s)); });
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        kill(static_cast<pid_t>(pid), SIGKILL);
+        const Status s = sent.get_future().get();
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (s.ok()) return Error{"a send to a dead peer succeeded"};
+        std::string report = std::to_string(seconds) + " " + s.error().message;
+        return std::vector<std::uint8_t>(report.begin(), report.end());
+      },
+      std::chrono::seconds(30));
+  REQUIRE(results.ok());
+  CHECK((*results)[1].signal == SIGKILL);
+  const LocalRankResult& survivor = (*results)[0];
+  INFO(survivor.error);
+  REQUIRE(survivor.ok);
+  const std::string report(survivor.report.begin(), survivor.report.end());
+  INFO(report);
+  CHECK_THAT(report, Catch::Contains("rank 1 lost"));
+  CHECK(std::stod(report) < 5.0);
+}
+
 TEST_CASE("the oldest receive in flight names its peer and message until it completes", "[engine]") {
   run_ranks(2, [](Engine& engine) -> Expected<std::vector<std::uint8_t>> {
     if (engine.rank() == 1) {
@@ -350,6 +392,39 @@ TEST_CASE("a killed peer's replacement is connected afresh: the old endpoint fai
   CHECK(rank0.peer_region(1).empty() == rank1.peer_region(0).empty());
   CHECK(pass_byte(rank1, rank0, 3, 11) == 11);
   CHECK(pass_byte(rank0, rank1, 4, 13) == 13);
+}
+
+TEST_CASE("a peer that does not take the handshake in time fails connect, naming it and the wait", "[engine][failure]") {
+  ScopedEnv short_wait("TROUPE_COMM_HANDSHAKE_S", "1");
+  int to_test[2];
+  REQUIRE(::pipe(to_test) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // Rank 1: hands out its address, then stops before its engine can take anything.
+    auto engine = Engine::create(1, 2);
+    if (!engine) ::_exit(3);
+    write_address(to_test[1], (*engine)->address());
+    ::raise(SIGSTOP);
+    ::_exit(4);
+  }
+  auto survivor = Engine::create(0, 2);
+  REQUIRE(survivor.ok());
+  const std::vector<std::uint8_t> address = read_address(to_test[0]);
+  REQUIRE(!address.empty());
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, WUNTRACED) == child);
+  REQUIRE(WIFSTOPPED(status));
+  const auto start = std::chrono::steady_clock::now();
+  const Status connected = (*survivor)->connect(1, address);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ::kill(child, SIGKILL);
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE_FALSE(connected.ok());
+  CHECK(connected.error().message == "comm: cannot connect to rank 1: it did not take the handshake within 1 s");
+  CHECK(seconds >= 1.0);
+  CHECK(seconds < 5.0);
+  CHECK_FALSE((*survivor)->connected(1));
 }
 
 TEST_CASE("connecting a live peer again replaces its endpoint: what waited on the old one fails naming it",

@@ -14,6 +14,9 @@ TEST_CASE("tag layout is the documented wire format", "[tag]") {
   CHECK(tag_encode(MessageKey{MessageKind::point_to_point, 0, 0, 1}, 1) == (1ull << 44 | 1));
   CHECK(tag_encode(MessageKey{MessageKind::collective, max_group_id, 0xffff, 0xffff}, max_rank) ==
         0x7fffffffffffffffull);
+  // kind 2: the engine's handshake, taken by a receive that matches the kind bits alone
+  CHECK(tag_encode(MessageKey{MessageKind::handshake}, 3) == (2ull << 62 | 3ull << 44));
+  CHECK(tag_kind_bits == 0xc000000000000000ull);
   CHECK(max_rank == 262143);
   CHECK(max_group_id == 4095);
   CHECK(max_messages_per_operation == 65536);
