@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <thread>
@@ -23,6 +24,7 @@
 #include "apps/commands/op_timing_backend.hpp"
 #include "apps/commands/pytorch_script.hpp"
 #include "apps/exit_codes.hpp"
+#include "compute/cpu/openblas_setup.hpp"
 #include "compute/cpu/sgemm_peak.hpp"
 #include "compute/data/synthetic_tokens.hpp"
 #include "compute/model/flops.hpp"
@@ -134,6 +136,20 @@ struct Row {
   std::optional<double> torch_tokens_per_s, ratio;  // medians over the rounds
 };
 
+// A torch built on the system's OpenBLAS (Debian's python3-torch) takes the kernels that OpenBLAS
+// picks for this CPU, and one older than the CPU falls back to SSE3 ("Prescott"), about a fifth of
+// the sgemm speed, where troupe's backend has already named the right core
+// (compute/cpu/openblas_setup.hpp). Unless the user chose a core, the PyTorch rounds get the core
+// troupe's OpenBLAS runs, so both sides multiply with the same kernels. A torch on MKL ignores it.
+void give_torch_the_same_blas_kernels() {
+  static bool told = false;
+  if (told || std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
+  told = true;
+  const std::string core = compute::cpu::openblas_core();
+  setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
+  std::printf("pytorch: runs with OPENBLAS_CORETYPE=%s, the OpenBLAS kernels troupe runs\n", core.c_str());
+}
+
 }  // namespace
 
 int run_bench_compute(const BenchComputeOptions& options) {
@@ -171,6 +187,7 @@ int run_bench_compute(const BenchComputeOptions& options) {
     // The backend sets OpenBLAS' thread count for the process: one thread count at a time.
     auto backend = compute::make_backend("cpu", threads);
     if (!backend) return error_exit(ExitCode::bad_input, backend.error().message);
+    if (torch) give_torch_the_same_blas_kernels();
     const double peak = compute::cpu::measure_sgemm_peak();
     std::printf("%d thread(s): sgemm peak (OpenBLAS, best of n=1024/2048) %.1f GFLOP/s\n", threads, peak / 1e9);
     std::fflush(stdout);
