@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `troupe bench compute --vs-pytorch` against a real PyTorch: the probe, scripts/bench/
-# torch_cpu_train.py at tiny's dimensions on 1 and 2 threads, alternating rounds and the ratio.
+# torch_cpu_train.py at tiny's dimensions on 1 and 2 threads with troupe's OpenBLAS kernels,
+# alternating rounds and the ratio.
 # It needs a Python that imports torch (python3 on PATH, else Debian's /usr/bin/python3 with
 # python3-torch); without one it prints SKIPPED with its name and exits 77, which ctest reports
 # as Skipped (tests/CMakeLists.txt): never a silent pass.
@@ -33,6 +34,9 @@ expect() {
   fi
 }
 expect "^pytorch: torch [0-9][^ ]* attention (sdpa|explicit) adamw (fused|foreach|for-loop), from $python"
+if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
+  expect "^pytorch: runs with OPENBLAS_CORETYPE=[A-Za-z0-9]+, the OpenBLAS kernels troupe runs$"
+fi
 for threads in 1 2; do
   for round in 1 2; do
     expect "^  tiny, $threads thread\(s\), round $round/2: troupe [0-9]+ tokens/s, pytorch [0-9]+ tokens/s, troupe/pytorch [0-9.]+$"
