@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <functional>
 #include <future>
 #include <optional>
 #include <thread>
@@ -33,6 +34,28 @@ Status wait(Post post) {
 }
 
 MessageKey key(std::uint16_t index) { return MessageKey{MessageKind::point_to_point, 9, 0, index}; }
+
+// A survivor's report: the seconds its operation took to fail, then the error.
+Expected<std::vector<std::uint8_t>> failure_report(std::chrono::steady_clock::time_point start, const Status& s,
+                                                   const std::string& operation) {
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (s.ok()) return Error{operation + " with a dead peer succeeded"};
+  const std::string report = std::to_string(seconds) + " " + s.error().message;
+  return std::vector<std::uint8_t>(report.begin(), report.end());
+}
+
+// `victim` died of SIGKILL and `survivor`'s operation failed naming it within 5 s.
+void check_lost_within_seconds(Expected<std::vector<LocalRankResult>>& results, int victim, int survivor) {
+  REQUIRE(results.ok());
+  CHECK((*results)[victim].signal == SIGKILL);
+  const LocalRankResult& result = (*results)[survivor];
+  INFO(result.error);
+  REQUIRE(result.ok);
+  const std::string report(result.report.begin(), result.report.end());
+  INFO(report);
+  CHECK_THAT(report, Catch::Contains("rank " + std::to_string(victim) + " lost"));
+  CHECK(std::stod(report) < 5.0);
+}
 
 }  // namespace
 
@@ -107,22 +130,11 @@ TEST_CASE("a peer killed while a receive waits on it fails the receive naming it
           raise(SIGKILL);
         }
         const auto start = std::chrono::steady_clock::now();
-        const Status s = wait([&](Callback cb) { engine.post_recv(0, key(1), &byte, 1, cb); });
-        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        if (s.ok()) return Error{"a receive from a dead peer succeeded"};
-        std::string report = std::to_string(seconds) + " " + s.error().message;
-        return std::vector<std::uint8_t>(report.begin(), report.end());
+        return failure_report(start, wait([&](Callback cb) { engine.post_recv(0, key(1), &byte, 1, cb); }),
+                              "a receive");
       },
       std::chrono::seconds(30));
-  REQUIRE(results.ok());
-  CHECK((*results)[0].signal == SIGKILL);
-  const LocalRankResult& survivor = (*results)[1];
-  INFO(survivor.error);
-  REQUIRE(survivor.ok);
-  const std::string report(survivor.report.begin(), survivor.report.end());
-  INFO(report);
-  CHECK_THAT(report, Catch::Contains("rank 0 lost"));
-  CHECK(std::stod(report) < 5.0);
+  check_lost_within_seconds(results, 0, 1);
 }
 
 // A large send is a rendezvous, which needs the id of the peer's endpoint. Were that asked for
@@ -149,22 +161,10 @@ TEST_CASE("a peer stopped, then killed, while the first large send to it starts 
         engine.post_send(1, key(2), large.data(), large.size(), [&sent](Status s) { sent.set_value(std::move(s)); });
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
         kill(static_cast<pid_t>(pid), SIGKILL);
-        const Status s = sent.get_future().get();
-        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        if (s.ok()) return Error{"a send to a dead peer succeeded"};
-        std::string report = std::to_string(seconds) + " " + s.error().message;
-        return std::vector<std::uint8_t>(report.begin(), report.end());
+        return failure_report(start, sent.get_future().get(), "a large send");
       },
       std::chrono::seconds(30));
-  REQUIRE(results.ok());
-  CHECK((*results)[1].signal == SIGKILL);
-  const LocalRankResult& survivor = (*results)[0];
-  INFO(survivor.error);
-  REQUIRE(survivor.ok);
-  const std::string report(survivor.report.begin(), survivor.report.end());
-  INFO(report);
-  CHECK_THAT(report, Catch::Contains("rank 1 lost"));
-  CHECK(std::stod(report) < 5.0);
+  check_lost_within_seconds(results, 1, 0);
 }
 
 TEST_CASE("the oldest receive in flight names its peer and message until it completes", "[engine]") {
@@ -341,6 +341,18 @@ std::uint8_t pass_byte(Engine& from, Engine& to, std::uint16_t index, std::uint8
   return received;
 }
 
+// Forks a process for rank 1 of 2: it creates its engine, writes its address to `address_fd`, runs
+// `then` and exits. Returns the child's pid.
+pid_t fork_rank_one(int address_fd, const std::function<void(Engine&)>& then) {
+  const pid_t child = ::fork();
+  if (child != 0) return child;
+  auto engine = Engine::create(1, 2);
+  if (!engine) ::_exit(3);
+  write_address(address_fd, (*engine)->address());
+  then(**engine);
+  ::_exit(6);
+}
+
 }  // namespace
 
 TEST_CASE("a killed peer's replacement is connected afresh: the old endpoint fails, the new one carries messages",
@@ -348,20 +360,15 @@ TEST_CASE("a killed peer's replacement is connected afresh: the old endpoint fai
   int to_child[2], to_test[2];
   REQUIRE(::pipe(to_child) == 0);
   REQUIRE(::pipe(to_test) == 0);
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    // Rank 1's first process: connects, says one byte, then waits to be killed.
-    auto engine = Engine::create(1, 2);
-    if (!engine) ::_exit(3);
-    write_address(to_test[1], (*engine)->address());
+  // Rank 1's first process: connects, says one byte, then waits to be killed.
+  const pid_t child = fork_rank_one(to_test[1], [&](Engine& engine) {
     const std::vector<std::uint8_t> rank0 = read_address(to_child[0]);
-    if (rank0.empty() || !(*engine)->connect(0, rank0)) ::_exit(4);
+    if (rank0.empty() || !engine.connect(0, rank0)) ::_exit(4);
     std::uint8_t byte = 7;
-    if (!wait([&](Callback cb) { (*engine)->post_send(0, key(1), &byte, 1, cb); })) ::_exit(5);
+    if (!wait([&](Callback cb) { engine.post_send(0, key(1), &byte, 1, cb); })) ::_exit(5);
     ::pause();
-    ::_exit(6);
-  }
+  });
+  REQUIRE(child >= 0);
   auto survivor = Engine::create(0, 2);
   REQUIRE(survivor.ok());
   Engine& rank0 = **survivor;
@@ -398,16 +405,9 @@ TEST_CASE("a peer that does not take the handshake in time fails connect, naming
   ScopedEnv short_wait("TROUPE_COMM_HANDSHAKE_S", "1");
   int to_test[2];
   REQUIRE(::pipe(to_test) == 0);
-  const pid_t child = ::fork();
+  // Rank 1: hands out its address, then stops before its engine can take anything.
+  const pid_t child = fork_rank_one(to_test[1], [](Engine&) { ::raise(SIGSTOP); });
   REQUIRE(child >= 0);
-  if (child == 0) {
-    // Rank 1: hands out its address, then stops before its engine can take anything.
-    auto engine = Engine::create(1, 2);
-    if (!engine) ::_exit(3);
-    write_address(to_test[1], (*engine)->address());
-    ::raise(SIGSTOP);
-    ::_exit(4);
-  }
   auto survivor = Engine::create(0, 2);
   REQUIRE(survivor.ok());
   const std::vector<std::uint8_t> address = read_address(to_test[0]);
