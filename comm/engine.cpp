@@ -339,7 +339,9 @@ struct Engine::State {
     const ucp_ep_h ep = peers[peer_rank]->ep;
     auto finish = [this, peer_rank, ep, address, done = std::move(done)](ucs_status_t status) {
       Peer& peer = *peers[peer_rank];
-      if (peer.ep != ep || peer.failed) return done(Error{peer.failure.message});
+      // Failed while connecting (given up, or lost), or connected again meanwhile.
+      if (peer.failed) return done(Error{peer.failure.message});
+      if (peer.ep != ep) return done(Error{"comm: " + rank_name(peer_rank) + " replaced by a new process"});
       peer.handshaking = false;
       if (status != UCS_OK)
         return done(Error{"comm: cannot connect to " + rank_name(peer_rank) + ": the handshake failed: " +
