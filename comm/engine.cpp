@@ -715,8 +715,8 @@ Status Engine::connect(int peer, std::span<const std::uint8_t> address) {
   // peer dead before its endpoint was wired up fails the job's start.
   const std::chrono::seconds limit(knob_value(knob_handshake_s));
   if (limit.count() == 0 || outcome.wait_for(limit) == std::future_status::ready) return outcome.get();
-  const Error late{"comm: cannot connect to rank " + std::to_string(peer) + ": it did not take the handshake within " +
-                   std::to_string(limit.count()) + " s"};
+  const Error late = Error{"comm: cannot connect to rank " + std::to_string(peer) +
+                           ": it did not take the handshake within " + std::to_string(limit.count()) + " s"};
   std::promise<void> given_up;
   post([&] {
     state_->give_up_connecting(peer, late);

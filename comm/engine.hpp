@@ -72,10 +72,11 @@ class Engine {
   // Creates the endpoint to `peer` from its address, and maps the peer's region when it is on
   // this host. Any thread; returns once the peer's engine has taken an empty handshake message,
   // which finishes UCX's wire-up of the endpoint (engine.cpp says why that matters). A peer that
-  // does not take it within TROUPE_COMM_HANDSHAKE_S (20 s) counts as failed, and connect() says so. A peer connected before is replaced:
-  // its process was (a node process started again after it died or hung), so the old endpoint is
-  // force-closed and the old region unmapped first, and what still waited on them fails naming the
-  // peer, as on a lost peer; a failed peer accepts a fresh connect() this way too.
+  // does not take it within TROUPE_COMM_HANDSHAKE_S (20 s) counts as failed, and connect() says
+  // so. A peer connected before is replaced: its process was (a node process started again after
+  // it died or hung), so the old endpoint is force-closed and the old region unmapped first, and
+  // what still waited on them fails naming the peer, as on a lost peer; a failed peer accepts a
+  // fresh connect() this way too.
   Status connect(int peer, std::span<const std::uint8_t> address);
   // Whether `peer` has a working endpoint: connected and not failed since. Any thread but the
   // progress thread.

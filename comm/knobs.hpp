@@ -25,7 +25,7 @@ inline constexpr Knob knob_spin_us{"TROUPE_COMM_SPIN_US", 1000};               /
 inline constexpr Knob knob_chunk_bytes{"TROUPE_COMM_CHUNK_BYTES", 512 << 10};  // ring/chain message size
 inline constexpr Knob knob_window{"TROUPE_COMM_WINDOW", 4};                    // ring receives in flight
 inline constexpr Knob knob_mapped_blocks{"TROUPE_COMM_MAPPED_BLOCKS", 4};      // shared-memory blocks lent to neighbours
-inline constexpr Knob knob_handshake_s{"TROUPE_COMM_HANDSHAKE_S", 20};            // connect() waits this long; 0: no limit
+inline constexpr Knob knob_handshake_s{"TROUPE_COMM_HANDSHAKE_S", 20};         // connect()'s longest wait; 0: none
 inline constexpr std::array<Knob, 5> knobs{knob_spin_us, knob_chunk_bytes, knob_window, knob_mapped_blocks,
                                            knob_handshake_s};
 

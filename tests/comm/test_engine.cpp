@@ -401,7 +401,8 @@ TEST_CASE("a killed peer's replacement is connected afresh: the old endpoint fai
   CHECK(pass_byte(rank0, rank1, 4, 13) == 13);
 }
 
-TEST_CASE("a peer that does not take the handshake in time fails connect, naming it and the wait", "[engine][failure]") {
+TEST_CASE("a peer that does not take the handshake in time fails connect, naming it and the wait",
+          "[engine][failure]") {
   ScopedEnv short_wait("TROUPE_COMM_HANDSHAKE_S", "1");
   int to_test[2];
   REQUIRE(::pipe(to_test) == 0);
