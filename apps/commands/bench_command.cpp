@@ -141,10 +141,9 @@ struct Row {
 // the sgemm speed, where troupe's backend has already named the right core
 // (compute/cpu/openblas_setup.hpp). Unless the user chose a core, the PyTorch rounds get the core
 // troupe's OpenBLAS runs, so both sides multiply with the same kernels. A torch on MKL ignores it.
+// Once set, the variable makes later calls (one per thread count) do nothing.
 void give_torch_the_same_blas_kernels() {
-  static bool told = false;
-  if (told || std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
-  told = true;
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
   const std::string core = compute::cpu::openblas_core();
   setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
   std::printf("pytorch: runs with OPENBLAS_CORETYPE=%s, the OpenBLAS kernels troupe runs\n", core.c_str());
