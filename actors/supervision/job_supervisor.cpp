@@ -73,14 +73,17 @@ struct job_supervisor_state {
     std::map<int, double> ready_after;       // by rank: seconds from `started`
     recover_plan_msg plan;
     std::map<int, recover_done_msg> done;  // by rank
-    // A lost or silent node (its kind, else worker_exception): its process is started again, and
-    // the pid it had; the order every other node got, which the new process gets with its start;
-    // `replacement` once the new process joined.
+    // Lost or silent nodes (their kind, else worker_exception; several where one host became
+    // unreachable): each one's process is started again, by node index the pid it had and whether
+    // the new one joined; the order every other node got, which the new processes get with their
+    // start once every one of them joined.
+    struct replaced_process {
+      int old_pid = 0;
+      bool joined = false;
+    };
     FailureKind kind = FailureKind::worker_exception;
-    int replaced_node = -1;
-    int old_pid = 0;
+    std::map<int, replaced_process> replaced;
     recover_msg order;
-    std::optional<node_entry> replacement;
     // By rollback (recovery_path.hpp): chosen with the failure (no replica holds the failed rank's
     // state), or when the plan finds no rank holding the newest steps of some stage and shard; why.
     bool rollback = false;
@@ -236,9 +239,11 @@ void report_straggler(job_supervisor_state& st) {
       straggler->rank, where, 100 * straggler->waiting_share, 100 * straggler->others_waiting_share);
 }
 
-// Whether `node_index` is the node whose process an in-place recovery started again, not yet joined.
+// Whether `node_index` is a node whose process an in-place recovery started again, not yet joined.
 bool awaited_replacement(const job_supervisor_state& st, int node_index) {
-  return st.in_place && st.in_place->replaced_node == node_index && !st.in_place->replacement;
+  if (!st.in_place) return false;
+  const auto replaced = st.in_place->replaced.find(node_index);
+  return replaced != st.in_place->replaced.end() && !replaced->second.joined;
 }
 
 // "attempt A is stale, the job is at attempt B" where a process of attempt `attempt` is older than
@@ -335,7 +340,7 @@ void end_rescue(job_actor* self, const std::string& why_not) {
 
 caf::behavior running(job_actor* self);
 caf::behavior rescuing(job_actor* self);
-bool replace_in_place(job_actor* self, int node_index, FailureKind kind, const std::string& reason);
+bool replace_in_place(job_actor* self, const std::vector<int>& nodes, FailureKind kind, const std::string& reason);
 void join_replacement(job_actor* self, const join_msg& m);
 
 // Whether every rank has finished the job's last step, `gone` (nodes lost or silent) included:
@@ -448,28 +453,36 @@ void check_rescue_writers(job_actor* self, int node_index, const std::string& wh
       return end_rescue(self, "rank " + std::to_string(rank) + "'s node " + what);
 }
 
+// Every planned node with its process's data-plane addresses as joined now.
+start_msg current_start(const job_supervisor_state& st) {
+  start_msg start;
+  for (const PlannedNode& planned : st.plan.nodes) {
+    const join_msg& m = st.joined.at(planned.node_index);
+    start.nodes.push_back(
+        {planned.node_index, planned.first_rank, planned.slots, m.host, m.comm_addresses, m.device_group_ids});
+    start.world_size += planned.slots;
+  }
+  return start;
+}
+
+// A node's liveness as of `now`, before its first heartbeat: each slot's worker at step 0.
+node_liveness fresh_liveness(const PlannedNode& planned, Clock::time_point now) {
+  node_liveness live{now, {}};
+  for (int slot = 0; slot < planned.slots; ++slot) live.workers.push_back({planned.first_rank + slot, 0, 0, 0, {}, {}, 0});
+  return live;
+}
+
 // joining ─► running: every planned node joined.
 void start_job(job_actor* self) {
   auto& st = self->state;
   st.phase = JobPhase::running;
-  start_msg start;
-  int world = 0;
-  for (const auto& planned : st.plan.nodes) {
-    const join_msg& m = st.joined.at(planned.node_index);
-    start.nodes.push_back(
-        {planned.node_index, planned.first_rank, planned.slots, m.host, m.comm_addresses, m.device_group_ids});
-    world += planned.slots;
-  }
-  start.world_size = world;
-  monitor::logger("job")->info("all {} nodes joined; starting {} ranks", st.plan.nodes.size(), world);
+  const start_msg start = current_start(st);
+  monitor::logger("job")->info("all {} nodes joined; starting {} ranks", st.plan.nodes.size(), start.world_size);
   if (st.plan.on_start) st.plan.on_start();
   const auto now = Clock::now();
   for (auto& [index, m] : st.joined) {
     self->send(m.node, start_atom_v, start);
-    const PlannedNode& planned = st.plan.nodes.at(index);
-    node_liveness live{now, {}};
-    for (int slot = 0; slot < planned.slots; ++slot) live.workers.push_back({planned.first_rank + slot, 0, 0, 0, {}, {}, 0});
-    st.liveness[index] = std::move(live);
+    st.liveness[index] = fresh_liveness(st.plan.nodes.at(index), now);
   }
   self->delayed_send(self, watchdog_period(st.plan), watchdog_atom_v);
   self->become(running(self));
@@ -516,16 +529,14 @@ const join_msg* lost_node(job_supervisor_state& st, const caf::down_msg& down) {
 // joining); rescuing checks whether a writer was lost.
 void on_node_down(job_actor* self, const caf::down_msg& down) {
   auto& st = self->state;
-  // The old process of a node being started again in place: its end is the recovery's doing.
-  if (st.in_place && st.in_place->replaced_node >= 0 &&
-      st.joined.at(st.in_place->replaced_node).node.address() == down.source)
-    return;
+  // The old process of a node started again in place: its end is the recovery's doing.
+  if (st.replaced_processes.count(down.source)) return;
   const join_msg* m = lost_node(st, down);
   if (!m) return;
   if (st.phase == JobPhase::rescuing) return check_rescue_writers(self, m->node_index, "was lost");
   std::string reason = "lost " + describe(st, *m) + ": " + to_string(down.reason);
   if (!st.pending_failure.empty()) reason += "; " + st.pending_failure;
-  if (st.phase == JobPhase::running && replace_in_place(self, m->node_index, FailureKind::node_lost, reason)) return;
+  if (st.phase == JobPhase::running && replace_in_place(self, {m->node_index}, FailureKind::node_lost, reason)) return;
   fail_job(self, FailureKind::node_lost, std::move(reason), {m->node_index});
 }
 
@@ -538,7 +549,9 @@ void on_unreachable(job_actor* self, const std::string& address, double seconds)
   std::string names, last_known;
   const auto now = Clock::now();
   for (const auto& [index, m] : st.joined) {
-    if (m.address != address || st.done.count(index)) continue;
+    // Each of the host's node processes has its own connection, so the second one's time-out may
+    // come after the first one's recovery replaced them all.
+    if (m.address != address || st.done.count(index) || st.replaced_processes.count(m.node.address())) continue;
     nodes.push_back(index);
     names += (names.empty() ? "" : ", ") + describe(st, m);
     auto live = st.liveness.find(index);
@@ -553,10 +566,8 @@ void on_unreachable(job_actor* self, const std::string& address, double seconds)
                        " answered no TCP acknowledgement or keepalive for " + waited +
                        " (a cut link or a host gone, not a process that exited or hung); last known " +
                        (last_known.empty() ? std::string("nothing") : last_known);
-  // One node of that host goes to a spare in place; several would each need one at once, which one
-  // in-place recovery at a time cannot do.
-  if (nodes.size() == 1 && replace_in_place(self, nodes.front(), FailureKind::unreachable, reason)) return;
-  if (nodes.size() > 1) log_restart(st, std::to_string(nodes.size()) + " nodes unreachable at once on host " + address);
+  // Every node of that host goes to a spare line of its own, in one in-place recovery.
+  if (st.phase == JobPhase::running && replace_in_place(self, nodes, FailureKind::unreachable, reason)) return;
   fail_job(self, FailureKind::unreachable, std::move(reason), nodes);
 }
 
@@ -745,23 +756,34 @@ void on_worker_failed(job_actor* self, const worker_failed_msg& failed) {
   self->delayed_send(self, st.plan.recovery_timeout, recover_atom_v, st.recovery_epoch);
 }
 
-// running: node `node_index` was lost or went silent. In place where it applies (recovery_path.hpp)
-// and nothing else is failing: the launcher starts the node's process again (killing a silent one
-// first), every surviving worker gives up its step (recover_msg), and the new process joins as the
-// replacement (join_replacement). Returns false where the job restarts instead, that line logged.
-bool replace_in_place(job_actor* self, int node_index, FailureKind kind, const std::string& reason) {
+// "node 2" or "nodes 2 and 3" or "nodes 1, 2 and 3".
+std::string nodes_text(const std::vector<int>& nodes) {
+  std::string text = nodes.size() == 1 ? "node " : "nodes ";
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    text += (i == 0 ? "" : i + 1 == nodes.size() ? " and " : ", ") + std::to_string(nodes[i]);
+  return text;
+}
+
+// running: `nodes` were lost or went silent (several only where their one host became unreachable).
+// In place where it applies (recovery_path.hpp) and nothing else is failing: the launcher starts
+// each one's process again (killing a silent one first), every surviving worker gives up its step
+// (recover_msg), and the new processes join as the replacements (join_replacement). Returns false
+// where the job restarts instead, that line logged.
+bool replace_in_place(job_actor* self, const std::vector<int>& nodes, FailureKind kind, const std::string& reason) {
   auto& st = self->state;
-  if (end_if_completed(self, kind, reason, {node_index})) return true;
+  if (end_if_completed(self, kind, reason, nodes)) return true;
   const RecoveryChoice choice = choose_recovery(st.plan.recovery, kind);
-  TROUPE_CHECK(!choice.in_place || st.plan.replace_node, "recovery.replaces_nodes set without JobPlan::replace_node");
+  TROUPE_CHECK(!choice.in_place || st.plan.replace_nodes, "recovery.replaces_nodes set without JobPlan::replace_nodes");
+  const auto is_replaced = [&](int index) { return std::find(nodes.begin(), nodes.end(), index) != nodes.end(); };
   std::string why_not = choice.why_not;
   if (choice.in_place && st.paused)
     why_not = "the shell has the job paused: its workers wait at their step boundary, where a rescue order reaches them";
   else if (choice.in_place && st.in_place)
-    why_not = "node " + std::to_string(node_index) + " was " + (kind == FailureKind::hang ? "silent" : "lost") +
-              " during the in-place recovery of epoch " + std::to_string(st.in_place->epoch);
+    why_not = nodes_text(nodes) + (nodes.size() == 1 ? " was " : " were ") +
+              (kind == FailureKind::hang ? "silent" : "lost") + " during the in-place recovery of epoch " +
+              std::to_string(st.in_place->epoch);
   else if (choice.in_place && (!st.pending_failure.empty() || !st.done.empty() ||
-                               std::any_of(st.lost.begin(), st.lost.end(), [&](int i) { return i != node_index; })))
+                               std::any_of(st.lost.begin(), st.lost.end(), [&](int i) { return !is_replaced(i); })))
     why_not = "another node failed, was lost or finished at the same time";
   if (!why_not.empty()) {
     log_restart(st, why_not);
@@ -769,66 +791,79 @@ bool replace_in_place(job_actor* self, int node_index, FailureKind kind, const s
   }
   std::vector<FailureKind> in_place = st.recovered_kinds;
   in_place.push_back(kind);
-  const NodeReplacement where =
-      st.plan.replace_node(node_index, st.attempt + 1, in_place, st.joined.at(node_index).peak_flops);
+  std::vector<NodeToReplace> wanted;
+  for (int index : nodes) wanted.push_back({index, st.joined.at(index).peak_flops});
+  const NodeReplacements where = st.plan.replace_nodes(wanted, st.attempt + 1, in_place);
   if (!where.why_not.empty()) {
     log_restart(st, where.why_not);
     return false;
   }
-  // The new process is the node's next attempt: the old one, should it come back, is refused.
-  st.node_attempts[node_index] = ++st.attempt;
-  const join_msg& old = st.joined.at(node_index);
-  st.replaced_processes[old.node.address()] = old;
-  PlannedNode& planned = st.plan.nodes.at(node_index);
-  const std::string on = where.spare ? "on the spare host " + where.host + " (node " + std::to_string(node_index) +
-                                           "'s host " + planned.host + " is unreachable; the spare is now used)"
-                                     : "on its host " + where.host;
-  planned.host = where.host;
-  st.lost.erase(node_index);
-  st.liveness.erase(node_index);  // silent until its new process joins; the watchdog skips it
-  job_supervisor_state::in_place_recovery recovery{++st.recovery_epoch, Clock::now(),
-                                                   worker_failed_msg{node_index, planned.first_rank, reason}};
+  TROUPE_CHECK(where.nodes.size() == nodes.size(), "replace_nodes places every node it was given, or none");
+  // The new processes are their nodes' next attempt: the old ones, should they come back, are refused.
+  ++st.attempt;
+  job_supervisor_state::in_place_recovery recovery{
+      ++st.recovery_epoch, Clock::now(),
+      worker_failed_msg{nodes.front(), st.plan.nodes.at(nodes.front()).first_rank, reason}};
   recovery.kind = kind;
-  recovery.replaced_node = node_index;
-  recovery.old_pid = old.pid;
-  recovery.order = {recovery.epoch, {}, "node " + std::to_string(node_index) + " " + std::string(to_string(kind)),
+  recovery.order = {recovery.epoch, {}, nodes_text(nodes) + " " + std::string(to_string(kind)),
                     caf::actor_cast<caf::actor>(self)};
-  for (int rank = planned.first_rank; rank < planned.first_rank + planned.slots; ++rank)
-    recovery.order.failed_ranks.push_back(rank);
+  std::string placed;
+  for (const NodeReplacement& replacement : where.nodes) {
+    const int index = replacement.node_index;
+    st.node_attempts[index] = st.attempt;
+    const join_msg& old = st.joined.at(index);
+    st.replaced_processes[old.node.address()] = old;
+    recovery.replaced[index] = {old.pid, false};
+    PlannedNode& planned = st.plan.nodes.at(index);
+    placed += (placed.empty() ? "" : ", ") + ("node " + std::to_string(index) + "'s process again ") +
+              (replacement.spare ? "on the spare host " + replacement.host + " (node " + std::to_string(index) +
+                                       "'s host " + planned.host + " is unreachable; the spare is now used)"
+                                 : "on its host " + replacement.host);
+    planned.host = replacement.host;
+    st.lost.erase(index);
+    st.liveness.erase(index);  // silent until its new process joins; the watchdog skips it
+    for (int rank = planned.first_rank; rank < planned.first_rank + planned.slots; ++rank)
+      recovery.order.failed_ranks.push_back(rank);
+  }
   recovery.rollback = choice.rollback;
-  if (choice.rollback) recovery.why_rollback = no_replica_reason(st.plan.recovery, planned.first_rank);
+  if (choice.rollback) recovery.why_rollback = no_replica_reason(st.plan.recovery, recovery.failed.rank);
   st.in_place = std::move(recovery);
   monitor::logger("job")->warn(
-      "{}; recovery: in place (epoch {}): starting node {}'s process again {}{}, every other node keeps its process; {}",
-      reason, st.recovery_epoch, node_index, on, kind == FailureKind::hang ? " (the silent one killed first)" : "",
+      "{}; recovery: in place (epoch {}): starting {}{}, every other node keeps its process; {}", reason,
+      st.recovery_epoch, placed, kind == FailureKind::hang ? " (the silent one killed first)" : "",
       state_source(*st.in_place));
   for (const auto& [index, m] : st.joined)
-    if (index != node_index) self->send(m.node, recover_atom_v, st.in_place->order);
+    if (!is_replaced(index)) self->send(m.node, recover_atom_v, st.in_place->order);
   self->delayed_send(self, st.plan.recovery_timeout, recover_atom_v, st.recovery_epoch);
   return true;
 }
 
-// The process started again in place of a lost or silent node joined: it starts with every node's
-// data-plane address, its workers as the recovery's replacements.
+// A process started again in place of a lost or silent node joined. Once every replaced node's new
+// process joined, each starts with every node's data-plane address (the other new ones' included),
+// its workers as the recovery's replacements.
 void join_replacement(job_actor* self, const join_msg& m) {
   auto& st = self->state;
   auto& recovery = *st.in_place;
-  monitor::logger("job")->info("{} joined in place of pid {}", describe(m), recovery.old_pid);
+  auto& replaced = recovery.replaced.at(m.node_index);
+  monitor::logger("job")->info("{} joined in place of pid {}", describe(m), replaced.old_pid);
   self->monitor(m.node);
   st.joined[m.node_index] = m;
-  const PlannedNode& planned = st.plan.nodes.at(m.node_index);
-  node_liveness live{Clock::now(), {}};
-  for (int slot = 0; slot < planned.slots; ++slot) live.workers.push_back({planned.first_rank + slot, 0, 0, 0, {}, {}, 0});
-  st.liveness[m.node_index] = std::move(live);
-  start_msg start;
-  for (const PlannedNode& node : st.plan.nodes) {
-    const join_msg& joined = st.joined.at(node.node_index);
-    start.nodes.push_back(
-        {node.node_index, node.first_rank, node.slots, joined.host, joined.comm_addresses, joined.device_group_ids});
-    start.world_size += node.slots;
-  }
-  recovery.replacement = start.nodes.at(static_cast<std::size_t>(m.node_index));
-  self->send(m.node, start_atom_v, start, recovery.order);
+  replaced.joined = true;
+  st.liveness[m.node_index] = fresh_liveness(st.plan.nodes.at(m.node_index), Clock::now());
+  if (!std::all_of(recovery.replaced.begin(), recovery.replaced.end(), [](const auto& r) { return r.second.joined; }))
+    return;
+  const start_msg start = current_start(st);
+  for (const auto& [index, process] : recovery.replaced) self->send(st.joined.at(index).node, start_atom_v, start, recovery.order);
+}
+
+// The in-place recovery in progress cannot complete: the job fails as the failure it answered
+// would have failed it, blaming the nodes it replaced (or the failed worker's).
+void fail_in_place(job_actor* self, std::string reason) {
+  const auto& recovery = *self->state.in_place;
+  std::vector<int> nodes;
+  for (const auto& [index, process] : recovery.replaced) nodes.push_back(index);
+  if (nodes.empty()) nodes.push_back(recovery.failed.node_index);
+  fail_job(self, recovery.kind, std::move(reason), std::move(nodes));
 }
 
 // Every rank is ready: the plan (recovery_path.hpp's plan_recovery) pairs every rank holding fewer
@@ -848,13 +883,11 @@ void on_recover_ready(job_actor* self, const recover_ready_msg& ready) {
     checkpoint_steps[rank] = r.checkpoint_step;
     recovery.steps_held = std::max(recovery.steps_held, r.steps_done);
   }
-  // No plan: the failure is the node's, of the kind the recovery answered.
+  // No plan: the failure is the nodes', of the kind the recovery answered.
   auto restart = [&](const std::string& why) {
-    if (recovery.replaced_node < 0) return restart_instead(self, recovery.failed, why);
-    const worker_failed_msg failed = recovery.failed;
-    const FailureKind kind = recovery.kind;
+    if (recovery.replaced.empty()) return restart_instead(self, recovery.failed, why);
     log_restart(st, why);
-    fail_job(self, kind, failed.reason, {failed.node_index});
+    fail_in_place(self, recovery.failed.reason);
   };
   RecoveryPlan paired = recovery.rollback ? RecoveryPlan{} : plan_recovery(st.plan.recovery, steps_done);
   if (!paired.why_not.empty() && st.plan.recovery.checkpoints) {
@@ -868,7 +901,10 @@ void on_recover_ready(job_actor* self, const recover_ready_msg& ready) {
   if (!paired.why_not.empty()) return restart(paired.why_not);
   recover_plan_msg plan{recovery.epoch, paired.steps, std::move(paired.donors), std::move(paired.receivers), {},
                         paired.rollback};
-  if (recovery.replacement) plan.replaced.push_back(*recovery.replacement);
+  if (!recovery.replaced.empty()) {
+    const start_msg current = current_start(st);
+    for (const auto& [index, process] : recovery.replaced) plan.replaced.push_back(current.nodes.at(index));
+  }
   std::string readiness;
   for (const auto& [rank, seconds] : recovery.ready_after)
     readiness += fmt::format("{}rank {} {:.2f} s", readiness.empty() ? "" : ", ", rank, seconds);
@@ -897,10 +933,8 @@ void on_recover_done(job_actor* self, const recover_done_msg& done) {
   if (!st.in_place || done.epoch != st.in_place->epoch) return;
   auto& recovery = *st.in_place;
   if (!done.error.empty()) {
-    const worker_failed_msg failed = recovery.failed;
-    const FailureKind kind = recovery.kind;
     log_restart(st, "rank " + std::to_string(done.rank) + " could not take part in the in-place recovery: " + done.error);
-    return fail_job(self, kind, failed.reason + "; in-place recovery failed: " + done.error, {failed.node_index});
+    return fail_in_place(self, recovery.failed.reason + "; in-place recovery failed: " + done.error);
   }
   recovery.done[done.rank] = done;
   if (static_cast<int>(recovery.done.size()) < world_size(st.plan)) return;
@@ -920,21 +954,23 @@ void on_recover_done(job_actor* self, const recover_done_msg& done) {
     if (rank == recovery.failed.rank) donor = recovery.plan.donors[i];
     donors += (donors.empty() ? "" : ", ") + std::to_string(recovery.plan.donors[i]);
   }
-  const join_msg& node = st.joined.at(recovery.failed.node_index);
   const double seconds = std::chrono::duration<double>(Clock::now() - recovery.started).count();
   st.recoveries.push_back({"in_place", recovery.epoch, recovery.failed.rank, donor, recovery.plan.steps, bytes, seconds,
-                           recovery.replaced_node >= 0});
+                           !recovery.replaced.empty()});
   st.recovered_kinds.push_back(recovery.kind);
   const std::string source = recovery.plan.rollback ? "checkpoint" : "replica";
   for (const auto& [index, m] : st.joined)
     self->send(m.node, recover_atom_v, st.recoveries.back().path, source, std::string(to_string(recovery.kind)));
-  const std::string respawned =
-      recovery.replaced_node < 0
-          ? "rank " + std::to_string(recovery.failed.rank) + " respawned in node " +
-                std::to_string(recovery.failed.node_index) + "'s process (pid " + std::to_string(node.pid) + ", kept)"
-          : "node " + std::to_string(recovery.replaced_node) + "'s process started again on " +
-                st.plan.nodes.at(recovery.replaced_node).host + " (pid " + std::to_string(node.pid) + ", was " +
-                std::to_string(recovery.old_pid) + "; every other node kept its process)";
+  std::string respawned;
+  if (recovery.replaced.empty())
+    respawned = "rank " + std::to_string(recovery.failed.rank) + " respawned in node " +
+                std::to_string(recovery.failed.node_index) + "'s process (pid " +
+                std::to_string(st.joined.at(recovery.failed.node_index).pid) + ", kept)";
+  for (const auto& [index, process] : recovery.replaced)
+    respawned += (respawned.empty() ? "" : "), ") + ("node " + std::to_string(index) + "'s process started again on ") +
+                 st.plan.nodes.at(index).host + " (pid " + std::to_string(st.joined.at(index).pid) + ", was " +
+                 std::to_string(process.old_pid);
+  if (!recovery.replaced.empty()) respawned += "; every other node kept its process)";
   if (recovery.plan.rollback)
     monitor::logger("job")->warn(
         "recovery: in place done in {:.3f} s (epoch {}): {}; every rank rolled back to checkpoint step {} ({} bytes of "
@@ -954,11 +990,9 @@ void on_recover_done(job_actor* self, const recover_done_msg& done) {
 void on_recover_timeout(job_actor* self, int epoch) {
   auto& st = self->state;
   if (!st.in_place || st.in_place->epoch != epoch) return;
-  const worker_failed_msg failed = st.in_place->failed;
-  const FailureKind kind = st.in_place->kind;
   log_restart(st, "the in-place recovery of epoch " + std::to_string(epoch) + " did not complete within " +
                       seconds_text(st.plan.recovery_timeout));
-  fail_job(self, kind, failed.reason, {failed.node_index});
+  fail_in_place(self, st.in_place->failed.reason);
 }
 
 // A process started again in place of a lost or silent node exited: before it joined, the
@@ -969,11 +1003,10 @@ void on_recover_timeout(job_actor* self, int epoch) {
 // is expected.
 void on_replacement_exit(job_actor* self, int node_index, int pid, const std::string& exit) {
   auto& st = self->state;
-  if (!awaited_replacement(st, node_index) || pid == st.in_place->old_pid) return;
-  const worker_failed_msg failed = st.in_place->failed;
-  const FailureKind kind = st.in_place->kind;
+  if (!awaited_replacement(st, node_index) || pid == st.in_place->replaced.at(node_index).old_pid) return;
   log_restart(st, "node " + std::to_string(node_index) + "'s new process " + exit + " before it joined");
-  fail_job(self, kind, failed.reason + "; its new process " + exit + " before it joined", {node_index});
+  fail_in_place(self, st.in_place->failed.reason + "; node " + std::to_string(node_index) + "'s new process " + exit +
+                          " before it joined");
 }
 
 caf::behavior joining(job_actor* self) {
@@ -1015,7 +1048,7 @@ caf::behavior running(job_actor* self) {
         int silent_node = -1;
         if (std::string verdict = watchdog_verdict(st, Clock::now(), silent_node); !verdict.empty()) {
           if (silent_node < 0) return fail_job(self, FailureKind::stall, verdict, {});
-          if (!replace_in_place(self, silent_node, FailureKind::hang, verdict))
+          if (!replace_in_place(self, {silent_node}, FailureKind::hang, verdict))
             return fail_job(self, FailureKind::hang, verdict, {silent_node});
         }
         report_straggler(st);

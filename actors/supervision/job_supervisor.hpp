@@ -32,10 +32,11 @@
 //     to every node (the failed worker respawned in its process, the others give up their step);
 //     every rank's recover_ready_msg ─► recover_plan_msg to each (per stage and shard a donor);
 //     every rank's recover_done_msg ─► "recovery: in place done ...", running on. A node lost or
-//     silent (recovery_path.hpp: the launcher started it here) ─► plan.replace_node (a new
-//     process for it; a silent one killed) and recover_msg to every other node; the new process's
-//     join is accepted as the replacement: start_msg with recover_msg to it (its workers join as
-//     replacements), and recover_plan_msg names its new addresses. Where in place
+//     silent, or every node of a host that became unreachable (recovery_path.hpp: the launcher
+//     started them) ─► plan.replace_nodes (a new process for each; a silent one killed) and
+//     recover_msg to every other node; each new process's join is accepted as a replacement, and
+//     once all joined, start_msg with recover_msg to each (their workers join as replacements);
+//     recover_plan_msg names their new addresses. Where in place
 //     does not apply, a failure during it, or its timeout ─► "recovery: restarting every node:
 //     <why>" and the failure goes the way above (the node's failure, then rescuing or ended).
 //   running, rescuing: a node lost or silent once every rank finished the last step ─► ended (0)
@@ -84,11 +85,24 @@ struct PlannedNode {
   int first_rank = 0;
 };
 
-// Where JobPlan::replace_node starts a node's new process: `host` ("" where it cannot, and
-// `why_not` says why) and whether that is a spare line of the host file.
+// A node JobPlan::replace_nodes is to start again, and the MFU basis its lost process measured
+// (join_msg::peak_flops, 0: none), for the new one to take.
+struct NodeToReplace {
+  int node_index = -1;
+  std::int64_t peak_flops = 0;
+};
+
+// Where JobPlan::replace_nodes starts one node's new process, and whether that is a spare line of
+// the host file.
 struct NodeReplacement {
+  int node_index = -1;
   std::string host;
   bool spare = false;
+};
+
+// Every node's, in the order asked; or none started, and `why_not` says why.
+struct NodeReplacements {
+  std::vector<NodeReplacement> nodes;
   std::string why_not;
 };
 
@@ -116,19 +130,18 @@ struct JobPlan {
   RecoveryShape recovery;
   std::chrono::milliseconds recovery_timeout{60000};
   std::function<void()> on_start;  // called once when every node has joined and the job starts
-  // Starts node `node_index`'s process again (SIGKILL to the old one first, if it is still there),
-  // for an in-place recovery of a lost or silent node, or on a spare host of the host file for an
-  // unreachable one (its old process left where it is); called on the supervisor's thread. Empty
-  // where nothing can (the nodes started elsewhere): such a failure restarts every node.
-  // `in_place` lists the failure kind of every in-place recovery of this attempt, this one
-  // (node_lost, hang or unreachable) last: the new process starts its counts there. A new process
-  // that exits before it joins is reported to the supervisor as (recover_atom, node_index, how it
-  // exited). Returns where it starts the process, or why it cannot (no spare host left).
-  // `attempt` is the new process's (TROUPE_ATTEMPT), the job's next; `peak_flops` the MFU basis the
-  // lost process measured (join_msg::peak_flops, 0: none), for the new one to take.
-  std::function<NodeReplacement(int node_index, int attempt, const std::vector<FailureKind>& in_place,
-                                std::int64_t peak_flops)>
-      replace_node;
+  // Starts each given node's process again (SIGKILL to the old one first, if it is still there),
+  // for an in-place recovery of a lost or silent node, or on a spare host of the host file for
+  // unreachable ones, a spare line each (their old processes left where they are); called on the
+  // supervisor's thread. All or none: where one cannot be placed (no spare line left for it),
+  // nothing starts. Empty where nothing can (the nodes started elsewhere): such a failure restarts
+  // every node. `in_place` lists the failure kind of every in-place recovery of this attempt, this
+  // one (node_lost, hang or unreachable) last: the new processes start their counts there. A new
+  // process that exits before it joins is reported to the supervisor as (recover_atom, node_index,
+  // how it exited). `attempt` is the new processes' (TROUPE_ATTEMPT), the job's next.
+  std::function<NodeReplacements(const std::vector<NodeToReplace>& nodes, int attempt,
+                                 const std::vector<FailureKind>& in_place)>
+      replace_nodes;
   // The job's attempt when this supervisor starts (every node's TROUPE_ATTEMPT): a restart of the
   // job and an in-place replacement of a node each begin a new one. A join or message from a
   // process of an older attempt than its node's is refused (docs/protocols/control-plane.md).

@@ -78,14 +78,27 @@ struct SpareHosts {
   std::vector<std::pair<int, launch::HostEntry>> taken;
 };
 
-// Takes the first free spare with `slots` or more for node `node_index`; nullptr when none is left.
-const launch::HostEntry* take_spare(SpareHosts& spares, int node_index, int slots) {
-  const auto fits = std::find_if(spares.free.begin(), spares.free.end(),
-                                 [slots](const launch::HostEntry& spare) { return spare.slots >= slots; });
-  if (fits == spares.free.end()) return nullptr;
-  spares.taken.emplace_back(node_index, *fits);
-  spares.free.erase(fits);
-  return &spares.taken.back().second;
+// For each of `nodes` in turn, the first free spare with as many slots as it has or more: the
+// spares' hosts, in that order, taken; or none taken and why, naming the first node left without.
+Expected<std::vector<std::string>> take_spares(SpareHosts& spares, const std::vector<int>& nodes,
+                                               const launch::RankPlan& plan) {
+  SpareHosts after = spares;
+  std::vector<std::string> hosts;
+  for (int index : nodes) {
+    const launch::NodePlan& node = plan.nodes.at(static_cast<std::size_t>(index));
+    const auto fits = std::find_if(after.free.begin(), after.free.end(),
+                                   [&](const launch::HostEntry& spare) { return spare.slots >= node.slots; });
+    if (fits == after.free.end())
+      return Error{"node " + std::to_string(index) + "'s host " + node.host +
+                   " is unreachable and the host file has no spare line left with " + std::to_string(node.slots) +
+                   " slot(s)" +
+                   (nodes.size() > 1 ? " (" + std::to_string(nodes.size()) + " nodes of that host need one each)" : "")};
+    hosts.push_back(fits->host);
+    after.taken.emplace_back(index, *fits);
+    after.free.erase(fits);
+  }
+  spares = std::move(after);
+  return hosts;
 }
 
 // The machines the plan's nodes run on: its distinct hosts, every alias of this one counted once.
@@ -141,41 +154,45 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, laun
   // The new process starts its counters with this attempt's in-place recoveries, its own included
   // (TROUPE_RESTARTS). An unreachable node's goes to a spare line, its own host being out of reach.
   if (job_plan.recovery.replaces_nodes)
-    job_plan.replace_node = [&launcher, &spares, &plan, &attempt, counts](
-                                int node_index, int new_attempt, const std::vector<actors::FailureKind>& in_place,
-                                std::int64_t peak_flops) {
+    job_plan.replace_nodes = [&launcher, &spares, &plan, &attempt, counts](
+                                 const std::vector<actors::NodeToReplace>& nodes, int new_attempt,
+                                 const std::vector<actors::FailureKind>& in_place) {
       actors::RecoveryCounts seen = counts;
       for (actors::FailureKind kind : in_place) {
         ++seen.failures[kind];
         ++seen.recoveries[actors::RecoverySource::in_place];
       }
-      launch::Environment env{{actors::recovery_counts_variable, seen.to_text()},
-                              {actors::env::attempt.name, std::to_string(new_attempt)}};
-      // The lost process's MFU basis: the new one joins without measuring it again (a spare line
-      // is the same kind of machine).
-      if (peak_flops > 0) env.emplace_back(actors::env::peak_flops.name, std::to_string(peak_flops));
-      launch::NodePlan& node = plan.nodes.at(static_cast<std::size_t>(node_index));
       const bool to_spare = in_place.back() == actors::FailureKind::unreachable;
+      std::vector<std::string> spare_hosts;
       if (to_spare) {
-        const launch::HostEntry* spare = take_spare(spares, node_index, node.slots);
-        if (!spare)
-          return actors::NodeReplacement{{},
-                                         false,
-                                         "node " + std::to_string(node_index) + "'s host " + node.host +
-                                             " is unreachable and the host file has no spare line left with " +
-                                             std::to_string(node.slots) + " slot(s)"};
-        // Alone on its machine, as a spare is meant to be.
-        node.host = spare->host;
-        node.local = launch::is_local_host(spare->host, launch::this_host_name());
-        env.emplace_back(actors::env::local_rank.name, "0");
-        env.emplace_back(actors::env::local_world_size.name, std::to_string(node.slots));
+        std::vector<int> indices;
+        for (const actors::NodeToReplace& node : nodes) indices.push_back(node.node_index);
+        Expected<std::vector<std::string>> taken = take_spares(spares, indices, plan);
+        if (!taken) return actors::NodeReplacements{{}, taken.error().message};
+        spare_hosts = std::move(*taken);
       }
       attempt = new_attempt;
-      if (to_spare)
-        launcher->move_node(node_index, node.host, node.local, std::move(env));
-      else
-        launcher->replace_node(node_index, std::move(env));
-      return actors::NodeReplacement{node.host, to_spare, {}};
+      actors::NodeReplacements placed;
+      for (std::size_t i = 0; i < nodes.size(); ++i) {
+        launch::Environment env{{actors::recovery_counts_variable, seen.to_text()},
+                                {actors::env::attempt.name, std::to_string(new_attempt)}};
+        // The lost process's MFU basis: the new one joins without measuring it again (a spare line
+        // is the same kind of machine).
+        if (nodes[i].peak_flops > 0) env.emplace_back(actors::env::peak_flops.name, std::to_string(nodes[i].peak_flops));
+        launch::NodePlan& node = plan.nodes.at(static_cast<std::size_t>(nodes[i].node_index));
+        if (to_spare) {
+          // Alone on its machine, as a spare is meant to be.
+          node.host = spare_hosts[i];
+          node.local = launch::is_local_host(node.host, launch::this_host_name());
+          env.emplace_back(actors::env::local_rank.name, "0");
+          env.emplace_back(actors::env::local_world_size.name, std::to_string(node.slots));
+          launcher->move_node(nodes[i].node_index, node.host, node.local, std::move(env));
+        } else {
+          launcher->replace_node(nodes[i].node_index, std::move(env));
+        }
+        placed.nodes.push_back({nodes[i].node_index, node.host, to_spare});
+      }
+      return placed;
     };
   const bool replaces = actors::choose_recovery(job_plan.recovery, actors::FailureKind::node_lost).in_place;
   // Once the job runs, a node's exit may be answered by a rescue or by starting that node again in

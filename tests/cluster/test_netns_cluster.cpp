@@ -346,6 +346,91 @@ TEST_CASE(
           : "never reached the job");
 }
 
+TEST_CASE(
+    "every node of a host cut off at once is started again on a spare line of its own in one in-place recovery, "
+    "bitwise; with too few spare lines none is, and the job shrinks without that host",
+    "[cluster]") {
+  Cluster cluster(4);
+  TempDir dir;
+  const long steps = 16;
+  const std::string nodes = "h0 slots=1\nh1 slots=1\nh1 slots=1\n";
+  const auto job = [&](const std::string& spares, const fs::path& folder) {
+    return with(saving(Cluster::launch(dir, nodes + spares), steps, folder),
+                {"--fault.heartbeat_timeout", "4", "--fault.elastic", "true"});
+  };
+  const fs::path undisturbed = dir.path() / "undisturbed";
+  const auto calm = run_troupe(dir, job("", undisturbed), std::chrono::seconds(120));
+  INFO(calm.out << calm.err);
+  REQUIRE(calm.exit_code == 0);
+
+  // A spare line each: nodes 1 and 2 go to h2 and h3 together, node 0 keeps its process.
+  {
+    const fs::path folder = dir.path() / "two-spares";
+    const auto run = running_past_step(dir, job("h2 slots=1 spare\nh3 slots=1 spare\n", folder), "two-spares.log", 5);
+    auto& watched = *run;
+    const std::string before = all_lines(watched);
+    const int survivor = joined_pid(before, 0), first = joined_pid(before, 1), second = joined_pid(before, 2);
+    REQUIRE(cluster_command({"link", "h1", "down"}).exit_code == 0);
+    const auto cut_at = troupe::apps::WatchedRun::Clock::now();
+    const auto detected = watched.wait_for_line(std::regex("unreachable: its host"), std::chrono::seconds(30));
+    const auto recovered = watched.wait_for_line(std::regex("recovery: in place done"), std::chrono::seconds(60));
+    const auto exit_code = watched.wait_exit(std::chrono::seconds(120));
+    if (!exit_code) watched.kill_all();
+    cluster_command({"link", "h1", "up"});
+    const std::string output = all_lines(watched);
+    INFO(output);
+    REQUIRE(detected);
+    REQUIRE(recovered);
+    REQUIRE(exit_code == 0);
+    CHECK_THAT(output, Contains("node 1 (h1, pid " + std::to_string(first) + "), node 2 (h1, pid " +
+                                std::to_string(second) + ") unreachable: its host"));
+    CHECK_THAT(output, Contains("starting node 1's process again on the spare host h2 (node 1's host h1 is "
+                                "unreachable; the spare is now used), node 2's process again on the spare host h3 "
+                                "(node 2's host h1 is unreachable; the spare is now used), every other node keeps "
+                                "its process"));
+    CHECK_THAT(output, Contains("joined in place of pid " + std::to_string(first)) &&
+                           Contains("joined in place of pid " + std::to_string(second)));
+    CHECK_THAT(output, Contains("node 1's process started again on h2 (pid ") &&
+                           Contains("node 2's process started again on h3 (pid "));
+    CHECK(occurrences(output, "recovery: in place done") == 1);
+    CHECK(occurrences(output, "node 0 (h0, pid " + std::to_string(survivor) + ") joined") == 1);
+    CHECK(occurrences(output, ") joined") == 5);  // node 0 once, nodes 1 and 2 twice each
+    CHECK_THAT(output, !Contains("restarting every node"));
+    CHECK(resumed_after(output) >= 5);
+    CHECK_THAT(output, Contains("job finished: all 3 nodes done"));
+    check_same_state(undisturbed, folder, steps);
+    CHECK(processes_on("h1").empty());
+    CHECK(processes_on("h2").empty());
+    CHECK(processes_on("h3").empty());
+    std::printf(
+        "h1 (nodes 1 and 2) cut after step 5: named unreachable after %.2f s, both in place on the spares h2 and "
+        "h3 after %.2f s (fault.heartbeat_timeout 4 s); node 0 kept pid %d; weights bitwise those of an "
+        "undisturbed run\n",
+        seconds_between(cut_at, detected->at), seconds_between(cut_at, recovered->at), survivor);
+  }
+
+  // One spare line for two nodes: neither starts on it, every node restarts and the job goes on
+  // without h1.
+  {
+    const fs::path folder = dir.path() / "one-spare";
+    const auto run = running_past_step(dir, job("h2 slots=1 spare\n", folder), "one-spare.log", 5);
+    auto& watched = *run;
+    REQUIRE(cluster_command({"link", "h1", "down"}).exit_code == 0);
+    const auto exit_code = watched.wait_exit(std::chrono::seconds(120));
+    if (!exit_code) watched.kill_all();
+    cluster_command({"link", "h1", "up"});
+    const std::string output = all_lines(watched);
+    INFO(output);
+    REQUIRE(exit_code == 0);
+    CHECK_THAT(output, Contains("recovery: restarting every node: node 2's host h1 is unreachable and the host file "
+                                "has no spare line left with 1 slot(s) (2 nodes of that host need one each)"));
+    CHECK_THAT(output, !Contains("[node 1 h2]") && !Contains("recovery: in place"));
+    CHECK_THAT(output, Contains("job finished: all 1 nodes done"));
+    CHECK(processes_on("h1").empty());
+    CHECK(processes_on("h2").empty());
+  }
+}
+
 TEST_CASE("on a 100 Mbit/s link training goes on and the nodes' metrics put the time in the all-reduce", "[cluster]") {
   Cluster cluster(2, {"--rate", "100mbit"});
   TempDir dir;

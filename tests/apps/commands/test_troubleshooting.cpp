@@ -184,7 +184,7 @@ const std::vector<MessageFile>& message_files() {
       {"apps/commands/shell/shell_command.cpp", {}, {}, {"trace_write_failure"}},
       {"apps/launch/exit_status.cpp", {}, {}, {"describe"}},
       {"actors/supervision/job_supervisor.cpp",
-       {{"fail_job", 2}, {"failure_outcome", 2}, {"end_rescue", 1}, {"check_rescue_writers", 2}},
+       {{"fail_job", 2}, {"fail_in_place", 1}, {"failure_outcome", 2}, {"end_rescue", 1}, {"check_rescue_writers", 2}},
        {"reason", "pending_failure", "verdict"},
        {"watchdog_verdict", "join_refusal"}},
       {"actors/supervision/restart_policy.cpp", {{"warn", 0}, {"error", 0}}, {"reason"}, {}},
