@@ -502,7 +502,11 @@ int main(int argc, char** argv) {
                    "node-lost or chaos")
       ->required();
   drill_command->add_option("--at-step", drill_options.at_step, "the fault comes after this step")->capture_default_str();
-  drill_command->add_option("--target", drill_options.target, "node (kill-node, hang, slow-node) or rank (kill-worker) to fail")
+  drill_command
+      ->add_option("--target", drill_options.targets,
+                   "node (kill-node, hang, slow-node) or rank (kill-worker) to fail; kill-node and hang take a list "
+                   "(1,2) of nodes failing at once")
+      ->delimiter(',')
       ->capture_default_str();
   drill_command->add_option("--kill-every", drill_options.kill_every, "chaos: a node is killed in every Nth step")
       ->capture_default_str();

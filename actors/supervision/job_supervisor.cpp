@@ -84,6 +84,8 @@ struct job_supervisor_state {
     FailureKind kind = FailureKind::worker_exception;
     std::map<int, replaced_process> replaced;
     recover_msg order;
+    bool replacements_started = false;  // the new processes got their start: they know each other's address
+    bool planned = false;  // `plan` was sent: ranks may be moving state
     // By rollback (recovery_path.hpp): chosen with the failure (no replica holds the failed rank's
     // state), or when the plan finds no rank holding the newest steps of some stage and shard; why.
     bool rollback = false;
@@ -177,16 +179,30 @@ std::string describe_activity(const job_supervisor_state& st, int node_index, co
   std::string role = grid_role(st, beat.rank);
   std::string text = "rank " + std::to_string(beat.rank) + " (" + describe(m) + (role.empty() ? "" : "; " + role) +
                      ", heard from " + seconds_text(now - live.last_heartbeat) + " ago)";
-  text += beat.activity.empty() ? " before its first step" : " in " + beat.activity;
+  // A beat between two units of work names none: the steps done say where the rank was.
+  text += !beat.activity.empty() ? " in " + beat.activity
+          : beat.steps_done > 0  ? " between steps, " + std::to_string(beat.steps_done) + " done"
+                                 : " before its first step";
   if (beat.waiting_for.empty()) return text + ", not waiting for any message";
   char since[32];
   std::snprintf(since, sizeof since, "%.1f", beat.waiting_seconds);
   return text + ", waiting " + since + " s for " + beat.waiting_for;
 }
 
+// Why node `index`, last heard from at `live.last_heartbeat`, counts as silent at `now`.
+std::string silence(const job_supervisor_state& st, int index, const node_liveness& live, Clock::time_point now) {
+  std::string last_known;
+  for (const worker_beat& beat : live.workers)
+    last_known += (last_known.empty() ? "" : "; ") + describe_activity(st, index, beat, now);
+  // Silence alone cannot tell a cut link from a stopped or hung process: say only what is known.
+  return describe(st, st.joined.at(index)) + " sent no heartbeat for " + seconds_text(now - live.last_heartbeat) +
+         " (limit " + seconds_text(st.plan.heartbeat_timeout) +
+         "), reason unknown (unreachable, stopped or hung); last known " + last_known;
+}
+
 // Why the job must stop now, or "" while every running node beats and its workers progress;
-// `silent_node` receives the node that stopped beating, when that is why.
-std::string watchdog_verdict(const job_supervisor_state& st, Clock::time_point now, int& silent_node) {
+// `silent_nodes` receives the nodes that stopped beating, when that is why.
+std::string watchdog_verdict(const job_supervisor_state& st, Clock::time_point now, std::vector<int>& silent_nodes) {
   struct running_worker {
     int node_index;
     const worker_beat* beat;
@@ -194,17 +210,13 @@ std::string watchdog_verdict(const job_supervisor_state& st, Clock::time_point n
   std::vector<running_worker> running;
   bool stalled = false;
   Clock::duration longest{0};
+  std::string silent;  // every silent node's, so that nodes stopped together are answered together
   for (const auto& [index, live] : st.liveness) {
     if (st.done.count(index)) continue;
     if (now - live.last_heartbeat > st.plan.heartbeat_timeout) {
-      silent_node = index;
-      std::string last_known;
-      for (const worker_beat& beat : live.workers)
-        last_known += (last_known.empty() ? "" : "; ") + describe_activity(st, index, beat, now);
-      // Silence alone cannot tell a cut link from a stopped or hung process: say only what is known.
-      return describe(st, st.joined.at(index)) + " sent no heartbeat for " + seconds_text(now - live.last_heartbeat) +
-             " (limit " + seconds_text(st.plan.heartbeat_timeout) +
-             "), reason unknown (unreachable, stopped or hung); last known " + last_known;
+      silent_nodes.push_back(index);
+      silent += (silent.empty() ? "" : "; ") + silence(st, index, live, now);
+      continue;
     }
     for (const worker_beat& beat : live.workers) {
       running.push_back({index, &beat});
@@ -213,6 +225,7 @@ std::string watchdog_verdict(const job_supervisor_state& st, Clock::time_point n
       if (st.plan.step_timeout.count() > 0 && worker_idle > st.plan.step_timeout) stalled = true;
     }
   }
+  if (!silent_nodes.empty()) return silent;
   if (!stalled || st.paused || st.in_place) return {};
   // One stuck rank stalls the others in their next collective, so every running rank is
   // listed. Ranks waiting for a message are victims; one that is not is the likely culprit.
@@ -756,6 +769,11 @@ void on_worker_failed(job_actor* self, const worker_failed_msg& failed) {
   self->delayed_send(self, st.plan.recovery_timeout, recover_atom_v, st.recovery_epoch);
 }
 
+// What the launcher does first to silent `nodes`, for the log.
+const char* silent_killed(const std::vector<int>& nodes) {
+  return nodes.size() == 1 ? " (the silent one killed first)" : " (the silent ones killed first)";
+}
+
 // "node 2" or "nodes 2 and 3" or "nodes 1, 2 and 3".
 std::string nodes_text(const std::vector<int>& nodes) {
   std::string text = nodes.size() == 1 ? "node " : "nodes ";
@@ -764,49 +782,23 @@ std::string nodes_text(const std::vector<int>& nodes) {
   return text;
 }
 
-// running: `nodes` were lost or went silent (several only where their one host became unreachable).
-// In place where it applies (recovery_path.hpp) and nothing else is failing: the launcher starts
-// each one's process again (killing a silent one first), every surviving worker gives up its step
-// (recover_msg), and the new processes join as the replacements (join_replacement). Returns false
-// where the job restarts instead, that line logged.
-bool replace_in_place(job_actor* self, const std::vector<int>& nodes, FailureKind kind, const std::string& reason) {
-  auto& st = self->state;
-  if (end_if_completed(self, kind, reason, nodes)) return true;
-  const RecoveryChoice choice = choose_recovery(st.plan.recovery, kind);
-  TROUPE_CHECK(!choice.in_place || st.plan.replace_nodes, "recovery.replaces_nodes set without JobPlan::replace_nodes");
-  const auto is_replaced = [&](int index) { return std::find(nodes.begin(), nodes.end(), index) != nodes.end(); };
-  std::string why_not = choice.why_not;
-  if (choice.in_place && st.paused)
-    why_not = "the shell has the job paused: its workers wait at their step boundary, where a rescue order reaches them";
-  else if (choice.in_place && st.in_place)
-    why_not = nodes_text(nodes) + (nodes.size() == 1 ? " was " : " were ") +
-              (kind == FailureKind::hang ? "silent" : "lost") + " during the in-place recovery of epoch " +
-              std::to_string(st.in_place->epoch);
-  else if (choice.in_place && (!st.pending_failure.empty() || !st.done.empty() ||
-                               std::any_of(st.lost.begin(), st.lost.end(), [&](int i) { return !is_replaced(i); })))
-    why_not = "another node failed, was lost or finished at the same time";
-  if (!why_not.empty()) {
-    log_restart(st, why_not);
-    return false;
-  }
+// Starts the processes of `nodes` again for `recovery` (JobPlan::replace_nodes): each becomes the
+// job's next attempt, its ranks replacements in the recovery's order. Returns where each went, for
+// the log ("node 1's process again on its host h1, ..."), or "" with `why_not` set where none could.
+std::string start_again(job_supervisor_state& st, job_supervisor_state::in_place_recovery& recovery,
+                        const std::vector<int>& nodes, FailureKind kind, std::string& why_not) {
   std::vector<FailureKind> in_place = st.recovered_kinds;
   in_place.push_back(kind);
   std::vector<NodeToReplace> wanted;
   for (int index : nodes) wanted.push_back({index, st.joined.at(index).peak_flops});
   const NodeReplacements where = st.plan.replace_nodes(wanted, st.attempt + 1, in_place);
   if (!where.why_not.empty()) {
-    log_restart(st, where.why_not);
-    return false;
+    why_not = where.why_not;
+    return {};
   }
   TROUPE_CHECK(where.nodes.size() == nodes.size(), "replace_nodes places every node it was given, or none");
   // The new processes are their nodes' next attempt: the old ones, should they come back, are refused.
   ++st.attempt;
-  job_supervisor_state::in_place_recovery recovery{
-      ++st.recovery_epoch, Clock::now(),
-      worker_failed_msg{nodes.front(), st.plan.nodes.at(nodes.front()).first_rank, reason}};
-  recovery.kind = kind;
-  recovery.order = {recovery.epoch, {}, nodes_text(nodes) + " " + std::string(to_string(kind)),
-                    caf::actor_cast<caf::actor>(self)};
   std::string placed;
   for (const NodeReplacement& replacement : where.nodes) {
     const int index = replacement.node_index;
@@ -822,15 +814,85 @@ bool replace_in_place(job_actor* self, const std::vector<int>& nodes, FailureKin
     planned.host = replacement.host;
     st.lost.erase(index);
     st.liveness.erase(index);  // silent until its new process joins; the watchdog skips it
-    for (int rank = planned.first_rank; rank < planned.first_rank + planned.slots; ++rank)
-      recovery.order.failed_ranks.push_back(rank);
+    for (int rank = planned.first_rank; rank < planned.first_rank + planned.slots; ++rank) {
+      if (std::find(recovery.order.failed_ranks.begin(), recovery.order.failed_ranks.end(), rank) ==
+          recovery.order.failed_ranks.end())
+        recovery.order.failed_ranks.push_back(rank);
+      // What its old process said in this recovery no longer holds.
+      recovery.ready.erase(rank);
+      recovery.ready_after.erase(rank);
+      recovery.done.erase(rank);
+    }
   }
+  return placed;
+}
+
+// running, during an in-place recovery that has not made its plan yet: `nodes` were lost or went
+// silent too. Their processes are started again within the same recovery, and the plan waits for
+// their new processes as it waits for the first ones. Returns false where it cannot (the plan is
+// made: ranks may already be moving state; or no place for them), the restart's reason logged.
+bool widen_in_place(job_actor* self, const std::vector<int>& nodes, FailureKind kind, const std::string& reason) {
+  auto& st = self->state;
+  auto& recovery = *st.in_place;
+  const std::string what = nodes_text(nodes) + (nodes.size() == 1 ? " was " : " were ") +
+                           (kind == FailureKind::hang ? "silent" : "lost") + " during the in-place recovery of epoch " +
+                           std::to_string(recovery.epoch);
+  if (recovery.planned || recovery.replacements_started) {
+    log_restart(st, what + (recovery.planned ? ", after its plan was made" : ", after its new processes started"));
+    return false;
+  }
+  std::string why_not;
+  const std::string placed = start_again(st, recovery, nodes, kind, why_not);
+  if (placed.empty()) {
+    log_restart(st, what + "; " + why_not);
+    return false;
+  }
+  monitor::logger("job")->warn("{}; recovery: in place (epoch {}) widened to {}: starting {}{}", reason,
+                               recovery.epoch, nodes_text(nodes), placed, kind == FailureKind::hang ? silent_killed(nodes) : "");
+  return true;
+}
+
+// running: `nodes` were lost or went silent (several only where their one host became unreachable).
+// In place where it applies (recovery_path.hpp) and nothing else is failing: the launcher starts
+// each one's process again (killing a silent one first), every surviving worker gives up its step
+// (recover_msg), and the new processes join as the replacements (join_replacement). Nodes lost
+// while such a recovery waits for its ranks join it (widen_in_place). Returns false where the job
+// restarts instead, that line logged.
+bool replace_in_place(job_actor* self, const std::vector<int>& nodes, FailureKind kind, const std::string& reason) {
+  auto& st = self->state;
+  if (end_if_completed(self, kind, reason, nodes)) return true;
+  const RecoveryChoice choice = choose_recovery(st.plan.recovery, kind);
+  TROUPE_CHECK(!choice.in_place || st.plan.replace_nodes, "recovery.replaces_nodes set without JobPlan::replace_nodes");
+  const auto is_replaced = [&](int index) { return std::find(nodes.begin(), nodes.end(), index) != nodes.end(); };
+  if (choice.in_place && st.in_place) return widen_in_place(self, nodes, kind, reason);
+  std::string why_not = choice.why_not;
+  if (choice.in_place && st.paused)
+    why_not = "the shell has the job paused: its workers wait at their step boundary, where a rescue order reaches them";
+  else if (choice.in_place && (!st.pending_failure.empty() || !st.done.empty() ||
+                               std::any_of(st.lost.begin(), st.lost.end(), [&](int i) { return !is_replaced(i); })))
+    why_not = "another node failed, was lost or finished at the same time";
+  if (!why_not.empty()) {
+    log_restart(st, why_not);
+    return false;
+  }
+  job_supervisor_state::in_place_recovery recovery{
+      st.recovery_epoch + 1, Clock::now(),
+      worker_failed_msg{nodes.front(), st.plan.nodes.at(nodes.front()).first_rank, reason}};
+  recovery.kind = kind;
+  recovery.order = {recovery.epoch, {}, nodes_text(nodes) + " " + std::string(to_string(kind)),
+                    caf::actor_cast<caf::actor>(self)};
+  const std::string placed = start_again(st, recovery, nodes, kind, why_not);
+  if (placed.empty()) {
+    log_restart(st, why_not);
+    return false;
+  }
+  ++st.recovery_epoch;
   recovery.rollback = choice.rollback;
   if (choice.rollback) recovery.why_rollback = no_replica_reason(st.plan.recovery, recovery.failed.rank);
   st.in_place = std::move(recovery);
   monitor::logger("job")->warn(
       "{}; recovery: in place (epoch {}): starting {}{}, every other node keeps its process; {}", reason,
-      st.recovery_epoch, placed, kind == FailureKind::hang ? " (the silent one killed first)" : "",
+      st.recovery_epoch, placed, kind == FailureKind::hang ? silent_killed(nodes) : "",
       state_source(*st.in_place));
   for (const auto& [index, m] : st.joined)
     if (!is_replaced(index)) self->send(m.node, recover_atom_v, st.in_place->order);
@@ -853,6 +915,7 @@ void join_replacement(job_actor* self, const join_msg& m) {
   if (!std::all_of(recovery.replaced.begin(), recovery.replaced.end(), [](const auto& r) { return r.second.joined; }))
     return;
   const start_msg start = current_start(st);
+  recovery.replacements_started = true;
   for (const auto& [index, process] : recovery.replaced) self->send(st.joined.at(index).node, start_atom_v, start, recovery.order);
 }
 
@@ -924,6 +987,7 @@ void on_recover_ready(job_actor* self, const recover_ready_msg& ready) {
                                  recovery.epoch, readiness, plan.steps, pairs);
   }
   recovery.plan = plan;
+  recovery.planned = true;
   for (const auto& [rank, r] : recovery.ready) self->send(r.worker, recover_atom_v, plan);
 }
 
@@ -941,7 +1005,7 @@ void on_recover_done(job_actor* self, const recover_done_msg& done) {
   std::int64_t bytes = 0;
   double transfer = 0;
   int donor = -1;  // the failed rank's
-  std::string donors;
+  std::set<int> donors;
   if (recovery.plan.rollback)
     for (const auto& [rank, d] : recovery.done) {
       bytes += d.bytes;
@@ -952,8 +1016,10 @@ void on_recover_done(job_actor* self, const recover_done_msg& done) {
     bytes += recovery.done.at(rank).bytes;
     transfer = std::max(transfer, recovery.done.at(rank).seconds);
     if (rank == recovery.failed.rank) donor = recovery.plan.donors[i];
-    donors += (donors.empty() ? "" : ", ") + std::to_string(recovery.plan.donors[i]);
+    donors.insert(recovery.plan.donors[i]);
   }
+  std::string donor_list;
+  for (int rank : donors) donor_list += (donor_list.empty() ? "" : ", ") + std::to_string(rank);
   const double seconds = std::chrono::duration<double>(Clock::now() - recovery.started).count();
   st.recoveries.push_back({"in_place", recovery.epoch, recovery.failed.rank, donor, recovery.plan.steps, bytes, seconds,
                            !recovery.replaced.empty()});
@@ -981,7 +1047,7 @@ void on_recover_done(job_actor* self, const recover_done_msg& done) {
     monitor::logger("job")->warn(
         "recovery: in place done in {:.3f} s (epoch {}): {}; {} bytes of state from rank{} {} over the data plane in "
         "{:.3f} s; every rank goes on after step {}",
-        seconds, recovery.epoch, respawned, bytes, recovery.plan.donors.size() > 1 ? "s" : "", donors, transfer,
+        seconds, recovery.epoch, respawned, bytes, donors.size() > 1 ? "s" : "", donor_list, transfer,
         recovery.plan.steps);
   st.in_place.reset();
   st.resumed_at = Clock::now();
@@ -1045,11 +1111,11 @@ caf::behavior running(job_actor* self) {
       },
       [=](watchdog_atom) {
         auto& st = self->state;
-        int silent_node = -1;
-        if (std::string verdict = watchdog_verdict(st, Clock::now(), silent_node); !verdict.empty()) {
-          if (silent_node < 0) return fail_job(self, FailureKind::stall, verdict, {});
-          if (!replace_in_place(self, {silent_node}, FailureKind::hang, verdict))
-            return fail_job(self, FailureKind::hang, verdict, {silent_node});
+        std::vector<int> silent_nodes;
+        if (std::string verdict = watchdog_verdict(st, Clock::now(), silent_nodes); !verdict.empty()) {
+          if (silent_nodes.empty()) return fail_job(self, FailureKind::stall, verdict, {});
+          if (!replace_in_place(self, silent_nodes, FailureKind::hang, verdict))
+            return fail_job(self, FailureKind::hang, verdict, silent_nodes);
         }
         report_straggler(st);
         self->delayed_send(self, watchdog_period(st.plan), watchdog_atom_v);

@@ -36,7 +36,9 @@
 //     started them) ─► plan.replace_nodes (a new process for each; a silent one killed) and
 //     recover_msg to every other node; each new process's join is accepted as a replacement, and
 //     once all joined, start_msg with recover_msg to each (their workers join as replacements);
-//     recover_plan_msg names their new addresses. Where in place
+//     recover_plan_msg names their new addresses. A node lost or silent while such a recovery
+//     still waits for its ranks (no plan made, no new process started) widens it: its process is
+//     started again too, and the plan waits for it. Where in place
 //     does not apply, a failure during it, or its timeout ─► "recovery: restarting every node:
 //     <why>" and the failure goes the way above (the node's failure, then rescuing or ended).
 //   running, rescuing: a node lost or silent once every rank finished the last step ─► ended (0)

@@ -186,7 +186,10 @@ struct DrillOptions {
   long at_step = 3;      // the fault comes after this step
   long kill_every = 10;  // chaos: a node is killed in every kill_every-th step
   std::optional<std::uint64_t> seed;  // chaos: replays the random choices of a run; none = a fresh seed
-  int target = 1;        // the node (kill-node, hang, slow-node) or rank (kill-worker) that fails
+  // The node (kill-node, hang, slow-node) or rank (kill-worker) that fails; kill-node and hang
+  // take several nodes, which fail at once.
+  std::vector<int> targets{1};
+  int target() const { return targets.front(); }
   int workers = 2;       // node processes (1: one process; only for the checkpoint scenarios)
   std::string dir;       // empty: drill-SCENARIO-PID in the current folder
   bool keep = false;     // after a PASS keep what the drill wrote (a FAIL always keeps it)

@@ -25,6 +25,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <random>
 #include <regex>
 #include <thread>
@@ -256,29 +257,33 @@ std::map<int, std::vector<long>> joined_pids(const WatchedRun& run) {
   return pids;
 }
 
-// After an in-place recovery: whether every node kept its process — but `replaced`, the node whose
-// process was lost and started again once — and the state it moved over the data plane or read
-// back from a checkpoint. Returns whether the processes were kept.
-bool add_in_place_account(const WatchedRun& run, std::optional<int> replaced, Verdict& v) {
-  std::string kept, changed, started_again;
-  bool replaced_once = !replaced;
+// After an in-place recovery: whether every node kept its process — but `replaced`, the nodes whose
+// processes were lost and started again once each — and the state moved over the data plane or
+// read back from a checkpoint. Returns whether the processes were kept.
+bool add_in_place_account(const WatchedRun& run, const std::vector<int>& replaced, Verdict& v) {
+  std::string kept, changed;
+  std::map<int, std::string> started_again;
+  bool replaced_once = true;
   for (const auto& [node, pids] : joined_pids(run)) {
     std::string list;
     for (long pid : pids) list += (list.empty() ? "" : " then ") + std::to_string(pid);
-    if (replaced && node == *replaced) {
-      replaced_once = pids.size() == 2;
-      started_again = "node " + std::to_string(node) + "'s process started again: " +
-                      (replaced_once ? "yes (pid " + list + ")" : "NO (pid " + list + ")");
+    if (std::find(replaced.begin(), replaced.end(), node) != replaced.end()) {
+      replaced_once = replaced_once && pids.size() == 2;
+      started_again[node] = "node " + std::to_string(node) + "'s process started again: " +
+                            (pids.size() == 2 ? "yes (pid " + list + ")" : "NO (pid " + list + ")");
       continue;
     }
     std::string& into = pids.size() == 1 ? kept : changed;
     into += (into.empty() ? "node " : ", node ") + std::to_string(node) + " pid " + list;
   }
   const bool all_kept = changed.empty() && !kept.empty();
-  v.checks.push_back((replaced ? "survivors kept their processes: " : "every node kept its process: ") +
+  v.checks.push_back((!replaced.empty() ? "survivors kept their processes: " : "every node kept its process: ") +
                      std::string(all_kept ? "yes (" + kept + ")" : "NO (" + changed + ")"));
-  if (replaced) v.checks.push_back(started_again.empty() ? "node " + std::to_string(*replaced) + " never joined"
-                                                         : started_again);
+  for (int node : replaced) {
+    const auto said = started_again.find(node);
+    if (said == started_again.end()) replaced_once = false;
+    v.checks.push_back(said == started_again.end() ? "node " + std::to_string(node) + " never joined" : said->second);
+  }
   // One donor, or several when a survivor also held fewer steps than its peers ("from ranks 0, 2").
   const std::regex moved("recovery: in place done in ([0-9.]+) s .*; ([0-9]+) bytes of state from (ranks? [0-9, ]+) "
                          "over the data plane in ([0-9.]+) s");
@@ -337,9 +342,9 @@ Verdict drill_running_job(const Drill& drill, const DrillOptions& options) {
   const bool worker = options.scenario == "kill-worker", gone = options.scenario == "node-lost";
   std::vector<std::string> env;
   if (worker)
-    env.push_back(std::string(actors::env::drill_throw_at.name) + "=" + std::to_string(options.target) + ":" +
+    env.push_back(std::string(actors::env::drill_throw_at.name) + "=" + std::to_string(options.target()) + ":" +
                   std::to_string(options.at_step));
-  if (gone) env.push_back(std::string(actors::env::drill_node_gone.name) + "=" + std::to_string(options.target));
+  if (gone) env.push_back(std::string(actors::env::drill_node_gone.name) + "=" + std::to_string(options.target()));
   auto run = drill.start("drilled", false, env);
   if (!run) {
     v.fault = run.error().message;
@@ -353,19 +358,29 @@ Verdict drill_running_job(const Drill& drill, const DrillOptions& options) {
       return v;
     }
     fault_at = thrown->at;
-    v.fault = "the worker of rank " + std::to_string(options.target) + " threw in step " + std::to_string(options.at_step);
+    v.fault = "the worker of rank " + std::to_string(options.target()) + " threw in step " + std::to_string(options.at_step);
   } else {
-    const std::optional<pid_t> pid = node_pid(**run, options.target);
-    if (!pid || !(*run)->wait_for_line(drill.step_line(options.at_step), seconds(300))) {
-      v.fault = "node " + std::to_string(options.target) + " or step " + std::to_string(options.at_step) +
-                " never appeared in the job's output";
+    std::vector<pid_t> pids;
+    std::string nodes, listed;
+    for (std::size_t i = 0; i < options.targets.size(); ++i) {
+      const int node = options.targets[i];
+      const std::optional<pid_t> pid = node_pid(**run, node);
+      nodes += (i == 0 ? "" : i + 1 == options.targets.size() ? " and " : ", ") + std::to_string(node);
+      if (pid) {
+        pids.push_back(*pid);
+        listed += (listed.empty() ? "" : ", ") + std::to_string(*pid);
+      }
+    }
+    nodes = (options.targets.size() == 1 ? "node " : "nodes ") + nodes;
+    if (pids.size() != options.targets.size() || !(*run)->wait_for_line(drill.step_line(options.at_step), seconds(300))) {
+      v.fault = nodes + " or step " + std::to_string(options.at_step) + " never appeared in the job's output";
       return v;
     }
     const bool hang = options.scenario == "hang";
-    kill(*pid, hang ? SIGSTOP : SIGKILL);
+    for (pid_t pid : pids) kill(pid, hang ? SIGSTOP : SIGKILL);
     fault_at = Clock::now();
-    v.fault = std::string(hang ? "SIGSTOP" : "SIGKILL") + " to node " + std::to_string(options.target) + " (pid " +
-              std::to_string(*pid) + ") after step " + std::to_string(options.at_step) +
+    v.fault = std::string(hang ? "SIGSTOP" : "SIGKILL") + " to " + nodes + " (pid" + (pids.size() > 1 ? "s " : " ") +
+              listed + ") after step " + std::to_string(options.at_step) +
               (gone ? ", which then fails at every restart" : "");
   }
   const long last = last_step_logged(**run, fault_at + milliseconds(1), drill.steps());
@@ -378,10 +393,10 @@ Verdict drill_running_job(const Drill& drill, const DrillOptions& options) {
     // Fewer replicas sum the same gradients in another order: equal weights are not expected.
     bool shrank = false;
     for (const auto& line : (*run)->lines())
-      if (line.text.find("recovery: restarting every node without node " + std::to_string(options.target)) !=
+      if (line.text.find("recovery: restarting every node without node " + std::to_string(options.target())) !=
           std::string::npos)
         shrank = true;
-    v.checks.push_back(std::string("the job went on without node ") + std::to_string(options.target) + ": " +
+    v.checks.push_back(std::string("the job went on without node ") + std::to_string(options.target()) + ": " +
                        (shrank ? "yes" : "NO"));
     v.passed = v.detected_after && v.recovered_after && code == 0 && shrank;
     return v;
@@ -390,7 +405,7 @@ Verdict drill_running_job(const Drill& drill, const DrillOptions& options) {
   bool in_place = false;
   for (const auto& line : (*run)->lines()) in_place = in_place || line.text.find("recovery: in place done") != std::string::npos;
   const bool processes_kept =
-      !in_place || add_in_place_account(**run, worker ? std::nullopt : std::optional<int>(options.target), v);
+      !in_place || add_in_place_account(**run, worker ? std::vector<int>{} : options.targets, v);
   compare_weights(drill, v);
   v.passed = v.detected_after && v.recovered_after && code == 0 && processes_kept && v.weights_equal.value_or(false);
   return v;
@@ -551,14 +566,14 @@ Verdict drill_slow_node(const Drill& drill, const DrillOptions& options) {
     v.fault = run.error().message;
     return v;
   }
-  const std::optional<pid_t> pid = node_pid(**run, options.target);
+  const std::optional<pid_t> pid = node_pid(**run, options.target());
   if (!pid || !(*run)->wait_for_line(drill.step_line(options.at_step), seconds(300))) {
-    v.fault = "node " + std::to_string(options.target) + " or step " + std::to_string(options.at_step) +
+    v.fault = "node " + std::to_string(options.target()) + " or step " + std::to_string(options.at_step) +
               " never appeared in the job's output";
     return v;
   }
   const Clock::time_point fault_at = Clock::now();
-  v.fault = "node " + std::to_string(options.target) + " (pid " + std::to_string(*pid) +
+  v.fault = "node " + std::to_string(options.target()) + " (pid " + std::to_string(*pid) +
             ") stopped for 150 ms of every 200 ms from step " + std::to_string(options.at_step) + " on";
   std::atomic<bool> slowing{true};
   std::thread throttle([&] {
@@ -739,10 +754,22 @@ int run_drill(const DrillOptions& options, const ResolvedJob& job) {
   if (process_fault && options.workers < 2)
     return error_exit(ExitCode::bad_input,
                       "drill " + options.scenario + " needs --workers 2 or more: recovery restarts the node processes");
-  if (process_fault && (options.target < 0 || options.target >= options.workers))
-    return error_exit(ExitCode::bad_input, "--target " + std::to_string(options.target) +
-                                               " is not a node of the job's " + std::to_string(options.workers) +
-                                               " workers");
+  for (int target : options.targets)
+    if (process_fault && (target < 0 || target >= options.workers))
+      return error_exit(ExitCode::bad_input, "--target " + std::to_string(target) + " is not a node of the job's " +
+                                                 std::to_string(options.workers) + " workers");
+  if (options.targets.size() > 1) {
+    std::string list;
+    for (int target : options.targets) list += (list.empty() ? "" : ",") + std::to_string(target);
+    if (options.scenario != "kill-node" && options.scenario != "hang")
+      return error_exit(ExitCode::bad_input, "--target " + list + ": only kill-node and hang take several nodes, not " +
+                                                 options.scenario);
+    if (std::set<int>(options.targets.begin(), options.targets.end()).size() != options.targets.size())
+      return error_exit(ExitCode::bad_input, "--target " + list + " names a node twice");
+    if (static_cast<int>(options.targets.size()) >= options.workers)
+      return error_exit(ExitCode::bad_input, "--target " + list + " leaves no node of the job's " +
+                                                 std::to_string(options.workers) + " workers running");
+  }
   if (!job.config.checkpoint.dir.empty())
     return error_exit(ExitCode::bad_input,
                       "checkpoint.dir is set by the drill (a folder per run under --dir); leave it out");

@@ -37,6 +37,13 @@ inline std::vector<std::string> with(std::vector<std::string> args, const std::v
   return args;
 }
 
+// How many times `text` holds `part`: a line a job logs once, or a process that joined once.
+inline std::size_t occurrences(const std::string& text, const std::string& part) {
+  std::size_t count = 0;
+  for (std::size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++count;
+  return count;
+}
+
 // Runs troupe with args in `dir` and checks the command was refused as bad input: exit code 2,
 // nothing on stdout, one "troupe: error:" line on stderr naming `what`.
 inline ProcessResult check_rejected_in(const TempDir& dir, const std::vector<std::string>& args,

@@ -177,13 +177,6 @@ std::string processes_on(const std::string& host) {
   return listed.out;
 }
 
-// How many times `text` holds `part`.
-std::size_t occurrences(const std::string& text, const std::string& part) {
-  std::size_t count = 0;
-  for (std::size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++count;
-  return count;
-}
-
 // The step every rank went on after, from the in-place recovery's last line.
 long resumed_after(const std::string& output) {
   std::smatch match;

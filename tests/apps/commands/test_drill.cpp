@@ -104,6 +104,26 @@ TEST_CASE("drill kill-node on dp 3: both survivors keep their processes and conn
                         Contains("node 2's process started again: yes (pid ") && !Contains("restarting every node"));
 }
 
+TEST_CASE("drill kill-node of two nodes at once on dp 3: one in-place recovery starts both processes again, the "
+          "survivor keeps its process and gives both their state, losing no step",
+          "[drill]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "kill-node", {"--workers", "3", "--target", "1,2"});
+  check_passed(r);
+  CHECK_THAT(r.out, Contains("SIGKILL to nodes 1 and 2 (pids ") && Contains("steps lost: 0\n") &&
+                        Contains("survivors kept their processes: yes (node 0 pid ") &&
+                        Contains("node 1's process started again: yes (pid ") &&
+                        Contains("node 2's process started again: yes (pid ") && !Contains("restarting every node"));
+  // The second loss comes while the first one's recovery waits for its ranks: it widens that one.
+  CHECK_THAT(r.out, Contains("recovery: in place (epoch 1) widened to node "));
+  CHECK_THAT(r.out, Contains("(epoch 1): node 1's process started again on localhost (pid ") &&
+                        Contains("node 2's process started again on localhost (pid ") &&
+                        Contains("bytes of state from rank 0 over the data plane"));
+  CHECK(occurrences(r.out, "recovery: in place done") == 1);
+  const auto params = troupe::compute::ParameterLayout(*troupe::compute::gpt_preset("tiny")).total();
+  CHECK(state_bytes_moved(r.out) == 2 * 3 * 4 * params);
+}
+
 TEST_CASE("drill kill-node with fault.recovery restart: every node restarts from the survivors' rescue snapshot, "
           "losing no step",
           "[drill]") {
@@ -603,6 +623,13 @@ TEST_CASE("drill refuses an unknown scenario, a step outside the run and a proce
   check_rejected_in(dir, {"drill", "chaos", "--train.steps", "10", "--kill-every", "10"},
                     "--kill-every 10 must be between 2 and train.steps − 1 (9) for at least one kill");
   check_rejected_in(dir, {"drill", "chaos", "--workers", "1"}, "drill chaos needs --workers 2 or more");
+  check_rejected_in(dir, {"drill", "kill-node", "--workers", "3", "--target", "1,3"},
+                    "--target 3 is not a node of the job's 3 workers");
+  check_rejected_in(dir, {"drill", "kill-worker", "--workers", "3", "--target", "1,2"},
+                    "--target 1,2: only kill-node and hang take several nodes, not kill-worker");
+  check_rejected_in(dir, {"drill", "kill-node", "--workers", "3", "--target", "1,1"}, "--target 1,1 names a node twice");
+  check_rejected_in(dir, {"drill", "hang", "--workers", "2", "--target", "0,1"},
+                    "--target 0,1 leaves no node of the job's 2 workers running");
 }
 
 TEST_CASE("after a PASS a drill removes what it wrote unless --keep, never a --dir folder, and after a FAIL it keeps "

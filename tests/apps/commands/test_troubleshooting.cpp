@@ -186,7 +186,7 @@ const std::vector<MessageFile>& message_files() {
       {"actors/supervision/job_supervisor.cpp",
        {{"fail_job", 2}, {"fail_in_place", 1}, {"failure_outcome", 2}, {"end_rescue", 1}, {"check_rescue_writers", 2}},
        {"reason", "pending_failure", "verdict"},
-       {"watchdog_verdict", "join_refusal"}},
+       {"watchdog_verdict", "silence", "join_refusal"}},
       {"actors/supervision/restart_policy.cpp", {{"warn", 0}, {"error", 0}}, {"reason"}, {}},
       {"actors/monitor/monitor_actor.cpp",
        {{"reply", 2, 1}, {"answer", 1, 0}, {"done", 0}, {"answered", 0}},
