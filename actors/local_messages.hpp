@@ -46,7 +46,8 @@ struct recovery_view {
   std::int64_t steps = 0;  // every rank went on after this step
   std::int64_t bytes = 0;  // state moved over the data plane
   double seconds = 0;      // from the failure's report to every rank's state in place
-  bool new_process = false;  // its node's process was started again (a lost or silent node)
+  int new_processes = 0;   // node processes started again (lost, silent or unreachable nodes); 0: in its process
+  std::vector<int> respawned;  // every rank respawned, `rank` first
 };
 struct job_view_msg {
   bool running = false;  // every node joined and the job started
@@ -62,7 +63,7 @@ typename Inspector::result_type inspect(Inspector& f, node_view& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, recovery_view& x) {
   return f(caf::meta::type_name("recovery_view"), x.path, x.epoch, x.rank, x.donor, x.steps, x.bytes, x.seconds,
-           x.new_process);
+           x.new_processes, x.respawned);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_view_msg& x) {

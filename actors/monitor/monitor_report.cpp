@@ -105,9 +105,16 @@ std::string status_text(const MonitorPlan& plan, const job_view_msg& view, const
     const std::string state =
         rv.donor >= 0 ? fmt::format("{:.1f} MB of state from rank {}", megabytes, rv.donor)
                       : fmt::format("every rank rolled back to checkpoint step {} ({:.1f} MB read)", rv.steps, megabytes);
-    text += fmt::format("\nrecovery  {} (epoch {}) in {:.3f} s: rank {} respawned in {}, {}; went on after step {}",
-                        rv.path, rv.epoch, rv.seconds, rv.rank,
-                        rv.new_process ? "a new process of its node" : "its process", state, rv.steps);
+    std::string ranks;
+    for (int rank : rv.respawned) ranks += (ranks.empty() ? "" : ", ") + std::to_string(rank);
+    const bool several = rv.respawned.size() > 1;
+    const std::string where = rv.new_processes == 0 ? (several ? "their processes" : "its process")
+                              : rv.new_processes == 1
+                                  ? (several ? "a new process of their node" : "a new process of its node")
+                                  : fmt::format("{} new node processes", rv.new_processes);
+    text += fmt::format("\nrecovery  {} (epoch {}) in {:.3f} s: rank{} {} respawned in {}, {}; went on after step {}",
+                        rv.path, rv.epoch, rv.seconds, several ? "s" : "", ranks.empty() ? std::to_string(rv.rank) : ranks,
+                        where, state, rv.steps);
   }
   return text;
 }

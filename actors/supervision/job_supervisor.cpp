@@ -1021,8 +1021,11 @@ void on_recover_done(job_actor* self, const recover_done_msg& done) {
   std::string donor_list;
   for (int rank : donors) donor_list += (donor_list.empty() ? "" : ", ") + std::to_string(rank);
   const double seconds = std::chrono::duration<double>(Clock::now() - recovery.started).count();
+  std::vector<int> respawned_ranks{recovery.failed.rank};
+  for (int rank : recovery.order.failed_ranks)
+    if (rank != recovery.failed.rank) respawned_ranks.push_back(rank);
   st.recoveries.push_back({"in_place", recovery.epoch, recovery.failed.rank, donor, recovery.plan.steps, bytes, seconds,
-                           !recovery.replaced.empty()});
+                           static_cast<int>(recovery.replaced.size()), std::move(respawned_ranks)});
   st.recovered_kinds.push_back(recovery.kind);
   const std::string source = recovery.plan.rollback ? "checkpoint" : "replica";
   for (const auto& [index, m] : st.joined)

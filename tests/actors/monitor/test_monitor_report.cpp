@@ -76,13 +76,16 @@ TEST_CASE("status lists a recovery from a replica by its donor and a rollback by
   plan.total_steps = 12;
   job_view_msg view;
   view.running = true;
-  view.recoveries.push_back({"in_place", 1, 1, 0, 4, 5200000, 0.25, false});
-  view.recoveries.push_back({"in_place", 2, 0, -1, 6, 10500000, 0.5, true});
+  view.recoveries.push_back({"in_place", 1, 1, 0, 4, 5200000, 0.25, 0, {1}});
+  view.recoveries.push_back({"in_place", 2, 0, -1, 6, 10500000, 0.5, 1, {0}});
+  view.recoveries.push_back({"in_place", 3, 2, 0, 8, 20200000, 0.75, 2, {2, 1}});
   const std::string status = status_text(plan, view, {}, {});
   INFO(status);
   CHECK_THAT(status, Contains("recovery  in_place (epoch 1) in 0.250 s: rank 1 respawned in its process, 5.2 MB of "
                               "state from rank 0; went on after step 4") &&
                          Contains("recovery  in_place (epoch 2) in 0.500 s: rank 0 respawned in a new process of its "
                                   "node, every rank rolled back to checkpoint step 6 (10.5 MB read); went on after "
-                                  "step 6"));
+                                  "step 6") &&
+                         Contains("recovery  in_place (epoch 3) in 0.750 s: ranks 2, 1 respawned in 2 new node "
+                                  "processes, 20.2 MB of state from rank 0; went on after step 8"));
 }
