@@ -82,6 +82,30 @@ std::unique_ptr<troupe::apps::WatchedRun> running_past_step(const TempDir& dir, 
   return std::move(*run);
 }
 
+// What a running job did once `host`'s link was cut: when it named the cut (`detection`), when its
+// in-place recovery was done, and all it printed by its end. The link is up again afterwards.
+struct AfterCut {
+  troupe::apps::WatchedRun::Clock::time_point cut_at;
+  std::optional<troupe::apps::WatchedRun::Line> detected, recovered;
+  std::string output;
+};
+
+AfterCut cut_link(troupe::apps::WatchedRun& watched, const std::string& host, const std::regex& detection) {
+  REQUIRE(cluster_command({"link", host, "down"}).exit_code == 0);
+  AfterCut after{troupe::apps::WatchedRun::Clock::now(), {}, {}, {}};
+  after.detected = watched.wait_for_line(detection, std::chrono::seconds(30));
+  after.recovered = watched.wait_for_line(std::regex("recovery: in place done"), std::chrono::seconds(60));
+  const auto exit_code = watched.wait_exit(std::chrono::seconds(120));
+  if (!exit_code) watched.kill_all();
+  cluster_command({"link", host, "up"});
+  after.output = all_lines(watched);
+  INFO(after.output);
+  REQUIRE(after.detected);
+  REQUIRE(after.recovered);
+  REQUIRE(exit_code == 0);
+  return after;
+}
+
 }  // namespace
 
 TEST_CASE("2 hosts x 2 slots train data parallel bitwise equal to the same grid on loopback, shared memory "
@@ -249,19 +273,9 @@ TEST_CASE(
     const auto run = running_past_step(dir, job(folder), "cut.log", 5);
     auto& watched = *run;
     const int survivor = joined_pid(all_lines(watched), 0), cut_off = joined_pid(all_lines(watched), 1);
-    REQUIRE(cluster_command({"link", "h1", "down"}).exit_code == 0);
-    const auto cut_at = troupe::apps::WatchedRun::Clock::now();
-    const auto detected =
-        watched.wait_for_line(std::regex("node 1 \\(h1, pid [0-9]+\\) unreachable"), std::chrono::seconds(30));
-    const auto recovered = watched.wait_for_line(std::regex("recovery: in place done"), std::chrono::seconds(60));
-    const auto exit_code = watched.wait_exit(std::chrono::seconds(120));
-    if (!exit_code) watched.kill_all();
-    cluster_command({"link", "h1", "up"});
-    const std::string output = all_lines(watched);
+    const AfterCut after = cut_link(watched, "h1", std::regex("node 1 \\(h1, pid [0-9]+\\) unreachable"));
+    const std::string& output = after.output;
     INFO(output);
-    REQUIRE(detected);
-    REQUIRE(recovered);
-    REQUIRE(exit_code == 0);
     CHECK_THAT(output, Contains("node 1 (h1, pid " + std::to_string(cut_off) + ") unreachable") &&
                            Contains("starting node 1's process again on the spare host h2 (node 1's host h1 is "
                                     "unreachable; the spare is now used), every other node keeps its process"));
@@ -280,7 +294,7 @@ TEST_CASE(
         "h1's link cut after step 5: named unreachable after %.2f s, node 1 in place on the spare h2 after "
         "%.2f s (fault.heartbeat_timeout 4 s); node 0 kept pid %d; weights bitwise those of an undisturbed "
         "run\n",
-        seconds_between(cut_at, detected->at), seconds_between(cut_at, recovered->at), survivor);
+        seconds_between(after.cut_at, after.detected->at), seconds_between(after.cut_at, after.recovered->at), survivor);
   }
 }
 
@@ -363,18 +377,9 @@ TEST_CASE(
     auto& watched = *run;
     const std::string before = all_lines(watched);
     const int survivor = joined_pid(before, 0), first = joined_pid(before, 1), second = joined_pid(before, 2);
-    REQUIRE(cluster_command({"link", "h1", "down"}).exit_code == 0);
-    const auto cut_at = troupe::apps::WatchedRun::Clock::now();
-    const auto detected = watched.wait_for_line(std::regex("unreachable: its host"), std::chrono::seconds(30));
-    const auto recovered = watched.wait_for_line(std::regex("recovery: in place done"), std::chrono::seconds(60));
-    const auto exit_code = watched.wait_exit(std::chrono::seconds(120));
-    if (!exit_code) watched.kill_all();
-    cluster_command({"link", "h1", "up"});
-    const std::string output = all_lines(watched);
+    const AfterCut after = cut_link(watched, "h1", std::regex("unreachable: its host"));
+    const std::string& output = after.output;
     INFO(output);
-    REQUIRE(detected);
-    REQUIRE(recovered);
-    REQUIRE(exit_code == 0);
     CHECK_THAT(output, Contains("node 1 (h1, pid " + std::to_string(first) + "), node 2 (h1, pid " +
                                 std::to_string(second) + ") unreachable: its host"));
     CHECK_THAT(output, Contains("starting node 1's process again on the spare host h2 (node 1's host h1 is "
@@ -399,7 +404,7 @@ TEST_CASE(
         "h1 (nodes 1 and 2) cut after step 5: named unreachable after %.2f s, both in place on the spares h2 and "
         "h3 after %.2f s (fault.heartbeat_timeout 4 s); node 0 kept pid %d; weights bitwise those of an "
         "undisturbed run\n",
-        seconds_between(cut_at, detected->at), seconds_between(cut_at, recovered->at), survivor);
+        seconds_between(after.cut_at, after.detected->at), seconds_between(after.cut_at, after.recovered->at), survivor);
   }
 
   // One spare line for two nodes: neither starts on it, every node restarts and the job goes on
