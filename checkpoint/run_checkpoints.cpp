@@ -211,15 +211,15 @@ Status RunCheckpoints::save(long steps_done, std::span<const HeldRange> held) {
 
 Status RunCheckpoints::commit_when_written(long step, Clock::time_point started, const Grid& grid, int writers,
                                            std::chrono::milliseconds timeout,
-                                           const std::function<void()>& between_looks) const {
+                                           const std::function<void()>& between_looks, Staging staging) const {
   const auto deadline = Clock::now() + timeout;
   std::vector<FileRecord> records;
   for (;;) {
-    auto collected = store_.collect_records(step);
+    auto collected = store_.collect_records(step, staging);
     if (!collected) return collected.error();
     records = std::move(*collected);
     if (static_cast<int>(records.size()) >= writers) break;
-    if (const std::vector<std::string> failed = store_.failed_writers(step); !failed.empty()) {
+    if (const std::vector<std::string> failed = store_.failed_writers(step, staging); !failed.empty()) {
       std::string which;
       for (const std::string& failure : failed) which += (which.empty() ? "" : "; ") + failure;
       return Error{"not every shard was written (" + which + ")"};
@@ -244,7 +244,7 @@ Status RunCheckpoints::commit_when_written(long step, Clock::time_point started,
   for (const FileRecord& r : records) bytes += r.bytes;
   manifest.files = std::move(records);
   const std::size_t files = manifest.files.size();
-  if (Status committed = store_.commit(step, std::move(manifest)); !committed) return committed;
+  if (Status committed = store_.commit(step, std::move(manifest), staging); !committed) return committed;
   reporter_.info("checkpoint " + step_dir(options_.dir, step).string() + " committed: " + std::to_string(files) +
                  " file(s), " + megabytes(bytes) + ", " + seconds_since(started) + " after the step");
   return Status::success();
@@ -279,15 +279,15 @@ Status RunCheckpoints::rescue(long steps_done, std::span<const HeldRange> held, 
   std::vector<Piece> pieces;
   for (const HeldRange& h : held)
     if (!h.copy) pieces.push_back({h.kind, h.begin, h.end, {h.data, static_cast<std::size_t>(h.end - h.begin)}});
-  auto staging = store_.begin(steps_done);
+  auto staging = store_.begin(steps_done, Staging::rescue);
   if (!staging) return staging.error();
   auto written = write_shard(*staging / shard_file_name(writer), layout_, writer, pieces);
   if (!written) {
-    store_.mark_failed(steps_done, writer, written.error().message);
+    store_.mark_failed(steps_done, writer, written.error().message, Staging::rescue);
     return written.error();
   }
   if (writer != 0) return Status::success();
-  return commit_when_written(steps_done, started, Grid{1, writers, 1}, writers, timeout);
+  return commit_when_written(steps_done, started, Grid{1, writers, 1}, writers, timeout, {}, Staging::rescue);
 }
 
 }  // namespace troupe::checkpoint

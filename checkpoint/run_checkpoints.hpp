@@ -147,8 +147,9 @@ class RunCheckpoints {
   // A rescue snapshot after a lost peer: this rank's memory of `steps_done` (every held range that
   // is not a copy), written as shard `writer` of `writers` — one surviving replica per pipeline
   // stage, recorded as the grid (1, writers, 1) — and committed by writer 0 once every shard is
-  // there (within `timeout`). A background save is finished first. Nothing to do after 0 steps
-  // or when that step's checkpoint is committed already.
+  // there (within `timeout`). It is staged apart from a save of the same step, which the failure
+  // may have left half written (Staging::rescue). A background save is finished first. Nothing to
+  // do after 0 steps or when that step's checkpoint is committed already.
   Status rescue(long steps_done, std::span<const HeldRange> held, int writer, int writers,
                 std::chrono::milliseconds timeout);
 
@@ -158,11 +159,11 @@ class RunCheckpoints {
   Status save(long steps_done, std::span<const HeldRange> held);
   // save(), its failure reported and its success counted (training goes on after a failure).
   Status save_reported(long steps_done, std::span<const HeldRange> held);
-  // Coordinator: waits for `writers` records of `step` (up to `timeout`; calling `between_looks`, if
-  // set, between its looks), then commits it as written by `grid`.
+  // Coordinator: waits for `writers` records of `step` in its `staging` folder (up to `timeout`;
+  // calling `between_looks`, if set, between its looks), then commits it as written by `grid`.
   Status commit_when_written(long step, std::chrono::steady_clock::time_point started, const Grid& grid, int writers,
-                             std::chrono::milliseconds timeout,
-                             const std::function<void()>& between_looks = {}) const;
+                             std::chrono::milliseconds timeout, const std::function<void()>& between_looks = {},
+                             Staging staging = Staging::save) const;
   // Waits for the background write and commit; the first failure (this rank's write first).
   Status take_background_outcome();
   // "checkpoint after step N failed: ...": on the training thread, or at once on a background one.

@@ -17,6 +17,7 @@ namespace {
 
 constexpr std::string_view step_prefix = "step-";
 constexpr std::string_view staging_suffix = ".tmp";
+constexpr std::string_view rescue_staging_suffix = ".rescue.tmp";
 constexpr std::string_view sidecar_suffix = ".record.json";
 constexpr std::string_view failure_suffix = ".failed";
 
@@ -30,13 +31,13 @@ std::optional<std::int64_t> parse_step(std::string_view name) {
   return step;
 }
 
-Error commit_error(std::int64_t step, const std::string& problem) {
-  return Error{"checkpoint " + step_folder_name(step) + staging_suffix.data() + ": " + problem};
+Error commit_error(std::int64_t step, Staging staging, const std::string& problem) {
+  return Error{"checkpoint " + staging_dir({}, step, staging).string() + ": " + problem};
 }
 
 // Every kind the files hold must cover [0, total): a checkpoint with a hole cannot be loaded, so
 // it must not be published.
-Status check_coverage(std::int64_t step, const std::vector<FileRecord>& files, std::int64_t total) {
+Status check_coverage(std::int64_t step, Staging staging, const std::vector<FileRecord>& files, std::int64_t total) {
   std::map<std::string, std::vector<std::pair<std::int64_t, std::int64_t>>> by_kind;
   for (const auto& f : files)
     for (const auto& p : f.pieces) by_kind[p.kind].emplace_back(p.begin, p.end);
@@ -51,7 +52,7 @@ Status check_coverage(std::int64_t step, const std::vector<FileRecord>& files, s
       std::int64_t gap_end = total;
       for (const auto& [begin, end] : ranges)
         if (begin > covered) gap_end = std::min(gap_end, begin);
-      return commit_error(step, "no file holds " + kind + " elements [" + std::to_string(covered) + ", " +
+      return commit_error(step, staging, "no file holds " + kind + " elements [" + std::to_string(covered) + ", " +
                                     std::to_string(gap_end) + ") of the " + std::to_string(total));
     }
   }
@@ -74,8 +75,8 @@ std::string shard_file_name(int rank) {
 
 fs::path step_dir(const fs::path& dir, std::int64_t step) { return dir / step_folder_name(step); }
 
-fs::path staging_dir(const fs::path& dir, std::int64_t step) {
-  return dir / (step_folder_name(step) + std::string(staging_suffix));
+fs::path staging_dir(const fs::path& dir, std::int64_t step, Staging staging) {
+  return dir / (step_folder_name(step) + std::string(staging == Staging::save ? staging_suffix : rescue_staging_suffix));
 }
 
 Expected<std::vector<std::int64_t>> committed_steps(const fs::path& dir) {
@@ -111,16 +112,16 @@ Status CheckpointStore::clear_staging() const {
   return Status::success();
 }
 
-Expected<fs::path> CheckpointStore::begin(std::int64_t step) const {
-  const fs::path staging = staging_dir(dir_, step);
+Expected<fs::path> CheckpointStore::begin(std::int64_t step, Staging which) const {
+  const fs::path staging = staging_dir(dir_, step, which);
   std::error_code ec;
   fs::create_directories(staging, ec);
   if (ec) return Error{"checkpoint '" + staging.string() + "': cannot create: " + ec.message()};
   return staging;
 }
 
-Expected<std::vector<FileRecord>> CheckpointStore::collect_records(std::int64_t step) const {
-  const fs::path staging = staging_dir(dir_, step);
+Expected<std::vector<FileRecord>> CheckpointStore::collect_records(std::int64_t step, Staging which) const {
+  const fs::path staging = staging_dir(dir_, step, which);
   std::vector<FileRecord> records;
   std::error_code ec;
   for (fs::directory_iterator it(staging, ec), end; !ec && it != end; it.increment(ec)) {
@@ -134,18 +135,18 @@ Expected<std::vector<FileRecord>> CheckpointStore::collect_records(std::int64_t 
   return records;
 }
 
-void CheckpointStore::mark_failed(std::int64_t step, int rank, const std::string& error) const {
+void CheckpointStore::mark_failed(std::int64_t step, int rank, const std::string& error, Staging which) const {
   char name[48];
   std::snprintf(name, sizeof name, "rank-%05d%s", rank, failure_suffix.data());
   // Created first, then filled: a full disk still has room for the name.
-  std::ofstream mark(staging_dir(dir_, step) / name);
+  std::ofstream mark(staging_dir(dir_, step, which) / name);
   mark << error << '\n';
 }
 
-std::vector<std::string> CheckpointStore::failed_writers(std::int64_t step) const {
+std::vector<std::string> CheckpointStore::failed_writers(std::int64_t step, Staging which) const {
   std::vector<std::string> failures;
   std::error_code ec;
-  for (fs::directory_iterator it(staging_dir(dir_, step), ec), end; !ec && it != end; it.increment(ec)) {
+  for (fs::directory_iterator it(staging_dir(dir_, step, which), ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     int rank = 0;
     if (!name.ends_with(failure_suffix) || std::sscanf(name.c_str(), "rank-%d", &rank) != 1) continue;
@@ -158,50 +159,50 @@ std::vector<std::string> CheckpointStore::failed_writers(std::int64_t step) cons
   return failures;
 }
 
-Status CheckpointStore::commit(std::int64_t step, Manifest manifest) const {
+Status CheckpointStore::commit(std::int64_t step, Manifest manifest, Staging which) const {
   if (manifest.step != step)
-    return commit_error(step, "the manifest is for step " + std::to_string(manifest.step));
+    return commit_error(step, which, "the manifest is for step " + std::to_string(manifest.step));
   if (Status valid = compute::validate(manifest.model); !valid)
-    return commit_error(step, "the manifest's model: " + valid.error().message);
-  if (manifest.files.empty()) return commit_error(step, "the manifest lists no files");
-  const fs::path staging = staging_dir(dir_, step);
+    return commit_error(step, which, "the manifest's model: " + valid.error().message);
+  if (manifest.files.empty()) return commit_error(step, which, "the manifest lists no files");
+  const fs::path staging = staging_dir(dir_, step, which);
   std::error_code not_there;
-  if (!fs::is_directory(staging, not_there)) return commit_error(step, "the staging folder does not exist (begin() not called?)");
+  if (!fs::is_directory(staging, not_there)) return commit_error(step, which, "the staging folder does not exist (begin() not called?)");
   std::set<std::string> names;
   for (const auto& f : manifest.files) {
-    if (!names.insert(f.name).second) return commit_error(step, "the manifest lists " + f.name + " twice");
+    if (!names.insert(f.name).second) return commit_error(step, which, "the manifest lists " + f.name + " twice");
     std::error_code ec;
     const auto size = fs::file_size(staging / f.name, ec);
-    if (ec) return commit_error(step, f.name + " (rank " + std::to_string(f.rank) + ") is missing: " + ec.message());
+    if (ec) return commit_error(step, which, f.name + " (rank " + std::to_string(f.rank) + ") is missing: " + ec.message());
     if (size != f.bytes)
-      return commit_error(step, f.name + " has " + std::to_string(size) + " bytes, its record says " +
+      return commit_error(step, which, f.name + " has " + std::to_string(size) + " bytes, its record says " +
                                     std::to_string(f.bytes));
   }
-  if (Status covered = check_coverage(step, manifest.files, compute::ParameterLayout(manifest.model).total()); !covered)
+  if (Status covered = check_coverage(step, which, manifest.files, compute::ParameterLayout(manifest.model).total()); !covered)
     return covered;
 
   // Shards from other processes were synced by their writers; syncing again costs nothing and
   // does not depend on it. Sidecars are superseded by the manifest.
   for (const auto& f : manifest.files)
-    if (Status synced = fsync_path(staging / f.name); !synced) return commit_error(step, synced.error().message);
+    if (Status synced = fsync_path(staging / f.name); !synced) return commit_error(step, which, synced.error().message);
   std::vector<fs::path> sidecars;
   std::error_code ec;
   for (fs::directory_iterator it(staging, ec), end; !ec && it != end; it.increment(ec))
     if (it->path().filename().string().ends_with(sidecar_suffix)) sidecars.push_back(it->path());
   for (std::size_t i = 0; i < sidecars.size() && !ec; ++i) fs::remove(sidecars[i], ec);
-  if (ec) return commit_error(step, "cannot remove the file records: " + ec.message());
+  if (ec) return commit_error(step, which, "cannot remove the file records: " + ec.message());
   manifest.hash_algorithm = hash_algorithm;
   if (Status written = replace_file(staging / "manifest.json", to_json(manifest).dump(2) + "\n"); !written)
-    return commit_error(step, "manifest " + written.error().message);
+    return commit_error(step, which, "manifest " + written.error().message);
 
   // The folder appears under its final name complete or not at all.
   const fs::path final_dir = step_dir(dir_, step);
   fs::remove_all(final_dir, ec);  // an earlier timeline's checkpoint of the same step
   if (!ec) fs::rename(staging, final_dir, ec);
-  if (ec) return commit_error(step, "cannot rename into " + final_dir.string() + ": " + ec.message());
-  if (Status synced = fsync_path(dir_); !synced) return commit_error(step, synced.error().message);
+  if (ec) return commit_error(step, which, "cannot rename into " + final_dir.string() + ": " + ec.message());
+  if (Status synced = fsync_path(dir_); !synced) return commit_error(step, which, synced.error().message);
   if (Status latest = replace_file(dir_ / "latest", step_folder_name(step) + "\n"); !latest)
-    return commit_error(step, "latest " + latest.error().message);
+    return commit_error(step, which, "latest " + latest.error().message);
   return prune(step);
 }
 

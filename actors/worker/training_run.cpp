@@ -109,10 +109,11 @@ std::optional<RunOutcome> obey_orders(monitor::StepControl& control, long steps_
   }
 }
 
-// A step that threw before its optimizer update left this rank holding the state of step
-// `steps_done`: it writes that as a rescue snapshot when the job names it a writer.
-void rescue_after_failed_step(const TrainingLoop& loop, const RescueHooks& rescue,
-                              checkpoint::RunCheckpoints& checkpoints, long steps_done) {
+// The failure being handled (std::current_exception: a step that threw before its optimizer
+// update, or a rescue order) left this rank holding the state of step `steps_done`: it writes that
+// as a rescue snapshot when the job names it a writer.
+void write_rescue_snapshot(const TrainingLoop& loop, const RescueHooks& rescue, checkpoint::RunCheckpoints& checkpoints,
+                           long steps_done) {
   if (!rescue.role) return;
   const std::optional<RescueRole> role = rescue.role(std::current_exception());
   if (!role) return;
@@ -265,7 +266,7 @@ class RankRun {
       result = services_.recovery.survive(order, steps_done, loop_, rollback());
     } catch (const RescueRequested&) {
       // The recovery failed before any state moved: this rank still holds `steps_done` steps.
-      rescue_after_failed_step(loop_, services_.rescue, checkpoints_, steps_done);
+      write_rescue_snapshot(loop_, services_.rescue, checkpoints_, steps_done);
       throw;
     }
     checkpoints_.forget_uncommitted();
@@ -288,7 +289,7 @@ class RankRun {
       return obey_orders(*services_.control, steps_done, loop_.checkpoint_place().rank, checkpoints_, loop_,
                          services_.progress);
     } catch (const RescueAtBoundary&) {
-      rescue_after_failed_step(loop_, services_.rescue, checkpoints_, steps_done);
+      write_rescue_snapshot(loop_, services_.rescue, checkpoints_, steps_done);
       throw;
     }
   }
@@ -309,7 +310,7 @@ class RankRun {
     } catch (const RecoveryOrdered&) {
       throw;  // the step's state is abandoned, not rescued: the job recovers in place
     } catch (...) {
-      rescue_after_failed_step(loop_, services_.rescue, checkpoints_, s);
+      write_rescue_snapshot(loop_, services_.rescue, checkpoints_, s);
       throw;
     }
     completed_ = s + 1;
@@ -336,10 +337,17 @@ class RankRun {
     return std::nullopt;
   }
 
-  // A failed save is reported and training goes on; only the last one decides the exit code.
+  // A failed save is reported and training goes on; only the last one decides the exit code. A
+  // rescue order can reach the coordinator while it waits for the other shards of this save (a
+  // writer was lost): this rank holds `done` steps, and writes them as its rescue snapshot.
   void checkpoint_after(long done) {
     if (checkpoints_.due(done)) loop_.mirror_to_host();
-    if (Status saved = checkpoints_.after_step(done, loop_.held()); !saved && done == t_.steps) last_save_ = saved;
+    try {
+      if (Status saved = checkpoints_.after_step(done, loop_.held()); !saved && done == t_.steps) last_save_ = saved;
+    } catch (const RescueRequested&) {
+      write_rescue_snapshot(loop_, services_.rescue, checkpoints_, done);
+      throw;
+    }
   }
 
   double validate(long step) {

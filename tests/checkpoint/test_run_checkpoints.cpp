@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -158,4 +160,43 @@ TEST_CASE("a background commit waiting for a dead writer's shard is given up at 
   REQUIRE(coordinator.after_step(2, held_first).ok());
   REQUIRE(coordinator.finish().ok());
   CHECK(coordinator.newest_committed() == 2);
+}
+
+// A writer lost while the coordinator waits for its shard of step 2 leaves that save half
+// written (here rank 2 of 3 wrote, rank 1 never did); the job then asks the survivors for a rescue
+// snapshot of step 2, other shards on another grid. Staged in a folder of its own, it commits its
+// own shards only, never a file the interrupted save left.
+TEST_CASE("a rescue snapshot of a step whose save a failure left half written commits only its own shards",
+          "[checkpoint]") {
+  troupe::test::TempDir dir;
+  const compute::GPTConfig model = tiny_model();
+  const std::int64_t total = compute::ParameterLayout(model).total();
+  const auto third = [&](int rank) { return RunIdentity{model, nlohmann::json::object(), Grid{3, 1, 1}, rank, 3, 1337, 8, 10}; };
+  struct Rescue {};
+  RunCheckpointOptions coordinating{dir.path() / "ckpt", 2, 3, false, false};
+  coordinating.while_committing = [] { throw Rescue{}; };
+  const CheckpointReporter quiet{[](const std::string&) {}, [](const std::string&) {}, {}};
+  RunCheckpoints coordinator(coordinating, third(0), quiet);
+  RunCheckpoints last({dir.path() / "ckpt", 2, 3, false, false}, third(2), quiet);
+  std::vector<float> saved = distinct_values(total, 0.5F);
+  const std::vector<HeldRange> last_third{{"param", 2 * total / 3, total, saved.data() + 2 * total / 3}};
+
+  REQUIRE(last.after_step(2, last_third).ok());
+  CHECK_THROWS_AS(coordinator.after_step(2, std::vector<HeldRange>{{"param", 0, total / 3, saved.data()}}), Rescue);
+  CHECK(coordinator.newest_committed() == -1);
+
+  // The rescue: one surviving replica holding the whole model, its values not the save's.
+  std::vector<float> rescued = distinct_values(total, 0.25F);
+  REQUIRE(coordinator.rescue(2, std::vector<HeldRange>{{"param", 0, total, rescued.data()}}, 0, 1,
+                             std::chrono::seconds(10))
+              .ok());
+  REQUIRE(coordinator.newest_committed() == 2);
+  std::ifstream manifest_file(step_dir(dir.path() / "ckpt", 2) / "manifest.json");
+  auto manifest = manifest_from_json(nlohmann::json::parse(manifest_file));
+  REQUIRE(manifest.ok());
+  CHECK(manifest->files.size() == 1);
+  CHECK(manifest->grid.dp == 1);
+  std::vector<float> read_back(static_cast<std::size_t>(total - 2 * total / 3), -1.0F);
+  REQUIRE(last.roll_back_to(2, std::vector<HeldRange>{{"param", 2 * total / 3, total, read_back.data()}}).ok());
+  CHECK(std::equal(read_back.begin(), read_back.end(), rescued.begin() + 2 * total / 3));
 }

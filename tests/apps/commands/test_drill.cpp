@@ -152,6 +152,20 @@ TEST_CASE("drill kill-node with tensor shards and fault.recovery restart: the re
                         Contains("counted: restarts=1 failure.node_lost=1 recovery.replica=1"));
 }
 
+// Step 4 is checkpointed (every 2): the kill comes while the coordinator, rank 0, waits for the
+// lost rank's shard of that save. The rescue order ends the wait, and rank 0, holding step 4,
+// writes its rescue snapshot instead of giving up, so the restart loses no step.
+TEST_CASE("drill kill-node with tensor shards and fault.recovery restart right after a checkpointed step: the "
+          "coordinator waiting for the lost rank's shard writes its rescue snapshot, losing no step",
+          "[drill][tensor]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "kill-node", {"--workers", "4", "--tensor.shards", "2", "--train.batch_size", "4",
+                                                   "--fault.recovery", "restart", "--at-step", "4"});
+  check_passed(r);
+  CHECK_THAT(r.out, Contains("asking rank(s) 0, 3 for a rescue snapshot") && Contains("steps lost: 0\n") &&
+                        Contains("restarting every node from the survivors' rescue snapshot of step 4"));
+}
+
 TEST_CASE("drill node-lost: a node that cannot come back is left out and the job finishes on fewer replicas",
           "[drill]") {
   TempDir dir;
