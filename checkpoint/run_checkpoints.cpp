@@ -287,7 +287,24 @@ Status RunCheckpoints::rescue(long steps_done, std::span<const HeldRange> held, 
     return written.error();
   }
   if (writer != 0) return Status::success();
-  return commit_when_written(steps_done, started, Grid{1, writers, 1}, writers, timeout, {}, Staging::rescue);
+  // A loss mid-step can leave the surviving replicas a step apart: a writer that completed another
+  // step writes its snapshot of that one, so none of this step can be whole, and waiting would
+  // only spend the timeout.
+  struct OtherStep {
+    std::int64_t step;
+  };
+  try {
+    return commit_when_written(
+        steps_done, started, Grid{1, writers, 1}, writers, timeout,
+        [&] {
+          for (std::int64_t step : store_.rescue_steps_written())
+            if (step != steps_done) throw OtherStep{step};
+        },
+        Staging::rescue);
+  } catch (const OtherStep& other) {
+    return Error{"another writer's rescue snapshot is of step " + std::to_string(other.step) + ", this rank's of step " +
+                 std::to_string(steps_done) + ": the survivors hold different steps"};
+  }
 }
 
 }  // namespace troupe::checkpoint

@@ -147,9 +147,10 @@ class RunCheckpoints {
   // A rescue snapshot after a lost peer: this rank's memory of `steps_done` (every held range that
   // is not a copy), written as shard `writer` of `writers` — one surviving replica per pipeline
   // stage, recorded as the grid (1, writers, 1) — and committed by writer 0 once every shard is
-  // there (within `timeout`). It is staged apart from a save of the same step, which the failure
-  // may have left half written (Staging::rescue). A background save is finished first. Nothing to
-  // do after 0 steps or when that step's checkpoint is committed already.
+  // there (within `timeout`; at once an error where another writer wrote a snapshot of another
+  // step). It is staged apart from a save of the same step, which the failure may have left half
+  // written (Staging::rescue). A background save is finished first. Nothing to do after 0 steps or
+  // when that step's checkpoint is committed already.
   Status rescue(long steps_done, std::span<const HeldRange> held, int writer, int writers,
                 std::chrono::milliseconds timeout);
 

@@ -159,6 +159,25 @@ std::vector<std::string> CheckpointStore::failed_writers(std::int64_t step, Stag
   return failures;
 }
 
+std::vector<std::int64_t> CheckpointStore::rescue_steps_written() const {
+  std::vector<std::int64_t> steps;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    if (!name.ends_with(rescue_staging_suffix)) continue;
+    const auto step = parse_step(name.substr(0, name.size() - rescue_staging_suffix.size()));
+    if (!step) continue;
+    std::error_code listing;
+    for (fs::directory_iterator file(it->path(), listing), done; !listing && file != done; file.increment(listing))
+      if (file->path().filename().string().ends_with(sidecar_suffix)) {
+        steps.push_back(*step);
+        break;
+      }
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
 Status CheckpointStore::commit(std::int64_t step, Manifest manifest, Staging which) const {
   if (manifest.step != step)
     return commit_error(step, which, "the manifest is for step " + std::to_string(manifest.step));

@@ -61,6 +61,10 @@ class CheckpointStore {
   // The writers that marked their shard of `step` failed: "rank R: ERROR" each, by rank.
   std::vector<std::string> failed_writers(std::int64_t step, Staging staging = Staging::save) const;
 
+  // The steps some writer has finished its shard of a rescue snapshot of (a record in
+  // step-NNNNNNN.rescue.tmp/), oldest first.
+  std::vector<std::int64_t> rescue_steps_written() const;
+
   // Publishes the staging folder as step-NNNNNNN: checks every file in manifest.files exists with
   // its recorded size and that every kind covers the whole flat order, writes manifest.json
   // (with hash_algorithm set), syncs files and folders, renames the folder into place, replaces

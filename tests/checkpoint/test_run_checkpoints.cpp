@@ -200,3 +200,30 @@ TEST_CASE("a rescue snapshot of a step whose save a failure left half written co
   REQUIRE(last.roll_back_to(2, std::vector<HeldRange>{{"param", 2 * total / 3, total, read_back.data()}}).ok());
   CHECK(std::equal(read_back.begin(), read_back.end(), rescued.begin() + 2 * total / 3));
 }
+
+// A rank lost mid-step can leave the surviving replicas a step apart: the coordinator of the
+// rescue finds the other writer's snapshot of another step and says so at once, rather than after
+// its whole wait for a shard that never comes.
+TEST_CASE("a rescue snapshot's coordinator gives up at once when another writer wrote its snapshot of another step",
+          "[checkpoint]") {
+  troupe::test::TempDir dir;
+  const compute::GPTConfig model = tiny_model();
+  const std::int64_t total = compute::ParameterLayout(model).total();
+  const CheckpointReporter quiet{[](const std::string&) {}, [](const std::string&) {}, {}};
+  RunIdentity first_half = second_half_rank(model);
+  first_half.rank = 0;
+  RunCheckpoints coordinator({dir.path() / "ckpt", 2, 3, false, false}, first_half, quiet);
+  RunCheckpoints behind({dir.path() / "ckpt", 2, 3, false, false}, second_half_rank(model), quiet);
+  std::vector<float> values = distinct_values(total, 0.5F);
+  REQUIRE(behind.rescue(4, std::vector<HeldRange>{{"param", total / 2, total, values.data() + total / 2}}, 1, 2,
+                        std::chrono::seconds(30))
+              .ok());
+  const auto started = std::chrono::steady_clock::now();
+  const Status rescued = coordinator.rescue(5, std::vector<HeldRange>{{"param", 0, total / 2, values.data()}}, 0, 2,
+                                            std::chrono::seconds(30));
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(10));
+  REQUIRE_FALSE(rescued.ok());
+  CHECK(rescued.error().message ==
+        "another writer's rescue snapshot is of step 4, this rank's of step 5: the survivors hold different steps");
+  CHECK(coordinator.newest_committed() == -1);
+}
