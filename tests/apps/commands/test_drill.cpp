@@ -57,6 +57,18 @@ long long state_bytes_moved(const std::string& out) {
   return std::stoll(m[1].str());
 }
 
+// Killed mid-step, the surviving replicas may stand a step apart (replica 0 finished the step,
+// while the lost rank's partner in replica 1 waited for it in the step's gradient sum): no rescue
+// snapshot of one step holds every (stage, shard) then, and the job restarts from the newest
+// checkpoint instead, saying why at once. Returns whether the survivors stood at one step.
+bool survivors_at_one_step(const ProcessResult& r) {
+  if (r.out.find("the survivors hold different steps") == std::string::npos) return true;
+  std::printf("the surviving replicas stood a step apart: restarted from the newest checkpoint\n");
+  CHECK_THAT(r.out, Contains("recovered from a surviving replica's memory: no") &&
+                        Contains("restarting every node from the newest checkpoint"));
+  return false;
+}
+
 void check_passed(const ProcessResult& r) {
   INFO("stdout: " << r.out << "\nstderr: " << r.err);
   CHECK(r.exit_code == 0);
@@ -147,9 +159,10 @@ TEST_CASE("drill kill-node with tensor shards and fault.recovery restart: the re
                                                    "--fault.recovery", "restart"});
   check_passed(r);
   CHECK_THAT(r.out, Contains("lost node 1") && Contains("tensor shard 1 of replica 0") &&
-                        Contains("asking rank(s) 0, 3 for a rescue snapshot") && Contains("steps lost: 0\n") &&
-                        Contains("recovered from a surviving replica's memory: yes") &&
-                        Contains("counted: restarts=1 failure.node_lost=1 recovery.replica=1"));
+                        Contains("asking rank(s) 0, 3 for a rescue snapshot"));
+  if (survivors_at_one_step(r))
+    CHECK_THAT(r.out, Contains("steps lost: 0\n") && Contains("recovered from a surviving replica's memory: yes") &&
+                          Contains("counted: restarts=1 failure.node_lost=1 recovery.replica=1"));
 }
 
 // Step 4 is checkpointed (every 2): the kill comes while the coordinator, rank 0, waits for the
@@ -162,8 +175,10 @@ TEST_CASE("drill kill-node with tensor shards and fault.recovery restart right a
   const ProcessResult r = drill(dir, "kill-node", {"--workers", "4", "--tensor.shards", "2", "--train.batch_size", "4",
                                                    "--fault.recovery", "restart", "--at-step", "4"});
   check_passed(r);
-  CHECK_THAT(r.out, Contains("asking rank(s) 0, 3 for a rescue snapshot") && Contains("steps lost: 0\n") &&
-                        Contains("restarting every node from the survivors' rescue snapshot of step 4"));
+  CHECK_THAT(r.out, Contains("asking rank(s) 0, 3 for a rescue snapshot"));
+  if (survivors_at_one_step(r))
+    CHECK_THAT(r.out, Contains("steps lost: 0\n") &&
+                          Contains("restarting every node from the survivors' rescue snapshot of step 4"));
 }
 
 TEST_CASE("drill node-lost: a node that cannot come back is left out and the job finishes on fewer replicas",
