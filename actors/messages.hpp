@@ -120,21 +120,27 @@ struct rescue_done_msg {
 
 // In-place recovery (docs/drills.md, "In-place recovery"; docs/protocols/control-plane.md).
 // Node supervisor → job supervisor: one of this node's workers threw; the node waits for the job's
-// word (a recover_msg, or a stop after the job chose to restart every node).
+// word (a recover_msg, or a stop after the job chose to restart every node). `steps_done`: the
+// steps the failed worker had completed, as its node counted them.
 struct worker_failed_msg {
   int node_index = -1;
   int rank = -1;
   std::string reason;
+  std::int64_t steps_done = -1;
 };
 
 // Job supervisor → every node supervisor → each of its workers: give up the step in flight, go
 // on in comm epoch `epoch` (comm/grid.hpp's epoch_group_id), and report to `job` (recover_ready_msg).
 // A node respawns the workers of `failed_ranks` it runs; they join as replacements.
+// `failed_steps_done`: the steps the failed rank had completed when it threw (−1: not known, as
+// for a lost node). A worker still in an earlier step has every message of that step from the
+// failed rank coming, so it finishes the step before it takes the order (MailboxComm).
 struct recover_msg {
   int epoch = 0;
   std::vector<int> failed_ranks;
   std::string reason;
   caf::actor job;
+  std::int64_t failed_steps_done = -1;
 };
 
 // Worker → job supervisor: it left the step, holding the state after `steps_done` steps (−1: a
@@ -299,11 +305,11 @@ typename Inspector::result_type inspect(Inspector& f, rescue_done_msg& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_failed_msg& x) {
-  return f(caf::meta::type_name("worker_failed_msg"), x.node_index, x.rank, x.reason);
+  return f(caf::meta::type_name("worker_failed_msg"), x.node_index, x.rank, x.reason, x.steps_done);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, recover_msg& x) {
-  return f(caf::meta::type_name("recover_msg"), x.epoch, x.failed_ranks, x.reason, x.job);
+  return f(caf::meta::type_name("recover_msg"), x.epoch, x.failed_ranks, x.reason, x.job, x.failed_steps_done);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, recover_ready_msg& x) {

@@ -23,6 +23,11 @@ void WorkProgress::step_done(const StepRecord& step) {
   recent_steps_.push_back(step);
 }
 
+void WorkProgress::resumed_at(std::int64_t steps_done) {
+  std::lock_guard lock(mutex_);
+  steps_done_ = steps_done;
+}
+
 void WorkProgress::unit_done() {
   std::lock_guard lock(mutex_);
   ++progress_;

@@ -53,6 +53,9 @@ class WorkProgress {
   void step_done(const StepRecord& step);  // the same, with the step's figures kept for the shell
   static constexpr std::size_t kept_steps = 64;
   void unit_done();  // progress without a step (a validation pass)
+  // The worker's state now holds `steps_done` steps (a resume, an in-place recovery's plan or
+  // rollback) without a unit finished.
+  void resumed_at(std::int64_t steps_done);
 
   // Marks the worker as waiting for `what` until the returned guard goes away.
   class Wait {

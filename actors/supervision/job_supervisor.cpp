@@ -764,7 +764,7 @@ void on_worker_failed(job_actor* self, const worker_failed_msg& failed) {
                                failed.rank, describe(st, node->second), failed.reason, st.recovery_epoch,
                                state_source(*st.in_place));
   const recover_msg order{st.recovery_epoch, {failed.rank}, "rank " + std::to_string(failed.rank) + " failed",
-                          caf::actor_cast<caf::actor>(self)};
+                          caf::actor_cast<caf::actor>(self), failed.steps_done};
   for (const auto& [index, m] : st.joined) self->send(m.node, recover_atom_v, order);
   self->delayed_send(self, st.plan.recovery_timeout, recover_atom_v, st.recovery_epoch);
 }

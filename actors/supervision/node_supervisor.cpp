@@ -112,7 +112,9 @@ caf::behavior working(node_actor* self, const NodeOptions& options) {
         if (st.failure_reported) return;
         if (done.threw && options.report_worker_failures && !st.rescue_ordered) {
           st.awaiting_word.insert(slot);
-          self->send(st.job, recover_atom_v, worker_failed_msg{st.node_index, st.first_rank + slot, done.reason});
+          self->send(st.job, recover_atom_v,
+                     worker_failed_msg{st.node_index, st.first_rank + slot, done.reason,
+                                       st.progress.at(static_cast<std::size_t>(slot))->snapshot().steps_done});
           return;
         }
         const bool all_done = st.workers_done == static_cast<int>(st.workers.size());

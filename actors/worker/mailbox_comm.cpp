@@ -81,6 +81,8 @@ void MailboxComm::receive_while(Pending pending, std::chrono::microseconds limit
   std::optional<std::string> stop_reason;
   std::optional<rescue_msg> rescue;
   std::optional<recover_msg> recover;
+  if (after_step_ && steps_held_ >= after_step_->failed_steps_done)
+    throw RecoveryOrdered(*std::exchange(after_step_, std::nullopt), true);
   self_->receive_while([&] { return pending() && !stop_reason && !rescue && !recover; })(
       [&](comm_done_atom, const comm_done_msg& done) {
         if (abandoned_.erase(done.operation) > 0) return;
@@ -92,7 +94,13 @@ void MailboxComm::receive_while(Pending pending, std::chrono::microseconds limit
       },
       [&](stop_atom, const stop_msg& stop) { stop_reason = stop.reason; },
       [&](rescue_atom, const rescue_msg& order) { rescue = order; },
-      [&](recover_atom, const recover_msg& order) { recover = order; }, caf::after(limit) >> [] {});
+      [&](recover_atom, const recover_msg& order) {
+        if (order.failed_steps_done > steps_held_)
+          after_step_ = order;
+        else
+          recover = order;
+      },
+      caf::after(limit) >> [] {});
   // Thrown here, not from the handler, so CAF's receive loop is left normally.
   if (rescue) throw RescueRequested(std::move(*rescue));
   if (recover) throw RecoveryOrdered(std::move(*recover));

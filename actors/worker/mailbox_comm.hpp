@@ -6,7 +6,11 @@
 // scheduler thread — receives completions only when it needs a result, computing meanwhile.
 // Its mailbox also brings stop requests: a stop that arrives while the worker waits ends the
 // wait with WorkStopped, a rescue order with RescueRequested, an in-place recovery's order with
-// RecoveryOrdered.
+// RecoveryOrdered — unless the order says the failed rank completed the step this worker is in:
+// every message of that step from it is then on its way, so the worker finishes the step (and any
+// before the failed rank's last) and takes the order at the first wait or check after it. Were
+// it to give the step up, the survivors would hold different steps and no replica might hold the
+// newest (a rollback, or steps lost).
 //
 // One MailboxComm per worker actor; used from the worker's thread only. Every posted tensor is
 // kept alive by its operation until the operation ends.
@@ -14,6 +18,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -50,12 +55,18 @@ class RescueRequested : public WorkStopped {
 // and takes part in the recovery (in_place_recovery.hpp). Not a stop: the worker goes on after it.
 class RecoveryOrdered : public std::runtime_error {
  public:
-  explicit RecoveryOrdered(recover_msg order)
-      : std::runtime_error("in-place recovery: " + order.reason), order_(std::move(order)) {}
+  // `finished_step_first`: the order came while the worker was in a step the failed rank had
+  // completed, and was taken once the worker had finished it.
+  explicit RecoveryOrdered(recover_msg order, bool finished_step_first = false)
+      : std::runtime_error("in-place recovery: " + order.reason),
+        order_(std::move(order)),
+        finished_step_first_(finished_step_first) {}
   const recover_msg& order() const { return order_; }
+  bool finished_step_first() const { return finished_step_first_; }
 
  private:
   recover_msg order_;
+  bool finished_step_first_;
 };
 
 // A collective or transfer failed (a peer was lost). Thrown only from waits that come before
@@ -112,6 +123,9 @@ class MailboxComm {
   // throws as the waits do. For a worker still computing its step, so that a recovery or rescue
   // order reaches it before its next wait; only where its state is still its last completed step's.
   void take_waiting_orders();
+  // The steps whose update the worker's state holds; set whenever that changes (a step done, a
+  // resume), for the orders a step in flight finishes first.
+  void holds_steps(std::int64_t steps_done) { steps_held_ = steps_done; }
 
  private:
   comm::Callback completion_message(Operation op);
@@ -130,6 +144,8 @@ class MailboxComm {
   std::map<Operation, std::string> finished_;   // completed but not yet waited for → error text
   std::map<Operation, Transfer> transfers_;     // sends and receives in flight
   std::set<Operation> abandoned_;               // given up, their completions still to come
+  std::int64_t steps_held_ = 0;
+  std::optional<recover_msg> after_step_;  // an order taken once the worker holds its failed_steps_done
 };
 
 }  // namespace troupe::actors

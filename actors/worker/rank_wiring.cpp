@@ -50,6 +50,7 @@ RecoveryHooks in_place_hooks(InPlaceRecovery& recovery, MailboxComm& mailbox,
                              const std::optional<recover_msg>& replacing) {
   RecoveryHooks hooks;
   hooks.take_waiting_orders = [&mailbox] { mailbox.take_waiting_orders(); };
+  hooks.holds_steps = [&mailbox](std::int64_t steps) { mailbox.holds_steps(steps); };
   hooks.survive = [&recovery](const recover_msg& order, std::int64_t steps_done, TrainingLoop& loop,
                               const CheckpointRollback& rollback) {
     return recovery.survive(order, steps_done, loop, rollback);

@@ -154,11 +154,18 @@ class RankRun {
       if (std::optional<RunOutcome> stopped = obey_boundary_orders(s)) return *stopped;
       try {
         if (std::optional<RunOutcome> failed = train_step(s)) return *failed;
+        // An order the step was finished for (mailbox_comm.hpp) is taken here, at its boundary.
+        if (services_.recovery.take_waiting_orders) services_.recovery.take_waiting_orders();
         const long done = s + 1;
         checkpoint_after(done);
         if (t_.val_every > 0 && done % t_.val_every == 0 && done != t_.steps) validate(done);
       } catch (const RecoveryOrdered& ordered) {
         if (!services_.recovery.survive) throw;
+        if (ordered.finished_step_first())
+          monitor::logger("train")->info("rank {} finished step {} before taking the recovery's order: rank {}, "
+                                         "which failed, had completed it, so every message of it was on its way",
+                                         loop_.checkpoint_place().rank, completed_,
+                                         ordered.order().failed_ranks.at(0));
         s = survive(ordered.order(), completed_) - 1;
       }
     }
@@ -211,7 +218,8 @@ class RankRun {
     if (services_.recovery.join) {
       const RecoveryResult joined = services_.recovery.join(loop_, rollback());
       checkpoints_.forget_uncommitted();
-      first_step_ = completed_ = joined.steps;
+      first_step_ = joined.steps;
+      resume_holding(first_step_);
       if (joined.checkpoint.empty())
         monitor::logger("train")->info(
             "rank {} respawned in place: resumed from rank {}'s memory over the data plane after step {} ({} bytes in "
@@ -228,7 +236,8 @@ class RankRun {
     if (!resumed) return RunOutcome{2, resumed.error().message};
     for (const std::string& skipped : resumed->skipped)
       if (services_.reports) checkpoint_log_->warn(skipped);
-    first_step_ = completed_ = resumed->steps;
+    first_step_ = resumed->steps;
+    resume_holding(first_step_);
     if (first_step_ > 0) {
       loop_.mirror_to_device();
       loop_.resume_at(first_step_);
@@ -279,8 +288,17 @@ class RankRun {
         : result.received ? fmt::format(", its state from rank {} ({} bytes in {:.3f} s)", result.donor, result.bytes,
                                         result.seconds)
                           : std::string{});
-    completed_ = static_cast<long>(result.steps);
+    resume_holding(static_cast<long>(result.steps));
     return completed_;
+  }
+
+  // This rank's state now holds `steps` steps without having trained the last of them here (a
+  // resume, or an in-place recovery's plan): what its node reports should its worker fail, and
+  // what its mailbox finishes a step for.
+  void resume_holding(long steps) {
+    completed_ = steps;
+    services_.progress.resumed_at(steps);
+    if (services_.recovery.holds_steps) services_.recovery.holds_steps(steps);
   }
 
   std::optional<RunOutcome> obey_boundary_orders(long steps_done) {
@@ -314,6 +332,7 @@ class RankRun {
       throw;
     }
     completed_ = s + 1;
+    if (services_.recovery.holds_steps) services_.recovery.holds_steps(completed_);
     const double secs = std::chrono::duration<double>(Clock::now() - start).count();
     const std::int64_t tokens = loop_.tokens_per_step();
     const monitor::CompressionReading compressed = compression_reading();

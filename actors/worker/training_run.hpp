@@ -66,6 +66,9 @@ struct RecoveryHooks {
   // for waits outside a step, as the coordinator's for a checkpoint's shards, that a writer which
   // died would make last the commit timeout.
   std::function<void()> take_waiting_orders;
+  // Told the steps whose update the rank's state holds, whenever that changes: an order whose
+  // failed rank completed more steps is taken only once this rank holds as many.
+  std::function<void(std::int64_t)> holds_steps;
 };
 
 // What a rank's run is given besides its loop: its progress (the watchdog's view), metrics (null:

@@ -466,8 +466,8 @@ TEST_CASE("every catalogue message without an actor handle survives serializatio
   CHECK((rd.rank == 2 && rd.step == 7 && rd.error == "disk full"));
   // The in-place recovery's messages; recover_msg and recover_ready_msg carry actor handles and
   // are pinned by test_drill.cpp's kill-worker, across real processes.
-  auto wf = round_trip(system, worker_failed_msg{1, 3, "boom"});
-  CHECK((wf.node_index == 1 && wf.rank == 3 && wf.reason == "boom"));
+  auto wf = round_trip(system, worker_failed_msg{1, 3, "boom", 9});
+  CHECK((wf.node_index == 1 && wf.rank == 3 && wf.reason == "boom" && wf.steps_done == 9));
   auto rp = round_trip(system, recover_plan_msg{2, 41, {0, 2}, {1, 3}, {}});
   CHECK((rp.epoch == 2 && rp.steps == 41 && rp.donors == std::vector<int>{0, 2} &&
          rp.receivers == std::vector<int>{1, 3} && rp.replaced.empty()));

@@ -116,3 +116,49 @@ TEST_CASE("take_orders returns after its limit when nothing came and throws on a
   self->send(self, stop_atom_v, stop_msg{1, "node 2 was lost"});
   CHECK_THROWS_WITH(mailbox.take_orders(std::chrono::seconds(10)), "node 2 was lost");
 }
+
+TEST_CASE("a recovery order whose failed rank completed the step in flight lets the step's transfers finish and is "
+          "taken once the worker holds that step; one that did not ends the wait at once",
+          "[actors]") {
+  on_two_ranks([](comm::Engine& engine, MailboxComm& mailbox, comm::Communicator& world) -> Status {
+    const int peer = 1 - engine.rank();
+    if (engine.rank() == 1) {
+      if (Status s = world.barrier(); !s) return s;
+      mailbox.send(engine, peer, key(1), filled(4, 50.0f));
+      if (Status s = mailbox.wait_all(); !s) return s;
+      return world.barrier();
+    }
+    caf::blocking_actor* self = mailbox.worker();
+    mailbox.holds_steps(3);
+    // Rank 1 "failed" after completing step 4, so its message of step 4 is on its way: the order
+    // reaches the mailbox before the message and still does not end the wait for it.
+    self->send(self, recover_atom_v, recover_msg{1, {1}, "rank 1 failed", {}, 4});
+    compute::Tensor in = compute::Tensor::zeros({4}, compute::DType::f32);
+    const auto received = mailbox.recv(engine, peer, key(1), in);
+    if (Status s = world.barrier(); !s) return s;
+    try {
+      if (Status s = mailbox.wait(received); !s) return s;
+      mailbox.take_waiting_orders();
+    } catch (const RecoveryOrdered&) {
+      return Error{"the order ended the wait of a step the failed rank had completed"};
+    }
+    if (in.data_as<float>()[3] != 53.0f) return Error{"the step's message has the wrong contents"};
+    mailbox.holds_steps(4);
+    try {
+      mailbox.take_waiting_orders();
+      return Error{"the order was not taken once the worker held step 4"};
+    } catch (const RecoveryOrdered& taken) {
+      if (taken.order().failed_steps_done != 4) return Error{"another order was taken"};
+    }
+    // The failed rank had not completed the step this worker is in (or nobody knows): at once.
+    for (const std::int64_t failed_steps_done : {std::int64_t{4}, std::int64_t{-1}}) {
+      self->send(self, recover_atom_v, recover_msg{2, {1}, "rank 1 failed", {}, failed_steps_done});
+      try {
+        mailbox.take_orders(std::chrono::seconds(10));
+        return Error{"an order of a failed rank at step " + std::to_string(failed_steps_done) + " was not taken"};
+      } catch (const RecoveryOrdered&) {
+      }
+    }
+    return world.barrier();
+  });
+}
