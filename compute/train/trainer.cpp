@@ -44,6 +44,26 @@ Trainer::Trainer(GPT& model, TrainerOptions options, std::span<const std::uint16
   TROUPE_CHECK(0 <= options.data_parallel.rank && options.data_parallel.rank < options.data_parallel.size,
                "data-parallel rank outside its group");
   model_.reserve(options.batch_size, options.seq_len);
+  if (options.grad_accum > 1 && dp.zero_stage != 3) {
+    MemoryScope scope(MemoryKind::gradients);
+    earlier_micro_batches_ = model.backend().zeros({model.layout().total()}, model.dtype());
+  }
+}
+
+void Trainer::set_aside_micro_batch(int micro) {
+  if (!earlier_micro_batches_.defined()) return;
+  Tensor grads = model_.grads();
+  if (micro == 1)
+    model_.backend().copy(earlier_micro_batches_, grads);
+  else
+    model_.backend().residual_forward(earlier_micro_batches_, earlier_micro_batches_, grads);
+  model_.zero_grad();
+}
+
+void Trainer::add_earlier_micro_batches(std::int64_t begin, std::int64_t end) {
+  if (!earlier_micro_batches_.defined() || begin == end) return;
+  Tensor grads = model_.grads().slice(begin, {end - begin});
+  model_.backend().residual_forward(grads, grads, earlier_micro_batches_.slice(begin, {end - begin}));
 }
 
 void Trainer::resume_at(long steps) {
@@ -69,6 +89,7 @@ StepResult Trainer::step() {
   const std::function<void(int)> start_layer_bucket = [&](int layer) {
     if (dp.between_layers) dp.between_layers();
     const auto [begin, end] = model_.layout().layer_range(layer);
+    add_earlier_micro_batches(begin, end);
     dp.start_sum(model_.grads().slice(begin, {end - begin}), begin);
   };
   StepResult result;
@@ -79,6 +100,7 @@ StepResult Trainer::step() {
   double loss_sum = 0;
   const int k = options_.grad_accum;
   for (int micro = 0; micro < k; ++micro) {
+    if (micro > 0) set_aside_micro_batch(micro);
     const std::uint64_t micro_index = static_cast<std::uint64_t>(steps_) * k + micro;
     const std::uint64_t first = (micro_index * dp.size + dp.rank) * options_.batch_size;
     fill_batch(inputs_.data_as<std::int32_t>(), targets_.data_as<std::int32_t>(), train_tokens_, train_sampler_, first,
@@ -94,13 +116,17 @@ StepResult Trainer::step() {
     // The buckets backward did not cover: the embeddings at the front of the buffer, ln_f at the end.
     const auto [first_layer_begin, first_layer_end] = model_.layout().layer_range(0);
     const auto [last_layer_begin, last_layer_end] = model_.layout().layer_range(model_.config().n_layer - 1);
+    add_earlier_micro_batches(0, first_layer_begin);
+    add_earlier_micro_batches(last_layer_end, model_.layout().total());
     dp.start_sum(model_.grads().slice(0, {first_layer_begin}), 0);
     dp.start_sum(model_.grads().slice(last_layer_end, {model_.layout().total() - last_layer_end}), last_layer_end);
     dp.wait_sums();
-  } else if (sharded_gradients) {
-    dp.reduce_scatter_gradients(model_.grads());
-  } else if (dp.size > 1) {
-    dp.sum_gradients(model_.grads());
+  } else {
+    add_earlier_micro_batches(0, model_.layout().total());
+    if (sharded_gradients)
+      dp.reduce_scatter_gradients(model_.grads());
+    else if (dp.size > 1)
+      dp.sum_gradients(model_.grads());
   }
   result.loss = dp.mean ? dp.mean(loss_sum / k) : loss_sum / k;
   result.grad_norm = sharded_gradients ? clip_sharded_gradients()

@@ -86,6 +86,10 @@ struct DataParallel {
 struct TrainerOptions {
   int batch_size = 8;  // B
   int seq_len = 128;   // T
+  // Micro-batches a step sums on this rank. Each one's gradient is computed whole and added to
+  // the sum of those before it, as a data-parallel sum adds ranks' gradients, so one rank
+  // accumulating 2 micro-batches gives the bits of 2 ranks with 1 each (unless ZeRO-3, whose
+  // shards accumulate as they are reduced).
   int grad_accum = 1;
   LrSchedule lr;
   AdamWOptions adamw;
@@ -125,6 +129,11 @@ class Trainer {
   // Stages 2 and 3's clip: the norm of the summed gradient from the shards, then this shard scaled.
   double clip_sharded_gradients();
   Tensor gradient_shard();
+  // Between micro-batches: the gradient just computed joins the sum of the earlier ones, and the
+  // model's gradients start from zero again.
+  void set_aside_micro_batch(int micro);
+  // After the last micro-batch: the earlier ones' sum added into the gradients in [begin, end).
+  void add_earlier_micro_batches(std::int64_t begin, std::int64_t end);
 
   GPT& model_;
   TrainerOptions options_;
@@ -132,6 +141,7 @@ class Trainer {
   WindowSampler train_sampler_;
   AdamW optimizer_;
   Tensor inputs_, targets_;  // host (B, T) i32
+  Tensor earlier_micro_batches_;  // grad_accum > 1 without ZeRO-3: their gradients' sum
   long steps_ = 0;
 };
 

@@ -184,3 +184,27 @@ TEST_CASE("two data-parallel ranks of batch b take the steps of one process of b
       CHECK(std::memcmp(sharded_gradients.data(), run.params[0].data(), plain.size() * sizeof(float)) == 0);
   }
 }
+
+// What lets a job that lost a replica go on with twice the micro-batches (an elastic shrink) and
+// still train the same weights: each micro-batch's gradient is computed whole and added to the
+// earlier ones', as the data-parallel sum adds the ranks'.
+TEST_CASE("one process accumulating 2 micro-batches of b takes, bit for bit, the steps of two data-parallel ranks of b",
+          "[model][dp][accumulation]") {
+  const auto data = random_stream(40000, 64);
+  const int steps = 4;
+  TrainerOptions accumulating = base_options();
+  accumulating.batch_size = 2;
+  accumulating.grad_accum = 2;
+  const auto accumulated = train(accumulating, data, steps, nullptr);
+  const TwoRanks two = run_two_ranks(data, steps, 0);
+  CHECK(std::memcmp(accumulated.data(), two.params[0].data(), accumulated.size() * sizeof(float)) == 0);
+  // Three micro-batches sum as ((g0 + g1) + g2): not the order of one batch of 3b, but close.
+  accumulating.grad_accum = 3;
+  TrainerOptions whole = base_options();
+  whole.batch_size = 6;
+  const auto three = train(accumulating, data, steps, nullptr), one = train(whole, data, steps, nullptr);
+  double max_diff = 0;
+  for (std::size_t i = 0; i < one.size(); ++i) max_diff = std::max(max_diff, double(std::abs(one[i] - three[i])));
+  INFO("max parameter difference, 3 micro-batches of 2 against one batch of 6: " << max_diff);
+  CHECK(max_diff < 1e-5);
+}

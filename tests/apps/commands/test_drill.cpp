@@ -5,7 +5,7 @@
 // back in its own process to the newest checkpoint —, every node restarted from the survivors'
 // rescue snapshot or the newest checkpoint, or a failed save was survived) and the
 // final parameters and AdamW moments equal an undisturbed run's bitwise (node-lost: the job went
-// on without the node instead).
+// on without the node, and from 2 replicas to 1 still bitwise).
 
 #include <catch2/catch.hpp>
 
@@ -181,7 +181,8 @@ TEST_CASE("drill kill-node with tensor shards and fault.recovery restart right a
                           Contains("restarting every node from the survivors' rescue snapshot of step 4"));
 }
 
-TEST_CASE("drill node-lost: a node that cannot come back is left out and the job finishes on fewer replicas",
+TEST_CASE("drill node-lost: a node that cannot come back is left out and the job finishes on fewer replicas, "
+          "from 2 replicas to 1 with the weights of an undisturbed run",
           "[drill]") {
   TempDir dir;
   const ProcessResult r = drill(dir, "node-lost");
@@ -189,6 +190,8 @@ TEST_CASE("drill node-lost: a node that cannot come back is left out and the job
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.out, Contains("verdict: PASS") && Contains("steps lost: 0\n") &&
                         Contains("the job went on without node 1: yes") &&
+                        Contains("final weights equal to an undisturbed run: yes (parameters and AdamW moments, "
+                                 "bitwise)") &&
                         Contains("recovery: restarting every node without node 1 (localhost) (it cannot come back)") &&
                         Contains("counted: restarts=2 failure.node_lost=1 failure.start_failed=1 recovery.replica=1 "
                                  "recovery.shrink=1"));
