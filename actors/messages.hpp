@@ -97,6 +97,9 @@ struct job_outcome_msg {
   std::vector<int> drop_nodes;    // node indices the job asks to leave out of the next attempt (drain)
   // The failure kind of each failure this attempt recovered from in place, without ending, in order.
   std::vector<std::string> in_place_recoveries;
+  // The shell asked for the nodes an earlier attempt left out back (`rejoin`): launch restarts
+  // the job on every node of its host file, from the checkpoint the shell's order wrote.
+  bool rejoin = false;
 };
 
 // Job supervisor → the surviving node supervisors → their workers, after a node was lost: write
@@ -293,7 +296,7 @@ typename Inspector::result_type inspect(Inspector& f, stop_msg& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_outcome_msg& x) {
   return f(caf::meta::type_name("job_outcome_msg"), x.exit_code, x.reason, x.failure_kind, x.failed_nodes,
-           x.rescued_step, x.drop_nodes, x.in_place_recoveries);
+           x.rescued_step, x.drop_nodes, x.in_place_recoveries, x.rejoin);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, rescue_msg& x) {

@@ -32,6 +32,7 @@ Status ControlPort::open(caf::actor_system& system, caf::actor job, const JobCon
   monitor_plan.attempt = restarts;
   monitor_plan.max_restarts = config.fault.max_restarts;
   monitor_plan.restarted_after = last_reason_;
+  monitor_plan.left_out = left_out_;
   auto monitor = actors::spawn_monitor(system, std::move(monitor_plan));
   auto internal = system.middleman().publish(monitor, 0, "127.0.0.1");
   if (!internal) {

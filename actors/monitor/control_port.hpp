@@ -30,6 +30,8 @@ class ControlPort {
               std::vector<bool> node_is_local, bool launcher_starts_nodes, int restarts);
   // The attempt ended; the next attempt's monitor says so.
   void attempt_ended(const std::string& reason) { last_reason_ = reason; }
+  // The host-file lines the next attempt runs without (an earlier shrink), for the shell's rejoin.
+  void set_left_out(std::vector<std::string> lines) { left_out_ = std::move(lines); }
 
  private:
   std::string bind_;
@@ -37,6 +39,7 @@ class ControlPort {
   std::string token_;
   std::unique_ptr<actors::FrameGuard> guard_;
   std::string last_reason_;
+  std::vector<std::string> left_out_;
   std::unique_ptr<ControlTokenFile> file_;
 };
 

@@ -33,7 +33,7 @@ constexpr std::size_t sparkline_width = 60;
 
 // A shell request answered later, once the job shows what it waits for.
 struct PendingReply {
-  enum class Kind { checkpoint, pause, trace, drain } kind;
+  enum class Kind { checkpoint, pause, trace, drain, rejoin } kind;
   caf::response_promise promise;
   std::int64_t step = 0;   // checkpoint, pause: the agreed boundary; trace: the first step recorded
   std::int64_t steps = 0;  // trace: how many; drain: the node
@@ -146,7 +146,8 @@ void settle_pending(monitor_actor* self) {
   auto settled = [&](PendingReply& p) {
     switch (p.kind) {
       case PendingReply::Kind::checkpoint:
-      case PendingReply::Kind::drain: {
+      case PendingReply::Kind::drain:
+      case PendingReply::Kind::rejoin: {
         const std::filesystem::path folder =
             std::filesystem::path(st.plan.checkpoint_dir) / checkpoint::step_folder_name(p.step);
         auto committed = checkpoint::committed_steps(st.plan.checkpoint_dir);
@@ -156,6 +157,13 @@ void settle_pending(monitor_actor* self) {
             text = fmt::format("drain node {}: {}; the job restarts without node {}", p.steps, text, p.steps);
             monitor::logger("monitor")->warn("shell: {}", text);
             self->send(st.plan.job, drain_atom_v, static_cast<int>(p.steps));
+          }
+          if (p.kind == PendingReply::Kind::rejoin) {
+            std::string lines;
+            for (const std::string& line : st.plan.left_out) lines += (lines.empty() ? "" : ", ") + line;
+            text = fmt::format("rejoin: {}; the job restarts with {} back", text, lines);
+            monitor::logger("monitor")->warn("shell: {}", text);
+            self->send(st.plan.job, rejoin_atom_v);
           }
           p.promise.deliver(reply(st, true, text));
           return true;
@@ -363,6 +371,20 @@ void command(monitor_actor* self, const std::vector<std::string>& words, caf::re
     });
   } else if (verb == "drain") {
     usage("drain node NODE");
+  } else if (verb == "rejoin" && args == 0) {
+    if (st.plan.left_out.empty())
+      return answer(false, "rejoin: the job runs on every node of its host file; no node was left out to come back");
+    if (st.plan.checkpoint_dir.empty())
+      return answer(false, "rejoin: this job has no checkpoint.dir to save into and restart from");
+    agree(self, "checkpoint", [self, rp](const std::string& error, std::int64_t boundary) mutable {
+      if (!error.empty()) {
+        rp.deliver(reply(self->state, false, "rejoin: " + error));
+        return;
+      }
+      pend(self, PendingReply::Kind::rejoin, rp, boundary, 0, checkpoint_wait);
+    });
+  } else if (verb == "rejoin") {
+    usage("rejoin");
   } else if (verb == "kill") {
     usage("kill worker RANK | kill node NODE");
   } else {

@@ -35,6 +35,7 @@ struct MonitorPlan {
   int attempt = 0;                  // restarts so far
   int max_restarts = 0;
   std::string restarted_after;      // why the previous attempt ended
+  std::vector<std::string> left_out;  // host-file lines an earlier shrink left out ("h1 slots=1"): rejoin's
   std::chrono::milliseconds poll{250};
 };
 

@@ -328,6 +328,8 @@ void end_job(job_actor* self, job_outcome_msg outcome) {
   auto log = monitor::logger("job");
   if (outcome.exit_code == 0)
     log->info("job finished: {}", outcome.reason);
+  else if (outcome.rejoin)
+    log->info("attempt ended: {}", outcome.reason);
   else
     log->error("job failed: {}", outcome.reason);
   for (auto& [index, m] : st.joined) self->send(m.node, stop_atom_v, stop_msg{outcome.exit_code, outcome.reason});
@@ -642,6 +644,13 @@ caf::message_handler every_phase(job_actor* self) {
         // launch restarts the job without that node.
         const std::string reason = "drain node " + std::to_string(node) + ": the shell asked to go on without it";
         end_job(self, failure_outcome(1, FailureKind::drained, reason, {node}, {node}));
+      },
+      [=](rejoin_atom) {
+        // The shell's `rejoin`, after its checkpoint committed: this attempt ends so that launch
+        // restarts the job with the nodes an earlier one left out.
+        job_outcome_msg outcome{1, "rejoin: the shell asked for the nodes the job went on without back"};
+        outcome.rejoin = true;
+        end_job(self, std::move(outcome));
       },
       [=](settle_atom) {},
       [=](unreachable_atom, const std::string&, double) {},

@@ -44,6 +44,7 @@
 //   running, rescuing: a node lost or silent once every rank finished the last step ─► ended (0)
 //   any phase: a node with the job's token but another build or config ─► ended (2, rejected);
 //              the shell's drain of node N ─► ended (1, drained, drop_nodes {N});
+//              the shell's rejoin ─► ended (1, rejoin: the nodes left out come back);
 //              heartbeats, the monitor's view and pause are answered; a timer or a late answer
 //              that an earlier phase left behind is dropped.
 //   ended: stop_msg to every joined node, job_outcome_msg to the listener, quit.

@@ -40,6 +40,7 @@ AttemptOutcome attempt_outcome(const job_outcome_msg& o) {
   a.failed_nodes = o.failed_nodes;
   a.rescued_step = o.rescued_step;
   a.drop_nodes = o.drop_nodes;
+  a.rejoin = o.rejoin;
   for (const std::string& kind : o.in_place_recoveries)
     if (const auto parsed = parse_failure_kind(kind)) a.in_place_recoveries.push_back(*parsed);
   return a;
@@ -115,6 +116,16 @@ RestartDecision decide_restart(const RestartHistory& history, const AttemptOutco
     if (counts.restarts > 0)
       d.log.push_back(
           info("job finished after " + std::to_string(counts.restarts) + " restart(s); " + counts.to_text()));
+    return d;
+  }
+  if (attempt.rejoin) {
+    // Not a failure: the restart the shell asked for, from the checkpoint its order wrote. A node
+    // that fails again before joining is then one that cannot come back, as after any restart.
+    d.action = Action::grow;
+    d.next.restarted_after.reset();
+    ++counts.restarts;
+    d.log.push_back(info("recovery: restarting every node with the nodes the job went on without (the shell's "
+                         "rejoin), from the newest checkpoint in " + options.checkpoint_dir));
     return d;
   }
   const FailureKind kind = attempt.failure_kind         ? *attempt.failure_kind
@@ -211,6 +222,7 @@ std::string_view to_string(RestartDecision::Action action) {
     case RestartDecision::Action::restart_from_replica: return "restart from replica";
     case RestartDecision::Action::restart_from_checkpoint: return "restart from checkpoint";
     case RestartDecision::Action::shrink: return "shrink";
+    case RestartDecision::Action::grow: return "grow";
   }
   return "unknown";
 }

@@ -5,6 +5,7 @@
 // attempts and does what the decision says; nothing here starts, logs or waits.
 //
 //   attempt ended ──ok, nothing to drop──────────────────────────────────────► finish (0)
+//        ├─ the shell's rejoin ─► grow: every node of the host file again, the configured batch
 //        │ otherwise: count the failure when restarting could help
 //        ├─ not restartable (bad input, Ctrl-C), no checkpoint.dir, or, with nothing to drop,
 //        │  the budget spent / a node that cannot come back (without fault.elastic), or the
@@ -49,6 +50,7 @@ struct AttemptOutcome {
   long checkpoint_at_start = -1;
   long checkpoint_at_end = -1;
   std::vector<FailureKind> in_place_recoveries;  // failures the attempt recovered from in place and went on, by kind
+  bool rejoin = false;  // the shell asked for the nodes left out back (job_outcome_msg::rejoin)
 };
 
 // The attempt as the job supervisor reported it: restartable when a node failed or was lost
@@ -132,7 +134,7 @@ struct PolicyLine {
 };
 
 struct RestartDecision {
-  enum class Action { finish, stop, restart_from_replica, restart_from_checkpoint, shrink };
+  enum class Action { finish, stop, restart_from_replica, restart_from_checkpoint, shrink, grow };
   Action action = Action::finish;
   int exit_code = 0;                 // stop: the job's exit code; finish: 0
   std::string reason;                // stop: the one line after "troupe: error: "
@@ -144,7 +146,7 @@ struct RestartDecision {
 };
 
 // After an attempt: finish, stop, restart (from the survivors' snapshot or the newest
-// checkpoint) or shrink. `history` is before this attempt; `job` is this attempt's nodes and batch.
+// checkpoint), shrink, or grow back to every node of the host file. `history` is before this attempt; `job` is this attempt's nodes and batch.
 RestartDecision decide_restart(const RestartHistory& history, const AttemptOutcome& attempt,
                                const RestartOptions& options, const JobShape& job);
 

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <future>
 #include <memory>
+#include <numeric>
 #include <set>
 #include <string>
 #include <thread>
@@ -438,7 +439,17 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
   const actors::RescueTiming timing = actors::rescue_timing(config.fault);
   actors::RestartHistory history;
   int attempt_number = 0;  // TROUPE_ATTEMPT: the last one this job began
+  // The host file's nodes, and which of them this attempt runs (by index there): a shrink leaves
+  // some out, the shell's rejoin brings them back.
+  std::vector<launch::HostEntry> configured = hosts;
+  std::vector<int> running(hosts.size());
+  std::iota(running.begin(), running.end(), 0);
   for (;;) {
+    std::vector<std::string> left_out;
+    for (std::size_t i = 0; i < configured.size(); ++i)
+      if (std::find(running.begin(), running.end(), static_cast<int>(i)) == running.end())
+        left_out.push_back(configured[i].host + " slots=" + std::to_string(configured[i].slots));
+    control.set_left_out(std::move(left_out));
     const actors::RestartOptions options = actors::restart_options(config, plan.world_size);
     const bool rescue = actors::rescue_choice(options).allowed;
     const long checkpoint_at_start = newest_checkpoint(config);
@@ -446,7 +457,10 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
                                          history.counts, rescue, timing, control);
     ++attempt_number;  // a restart, if one follows, is the next attempt
     // A node that went to a spare line stays there.
-    for (const auto& [index, spare] : spares.taken) hosts[static_cast<std::size_t>(index)].host = spare.host;
+    for (const auto& [index, spare] : spares.taken) {
+      hosts[static_cast<std::size_t>(index)].host = spare.host;
+      configured[static_cast<std::size_t>(running[static_cast<std::size_t>(index)])].host = spare.host;
+    }
     spares.taken.clear();
     plan = launch::plan_ranks(hosts, launch::this_host_name());
     attempt.checkpoint_at_start = checkpoint_at_start;
@@ -460,14 +474,28 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
       case actors::RestartDecision::Action::stop: return error_exit(exit_code_of(decision.exit_code), decision.reason);
       case actors::RestartDecision::Action::shrink: {
         std::vector<launch::HostEntry> kept;
-        for (int index : decision.shrink->kept) kept.push_back(hosts[static_cast<std::size_t>(index)]);
+        std::vector<int> still_running;
+        for (int index : decision.shrink->kept) {
+          kept.push_back(hosts[static_cast<std::size_t>(index)]);
+          still_running.push_back(running[static_cast<std::size_t>(index)]);
+        }
         hosts = std::move(kept);
+        running = std::move(still_running);
         config.train.batch_size = decision.shrink->batch.batch_size;
         config.train.grad_accum = decision.shrink->batch.grad_accum;
         config.pipeline.microbatches = decision.shrink->batch.microbatches;
         plan = launch::plan_ranks(hosts, launch::this_host_name());
         break;
       }
+      case actors::RestartDecision::Action::grow:
+        hosts = configured;
+        running.resize(configured.size());
+        std::iota(running.begin(), running.end(), 0);
+        config.train.batch_size = job.config.train.batch_size;
+        config.train.grad_accum = job.config.train.grad_accum;
+        config.pipeline.microbatches = job.config.pipeline.microbatches;
+        plan = launch::plan_ranks(hosts, launch::this_host_name());
+        break;
       case actors::RestartDecision::Action::restart_from_replica:
       case actors::RestartDecision::Action::restart_from_checkpoint: break;
     }

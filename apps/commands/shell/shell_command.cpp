@@ -41,11 +41,12 @@ const char* const help_text =
     "kill worker RANK        drill: that rank's worker throws at its next step boundary\n"
     "kill node NODE          drill: SIGKILL to that node process\n"
     "drain node NODE         checkpoint, then restart the job without that node (fewer replicas)\n"
+    "rejoin                  checkpoint, then restart the job with the nodes it went on without\n"
     "help                    this list\n"
     "quit                    leave the shell (the job goes on)";
 
 const std::vector<std::string> completions{"status", "nodes",  "workers", "memory", "top",  "loss",  "trace", "checkpoint",
-                                           "pause",  "resume", "log",     "kill", "drain", "worker", "node",
+                                           "pause",  "resume", "log",     "kill", "drain", "rejoin", "worker", "node",
                                            "help",   "quit",   "debug",   "info",  "warn",  "error", "critical", "off"};
 
 std::vector<std::string> split(const std::string& line) {
@@ -62,8 +63,9 @@ bool repeatable(const std::string& verb) {
 }
 
 std::chrono::seconds timeout_for(const std::string& verb) {
-  return verb == "checkpoint" || verb == "pause" || verb == "trace" || verb == "drain" ? std::chrono::seconds(150)
-                                                                                       : std::chrono::seconds(15);
+  return verb == "checkpoint" || verb == "pause" || verb == "trace" || verb == "drain" || verb == "rejoin"
+             ? std::chrono::seconds(150)
+             : std::chrono::seconds(15);
 }
 
 // The terminal without line buffering or echo while alive, so one key press can be seen at once.

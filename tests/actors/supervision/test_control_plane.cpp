@@ -461,7 +461,8 @@ TEST_CASE("every catalogue message without an actor handle survives serializatio
   auto o = round_trip(system, job_outcome_msg{1, "z", "node_lost", {1, 3}, 5, {3}, {"worker_exception", "node_lost"}});
   CHECK((o.exit_code == 1 && o.reason == "z" && o.failure_kind == "node_lost" &&
          o.failed_nodes == std::vector<int>{1, 3} && o.rescued_step == 5 && o.drop_nodes == std::vector<int>{3} &&
-         o.in_place_recoveries == std::vector<std::string>{"worker_exception", "node_lost"}));
+         o.in_place_recoveries == std::vector<std::string>{"worker_exception", "node_lost"} && !o.rejoin));
+  CHECK(round_trip(system, job_outcome_msg{1, "rejoin", "", {}, -1, {}, {}, true}).rejoin);
   auto rd = round_trip(system, rescue_done_msg{2, 7, "disk full"});
   CHECK((rd.rank == 2 && rd.step == 7 && rd.error == "disk full"));
   // The in-place recovery's messages; recover_msg and recover_ready_msg carry actor handles and

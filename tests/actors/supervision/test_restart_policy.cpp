@@ -591,3 +591,28 @@ TEST_CASE("restart options read the job's keys: the replicas are the workers ove
   CHECK((o.checkpoint_dir == "/ck" && o.max_restarts == 5 && o.elastic && o.zero == 1 && o.backend == "cuda" &&
          o.data_parallel == 3));
 }
+
+TEST_CASE("the shell's rejoin grows the job back to every node of its host file, as a restart that is no failure",
+          "[recovery]") {
+  RestartOptions options;
+  options.checkpoint_dir = "ck";
+  options.elastic = true;
+  const JobShape job{{{"a", 1}}};
+  RestartHistory history;
+  history.counts.restarts = 1;
+  history.budget_used = 1;
+  AttemptOutcome rejoin = attempt_outcome({1, "rejoin: the shell asked", "", {}, -1, {}, {}, true});
+  CHECK(rejoin.rejoin);
+  const RestartDecision grow = decide_restart(history, rejoin, options, job);
+  CHECK(grow.action == RestartDecision::Action::grow);
+  CHECK(grow.next.counts.to_text() == "restarts=2");
+  CHECK(grow.next.budget_used == 1);
+  REQUIRE(grow.log.size() == 1);
+  CHECK(grow.log[0].text == "recovery: restarting every node with the nodes the job went on without (the shell's "
+                            "rejoin), from the newest checkpoint in ck");
+  // A node that fails again before joining after the grow cannot come back: left out again.
+  AttemptOutcome failed_start = attempt_outcome({1, "node 1 exited", "start_failed", {1}, -1, {}});
+  const RestartDecision again = decide_restart(grow.next, failed_start, options, JobShape{{{"a", 1}, {"b", 1}}});
+  CHECK(again.action == RestartDecision::Action::shrink);
+  CHECK(again.drop == std::vector<int>{1});
+}

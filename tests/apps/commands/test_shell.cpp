@@ -27,6 +27,8 @@
 #include "actors/messages.hpp"
 #include "apps/run_troupe.hpp"
 #include "apps/commands/watched_run.hpp"
+#include "checkpoint/loader.hpp"
+#include "checkpoint/store.hpp"
 #include "support/busy_port.hpp"
 #include "support/metrics_scrape.hpp"
 #include "support/run_process.hpp"
@@ -41,6 +43,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A 2-node tiny job of `steps` steps, checkpoints in `checkpoints`, as LiveJob runs it.
+std::vector<std::string> tiny_job_args(long steps, const std::string& checkpoints) {
+  return {TROUPE_BINARY_DIR "/troupe", "train", "--workers", "2", "--model.preset", "tiny", "--train.steps",
+          std::to_string(steps), "--train.threads", "1", "--sample.tokens", "0", "--train.val_every", "0",
+          "--train.val_batches", "1", "--train.log_every", "10", "--checkpoint.dir", checkpoints,
+          "--checkpoint.every", "100000", "--fault.heartbeat_seconds", "0.2"};
+}
+
 // A 2-node tiny job in the background with checkpoints in dir/ck and its token file under dir.
 struct LiveJob {
   std::unique_ptr<troupe::apps::WatchedRun> run;
@@ -51,11 +61,7 @@ struct LiveJob {
 
   // `prefix` runs the job through another program, e.g. prlimit.
   LiveJob(const TempDir& dir, long steps, std::vector<std::string> prefix = {}) {
-    std::vector<std::string> argv{
-        TROUPE_BINARY_DIR "/troupe", "train", "--workers", "2", "--model.preset", "tiny", "--train.steps",
-         std::to_string(steps), "--train.threads", "1", "--sample.tokens", "0", "--train.val_every", "0",
-         "--train.val_batches", "1", "--train.log_every", "10", "--checkpoint.dir", dir.file("ck"),
-         "--checkpoint.every", "100000", "--fault.heartbeat_seconds", "0.2"};
+    std::vector<std::string> argv = tiny_job_args(steps, dir.file("ck"));
     argv.insert(argv.begin(), prefix.begin(), prefix.end());
     auto started = troupe::apps::WatchedRun::start(argv, {"XDG_RUNTIME_DIR=" + dir.path().string()}, dir.file("job.log"));
     REQUIRE(started);
@@ -468,6 +474,58 @@ TEST_CASE("troupe shell -c runs one command: a wrong token, garbage and a huge f
                             Contains("refused: no job token") && Contains("refused: 100032 bytes") &&
                             Contains("control port: refused") && Contains("job port: refused") &&
                             Contains("restarting every node without node 1"));
+}
+
+// Whether the checkpoints of `step` in two folders hold the same parameters and AdamW moments, bit
+// for bit.
+bool same_state(const fs::path& a, const fs::path& b, long step) {
+  auto first = troupe::checkpoint::open_checkpoint(troupe::checkpoint::step_dir(a, step));
+  auto second = troupe::checkpoint::open_checkpoint(troupe::checkpoint::step_dir(b, step));
+  REQUIRE(first);
+  REQUIRE(second);
+  for (const char* kind : {"param", "adam_m", "adam_v"}) {
+    auto x = first->read_all(kind);
+    auto y = second->read_all(kind);
+    REQUIRE(x);
+    REQUIRE(y);
+    REQUIRE(x->size() == y->size());
+    if (std::memcmp(x->data(), y->data(), x->size() * sizeof(float)) != 0) return false;
+  }
+  return true;
+}
+
+TEST_CASE("drain node 1, then rejoin: the job goes on as one replica of 2 micro-batches, grows back to both nodes, and "
+          "ends with the weights of a run never drained",
+          "[shell][dp]") {
+  TempDir dir;
+  const long steps = 200;
+  LiveJob job(dir, steps);
+  CHECK(shell_c(dir, job, "rejoin").err ==
+        "troupe: error: rejoin: the job runs on every node of its host file; no node was left out to come back\n");
+  const ProcessResult drain = shell_c(dir, job, "drain node 1");
+  INFO("drain: " << drain.out << drain.err);
+  REQUIRE(drain.exit_code == 0);
+  std::size_t at = 0;
+  REQUIRE(job.run->wait_for_line(std::regex("shrinking from 2 to 1 data-parallel replica\\(s\\): train.grad_accum = 2"),
+                                 seconds(60), 0, &at));
+  REQUIRE(job.run->wait_for_line(std::regex("step +[0-9]+/" + std::to_string(steps) + " \\|"), seconds(60), at + 1, &at));
+  const ProcessResult rejoin = shell_c(dir, job, "rejoin");
+  INFO("rejoin: " << rejoin.out << rejoin.err);
+  REQUIRE(rejoin.exit_code == 0);
+  CHECK_THAT(rejoin.out, Contains("rejoin: checkpoint after step") && Contains("the job restarts with localhost slots=1 back"));
+  const auto exit_code = job.run->wait_exit(seconds(120));
+  INFO(job.log());
+  REQUIRE(exit_code);
+  CHECK(*exit_code == 0);
+  CHECK_THAT(job.log(), Contains("restarting every node with the nodes the job went on without (the shell's rejoin)") &&
+                            Contains("all 2 nodes joined"));
+  // The attempt after the rejoin ran both nodes again.
+  const std::string after = job.log().substr(job.log().find("the shell's rejoin"));
+  CHECK_THAT(after, Contains("[node 1 localhost]"));
+
+  const ProcessResult undisturbed = run_process(tiny_job_args(steps, dir.file("reference")), dir.path().string(), seconds(120));
+  REQUIRE(undisturbed.exit_code == 0);
+  CHECK(same_state(dir.file("ck"), dir.file("reference"), steps));
 }
 
 TEST_CASE("troupe shell refuses a bad address and says when no job answers", "[shell][cli]") {
