@@ -5,6 +5,7 @@
 
 #include <caf/io/all.hpp>
 
+#include "actors/messages.hpp"
 #include "actors/monitor/monitor_actor.hpp"
 #include "actors/supervision/recovery_path.hpp"
 #include "monitor/log.hpp"
@@ -34,6 +35,12 @@ Status ControlPort::open(caf::actor_system& system, caf::actor job, const JobCon
   monitor_plan.restarted_after = last_reason_;
   monitor_plan.left_out = left_out_;
   auto monitor = actors::spawn_monitor(system, std::move(monitor_plan));
+  // Only an opened port takes orders for this attempt's monitor (forget_monitor() ends that).
+  auto opened = [this, monitor] {
+    std::lock_guard lock(monitor_mutex_);
+    monitor_ = monitor;
+    return Status::success();
+  };
   auto internal = system.middleman().publish(monitor, 0, "127.0.0.1");
   if (!internal) {
     caf::anon_send_exit(monitor, caf::exit_reason::user_shutdown);
@@ -41,7 +48,7 @@ Status ControlPort::open(caf::actor_system& system, caf::actor job, const JobCon
   }
   if (guard_) {
     guard_->retarget(*internal);
-    return Status::success();
+    return opened();
   }
   auto log = monitor::logger("monitor");
   auto guard = actors::FrameGuard::start({bind_, static_cast<std::uint16_t>(port_), *internal, 1u << 20, 64,
@@ -59,7 +66,17 @@ Status ControlPort::open(caf::actor_system& system, caf::actor job, const JobCon
                                  file_->path().parent_path().string());
   monitor::logger("job")->info("monitor: troupe shell {}:{} (the job's token is in {})", bind_, port_,
                                file_->path().string());
-  return Status::success();
+  return opened();
+}
+
+void ControlPort::forget_monitor() {
+  std::lock_guard lock(monitor_mutex_);
+  monitor_ = nullptr;
+}
+
+void ControlPort::order(const std::string& command) {
+  std::lock_guard lock(monitor_mutex_);
+  if (monitor_) caf::anon_send(monitor_, shell_atom_v, shell_request_msg{token_, command});
 }
 
 }  // namespace troupe::actors

@@ -6,6 +6,7 @@
 // to and why. The first attempt writes the token file and prints the shell command.
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,11 @@ class ControlPort {
   void attempt_ended(const std::string& reason) { last_reason_ = reason; }
   // The host-file lines the next attempt runs without (an earlier shrink), for the shell's rejoin.
   void set_left_out(std::vector<std::string> lines) { left_out_ = std::move(lines); }
+  // Gives this attempt's monitor `command` as a shell would, from launch itself on any thread; the
+  // monitor logs it and its answer goes nowhere. Nothing before the first attempt's monitor is up.
+  void order(const std::string& command);
+  // The attempt's actor system is about to end: no order goes to its monitor any more.
+  void forget_monitor();
 
  private:
   std::string bind_;
@@ -40,6 +46,8 @@ class ControlPort {
   std::unique_ptr<actors::FrameGuard> guard_;
   std::string last_reason_;
   std::vector<std::string> left_out_;
+  std::mutex monitor_mutex_;
+  caf::actor monitor_;  // this attempt's
   std::unique_ptr<ControlTokenFile> file_;
 };
 

@@ -43,6 +43,7 @@
 #include "apps/launch/node_launcher.hpp"
 #include "apps/launch/rank_plan.hpp"
 #include "apps/launch/slurm_allocation.hpp"
+#include "apps/launch/spare_watch.hpp"
 #include "actors/monitor/process_metrics.hpp"
 #include "actors/supervision/failure_kind.hpp"
 #include "actors/supervision/recovery_counts.hpp"
@@ -128,10 +129,30 @@ Status job_fits_this_machine(const LaunchArgs& args, const ResolvedJob& job, con
 
 using actors::AttemptOutcome;
 
+// While an attempt's actor system lives, and ended before it: the watch for new spare lines runs,
+// and launch may give orders to the attempt's monitor.
+class AttemptOrders {
+ public:
+  AttemptOrders(actors::ControlPort& control, launch::SpareWatch* watch) : control_(control), watch_(watch) {
+    if (watch_) watch_->start();
+  }
+  ~AttemptOrders() {
+    if (watch_) watch_->stop();
+    control_.forget_monitor();
+  }
+  AttemptOrders(const AttemptOrders&) = delete;
+  AttemptOrders& operator=(const AttemptOrders&) = delete;
+
+ private:
+  actors::ControlPort& control_;
+  launch::SpareWatch* watch_;
+};
+
 AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, launch::RankPlan plan,
                            launch::LauncherOptions launcher_options, SpareHosts& spares, int& attempt,
                            const std::string& token, const actors::RecoveryCounts& counts, bool rescue,
-                           const actors::RescueTiming& timing, actors::ControlPort& control) {
+                           const actors::RescueTiming& timing, actors::ControlPort& control,
+                           launch::SpareWatch* spare_watch = nullptr) {
   auto milliseconds = [](double seconds) { return std::chrono::milliseconds(std::lround(seconds * 1000)); };
   actors::JobPlan job_plan{token,
                            build_id(),
@@ -265,6 +286,7 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, laun
     failed.reason = opened.error().message;
     return failed;
   }
+  const AttemptOrders orders(control, spare_watch);
   if (args.external > 0) {
     // Nothing to start or watch here: the supervisor's join deadline and heartbeat watch end it.
     actors::job_outcome_msg o = outcome.get();
@@ -381,6 +403,42 @@ int run_external(const LaunchArgs& args, const ResolvedJob& job) {
   return error_exit(exit_code_of(attempt.exit_code), attempt.reason);
 }
 
+// The nodes a grow brings back (indices into the host file's nodes) and the batch split for the
+// job then.
+struct GrownJob {
+  std::vector<int> back;
+  actors::BatchShape batch;
+};
+
+// A grow after the shell's rejoin: each of `new_spares` takes the first node of `left_out` it has
+// slots for, which moves to it (`configured` updated); with no new spare line, every node left out
+// comes back on its own line. Nodes still left out keep the global batch as a shrink does.
+GrownJob grow(std::vector<launch::HostEntry>& configured, const std::vector<int>& left_out,
+              const std::vector<launch::HostEntry>& new_spares, const JobConfig& configured_config) {
+  GrownJob grown;
+  if (new_spares.empty()) grown.back = left_out;
+  for (const launch::HostEntry& spare : new_spares)
+    for (int index : left_out) {
+      launch::HostEntry& node = configured[static_cast<std::size_t>(index)];
+      if (node.slots > spare.slots || std::find(grown.back.begin(), grown.back.end(), index) != grown.back.end())
+        continue;
+      node.host = spare.host;
+      grown.back.push_back(index);
+      break;
+    }
+  const actors::JobShape whole = job_shape(configured, configured_config);
+  grown.batch = whole.batch;
+  std::vector<int> still_out;
+  for (int index : left_out)
+    if (std::find(grown.back.begin(), grown.back.end(), index) == grown.back.end()) still_out.push_back(index);
+  if (!still_out.empty()) {
+    Expected<actors::ShrinkPlan> smaller = actors::plan_shrink(whole, still_out);
+    TROUPE_CHECK(smaller.ok(), "a grow leaves out fewer nodes than the shrink that planned this batch");
+    grown.batch = smaller->batch;
+  }
+  return grown;
+}
+
 }  // namespace
 
 int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
@@ -444,17 +502,32 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
   std::vector<launch::HostEntry> configured = hosts;
   std::vector<int> running(hosts.size());
   std::iota(running.begin(), running.end(), 0);
+  std::vector<launch::HostEntry> spare_lines = host_file->spares;  // every spare line the job knows of
   for (;;) {
-    std::vector<std::string> left_out;
+    std::vector<int> left_out;
+    std::vector<std::string> left_out_lines;
+    std::vector<int> left_out_slots;
     for (std::size_t i = 0; i < configured.size(); ++i)
-      if (std::find(running.begin(), running.end(), static_cast<int>(i)) == running.end())
-        left_out.push_back(configured[i].host + " slots=" + std::to_string(configured[i].slots));
-    control.set_left_out(std::move(left_out));
+      if (std::find(running.begin(), running.end(), static_cast<int>(i)) == running.end()) {
+        left_out.push_back(static_cast<int>(i));
+        left_out_lines.push_back(configured[i].host + " slots=" + std::to_string(configured[i].slots));
+        left_out_slots.push_back(configured[i].slots);
+      }
+    control.set_left_out(std::move(left_out_lines));
+    launch::SpareWatch watch({slurm ? std::string() : args.host_file, spare_lines, left_out_slots,
+                              [&control, &args](const std::vector<launch::HostEntry>& found) {
+                                monitor::logger("job")->info(
+                                    "{}:{}: a new spare line ({} slots={}) can take a node the job went on without: "
+                                    "ordering the job's rejoin",
+                                    args.host_file, found.front().line, found.front().host, found.front().slots);
+                                control.order("rejoin");
+                              }});
     const actors::RestartOptions options = actors::restart_options(config, plan.world_size);
     const bool rescue = actors::rescue_choice(options).allowed;
     const long checkpoint_at_start = newest_checkpoint(config);
     AttemptOutcome attempt = run_attempt(args, config, plan, launcher_options, spares, attempt_number, *token,
-                                         history.counts, rescue, timing, control);
+                                         history.counts, rescue, timing, control, &watch);
+    const std::vector<launch::HostEntry> new_spares = watch.found();
     ++attempt_number;  // a restart, if one follows, is the next attempt
     // A node that went to a spare line stays there.
     for (const auto& [index, spare] : spares.taken) {
@@ -487,15 +560,19 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
         plan = launch::plan_ranks(hosts, launch::this_host_name());
         break;
       }
-      case actors::RestartDecision::Action::grow:
-        hosts = configured;
-        running.resize(configured.size());
-        std::iota(running.begin(), running.end(), 0);
-        config.train.batch_size = job.config.train.batch_size;
-        config.train.grad_accum = job.config.train.grad_accum;
-        config.pipeline.microbatches = job.config.pipeline.microbatches;
+      case actors::RestartDecision::Action::grow: {
+        const GrownJob grown = grow(configured, left_out, new_spares, job.config);
+        running.insert(running.end(), grown.back.begin(), grown.back.end());
+        std::sort(running.begin(), running.end());
+        spare_lines.insert(spare_lines.end(), new_spares.begin(), new_spares.end());
+        hosts.clear();
+        for (int index : running) hosts.push_back(configured[static_cast<std::size_t>(index)]);
+        config.train.batch_size = grown.batch.batch_size;
+        config.train.grad_accum = grown.batch.grad_accum;
+        config.pipeline.microbatches = grown.batch.microbatches;
         plan = launch::plan_ranks(hosts, launch::this_host_name());
         break;
+      }
       case actors::RestartDecision::Action::restart_from_replica:
       case actors::RestartDecision::Action::restart_from_checkpoint: break;
     }

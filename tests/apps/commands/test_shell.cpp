@@ -43,12 +43,17 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A 2-node tiny job of `steps` steps, checkpoints in `checkpoints`, as LiveJob runs it.
-std::vector<std::string> tiny_job_args(long steps, const std::string& checkpoints) {
-  return {TROUPE_BINARY_DIR "/troupe", "train", "--workers", "2", "--model.preset", "tiny", "--train.steps",
-          std::to_string(steps), "--train.threads", "1", "--sample.tokens", "0", "--train.val_every", "0",
-          "--train.val_batches", "1", "--train.log_every", "10", "--checkpoint.dir", checkpoints,
-          "--checkpoint.every", "100000", "--fault.heartbeat_seconds", "0.2"};
+// A tiny job of `steps` steps, checkpoints in `checkpoints`, as LiveJob runs it: on 2 local
+// workers, or as `start` says (a host file).
+std::vector<std::string> tiny_job_args(long steps, const std::string& checkpoints,
+                                       const std::vector<std::string>& start = {"train", "--workers", "2"}) {
+  std::vector<std::string> args{TROUPE_BINARY_DIR "/troupe"};
+  args.insert(args.end(), start.begin(), start.end());
+  args.insert(args.end(), {"--model.preset", "tiny", "--train.steps", std::to_string(steps), "--train.threads", "1",
+                           "--sample.tokens", "0", "--train.val_every", "0", "--train.val_batches", "1",
+                           "--train.log_every", "10", "--checkpoint.dir", checkpoints, "--checkpoint.every", "100000",
+                           "--fault.heartbeat_seconds", "0.2"});
+  return args;
 }
 
 // A 2-node tiny job in the background with checkpoints in dir/ck and its token file under dir.
@@ -59,9 +64,10 @@ struct LiveJob {
   int job_port = 0;        // the job supervisor's
   std::string token_file;
 
-  // `prefix` runs the job through another program, e.g. prlimit.
-  LiveJob(const TempDir& dir, long steps, std::vector<std::string> prefix = {}) {
-    std::vector<std::string> argv = tiny_job_args(steps, dir.file("ck"));
+  // `prefix` runs the job through another program, e.g. prlimit; `start` as tiny_job_args takes it.
+  LiveJob(const TempDir& dir, long steps, std::vector<std::string> prefix = {},
+          const std::vector<std::string>& start = {"train", "--workers", "2"}) {
+    std::vector<std::string> argv = tiny_job_args(steps, dir.file("ck"), start);
     argv.insert(argv.begin(), prefix.begin(), prefix.end());
     auto started = troupe::apps::WatchedRun::start(argv, {"XDG_RUNTIME_DIR=" + dir.path().string()}, dir.file("job.log"));
     REQUIRE(started);
@@ -524,6 +530,42 @@ TEST_CASE("drain node 1, then rejoin: the job goes on as one replica of 2 micro-
   CHECK_THAT(after, Contains("[node 1 localhost]"));
 
   const ProcessResult undisturbed = run_process(tiny_job_args(steps, dir.file("reference")), dir.path().string(), seconds(120));
+  REQUIRE(undisturbed.exit_code == 0);
+  CHECK(same_state(dir.file("ck"), dir.file("reference"), steps));
+}
+
+TEST_CASE("a spare line added to the host file of a drained job grows it back onto that line, with the weights of a "
+          "run never drained",
+          "[shell][dp]") {
+  TempDir dir;
+  const long steps = 200;
+  const std::string hosts = dir.write("hosts", "localhost slots=1\nlocalhost slots=1\n");
+  LiveJob job(dir, steps, {}, {"launch", "--hostfile", hosts});
+  const ProcessResult drain = shell_c(dir, job, "drain node 1");
+  INFO("drain: " << drain.out << drain.err);
+  REQUIRE(drain.exit_code == 0);
+  std::size_t at = 0;
+  REQUIRE(job.run->wait_for_line(std::regex("shrinking from 2 to 1 data-parallel replica"), seconds(60), 0, &at));
+  REQUIRE(job.run->wait_for_line(std::regex("step +[0-9]+/" + std::to_string(steps) + " \\|"), seconds(60), at + 1, &at));
+  {
+    std::ofstream out(hosts, std::ios::app);
+    out << "127.0.0.1 slots=1 spare\n";
+  }
+  const auto exit_code = job.run->wait_exit(seconds(120));
+  INFO(job.log());
+  REQUIRE(exit_code);
+  CHECK(*exit_code == 0);
+  CHECK_THAT(job.log(), Contains(hosts + ":3: a new spare line (127.0.0.1 slots=1) can take a node the job went on "
+                                         "without: ordering the job's rejoin") &&
+                            Contains("rejoin: checkpoint after step") &&
+                            Contains("restarting every node with the nodes the job went on without"));
+  // The grown attempt runs node 1 on the spare line.
+  const std::string after = job.log().substr(job.log().find("restarting every node with the nodes"));
+  CHECK_THAT(after, Contains("[node 1 127.0.0.1]"));
+
+  const ProcessResult undisturbed =
+      run_process(tiny_job_args(steps, dir.file("reference"), {"launch", "--hostfile", dir.write("plain", "localhost slots=1\nlocalhost slots=1\n")}),
+                  dir.path().string(), seconds(120));
   REQUIRE(undisturbed.exit_code == 0);
   CHECK(same_state(dir.file("ck"), dir.file("reference"), steps));
 }
