@@ -219,6 +219,19 @@ void pend(monitor_actor* self, PendingReply::Kind kind, caf::response_promise pr
   self->state.pending.push_back({kind, std::move(promise), step, steps, Clock::now() + wait});
 }
 
+// checkpoint, drain and rejoin: a checkpoint at a boundary every rank agrees on, answered once it
+// is committed (settle_pending), or at once with why no boundary was agreed ("drain node: …").
+void checkpoint_at_boundary(monitor_actor* self, caf::response_promise rp, PendingReply::Kind kind,
+                            const std::string& command, std::int64_t steps) {
+  agree(self, "checkpoint", [self, rp, kind, command, steps](const std::string& error, std::int64_t boundary) mutable {
+    if (!error.empty()) {
+      rp.deliver(reply(self->state, false, command + ": " + error));
+      return;
+    }
+    pend(self, kind, rp, boundary, steps, checkpoint_wait);
+  });
+}
+
 // The shell's command `words`, answered through `rp` now or later.
 void command(monitor_actor* self, const std::vector<std::string>& words, caf::response_promise rp) {
   auto& st = self->state;
@@ -249,13 +262,7 @@ void command(monitor_actor* self, const std::vector<std::string>& words, caf::re
   } else if (verb == "checkpoint" && args == 0) {
     if (st.plan.checkpoint_dir.empty())
       return answer(false, "checkpoint: this job has no checkpoint.dir to save into (set --checkpoint.dir)");
-    agree(self, "checkpoint", [self, rp](const std::string& error, std::int64_t boundary) mutable {
-      if (!error.empty()) {
-        rp.deliver(reply(self->state, false, "checkpoint: " + error));
-        return;
-      }
-      pend(self, PendingReply::Kind::checkpoint, rp, boundary, 0, checkpoint_wait);
-    });
+    checkpoint_at_boundary(self, rp, PendingReply::Kind::checkpoint, "checkpoint", 0);
   } else if (verb == "pause" && args == 0) {
     if (st.paused) return answer(false, fmt::format("already paused after step {}", st.paused_after));
     agree(self, "pause", [self, rp](const std::string& error, std::int64_t boundary) mutable {
@@ -362,13 +369,7 @@ void command(monitor_actor* self, const std::vector<std::string>& words, caf::re
     if (nodes < 2) return answer(false, "drain node: the job has one node; nothing would be left");
     if (st.plan.checkpoint_dir.empty())
       return answer(false, "drain node: this job has no checkpoint.dir to save into and restart from");
-    agree(self, "checkpoint", [self, rp, index](const std::string& error, std::int64_t boundary) mutable {
-      if (!error.empty()) {
-        rp.deliver(reply(self->state, false, "drain node: " + error));
-        return;
-      }
-      pend(self, PendingReply::Kind::drain, rp, boundary, index, checkpoint_wait);
-    });
+    checkpoint_at_boundary(self, rp, PendingReply::Kind::drain, "drain node", index);
   } else if (verb == "drain") {
     usage("drain node NODE");
   } else if (verb == "rejoin" && args == 0) {
@@ -376,13 +377,7 @@ void command(monitor_actor* self, const std::vector<std::string>& words, caf::re
       return answer(false, "rejoin: the job runs on every node of its host file; no node was left out to come back");
     if (st.plan.checkpoint_dir.empty())
       return answer(false, "rejoin: this job has no checkpoint.dir to save into and restart from");
-    agree(self, "checkpoint", [self, rp](const std::string& error, std::int64_t boundary) mutable {
-      if (!error.empty()) {
-        rp.deliver(reply(self->state, false, "rejoin: " + error));
-        return;
-      }
-      pend(self, PendingReply::Kind::rejoin, rp, boundary, 0, checkpoint_wait);
-    });
+    checkpoint_at_boundary(self, rp, PendingReply::Kind::rejoin, "rejoin", 0);
   } else if (verb == "rejoin") {
     usage("rejoin");
   } else if (verb == "kill") {

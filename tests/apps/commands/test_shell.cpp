@@ -500,6 +500,18 @@ bool same_state(const fs::path& a, const fs::path& b, long step) {
   return true;
 }
 
+// The shell's `drain node 1` on a 2-node job of `steps` steps: returns once the job trains again
+// as one replica of 2 micro-batches.
+void drain_node_1(const TempDir& dir, const LiveJob& job, long steps) {
+  const ProcessResult drain = shell_c(dir, job, "drain node 1");
+  INFO("drain: " << drain.out << drain.err);
+  REQUIRE(drain.exit_code == 0);
+  std::size_t at = 0;
+  REQUIRE(job.run->wait_for_line(std::regex("shrinking from 2 to 1 data-parallel replica\\(s\\): train.grad_accum = 2"),
+                                 seconds(60), 0, &at));
+  REQUIRE(job.run->wait_for_line(std::regex("step +[0-9]+/" + std::to_string(steps) + " \\|"), seconds(60), at + 1));
+}
+
 TEST_CASE("drain node 1, then rejoin: the job goes on as one replica of 2 micro-batches, grows back to both nodes, and "
           "ends with the weights of a run never drained",
           "[shell][dp]") {
@@ -508,13 +520,7 @@ TEST_CASE("drain node 1, then rejoin: the job goes on as one replica of 2 micro-
   LiveJob job(dir, steps);
   CHECK(shell_c(dir, job, "rejoin").err ==
         "troupe: error: rejoin: the job runs on every node of its host file; no node was left out to come back\n");
-  const ProcessResult drain = shell_c(dir, job, "drain node 1");
-  INFO("drain: " << drain.out << drain.err);
-  REQUIRE(drain.exit_code == 0);
-  std::size_t at = 0;
-  REQUIRE(job.run->wait_for_line(std::regex("shrinking from 2 to 1 data-parallel replica\\(s\\): train.grad_accum = 2"),
-                                 seconds(60), 0, &at));
-  REQUIRE(job.run->wait_for_line(std::regex("step +[0-9]+/" + std::to_string(steps) + " \\|"), seconds(60), at + 1, &at));
+  drain_node_1(dir, job, steps);
   const ProcessResult rejoin = shell_c(dir, job, "rejoin");
   INFO("rejoin: " << rejoin.out << rejoin.err);
   REQUIRE(rejoin.exit_code == 0);
@@ -541,12 +547,7 @@ TEST_CASE("a spare line added to the host file of a drained job grows it back on
   const long steps = 200;
   const std::string hosts = dir.write("hosts", "localhost slots=1\nlocalhost slots=1\n");
   LiveJob job(dir, steps, {}, {"launch", "--hostfile", hosts});
-  const ProcessResult drain = shell_c(dir, job, "drain node 1");
-  INFO("drain: " << drain.out << drain.err);
-  REQUIRE(drain.exit_code == 0);
-  std::size_t at = 0;
-  REQUIRE(job.run->wait_for_line(std::regex("shrinking from 2 to 1 data-parallel replica"), seconds(60), 0, &at));
-  REQUIRE(job.run->wait_for_line(std::regex("step +[0-9]+/" + std::to_string(steps) + " \\|"), seconds(60), at + 1, &at));
+  drain_node_1(dir, job, steps);
   {
     std::ofstream out(hosts, std::ios::app);
     out << "127.0.0.1 slots=1 spare\n";
