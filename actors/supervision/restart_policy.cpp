@@ -148,9 +148,14 @@ RestartDecision decide_restart(const RestartHistory& history, const AttemptOutco
   const bool can_restart = !options.checkpoint_dir.empty();
   std::vector<int> drop = attempt.drop_nodes;
   std::string why_dropped = "the job asked to drop it";
-  if (drop.empty() && restartable && options.elastic && (cannot_come_back || !budget_left)) {
+  const bool rejoin_failed =
+      cannot_come_back && std::all_of(attempt.failed_nodes.begin(), attempt.failed_nodes.end(), [&](int node) {
+        return std::find(history.rejoined.begin(), history.rejoined.end(), node) != history.rejoined.end();
+      });
+  d.next.rejoined.clear();
+  if (drop.empty() && restartable && (options.elastic || rejoin_failed) && (cannot_come_back || !budget_left)) {
     drop = attempt.failed_nodes;
-    why_dropped = cannot_come_back ? "it cannot come back" : "the restart budget is spent";
+    why_dropped = rejoin_failed ? "it could not rejoin" : cannot_come_back ? "it cannot come back" : "the restart budget is spent";
   }
   const std::string failure =
       "failure " + std::to_string(counts.restarts + 1) + " (" + std::string(to_string(kind)) + ")" +

@@ -78,11 +78,15 @@ struct FailureSignature {
 
 // What the restart loop has been through: the counts it hands every node (restarts, failures by
 // kind, recoveries by source), the restarts that used the budget (shrinks do not), and the
-// failure the last restart answered (none after a shrink, whose nodes are numbered anew).
+// failure the last restart answered (none after a shrink, whose nodes are numbered anew), and the
+// nodes (by index in the next attempt) the last grow brought back: one that cannot come back is
+// left out again, with fault.elastic or without, since only the shell's rejoin or a new spare line
+// brought it.
 struct RestartHistory {
   RecoveryCounts counts;
   int budget_used = 0;
   std::optional<FailureSignature> restarted_after;
+  std::vector<int> rejoined;
 };
 
 // One node of the job, by node index, and how the global batch is made: what a shrink works on.

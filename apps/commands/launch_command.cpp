@@ -566,7 +566,12 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
         std::sort(running.begin(), running.end());
         spare_lines.insert(spare_lines.end(), new_spares.begin(), new_spares.end());
         hosts.clear();
-        for (int index : running) hosts.push_back(configured[static_cast<std::size_t>(index)]);
+        history.rejoined.clear();
+        for (int index : running) {
+          if (std::find(grown.back.begin(), grown.back.end(), index) != grown.back.end())
+            history.rejoined.push_back(static_cast<int>(hosts.size()));
+          hosts.push_back(configured[static_cast<std::size_t>(index)]);
+        }
         config.train.batch_size = grown.batch.batch_size;
         config.train.grad_accum = grown.batch.grad_accum;
         config.pipeline.microbatches = grown.batch.microbatches;

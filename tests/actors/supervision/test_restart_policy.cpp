@@ -596,7 +596,6 @@ TEST_CASE("the shell's rejoin grows the job back to every node of its host file,
           "[recovery]") {
   RestartOptions options;
   options.checkpoint_dir = "ck";
-  options.elastic = true;
   const JobShape job{{{"a", 1}}};
   RestartHistory history;
   history.counts.restarts = 1;
@@ -610,9 +609,19 @@ TEST_CASE("the shell's rejoin grows the job back to every node of its host file,
   REQUIRE(grow.log.size() == 1);
   CHECK(grow.log[0].text == "recovery: restarting every node with the nodes the job went on without (the shell's "
                             "rejoin), from the newest checkpoint in ck");
-  // A node that fails again before joining after the grow cannot come back: left out again.
-  AttemptOutcome failed_start = attempt_outcome({1, "node 1 exited", "start_failed", {1}, -1, {}});
-  const RestartDecision again = decide_restart(grow.next, failed_start, options, JobShape{{{"a", 1}, {"b", 1}}});
+  // A node the grow brought back that fails before joining is left out again, without
+  // fault.elastic too; any other node that cannot come back still stops the job.
+  RestartHistory grown = grow.next;
+  grown.rejoined = {1};
+  const AttemptOutcome failed_start = attempt_outcome({1, "node 1 exited", "start_failed", {1}, -1, {}});
+  const JobShape two{{{"a", 1}, {"b", 1}}};
+  const RestartDecision again = decide_restart(grown, failed_start, options, two);
   CHECK(again.action == RestartDecision::Action::shrink);
   CHECK(again.drop == std::vector<int>{1});
+  CHECK(again.why_dropped == "it could not rejoin");
+  CHECK(again.next.rejoined.empty());
+  const RestartDecision stop = decide_restart(grow.next, failed_start, options, two);
+  CHECK(stop.action == RestartDecision::Action::stop);
+  options.elastic = true;
+  CHECK(decide_restart(grow.next, failed_start, options, two).why_dropped == "it cannot come back");
 }
