@@ -154,8 +154,8 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
     const double p = params[s] / tp;
     m.parameters = bytes.weight * p / (zero3 ? dp : 1);
     m.gradients = bytes.gradient * p / (shard_gradients ? dp : 1);
-    // A replica accumulating micro-batches keeps the earlier ones' sum apart (compute/train/trainer.hpp).
-    if (bytes.as_troupe_runs && l.pp == 1 && l.tp == 1 && l.microbatches > 1 && !zero3) m.gradients *= 2;
+    // A rank of several micro-batches keeps the earlier ones' sum apart (compute/train/micro_batch_sum.hpp).
+    if (bytes.as_troupe_runs && l.microbatches > 1 && !zero3) m.gradients *= 2;
     m.optimizer = bytes.optimizer * p / (l.zero >= 1 ? dp : 1);
     // Troupe keeps the embeddings gathered through the step (the lm head and the first backward
     // use them) besides the block computing and the next (prefetched), and as many unit gradients:

@@ -220,12 +220,12 @@ void pend(monitor_actor* self, PendingReply::Kind kind, caf::response_promise pr
 }
 
 // checkpoint, drain and rejoin: a checkpoint at a boundary every rank agrees on, answered once it
-// is committed (settle_pending), or at once with why no boundary was agreed ("drain node: …").
-void checkpoint_at_boundary(monitor_actor* self, caf::response_promise rp, PendingReply::Kind kind,
-                            const std::string& command, std::int64_t steps) {
-  agree(self, "checkpoint", [self, rp, kind, command, steps](const std::string& error, std::int64_t boundary) mutable {
+// is committed (settle_pending), or at once with `refusal` of why no boundary was agreed.
+void checkpoint_at_boundary(monitor_actor* self, caf::response_promise rp, PendingReply::Kind kind, std::int64_t steps,
+                            std::function<shell_reply_msg(const std::string& why)> refusal) {
+  agree(self, "checkpoint", [self, rp, kind, steps, refusal](const std::string& error, std::int64_t boundary) mutable {
     if (!error.empty()) {
-      rp.deliver(reply(self->state, false, command + ": " + error));
+      rp.deliver(refusal(error));
       return;
     }
     pend(self, kind, rp, boundary, steps, checkpoint_wait);
@@ -262,7 +262,9 @@ void command(monitor_actor* self, const std::vector<std::string>& words, caf::re
   } else if (verb == "checkpoint" && args == 0) {
     if (st.plan.checkpoint_dir.empty())
       return answer(false, "checkpoint: this job has no checkpoint.dir to save into (set --checkpoint.dir)");
-    checkpoint_at_boundary(self, rp, PendingReply::Kind::checkpoint, "checkpoint", 0);
+    checkpoint_at_boundary(self, rp, PendingReply::Kind::checkpoint, 0, [self](const std::string& why) {
+      return reply(self->state, false, "checkpoint: " + why);
+    });
   } else if (verb == "pause" && args == 0) {
     if (st.paused) return answer(false, fmt::format("already paused after step {}", st.paused_after));
     agree(self, "pause", [self, rp](const std::string& error, std::int64_t boundary) mutable {
@@ -369,7 +371,9 @@ void command(monitor_actor* self, const std::vector<std::string>& words, caf::re
     if (nodes < 2) return answer(false, "drain node: the job has one node; nothing would be left");
     if (st.plan.checkpoint_dir.empty())
       return answer(false, "drain node: this job has no checkpoint.dir to save into and restart from");
-    checkpoint_at_boundary(self, rp, PendingReply::Kind::drain, "drain node", index);
+    checkpoint_at_boundary(self, rp, PendingReply::Kind::drain, index, [self](const std::string& why) {
+      return reply(self->state, false, "drain node: " + why);
+    });
   } else if (verb == "drain") {
     usage("drain node NODE");
   } else if (verb == "rejoin" && args == 0) {
@@ -377,7 +381,9 @@ void command(monitor_actor* self, const std::vector<std::string>& words, caf::re
       return answer(false, "rejoin: the job runs on every node of its host file; no node was left out to come back");
     if (st.plan.checkpoint_dir.empty())
       return answer(false, "rejoin: this job has no checkpoint.dir to save into and restart from");
-    checkpoint_at_boundary(self, rp, PendingReply::Kind::rejoin, "rejoin", 0);
+    checkpoint_at_boundary(self, rp, PendingReply::Kind::rejoin, 0, [self](const std::string& why) {
+      return reply(self->state, false, "rejoin: " + why);
+    });
   } else if (verb == "rejoin") {
     usage("rejoin");
   } else if (verb == "kill") {

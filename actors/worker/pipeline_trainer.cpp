@@ -95,6 +95,8 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
     chunk.optimizer = std::make_unique<compute::AdamW>(backend_, stage.views(), stage.num_params(), compute::DType::f32,
                                                        o.adamw, chunk.optimized.first, chunk.optimized.second,
                                                        kept_begin);
+    chunk.micro_batches =
+        std::make_unique<compute::MicroBatchSum>(backend_, stage.grads(), setup_.zero == 3 ? 1 : s.microbatches);
     chunk.compressed_at = compressed_total;
     compressed_total += stage.num_params();
     chunks_.push_back(std::move(chunk));
@@ -343,6 +345,7 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
         output_grad = arrival.buffer;
       }
       const double start = now_us();
+      chunk.micro_batches->before_backward(chunk.backwards++);
       stage.backward(slot, output_grad, 1.0 / (static_cast<double>(s.microbatches) * setup_.grid.dp));
       busy_us_ += now_us() - start;
       trace("backward", op_name('B', ins), start, &ins);
@@ -376,6 +379,7 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
 
 void PipelineTrainer::reduce_gradients() {
   auto waiting = progress_.wait_for("the gradient sums");
+  for (Chunk& chunk : chunks_) chunk.micro_batches->add_earlier();
   // Under sequence parallelism each shard's LayerNorm gradients cover its rows only; they are
   // summed before the data-parallel sums, which read and write the same buffers.
   bool partial = false;
@@ -462,7 +466,10 @@ compute::StepResult PipelineTrainer::step() {
   compute::StepResult result;
   result.step = steps_;
   result.lr = o.lr.at(steps_);
-  for (Chunk& chunk : chunks_) chunk.stage->zero_grad();
+  for (Chunk& chunk : chunks_) {
+    chunk.stage->zero_grad();
+    chunk.backwards = 0;
+  }
   for (int j = 0; j < s.microbatches; ++j) {
     const std::uint64_t micro_index = static_cast<std::uint64_t>(steps_) * s.microbatches + j;
     const std::uint64_t first = (micro_index * setup_.grid.dp + replica_) * o.batch_size;

@@ -42,6 +42,7 @@
 #include "compute/model/gpt_stage.hpp"
 #include "compute/model/stage_split.hpp"
 #include "compute/optim/adamw.hpp"
+#include "compute/train/micro_batch_sum.hpp"
 #include "compute/train/sharded_parameters.hpp"
 #include "compute/train/trainer.hpp"
 #include "monitor/trace.hpp"
@@ -129,6 +130,10 @@ class PipelineTrainer {
     std::pair<std::int64_t, std::int64_t> optimized;  // the local range AdamW updates (ZeRO: this replica's)
     std::vector<int> free_slots;
     std::vector<std::vector<MailboxComm::Operation>> slot_sends;  // sends reading each slot's buffers
+    // The step's micro-batch gradients summed as the replica trainer sums them (not under ZeRO-3),
+    // and how many of this step's backwards the chunk has run.
+    std::unique_ptr<compute::MicroBatchSum> micro_batches;
+    int backwards = 0;
   };
   struct InFlight {
     MailboxComm::Operation op = 0;

@@ -26,7 +26,8 @@ Trainer::Trainer(GPT& model, TrainerOptions options, std::span<const std::uint16
                  options.data_parallel.shard_end < 0 ? model.layout().total() : options.data_parallel.shard_end,
                  model.kept_begin()),
       inputs_(batch_tensor(options)),
-      targets_(batch_tensor(options)) {
+      targets_(batch_tensor(options)),
+      micro_batches_(model.backend(), model.grads(), options.data_parallel.zero_stage == 3 ? 1 : options.grad_accum) {
   const DataParallel& dp = options.data_parallel;
   TROUPE_CHECK(dp.zero_stage >= 0 && dp.zero_stage <= 3, "ZeRO stage " + std::to_string(dp.zero_stage));
   if (dp.zero_stage == 3) {
@@ -44,26 +45,6 @@ Trainer::Trainer(GPT& model, TrainerOptions options, std::span<const std::uint16
   TROUPE_CHECK(0 <= options.data_parallel.rank && options.data_parallel.rank < options.data_parallel.size,
                "data-parallel rank outside its group");
   model_.reserve(options.batch_size, options.seq_len);
-  if (options.grad_accum > 1 && dp.zero_stage != 3) {
-    MemoryScope scope(MemoryKind::gradients);
-    earlier_micro_batches_ = model.backend().zeros({model.layout().total()}, model.dtype());
-  }
-}
-
-void Trainer::set_aside_micro_batch(int micro) {
-  if (!earlier_micro_batches_.defined()) return;
-  Tensor grads = model_.grads();
-  if (micro == 1)
-    model_.backend().copy(earlier_micro_batches_, grads);
-  else
-    model_.backend().residual_forward(earlier_micro_batches_, earlier_micro_batches_, grads);
-  model_.zero_grad();
-}
-
-void Trainer::add_earlier_micro_batches(std::int64_t begin, std::int64_t end) {
-  if (!earlier_micro_batches_.defined() || begin == end) return;
-  Tensor grads = model_.grads().slice(begin, {end - begin});
-  model_.backend().residual_forward(grads, grads, earlier_micro_batches_.slice(begin, {end - begin}));
 }
 
 void Trainer::resume_at(long steps) {
@@ -89,7 +70,7 @@ StepResult Trainer::step() {
   const std::function<void(int)> start_layer_bucket = [&](int layer) {
     if (dp.between_layers) dp.between_layers();
     const auto [begin, end] = model_.layout().layer_range(layer);
-    add_earlier_micro_batches(begin, end);
+    micro_batches_.add_earlier(begin, end);
     dp.start_sum(model_.grads().slice(begin, {end - begin}), begin);
   };
   StepResult result;
@@ -100,7 +81,7 @@ StepResult Trainer::step() {
   double loss_sum = 0;
   const int k = options_.grad_accum;
   for (int micro = 0; micro < k; ++micro) {
-    if (micro > 0) set_aside_micro_batch(micro);
+    micro_batches_.before_backward(micro);
     const std::uint64_t micro_index = static_cast<std::uint64_t>(steps_) * k + micro;
     const std::uint64_t first = (micro_index * dp.size + dp.rank) * options_.batch_size;
     fill_batch(inputs_.data_as<std::int32_t>(), targets_.data_as<std::int32_t>(), train_tokens_, train_sampler_, first,
@@ -116,13 +97,13 @@ StepResult Trainer::step() {
     // The buckets backward did not cover: the embeddings at the front of the buffer, ln_f at the end.
     const auto [first_layer_begin, first_layer_end] = model_.layout().layer_range(0);
     const auto [last_layer_begin, last_layer_end] = model_.layout().layer_range(model_.config().n_layer - 1);
-    add_earlier_micro_batches(0, first_layer_begin);
-    add_earlier_micro_batches(last_layer_end, model_.layout().total());
+    micro_batches_.add_earlier(0, first_layer_begin);
+    micro_batches_.add_earlier(last_layer_end, model_.layout().total());
     dp.start_sum(model_.grads().slice(0, {first_layer_begin}), 0);
     dp.start_sum(model_.grads().slice(last_layer_end, {model_.layout().total() - last_layer_end}), last_layer_end);
     dp.wait_sums();
   } else {
-    add_earlier_micro_batches(0, model_.layout().total());
+    micro_batches_.add_earlier();
     if (sharded_gradients)
       dp.reduce_scatter_gradients(model_.grads());
     else if (dp.size > 1)

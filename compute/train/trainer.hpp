@@ -23,6 +23,7 @@
 #include "compute/optim/adamw.hpp"
 #include "compute/optim/grad_clip.hpp"
 #include "compute/optim/lr_schedule.hpp"
+#include "compute/train/micro_batch_sum.hpp"
 #include "compute/train/sharded_parameters.hpp"
 
 namespace troupe::compute {
@@ -86,10 +87,8 @@ struct DataParallel {
 struct TrainerOptions {
   int batch_size = 8;  // B
   int seq_len = 128;   // T
-  // Micro-batches a step sums on this rank. Each one's gradient is computed whole and added to
-  // the sum of those before it, as a data-parallel sum adds ranks' gradients, so one rank
-  // accumulating 2 micro-batches gives the bits of 2 ranks with 1 each (unless ZeRO-3, whose
-  // shards accumulate as they are reduced).
+  // Micro-batches a step sums on this rank, as a data-parallel sum adds ranks' gradients
+  // (micro_batch_sum.hpp; not under ZeRO-3, whose shards accumulate as they are reduced).
   int grad_accum = 1;
   LrSchedule lr;
   AdamWOptions adamw;
@@ -129,11 +128,6 @@ class Trainer {
   // Stages 2 and 3's clip: the norm of the summed gradient from the shards, then this shard scaled.
   double clip_sharded_gradients();
   Tensor gradient_shard();
-  // Between micro-batches: the gradient just computed joins the sum of the earlier ones, and the
-  // model's gradients start from zero again.
-  void set_aside_micro_batch(int micro);
-  // After the last micro-batch: the earlier ones' sum added into the gradients in [begin, end).
-  void add_earlier_micro_batches(std::int64_t begin, std::int64_t end);
 
   GPT& model_;
   TrainerOptions options_;
@@ -141,7 +135,7 @@ class Trainer {
   WindowSampler train_sampler_;
   AdamW optimizer_;
   Tensor inputs_, targets_;  // host (B, T) i32
-  Tensor earlier_micro_batches_;  // grad_accum > 1 without ZeRO-3: their gradients' sum
+  MicroBatchSum micro_batches_;
   long steps_ = 0;
 };
 

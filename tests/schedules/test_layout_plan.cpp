@@ -52,8 +52,8 @@ PlannedLayout plan(const Workload& w, const Cluster& c, const Layout& l) {
 // pipeline, the largest stage's chunks with `stash[s]` micro-batch slots each (the stage trainer
 // reserves its schedule's checked peak); ZeRO 1 and 2 keep 8/N of the 8 moment bytes per
 // parameter (the runtime's ZeRO-2 keeps the whole gradient buffer), ZeRO-3 also 1/N of the
-// parameters and gradients plus the units it gathers; a replica of several micro-batches (no
-// pipeline, not ZeRO-3) another gradient buffer, the earlier micro-batches' sum.
+// parameters and gradients plus the units it gathers; a rank of several micro-batches (not
+// ZeRO-3) another gradient buffer, the earlier micro-batches' sum.
 double runtime_bytes(const compute::GPTConfig& model, const Workload& w, const Layout& l, const std::vector<int>& stash) {
   auto split = compute::split_for_pipeline(model, l.pp, l.chunks);
   REQUIRE(split);
@@ -68,7 +68,7 @@ double runtime_bytes(const compute::GPTConfig& model, const Workload& w, const L
       params += double(chunk.params);
     }
     if (l.zero >= 1) bytes -= 8 * params * (1 - 1.0 / l.dp);
-    if (l.pp == 1 && l.microbatches > 1 && l.zero != 3) bytes += 4 * params;
+    if (l.microbatches > 1 && l.zero != 3) bytes += 4 * params;
     if (l.zero == 3) {
       // Parameters and gradients sharded too; gathered: the embeddings (kept for the lm head and
       // the first backward), the block computing and the next, and as many unit gradients.

@@ -35,8 +35,8 @@ bool within_5s(Done done) {
 
 }  // namespace
 
-TEST_CASE("a new spare line with slots for a node left out calls for a grow, again after the retry period; known, "
-          "too small or half-written lines do not",
+TEST_CASE("a new spare line with slots for a node left out calls for a grow, again after the retry period, and "
+          "known, too small or half-written lines do not",
           "[hostfile]") {
   test::TempDir dir;
   const std::string hosts = dir.write("hosts", "h0 slots=1\nh1 slots=2\nh2 slots=1 spare\n");
@@ -76,7 +76,7 @@ TEST_CASE("a new spare line with slots for a node left out calls for a grow, aga
   CHECK(watch.found()[0].host == "h4");
 }
 
-TEST_CASE("a second spare line for a host already known as a spare is new; without a node left out nothing is "
+TEST_CASE("a second spare line for a host already known as a spare is new, and without a node left out nothing is "
           "watched",
           "[hostfile]") {
   test::TempDir dir;
