@@ -109,7 +109,7 @@ struct NodeLauncher::Impl {
     std::optional<ExitStatus> exit;
     std::optional<NodeSharedMemory> shared_memory;  // a local node's UCX folder, removed at its exit
     bool replaced = false;  // a node whose process replace_node() started again: its exit is expected
-    bool started_again = false;  // started by replace_node()
+    bool started_again = false;  // started by replace_node(), move_node() or add_node()
   };
 
   asio::io_context io;
@@ -224,6 +224,15 @@ struct NodeLauncher::Impl {
         again.env.emplace_back(name, value);
     }
     start_node(again, true);
+  }
+
+  void add(NodeProcessSpec node) {
+    if (state != State::running) return;
+    TROUPE_CHECK(std::none_of(nodes.begin(), nodes.end(),
+                              [&](const NodeProcessSpec& n) { return n.node_index == node.node_index; }),
+                 "add_node() of a node already in the plan");
+    nodes.push_back(std::move(node));
+    start_node(nodes.back(), true);
   }
 
   // Spawns the child and watches it; on failure stops the job and returns false.
@@ -461,6 +470,11 @@ void NodeLauncher::move_node(int node_index, std::string host, bool local, Envir
   asio::post(impl->io, [impl, node_index, env = std::move(env), moved_to = std::pair{std::move(host), local}] {
     impl->replace(node_index, env, moved_to);
   });
+}
+
+void NodeLauncher::add_node(NodeProcessSpec node) {
+  Impl* impl = impl_.get();
+  asio::post(impl->io, [impl, node = std::move(node)]() mutable { impl->add(std::move(node)); });
 }
 
 void NodeLauncher::stop_all(JobEnd reason, std::string message) {

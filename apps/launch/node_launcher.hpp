@@ -37,7 +37,8 @@
 //
 // replace_node() starts one node's process again while the others run (running, or holding ─►
 // running), for the job supervisor's in-place recovery of a lost or silent node; move_node() starts
-// it on another host (a spare line) when its own host is unreachable.
+// it on another host (a spare line) when its own host is unreachable; add_node() starts a node the
+// job did not run yet (an in-place grow).
 //
 // A node that exits 0 while others run is not a failure; the job is a success when every node
 // exited 0 without a stop. Exits during holding, stopping and killing are expected and only
@@ -125,6 +126,10 @@ class NodeLauncher {
   // launcher-command process that started it ends when its connection does, or with the job. Its
   // exit is expected, not a failure.
   void move_node(int node_index, std::string host, bool local, Environment env);
+  // Any thread, while the job runs: starts a node that is not in the plan yet, which is part of it
+  // from then on (the job grows in place). Its exit is reported as a started-again one's, so the
+  // job supervisor hears of a process that ends before it joins. Ignored unless running.
+  void add_node(NodeProcessSpec node);
 
  private:
   struct Impl;

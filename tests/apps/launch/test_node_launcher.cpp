@@ -255,6 +255,21 @@ TEST_CASE("replace_node after a node's exit began a hold ends the hold, and the 
   CHECK(run.elapsed < 5s);
 }
 
+TEST_CASE("add_node starts a node the plan did not have while the job runs, and the job ends when it does too",
+          "[launcher]") {
+  const Outcome run = launch({sh_node(0, "echo first; sleep 1; exit 0")}, quick_options(),
+                             [added = false](NodeLauncher& launcher, const Lines& lines) mutable {
+                               if (added || lines.out.empty() || lines.out.back() != "[node 0 localhost] first") return;
+                               added = true;
+                               launcher.add_node(sh_node(1, "sleep 1.5; echo added; exit 0"));
+                             });
+  CHECK(run.result.end == JobEnd::success);
+  CHECK(count_ending(run.lines.out, "[node 1 localhost] added") == 1);
+  REQUIRE(run.result.exits.size() == 2);
+  CHECK(run.result.exits.back().node_index == 1);  // the launcher waited for the added node to end
+  CHECK(run.result.exits.back().started_again);
+}
+
 TEST_CASE("move_node starts a node on another host and leaves its old process alone, whose exit is no failure",
           "[launcher]") {
   const Outcome run =
