@@ -58,8 +58,12 @@ Communicator::~Communicator() {
   });
 }
 
-void Communicator::abandon_and_renew(const std::string& why, std::uint16_t group_id) {
-  TROUPE_CHECK(group_id <= max_group_id, "group id out of the tag's 12 bits");
+void Communicator::abandon_and_renew(const std::string& why, Group renewed) {
+  TROUPE_CHECK(renewed.id <= max_group_id, "group id out of the tag's 12 bits");
+  const int position = renewed.position_of(engine_.rank());
+  TROUPE_CHECK(position >= 0, "a communicator renewed as a group without its own rank");
+  for (int rank : renewed.ranks)
+    TROUPE_CHECK(rank >= 0 && rank < engine_.world_size(), "a communicator renewed over a rank outside the world");
   // Tasks run in order on the progress thread: every operation posted before this is live there.
   (void)wait_for(engine_, [&](Callback done) {
     engine_.post([live = live_, why, done = std::move(done)] {
@@ -69,7 +73,8 @@ void Communicator::abandon_and_renew(const std::string& why, std::uint16_t group
       done({});
     });
   });
-  group_.id = group_id;
+  group_ = std::move(renewed);
+  position_ = position;
   sequence_ = 0;
 }
 

@@ -76,11 +76,13 @@ class Communicator {
   void post_barrier(Callback done);
 
   // Gives up every operation of this communicator still in flight (each one's done gets "comm:
-  // ... abandoned: `why`") and goes on under group id `group_id` with its sequence from 0, so that
-  // no message of an abandoned operation matches a later one; every rank of the group switches to
-  // the same id before its next operation (grid.hpp's epoch_group_id). Returns once nothing of the
-  // abandoned operations touches their buffers any more. Never on the progress thread.
-  void abandon_and_renew(const std::string& why, std::uint16_t group_id);
+  // ... abandoned: `why`") and goes on as `renewed` with its sequence from 0: under a new id, so
+  // that no message of an abandoned operation matches a later one (grid.hpp's epoch_group_id),
+  // and over new ranks where the job grew (this rank a member, every rank inside the engine's
+  // world, connected before the next operation); every rank of the group switches to the same
+  // group before its next operation. Returns once nothing of the abandoned operations touches
+  // their buffers any more. Never on the progress thread.
+  void abandon_and_renew(const std::string& why, Group renewed);
 
   // Blocking forms, for tests and simple callers; never on the progress thread.
   Status all_reduce(compute::Tensor buffer);

@@ -727,6 +727,23 @@ Status Engine::connect(int peer, std::span<const std::uint8_t> address) {
   return late;
 }
 
+void Engine::grow_world(int world_size) {
+  TROUPE_CHECK(world_size >= world_size_, "grow_world() to a smaller world");
+  TROUPE_CHECK(!on_progress_thread(), "grow_world() on the progress thread");
+  std::promise<void> grown;
+  post([&] {
+    State& s = *state_;
+    for (int r = static_cast<int>(s.peers.size()); r < world_size; ++r) {
+      s.peers.push_back(std::make_unique<State::Peer>());
+      s.peers.back()->state = &s;
+      s.peers.back()->rank = r;
+    }
+    grown.set_value();
+  });
+  grown.get_future().get();
+  world_size_ = world_size;
+}
+
 bool Engine::connected(int peer) {
   TROUPE_CHECK(peer >= 0 && peer < world_size_, "connected() of a rank outside the world");
   TROUPE_CHECK(!on_progress_thread(), "connected() on the progress thread");

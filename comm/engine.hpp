@@ -66,6 +66,9 @@ class Engine {
 
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
+  // The job grew in place: ranks up to `world_size` − 1 (no fewer than now) can be connected. Not
+  // on the progress thread; no other thread may use the engine meanwhile.
+  void grow_world(int world_size);
   // What a peer passes to connect(): the worker's UCX address and this engine's lent region
   // (comm/engine_address.hpp).
   const std::vector<std::uint8_t>& address() const { return address_; }
