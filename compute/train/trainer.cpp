@@ -58,6 +58,27 @@ void Trainer::abandon_step() {
   if (dp.sharded) dp.sharded->abandon_step();
 }
 
+void Trainer::resplit(const BatchSplit& split) {
+  DataParallel& dp = options_.data_parallel;
+  TROUPE_CHECK(dp.zero_stage == 0, "only ZeRO 0 resplits its batch: every rank holds the whole state");
+  TROUPE_CHECK(0 <= split.dp_rank && split.dp_rank < split.dp_size && split.grad_accum >= 1 && split.batch_size >= 1,
+               "a batch split outside its group");
+  TROUPE_CHECK(std::int64_t{split.batch_size} * split.grad_accum * split.dp_size ==
+                   std::int64_t{options_.batch_size} * options_.grad_accum * dp.size,
+               "a resplit that changes the global batch");
+  TROUPE_CHECK(split.dp_size == 1 || dp.sum_gradients, "a data-parallel group of more than one rank needs its gradient reduction");
+  dp.rank = split.dp_rank;
+  dp.size = split.dp_size;
+  options_.grad_accum = split.grad_accum;
+  if (split.batch_size != options_.batch_size) {
+    options_.batch_size = split.batch_size;
+    inputs_ = batch_tensor(options_);
+    targets_ = batch_tensor(options_);
+    model_.reserve(options_.batch_size, options_.seq_len);
+  }
+  micro_batches_ = MicroBatchSum(model_.backend(), model_.grads(), options_.grad_accum);
+}
+
 std::int64_t Trainer::tokens_per_step() const {
   return std::int64_t{options_.batch_size} * options_.seq_len * options_.grad_accum * options_.data_parallel.size;
 }

@@ -98,6 +98,15 @@ struct TrainerOptions {
   DataParallel data_parallel;
 };
 
+// How a step's global batch is split over the data-parallel group: this rank's place in it, the
+// group's size, and the micro-batches of `batch_size` rows each rank sums.
+struct BatchSplit {
+  int dp_rank = 0;
+  int dp_size = 1;
+  int grad_accum = 1;
+  int batch_size = 8;
+};
+
 struct StepResult {
   long step = 0;  // 0-based index of the step just taken
   double loss = 0;
@@ -120,9 +129,15 @@ class Trainer {
   // Forgets the step it gave up part-way (an in-place recovery): its started sums and ZeRO-3's
   // gathered units. The next step() starts clean.
   void abandon_step();
+  // The job grew in place: from the next step on, the same global batch split as `split` says,
+  // the data-parallel sums now over the grown group (the caller renewed it). Every rank holds
+  // the whole state, so ZeRO 0 only. Micro-batch i of rank r reads the rows a rank of the other
+  // split read, so the weights stay those of a run that had the grown group from the start.
+  void resplit(const BatchSplit& split);
   AdamW& optimizer() { return optimizer_; }
   const DataParallel& data_parallel() const { return options_.data_parallel; }
   std::int64_t tokens_per_step() const;  // over the whole data-parallel group
+  int seq_len() const { return options_.seq_len; }
 
  private:
   // Stages 2 and 3's clip: the norm of the summed gradient from the shards, then this shard scaled.

@@ -208,3 +208,75 @@ TEST_CASE("one process accumulating 2 micro-batches of b takes, bit for bit, the
   INFO("max parameter difference, 3 micro-batches of 2 against one batch of 6: " << max_diff);
   CHECK(max_diff < 1e-5);
 }
+
+// An in-place grow: one process accumulating 2 micro-batches takes 2 steps, a second rank joins with
+// its parameters and moments, and both go on as 2 ranks of one micro-batch each: the weights are
+// those of 2 ranks from the start, bit for bit.
+TEST_CASE("a process of 2 micro-batches that a second rank joins mid-run takes, bit for bit, the steps of two ranks",
+          "[model][dp][accumulation]") {
+  const auto data = random_stream(40000, 64);
+  const TwoRanks reference = run_two_ranks(data, 4, 0);
+  const std::int64_t total = ParameterLayout(config).total();
+  std::vector<float> slots[2] = {std::vector<float>(total), std::vector<float>(total)};
+  double scalar_slots[2] = {0, 0};
+  std::barrier sync(2);
+  bool two_ranks = false;  // set before the second rank's thread starts
+  auto sums = [&](int rank) {
+    DataParallel dp;
+    dp.rank = rank;
+    dp.size = 2;
+    dp.sum_gradients = [&, rank](Tensor& grads) {
+      std::memcpy(slots[rank].data(), grads.data_as<float>(), total * sizeof(float));
+      sync.arrive_and_wait();
+      float* g = grads.data_as<float>();
+      for (std::int64_t i = 0; i < total; ++i) g[i] = slots[0][i] + slots[1][i];
+      sync.arrive_and_wait();
+    };
+    dp.mean = [&, rank](double x) {
+      if (!two_ranks) return x;
+      scalar_slots[rank] = x;
+      sync.arrive_and_wait();
+      const double mean = (scalar_slots[0] + scalar_slots[1]) / 2;
+      sync.arrive_and_wait();
+      return mean;
+    };
+    return dp;
+  };
+  CpuBackend backend_first(1), backend_second(1);
+  GPT first(config, backend_first, DType::f32, Recompute::none, nullptr);
+  first.init_parameters(5);
+  TrainerOptions alone = base_options();
+  alone.batch_size = 2;
+  alone.grad_accum = 2;
+  alone.data_parallel = sums(0);
+  alone.data_parallel.size = 1;
+  Trainer first_trainer(first, alone, data, data);
+  first_trainer.step();
+  first_trainer.step();
+
+  GPT second(config, backend_second, DType::f32, Recompute::none, nullptr);
+  TrainerOptions joining = base_options();
+  joining.batch_size = 2;
+  joining.data_parallel = sums(1);
+  Trainer second_trainer(second, joining, data, data);
+  auto copy = [](const Tensor& from, Tensor& to) {
+    std::memcpy(to.data_as<float>(), from.data_as<float>(), static_cast<std::size_t>(from.numel()) * sizeof(float));
+  };
+  copy(first.params(), second.params());
+  copy(first_trainer.optimizer().first_moments(), second_trainer.optimizer().first_moments());
+  copy(first_trainer.optimizer().second_moments(), second_trainer.optimizer().second_moments());
+  second_trainer.resume_at(2);
+  first_trainer.resplit({0, 2, 1, 2});
+  CHECK(first_trainer.tokens_per_step() == second_trainer.tokens_per_step());
+  two_ranks = true;
+  std::thread other([&] {
+    second_trainer.step();
+    second_trainer.step();
+  });
+  first_trainer.step();
+  first_trainer.step();
+  other.join();
+  const float* grown[2] = {first.params().data_as<float>(), second.params().data_as<float>()};
+  for (const float* params : grown)
+    CHECK(std::memcmp(params, reference.params[0].data(), static_cast<std::size_t>(total) * sizeof(float)) == 0);
+}
