@@ -146,4 +146,8 @@ struct ResolvedJob {
   std::vector<compute::StageLayers> pipeline_split;
 };
 
+// `job` after it grew in place (start_msg's batch split): train.batch_size and train.grad_accum as
+// the replicas split the global batch now, in its configuration and its settings alike.
+ResolvedJob split_batch(const ResolvedJob& job, int batch_size, int grad_accum);
+
 }  // namespace troupe::actors

@@ -65,10 +65,15 @@ struct node_entry {
   std::vector<device_group_id> device_group_ids;  // as the node brought them in join_msg
 };
 
-// Job supervisor → every node supervisor once all nodes have joined.
+// Job supervisor → every node supervisor once all nodes have joined; again to every node once the
+// job grew in place (what a worker respawned later starts from).
 struct start_msg {
   int world_size = 0;
   std::vector<node_entry> nodes;  // by node index
+  // The job grew in place: each step's global batch as the replicas split it now, rows per
+  // micro-batch and micro-batches per replica (0: as the node's configuration says).
+  int batch_size = 0;
+  int grad_accum = 0;
 };
 
 // Node supervisor → job supervisor: this node's work ended (exit_code 0) or failed.
@@ -138,12 +143,18 @@ struct worker_failed_msg {
 // `failed_steps_done`: the steps the failed rank had completed when it threw (−1: not known, as
 // for a lost node). A worker still in an earlier step has every message of that step from the
 // failed rank coming, so it finishes the step before it takes the order (MailboxComm).
+// A grow (grown_world > 0): no rank failed; `failed_ranks` are the ranks of the nodes that join,
+// the world grows to grown_world ranks and each step's global batch is split as grown_batch_size
+// rows × grown_grad_accum micro-batches per replica from the step everyone goes on after.
 struct recover_msg {
   int epoch = 0;
   std::vector<int> failed_ranks;
   std::string reason;
   caf::actor job;
   std::int64_t failed_steps_done = -1;
+  int grown_world = 0;
+  int grown_batch_size = 0;
+  int grown_grad_accum = 0;
 };
 
 // Worker → job supervisor: it left the step, holding the state after `steps_done` steps (−1: a
@@ -283,7 +294,7 @@ typename Inspector::result_type inspect(Inspector& f, node_entry& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, start_msg& x) {
-  return f(caf::meta::type_name("start_msg"), x.world_size, x.nodes);
+  return f(caf::meta::type_name("start_msg"), x.world_size, x.nodes, x.batch_size, x.grad_accum);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_done_msg& x) {
@@ -312,7 +323,8 @@ typename Inspector::result_type inspect(Inspector& f, worker_failed_msg& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, recover_msg& x) {
-  return f(caf::meta::type_name("recover_msg"), x.epoch, x.failed_ranks, x.reason, x.job, x.failed_steps_done);
+  return f(caf::meta::type_name("recover_msg"), x.epoch, x.failed_ranks, x.reason, x.job, x.failed_steps_done,
+           x.grown_world, x.grown_batch_size, x.grown_grad_accum);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, recover_ready_msg& x) {

@@ -262,6 +262,11 @@ void RunCheckpoints::forget_uncommitted() {
     reporter_.error("uncommitted checkpoints left after the in-place recovery: " + cleared.error().message);
 }
 
+void RunCheckpoints::regrid(Grid grid, nlohmann::json job_config) {
+  identity_.grid = grid;
+  identity_.job_config = std::move(job_config);
+}
+
 Status RunCheckpoints::finish() {
   if (!enabled()) return Status::success();
   return take_background_outcome();

@@ -143,6 +143,9 @@ class RunCheckpoints {
   // committed. A step trained again is then written whole, and no record of an earlier attempt
   // is committed beside a shard being written again.
   void forget_uncommitted();
+  // The job grew in place (more data-parallel replicas, the same global batch): the manifests of
+  // later saves record `grid` and `job_config`. Between saves (after forget_uncommitted).
+  void regrid(Grid grid, nlohmann::json job_config);
 
   // A rescue snapshot after a lost peer: this rank's memory of `steps_done` (every held range that
   // is not a copy), written as shard `writer` of `writers` — one surviving replica per pipeline

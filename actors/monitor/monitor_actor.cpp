@@ -161,7 +161,7 @@ void settle_pending(monitor_actor* self) {
           if (p.kind == PendingReply::Kind::rejoin) {
             std::string lines;
             for (const std::string& line : st.plan.left_out) lines += (lines.empty() ? "" : ", ") + line;
-            text = fmt::format("rejoin: {}; the job restarts with {} back", text, lines);
+            text = fmt::format("rejoin: {}; the job grows with {} back", text, lines);
             monitor::logger("monitor")->warn("shell: {}", text);
             self->send(st.plan.job, rejoin_atom_v);
           }

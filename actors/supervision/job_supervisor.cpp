@@ -91,12 +91,17 @@ struct job_supervisor_state {
     bool rollback = false;
     std::string why_rollback;
     std::int64_t steps_held = 0;  // the most steps any rank held: a rollback loses those since its checkpoint
+    // An in-place grow (the shell's rejoin): no rank failed; `replaced` are the nodes that join.
+    bool grow = false;
   };
   std::optional<in_place_recovery> in_place;
   int recovery_epoch = 0;
   std::vector<recovery_view> recoveries;  // done, for the shell's status
   std::vector<FailureKind> recovered_kinds;  // the failure kind of each of `recoveries`
   bool restart_logged = false;  // "recovery: restarting every node: ..." is said once
+  // Since the job grew in place: each replica's rows per micro-batch and micro-batches (0: never grew).
+  int batch_size = 0;
+  int grad_accum = 0;
   // Fencing (docs/protocols/control-plane.md, "Attempts"): the job's attempt, each node's (the
   // attempt that started its current process), and the processes an in-place recovery replaced,
   // whose joins and messages are refused, each logged once.
@@ -357,6 +362,7 @@ caf::behavior running(job_actor* self);
 caf::behavior rescuing(job_actor* self);
 bool replace_in_place(job_actor* self, const std::vector<int>& nodes, FailureKind kind, const std::string& reason);
 void join_replacement(job_actor* self, const join_msg& m);
+bool grow_in_place(job_actor* self);
 
 // Whether every rank has finished the job's last step, `gone` (nodes lost or silent) included:
 // each node reported success or its last heartbeat counted the last step; or every node but
@@ -477,6 +483,8 @@ start_msg current_start(const job_supervisor_state& st) {
         {planned.node_index, planned.first_rank, planned.slots, m.host, m.comm_addresses, m.device_group_ids});
     start.world_size += planned.slots;
   }
+  start.batch_size = st.batch_size;
+  start.grad_accum = st.grad_accum;
   return start;
 }
 
@@ -646,8 +654,9 @@ caf::message_handler every_phase(job_actor* self) {
         end_job(self, failure_outcome(1, FailureKind::drained, reason, {node}, {node}));
       },
       [=](rejoin_atom) {
-        // The shell's `rejoin`, after its checkpoint committed: this attempt ends so that launch
-        // restarts the job with the nodes an earlier one left out.
+        // The shell's `rejoin`, after its checkpoint committed: the nodes an earlier attempt left
+        // out join the running job, or this attempt ends so that launch restarts the job with them.
+        if (grow_in_place(self)) return;
         job_outcome_msg outcome{1, "rejoin: the shell asked for the nodes the job went on without back"};
         outcome.rejoin = true;
         end_job(self, std::move(outcome));
@@ -846,6 +855,10 @@ bool widen_in_place(job_actor* self, const std::vector<int>& nodes, FailureKind 
   const std::string what = nodes_text(nodes) + (nodes.size() == 1 ? " was " : " were ") +
                            (kind == FailureKind::hang ? "silent" : "lost") + " during the in-place recovery of epoch " +
                            std::to_string(recovery.epoch);
+  if (recovery.grow) {
+    log_restart(st, what + ", which was growing the job");
+    return false;
+  }
   if (recovery.planned || recovery.replacements_started) {
     log_restart(st, what + (recovery.planned ? ", after its plan was made" : ", after its new processes started"));
     return false;
@@ -916,7 +929,10 @@ void join_replacement(job_actor* self, const join_msg& m) {
   auto& st = self->state;
   auto& recovery = *st.in_place;
   auto& replaced = recovery.replaced.at(m.node_index);
-  monitor::logger("job")->info("{} joined in place of pid {}", describe(m), replaced.old_pid);
+  if (recovery.grow)
+    monitor::logger("job")->info("{} joined the running job", describe(m));
+  else
+    monitor::logger("job")->info("{} joined in place of pid {}", describe(m), replaced.old_pid);
   self->monitor(m.node);
   st.joined[m.node_index] = m;
   replaced.joined = true;
@@ -932,6 +948,12 @@ void join_replacement(job_actor* self, const join_msg& m) {
 // would have failed it, blaming the nodes it replaced (or the failed worker's).
 void fail_in_place(job_actor* self, std::string reason) {
   const auto& recovery = *self->state.in_place;
+  if (recovery.grow) {
+    // The checkpoint the shell's rejoin committed first is where a restart grows the job from.
+    job_outcome_msg outcome{1, "rejoin: growing in place failed (" + reason + "); growing by a restart instead"};
+    outcome.rejoin = true;
+    return end_job(self, std::move(outcome));
+  }
   std::vector<int> nodes;
   for (const auto& [index, process] : recovery.replaced) nodes.push_back(index);
   if (nodes.empty()) nodes.push_back(recovery.failed.node_index);
@@ -1000,6 +1022,102 @@ void on_recover_ready(job_actor* self, const recover_ready_msg& ready) {
   for (const auto& [rank, r] : recovery.ready) self->send(r.worker, recover_atom_v, plan);
 }
 
+// Every rank of a grow in place has its state: every node learns the grown job's start (a worker
+// respawned later starts from it), the launcher that the job runs grown, and the log how it went.
+void finish_grow(job_actor* self) {
+  auto& st = self->state;
+  auto& recovery = *st.in_place;
+  std::int64_t bytes = 0;
+  double transfer = 0;
+  std::set<int> donors;
+  for (std::size_t i = 0; i < recovery.plan.receivers.size(); ++i) {
+    const recover_done_msg& received = recovery.done.at(recovery.plan.receivers[i]);
+    bytes += received.bytes;
+    transfer = std::max(transfer, received.seconds);
+    donors.insert(recovery.plan.donors[i]);
+  }
+  std::string joined, donor_list;
+  for (const auto& [index, process] : recovery.replaced)
+    joined += (joined.empty() ? "" : ", ") + describe(st.joined.at(index));
+  for (int rank : donors) donor_list += (donor_list.empty() ? "" : ", ") + std::to_string(rank);
+  const start_msg grown = current_start(st);
+  for (const auto& [index, m] : st.joined) self->send(m.node, start_atom_v, grown);
+  if (st.plan.grew) st.plan.grew();
+  monitor::logger("job")->warn(
+      "rejoin: grown in place in {:.3f} s (epoch {}): {} joined, every other node kept its process; {} bytes of state "
+      "from rank{} {} over the data plane in {:.3f} s; every rank goes on after step {} as {} ranks, each of {} "
+      "micro-batch(es) of {}",
+      std::chrono::duration<double>(Clock::now() - recovery.started).count(), recovery.epoch, joined, bytes,
+      donors.size() > 1 ? "s" : "", donor_list, transfer, recovery.plan.steps, grown.world_size, grown.grad_accum,
+      grown.batch_size);
+  st.in_place.reset();
+  st.resumed_at = Clock::now();
+}
+
+// The shell's rejoin (its checkpoint committed) while the job runs: where in place grows
+// (recovery_path.hpp's choose_grow) and nothing else is failing or recovering, the launcher starts
+// the nodes the job went on without (JobPlan::grow_nodes), numbered after the job's; every node
+// gets the grow order, and the new processes join as the replacements of a lost node do. Returns
+// false where the job grows by a restart instead, that reason logged.
+bool grow_in_place(job_actor* self) {
+  auto& st = self->state;
+  if (!st.plan.grow_nodes) return false;
+  std::string why_not = choose_grow(st.plan.recovery).why_not;
+  if (why_not.empty() && st.phase != JobPhase::running) why_not = "the job is not running";
+  if (why_not.empty() && st.in_place)
+    why_not = "the in-place recovery of epoch " + std::to_string(st.in_place->epoch) + " is in progress";
+  if (why_not.empty() && st.paused) why_not = "the shell has the job paused";
+  if (why_not.empty() && (!st.pending_failure.empty() || !st.lost.empty() || !st.done.empty()))
+    why_not = "a node failed, was lost or finished";
+  GrownNodes grown;
+  if (why_not.empty()) {
+    grown = st.plan.grow_nodes(st.attempt + 1);
+    why_not = grown.why_not;
+  }
+  if (!why_not.empty()) {
+    monitor::logger("job")->warn("rejoin: growing by restarting every node: {}", why_not);
+    return false;
+  }
+  TROUPE_CHECK(!grown.nodes.empty(), "grow_nodes started no node and gave no reason");
+  ++st.attempt;
+  job_supervisor_state::in_place_recovery recovery{st.recovery_epoch + 1, Clock::now(),
+                                                   worker_failed_msg{grown.nodes.front().node_index,
+                                                                     grown.nodes.front().first_rank, "rejoin"}};
+  recovery.grow = true;
+  const int before = world_size(st.plan);
+  std::vector<int> indices;
+  for (const PlannedNode& node : grown.nodes) {
+    TROUPE_CHECK(node.node_index == static_cast<int>(st.plan.nodes.size()) && node.first_rank == world_size(st.plan),
+                 "grow_nodes numbers its nodes and ranks after the job's");
+    st.plan.nodes.push_back(node);
+    st.node_attempts[node.node_index] = st.attempt;
+    recovery.replaced[node.node_index] = {0, false};
+    indices.push_back(node.node_index);
+    for (int rank = node.first_rank; rank < node.first_rank + node.slots; ++rank)
+      recovery.order.failed_ranks.push_back(rank);
+  }
+  const int after = world_size(st.plan);
+  st.plan.config_hash = grown.config_hash;
+  st.plan.recovery.data_parallel = after / (st.plan.pipeline_stages * st.plan.tensor_shards);
+  st.batch_size = grown.batch_size;
+  st.grad_accum = grown.grad_accum;
+  recovery.order.epoch = recovery.epoch;
+  recovery.order.reason = "the job grows from " + std::to_string(before) + " to " + std::to_string(after) + " ranks";
+  recovery.order.job = caf::actor_cast<caf::actor>(self);
+  recovery.order.grown_world = after;
+  recovery.order.grown_batch_size = grown.batch_size;
+  recovery.order.grown_grad_accum = grown.grad_accum;
+  ++st.recovery_epoch;
+  st.in_place = std::move(recovery);
+  monitor::logger("job")->warn("rejoin: growing in place (epoch {}) from {} to {} ranks: starting {}, every running "
+                               "node keeps its process; each replica then sums {} micro-batch(es) of {}",
+                               st.recovery_epoch, before, after, nodes_text(indices), grown.grad_accum,
+                               grown.batch_size);
+  for (const auto& [index, m] : st.joined) self->send(m.node, recover_atom_v, st.in_place->order);
+  self->delayed_send(self, st.plan.recovery_timeout, recover_atom_v, st.recovery_epoch);
+  return true;
+}
+
 // Every rank has its state: the job runs on, and says how the recovery went.
 void on_recover_done(job_actor* self, const recover_done_msg& done) {
   auto& st = self->state;
@@ -1011,6 +1129,7 @@ void on_recover_done(job_actor* self, const recover_done_msg& done) {
   }
   recovery.done[done.rank] = done;
   if (static_cast<int>(recovery.done.size()) < world_size(st.plan)) return;
+  if (recovery.grow) return finish_grow(self);
   std::int64_t bytes = 0;
   double transfer = 0;
   int donor = -1;  // the failed rank's

@@ -44,7 +44,13 @@
 //   running, rescuing: a node lost or silent once every rank finished the last step ─► ended (0)
 //   any phase: a node with the job's token but another build or config ─► ended (2, rejected);
 //              the shell's drain of node N ─► ended (1, drained, drop_nodes {N});
-//              the shell's rejoin ─► ended (1, rejoin: the nodes left out come back);
+//              the shell's rejoin ─► running, where in place grows (recovery_path.hpp's
+//                choose_grow, and no recovery in progress): plan.grow_nodes starts the nodes left
+//                out, recover_msg with grown_world to every node (the survivors give up their step,
+//                grow their group and split the batch anew), the new processes join as
+//                replacements do and receive their state from a survivor; once all are done,
+//                the grown start_msg to every node and plan.grew(); a failure on the way ─►
+//                ended (1, rejoin); elsewhere ─► ended (1, rejoin: the nodes left out come back);
 //              heartbeats, the monitor's view and pause are answered; a timer or a late answer
 //              that an earlier phase left behind is dropped.
 //   ended: stop_msg to every joined node, job_outcome_msg to the listener, quit.
@@ -109,6 +115,18 @@ struct NodeReplacements {
   std::string why_not;
 };
 
+// The nodes JobPlan::grow_nodes started for an in-place grow, numbered after the job's (each node
+// index the next, its first rank the next), how each replica splits the global batch in the grown
+// job, and the grown job's config hash (its nodes were started with that configuration); or none
+// started and `why_not` says why.
+struct GrownNodes {
+  std::vector<PlannedNode> nodes;
+  int batch_size = 0;
+  int grad_accum = 0;
+  std::uint64_t config_hash = 0;
+  std::string why_not;
+};
+
 struct JobPlan {
   std::string token;
   std::string build_id;
@@ -145,6 +163,14 @@ struct JobPlan {
   std::function<NodeReplacements(const std::vector<NodeToReplace>& nodes, int attempt,
                                  const std::vector<FailureKind>& in_place)>
       replace_nodes;
+  // The shell's rejoin while running, where in place grows (recovery_path.hpp's choose_grow):
+  // starts the processes of the nodes the job went on without, as the job's attempt `attempt`,
+  // and says which they are; called on the supervisor's thread. Empty: a rejoin ends the attempt
+  // and the launcher grows the job by a restart. `grew` is called once they all took part in a
+  // step boundary's recovery and the job runs grown: the launcher's next attempt, should there be
+  // one, is the grown job.
+  std::function<GrownNodes(int attempt)> grow_nodes;
+  std::function<void()> grew;
   // The job's attempt when this supervisor starts (every node's TROUPE_ATTEMPT): a restart of the
   // job and an in-place replacement of a node each begin a new one. A join or message from a
   // process of an older attempt than its node's is refused (docs/protocols/control-plane.md).

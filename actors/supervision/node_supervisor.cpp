@@ -159,6 +159,12 @@ caf::behavior working(node_actor* self, const NodeOptions& options) {
           }
         }
       },
+      // The job grew in place: a worker respawned from now on starts in the grown world.
+      [=](start_atom, const start_msg& grown) {
+        auto& st = self->state;
+        if (!self->current_sender() || self->current_sender()->node() != st.job.node()) return;
+        st.start = grown;
+      },
       [=](recover_atom, const std::string& path, const std::string& source, const std::string& failure_kind) {
         if (options.recovered) options.recovered(path, source, failure_kind);
       },

@@ -42,6 +42,22 @@ RecoveryChoice choose_recovery(const RecoveryShape& shape, FailureKind kind) {
   return {true, shape.data_parallel < 2 || !own_state.empty(), {}};
 }
 
+RecoveryChoice choose_grow(const RecoveryShape& shape) {
+  auto restart = [](std::string why) { return RecoveryChoice{false, false, "in place grows " + std::move(why)}; };
+  if (shape.mode != "in_place") return {false, false, "fault.recovery is " + shape.mode};
+  if (!shape.replaces_nodes) return restart("only where the job's launcher started every node process");
+  if (shape.backend != "cpu") return restart("on the CPU backend, not train.backend " + shape.backend);
+  if (shape.pipeline_stages > 1 || shape.tensor_shards > 1)
+    return restart("plain data parallelism, not " + std::to_string(shape.pipeline_stages) + " pipeline stage(s) × " +
+                   std::to_string(shape.tensor_shards) + " tensor shard(s)");
+  if (shape.zero > 0)
+    return restart("where every rank holds the whole state, and train.zero " + std::to_string(shape.zero) +
+                   " shards it");
+  if (shape.compress == "powersgd")
+    return restart("where every rank holds the whole state, and comm.compress powersgd keeps a residual per rank");
+  return {true, false, {}};
+}
+
 RecoveryPlan plan_recovery(const RecoveryShape& shape, const std::map<int, std::int64_t>& steps_done) {
   RecoveryPlan plan;
   for (const auto& [rank, steps] : steps_done) plan.steps = std::max(plan.steps, steps);

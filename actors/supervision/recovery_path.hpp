@@ -68,6 +68,14 @@ struct RecoveryChoice {
 
 RecoveryChoice choose_recovery(const RecoveryShape& shape, FailureKind kind);
 
+// Whether nodes that come back after a shrink (the shell's rejoin, a new spare line) join the
+// running job in place: the job's launcher starts their processes, the survivors keep theirs and
+// give each new rank its state over the data plane, and every replica splits the global batch anew.
+// That needs every rank to hold the whole state of plain data parallelism (no pipeline stages,
+// tensor shards, ZeRO or compression residuals) on the CPU backend, with fault.recovery in_place;
+// otherwise the job grows by restarting every node from a checkpoint, and why_not says why.
+RecoveryChoice choose_grow(const RecoveryShape& shape);
+
 // Who gives whom its state: `donors[i]` sends to `receivers[i]`; every rank goes on after `steps`.
 // When some (stage, shard) has no rank holding `steps`, no plan: `why_not` says which, and the job
 // rolls back (plan_rollback) or restarts every node instead. A rollback plan has no donors: every

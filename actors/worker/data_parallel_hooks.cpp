@@ -158,7 +158,8 @@ compute::DataParallel group_data_parallel(MailboxComm& mailbox, comm::Communicat
     run("a scalar sum", [&] { mailbox.all_reduce(comm, t); });
     return t.data_as<double>()[0];
   };
-  dp.mean = [sum = dp.sum, world](double x) { return sum(x) / world; };
+  // Over the group as it is now: a job that grows in place renews it over more ranks.
+  dp.mean = [sum = dp.sum, &comm](double x) { return sum(x) / comm.group().size(); };
   if (compressor) compress_sums(dp, mailbox, comm, progress, std::move(compressor));
   return dp;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <numeric>
 #include <optional>
 #include <string>
 
@@ -59,10 +60,25 @@ std::string InPlaceRecovery::connect_replaced(const recover_plan_msg& plan, int 
 RecoveryResult InPlaceRecovery::survive(const recover_msg& order, std::int64_t steps_done, TrainingLoop& loop,
                                        const CheckpointRollback& rollback) {
   mailbox_.abandon_transfers();
-  for (const RenewedGroup& group : groups_)
-    group.communicator->abandon_and_renew(order.reason, comm::epoch_group_id(group.axis_id, order.epoch));
+  const bool grows = order.grown_world > 0;
+  if (grows) {
+    // Plain data parallelism alone grows in place (recovery_path.hpp): the one group is every rank.
+    TROUPE_CHECK(groups_.size() == 1 && groups_.front().axis_id == comm::dp_group_id,
+                 "only a replica's data-parallel group grows in place");
+    engine_.grow_world(order.grown_world);
+  }
+  for (const RenewedGroup& group : groups_) {
+    comm::Group renewed{comm::epoch_group_id(group.axis_id, order.epoch), group.communicator->group().ranks};
+    if (grows) {
+      renewed.ranks.resize(static_cast<std::size_t>(order.grown_world));
+      std::iota(renewed.ranks.begin(), renewed.ranks.end(), 0);
+    }
+    group.communicator->abandon_and_renew(order.reason, std::move(renewed));
+  }
   mailbox_.drain();
   loop.abandon_step();
+  if (grows)
+    loop.resplit({engine_.rank(), order.grown_world, order.grown_grad_accum, order.grown_batch_size});
   if (renew_step_) renew_step_(order.epoch);
   return take_part(order, steps_done, loop, rollback);
 }

@@ -15,6 +15,11 @@
 //   survivor of  a lost or silent node's process was started again: the plan names its ranks'
 //   a lost node  new addresses, and every survivor connects to them afresh first (the engine
 //                replaces the failed endpoint and maps the new process's lent region).
+//   grow         a recover_msg with grown_world names no failed rank but the ranks of nodes that
+//                join the running job (recovery_path.hpp's choose_grow: plain data parallelism):
+//                each survivor grows its engine's world, renews its data-parallel group over every
+//                rank of the grown world and splits the global batch anew (TrainingLoop::resplit);
+//                the new ranks start as replacements do, and receive their state as below.
 //   everyone     the job's recover_plan_msg pairs each receiver (fewer steps done than the plan's)
 //                with a donor of its own (pipeline stage, tensor shard) in another data-parallel
 //                replica: the donor sends its parameters and AdamW moments to each of its

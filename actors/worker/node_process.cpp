@@ -131,13 +131,16 @@ NodeOutcome run_node_process(const NodeProcessOptions& options, const ResolvedJo
   }
   NodeWork work = [&](const start_msg& start, int slot, caf::blocking_actor* worker, monitor::WorkProgress& progress,
                       const std::optional<recover_msg>& replacing) {
-    // A node that srun, torchrun or a person started brings its own WORLD_SIZE: the job's must match.
-    if (start.world_size != options.world_size)
+    // A node that srun, torchrun or a person started brings its own WORLD_SIZE: the job's must match,
+    // until the job grows in place.
+    const bool grown = start.batch_size > 0;
+    if (!grown && start.world_size != options.world_size)
       return node_done_msg{options.node_index, 2,
                            "its WORLD_SIZE " + std::to_string(options.world_size) + " differs from the job's " +
                                std::to_string(start.world_size) + " ranks"};
     const auto index = static_cast<std::size_t>(slot);
-    return train_as_rank(job, *data, *backends[index], *engines[index], local_rank_base + slot, start, worker,
+    const ResolvedJob current = grown ? split_batch(job, start.batch_size, start.grad_accum) : job;
+    return train_as_rank(current, *data, *backends[index], *engines[index], local_rank_base + slot, start, worker,
                          progress, metrics->worker(slot), control.slot(slot), replacing);
   };
   NodeOptions node_options;

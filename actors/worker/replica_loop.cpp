@@ -47,6 +47,10 @@ std::unique_ptr<compute::ShardedParameters> zero3_source(const ResolvedJob& job,
                                                       dp.unit_exchange, job.config.train.zero3_reshard);
 }
 
+std::string replica_layout(int ranks, int batch_size, int seq_len, int grad_accum) {
+  return fmt::format("{} rank(s) x batch {} x seq {} x accum {}", ranks, batch_size, seq_len, grad_accum);
+}
+
 // The trainer is made from initialised parameters, as one process would make it; a replacement's
 // come from its donor instead.
 compute::GPT& initialised(compute::GPT& model, std::uint64_t seed, bool initialise) {
@@ -71,8 +75,8 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
       trainer_(initialised(model_, job.config.train.seed, initialise),
                replica_options(job, std::move(data_parallel), sharded_.get()), data.train, data.val) {
   const TrainOptions& t = job.config.train;
-  const int rank = place_.rank, ranks = place_.grid.dp;
-  layout_ = fmt::format("{} rank(s) x batch {} x seq {} x accum {}", ranks, t.batch_size, t.seq_len, t.grad_accum);
+  const int rank = place_.rank;
+  layout_ = replica_layout(place_.grid.dp, t.batch_size, t.seq_len, t.grad_accum);
   // Replicas hold equal parameters and (ZeRO 0) equal moments: the first writes them. Under ZeRO
   // each rank's moments are its own shard and every rank writes its shard; under ZeRO-3 its
   // parameters too.
@@ -99,6 +103,13 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
     held_.push_back({state.kind, 0, state.values.numel(), state.values.data_as<float>(),
                      state.replicated ? writes_params : true, false, true});
   }
+}
+
+void ReplicaLoop::resplit(const compute::BatchSplit& split) {
+  TROUPE_CHECK(place_.writers == 1 && split.dp_rank == place_.rank, "a replica that grows in place keeps its rank");
+  trainer_.resplit(split);
+  place_.grid.dp = split.dp_size;
+  layout_ = replica_layout(split.dp_size, split.batch_size, trainer_.seq_len(), split.grad_accum);
 }
 
 double ReplicaLoop::param_norm() {

@@ -36,6 +36,7 @@ class ReplicaLoop final : public TrainingLoop {
   void mirror_to_device() override;
   void resume_at(long steps) override { trainer_.resume_at(steps); }
   void abandon_step() override { trainer_.abandon_step(); }
+  void resplit(const compute::BatchSplit& split) override;
 
  private:
   compute::Backend& backend_;

@@ -46,6 +46,9 @@ class TrainingLoop {
   // Forgets the step it gave up part-way when an in-place recovery ordered it to (collectives
   // started but never waited for); nothing to do where a step keeps nothing across its layers.
   virtual void abandon_step() {}
+  // The job grew in place (in_place_recovery.hpp): from the next step on, the global batch split as
+  // `split` says. Only a replica's loop is ever asked (recovery_path.hpp's choose_grow).
+  virtual void resplit(const compute::BatchSplit&) { TROUPE_CHECK(false, "only a replica's loop grows in place"); }
 };
 
 }  // namespace troupe::actors

@@ -175,7 +175,7 @@ class RankRun {
  private:
   checkpoint::RunIdentity identity() const {
     const CheckpointPlace place = loop_.checkpoint_place();
-    return {job_.model,  config_json(job_), place.grid, place.rank, place.writers, t_.seed,
+    return {job_.model,  config_json(grown_ ? *grown_ : job_), place.grid, place.rank, place.writers, t_.seed,
             loop_.tokens_per_step() / t_.seq_len, t_.steps};
   }
 
@@ -279,6 +279,16 @@ class RankRun {
       throw;
     }
     checkpoints_.forget_uncommitted();
+    if (order.grown_world > 0) {
+      grown_ = split_batch(job_, order.grown_batch_size, order.grown_grad_accum);
+      const checkpoint::RunIdentity grown = identity();
+      checkpoints_.regrid(grown.grid, grown.job_config);
+      monitor::logger("train")->info(
+          "rank {} kept its process through an in-place grow (epoch {}): goes on after step {} as {}",
+          loop_.checkpoint_place().rank, order.epoch, result.steps, loop_.layout());
+      resume_holding(static_cast<long>(result.steps));
+      return completed_;
+    }
     monitor::logger("train")->info(
         "rank {} kept its process through an in-place recovery (epoch {}): goes on after step {}{}",
         loop_.checkpoint_place().rank, order.epoch, result.steps,
@@ -408,6 +418,7 @@ class RankRun {
   TrainingLoop& loop_;
   const RunServices& services_;
   std::shared_ptr<spdlog::logger> log_, checkpoint_log_;
+  std::optional<ResolvedJob> grown_;  // the job's batch split since it grew in place; before checkpoints_, whose identity reads it
   checkpoint::RunCheckpoints checkpoints_;
   const ControlFinisher finisher_;
   const DrilledFailure drilled_ = DrilledFailure::from_environment();

@@ -129,6 +129,29 @@ Status job_fits_this_machine(const LaunchArgs& args, const ResolvedJob& job, con
 
 using actors::AttemptOutcome;
 
+// The job after the nodes it went on without come back while it runs (an in-place grow): its
+// nodes (the running ones in their order, then those back, so that no running rank is numbered
+// anew), which host-file node each one is, the host file's nodes (a node back on a new spare line
+// moved there), the spare lines that brought them, its configuration (the batch split) and rank plan.
+struct GrownLayout {
+  std::vector<launch::HostEntry> hosts;
+  std::vector<int> running;
+  std::vector<launch::HostEntry> configured;
+  std::vector<launch::HostEntry> new_spares;
+  JobConfig config;
+  launch::RankPlan plan;
+};
+
+// What an attempt needs to grow the running job in place, and what came of it: `plan` makes the
+// grown layout (on the job supervisor's thread, while launch waits in the attempt), or says why
+// there is none; `layout` is the one whose nodes were started, and `grown` is set once the job ran
+// grown, so that a later attempt starts from it.
+struct InPlaceGrowth {
+  std::function<Expected<GrownLayout>()> plan;
+  std::optional<GrownLayout> layout;
+  std::atomic<bool> grown{false};
+};
+
 // While an attempt's actor system lives, and ended before it: the watch for new spare lines runs,
 // and launch may give orders to the attempt's monitor.
 class AttemptOrders {
@@ -152,7 +175,7 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, laun
                            launch::LauncherOptions launcher_options, SpareHosts& spares, int& attempt,
                            const std::string& token, const actors::RecoveryCounts& counts, bool rescue,
                            const actors::RescueTiming& timing, actors::ControlPort& control,
-                           launch::SpareWatch* spare_watch = nullptr) {
+                           launch::SpareWatch* spare_watch = nullptr, InPlaceGrowth* growth = nullptr) {
   auto milliseconds = [](double seconds) { return std::chrono::milliseconds(std::lround(seconds * 1000)); };
   actors::JobPlan job_plan{token,
                            build_id(),
@@ -216,6 +239,39 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, laun
       }
       return placed;
     };
+  // The job's port, known once it listens: where nodes started while the attempt runs join it.
+  int job_port = 0;
+  if (growth)
+    job_plan.grow_nodes = [&launcher, growth, &plan, &attempt, &args, &job_port, &token, counts](int new_attempt) {
+      actors::GrownNodes grown;
+      if (growth->layout) {
+        grown.why_not = "the nodes left out came back already";
+        return grown;
+      }
+      Expected<GrownLayout> layout = growth->plan();
+      if (!layout) {
+        grown.why_not = layout.error().message;
+        return grown;
+      }
+      const int running_nodes = static_cast<int>(plan.nodes.size());
+      grown.batch_size = layout->config.train.batch_size;
+      grown.grad_accum = layout->config.train.grad_accum;
+      grown.config_hash = config_hash(layout->config);
+      for (launch::NodeProcessSpec& spec :
+           launch::node_process_specs(layout->plan, {args.bind, job_port, token}, node_argv(layout->config))) {
+        if (spec.node_index < running_nodes) continue;
+        spec.env.emplace_back(actors::recovery_counts_variable, counts.to_text());
+        spec.env.emplace_back(actors::env::attempt.name, std::to_string(new_attempt));
+        const launch::NodePlan& node = layout->plan.nodes.at(static_cast<std::size_t>(spec.node_index));
+        grown.nodes.push_back({node.node_index, node.host, node.slots, node.first_rank});
+        launcher->add_node(std::move(spec));
+      }
+      attempt = new_attempt;
+      plan = layout->plan;
+      growth->layout = std::move(*layout);
+      return grown;
+    };
+  if (growth) job_plan.grew = [growth] { growth->grown = true; };
   const bool replaces = actors::choose_recovery(job_plan.recovery, actors::FailureKind::node_lost).in_place;
   // Once the job runs, a node's exit may be answered by a rescue or by starting that node again in
   // place: the launcher holds the others until the supervisor's outcome (stop_all), its
@@ -269,6 +325,7 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, laun
     return failed;
   }
   const int port = (*guard)->port();
+  job_port = port;
   if (args.external > 0)
     monitor::logger("job")->info(
         "job supervisor on {}:{}; waiting up to {} s for {} node process(es) started by srun, torchrun or by hand, "
@@ -503,32 +560,68 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
   std::vector<int> running(hosts.size());
   std::iota(running.begin(), running.end(), 0);
   std::vector<launch::HostEntry> spare_lines = host_file->spares;  // every spare line the job knows of
+  // The host file's nodes that `running` leaves out, by index there.
+  const auto left_out_of = [&configured](const std::vector<int>& running_now) {
+    std::vector<int> out;
+    for (std::size_t i = 0; i < configured.size(); ++i)
+      if (std::find(running_now.begin(), running_now.end(), static_cast<int>(i)) == running_now.end())
+        out.push_back(static_cast<int>(i));
+    return out;
+  };
   for (;;) {
-    std::vector<int> left_out;
+    const std::vector<int> left_out = left_out_of(running);
     std::vector<std::string> left_out_lines;
     std::vector<int> left_out_slots;
-    for (std::size_t i = 0; i < configured.size(); ++i)
-      if (std::find(running.begin(), running.end(), static_cast<int>(i)) == running.end()) {
-        left_out.push_back(static_cast<int>(i));
-        left_out_lines.push_back(configured[i].host + " slots=" + std::to_string(configured[i].slots));
-        left_out_slots.push_back(configured[i].slots);
-      }
+    for (int index : left_out) {
+      const launch::HostEntry& node = configured[static_cast<std::size_t>(index)];
+      left_out_lines.push_back(node.host + " slots=" + std::to_string(node.slots));
+      left_out_slots.push_back(node.slots);
+    }
     control.set_left_out(std::move(left_out_lines));
+    InPlaceGrowth growth;
     launch::SpareWatch watch({slurm ? std::string() : args.host_file, spare_lines, left_out_slots,
-                              [&control, &args](const std::vector<launch::HostEntry>& found) {
+                              [&control, &args, &growth](const std::vector<launch::HostEntry>& found) {
+                                if (growth.grown) return;  // one grow in place an attempt
                                 monitor::logger("job")->info(
                                     "{}:{}: a new spare line ({} slots={}) can take a node the job went on without: "
                                     "ordering the job's rejoin",
                                     args.host_file, found.front().line, found.front().host, found.front().slots);
                                 control.order("rejoin");
                               }});
-    const actors::RestartOptions options = actors::restart_options(config, plan.world_size);
+    actors::RestartOptions options = actors::restart_options(config, plan.world_size);
     const bool rescue = actors::rescue_choice(options).allowed;
     const long checkpoint_at_start = newest_checkpoint(config);
+    // The shell's rejoin, or a new spare line, brings the nodes left out back into the running job
+    // where it can (JobPlan::grow_nodes): after the running nodes, with the batch split as a grow
+    // by restart would split it.
+    growth.plan = [&]() -> Expected<GrownLayout> {
+      if (left_out.empty()) return Error{"no node was left out"};
+      GrownLayout layout{hosts, running, configured, watch.found(), config, {}};
+      const GrownJob grown = grow(layout.configured, left_out, layout.new_spares, job.config);
+      for (int index : grown.back) {
+        layout.hosts.push_back(layout.configured[static_cast<std::size_t>(index)]);
+        layout.running.push_back(index);
+      }
+      layout.config.train.batch_size = grown.batch.batch_size;
+      layout.config.train.grad_accum = grown.batch.grad_accum;
+      layout.config.pipeline.microbatches = grown.batch.microbatches;
+      layout.plan = launch::plan_ranks(layout.hosts, launch::this_host_name());
+      return layout;
+    };
     AttemptOutcome attempt = run_attempt(args, config, plan, launcher_options, spares, attempt_number, *token,
-                                         history.counts, rescue, timing, control, &watch);
-    const std::vector<launch::HostEntry> new_spares = watch.found();
+                                         history.counts, rescue, timing, control, &watch, &growth);
+    std::vector<launch::HostEntry> new_spares = watch.found();
     ++attempt_number;  // a restart, if one follows, is the next attempt
+    if (growth.grown) {
+      // The job ran grown: whatever follows starts from the grown job.
+      hosts = growth.layout->hosts;
+      running = growth.layout->running;
+      configured = growth.layout->configured;
+      config = growth.layout->config;
+      spare_lines.insert(spare_lines.end(), growth.layout->new_spares.begin(), growth.layout->new_spares.end());
+      new_spares.clear();
+      options = actors::restart_options(config, static_cast<int>(growth.layout->plan.world_size));
+    }
     // A node that went to a spare line stays there.
     for (const auto& [index, spare] : spares.taken) {
       hosts[static_cast<std::size_t>(index)].host = spare.host;
@@ -561,7 +654,7 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
         break;
       }
       case actors::RestartDecision::Action::grow: {
-        const GrownJob grown = grow(configured, left_out, new_spares, job.config);
+        const GrownJob grown = grow(configured, left_out_of(running), new_spares, job.config);
         running.insert(running.end(), grown.back.begin(), grown.back.end());
         std::sort(running.begin(), running.end());
         spare_lines.insert(spare_lines.end(), new_spares.begin(), new_spares.end());

@@ -454,6 +454,11 @@ TEST_CASE("every catalogue message without an actor handle survives serializatio
   CHECK((s2.nodes[0].device_group_ids[0].group == 1 && s2.nodes[0].device_group_ids[0].leader_rank == 0 &&
          s2.nodes[0].device_group_ids[0].id.bytes == std::vector<std::uint8_t>{1, 2, 3}));
   CHECK(s2.nodes[1].device_group_ids.empty());
+  CHECK((s2.batch_size == 0 && s2.grad_accum == 0));
+  // After a grow in place: the batch split the replicas use now.
+  start_msg grown{4, {}, 8, 1};
+  auto g2 = round_trip(system, grown);
+  CHECK((g2.world_size == 4 && g2.batch_size == 8 && g2.grad_accum == 1));
   auto d = round_trip(system, node_done_msg{4, 3, "x", true});
   CHECK((d.node_index == 4 && d.exit_code == 3 && d.reason == "x" && d.threw));
   auto st = round_trip(system, stop_msg{1, "y"});

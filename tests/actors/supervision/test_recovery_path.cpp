@@ -259,3 +259,38 @@ TEST_CASE("the reason for a rollback names the part of the model no replica hold
   CHECK(no_replica_reason(both, 5) == "no replica holds pipeline stage 1, tensor shard 1's state");
   CHECK(no_replica_reason(one, 0) == "no replica holds rank 0's state");
 }
+
+TEST_CASE("nodes that come back join in place where every rank holds the whole state, else the job restarts to grow",
+          "[recovery][grow]") {
+  RecoveryShape shrunk = plain_dp();
+  shrunk.data_parallel = 1;  // what a shrink from 2 replicas leaves
+  CHECK(choose_grow(shrunk).in_place);
+  CHECK(choose_grow(shrunk).why_not.empty());
+  const auto why_not = [](RecoveryShape shape) {
+    const RecoveryChoice choice = choose_grow(shape);
+    CHECK_FALSE(choice.in_place);
+    return choice.why_not;
+  };
+  RecoveryShape restart = shrunk;
+  restart.mode = "restart";
+  CHECK(why_not(restart) == "fault.recovery is restart");
+  RecoveryShape external = shrunk;
+  external.replaces_nodes = false;
+  CHECK(why_not(external) == "in place grows only where the job's launcher started every node process");
+  RecoveryShape device = shrunk;
+  device.backend = "cuda";
+  CHECK(why_not(device) == "in place grows on the CPU backend, not train.backend cuda");
+  RecoveryShape pipeline = shrunk;
+  pipeline.pipeline_stages = 2;
+  CHECK(why_not(pipeline) == "in place grows plain data parallelism, not 2 pipeline stage(s) × 1 tensor shard(s)");
+  RecoveryShape zero = shrunk;
+  zero.zero = 1;
+  CHECK(why_not(zero) == "in place grows where every rank holds the whole state, and train.zero 1 shards it");
+  RecoveryShape powersgd = shrunk;
+  powersgd.compress = "powersgd";
+  CHECK(why_not(powersgd) ==
+        "in place grows where every rank holds the whole state, and comm.compress powersgd keeps a residual per rank");
+  RecoveryShape bf16 = shrunk;
+  bf16.compress = "bf16";
+  CHECK(choose_grow(bf16).in_place);
+}

@@ -512,8 +512,17 @@ void drain_node_1(const TempDir& dir, const LiveJob& job, long steps) {
   REQUIRE(job.run->wait_for_line(std::regex("step +[0-9]+/" + std::to_string(steps) + " \\|"), seconds(60), at + 1));
 }
 
-TEST_CASE("drain node 1, then rejoin: the job goes on as one replica of 2 micro-batches, grows back to both nodes, and "
-          "ends with the weights of a run never drained",
+// The node process that `node` ran when the job started it, as its join says: "node 0 (localhost,
+// pid 123) joined".
+std::vector<std::string> joined_pids(const std::string& log, int node) {
+  std::vector<std::string> pids;
+  const std::regex joined("node " + std::to_string(node) + " \\([^,]+, pid ([0-9]+)\\) joined");
+  for (std::sregex_iterator it(log.begin(), log.end(), joined), end; it != end; ++it) pids.push_back((*it)[1].str());
+  return pids;
+}
+
+TEST_CASE("drain node 1, then rejoin: the job goes on as one replica of 2 micro-batches, node 1 joins the running job "
+          "while node 0 keeps its process, and it ends with the weights of a run never drained",
           "[shell][dp]") {
   TempDir dir;
   const long steps = 200;
@@ -524,14 +533,43 @@ TEST_CASE("drain node 1, then rejoin: the job goes on as one replica of 2 micro-
   const ProcessResult rejoin = shell_c(dir, job, "rejoin");
   INFO("rejoin: " << rejoin.out << rejoin.err);
   REQUIRE(rejoin.exit_code == 0);
-  CHECK_THAT(rejoin.out, Contains("rejoin: checkpoint after step") && Contains("the job restarts with localhost slots=1 back"));
+  CHECK_THAT(rejoin.out, Contains("rejoin: checkpoint after step") && Contains("the job grows with localhost slots=1 back"));
   const auto exit_code = job.run->wait_exit(seconds(120));
   INFO(job.log());
   REQUIRE(exit_code);
   CHECK(*exit_code == 0);
-  CHECK_THAT(job.log(), Contains("restarting every node with the nodes the job went on without (the shell's rejoin)") &&
+  CHECK_THAT(job.log(), Contains("rejoin: growing in place (epoch 1) from 1 to 2 ranks: starting node 1") &&
+                            Contains("joined the running job") && Contains("rejoin: grown in place in") &&
+                            Contains("every rank goes on after step") && Contains("as 2 ranks, each of 1 micro-batch(es)"));
+  CHECK_THAT(job.log(), !Contains("restarting every node with the nodes the job went on without"));
+  // Node 0 joined twice (the job's start, the restart without node 1) and kept that process through the grow.
+  CHECK(joined_pids(job.log(), 0).size() == 2);
+  const std::string after = job.log().substr(job.log().find("rejoin: growing in place"));
+  CHECK_THAT(after, Contains("[node 1 localhost]") && Contains("kept its process through an in-place grow"));
+
+  const ProcessResult undisturbed = run_process(tiny_job_args(steps, dir.file("reference")), dir.path().string(), seconds(120));
+  REQUIRE(undisturbed.exit_code == 0);
+  CHECK(same_state(dir.file("ck"), dir.file("reference"), steps));
+}
+
+TEST_CASE("with fault.recovery restart, a rejoin grows the drained job by restarting every node, with the weights of a "
+          "run never drained",
+          "[shell][dp]") {
+  TempDir dir;
+  const long steps = 200;
+  LiveJob job(dir, steps, {}, {"train", "--workers", "2", "--fault.recovery", "restart"});
+  drain_node_1(dir, job, steps);
+  const ProcessResult rejoin = shell_c(dir, job, "rejoin");
+  INFO("rejoin: " << rejoin.out << rejoin.err);
+  REQUIRE(rejoin.exit_code == 0);
+  const auto exit_code = job.run->wait_exit(seconds(120));
+  INFO(job.log());
+  REQUIRE(exit_code);
+  CHECK(*exit_code == 0);
+  CHECK_THAT(job.log(), Contains("rejoin: growing by restarting every node: fault.recovery is restart") &&
+                            Contains("restarting every node with the nodes the job went on without (the shell's rejoin)") &&
                             Contains("all 2 nodes joined"));
-  // The attempt after the rejoin ran both nodes again.
+  CHECK(joined_pids(job.log(), 0).size() == 3);
   const std::string after = job.log().substr(job.log().find("the shell's rejoin"));
   CHECK_THAT(after, Contains("[node 1 localhost]"));
 
@@ -540,8 +578,8 @@ TEST_CASE("drain node 1, then rejoin: the job goes on as one replica of 2 micro-
   CHECK(same_state(dir.file("ck"), dir.file("reference"), steps));
 }
 
-TEST_CASE("a spare line added to the host file of a drained job grows it back onto that line, with the weights of a "
-          "run never drained",
+TEST_CASE("a spare line added to the host file of a drained job brings node 1 back onto that line in the running job, "
+          "with the weights of a run never drained",
           "[shell][dp]") {
   TempDir dir;
   const long steps = 200;
@@ -559,9 +597,11 @@ TEST_CASE("a spare line added to the host file of a drained job grows it back on
   CHECK_THAT(job.log(), Contains(hosts + ":3: a new spare line (127.0.0.1 slots=1) can take a node the job went on "
                                          "without: ordering the job's rejoin") &&
                             Contains("rejoin: checkpoint after step") &&
-                            Contains("restarting every node with the nodes the job went on without"));
-  // The grown attempt runs node 1 on the spare line.
-  const std::string after = job.log().substr(job.log().find("restarting every node with the nodes"));
+                            Contains("rejoin: growing in place (epoch 1) from 1 to 2 ranks: starting node 1") &&
+                            Contains("rejoin: grown in place in"));
+  CHECK(joined_pids(job.log(), 0).size() == 2);
+  // Node 1 runs on the spare line.
+  const std::string after = job.log().substr(job.log().find("rejoin: growing in place"));
   CHECK_THAT(after, Contains("[node 1 127.0.0.1]"));
 
   const ProcessResult undisturbed =

@@ -1,0 +1,20 @@
+// What a job's options become once it grew in place (job_options.hpp).
+
+#include "actors/job_options.hpp"
+
+#include <string>
+
+namespace troupe::actors {
+
+ResolvedJob split_batch(const ResolvedJob& job, int batch_size, int grad_accum) {
+  ResolvedJob split = job;
+  split.config.train.batch_size = batch_size;
+  split.config.train.grad_accum = grad_accum;
+  for (auto& [key, value] : split.settings) {
+    if (key == "train.batch_size") value = std::to_string(batch_size);
+    if (key == "train.grad_accum") value = std::to_string(grad_accum);
+  }
+  return split;
+}
+
+}  // namespace troupe::actors
