@@ -521,6 +521,31 @@ std::vector<std::string> joined_pids(const std::string& log, int node) {
   return pids;
 }
 
+// The shell's rejoin on a drained job: answered once its checkpoint committed. Returns the answer.
+std::string rejoin(const TempDir& dir, const LiveJob& job) {
+  const ProcessResult rejoined = shell_c(dir, job, "rejoin");
+  INFO("rejoin: " << rejoined.out << rejoined.err);
+  REQUIRE(rejoined.exit_code == 0);
+  return rejoined.out;
+}
+
+// Waits for the job to end, which it must do well.
+void finished_well(const LiveJob& job) {
+  const auto exit_code = job.run->wait_exit(seconds(120));
+  INFO(job.log());
+  REQUIRE(exit_code);
+  CHECK(*exit_code == 0);
+}
+
+// The job's last checkpoint holds the state of a run of `start` never drained, bit for bit.
+void same_as_undisturbed(const TempDir& dir, long steps,
+                         const std::vector<std::string>& start = {"train", "--workers", "2"}) {
+  const ProcessResult undisturbed =
+      run_process(tiny_job_args(steps, dir.file("reference"), start), dir.path().string(), seconds(120));
+  REQUIRE(undisturbed.exit_code == 0);
+  CHECK(same_state(dir.file("ck"), dir.file("reference"), steps));
+}
+
 TEST_CASE("drain node 1, then rejoin: the job goes on as one replica of 2 micro-batches, node 1 joins the running job "
           "while node 0 keeps its process, and it ends with the weights of a run never drained",
           "[shell][dp]") {
@@ -530,14 +555,8 @@ TEST_CASE("drain node 1, then rejoin: the job goes on as one replica of 2 micro-
   CHECK(shell_c(dir, job, "rejoin").err ==
         "troupe: error: rejoin: the job runs on every node of its host file; no node was left out to come back\n");
   drain_node_1(dir, job, steps);
-  const ProcessResult rejoin = shell_c(dir, job, "rejoin");
-  INFO("rejoin: " << rejoin.out << rejoin.err);
-  REQUIRE(rejoin.exit_code == 0);
-  CHECK_THAT(rejoin.out, Contains("rejoin: checkpoint after step") && Contains("the job grows with localhost slots=1 back"));
-  const auto exit_code = job.run->wait_exit(seconds(120));
-  INFO(job.log());
-  REQUIRE(exit_code);
-  CHECK(*exit_code == 0);
+  CHECK_THAT(rejoin(dir, job), Contains("rejoin: checkpoint after step") && Contains("the job grows with localhost slots=1 back"));
+  finished_well(job);
   CHECK_THAT(job.log(), Contains("rejoin: growing in place (epoch 1) from 1 to 2 ranks: starting node 1") &&
                             Contains("joined the running job") && Contains("rejoin: grown in place in") &&
                             Contains("every rank goes on after step") && Contains("as 2 ranks, each of 1 micro-batch(es)"));
@@ -547,9 +566,7 @@ TEST_CASE("drain node 1, then rejoin: the job goes on as one replica of 2 micro-
   const std::string after = job.log().substr(job.log().find("rejoin: growing in place"));
   CHECK_THAT(after, Contains("[node 1 localhost]") && Contains("kept its process through an in-place grow"));
 
-  const ProcessResult undisturbed = run_process(tiny_job_args(steps, dir.file("reference")), dir.path().string(), seconds(120));
-  REQUIRE(undisturbed.exit_code == 0);
-  CHECK(same_state(dir.file("ck"), dir.file("reference"), steps));
+  same_as_undisturbed(dir, steps);
 }
 
 TEST_CASE("with fault.recovery restart, a rejoin grows the drained job by restarting every node, with the weights of a "
@@ -559,13 +576,8 @@ TEST_CASE("with fault.recovery restart, a rejoin grows the drained job by restar
   const long steps = 200;
   LiveJob job(dir, steps, {}, {"train", "--workers", "2", "--fault.recovery", "restart"});
   drain_node_1(dir, job, steps);
-  const ProcessResult rejoin = shell_c(dir, job, "rejoin");
-  INFO("rejoin: " << rejoin.out << rejoin.err);
-  REQUIRE(rejoin.exit_code == 0);
-  const auto exit_code = job.run->wait_exit(seconds(120));
-  INFO(job.log());
-  REQUIRE(exit_code);
-  CHECK(*exit_code == 0);
+  rejoin(dir, job);
+  finished_well(job);
   CHECK_THAT(job.log(), Contains("rejoin: growing by restarting every node: fault.recovery is restart") &&
                             Contains("restarting every node with the nodes the job went on without (the shell's rejoin)") &&
                             Contains("all 2 nodes joined"));
@@ -573,9 +585,7 @@ TEST_CASE("with fault.recovery restart, a rejoin grows the drained job by restar
   const std::string after = job.log().substr(job.log().find("the shell's rejoin"));
   CHECK_THAT(after, Contains("[node 1 localhost]"));
 
-  const ProcessResult undisturbed = run_process(tiny_job_args(steps, dir.file("reference")), dir.path().string(), seconds(120));
-  REQUIRE(undisturbed.exit_code == 0);
-  CHECK(same_state(dir.file("ck"), dir.file("reference"), steps));
+  same_as_undisturbed(dir, steps);
 }
 
 TEST_CASE("a spare line added to the host file of a drained job brings node 1 back onto that line in the running job, "
@@ -590,10 +600,7 @@ TEST_CASE("a spare line added to the host file of a drained job brings node 1 ba
     std::ofstream out(hosts, std::ios::app);
     out << "127.0.0.1 slots=1 spare\n";
   }
-  const auto exit_code = job.run->wait_exit(seconds(120));
-  INFO(job.log());
-  REQUIRE(exit_code);
-  CHECK(*exit_code == 0);
+  finished_well(job);
   CHECK_THAT(job.log(), Contains(hosts + ":3: a new spare line (127.0.0.1 slots=1) can take a node the job went on "
                                          "without: ordering the job's rejoin") &&
                             Contains("rejoin: checkpoint after step") &&
@@ -604,11 +611,7 @@ TEST_CASE("a spare line added to the host file of a drained job brings node 1 ba
   const std::string after = job.log().substr(job.log().find("rejoin: growing in place"));
   CHECK_THAT(after, Contains("[node 1 127.0.0.1]"));
 
-  const ProcessResult undisturbed =
-      run_process(tiny_job_args(steps, dir.file("reference"), {"launch", "--hostfile", dir.write("plain", "localhost slots=1\nlocalhost slots=1\n")}),
-                  dir.path().string(), seconds(120));
-  REQUIRE(undisturbed.exit_code == 0);
-  CHECK(same_state(dir.file("ck"), dir.file("reference"), steps));
+  same_as_undisturbed(dir, steps, {"launch", "--hostfile", dir.write("plain", "localhost slots=1\nlocalhost slots=1\n")});
 }
 
 TEST_CASE("troupe shell refuses a bad address and says when no job answers", "[shell][cli]") {
