@@ -39,9 +39,9 @@ struct node_view {
 };
 // One recovery of this attempt that the job went on after (docs/drills.md, "In-place recovery").
 struct recovery_view {
-  std::string path;       // in_place
+  std::string path;       // in_place, or grow: nodes a shrink left out joined the running job
   int epoch = 0;
-  int rank = -1;          // the rank whose worker was respawned
+  int rank = -1;          // the rank whose worker was respawned (a grow: the first rank that joined)
   int donor = -1;         // the rank that gave the state; -1: a rollback to checkpoint step `steps`
   std::int64_t steps = 0;  // every rank went on after this step
   std::int64_t bytes = 0;  // state moved over the data plane
@@ -65,6 +65,17 @@ typename Inspector::result_type inspect(Inspector& f, recovery_view& x) {
   return f(caf::meta::type_name("recovery_view"), x.path, x.epoch, x.rank, x.donor, x.steps, x.bytes, x.seconds,
            x.new_processes, x.respawned);
 }
+// Launch → the attempt's monitor: the job grew in place (docs/launch.md, "Growing back"): its ranks
+// now, whether each node (by index) runs on this machine, and the host-file lines still left out.
+struct grown_msg {
+  int world_size = 0;
+  std::vector<bool> node_is_local;
+  std::vector<std::string> left_out;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, grown_msg& x) {
+  return f(caf::meta::type_name("grown_msg"), x.world_size, x.node_is_local, x.left_out);
+}
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_view_msg& x) {
   return f(caf::meta::type_name("job_view_msg"), x.running, x.nodes, x.recoveries);
@@ -83,4 +94,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe_local, caf::id_block::troupe::end)
   CAF_ADD_ATOM(troupe_local, troupe::actors, drain_atom, "drain")
   CAF_ADD_ATOM(troupe_local, troupe::actors, rejoin_atom, "rejoin")
   CAF_ADD_ATOM(troupe_local, troupe::actors, unreachable_atom, "unreach")
+  CAF_ADD_TYPE_ID(troupe_local, (troupe::actors::grown_msg))
+  CAF_ADD_ATOM(troupe_local, troupe::actors, grown_atom, "grown")
 CAF_END_TYPE_ID_BLOCK(troupe_local)

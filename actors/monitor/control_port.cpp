@@ -5,6 +5,7 @@
 
 #include <caf/io/all.hpp>
 
+#include "actors/local_messages.hpp"
 #include "actors/messages.hpp"
 #include "actors/monitor/monitor_actor.hpp"
 #include "actors/supervision/recovery_path.hpp"
@@ -72,6 +73,13 @@ Status ControlPort::open(caf::actor_system& system, caf::actor job, const JobCon
 void ControlPort::forget_monitor() {
   std::lock_guard lock(monitor_mutex_);
   monitor_ = nullptr;
+}
+
+void ControlPort::grew(int world_size, std::vector<bool> node_is_local, std::vector<std::string> left_out) {
+  std::lock_guard lock(monitor_mutex_);
+  left_out_ = left_out;
+  if (monitor_)
+    caf::anon_send(monitor_, grown_atom_v, grown_msg{world_size, std::move(node_is_local), std::move(left_out)});
 }
 
 void ControlPort::order(const std::string& command) {

@@ -36,6 +36,9 @@ class ControlPort {
   // Gives this attempt's monitor `command` as a shell would, from launch itself on any thread; the
   // monitor logs it and its answer goes nowhere. Nothing before the first attempt's monitor is up.
   void order(const std::string& command);
+  // The job grew in place to `world_size` ranks on nodes `node_is_local` (by node index, as open()
+  // takes them), with `left_out` still left out: this attempt's monitor and the next take it so.
+  void grew(int world_size, std::vector<bool> node_is_local, std::vector<std::string> left_out);
   // The attempt's actor system is about to end: no order goes to its monitor any more.
   void forget_monitor();
 

@@ -419,6 +419,15 @@ caf::behavior monitor_behavior(monitor_actor* self, MonitorPlan plan) {
                 [](caf::error&) {});
         self->delayed_send(self, st.plan.poll, view_atom_v);
       },
+      // From launch in this process only (ControlPort::grew): the job grew in place.
+      [=](grown_atom, const grown_msg& grown) {
+        auto& st = self->state;
+        if (self->current_sender() && self->current_sender()->node() != self->node()) return;
+        st.plan.world_size = grown.world_size;
+        st.plan.dp = grown.world_size / (st.plan.pp * st.plan.tp);
+        st.plan.node_is_local = grown.node_is_local;
+        st.plan.left_out = grown.left_out;
+      },
       [=](shell_atom, const shell_request_msg& request) {
         auto& st = self->state;
         auto rp = self->make_response_promise();

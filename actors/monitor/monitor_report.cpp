@@ -100,13 +100,20 @@ std::string status_text(const MonitorPlan& plan, const job_view_msg& view, const
     eta = monitor::duration_text(r.wall_seconds_per_step * static_cast<double>(plan.total_steps - step));
   text += "ETA       " + eta;
   for (const recovery_view& rv : view.recoveries) {
-    // No donor: a rollback, every rank reading its own shards of the checkpoint it went on after.
     const double megabytes = static_cast<double>(rv.bytes) / 1e6;
+    std::string ranks;
+    for (int rank : rv.respawned) ranks += (ranks.empty() ? "" : ", ") + std::to_string(rank);
+    if (rv.path == "grow") {
+      text += fmt::format("\ngrow      in place (epoch {}) in {:.3f} s: rank{} {} joined in {} new node process(es), "
+                          "{:.1f} MB of state from rank {}; went on after step {}",
+                          rv.epoch, rv.seconds, rv.respawned.size() > 1 ? "s" : "", ranks, rv.new_processes,
+                          megabytes, rv.donor, rv.steps);
+      continue;
+    }
+    // No donor: a rollback, every rank reading its own shards of the checkpoint it went on after.
     const std::string state =
         rv.donor >= 0 ? fmt::format("{:.1f} MB of state from rank {}", megabytes, rv.donor)
                       : fmt::format("every rank rolled back to checkpoint step {} ({:.1f} MB read)", rv.steps, megabytes);
-    std::string ranks;
-    for (int rank : rv.respawned) ranks += (ranks.empty() ? "" : ", ") + std::to_string(rank);
     const bool several = rv.respawned.size() > 1;
     const std::string where = rv.new_processes == 0 ? (several ? "their processes" : "its process")
                               : rv.new_processes == 1

@@ -97,7 +97,7 @@ struct job_supervisor_state {
   std::optional<in_place_recovery> in_place;
   int recovery_epoch = 0;
   std::vector<recovery_view> recoveries;  // done, for the shell's status
-  std::vector<FailureKind> recovered_kinds;  // the failure kind of each of `recoveries`
+  std::vector<FailureKind> recovered_kinds;  // the failure kind of each of `recoveries` but the grows
   bool restart_logged = false;  // "recovery: restarting every node: ..." is said once
   // Since the job grew in place: each replica's rows per micro-batch and micro-batches (0: never grew).
   int batch_size = 0;
@@ -1043,13 +1043,17 @@ void finish_grow(job_actor* self) {
   const start_msg grown = current_start(st);
   for (const auto& [index, m] : st.joined) self->send(m.node, start_atom_v, grown);
   if (st.plan.grew) st.plan.grew();
+  const double seconds = std::chrono::duration<double>(Clock::now() - recovery.started).count();
+  st.recoveries.push_back({"grow", recovery.epoch, recovery.order.failed_ranks.front(),
+                           donors.empty() ? -1 : *donors.begin(),
+                           recovery.plan.steps, bytes, seconds, static_cast<int>(recovery.replaced.size()),
+                           recovery.order.failed_ranks});
   monitor::logger("job")->warn(
       "rejoin: grown in place in {:.3f} s (epoch {}): {} joined, every other node kept its process; {} bytes of state "
       "from rank{} {} over the data plane in {:.3f} s; every rank goes on after step {} as {} ranks, each of {} "
       "micro-batch(es) of {}",
-      std::chrono::duration<double>(Clock::now() - recovery.started).count(), recovery.epoch, joined, bytes,
-      donors.size() > 1 ? "s" : "", donor_list, transfer, recovery.plan.steps, grown.world_size, grown.grad_accum,
-      grown.batch_size);
+      seconds, recovery.epoch, joined, bytes, donors.size() > 1 ? "s" : "", donor_list, transfer, recovery.plan.steps,
+      grown.world_size, grown.grad_accum, grown.batch_size);
   st.in_place.reset();
   st.resumed_at = Clock::now();
 }
@@ -1080,11 +1084,14 @@ bool grow_in_place(job_actor* self) {
   }
   TROUPE_CHECK(!grown.nodes.empty(), "grow_nodes started no node and gave no reason");
   ++st.attempt;
-  job_supervisor_state::in_place_recovery recovery{st.recovery_epoch + 1, Clock::now(),
-                                                   worker_failed_msg{grown.nodes.front().node_index,
-                                                                     grown.nodes.front().first_rank, "rejoin"}};
-  recovery.grow = true;
   const int before = world_size(st.plan);
+  int after = before;
+  for (const PlannedNode& node : grown.nodes) after += node.slots;
+  const std::string reason = "the job grows from " + std::to_string(before) + " to " + std::to_string(after) + " ranks";
+  job_supervisor_state::in_place_recovery recovery{
+      st.recovery_epoch + 1, Clock::now(),
+      worker_failed_msg{grown.nodes.front().node_index, grown.nodes.front().first_rank, reason}};
+  recovery.grow = true;
   std::vector<int> indices;
   for (const PlannedNode& node : grown.nodes) {
     TROUPE_CHECK(node.node_index == static_cast<int>(st.plan.nodes.size()) && node.first_rank == world_size(st.plan),
@@ -1096,13 +1103,13 @@ bool grow_in_place(job_actor* self) {
     for (int rank = node.first_rank; rank < node.first_rank + node.slots; ++rank)
       recovery.order.failed_ranks.push_back(rank);
   }
-  const int after = world_size(st.plan);
+  TROUPE_CHECK(after == world_size(st.plan), "the grown plan counts every new rank");
   st.plan.config_hash = grown.config_hash;
   st.plan.recovery.data_parallel = after / (st.plan.pipeline_stages * st.plan.tensor_shards);
   st.batch_size = grown.batch_size;
   st.grad_accum = grown.grad_accum;
   recovery.order.epoch = recovery.epoch;
-  recovery.order.reason = "the job grows from " + std::to_string(before) + " to " + std::to_string(after) + " ranks";
+  recovery.order.reason = reason;
   recovery.order.job = caf::actor_cast<caf::actor>(self);
   recovery.order.grown_world = after;
   recovery.order.grown_batch_size = grown.batch_size;

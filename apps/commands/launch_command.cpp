@@ -129,6 +129,17 @@ Status job_fits_this_machine(const LaunchArgs& args, const ResolvedJob& job, con
 
 using actors::AttemptOutcome;
 
+// The host file's nodes (`configured`) that `running` leaves out, by index there.
+std::vector<int> left_out_of(const std::vector<launch::HostEntry>& configured, const std::vector<int>& running) {
+  std::vector<int> out;
+  for (std::size_t i = 0; i < configured.size(); ++i)
+    if (std::find(running.begin(), running.end(), static_cast<int>(i)) == running.end()) out.push_back(static_cast<int>(i));
+  return out;
+}
+
+// "h1 slots=1": a node's host-file line, as the shell names a node left out.
+std::string host_line(const launch::HostEntry& node) { return node.host + " slots=" + std::to_string(node.slots); }
+
 // The job after the nodes it went on without come back while it runs (an in-place grow): its
 // nodes (the running ones in their order, then those back, so that no running rank is numbered
 // anew), which host-file node each one is, the host file's nodes (a node back on a new spare line
@@ -271,7 +282,15 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, laun
       growth->layout = std::move(*layout);
       return grown;
     };
-  if (growth) job_plan.grew = [growth] { growth->grown = true; };
+  if (growth)
+    job_plan.grew = [growth, &control] {
+      growth->grown = true;
+      const GrownLayout& layout = *growth->layout;
+      std::vector<std::string> still_out;
+      for (int index : left_out_of(layout.configured, layout.running))
+        still_out.push_back(host_line(layout.configured[static_cast<std::size_t>(index)]));
+      control.grew(layout.plan.world_size, nodes_on_this_machine(layout.plan), std::move(still_out));
+    };
   const bool replaces = actors::choose_recovery(job_plan.recovery, actors::FailureKind::node_lost).in_place;
   // Once the job runs, a node's exit may be answered by a rescue or by starting that node again in
   // place: the launcher holds the others until the supervisor's outcome (stop_all), its
@@ -560,21 +579,13 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
   std::vector<int> running(hosts.size());
   std::iota(running.begin(), running.end(), 0);
   std::vector<launch::HostEntry> spare_lines = host_file->spares;  // every spare line the job knows of
-  // The host file's nodes that `running` leaves out, by index there.
-  const auto left_out_of = [&configured](const std::vector<int>& running_now) {
-    std::vector<int> out;
-    for (std::size_t i = 0; i < configured.size(); ++i)
-      if (std::find(running_now.begin(), running_now.end(), static_cast<int>(i)) == running_now.end())
-        out.push_back(static_cast<int>(i));
-    return out;
-  };
   for (;;) {
-    const std::vector<int> left_out = left_out_of(running);
+    const std::vector<int> left_out = left_out_of(configured, running);
     std::vector<std::string> left_out_lines;
     std::vector<int> left_out_slots;
     for (int index : left_out) {
       const launch::HostEntry& node = configured[static_cast<std::size_t>(index)];
-      left_out_lines.push_back(node.host + " slots=" + std::to_string(node.slots));
+      left_out_lines.push_back(host_line(node));
       left_out_slots.push_back(node.slots);
     }
     control.set_left_out(std::move(left_out_lines));
@@ -654,7 +665,7 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
         break;
       }
       case actors::RestartDecision::Action::grow: {
-        const GrownJob grown = grow(configured, left_out_of(running), new_spares, job.config);
+        const GrownJob grown = grow(configured, left_out_of(configured, running), new_spares, job.config);
         running.insert(running.end(), grown.back.begin(), grown.back.end());
         std::sort(running.begin(), running.end());
         spare_lines.insert(spare_lines.end(), new_spares.begin(), new_spares.end());

@@ -556,6 +556,15 @@ TEST_CASE("drain node 1, then rejoin: the job goes on as one replica of 2 micro-
         "troupe: error: rejoin: the job runs on every node of its host file; no node was left out to come back\n");
   drain_node_1(dir, job, steps);
   CHECK_THAT(rejoin(dir, job), Contains("rejoin: checkpoint after step") && Contains("the job grows with localhost slots=1 back"));
+  REQUIRE(job.run->wait_for_line(std::regex("rejoin: grown in place in"), seconds(60)));
+  const ProcessResult status = shell_c(dir, job, "status");
+  INFO("status: " << status.out << status.err);
+  CHECK_THAT(status.out, Contains("grid      2 ranks: dp 2 x pp 1 x tp 1") &&
+                             Contains("grow      in place (epoch 1) in ") &&
+                             Contains("rank 1 joined in 1 new node process(es), 10.1 MB of state from rank 0"));
+  // Nothing is left out any more.
+  CHECK(shell_c(dir, job, "rejoin").err ==
+        "troupe: error: rejoin: the job runs on every node of its host file; no node was left out to come back\n");
   finished_well(job);
   CHECK_THAT(job.log(), Contains("rejoin: growing in place (epoch 1) from 1 to 2 ranks: starting node 1") &&
                             Contains("joined the running job") && Contains("rejoin: grown in place in") &&
@@ -586,6 +595,22 @@ TEST_CASE("with fault.recovery restart, a rejoin grows the drained job by restar
   CHECK_THAT(after, Contains("[node 1 localhost]"));
 
   same_as_undisturbed(dir, steps);
+}
+
+TEST_CASE("a node that cannot come back fails the grow in place: the job tries a restart with it, leaves it out again "
+          "and finishes on the node it had",
+          "[shell][dp]") {
+  TempDir dir;
+  const long steps = 200;
+  // As `troupe drill node-lost` does: node 1 fails whenever it is started again.
+  LiveJob job(dir, steps, {"/usr/bin/env", "TROUPE_DRILL_NODE_GONE=1"});
+  drain_node_1(dir, job, steps);
+  rejoin(dir, job);
+  finished_well(job);
+  CHECK_THAT(job.log(), Contains("rejoin: growing in place (epoch 1) from 1 to 2 ranks: starting node 1") &&
+                            Contains("rejoin: growing in place failed (") &&
+                            Contains("growing by a restart instead") &&
+                            Contains("(it could not rejoin)") && Contains("job finished"));
 }
 
 TEST_CASE("a spare line added to the host file of a drained job brings node 1 back onto that line in the running job, "
