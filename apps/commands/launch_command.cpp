@@ -265,6 +265,10 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, laun
         return grown;
       }
       const int running_nodes = static_cast<int>(plan.nodes.size());
+      // A running node started again later (in place of its lost process) joins the grown job.
+      for (int index = 0; index < running_nodes; ++index)
+        launcher->update_node(index, node_argv(layout->config),
+                              {{actors::env::world_size.name, std::to_string(layout->plan.world_size)}});
       grown.batch_size = layout->config.train.batch_size;
       grown.grad_accum = layout->config.train.grad_accum;
       grown.config_hash = config_hash(layout->config);

@@ -216,14 +216,28 @@ struct NodeLauncher::Impl {
     }
     if (moved_to) std::tie(spec->host, spec->local) = *moved_to;
     NodeProcessSpec again = *spec;
-    for (const auto& [name, value] : env) {
-      auto same = std::find_if(again.env.begin(), again.env.end(), [&](const auto& e) { return e.first == name; });
-      if (same != again.env.end())
+    set_on_top(again.env, env);
+    start_node(again, true);
+  }
+
+  // `node_index`'s spec from now on: `argv`, and `env` on top of its variables.
+  void update(int node_index, std::vector<std::string> argv, const Environment& env) {
+    const auto spec = std::find_if(nodes.begin(), nodes.end(),
+                                   [node_index](const NodeProcessSpec& n) { return n.node_index == node_index; });
+    TROUPE_CHECK(spec != nodes.end(), "update_node() of a node not in the plan");
+    spec->argv = std::move(argv);
+    set_on_top(spec->env, env);
+  }
+
+  // Sets every variable of `on_top` in `env`, a variable of the same name replaced.
+  static void set_on_top(Environment& env, const Environment& on_top) {
+    for (const auto& [name, value] : on_top) {
+      auto same = std::find_if(env.begin(), env.end(), [&](const auto& e) { return e.first == name; });
+      if (same != env.end())
         same->second = value;
       else
-        again.env.emplace_back(name, value);
+        env.emplace_back(name, value);
     }
-    start_node(again, true);
   }
 
   void add(NodeProcessSpec node) {
@@ -469,6 +483,13 @@ void NodeLauncher::move_node(int node_index, std::string host, bool local, Envir
   Impl* impl = impl_.get();
   asio::post(impl->io, [impl, node_index, env = std::move(env), moved_to = std::pair{std::move(host), local}] {
     impl->replace(node_index, env, moved_to);
+  });
+}
+
+void NodeLauncher::update_node(int node_index, std::vector<std::string> argv, Environment env) {
+  Impl* impl = impl_.get();
+  asio::post(impl->io, [impl, node_index, argv = std::move(argv), env = std::move(env)]() mutable {
+    impl->update(node_index, std::move(argv), env);
   });
 }
 

@@ -130,6 +130,10 @@ class NodeLauncher {
   // from then on (the job grows in place). Its exit is reported as a started-again one's, so the
   // job supervisor hears of a process that ends before it joins. Ignored unless running.
   void add_node(NodeProcessSpec node);
+  // Any thread: what a later replace_node() or move_node() starts node `node_index` with: `argv`,
+  // and `env` on top of its variables (the job grew in place: its configuration and world size).
+  // Its process now runs on.
+  void update_node(int node_index, std::vector<std::string> argv, Environment env);
 
  private:
   struct Impl;

@@ -565,13 +565,20 @@ TEST_CASE("drain node 1, then rejoin: the job goes on as one replica of 2 micro-
   // Nothing is left out any more.
   CHECK(shell_c(dir, job, "rejoin").err ==
         "troupe: error: rejoin: the job runs on every node of its host file; no node was left out to come back\n");
+  // Node 0, which kept its process through the grow, is lost: its new process joins the grown job.
+  const ProcessResult kill = shell_c(dir, job, "kill node 0");
+  INFO("kill node 0: " << kill.out << kill.err);
+  CHECK(kill.exit_code == 0);
+  REQUIRE(job.run->wait_for_line(std::regex("recovery: in place done"), seconds(60)));
   finished_well(job);
   CHECK_THAT(job.log(), Contains("rejoin: growing in place (epoch 1) from 1 to 2 ranks: starting node 1") &&
                             Contains("joined the running job") && Contains("rejoin: grown in place in") &&
                             Contains("every rank goes on after step") && Contains("as 2 ranks, each of 1 micro-batch(es)"));
   CHECK_THAT(job.log(), !Contains("restarting every node with the nodes the job went on without"));
-  // Node 0 joined twice (the job's start, the restart without node 1) and kept that process through the grow.
-  CHECK(joined_pids(job.log(), 0).size() == 2);
+  // Node 0 joined twice (the job's start, the restart without node 1) and kept that process through
+  // the grow, until it was killed.
+  CHECK(joined_pids(job.log().substr(0, job.log().find("shell: kill node 0")), 0).size() == 2);
+  CHECK_THAT(job.log(), Contains("joined in place of pid"));
   const std::string after = job.log().substr(job.log().find("rejoin: growing in place"));
   CHECK_THAT(after, Contains("[node 1 localhost]") && Contains("kept its process through an in-place grow"));
 

@@ -270,6 +270,21 @@ TEST_CASE("add_node starts a node the plan did not have while the job runs, and 
   CHECK(run.result.exits.back().started_again);
 }
 
+TEST_CASE("update_node changes what a later replace_node starts, and leaves the running process alone", "[launcher]") {
+  NodeProcessSpec node1 = sh_node(1, "echo \"first $X\"; sleep 30");
+  node1.env = {{"X", "1"}};
+  const Outcome run = launch({sh_node(0, "sleep 1; exit 0"), node1}, quick_options(),
+                             [replaced = false](NodeLauncher& launcher, const Lines& lines) mutable {
+                               if (replaced || lines.out.empty() || lines.out.back() != "[node 1 localhost] first 1")
+                                 return;
+                               replaced = true;
+                               launcher.update_node(1, {"/bin/sh", "-c", "echo \"updated $X $Y\"; exit 0"}, {{"X", "2"}});
+                               launcher.replace_node(1, {{"Y", "3"}});
+                             });
+  CHECK(run.result.end == JobEnd::success);
+  CHECK(count_ending(run.lines.out, "[node 1 localhost] updated 2 3") == 1);
+}
+
 TEST_CASE("move_node starts a node on another host and leaves its old process alone, whose exit is no failure",
           "[launcher]") {
   const Outcome run =
