@@ -182,11 +182,11 @@ int run_bench_checkpoint(const BenchCheckpointOptions& options);
 // a folder per run under `dir`; after a PASS what the drill wrote is removed unless `keep`.
 struct DrillOptions {
   std::string scenario;  // kill-node, kill-worker, hang, slow-node, corrupt-checkpoint, kill-during-checkpoint, disk-full,
-                         // node-lost, chaos
+                         // node-lost, chaos, grow
   long at_step = 3;      // the fault comes after this step
   long kill_every = 10;  // chaos: a node is killed in every kill_every-th step
   std::optional<std::uint64_t> seed;  // chaos: replays the random choices of a run; none = a fresh seed
-  // The node (kill-node, hang, slow-node) or rank (kill-worker) that fails; kill-node and hang
+  // The node (kill-node, hang, slow-node; grow: the one drained, then brought back) or rank (kill-worker) that fails; kill-node and hang
   // take several nodes, which fail at once.
   std::vector<int> targets{1};
   int target() const { return targets.front(); }

@@ -49,7 +49,8 @@ using std::chrono::seconds;
 
 const std::vector<std::string> drill_scenarios{"kill-node",          "kill-worker",            "hang",
                                                "slow-node",          "corrupt-checkpoint",     "kill-during-checkpoint",
-                                               "disk-full",          "node-lost",              "chaos"};
+                                               "disk-full",          "node-lost",              "chaos",
+                                               "grow"};
 
 double seconds_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
@@ -334,6 +335,23 @@ void compare_weights(const Drill& drill, Verdict& v) {
   else v.checks.push_back("final checkpoint: " + equal.error().message);
 }
 
+// Whether a job that shrank (from 2 replicas to 1: `two_to_one`) is to end with an undisturbed
+// run's weights, and if so whether it did (v.weights_equal); otherwise a line saying why not.
+// One replica accumulating both micro-batches adds their gradients as the two replicas' sum did
+// (compute/train/trainer.hpp). Other shrinks sum in another order, and ZeRO-2's clip, a compressed
+// sum or tensor shards' micro-batches too: equal weights are not expected there.
+bool shrink_keeps_weights(const Drill& drill, bool two_to_one, Verdict& v) {
+  const JobConfig& config = drill.config();
+  const bool expected =
+      two_to_one && config.train.zero < 2 && config.comm.compress == "none" && config.tensor.shards == 1;
+  if (expected)
+    compare_weights(drill, v);
+  else
+    v.checks.push_back("final weights equal to an undisturbed run: not expected (the replicas left sum the "
+                       "gradients in another order)");
+  return expected;
+}
+
 // The job supervisor's first word on a failure: the rescue it asks for, in place, or the job's end.
 const std::regex first_word_on_failure("for a rescue snapshot of their memory|job failed: |recovery: in place \\(epoch");
 
@@ -400,18 +418,7 @@ Verdict drill_running_job(const Drill& drill, const DrillOptions& options) {
     }
     v.checks.push_back(std::string("the job went on without node ") + std::to_string(options.target()) + ": " +
                        (shrank ? "yes" : "NO"));
-    // One replica accumulating both micro-batches adds their gradients as the two replicas' sum
-    // did (compute/train/trainer.hpp). Other shrinks sum in another order, and ZeRO-2's clip, a
-    // compressed sum or tensor shards' micro-batches too: equal weights are not expected there.
-    const JobConfig& config = drill.config();
-    const bool equal_expected =
-        two_to_one && config.train.zero < 2 && config.comm.compress == "none" && config.tensor.shards == 1;
-    if (equal_expected) {
-      compare_weights(drill, v);
-    } else {
-      v.checks.push_back("final weights equal to an undisturbed run: not expected (the replicas left sum the "
-                         "gradients in another order)");
-    }
+    const bool equal_expected = shrink_keeps_weights(drill, two_to_one, v);
     v.passed = v.detected_after && v.recovered_after && code == 0 && shrank &&
                (!equal_expected || v.weights_equal.value_or(false));
     return v;
@@ -614,6 +621,115 @@ Verdict drill_slow_node(const Drill& drill, const DrillOptions& options) {
   return v;
 }
 
+// The shell's `command` to the running job, as a user gives it (`troupe shell ADDR -c COMMAND`
+// with the job's token file): its answer, or why there is none.
+Expected<std::string> shell_order(WatchedRun& run, const Drill& drill, const std::string& command) {
+  const std::regex banner("troupe shell ([^ ]+) \\(the job's token is in (.+)\\)");
+  const auto line = run.wait_for_line(banner, seconds(60));
+  std::smatch m;
+  if (!line || !std::regex_search(line->text, m, banner)) return Error{"the job printed no shell address"};
+  auto shell = WatchedRun::start({launch::this_executable(), "shell", m[1].str(), "--token-file", m[2].str(), "-c", command},
+                                 {}, (drill.dir() / "shell.log").string());
+  if (!shell) return shell.error();
+  const std::optional<int> code = (*shell)->wait_exit(seconds(300));
+  std::string answer;
+  for (const auto& said : (*shell)->lines()) answer += (answer.empty() ? "" : " ") + said.text;
+  if (code != 0) return Error{"troupe shell -c '" + command + "' failed: " + answer};
+  return answer;
+}
+
+// The shell's drain of a node after --at-step (the job restarts without it: one replica fewer, the
+// same global batch), two steps on the nodes left, then the shell's rejoin: the node joins the
+// running job in place where it can, the survivors keeping their processes, else every node
+// restarts with it; either way it ends with an undisturbed run's weights where the shrink keeps them.
+Verdict drill_grow(const Drill& drill, const DrillOptions& options) {
+  Verdict v;
+  const int node = options.target();
+  auto run = drill.start("drilled", false);
+  if (!run) {
+    v.fault = run.error().message;
+    return v;
+  }
+  if (!(*run)->wait_for_line(drill.step_line(options.at_step), seconds(300))) {
+    v.fault = "step " + std::to_string(options.at_step) + " never appeared in the job's output";
+    return v;
+  }
+  Expected<std::string> drained = shell_order(**run, drill, "drain node " + std::to_string(node));
+  if (!drained) {
+    v.fault = drained.error().message;
+    return v;
+  }
+  std::size_t shrunk_at = 0, trained_at = 0;
+  const bool shrank = (*run)->wait_for_line(std::regex("shrinking from [0-9]+ to [0-9]+ data-parallel replica"),
+                                            seconds(120), 0, &shrunk_at)
+                          .has_value();
+  const bool two_to_one =
+      shrank && (*run)->lines()[shrunk_at].text.find("shrinking from 2 to 1 data-parallel replica(s): train.grad_accum") !=
+                    std::string::npos;
+  const auto resumed = (*run)->wait_for_line(std::regex("resumed from .* after step ([0-9]+)"), seconds(120), shrunk_at,
+                                             &trained_at);
+  std::smatch m;
+  const std::string resumed_text = resumed ? resumed->text : std::string();
+  if (!resumed || !std::regex_search(resumed_text, m, std::regex("after step ([0-9]+)")) ||
+      !(*run)->wait_for_line(drill.step_line(std::stol(m[1].str()) + 2), seconds(300), trained_at)) {
+    v.fault = "drain node " + std::to_string(node) + ": the job did not train on without it (" + drained.value() + ")";
+    return v;
+  }
+  // The nodes left, and the processes they run now: a grow in place keeps them.
+  const std::map<int, std::vector<long>> before = joined_pids(**run);
+  const Clock::time_point rejoin_at = Clock::now();
+  Expected<std::string> rejoined = shell_order(**run, drill, "rejoin");
+  v.fault = "drain node " + std::to_string(node) + " after step " + std::to_string(options.at_step) +
+            ", two steps without it, then rejoin";
+  if (!rejoined) {
+    v.checks.push_back("rejoin: " + rejoined.error().message);
+    return v;
+  }
+  std::size_t grow_at = 0, grown_at = 0;
+  const std::regex growing("rejoin: growing in place \\(epoch|rejoin: growing by restarting every node: (.*)");
+  if (const auto said = (*run)->wait_for_line(growing, seconds(120), shrunk_at, &grow_at)) {
+    v.detected_after = seconds_between(rejoin_at, said->at);
+    v.detected_by = said->text;
+  }
+  const bool in_place = v.detected_by.find("growing in place") != std::string::npos;
+  const std::regex back(in_place ? "rejoin: grown in place in" : "resumed from .* after step ([0-9]+)");
+  if (const auto grown = (*run)->wait_for_line(back, seconds(180), grow_at, &grown_at)) {
+    v.resumed_after = seconds_between(rejoin_at, grown->at);
+    if (const auto stepped = (*run)->wait_for_line(std::regex("step +[0-9]+/" + std::to_string(drill.steps()) + " \\|"),
+                                                   seconds(180), grown_at)) {
+      v.recovered_after = seconds_between(rejoin_at, stepped->at);
+      v.recovered_how = std::string(in_place ? "node " + std::to_string(node) + " joined the running job"
+                                             : "every node restarted with node " + std::to_string(node)) +
+                        ", and the grown job trained a step";
+    }
+  }
+  const std::optional<int> code = (*run)->wait_exit(seconds(600));
+  v.checks.push_back("the job went on without node " + std::to_string(node) + ": " + (shrank ? "yes" : "NO"));
+  v.checks.push_back("grown in place: " + (in_place ? std::string("yes") : "no (" + v.detected_by + ")"));
+  bool kept = true;
+  if (in_place) {
+    const std::map<int, std::vector<long>> after = joined_pids(**run);
+    std::string pids;
+    for (const auto& [index, seen] : before) {
+      if (index == node) continue;
+      kept = kept && after.at(index) == seen;
+      pids += (pids.empty() ? "node " : ", node ") + std::to_string(index) + " pid " + std::to_string(seen.back());
+    }
+    v.checks.push_back("survivors kept their processes through the grow: " + std::string(kept ? "yes (" : "NO (") + pids +
+                       ")");
+    const std::regex moved("rejoin: grown in place in ([0-9.]+) s .*; ([0-9]+) bytes of state from (ranks? [0-9, ]+) "
+                           "over the data plane in ([0-9.]+) s");
+    for (const auto& line : (*run)->lines())
+      if (std::regex_search(line.text, m, moved))
+        v.checks.push_back("state moved over the data plane: " + m[2].str() + " bytes from " + m[3].str() + " in " +
+                           m[4].str() + " s (the whole grow " + m[1].str() + " s)");
+  }
+  v.checks.push_back("job finished: " + std::string(code == 0 ? "yes" : "NO (exit " + std::to_string(code.value_or(-1)) + ")"));
+  const bool equal_expected = shrink_keeps_weights(drill, two_to_one, v);
+  v.passed = shrank && v.recovered_after && kept && code == 0 && (!equal_expected || v.weights_equal.value_or(false));
+  return v;
+}
+
 // Flips one byte in the middle of the newest checkpoint's first shard.
 Status corrupt_newest(const fs::path& dir, long step, std::string& what) {
   const fs::path shard = checkpoint::step_dir(dir, step) / checkpoint::shard_file_name(0);
@@ -765,7 +881,7 @@ int run_drill(const DrillOptions& options, const ResolvedJob& job) {
                                                ") for at least one kill");
   const bool process_fault = options.scenario == "kill-node" || options.scenario == "hang" ||
                              options.scenario == "kill-worker" || options.scenario == "slow-node" ||
-                             options.scenario == "node-lost" || chaos;
+                             options.scenario == "node-lost" || chaos || options.scenario == "grow";
   if (process_fault && options.workers < 2)
     return error_exit(ExitCode::bad_input,
                       "drill " + options.scenario + " needs --workers 2 or more: recovery restarts the node processes");
@@ -812,6 +928,8 @@ int run_drill(const DrillOptions& options, const ResolvedJob& job) {
     verdict = drill_chaos(drill, options, seed);
   else if (options.scenario == "slow-node")
     verdict = drill_slow_node(drill, options);
+  else if (options.scenario == "grow")
+    verdict = drill_grow(drill, options);
   else if (process_fault)
     verdict = drill_running_job(drill, options);
   else if (options.scenario == "disk-full")

@@ -197,6 +197,20 @@ TEST_CASE("drill node-lost: a node that cannot come back is left out and the job
                                  "recovery.shrink=1"));
 }
 
+TEST_CASE("drill grow: a drained node comes back into the running job, the survivor keeps its process, and the "
+          "weights are an undisturbed run's",
+          "[drill]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "grow", {"--train.steps", "40"});
+  check_passed(r);
+  CHECK_THAT(r.out, Contains("drill grow: drain node 1 after step 5, two steps without it, then rejoin") &&
+                        Contains("rejoin: growing in place (epoch 1) from 1 to 2 ranks") &&
+                        Contains("the job went on without node 1: yes") && Contains("grown in place: yes") &&
+                        Contains("survivors kept their processes through the grow: yes (node 0 pid") &&
+                        Contains("state moved over the data plane: 10109952 bytes from rank 0") &&
+                        Contains("job finished: yes"));
+}
+
 TEST_CASE("without fault.elastic a node that cannot come back stops the job, named, with the restarts used",
           "[drill]") {
   TempDir dir;
