@@ -247,8 +247,10 @@ TEST_CASE("pipeline stages export their bubble and the activations and gradients
     INFO("stage " << stage);
     const Exposition e = scrape_when_steps_pass(port, 2, std::chrono::seconds(60));
     const std::map<std::string, std::string> rank{{"rank", std::to_string(stage)}};
-    // Two stages and four micro-batches: the schedule alone idles (p-1)/(m+p-1) = 20% of a step.
-    CHECK(e.value("troupe_pipeline_bubble_fraction", rank) > 0.05);
+    // Two stages and four micro-batches: the schedule alone idles (p-1)/(m+p-1) = 20% of a step on
+    // an idle machine. Busy time is wall time, so a stage descheduled mid-op (CI runs two tests on
+    // two cores) counts as busy: under load the figure falls (4.6% seen), never to nothing.
+    CHECK(e.value("troupe_pipeline_bubble_fraction", rank) > 0.01);
     CHECK(e.value("troupe_pipeline_bubble_fraction", rank) < 1);
     for (const char* op : {"send", "recv"}) {
       INFO(op);

@@ -557,7 +557,12 @@ TEST_CASE("drain node 1, then rejoin: the job goes on as one replica of 2 micro-
   drain_node_1(dir, job, steps);
   CHECK_THAT(rejoin(dir, job), Contains("rejoin: checkpoint after step") && Contains("the job grows with localhost slots=1 back"));
   REQUIRE(job.run->wait_for_line(std::regex("rejoin: grown in place in"), seconds(60)));
-  const ProcessResult status = shell_c(dir, job, "status");
+  // The monitor reads the job's view every 250 ms: the grow shows in the next one.
+  ProcessResult status = shell_c(dir, job, "status");
+  for (int look = 0; look < 20 && status.out.find("grow      in place") == std::string::npos; ++look) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    status = shell_c(dir, job, "status");
+  }
   INFO("status: " << status.out << status.err);
   CHECK_THAT(status.out, Contains("grid      2 ranks: dp 2 x pp 1 x tp 1") &&
                              Contains("grow      in place (epoch 1) in ") &&
