@@ -738,10 +738,10 @@ void Engine::grow_world(int world_size) {
       s.peers.back()->state = &s;
       s.peers.back()->rank = r;
     }
+    world_size_ = world_size;  // here, where the progress thread reads it
     grown.set_value();
   });
   grown.get_future().get();
-  world_size_ = world_size;
 }
 
 bool Engine::connected(int peer) {
