@@ -1022,37 +1022,49 @@ void on_recover_ready(job_actor* self, const recover_ready_msg& ready) {
   for (const auto& [rank, r] : recovery.ready) self->send(r.worker, recover_atom_v, plan);
 }
 
+// What an in-place recovery's plan moved over the data plane, by its receivers' reports: the bytes,
+// the slowest receiver's seconds, and the donors ("0" or "0, 2").
+struct StateMoved {
+  std::int64_t bytes = 0;
+  double seconds = 0;
+  std::set<int> donors;
+  std::string donor_list;
+};
+StateMoved state_moved(const job_supervisor_state::in_place_recovery& recovery) {
+  StateMoved moved;
+  for (std::size_t i = 0; i < recovery.plan.receivers.size(); ++i) {
+    const recover_done_msg& received = recovery.done.at(recovery.plan.receivers[i]);
+    moved.bytes += received.bytes;
+    moved.seconds = std::max(moved.seconds, received.seconds);
+    moved.donors.insert(recovery.plan.donors[i]);
+  }
+  for (int rank : moved.donors) moved.donor_list += (moved.donor_list.empty() ? "" : ", ") + std::to_string(rank);
+  return moved;
+}
+
 // Every rank of a grow in place has its state: every node learns the grown job's start (a worker
 // respawned later starts from it), the launcher that the job runs grown, and the log how it went.
 void finish_grow(job_actor* self) {
   auto& st = self->state;
   auto& recovery = *st.in_place;
-  std::int64_t bytes = 0;
-  double transfer = 0;
-  std::set<int> donors;
-  for (std::size_t i = 0; i < recovery.plan.receivers.size(); ++i) {
-    const recover_done_msg& received = recovery.done.at(recovery.plan.receivers[i]);
-    bytes += received.bytes;
-    transfer = std::max(transfer, received.seconds);
-    donors.insert(recovery.plan.donors[i]);
-  }
-  std::string joined, donor_list;
+  const StateMoved moved = state_moved(recovery);
+  std::string joined;
   for (const auto& [index, process] : recovery.replaced)
     joined += (joined.empty() ? "" : ", ") + describe(st.joined.at(index));
-  for (int rank : donors) donor_list += (donor_list.empty() ? "" : ", ") + std::to_string(rank);
   const start_msg grown = current_start(st);
   for (const auto& [index, m] : st.joined) self->send(m.node, start_atom_v, grown);
   if (st.plan.grew) st.plan.grew();
   const double seconds = std::chrono::duration<double>(Clock::now() - recovery.started).count();
   st.recoveries.push_back({"grow", recovery.epoch, recovery.order.failed_ranks.front(),
-                           donors.empty() ? -1 : *donors.begin(),
-                           recovery.plan.steps, bytes, seconds, static_cast<int>(recovery.replaced.size()),
+                           moved.donors.empty() ? -1 : *moved.donors.begin(),
+                           recovery.plan.steps, moved.bytes, seconds, static_cast<int>(recovery.replaced.size()),
                            recovery.order.failed_ranks});
   monitor::logger("job")->warn(
       "rejoin: grown in place in {:.3f} s (epoch {}): {} joined, every other node kept its process; {} bytes of state "
       "from rank{} {} over the data plane in {:.3f} s; every rank goes on after step {} as {} ranks, each of {} "
       "micro-batch(es) of {}",
-      seconds, recovery.epoch, joined, bytes, donors.size() > 1 ? "s" : "", donor_list, transfer, recovery.plan.steps,
+      seconds, recovery.epoch, joined, moved.bytes, moved.donors.size() > 1 ? "s" : "", moved.donor_list, moved.seconds,
+      recovery.plan.steps,
       grown.world_size, grown.grad_accum, grown.batch_size);
   st.in_place.reset();
   st.resumed_at = Clock::now();
@@ -1137,24 +1149,18 @@ void on_recover_done(job_actor* self, const recover_done_msg& done) {
   recovery.done[done.rank] = done;
   if (static_cast<int>(recovery.done.size()) < world_size(st.plan)) return;
   if (recovery.grow) return finish_grow(self);
-  std::int64_t bytes = 0;
-  double transfer = 0;
-  int donor = -1;  // the failed rank's
-  std::set<int> donors;
+  const StateMoved moved = state_moved(recovery);
+  std::int64_t bytes = moved.bytes;
+  double transfer = moved.seconds;
+  // A rollback moves nothing: every rank read its own shards of the checkpoint.
   if (recovery.plan.rollback)
     for (const auto& [rank, d] : recovery.done) {
       bytes += d.bytes;
       transfer = std::max(transfer, d.seconds);
     }
-  for (std::size_t i = 0; i < recovery.plan.receivers.size(); ++i) {
-    const int rank = recovery.plan.receivers[i];
-    bytes += recovery.done.at(rank).bytes;
-    transfer = std::max(transfer, recovery.done.at(rank).seconds);
-    if (rank == recovery.failed.rank) donor = recovery.plan.donors[i];
-    donors.insert(recovery.plan.donors[i]);
-  }
-  std::string donor_list;
-  for (int rank : donors) donor_list += (donor_list.empty() ? "" : ", ") + std::to_string(rank);
+  int donor = -1;  // the failed rank's
+  for (std::size_t i = 0; i < recovery.plan.receivers.size(); ++i)
+    if (recovery.plan.receivers[i] == recovery.failed.rank) donor = recovery.plan.donors[i];
   const double seconds = std::chrono::duration<double>(Clock::now() - recovery.started).count();
   std::vector<int> respawned_ranks{recovery.failed.rank};
   for (int rank : recovery.order.failed_ranks)
@@ -1185,7 +1191,7 @@ void on_recover_done(job_actor* self, const recover_done_msg& done) {
     monitor::logger("job")->warn(
         "recovery: in place done in {:.3f} s (epoch {}): {}; {} bytes of state from rank{} {} over the data plane in "
         "{:.3f} s; every rank goes on after step {}",
-        seconds, recovery.epoch, respawned, bytes, donors.size() > 1 ? "s" : "", donor_list, transfer,
+        seconds, recovery.epoch, respawned, bytes, moved.donors.size() > 1 ? "s" : "", moved.donor_list, transfer,
         recovery.plan.steps);
   st.in_place.reset();
   st.resumed_at = Clock::now();
