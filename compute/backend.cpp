@@ -9,6 +9,12 @@ void Backend::no_shard_kernels(const char* op) const {
   TROUPE_CHECK(false, std::string(op) + ": the " + name() + " backend has no vocabulary-shard kernels (tensor shards run on cpu)");
 }
 
+void Backend::matmul_residual_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                                      const Tensor& residual) {
+  matmul_forward(out, inp, weight, bias);
+  residual_forward(out, residual, out);
+}
+
 void Backend::encoder_shard_forward(Tensor&, const Tensor&, const Tensor&, const Tensor&, int, bool) {
   no_shard_kernels("encoder_shard_forward");
 }

@@ -49,6 +49,12 @@ class Backend {
 
   // out (rows, OC) = inp (rows, C) · weight (OC, C)ᵀ + bias (OC); bias may be undefined.
   virtual void matmul_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias) = 0;
+  // out = residual + inp · weightᵀ + bias, for a linear layer whose output is only added into the
+  // residual stream: one call, so a backend can accumulate the product straight onto the stream
+  // instead of writing it out and adding it in a second pass. out is shaped as residual and overlaps
+  // neither it nor inp. The default is matmul_forward into out, then residual_forward in place.
+  virtual void matmul_residual_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                                       const Tensor& residual);
   // dinp = dout · weight;  dweight += doutᵀ · inp;  dbias += column sums of dout (if defined).
   virtual void matmul_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
                                const Tensor& weight) = 0;
@@ -68,7 +74,8 @@ class Backend {
 
   // GELU, tanh approximation (GPT-2's).
   virtual void gelu_forward(Tensor& out, const Tensor& inp) = 0;
-  virtual void gelu_backward(Tensor& dinp, const Tensor& inp, const Tensor& dout) = 0;  // dinp =
+  // dinp = …; dinp may be dout itself (each element is read before it is written).
+  virtual void gelu_backward(Tensor& dinp, const Tensor& inp, const Tensor& dout) = 0;
 
   virtual void residual_forward(Tensor& out, const Tensor& a, const Tensor& b) = 0;  // out = a + b
 

@@ -62,6 +62,10 @@ class OpTimingBackend final : public compute::Backend {
                       const compute::Tensor& bias) override {
     timed("matmul_forward", [&] { inner_.matmul_forward(out, inp, weight, bias); });
   }
+  void matmul_residual_forward(compute::Tensor& out, const compute::Tensor& inp, const compute::Tensor& weight,
+                               const compute::Tensor& bias, const compute::Tensor& residual) override {
+    timed("matmul_residual_forward", [&] { inner_.matmul_residual_forward(out, inp, weight, bias, residual); });
+  }
   void matmul_backward(compute::Tensor& dinp, compute::Tensor& dweight, compute::Tensor& dbias,
                        const compute::Tensor& dout, const compute::Tensor& inp, const compute::Tensor& weight) override {
     timed("matmul_backward", [&] { inner_.matmul_backward(dinp, dweight, dbias, dout, inp, weight); });

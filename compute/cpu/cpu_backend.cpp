@@ -34,6 +34,10 @@ constexpr std::int64_t row_grain = 16;
 // multiple of every element grain, each on one thread.
 constexpr std::int64_t fill_grain = 4096;
 constexpr std::int64_t sum_block = std::int64_t{1} << 16;
+// A product's starting rows, and zeros over a whole tensor, go out through streaming stores from this
+// size on, about what a core's L2 holds: what is smaller is still in cache when it is next read
+// (matmul.cpp, elementwise.cpp).
+constexpr std::int64_t streaming_bytes = std::int64_t{2} << 20;
 
 // Every tensor defined, on the cpu, and of the first one's dtype, which is f32 or f64.
 DType check_real(const char* op, std::initializer_list<const Tensor*> tensors) {
@@ -100,8 +104,12 @@ Tensor CpuBackend::zeros(Shape shape, DType dtype) { return Tensor::zeros(std::m
 void CpuBackend::fill_zero(Tensor& t) {
   checks::on_device(t, Device::cpu, "fill_zero");
   auto* bytes = static_cast<unsigned char*>(t.data());
+  const bool streaming = static_cast<std::int64_t>(t.nbytes()) >= streaming_bytes;
   team_->run(static_cast<std::int64_t>(t.nbytes()), fill_grain, [&](std::int64_t begin, std::int64_t end) {
-    std::memset(bytes + begin, 0, static_cast<std::size_t>(end - begin));
+    if (streaming)
+      cpu::stream_zero(bytes + begin, static_cast<std::size_t>(end - begin));
+    else
+      std::memset(bytes + begin, 0, static_cast<std::size_t>(end - begin));
   });
 }
 
@@ -172,9 +180,38 @@ void CpuBackend::matmul_forward(Tensor& out, const Tensor& inp, const Tensor& we
   const DType dtype =
       bias.defined() ? check_real(op, {&inp, &out, &weight, &bias}) : check_real(op, {&inp, &out, &weight});
   const auto [N, C, OC] = checks::matmul(out, inp, weight, bias, op);
+  linear_forward(out, inp, weight, bias, Tensor{}, N, C, OC, dtype);
+}
+
+void CpuBackend::matmul_residual_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                                         const Tensor& residual) {
+  constexpr const char* op = "matmul_residual_forward";
+  const DType dtype = bias.defined() ? check_real(op, {&inp, &out, &weight, &bias, &residual})
+                                     : check_real(op, {&inp, &out, &weight, &residual});
+  const auto [N, C, OC] = checks::matmul(out, inp, weight, bias, op);
+  check_same_shape(residual, out, op);
+  linear_forward(out, inp, weight, bias, residual, N, C, OC, dtype);
+}
+
+// The rows the product starts from (the bias, the residual stream or their sum) go into out first,
+// by rows on the team, then the product is accumulated onto them: a branch added into the stream
+// is never written out on its own.
+void CpuBackend::linear_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                                const Tensor& residual, int N, int C, int OC, DType dtype) {
   with_real(dtype, [&]<typename Real>(Real) {
-    cpu::matmul_forward(out.data_as<Real>(), inp.data_as<Real>(), weight.data_as<Real>(),
-                        bias.defined() ? bias.data_as<Real>() : nullptr, N, C, OC);
+    Real* rows = out.data_as<Real>();
+    const Real* stream = residual.defined() ? residual.data_as<Real>() : nullptr;
+    const Real* b = bias.defined() ? bias.data_as<Real>() : nullptr;
+    const bool start = stream != nullptr || b != nullptr;
+    if (start) {
+      const bool streaming = static_cast<std::int64_t>(N) * OC * static_cast<std::int64_t>(sizeof(Real)) >=
+                             streaming_bytes;
+      team_->run(N, 1, [&](std::int64_t begin, std::int64_t end) {
+        cpu::start_rows(rows + begin * OC, stream == nullptr ? nullptr : stream + begin * OC, b,
+                        static_cast<int>(end - begin), OC, streaming);
+      });
+    }
+    cpu::matmul_forward(rows, inp.data_as<Real>(), weight.data_as<Real>(), N, C, OC, start);
   });
 }
 

@@ -38,6 +38,8 @@ class CpuBackend final : public Backend {
   void layernorm_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
                           const Tensor& weight, const Tensor& mean, const Tensor& rstd) override;
   void matmul_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias) override;
+  void matmul_residual_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                               const Tensor& residual) override;
   void matmul_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
                        const Tensor& weight) override;
   void attention_forward(Tensor& out, Tensor& att, const Tensor& qkv, int n_head) override;
@@ -66,6 +68,9 @@ class CpuBackend final : public Backend {
   void scale(Tensor& t, float factor) override;
 
  private:
+  void linear_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias, const Tensor& residual,
+                      int N, int C, int OC, DType dtype);
+
   int threads_;
   std::unique_ptr<cpu::ThreadTeam> team_;
 };

@@ -1,7 +1,15 @@
-// The plain elementwise passes: residual add, in-place scale, and the sum of squares the
-// gradient-norm clip needs. The sum is accumulated in double whatever the input dtype, so the
+// The plain elementwise passes: residual add, in-place scale, zeroing through streaming stores,
+// and the sum of squares the gradient-norm clip needs. Zeroing a large buffer (the gradients, at the
+// start of a step) with plain stores reads every line in before overwriting it, and leaves the
+// cache full of zeros nothing reads until the backward; streaming stores do neither. The sum is accumulated in double whatever the input dtype, so the
 // norm of ~1e8 float gradients keeps its digits; the SIMD reduction order is fixed by the
 // compiled loop, so it is deterministic on a given machine.
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
 
 #include "compute/cpu/kernels.hpp"
 #include "compute/cpu/vector_math.hpp"
@@ -29,6 +37,16 @@ TROUPE_SIMD_CLONES double sum_of_squares(const Real* x, std::int64_t n) {
     sum += xi * xi;
   }
   return sum;
+}
+
+void stream_zero(void* data, std::size_t bytes) {
+  auto* p = static_cast<unsigned char*>(data);
+  const std::size_t head = std::min(bytes, (16 - reinterpret_cast<std::uintptr_t>(p) % 16) % 16);
+  std::memset(p, 0, head);
+  std::size_t at = head;
+  for (; at + 16 <= bytes; at += 16) _mm_stream_si128(reinterpret_cast<__m128i*>(p + at), _mm_setzero_si128());
+  std::memset(p + at, 0, bytes - at);
+  _mm_sfence();  // streaming stores are weakly ordered: visible before the caller goes on
 }
 
 template void residual_forward<float>(float*, const float*, const float*, std::int64_t);

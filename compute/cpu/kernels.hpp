@@ -8,6 +8,7 @@
 // activation gradients are written with =, except layernorm_backward's dinp, which is +=.
 // Every kernel runs its loops in one fixed order, so equal inputs give bitwise-equal outputs.
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -37,10 +38,15 @@ template <typename Real>
 void layernorm_backward_params(Real* dweight, Real* dbias, const Real* dout, const Real* inp, const Real* mean,
                                const Real* rstd, std::int64_t N, int width, int ld);
 
-// matmul.cpp: weight is (OC, C) row-major; bias may be null. The backward is the two products
-// (dinp, and dweight accumulated); the bias gradient is a call of its own.
+// matmul.cpp: weight is (OC, C) row-major. The forward is out = inp · weightᵀ, added onto what
+// out holds with `accumulate`; start_rows writes what it starts from, residual + bias over `rows`
+// rows of OC columns (either may be null, not both), through streaming stores with `streaming`.
+// The backward is the two products (dinp, and dweight accumulated); the bias gradient is a call
+// of its own.
 template <typename Real>
-void matmul_forward(Real* out, const Real* inp, const Real* weight, const Real* bias, int N, int C, int OC);
+void matmul_forward(Real* out, const Real* inp, const Real* weight, int N, int C, int OC, bool accumulate);
+template <typename Real>
+void start_rows(Real* out, const Real* residual, const Real* bias, int rows, int OC, bool streaming);
 template <typename Real>
 void matmul_backward(Real* dinp, Real* dweight, const Real* dout, const Real* inp, const Real* weight, int N, int C,
                      int OC);
@@ -97,6 +103,8 @@ template <typename Real>
 void residual_forward(Real* out, const Real* a, const Real* b, std::int64_t n);
 template <typename Real>
 void scale(Real* x, std::int64_t n, Real factor);
+// Zeros over `bytes` bytes through streaming stores.
+void stream_zero(void* data, std::size_t bytes);
 template <typename Real>
 double sum_of_squares(const Real* x, std::int64_t n);
 

@@ -317,7 +317,7 @@ void GPTStage::reserve(int B, int T, int slots) {
     s.dinput = z({BTs * C});
   }
   logits_B_ = logits_T_ = 0;
-  shared_.branch_out = z({BT * C});
+  if (shards_.split()) shared_.branch_out = z({BT * C});
   if (is_last()) {
     shared_.logits = z({BT * Vs});
     shared_.losses = z({BT});
@@ -335,6 +335,17 @@ Tensor GPTStage::sum_rows(const Dims& d, const Tensor& full) {
   }
   shards_.reduce_scatter(full);
   return d.own(full, full.dim(2));
+}
+
+void GPTStage::add_branch(const Dims& d, Tensor& out, const Tensor& residual, const Tensor& inp, const Tensor& weight,
+                          const Tensor& bias) {
+  if (!shards_.split()) {
+    backend_.matmul_residual_forward(out, inp, weight, bias, residual);
+    return;
+  }
+  Tensor branch = d.bt(shared_.branch_out, config_.n_embd);
+  backend_.matmul_forward(branch, inp, weight, bias_once(bias));
+  backend_.residual_forward(out, residual, sum_rows(d, branch));
 }
 
 void GPTStage::gather_rows(const Tensor& full) {
@@ -378,7 +389,6 @@ void GPTStage::block_forward(int layer, const Tensor& p, const LayerActivations&
   const std::size_t k = first_block_ + static_cast<std::size_t>(layer - first_layer_) * kBlockTensors;
   auto w = [&](std::size_t i) { return in_unit(p, k + i); };
   Backend& be = backend_;
-  Tensor branch = d.bt(shared_.branch_out, C);
   // The LayerNorm outputs hold all rows: each rank normalises its own, then they are gathered.
   Tensor ln1 = d.bt(a.ln1, C), ln1_mean = d.stream_only(a.ln1_mean), ln1_rstd = d.stream_only(a.ln1_rstd);
   Tensor qkv = d.bt(a.qkv, 3 * A), atty = d.bt(a.atty, A), att = d.bhtt(a.att), residual2 = d.stream(a.residual2, C);
@@ -390,8 +400,7 @@ void GPTStage::block_forward(int layer, const Tensor& p, const LayerActivations&
   gather_rows(ln1);
   be.matmul_forward(qkv, ln1, w(2), w(3));
   be.attention_forward(atty, att, qkv, heads_);
-  be.matmul_forward(branch, atty, w(4), bias_once(w(5)));
-  be.residual_forward(residual2, x, sum_rows(d, branch));
+  add_branch(d, residual2, x, atty, w(4), w(5));
   Tensor ln2_own = d.own(ln2, C);
   be.layernorm_forward(ln2_own, ln2_mean, ln2_rstd, residual2, w(6), w(7));
   gather_rows(ln2);
@@ -399,8 +408,7 @@ void GPTStage::block_forward(int layer, const Tensor& p, const LayerActivations&
   be.gelu_forward(fch_gelu, fch);
   if (!to_output) return;
   Tensor residual3 = d.stream(a.residual3, C);
-  be.matmul_forward(branch, fch_gelu, w(10), bias_once(w(11)));
-  be.residual_forward(residual3, residual2, sum_rows(d, branch));
+  add_branch(d, residual3, residual2, fch_gelu, w(10), w(11));
 }
 
 double GPTStage::forward(int slot, const Tensor& input, const Tensor& targets,
@@ -551,10 +559,10 @@ void GPTStage::backward(int slot, const Tensor& output_grad, double loss_scale,
     be.copy(dresidual, output_grad);
   }
 
-  // Scratch reused once its last reader is done: d(qkv) and d(atty) go where d(GELU output) was
-  // (the MLP's backward is over by then; 3C + C of its 4C), d(fch) where the block's GELU output
-  // was (its weight gradient has read it), so a block's backward needs no buffer of its own for
-  // any of the three.
+  // Scratch reused once its last reader is done: d(fch) overwrites d(GELU output) in place (GELU's
+  // backward reads each element once, then writes it), and d(qkv) and d(atty) go there too (the
+  // MLP's backward is over by then; 3C + C of its 4C), so a block's backward needs no buffer of
+  // its own for any of the three.
   const std::int64_t BTA = std::int64_t{s.B} * s.T * A;
   Tensor dfch_gelu = d.bt(shared_.dfch_gelu, M), dqkv = d.bt(shared_.dfch_gelu, 3 * A);
   Tensor datty = shared_.dfch_gelu.slice(3 * BTA, {s.B, s.T, A}), datt = d.bhtt(shared_.datt);
@@ -578,9 +586,8 @@ void GPTStage::backward(int slot, const Tensor& output_grad, double loss_scale,
     // MLP branch: dresidual is d(residual3), which is also d(mlp output) (all rows of it under
     // sequence parallelism, gathered).
     be.matmul_backward(dfch_gelu, g[10], g[11], gathered_stream(d, dresidual), d.bt(a.fch_gelu, M), w(10));
-    Tensor dfch = d.bt(a.fch_gelu, M);
-    be.gelu_backward(dfch, d.bt(a.fch, M), dfch_gelu);
-    be.matmul_backward(dln, g[8], g[9], dfch, d.bt(a.ln2, C), w(8));
+    be.gelu_backward(dfch_gelu, d.bt(a.fch, M), dfch_gelu);
+    be.matmul_backward(dln, g[8], g[9], dfch_gelu, d.bt(a.ln2, C), w(8));
     be.layernorm_backward(dresidual, g[6], g[7], sum_rows(d, dln), d.stream(a.residual2, C), w(6),
                           d.stream_only(a.ln2_mean), d.stream_only(a.ln2_rstd));
     // Attention branch: dresidual is now d(residual2). A selective recompute refills the

@@ -184,7 +184,7 @@ class GPTStage {
   };
   struct Shared {
     LayerActivations recomputed;  // what slots do not keep (selective: att, fch_gelu; full: all)
-    Tensor branch_out;      // attn.c_proj and mlp.c_proj outputs: only added into the stream
+    Tensor branch_out;      // under tensor shards, a shard's attn.c_proj or mlp.c_proj partial product
     Tensor logits, losses;  // last stage; logits take their own gradient in backward
     Tensor loss_stats;      // last stage under tensor shards: every shard's (B,T,3) cross-entropy stats
     // Per-block gradient scratch.
@@ -214,6 +214,11 @@ class GPTStage {
   Tensor gathered_stream(const Dims& d, const Tensor& rows);
   // The bias a row-parallel product adds: shard 0's, so the sum over the shards holds it once.
   Tensor bias_once(const Tensor& bias) const { return shards_.shard.index == 0 ? bias : Tensor{}; }
+  // out = residual + inp · weightᵀ + bias, a block's branch (attention's or the MLP's output
+  // projection) added into the stream: one fused call on an unsplit rank; under tensor shards
+  // each shard's partial product goes through the branch scratch to be summed over the shards.
+  void add_branch(const Dims& d, Tensor& out, const Tensor& residual, const Tensor& inp, const Tensor& weight,
+                  const Tensor& bias);
   // The whole flat buffer kept here, for the by-name views.
   const Tensor& whole(const Tensor& kept, const std::string& name) const;
   // Global layer l's forward from x (B,T,C) into a's buffers, with the block's unit `p`. Without

@@ -42,9 +42,9 @@ MemoryEstimate estimate_training_memory(const GPTConfig& c, const StageFootprint
   }
   double per_slot = layers * per_layer + 2 * BT * C;  // + input and dinput
   if (last) per_slot += BT * C + 2 * BT + BT * Vs;    // ln_f and its statistics, probabilities
-  // Branch output and per-block gradient scratch: dln, dfch_gelu (which d(qkv) and d(atty) reuse)
-  // and the attention state's gradient; d(fch) reuses the block's GELU output.
-  double shared = 2 * BT * C + 4 * BT * C / shards + att + recomputed;
+  // Per-block gradient scratch: dln, dfch_gelu (which d(fch), d(qkv) and d(atty) reuse) and the
+  // attention state's gradient; under tensor shards also the branch output the shards sum.
+  double shared = (shards > 1 ? 2 : 1) * BT * C + 4 * BT * C / shards + att + recomputed;
   if (last) shared += BT * Vs + BT + (shards > 1 ? 3 * BT * shards : 0);  // logits, losses, the shards' loss stats
   const double token_buffers = s.slots * BT * ((first ? 1 : 0) + (last ? 1 : 0));
 

@@ -243,6 +243,48 @@ TEST_CASE("layer forwards match direct float64 loops", "[kernels]") {
       }
       INFO("bias: " << with_bias);
       CHECK(max_abs_difference(out, expected) < 1e-12);
+
+      // The same product added onto a residual stream, fused and as the Backend's default (the
+      // matmul into out, then the residual added in place), which other backends inherit.
+      const Tensor residual = random_tensor({B, T, OC}, rng);
+      for (std::size_t i = 0; i < expected.size(); ++i) expected[i] += residual.data_as<double>()[i];
+      Tensor fused = nans({B, T, OC}, DType::f64), composed = nans({B, T, OC}, DType::f64);
+      backend.matmul_residual_forward(fused, inp, weight, with_bias ? bias : Tensor(), residual);
+      backend.Backend::matmul_residual_forward(composed, inp, weight, with_bias ? bias : Tensor(), residual);
+      CHECK(max_abs_difference(fused, expected) < 1e-12);
+      CHECK(max_abs_difference(composed, expected) < 1e-12);
+    }
+  }
+  SECTION(
+      "matmul whose starting rows go out through streaming stores (2 MiB and more), 259 columns so rows start "
+      "off every vector boundary") {
+    constexpr int rows = 2048, width = 259, depth = 24;
+    const Tensor inp = random_tensor({rows, depth}, rng);
+    const Tensor weight = random_tensor({width, depth}, rng);
+    const Tensor bias = random_tensor({width}, rng);
+    const Tensor residual = random_tensor({rows, width}, rng);
+    for (const DType dtype : {DType::f64, DType::f32}) {
+      for (const bool with_residual : {false, true}) {
+        for (const bool with_bias : {false, true}) {
+          if (!with_residual && !with_bias) continue;
+          std::vector<double> expected(static_cast<std::size_t>(rows) * width);
+          const Tensor x = as(inp, dtype), w = as(weight, dtype), b = as(bias, dtype), r = as(residual, dtype);
+          for (int i = 0; i < rows; ++i) {
+            for (int o = 0; o < width; ++o) {
+              double s = (with_bias ? at(b, o) : 0.0) + (with_residual ? at(r, i * width + o) : 0.0);
+              for (int c = 0; c < depth; ++c) s += at(x, i * depth + c) * at(w, o * depth + c);
+              expected[static_cast<std::size_t>(i) * width + o] = s;
+            }
+          }
+          Tensor out = nans({rows, width}, dtype);
+          if (with_residual)
+            backend.matmul_residual_forward(out, x, w, with_bias ? b : Tensor(), r);
+          else
+            backend.matmul_forward(out, x, w, b);
+          INFO(dtype_name(dtype) << ", residual " << with_residual << ", bias " << with_bias);
+          CHECK(max_abs_difference(out, expected) < (dtype == DType::f64 ? 1e-12 : 1e-4));
+        }
+      }
     }
   }
   SECTION("layernorm, eps 1e-5 and biased variance") {
@@ -611,7 +653,7 @@ namespace {
 // Inputs for one forward and backward through every layer, in f32.
 struct ChainInputs {
   int B, T, C, NH, V, Vp;
-  Tensor tokens, targets, wte, wpe, lnw, lnb, w_qkv, b_qkv, w_head;
+  Tensor tokens, targets, wte, wpe, lnw, lnb, w_qkv, b_qkv, w_head, w_proj, b_proj;
 
   ChainInputs(int B_, int T_, int C_, int NH_, int V_, int Vp_, std::uint32_t seed)
       : B(B_), T(T_), C(C_), NH(NH_), V(V_), Vp(Vp_) {
@@ -625,6 +667,8 @@ struct ChainInputs {
     w_qkv = as(random_tensor({3 * C, C}, rng, 0.2), DType::f32);
     b_qkv = as(random_tensor({3 * C}, rng), DType::f32);
     w_head = as(random_tensor({Vp, C}, rng, 0.2), DType::f32);
+    w_proj = as(random_tensor({C, C}, rng, 0.2), DType::f32);
+    b_proj = as(random_tensor({C}, rng), DType::f32);
   }
 };
 
@@ -646,7 +690,9 @@ std::vector<Tensor> every_op_once(CpuBackend& backend, const ChainInputs& in) {
   backend.matmul_forward(qkv, ln, in.w_qkv, in.b_qkv);
   backend.attention_forward(a, att, qkv, NH);
   backend.residual_forward(h, x, a);
-  backend.gelu_forward(g, h);
+  Tensor projected = make({B, T, C});
+  backend.matmul_residual_forward(projected, a, in.w_proj, in.b_proj, h);
+  backend.gelu_forward(g, projected);
   backend.matmul_forward(logits, g, in.w_head, Tensor());
   backend.crossentropy_forward(losses, probs, logits, in.targets, in.V);
   Tensor dlogits = make({B, T, Vp}), dg = make({B, T, C}), dw_head = make({Vp, C}), dh = make({B, T, C});
@@ -656,7 +702,7 @@ std::vector<Tensor> every_op_once(CpuBackend& backend, const ChainInputs& in) {
   backend.crossentropy_backward(dlogits, probs, in.targets, 1.0f / (B * T));
   Tensor no_bias;
   backend.matmul_backward(dg, dw_head, no_bias, dlogits, g, in.w_head);
-  backend.gelu_backward(dh, h, dg);
+  backend.gelu_backward(dh, projected, dg);
   backend.attention_backward(dqkv, datt, dh, qkv, att, NH);
   backend.matmul_backward(dln, dw_qkv, db_qkv, dqkv, ln, in.w_qkv);
   backend.copy(dx, dh);
@@ -692,6 +738,42 @@ TEST_CASE("kernels are bitwise deterministic", "[kernels]") {
   CpuBackend backend(1);
   const ChainInputs in(2, 67, 96, 3, 100, 128, 25);
   check_all_bitwise_equal(every_op_once(backend, in), every_op_once(backend, in));
+}
+
+// From 2 MiB on the zeros go out through streaming stores, 16 bytes at a time from the first
+// 16-byte boundary; the slice starts 12 bytes past one and ends off one.
+TEST_CASE("fill_zero of a large slice zeroes exactly its elements", "[kernels]") {
+  for (const int threads : {1, 2}) {
+    CpuBackend backend(threads);
+    Tensor whole = filled({600'003}, DType::f32, 7.0);
+    const std::int64_t first = 3, count = 590'001;
+    Tensor part = whole.slice(first, {count});
+    REQUIRE(part.nbytes() >= std::size_t{2} << 20);
+    backend.fill_zero(part);
+    std::int64_t wrong = 0;
+    for (std::int64_t i = 0; i < whole.numel(); ++i) {
+      const bool inside = i >= first && i < first + count;
+      if (whole.data_as<float>()[i] != (inside ? 0.0f : 7.0f)) ++wrong;
+    }
+    INFO("threads " << threads);
+    CHECK(wrong == 0);
+  }
+}
+
+// The model's backward writes d(fch) over d(GELU output) (gpt_stage.cpp).
+TEST_CASE("gelu's backward in place writes what it writes into another buffer", "[kernels]") {
+  std::mt19937 rng(27);
+  const Tensor inp = as(random_tensor({3, 67, 96}, rng, 3.0), DType::f32);
+  const Tensor dout = as(random_tensor({3, 67, 96}, rng), DType::f32);
+  for (const int threads : {1, 2}) {
+    CpuBackend backend(threads);
+    Tensor apart = Tensor::zeros(inp.shape(), DType::f32), in_place = Tensor::zeros(inp.shape(), DType::f32);
+    backend.gelu_backward(apart, inp, dout);
+    backend.copy(in_place, dout);
+    backend.gelu_backward(in_place, inp, in_place);
+    INFO("threads " << threads);
+    CHECK(bitwise_equal(apart, in_place));
+  }
 }
 
 // The backend's own threads split each op so every element, row and head is computed as on one
