@@ -15,6 +15,11 @@ void Backend::matmul_residual_forward(Tensor& out, const Tensor& inp, const Tens
   residual_forward(out, residual, out);
 }
 
+void Backend::gelu_bias_backward(Tensor& dinp, Tensor& dbias, const Tensor& inp, const Tensor& dout) {
+  gelu_backward(dinp, inp, dout);
+  bias_backward(dbias, dinp);
+}
+
 void Backend::encoder_shard_forward(Tensor&, const Tensor&, const Tensor&, const Tensor&, int, bool) {
   no_shard_kernels("encoder_shard_forward");
 }

@@ -76,6 +76,13 @@ class Backend {
   virtual void gelu_forward(Tensor& out, const Tensor& inp) = 0;
   // dinp = …; dinp may be dout itself (each element is read before it is written).
   virtual void gelu_backward(Tensor& dinp, const Tensor& inp, const Tensor& dout) = 0;
+  // gelu_backward, and dbias += the column sums of the dinp it writes: the bias gradient of the
+  // linear layer whose output went into the GELU, in the same sweep where a backend can. The
+  // default is gelu_backward, then bias_backward.
+  virtual void gelu_bias_backward(Tensor& dinp, Tensor& dbias, const Tensor& inp, const Tensor& dout);
+  // dbias += the column sums of dout (…, width) over its rows: a linear layer's bias gradient, for a
+  // caller that leaves it out of matmul_backward.
+  virtual void bias_backward(Tensor& dbias, const Tensor& dout) = 0;
 
   virtual void residual_forward(Tensor& out, const Tensor& a, const Tensor& b) = 0;  // out = a + b
 

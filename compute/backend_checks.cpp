@@ -118,6 +118,13 @@ MatmulDims matmul(const Tensor& out, const Tensor& inp, const Tensor& weight, co
   return {N, C, OC};
 }
 
+ColumnSumDims column_sums(const Tensor& dbias, const Tensor& dout, const char* op) {
+  TROUPE_CHECK(dout.rank() >= 1, op_prefix(op) + "dout " + dout.describe() + " has no columns");
+  const int width = to_int(dout.dim(-1), op);
+  shape(dbias, {width}, op);
+  return {to_int(dout.numel() / std::max(width, 1), op), width};
+}
+
 CrossEntropyDims crossentropy_forward(const Tensor& losses, const Tensor& probs, const Tensor& logits, int vocab_size,
                                       const char* op) {
   const int Vp = to_int(logits.dim(-1), op);

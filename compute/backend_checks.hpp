@@ -52,6 +52,12 @@ struct MatmulDims {
 // weight (OC, C), inp (…, C) with N rows, out (N·OC elements, last axis OC); bias (OC) if defined.
 MatmulDims matmul(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias, const char* op);
 
+struct ColumnSumDims {
+  int N, width;
+};
+// dout (…, width) with N rows, dbias (width).
+ColumnSumDims column_sums(const Tensor& dbias, const Tensor& dout, const char* op);
+
 struct CrossEntropyDims {
   std::int64_t N;
   int Vp;

@@ -86,6 +86,13 @@ class OpTimingBackend final : public compute::Backend {
   void gelu_backward(compute::Tensor& dinp, const compute::Tensor& inp, const compute::Tensor& dout) override {
     timed("gelu_backward", [&] { inner_.gelu_backward(dinp, inp, dout); });
   }
+  void gelu_bias_backward(compute::Tensor& dinp, compute::Tensor& dbias, const compute::Tensor& inp,
+                          const compute::Tensor& dout) override {
+    timed("gelu_bias_backward", [&] { inner_.gelu_bias_backward(dinp, dbias, inp, dout); });
+  }
+  void bias_backward(compute::Tensor& dbias, const compute::Tensor& dout) override {
+    timed("bias_backward", [&] { inner_.bias_backward(dbias, dout); });
+  }
   void residual_forward(compute::Tensor& out, const compute::Tensor& a, const compute::Tensor& b) override {
     timed("residual_forward", [&] { inner_.residual_forward(out, a, b); });
   }

@@ -226,10 +226,19 @@ void CpuBackend::matmul_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, c
   with_real(dtype, [&]<typename Real>(Real) {
     cpu::matmul_backward(dinp.data_as<Real>(), dweight.data_as<Real>(), dout.data_as<Real>(), inp.data_as<Real>(),
                          weight.data_as<Real>(), N, C, OC);
-    if (!dbias.defined()) return;
-    team_->run(OC, element_grain<Real>, [&](std::int64_t begin, std::int64_t end) {
+  });
+  if (dbias.defined()) bias_backward(dbias, dout);
+}
+
+// Columns split among the team: each column is one thread's sum over the rows in row order.
+void CpuBackend::bias_backward(Tensor& dbias, const Tensor& dout) {
+  constexpr const char* op = "bias_backward";
+  const DType dtype = check_real(op, {&dout, &dbias});
+  const auto [N, width] = checks::column_sums(dbias, dout, op);
+  with_real(dtype, [&]<typename Real>(Real) {
+    team_->run(width, element_grain<Real>, [&](std::int64_t begin, std::int64_t end) {
       cpu::matmul_bias_backward(dbias.data_as<Real>() + begin, dout.data_as<Real>() + begin, N,
-                                static_cast<int>(end - begin), OC);
+                                static_cast<int>(end - begin), width);
     });
   });
 }
@@ -283,6 +292,22 @@ void CpuBackend::gelu_backward(Tensor& dinp, const Tensor& inp, const Tensor& do
     team_->run(inp.numel(), element_grain<Real>, [&](std::int64_t begin, std::int64_t end) {
       cpu::gelu_backward(dinp.data_as<Real>() + begin, inp.data_as<Real>() + begin, dout.data_as<Real>() + begin,
                          end - begin);
+    });
+  });
+}
+
+// Split by columns like bias_backward, each thread running the GELU over its columns of every row and
+// summing them as it writes them: the gradient is not read a second time.
+void CpuBackend::gelu_bias_backward(Tensor& dinp, Tensor& dbias, const Tensor& inp, const Tensor& dout) {
+  constexpr const char* op = "gelu_bias_backward";
+  const DType dtype = check_real(op, {&inp, &dinp, &dout, &dbias});
+  check_same_shape(dinp, inp, op);
+  check_same_shape(dout, inp, op);
+  const auto [N, width] = checks::column_sums(dbias, inp, op);
+  with_real(dtype, [&]<typename Real>(Real) {
+    team_->run(width, element_grain<Real>, [&](std::int64_t begin, std::int64_t end) {
+      cpu::gelu_bias_backward(dinp.data_as<Real>(), dbias.data_as<Real>(), inp.data_as<Real>(), dout.data_as<Real>(),
+                              N, width, static_cast<int>(begin), static_cast<int>(end));
     });
   });
 }

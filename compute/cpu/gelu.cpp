@@ -5,6 +5,8 @@
 // 1 - s cancels to nothing for large x:
 //   d/dx [x s] = s + 2 x s (1 - s) u',   u' = sqrt(2/pi) (1 + 3 * 0.044715 x²).
 
+#include <cstddef>
+
 #include "compute/cpu/kernels.hpp"
 #include "compute/cpu/vector_math.hpp"
 
@@ -15,6 +17,17 @@ template <typename Real>
 constexpr Real sqrt_2_over_pi = Real(0.79788456080286535588);
 template <typename Real>
 constexpr Real cubic = Real(0.044715);
+
+// d/dx GELU(x), as above.
+template <typename Real>
+[[gnu::always_inline]] inline Real gelu_slope(Real x) {
+  const Real x2 = x * x;
+  const Real u = sqrt_2_over_pi<Real> * (x + cubic<Real> * x2 * x);
+  const Real du = sqrt_2_over_pi<Real> * (Real(1) + Real(3) * cubic<Real> * x2);
+  const Real e = vexp(Real(-2) * u);
+  const Real s = Real(1) / (Real(1) + e);
+  return s + Real(2) * x * s * (e * s) * du;
+}
 
 }  // namespace
 
@@ -31,14 +44,20 @@ TROUPE_SIMD_CLONES void gelu_forward(Real* out, const Real* inp, std::int64_t n)
 template <typename Real>
 TROUPE_SIMD_CLONES void gelu_backward(Real* dinp, const Real* inp, const Real* dout, std::int64_t n) {
 #pragma omp simd
-  for (std::int64_t i = 0; i < n; ++i) {
-    const Real x = inp[i];
-    const Real x2 = x * x;
-    const Real u = sqrt_2_over_pi<Real> * (x + cubic<Real> * x2 * x);
-    const Real du = sqrt_2_over_pi<Real> * (Real(1) + Real(3) * cubic<Real> * x2);
-    const Real e = vexp(Real(-2) * u);
-    const Real s = Real(1) / (Real(1) + e);
-    dinp[i] = dout[i] * (s + Real(2) * x * s * (e * s) * du);
+  for (std::int64_t i = 0; i < n; ++i) dinp[i] = dout[i] * gelu_slope(inp[i]);
+}
+
+template <typename Real>
+TROUPE_SIMD_CLONES void gelu_bias_backward(Real* dinp, Real* dbias, const Real* inp, const Real* dout, int N,
+                                           int width, int begin, int end) {
+  for (int i = 0; i < N; ++i) {
+    const std::size_t row = static_cast<std::size_t>(i) * width;
+#pragma omp simd
+    for (int c = begin; c < end; ++c) {
+      const Real d = dout[row + c] * gelu_slope(inp[row + c]);
+      dinp[row + c] = d;
+      dbias[c] += d;
+    }
   }
 }
 
@@ -46,5 +65,7 @@ template void gelu_forward<float>(float*, const float*, std::int64_t);
 template void gelu_forward<double>(double*, const double*, std::int64_t);
 template void gelu_backward<float>(float*, const float*, const float*, std::int64_t);
 template void gelu_backward<double>(double*, const double*, const double*, std::int64_t);
+template void gelu_bias_backward<float>(float*, float*, const float*, const float*, int, int, int, int);
+template void gelu_bias_backward<double>(double*, double*, const double*, const double*, int, int, int, int);
 
 }  // namespace troupe::compute::cpu

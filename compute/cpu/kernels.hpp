@@ -70,6 +70,11 @@ template <typename Real>
 void gelu_forward(Real* out, const Real* inp, std::int64_t n);
 template <typename Real>
 void gelu_backward(Real* dinp, const Real* inp, const Real* dout, std::int64_t n);
+// gelu_backward over columns [begin, end) of N rows `width` apart, with dbias[c] += dinp[i][c] over
+// the rows in row order (as matmul_bias_backward sums them).
+template <typename Real>
+void gelu_bias_backward(Real* dinp, Real* dbias, const Real* inp, const Real* dout, int N, int width, int begin,
+                        int end);
 
 // crossentropy.cpp: logits, probs and dlogits are (N, Vp); only the first V columns are real. The
 // backward's columns start at vocab_begin (0, or a vocabulary shard's first).

@@ -224,8 +224,15 @@ void CudaBackend::matmul_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, 
   const Operand w = operand(weight, 0), d = operand(dout, 1), x = operand(inp, 2);
   gemm(false, false, C, N, OC, w, C, d, OC, 0.0f, f32(dinp), C);
   gemm(false, true, C, OC, N, x, C, d, OC, 1.0f, f32(dweight), C);
-  if (dbias.defined())
-    cuda::add_column_sums(f32(dbias), f32(dout), N, OC, column_scratch(cuda::column_chunks(N) * OC), stream_);
+  if (dbias.defined()) bias_backward(dbias, dout);
+}
+
+void CudaBackend::bias_backward(Tensor& dbias, const Tensor& dout) {
+  constexpr const char* op = "bias_backward";
+  check_f32(op, {&dout, &dbias});
+  const auto [N, width] = checks::column_sums(dbias, dout, op);
+  if (N == 0) return;
+  cuda::add_column_sums(f32(dbias), f32(dout), N, width, column_scratch(cuda::column_chunks(N) * width), stream_);
 }
 
 void CudaBackend::attention_forward(Tensor& out, Tensor& att, const Tensor& qkv, int n_head) {

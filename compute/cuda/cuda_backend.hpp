@@ -60,6 +60,7 @@ class CudaBackend final : public Backend {
                           int n_head) override;
   void gelu_forward(Tensor& out, const Tensor& inp) override;
   void gelu_backward(Tensor& dinp, const Tensor& inp, const Tensor& dout) override;
+  void bias_backward(Tensor& dbias, const Tensor& dout) override;
   void residual_forward(Tensor& out, const Tensor& a, const Tensor& b) override;
   void crossentropy_forward(Tensor& losses, Tensor& probs, const Tensor& logits, const Tensor& targets,
                             int vocab_size) override;

@@ -586,8 +586,10 @@ void GPTStage::backward(int slot, const Tensor& output_grad, double loss_scale,
     // MLP branch: dresidual is d(residual3), which is also d(mlp output) (all rows of it under
     // sequence parallelism, gathered).
     be.matmul_backward(dfch_gelu, g[10], g[11], gathered_stream(d, dresidual), d.bt(a.fch_gelu, M), w(10));
-    be.gelu_backward(dfch_gelu, d.bt(a.fch, M), dfch_gelu);
-    be.matmul_backward(dln, g[8], g[9], dfch_gelu, d.bt(a.ln2, C), w(8));
+    // The fc bias's gradient is summed as GELU's backward writes d(fch), not in a second read of it.
+    be.gelu_bias_backward(dfch_gelu, g[9], d.bt(a.fch, M), dfch_gelu);
+    Tensor summed_already;
+    be.matmul_backward(dln, g[8], summed_already, dfch_gelu, d.bt(a.ln2, C), w(8));
     be.layernorm_backward(dresidual, g[6], g[7], sum_rows(d, dln), d.stream(a.residual2, C), w(6),
                           d.stream_only(a.ln2_mean), d.stream_only(a.ln2_rstd));
     // Attention branch: dresidual is now d(residual2). A selective recompute refills the

@@ -703,6 +703,8 @@ std::vector<Tensor> every_op_once(CpuBackend& backend, const ChainInputs& in) {
   Tensor no_bias;
   backend.matmul_backward(dg, dw_head, no_bias, dlogits, g, in.w_head);
   backend.gelu_backward(dh, projected, dg);
+  Tensor dh_fused = make({B, T, C}), dbias_fused = make({C});
+  backend.gelu_bias_backward(dh_fused, dbias_fused, projected, dg);
   backend.attention_backward(dqkv, datt, dh, qkv, att, NH);
   backend.matmul_backward(dln, dw_qkv, db_qkv, dqkv, ln, in.w_qkv);
   backend.copy(dx, dh);
@@ -757,6 +759,34 @@ TEST_CASE("fill_zero of a large slice zeroes exactly its elements", "[kernels]")
     }
     INFO("threads " << threads);
     CHECK(wrong == 0);
+  }
+}
+
+// The model sums the fc bias's gradient as GELU's backward writes d(fch) (gpt_stage.cpp): the
+// fused sweep, split by columns, must give what the two calls give, which other backends run.
+TEST_CASE("gelu's backward with the bias gradient writes what gelu_backward then bias_backward write",
+          "[kernels]") {
+  std::mt19937 rng(28);
+  const Tensor inp = random_tensor({67, 259}, rng, 3.0), dout = random_tensor({67, 259}, rng);
+  const Tensor bias_grad = random_tensor({259}, rng);
+  for (const DType dtype : {DType::f32, DType::f64}) {
+    for (const int threads : {1, 2, 3}) {
+      CpuBackend backend(threads);
+      const Tensor x = as(inp, dtype), d = as(dout, dtype);
+      Tensor apart = Tensor::zeros(x.shape(), dtype), apart_bias = as(bias_grad, dtype);
+      backend.gelu_backward(apart, x, d);
+      backend.bias_backward(apart_bias, apart);
+      Tensor fused = as(dout, dtype), fused_bias = as(bias_grad, dtype);
+      backend.gelu_bias_backward(fused, fused_bias, x, fused);
+      Tensor composed = Tensor::zeros(x.shape(), dtype), composed_bias = as(bias_grad, dtype);
+      backend.Backend::gelu_bias_backward(composed, composed_bias, x, d);
+      INFO(dtype_name(dtype) << ", threads " << threads);
+      CHECK(bitwise_equal(fused, apart));
+      CHECK(bitwise_equal(fused_bias, apart_bias));
+      CHECK(bitwise_equal(composed, apart));
+      CHECK(bitwise_equal(composed_bias, apart_bias));
+      CHECK_FALSE(bitwise_equal(fused_bias, as(bias_grad, dtype)));
+    }
   }
 }
 
