@@ -3,8 +3,7 @@
 // then the gemm accumulates onto it (beta = 1): no more than the zeroing pass a beta = 0 gemm makes
 // anyway, and no second sweep. Where out is larger than the caches hold, those rows go out through
 // streaming stores: a plain store first reads each line in, and the lines it dirties push out what
-// the gemm is about to read; measured on small's products, the gemm with streamed rows runs 5 to 8 %
-// faster than after plain copies (docs/benchmarks.md).
+// the gemm is about to read (the forward products' share of a step, docs/benchmarks.md).
 // The bias gradient is a column sum over rows in row order (deterministic), a call of its own so
 // the backend can split the columns among threads.
 

@@ -57,8 +57,9 @@ TEST_CASE("bench compute --profile prints each op's share of one step", "[cli]")
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("time per op, one step timed op by op"));
-  for (const char* op : {"matmul_forward", "matmul_backward", "attention_forward", "attention_backward",
-                         "layernorm_forward", "gelu_backward", "adamw_update", "(outside the ops)"})
+  for (const char* op : {"matmul_forward", "matmul_residual_forward", "matmul_backward", "attention_forward",
+                         "attention_backward", "layernorm_forward", "gelu_bias_backward", "adamw_update",
+                         "(outside the ops)"})
     CHECK_THAT(r.out, Catch::Contains(std::string("  ") + op));
   CHECK(rows_of(r.out, "tiny", 1) == 1);
 }
