@@ -1,9 +1,10 @@
 // The plain elementwise passes: residual add, in-place scale, zeroing through streaming stores,
-// and the sum of squares the gradient-norm clip needs. Zeroing a large buffer (the gradients, at the
-// start of a step) with plain stores reads every line in before overwriting it, and leaves the
-// cache full of zeros nothing reads until the backward; streaming stores do neither. The sum is accumulated in double whatever the input dtype, so the
-// norm of ~1e8 float gradients keeps its digits; the SIMD reduction order is fixed by the
-// compiled loop, so it is deterministic on a given machine.
+// and the sum of squares the gradient-norm clip needs. Zeroing a large buffer (the gradients, at
+// the start of a step) with plain stores reads every line in before overwriting it, and leaves the
+// cache full of zeros nothing reads until the backward; streaming stores do neither. The sum is
+// accumulated in double whatever the input dtype, so the norm of ~1e8 float gradients keeps its
+// digits; the SIMD reduction order is fixed by the compiled loop, so it is deterministic on a
+// given machine.
 
 #include <immintrin.h>
 

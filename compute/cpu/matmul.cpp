@@ -14,7 +14,6 @@
 #include <cstdint>
 
 #include "compute/check.hpp"
-
 #include "compute/cpu/blas.hpp"
 #include "compute/cpu/kernels.hpp"
 #include "compute/cpu/vector_math.hpp"
