@@ -96,7 +96,7 @@ struct stop_msg {
 struct job_outcome_msg {
   int exit_code = 0;   // 0 success, 1 a node failed or was lost, 2 nodes never joined
   std::string reason;  // one line, naming the node when one is to blame
-  std::string failure_kind;       // to_string(FailureKind) (supervision/failure_kind.hpp); empty on success
+  std::string failure_kind;       // to_string(FailureKind) (actors/failure_kind.hpp); empty on success
   std::vector<int> failed_nodes;  // node indices to blame (lost, failed, hung, never joined)
   std::int64_t rescued_step = -1;  // a rescue snapshot of this step was committed; -1: none
   std::vector<int> drop_nodes;    // node indices the job asks to leave out of the next attempt (drain)

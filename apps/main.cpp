@@ -37,11 +37,11 @@
 
 #include <CLI/CLI.hpp>
 
-#include "actors/environment.hpp"
+#include "actors/process_environment.hpp"
 #include "apps/commands/bench_gpu_command.hpp"
 #include "apps/commands/commands.hpp"
 #include "apps/config/cli.hpp"
-#include "apps/config/loader.hpp"
+#include "apps/config/config_file.hpp"
 #include "apps/config/print.hpp"
 #include "apps/config/rank_memory.hpp"
 #include "apps/config/resolve.hpp"

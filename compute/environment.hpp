@@ -6,7 +6,7 @@
 //   environment variable RANK: expected an integer >= 0, got 'abc'
 //
 // never atoi's 0 and never a silent fall-back to the default. The variables themselves are
-// declared where their users are: comm/knobs.hpp (TROUPE_COMM_*) and actors/environment.hpp
+// declared where their users are: comm/knobs.hpp (TROUPE_COMM_*) and actors/process_environment.hpp
 // (the job's); both read through these, so every variable fails in the same words. Header-only,
 // here in compute/ because it is the one folder both may include.
 

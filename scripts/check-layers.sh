@@ -5,6 +5,13 @@
 # so a new folder gets its layer when it is added. A subfolder counts as its top-level folder
 # (apps/commands/ is apps). tests/ may include anything.
 #
+# Inside actors/ and apps/ the rooms (their subfolders) are layered the same way: the room table
+# below says which rooms of its folder a room may include; a subfolder of a room counts as the
+# room (apps/commands/shell/ is apps/commands). The files directly in actors/ or apps/ (the message
+# catalogue, exit codes) are every room's to include and include no room themselves, except the
+# entry points listed, which sit above every room of their folder. Two rooms that include each
+# other, or a room that includes one above it, fail as a folder does.
+#
 #   scripts/check-layers.sh [ROOT]    # ROOT: the source tree to check; default: this repository
 #
 # Exit codes: 0 every include points downward; 1 a violation (listed on stdout); 2 ROOT is no folder.
@@ -26,6 +33,24 @@ compute     -
 '
 exempt=" tests "
 
+# room: the rooms of its folder its sources may include besides its own and the folder's own
+# files ("-": none). control is the shell's port; supervision decides what the job does (and runs
+# the attempts through the control port); a worker runs a rank by the supervision's policies; a
+# node process hosts workers. In apps, launch starts processes, config resolves what the
+# user asked for, commands turn arguments into one call, bench measures through the commands'
+# helpers.
+room_table='
+actors/control      -
+actors/supervision  actors/control
+actors/worker       actors/supervision
+actors/node         actors/worker actors/supervision
+apps/launch         -
+apps/config         apps/launch
+apps/commands       apps/config apps/launch
+apps/bench          apps/commands apps/config apps/launch
+'
+entry_points=" apps/main.cpp "
+
 root="${1:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
 [ -d "$root" ] || { echo "check-layers: $root is not a folder" >&2; exit 2; }
 root="$(cd "$root" && pwd -P)"
@@ -35,6 +60,21 @@ while read -r folder uses; do
   [ -n "$folder" ] || continue
   allowed[$folder]=" ${uses/#-/} "
 done <<<"$layer_table"
+declare -A room_allowed
+while read -r room uses; do
+  [ -n "$room" ] || continue
+  room_allowed[$room]=" ${uses/#-/} "
+done <<<"$room_table"
+
+# The room of a path inside a folder with rooms ("actors/node" for actors/node/x.cpp), "" for a
+# file directly in such a folder, and nothing for a folder without rooms.
+room_of() {
+  local path="$1" top="${1%%/*}" rest
+  case " actors apps " in *" $top "*) ;; *) return 0 ;; esac
+  rest="${path#*/}"
+  [ "$rest" != "${rest#*/}" ] || { echo ""; return 0; }
+  echo "$top/${rest%%/*}"
+}
 
 # Sources as the repository has them (what git ignores, such as build trees, left out); in a tree
 # that is no git checkout, every file outside hidden folders and CMake build trees.
@@ -68,7 +108,7 @@ normalize() {
 
 include_pattern='include[[:space:]]*("([^"]+)"|<([^>]+)>)'
 violations=0
-declare -A unplaced
+declare -A unplaced unplaced_rooms
 while IFS= read -r file; do
   case "$file" in
     */*) ;;
@@ -81,6 +121,10 @@ while IFS= read -r file; do
   [ -f "$root/$file" ] || continue  # listed by git but deleted in the working tree
   top="${file%%/*}"
   [[ "$exempt" == *" $top "* ]] && continue
+  room="$(room_of "$file")"
+  if [ -n "$room" ] && [ -z "${room_allowed[$room]+set}" ]; then
+    unplaced_rooms[$room]="$file"
+  fi
   if [ -z "${allowed[$top]+set}" ]; then
     unplaced[$top]="$file"
     continue
@@ -100,7 +144,29 @@ while IFS= read -r file; do
     fi
     target="${path%%/*}"
     [ "$target" != "$path" ] || continue  # no folder: a header beside the file or a system one
-    [ "$target" != "$top" ] && [ -z "$beside" ] || continue
+    [ -z "$beside" ] || continue
+    if [ "$target" = "$top" ]; then
+      case " actors apps " in *" $top "*) ;; *) continue ;; esac
+      from_room="$(room_of "$file")"
+      to_room="$(room_of "$path")"
+      # Its own room, or the folder's own files: always within reach.
+      [ -n "$to_room" ] && [ "$to_room" != "$from_room" ] || continue
+      [[ "$entry_points" == *" $file "* ]] && continue
+      if [ -z "$from_room" ]; then
+        echo "$file:$line: #include $written: $top/ files include none of its rooms ($to_room is one)"
+        violations=$((violations + 1))
+        continue
+      fi
+      if [ -z "${room_allowed[$from_room]+set}" ]; then
+        unplaced_rooms[$from_room]="$file"
+        continue
+      fi
+      [[ "${room_allowed[$from_room]}" == *" $to_room "* ]] && continue
+      uses="$(echo ${room_allowed[$from_room]})"
+      echo "$file:$line: #include $written: $from_room may not include $to_room (it may include: ${uses:-no other room})"
+      violations=$((violations + 1))
+      continue
+    fi
     [ -n "${allowed[$target]+set}" ] || [[ "$exempt" == *" $target "* ]] || continue  # not ours
     [[ "${allowed[$top]}" == *" $target "* ]] && continue
     uses="$(echo ${allowed[$top]})"
@@ -111,6 +177,11 @@ done < <(list_files | sort)
 
 for top in $(printf '%s\n' "${!unplaced[@]}" | sort); do
   echo "$top/: holds sources (${unplaced[$top]}) but has no line in the layer table of scripts/check-layers.sh"
+  violations=$((violations + 1))
+done
+
+for room in $(printf '%s\n' "${!unplaced_rooms[@]}" | sort); do
+  echo "$room/: holds sources (${unplaced_rooms[$room]}) but has no line in the room table of scripts/check-layers.sh"
   violations=$((violations + 1))
 done
 

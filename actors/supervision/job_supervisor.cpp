@@ -10,7 +10,7 @@
 #include <spdlog/fmt/fmt.h>
 
 #include "actors/local_messages.hpp"
-#include "actors/supervision/failure_kind.hpp"
+#include "actors/failure_kind.hpp"
 #include "comm/grid.hpp"
 #include "monitor/log.hpp"
 #include "monitor/straggler_watch.hpp"
@@ -564,7 +564,7 @@ void on_node_down(job_actor* self, const caf::down_msg& down) {
 }
 
 // The job's port saw the connection from `address` time out at the TCP level (the frame guard's
-// keepalive, actors/monitor/frame_guard.hpp): every running node that joined from there is
+// keepalive, actors/control/frame_guard.hpp): every running node that joined from there is
 // unreachable. A connection from anywhere else (a shell) is no node's.
 void on_unreachable(job_actor* self, const std::string& address, double seconds) {
   auto& st = self->state;

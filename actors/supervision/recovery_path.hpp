@@ -38,7 +38,7 @@
 #include <vector>
 
 #include "actors/job_options.hpp"
-#include "actors/supervision/failure_kind.hpp"
+#include "actors/failure_kind.hpp"
 
 namespace troupe::actors {
 

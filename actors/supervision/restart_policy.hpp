@@ -27,8 +27,8 @@
 
 #include "actors/job_options.hpp"
 #include "actors/messages.hpp"
-#include "actors/supervision/failure_kind.hpp"
-#include "actors/supervision/recovery_counts.hpp"
+#include "actors/failure_kind.hpp"
+#include "actors/recovery_counts.hpp"
 #include "compute/expected.hpp"
 
 namespace troupe::actors {

@@ -10,7 +10,7 @@
 
 #include <spdlog/fmt/fmt.h>
 
-#include "actors/environment.hpp"
+#include "actors/process_environment.hpp"
 #include "actors/worker/training_run.hpp"
 #include "compute/data/decode.hpp"
 #include "compute/memory_ledger.hpp"

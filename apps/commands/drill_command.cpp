@@ -30,7 +30,7 @@
 #include <regex>
 #include <thread>
 
-#include "actors/environment.hpp"
+#include "actors/process_environment.hpp"
 #include "apps/commands/commands.hpp"
 #include "apps/config/print.hpp"
 #include "apps/exit_codes.hpp"

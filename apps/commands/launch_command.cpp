@@ -25,9 +25,9 @@
 #include <thread>
 
 #include "actors/actor_system_setup.hpp"
-#include "actors/environment.hpp"
+#include "actors/process_environment.hpp"
 #include "actors/local_messages.hpp"
-#include "actors/monitor/frame_guard.hpp"
+#include "actors/control/frame_guard.hpp"
 #include "actors/supervision/job_supervisor.hpp"
 #include "actors/worker/job_data.hpp"
 #include "apps/commands/checkpoint_folder_lock.hpp"
@@ -36,7 +36,7 @@
 #include "apps/exit_codes.hpp"
 #include "apps/config/keys.hpp"
 #include "apps/config/value.hpp"
-#include "actors/monitor/control_port.hpp"
+#include "actors/control/control_port.hpp"
 #include "apps/commands/job_identity.hpp"
 #include "apps/launch/host_file.hpp"
 #include "apps/launch/local_host.hpp"
@@ -44,9 +44,9 @@
 #include "apps/launch/rank_plan.hpp"
 #include "apps/launch/slurm_allocation.hpp"
 #include "apps/launch/spare_watch.hpp"
-#include "actors/monitor/process_metrics.hpp"
-#include "actors/supervision/failure_kind.hpp"
-#include "actors/supervision/recovery_counts.hpp"
+#include "actors/process_metrics.hpp"
+#include "actors/failure_kind.hpp"
+#include "actors/recovery_counts.hpp"
 #include "actors/supervision/rescue_timing.hpp"
 #include "actors/supervision/restart_policy.hpp"
 #include "checkpoint/store.hpp"
@@ -322,7 +322,7 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, laun
     if (exit.started_again)
       caf::anon_send(supervisor, actors::recover_atom_v, exit.node_index, exit.pid, exit.status.describe());
   };
-  // Nodes reach the supervisor through a frame guard (actors/monitor/frame_guard.hpp): CAF alone would
+  // Nodes reach the supervisor through a frame guard (actors/control/frame_guard.hpp): CAF alone would
   // believe any payload length a peer announces. The guard's listener reuses the address.
   auto internal = system.middleman().publish(supervisor, 0, "127.0.0.1");
   const std::uint16_t internal_port = internal ? *internal : 0;
@@ -358,7 +358,7 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, laun
     monitor::logger("job")->info("job supervisor on {}:{}; starting {} node process(es), {} rank(s)", args.bind, port,
                                  plan.nodes.size(), plan.world_size);
   if (Status opened = control.open(system, supervisor, config, plan.world_size, nodes_on_this_machine(plan),
-                                   args.external == 0, counts.restarts);
+                                   replaces, counts.restarts);
       !opened) {
     caf::anon_send_exit(supervisor, caf::exit_reason::user_shutdown);
     AttemptOutcome failed;

@@ -1,7 +1,7 @@
-// troupe node: one node process of a job (actors/worker/node_process.hpp). The job's address,
+// troupe node: one node process of a job (actors/node/node_process.hpp). The job's address,
 // token and node index come from the flags or from TROUPE_JOIN / TROUPE_TOKEN /
 // TROUPE_NODE_INDEX, the node's ranks from RANK, TROUPE_SLOTS and WORLD_SIZE, all of which
-// troupe launch sets (actors/environment.hpp). Started by srun or torchrun instead, without those,
+// troupe launch sets (actors/process_environment.hpp). Started by srun or torchrun instead, without those,
 // it takes the rank and world from SLURM_PROCID and SLURM_NTASKS, its node index from its rank
 // (one worker per process), and the job's address from MASTER_ADDR and MASTER_PORT; rank 0 then
 // hosts the job too (troupe launch --external, docs/multi-host.md), and every rank keeps trying to
@@ -25,8 +25,8 @@
 #include <string_view>
 #include <vector>
 
-#include "actors/environment.hpp"
-#include "actors/worker/node_process.hpp"
+#include "actors/process_environment.hpp"
+#include "actors/node/node_process.hpp"
 #include "apps/commands/commands.hpp"
 #include "apps/commands/job_identity.hpp"
 #include "apps/config/value.hpp"

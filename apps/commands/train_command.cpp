@@ -8,8 +8,8 @@
 #include "apps/config/memory_fit.hpp"
 #include "apps/exit_codes.hpp"
 #include "actors/worker/job_data.hpp"
-#include "actors/monitor/process_logs.hpp"
-#include "actors/monitor/process_metrics.hpp"
+#include "actors/process_logs.hpp"
+#include "actors/process_metrics.hpp"
 #include "actors/worker/training_run.hpp"
 
 namespace troupe::apps {

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <map>
 
-#include "actors/environment.hpp"
+#include "actors/process_environment.hpp"
 #include "apps/launch/local_host.hpp"
 
 namespace troupe::launch {

@@ -70,6 +70,34 @@ if [ "$(bash "$check" "$work/broken" 2>/dev/null | wc -l)" != 6 ]; then
   failures=$((failures + 1))
 fi
 
+# Rooms: actors/ and apps/ are layered inside too. A room that includes a room above it, two rooms
+# that include each other, and a folder's own file that includes a room each fail; the entry point
+# may include every room, and a room its own subfolders.
+cp -r "$work/clean" "$work/rooms"
+put rooms actors/messages.hpp '#pragma once'
+put rooms actors/node/node_process.cpp '#include "actors/worker/rank.hpp"' '#include "actors/messages.hpp"'
+put rooms apps/main.cpp '#include "apps/commands/commands.hpp"' '#include "apps/config/keys.hpp"'
+put rooms apps/commands/shell/shell.cpp '#include "apps/commands/commands.hpp"' '#include "apps/config/keys.hpp"'
+expect rooms 0
+cp -r "$work/rooms" "$work/mutual"
+put mutual actors/control/monitor.cpp '#include "actors/supervision/job.hpp"'
+put mutual actors/supervision/job.cpp '#include "actors/control/monitor.hpp"'
+put mutual actors/worker/run.cpp '#include "actors/node/node_process.hpp"'
+put mutual actors/failure.hpp '#include "actors/supervision/policy.hpp"'
+put mutual apps/launch/hosts.cpp '#include "apps/commands/commands.hpp"'
+put mutual actors/dreams/idea.cpp '#include "actors/messages.hpp"'
+expect mutual 1 \
+  'actors/control/monitor.cpp:1: #include "actors/supervision/job.hpp": actors/control may not include actors/supervision' \
+  'actors/worker/run.cpp:1: #include "actors/node/node_process.hpp": actors/worker may not include actors/node' \
+  'actors/failure.hpp:1: #include "actors/supervision/policy.hpp": actors/ files include none of its rooms' \
+  'apps/launch/hosts.cpp:1: #include "apps/commands/commands.hpp": apps/launch may not include apps/commands' \
+  'actors/dreams/: holds sources (actors/dreams/idea.cpp) but has no line in the room table' \
+  'check-layers: 5 violation(s)'
+if bash "$check" "$work/mutual" 2>/dev/null | grep -qF 'actors/supervision/job.cpp'; then
+  echo "FAIL mutual: supervision may include control, yet it was reported"
+  failures=$((failures + 1))
+fi
+
 # A new folder with sources has to be given its layer.
 cp -r "$work/clean" "$work/unplaced"
 put unplaced tools/gen.cpp '#include "compute/tensor.hpp"'

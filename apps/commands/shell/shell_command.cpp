@@ -14,12 +14,12 @@
 #include <sstream>
 
 #include "actors/actor_system_setup.hpp"
-#include "actors/environment.hpp"
+#include "actors/process_environment.hpp"
 #include "apps/commands/commands.hpp"
 #include "apps/commands/shell/line_editor.hpp"
 #include "apps/commands/shell/monitor_link.hpp"
 #include "apps/exit_codes.hpp"
-#include "actors/monitor/control_token.hpp"
+#include "actors/control/control_token.hpp"
 #include "monitor/log.hpp"
 
 namespace troupe::apps {

@@ -25,7 +25,7 @@
 #include <thread>
 
 #include "actors/actor_system_setup.hpp"
-#include "actors/supervision/node_supervisor.hpp"
+#include "actors/node/node_supervisor.hpp"
 
 using namespace troupe::actors;
 

@@ -188,7 +188,7 @@ const std::vector<MessageFile>& message_files() {
        {"reason", "pending_failure", "verdict"},
        {"watchdog_verdict", "silence", "join_refusal"}},
       {"actors/supervision/restart_policy.cpp", {{"warn", 0}, {"error", 0}}, {"reason"}, {}},
-      {"actors/monitor/monitor_actor.cpp",
+      {"actors/control/monitor_actor.cpp",
        {{"reply", 2, 1}, {"answer", 1, 0}, {"done", 0}, {"answered", 0}},
        {"why"},
        {}},

@@ -5,7 +5,7 @@
 
 #include "apps/config/cli.hpp"
 #include "apps/config/keys.hpp"
-#include "apps/config/loader.hpp"
+#include "apps/config/config_file.hpp"
 #include "apps/config/value.hpp"
 #include "apps/config/unknown_arguments.hpp"
 

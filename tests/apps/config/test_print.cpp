@@ -3,7 +3,7 @@
 #include <string>
 
 #include "apps/config/keys.hpp"
-#include "apps/config/loader.hpp"
+#include "apps/config/config_file.hpp"
 #include "apps/config/print.hpp"
 #include "apps/config/value.hpp"
 #include "support/source_file.hpp"

@@ -1,10 +1,10 @@
-#include "actors/supervision/node_supervisor.hpp"
+#include "actors/node/node_supervisor.hpp"
 
 #include <algorithm>
 #include <optional>
 #include <set>
 
-#include "actors/monitor/process_metrics.hpp"
+#include "actors/process_metrics.hpp"
 #include "actors/worker/mailbox_comm.hpp"
 #include "compute/memory_ledger.hpp"
 #include "monitor/log.hpp"

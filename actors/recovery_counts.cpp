@@ -1,4 +1,4 @@
-#include "actors/supervision/recovery_counts.hpp"
+#include "actors/recovery_counts.hpp"
 
 #include <sstream>
 

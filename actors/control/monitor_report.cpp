@@ -1,4 +1,4 @@
-#include "actors/monitor/monitor_report.hpp"
+#include "actors/control/monitor_report.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "apps/config/loader.hpp"
+#include "apps/config/config_file.hpp"
 
 #include <algorithm>
 #include <cerrno>

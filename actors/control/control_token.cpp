@@ -1,4 +1,4 @@
-#include "actors/monitor/control_token.hpp"
+#include "actors/control/control_token.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>

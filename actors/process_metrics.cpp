@@ -1,4 +1,4 @@
-#include "actors/monitor/process_metrics.hpp"
+#include "actors/process_metrics.hpp"
 
 #include <xxhash.h>
 

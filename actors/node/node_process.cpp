@@ -1,6 +1,6 @@
 // A node process (node_process.hpp): set-up per slot, the join, and the workers' work.
 
-#include "actors/worker/node_process.hpp"
+#include "actors/node/node_process.hpp"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -12,12 +12,12 @@
 #include <thread>
 
 #include "actors/actor_system_setup.hpp"
-#include "actors/monitor/process_logs.hpp"
-#include "actors/monitor/process_metrics.hpp"
-#include "actors/supervision/node_supervisor.hpp"
+#include "actors/process_logs.hpp"
+#include "actors/process_metrics.hpp"
+#include "actors/node/node_supervisor.hpp"
 #include "actors/worker/device_groups.hpp"
 #include "actors/worker/job_data.hpp"
-#include "actors/worker/node_control.hpp"
+#include "actors/node/node_control.hpp"
 #include "actors/worker/rank_wiring.hpp"
 #include "comm/engine.hpp"
 #include "comm/grid.hpp"

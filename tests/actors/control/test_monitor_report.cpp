@@ -1,4 +1,4 @@
-// The shell's reports (actors/monitor/monitor_report.hpp) over a job view: the grid line names every
+// The shell's reports (actors/control/monitor_report.hpp) over a job view: the grid line names every
 // axis, `workers` places every rank on the dp × pp × tp grid (comm/grid.hpp's order), and `status`
 // says where each recovery's state came from.
 
@@ -6,7 +6,7 @@
 
 #include <regex>
 
-#include "actors/monitor/monitor_report.hpp"
+#include "actors/control/monitor_report.hpp"
 
 using namespace troupe::actors;
 using Catch::Contains;

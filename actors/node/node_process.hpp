@@ -9,7 +9,7 @@
 #include <string>
 
 #include "actors/job_options.hpp"
-#include "actors/supervision/recovery_counts.hpp"
+#include "actors/recovery_counts.hpp"
 
 namespace troupe::actors {
 

@@ -1,6 +1,6 @@
 #pragma once
 // The job's control port (docs/shell.md): monitor.control_port (0: any free port) at
-// monitor.control_bind, open for the whole job. A frame guard (actors/monitor/frame_guard.hpp) listens
+// monitor.control_bind, open for the whole job. A frame guard (actors/control/frame_guard.hpp) listens
 // there and passes checked frames on to where this attempt's monitor actor is published on
 // loopback; so a shell finds a restarted job where it was and is told which attempt it now talks
 // to and why. The first attempt writes the token file and prints the shell command.
@@ -13,8 +13,8 @@
 #include <caf/all.hpp>
 
 #include "actors/job_options.hpp"
-#include "actors/monitor/frame_guard.hpp"
-#include "actors/monitor/control_token.hpp"
+#include "actors/control/frame_guard.hpp"
+#include "actors/control/control_token.hpp"
 #include "compute/expected.hpp"
 
 namespace troupe::actors {
@@ -25,10 +25,10 @@ class ControlPort {
 
   // Spawns this attempt's monitor actor beside the job supervisor `job` and publishes it; an
   // Error naming the address when it cannot listen there. node_is_local has one entry per node
-  // (by node index): whether that node process runs on this machine; launcher_starts_nodes: the
-  // job's launcher started every node (not --external), so it can start a lost one again.
+  // (by node index): whether that node process runs on this machine; replaces_lost_nodes: a lost
+  // node's process alone is started again (supervision/recovery_path.hpp decided it).
   Status open(caf::actor_system& system, caf::actor job, const JobConfig& config, int world_size,
-              std::vector<bool> node_is_local, bool launcher_starts_nodes, int restarts);
+              std::vector<bool> node_is_local, bool replaces_lost_nodes, int restarts);
   // The attempt ended; the next attempt's monitor says so.
   void attempt_ended(const std::string& reason) { last_reason_ = reason; }
   // The host-file lines the next attempt runs without (an earlier shrink), for the shell's rejoin.

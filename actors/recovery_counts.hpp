@@ -5,7 +5,7 @@
 //
 //   TROUPE_RESTARTS="restarts=2 failure.node_lost=1 failure.hang=1 recovery.replica=1 recovery.checkpoint=1"
 //
-// Failure kinds: actors/supervision/failure_kind.hpp. Recovery sources: replica (a surviving
+// Failure kinds: actors/failure_kind.hpp. Recovery sources: replica (a surviving
 // replica's memory: no steps lost), checkpoint (the newest periodic checkpoint), shrink (fewer
 // data-parallel replicas), in_place (a replica's memory over the data plane, only the failed
 // worker respawned: an earlier attempt's in-place recoveries, so a restarted node's /metrics keeps
@@ -16,7 +16,7 @@
 #include <string>
 #include <string_view>
 
-#include "actors/supervision/failure_kind.hpp"
+#include "actors/failure_kind.hpp"
 #include "compute/expected.hpp"
 
 namespace troupe::actors {

@@ -1,4 +1,4 @@
-#include "actors/monitor/process_logs.hpp"
+#include "actors/process_logs.hpp"
 
 #include "compute/check.hpp"
 #include "monitor/log.hpp"

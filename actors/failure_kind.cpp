@@ -1,4 +1,4 @@
-#include "actors/supervision/failure_kind.hpp"
+#include "actors/failure_kind.hpp"
 
 namespace troupe::actors {
 namespace {

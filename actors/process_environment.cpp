@@ -1,4 +1,4 @@
-#include "actors/environment.hpp"
+#include "actors/process_environment.hpp"
 
 #include <limits>
 

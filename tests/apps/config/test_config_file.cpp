@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "apps/config/loader.hpp"
+#include "apps/config/config_file.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace troupe;

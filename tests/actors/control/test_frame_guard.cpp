@@ -1,4 +1,4 @@
-// The frame guard in front of the join and control ports (actors/monitor/frame_guard.hpp) under
+// The frame guard in front of the join and control ports (actors/control/frame_guard.hpp) under
 // abuse: connections that never send a handshake are closed after the timeout; past the bounds on
 // waiting connections (in all, and per source address) the oldest waiting one makes room; and at
 // the process's open-file limit the guard pauses without spinning and answers again once
@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "actors/monitor/frame_guard.hpp"
+#include "actors/control/frame_guard.hpp"
 #include "support/starved_server.hpp"
 #include "support/tcp_client.hpp"
 

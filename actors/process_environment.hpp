@@ -16,7 +16,7 @@
 // may include (apps → actors → ...). The table is constexpr in this header, so troupe_launch,
 // which links only troupe_compute, names the variables it sets without linking troupe_actors; the
 // accessors are in environment.cpp (troupe_actors), for the readers, which all link it.
-// TROUPE_RESTARTS keeps its declaration in actors/supervision/recovery_counts.hpp (its text
+// TROUPE_RESTARTS keeps its declaration in actors/recovery_counts.hpp (its text
 // format lives there); the row here refers to it.
 
 #include <array>
@@ -24,7 +24,7 @@
 #include <optional>
 #include <string>
 
-#include "actors/supervision/recovery_counts.hpp"
+#include "actors/recovery_counts.hpp"
 #include "compute/expected.hpp"
 
 namespace troupe::actors::env {

@@ -1,4 +1,4 @@
-// The failure kinds (actors/supervision/failure_kind.hpp): names round-trip, and the docs list
+// The failure kinds (actors/failure_kind.hpp): names round-trip, and the docs list
 // exactly the kinds the code has — docs/drills.md's table all of them, with who names each, and
 // docs/protocols/control-plane.md the ones in the job supervisor's job_outcome_msg.
 
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/supervision/failure_kind.hpp"
+#include "actors/failure_kind.hpp"
 #include "support/source_file.hpp"
 
 using namespace troupe::actors;

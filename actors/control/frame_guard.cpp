@@ -1,4 +1,4 @@
-#include "actors/monitor/frame_guard.hpp"
+#include "actors/control/frame_guard.hpp"
 
 #include <algorithm>
 #include <array>

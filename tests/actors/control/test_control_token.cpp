@@ -1,4 +1,4 @@
-// The control port's token file (actors/monitor/control_token.hpp): readable by its user alone,
+// The control port's token file (actors/control/control_token.hpp): readable by its user alone,
 // removed when the job ends, and a killed job's leftover removed by the next job that writes one.
 
 #include <catch2/catch.hpp>
@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "actors/monitor/control_token.hpp"
+#include "actors/control/control_token.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace troupe::actors;

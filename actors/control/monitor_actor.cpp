@@ -1,4 +1,4 @@
-#include "actors/monitor/monitor_actor.hpp"
+#include "actors/control/monitor_actor.hpp"
 
 #include <signal.h>
 
@@ -14,7 +14,7 @@
 
 #include "actors/local_messages.hpp"
 #include "actors/messages.hpp"
-#include "actors/monitor/monitor_report.hpp"
+#include "actors/control/monitor_report.hpp"
 #include "checkpoint/store.hpp"
 #include "monitor/duration_text.hpp"
 #include "monitor/log.hpp"

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "actors/local_messages.hpp"
-#include "actors/monitor/monitor_actor.hpp"
+#include "actors/control/monitor_actor.hpp"
 
 namespace troupe::actors {
 

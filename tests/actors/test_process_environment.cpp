@@ -1,4 +1,4 @@
-// The job's environment variables (actors/environment.hpp): each accessor gives the value when it
+// The job's environment variables (actors/process_environment.hpp): each accessor gives the value when it
 // is valid, the table's default when the variable is unset, and one error line naming the variable
 // and its value when it is invalid; docs/environment.md lists every variable of the table.
 
@@ -7,7 +7,7 @@
 #include <set>
 #include <string>
 
-#include "actors/environment.hpp"
+#include "actors/process_environment.hpp"
 #include "comm/knobs.hpp"
 #include "support/scoped_env.hpp"
 #include "support/source_file.hpp"

@@ -1,4 +1,4 @@
-#include "actors/monitor/control_port.hpp"
+#include "actors/control/control_port.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -7,8 +7,7 @@
 
 #include "actors/local_messages.hpp"
 #include "actors/messages.hpp"
-#include "actors/monitor/monitor_actor.hpp"
-#include "actors/supervision/recovery_path.hpp"
+#include "actors/control/monitor_actor.hpp"
 #include "monitor/log.hpp"
 
 namespace troupe::actors {
@@ -17,7 +16,7 @@ ControlPort::ControlPort(const MonitorOptions& options, std::string token)
     : bind_(options.control_bind), port_(options.control_port), token_(std::move(token)) {}
 
 Status ControlPort::open(caf::actor_system& system, caf::actor job, const JobConfig& config, int world_size,
-                         std::vector<bool> node_is_local, bool launcher_starts_nodes, int restarts) {
+                         std::vector<bool> node_is_local, bool replaces_lost_nodes, int restarts) {
   actors::MonitorPlan monitor_plan;
   monitor_plan.token = token_;
   monitor_plan.job = std::move(job);
@@ -28,8 +27,7 @@ Status ControlPort::open(caf::actor_system& system, caf::actor job, const JobCon
   monitor_plan.dp = world_size / (config.pipeline.stages * config.tensor.shards);
   monitor_plan.checkpoint_dir =
       config.checkpoint.dir.empty() ? std::string() : std::filesystem::absolute(config.checkpoint.dir).string();
-  monitor_plan.replaces_lost_nodes =
-      choose_recovery(recovery_shape(config, world_size, launcher_starts_nodes), FailureKind::node_lost).in_place;
+  monitor_plan.replaces_lost_nodes = replaces_lost_nodes;
   monitor_plan.node_is_local = std::move(node_is_local);
   monitor_plan.attempt = restarts;
   monitor_plan.max_restarts = config.fault.max_restarts;

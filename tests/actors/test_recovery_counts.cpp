@@ -1,9 +1,9 @@
 // TROUPE_RESTARTS, the counts of failures and recoveries the job hands each node process it
-// (re)starts (actors/supervision/recovery_counts.hpp): its text round-trips and bad text is refused by name.
+// (re)starts (actors/recovery_counts.hpp): its text round-trips and bad text is refused by name.
 
 #include <catch2/catch.hpp>
 
-#include "actors/supervision/recovery_counts.hpp"
+#include "actors/recovery_counts.hpp"
 
 using troupe::actors::FailureKind;
 using troupe::actors::RecoveryCounts;

@@ -1,4 +1,4 @@
-#include "actors/worker/node_control.hpp"
+#include "actors/node/node_control.hpp"
 
 #include "monitor/log.hpp"
 
