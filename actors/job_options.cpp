@@ -1,10 +1,24 @@
-// What a job's options become once it grew in place (job_options.hpp).
+// The recovery mode's names, and what a job's options become once it grew in place (job_options.hpp).
 
 #include "actors/job_options.hpp"
 
 #include <string>
 
 namespace troupe::actors {
+
+std::string_view to_string(RecoveryMode mode) {
+  switch (mode) {
+    case RecoveryMode::in_place: return "in_place";
+    case RecoveryMode::restart: return "restart";
+  }
+  return "unknown";
+}
+
+std::optional<RecoveryMode> parse_recovery_mode(std::string_view name) {
+  for (RecoveryMode mode : {RecoveryMode::in_place, RecoveryMode::restart})
+    if (to_string(mode) == name) return mode;
+  return std::nullopt;
+}
 
 ResolvedJob split_batch(const ResolvedJob& job, int batch_size, int grad_accum) {
   ResolvedJob split = job;

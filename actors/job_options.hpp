@@ -6,7 +6,9 @@
 // ResolvedJob. Nothing in actors/ or below knows how the values were spelled.
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -85,6 +87,14 @@ struct CommOptions {
   long compress_start_step = -1;   // steps before it are summed plain; -1 = 10% of train.steps
 };
 
+// fault.recovery: respawn only what died where that applies, falling back to restarting every
+// node (in_place), or always restart every node (restart).
+enum class RecoveryMode : std::uint8_t { in_place, restart };
+// The mode's name, as fault.recovery spells it and metrics label a recovery's path: the one table
+// of these names (apps/config parses with it).
+std::string_view to_string(RecoveryMode mode);
+std::optional<RecoveryMode> parse_recovery_mode(std::string_view name);
+
 // How a multi-process job notices a hung node or worker (the job supervisor's watchdog), and how it
 // recovers (docs/drills.md, "Recovery").
 struct FaultOptions {
@@ -94,10 +104,10 @@ struct FaultOptions {
   int max_restarts = 3;           // with checkpoint.dir: restarts of every node from the newest checkpoint
   bool elastic = false;           // a node that cannot come back is left out: fewer dp replicas, same global batch
   double rescue_timeout = 60;     // seconds the job waits for the survivors' rescue snapshot (rescue_timing.hpp)
-  // in_place: respawn only what died, its state from a surviving replica over the data plane,
+  // in place: respawn only what died, its state from a surviving replica over the data plane,
   // falling back to restart (every node from the rescue snapshot or checkpoint) where it cannot
   // apply (actors/supervision/recovery_path.hpp); restart: always the fallback.
-  std::string recovery = "in_place";
+  RecoveryMode recovery = RecoveryMode::in_place;
 };
 
 // Sharded checkpoints (docs/formats/checkpoint.md) and resuming from them.

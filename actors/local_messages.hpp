@@ -37,33 +37,15 @@ struct node_view {
   std::vector<memory_beat> memory;   // from the last heartbeat
   std::int64_t resident_bytes = 0, peak_resident_bytes = 0;
 };
-// One recovery of this attempt that the job went on after (docs/drills.md, "In-place recovery").
-struct recovery_view {
-  std::string path;       // in_place, or grow: nodes a shrink left out joined the running job
-  int epoch = 0;
-  int rank = -1;          // the rank whose worker was respawned (a grow: the first rank that joined)
-  int donor = -1;         // the rank that gave the state; -1: a rollback to checkpoint step `steps`
-  std::int64_t steps = 0;  // every rank went on after this step
-  std::int64_t bytes = 0;  // state moved over the data plane
-  double seconds = 0;      // from the failure's report to every rank's state in place
-  int new_processes = 0;   // node processes started again (lost, silent or unreachable nodes); 0: in its process
-  std::vector<int> respawned;  // every rank respawned, `rank` first
-};
 struct job_view_msg {
   bool running = false;  // every node joined and the job started
   std::vector<node_view> nodes;  // by node index
-  std::vector<recovery_view> recoveries;  // oldest first
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_view& x) {
   return f(caf::meta::type_name("node_view"), x.node_index, x.host, x.pid, x.node, x.done, x.heard_seconds_ago,
            x.workers, x.memory, x.resident_bytes, x.peak_resident_bytes);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, recovery_view& x) {
-  return f(caf::meta::type_name("recovery_view"), x.path, x.epoch, x.rank, x.donor, x.steps, x.bytes, x.seconds,
-           x.new_processes, x.respawned);
 }
 // Launch → the attempt's monitor: the job grew in place (docs/launch.md, "Growing back"): its ranks
 // now, whether each node (by index) runs on this machine, and the host-file lines still left out.
@@ -78,7 +60,7 @@ typename Inspector::result_type inspect(Inspector& f, grown_msg& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_view_msg& x) {
-  return f(caf::meta::type_name("job_view_msg"), x.running, x.nodes, x.recoveries);
+  return f(caf::meta::type_name("job_view_msg"), x.running, x.nodes);
 }
 
 }  // namespace troupe::actors

@@ -13,6 +13,11 @@
 
 #include <caf/all.hpp>
 
+#include "actors/failure_kind.hpp"
+#include "actors/job_events.hpp"
+#include "actors/recovery_shape.hpp"
+#include "monitor/work_progress.hpp"
+
 namespace troupe::actors {
 
 // Raw bytes (CAF 0.17 has no type ID for std::vector<char>): a UCX worker address, say.
@@ -74,6 +79,9 @@ struct start_msg {
   // micro-batch and micro-batches per replica (0: as the node's configuration says).
   int batch_size = 0;
   int grad_accum = 0;
+  // What the job's recovery decisions read (recovery_shape.hpp), as the job derived it: a node
+  // reports a worker that threw for an in-place recovery when its mode says so.
+  RecoveryShape recovery;
 };
 
 // Node supervisor → job supervisor: this node's work ended (exit_code 0) or failed.
@@ -96,12 +104,10 @@ struct stop_msg {
 struct job_outcome_msg {
   int exit_code = 0;   // 0 success, 1 a node failed or was lost, 2 nodes never joined
   std::string reason;  // one line, naming the node when one is to blame
-  std::string failure_kind;       // to_string(FailureKind) (actors/failure_kind.hpp); empty on success
+  FailureKind failure_kind = FailureKind::node_exit;  // actors/failure_kind.hpp; node_exit: none (a success)
   std::vector<int> failed_nodes;  // node indices to blame (lost, failed, hung, never joined)
   std::int64_t rescued_step = -1;  // a rescue snapshot of this step was committed; -1: none
   std::vector<int> drop_nodes;    // node indices the job asks to leave out of the next attempt (drain)
-  // The failure kind of each failure this attempt recovered from in place, without ending, in order.
-  std::vector<std::string> in_place_recoveries;
   // The shell asked for the nodes an earlier attempt left out back (`rejoin`): launch restarts
   // the job on every node of its host file, from the checkpoint the shell's order wrote.
   bool rejoin = false;
@@ -207,6 +213,14 @@ struct step_beat {
   double compress_seconds = 0;   // ... and seconds spent compressing
 };
 
+// What a worker noted for the job's events since its node's last heartbeat (monitor/work_progress.hpp).
+struct worker_notice {
+  monitor::NoticeKind kind = monitor::NoticeKind::resumed;
+  std::int64_t step = 0;
+  double unix_seconds = 0;
+  std::string detail;
+};
+
 // How far one worker got, as its node's heartbeat reports it.
 struct worker_beat {
   int rank = -1;
@@ -217,6 +231,7 @@ struct worker_beat {
   std::string waiting_for;    // empty, or what it waits for (message, peer rank) and since when
   double waiting_seconds = 0;
   std::vector<step_beat> recent_steps;  // its last finished steps (at most 64), oldest first
+  std::vector<worker_notice> notices;   // noted since the last heartbeat, oldest first
 };
 
 // One kind of a node process's memory as its ledger counts it (compute/memory_ledger.hpp).
@@ -270,6 +285,22 @@ struct shell_reply_msg {
   std::string restarted_after;    // attempt > 0: why the previous attempt ended
 };
 
+// `troupe drill` (or any program with the job's token) → monitor actor (request): the job's
+// events after sequence number `after`, at most `limit` (docs/protocols/job-events.md).
+struct events_request_msg {
+  std::string token;
+  std::int64_t after = 0;
+  std::int32_t limit = 1000;
+};
+
+// Monitor actor → the asker: the events, oldest first, and the newest sequence number the job has
+// (a reader that fell behind the log's capacity sees the gap); or why not (`error`).
+struct events_reply_msg {
+  std::string error;
+  std::vector<job_event> events;
+  std::int64_t last_seq = 0;
+};
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, byte_blob& x) {
   return f(caf::meta::type_name("byte_blob"), x.bytes);
@@ -294,7 +325,7 @@ typename Inspector::result_type inspect(Inspector& f, node_entry& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, start_msg& x) {
-  return f(caf::meta::type_name("start_msg"), x.world_size, x.nodes, x.batch_size, x.grad_accum);
+  return f(caf::meta::type_name("start_msg"), x.world_size, x.nodes, x.batch_size, x.grad_accum, x.recovery);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_done_msg& x) {
@@ -307,7 +338,7 @@ typename Inspector::result_type inspect(Inspector& f, stop_msg& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_outcome_msg& x) {
   return f(caf::meta::type_name("job_outcome_msg"), x.exit_code, x.reason, x.failure_kind, x.failed_nodes,
-           x.rescued_step, x.drop_nodes, x.in_place_recoveries, x.rejoin);
+           x.rescued_step, x.drop_nodes, x.rejoin);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, rescue_msg& x) {
@@ -345,9 +376,13 @@ typename Inspector::result_type inspect(Inspector& f, step_beat& x) {
            x.plain_bytes, x.compress_seconds);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, worker_notice& x) {
+  return f(caf::meta::type_name("worker_notice"), x.kind, x.step, x.unix_seconds, x.detail);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_beat& x) {
   return f(caf::meta::type_name("worker_beat"), x.rank, x.steps_done, x.progress, x.idle_seconds, x.activity,
-           x.waiting_for, x.waiting_seconds, x.recent_steps);
+           x.waiting_for, x.waiting_seconds, x.recent_steps, x.notices);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, memory_beat& x) {
@@ -374,6 +409,14 @@ typename Inspector::result_type inspect(Inspector& f, shell_request_msg& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, shell_reply_msg& x) {
   return f(caf::meta::type_name("shell_reply_msg"), x.ok, x.text, x.attachment, x.attempt, x.restarted_after);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, events_request_msg& x) {
+  return f(caf::meta::type_name("events_request_msg"), x.token, x.after, x.limit);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, events_reply_msg& x) {
+  return f(caf::meta::type_name("events_reply_msg"), x.error, x.events, x.last_seq);
 }
 
 }  // namespace troupe::actors
@@ -421,4 +464,24 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(troupe, (troupe::actors::recover_plan_msg))
   CAF_ADD_TYPE_ID(troupe, (troupe::actors::recover_done_msg))
   CAF_ADD_ATOM(troupe, troupe::actors, recover_atom, "recover")
-CAF_END_TYPE_ID_BLOCK(troupe)
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::worker_notice))
+  CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::actors::worker_notice>))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::RecoveryShape))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::node_joined))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::job_started))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::step_trained))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::failure_detected))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::recovery_chosen))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::state_moved))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::training_resumed))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::straggler_named))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::checkpoint_noted))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::layout_changed))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::attempt_ended))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::job_ended))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::job_event))
+  CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::actors::job_event>))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::events_request_msg))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::events_reply_msg))
+  CAF_ADD_ATOM(troupe, troupe::actors, events_atom, "events")
+  CAF_END_TYPE_ID_BLOCK(troupe)

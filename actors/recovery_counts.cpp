@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "actors/job_options.hpp"
+
 namespace troupe::actors {
 
 std::string_view to_string(RecoverySource source) {
@@ -9,7 +11,7 @@ std::string_view to_string(RecoverySource source) {
     case RecoverySource::replica: return "replica";
     case RecoverySource::checkpoint: return "checkpoint";
     case RecoverySource::shrink: return "shrink";
-    case RecoverySource::in_place: return "in_place";
+    case RecoverySource::in_place: return to_string(RecoveryMode::in_place);
   }
   return "unknown";
 }

@@ -127,7 +127,7 @@ Expected<NewestCheckpoint> open_newest_valid(const fs::path& dir) {
       newest.checkpoint.emplace(std::move(*loaded));
       break;
     }
-    newest.skipped.push_back(loaded.error().message);
+    newest.skipped.push_back({step, loaded.error().message});
   }
   return newest;
 }

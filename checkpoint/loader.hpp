@@ -57,11 +57,17 @@ class LoadedCheckpoint {
 // "checkpoint ckpt/step-0000040: format version 2; this build reads 1".
 Expected<LoadedCheckpoint> open_checkpoint(const std::filesystem::path& step_folder);
 
+// A committed folder a resume passed over: its step, and one line saying why ("skipped
+// step-0000040: rank-00001.safetensors has hash 0123..., the manifest says 4567...").
+struct SkippedCheckpoint {
+  std::int64_t step = 0;
+  std::string why;
+  bool operator==(const SkippedCheckpoint&) const = default;
+};
+
 struct NewestCheckpoint {
   std::optional<LoadedCheckpoint> checkpoint;  // nullopt: no valid checkpoint (a fresh start)
-  // One line per folder passed over, newest first: "skipped step-0000040: rank-00001.safetensors
-  // has hash 0123..., the manifest says 4567...".
-  std::vector<std::string> skipped;
+  std::vector<SkippedCheckpoint> skipped;      // newest first
 };
 
 // Tries DIR's committed folders newest first (staging folders are never candidates). A missing

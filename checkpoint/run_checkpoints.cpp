@@ -133,6 +133,7 @@ Status RunCheckpoints::save_now(long steps_done, std::span<const HeldRange> held
 void RunCheckpoints::report_failure(long steps_done, const Error& error) const {
   reporter_.error("checkpoint after step " + std::to_string(steps_done) + " failed: " + error.message +
                   "; training goes on, earlier checkpoints are intact");
+  if (reporter_.failed) reporter_.failed(steps_done, error.message);
 }
 
 Status RunCheckpoints::save_reported(long steps_done, std::span<const HeldRange> held) {
@@ -247,6 +248,7 @@ Status RunCheckpoints::commit_when_written(long step, Clock::time_point started,
   if (Status committed = store_.commit(step, std::move(manifest), staging); !committed) return committed;
   reporter_.info("checkpoint " + step_dir(options_.dir, step).string() + " committed: " + std::to_string(files) +
                  " file(s), " + megabytes(bytes) + ", " + seconds_since(started) + " after the step");
+  if (reporter_.committed) reporter_.committed(static_cast<long>(step), step_dir(options_.dir, step).string());
   return Status::success();
 }
 

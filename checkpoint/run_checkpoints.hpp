@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/async_writer.hpp"
+#include "checkpoint/loader.hpp"
 #include "checkpoint/manifest.hpp"
 #include "checkpoint/store.hpp"
 #include "compute/expected.hpp"
@@ -91,12 +92,16 @@ struct CheckpointReporter {
   // in async mode the snapshot; the commit too on rank 0 when not async) and this rank's bytes of
   // state in it (0 for a rank that writes nothing). May be left unset.
   std::function<void(double seconds, std::uint64_t bytes)> saved;
+  // The checkpoint of `step` committed (on rank 0, which commits): its folder. May be left unset.
+  std::function<void(long step, const std::string& folder)> committed;
+  // The checkpoint of `step` failed here (the error): also said through `error`. May be left unset.
+  std::function<void(long step, const std::string& error)> failed;
 };
 
 struct Resumed {
   long steps = 0;                    // steps the checkpoint had taken; 0: a fresh start
   std::string from;                  // the folder, when resumed
-  std::vector<std::string> skipped;  // newer folders passed over, and why
+  std::vector<SkippedCheckpoint> skipped;  // newer folders passed over, and why
   std::vector<std::string> absent;   // optional kinds this rank holds that the checkpoint lacks
 };
 

@@ -1,5 +1,7 @@
 #include "monitor/work_progress.hpp"
 
+#include <utility>
+
 namespace troupe::monitor {
 
 WorkProgress::WorkProgress(std::function<std::string()> oldest_receive) : oldest_receive_(std::move(oldest_receive)) {}
@@ -63,6 +65,17 @@ ProgressSnapshot WorkProgress::snapshot() const {
     if (std::string receive = oldest_receive_(); !receive.empty()) s.waiting_for += "; oldest receive: " + receive;
   }
   return s;
+}
+
+void WorkProgress::note(NoticeKind kind, std::int64_t step, std::string detail) {
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  std::lock_guard lock(mutex_);
+  notices_.push_back({kind, step, now, std::move(detail)});
+}
+
+std::vector<WorkNotice> WorkProgress::take_notices() {
+  std::lock_guard lock(mutex_);
+  return std::exchange(notices_, {});
 }
 
 }  // namespace troupe::monitor

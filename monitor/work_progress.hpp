@@ -32,6 +32,21 @@ struct StepRecord {
   double compress_seconds = 0;
 };
 
+// What a worker notes for the job's events (actors/job_events.hpp): each is taken once, by the
+// next heartbeat.
+enum class NoticeKind : std::uint8_t {
+  resumed,               // the run restored a checkpoint (step: its steps; detail: the folder) or none (0, "the start")
+  checkpoint_committed,  // step: the checkpoint's; detail: its folder
+  checkpoint_failed,     // step: the checkpoint's; detail: the error
+  checkpoint_skipped,    // a resume passed over it; detail: why
+};
+struct WorkNotice {
+  NoticeKind kind = NoticeKind::resumed;
+  std::int64_t step = 0;
+  double unix_seconds = 0;  // when it was noted
+  std::string detail;
+};
+
 struct ProgressSnapshot {
   std::int64_t steps_done = 0;
   std::int64_t progress = 0;
@@ -72,6 +87,12 @@ class WorkProgress {
 
   ProgressSnapshot snapshot() const;
 
+  // Notes `kind` of step `step` now, for the next heartbeat; any thread (checkpoints commit in the
+  // background).
+  void note(NoticeKind kind, std::int64_t step, std::string detail);
+  // The notices since the last call, oldest first.
+  std::vector<WorkNotice> take_notices();
+
  private:
   std::function<std::string()> oldest_receive_;
   mutable std::mutex mutex_;
@@ -80,6 +101,7 @@ class WorkProgress {
   std::string activity_, waiting_for_;
   std::chrono::steady_clock::time_point waiting_since_;
   std::vector<StepRecord> recent_steps_;
+  std::vector<WorkNotice> notices_;
 };
 
 }  // namespace troupe::monitor

@@ -12,8 +12,8 @@
 
 namespace troupe::actors {
 
-ControlPort::ControlPort(const MonitorOptions& options, std::string token)
-    : bind_(options.control_bind), port_(options.control_port), token_(std::move(token)) {}
+ControlPort::ControlPort(const MonitorOptions& options, std::string token, const JobEvents* events)
+    : bind_(options.control_bind), port_(options.control_port), token_(std::move(token)), events_(events) {}
 
 Status ControlPort::open(caf::actor_system& system, caf::actor job, const JobConfig& config, int world_size,
                          std::vector<bool> node_is_local, bool replaces_lost_nodes, int restarts) {
@@ -33,6 +33,7 @@ Status ControlPort::open(caf::actor_system& system, caf::actor job, const JobCon
   monitor_plan.max_restarts = config.fault.max_restarts;
   monitor_plan.restarted_after = last_reason_;
   monitor_plan.left_out = left_out_;
+  monitor_plan.events = events_;
   auto monitor = actors::spawn_monitor(system, std::move(monitor_plan));
   // Only an opened port takes orders for this attempt's monitor (forget_monitor() ends that).
   auto opened = [this, monitor] {

@@ -12,16 +12,18 @@
 
 #include <caf/all.hpp>
 
-#include "actors/job_options.hpp"
-#include "actors/control/frame_guard.hpp"
 #include "actors/control/control_token.hpp"
+#include "actors/control/frame_guard.hpp"
+#include "actors/job_events.hpp"
+#include "actors/job_options.hpp"
 #include "compute/expected.hpp"
 
 namespace troupe::actors {
 
 class ControlPort {
  public:
-  ControlPort(const MonitorOptions& options, std::string token);
+  // `events`: the job's events, which every attempt's monitor reads (null: none); it outlives the port.
+  ControlPort(const MonitorOptions& options, std::string token, const JobEvents* events = nullptr);
 
   // Spawns this attempt's monitor actor beside the job supervisor `job` and publishes it; an
   // Error naming the address when it cannot listen there. node_is_local has one entry per node
@@ -52,6 +54,7 @@ class ControlPort {
   std::mutex monitor_mutex_;
   caf::actor monitor_;  // this attempt's
   std::unique_ptr<ControlTokenFile> file_;
+  const JobEvents* events_ = nullptr;
 };
 
 }  // namespace troupe::actors

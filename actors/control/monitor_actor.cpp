@@ -30,6 +30,8 @@ constexpr auto pause_wait = std::chrono::seconds(30);        // for every rank t
 constexpr auto trace_wait = std::chrono::seconds(120);
 constexpr std::size_t max_token = 256;
 constexpr std::size_t sparkline_width = 60;
+constexpr std::size_t max_status_events = 1000000;  // more than a job makes: status reads them all
+constexpr std::int32_t max_events_reply = 10000;    // events in one reply to an events request
 
 // A shell request answered later, once the job shows what it waits for.
 struct PendingReply {
@@ -248,7 +250,8 @@ void command(monitor_actor* self, const std::vector<std::string>& words, caf::re
                                                                st.plan.max_restarts)
                                                  : ""));
   } else if (verb == "status" && args == 0) {
-    answer(true, status_text(st.plan, st.view, st.history, pause_state(st)));
+    answer(true, status_text(st.plan, st.view, st.history, pause_state(st),
+                             st.plan.events ? st.plan.events->since(0, max_status_events) : std::vector<job_event>{}));
   } else if (verb == "nodes" && args == 0) {
     answer(true, nodes_text(st.view));
   } else if (verb == "memory" && args == 0) {
@@ -427,6 +430,17 @@ caf::behavior monitor_behavior(monitor_actor* self, MonitorPlan plan) {
         st.plan.dp = grown.world_size / (st.plan.pp * st.plan.tp);
         st.plan.node_is_local = grown.node_is_local;
         st.plan.left_out = grown.left_out;
+      },
+      [=](events_atom, const events_request_msg& request) -> events_reply_msg {
+        auto& st = self->state;
+        if (request.token.empty() || request.token.size() > max_token || request.token != st.plan.token) {
+          monitor::logger("monitor")->warn("events request refused: {}",
+                                           request.token.empty() ? "no job token" : "wrong job token");
+          return {request.token.empty() ? "refused: no job token" : "refused: wrong job token", {}, 0};
+        }
+        if (!st.plan.events) return {"this job keeps no events", {}, 0};
+        const auto limit = static_cast<std::size_t>(std::clamp(request.limit, std::int32_t{1}, max_events_reply));
+        return {{}, st.plan.events->since(request.after, limit), st.plan.events->last_seq()};
       },
       [=](shell_atom, const shell_request_msg& request) {
         auto& st = self->state;

@@ -10,7 +10,8 @@
 // act; monitor/step_control.hpp), kill worker makes one rank's worker throw at its next boundary,
 // kill node sends SIGKILL to a node process on this machine. One actor per attempt: a restarted
 // job has a new one on the same port, which tells the shell which attempt it is and why the last
-// one ended.
+// one ended. Programs (the drill) read the job's events through it (events_request_msg, with the
+// token), whichever attempt answers.
 
 #include <chrono>
 #include <cstdint>
@@ -18,6 +19,8 @@
 #include <vector>
 
 #include <caf/all.hpp>
+
+#include "actors/job_events.hpp"
 
 namespace troupe::actors {
 
@@ -37,6 +40,9 @@ struct MonitorPlan {
   std::string restarted_after;      // why the previous attempt ended
   std::vector<std::string> left_out;  // host-file lines an earlier shrink left out ("h1 slots=1"): rejoin's
   std::chrono::milliseconds poll{250};
+  // The job's events (job_events.hpp), which outlive the attempt: status lists its recoveries from
+  // them, and `events` requests read them. Null: none (status lists no recovery).
+  const JobEvents* events = nullptr;
 };
 
 // Longest command line a shell may send; a longer one is refused unread.

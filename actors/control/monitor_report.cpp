@@ -69,6 +69,49 @@ std::string state_text(const MonitorPlan& plan, const job_view_msg& view, const 
   return state;
 }
 
+// "\nrecovery  in place (epoch 1) in 0.250 s: rank 1 respawned in its process, 5.2 MB of state from
+// rank 0; went on after step 4" for every in-place recovery and grow the job went on after, from
+// its events: each training_resumed with the state_moved just before it.
+std::string recovery_lines(const std::vector<job_event>& events) {
+  std::string text;
+  const state_moved* moved = nullptr;
+  for (const job_event& event : events) {
+    if (const auto* m = caf::get_if<state_moved>(&event.body)) moved = m;
+    const auto* resumed = caf::get_if<training_resumed>(&event.body);
+    if (!resumed || !moved || moved->epoch != resumed->epoch) continue;
+    const double megabytes = static_cast<double>(moved->bytes) / 1e6;
+    std::string ranks;
+    for (int rank : resumed->ranks) ranks += (ranks.empty() ? "" : ", ") + std::to_string(rank);
+    const bool several = resumed->ranks.size() > 1;
+    int donor = moved->donors.empty() ? -1 : moved->donors.front();
+    for (std::size_t i = 0; i < moved->receivers.size() && i < moved->donors.size(); ++i)
+      if (!resumed->ranks.empty() && moved->receivers[i] == resumed->ranks.front()) donor = moved->donors[i];
+    if (resumed->route == RecoveryRoute::grow_in_place) {
+      text += fmt::format(
+          "\ngrow      in place (epoch {}) in {:.3f} s: rank{} {} joined in {} new node process(es), "
+          "{:.1f} MB of state from rank {}; went on after step {}",
+          resumed->epoch, resumed->seconds, several ? "s" : "", ranks, resumed->nodes.size(), megabytes, donor,
+          resumed->after_step);
+    } else if (resumed->route == RecoveryRoute::in_place_from_replica ||
+               resumed->route == RecoveryRoute::in_place_rollback) {
+      const std::string state = resumed->route == RecoveryRoute::in_place_from_replica
+                                    ? fmt::format("{:.1f} MB of state from rank {}", megabytes, donor)
+                                    : fmt::format("every rank rolled back to checkpoint step {} ({:.1f} MB read)",
+                                                  resumed->after_step, megabytes);
+      const std::size_t processes = resumed->nodes.size();
+      const std::string where = processes == 0 ? (several ? "their processes" : "its process")
+                                : processes == 1
+                                    ? (several ? "a new process of their node" : "a new process of its node")
+                                    : fmt::format("{} new node processes", processes);
+      text += fmt::format(
+          "\nrecovery  in place (epoch {}) in {:.3f} s: rank{} {} respawned in {}, {}; went on after "
+          "step {}",
+          resumed->epoch, resumed->seconds, several ? "s" : "", ranks, where, state, resumed->after_step);
+    }
+  }
+  return text;
+}
+
 }  // namespace
 
 void remember_steps(StepHistory& history, const job_view_msg& view) {
@@ -81,7 +124,7 @@ void remember_steps(StepHistory& history, const job_view_msg& view) {
 }
 
 std::string status_text(const MonitorPlan& plan, const job_view_msg& view, const StepHistory& history,
-                        const PauseState& pause) {
+                        const PauseState& pause, const std::vector<job_event>& events) {
   const std::vector<step_beat> recent = newest_steps(history, rate_window);
   const Rates r = rates(recent);
   const std::int64_t step = job_step(view);
@@ -99,31 +142,7 @@ std::string status_text(const MonitorPlan& plan, const job_view_msg& view, const
   else if (r.wall_seconds_per_step > 0)
     eta = monitor::duration_text(r.wall_seconds_per_step * static_cast<double>(plan.total_steps - step));
   text += "ETA       " + eta;
-  for (const recovery_view& rv : view.recoveries) {
-    const double megabytes = static_cast<double>(rv.bytes) / 1e6;
-    std::string ranks;
-    for (int rank : rv.respawned) ranks += (ranks.empty() ? "" : ", ") + std::to_string(rank);
-    if (rv.path == "grow") {
-      text += fmt::format("\ngrow      in place (epoch {}) in {:.3f} s: rank{} {} joined in {} new node process(es), "
-                          "{:.1f} MB of state from rank {}; went on after step {}",
-                          rv.epoch, rv.seconds, rv.respawned.size() > 1 ? "s" : "", ranks, rv.new_processes,
-                          megabytes, rv.donor, rv.steps);
-      continue;
-    }
-    // No donor: a rollback, every rank reading its own shards of the checkpoint it went on after.
-    const std::string state =
-        rv.donor >= 0 ? fmt::format("{:.1f} MB of state from rank {}", megabytes, rv.donor)
-                      : fmt::format("every rank rolled back to checkpoint step {} ({:.1f} MB read)", rv.steps, megabytes);
-    const bool several = rv.respawned.size() > 1;
-    const std::string where = rv.new_processes == 0 ? (several ? "their processes" : "its process")
-                              : rv.new_processes == 1
-                                  ? (several ? "a new process of their node" : "a new process of its node")
-                                  : fmt::format("{} new node processes", rv.new_processes);
-    text += fmt::format("\nrecovery  {} (epoch {}) in {:.3f} s: rank{} {} respawned in {}, {}; went on after step {}",
-                        rv.path, rv.epoch, rv.seconds, several ? "s" : "", ranks.empty() ? std::to_string(rv.rank) : ranks,
-                        where, state, rv.steps);
-  }
-  return text;
+  return text + recovery_lines(events);
 }
 
 std::string nodes_text(const job_view_msg& view) {

@@ -1,14 +1,15 @@
 #pragma once
 // What the monitor actor answers the shell with, as text: status, nodes, workers, top, loss, and
-// the trace document. Pure functions of the job supervisor's view and the steps remembered from
-// it, so each reads the same whichever shell asks.
+// the trace document. Pure functions of the job supervisor's view, the steps remembered from it
+// and the job's events, so each reads the same whichever shell asks.
 
 #include <cstdint>
 #include <map>
 #include <string>
 
-#include "actors/local_messages.hpp"
 #include "actors/control/monitor_actor.hpp"
+#include "actors/job_events.hpp"
+#include "actors/local_messages.hpp"
 
 namespace troupe::actors {
 
@@ -23,8 +24,9 @@ struct PauseState {
   double seconds = 0;  // since the pause was ordered
 };
 
+// `events`: the job's events so far (its recoveries and grows are listed from them).
 std::string status_text(const MonitorPlan& plan, const job_view_msg& view, const StepHistory& history,
-                        const PauseState& pause);
+                        const PauseState& pause, const std::vector<job_event>& events);
 std::string nodes_text(const job_view_msg& view);
 std::string workers_text(const MonitorPlan& plan, const job_view_msg& view);
 // Every node process's memory by kind (now and peak, from its last heartbeat) beside its resident

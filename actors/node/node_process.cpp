@@ -95,9 +95,10 @@ NodeOutcome run_node_process(const NodeProcessOptions& options, const ResolvedJo
     for (const auto& [kind, count] : options.recovery.failures) node->count_failure(std::string(to_string(kind)), count);
     for (const auto& [source, count] : options.recovery.recoveries)
       if (source == RecoverySource::in_place)
-        node->count_recovery("replica", "in_place", count);
+        node->count_recovery(std::string(to_string(RecoverySource::replica)),
+                             std::string(to_string(RecoveryMode::in_place)), count);
       else
-        node->count_recovery(std::string(to_string(source)), "restart", count);
+        node->count_recovery(std::string(to_string(source)), std::string(to_string(RecoveryMode::restart)), count);
   }
 
   NodeControl control(options.first_rank, options.slots);  // outlives the workers, which obey it
@@ -151,12 +152,12 @@ NodeOutcome run_node_process(const NodeProcessOptions& options, const ResolvedJo
   };
   if (monitor::NodeMetrics* node = metrics->node()) node_options.heartbeat_sent = [node] { node->heartbeat_sent(); };
   node_options.control = [&control](const control_msg& order) { return control.obey(order); };
-  node_options.report_worker_failures = job.config.fault.recovery == "in_place";
   if (monitor::NodeMetrics* node = metrics->node())
-    node_options.recovered = [node](const std::string& path, const std::string& source,
-                                    const std::string& failure_kind) {
-      node->count_failure(failure_kind);
-      node->count_recovery(source, path);
+    node_options.recovered = [node](const training_resumed& resumed) {
+      const RecoverySource source =
+          resumed.route == RecoveryRoute::in_place_rollback ? RecoverySource::checkpoint : RecoverySource::replica;
+      node->count_failure(std::string(to_string(resumed.kind)));
+      node->count_recovery(std::string(to_string(source)), std::string(to_string(RecoveryMode::in_place)));
     };
   caf::scoped_actor self{system};
   spawn_node_supervisor(system, *supervisor, std::move(hello), work, std::move(node_options), self);

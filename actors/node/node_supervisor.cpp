@@ -62,10 +62,41 @@ void run_worker(caf::blocking_actor* self, caf::actor supervisor, NodeWork work,
   self->send(supervisor, done_atom_v, done, slot);
 }
 
+// What a worker noted since it was last asked, as the heartbeat carries it.
+std::vector<worker_notice> notices(monitor::WorkProgress& progress) {
+  std::vector<worker_notice> taken;
+  for (monitor::WorkNotice& n : progress.take_notices())
+    taken.push_back({n.kind, n.step, n.unix_seconds, std::move(n.detail)});
+  return taken;
+}
+
 caf::actor spawn_worker(node_actor* self, int slot, std::optional<recover_msg> replacing) {
   auto& st = self->state;
   return self->spawn(run_worker, caf::actor_cast<caf::actor>(self), st.work, st.start, slot,
                      st.progress.at(static_cast<std::size_t>(slot)), std::move(replacing));
+}
+
+// Tells the job this node is alive, how far each worker got, what each noted for the job's events
+// since the last heartbeat, and the process's memory.
+void send_heartbeat(node_actor* self, const NodeOptions& options) {
+  auto& st = self->state;
+  heartbeat_msg beat{st.node_index, {}};
+  for (std::size_t slot = 0; slot < st.progress.size(); ++slot) {
+    const monitor::ProgressSnapshot now = st.progress[slot]->snapshot();
+    std::vector<step_beat> steps;
+    for (const monitor::StepRecord& r : now.recent_steps)
+      steps.push_back(
+          {r.step, r.start_unix_seconds, r.seconds, r.loss, r.tokens, r.wire_bytes, r.plain_bytes, r.compress_seconds});
+    beat.workers.push_back({st.first_rank + static_cast<int>(slot), now.steps_done, now.progress, now.idle_seconds,
+                            now.activity, now.waiting_for, now.waiting_seconds, std::move(steps),
+                            notices(*st.progress[slot])});
+  }
+  for (const monitor::MemoryFigure& f : memory_reading())
+    beat.memory.push_back({f.device, f.kind, static_cast<std::int64_t>(f.bytes), static_cast<std::int64_t>(f.peak)});
+  beat.resident_bytes = static_cast<std::int64_t>(compute::resident_bytes());
+  beat.peak_resident_bytes = static_cast<std::int64_t>(compute::peak_resident_bytes());
+  self->send(st.job, heartbeat_atom_v, std::move(beat));
+  if (options.heartbeat_sent) options.heartbeat_sent();
 }
 
 // What every phase answers alike: the job's stop, and the orders of the job's monitor actor.
@@ -85,24 +116,7 @@ caf::message_handler every_phase(node_actor* self, const NodeOptions& options) {
 caf::behavior working(node_actor* self, const NodeOptions& options) {
   const caf::message_handler phase{
       [=](heartbeat_atom) {
-        auto& st = self->state;
-        heartbeat_msg beat{st.node_index, {}};
-        for (std::size_t slot = 0; slot < st.progress.size(); ++slot) {
-          const monitor::ProgressSnapshot now = st.progress[slot]->snapshot();
-          std::vector<step_beat> steps;
-          for (const monitor::StepRecord& r : now.recent_steps)
-            steps.push_back({r.step, r.start_unix_seconds, r.seconds, r.loss, r.tokens, r.wire_bytes, r.plain_bytes,
-                             r.compress_seconds});
-          beat.workers.push_back({st.first_rank + static_cast<int>(slot), now.steps_done, now.progress,
-                                  now.idle_seconds, now.activity, now.waiting_for, now.waiting_seconds,
-                                  std::move(steps)});
-        }
-        for (const monitor::MemoryFigure& f : memory_reading())
-          beat.memory.push_back({f.device, f.kind, static_cast<std::int64_t>(f.bytes), static_cast<std::int64_t>(f.peak)});
-        beat.resident_bytes = static_cast<std::int64_t>(compute::resident_bytes());
-        beat.peak_resident_bytes = static_cast<std::int64_t>(compute::peak_resident_bytes());
-        self->send(st.job, heartbeat_atom_v, std::move(beat));
-        if (options.heartbeat_sent) options.heartbeat_sent();
+        send_heartbeat(self, options);
         self->delayed_send(self, options.heartbeat_interval, heartbeat_atom_v);
       },
       [=](done_atom, node_done_msg& done, int slot) {
@@ -110,7 +124,7 @@ caf::behavior working(node_actor* self, const NodeOptions& options) {
         done.node_index = st.node_index;
         ++st.workers_done;
         if (st.failure_reported) return;
-        if (done.threw && options.report_worker_failures && !st.rescue_ordered) {
+        if (done.threw && st.start.recovery.mode == RecoveryMode::in_place && !st.rescue_ordered) {
           st.awaiting_word.insert(slot);
           self->send(st.job, recover_atom_v,
                      worker_failed_msg{st.node_index, st.first_rank + slot, done.reason,
@@ -123,6 +137,8 @@ caf::behavior working(node_actor* self, const NodeOptions& options) {
           return;
         }
         if (st.held_failure) done = *st.held_failure;
+        // The workers' last notes go out before the report that ends this node's part.
+        if (done.exit_code != 0 || all_done) send_heartbeat(self, options);
         if (done.exit_code != 0) {
           st.failure_reported = true;
           self->send(st.job, done_atom_v, done);
@@ -165,8 +181,8 @@ caf::behavior working(node_actor* self, const NodeOptions& options) {
         if (!self->current_sender() || self->current_sender()->node() != st.job.node()) return;
         st.start = grown;
       },
-      [=](recover_atom, const std::string& path, const std::string& source, const std::string& failure_kind) {
-        if (options.recovered) options.recovered(path, source, failure_kind);
+      [=](recover_atom, const training_resumed& resumed) {
+        if (options.recovered) options.recovered(resumed);
       },
   };
   return phase.or_else(every_phase(self, options));

@@ -16,8 +16,9 @@
 //     │   node to join, so either may come first) │ every worker done ─► node_done_msg (0) to the job
 //     │ join refused or unanswered in 30 s ─►     │ rescue_msg ─► to every worker; a writer's rescue_done_msg
 //     │   ended (2)                               │   goes on to the job (before that worker's failure)
-//                                                 │ with report_worker_failures, a worker that threw ─►
-//                                                 │   worker_failed_msg to the job instead, and the node waits
+//                                                 │ with the job's fault.recovery in place (start_msg), a
+//                                                 │   worker that threw ─► worker_failed_msg to the job
+//                                                 │   instead, and the node waits
 //                                                 │ recover_msg ─► the failed workers named respawned in
 //                                                 │   this process (replacements); the order to every other worker
 //
@@ -62,13 +63,9 @@ struct NodeOptions {
   std::function<void()> heartbeat_sent;
   // Obeys an order of the job's monitor actor (control_msg); unset: the node takes none.
   std::function<control_reply_msg(const control_msg&)> control;
-  // fault.recovery in_place: a worker that threw is reported as worker_failed_msg, and the node
-  // waits for the job's word (recover_msg, or a stop after the job chose to restart every node).
-  bool report_worker_failures = false;
-  // Told of every recovery the job went on after without restarting this node (its path: in_place;
-  // where the state came from: replica, or checkpoint for a rollback; and the kind of failure it
-  // answered), for the node's metrics.
-  std::function<void(const std::string& path, const std::string& source, const std::string& failure_kind)> recovered;
+  // Told of every in-place recovery the job went on after without restarting this node (its route
+  // says where the state came from, its kind the failure it answered), for the node's metrics.
+  std::function<void(const training_resumed&)> recovered;
 };
 
 // `hello` is the join message to send (its `node` field is filled in here); the node runs one

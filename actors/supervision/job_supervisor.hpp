@@ -25,9 +25,12 @@
 //                                                      │ rescuing │
 //                                                      └──────────┘
 //       every writer's rescue_done_msg, one step ─► ended (1, kind, rescued_step) "; rescue snapshot of step N written"
-//       a writer's error, its node failed or lost, steps differ, the timer ─► ended (1, kind) "; no rescue snapshot (…)"
-//       another node done, failed or lost: recorded, stays (the watchdog is off)
+//       a writer's error, its node failed or lost, steps differ, the timer ─► ended (1, kind) "; no rescue snapshot
+//       (…)" another node done, failed or lost: recorded, stays (the watchdog is off)
 //
+//   running ─► recovering and back: the in-place recovery and grow protocol (recovery_coordinator.hpp
+//   draws it; the files: job_supervisor.cpp the phases here, recovery_coordinator.cpp recovering,
+//   supervisor_reports.cpp how nodes and ranks are named). In short:
 //   running: with recovery in place (recovery_path.hpp), a node's worker_failed_msg ─► recover_msg
 //     to every node (the failed worker respawned in its process, the others give up their step);
 //     every rank's recover_ready_msg ─► recover_plan_msg to each (per stage and shard a donor);
@@ -82,8 +85,9 @@
 
 #include <caf/all.hpp>
 
+#include "actors/job_events.hpp"
 #include "actors/messages.hpp"
-#include "actors/supervision/recovery_path.hpp"
+#include "actors/recovery_shape.hpp"
 
 namespace troupe::actors {
 
@@ -175,6 +179,13 @@ struct JobPlan {
   // job and an in-place replacement of a node each begin a new one. A join or message from a
   // process of an older attempt than its node's is refused (docs/protocols/control-plane.md).
   int attempt = 0;
+  // Where the supervisor says what happened (job_events.hpp); null: nowhere. It outlives the
+  // supervisor (the job runner's, across attempts).
+  JobEvents* events = nullptr;
+  // How this attempt's ranks got their state when they report a resume: the restart the job runner
+  // chose (restart_from_replica, restart_from_checkpoint, shrink, grow_by_restart), or a fresh job
+  // told to resume (restart_from_checkpoint).
+  RecoveryRoute start_route = RecoveryRoute::restart_from_checkpoint;
 };
 
 // Spawns the job supervisor; `listener` receives one job_outcome_msg when the job ends.

@@ -17,15 +17,26 @@ std::string state_of_its_own(const RecoveryShape& shape) {
   if (shape.zero > 0)
     return "train.zero " + std::to_string(shape.zero) +
            " shards the optimizer state: no replica holds a lost shard of the moments";
-  if (shape.compress == "powersgd") return "comm.compress powersgd keeps each rank's residual only in its own memory";
+  if (shape.compression == comm::Compression::powersgd)
+    return "comm.compress powersgd keeps each rank's residual only in its own memory";
   return {};
 }
 
+// Why in place does not cover a device backend, for every choice that says so.
+constexpr const char* device_state =
+    "the state is in GPU memory, behind a stream an aborted NCCL communicator may block";
+
 }  // namespace
+
+ReplicaState replica_state(const RecoveryShape& shape) {
+  if (shape.data_parallel < 2) return {false, "a single data-parallel replica"};
+  if (std::string own = state_of_its_own(shape); !own.empty()) return {false, std::move(own)};
+  return {true, {}};
+}
 
 RecoveryChoice choose_recovery(const RecoveryShape& shape, FailureKind kind) {
   auto restart = [](std::string why) { return RecoveryChoice{false, false, std::move(why)}; };
-  if (shape.mode != "in_place") return restart("fault.recovery is " + shape.mode);
+  if (shape.mode != RecoveryMode::in_place) return restart("fault.recovery is restart");
   const bool node_gone = node_process_gone(kind);
   if (kind != FailureKind::worker_exception && !node_gone)
     return restart(
@@ -34,28 +45,35 @@ RecoveryChoice choose_recovery(const RecoveryShape& shape, FailureKind kind) {
   if (node_gone && !shape.replaces_nodes)
     return restart("in place replaces a " + std::string(to_string(kind)) +
                    " node only where the job's launcher started every node process (not --external)");
-  if (shape.backend != "cpu") return restart("in place covers the CPU backend, not train.backend " + shape.backend);
-  const std::string own_state = state_of_its_own(shape);
-  if (!own_state.empty() && !shape.checkpoints) return restart(own_state + ", and no checkpoint.dir to roll back to");
-  if (shape.data_parallel < 2 && !shape.checkpoints)
-    return restart("no surviving replica holds the failed worker's state (dp 1) and no checkpoint.dir to roll back to");
-  return {true, shape.data_parallel < 2 || !own_state.empty(), {}};
+  if (shape.device_backend) return restart(std::string("in place covers the CPU backend: ") + device_state);
+  const ReplicaState state = replica_state(shape);
+  if (!state.held && !shape.checkpoints)
+    return restart(
+        (shape.data_parallel < 2 ? "no surviving replica holds the failed worker's state (dp 1)" : state.why_not) +
+        ", and no checkpoint.dir to roll back to");
+  return {true, !state.held, {}};
 }
 
 RecoveryChoice choose_grow(const RecoveryShape& shape) {
   auto restart = [](std::string why) { return RecoveryChoice{false, false, "in place grows " + std::move(why)}; };
-  if (shape.mode != "in_place") return {false, false, "fault.recovery is " + shape.mode};
+  if (shape.mode != RecoveryMode::in_place) return {false, false, "fault.recovery is restart"};
   if (!shape.replaces_nodes) return restart("only where the job's launcher started every node process");
-  if (shape.backend != "cpu") return restart("on the CPU backend, not train.backend " + shape.backend);
+  if (shape.device_backend) return restart(std::string("on the CPU backend: ") + device_state);
   if (shape.pipeline_stages > 1 || shape.tensor_shards > 1)
     return restart("plain data parallelism, not " + std::to_string(shape.pipeline_stages) + " pipeline stage(s) × " +
                    std::to_string(shape.tensor_shards) + " tensor shard(s)");
-  if (shape.zero > 0)
-    return restart("where every rank holds the whole state, and train.zero " + std::to_string(shape.zero) +
-                   " shards it");
-  if (shape.compress == "powersgd")
-    return restart("where every rank holds the whole state, and comm.compress powersgd keeps a residual per rank");
+  // The job that grows may have shrunk to one replica: what matters is whether its state is the
+  // whole state, which a lone replica's is.
+  if (std::string own = state_of_its_own({shape.mode, 2, 1, 1, shape.zero, false, shape.compression}); !own.empty())
+    return restart("where every rank holds the whole state, and " + own);
   return {true, false, {}};
+}
+
+RescueChoice rescue_choice(const RecoveryShape& shape) {
+  if (!shape.checkpoints) return {false, "no checkpoint.dir to restart from"};
+  if (shape.device_backend) return {false, device_state};
+  if (const ReplicaState state = replica_state(shape); !state.held) return {false, state.why_not};
+  return {true, {}};
 }
 
 RecoveryPlan plan_recovery(const RecoveryShape& shape, const std::map<int, std::int64_t>& steps_done) {
@@ -110,14 +128,6 @@ std::string no_replica_reason(const RecoveryShape& shape, int rank) {
   if (grid.tp > 1) part += (part.empty() ? "" : ", ") + std::string("tensor shard ") + std::to_string(at.tp);
   if (part.empty()) part = "rank " + std::to_string(rank);
   return "no replica holds " + part + "'s state";
-}
-
-RecoveryShape recovery_shape(const JobConfig& config, int world_size, bool replaces_nodes) {
-  return {config.fault.recovery,     world_size / (config.pipeline.stages * config.tensor.shards),
-          config.pipeline.stages,    config.tensor.shards,
-          config.train.zero,         config.train.backend,
-          config.comm.compress,      replaces_nodes,
-          !config.checkpoint.dir.empty()};
 }
 
 }  // namespace troupe::actors

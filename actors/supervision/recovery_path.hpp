@@ -37,26 +37,10 @@
 #include <string>
 #include <vector>
 
-#include "actors/job_options.hpp"
 #include "actors/failure_kind.hpp"
+#include "actors/recovery_shape.hpp"
 
 namespace troupe::actors {
-
-// What the choice reads of the job.
-struct RecoveryShape {
-  std::string mode = "restart";  // fault.recovery: in_place or restart
-  int data_parallel = 1;
-  int pipeline_stages = 1;
-  int tensor_shards = 1;
-  int zero = 0;
-  std::string backend = "cpu";
-  std::string compress = "none";  // comm.compress
-  // Whether the job can start a lost node process again: its launcher started every node, on this
-  // machine or through the launcher template (not --external).
-  bool replaces_nodes = false;
-  // checkpoint.dir is set: a rollback has checkpoints to read.
-  bool checkpoints = false;
-};
 
 struct RecoveryChoice {
   bool in_place = false;
@@ -67,6 +51,26 @@ struct RecoveryChoice {
 };
 
 RecoveryChoice choose_recovery(const RecoveryShape& shape, FailureKind kind);
+
+// Whether every rank's whole state (parameters, AdamW moments, the gradient sums' own state) is
+// also held by the rank of the same pipeline stage and tensor shard in another data-parallel
+// replica; where it is not, why — the one rule behind in-place recovery's rollback, the rescue
+// snapshot and the grow: a single replica, ZeRO's shards (of the moments; under ZeRO-3 of the
+// parameters too), PowerSGD's per-rank residual.
+struct ReplicaState {
+  bool held = true;
+  std::string why_not;
+};
+ReplicaState replica_state(const RecoveryShape& shape);
+
+// Whether an attempt's survivors may be asked for a rescue snapshot (their memory of the last
+// completed step, written as a checkpoint): with checkpoint.dir, on the CPU backend, where a
+// replica holds every rank's state. `why_not` is the reason when not.
+struct RescueChoice {
+  bool allowed = false;
+  std::string why_not;
+};
+RescueChoice rescue_choice(const RecoveryShape& shape);
 
 // Whether nodes that come back after a shrink (the shell's rejoin, a new spare line) join the
 // running job in place: the job's launcher starts their processes, the survivors keep theirs and
@@ -96,11 +100,8 @@ RecoveryPlan plan_recovery(const RecoveryShape& shape, const std::map<int, std::
 // rank goes back to the oldest of them, which every rank can read; no plan when a rank has none.
 RecoveryPlan plan_rollback(const std::map<int, std::int64_t>& checkpoint_steps);
 
-// Why `rank`'s state is in no replica, for the log: "no replica holds pipeline stage 1's state",
-// or what ZeRO or PowerSGD keeps in one rank alone.
+// Why `rank`'s state is in no replica, for the log: what ZeRO or PowerSGD keeps in one rank alone
+// (replica_state), or with one replica "no replica holds pipeline stage 1's state".
 std::string no_replica_reason(const RecoveryShape& shape, int rank);
-
-// The shape of a job of `world_size` ranks as `config` has it; `replaces_nodes` as above.
-RecoveryShape recovery_shape(const JobConfig& config, int world_size, bool replaces_nodes);
 
 }  // namespace troupe::actors

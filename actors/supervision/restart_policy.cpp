@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "actors/supervision/recovery_path.hpp"
+
 namespace troupe::actors {
 namespace {
 
@@ -36,20 +38,16 @@ AttemptOutcome attempt_outcome(const job_outcome_msg& o) {
   a.exit_code = o.exit_code;
   a.reason = o.reason;
   a.restartable = o.exit_code == 1 || !o.drop_nodes.empty();
-  a.failure_kind = parse_failure_kind(o.failure_kind);
+  if (o.exit_code != 0 && o.failure_kind != FailureKind::node_exit) a.failure_kind = o.failure_kind;
   a.failed_nodes = o.failed_nodes;
   a.rescued_step = o.rescued_step;
   a.drop_nodes = o.drop_nodes;
   a.rejoin = o.rejoin;
-  for (const std::string& kind : o.in_place_recoveries)
-    if (const auto parsed = parse_failure_kind(kind)) a.in_place_recoveries.push_back(*parsed);
   return a;
 }
 
-RestartOptions restart_options(const JobConfig& config, int world_size) {
-  return {config.checkpoint.dir, config.fault.max_restarts, config.fault.elastic,
-          config.train.zero,     config.train.backend,      world_size / (config.pipeline.stages * config.tensor.shards),
-          config.comm.compress};
+RestartOptions restart_options(const JobConfig& config, const RecoveryShape& shape) {
+  return {config.checkpoint.dir, config.fault.max_restarts, config.fault.elastic, shape};
 }
 
 Expected<ShrinkPlan> plan_shrink(const JobShape& job, const std::vector<int>& drop) {
@@ -85,20 +83,6 @@ Expected<ShrinkPlan> plan_shrink(const JobShape& job, const std::vector<int>& dr
                  ") cannot be split over " + std::to_string(new_dp) + " replicas"};
   }
   return plan;
-}
-
-RescueChoice rescue_choice(const RestartOptions& options) {
-  if (options.checkpoint_dir.empty()) return {false, "no checkpoint.dir to restart from"};
-  // ZeRO shards the optimizer state (and ZeRO-3 the parameters): a lost shard is nowhere else.
-  if (options.zero == 3) return {false, "train.zero 3 shards the parameters and the optimizer state"};
-  if (options.zero > 0) return {false, "train.zero " + std::to_string(options.zero) + " shards the optimizer state"};
-  if (options.backend != "cpu")
-    return {false, "the state is in GPU memory, behind a stream an aborted NCCL communicator may block"};
-  if (options.data_parallel < 2) return {false, "a single data-parallel replica"};
-  // Error feedback: each rank's residual is its own, so a lost rank's is nowhere else; the newest
-  // checkpoint holds every rank's.
-  if (options.compress == "powersgd") return {false, "comm.compress powersgd keeps each rank's residual only in its memory"};
-  return {true, {}};
 }
 
 RestartDecision decide_restart(const RestartHistory& history, const AttemptOutcome& attempt,
@@ -209,7 +193,7 @@ RestartDecision decide_restart(const RestartHistory& history, const AttemptOutco
     std::string from = "the newest checkpoint";
     if (rescued)
       from = "the survivors' rescue snapshot of step " + std::to_string(attempt.rescued_step) + " (no steps lost)";
-    else if (const RescueChoice choice = rescue_choice(options); !choice.allowed)
+    else if (const RescueChoice choice = rescue_choice(options.shape); !choice.allowed)
       from += " (no rescue: " + choice.why_not + ")";
     d.log.push_back(warn(failure + "; recovery: restarting every node from " + from + " in " + options.checkpoint_dir +
                          " (restart " + std::to_string(d.next.budget_used) + " of " +

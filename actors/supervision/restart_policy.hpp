@@ -25,10 +25,11 @@
 #include <string>
 #include <vector>
 
+#include "actors/failure_kind.hpp"
 #include "actors/job_options.hpp"
 #include "actors/messages.hpp"
-#include "actors/failure_kind.hpp"
 #include "actors/recovery_counts.hpp"
+#include "actors/recovery_shape.hpp"
 #include "compute/expected.hpp"
 
 namespace troupe::actors {
@@ -49,7 +50,8 @@ struct AttemptOutcome {
   std::vector<int> drop_nodes;
   long checkpoint_at_start = -1;
   long checkpoint_at_end = -1;
-  std::vector<FailureKind> in_place_recoveries;  // failures the attempt recovered from in place and went on, by kind
+  // Failures the attempt recovered from in place and went on, by kind (job_runner.hpp reads them from the events).
+  std::vector<FailureKind> in_place_recoveries;
   bool rejoin = false;  // the shell asked for the nodes left out back (job_outcome_msg::rejoin)
 };
 
@@ -57,17 +59,15 @@ struct AttemptOutcome {
 // (exit code 1) or the job asked to drop nodes.
 AttemptOutcome attempt_outcome(const job_outcome_msg& outcome);
 
-// What the policy reads of the job's options.
+// What the policy reads of the job's options, and the shape of this attempt (recovery_shape.hpp),
+// whose rescue choice (recovery_path.hpp) says why a restart starts from the newest checkpoint.
 struct RestartOptions {
-  std::string checkpoint_dir;   // empty: nothing to restart from
-  int max_restarts = 3;         // fault.max_restarts
-  bool elastic = false;         // fault.elastic
-  int zero = 0;                 // train.zero
-  std::string backend = "cpu";  // train.backend
-  int data_parallel = 1;        // replicas of this attempt: workers / (pipeline.stages × tensor.shards)
-  std::string compress = "none";  // comm.compress
+  std::string checkpoint_dir;  // empty: nothing to restart from
+  int max_restarts = 3;        // fault.max_restarts
+  bool elastic = false;        // fault.elastic
+  RecoveryShape shape;
 };
-RestartOptions restart_options(const JobConfig& config, int world_size);
+RestartOptions restart_options(const JobConfig& config, const RecoveryShape& shape);
 
 // A failure as a repeat is recognised: its kind and the nodes it names.
 struct FailureSignature {
@@ -120,15 +120,6 @@ struct ShrinkPlan {
 // shrink that cannot keep it is an error, as is one that leaves no node or a world the pipeline
 // stages do not divide.
 Expected<ShrinkPlan> plan_shrink(const JobShape& job, const std::vector<int>& drop);
-
-// Whether the next attempt may ask the survivors of a failure for a rescue snapshot: with
-// checkpoint.dir, the CPU backend, no ZeRO and two or more replicas. `why_not` is the reason
-// when not ("train.zero 1 shards the optimizer state").
-struct RescueChoice {
-  bool allowed = false;
-  std::string why_not;
-};
-RescueChoice rescue_choice(const RestartOptions& options);
 
 // A line for the job's log, in order.
 struct PolicyLine {

@@ -179,11 +179,20 @@ class RankRun {
             loop_.tokens_per_step() / t_.seq_len, t_.steps};
   }
 
+  // Lines for people, and for the job's events the notes its heartbeat carries (committed: on the
+  // rank that commits; failed: on the rank whose save failed).
   checkpoint::CheckpointReporter reporter() const {
+    monitor::WorkProgress* progress = &services_.progress;
     return {[log = checkpoint_log_](const std::string& line) { log->info(line); },
             [log = checkpoint_log_](const std::string& line) { log->error(line); },
             [metrics = services_.metrics](double seconds, std::uint64_t bytes) {
               if (metrics) metrics->checkpoint_saved(seconds, bytes);
+            },
+            [progress](long step, const std::string& folder) {
+              progress->note(monitor::NoticeKind::checkpoint_committed, step, folder);
+            },
+            [progress](long step, const std::string& error) {
+              progress->note(monitor::NoticeKind::checkpoint_failed, step, error);
             }};
   }
 
@@ -234,8 +243,10 @@ class RankRun {
     }
     auto resumed = checkpoints_.restore(loop_.held());
     if (!resumed) return RunOutcome{2, resumed.error().message};
-    for (const std::string& skipped : resumed->skipped)
-      if (services_.reports) checkpoint_log_->warn(skipped);
+    for (const checkpoint::SkippedCheckpoint& skipped : resumed->skipped) {
+      if (services_.reports) checkpoint_log_->warn(skipped.why);
+      services_.progress.note(monitor::NoticeKind::checkpoint_skipped, skipped.step, skipped.why);
+    }
     first_step_ = resumed->steps;
     resume_holding(first_step_);
     if (first_step_ > 0) {
@@ -243,12 +254,14 @@ class RankRun {
       loop_.resume_at(first_step_);
       log_->info("resumed from {} after step {} (data position and optimizer state included)", resumed->from,
                  first_step_);
+      services_.progress.note(monitor::NoticeKind::resumed, first_step_, resumed->from);
       for (const std::string& kind : resumed->absent)
         checkpoint_log_->warn("{} holds no '{}' state: this rank starts it afresh, so the run is no longer bitwise "
                               "that of one that never stopped",
                               resumed->from, kind);
     } else if (job_.config.checkpoint.resume) {
       log_->info("no checkpoint in {} to resume from: starting fresh", job_.config.checkpoint.dir);
+      services_.progress.note(monitor::NoticeKind::resumed, 0, "the start");
     }
     return std::nullopt;
   }

@@ -793,7 +793,7 @@ Verdict drill_checkpoints(const Drill& drill, const DrillOptions& options) {
   auto newest = checkpoint::open_newest_valid(drilled);
   if (newest && newest->checkpoint)
     v.checks.push_back("newest valid checkpoint before the restore: " + newest->checkpoint->dir().string() +
-                       (newest->skipped.empty() ? "" : " (" + newest->skipped.front() + ")"));
+                       (newest->skipped.empty() ? "" : " (" + newest->skipped.front().why + ")"));
   auto second = drill.start("drilled", true);
   if (!second) {
     v.fault = second.error().message;

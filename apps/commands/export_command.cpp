@@ -55,7 +55,8 @@ Expected<checkpoint::LoadedCheckpoint> open_for_export(const fs::path& folder) {
   if (is_step_folder(folder)) return checkpoint::open_checkpoint(folder);
   auto newest = checkpoint::open_newest_valid(folder);
   if (!newest) return newest.error();
-  for (const std::string& line : newest->skipped) std::fprintf(stderr, "troupe: warning: %s\n", line.c_str());
+  for (const checkpoint::SkippedCheckpoint& skipped : newest->skipped)
+    std::fprintf(stderr, "troupe: warning: %s\n", skipped.why.c_str());
   if (newest->checkpoint) return std::move(*newest->checkpoint);
   if (newest->skipped.empty())
     return Error{"--checkpoint " + folder.string() + ": no checkpoint in it (no step-NNNNNNN folder)"};

@@ -25,30 +25,32 @@
 #include <thread>
 
 #include "actors/actor_system_setup.hpp"
-#include "actors/process_environment.hpp"
-#include "actors/local_messages.hpp"
+#include "actors/control/control_port.hpp"
 #include "actors/control/frame_guard.hpp"
+#include "actors/failure_kind.hpp"
+#include "actors/local_messages.hpp"
+#include "actors/process_environment.hpp"
+#include "actors/process_metrics.hpp"
+#include "actors/recovery_counts.hpp"
+#include "actors/supervision/job_runner.hpp"
 #include "actors/supervision/job_supervisor.hpp"
+#include "actors/supervision/recovery_path.hpp"
+#include "actors/supervision/rescue_timing.hpp"
+#include "actors/supervision/restart_policy.hpp"
 #include "actors/worker/job_data.hpp"
 #include "apps/commands/checkpoint_folder_lock.hpp"
-#include "apps/config/memory_fit.hpp"
 #include "apps/commands/commands.hpp"
-#include "apps/exit_codes.hpp"
-#include "apps/config/keys.hpp"
-#include "apps/config/value.hpp"
-#include "actors/control/control_port.hpp"
 #include "apps/commands/job_identity.hpp"
+#include "apps/config/keys.hpp"
+#include "apps/config/memory_fit.hpp"
+#include "apps/config/value.hpp"
+#include "apps/exit_codes.hpp"
 #include "apps/launch/host_file.hpp"
 #include "apps/launch/local_host.hpp"
 #include "apps/launch/node_launcher.hpp"
 #include "apps/launch/rank_plan.hpp"
 #include "apps/launch/slurm_allocation.hpp"
 #include "apps/launch/spare_watch.hpp"
-#include "actors/process_metrics.hpp"
-#include "actors/failure_kind.hpp"
-#include "actors/recovery_counts.hpp"
-#include "actors/supervision/rescue_timing.hpp"
-#include "actors/supervision/restart_policy.hpp"
 #include "checkpoint/store.hpp"
 #include "monitor/log.hpp"
 
@@ -185,8 +187,9 @@ class AttemptOrders {
 AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, launch::RankPlan plan,
                            launch::LauncherOptions launcher_options, SpareHosts& spares, int& attempt,
                            const std::string& token, const actors::RecoveryCounts& counts, bool rescue,
-                           const actors::RescueTiming& timing, actors::ControlPort& control,
-                           launch::SpareWatch* spare_watch = nullptr, InPlaceGrowth* growth = nullptr) {
+                           const actors::RescueTiming& timing, actors::ControlPort& control, actors::JobEvents& events,
+                           actors::RecoveryRoute start_route, launch::SpareWatch* spare_watch = nullptr,
+                           InPlaceGrowth* growth = nullptr) {
   auto milliseconds = [](double seconds) { return std::chrono::milliseconds(std::lround(seconds * 1000)); };
   actors::JobPlan job_plan{token,
                            build_id(),
@@ -206,6 +209,8 @@ AttemptOutcome run_attempt(const LaunchArgs& args, const JobConfig& config, laun
   job_plan.recovery = actors::recovery_shape(config, plan.world_size, args.external == 0);
   job_plan.recovery_timeout = milliseconds(config.fault.rescue_timeout);
   job_plan.attempt = attempt;
+  job_plan.events = &events;
+  job_plan.start_route = start_route;
   std::unique_ptr<launch::NodeLauncher> launcher;
   // The new process starts its counters with this attempt's in-place recoveries, its own included
   // (TROUPE_RESTARTS). An unreachable node's goes to a spare line, its own host being out of reach.
@@ -472,13 +477,18 @@ int run_external(const LaunchArgs& args, const ResolvedJob& job) {
   const auto folder_lock = lock_checkpoint_folder(job.config);
   if (!folder_lock) return error_exit(ExitCode::bad_input, folder_lock.error().message);
   monitor::set_log_job(actors::metrics_job_label(*token));
-  actors::ControlPort control(job.config.monitor, *token);
-  const bool rescue = actors::rescue_choice(actors::restart_options(job.config, plan.world_size)).allowed;
+  actors::JobEvents events;
+  actors::ControlPort control(job.config.monitor, *token, &events);
+  const bool rescue = actors::rescue_choice(actors::recovery_shape(job.config, plan.world_size, false)).allowed;
   SpareHosts no_spares;
   int first_attempt = 0;
   const AttemptOutcome attempt = run_attempt(args, job.config, plan, {}, no_spares, first_attempt, *token, {}, rescue,
-                                             actors::rescue_timing(job.config.fault), control);
+                                             actors::rescue_timing(job.config.fault), control, events,
+                                             actors::RecoveryRoute::restart_from_checkpoint);
   control.attempt_ended(attempt.reason);
+  events.emit(0, actors::attempt_ended{attempt.exit_code, attempt.failure_kind.value_or(actors::FailureKind::node_exit),
+                                       attempt.failed_nodes, attempt.reason});
+  events.emit(0, actors::job_ended{attempt.exit_code, 0, actors::RecoveryCounts{}.to_text(), attempt.reason});
   if (attempt.exit_code == 0) return to_int(ExitCode::success);
   return error_exit(exit_code_of(attempt.exit_code), attempt.reason);
 }
@@ -565,7 +575,8 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
   auto token = new_job_token();
   if (!token) return error_exit(ExitCode::failure, token.error().message);
   monitor::set_log_job(actors::metrics_job_label(*token));  // the label the nodes' lines and metrics carry
-  actors::ControlPort control(job.config.monitor, *token);
+  actors::JobEvents events;
+  actors::ControlPort control(job.config.monitor, *token, &events);
 
   // Recovery (docs/drills.md, "Recovery"): when a node fails or is lost, the survivors write
   // their memory of the last completed step as a checkpoint when the policy allows a rescue
@@ -583,6 +594,7 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
   std::vector<int> running(hosts.size());
   std::iota(running.begin(), running.end(), 0);
   std::vector<launch::HostEntry> spare_lines = host_file->spares;  // every spare line the job knows of
+  actors::RecoveryRoute start_route = actors::RecoveryRoute::restart_from_checkpoint;  // how the next attempt resumes
   for (;;) {
     const std::vector<int> left_out = left_out_of(configured, running);
     std::vector<std::string> left_out_lines;
@@ -603,8 +615,9 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
                                     args.host_file, found.front().line, found.front().host, found.front().slots);
                                 control.order("rejoin");
                               }});
-    actors::RestartOptions options = actors::restart_options(config, plan.world_size);
-    const bool rescue = actors::rescue_choice(options).allowed;
+    actors::RestartOptions options =
+        actors::restart_options(config, actors::recovery_shape(config, plan.world_size, true));
+    const bool rescue = actors::rescue_choice(options.shape).allowed;
     const long checkpoint_at_start = newest_checkpoint(config);
     // The shell's rejoin, or a new spare line, brings the nodes left out back into the running job
     // where it can (JobPlan::grow_nodes): after the running nodes, with the batch split as a grow
@@ -623,8 +636,11 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
       layout.plan = launch::plan_ranks(layout.hosts, launch::this_host_name());
       return layout;
     };
+    const std::int64_t attempt_began = events.last_seq();
     AttemptOutcome attempt = run_attempt(args, config, plan, launcher_options, spares, attempt_number, *token,
-                                         history.counts, rescue, timing, control, &watch, &growth);
+                                         history.counts, rescue, timing, control, events, start_route, &watch, &growth);
+    const int ended_attempt = attempt_number;
+    attempt.in_place_recoveries = actors::in_place_recoveries(events, attempt_began);
     std::vector<launch::HostEntry> new_spares = watch.found();
     ++attempt_number;  // a restart, if one follows, is the next attempt
     if (growth.grown) {
@@ -635,7 +651,8 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
       config = growth.layout->config;
       spare_lines.insert(spare_lines.end(), growth.layout->new_spares.begin(), growth.layout->new_spares.end());
       new_spares.clear();
-      options = actors::restart_options(config, static_cast<int>(growth.layout->plan.world_size));
+      options = actors::restart_options(
+          config, actors::recovery_shape(config, static_cast<int>(growth.layout->plan.world_size), true));
     }
     // A node that went to a spare line stays there.
     for (const auto& [index, spare] : spares.taken) {
@@ -647,9 +664,11 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
     attempt.checkpoint_at_start = checkpoint_at_start;
     attempt.checkpoint_at_end = newest_checkpoint(config);
     control.attempt_ended(attempt.reason);
-    actors::RestartDecision decision = actors::decide_restart(history, attempt, options, job_shape(hosts, config));
+    const actors::JobShape before = job_shape(hosts, config);
+    actors::RestartDecision decision = actors::decide_restart(history, attempt, options, before);
     log_lines(decision.log);
     history = decision.next;
+    start_route = actors::announce_decision(events, ended_attempt, attempt, decision, before);
     switch (decision.action) {
       case actors::RestartDecision::Action::finish: return to_int(ExitCode::success);
       case actors::RestartDecision::Action::stop: return error_exit(exit_code_of(decision.exit_code), decision.reason);
@@ -684,6 +703,7 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
         config.train.grad_accum = grown.batch.grad_accum;
         config.pipeline.microbatches = grown.batch.microbatches;
         plan = launch::plan_ranks(hosts, launch::this_host_name());
+        actors::announce_grow(events, ended_attempt, before, job_shape(hosts, config), grown.back);
         break;
       }
       case actors::RestartDecision::Action::restart_from_replica:

@@ -72,6 +72,10 @@ std::optional<std::string> assign(const ConfigField& field, const toml::node& no
           const auto* text = node.as_string();
           if (!text) return "expected a string" + got;
           *target = text->get();
+        } else if constexpr (std::is_same_v<Value, actors::RecoveryMode>) {
+          const auto* text = node.as_string();
+          if (!text) return "expected a string" + got;
+          if (Status read = parse_recovery_mode_into(*target, text->get(), ""); !read) return read.error().message;
         } else if constexpr (std::is_same_v<Value, bool>) {
           const auto* flag = node.as_boolean();
           if (!flag) return "expected true or false" + got;

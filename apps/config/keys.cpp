@@ -194,7 +194,8 @@ std::string_view type_name(const ConfigKey& key) {
   const ConfigField field = key.field(scratch);
   if (std::holds_alternative<bool*>(field)) return "boolean";
   if (std::holds_alternative<double*>(field)) return "number";
-  if (std::holds_alternative<std::string*>(field)) return "string";
+  if (std::holds_alternative<std::string*>(field) || std::holds_alternative<actors::RecoveryMode*>(field))
+    return "string";
   return "integer";
 }
 

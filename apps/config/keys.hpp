@@ -15,8 +15,9 @@
 
 namespace troupe::apps {
 
-// Where a key's value lives inside a JobConfig; the pointee's type is the key's type.
-using ConfigField = std::variant<bool*, int*, long*, std::uint64_t*, double*, std::string*>;
+// Where a key's value lives inside a JobConfig; the pointee's type is the key's type. A policy
+// with a few named values (fault.recovery) is its enum, read and written by its names.
+using ConfigField = std::variant<bool*, int*, long*, std::uint64_t*, double*, std::string*, actors::RecoveryMode*>;
 
 struct ConfigKey {
   std::string_view name;  // "section.name"
@@ -36,7 +37,8 @@ const ConfigKey* find_config_key(std::string_view name);
 // The known key, or section, a misspelt name most likely meant (see closest_match).
 std::optional<std::string> closest_config_key(std::string_view name);
 std::optional<std::string> closest_config_section(std::string_view name);
-// "integer", "number" or "string": how messages and docs name a key's type.
+// "integer", "number", "string" or "boolean": how messages and docs name a key's type (a named
+// choice is a string).
 std::string_view type_name(const ConfigKey& key);
 
 }  // namespace troupe::apps

@@ -170,8 +170,6 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
            str(f.heartbeat_seconds);
   if (!(f.step_timeout >= 0)) return "fault.step_timeout must not be negative (0 = off), got " + str(f.step_timeout);
   if (f.max_restarts < 0) return "fault.max_restarts must not be negative, got " + str(f.max_restarts);
-  if (f.recovery != "in_place" && f.recovery != "restart")
-    return "fault.recovery must be in_place or restart, got '" + f.recovery + "'";
   // The writers' commit gets five sixths of it: under a second leaves no time to write.
   if (!(f.rescue_timeout >= 1 && f.rescue_timeout <= 3600))
     return "fault.rescue_timeout must be between 1 and 3600 seconds, got " + str(f.rescue_timeout);

@@ -30,7 +30,8 @@ TEST_CASE("a corrupt newest checkpoint is skipped with its reason and the older 
   REQUIRE(newest->checkpoint);
   CHECK(newest->checkpoint->manifest().step == 20);
   REQUIRE(newest->skipped.size() == 1);
-  CHECK(newest->skipped[0].starts_with("skipped step-0000040: rank-00000.safetensors hash mismatch: the file hashes to "));
+  CHECK(newest->skipped[0].why.starts_with(
+      "skipped step-0000040: rank-00000.safetensors hash mismatch: the file hashes to "));
 
   std::vector<float> first(4);
   REQUIRE(newest->checkpoint->read("param", 0, 4, first).ok());
@@ -49,8 +50,8 @@ TEST_CASE("a truncated shard is reported by size, and no valid checkpoint at all
   REQUIRE(newest.ok());
   CHECK_FALSE(newest->checkpoint);
   REQUIRE(newest->skipped.size() == 1);
-  CHECK(newest->skipped[0] == "skipped step-0000040: rank-00000.safetensors has " + std::to_string(size - 100) +
-                                  " bytes, the manifest says " + std::to_string(size) + " (torn write?)");
+  CHECK(newest->skipped[0].why == "skipped step-0000040: rank-00000.safetensors has " + std::to_string(size - 100) +
+                                      " bytes, the manifest says " + std::to_string(size) + " (torn write?)");
 
   auto none = open_newest_valid(dir.path() / "never-written");
   REQUIRE(none.ok());
@@ -73,7 +74,8 @@ TEST_CASE("a checkpoint of another format version is refused naming both version
   auto newest = open_newest_valid(dir.path());
   REQUIRE(newest.ok());
   CHECK_FALSE(newest->checkpoint);
-  CHECK(newest->skipped == std::vector<std::string>{"skipped step-0000040 has format version 2; this build reads 1"});
+  CHECK(newest->skipped == std::vector<troupe::checkpoint::SkippedCheckpoint>{
+                               {40, "skipped step-0000040 has format version 2; this build reads 1"}});
 }
 
 TEST_CASE("check_model names the first field that differs", "[loader]") {

@@ -68,24 +68,37 @@ TEST_CASE("workers names each rank's replica, stage and tensor shard", "[monitor
   CHECK(std::regex_search(text, std::regex("\n2 +0 +1 +0 +0 +3  step 4")));
 }
 
-TEST_CASE("status lists a recovery from a replica by its donor and a rollback by the checkpoint every rank read",
-          "[monitor][rollback]") {
+TEST_CASE(
+    "status lists, from the job's events, a recovery from a replica by its donor, a rollback by the "
+    "checkpoint every rank read, and a grow",
+    "[monitor][rollback]") {
   MonitorPlan plan;
   plan.world_size = 2;
   plan.pp = 2;
   plan.total_steps = 12;
   job_view_msg view;
   view.running = true;
-  view.recoveries.push_back({"in_place", 1, 1, 0, 4, 5200000, 0.25, 0, {1}});
-  view.recoveries.push_back({"in_place", 2, 0, -1, 6, 10500000, 0.5, 1, {0}});
-  view.recoveries.push_back({"in_place", 3, 2, 0, 8, 20200000, 0.75, 2, {2, 1}});
-  const std::string status = status_text(plan, view, {}, {});
+  JobEvents events;
+  using Route = RecoveryRoute;
+  events.emit(0, state_moved{Route::in_place_from_replica, 1, 5200000, 0.1, {0}, {1}});
+  events.emit(0, training_resumed{Route::in_place_from_replica, 1, 4, "rank 0's memory", {1}, {}, {}, 0.25});
+  events.emit(1, state_moved{Route::in_place_rollback, 2, 10500000, 0.2, {}, {0, 1}});
+  events.emit(1, training_resumed{Route::in_place_rollback, 2, 6, "checkpoint step 6", {0}, {1}, {4711}, 0.5});
+  events.emit(3, state_moved{Route::in_place_from_replica, 3, 20200000, 0.3, {0, 3}, {2, 1}});
+  events.emit(3, training_resumed{
+                     Route::in_place_from_replica, 3, 8, "ranks 0, 3's memory", {2, 1}, {1, 2}, {4712, 4713}, 0.75});
+  events.emit(3, step_trained{9, 2.5});
+  events.emit(4, state_moved{Route::grow_in_place, 4, 7000000, 0.1, {0}, {2}});
+  events.emit(4, training_resumed{Route::grow_in_place, 4, 9, "rank 0's memory", {2}, {1}, {}, 0.4});
+  const std::string status = status_text(plan, view, {}, {}, events.since(0));
   INFO(status);
-  CHECK_THAT(status, Contains("recovery  in_place (epoch 1) in 0.250 s: rank 1 respawned in its process, 5.2 MB of "
+  CHECK_THAT(status, Contains("recovery  in place (epoch 1) in 0.250 s: rank 1 respawned in its process, 5.2 MB of "
                               "state from rank 0; went on after step 4") &&
-                         Contains("recovery  in_place (epoch 2) in 0.500 s: rank 0 respawned in a new process of its "
+                         Contains("recovery  in place (epoch 2) in 0.500 s: rank 0 respawned in a new process of its "
                                   "node, every rank rolled back to checkpoint step 6 (10.5 MB read); went on after "
                                   "step 6") &&
-                         Contains("recovery  in_place (epoch 3) in 0.750 s: ranks 2, 1 respawned in 2 new node "
-                                  "processes, 20.2 MB of state from rank 0; went on after step 8"));
+                         Contains("recovery  in place (epoch 3) in 0.750 s: ranks 2, 1 respawned in 2 new node "
+                                  "processes, 20.2 MB of state from rank 0; went on after step 8") &&
+                         Contains("grow      in place (epoch 4) in 0.400 s: rank 2 joined in 1 new node process(es), "
+                                  "7.0 MB of state from rank 0; went on after step 9"));
 }

@@ -152,7 +152,7 @@ TEST_CASE("a node with the wrong token is rejected and the job goes on", "[actor
   auto outcome = job.outcome(std::chrono::seconds(30));
   REQUIRE(outcome);
   CHECK(outcome->exit_code == 0);
-  CHECK(outcome->failure_kind.empty());
+  CHECK(outcome->failure_kind == FailureKind::node_exit);
   CHECK(good0.wait(std::chrono::seconds(10)) == 0);
   CHECK(good1.wait(std::chrono::seconds(10)) == 0);
 }
@@ -180,7 +180,7 @@ TEST_CASE("a node of the job running another build fails the job at once, named"
   auto outcome = job.outcome(std::chrono::seconds(15));
   REQUIRE(outcome);
   CHECK(outcome->exit_code == 2);
-  CHECK(outcome->failure_kind == "rejected");
+  CHECK(outcome->failure_kind == FailureKind::rejected);
   CHECK(outcome->failed_nodes == std::vector<int>{1});
   CHECK_THAT(outcome->reason, Contains("node 1 (localhost") &&
                                   Contains("cannot join: build other-build differs from the job's test-build"));
@@ -195,7 +195,7 @@ TEST_CASE("a node that fails ends the job with its name and stops the others", "
   auto outcome = job.outcome(std::chrono::seconds(30));
   REQUIRE(outcome);
   CHECK(outcome->exit_code == 1);
-  CHECK(outcome->failure_kind == "worker_exception");
+  CHECK(outcome->failure_kind == FailureKind::worker_exception);
   CHECK(outcome->failed_nodes == std::vector<int>{1});
   CHECK_THAT(outcome->reason, Contains("node 1") && Contains("deliberate failure"));
   CHECK(failing.wait(std::chrono::seconds(10)) == 1);
@@ -247,7 +247,7 @@ TEST_CASE("a node killed with SIGKILL is named within seconds, not waited for", 
   std::printf("lost node reported %.3f s after SIGKILL: %s\n", seconds, outcome->reason.c_str());
   CHECK(outcome->exit_code == 1);
   CHECK_THAT(outcome->reason, Contains("lost node 0"));
-  CHECK(outcome->failure_kind == "node_lost");
+  CHECK(outcome->failure_kind == FailureKind::node_lost);
   CHECK(outcome->failed_nodes == std::vector<int>{0});
   CHECK(seconds < 5.0);
   victim.wait(std::chrono::seconds(2));
@@ -268,7 +268,7 @@ TEST_CASE("a stopped node process is named by its missing heartbeat", "[actors]"
   CHECK_THAT(outcome->reason, Contains("node 1 (localhost") && Contains("sent no heartbeat for") &&
                                   Contains("reason unknown (unreachable, stopped or hung)") && Contains("in step 1"));
   CHECK_THAT(outcome->reason, !Contains("hung or stopped"));
-  CHECK(outcome->failure_kind == "hang");
+  CHECK(outcome->failure_kind == FailureKind::hang);
   CHECK(outcome->failed_nodes == std::vector<int>{1});
   CHECK(seconds < 4.0);
   CHECK(running.wait(std::chrono::seconds(10)) == 1);
@@ -289,7 +289,7 @@ TEST_CASE("a node killed after every rank finished the last step ends the job as
   REQUIRE(outcome);
   std::printf("node lost after the last step: job ended %.3f s after SIGKILL: %s\n", seconds, outcome->reason.c_str());
   CHECK(outcome->exit_code == 0);
-  CHECK(outcome->failure_kind.empty());
+  CHECK(outcome->failure_kind == FailureKind::node_exit);
   CHECK(outcome->rescued_step == -1);
   CHECK_THAT(outcome->reason, Contains("every rank finished its last step (3)") && Contains("lost node 1") &&
                                   Contains("after training completed"));
@@ -329,7 +329,7 @@ TEST_CASE("a node killed before its last step is a failure, though the others fi
   REQUIRE(outcome);
   INFO(outcome->reason);
   CHECK(outcome->exit_code == 1);
-  CHECK(outcome->failure_kind == "node_lost");
+  CHECK(outcome->failure_kind == FailureKind::node_lost);
   CHECK(outcome->failed_nodes == std::vector<int>{1});
   CHECK_THAT(outcome->reason, !Contains("after training completed"));
   CHECK(finished.wait(std::chrono::seconds(10)) == 1);
@@ -349,7 +349,7 @@ TEST_CASE("the step watchdog names the stuck rank first and what the others wait
   CHECK(outcome->exit_code == 1);
   const std::string& r = outcome->reason;
   CHECK_THAT(r, Catch::StartsWith("no progress for") && Contains("(limit 1.0 s)"));
-  CHECK(outcome->failure_kind == "stall");
+  CHECK(outcome->failure_kind == FailureKind::stall);
   CHECK(outcome->failed_nodes.empty());
   // plan_of gives node i the first rank i(i+1)/2: node 1 is rank 1, node 2 rank 3.
   const auto culprit = r.find("rank 1 (node 1"), victim0 = r.find("rank 0 (node 0"), victim2 = r.find("rank 3 (node 2");
@@ -373,7 +373,7 @@ TEST_CASE("a failure while running is answered by the survivors' rescue snapshot
   REQUIRE(outcome);
   INFO(outcome->reason);
   CHECK(outcome->exit_code == 1);
-  CHECK(outcome->failure_kind == "worker_exception");
+  CHECK(outcome->failure_kind == FailureKind::worker_exception);
   CHECK(outcome->failed_nodes == std::vector<int>{1});
   CHECK(outcome->rescued_step == 7);
   CHECK_THAT(outcome->reason, Contains("node 1 (localhost") && Contains("deliberate failure") &&
@@ -392,7 +392,7 @@ TEST_CASE("a rescue no writer answers ends at the rescue timeout without a snaps
   REQUIRE(outcome);
   INFO(outcome->reason);
   CHECK(outcome->exit_code == 1);
-  CHECK(outcome->failure_kind == "worker_exception");
+  CHECK(outcome->failure_kind == FailureKind::worker_exception);
   CHECK(outcome->rescued_step == -1);
   CHECK_THAT(outcome->reason, Contains("deliberate failure; no rescue snapshot (not every writer answered within 1.0 s)"));
   CHECK(silent.wait(std::chrono::seconds(10)) == 1);
@@ -414,7 +414,7 @@ TEST_CASE("a rescue whose only writer is lost ends at once without a snapshot", 
   INFO(outcome->reason);
   CHECK(seconds < 10.0);
   CHECK(outcome->exit_code == 1);
-  CHECK(outcome->failure_kind == "worker_exception");
+  CHECK(outcome->failure_kind == FailureKind::worker_exception);
   CHECK(outcome->rescued_step == -1);
   CHECK_THAT(outcome->reason, Contains("; no rescue snapshot (rank 0's node was lost)"));
   writer.wait(std::chrono::seconds(2));
@@ -429,7 +429,7 @@ TEST_CASE("nodes that never join fail the job at the join deadline, named", "[ac
   REQUIRE(outcome);
   CHECK(outcome->exit_code == 2);
   CHECK_THAT(outcome->reason, Contains("nodes 1 (localhost) did not join"));
-  CHECK(outcome->failure_kind == "join_timeout");
+  CHECK(outcome->failure_kind == FailureKind::join_timeout);
   CHECK(outcome->failed_nodes == std::vector<int>{1});
   CHECK(only.wait(std::chrono::seconds(10)).has_value());
 }
@@ -455,19 +455,26 @@ TEST_CASE("every catalogue message without an actor handle survives serializatio
          s2.nodes[0].device_group_ids[0].id.bytes == std::vector<std::uint8_t>{1, 2, 3}));
   CHECK(s2.nodes[1].device_group_ids.empty());
   CHECK((s2.batch_size == 0 && s2.grad_accum == 0));
-  // After a grow in place: the batch split the replicas use now.
+  // After a grow in place: the batch split the replicas use now; and the job's recovery shape.
   start_msg grown{4, {}, 8, 1};
+  grown.recovery = {RecoveryMode::in_place, 2, 1, 1, 1, true, troupe::comm::Compression::powersgd, true, true};
   auto g2 = round_trip(system, grown);
   CHECK((g2.world_size == 4 && g2.batch_size == 8 && g2.grad_accum == 1));
+  CHECK((g2.recovery.mode == RecoveryMode::in_place && g2.recovery.data_parallel == 2 && g2.recovery.zero == 1 &&
+         g2.recovery.device_backend && g2.recovery.compression == troupe::comm::Compression::powersgd &&
+         g2.recovery.replaces_nodes && g2.recovery.checkpoints));
+  CHECK(round_trip(system, start_msg{}).recovery.mode == RecoveryMode::restart);
   auto d = round_trip(system, node_done_msg{4, 3, "x", true});
   CHECK((d.node_index == 4 && d.exit_code == 3 && d.reason == "x" && d.threw));
   auto st = round_trip(system, stop_msg{1, "y"});
   CHECK((st.exit_code == 1 && st.reason == "y"));
-  auto o = round_trip(system, job_outcome_msg{1, "z", "node_lost", {1, 3}, 5, {3}, {"worker_exception", "node_lost"}});
-  CHECK((o.exit_code == 1 && o.reason == "z" && o.failure_kind == "node_lost" &&
+  auto o = round_trip(
+      system,
+      job_outcome_msg{1, "z", FailureKind::node_lost, {1, 3}, 5, {3}});
+  CHECK((o.exit_code == 1 && o.reason == "z" && o.failure_kind == FailureKind::node_lost &&
          o.failed_nodes == std::vector<int>{1, 3} && o.rescued_step == 5 && o.drop_nodes == std::vector<int>{3} &&
-         o.in_place_recoveries == std::vector<std::string>{"worker_exception", "node_lost"} && !o.rejoin));
-  CHECK(round_trip(system, job_outcome_msg{1, "rejoin", "", {}, -1, {}, {}, true}).rejoin);
+         !o.rejoin));
+  CHECK(round_trip(system, job_outcome_msg{1, "rejoin", FailureKind::node_exit, {}, -1, {}, true}).rejoin);
   auto rd = round_trip(system, rescue_done_msg{2, 7, "disk full"});
   CHECK((rd.rank == 2 && rd.step == 7 && rd.error == "disk full"));
   // The in-place recovery's messages; recover_msg and recover_ready_msg carry actor handles and
@@ -508,6 +515,21 @@ TEST_CASE("a heartbeat carries a step's gradient compression figures across a se
   const step_beat& s = h.workers[0].recent_steps[0];
   CHECK((s.step == 9 && s.start_unix_seconds == 1.5e9 && s.seconds == 2.25 && s.loss == 3.5 && s.tokens == 4096 &&
          s.wire_bytes == 733184 && s.plain_bytes == 43376640 && s.compress_seconds == 0.125));
+}
+
+TEST_CASE("a heartbeat carries what its workers noted for the job's events across a serialization",
+          "[actors][events]") {
+  TroupeConfig cfg;
+  caf::actor_system system{cfg};
+  worker_beat worker{0, 4, 4, 0, "step 5", "", 0};
+  worker.notices = {{troupe::monitor::NoticeKind::checkpoint_skipped, 40, 1.7e9, "skipped step-0000040: hash"},
+                    {troupe::monitor::NoticeKind::resumed, 20, 1.7e9 + 1, "ckpt/step-0000020"}};
+  auto h = round_trip(system, heartbeat_msg{0, {worker}});
+  REQUIRE(h.workers.at(0).notices.size() == 2);
+  const worker_notice& n = h.workers[0].notices[0];
+  CHECK((n.kind == troupe::monitor::NoticeKind::checkpoint_skipped && n.step == 40 && n.unix_seconds == 1.7e9 &&
+         n.detail == "skipped step-0000040: hash"));
+  CHECK((h.workers[0].notices[1].kind == troupe::monitor::NoticeKind::resumed && h.workers[0].notices[1].step == 20));
 }
 
 TEST_CASE("a heartbeat carries its node's memory by kind across a serialization", "[actors]") {

@@ -15,7 +15,7 @@ namespace {
 
 RecoveryShape plain_dp() {
   RecoveryShape shape;
-  shape.mode = "in_place";
+  shape.mode = RecoveryMode::in_place;
   shape.data_parallel = 2;
   shape.replaces_nodes = true;
   return shape;
@@ -85,7 +85,7 @@ TEST_CASE("without a replica but with checkpoints, a failure recovers in place b
   // What in place does not cover is not covered by rollback either.
   RecoveryShape external = pipeline, gpu = pipeline;
   external.replaces_nodes = false;
-  gpu.backend = "cuda";
+  gpu.device_backend = true;
   CHECK_FALSE(choose_recovery(external, FailureKind::unreachable).in_place);
   CHECK_FALSE(choose_recovery(gpu, FailureKind::worker_exception).in_place);
 }
@@ -97,7 +97,7 @@ TEST_CASE("under ZeRO or PowerSGD a replica holds state no other holds, so a fai
   zero2_pipeline.zero = 2;
   zero2_pipeline.pipeline_stages = 2;
   zero3.zero = 3;
-  powersgd_shards.compress = "powersgd";
+  powersgd_shards.compression = troupe::comm::Compression::powersgd;
   powersgd_shards.tensor_shards = 2;
   const std::pair<RecoveryShape, const char*> cases[] = {
       {zero1, "train.zero 1 shards the optimizer state: no replica holds a lost shard of the moments"},
@@ -118,7 +118,7 @@ TEST_CASE("under ZeRO or PowerSGD a replica holds state no other holds, so a fai
   }
   // bf16 sums keep no state of their own: the replica gives the whole state.
   RecoveryShape bf16 = plain_dp();
-  bf16.compress = "bf16";
+  bf16.compression = troupe::comm::Compression::bf16;
   bf16.checkpoints = true;
   const RecoveryChoice from_replica = choose_recovery(bf16, FailureKind::node_lost);
   CHECK(from_replica.in_place);
@@ -144,15 +144,15 @@ TEST_CASE("every case in place does not cover restarts every node, saying why", 
   elsewhere.replaces_nodes = false;
   RecoveryShape restart = plain_dp(), one = plain_dp(), one_pipeline = plain_dp(), zero = plain_dp(),
                 zero_pipeline = plain_dp(), gpu = plain_dp(), compressed = plain_dp();
-  restart.mode = "restart";
+  restart.mode = RecoveryMode::restart;
   one.data_parallel = 1;
   one_pipeline.data_parallel = 1;
   one_pipeline.pipeline_stages = 4;
   zero.zero = 1;
   zero_pipeline.zero = 2;
   zero_pipeline.pipeline_stages = 2;
-  gpu.backend = "cuda";
-  compressed.compress = "powersgd";
+  gpu.device_backend = true;
+  compressed.compression = troupe::comm::Compression::powersgd;
   const Case cases[] = {
       {"fault.recovery restart", restart, FailureKind::worker_exception, "fault.recovery is restart"},
       {"a lost node the job did not start here", elsewhere, FailureKind::node_lost,
@@ -165,13 +165,14 @@ TEST_CASE("every case in place does not cover restarts every node, saying why", 
       {"a lost node of one replica of a pipeline", one_pipeline, FailureKind::node_lost, "no surviving replica"},
       {"one replica", one, FailureKind::worker_exception, "no surviving replica"},
       {"one replica of a pipeline", one_pipeline, FailureKind::worker_exception,
-       "no surviving replica holds the failed worker's state (dp 1) and no checkpoint.dir to roll back to"},
+       "no surviving replica holds the failed worker's state (dp 1), and no checkpoint.dir to roll back to"},
       {"ZeRO without checkpoints", zero, FailureKind::worker_exception,
        "train.zero 1 shards the optimizer state: no replica holds a lost shard of the moments, and no checkpoint.dir "
        "to roll back to"},
       {"ZeRO in a pipeline without checkpoints", zero_pipeline, FailureKind::node_lost,
        "train.zero 2 shards the optimizer state"},
-      {"a device backend", gpu, FailureKind::worker_exception, "not train.backend cuda"},
+      {"a device backend", gpu, FailureKind::worker_exception,
+       "in place covers the CPU backend: the state is in GPU memory"},
       {"PowerSGD without checkpoints", compressed, FailureKind::worker_exception,
        "comm.compress powersgd keeps each rank's residual only in its own memory, and no checkpoint.dir"},
   };
@@ -272,25 +273,85 @@ TEST_CASE("nodes that come back join in place where every rank holds the whole s
     return choice.why_not;
   };
   RecoveryShape restart = shrunk;
-  restart.mode = "restart";
+  restart.mode = RecoveryMode::restart;
   CHECK(why_not(restart) == "fault.recovery is restart");
   RecoveryShape external = shrunk;
   external.replaces_nodes = false;
   CHECK(why_not(external) == "in place grows only where the job's launcher started every node process");
   RecoveryShape device = shrunk;
-  device.backend = "cuda";
-  CHECK(why_not(device) == "in place grows on the CPU backend, not train.backend cuda");
+  device.device_backend = true;
+  CHECK(why_not(device) ==
+        "in place grows on the CPU backend: the state is in GPU memory, behind a stream an aborted "
+        "NCCL communicator may block");
   RecoveryShape pipeline = shrunk;
   pipeline.pipeline_stages = 2;
   CHECK(why_not(pipeline) == "in place grows plain data parallelism, not 2 pipeline stage(s) × 1 tensor shard(s)");
   RecoveryShape zero = shrunk;
   zero.zero = 1;
-  CHECK(why_not(zero) == "in place grows where every rank holds the whole state, and train.zero 1 shards it");
+  CHECK(why_not(zero) ==
+        "in place grows where every rank holds the whole state, and train.zero 1 shards the "
+        "optimizer state: no replica holds a lost shard of the moments");
   RecoveryShape powersgd = shrunk;
-  powersgd.compress = "powersgd";
+  powersgd.compression = troupe::comm::Compression::powersgd;
   CHECK(why_not(powersgd) ==
-        "in place grows where every rank holds the whole state, and comm.compress powersgd keeps a residual per rank");
+        "in place grows where every rank holds the whole state, and comm.compress powersgd keeps each rank's "
+        "residual only in its own memory");
   RecoveryShape bf16 = shrunk;
-  bf16.compress = "bf16";
+  bf16.compression = troupe::comm::Compression::bf16;
   CHECK(choose_grow(bf16).in_place);
+}
+
+TEST_CASE("a rescue is asked for only with checkpoint.dir, the CPU backend and a replica holding every rank's state",
+          "[recovery]") {
+  auto shape = [](auto edit) {
+    RecoveryShape s;
+    s.data_parallel = 2;
+    s.checkpoints = true;
+    edit(s);
+    return s;
+  };
+  struct Case {
+    RecoveryShape shape;
+    bool allowed;
+    std::string why_not;
+  };
+  const std::vector<Case> cases = {
+      {shape([](RecoveryShape&) {}), true, ""},
+      {shape([](RecoveryShape& s) { s.checkpoints = false; }), false, "no checkpoint.dir to restart from"},
+      {shape([](RecoveryShape& s) { s.zero = 2; }), false,
+       "train.zero 2 shards the optimizer state: no replica holds a lost shard of the moments"},
+      {shape([](RecoveryShape& s) { s.zero = 3; }), false,
+       "train.zero 3 shards the parameters and the optimizer state: no replica holds a lost shard"},
+      {shape([](RecoveryShape& s) { s.device_backend = true; }), false,
+       "the state is in GPU memory, behind a stream an aborted NCCL communicator may block"},
+      {shape([](RecoveryShape& s) { s.data_parallel = 1; }), false, "a single data-parallel replica"},
+      {shape([](RecoveryShape& s) { s.compression = troupe::comm::Compression::bf16; }), true, ""},
+      {shape([](RecoveryShape& s) { s.compression = troupe::comm::Compression::powersgd; }), false,
+       "comm.compress powersgd keeps each rank's residual only in its own memory"},
+  };
+  for (const Case& c : cases) {
+    const RescueChoice choice = rescue_choice(c.shape);
+    CHECK(choice.allowed == c.allowed);
+    CHECK(choice.why_not == c.why_not);
+  }
+}
+
+TEST_CASE("one rule says whether a replica holds every rank's state, for the rollback, the rescue and the grow",
+          "[recovery]") {
+  RecoveryShape s;
+  s.mode = RecoveryMode::in_place;
+  s.data_parallel = 2;
+  s.replaces_nodes = true;
+  s.checkpoints = true;
+  CHECK(replica_state(s).held);
+  CHECK_FALSE(choose_recovery(s, FailureKind::worker_exception).rollback);
+  CHECK(rescue_choice(s).allowed);
+  CHECK(choose_grow(s).in_place);
+  s.zero = 1;
+  const ReplicaState zero = replica_state(s);
+  CHECK_FALSE(zero.held);
+  // Each decision that needs the state in a replica says the same reason.
+  CHECK(choose_recovery(s, FailureKind::worker_exception).rollback);
+  CHECK(rescue_choice(s).why_not == zero.why_not);
+  CHECK_THAT(choose_grow(s).why_not, Catch::Contains(zero.why_not));
 }

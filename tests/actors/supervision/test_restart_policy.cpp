@@ -26,9 +26,12 @@ RestartHistory history(const std::string& text = "", int budget_used = 0,
   return {*counts, budget_used, std::move(restarted_after)};
 }
 
+// Two replicas on the CPU backend with checkpoint.dir /ck; the shape's checkpoints follow the dir.
 RestartOptions options(auto edit) {
-  RestartOptions o{"/ck", 3, false, 0, "cpu", 2};
+  RestartOptions o{"/ck", 3, false, {}};
+  o.shape.data_parallel = 2;
   edit(o);
+  o.shape.checkpoints = !o.checkpoint_dir.empty();
   return o;
 }
 RestartOptions defaults() {
@@ -95,7 +98,7 @@ std::vector<Row> policy_rows() {
   const std::string restarted = "restarts=1 failure.node_lost=1 recovery.replica=1";
   auto elastic = [](RestartOptions& o) { o.elastic = true; };
   auto no_dir = [](RestartOptions& o) { o.checkpoint_dir = ""; };
-  auto three_replicas = [](RestartOptions& o) { o.data_parallel = 3; };
+  auto three_replicas = [](RestartOptions& o) { o.shape.data_parallel = 3; };
   return {
       {.name = "a first attempt that finished: nothing to say", .action = Action::finish, .counts_after = "restarts=0"},
       {.name = "a job that finished after restarts says how it went",
@@ -145,16 +148,17 @@ std::vector<Row> policy_rows() {
       // Why not from a replica.
       {.name = "train.zero 1: restart from the checkpoint, not a replica, saying why",
        .attempt = lost_b(),
-       .options = options([](RestartOptions& o) { o.zero = 1; }),
+       .options = options([](RestartOptions& o) { o.shape.zero = 1; }),
        .action = Action::restart_from_checkpoint,
-       .log = {"warn: " + lost +
-               "from the newest checkpoint (no rescue: train.zero 1 shards the optimizer state) in /ck (restart 1 of "
-               "3)"},
+       .log =
+           {"warn: " + lost +
+            "from the newest checkpoint (no rescue: train.zero 1 shards the optimizer state: no replica holds a lost "
+            "shard of the moments) in /ck (restart 1 of 3)"},
        .counts_after = "restarts=1 failure.node_lost=1 recovery.checkpoint=1",
        .budget_after = 1},
       {.name = "a CUDA backend: restart from the checkpoint, saying why",
        .attempt = lost_b(),
-       .options = options([](RestartOptions& o) { o.backend = "cuda"; }),
+       .options = options([](RestartOptions& o) { o.shape.device_backend = true; }),
        .action = Action::restart_from_checkpoint,
        .log = {"warn: " + lost +
                "from the newest checkpoint (no rescue: the state is in GPU memory, behind a stream an aborted NCCL "
@@ -163,7 +167,7 @@ std::vector<Row> policy_rows() {
        .budget_after = 1},
       {.name = "a single data-parallel replica: restart from the checkpoint, saying why",
        .attempt = lost_b(),
-       .options = options([](RestartOptions& o) { o.data_parallel = 1; }),
+       .options = options([](RestartOptions& o) { o.shape.data_parallel = 1; }),
        .job = job(2, 1, 2),
        .action = Action::restart_from_checkpoint,
        .log = {"warn: " + lost +
@@ -197,7 +201,7 @@ std::vector<Row> policy_rows() {
        .attempt = lost_b(5),
        .options = options([](RestartOptions& o) {
          o.elastic = true;
-         o.data_parallel = 3;
+         o.shape.data_parallel = 3;
        }),
        .job = job(3, 1, 1, {8, 2, 4}),
        .action = Action::shrink,
@@ -520,58 +524,34 @@ TEST_CASE("the restart policy, case by case", "[recovery]") {
   }
 }
 
-TEST_CASE("a rescue is asked for only with checkpoint.dir, the CPU backend, no ZeRO, two or more replicas and no PowerSGD",
-          "[recovery]") {
-  struct Case {
-    RestartOptions options;
-    bool allowed;
-    std::string why_not;
-  };
-  const std::vector<Case> cases = {
-      {defaults(), true, ""},
-      {options([](RestartOptions& o) { o.checkpoint_dir = ""; }), false, "no checkpoint.dir to restart from"},
-      {options([](RestartOptions& o) { o.zero = 2; }), false, "train.zero 2 shards the optimizer state"},
-      {options([](RestartOptions& o) { o.zero = 3; }), false, "train.zero 3 shards the parameters and the optimizer state"},
-      {options([](RestartOptions& o) { o.backend = "cuda-bf16"; }), false,
-       "the state is in GPU memory, behind a stream an aborted NCCL communicator may block"},
-      {options([](RestartOptions& o) { o.data_parallel = 1; }), false, "a single data-parallel replica"},
-      {options([](RestartOptions& o) { o.compress = "bf16"; }), true, ""},
-      {options([](RestartOptions& o) { o.compress = "powersgd"; }), false,
-       "comm.compress powersgd keeps each rank's residual only in its memory"},
-  };
-  for (const Case& c : cases) {
-    const RescueChoice choice = rescue_choice(c.options);
-    CHECK(choice.allowed == c.allowed);
-    CHECK(choice.why_not == c.why_not);
-  }
-}
-
 TEST_CASE("the job supervisor's outcome is restartable when a node failed or the job asked to drop one", "[recovery]") {
-  const AttemptOutcome lost = attempt_outcome({1, "lost", "node_lost", {1}, 5, {}});
+  const AttemptOutcome lost = attempt_outcome({1, "lost", FailureKind::node_lost, {1}, 5, {}});
   CHECK((lost.restartable && lost.failure_kind == FailureKind::node_lost && lost.rescued_step == 5));
-  const AttemptOutcome late = attempt_outcome({2, "late", "join_timeout", {1}, -1, {}});
+  const AttemptOutcome late = attempt_outcome({2, "late", FailureKind::join_timeout, {1}, -1, {}});
   CHECK((!late.restartable && late.failure_kind == FailureKind::join_timeout && late.failed_nodes == std::vector{1}));
-  const AttemptOutcome drained = attempt_outcome({1, "drain", "drained", {1}, -1, {1}});
+  const AttemptOutcome drained = attempt_outcome({1, "drain", FailureKind::drained, {1}, -1, {1}});
   CHECK((drained.restartable && drained.drop_nodes == std::vector{1}));
-  CHECK(!attempt_outcome({0, "all done", "", {}, -1, {}}).failure_kind);
+  CHECK(!attempt_outcome({0, "all done", FailureKind::node_exit, {}, -1, {}}).failure_kind);
 }
 
 TEST_CASE("an attempt's in-place recoveries go into the counts a restart hands the nodes, and the finished job's line",
           "[recovery]") {
   RestartOptions options;
   options.checkpoint_dir = "ck";
-  options.data_parallel = 2;
+  options.shape.data_parallel = 2;
+  options.shape.checkpoints = true;
   const JobShape job{{{"a", 1}, {"b", 1}}};
-  AttemptOutcome lost =
-      attempt_outcome({1, "lost node 1", "node_lost", {1}, 7, {}, {"worker_exception", "worker_exception"}});
+  AttemptOutcome lost = attempt_outcome({1, "lost node 1", FailureKind::node_lost, {1}, 7, {}});
+  lost.in_place_recoveries = {FailureKind::worker_exception, FailureKind::worker_exception};
   lost.checkpoint_at_end = 7;
   const RestartDecision restart = decide_restart({}, lost, options, job);
   CHECK(restart.action == RestartDecision::Action::restart_from_replica);
   CHECK(restart.next.counts.to_text() ==
         "restarts=1 failure.node_lost=1 failure.worker_exception=2 recovery.in_place=2 recovery.replica=1");
   // A lost node replaced in place counts as node_lost, a silent one as hang.
-  const RestartDecision finished =
-      decide_restart(restart.next, attempt_outcome({0, "done", "", {}, -1, {}, {"node_lost", "hang"}}), options, job);
+  AttemptOutcome done = attempt_outcome({0, "done", FailureKind::node_exit, {}, -1, {}});
+  done.in_place_recoveries = {FailureKind::node_lost, FailureKind::hang};
+  const RestartDecision finished = decide_restart(restart.next, done, options, job);
   CHECK(finished.action == RestartDecision::Action::finish);
   REQUIRE(!finished.log.empty());
   CHECK(finished.log.back().text ==
@@ -579,17 +559,22 @@ TEST_CASE("an attempt's in-place recoveries go into the counts a restart hands t
         "recovery.in_place=4 recovery.replica=1");
 }
 
-TEST_CASE("restart options read the job's keys: the replicas are the workers over the stages", "[recovery]") {
+TEST_CASE("restart options read the job's keys, and the job's shape: the replicas are the workers over the stages",
+          "[recovery]") {
   JobConfig config;
   config.checkpoint.dir = "/ck";
   config.fault.max_restarts = 5;
   config.fault.elastic = true;
+  config.fault.recovery = RecoveryMode::restart;
   config.train.zero = 1;
   config.train.backend = "cuda";
   config.pipeline.stages = 2;
-  const RestartOptions o = restart_options(config, 6);
-  CHECK((o.checkpoint_dir == "/ck" && o.max_restarts == 5 && o.elastic && o.zero == 1 && o.backend == "cuda" &&
-         o.data_parallel == 3));
+  config.comm.compress = "powersgd";
+  const RestartOptions o = restart_options(config, recovery_shape(config, 6, true));
+  CHECK((o.checkpoint_dir == "/ck" && o.max_restarts == 5 && o.elastic));
+  CHECK((o.shape.mode == RecoveryMode::restart && o.shape.zero == 1 && o.shape.device_backend &&
+         o.shape.data_parallel == 3 && o.shape.pipeline_stages == 2 &&
+         o.shape.compression == troupe::comm::Compression::powersgd && o.shape.replaces_nodes && o.shape.checkpoints));
 }
 
 TEST_CASE("the shell's rejoin grows the job back to every node of its host file, as a restart that is no failure",
@@ -600,7 +585,7 @@ TEST_CASE("the shell's rejoin grows the job back to every node of its host file,
   RestartHistory history;
   history.counts.restarts = 1;
   history.budget_used = 1;
-  AttemptOutcome rejoin = attempt_outcome({1, "rejoin: the shell asked", "", {}, -1, {}, {}, true});
+  AttemptOutcome rejoin = attempt_outcome({1, "rejoin: the shell asked", FailureKind::node_exit, {}, -1, {}, true});
   CHECK(rejoin.rejoin);
   const RestartDecision grow = decide_restart(history, rejoin, options, job);
   CHECK(grow.action == RestartDecision::Action::grow);
@@ -613,7 +598,7 @@ TEST_CASE("the shell's rejoin grows the job back to every node of its host file,
   // fault.elastic too; any other node that cannot come back still stops the job.
   RestartHistory grown = grow.next;
   grown.rejoined = {1};
-  const AttemptOutcome failed_start = attempt_outcome({1, "node 1 exited", "start_failed", {1}, -1, {}});
+  const AttemptOutcome failed_start = attempt_outcome({1, "node 1 exited", FailureKind::start_failed, {1}, -1, {}});
   const JobShape two{{{"a", 1}, {"b", 1}}};
   const RestartDecision again = decide_restart(grown, failed_start, options, two);
   CHECK(again.action == RestartDecision::Action::shrink);

@@ -1,0 +1,20 @@
+#include "actors/recovery_shape.hpp"
+
+namespace troupe::actors {
+
+RecoveryShape recovery_shape(const JobConfig& config, int world_size, bool replaces_nodes) {
+  RecoveryShape shape;
+  shape.mode = config.fault.recovery;
+  shape.data_parallel = world_size / (config.pipeline.stages * config.tensor.shards);
+  shape.pipeline_stages = config.pipeline.stages;
+  shape.tensor_shards = config.tensor.shards;
+  shape.zero = config.train.zero;
+  shape.device_backend = config.train.backend != "cpu";
+  // resolve() refused any other name.
+  if (auto compression = comm::parse_compression(config.comm.compress)) shape.compression = *compression;
+  shape.replaces_nodes = replaces_nodes;
+  shape.checkpoints = !config.checkpoint.dir.empty();
+  return shape;
+}
+
+}  // namespace troupe::actors
