@@ -38,7 +38,8 @@
 #include <CLI/CLI.hpp>
 
 #include "actors/process_environment.hpp"
-#include "apps/commands/bench_gpu_command.hpp"
+#include "apps/bench/bench_commands.hpp"
+#include "apps/bench/bench_gpu_command.hpp"
 #include "apps/commands/commands.hpp"
 #include "apps/config/cli.hpp"
 #include "apps/config/config_file.hpp"

@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "apps/commands/bench_figures.hpp"
-#include "apps/commands/commands.hpp"
+#include "apps/bench/bench_commands.hpp"
+#include "apps/bench/bench_figures.hpp"
 #include "apps/exit_codes.hpp"
 #include "checkpoint/disk_speed.hpp"
 #include "checkpoint/run_checkpoints.hpp"

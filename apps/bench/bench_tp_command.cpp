@@ -23,10 +23,10 @@
 #include <string>
 
 #include "actors/worker/pipeline_trainer.hpp"
-#include "apps/commands/bench_figures.hpp"
-#include "apps/commands/bench_rank.hpp"
-#include "apps/commands/bench_turns.hpp"
-#include "apps/commands/commands.hpp"
+#include "apps/bench/bench_commands.hpp"
+#include "apps/bench/bench_figures.hpp"
+#include "apps/bench/bench_rank.hpp"
+#include "apps/bench/bench_turns.hpp"
 #include "apps/exit_codes.hpp"
 #include "comm/bootstrap.hpp"
 #include "comm/grid.hpp"

@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <string>
 
-#include "apps/commands/commands.hpp"
-#include "apps/commands/simulated_hosts.hpp"
+#include "apps/bench/bench_commands.hpp"
+#include "apps/bench/simulated_hosts.hpp"
 #include "apps/exit_codes.hpp"
 #include "comm/bench/allreduce_bench.hpp"
 

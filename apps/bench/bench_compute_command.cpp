@@ -19,10 +19,10 @@
 #include <thread>
 #include <vector>
 
-#include "apps/commands/bench_figures.hpp"
-#include "apps/commands/commands.hpp"
-#include "apps/commands/op_timing_backend.hpp"
-#include "apps/commands/pytorch_script.hpp"
+#include "apps/bench/bench_commands.hpp"
+#include "apps/bench/bench_figures.hpp"
+#include "apps/bench/op_timing_backend.hpp"
+#include "apps/bench/pytorch_script.hpp"
 #include "apps/exit_codes.hpp"
 #include "compute/cpu/openblas_setup.hpp"
 #include "compute/cpu/sgemm_peak.hpp"

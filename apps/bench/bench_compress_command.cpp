@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "actors/worker/data_parallel_hooks.hpp"
-#include "apps/commands/bench_figures.hpp"
-#include "apps/commands/bench_rank.hpp"
-#include "apps/commands/commands.hpp"
-#include "apps/commands/simulated_hosts.hpp"
+#include "apps/bench/bench_commands.hpp"
+#include "apps/bench/bench_figures.hpp"
+#include "apps/bench/bench_rank.hpp"
+#include "apps/bench/simulated_hosts.hpp"
 #include "apps/exit_codes.hpp"
 #include "comm/bootstrap.hpp"
 #include "comm/gradient_compressor.hpp"

@@ -3,7 +3,7 @@
 // reuses wte as a real matmul; wpe is only looked up), the PaLM estimate with attention counted
 // as full T×T (the causal half is not discounted, as PaLM and nanoGPT do).
 
-#include "apps/commands/bench_gpu_command.hpp"
+#include "apps/bench/bench_gpu_command.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
-#include "apps/commands/op_timing_backend.hpp"
-#include "apps/commands/pytorch_script.hpp"
+#include "apps/bench/op_timing_backend.hpp"
+#include "apps/bench/pytorch_script.hpp"
 #include "apps/exit_codes.hpp"
 #include "compute/data/synthetic_tokens.hpp"
 #include "compute/model/gpt.hpp"
