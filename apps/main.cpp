@@ -27,7 +27,6 @@
 #include <sys/resource.h>
 
 #include <csignal>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -41,11 +40,8 @@
 #include "apps/bench/bench_commands.hpp"
 #include "apps/bench/bench_gpu_command.hpp"
 #include "apps/commands/commands.hpp"
-#include "apps/config/cli.hpp"
-#include "apps/config/config_file.hpp"
+#include "apps/commands/job_arguments.hpp"
 #include "apps/config/print.hpp"
-#include "apps/config/rank_memory.hpp"
-#include "apps/config/resolve.hpp"
 #include "apps/config/unknown_arguments.hpp"
 #include "apps/exit_codes.hpp"
 
@@ -54,19 +50,6 @@ namespace {
 using namespace troupe;
 using namespace troupe::apps;
 
-// A duration in seconds within [low, high]; CLI::Range alone lets "nan" and "inf" through.
-CLI::Validator seconds_in(double low, double high) {
-  return CLI::Validator(
-      [low, high](std::string& text) -> std::string {
-        double value = 0;
-        if (!CLI::detail::lexical_cast(text, value) || !std::isfinite(value) || value < low || value > high)
-          return "Value " + text + " is not a number of seconds from " + CLI::detail::to_string(low) + " to " +
-                 CLI::detail::to_string(high);
-        return {};
-      },
-      "SECONDS");
-}
-
 // Every connection to a guarded port costs the job three descriptors, and a node's UCX, CAF and
 // metrics connections more; Debian's default soft limit (1024) is far below the hard limit.
 void raise_open_file_limit() {
@@ -74,40 +57,6 @@ void raise_open_file_limit() {
   if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
   limit.rlim_cur = limit.rlim_max;
   (void)::setrlimit(RLIMIT_NOFILE, &limit);
-}
-
-struct TrainArgs {
-  std::string config_path;
-  int workers = 1;
-  bool print_config = false;
-  bool print_keys = false;
-  bool resume = false;
-  std::string trace;
-  std::string memory_limit;  // --memory-limit as given; empty: this machine's share
-  ConfigOverrides overrides;
-};
-
-// The job the train command was given, or the user-input error that stops it.
-Expected<ResolvedJob> train_job(const CLI::App& command, const TrainArgs& args) {
-  if (Status extras = reject_unknown_arguments(command); !extras) return extras.error();
-  JobConfig config;
-  if (!args.config_path.empty()) {
-    auto loaded = load_config(args.config_path);
-    if (!loaded) return loaded.error();
-    config = std::move(*loaded);
-  }
-  if (Status applied = args.overrides.apply(config); !applied) return applied.error();
-  if (args.resume) config.checkpoint.resume = true;
-  if (!args.trace.empty()) config.pipeline.trace = args.trace;
-  return resolve(config);
-}
-
-// --memory-limit in bytes; none when it is not given.
-Expected<std::optional<double>> memory_limit(const TrainArgs& args) {
-  if (args.memory_limit.empty()) return std::optional<double>();
-  auto bytes = parse_memory_limit(args.memory_limit);
-  if (!bytes) return bytes.error();
-  return std::optional<double>(*bytes);
 }
 
 int train(const CLI::App& command, const TrainArgs& args) {
@@ -132,41 +81,6 @@ int train(const CLI::App& command, const TrainArgs& args) {
     return run_launch(launch, *job);
   }
   return run_train(*job, *limit);
-}
-
-// Runs a command on the job it was given (config file, then overrides) in the environment its
-// processes inherit (actors::env::check_inherited), or stops at the first error in either.
-int with_job(const CLI::App& command, const TrainArgs& args, const std::function<int(const ResolvedJob&)>& run) {
-  auto job = train_job(command, args);
-  if (!job) return error_exit(ExitCode::bad_input, job.error().message);
-  if (Status inherited = actors::env::check_inherited(); !inherited)
-    return error_exit(ExitCode::bad_input, inherited.error().message);
-  return run(*job);
-}
-
-// Flags for the keys a user reaches for most, on every command that runs a job.
-void add_shorthands(CLI::App& command, TrainArgs& args) {
-  command.add_flag("--resume", args.resume,
-                   "continue from the newest valid checkpoint in checkpoint.dir (= --checkpoint.resume=true)");
-  command.add_option("--trace", args.trace, "write every pipeline stage's ops as Chrome trace JSON (= --pipeline.trace)")
-      ->type_name("FILE");
-}
-
-// --memory-limit on a command that trains: the memory per rank its layout is checked against.
-void add_memory_limit(CLI::App& command, TrainArgs& args) {
-  command
-      .add_option("--memory-limit", args.memory_limit,
-                  "memory per rank, as 6GiB, 512MiB, 2G or bytes (default: the cgroup's limit or MemAvailable, "
-                  "shared by the ranks on this machine)")
-      ->type_name("SIZE");
-}
-
-// Registers --config and every key override on a command that runs a job.
-void add_config_options(CLI::App& command, TrainArgs& args) {
-  command.add_option("--config", args.config_path, "TOML file with [model] [train] [data] [sample]")->type_name("FILE");
-  add_shorthands(command, args);
-  args.overrides.add_options(command);
-  command.allow_extras();
 }
 
 int bench_compute(const CLI::App& command, BenchComputeOptions options) {
