@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
@@ -259,6 +260,26 @@ int run_bench_checkpoint(const BenchCheckpointOptions& options) {
       "in the background take %.3f s (%+.1f%%)\n",
       after_step * 1e3, 100 * stall, step, saving_step, 100 * slowdown);
   return to_int(ExitCode::success);
+}
+
+Command add_bench_checkpoint_command(CLI::App& bench) {
+  auto options = std::make_shared<BenchCheckpointOptions>();
+  CLI::App* command = bench.add_subcommand(
+      "checkpoint", "Checkpoint save throughput against the disk's write speed; async save's stall against a step.");
+  command->add_option("--model", options->model, "model preset")
+      ->check(CLI::IsMember(compute::gpt_preset_names()))
+      ->capture_default_str();
+  command->add_option("--dir", options->dir, "folder to write in (a fresh subfolder, removed after)")
+      ->check(CLI::ExistingDirectory)
+      ->capture_default_str();
+  command->add_option("--rounds", options->rounds, "measurement rounds (medians)")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  command->add_option("--steps", options->steps, "measured steps per phase and round")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  command->allow_extras();
+  return refusing_unknown(*command, [options] { return run_bench_checkpoint(*options); });
 }
 
 }  // namespace troupe::apps

@@ -153,4 +153,33 @@ int run_bench_compress(BenchCompressOptions o) {
   return to_int(ExitCode::success);
 }
 
+Command add_bench_compress_command(CLI::App& bench) {
+  auto options = std::make_shared<BenchCompressOptions>();
+  CLI::App* command = bench.add_subcommand(
+      "compress",
+      "Data parallelism on 2 ranks with gradient sums plain, bf16 and PowerSGD, in turns: bytes and tokens/s.");
+  command->add_option("--model", options->model, "model preset")
+      ->check(CLI::IsMember(compute::gpt_preset_names()))
+      ->capture_default_str();
+  command->add_option("--batch", options->batch, "micro-batch per rank")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  command->add_option("--steps", options->steps, "measured iterations (one step of each variant)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  command->add_option("--warmup", options->warmup, "unmeasured iterations first")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
+  command->add_option("--powersgd-rank", options->powersgd_rank, "PowerSGD's r")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  command
+      ->add_option("--hosts", options->hosts,
+                   "2: the ranks on two hosts simulated by scripts/netns-cluster.sh (root); 1: this host")
+      ->check(CLI::Range(1, 2))
+      ->capture_default_str();
+  command->allow_extras();
+  return refusing_unknown(*command, [options] { return run_bench_compress(*options); });
+}
+
 }  // namespace troupe::apps

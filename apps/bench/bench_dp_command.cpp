@@ -14,6 +14,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "actors/worker/data_parallel_hooks.hpp"
@@ -150,6 +151,28 @@ int run_bench_dp(const BenchDpOptions& o) {
   std::printf("medians: machine share %.3f, dp/independent %.3f\n", median(share), median(communication));
   std::printf("scaling (%d processes x 1 thread vs 1 x 1, median of iterations) = %.3f\n", n, median(scaling));
   return to_int(ExitCode::success);
+}
+
+Command add_bench_dp_command(CLI::App& bench) {
+  auto options = std::make_shared<BenchDpOptions>();
+  CLI::App* command = bench.add_subcommand("dp", "Data-parallel tokens/s against one process, same run.");
+  command->add_option("--model", options->model, "model preset")
+      ->check(CLI::IsMember(compute::gpt_preset_names()))
+      ->capture_default_str();
+  command->add_option("--batch", options->batch, "micro-batch per rank")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  command->add_option("--processes", options->processes, "data-parallel processes")
+      ->check(CLI::Range(2, 64))
+      ->capture_default_str();
+  command->add_option("--steps", options->steps, "measured iterations (a step alone, independent, data-parallel)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  command->add_option("--warmup", options->warmup, "unmeasured iterations first")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
+  command->allow_extras();
+  return refusing_unknown(*command, [options] { return run_bench_dp(*options); });
 }
 
 }  // namespace troupe::apps

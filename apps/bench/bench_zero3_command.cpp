@@ -208,4 +208,27 @@ int run_bench_zero3(const BenchZero3Options& o) {
   return to_int(ExitCode::success);
 }
 
+Command add_bench_zero3_command(CLI::App& bench) {
+  auto options = std::make_shared<BenchZero3Options>();
+  CLI::App* command = bench.add_subcommand(
+      "zero3", "ZeRO-3 (and with full recompute) against ZeRO-0 on the same ranks, in turns: tokens/s and bytes.");
+  command->add_option("--model", options->model, "model preset")
+      ->check(CLI::IsMember(compute::gpt_preset_names()))
+      ->capture_default_str();
+  command->add_option("--batch", options->batch, "micro-batch per rank")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  command->add_option("--processes", options->processes, "data-parallel processes")
+      ->check(CLI::Range(2, 64))
+      ->capture_default_str();
+  command->add_option("--steps", options->steps, "measured iterations (one step of each variant)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  command->add_option("--warmup", options->warmup, "unmeasured iterations first")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
+  command->allow_extras();
+  return refusing_unknown(*command, [options] { return run_bench_zero3(*options); });
+}
+
 }  // namespace troupe::apps

@@ -1,15 +1,20 @@
 #pragma once
-// The commands main() runs once the command line has been parsed and checked. Each returns the
-// process exit code of apps/exit_codes.hpp: 0 on success, 1 on a run-time failure. Mistakes in
-// the user's input main can see never reach them: main rejects those first, with exit code 2;
-// what a command finds wrong in its input itself (an environment variable, a file) is 2 too.
-// Every error is reported through error_exit(): one line "troupe: error: <message>".
+// The commands of troupe. Each add_<name>_command registers `troupe <name>` and its options and
+// returns the Command that runs it (command.hpp); main() lists them in the order `troupe --help`
+// shows, and the commands that run a job build their options from job_arguments.hpp. A run
+// returns the process exit code of apps/exit_codes.hpp: 0 on success, 1 on a run-time failure.
+// Mistakes in the user's input the command line shows never reach a run_* function: its Command
+// refuses them first, with exit code 2; what a command finds wrong in its input itself (an
+// environment variable, a file) is 2 too. Every error is reported through error_exit(): one line
+// "troupe: error: <message>". The bench commands are apps/bench's (bench_commands.hpp).
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "apps/commands/command.hpp"
+#include "apps/commands/job_arguments.hpp"
 #include "apps/config/resolve.hpp"
 #include "compute/expected.hpp"
 
@@ -18,6 +23,7 @@ namespace troupe::apps {
 // troupe train: trains job.model on job.config's data and reports loss, validation and a sample.
 // `memory_limit`: --memory-limit in bytes, the memory the one rank may use (apps/config/memory_fit.hpp).
 int run_train(const ResolvedJob& job, std::optional<double> memory_limit);
+Command add_train_command(CLI::App& app);
 
 // troupe node: what troupe launch starts once per host-file line.
 struct NodeArgs {
@@ -27,6 +33,7 @@ struct NodeArgs {
   double join_timeout = 60;  // started by srun or torchrun: seconds for every node to join the job
 };
 int run_node(const NodeArgs& args, const ResolvedJob& job);
+Command add_node_command(CLI::App& app);
 
 // troupe launch (and troupe train --workers N, with N local lines): the job process.
 struct LaunchArgs {
@@ -40,6 +47,7 @@ struct LaunchArgs {
   std::optional<double> memory_limit;  // --memory-limit: bytes per rank; none: this machine's share
 };
 int run_launch(const LaunchArgs& args, const ResolvedJob& job);
+Command add_launch_command(CLI::App& app);
 
 // troupe schedule: generates a pipeline schedule, checks it, simulates it and reports memory,
 // makespan and bubble beside the closed form; optionally every stream and a Chrome trace.
@@ -57,6 +65,7 @@ struct ScheduleOptions {
 // The first problem with options as one line naming the option and its value.
 Status validate(const ScheduleOptions& options);
 int run_schedule(const ScheduleOptions& options);
+Command add_schedule_command(CLI::App& app);
 
 // troupe plan: every (dp, tp, pp, zero, recompute, micro-batch, schedule) layout of a model on a
 // cluster, the ones that fit fastest first, with memory per device by kind, bytes per link and the
@@ -79,6 +88,7 @@ struct PlanOptions {
   int top = 10;             // layouts listed of each kind
 };
 int run_plan(const PlanOptions& options);
+Command add_plan_command(CLI::App& app);
 
 // troupe export: a checkpoint's weights as one Hugging Face GPT-2 safetensors file; the model
 // config comes from the checkpoint's manifest. Unlike the commands above it finds its input
@@ -89,6 +99,7 @@ struct ExportOptions {
   std::string out = "model.safetensors";
 };
 int run_export(const ExportOptions& options);
+Command add_export_command(CLI::App& app);
 
 // troupe drill SCENARIO: runs the job undisturbed, then again with a fault injected, and prints a
 // verdict (detected after, recovered after, steps lost, final weights equal). Checkpoints go to
@@ -108,6 +119,7 @@ struct DrillOptions {
   bool keep = false;     // after a PASS keep what the drill wrote (a FAIL always keeps it)
 };
 int run_drill(const DrillOptions& options, const ResolvedJob& job);
+Command add_drill_command(CLI::App& app);
 
 // troupe shell HOST:PORT: the monitor shell of a running job (docs/shell.md), or one command (-c).
 struct ShellArgs {
@@ -116,5 +128,6 @@ struct ShellArgs {
   std::string token_file;  // empty: TROUPE_TOKEN, else the job's default token file for PORT
 };
 int run_shell(const ShellArgs& args);
+Command add_shell_command(CLI::App& app);
 
 }  // namespace troupe::apps

@@ -26,7 +26,8 @@ CLI::Validator seconds_in(double low, double high) {
 void add_shorthands(CLI::App& command, TrainArgs& args) {
   command.add_flag("--resume", args.resume,
                    "continue from the newest valid checkpoint in checkpoint.dir (= --checkpoint.resume=true)");
-  command.add_option("--trace", args.trace, "write every pipeline stage's ops as Chrome trace JSON (= --pipeline.trace)")
+  command
+      .add_option("--trace", args.trace, "write every pipeline stage's ops as Chrome trace JSON (= --pipeline.trace)")
       ->type_name("FILE");
 }
 
@@ -66,12 +67,15 @@ Expected<std::optional<double>> memory_limit(const TrainArgs& args) {
   return std::optional<double>(*bytes);
 }
 
-int with_job(const CLI::App& command, const TrainArgs& args, const std::function<int(const ResolvedJob&)>& run) {
-  auto job = train_job(command, args);
-  if (!job) return error_exit(ExitCode::bad_input, job.error().message);
-  if (Status inherited = actors::env::check_inherited(); !inherited)
-    return error_exit(ExitCode::bad_input, inherited.error().message);
-  return run(*job);
+Command job_command(CLI::App& command, std::shared_ptr<const TrainArgs> args,
+                    std::function<int(const ResolvedJob&)> run) {
+  return {&command, [&command, args = std::move(args), run = std::move(run)] {
+            auto job = train_job(command, *args);
+            if (!job) return error_exit(ExitCode::bad_input, job.error().message);
+            if (Status inherited = actors::env::check_inherited(); !inherited)
+              return error_exit(ExitCode::bad_input, inherited.error().message);
+            return run(*job);
+          }};
 }
 
 }  // namespace troupe::apps

@@ -4,11 +4,13 @@
 // the check of their timeouts.
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
+#include "apps/commands/command.hpp"
 #include "apps/config/cli.hpp"
 #include "apps/config/resolve.hpp"
 #include "compute/expected.hpp"
@@ -40,8 +42,10 @@ void add_config_options(CLI::App& command, TrainArgs& args);
 Expected<ResolvedJob> train_job(const CLI::App& command, const TrainArgs& args);
 // --memory-limit in bytes; none when it is not given.
 Expected<std::optional<double>> memory_limit(const TrainArgs& args);
-// Runs a command on the job it was given (config file, then overrides) in the environment its
-// processes inherit (actors::env::check_inherited), or stops at the first error in either.
-int with_job(const CLI::App& command, const TrainArgs& args, const std::function<int(const ResolvedJob&)>& run);
+// A command that runs `run` on the job it was given (config file, then overrides; `args` as
+// add_config_options filled it) in the environment its processes inherit
+// (actors::env::check_inherited), or stops at the first error in either (one line, exit 2).
+Command job_command(CLI::App& command, std::shared_ptr<const TrainArgs> args,
+                    std::function<int(const ResolvedJob&)> run);
 
 }  // namespace troupe::apps
