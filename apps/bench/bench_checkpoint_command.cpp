@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/bench/bench_arguments.hpp"
 #include "apps/bench/bench_commands.hpp"
 #include "apps/bench/bench_figures.hpp"
 #include "apps/exit_codes.hpp"
@@ -266,9 +267,7 @@ Command add_bench_checkpoint_command(CLI::App& bench) {
   auto options = std::make_shared<BenchCheckpointOptions>();
   CLI::App* command = bench.add_subcommand(
       "checkpoint", "Checkpoint save throughput against the disk's write speed; async save's stall against a step.");
-  command->add_option("--model", options->model, "model preset")
-      ->check(CLI::IsMember(compute::gpt_preset_names()))
-      ->capture_default_str();
+  add_model_option(*command, options->model);
   command->add_option("--dir", options->dir, "folder to write in (a fresh subfolder, removed after)")
       ->check(CLI::ExistingDirectory)
       ->capture_default_str();

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "actors/worker/data_parallel_hooks.hpp"
+#include "apps/bench/bench_arguments.hpp"
 #include "apps/bench/bench_commands.hpp"
 #include "apps/bench/bench_figures.hpp"
 #include "apps/bench/bench_rank.hpp"
@@ -158,18 +159,9 @@ Command add_bench_compress_command(CLI::App& bench) {
   CLI::App* command = bench.add_subcommand(
       "compress",
       "Data parallelism on 2 ranks with gradient sums plain, bf16 and PowerSGD, in turns: bytes and tokens/s.");
-  command->add_option("--model", options->model, "model preset")
-      ->check(CLI::IsMember(compute::gpt_preset_names()))
-      ->capture_default_str();
-  command->add_option("--batch", options->batch, "micro-batch per rank")
-      ->check(CLI::Range(1, 4096))
-      ->capture_default_str();
-  command->add_option("--steps", options->steps, "measured iterations (one step of each variant)")
-      ->check(CLI::Range(1, 100000))
-      ->capture_default_str();
-  command->add_option("--warmup", options->warmup, "unmeasured iterations first")
-      ->check(CLI::Range(0, 100000))
-      ->capture_default_str();
+  add_model_option(*command, options->model);
+  add_rank_batch_option(*command, options->batch);
+  add_iteration_options(*command, options->steps, "one step of each variant", options->warmup);
   command->add_option("--powersgd-rank", options->powersgd_rank, "PowerSGD's r")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();

@@ -19,6 +19,7 @@
 
 #include "actors/worker/data_parallel_hooks.hpp"
 #include "actors/worker/mailbox_comm.hpp"
+#include "apps/bench/bench_arguments.hpp"
 #include "apps/bench/bench_commands.hpp"
 #include "apps/bench/bench_figures.hpp"
 #include "apps/bench/bench_rank.hpp"
@@ -156,21 +157,12 @@ int run_bench_dp(const BenchDpOptions& o) {
 Command add_bench_dp_command(CLI::App& bench) {
   auto options = std::make_shared<BenchDpOptions>();
   CLI::App* command = bench.add_subcommand("dp", "Data-parallel tokens/s against one process, same run.");
-  command->add_option("--model", options->model, "model preset")
-      ->check(CLI::IsMember(compute::gpt_preset_names()))
-      ->capture_default_str();
-  command->add_option("--batch", options->batch, "micro-batch per rank")
-      ->check(CLI::Range(1, 4096))
-      ->capture_default_str();
+  add_model_option(*command, options->model);
+  add_rank_batch_option(*command, options->batch);
   command->add_option("--processes", options->processes, "data-parallel processes")
       ->check(CLI::Range(2, 64))
       ->capture_default_str();
-  command->add_option("--steps", options->steps, "measured iterations (a step alone, independent, data-parallel)")
-      ->check(CLI::Range(1, 100000))
-      ->capture_default_str();
-  command->add_option("--warmup", options->warmup, "unmeasured iterations first")
-      ->check(CLI::Range(0, 100000))
-      ->capture_default_str();
+  add_iteration_options(*command, options->steps, "a step alone, independent, data-parallel", options->warmup);
   command->allow_extras();
   return refusing_unknown(*command, [options] { return run_bench_dp(*options); });
 }

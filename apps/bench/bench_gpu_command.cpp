@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "apps/bench/bench_arguments.hpp"
 #include "apps/bench/bench_commands.hpp"
 #include "apps/bench/op_timing_backend.hpp"
 #include "apps/bench/pytorch_script.hpp"
@@ -129,9 +130,7 @@ Command add_bench_gpu_command(CLI::App& bench) {
   auto options = std::make_shared<BenchGpuOptions>();
   CLI::App* command = bench.add_subcommand(
       "gpu", "One GPU's training tokens/s and MFU against its measured bf16 GEMM peak, beside PyTorch.");
-  command->add_option("--model", options->model, "model preset")
-      ->check(CLI::IsMember(compute::gpt_preset_names()))
-      ->capture_default_str();
+  add_model_option(*command, options->model);
   command->add_option("--precision", options->precision, "bf16 (cuda-bf16 backend) or fp32 (cuda)")
       ->check(CLI::IsMember({"bf16", "fp32"}))
       ->capture_default_str();

@@ -18,6 +18,7 @@
 #include "actors/actor_system_setup.hpp"
 #include "actors/worker/mailbox_comm.hpp"
 #include "actors/worker/pipeline_trainer.hpp"
+#include "apps/bench/bench_arguments.hpp"
 #include "apps/bench/bench_commands.hpp"
 #include "apps/bench/bench_figures.hpp"
 #include "apps/exit_codes.hpp"
@@ -332,9 +333,7 @@ Command add_bench_pipeline_command(CLI::App& bench) {
   auto options = std::make_shared<BenchPipelineOptions>();
   CLI::App* command = bench.add_subcommand(
       "pipeline", "Measured pipeline bubble per schedule beside the simulator's prediction and the closed form.");
-  command->add_option("--model", options->model, "model preset")
-      ->check(CLI::IsMember(compute::gpt_preset_names()))
-      ->capture_default_str();
+  add_model_option(*command, options->model);
   command->add_option("--layers", options->layers, "transformer blocks; 0 = the preset's")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();

@@ -24,6 +24,7 @@
 #include <string>
 
 #include "actors/worker/pipeline_trainer.hpp"
+#include "apps/bench/bench_arguments.hpp"
 #include "apps/bench/bench_commands.hpp"
 #include "apps/bench/bench_figures.hpp"
 #include "apps/bench/bench_rank.hpp"
@@ -311,19 +312,12 @@ Command add_bench_tp_command(CLI::App& bench) {
   auto options = std::make_shared<BenchTpOptions>();
   CLI::App* command = bench.add_subcommand(
       "tp", "Tensor shards of one stage against one process, in turns: tokens/s, bytes moved and held.");
-  command->add_option("--model", options->model, "model preset")
-      ->check(CLI::IsMember(compute::gpt_preset_names()))
-      ->capture_default_str();
+  add_model_option(*command, options->model);
   command->add_option("--batch", options->batch, "micro-batch (the shards' together, and the one process's)")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   command->add_option("--shards", options->shards, "tensor shards")->check(CLI::Range(2, 64))->capture_default_str();
-  command->add_option("--steps", options->steps, "measured iterations (a step alone, one in tensor shards)")
-      ->check(CLI::Range(1, 100000))
-      ->capture_default_str();
-  command->add_option("--warmup", options->warmup, "unmeasured iterations first")
-      ->check(CLI::Range(0, 100000))
-      ->capture_default_str();
+  add_iteration_options(*command, options->steps, "a step alone, one in tensor shards", options->warmup);
   command->allow_extras();
   return refusing_unknown(*command, [options] { return run_bench_tp(*options); });
 }

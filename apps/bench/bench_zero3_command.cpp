@@ -19,6 +19,7 @@
 
 #include "actors/worker/data_parallel_hooks.hpp"
 #include "actors/worker/mailbox_comm.hpp"
+#include "apps/bench/bench_arguments.hpp"
 #include "apps/bench/bench_commands.hpp"
 #include "apps/bench/bench_figures.hpp"
 #include "apps/bench/bench_rank.hpp"
@@ -212,21 +213,12 @@ Command add_bench_zero3_command(CLI::App& bench) {
   auto options = std::make_shared<BenchZero3Options>();
   CLI::App* command = bench.add_subcommand(
       "zero3", "ZeRO-3 (and with full recompute) against ZeRO-0 on the same ranks, in turns: tokens/s and bytes.");
-  command->add_option("--model", options->model, "model preset")
-      ->check(CLI::IsMember(compute::gpt_preset_names()))
-      ->capture_default_str();
-  command->add_option("--batch", options->batch, "micro-batch per rank")
-      ->check(CLI::Range(1, 4096))
-      ->capture_default_str();
+  add_model_option(*command, options->model);
+  add_rank_batch_option(*command, options->batch);
   command->add_option("--processes", options->processes, "data-parallel processes")
       ->check(CLI::Range(2, 64))
       ->capture_default_str();
-  command->add_option("--steps", options->steps, "measured iterations (one step of each variant)")
-      ->check(CLI::Range(1, 100000))
-      ->capture_default_str();
-  command->add_option("--warmup", options->warmup, "unmeasured iterations first")
-      ->check(CLI::Range(0, 100000))
-      ->capture_default_str();
+  add_iteration_options(*command, options->steps, "one step of each variant", options->warmup);
   command->allow_extras();
   return refusing_unknown(*command, [options] { return run_bench_zero3(*options); });
 }
