@@ -55,7 +55,6 @@ Command add_bench_allreduce_command(CLI::App& bench) {
                    "spread the ranks over this many hosts simulated by scripts/netns-cluster.sh (root)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
-  command->allow_extras();
   return refusing_unknown(*command, [options, mib] {
     options->bytes.clear();
     for (int size : *mib) options->bytes.push_back(std::int64_t{size} << 20);

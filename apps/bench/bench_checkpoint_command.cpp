@@ -277,7 +277,6 @@ Command add_bench_checkpoint_command(CLI::App& bench) {
   command->add_option("--steps", options->steps, "measured steps per phase and round")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
-  command->allow_extras();
   return refusing_unknown(*command, [options] { return run_bench_checkpoint(*options); });
 }
 

@@ -170,7 +170,6 @@ Command add_bench_compress_command(CLI::App& bench) {
                    "2: the ranks on two hosts simulated by scripts/netns-cluster.sh (root); 1: this host")
       ->check(CLI::Range(1, 2))
       ->capture_default_str();
-  command->allow_extras();
   return refusing_unknown(*command, [options] { return run_bench_compress(*options); });
 }
 

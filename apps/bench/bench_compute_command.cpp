@@ -267,7 +267,6 @@ Command add_bench_compute_command(CLI::App& bench) {
       ->capture_default_str();
   command->add_option("--rounds", options->rounds, "alternating rounds per row with PyTorch")->capture_default_str();
   command->add_flag("--profile", options->profile, "time one more step op by op and print where it goes");
-  command->allow_extras();
   return refusing_unknown(*command, [command, options] {
     BenchComputeOptions given = *options;
     given.python_given = command->count("--python") > 0;

@@ -163,7 +163,6 @@ Command add_bench_dp_command(CLI::App& bench) {
       ->check(CLI::Range(2, 64))
       ->capture_default_str();
   add_iteration_options(*command, options->steps, "a step alone, independent, data-parallel", options->warmup);
-  command->allow_extras();
   return refusing_unknown(*command, [options] { return run_bench_dp(*options); });
 }
 

@@ -355,7 +355,6 @@ Command add_bench_pipeline_command(CLI::App& bench) {
   command->add_option("--warmup", options->warmup, "unmeasured steps first")
       ->check(CLI::Range(0, 1000))
       ->capture_default_str();
-  command->allow_extras();
   return refusing_unknown(*command, [options] { return run_bench_pipeline(*options); });
 }
 

@@ -318,7 +318,6 @@ Command add_bench_tp_command(CLI::App& bench) {
       ->capture_default_str();
   command->add_option("--shards", options->shards, "tensor shards")->check(CLI::Range(2, 64))->capture_default_str();
   add_iteration_options(*command, options->steps, "a step alone, one in tensor shards", options->warmup);
-  command->allow_extras();
   return refusing_unknown(*command, [options] { return run_bench_tp(*options); });
 }
 

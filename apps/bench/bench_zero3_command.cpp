@@ -219,7 +219,6 @@ Command add_bench_zero3_command(CLI::App& bench) {
       ->check(CLI::Range(2, 64))
       ->capture_default_str();
   add_iteration_options(*command, options->steps, "one step of each variant", options->warmup);
-  command->allow_extras();
   return refusing_unknown(*command, [options] { return run_bench_zero3(*options); });
 }
 

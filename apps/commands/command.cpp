@@ -9,6 +9,7 @@
 namespace troupe::apps {
 
 Command refusing_unknown(CLI::App& command, std::function<int()> run) {
+  command.allow_extras();
   return {&command, [&command, run = std::move(run)] {
             if (Status extras = reject_unknown_arguments(command); !extras)
               return error_exit(ExitCode::bad_input, extras.error().message);

@@ -20,9 +20,9 @@ struct Command {
   std::function<int()> run;  // the process exit code (apps/exit_codes.hpp)
 };
 
-// A command whose arguments are all its own options: one it does not know is refused (one line,
-// exit 2) before `run` starts. Commands that take config keys check theirs with the job
-// (job_arguments.hpp).
+// A command whose arguments are all its own options: CLI11 lets one it does not know through
+// (allow_extras), and Troupe refuses it in its own words (one line, exit 2) before `run` starts.
+// Commands that take config keys check theirs with the job (job_arguments.hpp).
 Command refusing_unknown(CLI::App& command, std::function<int()> run);
 
 // Runs the one of `commands` (the subcommands of `group`: troupe, troupe bench) the command line

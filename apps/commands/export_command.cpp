@@ -91,7 +91,6 @@ Command add_export_command(CLI::App& app) {
       ->required();
   command->add_option("--format", options->format, "output format: safetensors")->capture_default_str();
   command->add_option("--out", options->out, "file to write")->type_name("FILE")->capture_default_str();
-  command->allow_extras();
   return refusing_unknown(*command, [options] { return run_export(*options); });
 }
 

@@ -237,7 +237,6 @@ Command add_plan_command(CLI::App& app) {
                    "fp32 (as Troupe trains), mixed (2+2+12) or mixed-fp32-grads (2+4+12)")
       ->capture_default_str();
   command->add_option("--top", options->top, "layouts listed that fit, and that do not")->capture_default_str();
-  command->allow_extras();
   return refusing_unknown(*command, [options] { return run_plan(*options); });
 }
 

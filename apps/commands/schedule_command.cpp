@@ -198,7 +198,6 @@ Command add_schedule_command(CLI::App& app) {
   command
       ->add_option("--trace", options->trace, "write the simulated timeline as Chrome trace JSON (1 cost unit = 1 ms)")
       ->type_name("FILE");
-  command->allow_extras();
   return refusing_unknown(*command, [options] {
     if (Status valid = validate(*options); !valid) return error_exit(ExitCode::bad_input, valid.error().message);
     return run_schedule(*options);

@@ -207,7 +207,6 @@ Command add_shell_command(CLI::App& app) {
       ->add_option("--token-file", options->token_file,
                    "file holding the job's token (default: $TROUPE_TOKEN, else the job's token file)")
       ->type_name("FILE");
-  command->allow_extras();
   return refusing_unknown(*command, [options] { return run_shell(*options); });
 }
 
