@@ -1,97 +1,29 @@
 #pragma once
-// The commands main() runs once the command line has been parsed and checked. Each returns the
-// process exit code of apps/exit_codes.hpp: 0 on success, 1 on a run-time failure. Mistakes in
-// the user's input main can see never reach them: main rejects those first, with exit code 2;
-// what a command finds wrong in its input itself (an environment variable, a file) is 2 too.
-// Every error is reported through error_exit(): one line "troupe: error: <message>".
+// The commands of troupe. Each add_<name>_command registers `troupe <name>` and its options and
+// returns the Command that runs it (command.hpp); main() lists them in the order `troupe --help`
+// shows, and the commands that run a job build their options from job_arguments.hpp. A run
+// returns the process exit code of apps/exit_codes.hpp: 0 on success, 1 on a run-time failure.
+// Mistakes in the user's input the command line shows never reach a run_* function: its Command
+// refuses them first, with exit code 2; what a command finds wrong in its input itself (an
+// environment variable, a file) is 2 too. Every error is reported through error_exit(): one line
+// "troupe: error: <message>". The bench commands are apps/bench's (bench_commands.hpp).
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "apps/commands/command.hpp"
+#include "apps/commands/job_arguments.hpp"
 #include "apps/config/resolve.hpp"
-#include "comm/bench/allreduce_bench.hpp"
 #include "compute/expected.hpp"
 
 namespace troupe::apps {
 
-// troupe bench compute: forward/backward/update throughput of one worker per model preset and
-// thread count, optionally beside the same model in PyTorch (scripts/bench/torch_cpu_train.py).
-struct BenchComputeOptions {
-  std::vector<std::string> models;  // preset names
-  int batch = 8;
-  std::vector<int> threads{1};  // one row per count, each in this process; 0 = all cores
-  int steps = 10;  // measured steps per round (figures from the median)
-  int warmup = 1;  // unmeasured steps first
-  bool vs_pytorch = false;     // alternate rounds with PyTorch when `python` imports torch
-  std::string python = "python3";
-  bool python_given = false;   // --python named: it must exist (the default may be absent: no torch)
-  int rounds = 3;              // rounds per model and thread count with PyTorch (one without)
-  bool profile = false;        // one more step timed op by op, printed per model and thread count
-};
-
-// troupe bench dp: data-parallel training throughput against one process, same run, the
-// processes taking turns step by step.
-struct BenchDpOptions {
-  std::string model = "small";
-  int batch = 8;   // micro-batch per rank
-  int processes = 2;
-  int steps = 15;  // measured iterations, each one step alone, independent and data-parallel
-  int warmup = 1;  // unmeasured iterations first
-};
-int run_bench_dp(const BenchDpOptions& options);
-// troupe bench compress: data parallelism on 2 ranks with gradient sums plain, in bf16 and as
-// PowerSGD factors, stepping in turns: bytes per step and tokens/s of each, and their ratios.
-struct BenchCompressOptions {
-  std::string model = "small";
-  int batch = 8;           // micro-batch per rank
-  int steps = 6;           // measured iterations, each one step of every variant
-  int warmup = 1;          // unmeasured iterations first
-  int powersgd_rank = 4;
-  int hosts = 1;           // 2: rank r on simulated host h<r> (scripts/netns-cluster.sh, root)
-};
-int run_bench_compress(BenchCompressOptions options);
-// troupe bench zero3: ZeRO-3 (and ZeRO-3 with full recompute) against ZeRO-0 on the same ranks,
-// stepping in turns: tokens/s and bytes per rank.
-struct BenchZero3Options {
-  std::string model = "small";
-  int batch = 8;  // micro-batch per rank
-  int processes = 2;
-  int steps = 6;  // measured iterations, each one step of every variant
-  int warmup = 1;
-};
-int run_bench_zero3(const BenchZero3Options& options);
-// troupe bench tp: a stage split over tensor shards against one process, same run, taking turns
-// step by step: tokens/s, the bytes each shard moved per step and the bytes it holds.
-struct BenchTpOptions {
-  std::string model = "small";
-  int batch = 8;   // micro-batch, the same for the shards together and for the one process
-  int shards = 2;
-  int steps = 15;  // measured iterations, each one step alone and one in tensor shards
-  int warmup = 1;  // unmeasured iterations first
-};
-int run_bench_tp(const BenchTpOptions& options);
-// troupe bench pipeline: the measured bubble of each schedule beside the simulator's prediction
-// (from the costs measured in the same run) and the closed form.
-struct BenchPipelineOptions {
-  std::string model = "small";
-  int layers = 0;          // transformer blocks; 0 = the preset's
-  int virtual_stages = 0;  // interleaved chunks per stage; 0 = the smallest v >= 2 that splits the layers evenly
-  int stages = 2;
-  int microbatches = 8;
-  int batch = 4;   // micro-batch size
-  int steps = 3;   // measured steps (figures from the median)
-  int warmup = 1;
-};
-int run_bench_pipeline(const BenchPipelineOptions& options);
-// troupe bench allreduce: bus bandwidth beside UCX's point-to-point bandwidth, same run.
-// With options.hosts > 1, the ranks run on the hosts scripts/netns-cluster.sh simulates.
-int run_bench_allreduce(comm::AllReduceBenchOptions options);
-
 // troupe train: trains job.model on job.config's data and reports loss, validation and a sample.
 // `memory_limit`: --memory-limit in bytes, the memory the one rank may use (apps/config/memory_fit.hpp).
 int run_train(const ResolvedJob& job, std::optional<double> memory_limit);
+Command add_train_command(CLI::App& app);
 
 // troupe node: what troupe launch starts once per host-file line.
 struct NodeArgs {
@@ -101,6 +33,7 @@ struct NodeArgs {
   double join_timeout = 60;  // started by srun or torchrun: seconds for every node to join the job
 };
 int run_node(const NodeArgs& args, const ResolvedJob& job);
+Command add_node_command(CLI::App& app);
 
 // troupe launch (and troupe train --workers N, with N local lines): the job process.
 struct LaunchArgs {
@@ -114,7 +47,7 @@ struct LaunchArgs {
   std::optional<double> memory_limit;  // --memory-limit: bytes per rank; none: this machine's share
 };
 int run_launch(const LaunchArgs& args, const ResolvedJob& job);
-int run_bench_compute(const BenchComputeOptions& options);
+Command add_launch_command(CLI::App& app);
 
 // troupe schedule: generates a pipeline schedule, checks it, simulates it and reports memory,
 // makespan and bubble beside the closed form; optionally every stream and a Chrome trace.
@@ -132,8 +65,7 @@ struct ScheduleOptions {
 // The first problem with options as one line naming the option and its value.
 Status validate(const ScheduleOptions& options);
 int run_schedule(const ScheduleOptions& options);
-// The first problem with options (unknown model, count out of range) as a one-line error.
-Status validate(const BenchComputeOptions& options);
+Command add_schedule_command(CLI::App& app);
 
 // troupe plan: every (dp, tp, pp, zero, recompute, micro-batch, schedule) layout of a model on a
 // cluster, the ones that fit fastest first, with memory per device by kind, bytes per link and the
@@ -156,6 +88,7 @@ struct PlanOptions {
   int top = 10;             // layouts listed of each kind
 };
 int run_plan(const PlanOptions& options);
+Command add_plan_command(CLI::App& app);
 
 // troupe export: a checkpoint's weights as one Hugging Face GPT-2 safetensors file; the model
 // config comes from the checkpoint's manifest. Unlike the commands above it finds its input
@@ -166,16 +99,7 @@ struct ExportOptions {
   std::string out = "model.safetensors";
 };
 int run_export(const ExportOptions& options);
-
-// troupe bench checkpoint: a synchronous save's throughput against the disk's sequential write
-// speed, and the async save's stall against a training step, same run.
-struct BenchCheckpointOptions {
-  std::string model = "small";
-  std::string dir = ".";  // an existing folder; the bench writes in a fresh subfolder and removes it
-  int rounds = 3;         // figures are the medians of the rounds'
-  int steps = 4;          // measured training steps per phase (plain, saving) and round
-};
-int run_bench_checkpoint(const BenchCheckpointOptions& options);
+Command add_export_command(CLI::App& app);
 
 // troupe drill SCENARIO: runs the job undisturbed, then again with a fault injected, and prints a
 // verdict (detected after, recovered after, steps lost, final weights equal). Checkpoints go to
@@ -195,6 +119,7 @@ struct DrillOptions {
   bool keep = false;     // after a PASS keep what the drill wrote (a FAIL always keeps it)
 };
 int run_drill(const DrillOptions& options, const ResolvedJob& job);
+Command add_drill_command(CLI::App& app);
 
 // troupe shell HOST:PORT: the monitor shell of a running job (docs/shell.md), or one command (-c).
 struct ShellArgs {
@@ -203,5 +128,6 @@ struct ShellArgs {
   std::string token_file;  // empty: TROUPE_TOKEN, else the job's default token file for PORT
 };
 int run_shell(const ShellArgs& args);
+Command add_shell_command(CLI::App& app);
 
 }  // namespace troupe::apps

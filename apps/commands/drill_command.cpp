@@ -944,4 +944,39 @@ int run_drill(const DrillOptions& options, const ResolvedJob& job) {
   return code;
 }
 
+Command add_drill_command(CLI::App& app) {
+  auto options = std::make_shared<DrillOptions>();
+  auto job = std::make_shared<TrainArgs>();
+  CLI::App* command =
+      app.add_subcommand("drill", "Failure drill: the job undisturbed, then with a fault injected; prints a verdict.");
+  command
+      ->add_option("scenario", options->scenario,
+                   "kill-node, kill-worker, hang, slow-node, corrupt-checkpoint, kill-during-checkpoint, disk-full, "
+                   "node-lost or chaos")
+      ->required();
+  command->add_option("--at-step", options->at_step, "the fault comes after this step")->capture_default_str();
+  command
+      ->add_option("--target", options->targets,
+                   "node (kill-node, hang, slow-node) or rank (kill-worker) to fail; kill-node and hang take a list "
+                   "(1,2) of nodes failing at once")
+      ->delimiter(',')
+      ->capture_default_str();
+  command->add_option("--kill-every", options->kill_every, "chaos: a node is killed in every Nth step")
+      ->capture_default_str();
+  command->add_option("--seed", options->seed,
+                      "chaos: the seed of the kills' nodes and moments, as a verdict prints it (default: fresh)");
+  command->add_option("--workers", options->workers, "node processes; 1 only for checkpoint scenarios")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  command
+      ->add_option("--dir", options->dir,
+                   "folder for the runs' checkpoints and logs (default: drill-SCENARIO-PID here); a folder named "
+                   "here stays after a PASS, only what the drill wrote in it is removed")
+      ->type_name("DIR");
+  command->add_flag("--keep", options->keep,
+                    "keep the drill's checkpoints and logs after a PASS (a FAIL always keeps them)");
+  add_config_options(*command, *job);
+  return job_command(*command, job, [options](const ResolvedJob& resolved) { return run_drill(*options, resolved); });
+}
+
 }  // namespace troupe::apps

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <regex>
 #include <string>
@@ -78,6 +79,20 @@ int run_export(const ExportOptions& options) {
               compute::ParameterLayout(model).views().size(), bytes,
               static_cast<std::intmax_t>(loaded->manifest().step), loaded->dir().string().c_str());
   return to_int(ExitCode::success);
+}
+
+Command add_export_command(CLI::App& app) {
+  auto options = std::make_shared<ExportOptions>();
+  CLI::App* command =
+      app.add_subcommand("export", "Write a checkpoint's weights as a Hugging Face GPT-2 model.safetensors.");
+  command
+      ->add_option("--checkpoint", options->checkpoint,
+                   "checkpoint.dir (its newest valid checkpoint) or one step-NNNNNNN folder")
+      ->type_name("DIR")
+      ->required();
+  command->add_option("--format", options->format, "output format: safetensors")->capture_default_str();
+  command->add_option("--out", options->out, "file to write")->type_name("FILE")->capture_default_str();
+  return refusing_unknown(*command, [options] { return run_export(*options); });
 }
 
 }  // namespace troupe::apps

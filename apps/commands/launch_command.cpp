@@ -713,4 +713,36 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
   }
 }
 
+Command add_launch_command(CLI::App& app) {
+  auto args = std::make_shared<LaunchArgs>();
+  auto job = std::make_shared<TrainArgs>();
+  CLI::App* command = app.add_subcommand("launch", "Start a data-parallel job: one node process per host-file line.");
+  command
+      ->add_option("--hostfile", args->host_file,
+                   "DeepSpeed host file: 'host slots=N' per line (default inside a Slurm allocation: its nodes)")
+      ->type_name("FILE");
+  command->add_option("--bind", args->bind, "address the job supervisor listens on")->capture_default_str();
+  command->add_option("--port", args->port, "port of the job supervisor; 0 = any free")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  command->add_option("--launcher", args->launcher, "command template for remote hosts, e.g. 'ssh {host} {command}'");
+  command->add_option("--join-timeout", args->join_timeout, "seconds for every node to join")
+      ->check(seconds_in(0.1, 86400))
+      ->capture_default_str();
+  command
+      ->add_option(
+          "--external", args->external,
+          "start no node: wait for N one-rank nodes started by srun, torchrun or by hand (token: $TROUPE_TOKEN)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->type_name("N");
+  add_config_options(*command, *job);
+  add_memory_limit(*command, *job);
+  return job_command(*command, job, [args, job](const ResolvedJob& resolved) {
+    auto limit = memory_limit(*job);
+    if (!limit) return error_exit(ExitCode::bad_input, limit.error().message);
+    args->memory_limit = *limit;
+    return run_launch(*args, resolved);
+  });
+}
+
 }  // namespace troupe::apps

@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -222,6 +223,23 @@ int run_node(const NodeArgs& args, const ResolvedJob& job) {
     std::fprintf(stderr, "troupe: node %d: %s\n", options->node_index, outcome.reason.c_str());
   }
   return job_code != 0 ? job_code : outcome.exit_code;
+}
+
+Command add_node_command(CLI::App& app) {
+  auto args = std::make_shared<NodeArgs>();
+  auto job = std::make_shared<TrainArgs>();
+  CLI::App* command = app.add_subcommand("node", "One node process of a job (troupe launch starts these).");
+  command->add_option("--join", args->join, "HOST:PORT of the job supervisor (default $TROUPE_JOIN)");
+  command->add_option("--token", args->token, "the job's token (default $TROUPE_TOKEN)");
+  command->add_option("--node-index", args->node_index, "this node's host-file line (default $TROUPE_NODE_INDEX)")
+      ->check(CLI::Range(0, 1 << 20));
+  command
+      ->add_option("--join-timeout", args->join_timeout,
+                   "started by srun or torchrun: seconds for every node to join the job that rank 0 hosts")
+      ->check(seconds_in(0.1, 86400))
+      ->capture_default_str();
+  add_config_options(*command, *job);
+  return job_command(*command, job, [args](const ResolvedJob& resolved) { return run_node(*args, resolved); });
 }
 
 }  // namespace troupe::apps

@@ -10,12 +10,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
-#include <utility>
 #include <cstdio>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "apps/commands/commands.hpp"
 #include "apps/config/byte_size.hpp"
@@ -199,6 +200,44 @@ int run_plan(const PlanOptions& o) {
   }
   std::fflush(stdout);
   return to_int(ExitCode::success);
+}
+
+Command add_plan_command(CLI::App& app) {
+  auto options = std::make_shared<PlanOptions>();
+  CLI::App* command = app.add_subcommand(
+      "plan", "Every dp x tp x pp x zero x recompute layout of a model on a cluster: memory, traffic, step time.");
+  command->add_option("--model.preset", options->preset, "model preset; the dimension flags replace its figures")
+      ->capture_default_str();
+  command->add_option("--model.n_layer", options->n_layer, "transformer blocks");
+  command->add_option("--model.n_embd", options->n_embd, "channels");
+  command->add_option("--model.n_head", options->n_head, "attention heads");
+  command->add_option("--model.block_size", options->block_size, "longest sequence");
+  command->add_option("--model.vocab_size", options->vocab_size, "vocabulary");
+  command->add_option("--nodes", options->nodes, "machines (default: 1)");
+  command
+      ->add_option("--hostfile", options->host_file,
+                   "nodes and devices from a host file: its hosts, each with its slots")
+      ->type_name("FILE");
+  command->add_option("--devices-per-node", options->devices_per_node,
+                      "devices (ranks) per machine (default: this machine's cores)");
+  command
+      ->add_option("--device-memory", options->device_memory,
+                   "memory per device, as 80GB or 512MiB (default: this machine's available memory / devices)")
+      ->type_name("SIZE");
+  command->add_option("--peak-flops", options->peak_flops,
+                      "peak FLOP/s per device (default: one thread's sgemm peak, measured at start)");
+  command->add_option("--mfu", options->mfu, "share of the peak the model's FLOPs reach")->capture_default_str();
+  command->add_option("--intra-bw", options->intra_bw, "bytes/s per device inside a node (bus bandwidth)")
+      ->capture_default_str();
+  command->add_option("--inter-bw", options->inter_bw, "bytes/s per device between nodes")->capture_default_str();
+  command->add_option("--global-batch", options->global_batch, "sequences per optimizer step")->capture_default_str();
+  command->add_option("--seq", options->seq, "tokens per sequence (default: the model's block size)");
+  command
+      ->add_option("--precision", options->precision,
+                   "fp32 (as Troupe trains), mixed (2+2+12) or mixed-fp32-grads (2+4+12)")
+      ->capture_default_str();
+  command->add_option("--top", options->top, "layouts listed that fit, and that do not")->capture_default_str();
+  return refusing_unknown(*command, [options] { return run_plan(*options); });
 }
 
 }  // namespace troupe::apps

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "apps/commands/commands.hpp"
@@ -178,6 +179,29 @@ int run_schedule(const ScheduleOptions& o) {
   }
   std::fflush(stdout);
   return to_int(ExitCode::success);
+}
+
+Command add_schedule_command(CLI::App& app) {
+  auto options = std::make_shared<ScheduleOptions>();
+  CLI::App* command = app.add_subcommand(
+      "schedule", "Generate, check and simulate a pipeline schedule: memory, makespan, bubble; optionally a trace.");
+  command->add_option("--kind", options->kind, "gpipe, 1f1b or interleaved")->required();
+  command->add_option("--stages", options->stages, "pipeline stages p")->required();
+  command->add_option("--microbatches", options->microbatches, "micro-batches per step m")->required();
+  command->add_option("--virtual-stages", options->virtual_stages, "model chunks per stage v (interleaved only)")
+      ->capture_default_str();
+  command->add_option("--forward", options->forward, "cost units per forward of one chunk")->capture_default_str();
+  command->add_option("--backward", options->backward, "cost units per backward of one chunk")->capture_default_str();
+  command->add_option("--latency", options->latency, "cost units from a send to its data arriving")
+      ->capture_default_str();
+  command->add_flag("--print", options->print, "print every stage's instruction stream");
+  command
+      ->add_option("--trace", options->trace, "write the simulated timeline as Chrome trace JSON (1 cost unit = 1 ms)")
+      ->type_name("FILE");
+  return refusing_unknown(*command, [options] {
+    if (Status valid = validate(*options); !valid) return error_exit(ExitCode::bad_input, valid.error().message);
+    return run_schedule(*options);
+  });
 }
 
 }  // namespace troupe::apps

@@ -1,12 +1,16 @@
-// troupe train: one process trains a GPT on the job's data (see actors/worker/training_run.hpp).
+// troupe train: one process trains a GPT on the job's data (see actors/worker/training_run.hpp);
+// with --workers N, troupe launch on N local lines.
 
 #include <cstdio>
+#include <memory>
 
 #include "apps/commands/checkpoint_folder_lock.hpp"
 #include "apps/commands/commands.hpp"
 #include "apps/config/job_layout.hpp"
 #include "apps/config/memory_fit.hpp"
+#include "apps/config/print.hpp"
 #include "apps/exit_codes.hpp"
+#include "actors/process_environment.hpp"
 #include "actors/worker/job_data.hpp"
 #include "actors/process_logs.hpp"
 #include "actors/process_metrics.hpp"
@@ -40,6 +44,54 @@ int run_train(const ResolvedJob& job, std::optional<double> memory_limit) {
   actors::RunOutcome outcome = actors::run_training(job, **backend, *data, {}, {progress, metrics->worker(0)});
   if (outcome.exit_code != 0) return error_exit(exit_code_of(outcome.exit_code), outcome.reason);
   return to_int(ExitCode::success);
+}
+
+namespace {
+
+// --print-keys, --print-config, or the job in this process or, with --workers, in local nodes.
+int train(const CLI::App& command, const TrainArgs& args) {
+  if (args.print_keys) {
+    std::fputs(config_keys_markdown().c_str(), stdout);
+    return to_int(ExitCode::success);
+  }
+  auto limit = memory_limit(args);
+  if (!limit) return error_exit(ExitCode::bad_input, limit.error().message);
+  auto job = train_job(command, args);
+  if (!job) return error_exit(ExitCode::bad_input, job.error().message);
+  if (args.print_config) {
+    std::fputs(config_to_toml(job->config).c_str(), stdout);
+    return to_int(ExitCode::success);
+  }
+  if (Status inherited = actors::env::check_inherited(); !inherited)
+    return error_exit(ExitCode::bad_input, inherited.error().message);
+  if (args.workers > 1) {
+    LaunchArgs launch;
+    launch.workers = args.workers;
+    launch.memory_limit = *limit;
+    return run_launch(launch, *job);
+  }
+  return run_train(*job, *limit);
+}
+
+}  // namespace
+
+Command add_train_command(CLI::App& app) {
+  auto args = std::make_shared<TrainArgs>();
+  CLI::App* command = app.add_subcommand("train", "Train a GPT model; keys come from --config, then overrides.");
+  command->add_option("--config", args->config_path, "TOML file with [model] [train] [data] [sample]")
+      ->type_name("FILE");
+  command->add_flag("--print-config", args->print_config,
+                    "print the resolved configuration as TOML and exit without training");
+  command->add_flag("--print-keys", args->print_keys, "print the key table of docs/configuration.md")->group("");
+  command->add_option("--workers", args->workers, "local worker processes (data parallel); 1 = this process")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  add_shorthands(*command, *args);
+  add_memory_limit(*command, *args);
+  args->overrides.add_options(*command);
+  command->footer("Each key is --section.name VALUE or --section.name=VALUE; it overrides the config file.");
+  command->allow_extras();
+  return {command, [command, args] { return train(*command, *args); }};
 }
 
 }  // namespace troupe::apps

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "actors/actor_system_setup.hpp"
@@ -193,6 +194,20 @@ int run_shell(const ShellArgs& args) {
     run_line(link, *line, false);
   }
   return to_int(ExitCode::success);
+}
+
+Command add_shell_command(CLI::App& app) {
+  auto options = std::make_shared<ShellArgs>();
+  CLI::App* command =
+      app.add_subcommand("shell", "Attach a monitor shell to a running job (status, top, pause, checkpoint, drills).");
+  command->add_option("address", options->address, "HOST:PORT as the job prints it (\"monitor: troupe shell ...\")")
+      ->required();
+  command->add_option("-c", options->command, "run this one command, print its answer and exit")->type_name("COMMAND");
+  command
+      ->add_option("--token-file", options->token_file,
+                   "file holding the job's token (default: $TROUPE_TOKEN, else the job's token file)")
+      ->type_name("FILE");
+  return refusing_unknown(*command, [options] { return run_shell(*options); });
 }
 
 }  // namespace troupe::apps

@@ -1,4 +1,4 @@
-#include "apps/commands/pytorch_script.hpp"
+#include "apps/bench/pytorch_script.hpp"
 
 #include <sys/stat.h>
 #include <sys/wait.h>

@@ -14,14 +14,16 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "actors/worker/data_parallel_hooks.hpp"
 #include "actors/worker/mailbox_comm.hpp"
-#include "apps/commands/bench_figures.hpp"
-#include "apps/commands/bench_rank.hpp"
-#include "apps/commands/bench_turns.hpp"
-#include "apps/commands/commands.hpp"
+#include "apps/bench/bench_arguments.hpp"
+#include "apps/bench/bench_commands.hpp"
+#include "apps/bench/bench_figures.hpp"
+#include "apps/bench/bench_rank.hpp"
+#include "apps/bench/bench_turns.hpp"
 #include "apps/exit_codes.hpp"
 #include "comm/bootstrap.hpp"
 #include "comm/collectives.hpp"
@@ -150,6 +152,18 @@ int run_bench_dp(const BenchDpOptions& o) {
   std::printf("medians: machine share %.3f, dp/independent %.3f\n", median(share), median(communication));
   std::printf("scaling (%d processes x 1 thread vs 1 x 1, median of iterations) = %.3f\n", n, median(scaling));
   return to_int(ExitCode::success);
+}
+
+Command add_bench_dp_command(CLI::App& bench) {
+  auto options = std::make_shared<BenchDpOptions>();
+  CLI::App* command = bench.add_subcommand("dp", "Data-parallel tokens/s against one process, same run.");
+  add_model_option(*command, options->model);
+  add_rank_batch_option(*command, options->batch);
+  command->add_option("--processes", options->processes, "data-parallel processes")
+      ->check(CLI::Range(2, 64))
+      ->capture_default_str();
+  add_iteration_options(*command, options->steps, "a step alone, independent, data-parallel", options->warmup);
+  return refusing_unknown(*command, [options] { return run_bench_dp(*options); });
 }
 
 }  // namespace troupe::apps

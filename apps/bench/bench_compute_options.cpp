@@ -1,7 +1,7 @@
 #include <algorithm>
 #include <string>
 
-#include "apps/commands/commands.hpp"
+#include "apps/bench/bench_commands.hpp"
 #include "compute/model/gpt_config.hpp"
 
 namespace troupe::apps {

@@ -4,11 +4,14 @@
 // scripts/netns-cluster.sh simulates (docs/multi-host.md): each forked rank enters its host's
 // namespaces before it starts UCX, so ranks on different hosts meet over TCP only.
 
+#include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
+#include <vector>
 
-#include "apps/commands/commands.hpp"
-#include "apps/commands/simulated_hosts.hpp"
+#include "apps/bench/bench_commands.hpp"
+#include "apps/bench/simulated_hosts.hpp"
 #include "apps/exit_codes.hpp"
 #include "comm/bench/allreduce_bench.hpp"
 
@@ -29,6 +32,34 @@ int run_bench_allreduce(comm::AllReduceBenchOptions options) {
   if (!report) return error_exit(ExitCode::failure, report.error().message);
   std::fputs(comm::format_allreduce_report(*report).c_str(), stdout);
   return to_int(ExitCode::success);
+}
+
+Command add_bench_allreduce_command(CLI::App& bench) {
+  auto options = std::make_shared<comm::AllReduceBenchOptions>();
+  auto mib = std::make_shared<std::vector<int>>(std::vector<int>{1, 16, 64});
+  CLI::App* command =
+      bench.add_subcommand("allreduce", "All-reduce bus bandwidth beside UCX point-to-point bandwidth.");
+  command->add_option("--processes", options->processes, "process counts, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::Range(2, 64))
+      ->default_str("2,4");
+  command->add_option("--mib", *mib, "buffer sizes in MiB, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 4096))
+      ->default_str("1,16,64");
+  command->add_option("--iterations", options->iterations, "timed iterations")
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
+  command
+      ->add_option("--hosts", options->hosts,
+                   "spread the ranks over this many hosts simulated by scripts/netns-cluster.sh (root)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  return refusing_unknown(*command, [options, mib] {
+    options->bytes.clear();
+    for (int size : *mib) options->bytes.push_back(std::int64_t{size} << 20);
+    return run_bench_allreduce(*options);
+  });
 }
 
 }  // namespace troupe::apps

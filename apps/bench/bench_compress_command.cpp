@@ -17,10 +17,11 @@
 #include <vector>
 
 #include "actors/worker/data_parallel_hooks.hpp"
-#include "apps/commands/bench_figures.hpp"
-#include "apps/commands/bench_rank.hpp"
-#include "apps/commands/commands.hpp"
-#include "apps/commands/simulated_hosts.hpp"
+#include "apps/bench/bench_arguments.hpp"
+#include "apps/bench/bench_commands.hpp"
+#include "apps/bench/bench_figures.hpp"
+#include "apps/bench/bench_rank.hpp"
+#include "apps/bench/simulated_hosts.hpp"
 #include "apps/exit_codes.hpp"
 #include "comm/bootstrap.hpp"
 #include "comm/gradient_compressor.hpp"
@@ -151,6 +152,25 @@ int run_bench_compress(BenchCompressOptions o) {
       "targets over a 100 Mbit/s link: PowerSGD >= 20x fewer bytes and >= 1.4x the plain tokens/s, bf16 >= "
       "1.3x; unshaped, neither below 0.95x\n");
   return to_int(ExitCode::success);
+}
+
+Command add_bench_compress_command(CLI::App& bench) {
+  auto options = std::make_shared<BenchCompressOptions>();
+  CLI::App* command = bench.add_subcommand(
+      "compress",
+      "Data parallelism on 2 ranks with gradient sums plain, bf16 and PowerSGD, in turns: bytes and tokens/s.");
+  add_model_option(*command, options->model);
+  add_rank_batch_option(*command, options->batch);
+  add_iteration_options(*command, options->steps, "one step of each variant", options->warmup);
+  command->add_option("--powersgd-rank", options->powersgd_rank, "PowerSGD's r")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  command
+      ->add_option("--hosts", options->hosts,
+                   "2: the ranks on two hosts simulated by scripts/netns-cluster.sh (root); 1: this host")
+      ->check(CLI::Range(1, 2))
+      ->capture_default_str();
+  return refusing_unknown(*command, [options] { return run_bench_compress(*options); });
 }
 
 }  // namespace troupe::apps

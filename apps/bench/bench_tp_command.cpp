@@ -20,13 +20,15 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "actors/worker/pipeline_trainer.hpp"
-#include "apps/commands/bench_figures.hpp"
-#include "apps/commands/bench_rank.hpp"
-#include "apps/commands/bench_turns.hpp"
-#include "apps/commands/commands.hpp"
+#include "apps/bench/bench_arguments.hpp"
+#include "apps/bench/bench_commands.hpp"
+#include "apps/bench/bench_figures.hpp"
+#include "apps/bench/bench_rank.hpp"
+#include "apps/bench/bench_turns.hpp"
 #include "apps/exit_codes.hpp"
 #include "comm/bootstrap.hpp"
 #include "comm/grid.hpp"
@@ -304,6 +306,19 @@ int run_bench_tp(const BenchTpOptions& o) {
               "row-parallel biases, ln_f) / all\n",
               held, mib(held), alone, mib(alone), held / alone, closed_ratio, n);
   return to_int(ExitCode::success);
+}
+
+Command add_bench_tp_command(CLI::App& bench) {
+  auto options = std::make_shared<BenchTpOptions>();
+  CLI::App* command = bench.add_subcommand(
+      "tp", "Tensor shards of one stage against one process, in turns: tokens/s, bytes moved and held.");
+  add_model_option(*command, options->model);
+  command->add_option("--batch", options->batch, "micro-batch (the shards' together, and the one process's)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  command->add_option("--shards", options->shards, "tensor shards")->check(CLI::Range(2, 64))->capture_default_str();
+  add_iteration_options(*command, options->steps, "a step alone, one in tensor shards", options->warmup);
+  return refusing_unknown(*command, [options] { return run_bench_tp(*options); });
 }
 
 }  // namespace troupe::apps

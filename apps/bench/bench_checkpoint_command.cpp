@@ -19,13 +19,15 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
-#include "apps/commands/bench_figures.hpp"
-#include "apps/commands/commands.hpp"
+#include "apps/bench/bench_arguments.hpp"
+#include "apps/bench/bench_commands.hpp"
+#include "apps/bench/bench_figures.hpp"
 #include "apps/exit_codes.hpp"
 #include "checkpoint/disk_speed.hpp"
 #include "checkpoint/run_checkpoints.hpp"
@@ -259,6 +261,23 @@ int run_bench_checkpoint(const BenchCheckpointOptions& options) {
       "in the background take %.3f s (%+.1f%%)\n",
       after_step * 1e3, 100 * stall, step, saving_step, 100 * slowdown);
   return to_int(ExitCode::success);
+}
+
+Command add_bench_checkpoint_command(CLI::App& bench) {
+  auto options = std::make_shared<BenchCheckpointOptions>();
+  CLI::App* command = bench.add_subcommand(
+      "checkpoint", "Checkpoint save throughput against the disk's write speed; async save's stall against a step.");
+  add_model_option(*command, options->model);
+  command->add_option("--dir", options->dir, "folder to write in (a fresh subfolder, removed after)")
+      ->check(CLI::ExistingDirectory)
+      ->capture_default_str();
+  command->add_option("--rounds", options->rounds, "measurement rounds (medians)")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  command->add_option("--steps", options->steps, "measured steps per phase and round")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  return refusing_unknown(*command, [options] { return run_bench_checkpoint(*options); });
 }
 
 }  // namespace troupe::apps

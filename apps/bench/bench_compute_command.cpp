@@ -14,15 +14,16 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "apps/commands/bench_figures.hpp"
-#include "apps/commands/commands.hpp"
-#include "apps/commands/op_timing_backend.hpp"
-#include "apps/commands/pytorch_script.hpp"
+#include "apps/bench/bench_commands.hpp"
+#include "apps/bench/bench_figures.hpp"
+#include "apps/bench/op_timing_backend.hpp"
+#include "apps/bench/pytorch_script.hpp"
 #include "apps/exit_codes.hpp"
 #include "compute/cpu/openblas_setup.hpp"
 #include "compute/cpu/sgemm_peak.hpp"
@@ -240,6 +241,39 @@ int run_bench_compute(const BenchComputeOptions& options) {
       "sgemm peak on the same thread count; model FLOPs per token = 6N + 12*L*C*T.\n");
   if (torch) std::printf("troupe/pytorch: the median of the rounds' ratios.\n");
   return to_int(ExitCode::success);
+}
+
+Command add_bench_compute_command(CLI::App& bench) {
+  auto options = std::make_shared<BenchComputeOptions>();
+  options->models = {"tiny", "small"};
+  CLI::App* command = bench.add_subcommand("compute", "Training-step throughput of one worker, per model preset.");
+  command->add_option("--models", options->models, "model presets, comma-separated")
+      ->delimiter(',')
+      ->type_name("LIST")
+      ->default_str("tiny,small");
+  command->add_option("--batch", options->batch, "micro-batch size B")->capture_default_str();
+  command->add_option("--threads", options->threads, "CPU thread counts, comma-separated (1,2: both); 0 = all cores")
+      ->delimiter(',')
+      ->check(CLI::Validator(
+          [](std::string& count) -> std::string { return count.empty() ? "a thread count is empty" : ""; }, "COUNT"))
+      ->type_name("LIST")
+      ->default_str("1");
+  command->add_option("--steps", options->steps, "measured steps per round")->capture_default_str();
+  command->add_option("--warmup", options->warmup, "unmeasured steps first")->capture_default_str();
+  command->add_flag("--vs-pytorch", options->vs_pytorch,
+                    "alternate rounds with the same model in PyTorch (scripts/bench/torch_cpu_train.py)");
+  command->add_option("--python", options->python, "the Python that runs PyTorch (implies --vs-pytorch)")
+      ->type_name("PATH")
+      ->capture_default_str();
+  command->add_option("--rounds", options->rounds, "alternating rounds per row with PyTorch")->capture_default_str();
+  command->add_flag("--profile", options->profile, "time one more step op by op and print where it goes");
+  return refusing_unknown(*command, [command, options] {
+    BenchComputeOptions given = *options;
+    given.python_given = command->count("--python") > 0;
+    given.vs_pytorch = given.vs_pytorch || given.python_given;
+    if (Status valid = validate(given); !valid) return error_exit(ExitCode::bad_input, valid.error().message);
+    return run_bench_compute(given);
+  });
 }
 
 }  // namespace troupe::apps

@@ -1,4 +1,4 @@
-#include "apps/commands/bench_rank.hpp"
+#include "apps/bench/bench_rank.hpp"
 
 #include <chrono>
 

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <tuple>
@@ -17,8 +18,9 @@
 #include "actors/actor_system_setup.hpp"
 #include "actors/worker/mailbox_comm.hpp"
 #include "actors/worker/pipeline_trainer.hpp"
-#include "apps/commands/bench_figures.hpp"
-#include "apps/commands/commands.hpp"
+#include "apps/bench/bench_arguments.hpp"
+#include "apps/bench/bench_commands.hpp"
+#include "apps/bench/bench_figures.hpp"
 #include "apps/exit_codes.hpp"
 #include "comm/bootstrap.hpp"
 #include "compute/model/stage_split.hpp"
@@ -325,6 +327,35 @@ int run_bench_pipeline(const BenchPipelineOptions& o) {
     std::fflush(stdout);
   }
   return to_int(ExitCode::success);
+}
+
+Command add_bench_pipeline_command(CLI::App& bench) {
+  auto options = std::make_shared<BenchPipelineOptions>();
+  CLI::App* command = bench.add_subcommand(
+      "pipeline", "Measured pipeline bubble per schedule beside the simulator's prediction and the closed form.");
+  add_model_option(*command, options->model);
+  command->add_option("--layers", options->layers, "transformer blocks; 0 = the preset's")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+  command
+      ->add_option("--virtual-stages", options->virtual_stages,
+                   "interleaved chunks per stage; 0 = the smallest v >= 2 that splits the layers evenly")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
+  command->add_option("--stages", options->stages, "pipeline stages p (one process each)")
+      ->check(CLI::Range(2, 16))
+      ->capture_default_str();
+  command->add_option("--microbatches", options->microbatches, "micro-batches per step m")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  command->add_option("--batch", options->batch, "sequences per micro-batch")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  command->add_option("--steps", options->steps, "measured steps")->check(CLI::Range(1, 1000))->capture_default_str();
+  command->add_option("--warmup", options->warmup, "unmeasured steps first")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
+  return refusing_unknown(*command, [options] { return run_bench_pipeline(*options); });
 }
 
 }  // namespace troupe::apps

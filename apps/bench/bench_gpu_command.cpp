@@ -3,19 +3,20 @@
 // reuses wte as a real matmul; wpe is only looked up), the PaLM estimate with attention counted
 // as full T×T (the causal half is not discounted, as PaLM and nanoGPT do).
 
-#include "apps/commands/bench_gpu_command.hpp"
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "apps/commands/op_timing_backend.hpp"
-#include "apps/commands/pytorch_script.hpp"
+#include "apps/bench/bench_arguments.hpp"
+#include "apps/bench/bench_commands.hpp"
+#include "apps/bench/op_timing_backend.hpp"
+#include "apps/bench/pytorch_script.hpp"
 #include "apps/exit_codes.hpp"
 #include "compute/data/synthetic_tokens.hpp"
 #include "compute/model/gpt.hpp"
@@ -46,27 +47,6 @@ bool torch_available() { return std::system("python3 -c 'import torch' > /dev/nu
 #endif
 
 }  // namespace
-
-CLI::App* add_bench_gpu_command(CLI::App& bench, BenchGpuOptions& o) {
-  CLI::App* command = bench.add_subcommand(
-      "gpu", "One GPU's training tokens/s and MFU against its measured bf16 GEMM peak, beside PyTorch.");
-  command->add_option("--model", o.model, "model preset")
-      ->check(CLI::IsMember(compute::gpt_preset_names()))
-      ->capture_default_str();
-  command->add_option("--precision", o.precision, "bf16 (cuda-bf16 backend) or fp32 (cuda)")
-      ->check(CLI::IsMember({"bf16", "fp32"}))
-      ->capture_default_str();
-  command->add_option("--batch", o.batch, "micro-batch size B")->check(CLI::Range(1, 4096))->capture_default_str();
-  command->add_option("--seq", o.seq, "sequence length T (at most the preset's block size)")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
-  command->add_option("--steps", o.steps, "measured steps")->check(CLI::Range(1, 100000))->capture_default_str();
-  command->add_option("--warmup", o.warmup, "unmeasured steps first")->check(CLI::Range(0, 100000))->capture_default_str();
-  command->add_option("--torch-script", o.torch_script, "PyTorch comparison script; empty to skip")
-      ->capture_default_str();
-  command->allow_extras(false);  // bench allows extras for its default; an unknown option here is an error
-  return command;
-}
 
 int run_bench_gpu(const BenchGpuOptions& o) {
 #ifndef TROUPE_HAVE_CUDA
@@ -144,6 +124,30 @@ int run_bench_gpu(const BenchGpuOptions& o) {
   }
   return to_int(ExitCode::success);
 #endif
+}
+
+Command add_bench_gpu_command(CLI::App& bench) {
+  auto options = std::make_shared<BenchGpuOptions>();
+  CLI::App* command = bench.add_subcommand(
+      "gpu", "One GPU's training tokens/s and MFU against its measured bf16 GEMM peak, beside PyTorch.");
+  add_model_option(*command, options->model);
+  command->add_option("--precision", options->precision, "bf16 (cuda-bf16 backend) or fp32 (cuda)")
+      ->check(CLI::IsMember({"bf16", "fp32"}))
+      ->capture_default_str();
+  command->add_option("--batch", options->batch, "micro-batch size B")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  command->add_option("--seq", options->seq, "sequence length T (at most the preset's block size)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  command->add_option("--steps", options->steps, "measured steps")->check(CLI::Range(1, 100000))->capture_default_str();
+  command->add_option("--warmup", options->warmup, "unmeasured steps first")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
+  command->add_option("--torch-script", options->torch_script, "PyTorch comparison script; empty to skip")
+      ->capture_default_str();
+  command->allow_extras(false);  // bench allows extras for its default; an unknown option here is an error
+  return {command, [options] { return run_bench_gpu(*options); }};
 }
 
 }  // namespace troupe::apps

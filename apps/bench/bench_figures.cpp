@@ -1,4 +1,4 @@
-#include "apps/commands/bench_figures.hpp"
+#include "apps/bench/bench_figures.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "apps/commands/commands.hpp"
+#include "apps/bench/bench_commands.hpp"
 
 using namespace troupe;
 using namespace troupe::apps;

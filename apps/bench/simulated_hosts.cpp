@@ -1,4 +1,4 @@
-#include "apps/commands/simulated_hosts.hpp"
+#include "apps/bench/simulated_hosts.hpp"
 
 #include <fcntl.h>
 #include <sched.h>

@@ -19,9 +19,10 @@
 
 #include "actors/worker/data_parallel_hooks.hpp"
 #include "actors/worker/mailbox_comm.hpp"
-#include "apps/commands/bench_figures.hpp"
-#include "apps/commands/bench_rank.hpp"
-#include "apps/commands/commands.hpp"
+#include "apps/bench/bench_arguments.hpp"
+#include "apps/bench/bench_commands.hpp"
+#include "apps/bench/bench_figures.hpp"
+#include "apps/bench/bench_rank.hpp"
 #include "apps/exit_codes.hpp"
 #include "comm/bootstrap.hpp"
 #include "comm/collectives.hpp"
@@ -206,6 +207,19 @@ int run_bench_zero3(const BenchZero3Options& o) {
   std::printf("ZeRO-3 + full recompute / ZeRO-0: activations %.3f (target <= 0.3)\n",
               held[zero3_full].activations / base.activations);
   return to_int(ExitCode::success);
+}
+
+Command add_bench_zero3_command(CLI::App& bench) {
+  auto options = std::make_shared<BenchZero3Options>();
+  CLI::App* command = bench.add_subcommand(
+      "zero3", "ZeRO-3 (and with full recompute) against ZeRO-0 on the same ranks, in turns: tokens/s and bytes.");
+  add_model_option(*command, options->model);
+  add_rank_batch_option(*command, options->batch);
+  command->add_option("--processes", options->processes, "data-parallel processes")
+      ->check(CLI::Range(2, 64))
+      ->capture_default_str();
+  add_iteration_options(*command, options->steps, "one step of each variant", options->warmup);
+  return refusing_unknown(*command, [options] { return run_bench_zero3(*options); });
 }
 
 }  // namespace troupe::apps

@@ -1,0 +1,130 @@
+#pragma once
+// The bench commands: what each measures, its options, the function that runs it and the one
+// that registers it under `troupe bench` (add_bench_<name>_command, as apps/commands/commands.hpp
+// registers the commands). Each returns the process exit code of apps/exit_codes.hpp.
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "apps/commands/command.hpp"
+#include "comm/bench/allreduce_bench.hpp"
+#include "compute/expected.hpp"
+
+namespace troupe::apps {
+
+// troupe bench: registers the group and every bench below under it, in the order `troupe bench
+// --help` lists them; its Command runs the bench the command line chose.
+Command add_bench_command(CLI::App& app);
+
+// troupe bench compute: forward/backward/update throughput of one worker per model preset and
+// thread count, optionally beside the same model in PyTorch (scripts/bench/torch_cpu_train.py).
+struct BenchComputeOptions {
+  std::vector<std::string> models;  // preset names
+  int batch = 8;
+  std::vector<int> threads{1};  // one row per count, each in this process; 0 = all cores
+  int steps = 10;  // measured steps per round (figures from the median)
+  int warmup = 1;  // unmeasured steps first
+  bool vs_pytorch = false;     // alternate rounds with PyTorch when `python` imports torch
+  std::string python = "python3";
+  bool python_given = false;   // --python named: it must exist (the default may be absent: no torch)
+  int rounds = 3;              // rounds per model and thread count with PyTorch (one without)
+  bool profile = false;        // one more step timed op by op, printed per model and thread count
+};
+// The first problem with options (unknown model, count out of range) as a one-line error.
+Status validate(const BenchComputeOptions& options);
+int run_bench_compute(const BenchComputeOptions& options);
+Command add_bench_compute_command(CLI::App& bench);
+
+// troupe bench dp: data-parallel training throughput against one process, same run, the
+// processes taking turns step by step.
+struct BenchDpOptions {
+  std::string model = "small";
+  int batch = 8;   // micro-batch per rank
+  int processes = 2;
+  int steps = 15;  // measured iterations, each one step alone, independent and data-parallel
+  int warmup = 1;  // unmeasured iterations first
+};
+int run_bench_dp(const BenchDpOptions& options);
+Command add_bench_dp_command(CLI::App& bench);
+// troupe bench compress: data parallelism on 2 ranks with gradient sums plain, in bf16 and as
+// PowerSGD factors, stepping in turns: bytes per step and tokens/s of each, and their ratios.
+struct BenchCompressOptions {
+  std::string model = "small";
+  int batch = 8;           // micro-batch per rank
+  int steps = 6;           // measured iterations, each one step of every variant
+  int warmup = 1;          // unmeasured iterations first
+  int powersgd_rank = 4;
+  int hosts = 1;           // 2: rank r on simulated host h<r> (scripts/netns-cluster.sh, root)
+};
+int run_bench_compress(BenchCompressOptions options);
+Command add_bench_compress_command(CLI::App& bench);
+// troupe bench zero3: ZeRO-3 (and ZeRO-3 with full recompute) against ZeRO-0 on the same ranks,
+// stepping in turns: tokens/s and bytes per rank.
+struct BenchZero3Options {
+  std::string model = "small";
+  int batch = 8;  // micro-batch per rank
+  int processes = 2;
+  int steps = 6;  // measured iterations, each one step of every variant
+  int warmup = 1;
+};
+int run_bench_zero3(const BenchZero3Options& options);
+Command add_bench_zero3_command(CLI::App& bench);
+// troupe bench tp: a stage split over tensor shards against one process, same run, taking turns
+// step by step: tokens/s, the bytes each shard moved per step and the bytes it holds.
+struct BenchTpOptions {
+  std::string model = "small";
+  int batch = 8;   // micro-batch, the same for the shards together and for the one process
+  int shards = 2;
+  int steps = 15;  // measured iterations, each one step alone and one in tensor shards
+  int warmup = 1;  // unmeasured iterations first
+};
+int run_bench_tp(const BenchTpOptions& options);
+Command add_bench_tp_command(CLI::App& bench);
+// troupe bench pipeline: the measured bubble of each schedule beside the simulator's prediction
+// (from the costs measured in the same run) and the closed form.
+struct BenchPipelineOptions {
+  std::string model = "small";
+  int layers = 0;          // transformer blocks; 0 = the preset's
+  int virtual_stages = 0;  // interleaved chunks per stage; 0 = the smallest v >= 2 that splits the layers evenly
+  int stages = 2;
+  int microbatches = 8;
+  int batch = 4;   // micro-batch size
+  int steps = 3;   // measured steps (figures from the median)
+  int warmup = 1;
+};
+int run_bench_pipeline(const BenchPipelineOptions& options);
+Command add_bench_pipeline_command(CLI::App& bench);
+// troupe bench allreduce: bus bandwidth beside UCX's point-to-point bandwidth, same run.
+// With options.hosts > 1, the ranks run on the hosts scripts/netns-cluster.sh simulates.
+int run_bench_allreduce(comm::AllReduceBenchOptions options);
+Command add_bench_allreduce_command(CLI::App& bench);
+
+// troupe bench checkpoint: a synchronous save's throughput against the disk's sequential write
+// speed, and the async save's stall against a training step, same run.
+struct BenchCheckpointOptions {
+  std::string model = "small";
+  std::string dir = ".";  // an existing folder; the bench writes in a fresh subfolder and removes it
+  int rounds = 3;         // figures are the medians of the rounds'
+  int steps = 4;          // measured training steps per phase (plain, saving) and round
+};
+int run_bench_checkpoint(const BenchCheckpointOptions& options);
+Command add_bench_checkpoint_command(CLI::App& bench);
+
+// troupe bench gpu: one GPU's training throughput and MFU for a model preset, against the bf16
+// GEMM peak measured in the same run, and the same model in PyTorch (eager and torch.compile)
+// when python3 can import torch.
+struct BenchGpuOptions {
+  std::string model = "gpt2";
+  std::string precision = "bf16";  // bf16 (cuda-bf16) or fp32 (cuda)
+  int batch = 16;
+  int seq = 1024;
+  int steps = 10;  // measured steps (figures from the median)
+  int warmup = 3;
+  std::string torch_script = "scripts/bench/torch_gpt2.py";  // "" = skip PyTorch
+};
+int run_bench_gpu(const BenchGpuOptions& options);
+Command add_bench_gpu_command(CLI::App& bench);
+
+}  // namespace troupe::apps
