@@ -17,6 +17,7 @@ std::string_view to_string(RecoveryRoute route) {
     case RecoveryRoute::grow_in_place: return "grow_in_place";
     case RecoveryRoute::grow_by_restart: return "grow_by_restart";
     case RecoveryRoute::restart: return "restart";
+    case RecoveryRoute::rescue: return "rescue";
     case RecoveryRoute::stop: return "stop";
   }
   return "unknown";

@@ -35,6 +35,7 @@ enum class RecoveryRoute : std::uint8_t {
   grow_in_place,            // nodes left out join the running job, their state from a survivor
   grow_by_restart,          // every node restarts with the nodes left out back
   restart,                  // the supervisor gives the failure to the job's restart (which says from where)
+  rescue,                   // the survivors write their memory of the last completed step before the restart
   stop,                     // nothing recovers: the job ends
 };
 std::string_view to_string(RecoveryRoute route);
@@ -74,8 +75,9 @@ struct failure_detected {
   std::vector<int> ranks;
   std::string reason;
 };
-// How the job goes on: the route, and why this one (the reason another one did not apply, or what
-// the chosen one does). `epoch`: the in-place recovery's (0 for routes that restart).
+// How the job goes on: the route, and one line for a person saying what the job does and why (the
+// log's text after "recovery: ", or after "rejoin: " for a grow). `epoch`: the in-place recovery's
+// (0 for routes that restart).
 struct recovery_chosen {
   RecoveryRoute route = RecoveryRoute::stop;
   int epoch = 0;

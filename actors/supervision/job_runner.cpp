@@ -18,13 +18,6 @@ std::pair<int, std::string> per_replica(const JobShape& job, const BatchShape& b
   return {batch.grad_accum, "train.grad_accum"};
 }
 
-// The decision's lines, one after the other: its reason for a person.
-std::string lines(const RestartDecision& decision) {
-  std::string text;
-  for (const PolicyLine& line : decision.log) text += (text.empty() ? "" : "; ") + line.text;
-  return text;
-}
-
 }  // namespace
 
 RecoveryRoute announce_decision(JobEvents& events, int attempt, const AttemptOutcome& outcome,
@@ -38,7 +31,8 @@ RecoveryRoute announce_decision(JobEvents& events, int attempt, const AttemptOut
       events.emit(attempt, job_ended{0, restarts, decision.next.counts.to_text(), outcome.reason});
       return RecoveryRoute::stop;
     case Action::stop:
-      events.emit(attempt, recovery_chosen{RecoveryRoute::stop, 0, outcome.failed_nodes, decision.reason});
+      events.emit(attempt, recovery_chosen{RecoveryRoute::stop, 0, outcome.failed_nodes,
+                                           decision.recovery.empty() ? "stopping the job" : decision.recovery});
       events.emit(attempt, job_ended{decision.exit_code, restarts, decision.next.counts.to_text(), decision.reason});
       return RecoveryRoute::stop;
     case Action::restart_from_replica:
@@ -46,11 +40,11 @@ RecoveryRoute announce_decision(JobEvents& events, int attempt, const AttemptOut
       const RecoveryRoute route = decision.action == Action::restart_from_replica
                                       ? RecoveryRoute::restart_from_replica
                                       : RecoveryRoute::restart_from_checkpoint;
-      events.emit(attempt, recovery_chosen{route, 0, outcome.failed_nodes, lines(decision)});
+      events.emit(attempt, recovery_chosen{route, 0, outcome.failed_nodes, decision.recovery});
       return route;
     }
     case Action::shrink: {
-      events.emit(attempt, recovery_chosen{RecoveryRoute::shrink, 0, decision.drop, lines(decision)});
+      events.emit(attempt, recovery_chosen{RecoveryRoute::shrink, 0, decision.drop, decision.recovery});
       const auto [count, key] = per_replica(job, decision.shrink->batch);
       const int before = replicas(job);
       const int stage_ranks = job.stages * job.shards;
@@ -61,7 +55,7 @@ RecoveryRoute announce_decision(JobEvents& events, int attempt, const AttemptOut
       return RecoveryRoute::shrink;
     }
     case Action::grow:
-      events.emit(attempt, recovery_chosen{RecoveryRoute::grow_by_restart, 0, {}, lines(decision)});
+      events.emit(attempt, recovery_chosen{RecoveryRoute::grow_by_restart, 0, {}, decision.recovery});
       return RecoveryRoute::grow_by_restart;
   }
   return RecoveryRoute::stop;

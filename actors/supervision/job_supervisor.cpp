@@ -120,8 +120,11 @@ bool start_rescue(job_actor* self, job_outcome_msg failure) {
     order.writers.push_back(rank);
     ranks += (ranks.empty() ? "" : ", ") + std::to_string(rank);
   }
-  monitor::logger("job")->warn("{} ({}); asking rank(s) {} for a rescue snapshot of their memory", st.failure.reason,
-                               to_string(st.failure.failure_kind), ranks);
+  const std::string asking = "asking rank(s) " + ranks + " for a rescue snapshot of their memory";
+  monitor::logger("job")->warn("{} ({}); {}", st.failure.reason, to_string(st.failure.failure_kind), asking);
+  std::vector<int> writer_nodes;
+  for (const auto& [rank, node] : st.rescue_writers) writer_nodes.push_back(node);
+  emit(st, recovery_chosen{RecoveryRoute::rescue, 0, writer_nodes, asking});
   for (const auto& [index, m] : st.joined)
     if (survives(index)) self->send(m.node, rescue_atom_v, order);
   self->delayed_send(self, st.plan.rescue_timeout, rescue_atom_v);
@@ -397,7 +400,7 @@ bool from_replaced_process(job_actor* self) {
 void log_restart(job_supervisor_state& st, const std::string& why) {
   if (std::exchange(st.restart_logged, true)) return;
   monitor::logger("job")->warn("recovery: restarting every node: {}", why);
-  emit(st, recovery_chosen{RecoveryRoute::restart, 0, {}, why});
+  emit(st, recovery_chosen{RecoveryRoute::restart, 0, {}, "restarting every node: " + why});
 }
 
 job_outcome_msg failure_outcome(int exit_code, FailureKind kind, std::string reason, std::vector<int> nodes,

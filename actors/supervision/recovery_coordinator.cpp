@@ -167,9 +167,10 @@ bool widen_in_place(job_actor* self, const std::vector<int>& nodes, FailureKind 
     log_restart(st, what + "; " + why_not);
     return false;
   }
-  const std::string widened = "widened to " + nodes_text(nodes) + ": starting " + placed +
+  const std::string widened = "in place (epoch " + std::to_string(recovery.epoch) + ") widened to " +
+                              nodes_text(nodes) + ": starting " + placed +
                               (kind == FailureKind::hang ? silent_killed(nodes) : "");
-  monitor::logger("job")->warn("{}; recovery: in place (epoch {}) {}", reason, recovery.epoch, widened);
+  monitor::logger("job")->warn("{}; recovery: {}", reason, widened);
   emit(st, recovery_chosen{route_of(recovery), recovery.epoch, nodes, widened});
   return true;
 }
@@ -472,12 +473,13 @@ bool replace_in_place(job_actor* self, const std::vector<int>& nodes, FailureKin
   ++st.recovery_epoch;
   recovery.rollback = choice.rollback;
   if (choice.rollback) recovery.why_rollback = no_replica_reason(st.plan.recovery, recovery.failed.rank);
-  const std::string started = "starting " + placed + (kind == FailureKind::hang ? silent_killed(nodes) : "") +
-                              ", every other node keeps its process; " + state_source(recovery);
-  monitor::logger("job")->warn("{}; recovery: in place (epoch {}): {}", reason, recovery.epoch, started);
+  const std::string chosen = "in place (epoch " + std::to_string(recovery.epoch) + "): starting " + placed +
+                             (kind == FailureKind::hang ? silent_killed(nodes) : "") +
+                             ", every other node keeps its process; " + state_source(recovery);
+  monitor::logger("job")->warn("{}; recovery: {}", reason, chosen);
   for (const auto& [index, m] : st.joined)
     if (!is_replaced(index)) self->send(m.node, recover_atom_v, recovery.order);
-  begin_recovery(self, std::move(recovery), started);
+  begin_recovery(self, std::move(recovery), chosen);
   return true;
 }
 
@@ -498,7 +500,7 @@ bool grow_in_place(job_actor* self) {
   }
   if (!why_not.empty()) {
     monitor::logger("job")->warn("rejoin: growing by restarting every node: {}", why_not);
-    emit(st, recovery_chosen{RecoveryRoute::grow_by_restart, 0, {}, why_not});
+    emit(st, recovery_chosen{RecoveryRoute::grow_by_restart, 0, {}, "growing by restarting every node: " + why_not});
     return false;
   }
   TROUPE_CHECK(!grown.nodes.empty(), "grow_nodes started no node and gave no reason");

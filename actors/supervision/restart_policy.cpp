@@ -108,8 +108,9 @@ RestartDecision decide_restart(const RestartHistory& history, const AttemptOutco
     d.action = Action::grow;
     d.next.restarted_after.reset();
     ++counts.restarts;
-    d.log.push_back(info("recovery: restarting every node with the nodes the job went on without (the shell's "
-                         "rejoin), from the newest checkpoint in " + options.checkpoint_dir));
+    d.recovery = "restarting every node with the nodes the job went on without (the shell's rejoin), from the "
+                 "newest checkpoint in " + options.checkpoint_dir;
+    d.log.push_back(info("recovery: " + d.recovery));
     return d;
   }
   const FailureKind kind = attempt.failure_kind         ? *attempt.failure_kind
@@ -159,7 +160,8 @@ RestartDecision decide_restart(const RestartHistory& history, const AttemptOutco
                     " was written: another restart would repeat it)";
       else
         d.reason += options.elastic ? ")" : "; fault.elastic is off)";
-      d.log.push_back(error(failure + "; stopping the job: " + counts.to_text()));
+      d.recovery = "stopping the job: " + counts.to_text();
+      d.log.push_back(error(failure + "; " + d.recovery));
     }
     return d;
   }
@@ -178,9 +180,10 @@ RestartDecision decide_restart(const RestartHistory& history, const AttemptOutco
     d.drop = drop;
     d.why_dropped = why_dropped;
     d.log.push_back(info(shrunk->log_line));
-    d.log.push_back(warn(failure + "; recovery: restarting every node without " + dropped + " (" + why_dropped + "), " +
-                         std::to_string(shrunk->kept.size()) + " node(s) left, from the newest checkpoint in " +
-                         options.checkpoint_dir));
+    d.recovery = "restarting every node without " + dropped + " (" + why_dropped + "), " +
+                 std::to_string(shrunk->kept.size()) + " node(s) left, from the newest checkpoint in " +
+                 options.checkpoint_dir;
+    d.log.push_back(warn(failure + "; recovery: " + d.recovery));
     d.shrink = std::move(*shrunk);
     d.next.restarted_after.reset();
     source = RecoverySource::shrink;
@@ -195,9 +198,9 @@ RestartDecision decide_restart(const RestartHistory& history, const AttemptOutco
       from = "the survivors' rescue snapshot of step " + std::to_string(attempt.rescued_step) + " (no steps lost)";
     else if (const RescueChoice choice = rescue_choice(options.shape); !choice.allowed)
       from += " (no rescue: " + choice.why_not + ")";
-    d.log.push_back(warn(failure + "; recovery: restarting every node from " + from + " in " + options.checkpoint_dir +
-                         " (restart " + std::to_string(d.next.budget_used) + " of " +
-                         std::to_string(options.max_restarts) + ")"));
+    d.recovery = "restarting every node from " + from + " in " + options.checkpoint_dir + " (restart " +
+                 std::to_string(d.next.budget_used) + " of " + std::to_string(options.max_restarts) + ")";
+    d.log.push_back(warn(failure + "; recovery: " + d.recovery));
   }
   ++counts.recoveries[source];
   ++counts.restarts;

@@ -137,6 +137,10 @@ struct RestartDecision {
   std::string why_dropped;           // shrink: "it cannot come back", ...
   std::optional<ShrinkPlan> shrink;  // shrink: the nodes kept and the batch that keeps the global batch
   std::vector<PolicyLine> log;       // what to log, before acting
+  // What the job does now, for a person (the log's text after "recovery: "): "restarting every node
+  // from the newest checkpoint in ck (restart 1 of 3)"; "stopping the job: <counts>" for a stop
+  // after restarts; empty for a finish or a stop without one.
+  std::string recovery;
   RestartHistory next;               // the history after this attempt (counts, budget)
 };
 
