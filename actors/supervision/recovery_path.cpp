@@ -13,9 +13,10 @@ namespace {
 // its PowerSGD residual. Empty when every replica holds the same state (or there is one replica).
 std::string state_of_its_own(const RecoveryShape& shape) {
   if (shape.data_parallel < 2) return {};
-  if (shape.zero == 3) return "train.zero 3 shards the parameters and the optimizer state: no replica holds a lost shard";
-  if (shape.zero > 0)
-    return "train.zero " + std::to_string(shape.zero) +
+  if (compute::shards_parameters(shape.zero))
+    return "train.zero 3 shards the parameters and the optimizer state: no replica holds a lost shard";
+  if (compute::shards_optimizer_state(shape.zero))
+    return compute::zero_setting(shape.zero) +
            " shards the optimizer state: no replica holds a lost shard of the moments";
   if (shape.compress == "powersgd") return "comm.compress powersgd keeps each rank's residual only in its own memory";
   return {};
@@ -50,9 +51,8 @@ RecoveryChoice choose_grow(const RecoveryShape& shape) {
   if (shape.pipeline_stages > 1 || shape.tensor_shards > 1)
     return restart("plain data parallelism, not " + std::to_string(shape.pipeline_stages) + " pipeline stage(s) × " +
                    std::to_string(shape.tensor_shards) + " tensor shard(s)");
-  if (shape.zero > 0)
-    return restart("where every rank holds the whole state, and train.zero " + std::to_string(shape.zero) +
-                   " shards it");
+  if (compute::shards_optimizer_state(shape.zero))
+    return restart("where every rank holds the whole state, and " + compute::zero_setting(shape.zero) + " shards it");
   if (shape.compress == "powersgd")
     return restart("where every rank holds the whole state, and comm.compress powersgd keeps a residual per rank");
   return {true, false, {}};

@@ -48,7 +48,7 @@ struct RecoveryShape {
   int data_parallel = 1;
   int pipeline_stages = 1;
   int tensor_shards = 1;
-  int zero = 0;
+  compute::ZeroStage zero = compute::ZeroStage::none;
   std::string backend = "cpu";
   std::string compress = "none";  // comm.compress
   // Whether the job can start a lost node process again: its launcher started every node, on this

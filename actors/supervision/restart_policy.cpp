@@ -90,8 +90,10 @@ Expected<ShrinkPlan> plan_shrink(const JobShape& job, const std::vector<int>& dr
 RescueChoice rescue_choice(const RestartOptions& options) {
   if (options.checkpoint_dir.empty()) return {false, "no checkpoint.dir to restart from"};
   // ZeRO shards the optimizer state (and ZeRO-3 the parameters): a lost shard is nowhere else.
-  if (options.zero == 3) return {false, "train.zero 3 shards the parameters and the optimizer state"};
-  if (options.zero > 0) return {false, "train.zero " + std::to_string(options.zero) + " shards the optimizer state"};
+  if (compute::shards_parameters(options.zero))
+    return {false, "train.zero 3 shards the parameters and the optimizer state"};
+  if (compute::shards_optimizer_state(options.zero))
+    return {false, compute::zero_setting(options.zero) + " shards the optimizer state"};
   if (options.backend != "cpu")
     return {false, "the state is in GPU memory, behind a stream an aborted NCCL communicator may block"};
   if (options.data_parallel < 2) return {false, "a single data-parallel replica"};

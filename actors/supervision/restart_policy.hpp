@@ -62,7 +62,7 @@ struct RestartOptions {
   std::string checkpoint_dir;   // empty: nothing to restart from
   int max_restarts = 3;         // fault.max_restarts
   bool elastic = false;         // fault.elastic
-  int zero = 0;                 // train.zero
+  compute::ZeroStage zero = compute::ZeroStage::none;  // train.zero
   std::string backend = "cpu";  // train.backend
   int data_parallel = 1;        // replicas of this attempt: workers / (pipeline.stages × tensor.shards)
   std::string compress = "none";  // comm.compress

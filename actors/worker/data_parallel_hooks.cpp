@@ -109,20 +109,21 @@ std::shared_ptr<comm::GradientCompressor> gradient_compressor(MailboxComm& mailb
 }
 
 compute::DataParallel group_data_parallel(MailboxComm& mailbox, comm::Communicator& comm,
-                                          monitor::WorkProgress& progress, int zero_stage, std::int64_t parameters,
+                                          monitor::WorkProgress& progress, compute::ZeroStage zero_stage,
+                                          std::int64_t parameters,
                                           std::shared_ptr<comm::GradientCompressor> compressor) {
   const int world = static_cast<int>(comm.group().ranks.size());
   compute::DataParallel dp;
   dp.rank = comm.position();
   dp.size = world;
   dp.zero_stage = zero_stage;
-  if (zero_stage > 0) {
+  if (compute::shards_optimizer_state(zero_stage)) {
     // The shard is the reduce-scatter's segment, so ZeRO-2's summed gradients land on it.
     const comm::Slice shard = comm::segment_of(parameters, world, comm.position());
     dp.shard_begin = shard.offset;
     dp.shard_end = shard.offset + shard.count;
   }
-  if (zero_stage == 3) {
+  if (compute::shards_parameters(zero_stage)) {
     dp.shard_offsets = shard_offsets(comm, parameters);
     dp.unit_exchange = unit_exchange(mailbox, comm, progress);
   }

@@ -23,7 +23,8 @@ namespace troupe::actors {
 // (from gradient_compressor() below, over the same group) the gradients are summed through it:
 // buckets, ZeRO-1's whole buffer, and ZeRO-2's reduce-scatter (bf16 only).
 compute::DataParallel group_data_parallel(MailboxComm& mailbox, comm::Communicator& comm,
-                                          monitor::WorkProgress& progress, int zero_stage, std::int64_t parameters,
+                                          monitor::WorkProgress& progress, compute::ZeroStage zero_stage,
+                                          std::int64_t parameters,
                                           std::shared_ptr<comm::GradientCompressor> compressor = nullptr);
 
 // A compressor of gradients over `comm`, its sums posted through `mailbox`; `tensors` (PowerSGD's

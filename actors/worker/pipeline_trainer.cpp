@@ -55,7 +55,7 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
   shard_ = coord.tp;
   TROUPE_CHECK(setup_.grid.pp == s.stages, "the grid does not match the schedule");
   TROUPE_CHECK((setup_.grid.tp > 1) == (groups_.tp != nullptr), "a tp group exactly when the grid has tensor shards");
-  TROUPE_CHECK(setup_.compression.kind == comm::Compression::none || setup_.zero <= 1,
+  TROUPE_CHECK(setup_.compression.kind == comm::Compression::none || !compute::shards_gradients(setup_.zero),
                "a pipeline stage's gradient sums compress with ZeRO 0 or 1 only");
   TROUPE_CHECK(s.virtual_stages() * s.microbatches < gradient_index_bit, "too many micro-batches for the tag index");
   TROUPE_CHECK(setup_.split.size() == static_cast<std::size_t>(s.virtual_stages()),
@@ -66,7 +66,7 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
     const compute::StageLayers& layers = setup_.split[static_cast<std::size_t>(s.virtual_stage(stage_, c))];
     Chunk chunk;
     const compute::TensorShard shard{shard_, setup_.grid.tp};
-    if (setup_.zero == 3) {
+    if (compute::shards_parameters(setup_.zero)) {
       std::vector<compute::ParameterUnit> units =
           compute::GPTStage::parameter_units(setup_.model, layers.first_layer, layers.last_layer, shard);
       const std::int64_t total = units.back().end;
@@ -88,15 +88,15 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
     // ZeRO 1 and 2: this replica's segment of the chunk's buffer, the reduce-scatter's and the
     // all-gather's; ZeRO 3 keeps only its shard anyway.
     chunk.optimized = {kept_begin, kept_end};
-    if (setup_.zero == 1 || setup_.zero == 2) {
+    if (compute::gathers_parameters(setup_.zero)) {
       const comm::Slice own = comm::segment_of(stage.num_params(), setup_.grid.dp, replica_);
       chunk.optimized = {own.offset, own.offset + own.count};
     }
     chunk.optimizer = std::make_unique<compute::AdamW>(backend_, stage.views(), stage.num_params(), compute::DType::f32,
                                                        o.adamw, chunk.optimized.first, chunk.optimized.second,
                                                        kept_begin);
-    chunk.micro_batches =
-        std::make_unique<compute::MicroBatchSum>(backend_, stage.grads(), setup_.zero == 3 ? 1 : s.microbatches);
+    chunk.micro_batches = std::make_unique<compute::MicroBatchSum>(
+        backend_, stage.grads(), compute::shards_parameters(setup_.zero) ? 1 : s.microbatches);
     chunk.compressed_at = compressed_total;
     compressed_total += stage.num_params();
     chunks_.push_back(std::move(chunk));
@@ -152,8 +152,8 @@ std::vector<checkpoint::HeldRange> PipelineTrainer::held_state() {
   std::vector<checkpoint::HeldRange> held;
   // Replicas hold equal parameters and replica 0 saves them (under ZeRO-3 each its shard); the
   // moments are each replica's own under any ZeRO stage.
-  const bool saves_parameters = replica_ == 0 || setup_.zero == 3;
-  const bool saves_moments = replica_ == 0 || setup_.zero > 0;
+  const bool saves_parameters = replica_ == 0 || compute::shards_parameters(setup_.zero);
+  const bool saves_moments = replica_ == 0 || compute::shards_optimizer_state(setup_.zero);
   for (Chunk& chunk : chunks_) {
     compute::GPTStage& stage = *chunk.stage;
     const std::int64_t kept = stage.kept_begin(), kept_end = kept + stage.params().numel();
@@ -389,7 +389,7 @@ void PipelineTrainer::reduce_gradients() {
       partial = true;
     }
   if (partial) check_comm(mailbox_.wait_all());
-  if (setup_.zero == 3) {
+  if (compute::shards_parameters(setup_.zero)) {
     if (groups_.embedding != nullptr) {
       Chunk& holder = stage_ == 0 ? chunks_.front() : chunks_.back();
       const compute::GPTStage& stage = *holder.stage;
@@ -415,7 +415,7 @@ void PipelineTrainer::reduce_gradients() {
     compressor_->finish();
   } else if (setup_.grid.dp > 1) {
     for (Chunk& chunk : chunks_) {
-      if (setup_.zero == 2)
+      if (compute::shards_gradients(setup_.zero))
         mailbox_.reduce_scatter(groups_.dp, chunk.stage->grads());
       else
         mailbox_.all_reduce(groups_.dp, chunk.stage->grads());
@@ -427,7 +427,7 @@ void PipelineTrainer::reduce_gradients() {
 double PipelineTrainer::own_sum_of_squares(bool gradients) {
   double sum = 0;
   // Under ZeRO-2 only this replica's segment of the gradients is summed.
-  const bool own_segment = gradients && setup_.zero == 2;
+  const bool own_segment = gradients && compute::shards_gradients(setup_.zero);
   for (Chunk& chunk : chunks_) {
     compute::Tensor& kept = gradients ? chunk.stage->grads() : chunk.stage->params();
     const std::int64_t kept_begin = chunk.stage->kept_begin();
@@ -440,13 +440,14 @@ double PipelineTrainer::own_sum_of_squares(bool gradients) {
     }
   }
   const char* what = gradients ? "the gradient norm's shards" : "the parameter norm's shards";
-  if ((setup_.zero == 3 || own_segment) && setup_.grid.dp > 1) sum = sum_over(groups_.dp, sum, what);
+  if ((compute::shards_parameters(setup_.zero) || own_segment) && setup_.grid.dp > 1)
+    sum = sum_over(groups_.dp, sum, what);
   if (groups_.tp != nullptr) sum = sum_over(*groups_.tp, sum, what);
   return sum;
 }
 
 void PipelineTrainer::gather_parameters() {
-  if ((setup_.zero != 1 && setup_.zero != 2) || setup_.grid.dp == 1) return;
+  if (!compute::gathers_parameters(setup_.zero) || setup_.grid.dp == 1) return;
   auto waiting = progress_.wait_for("the parameter all-gather (ZeRO)");
   for (Chunk& chunk : chunks_) mailbox_.all_gather(groups_.dp, chunk.stage->params());
   check_comm(mailbox_.wait_all());

@@ -59,7 +59,7 @@ struct PipelineSetup {
   comm::Grid grid;               // dp × pp × tp
   int rank = 0;
   compute::TrainerOptions options;  // batch, seq_len, lr, AdamW, clip, seed; grad_accum unused
-  int zero = 0;  // 1, 2: AdamW state (and 2: the summed gradients) split over the stage's dp group; 3: parameters too
+  compute::ZeroStage zero = compute::ZeroStage::none;  // over the stage's dp group
   bool zero3_reshard = true;
   bool sequence_parallel = false;  // with tp > 1 (compute/model/gpt_stage.hpp)
   comm::CompressionOptions compression;  // with ZeRO 0 or 1 (resolve() checks)

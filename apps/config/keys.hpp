@@ -16,7 +16,8 @@
 namespace troupe::apps {
 
 // Where a key's value lives inside a JobConfig; the pointee's type is the key's type.
-using ConfigField = std::variant<bool*, int*, long*, std::uint64_t*, double*, std::string*>;
+// train.zero is a number to the user and a compute::ZeroStage from here on.
+using ConfigField = std::variant<bool*, int*, long*, std::uint64_t*, double*, std::string*, compute::ZeroStage*>;
 
 struct ConfigKey {
   std::string_view name;  // "section.name"

@@ -27,20 +27,21 @@ Trainer::Trainer(GPT& model, TrainerOptions options, std::span<const std::uint16
                  model.kept_begin()),
       inputs_(batch_tensor(options)),
       targets_(batch_tensor(options)),
-      micro_batches_(model.backend(), model.grads(), options.data_parallel.zero_stage == 3 ? 1 : options.grad_accum) {
+      micro_batches_(model.backend(), model.grads(),
+                     shards_parameters(options.data_parallel.zero_stage) ? 1 : options.grad_accum) {
   const DataParallel& dp = options.data_parallel;
-  TROUPE_CHECK(dp.zero_stage >= 0 && dp.zero_stage <= 3, "ZeRO stage " + std::to_string(dp.zero_stage));
-  if (dp.zero_stage == 3) {
+  if (shards_parameters(dp.zero_stage)) {
     const std::int64_t shard_end = dp.shard_end < 0 ? model.layout().total() : dp.shard_end;
     TROUPE_CHECK(dp.sharded && model.kept_begin() == dp.shard_begin &&
                      model.kept_begin() + model.params().numel() == shard_end && (dp.size == 1 || dp.sum),
                  "ZeRO-3 needs a model whose source keeps this rank's shard, and a scalar sum");
   } else {
     TROUPE_CHECK(model.params().numel() == model.layout().total(), "only ZeRO-3 shards the model's parameters");
-    TROUPE_CHECK(dp.size == 1 ||
-                     (dp.zero_stage == 2 ? dp.reduce_scatter_gradients && dp.sum : static_cast<bool>(dp.sum_gradients)),
+    TROUPE_CHECK(dp.size == 1 || (shards_gradients(dp.zero_stage) ? dp.reduce_scatter_gradients && dp.sum
+                                                                  : static_cast<bool>(dp.sum_gradients)),
                  "a data-parallel group of more than one rank needs its gradient reduction");
-    TROUPE_CHECK(dp.zero_stage == 0 || dp.all_gather_parameters || dp.size == 1, "ZeRO needs all_gather_parameters");
+    TROUPE_CHECK(!gathers_parameters(dp.zero_stage) || dp.all_gather_parameters || dp.size == 1,
+                 "ZeRO needs all_gather_parameters");
   }
   TROUPE_CHECK(0 <= options.data_parallel.rank && options.data_parallel.rank < options.data_parallel.size,
                "data-parallel rank outside its group");
@@ -60,7 +61,8 @@ void Trainer::abandon_step() {
 
 void Trainer::resplit(const BatchSplit& split) {
   DataParallel& dp = options_.data_parallel;
-  TROUPE_CHECK(dp.zero_stage == 0, "only ZeRO 0 resplits its batch: every rank holds the whole state");
+  TROUPE_CHECK(!shards_optimizer_state(dp.zero_stage),
+               "only ZeRO 0 resplits its batch: every rank holds the whole state");
   TROUPE_CHECK(0 <= split.dp_rank && split.dp_rank < split.dp_size && split.grad_accum >= 1 && split.batch_size >= 1,
                "a batch split outside its group");
   TROUPE_CHECK(std::int64_t{split.batch_size} * split.grad_accum * split.dp_size ==
@@ -85,7 +87,7 @@ std::int64_t Trainer::tokens_per_step() const {
 
 StepResult Trainer::step() {
   const DataParallel& dp = options_.data_parallel;
-  const bool overlap = dp.size > 1 && dp.zero_stage == 0 && dp.start_sum;
+  const bool overlap = dp.size > 1 && !shards_optimizer_state(dp.zero_stage) && dp.start_sum;
   std::function<void(int)> between_layers;
   if (dp.between_layers) between_layers = [&](int) { dp.between_layers(); };
   const std::function<void(int)> start_layer_bucket = [&](int layer) {
@@ -111,8 +113,8 @@ StepResult Trainer::step() {
     const bool last_micro = micro == k - 1;
     model_.backward(1.0 / (static_cast<double>(k) * dp.size), last_micro && overlap ? start_layer_bucket : between_layers);
   }
-  const bool sharded_gradients = dp.size > 1 && dp.zero_stage >= 2;
-  if (dp.zero_stage == 3) {
+  const bool sharded_gradients = dp.size > 1 && shards_gradients(dp.zero_stage);
+  if (shards_parameters(dp.zero_stage)) {
     dp.sharded->finish_gradients();
   } else if (overlap) {
     // The buckets backward did not cover: the embeddings at the front of the buffer, ln_f at the end.
@@ -134,14 +136,14 @@ StepResult Trainer::step() {
   result.grad_norm = sharded_gradients ? clip_sharded_gradients()
                                        : clip_grad_norm(model_.backend(), model_.grads(), options_.grad_clip);
   optimizer_.step(model_.params(), model_.grads(), result.lr);
-  if (dp.size > 1 && (dp.zero_stage == 1 || dp.zero_stage == 2)) dp.all_gather_parameters(model_.params());
+  if (dp.size > 1 && gathers_parameters(dp.zero_stage)) dp.all_gather_parameters(model_.params());
   ++steps_;
   return result;
 }
 
 Tensor Trainer::gradient_shard() {
   const DataParallel& dp = options_.data_parallel;
-  if (dp.zero_stage == 3) return model_.grads();
+  if (shards_parameters(dp.zero_stage)) return model_.grads();
   const std::int64_t end = dp.shard_end < 0 ? model_.layout().total() : dp.shard_end;
   return model_.grads().slice(dp.shard_begin, {end - dp.shard_begin});
 }

@@ -25,6 +25,7 @@
 #include "compute/optim/lr_schedule.hpp"
 #include "compute/train/micro_batch_sum.hpp"
 #include "compute/train/sharded_parameters.hpp"
+#include "compute/train/zero_stage.hpp"
 
 namespace troupe::compute {
 
@@ -45,7 +46,7 @@ namespace troupe::compute {
 struct DataParallel {
   int rank = 0;
   int size = 1;
-  int zero_stage = 0;
+  ZeroStage zero_stage = ZeroStage::none;
   std::int64_t shard_begin = 0, shard_end = -1;  // -1: the whole buffer
   std::function<void(Tensor& grads)> sum_gradients;             // stages 0, 1
   // Stage 0 with overlap: start summing a slice of the gradients (a bucket: elements [offset,

@@ -33,7 +33,8 @@ void wait_for_device(comm::NcclComm& nccl, MailboxComm& mailbox) {
 
 compute::DataParallel device_data_parallel(comm::NcclComm& nccl, compute::DataParallel host, MailboxComm& mailbox,
                                            monitor::WorkProgress& progress) {
-  TROUPE_CHECK(host.zero_stage == 0, "ZeRO stage " + std::to_string(host.zero_stage) + " over NCCL");
+  TROUPE_CHECK(!compute::shards_optimizer_state(host.zero_stage),
+               "ZeRO stage " + std::to_string(compute::zero_number(host.zero_stage)) + " over NCCL");
   TROUPE_CHECK(host.size == nccl.size() && host.rank == nccl.rank(), "the NCCL communicator is not the host group's");
   compute::DataParallel dp = std::move(host);
   dp.start_sum = [&nccl](compute::Tensor bucket, std::int64_t) {

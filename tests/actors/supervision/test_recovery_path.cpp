@@ -10,6 +10,7 @@
 #include "actors/supervision/recovery_path.hpp"
 
 using namespace troupe::actors;
+using troupe::compute::ZeroStage;
 
 namespace {
 
@@ -93,10 +94,10 @@ TEST_CASE("without a replica but with checkpoints, a failure recovers in place b
 TEST_CASE("under ZeRO or PowerSGD a replica holds state no other holds, so a failure recovers in place by rollback",
           "[recovery]") {
   RecoveryShape zero1 = plain_dp(), zero2_pipeline = plain_dp(), zero3 = plain_dp(), powersgd_shards = plain_dp();
-  zero1.zero = 1;
-  zero2_pipeline.zero = 2;
+  zero1.zero = ZeroStage::optimizer_state;
+  zero2_pipeline.zero = ZeroStage::gradients;
   zero2_pipeline.pipeline_stages = 2;
-  zero3.zero = 3;
+  zero3.zero = ZeroStage::parameters;
   powersgd_shards.compress = "powersgd";
   powersgd_shards.tensor_shards = 2;
   const std::pair<RecoveryShape, const char*> cases[] = {
@@ -127,7 +128,7 @@ TEST_CASE("under ZeRO or PowerSGD a replica holds state no other holds, so a fai
   RecoveryShape zero_alone = plain_dp();
   zero_alone.data_parallel = 1;
   zero_alone.pipeline_stages = 2;
-  zero_alone.zero = 1;
+  zero_alone.zero = ZeroStage::optimizer_state;
   zero_alone.checkpoints = true;
   CHECK(choose_recovery(zero_alone, FailureKind::worker_exception).rollback);
   CHECK(no_replica_reason(zero_alone, 1) == "no replica holds pipeline stage 1's state");
@@ -148,8 +149,8 @@ TEST_CASE("every case in place does not cover restarts every node, saying why", 
   one.data_parallel = 1;
   one_pipeline.data_parallel = 1;
   one_pipeline.pipeline_stages = 4;
-  zero.zero = 1;
-  zero_pipeline.zero = 2;
+  zero.zero = ZeroStage::optimizer_state;
+  zero_pipeline.zero = ZeroStage::gradients;
   zero_pipeline.pipeline_stages = 2;
   gpu.backend = "cuda";
   compressed.compress = "powersgd";
@@ -284,7 +285,7 @@ TEST_CASE("nodes that come back join in place where every rank holds the whole s
   pipeline.pipeline_stages = 2;
   CHECK(why_not(pipeline) == "in place grows plain data parallelism, not 2 pipeline stage(s) × 1 tensor shard(s)");
   RecoveryShape zero = shrunk;
-  zero.zero = 1;
+  zero.zero = ZeroStage::optimizer_state;
   CHECK(why_not(zero) == "in place grows where every rank holds the whole state, and train.zero 1 shards it");
   RecoveryShape powersgd = shrunk;
   powersgd.compress = "powersgd";

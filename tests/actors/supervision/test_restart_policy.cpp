@@ -14,6 +14,7 @@
 
 using namespace troupe::actors;
 using Action = RestartDecision::Action;
+using troupe::compute::ZeroStage;
 
 namespace {
 
@@ -27,7 +28,7 @@ RestartHistory history(const std::string& text = "", int budget_used = 0,
 }
 
 RestartOptions options(auto edit) {
-  RestartOptions o{"/ck", 3, false, 0, "cpu", 2};
+  RestartOptions o{"/ck", 3, false, ZeroStage::none, "cpu", 2};
   edit(o);
   return o;
 }
@@ -145,7 +146,7 @@ std::vector<Row> policy_rows() {
       // Why not from a replica.
       {.name = "train.zero 1: restart from the checkpoint, not a replica, saying why",
        .attempt = lost_b(),
-       .options = options([](RestartOptions& o) { o.zero = 1; }),
+       .options = options([](RestartOptions& o) { o.zero = ZeroStage::optimizer_state; }),
        .action = Action::restart_from_checkpoint,
        .log = {"warn: " + lost +
                "from the newest checkpoint (no rescue: train.zero 1 shards the optimizer state) in /ck (restart 1 of "
@@ -530,8 +531,10 @@ TEST_CASE("a rescue is asked for only with checkpoint.dir, the CPU backend, no Z
   const std::vector<Case> cases = {
       {defaults(), true, ""},
       {options([](RestartOptions& o) { o.checkpoint_dir = ""; }), false, "no checkpoint.dir to restart from"},
-      {options([](RestartOptions& o) { o.zero = 2; }), false, "train.zero 2 shards the optimizer state"},
-      {options([](RestartOptions& o) { o.zero = 3; }), false, "train.zero 3 shards the parameters and the optimizer state"},
+      {options([](RestartOptions& o) { o.zero = ZeroStage::gradients; }), false,
+       "train.zero 2 shards the optimizer state"},
+      {options([](RestartOptions& o) { o.zero = ZeroStage::parameters; }), false,
+       "train.zero 3 shards the parameters and the optimizer state"},
       {options([](RestartOptions& o) { o.backend = "cuda-bf16"; }), false,
        "the state is in GPU memory, behind a stream an aborted NCCL communicator may block"},
       {options([](RestartOptions& o) { o.data_parallel = 1; }), false, "a single data-parallel replica"},
@@ -584,12 +587,12 @@ TEST_CASE("restart options read the job's keys: the replicas are the workers ove
   config.checkpoint.dir = "/ck";
   config.fault.max_restarts = 5;
   config.fault.elastic = true;
-  config.train.zero = 1;
+  config.train.zero = ZeroStage::optimizer_state;
   config.train.backend = "cuda";
   config.pipeline.stages = 2;
   const RestartOptions o = restart_options(config, 6);
-  CHECK((o.checkpoint_dir == "/ck" && o.max_restarts == 5 && o.elastic && o.zero == 1 && o.backend == "cuda" &&
-         o.data_parallel == 3));
+  CHECK((o.checkpoint_dir == "/ck" && o.max_restarts == 5 && o.elastic && o.zero == ZeroStage::optimizer_state &&
+         o.backend == "cuda" && o.data_parallel == 3));
 }
 
 TEST_CASE("the shell's rejoin grows the job back to every node of its host file, as a restart that is no failure",
