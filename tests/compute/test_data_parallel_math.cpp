@@ -90,12 +90,15 @@ TwoRanks run_two_ranks(const std::vector<std::uint16_t>& data, int steps, ZeroSt
     dp.size = 2;
     dp.zero_stage = zero_stage;
     if (shards_optimizer_state(zero_stage)) dp.shard_begin = begin, dp.shard_end = end;
-    dp.sum_gradients = [&](Tensor& grads) {
-      exchange(grads.data_as<float>(), total);
-      float* g = grads.data_as<float>();
-      for (std::int64_t i = 0; i < total; ++i) g[i] = slots[0][i] + slots[1][i];
+    // A bucket is elements [offset, offset + numel) of the buffer, summed at once.
+    dp.start_sum = [&](Tensor bucket, std::int64_t offset) {
+      std::memcpy(slots[rank].data() + offset, bucket.data_as<float>(), bucket.numel() * sizeof(float));
+      sync.arrive_and_wait();
+      float* g = bucket.data_as<float>();
+      for (std::int64_t i = 0; i < bucket.numel(); ++i) g[i] = slots[0][offset + i] + slots[1][offset + i];
       sync.arrive_and_wait();
     };
+    dp.wait_sums = [] {};
     dp.reduce_scatter_gradients = [&, begin, end](Tensor& grads) {
       exchange(grads.data_as<float>(), total);
       float* g = grads.data_as<float>();
@@ -226,13 +229,14 @@ TEST_CASE("a process of 2 micro-batches that a second rank joins mid-run takes, 
     DataParallel dp;
     dp.rank = rank;
     dp.size = 2;
-    dp.sum_gradients = [&, rank](Tensor& grads) {
-      std::memcpy(slots[rank].data(), grads.data_as<float>(), total * sizeof(float));
+    dp.start_sum = [&, rank](Tensor bucket, std::int64_t offset) {
+      std::memcpy(slots[rank].data() + offset, bucket.data_as<float>(), bucket.numel() * sizeof(float));
       sync.arrive_and_wait();
-      float* g = grads.data_as<float>();
-      for (std::int64_t i = 0; i < total; ++i) g[i] = slots[0][i] + slots[1][i];
+      float* g = bucket.data_as<float>();
+      for (std::int64_t i = 0; i < bucket.numel(); ++i) g[i] = slots[0][offset + i] + slots[1][offset + i];
       sync.arrive_and_wait();
     };
+    dp.wait_sums = [] {};
     dp.mean = [&, rank](double x) {
       if (!two_ranks) return x;
       scalar_slots[rank] = x;

@@ -44,10 +44,6 @@ compute::DataParallel device_data_parallel(comm::NcclComm& nccl, compute::DataPa
     auto waiting = progress.wait_for("the gradient sums (NCCL)");
     wait_for_device(nccl, mailbox);
   };
-  dp.sum_gradients = [start = dp.start_sum, wait = dp.wait_sums](compute::Tensor& grads) {
-    start(grads, 0);
-    wait();
-  };
   return dp;
 }
 
