@@ -14,6 +14,7 @@
 
 #include "compute/model/gpt_config.hpp"
 #include "compute/model/stage_split.hpp"
+#include "compute/train/zero_stage.hpp"
 
 namespace troupe::actors {
 
@@ -39,7 +40,7 @@ struct TrainOptions {
   double eps = 1e-8;
   double weight_decay = 0.1;
   double grad_clip = 1.0;  // global-norm clip; 0 = off
-  int zero = 0;            // ZeRO stage over the data-parallel group: 0, 1 (optimizer state), 2 (+ gradients), 3 (+ parameters)
+  compute::ZeroStage zero = compute::ZeroStage::none;  // over the data-parallel group; train.zero 0-3
   bool zero3_reshard = true;  // ZeRO-3 frees each block's gathered parameters after its forward
   std::string recompute = "none";  // none | selective | full: activations recomputed in backward, not kept
   std::uint64_t seed = 1337;

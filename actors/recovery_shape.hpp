@@ -10,6 +10,7 @@
 
 #include "actors/job_options.hpp"
 #include "comm/compression.hpp"
+#include "compute/train/zero_stage.hpp"
 
 namespace troupe::actors {
 
@@ -18,7 +19,7 @@ struct RecoveryShape {
   int data_parallel = 1;
   int pipeline_stages = 1;
   int tensor_shards = 1;
-  int zero = 0;                 // train.zero
+  compute::ZeroStage zero = compute::ZeroStage::none;  // train.zero
   bool device_backend = false;  // train.backend cuda or cuda-bf16: the state is in device memory
   comm::Compression compression = comm::Compression::none;  // comm.compress
   // Whether the job can start a lost node process again: its launcher started every node, on this

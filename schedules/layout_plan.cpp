@@ -131,8 +131,9 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
   planned.layout = l;
   planned.not_built = not_built(w, l);
   const double dp = l.dp, tp = l.tp;
-  const bool zero3 = l.zero >= 3;
-  const bool shard_gradients = zero3 || (l.zero == 2 && !bytes.as_troupe_runs);
+  const bool zero3 = compute::shards_parameters(l.zero);
+  // Troupe's ZeRO-2 reduce-scatters in place: it keeps the whole gradient buffer.
+  const bool shard_gradients = zero3 || (compute::shards_gradients(l.zero) && !bytes.as_troupe_runs);
   // ZeRO-3's units: a block, and the embeddings.
   const double C = model.n_embd;
   const double block = (12 * C * C + 13 * C) / tp;
@@ -156,7 +157,7 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
     m.gradients = bytes.gradient * p / (shard_gradients ? dp : 1);
     // A rank of several micro-batches keeps the earlier ones' sum apart (compute/train/micro_batch_sum.hpp).
     if (bytes.as_troupe_runs && l.microbatches > 1 && !zero3) m.gradients *= 2;
-    m.optimizer = bytes.optimizer * p / (l.zero >= 1 ? dp : 1);
+    m.optimizer = bytes.optimizer * p / (compute::shards_optimizer_state(l.zero) ? dp : 1);
     // Troupe keeps the embeddings gathered through the step (the lm head and the first backward
     // use them) besides the block computing and the next (prefetched), and as many unit gradients:
     // the embeddings', the block's that backward fills, the one in its reduce-scatter. DeepSpeed
@@ -178,11 +179,15 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
   if (l.dp > 1) {
     const double scatter = ring_share(l.dp) * bytes.gradient * stage_params;
     const double gather = ring_share(l.dp) * bytes.weight * stage_params;
-    if (l.zero == 0) link.dp = 2 * scatter;
-    if (l.zero == 1) link.dp = bytes.as_troupe_runs ? 2 * scatter + gather : scatter + gather;
-    if (l.zero == 2) link.dp = scatter + gather;
-    // Gathered for every micro-batch's forward and backward, reduce-scattered after every backward.
-    if (l.zero == 3) link.dp = m_count * (scatter + 2 * gather);
+    switch (l.zero) {
+      case compute::ZeroStage::none: link.dp = 2 * scatter; break;
+      case compute::ZeroStage::optimizer_state:
+        link.dp = bytes.as_troupe_runs ? 2 * scatter + gather : scatter + gather;
+        break;
+      case compute::ZeroStage::gradients: link.dp = scatter + gather; break;
+      // Gathered for every micro-batch's forward and backward, reduce-scattered after every backward.
+      case compute::ZeroStage::parameters: link.dp = m_count * (scatter + 2 * gather); break;
+    }
   }
   const double activation_message = double(l.micro_batch) * w.seq_len * C * bytes.activation;
   if (l.tp > 1) {  // on the stage with the most blocks
@@ -259,7 +264,7 @@ Expected<Precision> parse_precision(std::string_view name) {
 }
 
 std::string describe(const Layout& l) {
-  std::string text = "zero " + std::to_string(l.zero) + ", dp " + std::to_string(l.dp);
+  std::string text = "zero " + std::to_string(compute::zero_number(l.zero)) + ", dp " + std::to_string(l.dp);
   if (l.tp > 1) text += ", tp " + std::to_string(l.tp);
   if (l.pp > 1) {
     text += ", pp " + std::to_string(l.pp) + " " + std::string(to_string(l.schedule));
@@ -320,7 +325,8 @@ Expected<Plan> plan_layouts(const Workload& w, const Cluster& cluster) {
       for (int b = 1; b < share; b *= 2)
         if (share % b == 0) micro_batches.push_back(b);
       micro_batches.push_back(share);
-      for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
+      for (compute::ZeroStage zero : compute::zero_stages) {
+        if (dp == 1 && compute::shards_optimizer_state(zero)) break;  // nothing to shard over
         for (compute::Recompute recompute : modes) {
           for (int b : micro_batches) {
             Layout l{dp, tp, pp, zero, recompute, b, share / b};

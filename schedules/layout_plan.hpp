@@ -33,6 +33,7 @@
 #include "compute/expected.hpp"
 #include "compute/model/gpt_config.hpp"
 #include "compute/model/recompute.hpp"
+#include "compute/train/zero_stage.hpp"
 #include "schedules/schedule.hpp"
 
 namespace troupe::schedules {
@@ -79,7 +80,7 @@ struct Workload {
 // No schedule: pp = 1 (micro-batches are gradient accumulation).
 struct Layout {
   int dp = 1, tp = 1, pp = 1;
-  int zero = 0;
+  compute::ZeroStage zero = compute::ZeroStage::none;
   compute::Recompute recompute = compute::Recompute::none;
   int micro_batch = 1;  // sequences per micro-batch
   int microbatches = 1; // per step and replica: global_batch / (dp · micro_batch)

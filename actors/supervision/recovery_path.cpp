@@ -13,9 +13,10 @@ namespace {
 // its PowerSGD residual. Empty when every replica holds the same state (or there is one replica).
 std::string state_of_its_own(const RecoveryShape& shape) {
   if (shape.data_parallel < 2) return {};
-  if (shape.zero == 3) return "train.zero 3 shards the parameters and the optimizer state: no replica holds a lost shard";
-  if (shape.zero > 0)
-    return "train.zero " + std::to_string(shape.zero) +
+  if (compute::shards_parameters(shape.zero))
+    return "train.zero 3 shards the parameters and the optimizer state: no replica holds a lost shard";
+  if (compute::shards_optimizer_state(shape.zero))
+    return compute::zero_setting(shape.zero) +
            " shards the optimizer state: no replica holds a lost shard of the moments";
   if (shape.compression == comm::Compression::powersgd)
     return "comm.compress powersgd keeps each rank's residual only in its own memory";

@@ -29,10 +29,6 @@ void compress_sums(compute::DataParallel& dp, MailboxComm& mailbox, comm::Commun
   };
   dp.wait_sums = [compressor] { compressor->finish(); };
   dp.abandon_sums = [compressor] { compressor->abandon_step(); };
-  dp.sum_gradients = [compressor](compute::Tensor& grads) {
-    compressor->start(grads, 0);
-    compressor->finish();
-  };
   if (compressor->options().kind == comm::Compression::powersgd) {
     dp.sum_state = {{"powersgd_q", compressor->factors(), true},
                     {"powersgd_residual_dp" + std::to_string(comm.position()), compressor->residuals(), false}};
@@ -108,32 +104,17 @@ std::shared_ptr<comm::GradientCompressor> gradient_compressor(MailboxComm& mailb
                                                     std::move(channel));
 }
 
-compute::DataParallel group_data_parallel(MailboxComm& mailbox, comm::Communicator& comm,
-                                          monitor::WorkProgress& progress, int zero_stage, std::int64_t parameters,
-                                          std::shared_ptr<comm::GradientCompressor> compressor) {
-  const int world = static_cast<int>(comm.group().ranks.size());
+compute::DataParallel group_hooks(MailboxComm& mailbox, comm::Communicator& comm, monitor::WorkProgress& progress,
+                                  compute::ZeroStage zero_stage, std::shared_ptr<comm::GradientCompressor> compressor) {
   compute::DataParallel dp;
   dp.rank = comm.position();
-  dp.size = world;
+  dp.size = static_cast<int>(comm.group().ranks.size());
   dp.zero_stage = zero_stage;
-  if (zero_stage > 0) {
-    // The shard is the reduce-scatter's segment, so ZeRO-2's summed gradients land on it.
-    const comm::Slice shard = comm::segment_of(parameters, world, comm.position());
-    dp.shard_begin = shard.offset;
-    dp.shard_end = shard.offset + shard.count;
-  }
-  if (zero_stage == 3) {
-    dp.shard_offsets = shard_offsets(comm, parameters);
-    dp.unit_exchange = unit_exchange(mailbox, comm, progress);
-  }
   // Posts one operation and waits for it, saying what for.
   auto run = [&mailbox, &progress](const char* what, auto post) {
     post();
     auto waiting = progress.wait_for(what);
     check_comm(mailbox.wait_all());
-  };
-  dp.sum_gradients = [run, &mailbox, &comm](compute::Tensor& grads) {
-    run("the gradient sum", [&] { mailbox.all_reduce(comm, grads); });
   };
   // An order that came during the step (a peer failed, the job recovers) is taken between layers,
   // forward and backward, so a rank the recovery needs gives up its step within one layer's compute
@@ -161,6 +142,24 @@ compute::DataParallel group_data_parallel(MailboxComm& mailbox, comm::Communicat
   // Over the group as it is now: a job that grows in place renews it over more ranks.
   dp.mean = [sum = dp.sum, &comm](double x) { return sum(x) / comm.group().size(); };
   if (compressor) compress_sums(dp, mailbox, comm, progress, std::move(compressor));
+  return dp;
+}
+
+compute::DataParallel group_data_parallel(MailboxComm& mailbox, comm::Communicator& comm,
+                                          monitor::WorkProgress& progress, compute::ZeroStage zero_stage,
+                                          std::int64_t parameters,
+                                          std::shared_ptr<comm::GradientCompressor> compressor) {
+  compute::DataParallel dp = group_hooks(mailbox, comm, progress, zero_stage, std::move(compressor));
+  if (compute::shards_optimizer_state(zero_stage)) {
+    // The shard is the reduce-scatter's segment, so ZeRO-2's summed gradients land on it.
+    const comm::Slice shard = comm::segment_of(parameters, dp.size, dp.rank);
+    dp.shard_begin = shard.offset;
+    dp.shard_end = shard.offset + shard.count;
+  }
+  if (compute::shards_parameters(zero_stage)) {
+    dp.shard_offsets = shard_offsets(comm, parameters);
+    dp.unit_exchange = unit_exchange(mailbox, comm, progress);
+  }
   return dp;
 }
 

@@ -19,11 +19,19 @@
 namespace troupe::actors {
 
 // `mailbox`, `comm` (the data-parallel group) and `progress` must outlive the returned hooks.
-// `parameters` is the flat buffer's size, which ZeRO's shard is a segment of. With a compressor
-// (from gradient_compressor() below, over the same group) the gradients are summed through it:
-// buckets, ZeRO-1's whole buffer, and ZeRO-2's reduce-scatter (bf16 only).
+// ZeRO stage `zero_stage`'s sums, gathers and scalar sums over `comm`, for a caller whose flat
+// buffers each name their shard (a pipeline stage's chunks; compute/train/zero_step.hpp). With a
+// compressor (from gradient_compressor() below, over the same group) the gradients are summed
+// through it: buckets (ZeRO 0 and 1), and ZeRO-2's reduce-scatter (bf16 only).
+compute::DataParallel group_hooks(MailboxComm& mailbox, comm::Communicator& comm, monitor::WorkProgress& progress,
+                                  compute::ZeroStage zero_stage,
+                                  std::shared_ptr<comm::GradientCompressor> compressor = nullptr);
+// A replica's: group_hooks with this rank's shard of its one flat buffer of `parameters` elements
+// (the whole model), and under ZeRO-3 every position's shard and the unit exchange its model's
+// source takes.
 compute::DataParallel group_data_parallel(MailboxComm& mailbox, comm::Communicator& comm,
-                                          monitor::WorkProgress& progress, int zero_stage, std::int64_t parameters,
+                                          monitor::WorkProgress& progress, compute::ZeroStage zero_stage,
+                                          std::int64_t parameters,
                                           std::shared_ptr<comm::GradientCompressor> compressor = nullptr);
 
 // A compressor of gradients over `comm`, its sums posted through `mailbox`; `tensors` (PowerSGD's

@@ -11,7 +11,6 @@
 #include "compute/data/batch.hpp"
 #include "compute/memory_ledger.hpp"
 #include "compute/model/stage_split.hpp"
-#include "compute/optim/grad_clip.hpp"
 
 namespace troupe::actors {
 namespace {
@@ -55,18 +54,19 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
   shard_ = coord.tp;
   TROUPE_CHECK(setup_.grid.pp == s.stages, "the grid does not match the schedule");
   TROUPE_CHECK((setup_.grid.tp > 1) == (groups_.tp != nullptr), "a tp group exactly when the grid has tensor shards");
-  TROUPE_CHECK(setup_.compression.kind == comm::Compression::none || setup_.zero <= 1,
+  TROUPE_CHECK(setup_.compression.kind == comm::Compression::none || !compute::shards_gradients(setup_.zero),
                "a pipeline stage's gradient sums compress with ZeRO 0 or 1 only");
   TROUPE_CHECK(s.virtual_stages() * s.microbatches < gradient_index_bit, "too many micro-batches for the tag index");
   TROUPE_CHECK(setup_.split.size() == static_cast<std::size_t>(s.virtual_stages()),
                "the layer split does not match the schedule");
   const compute::TrainerOptions& o = setup_.options;
   std::int64_t compressed_total = 0;
+  std::vector<compute::ZeroStep::Buffer> buffers;
   for (int c = 0; c < s.chunks; ++c) {
     const compute::StageLayers& layers = setup_.split[static_cast<std::size_t>(s.virtual_stage(stage_, c))];
     Chunk chunk;
     const compute::TensorShard shard{shard_, setup_.grid.tp};
-    if (setup_.zero == 3) {
+    if (compute::shards_parameters(setup_.zero)) {
       std::vector<compute::ParameterUnit> units =
           compute::GPTStage::parameter_units(setup_.model, layers.first_layer, layers.last_layer, shard);
       const std::int64_t total = units.back().end;
@@ -84,21 +84,15 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
     stage.reserve(o.batch_size, o.seq_len, setup_.peak_stashed);
     chunk.free_slots = every_slot(setup_.peak_stashed);
     chunk.slot_sends.resize(static_cast<std::size_t>(setup_.peak_stashed));
-    const std::int64_t kept_begin = stage.kept_begin(), kept_end = kept_begin + stage.params().numel();
-    // ZeRO 1 and 2: this replica's segment of the chunk's buffer, the reduce-scatter's and the
-    // all-gather's; ZeRO 3 keeps only its shard anyway.
-    chunk.optimized = {kept_begin, kept_end};
-    if (setup_.zero == 1 || setup_.zero == 2) {
-      const comm::Slice own = comm::segment_of(stage.num_params(), setup_.grid.dp, replica_);
-      chunk.optimized = {own.offset, own.offset + own.count};
-    }
-    chunk.optimizer = std::make_unique<compute::AdamW>(backend_, stage.views(), stage.num_params(), compute::DType::f32,
-                                                       o.adamw, chunk.optimized.first, chunk.optimized.second,
-                                                       kept_begin);
-    chunk.micro_batches =
-        std::make_unique<compute::MicroBatchSum>(backend_, stage.grads(), setup_.zero == 3 ? 1 : s.microbatches);
+    chunk.micro_batches = std::make_unique<compute::MicroBatchSum>(
+        backend_, stage.grads(), compute::shards_parameters(setup_.zero) ? 1 : s.microbatches);
     chunk.compressed_at = compressed_total;
     compressed_total += stage.num_params();
+    // The chunk's ZeRO shard: the segment of its buffer the stage's dp group reduce-scatters to this
+    // replica and gathers from it (ZeRO-3's source keeps the same one).
+    const comm::Slice own = comm::segment_of(stage.num_params(), groups_.dp.group().size(), groups_.dp.position());
+    buffers.push_back({stage.views(), stage.num_params(), stage.params(), stage.grads(), stage.kept_begin(), own.offset,
+                       own.offset + own.count, chunk.source.get(), chunk.compressed_at});
     chunks_.push_back(std::move(chunk));
   }
   // Each chunk's buffer is one bucket; bf16 keeps no state and needs no shapes.
@@ -107,6 +101,9 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
     compressor_ = gradient_compressor(mailbox_, groups_.dp, progress_, setup_.compression,
                                       powersgd ? compressed_tensors() : std::vector<comm::GradientTensor>{});
   }
+  data_parallel_ = group_hooks(mailbox_, groups_.dp, progress_, setup_.zero, compressor_);
+  zero_ =
+      std::make_unique<compute::ZeroStep>(backend_, data_parallel_, compute::DType::f32, o.adamw, std::move(buffers));
   compute::MemoryScope scope(compute::MemoryKind::activations);  // the micro-batches' token ids
   for (int j = 0; j < s.microbatches; ++j) {
     inputs_.push_back(compute::Tensor::zeros({o.batch_size, o.seq_len}, compute::DType::i32));
@@ -152,10 +149,13 @@ std::vector<checkpoint::HeldRange> PipelineTrainer::held_state() {
   std::vector<checkpoint::HeldRange> held;
   // Replicas hold equal parameters and replica 0 saves them (under ZeRO-3 each its shard); the
   // moments are each replica's own under any ZeRO stage.
-  const bool saves_parameters = replica_ == 0 || setup_.zero == 3;
-  const bool saves_moments = replica_ == 0 || setup_.zero > 0;
-  for (Chunk& chunk : chunks_) {
+  const bool saves_parameters = replica_ == 0 || compute::shards_parameters(setup_.zero);
+  const bool saves_moments = replica_ == 0 || compute::shards_optimizer_state(setup_.zero);
+  for (std::size_t c = 0; c < chunks_.size(); ++c) {
+    const Chunk& chunk = chunks_[c];
     compute::GPTStage& stage = *chunk.stage;
+    compute::AdamW& adamw = zero_->optimizer(static_cast<int>(c));
+    const auto [moments, moments_end] = adamw.range();
     const std::int64_t kept = stage.kept_begin(), kept_end = kept + stage.params().numel();
     struct Held {
       std::string kind;
@@ -166,10 +166,8 @@ std::vector<checkpoint::HeldRange> PipelineTrainer::held_state() {
     };
     std::vector<Held> kinds = {
         {"param", kept, kept_end, stage.params().data_as<float>(), saves_parameters},
-        {"adam_m", chunk.optimized.first, chunk.optimized.second, chunk.optimizer->first_moments().data_as<float>(),
-         saves_moments},
-        {"adam_v", chunk.optimized.first, chunk.optimized.second, chunk.optimizer->second_moments().data_as<float>(),
-         saves_moments}};
+        {"adam_m", moments, moments_end, adamw.first_moments().data_as<float>(), saves_moments},
+        {"adam_v", moments, moments_end, adamw.second_moments().data_as<float>(), saves_moments}};
     if (compressor_ && setup_.compression.kind == comm::Compression::powersgd) {
       // Laid out like the gradients, so they map to global ranges as the moments do. Q (the same on
       // every replica) fits only the tensor split that made it: under tensor shards its kind names
@@ -200,7 +198,7 @@ std::vector<checkpoint::HeldRange> PipelineTrainer::held_state() {
 
 void PipelineTrainer::resume_at(long steps) {
   steps_ = steps;
-  for (Chunk& chunk : chunks_) chunk.optimizer->set_steps_taken(steps);
+  zero_->resume_at(steps);
 }
 
 void PipelineTrainer::renew(int epoch) {
@@ -216,11 +214,7 @@ void PipelineTrainer::renew(int epoch) {
   transfer_group_id_ = comm::epoch_group_id(comm::pp_group_id, epoch);
 }
 
-void PipelineTrainer::abandon_step() {
-  if (compressor_) compressor_->abandon_step();
-  for (Chunk& chunk : chunks_)
-    if (chunk.source) chunk.source->abandon_step();
-}
+void PipelineTrainer::abandon_step() { zero_->abandon_step(); }
 
 std::int64_t PipelineTrainer::tokens_per_step() const {
   const compute::TrainerOptions& o = setup_.options;
@@ -389,67 +383,43 @@ void PipelineTrainer::reduce_gradients() {
       partial = true;
     }
   if (partial) check_comm(mailbox_.wait_all());
-  if (setup_.zero == 3) {
-    if (groups_.embedding != nullptr) {
-      Chunk& holder = stage_ == 0 ? chunks_.front() : chunks_.back();
-      const compute::GPTStage& stage = *holder.stage;
-      // Waited for alone: the sources' reduce-scatters are theirs to wait for.
-      check_comm(mailbox_.wait(mailbox_.all_reduce(
-          *groups_.embedding, stage.tied_embedding_in(holder.source->deferred_gradient(stage.tied_embedding_unit())))));
-    }
-    for (Chunk& chunk : chunks_) chunk.source->finish_gradients();
-    check_comm(mailbox_.wait_all());  // the step's sends
-    return;
-  }
   if (groups_.embedding != nullptr) {
-    // The tied embedding's two shares: the first virtual stage's lookup, the last one's lm head.
+    // The tied embedding's two shares: the first virtual stage's lookup, the last one's lm head
+    // (under ZeRO-3 in the unit's gradient it keeps over the step, before its reduce-scatter).
+    // Waited for alone, before the data-parallel sums: they read and write the same buffer.
     Chunk& holder = stage_ == 0 ? chunks_.front() : chunks_.back();
-    mailbox_.all_reduce(*groups_.embedding, holder.stage->tied_embedding_grad());
-    // Done before the data-parallel sums start: they read and write the same buffer.
-    check_comm(mailbox_.wait_all());
+    const compute::GPTStage& stage = *holder.stage;
+    const compute::Tensor shares =
+        holder.source ? stage.tied_embedding_in(holder.source->deferred_gradient(stage.tied_embedding_unit()))
+                      : stage.tied_embedding_grad();
+    check_comm(mailbox_.wait(mailbox_.all_reduce(*groups_.embedding, shares)));
   }
-  // ZeRO-2 needs only this replica's segment summed: its reduce-scatter is the all-reduce's first half.
-  if (compressor_) {
-    compressor_->begin_step(steps_);
-    for (Chunk& chunk : chunks_) compressor_->start(chunk.stage->grads(), chunk.compressed_at);
-    compressor_->finish();
-  } else if (setup_.grid.dp > 1) {
-    for (Chunk& chunk : chunks_) {
-      if (setup_.zero == 2)
-        mailbox_.reduce_scatter(groups_.dp, chunk.stage->grads());
-      else
-        mailbox_.all_reduce(groups_.dp, chunk.stage->grads());
-    }
-  }
-  check_comm(mailbox_.wait_all());
+  zero_->sum_gradients();
+  check_comm(mailbox_.wait_all());  // the step's sends
 }
 
 double PipelineTrainer::own_sum_of_squares(bool gradients) {
   double sum = 0;
-  // Under ZeRO-2 only this replica's segment of the gradients is summed.
-  const bool own_segment = gradients && setup_.zero == 2;
-  for (Chunk& chunk : chunks_) {
-    compute::Tensor& kept = gradients ? chunk.stage->grads() : chunk.stage->params();
-    const std::int64_t kept_begin = chunk.stage->kept_begin();
-    const std::int64_t from = own_segment ? chunk.optimized.first : kept_begin;
-    const std::int64_t to = own_segment ? chunk.optimized.second : kept_begin + kept.numel();
-    for (const compute::GPTStage::Run& run : chunk.stage->global_runs()) {
+  for (std::size_t c = 0; c < chunks_.size(); ++c) {
+    compute::GPTStage& stage = *chunks_[c].stage;
+    compute::Tensor& kept = gradients ? stage.grads() : stage.params();
+    const std::int64_t kept_begin = stage.kept_begin();
+    // Of the gradients, what this replica holds of their sum (its shard from ZeRO-2 on).
+    const auto [from, to] =
+        gradients ? zero_->summed_range(static_cast<int>(c)) : std::pair{kept_begin, kept_begin + kept.numel()};
+    for (const compute::GPTStage::Run& run : stage.global_runs()) {
       if (run.embedding_copy || (run.replicated && shard_ != 0)) continue;
       const std::int64_t lo = std::max(from, run.local), hi = std::min(to, run.local + run.count);
       if (lo < hi) sum += backend_.sum_of_squares(kept.slice(lo - kept_begin, {hi - lo}));
     }
   }
   const char* what = gradients ? "the gradient norm's shards" : "the parameter norm's shards";
-  if ((setup_.zero == 3 || own_segment) && setup_.grid.dp > 1) sum = sum_over(groups_.dp, sum, what);
+  if (gradients)
+    sum = zero_->group_squares(sum);
+  else if (compute::shards_parameters(setup_.zero) && setup_.grid.dp > 1)
+    sum = sum_over(groups_.dp, sum, what);
   if (groups_.tp != nullptr) sum = sum_over(*groups_.tp, sum, what);
   return sum;
-}
-
-void PipelineTrainer::gather_parameters() {
-  if ((setup_.zero != 1 && setup_.zero != 2) || setup_.grid.dp == 1) return;
-  auto waiting = progress_.wait_for("the parameter all-gather (ZeRO)");
-  for (Chunk& chunk : chunks_) mailbox_.all_gather(groups_.dp, chunk.stage->params());
-  check_comm(mailbox_.wait_all());
 }
 
 double PipelineTrainer::sum_over(comm::Communicator& group, double value, const char* what) {
@@ -466,6 +436,7 @@ compute::StepResult PipelineTrainer::step() {
   compute::StepResult result;
   result.step = steps_;
   result.lr = o.lr.at(steps_);
+  if (data_parallel_.begin_step) data_parallel_.begin_step(steps_);
   for (Chunk& chunk : chunks_) {
     chunk.stage->zero_grad();
     chunk.backwards = 0;
@@ -498,11 +469,10 @@ compute::StepResult PipelineTrainer::step() {
       const double loss = sum_over(groups_.pp, loss_sum, "the loss sum") / s.microbatches;
       result.loss = setup_.grid.dp > 1 ? sum_over(groups_.dp, loss, "the loss sum") / setup_.grid.dp : loss;
       result.grad_norm = std::sqrt(sum_over(groups_.pp, own_sum_of_squares(true), "the gradient norm"));
-      for (Chunk& chunk : chunks_) compute::scale_to_norm(backend_, chunk.stage->grads(), result.grad_norm, o.grad_clip);
+      zero_->clip(result.grad_norm, o.grad_clip);
       trace("step", "reduce_grads", start);
     } else if (ins.op == Op::optimizer_step) {
-      for (Chunk& chunk : chunks_) chunk.optimizer->step(chunk.stage->params(), chunk.stage->grads(), result.lr);
-      gather_parameters();
+      zero_->update(result.lr);
       trace("step", "optimizer_step", start);
     } else {
       run(ins, loss_sum);
@@ -547,8 +517,7 @@ double PipelineTrainer::evaluate(int batches) {
       }
     }
   }
-  for (Chunk& chunk : chunks_)
-    if (chunk.source) chunk.source->release_all();
+  zero_->release_gathered();
   return batches > 0 ? sum_over(groups_.pp, sum, "the validation loss sum") / batches : 0.0;
 }
 

@@ -12,9 +12,11 @@
 // dp·B and m accumulation steps reads), then reduce_grads — the tied embedding's two gradient
 // shares summed between the first and last stage, each chunk's gradients summed over its
 // data-parallel group, the loss and the squared gradient norm summed over the pipeline — then
-// the clip and AdamW on this stage's own parameters. So the pipeline takes the single
-// process's step, up to float32 rounding of the tied embedding's gradient (the same terms,
-// grouped differently).
+// the clip and AdamW on this stage's own parameters. Each chunk is one of the flat buffers of the
+// step's ZeRO half (compute/train/zero_step.hpp: the data-parallel sums, the norm's shards, AdamW on
+// the shard and the gather, under every ZeRO stage as the replica trainer takes them). So the
+// pipeline takes the single process's step, up to float32 rounding of the tied embedding's
+// gradient (the same terms, grouped differently).
 //
 // Under tensor shards (grid.tp > 1) each chunk holds its tensor shard's part of every parameter
 // (compute/model/tensor_shard.hpp); the chunk's forward and backward sum their partial results over
@@ -35,16 +37,16 @@
 #include <vector>
 
 #include "actors/worker/mailbox_comm.hpp"
-#include "comm/gradient_compressor.hpp"
 #include "checkpoint/run_checkpoints.hpp"
 #include "comm/collectives.hpp"
+#include "comm/gradient_compressor.hpp"
 #include "comm/grid.hpp"
 #include "compute/model/gpt_stage.hpp"
 #include "compute/model/stage_split.hpp"
-#include "compute/optim/adamw.hpp"
 #include "compute/train/micro_batch_sum.hpp"
 #include "compute/train/sharded_parameters.hpp"
 #include "compute/train/trainer.hpp"
+#include "compute/train/zero_step.hpp"
 #include "monitor/trace.hpp"
 #include "monitor/work_progress.hpp"
 #include "schedules/schedule.hpp"
@@ -59,7 +61,7 @@ struct PipelineSetup {
   comm::Grid grid;               // dp × pp × tp
   int rank = 0;
   compute::TrainerOptions options;  // batch, seq_len, lr, AdamW, clip, seed; grad_accum unused
-  int zero = 0;  // 1, 2: AdamW state (and 2: the summed gradients) split over the stage's dp group; 3: parameters too
+  compute::ZeroStage zero = compute::ZeroStage::none;  // over the stage's dp group
   bool zero3_reshard = true;
   bool sequence_parallel = false;  // with tp > 1 (compute/model/gpt_stage.hpp)
   comm::CompressionOptions compression;  // with ZeRO 0 or 1 (resolve() checks)
@@ -125,9 +127,7 @@ class PipelineTrainer {
   struct Chunk {
     std::unique_ptr<compute::ShardedParameters> source;  // ZeRO-3; before the stage, which uses it
     std::unique_ptr<compute::GPTStage> stage;
-    std::unique_ptr<compute::AdamW> optimizer;
     std::int64_t compressed_at = 0;  // the chunk's buffer in the compressor's: the chunks' one after another
-    std::pair<std::int64_t, std::int64_t> optimized;  // the local range AdamW updates (ZeRO: this replica's)
     std::vector<int> free_slots;
     std::vector<std::vector<MailboxComm::Operation>> slot_sends;  // sends reading each slot's buffers
     // The step's micro-batch gradients summed as the replica trainer sums them (not under ZeRO-3),
@@ -148,13 +148,11 @@ class PipelineTrainer {
   comm::MessageKey key_of(const schedules::Instruction& instruction) const;
   int rank_of_stage(int stage) const;
   void wait(MailboxComm::Operation op, const std::string& what);
-  // Sum of squares of this stage's parameters or gradients, the embedding copy left out and
-  // replicated tensor-shard parameters counted once (under ZeRO-3 summed over the stage's dp
-  // group, under tensor shards over the tp group: each holds a part).
+  // Sum of squares of this stage's parameters or its summed gradients, the embedding copy left out
+  // and replicated tensor-shard parameters counted once (summed over the stage's dp group where each
+  // replica holds a shard, under tensor shards over the tp group: each holds a part).
   double own_sum_of_squares(bool gradients);
   double sum_over(comm::Communicator& group, double value, const char* what);
-  // ZeRO 1 and 2: every replica's updated segment to every replica, after AdamW.
-  void gather_parameters();
   std::string op_name(char kind, const schedules::Instruction& ins) const;
   std::string arrival_text(const char* what, const schedules::Instruction& ins, int from_rank) const;
   void trace(const char* category, std::string name, double start_us, const schedules::Instruction* ins = nullptr);
@@ -180,6 +178,8 @@ class PipelineTrainer {
   std::vector<compute::Tensor> inputs_, targets_;     // per micro-batch, (B, T) i32 on the host
   long steps_ = 0;
   std::shared_ptr<comm::GradientCompressor> compressor_;  // data-parallel sums; null: plain
+  compute::DataParallel data_parallel_;                   // the stage's dp group's hooks, through the compressor if any
+  std::unique_ptr<compute::ZeroStep> zero_;               // every chunk's buffer, over data_parallel_
   std::uint16_t evaluations_ = 0;
   std::uint16_t transfer_group_id_ = comm::pp_group_id;  // point-to-point keys' group: renewed per epoch
   int in_use_ = 0, peak_in_use_ = 0;

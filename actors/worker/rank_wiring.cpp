@@ -148,7 +148,7 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
     }
     monitor::logger("train")->info("pipeline split by parameters: {}", text);
   }
-  const int zero = job.config.train.zero;
+  const compute::ZeroStage zero = job.config.train.zero;
   PipelineSetup setup{job.model,           *schedule, job.pipeline_split,
                       report->peak_stashed[static_cast<std::size_t>(coord.pp)], grid, rank, trainer_options(job),
                       zero,                job.config.train.zero3_reshard, job.config.tensor.sequence_parallel,
@@ -180,7 +180,8 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
                                            report->peak_stashed[static_cast<std::size_t>(coord.pp)]),
                          {rank,
                           {grid.dp, grid.pp, grid.tp},
-                          (zero > 0 || replicas_write ? grid.dp : 1) * grid.pp * grid.tp});
+                          (compute::shards_optimizer_state(zero) || replicas_write ? grid.dp : 1) * grid.pp *
+                              grid.tp});
   // In place, the rank of the same stage and shard in a surviving replica gives the stage's state.
   std::vector<RenewedGroup> groups{{&dp, comm::dp_group_id}, {pp->get(), comm::pp_group_id}};
   if (tp) groups.push_back({tp.get(), comm::tp_group_id});

@@ -39,7 +39,7 @@ compute::TrainerOptions replica_options(const ResolvedJob& job, compute::DataPar
 // ZeRO-3's parameter source for this rank's shard; none below stage 3.
 std::unique_ptr<compute::ShardedParameters> zero3_source(const ResolvedJob& job, compute::Backend& backend,
                                                          const compute::DataParallel& dp) {
-  if (dp.zero_stage != 3) return nullptr;
+  if (!compute::shards_parameters(dp.zero_stage)) return nullptr;
   std::vector<std::int64_t> shards = dp.shard_offsets;
   if (shards.empty()) shards = {0, compute::ParameterLayout(job.model).total()};
   return std::make_unique<compute::ShardedParameters>(backend, compute::GPT::parameter_units(job.model),
@@ -67,8 +67,10 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
       // compression residual; the commit waits for all of them.
       place_{data_parallel.rank,
              {data_parallel.size, 1, 1},
-             data_parallel.zero_stage > 0 || !data_parallel.sum_state.empty() ? data_parallel.size : 1},
-      moments_sharded_(data_parallel.zero_stage > 0),
+             compute::shards_optimizer_state(data_parallel.zero_stage) || !data_parallel.sum_state.empty()
+                 ? data_parallel.size
+                 : 1},
+      moments_sharded_(compute::shards_optimizer_state(data_parallel.zero_stage)),
       sum_over_group_(data_parallel.sum),
       sharded_(zero3_source(job, backend, data_parallel)),
       model_(job.model, backend, compute::DType::f32, trainer_options(job).recompute, sharded_.get()),

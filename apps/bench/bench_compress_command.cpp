@@ -55,7 +55,8 @@ Expected<std::vector<double>> run_rank(comm::Engine& engine, const compute::GPTC
     compressors.push_back(compressor);
     trainings.push_back(std::make_unique<BenchTraining>(
         **backend, cfg, o.batch, steps, stream,
-        actors::group_data_parallel(rank.mailbox(), rank.group(), rank.progress(), 0, layout.total(), compressor)));
+        actors::group_data_parallel(rank.mailbox(), rank.group(), rank.progress(), compute::ZeroStage::none,
+                                    layout.total(), compressor)));
   }
   std::vector<double> report(static_cast<std::size_t>(variant_count * o.steps));
   for (int i = 0; i < steps; ++i) {

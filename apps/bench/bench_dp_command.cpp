@@ -70,8 +70,8 @@ Expected<std::vector<double>> follow(comm::Engine& engine, Turns<Turn>& turns, c
   BenchRank& worker = **joined;
   const int steps = o.warmup + o.steps;
   BenchTraining parallel(backend, cfg, o.batch, steps, stream,
-                         actors::group_data_parallel(worker.mailbox(), worker.group(), worker.progress(), 0,
-                                                     compute::ParameterLayout(cfg).total()));
+                         actors::group_data_parallel(worker.mailbox(), worker.group(), worker.progress(),
+                                                     compute::ZeroStage::none, compute::ParameterLayout(cfg).total()));
   BenchTraining alone(backend, cfg, o.batch, steps, stream, {});
   turns.finish();
   std::vector<double> dp, independent;

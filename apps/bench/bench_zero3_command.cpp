@@ -49,10 +49,11 @@ class VariantTraining {
  public:
   VariantTraining(compute::Backend& backend, const compute::GPTConfig& cfg, const BenchZero3Options& o,
                   const std::vector<std::uint16_t>& stream, compute::DataParallel dp, compute::Recompute recompute)
-      : source_(dp.zero_stage == 3 ? std::make_unique<compute::ShardedParameters>(
-                                         backend, compute::GPT::parameter_units(cfg), compute::DType::f32, dp.rank,
-                                         dp.shard_offsets, dp.unit_exchange, true)
-                                   : nullptr),
+      : source_(compute::shards_parameters(dp.zero_stage)
+                    ? std::make_unique<compute::ShardedParameters>(backend, compute::GPT::parameter_units(cfg),
+                                                                   compute::DType::f32, dp.rank, dp.shard_offsets,
+                                                                   dp.unit_exchange, true)
+                    : nullptr),
         model_(cfg, backend, compute::DType::f32, recompute, source_.get()),
         trainer_(initialised(model_), options(o, cfg, std::move(dp), source_.get(), recompute), stream, stream) {}
 
@@ -112,13 +113,16 @@ Expected<std::vector<double>> run_rank(comm::Engine& engine, const compute::GPTC
   if (!joined) return joined.error();
   BenchRank& rank = **joined;
   const std::int64_t total = compute::ParameterLayout(cfg).total();
-  auto hooks = [&](int stage) {
+  auto hooks = [&](compute::ZeroStage stage) {
     return actors::group_data_parallel(rank.mailbox(), rank.group(), rank.progress(), stage, total);
   };
   std::array<std::unique_ptr<VariantTraining>, variants> trainings{
-      std::make_unique<VariantTraining>(**backend, cfg, o, stream, hooks(0), compute::Recompute::none),
-      std::make_unique<VariantTraining>(**backend, cfg, o, stream, hooks(3), compute::Recompute::none),
-      std::make_unique<VariantTraining>(**backend, cfg, o, stream, hooks(3), compute::Recompute::full)};
+      std::make_unique<VariantTraining>(**backend, cfg, o, stream, hooks(compute::ZeroStage::none),
+                                        compute::Recompute::none),
+      std::make_unique<VariantTraining>(**backend, cfg, o, stream, hooks(compute::ZeroStage::parameters),
+                                        compute::Recompute::none),
+      std::make_unique<VariantTraining>(**backend, cfg, o, stream, hooks(compute::ZeroStage::parameters),
+                                        compute::Recompute::full)};
   std::vector<double> seconds(static_cast<std::size_t>(variants * o.steps));
   for (int i = 0; i < o.warmup + o.steps; ++i) {
     for (Variant v : orders[static_cast<std::size_t>(i % variants)]) {

@@ -342,8 +342,8 @@ void compare_weights(const Drill& drill, Verdict& v) {
 // sum or tensor shards' micro-batches too: equal weights are not expected there.
 bool shrink_keeps_weights(const Drill& drill, bool two_to_one, Verdict& v) {
   const JobConfig& config = drill.config();
-  const bool expected =
-      two_to_one && config.train.zero < 2 && config.comm.compress == "none" && config.tensor.shards == 1;
+  const bool expected = two_to_one && !compute::shards_gradients(config.train.zero) && config.comm.compress == "none" &&
+                        config.tensor.shards == 1;
   if (expected)
     compare_weights(drill, v);
   else

@@ -89,6 +89,12 @@ std::optional<std::string> assign(const ConfigField& field, const toml::node& no
           } else {
             return "expected a number" + got;
           }
+        } else if constexpr (std::is_same_v<Value, compute::ZeroStage>) {
+          const auto* integer = node.as_integer();
+          if (!integer) return "expected an integer" + got;
+          auto stage = compute::parse_zero_stage(integer->get());
+          if (!stage) return stage.error().message;
+          *target = *stage;
         } else {
           const auto* integer = node.as_integer();
           if (!integer) return "expected an integer" + got;

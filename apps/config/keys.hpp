@@ -16,8 +16,10 @@
 namespace troupe::apps {
 
 // Where a key's value lives inside a JobConfig; the pointee's type is the key's type. A policy
-// with a few named values (fault.recovery) is its enum, read and written by its names.
-using ConfigField = std::variant<bool*, int*, long*, std::uint64_t*, double*, std::string*, actors::RecoveryMode*>;
+// with a few values is its enum from here on: train.zero a number to the user, fault.recovery
+// one of its names.
+using ConfigField = std::variant<bool*, int*, long*, std::uint64_t*, double*, std::string*, compute::ZeroStage*,
+                                 actors::RecoveryMode*>;
 
 struct ConfigKey {
   std::string_view name;  // "section.name"

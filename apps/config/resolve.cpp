@@ -81,14 +81,14 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
   if (!(t.eps > 0)) return "train.eps must be positive, got " + str(t.eps);
   if (!(t.weight_decay >= 0)) return "train.weight_decay must not be negative, got " + str(t.weight_decay);
   if (!(t.grad_clip >= 0)) return "train.grad_clip must not be negative (0 = off), got " + str(t.grad_clip);
-  if (t.zero < 0 || t.zero > 3) return "train.zero must be 0, 1, 2 or 3, got " + str(t.zero);
   if (!compute::parse_recompute(t.recompute))
     return "train.recompute '" + t.recompute + "' is not a mode (known: none, selective, full)";
   if (t.threads < 0) return "train.threads must not be negative (0 = all cores), got " + str(t.threads);
   if (t.backend != "cpu" && t.backend != "cuda" && t.backend != "cuda-bf16")
     return "train.backend '" + t.backend + "' is not a backend (known: cpu, cuda, cuda-bf16)";
-  if (t.backend != "cpu" && t.zero != 0)
-    return "train.zero " + str(t.zero) + " works with train.backend cpu only so far: ZeRO over NCCL is not wired; use 0";
+  if (t.backend != "cpu" && compute::shards_optimizer_state(t.zero))
+    return compute::zero_setting(t.zero) +
+           " works with train.backend cpu only so far: ZeRO over NCCL is not wired; use 0";
   if (t.val_every < 0) return "train.val_every must not be negative (0 = only at the end), got " + str(t.val_every);
   if (t.val_batches <= 0) return "train.val_batches must be positive, got " + str(t.val_batches);
   if (t.log_every <= 0) return "train.log_every must be positive, got " + str(t.log_every);
@@ -138,7 +138,7 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
     if (seq_len % tp.shards != 0)
       return "tensor.sequence_parallel splits train.seq_len " + str(seq_len) + " over tensor.shards " +
              str(tp.shards) + ", which does not divide it";
-    if (t.zero == 3)
+    if (compute::shards_parameters(t.zero))
       return "train.zero 3 is not supported with tensor.sequence_parallel yet; use 0";
   }
 
@@ -149,18 +149,18 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
   if (co.compress_start_step < -1)
     return "comm.compress_start_step must not be negative (-1 = 10% of train.steps), got " +
            str(co.compress_start_step);
-  if (*compression == comm::Compression::powersgd && t.zero >= 2)
-    return "comm.compress powersgd does not work with train.zero " + str(t.zero) +
+  if (*compression == comm::Compression::powersgd && compute::shards_gradients(t.zero))
+    return "comm.compress powersgd does not work with " + compute::zero_setting(t.zero) +
            ": ZeRO-2 and 3 sum gradient shards, not whole matrices; use comm.compress bf16 or train.zero 0 or 1";
-  if (*compression == comm::Compression::bf16 && t.zero == 3)
+  if (*compression == comm::Compression::bf16 && compute::shards_parameters(t.zero))
     return "comm.compress bf16 does not work with train.zero 3 (its gradients move block by block); "
            "use train.zero 0, 1 or 2";
   if (*compression != comm::Compression::none && t.backend != "cpu")
     return "comm.compress works with train.backend cpu only so far: NCCL sums device gradients as they are (got '" +
            t.backend + "')";
-  if (*compression == comm::Compression::bf16 && (p.stages > 1 || tp.shards > 1) && t.zero >= 2)
+  if (*compression == comm::Compression::bf16 && (p.stages > 1 || tp.shards > 1) && compute::shards_gradients(t.zero))
     return "comm.compress bf16 with pipeline.stages or tensor.shards works with train.zero 0 or 1 only, got " +
-           str(t.zero);
+           str(compute::zero_number(t.zero));
 
   const FaultOptions& f = c.fault;
   if (!(f.heartbeat_seconds > 0)) return "fault.heartbeat_seconds must be positive, got " + str(f.heartbeat_seconds);

@@ -71,6 +71,13 @@ Status set_from_text(JobConfig& config, const ConfigKey& key, std::string_view t
           if (text != "true" && text != "false") return Error{where + "expected true or false, got " + quoted(text)};
           *target = text == "true";
           return Status::success();
+        } else if constexpr (std::is_same_v<Value, compute::ZeroStage>) {
+          std::int64_t number = 0;
+          if (Status parsed = parse_into(number, text, "an integer", where); !parsed) return parsed;
+          auto stage = compute::parse_zero_stage(number);
+          if (!stage) return Error{where + stage.error().message};
+          *target = *stage;
+          return Status::success();
         } else if constexpr (std::is_same_v<Value, std::uint64_t>) {
           return parse_into(*target, text, "a non-negative integer", where);
         } else if constexpr (std::is_integral_v<Value>) {
@@ -97,6 +104,8 @@ std::string format_key(const JobConfig& config, const ConfigKey& key, bool quote
           return *value ? "true" : "false";
         else if constexpr (std::is_same_v<Value, double>)
           return format_number(*value);
+        else if constexpr (std::is_same_v<Value, compute::ZeroStage>)
+          return std::to_string(compute::zero_number(*value));
         else
           return std::to_string(*value);
       },

@@ -13,6 +13,13 @@ Tensor batch_tensor(const TrainerOptions& options) {
   return Tensor::zeros({options.batch_size, options.seq_len}, DType::i32);
 }
 
+// The whole model as the one flat buffer ZeRO shards, with the shard the group gave this rank.
+std::vector<ZeroStep::Buffer> whole_model(GPT& model, const DataParallel& dp) {
+  const std::int64_t total = model.layout().total();
+  return {{model.layout().views(), total, model.params(), model.grads(), model.kept_begin(), dp.shard_begin,
+           dp.shard_end < 0 ? total : dp.shard_end, dp.sharded, 0}};
+}
+
 }  // namespace
 
 Trainer::Trainer(GPT& model, TrainerOptions options, std::span<const std::uint16_t> train_tokens,
@@ -22,26 +29,12 @@ Trainer::Trainer(GPT& model, TrainerOptions options, std::span<const std::uint16
       train_tokens_(train_tokens),
       val_tokens_(val_tokens),
       train_sampler_(train_tokens.size(), options.seq_len, options.seed),
-      optimizer_(model.backend(), model.layout(), model.dtype(), options.adamw, options.data_parallel.shard_begin,
-                 options.data_parallel.shard_end < 0 ? model.layout().total() : options.data_parallel.shard_end,
-                 model.kept_begin()),
+      zero_(model.backend(), options_.data_parallel, model.dtype(), options.adamw,
+            whole_model(model, options_.data_parallel)),
       inputs_(batch_tensor(options)),
       targets_(batch_tensor(options)),
-      micro_batches_(model.backend(), model.grads(), options.data_parallel.zero_stage == 3 ? 1 : options.grad_accum) {
-  const DataParallel& dp = options.data_parallel;
-  TROUPE_CHECK(dp.zero_stage >= 0 && dp.zero_stage <= 3, "ZeRO stage " + std::to_string(dp.zero_stage));
-  if (dp.zero_stage == 3) {
-    const std::int64_t shard_end = dp.shard_end < 0 ? model.layout().total() : dp.shard_end;
-    TROUPE_CHECK(dp.sharded && model.kept_begin() == dp.shard_begin &&
-                     model.kept_begin() + model.params().numel() == shard_end && (dp.size == 1 || dp.sum),
-                 "ZeRO-3 needs a model whose source keeps this rank's shard, and a scalar sum");
-  } else {
-    TROUPE_CHECK(model.params().numel() == model.layout().total(), "only ZeRO-3 shards the model's parameters");
-    TROUPE_CHECK(dp.size == 1 ||
-                     (dp.zero_stage == 2 ? dp.reduce_scatter_gradients && dp.sum : static_cast<bool>(dp.sum_gradients)),
-                 "a data-parallel group of more than one rank needs its gradient reduction");
-    TROUPE_CHECK(dp.zero_stage == 0 || dp.all_gather_parameters || dp.size == 1, "ZeRO needs all_gather_parameters");
-  }
+      micro_batches_(model.backend(), model.grads(),
+                     shards_parameters(options.data_parallel.zero_stage) ? 1 : options.grad_accum) {
   TROUPE_CHECK(0 <= options.data_parallel.rank && options.data_parallel.rank < options.data_parallel.size,
                "data-parallel rank outside its group");
   model_.reserve(options.batch_size, options.seq_len);
@@ -49,24 +42,22 @@ Trainer::Trainer(GPT& model, TrainerOptions options, std::span<const std::uint16
 
 void Trainer::resume_at(long steps) {
   steps_ = steps;
-  optimizer_.set_steps_taken(steps);
+  zero_.resume_at(steps);
 }
 
-void Trainer::abandon_step() {
-  const DataParallel& dp = options_.data_parallel;
-  if (dp.abandon_sums) dp.abandon_sums();
-  if (dp.sharded) dp.sharded->abandon_step();
-}
+void Trainer::abandon_step() { zero_.abandon_step(); }
 
 void Trainer::resplit(const BatchSplit& split) {
   DataParallel& dp = options_.data_parallel;
-  TROUPE_CHECK(dp.zero_stage == 0, "only ZeRO 0 resplits its batch: every rank holds the whole state");
+  TROUPE_CHECK(!shards_optimizer_state(dp.zero_stage),
+               "only ZeRO 0 resplits its batch: every rank holds the whole state");
   TROUPE_CHECK(0 <= split.dp_rank && split.dp_rank < split.dp_size && split.grad_accum >= 1 && split.batch_size >= 1,
                "a batch split outside its group");
   TROUPE_CHECK(std::int64_t{split.batch_size} * split.grad_accum * split.dp_size ==
                    std::int64_t{options_.batch_size} * options_.grad_accum * dp.size,
                "a resplit that changes the global batch");
-  TROUPE_CHECK(split.dp_size == 1 || dp.sum_gradients, "a data-parallel group of more than one rank needs its gradient reduction");
+  TROUPE_CHECK(split.dp_size == 1 || (dp.start_sum && dp.wait_sums),
+               "a data-parallel group of more than one rank needs its gradient reduction");
   dp.rank = split.dp_rank;
   dp.size = split.dp_size;
   options_.grad_accum = split.grad_accum;
@@ -85,7 +76,7 @@ std::int64_t Trainer::tokens_per_step() const {
 
 StepResult Trainer::step() {
   const DataParallel& dp = options_.data_parallel;
-  const bool overlap = dp.size > 1 && dp.zero_stage == 0 && dp.start_sum;
+  const bool overlap = dp.size > 1 && !shards_optimizer_state(dp.zero_stage);
   std::function<void(int)> between_layers;
   if (dp.between_layers) between_layers = [&](int) { dp.between_layers(); };
   const std::function<void(int)> start_layer_bucket = [&](int layer) {
@@ -111,10 +102,7 @@ StepResult Trainer::step() {
     const bool last_micro = micro == k - 1;
     model_.backward(1.0 / (static_cast<double>(k) * dp.size), last_micro && overlap ? start_layer_bucket : between_layers);
   }
-  const bool sharded_gradients = dp.size > 1 && dp.zero_stage >= 2;
-  if (dp.zero_stage == 3) {
-    dp.sharded->finish_gradients();
-  } else if (overlap) {
+  if (overlap) {
     // The buckets backward did not cover: the embeddings at the front of the buffer, ln_f at the end.
     const auto [first_layer_begin, first_layer_end] = model_.layout().layer_range(0);
     const auto [last_layer_begin, last_layer_end] = model_.layout().layer_range(model_.config().n_layer - 1);
@@ -125,33 +113,14 @@ StepResult Trainer::step() {
     dp.wait_sums();
   } else {
     micro_batches_.add_earlier();
-    if (sharded_gradients)
-      dp.reduce_scatter_gradients(model_.grads());
-    else if (dp.size > 1)
-      dp.sum_gradients(model_.grads());
+    zero_.sum_gradients();
   }
   result.loss = dp.mean ? dp.mean(loss_sum / k) : loss_sum / k;
-  result.grad_norm = sharded_gradients ? clip_sharded_gradients()
-                                       : clip_grad_norm(model_.backend(), model_.grads(), options_.grad_clip);
-  optimizer_.step(model_.params(), model_.grads(), result.lr);
-  if (dp.size > 1 && (dp.zero_stage == 1 || dp.zero_stage == 2)) dp.all_gather_parameters(model_.params());
+  result.grad_norm = std::sqrt(zero_.group_squares(model_.backend().sum_of_squares(zero_.summed_gradients(0))));
+  zero_.clip(result.grad_norm, options_.grad_clip);
+  zero_.update(result.lr);
   ++steps_;
   return result;
-}
-
-Tensor Trainer::gradient_shard() {
-  const DataParallel& dp = options_.data_parallel;
-  if (dp.zero_stage == 3) return model_.grads();
-  const std::int64_t end = dp.shard_end < 0 ? model_.layout().total() : dp.shard_end;
-  return model_.grads().slice(dp.shard_begin, {end - dp.shard_begin});
-}
-
-double Trainer::clip_sharded_gradients() {
-  const DataParallel& dp = options_.data_parallel;
-  Tensor shard = gradient_shard();
-  const double norm = std::sqrt(dp.sum(model_.backend().sum_of_squares(shard)));
-  scale_to_norm(model_.backend(), shard, norm, options_.grad_clip);
-  return norm;
 }
 
 double Trainer::evaluate(int batches) {
@@ -161,7 +130,7 @@ double Trainer::evaluate(int batches) {
                           options_.seq_len, static_cast<std::uint64_t>(i) * options_.batch_size, options_.batch_size);
     sum += model_.forward(inputs_, targets_);
   }
-  if (options_.data_parallel.sharded) options_.data_parallel.sharded->release_all();
+  zero_.release_gathered();
   return batches > 0 ? sum / batches : 0.0;
 }
 

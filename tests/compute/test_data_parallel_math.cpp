@@ -63,7 +63,7 @@ struct TwoRanks {
   std::vector<double> losses[2];
 };
 
-TwoRanks run_two_ranks(const std::vector<std::uint16_t>& data, int steps, int zero_stage) {
+TwoRanks run_two_ranks(const std::vector<std::uint16_t>& data, int steps, ZeroStage zero_stage) {
   const std::int64_t total = ParameterLayout(config).total();
   const std::int64_t half = (total + 1) / 2;  // shard 0 = [0, half), shard 1 = [half, total)
   std::vector<float> slots[2] = {std::vector<float>(total), std::vector<float>(total)};
@@ -89,13 +89,16 @@ TwoRanks run_two_ranks(const std::vector<std::uint16_t>& data, int steps, int ze
     dp.rank = rank;
     dp.size = 2;
     dp.zero_stage = zero_stage;
-    if (zero_stage > 0) dp.shard_begin = begin, dp.shard_end = end;
-    dp.sum_gradients = [&](Tensor& grads) {
-      exchange(grads.data_as<float>(), total);
-      float* g = grads.data_as<float>();
-      for (std::int64_t i = 0; i < total; ++i) g[i] = slots[0][i] + slots[1][i];
+    if (shards_optimizer_state(zero_stage)) dp.shard_begin = begin, dp.shard_end = end;
+    // A bucket is elements [offset, offset + numel) of the buffer, summed at once.
+    dp.start_sum = [&](Tensor bucket, std::int64_t offset) {
+      std::memcpy(slots[rank].data() + offset, bucket.data_as<float>(), bucket.numel() * sizeof(float));
+      sync.arrive_and_wait();
+      float* g = bucket.data_as<float>();
+      for (std::int64_t i = 0; i < bucket.numel(); ++i) g[i] = slots[0][offset + i] + slots[1][offset + i];
       sync.arrive_and_wait();
     };
+    dp.wait_sums = [] {};
     dp.reduce_scatter_gradients = [&, begin, end](Tensor& grads) {
       exchange(grads.data_as<float>(), total);
       float* g = grads.data_as<float>();
@@ -130,7 +133,7 @@ TwoRanks run_two_ranks(const std::vector<std::uint16_t>& data, int steps, int ze
     };
     units.wait = [](ShardExchange::Ticket) {};
     MakeSource make_source;
-    if (zero_stage == 3) {
+    if (shards_parameters(zero_stage)) {
       make_source = [&, rank](Backend& backend) {
         return std::make_unique<ShardedParameters>(backend, GPT::parameter_units(config), DType::f32, rank,
                                                    std::vector<std::int64_t>{0, half, total}, units, true);
@@ -156,9 +159,9 @@ TEST_CASE("two data-parallel ranks of batch b take the steps of one process of b
   const auto reference = train(single, data, steps, &single_losses);
 
   std::vector<float> plain, sharded_gradients;
-  for (int stage : {0, 1, 2, 3}) {
+  for (ZeroStage stage : zero_stages) {
     TwoRanks run = run_two_ranks(data, steps, stage);
-    if (stage == 3) {
+    if (stage == ZeroStage::parameters) {
       // Each rank kept only its shard: together they are the model.
       const std::int64_t half = (ParameterLayout(config).total() + 1) / 2;
       for (std::size_t i = 0; i < run.params[0].size(); ++i) {
@@ -171,16 +174,17 @@ TEST_CASE("two data-parallel ranks of batch b take the steps of one process of b
     double max_diff = 0;
     for (std::size_t i = 0; i < reference.size(); ++i)
       max_diff = std::max(max_diff, double(std::abs(reference[i] - run.params[0][i])));
-    std::printf("ZeRO stage %d, 2 ranks x 2 vs 1 x 4: max parameter difference after %d steps %.3g\n", stage, steps,
-                max_diff);
+    std::printf("ZeRO stage %d, 2 ranks x 2 vs 1 x 4: max parameter difference after %d steps %.3g\n",
+                zero_number(stage), steps, max_diff);
     CHECK(max_diff < 1e-5);
     for (int s = 0; s < steps; ++s) CHECK(run.losses[0][s] == Approx(single_losses[s]).epsilon(1e-5));
-    if (stage == 0) plain = run.params[0];
+    if (stage == ZeroStage::none) plain = run.params[0];
     // ZeRO-1 does the same arithmetic as plain data parallelism, element for element.
-    if (stage == 1) CHECK(std::memcmp(plain.data(), run.params[0].data(), plain.size() * sizeof(float)) == 0);
+    if (stage == ZeroStage::optimizer_state)
+      CHECK(std::memcmp(plain.data(), run.params[0].data(), plain.size() * sizeof(float)) == 0);
     // ZeRO-3 sums each element in the order ZeRO-2 does, one block at a time.
-    if (stage == 2) sharded_gradients = run.params[0];
-    if (stage == 3)
+    if (stage == ZeroStage::gradients) sharded_gradients = run.params[0];
+    if (stage == ZeroStage::parameters)
       CHECK(std::memcmp(sharded_gradients.data(), run.params[0].data(), plain.size() * sizeof(float)) == 0);
   }
 }
@@ -196,7 +200,7 @@ TEST_CASE("one process accumulating 2 micro-batches of b takes, bit for bit, the
   accumulating.batch_size = 2;
   accumulating.grad_accum = 2;
   const auto accumulated = train(accumulating, data, steps, nullptr);
-  const TwoRanks two = run_two_ranks(data, steps, 0);
+  const TwoRanks two = run_two_ranks(data, steps, ZeroStage::none);
   CHECK(std::memcmp(accumulated.data(), two.params[0].data(), accumulated.size() * sizeof(float)) == 0);
   // Three micro-batches sum as ((g0 + g1) + g2): not the order of one batch of 3b, but close.
   accumulating.grad_accum = 3;
@@ -215,7 +219,7 @@ TEST_CASE("one process accumulating 2 micro-batches of b takes, bit for bit, the
 TEST_CASE("a process of 2 micro-batches that a second rank joins mid-run takes, bit for bit, the steps of two ranks",
           "[model][dp][accumulation]") {
   const auto data = random_stream(40000, 64);
-  const TwoRanks reference = run_two_ranks(data, 4, 0);
+  const TwoRanks reference = run_two_ranks(data, 4, ZeroStage::none);
   const std::int64_t total = ParameterLayout(config).total();
   std::vector<float> slots[2] = {std::vector<float>(total), std::vector<float>(total)};
   double scalar_slots[2] = {0, 0};
@@ -225,13 +229,14 @@ TEST_CASE("a process of 2 micro-batches that a second rank joins mid-run takes, 
     DataParallel dp;
     dp.rank = rank;
     dp.size = 2;
-    dp.sum_gradients = [&, rank](Tensor& grads) {
-      std::memcpy(slots[rank].data(), grads.data_as<float>(), total * sizeof(float));
+    dp.start_sum = [&, rank](Tensor bucket, std::int64_t offset) {
+      std::memcpy(slots[rank].data() + offset, bucket.data_as<float>(), bucket.numel() * sizeof(float));
       sync.arrive_and_wait();
-      float* g = grads.data_as<float>();
-      for (std::int64_t i = 0; i < total; ++i) g[i] = slots[0][i] + slots[1][i];
+      float* g = bucket.data_as<float>();
+      for (std::int64_t i = 0; i < bucket.numel(); ++i) g[i] = slots[0][offset + i] + slots[1][offset + i];
       sync.arrive_and_wait();
     };
+    dp.wait_sums = [] {};
     dp.mean = [&, rank](double x) {
       if (!two_ranks) return x;
       scalar_slots[rank] = x;

@@ -184,7 +184,7 @@ struct ShardedRun {
   }
 
   TrainerOptions with_source(TrainerOptions o) {
-    o.data_parallel.zero_stage = 3;
+    o.data_parallel.zero_stage = ZeroStage::parameters;
     o.data_parallel.sharded = &source;
     return o;
   }

@@ -22,6 +22,7 @@
 using namespace troupe;
 using namespace troupe::schedules;
 using compute::Recompute;
+using compute::ZeroStage;
 
 namespace {
 
@@ -67,9 +68,9 @@ double runtime_bytes(const compute::GPTConfig& model, const Workload& w, const L
                    .total();
       params += double(chunk.params);
     }
-    if (l.zero >= 1) bytes -= 8 * params * (1 - 1.0 / l.dp);
-    if (l.microbatches > 1 && l.zero != 3) bytes += 4 * params;
-    if (l.zero == 3) {
+    if (compute::shards_optimizer_state(l.zero)) bytes -= 8 * params * (1 - 1.0 / l.dp);
+    if (l.microbatches > 1 && !compute::shards_parameters(l.zero)) bytes += 4 * params;
+    if (compute::shards_parameters(l.zero)) {
       // Parameters and gradients sharded too; gathered: the embeddings (kept for the lm head and
       // the first backward), the block computing and the next, and as many unit gradients.
       const auto [block_begin, block_end] = compute::ParameterLayout(model).layer_range(0);
@@ -98,20 +99,20 @@ TEST_CASE("planned memory tracks the estimate pinned to real allocations on layo
     Layout layout;
   };
   const Case cases[] = {
-      {"small", 256, {2, 1, 1, 0, Recompute::none, 8, 1}},
-      {"small", 256, {2, 1, 1, 1, Recompute::none, 8, 1}},
-      {"small", 256, {2, 1, 1, 2, Recompute::none, 8, 1}},
-      {"small", 256, {2, 1, 1, 3, Recompute::none, 8, 1}},
-      {"small", 256, {4, 1, 1, 3, Recompute::full, 2, 1}},
-      {"small", 256, {2, 1, 1, 0, Recompute::selective, 8, 1}},
-      {"small", 256, {2, 1, 1, 0, Recompute::full, 4, 2}},
-      {"small", 256, {1, 1, 2, 0, Recompute::none, 4, 8, ScheduleKind::gpipe}},
-      {"small", 256, {1, 1, 2, 0, Recompute::none, 4, 8, ScheduleKind::one_f_one_b}},
-      {"small", 256, {2, 1, 2, 0, Recompute::selective, 2, 4, ScheduleKind::one_f_one_b}},
-      {"gpt2", 256, {2, 1, 1, 1, Recompute::none, 4, 1}},
-      {"gpt2", 256, {4, 1, 1, 3, Recompute::none, 2, 1}},
-      {"gpt2", 256, {1, 1, 2, 0, Recompute::full, 2, 4, ScheduleKind::one_f_one_b}},
-      {"gpt2", 256, {1, 1, 4, 0, Recompute::none, 2, 8, ScheduleKind::gpipe}},
+      {"small", 256, {2, 1, 1, ZeroStage::none, Recompute::none, 8, 1}},
+      {"small", 256, {2, 1, 1, ZeroStage::optimizer_state, Recompute::none, 8, 1}},
+      {"small", 256, {2, 1, 1, ZeroStage::gradients, Recompute::none, 8, 1}},
+      {"small", 256, {2, 1, 1, ZeroStage::parameters, Recompute::none, 8, 1}},
+      {"small", 256, {4, 1, 1, ZeroStage::parameters, Recompute::full, 2, 1}},
+      {"small", 256, {2, 1, 1, ZeroStage::none, Recompute::selective, 8, 1}},
+      {"small", 256, {2, 1, 1, ZeroStage::none, Recompute::full, 4, 2}},
+      {"small", 256, {1, 1, 2, ZeroStage::none, Recompute::none, 4, 8, ScheduleKind::gpipe}},
+      {"small", 256, {1, 1, 2, ZeroStage::none, Recompute::none, 4, 8, ScheduleKind::one_f_one_b}},
+      {"small", 256, {2, 1, 2, ZeroStage::none, Recompute::selective, 2, 4, ScheduleKind::one_f_one_b}},
+      {"gpt2", 256, {2, 1, 1, ZeroStage::optimizer_state, Recompute::none, 4, 1}},
+      {"gpt2", 256, {4, 1, 1, ZeroStage::parameters, Recompute::none, 2, 1}},
+      {"gpt2", 256, {1, 1, 2, ZeroStage::none, Recompute::full, 2, 4, ScheduleKind::one_f_one_b}},
+      {"gpt2", 256, {1, 1, 4, ZeroStage::none, Recompute::none, 2, 8, ScheduleKind::gpipe}},
   };
   for (const Case& c : cases) {
     const compute::GPTConfig model = preset(c.model);
@@ -126,7 +127,7 @@ TEST_CASE("planned memory tracks the estimate pinned to real allocations on layo
 
 TEST_CASE("interleaved layouts hold each chunk's activations for the stage's checked peak", "[plan]") {
   const compute::GPTConfig model = preset("small");  // 6 layers: 3 stages x 2 chunks
-  const Layout l{1, 1, 3, 0, Recompute::none, 2, 6, ScheduleKind::interleaved, 2};
+  const Layout l{1, 1, 3, ZeroStage::none, Recompute::none, 2, 6, ScheduleKind::interleaved, 2};
   const Workload w{model, 12, 256, Precision::fp32};
   auto schedule = generate_schedule(l.schedule, l.pp, l.microbatches, l.chunks);
   REQUIRE(schedule);
@@ -147,17 +148,18 @@ TEST_CASE("13B on 32 A100s reproduces the ZeRO paper's and Megatron's model-stat
   a100.peak_flops = 312e12;
   struct Row {
     Precision precision;
-    int dp, tp, zero;
+    int dp, tp;
+    ZeroStage zero;
     double published_gb;
   };
   const Row rows[] = {
-      {Precision::mixed, 32, 1, 0, 208},              // 16 bytes/param, the issue's 208 GB for 13e9
-      {Precision::mixed_fp32_grads, 32, 1, 1, 82},    // DP 32 + distributed optimizer
-      {Precision::mixed, 32, 1, 2, 31},               // ZeRO-2 dp 32
-      {Precision::mixed, 32, 1, 3, 8.5},              // ZeRO-3 dp 32
-      {Precision::mixed_fp32_grads, 16, 2, 1, 43},    // TP 2 x DP 16
-      {Precision::mixed_fp32_grads, 8, 4, 1, 24},     // TP 4 x DP 8
-      {Precision::mixed_fp32_grads, 4, 8, 1, 14.5},   // TP 8 x DP 4
+      {Precision::mixed, 32, 1, ZeroStage::none, 208},  // 16 bytes/param, the issue's 208 GB for 13e9
+      {Precision::mixed_fp32_grads, 32, 1, ZeroStage::optimizer_state, 82},   // DP 32 + distributed optimizer
+      {Precision::mixed, 32, 1, ZeroStage::gradients, 31},                    // ZeRO-2 dp 32
+      {Precision::mixed, 32, 1, ZeroStage::parameters, 8.5},                  // ZeRO-3 dp 32
+      {Precision::mixed_fp32_grads, 16, 2, ZeroStage::optimizer_state, 43},   // TP 2 x DP 16
+      {Precision::mixed_fp32_grads, 8, 4, ZeroStage::optimizer_state, 24},    // TP 4 x DP 8
+      {Precision::mixed_fp32_grads, 4, 8, ZeroStage::optimizer_state, 14.5},  // TP 8 x DP 4
   };
   for (const Row& r : rows) {
     const Layout l{r.dp, r.tp, 1, r.zero, Recompute::selective, 1, 1};
@@ -172,7 +174,7 @@ TEST_CASE("a layout that does not fit is rejected with its layout and its bytes 
   const compute::GPTConfig model = preset("gpt3-13b");
   Cluster a100 = machine(8, 80e9);
   a100.nodes = 4;
-  const Layout l{32, 1, 1, 1, Recompute::none, 1, 1};
+  const Layout l{32, 1, 1, ZeroStage::optimizer_state, Recompute::none, 1, 1};
   const PlannedLayout p = plan({model, 32, 2048, Precision::mixed_fp32_grads}, a100, l);
   CHECK(!p.fits);
   CHECK_THAT(p.rejected, Catch::StartsWith("zero 1, dp 32, micro-batch 1 x 1, recompute none: "));
@@ -193,22 +195,23 @@ TEST_CASE("a layout that does not fit is rejected with its layout and its bytes 
 
 TEST_CASE("layouts the runtime cannot run are kept and marked planned, not built", "[plan]") {
   const Workload w{preset("small"), 8, 256, Precision::fp32};
-  CHECK(plan(w, machine(4), {2, 2, 1, 1, Recompute::none, 4, 1}).not_built.empty());
-  CHECK(plan({preset("small"), 8, 256, Precision::mixed}, machine(4), {2, 2, 1, 1, Recompute::none, 4, 1}).not_built ==
-        "mixed precision");
-  CHECK(plan(w, machine(4), {2, 2, 1, 0, Recompute::none, 4, 1}).not_built.empty());
-  CHECK(plan(w, machine(8), {2, 2, 2, 3, Recompute::none, 2, 2}).not_built.empty());
-  CHECK(plan(w, machine(2), {2, 1, 1, 3, Recompute::none, 4, 1}).not_built.empty());
-  CHECK(plan(w, machine(4), {2, 1, 2, 3, Recompute::none, 2, 2}).not_built.empty());
-  CHECK(plan(w, machine(4), {2, 1, 2, 1, Recompute::none, 2, 2}).not_built.empty());
+  CHECK(plan(w, machine(4), {2, 2, 1, ZeroStage::optimizer_state, Recompute::none, 4, 1}).not_built.empty());
+  CHECK(plan({preset("small"), 8, 256, Precision::mixed}, machine(4),
+             {2, 2, 1, ZeroStage::optimizer_state, Recompute::none, 4, 1})
+            .not_built == "mixed precision");
+  CHECK(plan(w, machine(4), {2, 2, 1, ZeroStage::none, Recompute::none, 4, 1}).not_built.empty());
+  CHECK(plan(w, machine(8), {2, 2, 2, ZeroStage::parameters, Recompute::none, 2, 2}).not_built.empty());
+  CHECK(plan(w, machine(2), {2, 1, 1, ZeroStage::parameters, Recompute::none, 4, 1}).not_built.empty());
+  CHECK(plan(w, machine(4), {2, 1, 2, ZeroStage::parameters, Recompute::none, 2, 2}).not_built.empty());
+  CHECK(plan(w, machine(4), {2, 1, 2, ZeroStage::optimizer_state, Recompute::none, 2, 2}).not_built.empty());
   auto all = plan_layouts(w, machine(4));
   REQUIRE(all);
-  const auto has = [&](int tp, int zero) {
+  const auto has = [&](int tp, ZeroStage zero) {
     return std::any_of(all->feasible.begin(), all->feasible.end(),
                        [&](const PlannedLayout& p) { return p.layout.tp == tp && p.layout.zero == zero; });
   };
-  CHECK(has(2, 0));
-  CHECK(has(1, 3));
+  CHECK(has(2, ZeroStage::none));
+  CHECK(has(1, ZeroStage::parameters));
 }
 
 TEST_CASE("bytes per link: dp all-reduce, ZeRO-3 at 1.5 times, tp and pp activations", "[plan]") {
@@ -216,38 +219,39 @@ TEST_CASE("bytes per link: dp all-reduce, ZeRO-3 at 1.5 times, tp and pp activat
   const double psi = double(compute::ParameterLayout(model).total());
   const Workload fp32{model, 16, 256, Precision::fp32};
   // Ring all-reduce of fp32 gradients over 2: 2 (N-1)/N 4Ψ = 4Ψ; Troupe's ZeRO-1 adds a gather of 2Ψ.
-  CHECK(plan(fp32, machine(2), {2, 1, 1, 0, Recompute::none, 8, 1}).bytes.dp == Approx(4 * psi));
-  CHECK(plan(fp32, machine(2), {2, 1, 1, 1, Recompute::none, 8, 1}).bytes.dp == Approx(6 * psi));
+  CHECK(plan(fp32, machine(2), {2, 1, 1, ZeroStage::none, Recompute::none, 8, 1}).bytes.dp == Approx(4 * psi));
+  CHECK(plan(fp32, machine(2), {2, 1, 1, ZeroStage::optimizer_state, Recompute::none, 8, 1}).bytes.dp ==
+        Approx(6 * psi));
   const Workload mixed{model, 16, 256, Precision::mixed};
-  const double dp = plan(mixed, machine(2), {2, 1, 1, 0, Recompute::none, 8, 1}).bytes.dp;
-  CHECK(plan(mixed, machine(2), {2, 1, 1, 3, Recompute::none, 8, 1}).bytes.dp == Approx(1.5 * dp));
+  const double dp = plan(mixed, machine(2), {2, 1, 1, ZeroStage::none, Recompute::none, 8, 1}).bytes.dp;
+  CHECK(plan(mixed, machine(2), {2, 1, 1, ZeroStage::parameters, Recompute::none, 8, 1}).bytes.dp == Approx(1.5 * dp));
   // tp 2: 4 all-reduces of B·T·C per layer and micro-batch, each sending (2·½) of it.
   const double message = 8.0 * 256 * model.n_embd * 4;
-  const PlannedLayout tp = plan(fp32, machine(4), {2, 2, 1, 0, Recompute::none, 8, 1});
+  const PlannedLayout tp = plan(fp32, machine(4), {2, 2, 1, ZeroStage::none, Recompute::none, 8, 1});
   CHECK(tp.bytes.tp == Approx(model.n_layer * 4 * message));
   CHECK(!tp.bytes.tp_inter);
   // pp 2, 4 micro-batches of 4: an activation out and a gradient back per micro-batch.
-  const PlannedLayout pp = plan(fp32, machine(2), {1, 1, 2, 0, Recompute::none, 4, 4});
+  const PlannedLayout pp = plan(fp32, machine(2), {1, 1, 2, ZeroStage::none, Recompute::none, 4, 4});
   CHECK(pp.bytes.pp == Approx(2 * 4 * (4.0 * 256 * model.n_embd * 4)));
   CHECK(pp.time.bubble > 0.1);
   // Across two nodes of one device, the dp group leaves the node.
   Cluster two_nodes = machine(1);
   two_nodes.nodes = 2;
-  CHECK(plan(fp32, two_nodes, {2, 1, 1, 0, Recompute::none, 8, 1}).bytes.dp_inter);
+  CHECK(plan(fp32, two_nodes, {2, 1, 1, ZeroStage::none, Recompute::none, 8, 1}).bytes.dp_inter);
 }
 
 TEST_CASE("predicted step time: compute at the MFU, recompute costs more, a bubble stretches a pipeline", "[plan]") {
   const compute::GPTConfig model = preset("small");
   const Workload w{model, 16, 256, Precision::fp32};
-  const PlannedLayout one = plan(w, machine(1), {1, 1, 1, 0, Recompute::none, 16, 1});
+  const PlannedLayout one = plan(w, machine(1), {1, 1, 1, ZeroStage::none, Recompute::none, 16, 1});
   const double flops = 6.0 * double(compute::ParameterLayout(model).total()) + 12.0 * 6 * 384 * 256;
   CHECK(one.time.compute == Approx(flops * 16 * 256 / (100e9 * 0.5)));
   CHECK(one.time.total == Approx(one.time.compute));
   // Full recompute: one more forward of every block but its MLP output projection (8·L·C² a token).
   const double rerun = flops / 3 - 8.0 * 6 * 384 * 384;
-  CHECK(plan(w, machine(1), {1, 1, 1, 0, Recompute::full, 16, 1}).time.total ==
+  CHECK(plan(w, machine(1), {1, 1, 1, ZeroStage::none, Recompute::full, 16, 1}).time.total ==
         Approx(one.time.total * (flops + rerun) / flops));
-  const PlannedLayout pp = plan(w, machine(2), {1, 1, 2, 0, Recompute::none, 4, 4});
+  const PlannedLayout pp = plan(w, machine(2), {1, 1, 2, ZeroStage::none, Recompute::none, 4, 4});
   CHECK(pp.time.bubble > 0);
   CHECK(pp.time.total > pp.time.compute);  // the bubble and the transfers come on top
   CHECK(pp.time.total < one.time.total);   // yet two stages beat one device

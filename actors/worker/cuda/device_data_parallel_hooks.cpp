@@ -33,7 +33,8 @@ void wait_for_device(comm::NcclComm& nccl, MailboxComm& mailbox) {
 
 compute::DataParallel device_data_parallel(comm::NcclComm& nccl, compute::DataParallel host, MailboxComm& mailbox,
                                            monitor::WorkProgress& progress) {
-  TROUPE_CHECK(host.zero_stage == 0, "ZeRO stage " + std::to_string(host.zero_stage) + " over NCCL");
+  TROUPE_CHECK(!compute::shards_optimizer_state(host.zero_stage),
+               "ZeRO stage " + std::to_string(compute::zero_number(host.zero_stage)) + " over NCCL");
   TROUPE_CHECK(host.size == nccl.size() && host.rank == nccl.rank(), "the NCCL communicator is not the host group's");
   compute::DataParallel dp = std::move(host);
   dp.start_sum = [&nccl](compute::Tensor bucket, std::int64_t) {
@@ -42,10 +43,6 @@ compute::DataParallel device_data_parallel(comm::NcclComm& nccl, compute::DataPa
   dp.wait_sums = [&nccl, &mailbox, &progress] {
     auto waiting = progress.wait_for("the gradient sums (NCCL)");
     wait_for_device(nccl, mailbox);
-  };
-  dp.sum_gradients = [start = dp.start_sum, wait = dp.wait_sums](compute::Tensor& grads) {
-    start(grads, 0);
-    wait();
   };
   return dp;
 }

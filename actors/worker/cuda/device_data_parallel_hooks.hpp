@@ -5,7 +5,7 @@
 // do. Scalars (the loss's mean over ranks) stay on the host group's hooks. While the worker waits
 // for the device it still takes its mailbox's orders: a stop or rescue aborts the communicator
 // and ends the wait as it would a host wait; an NCCL error aborts it and throws CommFailed.
-// ZeRO (sharded optimizer state) is not wired to NCCL: zero_stage must be 0.
+// ZeRO (sharded optimizer state) is not wired to NCCL: zero_stage must be none.
 
 #include "actors/worker/mailbox_comm.hpp"
 #include "comm/nccl/nccl_comm.hpp"

@@ -10,6 +10,7 @@
 #include "actors/supervision/recovery_path.hpp"
 
 using namespace troupe::actors;
+using troupe::compute::ZeroStage;
 
 namespace {
 
@@ -93,10 +94,10 @@ TEST_CASE("without a replica but with checkpoints, a failure recovers in place b
 TEST_CASE("under ZeRO or PowerSGD a replica holds state no other holds, so a failure recovers in place by rollback",
           "[recovery]") {
   RecoveryShape zero1 = plain_dp(), zero2_pipeline = plain_dp(), zero3 = plain_dp(), powersgd_shards = plain_dp();
-  zero1.zero = 1;
-  zero2_pipeline.zero = 2;
+  zero1.zero = ZeroStage::optimizer_state;
+  zero2_pipeline.zero = ZeroStage::gradients;
   zero2_pipeline.pipeline_stages = 2;
-  zero3.zero = 3;
+  zero3.zero = ZeroStage::parameters;
   powersgd_shards.compression = troupe::comm::Compression::powersgd;
   powersgd_shards.tensor_shards = 2;
   const std::pair<RecoveryShape, const char*> cases[] = {
@@ -127,7 +128,7 @@ TEST_CASE("under ZeRO or PowerSGD a replica holds state no other holds, so a fai
   RecoveryShape zero_alone = plain_dp();
   zero_alone.data_parallel = 1;
   zero_alone.pipeline_stages = 2;
-  zero_alone.zero = 1;
+  zero_alone.zero = ZeroStage::optimizer_state;
   zero_alone.checkpoints = true;
   CHECK(choose_recovery(zero_alone, FailureKind::worker_exception).rollback);
   CHECK(no_replica_reason(zero_alone, 1) == "no replica holds pipeline stage 1's state");
@@ -148,8 +149,8 @@ TEST_CASE("every case in place does not cover restarts every node, saying why", 
   one.data_parallel = 1;
   one_pipeline.data_parallel = 1;
   one_pipeline.pipeline_stages = 4;
-  zero.zero = 1;
-  zero_pipeline.zero = 2;
+  zero.zero = ZeroStage::optimizer_state;
+  zero_pipeline.zero = ZeroStage::gradients;
   zero_pipeline.pipeline_stages = 2;
   gpu.device_backend = true;
   compressed.compression = troupe::comm::Compression::powersgd;
@@ -287,7 +288,7 @@ TEST_CASE("nodes that come back join in place where every rank holds the whole s
   pipeline.pipeline_stages = 2;
   CHECK(why_not(pipeline) == "in place grows plain data parallelism, not 2 pipeline stage(s) × 1 tensor shard(s)");
   RecoveryShape zero = shrunk;
-  zero.zero = 1;
+  zero.zero = ZeroStage::optimizer_state;
   CHECK(why_not(zero) ==
         "in place grows where every rank holds the whole state, and train.zero 1 shards the "
         "optimizer state: no replica holds a lost shard of the moments");
@@ -318,9 +319,9 @@ TEST_CASE("a rescue is asked for only with checkpoint.dir, the CPU backend and a
   const std::vector<Case> cases = {
       {shape([](RecoveryShape&) {}), true, ""},
       {shape([](RecoveryShape& s) { s.checkpoints = false; }), false, "no checkpoint.dir to restart from"},
-      {shape([](RecoveryShape& s) { s.zero = 2; }), false,
+      {shape([](RecoveryShape& s) { s.zero = ZeroStage::gradients; }), false,
        "train.zero 2 shards the optimizer state: no replica holds a lost shard of the moments"},
-      {shape([](RecoveryShape& s) { s.zero = 3; }), false,
+      {shape([](RecoveryShape& s) { s.zero = ZeroStage::parameters; }), false,
        "train.zero 3 shards the parameters and the optimizer state: no replica holds a lost shard"},
       {shape([](RecoveryShape& s) { s.device_backend = true; }), false,
        "the state is in GPU memory, behind a stream an aborted NCCL communicator may block"},
@@ -347,7 +348,7 @@ TEST_CASE("one rule says whether a replica holds every rank's state, for the rol
   CHECK_FALSE(choose_recovery(s, FailureKind::worker_exception).rollback);
   CHECK(rescue_choice(s).allowed);
   CHECK(choose_grow(s).in_place);
-  s.zero = 1;
+  s.zero = ZeroStage::optimizer_state;
   const ReplicaState zero = replica_state(s);
   CHECK_FALSE(zero.held);
   // Each decision that needs the state in a replica says the same reason.

@@ -14,6 +14,7 @@
 
 using namespace troupe::actors;
 using Action = RestartDecision::Action;
+using troupe::compute::ZeroStage;
 
 namespace {
 
@@ -148,7 +149,7 @@ std::vector<Row> policy_rows() {
       // Why not from a replica.
       {.name = "train.zero 1: restart from the checkpoint, not a replica, saying why",
        .attempt = lost_b(),
-       .options = options([](RestartOptions& o) { o.shape.zero = 1; }),
+       .options = options([](RestartOptions& o) { o.shape.zero = ZeroStage::optimizer_state; }),
        .action = Action::restart_from_checkpoint,
        .log =
            {"warn: " + lost +
@@ -566,13 +567,13 @@ TEST_CASE("restart options read the job's keys, and the job's shape: the replica
   config.fault.max_restarts = 5;
   config.fault.elastic = true;
   config.fault.recovery = RecoveryMode::restart;
-  config.train.zero = 1;
+  config.train.zero = ZeroStage::optimizer_state;
   config.train.backend = "cuda";
   config.pipeline.stages = 2;
   config.comm.compress = "powersgd";
   const RestartOptions o = restart_options(config, recovery_shape(config, 6, true));
   CHECK((o.checkpoint_dir == "/ck" && o.max_restarts == 5 && o.elastic));
-  CHECK((o.shape.mode == RecoveryMode::restart && o.shape.zero == 1 && o.shape.device_backend &&
+  CHECK((o.shape.mode == RecoveryMode::restart && o.shape.zero == ZeroStage::optimizer_state && o.shape.device_backend &&
          o.shape.data_parallel == 3 && o.shape.pipeline_stages == 2 &&
          o.shape.compression == troupe::comm::Compression::powersgd && o.shape.replaces_nodes && o.shape.checkpoints));
 }

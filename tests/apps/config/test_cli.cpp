@@ -81,6 +81,19 @@ TEST_CASE("a malformed override names the key and the text", "[cli]") {
   CHECK_THAT(bad.error().message, Contains("train.eps: expected a finite number"));
 }
 
+TEST_CASE("train.zero is a number on the command line and a stage behind it", "[cli]") {
+  JobConfig config;
+  REQUIRE(override_with(config, {"--train.zero", "2"}).ok());
+  CHECK(config.train.zero == compute::ZeroStage::gradients);
+  CHECK(format_text(config, *find_config_key("train.zero")) == "2");
+  auto bad = override_with(config, {"--train.zero", "4"});
+  REQUIRE(!bad.ok());
+  CHECK(bad.error().message == "command line: train.zero: must be 0, 1, 2 or 3, got 4");
+  bad = override_with(config, {"--train.zero", "one"});
+  REQUIRE(!bad.ok());
+  CHECK(bad.error().message == "command line: train.zero: expected an integer, got 'one'");
+}
+
 TEST_CASE("an unknown option is named with the likely intended one", "[cli]") {
   JobConfig config;
   auto bad = override_with(config, {"--model.n_layr", "3"});

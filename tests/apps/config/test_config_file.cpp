@@ -129,6 +129,14 @@ TEST_CASE("an integer that does not fit its field is out of range", "[config]") 
   CHECK_THAT(toml_error("[train]\nseed = -1\n"), Contains("train.seed: -1 is out of range"));
 }
 
+TEST_CASE("train.zero takes the numbers 0 to 3", "[config]") {
+  JobConfig config;
+  CHECK(toml_error("[train]\nzero = 3\n", &config).empty());
+  CHECK(config.train.zero == compute::ZeroStage::parameters);
+  CHECK_THAT(toml_error("[train]\nzero = -1\n"), Contains("train.zero: must be 0, 1, 2 or 3, got -1"));
+  CHECK_THAT(toml_error("[train]\nzero = \"3\"\n"), Contains("train.zero: expected an integer, got a string"));
+}
+
 TEST_CASE("the problem nearest the top of the file is the one reported", "[config]") {
   // toml::table iterates keys by name; the report must follow the file instead.
   const auto message = toml_error("[train]\nsteps = \"x\"\n[data]\nzzz = 1\n[model]\naaa = 1\n");

@@ -10,6 +10,7 @@
 #include "apps/config/resolve.hpp"
 
 using namespace troupe::apps;
+using troupe::compute::ZeroStage;
 using troupe::schedules::ScheduleKind;
 
 namespace {
@@ -27,14 +28,14 @@ TEST_CASE("a data-parallel job's layout: every rank a replica, train.grad_accum 
   config.model.preset = "tiny";
   config.train.batch_size = 4;
   config.train.grad_accum = 3;
-  config.train.zero = 2;
+  config.train.zero = ZeroStage::gradients;
   config.train.recompute = "selective";
   const auto job = resolved(config);
   const auto layout = job_layout(job, 4);
   CHECK(layout.dp == 4);
   CHECK(layout.pp == 1);
   CHECK(layout.tp == 1);
-  CHECK(layout.zero == 2);
+  CHECK(layout.zero == ZeroStage::gradients);
   CHECK(layout.recompute == troupe::compute::Recompute::selective);
   CHECK(layout.micro_batch == 4);
   CHECK(layout.microbatches == 3);
@@ -68,13 +69,14 @@ TEST_CASE("a layout written as keys: only the keys that change, in key-table ord
   auto layout = job_layout(job, 2);
   CHECK(changed_layout_keys(config, with_layout(config, layout)).empty());
 
-  layout.zero = 1;
+  layout.zero = ZeroStage::optimizer_state;
   layout.recompute = troupe::compute::Recompute::full;
   CHECK(changed_layout_keys(config, with_layout(config, layout)) ==
         std::vector<std::string>{"train.zero 1", "train.recompute full"});
 
   // Onto a pipeline: the micro-batches move from train.grad_accum to pipeline.microbatches.
-  troupe::schedules::Layout piped{1, 1, 2, 0, troupe::compute::Recompute::none, 4, 8, ScheduleKind::gpipe, 1};
+  troupe::schedules::Layout piped{1, 1, 2, ZeroStage::none, troupe::compute::Recompute::none, 4, 8, ScheduleKind::gpipe,
+                                  1};
   const auto piped_config = with_layout(config, piped);
   CHECK(changed_layout_keys(config, piped_config) ==
         std::vector<std::string>{"train.batch_size 4", "train.grad_accum 1", "pipeline.stages 2",

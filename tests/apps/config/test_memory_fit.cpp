@@ -19,6 +19,7 @@ using namespace troupe::test;
 using troupe::apps::check_memory_fit;
 using troupe::apps::JobRanks;
 using troupe::apps::RankMemory;
+using troupe::compute::ZeroStage;
 
 namespace {
 
@@ -122,11 +123,11 @@ TEST_CASE("the memory a rank needs falls with ZeRO, recompute and the ranks of t
   auto config = small_batch(16);
   const double plain = planned_need(resolved(config), 2);
   CHECK(planned_need(resolved(config), 4) == plain);  // data parallelism replicates everything
-  config.train.zero = 1;
+  config.train.zero = ZeroStage::optimizer_state;
   const double zero1_on_2 = planned_need(resolved(config), 2);
   CHECK(zero1_on_2 < plain);
   CHECK(planned_need(resolved(config), 4) < zero1_on_2);  // the moments shard over more ranks
-  config.train.zero = 0;
+  config.train.zero = ZeroStage::none;
   config.train.recompute = "full";
   CHECK(planned_need(resolved(config), 2) < plain);
 }
@@ -150,7 +151,7 @@ TEST_CASE("a refusal names train.zero when sharding the optimizer state is what 
   auto config = small_batch(1);
   config.train.seq_len = 16;
   const auto job = resolved(config);
-  config.train.zero = 2;
+  config.train.zero = ZeroStage::gradients;
   const double with_zero = planned_need(resolved(config), 4);
   const auto refused = check_memory_fit(job, {4, 1, 4}, RankMemory{with_zero + (1 << 20), "test"});
   REQUIRE_FALSE(refused.ok());

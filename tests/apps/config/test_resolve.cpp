@@ -85,7 +85,7 @@ TEST_CASE("train errors name the key, the value and the problem", "[config]") {
       {[](JobConfig& c) { c.train.backend = "tpu"; }, "train.backend 'tpu' is not a backend (known: cpu, cuda, cuda-bf16)"},
       {[](JobConfig& c) {
          c.train.backend = "cuda-bf16";
-         c.train.zero = 1;
+         c.train.zero = compute::ZeroStage::optimizer_state;
        },
        "train.zero 1 works with train.backend cpu only so far: ZeRO over NCCL is not wired; use 0"},
       {[](JobConfig& c) {
@@ -149,27 +149,27 @@ TEST_CASE("gradient compression: the start step defaults to 10% of the steps, an
              Contains("comm.powersgd_rank must be positive"));
   CHECK_THAT(resolve_error([](JobConfig& c) { c.comm.compress_start_step = -2; }),
              Contains("comm.compress_start_step must not be negative"));
-  for (int zero : {2, 3}) {
+  for (compute::ZeroStage zero : {compute::ZeroStage::gradients, compute::ZeroStage::parameters}) {
     CHECK_THAT(resolve_error([zero](JobConfig& c) {
                  c.comm.compress = "powersgd";
                  c.train.zero = zero;
                }),
-               Contains("comm.compress powersgd does not work with train.zero " + std::to_string(zero)));
+               Contains("comm.compress powersgd does not work with " + compute::zero_setting(zero)));
   }
   CHECK(resolve_error([](JobConfig& c) {
           c.comm.compress = "bf16";
-          c.train.zero = 2;
+          c.train.zero = compute::ZeroStage::gradients;
         }).empty());
   // PowerSGD compresses each pipeline stage's and tensor shard's local matrices.
   CHECK(resolve_error([](JobConfig& c) {
           c.comm.compress = "powersgd";
           c.pipeline.stages = 2;
           c.tensor.shards = 2;
-          c.train.zero = 1;
+          c.train.zero = compute::ZeroStage::optimizer_state;
         }).empty());
   CHECK_THAT(resolve_error([](JobConfig& c) {
                c.comm.compress = "bf16";
-               c.train.zero = 3;
+               c.train.zero = compute::ZeroStage::parameters;
              }),
              Contains("comm.compress bf16 does not work with train.zero 3"));
 }
