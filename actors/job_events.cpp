@@ -144,4 +144,23 @@ std::int64_t JobEvents::last_seq() const {
   return next_seq_ - 1;
 }
 
+void JobEvents::note_read(std::int64_t seq) const {
+  {
+    std::lock_guard lock(mutex_);
+    read_up_to_ = std::max(read_up_to_, seq);
+  }
+  changed_.notify_all();
+}
+
+bool JobEvents::read_by_anyone() const {
+  std::lock_guard lock(mutex_);
+  return read_up_to_ >= 0;
+}
+
+bool JobEvents::wait_read(std::int64_t seq, std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(mutex_);
+  if (read_up_to_ < 0) return true;
+  return changed_.wait_for(lock, timeout, [&] { return read_up_to_ >= seq; });
+}
+
 }  // namespace troupe::actors

@@ -49,7 +49,7 @@ enum class CheckpointOutcome : std::uint8_t {
 std::string_view to_string(CheckpointOutcome outcome);
 
 // A node process joined: at the job's start, in place of a lost one (replaced_pid), or to grow
-// the running job (grown).
+// the running job (grown). `host`: its host-file line's (a spare line's, once it moved there).
 struct node_joined {
   int node = -1;
   std::string host;
@@ -180,12 +180,21 @@ class JobEvents {
   bool wait_after(std::int64_t after, std::chrono::milliseconds timeout) const;
   std::int64_t last_seq() const;
 
+  // Readers over the control port (the monitor says for them) read up to `seq`. Before an
+  // attempt's monitor goes, the job waits for them (wait_read): its last events are out of their
+  // reach afterwards.
+  void note_read(std::int64_t seq) const;
+  bool read_by_anyone() const;
+  // Waits up to `timeout` until a reader has read `seq`; at once, true, when no reader ever read.
+  bool wait_read(std::int64_t seq, std::chrono::milliseconds timeout) const;
+
  private:
   std::size_t capacity_;
   mutable std::mutex mutex_;
   mutable std::condition_variable changed_;
   std::deque<job_event> events_;
   std::int64_t next_seq_ = 1;
+  mutable std::int64_t read_up_to_ = -1;  // -1: no reader ever read
 };
 
 double unix_now();

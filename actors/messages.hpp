@@ -295,10 +295,13 @@ struct events_request_msg {
 
 // Monitor actor → the asker: the events, oldest first, and the newest sequence number the job has
 // (a reader that fell behind the log's capacity sees the gap); or why not (`error`).
+// `attempt_ended`: this attempt's supervisor is gone and its monitor soon goes too; the next
+// attempt's monitor answers on the same port.
 struct events_reply_msg {
   std::string error;
   std::vector<job_event> events;
   std::int64_t last_seq = 0;
+  bool attempt_ended = false;
 };
 
 template <class Inspector>
@@ -416,7 +419,7 @@ typename Inspector::result_type inspect(Inspector& f, events_request_msg& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, events_reply_msg& x) {
-  return f(caf::meta::type_name("events_reply_msg"), x.error, x.events, x.last_seq);
+  return f(caf::meta::type_name("events_reply_msg"), x.error, x.events, x.last_seq, x.attempt_ended);
 }
 
 }  // namespace troupe::actors

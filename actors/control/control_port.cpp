@@ -71,6 +71,7 @@ Status ControlPort::open(caf::actor_system& system, caf::actor job, const JobCon
 
 void ControlPort::forget_monitor() {
   std::lock_guard lock(monitor_mutex_);
+  if (monitor_) caf::anon_send_exit(monitor_, caf::exit_reason::user_shutdown);
   monitor_ = nullptr;
 }
 

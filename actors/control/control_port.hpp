@@ -41,7 +41,7 @@ class ControlPort {
   // The job grew in place to `world_size` ranks on nodes `node_is_local` (by node index, as open()
   // takes them), with `left_out` still left out: this attempt's monitor and the next take it so.
   void grew(int world_size, std::vector<bool> node_is_local, std::vector<std::string> left_out);
-  // The attempt's actor system is about to end: no order goes to its monitor any more.
+  // The attempt's actor system is about to end: its monitor goes, and no order goes to it any more.
   void forget_monitor();
 
  private:

@@ -28,6 +28,7 @@ constexpr auto order_timeout = std::chrono::seconds(5);     // a node's answer t
 constexpr auto checkpoint_wait = std::chrono::seconds(120);  // for every writer and the commit
 constexpr auto pause_wait = std::chrono::seconds(30);        // for every rank to reach the boundary
 constexpr auto trace_wait = std::chrono::seconds(120);
+constexpr auto pending_poll = std::chrono::milliseconds(20);  // the view's period while a reply waits
 constexpr std::size_t max_token = 256;
 constexpr std::size_t sparkline_width = 60;
 constexpr std::size_t max_status_events = 1000000;  // more than a job makes: status reads them all
@@ -51,6 +52,7 @@ struct monitor_state {
   Clock::time_point paused_at;
   bool agreeing = false;  // one hold-and-act at a time
   std::vector<PendingReply> pending;
+  bool attempt_ended = false;  // the supervisor is gone; only the job's events are still read here
   static inline const char* name = "monitor";
 };
 
@@ -399,13 +401,17 @@ void command(monitor_actor* self, const std::vector<std::string>& words, caf::re
 caf::behavior monitor_behavior(monitor_actor* self, MonitorPlan plan) {
   self->state.plan = std::move(plan);
   // The attempt ends with its job supervisor; so does this monitor, or it would keep the
-  // attempt's actor system from shutting down. A shell reconnects to the next attempt's.
+  // attempt's actor system from shutting down. A shell reconnects to the next attempt's. Where
+  // programs read the job's events, it stays until the port forgets it (ControlPort), answering
+  // their last reads; a shell is told the attempt ended.
   self->monitor(self->state.plan.job);
   self->set_down_handler([=](const caf::down_msg& down) {
-    if (down.source != self->state.plan.job.address()) return;
-    for (PendingReply& p : self->state.pending)
-      p.promise.deliver(reply(self->state, false, "the job's attempt ended before this was done"));
-    self->quit();
+    auto& st = self->state;
+    if (down.source != st.plan.job.address()) return;
+    for (PendingReply& p : st.pending) p.promise.deliver(reply(st, false, "the job's attempt ended before this was done"));
+    st.pending.clear();
+    if (!st.plan.events || !st.plan.events->read_by_anyone()) return self->quit();
+    st.attempt_ended = true;
   });
   self->send(self, view_atom_v);
   return {
@@ -420,7 +426,8 @@ caf::behavior monitor_behavior(monitor_actor* self, MonitorPlan plan) {
                   settle_pending(self);
                 },
                 [](caf::error&) {});
-        self->delayed_send(self, st.plan.poll, view_atom_v);
+        // An order waiting for its checkpoint or boundary is answered as soon as the job gets there.
+        self->delayed_send(self, st.pending.empty() ? st.plan.poll : pending_poll, view_atom_v);
       },
       // From launch in this process only (ControlPort::grew): the job grew in place.
       [=](grown_atom, const grown_msg& grown) {
@@ -440,7 +447,10 @@ caf::behavior monitor_behavior(monitor_actor* self, MonitorPlan plan) {
         }
         if (!st.plan.events) return {"this job keeps no events", {}, 0};
         const auto limit = static_cast<std::size_t>(std::clamp(request.limit, std::int32_t{1}, max_events_reply));
-        return {{}, st.plan.events->since(request.after, limit), st.plan.events->last_seq()};
+        events_reply_msg reply{{}, st.plan.events->since(request.after, limit), st.plan.events->last_seq(),
+                               st.attempt_ended};
+        st.plan.events->note_read(reply.events.empty() ? request.after : reply.events.back().seq);
+        return reply;
       },
       [=](shell_atom, const shell_request_msg& request) {
         auto& st = self->state;
@@ -457,6 +467,10 @@ caf::behavior monitor_behavior(monitor_actor* self, MonitorPlan plan) {
           log->warn("shell request from {} refused: {}", from, request.token.empty() ? "no job token" : "wrong job token");
           rp.deliver(reply(st, false, request.token.empty() ? "refused: no job token (give --token-file or TROUPE_TOKEN)"
                                                             : "refused: wrong job token"));
+          return rp;
+        }
+        if (st.attempt_ended) {
+          rp.deliver(reply(st, false, "the job's attempt ended; the next one answers on this port"));
           return rp;
         }
         std::vector<std::string> words;

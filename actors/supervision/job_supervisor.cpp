@@ -504,7 +504,7 @@ caf::message_handler every_phase(job_actor* self) {
           return {true, {}};
         }
         monitor::logger("job")->info("{} joined", describe(m));
-        emit(st, node_joined{m.node_index, m.host, m.pid, 0, false});
+        emit(st, node_joined{m.node_index, st.plan.nodes.at(m.node_index).host, m.pid, 0, false});
         self->monitor(m.node);
         st.joined.emplace(m.node_index, m);
         if (st.joined.size() == st.plan.nodes.size()) start_job(self);

@@ -241,11 +241,12 @@ void on_recover_ready(job_actor* self, const recover_ready_msg& ready) {
     readiness += fmt::format("{}rank {} {:.2f} s", readiness.empty() ? "" : ", ", rank, seconds);
   if (plan.rollback) {
     const std::int64_t lost = recovery.steps_held - plan.steps;
-    monitor::logger("job")->warn(
-        "recovery: in place by rollback to checkpoint step {} (epoch {}): {}; every rank "
-        "loads its own shards of it, {} step{} lost (the most any rank held: {}); every "
-        "rank was ready ({} after the failure was seen)",
+    const std::string chosen = fmt::format(
+        "in place by rollback to checkpoint step {} (epoch {}): {}; every rank loads its own shards of it, {} step{} "
+        "lost (the most any rank held: {}); every rank was ready ({} after the failure was seen)",
         plan.steps, recovery.epoch, recovery.why_rollback, lost, lost == 1 ? "" : "s", recovery.steps_held, readiness);
+    monitor::logger("job")->warn("recovery: {}", chosen);
+    emit(st, recovery_chosen{RecoveryRoute::in_place_rollback, recovery.epoch, recovery_nodes(recovery), chosen});
   } else {
     std::string pairs;
     for (std::size_t i = 0; i < plan.receivers.size(); ++i)
@@ -429,14 +430,12 @@ void on_worker_failed(job_actor* self, const worker_failed_msg& failed) {
                     "rank " + std::to_string(failed.rank) + " failed",
                     caf::actor_cast<caf::actor>(self),
                     failed.steps_done};
-  const std::string source = state_source(recovery);
-  monitor::logger("job")->warn(
-      "rank {} ({}) failed: {}; recovery: in place (epoch {}): respawning its worker in its "
-      "process, {}",
-      failed.rank, describe(st, node->second), failed.reason, recovery.epoch, source);
+  const std::string chosen = "in place (epoch " + std::to_string(recovery.epoch) +
+                             "): respawning its worker in its process, " + state_source(recovery);
+  monitor::logger("job")->warn("rank {} ({}) failed: {}; recovery: {}", failed.rank, describe(st, node->second),
+                               failed.reason, chosen);
   for (const auto& [index, m] : st.joined) self->send(m.node, recover_atom_v, recovery.order);
-  begin_recovery(self, std::move(recovery),
-                 "respawning rank " + std::to_string(failed.rank) + "'s worker in its process, " + source);
+  begin_recovery(self, std::move(recovery), chosen);
 }
 
 bool replace_in_place(job_actor* self, const std::vector<int>& nodes, FailureKind kind, const std::string& reason) {
@@ -539,10 +538,10 @@ bool grow_in_place(job_actor* self) {
   recovery.order.grown_batch_size = grown.batch_size;
   recovery.order.grown_grad_accum = grown.grad_accum;
   const std::string growing = fmt::format(
-      "from {} to {} ranks: starting {}, every running node keeps its process; "
-      "each replica then sums {} micro-batch(es) of {}",
-      before, after, nodes_text(indices), grown.grad_accum, grown.batch_size);
-  monitor::logger("job")->warn("rejoin: growing in place (epoch {}) {}", recovery.epoch, growing);
+      "growing in place (epoch {}) from {} to {} ranks: starting {}, every running node keeps its process; each "
+      "replica then sums {} micro-batch(es) of {}",
+      recovery.epoch, before, after, nodes_text(indices), grown.grad_accum, grown.batch_size);
+  monitor::logger("job")->warn("rejoin: {}", growing);
   emit(st, layout_changed{RecoveryRoute::grow_in_place, indices, replicas_before, after / stage_ranks, grown.batch_size,
                           grown.grad_accum, "train.grad_accum"});
   for (const auto& [index, m] : st.joined) self->send(m.node, recover_atom_v, recovery.order);
@@ -565,7 +564,7 @@ void join_replacement(job_actor* self, const join_msg& m) {
     monitor::logger("job")->info("{} joined the running job", describe(m));
   else
     monitor::logger("job")->info("{} joined in place of pid {}", describe(m), replaced.old_pid);
-  emit(st, node_joined{m.node_index, m.host, m.pid, replaced.old_pid, grow});
+  emit(st, node_joined{m.node_index, st.plan.nodes.at(m.node_index).host, m.pid, replaced.old_pid, grow});
   self->monitor(m.node);
   st.joined[m.node_index] = m;
   replaced.joined = true;

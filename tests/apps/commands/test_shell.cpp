@@ -304,10 +304,10 @@ TEST_CASE("kill worker from the shell is recovered in place: every node keeps it
   LiveJob job(dir, 400);
   REQUIRE(shell_c(dir, job, "kill worker 1").exit_code == 0);
   REQUIRE(job.run->wait_for_line(std::regex("recovery: in place done"), seconds(60)));
-  const ProcessResult status = status_showing(dir, job, "recovery  in_place (epoch 1)");
+  const ProcessResult status = status_showing(dir, job, "recovery  in place (epoch 1)");
   INFO("status: " << status.out << status.err << "\nlog: " << job.log());
   CHECK(status.exit_code == 0);
-  CHECK(std::regex_search(status.out, std::regex("\nrecovery  in_place \\(epoch 1\\) in [0-9.]+ s: rank 1 respawned in "
+  CHECK(std::regex_search(status.out, std::regex("\nrecovery  in place \\(epoch 1\\) in [0-9.]+ s: rank 1 respawned in "
                                                  "its process, 10\\.1 MB of state from rank 0; went on after step [0-9]+")));
   CHECK_THAT(status.out, Contains("job       running\n"));
   // One join per node: no process was restarted.
@@ -319,10 +319,10 @@ TEST_CASE("kill worker from the shell is recovered in place: every node keeps it
   // A second failure, of the other rank: the next epoch, again in place.
   REQUIRE(shell_c(dir, job, "kill worker 0").exit_code == 0);
   REQUIRE(job.run->wait_for_line(std::regex("recovery: in place done in [0-9.]+ s \\(epoch 2\\): rank 0"), seconds(60)));
-  const ProcessResult again = status_showing(dir, job, "recovery  in_place (epoch 2)");
+  const ProcessResult again = status_showing(dir, job, "recovery  in place (epoch 2)");
   INFO("status after the second: " << again.out);
-  CHECK_THAT(again.out, Contains("recovery  in_place (epoch 1)") &&
-                            Contains("recovery  in_place (epoch 2) in ") && Contains("rank 0 respawned in its process") &&
+  CHECK_THAT(again.out, Contains("recovery  in place (epoch 1)") &&
+                            Contains("recovery  in place (epoch 2) in ") && Contains("rank 0 respawned in its process") &&
                             Contains("of state from rank 1;"));
   for (int node : {0, 1}) {
     std::smatch m;
