@@ -100,7 +100,7 @@ struct training_resumed {
   RecoveryRoute route = RecoveryRoute::in_place_from_replica;
   int epoch = 0;
   std::int64_t after_step = 0;
-  std::string from;                // "rank 0's memory", a checkpoint folder, or "the start" (no checkpoint)
+  std::string from;                // "rank 0's memory", a checkpoint folder, or "the start (no checkpoint yet)"
   std::vector<int> ranks;          // respawned ranks (in place), the failed one first
   std::vector<int> nodes;          // node processes started again (in place)
   std::vector<int> replaced_pids;  // ... and the processes they replaced, in that order

@@ -11,14 +11,15 @@ std::string_view to_string(RecoverySource source) {
     case RecoverySource::replica: return "replica";
     case RecoverySource::checkpoint: return "checkpoint";
     case RecoverySource::shrink: return "shrink";
+    case RecoverySource::grow: return "grow";
     case RecoverySource::in_place: return to_string(RecoveryMode::in_place);
   }
   return "unknown";
 }
 
 std::optional<RecoverySource> parse_recovery_source(std::string_view name) {
-  for (RecoverySource source :
-       {RecoverySource::replica, RecoverySource::checkpoint, RecoverySource::shrink, RecoverySource::in_place})
+  for (RecoverySource source : {RecoverySource::replica, RecoverySource::checkpoint, RecoverySource::shrink,
+                                RecoverySource::grow, RecoverySource::in_place})
     if (to_string(source) == name) return source;
   return std::nullopt;
 }

@@ -5,11 +5,14 @@
 //
 //   TROUPE_RESTARTS="restarts=2 failure.node_lost=1 failure.hang=1 recovery.replica=1 recovery.checkpoint=1"
 //
-// Failure kinds: actors/failure_kind.hpp. Recovery sources: replica (a surviving
-// replica's memory: no steps lost), checkpoint (the newest periodic checkpoint), shrink (fewer
-// data-parallel replicas), in_place (a replica's memory over the data plane, only the failed
-// worker respawned: an earlier attempt's in-place recoveries, so a restarted node's /metrics keeps
-// them).
+// `restarts` counts the restarts of every node that used fault.max_restarts' budget (from a
+// replica's rescue snapshot or a checkpoint): the one count of restarts the log's "(restart 1 of
+// 3)", the shell's status and /metrics show. Failure kinds: actors/failure_kind.hpp. Recovery
+// sources: replica (a surviving replica's memory: no steps lost), checkpoint (the newest periodic
+// checkpoint), shrink (fewer data-parallel replicas: a drain, or a node that cannot come back),
+// grow (the nodes left out back, by a restart), in_place (a replica's memory over the data plane,
+// only the failed worker respawned: an earlier attempt's in-place recoveries, so a restarted node's
+// /metrics keeps them).
 
 #include <map>
 #include <optional>
@@ -24,7 +27,7 @@ namespace troupe::actors {
 // Where the state of a recovery came from: for a restarted attempt, a surviving replica's rescue
 // snapshot, the newest checkpoint or fewer replicas; in_place, a replica over the data plane while
 // only the failed worker was respawned (the attempt went on).
-enum class RecoverySource { replica, checkpoint, shrink, in_place };
+enum class RecoverySource { replica, checkpoint, shrink, grow, in_place };
 
 std::string_view to_string(RecoverySource source);
 std::optional<RecoverySource> parse_recovery_source(std::string_view name);
@@ -34,7 +37,7 @@ struct RecoverySourceByName {
 };
 
 struct RecoveryCounts {
-  int restarts = 0;                                                // attempts after the first
+  int restarts = 0;                                                // restarts that used the budget
   std::map<FailureKind, int, FailureKindByName> failures;          // by kind
   std::map<RecoverySource, int, RecoverySourceByName> recoveries;  // by source
 

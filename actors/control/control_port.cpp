@@ -16,7 +16,7 @@ ControlPort::ControlPort(const MonitorOptions& options, std::string token, const
     : bind_(options.control_bind), port_(options.control_port), token_(std::move(token)), events_(events) {}
 
 Status ControlPort::open(caf::actor_system& system, caf::actor job, const JobConfig& config, int world_size,
-                         std::vector<bool> node_is_local, bool replaces_lost_nodes, int restarts) {
+                         std::vector<bool> node_is_local, bool replaces_lost_nodes, int attempt, int restarts) {
   actors::MonitorPlan monitor_plan;
   monitor_plan.token = token_;
   monitor_plan.job = std::move(job);
@@ -29,7 +29,8 @@ Status ControlPort::open(caf::actor_system& system, caf::actor job, const JobCon
       config.checkpoint.dir.empty() ? std::string() : std::filesystem::absolute(config.checkpoint.dir).string();
   monitor_plan.replaces_lost_nodes = replaces_lost_nodes;
   monitor_plan.node_is_local = std::move(node_is_local);
-  monitor_plan.attempt = restarts;
+  monitor_plan.attempt = attempt;
+  monitor_plan.restarts = restarts;
   monitor_plan.max_restarts = config.fault.max_restarts;
   monitor_plan.restarted_after = last_reason_;
   monitor_plan.left_out = left_out_;

@@ -29,8 +29,9 @@ class ControlPort {
   // Error naming the address when it cannot listen there. node_is_local has one entry per node
   // (by node index): whether that node process runs on this machine; replaces_lost_nodes: a lost
   // node's process alone is started again (supervision/recovery_path.hpp decided it).
+  // `attempt`: the job's attempts before this one; `restarts`: those that used fault.max_restarts.
   Status open(caf::actor_system& system, caf::actor job, const JobConfig& config, int world_size,
-              std::vector<bool> node_is_local, bool replaces_lost_nodes, int restarts);
+              std::vector<bool> node_is_local, bool replaces_lost_nodes, int attempt, int restarts);
   // The attempt ended; the next attempt's monitor says so.
   void attempt_ended(const std::string& reason) { last_reason_ = reason; }
   // The host-file lines the next attempt runs without (an earlier shrink), for the shell's rejoin.

@@ -51,6 +51,7 @@ struct monitor_state {
   std::int64_t paused_after = -1;
   Clock::time_point paused_at;
   bool agreeing = false;  // one hold-and-act at a time
+  bool rejoining = false;  // a rejoin was accepted and the job has not grown (nor refused it) yet
   std::vector<PendingReply> pending;
   bool attempt_ended = false;  // the supervisor is gone; only the job's events are still read here
   static inline const char* name = "monitor";
@@ -143,6 +144,30 @@ bool parse_count(const std::string& text, long low, long high, long& value) {
   return used == text.size() && value >= low && value <= high;
 }
 
+// The shell's rejoin, once its checkpoint (`written`) committed: the job supervisor grows the job or
+// says why not, and the shell reads which.
+void ask_job_to_grow(monitor_actor* self, caf::response_promise promise, const std::string& written) {
+  auto& st = self->state;
+  std::string lines;
+  for (const std::string& line : st.plan.left_out) lines += (lines.empty() ? "" : ", ") + line;
+  self->request(st.plan.job, order_timeout, rejoin_atom_v)
+      .then(
+          [=](const std::string& refusal) mutable {
+            auto& st = self->state;
+            std::string text = refusal.empty()
+                                   ? fmt::format("rejoin: {}; the job grows with {} back", written, lines)
+                                   : fmt::format("rejoin: {}; refused: {}; the job goes on", written, refusal);
+            monitor::logger("monitor")->warn("shell: {}", text);
+            if (!refusal.empty()) st.rejoining = false;
+            promise.deliver(reply(st, refusal.empty(), std::move(text)));
+          },
+          [=](caf::error& error) mutable {
+            auto& st = self->state;
+            st.rejoining = false;
+            promise.deliver(reply(st, false, "rejoin: the job did not answer the order: " + to_string(error)));
+          });
+}
+
 // Delivers the pending replies whose condition the latest view meets, or whose time is up.
 void settle_pending(monitor_actor* self) {
   auto& st = self->state;
@@ -163,16 +188,14 @@ void settle_pending(monitor_actor* self) {
             self->send(st.plan.job, drain_atom_v, static_cast<int>(p.steps));
           }
           if (p.kind == PendingReply::Kind::rejoin) {
-            std::string lines;
-            for (const std::string& line : st.plan.left_out) lines += (lines.empty() ? "" : ", ") + line;
-            text = fmt::format("rejoin: {}; the job grows with {} back", text, lines);
-            monitor::logger("monitor")->warn("shell: {}", text);
-            self->send(st.plan.job, rejoin_atom_v);
+            ask_job_to_grow(self, p.promise, text);
+            return true;
           }
           p.promise.deliver(reply(st, true, text));
           return true;
         }
         if (now < p.deadline) return false;
+        if (p.kind == PendingReply::Kind::rejoin) st.rejoining = false;
         p.promise.deliver(reply(st, false, fmt::format("checkpoint after step {}: not committed within {} s; the "
                                                        "job's log says why",
                                                        p.step, checkpoint_wait.count())));
@@ -246,11 +269,10 @@ void command(monitor_actor* self, const std::vector<std::string>& words, caf::re
   const int nodes = static_cast<int>(st.view.nodes.size());
 
   if (verb == "hello" && args == 0) {
-    answer(true, fmt::format("connected to the job: {} nodes, {} ranks, {} steps{}", nodes, st.plan.world_size,
-                             st.plan.total_steps,
-                             st.plan.attempt > 0 ? fmt::format(" (restart {} of {})", st.plan.attempt,
-                                                               st.plan.max_restarts)
-                                                 : ""));
+    answer(true,
+           fmt::format(
+               "connected to the job: {} nodes, {} ranks, {} steps{}", nodes, st.plan.world_size, st.plan.total_steps,
+               st.plan.restarts > 0 ? fmt::format(" (restart {} of {})", st.plan.restarts, st.plan.max_restarts) : ""));
   } else if (verb == "status" && args == 0) {
     answer(true, status_text(st.plan, st.view, st.history, pause_state(st),
                              st.plan.events ? st.plan.events->since(0, max_status_events) : std::vector<job_event>{}));
@@ -382,11 +404,15 @@ void command(monitor_actor* self, const std::vector<std::string>& words, caf::re
   } else if (verb == "drain") {
     usage("drain node NODE");
   } else if (verb == "rejoin" && args == 0) {
+    if (st.rejoining)
+      return answer(false, "rejoin: refused: a rejoin is under way already; `status` shows when the job has grown");
     if (st.plan.left_out.empty())
       return answer(false, "rejoin: the job runs on every node of its host file; no node was left out to come back");
     if (st.plan.checkpoint_dir.empty())
       return answer(false, "rejoin: this job has no checkpoint.dir to save into and restart from");
+    st.rejoining = true;
     checkpoint_at_boundary(self, rp, PendingReply::Kind::rejoin, 0, [self](const std::string& why) {
+      self->state.rejoining = false;
       return reply(self->state, false, "rejoin: " + why);
     });
   } else if (verb == "rejoin") {
@@ -437,6 +463,7 @@ caf::behavior monitor_behavior(monitor_actor* self, MonitorPlan plan) {
         st.plan.dp = grown.world_size / (st.plan.pp * st.plan.tp);
         st.plan.node_is_local = grown.node_is_local;
         st.plan.left_out = grown.left_out;
+        st.rejoining = false;
       },
       [=](events_atom, const events_request_msg& request) -> events_reply_msg {
         auto& st = self->state;

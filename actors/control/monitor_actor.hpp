@@ -35,7 +35,8 @@ struct MonitorPlan {
   std::string checkpoint_dir;      // empty: checkpoint and drain are refused
   std::vector<bool> node_is_local;  // by node index: kill node signals only processes of this machine
   bool replaces_lost_nodes = false;  // a lost node's process alone is started again (recovery_path.hpp)
-  int attempt = 0;                  // restarts so far
+  int attempt = 0;   // the job's attempts before this one: every restart of every node, whatever its reason
+  int restarts = 0;  // the restarts that used fault.max_restarts' budget (recovery_counts.hpp)
   int max_restarts = 0;
   std::string restarted_after;      // why the previous attempt ended
   std::vector<std::string> left_out;  // host-file lines an earlier shrink left out ("h1 slots=1"): rejoin's

@@ -64,8 +64,11 @@ std::string state_text(const MonitorPlan& plan, const job_view_msg& view, const 
                           ? fmt::format("paused after step {} ({} ago; `resume` continues)", pause.after_step,
                                         monitor::duration_text(pause.seconds))
                           : "running";
+  // Every restart says why; those that used the budget are counted against it (a drain's shrink or
+  // a grow did not).
   if (plan.attempt > 0)
-    state += fmt::format("; restart {} of {} after: {}", plan.attempt, plan.max_restarts, plan.restarted_after);
+    state += fmt::format("; restarted after: {} ({} restart(s) of {} used)", plan.restarted_after, plan.restarts,
+                         plan.max_restarts);
   return state;
 }
 

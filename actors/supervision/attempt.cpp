@@ -192,6 +192,7 @@ AttemptOutcome run_attempt(const JobContactOptions& contact, const AttemptSetup&
       return grown;
     };
   job_plan.grew = hooks.grew;
+  if (starter) job_plan.stop_nodes = [starter](const std::string& reason) { starter->stop_all(reason); };
   const bool replaces = choose_recovery(job_plan.recovery, FailureKind::node_lost).in_place;
   // Once the job runs, a node's exit may be answered by a rescue or by starting that node again in
   // place: the starter holds the others until the supervisor's outcome (stop_all), its
@@ -242,7 +243,7 @@ AttemptOutcome run_attempt(const JobContactOptions& contact, const AttemptSetup&
     monitor::logger("job")->info("job supervisor on {}:{}; starting {} node process(es), {} rank(s)", contact.bind,
                                  job_port, placed.size(), world_size(placed));
   if (Status opened = control.open(system, supervisor, config, world_size(placed), nodes_on_this_machine(placed),
-                                   replaces, setup.counts.restarts);
+                                   replaces, setup.attempts_before, setup.counts.restarts);
       !opened) {
     caf::anon_send_exit(supervisor, caf::exit_reason::user_shutdown);
     return finish(failed_to_open(opened.error().message));

@@ -49,6 +49,7 @@ struct AttemptSetup {
   std::vector<NodeShape> lines;  // the attempt's nodes, in node order
   JobConfig config;
   RecoveryCounts counts;  // what the job has been through: every node starts its counters there
+  int attempts_before = 0;  // the job's attempts that ended before this one
   // The route this attempt's ranks resume by (JobPlan::start_route).
   RecoveryRoute start_route = RecoveryRoute::restart_from_checkpoint;
   bool rescue = false;  // the survivors of a failure may be asked for a rescue snapshot

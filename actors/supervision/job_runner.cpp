@@ -213,6 +213,14 @@ class InPlaceGrowth {
     std::lock_guard lock(mutex_);
     return grown_;
   }
+  // The grow's new nodes were started, but the attempt ended before the job ran grown (a node
+  // failed during the grow): the nodes the rejoin asked for.
+  std::vector<int> interrupted() {
+    std::lock_guard lock(mutex_);
+    if (!layout_ || grown_) return {};
+    return std::vector<int>(layout_->running.begin() + static_cast<std::ptrdiff_t>(job_.running.size()),
+                            layout_->running.end());
+  }
 
  private:
   std::mutex mutex_;
@@ -303,7 +311,8 @@ JobEnd run_job(const JobContactOptions& contact, const JobConfig& config, const 
     });
     const RecoveryShape shape = recovery_shape(job.config, world_of(job.lines), true);
     const RestartOptions options = restart_options(job.config, shape);
-    AttemptSetup setup{job.lines, job.config, history.counts, start_route, rescue_choice(shape).allowed};
+    AttemptSetup setup{
+        job.lines, job.config, history.counts, history.attempts_ended, start_route, rescue_choice(shape).allowed};
     SpareLines spare_lines{job.spare_lines, {}};
     const long checkpoint_at_start = newest_checkpoint(job.config);
     growth = std::make_unique<InPlaceGrowth>(job, config, history.counts, contact, starter, control, watch.get());
@@ -335,7 +344,21 @@ JobEnd run_job(const JobContactOptions& contact, const JobConfig& config, const 
       decision = decide_restart(history, attempt, now, before);
       log_lines(decision->log);
       start_route = announce_decision(events, attempt_now, attempt, *decision, before);
-      if (decision->action == RestartDecision::Action::grow) {
+      const std::vector<int> rejoin_interrupted = growth->interrupted();
+      const bool restarting = decision->action == RestartDecision::Action::restart_from_replica ||
+                              decision->action == RestartDecision::Action::restart_from_checkpoint;
+      if (!rejoin_interrupted.empty()) {
+        std::string nodes;
+        for (int index : rejoin_interrupted)
+          nodes += (nodes.empty() ? "" : ", ") + host_line(after.configured[static_cast<std::size_t>(index)]);
+        const std::string instead = restarting ? "the restart brings " + nodes + " back"
+                                    : decision->action == RestartDecision::Action::shrink
+                                        ? nodes + " stay(s) left out: the job shrinks instead (`rejoin` asks again)"
+                                        : nodes + " stay(s) left out: the job stops";
+        log_lines({{restarting ? PolicyLine::Level::info : PolicyLine::Level::warn,
+                    "rejoin: the grow in place did not finish before the attempt ended; " + instead}});
+      }
+      if (decision->action == RestartDecision::Action::grow || (restarting && !rejoin_interrupted.empty())) {
         // The new spare lines seen, unless a grow in place took them already.
         const std::vector<NodeShape> spares_seen = growth->has_grown() ? std::vector<NodeShape>{} : new_spares;
         const GrownJob grown = grow(after.configured, after.left_out(), spares_seen, config);
@@ -389,7 +412,7 @@ JobEnd run_external_job(const JobContactOptions& contact, const JobConfig& confi
                         JobEvents& events) {
   const std::vector<NodeShape> lines(static_cast<std::size_t>(nodes), NodeShape{"started elsewhere", 1});
   const RecoveryShape shape = recovery_shape(config, nodes, false);
-  AttemptSetup setup{lines, config, {}, RecoveryRoute::restart_from_checkpoint, rescue_choice(shape).allowed};
+  AttemptSetup setup{lines, config, {}, 0, RecoveryRoute::restart_from_checkpoint, rescue_choice(shape).allowed};
   SpareLines no_spares;
   AttemptHooks hooks;
   hooks.ended = [&](AttemptOutcome& attempt) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <utility>
 
 #include "actors/supervision/job_supervisor_state.hpp"
@@ -69,8 +70,12 @@ bool training_completed(const job_supervisor_state& st, const std::vector<int>& 
     if (st.succeeded.count(planned.node_index)) continue;
     if (st.done.count(planned.node_index)) return false;
     if (std::find(gone.begin(), gone.end(), planned.node_index) == gone.end()) others_succeeded = false;
+    // A lost node's process started again in place has no heartbeat yet: its own count is unknown.
     auto live = st.liveness.find(planned.node_index);
-    if (live == st.liveness.end()) return false;
+    if (live == st.liveness.end()) {
+      every_rank_counted = false;
+      continue;
+    }
     for (const worker_beat& worker : live->second.workers)
       if (worker.steps_done < st.plan.last_step) every_rank_counted = false;
   }
@@ -79,28 +84,45 @@ bool training_completed(const job_supervisor_state& st, const std::vector<int>& 
 
 caf::behavior rescuing(job_actor* self);
 
+// The steps `rank` held at its node's last heartbeat; -1 where none told.
+std::int64_t steps_held(const job_supervisor_state& st, int node_index, int rank) {
+  const auto live = st.liveness.find(node_index);
+  if (live == st.liveness.end()) return -1;
+  for (const worker_beat& worker : live->second.workers)
+    if (worker.rank == rank) return worker.steps_done;
+  return -1;
+}
+
 // running ─► rescuing: a rescue_msg to every surviving node naming, for every (stage, shard), the
-// first replica whose rank survives as its writer. Returns false where some (stage, shard) has no
-// survivor: the job ends at once, saying so.
+// surviving rank that holds the most steps as its writer (the lowest replica of those); a process
+// an in-place recovery started, which holds no state yet, writes nothing. Returns false where some
+// (stage, shard) has no such survivor: the job ends at once, saying so.
 bool start_rescue(job_actor* self, job_outcome_msg failure) {
   auto& st = self->state;
   auto survives = [&](int node_index) {
     return st.joined.count(node_index) && !st.lost.count(node_index) && !st.done.count(node_index) &&
-           std::find(failure.failed_nodes.begin(), failure.failed_nodes.end(), node_index) == failure.failed_nodes.end();
+           !st.holding_nothing.count(node_index) &&
+           std::find(failure.failed_nodes.begin(), failure.failed_nodes.end(), node_index) ==
+               failure.failed_nodes.end();
   };
   const comm::Grid grid = job_grid(st.plan);
   std::map<int, int> writers;
   for (int stage = 0; stage < grid.pp; ++stage) {
     for (int shard = 0; shard < grid.tp; ++shard) {
-      bool found = false;
-      for (int replica = 0; replica < grid.dp && !found; ++replica) {
+      int writer = -1, writer_node = -1;
+      std::int64_t most = -1;
+      for (int replica = 0; replica < grid.dp; ++replica) {
         const int rank = comm::grid_rank(grid, {replica, stage, shard});
         for (const PlannedNode& n : st.plan.nodes)
-          if (rank >= n.first_rank && rank < n.first_rank + n.slots && survives(n.node_index)) {
-            writers[rank] = n.node_index;
-            found = true;
+          if (rank >= n.first_rank && rank < n.first_rank + n.slots && survives(n.node_index) &&
+              (writer < 0 || steps_held(st, n.node_index, rank) > most)) {
+            writer = rank;
+            writer_node = n.node_index;
+            most = steps_held(st, n.node_index, rank);
           }
       }
+      const bool found = writer >= 0;
+      if (found) writers[writer] = writer_node;
       if (!found) {
         st.failure = std::move(failure);
         std::string part;
@@ -420,6 +442,10 @@ void end_job(job_actor* self, job_outcome_msg outcome) {
   else
     log->error("job failed: {}", outcome.reason);
   for (auto& [index, m] : st.joined) self->send(m.node, stop_atom_v, stop_msg{outcome.exit_code, outcome.reason});
+  // A process an in-place recovery started that has not joined hears no stop from here.
+  if (outcome.exit_code == 0 && st.recovery && st.plan.stop_nodes)
+    for (const auto& [index, process] : st.recovery->replaced)
+      if (!process.joined) st.plan.stop_nodes(outcome.reason);
   self->send(st.listener, done_atom_v, std::move(outcome));
   self->quit();
 }
@@ -541,13 +567,17 @@ caf::message_handler every_phase(job_actor* self) {
         const std::string reason = "drain node " + std::to_string(node) + ": the shell asked to go on without it";
         end_job(self, failure_outcome(1, FailureKind::drained, reason, {node}, {node}));
       },
-      [=](rejoin_atom) {
+      [=](rejoin_atom) -> std::string {
         // The shell's `rejoin`, after its checkpoint committed: the nodes an earlier attempt left
         // out join the running job, or this attempt ends so that launch restarts the job with them.
-        if (grow_in_place(self)) return;
-        job_outcome_msg outcome{1, "rejoin: the shell asked for the nodes the job went on without back"};
-        outcome.rejoin = true;
-        end_job(self, std::move(outcome));
+        // The answer is why it was refused, empty where the job grows.
+        GrowAnswer answer = grow_in_place(self);
+        if (answer.route == GrowAnswer::Route::by_restart) {
+          job_outcome_msg outcome{1, "rejoin: the shell asked for the nodes the job went on without back"};
+          outcome.rejoin = true;
+          end_job(self, std::move(outcome));
+        }
+        return std::move(answer.refusal);
       },
       [=](settle_atom) {},
       [=](unreachable_atom, const std::string&, double) {},
@@ -581,7 +611,14 @@ void on_node_done(job_actor* self, const node_done_msg& d, bool reported) {
   } else {
     st.succeeded.insert(d.node_index);
     if (st.done.size() == st.plan.nodes.size() && st.pending_failure.empty())
-      end_job(self, 0, "all " + std::to_string(st.done.size()) + " nodes done");
+      return end_job(self, 0, "all " + std::to_string(st.done.size()) + " nodes done");
+    // Lost nodes started again in place, whose peers all finished their last step: nothing is left
+    // to recover, and the job ends as the restart path would, without waiting for the recovery.
+    if (st.recovery && st.recovery->goal == recovery_in_progress::Goal::replace_nodes) {
+      std::vector<int> gone;
+      for (const auto& [index, process] : st.recovery->replaced) gone.push_back(index);
+      end_if_completed(self, st.recovery->kind, st.recovery->failed.reason, gone);
+    }
   }
 }
 

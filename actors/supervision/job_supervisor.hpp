@@ -175,6 +175,9 @@ struct JobPlan {
   // one, is the grown job.
   std::function<GrownNodes(int attempt)> grow_nodes;
   std::function<void()> grew;
+  // Stops every node process the launcher runs (the job ended while one it started again in place
+  // had not joined: no stop_msg reaches that one). Empty: nothing to stop.
+  std::function<void(const std::string& reason)> stop_nodes;
   // The job's attempt when this supervisor starts (every node's TROUPE_ATTEMPT): a restart of the
   // job and an in-place replacement of a node each begin a new one. A join or message from a
   // process of an older attempt than its node's is refused (docs/protocols/control-plane.md).

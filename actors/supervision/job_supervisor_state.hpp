@@ -111,6 +111,9 @@ struct job_supervisor_state {
   };
   std::map<int, respawn> respawned;          // by rank
   std::vector<FailureKind> recovered_kinds;  // the failure kind of each in-place recovery done
+  // Node processes an in-place recovery or grow started, which hold no state until it is done: a
+  // rescue asks none of them for a snapshot.
+  std::set<int> holding_nothing;
   bool restart_logged = false;               // "recovery: restarting every node: ..." is said once
   // Since the job grew in place: each replica's rows per micro-batch and micro-batches (0: never grew).
   int batch_size = 0;

@@ -121,6 +121,7 @@ std::string start_again(job_supervisor_state& st, recovery_in_progress& recovery
     const join_msg& old = st.joined.at(index);
     st.replaced_processes[old.node.address()] = old;
     recovery.replaced[index] = {old.pid, false};
+    st.holding_nothing.insert(index);
     PlannedNode& planned = st.plan.nodes.at(index);
     placed += (placed.empty() ? "" : ", ") + ("node " + std::to_string(index) + "'s process again ") +
               (replacement.spare ? "on the spare host " + replacement.host + " (node " + std::to_string(index) +
@@ -283,6 +284,7 @@ void finish_grow(job_actor* self) {
       "micro-batch(es) of {}",
       seconds, recovery.epoch, joined, moved.bytes, moved.donors.size() > 1 ? "s" : "", moved.donor_list, moved.seconds,
       recovery.plan.steps, grown.world_size, grown.grad_accum, grown.batch_size);
+  st.holding_nothing.clear();
   emit(st, state_moved{RecoveryRoute::grow_in_place,
                        recovery.epoch,
                        moved.bytes,
@@ -373,6 +375,7 @@ void on_recover_done(job_actor* self, const recover_done_msg& done) {
   // Every node counts the recovery it went on after (its /metrics).
   for (const auto& [index, m] : st.joined) self->send(m.node, recover_atom_v, resumed);
   st.step_announced = recovery.plan.steps;
+  st.holding_nothing.clear();
   leave_recovery(self);
   st.resumed_at = Clock::now();
 }
@@ -482,25 +485,33 @@ bool replace_in_place(job_actor* self, const std::vector<int>& nodes, FailureKin
   return true;
 }
 
-bool grow_in_place(job_actor* self) {
+GrowAnswer grow_in_place(job_actor* self) {
   auto& st = self->state;
-  if (!st.plan.grow_nodes) return false;
-  std::string why_not = choose_grow(st.plan.recovery).why_not;
-  if (why_not.empty() && st.phase == JobPhase::recovering)
-    why_not = "the in-place recovery of epoch " + std::to_string(st.recovery->epoch) + " is in progress";
+  // Another grow or an in-place recovery under way: this rejoin has nothing to add, and nothing
+  // restarts for it.
+  if (st.phase == JobPhase::recovering) {
+    const std::string why =
+        (st.recovery->goal == Goal::grow ? "the grow in place of epoch " : "the in-place recovery of epoch ") +
+        std::to_string(st.recovery->epoch) + " is under way";
+    monitor::logger("job")->warn("rejoin: refused: {}; the job goes on", why);
+    return {GrowAnswer::Route::refused, why};
+  }
+  std::string why_not =
+      st.plan.grow_nodes ? choose_grow(st.plan.recovery).why_not : "the nodes were started elsewhere (--external)";
   if (why_not.empty() && st.phase != JobPhase::running) why_not = "the job is not running";
   if (why_not.empty() && st.paused) why_not = "the shell has the job paused";
   if (why_not.empty() && (!st.pending_failure.empty() || !st.lost.empty() || !st.done.empty()))
     why_not = "a node failed, was lost or finished";
-  GrownNodes grown;
-  if (why_not.empty()) {
-    grown = st.plan.grow_nodes(st.attempt + 1);
-    why_not = grown.why_not;
-  }
   if (!why_not.empty()) {
     monitor::logger("job")->warn("rejoin: growing by restarting every node: {}", why_not);
     emit(st, recovery_chosen{RecoveryRoute::grow_by_restart, 0, {}, "growing by restarting every node: " + why_not});
-    return false;
+    return {GrowAnswer::Route::by_restart, {}};
+  }
+  const GrownNodes grown = st.plan.grow_nodes(st.attempt + 1);
+  if (!grown.why_not.empty()) {
+    // No node is left out (any more): the job runs on as it is.
+    monitor::logger("job")->warn("rejoin: refused: {}; the job goes on", grown.why_not);
+    return {GrowAnswer::Route::refused, grown.why_not};
   }
   TROUPE_CHECK(!grown.nodes.empty(), "grow_nodes started no node and gave no reason");
   ++st.attempt;
@@ -520,6 +531,7 @@ bool grow_in_place(job_actor* self) {
     st.plan.nodes.push_back(node);
     st.node_attempts[node.node_index] = st.attempt;
     recovery.replaced[node.node_index] = {0, false};
+    st.holding_nothing.insert(node.node_index);
     indices.push_back(node.node_index);
     for (int rank = node.first_rank; rank < node.first_rank + node.slots; ++rank)
       recovery.order.failed_ranks.push_back(rank);
@@ -546,7 +558,7 @@ bool grow_in_place(job_actor* self) {
                           grown.grad_accum, "train.grad_accum"});
   for (const auto& [index, m] : st.joined) self->send(m.node, recover_atom_v, recovery.order);
   begin_recovery(self, std::move(recovery), growing);
-  return true;
+  return {GrowAnswer::Route::grown, {}};
 }
 
 bool awaited_replacement(const job_supervisor_state& st, int node_index) {

@@ -52,10 +52,16 @@ void on_worker_failed(job_actor* self, const worker_failed_msg& failed);
 // every node instead, that line logged.
 bool replace_in_place(job_actor* self, const std::vector<int>& nodes, FailureKind kind, const std::string& reason);
 
-// running: the shell's rejoin (its checkpoint committed). Where in place grows (recovery_path.hpp's
-// choose_grow) and nothing else is failing or recovering, the launcher starts the nodes the job went
-// on without and every node gets the grow order. Returns false where the job grows by a restart.
-bool grow_in_place(job_actor* self);
+// The shell's rejoin (its checkpoint committed). Where in place grows (recovery_path.hpp's
+// choose_grow) and nothing else is failing, the launcher starts the nodes the job went on without
+// and every node gets the grow order (grown). A grow or recovery under way, or no node left out,
+// refuses it: one line (`refusal`), and the job goes on. Elsewhere the job grows by a restart
+// (by_restart).
+struct GrowAnswer {
+  enum class Route { grown, refused, by_restart } route;
+  std::string refusal;
+};
+GrowAnswer grow_in_place(job_actor* self);
 
 // Whether node `node_index`'s process was started by the recovery in progress and has not joined.
 bool awaited_replacement(const job_supervisor_state& st, int node_index);

@@ -97,7 +97,7 @@ RestartDecision decide_restart(const RestartHistory& history, const AttemptOutco
     ++counts.recoveries[RecoverySource::in_place];
   }
   if (attempt.exit_code == 0 && attempt.drop_nodes.empty()) {
-    if (counts.restarts > 0)
+    if (history.attempts_ended > 0)
       d.log.push_back(
           info("job finished after " + std::to_string(counts.restarts) + " restart(s); " + counts.to_text()));
     return d;
@@ -107,7 +107,8 @@ RestartDecision decide_restart(const RestartHistory& history, const AttemptOutco
     // that fails again before joining is then one that cannot come back, as after any restart.
     d.action = Action::grow;
     d.next.restarted_after.reset();
-    ++counts.restarts;
+    ++d.next.attempts_ended;
+    ++counts.recoveries[RecoverySource::grow];
     d.recovery = "restarting every node with the nodes the job went on without (the shell's rejoin), from the "
                  "newest checkpoint in " + options.checkpoint_dir;
     d.log.push_back(info("recovery: " + d.recovery));
@@ -117,11 +118,11 @@ RestartDecision decide_restart(const RestartHistory& history, const AttemptOutco
                            : attempt.drop_nodes.empty() ? FailureKind::node_exit
                                                         : FailureKind::drained;
   // Nodes that never join are bad input at first, but after a restart one of ours did not come back.
-  const bool restartable = attempt.restartable || (kind == FailureKind::join_timeout && counts.restarts > 0);
+  const bool restarted = history.attempts_ended > 0;
+  const bool restartable = attempt.restartable || (kind == FailureKind::join_timeout && restarted);
   if (restartable) ++counts.failures[kind];
   // A node that fails again before joining, after a restart, will not come back by restarting.
-  const bool cannot_come_back = counts.restarts > 0 &&
-                                (kind == FailureKind::start_failed || kind == FailureKind::join_timeout) &&
+  const bool cannot_come_back = restarted && (kind == FailureKind::start_failed || kind == FailureKind::join_timeout) &&
                                 !attempt.failed_nodes.empty();
   // The failure the last restart answered, and this attempt got no further than where it started:
   // a restart from the same place meets the same failure.
@@ -129,7 +130,7 @@ RestartDecision decide_restart(const RestartHistory& history, const AttemptOutco
   const bool repeat = restartable && !cannot_come_back &&
                       history.restarted_after == signature(kind, attempt.failed_nodes) &&
                       reached <= attempt.checkpoint_at_start;
-  const bool budget_left = d.next.budget_used < options.max_restarts;
+  const bool budget_left = counts.restarts < options.max_restarts;
   const bool can_restart = !options.checkpoint_dir.empty();
   std::vector<int> drop = attempt.drop_nodes;
   std::string why_dropped = "the job asked to drop it";
@@ -143,7 +144,7 @@ RestartDecision decide_restart(const RestartHistory& history, const AttemptOutco
     why_dropped = rejoin_failed ? "it could not rejoin" : cannot_come_back ? "it cannot come back" : "the restart budget is spent";
   }
   const std::string failure =
-      "failure " + std::to_string(counts.restarts + 1) + " (" + std::string(to_string(kind)) + ")" +
+      "failure " + std::to_string(history.attempts_ended + 1) + " (" + std::string(to_string(kind)) + ")" +
       (attempt.failed_nodes.empty() ? "" : " of " + node_list(attempt.failed_nodes, job)) + ": " + attempt.reason;
 
   if (!restartable || !can_restart || (drop.empty() && (!budget_left || cannot_come_back || repeat))) {
@@ -188,7 +189,7 @@ RestartDecision decide_restart(const RestartHistory& history, const AttemptOutco
     d.next.restarted_after.reset();
     source = RecoverySource::shrink;
   } else {
-    ++d.next.budget_used;
+    ++counts.restarts;
     d.next.restarted_after = signature(kind, attempt.failed_nodes);
     const bool rescued = attempt.rescued_step >= 0;
     d.action = rescued ? Action::restart_from_replica : Action::restart_from_checkpoint;
@@ -199,11 +200,11 @@ RestartDecision decide_restart(const RestartHistory& history, const AttemptOutco
     else if (const RescueChoice choice = rescue_choice(options.shape); !choice.allowed)
       from += " (no rescue: " + choice.why_not + ")";
     d.recovery = "restarting every node from " + from + " in " + options.checkpoint_dir + " (restart " +
-                 std::to_string(d.next.budget_used) + " of " + std::to_string(options.max_restarts) + ")";
+                 std::to_string(counts.restarts) + " of " + std::to_string(options.max_restarts) + ")";
     d.log.push_back(warn(failure + "; recovery: " + d.recovery));
   }
   ++counts.recoveries[source];
-  ++counts.restarts;
+  ++d.next.attempts_ended;
   return d;
 }
 

@@ -1,8 +1,8 @@
 #pragma once
 // The restart policy of `troupe launch` / `troupe train --workers N` (docs/drills.md, "Recovery"),
 // as pure functions: what the job does after each attempt, given how the attempt ended, what
-// the job has been through so far and the options that matter. launch_command.cpp runs the
-// attempts and does what the decision says; nothing here starts, logs or waits.
+// the job has been through so far and the options that matter. The job runner (job_runner.hpp)
+// runs the attempts and does what the decision says; nothing here starts, logs or waits.
 //
 //   attempt ended ──ok, nothing to drop──────────────────────────────────────► finish (0)
 //        ├─ the shell's rejoin ─► grow: every node of the host file again, the configured batch
@@ -76,15 +76,17 @@ struct FailureSignature {
   bool operator==(const FailureSignature&) const = default;
 };
 
-// What the restart loop has been through: the counts it hands every node (restarts, failures by
-// kind, recoveries by source), the restarts that used the budget (shrinks do not), and the
+// What the restart loop has been through: the counts it hands every node (restarts — those that
+// used fault.max_restarts' budget, the one count of restarts the log, the shell and /metrics show —,
+// failures by kind, recoveries by source: a shrink or a grow is a recovery, not a restart), the
+// attempts that ended before this one (every restart of every node, whatever its reason), the
 // failure the last restart answered (none after a shrink, whose nodes are numbered anew), and the
 // nodes (by index in the next attempt) the last grow brought back: one that cannot come back is
 // left out again, with fault.elastic or without, since only the shell's rejoin or a new spare line
 // brought it.
 struct RestartHistory {
   RecoveryCounts counts;
-  int budget_used = 0;
+  int attempts_ended = 0;
   std::optional<FailureSignature> restarted_after;
   std::vector<int> rejoined;
 };

@@ -261,7 +261,7 @@ class RankRun {
                               resumed->from, kind);
     } else if (job_.config.checkpoint.resume) {
       log_->info("no checkpoint in {} to resume from: starting fresh", job_.config.checkpoint.dir);
-      services_.progress.note(monitor::NoticeKind::resumed, 0, "the start");
+      services_.progress.note(monitor::NoticeKind::resumed, 0, "the start (no checkpoint yet)");
     }
     return std::nullopt;
   }

@@ -4,9 +4,9 @@
 // troupe launch sets (actors/process_environment.hpp). Started by srun or torchrun instead, without those,
 // it takes the rank and world from SLURM_PROCID and SLURM_NTASKS, its node index from its rank
 // (one worker per process), and the job's address from MASTER_ADDR and MASTER_PORT; rank 0 then
-// hosts the job too (troupe launch --external, docs/multi-host.md), and every rank keeps trying to
-// reach it for --join-timeout. An invalid or missing variable stops the node before it starts
-// anything: one line naming it and its value, exit code 2.
+// hosts the job too (troupe launch --external, docs/multi-host.md) unless a job answers there
+// already, and every rank keeps trying to reach it for --join-timeout. An invalid or missing variable stops the node
+// before it starts anything: one line naming it and its value, exit code 2.
 
 #include <arpa/inet.h>
 #include <signal.h>
@@ -26,10 +26,11 @@
 #include <string_view>
 #include <vector>
 
-#include "actors/process_environment.hpp"
 #include "actors/node/node_process.hpp"
+#include "actors/process_environment.hpp"
 #include "apps/commands/commands.hpp"
 #include "apps/commands/job_identity.hpp"
+#include "apps/commands/shell/handshake_probe.hpp"
 #include "apps/config/value.hpp"
 #include "apps/exit_codes.hpp"
 #include "apps/launch/local_host.hpp"
@@ -41,6 +42,10 @@ namespace troupe::apps {
 namespace {
 
 namespace env = actors::env;
+
+// How long rank 0 waits for a job that already listens at MASTER_ADDR:MASTER_PORT to answer before
+// it hosts the job itself: a listening job answers a connection at once.
+constexpr std::chrono::seconds job_probe_timeout{1};
 
 // Slurm's own variable `name` (an integer >= min) into `into` when `ours` is unset: the node runs
 // under srun rather than troupe launch.
@@ -209,6 +214,12 @@ int run_node(const NodeArgs& args, const ResolvedJob& job) {
   options->host_name = launch::this_host_name();
   options->build_id = build_id();
   options->config_hash = config_hash(job.config);
+  // `troupe launch --external N` run by itself already hosts the job: rank 0 joins it then.
+  if (start->hosts_job && shell::await_handshake(options->join_host, options->join_port, job_probe_timeout)) {
+    std::fprintf(stderr, "troupe: node %d: a job already listens at %s:%d (troupe launch --external); joining it\n",
+                 options->node_index, options->join_host.c_str(), options->join_port);
+    start->hosts_job = false;
+  }
   std::optional<pid_t> hosted_job;
   if (start->hosts_job) {
     auto pid = start_hosted_job(*start, args, job);

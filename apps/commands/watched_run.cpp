@@ -54,7 +54,7 @@ Expected<std::unique_ptr<WatchedRun>> WatchedRun::start(const std::vector<std::s
 }
 
 WatchedRun::~WatchedRun() {
-  if (!exit_code_) {
+  if (!wait_exit(std::chrono::milliseconds(0))) {
     kill_all();
     (void)wait_exit(std::chrono::seconds(10));
   }
@@ -108,13 +108,17 @@ std::vector<WatchedRun::Line> WatchedRun::lines() const {
   return lines_;
 }
 
+// Any thread: whichever reaps the process first records its code, and every waiter reads it there.
 std::optional<int> WatchedRun::wait_exit(std::chrono::milliseconds timeout) {
-  if (exit_code_) return exit_code_;
   const auto deadline = Clock::now() + timeout;
   for (int status = 0;; std::this_thread::sleep_for(std::chrono::milliseconds(10))) {
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : signal_exit_code(WTERMSIG(status));
-      return exit_code_;
+    {
+      std::lock_guard lock(exit_mutex_);
+      if (exit_code_) return exit_code_;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : signal_exit_code(WTERMSIG(status));
+        return exit_code_;
+      }
     }
     if (Clock::now() >= deadline) return std::nullopt;  // looked once at least, even for a zero timeout
   }

@@ -45,6 +45,7 @@ class WatchedRun {
                                     std::size_t from = 0, std::size_t* index = nullptr);
   std::vector<Line> lines() const;
   // Waits for the process to exit: its exit code (128 + signal when killed), nullopt on timeout.
+  // Any thread.
   std::optional<int> wait_exit(std::chrono::milliseconds timeout);
   // Every process started from the job, at any depth (node processes run in process groups of
   // their own).
@@ -57,6 +58,7 @@ class WatchedRun {
   void read_output(int fd, std::string log_path);
 
   pid_t pid_ = -1;
+  std::mutex exit_mutex_;  // the exit is reaped and recorded once, whichever thread waits
   std::optional<int> exit_code_;
   std::thread reader_;
   mutable std::mutex mutex_;

@@ -10,22 +10,12 @@
 
 #include "actors/actor_system_setup.hpp"
 #include "actors/messages.hpp"
+#include "actors/round_trip.hpp"
 
 using namespace troupe::actors;
+using troupe::test::round_trip;
 
 namespace {
-
-template <class T>
-T round_trip(caf::actor_system& system, const T& value) {
-  std::vector<char> buffer;
-  caf::binary_serializer sink{system, buffer};
-  T copy = value;
-  REQUIRE(!sink(copy));
-  caf::binary_deserializer source{system, buffer};
-  T result;
-  REQUIRE(!source(result));
-  return result;
-}
 
 // One event of each body, in the variant's order, every field set.
 std::vector<job_event_body> one_of_each() {

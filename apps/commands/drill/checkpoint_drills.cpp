@@ -115,8 +115,15 @@ Verdict drill_checkpoints(const Drill& drill) {
       torn = torn || resumed->from.find(".tmp") != std::string::npos;
   // The steps before the fault were the first run's: lost are those it reported and the resume
   // did not find.
-  if (const auto resumed = second->events->wait_for(body_is<actors::training_resumed>(), 0ms))
-    v.steps_lost = std::max(0L, last - static_cast<long>(caf::get<actors::training_resumed>(resumed->body).after_step));
+  if (const auto resumed = second->events->wait_for(body_is<actors::training_resumed>(), 0ms)) {
+    const long after_step = static_cast<long>(caf::get<actors::training_resumed>(resumed->body).after_step);
+    v.steps_lost = std::max(0L, last - after_step);
+    // A resume that restored nothing, the run starting again at step 0, recovered nothing.
+    if (after_step == 0) {
+      v.resumed_after.reset();
+      v.recovered_after.reset();
+    }
+  }
   v.checks.push_back("resumed job finished: " + std::string(code == 0 ? "yes" : "NO"));
   v.checks.push_back(std::string("a torn checkpoint was loaded: ") + (torn ? "YES" : "no"));
   compare_weights(drill, v);

@@ -18,16 +18,15 @@
 #include <thread>
 #include <vector>
 
-#include <caf/binary_deserializer.hpp>
-#include <caf/binary_serializer.hpp>
-
 #include "actors/actor_system_setup.hpp"
+#include "actors/round_trip.hpp"
 #include "actors/supervision/job_supervisor.hpp"
 
 extern char** environ;
 
 using namespace troupe::actors;
 using Catch::Contains;
+using troupe::test::round_trip;
 
 namespace {
 
@@ -101,18 +100,6 @@ struct Job {
     return result;
   }
 };
-
-template <class T>
-T round_trip(caf::actor_system& system, const T& value) {
-  std::vector<char> buffer;
-  caf::binary_serializer sink{system, buffer};
-  T copy = value;
-  REQUIRE(!sink(copy));
-  caf::binary_deserializer source{system, buffer};
-  T result;
-  REQUIRE(!source(result));
-  return result;
-}
 
 // After `settle` (the nodes joined and started), sends `signal` to `target` and waits for the job's
 // outcome; with the seconds from the signal to it.

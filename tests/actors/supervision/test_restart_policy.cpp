@@ -18,13 +18,13 @@ using troupe::compute::ZeroStage;
 
 namespace {
 
-// The history after `text` (TROUPE_RESTARTS) with `budget_used` restarts from the budget, the
-// last of which answered `restarted_after`.
-RestartHistory history(const std::string& text = "", int budget_used = 0,
+// The history after `text` (TROUPE_RESTARTS) and `attempts_ended` attempts, the last restart of
+// which answered `restarted_after`.
+RestartHistory history(const std::string& text = "", int attempts_ended = 0,
                        std::optional<FailureSignature> restarted_after = {}) {
   auto counts = RecoveryCounts::parse(text);
   REQUIRE(counts);
-  return {*counts, budget_used, std::move(restarted_after)};
+  return {*counts, attempts_ended, std::move(restarted_after)};
 }
 
 // Two replicas on the CPU backend with checkpoint.dir /ck; the shape's checkpoints follow the dir.
@@ -76,7 +76,7 @@ struct Row {
   const char* name;
   // The input: what the job had been through, how the attempt ended, the options, the job.
   std::string counts_before = "restarts=0";  // TROUPE_RESTARTS before this attempt
-  int budget_before = 0;
+  int attempts_before = 0;                   // attempts that ended before this one
   std::optional<FailureSignature> restarted_after = {};  // the failure the last restart answered
   AttemptOutcome attempt = {};
   RestartOptions options = defaults();
@@ -87,7 +87,7 @@ struct Row {
   std::string reason = "";            // stop: the line after "troupe: error: "
   std::vector<std::string> log = {};  // "info: …", "warn: …", "error: …"
   std::string counts_after = "";      // the TROUPE_RESTARTS text for the next attempt
-  int budget_after = 0;
+  int attempts_after = 0;
   std::vector<int> kept = {};            // shrink
   std::optional<BatchShape> batch = {};  // shrink
 };
@@ -104,11 +104,11 @@ std::vector<Row> policy_rows() {
       {.name = "a first attempt that finished: nothing to say", .action = Action::finish, .counts_after = "restarts=0"},
       {.name = "a job that finished after restarts says how it went",
        .counts_before = restarted,
-       .budget_before = 1,
+       .attempts_before = 1,
        .action = Action::finish,
        .log = {"info: job finished after 1 restart(s); " + restarted},
        .counts_after = restarted,
-       .budget_after = 1},
+       .attempts_after = 1},
       // First failures, with budget left.
       {.name = "first failure with the survivors' snapshot: restart from the replica",
        .attempt = lost_b(5),
@@ -116,28 +116,28 @@ std::vector<Row> policy_rows() {
        .log = {"warn: " + lost +
                "from the survivors' rescue snapshot of step 5 (no steps lost) in /ck (restart 1 of 3)"},
        .counts_after = restarted,
-       .budget_after = 1},
+       .attempts_after = 1},
       {.name = "first failure, no snapshot though one was allowed: restart from the checkpoint, no excuse",
        .attempt = failed(FailureKind::worker_exception, "node 1 (b) failed: boom; no rescue snapshot (x)", {1}),
        .action = Action::restart_from_checkpoint,
        .log = {"warn: failure 1 (worker_exception) of node 1 (b): node 1 (b) failed: boom; no rescue snapshot (x); "
                "recovery: restarting every node from the newest checkpoint in /ck (restart 1 of 3)"},
        .counts_after = "restarts=1 failure.worker_exception=1 recovery.checkpoint=1",
-       .budget_after = 1},
+       .attempts_after = 1},
       {.name = "a stall names no node: restart from the checkpoint",
        .attempt = failed(FailureKind::stall, "no progress for 6.0 s", {}),
        .action = Action::restart_from_checkpoint,
        .log = {"warn: failure 1 (stall): no progress for 6.0 s; recovery: restarting every node from the newest "
                "checkpoint in /ck (restart 1 of 3)"},
        .counts_after = "restarts=1 failure.stall=1 recovery.checkpoint=1",
-       .budget_after = 1},
+       .attempts_after = 1},
       {.name = "start_failed on the first attempt is a failure like any: restart from the checkpoint",
        .attempt = start_failed_b(),
        .action = Action::restart_from_checkpoint,
        .log = {"warn: failure 1 (start_failed) of node 1 (b): node 1 (b) exited with code 1; recovery: restarting "
                "every node from the newest checkpoint in /ck (restart 1 of 3)"},
        .counts_after = "restarts=1 failure.start_failed=1 recovery.checkpoint=1",
-       .budget_after = 1},
+       .attempts_after = 1},
       {.name = "elastic with budget left: a plain restart, no shrink",
        .attempt = lost_b(5),
        .options = options(elastic),
@@ -145,7 +145,7 @@ std::vector<Row> policy_rows() {
        .log = {"warn: " + lost +
                "from the survivors' rescue snapshot of step 5 (no steps lost) in /ck (restart 1 of 3)"},
        .counts_after = restarted,
-       .budget_after = 1},
+       .attempts_after = 1},
       // Why not from a replica.
       {.name = "train.zero 1: restart from the checkpoint, not a replica, saying why",
        .attempt = lost_b(),
@@ -156,7 +156,7 @@ std::vector<Row> policy_rows() {
             "from the newest checkpoint (no rescue: train.zero 1 shards the optimizer state: no replica holds a lost "
             "shard of the moments) in /ck (restart 1 of 3)"},
        .counts_after = "restarts=1 failure.node_lost=1 recovery.checkpoint=1",
-       .budget_after = 1},
+       .attempts_after = 1},
       {.name = "a CUDA backend: restart from the checkpoint, saying why",
        .attempt = lost_b(),
        .options = options([](RestartOptions& o) { o.shape.device_backend = true; }),
@@ -165,7 +165,7 @@ std::vector<Row> policy_rows() {
                "from the newest checkpoint (no rescue: the state is in GPU memory, behind a stream an aborted NCCL "
                "communicator may block) in /ck (restart 1 of 3)"},
        .counts_after = "restarts=1 failure.node_lost=1 recovery.checkpoint=1",
-       .budget_after = 1},
+       .attempts_after = 1},
       {.name = "a single data-parallel replica: restart from the checkpoint, saying why",
        .attempt = lost_b(),
        .options = options([](RestartOptions& o) { o.shape.data_parallel = 1; }),
@@ -174,11 +174,11 @@ std::vector<Row> policy_rows() {
        .log = {"warn: " + lost +
                "from the newest checkpoint (no rescue: a single data-parallel replica) in /ck (restart 1 of 3)"},
        .counts_after = "restarts=1 failure.node_lost=1 recovery.checkpoint=1",
-       .budget_after = 1},
+       .attempts_after = 1},
       // The budget.
       {.name = "budget spent, not elastic: stop, naming the restarts",
        .counts_before = spent,
-       .budget_before = 3,
+       .attempts_before = 3,
        .attempt = lost_b(5),
        .action = Action::stop,
        .exit_code = 1,
@@ -186,7 +186,7 @@ std::vector<Row> policy_rows() {
        .log = {"error: failure 4 (node_lost) of node 1 (b): lost node 1: gone; stopping the job: restarts=3 "
                "failure.node_lost=4 recovery.replica=3"},
        .counts_after = "restarts=3 failure.node_lost=4 recovery.replica=3",
-       .budget_after = 3},
+       .attempts_after = 3},
       {.name = "fault.max_restarts 0 with checkpoint.dir: stop at the first failure",
        .attempt = lost_b(5),
        .options = options([](RestartOptions& o) { o.max_restarts = 0; }),
@@ -198,7 +198,7 @@ std::vector<Row> policy_rows() {
        .counts_after = "restarts=0 failure.node_lost=1"},
       {.name = "budget spent + elastic: shrink without the failed node, the budget untouched",
        .counts_before = spent,
-       .budget_before = 3,
+       .attempts_before = 3,
        .attempt = lost_b(5),
        .options = options([](RestartOptions& o) {
          o.elastic = true;
@@ -209,13 +209,13 @@ std::vector<Row> policy_rows() {
        .log = {"info: shrinking from 3 to 2 data-parallel replica(s): train.grad_accum = 3 keeps the global batch",
                "warn: failure 4 (node_lost) of node 1 (b): lost node 1: gone; recovery: restarting every node "
                "without node 1 (b) (the restart budget is spent), 2 node(s) left, from the newest checkpoint in /ck"},
-       .counts_after = "restarts=4 failure.node_lost=4 recovery.replica=3 recovery.shrink=1",
-       .budget_after = 3,
+       .counts_after = "restarts=3 failure.node_lost=4 recovery.replica=3 recovery.shrink=1",
+       .attempts_after = 4,
        .kept = {0, 2},
        .batch = BatchShape{8, 3, 4}},
       {.name = "budget spent + elastic, but a stall names no node to drop: stop",
        .counts_before = "restarts=3 failure.stall=3 recovery.checkpoint=3",
-       .budget_before = 3,
+       .attempts_before = 3,
        .attempt = failed(FailureKind::stall, "no progress", {}),
        .options = options(elastic),
        .action = Action::stop,
@@ -224,11 +224,11 @@ std::vector<Row> policy_rows() {
        .log = {"error: failure 4 (stall): no progress; stopping the job: restarts=3 failure.stall=4 "
                "recovery.checkpoint=3"},
        .counts_after = "restarts=3 failure.stall=4 recovery.checkpoint=3",
-       .budget_after = 3},
+       .attempts_after = 3},
       // Repeats: the failure the last restart answered, again, with no newer checkpoint.
       {.name = "the same failure again and no checkpoint written: stop instead of training from scratch again",
        .counts_before = "restarts=1 failure.worker_exception=1 recovery.checkpoint=1",
-       .budget_before = 1,
+       .attempts_before = 1,
        .restarted_after = FailureSignature{FailureKind::worker_exception, {1}},
        .attempt = disk_full_b(-1, -1),
        .action = Action::stop,
@@ -238,10 +238,10 @@ std::vector<Row> policy_rows() {
        .log = {"error: failure 2 (worker_exception) of node 1 (b): node 1 (b) failed: No space left on device; "
                "stopping the job: restarts=1 failure.worker_exception=2 recovery.checkpoint=1"},
        .counts_after = "restarts=1 failure.worker_exception=2 recovery.checkpoint=1",
-       .budget_after = 1},
+       .attempts_after = 1},
       {.name = "the same failure again and no checkpoint after the one it started from: stop, naming its step",
        .counts_before = "restarts=1 failure.worker_exception=1 recovery.checkpoint=1",
-       .budget_before = 1,
+       .attempts_before = 1,
        .restarted_after = FailureSignature{FailureKind::worker_exception, {1}},
        .attempt = disk_full_b(40, 40),
        .options = options(elastic),
@@ -252,10 +252,10 @@ std::vector<Row> policy_rows() {
        .log = {"error: failure 2 (worker_exception) of node 1 (b): node 1 (b) failed: No space left on device; "
                "stopping the job: restarts=1 failure.worker_exception=2 recovery.checkpoint=1"},
        .counts_after = "restarts=1 failure.worker_exception=2 recovery.checkpoint=1",
-       .budget_after = 1},
+       .attempts_after = 1},
       {.name = "the same failure from nodes reported in another order is still a repeat",
        .counts_before = "restarts=1 failure.worker_exception=1 recovery.checkpoint=1",
-       .budget_before = 1,
+       .attempts_before = 1,
        .restarted_after = FailureSignature{FailureKind::worker_exception, {0, 1}},
        .attempt = disk_full_b(-1, -1, {1, 0}),
        .action = Action::stop,
@@ -265,58 +265,58 @@ std::vector<Row> policy_rows() {
        .log = {"error: failure 2 (worker_exception) of node 1 (b), node 0 (a): node 1 (b) failed: No space left on "
                "device; stopping the job: restarts=1 failure.worker_exception=2 recovery.checkpoint=1"},
        .counts_after = "restarts=1 failure.worker_exception=2 recovery.checkpoint=1",
-       .budget_after = 1},
+       .attempts_after = 1},
       {.name = "the same failure after a newer checkpoint: restart, the attempt got further",
        .counts_before = "restarts=1 failure.worker_exception=1 recovery.checkpoint=1",
-       .budget_before = 1,
+       .attempts_before = 1,
        .restarted_after = FailureSignature{FailureKind::worker_exception, {1}},
        .attempt = disk_full_b(40, 60),
        .action = Action::restart_from_checkpoint,
        .log = {"warn: failure 2 (worker_exception) of node 1 (b): node 1 (b) failed: No space left on device; "
                "recovery: restarting every node from the newest checkpoint in /ck (restart 2 of 3)"},
        .counts_after = "restarts=2 failure.worker_exception=2 recovery.checkpoint=2",
-       .budget_after = 2},
+       .attempts_after = 2},
       {.name = "the same failure answered by a rescue snapshot: restart from it, the attempt got further",
        .counts_before = restarted,
-       .budget_before = 1,
+       .attempts_before = 1,
        .restarted_after = FailureSignature{FailureKind::node_lost, {1}},
        .attempt = lost_b(5),
        .action = Action::restart_from_replica,
        .log = {"warn: failure 2 (node_lost) of node 1 (b): lost node 1: gone; recovery: restarting every node from "
                "the survivors' rescue snapshot of step 5 (no steps lost) in /ck (restart 2 of 3)"},
        .counts_after = "restarts=2 failure.node_lost=2 recovery.replica=2",
-       .budget_after = 2},
+       .attempts_after = 2},
       {.name = "another kind of failure with no newer checkpoint: restart, it may not come again",
        .counts_before = "restarts=1 failure.hang=1 recovery.checkpoint=1",
-       .budget_before = 1,
+       .attempts_before = 1,
        .restarted_after = FailureSignature{FailureKind::hang, {1}},
        .attempt = disk_full_b(-1, -1),
        .action = Action::restart_from_checkpoint,
        .log = {"warn: failure 2 (worker_exception) of node 1 (b): node 1 (b) failed: No space left on device; "
                "recovery: restarting every node from the newest checkpoint in /ck (restart 2 of 3)"},
        .counts_after = "restarts=2 failure.hang=1 failure.worker_exception=1 recovery.checkpoint=2",
-       .budget_after = 2},
+       .attempts_after = 2},
       {.name = "the same kind on another node with no newer checkpoint: restart",
        .counts_before = "restarts=1 failure.worker_exception=1 recovery.checkpoint=1",
-       .budget_before = 1,
+       .attempts_before = 1,
        .restarted_after = FailureSignature{FailureKind::worker_exception, {0}},
        .attempt = disk_full_b(-1, -1),
        .action = Action::restart_from_checkpoint,
        .log = {"warn: failure 2 (worker_exception) of node 1 (b): node 1 (b) failed: No space left on device; "
                "recovery: restarting every node from the newest checkpoint in /ck (restart 2 of 3)"},
        .counts_after = "restarts=2 failure.worker_exception=2 recovery.checkpoint=2",
-       .budget_after = 2},
+       .attempts_after = 2},
       {.name = "a first failure without any checkpoint restarts: it is not yet known to repeat",
        .attempt = disk_full_b(-1, -1),
        .action = Action::restart_from_checkpoint,
        .log = {"warn: failure 1 (worker_exception) of node 1 (b): node 1 (b) failed: No space left on device; "
                "recovery: restarting every node from the newest checkpoint in /ck (restart 1 of 3)"},
        .counts_after = "restarts=1 failure.worker_exception=1 recovery.checkpoint=1",
-       .budget_after = 1},
+       .attempts_after = 1},
       // Nodes that cannot come back.
       {.name = "start_failed after a restart, not elastic: stop, the node cannot come back",
        .counts_before = restarted,
-       .budget_before = 1,
+       .attempts_before = 1,
        .attempt = start_failed_b(),
        .action = Action::stop,
        .exit_code = 1,
@@ -325,10 +325,10 @@ std::vector<Row> policy_rows() {
        .log = {"error: failure 2 (start_failed) of node 1 (b): node 1 (b) exited with code 1; stopping the job: "
                "restarts=1 failure.node_lost=1 failure.start_failed=1 recovery.replica=1"},
        .counts_after = "restarts=1 failure.node_lost=1 failure.start_failed=1 recovery.replica=1",
-       .budget_after = 1},
+       .attempts_after = 1},
       {.name = "start_failed after a restart + elastic: shrink without it (the node-lost drill)",
        .counts_before = restarted,
-       .budget_before = 1,
+       .attempts_before = 1,
        .attempt = start_failed_b(),
        .options = options(elastic),
        .action = Action::shrink,
@@ -336,8 +336,8 @@ std::vector<Row> policy_rows() {
                "warn: failure 2 (start_failed) of node 1 (b): node 1 (b) exited with code 1; recovery: restarting "
                "every node without node 1 (b) (it cannot come back), 1 node(s) left, from the newest checkpoint in "
                "/ck"},
-       .counts_after = "restarts=2 failure.node_lost=1 failure.start_failed=1 recovery.replica=1 recovery.shrink=1",
-       .budget_after = 1,
+       .counts_after = "restarts=1 failure.node_lost=1 failure.start_failed=1 recovery.replica=1 recovery.shrink=1",
+       .attempts_after = 2,
        .kept = {0},
        .batch = BatchShape{8, 2, 4}},
       {.name = "join_timeout on the first attempt is bad input: stop with its code, nothing counted",
@@ -348,7 +348,7 @@ std::vector<Row> policy_rows() {
        .counts_after = "restarts=0"},
       {.name = "join_timeout after a restart: the node cannot come back, stop with its code",
        .counts_before = restarted,
-       .budget_before = 1,
+       .attempts_before = 1,
        .attempt = join_timeout_b(),
        .action = Action::stop,
        .exit_code = 2,
@@ -357,7 +357,7 @@ std::vector<Row> policy_rows() {
        .log = {"error: failure 2 (join_timeout) of node 1 (b): nodes 1 (b) did not join within 60.00 s; stopping the "
                "job: restarts=1 failure.join_timeout=1 failure.node_lost=1 recovery.replica=1"},
        .counts_after = "restarts=1 failure.join_timeout=1 failure.node_lost=1 recovery.replica=1",
-       .budget_after = 1},
+       .attempts_after = 1},
       // Drained nodes.
       {.name = "a drained node: shrink at once, without fault.elastic, the budget untouched",
        .attempt = drained_b(),
@@ -366,20 +366,21 @@ std::vector<Row> policy_rows() {
                "warn: " + drained +
                    "recovery: restarting every node without node 1 (b) (the job asked to drop it), 1 node(s) left, "
                    "from the newest checkpoint in /ck"},
-       .counts_after = "restarts=1 failure.drained=1 recovery.shrink=1",
+       .counts_after = "restarts=0 failure.drained=1 recovery.shrink=1",
+       .attempts_after = 1,
        .kept = {0},
        .batch = BatchShape{8, 2, 4}},
       {.name = "a drain with the budget spent still shrinks",
        .counts_before = "restarts=3 failure.hang=3 recovery.checkpoint=3",
-       .budget_before = 3,
+       .attempts_before = 3,
        .attempt = drained_b(),
        .action = Action::shrink,
        .log = {"info: shrinking from 2 to 1 data-parallel replica(s): train.grad_accum = 2 keeps the global batch",
                "warn: failure 4 (drained) of node 1 (b): drain node 1: the shell asked to go on without it; recovery: "
                "restarting every node without node 1 (b) (the job asked to drop it), 1 node(s) left, from the "
                "newest checkpoint in /ck"},
-       .counts_after = "restarts=4 failure.drained=1 failure.hang=3 recovery.checkpoint=3 recovery.shrink=1",
-       .budget_after = 3,
+       .counts_after = "restarts=3 failure.drained=1 failure.hang=3 recovery.checkpoint=3 recovery.shrink=1",
+       .attempts_after = 4,
        .kept = {0},
        .batch = BatchShape{8, 2, 4}},
       // No checkpoint.dir.
@@ -438,7 +439,8 @@ std::vector<Row> policy_rows() {
                "warn: " + drained +
                    "recovery: restarting every node without node 1 (b) (the job asked to drop it), 2 node(s) left, "
                    "from the newest checkpoint in /ck"},
-       .counts_after = "restarts=1 failure.drained=1 recovery.shrink=1",
+       .counts_after = "restarts=0 failure.drained=1 recovery.shrink=1",
+       .attempts_after = 1,
        .kept = {0, 2},
        .batch = BatchShape{12, 1, 4}},
       {.name = "a pipeline's shrink keeps the global batch by pipeline.microbatches",
@@ -451,7 +453,8 @@ std::vector<Row> policy_rows() {
                "warn: " + drained +
                    "recovery: restarting every node without node 1 (b) (the job asked to drop it), 2 node(s) left, "
                    "from the newest checkpoint in /ck"},
-       .counts_after = "restarts=1 failure.drained=1 recovery.shrink=1",
+       .counts_after = "restarts=0 failure.drained=1 recovery.shrink=1",
+       .attempts_after = 1,
        .kept = {0, 2},
        .batch = BatchShape{8, 1, 6}},
       {.name = "a shrink that cannot keep the global batch: stop, naming the node and the arithmetic",
@@ -496,9 +499,8 @@ std::string text_of(const PolicyLine& line) {
 TEST_CASE("the restart policy, case by case", "[recovery]") {
   for (const Row& row : policy_rows()) {
     INFO("row: " << row.name);
-    const RestartDecision d =
-        decide_restart(history(row.counts_before, row.budget_before, row.restarted_after), row.attempt, row.options,
-                       row.job);
+    const RestartDecision d = decide_restart(history(row.counts_before, row.attempts_before, row.restarted_after),
+                                             row.attempt, row.options, row.job);
     CHECK(to_string(d.action) == to_string(row.action));
     CHECK(d.exit_code == row.exit_code);
     CHECK(d.reason == row.reason);
@@ -506,7 +508,7 @@ TEST_CASE("the restart policy, case by case", "[recovery]") {
     for (const PolicyLine& line : d.log) log.push_back(text_of(line));
     CHECK(log == row.log);
     CHECK(d.next.counts.to_text() == row.counts_after);
-    CHECK(d.next.budget_used == row.budget_after);
+    CHECK(d.next.attempts_ended == row.attempts_after);
     // A restart remembers the failure it answers; a shrink renumbers the nodes and forgets it.
     std::optional<FailureSignature> remembered = row.restarted_after;
     if (row.action == Action::restart_from_checkpoint || row.action == Action::restart_from_replica)
@@ -578,20 +580,22 @@ TEST_CASE("restart options read the job's keys, and the job's shape: the replica
          o.shape.compression == troupe::comm::Compression::powersgd && o.shape.replaces_nodes && o.shape.checkpoints));
 }
 
-TEST_CASE("the shell's rejoin grows the job back to every node of its host file, as a restart that is no failure",
-          "[recovery]") {
+TEST_CASE(
+    "the shell's rejoin grows the job back to every node of its host file, as a restart that is no failure "
+    "and uses no budget",
+    "[recovery]") {
   RestartOptions options;
   options.checkpoint_dir = "ck";
   const JobShape job{{{"a", 1}}};
   RestartHistory history;
   history.counts.restarts = 1;
-  history.budget_used = 1;
+  history.attempts_ended = 1;
   AttemptOutcome rejoin = attempt_outcome({1, "rejoin: the shell asked", FailureKind::node_exit, {}, -1, {}, true});
   CHECK(rejoin.rejoin);
   const RestartDecision grow = decide_restart(history, rejoin, options, job);
   CHECK(grow.action == RestartDecision::Action::grow);
-  CHECK(grow.next.counts.to_text() == "restarts=2");
-  CHECK(grow.next.budget_used == 1);
+  CHECK(grow.next.counts.to_text() == "restarts=1 recovery.grow=1");
+  CHECK(grow.next.attempts_ended == 2);
   REQUIRE(grow.log.size() == 1);
   CHECK(grow.log[0].text == "recovery: restarting every node with the nodes the job went on without (the shell's "
                             "rejoin), from the newest checkpoint in ck");

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,37 @@ TEST_CASE("ranks that torchrun starts train as troupe launch's would, rank 0 hos
     INFO(kind);
     CHECK(values == right.at(kind));
   }
+}
+
+TEST_CASE(
+    "rank 0 started beside a troupe launch --external that a person started first joins that job rather than "
+    "hosting another, and every process exits 0",
+    "[launch]") {
+  TempDir dir;
+  troupe::test::ScopedEnv no_join("TROUPE_JOIN", nullptr), no_index("TROUPE_NODE_INDEX", nullptr),
+      no_slots("TROUPE_SLOTS", nullptr);
+  const int port = free_port();
+  std::vector<std::string> argv{
+      TROUPE_BINARY_DIR "/troupe", "launch", "--external", "2", "--bind", "127.0.0.1", "--port", std::to_string(port)};
+  for (const std::string& option : tiny_steps(4)) argv.push_back(option);
+  auto started = troupe::apps::WatchedRun::start(argv, {std::string("TROUPE_TOKEN=") + token}, dir.file("job.log"));
+  REQUIRE(started.ok());
+  auto& job = *started;
+  REQUIRE(job->wait_for_line(std::regex("job supervisor on 127\\.0\\.0\\.1:" + std::to_string(port)),
+                             std::chrono::seconds(30)));
+  const auto ranks = run_ranks(dir, {2, 2}, port, tiny_steps(4));
+  const auto job_code = job->wait_exit(std::chrono::seconds(60));
+  std::string job_output;
+  for (const auto& line : job->lines()) job_output += line.text + "\n";
+  INFO(ranks[0].output << "\n--- rank 1:\n" << ranks[1].output << "\n--- job:\n" << job_output);
+  CHECK(ranks[0].exit_code == 0);
+  CHECK(ranks[1].exit_code == 0);
+  REQUIRE(job_code);
+  CHECK(*job_code == 0);
+  CHECK_THAT(ranks[0].output, Contains("a job already listens at 127.0.0.1:" + std::to_string(port) +
+                                       " (troupe launch --external); joining it"));
+  CHECK_THAT(ranks[0].output, !Contains("Address already in use"));
+  CHECK_THAT(job_output, Contains("job finished: all 2 nodes done"));
 }
 
 TEST_CASE("ranks that torchrun starts: a rank that never joins, or brings another world size, ends the job in one line",

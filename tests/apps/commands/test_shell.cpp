@@ -25,10 +25,8 @@
 
 #include "actors/actor_system_setup.hpp"
 #include "actors/messages.hpp"
+#include "apps/live_job.hpp"
 #include "apps/run_troupe.hpp"
-#include "apps/commands/watched_run.hpp"
-#include "checkpoint/loader.hpp"
-#include "checkpoint/store.hpp"
 #include "support/busy_port.hpp"
 #include "support/metrics_scrape.hpp"
 #include "support/run_process.hpp"
@@ -42,59 +40,6 @@ using std::chrono::seconds;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A tiny job of `steps` steps, checkpoints in `checkpoints`, as LiveJob runs it: on 2 local
-// workers, or as `start` says (a host file).
-std::vector<std::string> tiny_job_args(long steps, const std::string& checkpoints,
-                                       const std::vector<std::string>& start = {"train", "--workers", "2"}) {
-  std::vector<std::string> args{TROUPE_BINARY_DIR "/troupe"};
-  args.insert(args.end(), start.begin(), start.end());
-  args.insert(args.end(), {"--model.preset", "tiny", "--train.steps", std::to_string(steps), "--train.threads", "1",
-                           "--sample.tokens", "0", "--train.val_every", "0", "--train.val_batches", "1",
-                           "--train.log_every", "10", "--checkpoint.dir", checkpoints, "--checkpoint.every", "100000",
-                           "--fault.heartbeat_seconds", "0.2"});
-  return args;
-}
-
-// A 2-node tiny job in the background with checkpoints in dir/ck and its token file under dir.
-struct LiveJob {
-  std::unique_ptr<troupe::apps::WatchedRun> run;
-  std::string control;     // HOST:PORT of the monitor
-  int control_port = 0;
-  int job_port = 0;        // the job supervisor's
-  std::string token_file;
-
-  // `prefix` runs the job through another program, e.g. prlimit; `start` as tiny_job_args takes it.
-  LiveJob(const TempDir& dir, long steps, std::vector<std::string> prefix = {},
-          const std::vector<std::string>& start = {"train", "--workers", "2"}) {
-    std::vector<std::string> argv = tiny_job_args(steps, dir.file("ck"), start);
-    argv.insert(argv.begin(), prefix.begin(), prefix.end());
-    auto started = troupe::apps::WatchedRun::start(argv, {"XDG_RUNTIME_DIR=" + dir.path().string()}, dir.file("job.log"));
-    REQUIRE(started);
-    run = std::move(*started);
-    auto banner = run->wait_for_line(std::regex("monitor: troupe shell (127\\.0\\.0\\.1:(\\d+)) \\(the job's token is in (.+)\\)"),
-                                     seconds(30));
-    REQUIRE(banner);
-    std::smatch m;
-    REQUIRE(std::regex_search(banner->text, m, std::regex("troupe shell (127\\.0\\.0\\.1:(\\d+)) \\(the job's token is in (.+)\\)")));
-    control = m[1].str();
-    control_port = std::stoi(m[2].str());
-    token_file = m[3].str();
-    auto supervisor = run->wait_for_line(std::regex("job supervisor on 127\\.0\\.0\\.1:(\\d+)"), seconds(5));
-    REQUIRE(supervisor);
-    REQUIRE(std::regex_search(supervisor->text, m, std::regex("on 127\\.0\\.0\\.1:(\\d+)")));
-    job_port = std::stoi(m[1].str());
-    REQUIRE(run->wait_for_line(std::regex("step +10/"), seconds(60)));
-  }
-  ~LiveJob() {
-    if (run) run->kill_all();
-  }
-  std::string log() const {
-    std::string text;
-    for (const auto& line : run->lines()) text += line.text + "\n";
-    return text;
-  }
-};
 
 // `troupe shell` on a pseudo-terminal, as a person types into it.
 class PtyShell {
@@ -171,25 +116,6 @@ long step_in(const std::string& status) {
   std::smatch m;
   REQUIRE(std::regex_search(status, m, std::regex("step +(\\d+) / ")));
   return std::stol(m[1].str());
-}
-
-ProcessResult shell_c(const TempDir& dir, const LiveJob& job, const std::string& command,
-                      std::vector<std::string> extra = {}) {
-  std::vector<std::string> args{"/usr/bin/env", "XDG_RUNTIME_DIR=" + dir.path().string(), TROUPE_BINARY_DIR "/troupe",
-                                "shell", job.control, "-c", command};
-  args.insert(args.end(), extra.begin(), extra.end());
-  return run_process(args, dir.path().string(), seconds(60));
-}
-
-// The shell's status once it shows `text`, or after 10 s: the monitor refreshes its view of the
-// job every 0.25 s.
-ProcessResult status_showing(const TempDir& dir, const LiveJob& job, const std::string& text) {
-  ProcessResult status = shell_c(dir, job, "status");
-  for (const auto deadline = Clock::now() + seconds(10);
-       status.out.find(text) == std::string::npos && Clock::now() < deadline;
-       std::this_thread::sleep_for(std::chrono::milliseconds(100)))
-    status = shell_c(dir, job, "status");
-  return status;
 }
 
 // Sends `bytes` to 127.0.0.1:port and waits for the peer to close (or 2 s).
@@ -480,175 +406,6 @@ TEST_CASE("troupe shell -c runs one command: a wrong token, garbage and a huge f
                             Contains("refused: no job token") && Contains("refused: 100032 bytes") &&
                             Contains("control port: refused") && Contains("job port: refused") &&
                             Contains("restarting every node without node 1"));
-}
-
-// Whether the checkpoints of `step` in two folders hold the same parameters and AdamW moments, bit
-// for bit.
-bool same_state(const fs::path& a, const fs::path& b, long step) {
-  auto first = troupe::checkpoint::open_checkpoint(troupe::checkpoint::step_dir(a, step));
-  auto second = troupe::checkpoint::open_checkpoint(troupe::checkpoint::step_dir(b, step));
-  REQUIRE(first);
-  REQUIRE(second);
-  for (const char* kind : {"param", "adam_m", "adam_v"}) {
-    auto x = first->read_all(kind);
-    auto y = second->read_all(kind);
-    REQUIRE(x);
-    REQUIRE(y);
-    REQUIRE(x->size() == y->size());
-    if (std::memcmp(x->data(), y->data(), x->size() * sizeof(float)) != 0) return false;
-  }
-  return true;
-}
-
-// The shell's `drain node 1` on a 2-node job of `steps` steps: returns once the job trains again
-// as one replica of 2 micro-batches.
-void drain_node_1(const TempDir& dir, const LiveJob& job, long steps) {
-  const ProcessResult drain = shell_c(dir, job, "drain node 1");
-  INFO("drain: " << drain.out << drain.err);
-  REQUIRE(drain.exit_code == 0);
-  std::size_t at = 0;
-  REQUIRE(job.run->wait_for_line(std::regex("shrinking from 2 to 1 data-parallel replica\\(s\\): train.grad_accum = 2"),
-                                 seconds(60), 0, &at));
-  REQUIRE(job.run->wait_for_line(std::regex("step +[0-9]+/" + std::to_string(steps) + " \\|"), seconds(60), at + 1));
-}
-
-// The node process that `node` ran when the job started it, as its join says: "node 0 (localhost,
-// pid 123) joined".
-std::vector<std::string> joined_pids(const std::string& log, int node) {
-  std::vector<std::string> pids;
-  const std::regex joined("node " + std::to_string(node) + " \\([^,]+, pid ([0-9]+)\\) joined");
-  for (std::sregex_iterator it(log.begin(), log.end(), joined), end; it != end; ++it) pids.push_back((*it)[1].str());
-  return pids;
-}
-
-// The shell's rejoin on a drained job: answered once its checkpoint committed. Returns the answer.
-std::string rejoin(const TempDir& dir, const LiveJob& job) {
-  const ProcessResult rejoined = shell_c(dir, job, "rejoin");
-  INFO("rejoin: " << rejoined.out << rejoined.err);
-  REQUIRE(rejoined.exit_code == 0);
-  return rejoined.out;
-}
-
-// Waits for the job to end, which it must do well.
-void finished_well(const LiveJob& job) {
-  const auto exit_code = job.run->wait_exit(seconds(120));
-  INFO(job.log());
-  REQUIRE(exit_code);
-  CHECK(*exit_code == 0);
-}
-
-// The job's last checkpoint holds the state of a run of `start` never drained, bit for bit.
-void same_as_undisturbed(const TempDir& dir, long steps,
-                         const std::vector<std::string>& start = {"train", "--workers", "2"}) {
-  const ProcessResult undisturbed =
-      run_process(tiny_job_args(steps, dir.file("reference"), start), dir.path().string(), seconds(120));
-  REQUIRE(undisturbed.exit_code == 0);
-  CHECK(same_state(dir.file("ck"), dir.file("reference"), steps));
-}
-
-TEST_CASE("drain node 1, then rejoin: the job goes on as one replica of 2 micro-batches, node 1 joins the running job "
-          "while node 0 keeps its process, and it ends with the weights of a run never drained",
-          "[shell][dp]") {
-  TempDir dir;
-  const long steps = 200;
-  LiveJob job(dir, steps);
-  CHECK(shell_c(dir, job, "rejoin").err ==
-        "troupe: error: rejoin: the job runs on every node of its host file; no node was left out to come back\n");
-  drain_node_1(dir, job, steps);
-  CHECK_THAT(rejoin(dir, job), Contains("rejoin: checkpoint after step") && Contains("the job grows with localhost slots=1 back"));
-  REQUIRE(job.run->wait_for_line(std::regex("rejoin: grown in place in"), seconds(60)));
-  // The monitor reads the job's view every 250 ms: the grow shows in the next one.
-  ProcessResult status = shell_c(dir, job, "status");
-  for (int look = 0; look < 20 && status.out.find("grow      in place") == std::string::npos; ++look) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
-    status = shell_c(dir, job, "status");
-  }
-  INFO("status: " << status.out << status.err);
-  CHECK_THAT(status.out, Contains("grid      2 ranks: dp 2 x pp 1 x tp 1") &&
-                             Contains("grow      in place (epoch 1) in ") &&
-                             Contains("rank 1 joined in 1 new node process(es), 10.1 MB of state from rank 0"));
-  // Nothing is left out any more.
-  CHECK(shell_c(dir, job, "rejoin").err ==
-        "troupe: error: rejoin: the job runs on every node of its host file; no node was left out to come back\n");
-  // Node 0, which kept its process through the grow, is lost: its new process joins the grown job.
-  const ProcessResult kill = shell_c(dir, job, "kill node 0");
-  INFO("kill node 0: " << kill.out << kill.err);
-  CHECK(kill.exit_code == 0);
-  REQUIRE(job.run->wait_for_line(std::regex("recovery: in place done"), seconds(60)));
-  finished_well(job);
-  CHECK_THAT(job.log(), Contains("rejoin: growing in place (epoch 1) from 1 to 2 ranks: starting node 1") &&
-                            Contains("joined the running job") && Contains("rejoin: grown in place in") &&
-                            Contains("every rank goes on after step") && Contains("as 2 ranks, each of 1 micro-batch(es)"));
-  CHECK_THAT(job.log(), !Contains("restarting every node with the nodes the job went on without"));
-  // Node 0 joined twice (the job's start, the restart without node 1) and kept that process through
-  // the grow, until it was killed.
-  CHECK(joined_pids(job.log().substr(0, job.log().find("shell: kill node 0")), 0).size() == 2);
-  CHECK_THAT(job.log(), Contains("joined in place of pid"));
-  const std::string after = job.log().substr(job.log().find("rejoin: growing in place"));
-  CHECK_THAT(after, Contains("[node 1 localhost]") && Contains("kept its process through an in-place grow"));
-
-  same_as_undisturbed(dir, steps);
-}
-
-TEST_CASE("with fault.recovery restart, a rejoin grows the drained job by restarting every node, with the weights of a "
-          "run never drained",
-          "[shell][dp]") {
-  TempDir dir;
-  const long steps = 200;
-  LiveJob job(dir, steps, {}, {"train", "--workers", "2", "--fault.recovery", "restart"});
-  drain_node_1(dir, job, steps);
-  rejoin(dir, job);
-  finished_well(job);
-  CHECK_THAT(job.log(), Contains("rejoin: growing by restarting every node: fault.recovery is restart") &&
-                            Contains("restarting every node with the nodes the job went on without (the shell's rejoin)") &&
-                            Contains("all 2 nodes joined"));
-  CHECK(joined_pids(job.log(), 0).size() == 3);
-  const std::string after = job.log().substr(job.log().find("the shell's rejoin"));
-  CHECK_THAT(after, Contains("[node 1 localhost]"));
-
-  same_as_undisturbed(dir, steps);
-}
-
-TEST_CASE("a node that cannot come back fails the grow in place: the job tries a restart with it, leaves it out again "
-          "and finishes on the node it had",
-          "[shell][dp]") {
-  TempDir dir;
-  const long steps = 200;
-  // As `troupe drill node-lost` does: node 1 fails whenever it is started again.
-  LiveJob job(dir, steps, {"/usr/bin/env", "TROUPE_DRILL_NODE_GONE=1"});
-  drain_node_1(dir, job, steps);
-  rejoin(dir, job);
-  finished_well(job);
-  CHECK_THAT(job.log(), Contains("rejoin: growing in place (epoch 1) from 1 to 2 ranks: starting node 1") &&
-                            Contains("rejoin: growing in place failed (") &&
-                            Contains("growing by a restart instead") &&
-                            Contains("(it could not rejoin)") && Contains("job finished"));
-}
-
-TEST_CASE("a spare line added to the host file of a drained job brings node 1 back onto that line in the running job, "
-          "with the weights of a run never drained",
-          "[shell][dp]") {
-  TempDir dir;
-  const long steps = 200;
-  const std::string hosts = dir.write("hosts", "localhost slots=1\nlocalhost slots=1\n");
-  LiveJob job(dir, steps, {}, {"launch", "--hostfile", hosts});
-  drain_node_1(dir, job, steps);
-  {
-    std::ofstream out(hosts, std::ios::app);
-    out << "127.0.0.1 slots=1 spare\n";
-  }
-  finished_well(job);
-  CHECK_THAT(job.log(), Contains(hosts + ":3: a new spare line (127.0.0.1 slots=1) can take a node the job went on "
-                                         "without: ordering the job's rejoin") &&
-                            Contains("rejoin: checkpoint after step") &&
-                            Contains("rejoin: growing in place (epoch 1) from 1 to 2 ranks: starting node 1") &&
-                            Contains("rejoin: grown in place in"));
-  CHECK(joined_pids(job.log(), 0).size() == 2);
-  // Node 1 runs on the spare line.
-  const std::string after = job.log().substr(job.log().find("rejoin: growing in place"));
-  CHECK_THAT(after, Contains("[node 1 127.0.0.1]"));
-
-  same_as_undisturbed(dir, steps, {"launch", "--hostfile", dir.write("plain", "localhost slots=1\nlocalhost slots=1\n")});
 }
 
 TEST_CASE("troupe shell refuses a bad address and says when no job answers", "[shell][cli]") {
