@@ -338,9 +338,8 @@ std::string format_bytes(double bytes, int digits) {
 
 Status check_plan_inputs(const Workload& w, const Cluster& c) {
   if (Status valid = compute::validate(w.model); !valid) return valid;
-  const std::pair<const char*, int> dimensions[] = {{"model.n_layer", w.model.n_layer},
-                                                    {"model.n_embd", w.model.n_embd},
-                                                    {"model.vocab_size", w.model.vocab_size}};
+  const std::pair<const char*, int> dimensions[] = {
+      {"model.n_layer", w.model.n_layer}, {"model.n_embd", w.model.n_embd}, {"model.vocab_size", w.model.vocab_size}};
   const int most[] = {max_plan_layers, max_plan_width, max_plan_vocabulary};
   for (std::size_t i = 0; i < std::size(dimensions); ++i)
     if (dimensions[i].second > most[i])

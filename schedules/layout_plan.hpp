@@ -20,8 +20,9 @@
 // Bounds. check_plan_inputs refuses a cluster of more than max_plan_devices devices and a model
 // beyond max_plan_layers, max_plan_width or max_plan_vocabulary, far above any trained today; they
 // keep every count in range. The enumeration plans at most max_planned_shards tensor shards and
-// max_planned_stages pipeline stages, and a schedule of more than simulated_microbatches micro-batches is simulated at that many and
-// extended at its busiest stage's pace, so a plan takes seconds whatever the batch.
+// max_planned_stages pipeline stages, and a schedule of more than simulated_microbatches
+// micro-batches is simulated at that many and extended at its busiest stage's pace, so a plan
+// takes seconds whatever the batch.
 //
 // Time. Compute is the model's FLOPs (compute::model_flops_per_token; full recompute adds one
 // forward, selective the attention forward) at `mfu` of each device's peak; a pipeline stretches
