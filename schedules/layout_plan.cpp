@@ -27,28 +27,24 @@ struct TokenFlops {
 };
 
 TokenFlops token_flops(const compute::GPTConfig& model, int seq_len, compute::Recompute recompute) {
-  const double training = compute::model_flops_per_token(model, seq_len);
-  const double attention_forward = 4.0 * model.n_layer * model.n_embd * double(seq_len);
-  TokenFlops flops{training / 3, 0};
-  // Full recompute reruns each block but its MLP output projection (2·4C² FLOPs per token), which
-  // the block's backward does not read.
-  const double output_projection = 8.0 * model.n_layer * double(model.n_embd) * model.n_embd;
-  if (recompute == compute::Recompute::full) flops.recompute = flops.forward - output_projection;
-  if (recompute == compute::Recompute::selective) flops.recompute = attention_forward;
+  const compute::ModelFlops f = compute::model_flops(model, seq_len);
+  TokenFlops flops{f.total() / 3, 0};
+  // Full recompute reruns each block's forward but its MLP output projection (2·4C² FLOPs per
+  // token), which the block's backward does not read; selective, the attention's forward.
+  const double C = model.n_embd;
+  if (recompute == compute::Recompute::full) flops.recompute = model.n_layer * (f.block() / 3 - 8 * C * C);
+  if (recompute == compute::Recompute::selective) flops.recompute = model.n_layer * f.block_attention / 3;
   return flops;
 }
 
 constexpr compute::Recompute recompute_modes[] = {compute::Recompute::none, compute::Recompute::selective,
                                                   compute::Recompute::full};
 
-// A chunk's weight in the model's FLOPs per token (over 6): its blocks' matmul parameters and
-// attention, and the lm head on the last chunk. What split_for_pipeline balances is memory, so a
-// stage's compute is weighed here.
-double chunk_weight(const compute::GPTConfig& m, const compute::StageLayers& chunk, int seq_len) {
-  const double C = m.n_embd;
-  double w = chunk.layers() * (12 * C * C + 2 * C * double(seq_len));
-  if (chunk.last_layer == m.n_layer) w += double(m.padded_vocab_size) * C;
-  return w;
+// A chunk's share of the model's FLOPs per token: its blocks, and the lm head on the last chunk.
+// What split_for_pipeline balances is memory, so a stage's compute is weighed here.
+double chunk_flops(const compute::GPTConfig& m, const compute::StageLayers& chunk, int seq_len) {
+  const compute::ModelFlops f = compute::model_flops(m, seq_len);
+  return chunk.layers() * f.block() + (chunk.last_layer == m.n_layer ? f.head : 0);
 }
 
 // What every layout of p stages and v chunks shares: the split, each stage's parameters, its
@@ -67,7 +63,7 @@ Expected<StageSplit> stage_split(const Workload& w, int pp, int chunks) {
   double mean_weight = 0;
   for (std::size_t k = 0; k < split->size(); ++k) {  // stage s holds chunks s, s + p, ...
     out.params[k % pp] += double((*split)[k].params);
-    const double weight = chunk_weight(w.model, (*split)[k], w.seq_len);
+    const double weight = chunk_flops(w.model, (*split)[k], w.seq_len);
     out.scale[k % pp] += weight;
     mean_weight += weight / pp;
     out.most_layers = std::max(out.most_layers, layers[k % pp] += (*split)[k].layers());

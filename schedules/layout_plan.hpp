@@ -24,8 +24,9 @@
 // micro-batches is simulated at that many and extended at its busiest stage's pace, so a plan
 // takes seconds whatever the batch.
 //
-// Time. Compute is the model's FLOPs (compute::model_flops_per_token; full recompute adds one
-// forward, selective the attention forward) at `mfu` of each device's peak; a pipeline stretches
+// Time. Compute is the model's FLOPs (compute::model_flops; full recompute adds each block's
+// forward but its MLP output projection, selective the attention's forward) at `mfu` of each
+// device's peak; a pipeline stretches
 // its stage's busy time by the simulated bubble (simulate(), uniform stage costs) and adds the
 // 2(p - 1) activation transfers of its fill and drain; tensor-parallel all-reduces sit on the
 // critical path; data-parallel traffic is counted as not overlapped. A link's time is its bytes

@@ -245,11 +245,13 @@ TEST_CASE("predicted step time: compute at the MFU, recompute costs more, a bubb
   const compute::GPTConfig model = preset("small");
   const Workload w{model, 16, 256, Precision::fp32};
   const PlannedLayout one = plan(w, machine(1), {1, 1, 1, ZeroStage::none, Recompute::none, 16, 1});
-  const double flops = 6.0 * double(compute::ParameterLayout(model).total()) + 12.0 * 6 * 384 * 256;
+  // 72·L·C² + 6·L·C·(T + 1) + 6·V·C (compute/model/flops.hpp), small: 6 layers, C 384, V 256, T 256.
+  const double flops = 72.0 * 6 * 384 * 384 + 6.0 * 6 * 384 * 257 + 6.0 * 256 * 384;
   CHECK(one.time.compute == Approx(flops * 16 * 256 / (100e9 * 0.5)));
   CHECK(one.time.total == Approx(one.time.compute));
-  // Full recompute: one more forward of every block but its MLP output projection (8·L·C² a token).
-  const double rerun = flops / 3 - 8.0 * 6 * 384 * 384;
+  // Full recompute: one more forward of every block (not the lm head) but its MLP output
+  // projection (8·L·C² a token).
+  const double rerun = (24.0 * 6 * 384 * 384 + 2.0 * 6 * 384 * 257) - 8.0 * 6 * 384 * 384;
   CHECK(plan(w, machine(1), {1, 1, 1, ZeroStage::none, Recompute::full, 16, 1}).time.total ==
         Approx(one.time.total * (flops + rerun) / flops));
   const PlannedLayout pp = plan(w, machine(2), {1, 1, 2, ZeroStage::none, Recompute::none, 4, 4});
@@ -316,7 +318,8 @@ TEST_CASE("the planner bounds its sizes: any accepted input plans at once, an ov
 
 // A schedule longer than simulated_microbatches is simulated that far and extended at its busiest
 // stage's pace: against the whole schedule simulated, with the stage weights of docs/plan.md (each
-// stage's blocks, 12C² + 2CT a token, and the lm head VpC on the last).
+// stage's share of the model's FLOPs: its blocks, 12C² + C(T + 1) a token, and the lm head VC on
+// the last).
 TEST_CASE("a long pipeline schedule is extended from its simulated part within half a percent", "[plan]") {
   const compute::GPTConfig model = preset("gpt2-medium");  // 24 layers: 4 stages of 2 chunks
   const int T = 1024, m = 4 * simulated_microbatches;
@@ -330,8 +333,8 @@ TEST_CASE("a long pipeline schedule is extended from its simulated part within h
     const double C = model.n_embd;
     std::vector<double> weight(p, 0);
     for (std::size_t k = 0; k < split->size(); ++k)
-      weight[k % p] += (*split)[k].layers() * (12 * C * C + 2 * C * T) +
-                       ((*split)[k].last_layer == model.n_layer ? model.padded_vocab_size * C : 0);
+      weight[k % p] += (*split)[k].layers() * (12 * C * C + C * (T + 1)) +
+                       ((*split)[k].last_layer == model.n_layer ? model.vocab_size * C : 0);
     double mean = 0;
     for (double w : weight) mean += w / p;
     CostModel costs;
