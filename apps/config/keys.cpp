@@ -58,7 +58,10 @@ constexpr ConfigKey keys[] = {
     {"train.threads", "CPU threads per worker; 0 = all cores", field<&J::train, &T::threads>},
     {"train.backend", "compute backend: cpu, cuda (fp32) or cuda-bf16", field<&J::train, &T::backend>},
     {"train.val_every", "validate every this many steps; 0 = only at the end", field<&J::train, &T::val_every>},
-    {"train.val_batches", "batches per validation", field<&J::train, &T::val_batches>},
+    {"train.val_batches",
+     "validation set in global batches: the first val_batches x (sequences per step) windows of the validation "
+     "tokens, the same in every layout",
+     field<&J::train, &T::val_batches>},
     {"train.log_every", "print a training line every this many steps", field<&J::train, &T::log_every>},
 
     {"data.corpus", "text file or directory of text files, tokenized as bytes", field<&J::data, &D::corpus>},
