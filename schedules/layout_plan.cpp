@@ -79,7 +79,7 @@ struct SimulatedSchedule {
   std::vector<int> peak_stashed;
   struct Costs {
     double flush = 0, busy = 0, busiest = 0;  // busy: summed over stages; busiest: the most on one
-  } costs[std::size(recompute_modes)];
+  } costs[std::size(recompute_modes)];        // indexed by the mode: recompute_modes is in enum order
 };
 
 // What the plan reads of a pipeline: per stage the stashed peak, the span and the bubble.
