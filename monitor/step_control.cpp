@@ -63,6 +63,10 @@ void StepControl::resume() {
   {
     std::lock_guard lock(mutex_);
     paused_ = false;
+    if (action_ == BoundaryAction::pause) {
+      target_ = -1;
+      action_ = BoundaryAction::none;
+    }
   }
   changed_.notify_all();
 }

@@ -50,7 +50,7 @@ class StepControl {
   std::int64_t hold();
   // Releases a hold: the worker runs on to `boundary` and does `action` there (none: a cancel).
   void act(std::int64_t boundary, BoundaryAction action);
-  void resume();     // ends a pause
+  void resume();     // ends a pause, or cancels one ordered at a boundary not yet reached
   void fail_next();  // the next boundary throws, paused or not
   void rescue();     // this and every later boundary answer with rescue, paused or not
   void stop();       // every wait ends with stop

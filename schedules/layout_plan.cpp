@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <iterator>
 #include <map>
 #include <tuple>
+#include <utility>
 
 #include "compute/model/flops.hpp"
 #include "compute/model/memory_estimate.hpp"
@@ -16,17 +19,6 @@
 namespace troupe::schedules {
 namespace {
 
-// What a schedule shape gives every layout that shares it: the stashed peak per stage and the
-// simulated span in units of one mean chunk's forward of one micro-batch.
-struct PipelineShape {
-  std::vector<int> peak_stashed;
-  double flush = 0;
-  double bubble = 0;
-};
-
-using ShapeKey = std::tuple<int, int, int, int, int>;  // kind, p, m, v, recompute
-using ShapeCache = std::map<ShapeKey, PipelineShape>;
-
 // Per token, a forward's model FLOPs and what recomputation adds to backward, both over the whole
 // model; the backward of the model's FLOPs is twice the forward (compute/model/flops.hpp).
 struct TokenFlops {
@@ -35,44 +27,121 @@ struct TokenFlops {
 };
 
 TokenFlops token_flops(const compute::GPTConfig& model, int seq_len, compute::Recompute recompute) {
-  const double training = compute::model_flops_per_token(model, seq_len);
-  const double attention_forward = 4.0 * model.n_layer * model.n_embd * double(seq_len);
-  TokenFlops flops{training / 3, 0};
-  // Full recompute reruns each block but its MLP output projection (2·4C² FLOPs per token), which
-  // the block's backward does not read.
-  const double output_projection = 8.0 * model.n_layer * double(model.n_embd) * model.n_embd;
-  if (recompute == compute::Recompute::full) flops.recompute = flops.forward - output_projection;
-  if (recompute == compute::Recompute::selective) flops.recompute = attention_forward;
+  const compute::ModelFlops f = compute::model_flops(model, seq_len);
+  TokenFlops flops{f.total() / 3, 0};
+  // Full recompute reruns each block's forward but its MLP output projection (2·4C² FLOPs per
+  // token), which the block's backward does not read; selective, the attention's forward.
+  const double C = model.n_embd;
+  if (recompute == compute::Recompute::full) flops.recompute = model.n_layer * (f.block() / 3 - 8 * C * C);
+  if (recompute == compute::Recompute::selective) flops.recompute = model.n_layer * f.block_attention / 3;
   return flops;
 }
 
-// A chunk's weight in the model's FLOPs per token (over 6): its blocks' matmul parameters and
-// attention, and the lm head on the last chunk. What split_for_pipeline balances is memory, so a
-// stage's compute is weighed here.
-double chunk_weight(const compute::GPTConfig& m, const compute::StageLayers& chunk, int seq_len) {
-  const double C = m.n_embd;
-  double w = chunk.layers() * (12 * C * C + 2 * C * double(seq_len));
-  if (chunk.last_layer == m.n_layer) w += double(m.padded_vocab_size) * C;
-  return w;
+constexpr compute::Recompute recompute_modes[] = {compute::Recompute::none, compute::Recompute::selective,
+                                                  compute::Recompute::full};
+
+// A chunk's share of the model's FLOPs per token: its blocks, and the lm head on the last chunk.
+// What split_for_pipeline balances is memory, so a stage's compute is weighed here.
+double chunk_flops(const compute::GPTConfig& m, const compute::StageLayers& chunk, int seq_len) {
+  const compute::ModelFlops f = compute::model_flops(m, seq_len);
+  return chunk.layers() * f.block() + (chunk.last_layer == m.n_layer ? f.head : 0);
 }
 
-Expected<PipelineShape> pipeline_shape(const Layout& l, const std::vector<double>& stage_scale, double backward_ratio,
-                                       ShapeCache& cache) {
-  const ShapeKey key{int(l.schedule), l.pp, l.microbatches, l.chunks, int(l.recompute)};
-  if (auto found = cache.find(key); found != cache.end()) return found->second;
-  auto schedule = generate_schedule(l.schedule, l.pp, l.microbatches, l.chunks);
-  if (!schedule) return schedule.error();
-  auto report = check_schedule(*schedule);
-  if (!report) return report.error();
-  CostModel costs;
-  costs.forward = 1;
-  costs.backward = backward_ratio;
-  costs.forward_scale = stage_scale;
-  costs.backward_scale = stage_scale;
-  auto sim = simulate(*schedule, costs);
-  if (!sim) return sim.error();
-  PipelineShape shape{report->peak_stashed, sim->flush, sim->bubble};
-  cache.emplace(key, shape);
+// What every layout of p stages and v chunks shares: the split, each stage's parameters, its
+// compute weight relative to the mean, and the most blocks a stage holds.
+struct StageSplit {
+  std::vector<compute::StageLayers> chunks;
+  std::vector<double> params, scale;
+  int most_layers = 0;
+};
+
+Expected<StageSplit> stage_split(const Workload& w, int pp, int chunks) {
+  auto split = compute::split_for_pipeline(w.model, pp, chunks);
+  if (!split) return split.error();
+  StageSplit out{*split, std::vector<double>(pp, 0), std::vector<double>(pp, 0), 0};
+  std::vector<int> layers(pp, 0);
+  double mean_weight = 0;
+  for (std::size_t k = 0; k < split->size(); ++k) {  // stage s holds chunks s, s + p, ...
+    out.params[k % pp] += double((*split)[k].params);
+    const double weight = chunk_flops(w.model, (*split)[k], w.seq_len);
+    out.scale[k % pp] += weight;
+    mean_weight += weight / pp;
+    out.most_layers = std::max(out.most_layers, layers[k % pp] += (*split)[k].layers());
+  }
+  for (double& x : out.scale) x /= mean_weight;
+  return out;
+}
+
+// A schedule simulated once for every recompute mode: per stage the stashed peak, and per mode
+// the flush, in units of one mean chunk's forward of one micro-batch, and the stages' busy time.
+struct SimulatedSchedule {
+  int microbatches = 0;
+  std::vector<int> peak_stashed;
+  struct Costs {
+    double flush = 0, busy = 0, busiest = 0;  // busy: summed over stages; busiest: the most on one
+  } costs[std::size(recompute_modes)];        // indexed by the mode: recompute_modes is in enum order
+};
+
+// What the plan reads of a pipeline: per stage the stashed peak, the span and the bubble.
+struct PipelineShape {
+  std::vector<int> peak_stashed;
+  double flush = 0;
+  double bubble = 0;
+};
+
+using ShapeKey = std::tuple<int, int, int, int>;  // kind, p, simulated m, v
+
+// What plan_layouts computes once and every layout of the same shape shares.
+struct PlanCache {
+  std::map<std::pair<int, int>, StageSplit> splits;  // (p, v)
+  std::map<ShapeKey, SimulatedSchedule> schedules;
+};
+
+Expected<const StageSplit*> cached_split(const Workload& w, const Layout& l, PlanCache& cache) {
+  const std::pair key{l.pp, l.chunks};
+  if (auto found = cache.splits.find(key); found != cache.splits.end()) return &found->second;
+  auto split = stage_split(w, l.pp, l.chunks);
+  if (!split) return split.error();
+  return &cache.splits.emplace(key, std::move(*split)).first->second;
+}
+
+// The schedule is simulated with at most simulated_microbatches micro-batches (for interleaving the
+// largest multiple of p within it); a longer one is extended from there at the busiest stage's pace:
+// each further micro-batch adds its forward and backward there to the flush, and under GPipe one
+// more stashed micro-batch (1F1B and interleaving stash no more once in their steady state).
+Expected<PipelineShape> pipeline_shape(const Workload& w, const Layout& l, const StageSplit& split, PlanCache& cache) {
+  int simulated = std::min(l.microbatches, simulated_microbatches);
+  if (l.schedule == ScheduleKind::interleaved) simulated -= simulated % l.pp;
+  const ShapeKey key{int(l.schedule), l.pp, simulated, l.chunks};
+  auto found = cache.schedules.find(key);
+  if (found == cache.schedules.end()) {
+    auto schedule = generate_schedule(l.schedule, l.pp, simulated, l.chunks);
+    if (!schedule) return schedule.error();
+    auto report = check_schedule(*schedule);
+    if (!report) return report.error();
+    SimulatedSchedule simulation{simulated, report->peak_stashed, {}};
+    for (std::size_t r = 0; r < std::size(recompute_modes); ++r) {
+      const TokenFlops flops = token_flops(w.model, w.seq_len, recompute_modes[r]);
+      CostModel costs;
+      costs.forward = 1;
+      costs.backward = (2 * flops.forward + flops.recompute) / flops.forward;
+      costs.forward_scale = split.scale;
+      costs.backward_scale = split.scale;
+      auto sim = simulate(*schedule, costs);
+      if (!sim) return sim.error();
+      SimulatedSchedule::Costs& c = simulation.costs[r];
+      c.flush = sim->flush;
+      for (double b : sim->busy) c.busy += b, c.busiest = std::max(c.busiest, b);
+    }
+    found = cache.schedules.emplace(key, std::move(simulation)).first;
+  }
+  const SimulatedSchedule& s = found->second;
+  const SimulatedSchedule::Costs& c = s.costs[std::size_t(l.recompute)];
+  const double more = l.microbatches - s.microbatches;
+  PipelineShape shape{s.peak_stashed, c.flush + more * c.busiest / s.microbatches, 0};
+  if (l.schedule == ScheduleKind::gpipe)
+    for (int& peak : shape.peak_stashed) peak += int(more);
+  shape.bubble = 1 - c.busy * l.microbatches / s.microbatches / (l.pp * shape.flush);
   return shape;
 }
 
@@ -98,31 +167,16 @@ std::string not_built(const Workload& w, const Layout& l) {
   return text;
 }
 
-Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, const Layout& l, ShapeCache& cache) {
+Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, const Layout& l, PlanCache& cache) {
   const compute::GPTConfig& model = w.model;
   const PrecisionBytes bytes = precision_bytes(w.precision);
-  auto split = compute::split_for_pipeline(model, l.pp, l.chunks);
-  if (!split) return split.error();
-
-  // Per stage (stage s holds chunks s, s + p, ...): parameters, blocks and compute weight.
-  std::vector<double> params(l.pp, 0), weight(l.pp, 0);
-  int most_layers = 0;
-  std::vector<int> layers(l.pp, 0);
-  for (std::size_t k = 0; k < split->size(); ++k) {
-    params[k % l.pp] += double((*split)[k].params);
-    weight[k % l.pp] += chunk_weight(model, (*split)[k], w.seq_len);
-    most_layers = std::max(most_layers, layers[k % l.pp] += (*split)[k].layers());
-  }
-  double mean_weight = 0;
-  for (double x : weight) mean_weight += x / l.pp;
-  std::vector<double> stage_scale;
-  for (double x : weight) stage_scale.push_back(x / mean_weight);
-
+  auto cached = cached_split(w, l, cache);
+  if (!cached) return cached.error();
+  const StageSplit& split = **cached;
   const TokenFlops flops = token_flops(model, w.seq_len, l.recompute);
-  const double backward_ratio = (2 * flops.forward + flops.recompute) / flops.forward;
   PipelineShape shape{std::vector<int>(l.pp, 1), 0, 0};
   if (l.pp > 1) {
-    auto found = pipeline_shape(l, stage_scale, backward_ratio, cache);
+    auto found = pipeline_shape(w, l, split, cache);
     if (!found) return found.error();
     shape = *found;
   }
@@ -144,15 +198,15 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
   double stage_params = 0;
   for (int s = 0; s < l.pp; ++s) {
     double activations = 0;
-    for (std::size_t k = s; k < split->size(); k += l.pp) {
-      const compute::StageLayers& chunk = (*split)[k];
+    for (std::size_t k = s; k < split.chunks.size(); k += l.pp) {
+      const compute::StageLayers& chunk = split.chunks[k];
       activations += compute::estimate_training_memory(
                          model, {chunk.first_layer, chunk.last_layer, l.micro_batch, w.seq_len, shape.peak_stashed[s],
                                  std::size_t(bytes.activation), l.recompute, l.tp})
                          .activation_bytes;
     }
     DeviceMemory m;
-    const double p = params[s] / tp;
+    const double p = split.params[s] / tp;
     m.parameters = bytes.weight * p / (zero3 ? dp : 1);
     m.gradients = bytes.gradient * p / (shard_gradients ? dp : 1);
     // A rank of several micro-batches keeps the earlier ones' sum apart (compute/train/micro_batch_sum.hpp).
@@ -192,7 +246,7 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
   const double activation_message = double(l.micro_batch) * w.seq_len * C * bytes.activation;
   if (l.tp > 1) {  // on the stage with the most blocks
     const double all_reduces = l.recompute == compute::Recompute::full ? 6 : 4;  // a rerun forward adds two
-    link.tp = most_layers * m_count * all_reduces * 2 * ring_share(l.tp) * activation_message;
+    link.tp = split.most_layers * m_count * all_reduces * 2 * ring_share(l.tp) * activation_message;
   }
   if (l.pp > 1) link.pp = 2 * m_count * l.chunks * activation_message / tp;
   link.tp_inter = l.tp > cluster.devices_per_node;
@@ -203,7 +257,7 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
   StepTime& t = planned.time;
   const double rate = cluster.peak_flops * cluster.mfu;
   const double replica_tokens = double(w.global_batch) / dp * w.seq_len;
-  const double max_scale = *std::max_element(stage_scale.begin(), stage_scale.end());
+  const double max_scale = *std::max_element(split.scale.begin(), split.scale.end());
   t.compute = (3 * flops.forward + flops.recompute) * replica_tokens / (l.pp * tp) * max_scale / rate;
   double span = t.compute;
   if (l.pp > 1) {
@@ -228,13 +282,6 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
                        format_bytes(cluster.device_memory, digits);
   }
   return planned;
-}
-
-std::vector<int> divisors(int n) {
-  std::vector<int> out;
-  for (int d = 1; d <= n; ++d)
-    if (n % d == 0) out.push_back(d);
-  return out;
 }
 
 }  // namespace
@@ -287,9 +334,20 @@ std::string format_bytes(double bytes, int digits) {
 
 Status check_plan_inputs(const Workload& w, const Cluster& c) {
   if (Status valid = compute::validate(w.model); !valid) return valid;
+  const std::pair<const char*, int> dimensions[] = {
+      {"model.n_layer", w.model.n_layer}, {"model.n_embd", w.model.n_embd}, {"model.vocab_size", w.model.vocab_size}};
+  const int most[] = {max_plan_layers, max_plan_width, max_plan_vocabulary};
+  for (std::size_t i = 0; i < std::size(dimensions); ++i)
+    if (dimensions[i].second > most[i])
+      return Error{std::string(dimensions[i].first) + " " + std::to_string(dimensions[i].second) +
+                   " is more than the planner takes (at most " + std::to_string(most[i]) + ")"};
   if (c.nodes < 1) return Error{"nodes must be at least 1, got " + std::to_string(c.nodes)};
   if (c.devices_per_node < 1)
     return Error{"devices per node must be at least 1, got " + std::to_string(c.devices_per_node)};
+  if (const std::int64_t devices = std::int64_t{c.nodes} * c.devices_per_node; devices > max_plan_devices)
+    return Error{"nodes " + std::to_string(c.nodes) + " x devices per node " + std::to_string(c.devices_per_node) +
+                 " = " + std::to_string(devices) + " devices is more than the planner takes (at most " +
+                 std::to_string(max_plan_devices) + ")"};
   if (w.global_batch < 1) return Error{"global batch must be at least 1, got " + std::to_string(w.global_batch)};
   if (w.seq_len < 1 || w.seq_len > w.model.block_size)
     return Error{"sequence length " + std::to_string(w.seq_len) + " must be from 1 to the model's block size " +
@@ -304,30 +362,30 @@ Status check_plan_inputs(const Workload& w, const Cluster& c) {
 }
 
 Expected<PlannedLayout> plan_layout(const Workload& workload, const Cluster& cluster, const Layout& layout) {
-  ShapeCache cache;
+  PlanCache cache;
   return plan_one(workload, cluster, layout, cache);
 }
 
 Expected<Plan> plan_layouts(const Workload& w, const Cluster& cluster) {
   if (Status valid = check_plan_inputs(w, cluster); !valid) return valid.error();
   Plan plan;
-  ShapeCache cache;
+  PlanCache cache;
   const int devices = cluster.devices();
-  const compute::Recompute modes[] = {compute::Recompute::none, compute::Recompute::selective,
-                                      compute::Recompute::full};
-  for (int tp : divisors(devices)) {
-    if (w.model.n_head % tp != 0 || tp > cluster.devices_per_node) continue;
-    for (int pp : divisors(devices / tp)) {
+  const int most_tp = std::min({w.model.n_head, cluster.devices_per_node, max_planned_shards});
+  for (int tp = 1; tp <= most_tp; ++tp) {
+    if (w.model.n_head % tp != 0 || devices % tp != 0) continue;
+    const int most_pp = std::min({devices / tp, w.model.n_layer, max_planned_stages});
+    for (int pp = 1; pp <= most_pp; ++pp) {
       const int dp = devices / tp / pp;
-      if (pp > w.model.n_layer || w.global_batch % dp != 0) continue;
+      if (devices / tp % pp != 0 || w.global_batch % dp != 0) continue;
       const int share = w.global_batch / dp;
       std::vector<int> micro_batches;
-      for (int b = 1; b < share; b *= 2)
-        if (share % b == 0) micro_batches.push_back(b);
+      for (std::int64_t b = 1; b < share; b *= 2)
+        if (share % b == 0) micro_batches.push_back(int(b));
       micro_batches.push_back(share);
       for (compute::ZeroStage zero : compute::zero_stages) {
         if (dp == 1 && compute::shards_optimizer_state(zero)) break;  // nothing to shard over
-        for (compute::Recompute recompute : modes) {
+        for (compute::Recompute recompute : recompute_modes) {
           for (int b : micro_batches) {
             Layout l{dp, tp, pp, zero, recompute, b, share / b};
             std::vector<Layout> variants;
@@ -354,6 +412,12 @@ Expected<Plan> plan_layouts(const Workload& w, const Cluster& cluster) {
       }
     }
   }
+  if (plan.feasible.empty() && plan.rejected.empty())
+    return Error{"no layout of " + std::to_string(devices) + " devices divides the global batch of " +
+                 std::to_string(w.global_batch) + " sequences among its replicas: dp = devices / (tp x pp) must " +
+                 "divide it, tp dividing the " + std::to_string(w.model.n_head) + " heads and at most " +
+                 std::to_string(most_tp) + ", pp at most " +
+                 std::to_string(std::min(w.model.n_layer, max_planned_stages))};
   std::stable_sort(plan.feasible.begin(), plan.feasible.end(), [](const PlannedLayout& a, const PlannedLayout& b) {
     if (a.time.total != b.time.total) return a.time.total < b.time.total;
     return a.memory.total() < b.memory.total();

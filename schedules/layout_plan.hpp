@@ -17,8 +17,16 @@
 // MLP and vocabulary widths divided by tp, the residual stream and LayerNorm outputs whole (no
 // sequence parallelism).
 //
-// Time. Compute is the model's FLOPs (compute::model_flops_per_token; full recompute adds one
-// forward, selective the attention forward) at `mfu` of each device's peak; a pipeline stretches
+// Bounds. check_plan_inputs refuses a cluster of more than max_plan_devices devices and a model
+// beyond max_plan_layers, max_plan_width or max_plan_vocabulary, far above any trained today; they
+// keep every count in range. The enumeration plans at most max_planned_shards tensor shards and
+// max_planned_stages pipeline stages, and a schedule of more than simulated_microbatches
+// micro-batches is simulated at that many and extended at its busiest stage's pace, so a plan
+// takes seconds whatever the batch.
+//
+// Time. Compute is the model's FLOPs (compute::model_flops; full recompute adds each block's
+// forward but its MLP output projection, selective the attention's forward) at `mfu` of each
+// device's peak; a pipeline stretches
 // its stage's busy time by the simulated bubble (simulate(), uniform stage costs) and adds the
 // 2(p - 1) activation transfers of its fill and drain; tensor-parallel all-reduces sit on the
 // critical path; data-parallel traffic is counted as not overlapped. A link's time is its bytes
@@ -37,6 +45,14 @@
 #include "schedules/schedule.hpp"
 
 namespace troupe::schedules {
+
+inline constexpr int max_plan_devices = 1 << 20;
+inline constexpr int max_plan_layers = 512;
+inline constexpr int max_plan_width = 1 << 20;       // model.n_embd
+inline constexpr int max_plan_vocabulary = 1 << 24;  // model.vocab_size
+inline constexpr int max_planned_shards = 64;
+inline constexpr int max_planned_stages = 64;
+inline constexpr int simulated_microbatches = 128;
 
 // Bytes per parameter and per activation value, by how the model is trained.
 //   fp32              Troupe's training as built: 4 weight + 4 gradient + 8 AdamW moments, fp32
@@ -125,17 +141,19 @@ struct Plan {
   std::vector<PlannedLayout> rejected;  // least memory first
 };
 
-// Errors name the field: a model that fails compute::validate, counts below 1, seq_len above the
-// model's block size, a global batch no dp divides, a non-positive memory, rate or bandwidth.
+// Errors name the field: a model that fails compute::validate or passes the bounds above, counts
+// below 1, more devices than max_plan_devices, seq_len above the model's block size, a
+// non-positive memory, rate or bandwidth.
 Status check_plan_inputs(const Workload& workload, const Cluster& cluster);
 
 // One layout's figures; the layout must fit the workload's shape (plan_layouts only makes such).
 Expected<PlannedLayout> plan_layout(const Workload& workload, const Cluster& cluster, const Layout& layout);
 
-// Every layout: dp · tp · pp = devices, tp dividing the heads and at most a node's devices, pp at
-// most the layers, zero 0-3, each recompute mode, micro-batches of every power of two (and the
-// whole share) dividing each replica's share of the batch; with pp > 1 gpipe, 1f1b and
-// interleaved with v = 2 where the layers and micro-batches allow it.
+// Every layout: dp · tp · pp = devices, tp dividing the heads and at most a node's devices and
+// max_planned_shards, pp at most the layers and max_planned_stages, zero 0-3, each recompute mode, micro-batches of
+// every power of two (and the whole share) dividing each replica's share of the batch; with pp > 1 gpipe, 1f1b and
+// interleaved with v = 2 where the layers and micro-batches allow it. An error when no dp divides
+// the global batch.
 Expected<Plan> plan_layouts(const Workload& workload, const Cluster& cluster);
 
 // "95.6 GB": `digits` significant digits in decimal units, as device memory is sold.

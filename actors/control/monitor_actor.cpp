@@ -8,7 +8,9 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <sstream>
+#include <utility>
 
 #include <spdlog/fmt/fmt.h>
 
@@ -52,6 +54,10 @@ struct monitor_state {
   Clock::time_point paused_at;
   bool agreeing = false;  // one hold-and-act at a time
   bool rejoining = false;  // a rejoin was accepted and the job has not grown (nor refused it) yet
+  // A pause is under way from its agreement until every rank stands at its boundary or its wait
+  // ends; a resume given meanwhile waits for that, so the two take effect in the order given.
+  bool pausing = false;
+  std::optional<caf::response_promise> resume_after_pause;
   std::vector<PendingReply> pending;
   bool attempt_ended = false;  // the supervisor is gone; only the job's events are still read here
   static inline const char* name = "monitor";
@@ -168,6 +174,29 @@ void ask_job_to_grow(monitor_actor* self, caf::response_promise promise, const s
           });
 }
 
+// The shell's resume: every node's ranks go on from the pause.
+void resume_job(monitor_actor* self, caf::response_promise rp) {
+  if (!self->state.paused) return rp.deliver(reply(self->state, false, "resume: the job is not paused"));
+  order_all(self, {"resume", -1, {}, {}, -1}, [self, rp](const std::string& error, const auto&) mutable {
+    auto& st = self->state;
+    const double seconds = std::chrono::duration<double>(Clock::now() - st.paused_at).count();
+    st.paused = false;
+    self->send(st.plan.job, pause_atom_v, false);
+    monitor::logger("monitor")->info("shell: job resumed after step {}", st.paused_after);
+    rp.deliver(error.empty() ? reply(st, true,
+                                     fmt::format("resumed after step {} (paused {})", st.paused_after,
+                                                 monitor::duration_text(seconds)))
+                             : reply(st, false, "resume: " + error));
+  });
+}
+
+// The pause under way has taken effect, or failed: a resume that waited for it goes now.
+void pause_over(monitor_actor* self) {
+  auto& st = self->state;
+  st.pausing = false;
+  if (auto rp = std::exchange(st.resume_after_pause, std::nullopt)) resume_job(self, std::move(*rp));
+}
+
 // Delivers the pending replies whose condition the latest view meets, or whose time is up.
 void settle_pending(monitor_actor* self) {
   auto& st = self->state;
@@ -238,7 +267,15 @@ void settle_pending(monitor_actor* self) {
     }
     return true;
   };
-  st.pending.erase(std::remove_if(st.pending.begin(), st.pending.end(), settled), st.pending.end());
+  bool pause_answered = false;
+  st.pending.erase(std::remove_if(st.pending.begin(), st.pending.end(),
+                                  [&](PendingReply& p) {
+                                    const bool answered = settled(p);
+                                    pause_answered |= answered && p.kind == PendingReply::Kind::pause;
+                                    return answered;
+                                  }),
+                   st.pending.end());
+  if (pause_answered) pause_over(self);
 }
 
 void pend(monitor_actor* self, PendingReply::Kind kind, caf::response_promise promise, std::int64_t step,
@@ -294,10 +331,13 @@ void command(monitor_actor* self, const std::vector<std::string>& words, caf::re
     });
   } else if (verb == "pause" && args == 0) {
     if (st.paused) return answer(false, fmt::format("already paused after step {}", st.paused_after));
+    if (st.pausing) return answer(false, "pause: a pause is already under way");
+    st.pausing = true;
     agree(self, "pause", [self, rp](const std::string& error, std::int64_t boundary) mutable {
       auto& st = self->state;
       if (!error.empty()) {
         rp.deliver(reply(st, false, "pause: " + error));
+        pause_over(self);
         return;
       }
       st.paused = true;
@@ -308,18 +348,9 @@ void command(monitor_actor* self, const std::vector<std::string>& words, caf::re
       pend(self, PendingReply::Kind::pause, rp, boundary, 0, pause_wait);
     });
   } else if (verb == "resume" && args == 0) {
-    if (!st.paused) return answer(false, "resume: the job is not paused");
-    order_all(self, {"resume", -1, {}, {}, -1}, [self, rp](const std::string& error, const auto&) mutable {
-      auto& st = self->state;
-      const double seconds = std::chrono::duration<double>(Clock::now() - st.paused_at).count();
-      st.paused = false;
-      self->send(st.plan.job, pause_atom_v, false);
-      monitor::logger("monitor")->info("shell: job resumed after step {}", st.paused_after);
-      rp.deliver(error.empty() ? reply(st, true,
-                                       fmt::format("resumed after step {} (paused {})", st.paused_after,
-                                                   monitor::duration_text(seconds)))
-                               : reply(st, false, "resume: " + error));
-    });
+    if (!st.pausing) return resume_job(self, rp);
+    if (st.resume_after_pause) return answer(false, "resume: a resume already waits for the pause under way");
+    st.resume_after_pause = rp;
   } else if (verb == "trace" && (args == 1 || args == 2)) {
     long steps = 3;
     if (args == 2 && !parse_count(words[2], 1, 64, steps))

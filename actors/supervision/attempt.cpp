@@ -277,6 +277,11 @@ AttemptOutcome run_attempt(const JobContactOptions& contact, const AttemptSetup&
   nodes.restarted_exited = [supervisor](int node_index, int pid, const std::string& how) {
     caf::anon_send(supervisor, recover_atom_v, node_index, pid, how);
   };
+  // Answered before the starter signals any node, so that no node's exit reaches the supervisor first.
+  nodes.stopping_at_signal = [&system, supervisor](const std::string& why) {
+    caf::scoped_actor self{system};
+    self->request(supervisor, std::chrono::seconds(1), stop_atom_v, why).receive([] {}, [](const caf::error&) {});
+  };
   const NodesOutcome result = starter->run(std::move(nodes));
   caf::anon_send_exit(supervisor, caf::exit_reason::user_shutdown);
   // A failed or lost node is named by the supervisor, usually before the starter returns.

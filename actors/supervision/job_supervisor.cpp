@@ -561,6 +561,11 @@ caf::message_handler every_phase(job_actor* self) {
         if (st.paused && !paused) st.resumed_at = Clock::now();
         st.paused = paused;
       },
+      [=](stop_atom, const std::string& why) {
+        // The launcher stops every node at a signal: their exits are its doing, not failures to
+        // recover from.
+        end_job(self, failure_outcome(1, FailureKind::node_exit, why, {}));
+      },
       [=](drain_atom, int node) {
         // The shell's `drain node N`, after its checkpoint committed: this attempt ends so that
         // launch restarts the job without that node.

@@ -44,6 +44,9 @@ struct AttemptNodes {
   std::function<std::chrono::milliseconds()> hold_after_failure;
   // A process the starter started again in place (start_again, move) exited: its node, pid, how.
   std::function<void(int node_index, int pid, const std::string& how)> restarted_exited;
+  // A signal (SIGINT, SIGTERM, SIGHUP) begins the nodes' stop, before any node is signalled: the
+  // job ends with `why`, and the nodes' exits that follow are not failures to recover from.
+  std::function<void(const std::string& why)> stopping_at_signal;
 };
 
 // How an attempt's node processes ended.

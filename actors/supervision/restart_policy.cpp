@@ -162,7 +162,7 @@ RestartDecision decide_restart(const RestartHistory& history, const AttemptOutco
       else
         d.reason += options.elastic ? ")" : "; fault.elastic is off)";
       d.recovery = "stopping the job: " + counts.to_text();
-      d.log.push_back(error(failure + "; " + d.recovery));
+      d.log.push_back(error(failure + "; recovery: " + d.recovery));
     }
     return d;
   }

@@ -488,10 +488,14 @@ double PipelineTrainer::evaluate(int batches) {
   compute::MemoryScope scope(compute::MemoryKind::activations);
   compute::Tensor inputs = compute::Tensor::zeros({o.batch_size, o.seq_len}, compute::DType::i32);
   compute::Tensor targets = compute::Tensor::zeros({o.batch_size, o.seq_len}, compute::DType::i32);
+  // This replica's part of the validation set: `batches` global batches of windows, split in equal
+  // parts over the replicas (compute::Trainer::evaluate's split), in micro-batches of B.
+  const int micro_batches = batches * s.microbatches;
+  const std::uint64_t first = static_cast<std::uint64_t>(replica_) * micro_batches * o.batch_size;
   double sum = 0;
-  for (int i = 0; i < batches; ++i) {
+  for (int i = 0; i < micro_batches; ++i) {
     compute::fill_sequential_batch(inputs.data_as<std::int32_t>(), targets.data_as<std::int32_t>(), val_tokens_,
-                                   o.seq_len, static_cast<std::uint64_t>(i) * o.batch_size, o.batch_size);
+                                   o.seq_len, first + static_cast<std::uint64_t>(i) * o.batch_size, o.batch_size);
     const auto sequence = static_cast<std::uint16_t>(evaluation_sequence_bit | (evaluations_++ & 0x7fff));
     // Chunks in virtual-stage order, which is the order activations flow: no cycle.
     for (int c = 0; c < s.chunks; ++c) {
@@ -518,7 +522,9 @@ double PipelineTrainer::evaluate(int batches) {
     }
   }
   zero_->release_gathered();
-  return batches > 0 ? sum_over(groups_.pp, sum, "the validation loss sum") / batches : 0.0;
+  if (micro_batches == 0) return 0.0;
+  const double mean = sum_over(groups_.pp, sum, "the validation loss sum") / micro_batches;
+  return setup_.grid.dp > 1 ? sum_over(groups_.dp, mean, "the validation loss") / setup_.grid.dp : mean;
 }
 
 std::vector<int> PipelineTrainer::peak_stashed_measured() {

@@ -88,7 +88,8 @@ class PipelineTrainer {
 
   // Every rank returns the same loss (mean over micro-batches and replicas), lr and norm.
   compute::StepResult step();
-  // Mean validation loss over `batches` batches, pushed through the pipeline forward only.
+  // Mean loss over the validation set (compute::Trainer::evaluate's: `batches` global batches of
+  // windows, split over the replicas), pushed through the pipeline forward only.
   double evaluate(int batches);
   // Norm of the whole model's parameters (each once), on every rank.
   double param_norm();

@@ -25,6 +25,8 @@ class TrainingLoop {
   virtual ~TrainingLoop() = default;
 
   virtual compute::StepResult step() = 0;
+  // Mean loss over the validation set, `batches` global batches of windows (compute::Trainer::
+  // evaluate): the same windows and figure in every layout of one global batch.
   virtual double evaluate(int batches) = 0;
   // Of the whole model: the same digits on every layout of one job.
   virtual double param_norm() = 0;

@@ -398,7 +398,8 @@ class RankRun {
     const double val = loop_.evaluate(t_.val_batches);
     services_.progress.unit_done();
     const double secs = std::chrono::duration<double>(Clock::now() - start).count();
-    log_->info("step {:>5}/{} | val loss {:.4f} ({} batches, {:.1f}s)", step, t_.steps, val, t_.val_batches, secs);
+    log_->info("step {:>5}/{} | val loss {:.4f} ({} tokens, {:.1f}s)", step, t_.steps, val,
+               loop_.tokens_per_step() * t_.val_batches, secs);
     return val;
   }
 

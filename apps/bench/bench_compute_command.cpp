@@ -2,7 +2,7 @@
 // for each model preset and thread count, as model FLOP/s over OpenBLAS' sgemm peak measured in
 // the same run on the same thread count, so the figure (MFU) means the same on any machine.
 //
-// Model FLOPs per token = 6·N + 12·L·C·T (N all parameters), as in the PaLM/nanoGPT estimate.
+// Model FLOPs per token: the matmuls a causal model needs (compute/model/flops.hpp).
 //
 // With --vs-pytorch, each (model, thread count) runs in rounds that alternate with the same model
 // in PyTorch (scripts/bench/torch_cpu_train.py, a process per round): Troupe's round, PyTorch's
@@ -238,7 +238,8 @@ int run_bench_compute(const BenchComputeOptions& options) {
   }
   std::printf(
       "\nTokens/s from the median step (of each side's round; the median of the rounds). MFU = model FLOP/s / "
-      "sgemm peak on the same thread count; model FLOPs per token = 6N + 12*L*C*T.\n");
+      "sgemm peak on the same thread count; model FLOPs per token = 72*L*C^2 + 6*L*C*(T+1) + 6*V*C, the matmuls "
+      "of causal attention and the tied lm head over V.\n");
   if (torch) std::printf("troupe/pytorch: the median of the rounds' ratios.\n");
   return to_int(ExitCode::success);
 }

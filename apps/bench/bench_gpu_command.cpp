@@ -1,7 +1,6 @@
 // troupe bench gpu. MFU = model FLOP/s / the device's bf16 GEMM peak measured by cuBLASLt in the
-// same run. Model FLOPs per token = 6·N + 12·L·C·T with N every parameter but wpe (the lm head
-// reuses wte as a real matmul; wpe is only looked up), the PaLM estimate with attention counted
-// as full T×T (the causal half is not discounted, as PaLM and nanoGPT do).
+// same run; model FLOPs per token as compute/model/flops.hpp counts them (the matmuls a causal
+// model needs: 72·L·C² + 6·L·C·(T + 1) + 6·V·C).
 
 #include <algorithm>
 #include <chrono>
@@ -19,6 +18,7 @@
 #include "apps/bench/pytorch_script.hpp"
 #include "apps/exit_codes.hpp"
 #include "compute/data/synthetic_tokens.hpp"
+#include "compute/model/flops.hpp"
 #include "compute/model/gpt.hpp"
 #include "compute/train/trainer.hpp"
 #ifdef TROUPE_HAVE_CUDA
@@ -91,8 +91,7 @@ int run_bench_gpu(const BenchGpuOptions& o) {
   }
   std::sort(seconds.begin(), seconds.end());
   const double step = seconds[seconds.size() / 2];
-  const double params = static_cast<double>(model.layout().total()) - static_cast<double>(cfg.block_size) * cfg.n_embd;
-  const double flops_per_token = 6.0 * params + 12.0 * cfg.n_layer * cfg.n_embd * static_cast<double>(o.seq);
+  const double flops_per_token = compute::model_flops_per_token(cfg, o.seq);
   const double tokens_per_s = static_cast<double>(trainer.tokens_per_step()) / step;
   std::printf("troupe %s (%s): B=%d T=%d, %.1f ms/step, %.0f tokens/s, MFU %.1f%% (loss %.3f)\n", o.model.c_str(),
               gpu.name().c_str(), o.batch, o.seq, step * 1e3, tokens_per_s,

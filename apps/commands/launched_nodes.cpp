@@ -70,6 +70,7 @@ std::vector<actors::PlacedNode> LaunchedNodes::place(const std::vector<actors::N
 actors::NodesOutcome LaunchedNodes::run(actors::AttemptNodes attempt) {
   launch::LauncherOptions options = options_;
   options.hold_after_failure = attempt.hold_after_failure;
+  options.on_signal_stop = attempt.stopping_at_signal;
   options.on_node_exit = [exited = attempt.restarted_exited](const launch::NodeExit& exit) {
     if (exit.started_again && exited) exited(exit.node_index, exit.pid, exit.status.describe());
   };

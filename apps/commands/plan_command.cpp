@@ -162,7 +162,7 @@ int run_plan(const PlanOptions& o) {
   if (Status valid = schedules::check_plan_inputs(workload, cluster); !valid)
     return error_exit(ExitCode::bad_input, valid.error().message);
   auto plan = schedules::plan_layouts(workload, cluster);
-  if (!plan) throw plan.error();
+  if (!plan) return error_exit(ExitCode::bad_input, plan.error().message);
 
   const schedules::PrecisionBytes bytes = schedules::precision_bytes(*precision);
   const double params = double(compute::ParameterLayout(*model).total());

@@ -1,40 +1,28 @@
 #include "apps/config/byte_size.hpp"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
-#include <exception>
 #include <iterator>
+#include <system_error>
 
 namespace troupe::apps {
 
 std::optional<double> parse_byte_size(const std::string& text) {
-  std::size_t used = 0;
+  // Decimal only: from_chars reads no hex ("0x10"), no leading space or sign; inf and nan are
+  // refused below as not finite.
   double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-  std::string unit = text.substr(used);
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc()) return std::nullopt;
+  std::string unit(end, text.data() + text.size());
   if (!unit.empty() && unit.front() == ' ') unit.erase(0, 1);
   const struct {
     const char* name;
     double scale;
-  } units[] = {{"", 1},
-               {"B", 1},
-               {"kB", 1e3},
-               {"KB", 1e3},
-               {"MB", 1e6},
-               {"GB", 1e9},
-               {"TB", 1e12},
-               {"K", 1e3},
-               {"M", 1e6},
-               {"G", 1e9},
-               {"T", 1e12},
-               {"KiB", 1024.0},
-               {"MiB", 1048576.0},
-               {"GiB", 1073741824.0},
-               {"TiB", 1099511627776.0}};
+  } units[] = {{"", 1},         {"B", 1},        {"kB", 1e3},    {"KB", 1e3},     {"MB", 1e6},     {"GB", 1e9},
+               {"TB", 1e12},    {"PB", 1e15},    {"EB", 1e18},   {"K", 1e3},      {"M", 1e6},      {"G", 1e9},
+               {"T", 1e12},     {"P", 1e15},     {"E", 1e18},    {"KiB", 0x1p10}, {"MiB", 0x1p20}, {"GiB", 0x1p30},
+               {"TiB", 0x1p40}, {"PiB", 0x1p50}, {"EiB", 0x1p60}};
   for (const auto& u : units)
     if (unit == u.name && std::isfinite(value * u.scale) && value > 0) return value * u.scale;
   return std::nullopt;

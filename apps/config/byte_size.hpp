@@ -8,9 +8,10 @@
 
 namespace troupe::apps {
 
-// A size as "80GB", "80 GB", "512MiB", "1.5e9" (bytes): decimal kB/MB/GB/TB (and K/M/G/T), binary
-// KiB/MiB/GiB/TiB, a bare number or "B" in bytes; nullopt for anything else or a size that is not
-// positive.
+// A size as "80GB", "80 GB", "512MiB", "1.5e9" (bytes): a decimal number (no hex), then decimal
+// kB/MB/GB/TB/PB/EB (and K/M/G/T/P/E), binary KiB/MiB/GiB/TiB/PiB/EiB (every unit
+// format_binary_size prints), a bare number or "B" in bytes; nullopt for anything else or a size
+// that is not positive.
 std::optional<double> parse_byte_size(const std::string& text);
 
 // "512.0 MiB", "1.2 GiB": binary units from MiB up, one decimal, as the memory checks print them.

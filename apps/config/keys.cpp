@@ -26,7 +26,8 @@ using C = CheckpointOptions;
 using Mon = MonitorOptions;
 
 constexpr ConfigKey keys[] = {
-    {"model.preset", "architecture preset: tiny, small, gpt2, gpt2-medium, gpt2-large, gpt2-xl, gpt3-1.3b, gpt3-2.7b, "
+    {"model.preset",
+     "architecture preset: tiny, small, gpt2, gpt2-medium, gpt2-large, gpt2-xl, gpt3-1.3b, gpt3-2.7b, "
      "gpt3-6.7b or gpt3-13b; the model keys below override it",
      field<&J::model, &M::preset>},
     {"model.n_layer", "transformer blocks; 0 = the preset's", field<&J::model, &M::n_layer>},
@@ -50,7 +51,8 @@ constexpr ConfigKey keys[] = {
     {"train.grad_clip", "clip the global gradient norm to this; 0 = off", field<&J::train, &T::grad_clip>},
     {"train.zero", "ZeRO stage with --workers/launch: 0 off, 1 shard AdamW state, 2 also gradients, 3 also parameters",
      field<&J::train, &T::zero>},
-    {"train.zero3_reshard", "ZeRO-3: free each block's gathered parameters after its forward (false keeps them for backward)",
+    {"train.zero3_reshard",
+     "ZeRO-3: free each block's gathered parameters after its forward (false keeps them for backward)",
      field<&J::train, &T::zero3_reshard>},
     {"train.recompute", "activations recomputed in backward instead of kept: none, selective or full",
      field<&J::train, &T::recompute>},
@@ -58,7 +60,10 @@ constexpr ConfigKey keys[] = {
     {"train.threads", "CPU threads per worker; 0 = all cores", field<&J::train, &T::threads>},
     {"train.backend", "compute backend: cpu, cuda (fp32) or cuda-bf16", field<&J::train, &T::backend>},
     {"train.val_every", "validate every this many steps; 0 = only at the end", field<&J::train, &T::val_every>},
-    {"train.val_batches", "batches per validation", field<&J::train, &T::val_batches>},
+    {"train.val_batches",
+     "validation set in global batches: the first val_batches x (sequences per step) windows of the validation "
+     "tokens, the same in every layout",
+     field<&J::train, &T::val_batches>},
     {"train.log_every", "print a training line every this many steps", field<&J::train, &T::log_every>},
 
     {"data.corpus", "text file or directory of text files, tokenized as bytes", field<&J::data, &D::corpus>},
@@ -102,7 +107,8 @@ constexpr ConfigKey keys[] = {
     {"comm.compress_start_step", "steps summed plain before compression starts; -1 = 10% of train.steps",
      field<&J::comm, &Co::compress_start_step>},
 
-    {"fault.heartbeat_seconds", "seconds between a node's heartbeats to the job", field<&J::fault, &F::heartbeat_seconds>},
+    {"fault.heartbeat_seconds", "seconds between a node's heartbeats to the job",
+     field<&J::fault, &F::heartbeat_seconds>},
     {"fault.heartbeat_timeout", "seconds of silence after which a node counts as lost (unreachable, stopped or hung)",
      field<&J::fault, &F::heartbeat_timeout>},
     {"fault.step_timeout",
@@ -134,7 +140,8 @@ constexpr ConfigKey keys[] = {
     {"checkpoint.async", "snapshot to memory and write in the background while training goes on",
      field<&J::checkpoint, &C::async>},
     {"checkpoint.resume",
-     "start from the newest valid checkpoint in checkpoint.dir, data position included (--resume); none = a fresh start",
+     "start from the newest valid checkpoint in checkpoint.dir, data position included (--resume); none = a fresh "
+     "start",
      field<&J::checkpoint, &C::resume>},
 
     {"monitor.metrics_port",

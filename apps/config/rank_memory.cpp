@@ -11,13 +11,19 @@ Expected<double> parse_memory_limit(const std::string& text) {
 }
 
 std::optional<RankMemory> rank_memory(std::optional<double> limit, int ranks_here) {
-  if (limit) return RankMemory{*limit, "--memory-limit"};
-  if (ranks_here < 1) return std::nullopt;
-  const auto host = launch::host_memory();
-  if (!host) return std::nullopt;
-  return RankMemory{
-      double(host->available_bytes) / ranks_here,
-      host->source + " / " + std::to_string(ranks_here) + (ranks_here == 1 ? " rank" : " ranks") + " on this machine"};
+  std::optional<RankMemory> share;  // this machine's memory shared by the job's ranks on it
+  if (ranks_here >= 1) {
+    if (const auto host = launch::host_memory())
+      share = RankMemory{double(host->available_bytes) / ranks_here, host->source + " / " + std::to_string(ranks_here) +
+                                                                         (ranks_here == 1 ? " rank" : " ranks") +
+                                                                         " on this machine"};
+  }
+  if (!limit) return share;
+  if (share && share->bytes < *limit) {
+    share->source += ", less than --memory-limit";
+    return share;
+  }
+  return RankMemory{*limit, "--memory-limit"};
 }
 
 }  // namespace troupe::apps

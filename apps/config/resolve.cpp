@@ -87,7 +87,7 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
   if (t.backend != "cpu" && t.backend != "cuda" && t.backend != "cuda-bf16")
     return "train.backend '" + t.backend + "' is not a backend (known: cpu, cuda, cuda-bf16)";
   if (t.backend != "cpu" && compute::shards_optimizer_state(t.zero))
-    return compute::zero_setting(t.zero) +
+    return "train.zero " + std::to_string(compute::zero_number(t.zero)) +
            " works with train.backend cpu only so far: ZeRO over NCCL is not wired; use 0";
   if (t.val_every < 0) return "train.val_every must not be negative (0 = only at the end), got " + str(t.val_every);
   if (t.val_batches <= 0) return "train.val_batches must be positive, got " + str(t.val_batches);

@@ -448,6 +448,7 @@ struct NodeLauncher::Impl {
       kill_remaining("at a second signal (SIG" + std::string(sigabbrev_np(signo)) + ")");
     } else if (state == State::checking || state == State::running || state == State::holding) {
       if (state == State::holding) state = State::running;  // a signal's end outranks the held failure
+      if (options.on_signal_stop) options.on_signal_stop(entry.message);
       begin_stop(entry.end, entry.message);
     }
   }

@@ -93,6 +93,9 @@ struct LauncherOptions {
   // them (holding), so they can finish what the job asked of them after the failure (a rescue
   // snapshot); stop_all() ends the hold at once. Empty or 0: stop at once.
   std::function<std::chrono::milliseconds()> hold_after_failure;
+  // Once, on the launcher's thread, when a signal (SIGINT, SIGTERM, SIGHUP) begins the job's stop,
+  // before any node is signalled; with the line that says why.
+  std::function<void(const std::string&)> on_signal_stop;
 };
 
 struct JobResult {

@@ -1,8 +1,17 @@
 #include "compute/model/gpt_config.hpp"
 
+#include <cstdint>
+#include <limits>
+
 namespace troupe::compute {
 
-int padded_vocab(int vocab_size) { return vocab_size <= 256 ? vocab_size : (vocab_size + 127) / 128 * 128; }
+// In 64 bits: a vocabulary within 127 of the int range (far beyond what memory checks and the
+// planner let through) stays unpadded rather than wrapping round.
+int padded_vocab(int vocab_size) {
+  if (vocab_size <= 256) return vocab_size;
+  const std::int64_t padded = (std::int64_t{vocab_size} + 127) / 128 * 128;
+  return padded > std::numeric_limits<int>::max() ? vocab_size : static_cast<int>(padded);
+}
 
 namespace {
 

@@ -124,14 +124,19 @@ StepResult Trainer::step() {
 }
 
 double Trainer::evaluate(int batches) {
+  const DataParallel& dp = options_.data_parallel;
+  const int micro_batches = batches * options_.grad_accum;
+  const std::uint64_t first = static_cast<std::uint64_t>(dp.rank) * micro_batches * options_.batch_size;
   double sum = 0;
-  for (int i = 0; i < batches; ++i) {
+  for (int i = 0; i < micro_batches; ++i) {
     fill_sequential_batch(inputs_.data_as<std::int32_t>(), targets_.data_as<std::int32_t>(), val_tokens_,
-                          options_.seq_len, static_cast<std::uint64_t>(i) * options_.batch_size, options_.batch_size);
+                          options_.seq_len, first + static_cast<std::uint64_t>(i) * options_.batch_size,
+                          options_.batch_size);
     sum += model_.forward(inputs_, targets_);
   }
   zero_.release_gathered();
-  return batches > 0 ? sum / batches : 0.0;
+  const double mean = micro_batches > 0 ? sum / micro_batches : 0.0;
+  return dp.mean ? dp.mean(mean) : mean;
 }
 
 }  // namespace troupe::compute

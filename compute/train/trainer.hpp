@@ -63,7 +63,10 @@ class Trainer {
           std::span<const std::uint16_t> val_tokens);
 
   StepResult step();
-  // Mean loss over the first `batches` batches of the validation stream (the same at every call).
+  // Mean loss over the validation set: the first `batches` global batches of windows of the
+  // validation stream (batches · tokens_per_step() / T windows, the same at every call and in
+  // every split of one global batch). Rank r of n evaluates the r-th of n equal parts, in
+  // micro-batches of B, and the group's mean makes the set's: every rank of the group calls it.
   double evaluate(int batches);
   long steps_taken() const { return steps_; }
   // Continues a run that took `steps` steps (parameters and moments restored by the caller): the

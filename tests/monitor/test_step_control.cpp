@@ -83,6 +83,27 @@ TEST_CASE("hold stops a worker at its next boundary and act pauses it there unti
   CHECK(eventually([&] { return w.boundary > held + 3; }));
 }
 
+// A rank one boundary behind the agreed one runs a step before it pauses: a resume in that step
+// once left it to pause there after all, with the job told it runs.
+TEST_CASE("a resume before the paused boundary is reached cancels the pause", "[step_control]") {
+  StepControl control;
+  WorkProgress progress;
+  CHECK(!control.at_boundary(4, progress).fail);
+  REQUIRE(control.hold() == 5);
+  control.act(6, BoundaryAction::pause);
+  control.resume();
+  std::atomic<bool> returned{false};
+  std::thread rank([&] {
+    control.at_boundary(5, progress);
+    control.at_boundary(6, progress);
+    returned = true;
+  });
+  const bool ran_on = eventually([&] { return returned.load(); });
+  CHECK(ran_on);
+  if (!ran_on) control.stop();
+  rank.join();
+}
+
 TEST_CASE("fail_next fails the next boundary, and stop ends a pause", "[step_control]") {
   {
     Worker w;

@@ -18,6 +18,7 @@
 #include "schedules/checker.hpp"
 #include "schedules/generate.hpp"
 #include "schedules/layout_plan.hpp"
+#include "schedules/simulator.hpp"
 
 using namespace troupe;
 using namespace troupe::schedules;
@@ -244,11 +245,13 @@ TEST_CASE("predicted step time: compute at the MFU, recompute costs more, a bubb
   const compute::GPTConfig model = preset("small");
   const Workload w{model, 16, 256, Precision::fp32};
   const PlannedLayout one = plan(w, machine(1), {1, 1, 1, ZeroStage::none, Recompute::none, 16, 1});
-  const double flops = 6.0 * double(compute::ParameterLayout(model).total()) + 12.0 * 6 * 384 * 256;
+  // 72·L·C² + 6·L·C·(T + 1) + 6·V·C (compute/model/flops.hpp), small: 6 layers, C 384, V 256, T 256.
+  const double flops = 72.0 * 6 * 384 * 384 + 6.0 * 6 * 384 * 257 + 6.0 * 256 * 384;
   CHECK(one.time.compute == Approx(flops * 16 * 256 / (100e9 * 0.5)));
   CHECK(one.time.total == Approx(one.time.compute));
-  // Full recompute: one more forward of every block but its MLP output projection (8·L·C² a token).
-  const double rerun = flops / 3 - 8.0 * 6 * 384 * 384;
+  // Full recompute: one more forward of every block (not the lm head) but its MLP output
+  // projection (8·L·C² a token).
+  const double rerun = (24.0 * 6 * 384 * 384 + 2.0 * 6 * 384 * 257) - 8.0 * 6 * 384 * 384;
   CHECK(plan(w, machine(1), {1, 1, 1, ZeroStage::none, Recompute::full, 16, 1}).time.total ==
         Approx(one.time.total * (flops + rerun) / flops));
   const PlannedLayout pp = plan(w, machine(2), {1, 1, 2, ZeroStage::none, Recompute::none, 4, 4});
@@ -281,4 +284,72 @@ TEST_CASE("the planner refuses bad input naming it, and plans 13B on 32 devices 
   REQUIRE(all);
   CHECK(!all->feasible.empty());
   CHECK(seconds < 1.0);
+}
+
+// Every size the planner accepts answers at once: a batch of 2^31 - 1 sequences (whose micro-batch
+// sizes once overflowed into a division by zero) or of 2^30 (whose schedules of 2^30 micro-batches
+// were simulated whole, gigabytes on), and a cluster whose device count overflows an int is refused.
+TEST_CASE("the planner bounds its sizes: any accepted input plans at once, an overflow is refused", "[plan]") {
+  const std::clock_t start = std::clock();
+  for (int batch : {2147483647, 1 << 30, 1 << 20}) {
+    auto all = plan_layouts({preset("tiny"), batch, 128, Precision::fp32}, machine(2, 1e9));
+    REQUIRE(all);
+    CHECK(!all->feasible.empty());
+    const auto deepest = std::max_element(all->rejected.begin(), all->rejected.end(), [](const auto& a, const auto& b) {
+      return a.layout.microbatches < b.layout.microbatches;
+    });
+    CHECK(deepest->layout.microbatches == batch);  // micro-batches of one sequence, planned too
+  }
+  CHECK(double(std::clock() - start) / CLOCKS_PER_SEC < 2.0);
+
+  Cluster huge = machine(65536);
+  huge.nodes = 65536;
+  CHECK(check_plan_inputs({preset("tiny"), 8, 128, Precision::fp32}, huge).error().message ==
+        "nodes 65536 x devices per node 65536 = 4294967296 devices is more than the planner takes (at most 1048576)");
+  compute::GPTConfig deep = preset("tiny");
+  deep.n_layer = max_plan_layers + 1;
+  CHECK(check_plan_inputs({deep, 8, 128, Precision::fp32}, machine(2)).error().message ==
+        "model.n_layer 513 is more than the planner takes (at most 512)");
+  // Seven devices leave no dp that divides 8 sequences: said, not a plan of nothing.
+  CHECK(plan_layouts({preset("tiny"), 8, 128, Precision::fp32}, machine(7)).error().message ==
+        "no layout of 7 devices divides the global batch of 8 sequences among its replicas: dp = devices / (tp x pp) "
+        "must divide it, tp dividing the 4 heads and at most 4, pp at most 4");
+}
+
+// A schedule longer than simulated_microbatches is simulated that far and extended at its busiest
+// stage's pace: against the whole schedule simulated, with the stage weights of docs/plan.md (each
+// stage's share of the model's FLOPs: its blocks, 12C² + C(T + 1) a token, and the lm head VC on
+// the last).
+TEST_CASE("a long pipeline schedule is extended from its simulated part within half a percent", "[plan]") {
+  const compute::GPTConfig model = preset("gpt2-medium");  // 24 layers: 4 stages of 2 chunks
+  const int T = 1024, m = 4 * simulated_microbatches;
+  for (ScheduleKind kind : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::interleaved}) {
+    const int p = 4, v = kind == ScheduleKind::interleaved ? 2 : 1;
+    const Layout l{1, 1, p, ZeroStage::none, Recompute::none, 1, m, kind, v};
+    const PlannedLayout planned = plan({model, m, T, Precision::fp32}, machine(p), l);
+
+    auto split = compute::split_for_pipeline(model, p, v);
+    REQUIRE(split);
+    const double C = model.n_embd;
+    std::vector<double> weight(p, 0);
+    for (std::size_t k = 0; k < split->size(); ++k)
+      weight[k % p] += (*split)[k].layers() * (12 * C * C + C * (T + 1)) +
+                       ((*split)[k].last_layer == model.n_layer ? model.vocab_size * C : 0);
+    double mean = 0;
+    for (double w : weight) mean += w / p;
+    CostModel costs;
+    for (double w : weight) costs.forward_scale.push_back(w / mean);
+    costs.backward_scale = costs.forward_scale;
+    auto schedule = generate_schedule(kind, p, m, v);
+    REQUIRE(schedule);
+    auto whole = simulate(*schedule, costs);
+    REQUIRE(whole);
+    auto report = check_schedule(*schedule);
+    REQUIRE(report);
+    INFO(describe(l));
+    CHECK(planned.time.bubble == Approx(whole->bubble).margin(0.005));
+    // The stash of the stage the plan answers for: GPipe keeps all m.
+    CHECK(std::count(report->peak_stashed.begin(), report->peak_stashed.end(), planned.memory.stashed) > 0);
+    if (kind == ScheduleKind::gpipe) CHECK(planned.memory.stashed == m);
+  }
 }

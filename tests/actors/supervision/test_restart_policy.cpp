@@ -183,7 +183,7 @@ std::vector<Row> policy_rows() {
        .action = Action::stop,
        .exit_code = 1,
        .reason = "lost node 1: gone (after 3 restart(s); fault.elastic is off)",
-       .log = {"error: failure 4 (node_lost) of node 1 (b): lost node 1: gone; stopping the job: restarts=3 "
+       .log = {"error: failure 4 (node_lost) of node 1 (b): lost node 1: gone; recovery: stopping the job: restarts=3 "
                "failure.node_lost=4 recovery.replica=3"},
        .counts_after = "restarts=3 failure.node_lost=4 recovery.replica=3",
        .attempts_after = 3},
@@ -193,7 +193,7 @@ std::vector<Row> policy_rows() {
        .action = Action::stop,
        .exit_code = 1,
        .reason = "lost node 1: gone (after 0 restart(s); fault.elastic is off)",
-       .log = {"error: failure 1 (node_lost) of node 1 (b): lost node 1: gone; stopping the job: restarts=0 "
+       .log = {"error: failure 1 (node_lost) of node 1 (b): lost node 1: gone; recovery: stopping the job: restarts=0 "
                "failure.node_lost=1"},
        .counts_after = "restarts=0 failure.node_lost=1"},
       {.name = "budget spent + elastic: shrink without the failed node, the budget untouched",
@@ -221,7 +221,7 @@ std::vector<Row> policy_rows() {
        .action = Action::stop,
        .exit_code = 1,
        .reason = "no progress (after 3 restart(s))",
-       .log = {"error: failure 4 (stall): no progress; stopping the job: restarts=3 failure.stall=4 "
+       .log = {"error: failure 4 (stall): no progress; recovery: stopping the job: restarts=3 failure.stall=4 "
                "recovery.checkpoint=3"},
        .counts_after = "restarts=3 failure.stall=4 recovery.checkpoint=3",
        .attempts_after = 3},
@@ -236,7 +236,7 @@ std::vector<Row> policy_rows() {
        .reason = "node 1 (b) failed: No space left on device (after 1 restart(s); the same failure again, and no "
                  "checkpoint was written: another restart would repeat it)",
        .log = {"error: failure 2 (worker_exception) of node 1 (b): node 1 (b) failed: No space left on device; "
-               "stopping the job: restarts=1 failure.worker_exception=2 recovery.checkpoint=1"},
+               "recovery: stopping the job: restarts=1 failure.worker_exception=2 recovery.checkpoint=1"},
        .counts_after = "restarts=1 failure.worker_exception=2 recovery.checkpoint=1",
        .attempts_after = 1},
       {.name = "the same failure again and no checkpoint after the one it started from: stop, naming its step",
@@ -250,7 +250,7 @@ std::vector<Row> policy_rows() {
        .reason = "node 1 (b) failed: No space left on device (after 1 restart(s); the same failure again, and no "
                  "checkpoint after step 40 was written: another restart would repeat it)",
        .log = {"error: failure 2 (worker_exception) of node 1 (b): node 1 (b) failed: No space left on device; "
-               "stopping the job: restarts=1 failure.worker_exception=2 recovery.checkpoint=1"},
+               "recovery: stopping the job: restarts=1 failure.worker_exception=2 recovery.checkpoint=1"},
        .counts_after = "restarts=1 failure.worker_exception=2 recovery.checkpoint=1",
        .attempts_after = 1},
       {.name = "the same failure from nodes reported in another order is still a repeat",
@@ -263,7 +263,7 @@ std::vector<Row> policy_rows() {
        .reason = "node 1 (b) failed: No space left on device (after 1 restart(s); the same failure again, and no "
                  "checkpoint was written: another restart would repeat it)",
        .log = {"error: failure 2 (worker_exception) of node 1 (b), node 0 (a): node 1 (b) failed: No space left on "
-               "device; stopping the job: restarts=1 failure.worker_exception=2 recovery.checkpoint=1"},
+               "device; recovery: stopping the job: restarts=1 failure.worker_exception=2 recovery.checkpoint=1"},
        .counts_after = "restarts=1 failure.worker_exception=2 recovery.checkpoint=1",
        .attempts_after = 1},
       {.name = "the same failure after a newer checkpoint: restart, the attempt got further",
@@ -322,8 +322,9 @@ std::vector<Row> policy_rows() {
        .exit_code = 1,
        .reason =
            "node 1 (b) exited with code 1 (after 1 restart(s); node 1 (b) cannot come back; fault.elastic is off)",
-       .log = {"error: failure 2 (start_failed) of node 1 (b): node 1 (b) exited with code 1; stopping the job: "
-               "restarts=1 failure.node_lost=1 failure.start_failed=1 recovery.replica=1"},
+       .log =
+           {"error: failure 2 (start_failed) of node 1 (b): node 1 (b) exited with code 1; recovery: stopping the job: "
+            "restarts=1 failure.node_lost=1 failure.start_failed=1 recovery.replica=1"},
        .counts_after = "restarts=1 failure.node_lost=1 failure.start_failed=1 recovery.replica=1",
        .attempts_after = 1},
       {.name = "start_failed after a restart + elastic: shrink without it (the node-lost drill)",

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -43,7 +44,12 @@ std::vector<pid_t> children_of(pid_t pid) {
   return pids;
 }
 
-TEST_CASE("troupe train --workers 2 with batch b takes the steps of one process with batch 2b, ZeRO 0/1/2", "[dp]") {
+// Validation too: both read the same windows (one global batch of 16), each worker half of them,
+// so the same weights print the same validation loss.
+TEST_CASE(
+    "troupe train --workers 2 with batch b takes the steps of one process with batch 2b, ZeRO 0/1/2, and "
+    "validates alike",
+    "[dp]") {
   TempDir dir;
   std::vector<std::string> single_args{"train"};
   single_args.insert(single_args.end(), tiny_job.begin(), tiny_job.end());
@@ -51,6 +57,8 @@ TEST_CASE("troupe train --workers 2 with batch b takes the steps of one process 
   const ProcessResult one = run_troupe(dir, single_args, std::chrono::seconds(120));
   REQUIRE(one.exit_code == 0);
   const double loss_one = number_after(one.out, "final train loss"), norm_one = number_after(one.out, "param norm");
+  const double val_one = number_after(one.out, "final val loss");
+  CHECK_THAT(one.out, Contains("val loss ") && Contains(" (2048 tokens, "));  // 1 x 16 sequences of 128
 
   for (const char* zero : {"0", "1", "2"}) {
     std::vector<std::string> dp_args{"train"};
@@ -61,10 +69,15 @@ TEST_CASE("troupe train --workers 2 with batch b takes the steps of one process 
     REQUIRE(two.exit_code == 0);
     CHECK_THAT(two.out, Contains("[node 0 localhost]") && Contains("all 2 nodes joined"));
     const double loss_two = number_after(two.out, "final train loss"), norm_two = number_after(two.out, "param norm");
-    std::printf("1 x 16: loss %.4f, param norm %.9g | 2 x 8 over UCX, ZeRO %s: loss %.4f, param norm %.9g\n", loss_one,
-                norm_one, zero, loss_two, norm_two);
+    const double val_two = number_after(two.out, "final val loss");
+    std::printf(
+        "1 x 16: loss %.4f, val %.4f, param norm %.9g | 2 x 8 over UCX, ZeRO %s: loss %.4f, val %.4f, param "
+        "norm %.9g\n",
+        loss_one, val_one, norm_one, zero, loss_two, val_two, norm_two);
     CHECK(loss_two == Approx(loss_one).epsilon(1e-4));
     CHECK(norm_two == Approx(norm_one).epsilon(1e-6));
+    CHECK(std::abs(val_two - val_one) <= 1e-4);  // as printed, to its last digit
+    CHECK_THAT(two.out, Contains(" (2048 tokens, "));
   }
 }
 

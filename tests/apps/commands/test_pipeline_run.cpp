@@ -199,9 +199,11 @@ TEST_CASE("two data-parallel replicas of a two-stage pipeline take the steps of 
   TempDir dir;
   const RunFigures one = run_tiny(dir, {"--train.batch_size", "16", "--train.grad_accum", "4"});
   const RunFigures grid = run_tiny(dir, {"--workers", "4", "--pipeline.stages", "2"});
-  std::printf("dp 2 x pp 2: loss %s, param norm %s; one process with batch 16: loss %s, param norm %s\n",
-              grid.loss.c_str(), grid.norm.c_str(), one.loss.c_str(), one.norm.c_str());
+  std::printf(
+      "dp 2 x pp 2: loss %s, val %s, param norm %s; one process with batch 16: loss %s, val %s, param norm %s\n",
+      grid.loss.c_str(), grid.val.c_str(), grid.norm.c_str(), one.loss.c_str(), one.val.c_str(), one.norm.c_str());
   CHECK(grid.loss == one.loss);
+  CHECK(grid.val == one.val);  // the same validation windows, half on each replica
   CHECK(grid.norm == one.norm);
   CHECK(grid.peaks == "2 1 (the schedule checker's bound: 2 1)");
 }

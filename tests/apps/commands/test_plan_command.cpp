@@ -102,3 +102,31 @@ TEST_CASE("troupe plan refuses bad input in one line naming it", "[plan]") {
   check_rejected_in(dir, plan_args({"--model.n_head", "5"}), "model.n_embd (384) must be divisible by model.n_head (5)");
   check_rejected_in(dir, plan_args({"--nodez", "2"}), "--nodez");
 }
+
+// Sizes that once overflowed (a division by zero, "0 layouts" and exit 0) or ran for minutes.
+TEST_CASE("troupe plan refuses sizes past its bounds in one line and answers any other at once", "[plan]") {
+  TempDir dir;
+  const std::vector<std::string> tiny = {"plan", "--model.preset", "tiny", "--device-memory", "1GB", "--peak-flops",
+                                         "1e11", "--top",          "1"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = tiny;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  check_rejected_in(dir, with({"--nodes", "65536", "--devices-per-node", "65536"}),
+                    "nodes 65536 x devices per node 65536 = 4294967296 devices is more than the planner takes");
+  check_rejected_in(dir, with({"--nodes", "2147483647", "--devices-per-node", "2"}),
+                    "nodes 2147483647 x devices per node 2 = 4294967294 devices is more than the planner takes");
+  check_rejected_in(dir, with({"--nodes", "7", "--devices-per-node", "1"}),
+                    "no layout of 7 devices divides the global batch of 8 sequences");
+  check_rejected_in(dir, with({"--model.vocab_size", "2147483647"}),
+                    "model.vocab_size 2147483647 is more than the planner takes (at most 16777216)");
+  for (const char* batch : {"2147483647", "1073741824"}) {
+    const ProcessResult result = run_troupe(dir, with({"--devices-per-node", "2", "--global-batch", batch}));
+    INFO("stdout: " << result.out << "\nstderr: " << result.err);
+    REQUIRE(!result.timed_out);
+    REQUIRE(result.exit_code == 0);
+    CHECK_THAT(result.out, Contains("step: global batch " + std::string(batch) + " x 128 tokens"));
+    CHECK_THAT(result.out, Contains("\nfit, fastest first (1 of "));
+  }
+}

@@ -1,4 +1,4 @@
-// Recovery at its edges, on live jobs of real node processes: a node lost after its last step, a
+// Recovery at its edges, on live jobs of real node processes: a node lost after its last step, Ctrl-C, a
 // rescue whose obvious writer is a replacement process holding nothing yet, and one count of
 // restarts through drains, grows and a kill, the same in the log, the shell and /metrics.
 
@@ -82,6 +82,23 @@ TEST_CASE("a node lost after the last step ends the job as finished at once, in 
       CHECK_THAT(output_of(*run), !Contains("did not complete within") && Contains("job finished"));
     }
   }
+}
+
+TEST_CASE("Ctrl-C ends the job as interrupted: the nodes' exits it causes are no failure to recover from",
+          "[recovery][dp]") {
+  TempDir dir;
+  auto run = start_job(dir, {"train", "--workers", "2", "--model.preset", "tiny", "--train.threads", "1",
+                             "--train.steps", "100000", "--train.val_every", "0", "--train.val_batches", "1",
+                             "--sample.tokens", "0", "--train.log_every", "10", "--fault.heartbeat_seconds", "0.2"});
+  REQUIRE(run->wait_for_line(std::regex("step +20/"), seconds(120)));
+  REQUIRE(kill(run->pid(), SIGINT) == 0);
+  const auto code = run->wait_exit(seconds(60));
+  const std::string log = output_of(*run);
+  INFO(log);
+  REQUIRE(code);
+  CHECK(*code == 130);
+  CHECK_THAT(log, Contains("interrupted by SIGINT"));
+  CHECK_THAT(log, !Contains("recovery:") && !Contains("lost node"));
 }
 
 TEST_CASE(

@@ -200,6 +200,44 @@ TEST_CASE("troupe shell on a terminal: status, top, pause and resume, checkpoint
   CHECK(shell.wait_exit(seconds(10)) == 0);
 }
 
+// Two shells, one pausing and one resuming right after: the resume once overtook the pause, which
+// then waited 30 s for ranks that had gone on and failed (or left them paused for good).
+TEST_CASE("a resume right behind a pause is answered after it, and the job trains on", "[shell][dp]") {
+  TempDir dir;
+  LiveJob job(dir, 2000);
+  const std::string token = file_text(job.token_file).substr(0, 32);
+  auto ask = [&](const std::string& command, troupe::actors::shell_reply_msg& answer, Clock::time_point& at) {
+    troupe::actors::TroupeConfig cfg;
+    caf::actor_system system{cfg};
+    auto monitor = system.middleman().remote_actor("127.0.0.1", static_cast<std::uint16_t>(job.control_port));
+    REQUIRE(monitor);
+    caf::scoped_actor self{system};
+    self->request(*monitor, seconds(20), troupe::actors::shell_atom_v,
+                  troupe::actors::shell_request_msg{token, command})
+        .receive([&](troupe::actors::shell_reply_msg& r) { answer = r; },
+                 [&](caf::error& e) { answer.text = command + ": " + to_string(e); });
+    at = Clock::now();
+  };
+  troupe::actors::shell_reply_msg paused, resumed;
+  Clock::time_point paused_at, resumed_at;
+  const auto start = Clock::now();
+  std::thread pausing([&] { ask("pause", paused, paused_at); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ask("resume", resumed, resumed_at);
+  pausing.join();
+  INFO("pause: " << paused.text << "\nresume: " << resumed.text);
+  REQUIRE(paused.ok);
+  REQUIRE(resumed.ok);
+  std::smatch m;
+  REQUIRE(std::regex_search(paused.text, m, std::regex("paused after step (\\d+) on all 2 ranks")));
+  const long at = std::stol(m[1].str());
+  CHECK_THAT(resumed.text, Contains("resumed after step " + m[1].str()));
+  CHECK(resumed_at >= paused_at);
+  CHECK(Clock::now() - start < seconds(10));
+  INFO(job.log());
+  CHECK(job.run->wait_for_line(std::regex("step +" + std::to_string((at / 10 + 2) * 10) + "/"), seconds(30)));
+}
+
 TEST_CASE("a node lost while the shell has the job paused is rescued from the survivor's memory at once",
           "[shell][dp]") {
   TempDir dir;

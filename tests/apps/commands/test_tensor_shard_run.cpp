@@ -38,6 +38,7 @@ struct StepFigures {
 struct Run {
   std::vector<StepFigures> steps;  // as printed, every step
   double param_norm = 0;           // printed to 9 digits
+  double val = 0;                  // the final validation loss, printed to 4 digits
   std::vector<float> weights;      // the final checkpoint's parameters
 };
 
@@ -55,6 +56,7 @@ Run run_tiny(const TempDir& dir, const std::string& name, const std::vector<std:
     run.steps.push_back({std::stod((*it)[1]), std::stod((*it)[2])});
   REQUIRE(run.steps.size() == steps);
   run.param_norm = number_after(r.out, "param norm");
+  run.val = number_after(r.out, "final val loss");
   run.weights = final_parameters(folder, steps);
   return run;
 }
@@ -101,6 +103,9 @@ void check_same_steps(const Run& run, const Run& one, const std::string& name) {
     CHECK(close(run.steps[s].grad_norm, one.steps[s].grad_norm, 1e-5, 1e-3));
   }
   CHECK(std::fabs(run.param_norm - one.param_norm) <= 1e-5 * one.param_norm);
+  // The same validation windows, split over the replicas: the same loss.
+  INFO("val loss " << run.val << " vs " << one.val);
+  CHECK(close(run.val, one.val, 1e-5, 1e-4));
   std::string where;
   const double worst = worst_tensor(run.weights, one.weights, where);
   std::printf("%s: param norm %.9g (one process %.9g); weights within %.3g of one process's (worst: %s)\n",

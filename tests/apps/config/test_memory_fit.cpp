@@ -87,9 +87,20 @@ TEST_CASE("a --memory-limit too small for a tiny job is refused in one line by t
   }
 }
 
+// A limit of 1e30 bytes once let a batch of ten million sequences past the check, to die of an
+// internal check allocating 327 GB (exit 1).
+TEST_CASE("a --memory-limit beyond this machine still meets the memory check's line for a batch it cannot hold",
+          "[cli]") {
+  TempDir dir;
+  const ProcessResult refused = check_rejected_in(
+      dir, {"train", "--model.preset", "tiny", "--memory-limit", "1e30", "--train.batch_size", "10000000"},
+      "train.batch_size 10000000");
+  CHECK_THAT(refused.err, Catch::Contains(" rank on this machine, less than --memory-limit)"));
+}
+
 TEST_CASE("a --memory-limit that is not a size is refused in one line naming it", "[cli]") {
   TempDir dir;
-  for (const std::string bad : {"12XB", "0", "-1GiB", "lots"})
+  for (const std::string bad : {"12XB", "0", "-1GiB", "lots", "0x10"})
     check_rejected_in(dir, {"train", "--model.preset", "tiny", "--memory-limit", bad},
                       "--memory-limit " + bad + ": not a positive size");
 }

@@ -342,6 +342,8 @@ TEST_CASE("Ctrl-C interrupts with exit code 130 and a second one kills without w
   int raised = 0;
   LauncherOptions options = quick_options();
   options.grace = 20s;
+  std::vector<std::string> told;  // the job hears of the stop once, before any node is signalled
+  options.on_signal_stop = [&told](const std::string& why) { told.push_back(why); };
   const Outcome run = launch({sh_node(0, "trap '' TERM; echo ready; while :; do sleep 0.05; done")}, options,
                              [&](NodeLauncher&, const Lines& lines) {
                                if (raised == 0 && count_ending(lines.out, "] ready") == 1) {
@@ -355,6 +357,7 @@ TEST_CASE("Ctrl-C interrupts with exit code 130 and a second one kills without w
   CHECK(run.result.end == JobEnd::interrupted);
   CHECK(exit_code(run.result.end) == 130);
   CHECK(run.result.message == "interrupted by SIGINT");
+  CHECK(told == std::vector<std::string>{"interrupted by SIGINT"});
   CHECK(status_of(run.result, 0).signal == SIGKILL);
   CHECK(run.elapsed < 5s);
   CHECK(run.lines.err ==
