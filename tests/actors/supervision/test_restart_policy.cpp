@@ -355,8 +355,8 @@ std::vector<Row> policy_rows() {
        .exit_code = 2,
        .reason = "nodes 1 (b) did not join within 60.00 s (after 1 restart(s); node 1 (b) cannot come back; "
                  "fault.elastic is off)",
-       .log = {"error: failure 2 (join_timeout) of node 1 (b): nodes 1 (b) did not join within 60.00 s; stopping the "
-               "job: restarts=1 failure.join_timeout=1 failure.node_lost=1 recovery.replica=1"},
+       .log = {"error: failure 2 (join_timeout) of node 1 (b): nodes 1 (b) did not join within 60.00 s; recovery: stopping "
+               "the job: restarts=1 failure.join_timeout=1 failure.node_lost=1 recovery.replica=1"},
        .counts_after = "restarts=1 failure.join_timeout=1 failure.node_lost=1 recovery.replica=1",
        .attempts_after = 1},
       // Drained nodes.
