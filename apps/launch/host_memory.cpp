@@ -3,6 +3,7 @@
 #include <charconv>
 #include <fstream>
 #include <iterator>
+#include <limits>
 
 namespace troupe::launch {
 namespace {
@@ -71,10 +72,11 @@ std::optional<std::uint64_t> parse_cgroup_limit(std::string_view text) {
 
 std::optional<HostMemory> host_memory() {
   const auto meminfo = read_text("/proc/meminfo");
-  const auto available = meminfo ? parse_mem_available(*meminfo) : std::nullopt;
-  const auto room = cgroup_room();
-  if (room && (!available || *room < *available)) return HostMemory{*room, "cgroup memory limit"};
-  if (available) return HostMemory{*available, "MemAvailable"};
+  constexpr std::uint64_t unknown = std::numeric_limits<std::uint64_t>::max();
+  const std::uint64_t available = meminfo ? parse_mem_available(*meminfo).value_or(unknown) : unknown;
+  const std::uint64_t room = cgroup_room().value_or(unknown);
+  if (room != unknown && room < available) return HostMemory{room, "cgroup memory limit"};
+  if (available != unknown) return HostMemory{available, "MemAvailable"};
   return std::nullopt;
 }
 

@@ -53,13 +53,6 @@ Expected<int> free_port() {
   return static_cast<int>(ntohs(address.sin_port));
 }
 
-std::string nodes_text(const std::vector<int>& nodes) {
-  std::string text;
-  for (std::size_t i = 0; i < nodes.size(); ++i)
-    text += (i == 0 ? "" : i + 1 == nodes.size() ? " and " : ", ") + std::to_string(nodes[i]);
-  return (nodes.size() == 1 ? "node " : "nodes ") + text;
-}
-
 std::string ranks_text(const std::vector<int>& ranks) {
   return "rank" + std::string(ranks.size() > 1 ? "s " : " ") + fmt::format("{}", fmt::join(ranks, ", "));
 }
