@@ -14,8 +14,8 @@
 #include "actors/worker/training_run.hpp"
 #include "compute/data/decode.hpp"
 #include "compute/memory_ledger.hpp"
-#include "compute/model/generate.hpp"
 #include "compute/model/parameter_layout.hpp"
+#include "compute/model/sampling.hpp"
 #include "monitor/duration_text.hpp"
 #include "monitor/log.hpp"
 

@@ -37,7 +37,7 @@
 #include <limits>
 #include <vector>
 
-#include "compute/cpu/kernels.hpp"
+#include "compute/cpu/cpu_kernels.hpp"
 #include "compute/cpu/softmax_row.hpp"
 #include "compute/cpu/tile_product.hpp"
 #include "compute/cpu/vector_math.hpp"

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "compute/backend_checks.hpp"
-#include "compute/cpu/kernels.hpp"
+#include "compute/cpu/cpu_kernels.hpp"
 #include "compute/cpu/openblas_setup.hpp"
 #include "compute/cpu/thread_team.hpp"
 

@@ -1,6 +1,6 @@
 #pragma once
 // The CPU backend: checks each call's shapes and dtypes, then runs the f32 or f64 kernel of
-// compute/cpu/kernels.hpp. Matmuls run on OpenBLAS with `threads` threads. The other kernels
+// compute/cpu/cpu_kernels.hpp. Matmuls run on OpenBLAS with `threads` threads. The other kernels
 // that grow with the batch (attention by head, LayerNorm by row or column, GELU, the residual,
 // AdamW and the clip's scale by element, bias gradients and GELU's backward with one by column, a
 // product's starting rows by row) run on the backend's own team of `threads` threads,

@@ -13,7 +13,7 @@
 #include <cstddef>
 #include <limits>
 
-#include "compute/cpu/kernels.hpp"
+#include "compute/cpu/cpu_kernels.hpp"
 #include "compute/cpu/softmax_row.hpp"
 #include "compute/cpu/vector_math.hpp"
 

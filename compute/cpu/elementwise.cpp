@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "compute/cpu/kernels.hpp"
+#include "compute/cpu/cpu_kernels.hpp"
 #include "compute/cpu/vector_math.hpp"
 
 namespace troupe::compute::cpu {

@@ -7,7 +7,7 @@
 
 #include <cstddef>
 
-#include "compute/cpu/kernels.hpp"
+#include "compute/cpu/cpu_kernels.hpp"
 #include "compute/cpu/vector_math.hpp"
 
 namespace troupe::compute::cpu {

@@ -15,7 +15,7 @@
 
 #include "compute/check.hpp"
 #include "compute/cpu/blas.hpp"
-#include "compute/cpu/kernels.hpp"
+#include "compute/cpu/cpu_kernels.hpp"
 #include "compute/cpu/vector_math.hpp"
 
 namespace troupe::compute::cpu {

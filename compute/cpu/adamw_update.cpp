@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "compute/cpu/kernels.hpp"
+#include "compute/cpu/cpu_kernels.hpp"
 #include "compute/cpu/vector_math.hpp"
 
 namespace troupe::compute::cpu {

@@ -1,4 +1,4 @@
-#include "compute/model/generate.hpp"
+#include "compute/model/sampling.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -47,8 +47,8 @@ std::vector<int> generate(GPT& model, const std::vector<int>& prompt, const Samp
     Tensor tokens = Tensor::zeros({1, T}, DType::i32);
     std::copy(context.end() - T, context.end(), tokens.data_as<std::int32_t>());
     model.forward(tokens);
-    model.backend().copy(host_logits, model.last_logits().slice(std::int64_t{T - 1} * cfg.padded_vocab_size,
-                                                                {cfg.padded_vocab_size}));
+    model.backend().copy(
+        host_logits, model.last_logits().slice(std::int64_t{T - 1} * cfg.padded_vocab_size, {cfg.padded_vocab_size}));
     std::vector<double> logits(static_cast<std::size_t>(cfg.vocab_size));
     for (int i = 0; i < cfg.vocab_size; ++i)
       logits[static_cast<std::size_t>(i)] =
