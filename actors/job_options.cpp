@@ -14,12 +14,6 @@ std::string_view to_string(RecoveryMode mode) {
   return "unknown";
 }
 
-std::optional<RecoveryMode> parse_recovery_mode(std::string_view name) {
-  for (RecoveryMode mode : {RecoveryMode::in_place, RecoveryMode::restart})
-    if (to_string(mode) == name) return mode;
-  return std::nullopt;
-}
-
 ResolvedJob split_batch(const ResolvedJob& job, int batch_size, int grad_accum) {
   ResolvedJob split = job;
   split.config.train.batch_size = batch_size;

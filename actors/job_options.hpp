@@ -3,7 +3,8 @@
 // "section.name" that can be set in a TOML file and overridden on the command line
 // (--section.name=value); the key table in apps/config/keys.cpp is the one place that lists them,
 // with defaults and help text, and apps/config/resolve.hpp turns what the user asked for into a
-// ResolvedJob. Nothing in actors/ or below knows how the values were spelled.
+// ResolvedJob. Nothing in actors/ or below knows how the values were spelled: a setting that is one
+// of a few names (train.backend, comm.compress, ...) is its library's enum here.
 
 #include <cstdint>
 #include <optional>
@@ -12,9 +13,14 @@
 #include <utility>
 #include <vector>
 
+#include "comm/compression.hpp"
+#include "compute/backend_kind.hpp"
 #include "compute/model/gpt_config.hpp"
+#include "compute/model/recompute.hpp"
 #include "compute/model/stage_split.hpp"
 #include "compute/train/zero_stage.hpp"
+#include "monitor/log.hpp"
+#include "schedules/schedule.hpp"
 
 namespace troupe::actors {
 
@@ -42,10 +48,10 @@ struct TrainOptions {
   double grad_clip = 1.0;  // global-norm clip; 0 = off
   compute::ZeroStage zero = compute::ZeroStage::none;  // over the data-parallel group; train.zero 0-3
   bool zero3_reshard = true;  // ZeRO-3 frees each block's gathered parameters after its forward
-  std::string recompute = "none";  // none | selective | full: activations recomputed in backward, not kept
+  compute::Recompute recompute = compute::Recompute::none;  // activations recomputed in backward, not kept
   std::uint64_t seed = 1337;
   int threads = 0;         // 0 = all cores
-  std::string backend = "cpu";
+  compute::BackendKind backend = compute::BackendKind::cpu;
   long val_every = 50;     // 0 = only at the end
   int val_batches = 16;
   long log_every = 1;
@@ -69,7 +75,7 @@ struct SampleOptions {
 struct PipelineOptions {
   int stages = 1;                 // p; 1 = no pipeline
   int microbatches = 4;           // m per optimizer step, each of train.batch_size sequences
-  std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved
+  schedules::ScheduleKind schedule = schedules::ScheduleKind::one_f_one_b;
   int virtual_stages = 1;         // v model chunks per stage (interleaved only)
   std::string trace;              // Chrome trace JSON of every rank's ops, written at the end; empty = none
 };
@@ -83,7 +89,7 @@ struct TensorOptions {
 
 // Gradient compression on the data-parallel path (docs/comm.md, "Gradient compression").
 struct CommOptions {
-  std::string compress = "none";   // none | bf16 | powersgd
+  comm::Compression compress = comm::Compression::none;
   int powersgd_rank = 4;           // r of P and Q
   long compress_start_step = -1;   // steps before it are summed plain; -1 = 10% of train.steps
 };
@@ -91,10 +97,11 @@ struct CommOptions {
 // fault.recovery: respawn only what died where that applies, falling back to restarting every
 // node (in_place), or always restart every node (restart).
 enum class RecoveryMode : std::uint8_t { in_place, restart };
+// Every mode, in the order fault.recovery lists them: the config parser reads a name with these.
+inline constexpr RecoveryMode recovery_modes[] = {RecoveryMode::in_place, RecoveryMode::restart};
 // The mode's name, as fault.recovery spells it and metrics label a recovery's path: the one table
-// of these names (apps/config parses with it).
+// of these names.
 std::string_view to_string(RecoveryMode mode);
-std::optional<RecoveryMode> parse_recovery_mode(std::string_view name);
 
 // How a multi-process job notices a hung node or worker (the job supervisor's watchdog), and how it
 // recovers (docs/drills.md, "Recovery").
@@ -127,7 +134,7 @@ struct MonitorOptions {
   std::string metrics_bind = "127.0.0.1";  // IPv4 address the metrics listen on; 0.0.0.0 = every interface
   double peak_flops = 0;                  // a rank's peak FLOP/s, the MFU's denominator; 0 = measure sgemm at start
   std::string log_dir = "auto";  // DIR/<job>/node-<i>.log; auto = <checkpoint.dir>/logs or troupe-logs; "" = none
-  std::string log_format = "text";  // of the file: text or json (JSON lines); the console is always text
+  monitor::LogFormat log_format = monitor::LogFormat::text;  // of the file (JSON lines); the console is always text
   std::string log_level = "info";   // "info" or "warn,comm=debug": a level for all, then per subsystem
   int control_port = 0;                     // the monitor actor's port for `troupe shell`; 0 = any free port
   std::string control_bind = "127.0.0.1";  // IPv4 address it listens on; 0.0.0.0 = every interface

@@ -24,11 +24,10 @@ ProcessLogs::ProcessLogs(const JobConfig& config, const std::string& job, int no
 }
 
 Status ProcessLogs::open_file() const {
-  auto format = monitor::parse_log_format(format_);
-  TROUPE_CHECK(format.ok(), "resolve() checks monitor.log_format");
-  if (Status opened = monitor::log_to_file(path_.string(), *format); !opened)
+  if (Status opened = monitor::log_to_file(path_.string(), format_); !opened)
     return Error{"monitor.log_dir: " + opened.error().message};
-  if (!path_.empty()) monitor::logger("monitor")->info("logs to {} ({})", path_.string(), format_);
+  if (!path_.empty())
+    monitor::logger("monitor")->info("logs to {} ({})", path_.string(), monitor::log_format_name(format_));
   return Status::success();
 }
 

@@ -27,7 +27,7 @@ class ProcessLogs {
 
  private:
   std::filesystem::path path_;
-  std::string format_;
+  monitor::LogFormat format_;
 };
 
 }  // namespace troupe::actors

@@ -42,13 +42,13 @@ std::int64_t ProcessMetrics::set_mfu_basis(const ResolvedJob& job, int ranks, st
   if (peak <= 0 && inherited > 0) {
     peak = static_cast<double>(inherited);
     source = "measured by the process this one replaces";
-  } else if (peak <= 0 && job.config.train.backend == "cpu") {
+  } else if (peak <= 0 && job.config.train.backend == compute::BackendKind::cpu) {
     peak = compute::cpu::measure_sgemm_peak({1024});
     source = "OpenBLAS sgemm, measured";
   }
   if (peak <= 0) {
     monitor::logger("monitor")->info("no MFU: set monitor.peak_flops to a rank's peak FLOP/s on {}",
-                                     job.config.train.backend);
+                                     compute::backend_name(job.config.train.backend));
     return 0;
   }
   const double flops_per_token = compute::model_flops_per_token(job.model, job.config.train.seq_len);

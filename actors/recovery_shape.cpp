@@ -9,9 +9,8 @@ RecoveryShape recovery_shape(const JobConfig& config, int world_size, bool repla
   shape.pipeline_stages = config.pipeline.stages;
   shape.tensor_shards = config.tensor.shards;
   shape.zero = config.train.zero;
-  shape.device_backend = config.train.backend != "cpu";
-  // resolve() refused any other name.
-  if (auto compression = comm::parse_compression(config.comm.compress)) shape.compression = *compression;
+  shape.device_backend = compute::on_device(config.train.backend);
+  shape.compression = config.comm.compress;
   shape.replaces_nodes = replaces_nodes;
   shape.checkpoints = !config.checkpoint.dir.empty();
   return shape;

@@ -15,8 +15,9 @@ namespace troupe::comm {
 
 enum class Compression : std::uint8_t { none, bf16, powersgd };
 
+// Every kind, in the order comm.compress lists them: the config parser reads a name with these.
+inline constexpr Compression compressions[] = {Compression::none, Compression::bf16, Compression::powersgd};
 std::string_view compression_name(Compression kind);  // "none", "bf16", "powersgd"
-Expected<Compression> parse_compression(std::string_view name);
 
 struct CompressionOptions {
   Compression kind = Compression::none;

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "compute/adamw_step.hpp"
+#include "compute/backend_kind.hpp"
 #include "compute/expected.hpp"
 #include "compute/tensor.hpp"
 
@@ -131,8 +132,8 @@ class Backend {
   [[noreturn]] void no_shard_kernels(const char* op) const;
 };
 
-// "cpu" always; "cuda" (fp32) and "cuda-bf16" (bf16 GEMM operands, fp32 everything else: see
+// cpu always; cuda (fp32) and cuda_bf16 (bf16 GEMM operands, fp32 everything else: see
 // docs/gpu.md) when the build has the CUDA backend and a device is present.
-Expected<std::unique_ptr<Backend>> make_backend(const std::string& name, int threads);
+Expected<std::unique_ptr<Backend>> make_backend(BackendKind kind, int threads);
 
 }  // namespace troupe::compute

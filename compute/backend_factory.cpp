@@ -6,20 +6,18 @@
 
 namespace troupe::compute {
 
-Expected<std::unique_ptr<Backend>> make_backend(const std::string& name, int threads) {
+Expected<std::unique_ptr<Backend>> make_backend(BackendKind kind, int threads) {
   if (threads < 0) return Error{"thread count must be 0 (all cores) or positive, got " + std::to_string(threads)};
-  if (name == "cpu") return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(threads));
-  if (name == "cuda" || name == "cuda-bf16") {
+  if (kind == BackendKind::cpu) return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(threads));
 #ifdef TROUPE_HAVE_CUDA
-    auto backend = CudaBackend::create(name == "cuda" ? CudaBackend::Precision::fp32 : CudaBackend::Precision::bf16);
-    if (!backend) return backend.error();
-    return std::unique_ptr<Backend>(std::move(*backend));
+  auto backend =
+      CudaBackend::create(kind == BackendKind::cuda ? CudaBackend::Precision::fp32 : CudaBackend::Precision::bf16);
+  if (!backend) return backend.error();
+  return std::unique_ptr<Backend>(std::move(*backend));
 #else
-    return Error{"backend '" + name +
-                 "': this build has no CUDA support (no nvcc, cuBLAS and NCCL under /usr/local/cuda at configure time)"};
+  return Error{"backend '" + std::string(backend_name(kind)) +
+               "': this build has no CUDA support (no nvcc, cuBLAS and NCCL under /usr/local/cuda at configure time)"};
 #endif
-  }
-  return Error{"unknown backend '" + name + "' (known: cpu, cuda, cuda-bf16)"};
 }
 
 }  // namespace troupe::compute

@@ -234,11 +234,7 @@ void set_log_job(const std::string& job) {
   loggers().set_identity([&](Identity& id) { id.job = job; });
 }
 
-Expected<LogFormat> parse_log_format(const std::string& name) {
-  if (name == "text") return LogFormat::text;
-  if (name == "json") return LogFormat::json;
-  return Error{"unknown log format '" + name + "' (text or json)"};
-}
+std::string_view log_format_name(LogFormat format) { return format == LogFormat::json ? "json" : "text"; }
 
 Status log_to_file(const std::string& path, LogFormat format) { return loggers().write_file(path, format); }
 

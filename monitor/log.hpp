@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -50,8 +51,9 @@ void set_identity(int rank, const std::string& role);
 void set_log_job(const std::string& job);
 
 enum class LogFormat { text, json };
-// Parses "text" or "json"; an Error naming the value otherwise.
-Expected<LogFormat> parse_log_format(const std::string& name);
+// Every format, in the order monitor.log_format lists them: the config parser reads a name with these.
+inline constexpr LogFormat log_formats[] = {LogFormat::text, LogFormat::json};
+std::string_view log_format_name(LogFormat format);  // "text", "json"
 
 // Writes every line from now on also to `path` (appended to; its folder is made), in `format`;
 // an empty path stops writing a file. The first call also writes the lines logged before it (up

@@ -11,13 +11,6 @@ std::string_view to_string(ScheduleKind kind) {
   return "unknown schedule";
 }
 
-Expected<ScheduleKind> parse_schedule_kind(std::string_view name) {
-  for (ScheduleKind kind : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::interleaved}) {
-    if (name == to_string(kind)) return kind;
-  }
-  return Error{"unknown pipeline schedule '" + std::string(name) + "' (expected gpipe, 1f1b or interleaved)"};
-}
-
 std::optional<Transfer> transfer_of(const Schedule& schedule, int stage, const Instruction& instruction) {
   if (!is_transfer(instruction.op)) return std::nullopt;
   const int here = schedule.virtual_stage(stage, instruction.chunk);

@@ -25,8 +25,10 @@ namespace troupe::schedules {
 
 enum class ScheduleKind { gpipe, one_f_one_b, interleaved };
 
+// Every kind, in the order pipeline.schedule lists them: the config parser reads a name with these.
+inline constexpr ScheduleKind schedule_kinds[] = {ScheduleKind::gpipe, ScheduleKind::one_f_one_b,
+                                                  ScheduleKind::interleaved};
 std::string_view to_string(ScheduleKind kind);  // "gpipe", "1f1b", "interleaved"
-Expected<ScheduleKind> parse_schedule_kind(std::string_view name);
 
 struct Schedule {
   ScheduleKind kind = ScheduleKind::one_f_one_b;

@@ -72,7 +72,7 @@ NodeOutcome run_node_process(const NodeProcessOptions& options, const ResolvedJo
   std::vector<std::unique_ptr<compute::Backend>> backends;
   std::vector<std::unique_ptr<comm::Engine>> engines;
   const int local_rank_base = options.local_rank_base;
-  const bool on_device = is_device_backend(job.config.train.backend);
+  const bool on_device = compute::on_device(job.config.train.backend);
   for (int slot = 0; slot < options.slots; ++slot) {
     if (on_device) {
       // The backend's stream and cuBLAS handle belong to the device current when it is made.

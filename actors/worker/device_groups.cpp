@@ -22,8 +22,6 @@ Error no_cuda() { return Error{"this build has no CUDA support (no nvcc, cuBLAS 
 
 }  // namespace
 
-bool is_device_backend(const std::string& backend) { return backend == "cuda" || backend == "cuda-bf16"; }
-
 #ifdef TROUPE_HAVE_CUDA
 
 struct DeviceGroup::Members {

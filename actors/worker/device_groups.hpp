@@ -2,7 +2,7 @@
 // A node's ranks on a CUDA backend: the device each uses, the NCCL ids of the data-parallel
 // groups they lead (sent to the job in join_msg, relayed to every rank in start_msg: the id
 // travels over the control plane), and the NCCL communicator and hooks each rank trains with.
-// A build without the CUDA backend refuses "cuda" in make_backend before any of this is reached;
+// A build without the CUDA backend refuses a device backend in make_backend before any of this is reached;
 // here it answers with the same refusal.
 
 #include <memory>
@@ -17,8 +17,6 @@
 #include "monitor/work_progress.hpp"
 
 namespace troupe::actors {
-
-bool is_device_backend(const std::string& backend);  // cuda, cuda-bf16
 
 // The calling thread works on the device of `local_rank` (its rank among the host's workers).
 Status use_rank_device(int local_rank);

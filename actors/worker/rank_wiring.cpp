@@ -27,11 +27,10 @@
 namespace troupe::actors {
 namespace {
 
-// The job's comm.* keys as the compressor takes them (resolve() checked the name).
+// The job's comm.* keys as the compressor takes them.
 comm::CompressionOptions compression_options(const ResolvedJob& job) {
-  auto kind = comm::parse_compression(job.config.comm.compress);
-  TROUPE_CHECK(kind.ok(), "comm.compress '" + job.config.comm.compress + "' reached a worker unchecked");
-  return {*kind, job.config.comm.powersgd_rank, job.config.comm.compress_start_step, job.config.train.seed};
+  return {job.config.comm.compress, job.config.comm.powersgd_rank, job.config.comm.compress_start_step,
+          job.config.train.seed};
 }
 
 // What `compressor` has done so far, as metrics and progress records take it.
@@ -103,9 +102,7 @@ class PipelineStageLoop final : public TrainingLoop {
 Expected<schedules::Schedule> stage_schedule(const ResolvedJob& job) {
   const PipelineOptions& p = job.config.pipeline;
   if (p.stages == 1) return schedules::generate_schedule(schedules::ScheduleKind::gpipe, 1, job.config.train.grad_accum, 1);
-  auto kind = schedules::parse_schedule_kind(p.schedule);
-  if (!kind) return kind.error();
-  return schedules::generate_schedule(*kind, p.stages, p.microbatches, p.virtual_stages);
+  return schedules::generate_schedule(p.schedule, p.stages, p.microbatches, p.virtual_stages);
 }
 
 // This rank's stage of a pipeline (grid.pp > 1), or its tensor shard of a stage (grid.tp > 1), as
@@ -168,20 +165,18 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   monitor::TraceRecorder trace;
   if (!p.trace.empty()) trainer.record_into(trace);
   const std::string shards = grid.tp > 1 ? fmt::format(" x {} tensor shards", grid.tp) : "";
-  PipelineStageLoop loop(trainer, metrics,
-                         p.stages == 1
-                             ? fmt::format("{} rank(s){} x batch {} x seq {} x accum {}", grid.dp, shards,
-                                           job.config.train.batch_size, job.config.train.seq_len,
-                                           job.config.train.grad_accum)
-                             : fmt::format("{} x {} pipeline{}, {} micro-batches of {} x seq {}; stage {} holds {} "
-                                           "activations at most",
-                                           grid.dp, p.schedule, shards, p.microbatches, job.config.train.batch_size,
-                                           job.config.train.seq_len, coord.pp,
-                                           report->peak_stashed[static_cast<std::size_t>(coord.pp)]),
-                         {rank,
-                          {grid.dp, grid.pp, grid.tp},
-                          (compute::shards_optimizer_state(zero) || replicas_write ? grid.dp : 1) * grid.pp *
-                              grid.tp});
+  PipelineStageLoop loop(
+      trainer, metrics,
+      p.stages == 1
+          ? fmt::format("{} rank(s){} x batch {} x seq {} x accum {}", grid.dp, shards, job.config.train.batch_size,
+                        job.config.train.seq_len, job.config.train.grad_accum)
+          : fmt::format("{} x {} pipeline{}, {} micro-batches of {} x seq {}; stage {} holds {} "
+                        "activations at most",
+                        grid.dp, schedules::to_string(p.schedule), shards, p.microbatches, job.config.train.batch_size,
+                        job.config.train.seq_len, coord.pp, report->peak_stashed[static_cast<std::size_t>(coord.pp)]),
+      {rank,
+       {grid.dp, grid.pp, grid.tp},
+       (compute::shards_optimizer_state(zero) || replicas_write ? grid.dp : 1) * grid.pp * grid.tp});
   // In place, the rank of the same stage and shard in a surviving replica gives the stage's state.
   std::vector<RenewedGroup> groups{{&dp, comm::dp_group_id}, {pp->get(), comm::pp_group_id}};
   if (tp) groups.push_back({tp.get(), comm::tp_group_id});
@@ -219,7 +214,7 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
                                     const std::optional<recover_msg>& replacing) {
   const RescueHooks rescue = node_rescue_hooks(worker, engine.rank(), rescue_timing(job.config.fault));
   const int rank = engine.rank();
-  const bool on_device = is_device_backend(job.config.train.backend);
+  const bool on_device = compute::on_device(job.config.train.backend);
   if (on_device) {
     if (Status s = use_rank_device(local_rank); !s) return {-1, 2, "rank " + std::to_string(rank) + ": " + s.error().message};
   }

@@ -20,9 +20,7 @@ compute::TrainerOptions trainer_options(const ResolvedJob& job) {
   o.adamw = {t.beta1, t.beta2, t.eps, t.weight_decay};
   o.grad_clip = t.grad_clip;
   o.seed = t.seed;
-  const auto recompute = compute::parse_recompute(t.recompute);
-  TROUPE_CHECK(recompute.has_value(), "train.recompute '" + t.recompute + "' reached a worker unchecked");
-  o.recompute = *recompute;
+  o.recompute = t.recompute;
   return o;
 }
 

@@ -72,7 +72,7 @@ Expected<std::vector<std::uint8_t>> stage_body(comm::Engine& engine, const Bench
                                                const schedules::Schedule& schedule,
                                                const schedules::CheckReport& check) {
   const compute::GPTConfig cfg = bench_model(o);
-  auto backend = compute::make_backend("cpu", 1);
+  auto backend = compute::make_backend(compute::BackendKind::cpu, 1);
   if (!backend) return backend.error();
   const int rank = engine.rank();
   const comm::Grid grid{1, o.stages, 1};

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "apps/commands/commands.hpp"
+#include "apps/config/named_choice.hpp"
 #include "apps/exit_codes.hpp"
 #include "monitor/trace.hpp"
 #include "schedules/checker.hpp"
@@ -117,8 +118,8 @@ void record_trace(const schedules::Schedule& s, const schedules::Simulation& sim
 }  // namespace
 
 Status validate(const ScheduleOptions& o) {
-  auto kind = schedules::parse_schedule_kind(o.kind);
-  if (!kind) return Error{"--kind " + o.kind + ": " + kind.error().message};
+  const auto kind = parse_choice<schedules::ScheduleKind>(o.kind);
+  if (!kind) return Error{"--kind: expected " + choice_list<schedules::ScheduleKind>() + ", got '" + o.kind + "'"};
   // Caps keep the printed streams and the checker's lock-step run small; real pipelines are far
   // below them.
   if (Status s = check_count("--stages", o.stages, 256); !s) return s;
@@ -136,7 +137,7 @@ Status validate(const ScheduleOptions& o) {
 int run_schedule(const ScheduleOptions& o) {
   // validate() has passed, so every step below failing is a bug in schedules/, reported as a
   // run-time failure.
-  auto kind = schedules::parse_schedule_kind(o.kind);
+  const auto kind = parse_choice<schedules::ScheduleKind>(o.kind);
   auto generated = schedules::generate_schedule(*kind, o.stages, o.microbatches, o.virtual_stages);
   if (!generated) throw generated.error();
   const schedules::Schedule& s = *generated;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "apps/config/keys.hpp"
+#include "apps/config/named_choice.hpp"
 #include "apps/config/value.hpp"
 
 namespace troupe::apps {
@@ -72,10 +73,12 @@ std::optional<std::string> assign(const ConfigField& field, const toml::node& no
           const auto* text = node.as_string();
           if (!text) return "expected a string" + got;
           *target = text->get();
-        } else if constexpr (std::is_same_v<Value, actors::RecoveryMode>) {
+        } else if constexpr (named_choice<Value>) {
           const auto* text = node.as_string();
           if (!text) return "expected a string" + got;
-          if (Status read = parse_recovery_mode_into(*target, text->get(), ""); !read) return read.error().message;
+          const auto choice = parse_choice<Value>(text->get());
+          if (!choice) return "expected " + choice_list<Value>() + ", got '" + std::string(text->get()) + "'";
+          *target = *choice;
         } else if constexpr (std::is_same_v<Value, bool>) {
           const auto* flag = node.as_boolean();
           if (!flag) return "expected true or false" + got;

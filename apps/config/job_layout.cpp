@@ -44,11 +44,10 @@ schedules::Layout job_layout(const ResolvedJob& job, int ranks) {
   layout.tp = c.tensor.shards;
   layout.dp = ranks / (c.pipeline.stages * c.tensor.shards);
   layout.zero = c.train.zero;
-  layout.recompute = compute::parse_recompute(c.train.recompute).value_or(compute::Recompute::none);
+  layout.recompute = c.train.recompute;
   layout.micro_batch = c.train.batch_size;
   layout.microbatches = microbatches_per_step(c);
-  // resolve() has checked the name.
-  if (auto kind = schedules::parse_schedule_kind(c.pipeline.schedule)) layout.schedule = *kind;
+  layout.schedule = c.pipeline.schedule;
   layout.chunks = c.pipeline.virtual_stages;
   return layout;
 }
@@ -68,19 +67,19 @@ JobConfig with_layout(const JobConfig& config, const schedules::Layout& layout) 
   JobConfig c = config;
   c.train.batch_size = layout.micro_batch;
   c.train.zero = layout.zero;
-  c.train.recompute = compute::recompute_name(layout.recompute);
+  c.train.recompute = layout.recompute;
   c.pipeline.stages = layout.pp;
   c.tensor.shards = layout.tp;
   if (layout.pp > 1) {
     c.train.grad_accum = 1;
     c.pipeline.microbatches = layout.microbatches;
-    c.pipeline.schedule = std::string(schedules::to_string(layout.schedule));
+    c.pipeline.schedule = layout.schedule;
     c.pipeline.virtual_stages = layout.chunks;
   } else {
     c.train.grad_accum = layout.microbatches;
     // Without stages the schedule is unused, but interleaving one stage is refused.
-    if (c.pipeline.schedule == schedules::to_string(schedules::ScheduleKind::interleaved))
-      c.pipeline.schedule = std::string(schedules::to_string(schedules::ScheduleKind::one_f_one_b));
+    if (c.pipeline.schedule == schedules::ScheduleKind::interleaved)
+      c.pipeline.schedule = schedules::ScheduleKind::one_f_one_b;
     c.pipeline.virtual_stages = 1;
   }
   return c;

@@ -1,7 +1,9 @@
 #include "apps/config/keys.hpp"
 
 #include <algorithm>
+#include <type_traits>
 
+#include "apps/config/named_choice.hpp"
 #include "apps/config/spelling.hpp"
 
 namespace troupe::apps {
@@ -199,11 +201,15 @@ std::optional<std::string> closest_config_section(std::string_view name) {
 std::string_view type_name(const ConfigKey& key) {
   JobConfig scratch;
   const ConfigField field = key.field(scratch);
-  if (std::holds_alternative<bool*>(field)) return "boolean";
-  if (std::holds_alternative<double*>(field)) return "number";
-  if (std::holds_alternative<std::string*>(field) || std::holds_alternative<actors::RecoveryMode*>(field))
-    return "string";
-  return "integer";
+  return std::visit(
+      [](auto* value) -> std::string_view {
+        using Value = std::remove_pointer_t<decltype(value)>;
+        if constexpr (std::is_same_v<Value, bool>) return "boolean";
+        if constexpr (std::is_same_v<Value, double>) return "number";
+        if constexpr (std::is_same_v<Value, std::string> || named_choice<Value>) return "string";
+        return "integer";
+      },
+      field);
 }
 
 }  // namespace troupe::apps

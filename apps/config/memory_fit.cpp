@@ -25,7 +25,7 @@ std::string advice(const ResolvedJob& job, const JobRanks& ranks, double availab
 }  // namespace
 
 Status check_memory_fit(const ResolvedJob& job, const JobRanks& ranks, std::optional<double> memory_limit) {
-  if (job.config.train.backend != "cpu") return Status::success();
+  if (compute::on_device(job.config.train.backend)) return Status::success();
   const auto available = rank_memory(memory_limit, ranks.here);
   if (!available) return Status::success();
   return check_memory_fit(job, ranks, *available);

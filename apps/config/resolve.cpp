@@ -63,6 +63,7 @@ Expected<compute::GPTConfig> resolve_model(const ModelOptions& options) {
 // The first problem with the train, data and sample keys, given the resolved model.
 std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTConfig& model) {
   const TrainOptions& t = c.train;
+  const std::string backend(compute::backend_name(t.backend));
   if (t.steps <= 0) return "train.steps must be positive, got " + str(t.steps);
   if (t.batch_size <= 0) return "train.batch_size must be positive, got " + str(t.batch_size);
   if (t.seq_len < 0) return "train.seq_len must be positive (or 0 for model.block_size), got " + str(t.seq_len);
@@ -81,12 +82,8 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
   if (!(t.eps > 0)) return "train.eps must be positive, got " + str(t.eps);
   if (!(t.weight_decay >= 0)) return "train.weight_decay must not be negative, got " + str(t.weight_decay);
   if (!(t.grad_clip >= 0)) return "train.grad_clip must not be negative (0 = off), got " + str(t.grad_clip);
-  if (!compute::parse_recompute(t.recompute))
-    return "train.recompute '" + t.recompute + "' is not a mode (known: none, selective, full)";
   if (t.threads < 0) return "train.threads must not be negative (0 = all cores), got " + str(t.threads);
-  if (t.backend != "cpu" && t.backend != "cuda" && t.backend != "cuda-bf16")
-    return "train.backend '" + t.backend + "' is not a backend (known: cpu, cuda, cuda-bf16)";
-  if (t.backend != "cpu" && compute::shards_optimizer_state(t.zero))
+  if (compute::on_device(t.backend) && compute::shards_optimizer_state(t.zero))
     return "train.zero " + std::to_string(compute::zero_number(t.zero)) +
            " works with train.backend cpu only so far: ZeRO over NCCL is not wired; use 0";
   if (t.val_every < 0) return "train.val_every must not be negative (0 = only at the end), got " + str(t.val_every);
@@ -110,16 +107,15 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
     return "sample.top_k " + str(s.top_k) + " exceeds model.vocab_size " + str(model.vocab_size);
 
   const PipelineOptions& p = c.pipeline;
-  auto kind = schedules::parse_schedule_kind(p.schedule);
-  if (!kind) return "pipeline.schedule: " + kind.error().message;
-  if (Status shape = schedules::check_schedule_shape(*kind, p.stages, p.microbatches, p.virtual_stages); !shape)
+  if (Status shape = schedules::check_schedule_shape(p.schedule, p.stages, p.microbatches, p.virtual_stages); !shape)
     return "pipeline: " + shape.error().message;
   if (p.stages > 1 || p.virtual_stages > 1) {
     auto split = compute::split_for_pipeline(model, p.stages, p.virtual_stages);
     if (!split) return "pipeline: " + split.error().message;
-    if (t.backend != "cpu")
+    if (compute::on_device(t.backend))
       return "pipeline.stages > 1 works with train.backend cpu only so far: pipeline transfers over NCCL are not wired "
-             "(got '" + t.backend + "')";
+             "(got '" +
+             backend + "')";
     if (t.grad_accum != 1)
       return "train.grad_accum must be 1 with pipeline.stages > 1 (pipeline.microbatches accumulates), got " +
              str(t.grad_accum);
@@ -128,9 +124,10 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
   const TensorOptions& tp = c.tensor;
   if (Status shards = compute::check_tensor_shards(model, tp.shards); !shards) return shards.error().message;
   if (tp.shards > 1) {
-    if (t.backend != "cpu")
+    if (compute::on_device(t.backend))
       return "tensor.shards > 1 works with train.backend cpu only so far: the vocabulary-shard kernels and the shard "
-             "sums over NCCL are not built (got '" + t.backend + "')";
+             "sums over NCCL are not built (got '" +
+             backend + "')";
   }
   if (tp.sequence_parallel) {
     const int seq_len = t.seq_len > 0 ? t.seq_len : model.block_size;
@@ -143,22 +140,21 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
   }
 
   const CommOptions& co = c.comm;
-  auto compression = comm::parse_compression(co.compress);
-  if (!compression) return "comm.compress: " + compression.error().message;
+  const comm::Compression compression = co.compress;
   if (co.powersgd_rank < 1) return "comm.powersgd_rank must be positive, got " + str(co.powersgd_rank);
   if (co.compress_start_step < -1)
     return "comm.compress_start_step must not be negative (-1 = 10% of train.steps), got " +
            str(co.compress_start_step);
-  if (*compression == comm::Compression::powersgd && compute::shards_gradients(t.zero))
+  if (compression == comm::Compression::powersgd && compute::shards_gradients(t.zero))
     return "comm.compress powersgd does not work with " + compute::zero_setting(t.zero) +
            ": ZeRO-2 and 3 sum gradient shards, not whole matrices; use comm.compress bf16 or train.zero 0 or 1";
-  if (*compression == comm::Compression::bf16 && compute::shards_parameters(t.zero))
+  if (compression == comm::Compression::bf16 && compute::shards_parameters(t.zero))
     return "comm.compress bf16 does not work with train.zero 3 (its gradients move block by block); "
            "use train.zero 0, 1 or 2";
-  if (*compression != comm::Compression::none && t.backend != "cpu")
+  if (compression != comm::Compression::none && compute::on_device(t.backend))
     return "comm.compress works with train.backend cpu only so far: NCCL sums device gradients as they are (got '" +
-           t.backend + "')";
-  if (*compression == comm::Compression::bf16 && (p.stages > 1 || tp.shards > 1) && compute::shards_gradients(t.zero))
+           backend + "')";
+  if (compression == comm::Compression::bf16 && (p.stages > 1 || tp.shards > 1) && compute::shards_gradients(t.zero))
     return "comm.compress bf16 with pipeline.stages or tensor.shards works with train.zero 0 or 1 only, got " +
            str(compute::zero_number(t.zero));
 
@@ -185,9 +181,8 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
            str(mon.metrics_port);
   if (in_addr address{}; ::inet_pton(AF_INET, mon.metrics_bind.c_str(), &address) != 1)
     return "monitor.metrics_bind '" + mon.metrics_bind + "' is not an IPv4 address such as 127.0.0.1 or 0.0.0.0";
-  if (!(mon.peak_flops >= 0)) return "monitor.peak_flops must not be negative (0 = measure), got " + str(mon.peak_flops);
-  if (auto format = monitor::parse_log_format(mon.log_format); !format)
-    return "monitor.log_format: " + format.error().message;
+  if (!(mon.peak_flops >= 0))
+    return "monitor.peak_flops must not be negative (0 = measure), got " + str(mon.peak_flops);
   if (auto levels = monitor::parse_log_levels(mon.log_level); !levels)
     return "monitor.log_level: " + levels.error().message;
   if (mon.control_port < 0 || mon.control_port > 65535)

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <type_traits>
 
+#include "apps/config/named_choice.hpp"
+
 namespace troupe::apps {
 namespace {
 
@@ -48,15 +50,6 @@ std::string toml_string(std::string_view text) {
 
 }  // namespace
 
-Status parse_recovery_mode_into(actors::RecoveryMode& out, std::string_view text, const std::string& where) {
-  const auto mode = actors::parse_recovery_mode(text);
-  if (!mode)
-    return Error{where + "expected " + std::string(actors::to_string(actors::RecoveryMode::in_place)) + " or " +
-                 std::string(actors::to_string(actors::RecoveryMode::restart)) + ", got " + quoted(text)};
-  out = *mode;
-  return Status::success();
-}
-
 Status set_from_text(JobConfig& config, const ConfigKey& key, std::string_view text, std::string_view origin) {
   const std::string where = std::string(origin) + ": " + std::string(key.name) + ": ";
   return std::visit(
@@ -65,8 +58,11 @@ Status set_from_text(JobConfig& config, const ConfigKey& key, std::string_view t
         if constexpr (std::is_same_v<Value, std::string>) {
           *target = std::string(text);
           return Status::success();
-        } else if constexpr (std::is_same_v<Value, actors::RecoveryMode>) {
-          return parse_recovery_mode_into(*target, text, where);
+        } else if constexpr (named_choice<Value>) {
+          const auto choice = parse_choice<Value>(text);
+          if (!choice) return Error{where + "expected " + choice_list<Value>() + ", got " + quoted(text)};
+          *target = *choice;
+          return Status::success();
         } else if constexpr (std::is_same_v<Value, bool>) {
           if (text != "true" && text != "false") return Error{where + "expected true or false, got " + quoted(text)};
           *target = text == "true";
@@ -98,8 +94,8 @@ std::string format_key(const JobConfig& config, const ConfigKey& key, bool quote
         using Value = std::remove_pointer_t<decltype(value)>;
         if constexpr (std::is_same_v<Value, std::string>)
           return quote_strings ? toml_string(*value) : *value;
-        else if constexpr (std::is_same_v<Value, actors::RecoveryMode>)
-          return quote_strings ? toml_string(actors::to_string(*value)) : std::string(actors::to_string(*value));
+        else if constexpr (named_choice<Value>)
+          return quote_strings ? toml_string(choice_name(*value)) : choice_name(*value);
         else if constexpr (std::is_same_v<Value, bool>)
           return *value ? "true" : "false";
         else if constexpr (std::is_same_v<Value, double>)

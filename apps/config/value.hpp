@@ -16,8 +16,6 @@ namespace troupe::apps {
 // origin, names the key and says what is wrong: "command line: train.steps: expected an integer,
 // got 'ten'".
 Status set_from_text(JobConfig& config, const ConfigKey& key, std::string_view text, std::string_view origin);
-// Reads fault.recovery's `text` (its names: actors/job_options.hpp) into `out`; the error starts with `where`.
-Status parse_recovery_mode_into(actors::RecoveryMode& out, std::string_view text, const std::string& where);
 // The key's value in config as a TOML literal: 8, 0.001, "cpu".
 std::string format_value(const JobConfig& config, const ConfigKey& key);
 // The key's value as set_from_text reads it back: 8, 0.001, cpu.

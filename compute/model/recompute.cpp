@@ -11,10 +11,4 @@ std::string recompute_name(Recompute recompute) {
   return "?";
 }
 
-std::optional<Recompute> parse_recompute(std::string_view name) {
-  for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full})
-    if (name == recompute_name(r)) return r;
-  return std::nullopt;
-}
-
 }  // namespace troupe::compute

@@ -8,15 +8,14 @@
 //               up to its GELU output, all that the block's backward reads.
 // Recomputation runs the same kernels on the same inputs, so gradients are bitwise those of none.
 
-#include <optional>
 #include <string>
-#include <string_view>
 
 namespace troupe::compute {
 
 enum class Recompute { none, selective, full };
 
+// Every mode, in the order train.recompute lists them: the config parser reads a name with these.
+inline constexpr Recompute recompute_modes[] = {Recompute::none, Recompute::selective, Recompute::full};
 std::string recompute_name(Recompute recompute);
-std::optional<Recompute> parse_recompute(std::string_view name);
 
 }  // namespace troupe::compute

@@ -37,8 +37,9 @@ TEST_CASE("bf16 rounds to nearest, ties to even, and keeps inf and nan", "[cuda]
 
 TEST_CASE("a cuda backend is made where there is a device, else a one-line no-device error", "[cuda]") {
   const auto device = cuda_device();
-  for (const char* name : {"cuda", "cuda-bf16"}) {
-    auto backend = make_backend(name, 0);
+  for (const BackendKind kind : {BackendKind::cuda, BackendKind::cuda_bf16}) {
+    const std::string_view name = backend_name(kind);
+    auto backend = make_backend(kind, 0);
     INFO(name);
     if (device) {
       REQUIRE(backend.ok());

@@ -347,7 +347,7 @@ bool add_in_place_account(const std::vector<actors::job_event>& events, const st
 bool shrink_keeps_weights(const Drill& drill, bool two_to_one, Verdict& v) {
   const JobConfig& config = drill.config();
   const bool expected = two_to_one && !compute::shards_gradients(config.train.zero) &&
-                        config.comm.compress == "none" && config.tensor.shards == 1;
+                        config.comm.compress == comm::Compression::none && config.tensor.shards == 1;
   if (expected)
     compare_weights(drill, v);
   else

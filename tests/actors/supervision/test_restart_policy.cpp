@@ -571,9 +571,9 @@ TEST_CASE("restart options read the job's keys, and the job's shape: the replica
   config.fault.elastic = true;
   config.fault.recovery = RecoveryMode::restart;
   config.train.zero = ZeroStage::optimizer_state;
-  config.train.backend = "cuda";
+  config.train.backend = troupe::compute::BackendKind::cuda;
   config.pipeline.stages = 2;
-  config.comm.compress = "powersgd";
+  config.comm.compress = troupe::comm::Compression::powersgd;
   const RestartOptions o = restart_options(config, recovery_shape(config, 6, true));
   CHECK((o.checkpoint_dir == "/ck" && o.max_restarts == 5 && o.elastic));
   CHECK((o.shape.mode == RecoveryMode::restart && o.shape.zero == ZeroStage::optimizer_state && o.shape.device_backend &&

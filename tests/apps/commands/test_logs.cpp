@@ -128,7 +128,8 @@ TEST_CASE("a bad log level, subsystem, format or folder is refused with one line
   TempDir dir;
   check_rejected_in(dir, {"train", "--monitor.log_level", "loud"}, "monitor.log_level: log levels 'loud': unknown log level 'loud'");
   check_rejected_in(dir, {"train", "--monitor.log_level", "info,gpu=debug"}, "unknown log subsystem 'gpu'");
-  check_rejected_in(dir, {"train", "--monitor.log_format", "xml"}, "monitor.log_format: unknown log format 'xml'");
+  check_rejected_in(dir, {"train", "--monitor.log_format", "xml"},
+                    "monitor.log_format: expected text or json, got 'xml'");
   // The folder is found wrong only once the rest of start-up has passed, after the metrics line.
   dir.write("file", "not a folder");
   const ProcessResult bad_dir = run_troupe(dir, {"train", "--model.preset", "tiny", "--monitor.metrics_port", "-1",

@@ -222,7 +222,7 @@ TEST_CASE("pipeline settings that cannot work are refused in one line", "[pipeli
   refused({"--pipeline.stages", "2"}, "pipeline.stages 2 needs a worker per stage: add --workers 2");
   refused({"--workers", "3", "--pipeline.stages", "2"}, "pipeline.stages 2 does not divide the job's 3 workers");
   refused({"--pipeline.stages", "5"}, "pipeline: ");
-  refused({"--pipeline.schedule", "zigzag"}, "pipeline.schedule: unknown pipeline schedule 'zigzag'");
+  refused({"--pipeline.schedule", "zigzag"}, "pipeline.schedule: expected gpipe, 1f1b or interleaved, got 'zigzag'");
   refused({"--pipeline.stages", "3", "--pipeline.schedule", "interleaved", "--pipeline.virtual_stages", "2",
            "--pipeline.microbatches", "6"},
           "pipeline: ");

@@ -61,5 +61,5 @@ TEST_CASE("recompute selective and full end with the weights of keeping every ac
 TEST_CASE("train.recompute that is no mode is refused in one line", "[recompute][cli]") {
   TempDir dir;
   check_rejected_in(dir, {"train", "--train.recompute", "partial"},
-                    "train.recompute 'partial' is not a mode (known: none, selective, full)");
+                    "train.recompute: expected none, selective or full, got 'partial'");
 }

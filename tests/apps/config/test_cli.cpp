@@ -94,6 +94,43 @@ TEST_CASE("train.zero is a number on the command line and a stage behind it", "[
   CHECK(bad.error().message == "command line: train.zero: expected an integer, got 'one'");
 }
 
+TEST_CASE("a key of a few names reads each back as its enum and refuses another in one line", "[cli]") {
+  // Every such key, with its names in the order the line lists them.
+  const std::vector<std::pair<std::string, std::vector<std::string>>> named{
+      {"train.backend", {"cpu", "cuda", "cuda-bf16"}},
+      {"train.recompute", {"none", "selective", "full"}},
+      {"pipeline.schedule", {"gpipe", "1f1b", "interleaved"}},
+      {"comm.compress", {"none", "bf16", "powersgd"}},
+      {"fault.recovery", {"in_place", "restart"}},
+      {"monitor.log_format", {"text", "json"}}};
+  for (const auto& [name, choices] : named) {
+    const ConfigKey* key = find_config_key(name);
+    REQUIRE(key != nullptr);
+    CHECK(type_name(*key) == "string");
+    for (const std::string& choice : choices) {
+      INFO(name << " " << choice);
+      JobConfig config;
+      REQUIRE(override_with(config, {"--" + name, choice}).ok());
+      CHECK(format_text(config, *key) == choice);
+      CHECK(format_value(config, *key) == "\"" + choice + "\"");
+    }
+    std::string listed = choices.front();
+    for (std::size_t i = 1; i < choices.size(); ++i) listed += (i + 1 == choices.size() ? " or " : ", ") + choices[i];
+    JobConfig config;
+    const Status bad = override_with(config, {"--" + name, "nosuch"});
+    REQUIRE(!bad.ok());
+    CHECK(bad.error().message == "command line: " + name + ": expected " + listed + ", got 'nosuch'");
+  }
+  JobConfig config;
+  REQUIRE(override_with(config, {"--train.backend", "cuda-bf16", "--comm.compress", "powersgd", "--pipeline.schedule",
+                                 "gpipe", "--train.recompute", "full"})
+              .ok());
+  CHECK(config.train.backend == compute::BackendKind::cuda_bf16);
+  CHECK(config.comm.compress == comm::Compression::powersgd);
+  CHECK(config.pipeline.schedule == schedules::ScheduleKind::gpipe);
+  CHECK(config.train.recompute == compute::Recompute::full);
+}
+
 TEST_CASE("an unknown option is named with the likely intended one", "[cli]") {
   JobConfig config;
   auto bad = override_with(config, {"--model.n_layr", "3"});

@@ -124,6 +124,16 @@ TEST_CASE("a value of the wrong type names the key, the expected and the given t
   CHECK_THAT(toml_error("[train]\nlr = nan\n"), Contains("train.lr: expected a finite number"));
 }
 
+TEST_CASE("a key of a few names takes one of them as a string", "[config]") {
+  JobConfig config;
+  CHECK(toml_error("[comm]\ncompress = \"bf16\"\n[pipeline]\nschedule = \"interleaved\"\n", &config).empty());
+  CHECK(config.comm.compress == comm::Compression::bf16);
+  CHECK(config.pipeline.schedule == schedules::ScheduleKind::interleaved);
+  const auto message = toml_error("[comm]\ncompress = \"fp8\"\n");
+  CHECK_THAT(message, Contains("job.toml:2:"));
+  CHECK_THAT(message, Contains("comm.compress: expected none, bf16 or powersgd, got 'fp8'"));
+}
+
 TEST_CASE("an integer that does not fit its field is out of range", "[config]") {
   CHECK_THAT(toml_error("[model]\nn_layer = 3000000000\n"), Contains("model.n_layer: 3000000000 is out of range"));
   CHECK_THAT(toml_error("[train]\nseed = -1\n"), Contains("train.seed: -1 is out of range"));

@@ -29,7 +29,7 @@ TEST_CASE("a data-parallel job's layout: every rank a replica, train.grad_accum 
   config.train.batch_size = 4;
   config.train.grad_accum = 3;
   config.train.zero = ZeroStage::gradients;
-  config.train.recompute = "selective";
+  config.train.recompute = troupe::compute::Recompute::selective;
   const auto job = resolved(config);
   const auto layout = job_layout(job, 4);
   CHECK(layout.dp == 4);
@@ -50,7 +50,7 @@ TEST_CASE("a pipelined job's layout: pipeline.stages of the ranks, pipeline.micr
   config.model.preset = "small";
   config.pipeline.stages = 2;
   config.pipeline.microbatches = 4;
-  config.pipeline.schedule = "interleaved";
+  config.pipeline.schedule = ScheduleKind::interleaved;
   config.pipeline.virtual_stages = 3;
   const auto layout = job_layout(resolved(config), 4);
   CHECK(layout.dp == 2);

@@ -139,16 +139,16 @@ TEST_CASE("the memory a rank needs falls with ZeRO, recompute and the ranks of t
   CHECK(zero1_on_2 < plain);
   CHECK(planned_need(resolved(config), 4) < zero1_on_2);  // the moments shard over more ranks
   config.train.zero = ZeroStage::none;
-  config.train.recompute = "full";
+  config.train.recompute = troupe::compute::Recompute::full;
   CHECK(planned_need(resolved(config), 2) < plain);
 }
 
 TEST_CASE("a refusal names the fewest keys that make the job fit: train.recompute full alone", "[config]") {
   auto config = small_batch(16);
   const auto job = resolved(config);
-  config.train.recompute = "full";
+  config.train.recompute = troupe::compute::Recompute::full;
   const double with_full = planned_need(resolved(config), 2);
-  config.train.recompute = "selective";
+  config.train.recompute = troupe::compute::Recompute::selective;
   REQUIRE(planned_need(resolved(config), 2) > with_full + (8 << 20));
   const auto refused = check_memory_fit(job, {2, 1, 2}, RankMemory{with_full + (4 << 20), "test"});
   REQUIRE_FALSE(refused.ok());
@@ -181,6 +181,6 @@ TEST_CASE("when no layout of the ranks fits, a refusal says so and what the smal
 
 TEST_CASE("a CUDA backend's job is not checked against host memory", "[config]") {
   auto config = small_batch(16);
-  config.train.backend = "cuda";
+  config.train.backend = troupe::compute::BackendKind::cuda;
   CHECK(check_memory_fit(resolved(config), {1, 1, 1}, std::optional<double>(1.0)).ok());
 }
