@@ -87,13 +87,13 @@ void WatchedRun::read_output(int fd, std::string log_path) {
   changed_.notify_all();
 }
 
-std::optional<WatchedRun::Line> WatchedRun::wait_for_line(const std::regex& pattern, std::chrono::milliseconds timeout,
+std::optional<WatchedRun::Line> WatchedRun::wait_for_line(const LineMatch& matches, std::chrono::milliseconds timeout,
                                                           std::size_t from, std::size_t* index) {
   const auto deadline = Clock::now() + timeout;
   std::unique_lock lock(mutex_);
   for (std::size_t i = from;;) {
     for (; i < lines_.size(); ++i) {
-      if (std::regex_search(lines_[i].text, pattern)) {
+      if (matches(lines_[i].text)) {
         if (index) *index = i;
         return lines_[i];
       }

@@ -1,18 +1,17 @@
 #pragma once
-// A troupe job run as a subprocess whose output is watched line by line, for failure drills: the
-// drill waits for a line ("step 5/20", "restarting every node"), injects a fault, and times what
-// follows. The job runs in its own process group so the drill can kill all of it at once; its
-// stdout and stderr go to one pipe (and to a log file) and every line is kept with the time it
-// arrived.
+// A troupe job run as a subprocess, for failure drills: the drill reads the job's typed events from
+// its control port, injects a fault, and times what follows. The job runs in its own process group
+// so the drill can kill all of it at once; its stdout and stderr go to one pipe (and to a log file)
+// and every line is kept with the time it arrived, for people and for tests that wait on a line.
 
 #include <sys/types.h>
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,10 +38,11 @@ class WatchedRun {
   WatchedRun& operator=(const WatchedRun&) = delete;
 
   pid_t pid() const { return pid_; }
-  // The first line from index `from` on that matches, waiting up to `timeout`; nullopt if the
+  using LineMatch = std::function<bool(const std::string& line)>;
+  // The first line from index `from` on that `matches`, waiting up to `timeout`; nullopt if the
   // output ends or the time runs out first. `index` (when given) receives the line's position.
-  std::optional<Line> wait_for_line(const std::regex& pattern, std::chrono::milliseconds timeout,
-                                    std::size_t from = 0, std::size_t* index = nullptr);
+  std::optional<Line> wait_for_line(const LineMatch& matches, std::chrono::milliseconds timeout, std::size_t from = 0,
+                                    std::size_t* index = nullptr);
   std::vector<Line> lines() const;
   // Waits for the process to exit: its exit code (128 + signal when killed), nullopt on timeout.
   // Any thread.

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "apps/commands/watched_run.hpp"
+#include "apps/line_match.hpp"
 #include "checkpoint/loader.hpp"
 #include "checkpoint/store.hpp"
 #include "support/run_process.hpp"
@@ -75,9 +75,9 @@ struct LiveJob {
         troupe::apps::WatchedRun::start(argv, {"XDG_RUNTIME_DIR=" + dir.path().string()}, dir.file("job.log"));
     REQUIRE(started);
     run = std::move(*started);
-    auto banner = run->wait_for_line(
-        std::regex("monitor: troupe shell (127\\.0\\.0\\.1:(\\d+)) \\(the job's token is in (.+)\\)"),
-        std::chrono::seconds(30));
+    auto banner =
+        run->wait_for_line(matching("monitor: troupe shell (127\\.0\\.0\\.1:(\\d+)) \\(the job's token is in (.+)\\)"),
+                           std::chrono::seconds(30));
     REQUIRE(banner);
     std::smatch m;
     REQUIRE(std::regex_search(banner->text, m,
@@ -85,12 +85,11 @@ struct LiveJob {
     control = m[1].str();
     control_port = std::stoi(m[2].str());
     token_file = m[3].str();
-    auto supervisor =
-        run->wait_for_line(std::regex("job supervisor on 127\\.0\\.0\\.1:(\\d+)"), std::chrono::seconds(5));
+    auto supervisor = run->wait_for_line(matching("job supervisor on 127\\.0\\.0\\.1:(\\d+)"), std::chrono::seconds(5));
     REQUIRE(supervisor);
     REQUIRE(std::regex_search(supervisor->text, m, std::regex("on 127\\.0\\.0\\.1:(\\d+)")));
     job_port = std::stoi(m[1].str());
-    REQUIRE(run->wait_for_line(std::regex("step +10/"), std::chrono::seconds(60)));
+    REQUIRE(run->wait_for_line(matching("step +10/"), std::chrono::seconds(60)));
   }
   ~LiveJob() {
     if (run) run->kill_all();
@@ -143,9 +142,9 @@ inline void drain_node_1(const TempDir& dir, const LiveJob& job, long steps) {
   INFO("drain: " << drain.out << drain.err);
   REQUIRE(drain.exit_code == 0);
   std::size_t at = 0;
-  REQUIRE(job.run->wait_for_line(std::regex("shrinking from 2 to 1 data-parallel replica\\(s\\): train.grad_accum = 2"),
+  REQUIRE(job.run->wait_for_line(matching("shrinking from 2 to 1 data-parallel replica\\(s\\): train.grad_accum = 2"),
                                  std::chrono::seconds(60), 0, &at));
-  REQUIRE(job.run->wait_for_line(std::regex("step +[0-9]+/" + std::to_string(steps) + " \\|"), std::chrono::seconds(60),
+  REQUIRE(job.run->wait_for_line(matching("step +[0-9]+/" + std::to_string(steps) + " \\|"), std::chrono::seconds(60),
                                  at + 1));
 }
 

@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "apps/checkpoint_parameters.hpp"
-#include "apps/commands/watched_run.hpp"
+#include "apps/line_match.hpp"
 #include "apps/run_troupe.hpp"
 #include "checkpoint/store.hpp"
 #include "cluster/cluster_support.hpp"
@@ -76,7 +76,7 @@ std::unique_ptr<troupe::apps::WatchedRun> running_past_step(const TempDir& dir, 
   args.insert(args.begin(), TROUPE_BINARY_DIR "/troupe");
   auto run = troupe::apps::WatchedRun::start(args, {}, dir.file(log));
   REQUIRE(run.ok());
-  const bool reached = (*run)->wait_for_line(std::regex("step +" + std::to_string(step) + "/"), patience).has_value();
+  const bool reached = (*run)->wait_for_line(matching("step +" + std::to_string(step) + "/"), patience).has_value();
   INFO(all_lines(**run));
   REQUIRE(reached);
   return std::move(*run);
@@ -90,11 +90,12 @@ struct AfterCut {
   std::string output;
 };
 
-AfterCut cut_link(troupe::apps::WatchedRun& watched, const std::string& host, const std::regex& detection) {
+AfterCut cut_link(troupe::apps::WatchedRun& watched, const std::string& host,
+                  const troupe::apps::WatchedRun::LineMatch& detection) {
   REQUIRE(cluster_command({"link", host, "down"}).exit_code == 0);
   AfterCut after{troupe::apps::WatchedRun::Clock::now(), {}, {}, {}};
   after.detected = watched.wait_for_line(detection, std::chrono::seconds(30));
-  after.recovered = watched.wait_for_line(std::regex("recovery: in place done"), std::chrono::seconds(60));
+  after.recovered = watched.wait_for_line(matching("recovery: in place done"), std::chrono::seconds(60));
   const auto exit_code = watched.wait_exit(std::chrono::seconds(120));
   if (!exit_code) watched.kill_all();
   cluster_command({"link", host, "up"});
@@ -175,7 +176,7 @@ TEST_CASE(
   const int victim = joined_pid(all_lines(watched), 1);
   REQUIRE(::kill(victim, SIGKILL) == 0);
   const auto killed_at = troupe::apps::WatchedRun::Clock::now();
-  const auto detected = watched.wait_for_line(std::regex("\\(node_lost\\)"), std::chrono::seconds(30));
+  const auto detected = watched.wait_for_line(matching("\\(node_lost\\)"), std::chrono::seconds(30));
   const auto exit_code = watched.wait_exit(std::chrono::seconds(120));
   if (!exit_code) watched.kill_all();
   INFO(all_lines(watched));
@@ -241,8 +242,8 @@ TEST_CASE(
     const int survivor = joined_pid(all_lines(watched), 0), victim = joined_pid(all_lines(watched), 1);
     REQUIRE(::kill(victim, SIGKILL) == 0);
     const auto killed_at = troupe::apps::WatchedRun::Clock::now();
-    const auto detected = watched.wait_for_line(std::regex("lost node 1 \\(h1"), std::chrono::seconds(30));
-    const auto recovered = watched.wait_for_line(std::regex("recovery: in place done"), std::chrono::seconds(60));
+    const auto detected = watched.wait_for_line(matching("lost node 1 \\(h1"), std::chrono::seconds(30));
+    const auto recovered = watched.wait_for_line(matching("recovery: in place done"), std::chrono::seconds(60));
     const auto exit_code = watched.wait_exit(std::chrono::seconds(120));
     if (!exit_code) watched.kill_all();
     const std::string output = all_lines(watched);
@@ -273,7 +274,7 @@ TEST_CASE(
     const auto run = running_past_step(dir, job(folder), "cut.log", 5);
     auto& watched = *run;
     const int survivor = joined_pid(all_lines(watched), 0), cut_off = joined_pid(all_lines(watched), 1);
-    const AfterCut after = cut_link(watched, "h1", std::regex("node 1 \\(h1, pid [0-9]+\\) unreachable"));
+    const AfterCut after = cut_link(watched, "h1", matching("node 1 \\(h1, pid [0-9]+\\) unreachable"));
     const std::string& output = after.output;
     INFO(output);
     CHECK_THAT(output, Contains("node 1 (h1, pid " + std::to_string(cut_off) + ") unreachable") &&
@@ -321,7 +322,7 @@ TEST_CASE(
   REQUIRE(cluster_command({"link", "h1", "down"}).exit_code == 0);
   const auto cut_at = troupe::apps::WatchedRun::Clock::now();
   const auto replaced =
-      watched.wait_for_line(std::regex("node 1 \\(h2, pid [0-9]+\\) joined in place"), std::chrono::seconds(30));
+      watched.wait_for_line(matching("node 1 \\(h2, pid [0-9]+\\) joined in place"), std::chrono::seconds(30));
   // The link back while the cut-off process still runs: it is no longer the job's node 1.
   const bool alive_at_heal = ::kill(cut_off, 0) == 0;
   REQUIRE(cluster_command({"link", "h1", "up"}).exit_code == 0);
@@ -377,7 +378,7 @@ TEST_CASE(
     auto& watched = *run;
     const std::string before = all_lines(watched);
     const int survivor = joined_pid(before, 0), first = joined_pid(before, 1), second = joined_pid(before, 2);
-    const AfterCut after = cut_link(watched, "h1", std::regex("unreachable: its host"));
+    const AfterCut after = cut_link(watched, "h1", matching("unreachable: its host"));
     const std::string& output = after.output;
     INFO(output);
     CHECK_THAT(output, Contains("node 1 (h1, pid " + std::to_string(first) + "), node 2 (h1, pid " +
@@ -513,8 +514,8 @@ TEST_CASE("host B's link cut mid-step: named unreachable within fault.heartbeat_
   const int node_b = joined_pid(all_lines(watched), 1);
   REQUIRE(cluster_command({"link", "h1", "down"}).exit_code == 0);
   const auto cut_at = troupe::apps::WatchedRun::Clock::now();
-  const auto named = watched.wait_for_line(std::regex("failure 1 \\(unreachable\\) of node 1 \\(h1\\)"),
-                                           std::chrono::seconds(20));
+  const auto named =
+      watched.wait_for_line(matching("failure 1 \\(unreachable\\) of node 1 \\(h1\\)"), std::chrono::seconds(20));
   const auto exit_code = watched.wait_exit(std::chrono::seconds(120));
   if (!exit_code) watched.kill_all();
   cluster_command({"link", "h1", "up"});

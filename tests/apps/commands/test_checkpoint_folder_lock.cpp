@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <regex>
 
-#include "apps/commands/watched_run.hpp"
+#include "apps/line_match.hpp"
 #include "apps/run_troupe.hpp"
 #include "checkpoint/folder_lock.hpp"
 
@@ -43,7 +43,7 @@ TEST_CASE("a second job on a checkpoint folder in use is refused naming the hold
   auto holder = apps::WatchedRun::start(holder_args, {}, (dir.path() / "holder.txt").string());
   REQUIRE(holder.ok());
   INFO(file_text(dir.path() / "holder.txt"));
-  REQUIRE((*holder)->wait_for_line(std::regex("step-0000002 committed"), seconds(120)));
+  REQUIRE((*holder)->wait_for_line(matching("step-0000002 committed"), seconds(120)));
 
   const std::string named = "checkpoint folder " + folder.string() + " is in use by another job (pid " +
                             std::to_string((*holder)->pid()) + " on host ";

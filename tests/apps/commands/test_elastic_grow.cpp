@@ -34,7 +34,7 @@ TEST_CASE(
   drain_node_1(dir, job, steps);
   CHECK_THAT(rejoin(dir, job),
              Contains("rejoin: checkpoint after step") && Contains("the job grows with localhost slots=1 back"));
-  REQUIRE(job.run->wait_for_line(std::regex("rejoin: grown in place in"), seconds(60)));
+  REQUIRE(job.run->wait_for_line(matching("rejoin: grown in place in"), seconds(60)));
   // The monitor reads the job's view every 250 ms: the grow shows in the next one.
   ProcessResult status = shell_c(dir, job, "status");
   for (int look = 0; look < 20 && status.out.find("grow      in place") == std::string::npos; ++look) {
@@ -52,7 +52,7 @@ TEST_CASE(
   const ProcessResult kill = shell_c(dir, job, "kill node 0");
   INFO("kill node 0: " << kill.out << kill.err);
   CHECK(kill.exit_code == 0);
-  REQUIRE(job.run->wait_for_line(std::regex("recovery: in place done"), seconds(60)));
+  REQUIRE(job.run->wait_for_line(matching("recovery: in place done"), seconds(60)));
   finished_well(job);
   CHECK_THAT(job.log(), Contains("rejoin: growing in place (epoch 1) from 1 to 2 ranks: starting node 1") &&
                             Contains("joined the running job") && Contains("rejoin: grown in place in") &&
@@ -168,7 +168,7 @@ TEST_CASE("the donor lost during a grow in place: the restart that follows bring
   rejoin(dir, job);
   // Node 0 gives the new rank its state: lost before the grown job runs, the grow cannot finish.
   std::size_t at = 0;
-  REQUIRE(job.run->wait_for_line(std::regex("rejoin: growing in place \\(epoch 1\\)"), seconds(60), 0, &at));
+  REQUIRE(job.run->wait_for_line(matching("rejoin: growing in place \\(epoch 1\\)"), seconds(60), 0, &at));
   const std::vector<std::string> node_0 = joined_pids(job.log(), 0);
   REQUIRE(!node_0.empty());
   REQUIRE(kill(std::stoi(node_0.back()), SIGKILL) == 0);

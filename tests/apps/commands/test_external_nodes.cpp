@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "apps/checkpoint_parameters.hpp"
-#include "apps/commands/watched_run.hpp"
+#include "apps/line_match.hpp"
 #include "apps/run_troupe.hpp"
 #include "checkpoint/store.hpp"
 #include "support/busy_port.hpp"
@@ -114,7 +114,7 @@ TEST_CASE(
   auto started = troupe::apps::WatchedRun::start(argv, {std::string("TROUPE_TOKEN=") + token}, dir.file("job.log"));
   REQUIRE(started.ok());
   auto& job = *started;
-  REQUIRE(job->wait_for_line(std::regex("job supervisor on 127\\.0\\.0\\.1:" + std::to_string(port)),
+  REQUIRE(job->wait_for_line(matching("job supervisor on 127\\.0\\.0\\.1:" + std::to_string(port)),
                              std::chrono::seconds(30)));
   const auto ranks = run_ranks(dir, {2, 2}, port, tiny_steps(4));
   const auto job_code = job->wait_exit(std::chrono::seconds(60));

@@ -69,7 +69,7 @@ TEST_CASE("a node lost after the last step ends the job as finished at once, in 
                                  "--checkpoint.every",
                                  "100"});
       // The validation after the last step keeps node 1 alive for the kill.
-      REQUIRE(run->wait_for_line(std::regex("step +30/30"), seconds(120)));
+      REQUIRE(run->wait_for_line(matching("step +30/30"), seconds(120)));
       const auto killed = Clock::now();
       REQUIRE(kill(latest_pid(output_of(*run), 1), SIGKILL) == 0);
       const auto code = run->wait_exit(seconds(120));
@@ -90,7 +90,7 @@ TEST_CASE("Ctrl-C ends the job as interrupted: the nodes' exits it causes are no
   auto run = start_job(dir, {"train", "--workers", "2", "--model.preset", "tiny", "--train.threads", "1",
                              "--train.steps", "100000", "--train.val_every", "0", "--train.val_batches", "1",
                              "--sample.tokens", "0", "--train.log_every", "10", "--fault.heartbeat_seconds", "0.2"});
-  REQUIRE(run->wait_for_line(std::regex("step +20/"), seconds(120)));
+  REQUIRE(run->wait_for_line(matching("step +20/"), seconds(120)));
   REQUIRE(kill(run->pid(), SIGINT) == 0);
   const auto code = run->wait_exit(seconds(60));
   const std::string log = output_of(*run);
@@ -130,13 +130,13 @@ TEST_CASE(
                              "--fault.heartbeat_seconds",
                              "0.2"});
   std::size_t at = 0;
-  REQUIRE(run->wait_for_line(std::regex("step +55/"), seconds(120), 0, &at));
+  REQUIRE(run->wait_for_line(matching("step +55/"), seconds(120), 0, &at));
   REQUIRE(kill(latest_pid(output_of(*run), 1), SIGKILL) == 0);
   // Node 1's new process is ready but holds nothing until the state comes: node 0 lost now leaves
   // rank 2 the one rank holding the newest step.
-  REQUIRE(run->wait_for_line(std::regex("every rank is ready"), seconds(120), at, &at));
+  REQUIRE(run->wait_for_line(matching("every rank is ready"), seconds(120), at, &at));
   REQUIRE(kill(latest_pid(output_of(*run), 0), SIGKILL) == 0);
-  auto resumed = run->wait_for_line(std::regex("resumed from .* after step ([0-9]+)"), seconds(180), at);
+  auto resumed = run->wait_for_line(matching("resumed from .* after step ([0-9]+)"), seconds(180), at);
   const std::string log = output_of(*run);
   INFO(log);
   REQUIRE(resumed);
@@ -156,13 +156,13 @@ TEST_CASE("one count of restarts: drains and grows are not restarts, and the log
   drain_node_1(dir, job, steps);
   rejoin(dir, job);
   std::size_t at = 0;
-  REQUIRE(job.run->wait_for_line(std::regex("the shell's rejoin"), seconds(60), 0, &at));
-  REQUIRE(job.run->wait_for_line(std::regex("all 2 nodes joined"), seconds(60), at, &at));
-  REQUIRE(job.run->wait_for_line(std::regex("step +[0-9]+/"), seconds(60), at, &at));
+  REQUIRE(job.run->wait_for_line(matching("the shell's rejoin"), seconds(60), 0, &at));
+  REQUIRE(job.run->wait_for_line(matching("all 2 nodes joined"), seconds(60), at, &at));
+  REQUIRE(job.run->wait_for_line(matching("step +[0-9]+/"), seconds(60), at, &at));
   REQUIRE(kill(latest_pid(job.log(), 1), SIGKILL) == 0);
-  REQUIRE(job.run->wait_for_line(std::regex("\\(restart 1 of 3\\)"), seconds(60), at, &at));
-  REQUIRE(job.run->wait_for_line(std::regex("all 2 nodes joined"), seconds(60), at, &at));
-  REQUIRE(job.run->wait_for_line(std::regex("step +[0-9]+/"), seconds(60), at, &at));
+  REQUIRE(job.run->wait_for_line(matching("\\(restart 1 of 3\\)"), seconds(60), at, &at));
+  REQUIRE(job.run->wait_for_line(matching("all 2 nodes joined"), seconds(60), at, &at));
+  REQUIRE(job.run->wait_for_line(matching("step +[0-9]+/"), seconds(60), at, &at));
 
   const ProcessResult hello = shell_c(dir, job, "hello");
   CHECK_THAT(hello.out, Contains("(restart 1 of 3)"));

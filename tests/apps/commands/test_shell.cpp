@@ -189,7 +189,7 @@ TEST_CASE("troupe shell on a terminal: status, top, pause and resume, checkpoint
   // In place: only node 1's process is started again, and the shell stays connected.
   shell.type("kill node 1\n");
   shell.expect("kill node 1: SIGKILL sent to pid \\d+ \\(.*\\); the job starts that node's process again, in place");
-  REQUIRE(job.run->wait_for_line(std::regex("recovery: in place done .*node 1's process started again"), seconds(60)));
+  REQUIRE(job.run->wait_for_line(matching("recovery: in place done .*node 1's process started again"), seconds(60)));
   std::this_thread::sleep_for(std::chrono::milliseconds(600));  // the monitor's view of the job, every 0.25 s
   shell.type("status\n");
   const std::string after = shell.expect("went on after step \\d+", seconds(30));
@@ -235,7 +235,7 @@ TEST_CASE("a resume right behind a pause is answered after it, and the job train
   CHECK(resumed_at >= paused_at);
   CHECK(Clock::now() - start < seconds(10));
   INFO(job.log());
-  CHECK(job.run->wait_for_line(std::regex("step +" + std::to_string((at / 10 + 2) * 10) + "/"), seconds(30)));
+  CHECK(job.run->wait_for_line(matching("step +" + std::to_string((at / 10 + 2) * 10) + "/"), seconds(30)));
 }
 
 TEST_CASE("a node lost while the shell has the job paused is rescued from the survivor's memory at once",
@@ -253,7 +253,7 @@ TEST_CASE("a node lost while the shell has the job paused is rescued from the su
   REQUIRE(shell_c(dir, job, "kill node 1").exit_code == 0);
   // The paused survivor leaves its pause to write what it holds; before, it sat out the job's
   // 60 s wait for the snapshot and the job fell back to the newest checkpoint.
-  const auto resumed = job.run->wait_for_line(std::regex("resumed from .* after step (\\d+)"), seconds(40));
+  const auto resumed = job.run->wait_for_line(matching("resumed from .* after step (\\d+)"), seconds(40));
   INFO(job.log());
   REQUIRE(resumed);
   CHECK(Clock::now() - killed < seconds(40));
@@ -267,7 +267,7 @@ TEST_CASE("kill worker from the shell is recovered in place: every node keeps it
   TempDir dir;
   LiveJob job(dir, 400);
   REQUIRE(shell_c(dir, job, "kill worker 1").exit_code == 0);
-  REQUIRE(job.run->wait_for_line(std::regex("recovery: in place done"), seconds(60)));
+  REQUIRE(job.run->wait_for_line(matching("recovery: in place done"), seconds(60)));
   const ProcessResult status = status_showing(dir, job, "recovery  in place (epoch 1)");
   INFO("status: " << status.out << status.err << "\nlog: " << job.log());
   CHECK(status.exit_code == 0);
@@ -282,7 +282,7 @@ TEST_CASE("kill worker from the shell is recovered in place: every node keeps it
   }
   // A second failure, of the other rank: the next epoch, again in place.
   REQUIRE(shell_c(dir, job, "kill worker 0").exit_code == 0);
-  REQUIRE(job.run->wait_for_line(std::regex("recovery: in place done in [0-9.]+ s \\(epoch 2\\): rank 0"), seconds(60)));
+  REQUIRE(job.run->wait_for_line(matching("recovery: in place done in [0-9.]+ s \\(epoch 2\\): rank 0"), seconds(60)));
   const ProcessResult again = status_showing(dir, job, "recovery  in place (epoch 2)");
   INFO("status after the second: " << again.out);
   CHECK_THAT(again.out, Contains("recovery  in place (epoch 1)") &&
@@ -297,7 +297,7 @@ TEST_CASE("kill worker from the shell is recovered in place: every node keeps it
     CHECK(e.value("troupe_recoveries_total", in_place) == 2);
     CHECK(e.value("troupe_failures_total", {{"kind", "worker_exception"}}) == 2);
   }
-  REQUIRE(job.run->wait_for_line(std::regex("step +[0-9]+/400"), seconds(30), job.run->lines().size()));
+  REQUIRE(job.run->wait_for_line(matching("step +[0-9]+/400"), seconds(30), job.run->lines().size()));
   // The respawned workers obey the shell at their boundaries as the first ones did.
   const ProcessResult checkpoint = shell_c(dir, job, "checkpoint");
   INFO("checkpoint: " << checkpoint.out << checkpoint.err);
@@ -308,9 +308,9 @@ TEST_CASE("kill worker from the shell is recovered in place: every node keeps it
   const std::size_t before_replacement = job.run->lines().size();
   REQUIRE(shell_c(dir, job, "kill node 1").exit_code == 0);
   std::size_t served = 0;
-  const auto metrics_line = job.run->wait_for_line(
-      std::regex("\\[node 1 [^\\]]*\\][^\n]*metrics on http://127\\.0\\.0\\.1:([0-9]+)/metrics"), seconds(60),
-      before_replacement, &served);
+  const auto metrics_line =
+      job.run->wait_for_line(matching("\\[node 1 [^\\]]*\\][^\n]*metrics on http://127\\.0\\.0\\.1:([0-9]+)/metrics"),
+                             seconds(60), before_replacement, &served);
   REQUIRE(metrics_line);
   std::smatch port;
   REQUIRE(std::regex_search(metrics_line->text, port, std::regex("127\\.0\\.0\\.1:([0-9]+)/metrics")));
@@ -325,7 +325,7 @@ TEST_CASE("kill worker from the shell is recovered in place: every node keeps it
   CHECK(replaced.value("troupe_failures_total", {{"kind", "worker_exception"}}) == 2);
   CHECK(replaced.value("troupe_failures_total", {{"kind", "node_lost"}}) == 1);
   CHECK(replaced.value("troupe_restarts_total") == 0);
-  REQUIRE(job.run->wait_for_line(std::regex("recovery: in place done .*node 1's process started again"), seconds(60),
+  REQUIRE(job.run->wait_for_line(matching("recovery: in place done .*node 1's process started again"), seconds(60),
                                  before_replacement));
 }
 
@@ -534,10 +534,10 @@ TEST_CASE("with 1000 idle or slow connections held against every port of a job a
   INFO("the job process: " << cpu_used << " s of CPU in 2 s, " << descriptors << " descriptors open");
   CHECK(cpu_used < 1);
   CHECK(descriptors < 1024);
-  CHECK(job.run->wait_for_line(std::regex("step +\\d+/"), seconds(30), held_from));  // training goes on
+  CHECK(job.run->wait_for_line(matching("step +\\d+/"), seconds(30), held_from));  // training goes on
 
   held.clear();
   const std::size_t released_at = job.run->lines().size();
   CHECK(shell_c(dir, job, "status").exit_code == 0);
-  CHECK(job.run->wait_for_line(std::regex("step +\\d+/"), seconds(30), released_at));
+  CHECK(job.run->wait_for_line(matching("step +\\d+/"), seconds(30), released_at));
 }
