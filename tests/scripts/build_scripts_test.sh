@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# What the README's two commands build, with cmake, ctest and the package installer stubbed in a
-# copy of the scripts: setup.sh (the first command) builds the troupe program alone; test.sh builds
-# everything before ctest. And in the build given, each test suite is discovered once, its [slow]
+# What the README's two commands ask to build. A copy of the scripts runs with cmake and ctest
+# replaced by recorders of their arguments and the package installer by `true`: the real build and
+# test run are what CI itself runs, and this checks only the order of what each command asks for.
+# setup.sh (the first command) builds the troupe program alone; test.sh builds everything before
+# ctest. And in the build given, each test suite is discovered once, its [slow]
 # cases labelled: no discovery that finds nothing (the "contains no tests" warning of a suite
 # without slow cases).
 set -u
