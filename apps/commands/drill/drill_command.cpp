@@ -171,7 +171,14 @@ Expected<Run> Drill::start(const std::string& name, bool resume, bool watched,
   WatchedRun* job = run.process.get();
   auto events = EventFeed::open(port, 120s, [job] { return !job->wait_exit(0ms); },
                                 (dir_ / (name + ".events")).string());
-  if (!events) return events.error();
+  if (!events) {
+    // A job that ended first says why in its last line: the verdict carries it, so the reason
+    // survives a drill folder that is removed.
+    std::string why = events.error().message;
+    if (const std::optional<int> code = job->wait_exit(0ms)) why += " (exit " + std::to_string(*code) + ")";
+    if (const auto lines = job->lines(); !lines.empty()) why += "; its last line: " + lines.back().text;
+    return Error{why};
+  }
   run.events = std::move(*events);
   return run;
 }
