@@ -274,7 +274,7 @@ void WorkerMetrics::step_done(long step, double seconds, std::int64_t tokens, do
   if (seconds > 0) {
     const double tokens_per_second = static_cast<double>(tokens) / seconds;
     tokens_per_second_.Set(tokens_per_second);
-    if (job_peak_flops_ > 0) mfu_.Set(tokens_per_second * flops_per_token_ / job_peak_flops_);
+    if (job_peak_flops_ > 0) mfu_.Set(mfu(tokens_per_second));
   }
   loss_.Set(loss);
   learning_rate_.Set(lr);
@@ -285,6 +285,10 @@ void WorkerMetrics::set_mfu_basis(double flops_per_token, int ranks, double peak
   flops_per_token_ = flops_per_token;
   job_peak_flops_ = ranks * peak_flops;
   peak_flops_.Set(peak_flops);
+}
+
+double WorkerMetrics::mfu(double tokens_per_second) const {
+  return job_peak_flops_ > 0 ? tokens_per_second * flops_per_token_ / job_peak_flops_ : 0;
 }
 
 void WorkerMetrics::set_bubble_fraction(double fraction) { bubble_fraction_.Set(fraction); }

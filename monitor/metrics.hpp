@@ -86,6 +86,8 @@ class WorkerMetrics {
   // From now on each step also sets troupe_mfu = tokens/s × flops_per_token ÷ (ranks × peak_flops):
   // the job's model FLOP/s over the peak of every rank, this one's assumed for all.
   void set_mfu_basis(double flops_per_token, int ranks, double peak_flops);
+  // The MFU of a step at `tokens_per_second` (the job's): 0 before set_mfu_basis or without a peak.
+  double mfu(double tokens_per_second) const;
   // A pipeline stage's idle share of its last step's schedule (before the gradient sums).
   void set_bubble_fraction(double fraction);
   // A checkpoint save that held training up for `seconds` and wrote `bytes` of this rank's state.
