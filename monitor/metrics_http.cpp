@@ -16,18 +16,19 @@ using asio::ip::tcp;
 
 constexpr std::size_t max_request_bytes = 8192;  // a scrape's request line and headers fit many times
 
-std::string response(std::string_view status, std::string_view content_type, const std::string& body) {
+std::string response(const HttpReply& reply) {
   std::string text = "HTTP/1.1 ";
-  text.append(status).append("\r\nContent-Type: ").append(content_type);
-  text.append("\r\nContent-Length: ").append(std::to_string(body.size())).append("\r\nConnection: close\r\n\r\n");
-  return text + body;
+  text.append(reply.status).append("\r\nContent-Type: ").append(reply.content_type);
+  text.append("\r\nContent-Length: ").append(std::to_string(reply.body.size()));
+  text.append("\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n");
+  return text + reply.body;
 }
 
 // One connection: read the request head, answer, close; closed at the deadline whatever it is doing.
 class Exchange : public std::enable_shared_from_this<Exchange> {
  public:
-  Exchange(tcp::socket socket, const std::function<std::string()>& body)
-      : socket_(std::move(socket)), deadline_(socket_.get_executor()), request_(max_request_bytes), body_(body) {}
+  Exchange(tcp::socket socket, const HttpHandler& handler)
+      : socket_(std::move(socket)), deadline_(socket_.get_executor()), request_(max_request_bytes), handler_(handler) {}
 
   bool open() const { return socket_.is_open(); }
 
@@ -53,9 +54,10 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   void answer() {
     const std::string head(asio::buffers_begin(request_.data()), asio::buffers_end(request_.data()));
     const std::string_view line = std::string_view(head).substr(0, head.find("\r\n"));
-    const bool metrics = line.rfind("GET /metrics ", 0) == 0 || line.rfind("GET /metrics?", 0) == 0;
-    reply_ = metrics ? response("200 OK", "text/plain; version=0.0.4; charset=utf-8", body_())
-                     : response("404 Not Found", "text/plain", "only /metrics is served here\n");
+    const std::size_t target_end = line.find(' ', 4);
+    reply_ = line.rfind("GET ", 0) == 0 && target_end != std::string_view::npos
+                 ? response(handler_(line.substr(4, target_end - 4), head))
+                 : response({"405 Method Not Allowed", "text/plain", "only GET is served here\n"});
     asio::async_write(socket_, asio::buffer(reply_),
                       [self = shared_from_this()](const boost::system::error_code&, std::size_t) {
                         boost::system::error_code ignored;
@@ -67,7 +69,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   tcp::socket socket_;
   asio::steady_timer deadline_;
   asio::streambuf request_;
-  const std::function<std::string()>& body_;
+  const HttpHandler& handler_;
   std::string reply_;
 };
 
@@ -79,13 +81,13 @@ struct MetricsHttpServer::Impl {
   AcceptLoop accepting{acceptor, [this](tcp::socket socket) { admit(std::move(socket)); },
                        [this](const boost::system::error_code&) { close_oldest(); }};
   std::list<std::shared_ptr<Exchange>> exchanges;  // oldest first
-  std::function<std::string()> body;
+  HttpHandler handler;
   std::thread thread;
 
   void admit(tcp::socket socket) {
     exchanges.remove_if([](const auto& exchange) { return !exchange->open(); });
     if (exchanges.size() >= max_connections) close_oldest();
-    exchanges.push_back(std::make_shared<Exchange>(std::move(socket), body));
+    exchanges.push_back(std::make_shared<Exchange>(std::move(socket), handler));
     exchanges.back()->start();
   }
 
@@ -99,8 +101,17 @@ struct MetricsHttpServer::Impl {
 
 Expected<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::start(const std::string& bind, int port,
                                                                       std::function<std::string()> body) {
+  return serve(bind, port, [body = std::move(body)](std::string_view target, std::string_view) -> HttpReply {
+    if (target == "/metrics" || target.rfind("/metrics?", 0) == 0)
+      return {"200 OK", "text/plain; version=0.0.4; charset=utf-8", body()};
+    return {"404 Not Found", "text/plain", "only /metrics is served here\n"};
+  });
+}
+
+Expected<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::serve(const std::string& bind, int port,
+                                                                      HttpHandler handler) {
   auto impl = std::make_unique<Impl>();
-  impl->body = std::move(body);
+  impl->handler = std::move(handler);
   boost::system::error_code error;
   const auto address = asio::ip::make_address_v4(bind, error);
   if (error) return Error{"'" + bind + "' is not an IPv4 address"};
