@@ -17,8 +17,8 @@
 
 #include "monitor/event_file.hpp"
 #include "monitor/tfrecord.hpp"
-#include "support/run_process.hpp"
 #include "support/temp_dir.hpp"
+#include "support/tensorboard_reader.hpp"
 
 using namespace troupe::monitor;
 using namespace troupe::test;
@@ -151,19 +151,16 @@ TEST_CASE("an event file that cannot be made names the folder", "[tensorboard]")
 TEST_CASE("TensorBoard's own reader reads our event files", "[tensorboard]") {
   TempDir dir;
   write_sample_run(dir.path() / "run");
-  const ProcessResult read =
-      run_process({"/usr/bin/env", "python3", TROUPE_SOURCE_DIR "/scripts/reference/tensorboard_read.py",
-                   (dir.path() / "run").string()},
-                  dir.path().string(), std::chrono::seconds(120));
-  if (read.exit_code == 77) {
-    std::printf("SKIPPED (needs the tensorboard Python package: pip install tensorboard): %s\n", read.err.c_str());
-    WARN("SKIPPED (needs the tensorboard Python package: pip install tensorboard): " << read.err);
-    return;
-  }
-  INFO(read.out << read.err);
-  REQUIRE(read.exit_code == 0);
-  CHECK_THAT(read.out, Catch::Contains("scalar train/loss 1 5.5\n"));
-  CHECK_THAT(read.out, Catch::Contains("scalar train/loss 2 4.25\n"));
-  CHECK_THAT(read.out, Catch::Contains("scalar train/lr 2 0.0003"));
-  CHECK_THAT(read.out, Catch::Contains("text recovery 2 rank 1 respawned in place: 1234 bytes from rank 0 in 0.5 s\n"));
+  const auto read =
+      read_with_tensorboard(TROUPE_SOURCE_DIR "/scripts/reference/tensorboard_read.py", (dir.path() / "run").string(),
+                            Catch::getResultCapture().getCurrentTestName());
+  if (!read) return;
+  INFO(read->out << read->err);
+  REQUIRE(read->exit_code == 0);
+
+  CHECK_THAT(read->out, Catch::Contains("scalar train/loss 1 5.5\n"));
+  CHECK_THAT(read->out, Catch::Contains("scalar train/loss 2 4.25\n"));
+  CHECK_THAT(read->out, Catch::Contains("scalar train/lr 2 0.0003"));
+  CHECK_THAT(read->out,
+             Catch::Contains("text recovery 2 rank 1 respawned in place: 1234 bytes from rank 0 in 0.5 s\n"));
 }
