@@ -1,16 +1,23 @@
 #!/usr/bin/env python3
-"""Training-loss curves of troupe runs as one SVG, from the runs' logs (standard library only).
+"""Training-loss curves of troupe runs as one SVG, from the runs' logs or TensorBoard event files
+(standard library only).
 
     scripts/bench/plot_loss.py --out docs/img/compress-loss.svg none=none.log bf16=bf16.log powersgd=powersgd.log
+    scripts/bench/plot_loss.py --out loss.svg run=tensorboard/rank-0
 
 Each LABEL=LOG reads the progress lines `step N/M | loss X` (training loss, drawn as a line) and
-`step N/M | val loss X` (validation loss, drawn as dots) that `troupe train` prints, and draws one
-curve per run in its own colour, with a legend giving each run's final validation loss.
+`step N/M | val loss X` (validation loss, drawn as dots) that `troupe train` prints — the console,
+or a log file in text or JSON lines (monitor.log_format) — and draws one curve per run in its own
+colour, with a legend giving each run's final validation loss. A LOG that is a folder, or a file
+whose name holds `tfevents`, is read as TensorBoard event files (monitor.tensorboard_dir's
+rank-0 folder: docs/formats/tensorboard-events.md): the scalars `train/loss` and `val/loss`.
 """
 
 import argparse
 import math
+import os
 import re
+import struct
 import sys
 
 STEP = re.compile(r"step\s+(\d+)/\d+ \| loss ([0-9.]+)")
@@ -34,6 +41,80 @@ def read_run(path):
     if not train:
         sys.exit(f"plot_loss: {path} holds no 'step N/M | loss X' lines")
     return train, val, final
+
+
+def varint(data, at):
+    value = shift = 0
+    while True:
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, at
+
+
+def fields(message):
+    """A protobuf message's (field number, value) pairs: ints, fixed bits as bytes, or bytes."""
+    at = 0
+    while at < len(message):
+        key, at = varint(message, at)
+        kind = key & 7
+        if kind == 0:
+            value, at = varint(message, at)
+        elif kind == 1:
+            value, at = message[at:at + 8], at + 8
+        elif kind == 5:
+            value, at = message[at:at + 4], at + 4
+        elif kind == 2:
+            length, at = varint(message, at)
+            value, at = message[at:at + length], at + length
+        else:
+            sys.exit(f"plot_loss: wire type {kind} in an event")
+        yield key >> 3, value
+
+
+def event_scalars(path):
+    """(tag, step, value) of every scalar in a TFRecord event file (CRCs are not checked here)."""
+    with open(path, "rb") as events:
+        data = events.read()
+    at = 0
+    while at + 12 <= len(data):
+        (length,) = struct.unpack_from("<Q", data, at)
+        record = data[at + 12:at + 12 + length]
+        at += 12 + length + 4
+        step, summary = 0, None
+        for number, value in fields(record):
+            if number == 2:
+                step = value
+            elif number == 5:
+                summary = value
+        for number, value in fields(summary or b""):
+            if number != 1:
+                continue
+            tag, scalar = None, None
+            for n, v in fields(value):
+                if n == 1:
+                    tag = v.decode()
+                elif n == 2:
+                    (scalar,) = struct.unpack("<f", v)
+            if tag is not None and scalar is not None:
+                yield tag, step, scalar
+
+
+def read_events(path):
+    files = [os.path.join(path, f) for f in sorted(os.listdir(path)) if "tfevents" in f] if os.path.isdir(path) else [path]
+    train, val = {}, {}
+    for f in files:
+        for tag, step, value in event_scalars(f):
+            if tag == "train/loss":
+                train[step] = value
+            elif tag == "val/loss":
+                val[step] = value
+    if not train:
+        sys.exit(f"plot_loss: {path} holds no train/loss scalars")
+    final = val[max(val)] if val else None
+    return sorted(train.items()), sorted(val.items()), final
 
 
 def nice_ticks(low, high, count=5):
@@ -99,7 +180,8 @@ def main():
         label, sep, path = run.partition("=")
         if not sep:
             sys.exit(f"plot_loss: '{run}' is not LABEL=LOG")
-        runs.append((label, read_run(path)))
+        events = os.path.isdir(path) or "tfevents" in os.path.basename(path)
+        runs.append((label, read_events(path) if events else read_run(path)))
     with open(args.out, "w", encoding="utf-8") as out:
         out.write(svg(runs, args.title))
 
