@@ -138,6 +138,8 @@ struct MonitorOptions {
   std::string log_level = "info";   // "info" or "warn,comm=debug": a level for all, then per subsystem
   int control_port = 0;                     // the monitor actor's port for `troupe shell`; 0 = any free port
   std::string control_bind = "127.0.0.1";  // IPv4 address it listens on; 0.0.0.0 = every interface
+  int web_port = 0;             // the job's web page and /metrics, on control_bind; 0 = any free port; -1 = off
+  std::string tensorboard_dir;  // TensorBoard event files, DIR/rank-R/ and DIR/job/; "" = none
 };
 
 struct JobConfig {

@@ -211,6 +211,8 @@ struct step_beat {
   std::int64_t wire_bytes = 0;   // gradient compression: bytes this rank's sums carried in the step
   std::int64_t plain_bytes = 0;  // ... and would have carried uncompressed (0: not compressing)
   double compress_seconds = 0;   // ... and seconds spent compressing
+  double lr = 0;                 // the step's learning rate
+  double grad_norm = 0;          // ... and gradient norm (before clipping)
 };
 
 // What a worker noted for the job's events since its node's last heartbeat (monitor/work_progress.hpp).
@@ -376,7 +378,7 @@ typename Inspector::result_type inspect(Inspector& f, recover_done_msg& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_beat& x) {
   return f(caf::meta::type_name("step_beat"), x.step, x.start_unix_seconds, x.seconds, x.loss, x.tokens, x.wire_bytes,
-           x.plain_bytes, x.compress_seconds);
+           x.plain_bytes, x.compress_seconds, x.lr, x.grad_norm);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_notice& x) {

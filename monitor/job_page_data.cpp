@@ -24,7 +24,8 @@ nlohmann::json tile_json(const RankTile& t) {
           {"steps_done", t.steps_done},
           {"activity", t.activity},
           {"waiting_for", t.waiting_for},
-          {"heard_seconds_ago", t.heard_seconds_ago}};
+          {"heard_seconds_ago", t.heard_seconds_ago},
+          {"recoveries", t.recoveries}};
 }
 
 }  // namespace

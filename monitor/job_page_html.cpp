@@ -83,11 +83,13 @@ function render(d) {
   const grid = document.getElementById("grid"); grid.replaceChildren();
   for (const t of d.ranks.tiles) {
     const tile = el("div"); tile.className = "tile"; tile.dataset.state = t.state; tile.dataset.rank = t.rank;
-    tile.id = "rank-" + t.rank;
+    tile.id = "rank-" + t.rank; tile.dataset.recoveries = t.recoveries;
     tile.title = "rank " + t.rank + " (node " + t.node + ", dp " + t.dp + " tp " + t.tp + " pp " + t.pp + "): " + t.state +
-      (t.waiting_for ? ", waiting for " + t.waiting_for : "") + "; " + t.activity + "; heartbeat " +
+      (t.waiting_for ? ", waiting for " + t.waiting_for : "") + "; " + t.activity +
+      (t.recoveries ? "; recovered " + t.recoveries + " time(s)" : "") + "; heartbeat " +
       (t.heard_seconds_ago < 0 ? "none" : t.heard_seconds_ago.toFixed(1) + " s ago");
-    tile.append(el("div", "r" + t.rank + " " + t.state), el("div", t.heard_seconds_ago < 0 ? "-" : t.heard_seconds_ago.toFixed(1) + "s"));
+    tile.append(el("div", "r" + t.rank + " " + t.state), el("div", (t.heard_seconds_ago < 0 ? "-" : t.heard_seconds_ago.toFixed(1) + "s") +
+      (t.recoveries ? " \u21bb" + t.recoveries : "")));
     grid.append(tile);
   }
   const tl = document.querySelector("#timeline tbody"); tl.replaceChildren();

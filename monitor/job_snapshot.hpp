@@ -37,6 +37,7 @@ struct RankTile {
   std::string activity;           // "step 12"
   std::string waiting_for;        // what it waits for, when waiting
   double heard_seconds_ago = -1;  // since its node's last heartbeat; -1: never
+  int recoveries = 0;             // times it was lost and training resumed with it
 };
 
 struct CurvePoint {

@@ -30,6 +30,8 @@ struct StepRecord {
   std::int64_t wire_bytes = 0;
   std::int64_t plain_bytes = 0;
   double compress_seconds = 0;
+  double lr = 0;  // the step's learning rate and gradient norm (the job's web page draws them)
+  double grad_norm = 0;
 };
 
 // What a worker notes for the job's events (actors/job_events.hpp): each is taken once, by the

@@ -13,10 +13,19 @@
 namespace troupe::actors {
 
 ControlPort::ControlPort(const MonitorOptions& options, std::string token, const JobEvents* events)
-    : bind_(options.control_bind), port_(options.control_port), token_(std::move(token)), events_(events) {}
+    : options_(options),
+      bind_(options.control_bind),
+      port_(options.control_port),
+      token_(std::move(token)),
+      events_(events) {}
 
 Status ControlPort::open(caf::actor_system& system, caf::actor job, const JobConfig& config, int world_size,
                          std::vector<bool> node_is_local, bool replaces_lost_nodes, int attempt, int restarts) {
+  if (!web_) {
+    auto web = WebFeed::open(options_, token_, events_);
+    if (!web) return web.error();
+    web_ = std::move(*web);
+  }
   actors::MonitorPlan monitor_plan;
   monitor_plan.token = token_;
   monitor_plan.job = std::move(job);
@@ -35,6 +44,7 @@ Status ControlPort::open(caf::actor_system& system, caf::actor job, const JobCon
   monitor_plan.restarted_after = last_reason_;
   monitor_plan.left_out = left_out_;
   monitor_plan.events = events_;
+  monitor_plan.web = web_.get();
   auto monitor = actors::spawn_monitor(system, std::move(monitor_plan));
   // Only an opened port takes orders for this attempt's monitor (forget_monitor() ends that).
   auto opened = [this, monitor] {

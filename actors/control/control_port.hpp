@@ -14,6 +14,7 @@
 
 #include "actors/control/control_token.hpp"
 #include "actors/control/frame_guard.hpp"
+#include "actors/control/web_feed.hpp"
 #include "actors/job_events.hpp"
 #include "actors/job_options.hpp"
 #include "compute/expected.hpp"
@@ -26,8 +27,9 @@ class ControlPort {
   ControlPort(const MonitorOptions& options, std::string token, const JobEvents* events = nullptr);
 
   // Spawns this attempt's monitor actor beside the job supervisor `job` and publishes it; an
-  // Error naming the address when it cannot listen there. node_is_local has one entry per node
-  // (by node index): whether that node process runs on this machine; replaces_lost_nodes: a lost
+  // Error naming the address when it cannot listen there. The first call also opens the job's web
+  // page and TensorBoard job run (web_feed.hpp), as monitor.web_port and monitor.tensorboard_dir say. node_is_local has
+  // one entry per node (by node index): whether that node process runs on this machine; replaces_lost_nodes: a lost
   // node's process alone is started again (supervision/recovery_path.hpp decided it).
   // `attempt`: the job's attempts before this one; `restarts`: those that used fault.max_restarts.
   Status open(caf::actor_system& system, caf::actor job, const JobConfig& config, int world_size,
@@ -46,6 +48,7 @@ class ControlPort {
   void forget_monitor();
 
  private:
+  MonitorOptions options_;
   std::string bind_;
   int port_ = 0;
   std::string token_;
@@ -56,6 +59,7 @@ class ControlPort {
   caf::actor monitor_;  // this attempt's
   std::unique_ptr<ControlTokenFile> file_;
   const JobEvents* events_ = nullptr;
+  std::unique_ptr<WebFeed> web_;  // opened with the first attempt's monitor, kept for the whole job
 };
 
 }  // namespace troupe::actors

@@ -14,9 +14,10 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include "actors/control/monitor_report.hpp"
+#include "actors/control/web_feed.hpp"
 #include "actors/local_messages.hpp"
 #include "actors/messages.hpp"
-#include "actors/control/monitor_report.hpp"
 #include "checkpoint/store.hpp"
 #include "monitor/duration_text.hpp"
 #include "monitor/log.hpp"
@@ -480,6 +481,7 @@ caf::behavior monitor_behavior(monitor_actor* self, MonitorPlan plan) {
                   auto& st = self->state;
                   st.view = std::move(view);
                   remember_steps(st.history, st.view);
+                  if (st.plan.web) st.plan.web->update(st.plan, st.view, st.history);
                   settle_pending(self);
                 },
                 [](caf::error&) {});

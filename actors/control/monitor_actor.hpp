@@ -24,6 +24,8 @@
 
 namespace troupe::actors {
 
+class WebFeed;
+
 struct MonitorPlan {
   std::string token;
   caf::actor job;  // this attempt's job supervisor
@@ -44,6 +46,8 @@ struct MonitorPlan {
   // The job's events (job_events.hpp), which outlive the attempt: status lists its recoveries from
   // them, and `events` requests read them. Null: none (status lists no recovery).
   const JobEvents* events = nullptr;
+  // The job's web page and TensorBoard job run (web_feed.hpp), given every view; null: none.
+  WebFeed* web = nullptr;
 };
 
 // Longest command line a shell may send; a longer one is refused unread.

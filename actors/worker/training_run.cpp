@@ -18,6 +18,7 @@
 #include "compute/model/sampling.hpp"
 #include "monitor/duration_text.hpp"
 #include "monitor/log.hpp"
+#include "monitor/run_board.hpp"
 
 namespace troupe::actors {
 namespace {
@@ -147,6 +148,7 @@ class RankRun {
     // A worker respawned in place takes over its slot's orders from the one that failed.
     if (services_.control && services_.recovery.join) services_.control->reopen();
     announce();
+    if (std::optional<RunOutcome> failed = open_board()) return *failed;
     if (std::optional<RunOutcome> failed = restore()) return *failed;
     log_memory("start");
     run_start_ = Clock::now();
@@ -220,6 +222,33 @@ class RankRun {
                                       compute::describe(device, true));
   }
 
+  // monitor.tensorboard_dir: this rank's event file; one that cannot be made is bad input (exit 2).
+  std::optional<RunOutcome> open_board() {
+    if (job_.config.monitor.tensorboard_dir.empty()) return std::nullopt;
+    auto board =
+        monitor::RunBoard::open(job_.config.monitor.tensorboard_dir, loop_.checkpoint_place().rank, services_.reports);
+    if (!board) return RunOutcome{2, "monitor.tensorboard_dir: " + board.error().message};
+    board_.emplace(std::move(*board));
+    return std::nullopt;
+  }
+
+  // Writes to the board, if any; after a failed write (said once) training goes on without it.
+  template <class Write>
+  void to_board(Write write) {
+    if (!board_) return;
+    if (Status written = write(*board_); !written) {
+      monitor::logger("monitor")->error("monitor.tensorboard_dir: {}; training goes on without TensorBoard",
+                                        written.error().message);
+      board_.reset();
+    }
+  }
+
+  // A line for people that also goes to the board as text at `step`.
+  void tell(long step, const std::string& line) {
+    monitor::logger("train")->info("{}", line);
+    to_board([&](monitor::RunBoard& board) { return board.note(step, line); });
+  }
+
   // With checkpoint.resume: the newest valid checkpoint's state, and the step to go on from. A
   // checkpoint that cannot be restored is exit code 2.
   std::optional<RunOutcome> restore() {
@@ -230,15 +259,15 @@ class RankRun {
       first_step_ = joined.steps;
       resume_holding(first_step_);
       if (joined.checkpoint.empty())
-        monitor::logger("train")->info(
-            "rank {} respawned in place: resumed from rank {}'s memory over the data plane after step {} ({} bytes in "
-            "{:.3f} s)",
-            loop_.checkpoint_place().rank, joined.donor, joined.steps, joined.bytes, joined.seconds);
+        tell(first_step_,
+             fmt::format("rank {} respawned in place: resumed from rank {}'s memory over the data plane "
+                         "after step {} ({} bytes in {:.3f} s)",
+                         loop_.checkpoint_place().rank, joined.donor, joined.steps, joined.bytes, joined.seconds));
       else
-        monitor::logger("train")->info(
-            "rank {} respawned in place: resumed from checkpoint {} after step {}, rolled back with every rank ({} "
-            "bytes of its own shards in {:.3f} s)",
-            loop_.checkpoint_place().rank, joined.checkpoint, joined.steps, joined.bytes, joined.seconds);
+        tell(first_step_,
+             fmt::format("rank {} respawned in place: resumed from checkpoint {} after step {}, rolled "
+                         "back with every rank ({} bytes of its own shards in {:.3f} s)",
+                         loop_.checkpoint_place().rank, joined.checkpoint, joined.steps, joined.bytes, joined.seconds));
       return std::nullopt;
     }
     auto resumed = checkpoints_.restore(loop_.held());
@@ -296,21 +325,22 @@ class RankRun {
       grown_ = split_batch(job_, order.grown_batch_size, order.grown_grad_accum);
       const checkpoint::RunIdentity grown = identity();
       checkpoints_.regrid(grown.grid, grown.job_config);
-      monitor::logger("train")->info(
-          "rank {} kept its process through an in-place grow (epoch {}): goes on after step {} as {}",
-          loop_.checkpoint_place().rank, order.epoch, result.steps, loop_.layout());
+      tell(static_cast<long>(result.steps),
+           fmt::format("rank {} kept its process through an in-place grow (epoch {}): goes on after step {} as {}",
+                       loop_.checkpoint_place().rank, order.epoch, result.steps, loop_.layout()));
       resume_holding(static_cast<long>(result.steps));
       return completed_;
     }
-    monitor::logger("train")->info(
-        "rank {} kept its process through an in-place recovery (epoch {}): goes on after step {}{}",
-        loop_.checkpoint_place().rank, order.epoch, result.steps,
-        !result.checkpoint.empty()
-            ? fmt::format(", rolled back from step {} to checkpoint {} ({} bytes of its own shards in {:.3f} s)",
-                          steps_done, result.checkpoint, result.bytes, result.seconds)
-        : result.received ? fmt::format(", its state from rank {} ({} bytes in {:.3f} s)", result.donor, result.bytes,
-                                        result.seconds)
-                          : std::string{});
+    tell(static_cast<long>(result.steps),
+         fmt::format(
+             "rank {} kept its process through an in-place recovery (epoch {}): goes on after step {}{}",
+             loop_.checkpoint_place().rank, order.epoch, result.steps,
+             !result.checkpoint.empty()
+                 ? fmt::format(", rolled back from step {} to checkpoint {} ({} bytes of its own shards in {:.3f} s)",
+                               steps_done, result.checkpoint, result.bytes, result.seconds)
+             : result.received ? fmt::format(", its state from rank {} ({} bytes in {:.3f} s)", result.donor,
+                                             result.bytes, result.seconds)
+                               : std::string{}));
     resume_holding(static_cast<long>(result.steps));
     return completed_;
   }
@@ -362,8 +392,12 @@ class RankRun {
     services_.progress.step_done({s + 1, std::chrono::duration<double>(wall_start).count(), secs, r.loss, tokens,
                                   static_cast<std::int64_t>(compressed.wire_bytes - compressed_before.wire_bytes),
                                   static_cast<std::int64_t>(compressed.plain_bytes - compressed_before.plain_bytes),
-                                  compressed.seconds - compressed_before.seconds});
+                                  compressed.seconds - compressed_before.seconds, r.lr, r.grad_norm});
     if (services_.metrics) services_.metrics->step_done(s + 1, secs, tokens, r.loss, r.lr, r.grad_norm);
+    to_board([&](monitor::RunBoard& board) {
+      const double mfu = services_.metrics && secs > 0 ? services_.metrics->mfu(static_cast<double>(tokens) / secs) : 0;
+      return board.step({s + 1, secs, tokens, r.loss, r.lr, r.grad_norm, mfu});
+    });
     train_seconds_ += secs;
     last_loss_ = r.loss;
     if (!std::isfinite(r.loss))
@@ -400,6 +434,7 @@ class RankRun {
     const double secs = std::chrono::duration<double>(Clock::now() - start).count();
     log_->info("step {:>5}/{} | val loss {:.4f} ({} tokens, {:.1f}s)", step, t_.steps, val,
                loop_.tokens_per_step() * t_.val_batches, secs);
+    if (services_.reports) to_board([&](monitor::RunBoard& board) { return board.validation(step, val); });
     return val;
   }
 
@@ -432,6 +467,7 @@ class RankRun {
   TrainingLoop& loop_;
   const RunServices& services_;
   std::shared_ptr<spdlog::logger> log_, checkpoint_log_;
+  std::optional<monitor::RunBoard> board_;  // monitor.tensorboard_dir's event file of this rank
   std::optional<ResolvedJob> grown_;  // the job's batch split since it grew in place; before checkpoints_, whose identity reads it
   checkpoint::RunCheckpoints checkpoints_;
   const ControlFinisher finisher_;

@@ -167,6 +167,14 @@ constexpr ConfigKey keys[] = {
      field<&J::monitor, &Mon::control_port>},
     {"monitor.control_bind", "IPv4 address the shell's control port listens on; 0.0.0.0 = every interface",
      field<&J::monitor, &Mon::control_bind>},
+    {"monitor.web_port",
+     "port of the job's web page and job-level /metrics (on monitor.control_bind, behind the control token); 0 = any "
+     "free port (printed), -1 = off",
+     field<&J::monitor, &Mon::web_port>},
+    {"monitor.tensorboard_dir",
+     "folder of TensorBoard event files: DIR/rank-R/ per rank (rank 0 with the training curves), DIR/job/ the job's "
+     "failures and recoveries as text; empty = none",
+     field<&J::monitor, &Mon::tensorboard_dir>},
 };
 
 std::vector<std::string> key_names() {

@@ -189,6 +189,8 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
     return "monitor.control_port must be 0 (any free port) or a port up to 65535, got " + str(mon.control_port);
   if (in_addr address{}; ::inet_pton(AF_INET, mon.control_bind.c_str(), &address) != 1)
     return "monitor.control_bind '" + mon.control_bind + "' is not an IPv4 address such as 127.0.0.1 or 0.0.0.0";
+  if (mon.web_port < -1 || mon.web_port > 65535)
+    return "monitor.web_port must be -1 (off), 0 (any free port) or a port up to 65535, got " + str(mon.web_port);
   return std::nullopt;
 }
 

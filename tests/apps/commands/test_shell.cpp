@@ -472,8 +472,10 @@ TEST_CASE("troupe shell gives up with one line on a listener that accepts and ne
   CHECK(took < 15);
 }
 
-TEST_CASE("with 1000 idle or slow connections held against every port of a job at 1024 descriptors, the shell is answered within 2 s",
-          "[shell][dp]") {
+TEST_CASE(
+    "with 1000 idle or slow connections held against every port of a job at 1024 descriptors, the shell and the web "
+    "page are answered within 2 s",
+    "[shell][dp]") {
   // This process holds 1000 connections per port: its own soft limit goes up to its hard limit (never down).
   rlimit own{};
   REQUIRE(getrlimit(RLIMIT_NOFILE, &own) == 0);
@@ -484,12 +486,17 @@ TEST_CASE("with 1000 idle or slow connections held against every port of a job a
   TempDir dir;
   LiveJob job(dir, 100000, {"/usr/bin/prlimit", "--nofile=1024:1024"});
   std::vector<int> metrics_ports;
+  int web_port = 0;
   for (const auto& line : job.run->lines()) {
     std::smatch m;
     if (std::regex_search(line.text, m, std::regex("metrics on http://127\\.0\\.0\\.1:(\\d+)/metrics")))
       metrics_ports.push_back(std::stoi(m[1].str()));
+    if (std::regex_search(line.text, m, std::regex("web page: http://127\\.0\\.0\\.1:(\\d+)/")))
+      web_port = std::stoi(m[1].str());
   }
   REQUIRE(metrics_ports.size() >= 2);
+  REQUIRE(web_port > 0);
+  const std::string token = file_text(job.token_file).substr(0, 32);
 
   std::string partial_frame(16, '\0');  // half a BASP client handshake header
   partial_frame[0] = '\x01';
@@ -504,6 +511,7 @@ TEST_CASE("with 1000 idle or slow connections held against every port of a job a
   hold(job.job_port, partial_frame);
   hold(job.control_port, partial_frame);
   for (int port : metrics_ports) hold(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n");
+  hold(web_port, "GET /data?token=" + token + " HTTP/1.1\r\nHost: x\r\n");
   const std::size_t held_from = job.run->lines().size();
 
   for (int port : {job.control_port, job.job_port}) {
@@ -525,6 +533,10 @@ TEST_CASE("with 1000 idle or slow connections held against every port of a job a
     INFO("metrics port " << port << ": " << scrape.error);
     CHECK(scrape.status == 200);
   }
+  const HttpResponse data = http_get(web_port, "/data?token=" + token, 2);
+  INFO("web port " << web_port << ": " << data.error);
+  CHECK(data.status == 200);
+  CHECK(http_get(web_port, "/data?token=" + std::string(32, 'f'), 2).status == 401);
 
   const pid_t job_pid = job.run->pid();
   const double cpu_before = cpu_seconds(job_pid);

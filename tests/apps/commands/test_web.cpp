@@ -1,0 +1,247 @@
+// The job's web page against a live 2-node job (docs/web.md): the page, its data and the job's
+// own /metrics are served to the job's token and to nothing else; the data shows every rank
+// training with its heartbeat, the curves and each node's memory; after `kill node 1` the
+// timeline shows the failure and the in-place recovery (path, seconds, bytes) and /metrics
+// counts it. A slow case loads the page in headless Chromium and reads the same from its DOM.
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/live_job.hpp"
+#include "apps/run_troupe.hpp"
+#include "support/metrics_scrape.hpp"
+#include "support/run_process.hpp"
+#include "support/temp_dir.hpp"
+#include "support/tensorboard_reader.hpp"
+
+using namespace troupe::test;
+using Catch::Contains;
+using Clock = std::chrono::steady_clock;
+using std::chrono::seconds;
+
+namespace {
+
+struct JobPage {
+  int port = 0;
+  std::string token;
+};
+
+JobPage page_of(const LiveJob& job) {
+  JobPage page;
+  page.token = file_text(job.token_file).substr(0, 32);
+  for (const auto& line : job.run->lines()) {
+    std::smatch m;
+    if (std::regex_search(line.text, m, std::regex("web page: http://127\\.0\\.0\\.1:(\\d+)/")))
+      page.port = std::stoi(m[1].str());
+  }
+  REQUIRE(page.port > 0);
+  return page;
+}
+
+nlohmann::json data_of(const JobPage& page) {
+  const HttpResponse r = http_get(page.port, "/data?token=" + page.token);
+  INFO(r.error);
+  REQUIRE(r.status == 200);
+  return nlohmann::json::parse(r.body);
+}
+
+// The page's data once `ready` holds of it, or after `wait`.
+template <class Ready>
+nlohmann::json data_when(const JobPage& page, Ready ready, seconds wait) {
+  nlohmann::json d = data_of(page);
+  for (const auto deadline = Clock::now() + wait; !ready(d) && Clock::now() < deadline; d = data_of(page))
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  return d;
+}
+
+std::vector<std::filesystem::path> event_files(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> files;
+  if (std::filesystem::is_directory(dir))
+    for (const auto& entry : std::filesystem::directory_iterator(dir))
+      if (entry.path().filename().string().rfind("events.out.tfevents.", 0) == 0) files.push_back(entry.path());
+  return files;
+}
+
+// Every event file of a run folder, bytes end to end (tags and texts are stored as they are).
+std::string event_files_text(const std::filesystem::path& dir) {
+  std::string text;
+  for (const auto& file : event_files(dir)) text += file_text(file);
+  return text;
+}
+
+bool has_event(const nlohmann::json& d, const std::string& kind) {
+  for (const auto& e : d["timeline"])
+    if (e["kind"] == kind) return true;
+  return false;
+}
+
+// Ranks that train: finishing steps, waiting for a message, or named the one the others wait for
+// (a respawned rank often is, while it catches up).
+int training(const nlohmann::json& d) {
+  const auto& states = d["ranks"]["states"];
+  return states["training"].get<int>() + states["waiting"].get<int>() + states["straggling"].get<int>();
+}
+
+}  // namespace
+
+TEST_CASE("a 2-node job serves its page, data and /metrics to its token only; a killed node's recovery shows",
+          "[web][dp]") {
+  TempDir dir;
+  LiveJob job(dir, 100000, {}, {"train", "--workers", "2", "--monitor.tensorboard_dir", dir.file("tb")});
+  const JobPage page = page_of(job);
+
+  for (const std::string& target : {std::string("/"), std::string("/data"), std::string("/metrics"),
+                                    "/data?token=" + std::string(32, '0'), "/?token=" + page.token.substr(1)}) {
+    const HttpResponse refused = http_get(page.port, target);
+    INFO(target);
+    CHECK(refused.status == 401);
+    CHECK(refused.body == "401 unauthorized\n");
+  }
+  const HttpResponse html = http_get(page.port, "/?token=" + page.token);
+  REQUIRE(html.status == 200);
+  CHECK_THAT(html.body,
+             Contains("<canvas id=\"chart-loss\"") && Contains("id=\"grid\"") && Contains("id=\"timeline\""));
+
+  nlohmann::json d = data_when(
+      page, [](const nlohmann::json& d) { return training(d) == 2 && d["curve"].size() > 2; }, seconds(30));
+  INFO(d.dump(1));
+  CHECK(d["ranks"]["total"] == 2);
+  CHECK(training(d) == 2);
+  REQUIRE(d["ranks"]["tiles"].size() == 2);
+  for (const auto& tile : d["ranks"]["tiles"]) {
+    CHECK(tile["heard_seconds_ago"].get<double>() >= 0);
+    CHECK(tile["heard_seconds_ago"].get<double>() < 5);
+  }
+  CHECK(d["job"]["grid"]["dp"] == 2);
+  CHECK(d["job"]["step"].get<int>() > 0);
+  const auto& last = d["curve"].back();
+  CHECK(last["loss"].get<double>() > 0);
+  CHECK(last["lr"].get<double>() > 0);
+  CHECK(last["grad_norm"].get<double>() > 0);
+  CHECK(last["tokens_per_second"].get<double>() > 0);
+  REQUIRE(d["memory"].size() == 2);
+  bool parameters = false;
+  for (const auto& kind : d["memory"][1]["kinds"]) parameters |= kind["kind"] == "parameters" && kind["bytes"] > 0;
+  CHECK(parameters);
+
+  const HttpResponse metrics = http_get(page.port, "/metrics?token=" + page.token);
+  REQUIRE(metrics.status == 200);
+  const Exposition e = parse_exposition(metrics.body);
+  INFO(metrics.body);
+  CHECK(e.problems.empty());
+  CHECK(e.value("troupe_job_ranks", {{"state", "lost"}}) == 0);
+  CHECK(e.value("troupe_job_step") > 0);
+  CHECK(e.value("troupe_job_seconds_since_checkpoint") == -1);
+
+  REQUIRE(shell_c(dir, job, "kill node 1").exit_code == 0);
+  d = data_when(
+      page, [](const nlohmann::json& d) { return has_event(d, "training_resumed") && training(d) == 2; }, seconds(90));
+  INFO(d.dump(1));
+  CHECK(has_event(d, "failure_detected"));
+  CHECK(has_event(d, "recovery_chosen"));
+  CHECK(training(d) == 2);
+  bool moved = false, resumed = false;
+  for (const auto& entry : d["timeline"]) {
+    if (entry["kind"] == "state_moved")
+      moved = entry["bytes"].get<long>() > 0 && !entry["route"].get<std::string>().empty();
+    if (entry["kind"] == "training_resumed") resumed = entry["seconds"].get<double>() > 0;
+  }
+  CHECK(moved);
+  CHECK(resumed);
+  CHECK(d["job"]["recoveries_by_path"]["in_place_from_replica"] == 1);
+  CHECK(d["ranks"]["tiles"][0]["recoveries"] == 0);
+  CHECK(d["ranks"]["tiles"][1]["recoveries"] == 1);  // node 1's rank was lost and came back
+  const Exposition after = parse_exposition(http_get(page.port, "/metrics?token=" + page.token).body);
+  CHECK(after.value("troupe_job_recoveries_total", {{"path", "in_place_from_replica"}}) == 1);
+
+  // TensorBoard: the job's run holds the failure and the recovery as text; node 1's new process
+  // started a second file for rank 1, beside the first.
+  CHECK_THAT(event_files_text(dir.path() / "tb" / "job"), Contains("failure_detected") && Contains("training_resumed"));
+  CHECK(event_files(dir.path() / "tb" / "rank-1").size() == 2);
+  CHECK_THAT(event_files_text(dir.path() / "tb" / "rank-0"), Contains("train/loss") && Contains("rank/step_seconds"));
+}
+
+TEST_CASE("troupe train writes TensorBoard's scalars, which TensorBoard's own reader reads", "[web][tensorboard]") {
+  TempDir dir;
+  const ProcessResult run = run_troupe(
+      dir, {"train", "--model.preset", "tiny", "--train.steps", "6", "--train.val_every", "3", "--train.val_batches",
+            "1", "--sample.tokens", "0", "--train.threads", "1", "--monitor.tensorboard_dir", dir.file("tb")});
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  const std::string text = event_files_text(dir.path() / "tb" / "rank-0");
+  for (const char* tag : {"train/loss", "train/lr", "train/grad_norm", "train/tokens_per_second", "train/mfu",
+                          "val/loss", "rank/step_seconds"})
+    CHECK_THAT(text, Contains(tag));
+  const auto read = read_with_tensorboard(TROUPE_SOURCE_DIR "/scripts/reference/tensorboard_read.py",
+                                          dir.file("tb/rank-0"), Catch::getResultCapture().getCurrentTestName());
+  if (!read) return;
+  INFO(read->out << read->err);
+  REQUIRE(read->exit_code == 0);
+  for (int step = 1; step <= 6; ++step)
+    CHECK_THAT(read->out, Contains("scalar train/loss " + std::to_string(step) + " "));
+  CHECK_THAT(read->out, Contains("scalar val/loss 3 ") && Contains("scalar val/loss 6 "));
+}
+
+TEST_CASE("a bad web port and a TensorBoard folder that cannot be made are refused with one line", "[web][cli]") {
+  TempDir dir;
+  check_rejected_in(dir, {"train", "--monitor.web_port", "-2"},
+                    "monitor.web_port must be -1 (off), 0 (any free port) or a port up to 65535, got -2");
+  const std::string blocker = dir.write("file", "not a folder");
+  const ProcessResult r = run_troupe(dir, {"train", "--model.preset", "tiny", "--train.steps", "1", "--sample.tokens",
+                                           "0", "--monitor.tensorboard_dir", blocker + "/tb"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Contains("monitor.tensorboard_dir: cannot create the folder '" + blocker + "/tb/rank-0'"));
+}
+
+TEST_CASE("headless Chromium shows the killed node's rank recovered and the failure and recovery on the timeline",
+          "[web][dp][slow]") {
+  const std::string chromium = "/usr/bin/chromium";
+  if (!std::filesystem::exists(chromium)) {
+    std::printf("SKIPPED (needs Debian's chromium: apt-get install chromium): %s not found\n", chromium.c_str());
+    WARN("SKIPPED (needs Debian's chromium: apt-get install chromium): " << chromium << " not found");
+    return;
+  }
+  TempDir dir;
+  LiveJob job(dir, 100000);
+  const JobPage page = page_of(job);
+  REQUIRE(shell_c(dir, job, "kill node 1").exit_code == 0);
+  const nlohmann::json d = data_when(
+      page, [](const nlohmann::json& d) { return has_event(d, "training_resumed") && training(d) == 2; }, seconds(90));
+  REQUIRE(has_event(d, "training_resumed"));
+
+  const std::string url = "http://127.0.0.1:" + std::to_string(page.port) + "/?token=" + page.token;
+  const std::vector<std::string> headless{
+      chromium, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1280,1100", "--virtual-time-budget=5000"};
+  std::vector<std::string> dump = headless;
+  dump.insert(dump.end(), {"--dump-dom", url});
+  const ProcessResult dom = run_process(dump, dir.path().string(), seconds(120));
+  INFO(dom.err);
+  REQUIRE(dom.exit_code == 0);
+  INFO(dom.out);
+  CHECK_THAT(dom.out, Contains("<tr data-kind=\"failure_detected\">") &&
+                          Contains("<tr data-kind=\"recovery_chosen\">") &&
+                          Contains("<tr data-kind=\"training_resumed\">") && Contains("in_place_from_replica"));
+  std::smatch tile;
+  REQUIRE(std::regex_search(dom.out, tile, std::regex("<div [^>]*id=\"rank-1\"[^>]*>")));
+  CHECK_THAT(tile.str(), (Contains("data-state=\"training\"") || Contains("data-state=\"straggling\"") ||
+                          Contains("data-state=\"waiting\"")) &&
+                             Contains("data-recoveries=\"1\""));
+  CHECK_THAT(dom.out, Contains("<div id=\"error\"></div>"));  // every poll of the data endpoint was answered
+
+  // The screenshot docs/web.md shows (docs/img/web-after-node-kill.png is one such, copied by hand).
+  const std::string png = TROUPE_BINARY_DIR "/web-after-node-kill.png";
+  std::vector<std::string> shot = headless;
+  shot.insert(shot.end(), {"--screenshot=" + png, url});
+  const ProcessResult screenshot = run_process(shot, dir.path().string(), seconds(120));
+  INFO(screenshot.err);
+  CHECK(screenshot.exit_code == 0);
+  CHECK(file_text(png).substr(1, 3) == "PNG");
+}
