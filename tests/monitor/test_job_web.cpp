@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <set>
 #include <thread>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "monitor/job_page_data.hpp"
 #include "monitor/job_web.hpp"
 #include "support/metrics_scrape.hpp"
+#include "support/run_process.hpp"
 #include "support/tcp_client.hpp"
 
 using namespace troupe::monitor;
@@ -167,4 +170,20 @@ TEST_CASE("a thousand idle and slow connections do not keep the web server from 
   INFO(r.error);
   CHECK(r.status == 200);
   CHECK(std::chrono::steady_clock::now() - start < 3s);
+}
+
+TEST_CASE("headless Chromium draws the first page of a 1,024-rank grid and offers four pages", "[web][slow]") {
+  const std::string chromium = "/usr/bin/chromium";
+  if (!std::filesystem::exists(chromium)) {
+    std::printf("SKIPPED (needs Debian's chromium: apt-get install chromium): %s not found\n", chromium.c_str());
+    return;
+  }
+  auto web = serve_job(1024);
+  const ProcessResult dom = run_process(
+      {chromium, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000", "--dump-dom", web->url()},
+      "/tmp", std::chrono::seconds(120));
+  INFO(dom.err);
+  REQUIRE(dom.exit_code == 0);
+  CHECK_THAT(dom.out, Catch::Contains("<span id=\"page-count\">4</span>"));
+  CHECK_THAT(dom.out, Catch::Contains("id=\"rank-255\"") && !Catch::Contains("id=\"rank-256\""));
 }
