@@ -110,7 +110,8 @@ TEST_CASE("a failure makes its node's ranks lost, the chosen recovery recovering
   CHECK_THAT(s.timeline[0].text, Catch::Contains("node 1 exited"));
 }
 
-TEST_CASE("a named straggler shows while the naming is recent; a committed checkpoint dates the last one", "[web]") {
+TEST_CASE("a named straggler shows while the naming is recent, and a committed checkpoint dates the last one",
+          "[web]") {
   const MonitorPlan plan = four_ranks();
   const job_view_msg view = view_of_two_nodes();
   EventFold fold;

@@ -91,7 +91,7 @@ int training(const nlohmann::json& d) {
 
 }  // namespace
 
-TEST_CASE("a 2-node job serves its page, data and /metrics to its token only; a killed node's recovery shows",
+TEST_CASE("a 2-node job serves its page, data and /metrics to its token only, and a killed node's recovery shows",
           "[web][dp]") {
   TempDir dir;
   LiveJob job(dir, 100000, {}, {"train", "--workers", "2", "--monitor.tensorboard_dir", dir.file("tb")});
