@@ -136,6 +136,7 @@ struct BenchScaleOptions {
   std::string model = "tiny";
   long steps = 6;
   std::string dir = ".";
+  std::string svg_dir;  // empty: no plots
 };
 int run_bench_scale(const BenchScaleOptions& options);
 Command add_bench_scale_command(CLI::App& bench);

@@ -24,6 +24,7 @@
 
 #include "apps/bench/bench_commands.hpp"
 #include "apps/bench/bench_figures.hpp"
+#include "apps/bench/log_log_svg.hpp"
 #include "apps/commands/drill/drill.hpp"
 #include "apps/config/resolve.hpp"
 #include "apps/exit_codes.hpp"
@@ -44,10 +45,16 @@ struct ScaleRow {
   std::string problem;  // why the row stopped short; empty when it did not
 };
 
-// The columns, in the order of ScaleRow::figures.
-constexpr const char* figure_names[] = {"joined s", "job CPU/s", "status ms", "workers ms", "step s",  "commit s",
-                                        "detect s", "resume s",  "recover s", "job MiB",    "MiB/rank"};
-constexpr std::size_t figure_count = std::size(figure_names);
+// The columns, in the order of ScaleRow::figures, and the file name of each one's plot.
+struct Figure {
+  const char* name;
+  const char* file;
+};
+constexpr Figure figures[] = {{"joined s", "joined"},    {"job CPU/s", "job-cpu"},   {"status ms", "status"},
+                              {"workers ms", "workers"}, {"step s", "step"},         {"commit s", "commit"},
+                              {"detect s", "detect"},    {"resume s", "resume"},     {"recover s", "recover"},
+                              {"job MiB", "job-memory"}, {"MiB/rank", "rank-memory"}};
+constexpr std::size_t figure_count = std::size(figures);
 
 double resident_mib(pid_t pid) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
@@ -153,11 +160,18 @@ ScaleRow measure(const BenchScaleOptions& options, const ResolvedJob& job, int r
   return row;
 }
 
+// (N, figure) of the rows that have the figure.
+std::vector<std::pair<double, double>> points_of(const std::vector<ScaleRow>& rows, std::size_t figure) {
+  std::vector<std::pair<double, double>> points;
+  for (const ScaleRow& row : rows)
+    if (row.figures[figure] > 0) points.emplace_back(row.ranks, row.figures[figure]);
+  return points;
+}
+
 // The slope of log(figure) against log(N) over the rows that have the figure (NaN under two).
 double log_log_slope(const std::vector<ScaleRow>& rows, std::size_t figure) {
   std::vector<std::pair<double, double>> points;
-  for (const ScaleRow& row : rows)
-    if (row.figures[figure] > 0) points.emplace_back(std::log(row.ranks), std::log(row.figures[figure]));
+  for (const auto& [n, value] : points_of(rows, figure)) points.emplace_back(std::log(n), std::log(value));
   if (points.size() < 2) return NAN;
   double mx = 0, my = 0;
   for (const auto& [x, y] : points) mx += x, my += y;
@@ -169,7 +183,7 @@ double log_log_slope(const std::vector<ScaleRow>& rows, std::size_t figure) {
 
 void print_table(const std::vector<ScaleRow>& rows) {
   std::printf("| ranks | nodes |");
-  for (const char* name : figure_names) std::printf(" %s |", name);
+  for (const Figure& figure : figures) std::printf(" %s |", figure.name);
   std::printf("\n|---|---|");
   for (std::size_t i = 0; i < figure_count; ++i) std::printf("---|");
   std::printf("\n");
@@ -214,6 +228,14 @@ int run_bench_scale(const BenchScaleOptions& options) {
   for (const ScaleRow& row : rows)
     if (row.problem.empty()) largest = std::max(largest, row.ranks);
   std::printf("largest N that ran here: %d\n", largest);
+  if (options.svg_dir.empty()) return to_int(ExitCode::success);
+  for (std::size_t i = 0; i < figure_count; ++i) {
+    const auto path = std::filesystem::path(options.svg_dir) / ("scale-" + std::string(figures[i].file) + ".svg");
+    std::ofstream out(path);
+    out << log_log_svg(figures[i].name, points_of(rows, i), log_log_slope(rows, i));
+    if (!out) return error_exit(ExitCode::failure, "--svg " + options.svg_dir + ": cannot write " + path.string());
+  }
+  std::printf("plots in %s/scale-*.svg\n", options.svg_dir.c_str());
   return to_int(ExitCode::success);
 }
 
@@ -234,6 +256,8 @@ Command add_bench_scale_command(CLI::App& bench) {
   command->add_option("--steps", options->steps, "steps of each run (at least 4: the kill comes after step 3)")
       ->check(CLI::Range(4, 1000))
       ->capture_default_str();
+  command->add_option("--svg", options->svg_dir, "write a log-log plot of each figure against N here (scale-*.svg)")
+      ->check(CLI::ExistingDirectory);
   command->add_option("--dir", options->dir, "folder for the runs (a scale-N subfolder each, removed after)")
       ->check(CLI::ExistingDirectory)
       ->capture_default_str();
