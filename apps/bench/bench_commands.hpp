@@ -134,7 +134,7 @@ struct BenchScaleOptions {
   std::vector<int> ranks{8, 16, 32, 64};
   int slots = 16;
   std::string model = "tiny";
-  long steps = 6;
+  long steps = 12;  // enough that the kill after step 3 comes while the job still trains
   std::string dir = ".";
   std::string svg_dir;  // empty: no plots
 };
