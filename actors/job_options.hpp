@@ -18,6 +18,7 @@
 #include "compute/model/gpt_config.hpp"
 #include "compute/model/recompute.hpp"
 #include "compute/model/stage_split.hpp"
+#include "compute/sim/sim_options.hpp"
 #include "compute/train/zero_stage.hpp"
 #include "monitor/log.hpp"
 #include "schedules/schedule.hpp"
@@ -153,6 +154,7 @@ struct JobConfig {
   FaultOptions fault;
   CheckpointOptions checkpoint;
   MonitorOptions monitor;
+  compute::SimOptions sim;  // the modelled device of train.backend sim
 };
 
 // A job after resolve(): the options with every derived value filled in, and the model they make.

@@ -45,6 +45,9 @@ std::int64_t ProcessMetrics::set_mfu_basis(const ResolvedJob& job, int ranks, st
   } else if (peak <= 0 && job.config.train.backend == compute::BackendKind::cpu) {
     peak = compute::cpu::measure_sgemm_peak({1024});
     source = "OpenBLAS sgemm, measured";
+  } else if (peak <= 0 && job.config.train.backend == compute::BackendKind::sim) {
+    peak = job.config.sim.flops;
+    source = "sim.flops";
   }
   if (peak <= 0) {
     monitor::logger("monitor")->info("no MFU: set monitor.peak_flops to a rank's peak FLOP/s on {}",

@@ -20,6 +20,7 @@
 #include "comm/engine_address.hpp"
 #include "comm/knobs.hpp"
 #include "compute/memory_ledger.hpp"
+#include "compute/sim/modelled_clock.hpp"
 
 namespace troupe::comm {
 namespace {
@@ -146,6 +147,8 @@ struct Engine::State {
   std::size_t lent_bytes = 0;  // counted in the memory ledger as comm_buffers while lent
   std::unique_ptr<BlockArena> arena;
   std::chrono::microseconds spin{0};
+  std::optional<WireModel> wire;  // a simulated rank's link; wire_clock spends its time
+  compute::ModelledClock wire_clock;
   std::thread thread;
 
   // Shared between posting threads and the progress thread, under `mutex`.
@@ -303,6 +306,7 @@ struct Engine::State {
   void issue_send(RequestId id, int peer, const MessageKey& key, const void* data, std::size_t bytes, Callback done) {
     Operation& op = add_operation(id, peer, false, key, bytes, std::move(done));
     if (!can_issue(op)) return;
+    if (wire && peer != rank) wire_clock.spend(wire->seconds(peer, bytes));
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     param.cb.send = on_send_done;
@@ -594,7 +598,7 @@ thread_local const void* progress_thread_state = nullptr;
 
 Engine::Engine(int rank, int world_size) : rank_(rank), world_size_(world_size), state_(std::make_unique<State>()) {}
 
-Expected<std::unique_ptr<Engine>> Engine::create(int rank, int world_size) {
+Expected<std::unique_ptr<Engine>> Engine::create(int rank, int world_size, const std::optional<WireModel>& wire) {
   if (world_size < 1 || world_size > max_rank + 1) {
     return Error{"comm: world size " + std::to_string(world_size) + " is outside [1, " + std::to_string(max_rank + 1) +
                  "]"};
@@ -639,7 +643,8 @@ Expected<std::unique_ptr<Engine>> Engine::create(int rank, int world_size) {
   EngineAddress own;
   own.worker.assign(bytes, bytes + address_length);
   ucp_worker_release_address(s.worker, address);
-  s.lend_region(own);
+  s.wire = wire;
+  if (!wire) s.lend_region(own);
   engine->address_ = encode_address(own);
 
   for (int r = 0; r < world_size; ++r) {

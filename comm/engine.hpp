@@ -36,6 +36,7 @@
 #include "comm/block_arena.hpp"
 #include "comm/tag.hpp"
 #include "comm/traffic.hpp"
+#include "comm/wire_model.hpp"
 #include "compute/expected.hpp"
 
 namespace troupe::comm {
@@ -58,8 +59,11 @@ class Engine {
  public:
   // Creates the UCX context and worker for `rank` of `world_size` and starts the progress
   // thread. The engine is connected to itself; other peers come through connect(). Checks every
-  // TROUPE_COMM_* knob first: an invalid value is the error, naming the knob and its value.
-  static Expected<std::unique_ptr<Engine>> create(int rank, int world_size);
+  // TROUPE_COMM_* knob first: an invalid value is the error, naming the knob and its value. With a
+  // `wire` model (a simulated rank) every send first takes the model's time on the progress
+  // thread, and the engine lends no region, so every chunk of a ring is a message the model times.
+  static Expected<std::unique_ptr<Engine>> create(int rank, int world_size,
+                                                  const std::optional<WireModel>& wire = std::nullopt);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;

@@ -1,14 +1,16 @@
 #include "compute/backend.hpp"
 #include "compute/cpu/cpu_backend.hpp"
+#include "compute/sim/sim_backend.hpp"
 #ifdef TROUPE_HAVE_CUDA
 #include "compute/cuda/cuda_backend.hpp"
 #endif
 
 namespace troupe::compute {
 
-Expected<std::unique_ptr<Backend>> make_backend(BackendKind kind, int threads) {
+Expected<std::unique_ptr<Backend>> make_backend(BackendKind kind, int threads, const SimOptions& sim) {
   if (threads < 0) return Error{"thread count must be 0 (all cores) or positive, got " + std::to_string(threads)};
   if (kind == BackendKind::cpu) return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(threads));
+  if (kind == BackendKind::sim) return std::unique_ptr<Backend>(std::make_unique<SimBackend>(sim));
 #ifdef TROUPE_HAVE_CUDA
   auto backend =
       CudaBackend::create(kind == BackendKind::cuda ? CudaBackend::Precision::fp32 : CudaBackend::Precision::bf16);

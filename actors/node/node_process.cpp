@@ -51,6 +51,18 @@ std::string outward_address(const std::string& job_host) {
   return address;
 }
 
+// The modelled links of this node process's ranks when they are simulated (train.backend sim).
+std::optional<comm::WireModel> wire_model(const JobConfig& config, int first_rank, int slots) {
+  if (config.train.backend != compute::BackendKind::sim) return std::nullopt;
+  const compute::SimOptions& sim = config.sim;
+  return comm::WireModel{first_rank,
+                         slots,
+                         sim.link_bandwidth_intra,
+                         sim.link_bandwidth_inter,
+                         sim.link_latency_intra,
+                         sim.link_latency_inter};
+}
+
 }  // namespace
 
 NodeOutcome run_node_process(const NodeProcessOptions& options, const ResolvedJob& job) {
@@ -73,15 +85,16 @@ NodeOutcome run_node_process(const NodeProcessOptions& options, const ResolvedJo
   std::vector<std::unique_ptr<comm::Engine>> engines;
   const int local_rank_base = options.local_rank_base;
   const bool on_device = compute::on_device(job.config.train.backend);
+  const std::optional<comm::WireModel> wire = wire_model(job.config, options.first_rank, options.slots);
   for (int slot = 0; slot < options.slots; ++slot) {
     if (on_device) {
       // The backend's stream and cuBLAS handle belong to the device current when it is made.
       if (Status s = use_rank_device(local_rank_base + slot); !s) return setup_failed(s.error().message, 2);
     }
-    auto backend = compute::make_backend(job.config.train.backend, threads);
+    auto backend = compute::make_backend(job.config.train.backend, threads, job.config.sim);
     if (!backend) return setup_failed(backend.error().message, 2);
     backends.push_back(std::move(*backend));
-    auto engine = comm::Engine::create(options.first_rank + slot, options.world_size);
+    auto engine = comm::Engine::create(options.first_rank + slot, options.world_size, wire);
     if (!engine) return setup_failed(engine.error().message, 1);
     engines.push_back(std::move(*engine));
     if (monitor::WorkerMetrics* worker = metrics->worker(slot))

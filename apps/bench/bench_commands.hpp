@@ -127,4 +127,18 @@ struct BenchGpuOptions {
 int run_bench_gpu(const BenchGpuOptions& options);
 Command add_bench_gpu_command(CLI::App& bench);
 
+// troupe bench scale: control-plane costs against the rank count, each N a sim job on the model
+// (train.backend sim) in node processes of `slots` ranks, undisturbed and kill-node drilled
+// (docs/scale.md): one table, and each figure's slope against N on log-log axes.
+struct BenchScaleOptions {
+  std::vector<int> ranks{8, 16, 32, 64};
+  int slots = 16;
+  std::string model = "tiny";
+  long steps = 12;  // enough that the kill after step 3 comes while the job still trains
+  std::string dir = ".";
+  std::string svg_dir;  // empty: no plots
+};
+int run_bench_scale(const BenchScaleOptions& options);
+Command add_bench_scale_command(CLI::App& bench);
+
 }  // namespace troupe::apps

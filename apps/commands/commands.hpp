@@ -115,6 +115,7 @@ struct DrillOptions {
   std::vector<int> targets{1};
   int target() const { return targets.front(); }
   int workers = 2;       // node processes (1: one process; only for the checkpoint scenarios)
+  int slots = 1;         // ranks in each node process
   std::string dir;       // empty: drill-SCENARIO-PID in the current folder
   bool keep = false;     // after a PASS keep what the drill wrote (a FAIL always keeps it)
 };

@@ -55,15 +55,17 @@ int machines(const launch::RankPlan& plan) {
   return std::max<int>(1, int(hosts.size()));
 }
 
-// What can be known on this machine before any node starts: its workers fit its cores, every
-// rank's layout fits its memory (--memory-limit, else this machine's share), and, when a node runs
-// here and so reads the same files, the data loads and fits the vocabulary (the error a node would
-// report, said once and as bad input).
+// What can be known on this machine before any node starts: its workers fit its cores (sim ranks
+// aside), every rank's layout fits its memory (--memory-limit, else this machine's share), and, when
+// a node runs here and so reads the same files, the data loads and fits the vocabulary (the error a
+// node would report, said once and as bad input).
 Status job_fits_this_machine(const LaunchArgs& args, const ResolvedJob& job, const launch::RankPlan& plan) {
   const std::string origin = args.workers > 0 ? "--workers " + std::to_string(args.workers) : args.host_file;
   if (Status grid = check_grid_divides(job, plan.world_size); !grid) return grid;
-  if (Status cores = launch::check_local_workers(plan, std::thread::hardware_concurrency(), origin); !cores)
-    return cores;
+  // A sim rank sleeps through its modelled ops: the cap on workers a core runs is for ranks that compute.
+  if (job.config.train.backend != compute::BackendKind::sim)
+    if (Status cores = launch::check_local_workers(plan, std::thread::hardware_concurrency(), origin); !cores)
+      return cores;
   const int here = launch::local_workers(plan);
   if (Status memory = check_memory_fit(job, {plan.world_size, machines(plan), here}, args.memory_limit); !memory)
     return memory;

@@ -26,6 +26,7 @@ using Tp = TensorOptions;
 using Co = CommOptions;
 using C = CheckpointOptions;
 using Mon = MonitorOptions;
+using Sim = compute::SimOptions;
 
 constexpr ConfigKey keys[] = {
     {"model.preset",
@@ -60,7 +61,10 @@ constexpr ConfigKey keys[] = {
      field<&J::train, &T::recompute>},
     {"train.seed", "random seed for initialization and data order", field<&J::train, &T::seed>},
     {"train.threads", "CPU threads per worker; 0 = all cores", field<&J::train, &T::threads>},
-    {"train.backend", "compute backend: cpu, cuda (fp32) or cuda-bf16", field<&J::train, &T::backend>},
+    {"train.backend",
+     "compute backend: cpu, cuda (fp32), cuda-bf16, or sim (ops take the modelled time of the sim.* device and do no "
+     "arithmetic)",
+     field<&J::train, &T::backend>},
     {"train.val_every", "validate every this many steps; 0 = only at the end", field<&J::train, &T::val_every>},
     {"train.val_batches",
      "validation set in global batches: the first val_batches x (sequences per step) windows of the validation "
@@ -175,6 +179,20 @@ constexpr ConfigKey keys[] = {
      "folder of TensorBoard event files: DIR/rank-R/ per rank (rank 0 with the training curves), DIR/job/ the job's "
      "failures and recoveries as text; empty = none",
      field<&J::monitor, &Mon::tensorboard_dir>},
+
+    {"sim.flops",
+     "train.backend sim: a rank's FLOP/s; an op takes the longer of its FLOPs and its bytes at these rates",
+     field<&J::sim, &Sim::flops>},
+    {"sim.memory_bandwidth", "train.backend sim: bytes/s between a rank's memory and its cores",
+     field<&J::sim, &Sim::memory_bandwidth>},
+    {"sim.link_bandwidth_intra", "train.backend sim: bytes/s a rank sends to a rank of its own node process",
+     field<&J::sim, &Sim::link_bandwidth_intra>},
+    {"sim.link_bandwidth_inter", "train.backend sim: bytes/s a rank sends to a rank of another node process",
+     field<&J::sim, &Sim::link_bandwidth_inter>},
+    {"sim.link_latency_intra", "train.backend sim: seconds each message to a rank of its own node process takes extra",
+     field<&J::sim, &Sim::link_latency_intra>},
+    {"sim.link_latency_inter", "train.backend sim: seconds each message to a rank of another node process takes extra",
+     field<&J::sim, &Sim::link_latency_inter>},
 };
 
 std::vector<std::string> key_names() {

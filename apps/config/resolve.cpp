@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -194,6 +195,30 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
   return std::nullopt;
 }
 
+// The first problem with the sim.* keys: set for another backend, or a rate that is not positive.
+std::optional<std::string> sim_problem(const JobConfig& c) {
+  const compute::SimOptions& sim = c.sim;
+  const compute::SimOptions defaults;
+  const std::pair<const char*, double compute::SimOptions::*> rates[] = {
+      {"sim.flops", &compute::SimOptions::flops},
+      {"sim.memory_bandwidth", &compute::SimOptions::memory_bandwidth},
+      {"sim.link_bandwidth_intra", &compute::SimOptions::link_bandwidth_intra},
+      {"sim.link_bandwidth_inter", &compute::SimOptions::link_bandwidth_inter},
+      {"sim.link_latency_intra", &compute::SimOptions::link_latency_intra},
+      {"sim.link_latency_inter", &compute::SimOptions::link_latency_inter}};
+  for (const auto& [key, member] : rates) {
+    if (c.train.backend != compute::BackendKind::sim && sim.*member != defaults.*member)
+      return std::string(key) + " is set, but train.backend is '" +
+             std::string(compute::backend_name(c.train.backend)) +
+             "': the sim.* keys describe the device of train.backend sim";
+    const bool latency = std::string_view(key).starts_with("sim.link_latency");
+    if (latency ? !(sim.*member >= 0) : !(sim.*member > 0))
+      return std::string(key) + (latency ? " must not be negative, got " : " must be positive, got ") +
+             str(sim.*member);
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 Expected<ResolvedJob> resolve(const JobConfig& config) {
@@ -201,6 +226,7 @@ Expected<ResolvedJob> resolve(const JobConfig& config) {
   if (!model) return model.error();
   ResolvedJob job{config, *model};
   if (auto problem = problem_with(job.config, job.model)) return Error{*problem};
+  if (auto problem = sim_problem(job.config)) return Error{*problem};
   if (job.config.train.seq_len == 0) job.config.train.seq_len = job.model.block_size;
   if (job.config.comm.compress_start_step == -1) job.config.comm.compress_start_step = job.config.train.steps / 10;
   for (const ConfigKey& key : config_keys()) job.settings.emplace_back(key.name, format_text(job.config, key));

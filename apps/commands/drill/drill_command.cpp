@@ -139,7 +139,7 @@ Status Drill::prepare() {
   std::ofstream out(dir_ / "job.toml");
   out << config_to_toml(config);
   std::ofstream hosts(dir_ / "hosts.txt");
-  for (int node = 0; node < options_.workers; ++node) hosts << "localhost slots=1\n";
+  for (int node = 0; node < options_.workers; ++node) hosts << "localhost slots=" << options_.slots << "\n";
   if (!out || !hosts) return Error{"--dir " + dir_.string() + ": cannot write job.toml and hosts.txt"};
   every_ = config.checkpoint.every;
   return Status::success();
@@ -476,6 +476,9 @@ Command add_drill_command(CLI::App& app) {
                       "chaos: the seed of the kills' nodes and moments, as a verdict prints it (default: fresh)");
   command->add_option("--workers", options->workers, "node processes; 1 only for checkpoint scenarios")
       ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  command->add_option("--slots", options->slots, "ranks in each node process (many with train.backend sim)")
+      ->check(CLI::Range(1, 1024))
       ->capture_default_str();
   command
       ->add_option("--dir", options->dir,

@@ -97,7 +97,7 @@ TEST_CASE("train.zero is a number on the command line and a stage behind it", "[
 TEST_CASE("a key of a few names reads each back as its enum and refuses another in one line", "[cli]") {
   // Every such key, with its names in the order the line lists them.
   const std::vector<std::pair<std::string, std::vector<std::string>>> named{
-      {"train.backend", {"cpu", "cuda", "cuda-bf16"}},
+      {"train.backend", {"cpu", "cuda", "cuda-bf16", "sim"}},
       {"train.recompute", {"none", "selective", "full"}},
       {"pipeline.schedule", {"gpipe", "1f1b", "interleaved"}},
       {"comm.compress", {"none", "bf16", "powersgd"}},

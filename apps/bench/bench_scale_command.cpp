@@ -1,0 +1,275 @@
+// troupe bench scale: how the control plane's costs grow with the ranks (docs/scale.md). Each N is
+// a sim job on tiny (train.backend sim: compute modelled, runtime real) in node processes of
+// --slots ranks, run through the drill's harness (apps/commands/drill/drill.hpp), so every figure
+// comes from the job's events and the shell's answers, never from its log:
+//   - an undisturbed run: launch to job_started (every rank joined), the job process's CPU per
+//     second of training (its work then is the nodes' heartbeats), the shell's `status` and
+//     `workers` round trips, the median step, a checkpoint's commit (the step's event to its
+//     checkpoint_noted), resident memory of the job process and of the node processes per rank;
+//   - a kill-node drill: detection, training going again in place, and the first step trained.
+// The last row is each figure's slope against N on log-log axes (least squares).
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "apps/bench/bench_commands.hpp"
+#include "apps/bench/bench_figures.hpp"
+#include "apps/bench/log_log_svg.hpp"
+#include "apps/commands/drill/drill.hpp"
+#include "apps/config/resolve.hpp"
+#include "apps/exit_codes.hpp"
+
+namespace troupe::apps {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using actors::job_event;
+using drill::body_is;
+
+// The figures of one N; NaN where the run did not give one.
+struct ScaleRow {
+  int ranks = 0;
+  int nodes = 0;
+  std::vector<double> figures;
+  std::string problem;  // why the row stopped short; empty when it did not
+};
+
+// The columns, in the order of ScaleRow::figures, and the file name of each one's plot.
+struct Figure {
+  const char* name;
+  const char* file;
+};
+constexpr Figure figures[] = {{"joined s", "joined"},    {"job CPU/s", "job-cpu"},   {"status ms", "status"},
+                              {"workers ms", "workers"}, {"step s", "step"},         {"commit s", "commit"},
+                              {"detect s", "detect"},    {"resume s", "resume"},     {"recover s", "recover"},
+                              {"job MiB", "job-memory"}, {"MiB/rank", "rank-memory"}};
+constexpr std::size_t figure_count = std::size(figures);
+
+double resident_mib(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  return NAN;
+}
+
+// User and system CPU seconds of a process so far.
+double cpu_seconds(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const std::size_t close = text.rfind(')');
+  if (close == std::string::npos) return NAN;
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i)
+    if (i == 14 || i == 15) ticks += std::stod(field);  // utime, stime
+  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+drill::Match step_done(long step) {
+  return body_is<actors::step_trained>([step](const actors::step_trained& s) { return s.step == step; });
+}
+
+// Milliseconds the job takes to answer the shell's `command`.
+double order_ms(drill::EventFeed& feed, const std::string& command) {
+  const auto start = Clock::now();
+  const auto answer = feed.order(command);
+  return answer ? std::chrono::duration<double, std::milli>(Clock::now() - start).count() : NAN;
+}
+
+// The undisturbed run's figures into row.figures[0..6) and [9..11).
+void measure_run(const drill::Drill& job, long steps, ScaleRow& row) {
+  const double launched = drill::now();
+  auto run = job.start("plain", false, true);
+  if (!run) {
+    row.problem = run.error().message;
+    return;
+  }
+  drill::EventFeed& feed = *run->events;
+  const auto started = feed.wait_for(body_is<actors::job_started>(), 600s);
+  if (!started || !feed.wait_for(step_done(2), 600s)) {
+    row.problem = "the job did not start and train 2 steps";
+    return;
+  }
+  row.figures[0] = started->unix_seconds - launched;
+  const pid_t job_pid = run->process->pid();
+  const double cpu_before = cpu_seconds(job_pid), wall_before = drill::now();
+  row.figures[2] = order_ms(feed, "status");
+  row.figures[3] = order_ms(feed, "workers");
+  double nodes_mib = 0;
+  for (pid_t pid : run->process->descendants()) nodes_mib += resident_mib(pid);
+  row.figures[9] = resident_mib(job_pid);
+  row.figures[10] = nodes_mib / row.ranks;
+  if (feed.wait_for(step_done(steps), 600s))
+    row.figures[1] = (cpu_seconds(job_pid) - cpu_before) / (drill::now() - wall_before);
+  run->process->wait_exit(600s);
+  std::vector<double> step_at(static_cast<std::size_t>(steps) + 1, NAN);
+  std::vector<double> intervals;
+  for (const job_event& event : feed.final_events(30s)) {
+    if (const auto* step = caf::get_if<actors::step_trained>(&event.body);
+        step && step->step >= 0 && step->step <= steps)
+      step_at[static_cast<std::size_t>(step->step)] = event.unix_seconds;
+    if (const auto* noted = caf::get_if<actors::checkpoint_noted>(&event.body);
+        noted && noted->outcome == actors::CheckpointOutcome::committed && std::isnan(row.figures[5]) &&
+        noted->step >= 0 && noted->step <= steps)
+      row.figures[5] = event.unix_seconds - step_at[static_cast<std::size_t>(noted->step)];
+  }
+  for (long s = 3; s <= steps; ++s)
+    if (!std::isnan(step_at[s]) && !std::isnan(step_at[s - 1])) intervals.push_back(step_at[s] - step_at[s - 1]);
+  if (!intervals.empty()) row.figures[4] = median(intervals);
+}
+
+ScaleRow measure(const BenchScaleOptions& options, const ResolvedJob& job, int ranks) {
+  ScaleRow row;
+  row.ranks = ranks;
+  row.figures.assign(figure_count, NAN);
+  DrillOptions drill_options;
+  drill_options.scenario = "kill-node";
+  drill_options.at_step = 3;
+  drill_options.slots = std::min(ranks / 2, options.slots);
+  drill_options.workers = ranks / drill_options.slots;
+  drill_options.dir = (std::filesystem::path(options.dir) / ("scale-" + std::to_string(ranks))).string();
+  row.nodes = drill_options.workers;
+  drill::Drill drill(drill_options, job);
+  if (Status prepared = drill.prepare(); !prepared) {
+    row.problem = prepared.error().message;
+    return row;
+  }
+  measure_run(drill, options.steps, row);
+  if (row.problem.empty()) {
+    const drill::Verdict v = drill::drill_running_job(drill);
+    row.figures[6] = v.detected_after.value_or(NAN);
+    row.figures[7] = v.resumed_after.value_or(NAN);
+    row.figures[8] = v.recovered_after.value_or(NAN);
+    if (!v.recovered_after) row.problem = "kill-node: " + v.fault;
+  }
+  std::error_code ignored;
+  std::filesystem::remove_all(drill_options.dir, ignored);
+  return row;
+}
+
+// (N, figure) of the rows that have the figure.
+std::vector<std::pair<double, double>> points_of(const std::vector<ScaleRow>& rows, std::size_t figure) {
+  std::vector<std::pair<double, double>> points;
+  for (const ScaleRow& row : rows)
+    if (row.figures[figure] > 0) points.emplace_back(row.ranks, row.figures[figure]);
+  return points;
+}
+
+// The slope of log(figure) against log(N) over the rows that have the figure (NaN under two).
+double log_log_slope(const std::vector<ScaleRow>& rows, std::size_t figure) {
+  std::vector<std::pair<double, double>> points;
+  for (const auto& [n, value] : points_of(rows, figure)) points.emplace_back(std::log(n), std::log(value));
+  if (points.size() < 2) return NAN;
+  double mx = 0, my = 0;
+  for (const auto& [x, y] : points) mx += x, my += y;
+  mx /= points.size(), my /= points.size();
+  double sxy = 0, sxx = 0;
+  for (const auto& [x, y] : points) sxy += (x - mx) * (y - my), sxx += (x - mx) * (x - mx);
+  return sxx > 0 ? sxy / sxx : NAN;
+}
+
+void print_table(const std::vector<ScaleRow>& rows) {
+  std::printf("| ranks | nodes |");
+  for (const Figure& figure : figures) std::printf(" %s |", figure.name);
+  std::printf("\n|---|---|");
+  for (std::size_t i = 0; i < figure_count; ++i) std::printf("---|");
+  std::printf("\n");
+  for (const ScaleRow& row : rows) {
+    std::printf("| %d | %d |", row.ranks, row.nodes);
+    for (double figure : row.figures) std::printf(std::isnan(figure) ? " – |" : " %.3g |", figure);
+    std::printf("\n");
+  }
+  std::printf("| slope | |");
+  for (std::size_t i = 0; i < figure_count; ++i) {
+    const double slope = log_log_slope(rows, i);
+    std::printf(std::isnan(slope) ? " – |" : " %.2f |", slope);
+  }
+  std::printf("\n");
+}
+
+}  // namespace
+
+int run_bench_scale(const BenchScaleOptions& options) {
+  JobConfig config;
+  config.model.preset = options.model;
+  config.train.backend = compute::BackendKind::sim;
+  config.train.steps = options.steps;
+  config.train.batch_size = 1;
+  config.train.threads = 1;
+  config.train.val_every = 0;
+  config.train.val_batches = 1;
+  config.sample.tokens = 0;
+  config.checkpoint.every = 2;
+  auto job = resolve(config);
+  if (!job) return error_exit(ExitCode::bad_input, job.error().message);
+  std::vector<ScaleRow> rows;
+  for (int ranks : options.ranks) {
+    std::printf("%d ranks ...\n", ranks);
+    std::fflush(stdout);
+    ScaleRow row = measure(options, *job, ranks);
+    if (!row.problem.empty()) std::printf("%d ranks: %s\n", ranks, row.problem.c_str());
+    rows.push_back(std::move(row));
+  }
+  print_table(rows);
+  int largest = 0;
+  for (const ScaleRow& row : rows)
+    if (row.problem.empty()) largest = std::max(largest, row.ranks);
+  std::printf("largest N that ran here: %d\n", largest);
+  if (options.svg_dir.empty()) return to_int(ExitCode::success);
+  for (std::size_t i = 0; i < figure_count; ++i) {
+    const auto path = std::filesystem::path(options.svg_dir) / ("scale-" + std::string(figures[i].file) + ".svg");
+    std::ofstream out(path);
+    out << log_log_svg(figures[i].name, points_of(rows, i), log_log_slope(rows, i));
+    if (!out) return error_exit(ExitCode::failure, "--svg " + options.svg_dir + ": cannot write " + path.string());
+  }
+  std::printf("plots in %s/scale-*.svg\n", options.svg_dir.c_str());
+  return to_int(ExitCode::success);
+}
+
+Command add_bench_scale_command(CLI::App& bench) {
+  auto options = std::make_shared<BenchScaleOptions>();
+  CLI::App* command = bench.add_subcommand(
+      "scale",
+      "Control-plane costs against the rank count: sim jobs (train.backend sim) joined, trained, checkpointed "
+      "and drilled.");
+  command->add_option("--ranks", options->ranks, "rank counts, comma-separated; each a multiple of --slots, or 2 nodes")
+      ->delimiter(',')
+      ->check(CLI::Range(2, 65536))
+      ->default_str("8,16,32,64");
+  command->add_option("--slots", options->slots, "ranks per node process")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  command->add_option("--model", options->model, "model preset")->capture_default_str();
+  command->add_option("--steps", options->steps, "steps of each run (at least 4: the kill comes after step 3)")
+      ->check(CLI::Range(4, 1000))
+      ->capture_default_str();
+  command->add_option("--svg", options->svg_dir, "write a log-log plot of each figure against N here (scale-*.svg)")
+      ->check(CLI::ExistingDirectory);
+  command->add_option("--dir", options->dir, "folder for the runs (a scale-N subfolder each, removed after)")
+      ->check(CLI::ExistingDirectory)
+      ->capture_default_str();
+  return refusing_unknown(*command, [options] {
+    for (int ranks : options->ranks) {
+      const int slots = std::min(ranks / 2, options->slots);
+      if (slots < 1 || ranks % slots != 0)
+        return error_exit(ExitCode::bad_input, "--ranks " + std::to_string(ranks) + " is not a multiple of --slots " +
+                                                   std::to_string(options->slots));
+    }
+    return run_bench_scale(*options);
+  });
+}
+
+}  // namespace troupe::apps
