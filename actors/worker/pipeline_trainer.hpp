@@ -146,6 +146,9 @@ class PipelineTrainer {
   void run(const schedules::Instruction& instruction, double& loss_sum);
   void reduce_gradients();
   int take_slot(Chunk& chunk);
+  // A (micro-batch, chunk)'s activations are done with (its backward, or its W): one fewer in use,
+  // and its slot back to the chunk when `free_now` (else its send_grad frees it).
+  void release_slot(Chunk& chunk, std::pair<int, int> pair, bool free_now);
   comm::MessageKey key_of(const schedules::Instruction& instruction) const;
   int rank_of_stage(int stage) const;
   void wait(MailboxComm::Operation op, const std::string& what);
@@ -176,6 +179,7 @@ class PipelineTrainer {
   std::vector<Chunk> chunks_;
   std::map<std::pair<int, int>, int> slot_of_;       // (micro-batch, chunk) → slot
   std::map<std::pair<int, int>, InFlight> arriving_;  // (micro-batch, chunk·2 + gradient) → receive
+  std::map<int, compute::Tensor> handed_gradients_;   // micro-batch → the gradient across a V's bottom
   std::vector<compute::Tensor> inputs_, targets_;     // per micro-batch, (B, T) i32 on the host
   long steps_ = 0;
   std::shared_ptr<comm::GradientCompressor> compressor_;  // data-parallel sums; null: plain

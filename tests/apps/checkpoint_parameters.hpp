@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -11,6 +13,7 @@
 
 #include "checkpoint/loader.hpp"
 #include "checkpoint/store.hpp"
+#include "compute/model/parameter_layout.hpp"
 
 namespace troupe::test {
 
@@ -40,6 +43,36 @@ inline std::map<std::string, std::vector<float>> checkpoint_values(const std::fi
     values[kind] = std::move(*all);
   }
   return values;
+}
+
+// Tensor by tensor (in `layout`'s views), how two runs' flat parameters compare.
+struct ParameterComparison {
+  int tensors = 0;
+  int bitwise = 0;
+  double largest = 0;  // largest absolute difference of any element
+  std::string largest_in;
+};
+
+inline ParameterComparison compare_parameters(const troupe::compute::ParameterLayout& layout,
+                                              const std::vector<float>& a, const std::vector<float>& b) {
+  ParameterComparison c;
+  for (const auto& view : layout.views()) {
+    ++c.tensors;
+    const float* x = a.data() + view.offset;
+    const float* y = b.data() + view.offset;
+    if (std::memcmp(x, y, static_cast<std::size_t>(view.numel()) * sizeof(float)) == 0) {
+      ++c.bitwise;
+      continue;
+    }
+    for (std::int64_t i = 0; i < view.numel(); ++i) {
+      const double d = std::fabs(static_cast<double>(x[i]) - y[i]);
+      if (d > c.largest) {
+        c.largest = d;
+        c.largest_in = view.name;
+      }
+    }
+  }
+  return c;
 }
 
 }  // namespace troupe::test
