@@ -70,8 +70,14 @@ struct PipelineSetup {
   bool parameters_from_peer = false;
 };
 
-// The groups a pipeline rank talks to; `embedding` only on first and last stages when pp > 1,
-// `tp` only when tp > 1.
+// Whether `stage` is in the group that sums the tied embedding's two shares: the first and the
+// last stage of a pipeline, except in ZB-V's V, whose stage 0 holds both ends and sums them itself.
+inline bool in_embedding_group(const schedules::Schedule& schedule, int stage) {
+  return schedule.stages > 1 && !schedule.v_shape() && (stage == 0 || stage == schedule.stages - 1);
+}
+
+// The groups a pipeline rank talks to; `embedding` only where in_embedding_group, `tp` only when
+// tp > 1.
 struct PipelineGroups {
   comm::Engine& engine;
   comm::Communicator& dp;

@@ -128,9 +128,7 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
     if (!created) return {1, created.error().message};
     tp = std::move(*created);
   }
-  // The tied embedding's two shares meet between the first and the last stage; in ZB-V's V both
-  // ends are chunks of stage 0, which sums them itself.
-  if (grid.pp > 1 && !schedule->v_shape() && (coord.pp == 0 || coord.pp == grid.pp - 1)) {
+  if (in_embedding_group(*schedule, coord.pp)) {
     auto created = comm::Communicator::create(
         engine, renewed(comm::embedding_group(grid, rank), comm::embedding_group_id, replacing));
     if (!created) return {1, created.error().message};

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/run_troupe.hpp"
 #include "checkpoint/loader.hpp"
 #include "checkpoint/store.hpp"
 #include "compute/model/parameter_layout.hpp"
@@ -24,6 +25,18 @@ inline std::vector<float> final_parameters(const std::filesystem::path& dir, lon
   auto params = loaded->read_all("param");
   REQUIRE(params.ok());
   return std::move(*params);
+}
+
+// Runs `troupe` with `args` and --checkpoint.dir <dir>/<name>, which must succeed, and returns the
+// parameters of its checkpoint after `steps` steps.
+inline std::vector<float> parameters_after_run(const TempDir& dir, std::vector<std::string> args,
+                                               const std::string& name, long steps) {
+  const std::filesystem::path out = dir.path() / name;
+  args.insert(args.end(), {"--checkpoint.dir", out.string()});
+  const ProcessResult r = run_troupe(dir, args, std::chrono::seconds(180));
+  INFO(name << " stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  return final_parameters(out, steps);
 }
 
 // Every value of every kind (parameters, both AdamW moments, compression state) in the checkpoint at `folder` (one

@@ -9,29 +9,16 @@
 #include <vector>
 
 #include "compute/cpu/cpu_backend.hpp"
+#include "compute/micro_batches.hpp"
 #include "compute/model/gpt_stage.hpp"
 #include "compute/model/stage_split.hpp"
 #include "compute/random.hpp"
 #include "support/tensor_compare.hpp"
 
 using namespace troupe::compute;
-using troupe::test::bitwise_equal;
-using troupe::test::host_copy;
+using namespace troupe::test;
 
 namespace {
-
-struct MicroBatch {
-  Tensor tokens, targets;
-};
-
-MicroBatch micro_batch(int B, int T, int vocab, std::uint64_t seed) {
-  MicroBatch mb{Tensor::zeros({B, T}, DType::i32), Tensor::zeros({B, T}, DType::i32)};
-  for (int i = 0; i < B * T; ++i) {
-    mb.tokens.data_as<std::int32_t>()[i] = static_cast<std::int32_t>(hash_combine(seed, i) % vocab);
-    mb.targets.data_as<std::int32_t>()[i] = static_cast<std::int32_t>(hash_combine(seed + 1, i) % vocab);
-  }
-  return mb;
-}
 
 using Chain = std::vector<std::unique_ptr<GPTStage>>;
 
@@ -131,4 +118,18 @@ TEST_CASE("split backward: W before its B, or a second B before W, is refused", 
   CHECK_THROWS(st.backward(0, Tensor{}));
   st.backward_weights(0);
   CHECK_THROWS(st.backward_weights(0));
+}
+
+TEST_CASE("split backward: what B keeps for W is counted on top of the activations, per layer as documented",
+          "[model][pipeline][memory]") {
+  const GPTConfig cfg{6, 32, 4, 16, 64, 64};
+  CpuBackend backend(1);
+  GPTStage whole(cfg, backend, 0, 3), split(cfg, backend, 0, 3);
+  whole.reserve(3, 16, 2);
+  split.reserve(3, 16, 2, true);
+  CHECK(whole.weight_input_bytes() == 0);
+  // Per layer and slot: B·T·(4C + M + 3A) + M floats (docs/schedules.md), here M = 4C and A = C.
+  const std::int64_t BT = 3 * 16, C = 32, per_layer = BT * (4 * C + 4 * C + 3 * C) + 4 * C;
+  CHECK(split.weight_input_bytes() == 2 * 3 * per_layer * static_cast<std::int64_t>(sizeof(float)));
+  CHECK(split.activation_bytes() - split.weight_input_bytes() == whole.activation_bytes());
 }

@@ -58,12 +58,7 @@ TEST_CASE("small: every schedule on 2 and 3 stages ends with the single process'
                                   "--train.batch_size", "1", "--train.seq_len", "32", "--train.val_batches", "1",
                                   "--train.val_every", "0", "--sample.tokens", "0", "--train.threads", "1"};
     args.insert(args.end(), extra.begin(), extra.end());
-    const std::filesystem::path out = dir.path() / name;
-    args.insert(args.end(), {"--checkpoint.dir", out.string()});
-    const ProcessResult r = run_troupe(dir, args, std::chrono::seconds(180));
-    INFO(name << " stdout: " << r.out << "\nstderr: " << r.err);
-    REQUIRE(r.exit_code == 0);
-    return final_parameters(out, steps);
+    return parameters_after_run(dir, args, name, steps);
   };
   const troupe::compute::ParameterLayout layout(troupe::compute::gpt_preset("small").value());
   struct Layout {

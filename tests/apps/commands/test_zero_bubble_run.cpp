@@ -45,12 +45,7 @@ std::vector<float> parameters_after(const TempDir& dir, const std::string& prese
                                 "--pipeline.microbatches",
                                 "4"};
   args.insert(args.end(), layout.begin(), layout.end());
-  const std::filesystem::path out = dir.path() / name;
-  args.insert(args.end(), {"--checkpoint.dir", out.string()});
-  const ProcessResult r = run_troupe(dir, args, std::chrono::seconds(180));
-  INFO(name << " stdout: " << r.out << "\nstderr: " << r.err);
-  REQUIRE(r.exit_code == 0);
-  return final_parameters(out, steps);
+  return parameters_after_run(dir, args, name, steps);
 }
 
 void check_bitwise(const std::string& preset, const std::string& name, const std::vector<float>& zero_bubble,
