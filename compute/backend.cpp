@@ -15,6 +15,18 @@ void Backend::matmul_residual_forward(Tensor& out, const Tensor& inp, const Tens
   residual_forward(out, residual, out);
 }
 
+void Backend::layernorm_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
+                                 const Tensor& weight, const Tensor& mean, const Tensor& rstd) {
+  layernorm_backward_input(dinp, dout, inp, weight, mean, rstd);
+  layernorm_backward_params(dweight, dbias, dout, inp, mean, rstd);
+}
+
+void Backend::matmul_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
+                              const Tensor& weight) {
+  matmul_backward_input(dinp, dout, weight);
+  matmul_backward_weights(dweight, dbias, dout, inp);
+}
+
 void Backend::gelu_bias_backward(Tensor& dinp, Tensor& dbias, const Tensor& inp, const Tensor& dout) {
   gelu_backward(dinp, inp, dout);
   bias_backward(dbias, dinp);

@@ -45,9 +45,15 @@ class Backend {
   // Normalizes over the last axis C of inp (…, C); mean and rstd hold one value per row.
   virtual void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& inp, const Tensor& weight,
                                  const Tensor& bias) = 0;
-  // dinp += …, dweight += …, dbias += …
-  virtual void layernorm_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
-                                  const Tensor& weight, const Tensor& mean, const Tensor& rstd) = 0;
+  // dinp += …, dweight += …, dbias += …: layernorm_backward_input, then layernorm_backward_params.
+  void layernorm_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
+                          const Tensor& weight, const Tensor& mean, const Tensor& rstd);
+  // The two halves, which a split backward (B, then W later) runs apart: dinp += …, and
+  // dweight += …, dbias += …. Each writes what the whole writes, bit for bit.
+  virtual void layernorm_backward_input(Tensor& dinp, const Tensor& dout, const Tensor& inp, const Tensor& weight,
+                                        const Tensor& mean, const Tensor& rstd) = 0;
+  virtual void layernorm_backward_params(Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
+                                         const Tensor& mean, const Tensor& rstd) = 0;
 
   // out (rows, OC) = inp (rows, C) · weight (OC, C)ᵀ + bias (OC); bias may be undefined.
   virtual void matmul_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias) = 0;
@@ -57,9 +63,14 @@ class Backend {
   // neither it nor inp. The default is matmul_forward into out, then residual_forward in place.
   virtual void matmul_residual_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
                                        const Tensor& residual);
-  // dinp = dout · weight;  dweight += doutᵀ · inp;  dbias += column sums of dout (if defined).
-  virtual void matmul_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
-                               const Tensor& weight) = 0;
+  // dinp = dout · weight;  dweight += doutᵀ · inp;  dbias += column sums of dout (if defined):
+  // matmul_backward_input, then matmul_backward_weights.
+  void matmul_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
+                       const Tensor& weight);
+  // The input-gradient product alone (B), and the weight-gradient product with the bias's column
+  // sums (W): separate GEMMs, so the halves give the whole's bits in either order.
+  virtual void matmul_backward_input(Tensor& dinp, const Tensor& dout, const Tensor& weight) = 0;
+  virtual void matmul_backward_weights(Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp) = 0;
 
   // Causal multi-head self-attention. qkv (B,T,3C) holds q, k, v side by side; out is (B,T,C).
   // att is what the backward needs, shaped attention_state_shape(B, NH, T). Both backends are

@@ -24,15 +24,21 @@ struct PairState {
   bool recv_grad = false;
   bool backward = false;
   bool send_grad = false;
+  bool backward_input = false;
+  bool backward_weights = false;
 };
 
-// Rules 1 and 2 for one stream; fills its peak of stashed activations.
-Status check_stream(const Schedule& schedule, int stage, int& peak_stashed) {
+// Rules 1 and 2 for one stream; fills its peaks of stashed activations and of pairs between B and W.
+Status check_stream(const Schedule& schedule, int stage, int& peak_stashed, int& peak_weights_owed) {
   const std::vector<Instruction>& stream = schedule.streams[stage];
   const int last_virtual = schedule.virtual_stages() - 1;
   std::vector<PairState> pairs(static_cast<std::size_t>(schedule.microbatches) * schedule.chunks);
-  int stashed = 0;
+  auto index = [&](int microbatch, int chunk) {
+    return static_cast<std::size_t>(microbatch) * schedule.chunks + chunk;
+  };
+  int stashed = 0, weights_owed = 0;
   peak_stashed = 0;
+  peak_weights_owed = 0;
   for (std::size_t i = 0; i < stream.size(); ++i) {
     const Instruction& ins = stream[i];
     const std::string where = at(stage, i, ins);
@@ -59,7 +65,7 @@ Status check_stream(const Schedule& schedule, int stage, int& peak_stashed) {
     } else if (ins.peer != -1) {
       return Error{where + ": only sends and recvs name a peer"};
     }
-    PairState& pair = pairs[static_cast<std::size_t>(ins.microbatch) * schedule.chunks + ins.chunk];
+    PairState& pair = pairs[index(ins.microbatch, ins.chunk)];
     auto once = [&](bool& flag) -> Status {
       if (flag) return Error{where + ": runs twice"};
       flag = true;
@@ -69,7 +75,12 @@ Status check_stream(const Schedule& schedule, int stage, int& peak_stashed) {
     switch (ins.op) {
       case Op::recv_act: status = once(pair.recv_act); break;
       case Op::forward:
-        if (here > 0 && !pair.recv_act) return Error{where + ": forward before its activations arrive (no recv_act)"};
+        if (here > 0 && local_hop(schedule, here - 1, here)) {
+          if (!pairs[index(ins.microbatch, schedule.chunk_of(here - 1))].forward)
+            return Error{where + ": forward before the forward of the chunk before it on this stage"};
+        } else if (here > 0 && !pair.recv_act) {
+          return Error{where + ": forward before its activations arrive (no recv_act)"};
+        }
         status = once(pair.forward);
         peak_stashed = std::max(peak_stashed, ++stashed);
         break;
@@ -79,15 +90,31 @@ Status check_stream(const Schedule& schedule, int stage, int& peak_stashed) {
         break;
       case Op::recv_grad: status = once(pair.recv_grad); break;
       case Op::backward:
+      case Op::backward_input:
         if (!pair.forward) return Error{where + ": backward before its forward"};
-        if (here < last_virtual && !pair.recv_grad) {
+        if (here < last_virtual && local_hop(schedule, here + 1, here)) {
+          const PairState& after = pairs[index(ins.microbatch, schedule.chunk_of(here + 1))];
+          if (!after.backward && !after.backward_input)
+            return Error{where + ": backward before the backward of the chunk after it on this stage"};
+        } else if (here < last_virtual && !pair.recv_grad) {
           return Error{where + ": backward before its gradient arrives (no recv_grad)"};
         }
-        status = once(pair.backward);
+        if (pair.backward || pair.backward_input) return Error{where + ": runs twice"};
+        status = once(ins.op == Op::backward ? pair.backward : pair.backward_input);
+        if (ins.op == Op::backward)
+          --stashed;
+        else
+          peak_weights_owed = std::max(peak_weights_owed, ++weights_owed);
+        break;
+      case Op::backward_weights:
+        if (!pair.backward_input) return Error{where + ": weight gradients before their backward_input"};
+        status = once(pair.backward_weights);
         --stashed;
+        --weights_owed;
         break;
       case Op::send_grad:
-        if (!pair.backward) return Error{where + ": sends a gradient its backward has not computed"};
+        if (!pair.backward && !pair.backward_input)
+          return Error{where + ": sends a gradient its backward has not computed"};
         status = once(pair.send_grad);
         break;
       case Op::reduce_grads:
@@ -103,7 +130,9 @@ Status check_stream(const Schedule& schedule, int stage, int& peak_stashed) {
     for (int c = 0; c < schedule.chunks; ++c) {
       const PairState& pair = pairs[static_cast<std::size_t>(mb) * schedule.chunks + c];
       if (!pair.forward) return Error{stage_name + ": no forward of " + pair_name(mb, c)};
-      if (!pair.backward) return Error{stage_name + ": no backward of " + pair_name(mb, c)};
+      if (!pair.backward && !pair.backward_input) return Error{stage_name + ": no backward of " + pair_name(mb, c)};
+      if (pair.backward_input && !pair.backward_weights)
+        return Error{stage_name + ": no backward_weights of " + pair_name(mb, c) + " (its backward_input ran)"};
     }
   }
   return {};
@@ -204,8 +233,10 @@ Expected<CheckReport> check_schedule(const Schedule& schedule) {
   }
   CheckReport report;
   report.peak_stashed.resize(p);
+  report.peak_weights_owed.resize(p);
   for (int s = 0; s < p; ++s) {
-    if (Status status = check_stream(schedule, s, report.peak_stashed[s]); !status) return status.error();
+    if (Status status = check_stream(schedule, s, report.peak_stashed[s], report.peak_weights_owed[s]); !status)
+      return status.error();
     report.instructions.push_back(static_cast<int>(schedule.streams[s].size()));
   }
   if (Status status = check_matching(schedule, report.transfers); !status) return status.error();

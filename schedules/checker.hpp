@@ -9,7 +9,10 @@
 //                 0), backward after its forward and after its recv_grad (except on the last
 //                 virtual stage), send_act after the forward, send_grad after the backward;
 //                 nothing twice; every (mb, chunk) forwarded and backwarded; the stream ends
-//                 with reduce_grads, optimizer_step, which appear nowhere else.
+//                 with reduce_grads, optimizer_step, which appear nowhere else. A split
+//                 backward: backward_input stands where backward would (and send_grad after
+//                 it), backward_weights after it, each once, never beside a backward of the
+//                 same pair.
 //   3. matching   every recv has its send on the peer stream. (Every send has its recv by
 //                 rule 2: the receiving forward or backward must come after that recv.)
 //   4. deadlock   all streams run in lock-step with blocking (rendezvous) sends: a send or
@@ -18,7 +21,9 @@
 //                 Streams that pass run with any buffering at all, eager or rendezvous.
 //
 // The report counts, per stage, the peak of stashed activations: (micro-batch, chunk) pairs
-// whose forward has run and whose backward has not, across all chunks of the stage.
+// whose forward has run and whose backward (or backward_weights) has not, across all chunks of
+// the stage; and the peak of pairs between backward_input and backward_weights, whose kept
+// gradients a split backward holds on top (the schedule's memory bound is both).
 
 #include <vector>
 
@@ -28,7 +33,8 @@
 namespace troupe::schedules {
 
 struct CheckReport {
-  std::vector<int> peak_stashed;  // per stage
+  std::vector<int> peak_stashed;       // per stage
+  std::vector<int> peak_weights_owed;  // per stage: pairs past backward_input, before backward_weights
   std::vector<int> instructions;  // per stage
   int transfers = 0;              // send/recv pairs in the whole schedule
 };

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "schedules/transfers.hpp"
+#include "schedules/zero_bubble.hpp"
 
 namespace troupe::schedules {
 namespace {
@@ -28,8 +29,13 @@ Status check_schedule_shape(ScheduleKind kind, int stages, int microbatches, int
   if (stages < 1) return Error{where + "needs at least 1 stage (p)"};
   if (microbatches < 1) return Error{where + "needs at least 1 micro-batch (m)"};
   if (chunks < 1) return Error{where + "needs at least 1 chunk per stage (v)"};
+  if (kind == ScheduleKind::zb_v) {
+    if (stages < 2) return Error{where + "the V placement needs at least 2 stages"};
+    if (chunks != 2) return Error{where + "runs two chunks per stage in a V: v must be 2"};
+    return {};
+  }
   if (kind != ScheduleKind::interleaved) {
-    if (chunks != 1) return Error{where + "runs one chunk per stage; only interleaved takes v > 1"};
+    if (chunks != 1) return Error{where + "runs one chunk per stage; only interleaved and zb-v take v > 1"};
     return {};
   }
   if (stages < 2) return Error{where + "interleaving needs at least 2 stages"};
@@ -52,6 +58,16 @@ int warmup_microbatches(ScheduleKind kind, int stages, int microbatches, int chu
       // backward (micro-batch 0, chunk v-1) comes only after micro-batch 0 has passed all p·v
       // virtual stages and its gradient has come back p-s-1 hops: this many forwards fit before.
       return std::min(2 * (stages - stage - 1) + (chunks - 1) * stages, microbatches * chunks);
+    case ScheduleKind::zb_h1:
+    case ScheduleKind::zb_v: {
+      // The list scheduler's (zero_bubble.hpp): the forwards before the stage's first B.
+      const Schedule shape{kind, stages, microbatches, chunks, {}};
+      const std::vector<Instruction> order = zero_bubble_computes(shape)[static_cast<std::size_t>(stage)];
+      const auto first_input =
+          std::find_if(order.begin(), order.end(), [](const Instruction& i) { return i.op == Op::backward_input; });
+      return static_cast<int>(
+          std::count_if(order.begin(), first_input, [](const Instruction& i) { return i.op == Op::forward; }));
+    }
   }
   return 0;
 }
@@ -60,6 +76,10 @@ Expected<Schedule> generate_schedule(ScheduleKind kind, int stages, int microbat
   if (Status shape = check_schedule_shape(kind, stages, microbatches, chunks); !shape) return shape.error();
   Schedule schedule{kind, stages, microbatches, chunks, {}};
   const int pairs = microbatches * chunks;
+  if (splits_backward(kind)) {
+    schedule.streams = place_transfers(schedule, zero_bubble_computes(schedule));
+    return schedule;
+  }
   std::vector<std::vector<Instruction>> computes(stages);
   for (int s = 0; s < stages; ++s) {
     const int warmup = warmup_microbatches(kind, stages, microbatches, chunks, s);

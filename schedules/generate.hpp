@@ -11,6 +11,9 @@
 //   1f1b         w = min(p - s - 1, m)           (stage s; at most p - s activations stashed)
 //   interleaved  w = min(2(p - s - 1) + (v - 1)p, m·v)
 //
+//   zb-h1, zb-v  backward split into B and W, from a list scheduler (zero_bubble.hpp); w is
+//                the forwards it runs before the stage's first B
+//
 // Pairs are visited in Megatron's interleaved order: micro-batches in groups of p, each
 // group through chunk 0, then chunk 1, ...; backward visits the chunks in reverse. With
 // v = 1 that is simply micro-batch order. Generators fix only this compute order;
@@ -22,8 +25,9 @@
 
 namespace troupe::schedules {
 
-// The rules every kind shares (p, m, v at least 1) and each kind's own: gpipe and 1f1b take
-// v = 1; interleaved needs p >= 2, v >= 2 and m a multiple of p (Megatron's rule).
+// The rules every kind shares (p, m, v at least 1) and each kind's own: gpipe, 1f1b and zb-h1
+// take v = 1; interleaved needs p >= 2, v >= 2 and m a multiple of p (Megatron's rule); zb-v
+// needs p >= 2 and v = 2.
 Status check_schedule_shape(ScheduleKind kind, int stages, int microbatches, int chunks);
 
 // Forward passes stage `stage` runs before its first backward (counted in (micro-batch,

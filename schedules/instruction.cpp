@@ -12,6 +12,8 @@ std::string_view to_string(Op op) {
     case Op::send_grad: return "send_grad";
     case Op::reduce_grads: return "reduce_grads";
     case Op::optimizer_step: return "optimizer_step";
+    case Op::backward_input: return "backward_input";
+    case Op::backward_weights: return "backward_weights";
   }
   return "unknown op";
 }

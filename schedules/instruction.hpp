@@ -23,6 +23,10 @@ enum class Op : std::uint8_t {
   send_grad,       // the gradient of forward's input goes to the previous virtual stage
   reduce_grads,    // data-parallel gradient reduction and tied-embedding reduction happen here
   optimizer_step,  // the update; always the last instruction of a stream
+  // A zero-bubble schedule's backward in two: B, the input gradient (what send_grad sends), and
+  // later W, the weight gradients, which frees the stashed activations and what B kept for it.
+  backward_input,
+  backward_weights,
 };
 
 struct Instruction {
@@ -37,7 +41,11 @@ struct Instruction {
 inline bool is_send(Op op) { return op == Op::send_act || op == Op::send_grad; }
 inline bool is_recv(Op op) { return op == Op::recv_act || op == Op::recv_grad; }
 inline bool is_transfer(Op op) { return is_send(op) || is_recv(op); }
-inline bool is_compute(Op op) { return op == Op::forward || op == Op::backward; }
+inline bool is_compute(Op op) {
+  return op == Op::forward || op == Op::backward || op == Op::backward_input || op == Op::backward_weights;
+}
+// An op that computes the gradient send_grad sends (and so waits for recv_grad).
+inline bool computes_input_grad(Op op) { return op == Op::backward || op == Op::backward_input; }
 
 std::string_view to_string(Op op);
 

@@ -7,6 +7,8 @@ std::string_view to_string(ScheduleKind kind) {
     case ScheduleKind::gpipe: return "gpipe";
     case ScheduleKind::one_f_one_b: return "1f1b";
     case ScheduleKind::interleaved: return "interleaved";
+    case ScheduleKind::zb_h1: return "zb-h1";
+    case ScheduleKind::zb_v: return "zb-v";
   }
   return "unknown schedule";
 }
@@ -22,6 +24,7 @@ std::optional<Transfer> transfer_of(const Schedule& schedule, int stage, const I
   const Transfer transfer{gradient, instruction.microbatch, from};
   const int last = schedule.virtual_stages() - 1;
   if (transfer.from < 0 || transfer.from > last || transfer.to() < 0 || transfer.to() > last) return std::nullopt;
+  if (local_hop(schedule, transfer.from, transfer.to())) return std::nullopt;
   return transfer;
 }
 

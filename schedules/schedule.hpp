@@ -4,7 +4,8 @@
 //
 // Virtual stages: the model is cut into p·v consecutive pieces. Stage s holds chunks
 // 0..v-1, which are virtual stages s, s+p, ..., (v-1)p+s (Megatron's interleaving), so
-// virtual stage k lives on stage k % p as chunk k / p. Activations always flow from virtual
+// virtual stage k lives on stage k % p as chunk k / p; under ZB-V's V placement chunk 1 is
+// virtual stage 2p-1-s instead. Activations always flow from virtual
 // stage k to k+1 and gradients from k+1 to k; with v > 1 the last stage's chunk c therefore
 // sends to stage 0's chunk c+1. Without interleaving v = 1 and virtual stage = stage.
 //
@@ -23,12 +24,14 @@
 
 namespace troupe::schedules {
 
-enum class ScheduleKind { gpipe, one_f_one_b, interleaved };
+enum class ScheduleKind { gpipe, one_f_one_b, interleaved, zb_h1, zb_v };
 
 // Every kind, in the order pipeline.schedule lists them: the config parser reads a name with these.
 inline constexpr ScheduleKind schedule_kinds[] = {ScheduleKind::gpipe, ScheduleKind::one_f_one_b,
-                                                  ScheduleKind::interleaved};
-std::string_view to_string(ScheduleKind kind);  // "gpipe", "1f1b", "interleaved"
+                                                  ScheduleKind::interleaved, ScheduleKind::zb_h1, ScheduleKind::zb_v};
+std::string_view to_string(ScheduleKind kind);  // "gpipe", "1f1b", "interleaved", "zb-h1", "zb-v"
+// Zero-bubble kinds split every backward into backward_input (B) and backward_weights (W).
+inline bool splits_backward(ScheduleKind kind) { return kind == ScheduleKind::zb_h1 || kind == ScheduleKind::zb_v; }
 
 struct Schedule {
   ScheduleKind kind = ScheduleKind::one_f_one_b;
@@ -38,8 +41,16 @@ struct Schedule {
   std::vector<std::vector<Instruction>> streams;  // streams[stage]
 
   int virtual_stages() const { return stages * chunks; }
-  int virtual_stage(int stage, int chunk) const { return chunk * stages + stage; }
-  int stage_of(int virtual_stage) const { return virtual_stage % stages; }
+  // ZB-V places the chunks in a V (v_shape()): odd chunks run the stages backwards, so stage s
+  // holds virtual stages s and 2p-1-s and the last virtual stage sits on stage 0 beside the first.
+  bool v_shape() const { return kind == ScheduleKind::zb_v; }
+  int virtual_stage(int stage, int chunk) const {
+    return chunk * stages + (v_shape() && chunk % 2 == 1 ? stages - 1 - stage : stage);
+  }
+  int stage_of(int virtual_stage) const {
+    const int at = virtual_stage % stages;
+    return v_shape() && chunk_of(virtual_stage) % 2 == 1 ? stages - 1 - at : at;
+  }
   int chunk_of(int virtual_stage) const { return virtual_stage / stages; }
 };
 
@@ -53,10 +64,18 @@ struct Transfer {
   int to() const { return gradient ? from - 1 : from + 1; }
 };
 
+// Whether neighbouring virtual stages sit on one stage (the bottom of ZB-V's V: virtual stages
+// p-1 and p on stage p-1). Such a hop is no message: the stage hands the activations, or the
+// gradient, from one of its chunks to the other, and its stream has no send or recv for it.
+inline bool local_hop(const Schedule& schedule, int from, int to) {
+  return schedule.stage_of(from) == schedule.stage_of(to);
+}
+
 // The transfer `instruction` on `stage` takes part in; nullopt when it is no send or recv, or
 // when its virtual stage has no neighbour on that side (activations into the first virtual
-// stage, a gradient out of it; activations out of the last, a gradient into it). Does not
-// look at instruction.peer: the checker compares that with the stage this returns.
+// stage, a gradient out of it; activations out of the last, a gradient into it) or the
+// neighbour is on the same stage (local_hop). Does not look at instruction.peer: the checker
+// compares that with the stage this returns.
 std::optional<Transfer> transfer_of(const Schedule& schedule, int stage, const Instruction& instruction);
 
 // The stage at the other end of `instruction`'s transfer, or -1 when there is none.

@@ -12,6 +12,7 @@ Expected<Simulation> simulate(const Schedule& schedule, const CostModel& costs) 
       costs.optimizer_step < 0) {
     return Error{"simulate: costs must not be negative"};
   }
+  if (!(costs.weight_share >= 0 && costs.weight_share <= 1)) return Error{"simulate: weight_share must be in [0, 1]"};
   for (const auto* scale : {&costs.forward_scale, &costs.backward_scale}) {
     if (!scale->empty() && static_cast<int>(scale->size()) != p) {
       return Error{std::string("simulate: ") + (scale == &costs.forward_scale ? "forward" : "backward") +
@@ -68,17 +69,28 @@ Expected<Simulation> simulate(const Schedule& schedule, const CostModel& costs) 
         }
         double cost = 0.0;
         if (is_compute(ins.op)) {
-          // A compute waits for its input, if its virtual stage has a neighbour to send one.
+          // A compute waits for its input, if its virtual stage has a neighbour to send one (W has
+          // none: it reads what its B kept).
           const Op input = ins.op == Op::forward ? Op::recv_act : Op::recv_grad;
-          if (const auto transfer = transfer_of(schedule, s, Instruction{input, ins.microbatch, ins.chunk, -1})) {
+          const auto transfer = ins.op == Op::backward_weights
+                                    ? std::nullopt
+                                    : transfer_of(schedule, s, Instruction{input, ins.microbatch, ins.chunk, -1});
+          if (transfer) {
             const auto it = arrival.find(*transfer);
             if (it == arrival.end()) break;  // not sent yet: come back on a later sweep
             clock[s] = std::max(clock[s], it->second);
           }
+          const double backward = costs.backward * backward_scale;
           if (!costs.op_costs.empty())
             cost = costs.op_costs[s][pc[s]];
+          else if (ins.op == Op::forward)
+            cost = costs.forward * forward_scale;
+          else if (ins.op == Op::backward_input)
+            cost = backward * (1 - costs.weight_share);
+          else if (ins.op == Op::backward_weights)
+            cost = backward * costs.weight_share;
           else
-            cost = ins.op == Op::forward ? costs.forward * forward_scale : costs.backward * backward_scale;
+            cost = backward;
           sim.busy[s] += cost;
         } else {
           cost = ins.op == Op::reduce_grads ? costs.reduce_grads : costs.optimizer_step;
@@ -86,7 +98,7 @@ Expected<Simulation> simulate(const Schedule& schedule, const CostModel& costs) 
         timing.start = clock[s];
         clock[s] += cost;
         timing.end = clock[s];
-        if (ins.op == Op::backward) sim.flush = std::max(sim.flush, clock[s]);
+        if (is_compute(ins.op) && ins.op != Op::forward) sim.flush = std::max(sim.flush, clock[s]);
         moved = true;
       }
     }

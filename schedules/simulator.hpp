@@ -12,10 +12,9 @@
 //
 //     bubble = 1 - Σ_s busy_s / (p × flush)
 //
-// where busy_s is stage s's forward and backward seconds and flush is when the last backward
-// on any stage ends (every stage starts at 0). reduce_grads and optimizer_step come after the
-// flush and are left out, so with uniform costs and zero latency GPipe and 1F1B give
-// (p-1)/(m+p-1) exactly.
+// where busy_s is stage s's forward and backward seconds (B and W of a split backward) and flush
+// is when the last backward, B or W on any stage ends (every stage starts at 0). reduce_grads and optimizer_step come
+// after the flush and are left out, so with uniform costs and zero latency GPipe and 1F1B give (p-1)/(m+p-1) exactly.
 
 #include <vector>
 
@@ -27,6 +26,8 @@ namespace troupe::schedules {
 struct CostModel {
   double forward = 1.0;   // seconds per forward of one chunk of one micro-batch
   double backward = 2.0;  // seconds per backward of one chunk of one micro-batch
+  // A split backward's W takes this share of `backward`, its B the rest (the paper's T_B = T_W).
+  double weight_share = 0.5;
   double latency = 0.0;   // seconds from posting a send to its data being usable at the receiver
   double reduce_grads = 0.0;
   double optimizer_step = 0.0;

@@ -10,6 +10,10 @@ namespace {
 std::vector<Instruction> eager_stream(const Schedule& shape, int stage, const std::vector<Instruction>& computes) {
   std::vector<Instruction> stream;
   for (const Instruction& compute : computes) {
+    if (compute.op == Op::backward_weights) {  // W neither receives nor sends
+      stream.push_back(compute);
+      continue;
+    }
     const bool forward = compute.op == Op::forward;
     Instruction recv{forward ? Op::recv_act : Op::recv_grad, compute.microbatch, compute.chunk, -1};
     recv.peer = peer_of(shape, stage, recv);

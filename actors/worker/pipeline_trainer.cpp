@@ -78,10 +78,10 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
                                                       compute::DType::f32, o.recompute, chunk.source.get(),
                                                       shard_group());
     compute::GPTStage& stage = *chunk.stage;
-    if (chunk.source && groups_.embedding != nullptr && (stage.is_first() || stage.is_last()))
+    if (chunk.source && (groups_.embedding != nullptr || s.v_shape()) && (stage.is_first() || stage.is_last()))
       chunk.source->defer_gradient(stage.tied_embedding_unit());
     if (!setup_.parameters_from_peer) stage.init_parameters(o.seed);
-    stage.reserve(o.batch_size, o.seq_len, setup_.peak_stashed);
+    stage.reserve(o.batch_size, o.seq_len, setup_.peak_stashed, schedules::splits_backward(s.kind));
     chunk.free_slots = every_slot(setup_.peak_stashed);
     chunk.slot_sends.resize(static_cast<std::size_t>(setup_.peak_stashed));
     chunk.micro_batches = std::make_unique<compute::MicroBatchSum>(
@@ -203,6 +203,7 @@ void PipelineTrainer::resume_at(long steps) {
 
 void PipelineTrainer::renew(int epoch) {
   arriving_.clear();
+  handed_gradients_.clear();
   slot_of_.clear();
   for (Chunk& chunk : chunks_) {
     chunk.free_slots = every_slot(setup_.peak_stashed);
@@ -269,6 +270,13 @@ int PipelineTrainer::take_slot(Chunk& chunk) {
   return slot;
 }
 
+void PipelineTrainer::release_slot(Chunk& chunk, std::pair<int, int> pair, bool free_now) {
+  --in_use_;
+  if (!free_now) return;  // its send_grad frees it
+  chunk.free_slots.push_back(slot_of_.at(pair));
+  slot_of_.erase(pair);
+}
+
 // "F3", or "F3.1" for chunk 1: the names troupe schedule gives the simulated ops.
 std::string PipelineTrainer::op_name(char kind, const schedules::Instruction& ins) const {
   std::string name = kind + std::to_string(ins.microbatch);
@@ -309,7 +317,11 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
       const int slot = take_slot(chunk);
       slot_of_[here] = slot;
       compute::Tensor input = inputs_[static_cast<std::size_t>(ins.microbatch)];
-      if (vs > 0) {
+      if (vs > 0 && schedules::local_hop(s, vs - 1, vs)) {
+        // The bottom of a V: this stage's other chunk made the input, and holds it until its W.
+        const int before = s.chunk_of(vs - 1);
+        input = chunks_[static_cast<std::size_t>(before)].stage->output(slot_of_.at({ins.microbatch, before}));
+      } else if (vs > 0) {
         InFlight arrival = arriving_.extract({ins.microbatch, ins.chunk * 2}).mapped();
         wait(arrival.op, arrival_text("activations", ins, arrival.from_rank));
         input = arrival.buffer;
@@ -330,39 +342,66 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
       chunk.slot_sends[static_cast<std::size_t>(slot)].push_back(op);
       break;
     }
-    case Op::backward: {
+    case Op::backward:
+    case Op::backward_input: {
+      const bool split = ins.op == Op::backward_input;
       const int slot = slot_of_.at(here);
       compute::Tensor output_grad;
-      if (!last) {
+      if (!last && schedules::local_hop(s, vs + 1, vs)) {
+        output_grad = handed_gradients_.extract(ins.microbatch).mapped();
+      } else if (!last) {
         InFlight arrival = arriving_.extract({ins.microbatch, ins.chunk * 2 + 1}).mapped();
         wait(arrival.op, arrival_text("gradient", ins, arrival.from_rank));
         output_grad = arrival.buffer;
       }
       const double start = now_us();
-      chunk.micro_batches->before_backward(chunk.backwards++);
-      stage.backward(slot, output_grad, 1.0 / (static_cast<double>(s.microbatches) * setup_.grid.dp));
-      busy_us_ += now_us() - start;
-      trace("backward", op_name('B', ins), start, &ins);
-      --in_use_;
-      if (vs == 0) {  // nothing to send: the slot is free now
-        chunk.free_slots.push_back(slot);
-        slot_of_.erase(here);
+      const double loss_scale = 1.0 / (static_cast<double>(s.microbatches) * setup_.grid.dp);
+      if (split) {
+        stage.backward_input(slot, output_grad, loss_scale);
+      } else {
+        chunk.micro_batches->before_backward(chunk.backwards++);
+        stage.backward(slot, output_grad, loss_scale);
       }
+      busy_us_ += now_us() - start;
+      trace(split ? "backward_input" : "backward", op_name('B', ins), start, &ins);
+      if (vs > 0 && schedules::local_hop(s, vs, vs - 1)) {
+        // The bottom of a V: the gradient goes to this stage's other chunk, as a copy (this slot may
+        // be reused before that chunk's backward runs).
+        compute::MemoryScope scope(compute::MemoryKind::activations);
+        const compute::Tensor input_grad = stage.input_grad(slot);
+        compute::Tensor handed = backend_.zeros(input_grad.shape(), input_grad.dtype());
+        backend_.copy(handed, input_grad);
+        handed_gradients_[ins.microbatch] = handed;
+      }
+      if (!split) release_slot(chunk, here, vs == 0);
+      break;
+    }
+    case Op::backward_weights: {
+      const int slot = slot_of_.at(here);
+      const double start = now_us();
+      chunk.micro_batches->before_backward(chunk.backwards++);
+      stage.backward_weights(slot);
+      busy_us_ += now_us() - start;
+      trace("backward_weights", op_name('W', ins), start, &ins);
+      release_slot(chunk, here, true);
       break;
     }
     case Op::send_grad: {
       const int slot = slot_of_.at(here);
       // A copy goes out, so the slot is free at once: a large send completes only once the
       // receiver has posted its receive, which in 1F1B comes after the receiver's next forward,
-      // and this stage's next forward needs the slot before then.
+      // and this stage's next forward needs the slot before then. Under a split backward the
+      // slot waits for its W.
       compute::Tensor input_grad = stage.input_grad(slot);
       compute::MemoryScope scope(compute::MemoryKind::activations);
       compute::Tensor outgoing = backend_.zeros(input_grad.shape(), input_grad.dtype());
       backend_.copy(outgoing, input_grad);
       mailbox_.send(groups_.engine, rank_of_stage(ins.peer), key_of(ins), outgoing);
       trace("transfer", "send_grad", now_us(), &ins);
-      chunk.free_slots.push_back(slot);
-      slot_of_.erase(here);
+      if (!schedules::splits_backward(s.kind)) {
+        chunk.free_slots.push_back(slot);
+        slot_of_.erase(here);
+      }
       break;
     }
     case Op::reduce_grads:
@@ -383,16 +422,22 @@ void PipelineTrainer::reduce_gradients() {
       partial = true;
     }
   if (partial) check_comm(mailbox_.wait_all());
-  if (groups_.embedding != nullptr) {
-    // The tied embedding's two shares: the first virtual stage's lookup, the last one's lm head
-    // (under ZeRO-3 in the unit's gradient it keeps over the step, before its reduce-scatter).
-    // Waited for alone, before the data-parallel sums: they read and write the same buffer.
-    Chunk& holder = stage_ == 0 ? chunks_.front() : chunks_.back();
+  // The tied embedding's two shares: the first virtual stage's lookup, the last one's lm head
+  // (under ZeRO-3 in the unit's gradient it keeps over the step, before its reduce-scatter).
+  auto shares_of = [](Chunk& holder) {
     const compute::GPTStage& stage = *holder.stage;
-    const compute::Tensor shares =
-        holder.source ? stage.tied_embedding_in(holder.source->deferred_gradient(stage.tied_embedding_unit()))
-                      : stage.tied_embedding_grad();
+    return holder.source ? stage.tied_embedding_in(holder.source->deferred_gradient(stage.tied_embedding_unit()))
+                         : stage.tied_embedding_grad();
+  };
+  if (groups_.embedding != nullptr) {
+    // Waited for alone, before the data-parallel sums: they read and write the same buffer.
+    const compute::Tensor shares = shares_of(stage_ == 0 ? chunks_.front() : chunks_.back());
     check_comm(mailbox_.wait(mailbox_.all_reduce(*groups_.embedding, shares)));
+  } else if (setup_.schedule.v_shape() && stage_ == 0) {
+    // ZB-V: both ends are this stage's chunks; both take the sum, lookup's share plus the head's.
+    compute::Tensor first = shares_of(chunks_.front()), last = shares_of(chunks_.back());
+    backend_.residual_forward(first, first, last);
+    backend_.copy(last, first);
   }
   zero_->sum_gradients();
   check_comm(mailbox_.wait_all());  // the step's sends
@@ -459,7 +504,7 @@ compute::StepResult PipelineTrainer::step() {
     // An order that came meanwhile (a peer failed, the job recovers in place) is taken before each
     // forward or backward rather than at the stage's next wait; this rank has not yet posted its
     // step's gradient sums, so no rank can have completed the step.
-    if (ins.op == Op::forward || ins.op == Op::backward) mailbox_.take_waiting_orders();
+    if (schedules::is_compute(ins.op)) mailbox_.take_waiting_orders();
     const double start = now_us();
     if (ins.op == Op::reduce_grads) {
       bubble_fraction_ = std::max(0.0, 1.0 - busy_us_ / std::max(start - schedule_start, 1.0));
@@ -503,7 +548,9 @@ double PipelineTrainer::evaluate(int batches) {
       const int vs = s.virtual_stage(stage_, c);
       const bool last = vs == s.virtual_stages() - 1;
       compute::Tensor input = inputs;
-      if (vs > 0) {
+      if (vs > 0 && schedules::local_hop(s, vs - 1, vs)) {
+        input = chunks_[static_cast<std::size_t>(s.chunk_of(vs - 1))].stage->output(0);  // the V's bottom
+      } else if (vs > 0) {
         input = compute::Tensor::zeros(stage.stream_shape(o.batch_size, o.seq_len), compute::DType::f32);
         const comm::MessageKey key{comm::MessageKind::point_to_point, transfer_group_id_, sequence,
                                    static_cast<std::uint16_t>(vs - 1)};
@@ -513,7 +560,7 @@ double PipelineTrainer::evaluate(int batches) {
       const double loss = stage.forward(0, input, last ? targets : compute::Tensor{});
       if (last) {
         sum += loss;
-      } else {
+      } else if (!schedules::local_hop(s, vs, vs + 1)) {
         const comm::MessageKey key{comm::MessageKind::point_to_point, transfer_group_id_, sequence,
                                    static_cast<std::uint16_t>(vs)};
         wait(mailbox_.send(groups_.engine, rank_of_stage(s.stage_of(vs + 1)), key, stage.output(0)),

@@ -70,8 +70,14 @@ struct PipelineSetup {
   bool parameters_from_peer = false;
 };
 
-// The groups a pipeline rank talks to; `embedding` only on first and last stages when pp > 1,
-// `tp` only when tp > 1.
+// Whether `stage` is in the group that sums the tied embedding's two shares: the first and the
+// last stage of a pipeline, except in ZB-V's V, whose stage 0 holds both ends and sums them itself.
+inline bool in_embedding_group(const schedules::Schedule& schedule, int stage) {
+  return schedule.stages > 1 && !schedule.v_shape() && (stage == 0 || stage == schedule.stages - 1);
+}
+
+// The groups a pipeline rank talks to; `embedding` only where in_embedding_group, `tp` only when
+// tp > 1.
 struct PipelineGroups {
   comm::Engine& engine;
   comm::Communicator& dp;
@@ -146,6 +152,9 @@ class PipelineTrainer {
   void run(const schedules::Instruction& instruction, double& loss_sum);
   void reduce_gradients();
   int take_slot(Chunk& chunk);
+  // A (micro-batch, chunk)'s activations are done with (its backward, or its W): one fewer in use,
+  // and its slot back to the chunk when `free_now` (else its send_grad frees it).
+  void release_slot(Chunk& chunk, std::pair<int, int> pair, bool free_now);
   comm::MessageKey key_of(const schedules::Instruction& instruction) const;
   int rank_of_stage(int stage) const;
   void wait(MailboxComm::Operation op, const std::string& what);
@@ -176,6 +185,7 @@ class PipelineTrainer {
   std::vector<Chunk> chunks_;
   std::map<std::pair<int, int>, int> slot_of_;       // (micro-batch, chunk) → slot
   std::map<std::pair<int, int>, InFlight> arriving_;  // (micro-batch, chunk·2 + gradient) → receive
+  std::map<int, compute::Tensor> handed_gradients_;   // micro-batch → the gradient across a V's bottom
   std::vector<compute::Tensor> inputs_, targets_;     // per micro-batch, (B, T) i32 on the host
   long steps_ = 0;
   std::shared_ptr<comm::GradientCompressor> compressor_;  // data-parallel sums; null: plain

@@ -128,7 +128,7 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
     if (!created) return {1, created.error().message};
     tp = std::move(*created);
   }
-  if (grid.pp > 1 && (coord.pp == 0 || coord.pp == grid.pp - 1)) {
+  if (in_embedding_group(*schedule, coord.pp)) {
     auto created = comm::Communicator::create(
         engine, renewed(comm::embedding_group(grid, rank), comm::embedding_group_id, replacing));
     if (!created) return {1, created.error().message};

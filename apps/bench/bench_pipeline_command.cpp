@@ -1,16 +1,18 @@
-// troupe bench pipeline: for GPipe, 1F1B and interleaved 1F1B (the smallest v >= 2 that splits
-// the layers evenly), p stages as p forked processes (1 thread each) train a few steps of
+// troupe bench pipeline: for GPipe, 1F1B, interleaved 1F1B (the smallest v >= 2 that splits
+// the layers evenly), ZB-H1 and ZB-V (v = 2), p stages as p forked processes (1 thread each) train a few steps of
 // `small`, every op traced; the measured bubble of each step is 1 − Σ forward and backward
 // time / (p × the step's flush, from the first forward to the last backward over all stages).
 // Beside it the simulator's prediction from what the same run measured (each op's cost where it
 // stands in its stream; and, to show what that adds, each stage's mean costs) and the closed form.
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -86,7 +88,7 @@ Expected<std::vector<std::uint8_t>> stage_body(comm::Engine& engine, const Bench
   if (!dp) return dp.error();
   if (!pp) return pp.error();
   std::unique_ptr<comm::Communicator> embedding;
-  if (rank == 0 || rank == o.stages - 1) {
+  if (actors::in_embedding_group(schedule, rank)) {
     auto created = comm::Communicator::create(engine, comm::embedding_group(grid, rank));
     if (!created) return created.error();
     embedding = std::move(*created);
@@ -110,17 +112,14 @@ Expected<std::vector<std::uint8_t>> stage_body(comm::Engine& engine, const Bench
   for (std::size_t i = 0; i < own.size(); ++i) index_of[{own[i].op, own[i].microbatch, own[i].chunk}] = i;
   StageSteps steps(static_cast<std::size_t>(o.steps), std::vector<schedules::OpTiming>(own.size()));
   for (const monitor::TraceEvent& e : trace.events()) {
-    schedules::Op op;
-    if (e.category == "forward")
-      op = schedules::Op::forward;
-    else if (e.category == "backward")
-      op = schedules::Op::backward;
-    else if (e.name == "send_act")
-      op = schedules::Op::send_act;
-    else if (e.name == "send_grad")
-      op = schedules::Op::send_grad;
-    else
-      continue;
+    // Computes are traced under their op's name (a split backward's B and W apart), sends by name.
+    schedules::Op op = schedules::Op::reduce_grads;
+    for (schedules::Op compute : {schedules::Op::forward, schedules::Op::backward, schedules::Op::backward_input,
+                                  schedules::Op::backward_weights})
+      if (e.category == schedules::to_string(compute)) op = compute;
+    if (e.name == "send_act") op = schedules::Op::send_act;
+    if (e.name == "send_grad") op = schedules::Op::send_grad;
+    if (op == schedules::Op::reduce_grads) continue;
     // args: step, micro-batch, chunk
     const int step = std::stoi(e.args[0].second) - o.warmup;
     if (step < 0) continue;
@@ -137,20 +136,27 @@ Expected<std::vector<std::uint8_t>> stage_body(comm::Engine& engine, const Bench
 using StepTimes = std::vector<std::vector<schedules::OpTiming>>;
 
 // The simulator's definition on measured times: 1 − Σ forward and backward seconds / (p × flush),
-// flush from the step's first forward to its last backward (the simulator starts every stage at
-// 0, which is where the first forward starts).
-double measured_bubble(const schedules::Schedule& schedule, const StepTimes& step) {
-  double busy = 0, first = 1e300, last = 0;
+// flush from the step's first forward to its last backward, B or W (the simulator starts every
+// stage at 0, which is where the first forward starts).
+double flush_seconds(const schedules::Schedule& schedule, const StepTimes& step) {
+  double first = 1e300, last = 0;
   for (std::size_t s = 0; s < step.size(); ++s) {
     for (std::size_t i = 0; i < step[s].size(); ++i) {
       const schedules::Op op = schedule.streams[s][i].op;
       if (!schedules::is_compute(op)) continue;
-      busy += step[s][i].end - step[s][i].start;
       first = std::min(first, step[s][i].start);
-      if (op == schedules::Op::backward) last = std::max(last, step[s][i].end);
+      if (op != schedules::Op::forward) last = std::max(last, step[s][i].end);
     }
   }
-  return 1.0 - busy / (schedule.stages * (last - first));
+  return last - first;
+}
+
+double measured_bubble(const schedules::Schedule& schedule, const StepTimes& step) {
+  double busy = 0;
+  for (std::size_t s = 0; s < step.size(); ++s)
+    for (std::size_t i = 0; i < step[s].size(); ++i)
+      if (schedules::is_compute(schedule.streams[s][i].op)) busy += step[s][i].end - step[s][i].start;
+  return 1.0 - busy / (schedule.stages * flush_seconds(schedule, step));
 }
 
 // How long a message takes from its send being posted to its consumer starting, where the
@@ -170,8 +176,11 @@ std::vector<double> transfer_times(const schedules::Schedule& schedule, const St
       const schedules::Instruction& ins = schedule.streams[s][i];
       if (!schedules::is_compute(ins.op)) continue;
       const schedules::Op input = ins.op == schedules::Op::forward ? schedules::Op::recv_act : schedules::Op::recv_grad;
+      // W has no input: it reads what its B kept.
       const auto transfer =
-          schedules::transfer_of(schedule, static_cast<int>(s), {input, ins.microbatch, ins.chunk, -1});
+          ins.op == schedules::Op::backward_weights
+              ? std::nullopt
+              : schedules::transfer_of(schedule, static_cast<int>(s), {input, ins.microbatch, ins.chunk, -1});
       if (transfer && previous_end < posted.at(*transfer)) times.push_back(step[s][i].start - posted.at(*transfer));
       previous_end = step[s][i].end;
     }
@@ -250,6 +259,7 @@ schedules::CostModel costs_per_stage(const schedules::Schedule& schedule, const 
 struct BubbleFigures {
   double measured = 0, simulated_per_op = 0, simulated_per_stage = 0, closed_form = 0, transfer = 0,
          shared_over_alone = 0;
+  double flush = 0;  // seconds, the median step's first forward to its last backward
 };
 
 Expected<BubbleFigures> measure(schedules::ScheduleKind kind, int chunks, const BenchPipelineOptions& o) {
@@ -268,13 +278,15 @@ Expected<BubbleFigures> measure(schedules::ScheduleKind kind, int chunks, const 
     const StageSteps stage = unpack(result.report, o.steps, schedule->streams[r].size());
     for (std::size_t step = 0; step < steps.size(); ++step) steps[step].push_back(stage[step]);
   }
-  std::vector<double> bubbles, transfers;
+  std::vector<double> bubbles, transfers, flushes;
   for (const StepTimes& step : steps) {
     bubbles.push_back(measured_bubble(*schedule, step));
+    flushes.push_back(flush_seconds(*schedule, step));
     for (double t : transfer_times(*schedule, step)) transfers.push_back(t);
   }
   BubbleFigures figures;
   figures.measured = median(bubbles);
+  figures.flush = median(flushes);
   figures.transfer = transfers.empty() ? 0.0 : median(transfers);
   figures.shared_over_alone = shared_over_alone(*schedule, steps);
   for (auto [costs, simulated] : {std::pair{costs_where_they_stand(*schedule, steps), &figures.simulated_per_op},
@@ -284,8 +296,12 @@ Expected<BubbleFigures> measure(schedules::ScheduleKind kind, int chunks, const 
     if (!simulation) return simulation.error();
     *simulated = simulation->bubble;
   }
-  const double p = o.stages, vm = static_cast<double>(chunks) * o.microbatches;
-  figures.closed_form = (p - 1) / (vm + p - 1);
+  // 1F1B's and GPipe's (p-1)/(m+p-1), interleaving's (p-1)/(vm+p-1), ZB-H1's (p-1)/(3m+p-1) with
+  // F = B = W; ZB-V has none (NaN).
+  const double p = o.stages, m = o.microbatches, vm = static_cast<double>(chunks) * o.microbatches;
+  figures.closed_form = kind == schedules::ScheduleKind::zb_h1  ? (p - 1) / (3 * m + p - 1)
+                        : kind == schedules::ScheduleKind::zb_v ? std::nan("")
+                                                                : (p - 1) / (vm + p - 1);
   return figures;
 }
 
@@ -303,16 +319,22 @@ int run_bench_pipeline(const BenchPipelineOptions& o) {
       " measured in the same run: per op = each forward and backward where it stands in its stream, the\n"
       " median over the steps; per stage = the stage's mean forward and mean backward everywhere;\n"
       " shared/alone = how much longer an op takes while another stage computes than alone)\n");
-  std::printf("%-16s %9s %9s %10s %12s %12s %13s %9s\n", "schedule", "measured", "sim op", "sim stage", "closed form",
-              "transfer ms", "shared/alone", "meas/sim");
+  std::printf("%-16s %9s %9s %10s %12s %12s %13s %9s %10s\n", "schedule", "measured", "sim op", "sim stage",
+              "closed form", "transfer ms", "shared/alone", "meas/sim", "tokens/s");
   std::fflush(stdout);
   // Interleaving needs equal chunks: the smallest v >= 2 that splits the layers evenly (small's 6
   // layers on 2 stages: v = 3).
   int chunks = o.virtual_stages > 0 ? o.virtual_stages : 2;
   while (o.virtual_stages == 0 && chunks * o.stages <= cfg.n_layer && cfg.n_layer % (chunks * o.stages) != 0) ++chunks;
+  // ZB-V needs 2p equal chunks (small on 2 stages: give --layers 4 or 8); where the layers do not
+  // cut so, its line says why.
   const std::vector<std::pair<schedules::ScheduleKind, int>> kinds = {{schedules::ScheduleKind::gpipe, 1},
                                                                       {schedules::ScheduleKind::one_f_one_b, 1},
-                                                                      {schedules::ScheduleKind::interleaved, chunks}};
+                                                                      {schedules::ScheduleKind::interleaved, chunks},
+                                                                      {schedules::ScheduleKind::zb_h1, 1},
+                                                                      {schedules::ScheduleKind::zb_v, 2}};
+  // Tokens per second over the forward/backward part of a step (no gradient sums, no update).
+  const double tokens_per_step = static_cast<double>(o.microbatches) * o.batch * cfg.block_size;
   for (const auto& [kind, chunks] : kinds) {
     std::string name(schedules::to_string(kind));
     if (chunks > 1) name += " v=" + std::to_string(chunks);
@@ -321,9 +343,10 @@ int run_bench_pipeline(const BenchPipelineOptions& o) {
       std::printf("%-16s %s\n", name.c_str(), figures.error().message.c_str());
       continue;
     }
-    std::printf("%-16s %9.3f %9.3f %10.3f %12.3f %12.2f %13.2f %9.3f\n", name.c_str(), figures->measured,
+    std::printf("%-16s %9.3f %9.3f %10.3f %12.3f %12.2f %13.2f %9.3f %10.0f\n", name.c_str(), figures->measured,
                 figures->simulated_per_op, figures->simulated_per_stage, figures->closed_form, figures->transfer * 1e3,
-                figures->shared_over_alone, figures->measured / figures->simulated_per_op);
+                figures->shared_over_alone, figures->measured / figures->simulated_per_op,
+                tokens_per_step / figures->flush);
     std::fflush(stdout);
   }
   return to_int(ExitCode::success);

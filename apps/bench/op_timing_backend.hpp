@@ -52,11 +52,16 @@ class OpTimingBackend final : public compute::Backend {
                          const compute::Tensor& bias) override {
     timed("layernorm_forward", [&] { inner_.layernorm_forward(out, mean, rstd, inp, weight, bias); });
   }
-  void layernorm_backward(compute::Tensor& dinp, compute::Tensor& dweight, compute::Tensor& dbias,
-                          const compute::Tensor& dout, const compute::Tensor& inp, const compute::Tensor& weight,
-                          const compute::Tensor& mean, const compute::Tensor& rstd) override {
-    timed("layernorm_backward",
-          [&] { inner_.layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd); });
+  void layernorm_backward_input(compute::Tensor& dinp, const compute::Tensor& dout, const compute::Tensor& inp,
+                                const compute::Tensor& weight, const compute::Tensor& mean,
+                                const compute::Tensor& rstd) override {
+    timed("layernorm_backward_input", [&] { inner_.layernorm_backward_input(dinp, dout, inp, weight, mean, rstd); });
+  }
+  void layernorm_backward_params(compute::Tensor& dweight, compute::Tensor& dbias, const compute::Tensor& dout,
+                                 const compute::Tensor& inp, const compute::Tensor& mean,
+                                 const compute::Tensor& rstd) override {
+    timed("layernorm_backward_params",
+          [&] { inner_.layernorm_backward_params(dweight, dbias, dout, inp, mean, rstd); });
   }
   void matmul_forward(compute::Tensor& out, const compute::Tensor& inp, const compute::Tensor& weight,
                       const compute::Tensor& bias) override {
@@ -66,9 +71,13 @@ class OpTimingBackend final : public compute::Backend {
                                const compute::Tensor& bias, const compute::Tensor& residual) override {
     timed("matmul_residual_forward", [&] { inner_.matmul_residual_forward(out, inp, weight, bias, residual); });
   }
-  void matmul_backward(compute::Tensor& dinp, compute::Tensor& dweight, compute::Tensor& dbias,
-                       const compute::Tensor& dout, const compute::Tensor& inp, const compute::Tensor& weight) override {
-    timed("matmul_backward", [&] { inner_.matmul_backward(dinp, dweight, dbias, dout, inp, weight); });
+  void matmul_backward_input(compute::Tensor& dinp, const compute::Tensor& dout,
+                             const compute::Tensor& weight) override {
+    timed("matmul_backward_input", [&] { inner_.matmul_backward_input(dinp, dout, weight); });
+  }
+  void matmul_backward_weights(compute::Tensor& dweight, compute::Tensor& dbias, const compute::Tensor& dout,
+                               const compute::Tensor& inp) override {
+    timed("matmul_backward_weights", [&] { inner_.matmul_backward_weights(dweight, dbias, dout, inp); });
   }
   compute::Shape attention_state_shape(std::int64_t B, std::int64_t n_head, std::int64_t T) const override {
     return inner_.attention_state_shape(B, n_head, T);

@@ -51,7 +51,8 @@ Status check_cost(const char* option, double value, bool zero_allowed) {
 
 // The option a shape error from check_schedule_shape is about (the counts are each >= 1 here).
 const char* shape_option(ScheduleKind kind, const ScheduleOptions& o) {
-  if (kind != ScheduleKind::interleaved) return "--virtual-stages";  // only v > 1 fails gpipe and 1f1b
+  if (kind == ScheduleKind::zb_v) return o.stages < 2 ? "--stages" : "--virtual-stages";
+  if (kind != ScheduleKind::interleaved) return "--virtual-stages";  // only v > 1 fails gpipe, 1f1b, zb-h1
   if (o.stages < 2) return "--stages";
   if (o.virtual_stages < 2) return "--virtual-stages";
   return "--microbatches";
@@ -63,8 +64,17 @@ int shape_value(const char* option, const ScheduleOptions& o) {
   return o.virtual_stages;
 }
 
-// "(p-1)/(m+p-1) = 3/11 = 0.273"; interleaving divides by v*m + p - 1.
+// "(p-1)/(m+p-1) = 3/11 = 0.273"; interleaving divides by v*m + p - 1, ZB-H1 by 3m + p - 1 (its
+// bubble with F = B = W, i.e. --backward twice --forward); ZB-V has no closed form.
 std::string closed_form(const schedules::Schedule& s) {
+  if (s.kind == ScheduleKind::zb_v) return "none (ZB-V: near zero)";
+  if (s.kind == ScheduleKind::zb_h1) {
+    char text[96];
+    std::snprintf(text, sizeof text, "(p-1)/(3m+p-1) = %d/%d = %.3f with F = B = W", s.stages - 1,
+                  3 * s.microbatches + s.stages - 1,
+                  static_cast<double>(s.stages - 1) / (3 * s.microbatches + s.stages - 1));
+    return text;
+  }
   const bool interleaved = s.kind == ScheduleKind::interleaved;
   const int idle = s.stages - 1;
   const int total = (interleaved ? s.chunks : 1) * s.microbatches + s.stages - 1;
@@ -74,10 +84,12 @@ std::string closed_form(const schedules::Schedule& s) {
   return text;
 }
 
-// forward/backward as "F3" / "B3" ("F3.1" with chunks, as docs/schedules.md writes them), so one
-// micro-batch keeps its name, and Perfetto its colour, on every stage.
+// forward/backward as "F3" / "B3" ("F3.1" with chunks, as docs/schedules.md writes them), a split
+// backward's weight half as "W3", so one micro-batch keeps its name, and Perfetto its colour, on
+// every stage.
 std::string compute_name(const schedules::Schedule& s, const schedules::Instruction& ins) {
-  std::string name = (ins.op == Op::forward ? "F" : "B") + std::to_string(ins.microbatch);
+  const char* letter = ins.op == Op::forward ? "F" : ins.op == Op::backward_weights ? "W" : "B";
+  std::string name = letter + std::to_string(ins.microbatch);
   if (s.chunks > 1) name += "." + std::to_string(ins.chunk);
   return name;
 }
@@ -160,11 +172,15 @@ int run_schedule(const ScheduleOptions& o) {
   std::printf("costs in units per chunk of one micro-batch: forward %s, backward %s, latency %s\n\n",
               number(o.forward).c_str(), number(o.backward).c_str(), number(o.latency).c_str());
 
-  std::printf("stage  instructions  peak stashed%s  busy\n", s.chunks > 1 ? " (chunks)" : "");
+  const bool split = schedules::splits_backward(s.kind);
+  if (split) std::printf("a backward is B (input gradient) then W (weight gradients), each half of --backward\n\n");
+  std::printf("stage  instructions  peak stashed%s%s  busy\n", s.chunks > 1 ? " (chunks)" : "",
+              split ? "  peak B kept for W" : "");
   const int stash_width = s.chunks > 1 ? 21 : 12;
   for (int stage = 0; stage < s.stages; ++stage) {
-    std::printf("%5d  %12d  %*d  %4s\n", stage, report->instructions[stage], stash_width, report->peak_stashed[stage],
-                number(sim->busy[stage]).c_str());
+    std::printf("%5d  %12d  %*d", stage, report->instructions[stage], stash_width, report->peak_stashed[stage]);
+    if (split) std::printf("  %17d", report->peak_weights_owed[stage]);
+    std::printf("  %4s\n", number(sim->busy[stage]).c_str());
   }
   std::printf("\nmakespan  %s cost units (flush %s)\n", number(sim->makespan).c_str(), number(sim->flush).c_str());
   std::printf("bubble    %.3f simulated; closed form %s%s\n", sim->bubble, closed_form(s).c_str(),
@@ -186,10 +202,10 @@ Command add_schedule_command(CLI::App& app) {
   auto options = std::make_shared<ScheduleOptions>();
   CLI::App* command = app.add_subcommand(
       "schedule", "Generate, check and simulate a pipeline schedule: memory, makespan, bubble; optionally a trace.");
-  command->add_option("--kind", options->kind, "gpipe, 1f1b or interleaved")->required();
+  command->add_option("--kind", options->kind, "gpipe, 1f1b, interleaved, zb-h1 or zb-v")->required();
   command->add_option("--stages", options->stages, "pipeline stages p")->required();
   command->add_option("--microbatches", options->microbatches, "micro-batches per step m")->required();
-  command->add_option("--virtual-stages", options->virtual_stages, "model chunks per stage v (interleaved only)")
+  command->add_option("--virtual-stages", options->virtual_stages, "model chunks per stage v (interleaved; 2 for zb-v)")
       ->capture_default_str();
   command->add_option("--forward", options->forward, "cost units per forward of one chunk")->capture_default_str();
   command->add_option("--backward", options->backward, "cost units per backward of one chunk")->capture_default_str();

@@ -77,8 +77,9 @@ JobConfig with_layout(const JobConfig& config, const schedules::Layout& layout) 
     c.pipeline.virtual_stages = layout.chunks;
   } else {
     c.train.grad_accum = layout.microbatches;
-    // Without stages the schedule is unused, but interleaving one stage is refused.
-    if (c.pipeline.schedule == schedules::ScheduleKind::interleaved)
+    // Without stages the schedule is unused, but interleaving one stage, or a V of one, is refused.
+    if (c.pipeline.schedule == schedules::ScheduleKind::interleaved ||
+        c.pipeline.schedule == schedules::ScheduleKind::zb_v)
       c.pipeline.schedule = schedules::ScheduleKind::one_f_one_b;
     c.pipeline.virtual_stages = 1;
   }

@@ -88,8 +88,9 @@ constexpr ConfigKey keys[] = {
      field<&J::pipeline, &P::stages>},
     {"pipeline.microbatches", "micro-batches m per step, each of train.batch_size sequences",
      field<&J::pipeline, &P::microbatches>},
-    {"pipeline.schedule", "gpipe, 1f1b or interleaved", field<&J::pipeline, &P::schedule>},
-    {"pipeline.virtual_stages", "model chunks v per stage; more than 1 only with the interleaved schedule",
+    {"pipeline.schedule", "gpipe, 1f1b, interleaved, zb-h1 or zb-v (zero bubble: backward split into B and W)",
+     field<&J::pipeline, &P::schedule>},
+    {"pipeline.virtual_stages", "model chunks v per stage; more than 1 only with interleaved, and 2 with zb-v",
      field<&J::pipeline, &P::virtual_stages>},
     {"pipeline.trace",
      "file for a Chrome trace (Perfetto) of every stage's forward, backward, waits and sends, written at the end; "

@@ -155,11 +155,11 @@ void CpuBackend::layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, cons
   });
 }
 
-void CpuBackend::layernorm_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
-                                    const Tensor& weight, const Tensor& mean, const Tensor& rstd) {
-  constexpr const char* op = "layernorm_backward";
-  const DType dtype = check_real(op, {&inp, &dinp, &dweight, &dbias, &dout, &weight, &mean, &rstd});
-  const auto [N, C] = checks::layernorm(inp, {&dinp, &dout}, {&mean, &rstd}, {&weight, &dweight, &dbias}, op);
+void CpuBackend::layernorm_backward_input(Tensor& dinp, const Tensor& dout, const Tensor& inp, const Tensor& weight,
+                                          const Tensor& mean, const Tensor& rstd) {
+  constexpr const char* op = "layernorm_backward_input";
+  const DType dtype = check_real(op, {&inp, &dinp, &dout, &weight, &mean, &rstd});
+  const auto [N, C] = checks::layernorm(inp, {&dinp, &dout}, {&mean, &rstd}, {&weight}, op);
   with_real(dtype, [&]<typename Real>(Real) {
     team_->run(N, row_grain, [&](std::int64_t begin, std::int64_t end) {
       const std::size_t at = static_cast<std::size_t>(begin) * C;
@@ -167,6 +167,15 @@ void CpuBackend::layernorm_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias
                                     weight.data_as<Real>(), mean.data_as<Real>() + begin, rstd.data_as<Real>() + begin,
                                     end - begin, C);
     });
+  });
+}
+
+void CpuBackend::layernorm_backward_params(Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
+                                           const Tensor& mean, const Tensor& rstd) {
+  constexpr const char* op = "layernorm_backward_params";
+  const DType dtype = check_real(op, {&inp, &dweight, &dbias, &dout, &mean, &rstd});
+  const auto [N, C] = checks::layernorm(inp, {&dout}, {&mean, &rstd}, {&dweight, &dbias}, op);
+  with_real(dtype, [&]<typename Real>(Real) {
     team_->run(C, element_grain<Real>, [&](std::int64_t begin, std::int64_t end) {
       cpu::layernorm_backward_params(dweight.data_as<Real>() + begin, dbias.data_as<Real>() + begin,
                                      dout.data_as<Real>() + begin, inp.data_as<Real>() + begin, mean.data_as<Real>(),
@@ -215,17 +224,22 @@ void CpuBackend::linear_forward(Tensor& out, const Tensor& inp, const Tensor& we
   });
 }
 
-void CpuBackend::matmul_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
-                                 const Tensor& weight) {
-  constexpr const char* op = "matmul_backward";
-  const DType dtype = dbias.defined() ? check_real(op, {&inp, &dinp, &dweight, &dbias, &dout, &weight})
-                                      : check_real(op, {&inp, &dinp, &dweight, &dout, &weight});
-  const auto [N, C, OC] = checks::matmul(dout, inp, weight, dbias, op);
-  check_same_shape(dinp, inp, op);
-  check_same_shape(dweight, weight, op);
+void CpuBackend::matmul_backward_input(Tensor& dinp, const Tensor& dout, const Tensor& weight) {
+  constexpr const char* op = "matmul_backward_input";
+  const DType dtype = check_real(op, {&dinp, &dout, &weight});
+  const auto [N, C, OC] = checks::matmul(dout, dinp, weight, Tensor{}, op);
   with_real(dtype, [&]<typename Real>(Real) {
-    cpu::matmul_backward(dinp.data_as<Real>(), dweight.data_as<Real>(), dout.data_as<Real>(), inp.data_as<Real>(),
-                         weight.data_as<Real>(), N, C, OC);
+    cpu::matmul_backward_input(dinp.data_as<Real>(), dout.data_as<Real>(), weight.data_as<Real>(), N, C, OC);
+  });
+}
+
+void CpuBackend::matmul_backward_weights(Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp) {
+  constexpr const char* op = "matmul_backward_weights";
+  const DType dtype =
+      dbias.defined() ? check_real(op, {&inp, &dweight, &dbias, &dout}) : check_real(op, {&inp, &dweight, &dout});
+  const auto [N, C, OC] = checks::matmul(dout, inp, dweight, dbias, op);
+  with_real(dtype, [&]<typename Real>(Real) {
+    cpu::matmul_backward_weights(dweight.data_as<Real>(), dout.data_as<Real>(), inp.data_as<Real>(), N, C, OC);
   });
   if (dbias.defined()) bias_backward(dbias, dout);
 }

@@ -41,15 +41,16 @@ void layernorm_backward_params(Real* dweight, Real* dbias, const Real* dout, con
 // matmul.cpp: weight is (OC, C) row-major. The forward is out = inp · weightᵀ, added onto what
 // out holds with `accumulate`; start_rows writes what it starts from, residual + bias over `rows`
 // rows of OC columns (either may be null, not both), through streaming stores with `streaming`.
-// The backward is the two products (dinp, and dweight accumulated); the bias gradient is a call
-// of its own.
+// The backward is two products, each a call of its own (dinp; dweight accumulated); the bias
+// gradient is a third.
 template <typename Real>
 void matmul_forward(Real* out, const Real* inp, const Real* weight, int N, int C, int OC, bool accumulate);
 template <typename Real>
 void start_rows(Real* out, const Real* residual, const Real* bias, int rows, int OC, bool streaming);
 template <typename Real>
-void matmul_backward(Real* dinp, Real* dweight, const Real* dout, const Real* inp, const Real* weight, int N, int C,
-                     int OC);
+void matmul_backward_input(Real* dinp, const Real* dout, const Real* weight, int N, int C, int OC);
+template <typename Real>
+void matmul_backward_weights(Real* dweight, const Real* dout, const Real* inp, int N, int C, int OC);
 // The bias gradient alone, over `width` columns of rows `ld` apart (each column a sum over all N
 // rows in row order), so column ranges may run on different threads.
 template <typename Real>

@@ -100,19 +100,24 @@ void start_rows(Real* out, const Real* residual, const Real* bias, int rows, int
 }
 
 template <typename Real>
-void matmul_backward(Real* dinp, Real* dweight, const Real* dout, const Real* inp, const Real* weight, int N, int C,
-                     int OC) {
-  gemm(CblasTrans, CblasNoTrans, OC, C, N, Real(1), dout, OC, inp, C, Real(1), dweight, C);
+void matmul_backward_input(Real* dinp, const Real* dout, const Real* weight, int N, int C, int OC) {
   gemm(CblasNoTrans, CblasNoTrans, N, C, OC, Real(1), dout, OC, weight, C, Real(0), dinp, C);
+}
+
+template <typename Real>
+void matmul_backward_weights(Real* dweight, const Real* dout, const Real* inp, int N, int C, int OC) {
+  gemm(CblasTrans, CblasNoTrans, OC, C, N, Real(1), dout, OC, inp, C, Real(1), dweight, C);
 }
 
 template void matmul_forward<float>(float*, const float*, const float*, int, int, int, bool);
 template void matmul_forward<double>(double*, const double*, const double*, int, int, int, bool);
 template void start_rows<float>(float*, const float*, const float*, int, int, bool);
 template void start_rows<double>(double*, const double*, const double*, int, int, bool);
-template void matmul_backward<float>(float*, float*, const float*, const float*, const float*, int, int, int);
+template void matmul_backward_input<float>(float*, const float*, const float*, int, int, int);
+template void matmul_backward_weights<float>(float*, const float*, const float*, int, int, int);
 template void matmul_bias_backward<float>(float*, const float*, int, int, int);
 template void matmul_bias_backward<double>(double*, const double*, int, int, int);
-template void matmul_backward<double>(double*, double*, const double*, const double*, const double*, int, int, int);
+template void matmul_backward_input<double>(double*, const double*, const double*, int, int, int);
+template void matmul_backward_weights<double>(double*, const double*, const double*, int, int, int);
 
 }  // namespace troupe::compute::cpu

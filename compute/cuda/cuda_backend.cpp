@@ -173,13 +173,21 @@ void CudaBackend::layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, con
   cuda::layernorm_forward(f32(out), f32(mean), f32(rstd), f32(inp), f32(weight), f32(bias), N, C, stream_);
 }
 
-void CudaBackend::layernorm_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout,
-                                     const Tensor& inp, const Tensor& weight, const Tensor& mean, const Tensor& rstd) {
-  constexpr const char* op = "layernorm_backward";
-  check_f32(op, {&inp, &dinp, &dweight, &dbias, &dout, &weight, &mean, &rstd});
-  const auto [N, C] = checks::layernorm(inp, {&dinp, &dout}, {&mean, &rstd}, {&weight, &dweight, &dbias}, op);
-  cuda::layernorm_backward(f32(dinp), f32(dweight), f32(dbias), f32(dout), f32(inp), f32(weight), f32(mean), f32(rstd),
-                           N, C, column_scratch(2 * cuda::column_chunks(N) * C), stream_);
+void CudaBackend::layernorm_backward_input(Tensor& dinp, const Tensor& dout, const Tensor& inp, const Tensor& weight,
+                                           const Tensor& mean, const Tensor& rstd) {
+  constexpr const char* op = "layernorm_backward_input";
+  check_f32(op, {&inp, &dinp, &dout, &weight, &mean, &rstd});
+  const auto [N, C] = checks::layernorm(inp, {&dinp, &dout}, {&mean, &rstd}, {&weight}, op);
+  cuda::layernorm_backward_input(f32(dinp), f32(dout), f32(inp), f32(weight), f32(mean), f32(rstd), N, C, stream_);
+}
+
+void CudaBackend::layernorm_backward_params(Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
+                                            const Tensor& mean, const Tensor& rstd) {
+  constexpr const char* op = "layernorm_backward_params";
+  check_f32(op, {&inp, &dweight, &dbias, &dout, &mean, &rstd});
+  const auto [N, C] = checks::layernorm(inp, {&dout}, {&mean, &rstd}, {&dweight, &dbias}, op);
+  cuda::layernorm_backward_params(f32(dweight), f32(dbias), f32(dout), f32(inp), f32(mean), f32(rstd), N, C,
+                                  column_scratch(2 * cuda::column_chunks(N) * C), stream_);
 }
 
 CudaBackend::Operand CudaBackend::operand(const Tensor& t, int slot) {
@@ -210,20 +218,23 @@ void CudaBackend::matmul_forward(Tensor& out, const Tensor& inp, const Tensor& w
   gemm(true, false, OC, N, C, operand(weight, 0), C, operand(inp, 1), C, bias.defined() ? 1.0f : 0.0f, f32(out), OC);
 }
 
-void CudaBackend::matmul_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
-                                  const Tensor& weight) {
-  constexpr const char* op = "matmul_backward";
-  if (dbias.defined())
-    check_f32(op, {&inp, &dinp, &dweight, &dbias, &dout, &weight});
-  else
-    check_f32(op, {&inp, &dinp, &dweight, &dout, &weight});
-  const auto [N, C, OC] = checks::matmul(dout, inp, weight, dbias, op);
-  check_same_shape(dinp, inp, op);
-  check_same_shape(dweight, weight, op);
+void CudaBackend::matmul_backward_input(Tensor& dinp, const Tensor& dout, const Tensor& weight) {
+  constexpr const char* op = "matmul_backward_input";
+  check_f32(op, {&dinp, &dout, &weight});
+  const auto [N, C, OC] = checks::matmul(dout, dinp, weight, Tensor{}, op);
   if (N == 0) return;
-  const Operand w = operand(weight, 0), d = operand(dout, 1), x = operand(inp, 2);
-  gemm(false, false, C, N, OC, w, C, d, OC, 0.0f, f32(dinp), C);
-  gemm(false, true, C, OC, N, x, C, d, OC, 1.0f, f32(dweight), C);
+  gemm(false, false, C, N, OC, operand(weight, 0), C, operand(dout, 1), OC, 0.0f, f32(dinp), C);
+}
+
+void CudaBackend::matmul_backward_weights(Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp) {
+  constexpr const char* op = "matmul_backward_weights";
+  if (dbias.defined())
+    check_f32(op, {&inp, &dweight, &dbias, &dout});
+  else
+    check_f32(op, {&inp, &dweight, &dout});
+  const auto [N, C, OC] = checks::matmul(dout, inp, dweight, dbias, op);
+  if (N == 0) return;
+  gemm(false, true, C, OC, N, operand(inp, 2), C, operand(dout, 1), OC, 1.0f, f32(dweight), C);
   if (dbias.defined()) bias_backward(dbias, dout);
 }
 

@@ -5,12 +5,11 @@
 #include <limits>
 
 #include "compute/memory_ledger.hpp"
+#include "compute/model/gpt_stage_dims.hpp"
 #include "compute/random.hpp"
 
 namespace troupe::compute {
 namespace {
-
-constexpr std::size_t kBlockTensors = 12;  // per layer, in parameter_layout.cpp's order
 
 struct BlockTensors {
   Tensor ln1_w, ln1_b, attn_w, attn_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fcproj_w, fcproj_b;
@@ -86,23 +85,6 @@ std::vector<ParameterUnit> units_of(const StageViews& stage) {
 // the LayerNorm statistics and the gradient it carries) holds this rank's rows of the flattened
 // B·T: all of them, or under sequence parallelism segment `seg` of `segments` equal ones, shaped
 // (B, T/segments, ·) so the micro-batch's B and T stay readable from it.
-struct GPTStage::Dims {
-  std::int64_t B, T;
-  Shape att;  // the backend's attention_state_shape for (B, NH, T)
-  std::int64_t segments = 1, seg = 0;
-  std::int64_t local_T() const { return T / segments; }
-  Tensor bt(const Tensor& buffer, std::int64_t width) const { return buffer.slice(0, {B, T, width}); }
-  Tensor bhtt(const Tensor& buffer) const { return buffer.slice(0, att); }
-  Tensor bt_only(const Tensor& buffer) const { return buffer.slice(0, {B, T}); }
-  // A residual-stream buffer: this rank's rows.
-  Tensor stream(const Tensor& buffer, std::int64_t width) const { return buffer.slice(0, {B, local_T(), width}); }
-  Tensor stream_only(const Tensor& buffer) const { return buffer.slice(0, {B, local_T()}); }
-  // This rank's rows inside a buffer of all B·T rows.
-  Tensor own(const Tensor& full, std::int64_t width) const {
-    return full.slice(seg * B * local_T() * width, {B, local_T(), width});
-  }
-};
-
 std::vector<ParameterUnit> GPTStage::parameter_units(const GPTConfig& config, int first_layer, int last_layer,
                                                      TensorShard shard) {
   return units_of(stage_views(config, ParameterLayout(config), first_layer, last_layer, shard));
@@ -260,10 +242,11 @@ void GPTStage::init_parameters(std::uint64_t seed) {
 
 void GPTStage::zero_grad() { backend_.fill_zero(source_->kept_gradients()); }
 
-void GPTStage::reserve(int B, int T, int slots) {
+void GPTStage::reserve(int B, int T, int slots, bool keep_for_weights) {
   TROUPE_CHECK(B > 0 && T > 0 && T <= config_.block_size && slots > 0 && T % stream_segments() == 0,
                "reserve B=" + std::to_string(B) + " T=" + std::to_string(T) + " slots=" + std::to_string(slots));
-  if (B <= max_B_ && T <= max_T_ && slots <= this->slots()) return;
+  if (B <= max_B_ && T <= max_T_ && slots <= this->slots() && (keep_for_weights_ || !keep_for_weights)) return;
+  keep_for_weights_ = keep_for_weights_ || keep_for_weights;
   MemoryScope scope(MemoryKind::activations);
   // Never shrink what an earlier caller reserved (the trainer, then generate with B = 1).
   max_B_ = std::max(B, max_B_);
@@ -274,6 +257,7 @@ void GPTStage::reserve(int B, int T, int slots) {
   const std::int64_t BT = std::int64_t{max_B_} * max_T_, C = config_.n_embd, A = attn_width_, M = mlp_width_,
                      Vs = vocab_width_, att = shape_numel(backend_.attention_state_shape(max_B_, heads_, max_T_));
   activation_bytes_ = 0;
+  weight_input_bytes_ = 0;
   auto allocate = [&](Shape shape, DType dtype) {
     Tensor t = backend_.zeros(std::move(shape), dtype);
     activation_bytes_ += static_cast<std::int64_t>(t.nbytes());
@@ -315,6 +299,7 @@ void GPTStage::reserve(int B, int T, int slots) {
       s.probs = z({BT * Vs});
     }
     s.dinput = z({BTs * C});
+    if (keep_for_weights_) reserve_weight_inputs(s, [&](std::int64_t numel) { return z({numel}); });
   }
   logits_B_ = logits_T_ = 0;
   if (shards_.split()) shared_.branch_out = z({BT * C});
@@ -516,41 +501,63 @@ Tensor GPTStage::logits() const {
 
 void GPTStage::backward(int slot, const Tensor& output_grad, double loss_scale,
                         const std::function<void(int layer)>& layer_done) {
+  backward_pass(slot, output_grad, loss_scale, layer_done, false);
+}
+
+void GPTStage::backward_input(int slot, const Tensor& output_grad, double loss_scale) {
+  TROUPE_CHECK(keep_for_weights_, "backward_input() needs slots reserved with keep_for_weights");
+  backward_pass(slot, output_grad, loss_scale, {}, true);
+}
+
+void GPTStage::backward_pass(int slot, const Tensor& output_grad, double loss_scale,
+                             const std::function<void(int layer)>& layer_done, bool split) {
   Slot& s = slot_at(slot);
   TROUPE_CHECK(s.forwarded && (s.have_targets || !is_last()),
                is_last() ? "backward() needs a forward() with targets" : "backward() needs a forward()");
-  const std::int64_t C = config_.n_embd, A = attn_width_, M = mlp_width_, Vs = vocab_width_;
+  TROUPE_CHECK(!s.weights_owed, "backward of slot " + std::to_string(slot) + " before its backward_weights()");
+  s.weights_owed = split;
+  s.loss_scale = loss_scale;
+  const std::int64_t C = config_.n_embd, A = attn_width_, M = mlp_width_;
   const Dims d = dims(s.B, s.T);
   Backend& be = backend_;
 
   Tensor dresidual = d.stream(s.dinput, C), dln = d.bt(shared_.dln, C);
   // The first stage's embedding gradients are final only after the encoder's backward; on a
   // whole model the lm head adds its share to them first.
+  // B of a split backward reads parameters only; the gradients are W's (backward_weights).
   Tensor front_grad;
-  if (is_first()) front_grad = source_->gradient(front_unit_);
+  if (is_first() && !split) front_grad = source_->gradient(front_unit_);
   if (is_last()) {
     TROUPE_CHECK(!output_grad.defined(), "the last stage's gradient starts at its loss, not at an output gradient");
     const int last_block = block_unit(last_layer_ - 1);
     const Tensor tail = source_->use(tail_unit_, is_first() ? front_unit_ : last_block);
-    Tensor tail_grad = source_->gradient(tail_unit_);
+    Tensor tail_grad = split ? Tensor{} : source_->gradient(tail_unit_);
     const Tensor wte_holder = is_first() ? source_->use(front_unit_, last_block) : tail;
-    const Tensor& wte_grad_holder = is_first() ? front_grad : tail_grad;
-    // The logits buffer is free once the probabilities exist; it takes their gradient.
-    Tensor dlogits = d.bt(shared_.logits, Vs);
-    const auto dloss = static_cast<float>(loss_scale / (double(s.B) * s.T));
-    if (shards_.split())
-      be.crossentropy_shard_backward(dlogits, d.bt(s.probs, Vs), d.bt_only(s.targets), vocab_begin_, dloss);
-    else
-      be.crossentropy_backward(dlogits, d.bt(s.probs, Vs), d.bt_only(s.targets), dloss);
+    Tensor dlogits = logits_gradient(d, s);
     be.fill_zero(dresidual);
-    Tensor no_bias, dwte = in_unit(wte_grad_holder, wte_);
-    be.matmul_backward(dln, dwte, no_bias, dlogits, d.bt(s.lnf, C), in_unit(wte_holder, wte_));
-    Tensor dlnf_w = in_unit(tail_grad, lnf_w_), dlnf_b = in_unit(tail_grad, lnf_b_);
-    be.layernorm_backward(dresidual, dlnf_w, dlnf_b, sum_rows(d, dln), d.stream(s.layers.back().residual3, C),
-                          in_unit(tail, lnf_w_), d.stream_only(s.lnf_mean), d.stream_only(s.lnf_rstd));
+    const Tensor lnf_out_grad = [&] {
+      if (split) {
+        be.matmul_backward_input(dln, dlogits, in_unit(wte_holder, wte_));
+        return sum_rows(d, dln);
+      }
+      Tensor no_bias, dwte = in_unit(is_first() ? front_grad : tail_grad, wte_);
+      be.matmul_backward(dln, dwte, no_bias, dlogits, d.bt(s.lnf, C), in_unit(wte_holder, wte_));
+      return sum_rows(d, dln);
+    }();
+    const Tensor lnf_in = d.stream(s.layers.back().residual3, C);
+    if (split) {
+      be.layernorm_backward_input(dresidual, lnf_out_grad, lnf_in, in_unit(tail, lnf_w_), d.stream_only(s.lnf_mean),
+                                  d.stream_only(s.lnf_rstd));
+      Tensor kept = d.stream(s.dlnf, C);
+      be.copy(kept, lnf_out_grad);
+    } else {
+      Tensor dlnf_w = in_unit(tail_grad, lnf_w_), dlnf_b = in_unit(tail_grad, lnf_b_);
+      be.layernorm_backward(dresidual, dlnf_w, dlnf_b, lnf_out_grad, lnf_in, in_unit(tail, lnf_w_),
+                            d.stream_only(s.lnf_mean), d.stream_only(s.lnf_rstd));
+    }
     if (is_first()) source_->done_with(front_unit_, Reuse::none);
     source_->done_with(tail_unit_, Reuse::none);
-    source_->gradient_done(tail_unit_);
+    if (!split) source_->gradient_done(tail_unit_);
   } else {
     TROUPE_CHECK(output_grad.rank() == 3 && output_grad.dim(0) == s.B && output_grad.dim(1) == d.local_T() &&
                      output_grad.dim(2) == C && output_grad.dtype() == dtype_,
@@ -571,10 +578,11 @@ void GPTStage::backward(int slot, const Tensor& output_grad, double loss_scale,
     const std::size_t k = first_block_ + local * kBlockTensors;
     const int unit = block_unit(l);
     const Tensor p = source_->use(unit, l > first_layer_ ? unit - 1 : -1);
-    const Tensor unit_grad = source_->gradient(unit);
+    const Tensor unit_grad = split ? Tensor{} : source_->gradient(unit);
     auto w = [&](std::size_t i) { return in_unit(p, k + i); };
     Tensor g[kBlockTensors];
-    for (std::size_t i = 0; i < kBlockTensors; ++i) g[i] = in_unit(unit_grad, k + i);
+    if (!split)
+      for (std::size_t i = 0; i < kBlockTensors; ++i) g[i] = in_unit(unit_grad, k + i);
     Tensor block_in = d.stream(local == 0 ? s.input : s.layers[local - 1].residual3, C);
     if (recompute_ == Recompute::full) block_forward(l, p, shared_.recomputed, block_in, s.B, s.T, false);
     const LayerActivations& a = recompute_ == Recompute::full ? shared_.recomputed : s.layers[local];
@@ -582,39 +590,84 @@ void GPTStage::backward(int slot, const Tensor& output_grad, double loss_scale,
       Tensor fch_gelu = d.bt(a.fch_gelu, M);
       be.gelu_forward(fch_gelu, d.bt(a.fch, M));
     }
+    // What B keeps for this block's W: the products' output gradients are written straight into
+    // it where backward writes scratch, the rest copied as they are made.
+    const WeightInputs* keep = split ? &s.kept[local] : nullptr;
+    auto kept = [&](const Tensor& buffer, const Tensor& like) { return buffer.slice(0, like.shape()); };
+    auto linear = [&](Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
+                      const Tensor& weight) {
+      if (split)
+        be.matmul_backward_input(dinp, dout, weight);
+      else
+        be.matmul_backward(dinp, dweight, dbias, dout, inp, weight);
+    };
+    auto norm = [&](Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp, const Tensor& weight,
+                    const Tensor& mean, const Tensor& rstd, const Tensor& keep_to) {
+      if (!split) {
+        be.layernorm_backward(dresidual, dweight, dbias, dout, inp, weight, mean, rstd);
+        return;
+      }
+      be.layernorm_backward_input(dresidual, dout, inp, weight, mean, rstd);
+      Tensor to = kept(keep_to, dout);
+      be.copy(to, dout);
+    };
+    auto gathered = [&](const Tensor* keep_to) {
+      const Tensor full = gathered_stream(d, dresidual);
+      if (keep_to == nullptr) return full;
+      Tensor to = kept(*keep_to, full);
+      be.copy(to, full);
+      return to;
+    };
 
     // MLP branch: dresidual is d(residual3), which is also d(mlp output) (all rows of it under
     // sequence parallelism, gathered).
-    be.matmul_backward(dfch_gelu, g[10], g[11], gathered_stream(d, dresidual), d.bt(a.fch_gelu, M), w(10));
-    // The fc bias's gradient is summed as GELU's backward writes d(fch), not in a second read of it.
-    be.gelu_bias_backward(dfch_gelu, g[9], d.bt(a.fch, M), dfch_gelu);
+    linear(dfch_gelu, g[10], g[11], gathered(split ? &keep->dresidual3 : nullptr), d.bt(a.fch_gelu, M), w(10));
+    // The fc bias's gradient is summed as GELU's backward writes d(fch), not in a second read of it;
+    // B sums it into the slot's own buffer and writes d(fch) where W finds it.
+    Tensor dfch = split ? kept(keep->dfch, dfch_gelu) : dfch_gelu;
+    Tensor dfc_bias = g[9];
+    if (split) {
+      dfc_bias = keep->dfc_bias;
+      be.fill_zero(dfc_bias);
+    }
+    be.gelu_bias_backward(dfch, dfc_bias, d.bt(a.fch, M), dfch_gelu);
     Tensor summed_already;
-    be.matmul_backward(dln, g[8], summed_already, dfch_gelu, d.bt(a.ln2, C), w(8));
-    be.layernorm_backward(dresidual, g[6], g[7], sum_rows(d, dln), d.stream(a.residual2, C), w(6),
-                          d.stream_only(a.ln2_mean), d.stream_only(a.ln2_rstd));
+    linear(dln, g[8], summed_already, dfch, d.bt(a.ln2, C), w(8));
+    norm(g[6], g[7], sum_rows(d, dln), d.stream(a.residual2, C), w(6), d.stream_only(a.ln2_mean),
+         d.stream_only(a.ln2_rstd), split ? keep->dln2 : Tensor{});
     // Attention branch: dresidual is now d(residual2). A selective recompute refills the
     // attention state; its output lands in datty, which the next call overwrites.
     if (recompute_ == Recompute::selective) {
       Tensor att = d.bhtt(a.att);
       be.attention_forward(datty, att, d.bt(a.qkv, 3 * A), heads_);
     }
-    be.matmul_backward(datty, g[4], g[5], gathered_stream(d, dresidual), d.bt(a.atty, A), w(4));
-    be.attention_backward(dqkv, datt, datty, d.bt(a.qkv, 3 * A), d.bhtt(a.att), heads_);
-    be.matmul_backward(dln, g[2], g[3], dqkv, d.bt(a.ln1, C), w(2));
-    be.layernorm_backward(dresidual, g[0], g[1], sum_rows(d, dln), block_in, w(0), d.stream_only(a.ln1_mean),
-                          d.stream_only(a.ln1_rstd));
+    linear(datty, g[4], g[5], gathered(split ? &keep->dresidual2 : nullptr), d.bt(a.atty, A), w(4));
+    Tensor dqkv_to = split ? kept(keep->dqkv, dqkv) : dqkv;
+    be.attention_backward(dqkv_to, datt, datty, d.bt(a.qkv, 3 * A), d.bhtt(a.att), heads_);
+    linear(dln, g[2], g[3], dqkv_to, d.bt(a.ln1, C), w(2));
+    norm(g[0], g[1], sum_rows(d, dln), block_in, w(0), d.stream_only(a.ln1_mean), d.stream_only(a.ln1_rstd),
+         split ? keep->dln1 : Tensor{});
     source_->done_with(unit, Reuse::none);
+    if (split) continue;
     source_->gradient_done(unit);
     if (layer_done) layer_done(l);
   }
-  if (is_first()) {
-    Tensor dwte = in_unit(front_grad, wte_), dwpe = in_unit(front_grad, wpe_);
-    if (shards_.split())
-      be.encoder_shard_backward(dwte, dwpe, gathered_stream(d, dresidual), d.bt_only(s.tokens), vocab_begin_);
-    else
-      be.encoder_backward(dwte, dwpe, dresidual, d.bt_only(s.tokens));
-    source_->gradient_done(front_unit_);
+  if (!is_first()) return;
+  if (split) {
+    // W's embedding gradient reads d(input): the slot's own rows, or all of them gathered now.
+    if (shards_.sequence_parallel) {
+      const Tensor full = gathered_stream(d, dresidual);
+      Tensor to = s.dembedding.slice(0, full.shape());
+      be.copy(to, full);
+    }
+    return;
   }
+  Tensor dwte = in_unit(front_grad, wte_), dwpe = in_unit(front_grad, wpe_);
+  if (shards_.split())
+    be.encoder_shard_backward(dwte, dwpe, gathered_stream(d, dresidual), d.bt_only(s.tokens), vocab_begin_);
+  else
+    be.encoder_backward(dwte, dwpe, dresidual, d.bt_only(s.tokens));
+  source_->gradient_done(front_unit_);
 }
 
 Shape GPTStage::stream_shape(int B, int T) const { return {B, T / stream_segments(), config_.n_embd}; }

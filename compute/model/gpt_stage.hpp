@@ -138,7 +138,8 @@ class GPTStage {
   // --- micro-batches ------------------------------------------------------------------------
   // Room for `slots` micro-batches of up to B sequences of up to T tokens. Growing reallocates,
   // which drops what the slots held.
-  void reserve(int B, int T, int slots = 1);
+  // With `keep_for_weights`, each slot also holds what backward_input keeps for backward_weights.
+  void reserve(int B, int T, int slots = 1, bool keep_for_weights = false);
   int slots() const { return static_cast<int>(slots_.size()); }
   // Bytes of every activation buffer reserve() allocated: the slots' and the scratch they share.
   // Under tensor shards the per-shard widths (C/T, 4C/T, Vp/T) size them.
@@ -159,6 +160,20 @@ class GPTStage {
                 const std::function<void(int layer)>& layer_done = {});
   Tensor input_grad(int slot) const;  // (B,T,C); on the first stage, d(embedding output)
 
+  // Backward split in two, for zero-bubble pipelines (schedules/generate.hpp). backward_input (B)
+  // is backward() without any parameter gradient: it leaves input_grad(slot) and keeps in the slot
+  // the gradients each layer's weight gradients need (the output gradient of every linear layer
+  // and LayerNorm). backward_weights (W), any time before the slot's next forward, adds the
+  // slot's parameter gradients from them and calls layer_done as backward() does; it makes no
+  // group calls of its own except a full recompute's forward. B then W adds what backward() adds,
+  // bit for bit when the gradients start from zero for each micro-batch, as the pipeline's
+  // (micro_batch_sum.hpp); the fused GELU-bias sum then lands whole. The slots must have been
+  // reserved with keep_for_weights.
+  void backward_input(int slot, const Tensor& output_grad, double loss_scale = 1.0);
+  void backward_weights(int slot, const std::function<void(int layer)>& layer_done = {});
+  // Bytes reserve() set aside for what B keeps for W, over all slots (part of activation_bytes()).
+  std::int64_t weight_input_bytes() const { return weight_input_bytes_; }
+
   // What output() and input_grad() hold for a micro-batch of B × T: (B, T, C), or under sequence
   // parallelism this shard's segment of the B·T rows shaped (B, T / T_shards, C). A later stage's
   // forward takes that shape.
@@ -171,6 +186,11 @@ class GPTStage {
   struct LayerActivations {
     Tensor ln1, ln1_mean, ln1_rstd, qkv, atty, att, residual2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu, residual3;
   };
+  // What B keeps for a block's W: each linear layer's and LayerNorm's output gradient (all B·T
+  // rows for the products, the stream's rows for the LayerNorms), and the MLP fc bias's share.
+  struct WeightInputs {
+    Tensor dresidual3, dfch, dfc_bias, dln2, dresidual2, dqkv, dln1;
+  };
   struct Slot {
     int B = 0, T = 0;  // of the slot's latest forward
     bool forwarded = false;
@@ -181,6 +201,12 @@ class GPTStage {
     Tensor dinput;   // the residual-stream gradient during backward, d(input) after it
     std::vector<LayerActivations> layers;   // one per local layer
     Tensor lnf, lnf_mean, lnf_rstd, probs;  // last stage
+    // Between backward_input and backward_weights (reserved with keep_for_weights).
+    bool weights_owed = false;
+    double loss_scale = 1.0;
+    std::vector<WeightInputs> kept;  // one per local layer
+    Tensor dlnf;                     // last stage: ln_f's output gradient
+    Tensor dembedding;               // first stage under sequence parallelism: the gathered d(input)
   };
   struct Shared {
     LayerActivations recomputed;  // what slots do not keep (selective: att, fch_gelu; full: all)
@@ -225,6 +251,15 @@ class GPTStage {
   // `to_output` it stops at the GELU output: all a block's backward reads (a full recompute).
   void block_forward(int layer, const Tensor& p, const LayerActivations& a, const Tensor& x, int B, int T,
                      bool to_output = true);
+  // backward() and backward_input(): with `split`, no parameter gradient, and the slot keeps
+  // what backward_weights reads.
+  void backward_pass(int slot, const Tensor& output_grad, double loss_scale,
+                     const std::function<void(int layer)>& layer_done, bool split);
+  // The last stage's d(logits) of the slot's micro-batch, into the shared logits buffer (free once
+  // the probabilities exist), scaled by the slot's loss_scale: B's and, again, W's.
+  Tensor logits_gradient(const Dims& d, const Slot& s);
+  // The slot's buffers for what B keeps for W (gpt_stage_weights.cpp).
+  void reserve_weight_inputs(Slot& s, const std::function<Tensor(std::int64_t)>& allocate);
   Slot& slot_at(int slot);
   const Slot& slot_at(int slot) const;
 
@@ -253,6 +288,8 @@ class GPTStage {
 
   int max_B_ = 0, max_T_ = 0;
   std::int64_t activation_bytes_ = 0;
+  std::int64_t weight_input_bytes_ = 0;
+  bool keep_for_weights_ = false;
   std::vector<Slot> slots_;
   Shared shared_;
   int logits_B_ = 0, logits_T_ = 0;  // dims of the forward that last wrote shared_.logits

@@ -4,13 +4,17 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "apps/run_troupe.hpp"
 #include "checkpoint/loader.hpp"
 #include "checkpoint/store.hpp"
+#include "compute/model/parameter_layout.hpp"
 
 namespace troupe::test {
 
@@ -21,6 +25,18 @@ inline std::vector<float> final_parameters(const std::filesystem::path& dir, lon
   auto params = loaded->read_all("param");
   REQUIRE(params.ok());
   return std::move(*params);
+}
+
+// Runs `troupe` with `args` and --checkpoint.dir <dir>/<name>, which must succeed, and returns the
+// parameters of its checkpoint after `steps` steps.
+inline std::vector<float> parameters_after_run(const TempDir& dir, std::vector<std::string> args,
+                                               const std::string& name, long steps) {
+  const std::filesystem::path out = dir.path() / name;
+  args.insert(args.end(), {"--checkpoint.dir", out.string()});
+  const ProcessResult r = run_troupe(dir, args, std::chrono::seconds(180));
+  INFO(name << " stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  return final_parameters(out, steps);
 }
 
 // Every value of every kind (parameters, both AdamW moments, compression state) in the checkpoint at `folder` (one
@@ -40,6 +56,36 @@ inline std::map<std::string, std::vector<float>> checkpoint_values(const std::fi
     values[kind] = std::move(*all);
   }
   return values;
+}
+
+// Tensor by tensor (in `layout`'s views), how two runs' flat parameters compare.
+struct ParameterComparison {
+  int tensors = 0;
+  int bitwise = 0;
+  double largest = 0;  // largest absolute difference of any element
+  std::string largest_in;
+};
+
+inline ParameterComparison compare_parameters(const troupe::compute::ParameterLayout& layout,
+                                              const std::vector<float>& a, const std::vector<float>& b) {
+  ParameterComparison c;
+  for (const auto& view : layout.views()) {
+    ++c.tensors;
+    const float* x = a.data() + view.offset;
+    const float* y = b.data() + view.offset;
+    if (std::memcmp(x, y, static_cast<std::size_t>(view.numel()) * sizeof(float)) == 0) {
+      ++c.bitwise;
+      continue;
+    }
+    for (std::int64_t i = 0; i < view.numel(); ++i) {
+      const double d = std::fabs(static_cast<double>(x[i]) - y[i]);
+      if (d > c.largest) {
+        c.largest = d;
+        c.largest_in = view.name;
+      }
+    }
+  }
+  return c;
 }
 
 }  // namespace troupe::test

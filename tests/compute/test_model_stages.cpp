@@ -13,16 +13,19 @@
 #include <limits>
 #include <memory>
 
-#include "support/tensor_compare.hpp"
 #include "compute/cpu/cpu_backend.hpp"
+#include "compute/micro_batches.hpp"
 #include "compute/model/gpt.hpp"
 #include "compute/model/gpt_stage.hpp"
 #include "compute/model/stage_split.hpp"
 #include "compute/random.hpp"
+#include "support/tensor_compare.hpp"
 
 using namespace troupe::compute;
 using troupe::test::bitwise_equal;
 using troupe::test::host_copy;
+using troupe::test::micro_batch;
+using troupe::test::MicroBatch;
 
 namespace {
 
@@ -82,19 +85,6 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
   for (std::int64_t i = 0; i < a.numel(); ++i)
     m = std::max(m, std::abs(double(a.data_as<F>()[i]) - double(b.data_as<F>()[i])));
   return m;
-}
-
-struct MicroBatch {
-  Tensor tokens, targets;
-};
-
-MicroBatch micro_batch(int B, int T, int vocab, std::uint64_t seed) {
-  MicroBatch mb{Tensor::zeros({B, T}, DType::i32), Tensor::zeros({B, T}, DType::i32)};
-  for (int i = 0; i < B * T; ++i) {
-    mb.tokens.data_as<std::int32_t>()[i] = static_cast<std::int32_t>(hash_combine(seed, i) % vocab);
-    mb.targets.data_as<std::int32_t>()[i] = static_cast<std::int32_t>(hash_combine(seed + 1, i) % vocab);
-  }
-  return mb;
 }
 
 // p chained stages against the whole model, two micro-batches with loss scale 1/2. The stages

@@ -13,7 +13,7 @@ using namespace troupe::schedules;
 TEST_CASE("every schedule kind is listed once, by the name pipeline.schedule takes", "[schedule]") {
   std::vector<std::string_view> names;
   for (ScheduleKind kind : schedule_kinds) names.push_back(to_string(kind));
-  CHECK(names == std::vector<std::string_view>{"gpipe", "1f1b", "interleaved"});
+  CHECK(names == std::vector<std::string_view>{"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v"});
 }
 
 TEST_CASE("instructions print as op, micro-batch, chunk and peer", "[schedule]") {

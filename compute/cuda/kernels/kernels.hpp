@@ -29,9 +29,11 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const std::in
 // layernorm.cu; column_scratch holds 2 · column_chunks(N) · C floats.
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
                        std::int64_t N, int C, cudaStream_t stream);
-void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                        const float* weight, const float* mean, const float* rstd, std::int64_t N, int C,
-                        float* column_scratch, cudaStream_t stream);
+// The backward's halves: dinp += … (B), and dweight += …, dbias += … (W).
+void layernorm_backward_input(float* dinp, const float* dout, const float* inp, const float* weight, const float* mean,
+                              const float* rstd, std::int64_t N, int C, cudaStream_t stream);
+void layernorm_backward_params(float* dweight, float* dbias, const float* dout, const float* inp, const float* mean,
+                               const float* rstd, std::int64_t N, int C, float* column_scratch, cudaStream_t stream);
 
 // attention.cu: flash attention, no (T, T) matrix. lse (B, NH, T) keeps each query row's
 // log-sum-exp of its scaled scores; backward recomputes the probabilities from it. rowdot

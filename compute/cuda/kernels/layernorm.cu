@@ -61,13 +61,17 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
   TROUPE_CUDA_LAUNCHED();
 }
 
-void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                        const float* weight, const float* mean, const float* rstd, std::int64_t N, int C,
-                        float* column_scratch, cudaStream_t stream) {
+void layernorm_backward_input(float* dinp, const float* dout, const float* inp, const float* weight, const float* mean,
+                              const float* rstd, std::int64_t N, int C, cudaStream_t stream) {
   if (N == 0) return;
   layernorm_backward_input_kernel<<<row_blocks(N), kRowsPerBlock * kWarp, 0, stream>>>(dinp, dout, inp, weight, mean,
                                                                                         rstd, N, C);
   TROUPE_CUDA_LAUNCHED();
+}
+
+void layernorm_backward_params(float* dweight, float* dbias, const float* dout, const float* inp, const float* mean,
+                               const float* rstd, std::int64_t N, int C, float* column_scratch, cudaStream_t stream) {
+  if (N == 0) return;
   column_sums(dbias, dweight, dout, inp, mean, rstd, N, C, column_scratch, stream);
 }
 

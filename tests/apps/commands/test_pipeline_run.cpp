@@ -46,35 +46,6 @@ RunFigures run_tiny(const TempDir& dir, std::vector<std::string> extra) {
   return f;
 }
 
-struct ParameterComparison {
-  int tensors = 0;
-  int bitwise = 0;
-  double largest = 0;  // largest absolute difference of any element
-  std::string largest_in;
-};
-
-ParameterComparison compare_parameters(const troupe::compute::ParameterLayout& layout, const std::vector<float>& a,
-                                       const std::vector<float>& b) {
-  ParameterComparison c;
-  for (const auto& view : layout.views()) {
-    ++c.tensors;
-    const float* x = a.data() + view.offset;
-    const float* y = b.data() + view.offset;
-    if (std::memcmp(x, y, static_cast<std::size_t>(view.numel()) * sizeof(float)) == 0) {
-      ++c.bitwise;
-      continue;
-    }
-    for (std::int64_t i = 0; i < view.numel(); ++i) {
-      const double d = std::fabs(static_cast<double>(x[i]) - y[i]);
-      if (d > c.largest) {
-        c.largest = d;
-        c.largest_in = view.name;
-      }
-    }
-  }
-  return c;
-}
-
 }  // namespace
 
 TEST_CASE("small: every schedule on 2 and 3 stages ends with the single process's parameters, tensor by tensor",
@@ -87,12 +58,7 @@ TEST_CASE("small: every schedule on 2 and 3 stages ends with the single process'
                                   "--train.batch_size", "1", "--train.seq_len", "32", "--train.val_batches", "1",
                                   "--train.val_every", "0", "--sample.tokens", "0", "--train.threads", "1"};
     args.insert(args.end(), extra.begin(), extra.end());
-    const std::filesystem::path out = dir.path() / name;
-    args.insert(args.end(), {"--checkpoint.dir", out.string()});
-    const ProcessResult r = run_troupe(dir, args, std::chrono::seconds(180));
-    INFO(name << " stdout: " << r.out << "\nstderr: " << r.err);
-    REQUIRE(r.exit_code == 0);
-    return final_parameters(out, steps);
+    return parameters_after_run(dir, args, name, steps);
   };
   const troupe::compute::ParameterLayout layout(troupe::compute::gpt_preset("small").value());
   struct Layout {
@@ -222,7 +188,8 @@ TEST_CASE("pipeline settings that cannot work are refused in one line", "[pipeli
   refused({"--pipeline.stages", "2"}, "pipeline.stages 2 needs a worker per stage: add --workers 2");
   refused({"--workers", "3", "--pipeline.stages", "2"}, "pipeline.stages 2 does not divide the job's 3 workers");
   refused({"--pipeline.stages", "5"}, "pipeline: ");
-  refused({"--pipeline.schedule", "zigzag"}, "pipeline.schedule: expected gpipe, 1f1b or interleaved, got 'zigzag'");
+  refused({"--pipeline.schedule", "zigzag"},
+          "pipeline.schedule: expected gpipe, 1f1b, interleaved, zb-h1 or zb-v, got 'zigzag'");
   refused({"--pipeline.stages", "3", "--pipeline.schedule", "interleaved", "--pipeline.virtual_stages", "2",
            "--pipeline.microbatches", "6"},
           "pipeline: ");

@@ -172,7 +172,7 @@ TEST_CASE("troupe schedule rejects bad input in one line naming the option", "[t
   check_rejected({"schedule", "--kind", "1f1b", "--stages", "0", "--microbatches", "8"},
                  "--stages must be between 1 and 256, got 0");
   check_rejected({"schedule", "--kind", "zigzag", "--stages", "4", "--microbatches", "8"},
-                 "--kind: expected gpipe, 1f1b or interleaved, got 'zigzag'");
+                 "--kind: expected gpipe, 1f1b, interleaved, zb-h1 or zb-v, got 'zigzag'");
   check_rejected({"schedule", "--kind", "interleaved", "--stages", "4", "--microbatches", "6", "--virtual-stages", "2"},
                  "--microbatches 6: pipeline schedule interleaved p=4 m=6 v=2: interleaving needs m a multiple of p");
   check_rejected({"schedule", "--kind", "1f1b", "--stages", "4", "--microbatches", "8", "--virtual-stages", "2"},

@@ -99,7 +99,7 @@ TEST_CASE("a key of a few names reads each back as its enum and refuses another 
   const std::vector<std::pair<std::string, std::vector<std::string>>> named{
       {"train.backend", {"cpu", "cuda", "cuda-bf16", "sim"}},
       {"train.recompute", {"none", "selective", "full"}},
-      {"pipeline.schedule", {"gpipe", "1f1b", "interleaved"}},
+      {"pipeline.schedule", {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v"}},
       {"comm.compress", {"none", "bf16", "powersgd"}},
       {"fault.recovery", {"in_place", "restart"}},
       {"monitor.log_format", {"text", "json"}}};
