@@ -64,6 +64,7 @@ TEXT_LINES = [
     "A document ends here.<|endoftext|>And the next one starts<|endoftext|><|endoftext|>",
     "Symbols: <>&\"'`~^@#$%*()_+=[]{}|\\/ and a lone ' quote's end '",
     "Mixed\u00a0no-break\u2003em-space\u3000ideographic space and zero\u200bwidth.",
+    "Rare classes: \u01c5 title case, \u216b roman twelve, e\u0301 combining, \x0b\x0c\r controls, \u2028\x85 separators.",
     "",
     "    ",
     "The end.",
