@@ -201,7 +201,7 @@ Expected<fs::path> write_initial_checkpoint(const HfGpt2& imported, const fs::pa
   if (!record) return record.error();
   Manifest manifest;
   manifest.model = imported.model;
-  manifest.job_config = job_config;
+  manifest.job_config = job_config.is_null() ? json::object() : job_config;
   manifest.files = {*record};
   if (Status committed = store.commit(0, manifest); !committed) return committed.error();
   return step_dir(dir, 0);

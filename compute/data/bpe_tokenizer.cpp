@@ -185,6 +185,11 @@ std::int32_t BpeTokenizer::added_token(std::string_view content) const {
   return -1;
 }
 
+bool BpeTokenizer::added_tokens_hold_newline() const {
+  return std::any_of(added_.begin(), added_.end(),
+                     [](const auto& added) { return added.first.find('\n') != std::string::npos; });
+}
+
 void BpeTokenizer::encode_piece(std::string_view piece, std::vector<std::int32_t>& out) const {
   if (piece.empty()) return;
   if (ignore_merges_)

@@ -39,6 +39,8 @@ class BpeTokenizer {
   int vocab_size() const { return static_cast<int>(token_bytes_.size()); }
   // The id of an added token by its content ("<|endoftext|>"), or -1.
   std::int32_t added_token(std::string_view content) const;
+  // Whether some added token's content holds a '\n' (parallel_encode.hpp cuts text at newlines).
+  bool added_tokens_hold_newline() const;
 
   // The ids of one pre-tokenizer piece (no added token inside), appended to `out`.
   void encode_piece(std::string_view piece, std::vector<std::int32_t>& out) const;

@@ -165,6 +165,7 @@ TEST_CASE("import -> checkpoint -> export -> import -> export is bit for bit", "
   auto folder2 = write_initial_checkpoint(second, dir.path() / "ckpt2", {});
   REQUIRE(folder2.ok());
   auto loaded2 = open_checkpoint(*folder2);
+  INFO((loaded2 ? std::string() : loaded2.error().message));
   REQUIRE(loaded2.ok());
   const fs::path out2 = dir.path() / "export2.safetensors";
   REQUIRE(export_gpt2_safetensors(*loaded2, second.model, out2).ok());
