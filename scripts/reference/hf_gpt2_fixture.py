@@ -29,7 +29,8 @@ vocabulary (500) is not a multiple of 128, so Troupe pads it (to 512). The logit
 float32 weights run in float64 (model.double()), so Troupe's float64 forward meets them at
 rounding level.
 
-    --check-export DIR  loads DIR (a folder `troupe export` wrote) with GPT2LMHeadModel and
+    --check-export DIR  loads DIR (a folder `troupe export --format hf` wrote from the imported
+                        fixture, untrained) with GPT2LMHeadModel and
                         prints the largest relative difference of its float64 logits from the
                         fixture's, with the tensors it compares: what a user's Python would see.
 """
