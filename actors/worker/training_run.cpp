@@ -269,7 +269,11 @@ class RankRun {
     }
     first_step_ = resumed->steps;
     resume_holding(first_step_);
-    if (first_step_ > 0) {
+    if (first_step_ == 0 && !resumed->from.empty()) {
+      // A step-0 checkpoint (imported weights, init.from): the weights, a fresh optimizer.
+      loop_.mirror_to_device();
+      log_->info("starting from the weights of {} (step 0)", resumed->from);
+    } else if (first_step_ > 0) {
       loop_.mirror_to_device();
       loop_.resume_at(first_step_);
       log_->info("resumed from {} after step {} (data position and optimizer state included)", resumed->from,

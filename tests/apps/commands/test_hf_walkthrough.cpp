@@ -6,6 +6,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -123,6 +125,54 @@ TEST_CASE("fine-tune walkthrough: init.from, a falling loss, generate, export th
   REQUIRE(again.ok());
   REQUIRE(again->params.size() == trained->size());
   CHECK(std::memcmp(again->params.data(), trained->data(), trained->size() * sizeof(float)) == 0);
+}
+
+// One step at a negligible learning rate leaves the weights where they started: the folder's, not
+// a random initialization (which would differ by about the weights' own size), on two workers.
+TEST_CASE("init.from starts every rank from the folder's weights", "[hf]") {
+  TempDir dir;
+  dir.write("texts/text.txt", read_text(TROUPE_SOURCE_DIR "/tests/compute/golden/hf_gpt2/text.txt"));
+  const ProcessResult train = run_troupe(dir,
+                                         {"train",
+                                          "--init.from",
+                                          kModel,
+                                          "--data.tokenizer",
+                                          kModel + "/tokenizer.json",
+                                          "--data.corpus",
+                                          "texts",
+                                          "--checkpoint.dir",
+                                          "once",
+                                          "--workers",
+                                          "2",
+                                          "--train.steps",
+                                          "1",
+                                          "--train.batch_size",
+                                          "2",
+                                          "--train.seq_len",
+                                          "32",
+                                          "--train.lr",
+                                          "1e-12",
+                                          "--train.min_lr",
+                                          "0",
+                                          "--train.warmup_steps",
+                                          "0",
+                                          "--sample.tokens",
+                                          "0"},
+                                         std::chrono::seconds(120));
+  INFO("train stdout: " << train.out << "\nstderr: " << train.err);
+  REQUIRE(train.exit_code == 0);
+  auto imported = troupe::checkpoint::read_hf_gpt2(kModel);
+  REQUIRE(imported.ok());
+  auto stepped = troupe::checkpoint::open_checkpoint(dir.path() / "once/step-0000001");
+  REQUIRE(stepped.ok());
+  auto params = stepped->read_all("param");
+  REQUIRE(params.ok());
+  REQUIRE(params->size() == imported->params.size());
+  double largest = 0;
+  for (std::size_t i = 0; i < params->size(); ++i)
+    largest = std::max(largest, static_cast<double>(std::abs((*params)[i] - imported->params[i])));
+  INFO("largest change of a weight in the step: " << largest);
+  CHECK(largest < 1e-6);
 }
 
 TEST_CASE("init.from refuses a model key that disagrees with the folder, and needs checkpoint.dir", "[hf]") {
