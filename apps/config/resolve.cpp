@@ -194,9 +194,9 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
   const CheckpointOptions& k = c.checkpoint;
   if (k.every < 0) return "checkpoint.every must not be negative (0 = only after the last step), got " + str(k.every);
   if (k.keep_last < 1) return "checkpoint.keep_last must be at least 1, got " + str(k.keep_last);
-  if (k.resume && k.dir.empty()) return "checkpoint.resume (--resume) needs checkpoint.dir: where are the checkpoints?";
   if (!c.init.from.empty() && k.dir.empty())
     return "init.from needs checkpoint.dir: the imported weights are written there as step 0";
+  if (k.resume && k.dir.empty()) return "checkpoint.resume (--resume) needs checkpoint.dir: where are the checkpoints?";
 
   const MonitorOptions& mon = c.monitor;
   if (mon.metrics_port < -1 || mon.metrics_port > 65535)
