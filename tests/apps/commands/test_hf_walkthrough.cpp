@@ -51,6 +51,16 @@ double loss_on(const troupe::compute::GPTConfig& model, const std::vector<float>
   return gpt.forward(inputs, targets);
 }
 
+// `troupe train` from the fixture folder on the text in texts/, checkpoints in `checkpoint_dir`,
+// with the keys of `more`.
+ProcessResult fine_tune(const TempDir& dir, const std::string& checkpoint_dir, const std::vector<std::string>& more) {
+  std::vector<std::string> args = {
+      "train", "--init.from",      kModel,        "--data.tokenizer", kModel + "/tokenizer.json", "--data.corpus",
+      "texts", "--checkpoint.dir", checkpoint_dir};
+  args.insert(args.end(), more.begin(), more.end());
+  return run_troupe(dir, args, std::chrono::seconds(120));
+}
+
 }  // namespace
 
 TEST_CASE("fine-tune walkthrough: init.from, a falling loss, generate, export that re-imports bit for bit",
@@ -60,33 +70,10 @@ TEST_CASE("fine-tune walkthrough: init.from, a falling loss, generate, export th
   for (int k = 0; k < 20; ++k) corpus += read_text(TROUPE_SOURCE_DIR "/tests/compute/golden/hf_gpt2/text.txt");
   dir.write("texts/text.txt", corpus);
 
-  const ProcessResult train = run_troupe(dir,
-                                         {"train",
-                                          "--init.from",
-                                          kModel,
-                                          "--data.tokenizer",
-                                          kModel + "/tokenizer.json",
-                                          "--data.corpus",
-                                          "texts",
-                                          "--checkpoint.dir",
-                                          "ft",
-                                          "--train.steps",
-                                          "40",
-                                          "--train.batch_size",
-                                          "4",
-                                          "--train.seq_len",
-                                          "32",
-                                          "--train.lr",
-                                          "1e-2",
-                                          "--train.warmup_steps",
-                                          "2",
-                                          "--train.threads",
-                                          "1",
-                                          "--sample.prompt",
-                                          "Hello",
-                                          "--sample.tokens",
-                                          "8"},
-                                         std::chrono::seconds(120));
+  const ProcessResult train = fine_tune(
+      dir, "ft",
+      {"--train.steps", "40", "--train.batch_size", "4", "--train.seq_len", "32", "--train.lr", "1e-2",
+       "--train.warmup_steps", "2", "--train.threads", "1", "--sample.prompt", "Hello", "--sample.tokens", "8"});
   INFO("train stdout: " << train.out << "\nstderr: " << train.err);
   REQUIRE(train.exit_code == 0);
   CHECK_THAT(train.out, Contains("init.from " + kModel + ": imported GPT-2"));
@@ -132,33 +119,10 @@ TEST_CASE("fine-tune walkthrough: init.from, a falling loss, generate, export th
 TEST_CASE("init.from starts every rank from the folder's weights", "[hf]") {
   TempDir dir;
   dir.write("texts/text.txt", read_text(TROUPE_SOURCE_DIR "/tests/compute/golden/hf_gpt2/text.txt"));
-  const ProcessResult train = run_troupe(dir,
-                                         {"train",
-                                          "--init.from",
-                                          kModel,
-                                          "--data.tokenizer",
-                                          kModel + "/tokenizer.json",
-                                          "--data.corpus",
-                                          "texts",
-                                          "--checkpoint.dir",
-                                          "once",
-                                          "--workers",
-                                          "2",
-                                          "--train.steps",
-                                          "1",
-                                          "--train.batch_size",
-                                          "2",
-                                          "--train.seq_len",
-                                          "32",
-                                          "--train.lr",
-                                          "1e-12",
-                                          "--train.min_lr",
-                                          "0",
-                                          "--train.warmup_steps",
-                                          "0",
-                                          "--sample.tokens",
-                                          "0"},
-                                         std::chrono::seconds(120));
+  const ProcessResult train =
+      fine_tune(dir, "once",
+                {"--workers", "2", "--train.steps", "1", "--train.batch_size", "2", "--train.seq_len", "32",
+                 "--train.lr", "1e-12", "--train.min_lr", "0", "--train.warmup_steps", "0", "--sample.tokens", "0"});
   INFO("train stdout: " << train.out << "\nstderr: " << train.err);
   REQUIRE(train.exit_code == 0);
   auto imported = troupe::checkpoint::read_hf_gpt2(kModel);
