@@ -63,6 +63,13 @@ struct DataOptions {
   std::string train_tokens;  // llm.c .bin token file; when set, replaces corpus
   std::string val_tokens;    // .bin for validation; default: split off train_tokens
   double val_fraction = 0.1;
+  std::string tokenizer;  // Hugging Face tokenizer.json: corpus and sample in its tokens; empty = bytes
+};
+
+// Where the weights start: empty = random initialization (train.seed); a Hugging Face GPT-2 folder
+// is imported into checkpoint.dir as step 0 (checkpoint/import_gpt2.hpp) and resumed from.
+struct InitOptions {
+  std::string from;
 };
 
 struct SampleOptions {
@@ -145,6 +152,7 @@ struct MonitorOptions {
 
 struct JobConfig {
   ModelOptions model;
+  InitOptions init;
   TrainOptions train;
   DataOptions data;
   SampleOptions sample;

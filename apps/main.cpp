@@ -2,8 +2,8 @@
 // apps/commands/commands.hpp, apps/bench/bench_commands.hpp); main() lists them, parses the
 // arguments and runs the chosen command.
 //
-//   troupe train [--config FILE] [--workers N] [--memory-limit SIZE] [--resume] [--trace FILE] [--section.name VALUE ...]
-//   troupe bench compute [--models tiny,small] [--batch 8] [--threads 1[,2]] [--steps 10] [--warmup 1]
+//   troupe train [--config FILE] [--workers N] [--memory-limit SIZE] [--resume] [--trace FILE] [--section.name VALUE
+//   ...] troupe bench compute [--models tiny,small] [--batch 8] [--threads 1[,2]] [--steps 10] [--warmup 1]
 //                        [--vs-pytorch [--python python3] [--rounds 3]] [--profile]
 //   troupe bench allreduce [--processes 2,4] [--mib 1,16,64] [--iterations 15]
 //   troupe bench dp [--model small] [--batch 8] [--processes 2] [--steps 15] [--warmup 1]
@@ -16,10 +16,12 @@
 //               [--global-batch 8] [--seq T] [--precision fp32|mixed|mixed-fp32-grads] [--top 10]
 //   troupe launch [--hostfile FILE] [--memory-limit SIZE] [--config FILE] [--section.name VALUE ...]
 //   troupe node   (started by launch)
-//   troupe drill SCENARIO [--at-step 3] [--target 1] [--workers 2] [--dir DIR] [--keep] [--config FILE] [--section.name VALUE ...]
-//   troupe drill chaos [--kill-every 10] [--seed S] [--workers 4] [--train.steps 100] ...
-//   troupe export --checkpoint DIR [--format safetensors] [--out model.safetensors]
-//   troupe shell HOST:PORT [-c COMMAND] [--token-file FILE]
+//   troupe drill SCENARIO [--at-step 3] [--target 1] [--workers 2] [--dir DIR] [--keep] [--config FILE] [--section.name
+//   VALUE ...] troupe drill chaos [--kill-every 10] [--seed S] [--workers 4] [--train.steps 100] ... troupe import --hf
+//   DIR --out CKPT troupe export --checkpoint DIR [--format safetensors|hf] [--out model.safetensors|DIR] [--tokenizer
+//   FILE] troupe tokenize --tokenizer FILE --in TEXT... --out tokens.bin [--threads N] troupe generate --checkpoint
+//   CKPT --tokenizer FILE --prompt TEXT [--tokens 100] [--temperature 0.8] [--top-k 0] troupe shell HOST:PORT [-c
+//   COMMAND] [--token-file FILE]
 //
 // Exit codes: apps/exit_codes.hpp (0 success; 1 the command failed while running; 2 the input was
 // wrong, found before any work starts; 3 and 128 + signal from troupe launch). Every error is one
@@ -64,9 +66,10 @@ int main(int argc, char** argv) {
   app.allow_extras();
   app.get_formatter()->column_width(34);  // room for the longest key option and its default
   // In the order `troupe --help` lists them.
-  const std::vector<Command> commands{add_train_command(app), add_launch_command(app),   add_node_command(app),
-                                      add_bench_command(app), add_schedule_command(app), add_plan_command(app),
-                                      add_drill_command(app), add_export_command(app),   add_shell_command(app)};
+  const std::vector<Command> commands{add_train_command(app),    add_launch_command(app),   add_node_command(app),
+                                      add_bench_command(app),    add_schedule_command(app), add_plan_command(app),
+                                      add_drill_command(app),    add_import_command(app),   add_export_command(app),
+                                      add_tokenize_command(app), add_generate_command(app), add_shell_command(app)};
   // Set after the subcommands are added, which would otherwise inherit it.
   app.footer("Run 'troupe COMMAND --help' for a command's options; 'troupe train --help' lists every config key.");
 

@@ -87,7 +87,8 @@ Status RunCheckpoints::fill(const LoadedCheckpoint& loaded, std::span<const Held
   const std::string where = "checkpoint " + loaded.dir().string();
   if (Status same_model = check_model(m, identity_.model); !same_model)
     return Error{where + ": " + same_model.error().message};
-  if (m.data.seed != identity_.seed)
+  // A step-0 checkpoint (an import) has consumed no data: any seed starts its order afresh.
+  if (m.step > 0 && m.data.seed != identity_.seed)
     return Error{where + " was written with train.seed " + std::to_string(m.data.seed) + ", this job has " +
                  std::to_string(identity_.seed) + ": its data order would not continue"};
   if (m.step > 0 && m.data.samples_consumed != static_cast<std::uint64_t>(m.step * identity_.samples_per_step))

@@ -1,6 +1,8 @@
 #include "checkpoint/safetensors.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -41,7 +43,34 @@ Status write_all(DurableWriter& writer, StreamingHash& hash, const void* data, s
   return writer.write(data, size);
 }
 
+std::optional<StoredDType> parse_dtype(const json& name) {
+  for (StoredDType dtype : {StoredDType::f32, StoredDType::bf16, StoredDType::f16})
+    if (name == stored_dtype_name(dtype)) return dtype;
+  return std::nullopt;
+}
+
+// IEEE half: 1 sign, 5 exponent, 10 mantissa bits; every value is a float exactly.
+float half_to_float(std::uint16_t bits) {
+  const float sign = (bits & 0x8000u) ? -1.0f : 1.0f;
+  const int exponent = (bits >> 10) & 0x1f;
+  const int mantissa = bits & 0x3ff;
+  if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), -24);
+  if (exponent == 31) return mantissa == 0 ? sign * INFINITY : NAN;
+  return sign * std::ldexp(static_cast<float>(mantissa | 0x400), exponent - 25);
+}
+
 }  // namespace
+
+const char* stored_dtype_name(StoredDType dtype) {
+  switch (dtype) {
+    case StoredDType::f32: return "F32";
+    case StoredDType::bf16: return "BF16";
+    case StoredDType::f16: return "F16";
+  }
+  return "?";
+}
+
+std::size_t stored_dtype_bytes(StoredDType dtype) { return dtype == StoredDType::f32 ? 4 : 2; }
 
 Expected<WrittenFile> write_safetensors(const std::filesystem::path& path, std::span<const TensorToWrite> tensors,
                                         const Metadata& metadata) {
@@ -116,7 +145,9 @@ Expected<SafetensorsFile> SafetensorsFile::parse(MappedFile file) {
     auto bad = [&](const std::string& problem) { return file_error(path, "tensor '" + name + "' " + problem); };
     if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
       return bad("needs dtype, shape and data_offsets");
-    if (entry["dtype"] != "F32") return bad("has dtype " + entry["dtype"].dump() + "; only F32 is read");
+    const std::optional<StoredDType> dtype = parse_dtype(entry["dtype"]);
+    if (!dtype) return bad("has dtype " + entry["dtype"].dump() + "; only F32, BF16 and F16 are read");
+    const std::uint64_t element_bytes = stored_dtype_bytes(*dtype);
     const json& shape_json = entry["shape"];
     const json& offsets = entry["data_offsets"];
     if (!shape_json.is_array()) return bad("has a shape that is not a list");
@@ -138,10 +169,10 @@ Expected<SafetensorsFile> SafetensorsFile::parse(MappedFile file) {
     if (end > data.size())
       return bad("ends at data byte " + std::to_string(end) + ", past the end of the data (" +
                  std::to_string(data.size()) + " bytes; the file is truncated?)");
-    if (end - begin != numel * sizeof(float))
+    if (end - begin != numel * element_bytes)
       return bad("has " + std::to_string(end - begin) + " data bytes, its shape " + compute::shape_string(shape) +
-                 " needs " + std::to_string(numel * sizeof(float)));
-    tensors.push_back(StoredTensor{name, std::move(shape), data.subspan(begin, end - begin)});
+                 " needs " + std::to_string(numel * element_bytes));
+    tensors.push_back(StoredTensor{name, std::move(shape), data.subspan(begin, end - begin), *dtype});
     ranges.emplace_back(begin, end);
   }
 
@@ -168,9 +199,20 @@ Expected<SafetensorsFile> SafetensorsFile::parse(MappedFile file) {
 }
 
 void copy_floats(const StoredTensor& tensor, std::int64_t from, std::span<float> out) {
-  TROUPE_CHECK(from >= 0 && (from + static_cast<std::int64_t>(out.size())) * 4 <= static_cast<std::int64_t>(tensor.bytes.size()),
+  const auto element_bytes = static_cast<std::int64_t>(stored_dtype_bytes(tensor.dtype));
+  TROUPE_CHECK(from >= 0 && (from + static_cast<std::int64_t>(out.size())) * element_bytes <=
+                                static_cast<std::int64_t>(tensor.bytes.size()),
                tensor.name);
-  std::memcpy(out.data(), tensor.bytes.data() + from * sizeof(float), out.size_bytes());
+  const std::byte* first = tensor.bytes.data() + from * element_bytes;
+  if (tensor.dtype == StoredDType::f32) {
+    std::memcpy(out.data(), first, out.size_bytes());
+    return;
+  }
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    std::uint16_t bits;
+    std::memcpy(&bits, first + 2 * i, 2);
+    out[i] = tensor.dtype == StoredDType::bf16 ? std::bit_cast<float>(std::uint32_t{bits} << 16) : half_to_float(bits);
+  }
 }
 
 }  // namespace troupe::checkpoint

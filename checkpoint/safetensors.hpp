@@ -1,10 +1,11 @@
 #pragma once
-// Hugging Face's safetensors format, float32 tensors only: an 8-byte little-endian header length,
+// Hugging Face's safetensors format: an 8-byte little-endian header length,
 // a JSON header {name: {dtype, shape, data_offsets}, "__metadata__": {string: string}}, then the
 // raw little-endian data (https://huggingface.co/docs/safetensors). Our own writer and reader,
 // because checkpoint shards and the GPT-2 export need nothing more and a loader must check every
 // number in a header before it trusts it: a torn or foreign file is an error naming the file,
-// never a read out of bounds.
+// never a read out of bounds. The writer writes F32; the reader also reads BF16 and F16, the
+// storage of Hugging Face checkpoints, widening them to float exactly.
 
 #include <bit>
 #include <cstddef>
@@ -44,15 +45,21 @@ struct WrittenFile {
 Expected<WrittenFile> write_safetensors(const std::filesystem::path& path, std::span<const TensorToWrite> tensors,
                                         const Metadata& metadata);
 
+// The element types the reader takes, by their names in a header.
+enum class StoredDType { f32, bf16, f16 };
+const char* stored_dtype_name(StoredDType dtype);  // "F32", "BF16", "F16"
+std::size_t stored_dtype_bytes(StoredDType dtype);
+
 struct StoredTensor {
   std::string name;
   compute::Shape shape;
-  std::span<const std::byte> bytes;  // inside the mapped file; not necessarily float-aligned
+  std::span<const std::byte> bytes;  // inside the mapped file; not necessarily aligned
+  StoredDType dtype = StoredDType::f32;
 };
 
 class SafetensorsFile {
  public:
-  // Parses and checks a mapped file: header length inside the file, JSON header, dtype F32,
+  // Parses and checks a mapped file: header length inside the file, JSON header, dtype F32, BF16 or F16,
   // byte ranges inside the data, matching their shapes, neither overlapping nor leaving holes.
   static Expected<SafetensorsFile> parse(MappedFile file);
   static Expected<SafetensorsFile> open(const std::filesystem::path& path);
@@ -70,7 +77,7 @@ class SafetensorsFile {
   Metadata metadata_;
 };
 
-// Copies elements [from, from + out.size()) of a stored tensor.
+// Copies elements [from, from + out.size()) of a stored tensor, widened to float (exact).
 void copy_floats(const StoredTensor& tensor, std::int64_t from, std::span<float> out);
 
 }  // namespace troupe::checkpoint

@@ -79,6 +79,9 @@ Expected<Shard> read_shard(MappedFile mapped, const compute::ParameterLayout& la
     const auto view = views.find(name->parameter);
     if (view == views.end()) return bad("tensor '" + tensor.name + "' names a parameter this model does not have");
     const compute::ParameterView& v = *view->second;
+    if (tensor.dtype != StoredDType::f32)
+      return bad("tensor '" + tensor.name + "' has dtype " + stored_dtype_name(tensor.dtype) +
+                 "; checkpoint shards hold F32");
     if (!name->slice) {
       if (tensor.shape != v.shape)
         return bad("tensor '" + tensor.name + "' has shape " + compute::shape_string(tensor.shape) + ", the model's is " +

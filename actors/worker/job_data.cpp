@@ -1,5 +1,7 @@
 #include "actors/worker/job_data.hpp"
 
+#include "compute/data/bpe_tokenizer.hpp"
+#include "compute/data/parallel_encode.hpp"
 #include "compute/data/split.hpp"
 #include "compute/data/text_corpus.hpp"
 #include "compute/data/token_file.hpp"
@@ -12,7 +14,20 @@ Expected<JobData> load_job_data(const ResolvedJob& job) {
   const std::size_t window = static_cast<std::size_t>(job.config.train.seq_len) + 1;
   JobData data;
   std::string source;
-  if (d.train_tokens.empty()) {
+  if (d.train_tokens.empty() && !d.tokenizer.empty()) {
+    // The files' texts joined as one, in data.tokenizer's tokens; the split checks the count.
+    auto tokenizer = compute::BpeTokenizer::load(d.tokenizer);
+    if (!tokenizer) return Error{"data.tokenizer: " + tokenizer.error().message};
+    auto corpus = compute::scan_text_corpus(d.corpus);
+    if (!corpus) return corpus.error();
+    const std::string text(corpus->tokens.begin(), corpus->tokens.end());
+    const std::vector<std::int32_t> ids = compute::encode_parallel(*tokenizer, text, 1);
+    if (tokenizer->vocab_size() > 65536)
+      return Error{"data.tokenizer " + d.tokenizer + ": " + std::to_string(tokenizer->vocab_size()) +
+                   " tokens do not fit the 16-bit tokens Troupe trains on"};
+    source = d.corpus + " (" + std::to_string(corpus->files.size()) + " text files, " + d.tokenizer + " tokens)";
+    data.train_storage.assign(ids.begin(), ids.end());
+  } else if (d.train_tokens.empty()) {
     auto corpus = compute::scan_text_corpus(d.corpus, compute::min_tokens_for_split(window, d.val_fraction));
     if (!corpus) return corpus.error();
     source = d.corpus + " (" + std::to_string(corpus->files.size()) + " text files, byte tokens)";

@@ -12,6 +12,7 @@
 
 #include "actors/process_environment.hpp"
 #include "actors/worker/training_run.hpp"
+#include "compute/data/bpe_tokenizer.hpp"
 #include "compute/data/decode.hpp"
 #include "compute/memory_ledger.hpp"
 #include "compute/model/parameter_layout.hpp"
@@ -25,16 +26,35 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The bytes of `text`, each an int, as decode_bytes takes them.
+std::vector<int> byte_values(std::string_view text) {
+  std::vector<int> bytes(text.begin(), text.end());
+  for (int& b : bytes) b = static_cast<unsigned char>(b);
+  return bytes;
+}
+
+// In data.tokenizer's tokens when it is set (the tokenizer loaded with the data, so it reads),
+// else in bytes; printed safe for a terminal either way.
 void print_sample(compute::GPT& model, const ResolvedJob& job, spdlog::logger& log) {
   const SampleOptions& s = job.config.sample;
-  std::vector<int> prompt(s.prompt.begin(), s.prompt.end());
-  for (int& t : prompt) t = static_cast<unsigned char>(t);
+  std::optional<compute::BpeTokenizer> tokenizer;
+  if (!job.config.data.tokenizer.empty()) tokenizer = compute::BpeTokenizer::load(job.config.data.tokenizer).value();
+  std::vector<int> prompt = byte_values(s.prompt);
+  if (tokenizer) {
+    const std::vector<std::int32_t> ids = tokenizer->encode(s.prompt);
+    prompt.assign(ids.begin(), ids.end());
+  }
   if (prompt.empty()) prompt.push_back('\n');
   compute::SamplingOptions options{s.tokens, s.temperature, s.top_k, job.config.train.seed};
   log.info("sample ({} tokens, temperature {}, top_k {}):", s.tokens, s.temperature, s.top_k);
   std::vector<int> produced = compute::generate(model, prompt, options);
   std::vector<int> text = prompt;
   text.insert(text.end(), produced.begin(), produced.end());
+  if (tokenizer) {
+    std::string decoded;
+    for (int id : text) decoded += tokenizer->token_bytes(id);
+    text = byte_values(decoded);
+  }
   std::printf("%s\n", compute::decode_bytes(text).c_str());
   std::fflush(stdout);
 }
@@ -278,7 +298,11 @@ class RankRun {
     }
     first_step_ = resumed->steps;
     resume_holding(first_step_);
-    if (first_step_ > 0) {
+    if (first_step_ == 0 && !resumed->from.empty()) {
+      // A step-0 checkpoint (imported weights, init.from): the weights, a fresh optimizer.
+      loop_.mirror_to_device();
+      log_->info("starting from the weights of {} (step 0)", resumed->from);
+    } else if (first_step_ > 0) {
       loop_.mirror_to_device();
       loop_.resume_at(first_step_);
       log_->info("resumed from {} after step {} (data position and optimizer state included)", resumed->from,

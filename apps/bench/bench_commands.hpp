@@ -141,4 +141,16 @@ struct BenchScaleOptions {
 int run_bench_scale(const BenchScaleOptions& options);
 Command add_bench_scale_command(CLI::App& bench);
 
+// troupe bench tokenize: the byte-level BPE's tokens per second on 1 and more threads, and
+// with --vs-python the `tokenizers` library's on one thread, on the same text.
+struct BenchTokenizeOptions {
+  std::string tokenizer;
+  std::string text;  // empty: license texts repeated to `megabytes`
+  double megabytes = 20;
+  std::vector<int> threads{1, 2};
+  std::string python;  // empty: Troupe alone
+};
+int run_bench_tokenize(const BenchTokenizeOptions& options);
+Command add_bench_tokenize_command(CLI::App& bench);
+
 }  // namespace troupe::apps

@@ -90,16 +90,52 @@ struct PlanOptions {
 int run_plan(const PlanOptions& options);
 Command add_plan_command(CLI::App& app);
 
-// troupe export: a checkpoint's weights as one Hugging Face GPT-2 safetensors file; the model
+// troupe export: a checkpoint's weights as one Hugging Face GPT-2 safetensors file, or a folder; the model
 // config comes from the checkpoint's manifest. Unlike the commands above it finds its input
 // errors itself (an unusable checkpoint shows only when opened): each is one line and exit 2.
 struct ExportOptions {
   std::string checkpoint;               // checkpoint.dir (its newest valid step) or one step-NNNNNNN folder
-  std::string format = "safetensors";  // the only one so far
+  std::string format = "safetensors";   // safetensors (one file) or hf (a folder from_pretrained loads)
   std::string out = "model.safetensors";
+  std::string tokenizer;  // --format hf: tokenizer.json copied into the folder
 };
 int run_export(const ExportOptions& options);
 Command add_export_command(CLI::App& app);
+
+// troupe import: a Hugging Face GPT-2 folder as step 0 of a new Troupe checkpoint folder
+// (checkpoint/import_gpt2.hpp). Its input errors are its own: one line each, exit 2.
+struct ImportOptions {
+  std::string hf;   // the Hugging Face folder
+  std::string out;  // the checkpoint folder to create
+};
+int run_import(const ImportOptions& options);
+Command add_import_command(CLI::App& app);
+// init.from: imports the job's folder into checkpoint.dir as step 0 unless that holds a
+// checkpoint already (a fine-tune resumed), before any rank starts; says which on stdout.
+Status import_initial_weights(const ResolvedJob& job);
+
+// troupe tokenize: text files to an llm.c token file with a Hugging Face tokenizer.json.
+struct TokenizeOptions {
+  std::string tokenizer;
+  std::vector<std::string> in;
+  std::string out;
+  int threads = 0;  // 0 = all cores
+};
+int run_tokenize(const TokenizeOptions& options);
+Command add_tokenize_command(CLI::App& app);
+
+// troupe generate: a checkpoint's continuation of a prompt, through a Hugging Face tokenizer.
+struct GenerateOptions {
+  std::string checkpoint;  // checkpoint.dir or one step-NNNNNNN folder
+  std::string tokenizer;
+  std::string prompt;
+  int tokens = 100;
+  double temperature = 0.8;
+  int top_k = 0;
+  std::uint64_t seed = 1337;
+};
+int run_generate(const GenerateOptions& options);
+Command add_generate_command(CLI::App& app);
 
 // troupe drill SCENARIO: runs the job undisturbed, then again with a fault injected, and prints a
 // verdict (detected after, recovered after, steps lost, final weights equal). Checkpoints go to

@@ -197,6 +197,9 @@ Command add_launch_command(CLI::App& app) {
     auto limit = memory_limit(*job);
     if (!limit) return error_exit(ExitCode::bad_input, limit.error().message);
     args->memory_limit = *limit;
+    if (!resolved.config.init.from.empty())
+      if (Status imported = import_initial_weights(resolved); !imported)
+        return error_exit(ExitCode::bad_input, imported.error().message);
     return run_launch(*args, resolved);
   });
 }

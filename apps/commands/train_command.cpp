@@ -64,6 +64,9 @@ int train(const CLI::App& command, const TrainArgs& args) {
   }
   if (Status inherited = actors::env::check_inherited(); !inherited)
     return error_exit(ExitCode::bad_input, inherited.error().message);
+  if (!job->config.init.from.empty())
+    if (Status imported = import_initial_weights(*job); !imported)
+      return error_exit(ExitCode::bad_input, imported.error().message);
   if (args.workers > 1) {
     LaunchArgs launch;
     launch.workers = args.workers;

@@ -10,13 +10,14 @@ using actors::CheckpointOptions;
 using actors::CommOptions;
 using actors::DataOptions;
 using actors::FaultOptions;
+using actors::InitOptions;
 using actors::JobConfig;
 using actors::ModelOptions;
 using actors::MonitorOptions;
 using actors::PipelineOptions;
-using actors::TensorOptions;
 using actors::ResolvedJob;
 using actors::SampleOptions;
+using actors::TensorOptions;
 using actors::TrainOptions;
 
 }  // namespace troupe::apps

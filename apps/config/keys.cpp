@@ -19,6 +19,7 @@ using J = JobConfig;
 using M = ModelOptions;
 using T = TrainOptions;
 using D = DataOptions;
+using I = InitOptions;
 using S = SampleOptions;
 using F = FaultOptions;
 using P = PipelineOptions;
@@ -39,6 +40,10 @@ constexpr ConfigKey keys[] = {
     {"model.block_size", "longest sequence the model accepts; 0 = the preset's", field<&J::model, &M::block_size>},
     {"model.vocab_size", "vocabulary V (padded to a multiple of 128 above 256); 0 = the preset's",
      field<&J::model, &M::vocab_size>},
+    {"init.from",
+     "Hugging Face GPT-2 folder to start from (config.json, safetensors); its config replaces the model keys and it "
+     "is written into checkpoint.dir as step 0 when that holds no checkpoint; empty = random weights",
+     field<&J::init, &I::from>},
 
     {"train.steps", "optimizer steps", field<&J::train, &T::steps>},
     {"train.batch_size", "micro-batch B per worker", field<&J::train, &T::batch_size>},
@@ -73,6 +78,9 @@ constexpr ConfigKey keys[] = {
     {"train.log_every", "print a training line every this many steps", field<&J::train, &T::log_every>},
 
     {"data.corpus", "text file or directory of text files, tokenized as bytes", field<&J::data, &D::corpus>},
+    {"data.tokenizer",
+     "Hugging Face tokenizer.json (byte-level BPE): data.corpus and the sample in its tokens; empty = byte tokens",
+     field<&J::data, &D::tokenizer>},
     {"data.train_tokens", "llm.c .bin token file; when set, replaces data.corpus", field<&J::data, &D::train_tokens>},
     {"data.val_tokens", "llm.c .bin token file for validation; empty = split off the training tokens",
      field<&J::data, &D::val_tokens>},

@@ -5,10 +5,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
 #include "apps/config/value.hpp"
+#include "checkpoint/import_gpt2.hpp"
 #include "comm/compression.hpp"
 #include "compute/check.hpp"
 #include "compute/model/memory_estimate.hpp"
@@ -61,6 +63,23 @@ Expected<compute::GPTConfig> resolve_model(const ModelOptions& options) {
   return model;
 }
 
+// With init.from the model is the folder's (its config.json); a model key given another value
+// is a mistake, named, not a silent choice between the two.
+Expected<compute::GPTConfig> initial_model(const ModelOptions& options, const std::string& from) {
+  auto model = checkpoint::read_hf_gpt2_config(from);
+  if (!model) return Error{"init.from: " + model.error().message};
+  const std::tuple<const char*, int, int> given[] = {{"model.n_layer", options.n_layer, model->n_layer},
+                                                     {"model.n_embd", options.n_embd, model->n_embd},
+                                                     {"model.n_head", options.n_head, model->n_head},
+                                                     {"model.block_size", options.block_size, model->block_size},
+                                                     {"model.vocab_size", options.vocab_size, model->vocab_size}};
+  for (const auto& [key, value, folder] : given)
+    if (value > 0 && value != folder)
+      return Error{std::string(key) + " " + str(value) + " differs from the " + str(folder) + " of init.from " + from +
+                   "/config.json; leave the model keys out"};
+  return model;
+}
+
 // The first problem with the train, data and sample keys, given the resolved model.
 std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTConfig& model) {
   const TrainOptions& t = c.train;
@@ -95,7 +114,9 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
   if (d.train_tokens.empty() && d.corpus.empty()) return "data.corpus is empty and data.train_tokens is not set";
   if (d.train_tokens.empty() && !d.val_tokens.empty())
     return "data.val_tokens '" + d.val_tokens + "' needs data.train_tokens as well";
-  if (d.train_tokens.empty() && model.vocab_size < 256)
+  if (!d.tokenizer.empty() && !d.train_tokens.empty())
+    return "data.tokenizer '" + d.tokenizer + "' tokenizes data.corpus; data.train_tokens holds tokens already";
+  if (d.train_tokens.empty() && d.tokenizer.empty() && model.vocab_size < 256)
     return "model.vocab_size " + str(model.vocab_size) + " is too small for the byte tokens of data.corpus (256)";
   if (!(d.val_fraction > 0 && d.val_fraction < 1))
     return "data.val_fraction must be in (0, 1), got " + str(d.val_fraction);
@@ -174,6 +195,8 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
   const CheckpointOptions& k = c.checkpoint;
   if (k.every < 0) return "checkpoint.every must not be negative (0 = only after the last step), got " + str(k.every);
   if (k.keep_last < 1) return "checkpoint.keep_last must be at least 1, got " + str(k.keep_last);
+  if (!c.init.from.empty() && k.dir.empty())
+    return "init.from needs checkpoint.dir: the imported weights are written there as step 0";
   if (k.resume && k.dir.empty()) return "checkpoint.resume (--resume) needs checkpoint.dir: where are the checkpoints?";
 
   const MonitorOptions& mon = c.monitor;
@@ -222,9 +245,11 @@ std::optional<std::string> sim_problem(const JobConfig& c) {
 }  // namespace
 
 Expected<ResolvedJob> resolve(const JobConfig& config) {
-  auto model = resolve_model(config.model);
+  auto model = config.init.from.empty() ? resolve_model(config.model) : initial_model(config.model, config.init.from);
   if (!model) return model.error();
   ResolvedJob job{config, *model};
+  // The imported step 0 (or a later checkpoint of the fine-tune) is where every rank starts.
+  if (!job.config.init.from.empty()) job.config.checkpoint.resume = true;
   if (auto problem = problem_with(job.config, job.model)) return Error{*problem};
   if (auto problem = sim_problem(job.config)) return Error{*problem};
   if (job.config.train.seq_len == 0) job.config.train.seq_len = job.model.block_size;

@@ -3,6 +3,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <bit>
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/file_hash.hpp"
@@ -75,8 +78,8 @@ TEST_CASE("malformed safetensors files are refused naming the file and the probl
         "header length 200 runs past the end of the file (10 bytes)");
   CHECK(open_error(dir, {0, 0, 0, 0, 0, 0, 0, 1}).find("over the 100 MiB limit") != std::string::npos);
   CHECK(open_error(dir, raw_file("[1, 2]", 0)) == "the header is not a JSON object");
-  CHECK(open_error(dir, raw_file(R"({"a":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]}})", 4)) ==
-        "tensor 'a' has dtype \"BF16\"; only F32 is read");
+  CHECK(open_error(dir, raw_file(R"({"a":{"dtype":"I8","shape":[2],"data_offsets":[0,2]}})", 2)) ==
+        "tensor 'a' has dtype \"I8\"; only F32, BF16 and F16 are read");
   CHECK(open_error(dir, raw_file("{" + ok_entry + "}", 4)) ==
         "tensor 'a' ends at data byte 8, past the end of the data (4 bytes; the file is truncated?)");
   CHECK(open_error(dir, raw_file(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8)) ==
@@ -86,4 +89,32 @@ TEST_CASE("malformed safetensors files are refused naming the file and the probl
   CHECK(open_error(dir, raw_file("{" + ok_entry + R"(,"b":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}})", 16)) ==
         "data bytes [8, 12) belong to no tensor");
   CHECK(open_error(dir, raw_file("{" + ok_entry + "}", 12)) == "4 data bytes after the last tensor belong to no tensor");
+}
+
+// Hugging Face checkpoints store bf16 and f16; both widen to float exactly. The bit patterns are
+// written by hand: 1.0, -2.5, the smallest subnormal and the largest finite value of each.
+TEST_CASE("BF16 and F16 tensors are read and widened to float exactly", "[safetensors]") {
+  TempDir dir;
+  const std::vector<std::uint16_t> bf16 = {0x3f80, 0xc020, 0x0001, 0x7f7f};
+  const std::vector<std::uint16_t> f16 = {0x3c00, 0xc100, 0x0001, 0x7bff};
+  std::vector<std::uint8_t> bytes = raw_file(
+      R"({"b":{"dtype":"BF16","shape":[4],"data_offsets":[0,8]},"h":{"dtype":"F16","shape":[2,2],"data_offsets":[8,16]}})",
+      0);
+  for (const auto* bits : {&bf16, &f16})
+    for (std::uint16_t b : *bits)
+      bytes.insert(bytes.end(), {static_cast<std::uint8_t>(b), static_cast<std::uint8_t>(b >> 8)});
+  auto file = SafetensorsFile::open(dir.write("half.safetensors", bytes));
+  REQUIRE(file.ok());
+  REQUIRE(file->tensors().size() == 2);
+  CHECK(file->tensors()[0].dtype == StoredDType::bf16);
+  CHECK(file->tensors()[1].dtype == StoredDType::f16);
+  std::vector<float> out(4);
+  copy_floats(file->tensors()[0], 0, out);
+  CHECK(out == std::vector<float>{1.0f, -2.5f, std::bit_cast<float>(std::uint32_t{0x00010000}),
+                                  std::bit_cast<float>(std::uint32_t{0x7f7f0000})});
+  copy_floats(file->tensors()[1], 0, out);
+  CHECK(out == std::vector<float>{1.0f, -2.5f, std::ldexp(1.0f, -24), 65504.0f});
+  std::vector<float> tail(1);
+  copy_floats(file->tensors()[1], 3, tail);
+  CHECK(tail[0] == 65504.0f);
 }
