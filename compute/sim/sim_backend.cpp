@@ -65,9 +65,14 @@ void SimBackend::layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, cons
   charge(8 * elements(inp), bytes_of(out, mean, rstd, inp, weight, bias));
 }
 
-void SimBackend::layernorm_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
-                                    const Tensor& weight, const Tensor& mean, const Tensor& rstd) {
-  charge(12 * elements(inp), bytes_of(dinp, dweight, dbias, dout, inp, weight, mean, rstd) + bytes_of(dinp));
+void SimBackend::layernorm_backward_input(Tensor& dinp, const Tensor& dout, const Tensor& inp, const Tensor& weight,
+                                          const Tensor& mean, const Tensor& rstd) {
+  charge(8 * elements(inp), bytes_of(dinp, dout, inp, weight, mean, rstd) + bytes_of(dinp));
+}
+
+void SimBackend::layernorm_backward_params(Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
+                                           const Tensor& mean, const Tensor& rstd) {
+  charge(4 * elements(inp), bytes_of(dweight, dbias, dout, inp, mean, rstd) + bytes_of(dweight, dbias));
 }
 
 void SimBackend::matmul_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias) {
@@ -79,10 +84,13 @@ void SimBackend::matmul_residual_forward(Tensor& out, const Tensor& inp, const T
   charge(product_flops(inp, weight) + elements(out), bytes_of(out, inp, weight, bias, residual));
 }
 
-void SimBackend::matmul_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
-                                 const Tensor& weight) {
-  charge(2 * product_flops(inp, weight) + (dbias.defined() ? elements(dout) : 0),
-         bytes_of(dinp, dout, inp, weight, dbias) + 2 * bytes_of(dweight) + bytes_of(dout, inp));
+void SimBackend::matmul_backward_input(Tensor& dinp, const Tensor& dout, const Tensor& weight) {
+  charge(product_flops(dinp, weight), bytes_of(dinp, dout, weight));
+}
+
+void SimBackend::matmul_backward_weights(Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp) {
+  charge(product_flops(inp, dweight) + (dbias.defined() ? elements(dout) : 0),
+         2 * bytes_of(dweight) + bytes_of(dout, inp, dbias));
 }
 
 void SimBackend::attention_forward(Tensor& out, Tensor& att, const Tensor& qkv, int) {

@@ -30,13 +30,15 @@ class SimBackend final : public Backend {
   void encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens) override;
   void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& inp, const Tensor& weight,
                          const Tensor& bias) override;
-  void layernorm_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
-                          const Tensor& weight, const Tensor& mean, const Tensor& rstd) override;
+  void layernorm_backward_input(Tensor& dinp, const Tensor& dout, const Tensor& inp, const Tensor& weight,
+                                const Tensor& mean, const Tensor& rstd) override;
+  void layernorm_backward_params(Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
+                                 const Tensor& mean, const Tensor& rstd) override;
   void matmul_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias) override;
   void matmul_residual_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
                                const Tensor& residual) override;
-  void matmul_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
-                       const Tensor& weight) override;
+  void matmul_backward_input(Tensor& dinp, const Tensor& dout, const Tensor& weight) override;
+  void matmul_backward_weights(Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp) override;
   void attention_forward(Tensor& out, Tensor& att, const Tensor& qkv, int n_head) override;
   void attention_backward(Tensor& dqkv, Tensor& datt, const Tensor& dout, const Tensor& qkv, const Tensor& att,
                           int n_head) override;
