@@ -61,7 +61,7 @@ TEST_CASE("zb-h1 and zb-v pass the checker for p up to 6 and m up to 10, within 
   }
 }
 
-TEST_CASE("zb-v places stage s's chunks at virtual stages s and 2p-1-s; the V's bottom is no message",
+TEST_CASE("zb-v places stage s's chunks at virtual stages s and 2p-1-s, and the V's bottom is no message",
           "[generate][zero-bubble]") {
   const Schedule schedule = generated(ScheduleKind::zb_v, 4, 4);
   for (int s = 0; s < 4; ++s) {

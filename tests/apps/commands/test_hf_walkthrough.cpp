@@ -115,14 +115,20 @@ TEST_CASE("fine-tune walkthrough: init.from, a falling loss, generate, export th
 }
 
 // One step at a negligible learning rate leaves the weights where they started: the folder's, not
-// a random initialization (which would differ by about the weights' own size), on two workers.
-TEST_CASE("init.from starts every rank from the folder's weights", "[hf]") {
+// a random initialization (which would differ by about the weights' own size), on two workers as
+// data-parallel replicas, as two pipeline stages and as two tensor shards.
+TEST_CASE("init.from starts every rank from the folder's weights, in every layout", "[hf]") {
+  const std::vector<std::string> layout = GENERATE(
+      std::vector<std::string>{}, std::vector<std::string>{"--pipeline.stages", "2", "--pipeline.microbatches", "2"},
+      std::vector<std::string>{"--tensor.shards", "2"});
   TempDir dir;
   dir.write("texts/text.txt", read_text(TROUPE_SOURCE_DIR "/tests/compute/golden/hf_gpt2/text.txt"));
-  const ProcessResult train =
-      fine_tune(dir, "once",
-                {"--workers", "2", "--train.steps", "1", "--train.batch_size", "2", "--train.seq_len", "32",
-                 "--train.lr", "1e-12", "--train.min_lr", "0", "--train.warmup_steps", "0", "--sample.tokens", "0"});
+  std::vector<std::string> keys = {
+      "--workers",  "2",     "--train.steps",  "1", "--train.batch_size",   "2", "--train.seq_len", "32",
+      "--train.lr", "1e-12", "--train.min_lr", "0", "--train.warmup_steps", "0", "--sample.tokens", "0"};
+  keys.insert(keys.end(), layout.begin(), layout.end());
+  const ProcessResult train = fine_tune(dir, "once", keys);
+  INFO("layout: " << (layout.empty() ? std::string("data-parallel") : layout[0]));
   INFO("train stdout: " << train.out << "\nstderr: " << train.err);
   REQUIRE(train.exit_code == 0);
   auto imported = troupe::checkpoint::read_hf_gpt2(kModel);

@@ -107,8 +107,12 @@ TEST_CASE("troupe rejects a missing config file", "[cli]") {
 TEST_CASE("troupe rejects a malformed value and an unknown command", "[cli]") {
   check_rejected({"train", "--train.lr", "fast"}, "train.lr: expected a number, got 'fast'");
   check_rejected({"trian"}, "unknown command 'trian' (did you mean train?)");
-  check_rejected({}, "'troupe' needs a command (train, launch, node, bench, schedule, plan, drill, export, shell)");
-  check_rejected({"bench"}, "'troupe bench' needs a command (compute, allreduce, dp, compress, zero3, tp, pipeline, checkpoint, gpu)");
+  check_rejected({},
+                 "'troupe' needs a command (train, launch, node, bench, schedule, plan, drill, import, export, "
+                 "tokenize, generate, shell)");
+  check_rejected({"bench"},
+                 "'troupe bench' needs a command (compute, allreduce, dp, compress, zero3, tp, pipeline, checkpoint, "
+                 "gpu, scale, tokenize)");
   check_rejected({"--bogus", "train"}, "unknown option --bogus");
   check_rejected({"bench", "compute", "--models", "tiny,huge"}, "'huge' is not a preset");
 }
