@@ -1,8 +1,6 @@
 // troupe drill SCENARIO: what the drills share (drill.hpp) — the drill folder and its runs, the
 // verdict, the account of a recovery from the job's events — and the command itself.
 
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +19,7 @@
 #include "apps/config/print.hpp"
 #include "apps/exit_codes.hpp"
 #include "apps/launch/local_host.hpp"
+#include "apps/launch/unclaimed_port.hpp"
 #include "checkpoint/loader.hpp"
 #include "checkpoint/store.hpp"
 
@@ -37,21 +36,6 @@ const std::vector<std::string> drill_scenarios{"kill-node",          "kill-worke
 // A drill's job reports every step at once: its events time the fault and the recovery to within
 // a heartbeat.
 constexpr double drill_heartbeat_seconds = 0.02;
-
-// A TCP port on loopback that nothing listens on now, for a run's control port.
-Expected<int> free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return Error{std::string("cannot open a socket: ") + std::strerror(errno)};
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
-                     ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
-  ::close(fd);
-  if (!bound) return Error{std::string("cannot find a free port: ") + std::strerror(errno)};
-  return static_cast<int>(ntohs(address.sin_port));
-}
 
 std::string ranks_text(const std::vector<int>& ranks) {
   return "rank" + std::string(ranks.size() > 1 ? "s " : " ") + fmt::format("{}", fmt::join(ranks, ", "));
@@ -159,7 +143,7 @@ Expected<Run> Drill::start(const std::string& name, bool resume, bool watched,
   if (resume) argv.push_back("--resume");
   int port = 0;
   if (watched) {
-    auto found = free_port();
+    auto found = launch::unclaimed_port();
     if (!found) return found.error();
     port = *found;
   }

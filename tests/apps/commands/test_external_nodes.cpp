@@ -14,6 +14,7 @@
 
 #include "apps/checkpoint_parameters.hpp"
 #include "apps/line_match.hpp"
+#include "apps/launch/unclaimed_port.hpp"
 #include "apps/run_troupe.hpp"
 #include "checkpoint/store.hpp"
 #include "support/busy_port.hpp"
@@ -27,11 +28,8 @@ namespace {
 
 constexpr const char* token = "0123456789abcdef0123456789abcdef";
 
-// A port nothing listens on now (the kernel's pick, let go at once).
-int free_port() {
-  const BusyPort taken;
-  return taken.port();
-}
+// A port nothing listens on now, outside the range the kernel hands to other connections.
+int free_port() { return troupe::launch::unclaimed_port().value(); }
 
 struct RankRun {
   std::unique_ptr<troupe::apps::WatchedRun> run;

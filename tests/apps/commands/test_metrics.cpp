@@ -5,10 +5,8 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +17,7 @@
 #include <regex>
 #include <thread>
 
+#include "apps/launch/unclaimed_port.hpp"
 #include "apps/run_troupe.hpp"
 #include "compute/model/gpt_config.hpp"
 #include "compute/model/parameter_layout.hpp"
@@ -114,25 +113,7 @@ Exposition scrape_when_steps_pass(int port, double above, std::chrono::seconds w
 }
 
 // A port nothing listens on now, and the one after it too.
-int two_free_ports() {
-  for (int attempt = 0; attempt < 20; ++attempt) {
-    int sockets[2] = {socket(AF_INET, SOCK_STREAM, 0), socket(AF_INET, SOCK_STREAM, 0)};
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof address;
-    bind(sockets[0], reinterpret_cast<sockaddr*>(&address), sizeof address);
-    getsockname(sockets[0], reinterpret_cast<sockaddr*>(&address), &length);
-    const int port = ntohs(address.sin_port);
-    address.sin_port = htons(static_cast<std::uint16_t>(port + 1));
-    const bool next_free = port < 65535 && bind(sockets[1], reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
-    close(sockets[0]);
-    close(sockets[1]);
-    if (next_free) return port;
-  }
-  FAIL("no two free consecutive ports");
-  return 0;
-}
+int two_free_ports() { return troupe::launch::unclaimed_port(2).value(); }
 
 const std::vector<std::string> small_job{"--model.preset", "small", "--train.steps", "200", "--sample.tokens", "0",
                                          "--train.threads", "1"};
