@@ -118,9 +118,14 @@ NodeOutcome run_node_process(const NodeProcessOptions& options, const ResolvedJo
   TroupeConfig cfg;
   beat_connections(cfg, job.config.fault, true);
   caf::actor_system system{cfg};
-  const auto give_up = std::chrono::steady_clock::now() + options.join_patience;
+  const auto first_try = std::chrono::steady_clock::now();
   auto supervisor = system.middleman().remote_actor(options.join_host, static_cast<std::uint16_t>(options.join_port));
-  while (!supervisor && std::chrono::steady_clock::now() < give_up) {
+  const auto keep_trying = [&] {
+    const auto waited = std::chrono::steady_clock::now() - first_try;
+    return waited < options.join_patience ||
+           (supervisor.error() == caf::sec::connection_timeout && waited < options.handshake_patience);
+  };
+  while (!supervisor && keep_trying()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     supervisor = system.middleman().remote_actor(options.join_host, static_cast<std::uint16_t>(options.join_port));
   }

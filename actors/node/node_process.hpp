@@ -33,6 +33,9 @@ struct NodeProcessOptions {
   // How long to keep trying a job that does not listen yet (0: one try): a node started beside
   // the job rather than after it, by srun or torchrun, may come first.
   std::chrono::milliseconds join_patience{0};
+  // How long to keep trying a job that listens but answers the handshake late (connection_timeout
+  // on a loaded machine): the job waits this long for every node anyway (--join-timeout).
+  std::chrono::milliseconds handshake_patience{0};
 };
 
 struct NodeOutcome {

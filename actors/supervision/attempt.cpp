@@ -141,11 +141,10 @@ AttemptOutcome run_attempt(const JobContactOptions& contact, const AttemptSetup&
                    config.pipeline.stages,
                    config.tensor.shards};
   for (const PlacedNode& node : placed) job_plan.nodes.push_back({node.node_index, node.host, node.slots, node.first_rank});
-  if (setup.rescue) job_plan.rescue_timeout = timing.job_wait;
+  const bool rescue = rescue_choice(setup.recovery).allowed;
+  if (rescue) job_plan.rescue_timeout = timing.job_wait;
   job_plan.last_step = config.train.steps;
-  // A lost, silent or unreachable node's process can be started again in place when the job's
-  // starter started every node (recovery_path.hpp).
-  job_plan.recovery = recovery_shape(config, world_size(placed), starter != nullptr);
+  job_plan.recovery = setup.recovery;
   job_plan.recovery_timeout = milliseconds(config.fault.rescue_timeout);
   job_plan.attempt = attempt;
   job_plan.events = &events;
@@ -271,7 +270,7 @@ AttemptOutcome run_attempt(const JobContactOptions& contact, const AttemptSetup&
 
   AttemptNodes nodes{setup.lines, config, contact.bind, job_port, contact.token,
                      {{recovery_counts_variable, setup.counts.to_text()}, {env::attempt.name, std::to_string(attempt)}}};
-  nodes.hold_after_failure = [started, rescue = setup.rescue, replaces, hold = timing.launcher_hold] {
+  nodes.hold_after_failure = [started, rescue, replaces, hold = timing.launcher_hold] {
     return (rescue || replaces) && *started ? hold : std::chrono::milliseconds(0);
   };
   nodes.restarted_exited = [supervisor](int node_index, int pid, const std::string& how) {

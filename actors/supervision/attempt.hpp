@@ -52,7 +52,9 @@ struct AttemptSetup {
   int attempts_before = 0;  // the job's attempts that ended before this one
   // The route this attempt's ranks resume by (JobPlan::start_route).
   RecoveryRoute start_route = RecoveryRoute::restart_from_checkpoint;
-  bool rescue = false;  // the survivors of a failure may be asked for a rescue snapshot
+  // Derived once by the runner for the attempt's world (replaces_nodes where the runner's starter
+  // starts every node); it also says whether survivors may be asked for a rescue snapshot.
+  RecoveryShape recovery;
 };
 
 struct AttemptHooks {

@@ -311,8 +311,7 @@ JobEnd run_job(const JobContactOptions& contact, const JobConfig& config, const 
     });
     const RecoveryShape shape = recovery_shape(job.config, world_of(job.lines), true);
     const RestartOptions options = restart_options(job.config, shape);
-    AttemptSetup setup{
-        job.lines, job.config, history.counts, history.attempts_ended, start_route, rescue_choice(shape).allowed};
+    AttemptSetup setup{job.lines, job.config, history.counts, history.attempts_ended, start_route, shape};
     SpareLines spare_lines{job.spare_lines, {}};
     const long checkpoint_at_start = newest_checkpoint(job.config);
     growth = std::make_unique<InPlaceGrowth>(job, config, history.counts, contact, starter, control, watch.get());
@@ -411,8 +410,9 @@ JobEnd run_job(const JobContactOptions& contact, const JobConfig& config, const 
 JobEnd run_external_job(const JobContactOptions& contact, const JobConfig& config, int nodes, ControlPort& control,
                         JobEvents& events) {
   const std::vector<NodeShape> lines(static_cast<std::size_t>(nodes), NodeShape{"started elsewhere", 1});
+  // Nodes started elsewhere cannot be started again in place.
   const RecoveryShape shape = recovery_shape(config, nodes, false);
-  AttemptSetup setup{lines, config, {}, 0, RecoveryRoute::restart_from_checkpoint, rescue_choice(shape).allowed};
+  AttemptSetup setup{lines, config, {}, 0, RecoveryRoute::restart_from_checkpoint, shape};
   SpareLines no_spares;
   AttemptHooks hooks;
   hooks.ended = [&](AttemptOutcome& attempt) {

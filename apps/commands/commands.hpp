@@ -93,9 +93,13 @@ Command add_plan_command(CLI::App& app);
 // troupe export: a checkpoint's weights as one Hugging Face GPT-2 safetensors file, or a folder; the model
 // config comes from the checkpoint's manifest. Unlike the commands above it finds its input
 // errors itself (an unusable checkpoint shows only when opened): each is one line and exit 2.
+enum class ExportFormat {
+  safetensors,  // one model.safetensors
+  hf,           // a folder from_pretrained loads
+};
 struct ExportOptions {
-  std::string checkpoint;               // checkpoint.dir (its newest valid step) or one step-NNNNNNN folder
-  std::string format = "safetensors";   // safetensors (one file) or hf (a folder from_pretrained loads)
+  std::string checkpoint;  // checkpoint.dir (its newest valid step) or one step-NNNNNNN folder
+  ExportFormat format = ExportFormat::safetensors;
   std::string out = "model.safetensors";
   std::string tokenizer;  // --format hf: tokenizer.json copied into the folder
 };

@@ -31,14 +31,12 @@ namespace fs = std::filesystem;
 
 // Found before the checkpoint is opened, which hashes every shard (slow for a large model).
 Status check_paths(const ExportOptions& options) {
-  if (options.format != "safetensors" && options.format != "hf")
-    return Error{"--format " + options.format + ": the accepted formats are: safetensors, hf"};
   std::error_code ec;
-  if (!options.tokenizer.empty() && options.format != "hf")
+  const bool folder = options.format == ExportFormat::hf;
+  if (!options.tokenizer.empty() && !folder)
     return Error{"--tokenizer goes with --format hf (a folder); --format safetensors writes the weights alone"};
   if (!options.tokenizer.empty() && !fs::is_regular_file(options.tokenizer, ec))
     return Error{"--tokenizer " + options.tokenizer + ": no such file"};
-  const bool folder = options.format == "hf";
   if (!folder && fs::is_directory(options.out, ec))
     return Error{"--out " + options.out + " is a directory; name a file"};
   if (folder && fs::exists(options.out, ec) && !fs::is_directory(options.out, ec))
@@ -78,7 +76,7 @@ int run_export(const ExportOptions& options) {
   const compute::GPTConfig& model = loaded->manifest().model;
   const std::size_t tensors = compute::ParameterLayout(model).views().size();
   const auto step = static_cast<std::intmax_t>(loaded->manifest().step);
-  if (options.format == "hf") {
+  if (options.format == ExportFormat::hf) {
     if (Status written = write_hf_folder(*loaded, options); !written)
       return error_exit(ExitCode::bad_input, written.error().message);
     std::printf("wrote %s: config.json, model.safetensors (%zu tensors)%s, GPT-2 of step %jd (%s)\n",
@@ -103,7 +101,17 @@ Command add_export_command(CLI::App& app) {
                    "checkpoint.dir (its newest valid checkpoint) or one step-NNNNNNN folder")
       ->type_name("DIR")
       ->required();
-  command->add_option("--format", options->format, "safetensors (one file) or hf (a folder)")->capture_default_str();
+  command->add_option_function<std::string>(
+      "--format",
+      [options](const std::string& name) {
+        if (name == "safetensors")
+          options->format = ExportFormat::safetensors;
+        else if (name == "hf")
+          options->format = ExportFormat::hf;
+        else
+          throw CLI::ValidationError("--format " + name + ": the accepted formats are: safetensors, hf");
+      },
+      "safetensors (one file, the default) or hf (a folder)");
   command->add_option("--out", options->out, "file to write (a folder with --format hf)")
       ->type_name("PATH")
       ->capture_default_str();

@@ -130,6 +130,7 @@ Expected<NodeStart> node_options(const NodeArgs& args) {
   }
   if (options.node_index < 0 && options.slots == 1) options.node_index = options.first_rank;
   options.token = args.token.empty() ? env::read_token().value_or("") : args.token;
+  options.handshake_patience = std::chrono::milliseconds(std::lround(args.join_timeout * 1000));
   const std::optional<std::string> join_variable = args.join.empty() ? env::read_join() : std::nullopt;
   const bool under_srun_or_torchrun = environment_text("SLURM_PROCID") || environment_text(env::rank.name) ||
                                       environment_text(env::master_addr.name) || environment_text(env::master_port.name);
@@ -246,7 +247,8 @@ Command add_node_command(CLI::App& app) {
       ->check(CLI::Range(0, 1 << 20));
   command
       ->add_option("--join-timeout", args->join_timeout,
-                   "started by srun or torchrun: seconds for every node to join the job that rank 0 hosts")
+                   "seconds for every node to join the job (the one rank 0 hosts under srun or torchrun); a late "
+                   "handshake is tried again this long")
       ->check(seconds_in(0.1, 86400))
       ->capture_default_str();
   add_config_options(*command, *job);

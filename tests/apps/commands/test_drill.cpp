@@ -33,7 +33,9 @@ ProcessResult drill(const TempDir& dir, const std::string& scenario, std::vector
   if (std::find(extra.begin(), extra.end(), "--at-step") == extra.end()) args.insert(args.end(), {"--at-step", "5"});
   args.insert(args.end(), extra.begin(), extra.end());
   const ProcessResult r = run_troupe(dir, args, timeout);
-  std::printf("%s", r.out.substr(r.out.find("drill " + scenario + ":")).c_str());
+  // The verdict, or all of it where the drill ended before its fault.
+  const std::size_t verdict = r.out.find("drill " + scenario + ":");
+  std::printf("%s%s", r.out.substr(verdict == std::string::npos ? 0 : verdict).c_str(), r.err.c_str());
   return r;
 }
 
