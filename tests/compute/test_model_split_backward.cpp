@@ -120,6 +120,24 @@ TEST_CASE("split backward: W before its B, or a second B before W, is refused", 
   CHECK_THROWS(st.backward_weights(0));
 }
 
+TEST_CASE("split backward: a step abandoned between B and W leaves no W owed once the stage forgets it",
+          "[model][pipeline]") {
+  const GPTConfig cfg{2, 32, 4, 16, 64, 64};
+  CpuBackend backend(1);
+  const MicroBatch mb = micro_batch(2, 16, cfg.vocab_size, 100);
+  GPTStage st(cfg, backend, 0, 2);
+  st.init_parameters(7);
+  st.reserve(2, 16, 1, true);
+  st.forward(0, mb.tokens, mb.targets);
+  st.backward_input(0, Tensor{});
+  st.forward(0, mb.tokens, mb.targets);  // the step taken again after a recovery
+  CHECK_THROWS(st.backward_input(0, Tensor{}));
+  st.abandon_weights();
+  CHECK_THROWS(st.backward_weights(0));
+  st.backward_input(0, Tensor{});
+  st.backward_weights(0);
+}
+
 TEST_CASE("split backward: what B keeps for W is counted on top of the activations, per layer as documented",
           "[model][pipeline][memory]") {
   const GPTConfig cfg{6, 32, 4, 16, 64, 64};
