@@ -37,6 +37,9 @@ TokenFlops token_flops(const compute::GPTConfig& model, int seq_len, compute::Re
   return flops;
 }
 
+// How often a backward reruns the forward it recomputes: a split backward's B, then its W again.
+double recompute_runs(const Layout& l) { return splits_backward(l.schedule) ? 2 : 1; }
+
 constexpr compute::Recompute recompute_modes[] = {compute::Recompute::none, compute::Recompute::selective,
                                                   compute::Recompute::full};
 
@@ -47,26 +50,32 @@ double chunk_flops(const compute::GPTConfig& m, const compute::StageLayers& chun
   return chunk.layers() * f.block() + (chunk.last_layer == m.n_layer ? f.head : 0);
 }
 
-// What every layout of p stages and v chunks shares: the split, each stage's parameters, its
-// compute weight relative to the mean, and the most blocks a stage holds.
+// What every layout of p stages and v chunks in one placement shares: the split, which stage
+// holds each chunk, each stage's parameters, its compute weight relative to the mean, and the
+// most blocks a stage holds.
 struct StageSplit {
   std::vector<compute::StageLayers> chunks;
+  std::vector<int> stage_of;  // per chunk (virtual stage)
   std::vector<double> params, scale;
   int most_layers = 0;
 };
 
-Expected<StageSplit> stage_split(const Workload& w, int pp, int chunks) {
-  auto split = compute::split_for_pipeline(w.model, pp, chunks);
+// Interleaving puts chunk k on stage k % p; ZB-V's V puts chunks p..2p-1 back up the stages.
+Expected<StageSplit> stage_split(const Workload& w, const Layout& l) {
+  const int pp = l.pp;
+  auto split = compute::split_for_pipeline(w.model, pp, l.chunks);
   if (!split) return split.error();
-  StageSplit out{*split, std::vector<double>(pp, 0), std::vector<double>(pp, 0), 0};
+  const Schedule placement{l.schedule, pp, 1, l.chunks, {}};
+  StageSplit out{*split, {}, std::vector<double>(pp, 0), std::vector<double>(pp, 0), 0};
   std::vector<int> layers(pp, 0);
   double mean_weight = 0;
-  for (std::size_t k = 0; k < split->size(); ++k) {  // stage s holds chunks s, s + p, ...
-    out.params[k % pp] += double((*split)[k].params);
+  for (std::size_t k = 0; k < split->size(); ++k) {
+    const int s = out.stage_of.emplace_back(placement.stage_of(int(k)));
+    out.params[s] += double((*split)[k].params);
     const double weight = chunk_flops(w.model, (*split)[k], w.seq_len);
-    out.scale[k % pp] += weight;
+    out.scale[s] += weight;
     mean_weight += weight / pp;
-    out.most_layers = std::max(out.most_layers, layers[k % pp] += (*split)[k].layers());
+    out.most_layers = std::max(out.most_layers, layers[s] += (*split)[k].layers());
   }
   for (double& x : out.scale) x /= mean_weight;
   return out;
@@ -93,14 +102,14 @@ using ShapeKey = std::tuple<int, int, int, int>;  // kind, p, simulated m, v
 
 // What plan_layouts computes once and every layout of the same shape shares.
 struct PlanCache {
-  std::map<std::pair<int, int>, StageSplit> splits;  // (p, v)
+  std::map<std::tuple<int, int, bool>, StageSplit> splits;  // (p, v, V placement)
   std::map<ShapeKey, SimulatedSchedule> schedules;
 };
 
 Expected<const StageSplit*> cached_split(const Workload& w, const Layout& l, PlanCache& cache) {
-  const std::pair key{l.pp, l.chunks};
+  const std::tuple key{l.pp, l.chunks, l.schedule == ScheduleKind::zb_v};
   if (auto found = cache.splits.find(key); found != cache.splits.end()) return &found->second;
-  auto split = stage_split(w, l.pp, l.chunks);
+  auto split = stage_split(w, l);
   if (!split) return split.error();
   return &cache.splits.emplace(key, std::move(*split)).first->second;
 }
@@ -124,7 +133,8 @@ Expected<PipelineShape> pipeline_shape(const Workload& w, const Layout& l, const
       const TokenFlops flops = token_flops(w.model, w.seq_len, recompute_modes[r]);
       CostModel costs;
       costs.forward = 1;
-      costs.backward = (2 * flops.forward + flops.recompute) / flops.forward;
+      // A split backward recomputes twice (B, then W again) and W takes half of what is left.
+      costs.backward = (2 * flops.forward + recompute_runs(l) * flops.recompute) / flops.forward;
       costs.forward_scale = split.scale;
       costs.backward_scale = split.scale;
       auto sim = simulate(*schedule, costs);
@@ -198,11 +208,12 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
   double stage_params = 0;
   for (int s = 0; s < l.pp; ++s) {
     double activations = 0;
-    for (std::size_t k = s; k < split.chunks.size(); k += l.pp) {
+    for (std::size_t k = 0; k < split.chunks.size(); ++k) {
+      if (split.stage_of[k] != s) continue;
       const compute::StageLayers& chunk = split.chunks[k];
       activations += compute::estimate_training_memory(
                          model, {chunk.first_layer, chunk.last_layer, l.micro_batch, w.seq_len, shape.peak_stashed[s],
-                                 std::size_t(bytes.activation), l.recompute, l.tp})
+                                 std::size_t(bytes.activation), l.recompute, l.tp, splits_backward(l.schedule)})
                          .activation_bytes;
     }
     DeviceMemory m;
@@ -258,7 +269,8 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
   const double rate = cluster.peak_flops * cluster.mfu;
   const double replica_tokens = double(w.global_batch) / dp * w.seq_len;
   const double max_scale = *std::max_element(split.scale.begin(), split.scale.end());
-  t.compute = (3 * flops.forward + flops.recompute) * replica_tokens / (l.pp * tp) * max_scale / rate;
+  t.compute =
+      (3 * flops.forward + recompute_runs(l) * flops.recompute) * replica_tokens / (l.pp * tp) * max_scale / rate;
   double span = t.compute;
   if (l.pp > 1) {
     // One unit: a mean chunk's forward of one micro-batch.
@@ -396,9 +408,15 @@ Expected<Plan> plan_layouts(const Workload& w, const Cluster& cluster) {
                 l.schedule = kind;
                 variants.push_back(l);
               }
-              if (w.model.n_layer % (2 * pp) == 0 && l.microbatches % pp == 0) {
-                l.schedule = ScheduleKind::interleaved;
+              l.schedule = ScheduleKind::zb_h1;
+              variants.push_back(l);
+              if (w.model.n_layer % (2 * pp) == 0) {  // two equal chunks per stage
                 l.chunks = 2;
+                if (l.microbatches % pp == 0) {
+                  l.schedule = ScheduleKind::interleaved;
+                  variants.push_back(l);
+                }
+                l.schedule = ScheduleKind::zb_v;
                 variants.push_back(l);
               }
             }

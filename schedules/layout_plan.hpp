@@ -15,7 +15,8 @@
 // are what compute::estimate_training_memory says one tensor shard of the stage keeps for the
 // micro-batches its schedule stashes at its peak (check_schedule's peak_stashed): the attention,
 // MLP and vocabulary widths divided by tp, the residual stream and LayerNorm outputs whole (no
-// sequence parallelism).
+// sequence parallelism); under zb-h1 and zb-v each stashed micro-batch also keeps what B keeps
+// for W. ZB-V's stages hold their chunks in the V (stage s: chunks s and 2p-1-s).
 //
 // Bounds. check_plan_inputs refuses a cluster of more than max_plan_devices devices and a model
 // beyond max_plan_layers, max_plan_width or max_plan_vocabulary, far above any trained today; they
@@ -27,7 +28,8 @@
 // Time. Compute is the model's FLOPs (compute::model_flops; full recompute adds each block's
 // forward but its MLP output projection, selective the attention's forward) at `mfu` of each
 // device's peak; a pipeline stretches
-// its stage's busy time by the simulated bubble (simulate(), uniform stage costs) and adds the
+// its stage's busy time by the simulated bubble (simulate(), uniform stage costs; a zero-bubble
+// schedule's B and W each half the backward, recompute run in both) and adds the
 // 2(p - 1) activation transfers of its fill and drain; tensor-parallel all-reduces sit on the
 // critical path; data-parallel traffic is counted as not overlapped. A link's time is its bytes
 // over its bandwidth (bus bandwidth, as `troupe bench allreduce` and nccl-tests report it); a
@@ -101,7 +103,7 @@ struct Layout {
   int micro_batch = 1;  // sequences per micro-batch
   int microbatches = 1; // per step and replica: global_batch / (dp · micro_batch)
   ScheduleKind schedule = ScheduleKind::one_f_one_b;
-  int chunks = 1;       // v, interleaved only
+  int chunks = 1;  // v: interleaved and zb-v
 };
 
 // "zero 1, dp 32, tp 2, pp 4 1f1b, micro-batch 2 × 8, recompute none" (tp and pp only above 1).
@@ -151,9 +153,9 @@ Expected<PlannedLayout> plan_layout(const Workload& workload, const Cluster& clu
 
 // Every layout: dp · tp · pp = devices, tp dividing the heads and at most a node's devices and
 // max_planned_shards, pp at most the layers and max_planned_stages, zero 0-3, each recompute mode, micro-batches of
-// every power of two (and the whole share) dividing each replica's share of the batch; with pp > 1 gpipe, 1f1b and
-// interleaved with v = 2 where the layers and micro-batches allow it. An error when no dp divides
-// the global batch.
+// every power of two (and the whole share) dividing each replica's share of the batch; with pp > 1 gpipe, 1f1b,
+// zb-h1, and where the layers cut into 2p equal chunks zb-v and (m a multiple of p) interleaved, each with v = 2. An
+// error when no dp divides the global batch.
 Expected<Plan> plan_layouts(const Workload& workload, const Cluster& cluster);
 
 // "95.6 GB": `digits` significant digits in decimal units, as device memory is sold.

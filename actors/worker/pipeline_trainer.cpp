@@ -208,6 +208,7 @@ void PipelineTrainer::renew(int epoch) {
   for (Chunk& chunk : chunks_) {
     chunk.free_slots = every_slot(setup_.peak_stashed);
     for (auto& sends : chunk.slot_sends) sends.clear();
+    chunk.stage->abandon_weights();  // a zero-bubble step cut between a B and its W
   }
   in_use_ = 0;
   // A replacement counts validation batches from 0: under the new id every rank does.

@@ -4,6 +4,7 @@
 // time / (p × the step's flush, from the first forward to the last backward over all stages).
 // Beside it the simulator's prediction from what the same run measured (each op's cost where it
 // stands in its stream; and, to show what that adds, each stage's mean costs) and the closed form.
+// More stages than cores (p 4 on 2 cores) is said as oversubscribed before the table.
 
 #include <algorithm>
 #include <cmath>
@@ -14,6 +15,7 @@
 #include <numeric>
 #include <optional>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 
@@ -313,6 +315,11 @@ int run_bench_pipeline(const BenchPipelineOptions& o) {
       "bench pipeline: %s (%d layers), p=%d stages (1 process x 1 thread each), m=%d micro-batches of %d x seq %d, "
       "median of %d steps\n",
       o.model.c_str(), cfg.n_layer, o.stages, o.microbatches, o.batch, cfg.block_size, o.steps);
+  // More stages than cores: the stages take turns on them, so every figure includes that sharing.
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (o.stages > cores)
+    std::printf("oversubscribed: %d stages on %d cores, %.3g processes per core\n", o.stages, cores,
+                static_cast<double>(o.stages) / cores);
   std::printf(
       "(bubble = 1 - forward and backward time / (p x flush, first forward to last backward), per step;\n"
       " the simulator runs the same streams with the latency measured for messages (transfer) and costs\n"

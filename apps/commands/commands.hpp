@@ -58,6 +58,7 @@ struct ScheduleOptions {
   int virtual_stages = 1;  // v: model chunks per stage (interleaved only)
   double forward = 1;      // cost units per forward of one chunk of one micro-batch
   double backward = 2;     // cost units per backward of one chunk of one micro-batch
+  double weight_share = 0.5;  // the share of `backward` a split backward's W takes (zb-h1, zb-v)
   double latency = 0;      // cost units from posting a send to the data being usable
   bool print = false;      // every stage's instruction stream
   std::string trace;       // Chrome trace JSON path; empty: none

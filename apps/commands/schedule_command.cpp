@@ -143,6 +143,8 @@ Status validate(const ScheduleOptions& o) {
   }
   if (Status s = check_cost("--forward", o.forward, false); !s) return s;
   if (Status s = check_cost("--backward", o.backward, false); !s) return s;
+  if (!(o.weight_share >= 0 && o.weight_share <= 1))
+    return Error{"--weight-share must be between 0 and 1, got " + number(o.weight_share)};
   return check_cost("--latency", o.latency, true);
 }
 
@@ -158,6 +160,7 @@ int run_schedule(const ScheduleOptions& o) {
   schedules::CostModel costs;
   costs.forward = o.forward;
   costs.backward = o.backward;
+  costs.weight_share = o.weight_share;
   costs.latency = o.latency;
   auto sim = schedules::simulate(s, costs);
   if (!sim) throw sim.error();
@@ -173,7 +176,10 @@ int run_schedule(const ScheduleOptions& o) {
               number(o.forward).c_str(), number(o.backward).c_str(), number(o.latency).c_str());
 
   const bool split = schedules::splits_backward(s.kind);
-  if (split) std::printf("a backward is B (input gradient) then W (weight gradients), each half of --backward\n\n");
+  if (split) {
+    std::printf("a backward is B (input gradient) then W (weight gradients): W %s of --backward, B the rest\n\n",
+                number(o.weight_share).c_str());
+  }
   std::printf("stage  instructions  peak stashed%s%s  busy\n", s.chunks > 1 ? " (chunks)" : "",
               split ? "  peak B kept for W" : "");
   const int stash_width = s.chunks > 1 ? 21 : 12;
@@ -209,6 +215,10 @@ Command add_schedule_command(CLI::App& app) {
       ->capture_default_str();
   command->add_option("--forward", options->forward, "cost units per forward of one chunk")->capture_default_str();
   command->add_option("--backward", options->backward, "cost units per backward of one chunk")->capture_default_str();
+  command
+      ->add_option("--weight-share", options->weight_share,
+                   "share of --backward a split backward's W takes (zb-h1, zb-v); B takes the rest")
+      ->capture_default_str();
   command->add_option("--latency", options->latency, "cost units from a send to its data arriving")
       ->capture_default_str();
   command->add_flag("--print", options->print, "print every stage's instruction stream");

@@ -171,6 +171,9 @@ class GPTStage {
   // reserved with keep_for_weights.
   void backward_input(int slot, const Tensor& output_grad, double loss_scale = 1.0);
   void backward_weights(int slot, const std::function<void(int layer)>& layer_done = {});
+  // Forgets every slot's owed W: a step abandoned between a B and its W (a recovery takes the
+  // step again from its first forward).
+  void abandon_weights();
   // Bytes reserve() set aside for what B keeps for W, over all slots (part of activation_bytes()).
   std::int64_t weight_input_bytes() const { return weight_input_bytes_; }
 

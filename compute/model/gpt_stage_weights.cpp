@@ -32,6 +32,10 @@ Tensor GPTStage::logits_gradient(const Dims& d, const Slot& s) {
   return dlogits;
 }
 
+void GPTStage::abandon_weights() {
+  for (Slot& s : slots_) s.weights_owed = false;
+}
+
 // The parameter gradients backward() adds, in its order (the head, the blocks from the last, the
 // embeddings), each from what B kept and the slot's activations; the one product a slot does not
 // keep, d(logits), is computed again from the probabilities.

@@ -42,6 +42,12 @@ MemoryEstimate estimate_training_memory(const GPTConfig& c, const StageFootprint
   }
   double per_slot = layers * per_layer + 2 * BT * C;  // + input and dinput
   if (last) per_slot += BT * C + 2 * BT + BT * Vs;    // ln_f and its statistics, probabilities
+  if (s.keep_for_weights) {
+    // GPTStage::reserve_weight_inputs: per layer d of both residual branches and both LayerNorm
+    // outputs (C wide each), d of the MLP input and of qkv, the fc bias share; d(ln_f) on a last stage.
+    const double M = 4 * C / shards, A = C / shards;
+    per_slot += layers * (BT * (4 * C + M + 3 * A) + M) + (last ? BT * C : 0);
+  }
   // Per-block gradient scratch: dln, dfch_gelu (which d(fch), d(qkv) and d(atty) reuse) and the
   // attention state's gradient; under tensor shards also the branch output the shards sum.
   double shared = (shards > 1 ? 2 : 1) * BT * C + 4 * BT * C / shards + att + recomputed;

@@ -25,6 +25,9 @@ struct StageFootprint {
   std::size_t element_bytes = 4;
   Recompute recompute = Recompute::none;
   int shards = 1;
+  // A zero-bubble schedule's slots also keep, from B to W, what each layer's weight gradients need
+  // (GPTStage::reserve with keep_for_weights).
+  bool keep_for_weights = false;
 };
 
 struct MemoryEstimate {

@@ -35,7 +35,7 @@ double allocated_for(const GPTConfig& config, const StageFootprint& s) {
   group.all_reduce = group.all_gather = [](Tensor) { FAIL("a group call while allocating"); };
   auto stage = std::make_unique<GPTStage>(config, backend, s.first_layer, s.last_layer, DType::f32, s.recompute,
                                           nullptr, group);
-  stage->reserve(s.B, s.T, s.slots);
+  stage->reserve(s.B, s.T, s.slots, s.keep_for_weights);
   AdamW optimizer(backend, stage->views(), stage->num_params(), DType::f32, AdamWOptions{}, 0, stage->num_params());
   return bytes_in_use() - before;
 }
@@ -47,20 +47,22 @@ const GPTConfig model{4, 64, 4, 64, 256, 256};
 // The estimate leaves out only bookkeeping (views, names, slot structs): a few kilobytes
 // against megabytes of tensors, so 3 % is a generous bound that still catches a forgotten buffer.
 TEST_CASE("the memory estimate is within 3 percent of what a stage and its AdamW allocate", "[model]") {
-  for (const Recompute recompute : {Recompute::none, Recompute::selective, Recompute::full}) {
-    for (StageFootprint s : {StageFootprint{0, 4, 8, 64, 1, 4}, StageFootprint{0, 2, 4, 32, 3, 4},
-                             StageFootprint{2, 4, 4, 48, 2, 4}, StageFootprint{1, 3, 6, 16, 1, 4}}) {
-      s.recompute = recompute;
-      const MemoryEstimate estimate = estimate_training_memory(model, s);
-      const double allocated = allocated_for(model, s);
-      INFO("recompute " << recompute_name(recompute) << ", layers [" << s.first_layer << ", " << s.last_layer << ") B "
-                        << s.B << " T " << s.T << " slots " << s.slots << ": estimate " << estimate.total()
-                        << " bytes, allocated " << allocated);
-      CHECK(estimate.parameter_bytes ==
-            16.0 * static_cast<double>(stage_parameter_count(model, s.first_layer, s.last_layer)));
-      CHECK(estimate.total() == Approx(allocated).epsilon(0.03));
+  for (const bool keep_for_weights : {false, true})  // a zero-bubble schedule's slots keep B's gradients for W
+    for (const Recompute recompute : {Recompute::none, Recompute::selective, Recompute::full}) {
+      for (StageFootprint s : {StageFootprint{0, 4, 8, 64, 1, 4}, StageFootprint{0, 2, 4, 32, 3, 4},
+                               StageFootprint{2, 4, 4, 48, 2, 4}, StageFootprint{1, 3, 6, 16, 1, 4}}) {
+        s.recompute = recompute;
+        s.keep_for_weights = keep_for_weights;
+        const MemoryEstimate estimate = estimate_training_memory(model, s);
+        const double allocated = allocated_for(model, s);
+        INFO("recompute " << recompute_name(recompute) << (keep_for_weights ? ", kept for W" : "") << ", layers ["
+                          << s.first_layer << ", " << s.last_layer << ") B " << s.B << " T " << s.T << " slots "
+                          << s.slots << ": estimate " << estimate.total() << " bytes, allocated " << allocated);
+        CHECK(estimate.parameter_bytes ==
+              16.0 * static_cast<double>(stage_parameter_count(model, s.first_layer, s.last_layer)));
+        CHECK(estimate.total() == Approx(allocated).epsilon(0.03));
+      }
     }
-  }
 }
 
 // A shard also keeps where each of its row-parallel rows sits in the global layout (a few dozen

@@ -105,7 +105,10 @@ TEST_CASE("split backward: B then W bit for bit under selective and full recompu
   check_split_equals_whole(2, Recompute::full);
 }
 
-TEST_CASE("split backward: W before its B, or a second B before W, is refused", "[model][pipeline]") {
+TEST_CASE(
+    "split backward: W before its B, or a second B before W, is refused; a B whose step was abandoned is "
+    "forgotten",
+    "[model][pipeline]") {
   const GPTConfig cfg{2, 32, 4, 16, 64, 64};
   CpuBackend backend(1);
   const MicroBatch mb = micro_batch(2, 16, cfg.vocab_size, 100);
@@ -118,6 +121,15 @@ TEST_CASE("split backward: W before its B, or a second B before W, is refused", 
   CHECK_THROWS(st.backward(0, Tensor{}));
   st.backward_weights(0);
   CHECK_THROWS(st.backward_weights(0));
+  // A recovery abandons the step between a B and its W, then takes it again from its first forward.
+  st.forward(0, mb.tokens, mb.targets);
+  st.backward_input(0, Tensor{});
+  st.forward(0, mb.tokens, mb.targets);
+  CHECK_THROWS(st.backward_input(0, Tensor{}));
+  st.abandon_weights();
+  CHECK_THROWS(st.backward_weights(0));
+  st.backward_input(0, Tensor{});
+  st.backward_weights(0);
 }
 
 TEST_CASE("split backward: what B keeps for W is counted on top of the activations, per layer as documented",

@@ -324,6 +324,23 @@ TEST_CASE("drill kill-worker on dp 2 x pp 2 interleaved, validating every 2 step
   check_in_place_on_grid(r, 3, 2);
 }
 
+// Under ZB-V stage 1 holds the V's middle chunks and every backward runs as B, then W later; the
+// new process of the lost node takes both chunks' state from the other replica.
+TEST_CASE(
+    "drill kill-node on dp 2 x pp 2 zb-v: the second stage's node is started again and takes both chunks' "
+    "state from the other replica, ending with an undisturbed run's weights",
+    "[drill][pipeline]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "kill-node",
+                                {"--workers", "4", "--pipeline.stages", "2", "--pipeline.schedule", "zb-v",
+                                 "--pipeline.virtual_stages", "2", "--target", "3"});
+  check_passed(r);
+  CHECK_THAT(r.out, Contains("lost node 3") && Contains("node 3's process started again: yes (pid "));
+  if (survivors_at_one_step(r))
+    CHECK_THAT(r.out, Contains("rank 3 in its node's new process, resumed from rank 2's memory") &&
+                          Contains("steps lost: 0\n"));
+}
+
 // dp 2 × tp 2: rank = tp + 2·dp, so rank 1 is replica 0's second shard (its donor rank 3).
 TEST_CASE("drill kill-worker on dp 2 x tp 2: the second shard's worker is respawned in its process and takes its "
           "shard's state from the other replica, losing no step",

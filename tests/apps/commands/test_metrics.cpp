@@ -217,26 +217,36 @@ TEST_CASE("troupe train serves /metrics as node 0, rank 0, role trainer", "[metr
   CHECK(e.value("troupe_steps_total", {{"job", "local"}, {"node", "0"}, {"rank", "0"}, {"role", "trainer"}}) >= 1);
 }
 
-TEST_CASE("pipeline stages export their bubble and the activations and gradients they move", "[metrics][pipeline]") {
-  const BackgroundTroupe job({"train", "--workers", "2", "--pipeline.stages", "2", "--pipeline.microbatches", "4",
-                              "--model.preset", "tiny", "--train.steps", "2000", "--sample.tokens", "0",
-                              "--train.threads", "1"});
-  const std::map<int, int> ports = job.metrics_ports(2, std::chrono::seconds(60));
-  INFO("stdout: " << job.out() << "\nstderr: " << job.err());
-  REQUIRE(ports.size() == 2);
-  for (const auto& [stage, port] : ports) {
-    INFO("stage " << stage);
-    const Exposition e = scrape_when_steps_pass(port, 2, std::chrono::seconds(60));
-    const std::map<std::string, std::string> rank{{"rank", std::to_string(stage)}};
-    // Two stages and four micro-batches: the schedule alone idles (p-1)/(m+p-1) = 20% of a step on
-    // an idle machine. Busy time is wall time, so a stage descheduled mid-op (CI runs two tests on
-    // two cores) counts as busy: under load the figure falls (4.6% seen), never to nothing.
-    CHECK(e.value("troupe_pipeline_bubble_fraction", rank) > 0.01);
-    CHECK(e.value("troupe_pipeline_bubble_fraction", rank) < 1);
-    for (const char* op : {"send", "recv"}) {
-      INFO(op);
-      CHECK(e.value("troupe_comm_bytes_total", {{"rank", std::to_string(stage)}, {"op", op}}) > 0);
-      CHECK(e.value("troupe_comm_operations_total", {{"rank", std::to_string(stage)}, {"op", op}}) >= 8);
+TEST_CASE("pipeline stages export their bubble and the activations and gradients they move, under 1f1b and zb-v",
+          "[metrics][pipeline]") {
+  // Two stages and four micro-batches: 1F1B alone idles (p-1)/(m+p-1) = 20% of a step on an idle
+  // machine, ZB-V (its B and W counted busy) 4%. Busy time is wall time, so a stage descheduled
+  // mid-op (CI runs two tests on two cores) counts as busy: under load the figure falls (4.6% seen
+  // under 1F1B), never to nothing.
+  const std::pair<std::vector<std::string>, double> schedules[] = {
+      {{"--pipeline.schedule", "1f1b"}, 0.01},
+      {{"--pipeline.schedule", "zb-v", "--pipeline.virtual_stages", "2"}, 0.001}};
+  for (const auto& [schedule, least_bubble] : schedules) {
+    INFO(schedule[1]);
+    std::vector<std::string> args{
+        "train", "--workers",     "2",    "--pipeline.stages", "2", "--pipeline.microbatches", "4", "--model.preset",
+        "tiny",  "--train.steps", "2000", "--sample.tokens",   "0", "--train.threads",         "1"};
+    args.insert(args.end(), schedule.begin(), schedule.end());
+    const BackgroundTroupe job(args);
+    const std::map<int, int> ports = job.metrics_ports(2, std::chrono::seconds(60));
+    INFO("stdout: " << job.out() << "\nstderr: " << job.err());
+    REQUIRE(ports.size() == 2);
+    for (const auto& [stage, port] : ports) {
+      INFO("stage " << stage);
+      const Exposition e = scrape_when_steps_pass(port, 2, std::chrono::seconds(60));
+      const std::map<std::string, std::string> rank{{"rank", std::to_string(stage)}};
+      CHECK(e.value("troupe_pipeline_bubble_fraction", rank) > least_bubble);
+      CHECK(e.value("troupe_pipeline_bubble_fraction", rank) < 1);
+      for (const char* op : {"send", "recv"}) {
+        INFO(op);
+        CHECK(e.value("troupe_comm_bytes_total", {{"rank", std::to_string(stage)}, {"op", op}}) > 0);
+        CHECK(e.value("troupe_comm_operations_total", {{"rank", std::to_string(stage)}, {"op", op}}) >= 8);
+      }
     }
   }
 }

@@ -179,6 +179,8 @@ TEST_CASE("troupe schedule rejects bad input in one line naming the option", "[t
                  "--virtual-stages 2: ");
   check_rejected({"schedule", "--kind", "gpipe", "--stages", "4", "--microbatches", "8", "--latency", "-1"},
                  "--latency must be zero or positive, got -1");
+  check_rejected({"schedule", "--kind", "zb-h1", "--stages", "2", "--microbatches", "8", "--weight-share", "1.5"},
+                 "--weight-share must be between 0 and 1, got 1.5");
   check_rejected({"schedule", "--kind", "gpipe", "--stages", "4", "--microbatches", "8", "--stagez", "2"},
                  "unknown option --stagez");
 }
