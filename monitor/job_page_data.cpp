@@ -17,15 +17,14 @@ std::map<RankState, int> count_states(const JobSnapshot& s) {
 nlohmann::json tile_json(const RankTile& t) {
   return {{"rank", t.rank},
           {"node", t.node},
-          {"dp", t.dp},
-          {"pp", t.pp},
-          {"tp", t.tp},
+          {"at", t.at},
           {"state", to_string(t.state)},
           {"steps_done", t.steps_done},
           {"activity", t.activity},
           {"waiting_for", t.waiting_for},
           {"heard_seconds_ago", t.heard_seconds_ago},
-          {"recoveries", t.recoveries}};
+          {"recoveries", t.recoveries},
+          {"state_seconds", t.state_seconds}};
 }
 
 }  // namespace
@@ -59,7 +58,8 @@ nlohmann::json page_data(const JobSnapshot& s, int page, int per_page) {
                      {"loss", p.loss},
                      {"lr", p.lr},
                      {"grad_norm", p.grad_norm},
-                     {"tokens_per_second", p.tokens_per_second}});
+                     {"tokens_per_second", p.tokens_per_second},
+                     {"val_loss", p.val_loss ? nlohmann::json(*p.val_loss) : nlohmann::json()}});
   nlohmann::json timeline = nlohmann::json::array();
   for (const TimelineEntry& e : s.timeline)
     timeline.push_back({{"unix_seconds", e.unix_seconds},
@@ -69,6 +69,8 @@ nlohmann::json page_data(const JobSnapshot& s, int page, int per_page) {
                         {"seconds", e.seconds},
                         {"bytes", e.bytes},
                         {"text", e.text}});
+  nlohmann::json axes = nlohmann::json::array();
+  for (const GridAxis& axis : s.axes) axes.push_back({{"name", axis.name}, {"size", axis.size}});
   nlohmann::json memory = nlohmann::json::array();
   for (const NodeMemory& n : s.memory) {
     nlohmann::json kinds = nlohmann::json::array();
@@ -79,7 +81,7 @@ nlohmann::json page_data(const JobSnapshot& s, int page, int per_page) {
   return {{"job",
            {{"unix_seconds", s.unix_seconds},
             {"attempt", s.attempt},
-            {"grid", {{"dp", s.dp}, {"pp", s.pp}, {"tp", s.tp}}},
+            {"grid", axes},
             {"step", s.step},
             {"total_steps", s.total_steps},
             {"loss", s.loss},

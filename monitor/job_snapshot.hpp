@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,16 +29,23 @@ inline constexpr RankState rank_states[] = {RankState::starting,   RankState::tr
                                             RankState::done};
 std::string_view to_string(RankState state);
 
+// One axis of the job's grid of ranks (dp, pp, tp, ...) and its size.
+struct GridAxis {
+  std::string name;
+  int size = 1;
+};
+
 struct RankTile {
   int rank = 0;
   int node = -1;
-  int dp = 0, pp = 0, tp = 0;  // its place in the grid
+  std::vector<int> at;  // its place in the grid: a coordinate on each of JobSnapshot::axes
   RankState state = RankState::starting;
   std::int64_t steps_done = 0;
   std::string activity;           // "step 12"
   std::string waiting_for;        // what it waits for, when waiting
   double heard_seconds_ago = -1;  // since its node's last heartbeat; -1: never
   int recoveries = 0;             // times it was lost and training resumed with it
+  double state_seconds = -1;      // lost or recovering: for how long so far; -1 otherwise
 };
 
 struct CurvePoint {
@@ -46,6 +54,7 @@ struct CurvePoint {
   double lr = 0;
   double grad_norm = 0;
   double tokens_per_second = 0;
+  std::optional<double> val_loss;  // the validation's after the step, where one ran
 };
 
 // A failure, recovery, grow, shrink or checkpoint: `kind` is its job event's name.
@@ -69,7 +78,7 @@ struct NodeMemory {
 struct JobSnapshot {
   double unix_seconds = 0;  // when it was taken
   int attempt = 0;
-  int dp = 1, pp = 1, tp = 1;
+  std::vector<GridAxis> axes;  // the grid's axes, as the page lists them
   std::int64_t step = 0;  // the newest step any rank finished
   std::int64_t total_steps = 0;
   double loss = 0;

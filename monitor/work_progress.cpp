@@ -30,10 +30,15 @@ void WorkProgress::resumed_at(std::int64_t steps_done) {
   steps_done_ = steps_done;
 }
 
-void WorkProgress::unit_done() {
+void WorkProgress::validation_done(std::int64_t after_step, double loss) {
   std::lock_guard lock(mutex_);
   ++progress_;
   last_progress_ = std::chrono::steady_clock::now();
+  for (StepRecord& record : recent_steps_)
+    if (record.step == after_step) {
+      record.validated = true;
+      record.val_loss = loss;
+    }
 }
 
 WorkProgress::Wait WorkProgress::wait_for(std::string what) {

@@ -32,6 +32,9 @@ struct StepRecord {
   double compress_seconds = 0;
   double lr = 0;  // the step's learning rate and gradient norm (the job's web page draws them)
   double grad_norm = 0;
+  // The validation run after the step (train.val_every, and the last step): its mean loss.
+  bool validated = false;
+  double val_loss = 0;
 };
 
 // What a worker notes for the job's events (actors/job_events.hpp): each is taken once, by the
@@ -69,7 +72,9 @@ class WorkProgress {
   void step_done(std::int64_t steps_done);
   void step_done(const StepRecord& step);  // the same, with the step's figures kept for the shell
   static constexpr std::size_t kept_steps = 64;
-  void unit_done();  // progress without a step (a validation pass)
+  // Progress without a step: the validation after step `after_step` gave mean loss `loss`, which
+  // the kept record of that step carries from now on.
+  void validation_done(std::int64_t after_step, double loss);
   // The worker's state now holds `steps_done` steps (a resume, an in-place recovery's plan or
   // rollback) without a unit finished.
   void resumed_at(std::int64_t steps_done);

@@ -32,12 +32,14 @@ bool EventFold::take(const job_event& e) {
     lost_nodes.clear();
     recovering = false;
   } else if (const auto* f = caf::get_if<failure_detected>(&e.body)) {
+    if (lost_ranks.empty() && lost_nodes.empty()) lost_unix_seconds = e.unix_seconds;
     lost_ranks.insert(f->ranks.begin(), f->ranks.end());
     lost_nodes.insert(f->nodes.begin(), f->nodes.end());
     recovering = false;
     line = entry(e);
   } else if (const auto* r = caf::get_if<recovery_chosen>(&e.body)) {
     recovering = !lost_ranks.empty() || !lost_nodes.empty();
+    recovering_unix_seconds = e.unix_seconds;
     line = entry(e, std::string(to_string(r->route)));
   } else if (const auto* m = caf::get_if<state_moved>(&e.body)) {
     line = entry(e, std::string(to_string(m->route)), m->seconds, m->bytes);
@@ -73,9 +75,7 @@ monitor::JobSnapshot web_snapshot(const MonitorPlan& plan, const job_view_msg& v
   monitor::JobSnapshot s;
   s.unix_seconds = now;
   s.attempt = plan.attempt;
-  s.dp = plan.dp;
-  s.pp = plan.pp;
-  s.tp = plan.tp;
+  s.axes = {{"dp", plan.dp}, {"pp", plan.pp}, {"tp", plan.tp}};
   s.total_steps = plan.total_steps;
   s.step = fold.step;
   s.loss = fold.loss;
@@ -88,10 +88,10 @@ monitor::JobSnapshot web_snapshot(const MonitorPlan& plan, const job_view_msg& v
   for (int r = 0; r < plan.world_size; ++r) {
     const comm::GridCoord at = comm::grid_coord(grid, r);
     s.ranks[r].rank = r;
-    s.ranks[r].dp = at.dp;
-    s.ranks[r].pp = at.pp;
-    s.ranks[r].tp = at.tp;
+    s.ranks[r].at = {at.dp, at.pp, at.tp};  // in the order of s.axes
   }
+  const monitor::RankState lost_state = fold.recovering ? monitor::RankState::recovering : monitor::RankState::lost;
+  const double lost_since = fold.recovering ? fold.recovering_unix_seconds : fold.lost_unix_seconds;
   const bool straggler_recent =
       fold.straggler >= 0 && now - fold.straggler_unix_seconds < WebFeed::straggler_memory_seconds;
   for (const node_view& node : view.nodes) {
@@ -108,7 +108,7 @@ monitor::JobSnapshot web_snapshot(const MonitorPlan& plan, const job_view_msg& v
       t.heard_seconds_ago = node.heard_seconds_ago;
       using monitor::RankState;
       if (fold.lost_ranks.count(w.rank) || fold.lost_nodes.count(node.node_index))
-        t.state = fold.recovering ? RankState::recovering : RankState::lost;
+        t.state = lost_state;
       else if (node.done)
         t.state = RankState::done;
       else if (straggler_recent && fold.straggler == w.rank)
@@ -126,13 +126,15 @@ monitor::JobSnapshot web_snapshot(const MonitorPlan& plan, const job_view_msg& v
     }));
   // Ranks whose node the failure took may be missing from the view: the events still name them.
   for (const int r : fold.lost_ranks)
-    if (r >= 0 && r < plan.world_size)
-      s.ranks[r].state = fold.recovering ? monitor::RankState::recovering : monitor::RankState::lost;
+    if (r >= 0 && r < plan.world_size) s.ranks[r].state = lost_state;
+  for (monitor::RankTile& t : s.ranks)
+    if (t.state == lost_state) t.state_seconds = std::max(0.0, now - lost_since);
 
   if (const auto rank0 = history.find(0); rank0 != history.end()) {
     for (const auto& [step, beat] : rank0->second)
       s.curve.push_back({step, beat.loss, beat.lr, beat.grad_norm,
-                         beat.seconds > 0 ? static_cast<double>(beat.tokens) / beat.seconds : 0.0});
+                         beat.seconds > 0 ? static_cast<double>(beat.tokens) / beat.seconds : 0.0,
+                         beat.validated ? std::optional(beat.val_loss) : std::nullopt});
     if (!s.curve.empty()) s.tokens_per_second = s.curve.back().tokens_per_second;
   }
   return s;

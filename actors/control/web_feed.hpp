@@ -6,7 +6,8 @@
 // quarter second), and the feed folds the job's typed events (job_events.hpp) that arrived since
 // the last one: no log line is read.
 //
-// A rank's state on the page, first match wins:
+// A rank's state on the page, first match wins (a lost or recovering rank's tile also says since
+// when, from the event's time):
 //   lost        a failure_detected named it (or its node) and no recovery was chosen yet
 //   recovering  a recovery_chosen came after that, and no training_resumed yet
 //   done        its node finished
@@ -50,6 +51,8 @@ struct EventFold {
   };
   std::vector<Recovered> recovered;  // every recovery finished (a rank's count: those naming it or its node)
   bool recovering = false;           // a recovery was chosen for them
+  double lost_unix_seconds = 0;      // when the first failure since the last resume was detected
+  double recovering_unix_seconds = 0;  // when the newest recovery was chosen
   int straggler = -1;
   double straggler_unix_seconds = 0;
   double last_checkpoint_unix_seconds = 0;

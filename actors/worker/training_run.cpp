@@ -454,7 +454,7 @@ class RankRun {
     services_.progress.begin(fmt::format("validation after step {}", step));
     const auto start = Clock::now();
     const double val = loop_.evaluate(t_.val_batches);
-    services_.progress.unit_done();
+    services_.progress.validation_done(step, val);
     const double secs = std::chrono::duration<double>(Clock::now() - start).count();
     log_->info("step {:>5}/{} | val loss {:.4f} ({} tokens, {:.1f}s)", step, t_.steps, val,
                loop_.tokens_per_step() * t_.val_batches, secs);

@@ -23,9 +23,10 @@
 namespace troupe::test {
 
 // A tiny job of `steps` steps, checkpoints in `checkpoints`, as LiveJob runs it: on 2 local
-// workers, or as `start` says (a host file).
+// workers, or as `start` says (a host file); `extra` last, over the keys set here.
 inline std::vector<std::string> tiny_job_args(long steps, const std::string& checkpoints,
-                                              const std::vector<std::string>& start = {"train", "--workers", "2"}) {
+                                              const std::vector<std::string>& start = {"train", "--workers", "2"},
+                                              const std::vector<std::string>& extra = {}) {
   std::vector<std::string> args{TROUPE_BINARY_DIR "/troupe"};
   args.insert(args.end(), start.begin(), start.end());
   args.insert(args.end(), {"--model.preset",
@@ -48,6 +49,7 @@ inline std::vector<std::string> tiny_job_args(long steps, const std::string& che
                            "100000",
                            "--fault.heartbeat_seconds",
                            "0.2"});
+  args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
 
@@ -66,10 +68,12 @@ struct LiveJob {
   int job_port = 0;  // the job supervisor's
   std::string token_file;
 
-  // `prefix` runs the job through another program, e.g. prlimit; `start` as tiny_job_args takes it.
+  // `prefix` runs the job through another program, e.g. prlimit; `start` and `extra` as
+  // tiny_job_args takes them.
   LiveJob(const TempDir& dir, long steps, std::vector<std::string> prefix = {},
-          const std::vector<std::string>& start = {"train", "--workers", "2"}) {
-    std::vector<std::string> argv = tiny_job_args(steps, dir.file("ck"), start);
+          const std::vector<std::string>& start = {"train", "--workers", "2"},
+          const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv = tiny_job_args(steps, dir.file("ck"), start, extra);
     argv.insert(argv.begin(), prefix.begin(), prefix.end());
     auto started =
         troupe::apps::WatchedRun::start(argv, {"XDG_RUNTIME_DIR=" + dir.path().string()}, dir.file("job.log"));

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <set>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -32,7 +33,7 @@ const std::string token = "0123456789abcdef0123456789abcdef";
 // A job of `ranks` ranks, dp × tp × pp = ranks × 1 × 1, with every state present.
 JobSnapshot snapshot_of(int ranks) {
   JobSnapshot s;
-  s.dp = ranks;
+  s.axes = {{"dp", ranks}, {"pp", 1}, {"tp", 1}};
   s.step = 42;
   s.total_steps = 100;
   s.loss = 3.5;
@@ -44,13 +45,14 @@ JobSnapshot snapshot_of(int ranks) {
     RankTile t;
     t.rank = r;
     t.node = r / 8;
-    t.dp = r;
+    t.at = {r, 0, 0};
     t.state = rank_states[r % std::size(rank_states)];
     t.waiting_for = t.state == RankState::waiting ? "grad bucket 3 from rank 1" : "";
     t.heard_seconds_ago = 0.25;
     s.ranks.push_back(t);
   }
-  for (int step = 1; step <= 42; ++step) s.curve.push_back({step, 5.0 - step * 0.03, 3e-4, 1.5, 1234});
+  for (int step = 1; step <= 42; ++step)
+    s.curve.push_back({step, 5.0 - step * 0.03, 3e-4, 1.5, 1234, step % 10 == 0 ? std::optional(4.0) : std::nullopt});
   s.timeline.push_back({990, 1, "failure_detected", "", 0, 0, "failure_detected kind=node_exit nodes=[1]"});
   s.timeline.push_back({995, 1, "training_resumed", "in_place_from_replica", 1.5, 4096, "training_resumed ..."});
   s.memory.push_back({0, "localhost", {{"host", "parameters", 1 << 20, 1 << 20}}, 5 << 20});
@@ -127,6 +129,11 @@ TEST_CASE("the data endpoint pages a 1,024-rank grid and counts every rank by st
     CHECK(counted == 1024);
     CHECK(d["ranks"]["states"]["lost"] == 1024 / 7 + (1024 % 7 > 4 ? 1 : 0));
     CHECK(d["curve"].size() == 42);
+    CHECK(d["curve"][9]["val_loss"] == 4.0);
+    CHECK(d["curve"][10]["val_loss"].is_null());
+    CHECK(d["job"]["grid"] == nlohmann::json::parse(R"([{"name": "dp", "size": 1024}, {"name": "pp", "size": 1},
+                                                         {"name": "tp", "size": 1}])"));
+    CHECK(d["ranks"]["tiles"][3]["at"] == nlohmann::json::array({page * 256 + 3, 0, 0}));
     CHECK(d["timeline"][1]["route"] == "in_place_from_replica");
     CHECK(d["timeline"][1]["bytes"] == 4096);
   }
@@ -172,18 +179,47 @@ TEST_CASE("a thousand idle and slow connections do not keep the web server from 
   CHECK(std::chrono::steady_clock::now() - start < 3s);
 }
 
-TEST_CASE("headless Chromium draws the first page of a 1,024-rank grid and offers four pages", "[web][slow]") {
+// The page as a person opens it: the real page and the real /data of a 1,024-rank snapshot (the
+// types the job fills), loaded in headless Chromium on its wall clock (no virtual time) by
+// scripts/bench/page_render_time.py; the page itself notes when it first drew its data.
+TEST_CASE("headless Chromium draws a 1,024-rank job's page data within 1 s, and turns its four grid pages",
+          "[web][slow]") {
   const std::string chromium = "/usr/bin/chromium";
   if (!std::filesystem::exists(chromium)) {
     std::printf("SKIPPED (needs Debian's chromium: apt-get install chromium): %s not found\n", chromium.c_str());
+    WARN("SKIPPED (needs Debian's chromium: apt-get install chromium): " << chromium << " not found");
     return;
   }
   auto web = serve_job(1024);
-  const ProcessResult dom = run_process(
-      {chromium, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000", "--dump-dom", web->url()},
+  const ProcessResult run = run_process(
+      {"/usr/bin/env", "python3", TROUPE_SOURCE_DIR "/scripts/bench/page_render_time.py", chromium, web->url(), "3"},
       "/tmp", std::chrono::seconds(120));
-  INFO(dom.err);
-  REQUIRE(dom.exit_code == 0);
-  CHECK_THAT(dom.out, Catch::Contains("<span id=\"page-count\">4</span>"));
-  CHECK_THAT(dom.out, Catch::Contains("id=\"rank-255\"") && !Catch::Contains("id=\"rank-256\""));
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  std::vector<nlohmann::json> lines;
+  std::istringstream out(run.out);
+  for (std::string line; std::getline(out, line);) lines.push_back(nlohmann::json::parse(line));
+  REQUIRE(lines.size() == 4);
+  const nlohmann::json& first = lines[0];
+  // The page's data drawn: from the page asking for its first /data to the tiles, curves, timeline
+  // and memory built and laid out. Before that, the browser's own navigation (starting a renderer,
+  // fetching the page) is timed too, and printed, but not held to the second: on a loaded machine
+  // it is mostly the browser's start.
+  const double asked = first["data_asked_ms"].get<double>(), drawn = first["first_render_ms"].get<double>();
+  std::printf(
+      "1,024-rank page: /data asked %.1f ms after the navigation began (page received %.1f ms), drawn %.1f ms "
+      "later (the JSON back after %.1f ms; drawing and layout %.1f ms); %.1f ms from the navigation's start\n",
+      asked, first["page_received_ms"].get<double>(), drawn - asked, first["data_received_ms"].get<double>() - asked,
+      first["render_ms"].get<double>(), drawn);
+  CHECK(first["render_ms"].get<double>() > 0);  // a wall clock: virtual time would give 0
+  CHECK(drawn > asked);
+  CHECK(drawn - asked < 1000);
+  CHECK(first["tiles"] == 256);
+  CHECK(first["pages"] == 4);
+  CHECK(first["first_rank"] == 0);
+  for (int turn = 1; turn <= 3; ++turn) {
+    CHECK(lines[turn]["page"] == turn + 1);
+    CHECK(lines[turn]["tiles"] == 256);
+    CHECK(lines[turn]["first_rank"] == 256 * turn);
+  }
 }

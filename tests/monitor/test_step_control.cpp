@@ -1,5 +1,6 @@
 // The shell's orders at step boundaries (monitor/step_control.hpp) with a worker on its own
-// thread, and the loss sparkline.
+// thread, the validation loss a worker's progress carries for its heartbeat, and the loss
+// sparkline.
 
 #include <catch2/catch.hpp>
 
@@ -150,6 +151,23 @@ TEST_CASE("a slot reopened for a respawned worker is held at its boundaries agai
   CHECK(control.hold() == 5);
   control.act(5, BoundaryAction::checkpoint);
   CHECK(control.at_boundary(5, progress).checkpoint);
+}
+
+TEST_CASE("a validation's loss rides on the kept record of the step it followed, for the next heartbeat",
+          "[step_control][web]") {
+  WorkProgress progress;
+  progress.step_done(StepRecord{1, 0, 0.5, 4.5});
+  progress.step_done(StepRecord{2, 0, 0.5, 4.25});
+  const std::int64_t before = progress.snapshot().progress;
+  progress.validation_done(2, 4.125);
+  const ProgressSnapshot s = progress.snapshot();
+  CHECK(s.progress == before + 1);  // a validation is progress for the step watchdog
+  REQUIRE(s.recent_steps.size() == 2);
+  CHECK_FALSE(s.recent_steps[0].validated);
+  CHECK(s.recent_steps[1].validated);
+  CHECK(s.recent_steps[1].val_loss == 4.125);
+  progress.validation_done(7, 1.0);  // a step no longer (or never) kept: nothing to carry it
+  CHECK(progress.snapshot().recent_steps[1].val_loss == 4.125);
 }
 
 TEST_CASE("a sparkline spans the eight blocks and averages down to its width", "[sparkline]") {

@@ -74,19 +74,37 @@ TEST_CASE("a failure makes its node's ranks lost, the chosen recovery recovering
   CHECK(states(s) == std::vector{RankState::waiting, RankState::training, RankState::training, RankState::training});
   CHECK(s.ranks[0].waiting_for == "activations of micro-batch 2 from rank 2");
   CHECK(s.ranks[3].heard_seconds_ago == 1.5);
-  CHECK(s.ranks[2].pp == 1);  // rank = tp + tp·(dp + dp·pp): rank 2 is stage 1 of replica 0
-  CHECK(s.ranks[2].dp == 0);
+  // rank = tp + tp·(dp + dp·pp): rank 2 is stage 1 of replica 0, at (dp, pp, tp) = (0, 1, 0).
+  REQUIRE(s.axes.size() == 3);
+  CHECK((s.axes[0].name == "dp" && s.axes[0].size == 2 && s.axes[1].name == "pp" && s.axes[1].size == 2 &&
+         s.axes[2].name == "tp" && s.axes[2].size == 1));
+  CHECK(s.ranks[2].at == std::vector{0, 1, 0});
+  CHECK(s.ranks[1].at == std::vector{1, 0, 0});
   CHECK(s.loss == 4.5);
 
   CHECK(fold.take(event(2, failure_detected{troupe::actors::FailureKind::node_exit, {1}, {}, "node 1 exited"})));
   s = web_snapshot(plan, view, {}, fold, now);
   CHECK(states(s) == std::vector{RankState::waiting, RankState::training, RankState::lost, RankState::lost});
+  CHECK(s.ranks[2].state_seconds == 98);  // lost since the failure's event (now - 100 + 2)
+  CHECK(s.ranks[0].state_seconds == -1);
 
   CHECK(fold.take(event(3, recovery_chosen{RecoveryRoute::in_place_from_replica, 1, {1}, "respawn node 1"})));
   CHECK(fold.take(event(4, state_moved{RecoveryRoute::in_place_from_replica, 1, 123456, 0.25, {0}, {2}})));
   s = web_snapshot(plan, view, {}, fold, now);
   CHECK(states(s)[2] == RankState::recovering);
   CHECK(states(s)[3] == RankState::recovering);
+  CHECK(s.ranks[3].state_seconds == 97);  // recovering since the recovery was chosen
+  // While the recovery lasts, a lost process's ranks (its failure names them) stay recovering,
+  // though they left the job's view (no heartbeat comes until the new process joins).
+  EventFold exited;
+  CHECK(exited.take(event(2, failure_detected{troupe::actors::FailureKind::node_exit, {1}, {2, 3}, "node 1 exited"})));
+  CHECK(exited.take(event(3, recovery_chosen{RecoveryRoute::in_place_from_replica, 1, {1}, "respawn node 1"})));
+  job_view_msg gone = view;
+  gone.nodes[1].workers.clear();
+  const auto during = web_snapshot(plan, gone, {}, exited, now + 5);
+  CHECK(states(during) ==
+        std::vector{RankState::waiting, RankState::training, RankState::recovering, RankState::recovering});
+  CHECK(during.ranks[3].state_seconds == 102);
 
   training_resumed resumed;
   resumed.route = RecoveryRoute::in_place_from_replica;
@@ -95,6 +113,7 @@ TEST_CASE("a failure makes its node's ranks lost, the chosen recovery recovering
   CHECK(fold.take(event(5, resumed)));
   s = web_snapshot(plan, view, {}, fold, now);
   CHECK(states(s)[2] == RankState::training);
+  CHECK(s.ranks[2].state_seconds == -1);
   CHECK(s.ranks[2].recoveries == 1);  // node 1's ranks were lost and came back
   CHECK(s.ranks[3].recoveries == 1);
   CHECK(s.ranks[0].recoveries == 0);
@@ -123,10 +142,10 @@ TEST_CASE("a named straggler shows while the naming is recent, and a committed c
         RankState::training);
 }
 
-TEST_CASE("the curves come from rank 0's steps: loss, lr, grad norm and tokens per second", "[web]") {
+TEST_CASE("the curves come from rank 0's steps: loss, validation loss, lr, grad norm and tokens per second", "[web]") {
   StepHistory history;
   history[0][1] = step_beat{1, now, 0.5, 5.0, 1000, 0, 0, 0, 3e-4, 2.5};
-  history[0][2] = step_beat{2, now, 0.25, 4.0, 1000, 0, 0, 0, 2e-4, 1.5};
+  history[0][2] = step_beat{2, now, 0.25, 4.0, 1000, 0, 0, 0, 2e-4, 1.5, true, 4.25};
   history[1][2] = step_beat{2, now, 9, 9, 9, 0, 0, 0, 9, 9};
   const auto s = web_snapshot(four_ranks(), view_of_two_nodes(), history, EventFold{}, now);
   REQUIRE(s.curve.size() == 2);
@@ -134,6 +153,8 @@ TEST_CASE("the curves come from rank 0's steps: loss, lr, grad norm and tokens p
   CHECK(s.curve[1].lr == 2e-4);
   CHECK(s.curve[1].grad_norm == 1.5);
   CHECK(s.curve[1].tokens_per_second == 4000);
+  CHECK_FALSE(s.curve[0].val_loss.has_value());  // no validation ran after step 1
+  CHECK(s.curve[1].val_loss == 4.25);
   CHECK(s.tokens_per_second == 4000);
   REQUIRE(s.memory.size() == 2);
   CHECK(s.memory[1].memory[0].kind == "parameters");

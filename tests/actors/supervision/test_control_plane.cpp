@@ -491,17 +491,20 @@ TEST_CASE("every catalogue message without an actor handle survives serializatio
          h.workers[1].rank == 8));
 }
 
-TEST_CASE("a heartbeat carries a step's gradient compression figures across a serialization", "[actors][compression]") {
+TEST_CASE("a heartbeat carries a step's figures across a serialization: compression, lr, grad norm, validation loss",
+          "[actors][compression]") {
   TroupeConfig cfg;
   caf::actor_system system{cfg};
   worker_beat worker{3, 9, 9, 0, "step 10", "", 0};
-  worker.recent_steps = {step_beat{9, 1.5e9, 2.25, 3.5, 4096, 733184, 43376640, 0.125}};
+  worker.recent_steps = {step_beat{9, 1.5e9, 2.25, 3.5, 4096, 733184, 43376640, 0.125, 3e-4, 1.75, true, 3.25}};
   auto h = round_trip(system, heartbeat_msg{1, {worker}});
   REQUIRE(h.workers.size() == 1);
   REQUIRE(h.workers[0].recent_steps.size() == 1);
   const step_beat& s = h.workers[0].recent_steps[0];
   CHECK((s.step == 9 && s.start_unix_seconds == 1.5e9 && s.seconds == 2.25 && s.loss == 3.5 && s.tokens == 4096 &&
          s.wire_bytes == 733184 && s.plain_bytes == 43376640 && s.compress_seconds == 0.125));
+  // ... and its learning rate, gradient norm and the validation after it (the job's web page draws them).
+  CHECK((s.lr == 3e-4 && s.grad_norm == 1.75 && s.validated && s.val_loss == 3.25));
 }
 
 TEST_CASE("a heartbeat carries what its workers noted for the job's events across a serialization",

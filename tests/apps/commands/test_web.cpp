@@ -1,10 +1,14 @@
 // The job's web page against a live 2-node job (docs/web.md): the page, its data and the job's
 // own /metrics are served to the job's token and to nothing else; the data shows every rank
-// training with its heartbeat, the curves and each node's memory; after `kill node 1` the
-// timeline shows the failure and the in-place recovery (path, seconds, bytes) and /metrics
-// counts it. A slow case loads the page in headless Chromium and reads the same from its DOM.
+// training with its heartbeat, the curves with the validation loss and each node's memory; while
+// a recovery after `kill node 1` is held up (node 0 stopped), rank 1 shows recovering, live;
+// after it the timeline shows the failure and the in-place recovery (path, seconds, bytes) and
+// /metrics counts it. A slow case loads the page in headless Chromium and reads the same from its
+// DOM, the held recovery included.
 
 #include <catch2/catch.hpp>
+
+#include <signal.h>
 
 #include <chrono>
 #include <cstdio>
@@ -82,6 +86,56 @@ bool has_event(const nlohmann::json& d, const std::string& kind) {
   return false;
 }
 
+bool validated(const nlohmann::json& d) {
+  for (const auto& point : d["curve"])
+    if (point["val_loss"].is_number()) return true;
+  return false;
+}
+
+// Whether training resumed after the newest failure on the timeline (a job may also have been
+// restarted before: a node that failed to start).
+bool resumed_since_failure(const nlohmann::json& d) {
+  double failed = -1;
+  for (const auto& e : d["timeline"])
+    if (e["kind"] == "failure_detected") failed = e["unix_seconds"].get<double>();
+  for (const auto& e : d["timeline"])
+    if (e["kind"] == "training_resumed" && e["unix_seconds"].get<double>() >= failed) return true;
+  return false;
+}
+
+std::string state_of(const nlohmann::json& d, int rank) { return d["ranks"]["tiles"][rank]["state"]; }
+
+// A node's process stopped (SIGSTOP) until this goes away (SIGCONT): a recovery of the job waits
+// for its ranks, so the lost node's ranks stay recovering meanwhile.
+class HeldNode {
+ public:
+  HeldNode(const LiveJob& job, int node) {
+    const std::vector<std::string> pids = joined_pids(job.log(), node);
+    REQUIRE(!pids.empty());
+    pid_ = std::stoi(pids.back());
+    REQUIRE(::kill(pid_, SIGSTOP) == 0);
+  }
+  HeldNode(const HeldNode&) = delete;
+  ~HeldNode() { release(); }
+  void release() {
+    if (pid_ > 0) ::kill(pid_, SIGCONT);
+    pid_ = 0;
+  }
+
+ private:
+  pid_t pid_ = 0;
+};
+
+// `kill node 1` with node 0 held: the page's data once rank 1 shows recovering (or after 20 s).
+nlohmann::json kill_node_1_held(const TempDir& dir, const LiveJob& job, const JobPage& page) {
+  REQUIRE(shell_c(dir, job, "kill node 1").exit_code == 0);
+  return data_when(
+      page, [](const nlohmann::json& d) { return state_of(d, 1) == "recovering"; }, seconds(20));
+}
+
+// The job's extra keys here: validation every 5 steps; node 0 may be held for a while unnoticed.
+const std::vector<std::string> web_job_keys{"--train.val_every", "5", "--fault.heartbeat_timeout", "60"};
+
 // Ranks that train: finishing steps, waiting for a message, or named the one the others wait for
 // (a respawned rank often is, while it catches up).
 int training(const nlohmann::json& d) {
@@ -94,7 +148,7 @@ int training(const nlohmann::json& d) {
 TEST_CASE("a 2-node job serves its page, data and /metrics to its token only, and a killed node's recovery shows",
           "[web][dp]") {
   TempDir dir;
-  LiveJob job(dir, 100000, {}, {"train", "--workers", "2", "--monitor.tensorboard_dir", dir.file("tb")});
+  LiveJob job(dir, 100000, {}, {"train", "--workers", "2", "--monitor.tensorboard_dir", dir.file("tb")}, web_job_keys);
   const JobPage page = page_of(job);
 
   for (const std::string& target : {std::string("/"), std::string("/data"), std::string("/metrics"),
@@ -110,7 +164,8 @@ TEST_CASE("a 2-node job serves its page, data and /metrics to its token only, an
              Contains("<canvas id=\"chart-loss\"") && Contains("id=\"grid\"") && Contains("id=\"timeline\""));
 
   nlohmann::json d = data_when(
-      page, [](const nlohmann::json& d) { return training(d) == 2 && d["curve"].size() > 2; }, seconds(30));
+      page, [](const nlohmann::json& d) { return training(d) == 2 && d["curve"].size() > 2 && validated(d); },
+      seconds(30));
   INFO(d.dump(1));
   CHECK(d["ranks"]["total"] == 2);
   CHECK(training(d) == 2);
@@ -119,13 +174,19 @@ TEST_CASE("a 2-node job serves its page, data and /metrics to its token only, an
     CHECK(tile["heard_seconds_ago"].get<double>() >= 0);
     CHECK(tile["heard_seconds_ago"].get<double>() < 5);
   }
-  CHECK(d["job"]["grid"]["dp"] == 2);
+  CHECK(d["job"]["grid"][0] == nlohmann::json({{"name", "dp"}, {"size", 2}}));
   CHECK(d["job"]["step"].get<int>() > 0);
   const auto& last = d["curve"].back();
   CHECK(last["loss"].get<double>() > 0);
   CHECK(last["lr"].get<double>() > 0);
   CHECK(last["grad_norm"].get<double>() > 0);
   CHECK(last["tokens_per_second"].get<double>() > 0);
+  // The validation loss rides on the step it followed: every 5th step has one, the others none.
+  for (const auto& point : d["curve"]) {
+    INFO("step " << point["step"]);
+    CHECK(point["val_loss"].is_number() == (point["step"].get<int>() % 5 == 0));
+    if (point["val_loss"].is_number()) CHECK(point["val_loss"].get<double>() > 0);
+  }
   REQUIRE(d["memory"].size() == 2);
   bool parameters = false;
   for (const auto& kind : d["memory"][1]["kinds"]) parameters |= kind["kind"] == "parameters" && kind["bytes"] > 0;
@@ -140,9 +201,23 @@ TEST_CASE("a 2-node job serves its page, data and /metrics to its token only, an
   CHECK(e.value("troupe_job_step") > 0);
   CHECK(e.value("troupe_job_seconds_since_checkpoint") == -1);
 
-  REQUIRE(shell_c(dir, job, "kill node 1").exit_code == 0);
+  {
+    HeldNode held(job, 0);
+    const nlohmann::json during = kill_node_1_held(dir, job, page);
+    std::this_thread::sleep_for(seconds(1));
+    const nlohmann::json later = data_of(page);
+    const Exposition series = parse_exposition(http_get(page.port, "/metrics?token=" + page.token).body);
+    held.release();
+    INFO(during.dump(1));
+    CHECK(state_of(during, 1) == "recovering");
+    CHECK(during["ranks"]["states"]["recovering"] == 1);
+    CHECK((has_event(during, "failure_detected") && has_event(during, "recovery_chosen")));
+    CHECK_FALSE(resumed_since_failure(during));
+    CHECK(state_of(later, 1) == "recovering");  // for as long as the recovery lasts
+    CHECK(series.value("troupe_job_ranks", {{"state", "recovering"}}) == 1);
+  }
   d = data_when(
-      page, [](const nlohmann::json& d) { return has_event(d, "training_resumed") && training(d) == 2; }, seconds(90));
+      page, [](const nlohmann::json& d) { return resumed_since_failure(d) && training(d) == 2; }, seconds(90));
   INFO(d.dump(1));
   CHECK(has_event(d, "failure_detected"));
   CHECK(has_event(d, "recovery_chosen"));
@@ -201,7 +276,7 @@ TEST_CASE("a bad web port and a TensorBoard folder that cannot be made are refus
   CHECK_THAT(r.err, Contains("monitor.tensorboard_dir: cannot create the folder '" + blocker + "/tb/rank-0'"));
 }
 
-TEST_CASE("headless Chromium shows the killed node's rank recovered and the failure and recovery on the timeline",
+TEST_CASE("headless Chromium shows the killed node's rank recovering, then recovered, and the recovery on the timeline",
           "[web][dp][slow]") {
   const std::string chromium = "/usr/bin/chromium";
   if (!std::filesystem::exists(chromium)) {
@@ -210,18 +285,46 @@ TEST_CASE("headless Chromium shows the killed node's rank recovered and the fail
     return;
   }
   TempDir dir;
-  LiveJob job(dir, 100000);
+  LiveJob job(dir, 100000, {}, {"train", "--workers", "2"}, web_job_keys);
   const JobPage page = page_of(job);
-  REQUIRE(shell_c(dir, job, "kill node 1").exit_code == 0);
-  const nlohmann::json d = data_when(
-      page, [](const nlohmann::json& d) { return has_event(d, "training_resumed") && training(d) == 2; }, seconds(90));
-  REQUIRE(has_event(d, "training_resumed"));
-
   const std::string url = "http://127.0.0.1:" + std::to_string(page.port) + "/?token=" + page.token;
   const std::vector<std::string> headless{
       chromium, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1280,1100", "--virtual-time-budget=5000"};
   std::vector<std::string> dump = headless;
   dump.insert(dump.end(), {"--dump-dom", url});
+  auto screenshot_to = [&](const std::string& png) {
+    std::vector<std::string> shot = headless;
+    shot.insert(shot.end(), {"--screenshot=" + png, url});
+    return shot;
+  };
+
+  // Live: with node 0 held, the recovery from `kill node 1` waits, and the page shows rank 1
+  // recovering while it does.
+  {
+    HeldNode held(job, 0);
+    REQUIRE(state_of(kill_node_1_held(dir, job, page), 1) == "recovering");
+    const ProcessResult during = run_process(dump, dir.path().string(), seconds(120));
+    const ProcessResult during_shot =
+        run_process(screenshot_to(TROUPE_BINARY_DIR "/web-during-recovery.png"), dir.path().string(), seconds(120));
+    const nlohmann::json still = data_of(page);
+    held.release();
+    CHECK(during_shot.exit_code == 0);
+    CHECK(file_text(TROUPE_BINARY_DIR "/web-during-recovery.png").substr(1, 3) == "PNG");
+    INFO(during.err);
+    REQUIRE(during.exit_code == 0);
+    REQUIRE(state_of(still, 1) == "recovering");  // the recovery was still held when the page was read
+    std::smatch tile;
+    INFO(during.out);
+    REQUIRE(std::regex_search(during.out, tile, std::regex("<div [^>]*id=\"rank-1\"[^>]*>")));
+    CHECK_THAT(tile.str(), Contains("data-state=\"recovering\""));
+    CHECK_THAT(during.out, Contains("<tr data-kind=\"recovery_chosen\">"));
+    CHECK_FALSE(resumed_since_failure(still));
+    CHECK(std::regex_search(during.out, std::regex("<span id=\"val-loss\">val loss [0-9.]+ \\(step [0-9]+\\)</span>")));
+  }
+  const nlohmann::json d = data_when(
+      page, [](const nlohmann::json& d) { return resumed_since_failure(d) && training(d) == 2; }, seconds(90));
+  REQUIRE(resumed_since_failure(d));
+
   const ProcessResult dom = run_process(dump, dir.path().string(), seconds(120));
   INFO(dom.err);
   REQUIRE(dom.exit_code == 0);
@@ -236,11 +339,10 @@ TEST_CASE("headless Chromium shows the killed node's rank recovered and the fail
                              Contains("data-recoveries=\"1\""));
   CHECK_THAT(dom.out, Contains("<div id=\"error\"></div>"));  // every poll of the data endpoint was answered
 
-  // The screenshot docs/web.md shows (docs/img/web-after-node-kill.png is one such, copied by hand).
+  // The screenshots docs/web.md shows (docs/img/web-during-recovery.png and
+  // web-after-node-kill.png are such, copied by hand).
   const std::string png = TROUPE_BINARY_DIR "/web-after-node-kill.png";
-  std::vector<std::string> shot = headless;
-  shot.insert(shot.end(), {"--screenshot=" + png, url});
-  const ProcessResult screenshot = run_process(shot, dir.path().string(), seconds(120));
+  const ProcessResult screenshot = run_process(screenshot_to(png), dir.path().string(), seconds(120));
   INFO(screenshot.err);
   CHECK(screenshot.exit_code == 0);
   CHECK(file_text(png).substr(1, 3) == "PNG");
