@@ -34,6 +34,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(int rank, int world_size, const
     s.peers.back()->rank = r;
   }
   s.spin = std::chrono::microseconds(knob_value(knob_spin_us));
+  s.handshake_limit = std::chrono::seconds(knob_value(knob_handshake_s));
   s.thread = std::thread([&s] { s.run(); });
   if (Status self = engine->connect(rank, engine->address_); !self) return self.error();
   return engine;
@@ -62,25 +63,36 @@ void Engine::post(std::function<void()> task) {
   if (!on_progress_thread()) ucp_worker_signal(s.worker);
 }
 
-Status Engine::connect(int peer, std::span<const std::uint8_t> address) {
-  if (peer < 0 || peer >= world_size_) {
+namespace {
+
+// `address` decoded, for `peer` of a world of `world_size`; or what is wrong with either.
+Expected<EngineAddress> peer_address(int peer, int world_size, std::span<const std::uint8_t> address) {
+  if (peer < 0 || peer >= world_size) {
     return Error{"comm: cannot connect to rank " + std::to_string(peer) + ": world size is " +
-                 std::to_string(world_size_)};
+                 std::to_string(world_size)};
   }
   auto decoded = decode_address(address);
   if (!decoded) return Error{"comm: cannot connect to rank " + std::to_string(peer) + ": " + decoded.error().message};
+  return decoded;
+}
+
+}  // namespace
+
+Status Engine::connect(int peer, std::span<const std::uint8_t> address) {
+  auto decoded = peer_address(peer, world_size_, address);
+  if (!decoded) return decoded.error();
   TROUPE_CHECK(!on_progress_thread(), "connect() on the progress thread, which must progress the wire-up");
   auto result = std::make_shared<std::promise<Status>>();
   std::future<Status> outcome = result->get_future();
-  post([this, peer, address = *decoded, result] {
-    state_->connect_now(peer, address, [result](Status s) { result->set_value(std::move(s)); });
+  post([this, peer, address = *decoded, known = std::vector<std::uint8_t>(address.begin(), address.end()), result] {
+    state_->peers[peer]->known = known;
+    state_->connect_now(peer, address, true, [result](Status s) { result->set_value(std::move(s)); });
   });
   // The default wait (20 s) is far beyond a starved but live process, and short enough that a
   // peer dead before its endpoint was wired up fails the job's start.
   const std::chrono::seconds limit(knob_value(knob_handshake_s));
   if (limit.count() == 0 || outcome.wait_for(limit) == std::future_status::ready) return outcome.get();
-  const Error late = Error{"comm: cannot connect to rank " + std::to_string(peer) +
-                           ": it did not take the handshake within " + std::to_string(limit.count()) + " s"};
+  const Error late = handshake_too_late(peer, limit);
   std::promise<void> given_up;
   post([&] {
     state_->give_up_connecting(peer, late);
@@ -89,6 +101,15 @@ Status Engine::connect(int peer, std::span<const std::uint8_t> address) {
   given_up.get_future().get();
   if (outcome.wait_for(std::chrono::seconds(0)) == std::future_status::ready) return outcome.get();
   return late;
+}
+
+Status Engine::introduce(int peer, std::span<const std::uint8_t> address) {
+  if (auto decoded = peer_address(peer, world_size_, address); !decoded) return decoded.error();
+  TROUPE_CHECK(!on_progress_thread(), "introduce() on the progress thread");
+  post([this, peer, known = std::vector<std::uint8_t>(address.begin(), address.end())]() mutable {
+    state_->introduce_now(peer, std::move(known));
+  });
+  return {};
 }
 
 void Engine::grow_world(int world_size) {

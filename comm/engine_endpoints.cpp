@@ -47,6 +47,11 @@ std::string endpoint_transports(ucp_ep_h ep) {
 }  // namespace
 
 std::string rank_name(int rank) { return "rank " + std::to_string(rank); }
+
+Error handshake_too_late(int peer, std::chrono::seconds limit) {
+  return Error{"comm: cannot connect to rank " + std::to_string(peer) + ": it did not take the handshake within " +
+               std::to_string(limit.count()) + " s"};
+}
 // Creates the endpoint, then sends the peer a handshake and waits until the peer has taken it.
 // UCX 1.13 wires an endpoint up lazily: it asks the peer for the id of its endpoint only when a
 // protocol first needs it (a rendezvous, a synchronous send). Until the answer comes, its
@@ -55,21 +60,24 @@ std::string rank_name(int rank) { return "rank " + std::to_string(rank); }
 // this process (an assertion in ucp_request_send_state_ff, "got REP message"). Left lazy, that
 // window opens at the first large message of the first collective; a synchronous send needs the
 // id, so the handshake closes the window while connect() still waits for both processes.
-void Engine::State::connect_now(int peer_rank, const EngineAddress& address, Callback done) {
+void Engine::State::connect_now(int peer_rank, const EngineAddress& address, bool map, Callback done) {
   Status created = create_endpoint(peer_rank, address.worker);
   if (!created) return done(created);
   const ucp_ep_h ep = peers[peer_rank]->ep;
-  auto finish = [this, peer_rank, ep, address, done = std::move(done)](ucs_status_t status) {
+  auto finish = [this, peer_rank, ep, address, map, done = std::move(done)](ucs_status_t status) {
     Peer& peer = *peers[peer_rank];
     // Failed while connecting (given up, or lost), or connected again meanwhile.
     if (peer.failed) return done(Error{peer.failure.message});
     if (peer.ep != ep) return done(Error{"comm: " + rank_name(peer_rank) + " replaced by a new process"});
     peer.handshaking = false;
-    if (status != UCS_OK)
-      return done(Error{"comm: cannot connect to " + rank_name(peer_rank) +
-                        ": the handshake failed: " + ucs_status_string(status)});
+    if (status != UCS_OK) {
+      Error failed = Error{"comm: cannot connect to " + rank_name(peer_rank) +
+                           ": the handshake failed: " + ucs_status_string(status)};
+      mark_failed(peer_rank, ep, failed);
+      return done(std::move(failed));
+    }
     peer.transports = endpoint_transports(ep);
-    map_region(peer, address);
+    if (map) map_region(peer, address);
     done(Status{});
   };
   if (peer_rank == rank) return finish(UCS_OK);
@@ -87,11 +95,54 @@ void Engine::State::connect_now(int peer_rank, const EngineAddress& address, Cal
   }
 }
 
-using HandshakeDone = std::function<void(ucs_status_t)>;
 void Engine::State::on_handshake_sent(void* request, ucs_status_t status, void* user_data) {
   std::unique_ptr<HandshakeDone> callback(static_cast<HandshakeDone*>(user_data));
   ucp_request_free(request);
   (*callback)(status);
+}
+
+// Learns the address of `peer_rank` (engine.hpp, introduce()): the same address is nothing new; another
+// one replaces the peer as connect() does, and the new one is connected on first use.
+void Engine::State::introduce_now(int peer_rank, std::vector<std::uint8_t> address) {
+  Peer& peer = *peers[peer_rank];
+  if (peer_rank == rank || peer.known == address) return;
+  if (peer.ep != nullptr || peer.failed) retire(peer_rank);
+  peer.known = std::move(address);
+}
+
+// An introduced peer without an endpoint gets one when an operation first names it: connect()'s
+// handshake, without mapping the peer's region. The progress loop gives up on it after
+// TROUPE_COMM_HANDSHAKE_S, as connect() does.
+void Engine::State::connect_on_first_use(int peer_rank) {
+  Peer& peer = *peers[peer_rank];
+  if (stopping || peer.ep != nullptr || peer.failed || peer.known.empty()) return;
+  auto address = decode_address(peer.known);
+  if (!address) {
+    mark_failed(peer_rank, nullptr,
+                Error{"comm: cannot connect to " + rank_name(peer_rank) + ": " + address.error().message});
+    return;
+  }
+  // A failed handshake marks the peer failed itself; an endpoint UCX would not create leaves none.
+  connect_now(peer_rank, *address, false, [this, peer_rank](Status connected) {
+    if (!connected && peers[peer_rank]->ep == nullptr) mark_failed(peer_rank, nullptr, connected.error());
+  });
+  if (peer.handshaking && handshake_limit.count() > 0)
+    lazy_handshakes.push_back({peer_rank, peer.ep, std::chrono::steady_clock::now() + handshake_limit});
+}
+
+bool Engine::State::give_up_late_handshakes() {
+  if (lazy_handshakes.empty()) return false;
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<int> late;
+  std::erase_if(lazy_handshakes, [&](const LazyHandshake& h) {
+    const Peer& peer = *peers[h.rank];
+    if (peer.ep != h.ep || !peer.handshaking) return true;  // taken, failed or replaced meanwhile
+    if (now < h.deadline) return false;
+    late.push_back(h.rank);
+    return true;
+  });
+  for (int peer : late) give_up_connecting(peer, handshake_too_late(peer, handshake_limit));
+  return !late.empty();
 }
 
 // A peer that has not taken the handshake in time (it died while its endpoint was being wired

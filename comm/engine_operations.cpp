@@ -76,6 +76,7 @@ void Engine::State::track(Operation& op, ucs_status_ptr_t result, std::size_t im
 
 void Engine::State::issue_send(RequestId id, int peer, const MessageKey& key, const void* data, std::size_t bytes,
                                Callback done) {
+  connect_on_first_use(peer);
   Operation& op = add_operation(id, peer, false, key, bytes, std::move(done));
   if (!can_issue(op)) return;
   if (wire && peer != rank) wire_clock.spend(wire->seconds(peer, bytes));
@@ -88,6 +89,7 @@ void Engine::State::issue_send(RequestId id, int peer, const MessageKey& key, co
 
 void Engine::State::issue_recv(RequestId id, int peer, const MessageKey& key, void* data, std::size_t bytes,
                                Callback done) {
+  connect_on_first_use(peer);
   Operation& op = add_operation(id, peer, true, key, bytes, std::move(done));
   {
     std::lock_guard lock(pending_mutex);

@@ -89,6 +89,7 @@ void Engine::State::run() {
     bool worked = run_tasks();
     while (ucp_worker_progress(worker) != 0) worked = true;
     worked = drain() || worked;
+    worked = give_up_late_handshakes() || worked;
     const auto now = std::chrono::steady_clock::now();
     if (worked) {
       last_work = now;

@@ -30,6 +30,8 @@ namespace troupe::comm {
 
 // "rank 3"
 std::string rank_name(int rank);
+// What connect() and a connection on first use say of a peer that did not take the handshake.
+Error handshake_too_late(int peer, std::chrono::seconds limit);
 // Whether UCX_TLS leaves shared-memory transports on (UCX warns about settings for transports it
 // does not open).
 bool shared_memory_enabled();
@@ -43,6 +45,7 @@ struct Engine::State {
     std::span<const std::byte> region;  // the peer's lent region, mapped into this process
     std::string transports;             // UCX's transports to the peer, once connected
     bool handshaking = false;           // connect() waits for the peer to take the handshake
+    std::vector<std::uint8_t> known;    // its address, once connected or introduced
     bool failed = false;
     Error failure;
   };
@@ -103,6 +106,14 @@ struct Engine::State {
   WatchId next_watch = 1;
   std::vector<void*> closing;  // endpoint close requests in flight
   void* handshake_receive = nullptr;
+  // Handshakes of connections made on first use, each given up on at its deadline.
+  struct LazyHandshake {
+    int rank;
+    ucp_ep_h ep;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  std::vector<LazyHandshake> lazy_handshakes;
+  std::chrono::seconds handshake_limit{0};  // TROUPE_COMM_HANDSHAKE_S; 0: none
 
   ~State();
 
@@ -121,7 +132,11 @@ struct Engine::State {
   void map_region(Peer& peer, const EngineAddress& address);
 
   // engine_endpoints.cpp
-  void connect_now(int peer_rank, const EngineAddress& address, Callback done);
+  // `map`: also map the peer's lent region (connect() does; a connection on first use does not).
+  void connect_now(int peer_rank, const EngineAddress& address, bool map, Callback done);
+  void introduce_now(int peer_rank, std::vector<std::uint8_t> address);
+  void connect_on_first_use(int peer_rank);
+  bool give_up_late_handshakes();  // whether it gave up on any
   using HandshakeDone = std::function<void(ucs_status_t)>;
   static void on_handshake_sent(void* request, ucs_status_t status, void* user_data);
   void give_up_connecting(int peer_rank, const Error& failure);
