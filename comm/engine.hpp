@@ -58,7 +58,7 @@ std::string describe(const PendingReceive& wait, std::chrono::steady_clock::time
 class Engine {
  public:
   // Creates the UCX context and worker for `rank` of `world_size` and starts the progress
-  // thread. The engine is connected to itself; other peers come through connect(). Checks every
+  // thread. The engine is connected to itself; other peers come through connect() or introduce(). Checks every
   // TROUPE_COMM_* knob first: an invalid value is the error, naming the knob and its value. With a
   // `wire` model (a simulated rank) every send first takes the model's time on the progress
   // thread, and the engine lends no region, so every chunk of a ring is a message the model times.
@@ -85,6 +85,14 @@ class Engine {
   // what still waited on them fails naming the peer, as on a lost peer; a failed peer accepts a
   // fresh connect() this way too.
   Status connect(int peer, std::span<const std::uint8_t> address);
+  // Learns `peer`'s address without connecting: the first send or receive that names the peer
+  // makes the endpoint, with connect()'s handshake, on the progress thread (given up on after
+  // TROUPE_COMM_HANDSHAKE_S, the peer then failed). Its region is never mapped, so a ring through
+  // such a peer moves its chunks as messages: connect() the ranks whose rings should map (both
+  // sides of each pair alike: a ring maps a neighbour's region only if the neighbour maps its).
+  // The address a peer already has changes nothing; another one replaces the peer as connect()
+  // does. Any thread but the progress thread; returns at once.
+  Status introduce(int peer, std::span<const std::uint8_t> address);
   // Whether `peer` has a working endpoint: connected and not failed since. Any thread but the
   // progress thread.
   bool connected(int peer);

@@ -1,5 +1,7 @@
 #include "comm/grid.hpp"
 
+#include <algorithm>
+
 #include "comm/tag.hpp"
 
 namespace troupe::comm {
@@ -66,6 +68,17 @@ Group embedding_group(const Grid& grid, int rank) {
     group.ranks.push_back(grid_rank(grid, c));
   }
   return group;
+}
+
+std::vector<int> grid_partners(const Grid& grid, int rank) {
+  std::vector<int> found;
+  for (const Group& group : {dp_group(grid, rank), pp_group(grid, rank), tp_group(grid, rank)}) {
+    const std::vector<int> some = partners(group, rank);
+    found.insert(found.end(), some.begin(), some.end());
+  }
+  std::sort(found.begin(), found.end());
+  found.erase(std::unique(found.begin(), found.end()), found.end());
+  return found;
 }
 
 std::uint16_t epoch_group_id(std::uint16_t axis_id, int epoch) {

@@ -10,6 +10,7 @@
 // id (world 0, dp 1, pp 2, tp 3; the embedding pairs 4) however many groups it has. Pure functions, no engine.
 
 #include <string>
+#include <vector>
 
 #include "comm/group.hpp"
 #include "compute/expected.hpp"
@@ -60,5 +61,10 @@ std::uint16_t epoch_group_id(std::uint16_t axis_id, int epoch);
 // The first and last pipeline stage of rank's replica, which share the tied embedding's
 // gradient (pp >= 2; rank must be one of them).
 Group embedding_group(const Grid& grid, int rank);
+
+// Every rank that `rank` exchanges messages with in its dp, pp and tp groups (partners() of each,
+// group.hpp; the embedding pair, first and last stage, are neighbours on the pp ring): the peers a
+// rank connects to when the job starts; sorted, symmetric, without `rank`.
+std::vector<int> grid_partners(const Grid& grid, int rank);
 
 }  // namespace troupe::comm

@@ -13,6 +13,20 @@ int Group::position_of(int rank) const {
   return -1;
 }
 
+std::vector<int> partners(const Group& group, int rank) {
+  const int n = group.size(), p = group.position_of(rank);
+  std::vector<int> found;
+  if (p < 0) return found;
+  for (int distance = 1; distance < n; distance *= 2) {
+    found.push_back(group.ranks[(p + distance) % n]);
+    found.push_back(group.ranks[((p - distance) % n + n) % n]);
+  }
+  std::sort(found.begin(), found.end());
+  found.erase(std::unique(found.begin(), found.end()), found.end());
+  std::erase(found, rank);
+  return found;
+}
+
 std::string Group::describe() const {
   std::string text = "group " + std::to_string(id) + " [";
   for (int i = 0; i < size(); ++i) {

@@ -23,6 +23,12 @@ struct Group {
   std::string describe() const;  // "group 1 [0 2 4]"
 };
 
+// The ranks `rank` exchanges messages with in the group's collectives: its ring neighbours (rings,
+// the chain broadcast, pipeline sends) and its dissemination barrier's partners, 2^k positions
+// either way — 2 log2 n of n. Symmetric: b is among a's partners exactly when a is among b's.
+// Sorted, without `rank`; empty when it is not a member.
+std::vector<int> partners(const Group& group, int rank);
+
 // Part `index` of `count` elements split over `parts` as evenly as it goes: the first
 // count % parts parts hold one element more. Reduce-scatter leaves part p at position p.
 struct Slice {

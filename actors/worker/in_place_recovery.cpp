@@ -48,10 +48,20 @@ std::vector<compute::Tensor> state_views(const TrainingLoop& loop) {
 std::string InPlaceRecovery::connect_replaced(const recover_plan_msg& plan, int rank) {
   for (const node_entry& node : plan.replaced)
     if (rank >= node.first_rank && rank < node.first_rank + node.slots) return {};  // connected at its start
+  // Partners in the renewed groups now (as the new process's ranks connect to theirs at its start),
+  // the rest on first use.
+  std::vector<int> partners;
+  for (const RenewedGroup& group : groups_) {
+    const std::vector<int> some = comm::partners(group.communicator->group(), rank);
+    partners.insert(partners.end(), some.begin(), some.end());
+  }
+  std::sort(partners.begin(), partners.end());
   for (const node_entry& node : plan.replaced)
     for (int slot = 0; slot < node.slots; ++slot) {
       const int peer = node.first_rank + slot;
-      if (Status s = engine_.connect(peer, node.comm_addresses.at(static_cast<std::size_t>(slot)).bytes); !s)
+      const std::vector<std::uint8_t>& address = node.comm_addresses.at(static_cast<std::size_t>(slot)).bytes;
+      const bool now = std::binary_search(partners.begin(), partners.end(), peer);
+      if (Status s = now ? engine_.connect(peer, address) : engine_.introduce(peer, address); !s)
         return "cannot connect to the new process of rank " + std::to_string(peer) + ": " + s.error().message;
     }
   return {};

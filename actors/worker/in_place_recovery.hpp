@@ -103,8 +103,9 @@ class InPlaceRecovery {
   // The error, or "".
   std::string move_state(const recover_plan_msg& plan, const recover_msg& order, TrainingLoop& loop,
                          RecoveryResult& result);
-  // Connects this rank afresh to every rank of the plan's replaced node processes, unless it is one
-  // of them; the error, or "".
+  // Connects this rank afresh to the ranks of the plan's replaced node processes that are its
+  // partners in the renewed groups, and introduces the others (connected on first use), unless it
+  // is one of them; the error, or "".
   std::string connect_replaced(const recover_plan_msg& plan, int rank);
 
   caf::blocking_actor* worker_;

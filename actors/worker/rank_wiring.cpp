@@ -1,9 +1,11 @@
-// A rank's wiring once the job starts (rank_wiring.hpp): connect to every peer's engine, build the
+// A rank's wiring once the job starts (rank_wiring.hpp): connect to its groups' partners, build the
 // data-parallel and pipeline groups over the grid, and train as a replica or as a pipeline stage.
 
 #include "actors/worker/rank_wiring.hpp"
 
 #include <spdlog/fmt/fmt.h>
+
+#include <algorithm>
 
 #include "actors/worker/data_parallel_hooks.hpp"
 #include "actors/worker/device_groups.hpp"
@@ -218,26 +220,30 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
   if (on_device) {
     if (Status s = use_rank_device(local_rank); !s) return {-1, 2, "rank " + std::to_string(rank) + ": " + s.error().message};
   }
-  // Every peer, but for a worker respawned in its own process: its engine kept its endpoints (a
-  // replacement in a new node process connects to them all).
-  std::vector<int> peers;
+  const int stages = job.config.pipeline.stages, shards = job.config.tensor.shards;
+  if (start.world_size % (stages * shards) != 0)
+    return {-1, 2,
+            fmt::format("pipeline.stages {} × tensor.shards {} does not divide the {} workers", stages, shards,
+                        start.world_size)};
+  const comm::Grid grid{start.world_size / (stages * shards), stages, shards};
+  // The peers this rank's groups exchange with are connected now, their regions mapped for the
+  // rings; every other rank is introduced and connected on first use (a recovery's state, a trace
+  // gather), so a rank makes 2 log2 N handshakes at most a group, not N − 1. A worker respawned in
+  // its own process keeps its engine's endpoints (a replacement in a new node process connects).
+  const std::vector<int> partners = comm::grid_partners(grid, rank);
   for (const auto& node : start.nodes) {
     for (int slot = 0; slot < node.slots; ++slot) {
       const int peer = node.first_rank + slot;
-      if (peer == rank || (replacing && engine.connected(peer))) continue;
-      if (Status s = engine.connect(peer, node.comm_addresses.at(static_cast<std::size_t>(slot)).bytes); !s)
+      if (peer == rank) continue;
+      const std::vector<std::uint8_t>& address = node.comm_addresses.at(static_cast<std::size_t>(slot)).bytes;
+      const bool now =
+          std::binary_search(partners.begin(), partners.end(), peer) && !(replacing && engine.connected(peer));
+      if (Status s = now ? engine.connect(peer, address) : engine.introduce(peer, address); !s)
         return {-1, 1, "cannot connect to rank " + std::to_string(peer) + ": " + s.error().message};
-      peers.push_back(peer);
-      // Once every peer is connected, one line says how each one's data travels.
-      if (static_cast<int>(peers.size()) == start.world_size - 1)
-        monitor::logger("comm")->info("{}", comm::describe_peer_transports(engine, peers));
     }
   }
-  const int stages = job.config.pipeline.stages, shards = job.config.tensor.shards;
-  if (start.world_size % (stages * shards) != 0)
-    return {-1, 2, fmt::format("pipeline.stages {} × tensor.shards {} does not divide the {} workers", stages, shards,
-                               start.world_size)};
-  const comm::Grid grid{start.world_size / (stages * shards), stages, shards};
+  // One line says how each partner's data travels.
+  if (!partners.empty()) monitor::logger("comm")->info("{}", comm::describe_peer_transports(engine, partners));
   auto dp = comm::Communicator::create(engine, renewed(comm::dp_group(grid, rank), comm::dp_group_id, replacing));
   if (!dp) return {-1, 1, dp.error().message};
   // Gradients in device memory are summed by NCCL over the same group (resolve() allows only

@@ -403,47 +403,88 @@ TEST_CASE("a killed peer's replacement is connected afresh: the old endpoint fai
 
 TEST_CASE("a peer that does not take the handshake in time fails connect, naming it and the wait",
           "[engine][failure]") {
+  // connect() itself; and a peer introduced, at the first receive from it, which fails.
   ScopedEnv short_wait("TROUPE_COMM_HANDSHAKE_S", "1");
-  int to_test[2];
-  REQUIRE(::pipe(to_test) == 0);
-  // Rank 1: hands out its address, then stops before its engine can take anything.
-  const pid_t child = fork_rank_one(to_test[1], [](Engine&) { ::raise(SIGSTOP); });
-  REQUIRE(child >= 0);
-  auto survivor = Engine::create(0, 2);
-  REQUIRE(survivor.ok());
-  const std::vector<std::uint8_t> address = read_address(to_test[0]);
-  REQUIRE(!address.empty());
-  int status = 0;
-  REQUIRE(::waitpid(child, &status, WUNTRACED) == child);
-  REQUIRE(WIFSTOPPED(status));
-  const auto start = std::chrono::steady_clock::now();
-  const Status connected = (*survivor)->connect(1, address);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  ::kill(child, SIGKILL);
-  REQUIRE(::waitpid(child, &status, 0) == child);
-  REQUIRE_FALSE(connected.ok());
-  CHECK(connected.error().message == "comm: cannot connect to rank 1: it did not take the handshake within 1 s");
-  CHECK(seconds >= 1.0);
-  CHECK(seconds < 5.0);
-  CHECK_FALSE((*survivor)->connected(1));
+  for (const bool first_use : {false, true}) {
+    INFO((first_use ? "first use" : "connect"));
+    int to_test[2];
+    REQUIRE(::pipe(to_test) == 0);
+    // Rank 1: hands out its address, then stops before its engine can take anything.
+    const pid_t child = fork_rank_one(to_test[1], [](Engine&) { ::raise(SIGSTOP); });
+    REQUIRE(child >= 0);
+    auto survivor = Engine::create(0, 2);
+    REQUIRE(survivor.ok());
+    const std::vector<std::uint8_t> address = read_address(to_test[0]);
+    REQUIRE(!address.empty());
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, WUNTRACED) == child);
+    REQUIRE(WIFSTOPPED(status));
+    const auto start = std::chrono::steady_clock::now();
+    std::uint8_t byte = 0;
+    const Status connected = first_use
+                                 ? ((*survivor)->introduce(1, address).ok()
+                                        ? wait([&](Callback cb) { (*survivor)->post_recv(1, key(1), &byte, 1, cb); })
+                                        : Status{Error{"introduce refused the address"}})
+                                 : (*survivor)->connect(1, address);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ::kill(child, SIGKILL);
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    REQUIRE_FALSE(connected.ok());
+    CHECK_THAT(connected.error().message,
+               Catch::StartsWith("comm: cannot connect to rank 1: it did not take the handshake within 1 s"));
+    if (!first_use)
+      CHECK(connected.error().message == "comm: cannot connect to rank 1: it did not take the handshake within 1 s");
+    CHECK(seconds >= 1.0);
+    CHECK(seconds < 5.0);
+    CHECK_FALSE((*survivor)->connected(1));
+  }
 }
 
 TEST_CASE("connecting a live peer again replaces its endpoint: what waited on the old one fails naming it",
           "[engine]") {
+  // connect() replaces it at once; introduce() with the new address too, connecting on first use.
+  for (const bool introduce : {false, true}) {
+    INFO((introduce ? "introduce" : "connect"));
+    auto a = Engine::create(0, 2), b = Engine::create(1, 2);
+    REQUIRE((a.ok() && b.ok()));
+    REQUIRE((*a)->connect(1, (*b)->address()).ok());
+    REQUIRE((*b)->connect(0, (*a)->address()).ok());
+    std::uint8_t byte = 0;
+    std::promise<Status> waiting;
+    (*a)->post_recv(1, key(1), &byte, 1, [&waiting](Status s) { waiting.set_value(std::move(s)); });
+    auto replacement = Engine::create(1, 2);
+    REQUIRE(replacement.ok());
+    const auto address = (*replacement)->address();
+    REQUIRE((introduce ? (*a)->introduce(1, address) : (*a)->connect(1, address)).ok());
+    const Status old = waiting.get_future().get();
+    REQUIRE_FALSE(old.ok());
+    CHECK_THAT(old.error().message, Catch::Contains("rank 1"));
+    CHECK((*a)->connected(1) == !introduce);
+    REQUIRE(
+        (introduce ? (*replacement)->introduce(0, (*a)->address()) : (*replacement)->connect(0, (*a)->address())).ok());
+    CHECK(pass_byte(**replacement, **a, 2, 5) == 5);
+    CHECK((*a)->connected(1));
+  }
+}
+
+TEST_CASE("a peer introduced, not connected, is connected by the first message to or from it, its region unmapped",
+          "[engine]") {
   auto a = Engine::create(0, 2), b = Engine::create(1, 2);
   REQUIRE((a.ok() && b.ok()));
-  REQUIRE((*a)->connect(1, (*b)->address()).ok());
-  REQUIRE((*b)->connect(0, (*a)->address()).ok());
-  std::uint8_t byte = 0;
-  std::promise<Status> waiting;
-  (*a)->post_recv(1, key(1), &byte, 1, [&waiting](Status s) { waiting.set_value(std::move(s)); });
-  auto replacement = Engine::create(1, 2);
-  REQUIRE(replacement.ok());
-  REQUIRE((*a)->connect(1, (*replacement)->address()).ok());
-  const Status old = waiting.get_future().get();
-  REQUIRE_FALSE(old.ok());
-  CHECK_THAT(old.error().message, Catch::Contains("rank 1"));
-  REQUIRE((*replacement)->connect(0, (*a)->address()).ok());
-  CHECK((*a)->connected(1));
-  CHECK(pass_byte(**replacement, **a, 2, 5) == 5);
+  REQUIRE((*a)->introduce(1, (*b)->address()).ok());
+  REQUIRE((*b)->introduce(0, (*a)->address()).ok());
+  CHECK_FALSE((*a)->connected(1));
+  CHECK_FALSE((*b)->connected(0));
+  CHECK(pass_byte(**a, **b, 1, 9) == 9);
+  CHECK((*a)->connected(1));  // by its send
+  CHECK((*b)->connected(0));  // by its receive
+  CHECK((*a)->peer_region(1).empty());
+  CHECK((*b)->peer_region(0).empty());
+  CHECK(pass_byte(**b, **a, 2, 4) == 4);
+  // The address it has is nothing new: the endpoint stays.
+  REQUIRE((*a)->introduce(1, (*b)->address()).ok());
+  CHECK(pass_byte(**a, **b, 3, 6) == 6);
+  CHECK_FALSE((*a)->introduce(2, (*b)->address()).ok());
+  const std::vector<std::uint8_t> garbage{1, 2, 3};
+  CHECK_FALSE((*a)->introduce(1, garbage).ok());
 }

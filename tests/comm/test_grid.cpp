@@ -111,3 +111,44 @@ TEST_CASE("the embedding group pairs the first and last stage of one replica", "
   CHECK(g.ranks == std::vector<int>{1, 5});
   CHECK(embedding_group(grid, 0).ranks == std::vector<int>{0, 4});
 }
+
+TEST_CASE("a rank's partners in a group are its ring neighbours and its barrier's, symmetric and 2 log2 n at most",
+          "[grid]") {
+  const Group eight{1, {10, 11, 12, 13, 14, 15, 16, 17}};
+  CHECK(partners(eight, 10) == std::vector<int>{11, 12, 14, 16, 17});
+  CHECK(partners(eight, 9).empty());
+  CHECK(partners(Group{1, {5}}, 5).empty());
+  CHECK(partners(Group{1, {5, 6}}, 5) == std::vector<int>{6});
+  for (int n = 1; n <= 70; ++n) {
+    Group group{1, {}};
+    for (int r = 0; r < n; ++r) group.ranks.push_back(3 * r);
+    int bound = 0;
+    for (int d = 1; d < n; d *= 2) bound += 2;
+    for (int r : group.ranks) {
+      const std::vector<int> mine = partners(group, r);
+      INFO("n " << n << ", rank " << r);
+      CHECK(static_cast<int>(mine.size()) <= bound);
+      CHECK(std::is_sorted(mine.begin(), mine.end()));
+      for (int p : mine) {
+        const std::vector<int> theirs = partners(group, p);
+        CHECK(std::find(theirs.begin(), theirs.end(), r) != theirs.end());
+      }
+    }
+  }
+}
+
+TEST_CASE("a rank's grid partners join its dp, pp and tp groups' partners", "[grid]") {
+  const Grid grid{8, 3, 2};
+  for (int rank = 0; rank < grid.world(); ++rank) {
+    const std::vector<int> mine = grid_partners(grid, rank);
+    std::set<int> expected;
+    for (const Group& group : {dp_group(grid, rank), pp_group(grid, rank), tp_group(grid, rank)})
+      for (int p : partners(group, rank)) expected.insert(p);
+    CHECK(mine == std::vector<int>(expected.begin(), expected.end()));
+    for (int p : mine) {
+      const std::vector<int> theirs = grid_partners(grid, p);
+      CHECK(std::find(theirs.begin(), theirs.end(), rank) != theirs.end());
+    }
+  }
+  CHECK(grid_partners(Grid{1, 1, 1}, 0).empty());
+}

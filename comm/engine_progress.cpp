@@ -1,0 +1,164 @@
+// An engine's progress: UCX's context and worker made, the one thread that progresses them, the
+// tasks other threads hand it, its sleep while nothing moves, and the shutdown.
+#include <poll.h>
+
+#include <cstdlib>
+#include <string_view>
+
+#include "comm/engine_state.hpp"
+#include "comm/knobs.hpp"
+#include "compute/memory_ledger.hpp"
+
+namespace troupe::comm {
+namespace {
+
+// UCX settings Troupe chooses unless the environment sets them (UCX_<name>).
+struct UcxDefault {
+  const char* name;
+  const char* value;
+};
+constexpr UcxDefault ucx_defaults[] = {
+    {"KEEPALIVE_INTERVAL", "1s"},  // a silent dead peer is noticed within seconds, not 20 s
+    {"MM_ERROR_HANDLING", "y"},    // shared memory (posix, sysv) may serve endpoints with peer
+                                   // error handling: UCX checks the peer process is alive;
+                                   // without it such endpoints fall back to TCP over loopback
+    {"MM_SEG_SIZE", "32k"},        // FIFO element: a quarter of the fragments of the default 8k;
+                                   // 2-process all-reduce about 10% faster (docs/comm.md)
+};
+
+// Longest sleep with requests in flight (a send queued behind a full shared-memory FIFO
+// raises no event, so this bounds its stall) and with none (UCX keepalive needs progress).
+constexpr auto busy_sleep = std::chrono::microseconds(200);
+constexpr auto idle_sleep = std::chrono::milliseconds(100);
+
+thread_local const void* progress_thread_state = nullptr;
+
+}  // namespace
+
+Engine::State::~State() {
+  if (worker != nullptr) ucp_worker_destroy(worker);
+  if (lent_region != nullptr) {
+    ucp_mem_unmap(context, lent_region);
+    compute::memory_ledger().remove(compute::MemoryKind::comm_buffers, lent_bytes);
+  }
+  if (context != nullptr) ucp_cleanup(context);
+}
+
+bool Engine::State::is_progress_thread() const { return progress_thread_state == this; }
+
+Status Engine::State::open(EngineAddress& address) {
+  ucp_config_t* config = nullptr;
+  ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
+  if (status != UCS_OK)
+    return Error{std::string("comm: cannot read the UCX configuration: ") + ucs_status_string(status)};
+  for (const UcxDefault& d : ucx_defaults) {
+    if (std::getenv((std::string("UCX_") + d.name).c_str()) != nullptr) continue;
+    if (std::string_view(d.name).starts_with("MM_") && !shared_memory_enabled()) continue;
+    ucp_config_modify(config, d.name, d.value);
+  }
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES;
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP | UCP_FEATURE_RMA;  // RMA: the lent region
+  status = ucp_init(&params, config, &context);
+  ucp_config_release(config);
+  if (status != UCS_OK) return Error{std::string("comm: cannot initialise UCX: ") + ucs_status_string(status)};
+
+  ucp_worker_params_t worker_params{};
+  worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  worker_params.thread_mode = UCS_THREAD_MODE_SINGLE;  // only the progress thread touches it
+  status = ucp_worker_create(context, &worker_params, &worker);
+  if (status != UCS_OK) return Error{std::string("comm: cannot create the UCX worker: ") + ucs_status_string(status)};
+  status = ucp_worker_get_efd(worker, &event_fd);
+  if (status != UCS_OK) return Error{std::string("comm: no UCX event fd: ") + ucs_status_string(status)};
+
+  ucp_address_t* own = nullptr;
+  std::size_t own_length = 0;
+  status = ucp_worker_get_address(worker, &own, &own_length);
+  if (status != UCS_OK) return Error{std::string("comm: no UCX worker address: ") + ucs_status_string(status)};
+  const auto* bytes = reinterpret_cast<const std::uint8_t*>(own);
+  address.worker.assign(bytes, bytes + own_length);
+  ucp_worker_release_address(worker, own);
+  return {};
+}
+
+void Engine::State::run() {
+  progress_thread_state = this;
+  post_handshake_receive();
+  auto last_work = std::chrono::steady_clock::now();
+  while (!stopping) {
+    bool worked = run_tasks();
+    while (ucp_worker_progress(worker) != 0) worked = true;
+    worked = drain() || worked;
+    worked = give_up_late_handshakes() || worked;
+    const auto now = std::chrono::steady_clock::now();
+    if (worked) {
+      last_work = now;
+      continue;
+    }
+    if (operations.empty()) {
+      sleep_until_event(idle_sleep);
+    } else if (now - last_work < spin) {
+      std::this_thread::yield();
+    } else {
+      sleep_until_event(busy_sleep);
+    }
+  }
+  shut_down();
+}
+
+bool Engine::State::run_tasks() {
+  std::vector<std::function<void()>> batch;
+  {
+    std::lock_guard lock(mutex);
+    batch.swap(tasks);
+  }
+  for (auto& task : batch) task();
+  return !batch.empty();
+}
+
+// Sleeps on the worker's event fd, at most `limit`, unless an event or a task is waiting.
+void Engine::State::sleep_until_event(std::chrono::nanoseconds limit) {
+  if (ucp_worker_arm(worker) == UCS_ERR_BUSY) return;
+  {
+    std::lock_guard lock(mutex);
+    if (!tasks.empty() || !failed_peers.empty() || stopping) return;
+  }
+  pollfd fd{event_fd, POLLIN, 0};
+  const timespec timeout{static_cast<time_t>(limit.count() / 1000000000),
+                         static_cast<long>(limit.count() % 1000000000)};
+  ppoll(&fd, 1, &timeout, nullptr);
+}
+
+// After stop: every endpoint is force-closed and every operation left gets an Error, those
+// that callbacks and tasks post on the way included.
+void Engine::State::shut_down() {
+  for (auto& [id, op] : operations) {
+    if (op.recv && op.request != nullptr) ucp_request_cancel(worker, op.request);
+  }
+  if (handshake_receive != nullptr) ucp_request_cancel(worker, handshake_receive);
+  for (auto& peer : peers) close_endpoint(*peer);
+  for (void* request : closing) {
+    while (ucp_request_check_status(request) == UCS_INPROGRESS) ucp_worker_progress(worker);
+    ucp_request_free(request);
+  }
+  closing.clear();
+  while (ucp_worker_progress(worker) != 0) {
+  }
+  while (run_tasks() || drain()) {
+  }
+  // What UCX still holds (a send it could not cancel) keeps its record, without a callback,
+  // until the worker is destroyed.
+  std::vector<RequestId> left;
+  for (const auto& [id, op] : operations) {
+    if (op.done) left.push_back(id);
+  }
+  for (RequestId id : left) {
+    auto it = operations.find(id);
+    if (it == operations.end() || !it->second.done) continue;
+    complete(it->second, Error{"comm: the engine of " + rank_name(rank) + " stopped"});
+  }
+  while (run_tasks() || drain()) {
+  }
+}
+
+}  // namespace troupe::comm
