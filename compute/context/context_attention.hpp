@@ -17,12 +17,11 @@
 #include <memory>
 
 #include "compute/context/context_exchange.hpp"
+#include "compute/context/context_method.hpp"
 #include "compute/context/context_split.hpp"
 #include "compute/expected.hpp"
 
 namespace troupe::compute::context {
-
-enum class ContextMethod { ring, all_to_all };
 
 struct ContextShape {
   int B = 1;
@@ -34,6 +33,7 @@ struct ContextShape {
 template <typename Real>
 class ContextAttention {
  public:
+  using value_type = Real;
   virtual ~ContextAttention() = default;
   virtual Status forward(Real* out, const Real* qkv) = 0;
   virtual Status backward(Real* dqkv, const Real* dout, const Real* qkv) = 0;

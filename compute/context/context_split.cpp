@@ -1,6 +1,7 @@
 #include "compute/context/context_split.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 namespace troupe::compute::context {
@@ -47,6 +48,7 @@ void put_rows(Real* global, const Real* local, int B, int width, const ContextSp
 
 template void take_rows<float>(float*, const float*, int, int, const ContextSplit&, int);
 template void take_rows<double>(double*, const double*, int, int, const ContextSplit&, int);
+template void take_rows<std::int32_t>(std::int32_t*, const std::int32_t*, int, int, const ContextSplit&, int);
 template void put_rows<float>(float*, const float*, int, int, const ContextSplit&, int);
 template void put_rows<double>(double*, const double*, int, int, const ContextSplit&, int);
 
