@@ -9,8 +9,8 @@ namespace troupe::compute::context {
 Expected<ContextSplit> make_context_split(int T, int shards) {
   if (shards < 1) return Error{"context.shards = " + std::to_string(shards) + " must be at least 1"};
   if (T % (2 * shards) != 0) {
-    return Error{"model.block_size = " + std::to_string(T) + " is not divisible by 2 * context.shards = " +
-                 std::to_string(2 * shards) + " (the causal load-balanced split cuts it into 2C equal chunks)"};
+    return Error{"a sequence of " + std::to_string(T) +
+                 " positions does not split into 2 x context.shards = " + std::to_string(2 * shards) + " equal chunks"};
   }
   return ContextSplit{T, shards};
 }

@@ -32,8 +32,8 @@ struct ContextSplit {
   }
 };
 
-// The split of T positions over `shards` ranks, or an error naming model.block_size and
-// context.shards when T is not a multiple of 2C.
+// The split of T positions over `shards` ranks, or an error naming context.shards when T is not
+// a multiple of 2C.
 Expected<ContextSplit> make_context_split(int T, int shards);
 
 // Rows of (B, T, width) sequences: local (B, T / C, width) gets the rows `rank` holds of global, and

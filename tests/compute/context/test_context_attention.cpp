@@ -129,9 +129,7 @@ TEST_CASE("context attention: the split gives rank r chunks r and 2C-1-r of 2C",
 TEST_CASE("context attention: a length not divisible by 2C is refused by name", "[context]") {
   const auto split = make_context_split(12, 4);
   REQUIRE_FALSE(split.ok());
-  CHECK(split.error().message ==
-        "model.block_size = 12 is not divisible by 2 * context.shards = 8 (the causal load-balanced split cuts it "
-        "into 2C equal chunks)");
+  CHECK(split.error().message == "a sequence of 12 positions does not split into 2 x context.shards = 8 equal chunks");
 }
 
 TEST_CASE("context attention: all_to_all refuses a group size that does not divide the heads", "[context]") {
