@@ -15,6 +15,7 @@
 
 #include "comm/compression.hpp"
 #include "compute/backend_kind.hpp"
+#include "compute/context/context_method.hpp"
 #include "compute/model/gpt_config.hpp"
 #include "compute/model/recompute.hpp"
 #include "compute/model/stage_split.hpp"
@@ -95,6 +96,13 @@ struct TensorOptions {
   bool sequence_parallel = false;  // the residual stream and LayerNorms split along the B·T rows
 };
 
+// Context parallelism (compute/model/context_shard.hpp): each sequence's positions split over C
+// consecutive ranks of the data-parallel axis, which attention joins by `method`.
+struct ContextOptions {
+  int shards = 1;  // C; 1 = none (workers = dp x C)
+  compute::context::ContextMethod method = compute::context::ContextMethod::ring;
+};
+
 // Gradient compression on the data-parallel path (docs/comm.md, "Gradient compression").
 struct CommOptions {
   comm::Compression compress = comm::Compression::none;
@@ -158,6 +166,7 @@ struct JobConfig {
   SampleOptions sample;
   PipelineOptions pipeline;
   TensorOptions tensor;
+  ContextOptions context;
   CommOptions comm;
   FaultOptions fault;
   CheckpointOptions checkpoint;

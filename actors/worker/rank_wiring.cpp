@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "actors/worker/context_exchange.hpp"
 #include "actors/worker/data_parallel_hooks.hpp"
 #include "actors/worker/device_groups.hpp"
 #include "actors/worker/in_place_recovery.hpp"
@@ -285,10 +286,21 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
     RecoveryHooks recovery_hooks;
     if (!device_group) recovery_hooks = in_place_hooks(recovery, mailbox, replacing);
     const RunServices services{progress, metrics, &control, rescue, rank == 0, compression_reading, recovery_hooks};
-    RunOutcome outcome = stages == 1 && shards == 1 ? run_training(job, backend, data, data_parallel(),
-                                                    services)
-                                     : train_pipeline_stage(job, data, backend, engine, grid, **dp, mailbox, progress,
-                                                            metrics, control, rescue, replacing);
+    // Context shards are consecutive ranks of the dp axis: the data-parallel sum over all of them
+    // is also the sum over each context group (compute/train/trainer.hpp).
+    const int context_shards = job.config.context.shards;
+    std::optional<MailboxContextExchange> context_exchange;
+    compute::ContextShardGroup context;
+    if (context_shards > 1) {
+      context_exchange.emplace(mailbox, engine, rank / context_shards * context_shards, context_shards);
+      context = {job.config.context.method,
+                 compute::context::make_context_split(job.config.train.seq_len, context_shards).value(),
+                 &*context_exchange};
+    }
+    RunOutcome outcome = stages == 1 && shards == 1
+                             ? run_training(job, backend, data, data_parallel(), services, context)
+                             : train_pipeline_stage(job, data, backend, engine, grid, **dp, mailbox, progress, metrics,
+                                                    control, rescue, replacing);
     return {-1, outcome.exit_code, outcome.reason};
   } catch (const WorkStopped&) {
     throw;

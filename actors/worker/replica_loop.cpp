@@ -59,7 +59,7 @@ compute::GPT& initialised(compute::GPT& model, std::uint64_t seed, bool initiali
 }  // namespace
 
 ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, const JobData& data,
-                         compute::DataParallel data_parallel, bool initialise)
+                         compute::DataParallel data_parallel, bool initialise, compute::ContextShardGroup context)
     : backend_(backend),
       // Every rank writes when it holds state of its own: a ZeRO shard of the moments, or a
       // compression residual; the commit waits for all of them.
@@ -71,12 +71,15 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
       moments_sharded_(compute::shards_optimizer_state(data_parallel.zero_stage)),
       sum_over_group_(data_parallel.sum),
       sharded_(zero3_source(job, backend, data_parallel)),
-      model_(job.model, backend, compute::DType::f32, trainer_options(job).recompute, sharded_.get()),
+      model_(job.model, backend, compute::DType::f32, trainer_options(job).recompute, sharded_.get(), context),
       trainer_(initialised(model_, job.config.train.seed, initialise),
                replica_options(job, std::move(data_parallel), sharded_.get()), data.train, data.val) {
   const TrainOptions& t = job.config.train;
   const int rank = place_.rank;
   layout_ = replica_layout(place_.grid.dp, t.batch_size, t.seq_len, t.grad_accum);
+  if (context.sharded())
+    layout_ += fmt::format(", {} context shards ({}) of seq {}", context.split.shards,
+                           compute::context::context_method_name(context.method), context.split.local_rows());
   // Replicas hold equal parameters and (ZeRO 0) equal moments: the first writes them. Under ZeRO
   // each rank's moments are its own shard and every rank writes its shard; under ZeRO-3 its
   // parameters too.

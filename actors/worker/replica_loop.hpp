@@ -22,14 +22,17 @@ class ReplicaLoop final : public TrainingLoop {
   // `initialise`: fill the parameters from the seed; a replacement joining in place skips it (a
   // peer's state overwrites them before the first step, and for `small` it would cost half a second).
   ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, const JobData& data,
-              compute::DataParallel data_parallel, bool initialise = true);
+              compute::DataParallel data_parallel, bool initialise = true, compute::ContextShardGroup context = {});
 
   compute::StepResult step() override { return trainer_.step(); }
   double evaluate(int batches) override { return trainer_.evaluate(batches); }
   double param_norm() override;
   std::int64_t tokens_per_step() const override { return trainer_.tokens_per_step(); }
   std::string layout() const override { return layout_; }
-  compute::GPT* whole_model() override { return sharded_ ? nullptr : &model_; }
+  // None under ZeRO-3 (the rank keeps a shard) or context shards (the model runs on some rows).
+  compute::GPT* whole_model() override {
+    return sharded_ || model_.stage().context_shard().sharded() ? nullptr : &model_;
+  }
   const std::vector<checkpoint::HeldRange>& held() const override { return held_; }
   CheckpointPlace checkpoint_place() const override { return place_; }
   void mirror_to_host() override;

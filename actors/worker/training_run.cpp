@@ -479,7 +479,7 @@ class RankRun {
       if (compute::GPT* model = loop_.whole_model())
         print_sample(*model, job_, *log_);
       else
-        log_->info("no sample: no rank holds the whole model (pipeline.stages > 1 or train.zero 3)");
+        log_->info("no sample: no rank runs the whole model (pipeline.stages > 1, train.zero 3 or context.shards > 1)");
     }
     return {};
   }
@@ -511,9 +511,10 @@ RunOutcome drive_training(const ResolvedJob& job, const JobData& data, const std
 }
 
 RunOutcome run_training(const ResolvedJob& job, compute::Backend& backend, const JobData& data,
-                        compute::DataParallel data_parallel, const RunServices& services) {
+                        compute::DataParallel data_parallel, const RunServices& services,
+                        compute::ContextShardGroup context) {
   compute::memory_ledger().measure_runtime();  // what the process holds before the model
-  ReplicaLoop loop(job, backend, data, std::move(data_parallel), !services.recovery.join);
+  ReplicaLoop loop(job, backend, data, std::move(data_parallel), !services.recovery.join, context);
   return drive_training(job, data, backend.name(), loop, services);
 }
 

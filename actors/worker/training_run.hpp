@@ -94,8 +94,10 @@ struct RunServices {
 RunOutcome drive_training(const ResolvedJob& job, const JobData& data, const std::string& backend_name,
                           TrainingLoop& loop, const RunServices& services);
 
-// A whole-model run (ReplicaLoop) with `data_parallel`'s hooks (default: one process).
+// A whole-model run (ReplicaLoop) with `data_parallel`'s hooks (default: one process), on the
+// rank's rows of each sequence under a context group (compute/model/context_shard.hpp).
 RunOutcome run_training(const ResolvedJob& job, compute::Backend& backend, const JobData& data,
-                        compute::DataParallel data_parallel, const RunServices& services);
+                        compute::DataParallel data_parallel, const RunServices& services,
+                        compute::ContextShardGroup context = {});
 
 }  // namespace troupe::actors

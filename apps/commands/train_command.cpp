@@ -19,13 +19,14 @@
 namespace troupe::apps {
 
 int run_train(const ResolvedJob& job, std::optional<double> memory_limit) {
-  if (const int ranks = job.config.pipeline.stages * job.config.tensor.shards; ranks > 1)
-    return error_exit(ExitCode::bad_input, replica_keys(job.config) + " needs a worker per " +
-                                               (job.config.tensor.shards > 1 ? "shard" : "stage") +
-                                               (job.config.pipeline.stages > 1 && job.config.tensor.shards > 1
-                                                    ? " of every stage"
-                                                    : "") +
-                                               ": add --workers " + std::to_string(ranks) + " (or a multiple)");
+  if (const int ranks = job.config.pipeline.stages * job.config.tensor.shards * job.config.context.shards; ranks > 1)
+    return error_exit(ExitCode::bad_input,
+                      replica_keys(job.config) + " needs a worker per " +
+                          (job.config.context.shards > 1  ? "context shard"
+                           : job.config.tensor.shards > 1 ? "shard"
+                                                          : "stage") +
+                          (job.config.pipeline.stages > 1 && job.config.tensor.shards > 1 ? " of every stage" : "") +
+                          ": add --workers " + std::to_string(ranks) + " (or a multiple)");
   // Input errors come before any work or output, as the job process of --workers reports them.
   if (Status fits = check_memory_fit(job, {1, 1, 1}, memory_limit); !fits)
     return error_exit(ExitCode::bad_input, fits.error().message);

@@ -8,6 +8,7 @@ namespace troupe::apps {
 
 using actors::CheckpointOptions;
 using actors::CommOptions;
+using actors::ContextOptions;
 using actors::DataOptions;
 using actors::FaultOptions;
 using actors::InitOptions;

@@ -8,9 +8,10 @@ namespace troupe::apps {
 namespace {
 
 // The keys a layout sets, in key-table order.
-constexpr std::string_view layout_keys[] = {"train.batch_size",  "train.grad_accum",       "train.zero",
-                                            "train.recompute",   "pipeline.stages",        "pipeline.microbatches",
-                                            "pipeline.schedule", "pipeline.virtual_stages", "tensor.shards"};
+constexpr std::string_view layout_keys[] = {"train.batch_size",  "train.grad_accum",        "train.zero",
+                                            "train.recompute",   "pipeline.stages",         "pipeline.microbatches",
+                                            "pipeline.schedule", "pipeline.virtual_stages", "tensor.shards",
+                                            "context.shards"};
 
 int microbatches_per_step(const JobConfig& config) {
   return config.pipeline.stages > 1 ? config.pipeline.microbatches : config.train.grad_accum;
@@ -21,14 +22,16 @@ int microbatches_per_step(const JobConfig& config) {
 std::string replica_keys(const JobConfig& c) {
   std::string keys = "pipeline.stages " + std::to_string(c.pipeline.stages);
   if (c.tensor.shards > 1) keys += " × tensor.shards " + std::to_string(c.tensor.shards);
+  if (c.context.shards > 1) keys += " × context.shards " + std::to_string(c.context.shards);
   return keys;
 }
 
 Status check_grid_divides(const ResolvedJob& job, int ranks) {
   const JobConfig& c = job.config;
-  if (ranks % (c.pipeline.stages * c.tensor.shards) == 0) return Status::success();
+  if (ranks % (c.pipeline.stages * c.tensor.shards * c.context.shards) == 0) return Status::success();
   return Error{replica_keys(c) + " does not divide the job's " + std::to_string(ranks) +
-               " workers (workers = data-parallel replicas x stages" + (c.tensor.shards > 1 ? " x shards)" : ")")};
+               " workers (workers = data-parallel replicas x stages" + (c.tensor.shards > 1 ? " x shards" : "") +
+               (c.context.shards > 1 ? " x context shards)" : ")")};
 }
 
 schedules::Workload job_workload(const ResolvedJob& job, int ranks) {
@@ -42,7 +45,7 @@ schedules::Layout job_layout(const ResolvedJob& job, int ranks) {
   schedules::Layout layout;
   layout.pp = c.pipeline.stages;
   layout.tp = c.tensor.shards;
-  layout.dp = ranks / (c.pipeline.stages * c.tensor.shards);
+  layout.dp = ranks / (c.pipeline.stages * c.tensor.shards * c.context.shards);
   layout.zero = c.train.zero;
   layout.recompute = c.train.recompute;
   layout.micro_batch = c.train.batch_size;

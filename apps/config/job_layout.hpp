@@ -25,15 +25,16 @@ struct JobRanks {
 schedules::Workload job_workload(const ResolvedJob& job, int ranks);
 
 // The keys that set how many ranks one data-parallel replica takes: "pipeline.stages 2", or
-// "pipeline.stages 2 × tensor.shards 2" when there are tensor shards.
+// "pipeline.stages 2 × tensor.shards 2" when there are tensor shards (and "× context.shards C"
+// when there are context shards).
 std::string replica_keys(const JobConfig& config);
-// The ranks fill whole replicas (pipeline.stages × tensor.shards divides them), or the error names
+// The ranks fill whole replicas (pipeline.stages × tensor.shards × context.shards divides them), or the error names
 // the keys and the count.
 Status check_grid_divides(const ResolvedJob& job, int ranks);
 
-// dp = ranks / (pipeline.stages × tensor.shards), pp = pipeline.stages, tp = tensor.shards, train.zero, train.recompute,
-// micro-batches of train.batch_size, train.grad_accum of them per step (pipeline.microbatches with a
-// pipeline), pipeline.schedule and pipeline.virtual_stages.
+// dp = ranks / (pipeline.stages × tensor.shards × context.shards), pp = pipeline.stages, tp = tensor.shards,
+// train.zero, train.recompute, micro-batches of train.batch_size, train.grad_accum of them per step
+// (pipeline.microbatches with a pipeline), pipeline.schedule and pipeline.virtual_stages.
 schedules::Layout job_layout(const ResolvedJob& job, int ranks);
 
 // The job's ranks as a cluster of `device_memory` bytes per device: its hosts as nodes (one node of

@@ -24,6 +24,7 @@ using S = SampleOptions;
 using F = FaultOptions;
 using P = PipelineOptions;
 using Tp = TensorOptions;
+using Cp = ContextOptions;
 using Co = CommOptions;
 using C = CheckpointOptions;
 using Mon = MonitorOptions;
@@ -113,6 +114,15 @@ constexpr ConfigKey keys[] = {
      "with tensor.shards > 1: the residual stream and LayerNorms hold 1/T of the sequence; sums become "
      "reduce-scatter + all-gather",
      field<&J::tensor, &Tp::sequence_parallel>},
+
+    {"context.shards",
+     "context shards C per data replica: each sequence's positions split over C neighbouring ranks (causal "
+     "load-balanced chunks), attention joined by context.method; 1 = none (workers = dp x C)",
+     field<&J::context, &Cp::shards>},
+    {"context.method",
+     "ring (K/V blocks travel around the context group) or all_to_all (heads exchanged; C must divide "
+     "model.n_head)",
+     field<&J::context, &Cp::method>},
 
     {"comm.compress",
      "gradients summed over the data-parallel group as they are (none), as bfloat16 (bf16), or as rank-r factors with "

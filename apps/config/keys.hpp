@@ -18,9 +18,10 @@ namespace troupe::apps {
 // Where a key's value lives inside a JobConfig; the pointee's type is the key's type. A policy
 // with a few values is its enum from here on: train.zero a number to the user, the others one of
 // their names (named_choice.hpp).
-using ConfigField = std::variant<bool*, int*, long*, std::uint64_t*, double*, std::string*, compute::ZeroStage*,
-                                 compute::BackendKind*, compute::Recompute*, schedules::ScheduleKind*,
-                                 comm::Compression*, actors::RecoveryMode*, monitor::LogFormat*>;
+using ConfigField =
+    std::variant<bool*, int*, long*, std::uint64_t*, double*, std::string*, compute::ZeroStage*, compute::BackendKind*,
+                 compute::Recompute*, schedules::ScheduleKind*, compute::context::ContextMethod*, comm::Compression*,
+                 actors::RecoveryMode*, monitor::LogFormat*>;
 
 struct ConfigKey {
   std::string_view name;  // "section.name"

@@ -1,6 +1,6 @@
 #pragma once
 // The settings that are one of a few names (train.backend, train.recompute, pipeline.schedule,
-// comm.compress, fault.recovery, monitor.log_format): each is its library's enum from the config
+// context.method, comm.compress, fault.recovery, monitor.log_format): each is its library's enum from the config
 // parser on, and this is the one place that reads and writes their names. A library lists its
 // values (compute::backend_kinds, ...) and spells each one; NamedChoice points at both.
 
@@ -31,6 +31,13 @@ template <>
 struct NamedChoice<schedules::ScheduleKind> {
   static constexpr std::span<const schedules::ScheduleKind> values{schedules::schedule_kinds};
   static std::string_view name(schedules::ScheduleKind kind) { return schedules::to_string(kind); }
+};
+template <>
+struct NamedChoice<compute::context::ContextMethod> {
+  static constexpr std::span<const compute::context::ContextMethod> values{compute::context::context_methods};
+  static std::string_view name(compute::context::ContextMethod method) {
+    return compute::context::context_method_name(method);
+  }
 };
 template <>
 struct NamedChoice<comm::Compression> {

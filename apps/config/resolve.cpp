@@ -161,6 +161,30 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
       return "train.zero 3 is not supported with tensor.sequence_parallel yet; use 0";
   }
 
+  const ContextOptions& cp = c.context;
+  if (cp.shards < 1) return "context.shards must be at least 1 (1 = none), got " + str(cp.shards);
+  if (cp.shards > 1) {
+    const int seq_len = t.seq_len > 0 ? t.seq_len : model.block_size;
+    if (seq_len % (2 * cp.shards) != 0)
+      return "train.seq_len " + str(seq_len) + " does not split into 2 x context.shards = " + str(2 * cp.shards) +
+             " equal chunks (the causal load-balanced split; train.seq_len 0 is model.block_size)";
+    if (cp.method == compute::context::ContextMethod::all_to_all && model.n_head % cp.shards != 0)
+      return "context.method all_to_all needs context.shards " + str(cp.shards) + " to divide model.n_head " +
+             str(model.n_head);
+    if (t.backend != compute::BackendKind::cpu)
+      return "context.shards > 1 works with train.backend cpu only so far: context attention runs on the CPU "
+             "kernels (got '" +
+             backend + "')";
+    if (p.stages > 1 || tp.shards > 1)
+      return "context.shards > 1 works with data parallelism only so far (pipeline.stages and tensor.shards 1), got "
+             "pipeline.stages " +
+             str(p.stages) + " and tensor.shards " + str(tp.shards);
+    if (t.zero != compute::ZeroStage::none || c.comm.compress != comm::Compression::none)
+      return "context.shards > 1 works with train.zero 0 and comm.compress none only so far";
+    if (c.fault.recovery == actors::RecoveryMode::in_place)
+      return "context.shards > 1 recovers by restarting only so far: add --fault.recovery restart";
+  }
+
   const CommOptions& co = c.comm;
   const comm::Compression compression = co.compress;
   if (co.powersgd_rank < 1) return "comm.powersgd_rank must be positive, got " + str(co.powersgd_rank);

@@ -1,7 +1,9 @@
 // Causal multi-head self-attention, FlashAttention-2 style, as products (tile_product.hpp) on
 // strided slices of qkv: for head h of sequence b, q, k and v are (T, hs) matrices with leading
 // dimension 3C that start at columns h*hs, C + h*hs and 2C + h*hs of qkv. Only kᵀ and vᵀ are
-// copied out, once per head, as the right operands of q kᵀ and dout vᵀ.
+// copied out, once per head, as the right operands of q kᵀ and dout vᵀ. The same code runs
+// queries against keys held apart (attention_rows_*, for context shards): q, k and v are then any
+// strided (Tq, hs) and (Tk, hs) matrices, either causal (same positions) or all keys visible.
 //
 // The state kept for the backward is one log-sum-exp per query row, lse_i = log sum_j exp(s_ij)
 // with s = scale * q kᵀ, shaped (B, NH, T): no (T, T) probability matrix is stored per head.
@@ -27,7 +29,8 @@
 //   dq[r0:r1] (+)= scale * dS · k[c0:c1]                               (product)
 //   dk[c0:c1] (+)= scale * dSᵀ · q[r0:r1]                              (product)
 // D needs every chunk of the row, so when the row spans several chunks a first pass computes it
-// (S, P and dP twice); with one chunk (T <= key_block) the one pass does. Query blocks run from
+// (S, P and dP twice); with one chunk (T <= key_block) the one pass does; a caller that knows D
+// (rowsum dout * out, over blocks of keys held elsewhere too) gives it and skips that. Query blocks run from
 // the last to the first, so the last block, whose chunks cover all T keys, writes dk and dv with
 // beta 0 and the earlier ones accumulate onto it.
 
@@ -67,36 +70,24 @@ Tiles<Real>& tiles() {
   return t;
 }
 
-// The strided (T, hs) views of one head.
-template <typename Real>
-struct Head {
-  Real* q;
-  Real* k;
-  Real* v;
-};
+// Keys of a chunk that row r of a query block sees: key column j of the chunk is seen from row r
+// when j <= r + diagonal (a diagonal of at least the chunk's width leaves every key visible).
+inline int visible_keys(int r, int diagonal, int width) { return std::min(width, r + 1 + diagonal); }
 
+// One chunk of the forward's online softmax for the rows of a query block: turns the scores s
+// (rows, width) into exp(s - m') in place (masked entries 0), updates the running max m and sum l,
+// and, unless this is the row's first chunk, rescales the rows of out accumulated from earlier
+// chunks by exp(m - m').
 template <typename Real>
-Head<Real> head_of(Real* qkv, int b, int h, int T, int C, int hs) {
-  Real* q = qkv + static_cast<std::size_t>(b) * T * 3 * C + static_cast<std::size_t>(h) * hs;
-  return {q, q + C, q + 2 * C};
-}
-
-// Keys of chunk [c0, c0 + width) that row i sees: those at or below the diagonal.
-inline int visible_keys(int i, int c0, int width) { return std::min(width, i + 1 - c0); }
-
-// One chunk of the forward's online softmax for rows r0..r0+rows-1: turns the scores s (rows,
-// width) into exp(s - m') in place (masked entries 0), updates the running max m and sum l, and
-// rescales the rows of out accumulated from earlier chunks by exp(m - m').
-template <typename Real>
-TROUPE_SIMD_CLONES void online_softmax_chunk(Real* s, Real* m, Real* l, Real* out, int ld_out, int hs, int r0, int rows,
-                                             int c0, int width) {
+TROUPE_SIMD_CLONES void online_softmax_chunk(Real* s, Real* m, Real* l, Real* out, int ld_out, int hs, int rows,
+                                             int diagonal, int width, bool first) {
   for (int r = 0; r < rows; ++r) {
     Real* row = s + static_cast<std::size_t>(r) * width;
-    const int n = visible_keys(r0 + r, c0, width);
+    const int n = visible_keys(r, diagonal, width);
     const Real new_max = std::max(m[r], row_max(row, n));
     const Real sum = exp_shifted_row(row, row, n, new_max);
     std::fill(row + n, row + width, Real(0));
-    if (c0 > 0) {
+    if (!first) {
       const Real correction = vexp(m[r] - new_max);
       Real* o = out + static_cast<std::size_t>(r) * ld_out;
 #pragma omp simd
@@ -124,12 +115,12 @@ TROUPE_SIMD_CLONES void finish_rows(Real* out, int ld_out, Real* lse, const Real
 // The scores s (rows, width) become the probabilities exp(s - lse) in place, masked entries 0;
 // in the same sweep rowsum(P * dP) is added to D unless D is null.
 template <typename Real>
-TROUPE_SIMD_CLONES void probabilities_from_lse(Real* s, Real* D, const Real* dp, const Real* lse, int r0, int rows,
-                                               int c0, int width) {
+TROUPE_SIMD_CLONES void probabilities_from_lse(Real* s, Real* D, const Real* dp, const Real* lse, int rows,
+                                               int diagonal, int width) {
   for (int r = 0; r < rows; ++r) {
     Real* row = s + static_cast<std::size_t>(r) * width;
     const Real* drow = dp + static_cast<std::size_t>(r) * width;
-    const int n = visible_keys(r0 + r, c0, width);
+    const int n = visible_keys(r, diagonal, width);
     const Real shift = lse[r];
     Real dot = 0;
 #pragma omp simd reduction(+ : dot)
@@ -146,12 +137,12 @@ TROUPE_SIMD_CLONES void probabilities_from_lse(Real* s, Real* D, const Real* dp,
 // dP becomes dS = P * (dP - D) in place, masked entries 0 (the product that made dP may have left
 // them unwritten).
 template <typename Real>
-TROUPE_SIMD_CLONES void softmax_backward_in_place(Real* dp, const Real* p, const Real* D, int r0, int rows, int c0,
+TROUPE_SIMD_CLONES void softmax_backward_in_place(Real* dp, const Real* p, const Real* D, int rows, int diagonal,
                                                   int width) {
   for (int r = 0; r < rows; ++r) {
     Real* dr = dp + static_cast<std::size_t>(r) * width;
     const Real* pr = p + static_cast<std::size_t>(r) * width;
-    const int n = visible_keys(r0 + r, c0, width);
+    const int n = visible_keys(r, diagonal, width);
     const Real d = D[r];
 #pragma omp simd
     for (int j = 0; j < n; ++j) dr[j] = pr[j] * (dr[j] - d);
@@ -159,119 +150,189 @@ TROUPE_SIMD_CLONES void softmax_backward_in_place(Real* dp, const Real* p, const
   }
 }
 
+// One head's q, k and v: (Tq, hs) and (Tk, hs) matrices with leading dimensions ld_q and ld_kv.
+template <typename Real>
+struct Head {
+  const Real* q;
+  const Real* k;
+  const Real* v;
+  int ld_q, ld_kv;
+};
+
+template <typename Real>
+Head<Real> head_of(const AttentionInputs<Real>& x, int b, int h) {
+  return {x.q.head(b, h, x.hs), x.k.head(b, h, x.hs), x.v.head(b, h, x.hs), x.q.ld, x.k.ld};
+}
+
+// The keys a query block [r0, r1) visits: up to its last row under the causal mask, all otherwise;
+// and the diagonal of the chunk starting at key c0.
+template <typename Real>
+int keys_end(const AttentionInputs<Real>& x, int r1) {
+  return x.mask == KeyMask::causal ? r1 : x.Tk;
+}
+template <typename Real>
+int diagonal_of(const AttentionInputs<Real>& x, int r0, int c0) {
+  return x.mask == KeyMask::causal ? r0 - c0 : x.Tk;
+}
+
 // One query block's probabilities P and their gradient dP over keys [c0, c0 + width); adds
 // rowsum(P * dP) to D unless D is null. kt and vt have leading dimension ldt.
 template <typename Real>
-void probabilities_and_gradient(Real* p, Real* dp, Real* D, const Head<const Real>& x, const Real* kt, const Real* vt,
-                                const Real* dout, const Real* lse, int r0, int rows, int c0, int width, int ldt,
-                                int C, int hs, Real scale) {
-  const int ld = 3 * C;
-  const Causal scores{Causal::Zeros::columns_after, r0 - c0};
-  tile_product(rows, width, hs, scale, x.q + static_cast<std::size_t>(r0) * ld, ld, 1, kt + c0, ldt, Real(0), p, width,
-               scores);
-  tile_product(rows, width, hs, Real(1), dout, C, 1, vt + c0, ldt, Real(0), dp, width, scores);
-  probabilities_from_lse(p, D, dp, lse, r0, rows, c0, width);
+void probabilities_and_gradient(Real* p, Real* dp, Real* D, const Head<Real>& x, const Real* kt, const Real* vt,
+                                const Real* dout, int ld_dout, const Real* lse, int r0, int rows, int c0, int width,
+                                int diagonal, int ldt, int hs, Real scale) {
+  const Causal scores{Causal::Zeros::columns_after, diagonal};
+  tile_product(rows, width, hs, scale, x.q + static_cast<std::size_t>(r0) * x.ld_q, x.ld_q, 1, kt + c0, ldt, Real(0), p,
+               width, scores);
+  tile_product(rows, width, hs, Real(1), dout, ld_dout, 1, vt + c0, ldt, Real(0), dp, width, scores);
+  probabilities_from_lse(p, D, dp, lse, rows, diagonal, width);
+}
+
+// The backward of heads [head_begin, head_end). Given given_D, rowsum(dout * out) of every row, the
+// gradients are added onto dq, dk and dv; otherwise the backward fills fill_D with it and writes
+// the gradients.
+template <typename Real>
+void backward_heads(const HeadRows<Real>& dq, const HeadRows<Real>& dk, const HeadRows<Real>& dv, Real* fill_D,
+                    const Real* given_D, const HeadRows<const Real>& dout, const Real* lse, int ld_lse,
+                    const AttentionInputs<Real>& x, int head_begin, int head_end) {
+  const int hs = x.hs;
+  const int Tq = x.Tq;
+  const Real scale = Real(1) / std::sqrt(Real(hs));
+  Tiles<Real>& t = tiles<Real>();
+  Real* p = t.p.data();
+  Real* dp = t.dp.data();
+  const int ldt = unaliased_leading_dimension(x.Tk);
+  t.kt.resize(static_cast<std::size_t>(hs) * ldt);
+  t.vt.resize(t.kt.size());
+  t.qp.resize(static_cast<std::size_t>(hs) * Tq);
+  t.kp.resize(static_cast<std::size_t>(hs) * x.Tk);
+  const Real* kt = t.kt.data();
+  const Real* vt = t.vt.data();
+  const Real* qp = t.qp.data();
+  const Real* kp = t.kp.data();
+  const int last_r0 = (Tq - 1) / query_block * query_block;
+  const bool d_given = given_D != nullptr;
+  for (int bh = head_begin; bh < head_end; ++bh) {
+    const int b = bh / x.NH, h = bh % x.NH;
+    const Head<Real> head = head_of(x, b, h);
+    transpose_into(t.kt.data(), ldt, head.k, x.Tk, hs, head.ld_kv);
+    transpose_into(t.vt.data(), ldt, head.v, x.Tk, hs, head.ld_kv);
+    pack_rows(t.qp.data(), head.q, Tq, hs, head.ld_q);
+    pack_rows(t.kp.data(), head.k, x.Tk, hs, head.ld_kv);
+    Real* dq_head = dq.head(b, h, hs);
+    Real* dk_head = dk.head(b, h, hs);
+    Real* dv_head = dv.head(b, h, hs);
+    const std::size_t row_offset = static_cast<std::size_t>(bh) * ld_lse;
+    const Real* dout_head = dout.head(b, h, hs);
+    for (int r0 = last_r0; r0 >= 0; r0 -= query_block) {
+      const int rows = std::min(query_block, Tq - r0);
+      const int r1 = r0 + rows;
+      const int k_end = keys_end(x, r1);
+      // The last query block sees every key, so it writes dk and dv and the earlier ones add.
+      const Real beta_kv = !d_given && r1 == Tq ? Real(0) : Real(1);
+      const Real* d = dout_head + static_cast<std::size_t>(r0) * dout.ld;
+      const Real* block_lse = lse + row_offset + r0;
+      Real* block_fill_D = d_given ? nullptr : fill_D + row_offset + r0;
+      const Real* block_D = d_given ? given_D + row_offset + r0 : block_fill_D;
+      const bool one_chunk = k_end <= key_block;
+      if (!d_given) {
+        std::fill(block_fill_D, block_fill_D + rows, Real(0));
+        if (!one_chunk) {
+          for (int c0 = 0; c0 < k_end; c0 += key_block) {
+            const int width = std::min(key_block, k_end - c0);
+            probabilities_and_gradient(p, dp, block_fill_D, head, kt, vt, d, dout.ld, block_lse, r0, rows, c0, width,
+                                       diagonal_of(x, r0, c0), ldt, hs, scale);
+          }
+        }
+      }
+      for (int c0 = 0; c0 < k_end; c0 += key_block) {
+        const int width = std::min(key_block, k_end - c0);
+        const int diagonal = diagonal_of(x, r0, c0);
+        probabilities_and_gradient(p, dp, one_chunk ? block_fill_D : nullptr, head, kt, vt, d, dout.ld, block_lse, r0,
+                                   rows, c0, width, diagonal, ldt, hs, scale);
+        const Causal seen_by_query{Causal::Zeros::terms_after, diagonal};
+        const Causal seen_from_key{Causal::Zeros::terms_before, -diagonal};
+        tile_product(width, hs, rows, Real(1), p, 1, width, d, dout.ld, beta_kv,
+                     dv_head + static_cast<std::size_t>(c0) * dv.ld, dv.ld, seen_from_key);
+        softmax_backward_in_place(dp, p, block_D, rows, diagonal, width);
+        tile_product(rows, hs, width, scale, dp, width, 1, kp + static_cast<std::size_t>(c0) * hs, hs,
+                     !d_given && c0 == 0 ? Real(0) : Real(1), dq_head + static_cast<std::size_t>(r0) * dq.ld, dq.ld,
+                     seen_by_query);
+        tile_product(width, hs, rows, scale, dp, 1, width, qp + static_cast<std::size_t>(r0) * hs, hs, beta_kv,
+                     dk_head + static_cast<std::size_t>(c0) * dk.ld, dk.ld, seen_from_key);
+      }
+    }
+  }
+}
+
+// q, k and v as slices of qkv (B, T, 3C), causal.
+template <typename Real>
+AttentionInputs<Real> inputs_of_qkv(const Real* qkv, int T, int C, int NH) {
+  const std::ptrdiff_t batch = static_cast<std::ptrdiff_t>(T) * 3 * C;
+  return {{qkv, batch, 3 * C}, {qkv + C, batch, 3 * C}, {qkv + 2 * C, batch, 3 * C}, T, T, NH, C / NH, KeyMask::causal};
 }
 
 }  // namespace
 
 template <typename Real>
-void attention_forward(Real* out, Real* lse, const Real* qkv, int T, int C, int NH, int head_begin, int head_end) {
-  const int hs = C / NH;
-  const int ld = 3 * C;
+void attention_rows_forward(const HeadRows<Real>& out, Real* lse, int ld_lse, const AttentionInputs<Real>& x,
+                            int head_begin, int head_end) {
+  const int hs = x.hs;
   const Real scale = Real(1) / std::sqrt(Real(hs));
   Tiles<Real>& t = tiles<Real>();
   Real* s = t.p.data();
-  const int ldt = unaliased_leading_dimension(T);
+  const int ldt = unaliased_leading_dimension(x.Tk);
   t.kt.resize(static_cast<std::size_t>(hs) * ldt);
-  t.vp.resize(static_cast<std::size_t>(hs) * T);
+  t.vp.resize(static_cast<std::size_t>(hs) * x.Tk);
   Real m[query_block];
   Real l[query_block];
   for (int bh = head_begin; bh < head_end; ++bh) {
-    const int b = bh / NH, h = bh % NH;
-    const Head<const Real> x = head_of(qkv, b, h, T, C, hs);
-    transpose_into(t.kt.data(), ldt, x.k, T, hs, ld);
-    pack_rows(t.vp.data(), x.v, T, hs, ld);
-    Real* head_out = out + static_cast<std::size_t>(b) * T * C + static_cast<std::size_t>(h) * hs;
-    Real* head_lse = lse + (static_cast<std::size_t>(b) * NH + h) * T;
-    for (int r0 = 0; r0 < T; r0 += query_block) {
-      const int rows = std::min(query_block, T - r0);
+    const int b = bh / x.NH, h = bh % x.NH;
+    const Head<Real> head = head_of(x, b, h);
+    transpose_into(t.kt.data(), ldt, head.k, x.Tk, hs, head.ld_kv);
+    pack_rows(t.vp.data(), head.v, x.Tk, hs, head.ld_kv);
+    Real* head_out = out.head(b, h, hs);
+    Real* head_lse = lse + static_cast<std::size_t>(bh) * ld_lse;
+    for (int r0 = 0; r0 < x.Tq; r0 += query_block) {
+      const int rows = std::min(query_block, x.Tq - r0);
       const int r1 = r0 + rows;
-      Real* o = head_out + static_cast<std::size_t>(r0) * C;
+      const int k_end = keys_end(x, r1);
+      Real* o = head_out + static_cast<std::size_t>(r0) * out.ld;
       std::fill(m, m + rows, -std::numeric_limits<Real>::infinity());
-      for (int c0 = 0; c0 < r1; c0 += key_block) {
-        const int width = std::min(key_block, r1 - c0);
-        tile_product(rows, width, hs, scale, x.q + static_cast<std::size_t>(r0) * ld, ld, 1, t.kt.data() + c0, ldt,
-                     Real(0), s, width, {Causal::Zeros::columns_after, r0 - c0});
-        online_softmax_chunk(s, m, l, o, C, hs, r0, rows, c0, width);
+      for (int c0 = 0; c0 < k_end; c0 += key_block) {
+        const int width = std::min(key_block, k_end - c0);
+        const int diagonal = diagonal_of(x, r0, c0);
+        tile_product(rows, width, hs, scale, head.q + static_cast<std::size_t>(r0) * head.ld_q, head.ld_q, 1,
+                     t.kt.data() + c0, ldt, Real(0), s, width, {Causal::Zeros::columns_after, diagonal});
+        online_softmax_chunk(s, m, l, o, out.ld, hs, rows, diagonal, width, c0 == 0);
         tile_product(rows, hs, width, Real(1), s, width, 1, t.vp.data() + static_cast<std::size_t>(c0) * hs, hs,
-                     c0 == 0 ? Real(0) : Real(1), o, C, {Causal::Zeros::terms_after, r0 - c0});
+                     c0 == 0 ? Real(0) : Real(1), o, out.ld, {Causal::Zeros::terms_after, diagonal});
       }
-      finish_rows(o, C, head_lse + r0, m, l, hs, rows);
+      finish_rows(o, out.ld, head_lse + r0, m, l, hs, rows);
     }
   }
 }
 
 template <typename Real>
+void attention_rows_backward(const HeadRows<Real>& dq, const HeadRows<Real>& dk, const HeadRows<Real>& dv,
+                             const HeadRows<const Real>& dout, const Real* lse, const Real* D, int ld_lse,
+                             const AttentionInputs<Real>& x, int head_begin, int head_end) {
+  backward_heads(dq, dk, dv, static_cast<Real*>(nullptr), D, dout, lse, ld_lse, x, head_begin, head_end);
+}
+
+template <typename Real>
+void attention_forward(Real* out, Real* lse, const Real* qkv, int T, int C, int NH, int head_begin, int head_end) {
+  attention_rows_forward<Real>({out, static_cast<std::ptrdiff_t>(T) * C, C}, lse, T, inputs_of_qkv(qkv, T, C, NH),
+                               head_begin, head_end);
+}
+
+template <typename Real>
 void attention_backward(Real* dqkv, Real* row_dots, const Real* dout, const Real* qkv, const Real* lse, int T, int C,
                         int NH, int head_begin, int head_end) {
-  const int hs = C / NH;
-  const int ld = 3 * C;
-  const Real scale = Real(1) / std::sqrt(Real(hs));
-  Tiles<Real>& t = tiles<Real>();
-  Real* p = t.p.data();
-  Real* dp = t.dp.data();
-  const int ldt = unaliased_leading_dimension(T);
-  t.kt.resize(static_cast<std::size_t>(hs) * ldt);
-  t.vt.resize(t.kt.size());
-  t.qp.resize(static_cast<std::size_t>(hs) * T);
-  t.kp.resize(t.qp.size());
-  const Real* kt = t.kt.data();
-  const Real* vt = t.vt.data();
-  const Real* qp = t.qp.data();
-  const Real* kp = t.kp.data();
-  const int last_r0 = (T - 1) / query_block * query_block;
-  for (int bh = head_begin; bh < head_end; ++bh) {
-    const int b = bh / NH, h = bh % NH;
-    const Head<const Real> x = head_of(qkv, b, h, T, C, hs);
-    transpose_into(t.kt.data(), ldt, x.k, T, hs, ld);
-    transpose_into(t.vt.data(), ldt, x.v, T, hs, ld);
-    pack_rows(t.qp.data(), x.q, T, hs, ld);
-    pack_rows(t.kp.data(), x.k, T, hs, ld);
-    const Head<Real> dx = head_of(dqkv, b, h, T, C, hs);
-    const std::size_t row_offset = (static_cast<std::size_t>(b) * NH + h) * T;
-    const Real* head_dout = dout + static_cast<std::size_t>(b) * T * C + static_cast<std::size_t>(h) * hs;
-    for (int r0 = last_r0; r0 >= 0; r0 -= query_block) {
-      const int rows = std::min(query_block, T - r0);
-      const int r1 = r0 + rows;
-      const Real beta_kv = r1 == T ? Real(0) : Real(1);
-      const Real* d = head_dout + static_cast<std::size_t>(r0) * C;
-      const Real* block_lse = lse + row_offset + r0;
-      Real* D = row_dots + row_offset + r0;
-      std::fill(D, D + rows, Real(0));
-      const bool one_chunk = r1 <= key_block;
-      if (!one_chunk) {
-        for (int c0 = 0; c0 < r1; c0 += key_block) {
-          const int width = std::min(key_block, r1 - c0);
-          probabilities_and_gradient(p, dp, D, x, kt, vt, d, block_lse, r0, rows, c0, width, ldt, C, hs, scale);
-        }
-      }
-      for (int c0 = 0; c0 < r1; c0 += key_block) {
-        const int width = std::min(key_block, r1 - c0);
-        probabilities_and_gradient(p, dp, one_chunk ? D : nullptr, x, kt, vt, d, block_lse, r0, rows, c0, width, ldt, C,
-                                   hs, scale);
-        const Causal seen_by_query{Causal::Zeros::terms_after, r0 - c0};
-        const Causal seen_from_key{Causal::Zeros::terms_before, c0 - r0};
-        tile_product(width, hs, rows, Real(1), p, 1, width, d, C, beta_kv, dx.v + static_cast<std::size_t>(c0) * ld, ld,
-                     seen_from_key);
-        softmax_backward_in_place(dp, p, D, r0, rows, c0, width);
-        tile_product(rows, hs, width, scale, dp, width, 1, kp + static_cast<std::size_t>(c0) * hs, hs,
-                     c0 == 0 ? Real(0) : Real(1), dx.q + static_cast<std::size_t>(r0) * ld, ld, seen_by_query);
-        tile_product(width, hs, rows, scale, dp, 1, width, qp + static_cast<std::size_t>(r0) * hs, hs, beta_kv,
-                     dx.k + static_cast<std::size_t>(c0) * ld, ld, seen_from_key);
-      }
-    }
-  }
+  const std::ptrdiff_t batch = static_cast<std::ptrdiff_t>(T) * 3 * C;
+  backward_heads<Real>({dqkv, batch, 3 * C}, {dqkv + C, batch, 3 * C}, {dqkv + 2 * C, batch, 3 * C}, row_dots, nullptr,
+                       {dout, static_cast<std::ptrdiff_t>(T) * C, C}, lse, T, inputs_of_qkv(qkv, T, C, NH), head_begin,
+                       head_end);
 }
 
 template void attention_forward<float>(float*, float*, const float*, int, int, int, int, int);
@@ -280,5 +341,16 @@ template void attention_backward<float>(float*, float*, const float*, const floa
                                         int);
 template void attention_backward<double>(double*, double*, const double*, const double*, const double*, int, int, int,
                                          int, int);
+
+template void attention_rows_forward<float>(const HeadRows<float>&, float*, int, const AttentionInputs<float>&, int,
+                                            int);
+template void attention_rows_forward<double>(const HeadRows<double>&, double*, int, const AttentionInputs<double>&, int,
+                                             int);
+template void attention_rows_backward<float>(const HeadRows<float>&, const HeadRows<float>&, const HeadRows<float>&,
+                                             const HeadRows<const float>&, const float*, const float*, int,
+                                             const AttentionInputs<float>&, int, int);
+template void attention_rows_backward<double>(const HeadRows<double>&, const HeadRows<double>&, const HeadRows<double>&,
+                                              const HeadRows<const double>&, const double*, const double*, int,
+                                              const AttentionInputs<double>&, int, int);
 
 }  // namespace troupe::compute::cpu

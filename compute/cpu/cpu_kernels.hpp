@@ -66,6 +66,35 @@ template <typename Real>
 void attention_backward(Real* dqkv, Real* row_dots, const Real* dout, const Real* qkv, const Real* lse, int T, int C,
                         int NH, int head_begin, int head_end);
 
+// The same attention between query rows and key/value rows held apart, for context shards (a
+// rank's queries against a block of keys that came around the ring). Head h of row t of sequence b
+// starts at data + b * batch + t * ld + h * hs of a HeadRows; lse and D hold one value per query
+// row, row (b * NH + h) of them ld_lse apart. KeyMask::causal takes query row t and key row t to be
+// the same position (Tq == Tk); KeyMask::none lets every query see every key (keys that lie wholly
+// before the queries). The forward writes out and lse; the backward, given the log-sum-exp and
+// D = rowsum(dout * out) of the rows' full softmax (all blocks), adds onto dq, dk and dv.
+enum class KeyMask { causal, none };
+template <typename Real>
+struct HeadRows {
+  Real* data;
+  std::ptrdiff_t batch;
+  int ld;
+  Real* head(int b, int h, int hs) const { return data + b * batch + static_cast<std::ptrdiff_t>(h) * hs; }
+};
+template <typename Real>
+struct AttentionInputs {
+  HeadRows<const Real> q, k, v;
+  int Tq, Tk, NH, hs;
+  KeyMask mask;
+};
+template <typename Real>
+void attention_rows_forward(const HeadRows<Real>& out, Real* lse, int ld_lse, const AttentionInputs<Real>& x,
+                            int head_begin, int head_end);
+template <typename Real>
+void attention_rows_backward(const HeadRows<Real>& dq, const HeadRows<Real>& dk, const HeadRows<Real>& dv,
+                             const HeadRows<const Real>& dout, const Real* lse, const Real* D, int ld_lse,
+                             const AttentionInputs<Real>& x, int head_begin, int head_end);
+
 // gelu.cpp
 template <typename Real>
 void gelu_forward(Real* out, const Real* inp, std::int64_t n);

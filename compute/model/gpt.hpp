@@ -16,9 +16,10 @@ namespace troupe::compute {
 class GPT {
  public:
   // A source (parameter_source.hpp) keeps the parameters instead of the model: ZeRO-3's shard.
+  // Under context shards (context_shard.hpp) the model runs on its rank's rows of each sequence.
   GPT(const GPTConfig& config, Backend& backend, DType dtype = DType::f32, Recompute recompute = Recompute::none,
-      ParameterSource* source = nullptr)
-      : stage_(config, backend, 0, config.n_layer, dtype, recompute, source) {}
+      ParameterSource* source = nullptr, ContextShardGroup context = {})
+      : stage_(config, backend, 0, config.n_layer, dtype, recompute, source, {}, context) {}
 
   static std::vector<ParameterUnit> parameter_units(const GPTConfig& config) {
     return GPTStage::parameter_units(config, 0, config.n_layer);

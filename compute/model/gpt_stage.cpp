@@ -91,7 +91,7 @@ std::vector<ParameterUnit> GPTStage::parameter_units(const GPTConfig& config, in
 }
 
 GPTStage::GPTStage(const GPTConfig& config, Backend& backend, int first_layer, int last_layer, DType dtype,
-                   Recompute recompute, ParameterSource* source, TensorShardGroup shards)
+                   Recompute recompute, ParameterSource* source, TensorShardGroup shards, ContextShardGroup context)
     : config_(config),
       shards_(std::move(shards)),
       backend_(backend),
@@ -112,6 +112,10 @@ GPTStage::GPTStage(const GPTConfig& config, Backend& backend, int first_layer, i
                    (!shards_.sequence_parallel || (shards_.split() && shards_.reduce_scatter)),
                "tensor shard " + std::to_string(shard.index) + " of " + std::to_string(shard.count));
   const int T = shard.count;
+  if (context.sharded()) {
+    TROUPE_CHECK(!shards_.split(), "context shards with tensor shards");
+    context_ = std::make_unique<ContextLayers>(context, last_layer - first_layer, config.n_head, config.n_embd, dtype);
+  }
   heads_ = config.n_head / T;
   attn_width_ = config.n_embd / T;
   mlp_width_ = 4 * config.n_embd / T;
@@ -384,7 +388,7 @@ void GPTStage::block_forward(int layer, const Tensor& p, const LayerActivations&
   be.layernorm_forward(ln1_own, ln1_mean, ln1_rstd, x, w(0), w(1));
   gather_rows(ln1);
   be.matmul_forward(qkv, ln1, w(2), w(3));
-  be.attention_forward(atty, att, qkv, heads_);
+  attend(layer, atty, att, qkv);
   add_branch(d, residual2, x, atty, w(4), w(5));
   Tensor ln2_own = d.own(ln2, C);
   be.layernorm_forward(ln2_own, ln2_mean, ln2_rstd, residual2, w(6), w(7));
@@ -433,7 +437,7 @@ double GPTStage::forward(int slot, const Tensor& input, const Tensor& targets,
       const Tensor rows = sum_rows(d, lookup);
       if (rows.data() != x.data()) be.copy(x, rows);
     } else {
-      be.encoder_forward(x, tok, in_unit(front, wte_), in_unit(front, wpe_));
+      embed(x, tok, in_unit(front, wte_), in_unit(front, wpe_));
     }
     if (!is_last()) source_->done_with(front_unit_, Reuse::none);
   } else {
@@ -639,11 +643,11 @@ void GPTStage::backward_pass(int slot, const Tensor& output_grad, double loss_sc
     // attention state; its output lands in datty, which the next call overwrites.
     if (recompute_ == Recompute::selective) {
       Tensor att = d.bhtt(a.att);
-      be.attention_forward(datty, att, d.bt(a.qkv, 3 * A), heads_);
+      attend(l, datty, att, d.bt(a.qkv, 3 * A));
     }
     linear(datty, g[4], g[5], gathered(split ? &keep->dresidual2 : nullptr), d.bt(a.atty, A), w(4));
     Tensor dqkv_to = split ? kept(keep->dqkv, dqkv) : dqkv;
-    be.attention_backward(dqkv_to, datt, datty, d.bt(a.qkv, 3 * A), d.bhtt(a.att), heads_);
+    attend_backward(l, dqkv_to, datt, datty, d.bt(a.qkv, 3 * A), d.bhtt(a.att));
     linear(dln, g[2], g[3], dqkv_to, d.bt(a.ln1, C), w(2));
     norm(g[0], g[1], sum_rows(d, dln), block_in, w(0), d.stream_only(a.ln1_mean), d.stream_only(a.ln1_rstd),
          split ? keep->dln1 : Tensor{});
@@ -666,7 +670,7 @@ void GPTStage::backward_pass(int slot, const Tensor& output_grad, double loss_sc
   if (shards_.split())
     be.encoder_shard_backward(dwte, dwpe, gathered_stream(d, dresidual), d.bt_only(s.tokens), vocab_begin_);
   else
-    be.encoder_backward(dwte, dwpe, dresidual, d.bt_only(s.tokens));
+    embed_backward(dwte, dwpe, dresidual, d.bt_only(s.tokens));
   source_->gradient_done(front_unit_);
 }
 

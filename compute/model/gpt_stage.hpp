@@ -67,6 +67,7 @@
 #include <vector>
 
 #include "compute/backend.hpp"
+#include "compute/model/context_shard.hpp"
 #include "compute/model/gpt_config.hpp"
 #include "compute/model/parameter_layout.hpp"
 #include "compute/model/parameter_source.hpp"
@@ -79,9 +80,11 @@ class GPTStage {
  public:
   // Blocks [first_layer, last_layer), 0 <= first_layer < last_layer <= n_layer. Without a
   // source the stage keeps every parameter itself; a source must outlive the stage. `shards`
-  // names this stage's tensor shard and its group (one shard, no group, by default).
+  // names this stage's tensor shard and its group (one shard, no group, by default); `context` its
+  // context shard (context_shard.hpp; none by default), whose T is the rows the stage runs on.
   GPTStage(const GPTConfig& config, Backend& backend, int first_layer, int last_layer, DType dtype = DType::f32,
-           Recompute recompute = Recompute::none, ParameterSource* source = nullptr, TensorShardGroup shards = {});
+           Recompute recompute = Recompute::none, ParameterSource* source = nullptr, TensorShardGroup shards = {},
+           ContextShardGroup context = {});
   GPTStage(const GPTStage&) = delete;
   GPTStage& operator=(const GPTStage&) = delete;
 
@@ -121,6 +124,8 @@ class GPTStage {
   };
   const std::vector<Run>& global_runs() const { return runs_; }
   TensorShard tensor_shard() const { return shards_.shard; }
+  // The context group the stage's rows belong to; not sharded() without one.
+  ContextShardGroup context_shard() const { return context_ ? context_->group() : ContextShardGroup{}; }
   // A last stage that is not the first keeps its own wte.weight at local [end - begin, num_params()).
   bool has_embedding_copy() const { return is_last() && !is_first(); }
   // The wte.weight gradient on the first and the last stage: sum them across the two stages
@@ -248,6 +253,12 @@ class GPTStage {
   // each shard's partial product goes through the branch scratch to be summed over the shards.
   void add_branch(const Dims& d, Tensor& out, const Tensor& residual, const Tensor& inp, const Tensor& weight,
                   const Tensor& bias);
+  // Attention of global layer `layer` and the embedding: the backend's, or through the context
+  // group under context shards (gpt_stage_context.cpp).
+  void attend(int layer, Tensor& out, Tensor& att, const Tensor& qkv);
+  void attend_backward(int layer, Tensor& dqkv, Tensor& datt, const Tensor& dout, const Tensor& qkv, const Tensor& att);
+  void embed(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe);
+  void embed_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens);
   // The whole flat buffer kept here, for the by-name views.
   const Tensor& whole(const Tensor& kept, const std::string& name) const;
   // Global layer l's forward from x (B,T,C) into a's buffers, with the block's unit `p`. Without
@@ -268,6 +279,7 @@ class GPTStage {
 
   GPTConfig config_;
   TensorShardGroup shards_;
+  std::unique_ptr<ContextLayers> context_;  // under context shards
   // This shard's widths: attention (C/T over NH/T heads), MLP (4C/T), vocabulary columns (Vp/T)
   // starting at vocab_begin_.
   int heads_ = 0, attn_width_ = 0, mlp_width_ = 0, vocab_width_ = 0, vocab_begin_ = 0;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "compute/context/context_split.hpp"
 #include "compute/memory_ledger.hpp"
 
 namespace troupe::compute {
@@ -37,7 +38,36 @@ Trainer::Trainer(GPT& model, TrainerOptions options, std::span<const std::uint16
                      shards_parameters(options.data_parallel.zero_stage) ? 1 : options.grad_accum) {
   TROUPE_CHECK(0 <= options.data_parallel.rank && options.data_parallel.rank < options.data_parallel.size,
                "data-parallel rank outside its group");
-  model_.reserve(options.batch_size, options.seq_len);
+  const ContextShardGroup context = model_.stage().context_shard();
+  int rows = options.seq_len;
+  if (context.sharded()) {
+    TROUPE_CHECK(context.split.T == options.seq_len && options.data_parallel.size % context.split.shards == 0 &&
+                     options.data_parallel.rank % context.split.shards == context.rank(),
+                 "context shards that are not consecutive ranks of the data-parallel group");
+    rows = context.split.local_rows();
+    MemoryScope scope(MemoryKind::activations);
+    rows_in_ = Tensor::zeros({options.batch_size, rows}, DType::i32);
+    rows_target_ = Tensor::zeros({options.batch_size, rows}, DType::i32);
+  }
+  model_.reserve(options.batch_size, rows);
+}
+
+int Trainer::data_rank() const {
+  const ContextShardGroup context = model_.stage().context_shard();
+  return options_.data_parallel.rank / (context.sharded() ? context.split.shards : 1);
+}
+
+int Trainer::data_replicas() const {
+  const ContextShardGroup context = model_.stage().context_shard();
+  return options_.data_parallel.size / (context.sharded() ? context.split.shards : 1);
+}
+
+const Tensor& Trainer::own_rows(const Tensor& batch, Tensor& rows) const {
+  const ContextShardGroup context = model_.stage().context_shard();
+  if (!context.sharded()) return batch;
+  context::take_rows(rows.data_as<std::int32_t>(), batch.data_as<std::int32_t>(), options_.batch_size, 1, context.split,
+                     context.rank());
+  return rows;
 }
 
 void Trainer::resume_at(long steps) {
@@ -51,6 +81,7 @@ void Trainer::resplit(const BatchSplit& split) {
   DataParallel& dp = options_.data_parallel;
   TROUPE_CHECK(!shards_optimizer_state(dp.zero_stage),
                "only ZeRO 0 resplits its batch: every rank holds the whole state");
+  TROUPE_CHECK(!model_.stage().context_shard().sharded(), "a resplit under context shards");
   TROUPE_CHECK(0 <= split.dp_rank && split.dp_rank < split.dp_size && split.grad_accum >= 1 && split.batch_size >= 1,
                "a batch split outside its group");
   TROUPE_CHECK(std::int64_t{split.batch_size} * split.grad_accum * split.dp_size ==
@@ -71,7 +102,7 @@ void Trainer::resplit(const BatchSplit& split) {
 }
 
 std::int64_t Trainer::tokens_per_step() const {
-  return std::int64_t{options_.batch_size} * options_.seq_len * options_.grad_accum * options_.data_parallel.size;
+  return std::int64_t{options_.batch_size} * options_.seq_len * options_.grad_accum * data_replicas();
 }
 
 StepResult Trainer::step() {
@@ -95,10 +126,10 @@ StepResult Trainer::step() {
   for (int micro = 0; micro < k; ++micro) {
     micro_batches_.before_backward(micro);
     const std::uint64_t micro_index = static_cast<std::uint64_t>(steps_) * k + micro;
-    const std::uint64_t first = (micro_index * dp.size + dp.rank) * options_.batch_size;
+    const std::uint64_t first = (micro_index * data_replicas() + data_rank()) * options_.batch_size;
     fill_batch(inputs_.data_as<std::int32_t>(), targets_.data_as<std::int32_t>(), train_tokens_, train_sampler_, first,
                options_.batch_size);
-    loss_sum += model_.forward(inputs_, targets_, between_layers);
+    loss_sum += model_.forward(own_rows(inputs_, rows_in_), own_rows(targets_, rows_target_), between_layers);
     const bool last_micro = micro == k - 1;
     model_.backward(1.0 / (static_cast<double>(k) * dp.size), last_micro && overlap ? start_layer_bucket : between_layers);
   }
@@ -126,13 +157,13 @@ StepResult Trainer::step() {
 double Trainer::evaluate(int batches) {
   const DataParallel& dp = options_.data_parallel;
   const int micro_batches = batches * options_.grad_accum;
-  const std::uint64_t first = static_cast<std::uint64_t>(dp.rank) * micro_batches * options_.batch_size;
+  const std::uint64_t first = static_cast<std::uint64_t>(data_rank()) * micro_batches * options_.batch_size;
   double sum = 0;
   for (int i = 0; i < micro_batches; ++i) {
     fill_sequential_batch(inputs_.data_as<std::int32_t>(), targets_.data_as<std::int32_t>(), val_tokens_,
                           options_.seq_len, first + static_cast<std::uint64_t>(i) * options_.batch_size,
                           options_.batch_size);
-    sum += model_.forward(inputs_, targets_);
+    sum += model_.forward(own_rows(inputs_, rows_in_), own_rows(targets_, rows_target_));
   }
   zero_.release_gathered();
   const double mean = micro_batches > 0 ? sum / micro_batches : 0.0;

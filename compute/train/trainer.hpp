@@ -11,6 +11,12 @@
 // (comm/ collectives) is the caller's business: compute/ knows nothing of communication. Under
 // ZeRO 0 each layer's sum is posted as soon as backward has finished it; the rest of the step
 // (the sums, the clip, AdamW, ZeRO's sharding) is zero_step.hpp's, the whole model one buffer.
+//
+// Under context shards (the model's context_shard(), C ranks) the C consecutive ranks of the
+// group (C·d .. C·d + C − 1) are one data replica: they read replica d's sequences and each runs the
+// model on its rows of them. Each scales its loss by 1/(k·n) over the whole group of n ranks, so
+// the group's sum is the mean gradient as above (each rank's mean is over its equal share of the
+// rows), and the group's mean of the losses is the replicas' mean loss.
 
 #include <cstdint>
 #include <span>
@@ -92,6 +98,12 @@ class Trainer {
   WindowSampler train_sampler_;
   ZeroStep zero_;            // over options_.data_parallel
   Tensor inputs_, targets_;  // host (B, T) i32
+  Tensor rows_in_, rows_target_;  // under context shards: this rank's rows of them, (B, T / C)
+  // The rank's data replica and their count: the group's ranks, or its context groups.
+  int data_rank() const;
+  int data_replicas() const;
+  // The batch's rows this rank's model runs on: the whole batch, or under context shards its rows.
+  const Tensor& own_rows(const Tensor& batch, Tensor& rows) const;
   MicroBatchSum micro_batches_;
   long steps_ = 0;
 };

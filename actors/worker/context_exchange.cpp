@@ -1,0 +1,75 @@
+#include "actors/worker/context_exchange.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "comm/grid.hpp"
+
+namespace troupe::actors {
+namespace {
+
+// A tensor over bytes the caller keeps alive until the operation ends (the context attention's
+// buffers, which outlive its waits).
+compute::Tensor over(const void* data, std::size_t bytes) {
+  return compute::Tensor::adopt(const_cast<void*>(data), {static_cast<std::int64_t>(bytes / 4)}, compute::DType::f32,
+                                compute::Device::cpu, [](void*) {});
+}
+
+}  // namespace
+
+MailboxContextExchange::MailboxContextExchange(MailboxComm& mailbox, comm::Engine& engine, int first_rank, int shards)
+    : mailbox_(mailbox), engine_(engine), first_(first_rank), shards_(shards) {}
+
+comm::MessageKey MailboxContextExchange::next_key(std::uint16_t index) {
+  return {comm::MessageKind::point_to_point, comm::context_group_id, sequence_, index};
+}
+
+Status MailboxContextExchange::begin_shift(std::span<const std::byte> send, std::span<std::byte> recv) {
+  if (shift_) return Error{"context exchange: a ring shift began while another is in flight"};
+  if (send.size() % 4 != 0 || recv.size() % 4 != 0)
+    return Error{"context exchange: ring blocks are whole 4-byte words"};
+  const int r = rank();
+  const comm::MessageKey key = next_key();
+  ++sequence_;
+  const MailboxComm::Operation sent =
+      mailbox_.send(engine_, first_ + (r + 1) % shards_, key, over(send.data(), send.size()));
+  const MailboxComm::Operation got =
+      mailbox_.recv(engine_, first_ + (r + shards_ - 1) % shards_, key, over(recv.data(), recv.size()));
+  shift_ = {sent, got};
+  return Status::success();
+}
+
+Status MailboxContextExchange::finish_shift() {
+  if (!shift_) return Error{"context exchange: finish_shift without a shift in flight"};
+  const auto [sent, got] = *shift_;
+  shift_.reset();
+  if (Status s = mailbox_.wait(got); !s) return s;
+  return mailbox_.wait(sent);
+}
+
+Status MailboxContextExchange::all_to_all(std::span<const std::byte> send, std::span<std::byte> recv) {
+  const std::size_t block = send.size() / static_cast<std::size_t>(shards_);
+  if (send.size() != recv.size() || block * shards_ != send.size() || block % 4 != 0)
+    return Error{"context exchange: an all-to-all needs equal whole-word blocks for every rank"};
+  const int r = rank();
+  const comm::MessageKey key = next_key();
+  ++sequence_;
+  std::vector<MailboxComm::Operation> ops;
+  for (int j = 0; j < shards_; ++j) {
+    if (j == r) continue;
+    ops.push_back(mailbox_.recv(engine_, first_ + j, key, over(recv.data() + j * block, block)));
+  }
+  for (int j = 0; j < shards_; ++j) {
+    if (j == r) continue;
+    ops.push_back(mailbox_.send(engine_, first_ + j, key, over(send.data() + j * block, block)));
+  }
+  std::copy(send.begin() + r * block, send.begin() + (r + 1) * block, recv.begin() + r * block);
+  Status first_failure;
+  for (MailboxComm::Operation op : ops) {
+    Status s = mailbox_.wait(op);
+    if (!s && first_failure) first_failure = s;
+  }
+  return first_failure;
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,95 @@
+#include "compute/context/local_exchange.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace troupe::compute::context {
+
+class LocalContextGroup::Rank final : public ContextExchange {
+ public:
+  Rank(LocalContextGroup& group, int rank) : group_(group), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int shards() const override { return group_.shards_; }
+  Status begin_shift(std::span<const std::byte> send, std::span<std::byte> recv) override {
+    if (pending_) return Error{"context exchange: a ring shift began while another is in flight"};
+    group_.post_shift((rank_ + 1) % group_.shards_, send);
+    pending_ = recv;
+    return Status::success();
+  }
+  Status finish_shift() override {
+    if (!pending_) return Error{"context exchange: finish_shift without a shift in flight"};
+    const std::span<std::byte> into = *pending_;
+    pending_.reset();
+    return group_.take_shift(rank_, into);
+  }
+  Status all_to_all(std::span<const std::byte> send, std::span<std::byte> recv) override {
+    return group_.all_to_all(rank_, send, recv);
+  }
+
+ private:
+  LocalContextGroup& group_;
+  int rank_;
+  std::optional<std::span<std::byte>> pending_;
+};
+
+LocalContextGroup::LocalContextGroup(int shards) : shards_(shards), boxes_(shards) {
+  for (int r = 0; r < shards; ++r) {
+    boxes_[r].blocks.resize(shards);
+    ranks_.push_back(std::make_unique<Rank>(*this, r));
+  }
+}
+
+LocalContextGroup::~LocalContextGroup() = default;
+
+ContextExchange& LocalContextGroup::rank(int r) { return *ranks_.at(r); }
+
+void LocalContextGroup::post_shift(int to, std::span<const std::byte> bytes) {
+  {
+    const std::lock_guard lock(mutex_);
+    boxes_[to].shifts.emplace_back(bytes.begin(), bytes.end());
+  }
+  changed_.notify_all();
+}
+
+Status LocalContextGroup::take_shift(int at, std::span<std::byte> into) {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] { return !boxes_[at].shifts.empty(); });
+  const std::vector<std::byte> got = std::move(boxes_[at].shifts.front());
+  boxes_[at].shifts.pop_front();
+  if (got.size() != into.size()) {
+    return Error{"context exchange: rank " + std::to_string(at) + " expected a ring block of " +
+                 std::to_string(into.size()) + " bytes and got " + std::to_string(got.size())};
+  }
+  std::copy(got.begin(), got.end(), into.begin());
+  return Status::success();
+}
+
+Status LocalContextGroup::all_to_all(int r, std::span<const std::byte> send, std::span<std::byte> recv) {
+  const std::size_t block = send.size() / shards_;
+  if (send.size() % shards_ != 0 || recv.size() != send.size()) {
+    return Error{"context exchange: all-to-all of " + std::to_string(send.size()) + " bytes into " +
+                 std::to_string(recv.size()) + " over " + std::to_string(shards_) + " ranks"};
+  }
+  {
+    const std::lock_guard lock(mutex_);
+    for (int j = 0; j < shards_; ++j) {
+      const auto first = send.begin() + static_cast<std::ptrdiff_t>(j * block);
+      boxes_[j].blocks[r].emplace_back(first, first + static_cast<std::ptrdiff_t>(block));
+    }
+  }
+  changed_.notify_all();
+  std::unique_lock lock(mutex_);
+  Mailbox& box = boxes_[r];
+  changed_.wait(lock, [&] {
+    return std::all_of(box.blocks.begin(), box.blocks.end(), [](const auto& q) { return !q.empty(); });
+  });
+  for (int i = 0; i < shards_; ++i) {
+    const std::vector<std::byte> got = std::move(box.blocks[i].front());
+    box.blocks[i].pop_front();
+    if (got.size() != block) return Error{"context exchange: all-to-all blocks of different sizes"};
+    std::copy(got.begin(), got.end(), recv.begin() + static_cast<std::ptrdiff_t>(i * block));
+  }
+  return Status::success();
+}
+
+}  // namespace troupe::compute::context

@@ -1,0 +1,105 @@
+#include "compute/model/context_shard.hpp"
+
+#include <stdexcept>
+#include <variant>
+
+namespace troupe::compute {
+
+// One layer's ContextAttention in the stage's dtype, made for the batch size it last ran.
+struct ContextLayers::Attention {
+  int B = 0;
+  std::variant<std::unique_ptr<context::ContextAttention<float>>, std::unique_ptr<context::ContextAttention<double>>>
+      impl;
+};
+
+namespace {
+
+void check(const Status& status) {
+  // A failed exchange (a lost peer) ends the step as any failed group call does.
+  if (!status) throw std::runtime_error(status.error().message);
+}
+
+template <typename Real>
+std::unique_ptr<context::ContextAttention<Real>> made(context::ContextMethod method, const context::ContextShape& shape,
+                                                      context::ContextExchange& exchange) {
+  auto attention = context::make_context_attention<Real>(method, shape, exchange);
+  if (!attention) throw std::invalid_argument(attention.error().message);
+  return std::move(*attention);
+}
+
+}  // namespace
+
+ContextLayers::ContextLayers(ContextShardGroup group, int layers, int heads, int channels, DType dtype)
+    : group_(group), heads_(heads), channels_(channels), dtype_(dtype) {
+  TROUPE_CHECK(group_.sharded(), "context layers without a context group");
+  TROUPE_CHECK(dtype == DType::f32 || dtype == DType::f64, "context attention runs in f32 or f64");
+  for (int l = 0; l < layers; ++l) layers_.push_back(std::make_unique<Attention>());
+}
+
+ContextLayers::~ContextLayers() = default;
+
+ContextLayers::Attention& ContextLayers::layer(int index, int B) {
+  Attention& a = *layers_.at(static_cast<std::size_t>(index));
+  if (a.B != B) {
+    const context::ContextShape shape{B, channels_, heads_, group_.split};
+    if (dtype_ == DType::f32)
+      a.impl = made<float>(group_.method, shape, *group_.exchange);
+    else
+      a.impl = made<double>(group_.method, shape, *group_.exchange);
+    a.B = B;
+  }
+  return a;
+}
+
+void ContextLayers::attention_forward(int layer_index, Tensor& out, const Tensor& qkv) {
+  TROUPE_CHECK(qkv.device() == Device::cpu && qkv.dim(1) == group_.split.local_rows(),
+               "context attention of " + qkv.describe());
+  Attention& a = layer(layer_index, static_cast<int>(qkv.dim(0)));
+  std::visit(
+      [&](auto& impl) {
+        using Real = typename std::remove_reference_t<decltype(*impl)>::value_type;
+        check(impl->forward(out.data_as<Real>(), qkv.data_as<Real>()));
+      },
+      a.impl);
+}
+
+void ContextLayers::attention_backward(int layer_index, Tensor& dqkv, const Tensor& dout, const Tensor& qkv) {
+  Attention& a = layer(layer_index, static_cast<int>(qkv.dim(0)));
+  std::visit(
+      [&](auto& impl) {
+        using Real = typename std::remove_reference_t<decltype(*impl)>::value_type;
+        check(impl->backward(dqkv.data_as<Real>(), dout.data_as<Real>(), qkv.data_as<Real>()));
+      },
+      a.impl);
+}
+
+Tensor ContextLayers::positions_of(const Tensor& table, int half) const {
+  const std::int64_t c = group_.split.chunk();
+  return table.slice(group_.split.chunk_of(group_.rank(), half) * c * channels_, {c, channels_});
+}
+
+void ContextLayers::encoder_forward(Backend& backend, Tensor& out, const Tensor& tokens, const Tensor& wte,
+                                    const Tensor& wpe) {
+  const std::int64_t c = group_.split.chunk();
+  if (!local_wpe_.defined()) local_wpe_ = backend.zeros({2 * c, channels_}, wpe.dtype());
+  for (int half = 0; half < 2; ++half) {
+    Tensor rows = local_wpe_.slice(half * c * channels_, {c, channels_});
+    backend.copy(rows, positions_of(wpe, half));
+  }
+  backend.encoder_forward(out, tokens, wte, local_wpe_.slice(0, {tokens.dim(1), channels_}));
+}
+
+void ContextLayers::encoder_backward(Backend& backend, Tensor& dwte, Tensor& dwpe, const Tensor& dout,
+                                     const Tensor& tokens) {
+  const std::int64_t c = group_.split.chunk();
+  if (!local_dwpe_.defined()) local_dwpe_ = backend.zeros({2 * c, channels_}, dwpe.dtype());
+  backend.fill_zero(local_dwpe_);
+  Tensor local = local_dwpe_.slice(0, {tokens.dim(1), channels_});
+  backend.encoder_backward(dwte, local, dout, tokens);
+  for (int half = 0; half < 2; ++half) {
+    Tensor rows = positions_of(dwpe, half);
+    backend.residual_forward(rows, rows, local_dwpe_.slice(half * c * channels_, {c, channels_}));
+  }
+}
+
+}  // namespace troupe::compute

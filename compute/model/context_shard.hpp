@@ -1,0 +1,61 @@
+#pragma once
+// A GPT stage's context shard (context parallelism): the stage runs on its rank's rows of every
+// sequence (compute/context/context_split.hpp: chunks r and 2C - 1 - r of 2C) and only attention
+// looks past them, through the context group (compute/context/context_attention.hpp). The rest
+// runs on the rank's rows as they are: LayerNorm, MLP, the lm head and the loss (the mean over the
+// rank's rows, which the caller weighs as one of C equal parts); the embedding adds the position
+// rows of the rank's global positions. Parameters are whole on every rank of the group; their
+// gradients are each rank's share and are summed over the group by the caller.
+//
+// Attention state lives here, one ContextAttention per layer; the embedding's position rows are
+// gathered into (T / C, C) before the lookup and their gradient scattered back after it.
+
+#include <memory>
+#include <vector>
+
+#include "compute/backend.hpp"
+#include "compute/context/context_attention.hpp"
+#include "compute/tensor.hpp"
+
+namespace troupe::compute {
+
+struct ContextShardGroup {
+  context::ContextMethod method = context::ContextMethod::ring;
+  context::ContextSplit split;  // of the sequence length the stage trains on
+  context::ContextExchange* exchange = nullptr;
+
+  bool sharded() const { return exchange != nullptr && split.shards > 1; }
+  int rank() const { return exchange ? exchange->rank() : 0; }
+};
+
+class ContextLayers {
+ public:
+  // For a stage of `layers` blocks of `heads` heads over `channels`; on the CPU only.
+  ContextLayers(ContextShardGroup group, int layers, int heads, int channels, DType dtype);
+  ~ContextLayers();
+
+  const ContextShardGroup& group() const { return group_; }
+
+  // out (B, T / C, channels) from qkv (B, T / C, 3 channels) of `layer` (0-based in the stage).
+  void attention_forward(int layer, Tensor& out, const Tensor& qkv);
+  // dqkv written for the layer's last forward.
+  void attention_backward(int layer, Tensor& dqkv, const Tensor& dout, const Tensor& qkv);
+
+  // The embedding of the rank's rows: token rows plus the position rows at their global positions.
+  void encoder_forward(Backend& backend, Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe);
+  void encoder_backward(Backend& backend, Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens);
+
+ private:
+  struct Attention;
+  Attention& layer(int index, int B);
+  // Rows of wpe (or dwpe) at the rank's global positions, (T / C, channels).
+  Tensor positions_of(const Tensor& table, int half) const;
+
+  ContextShardGroup group_;
+  int heads_, channels_;
+  DType dtype_;
+  std::vector<std::unique_ptr<Attention>> layers_;
+  Tensor local_wpe_, local_dwpe_;
+};
+
+}  // namespace troupe::compute
