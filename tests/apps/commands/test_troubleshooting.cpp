@@ -183,6 +183,7 @@ const std::vector<MessageFile>& message_files() {
        {"signal_ends"}},
       {"apps/commands/shell/shell_command.cpp", {}, {}, {"trace_write_failure"}},
       {"apps/launch/exit_status.cpp", {}, {}, {"describe"}},
+      {"apps/commands/export_command.cpp", {{"CLI::ValidationError", 0}}, {}, {}},
       {"actors/supervision/job_supervisor.cpp",
        {{"fail_job", 2}, {"failure_outcome", 2}, {"end_rescue", 1}, {"check_rescue_writers", 2}},
        {"reason", "pending_failure", "verdict"},
