@@ -34,6 +34,7 @@ Status ControlPort::open(caf::actor_system& system, caf::actor job, const JobCon
   monitor_plan.pp = config.pipeline.stages;
   monitor_plan.tp = config.tensor.shards;
   monitor_plan.dp = world_size / (config.pipeline.stages * config.tensor.shards);
+  monitor_plan.cp = config.context.shards;
   monitor_plan.checkpoint_dir =
       config.checkpoint.dir.empty() ? std::string() : std::filesystem::absolute(config.checkpoint.dir).string();
   monitor_plan.replaces_lost_nodes = replaces_lost_nodes;

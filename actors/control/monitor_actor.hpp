@@ -31,9 +31,10 @@ struct MonitorPlan {
   caf::actor job;  // this attempt's job supervisor
   long total_steps = 0;
   int world_size = 1;
-  int dp = 1;
+  int dp = 1;  // the comm grid's data-parallel axis: replicas × context shards
   int pp = 1;
   int tp = 1;
+  int cp = 1;                      // context shards: consecutive ranks of the dp axis (context.shards)
   std::string checkpoint_dir;      // empty: checkpoint and drain are refused
   std::vector<bool> node_is_local;  // by node index: kill node signals only processes of this machine
   bool replaces_lost_nodes = false;  // a lost node's process alone is started again (recovery_path.hpp)

@@ -75,7 +75,13 @@ monitor::JobSnapshot web_snapshot(const MonitorPlan& plan, const job_view_msg& v
   monitor::JobSnapshot s;
   s.unix_seconds = now;
   s.attempt = plan.attempt;
-  s.axes = {{"dp", plan.dp}, {"pp", plan.pp}, {"tp", plan.tp}};
+  // Context shards show as their own axis where the job has them; the comm grid holds them inside
+  // its dp axis (replica = dp / cp, shard = dp % cp).
+  const bool context = plan.cp > 1;
+  s.axes = {{"dp", plan.dp / plan.cp}};
+  if (context) s.axes.push_back({"cp", plan.cp});
+  s.axes.push_back({"pp", plan.pp});
+  s.axes.push_back({"tp", plan.tp});
   s.total_steps = plan.total_steps;
   s.step = fold.step;
   s.loss = fold.loss;
@@ -88,7 +94,10 @@ monitor::JobSnapshot web_snapshot(const MonitorPlan& plan, const job_view_msg& v
   for (int r = 0; r < plan.world_size; ++r) {
     const comm::GridCoord at = comm::grid_coord(grid, r);
     s.ranks[r].rank = r;
-    s.ranks[r].at = {at.dp, at.pp, at.tp};  // in the order of s.axes
+    s.ranks[r].at = {at.dp / plan.cp};  // in the order of s.axes
+    if (context) s.ranks[r].at.push_back(at.dp % plan.cp);
+    s.ranks[r].at.push_back(at.pp);
+    s.ranks[r].at.push_back(at.tp);
   }
   const monitor::RankState lost_state = fold.recovering ? monitor::RankState::recovering : monitor::RankState::lost;
   const double lost_since = fold.recovering ? fold.recovering_unix_seconds : fold.lost_unix_seconds;

@@ -61,6 +61,19 @@ std::vector<RankState> states(const troupe::monitor::JobSnapshot& s) {
 
 }  // namespace
 
+TEST_CASE("context shards are their own axis of the grid: replica and shard from the comm grid's dp axis", "[web]") {
+  MonitorPlan plan = four_ranks();  // the comm grid's dp axis of 2 holds 1 replica of 2 context shards
+  plan.cp = 2;
+  const auto s = web_snapshot(plan, view_of_two_nodes(), {}, EventFold{}, now);
+  REQUIRE(s.axes.size() == 4);
+  CHECK((s.axes[0].name == "dp" && s.axes[0].size == 1 && s.axes[1].name == "cp" && s.axes[1].size == 2 &&
+         s.axes[2].name == "pp" && s.axes[2].size == 2 && s.axes[3].name == "tp" && s.axes[3].size == 1));
+  // rank = dp + 2·pp on the comm grid: rank 1 is context shard 1 of stage 0, rank 2 shard 0 of stage 1.
+  CHECK(s.ranks[1].at == std::vector{0, 1, 0, 0});
+  CHECK(s.ranks[2].at == std::vector{0, 0, 1, 0});
+  CHECK(s.ranks[3].at == std::vector{0, 1, 1, 0});
+}
+
 TEST_CASE("a failure makes its node's ranks lost, the chosen recovery recovering, and the resume training again",
           "[web]") {
   const MonitorPlan plan = four_ranks();
