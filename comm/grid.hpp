@@ -26,7 +26,7 @@ inline constexpr std::uint16_t embedding_group_id = 4;
 // (a surviving replica's parameters and moments to a respawned rank) carry this id, per epoch.
 inline constexpr std::uint16_t state_transfer_group_id = 5;
 // Not a group of the grid either: the ring shifts and all-to-alls of a context group (context.shards
-// consecutive ranks of the dp axis, actors/worker/context_exchange.hpp) carry this id.
+// consecutive ranks of the dp axis, actors/worker/mailbox_context_exchange.hpp) carry this id.
 inline constexpr std::uint16_t context_group_id = 6;
 
 struct Grid {

@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-#include "actors/worker/context_exchange.hpp"
+#include "actors/worker/mailbox_context_exchange.hpp"
 #include "actors/worker/data_parallel_hooks.hpp"
 #include "actors/worker/device_groups.hpp"
 #include "actors/worker/in_place_recovery.hpp"

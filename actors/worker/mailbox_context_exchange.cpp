@@ -1,4 +1,4 @@
-#include "actors/worker/context_exchange.hpp"
+#include "actors/worker/mailbox_context_exchange.hpp"
 
 #include <algorithm>
 #include <vector>
