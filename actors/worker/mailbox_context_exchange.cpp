@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <vector>
 
-#include "comm/grid.hpp"
-
 namespace troupe::actors {
 namespace {
 
@@ -21,7 +19,13 @@ MailboxContextExchange::MailboxContextExchange(MailboxComm& mailbox, comm::Engin
     : mailbox_(mailbox), engine_(engine), first_(first_rank), shards_(shards) {}
 
 comm::MessageKey MailboxContextExchange::next_key(std::uint16_t index) {
-  return {comm::MessageKind::point_to_point, comm::context_group_id, sequence_, index};
+  return {comm::MessageKind::point_to_point, group_id_, sequence_, index};
+}
+
+void MailboxContextExchange::renew(int epoch) {
+  shift_.reset();
+  group_id_ = comm::epoch_group_id(comm::context_group_id, epoch);
+  sequence_ = 0;
 }
 
 Status MailboxContextExchange::begin_shift(std::span<const std::byte> send, std::span<std::byte> recv) {

@@ -5,7 +5,9 @@
 // waits for its ring block. The group is the `shards` consecutive ranks starting at `first_rank`
 // (the context shards of one data replica). Every message carries comm::context_group_id and the
 // operation's sequence number, which every rank of the group counts alike because all make the
-// same calls in the same order (the tag's source rank tells an all-to-all's senders apart).
+// same calls in the same order (the tag's source rank tells an all-to-all's senders apart). An
+// in-place recovery renews the group (renew): under the recovery's epoch id and from sequence 0,
+// as a replacement rank starts it, so that no late message of the abandoned step matches a new one.
 // docs/context-parallel.md describes the messages.
 
 #include <cstdint>
@@ -14,6 +16,7 @@
 
 #include "actors/worker/mailbox_comm.hpp"
 #include "comm/engine.hpp"
+#include "comm/grid.hpp"
 #include "compute/context/context_exchange.hpp"
 
 namespace troupe::actors {
@@ -27,6 +30,9 @@ class MailboxContextExchange final : public compute::context::ContextExchange {
   Status begin_shift(std::span<const std::byte> send, std::span<std::byte> recv) override;
   Status finish_shift() override;
   Status all_to_all(std::span<const std::byte> send, std::span<std::byte> recv) override;
+  // Forgets the operations of a step given up part-way (their transfers the mailbox abandoned) and
+  // goes on under `epoch`'s group id (comm::epoch_group_id) from sequence 0.
+  void renew(int epoch);
 
  private:
   comm::MessageKey next_key(std::uint16_t index = 0);
@@ -34,6 +40,7 @@ class MailboxContextExchange final : public compute::context::ContextExchange {
   MailboxComm& mailbox_;
   comm::Engine& engine_;
   int first_, shards_;
+  std::uint16_t group_id_ = comm::context_group_id;
   std::uint16_t sequence_ = 0;
   std::optional<std::pair<MailboxComm::Operation, MailboxComm::Operation>> shift_;  // send, receive
 };

@@ -281,11 +281,6 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
           group_data_parallel(mailbox, **dp, progress, job.config.train.zero, layout.total(), compressor);
       return device_group ? device_group->data_parallel(std::move(host), mailbox, progress) : host;
     };
-    // In place, a surviving replica gives the whole state, or every rank rolls back (recovery_path.hpp).
-    InPlaceRecovery recovery(worker, mailbox, engine, {{dp->get(), comm::dp_group_id}});
-    RecoveryHooks recovery_hooks;
-    if (!device_group) recovery_hooks = in_place_hooks(recovery, mailbox, replacing);
-    const RunServices services{progress, metrics, &control, rescue, rank == 0, compression_reading, recovery_hooks};
     // Context shards are consecutive ranks of the dp axis: the data-parallel sum over all of them
     // is also the sum over each context group (compute/train/trainer.hpp).
     const int context_shards = job.config.context.shards;
@@ -297,6 +292,14 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
                  compute::context::make_context_split(job.config.train.seq_len, context_shards).value(),
                  &*context_exchange};
     }
+    // In place, a surviving replica gives the whole state, or every rank rolls back (recovery_path.hpp);
+    // every rank of a data-parallel group holds the same parameters, a context shard's included.
+    InPlaceRecovery recovery(worker, mailbox, engine, {{dp->get(), comm::dp_group_id}}, [&context_exchange](int epoch) {
+      if (context_exchange) context_exchange->renew(epoch);
+    });
+    RecoveryHooks recovery_hooks;
+    if (!device_group) recovery_hooks = in_place_hooks(recovery, mailbox, replacing);
+    const RunServices services{progress, metrics, &control, rescue, rank == 0, compression_reading, recovery_hooks};
     RunOutcome outcome = stages == 1 && shards == 1
                              ? run_training(job, backend, data, data_parallel(), services, context)
                              : train_pipeline_stage(job, data, backend, engine, grid, **dp, mailbox, progress, metrics,

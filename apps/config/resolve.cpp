@@ -179,10 +179,9 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
       return "context.shards > 1 works with data parallelism only so far (pipeline.stages and tensor.shards 1), got "
              "pipeline.stages " +
              str(p.stages) + " and tensor.shards " + str(tp.shards);
-    if (t.zero != compute::ZeroStage::none || c.comm.compress != comm::Compression::none)
-      return "context.shards > 1 works with train.zero 0 and comm.compress none only so far";
-    if (c.fault.recovery == actors::RecoveryMode::in_place)
-      return "context.shards > 1 recovers by restarting only so far: add --fault.recovery restart";
+    if (c.fault.elastic)
+      return "context.shards > 1 does not work with fault.elastic yet: a context group keeps its " + str(cp.shards) +
+             " ranks, and a shrink or grow moves single ranks";
   }
 
   const CommOptions& co = c.comm;
