@@ -73,6 +73,12 @@ monitor::CommReading comm_reading(const comm::Traffic& traffic) {
       reading.tensor_parallel_ops.push_back({comm::traffic_name(kind), shards.operations.load(), shards.bytes.load(),
                                              static_cast<double>(shards.nanoseconds.load()) * 1e-9});
   }
+  for (std::size_t k = 0; k < comm::context_traffic_kinds; ++k) {
+    const auto kind = static_cast<comm::ContextTraffic>(k);
+    const comm::TrafficTotals& totals = traffic.context_totals(kind);
+    reading.context_ops.push_back({comm::context_traffic_name(kind), totals.operations.load(), totals.bytes.load(),
+                                   static_cast<double>(totals.nanoseconds.load()) * 1e-9});
+  }
   reading.requests_in_flight = traffic.requests_in_flight.load();
   reading.collectives_in_flight = traffic.collectives_in_flight.load();
   return reading;

@@ -20,6 +20,15 @@ inline constexpr std::size_t traffic_kinds = 7;
 // "all_reduce", …, "send", "recv": the metric's label value.
 const char* traffic_name(TrafficKind kind);
 
+// A context group's exchanges (compute/context/context_exchange.hpp), counted by the exchange that
+// makes them from point-to-point messages: each ring shift and each all-to-all once, with the
+// bytes this rank sent and the seconds it spent posting and waiting (a shift's transfer that
+// overlapped compute counts only the wait at its end). Their messages count as send/recv as well.
+enum class ContextTraffic : std::uint8_t { ring_shift, all_to_all };
+inline constexpr std::size_t context_traffic_kinds = 2;
+// "ring_shift" or "all_to_all": the metric's label value.
+const char* context_traffic_name(ContextTraffic kind);
+
 struct TrafficTotals {
   std::atomic<std::uint64_t> operations{0};
   std::atomic<std::uint64_t> bytes{0};        // a collective's buffer; a message's payload
@@ -37,6 +46,9 @@ class Traffic {
   const TrafficTotals& tensor_parallel_totals(TrafficKind kind) const {
     return tensor_parallel_[static_cast<std::size_t>(kind)];
   }
+  // A context group's exchange, as above.
+  void context_finished(ContextTraffic kind, std::uint64_t bytes, std::chrono::steady_clock::duration elapsed);
+  const TrafficTotals& context_totals(ContextTraffic kind) const { return context_[static_cast<std::size_t>(kind)]; }
 
   // Send and receive requests posted to the engine and not complete (a collective's messages
   // included), and collectives posted and not finished.
@@ -45,6 +57,7 @@ class Traffic {
 
  private:
   std::array<TrafficTotals, traffic_kinds> totals_, tensor_parallel_;
+  std::array<TrafficTotals, context_traffic_kinds> context_;
 };
 
 }  // namespace troupe::comm

@@ -200,6 +200,18 @@ class ScrapeTime : public prometheus::Collectable {
                                         "of troupe_comm_seconds_total, the collectives over the tensor shards' group",
                                         prometheus::MetricType::Counter,
                                         {}};
+    prometheus::MetricFamily cp_operations{"troupe_comm_cp_operations_total",
+                                           "a context group's ring shifts and all-to-alls, by op",
+                                           prometheus::MetricType::Counter,
+                                           {}};
+    prometheus::MetricFamily cp_bytes{"troupe_comm_cp_bytes_total",
+                                      "bytes this rank sent in a context group's ring shifts and all-to-alls",
+                                      prometheus::MetricType::Counter,
+                                      {}};
+    prometheus::MetricFamily cp_seconds{"troupe_comm_cp_seconds_total",
+                                        "seconds this rank spent posting and waiting for a context group's exchanges",
+                                        prometheus::MetricType::Counter,
+                                        {}};
     prometheus::MetricFamily requests{"troupe_comm_requests_in_flight",
                                       "sends and receives posted to the comm engine and not complete",
                                       prometheus::MetricType::Gauge,
@@ -224,10 +236,18 @@ class ScrapeTime : public prometheus::Collectable {
         tp_bytes.metric.push_back(sample(op_labels, static_cast<double>(op.bytes), true));
         tp_seconds.metric.push_back(sample(op_labels, op.seconds, true));
       }
+      for (const TrafficReading& op : reading.context_ops) {
+        auto op_labels = labels;
+        op_labels.push_back({"op", op.op});
+        cp_operations.metric.push_back(sample(op_labels, static_cast<double>(op.operations), true));
+        cp_bytes.metric.push_back(sample(op_labels, static_cast<double>(op.bytes), true));
+        cp_seconds.metric.push_back(sample(op_labels, op.seconds, true));
+      }
       requests.metric.push_back(sample(labels, static_cast<double>(reading.requests_in_flight), false));
       collectives.metric.push_back(sample(labels, static_cast<double>(reading.collectives_in_flight), false));
     }
-    for (auto* family : {&operations, &bytes, &seconds, &tp_operations, &tp_bytes, &tp_seconds, &requests, &collectives})
+    for (auto* family : {&operations, &bytes, &seconds, &tp_operations, &tp_bytes, &tp_seconds, &cp_operations,
+                         &cp_bytes, &cp_seconds, &requests, &collectives})
       if (!family->metric.empty()) families.push_back(std::move(*family));
     return families;
   }

@@ -52,6 +52,7 @@ struct TrafficReading {
 struct CommReading {
   std::vector<TrafficReading> ops;
   std::vector<TrafficReading> tensor_parallel_ops;  // the part of `ops` over the tensor shards' group
+  std::vector<TrafficReading> context_ops;          // a context group's ring shifts and all-to-alls
   std::int64_t requests_in_flight = 0;
   std::int64_t collectives_in_flight = 0;
 };

@@ -1,6 +1,7 @@
 #include "actors/worker/mailbox_context_exchange.hpp"
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 namespace troupe::actors {
@@ -22,6 +23,26 @@ comm::MessageKey MailboxContextExchange::next_key(std::uint16_t index) {
   return {comm::MessageKind::point_to_point, group_id_, sequence_, index};
 }
 
+void MailboxContextExchange::record_into(monitor::TraceRecorder& recorder) {
+  trace_ = &recorder;
+  const int replica = first_ / shards_;
+  recorder.name_process(replica, "replica " + std::to_string(replica));
+  recorder.name_track({replica, rank()},
+                      "context shard " + std::to_string(rank()) + " (rank " + std::to_string(engine_.rank()) + ")");
+}
+
+void MailboxContextExchange::finished(comm::ContextTraffic kind, std::uint64_t bytes,
+                                      std::chrono::steady_clock::time_point posted,
+                                      std::chrono::steady_clock::duration spent, std::uint16_t sequence) {
+  engine_.traffic()->context_finished(kind, bytes, spent);
+  if (trace_ == nullptr) return;
+  using micros = std::chrono::duration<double, std::micro>;
+  trace_->add_complete({first_ / shards_, rank()}, comm::context_traffic_name(kind), "transfer",
+                       micros(posted.time_since_epoch()).count(),
+                       micros(std::chrono::steady_clock::now() - posted).count(),
+                       {{"bytes", std::to_string(bytes)}, {"sequence", std::to_string(sequence)}});
+}
+
 void MailboxContextExchange::renew(int epoch) {
   shift_.reset();
   group_id_ = comm::epoch_group_id(comm::context_group_id, epoch);
@@ -32,6 +53,7 @@ Status MailboxContextExchange::begin_shift(std::span<const std::byte> send, std:
   if (shift_) return Error{"context exchange: a ring shift began while another is in flight"};
   if (send.size() % 4 != 0 || recv.size() % 4 != 0)
     return Error{"context exchange: ring blocks are whole 4-byte words"};
+  const auto began = std::chrono::steady_clock::now();
   const int r = rank();
   const comm::MessageKey key = next_key();
   ++sequence_;
@@ -40,21 +62,30 @@ Status MailboxContextExchange::begin_shift(std::span<const std::byte> send, std:
   const MailboxComm::Operation got =
       mailbox_.recv(engine_, first_ + (r + shards_ - 1) % shards_, key, over(recv.data(), recv.size()));
   shift_ = {sent, got};
+  shift_bytes_ = send.size();
+  shift_sequence_ = key.sequence;
+  shift_posted_ = began;
+  shift_spent_ = std::chrono::steady_clock::now() - began;
   return Status::success();
 }
 
 Status MailboxContextExchange::finish_shift() {
   if (!shift_) return Error{"context exchange: finish_shift without a shift in flight"};
+  const auto began = std::chrono::steady_clock::now();
   const auto [sent, got] = *shift_;
   shift_.reset();
   if (Status s = mailbox_.wait(got); !s) return s;
-  return mailbox_.wait(sent);
+  if (Status s = mailbox_.wait(sent); !s) return s;
+  finished(comm::ContextTraffic::ring_shift, shift_bytes_, shift_posted_,
+           shift_spent_ + (std::chrono::steady_clock::now() - began), shift_sequence_);
+  return Status::success();
 }
 
 Status MailboxContextExchange::all_to_all(std::span<const std::byte> send, std::span<std::byte> recv) {
   const std::size_t block = send.size() / static_cast<std::size_t>(shards_);
   if (send.size() != recv.size() || block * shards_ != send.size() || block % 4 != 0)
     return Error{"context exchange: an all-to-all needs equal whole-word blocks for every rank"};
+  const auto began = std::chrono::steady_clock::now();
   const int r = rank();
   const comm::MessageKey key = next_key();
   ++sequence_;
@@ -73,6 +104,9 @@ Status MailboxContextExchange::all_to_all(std::span<const std::byte> send, std::
     Status s = mailbox_.wait(op);
     if (!s && first_failure) first_failure = s;
   }
+  if (first_failure)
+    finished(comm::ContextTraffic::all_to_all, send.size() - block, began, std::chrono::steady_clock::now() - began,
+             key.sequence);
   return first_failure;
 }
 

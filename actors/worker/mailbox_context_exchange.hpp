@@ -8,8 +8,13 @@
 // same calls in the same order (the tag's source rank tells an all-to-all's senders apart). An
 // in-place recovery renews the group (renew): under the recovery's epoch id and from sequence 0,
 // as a replacement rank starts it, so that no late message of the abandoned step matches a new one.
+// Each shift and all-to-all is counted in the engine's traffic (comm::ContextTraffic: the bytes
+// this rank sent, the seconds it spent in the calls), which /metrics exports as troupe_comm_cp_*,
+// and, given a recorder, traced as a "transfer" event from its post to its end on the rank's
+// track (process: its data replica; thread: its context shard).
 // docs/context-parallel.md describes the messages.
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <utility>
@@ -18,6 +23,7 @@
 #include "comm/engine.hpp"
 #include "comm/grid.hpp"
 #include "compute/context/context_exchange.hpp"
+#include "monitor/trace.hpp"
 
 namespace troupe::actors {
 
@@ -33,9 +39,14 @@ class MailboxContextExchange final : public compute::context::ContextExchange {
   // Forgets the operations of a step given up part-way (their transfers the mailbox abandoned) and
   // goes on under `epoch`'s group id (comm::epoch_group_id) from sequence 0.
   void renew(int epoch);
+  // Records every exchange from now on into `recorder`, which outlives this exchange.
+  void record_into(monitor::TraceRecorder& recorder);
 
  private:
   comm::MessageKey next_key(std::uint16_t index = 0);
+  // A finished exchange: counted, and traced when recording.
+  void finished(comm::ContextTraffic kind, std::uint64_t bytes, std::chrono::steady_clock::time_point posted,
+                std::chrono::steady_clock::duration spent, std::uint16_t sequence);
 
   MailboxComm& mailbox_;
   comm::Engine& engine_;
@@ -43,6 +54,12 @@ class MailboxContextExchange final : public compute::context::ContextExchange {
   std::uint16_t group_id_ = comm::context_group_id;
   std::uint16_t sequence_ = 0;
   std::optional<std::pair<MailboxComm::Operation, MailboxComm::Operation>> shift_;  // send, receive
+  // The shift in flight's bytes as sent, sequence number, post time and time spent in its calls.
+  std::uint64_t shift_bytes_ = 0;
+  std::uint16_t shift_sequence_ = 0;
+  std::chrono::steady_clock::time_point shift_posted_;
+  std::chrono::steady_clock::duration shift_spent_{};
+  monitor::TraceRecorder* trace_ = nullptr;
 };
 
 }  // namespace troupe::actors

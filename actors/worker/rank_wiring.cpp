@@ -292,6 +292,11 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
                  compute::context::make_context_split(job.config.train.seq_len, context_shards).value(),
                  &*context_exchange};
     }
+    // pipeline.trace: every context shard's exchanges, gathered over the data-parallel group (every
+    // rank of the job without stages or tensor shards) into rank 0's file.
+    const std::string& trace_path = job.config.pipeline.trace;
+    monitor::TraceRecorder trace;
+    if (context_exchange && !trace_path.empty()) context_exchange->record_into(trace);
     // In place, a surviving replica gives the whole state, or every rank rolls back (recovery_path.hpp);
     // every rank of a data-parallel group holds the same parameters, a context shard's included.
     InPlaceRecovery recovery(worker, mailbox, engine, {{dp->get(), comm::dp_group_id}}, [&context_exchange](int epoch) {
@@ -304,6 +309,16 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
                              ? run_training(job, backend, data, data_parallel(), services, context)
                              : train_pipeline_stage(job, data, backend, engine, grid, **dp, mailbox, progress, metrics,
                                                     control, rescue, replacing);
+    if (context_exchange && !trace_path.empty() && outcome.exit_code == 0) {
+      if (Status s = gather_trace(mailbox, **dp, trace); !s) return {-1, 1, "trace: " + s.error().message};
+      if (rank == 0) {
+        if (Status s = monitor::write_trace(trace, trace_path); !s) return {-1, 1, s.error().message};
+        monitor::logger("train")->info(
+            "trace of every context shard's ring shifts and all-to-alls written to {} (Chrome trace JSON; Perfetto "
+            "opens it)",
+            trace_path);
+      }
+    }
     return {-1, outcome.exit_code, outcome.reason};
   } catch (const WorkStopped&) {
     throw;

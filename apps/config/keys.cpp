@@ -102,8 +102,8 @@ constexpr ConfigKey keys[] = {
     {"pipeline.virtual_stages", "model chunks v per stage; more than 1 only with interleaved, and 2 with zb-v",
      field<&J::pipeline, &P::virtual_stages>},
     {"pipeline.trace",
-     "file for a Chrome trace (Perfetto) of every stage's forward, backward, waits and sends, written at the end; "
-     "empty = none",
+     "file for a Chrome trace (Perfetto) of every stage's forward, backward, waits and sends (with context shards "
+     "alone: every rank's ring shifts and all-to-alls), written at the end; empty = none",
      field<&J::pipeline, &P::trace>},
 
     {"tensor.shards",

@@ -154,6 +154,7 @@ TEST_CASE("MFU, bubble, checkpoints, comm traffic, heartbeat and failures are ex
   worker.read_comm_from([&reduced_bytes] {
     return monitor::CommReading{{{"all_reduce", 2, reduced_bytes, 0.5}, {"send", 1, 64, 0.001}},
                                 {{"all_reduce", 1, 600, 0.25}},
+                                {{"ring_shift", 6, 3072, 0.125}, {"all_to_all", 2, 512, 0.0625}},
                                 3,
                                 1};
   });
@@ -180,6 +181,13 @@ TEST_CASE("MFU, bubble, checkpoints, comm traffic, heartbeat and failures are ex
   CHECK(e.value("troupe_comm_tp_bytes_total", {{"rank", "2"}, {"op", "all_reduce"}}) == 600.0);
   CHECK(e.value("troupe_comm_tp_seconds_total", {{"rank", "2"}, {"op", "all_reduce"}}) == 0.25);
   CHECK(e.value("troupe_comm_tp_operations_total", {{"rank", "2"}, {"op", "all_reduce"}}) == 1.0);
+  CHECK(e.types.at("troupe_comm_cp_bytes_total") == "counter");
+  CHECK(e.value("troupe_comm_cp_operations_total", {{"rank", "2"}, {"op", "ring_shift"}}) == 6.0);
+  CHECK(e.value("troupe_comm_cp_bytes_total", {{"rank", "2"}, {"op", "ring_shift"}}) == 3072.0);
+  CHECK(e.value("troupe_comm_cp_seconds_total", {{"rank", "2"}, {"op", "ring_shift"}}) == 0.125);
+  CHECK(e.value("troupe_comm_cp_operations_total", {{"rank", "2"}, {"op", "all_to_all"}}) == 2.0);
+  CHECK(e.value("troupe_comm_cp_bytes_total", {{"rank", "2"}, {"op", "all_to_all"}}) == 512.0);
+  CHECK(e.value("troupe_comm_cp_seconds_total", {{"rank", "2"}, {"op", "all_to_all"}}) == 0.0625);
   CHECK(e.value("troupe_comm_requests_in_flight", r2) == 3.0);
   CHECK(e.value("troupe_comm_collectives_in_flight", r2) == 1.0);
   CHECK(e.value("troupe_heartbeat_age_seconds") >= 0.0);

@@ -4,9 +4,10 @@
 // norm of every one of 20 steps of tiny, the final parameter norm, and the final weights tensor by
 // tensor within 1e-5 relative, alone and under ZeRO; compressed sums take the steps of data
 // replicas with the same compression within a stated tolerance. A checkpoint is written once and
-// resumes on another number of shards; a killed shard's process is replaced in place. Layouts
-// context shards do not compose with yet are refused in one line, as are a sequence length 2C
-// does not divide and an all-to-all over a C that does not divide the heads.
+// resumes on another number of shards; a killed shard's process is replaced in place; the trace
+// holds every exchange. Layouts context shards do not compose with yet are refused in one line, as
+// are a sequence length 2C does not divide and an all-to-all over a C that does not divide the
+// heads.
 
 #include <catch2/catch.hpp>
 
@@ -14,13 +15,18 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "apps/one_process_steps.hpp"
 #include "apps/run_troupe.hpp"
 #include "checkpoint/store.hpp"
+#include "compute/model/gpt_config.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace troupe::test;
@@ -75,8 +81,7 @@ TEST_CASE("context shards under ZeRO-1, 2 and 3 take the one-process steps of ti
   });
 }
 
-TEST_CASE("2 data replicas of 2 context shards under ZeRO-3 take the one-process steps of tiny",
-          "[context][zero][slow]") {
+TEST_CASE("2 data replicas of 2 context shards under ZeRO-3 take the one-process steps of tiny", "[context][zero]") {
   check_layouts({{"dp 2 x cp 2 zero 3",
                   {"--workers", "4", "--context.shards", "2", "--train.batch_size", "2", "--train.zero", "3"}}});
 }
@@ -94,8 +99,8 @@ TEST_CASE("context shards under bf16 and PowerSGD sums take the steps of 2 data 
                                               "1"};
     const Run replicas = run_tiny(dir, "dp", with(compressed, {"--train.batch_size", "2"}));
     const Run shards = run_tiny(dir, "cp", with(compressed, {"--context.shards", "2", "--train.batch_size", "4"}));
-    INFO(kind << ": param norm " << shards.param_norm << " vs " << replicas.param_norm << " (plain, one process: "
-              << one.param_norm << ")");
+    INFO(kind << ": param norm " << shards.param_norm << " vs " << replicas.param_norm
+              << " (plain, one process: " << one.param_norm << ")");
     std::printf("cp 2 %s: param norm %.9g, dp 2 %s: %.9g, relative difference %.3g\n", kind.c_str(), shards.param_norm,
                 kind.c_str(), replicas.param_norm,
                 std::fabs(shards.param_norm - replicas.param_norm) / replicas.param_norm);
@@ -150,25 +155,66 @@ TEST_CASE("a checkpoint of 2 context shards is written once and resumes on 1 ran
 // Every rank of a context group holds the same parameters and moments, so the survivor gives the
 // replacement its state; the context group starts its sequence afresh under the recovery's epoch
 // on both, as the data-parallel group does.
-TEST_CASE("drill kill-node on 2 context shards: only the lost shard's process is started again and takes its state "
-          "from the other shard, losing no step",
-          "[context][drill]") {
+TEST_CASE(
+    "drill kill-node on 2 context shards: only the lost shard's process is started again and takes its state "
+    "from the other shard, losing no step",
+    "[context][drill]") {
   TempDir dir;
-  const ProcessResult r = run_troupe(
-      dir,
-      with({"drill", "kill-node", "--dir", (dir.path() / "drill").string(), "--at-step", "5", "--target", "1",
-            "--workers", "2", "--context.shards", "2", "--train.batch_size", "4"},
-           tiny_steps(12)),
-      std::chrono::seconds(240));
+  const ProcessResult r =
+      run_troupe(dir,
+                 with({"drill", "kill-node", "--dir", (dir.path() / "drill").string(), "--at-step", "5", "--target",
+                       "1", "--workers", "2", "--context.shards", "2", "--train.batch_size", "4"},
+                      tiny_steps(12)),
+                 std::chrono::seconds(240));
   std::printf("%s", r.out.substr(std::min(r.out.size(), r.out.find("drill kill-node:"))).c_str());
   INFO("stdout: " << r.out << "\nstderr: " << r.err);
   CHECK(r.exit_code == 0);
-  CHECK_THAT(r.out, Contains("verdict: PASS") &&
-                        Contains("final weights equal to an undisturbed run: yes (parameters and AdamW moments, bitwise)"));
+  CHECK_THAT(r.out,
+             Contains("verdict: PASS") &&
+                 Contains("final weights equal to an undisturbed run: yes (parameters and AdamW moments, bitwise)"));
   CHECK_THAT(r.out, Contains("lost node 1") && Contains("steps lost: 0\n") &&
                         Contains("recovered from a surviving replica's memory: yes (in place, over the data plane)") &&
                         Contains("rank 1 in its node's new process, resumed from rank 0's memory") &&
                         !Contains("restarting every node"));
+}
+
+TEST_CASE("pipeline.trace with context shards writes every rank's ring shifts or all-to-alls into one Chrome trace",
+          "[context][trace]") {
+  TempDir dir;
+  const int layers = troupe::compute::gpt_preset("tiny").value().n_layer;
+  const long train_steps = 3;
+  // Per layer, a training micro-batch's forward and backward and the one validation batch's
+  // forward (docs/context-parallel.md's table): C - 1 shifts forward, C backward; 2 all-to-alls
+  // each way.
+  for (const auto& [method, per_layer] : {std::pair<std::string, long>{"ring", train_steps * 3 + 1},
+                                          std::pair<std::string, long>{"all_to_all", train_steps * 4 + 2}}) {
+    INFO(method);
+    const std::string path = (dir.path() / (method + ".json")).string();
+    const ProcessResult r =
+        run_troupe(dir,
+                   with(with({"train", "--workers", "2", "--context.shards", "2", "--context.method", method,
+                              "--train.batch_size", "2", "--pipeline.trace", path},
+                             tiny_steps(train_steps)),
+                        {"--train.val_batches", "1"}),
+                   std::chrono::seconds(120));
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    std::ifstream in(path);
+    const nlohmann::json doc = nlohmann::json::parse(in);
+    std::map<int, long> events;  // context shard → its exchanges
+    std::vector<std::string> tracks;
+    for (const auto& e : doc["traceEvents"]) {
+      if (e["ph"] == "M" && e["name"] == "thread_name") tracks.push_back(e["args"]["name"].get<std::string>());
+      if (e["ph"] != "X") continue;
+      CHECK(e["pid"] == 0);
+      CHECK(e["cat"] == "transfer");
+      CHECK(e["name"] == (method == "ring" ? "ring_shift" : "all_to_all"));
+      CHECK(std::stol(e["args"]["bytes"].get<std::string>()) > 0);
+      ++events[e["tid"].get<int>()];
+    }
+    CHECK(tracks == std::vector<std::string>{"context shard 0 (rank 0)", "context shard 1 (rank 1)"});
+    CHECK(events == std::map<int, long>{{0, layers * per_layer}, {1, layers * per_layer}});
+  }
 }
 
 TEST_CASE("context shards refuse what they do not compose with yet, and bad shapes, in one line", "[context]") {
