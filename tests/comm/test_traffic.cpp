@@ -1,6 +1,7 @@
 // The engine's traffic counts (comm/traffic.hpp), which the node's metrics read: each collective
 // counts its buffer once under its own kind, point-to-point messages count under send and recv,
-// a collective's own messages never count as point-to-point, and nothing stays in flight.
+// a collective's own messages never count as point-to-point, nothing stays in flight, and a
+// context group's exchanges count apart by method.
 
 #include "rank_support.hpp"
 
@@ -114,4 +115,19 @@ TEST_CASE("a posted receive counts as in flight until it completes", "[traffic]"
       return wrong("requests in flight at the end", static_cast<std::uint64_t>(traffic.requests_in_flight.load()), 0);
     return std::vector<std::uint8_t>{};
   });
+}
+
+TEST_CASE("a context group's exchanges count apart, by method, and touch no other kind", "[traffic]") {
+  Traffic traffic;
+  traffic.context_finished(ContextTraffic::ring_shift, 1000, std::chrono::milliseconds(250));
+  traffic.context_finished(ContextTraffic::ring_shift, 24, std::chrono::milliseconds(250));
+  traffic.context_finished(ContextTraffic::all_to_all, 96, std::chrono::milliseconds(1));
+  const TrafficTotals& shifts = traffic.context_totals(ContextTraffic::ring_shift);
+  CHECK(shifts.operations == 2);
+  CHECK(shifts.bytes == 1024);
+  CHECK(shifts.nanoseconds == 500'000'000);
+  CHECK(traffic.context_totals(ContextTraffic::all_to_all).bytes == 96);
+  CHECK(std::string(context_traffic_name(ContextTraffic::ring_shift)) == "ring_shift");
+  CHECK(std::string(context_traffic_name(ContextTraffic::all_to_all)) == "all_to_all");
+  for (std::size_t k = 0; k < traffic_kinds; ++k) CHECK(traffic.totals(static_cast<TrafficKind>(k)).operations == 0);
 }

@@ -273,6 +273,31 @@ TEST_CASE("gradient compression exports the bytes its sums carried against the u
   }
 }
 
+TEST_CASE("context shards export their ring shifts apart from other traffic: operations, bytes sent and seconds",
+          "[metrics][context]") {
+  const BackgroundTroupe job({"train", "--workers", "2", "--context.shards", "2", "--model.preset", "tiny",
+                              "--train.batch_size", "2", "--train.steps", "2000", "--train.val_every", "0",
+                              "--sample.tokens", "0", "--train.threads", "1"});
+  const std::map<int, int> ports = job.metrics_ports(2, std::chrono::seconds(60));
+  INFO("stdout: " << job.out() << "\nstderr: " << job.err());
+  REQUIRE(ports.size() == 2);
+  const int layers = troupe::compute::gpt_preset("tiny").value().n_layer;
+  for (const auto& [rank, port] : ports) {
+    INFO("rank " << rank);
+    const Exposition e = scrape_when_steps_pass(port, 2, std::chrono::seconds(60));
+    const std::string r = std::to_string(rank);
+    const double steps = e.value("troupe_steps_total", {{"rank", r}});
+    const double shifts = e.value("troupe_comm_cp_operations_total", {{"rank", r}, {"op", "ring_shift"}});
+    // Per layer and step on 2 shards: one shift forward, two backward (a step in flight adds its own).
+    CHECK(shifts >= 3 * layers * steps);
+    CHECK(shifts <= 3 * layers * (steps + 1));
+    CHECK(e.value("troupe_comm_cp_bytes_total", {{"rank", r}, {"op", "ring_shift"}}) > 0);
+    CHECK(e.value("troupe_comm_cp_seconds_total", {{"rank", r}, {"op", "ring_shift"}}) > 0);
+    CHECK(e.value("troupe_comm_cp_operations_total", {{"rank", r}, {"op", "all_to_all"}}) == 0);
+    CHECK(e.value("troupe_comm_bytes_total", {{"rank", r}, {"op", "send"}}) > 0);  // the shifts' messages
+  }
+}
+
 TEST_CASE("checkpoint saves are counted with their seconds and bytes", "[metrics]") {
   TempDir checkpoints;
   const BackgroundTroupe job({"train", "--model.preset", "tiny", "--train.steps", "5000", "--sample.tokens", "0",
