@@ -178,6 +178,29 @@ TEST_CASE(
                         !Contains("restarting every node"));
 }
 
+TEST_CASE(
+    "drill kill-node on 2 context shards under ZeRO-1: no shard holds the lost moments, so every rank rolls "
+    "back in place to the newest checkpoint",
+    "[context][drill]") {
+  TempDir dir;
+  const ProcessResult r =
+      run_troupe(dir,
+                 with({"drill", "kill-node", "--dir", (dir.path() / "drill").string(), "--at-step", "5", "--target",
+                       "1", "--workers", "2", "--context.shards", "2", "--train.batch_size", "4", "--train.zero", "1"},
+                      tiny_steps(12)),
+                 std::chrono::seconds(240));
+  std::printf("%s", r.out.substr(std::min(r.out.size(), r.out.find("drill kill-node:"))).c_str());
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out,
+             Contains("verdict: PASS") &&
+                 Contains("final weights equal to an undisturbed run: yes (parameters and AdamW moments, bitwise)"));
+  CHECK_THAT(r.out, Contains("lost node 1") &&
+                        Contains("recovered from a surviving replica's memory: no (in place by "
+                                 "rollback to checkpoint step") &&
+                        Contains("survivors kept their processes: yes") && !Contains("restarting every node"));
+}
+
 TEST_CASE("pipeline.trace with context shards writes every rank's ring shifts or all-to-alls into one Chrome trace",
           "[context][trace]") {
   TempDir dir;
