@@ -17,6 +17,7 @@ Command add_bench_command(CLI::App& app) {
                                add_bench_zero3_command(*bench),    add_bench_tp_command(*bench),
                                add_bench_pipeline_command(*bench), add_bench_checkpoint_command(*bench),
                                add_bench_gpu_command(*bench),      add_bench_scale_command(*bench),
+                               add_bench_sim_check_command(*bench),
                                add_bench_tokenize_command(*bench)};
   return {bench, [bench, benches = std::move(benches)] { return run_chosen(*bench, benches); }};
 }
