@@ -1,12 +1,16 @@
 // troupe bench sim-check: does the sim backend, given this machine's figures, predict what the
 // CPU backend does on it? Four forked runs, one after another: the model in data parallel over
 // `processes` ranks (bench dp's layout) on the CPU backend, each rank first measuring, while the
-// others do the same, its sgemm peak and copy bandwidth (one thread) and the loopback link through
-// the engine's all-reduce (a few floats for the latency of a message, the gradients' size for the
+// others do the same, its sgemm peak and copy bandwidth (one thread, on the thread's CPU time, so
+// that other work on the machine does not lower them) and the loopback link through the engine's
+// all-reduce (a few floats for the latency of a message, the gradients' size for the
 // bandwidth); the model in 1F1B over `stages` stages (bench pipeline's layout) on the CPU backend;
 // then both layouts on the sim backend with sim.flops = the sgemm peak, sim.memory_bandwidth =
 // the copy bandwidth and every link at the measured bandwidth and latency. A layout's step time is
-// the median over steps of its slowest rank's.
+// the median over steps of its slowest rank's, on the wall clock: on a busy machine the measured
+// one waits for cores the simulated one does not. Rank 0 of each data-parallel run also times one
+// more step op by op, the CPU's ops on its thread's CPU time and the sim's on its modelled clock:
+// where the model is off whatever else the machine runs.
 
 #include <algorithm>
 #include <chrono>
@@ -66,8 +70,8 @@ double all_reduce_seconds(comm::Communicator& group, compute::Tensor buffer, int
 // a buffer of n floats gives a message's latency, one of the gradients' size the bandwidth.
 MachineFigures measure_machine(comm::Communicator& group, std::int64_t gradient_floats) {
   MachineFigures figures;
-  figures.sgemm = compute::cpu::measure_sgemm_peak({512, 1024});
-  figures.copy = compute::cpu::measure_copy_bandwidth();
+  figures.sgemm = compute::cpu::measure_sgemm_peak({512, 1024}, compute::cpu::CpuClock::thread_cpu);
+  figures.copy = compute::cpu::measure_copy_bandwidth(std::size_t{64} << 20, compute::cpu::CpuClock::thread_cpu);
   const int n = static_cast<int>(group.group().ranks.size());
   const double hops = 2.0 * (n - 1);
   figures.link_latency = all_reduce_seconds(group, compute::Tensor::zeros({n}, compute::DType::f32), 20) / hops;
@@ -135,7 +139,7 @@ RankReport read_report(const std::vector<std::uint8_t>& bytes) {
 Expected<std::vector<std::uint8_t>> rank_body(comm::Engine& engine, const RankRun& run) {
   const BenchSimCheckOptions& o = run.options;
   std::unique_ptr<compute::Backend> inner;
-  std::function<double()> clock = OpTimingBackend::wall_seconds;
+  std::function<double()> clock = [] { return compute::cpu::clock_seconds(compute::cpu::CpuClock::thread_cpu); };
   if (run.sim) {
     auto sim = std::make_unique<compute::SimBackend>(*run.sim);
     clock = [modelled = sim.get()] { return modelled->modelled_seconds(); };
@@ -219,7 +223,7 @@ Expected<LayoutRun> run_layout(const RankRun& run) {
 void print_ops(const std::map<std::string, double>& measured, const std::map<std::string, double>& simulated) {
   std::vector<std::pair<std::string, double>> ops(measured.begin(), measured.end());
   std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-  std::printf("one data-parallel step of rank 0, op by op:\n%-28s %11s %12s %13s\n", "op", "measured ms", "modelled ms",
+  std::printf("one data-parallel step of rank 0, op by op (the CPU's on its thread's CPU time):\n%-28s %11s %12s %13s\n", "op", "measured ms", "modelled ms",
               "sim/measured");
   for (const auto& [name, seconds] : ops) {
     const auto found = simulated.find(name);
@@ -249,7 +253,7 @@ int run_bench_sim_check(const BenchSimCheckOptions& o) {
   auto measured_dp = run(Layout::data_parallel, std::nullopt);
   if (!measured_dp) return error_exit(ExitCode::failure, "bench sim-check: " + measured_dp.error().message);
   const MachineFigures& m = measured_dp->machine;
-  std::printf("this machine, a rank's while %d ran at once: sgemm peak %.1f GFLOP/s, copy %.2f GB/s; loopback link "
+  std::printf("this machine, a rank's thread on its CPU time while %d ran at once: sgemm peak %.1f GFLOP/s, copy %.2f GB/s; loopback link "
               "%.2f GB/s, %.1f us a message\n",
               o.processes, m.sgemm * 1e-9, m.copy * 1e-9, m.link_bandwidth * 1e-9, m.link_latency * 1e6);
   std::fflush(stdout);
