@@ -8,7 +8,9 @@
 // then both layouts on the sim backend with sim.flops = the sgemm peak, sim.memory_bandwidth =
 // the copy bandwidth and every link at the measured bandwidth and latency. A layout's step time is
 // the median over steps of its slowest rank's, on the wall clock: on a busy machine the measured
-// one waits for cores the simulated one does not. Rank 0 of each data-parallel run also times one
+// one waits for cores the simulated one does not. Beside the measured one, the busiest rank's
+// process CPU seconds in the step (all its threads): what the step costs without waiting for
+// cores, nor for the other ranks (so without the pipeline's bubble). Rank 0 of each data-parallel run also times one
 // more step op by op, the CPU's ops on its thread's CPU time and the sim's on its modelled clock:
 // where the model is off whatever else the machine runs.
 
@@ -90,10 +92,11 @@ struct RankRun {
 };
 
 // What a rank reports, as text lines: "machine" and its four figures (the CPU backend in data
-// parallel only), "steps" and the measured step seconds, then "op", a name and its seconds for
+// parallel only), "steps" and the measured steps' wall seconds, "cpu" and the process's CPU
+// seconds in each, then "op", a name and its seconds for
 // each op of one more step timed op by op (data parallel only; the modelled seconds on the sim).
 std::vector<std::uint8_t> text_report(const std::optional<MachineFigures>& machine, const std::vector<double>& steps,
-                                      const std::map<std::string, double>& ops) {
+                                      const std::vector<double>& cpu, const std::map<std::string, double>& ops) {
   std::ostringstream out;
   out.precision(17);
   if (machine)
@@ -101,6 +104,8 @@ std::vector<std::uint8_t> text_report(const std::optional<MachineFigures>& machi
         << machine->link_latency << '\n';
   out << "steps";
   for (double s : steps) out << ' ' << s;
+  out << "\ncpu";
+  for (double s : cpu) out << ' ' << s;
   out << '\n';
   for (const auto& [name, seconds] : ops) out << "op " << name << ' ' << seconds << '\n';
   const std::string text = out.str();
@@ -109,7 +114,7 @@ std::vector<std::uint8_t> text_report(const std::optional<MachineFigures>& machi
 
 struct RankReport {
   std::optional<MachineFigures> machine;
-  std::vector<double> steps;
+  std::vector<double> steps, cpu;
   std::map<std::string, double> ops;
 };
 
@@ -126,6 +131,8 @@ RankReport read_report(const std::vector<std::uint8_t>& bytes) {
       report.machine = m;
     } else if (kind == "steps") {
       for (double s; fields >> s;) report.steps.push_back(s);
+    } else if (kind == "cpu") {
+      for (double s; fields >> s;) report.cpu.push_back(s);
     } else if (kind == "op") {
       std::string name;
       double seconds = 0;
@@ -153,7 +160,12 @@ Expected<std::vector<std::uint8_t>> rank_body(comm::Engine& engine, const RankRu
   const compute::GPTConfig cfg = *compute::gpt_preset(o.model);
   const int steps = o.warmup + o.steps;
   std::optional<MachineFigures> machine;
-  std::vector<double> times;
+  std::vector<double> times, cpu;
+  const auto timed = [&](const std::function<double()>& step) {
+    const double start = compute::cpu::clock_seconds(compute::cpu::CpuClock::process_cpu);
+    times.push_back(step());
+    cpu.push_back(compute::cpu::clock_seconds(compute::cpu::CpuClock::process_cpu) - start);
+  };
   if (run.layout == Layout::data_parallel) {
     auto joined = BenchRank::join(engine, o.processes);
     if (!joined) return joined.error();
@@ -165,21 +177,23 @@ Expected<std::vector<std::uint8_t>> rank_body(comm::Engine& engine, const RankRu
     BenchTraining training(backend, cfg, o.batch, steps + 1, stream,
                            actors::group_data_parallel(worker.mailbox(), worker.group(), worker.progress(),
                                                        compute::ZeroStage::none, parameters));
-    for (int i = 0; i < steps; ++i) times.push_back(training.timed_step());
+    for (int i = 0; i < steps; ++i) timed([&] { return training.timed_step(); });
     backend.set_timing(true);
     training.timed_step();
   } else {
     auto stage = BenchStage::create(engine, backend, {cfg, o.stages, o.microbatches, o.stage_batch, steps},
                                     run.schedule, run.check);
     if (!stage) return stage.error();
-    for (int i = 0; i < steps; ++i) times.push_back((*stage)->timed_step());
+    for (int i = 0; i < steps; ++i) timed([&] { return (*stage)->timed_step(); });
   }
   times.erase(times.begin(), times.begin() + o.warmup);
-  return text_report(machine, times, backend.seconds());
+  cpu.erase(cpu.begin(), cpu.begin() + o.warmup);
+  return text_report(machine, times, cpu, backend.seconds());
 }
 
 struct LayoutRun {
   double step_seconds = 0;  // median over steps of the slowest rank's
+  double cpu_seconds = 0;   // median over steps of the busiest rank's process CPU seconds
   MachineFigures machine;   // the ranks' mean, when measured
   std::map<std::string, double> ops;  // rank 0's, when timed
 };
@@ -199,11 +213,11 @@ Expected<LayoutRun> run_layout(const RankRun& run) {
       ranks, [&](comm::Engine& engine) { return rank_body(engine, run); }, std::chrono::minutes(30), {}, wire);
   if (!results) return results.error();
   LayoutRun out;
-  std::vector<double> slowest(static_cast<std::size_t>(o.steps), 0.0);
+  std::vector<double> slowest(static_cast<std::size_t>(o.steps), 0.0), busiest(slowest);
   for (std::size_t r = 0; r < results->size(); ++r) {
     const auto& result = (*results)[r];
     const RankReport report = result.ok ? read_report(result.report) : RankReport{};
-    if (report.steps.size() != slowest.size())
+    if (report.steps.size() != slowest.size() || report.cpu.size() != busiest.size())
       return Error{"rank " + std::to_string(r) + " of " + std::to_string(ranks) + ": " +
                    (result.ok ? std::string("reported no step times") : result.error.empty() ? "died" : result.error)};
     if (report.machine) {
@@ -213,9 +227,13 @@ Expected<LayoutRun> run_layout(const RankRun& run) {
       out.machine.link_latency += report.machine->link_latency / ranks;
     }
     if (r == 0) out.ops = report.ops;
-    for (std::size_t s = 0; s < slowest.size(); ++s) slowest[s] = std::max(slowest[s], report.steps[s]);
+    for (std::size_t s = 0; s < slowest.size(); ++s) {
+      slowest[s] = std::max(slowest[s], report.steps[s]);
+      busiest[s] = std::max(busiest[s], report.cpu[s]);
+    }
   }
   out.step_seconds = median(slowest);
+  out.cpu_seconds = median(busiest);
   return out;
 }
 
@@ -264,14 +282,15 @@ int run_bench_sim_check(const BenchSimCheckOptions& o) {
   if (!simulated_pp) return error_exit(ExitCode::failure, "bench sim-check: " + simulated_pp.error().message);
 
   print_ops(measured_dp->ops, simulated_dp->ops);
-  std::printf("%-28s %11s %12s %13s\n", "layout", "measured s", "simulated s", "sim/measured");
+  std::printf("%-28s %11s %12s %12s %13s\n", "layout", "measured s", "its CPU s", "simulated s", "sim/measured");
   const std::string dp_name = "dp " + std::to_string(o.processes) + " x batch " + std::to_string(o.batch);
   const std::string pp_name = "pipeline 1f1b " + std::to_string(o.stages) + " x " + std::to_string(o.microbatches) +
                               " x batch " + std::to_string(o.stage_batch);
   for (const auto& [name, measured, simulated] :
-       {std::tuple{dp_name, measured_dp->step_seconds, simulated_dp->step_seconds},
-        std::tuple{pp_name, measured_pp->step_seconds, simulated_pp->step_seconds}})
-    std::printf("%-28s %11.4f %12.4f %13.3f\n", name.c_str(), measured, simulated, simulated / measured);
+       {std::tuple{dp_name, *measured_dp, simulated_dp->step_seconds},
+        std::tuple{pp_name, *measured_pp, simulated_pp->step_seconds}})
+    std::printf("%-28s %11.4f %12.4f %12.4f %13.3f\n", name.c_str(), measured.step_seconds, measured.cpu_seconds,
+                simulated, simulated / measured.step_seconds);
   return to_int(ExitCode::success);
 }
 

@@ -1,12 +1,12 @@
 #pragma once
-// What a CPU measurement times: the wall clock, or the CPU time of the calling thread, which
-// leaves out the time the thread waited for a core. On a machine that other work keeps busy the
+// What a CPU measurement times: the wall clock, or the CPU time of the calling thread or of the
+// whole process (all its threads), which leaves out the time spent waiting for a core. On a machine that other work keeps busy the
 // thread's CPU time of a compute-bound op is what it takes on an idle one (`troupe bench
 // sim-check` gives the sim backend this machine's figures so, docs/scale.md).
 
 namespace troupe::compute::cpu {
 
-enum class CpuClock { wall, thread_cpu };
+enum class CpuClock { wall, thread_cpu, process_cpu };
 
 // Seconds on `clock` from an arbitrary origin.
 double clock_seconds(CpuClock clock);

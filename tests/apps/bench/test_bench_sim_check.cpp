@@ -20,15 +20,20 @@ namespace {
 
 struct Row {
   std::string name;
-  double measured, simulated, ratio;
+  std::vector<double> figures;
 };
 
-std::vector<Row> rows_in(const std::string& out, const std::string& names) {
-  const std::regex line("\n(" + names + R"() +([0-9.]+) +([0-9.]+) +([0-9.]+|inf|nan))");
+// The lines that start with one of `names` followed by `count` numbers, to the line's end.
+std::vector<Row> rows_in(const std::string& out, const std::string& names, int count) {
+  std::string pattern = "\n(" + names + ")";
+  for (int i = 0; i < count; ++i) pattern += R"( +([0-9.]+|inf|nan))";
+  const std::regex line(pattern + "(?=\n)");
   std::vector<Row> found;
   for (auto it = std::sregex_iterator(out.begin(), out.end(), line); it != std::sregex_iterator(); ++it) {
     const std::smatch& m = *it;
-    found.push_back({m[1].str(), std::stod(m[2].str()), std::stod(m[3].str()), std::stod(m[4].str())});
+    Row row{m[1].str(), {}};
+    for (int i = 0; i < count; ++i) row.figures.push_back(std::stod(m[static_cast<std::size_t>(i) + 2].str()));
+    found.push_back(row);
   }
   return found;
 }
@@ -52,24 +57,29 @@ TEST_CASE("bench sim-check prints measured and simulated step times of both layo
                                        R"(([0-9.]+) GB/s, ([0-9.]+) us a message)")));
   for (int i = 1; i <= 4; ++i) CHECK(std::stod(machine[i].str()) > 0);
 
-  const std::vector<Row> layouts = rows_in(result.out, R"(dp 2 x batch 1|pipeline 1f1b 2 x 2 x batch 1)");
+  // layout, measured s, its CPU s, simulated s, sim/measured
+  const std::vector<Row> layouts = rows_in(result.out, R"(dp 2 x batch 1|pipeline 1f1b 2 x 2 x batch 1)", 4);
   REQUIRE(layouts.size() == 2);
   CHECK(layouts[0].name == "dp 2 x batch 1");
   CHECK(layouts[1].name == "pipeline 1f1b 2 x 2 x batch 1");
   for (const Row& row : layouts) {
-    CHECK(row.measured > 0);
-    CHECK(row.simulated > 0);
-    CHECK(std::isfinite(row.ratio));
-    CHECK(row.ratio == Approx(row.simulated / row.measured).epsilon(0.02).margin(0.002));
+    const double measured = row.figures[0], cpu = row.figures[1], simulated = row.figures[2], ratio = row.figures[3];
+    CHECK(measured > 0);
+    CHECK(cpu > 0);
+    CHECK(simulated > 0);
+    CHECK(std::isfinite(ratio));
+    CHECK(ratio == Approx(simulated / measured).epsilon(0.02).margin(0.002));
   }
 
   // Every op a step runs is timed on both backends: the matmuls and the optimizer among them.
-  const std::vector<Row> ops = rows_in(result.out, R"([a-z_]+)");
+  // op, measured ms, modelled ms, sim/measured
+  const std::vector<Row> ops = rows_in(result.out, R"([a-z_]+)", 3);
   std::vector<std::string> names;
   for (const Row& op : ops) {
     names.push_back(op.name);
-    CHECK(op.measured >= 0);
-    CHECK(std::isfinite(op.ratio));
+    CHECK(op.figures[0] >= 0);
+    CHECK(op.figures[1] >= 0);
+    CHECK(std::isfinite(op.figures[2]));
   }
   CHECK(std::find(names.begin(), names.end(), "matmul_forward") != names.end());
   CHECK(std::find(names.begin(), names.end(), "adamw_update") != names.end());
