@@ -103,9 +103,9 @@ Command add_bench_pipeline_command(CLI::App& bench);
 // step time and their ratio (docs/scale.md).
 struct BenchSimCheckOptions {
   std::string model = "small";
-  int processes = 2;    // data-parallel ranks (bench dp's layout)
-  int batch = 8;        // their micro-batch
-  int stages = 2;       // pipeline stages, 1F1B (bench pipeline's layout)
+  int processes = 2;  // data-parallel ranks (bench dp's layout)
+  int batch = 8;      // their micro-batch
+  int stages = 2;     // pipeline stages, 1F1B (bench pipeline's layout)
   int microbatches = 8;
   int stage_batch = 4;  // the pipeline's micro-batch
   int steps = 3;        // measured steps per layout and backend (figures from the median)

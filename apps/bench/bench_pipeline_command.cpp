@@ -76,8 +76,8 @@ Expected<std::vector<std::uint8_t>> stage_body(comm::Engine& engine, const Bench
   auto backend = compute::make_backend(compute::BackendKind::cpu, 1);
   if (!backend) return backend.error();
   const int rank = engine.rank();
-  auto stage = BenchStage::create(engine, **backend, {bench_model(o), o.stages, o.microbatches, o.batch, o.warmup + o.steps},
-                                  schedule, check);
+  auto stage = BenchStage::create(
+      engine, **backend, {bench_model(o), o.stages, o.microbatches, o.batch, o.warmup + o.steps}, schedule, check);
   if (!stage) return stage.error();
   actors::PipelineTrainer& trainer = (*stage)->trainer();
   monitor::TraceRecorder trace;

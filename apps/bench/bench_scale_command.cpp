@@ -58,13 +58,25 @@ struct Figure {
 };
 namespace column {
 enum : std::size_t {
-  joined, job_cpu, status, workers, step, plane, commit, detect, resume, recover, restart, job_memory, rank_memory
+  joined,
+  job_cpu,
+  status,
+  workers,
+  step,
+  plane,
+  commit,
+  detect,
+  resume,
+  recover,
+  restart,
+  job_memory,
+  rank_memory
 };
 }  // namespace column
-constexpr Figure figures[] = {{"joined s", "joined"},    {"job CPU/s", "job-cpu"},      {"status ms", "status"},
-                              {"workers ms", "workers"}, {"step s", "step"},            {"plane %", "plane"},
-                              {"commit s", "commit"},    {"detect s", "detect"},        {"resume s", "resume"},
-                              {"recover s", "recover"},  {"restart s", "restart"},      {"job MiB", "job-memory"},
+constexpr Figure figures[] = {{"joined s", "joined"},     {"job CPU/s", "job-cpu"}, {"status ms", "status"},
+                              {"workers ms", "workers"},  {"step s", "step"},       {"plane %", "plane"},
+                              {"commit s", "commit"},     {"detect s", "detect"},   {"resume s", "resume"},
+                              {"recover s", "recover"},   {"restart s", "restart"}, {"job MiB", "job-memory"},
                               {"MiB/rank", "rank-memory"}};
 constexpr std::size_t figure_count = std::size(figures);
 
@@ -202,8 +214,7 @@ ScaleRow measure(const BenchScaleOptions& options, const ResolvedJob& job, int r
     return row;
   }
   measure_run(drill, options.steps, row);
-  row.figures[column::plane] =
-      100.0 * (1.0 - modelled_step_seconds(job, ranks, row.nodes) / row.figures[column::step]);
+  row.figures[column::plane] = 100.0 * (1.0 - modelled_step_seconds(job, ranks, row.nodes) / row.figures[column::step]);
   if (row.problem.empty()) {
     const drill::Verdict v = drill::drill_running_job(drill);
     row.figures[column::detect] = v.detected_after.value_or(NAN);

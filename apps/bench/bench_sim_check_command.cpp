@@ -156,7 +156,8 @@ Expected<std::vector<std::uint8_t>> rank_body(comm::Engine& engine, const RankRu
     if (!cpu) return cpu.error();
     inner = std::move(*cpu);
   }
-  OpTimingBackend backend(*inner, [] {}, clock);
+  OpTimingBackend backend(
+      *inner, [] {}, clock);
   const compute::GPTConfig cfg = *compute::gpt_preset(o.model);
   const int steps = o.warmup + o.steps;
   std::optional<MachineFigures> machine;
@@ -192,9 +193,9 @@ Expected<std::vector<std::uint8_t>> rank_body(comm::Engine& engine, const RankRu
 }
 
 struct LayoutRun {
-  double step_seconds = 0;  // median over steps of the slowest rank's
-  double cpu_seconds = 0;   // median over steps of the busiest rank's process CPU seconds
-  MachineFigures machine;   // the ranks' mean, when measured
+  double step_seconds = 0;            // median over steps of the slowest rank's
+  double cpu_seconds = 0;             // median over steps of the busiest rank's process CPU seconds
+  MachineFigures machine;             // the ranks' mean, when measured
   std::map<std::string, double> ops;  // rank 0's, when timed
 };
 
@@ -219,7 +220,9 @@ Expected<LayoutRun> run_layout(const RankRun& run) {
     const RankReport report = result.ok ? read_report(result.report) : RankReport{};
     if (report.steps.size() != slowest.size() || report.cpu.size() != busiest.size())
       return Error{"rank " + std::to_string(r) + " of " + std::to_string(ranks) + ": " +
-                   (result.ok ? std::string("reported no step times") : result.error.empty() ? "died" : result.error)};
+                   (result.ok              ? std::string("reported no step times")
+                    : result.error.empty() ? "died"
+                                           : result.error)};
     if (report.machine) {
       out.machine.sgemm += report.machine->sgemm / ranks;
       out.machine.copy += report.machine->copy / ranks;
@@ -241,8 +244,9 @@ Expected<LayoutRun> run_layout(const RankRun& run) {
 void print_ops(const std::map<std::string, double>& measured, const std::map<std::string, double>& simulated) {
   std::vector<std::pair<std::string, double>> ops(measured.begin(), measured.end());
   std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-  std::printf("one data-parallel step of rank 0, op by op (the CPU's on its thread's CPU time):\n%-28s %11s %12s %13s\n", "op", "measured ms", "modelled ms",
-              "sim/measured");
+  std::printf(
+      "one data-parallel step of rank 0, op by op (the CPU's on its thread's CPU time):\n%-28s %11s %12s %13s\n", "op",
+      "measured ms", "modelled ms", "sim/measured");
   for (const auto& [name, seconds] : ops) {
     const auto found = simulated.find(name);
     const double modelled = found == simulated.end() ? 0.0 : found->second;
@@ -271,9 +275,11 @@ int run_bench_sim_check(const BenchSimCheckOptions& o) {
   auto measured_dp = run(Layout::data_parallel, std::nullopt);
   if (!measured_dp) return error_exit(ExitCode::failure, "bench sim-check: " + measured_dp.error().message);
   const MachineFigures& m = measured_dp->machine;
-  std::printf("this machine, a rank's thread on its CPU time while %d ran at once: sgemm peak %.1f GFLOP/s, copy %.2f GB/s; loopback link "
-              "%.2f GB/s, %.1f us a message\n",
-              o.processes, m.sgemm * 1e-9, m.copy * 1e-9, m.link_bandwidth * 1e-9, m.link_latency * 1e6);
+  std::printf(
+      "this machine, a rank's thread on its CPU time while %d ran at once: sgemm peak %.1f GFLOP/s, copy %.2f GB/s; "
+      "loopback link "
+      "%.2f GB/s, %.1f us a message\n",
+      o.processes, m.sgemm * 1e-9, m.copy * 1e-9, m.link_bandwidth * 1e-9, m.link_latency * 1e6);
   std::fflush(stdout);
   const compute::SimOptions sim{m.sgemm, m.copy, m.link_bandwidth, m.link_bandwidth, m.link_latency, m.link_latency};
   auto measured_pp = run(Layout::pipeline, std::nullopt);
@@ -286,9 +292,8 @@ int run_bench_sim_check(const BenchSimCheckOptions& o) {
   const std::string dp_name = "dp " + std::to_string(o.processes) + " x batch " + std::to_string(o.batch);
   const std::string pp_name = "pipeline 1f1b " + std::to_string(o.stages) + " x " + std::to_string(o.microbatches) +
                               " x batch " + std::to_string(o.stage_batch);
-  for (const auto& [name, measured, simulated] :
-       {std::tuple{dp_name, *measured_dp, simulated_dp->step_seconds},
-        std::tuple{pp_name, *measured_pp, simulated_pp->step_seconds}})
+  for (const auto& [name, measured, simulated] : {std::tuple{dp_name, *measured_dp, simulated_dp->step_seconds},
+                                                  std::tuple{pp_name, *measured_pp, simulated_pp->step_seconds}})
     std::printf("%-28s %11.4f %12.4f %12.4f %13.3f\n", name.c_str(), measured.step_seconds, measured.cpu_seconds,
                 simulated, simulated / measured.step_seconds);
   return to_int(ExitCode::success);

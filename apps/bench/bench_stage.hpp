@@ -31,8 +31,7 @@ class BenchStage {
  public:
   // The engine must be connected to every rank of the grid; rank = stage.
   static Expected<std::unique_ptr<BenchStage>> create(comm::Engine& engine, compute::Backend& backend,
-                                                      const BenchStageShape& shape,
-                                                      const schedules::Schedule& schedule,
+                                                      const BenchStageShape& shape, const schedules::Schedule& schedule,
                                                       const schedules::CheckReport& check);
 
   actors::PipelineTrainer& trainer() { return *trainer_; }

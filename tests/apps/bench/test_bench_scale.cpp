@@ -43,9 +43,9 @@ TEST_CASE("bench scale prints every column for 8 ranks, restart and the control 
   REQUIRE(!result.timed_out);
   REQUIRE(result.exit_code == 0);
   const std::vector<std::string> header = cells_of(result.out, "ranks");
-  const std::vector<std::string> expected{"ranks",    "nodes",    "joined s",  "job CPU/s", "status ms",
-                                          "workers ms", "step s", "plane %",   "commit s",  "detect s",
-                                          "resume s", "recover s", "restart s", "job MiB",   "MiB/rank"};
+  const std::vector<std::string> expected{"ranks",      "nodes",     "joined s",  "job CPU/s", "status ms",
+                                          "workers ms", "step s",    "plane %",   "commit s",  "detect s",
+                                          "resume s",   "recover s", "restart s", "job MiB",   "MiB/rank"};
   CHECK(header == expected);
   const std::vector<std::string> row = cells_of(result.out, "8");
   REQUIRE(row.size() == expected.size());

@@ -42,11 +42,10 @@ std::vector<Row> rows_in(const std::string& out, const std::string& names, int c
 
 TEST_CASE("bench sim-check prints measured and simulated step times of both layouts and their ratios", "[bench]") {
   TempDir cwd;
-  const ProcessResult result =
-      run_troupe(cwd,
-                 {"bench", "sim-check", "--model", "tiny", "--steps", "1", "--warmup", "0", "--batch", "1",
-                  "--microbatches", "2", "--stage-batch", "1"},
-                 std::chrono::seconds(180));
+  const ProcessResult result = run_troupe(cwd,
+                                          {"bench", "sim-check", "--model", "tiny", "--steps", "1", "--warmup", "0",
+                                           "--batch", "1", "--microbatches", "2", "--stage-batch", "1"},
+                                          std::chrono::seconds(180));
   INFO("stdout: " << result.out << "\nstderr: " << result.err);
   REQUIRE(!result.timed_out);
   REQUIRE(result.exit_code == 0);
