@@ -62,7 +62,8 @@ std::vector<std::uint8_t> error_frame(const std::string& message) {
 }
 
 // A child's whole life: engine, address out, table in, connect, body, result out, release.
-int child_main(int rank, int world_size, int fd, const LocalRankBody& body, const RankPlacement& place) {
+int child_main(int rank, int world_size, int fd, const LocalRankBody& body, const RankPlacement& place,
+               const std::optional<WireModel>& wire) {
   if (place) {
     if (Status placed = place(rank); !placed) {
       write_frame(fd, {});
@@ -70,7 +71,7 @@ int child_main(int rank, int world_size, int fd, const LocalRankBody& body, cons
       return 1;
     }
   }
-  auto engine = Engine::create(rank, world_size);
+  auto engine = Engine::create(rank, world_size, wire);
   if (!engine) {
     write_frame(fd, {});
     write_frame(fd, error_frame(engine.error().message));
@@ -144,7 +145,8 @@ void reap(std::vector<Child>& children, std::vector<LocalRankResult>& results, b
 }  // namespace
 
 Expected<std::vector<LocalRankResult>> run_local_ranks(int world_size, const LocalRankBody& body,
-                                                       std::chrono::milliseconds timeout, const RankPlacement& place) {
+                                                       std::chrono::milliseconds timeout, const RankPlacement& place,
+                                                       const std::optional<WireModel>& wire) {
   if (world_size < 1) return Error{"comm: bootstrap of " + std::to_string(world_size) + " ranks"};
   std::vector<Child> children(static_cast<std::size_t>(world_size));
   std::vector<int> child_ends;
@@ -169,7 +171,7 @@ Expected<std::vector<LocalRankResult>> run_local_ranks(int world_size, const Loc
       for (int r = 0; r < world_size; ++r) {
         if (r != rank) close(child_ends[r]);
       }
-      _exit(child_main(rank, world_size, child_ends[rank], body, place));
+      _exit(child_main(rank, world_size, child_ends[rank], body, place, wire));
     }
     children[rank].pid = pid;
   }

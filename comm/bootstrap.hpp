@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,9 +43,11 @@ using LocalRankBody = std::function<Expected<std::vector<std::uint8_t>>(Engine& 
 using RankPlacement = std::function<Status(int rank)>;
 
 // Runs `body` on ranks 0..world_size-1, each in its own process with its own engine connected
-// to all the others. An Error only when the ranks could not be started at all.
+// to all the others. An Error only when the ranks could not be started at all. With a `wire`
+// model the engines are simulated ranks' (Engine::create): every send takes the model's time.
 Expected<std::vector<LocalRankResult>> run_local_ranks(int world_size, const LocalRankBody& body,
                                                        std::chrono::milliseconds timeout,
-                                                       const RankPlacement& place = {});
+                                                       const RankPlacement& place = {},
+                                                       const std::optional<WireModel>& wire = std::nullopt);
 
 }  // namespace troupe::comm

@@ -96,6 +96,23 @@ struct BenchPipelineOptions {
 };
 int run_bench_pipeline(const BenchPipelineOptions& options);
 Command add_bench_pipeline_command(CLI::App& bench);
+// troupe bench sim-check: the sim backend against the CPU backend on this machine. Measures one
+// rank's sgemm peak and copy bandwidth and the loopback link's bandwidth and latency (through the
+// engine's all-reduce), trains the model on the CPU backend in bench dp's and bench pipeline's
+// layouts, then on the sim given those figures, and prints each layout's measured and simulated
+// step time and their ratio (docs/scale.md).
+struct BenchSimCheckOptions {
+  std::string model = "small";
+  int processes = 2;  // data-parallel ranks (bench dp's layout)
+  int batch = 8;      // their micro-batch
+  int stages = 2;     // pipeline stages, 1F1B (bench pipeline's layout)
+  int microbatches = 8;
+  int stage_batch = 4;  // the pipeline's micro-batch
+  int steps = 3;        // measured steps per layout and backend (figures from the median)
+  int warmup = 1;
+};
+int run_bench_sim_check(const BenchSimCheckOptions& options);
+Command add_bench_sim_check_command(CLI::App& bench);
 // troupe bench allreduce: bus bandwidth beside UCX's point-to-point bandwidth, same run.
 // With options.hosts > 1, the ranks run on the hosts scripts/netns-cluster.sh simulates.
 int run_bench_allreduce(comm::AllReduceBenchOptions options);

@@ -19,15 +19,13 @@
 #include <tuple>
 #include <utility>
 
-#include "actors/actor_system_setup.hpp"
-#include "actors/worker/mailbox_comm.hpp"
 #include "actors/worker/pipeline_trainer.hpp"
 #include "apps/bench/bench_arguments.hpp"
 #include "apps/bench/bench_commands.hpp"
 #include "apps/bench/bench_figures.hpp"
+#include "apps/bench/bench_stage.hpp"
 #include "apps/exit_codes.hpp"
 #include "comm/bootstrap.hpp"
-#include "compute/model/stage_split.hpp"
 #include "compute/random.hpp"
 #include "schedules/checker.hpp"
 #include "schedules/generate.hpp"
@@ -75,37 +73,13 @@ compute::GPTConfig bench_model(const BenchPipelineOptions& o) {
 Expected<std::vector<std::uint8_t>> stage_body(comm::Engine& engine, const BenchPipelineOptions& o,
                                                const schedules::Schedule& schedule,
                                                const schedules::CheckReport& check) {
-  const compute::GPTConfig cfg = bench_model(o);
   auto backend = compute::make_backend(compute::BackendKind::cpu, 1);
   if (!backend) return backend.error();
   const int rank = engine.rank();
-  const comm::Grid grid{1, o.stages, 1};
-  actors::TroupeConfig actor_config;
-  caf::actor_system system{actor_config};
-  caf::scoped_actor worker{system};
-  actors::MailboxComm mailbox(worker.ptr());
-  monitor::WorkProgress progress;
-  auto dp = comm::Communicator::create(engine, comm::dp_group(grid, rank));
-  auto pp = comm::Communicator::create(engine, comm::pp_group(grid, rank));
-  if (!dp) return dp.error();
-  if (!pp) return pp.error();
-  std::unique_ptr<comm::Communicator> embedding;
-  if (actors::in_embedding_group(schedule, rank)) {
-    auto created = comm::Communicator::create(engine, comm::embedding_group(grid, rank));
-    if (!created) return created.error();
-    embedding = std::move(*created);
-  }
-  const std::vector<std::uint16_t> stream = bench_tokens(cfg, static_cast<std::size_t>(o.batch) * cfg.block_size * o.microbatches * 4 + 1);
-  compute::TrainerOptions options;
-  options.batch_size = o.batch;
-  options.seq_len = cfg.block_size;
-  options.lr = {1e-4, 1e-5, 0, o.warmup + o.steps};
-  auto split = compute::split_for_pipeline(cfg, o.stages, schedule.chunks);
-  if (!split) return split.error();
-  actors::PipelineSetup setup{cfg,  schedule, *split, check.peak_stashed[static_cast<std::size_t>(rank)],
-                              grid, rank, options};
-  actors::PipelineTrainer trainer(std::move(setup), **backend, {engine, **dp, **pp, embedding.get()}, mailbox, progress,
-                                  stream, stream);
+  auto stage = BenchStage::create(
+      engine, **backend, {bench_model(o), o.stages, o.microbatches, o.batch, o.warmup + o.steps}, schedule, check);
+  if (!stage) return stage.error();
+  actors::PipelineTrainer& trainer = (*stage)->trainer();
   monitor::TraceRecorder trace;
   trainer.record_into(trace);
   for (int i = 0; i < o.warmup + o.steps; ++i) trainer.step();

@@ -6,7 +6,10 @@
 //     second of training (its work then is the nodes' heartbeats), the shell's `status` and
 //     `workers` round trips, the median step, a checkpoint's commit (the step's event to its
 //     checkpoint_noted), resident memory of the job process and of the node processes per rank;
-//   - a kill-node drill: detection, training going again in place, and the first step trained.
+//   - the control plane's share of the step: how much of it the modelled step does not explain;
+//   - a kill-node drill: detection, training going again in place, and the first step trained;
+//     and the same drill with fault.recovery restart: the first step trained after every node
+//     restarted.
 // The last row is each figure's slope against N on log-log axes (least squares).
 
 #include <unistd.h>
@@ -28,6 +31,9 @@
 #include "apps/commands/drill/drill.hpp"
 #include "apps/config/resolve.hpp"
 #include "apps/exit_codes.hpp"
+#include "compute/model/gpt.hpp"
+#include "compute/sim/sim_backend.hpp"
+#include "compute/train/trainer.hpp"
 
 namespace troupe::apps {
 namespace {
@@ -50,10 +56,28 @@ struct Figure {
   const char* name;
   const char* file;
 };
-constexpr Figure figures[] = {{"joined s", "joined"},    {"job CPU/s", "job-cpu"},   {"status ms", "status"},
-                              {"workers ms", "workers"}, {"step s", "step"},         {"commit s", "commit"},
-                              {"detect s", "detect"},    {"resume s", "resume"},     {"recover s", "recover"},
-                              {"job MiB", "job-memory"}, {"MiB/rank", "rank-memory"}};
+namespace column {
+enum : std::size_t {
+  joined,
+  job_cpu,
+  status,
+  workers,
+  step,
+  plane,
+  commit,
+  detect,
+  resume,
+  recover,
+  restart,
+  job_memory,
+  rank_memory
+};
+}  // namespace column
+constexpr Figure figures[] = {{"joined s", "joined"},     {"job CPU/s", "job-cpu"}, {"status ms", "status"},
+                              {"workers ms", "workers"},  {"step s", "step"},       {"plane %", "plane"},
+                              {"commit s", "commit"},     {"detect s", "detect"},   {"resume s", "resume"},
+                              {"recover s", "recover"},   {"restart s", "restart"}, {"job MiB", "job-memory"},
+                              {"MiB/rank", "rank-memory"}};
 constexpr std::size_t figure_count = std::size(figures);
 
 double resident_mib(pid_t pid) {
@@ -89,7 +113,7 @@ double order_ms(drill::EventFeed& feed, const std::string& command) {
   return answer ? std::chrono::duration<double, std::milli>(Clock::now() - start).count() : NAN;
 }
 
-// The undisturbed run's figures into row.figures[0..6) and [9..11).
+// The undisturbed run's figures: all but the drills' and the control plane's share.
 void measure_run(const drill::Drill& job, long steps, ScaleRow& row) {
   const double launched = drill::now();
   auto run = job.start("plain", false, true);
@@ -103,17 +127,17 @@ void measure_run(const drill::Drill& job, long steps, ScaleRow& row) {
     row.problem = "the job did not start and train 2 steps";
     return;
   }
-  row.figures[0] = started->unix_seconds - launched;
+  row.figures[column::joined] = started->unix_seconds - launched;
   const pid_t job_pid = run->process->pid();
   const double cpu_before = cpu_seconds(job_pid), wall_before = drill::now();
-  row.figures[2] = order_ms(feed, "status");
-  row.figures[3] = order_ms(feed, "workers");
+  row.figures[column::status] = order_ms(feed, "status");
+  row.figures[column::workers] = order_ms(feed, "workers");
   double nodes_mib = 0;
   for (pid_t pid : run->process->descendants()) nodes_mib += resident_mib(pid);
-  row.figures[9] = resident_mib(job_pid);
-  row.figures[10] = nodes_mib / row.ranks;
+  row.figures[column::job_memory] = resident_mib(job_pid);
+  row.figures[column::rank_memory] = nodes_mib / row.ranks;
   if (feed.wait_for(step_done(steps), 600s))
-    row.figures[1] = (cpu_seconds(job_pid) - cpu_before) / (drill::now() - wall_before);
+    row.figures[column::job_cpu] = (cpu_seconds(job_pid) - cpu_before) / (drill::now() - wall_before);
   run->process->wait_exit(600s);
   std::vector<double> step_at(static_cast<std::size_t>(steps) + 1, NAN);
   std::vector<double> intervals;
@@ -122,13 +146,55 @@ void measure_run(const drill::Drill& job, long steps, ScaleRow& row) {
         step && step->step >= 0 && step->step <= steps)
       step_at[static_cast<std::size_t>(step->step)] = event.unix_seconds;
     if (const auto* noted = caf::get_if<actors::checkpoint_noted>(&event.body);
-        noted && noted->outcome == actors::CheckpointOutcome::committed && std::isnan(row.figures[5]) &&
+        noted && noted->outcome == actors::CheckpointOutcome::committed && std::isnan(row.figures[column::commit]) &&
         noted->step >= 0 && noted->step <= steps)
-      row.figures[5] = event.unix_seconds - step_at[static_cast<std::size_t>(noted->step)];
+      row.figures[column::commit] = event.unix_seconds - step_at[static_cast<std::size_t>(noted->step)];
   }
   for (long s = 3; s <= steps; ++s)
     if (!std::isnan(step_at[s]) && !std::isnan(step_at[s - 1])) intervals.push_back(step_at[s] - step_at[s - 1]);
-  if (!intervals.empty()) row.figures[4] = median(intervals);
+  if (!intervals.empty()) row.figures[column::step] = median(intervals);
+}
+
+// The step as the sim models it, with nothing of the runtime's own: one rank's ops at sim.flops
+// and sim.memory_bandwidth (a step of the model on the sim backend, here, on one rank), then the
+// data-parallel ring's 2 (N − 1) messages of an N-th of the gradients one after another, each
+// at the slowest link the ring crosses (between nodes when there are several). The modelled
+// ring does not overlap the backward, so this is the most the modelled device would take.
+double modelled_step_seconds(const ResolvedJob& job, int ranks, int nodes) {
+  compute::SimBackend sim(job.config.sim);
+  compute::GPT model(job.model, sim);
+  compute::TrainerOptions options;
+  options.batch_size = job.config.train.batch_size;
+  options.seq_len = job.config.train.seq_len;
+  options.lr = {1e-4, 1e-5, 0, 1};
+  const std::vector<std::uint16_t> stream =
+      bench_tokens(job.model, static_cast<std::size_t>(options.batch_size) * options.seq_len * 2 + 1);
+  compute::Trainer trainer(model, options, stream, stream);
+  trainer.step();
+  const compute::SimOptions& link = job.config.sim;
+  const bool across = nodes > 1;
+  const double gradient_bytes = static_cast<double>(compute::ParameterLayout(job.model).total()) * sizeof(float);
+  const double hop = (across ? link.link_latency_inter : link.link_latency_intra) +
+                     gradient_bytes / ranks / (across ? link.link_bandwidth_inter : link.link_bandwidth_intra);
+  return sim.modelled_seconds() + 2.0 * (ranks - 1) * hop;
+}
+
+// The kill-node drill again with fault.recovery restart: seconds from the kill to the first step
+// trained again once every node has restarted.
+void measure_restart(DrillOptions options, const ResolvedJob& job, ScaleRow& row) {
+  ResolvedJob restarting = job;
+  restarting.config.fault.recovery = actors::RecoveryMode::restart;
+  options.dir += "-restart";
+  drill::Drill drill(options, restarting);
+  if (Status prepared = drill.prepare(); !prepared) {
+    row.problem = prepared.error().message;
+    return;
+  }
+  const drill::Verdict v = drill::drill_running_job(drill);
+  row.figures[column::restart] = v.recovered_after.value_or(NAN);
+  if (!v.recovered_after) row.problem = "kill-node by restart: " + v.fault;
+  std::error_code ignored;
+  std::filesystem::remove_all(options.dir, ignored);
 }
 
 ScaleRow measure(const BenchScaleOptions& options, const ResolvedJob& job, int ranks) {
@@ -148,15 +214,17 @@ ScaleRow measure(const BenchScaleOptions& options, const ResolvedJob& job, int r
     return row;
   }
   measure_run(drill, options.steps, row);
+  row.figures[column::plane] = 100.0 * (1.0 - modelled_step_seconds(job, ranks, row.nodes) / row.figures[column::step]);
   if (row.problem.empty()) {
     const drill::Verdict v = drill::drill_running_job(drill);
-    row.figures[6] = v.detected_after.value_or(NAN);
-    row.figures[7] = v.resumed_after.value_or(NAN);
-    row.figures[8] = v.recovered_after.value_or(NAN);
+    row.figures[column::detect] = v.detected_after.value_or(NAN);
+    row.figures[column::resume] = v.resumed_after.value_or(NAN);
+    row.figures[column::recover] = v.recovered_after.value_or(NAN);
     if (!v.recovered_after) row.problem = "kill-node: " + v.fault;
   }
   std::error_code ignored;
   std::filesystem::remove_all(drill_options.dir, ignored);
+  if (row.problem.empty()) measure_restart(drill_options, job, row);
   return row;
 }
 

@@ -3,7 +3,9 @@
 // finish and adds its wall time to the op's total: where a step's time goes, for `bench gpu` and
 // `bench compute --profile`. On a GPU, waiting after every op removes the overlap of launches
 // with work, so the totals add up to a little more than a pipelined step; on the CPU an op is
-// done when it returns and the wait is nothing. With timing off it only forwards.
+// done when it returns and the wait is nothing. With timing off it only forwards. The time is
+// read from `clock` (seconds, any origin): the wall clock by default, the modelled one over the
+// sim backend (`bench sim-check`).
 
 #include <algorithm>
 #include <chrono>
@@ -20,8 +22,12 @@ namespace troupe::apps {
 
 class OpTimingBackend final : public compute::Backend {
  public:
-  OpTimingBackend(compute::Backend& inner, std::function<void()> synchronize)
-      : inner_(inner), synchronize_(std::move(synchronize)) {}
+  OpTimingBackend(compute::Backend& inner, std::function<void()> synchronize,
+                  std::function<double()> clock = wall_seconds)
+      : inner_(inner), synchronize_(std::move(synchronize)), clock_(std::move(clock)) {}
+  static double wall_seconds() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
 
   void set_timing(bool on) { timing_ = on; }
   // Seconds per op name, summed since the last clear().
@@ -134,14 +140,15 @@ class OpTimingBackend final : public compute::Backend {
       return;
     }
     synchronize_();  // nothing earlier counts against this op
-    const auto start = std::chrono::steady_clock::now();
+    const double start = clock_();
     run();
     synchronize_();
-    seconds_[op] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    seconds_[op] += clock_() - start;
   }
 
   compute::Backend& inner_;
   std::function<void()> synchronize_;
+  std::function<double()> clock_;
   bool timing_ = false;
   std::map<std::string, double> seconds_;
 };
