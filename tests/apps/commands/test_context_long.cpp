@@ -69,8 +69,10 @@ TEST_CASE("a 16384-token sequence trains on two context shards of a narrow model
   TempDir dir;
   std::vector<std::string> args = with({"train", "--workers", "2"}, tiny_steps(2));
   args = with(args, narrow_model(16384, 1, 16, 2));
+  // A step of 16384 tokens takes seconds; on a loaded machine a node starved that long would be
+  // counted lost at the default heartbeat timeout.
   args = with(args, {"--context.shards", "2", "--fault.recovery", "restart", "--train.val_every", "2",
-                     "--train.log_every", "1"});
+                     "--train.log_every", "1", "--fault.heartbeat_timeout", "300"});
   const ProcessResult r = run_troupe(dir, args, std::chrono::seconds(300));
   INFO("stdout: " << r.out << "\nstderr: " << r.err);
   REQUIRE(r.exit_code == 0);
