@@ -9,6 +9,7 @@
 #include <tuple>
 #include <utility>
 
+#include "compute/context/context_cost.hpp"
 #include "compute/model/flops.hpp"
 #include "compute/model/memory_estimate.hpp"
 #include "compute/model/stage_split.hpp"
@@ -194,7 +195,11 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
   PlannedLayout planned;
   planned.layout = l;
   planned.not_built = not_built(w, l);
-  const double dp = l.dp, tp = l.tp;
+  // The data-parallel group holds every context shard: ZeRO shards over dp · cp ranks.
+  const double dp = double(l.dp) * l.cp, tp = l.tp;
+  const int rows = w.seq_len / l.cp;  // of each sequence, on a rank
+  const compute::context::ContextLayerCost context = compute::context::context_layer_cost(
+      l.context, l.micro_batch, w.seq_len, int(model.n_embd / l.tp), model.n_head / l.tp, l.cp);
   const bool zero3 = compute::shards_parameters(l.zero);
   // Troupe's ZeRO-2 reduce-scatters in place: it keeps the whole gradient buffer.
   const bool shard_gradients = zero3 || (compute::shards_gradients(l.zero) && !bytes.as_troupe_runs);
@@ -208,14 +213,17 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
   double stage_params = 0;
   for (int s = 0; s < l.pp; ++s) {
     double activations = 0;
+    int layers = 0;
     for (std::size_t k = 0; k < split.chunks.size(); ++k) {
       if (split.stage_of[k] != s) continue;
       const compute::StageLayers& chunk = split.chunks[k];
+      layers += chunk.layers();
       activations += compute::estimate_training_memory(
-                         model, {chunk.first_layer, chunk.last_layer, l.micro_batch, w.seq_len, shape.peak_stashed[s],
+                         model, {chunk.first_layer, chunk.last_layer, l.micro_batch, rows, shape.peak_stashed[s],
                                  std::size_t(bytes.activation), l.recompute, l.tp, splits_backward(l.schedule)})
                          .activation_bytes;
     }
+    if (l.cp > 1) activations += (layers * shape.peak_stashed[s] * context.kept + context.held) * bytes.activation;
     DeviceMemory m;
     const double p = split.params[s] / tp;
     m.parameters = bytes.weight * p / (zero3 ? dp : 1);
@@ -241,9 +249,9 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
   // Bytes per step each device sends, by group.
   LinkBytes& link = planned.bytes;
   const double m_count = l.microbatches;
-  if (l.dp > 1) {
-    const double scatter = ring_share(l.dp) * bytes.gradient * stage_params;
-    const double gather = ring_share(l.dp) * bytes.weight * stage_params;
+  if (l.dp * l.cp > 1) {
+    const double scatter = ring_share(l.dp * l.cp) * bytes.gradient * stage_params;
+    const double gather = ring_share(l.dp * l.cp) * bytes.weight * stage_params;
     switch (l.zero) {
       case compute::ZeroStage::none: link.dp = 2 * scatter; break;
       case compute::ZeroStage::optimizer_state:
@@ -254,27 +262,30 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
       case compute::ZeroStage::parameters: link.dp = m_count * (scatter + 2 * gather); break;
     }
   }
-  const double activation_message = double(l.micro_batch) * w.seq_len * C * bytes.activation;
-  if (l.tp > 1) {  // on the stage with the most blocks
+  const double activation_message = double(l.micro_batch) * rows * C * bytes.activation;
+  if (l.tp > 1) {                                                                // on the stage with the most blocks
     const double all_reduces = l.recompute == compute::Recompute::full ? 6 : 4;  // a rerun forward adds two
     link.tp = split.most_layers * m_count * all_reduces * 2 * ring_share(l.tp) * activation_message;
   }
   if (l.pp > 1) link.pp = 2 * m_count * l.chunks * activation_message / tp;
+  if (l.cp > 1)  // on the stage with the most blocks
+    link.cp = split.most_layers * m_count * (context.forward_sent + context.backward_sent) * bytes.activation;
   link.tp_inter = l.tp > cluster.devices_per_node;
-  link.dp_inter = l.tp * l.dp > cluster.devices_per_node;
+  link.cp_inter = l.tp * l.cp > cluster.devices_per_node;
+  link.dp_inter = l.tp * l.cp * l.dp > cluster.devices_per_node;
   link.pp_inter = l.pp > 1 && cluster.nodes > 1;
 
   // Time.
   StepTime& t = planned.time;
   const double rate = cluster.peak_flops * cluster.mfu;
-  const double replica_tokens = double(w.global_batch) / dp * w.seq_len;
+  const double replica_tokens = double(w.global_batch) / l.dp * w.seq_len;
   const double max_scale = *std::max_element(split.scale.begin(), split.scale.end());
-  t.compute =
-      (3 * flops.forward + recompute_runs(l) * flops.recompute) * replica_tokens / (l.pp * tp) * max_scale / rate;
+  t.compute = (3 * flops.forward + recompute_runs(l) * flops.recompute) * replica_tokens / (l.pp * tp * l.cp) *
+              max_scale / rate;
   double span = t.compute;
   if (l.pp > 1) {
     // One unit: a mean chunk's forward of one micro-batch.
-    const double unit_seconds = flops.forward * l.micro_batch * w.seq_len / (l.pp * l.chunks * tp) / rate;
+    const double unit_seconds = flops.forward * l.micro_batch * rows / (l.pp * l.chunks * tp) / rate;
     span = shape.flush * unit_seconds;
     t.bubble = shape.bubble;
   }
@@ -282,7 +293,8 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
   t.dp = link.dp / bandwidth(link.dp_inter);
   t.tp = link.tp / bandwidth(link.tp_inter);
   if (l.pp > 1) t.pp = 2 * (l.pp - 1) * (activation_message / tp) / bandwidth(link.pp_inter);
-  t.total = span + t.dp + t.tp + t.pp;
+  t.cp = link.cp / bandwidth(link.cp_inter);
+  t.total = span + t.dp + t.tp + t.pp + t.cp;
 
   planned.fits = planned.memory.total() <= cluster.device_memory;
   if (!planned.fits) {
@@ -329,6 +341,8 @@ std::string describe(const Layout& l) {
     text += ", pp " + std::to_string(l.pp) + " " + std::string(to_string(l.schedule));
     if (l.chunks > 1) text += " v " + std::to_string(l.chunks);
   }
+  if (l.cp > 1)
+    text += ", cp " + std::to_string(l.cp) + " " + std::string(compute::context::context_method_name(l.context));
   text += ", micro-batch " + std::to_string(l.micro_batch) + " x " + std::to_string(l.microbatches);
   text += ", recompute " + compute::recompute_name(l.recompute);
   return text;
@@ -378,7 +392,59 @@ Expected<PlannedLayout> plan_layout(const Workload& workload, const Cluster& clu
   return plan_one(workload, cluster, layout, cache);
 }
 
-Expected<Plan> plan_layouts(const Workload& w, const Cluster& cluster) {
+namespace {
+
+// Every layout of one grid (dp, tp, pp, cp and the context method set in `grid`) into `plan`: each
+// ZeRO stage, recompute mode and micro-batch, and with pp > 1 each schedule.
+Status add_grid_layouts(const Workload& w, const Cluster& cluster, const Layout& grid, Plan& plan, PlanCache& cache) {
+  const int share = w.global_batch / grid.dp;
+  std::vector<int> micro_batches;
+  for (std::int64_t b = 1; b < share; b *= 2)
+    if (share % b == 0) micro_batches.push_back(int(b));
+  micro_batches.push_back(share);
+  for (compute::ZeroStage zero : compute::zero_stages) {
+    if (grid.dp * grid.cp == 1 && compute::shards_optimizer_state(zero)) break;  // nothing to shard over
+    for (compute::Recompute recompute : recompute_modes) {
+      for (int b : micro_batches) {
+        Layout l = grid;
+        l.zero = zero;
+        l.recompute = recompute;
+        l.micro_batch = b;
+        l.microbatches = share / b;
+        std::vector<Layout> variants;
+        if (l.pp == 1) {
+          variants.push_back(l);
+        } else {
+          for (ScheduleKind kind : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b}) {
+            l.schedule = kind;
+            variants.push_back(l);
+          }
+          l.schedule = ScheduleKind::zb_h1;
+          variants.push_back(l);
+          if (w.model.n_layer % (2 * l.pp) == 0) {  // two equal chunks per stage
+            l.chunks = 2;
+            if (l.microbatches % l.pp == 0) {
+              l.schedule = ScheduleKind::interleaved;
+              variants.push_back(l);
+            }
+            l.schedule = ScheduleKind::zb_v;
+            variants.push_back(l);
+          }
+        }
+        for (const Layout& v : variants) {
+          auto planned = plan_one(w, cluster, v, cache);
+          if (!planned) return planned.error();
+          (planned->fits ? plan.feasible : plan.rejected).push_back(std::move(*planned));
+        }
+      }
+    }
+  }
+  return Status::success();
+}
+
+}  // namespace
+
+Expected<Plan> plan_layouts(const Workload& w, const Cluster& cluster, int most_context_shards) {
   if (Status valid = check_plan_inputs(w, cluster); !valid) return valid.error();
   Plan plan;
   PlanCache cache;
@@ -388,44 +454,17 @@ Expected<Plan> plan_layouts(const Workload& w, const Cluster& cluster) {
     if (w.model.n_head % tp != 0 || devices % tp != 0) continue;
     const int most_pp = std::min({devices / tp, w.model.n_layer, max_planned_stages});
     for (int pp = 1; pp <= most_pp; ++pp) {
-      const int dp = devices / tp / pp;
-      if (devices / tp % pp != 0 || w.global_batch % dp != 0) continue;
-      const int share = w.global_batch / dp;
-      std::vector<int> micro_batches;
-      for (std::int64_t b = 1; b < share; b *= 2)
-        if (share % b == 0) micro_batches.push_back(int(b));
-      micro_batches.push_back(share);
-      for (compute::ZeroStage zero : compute::zero_stages) {
-        if (dp == 1 && compute::shards_optimizer_state(zero)) break;  // nothing to shard over
-        for (compute::Recompute recompute : recompute_modes) {
-          for (int b : micro_batches) {
-            Layout l{dp, tp, pp, zero, recompute, b, share / b};
-            std::vector<Layout> variants;
-            if (pp == 1) {
-              variants.push_back(l);
-            } else {
-              for (ScheduleKind kind : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b}) {
-                l.schedule = kind;
-                variants.push_back(l);
-              }
-              l.schedule = ScheduleKind::zb_h1;
-              variants.push_back(l);
-              if (w.model.n_layer % (2 * pp) == 0) {  // two equal chunks per stage
-                l.chunks = 2;
-                if (l.microbatches % pp == 0) {
-                  l.schedule = ScheduleKind::interleaved;
-                  variants.push_back(l);
-                }
-                l.schedule = ScheduleKind::zb_v;
-                variants.push_back(l);
-              }
-            }
-            for (const Layout& v : variants) {
-              auto planned = plan_one(w, cluster, v, cache);
-              if (!planned) return planned.error();
-              (planned->fits ? plan.feasible : plan.rejected).push_back(std::move(*planned));
-            }
-          }
+      if (devices / tp % pp != 0) continue;
+      for (int cp = 1; cp <= std::min(most_context_shards, devices / tp / pp); ++cp) {
+        const int dp = devices / tp / pp / cp;
+        if (devices / tp / pp % cp != 0 || (cp > 1 && w.seq_len % (2 * cp) != 0) || w.global_batch % dp != 0) continue;
+        Layout grid{dp, tp, pp};
+        grid.cp = cp;
+        for (compute::context::ContextMethod method : compute::context::context_methods) {
+          const bool heads_split = (w.model.n_head / tp) % cp == 0;
+          if (method == compute::context::ContextMethod::all_to_all && (cp == 1 || !heads_split)) continue;
+          grid.context = method;
+          if (Status added = add_grid_layouts(w, cluster, grid, plan, cache); !added) return added.error();
         }
       }
     }
@@ -440,9 +479,8 @@ Expected<Plan> plan_layouts(const Workload& w, const Cluster& cluster) {
     if (a.time.total != b.time.total) return a.time.total < b.time.total;
     return a.memory.total() < b.memory.total();
   });
-  std::stable_sort(plan.rejected.begin(), plan.rejected.end(), [](const PlannedLayout& a, const PlannedLayout& b) {
-    return a.memory.total() < b.memory.total();
-  });
+  std::stable_sort(plan.rejected.begin(), plan.rejected.end(),
+                   [](const PlannedLayout& a, const PlannedLayout& b) { return a.memory.total() < b.memory.total(); });
   return plan;
 }
 

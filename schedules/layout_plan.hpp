@@ -16,7 +16,10 @@
 // micro-batches its schedule stashes at its peak (check_schedule's peak_stashed): the attention,
 // MLP and vocabulary widths divided by tp, the residual stream and LayerNorm outputs whole (no
 // sequence parallelism); under zb-h1 and zb-v each stashed micro-batch also keeps what B keeps
-// for W. ZB-V's stages hold their chunks in the V (stage s: chunks s and 2p-1-s).
+// for W. ZB-V's stages hold their chunks in the V (stage s: chunks s and 2p-1-s). Context shards
+// (cp) keep the activations of T / cp rows, plus what each attention layer keeps and what its
+// exchange holds (compute/context/context_cost.hpp); parameters, gradients and optimizer state stay
+// whole, sharded by ZeRO over the data-parallel group of dp · cp ranks.
 //
 // Bounds. check_plan_inputs refuses a cluster of more than max_plan_devices devices and a model
 // beyond max_plan_layers, max_plan_width or max_plan_vocabulary, far above any trained today; they
@@ -31,7 +34,8 @@
 // its stage's busy time by the simulated bubble (simulate(), uniform stage costs; a zero-bubble
 // schedule's B and W each half the backward, recompute run in both) and adds the
 // 2(p - 1) activation transfers of its fill and drain; tensor-parallel all-reduces sit on the
-// critical path; data-parallel traffic is counted as not overlapped. A link's time is its bytes
+// critical path; data-parallel traffic is counted as not overlapped, and so is the context
+// group's (the ring's forward hides it behind compute where it can; its backward does not). A link's time is its bytes
 // over its bandwidth (bus bandwidth, as `troupe bench allreduce` and nccl-tests report it); a
 // group runs over the node's link when all its members share a node (the grid's tp-dp-pp order,
 // comm/grid.hpp), else over the link between nodes.
@@ -40,6 +44,7 @@
 #include <string_view>
 #include <vector>
 
+#include "compute/context/context_method.hpp"
 #include "compute/expected.hpp"
 #include "compute/model/gpt_config.hpp"
 #include "compute/model/recompute.hpp"
@@ -79,11 +84,11 @@ Expected<Precision> parse_precision(std::string_view name);
 struct Cluster {
   int nodes = 1;
   int devices_per_node = 1;
-  double device_memory = 0;   // bytes per device
-  double peak_flops = 0;      // FLOP/s per device
-  double mfu = 0.5;           // share of peak_flops the model's FLOPs reach
-  double intra_bandwidth = 0; // bytes/s per device on a link inside a node (bus bandwidth)
-  double inter_bandwidth = 0; // bytes/s per device on the link between nodes
+  double device_memory = 0;    // bytes per device
+  double peak_flops = 0;       // FLOP/s per device
+  double mfu = 0.5;            // share of peak_flops the model's FLOPs reach
+  double intra_bandwidth = 0;  // bytes/s per device on a link inside a node (bus bandwidth)
+  double inter_bandwidth = 0;  // bytes/s per device on the link between nodes
 
   int devices() const { return nodes * devices_per_node; }
 };
@@ -95,18 +100,22 @@ struct Workload {
   Precision precision = Precision::fp32;
 };
 
-// No schedule: pp = 1 (micro-batches are gradient accumulation).
+// No schedule: pp = 1 (micro-batches are gradient accumulation). cp context shards split each
+// sequence of a replica (dp · tp · pp · cp devices), joined by `context`.
 struct Layout {
   int dp = 1, tp = 1, pp = 1;
   compute::ZeroStage zero = compute::ZeroStage::none;
   compute::Recompute recompute = compute::Recompute::none;
-  int micro_batch = 1;  // sequences per micro-batch
-  int microbatches = 1; // per step and replica: global_batch / (dp · micro_batch)
+  int micro_batch = 1;   // sequences per micro-batch
+  int microbatches = 1;  // per step and replica: global_batch / (dp · micro_batch)
   ScheduleKind schedule = ScheduleKind::one_f_one_b;
   int chunks = 1;  // v: interleaved and zb-v
+  int cp = 1;
+  compute::context::ContextMethod context = compute::context::ContextMethod::ring;
 };
 
-// "zero 1, dp 32, tp 2, pp 4 1f1b, micro-batch 2 × 8, recompute none" (tp and pp only above 1).
+// "zero 1, dp 32, tp 2, pp 4 1f1b, cp 2 ring, micro-batch 2 × 8, recompute none" (tp, pp and cp
+// only above 1).
 std::string describe(const Layout& layout);
 
 struct DeviceMemory {
@@ -117,14 +126,14 @@ struct DeviceMemory {
 };
 
 struct LinkBytes {
-  double dp = 0, tp = 0, pp = 0;  // bytes each device sends per step on that group
-  bool dp_inter = false, tp_inter = false, pp_inter = false;  // the group spans nodes
+  double dp = 0, tp = 0, pp = 0, cp = 0;  // bytes each device sends per step on that group
+  bool dp_inter = false, tp_inter = false, pp_inter = false, cp_inter = false;  // the group spans nodes
 };
 
 struct StepTime {
   double compute = 0;  // the busy stage's FLOPs at mfu
   double bubble = 0;   // share of the pipeline's span a stage idles (0 without pp)
-  double dp = 0, tp = 0, pp = 0;
+  double dp = 0, tp = 0, pp = 0, cp = 0;
   double total = 0;
 };
 
@@ -151,12 +160,13 @@ Status check_plan_inputs(const Workload& workload, const Cluster& cluster);
 // One layout's figures; the layout must fit the workload's shape (plan_layouts only makes such).
 Expected<PlannedLayout> plan_layout(const Workload& workload, const Cluster& cluster, const Layout& layout);
 
-// Every layout: dp · tp · pp = devices, tp dividing the heads and at most a node's devices and
-// max_planned_shards, pp at most the layers and max_planned_stages, zero 0-3, each recompute mode, micro-batches of
-// every power of two (and the whole share) dividing each replica's share of the batch; with pp > 1 gpipe, 1f1b,
-// zb-h1, and where the layers cut into 2p equal chunks zb-v and (m a multiple of p) interleaved, each with v = 2. An
-// error when no dp divides the global batch.
-Expected<Plan> plan_layouts(const Workload& workload, const Cluster& cluster);
+// Every layout: dp · tp · pp · cp = devices, cp at most `most_context_shards` and splitting the
+// sequence into 2 cp chunks (ring, and all_to_all where cp divides the heads), tp dividing the heads and at most a
+// node's devices and max_planned_shards, pp at most the layers and max_planned_stages, zero 0-3, each recompute mode,
+// micro-batches of every power of two (and the whole share) dividing each replica's share of the batch; with pp > 1
+// gpipe, 1f1b, zb-h1, and where the layers cut into 2p equal chunks zb-v and (m a multiple of p) interleaved, each with
+// v = 2. An error when no dp divides the global batch.
+Expected<Plan> plan_layouts(const Workload& workload, const Cluster& cluster, int most_context_shards = 1);
 
 // "95.6 GB": `digits` significant digits in decimal units, as device memory is sold.
 std::string format_bytes(double bytes, int digits = 3);

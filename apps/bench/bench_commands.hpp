@@ -24,13 +24,13 @@ struct BenchComputeOptions {
   std::vector<std::string> models;  // preset names
   int batch = 8;
   std::vector<int> threads{1};  // one row per count, each in this process; 0 = all cores
-  int steps = 10;  // measured steps per round (figures from the median)
-  int warmup = 1;  // unmeasured steps first
-  bool vs_pytorch = false;     // alternate rounds with PyTorch when `python` imports torch
+  int steps = 10;               // measured steps per round (figures from the median)
+  int warmup = 1;               // unmeasured steps first
+  bool vs_pytorch = false;      // alternate rounds with PyTorch when `python` imports torch
   std::string python = "python3";
-  bool python_given = false;   // --python named: it must exist (the default may be absent: no torch)
-  int rounds = 3;              // rounds per model and thread count with PyTorch (one without)
-  bool profile = false;        // one more step timed op by op, printed per model and thread count
+  bool python_given = false;  // --python named: it must exist (the default may be absent: no torch)
+  int rounds = 3;             // rounds per model and thread count with PyTorch (one without)
+  bool profile = false;       // one more step timed op by op, printed per model and thread count
 };
 // The first problem with options (unknown model, count out of range) as a one-line error.
 Status validate(const BenchComputeOptions& options);
@@ -41,7 +41,7 @@ Command add_bench_compute_command(CLI::App& bench);
 // processes taking turns step by step.
 struct BenchDpOptions {
   std::string model = "small";
-  int batch = 8;   // micro-batch per rank
+  int batch = 8;  // micro-batch per rank
   int processes = 2;
   int steps = 15;  // measured iterations, each one step alone, independent and data-parallel
   int warmup = 1;  // unmeasured iterations first
@@ -52,11 +52,11 @@ Command add_bench_dp_command(CLI::App& bench);
 // PowerSGD factors, stepping in turns: bytes per step and tokens/s of each, and their ratios.
 struct BenchCompressOptions {
   std::string model = "small";
-  int batch = 8;           // micro-batch per rank
-  int steps = 6;           // measured iterations, each one step of every variant
-  int warmup = 1;          // unmeasured iterations first
+  int batch = 8;   // micro-batch per rank
+  int steps = 6;   // measured iterations, each one step of every variant
+  int warmup = 1;  // unmeasured iterations first
   int powersgd_rank = 4;
-  int hosts = 1;           // 2: rank r on simulated host h<r> (scripts/netns-cluster.sh, root)
+  int hosts = 1;  // 2: rank r on simulated host h<r> (scripts/netns-cluster.sh, root)
 };
 int run_bench_compress(BenchCompressOptions options);
 Command add_bench_compress_command(CLI::App& bench);
@@ -75,13 +75,28 @@ Command add_bench_zero3_command(CLI::App& bench);
 // step by step: tokens/s, the bytes each shard moved per step and the bytes it holds.
 struct BenchTpOptions {
   std::string model = "small";
-  int batch = 8;   // micro-batch, the same for the shards together and for the one process
+  int batch = 8;  // micro-batch, the same for the shards together and for the one process
   int shards = 2;
   int steps = 15;  // measured iterations, each one step alone and one in tensor shards
   int warmup = 1;  // unmeasured iterations first
 };
 int run_bench_tp(const BenchTpOptions& options);
 Command add_bench_tp_command(CLI::App& bench);
+// troupe bench cp: context shards (ring and all_to_all) of a narrow model's long sequences against
+// one process, same run, taking turns step by step: tokens/s and the scaling, the activation
+// bytes a rank keeps, and the share of the ring's forward transfers hidden behind compute.
+struct BenchCpOptions {
+  int layers = 4;
+  int channels = 32;
+  int heads = 4;
+  std::vector<int> seqs{4096, 8192, 16384};  // sequence lengths, one table each
+  int shards = 2;                            // C; more than the cores is oversubscribed, and said so
+  int steps = 2;                             // measured iterations, each a step of every side
+  int warmup = 1;                            // unmeasured iterations first
+};
+int run_bench_cp(const BenchCpOptions& options);
+Command add_bench_cp_command(CLI::App& bench);
+
 // troupe bench pipeline: the measured bubble of each schedule beside the simulator's prediction
 // (from the costs measured in the same run) and the closed form.
 struct BenchPipelineOptions {
@@ -90,8 +105,8 @@ struct BenchPipelineOptions {
   int virtual_stages = 0;  // interleaved chunks per stage; 0 = the smallest v >= 2 that splits the layers evenly
   int stages = 2;
   int microbatches = 8;
-  int batch = 4;   // micro-batch size
-  int steps = 3;   // measured steps (figures from the median)
+  int batch = 4;  // micro-batch size
+  int steps = 3;  // measured steps (figures from the median)
   int warmup = 1;
 };
 int run_bench_pipeline(const BenchPipelineOptions& options);

@@ -47,8 +47,9 @@ compute::TrainerOptions bench_trainer_options(const compute::GPTConfig& cfg, int
 }  // namespace
 
 BenchTraining::BenchTraining(compute::Backend& backend, const compute::GPTConfig& cfg, int batch, int steps,
-                             const std::vector<std::uint16_t>& stream, compute::DataParallel data_parallel)
-    : model_(cfg, backend),
+                             const std::vector<std::uint16_t>& stream, compute::DataParallel data_parallel,
+                             compute::ContextShardGroup context)
+    : model_(cfg, backend, compute::DType::f32, compute::Recompute::none, nullptr, context),
       trainer_(initialised(model_), bench_trainer_options(cfg, batch, steps, std::move(data_parallel)), stream,
                stream) {}
 

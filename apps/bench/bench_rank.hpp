@@ -41,11 +41,13 @@ class BenchRank {
 };
 
 // One bench rank's model and trainer: parameters from seed 1, micro-batch `batch` of whole blocks
-// from `stream`, a learning rate decaying over `steps`; `data_parallel` empty to train alone.
+// from `stream`, a learning rate decaying over `steps`; `data_parallel` empty to train alone, and
+// under `context` shards the rank's rows of each block (its data-parallel group then holds them).
 class BenchTraining {
  public:
   BenchTraining(compute::Backend& backend, const compute::GPTConfig& cfg, int batch, int steps,
-                const std::vector<std::uint16_t>& stream, compute::DataParallel data_parallel);
+                const std::vector<std::uint16_t>& stream, compute::DataParallel data_parallel,
+                compute::ContextShardGroup context = {});
 
   // One optimizer step; its wall seconds.
   double timed_step();

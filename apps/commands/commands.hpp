@@ -68,7 +68,7 @@ Status validate(const ScheduleOptions& options);
 int run_schedule(const ScheduleOptions& options);
 Command add_schedule_command(CLI::App& app);
 
-// troupe plan: every (dp, tp, pp, zero, recompute, micro-batch, schedule) layout of a model on a
+// troupe plan: every (dp, tp, pp, cp, zero, recompute, micro-batch, schedule) layout of a model on a
 // cluster, the ones that fit fastest first, with memory per device by kind, bytes per link and the
 // predicted step time, then the ones that do not fit with the reason (schedules/layout_plan.hpp).
 // A cluster figure left out is this machine's.
@@ -85,6 +85,7 @@ struct PlanOptions {
   double inter_bw = 1.25e9; // bytes/s between nodes
   int global_batch = 8;     // sequences per step
   std::optional<int> seq;   // default: the model's block size
+  int context_shards = 1;   // the most context shards per replica planned (1: none)
   std::string precision = "fp32";
   int top = 10;             // layouts listed of each kind
 };

@@ -3,7 +3,8 @@
 // memory shared by them, one thread's measured sgemm peak), asks the layout planner
 // (schedules/layout_plan.hpp) for every layout, and prints the ones that fit, fastest first, with
 // memory per device by kind, bytes per step on each link and the predicted step time; then the
-// ones that do not fit, each with its reason. docs/plan.md has the formulas.
+// ones that do not fit, each with its reason. docs/plan.md has the formulas; --context-shards C
+// adds the layouts that split each sequence over up to C ranks (docs/context-parallel.md).
 //
 //   troupe plan --model.preset gpt3-13b --nodes 4 --devices-per-node 8 --device-memory 80GB
 //     --peak-flops 312e12 --intra-bw 150e9 --inter-bw 25e9 --global-batch 512 --seq 2048 --precision mixed
@@ -102,12 +103,14 @@ void print_layout(int rank, const PlannedLayout& p, double tokens_per_step) {
   link("dp", b.dp, b.dp_inter);
   link("tp", b.tp, b.tp_inter);
   link("pp", b.pp, b.pp_inter);
-  if (b.dp + b.tp + b.pp == 0) std::printf(" no traffic");
+  link("cp", b.cp, b.cp_inter);
+  if (b.dp + b.tp + b.pp + b.cp == 0) std::printf(" no traffic");
   std::printf("; compute %s s", figure(t.compute).c_str());
   if (p.layout.pp > 1) std::printf(", bubble %.3f", t.bubble);
   if (t.dp > 0) std::printf(", dp %s s", figure(t.dp).c_str());
   if (t.tp > 0) std::printf(", tp %s s", figure(t.tp).c_str());
   if (t.pp > 0) std::printf(", pp %s s", figure(t.pp).c_str());
+  if (t.cp > 0) std::printf(", cp %s s", figure(t.cp).c_str());
   std::printf("\n");
   if (!p.not_built.empty()) std::printf("     planned, not built: %s\n", p.not_built.c_str());
 }
@@ -120,6 +123,9 @@ int run_plan(const PlanOptions& o) {
   auto precision = schedules::parse_precision(o.precision);
   if (!precision) return error_exit(ExitCode::bad_input, precision.error().message);
   if (o.top < 1) return error_exit(ExitCode::bad_input, "--top must be at least 1, got " + std::to_string(o.top));
+  if (o.context_shards < 1)
+    return error_exit(ExitCode::bad_input,
+                      "--context-shards must be at least 1 (1 = none), got " + std::to_string(o.context_shards));
 
   schedules::Workload workload{*model, o.global_batch, o.seq.value_or(model->block_size), *precision};
   schedules::Cluster cluster;
@@ -161,7 +167,7 @@ int run_plan(const PlanOptions& o) {
   cluster.inter_bandwidth = o.inter_bw;
   if (Status valid = schedules::check_plan_inputs(workload, cluster); !valid)
     return error_exit(ExitCode::bad_input, valid.error().message);
-  auto plan = schedules::plan_layouts(workload, cluster);
+  auto plan = schedules::plan_layouts(workload, cluster, o.context_shards);
   if (!plan) return error_exit(ExitCode::bad_input, plan.error().message);
 
   const schedules::PrecisionBytes bytes = schedules::precision_bytes(*precision);
@@ -205,7 +211,7 @@ int run_plan(const PlanOptions& o) {
 Command add_plan_command(CLI::App& app) {
   auto options = std::make_shared<PlanOptions>();
   CLI::App* command = app.add_subcommand(
-      "plan", "Every dp x tp x pp x zero x recompute layout of a model on a cluster: memory, traffic, step time.");
+      "plan", "Every dp x tp x pp x cp x zero x recompute layout of a model on a cluster: memory, traffic, step time.");
   command->add_option("--model.preset", options->preset, "model preset; the dimension flags replace its figures")
       ->capture_default_str();
   command->add_option("--model.n_layer", options->n_layer, "transformer blocks");
@@ -232,6 +238,10 @@ Command add_plan_command(CLI::App& app) {
   command->add_option("--inter-bw", options->inter_bw, "bytes/s per device between nodes")->capture_default_str();
   command->add_option("--global-batch", options->global_batch, "sequences per optimizer step")->capture_default_str();
   command->add_option("--seq", options->seq, "tokens per sequence (default: the model's block size)");
+  command
+      ->add_option("--context-shards", options->context_shards,
+                   "the most context shards per replica planned, each sequence split over them (1: none)")
+      ->capture_default_str();
   command
       ->add_option("--precision", options->precision,
                    "fp32 (as Troupe trains), mixed (2+2+12) or mixed-fp32-grads (2+4+12)")

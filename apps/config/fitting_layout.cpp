@@ -19,7 +19,7 @@ std::optional<FittingLayout> fitting_layout(const ResolvedJob& job, const JobRan
   if (workload.global_batch > max_searched_batch || job.model.n_layer > max_searched_layers) return std::nullopt;
   // The planner takes only a positive size; with none left, every layout is rejected.
   const schedules::Cluster cluster = job_cluster(ranks, std::max(planned_budget, 1.0));
-  auto plan = schedules::plan_layouts(workload, cluster);
+  auto plan = schedules::plan_layouts(workload, cluster, std::min(ranks.ranks, max_searched_context_shards));
   if (!plan) return std::nullopt;
 
   // Fewest keys changed, then fastest, then the most memory: of layouts alike in keys and time

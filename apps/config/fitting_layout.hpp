@@ -1,7 +1,8 @@
 #pragma once
 // The layout to name when a job does not fit its memory per rank. The layout planner
 // (schedules::plan_layouts) makes every layout of the job's ranks for the job's global batch and
-// sequence length; of those the runtime can run (nothing `not built`, and the config they give
+// sequence length, context shards among them (a sequence too long for one rank splits over several);
+// of those the runtime can run (nothing `not built`, and the config they give
 // passes resolve()) and that fit, the one that changes the fewest of the job's layout keys, the
 // fastest predicted among equals, and of those the one with the most memory (nearest the job's
 // own): the smallest edit to the config that makes it fit, and the best it buys. When none
@@ -20,6 +21,8 @@ namespace troupe::apps {
 // pipeline split with the square of the layers; a job this large is refused without a suggestion.
 inline constexpr int max_searched_batch = 4096;  // sequences per step
 inline constexpr int max_searched_layers = 1024;
+// Context shards per replica searched: splitting each sequence over up to this many ranks.
+inline constexpr int max_searched_context_shards = 64;
 
 struct FittingLayout {
   bool fits = false;                 // else: no runnable layout fits, and this is the smallest

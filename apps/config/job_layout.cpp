@@ -11,7 +11,7 @@ namespace {
 constexpr std::string_view layout_keys[] = {"train.batch_size",  "train.grad_accum",        "train.zero",
                                             "train.recompute",   "pipeline.stages",         "pipeline.microbatches",
                                             "pipeline.schedule", "pipeline.virtual_stages", "tensor.shards",
-                                            "context.shards"};
+                                            "context.shards",    "context.method",          "fault.recovery"};
 
 int microbatches_per_step(const JobConfig& config) {
   return config.pipeline.stages > 1 ? config.pipeline.microbatches : config.train.grad_accum;
@@ -52,6 +52,8 @@ schedules::Layout job_layout(const ResolvedJob& job, int ranks) {
   layout.microbatches = microbatches_per_step(c);
   layout.schedule = c.pipeline.schedule;
   layout.chunks = c.pipeline.virtual_stages;
+  layout.cp = c.context.shards;
+  layout.context = c.context.method;
   return layout;
 }
 
@@ -73,6 +75,11 @@ JobConfig with_layout(const JobConfig& config, const schedules::Layout& layout) 
   c.train.recompute = layout.recompute;
   c.pipeline.stages = layout.pp;
   c.tensor.shards = layout.tp;
+  c.context.shards = layout.cp;
+  c.context.method = layout.context;
+  // Context shards recover by restarting only (resolve.cpp).
+  if (layout.cp > 1 && c.fault.recovery == actors::RecoveryMode::in_place)
+    c.fault.recovery = actors::RecoveryMode::restart;
   if (layout.pp > 1) {
     c.train.grad_accum = 1;
     c.pipeline.microbatches = layout.microbatches;

@@ -34,7 +34,8 @@ Status check_grid_divides(const ResolvedJob& job, int ranks);
 
 // dp = ranks / (pipeline.stages × tensor.shards × context.shards), pp = pipeline.stages, tp = tensor.shards,
 // train.zero, train.recompute, micro-batches of train.batch_size, train.grad_accum of them per step
-// (pipeline.microbatches with a pipeline), pipeline.schedule and pipeline.virtual_stages.
+// (pipeline.microbatches with a pipeline), pipeline.schedule and pipeline.virtual_stages,
+// cp = context.shards joined by context.method.
 schedules::Layout job_layout(const ResolvedJob& job, int ranks);
 
 // The job's ranks as a cluster of `device_memory` bytes per device: its hosts as nodes (one node of
@@ -44,10 +45,12 @@ schedules::Layout job_layout(const ResolvedJob& job, int ranks);
 schedules::Cluster job_cluster(const JobRanks& ranks, double device_memory);
 
 // `config` with the keys of job_layout set to give `layout`: train.grad_accum 1 with a pipeline;
-// without one pipeline.stages and pipeline.virtual_stages 1, and 1f1b for an interleaved schedule.
+// without one pipeline.stages and pipeline.virtual_stages 1, and 1f1b for an interleaved schedule;
+// with context shards fault.recovery restart (they recover by restarting only).
 JobConfig with_layout(const JobConfig& config, const schedules::Layout& layout);
 
-// "train.zero 2", "train.recompute full": each layout key whose value differs, in key-table order.
+// "train.zero 2", "context.shards 2": each layout key (and fault.recovery) whose value differs, in
+// key-table order.
 std::vector<std::string> changed_layout_keys(const JobConfig& from, const JobConfig& to);
 
 }  // namespace troupe::apps

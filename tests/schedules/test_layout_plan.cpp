@@ -13,6 +13,7 @@
 #include <ctime>
 #include <map>
 
+#include "compute/context/context_cost.hpp"
 #include "compute/model/memory_estimate.hpp"
 #include "compute/model/parameter_layout.hpp"
 #include "compute/model/stage_split.hpp"
@@ -57,7 +58,8 @@ PlannedLayout plan(const Workload& w, const Cluster& c, const Layout& l) {
 // parameter (the runtime's ZeRO-2 keeps the whole gradient buffer), ZeRO-3 also 1/N of the
 // parameters and gradients plus the units it gathers; a rank of several micro-batches (not
 // ZeRO-3) another gradient buffer, the earlier micro-batches' sum.
-double runtime_bytes(const compute::GPTConfig& model, const Workload& w, const Layout& l, const std::vector<int>& stash) {
+double runtime_bytes(const compute::GPTConfig& model, const Workload& w, const Layout& l,
+                     const std::vector<int>& stash) {
   auto split = compute::split_for_pipeline(model, l.pp, l.chunks);
   REQUIRE(split);
   double largest = 0;
@@ -90,7 +92,9 @@ double runtime_bytes(const compute::GPTConfig& model, const Workload& w, const L
 std::vector<int> closed_form_stash(const Layout& l) {
   std::vector<int> stash;
   for (int s = 0; s < l.pp; ++s)
-    stash.push_back(l.pp == 1 ? 1 : l.schedule == ScheduleKind::gpipe ? l.microbatches : std::min(l.pp - s, l.microbatches));
+    stash.push_back(l.pp == 1                           ? 1
+                    : l.schedule == ScheduleKind::gpipe ? l.microbatches
+                                                        : std::min(l.pp - s, l.microbatches));
   return stash;
 }
 
@@ -318,7 +322,8 @@ TEST_CASE("the planner refuses bad input naming it, and plans 13B on 32 devices 
   c = machine(2);
   w.seq_len = 257;
   CHECK(check_plan_inputs(w, c).error().message == "sequence length 257 must be from 1 to the model's block size 256");
-  CHECK(parse_precision("fp16").error().message == "unknown precision 'fp16' (expected fp32, mixed or mixed-fp32-grads)");
+  CHECK(parse_precision("fp16").error().message ==
+        "unknown precision 'fp16' (expected fp32, mixed or mixed-fp32-grads)");
   CHECK(format_bytes(95.6e9) == "95.6 GB");
 
   Cluster a100 = machine(8, 80e9);
@@ -399,4 +404,39 @@ TEST_CASE("a long pipeline schedule is extended from its simulated part within h
     CHECK(std::count(report->peak_stashed.begin(), report->peak_stashed.end(), planned.memory.stashed) > 0);
     if (kind == ScheduleKind::gpipe) CHECK(planned.memory.stashed == m);
   }
+}
+
+TEST_CASE("context layouts keep T / cp rows' activations and their exchange, and send the messages' bytes",
+          "[plan][context]") {
+  compute::GPTConfig model = preset("tiny");
+  model.block_size = 8192;
+  const Workload w{model, 2, 8192, Precision::fp32};
+  auto without = plan_layouts(w, machine(2));
+  REQUIRE(without);
+  CHECK(std::none_of(without->feasible.begin(), without->feasible.end(),
+                     [](const PlannedLayout& p) { return p.layout.cp > 1; }));
+  auto all = plan_layouts(w, machine(2), 2);
+  REQUIRE(all);
+  std::map<compute::context::ContextMethod, int> methods;
+  for (const PlannedLayout& p : all->feasible)
+    if (p.layout.cp == 2) ++methods[p.layout.context];
+  CHECK(methods[compute::context::ContextMethod::ring] > 0);
+  CHECK(methods[compute::context::ContextMethod::all_to_all] > 0);  // 2 divides tiny's 4 heads
+
+  Layout whole{2, 1, 1, ZeroStage::none, Recompute::none, 1, 1};
+  Layout split{1, 1, 1, ZeroStage::none, Recompute::none, 1, 2};
+  split.cp = 2;
+  const PlannedLayout one = plan(w, machine(2), whole), two = plan(w, machine(2), split);
+  // Model states stay whole; activations fall to about half, the exchange's buffers on top.
+  CHECK(two.memory.parameters == one.memory.parameters);
+  CHECK(two.memory.optimizer == one.memory.optimizer);
+  CHECK(two.memory.activations < 0.6 * one.memory.activations);
+  CHECK(two.memory.activations > 0.5 * one.memory.activations);
+  const compute::context::ContextLayerCost cost = compute::context::context_layer_cost(
+      compute::context::ContextMethod::ring, 1, 8192, model.n_embd, model.n_head, 2);
+  CHECK(two.bytes.cp == Approx(model.n_layer * 2 * (cost.forward_sent + cost.backward_sent) * 4));
+  CHECK(one.bytes.cp == 0);
+  CHECK(describe(split) == "zero 0, dp 1, cp 2 ring, micro-batch 1 x 2, recompute none");
+  split.context = compute::context::ContextMethod::all_to_all;
+  CHECK(plan(w, machine(2), split).memory.activations > two.memory.activations);  // whole-sequence q, k, v
 }
