@@ -11,7 +11,7 @@ namespace {
 constexpr std::string_view layout_keys[] = {"train.batch_size",  "train.grad_accum",        "train.zero",
                                             "train.recompute",   "pipeline.stages",         "pipeline.microbatches",
                                             "pipeline.schedule", "pipeline.virtual_stages", "tensor.shards",
-                                            "context.shards",    "context.method",          "fault.recovery"};
+                                            "context.shards",    "context.method"};
 
 int microbatches_per_step(const JobConfig& config) {
   return config.pipeline.stages > 1 ? config.pipeline.microbatches : config.train.grad_accum;
@@ -77,9 +77,6 @@ JobConfig with_layout(const JobConfig& config, const schedules::Layout& layout) 
   c.tensor.shards = layout.tp;
   c.context.shards = layout.cp;
   c.context.method = layout.context;
-  // Context shards recover by restarting only (resolve.cpp).
-  if (layout.cp > 1 && c.fault.recovery == actors::RecoveryMode::in_place)
-    c.fault.recovery = actors::RecoveryMode::restart;
   if (layout.pp > 1) {
     c.train.grad_accum = 1;
     c.pipeline.microbatches = layout.microbatches;

@@ -51,7 +51,6 @@ double planned_need(const std::vector<std::string>& keys, int ranks) {
     if (key == "train.batch_size") config.train.batch_size = std::stoi(value);
     if (key == "train.grad_accum") config.train.grad_accum = std::stoi(value);
     if (key == "context.shards") config.context.shards = std::stoi(value);
-    if (key == "fault.recovery") config.fault.recovery = troupe::actors::RecoveryMode::restart;
   }
   auto job = troupe::apps::resolve(config);
   REQUIRE(job.ok());
@@ -71,8 +70,8 @@ TEST_CASE("a 16384-token sequence trains on two context shards of a narrow model
   args = with(args, narrow_model(16384, 1, 16, 2));
   // A step of 16384 tokens takes seconds; on a loaded machine a node starved that long would be
   // counted lost at the default heartbeat timeout.
-  args = with(args, {"--context.shards", "2", "--fault.recovery", "restart", "--train.val_every", "2",
-                     "--train.log_every", "1", "--fault.heartbeat_timeout", "300"});
+  args = with(args, {"--context.shards", "2", "--train.val_every", "2", "--train.log_every", "1",
+                     "--fault.heartbeat_timeout", "300"});
   const ProcessResult r = run_troupe(dir, args, std::chrono::seconds(300));
   INFO("stdout: " << r.out << "\nstderr: " << r.err);
   REQUIRE(r.exit_code == 0);
@@ -100,8 +99,7 @@ TEST_CASE("a sequence one rank's memory refuses names the context layout that fi
   // One head: no tensor shards, no all-to-all; the vocabulary's logits and probabilities are most of
   // the activations, which recompute does not touch and only splitting the sequence halves.
   const std::vector<std::string> model = narrow_model(4096, 2, 32, 1);
-  const std::vector<std::string> context = {"--train.grad_accum", "2",      "--context.shards", "2",
-                                            "--fault.recovery",   "restart"};
+  const std::vector<std::string> context = {"--train.grad_accum", "2", "--context.shards", "2"};
   const double fits = planned_need(with(model, context), 2);
   const double whole = planned_need(model, 2);
   REQUIRE(whole > fits + (8 << 20));
@@ -116,7 +114,7 @@ TEST_CASE("a sequence one rank's memory refuses names the context layout that fi
   CHECK(std::count(refused.err.begin(), refused.err.end(), '\n') == 1);
   CHECK_THAT(refused.err,
              Contains("train.seq_len 4096 as zero 0, dp 2, micro-batch 1 x 1, recompute none on 2 ranks") &&
-                 Contains("; train.grad_accum 2 with context.shards 2, fault.recovery restart would fit (about " +
+                 Contains("; train.grad_accum 2 with context.shards 2 would fit (about " +
                           troupe::apps::format_binary_size(fits) + " per rank)"));
 
   const ProcessResult trained = run_troupe(dir, with(args, context), std::chrono::seconds(180));
