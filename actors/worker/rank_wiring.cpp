@@ -112,9 +112,10 @@ Expected<schedules::Schedule> stage_schedule(const ResolvedJob& job) {
 // the job's schedule has it.
 RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, compute::Backend& backend,
                                 comm::Engine& engine, const comm::Grid& grid, comm::Communicator& dp,
-                                MailboxComm& mailbox, monitor::WorkProgress& progress,
-                                monitor::WorkerMetrics* metrics, monitor::StepControl& control,
-                                const RescueHooks& rescue, const std::optional<recover_msg>& replacing) {
+                                MailboxComm& mailbox, monitor::WorkProgress& progress, monitor::WorkerMetrics* metrics,
+                                monitor::StepControl& control, const RescueHooks& rescue,
+                                const std::optional<recover_msg>& replacing,
+                                const compute::ContextShardGroup& context) {
   const PipelineOptions& p = job.config.pipeline;
   const int rank = engine.rank();
   const comm::GridCoord coord = comm::grid_coord(grid, rank);
@@ -154,6 +155,7 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
                       zero,                job.config.train.zero3_reshard, job.config.tensor.sequence_parallel,
                       compression_options(job)};
   setup.parameters_from_peer = replacing.has_value();
+  setup.context = context;
   compute::memory_ledger().measure_runtime();  // what the process holds before the model
   PipelineTrainer trainer(std::move(setup), backend, {engine, dp, **pp, embedding.get(), tp.get()}, mailbox, progress,
                           data.train, data.val);
@@ -167,7 +169,10 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
       trainer.compressor() && trainer.compressor()->options().kind == comm::Compression::powersgd;
   monitor::TraceRecorder trace;
   if (!p.trace.empty()) trainer.record_into(trace);
-  const std::string shards = grid.tp > 1 ? fmt::format(" x {} tensor shards", grid.tp) : "";
+  std::string shards = grid.tp > 1 ? fmt::format(" x {} tensor shards", grid.tp) : "";
+  if (context.sharded())
+    shards += fmt::format(" x {} context shards ({})", context.split.shards,
+                          compute::context::context_method_name(context.method));
   PipelineStageLoop loop(
       trainer, metrics,
       p.stages == 1
@@ -206,7 +211,6 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   }
   return outcome;
 }
-
 
 }  // namespace
 
@@ -286,13 +290,14 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
     RecoveryHooks recovery_hooks;
     if (!device_group) recovery_hooks = in_place_hooks(recovery, mailbox, replacing);
     const RunServices services{progress, metrics, &control, rescue, rank == 0, compression_reading, recovery_hooks};
-    // Context shards are consecutive ranks of the dp axis: the data-parallel sum over all of them
-    // is also the sum over each context group (compute/train/trainer.hpp).
+    // Context shards are consecutive places of the dp axis (at each stage and tensor shard): the
+    // data-parallel sum over all of them is also the sum over each context group
+    // (compute/train/trainer.hpp).
     const int context_shards = job.config.context.shards;
     std::optional<MailboxContextExchange> context_exchange;
     compute::ContextShardGroup context;
     if (context_shards > 1) {
-      context_exchange.emplace(mailbox, engine, rank / context_shards * context_shards, context_shards);
+      context_exchange.emplace(mailbox, engine, comm::context_group(grid, rank, context_shards));
       context = {job.config.context.method,
                  compute::context::make_context_split(job.config.train.seq_len, context_shards).value(),
                  &*context_exchange};
@@ -300,7 +305,7 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
     RunOutcome outcome = stages == 1 && shards == 1
                              ? run_training(job, backend, data, data_parallel(), services, context)
                              : train_pipeline_stage(job, data, backend, engine, grid, **dp, mailbox, progress, metrics,
-                                                    control, rescue, replacing);
+                                                    control, rescue, replacing, context);
     return {-1, outcome.exit_code, outcome.reason};
   } catch (const WorkStopped&) {
     throw;

@@ -74,31 +74,32 @@ void ContextLayers::attention_backward(int layer_index, Tensor& dqkv, const Tens
 }
 
 Tensor ContextLayers::positions_of(const Tensor& table, int half) const {
-  const std::int64_t c = group_.split.chunk();
-  return table.slice(group_.split.chunk_of(group_.rank(), half) * c * channels_, {c, channels_});
+  const std::int64_t c = group_.split.chunk(), width = table.dim(1);
+  return table.slice(group_.split.chunk_of(group_.rank(), half) * c * width, {c, width});
 }
 
-void ContextLayers::encoder_forward(Backend& backend, Tensor& out, const Tensor& tokens, const Tensor& wte,
-                                    const Tensor& wpe) {
-  const std::int64_t c = group_.split.chunk();
-  if (!local_wpe_.defined()) local_wpe_ = backend.zeros({2 * c, channels_}, wpe.dtype());
+Tensor ContextLayers::positions(Backend& backend, const Tensor& wpe, std::int64_t rows) {
+  const std::int64_t c = group_.split.chunk(), width = wpe.dim(1);
+  if (!local_wpe_.defined()) local_wpe_ = backend.zeros({2 * c, width}, wpe.dtype());
   for (int half = 0; half < 2; ++half) {
-    Tensor rows = local_wpe_.slice(half * c * channels_, {c, channels_});
-    backend.copy(rows, positions_of(wpe, half));
+    Tensor local = local_wpe_.slice(half * c * width, {c, width});
+    backend.copy(local, positions_of(wpe, half));
   }
-  backend.encoder_forward(out, tokens, wte, local_wpe_.slice(0, {tokens.dim(1), channels_}));
+  return local_wpe_.slice(0, {rows, width});
 }
 
-void ContextLayers::encoder_backward(Backend& backend, Tensor& dwte, Tensor& dwpe, const Tensor& dout,
-                                     const Tensor& tokens) {
-  const std::int64_t c = group_.split.chunk();
-  if (!local_dwpe_.defined()) local_dwpe_ = backend.zeros({2 * c, channels_}, dwpe.dtype());
+Tensor ContextLayers::position_grads(Backend& backend, const Tensor& dwpe, std::int64_t rows) {
+  const std::int64_t c = group_.split.chunk(), width = dwpe.dim(1);
+  if (!local_dwpe_.defined()) local_dwpe_ = backend.zeros({2 * c, width}, dwpe.dtype());
   backend.fill_zero(local_dwpe_);
-  Tensor local = local_dwpe_.slice(0, {tokens.dim(1), channels_});
-  backend.encoder_backward(dwte, local, dout, tokens);
+  return local_dwpe_.slice(0, {rows, width});
+}
+
+void ContextLayers::add_position_grads(Backend& backend, Tensor& dwpe) {
+  const std::int64_t c = group_.split.chunk(), width = dwpe.dim(1);
   for (int half = 0; half < 2; ++half) {
     Tensor rows = positions_of(dwpe, half);
-    backend.residual_forward(rows, rows, local_dwpe_.slice(half * c * channels_, {c, channels_}));
+    backend.residual_forward(rows, rows, local_dwpe_.slice(half * c * width, {c, width}));
   }
 }
 
