@@ -169,6 +169,8 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
       trainer.compressor() && trainer.compressor()->options().kind == comm::Compression::powersgd;
   monitor::TraceRecorder trace;
   if (!p.trace.empty()) trainer.record_into(trace);
+  // The grid's dp axis holds every context shard of each data replica.
+  const int replicas = grid.dp / (context.sharded() ? context.split.shards : 1);
   std::string shards = grid.tp > 1 ? fmt::format(" x {} tensor shards", grid.tp) : "";
   if (context.sharded())
     shards += fmt::format(" x {} context shards ({})", context.split.shards,
@@ -176,11 +178,11 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   PipelineStageLoop loop(
       trainer, metrics,
       p.stages == 1
-          ? fmt::format("{} rank(s){} x batch {} x seq {} x accum {}", grid.dp, shards, job.config.train.batch_size,
+          ? fmt::format("{} rank(s){} x batch {} x seq {} x accum {}", replicas, shards, job.config.train.batch_size,
                         job.config.train.seq_len, job.config.train.grad_accum)
           : fmt::format("{} x {} pipeline{}, {} micro-batches of {} x seq {}; stage {} holds {} "
                         "activations at most",
-                        grid.dp, schedules::to_string(p.schedule), shards, p.microbatches, job.config.train.batch_size,
+                        replicas, schedules::to_string(p.schedule), shards, p.microbatches, job.config.train.batch_size,
                         job.config.train.seq_len, coord.pp, report->peak_stashed[static_cast<std::size_t>(coord.pp)]),
       {rank,
        {grid.dp, grid.pp, grid.tp},
