@@ -1,6 +1,7 @@
 #include "compute/model/context_shard.hpp"
 
 #include <stdexcept>
+#include <string>
 #include <variant>
 
 namespace troupe::compute {
@@ -30,16 +31,18 @@ std::unique_ptr<context::ContextAttention<Real>> made(context::ContextMethod met
 }  // namespace
 
 ContextLayers::ContextLayers(ContextShardGroup group, int layers, int heads, int channels, DType dtype)
-    : group_(group), heads_(heads), channels_(channels), dtype_(dtype) {
+    : group_(group), layer_count_(layers), heads_(heads), channels_(channels), dtype_(dtype) {
   TROUPE_CHECK(group_.sharded(), "context layers without a context group");
   TROUPE_CHECK(dtype == DType::f32 || dtype == DType::f64, "context attention runs in f32 or f64");
-  for (int l = 0; l < layers; ++l) layers_.push_back(std::make_unique<Attention>());
 }
 
 ContextLayers::~ContextLayers() = default;
 
 ContextLayers::Attention& ContextLayers::layer(int index, int B) {
-  Attention& a = *layers_.at(static_cast<std::size_t>(index));
+  TROUPE_CHECK(0 <= index && index < layer_count_ && slot_ >= 0, "context attention of layer " + std::to_string(index));
+  const auto at = static_cast<std::size_t>(slot_ * layer_count_ + index);
+  while (layers_.size() <= at) layers_.push_back(std::make_unique<Attention>());
+  Attention& a = *layers_[at];
   if (a.B != B) {
     const context::ContextShape shape{B, channels_, heads_, group_.split};
     if (dtype_ == DType::f32)

@@ -7,7 +7,8 @@
 // rows of the rank's global positions. Parameters are whole on every rank of the group; their
 // gradients are each rank's share and are summed over the group by the caller.
 //
-// Attention state lives here, one ContextAttention per layer; the embedding's position rows are
+// Attention state lives here, one ContextAttention per layer and activation slot (a pipeline
+// stage holds several micro-batches between their forward and backward); the embedding's position rows are
 // gathered into (T / C, C) before the lookup and their gradient scattered back after it. Under
 // tensor shards each shard's attention is its heads (the group is the context ranks of the same
 // tensor shard) and the position rows are the replicated wpe's.
@@ -39,9 +40,11 @@ class ContextLayers {
 
   const ContextShardGroup& group() const { return group_; }
 
+  // The activation slot whose attention the next calls run and keep (GPTStage's slot; 0 at first).
+  void use_slot(int slot) { slot_ = slot; }
   // out (B, T / C, channels) from qkv (B, T / C, 3 channels) of `layer` (0-based in the stage).
   void attention_forward(int layer, Tensor& out, const Tensor& qkv);
-  // dqkv written for the layer's last forward.
+  // dqkv written for the layer's last forward in the slot.
   void attention_backward(int layer, Tensor& dqkv, const Tensor& dout, const Tensor& qkv);
 
   // The embedding of the rank's `rows` rows reads position rows [0, rows) of positions(wpe): wpe's
@@ -59,9 +62,10 @@ class ContextLayers {
   Tensor positions_of(const Tensor& table, int half) const;
 
   ContextShardGroup group_;
-  int heads_, channels_;
+  int layer_count_, heads_, channels_;
+  int slot_ = 0;
   DType dtype_;
-  std::vector<std::unique_ptr<Attention>> layers_;
+  std::vector<std::unique_ptr<Attention>> layers_;  // slot s's layer l at s · layer_count_ + l
   Tensor local_wpe_, local_dwpe_;
 };
 

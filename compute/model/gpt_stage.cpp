@@ -401,6 +401,7 @@ void GPTStage::block_forward(int layer, const Tensor& p, const LayerActivations&
 double GPTStage::forward(int slot, const Tensor& input, const Tensor& targets,
                          const std::function<void(int layer)>& layer_starting) {
   Slot& s = slot_at(slot);
+  if (context_) context_->use_slot(slot);
   const std::int64_t C = config_.n_embd, Vs = vocab_width_;
   if (is_first())
     TROUPE_CHECK(input.rank() == 2 && input.dtype() == DType::i32, "first stage input " + input.describe());
@@ -513,6 +514,7 @@ void GPTStage::backward_input(int slot, const Tensor& output_grad, double loss_s
 void GPTStage::backward_pass(int slot, const Tensor& output_grad, double loss_scale,
                              const std::function<void(int layer)>& layer_done, bool split) {
   Slot& s = slot_at(slot);
+  if (context_) context_->use_slot(slot);
   TROUPE_CHECK(s.forwarded && (s.have_targets || !is_last()),
                is_last() ? "backward() needs a forward() with targets" : "backward() needs a forward()");
   TROUPE_CHECK(!s.weights_owed, "backward of slot " + std::to_string(slot) + " before its backward_weights()");
