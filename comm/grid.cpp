@@ -59,6 +59,15 @@ Group dp_group(const Grid& grid, int rank) { return axis_group(grid, rank, dp_gr
 Group pp_group(const Grid& grid, int rank) { return axis_group(grid, rank, pp_group_id, &GridCoord::pp, &Grid::pp); }
 Group tp_group(const Grid& grid, int rank) { return axis_group(grid, rank, tp_group_id, &GridCoord::tp, &Grid::tp); }
 
+Group context_group(const Grid& grid, int rank, int shards) {
+  TROUPE_CHECK(shards >= 1 && grid.dp % shards == 0, "context shards that do not divide the dp axis");
+  GridCoord c = grid_coord(grid, rank);
+  Group group{context_group_id, {}};
+  const int first = c.dp / shards * shards;
+  for (c.dp = first; c.dp < first + shards; ++c.dp) group.ranks.push_back(grid_rank(grid, c));
+  return group;
+}
+
 Group embedding_group(const Grid& grid, int rank) {
   GridCoord c = grid_coord(grid, rank);
   TROUPE_CHECK(grid.pp >= 2 && (c.pp == 0 || c.pp == grid.pp - 1), "embedding group of a middle stage");

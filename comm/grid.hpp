@@ -25,8 +25,8 @@ inline constexpr std::uint16_t embedding_group_id = 4;
 // Not a group of the grid: the point-to-point messages of an in-place recovery's state transfer
 // (a surviving replica's parameters and moments to a respawned rank) carry this id, per epoch.
 inline constexpr std::uint16_t state_transfer_group_id = 5;
-// Not a group of the grid either: the ring shifts and all-to-alls of a context group (context.shards
-// consecutive ranks of the dp axis, actors/worker/mailbox_context_exchange.hpp) carry this id.
+// Not a group of the grid either: the ring shifts and all-to-alls of a context group (context_group
+// below, actors/worker/mailbox_context_exchange.hpp) carry this id.
 inline constexpr std::uint16_t context_group_id = 6;
 
 struct Grid {
@@ -60,6 +60,11 @@ Group tp_group(const Grid& grid, int rank);
 // axis's id; epoch e > 0 takes 8·e + the axis's id, cycling through the tag's 12 bits every 511
 // epochs, so that no late message of an abandoned epoch matches an operation of the next.
 std::uint16_t epoch_group_id(std::uint16_t axis_id, int epoch);
+
+// The context group of `rank` (context parallelism, `shards` > 1 dividing grid.dp): the `shards`
+// consecutive places of the dp axis that hold one data replica's context shards (dp places
+// shards·d … shards·d + shards − 1), at rank's stage and tensor shard, in dp order.
+Group context_group(const Grid& grid, int rank, int shards);
 
 // The first and last pipeline stage of rank's replica, which share the tied embedding's
 // gradient (pp >= 2; rank must be one of them).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace troupe::actors {
@@ -16,8 +17,14 @@ compute::Tensor over(const void* data, std::size_t bytes) {
 
 }  // namespace
 
-MailboxContextExchange::MailboxContextExchange(MailboxComm& mailbox, comm::Engine& engine, int first_rank, int shards)
-    : mailbox_(mailbox), engine_(engine), first_(first_rank), shards_(shards) {}
+MailboxContextExchange::MailboxContextExchange(MailboxComm& mailbox, comm::Engine& engine, comm::Group group)
+    : mailbox_(mailbox),
+      engine_(engine),
+      group_(std::move(group)),
+      position_(group_.position_of(engine.rank())),
+      group_id_(group_.id) {
+  TROUPE_CHECK(position_ >= 0, "a context exchange of a group without this rank");
+}
 
 comm::MessageKey MailboxContextExchange::next_key(std::uint16_t index) {
   return {comm::MessageKind::point_to_point, group_id_, sequence_, index};
@@ -25,7 +32,7 @@ comm::MessageKey MailboxContextExchange::next_key(std::uint16_t index) {
 
 void MailboxContextExchange::record_into(monitor::TraceRecorder& recorder) {
   trace_ = &recorder;
-  const int replica = first_ / shards_;
+  const int replica = trace_process();
   recorder.name_process(replica, "replica " + std::to_string(replica));
   recorder.name_track({replica, rank()},
                       "context shard " + std::to_string(rank()) + " (rank " + std::to_string(engine_.rank()) + ")");
@@ -37,7 +44,7 @@ void MailboxContextExchange::finished(comm::ContextTraffic kind, std::uint64_t b
   engine_.traffic()->context_finished(kind, bytes, spent);
   if (trace_ == nullptr) return;
   using micros = std::chrono::duration<double, std::micro>;
-  trace_->add_complete({first_ / shards_, rank()}, comm::context_traffic_name(kind), "transfer",
+  trace_->add_complete({trace_process(), rank()}, comm::context_traffic_name(kind), "transfer",
                        micros(posted.time_since_epoch()).count(),
                        micros(std::chrono::steady_clock::now() - posted).count(),
                        {{"bytes", std::to_string(bytes)}, {"sequence", std::to_string(sequence)}});
@@ -57,10 +64,9 @@ Status MailboxContextExchange::begin_shift(std::span<const std::byte> send, std:
   const int r = rank();
   const comm::MessageKey key = next_key();
   ++sequence_;
-  const MailboxComm::Operation sent =
-      mailbox_.send(engine_, first_ + (r + 1) % shards_, key, over(send.data(), send.size()));
+  const MailboxComm::Operation sent = mailbox_.send(engine_, peer(r + 1), key, over(send.data(), send.size()));
   const MailboxComm::Operation got =
-      mailbox_.recv(engine_, first_ + (r + shards_ - 1) % shards_, key, over(recv.data(), recv.size()));
+      mailbox_.recv(engine_, peer(r + shards() - 1), key, over(recv.data(), recv.size()));
   shift_ = {sent, got};
   shift_bytes_ = send.size();
   shift_sequence_ = key.sequence;
@@ -82,21 +88,21 @@ Status MailboxContextExchange::finish_shift() {
 }
 
 Status MailboxContextExchange::all_to_all(std::span<const std::byte> send, std::span<std::byte> recv) {
-  const std::size_t block = send.size() / static_cast<std::size_t>(shards_);
-  if (send.size() != recv.size() || block * shards_ != send.size() || block % 4 != 0)
+  const std::size_t block = send.size() / static_cast<std::size_t>(shards());
+  if (send.size() != recv.size() || block * static_cast<std::size_t>(shards()) != send.size() || block % 4 != 0)
     return Error{"context exchange: an all-to-all needs equal whole-word blocks for every rank"};
   const auto began = std::chrono::steady_clock::now();
   const int r = rank();
   const comm::MessageKey key = next_key();
   ++sequence_;
   std::vector<MailboxComm::Operation> ops;
-  for (int j = 0; j < shards_; ++j) {
+  for (int j = 0; j < shards(); ++j) {
     if (j == r) continue;
-    ops.push_back(mailbox_.recv(engine_, first_ + j, key, over(recv.data() + j * block, block)));
+    ops.push_back(mailbox_.recv(engine_, peer(j), key, over(recv.data() + j * block, block)));
   }
-  for (int j = 0; j < shards_; ++j) {
+  for (int j = 0; j < shards(); ++j) {
     if (j == r) continue;
-    ops.push_back(mailbox_.send(engine_, first_ + j, key, over(send.data() + j * block, block)));
+    ops.push_back(mailbox_.send(engine_, peer(j), key, over(send.data() + j * block, block)));
   }
   std::copy(send.begin() + r * block, send.begin() + (r + 1) * block, recv.begin() + r * block);
   Status first_failure;

@@ -2,17 +2,15 @@
 // A context group's ring shifts and all-to-alls (compute/context/context_exchange.hpp) as a worker
 // makes them: point-to-point messages posted to the comm engine, whose completions come back to
 // the worker's mailbox (mailbox_comm.hpp), so a stop or recovery order still reaches a rank that
-// waits for its ring block. The group is the `shards` consecutive ranks starting at `first_rank`
-// (the context shards of one data replica). Every message carries comm::context_group_id and the
-// operation's sequence number, which every rank of the group counts alike because all make the
-// same calls in the same order (the tag's source rank tells an all-to-all's senders apart). An
-// in-place recovery renews the group (renew): under the recovery's epoch id and from sequence 0,
-// as a replacement rank starts it, so that no late message of the abandoned step matches a new one.
-// Each shift and all-to-all is counted in the engine's traffic (comm::ContextTraffic: the bytes
-// this rank sent, the seconds it spent in the calls), which /metrics exports as troupe_comm_cp_*,
-// and, given a recorder, traced as a "transfer" event from its post to its end on the rank's
-// track (process: its data replica; thread: its context shard).
-// docs/context-parallel.md describes the messages.
+// waits for its ring block. The group is comm::context_group's (the context shards of one data
+// replica at one stage and tensor shard), ring order its ranks' order. Every message carries comm::context_group_id and
+// the operation's sequence number, which every rank of the group counts alike because all make the same calls in the
+// same order (the tag's source rank tells an all-to-all's senders apart). An in-place recovery renews the group
+// (renew): under the recovery's epoch id and from sequence 0, as a replacement rank starts it, so that no late message
+// of the abandoned step matches a new one. Each shift and all-to-all is counted in the engine's traffic
+// (comm::ContextTraffic: the bytes this rank sent, the seconds it spent in the calls), which /metrics exports as
+// troupe_comm_cp_*, and, given a recorder, traced as a "transfer" event from its post to its end on the rank's track
+// (process: its data replica; thread: its context shard). docs/context-parallel.md describes the messages.
 
 #include <chrono>
 #include <cstdint>
@@ -22,6 +20,7 @@
 #include "actors/worker/mailbox_comm.hpp"
 #include "comm/engine.hpp"
 #include "comm/grid.hpp"
+#include "comm/group.hpp"
 #include "compute/context/context_exchange.hpp"
 #include "monitor/trace.hpp"
 
@@ -29,10 +28,10 @@ namespace troupe::actors {
 
 class MailboxContextExchange final : public compute::context::ContextExchange {
  public:
-  MailboxContextExchange(MailboxComm& mailbox, comm::Engine& engine, int first_rank, int shards);
+  MailboxContextExchange(MailboxComm& mailbox, comm::Engine& engine, comm::Group group);
 
-  int rank() const override { return engine_.rank() - first_; }
-  int shards() const override { return shards_; }
+  int rank() const override { return position_; }
+  int shards() const override { return group_.size(); }
   Status begin_shift(std::span<const std::byte> send, std::span<std::byte> recv) override;
   Status finish_shift() override;
   Status all_to_all(std::span<const std::byte> send, std::span<std::byte> recv) override;
@@ -44,14 +43,19 @@ class MailboxContextExchange final : public compute::context::ContextExchange {
 
  private:
   comm::MessageKey next_key(std::uint16_t index = 0);
+  int peer(int position) const { return group_.ranks[static_cast<std::size_t>(position % shards())]; }
+  // The trace's process of this group: its data replica (traces are written for jobs of data
+  // replicas and context shards alone, whose context groups are consecutive ranks).
+  int trace_process() const { return group_.ranks.front() / shards(); }
   // A finished exchange: counted, and traced when recording.
   void finished(comm::ContextTraffic kind, std::uint64_t bytes, std::chrono::steady_clock::time_point posted,
                 std::chrono::steady_clock::duration spent, std::uint16_t sequence);
 
   MailboxComm& mailbox_;
   comm::Engine& engine_;
-  int first_, shards_;
-  std::uint16_t group_id_ = comm::context_group_id;
+  comm::Group group_;
+  int position_;
+  std::uint16_t group_id_;  // the group's id, renewed under each in-place recovery's epoch
   std::uint16_t sequence_ = 0;
   std::optional<std::pair<MailboxComm::Operation, MailboxComm::Operation>> shift_;  // send, receive
   // The shift in flight's bytes as sent, sequence number, post time and time spent in its calls.

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "actors/worker/data_parallel_hooks.hpp"
+#include "compute/context/context_split.hpp"
 #include "compute/data/batch.hpp"
 #include "compute/memory_ledger.hpp"
 #include "compute/model/stage_split.hpp"
@@ -52,6 +53,15 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
   stage_ = coord.pp;
   replica_ = coord.dp;
   shard_ = coord.tp;
+  const compute::ContextShardGroup& context = setup_.context;
+  const int context_shards = context.sharded() ? context.split.shards : 1;
+  TROUPE_CHECK(setup_.grid.dp % context_shards == 0 &&
+                   (!context.sharded() ||
+                    (context.rank() == replica_ % context_shards && context.split.T == setup_.options.seq_len)),
+               "context shards that are not consecutive places of the dp axis");
+  data_replica_ = replica_ / context_shards;
+  data_replicas_ = setup_.grid.dp / context_shards;
+  rows_ = context.sharded() ? context.split.local_rows() : setup_.options.seq_len;
   TROUPE_CHECK(setup_.grid.pp == s.stages, "the grid does not match the schedule");
   TROUPE_CHECK((setup_.grid.tp > 1) == (groups_.tp != nullptr), "a tp group exactly when the grid has tensor shards");
   TROUPE_CHECK(setup_.compression.kind == comm::Compression::none || !compute::shards_gradients(setup_.zero),
@@ -76,12 +86,12 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
     }
     chunk.stage = std::make_unique<compute::GPTStage>(setup_.model, backend_, layers.first_layer, layers.last_layer,
                                                       compute::DType::f32, o.recompute, chunk.source.get(),
-                                                      shard_group());
+                                                      shard_group(), context);
     compute::GPTStage& stage = *chunk.stage;
     if (chunk.source && (groups_.embedding != nullptr || s.v_shape()) && (stage.is_first() || stage.is_last()))
       chunk.source->defer_gradient(stage.tied_embedding_unit());
     if (!setup_.parameters_from_peer) stage.init_parameters(o.seed);
-    stage.reserve(o.batch_size, o.seq_len, setup_.peak_stashed, schedules::splits_backward(s.kind));
+    stage.reserve(o.batch_size, rows_, setup_.peak_stashed, schedules::splits_backward(s.kind));
     chunk.free_slots = every_slot(setup_.peak_stashed);
     chunk.slot_sends.resize(static_cast<std::size_t>(setup_.peak_stashed));
     chunk.micro_batches = std::make_unique<compute::MicroBatchSum>(
@@ -106,9 +116,26 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
       std::make_unique<compute::ZeroStep>(backend_, data_parallel_, compute::DType::f32, o.adamw, std::move(buffers));
   compute::MemoryScope scope(compute::MemoryKind::activations);  // the micro-batches' token ids
   for (int j = 0; j < s.microbatches; ++j) {
-    inputs_.push_back(compute::Tensor::zeros({o.batch_size, o.seq_len}, compute::DType::i32));
-    targets_.push_back(compute::Tensor::zeros({o.batch_size, o.seq_len}, compute::DType::i32));
+    inputs_.push_back(compute::Tensor::zeros({o.batch_size, rows_}, compute::DType::i32));
+    targets_.push_back(compute::Tensor::zeros({o.batch_size, rows_}, compute::DType::i32));
   }
+  if (context.sharded()) {
+    whole_inputs_ = compute::Tensor::zeros({o.batch_size, o.seq_len}, compute::DType::i32);
+    whole_targets_ = compute::Tensor::zeros({o.batch_size, o.seq_len}, compute::DType::i32);
+  }
+}
+
+void PipelineTrainer::fill_rows(int micro, const std::function<void(compute::Tensor&, compute::Tensor&)>& fill) {
+  compute::Tensor& inputs = inputs_[static_cast<std::size_t>(micro)];
+  compute::Tensor& targets = targets_[static_cast<std::size_t>(micro)];
+  const compute::ContextShardGroup& context = setup_.context;
+  if (!context.sharded()) return fill(inputs, targets);
+  fill(whole_inputs_, whole_targets_);
+  const int B = setup_.options.batch_size;
+  compute::context::take_rows(inputs.data_as<std::int32_t>(), whole_inputs_.data_as<std::int32_t>(), B, 1,
+                              context.split, context.rank());
+  compute::context::take_rows(targets.data_as<std::int32_t>(), whole_targets_.data_as<std::int32_t>(), B, 1,
+                              context.split, context.rank());
 }
 
 std::vector<comm::GradientTensor> PipelineTrainer::compressed_tensors() const {
@@ -220,7 +247,7 @@ void PipelineTrainer::abandon_step() { zero_->abandon_step(); }
 
 std::int64_t PipelineTrainer::tokens_per_step() const {
   const compute::TrainerOptions& o = setup_.options;
-  return std::int64_t{o.batch_size} * o.seq_len * setup_.schedule.microbatches * setup_.grid.dp;
+  return std::int64_t{o.batch_size} * o.seq_len * setup_.schedule.microbatches * data_replicas_;
 }
 
 void PipelineTrainer::record_into(monitor::TraceRecorder& recorder) {
@@ -297,7 +324,7 @@ void PipelineTrainer::post_receive(const schedules::Instruction& ins) {
   const compute::TrainerOptions& o = setup_.options;
   compute::MemoryScope scope(compute::MemoryKind::activations);  // an arriving activation or its gradient
   const compute::GPTStage& stage = *chunks_.front().stage;
-  compute::Tensor buffer = compute::Tensor::zeros(stage.stream_shape(o.batch_size, o.seq_len), compute::DType::f32);
+  compute::Tensor buffer = compute::Tensor::zeros(stage.stream_shape(o.batch_size, rows_), compute::DType::f32);
   const int from = rank_of_stage(ins.peer);
   const auto op = mailbox_.recv(groups_.engine, from, key_of(ins), buffer);
   arriving_[{ins.microbatch, ins.chunk * 2 + (ins.op == Op::recv_grad ? 1 : 0)}] = {op, buffer, from};
@@ -489,9 +516,11 @@ compute::StepResult PipelineTrainer::step() {
   }
   for (int j = 0; j < s.microbatches; ++j) {
     const std::uint64_t micro_index = static_cast<std::uint64_t>(steps_) * s.microbatches + j;
-    const std::uint64_t first = (micro_index * setup_.grid.dp + replica_) * o.batch_size;
-    compute::fill_batch(inputs_[j].data_as<std::int32_t>(), targets_[j].data_as<std::int32_t>(), train_tokens_,
-                        sampler_, first, o.batch_size);
+    const std::uint64_t first = (micro_index * data_replicas_ + data_replica_) * o.batch_size;
+    fill_rows(j, [&](compute::Tensor& inputs, compute::Tensor& targets) {
+      compute::fill_batch(inputs.data_as<std::int32_t>(), targets.data_as<std::int32_t>(), train_tokens_, sampler_,
+                          first, o.batch_size);
+    });
   }
   // Every receive of the step is posted now, whatever its place in the stream: a large message
   // moves only once its receive is posted, and a sender must not stall on a receiver that is
@@ -532,16 +561,19 @@ double PipelineTrainer::evaluate(int batches) {
   const schedules::Schedule& s = setup_.schedule;
   const compute::TrainerOptions& o = setup_.options;
   compute::MemoryScope scope(compute::MemoryKind::activations);
-  compute::Tensor inputs = compute::Tensor::zeros({o.batch_size, o.seq_len}, compute::DType::i32);
-  compute::Tensor targets = compute::Tensor::zeros({o.batch_size, o.seq_len}, compute::DType::i32);
   // This replica's part of the validation set: `batches` global batches of windows, split in equal
-  // parts over the replicas (compute::Trainer::evaluate's split), in micro-batches of B.
+  // parts over the replicas (compute::Trainer::evaluate's split), in micro-batches of B through
+  // micro-batch 0's token buffers (no step is in flight).
   const int micro_batches = batches * s.microbatches;
-  const std::uint64_t first = static_cast<std::uint64_t>(replica_) * micro_batches * o.batch_size;
+  const std::uint64_t first = static_cast<std::uint64_t>(data_replica_) * micro_batches * o.batch_size;
+  const compute::Tensor& inputs = inputs_.front();
+  const compute::Tensor& targets = targets_.front();
   double sum = 0;
   for (int i = 0; i < micro_batches; ++i) {
-    compute::fill_sequential_batch(inputs.data_as<std::int32_t>(), targets.data_as<std::int32_t>(), val_tokens_,
-                                   o.seq_len, first + static_cast<std::uint64_t>(i) * o.batch_size, o.batch_size);
+    fill_rows(0, [&](compute::Tensor& in, compute::Tensor& target) {
+      compute::fill_sequential_batch(in.data_as<std::int32_t>(), target.data_as<std::int32_t>(), val_tokens_, o.seq_len,
+                                     first + static_cast<std::uint64_t>(i) * o.batch_size, o.batch_size);
+    });
     const auto sequence = static_cast<std::uint16_t>(evaluation_sequence_bit | (evaluations_++ & 0x7fff));
     // Chunks in virtual-stage order, which is the order activations flow: no cycle.
     for (int c = 0; c < s.chunks; ++c) {
@@ -552,7 +584,7 @@ double PipelineTrainer::evaluate(int batches) {
       if (vs > 0 && schedules::local_hop(s, vs - 1, vs)) {
         input = chunks_[static_cast<std::size_t>(s.chunk_of(vs - 1))].stage->output(0);  // the V's bottom
       } else if (vs > 0) {
-        input = compute::Tensor::zeros(stage.stream_shape(o.batch_size, o.seq_len), compute::DType::f32);
+        input = compute::Tensor::zeros(stage.stream_shape(o.batch_size, rows_), compute::DType::f32);
         const comm::MessageKey key{comm::MessageKind::point_to_point, transfer_group_id_, sequence,
                                    static_cast<std::uint16_t>(vs - 1)};
         wait(mailbox_.recv(groups_.engine, rank_of_stage(s.stage_of(vs - 1)), key, input),

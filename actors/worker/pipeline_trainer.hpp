@@ -24,6 +24,14 @@
 // Activations go between the matching shards of neighbouring stages; the norms count replicated
 // parameters once (shard 0's) and sum the shards' squares over the tp group.
 //
+// Under context shards (setup.context, C ranks: comm::context_group, consecutive places of the dp
+// axis at this stage and tensor shard) data replica d is dp places C·d … C·d + C − 1: each reads
+// replica d's sequences and its chunks run on the rank's rows of them (compute/model/context_shard.hpp),
+// the first stage embedding them at their global positions and the last taking the loss of its
+// rows. Activations go to the next stage's rank of the same context place. The loss scale
+// 1 / (m · grid.dp) and the dp group's sums then make the replicas' mean gradient as without
+// context shards (compute/train/trainer.hpp).
+//
 // Under ZeRO-3 each chunk keeps only its dp shard (compute/train/sharded_parameters.hpp): blocks
 // are gathered for each micro-batch's forward and backward and their gradients reduce-scattered
 // over the stage's dp group as they are done. The unit holding the tied embedding keeps its
@@ -31,6 +39,7 @@
 // before its reduce-scatter, in the order the plain pipeline sums them.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -65,6 +74,7 @@ struct PipelineSetup {
   bool zero3_reshard = true;
   bool sequence_parallel = false;  // with tp > 1 (compute/model/gpt_stage.hpp)
   comm::CompressionOptions compression;  // with ZeRO 0 or 1 (resolve() checks)
+  compute::ContextShardGroup context;    // context shards: this rank's rows of every sequence
   // A replacement joining in place: a peer's state overwrites the parameters before the first
   // step, so they are not initialised from the seed.
   bool parameters_from_peer = false;
@@ -181,12 +191,18 @@ class PipelineTrainer {
   monitor::WorkProgress& progress_;
   std::span<const std::uint16_t> train_tokens_, val_tokens_;
   compute::WindowSampler sampler_;
+  // The micro-batch's (B, T) token ids, read whole and cut into this rank's rows under context shards.
+  void fill_rows(int micro, const std::function<void(compute::Tensor&, compute::Tensor&)>& fill);
+
   int stage_ = 0, replica_ = 0, shard_ = 0;
+  // Under context shards: the data replica (replica_ / C), their count, and the rows a chunk runs on.
+  int data_replica_ = 0, data_replicas_ = 1, rows_ = 0;
+  compute::Tensor whole_inputs_, whole_targets_;  // (B, T) before the cut, under context shards
   std::vector<Chunk> chunks_;
   std::map<std::pair<int, int>, int> slot_of_;       // (micro-batch, chunk) → slot
   std::map<std::pair<int, int>, InFlight> arriving_;  // (micro-batch, chunk·2 + gradient) → receive
   std::map<int, compute::Tensor> handed_gradients_;   // micro-batch → the gradient across a V's bottom
-  std::vector<compute::Tensor> inputs_, targets_;     // per micro-batch, (B, T) i32 on the host
+  std::vector<compute::Tensor> inputs_, targets_;     // per micro-batch, (B, rows_) i32 on the host
   long steps_ = 0;
   std::shared_ptr<comm::GradientCompressor> compressor_;  // data-parallel sums; null: plain
   compute::DataParallel data_parallel_;                   // the stage's dp group's hooks, through the compressor if any

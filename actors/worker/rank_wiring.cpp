@@ -112,9 +112,10 @@ Expected<schedules::Schedule> stage_schedule(const ResolvedJob& job) {
 // the job's schedule has it.
 RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, compute::Backend& backend,
                                 comm::Engine& engine, const comm::Grid& grid, comm::Communicator& dp,
-                                MailboxComm& mailbox, monitor::WorkProgress& progress,
-                                monitor::WorkerMetrics* metrics, monitor::StepControl& control,
-                                const RescueHooks& rescue, const std::optional<recover_msg>& replacing) {
+                                MailboxComm& mailbox, monitor::WorkProgress& progress, monitor::WorkerMetrics* metrics,
+                                monitor::StepControl& control, const RescueHooks& rescue,
+                                const std::optional<recover_msg>& replacing, const compute::ContextShardGroup& context,
+                                const std::function<void(int epoch)>& renew_context) {
   const PipelineOptions& p = job.config.pipeline;
   const int rank = engine.rank();
   const comm::GridCoord coord = comm::grid_coord(grid, rank);
@@ -154,6 +155,7 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
                       zero,                job.config.train.zero3_reshard, job.config.tensor.sequence_parallel,
                       compression_options(job)};
   setup.parameters_from_peer = replacing.has_value();
+  setup.context = context;
   compute::memory_ledger().measure_runtime();  // what the process holds before the model
   PipelineTrainer trainer(std::move(setup), backend, {engine, dp, **pp, embedding.get(), tp.get()}, mailbox, progress,
                           data.train, data.val);
@@ -167,15 +169,20 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
       trainer.compressor() && trainer.compressor()->options().kind == comm::Compression::powersgd;
   monitor::TraceRecorder trace;
   if (!p.trace.empty()) trainer.record_into(trace);
-  const std::string shards = grid.tp > 1 ? fmt::format(" x {} tensor shards", grid.tp) : "";
+  // The grid's dp axis holds every context shard of each data replica.
+  const int replicas = grid.dp / (context.sharded() ? context.split.shards : 1);
+  std::string shards = grid.tp > 1 ? fmt::format(" x {} tensor shards", grid.tp) : "";
+  if (context.sharded())
+    shards += fmt::format(" x {} context shards ({})", context.split.shards,
+                          compute::context::context_method_name(context.method));
   PipelineStageLoop loop(
       trainer, metrics,
       p.stages == 1
-          ? fmt::format("{} rank(s){} x batch {} x seq {} x accum {}", grid.dp, shards, job.config.train.batch_size,
+          ? fmt::format("{} rank(s){} x batch {} x seq {} x accum {}", replicas, shards, job.config.train.batch_size,
                         job.config.train.seq_len, job.config.train.grad_accum)
           : fmt::format("{} x {} pipeline{}, {} micro-batches of {} x seq {}; stage {} holds {} "
                         "activations at most",
-                        grid.dp, schedules::to_string(p.schedule), shards, p.microbatches, job.config.train.batch_size,
+                        replicas, schedules::to_string(p.schedule), shards, p.microbatches, job.config.train.batch_size,
                         job.config.train.seq_len, coord.pp, report->peak_stashed[static_cast<std::size_t>(coord.pp)]),
       {rank,
        {grid.dp, grid.pp, grid.tp},
@@ -184,8 +191,10 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   std::vector<RenewedGroup> groups{{&dp, comm::dp_group_id}, {pp->get(), comm::pp_group_id}};
   if (tp) groups.push_back({tp.get(), comm::tp_group_id});
   if (embedding) groups.push_back({embedding.get(), comm::embedding_group_id});
-  InPlaceRecovery recovery(mailbox.worker(), mailbox, engine, std::move(groups),
-                           [&trainer](int epoch) { trainer.renew(epoch); });
+  InPlaceRecovery recovery(mailbox.worker(), mailbox, engine, std::move(groups), [&](int epoch) {
+    trainer.renew(epoch);
+    renew_context(epoch);
+  });
   const RecoveryHooks recovery_hooks = in_place_hooks(recovery, mailbox, replacing);
   TROUPE_CHECK(!replacing || recovery_hooks.join, "a replacement joins only where in-place recovery applies");
   RunOutcome outcome = drive_training(job, data, backend.name(), loop,
@@ -206,7 +215,6 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   }
   return outcome;
 }
-
 
 }  // namespace
 
@@ -281,34 +289,39 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
           group_data_parallel(mailbox, **dp, progress, job.config.train.zero, layout.total(), compressor);
       return device_group ? device_group->data_parallel(std::move(host), mailbox, progress) : host;
     };
-    // Context shards are consecutive ranks of the dp axis: the data-parallel sum over all of them
-    // is also the sum over each context group (compute/train/trainer.hpp).
+    // Context shards are consecutive places of the dp axis (at each stage and tensor shard): the
+    // data-parallel sum over all of them is also the sum over each context group
+    // (compute/train/trainer.hpp).
     const int context_shards = job.config.context.shards;
     std::optional<MailboxContextExchange> context_exchange;
     compute::ContextShardGroup context;
     if (context_shards > 1) {
-      context_exchange.emplace(mailbox, engine, rank / context_shards * context_shards, context_shards);
+      context_exchange.emplace(mailbox, engine, comm::context_group(grid, rank, context_shards));
       context = {job.config.context.method,
                  compute::context::make_context_split(job.config.train.seq_len, context_shards).value(),
                  &*context_exchange};
     }
-    // pipeline.trace: every context shard's exchanges, gathered over the data-parallel group (every
-    // rank of the job without stages or tensor shards) into rank 0's file.
-    const std::string& trace_path = job.config.pipeline.trace;
+    // pipeline.trace of a job without stages or tensor shards: every context shard's exchanges,
+    // gathered over the data-parallel group (every rank) into rank 0's file. With stages or shards
+    // the pipeline's trace is written instead.
+    const bool data_parallel_only = stages == 1 && shards == 1;
+    const std::string trace_path = data_parallel_only ? job.config.pipeline.trace : std::string();
     monitor::TraceRecorder trace;
     if (context_exchange && !trace_path.empty()) context_exchange->record_into(trace);
+    // An in-place recovery renews the context group with the rank's other groups.
+    const auto renew_context = [&context_exchange](int epoch) {
+      if (context_exchange) context_exchange->renew(epoch);
+    };
     // In place, a surviving replica gives the whole state, or every rank rolls back (recovery_path.hpp);
     // every rank of a data-parallel group holds the same parameters, a context shard's included.
-    InPlaceRecovery recovery(worker, mailbox, engine, {{dp->get(), comm::dp_group_id}}, [&context_exchange](int epoch) {
-      if (context_exchange) context_exchange->renew(epoch);
-    });
+    InPlaceRecovery recovery(worker, mailbox, engine, {{dp->get(), comm::dp_group_id}}, renew_context);
     RecoveryHooks recovery_hooks;
     if (!device_group) recovery_hooks = in_place_hooks(recovery, mailbox, replacing);
     const RunServices services{progress, metrics, &control, rescue, rank == 0, compression_reading, recovery_hooks};
-    RunOutcome outcome = stages == 1 && shards == 1
+    RunOutcome outcome = data_parallel_only
                              ? run_training(job, backend, data, data_parallel(), services, context)
                              : train_pipeline_stage(job, data, backend, engine, grid, **dp, mailbox, progress, metrics,
-                                                    control, rescue, replacing);
+                                                    control, rescue, replacing, context, renew_context);
     if (context_exchange && !trace_path.empty() && outcome.exit_code == 0) {
       if (Status s = gather_trace(mailbox, **dp, trace); !s) return {-1, 1, "trace: " + s.error().message};
       if (rank == 0) {

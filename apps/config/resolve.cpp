@@ -168,17 +168,21 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
     if (seq_len % (2 * cp.shards) != 0)
       return "train.seq_len " + str(seq_len) + " does not split into 2 x context.shards = " + str(2 * cp.shards) +
              " equal chunks (the causal load-balanced split; train.seq_len 0 is model.block_size)";
-    if (cp.method == compute::context::ContextMethod::all_to_all && model.n_head % cp.shards != 0)
+    if (cp.method == compute::context::ContextMethod::all_to_all && tp.shards == 1 && model.n_head % cp.shards != 0)
       return "context.method all_to_all needs context.shards " + str(cp.shards) + " to divide model.n_head " +
              str(model.n_head);
+    if (cp.method == compute::context::ContextMethod::all_to_all && (model.n_head / tp.shards) % cp.shards != 0)
+      return "context.method all_to_all needs context.shards " + str(cp.shards) +
+             " to divide a tensor shard's heads, model.n_head " + str(model.n_head) + " / tensor.shards " +
+             str(tp.shards) + " = " + str(model.n_head / tp.shards);
+    if (tp.sequence_parallel && (seq_len / cp.shards) % tp.shards != 0)
+      return "tensor.sequence_parallel splits a context shard's train.seq_len " + str(seq_len) + " / context.shards " +
+             str(cp.shards) + " = " + str(seq_len / cp.shards) + " rows over tensor.shards " + str(tp.shards) +
+             ", which does not divide them";
     if (t.backend != compute::BackendKind::cpu)
       return "context.shards > 1 works with train.backend cpu only so far: context attention runs on the CPU "
              "kernels (got '" +
              backend + "')";
-    if (p.stages > 1 || tp.shards > 1)
-      return "context.shards > 1 works with data parallelism only so far (pipeline.stages and tensor.shards 1), got "
-             "pipeline.stages " +
-             str(p.stages) + " and tensor.shards " + str(tp.shards);
     if (c.fault.elastic)
       return "context.shards > 1 does not work with fault.elastic yet: a context group keeps its " + str(cp.shards) +
              " ranks, and a shrink or grow moves single ranks";

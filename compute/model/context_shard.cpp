@@ -1,6 +1,7 @@
 #include "compute/model/context_shard.hpp"
 
 #include <stdexcept>
+#include <string>
 #include <variant>
 
 namespace troupe::compute {
@@ -30,16 +31,18 @@ std::unique_ptr<context::ContextAttention<Real>> made(context::ContextMethod met
 }  // namespace
 
 ContextLayers::ContextLayers(ContextShardGroup group, int layers, int heads, int channels, DType dtype)
-    : group_(group), heads_(heads), channels_(channels), dtype_(dtype) {
+    : group_(group), layer_count_(layers), heads_(heads), channels_(channels), dtype_(dtype) {
   TROUPE_CHECK(group_.sharded(), "context layers without a context group");
   TROUPE_CHECK(dtype == DType::f32 || dtype == DType::f64, "context attention runs in f32 or f64");
-  for (int l = 0; l < layers; ++l) layers_.push_back(std::make_unique<Attention>());
 }
 
 ContextLayers::~ContextLayers() = default;
 
 ContextLayers::Attention& ContextLayers::layer(int index, int B) {
-  Attention& a = *layers_.at(static_cast<std::size_t>(index));
+  TROUPE_CHECK(0 <= index && index < layer_count_ && slot_ >= 0, "context attention of layer " + std::to_string(index));
+  const auto at = static_cast<std::size_t>(slot_ * layer_count_ + index);
+  while (layers_.size() <= at) layers_.push_back(std::make_unique<Attention>());
+  Attention& a = *layers_[at];
   if (a.B != B) {
     const context::ContextShape shape{B, channels_, heads_, group_.split};
     if (dtype_ == DType::f32)
@@ -74,31 +77,32 @@ void ContextLayers::attention_backward(int layer_index, Tensor& dqkv, const Tens
 }
 
 Tensor ContextLayers::positions_of(const Tensor& table, int half) const {
-  const std::int64_t c = group_.split.chunk();
-  return table.slice(group_.split.chunk_of(group_.rank(), half) * c * channels_, {c, channels_});
+  const std::int64_t c = group_.split.chunk(), width = table.dim(1);
+  return table.slice(group_.split.chunk_of(group_.rank(), half) * c * width, {c, width});
 }
 
-void ContextLayers::encoder_forward(Backend& backend, Tensor& out, const Tensor& tokens, const Tensor& wte,
-                                    const Tensor& wpe) {
-  const std::int64_t c = group_.split.chunk();
-  if (!local_wpe_.defined()) local_wpe_ = backend.zeros({2 * c, channels_}, wpe.dtype());
+Tensor ContextLayers::positions(Backend& backend, const Tensor& wpe, std::int64_t rows) {
+  const std::int64_t c = group_.split.chunk(), width = wpe.dim(1);
+  if (!local_wpe_.defined()) local_wpe_ = backend.zeros({2 * c, width}, wpe.dtype());
   for (int half = 0; half < 2; ++half) {
-    Tensor rows = local_wpe_.slice(half * c * channels_, {c, channels_});
-    backend.copy(rows, positions_of(wpe, half));
+    Tensor local = local_wpe_.slice(half * c * width, {c, width});
+    backend.copy(local, positions_of(wpe, half));
   }
-  backend.encoder_forward(out, tokens, wte, local_wpe_.slice(0, {tokens.dim(1), channels_}));
+  return local_wpe_.slice(0, {rows, width});
 }
 
-void ContextLayers::encoder_backward(Backend& backend, Tensor& dwte, Tensor& dwpe, const Tensor& dout,
-                                     const Tensor& tokens) {
-  const std::int64_t c = group_.split.chunk();
-  if (!local_dwpe_.defined()) local_dwpe_ = backend.zeros({2 * c, channels_}, dwpe.dtype());
+Tensor ContextLayers::position_grads(Backend& backend, const Tensor& dwpe, std::int64_t rows) {
+  const std::int64_t c = group_.split.chunk(), width = dwpe.dim(1);
+  if (!local_dwpe_.defined()) local_dwpe_ = backend.zeros({2 * c, width}, dwpe.dtype());
   backend.fill_zero(local_dwpe_);
-  Tensor local = local_dwpe_.slice(0, {tokens.dim(1), channels_});
-  backend.encoder_backward(dwte, local, dout, tokens);
+  return local_dwpe_.slice(0, {rows, width});
+}
+
+void ContextLayers::add_position_grads(Backend& backend, Tensor& dwpe) {
+  const std::int64_t c = group_.split.chunk(), width = dwpe.dim(1);
   for (int half = 0; half < 2; ++half) {
     Tensor rows = positions_of(dwpe, half);
-    backend.residual_forward(rows, rows, local_dwpe_.slice(half * c * channels_, {c, channels_}));
+    backend.residual_forward(rows, rows, local_dwpe_.slice(half * c * width, {c, width}));
   }
 }
 

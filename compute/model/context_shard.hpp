@@ -7,8 +7,11 @@
 // rows of the rank's global positions. Parameters are whole on every rank of the group; their
 // gradients are each rank's share and are summed over the group by the caller.
 //
-// Attention state lives here, one ContextAttention per layer; the embedding's position rows are
-// gathered into (T / C, C) before the lookup and their gradient scattered back after it.
+// Attention state lives here, one ContextAttention per layer and activation slot (a pipeline
+// stage holds several micro-batches between their forward and backward); the embedding's position rows are
+// gathered into (T / C, C) before the lookup and their gradient scattered back after it. Under
+// tensor shards each shard's attention is its heads (the group is the context ranks of the same
+// tensor shard) and the position rows are the replicated wpe's.
 
 #include <memory>
 #include <vector>
@@ -30,31 +33,39 @@ struct ContextShardGroup {
 
 class ContextLayers {
  public:
-  // For a stage of `layers` blocks of `heads` heads over `channels`; on the CPU only.
+  // For a stage of `layers` blocks whose attention has `heads` heads over `channels` (a tensor
+  // shard's); on the CPU only.
   ContextLayers(ContextShardGroup group, int layers, int heads, int channels, DType dtype);
   ~ContextLayers();
 
   const ContextShardGroup& group() const { return group_; }
 
+  // The activation slot whose attention the next calls run and keep (GPTStage's slot; 0 at first).
+  void use_slot(int slot) { slot_ = slot; }
   // out (B, T / C, channels) from qkv (B, T / C, 3 channels) of `layer` (0-based in the stage).
   void attention_forward(int layer, Tensor& out, const Tensor& qkv);
-  // dqkv written for the layer's last forward.
+  // dqkv written for the layer's last forward in the slot.
   void attention_backward(int layer, Tensor& dqkv, const Tensor& dout, const Tensor& qkv);
 
-  // The embedding of the rank's rows: token rows plus the position rows at their global positions.
-  void encoder_forward(Backend& backend, Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe);
-  void encoder_backward(Backend& backend, Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens);
+  // The embedding of the rank's `rows` rows reads position rows [0, rows) of positions(wpe): wpe's
+  // rows at the rank's global positions, (rows, n_embd).
+  Tensor positions(Backend& backend, const Tensor& wpe, std::int64_t rows);
+  // Its backward writes the position rows' gradient into position_grads (zeroed, (rows, n_embd));
+  // add_position_grads then adds it to dwpe's rows at the global positions.
+  Tensor position_grads(Backend& backend, const Tensor& dwpe, std::int64_t rows);
+  void add_position_grads(Backend& backend, Tensor& dwpe);
 
  private:
   struct Attention;
   Attention& layer(int index, int B);
-  // Rows of wpe (or dwpe) at the rank's global positions, (T / C, channels).
+  // Rows of wpe (or dwpe) at the rank's global positions of local half `half`, (T / 2C, n_embd).
   Tensor positions_of(const Tensor& table, int half) const;
 
   ContextShardGroup group_;
-  int heads_, channels_;
+  int layer_count_, heads_, channels_;
+  int slot_ = 0;
   DType dtype_;
-  std::vector<std::unique_ptr<Attention>> layers_;
+  std::vector<std::unique_ptr<Attention>> layers_;  // slot s's layer l at s · layer_count_ + l
   Tensor local_wpe_, local_dwpe_;
 };
 

@@ -112,12 +112,10 @@ GPTStage::GPTStage(const GPTConfig& config, Backend& backend, int first_layer, i
                    (!shards_.sequence_parallel || (shards_.split() && shards_.reduce_scatter)),
                "tensor shard " + std::to_string(shard.index) + " of " + std::to_string(shard.count));
   const int T = shard.count;
-  if (context.sharded()) {
-    TROUPE_CHECK(!shards_.split(), "context shards with tensor shards");
-    context_ = std::make_unique<ContextLayers>(context, last_layer - first_layer, config.n_head, config.n_embd, dtype);
-  }
   heads_ = config.n_head / T;
   attn_width_ = config.n_embd / T;
+  if (context.sharded())
+    context_ = std::make_unique<ContextLayers>(context, last_layer - first_layer, heads_, attn_width_, dtype);
   mlp_width_ = 4 * config.n_embd / T;
   vocab_width_ = config.padded_vocab_size / T;
   vocab_begin_ = shard.index * vocab_width_;
@@ -403,6 +401,7 @@ void GPTStage::block_forward(int layer, const Tensor& p, const LayerActivations&
 double GPTStage::forward(int slot, const Tensor& input, const Tensor& targets,
                          const std::function<void(int layer)>& layer_starting) {
   Slot& s = slot_at(slot);
+  if (context_) context_->use_slot(slot);
   const std::int64_t C = config_.n_embd, Vs = vocab_width_;
   if (is_first())
     TROUPE_CHECK(input.rank() == 2 && input.dtype() == DType::i32, "first stage input " + input.describe());
@@ -432,8 +431,7 @@ double GPTStage::forward(int slot, const Tensor& input, const Tensor& targets,
     if (shards_.split()) {
       // Each shard looks up the tokens it holds; the sum over the shards is the embedding.
       Tensor lookup = shards_.sequence_parallel ? d.bt(shared_.branch_out, C) : x;
-      be.encoder_shard_forward(lookup, tok, in_unit(front, wte_), in_unit(front, wpe_), vocab_begin_,
-                               shards_.shard.index == 0);
+      embed(lookup, tok, in_unit(front, wte_), in_unit(front, wpe_));
       const Tensor rows = sum_rows(d, lookup);
       if (rows.data() != x.data()) be.copy(x, rows);
     } else {
@@ -516,6 +514,7 @@ void GPTStage::backward_input(int slot, const Tensor& output_grad, double loss_s
 void GPTStage::backward_pass(int slot, const Tensor& output_grad, double loss_scale,
                              const std::function<void(int layer)>& layer_done, bool split) {
   Slot& s = slot_at(slot);
+  if (context_) context_->use_slot(slot);
   TROUPE_CHECK(s.forwarded && (s.have_targets || !is_last()),
                is_last() ? "backward() needs a forward() with targets" : "backward() needs a forward()");
   TROUPE_CHECK(!s.weights_owed, "backward of slot " + std::to_string(slot) + " before its backward_weights()");
@@ -667,10 +666,7 @@ void GPTStage::backward_pass(int slot, const Tensor& output_grad, double loss_sc
     return;
   }
   Tensor dwte = in_unit(front_grad, wte_), dwpe = in_unit(front_grad, wpe_);
-  if (shards_.split())
-    be.encoder_shard_backward(dwte, dwpe, gathered_stream(d, dresidual), d.bt_only(s.tokens), vocab_begin_);
-  else
-    embed_backward(dwte, dwpe, dresidual, d.bt_only(s.tokens));
+  embed_backward(dwte, dwpe, shards_.split() ? gathered_stream(d, dresidual) : dresidual, d.bt_only(s.tokens));
   source_->gradient_done(front_unit_);
 }
 

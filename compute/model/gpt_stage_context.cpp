@@ -1,5 +1,6 @@
 // GPTStage's attention and embedding calls, which under context shards go through the context
-// group (context_shard.hpp) and otherwise straight to the backend.
+// group (context_shard.hpp) and otherwise straight to the backend; the embedding's lookup is a
+// tensor shard's under tensor shards.
 
 #include "compute/model/gpt_stage.hpp"
 
@@ -21,17 +22,20 @@ void GPTStage::attend_backward(int layer, Tensor& dqkv, Tensor& datt, const Tens
 }
 
 void GPTStage::embed(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe) {
-  if (context_)
-    context_->encoder_forward(backend_, out, tokens, wte, wpe);
+  const Tensor positions = context_ ? context_->positions(backend_, wpe, tokens.dim(1)) : wpe;
+  if (shards_.split())
+    backend_.encoder_shard_forward(out, tokens, wte, positions, vocab_begin_, shards_.shard.index == 0);
   else
-    backend_.encoder_forward(out, tokens, wte, wpe);
+    backend_.encoder_forward(out, tokens, wte, positions);
 }
 
 void GPTStage::embed_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens) {
-  if (context_)
-    context_->encoder_backward(backend_, dwte, dwpe, dout, tokens);
+  Tensor dpositions = context_ ? context_->position_grads(backend_, dwpe, tokens.dim(1)) : dwpe;
+  if (shards_.split())
+    backend_.encoder_shard_backward(dwte, dpositions, dout, tokens, vocab_begin_);
   else
-    backend_.encoder_backward(dwte, dwpe, dout, tokens);
+    backend_.encoder_backward(dwte, dpositions, dout, tokens);
+  if (context_) context_->add_position_grads(backend_, dwpe);
 }
 
 }  // namespace troupe::compute

@@ -91,12 +91,8 @@ void GPTStage::backward_weights(int slot, const std::function<void(int layer)>& 
   }
   if (!is_first()) return;
   Tensor dwte = in_unit(front_grad, wte_), dwpe = in_unit(front_grad, wpe_);
-  if (shards_.split()) {
-    const Tensor dinput = shards_.sequence_parallel ? d.bt(s.dembedding, C) : d.stream(s.dinput, C);
-    be.encoder_shard_backward(dwte, dwpe, dinput, d.bt_only(s.tokens), vocab_begin_);
-  } else {
-    be.encoder_backward(dwte, dwpe, d.stream(s.dinput, C), d.bt_only(s.tokens));
-  }
+  embed_backward(dwte, dwpe, shards_.sequence_parallel ? d.bt(s.dembedding, C) : d.stream(s.dinput, C),
+                 d.bt_only(s.tokens));
   source_->gradient_done(front_unit_);
 }
 

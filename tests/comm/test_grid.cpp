@@ -112,6 +112,17 @@ TEST_CASE("the embedding group pairs the first and last stage of one replica", "
   CHECK(embedding_group(grid, 0).ranks == std::vector<int>{0, 4});
 }
 
+TEST_CASE("a context group is a replica's consecutive dp places at the rank's stage and tensor shard", "[grid]") {
+  const Grid grid{4, 2, 2};                    // rank = tp + 2 * (dp + 4 * pp)
+  const Group g = context_group(grid, 13, 2);  // tp 1, dp 2, pp 1
+  CHECK(g.id == context_group_id);
+  CHECK(g.ranks == std::vector<int>{13, 15});  // dp 2 and 3
+  CHECK(context_group(grid, 0, 2).ranks == std::vector<int>{0, 2});
+  CHECK(context_group(grid, 6, 4).ranks == std::vector<int>{0, 2, 4, 6});
+  CHECK(context_group(Grid{4, 1, 1}, 3, 2).ranks == std::vector<int>{2, 3});
+  CHECK(context_group(grid, 9, 1).ranks == std::vector<int>{9});
+}
+
 TEST_CASE("a rank's partners in a group are its ring neighbours and its barrier's, symmetric and 2 log2 n at most",
           "[grid]") {
   const Group eight{1, {10, 11, 12, 13, 14, 15, 16, 17}};

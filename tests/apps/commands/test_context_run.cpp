@@ -2,7 +2,9 @@
 // replica, the ring's blocks and the all-to-all's over UCX. Every layout takes the steps of one
 // process with the same global batch (tests/apps/one_process_steps.hpp): the loss and gradient
 // norm of every one of 20 steps of tiny, the final parameter norm, and the final weights tensor by
-// tensor within 1e-5 relative, alone and under ZeRO; compressed sums take the steps of data
+// tensor within 1e-5 relative, alone, under ZeRO, with pipeline stages under every schedule (each
+// stage's context group its C ranks) and with tensor shards (each shard's heads over the context
+// ranks of the same shard), with sequence parallelism too; compressed sums take the steps of data
 // replicas with the same compression within a stated tolerance. A checkpoint is written once and
 // resumes on another number of shards; a killed shard's process is replaced in place; the trace
 // holds every exchange. Layouts context shards do not compose with yet are refused in one line, as
@@ -238,13 +240,70 @@ TEST_CASE("pipeline.trace with context shards writes every rank's ring shifts or
     CHECK(tracks == std::vector<std::string>{"context shard 0 (rank 0)", "context shard 1 (rank 1)"});
     CHECK(events == std::map<int, long>{{0, layers * per_layer}, {1, layers * per_layer}});
   }
-}
+
+  TEST_CASE("context shards with pipeline stages take the one-process steps of tiny: 1f1b ring and zb-v all_to_all",
+            "[context]") {
+    const std::vector<std::string> pp2{"--workers",          "4", "--context.shards",        "2",
+                                       "--pipeline.stages",  "2", "--pipeline.microbatches", "2",
+                                       "--train.batch_size", "2"};
+    check_layouts({
+        {"pp 2 x cp 2 1f1b ring", with(pp2, {"--pipeline.schedule", "1f1b"})},
+        {"pp 2 x cp 2 zb-v all_to_all", with(pp2, {"--pipeline.schedule", "zb-v", "--pipeline.virtual_stages", "2",
+                                                   "--context.method", "all_to_all"})},
+    });
+  }
+
+  TEST_CASE(
+      "context shards with pipeline stages take the one-process steps of tiny: gpipe, interleaved, zb-h1, and "
+      "dp 2 x pp 2 x cp 2",
+      "[context][slow]") {
+    const std::vector<std::string> pp2{"--workers",          "4", "--context.shards",        "2",
+                                       "--pipeline.stages",  "2", "--pipeline.microbatches", "2",
+                                       "--train.batch_size", "2"};
+    check_layouts({
+        {"pp 2 x cp 2 gpipe all_to_all", with(pp2, {"--pipeline.schedule", "gpipe", "--context.method", "all_to_all"})},
+        {"pp 2 x cp 2 interleaved v 2 ring",
+         with(pp2, {"--pipeline.schedule", "interleaved", "--pipeline.virtual_stages", "2"})},
+        {"pp 2 x cp 2 zb-h1 ring", with(pp2, {"--pipeline.schedule", "zb-h1"})},
+        {"dp 2 x pp 2 x cp 2 1f1b ring (8 ranks)",
+         {"--workers", "8", "--context.shards", "2", "--pipeline.stages", "2", "--pipeline.microbatches", "2",
+          "--train.batch_size", "1"}},
+    });
+  }
+
+  TEST_CASE(
+      "context shards with tensor shards take the one-process steps of tiny: ring, and all_to_all with sequence "
+      "parallelism",
+      "[context]") {
+    const std::vector<std::string> tp2{"--workers",       "4", "--context.shards",   "2",
+                                       "--tensor.shards", "2", "--train.batch_size", "4"};
+    check_layouts({
+        {"tp 2 x cp 2 ring", tp2},
+        {"tp 2 x cp 2 all_to_all sequence parallel",
+         with(tp2, {"--context.method", "all_to_all", "--tensor.sequence_parallel", "true"})},
+    });
+  }
+
+  TEST_CASE(
+      "context shards with tensor shards and pipeline stages take the one-process steps of tiny: pp 2 x tp 2 x "
+      "cp 2, and tp 2 x cp 2 sequence parallel with accumulation and recompute",
+      "[context][slow]") {
+    check_layouts({
+        {"pp 2 x tp 2 x cp 2 1f1b ring sequence parallel (8 ranks)",
+         {"--workers", "8", "--context.shards", "2", "--tensor.shards", "2", "--pipeline.stages", "2",
+          "--pipeline.microbatches", "2", "--train.batch_size", "2", "--tensor.sequence_parallel", "true"}},
+        {"tp 2 x cp 2 ring sequence parallel, accum 2, full recompute",
+         {"--workers", "4", "--context.shards", "2", "--tensor.shards", "2", "--train.batch_size", "2",
+          "--train.grad_accum", "2", "--tensor.sequence_parallel", "true", "--train.recompute", "full"}},
+    });
+  }
 
 TEST_CASE("context shards refuse what they do not compose with yet, and bad shapes, in one line", "[context]") {
   TempDir dir;
   struct Refusal {
     std::vector<std::string> args;
     std::string line;
+    std::string workers = "2";
   };
   const std::vector<Refusal> refusals{
       {{"--context.shards", "3"},
@@ -255,15 +314,20 @@ TEST_CASE("context shards refuse what they do not compose with yet, and bad shap
       {{"--context.shards", "2", "--train.backend", "cuda"},
        "context.shards > 1 works with train.backend cpu only so far: context attention runs on the CPU kernels (got "
        "'cuda')"},
-      {{"--context.shards", "2", "--tensor.shards", "2"},
-       "context.shards > 1 works with data parallelism only so far (pipeline.stages and tensor.shards 1), got "
-       "pipeline.stages 1 and tensor.shards 2"},
+      {{"--context.shards", "2", "--tensor.shards", "4", "--context.method", "all_to_all"},
+       "context.method all_to_all needs context.shards 2 to divide a tensor shard's heads, model.n_head 4 / "
+       "tensor.shards 4 = 1",
+       "8"},
+      {{"--context.shards", "4", "--tensor.shards", "4", "--tensor.sequence_parallel", "true", "--train.seq_len", "24"},
+       "tensor.sequence_parallel splits a context shard's train.seq_len 24 / context.shards 4 = 6 rows over "
+       "tensor.shards 4, which does not divide them",
+       "16"},
       {{"--context.shards", "2", "--fault.elastic", "true"},
        "context.shards > 1 does not work with fault.elastic yet: a context group keeps its 2 ranks, and a shrink or "
        "grow moves single ranks"},
   };
   for (const Refusal& r : refusals) {
-    const ProcessResult p = run_troupe(dir, with(with({"train", "--workers", "2"}, tiny_steps(1)), r.args));
+    const ProcessResult p = run_troupe(dir, with(with({"train", "--workers", r.workers}, tiny_steps(1)), r.args));
     INFO(p.err);
     CHECK(p.exit_code == 2);
     CHECK_THAT(p.err, Contains(r.line));

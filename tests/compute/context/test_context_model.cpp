@@ -6,11 +6,15 @@
 // 4; the mean of the ranks' losses is the one-process loss. One parameter is measured otherwise:
 // the key bias's true gradient is 0 (softmax ignores one shift of every key), so what any run gets
 // for it is rounding noise, and two runs that sum in different orders get different noise; it is
-// compared against the norm of the whole block's attention weight gradient instead.
+// compared against the norm of the whole block's attention weight gradient instead. The same holds
+// with the model split into two pipeline stages (each rank's second stage taking its first stage's
+// rows), with the backward split into its input and weight halves (zero-bubble schedules), and with
+// two micro-batches forwarded before the first backward (a pipeline stage's activation slots).
 
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -42,27 +46,75 @@ Tensor as_f64(const Tensor& t) {
   return out;
 }
 
-StepState take_step(GPTStage& stage, Backend& backend, const Tensor& tokens, const Tensor& targets, int rows,
+// How the model runs: one stage or two (a pipeline's, the second taking the first's output), and
+// each backward whole or split into its input and weight halves (the zero-bubble schedules').
+struct Run {
+  int stages = 1;
+  bool split_backward = false;
+  int in_flight = 1;  // micro-batches forwarded before the first backward, each in its own slot
+};
+
+// One step of the model as `run` has it, on `rows` rows, the stages' gradients summed into the
+// global layout (the last stage's copy of wte onto wte: the tied embedding's two shares).
+StepState take_step(const Run& run, DType dtype, Recompute recompute, ContextShardGroup context, Backend& backend,
+                    const std::vector<Tensor>& tokens, const std::vector<Tensor>& targets, int rows,
                     double loss_scale) {
-  stage.init_parameters(21);
-  stage.reserve(B, rows, 1);
-  stage.zero_grad();
+  std::vector<std::unique_ptr<GPTStage>> stages;
+  const int per_stage = config.n_layer / run.stages;
+  for (int k = 0; k < run.stages; ++k) {
+    stages.push_back(std::make_unique<GPTStage>(config, backend, k * per_stage, (k + 1) * per_stage, dtype, recompute,
+                                                nullptr, TensorShardGroup{}, context));
+    stages.back()->init_parameters(21);
+    stages.back()->reserve(B, rows, run.in_flight, run.split_backward);
+    stages.back()->zero_grad();
+  }
   StepState out;
-  out.loss = stage.forward(0, tokens, targets);
-  stage.backward(0, Tensor{}, loss_scale);
-  out.grads = as_f64(troupe::test::host_copy(backend, stage.grads()));
+  for (int m = 0; m < run.in_flight; ++m) {
+    Tensor input = tokens[static_cast<std::size_t>(m)];
+    for (auto& stage : stages) {
+      const double loss = stage->forward(m, input, stage->is_last() ? targets[static_cast<std::size_t>(m)] : Tensor{});
+      if (stage->is_last()) out.loss += loss / run.in_flight;
+      input = stage->output(m);
+    }
+  }
+  for (int m = 0; m < run.in_flight; ++m) {
+    Tensor output_grad;
+    for (auto it = stages.rbegin(); it != stages.rend(); ++it) {
+      GPTStage& stage = **it;
+      if (run.split_backward) {
+        stage.backward_input(m, output_grad, loss_scale / run.in_flight);
+        stage.backward_weights(m);
+      } else {
+        stage.backward(m, output_grad, loss_scale / run.in_flight);
+      }
+      if (!stage.is_first()) output_grad = stage.input_grad(m);
+    }
+  }
+  out.grads = Tensor::zeros({ParameterLayout(config).total()}, DType::f64);
+  for (auto& stage : stages) {
+    const Tensor local = as_f64(troupe::test::host_copy(backend, stage->grads()));
+    for (const GPTStage::Run& r : stage->global_runs())
+      for (std::int64_t i = 0; i < r.count; ++i)
+        out.grads.data_as<double>()[r.global + i] += local.data_as<double>()[r.local + i];
+  }
   return out;
 }
 
-StepState one_process(DType dtype) {
+// Micro-batch m of a step: its seed.
+troupe::test::MicroBatch batch_of(int m) { return troupe::test::micro_batch(B, T, config.vocab_size, 3 + m); }
+
+StepState one_process(DType dtype, int in_flight) {
   CpuBackend backend(1);
-  GPTStage whole(config, backend, 0, config.n_layer, dtype);
-  const troupe::test::MicroBatch batch = troupe::test::micro_batch(B, T, config.vocab_size, 3);
-  return take_step(whole, backend, batch.tokens, batch.targets, T, 1.0);
+  std::vector<Tensor> tokens, targets;
+  for (int m = 0; m < in_flight; ++m) {
+    tokens.push_back(batch_of(m).tokens);
+    targets.push_back(batch_of(m).targets);
+  }
+  return take_step({1, false, in_flight}, dtype, Recompute::none, {}, backend, tokens, targets, T, 1.0);
 }
 
 // The ranks' mean loss and summed gradients.
-StepState context_shards(int shards, ContextMethod method, DType dtype, Recompute recompute) {
+StepState context_shards(int shards, ContextMethod method, DType dtype, Recompute recompute, const Run& run) {
   context::LocalContextGroup group(shards);
   const context::ContextSplit split = context::make_context_split(T, shards).value();
   std::vector<StepState> states(static_cast<std::size_t>(shards));
@@ -70,15 +122,18 @@ StepState context_shards(int shards, ContextMethod method, DType dtype, Recomput
   for (int r = 0; r < shards; ++r)
     threads.emplace_back([&, r] {
       CpuBackend backend(1);
-      const troupe::test::MicroBatch batch = troupe::test::micro_batch(B, T, config.vocab_size, 3);
-      Tensor tokens = Tensor::zeros({B, split.local_rows()}, DType::i32);
-      Tensor targets = Tensor::zeros({B, split.local_rows()}, DType::i32);
-      context::take_rows(tokens.data_as<std::int32_t>(), batch.tokens.data_as<std::int32_t>(), B, 1, split, r);
-      context::take_rows(targets.data_as<std::int32_t>(), batch.targets.data_as<std::int32_t>(), B, 1, split, r);
-      GPTStage stage(config, backend, 0, config.n_layer, dtype, recompute, nullptr, {},
-                     ContextShardGroup{method, split, &group.rank(r)});
+      std::vector<Tensor> tokens, targets;
+      for (int m = 0; m < run.in_flight; ++m) {
+        const troupe::test::MicroBatch batch = batch_of(m);
+        tokens.push_back(Tensor::zeros({B, split.local_rows()}, DType::i32));
+        targets.push_back(Tensor::zeros({B, split.local_rows()}, DType::i32));
+        context::take_rows(tokens.back().data_as<std::int32_t>(), batch.tokens.data_as<std::int32_t>(), B, 1, split, r);
+        context::take_rows(targets.back().data_as<std::int32_t>(), batch.targets.data_as<std::int32_t>(), B, 1, split,
+                           r);
+      }
       states[static_cast<std::size_t>(r)] =
-          take_step(stage, backend, tokens, targets, split.local_rows(), 1.0 / shards);
+          take_step(run, dtype, recompute, ContextShardGroup{method, split, &group.rank(r)}, backend, tokens, targets,
+                    split.local_rows(), 1.0 / shards);
     });
   for (auto& t : threads) t.join();
   StepState sum{0, Tensor::zeros(states[0].grads.shape(), DType::f64)};
@@ -130,12 +185,15 @@ double worst_relative(const Tensor& got, const Tensor& want, std::string& worst_
   return worst;
 }
 
-void check_against_one_process(DType dtype, double tolerance, Recompute recompute = Recompute::none) {
-  const StepState whole = one_process(dtype);
+void check_against_one_process(DType dtype, double tolerance, Recompute recompute = Recompute::none,
+                               const Run& run = {}) {
+  const StepState whole = one_process(dtype, run.in_flight);
   for (ContextMethod method : {ContextMethod::ring, ContextMethod::all_to_all}) {
     for (int shards : {2, 4}) {
-      INFO((method == ContextMethod::ring ? "ring" : "all_to_all") << " over " << shards << " ranks");
-      const StepState parts = context_shards(shards, method, dtype, recompute);
+      INFO((method == ContextMethod::ring ? "ring" : "all_to_all")
+           << " over " << shards << " ranks, " << run.stages << " stage(s)"
+           << (run.split_backward ? ", backward split" : "") << ", " << run.in_flight << " in flight");
+      const StepState parts = context_shards(shards, method, dtype, recompute, run);
       CHECK(parts.loss == Approx(whole.loss).epsilon(tolerance));
       std::string name;
       const double worst = worst_relative(parts.grads, whole.grads, name);
@@ -158,4 +216,17 @@ TEST_CASE("context shards: one step on C = 2 and 4, ring and all_to_all, equals 
 TEST_CASE("context shards: with selective and full recompute the step still equals one process", "[context]") {
   check_against_one_process(DType::f64, 1e-12, Recompute::selective);
   check_against_one_process(DType::f64, 1e-12, Recompute::full);
+}
+
+TEST_CASE(
+    "context shards: as two pipeline stages, with the backward split in two, and with two micro-batches in "
+    "flight, the step equals one process",
+    "[context]") {
+  check_against_one_process(DType::f64, 1e-12, Recompute::none, {2, false});
+  check_against_one_process(DType::f64, 1e-12, Recompute::none, {1, true});
+  check_against_one_process(DType::f64, 1e-12, Recompute::none, {2, true});
+  check_against_one_process(DType::f32, 1e-6, Recompute::none, {2, true});
+  // Each slot keeps its own attention state: the first micro-batch's backward after the second's forward.
+  check_against_one_process(DType::f64, 1e-12, Recompute::none, {2, false, 2});
+  check_against_one_process(DType::f64, 1e-12, Recompute::selective, {2, true, 2});
 }
