@@ -30,6 +30,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "actors/worker/data_parallel_hooks.hpp"
 #include "actors/worker/mailbox_context_exchange.hpp"
@@ -40,6 +41,7 @@
 #include "apps/bench/bench_turns.hpp"
 #include "apps/exit_codes.hpp"
 #include "comm/bootstrap.hpp"
+#include "comm/grid.hpp"
 #include "compute/context/context_split.hpp"
 #include "compute/memory_ledger.hpp"
 #include "compute/model/parameter_layout.hpp"
@@ -152,7 +154,9 @@ Expected<std::vector<double>> follow(comm::Engine& engine, Turns<Turn>& turns, c
   auto joined = BenchRank::join(engine, C);
   if (!joined) return joined.error();
   BenchRank& worker = **joined;
-  actors::MailboxContextExchange mailbox_exchange(worker.mailbox(), engine, 0, C);
+  comm::Group group{comm::context_group_id, {}};  // ranks 0 … C − 1
+  for (int r = 0; r < C; ++r) group.ranks.push_back(r);
+  actors::MailboxContextExchange mailbox_exchange(worker.mailbox(), engine, std::move(group));
   TimedExchange exchange(mailbox_exchange);
   const compute::context::ContextSplit split = compute::context::make_context_split(b.cfg.block_size, C).value();
   // One forward block's shift with nothing to hide it behind, the median of a few.

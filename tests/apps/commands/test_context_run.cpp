@@ -240,63 +240,64 @@ TEST_CASE("pipeline.trace with context shards writes every rank's ring shifts or
     CHECK(tracks == std::vector<std::string>{"context shard 0 (rank 0)", "context shard 1 (rank 1)"});
     CHECK(events == std::map<int, long>{{0, layers * per_layer}, {1, layers * per_layer}});
   }
+}
 
-  TEST_CASE("context shards with pipeline stages take the one-process steps of tiny: 1f1b ring and zb-v all_to_all",
-            "[context]") {
-    const std::vector<std::string> pp2{"--workers",          "4", "--context.shards",        "2",
-                                       "--pipeline.stages",  "2", "--pipeline.microbatches", "2",
-                                       "--train.batch_size", "2"};
-    check_layouts({
-        {"pp 2 x cp 2 1f1b ring", with(pp2, {"--pipeline.schedule", "1f1b"})},
-        {"pp 2 x cp 2 zb-v all_to_all", with(pp2, {"--pipeline.schedule", "zb-v", "--pipeline.virtual_stages", "2",
-                                                   "--context.method", "all_to_all"})},
-    });
-  }
+TEST_CASE("context shards with pipeline stages take the one-process steps of tiny: 1f1b ring and zb-v all_to_all",
+          "[context]") {
+  const std::vector<std::string> pp2{"--workers",          "4", "--context.shards",        "2",
+                                     "--pipeline.stages",  "2", "--pipeline.microbatches", "2",
+                                     "--train.batch_size", "2"};
+  check_layouts({
+      {"pp 2 x cp 2 1f1b ring", with(pp2, {"--pipeline.schedule", "1f1b"})},
+      {"pp 2 x cp 2 zb-v all_to_all",
+       with(pp2, {"--pipeline.schedule", "zb-v", "--pipeline.virtual_stages", "2", "--context.method", "all_to_all"})},
+  });
+}
 
-  TEST_CASE(
-      "context shards with pipeline stages take the one-process steps of tiny: gpipe, interleaved, zb-h1, and "
-      "dp 2 x pp 2 x cp 2",
-      "[context][slow]") {
-    const std::vector<std::string> pp2{"--workers",          "4", "--context.shards",        "2",
-                                       "--pipeline.stages",  "2", "--pipeline.microbatches", "2",
-                                       "--train.batch_size", "2"};
-    check_layouts({
-        {"pp 2 x cp 2 gpipe all_to_all", with(pp2, {"--pipeline.schedule", "gpipe", "--context.method", "all_to_all"})},
-        {"pp 2 x cp 2 interleaved v 2 ring",
-         with(pp2, {"--pipeline.schedule", "interleaved", "--pipeline.virtual_stages", "2"})},
-        {"pp 2 x cp 2 zb-h1 ring", with(pp2, {"--pipeline.schedule", "zb-h1"})},
-        {"dp 2 x pp 2 x cp 2 1f1b ring (8 ranks)",
-         {"--workers", "8", "--context.shards", "2", "--pipeline.stages", "2", "--pipeline.microbatches", "2",
-          "--train.batch_size", "1"}},
-    });
-  }
+TEST_CASE(
+    "context shards with pipeline stages take the one-process steps of tiny: gpipe, interleaved, zb-h1, and "
+    "dp 2 x pp 2 x cp 2",
+    "[context][slow]") {
+  const std::vector<std::string> pp2{"--workers",          "4", "--context.shards",        "2",
+                                     "--pipeline.stages",  "2", "--pipeline.microbatches", "2",
+                                     "--train.batch_size", "2"};
+  check_layouts({
+      {"pp 2 x cp 2 gpipe all_to_all", with(pp2, {"--pipeline.schedule", "gpipe", "--context.method", "all_to_all"})},
+      {"pp 2 x cp 2 interleaved v 2 ring",
+       with(pp2, {"--pipeline.schedule", "interleaved", "--pipeline.virtual_stages", "2"})},
+      {"pp 2 x cp 2 zb-h1 ring", with(pp2, {"--pipeline.schedule", "zb-h1"})},
+      {"dp 2 x pp 2 x cp 2 1f1b ring (8 ranks)",
+       {"--workers", "8", "--context.shards", "2", "--pipeline.stages", "2", "--pipeline.microbatches", "2",
+        "--train.batch_size", "1"}},
+  });
+}
 
-  TEST_CASE(
-      "context shards with tensor shards take the one-process steps of tiny: ring, and all_to_all with sequence "
-      "parallelism",
-      "[context]") {
-    const std::vector<std::string> tp2{"--workers",       "4", "--context.shards",   "2",
-                                       "--tensor.shards", "2", "--train.batch_size", "4"};
-    check_layouts({
-        {"tp 2 x cp 2 ring", tp2},
-        {"tp 2 x cp 2 all_to_all sequence parallel",
-         with(tp2, {"--context.method", "all_to_all", "--tensor.sequence_parallel", "true"})},
-    });
-  }
+TEST_CASE(
+    "context shards with tensor shards take the one-process steps of tiny: ring, and all_to_all with sequence "
+    "parallelism",
+    "[context]") {
+  const std::vector<std::string> tp2{"--workers",       "4", "--context.shards",   "2",
+                                     "--tensor.shards", "2", "--train.batch_size", "4"};
+  check_layouts({
+      {"tp 2 x cp 2 ring", tp2},
+      {"tp 2 x cp 2 all_to_all sequence parallel",
+       with(tp2, {"--context.method", "all_to_all", "--tensor.sequence_parallel", "true"})},
+  });
+}
 
-  TEST_CASE(
-      "context shards with tensor shards and pipeline stages take the one-process steps of tiny: pp 2 x tp 2 x "
-      "cp 2, and tp 2 x cp 2 sequence parallel with accumulation and recompute",
-      "[context][slow]") {
-    check_layouts({
-        {"pp 2 x tp 2 x cp 2 1f1b ring sequence parallel (8 ranks)",
-         {"--workers", "8", "--context.shards", "2", "--tensor.shards", "2", "--pipeline.stages", "2",
-          "--pipeline.microbatches", "2", "--train.batch_size", "2", "--tensor.sequence_parallel", "true"}},
-        {"tp 2 x cp 2 ring sequence parallel, accum 2, full recompute",
-         {"--workers", "4", "--context.shards", "2", "--tensor.shards", "2", "--train.batch_size", "2",
-          "--train.grad_accum", "2", "--tensor.sequence_parallel", "true", "--train.recompute", "full"}},
-    });
-  }
+TEST_CASE(
+    "context shards with tensor shards and pipeline stages take the one-process steps of tiny: pp 2 x tp 2 x "
+    "cp 2, and tp 2 x cp 2 sequence parallel with accumulation and recompute",
+    "[context][slow]") {
+  check_layouts({
+      {"pp 2 x tp 2 x cp 2 1f1b ring sequence parallel (8 ranks)",
+       {"--workers", "8", "--context.shards", "2", "--tensor.shards", "2", "--pipeline.stages", "2",
+        "--pipeline.microbatches", "2", "--train.batch_size", "2", "--tensor.sequence_parallel", "true"}},
+      {"tp 2 x cp 2 ring sequence parallel, accum 2, full recompute",
+       {"--workers", "4", "--context.shards", "2", "--tensor.shards", "2", "--train.batch_size", "2",
+        "--train.grad_accum", "2", "--tensor.sequence_parallel", "true", "--train.recompute", "full"}},
+  });
+}
 
 TEST_CASE("context shards refuse what they do not compose with yet, and bad shapes, in one line", "[context]") {
   TempDir dir;
