@@ -203,6 +203,38 @@ TEST_CASE(
                         Contains("survivors kept their processes: yes") && !Contains("restarting every node"));
 }
 
+TEST_CASE("drill kill-node on 2 pipeline stages of 2 context shards: the lost rank's process is started again in place",
+          "[context][drill]") {
+  TempDir dir;
+  const ProcessResult r =
+      run_troupe(dir,
+                 with({"drill", "kill-node", "--dir", (dir.path() / "drill").string(), "--at-step", "5", "--target",
+                       "1", "--workers", "4", "--context.shards", "2", "--pipeline.stages", "2",
+                       "--pipeline.microbatches", "2", "--train.batch_size", "2"},
+                      tiny_steps(12)),
+                 std::chrono::seconds(240));
+  std::printf("%s", r.out.substr(std::min(r.out.size(), r.out.find("drill kill-node:"))).c_str());
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out,
+             Contains("verdict: PASS") &&
+                 Contains("final weights equal to an undisturbed run: yes (parameters and AdamW moments, bitwise)"));
+  CHECK_THAT(r.out, Contains("lost node 1") && Contains("steps lost: 0\n") &&
+                        Contains("survivors kept their processes: yes") && !Contains("restarting every node"));
+}
+
+TEST_CASE("context shards with pipeline stages or tensor shards under ZeRO take the one-process steps of tiny",
+          "[context][zero]") {
+  check_layouts({
+      {"pp 2 x cp 2 zero 1",
+       {"--workers", "4", "--context.shards", "2", "--pipeline.stages", "2", "--pipeline.microbatches", "2",
+        "--train.batch_size", "2", "--train.zero", "1"}},
+      {"tp 2 x cp 2 zero 2",
+       {"--workers", "4", "--context.shards", "2", "--tensor.shards", "2", "--train.batch_size", "4", "--train.zero",
+        "2"}},
+  });
+}
+
 TEST_CASE("pipeline.trace with context shards writes every rank's ring shifts or all-to-alls into one Chrome trace",
           "[context][trace]") {
   TempDir dir;
