@@ -55,6 +55,27 @@ void check_layouts(const std::vector<Layout>& layouts) {
   }
 }
 
+// `troupe drill kill-node` killing node 1 after step 5 of a 12-step tiny run with `layout`: its output,
+// checked to pass with the undisturbed run's weights, bitwise, and no node restarted but the lost one.
+std::string drilled(const std::vector<std::string>& layout) {
+  TempDir dir;
+  const ProcessResult r = run_troupe(
+      dir,
+      with(with({"drill", "kill-node", "--dir", (dir.path() / "drill").string(), "--at-step", "5", "--target", "1"},
+                layout),
+           tiny_steps(12)),
+      std::chrono::seconds(240));
+  std::printf("%s", r.out.substr(std::min(r.out.size(), r.out.find("drill kill-node:"))).c_str());
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out,
+             Contains("verdict: PASS") &&
+                 Contains("final weights equal to an undisturbed run: yes (parameters and AdamW moments, bitwise)"));
+  CHECK_THAT(r.out, Contains("lost node 1") && Contains("survivors kept their processes: yes") &&
+                        !Contains("restarting every node"));
+  return r.out;
+}
+
 }  // namespace
 
 TEST_CASE("context shards take the one-process steps of tiny: ring and all_to_all over 2 ranks", "[context]") {
@@ -161,66 +182,26 @@ TEST_CASE(
     "drill kill-node on 2 context shards: only the lost shard's process is started again and takes its state "
     "from the other shard, losing no step",
     "[context][drill]") {
-  TempDir dir;
-  const ProcessResult r =
-      run_troupe(dir,
-                 with({"drill", "kill-node", "--dir", (dir.path() / "drill").string(), "--at-step", "5", "--target",
-                       "1", "--workers", "2", "--context.shards", "2", "--train.batch_size", "4"},
-                      tiny_steps(12)),
-                 std::chrono::seconds(240));
-  std::printf("%s", r.out.substr(std::min(r.out.size(), r.out.find("drill kill-node:"))).c_str());
-  INFO("stdout: " << r.out << "\nstderr: " << r.err);
-  CHECK(r.exit_code == 0);
-  CHECK_THAT(r.out,
-             Contains("verdict: PASS") &&
-                 Contains("final weights equal to an undisturbed run: yes (parameters and AdamW moments, bitwise)"));
-  CHECK_THAT(r.out, Contains("lost node 1") && Contains("steps lost: 0\n") &&
-                        Contains("recovered from a surviving replica's memory: yes (in place, over the data plane)") &&
-                        Contains("rank 1 in its node's new process, resumed from rank 0's memory") &&
-                        !Contains("restarting every node"));
+  const std::string out = drilled({"--workers", "2", "--context.shards", "2", "--train.batch_size", "4"});
+  CHECK_THAT(out, Contains("steps lost: 0\n") &&
+                      Contains("recovered from a surviving replica's memory: yes (in place, over the data plane)") &&
+                      Contains("rank 1 in its node's new process, resumed from rank 0's memory"));
 }
 
 TEST_CASE(
     "drill kill-node on 2 context shards under ZeRO-1: no shard holds the lost moments, so every rank rolls "
     "back in place to the newest checkpoint",
     "[context][drill]") {
-  TempDir dir;
-  const ProcessResult r =
-      run_troupe(dir,
-                 with({"drill", "kill-node", "--dir", (dir.path() / "drill").string(), "--at-step", "5", "--target",
-                       "1", "--workers", "2", "--context.shards", "2", "--train.batch_size", "4", "--train.zero", "1"},
-                      tiny_steps(12)),
-                 std::chrono::seconds(240));
-  std::printf("%s", r.out.substr(std::min(r.out.size(), r.out.find("drill kill-node:"))).c_str());
-  INFO("stdout: " << r.out << "\nstderr: " << r.err);
-  CHECK(r.exit_code == 0);
-  CHECK_THAT(r.out,
-             Contains("verdict: PASS") &&
-                 Contains("final weights equal to an undisturbed run: yes (parameters and AdamW moments, bitwise)"));
-  CHECK_THAT(r.out, Contains("lost node 1") &&
-                        Contains("recovered from a surviving replica's memory: no (in place by "
-                                 "rollback to checkpoint step") &&
-                        Contains("survivors kept their processes: yes") && !Contains("restarting every node"));
+  const std::string out =
+      drilled({"--workers", "2", "--context.shards", "2", "--train.batch_size", "4", "--train.zero", "1"});
+  CHECK_THAT(out, Contains("recovered from a surviving replica's memory: no (in place by rollback to checkpoint step"));
 }
 
 TEST_CASE("drill kill-node on 2 pipeline stages of 2 context shards: the lost rank's process is started again in place",
           "[context][drill]") {
-  TempDir dir;
-  const ProcessResult r =
-      run_troupe(dir,
-                 with({"drill", "kill-node", "--dir", (dir.path() / "drill").string(), "--at-step", "5", "--target",
-                       "1", "--workers", "4", "--context.shards", "2", "--pipeline.stages", "2",
-                       "--pipeline.microbatches", "2", "--train.batch_size", "2"},
-                      tiny_steps(12)),
-                 std::chrono::seconds(240));
-  std::printf("%s", r.out.substr(std::min(r.out.size(), r.out.find("drill kill-node:"))).c_str());
-  INFO("stdout: " << r.out << "\nstderr: " << r.err);
-  CHECK(r.exit_code == 0);
-  CHECK_THAT(r.out,
-             Contains("verdict: PASS") &&
-                 Contains("final weights equal to an undisturbed run: yes (parameters and AdamW moments, bitwise)"));
-  CHECK_THAT(r.out, Contains("lost node 1") && Contains("steps lost: 0\n") &&
-                        Contains("survivors kept their processes: yes") && !Contains("restarting every node"));
+  const std::string out = drilled({"--workers", "4", "--context.shards", "2", "--pipeline.stages", "2",
+                                   "--pipeline.microbatches", "2", "--train.batch_size", "2"});
+  CHECK_THAT(out, Contains("steps lost: 0\n"));
 }
 
 TEST_CASE("context shards with pipeline stages or tensor shards under ZeRO take the one-process steps of tiny",
