@@ -2,17 +2,10 @@
 
 #include <chrono>
 
-#include "actors/actor_system_setup.hpp"
 #include "apps/bench/bench_figures.hpp"
 #include "compute/model/stage_split.hpp"
 
 namespace troupe::apps {
-
-BenchStage::BenchStage()
-    : config_(std::make_unique<actors::TroupeConfig>()),
-      system_(std::make_unique<caf::actor_system>(*config_)),
-      worker_(*system_),
-      mailbox_(worker_.ptr()) {}
 
 Expected<std::unique_ptr<BenchStage>> BenchStage::create(comm::Engine& engine, compute::Backend& backend,
                                                          const BenchStageShape& shape,
@@ -21,11 +14,11 @@ Expected<std::unique_ptr<BenchStage>> BenchStage::create(comm::Engine& engine, c
   std::unique_ptr<BenchStage> stage(new BenchStage());
   const int rank = engine.rank();
   const comm::Grid grid{1, shape.stages, 1};
-  auto dp = comm::Communicator::create(engine, comm::dp_group(grid, rank));
-  if (!dp) return dp.error();
+  auto joined = BenchRank::join(engine, comm::dp_group(grid, rank));
+  if (!joined) return joined.error();
+  stage->rank_ = std::move(*joined);
   auto pp = comm::Communicator::create(engine, comm::pp_group(grid, rank));
   if (!pp) return pp.error();
-  stage->dp_ = std::move(*dp);
   stage->pp_ = std::move(*pp);
   if (actors::in_embedding_group(schedule, rank)) {
     auto created = comm::Communicator::create(engine, comm::embedding_group(grid, rank));
@@ -44,8 +37,9 @@ Expected<std::unique_ptr<BenchStage>> BenchStage::create(comm::Engine& engine, c
   actors::PipelineSetup setup{cfg,  schedule, *split, check.peak_stashed[static_cast<std::size_t>(rank)],
                               grid, rank,     options};
   stage->trainer_ = std::make_unique<actors::PipelineTrainer>(
-      std::move(setup), backend, actors::PipelineGroups{engine, *stage->dp_, *stage->pp_, stage->embedding_.get()},
-      stage->mailbox_, stage->progress_, stage->stream_, stage->stream_);
+      std::move(setup), backend,
+      actors::PipelineGroups{engine, stage->rank_->group(), *stage->pp_, stage->embedding_.get()},
+      stage->rank_->mailbox(), stage->rank_->progress(), stage->stream_, stage->stream_);
   return stage;
 }
 

@@ -1,6 +1,6 @@
 #pragma once
-// A bench process standing in for one pipeline stage of a job: an actor system with one blocking
-// actor whose mailbox receives the engine's completions, the stage's dp, pp and embedding groups
+// A bench process standing in for one pipeline stage of a job: a BenchRank (an actor system with one
+// blocking actor whose mailbox receives the engine's completions) on the stage's dp group, its pp and embedding groups
 // on a grid of 1 × stages × 1, and its PipelineTrainer on `backend`, training micro-batches of
 // `batch` whole blocks of bench_tokens (`troupe bench pipeline`, `troupe bench sim-check`).
 
@@ -8,13 +8,10 @@
 #include <memory>
 #include <vector>
 
-#include <caf/all.hpp>
-
-#include "actors/worker/mailbox_comm.hpp"
 #include "actors/worker/pipeline_trainer.hpp"
+#include "apps/bench/bench_rank.hpp"
 #include "comm/collectives.hpp"
 #include "compute/expected.hpp"
-#include "monitor/work_progress.hpp"
 #include "schedules/checker.hpp"
 
 namespace troupe::apps {
@@ -39,14 +36,10 @@ class BenchStage {
   double timed_step();
 
  private:
-  BenchStage();
+  BenchStage() = default;
 
-  std::unique_ptr<caf::actor_system_config> config_;
-  std::unique_ptr<caf::actor_system> system_;
-  caf::scoped_actor worker_;
-  actors::MailboxComm mailbox_;
-  monitor::WorkProgress progress_;
-  std::unique_ptr<comm::Communicator> dp_, pp_, embedding_;
+  std::unique_ptr<BenchRank> rank_;  // its group: the stage's dp group
+  std::unique_ptr<comm::Communicator> pp_, embedding_;
   std::vector<std::uint16_t> stream_;
   std::unique_ptr<actors::PipelineTrainer> trainer_;
 };
