@@ -80,8 +80,8 @@ Status MailboxContextExchange::finish_shift() {
   const auto began = std::chrono::steady_clock::now();
   const auto [sent, got] = *shift_;
   shift_.reset();
-  if (Status s = mailbox_.wait(got); !s) return s;
-  if (Status s = mailbox_.wait(sent); !s) return s;
+  check_comm(mailbox_.wait(got));
+  check_comm(mailbox_.wait(sent));
   finished(comm::ContextTraffic::ring_shift, shift_bytes_, shift_posted_,
            shift_spent_ + (std::chrono::steady_clock::now() - began), shift_sequence_);
   return Status::success();
@@ -110,10 +110,10 @@ Status MailboxContextExchange::all_to_all(std::span<const std::byte> send, std::
     Status s = mailbox_.wait(op);
     if (!s && first_failure) first_failure = s;
   }
-  if (first_failure)
-    finished(comm::ContextTraffic::all_to_all, send.size() - block, began, std::chrono::steady_clock::now() - began,
-             key.sequence);
-  return first_failure;
+  check_comm(first_failure);
+  finished(comm::ContextTraffic::all_to_all, send.size() - block, began, std::chrono::steady_clock::now() - began,
+           key.sequence);
+  return Status::success();
 }
 
 }  // namespace troupe::actors

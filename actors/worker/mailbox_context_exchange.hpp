@@ -7,10 +7,12 @@
 // the operation's sequence number, which every rank of the group counts alike because all make the same calls in the
 // same order (the tag's source rank tells an all-to-all's senders apart). An in-place recovery renews the group
 // (renew): under the recovery's epoch id and from sequence 0, as a replacement rank starts it, so that no late message
-// of the abandoned step matches a new one. Each shift and all-to-all is counted in the engine's traffic
-// (comm::ContextTraffic: the bytes this rank sent, the seconds it spent in the calls), which /metrics exports as
-// troupe_comm_cp_*, and, given a recorder, traced as a "transfer" event from its post to its end on the rank's track
-// (process: its data replica; thread: its context shard). docs/context-parallel.md describes the messages.
+// of the abandoned step matches a new one. A transfer that fails (a lost peer) throws CommFailed from the wait, as
+// every wait of the step does, so the worker waits for the job's recovery or rescue order instead of failing. Each
+// shift and all-to-all is counted in the engine's traffic (comm::ContextTraffic: the bytes this rank sent, the seconds
+// it spent in the calls), which /metrics exports as troupe_comm_cp_*, and, given a recorder, traced as a "transfer"
+// event from its post to its end on the rank's track (process: its data replica; thread: its context shard).
+// docs/context-parallel.md describes the messages.
 
 #include <chrono>
 #include <cstdint>

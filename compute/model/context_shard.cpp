@@ -16,7 +16,8 @@ struct ContextLayers::Attention {
 namespace {
 
 void check(const Status& status) {
-  // A failed exchange (a lost peer) ends the step as any failed group call does.
+  // A failed exchange ends the step. (An exchange over a data plane reports a lost peer by its own
+  // exception, which the runtime recovers from, before a status reaches here.)
   if (!status) throw std::runtime_error(status.error().message);
 }
 

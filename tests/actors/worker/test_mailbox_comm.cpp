@@ -6,9 +6,8 @@
 #include <cstring>
 #include <functional>
 
-#include "actors/actor_system_setup.hpp"
 #include "actors/worker/mailbox_comm.hpp"
-#include "comm/bootstrap.hpp"
+#include "actors/worker/two_rank_mailboxes.hpp"
 #include "comm/grid.hpp"
 
 using namespace troupe;
@@ -22,29 +21,6 @@ compute::Tensor filled(std::int64_t n, float base) {
   compute::Tensor t = compute::Tensor::zeros({n}, compute::DType::f32);
   for (std::int64_t i = 0; i < n; ++i) t.data_as<float>()[i] = base + static_cast<float>(i);
   return t;
-}
-
-// Runs `body` on two ranks, each in its own process with a worker's mailbox and the ranks' world
-// communicator; each rank's returned failure fails the test.
-void on_two_ranks(const std::function<Status(comm::Engine&, MailboxComm&, comm::Communicator&)>& body) {
-  auto results = comm::run_local_ranks(
-      2,
-      [&body](comm::Engine& engine) -> Expected<std::vector<std::uint8_t>> {
-        TroupeConfig cfg;
-        caf::actor_system system{cfg};
-        caf::scoped_actor self{system};
-        MailboxComm mailbox(self.ptr());
-        auto comm = comm::Communicator::create(engine, comm::world_group(comm::Grid{2, 1, 1}));
-        if (!comm) return comm.error();
-        if (Status s = body(engine, mailbox, **comm); !s) return s.error();
-        return std::vector<std::uint8_t>{1};
-      },
-      std::chrono::seconds(60));
-  REQUIRE(results);
-  for (const auto& r : *results) {
-    INFO(r.error);
-    CHECK(r.ok);
-  }
 }
 
 }  // namespace

@@ -1,0 +1,91 @@
+// A context group's exchanges as a worker makes them, between real processes over UCX: ring
+// shifts and all-to-alls move each rank's blocks, and a lost peer ends the wait with CommFailed
+// (what a worker answers by waiting for the job's recovery order), never a plain error.
+
+#include <catch2/catch.hpp>
+
+#include <csignal>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "actors/worker/mailbox_context_exchange.hpp"
+#include "actors/worker/two_rank_mailboxes.hpp"
+#include "comm/grid.hpp"
+
+using namespace troupe;
+using namespace troupe::actors;
+
+namespace {
+
+std::span<const std::byte> bytes_of(const std::vector<float>& v) { return std::as_bytes(std::span(v)); }
+std::span<std::byte> writable_bytes_of(std::vector<float>& v) { return std::as_writable_bytes(std::span(v)); }
+
+}  // namespace
+
+TEST_CASE("a context group's ring shift and all-to-all move each rank's blocks, and renew starts its keys afresh",
+          "[actors]") {
+  on_two_ranks([](comm::Engine& engine, MailboxComm& mailbox, comm::Communicator& world) -> Status {
+    const int r = engine.rank();
+    MailboxContextExchange exchange(mailbox, engine, comm::context_group(comm::Grid{2, 1, 1}, r, 2));
+    for (int epoch : {0, 1}) {
+      if (epoch == 1) exchange.renew(1);
+      const std::vector<float> mine{10.0f * r + epoch, 10.0f * r + 1};
+      std::vector<float> next(2);
+      if (Status s = exchange.begin_shift(bytes_of(mine), writable_bytes_of(next)); !s) return s;
+      if (Status s = exchange.finish_shift(); !s) return s;
+      if (next[0] != 10.0f * (1 - r) + epoch) return Error{"the ring shift brought " + std::to_string(next[0])};
+      // Block j of every rank's send goes to rank j.
+      const std::vector<float> send{100.0f * r, 100.0f * r + 1};
+      std::vector<float> got(2);
+      if (Status s = exchange.all_to_all(bytes_of(send), writable_bytes_of(got)); !s) return s;
+      if (got[static_cast<std::size_t>(r)] != 100.0f * r + r || got[static_cast<std::size_t>(1 - r)] != 100.0f * (1 - r) + r)
+        return Error{"the all-to-all brought " + std::to_string(got[0]) + ", " + std::to_string(got[1])};
+    }
+    return world.barrier();
+  });
+}
+
+TEST_CASE("a context exchange whose peer is lost throws CommFailed naming it, so the worker waits for the job's order",
+          "[actors]") {
+  for (const bool ring : {true, false}) {
+    INFO((ring ? "ring shift" : "all-to-all"));
+    auto results = comm::run_local_ranks(
+        2,
+        [ring](comm::Engine& engine) -> Expected<std::vector<std::uint8_t>> {
+          TroupeConfig cfg;
+          caf::actor_system system{cfg};
+          caf::scoped_actor self{system};
+          MailboxComm mailbox(self.ptr());
+          auto world = comm::Communicator::create(engine, comm::world_group(comm::Grid{2, 1, 1}));
+          if (!world) return world.error();
+          MailboxContextExchange exchange(mailbox, engine, comm::context_group(comm::Grid{2, 1, 1}, engine.rank(), 2));
+          if (Status s = (*world)->barrier(); !s) return s.error();
+          if (engine.rank() == 1) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            raise(SIGKILL);
+          }
+          // Rank 1's block never comes: its process is gone.
+          std::vector<float> send(2, 1.0f), recv(2);
+          try {
+            if (ring) {
+              if (Status s = exchange.begin_shift(bytes_of(send), writable_bytes_of(recv)); !s) return s.error();
+              const Status s = exchange.finish_shift();
+              return Error{"the ring shift ended without its peer: " + (s ? std::string("ok") : s.error().message)};
+            }
+            const Status s = exchange.all_to_all(bytes_of(send), writable_bytes_of(recv));
+            return Error{"the all-to-all ended without its peer: " + (s ? std::string("ok") : s.error().message)};
+          } catch (const CommFailed& failed) {
+            const std::string what = failed.what();
+            return std::vector<std::uint8_t>(what.begin(), what.end());
+          }
+        },
+        std::chrono::seconds(30));
+    REQUIRE(results);
+    CHECK((*results)[1].signal == SIGKILL);
+    const comm::LocalRankResult& survivor = (*results)[0];
+    INFO(survivor.error);
+    REQUIRE(survivor.ok);
+    CHECK_THAT(std::string(survivor.report.begin(), survivor.report.end()), Catch::Contains("rank 1 lost"));
+  }
+}
