@@ -76,7 +76,7 @@ TEST_CASE("a compression the layout cannot serve is refused with one line", "[dp
 TEST_CASE(
     "bf16 and PowerSGD sums over each tensor shard's and pipeline stage's data-parallel group: plain before the "
     "start step, training after it",
-    "[dp][compression][tp][pipeline]") {
+    "[dp][compression][tp][pipeline][slow]") {
   TempDir dir;
   for (const std::vector<std::string>& layout :
        {std::vector<std::string>{"--workers", "4", "--tensor.shards", "2"},

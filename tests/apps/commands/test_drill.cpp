@@ -298,7 +298,7 @@ void check_in_place_on_grid(const ProcessResult& r, int failed, int donor) {
 // replica 1's second stage (its donor rank 2).
 TEST_CASE("drill kill-worker on dp 2 x pp 2: the first stage's worker is respawned in its process and takes its "
           "stage's state from the other replica, losing no step",
-          "[drill][pipeline]") {
+          "[drill][pipeline][slow]") {
   TempDir dir;
   const ProcessResult r = drill(dir, "kill-worker", {"--workers", "4", "--pipeline.stages", "2"});
   check_in_place_on_grid(r, 1, 0);
@@ -306,7 +306,7 @@ TEST_CASE("drill kill-worker on dp 2 x pp 2: the first stage's worker is respawn
 
 TEST_CASE("drill kill-worker on dp 2 x pp 2: the second stage's worker is respawned in its process and takes its "
           "stage's state from the other replica, losing no step",
-          "[drill][pipeline]") {
+          "[drill][pipeline][slow]") {
   TempDir dir;
   const ProcessResult r = drill(dir, "kill-worker", {"--workers", "4", "--pipeline.stages", "2", "--target", "3"});
   check_in_place_on_grid(r, 3, 2);
@@ -316,7 +316,7 @@ TEST_CASE("drill kill-worker on dp 2 x pp 2: the second stage's worker is respaw
 // activations under a counter of their own, which every rank starts again under the recovery's epoch.
 TEST_CASE("drill kill-worker on dp 2 x pp 2 interleaved, validating every 2 steps: the second stage's worker is "
           "respawned in its process and both chunks' state comes from the other replica, losing no step",
-          "[drill][pipeline]") {
+          "[drill][pipeline][slow]") {
   TempDir dir;
   const ProcessResult r =
       drill(dir, "kill-worker", {"--workers", "4", "--pipeline.stages", "2", "--pipeline.schedule", "interleaved",
@@ -329,7 +329,7 @@ TEST_CASE("drill kill-worker on dp 2 x pp 2 interleaved, validating every 2 step
 TEST_CASE(
     "drill kill-node on dp 2 x pp 2 zb-v: the second stage's node is started again and takes both chunks' "
     "state from the other replica, ending with an undisturbed run's weights",
-    "[drill][pipeline]") {
+    "[drill][pipeline][slow]") {
   TempDir dir;
   const ProcessResult r = drill(dir, "kill-node",
                                 {"--workers", "4", "--pipeline.stages", "2", "--pipeline.schedule", "zb-v",
@@ -384,7 +384,7 @@ TEST_CASE("drill kill-node on dp 2 x tp 2: only the second shard's node process 
 
 TEST_CASE("drill hang on dp 2 x pp 2: the silent first-stage node is killed and only its process started again, "
           "losing no step",
-          "[drill][pipeline]") {
+          "[drill][pipeline][slow]") {
   TempDir dir;
   const ProcessResult r = drill(
       dir, "hang", {"--workers", "4", "--pipeline.stages", "2", "--target", "1", "--fault.heartbeat_timeout", "2"});
@@ -502,7 +502,7 @@ TEST_CASE("drill kill-node under ZeRO-3: only the lost shard's node process is s
 }
 
 TEST_CASE("drill kill-worker on dp 2 x pp 2 under ZeRO-3: the stage's worker is respawned and every rank rolls back",
-          "[drill][zero3][pipeline][rollback]") {
+          "[drill][zero3][pipeline][rollback][slow]") {
   TempDir dir;
   const ProcessResult r = drill(dir, "kill-worker", {"--workers", "4", "--pipeline.stages", "2", "--train.zero", "3"});
   check_rolled_back(r, "train.zero 3 shards the parameters and the optimizer state: no replica holds a lost shard", 2);
@@ -514,7 +514,7 @@ TEST_CASE("drill kill-worker on dp 2 x pp 2 under ZeRO-3: the stage's worker is 
 // (the drill's own timeout is shorter) and no save fails for the shard the dead rank never wrote.
 TEST_CASE("drill kill-node under ZeRO-1 with async checkpoints, killed right after a checkpointed step: the background "
           "commit waiting for the lost shard is given up, and every later checkpoint commits",
-          "[drill][rollback]") {
+          "[drill][rollback][slow]") {
   TempDir dir;
   const ProcessResult r = drill(dir, "kill-node",
                                 {"--keep", "--at-step", "4", "--train.zero", "1", "--checkpoint.async", "true"},
@@ -527,7 +527,7 @@ TEST_CASE("drill kill-node under ZeRO-1 with async checkpoints, killed right aft
 
 TEST_CASE("drill kill-node with PowerSGD: the lost rank's residual is nowhere else, so only its node process is "
           "started again and every rank rolls back to the newest checkpoint, which holds every rank's",
-          "[drill][compression][rollback]") {
+          "[drill][compression][rollback][slow]") {
   TempDir dir;
   const ProcessResult r = drill(dir, "kill-node", {"--comm.compress", "powersgd", "--comm.compress_start_step", "2"});
   check_steps_lost(
@@ -549,7 +549,7 @@ TEST_CASE("drill kill-worker with bf16 sums: the worker takes its state from the
 // Lost after step 5, before the first checkpoint (step 8 of checkpoint.every 8): nothing to roll
 // back to, so every node restarts, from the start, and says why.
 TEST_CASE("drill kill-node on pp 2 without dp before the first checkpoint: every node restarts, saying why",
-          "[drill][pipeline][rollback]") {
+          "[drill][pipeline][rollback][slow]") {
   TempDir dir;
   const ProcessResult r =
       drill(dir, "kill-node", {"--workers", "2", "--pipeline.stages", "2", "--checkpoint.every", "8"});
@@ -620,7 +620,7 @@ void check_chaos(long steps, std::vector<std::string> extra = {}) {
 
 TEST_CASE("drill chaos: a node SIGKILLed in steps 10 and 20 of 30, another one each time, at a random moment "
           "while the previous step's checkpoint may be in flight, and the job ends bitwise equal to the undisturbed run",
-          "[drill]") {
+          "[drill][slow]") {
   check_chaos(30, {"--checkpoint.every", "1"});
 }
 
@@ -650,7 +650,7 @@ std::vector<std::string> drawn_kills(const std::string& out) {
   return drawn;
 }
 
-TEST_CASE("drill chaos --seed replays the kills' nodes and moments", "[drill]") {
+TEST_CASE("drill chaos --seed replays the kills' nodes and moments", "[drill][slow]") {
   TempDir dir;
   auto drawn_with_seed = [&] {
     const ProcessResult r = drill(dir, "chaos",

@@ -25,7 +25,7 @@ using std::chrono::seconds;
 TEST_CASE(
     "drain node 1, then rejoin: the job goes on as one replica of 2 micro-batches, node 1 joins the running job "
     "while node 0 keeps its process, and it ends with the weights of a run never drained",
-    "[shell][dp]") {
+    "[shell][dp][slow]") {
   TempDir dir;
   const long steps = 200;
   LiveJob job(dir, steps);
@@ -72,7 +72,7 @@ TEST_CASE(
 TEST_CASE(
     "with fault.recovery restart, a rejoin grows the drained job by restarting every node, with the weights of a "
     "run never drained",
-    "[shell][dp]") {
+    "[shell][dp][slow]") {
   TempDir dir;
   const long steps = 200;
   LiveJob job(dir, steps, {}, {"train", "--workers", "2", "--fault.recovery", "restart"});
@@ -93,7 +93,7 @@ TEST_CASE(
 TEST_CASE(
     "a node that cannot come back fails the grow in place: the job tries a restart with it, leaves it out again "
     "and finishes on the node it had",
-    "[shell][dp]") {
+    "[shell][dp][slow]") {
   TempDir dir;
   const long steps = 200;
   // As `troupe drill node-lost` does: node 1 fails whenever it is started again.
@@ -109,7 +109,7 @@ TEST_CASE(
 TEST_CASE(
     "a spare line added to the host file of a drained job brings node 1 back onto that line in the running job, "
     "with the weights of a run never drained",
-    "[shell][dp]") {
+    "[shell][dp][slow]") {
   TempDir dir;
   const long steps = 200;
   const std::string hosts = dir.write("hosts", "localhost slots=1\nlocalhost slots=1\n");
@@ -134,7 +134,7 @@ TEST_CASE(
                       {"launch", "--hostfile", dir.write("plain", "localhost slots=1\nlocalhost slots=1\n")});
 }
 
-TEST_CASE("a second rejoin while the first is under way is refused in one line, and nothing restarts", "[shell][dp]") {
+TEST_CASE("a second rejoin while the first is under way is refused in one line, and nothing restarts", "[shell][dp][slow]") {
   TempDir dir;
   const long steps = 200;
   LiveJob job(dir, steps);
@@ -160,7 +160,7 @@ TEST_CASE("a second rejoin while the first is under way is refused in one line, 
 }
 
 TEST_CASE("the donor lost during a grow in place: the restart that follows brings the rejoined node back",
-          "[shell][dp]") {
+          "[shell][dp][slow]") {
   TempDir dir;
   const long steps = 400;
   LiveJob job(dir, steps);

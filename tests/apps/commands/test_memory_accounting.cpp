@@ -87,7 +87,7 @@ TEST_CASE("small: the accounted peak is within 10% of the peak resident set, 1 p
 
 TEST_CASE("GPT-2-shaped: the accounted peak is within 10% of the peak resident set, 1 process, dp 2 ZeRO 2 and 3, "
           "pp 2",
-          "[memory][dp][pipeline]") {
+          "[memory][dp][pipeline][slow]") {
   check_layouts({"--model.preset", "gpt2", "--model.n_layer", "2", "--train.batch_size", "1", "--train.seq_len", "128"},
                 {"2", "3"});
 }

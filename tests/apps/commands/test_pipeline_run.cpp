@@ -49,7 +49,7 @@ RunFigures run_tiny(const TempDir& dir, std::vector<std::string> extra) {
 }  // namespace
 
 TEST_CASE("small: every schedule on 2 and 3 stages ends with the single process's parameters, tensor by tensor",
-          "[pipeline][checkpoint]") {
+          "[pipeline][checkpoint][slow]") {
   TempDir dir;
   // small's 6 layers at a short sequence, one sequence per micro-batch: cheap enough to run
   // every layout. Parameters come from each run's final checkpoint.

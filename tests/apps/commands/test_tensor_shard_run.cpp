@@ -47,20 +47,26 @@ struct SafetensorsValues {
   }
 };
 
-}  // namespace
+struct Layout {
+  std::string name;
+  std::vector<std::string> args;
+};
 
-TEST_CASE("tensor shards alone and with data replicas, pipeline stages, interleaving, accumulation, recompute, "
-          "ZeRO 1 to 3 and sequence parallelism take the one-process steps of tiny",
-          "[tensor]") {
+// Every layout's run of tiny takes the steps of one process of batch 8.
+void check_layouts_against_one_process(const std::vector<Layout>& layouts) {
   TempDir dir;
   const Run one = run_tiny(dir, "one", {"--train.batch_size", "8"});
-  struct Layout {
-    std::string name;
-    std::vector<std::string> args;
-  };
-  const std::vector<Layout> layouts{
+  for (const Layout& l : layouts) check_same_steps(run_tiny(dir, "run", l.args), one, l.name);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "tensor shards alone and with data replicas, pipeline stages, ZeRO-2 and 3 and sequence parallelism take "
+    "the one-process steps of tiny",
+    "[tensor]") {
+  check_layouts_against_one_process({
       {"tp 2", {"--workers", "2", "--tensor.shards", "2", "--train.batch_size", "8"}},
-      {"tp 4", {"--workers", "4", "--tensor.shards", "4", "--train.batch_size", "8"}},
       {"dp 2 x tp 2", {"--workers", "4", "--tensor.shards", "2", "--train.batch_size", "4"}},
       {"tp 2 x pp 2 (1f1b)",
        {"--workers", "4", "--tensor.shards", "2", "--pipeline.stages", "2", "--pipeline.microbatches", "2",
@@ -68,19 +74,28 @@ TEST_CASE("tensor shards alone and with data replicas, pipeline stages, interlea
       {"dp 2 x tp 2 x pp 2 (8 ranks)",
        {"--workers", "8", "--tensor.shards", "2", "--pipeline.stages", "2", "--pipeline.microbatches", "2",
         "--train.batch_size", "2"}},
+      {"dp 2 x tp 2 ZeRO-3",
+       {"--workers", "4", "--tensor.shards", "2", "--train.batch_size", "4", "--train.zero", "3"}},
+      {"dp 2 x tp 2 ZeRO-2 sequence parallel",
+       {"--workers", "4", "--tensor.shards", "2", "--train.batch_size", "4", "--train.zero", "2",
+        "--tensor.sequence_parallel", "true"}},
+  });
+}
+
+TEST_CASE(
+    "tensor shards with interleaving, accumulation, recompute, ZeRO-1 and sequence parallelism on every axis take "
+    "the one-process steps of tiny",
+    "[tensor][slow]") {
+  check_layouts_against_one_process({
+      {"tp 4", {"--workers", "4", "--tensor.shards", "4", "--train.batch_size", "8"}},
       {"tp 2 x pp 2 interleaved v 2",
        {"--workers", "4", "--tensor.shards", "2", "--pipeline.stages", "2", "--pipeline.schedule", "interleaved",
         "--pipeline.virtual_stages", "2", "--pipeline.microbatches", "2", "--train.batch_size", "4"}},
       {"tp 2, accum 2, full recompute",
        {"--workers", "2", "--tensor.shards", "2", "--train.batch_size", "4", "--train.grad_accum", "2",
         "--train.recompute", "full"}},
-      {"dp 2 x tp 2 ZeRO-3",
-       {"--workers", "4", "--tensor.shards", "2", "--train.batch_size", "4", "--train.zero", "3"}},
       {"dp 2 x tp 2 ZeRO-1",
        {"--workers", "4", "--tensor.shards", "2", "--train.batch_size", "4", "--train.zero", "1"}},
-      {"dp 2 x tp 2 ZeRO-2 sequence parallel",
-       {"--workers", "4", "--tensor.shards", "2", "--train.batch_size", "4", "--train.zero", "2",
-        "--tensor.sequence_parallel", "true"}},
       {"dp 2 x pp 2 ZeRO-2",
        {"--workers", "4", "--pipeline.stages", "2", "--pipeline.microbatches", "2", "--train.batch_size", "2",
         "--train.zero", "2"}},
@@ -100,8 +115,7 @@ TEST_CASE("tensor shards alone and with data replicas, pipeline stages, interlea
       {"tp 4 sequence parallel, full recompute",
        {"--workers", "4", "--tensor.shards", "4", "--train.batch_size", "8", "--tensor.sequence_parallel", "true",
         "--train.recompute", "full"}},
-  };
-  for (const Layout& l : layouts) check_same_steps(run_tiny(dir, "run", l.args), one, l.name);
+  });
 }
 
 TEST_CASE("a dp 2 x tp 2 checkpoint resumes on one process, on tp 4, on dp 2 x tp 2 under ZeRO-2 and on pp 2 x tp 2 "
