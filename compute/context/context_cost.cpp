@@ -14,10 +14,10 @@ ContextLayerCost context_layer_cost(ContextMethod method, int B, int T, int chan
     cost.backward_sent = (C - 1) * rows * 4 * ch + rows * 2 * ch;
   } else {
     // rows · C = B · T: the whole sequence of the head group's channels / C.
-    cost.kept = rows * 3 * ch + lse;
-    cost.held = rows * (ch + 3 * ch + 2 * 3 * ch) + lse;
+    cost.kept = lse;
+    cost.held = rows * (3 * ch + ch + 3 * ch + 2 * 3 * ch) + lse;
     cost.forward_sent = (C - 1) / C * rows * (3 + 1) * ch;
-    cost.backward_sent = cost.forward_sent;
+    cost.backward_sent = (C - 1) / C * rows * (3 + 1 + 3) * ch;
   }
   return cost;
 }

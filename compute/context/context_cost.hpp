@@ -13,12 +13,12 @@
 //                     (2 · B · T/C · 4 channels + B · heads · T/C; the forward's two K/V blocks are less)
 //               sent: forward C − 1 shifts of B · T/C · 2 channels; backward C − 1 shifts of
 //                     B · T/C · 4 channels and one of B · T/C · 2 channels
-//   all_to_all  kept: the head group's q, k, v over the whole sequence and their lse
-//                     (B · T · 3 channels/C + B · heads/C · T)
-//               held: the backward's dout and dqkv over the whole sequence for the head group, its
-//                     row dots, and the blocks sent and received (B · T/C · (channels + 3 channels
-//                     + 2 · 3 channels) + B · heads · T/C)
-//               sent: (C − 1)/C of the all-to-alls' blocks, B · T/C · (3 + 1) channels each way
+//   all_to_all  kept: the head group's lse over the whole sequence (B · heads/C · T)
+//               held: the backward's q, k, v, dout and dqkv over the whole sequence for the head
+//                     group, its row dots, and the blocks sent and received (B · T/C · (3 channels
+//                     + channels + 3 channels + 2 · 3 channels) + B · heads · T/C)
+//               sent: (C − 1)/C of the all-to-alls' blocks: forward B · T/C · (3 + 1) channels,
+//                     backward B · T/C · (3 + 1 + 3) channels (q, k and v moved again)
 
 #include "compute/context/context_method.hpp"
 

@@ -20,34 +20,34 @@ class HeadAllToAll final : public ContextAttention<Real> {
 
   Status forward(Real* out, const Real* qkv) override {
     const int C = s_.channels, Cg = group_channels_, T = s_.split.T;
-    // 1. q, k, v of head group j for rank j.
-    std::vector<Real> sent = by_group(qkv, 3, 3 * C);
-    std::vector<Real> got(sent.size());
-    if (Status st = exchange(sent, got); !st) return st;
-    // 2. head group r over the whole sequence.
-    qkv_.resize(static_cast<std::size_t>(s_.B) * T * 3 * Cg);
-    to_positions(qkv_.data(), got.data(), 3 * Cg);
+    // 1 and 2. head group r's q, k, v over the whole sequence.
+    std::vector<Real> qkv_h(static_cast<std::size_t>(s_.B) * T * 3 * Cg);
+    if (Status st = gather_head_group(qkv_h, qkv); !st) return st;
     std::vector<Real> out_h(static_cast<std::size_t>(s_.B) * T * Cg);
     lse_.resize(static_cast<std::size_t>(s_.B) * group_heads_ * T);
-    cpu::attention_forward(out_h.data(), lse_.data(), qkv_.data(), T, Cg, group_heads_, 0, s_.B * group_heads_);
+    cpu::attention_forward(out_h.data(), lse_.data(), qkv_h.data(), T, Cg, group_heads_, 0, s_.B * group_heads_);
     // 3. the output of rank i's rows back to rank i.
-    sent = from_positions(out_h.data(), Cg);
-    got.resize(sent.size());
+    std::vector<Real> sent = from_positions(out_h.data(), Cg);
+    std::vector<Real> got(sent.size());
     if (Status st = exchange(sent, got); !st) return st;
     ungroup(out, got.data(), 1, C);
     return Status::success();
   }
 
-  Status backward(Real* dqkv, const Real* dout, const Real*) override {
+  Status backward(Real* dqkv, const Real* dout, const Real* qkv) override {
     const int Cg = group_channels_, T = s_.split.T;
+    // The head group's q, k, v again, from the rank's own rows: the same values the forward
+    // moved, so nothing of the whole sequence is kept between the passes.
+    std::vector<Real> qkv_h(static_cast<std::size_t>(s_.B) * T * 3 * Cg);
+    if (Status st = gather_head_group(qkv_h, qkv); !st) return st;
     std::vector<Real> sent = by_group(dout, 1, s_.channels);
     std::vector<Real> got(sent.size());
     if (Status st = exchange(sent, got); !st) return st;
     std::vector<Real> dout_h(static_cast<std::size_t>(s_.B) * T * Cg);
     to_positions(dout_h.data(), got.data(), Cg);
-    std::vector<Real> dqkv_h(qkv_.size());
+    std::vector<Real> dqkv_h(qkv_h.size());
     std::vector<Real> row_dots(lse_.size());
-    cpu::attention_backward(dqkv_h.data(), row_dots.data(), dout_h.data(), qkv_.data(), lse_.data(), T, Cg,
+    cpu::attention_backward(dqkv_h.data(), row_dots.data(), dout_h.data(), qkv_h.data(), lse_.data(), T, Cg,
                             group_heads_, 0, s_.B * group_heads_);
     sent = from_positions(dqkv_h.data(), 3 * Cg);
     got.resize(sent.size());
@@ -58,6 +58,16 @@ class HeadAllToAll final : public ContextAttention<Real> {
 
  private:
   std::size_t local_rows() const { return static_cast<std::size_t>(s_.B) * s_.split.local_rows(); }
+
+  // Steps 1 and 2: q, k, v of head group j to rank j, and the blocks received at their global
+  // positions in qkv_h, (B, T, 3 Cg).
+  Status gather_head_group(std::vector<Real>& qkv_h, const Real* qkv) {
+    const std::vector<Real> sent = by_group(qkv, 3, 3 * s_.channels);
+    std::vector<Real> got(sent.size());
+    if (Status st = exchange(sent, got); !st) return st;
+    to_positions(qkv_h.data(), got.data(), 3 * group_channels_);
+    return Status::success();
+  }
 
   Status exchange(const std::vector<Real>& sent, std::vector<Real>& got) {
     return exchange_.all_to_all(bytes_of(sent.data(), sent.size()), writable_bytes_of(got.data(), got.size()));
@@ -104,7 +114,7 @@ class HeadAllToAll final : public ContextAttention<Real> {
   ContextShape s_;
   ContextExchange& exchange_;
   int group_heads_, group_channels_;
-  std::vector<Real> qkv_, lse_;
+  std::vector<Real> lse_;  // the head group's, kept from the forward for the backward
 };
 
 }  // namespace

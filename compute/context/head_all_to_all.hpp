@@ -9,9 +9,12 @@
 //      the whole sequence, (B, T, 3 Cg), and the ordinary causal attention runs on it.
 //   3. all-to-all back: block i is rank i's rows of the output, (B, T / C, Cg); r receives its own
 //      rows of head group j from each rank j and puts them at columns j Cg.
-//   Kept for the backward: the head group's qkv and log-sum-exp over the whole sequence.
-// Backward: the same three steps on dout (sequence to heads), the ordinary attention backward,
-// and dqkv (heads to sequence), which lands in each rank's q, k and v columns of group j.
+//   Kept for the backward: the head group's log-sum-exp over the whole sequence, (B, G, T) — as
+//   many values as the ring's lse.
+// Backward: steps 1 and 2 again on the rank's own q, k and v (the head group's qkv over the
+// whole sequence is not kept: it would be as large as the rank's qkv, a third all-to-all is
+// cheaper than the memory), the same steps on dout (sequence to heads), the ordinary attention
+// backward, and dqkv (heads to sequence), which lands in each rank's q, k and v columns of group j.
 
 #include "compute/context/context_attention.hpp"
 

@@ -64,7 +64,7 @@ double planned_need(const std::vector<std::string>& keys, int ranks) {
 
 }  // namespace
 
-TEST_CASE("a 16384-token sequence trains on two context shards of a narrow model", "[context][long]") {
+TEST_CASE("a 16384-token sequence trains on two context shards of a narrow model", "[context][long][slow]") {
   TempDir dir;
   std::vector<std::string> args = with({"train", "--workers", "2"}, tiny_steps(2));
   args = with(args, narrow_model(16384, 1, 16, 2));

@@ -426,7 +426,7 @@ void check_steps_lost(const ProcessResult& r, long checkpoint_step, long after) 
 // (checkpoint.every 3), so step 4 is trained again.
 TEST_CASE("drill kill-worker on pp 2 without dp: no replica holds the second stage, so its worker is respawned in its "
           "process and every rank rolls back to the newest checkpoint, losing the steps since",
-          "[drill][pipeline][rollback]") {
+          "[drill][pipeline][rollback][slow]") {
   TempDir dir;
   const ProcessResult r =
       drill(dir, "kill-worker", {"--workers", "2", "--pipeline.stages", "2", "--checkpoint.every", "3"});
@@ -451,7 +451,7 @@ TEST_CASE("drill kill-node on pp 2 without dp: only the lost stage's process is 
 
 TEST_CASE("drill hang on pp 2 without dp: the silent stage's process is killed and started again, and every rank "
           "rolls back to the newest checkpoint",
-          "[drill][pipeline][rollback]") {
+          "[drill][pipeline][rollback][slow]") {
   TempDir dir;
   const ProcessResult r = drill(dir, "hang", {"--workers", "2", "--pipeline.stages", "2", "--checkpoint.every", "3",
                                               "--fault.heartbeat_timeout", "2"});
