@@ -223,9 +223,9 @@ TEST_CASE("pipeline.trace with context shards writes every rank's ring shifts or
   const long train_steps = 3;
   // Per layer, a training micro-batch's forward and backward and the one validation batch's
   // forward (docs/context-parallel.md's table): C - 1 shifts forward, C backward; 2 all-to-alls
-  // each way.
+  // forward, 3 backward (q, k and v moved again).
   for (const auto& [method, per_layer] : {std::pair<std::string, long>{"ring", train_steps * 3 + 1},
-                                          std::pair<std::string, long>{"all_to_all", train_steps * 4 + 2}}) {
+                                          std::pair<std::string, long>{"all_to_all", train_steps * 5 + 2}}) {
     INFO(method);
     const std::string path = (dir.path() / (method + ".json")).string();
     const ProcessResult r =
