@@ -75,13 +75,13 @@ Status validate(const GPTConfig& c) {
   if (c.experts < 0) return bad("model.experts must not be negative (0 = dense), got " + std::to_string(c.experts));
   if (c.experts > 0) {
     if (c.top_k < 1 || c.top_k > c.experts)
-      return bad("model.top_k " + std::to_string(c.top_k) + " must be between 1 and model.experts " +
-                 std::to_string(c.experts));
+      return Status(Error{"model.top_k " + std::to_string(c.top_k) + " must be between 1 and model.experts " +
+                          std::to_string(c.experts)});
     if (c.moe_every < 1 || c.moe_every > c.n_layer)
-      return bad("model.moe_every " + std::to_string(c.moe_every) + " must be between 1 and model.n_layer " +
-                 std::to_string(c.n_layer));
+      return Status(Error{"model.moe_every " + std::to_string(c.moe_every) + " must be between 1 and model.n_layer " +
+                          std::to_string(c.n_layer)});
     if (c.shared_experts != 0 && c.shared_experts != 1)
-      return bad("model.shared_experts must be 0 or 1, got " + std::to_string(c.shared_experts));
+      return Status(Error{"model.shared_experts must be 0 or 1, got " + std::to_string(c.shared_experts)});
   }
   return Status::success();
 }
