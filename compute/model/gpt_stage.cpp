@@ -270,28 +270,25 @@ void GPTStage::reserve(int B, int T, int slots, bool keep_for_weights) {
   // A block's buffers, taking each one `shared` defines instead of allocating it.
   // `with_output` false: no residual3, for the block a full recompute reruns only up to what its
   // backward reads.
-  // An MoE block (`moe`) keeps its MLP's state (moe_layer.hpp) in place of fch and fch_gelu.
+  auto allocate_moe = [&](std::int64_t numel) { return z({numel}); };
+  // An MoE block (`moe`) keeps its MLP's state (moe_layer.hpp, below) in place of fch and fch_gelu.
   auto block_buffers = [&](const LayerActivations& shared, bool with_output, bool moe = false) {
     auto own = [&](const Tensor& t, std::int64_t numel) { return t.defined() ? t : z({numel}); };
     auto mlp = [&](const Tensor& t) { return moe ? Tensor{} : own(t, BT * M); };
     const LayerActivations& h = shared;
-    LayerActivations a{own(h.ln1, BT * C),
-                       own(h.ln1_mean, BTs),
-                       own(h.ln1_rstd, BTs),
-                       own(h.qkv, BT * 3 * A),
-                       own(h.atty, BT * A),
-                       own(h.att, att),
-                       own(h.residual2, BTs * C),
-                       own(h.ln2, BT * C),
-                       own(h.ln2_mean, BTs),
-                       own(h.ln2_rstd, BTs),
-                       mlp(h.fch),
-                       mlp(h.fch_gelu),
-                       with_output ? own(h.residual3, BTs * C) : Tensor{}};
-    if (moe)
-      a.moe = std::make_shared<MoEActivations>(
-          make_moe_activations(moe_shape(), BT, [&](std::int64_t numel) { return z({numel}); }));
-    return a;
+    return LayerActivations{own(h.ln1, BT * C),
+                            own(h.ln1_mean, BTs),
+                            own(h.ln1_rstd, BTs),
+                            own(h.qkv, BT * 3 * A),
+                            own(h.atty, BT * A),
+                            own(h.att, att),
+                            own(h.residual2, BTs * C),
+                            own(h.ln2, BT * C),
+                            own(h.ln2_mean, BTs),
+                            own(h.ln2_rstd, BTs),
+                            mlp(h.fch),
+                            mlp(h.fch_gelu),
+                            with_output ? own(h.residual3, BTs * C) : Tensor{}};
   };
   shared_ = Shared{};
   LayerActivations not_kept;  // the slots' views of shared_.recomputed
@@ -308,8 +305,11 @@ void GPTStage::reserve(int B, int T, int slots, bool keep_for_weights) {
     if (is_first()) s.tokens = allocate({max_B_, max_T_}, DType::i32);
     if (is_last()) s.targets = allocate({max_B_, max_T_}, DType::i32);
     s.input = z({BTs * C});
-    for (int l = first_layer_; l < last_layer_; ++l)
+    for (int l = first_layer_; l < last_layer_; ++l) {
       s.layers.push_back(block_buffers(not_kept, true, config_.is_moe_layer(l)));
+      if (config_.is_moe_layer(l))
+        s.layers.back().moe = std::make_shared<MoEActivations>(make_moe_activations(moe_shape(), BT, allocate_moe));
+    }
     if (is_last()) {
       s.lnf = z({BT * C});
       s.lnf_mean = z({BTs});
@@ -330,7 +330,7 @@ void GPTStage::reserve(int B, int T, int slots, bool keep_for_weights) {
   shared_.datt = z({att});
   shared_.dfch_gelu = z({BT * M});
   if (config_.experts > 0) {
-    shared_.moe = make_moe_scratch(moe_shape(), BT, [&](std::int64_t numel) { return z({numel}); });
+    shared_.moe = make_moe_scratch(moe_shape(), BT, allocate_moe);
     shared_.moe_out = z({BT * C});
   }
 }
