@@ -48,7 +48,7 @@ TEST_CASE("model keys override the preset and the vocabulary is padded", "[confi
 
 TEST_CASE("an unknown preset lists the presets", "[config]") {
   const auto message = resolve_error([](JobConfig& c) { c.model.preset = "huge"; });
-  CHECK(message == "model.preset 'huge' is not a preset (known: tiny, small, gpt2, gpt2-medium, gpt2-large, gpt2-xl, gpt3-1.3b, gpt3-2.7b, gpt3-6.7b, gpt3-13b)");
+  CHECK(message == "model.preset 'huge' is not a preset (known: tiny, small, moe-tiny, moe-small, gpt2, gpt2-medium, gpt2-large, gpt2-xl, gpt3-1.3b, gpt3-2.7b, gpt3-6.7b, gpt3-13b)");
 }
 
 TEST_CASE("model shape errors name the keys and values", "[config]") {
@@ -204,7 +204,7 @@ TEST_CASE(
   CHECK(moe([](JobConfig& c) { c.model.moe_every = 9; }) == "model.moe_every 9 must be between 1 and model.n_layer 4");
   CHECK(moe([](JobConfig& c) { c.model.experts = -2; }) ==
         "model.experts must not be negative (0 = dense, -1 = the preset's), got -2");
-  CHECK(moe([](JobConfig& c) { c.train.moe_aux_coef = -1; }) == "train.moe_aux_coef must not be negative, got -1");
+  CHECK(moe([](JobConfig& c) { c.train.moe_aux_coef = -1; }) == "train.moe_aux_coef must not be negative, got -1.0");
   CHECK(moe([](JobConfig& c) { c.train.backend = compute::BackendKind::cuda; }) ==
         "model.experts works with train.backend cpu only so far: the router and the token dispatch run on host "
         "memory (got 'cuda')");
