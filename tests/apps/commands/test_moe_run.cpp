@@ -58,3 +58,34 @@ TEST_CASE("a model with experts on pipeline stages is refused in one line, exit 
         "troupe: error: model.experts does not work with pipeline.stages > 1 yet: every rank runs the whole "
         "model\n");
 }
+
+TEST_CASE("moe-tiny resumed from its step-3 checkpoint prints the uninterrupted run's step-6 loss; export refuses it",
+          "[cli][moe][checkpoint]") {
+  TempDir dir;
+  const std::vector<std::string> common = {"--train.batch_size", "2", "--train.seq_len",    "64",
+                                           "--train.val_every",  "0", "--checkpoint.every", "3"};
+  auto run = [&](const std::string& folder, std::vector<std::string> args) {
+    args.insert(args.end(), common.begin(), common.end());
+    args.insert(args.end(), {"--checkpoint.dir", (dir.path() / folder).string()});
+    const ProcessResult r = troupe_train(dir, args, std::chrono::seconds(120));
+    INFO("stderr: " << r.err);
+    REQUIRE(r.exit_code == 0);
+    return r.out;
+  };
+  const std::regex last("step +6/6 \\| loss ([0-9.]+) \\|");
+  std::smatch whole, resumed;
+  const std::string straight = run("straight", {"--train.steps", "6"});
+  REQUIRE(std::regex_search(straight, whole, last));
+  run("stopped", {"--train.steps", "3"});
+  const std::string again = run("stopped", {"--train.steps", "6", "--resume"});
+  CHECK_THAT(again, Contains("resumed from"));
+  REQUIRE(std::regex_search(again, resumed, last));
+  CHECK(resumed[1].str() == whole[1].str());
+
+  const ProcessResult exported =
+      run_process({TROUPE_BINARY_DIR "/troupe", "export", "--checkpoint", (dir.path() / "stopped").string(), "--out",
+                   (dir.path() / "model.safetensors").string()},
+                  dir.path().string(), std::chrono::seconds(60));
+  CHECK(exported.exit_code == 2);
+  CHECK_THAT(exported.err, Contains("a model with experts (model.experts 4) has no Hugging Face GPT-2 form"));
+}
