@@ -33,6 +33,11 @@ struct ModelOptions {
   int n_head = 0;
   int block_size = 0;
   int vocab_size = 0;
+  // Mixture of experts (compute/moe/moe_layer.hpp); -1 or 0 = the preset's, as each says.
+  int experts = -1;         // E; 0 = a dense model
+  int top_k = 0;            // experts each token reaches
+  int moe_every = 0;        // the MoE MLP in every n-th block
+  int shared_experts = -1;  // 0 or 1 always-on expert
 };
 
 struct TrainOptions {
@@ -48,6 +53,8 @@ struct TrainOptions {
   double eps = 1e-8;
   double weight_decay = 0.1;
   double grad_clip = 1.0;  // global-norm clip; 0 = off
+  double moe_aux_coef = 0.01;                          // the MoE blocks' load-balancing loss in the objective
+  double moe_z_coef = 0.001;                           // the MoE blocks' router z-loss in the objective
   compute::ZeroStage zero = compute::ZeroStage::none;  // over the data-parallel group; train.zero 0-3
   bool zero3_reshard = true;  // ZeRO-3 frees each block's gathered parameters after its forward
   compute::Recompute recompute = compute::Recompute::none;  // activations recomputed in backward, not kept

@@ -12,6 +12,9 @@ Status export_gpt2_safetensors(const LoadedCheckpoint& checkpoint, const compute
                                const std::filesystem::path& path) {
   if (Status same = check_model(checkpoint.manifest(), model); !same)
     return Error{"export of " + checkpoint.dir().string() + ": " + same.error().message};
+  if (model.experts > 0)
+    return Error{"export of " + checkpoint.dir().string() + ": a model with experts (model.experts " +
+                 std::to_string(model.experts) + ") has no Hugging Face GPT-2 form; its checkpoint keeps the experts"};
   const compute::ParameterLayout layout(model);
   std::vector<std::vector<float>> values;  // owns what `tensors` points at
   std::vector<TensorToWrite> tensors;

@@ -141,6 +141,10 @@ Status check_model(const Manifest& manifest, const compute::GPTConfig& model) {
       {"block_size", {saved.block_size, model.block_size}},
       {"vocab_size", {saved.vocab_size, model.vocab_size}},
       {"padded_vocab_size", {saved.padded_vocab_size, model.padded_vocab_size}},
+      {"experts", {saved.experts, model.experts}},
+      {"top_k", {saved.experts > 0 ? saved.top_k : 0, model.experts > 0 ? model.top_k : 0}},
+      {"moe_every", {saved.experts > 0 ? saved.moe_every : 1, model.experts > 0 ? model.moe_every : 1}},
+      {"shared_experts", {saved.experts > 0 ? saved.shared_experts : 0, model.experts > 0 ? model.shared_experts : 0}},
   };
   for (const auto& [name, values] : fields)
     if (values.first != values.second)

@@ -9,15 +9,19 @@ nlohmann::json to_json(const Manifest& m) {
   for (const auto& f : m.files) files.push_back(to_json(f));
   nlohmann::json data = {{"seed", m.data.seed}, {"samples_consumed", m.data.samples_consumed}};
   if (m.data.val_position) data["val_position"] = *m.data.val_position;
+  nlohmann::json model = {{"n_layer", m.model.n_layer},       {"n_embd", m.model.n_embd},
+                          {"n_head", m.model.n_head},         {"block_size", m.model.block_size},
+                          {"vocab_size", m.model.vocab_size}, {"padded_vocab_size", m.model.padded_vocab_size}};
+  // A model with experts (docs/moe.md) says so; a dense one's manifest is as it always was.
+  if (m.model.experts > 0) {
+    model["experts"] = m.model.experts;
+    model["top_k"] = m.model.top_k;
+    model["moe_every"] = m.model.moe_every;
+    model["shared_experts"] = m.model.shared_experts;
+  }
   return {
       {"format_version", m.format_version},
-      {"model",
-       {{"n_layer", m.model.n_layer},
-        {"n_embd", m.model.n_embd},
-        {"n_head", m.model.n_head},
-        {"block_size", m.model.block_size},
-        {"vocab_size", m.model.vocab_size},
-        {"padded_vocab_size", m.model.padded_vocab_size}}},
+      {"model", model},
       {"job_config", m.job_config},
       {"grid", {{"dp", m.grid.dp}, {"pp", m.grid.pp}, {"tp", m.grid.tp}}},
       {"step", m.step},
@@ -42,6 +46,12 @@ Expected<Manifest> manifest_from_json(const nlohmann::json& json) {
   auto model_int = [&](const char* key) { return static_cast<int>(model.integer(key)); };
   m.model = {model_int("n_layer"),    model_int("n_embd"),     model_int("n_head"),
              model_int("block_size"), model_int("vocab_size"), model_int("padded_vocab_size")};
+  if (model.has("experts")) {
+    m.model.experts = model_int("experts");
+    m.model.top_k = model_int("top_k");
+    m.model.moe_every = model_int("moe_every");
+    m.model.shared_experts = model_int("shared_experts");
+  }
   m.job_config = f.object("job_config");
   JsonFields grid(f.object("grid"), "grid.");
   m.grid = {static_cast<int>(grid.integer("dp")), static_cast<int>(grid.integer("pp")),

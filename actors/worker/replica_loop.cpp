@@ -21,6 +21,8 @@ compute::TrainerOptions trainer_options(const ResolvedJob& job) {
   o.grad_clip = t.grad_clip;
   o.seed = t.seed;
   o.recompute = t.recompute;
+  o.moe_aux_coef = t.moe_aux_coef;
+  o.moe_z_coef = t.moe_z_coef;
   return o;
 }
 

@@ -223,6 +223,10 @@ class RankRun {
     log_->info("model: {} layers, {} embd, {} heads, block {}, vocab {} (padded {}), {:.2f}M parameters", m.n_layer,
                m.n_embd, m.n_head, m.block_size, m.vocab_size, m.padded_vocab_size,
                compute::ParameterLayout(m).total() / 1e6);
+    if (m.experts > 0)
+      log_->info("experts: {} in each of {} MoE blocks (every {}), top-{}{}, {:.2f}M parameters active per token",
+                 m.experts, m.moe_layers(), m.moe_every, m.top_k, m.shared_experts > 0 ? " and a shared expert" : "",
+                 compute::ParameterLayout(m).active() / 1e6);
     log_->info("data: {}", data_.description);
     log_->info("training {} steps of {} tokens ({}) on {} with {} thread(s) each", t_.steps, loop_.tokens_per_step(),
                loop_.layout(), backend_name_, t_.threads == 0 ? std::string("all") : std::to_string(t_.threads));
@@ -430,8 +434,11 @@ class RankRun {
     if (t_.log_every > 0 && (done % t_.log_every == 0 || done == t_.steps)) {
       const double eta =
           train_seconds_ / static_cast<double>(done - first_step_) * static_cast<double>(t_.steps - done);
-      log_->info("step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} tok/s | {:.0f} ms | ETA {}", done,
-                 t_.steps, r.loss, r.lr, r.grad_norm, static_cast<double>(tokens) / secs, secs * 1e3,
+      // A model with experts adds its blocks' mean load-balancing and z-losses (docs/moe.md).
+      const std::string moe =
+          job_.model.experts > 0 ? fmt::format(" | aux {:.4f} | z {:.3f}", r.moe.aux, r.moe.z) : std::string();
+      log_->info("step {:>5}/{} | loss {:.4f}{} | lr {:.2e} | norm {:.3f} | {:.0f} tok/s | {:.0f} ms | ETA {}", done,
+                 t_.steps, r.loss, moe, r.lr, r.grad_norm, static_cast<double>(tokens) / secs, secs * 1e3,
                  monitor::duration_text(eta));
     }
     return std::nullopt;

@@ -32,8 +32,8 @@ using Sim = compute::SimOptions;
 
 constexpr ConfigKey keys[] = {
     {"model.preset",
-     "architecture preset: tiny, small, gpt2, gpt2-medium, gpt2-large, gpt2-xl, gpt3-1.3b, gpt3-2.7b, "
-     "gpt3-6.7b or gpt3-13b; the model keys below override it",
+     "architecture preset: tiny, small, moe-tiny, moe-small, gpt2, gpt2-medium, gpt2-large, gpt2-xl, gpt3-1.3b, "
+     "gpt3-2.7b, gpt3-6.7b or gpt3-13b; the model keys below override it",
      field<&J::model, &M::preset>},
     {"model.n_layer", "transformer blocks; 0 = the preset's", field<&J::model, &M::n_layer>},
     {"model.n_embd", "channels C; 0 = the preset's", field<&J::model, &M::n_embd>},
@@ -41,6 +41,14 @@ constexpr ConfigKey keys[] = {
     {"model.block_size", "longest sequence the model accepts; 0 = the preset's", field<&J::model, &M::block_size>},
     {"model.vocab_size", "vocabulary V (padded to a multiple of 128 above 256); 0 = the preset's",
      field<&J::model, &M::vocab_size>},
+    {"model.experts", "experts E of each mixture-of-experts MLP (docs/moe.md); 0 = a dense model, -1 = the preset's",
+     field<&J::model, &M::experts>},
+    {"model.top_k", "experts each token is routed to, 1 to model.experts; 0 = the preset's",
+     field<&J::model, &M::top_k>},
+    {"model.moe_every", "the mixture-of-experts MLP in every n-th block, dense MLPs elsewhere; 0 = the preset's",
+     field<&J::model, &M::moe_every>},
+    {"model.shared_experts", "always-on experts beside the routed ones, 0 or 1; -1 = the preset's",
+     field<&J::model, &M::shared_experts>},
     {"init.from",
      "Hugging Face GPT-2 folder to start from (config.json, safetensors); its config replaces the model keys and it "
      "is written into checkpoint.dir as step 0 when that holds no checkpoint; empty = random weights",
@@ -58,6 +66,10 @@ constexpr ConfigKey keys[] = {
     {"train.eps", "AdamW epsilon", field<&J::train, &T::eps>},
     {"train.weight_decay", "AdamW decoupled weight decay", field<&J::train, &T::weight_decay>},
     {"train.grad_clip", "clip the global gradient norm to this; 0 = off", field<&J::train, &T::grad_clip>},
+    {"train.moe_aux_coef", "weight of each mixture-of-experts block's load-balancing loss in the objective",
+     field<&J::train, &T::moe_aux_coef>},
+    {"train.moe_z_coef", "weight of each mixture-of-experts block's router z-loss in the objective",
+     field<&J::train, &T::moe_z_coef>},
     {"train.zero", "ZeRO stage with --workers/launch: 0 off, 1 shard AdamW state, 2 also gradients, 3 also parameters",
      field<&J::train, &T::zero>},
     {"train.zero3_reshard",

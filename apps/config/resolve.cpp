@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -44,11 +45,11 @@ Expected<compute::GPTConfig> resolve_model(const ModelOptions& options) {
     return Error{"model.preset '" + options.preset +
                  "' is not a preset (known: " + joined(compute::gpt_preset_names()) + ")"};
   compute::GPTConfig model = *preset;
-  const std::pair<const char*, int> overrides[] = {{"model.n_layer", options.n_layer},
-                                                   {"model.n_embd", options.n_embd},
-                                                   {"model.n_head", options.n_head},
-                                                   {"model.block_size", options.block_size},
-                                                   {"model.vocab_size", options.vocab_size}};
+  const std::pair<const char*, int> overrides[] = {
+      {"model.n_layer", options.n_layer},       {"model.n_embd", options.n_embd},
+      {"model.n_head", options.n_head},         {"model.block_size", options.block_size},
+      {"model.vocab_size", options.vocab_size}, {"model.top_k", options.top_k},
+      {"model.moe_every", options.moe_every}};
   for (const auto& [key, value] : overrides) {
     if (value < 0)
       return Error{std::string(key) + " must be positive (or 0 for the preset's value), got " + str(value)};
@@ -59,6 +60,16 @@ Expected<compute::GPTConfig> resolve_model(const ModelOptions& options) {
   if (options.block_size > 0) model.block_size = options.block_size;
   if (options.vocab_size > 0) model.vocab_size = options.vocab_size;
   model.padded_vocab_size = compute::padded_vocab(model.vocab_size);
+  if (options.experts < -1)
+    return Error{"model.experts must not be negative (0 = dense, -1 = the preset's), got " + str(options.experts)};
+  if (options.shared_experts < -1)
+    return Error{"model.shared_experts must be 0 or 1 (-1 = the preset's), got " + str(options.shared_experts)};
+  if (options.experts >= 0) model.experts = options.experts;
+  if (options.top_k > 0) model.top_k = options.top_k;
+  if (options.moe_every > 0) model.moe_every = options.moe_every;
+  if (options.shared_experts >= 0) model.shared_experts = options.shared_experts;
+  // A dense preset given experts routes each token to two (one when there is one) unless told.
+  if (model.experts > 0 && model.top_k == 0) model.top_k = std::min(2, model.experts);
   if (Status valid = compute::validate(model); !valid) return valid.error();
   return model;
 }
@@ -127,6 +138,23 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
   if (s.top_k < 0) return "sample.top_k must not be negative (0 = all tokens), got " + str(s.top_k);
   if (s.top_k > model.vocab_size)
     return "sample.top_k " + str(s.top_k) + " exceeds model.vocab_size " + str(model.vocab_size);
+
+  if (model.experts > 0) {
+    if (!(t.moe_aux_coef >= 0)) return "train.moe_aux_coef must not be negative, got " + str(t.moe_aux_coef);
+    if (!(t.moe_z_coef >= 0)) return "train.moe_z_coef must not be negative, got " + str(t.moe_z_coef);
+    if (t.backend != compute::BackendKind::cpu)
+      return "model.experts works with train.backend cpu only so far: the router and the token dispatch run on host "
+             "memory (got '" +
+             backend + "')";
+    if (t.recompute != compute::Recompute::none)
+      return "model.experts does not work with train.recompute " + compute::recompute_name(t.recompute) +
+             " yet; use none";
+    if (c.pipeline.stages > 1 || c.pipeline.virtual_stages > 1)
+      return "model.experts does not work with pipeline.stages > 1 yet: every rank runs the whole model";
+    if (c.tensor.shards > 1)
+      return "model.experts does not work with tensor.shards > 1 yet: no rank holds a slice of an expert";
+    if (c.context.shards > 1) return "model.experts does not work with context.shards > 1 yet";
+  }
 
   const PipelineOptions& p = c.pipeline;
   if (Status shape = schedules::check_schedule_shape(p.schedule, p.stages, p.microbatches, p.virtual_stages); !shape)

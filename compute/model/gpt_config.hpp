@@ -17,9 +17,28 @@ struct GPTConfig {
   int block_size = 128;    // maximum sequence length T
   int vocab_size = 256;    // V
   int padded_vocab_size = 256;  // Vp: V rounded up to a multiple of 128 once V > 256 (as llm.c)
+  // Mixture of experts (compute/moe/moe_layer.hpp): E experts of the MLP's shape, each token routed
+  // to top_k of them, in every moe_every-th block (blocks l with (l + 1) % moe_every == 0; the rest
+  // dense), with shared_experts (0 or 1) always-on expert beside them. 0 experts: a dense model.
+  int experts = 0;
+  int top_k = 0;
+  int moe_every = 1;
+  int shared_experts = 0;
+
+  bool is_moe_layer(int layer) const { return experts > 0 && (layer + 1) % moe_every == 0; }
+  // The MoE blocks among [first, last), and in the whole model.
+  int moe_layers_in(int first, int last) const { return experts > 0 ? last / moe_every - first / moe_every : 0; }
+  int moe_layers() const { return moe_layers_in(0, n_layer); }
+  // Parameters an MoE block holds beyond a dense one's: the router (E·C) and E + shared - 1 more
+  // MLPs of 8C² + 5C each. In double, as the memory estimate counts.
+  double moe_block_extra_parameters() const {
+    const double C = n_embd;
+    return experts * C + (experts + shared_experts - 1) * (8 * C * C + 5 * C);
+  }
 };
 
-// A preset by name (gpt_preset_names(): tiny, small, the GPT-2 and GPT-3 families); nullopt for
+// A preset by name (gpt_preset_names(): tiny, small, moe-tiny, moe-small, the GPT-2 and GPT-3
+// families); nullopt for
 // any other name.
 std::optional<GPTConfig> gpt_preset(const std::string& name);
 std::vector<std::string> gpt_preset_names();

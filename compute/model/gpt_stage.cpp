@@ -156,12 +156,12 @@ GPTStage::GPTStage(const GPTConfig& config, Backend& backend, int first_layer, i
     lnf_w_ = index_of("ln_f.weight");
     lnf_b_ = index_of("ln_f.bias");
   }
-  first_block_ = index_of("h." + std::to_string(first_layer) + ".ln_1.weight");
-  // Blocks are found by position below, so pin that each layer's twelve views are in order.
+  // A block's tensors are found by position from its first (parameter_layout.cpp's order).
   for (int l = first_layer; l < last_layer; ++l)
-    TROUPE_CHECK(views_[first_block_ + static_cast<std::size_t>(l - first_layer) * kBlockTensors].name ==
-                     "h." + std::to_string(l) + ".ln_1.weight",
-                 "layer " + std::to_string(l) + "'s views are not where the stage expects them");
+    block_first_.push_back(index_of("h." + std::to_string(l) + ".ln_1.weight"));
+  TROUPE_CHECK(config.experts == 0 ||
+                   (is_first() && is_last() && !shards_.split() && !context.sharded() && recompute == Recompute::none),
+               "a model with experts runs as one whole stage, unsplit, without recomputation");
 
   TROUPE_CHECK(units_.back().end == num_params_, "the stage's units do not cover its parameters");
   for (const ParameterView& v : views_) {
@@ -248,6 +248,7 @@ void GPTStage::reserve(int B, int T, int slots, bool keep_for_weights) {
   TROUPE_CHECK(B > 0 && T > 0 && T <= config_.block_size && slots > 0 && T % stream_segments() == 0,
                "reserve B=" + std::to_string(B) + " T=" + std::to_string(T) + " slots=" + std::to_string(slots));
   if (B <= max_B_ && T <= max_T_ && slots <= this->slots() && (keep_for_weights_ || !keep_for_weights)) return;
+  TROUPE_CHECK(!keep_for_weights || config_.experts == 0, "a model with experts has no split backward");
   keep_for_weights_ = keep_for_weights_ || keep_for_weights;
   MemoryScope scope(MemoryKind::activations);
   // Never shrink what an earlier caller reserved (the trainer, then generate with B = 1).
@@ -269,13 +270,24 @@ void GPTStage::reserve(int B, int T, int slots, bool keep_for_weights) {
   // A block's buffers, taking each one `shared` defines instead of allocating it.
   // `with_output` false: no residual3, for the block a full recompute reruns only up to what its
   // backward reads.
-  auto block_buffers = [&](const LayerActivations& shared, bool with_output) {
+  auto allocate_moe = [&](std::int64_t numel) { return z({numel}); };
+  // An MoE block (`moe`) keeps its MLP's state (moe_layer.hpp, below) in place of fch and fch_gelu.
+  auto block_buffers = [&](const LayerActivations& shared, bool with_output, bool moe = false) {
     auto own = [&](const Tensor& t, std::int64_t numel) { return t.defined() ? t : z({numel}); };
+    auto mlp = [&](const Tensor& t) { return moe ? Tensor{} : own(t, BT * M); };
     const LayerActivations& h = shared;
-    return LayerActivations{own(h.ln1, BT * C),       own(h.ln1_mean, BTs), own(h.ln1_rstd, BTs),
-                            own(h.qkv, BT * 3 * A),   own(h.atty, BT * A),  own(h.att, att),
-                            own(h.residual2, BTs * C), own(h.ln2, BT * C),  own(h.ln2_mean, BTs),
-                            own(h.ln2_rstd, BTs),     own(h.fch, BT * M),   own(h.fch_gelu, BT * M),
+    return LayerActivations{own(h.ln1, BT * C),
+                            own(h.ln1_mean, BTs),
+                            own(h.ln1_rstd, BTs),
+                            own(h.qkv, BT * 3 * A),
+                            own(h.atty, BT * A),
+                            own(h.att, att),
+                            own(h.residual2, BTs * C),
+                            own(h.ln2, BT * C),
+                            own(h.ln2_mean, BTs),
+                            own(h.ln2_rstd, BTs),
+                            mlp(h.fch),
+                            mlp(h.fch_gelu),
                             with_output ? own(h.residual3, BTs * C) : Tensor{}};
   };
   shared_ = Shared{};
@@ -293,7 +305,11 @@ void GPTStage::reserve(int B, int T, int slots, bool keep_for_weights) {
     if (is_first()) s.tokens = allocate({max_B_, max_T_}, DType::i32);
     if (is_last()) s.targets = allocate({max_B_, max_T_}, DType::i32);
     s.input = z({BTs * C});
-    for (int l = first_layer_; l < last_layer_; ++l) s.layers.push_back(block_buffers(not_kept, true));
+    for (int l = first_layer_; l < last_layer_; ++l) {
+      s.layers.push_back(block_buffers(not_kept, true, config_.is_moe_layer(l)));
+      if (config_.is_moe_layer(l))
+        s.layers.back().moe = std::make_shared<MoEActivations>(make_moe_activations(moe_shape(), BT, allocate_moe));
+    }
     if (is_last()) {
       s.lnf = z({BT * C});
       s.lnf_mean = z({BTs});
@@ -313,6 +329,10 @@ void GPTStage::reserve(int B, int T, int slots, bool keep_for_weights) {
   shared_.dln = z({BT * C});
   shared_.datt = z({att});
   shared_.dfch_gelu = z({BT * M});
+  if (config_.experts > 0) {
+    shared_.moe = make_moe_scratch(moe_shape(), BT, allocate_moe);
+    shared_.moe_out = z({BT * C});
+  }
 }
 
 Tensor GPTStage::sum_rows(const Dims& d, const Tensor& full) {
@@ -373,14 +393,13 @@ void GPTStage::block_forward(int layer, const Tensor& p, const LayerActivations&
                              bool to_output) {
   const std::int64_t C = config_.n_embd, A = attn_width_, M = mlp_width_;
   const Dims d = dims(B, T);
-  const std::size_t k = first_block_ + static_cast<std::size_t>(layer - first_layer_) * kBlockTensors;
+  const std::size_t k = block_view(layer);
   auto w = [&](std::size_t i) { return in_unit(p, k + i); };
   Backend& be = backend_;
   // The LayerNorm outputs hold all rows: each rank normalises its own, then they are gathered.
   Tensor ln1 = d.bt(a.ln1, C), ln1_mean = d.stream_only(a.ln1_mean), ln1_rstd = d.stream_only(a.ln1_rstd);
   Tensor qkv = d.bt(a.qkv, 3 * A), atty = d.bt(a.atty, A), att = d.bhtt(a.att), residual2 = d.stream(a.residual2, C);
   Tensor ln2 = d.bt(a.ln2, C), ln2_mean = d.stream_only(a.ln2_mean), ln2_rstd = d.stream_only(a.ln2_rstd);
-  Tensor fch = d.bt(a.fch, M), fch_gelu = d.bt(a.fch_gelu, M);
 
   Tensor ln1_own = d.own(ln1, C);
   be.layernorm_forward(ln1_own, ln1_mean, ln1_rstd, x, w(0), w(1));
@@ -391,6 +410,11 @@ void GPTStage::block_forward(int layer, const Tensor& p, const LayerActivations&
   Tensor ln2_own = d.own(ln2, C);
   be.layernorm_forward(ln2_own, ln2_mean, ln2_rstd, residual2, w(6), w(7));
   gather_rows(ln2);
+  if (config_.is_moe_layer(layer)) {
+    moe_mlp_forward(d, layer, p, a);
+    return;
+  }
+  Tensor fch = d.bt(a.fch, M), fch_gelu = d.bt(a.fch_gelu, M);
   be.matmul_forward(fch, ln2, w(8), w(9));
   be.gelu_forward(fch_gelu, fch);
   if (!to_output) return;
@@ -578,14 +602,15 @@ void GPTStage::backward_pass(int slot, const Tensor& output_grad, double loss_sc
   Tensor datty = shared_.dfch_gelu.slice(3 * BTA, {s.B, s.T, A}), datt = d.bhtt(shared_.datt);
   for (int l = last_layer_ - 1; l >= first_layer_; --l) {
     const std::size_t local = static_cast<std::size_t>(l - first_layer_);
-    const std::size_t k = first_block_ + local * kBlockTensors;
+    const std::size_t k = block_view(l);
     const int unit = block_unit(l);
     const Tensor p = source_->use(unit, l > first_layer_ ? unit - 1 : -1);
     const Tensor unit_grad = split ? Tensor{} : source_->gradient(unit);
     auto w = [&](std::size_t i) { return in_unit(p, k + i); };
-    Tensor g[kBlockTensors];
+    const bool moe = config_.is_moe_layer(l);
+    Tensor g[kBlockTensors];  // an MoE block's first 8: its MLP's are moe_weights(unit_grad, l)
     if (!split)
-      for (std::size_t i = 0; i < kBlockTensors; ++i) g[i] = in_unit(unit_grad, k + i);
+      for (std::size_t i = 0; i < (moe ? 8 : kBlockTensors); ++i) g[i] = in_unit(unit_grad, k + i);
     Tensor block_in = d.stream(local == 0 ? s.input : s.layers[local - 1].residual3, C);
     if (recompute_ == Recompute::full) block_forward(l, p, shared_.recomputed, block_in, s.B, s.T, false);
     const LayerActivations& a = recompute_ == Recompute::full ? shared_.recomputed : s.layers[local];
@@ -624,18 +649,22 @@ void GPTStage::backward_pass(int slot, const Tensor& output_grad, double loss_sc
 
     // MLP branch: dresidual is d(residual3), which is also d(mlp output) (all rows of it under
     // sequence parallelism, gathered).
-    linear(dfch_gelu, g[10], g[11], gathered(split ? &keep->dresidual3 : nullptr), d.bt(a.fch_gelu, M), w(10));
-    // The fc bias's gradient is summed as GELU's backward writes d(fch), not in a second read of it;
-    // B sums it into the slot's own buffer and writes d(fch) where W finds it.
-    Tensor dfch = split ? kept(keep->dfch, dfch_gelu) : dfch_gelu;
-    Tensor dfc_bias = g[9];
-    if (split) {
-      dfc_bias = keep->dfc_bias;
-      be.fill_zero(dfc_bias);
+    if (moe) {
+      moe_mlp_backward(d, l, p, unit_grad, a, dresidual, dln, s.loss_scale);
+    } else {
+      linear(dfch_gelu, g[10], g[11], gathered(split ? &keep->dresidual3 : nullptr), d.bt(a.fch_gelu, M), w(10));
+      // The fc bias's gradient is summed as GELU's backward writes d(fch), not in a second read of
+      // it; B sums it into the slot's own buffer and writes d(fch) where W finds it.
+      Tensor dfch = split ? kept(keep->dfch, dfch_gelu) : dfch_gelu;
+      Tensor dfc_bias = g[9];
+      if (split) {
+        dfc_bias = keep->dfc_bias;
+        be.fill_zero(dfc_bias);
+      }
+      be.gelu_bias_backward(dfch, dfc_bias, d.bt(a.fch, M), dfch_gelu);
+      Tensor summed_already;
+      linear(dln, g[8], summed_already, dfch, d.bt(a.ln2, C), w(8));
     }
-    be.gelu_bias_backward(dfch, dfc_bias, d.bt(a.fch, M), dfch_gelu);
-    Tensor summed_already;
-    linear(dln, g[8], summed_already, dfch, d.bt(a.ln2, C), w(8));
     norm(g[6], g[7], sum_rows(d, dln), d.stream(a.residual2, C), w(6), d.stream_only(a.ln2_mean),
          d.stream_only(a.ln2_rstd), split ? keep->dln2 : Tensor{});
     // Attention branch: dresidual is now d(residual2). A selective recompute refills the

@@ -73,6 +73,7 @@
 #include "compute/model/parameter_source.hpp"
 #include "compute/model/recompute.hpp"
 #include "compute/model/tensor_shard.hpp"
+#include "compute/moe/moe_layer.hpp"
 
 namespace troupe::compute {
 
@@ -140,6 +141,17 @@ class GPTStage {
   void init_parameters(std::uint64_t seed);
   void zero_grad();
 
+  // --- mixture of experts (gpt_stage_moe.cpp) ------------------------------------------------
+  // A model with experts (GPTConfig::is_moe_layer) runs as one whole stage, unsplit, without
+  // recomputation: the stage refuses anything else. Its loss adds, per MoE block, aux × the
+  // load-balancing loss and z × the router z-loss (compute/moe/moe_router.hpp); both 0 until set.
+  void set_moe_loss_coefficients(double aux, double z);
+  struct MoELosses {
+    double aux = 0, z = 0;  // means over the stage's MoE blocks; 0 without any
+  };
+  // Of the slot's latest forward.
+  MoELosses moe_losses(int slot) const;
+
   // --- micro-batches ------------------------------------------------------------------------
   // Room for `slots` micro-batches of up to B sequences of up to T tokens. Growing reallocates,
   // which drops what the slots held.
@@ -193,6 +205,7 @@ class GPTStage {
  private:
   struct LayerActivations {
     Tensor ln1, ln1_mean, ln1_rstd, qkv, atty, att, residual2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu, residual3;
+    std::shared_ptr<MoEActivations> moe;  // an MoE block's MLP state, in place of fch and fch_gelu
   };
   // What B keeps for a block's W: each linear layer's and LayerNorm's output gradient (all B·T
   // rows for the products, the stream's rows for the LayerNorms), and the MLP fc bias's share.
@@ -223,6 +236,8 @@ class GPTStage {
     Tensor loss_stats;      // last stage under tensor shards: every shard's (B,T,3) cross-entropy stats
     // Per-block gradient scratch.
     Tensor dln, datt, dfch_gelu;  // d(qkv), d(atty) and d(fch) reuse buffers (see backward)
+    MoEScratch moe;               // the MoE blocks' backward scratch
+    Tensor moe_out;               // an MoE block's MLP output, before it joins the stream
   };
 
   Tensor view(const Tensor& flat, std::size_t index) const {
@@ -276,6 +291,15 @@ class GPTStage {
   void reserve_weight_inputs(Slot& s, const std::function<Tensor(std::int64_t)>& allocate);
   Slot& slot_at(int slot);
   const Slot& slot_at(int slot) const;
+  // The view index of global layer l's ln_1.weight: its block's first view.
+  std::size_t block_view(int layer) const { return block_first_[static_cast<std::size_t>(layer - first_layer_)]; }
+  // MoE blocks (gpt_stage_moe.cpp): the layer's shape, its weights (or gradients) in a unit's
+  // buffer, the MLP's forward into residual3 and its backward into dln = d(ln2).
+  MoEShape moe_shape() const;
+  MoEWeights moe_weights(const Tensor& unit_buffer, int layer) const;
+  void moe_mlp_forward(const Dims& d, int layer, const Tensor& p, const LayerActivations& a);
+  void moe_mlp_backward(const Dims& d, int layer, const Tensor& p, const Tensor& unit_grad, const LayerActivations& a,
+                        const Tensor& dout, Tensor& dln, double loss_scale);
 
   GPTConfig config_;
   TensorShardGroup shards_;
@@ -294,7 +318,9 @@ class GPTStage {
   std::vector<Run> runs_;
   std::vector<std::size_t> init_index_;  // views_[i]'s index in the global layout: its init stream
   std::unordered_map<std::string, std::size_t> by_name_;
-  std::size_t wte_ = 0, wpe_ = 0, lnf_w_ = 0, lnf_b_ = 0, first_block_ = 0;  // indices into views_
+  std::size_t wte_ = 0, wpe_ = 0, lnf_w_ = 0, lnf_b_ = 0;  // indices into views_
+  std::vector<std::size_t> block_first_;                   // each local block's ln_1.weight, an index into views_
+  double moe_aux_coef_ = 0, moe_z_coef_ = 0;
   std::vector<ParameterUnit> units_;
   std::vector<int> unit_of_view_;          // views_[i] lies in units_[unit_of_view_[i]]
   int front_unit_ = -1, tail_unit_ = -1;   // the embeddings (first stage), what follows the blocks (last)

@@ -60,7 +60,7 @@ void GPTStage::backward_weights(int slot, const std::function<void(int layer)>& 
   }
   for (int l = last_layer_ - 1; l >= first_layer_; --l) {
     const std::size_t local = static_cast<std::size_t>(l - first_layer_);
-    const std::size_t k = first_block_ + local * kBlockTensors;
+    const std::size_t k = block_view(l);
     const int unit = block_unit(l);
     const Tensor unit_grad = source_->gradient(unit);
     Tensor g[kBlockTensors];

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <string>
 
+#include "compute/moe/moe_layer.hpp"
+
 namespace troupe::compute {
 namespace {
 
@@ -13,7 +15,7 @@ namespace {
 double stage_parameters(const GPTConfig& c, int first, int last, int shards = 1) {
   const double C = c.n_embd, T = shards, wte = double(c.padded_vocab_size) * C / T;
   const double per_layer = (12 * C * C + 7 * C) / T + 6 * C;
-  double n = per_layer * (last - first);
+  double n = per_layer * (last - first) + c.moe_block_extra_parameters() * c.moe_layers_in(first, last);
   if (first == 0) n += wte + double(c.block_size) * C;
   if (last == c.n_layer) n += 2 * C + (first == 0 ? 0 : wte);
   return n;
@@ -40,6 +42,12 @@ MemoryEstimate estimate_training_memory(const GPTConfig& c, const StageFootprint
     recomputed = block - BT * C;  // rerun up to the GELU output: no residual3
     per_layer = BT * C;           // residual3, the next block's input
   }
+  // An MoE block keeps its MLP's state (moe_layer.hpp) in place of fch and fch_gelu (recomputation
+  // and tensor shards are refused with experts, so this block's layers are whole and kept).
+  const MoEShape moe{c.experts, c.top_k, c.shared_experts > 0, c.n_embd, 4 * std::int64_t{c.n_embd}};
+  const double moe_layers = c.moe_layers_in(s.first_layer, s.last_layer);
+  if (moe_layers > 0)
+    per_layer -= moe_layers / layers * (8 * BT * C - double(moe_activation_elements(moe, std::int64_t(BT))));
   double per_slot = layers * per_layer + 2 * BT * C;  // + input and dinput
   if (last) per_slot += BT * C + 2 * BT + BT * Vs;    // ln_f and its statistics, probabilities
   if (s.keep_for_weights) {
@@ -52,6 +60,7 @@ MemoryEstimate estimate_training_memory(const GPTConfig& c, const StageFootprint
   // attention state's gradient; under tensor shards also the branch output the shards sum.
   double shared = (shards > 1 ? 2 : 1) * BT * C + 4 * BT * C / shards + att + recomputed;
   if (last) shared += BT * Vs + BT + (shards > 1 ? 3 * BT * shards : 0);  // logits, losses, the shards' loss stats
+  if (c.experts > 0) shared += double(moe_scratch_elements(moe, std::int64_t(BT))) + BT * C;  // and the MLP's output
   const double token_buffers = s.slots * BT * ((first ? 1 : 0) + (last ? 1 : 0));
 
   MemoryEstimate estimate;
@@ -64,8 +73,9 @@ Status check_element_counts(const GPTConfig& c, int B, int T) {
   // 2^62 leaves room for the sums and doublings of counts that the model computes in int64.
   constexpr double most = 4611686018427387904.0;
   const double BT = double(B) * T;
-  const double largest = std::max({stage_parameters(c, 0, c.n_layer), BT * c.padded_vocab_size,
-                                   BT * c.n_head * double(T), BT * 4 * double(c.n_embd)});
+  const double largest =
+      std::max({stage_parameters(c, 0, c.n_layer), BT * c.padded_vocab_size, BT * c.n_head * double(T),
+                BT * 4 * double(c.n_embd) * (c.experts > 0 ? c.top_k : 1)});
   if (largest < most) return Status::success();
   char count[32];
   std::snprintf(count, sizeof count, "%.3g", largest);

@@ -4,7 +4,7 @@
 
 namespace troupe::compute {
 
-ParameterLayout::ParameterLayout(const GPTConfig& cfg) : n_layer_(cfg.n_layer) {
+ParameterLayout::ParameterLayout(const GPTConfig& cfg) : config_(cfg), n_layer_(cfg.n_layer) {
   const std::int64_t C = cfg.n_embd;
   // GPT-2's init: N(0, 0.02), with the projections that write into the residual stream scaled
   // by 1/sqrt(2L) so the stream's variance does not grow with depth.
@@ -12,6 +12,7 @@ ParameterLayout::ParameterLayout(const GPTConfig& cfg) : n_layer_(cfg.n_layer) {
   const double std_proj = 0.02 / std::sqrt(2.0 * cfg.n_layer);
   add("wte.weight", {cfg.padded_vocab_size, C}, true, std_w);
   add("wpe.weight", {cfg.block_size, C}, true, std_w);
+  layer_end_.push_back(total_);  // where layer 0 begins
   for (int l = 0; l < cfg.n_layer; ++l) {
     const std::string p = "h." + std::to_string(l) + ".";
     add(p + "ln_1.weight", {C}, false, 0.0, 1.0);
@@ -22,10 +23,28 @@ ParameterLayout::ParameterLayout(const GPTConfig& cfg) : n_layer_(cfg.n_layer) {
     add(p + "attn.c_proj.bias", {C}, false, 0.0);
     add(p + "ln_2.weight", {C}, false, 0.0, 1.0);
     add(p + "ln_2.bias", {C}, false, 0.0);
-    add(p + "mlp.c_fc.weight", {4 * C, C}, true, std_w);
-    add(p + "mlp.c_fc.bias", {4 * C}, false, 0.0);
-    add(p + "mlp.c_proj.weight", {C, 4 * C}, true, std_proj);
-    add(p + "mlp.c_proj.bias", {C}, false, 0.0);
+    if (cfg.is_moe_layer(l)) {
+      // The MoE MLP (compute/moe/moe_layer.hpp): the router, then the E experts stacked along a
+      // first axis, then the shared expert; every expert starts as a dense MLP does.
+      const std::int64_t E = cfg.experts;
+      add(p + "mlp.router.weight", {E, C}, true, std_w);
+      add(p + "mlp.experts.c_fc.weight", {E, 4 * C, C}, true, std_w);
+      add(p + "mlp.experts.c_fc.bias", {E, 4 * C}, false, 0.0);
+      add(p + "mlp.experts.c_proj.weight", {E, C, 4 * C}, true, std_proj);
+      add(p + "mlp.experts.c_proj.bias", {E, C}, false, 0.0);
+      if (cfg.shared_experts > 0) {
+        add(p + "mlp.shared_expert.c_fc.weight", {4 * C, C}, true, std_w);
+        add(p + "mlp.shared_expert.c_fc.bias", {4 * C}, false, 0.0);
+        add(p + "mlp.shared_expert.c_proj.weight", {C, 4 * C}, true, std_proj);
+        add(p + "mlp.shared_expert.c_proj.bias", {C}, false, 0.0);
+      }
+    } else {
+      add(p + "mlp.c_fc.weight", {4 * C, C}, true, std_w);
+      add(p + "mlp.c_fc.bias", {4 * C}, false, 0.0);
+      add(p + "mlp.c_proj.weight", {C, 4 * C}, true, std_proj);
+      add(p + "mlp.c_proj.bias", {C}, false, 0.0);
+    }
+    layer_end_.push_back(total_);
   }
   add("ln_f.weight", {C}, false, 0.0, 1.0);
   add("ln_f.bias", {C}, false, 0.0);
@@ -45,10 +64,13 @@ const ParameterView& ParameterLayout::find(const std::string& name) const {
 
 std::pair<std::int64_t, std::int64_t> ParameterLayout::layer_range(int layer) const {
   TROUPE_CHECK(layer >= 0 && layer < n_layer_, "layer " + std::to_string(layer));
-  const std::string prefix = "h." + std::to_string(layer) + ".";
-  const auto& first = find(prefix + "ln_1.weight");
-  const auto& last = find(prefix + "mlp.c_proj.bias");
-  return {first.offset, last.offset + last.numel()};
+  const auto at = static_cast<std::size_t>(layer);
+  return {layer_end_[at], layer_end_[at + 1]};
+}
+
+std::int64_t ParameterLayout::active() const {
+  const std::int64_t C = config_.n_embd, expert = 8 * C * C + 5 * C;
+  return total_ - std::int64_t{config_.moe_layers()} * (config_.experts - config_.top_k) * expert;
 }
 
 }  // namespace troupe::compute

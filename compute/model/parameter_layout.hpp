@@ -3,7 +3,10 @@
 // out one after another, each layer's tensors together, so a pipeline stage's parameters are
 // one contiguous slice; a data-parallel bucket or a ZeRO shard is any slice. Gradients use the
 // same layout in a second buffer. Names follow Hugging Face GPT-2 without the "transformer."
-// prefix; weights are stored (out, in) as PyTorch's nn.Linear does.
+// prefix; weights are stored (out, in) as PyTorch's nn.Linear does. A mixture-of-experts block
+// (GPTConfig::is_moe_layer) holds, after ln_2, mlp.router.weight (E, C), the experts stacked as
+// mlp.experts.c_fc.weight (E, 4C, C), .c_fc.bias (E, 4C), .c_proj.weight (E, C, 4C), .c_proj.bias
+// (E, C), and with a shared expert mlp.shared_expert.* shaped as a dense block's mlp.*.
 
 #include <cstdint>
 #include <string>
@@ -31,6 +34,8 @@ class ParameterLayout {
 
   const std::vector<ParameterView>& views() const { return views_; }
   std::int64_t total() const { return total_; }
+  // What one token uses: the total less, in each MoE layer, the E - k experts it is not routed to.
+  std::int64_t active() const;
   const ParameterView& find(const std::string& name) const;  // throws on an unknown name
   // [begin, end) of layer `layer`'s parameters in the flat buffer.
   std::pair<std::int64_t, std::int64_t> layer_range(int layer) const;
@@ -40,7 +45,9 @@ class ParameterLayout {
 
   std::vector<ParameterView> views_;
   std::int64_t total_ = 0;
+  GPTConfig config_;
   int n_layer_ = 0;
+  std::vector<std::int64_t> layer_end_;  // [l] where layer l begins, [l + 1] where it ends
 };
 
 }  // namespace troupe::compute

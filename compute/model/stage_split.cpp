@@ -10,9 +10,11 @@ std::int64_t stage_parameter_count(const GPTConfig& config, int first_layer, int
                "stage layers [" + std::to_string(first_layer) + ", " + std::to_string(last_layer) + ") of " +
                    std::to_string(config.n_layer));
   const std::int64_t C = config.n_embd;
-  const std::int64_t per_layer = 12 * C * C + 13 * C;  // the twelve tensors of parameter_layout.cpp
+  const std::int64_t per_layer = 12 * C * C + 13 * C;  // a dense block's twelve tensors (parameter_layout.cpp)
   const std::int64_t wte = std::int64_t{config.padded_vocab_size} * C, wpe = std::int64_t{config.block_size} * C;
-  std::int64_t n = per_layer * (last_layer - first_layer);
+  std::int64_t n =
+      per_layer * (last_layer - first_layer) +
+      static_cast<std::int64_t>(config.moe_block_extra_parameters()) * config.moe_layers_in(first_layer, last_layer);
   if (first_layer == 0) n += wte + wpe;
   if (last_layer == config.n_layer) n += 2 * C + (first_layer == 0 ? 0 : wte);
   return n;

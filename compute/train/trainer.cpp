@@ -38,6 +38,7 @@ Trainer::Trainer(GPT& model, TrainerOptions options, std::span<const std::uint16
                      shards_parameters(options.data_parallel.zero_stage) ? 1 : options.grad_accum) {
   TROUPE_CHECK(0 <= options.data_parallel.rank && options.data_parallel.rank < options.data_parallel.size,
                "data-parallel rank outside its group");
+  model_.stage().set_moe_loss_coefficients(options.moe_aux_coef, options.moe_z_coef);
   const ContextShardGroup context = model_.stage().context_shard();
   int rows = options.seq_len;
   if (context.sharded()) {
@@ -130,6 +131,9 @@ StepResult Trainer::step() {
     fill_batch(inputs_.data_as<std::int32_t>(), targets_.data_as<std::int32_t>(), train_tokens_, train_sampler_, first,
                options_.batch_size);
     loss_sum += model_.forward(own_rows(inputs_, rows_in_), own_rows(targets_, rows_target_), between_layers);
+    const GPTStage::MoELosses moe = model_.stage().moe_losses(0);
+    result.moe.aux += moe.aux / k;
+    result.moe.z += moe.z / k;
     const bool last_micro = micro == k - 1;
     model_.backward(1.0 / (static_cast<double>(k) * dp.size), last_micro && overlap ? start_layer_bucket : between_layers);
   }

@@ -44,6 +44,8 @@ struct TrainerOptions {
   double grad_clip = 1.0;  // 0 = off
   std::uint64_t seed = 1337;
   Recompute recompute = Recompute::none;  // what the stages built for these options keep (model/recompute.hpp)
+  // Each MoE block's load-balancing and router z-losses in the objective (GPTStage::set_moe_loss_coefficients).
+  double moe_aux_coef = 0, moe_z_coef = 0;
   DataParallel data_parallel;
 };
 
@@ -61,6 +63,7 @@ struct StepResult {
   double loss = 0;
   double lr = 0;
   double grad_norm = 0;
+  GPTStage::MoELosses moe;  // the MoE blocks' mean losses over the step's micro-batches (this rank's)
 };
 
 class Trainer {

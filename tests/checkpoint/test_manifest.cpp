@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "checkpoint/loader.hpp"
 #include "checkpoint/manifest.hpp"
 #include "checkpoint_fixture.hpp"
 
@@ -79,4 +80,24 @@ TEST_CASE("manifest errors name the missing or mistyped field", "[manifest]") {
   mistyped.erase("grid");
   CHECK(from_json_error(mistyped) == "format version 2; this build reads 1");
   CHECK(from_json_error(nlohmann::json::array()) == "the top level is not a JSON object");
+}
+
+TEST_CASE("a model with experts writes its MoE shape into the manifest; a dense one's model has none",
+          "[manifest][moe]") {
+  const nlohmann::json dense = to_json(full_manifest());
+  CHECK_FALSE(dense["model"].contains("experts"));
+  const Manifest m = manifest_for(*troupe::compute::gpt_preset("moe-tiny"), 40);
+  const nlohmann::json json = to_json(m);
+  CHECK(json["model"]["experts"] == 4);
+  CHECK(json["model"]["top_k"] == 2);
+  CHECK(json["model"]["moe_every"] == 2);
+  CHECK(json["model"]["shared_experts"] == 0);
+  auto back = manifest_from_json(nlohmann::json::parse(json.dump()));
+  REQUIRE(back.ok());
+  CHECK(back->model.experts == 4);
+  CHECK(back->model.moe_every == 2);
+  CHECK(to_json(*back) == json);
+  CHECK(check_model(*back, *troupe::compute::gpt_preset("moe-tiny")).ok());
+  CHECK(check_model(*back, *troupe::compute::gpt_preset("tiny")).error().message ==
+        "checkpoint was written for experts 4, this model has 0");
 }

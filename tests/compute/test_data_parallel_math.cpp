@@ -29,21 +29,33 @@ TrainerOptions base_options() {
   TrainerOptions o;
   o.seq_len = 32;
   o.lr = {1e-3, 1e-4, 1, 4};
+  o.moe_aux_coef = 0.1;  // a model with experts only
+  o.moe_z_coef = 0.01;
   return o;
 }
 
 const GPTConfig config{2, 32, 4, 32, 64, 64};
+
+// The same model with 4 experts, top-2, and a shared expert in both blocks.
+GPTConfig with_experts() {
+  GPTConfig c = config;
+  c.experts = 4;
+  c.top_k = 2;
+  c.shared_experts = 1;
+  return c;
+}
 
 using MakeSource = std::function<std::unique_ptr<ShardedParameters>(Backend&)>;
 
 // The parameters this rank keeps after the steps: all of them, or its ZeRO-3 shard (written at
 // their global offsets into a buffer of the whole model's size, the rest zero).
 std::vector<float> train(TrainerOptions o, const std::vector<std::uint16_t>& data, int steps,
-                         std::vector<double>* losses, const MakeSource& make_source = {}) {
+                         std::vector<double>* losses, const MakeSource& make_source = {},
+                         const GPTConfig& model_config = config) {
   CpuBackend backend(1);
   std::unique_ptr<ShardedParameters> source = make_source ? make_source(backend) : nullptr;
   o.data_parallel.sharded = source.get();
-  GPT model(config, backend, DType::f32, Recompute::none, source.get());
+  GPT model(model_config, backend, DType::f32, Recompute::none, source.get());
   model.init_parameters(5);
   Trainer trainer(model, o, data, data);
   for (int i = 0; i < steps; ++i) {
@@ -63,8 +75,9 @@ struct TwoRanks {
   std::vector<double> losses[2];
 };
 
-TwoRanks run_two_ranks(const std::vector<std::uint16_t>& data, int steps, ZeroStage zero_stage) {
-  const std::int64_t total = ParameterLayout(config).total();
+TwoRanks run_two_ranks(const std::vector<std::uint16_t>& data, int steps, ZeroStage zero_stage,
+                       const GPTConfig& model_config = config) {
+  const std::int64_t total = ParameterLayout(model_config).total();
   const std::int64_t half = (total + 1) / 2;  // shard 0 = [0, half), shard 1 = [half, total)
   std::vector<float> slots[2] = {std::vector<float>(total), std::vector<float>(total)};
   double scalar_slots[2] = {0, 0};
@@ -135,11 +148,11 @@ TwoRanks run_two_ranks(const std::vector<std::uint16_t>& data, int steps, ZeroSt
     MakeSource make_source;
     if (shards_parameters(zero_stage)) {
       make_source = [&, rank](Backend& backend) {
-        return std::make_unique<ShardedParameters>(backend, GPT::parameter_units(config), DType::f32, rank,
+        return std::make_unique<ShardedParameters>(backend, GPT::parameter_units(model_config), DType::f32, rank,
                                                    std::vector<std::int64_t>{0, half, total}, units, true);
       };
     }
-    out.params[rank] = train(o, data, steps, &out.losses[rank], make_source);
+    out.params[rank] = train(o, data, steps, &out.losses[rank], make_source, model_config);
   };
   std::thread other(rank_main, 1);
   rank_main(0);
@@ -211,6 +224,37 @@ TEST_CASE("one process accumulating 2 micro-batches of b takes, bit for bit, the
   for (std::size_t i = 0; i < one.size(); ++i) max_diff = std::max(max_diff, double(std::abs(one[i] - three[i])));
   INFO("max parameter difference, 3 micro-batches of 2 against one batch of 6: " << max_diff);
   CHECK(max_diff < 1e-5);
+}
+
+// With experts each micro-batch's routing losses are its own (docs/moe.md), so the reference is a
+// process accumulating the ranks' micro-batches; the experts are ordinary parameters to ZeRO.
+TEST_CASE(
+    "with experts, two data-parallel ranks of b take the steps of one process accumulating 2 micro-batches "
+    "of b, with ZeRO 0 to 3",
+    "[model][dp][moe]") {
+  const auto data = random_stream(40000, 64);
+  const int steps = 3;
+  TrainerOptions accumulating = base_options();
+  accumulating.batch_size = 2;
+  accumulating.grad_accum = 2;
+  std::vector<double> single_losses;
+  const auto reference = train(accumulating, data, steps, &single_losses, {}, with_experts());
+  for (ZeroStage stage : zero_stages) {
+    TwoRanks run = run_two_ranks(data, steps, stage, with_experts());
+    if (stage == ZeroStage::parameters) {
+      const std::int64_t half = (ParameterLayout(with_experts()).total() + 1) / 2;
+      for (std::size_t i = 0; i < run.params[0].size(); ++i)
+        run.params[0][i] = run.params[static_cast<std::int64_t>(i) < half ? 0 : 1][i];
+    }
+    double max_diff = 0;
+    for (std::size_t i = 0; i < reference.size(); ++i)
+      max_diff = std::max(max_diff, double(std::abs(reference[i] - run.params[0][i])));
+    INFO("ZeRO stage " << zero_number(stage) << ": max parameter difference after " << steps << " steps " << max_diff);
+    if (stage == ZeroStage::none)
+      CHECK(std::memcmp(reference.data(), run.params[0].data(), reference.size() * sizeof(float)) == 0);
+    CHECK(max_diff < 1e-5);
+    for (int s = 0; s < steps; ++s) CHECK(run.losses[0][s] == Approx(single_losses[s]).epsilon(1e-5));
+  }
 }
 
 // An in-place grow: one process accumulating 2 micro-batches takes 2 steps, a second rank joins with

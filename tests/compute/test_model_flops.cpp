@@ -33,3 +33,13 @@ TEST_CASE("model FLOPs count the matmuls of a causal model: the blocks' weights,
   const GPTConfig gpt2 = *gpt_preset("gpt2");
   CHECK(model_flops(gpt2, 1024).head == 6.0 * 50257 * 768);
 }
+
+TEST_CASE("model FLOPs of moe-tiny count the router and the k experts a token reaches, not all E", "[flops]") {
+  const GPTConfig moe = *gpt_preset("moe-tiny");  // tiny with 4 experts, top-2, in blocks 1 and 3
+  const GPTConfig tiny = *gpt_preset("tiny");
+  // Each of the 2 MoE blocks: a router of 4 × 128, and a second 8·128² MLP.
+  const double extra = 2 * 6.0 * (4 * 128 + 8 * 128 * 128);
+  CHECK(model_flops(moe, 128).moe_extra == extra);
+  CHECK(model_flops_per_token(moe, 128) == model_flops_per_token(tiny, 128) + extra);
+  CHECK(model_flops(tiny, 128).moe_extra == 0);
+}

@@ -1,6 +1,6 @@
 // The built-in presets: each is a valid model, the GPT-2 family has the parameter counts OpenAI
-// published (plus the rows the vocabulary's padding adds), and the GPT-3 family is the size its
-// name says.
+// published (plus the rows the vocabulary's padding adds), the GPT-3 family is the size its
+// name says, and moe-small's active parameters are about small's.
 
 #include <catch2/catch.hpp>
 
@@ -15,7 +15,7 @@ using namespace troupe::compute;
 
 TEST_CASE("every preset is a valid model", "[model]") {
   const std::vector<std::string> names = gpt_preset_names();
-  REQUIRE(names.size() == 10);
+  REQUIRE(names.size() == 12);
   for (const std::string& name : names) {
     INFO(name);
     const auto config = gpt_preset(name);
@@ -40,4 +40,16 @@ TEST_CASE("the GPT-2 family has the published parameter counts, the GPT-3 family
     INFO(name);
     CHECK(static_cast<double>(ParameterLayout(*gpt_preset(name)).total()) == Approx(size).epsilon(0.03));
   }
+}
+
+TEST_CASE("moe-small has 8 experts, top-2, and within 2 percent of small's parameters active per token", "[model]") {
+  const GPTConfig moe = *gpt_preset("moe-small");
+  CHECK(moe.experts == 8);
+  CHECK(moe.top_k == 2);
+  const ParameterLayout layout(moe);
+  const double small = static_cast<double>(ParameterLayout(*gpt_preset("small")).total());
+  INFO("moe-small: " << layout.active() << " active of " << layout.total() << "; small: " << small);
+  CHECK(static_cast<double>(layout.active()) == Approx(small).epsilon(0.02));
+  CHECK(static_cast<double>(layout.total()) > 3 * small);
+  CHECK(gpt_preset("moe-tiny")->moe_layers() == 2);
 }

@@ -48,7 +48,7 @@ TEST_CASE("model keys override the preset and the vocabulary is padded", "[confi
 
 TEST_CASE("an unknown preset lists the presets", "[config]") {
   const auto message = resolve_error([](JobConfig& c) { c.model.preset = "huge"; });
-  CHECK(message == "model.preset 'huge' is not a preset (known: tiny, small, gpt2, gpt2-medium, gpt2-large, gpt2-xl, gpt3-1.3b, gpt3-2.7b, gpt3-6.7b, gpt3-13b)");
+  CHECK(message == "model.preset 'huge' is not a preset (known: tiny, small, moe-tiny, moe-small, gpt2, gpt2-medium, gpt2-large, gpt2-xl, gpt3-1.3b, gpt3-2.7b, gpt3-6.7b, gpt3-13b)");
 }
 
 TEST_CASE("model shape errors name the keys and values", "[config]") {
@@ -169,4 +169,51 @@ TEST_CASE("gradient compression: the start step defaults to 10% of the steps, an
                c.train.zero = compute::ZeroStage::parameters;
              }),
              Contains("comm.compress bf16 does not work with train.zero 3"));
+}
+
+TEST_CASE(
+    "experts: the MoE keys override a preset, a dense preset given experts takes top-2, and layouts not built "
+    "yet are refused in one line",
+    "[config][moe]") {
+  JobConfig config;
+  config.model.preset = "moe-tiny";
+  auto job = resolve(config);
+  REQUIRE(job.ok());
+  CHECK(job->model.experts == 4);
+  CHECK(job->model.top_k == 2);
+  CHECK(job->model.moe_every == 2);
+  config.model.experts = 0;  // -1 keeps the preset's; 0 makes it dense
+  REQUIRE(resolve(config).ok());
+  CHECK(resolve(config)->model.experts == 0);
+
+  config = JobConfig{};
+  config.model.preset = "tiny";
+  config.model.experts = 8;
+  job = resolve(config);
+  REQUIRE(job.ok());
+  CHECK(job->model.top_k == 2);
+  CHECK(job->model.moe_every == 1);
+
+  auto moe = [](const std::function<void(JobConfig&)>& edit) {
+    return resolve_error([&](JobConfig& c) {
+      c.model.preset = "moe-tiny";
+      edit(c);
+    });
+  };
+  CHECK(moe([](JobConfig& c) { c.model.top_k = 5; }) == "model.top_k 5 must be between 1 and model.experts 4");
+  CHECK(moe([](JobConfig& c) { c.model.moe_every = 9; }) == "model.moe_every 9 must be between 1 and model.n_layer 4");
+  CHECK(moe([](JobConfig& c) { c.model.experts = -2; }) ==
+        "model.experts must not be negative (0 = dense, -1 = the preset's), got -2");
+  CHECK(moe([](JobConfig& c) { c.train.moe_aux_coef = -1; }) == "train.moe_aux_coef must not be negative, got -1.0");
+  CHECK(moe([](JobConfig& c) { c.train.backend = compute::BackendKind::cuda; }) ==
+        "model.experts works with train.backend cpu only so far: the router and the token dispatch run on host "
+        "memory (got 'cuda')");
+  CHECK(moe([](JobConfig& c) { c.train.recompute = compute::Recompute::full; }) ==
+        "model.experts does not work with train.recompute full yet; use none");
+  CHECK(moe([](JobConfig& c) { c.pipeline.stages = 2; }) ==
+        "model.experts does not work with pipeline.stages > 1 yet: every rank runs the whole model");
+  CHECK(moe([](JobConfig& c) { c.tensor.shards = 2; }) ==
+        "model.experts does not work with tensor.shards > 1 yet: no rank holds a slice of an expert");
+  CHECK(moe([](JobConfig& c) { c.context.shards = 2; }) == "model.experts does not work with context.shards > 1 yet");
+  CHECK(moe([](JobConfig& c) { c.train.zero = compute::ZeroStage::parameters; }).empty());
 }

@@ -1,0 +1,197 @@
+#include "compute/moe/moe_layer.hpp"
+
+#include <algorithm>
+
+namespace troupe::compute {
+namespace {
+
+struct Expert {
+  Tensor fc_w, fc_b, proj_w, proj_b;
+};
+
+// Expert e's slices of the stacked tensors (of the weights or of their gradients).
+Expert expert_of(const MoEWeights& w, int e) {
+  const std::int64_t H = w.fc_w.dim(1), C = w.fc_w.dim(2);
+  return {w.fc_w.slice(e * H * C, {H, C}), w.fc_b.slice(e * H, {H}), w.proj_w.slice(e * C * H, {C, H}),
+          w.proj_b.slice(e * C, {C})};
+}
+
+// Rows [begin, end) of a (rows, width) buffer.
+Tensor rows(const Tensor& buffer, std::int64_t begin, std::int64_t end, std::int64_t width) {
+  return buffer.slice(begin * width, {end - begin, width});
+}
+
+}  // namespace
+
+std::int64_t moe_activation_elements(const MoEShape& s, std::int64_t N) {
+  const std::int64_t Nk = N * s.top_k;
+  return 2 * N * s.experts + N + Nk + Nk * (2 * s.C + 2 * s.H) + (s.shared_expert ? 2 * N * s.H : 0);
+}
+
+std::int64_t moe_scratch_elements(const MoEShape& s, std::int64_t N) {
+  const std::int64_t Nk = N * s.top_k;
+  return N * s.experts + Nk + Nk * (2 * s.C + s.H) + (s.shared_expert ? N * s.H : 0) + N * s.C;
+}
+
+MoEActivations make_moe_activations(const MoEShape& s, std::int64_t N, const MoEAllocate& allocate) {
+  const std::int64_t Nk = N * s.top_k;
+  MoEActivations a;
+  a.logits = allocate(N * s.experts);
+  a.probs = allocate(N * s.experts);
+  a.lse = allocate(N);
+  a.gates = allocate(Nk);
+  a.grouped_in = allocate(Nk * s.C);
+  a.hidden = allocate(Nk * s.H);
+  a.hidden_gelu = allocate(Nk * s.H);
+  a.expert_out = allocate(Nk * s.C);
+  if (s.shared_expert) {
+    a.shared_hidden = allocate(N * s.H);
+    a.shared_gelu = allocate(N * s.H);
+  }
+  return a;
+}
+
+MoEScratch make_moe_scratch(const MoEShape& s, std::int64_t N, const MoEAllocate& allocate) {
+  const std::int64_t Nk = N * s.top_k;
+  MoEScratch m;
+  m.dlogits = allocate(N * s.experts);
+  m.dgates = allocate(Nk);
+  m.dexpert_out = allocate(Nk * s.C);
+  m.dhidden = allocate(Nk * s.H);
+  m.dgrouped = allocate(Nk * s.C);
+  if (s.shared_expert) m.dshared_hidden = allocate(N * s.H);
+  m.dpart = allocate(N * s.C);
+  return m;
+}
+
+void moe_forward(Backend& be, Tensor& out, MoEActivations& a, const Tensor& inp, const MoEWeights& w, int top_k) {
+  TROUPE_CHECK(inp.device() == Device::cpu && out.device() == Device::cpu, "the MoE layer runs on host tensors");
+  const std::int64_t E = w.router.dim(0), C = w.router.dim(1), H = w.fc_w.dim(1), k = top_k;
+  const std::int64_t N = inp.numel() / C, Nk = N * k;
+  TROUPE_CHECK(out.numel() == N * C && w.fc_w.dim(0) == E, "MoE forward of " + inp.describe());
+  const Tensor x = inp.slice(0, {N, C});
+  Tensor y = out.slice(0, {N, C});
+  // 1. Router.
+  Tensor logits = a.logits.slice(0, {N, E}), gates = a.gates.slice(0, {N, k});
+  be.matmul_forward(logits, x, w.router, Tensor{});
+  route(a.plan, a.probs, a.lse, gates, logits, top_k);
+  const RoutingPlan& plan = a.plan;
+  Tensor grouped_in = a.grouped_in.slice(0, {Nk, C}), hidden = a.hidden.slice(0, {Nk, H}),
+         hidden_gelu = a.hidden_gelu.slice(0, {Nk, H}), expert_out = a.expert_out.slice(0, {Nk, C});
+  with_moe_real(inp.dtype(), [&]<typename Real>(Real) {
+    // 2. Dispatch: each slot's row is its token's.
+    for (std::int64_t s = 0; s < Nk; ++s)
+      std::copy_n(x.data_as<Real>() + (s / k) * C, C, grouped_in.data_as<Real>() + plan.row[s] * C);
+  });
+  // 3. One MLP product pair per expert over its rows; the GELU over all rows at once.
+  for (int e = 0; e < E; ++e) {
+    if (plan.count(e) == 0) continue;
+    const Expert ex = expert_of(w, e);
+    Tensor h = rows(hidden, plan.offsets[e], plan.offsets[e + 1], H);
+    be.matmul_forward(h, rows(grouped_in, plan.offsets[e], plan.offsets[e + 1], C), ex.fc_w, ex.fc_b);
+  }
+  be.gelu_forward(hidden_gelu, hidden);
+  for (int e = 0; e < E; ++e) {
+    if (plan.count(e) == 0) continue;
+    const Expert ex = expert_of(w, e);
+    Tensor o = rows(expert_out, plan.offsets[e], plan.offsets[e + 1], C);
+    be.matmul_forward(o, rows(hidden_gelu, plan.offsets[e], plan.offsets[e + 1], H), ex.proj_w, ex.proj_b);
+  }
+  // 4. The shared expert writes out; else out starts at 0.
+  if (w.has_shared()) {
+    Tensor sh = a.shared_hidden.slice(0, {N, H}), sg = a.shared_gelu.slice(0, {N, H});
+    be.matmul_forward(sh, x, w.shared_fc_w, w.shared_fc_b);
+    be.gelu_forward(sg, sh);
+    be.matmul_forward(y, sg, w.shared_proj_w, w.shared_proj_b);
+  } else {
+    be.fill_zero(y);
+  }
+  // 5. Combine.
+  with_moe_real(inp.dtype(), [&]<typename Real>(Real) {
+    const Real* g = gates.data_as<Real>();
+    for (std::int64_t t = 0; t < N; ++t) {
+      Real* yt = y.data_as<Real>() + t * C;
+      for (std::int64_t j = 0; j < k; ++j) {
+        const Real gate = g[t * k + j];
+        const Real* o = expert_out.data_as<Real>() + plan.row[t * k + j] * C;
+        for (std::int64_t c = 0; c < C; ++c) yt[c] += gate * o[c];
+      }
+    }
+  });
+}
+
+void moe_backward(Backend& be, Tensor& dinp, MoEWeights& grads, MoEScratch& m, const Tensor& dout,
+                  const MoEActivations& a, const Tensor& inp, const MoEWeights& w, double aux_scale, double z_scale) {
+  const RoutingPlan& plan = a.plan;
+  const std::int64_t E = plan.experts, k = plan.top_k, C = w.router.dim(1), H = w.fc_w.dim(1);
+  const std::int64_t N = plan.tokens, Nk = N * k;
+  TROUPE_CHECK(inp.numel() == N * C && dout.numel() == N * C && dinp.numel() == N * C,
+               "MoE backward of " + inp.describe() + " after a forward of " + std::to_string(N) + " rows");
+  const Tensor x = inp.slice(0, {N, C}), dy = dout.slice(0, {N, C});
+  Tensor dx = dinp.slice(0, {N, C}), dpart = m.dpart.slice(0, {N, C});
+  Tensor dgates = m.dgates.slice(0, {N, k}), dlogits = m.dlogits.slice(0, {N, E});
+  Tensor dexpert_out = m.dexpert_out.slice(0, {Nk, C}), dhidden = m.dhidden.slice(0, {Nk, H}),
+         dgrouped = m.dgrouped.slice(0, {Nk, C});
+  const Tensor gates = a.gates.slice(0, {N, k}), expert_out = a.expert_out.slice(0, {Nk, C}),
+               grouped_in = a.grouped_in.slice(0, {Nk, C}), hidden = a.hidden.slice(0, {Nk, H}),
+               hidden_gelu = a.hidden_gelu.slice(0, {Nk, H});
+  // 5. Combine: d(expert_out) of slot (t, j) = g_tj · dout_t; d(g_tj) = dout_t · expert_out.
+  with_moe_real(inp.dtype(), [&]<typename Real>(Real) {
+    for (std::int64_t s = 0; s < Nk; ++s) {
+      const Real* d = dy.data_as<Real>() + (s / k) * C;
+      const Real* o = expert_out.data_as<Real>() + plan.row[s] * C;
+      Real* de = dexpert_out.data_as<Real>() + plan.row[s] * C;
+      const Real gate = gates.data_as<Real>()[s];
+      double dot = 0;
+      for (std::int64_t c = 0; c < C; ++c) {
+        de[c] = gate * d[c];
+        dot += double(d[c]) * double(o[c]);
+      }
+      dgates.data_as<Real>()[s] = static_cast<Real>(dot);
+    }
+  });
+  // 1. Router: its input gradient is written to dinp, which the other branches then add to.
+  route_backward(dlogits, dgates, a.probs, a.lse, plan, aux_scale, z_scale);
+  Tensor no_bias;
+  be.matmul_backward(dx, grads.router, no_bias, dlogits, x, w.router);
+  // 4. The shared expert.
+  if (w.has_shared()) {
+    Tensor dsh = m.dshared_hidden.slice(0, {N, H});
+    be.matmul_backward(dsh, grads.shared_proj_w, grads.shared_proj_b, dy, a.shared_gelu.slice(0, {N, H}),
+                       w.shared_proj_w);
+    be.gelu_backward(dsh, a.shared_hidden.slice(0, {N, H}), dsh);
+    be.matmul_backward(dpart, grads.shared_fc_w, grads.shared_fc_b, dsh, x, w.shared_fc_w);
+    be.residual_forward(dx, dx, dpart);
+  }
+  // 3. The experts, each over its own rows.
+  for (int e = 0; e < E; ++e) {
+    if (plan.count(e) == 0) continue;
+    const Expert ex = expert_of(w, e);
+    Expert dex = expert_of(grads, e);
+    const std::int64_t lo = plan.offsets[e], hi = plan.offsets[e + 1];
+    Tensor dh = rows(dhidden, lo, hi, H);
+    be.matmul_backward(dh, dex.proj_w, dex.proj_b, rows(dexpert_out, lo, hi, C), rows(hidden_gelu, lo, hi, H),
+                       ex.proj_w);
+  }
+  be.gelu_backward(dhidden, hidden, dhidden);
+  for (int e = 0; e < E; ++e) {
+    if (plan.count(e) == 0) continue;
+    const Expert ex = expert_of(w, e);
+    Expert dex = expert_of(grads, e);
+    const std::int64_t lo = plan.offsets[e], hi = plan.offsets[e + 1];
+    Tensor dg = rows(dgrouped, lo, hi, C);
+    be.matmul_backward(dg, dex.fc_w, dex.fc_b, rows(dhidden, lo, hi, H), rows(grouped_in, lo, hi, C), ex.fc_w);
+  }
+  // 2. Dispatch's backward: each token gathers its k slots' gradients, j in order.
+  with_moe_real(inp.dtype(), [&]<typename Real>(Real) {
+    for (std::int64_t t = 0; t < N; ++t) {
+      Real* d = dx.data_as<Real>() + t * C;
+      for (std::int64_t j = 0; j < k; ++j) {
+        const Real* g = dgrouped.data_as<Real>() + plan.row[t * k + j] * C;
+        for (std::int64_t c = 0; c < C; ++c) d[c] += g[c];
+      }
+    }
+  });
+}
+
+}  // namespace troupe::compute

@@ -1,0 +1,78 @@
+#pragma once
+// A mixture-of-experts MLP: what a GPT block runs in place of its MLP when the model has experts
+// (model.experts E, model.top_k k, model.shared_experts). Each token goes to k of E experts by the
+// router (moe_router.hpp); each expert is an MLP of the block's shape (c_fc, GELU, c_proj); the
+// token's output is its experts' outputs weighted by the renormalised gates, plus, with a shared
+// expert, that expert's output (always on, weight 1):
+//
+//   out_t = Σ_j g_tj · expert_{e_tj}(x_t) + shared(x_t)
+//
+// Forward, as numbered steps:
+//   1. logits = x · W_routerᵀ (a backend product); route(): probs, gates, the plan, both losses.
+//   2. dispatch: copy each token's row to its k slots' rows, grouped by expert.
+//   3. per expert e with n_e > 0 rows: hidden = rows · c_fc_eᵀ + b, GELU, out = · c_projᵀ + b —
+//      one product per expert over its own, uneven row count (dropless: no capacity, no padding).
+//   4. the shared expert's MLP over all N rows, written to out (else out = 0).
+//   5. combine: out_t += Σ_j g_tj · expert_out[row of slot (t, j)], j in order.
+// Backward walks them in reverse; the router's gradient takes the gates' share and
+// aux_scale × d(aux) + z_scale × d(z) (moe_router.hpp). Parameter gradients are accumulated (+=),
+// the input gradient written (=), as the backend's conventions say (backend.hpp).
+//
+// The experts' weights are stacked: c_fc (E, H, C), its bias (E, H), c_proj (E, C, H), its bias
+// (E, C), H the block's MLP width (4C), so expert e is one contiguous slice of each and a shard of
+// experts a contiguous run. Host memory only (the CPU backend): steps 2 and 5 and the router are
+// host loops; the products and the GELU are the backend's.
+
+#include <cstdint>
+#include <functional>
+
+#include "compute/backend.hpp"
+#include "compute/moe/moe_router.hpp"
+
+namespace troupe::compute {
+
+struct MoEWeights {
+  Tensor router;                                                  // (E, C)
+  Tensor fc_w, fc_b, proj_w, proj_b;                              // the experts, stacked
+  Tensor shared_fc_w, shared_fc_b, shared_proj_w, shared_proj_b;  // undefined without one
+  bool has_shared() const { return shared_fc_w.defined(); }
+};
+
+// What one forward keeps for its backward, for up to `tokens` rows (a prefix is used for fewer).
+struct MoEActivations {
+  Tensor logits, probs, lse, gates;                    // (N, E), (N, E), (N), (N, k)
+  Tensor grouped_in, hidden, hidden_gelu, expert_out;  // (N·k, C), (N·k, H), (N·k, H), (N·k, C)
+  Tensor shared_hidden, shared_gelu;                   // (N, H) with a shared expert
+  RoutingPlan plan;
+};
+
+// The backward's scratch, which every layer and micro-batch may share.
+struct MoEScratch {
+  Tensor dlogits, dgates;                 // (N, E), (N, k)
+  Tensor dexpert_out, dhidden, dgrouped;  // (N·k, C), (N·k, H), (N·k, C)
+  Tensor dshared_hidden, dpart;           // (N, H) with a shared expert, (N, C)
+};
+
+struct MoEShape {
+  int experts = 0, top_k = 0;
+  bool shared_expert = false;
+  std::int64_t C = 0, H = 0;
+};
+
+using MoEAllocate = std::function<Tensor(std::int64_t numel)>;
+MoEActivations make_moe_activations(const MoEShape& shape, std::int64_t tokens, const MoEAllocate& allocate);
+MoEScratch make_moe_scratch(const MoEShape& shape, std::int64_t tokens, const MoEAllocate& allocate);
+// Elements of each, as the two functions above allocate them (the memory estimate's count).
+std::int64_t moe_activation_elements(const MoEShape& shape, std::int64_t tokens);
+std::int64_t moe_scratch_elements(const MoEShape& shape, std::int64_t tokens);
+
+// out (…, C) = the layer of inp (…, C) over its N = numel / C rows; a.plan holds the routing and
+// both losses afterwards.
+void moe_forward(Backend& backend, Tensor& out, MoEActivations& a, const Tensor& inp, const MoEWeights& w, int top_k);
+
+// dinp = …, grads += …, from dout; aux_scale and z_scale: each loss's coefficient times the loss
+// scale the caller's gradient carries.
+void moe_backward(Backend& backend, Tensor& dinp, MoEWeights& grads, MoEScratch& scratch, const Tensor& dout,
+                  const MoEActivations& a, const Tensor& inp, const MoEWeights& w, double aux_scale, double z_scale);
+
+}  // namespace troupe::compute

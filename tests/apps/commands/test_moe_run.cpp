@@ -1,0 +1,91 @@
+// troupe train with experts as a user runs it (docs/moe.md): moe-tiny trains, its step lines carry
+// the routing losses and its loss falls; a layout with experts that is not built yet is refused in
+// one line before anything starts.
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <regex>
+#include <vector>
+
+#include "support/run_process.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace troupe::test;
+using Catch::Contains;
+using Catch::StartsWith;
+
+namespace {
+
+ProcessResult troupe_train(const TempDir& dir, std::vector<std::string> args, std::chrono::seconds timeout) {
+  args.insert(args.begin(), {TROUPE_BINARY_DIR "/troupe", "train", "--model.preset", "moe-tiny", "--train.threads", "1",
+                             "--sample.tokens", "0"});
+  return run_process(args, dir.path().string(), timeout);
+}
+
+}  // namespace
+
+TEST_CASE("moe-tiny trains: its step lines carry aux and z, and the loss falls", "[cli][moe]") {
+  TempDir dir;
+  const ProcessResult r = troupe_train(dir,
+                                       {"--train.steps", "40", "--train.batch_size", "4", "--train.seq_len", "64",
+                                        "--train.lr", "3e-3", "--train.warmup_steps", "5", "--train.val_every", "0"},
+                                       std::chrono::seconds(300));
+  INFO("stdout tail: " << r.out.substr(r.out.size() > 3000 ? r.out.size() - 3000 : 0));
+  INFO("stderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("experts: 4 in each of 2 MoE blocks (every 2), top-2"));
+  const std::regex line("step +([0-9]+)/40 \\| loss ([0-9.]+) \\| aux ([0-9.]+) \\| z ([0-9.]+) \\|");
+  std::vector<double> losses, aux;
+  for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), line); it != std::sregex_iterator(); ++it) {
+    losses.push_back(std::stod((*it)[2].str()));
+    aux.push_back(std::stod((*it)[3].str()));
+  }
+  REQUIRE(losses.size() == 40);
+  std::printf("moe-tiny, 40 steps of 4 x 64: loss %.4f -> %.4f, aux %.4f -> %.4f\n", losses.front(), losses.back(),
+              aux.front(), aux.back());
+  CHECK(losses.back() < losses.front() - 1.0);
+  // E · Σ f_i P_i is about 1 when balanced, E when every token goes to the same experts.
+  for (double a : aux) CHECK((a > 0.5 && a <= 4.0));
+}
+
+TEST_CASE("a model with experts on pipeline stages is refused in one line, exit 2", "[cli][moe]") {
+  TempDir dir;
+  const ProcessResult r = troupe_train(dir, {"--workers", "2", "--pipeline.stages", "2"}, std::chrono::seconds(60));
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err ==
+        "troupe: error: model.experts does not work with pipeline.stages > 1 yet: every rank runs the whole "
+        "model\n");
+}
+
+TEST_CASE("moe-tiny resumed from its step-3 checkpoint prints the uninterrupted run's step-6 loss; export refuses it",
+          "[cli][moe][checkpoint]") {
+  TempDir dir;
+  const std::vector<std::string> common = {"--train.batch_size", "2", "--train.seq_len",    "64",
+                                           "--train.val_every",  "0", "--checkpoint.every", "3"};
+  auto run = [&](const std::string& folder, std::vector<std::string> args) {
+    args.insert(args.end(), common.begin(), common.end());
+    args.insert(args.end(), {"--checkpoint.dir", (dir.path() / folder).string()});
+    const ProcessResult r = troupe_train(dir, args, std::chrono::seconds(120));
+    INFO("stderr: " << r.err);
+    REQUIRE(r.exit_code == 0);
+    return r.out;
+  };
+  const std::regex last("step +6/6 \\| loss ([0-9.]+) \\|");
+  std::smatch whole, resumed;
+  const std::string straight = run("straight", {"--train.steps", "6"});
+  REQUIRE(std::regex_search(straight, whole, last));
+  run("stopped", {"--train.steps", "3"});
+  const std::string again = run("stopped", {"--train.steps", "6", "--resume"});
+  CHECK_THAT(again, Contains("resumed from"));
+  REQUIRE(std::regex_search(again, resumed, last));
+  CHECK(resumed[1].str() == whole[1].str());
+
+  const ProcessResult exported =
+      run_process({TROUPE_BINARY_DIR "/troupe", "export", "--checkpoint", (dir.path() / "stopped").string(), "--out",
+                   (dir.path() / "model.safetensors").string()},
+                  dir.path().string(), std::chrono::seconds(60));
+  CHECK(exported.exit_code == 2);
+  CHECK_THAT(exported.err, Contains("a model with experts (model.experts 4) has no Hugging Face GPT-2 form"));
+}

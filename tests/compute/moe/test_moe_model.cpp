@@ -1,0 +1,154 @@
+// A GPT whose blocks hold the mixture-of-experts MLP (GPTConfig::experts): the whole model's
+// gradient, routing losses included, against finite differences in float64; the parameter
+// layout's MoE tensors and its active count; the memory estimate.
+
+#include <catch2/catch.hpp>
+
+#include <malloc.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+
+#include "compute/cpu/cpu_backend.hpp"
+#include "compute/model/gpt.hpp"
+#include "compute/model/memory_estimate.hpp"
+#include "compute/model/stage_split.hpp"
+#include "compute/optim/adamw.hpp"
+#include "compute/random.hpp"
+#include "support/finite_difference.hpp"
+
+using namespace troupe::compute;
+using troupe::test::central_difference;
+using troupe::test::GradientTolerance;
+using troupe::test::rounding_unit;
+
+namespace {
+
+// 3 blocks, 4 experts top-2 in every other one (block 1), a shared expert.
+GPTConfig moe_config(int moe_every = 2, int shared = 1) {
+  GPTConfig cfg{3, 8, 2, 6, 11, 11};
+  cfg.experts = 4;
+  cfg.top_k = 2;
+  cfg.moe_every = moe_every;
+  cfg.shared_experts = shared;
+  return cfg;
+}
+
+}  // namespace
+
+TEST_CASE("moe GPT: gradient with the routing losses equals central finite differences in float64",
+          "[model][gradcheck]") {
+  const GPTConfig cfg = moe_config(1);
+  const double aux_coef = 0.5, z_coef = 0.2;
+  CpuBackend backend(1);
+  GPT model(cfg, backend, DType::f64);
+  model.stage().set_moe_loss_coefficients(aux_coef, z_coef);
+  model.init_parameters(7);
+  double* p = model.params().data_as<double>();
+  for (std::int64_t i = 0; i < model.layout().total(); ++i) p[i] += 0.3 * counter_normal(11, 0, i);
+
+  // B·T = 8: the backend's single-precision dloss, float(1/8), is exact, so the cross-entropy's
+  // share carries no error that the routing losses' share could unmask by cancelling it.
+  const int B = 2, T = 4;
+  model.reserve(B, T);
+  Tensor tokens = Tensor::zeros({B, T}, DType::i32), targets = Tensor::zeros({B, T}, DType::i32);
+  for (int i = 0; i < B * T; ++i) {
+    tokens.data_as<std::int32_t>()[i] = static_cast<std::int32_t>(splitmix64(i) % 11);
+    targets.data_as<std::int32_t>()[i] = static_cast<std::int32_t>(splitmix64(100 + i) % 11);
+  }
+  // The loss backward differentiates: the cross-entropy plus each MoE block's weighted losses.
+  auto total_loss = [&] {
+    const double ce = model.forward(tokens, targets);
+    const GPTStage::MoELosses m = model.stage().moe_losses(0);
+    return ce + cfg.moe_layers() * (aux_coef * m.aux + z_coef * m.z);
+  };
+  model.zero_grad();
+  const double loss = total_loss();
+  REQUIRE(model.stage().moe_losses(0).aux > 0);
+  model.backward();
+  const double* g = model.grads().data_as<double>();
+  // As test_model_gradient.cpp: h and 16 rounding units of the loss; rtol 1e-9 as the layer checks.
+  const double h = 1e-4;
+  const GradientTolerance tolerance{16 * rounding_unit(loss, h), 1e-9};
+  for (const auto& view : model.layout().views()) {
+    double worst = 0, largest = 0;
+    for (std::int64_t i = view.offset; i < view.offset + view.numel(); ++i) {
+      const double numeric = central_difference(p[i], h, total_loss);
+      worst = std::max(worst, tolerance.used(numeric, g[i]));
+      largest = std::max(largest, std::abs(numeric));
+    }
+    INFO("parameter " << view.name << ": worst share of the tolerance " << worst);
+    CHECK(worst <= 1.0);
+    CHECK(largest * 1e-3 > tolerance.atol + tolerance.rtol * largest);
+  }
+}
+
+TEST_CASE(
+    "moe GPT: the layout holds the router and stacked experts in every moe_every-th block, and counts "
+    "active parameters") {
+  const GPTConfig cfg = moe_config(2, 1);
+  const ParameterLayout layout(cfg);
+  const std::int64_t C = cfg.n_embd, E = cfg.experts;
+  CHECK(layout.find("h.0.mlp.c_fc.weight").shape == Shape{4 * C, C});
+  CHECK(layout.find("h.1.mlp.router.weight").shape == Shape{E, C});
+  CHECK(layout.find("h.1.mlp.experts.c_fc.weight").shape == Shape{E, 4 * C, C});
+  CHECK(layout.find("h.1.mlp.experts.c_proj.weight").shape == Shape{E, C, 4 * C});
+  CHECK(layout.find("h.1.mlp.shared_expert.c_proj.bias").shape == Shape{C});
+  CHECK(layout.find("h.2.mlp.c_proj.bias").shape == Shape{C});
+  CHECK_THROWS(layout.find("h.1.mlp.c_fc.weight"));
+  // Layer ranges tile the blocks, the MoE block's the larger by (E - 1 + 1 shared) experts and the router.
+  const auto [b0, e0] = layout.layer_range(0);
+  const auto [b1, e1] = layout.layer_range(1);
+  CHECK(e0 == b1);
+  const std::int64_t expert = 8 * C * C + 5 * C;
+  CHECK((e1 - b1) - (e0 - b0) == E * expert + E * C);
+  CHECK(layout.total() - layout.active() == (E - cfg.top_k) * expert);
+  GPTConfig dense = cfg;
+  dense.experts = 0;
+  CHECK(ParameterLayout(dense).active() == ParameterLayout(dense).total());
+}
+
+TEST_CASE("moe GPT: validate names the MoE key that is out of range") {
+  GPTConfig cfg = moe_config();
+  cfg.top_k = 5;
+  CHECK(validate(cfg).error().message == "model.top_k 5 must be between 1 and model.experts 4");
+  cfg = moe_config();
+  cfg.moe_every = 4;
+  CHECK(validate(cfg).error().message == "model.moe_every 4 must be between 1 and model.n_layer 3");
+  cfg = moe_config();
+  cfg.shared_experts = 2;
+  CHECK(validate(cfg).error().message == "model.shared_experts must be 0 or 1, got 2");
+  CHECK(validate(moe_config()).ok());
+}
+
+// As test_model_memory_estimate.cpp holds the dense model: what the stage and its AdamW allocate,
+// counted by the allocator, against the estimate.
+TEST_CASE("moe GPT: the memory estimate is within 3 percent of what the model and its AdamW allocate", "[model]") {
+  GPTConfig cfg{4, 64, 4, 64, 256, 256};
+  cfg.experts = 4;
+  cfg.top_k = 2;
+  for (const int every : {1, 2})
+    for (const int shared : {0, 1}) {
+      cfg.moe_every = every;
+      cfg.shared_experts = shared;
+      const StageFootprint s{0, 4, 4, 64, 1, 4};
+      CpuBackend backend(1);
+      const struct mallinfo2 before = mallinfo2();
+      {
+        auto stage = std::make_unique<GPTStage>(cfg, backend, 0, 4, DType::f32);
+        stage->reserve(s.B, s.T, s.slots);
+        AdamW optimizer(backend, stage->views(), stage->num_params(), DType::f32, AdamWOptions{}, 0,
+                        stage->num_params());
+        const struct mallinfo2 after = mallinfo2();
+        const double allocated = double(after.uordblks + after.hblkhd) - double(before.uordblks + before.hblkhd);
+        const MemoryEstimate estimate = estimate_training_memory(cfg, s);
+        INFO("moe_every " << every << ", shared " << shared << ": estimate " << estimate.total() << ", allocated "
+                          << allocated);
+        CHECK(estimate.parameter_bytes == 16.0 * double(ParameterLayout(cfg).total()));
+        CHECK(estimate.parameter_bytes == 16.0 * double(stage_parameter_count(cfg, 0, 4)));
+        CHECK(estimate.total() == Approx(allocated).epsilon(0.03));
+      }
+    }
+}
