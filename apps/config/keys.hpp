@@ -20,7 +20,7 @@ namespace troupe::apps {
 // their names (named_choice.hpp).
 using ConfigField =
     std::variant<bool*, int*, long*, std::uint64_t*, double*, std::string*, compute::ZeroStage*, compute::BackendKind*,
-                 compute::Recompute*, schedules::ScheduleKind*, compute::context::ContextMethod*, comm::Compression*,
+                 compute::Recompute*, compute::SyncMode*, schedules::ScheduleKind*, compute::context::ContextMethod*, comm::Compression*,
                  actors::RecoveryMode*, monitor::LogFormat*>;
 
 struct ConfigKey {
