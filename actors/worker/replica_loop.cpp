@@ -108,8 +108,8 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
            {"adam_v", moments_begin, moments_end, mirrors_[2].data_as<float>(), writes_moments}};
   if (t.sync == compute::SyncMode::diloco) {
     // The outer state is the same on every island (it changes only at a sync): the first rank writes it.
-    outer_ = std::make_unique<compute::OuterStep>(
-        model_.params(), compute::OuterOptions{t.diloco_steps, t.outer_lr, t.outer_momentum});
+    outer_ = std::make_unique<compute::OuterStep>(model_.params(),
+                                                  compute::OuterOptions{t.diloco_steps, t.outer_lr, t.outer_momentum});
     held_.push_back({"outer_sync", params_begin, params_end, outer_->last_sync().data_as<float>(), writes_params});
     held_.push_back({"outer_momentum", params_begin, params_end, outer_->momentum().data_as<float>(), writes_params});
     layout_ += fmt::format(", {} island(s) of {}, outer step every {} steps", islands_.count,

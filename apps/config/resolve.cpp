@@ -92,13 +92,12 @@ std::optional<std::string> diloco_problem(const JobConfig& c) {
     if (t.islands > 1) return "train.islands " + str(t.islands) + " needs train.sync diloco";
     return std::nullopt;
   }
-  const std::pair<bool, const char*> not_yet[] = {
-      {c.pipeline.stages > 1, "pipeline.stages > 1"},
-      {c.tensor.shards > 1, "tensor.shards > 1"},
-      {c.context.shards > 1, "context.shards > 1"},
-      {t.zero != compute::ZeroStage::none, "train.zero 1, 2 or 3"},
-      {c.comm.compress != comm::Compression::none, "comm.compress"},
-      {c.fault.elastic, "fault.elastic"}};
+  const std::pair<bool, const char*> not_yet[] = {{c.pipeline.stages > 1, "pipeline.stages > 1"},
+                                                  {c.tensor.shards > 1, "tensor.shards > 1"},
+                                                  {c.context.shards > 1, "context.shards > 1"},
+                                                  {t.zero != compute::ZeroStage::none, "train.zero 1, 2 or 3"},
+                                                  {c.comm.compress != comm::Compression::none, "comm.compress"},
+                                                  {c.fault.elastic, "fault.elastic"}};
   for (const auto& [set, keys] : not_yet)
     if (set)
       return "train.sync diloco does not work with " + std::string(keys) +

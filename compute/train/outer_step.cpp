@@ -72,8 +72,8 @@ void OuterStep::apply(Tensor& params, const Tensor& summed, int islands) {
     nesterov(params.data_as<double>(), last_sync_.data_as<double>(), momentum_.data_as<double>(),
              summed.data_as<double>(), n, islands, options_.lr, options_.momentum);
   else
-    nesterov(params.data_as<float>(), last_sync_.data_as<float>(), momentum_.data_as<float>(),
-             summed.data_as<float>(), n, islands, options_.lr, options_.momentum);
+    nesterov(params.data_as<float>(), last_sync_.data_as<float>(), momentum_.data_as<float>(), summed.data_as<float>(),
+             n, islands, options_.lr, options_.momentum);
   ++syncs_;
 }
 

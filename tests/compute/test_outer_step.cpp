@@ -95,8 +95,7 @@ TEST_CASE("outer step: due every H steps and after the last", "[diloco]") {
   CHECK(outer.due(10, 10));
 }
 
-TEST_CASE("simulated islands at H 1, lr 1, no momentum: every step's weights are the islands' average",
-          "[diloco]") {
+TEST_CASE("simulated islands at H 1, lr 1, no momentum: every step's weights are the islands' average", "[diloco]") {
   const GPTConfig config{2, 32, 4, 32, 64, 64};
   std::vector<std::uint16_t> data(4096);
   for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::uint16_t>(hash_combine(17, i) % 64);
@@ -147,6 +146,6 @@ TEST_CASE("simulated islands at H 1, lr 1, no momentum: every step's weights are
     moved = std::max(moved, double(std::abs(sim0[e] - fresh.params().data_as<float>()[e])));
   }
   CHECK(islands_apart == 0);
-  CHECK(moved > 1e-4);   // the steps did move the weights
-  CHECK(worst < 1e-6);   // the outer step's w_sync − mean(w_sync − w_i) rounds apart from mean(w_i)
+  CHECK(moved > 1e-4);  // the steps did move the weights
+  CHECK(worst < 1e-6);  // the outer step's w_sync − mean(w_sync − w_i) rounds apart from mean(w_i)
 }

@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,9 +45,9 @@ std::string job_file(const TempDir& dir, long every, double lr, double momentum)
 
 // The job of `file` on two workers, its final weights from its checkpoint.
 std::vector<float> two_processes(const TempDir& dir, const std::string& file, const std::string& name) {
-  const ProcessResult r = run_troupe(dir, {"train", "--config", file, "--workers", "2", "--checkpoint.dir",
-                                           (dir.path() / name).string()},
-                                     std::chrono::seconds(180));
+  const ProcessResult r =
+      run_troupe(dir, {"train", "--config", file, "--workers", "2", "--checkpoint.dir", (dir.path() / name).string()},
+                 std::chrono::seconds(180));
   INFO(name << " stdout: " << r.out << "\nstderr: " << r.err);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("2 island(s) of 1"));
@@ -160,10 +160,10 @@ TEST_CASE("diloco: a run resumed between two syncs ends with the weights and out
   // H 2 over 5 steps: syncs after steps 2, 4 and 5; the checkpoint after step 3 holds weights apart
   // from the last sync's, and a momentum of two syncs.
   const fs::path saved = dir.path() / "saved", resumed = dir.path() / "resumed";
-  const std::vector<std::string> job = with(tiny_steps(5), {"--train.sync", "diloco", "--train.diloco_steps", "2",
-                                                           "--checkpoint.every", "3"});
-  const ProcessResult whole = run_troupe(dir, with(with({"train"}, job), {"--checkpoint.dir", saved.string()}),
-                                         std::chrono::seconds(120));
+  const std::vector<std::string> job =
+      with(tiny_steps(5), {"--train.sync", "diloco", "--train.diloco_steps", "2", "--checkpoint.every", "3"});
+  const ProcessResult whole =
+      run_troupe(dir, with(with({"train"}, job), {"--checkpoint.dir", saved.string()}), std::chrono::seconds(120));
   INFO(whole.out << whole.err);
   REQUIRE(whole.exit_code == 0);
   fs::copy(saved, resumed, fs::copy_options::recursive);
