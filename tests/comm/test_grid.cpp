@@ -112,7 +112,7 @@ TEST_CASE("the embedding group pairs the first and last stage of one replica", "
   CHECK(embedding_group(grid, 0).ranks == std::vector<int>{0, 4});
 }
 
-TEST_CASE("a DiLoCo island is consecutive dp places; its outer group the same place in every island", "[grid]") {
+TEST_CASE("a DiLoCo island is consecutive dp places, and its outer group the same place in every island", "[grid]") {
   const Grid grid{6, 1, 2};                       // rank = tp + 2 * dp; 3 islands of 2 dp places
   const Group island = island_group(grid, 7, 3);  // tp 1, dp 3: island 1 (dp 2 and 3)
   CHECK(island.id == dp_group_id);
