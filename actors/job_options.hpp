@@ -20,6 +20,7 @@
 #include "compute/model/recompute.hpp"
 #include "compute/model/stage_split.hpp"
 #include "compute/sim/sim_options.hpp"
+#include "compute/train/sync_mode.hpp"
 #include "compute/train/zero_stage.hpp"
 #include "monitor/log.hpp"
 #include "schedules/schedule.hpp"
@@ -58,6 +59,11 @@ struct TrainOptions {
   compute::ZeroStage zero = compute::ZeroStage::none;  // over the data-parallel group; train.zero 0-3
   bool zero3_reshard = true;  // ZeRO-3 frees each block's gathered parameters after its forward
   compute::Recompute recompute = compute::Recompute::none;  // activations recomputed in backward, not kept
+  compute::SyncMode sync = compute::SyncMode::allreduce;    // every step over every replica, or DiLoCo's islands
+  int islands = 1;              // DiLoCo's islands K: each N/K consecutive data-parallel replicas
+  long diloco_steps = 20;       // H: inner steps between outer syncs
+  double outer_lr = 0.7;        // the outer Nesterov step's learning rate
+  double outer_momentum = 0.9;  // its momentum
   std::uint64_t seed = 1337;
   int threads = 0;         // 0 = all cores
   compute::BackendKind backend = compute::BackendKind::cpu;

@@ -68,6 +68,31 @@ Group context_group(const Grid& grid, int rank, int shards) {
   return group;
 }
 
+int island_of(const Grid& grid, int rank, int islands) {
+  TROUPE_CHECK(islands >= 1 && grid.dp % islands == 0, "islands that do not divide the dp axis");
+  return grid_coord(grid, rank).dp / (grid.dp / islands);
+}
+
+Group island_group(const Grid& grid, int rank, int islands) {
+  const int size = grid.dp / islands, first = island_of(grid, rank, islands) * size;
+  GridCoord c = grid_coord(grid, rank);
+  Group group{dp_group_id, {}};
+  for (c.dp = first; c.dp < first + size; ++c.dp) group.ranks.push_back(grid_rank(grid, c));
+  return group;
+}
+
+Group outer_group(const Grid& grid, int rank, int islands) {
+  const int size = grid.dp / islands;
+  GridCoord c = grid_coord(grid, rank);
+  const int place = c.dp - island_of(grid, rank, islands) * size;
+  Group group{outer_group_id, {}};
+  for (int island = 0; island < islands; ++island) {
+    c.dp = island * size + place;
+    group.ranks.push_back(grid_rank(grid, c));
+  }
+  return group;
+}
+
 Group embedding_group(const Grid& grid, int rank) {
   GridCoord c = grid_coord(grid, rank);
   TROUPE_CHECK(grid.pp >= 2 && (c.pp == 0 || c.pp == grid.pp - 1), "embedding group of a middle stage");

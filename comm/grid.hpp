@@ -28,6 +28,8 @@ inline constexpr std::uint16_t state_transfer_group_id = 5;
 // Not a group of the grid either: the ring shifts and all-to-alls of a context group (context_group
 // below, actors/worker/mailbox_context_exchange.hpp) carry this id.
 inline constexpr std::uint16_t context_group_id = 6;
+// DiLoCo's outer groups (outer_group below): the ranks at one place of every island.
+inline constexpr std::uint16_t outer_group_id = 7;
 
 struct Grid {
   int dp = 1;
@@ -65,6 +67,16 @@ std::uint16_t epoch_group_id(std::uint16_t axis_id, int epoch);
 // consecutive places of the dp axis that hold one data replica's context shards (dp places
 // shards·d … shards·d + shards − 1), at rank's stage and tensor shard, in dp order.
 Group context_group(const Grid& grid, int rank, int shards);
+
+// DiLoCo's island of `rank` (`islands` K dividing grid.dp): the grid.dp / K consecutive places of the
+// dp axis that hold it (island i: places i·dp/K … (i + 1)·dp/K − 1), at rank's stage and tensor shard,
+// in dp order. It stands for rank's dp group (a diloco job sums each step's gradients over it, and
+// never over the whole axis), so it takes the dp axis's id.
+Group island_group(const Grid& grid, int rank, int islands);
+// The ranks at rank's place in every island (K of them, island order): what an outer step sums over.
+Group outer_group(const Grid& grid, int rank, int islands);
+// Which island rank's is.
+int island_of(const Grid& grid, int rank, int islands);
 
 // The first and last pipeline stage of rank's replica, which share the tied embedding's
 // gradient (pp >= 2; rank must be one of them).

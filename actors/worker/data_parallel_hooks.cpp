@@ -72,6 +72,15 @@ compute::ShardExchange unit_exchange(MailboxComm& mailbox, comm::Communicator& c
   return exchange;
 }
 
+compute::IslandGroup island_hooks(MailboxComm& mailbox, comm::Communicator& outer, monitor::WorkProgress& progress,
+                                  int island) {
+  return {outer.group().size(), island, [&mailbox, &outer, &progress](compute::Tensor& pseudo_gradient) {
+            mailbox.all_reduce(outer, pseudo_gradient);
+            auto waiting = progress.wait_for("the outer step's pseudo-gradient sum over the islands");
+            check_comm(mailbox.wait_all());
+          }};
+}
+
 std::vector<std::int64_t> shard_offsets(const comm::Communicator& comm, std::int64_t parameters) {
   const int world = comm.group().size();
   std::vector<std::int64_t> offsets;

@@ -13,6 +13,7 @@
 #include "actors/worker/mailbox_comm.hpp"
 #include "comm/gradient_compressor.hpp"
 #include "compute/model/parameter_layout.hpp"
+#include "compute/train/outer_step.hpp"
 #include "compute/train/trainer.hpp"
 #include "monitor/work_progress.hpp"
 
@@ -43,6 +44,11 @@ std::shared_ptr<comm::GradientCompressor> gradient_compressor(MailboxComm& mailb
 // Parameters as the compressor sees them: matrices rows × cols, vectors rows × 1, at their
 // offsets in the buffer `views` describe (the whole model's, or a pipeline stage's local one).
 std::vector<comm::GradientTensor> gradient_tensors(const std::vector<compute::ParameterView>& views);
+
+// DiLoCo's place of this rank among the islands: `outer` (comm/grid.hpp's outer_group) sums a
+// pseudo-gradient by the ring all-reduce, in f32, and the wait says so to the watchdog.
+compute::IslandGroup island_hooks(MailboxComm& mailbox, comm::Communicator& outer, monitor::WorkProgress& progress,
+                                  int island);
 
 // ZeRO-3's gathers and reduce-scatters of one unit over `comm`, posted now and waited for when the
 // model needs them; a wait names which of the two it is for the watchdog.

@@ -253,8 +253,19 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
   }
   // One line says how each partner's data travels.
   if (!partners.empty()) monitor::logger("comm")->info("{}", comm::describe_peer_transports(engine, partners));
-  auto dp = comm::Communicator::create(engine, renewed(comm::dp_group(grid, rank), comm::dp_group_id, replacing));
+  // Under DiLoCo a rank's gradients are summed over its island, and its pseudo-gradients over the
+  // ranks at its place in every island (comm/grid.hpp).
+  const int islands = job.config.train.islands;
+  auto dp = comm::Communicator::create(
+      engine, renewed(islands > 1 ? comm::island_group(grid, rank, islands) : comm::dp_group(grid, rank),
+                      comm::dp_group_id, replacing));
   if (!dp) return {-1, 1, dp.error().message};
+  std::unique_ptr<comm::Communicator> outer;
+  if (islands > 1) {
+    auto created = comm::Communicator::create(engine, comm::outer_group(grid, rank, islands));
+    if (!created) return {-1, 1, created.error().message};
+    outer = std::move(*created);
+  }
   // Gradients in device memory are summed by NCCL over the same group (resolve() allows only
   // plain data parallelism there); its communicator lives as long as the training.
   std::unique_ptr<DeviceGroup> device_group;
@@ -318,8 +329,10 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
     RecoveryHooks recovery_hooks;
     if (!device_group) recovery_hooks = in_place_hooks(recovery, mailbox, replacing);
     const RunServices services{progress, metrics, &control, rescue, rank == 0, compression_reading, recovery_hooks};
+    compute::IslandGroup island;
+    if (outer) island = island_hooks(mailbox, *outer, progress, comm::island_of(grid, rank, islands));
     RunOutcome outcome = data_parallel_only
-                             ? run_training(job, backend, data, data_parallel(), services, context)
+                             ? run_training(job, backend, data, data_parallel(), services, context, std::move(island))
                              : train_pipeline_stage(job, data, backend, engine, grid, **dp, mailbox, progress, metrics,
                                                     control, rescue, replacing, context, renew_context);
     if (context_exchange && !trace_path.empty() && outcome.exit_code == 0) {

@@ -7,6 +7,7 @@
 #include <spdlog/fmt/fmt.h>
 
 #include "compute/memory_ledger.hpp"
+#include "monitor/log.hpp"
 
 namespace troupe::actors {
 
@@ -29,10 +30,12 @@ compute::TrainerOptions trainer_options(const ResolvedJob& job) {
 namespace {
 
 compute::TrainerOptions replica_options(const ResolvedJob& job, compute::DataParallel data_parallel,
-                                        compute::ShardedParameters* sharded) {
+                                        compute::ShardedParameters* sharded, const compute::IslandGroup& islands) {
   compute::TrainerOptions options = trainer_options(job);
   options.data_parallel = std::move(data_parallel);
   options.data_parallel.sharded = sharded;
+  options.islands = islands.count;
+  options.island = islands.index;
   return options;
 }
 
@@ -61,12 +64,14 @@ compute::GPT& initialised(compute::GPT& model, std::uint64_t seed, bool initiali
 }  // namespace
 
 ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, const JobData& data,
-                         compute::DataParallel data_parallel, bool initialise, compute::ContextShardGroup context)
+                         compute::DataParallel data_parallel, bool initialise, compute::ContextShardGroup context,
+                         compute::IslandGroup islands)
     : backend_(backend),
       // Every rank writes when it holds state of its own: a ZeRO shard of the moments, or a
-      // compression residual; the commit waits for all of them.
-      place_{data_parallel.rank,
-             {data_parallel.size, 1, 1},
+      // compression residual; the commit waits for all of them. Islands are consecutive places of
+      // the dp axis: island i's ranks follow those of islands 0 … i − 1.
+      place_{islands.index * data_parallel.size + data_parallel.rank,
+             {data_parallel.size * islands.count, 1, 1},
              compute::shards_optimizer_state(data_parallel.zero_stage) || !data_parallel.sum_state.empty()
                  ? data_parallel.size
                  : 1},
@@ -75,7 +80,9 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
       sharded_(zero3_source(job, backend, data_parallel)),
       model_(job.model, backend, compute::DType::f32, trainer_options(job).recompute, sharded_.get(), context),
       trainer_(initialised(model_, job.config.train.seed, initialise),
-               replica_options(job, std::move(data_parallel), sharded_.get()), data.train, data.val) {
+               replica_options(job, std::move(data_parallel), sharded_.get(), islands), data.train, data.val),
+      islands_(std::move(islands)),
+      total_steps_(job.config.train.steps) {
   const TrainOptions& t = job.config.train;
   const int rank = place_.rank;
   layout_ = replica_layout(place_.grid.dp, t.batch_size, t.seq_len, t.grad_accum);
@@ -101,6 +108,15 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
   held_ = {{"param", params_begin, params_end, mirrors_[0].data_as<float>(), writes_params},
            {"adam_m", moments_begin, moments_end, mirrors_[1].data_as<float>(), writes_moments},
            {"adam_v", moments_begin, moments_end, mirrors_[2].data_as<float>(), writes_moments}};
+  if (t.sync == compute::SyncMode::diloco) {
+    // The outer state is the same on every island (it changes only at a sync): the first rank writes it.
+    outer_ = std::make_unique<compute::OuterStep>(model_.params(),
+                                                  compute::OuterOptions{t.diloco_steps, t.outer_lr, t.outer_momentum});
+    held_.push_back({"outer_sync", params_begin, params_end, outer_->last_sync().data_as<float>(), writes_params});
+    held_.push_back({"outer_momentum", params_begin, params_end, outer_->momentum().data_as<float>(), writes_params});
+    layout_ += fmt::format(", {} island(s) of {}, outer step every {} steps", islands_.count,
+                           place_.grid.dp / islands_.count, t.diloco_steps);
+  }
   // Compression state lives in host memory (compression runs on the CPU backend only).
   for (const compute::DataParallel::SumState& state : trainer_.data_parallel().sum_state) {
     TROUPE_CHECK(state.values.device() == compute::Device::cpu && state.values.dtype() == compute::DType::f32,
@@ -108,6 +124,23 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
     held_.push_back({state.kind, 0, state.values.numel(), state.values.data_as<float>(),
                      state.replicated ? writes_params : true, false, true});
   }
+}
+
+compute::StepResult ReplicaLoop::step() {
+  compute::StepResult result = trainer_.step();
+  if (outer_ && outer_->due(trainer_.steps_taken(), total_steps_)) {
+    outer_->sync(model_.params(), islands_);
+    if (place_.rank == 0) {
+      // A ring all-reduce over K ranks sends 2(K − 1)/K of the buffer from each.
+      const double bytes = static_cast<double>(model_.params().nbytes());
+      monitor::logger("train")->info(
+          "diloco: outer step {} after step {}: pseudo-gradients of {:.2f} MB averaged over {} island(s), {:.2f} MB "
+          "sent by each rank",
+          outer_->syncs(), trainer_.steps_taken(), bytes / 1e6, islands_.count,
+          2.0 * (islands_.count - 1) / islands_.count * bytes / 1e6);
+    }
+  }
+  return result;
 }
 
 void ReplicaLoop::resplit(const compute::BatchSplit& split) {

@@ -1,7 +1,10 @@
 #pragma once
 // A rank that runs the whole model: `troupe train` in one process, or a data-parallel replica
 // whose gradients `data_parallel`'s hooks sum (ZeRO 1/2 shard the optimizer state over them; ZeRO-3
-// the parameters too, which the model then gathers block by block).
+// the parameters too, which the model then gathers block by block). Under train.sync diloco the
+// group is the rank's island, and every train.diloco_steps steps (and after the last) the islands
+// take the outer step (compute/train/outer_step.hpp); its state is checkpointed as `outer_sync` and
+// `outer_momentum`.
 
 #include <functional>
 #include <memory>
@@ -11,6 +14,7 @@
 #include "actors/worker/job_data.hpp"
 #include "actors/worker/training_loop.hpp"
 #include "compute/backend.hpp"
+#include "compute/train/outer_step.hpp"
 
 namespace troupe::actors {
 
@@ -22,9 +26,10 @@ class ReplicaLoop final : public TrainingLoop {
   // `initialise`: fill the parameters from the seed; a replacement joining in place skips it (a
   // peer's state overwrites them before the first step, and for `small` it would cost half a second).
   ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, const JobData& data,
-              compute::DataParallel data_parallel, bool initialise = true, compute::ContextShardGroup context = {});
+              compute::DataParallel data_parallel, bool initialise = true, compute::ContextShardGroup context = {},
+              compute::IslandGroup islands = {});
 
-  compute::StepResult step() override { return trainer_.step(); }
+  compute::StepResult step() override;
   double evaluate(int batches) override { return trainer_.evaluate(batches); }
   double param_norm() override;
   std::int64_t tokens_per_step() const override { return trainer_.tokens_per_step(); }
@@ -50,6 +55,9 @@ class ReplicaLoop final : public TrainingLoop {
   std::unique_ptr<compute::ShardedParameters> sharded_;  // ZeRO-3: the model's parameters, sharded
   compute::GPT model_;
   compute::Trainer trainer_;
+  compute::IslandGroup islands_;
+  std::unique_ptr<compute::OuterStep> outer_;  // train.sync diloco only
+  long total_steps_;
   std::string layout_;
   // Parameters and both moments; checkpoints read and write host memory, so state on a device
   // goes through host mirrors (on the CPU the mirrors are views of the state itself).

@@ -519,9 +519,9 @@ RunOutcome drive_training(const ResolvedJob& job, const JobData& data, const std
 
 RunOutcome run_training(const ResolvedJob& job, compute::Backend& backend, const JobData& data,
                         compute::DataParallel data_parallel, const RunServices& services,
-                        compute::ContextShardGroup context) {
+                        compute::ContextShardGroup context, compute::IslandGroup islands) {
   compute::memory_ledger().measure_runtime();  // what the process holds before the model
-  ReplicaLoop loop(job, backend, data, std::move(data_parallel), !services.recovery.join, context);
+  ReplicaLoop loop(job, backend, data, std::move(data_parallel), !services.recovery.join, context, std::move(islands));
   return drive_training(job, data, backend.name(), loop, services);
 }
 

@@ -95,9 +95,10 @@ RunOutcome drive_training(const ResolvedJob& job, const JobData& data, const std
                           TrainingLoop& loop, const RunServices& services);
 
 // A whole-model run (ReplicaLoop) with `data_parallel`'s hooks (default: one process), on the
-// rank's rows of each sequence under a context group (compute/model/context_shard.hpp).
+// rank's rows of each sequence under a context group (compute/model/context_shard.hpp), as one of
+// DiLoCo's `islands` under train.sync diloco (`data_parallel` is then the rank's island).
 RunOutcome run_training(const ResolvedJob& job, compute::Backend& backend, const JobData& data,
                         compute::DataParallel data_parallel, const RunServices& services,
-                        compute::ContextShardGroup context = {});
+                        compute::ContextShardGroup context = {}, compute::IslandGroup islands = {});
 
 }  // namespace troupe::actors

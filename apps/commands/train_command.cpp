@@ -28,6 +28,8 @@ int run_train(const ResolvedJob& job, std::optional<double> memory_limit) {
                           (job.config.pipeline.stages > 1 && job.config.tensor.shards > 1 ? " of every stage" : "") +
                           ": add --workers " + std::to_string(ranks) + " (or a multiple)");
   // Input errors come before any work or output, as the job process of --workers reports them.
+  if (Status islands = check_grid_divides(job, 1); !islands)
+    return error_exit(ExitCode::bad_input, islands.error().message);
   if (Status fits = check_memory_fit(job, {1, 1, 1}, memory_limit); !fits)
     return error_exit(ExitCode::bad_input, fits.error().message);
   auto data = actors::load_job_data(job);

@@ -28,10 +28,15 @@ std::string replica_keys(const JobConfig& c) {
 
 Status check_grid_divides(const ResolvedJob& job, int ranks) {
   const JobConfig& c = job.config;
-  if (ranks % (c.pipeline.stages * c.tensor.shards * c.context.shards) == 0) return Status::success();
-  return Error{replica_keys(c) + " does not divide the job's " + std::to_string(ranks) +
-               " workers (workers = data-parallel replicas x stages" + (c.tensor.shards > 1 ? " x shards" : "") +
-               (c.context.shards > 1 ? " x context shards)" : ")")};
+  const int replica_ranks = c.pipeline.stages * c.tensor.shards * c.context.shards;
+  if (ranks % replica_ranks != 0)
+    return Error{replica_keys(c) + " does not divide the job's " + std::to_string(ranks) +
+                 " workers (workers = data-parallel replicas x stages" + (c.tensor.shards > 1 ? " x shards" : "") +
+                 (c.context.shards > 1 ? " x context shards)" : ")")};
+  if (const int replicas = ranks / replica_ranks; replicas % c.train.islands != 0)
+    return Error{"train.islands " + std::to_string(c.train.islands) + " does not divide the job's " +
+                 std::to_string(replicas) + " data-parallel replicas (each island holds as many)"};
+  return Status::success();
 }
 
 schedules::Workload job_workload(const ResolvedJob& job, int ranks) {

@@ -28,8 +28,8 @@ schedules::Workload job_workload(const ResolvedJob& job, int ranks);
 // "pipeline.stages 2 × tensor.shards 2" when there are tensor shards (and "× context.shards C"
 // when there are context shards).
 std::string replica_keys(const JobConfig& config);
-// The ranks fill whole replicas (pipeline.stages × tensor.shards × context.shards divides them), or the error names
-// the keys and the count.
+// The ranks fill whole replicas (pipeline.stages × tensor.shards × context.shards divides them) and the replicas
+// whole islands (train.islands divides them), or the error names the keys and the count.
 Status check_grid_divides(const ResolvedJob& job, int ranks);
 
 // dp = ranks / (pipeline.stages × tensor.shards × context.shards), pp = pipeline.stages, tp = tensor.shards,

@@ -1,5 +1,5 @@
 #pragma once
-// The settings that are one of a few names (train.backend, train.recompute, pipeline.schedule,
+// The settings that are one of a few names (train.backend, train.recompute, train.sync, pipeline.schedule,
 // context.method, comm.compress, fault.recovery, monitor.log_format): each is its library's enum from the config
 // parser on, and this is the one place that reads and writes their names. A library lists its
 // values (compute::backend_kinds, ...) and spells each one; NamedChoice points at both.
@@ -26,6 +26,11 @@ template <>
 struct NamedChoice<compute::Recompute> {
   static constexpr std::span<const compute::Recompute> values{compute::recompute_modes};
   static std::string name(compute::Recompute mode) { return compute::recompute_name(mode); }
+};
+template <>
+struct NamedChoice<compute::SyncMode> {
+  static constexpr std::span<const compute::SyncMode> values{compute::sync_modes};
+  static std::string_view name(compute::SyncMode mode) { return compute::sync_mode_name(mode); }
 };
 template <>
 struct NamedChoice<schedules::ScheduleKind> {

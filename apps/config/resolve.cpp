@@ -91,6 +91,34 @@ Expected<compute::GPTConfig> initial_model(const ModelOptions& options, const st
   return model;
 }
 
+// The first problem with DiLoCo's keys: counts out of range, or a layout its islands do not take yet.
+std::optional<std::string> diloco_problem(const JobConfig& c) {
+  const TrainOptions& t = c.train;
+  if (t.islands < 1) return "train.islands must be at least 1, got " + str(t.islands);
+  if (t.diloco_steps < 1) return "train.diloco_steps must be at least 1, got " + str(t.diloco_steps);
+  if (!(t.outer_lr > 0)) return "train.outer_lr must be positive, got " + str(t.outer_lr);
+  if (!(t.outer_momentum >= 0 && t.outer_momentum < 1))
+    return "train.outer_momentum must be in [0, 1), got " + str(t.outer_momentum);
+  if (t.sync != compute::SyncMode::diloco) {
+    if (t.islands > 1) return "train.islands " + str(t.islands) + " needs train.sync diloco";
+    return std::nullopt;
+  }
+  const std::pair<bool, const char*> not_yet[] = {{c.pipeline.stages > 1, "pipeline.stages > 1"},
+                                                  {c.tensor.shards > 1, "tensor.shards > 1"},
+                                                  {c.context.shards > 1, "context.shards > 1"},
+                                                  {t.zero != compute::ZeroStage::none, "train.zero 1, 2 or 3"},
+                                                  {c.comm.compress != comm::Compression::none, "comm.compress"},
+                                                  {c.fault.elastic, "fault.elastic"}};
+  for (const auto& [set, keys] : not_yet)
+    if (set)
+      return "train.sync diloco does not work with " + std::string(keys) +
+             " yet: an island is whole-model replicas summing plain gradients";
+  if (t.backend != compute::BackendKind::cpu)
+    return "train.sync diloco works with train.backend cpu only so far: the outer step runs on host memory (got '" +
+           std::string(compute::backend_name(t.backend)) + "')";
+  return std::nullopt;
+}
+
 // The first problem with the train, data and sample keys, given the resolved model.
 std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTConfig& model) {
   const TrainOptions& t = c.train;
@@ -234,6 +262,8 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
   if (compression == comm::Compression::bf16 && (p.stages > 1 || tp.shards > 1) && compute::shards_gradients(t.zero))
     return "comm.compress bf16 with pipeline.stages or tensor.shards works with train.zero 0 or 1 only, got " +
            str(compute::zero_number(t.zero));
+
+  if (auto problem = diloco_problem(c)) return problem;
 
   const FaultOptions& f = c.fault;
   if (!(f.heartbeat_seconds > 0)) return "fault.heartbeat_seconds must be positive, got " + str(f.heartbeat_seconds);

@@ -38,6 +38,7 @@ Trainer::Trainer(GPT& model, TrainerOptions options, std::span<const std::uint16
                      shards_parameters(options.data_parallel.zero_stage) ? 1 : options.grad_accum) {
   TROUPE_CHECK(0 <= options.data_parallel.rank && options.data_parallel.rank < options.data_parallel.size,
                "data-parallel rank outside its group");
+  TROUPE_CHECK(0 <= options.island && options.island < options.islands, "an island outside the islands");
   model_.stage().set_moe_loss_coefficients(options.moe_aux_coef, options.moe_z_coef);
   const ContextShardGroup context = model_.stage().context_shard();
   int rows = options.seq_len;
@@ -103,7 +104,8 @@ void Trainer::resplit(const BatchSplit& split) {
 }
 
 std::int64_t Trainer::tokens_per_step() const {
-  return std::int64_t{options_.batch_size} * options_.seq_len * options_.grad_accum * data_replicas();
+  return std::int64_t{options_.batch_size} * options_.seq_len * options_.grad_accum * data_replicas() *
+         options_.islands;
 }
 
 StepResult Trainer::step() {
@@ -127,7 +129,8 @@ StepResult Trainer::step() {
   for (int micro = 0; micro < k; ++micro) {
     micro_batches_.before_backward(micro);
     const std::uint64_t micro_index = static_cast<std::uint64_t>(steps_) * k + micro;
-    const std::uint64_t first = (micro_index * data_replicas() + data_rank()) * options_.batch_size;
+    const std::uint64_t replica = static_cast<std::uint64_t>(options_.island) * data_replicas() + data_rank();
+    const std::uint64_t first = (micro_index * data_replicas() * options_.islands + replica) * options_.batch_size;
     fill_batch(inputs_.data_as<std::int32_t>(), targets_.data_as<std::int32_t>(), train_tokens_, train_sampler_, first,
                options_.batch_size);
     loss_sum += model_.forward(own_rows(inputs_, rows_in_), own_rows(targets_, rows_target_), between_layers);
@@ -160,7 +163,8 @@ StepResult Trainer::step() {
 
 double Trainer::evaluate(int batches) {
   const DataParallel& dp = options_.data_parallel;
-  const int micro_batches = batches * options_.grad_accum;
+  // Under DiLoCo each island evaluates the set of all the islands' replicas, on its own weights.
+  const int micro_batches = batches * options_.grad_accum * options_.islands;
   const std::uint64_t first = static_cast<std::uint64_t>(data_rank()) * micro_batches * options_.batch_size;
   double sum = 0;
   for (int i = 0; i < micro_batches; ++i) {

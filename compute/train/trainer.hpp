@@ -17,6 +17,11 @@
 // model on its rows of them. Each scales its loss by 1/(k·n) over the whole group of n ranks, so
 // the group's sum is the mean gradient as above (each rank's mean is over its equal share of the
 // rows), and the group's mean of the losses is the replicas' mean loss.
+//
+// Under DiLoCo (outer_step.hpp) the group is one island of `islands`, and island i's replicas read
+// the i-th of `islands` equal parts of every global batch: replica d of island i reads as replica
+// i·n + d of islands·n would, so the islands together read what plain data parallelism over all
+// their replicas reads. Validation stays the island's: each island evaluates the whole set.
 
 #include <cstdint>
 #include <span>
@@ -47,6 +52,8 @@ struct TrainerOptions {
   // Each MoE block's load-balancing and router z-losses in the objective (GPTStage::set_moe_loss_coefficients).
   double moe_aux_coef = 0, moe_z_coef = 0;
   DataParallel data_parallel;
+  int islands = 1;  // DiLoCo's islands K; data_parallel is this rank's island
+  int island = 0;   // which of them this rank's is
 };
 
 // How a step's global batch is split over the data-parallel group: this rank's place in it, the
@@ -91,7 +98,7 @@ class Trainer {
   void resplit(const BatchSplit& split);
   AdamW& optimizer() { return zero_.optimizer(0); }
   const DataParallel& data_parallel() const { return options_.data_parallel; }
-  std::int64_t tokens_per_step() const;  // over the whole data-parallel group
+  std::int64_t tokens_per_step() const;  // over the whole data-parallel group, every island's
   int seq_len() const { return options_.seq_len; }
 
  private:

@@ -112,6 +112,22 @@ TEST_CASE("the embedding group pairs the first and last stage of one replica", "
   CHECK(embedding_group(grid, 0).ranks == std::vector<int>{0, 4});
 }
 
+TEST_CASE("a DiLoCo island is consecutive dp places, and its outer group the same place in every island", "[grid]") {
+  const Grid grid{6, 1, 2};                       // rank = tp + 2 * dp; 3 islands of 2 dp places
+  const Group island = island_group(grid, 7, 3);  // tp 1, dp 3: island 1 (dp 2 and 3)
+  CHECK(island.id == dp_group_id);
+  CHECK(island.ranks == std::vector<int>{5, 7});
+  CHECK(island_of(grid, 7, 3) == 1);
+  const Group outer = outer_group(grid, 7, 3);  // place 1 of islands 0, 1, 2: dp 1, 3, 5
+  CHECK(outer.id == outer_group_id);
+  CHECK(outer.ranks == std::vector<int>{3, 7, 11});
+  CHECK(outer_group(grid, 0, 3).ranks == std::vector<int>{0, 4, 8});
+  // One island is the dp group; one replica per island makes the outer group the dp axis.
+  CHECK(island_group(grid, 7, 1).ranks == dp_group(grid, 7).ranks);
+  CHECK(outer_group(grid, 7, 6).ranks == dp_group(grid, 7).ranks);
+  CHECK(island_group(grid, 7, 6).ranks == std::vector<int>{7});
+}
+
 TEST_CASE("a context group is a replica's consecutive dp places at the rank's stage and tensor shard", "[grid]") {
   const Grid grid{4, 2, 2};                    // rank = tp + 2 * (dp + 4 * pp)
   const Group g = context_group(grid, 13, 2);  // tp 1, dp 2, pp 1
