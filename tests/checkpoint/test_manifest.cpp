@@ -82,7 +82,7 @@ TEST_CASE("manifest errors name the missing or mistyped field", "[manifest]") {
   CHECK(from_json_error(nlohmann::json::array()) == "the top level is not a JSON object");
 }
 
-TEST_CASE("a model with experts writes its MoE shape into the manifest; a dense one's model has none",
+TEST_CASE("a model with experts writes its MoE shape into the manifest, and a dense one's model has none",
           "[manifest][moe]") {
   const nlohmann::json dense = to_json(full_manifest());
   CHECK_FALSE(dense["model"].contains("experts"));
