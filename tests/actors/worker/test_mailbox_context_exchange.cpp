@@ -39,7 +39,8 @@ TEST_CASE("a context group's ring shift and all-to-all move each rank's blocks, 
       const std::vector<float> send{100.0f * r, 100.0f * r + 1};
       std::vector<float> got(2);
       if (Status s = exchange.all_to_all(bytes_of(send), writable_bytes_of(got)); !s) return s;
-      if (got[static_cast<std::size_t>(r)] != 100.0f * r + r || got[static_cast<std::size_t>(1 - r)] != 100.0f * (1 - r) + r)
+      if (got[static_cast<std::size_t>(r)] != 100.0f * r + r ||
+          got[static_cast<std::size_t>(1 - r)] != 100.0f * (1 - r) + r)
         return Error{"the all-to-all brought " + std::to_string(got[0]) + ", " + std::to_string(got[1])};
     }
     return world.barrier();

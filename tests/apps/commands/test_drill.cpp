@@ -296,17 +296,19 @@ void check_in_place_on_grid(const ProcessResult& r, int failed, int donor) {
 
 // dp 2 × pp 2: rank = dp + 2·pp, so rank 1 is replica 1's first stage (its donor rank 0) and rank 3
 // replica 1's second stage (its donor rank 2).
-TEST_CASE("drill kill-worker on dp 2 x pp 2: the first stage's worker is respawned in its process and takes its "
-          "stage's state from the other replica, losing no step",
-          "[drill][pipeline][slow]") {
+TEST_CASE(
+    "drill kill-worker on dp 2 x pp 2: the first stage's worker is respawned in its process and takes its "
+    "stage's state from the other replica, losing no step",
+    "[drill][pipeline][slow]") {
   TempDir dir;
   const ProcessResult r = drill(dir, "kill-worker", {"--workers", "4", "--pipeline.stages", "2"});
   check_in_place_on_grid(r, 1, 0);
 }
 
-TEST_CASE("drill kill-worker on dp 2 x pp 2: the second stage's worker is respawned in its process and takes its "
-          "stage's state from the other replica, losing no step",
-          "[drill][pipeline][slow]") {
+TEST_CASE(
+    "drill kill-worker on dp 2 x pp 2: the second stage's worker is respawned in its process and takes its "
+    "stage's state from the other replica, losing no step",
+    "[drill][pipeline][slow]") {
   TempDir dir;
   const ProcessResult r = drill(dir, "kill-worker", {"--workers", "4", "--pipeline.stages", "2", "--target", "3"});
   check_in_place_on_grid(r, 3, 2);
@@ -314,9 +316,10 @@ TEST_CASE("drill kill-worker on dp 2 x pp 2: the second stage's worker is respaw
 
 // Under the interleaved schedule each stage holds two chunks; validations every 2 steps send their
 // activations under a counter of their own, which every rank starts again under the recovery's epoch.
-TEST_CASE("drill kill-worker on dp 2 x pp 2 interleaved, validating every 2 steps: the second stage's worker is "
-          "respawned in its process and both chunks' state comes from the other replica, losing no step",
-          "[drill][pipeline][slow]") {
+TEST_CASE(
+    "drill kill-worker on dp 2 x pp 2 interleaved, validating every 2 steps: the second stage's worker is "
+    "respawned in its process and both chunks' state comes from the other replica, losing no step",
+    "[drill][pipeline][slow]") {
   TempDir dir;
   const ProcessResult r =
       drill(dir, "kill-worker", {"--workers", "4", "--pipeline.stages", "2", "--pipeline.schedule", "interleaved",
@@ -382,9 +385,10 @@ TEST_CASE("drill kill-node on dp 2 x tp 2: only the second shard's node process 
   check_node_replaced_on_grid(r, 1, 3, "lost node 1");
 }
 
-TEST_CASE("drill hang on dp 2 x pp 2: the silent first-stage node is killed and only its process started again, "
-          "losing no step",
-          "[drill][pipeline][slow]") {
+TEST_CASE(
+    "drill hang on dp 2 x pp 2: the silent first-stage node is killed and only its process started again, "
+    "losing no step",
+    "[drill][pipeline][slow]") {
   TempDir dir;
   const ProcessResult r = drill(
       dir, "hang", {"--workers", "4", "--pipeline.stages", "2", "--target", "1", "--fault.heartbeat_timeout", "2"});
@@ -424,9 +428,10 @@ void check_steps_lost(const ProcessResult& r, long checkpoint_step, long after) 
 
 // pp 2 without dp: rank 1 is the second stage. It throws in step 5; the newest checkpoint is step 3
 // (checkpoint.every 3), so step 4 is trained again.
-TEST_CASE("drill kill-worker on pp 2 without dp: no replica holds the second stage, so its worker is respawned in its "
-          "process and every rank rolls back to the newest checkpoint, losing the steps since",
-          "[drill][pipeline][rollback][slow]") {
+TEST_CASE(
+    "drill kill-worker on pp 2 without dp: no replica holds the second stage, so its worker is respawned in its "
+    "process and every rank rolls back to the newest checkpoint, losing the steps since",
+    "[drill][pipeline][rollback][slow]") {
   TempDir dir;
   const ProcessResult r =
       drill(dir, "kill-worker", {"--workers", "2", "--pipeline.stages", "2", "--checkpoint.every", "3"});
@@ -449,9 +454,10 @@ TEST_CASE("drill kill-node on pp 2 without dp: only the lost stage's process is 
                         Contains("node 0's process started again: yes (pid "));
 }
 
-TEST_CASE("drill hang on pp 2 without dp: the silent stage's process is killed and started again, and every rank "
-          "rolls back to the newest checkpoint",
-          "[drill][pipeline][rollback][slow]") {
+TEST_CASE(
+    "drill hang on pp 2 without dp: the silent stage's process is killed and started again, and every rank "
+    "rolls back to the newest checkpoint",
+    "[drill][pipeline][rollback][slow]") {
   TempDir dir;
   const ProcessResult r = drill(dir, "hang", {"--workers", "2", "--pipeline.stages", "2", "--checkpoint.every", "3",
                                               "--fault.heartbeat_timeout", "2"});
@@ -512,9 +518,10 @@ TEST_CASE("drill kill-worker on dp 2 x pp 2 under ZeRO-3: the stage's worker is 
 // With checkpoint.async the coordinator waits for the shards in a background thread: the survivor
 // gives that wait up as it takes the order, so no later save sits out the 120 s commit timeout
 // (the drill's own timeout is shorter) and no save fails for the shard the dead rank never wrote.
-TEST_CASE("drill kill-node under ZeRO-1 with async checkpoints, killed right after a checkpointed step: the background "
-          "commit waiting for the lost shard is given up, and every later checkpoint commits",
-          "[drill][rollback][slow]") {
+TEST_CASE(
+    "drill kill-node under ZeRO-1 with async checkpoints, killed right after a checkpointed step: the background "
+    "commit waiting for the lost shard is given up, and every later checkpoint commits",
+    "[drill][rollback][slow]") {
   TempDir dir;
   const ProcessResult r = drill(dir, "kill-node",
                                 {"--keep", "--at-step", "4", "--train.zero", "1", "--checkpoint.async", "true"},
@@ -525,9 +532,10 @@ TEST_CASE("drill kill-node under ZeRO-1 with async checkpoints, killed right aft
   CHECK_THAT(log, !Contains("error checkpoint") && Contains("step-0000012 committed"));
 }
 
-TEST_CASE("drill kill-node with PowerSGD: the lost rank's residual is nowhere else, so only its node process is "
-          "started again and every rank rolls back to the newest checkpoint, which holds every rank's",
-          "[drill][compression][rollback][slow]") {
+TEST_CASE(
+    "drill kill-node with PowerSGD: the lost rank's residual is nowhere else, so only its node process is "
+    "started again and every rank rolls back to the newest checkpoint, which holds every rank's",
+    "[drill][compression][rollback][slow]") {
   TempDir dir;
   const ProcessResult r = drill(dir, "kill-node", {"--comm.compress", "powersgd", "--comm.compress_start_step", "2"});
   check_steps_lost(
@@ -618,9 +626,10 @@ void check_chaos(long steps, std::vector<std::string> extra = {}) {
   for (int node : nodes) CHECK((node >= 0 && node < 4));
 }
 
-TEST_CASE("drill chaos: a node SIGKILLed in steps 10 and 20 of 30, another one each time, at a random moment "
-          "while the previous step's checkpoint may be in flight, and the job ends bitwise equal to the undisturbed run",
-          "[drill][slow]") {
+TEST_CASE(
+    "drill chaos: a node SIGKILLed in steps 10 and 20 of 30, another one each time, at a random moment "
+    "while the previous step's checkpoint may be in flight, and the job ends bitwise equal to the undisturbed run",
+    "[drill][slow]") {
   check_chaos(30, {"--checkpoint.every", "1"});
 }
 

@@ -134,7 +134,8 @@ TEST_CASE(
                       {"launch", "--hostfile", dir.write("plain", "localhost slots=1\nlocalhost slots=1\n")});
 }
 
-TEST_CASE("a second rejoin while the first is under way is refused in one line, and nothing restarts", "[shell][dp][slow]") {
+TEST_CASE("a second rejoin while the first is under way is refused in one line, and nothing restarts",
+          "[shell][dp][slow]") {
   TempDir dir;
   const long steps = 200;
   LiveJob job(dir, steps);

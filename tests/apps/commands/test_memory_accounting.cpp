@@ -85,9 +85,10 @@ TEST_CASE("small: the accounted peak is within 10% of the peak resident set, 1 p
   check_layouts({"--model.preset", "small", "--train.batch_size", "4", "--train.seq_len", "128"}, {"1", "3"});
 }
 
-TEST_CASE("GPT-2-shaped: the accounted peak is within 10% of the peak resident set, 1 process, dp 2 ZeRO 2 and 3, "
-          "pp 2",
-          "[memory][dp][pipeline][slow]") {
+TEST_CASE(
+    "GPT-2-shaped: the accounted peak is within 10% of the peak resident set, 1 process, dp 2 ZeRO 2 and 3, "
+    "pp 2",
+    "[memory][dp][pipeline][slow]") {
   check_layouts({"--model.preset", "gpt2", "--model.n_layer", "2", "--train.batch_size", "1", "--train.seq_len", "128"},
                 {"2", "3"});
 }

@@ -59,8 +59,9 @@ TEST_CASE("a model with experts on pipeline stages is refused in one line, exit 
         "model\n");
 }
 
-TEST_CASE("moe-tiny resumed from its step-3 checkpoint prints the uninterrupted run's step-6 loss, and export refuses it",
-          "[cli][moe][checkpoint]") {
+TEST_CASE(
+    "moe-tiny resumed from its step-3 checkpoint prints the uninterrupted run's step-6 loss, and export refuses it",
+    "[cli][moe][checkpoint]") {
   TempDir dir;
   const std::vector<std::string> common = {"--train.batch_size", "2", "--train.seq_len",    "64",
                                            "--train.val_every",  "0", "--checkpoint.every", "3"};

@@ -92,9 +92,10 @@ TEST_CASE("context cost: the values a rank sends per layer are what it hands its
   }
 }
 
-TEST_CASE("context cost: the all-to-all keeps less per layer than the ring and sends more in its backward, and one "
-          "shard costs nothing",
-          "[context]") {
+TEST_CASE(
+    "context cost: the all-to-all keeps less per layer than the ring and sends more in its backward, and one "
+    "shard costs nothing",
+    "[context]") {
   const ContextLayerCost ring = context_layer_cost(ContextMethod::ring, 1, 4096, 64, 4, 2);
   const ContextLayerCost all = context_layer_cost(ContextMethod::all_to_all, 1, 4096, 64, 4, 2);
   CHECK(all.kept < ring.kept);
