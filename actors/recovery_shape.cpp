@@ -11,6 +11,7 @@ RecoveryShape recovery_shape(const JobConfig& config, int world_size, bool repla
   shape.zero = config.train.zero;
   shape.device_backend = compute::on_device(config.train.backend);
   shape.compression = config.comm.compress;
+  shape.islands = config.train.sync == compute::SyncMode::diloco ? config.train.islands : 1;
   shape.replaces_nodes = replaces_nodes;
   shape.checkpoints = !config.checkpoint.dir.empty();
   return shape;

@@ -20,6 +20,7 @@ std::string state_of_its_own(const RecoveryShape& shape) {
            " shards the optimizer state: no replica holds a lost shard of the moments";
   if (shape.compression == comm::Compression::powersgd)
     return "comm.compress powersgd keeps each rank's residual only in its own memory";
+  if (shape.islands > 1) return "DiLoCo's islands train weights of their own between syncs: no other island holds them";
   return {};
 }
 
@@ -47,6 +48,12 @@ RecoveryChoice choose_recovery(const RecoveryShape& shape, FailureKind kind) {
     return restart("in place replaces a " + std::string(to_string(kind)) +
                    " node only where the job's launcher started every node process (not --external)");
   if (shape.device_backend) return restart(std::string("in place covers the CPU backend: ") + device_state);
+  // A respawned rank would need its island's weights and the outer state, and the islands' outer
+  // group renewed with the others: not built, so the job restarts from the newest checkpoint,
+  // which holds the outer state (docs/diloco.md).
+  if (shape.islands > 1)
+    return restart("DiLoCo's islands are recovered by restarting every node from the newest checkpoint (in place "
+                   "does not renew their outer group yet)");
   const ReplicaState state = replica_state(shape);
   if (!state.held && !shape.checkpoints)
     return restart(

@@ -25,7 +25,8 @@
 // own processes included, forgets the step it was in, loads its own shards of the newest checkpoint
 // every rank can read and goes on from there; the steps since that checkpoint are trained again.
 // The same rollback answers a plan that finds no rank holding the newest steps of some (stage,
-// shard).
+// shard). DiLoCo's islands (more than one) hold weights of their own between syncs and an outer
+// group in-place recovery does not renew: their job restarts every node from the newest checkpoint.
 //
 // plan_recovery() is the plan once every rank has said how many steps it holds: every rank goes on
 // after the most steps any rank holds, each rank holding fewer (a replacement, and a survivor an

@@ -356,3 +356,25 @@ TEST_CASE("one rule says whether a replica holds every rank's state, for the rol
   CHECK(rescue_choice(s).why_not == zero.why_not);
   CHECK_THAT(choose_grow(s).why_not, Catch::Contains(zero.why_not));
 }
+
+TEST_CASE("DiLoCo's islands restart every node from the newest checkpoint: no island holds another's weights, and in "
+          "place does not renew their outer group",
+          "[recovery]") {
+  RecoveryShape shape = plain_dp();
+  shape.islands = 2;
+  shape.checkpoints = true;
+  for (const FailureKind kind : {FailureKind::worker_exception, FailureKind::node_lost}) {
+    INFO(to_string(kind));
+    const RecoveryChoice choice = choose_recovery(shape, kind);
+    CHECK_FALSE(choice.in_place);
+    CHECK_THAT(choice.why_not, Catch::Contains("DiLoCo's islands"));
+  }
+  const ReplicaState state = replica_state(shape);
+  CHECK_FALSE(state.held);
+  CHECK_THAT(state.why_not, Catch::Contains("islands train weights of their own"));
+  CHECK_FALSE(rescue_choice(shape).allowed);
+  // One island is plain data parallelism between syncs: its replicas hold the same weights.
+  shape.islands = 1;
+  CHECK(choose_recovery(shape, FailureKind::worker_exception).in_place);
+  CHECK(replica_state(shape).held);
+}
