@@ -154,11 +154,24 @@ Verdict drill_slow_node(const Drill& drill) {
       std::this_thread::sleep_for(50ms);
     }
   });
-  const auto named = feed.wait_for(body_is<actors::straggler_named>(), 300s, from);
+  // The slowed node must be the one named: another rank named first (one that writes the
+  // checkpoints on a busy machine, say) does not count, and is listed below.
+  const int target = options.target();
+  const auto named = feed.wait_for(
+      body_is<actors::straggler_named>([target](const actors::straggler_named& s) { return s.node == target; }), 300s,
+      from);
   const std::optional<int> code = run->process->wait_exit(600s);
   slowing = false;
   throttle.join();
   ::kill(*pid, SIGCONT);
+  std::string others;
+  const std::vector<actors::job_event> events = feed.events();
+  for (std::size_t i = from; i < events.size(); ++i)
+    if (const auto* s = caf::get_if<actors::straggler_named>(&events[i].body); s && s->node != target)
+      others += (others.empty() ? "" : ", ") + std::string("rank ") + std::to_string(s->rank) + " (node " +
+                std::to_string(s->node) + ")";
+  if (!others.empty())
+    v.checks.push_back("also named a straggler while node " + std::to_string(target) + " was slowed: " + others);
   if (named) {
     const auto& straggler = caf::get<actors::straggler_named>(named->body);
     v.detected_after = named->unix_seconds - fault_at;
