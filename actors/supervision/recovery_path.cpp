@@ -52,8 +52,9 @@ RecoveryChoice choose_recovery(const RecoveryShape& shape, FailureKind kind) {
   // group renewed with the others: not built, so the job restarts from the newest checkpoint,
   // which holds the outer state (docs/diloco.md).
   if (shape.islands > 1)
-    return restart("DiLoCo's islands are recovered by restarting every node from the newest checkpoint (in place "
-                   "does not renew their outer group yet)");
+    return restart(
+        "DiLoCo's islands are recovered by restarting every node from the newest checkpoint (in place "
+        "does not renew their outer group yet)");
   const ReplicaState state = replica_state(shape);
   if (!state.held && !shape.checkpoints)
     return restart(

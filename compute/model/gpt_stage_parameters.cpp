@@ -13,9 +13,9 @@ namespace {
 // A stage's parameters in local order: the global layout's views of its slice as `shard` holds
 // them, then on a last stage that is not the first its copy of wte.
 struct StageViews {
-  std::vector<ParameterView> views;       // local offsets and shapes
-  std::vector<std::size_t> init_index;    // each view's index in the global layout: its init stream
-  std::vector<ShardedView> sharded;       // runs relative to each view's start
+  std::vector<ParameterView> views;     // local offsets and shapes
+  std::vector<std::size_t> init_index;  // each view's index in the global layout: its init stream
+  std::vector<ShardedView> sharded;     // runs relative to each view's start
   std::int64_t total = 0;
 };
 

@@ -357,9 +357,10 @@ TEST_CASE("one rule says whether a replica holds every rank's state, for the rol
   CHECK_THAT(choose_grow(s).why_not, Catch::Contains(zero.why_not));
 }
 
-TEST_CASE("DiLoCo's islands restart every node from the newest checkpoint: no island holds another's weights, and in "
-          "place does not renew their outer group",
-          "[recovery]") {
+TEST_CASE(
+    "DiLoCo's islands restart every node from the newest checkpoint: no island holds another's weights, and in "
+    "place does not renew their outer group",
+    "[recovery]") {
   RecoveryShape shape = plain_dp();
   shape.islands = 2;
   shape.checkpoints = true;
