@@ -22,14 +22,14 @@ struct RecoveryShape {
   compute::ZeroStage zero = compute::ZeroStage::none;  // train.zero
   bool device_backend = false;  // train.backend cuda or cuda-bf16: the state is in device memory
   comm::Compression compression = comm::Compression::none;  // comm.compress
-  // DiLoCo's islands (train.islands under train.sync diloco; 1 otherwise): each trains weights of
-  // its own between outer syncs.
-  int islands = 1;
   // Whether the job can start a lost node process again: its launcher started every node, on this
   // machine or through the launcher template (not --external).
   bool replaces_nodes = false;
   // checkpoint.dir is set: a restart or a rollback has checkpoints to read.
   bool checkpoints = false;
+  // DiLoCo's islands (train.islands under train.sync diloco; 1 otherwise): each trains weights of
+  // its own between outer syncs.
+  int islands = 1;
 };
 
 // The shape of a job of `world_size` ranks as `config` has it; `replaces_nodes` as above.
@@ -38,7 +38,7 @@ RecoveryShape recovery_shape(const JobConfig& config, int world_size, bool repla
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RecoveryShape& x) {
   return f(caf::meta::type_name("RecoveryShape"), x.mode, x.data_parallel, x.pipeline_stages, x.tensor_shards, x.zero,
-           x.device_backend, x.compression, x.islands, x.replaces_nodes, x.checkpoints);
+           x.device_backend, x.compression, x.replaces_nodes, x.checkpoints, x.islands);
 }
 
 }  // namespace troupe::actors

@@ -445,11 +445,13 @@ TEST_CASE("every catalogue message without an actor handle survives serializatio
   // After a grow in place: the batch split the replicas use now; and the job's recovery shape.
   start_msg grown{4, {}, 8, 1};
   grown.recovery = {RecoveryMode::in_place, 2, 1, 1, troupe::compute::ZeroStage::optimizer_state, true, troupe::comm::Compression::powersgd, true, true};
+  grown.recovery.islands = 2;
   auto g2 = round_trip(system, grown);
   CHECK((g2.world_size == 4 && g2.batch_size == 8 && g2.grad_accum == 1));
   CHECK((g2.recovery.mode == RecoveryMode::in_place && g2.recovery.data_parallel == 2 && g2.recovery.zero == troupe::compute::ZeroStage::optimizer_state &&
          g2.recovery.device_backend && g2.recovery.compression == troupe::comm::Compression::powersgd &&
          g2.recovery.replaces_nodes && g2.recovery.checkpoints));
+  CHECK(g2.recovery.islands == 2);
   CHECK(round_trip(system, start_msg{}).recovery.mode == RecoveryMode::restart);
   auto d = round_trip(system, node_done_msg{4, 3, "x", true});
   CHECK((d.node_index == 4 && d.exit_code == 3 && d.reason == "x" && d.threw));

@@ -51,17 +51,11 @@ TEST_CASE("a context exchange whose peer is lost throws CommFailed naming it, so
           "[actors]") {
   for (const bool ring : {true, false}) {
     INFO((ring ? "ring shift" : "all-to-all"));
-    auto results = comm::run_local_ranks(
-        2,
-        [ring](comm::Engine& engine) -> Expected<std::vector<std::uint8_t>> {
-          TroupeConfig cfg;
-          caf::actor_system system{cfg};
-          caf::scoped_actor self{system};
-          MailboxComm mailbox(self.ptr());
-          auto world = comm::Communicator::create(engine, comm::world_group(comm::Grid{2, 1, 1}));
-          if (!world) return world.error();
+    auto results = run_two_rank_mailboxes(
+        [ring](comm::Engine& engine, MailboxComm& mailbox,
+               comm::Communicator& world) -> Expected<std::vector<std::uint8_t>> {
           MailboxContextExchange exchange(mailbox, engine, comm::context_group(comm::Grid{2, 1, 1}, engine.rank(), 2));
-          if (Status s = (*world)->barrier(); !s) return s.error();
+          if (Status s = world.barrier(); !s) return s.error();
           if (engine.rank() == 1) {
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
             raise(SIGKILL);

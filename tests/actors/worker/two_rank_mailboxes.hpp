@@ -12,10 +12,14 @@
 
 namespace troupe::actors {
 
+using MailboxRankBody =
+    std::function<Expected<std::vector<std::uint8_t>>(comm::Engine&, MailboxComm&, comm::Communicator&)>;
+
 // Runs `body` on two ranks, each in its own process with a worker's mailbox and the ranks' world
-// communicator; each rank's returned failure fails the test.
-inline void on_two_ranks(const std::function<Status(comm::Engine&, MailboxComm&, comm::Communicator&)>& body) {
-  auto results = comm::run_local_ranks(
+// communicator; how each rank's process ended (its report, or the signal that ended it).
+inline Expected<std::vector<comm::LocalRankResult>> run_two_rank_mailboxes(const MailboxRankBody& body,
+                                                                           std::chrono::seconds timeout) {
+  return comm::run_local_ranks(
       2,
       [&body](comm::Engine& engine) -> Expected<std::vector<std::uint8_t>> {
         TroupeConfig cfg;
@@ -24,7 +28,17 @@ inline void on_two_ranks(const std::function<Status(comm::Engine&, MailboxComm&,
         MailboxComm mailbox(self.ptr());
         auto comm = comm::Communicator::create(engine, comm::world_group(comm::Grid{2, 1, 1}));
         if (!comm) return comm.error();
-        if (Status s = body(engine, mailbox, **comm); !s) return s.error();
+        return body(engine, mailbox, **comm);
+      },
+      timeout);
+}
+
+// The same where both ranks must succeed: each rank's returned failure fails the test.
+inline void on_two_ranks(const std::function<Status(comm::Engine&, MailboxComm&, comm::Communicator&)>& body) {
+  auto results = run_two_rank_mailboxes(
+      [&body](comm::Engine& engine, MailboxComm& mailbox,
+              comm::Communicator& world) -> Expected<std::vector<std::uint8_t>> {
+        if (Status s = body(engine, mailbox, world); !s) return s.error();
         return std::vector<std::uint8_t>{1};
       },
       std::chrono::seconds(60));
