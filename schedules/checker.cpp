@@ -37,6 +37,7 @@ Status check_stream(const Schedule& schedule, int stage, int& peak_stashed, int&
     return static_cast<std::size_t>(microbatch) * schedule.chunks + chunk;
   };
   int stashed = 0, weights_owed = 0;
+  int handed_down = -1;  // the micro-batch whose gradient a V's bottom handed down and no backward took yet
   peak_stashed = 0;
   peak_weights_owed = 0;
   for (std::size_t i = 0; i < stream.size(); ++i) {
@@ -100,6 +101,15 @@ Status check_stream(const Schedule& schedule, int stage, int& peak_stashed, int&
           return Error{where + ": backward before its gradient arrives (no recv_grad)"};
         }
         if (pair.backward || pair.backward_input) return Error{where + ": runs twice"};
+        if (here < last_virtual && local_hop(schedule, here + 1, here) && handed_down == ins.microbatch)
+          handed_down = -1;
+        if (here > 0 && local_hop(schedule, here, here - 1)) {
+          // The runtime hands the gradient down where it lies, which the chunk's next backward overwrites.
+          if (handed_down >= 0)
+            return Error{where + ": backward before the chunk below it on this stage took micro-batch " +
+                         std::to_string(handed_down) + "'s gradient"};
+          handed_down = ins.microbatch;
+        }
         status = once(ins.op == Op::backward ? pair.backward : pair.backward_input);
         if (ins.op == Op::backward)
           --stashed;

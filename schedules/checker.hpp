@@ -12,7 +12,8 @@
 //                 with reduce_grads, optimizer_step, which appear nowhere else. A split
 //                 backward: backward_input stands where backward would (and send_grad after
 //                 it), backward_weights after it, each once, never beside a backward of the
-//                 same pair.
+//                 same pair. At a V's bottom the upper chunk's next backward waits until the
+//                 lower chunk's backward has taken the gradient handed down.
 //   3. matching   every recv has its send on the peer stream. (Every send has its recv by
 //                 rule 2: the receiving forward or backward must come after that recv.)
 //   4. deadlock   all streams run in lock-step with blocking (rendezvous) sends: a send or

@@ -382,6 +382,10 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
         wait(arrival.op, arrival_text("gradient", ins, arrival.from_rank));
         output_grad = arrival.buffer;
       }
+      const bool hands_down = vs > 0 && schedules::local_hop(s, vs, vs - 1);
+      // The checker lets no backward of this chunk overwrite a gradient it handed down and the
+      // other chunk has not taken.
+      TROUPE_CHECK(!hands_down || handed_gradients_.empty(), "a gradient handed down a V's bottom was overwritten");
       const double start = now_us();
       const double loss_scale = 1.0 / (static_cast<double>(s.microbatches) * setup_.grid.dp);
       if (split) {
@@ -392,15 +396,9 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
       }
       busy_us_ += now_us() - start;
       trace(split ? "backward_input" : "backward", op_name('B', ins), start, &ins);
-      if (vs > 0 && schedules::local_hop(s, vs, vs - 1)) {
-        // The bottom of a V: the gradient goes to this stage's other chunk, as a copy (this slot may
-        // be reused before that chunk's backward runs).
-        compute::MemoryScope scope(compute::MemoryKind::activations);
-        const compute::Tensor input_grad = stage.input_grad(slot);
-        compute::Tensor handed = backend_.zeros(input_grad.shape(), input_grad.dtype());
-        backend_.copy(handed, input_grad);
-        handed_gradients_[ins.microbatch] = handed;
-      }
+      // The bottom of a V: the gradient goes to this stage's other chunk as it lies in this slot,
+      // until the other chunk's backward copies it in.
+      if (hands_down) handed_gradients_[ins.microbatch] = stage.input_grad(slot);
       if (!split) release_slot(chunk, here, vs == 0);
       break;
     }
@@ -416,20 +414,24 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
     }
     case Op::send_grad: {
       const int slot = slot_of_.at(here);
-      // A copy goes out, so the slot is free at once: a large send completes only once the
-      // receiver has posted its receive, which in 1F1B comes after the receiver's next forward,
-      // and this stage's next forward needs the slot before then. Under a split backward the
-      // slot waits for its W.
-      compute::Tensor input_grad = stage.input_grad(slot);
-      compute::MemoryScope scope(compute::MemoryKind::activations);
-      compute::Tensor outgoing = backend_.zeros(input_grad.shape(), input_grad.dtype());
-      backend_.copy(outgoing, input_grad);
-      mailbox_.send(groups_.engine, rank_of_stage(ins.peer), key_of(ins), outgoing);
-      trace("transfer", "send_grad", now_us(), &ins);
-      if (!schedules::splits_backward(s.kind)) {
+      if (schedules::splits_backward(s.kind)) {
+        // The slot waits for its W, and its next forward waits for this send (take_slot): the
+        // gradient goes out from where B left it.
+        const auto op = mailbox_.send(groups_.engine, rank_of_stage(ins.peer), key_of(ins), stage.input_grad(slot));
+        chunk.slot_sends[static_cast<std::size_t>(slot)].push_back(op);
+      } else {
+        // A copy goes out, so the slot is free at once: a large send completes only once the
+        // receiver has posted its receive, which in 1F1B comes after the receiver's next forward,
+        // and this stage's next forward needs the slot before then.
+        compute::Tensor input_grad = stage.input_grad(slot);
+        compute::MemoryScope scope(compute::MemoryKind::activations);
+        compute::Tensor outgoing = backend_.zeros(input_grad.shape(), input_grad.dtype());
+        backend_.copy(outgoing, input_grad);
+        mailbox_.send(groups_.engine, rank_of_stage(ins.peer), key_of(ins), outgoing);
         chunk.free_slots.push_back(slot);
         slot_of_.erase(here);
       }
+      trace("transfer", "send_grad", now_us(), &ins);
       break;
     }
     case Op::reduce_grads:

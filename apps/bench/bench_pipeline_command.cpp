@@ -2,8 +2,9 @@
 // the layers evenly), ZB-H1 and ZB-V (v = 2), p stages as p forked processes (1 thread each) train a few steps of
 // `small`, every op traced; the measured bubble of each step is 1 − Σ forward and backward
 // time / (p × the step's flush, from the first forward to the last backward over all stages).
-// Beside it the simulator's prediction from what the same run measured (each op's cost where it
-// stands in its stream; and, to show what that adds, each stage's mean costs) and the closed form.
+// Beside it the simulator's prediction from what the same run measured (each step from its own
+// ops' costs where they stand in its stream; and, to show what that adds, each stage's mean costs)
+// and the closed form.
 // More stages than cores (p 4 on 2 cores) is said as oversubscribed before the table.
 
 #include <algorithm>
@@ -196,18 +197,14 @@ double shared_over_alone(const schedules::Schedule& schedule, const std::vector<
   return ratios.empty() ? 0.0 : median(ratios);
 }
 
-// Costs op by op: every forward and backward at its place in its stream, the median over the
-// measured steps of what that op took there.
-schedules::CostModel costs_where_they_stand(const schedules::Schedule& schedule, const std::vector<StepTimes>& steps) {
+// One step's costs op by op: every forward and backward at its place in its stream, what it took
+// there in that step.
+schedules::CostModel costs_where_they_stand(const schedules::Schedule& schedule, const StepTimes& step) {
   schedules::CostModel costs;
   for (std::size_t s = 0; s < schedule.streams.size(); ++s) {
     std::vector<double>& row = costs.op_costs.emplace_back(schedule.streams[s].size(), 0.0);
-    for (std::size_t i = 0; i < row.size(); ++i) {
-      if (!schedules::is_compute(schedule.streams[s][i].op)) continue;
-      std::vector<double> seconds;
-      for (const StepTimes& step : steps) seconds.push_back(step[s][i].end - step[s][i].start);
-      row[i] = median(seconds);
-    }
+    for (std::size_t i = 0; i < row.size(); ++i)
+      if (schedules::is_compute(schedule.streams[s][i].op)) row[i] = step[s][i].end - step[s][i].start;
   }
   return costs;
 }
@@ -265,13 +262,26 @@ Expected<BubbleFigures> measure(schedules::ScheduleKind kind, int chunks, const 
   figures.flush = median(flushes);
   figures.transfer = transfers.empty() ? 0.0 : median(transfers);
   figures.shared_over_alone = shared_over_alone(*schedule, steps);
-  for (auto [costs, simulated] : {std::pair{costs_where_they_stand(*schedule, steps), &figures.simulated_per_op},
-                                  std::pair{costs_per_stage(*schedule, steps), &figures.simulated_per_stage}}) {
+  auto simulated_bubble = [&](schedules::CostModel costs) -> Expected<double> {
     costs.latency = figures.transfer;
     auto simulation = schedules::simulate(*schedule, costs);
     if (!simulation) return simulation.error();
-    *simulated = simulation->bubble;
+    return simulation->bubble;
+  };
+  // Per op: each step simulated on its own ops' costs, the median over the steps. A step's ops
+  // vary from one step to the next, and where a schedule leaves a stage no slack, a slow op in one
+  // step idles its neighbour in that step; the simulation of one step on the median costs would
+  // not see it.
+  std::vector<double> per_step;
+  for (const StepTimes& step : steps) {
+    auto bubble = simulated_bubble(costs_where_they_stand(*schedule, step));
+    if (!bubble) return bubble.error();
+    per_step.push_back(*bubble);
   }
+  figures.simulated_per_op = median(per_step);
+  auto per_stage = simulated_bubble(costs_per_stage(*schedule, steps));
+  if (!per_stage) return per_stage.error();
+  figures.simulated_per_stage = *per_stage;
   // 1F1B's and GPipe's (p-1)/(m+p-1), interleaving's (p-1)/(vm+p-1), ZB-H1's (p-1)/(3m+p-1) with
   // F = B = W; ZB-V has none (NaN).
   const double p = o.stages, m = o.microbatches, vm = static_cast<double>(chunks) * o.microbatches;
@@ -297,8 +307,9 @@ int run_bench_pipeline(const BenchPipelineOptions& o) {
   std::printf(
       "(bubble = 1 - forward and backward time / (p x flush, first forward to last backward), per step;\n"
       " the simulator runs the same streams with the latency measured for messages (transfer) and costs\n"
-      " measured in the same run: per op = each forward and backward where it stands in its stream, the\n"
-      " median over the steps; per stage = the stage's mean forward and mean backward everywhere;\n"
+      " measured in the same run: per op = each step from its own forwards' and backwards' costs where\n"
+      " they stand in its stream, the median over the steps; per stage = the stage's mean forward and\n"
+      " mean backward everywhere;\n"
       " shared/alone = how much longer an op takes while another stage computes than alone)\n");
   std::printf("%-16s %9s %9s %10s %12s %12s %13s %9s %10s\n", "schedule", "measured", "sim op", "sim stage",
               "closed form", "transfer ms", "shared/alone", "meas/sim", "tokens/s");

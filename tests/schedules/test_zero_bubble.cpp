@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -136,4 +137,29 @@ TEST_CASE("the checker refuses a zero-bubble stream with a W missing or a B afte
   report = check_schedule(both);
   REQUIRE(!report.ok());
   CHECK_THAT(report.error().message, Catch::Contains("(backward_input mb 0 chunk 0): runs twice"));
+}
+
+TEST_CASE("the checker refuses a zb-v stream whose V's bottom overwrites a gradient it handed down before it was taken",
+          "[checker][zero-bubble]") {
+  // Stage 1 of p 2 holds virtual stages 1 (chunk 0) and 2 (chunk 1): chunk 1's B hands its input
+  // gradient to chunk 0's B where it lies, so chunk 1's next B must wait for chunk 0's to take it.
+  Schedule late = generated(ScheduleKind::zb_v, 2, 4);
+  std::vector<Instruction>& stream = late.streams[1];
+  auto is_lower_mb0 = [](const Instruction& i) {
+    return i.microbatch == 0 && i.chunk == 0 &&
+           (i.op == Op::backward_input || i.op == Op::send_grad || i.op == Op::backward_weights);
+  };
+  std::vector<Instruction> moved;
+  std::copy_if(stream.begin(), stream.end(), std::back_inserter(moved), is_lower_mb0);
+  REQUIRE(moved.size() == 3);
+  stream.erase(std::remove_if(stream.begin(), stream.end(), is_lower_mb0), stream.end());
+  const auto next_upper = std::find_if(stream.begin(), stream.end(), [](const Instruction& i) {
+    return i.op == Op::backward_input && i.chunk == 1 && i.microbatch == 1;
+  });
+  REQUIRE(next_upper != stream.end());
+  stream.insert(next_upper + 1, moved.begin(), moved.end());
+  auto report = check_schedule(late);
+  REQUIRE(!report.ok());
+  CHECK_THAT(report.error().message, Catch::Contains("(backward_input mb 1 chunk 1): backward before the chunk below "
+                                                     "it on this stage took micro-batch 0's gradient"));
 }
