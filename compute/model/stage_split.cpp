@@ -1,7 +1,11 @@
 #include "compute/model/stage_split.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
 #include <limits>
+
+#include "compute/model/flops.hpp"
 
 namespace troupe::compute {
 
@@ -20,39 +24,41 @@ std::int64_t stage_parameter_count(const GPTConfig& config, int first_layer, int
   return n;
 }
 
-Expected<std::vector<StageLayers>> split_layers(const GPTConfig& config, int stages) {
-  if (Status valid = validate(config); !valid) return valid.error();
-  const int L = config.n_layer;
-  if (stages < 1) return Error{"pipeline stages must be at least 1, got " + std::to_string(stages)};
-  if (stages > L)
-    return Error{"cannot split " + std::to_string(L) + " layers into " + std::to_string(stages) +
-                 " pipeline stages: every stage needs at least one layer"};
+namespace {
 
-  auto cost = [&](int first, int last) { return stage_parameter_count(config, first, last); };
-  // One stage is the whole model; the search below costs stages × layers², which a model of
-  // millions of layers (refused by the memory check, which asks for this split) cannot wait for.
-  if (stages == 1) return std::vector<StageLayers>{{0, L, cost(0, L)}};
+Status check_stage_count(const GPTConfig& config, int stages) {
+  if (stages < 1) return Error{"pipeline stages must be at least 1, got " + std::to_string(stages)};
+  if (stages > config.n_layer)
+    return Error{"cannot split " + std::to_string(config.n_layer) + " layers into " + std::to_string(stages) +
+                 " pipeline stages: every stage needs at least one layer"};
+  return {};
+}
+
+// The first layer of each of `stages` contiguous runs over [0, L) (and L last) that makes the
+// largest cost(stage, first, last) the smallest it can be; among those, the smallest sum of
+// squared costs, so the other stages are as even as possible too; remaining ties give the later
+// stages the extra layers.
+std::vector<int> minimax_boundaries(int stages, int L, const std::function<double(int, int, int)>& cost) {
   const auto P = static_cast<std::size_t>(stages), N = static_cast<std::size_t>(L);
-  constexpr std::int64_t unreachable = std::numeric_limits<std::int64_t>::max();
+  constexpr double none = std::numeric_limits<double>::infinity();
 
   // Step 1: the smallest possible largest stage. worst[s][i] = min over splits of blocks [0, i)
   // into s stages of the largest stage.
-  std::vector<std::vector<std::int64_t>> worst(P + 1, std::vector<std::int64_t>(N + 1, unreachable));
+  std::vector<std::vector<double>> worst(P + 1, std::vector<double>(N + 1, none));
   worst[0][0] = 0;
   for (int s = 1; s <= stages; ++s)
     for (int i = s; i <= L; ++i)
       for (int j = s - 1; j < i; ++j) {
-        const std::int64_t before = worst[static_cast<std::size_t>(s - 1)][static_cast<std::size_t>(j)];
-        if (before == unreachable) continue;
+        const double before = worst[static_cast<std::size_t>(s - 1)][static_cast<std::size_t>(j)];
+        if (before == none) continue;
         auto& w = worst[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)];
-        w = std::min(w, std::max(before, cost(j, i)));
+        w = std::min(w, std::max(before, cost(s - 1, j, i)));
       }
-  const std::int64_t bound = worst[P][N];
+  const double bound = worst[P][N];
 
   // Step 2: among splits whose every stage is within that bound, the smallest sum of squared
-  // stage sizes. Scanning j upwards with a strict < keeps the earliest boundary on ties, which
+  // stage costs. Scanning j upwards with a strict < keeps the earliest boundary on ties, which
   // gives the later stage the extra layer.
-  constexpr double none = std::numeric_limits<double>::infinity();
   std::vector<std::vector<double>> squares(P + 1, std::vector<double>(N + 1, none));
   std::vector<std::vector<int>> from(P + 1, std::vector<int>(N + 1, -1));
   squares[0][0] = 0;
@@ -60,24 +66,64 @@ Expected<std::vector<StageLayers>> split_layers(const GPTConfig& config, int sta
     for (int i = s; i <= L; ++i)
       for (int j = s - 1; j < i; ++j) {
         const double before = squares[static_cast<std::size_t>(s - 1)][static_cast<std::size_t>(j)];
-        const std::int64_t c = cost(j, i);
+        const double c = cost(s - 1, j, i);
         if (before == none || c > bound) continue;
-        const double total = before + static_cast<double>(c) * static_cast<double>(c);
+        const double total = before + c * c;
         if (total < squares[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)]) {
           squares[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)] = total;
           from[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)] = j;
         }
       }
 
-  std::vector<StageLayers> split(P);
-  int last = L;
+  std::vector<int> boundaries(P + 1, L);
   for (int s = stages; s >= 1; --s) {
-    const int first = from[static_cast<std::size_t>(s)][static_cast<std::size_t>(last)];
+    const int first = from[static_cast<std::size_t>(s)][static_cast<std::size_t>(boundaries[static_cast<std::size_t>(s)])];
     TROUPE_CHECK(first >= 0, "no split within the bound it was computed from");
-    split[static_cast<std::size_t>(s - 1)] = {first, last, cost(first, last)};
-    last = first;
+    boundaries[static_cast<std::size_t>(s - 1)] = first;
   }
+  return boundaries;
+}
+
+std::vector<StageLayers> stages_between(const GPTConfig& config, const std::vector<int>& boundaries) {
+  std::vector<StageLayers> split;
+  for (std::size_t s = 0; s + 1 < boundaries.size(); ++s)
+    split.push_back({boundaries[s], boundaries[s + 1], stage_parameter_count(config, boundaries[s], boundaries[s + 1])});
   return split;
+}
+
+}  // namespace
+
+Expected<std::vector<StageLayers>> split_layers(const GPTConfig& config, int stages) {
+  if (Status valid = validate(config); !valid) return valid.error();
+  if (Status count = check_stage_count(config, stages); !count) return count.error();
+  const int L = config.n_layer;
+  // One stage is the whole model; the search below costs stages × layers², which a model of
+  // millions of layers (refused by the memory check, which asks for this split) cannot wait for.
+  if (stages == 1) return stages_between(config, {0, L});
+  return stages_between(config, minimax_boundaries(stages, L, [&](int, int first, int last) {
+                          return static_cast<double>(stage_parameter_count(config, first, last));
+                        }));
+}
+
+double stage_compute_per_token(const GPTConfig& config, int seq_len, int first_layer, int last_layer) {
+  const ModelFlops flops = model_flops(config, seq_len);
+  const double moe_block = config.moe_layers() > 0 ? flops.moe_extra / config.moe_layers() : 0.0;
+  return (last_layer - first_layer) * flops.block() + config.moe_layers_in(first_layer, last_layer) * moe_block +
+         (last_layer == config.n_layer ? flops.head : 0.0);
+}
+
+Expected<std::vector<StageLayers>> split_layers_by_speed(const GPTConfig& config, int seq_len,
+                                                         const std::vector<double>& speeds) {
+  if (Status valid = validate(config); !valid) return valid.error();
+  const int stages = static_cast<int>(speeds.size());
+  if (Status count = check_stage_count(config, stages); !count) return count.error();
+  for (std::size_t s = 0; s < speeds.size(); ++s)
+    if (!(speeds[s] > 0 && std::isfinite(speeds[s])))
+      return Error{"stage " + std::to_string(s) + "'s speed must be a positive number, got " + std::to_string(speeds[s])};
+  return stages_between(config, minimax_boundaries(stages, config.n_layer, [&](int s, int first, int last) {
+                          return stage_compute_per_token(config, seq_len, first, last) /
+                                 speeds[static_cast<std::size_t>(s)];
+                        }));
 }
 
 Expected<std::vector<StageLayers>> split_layers_interleaved(const GPTConfig& config, int stages, int virtual_stages) {
@@ -99,8 +145,16 @@ Expected<std::vector<StageLayers>> split_layers_interleaved(const GPTConfig& con
   return split;
 }
 
-Expected<std::vector<StageLayers>> split_for_pipeline(const GPTConfig& config, int stages, int virtual_stages) {
-  return virtual_stages > 1 ? split_layers_interleaved(config, stages, virtual_stages) : split_layers(config, stages);
+Expected<std::vector<StageLayers>> split_for_pipeline(const GPTConfig& config, int stages, int virtual_stages,
+                                                      const std::vector<double>& speeds, int seq_len) {
+  if (speeds.empty())
+    return virtual_stages > 1 ? split_layers_interleaved(config, stages, virtual_stages) : split_layers(config, stages);
+  if (virtual_stages > 1)
+    return Error{"a split by speed places one chunk a stage; it does not apply to " + std::to_string(virtual_stages) +
+                 " virtual stages"};
+  if (static_cast<int>(speeds.size()) != stages)
+    return Error{std::to_string(speeds.size()) + " stage speeds for " + std::to_string(stages) + " stages"};
+  return split_layers_by_speed(config, seq_len, speeds);
 }
 
 }  // namespace troupe::compute

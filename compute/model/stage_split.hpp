@@ -41,12 +41,26 @@ std::int64_t stage_parameter_count(const GPTConfig& config, int first_layer, int
 // stages < 1 and stages > n_layer (every stage needs at least one block).
 Expected<std::vector<StageLayers>> split_layers(const GPTConfig& config, int stages);
 
+// Speed split: stage s runs `speeds[s]` times as fast as a stage of speed 1 (a declared or
+// measured relative speed), and the blocks go where every stage's time — the model FLOPs of its
+// blocks and, on the last, the lm head (flops.hpp), over its speed — is even: the same search over
+// that cost. A stage twice as fast gets about twice the blocks. Memory is not balanced.
+// Compute per token, forward and backward, of a stage over blocks [first_layer, last_layer).
+double stage_compute_per_token(const GPTConfig& config, int seq_len, int first_layer, int last_layer);
+// One run per entry of `speeds`, in pipeline order. Errors as split_layers, and for a speed that
+// is not a positive number.
+Expected<std::vector<StageLayers>> split_layers_by_speed(const GPTConfig& config, int seq_len,
+                                                         const std::vector<double>& speeds);
+
 // stages·virtual_stages chunks of n_layer / (stages·virtual_stages) blocks each, in depth order
 // (chunk k is run by stage k % stages). Errors when n_layer is not divisible by stages·virtual_stages.
 Expected<std::vector<StageLayers>> split_layers_interleaved(const GPTConfig& config, int stages, int virtual_stages);
 
 // The split a pipeline of `stages` stages with `virtual_stages` chunks each runs: interleaved when
-// virtual_stages > 1, else balanced. The one place that chooses.
-Expected<std::vector<StageLayers>> split_for_pipeline(const GPTConfig& config, int stages, int virtual_stages);
+// virtual_stages > 1, by speed when `speeds` is given (one a stage; sequences of seq_len tokens),
+// else balanced. The one place that chooses. Errors for speeds with interleaving, or of another
+// count than the stages.
+Expected<std::vector<StageLayers>> split_for_pipeline(const GPTConfig& config, int stages, int virtual_stages,
+                                                      const std::vector<double>& speeds = {}, int seq_len = 0);
 
 }  // namespace troupe::compute

@@ -254,6 +254,53 @@ TEST_CASE("a pipeline runs the balanced split with one chunk per stage and the i
   CHECK_FALSE(split_for_pipeline(small, 2, 2).ok());
 }
 
+TEST_CASE("a split by speed evens each stage's compute over its speed", "[model][pipeline]") {
+  GPTConfig model = *gpt_preset("small");
+  model.n_layer = 12;
+  const int T = model.block_size;
+  using R = std::vector<std::pair<int, int>>;
+  auto time_of = [&](const std::vector<StageLayers>& split, const std::vector<double>& speeds) {
+    double worst = 0;
+    for (std::size_t s = 0; s < split.size(); ++s)
+      worst = std::max(worst, stage_compute_per_token(model, T, split[s].first_layer, split[s].last_layer) / speeds[s]);
+    return worst;
+  };
+  for (const std::vector<double>& speeds : {std::vector<double>{1, 1}, std::vector<double>{1, 0.5},
+                                            std::vector<double>{0.5, 1}, std::vector<double>{1, 0.25}}) {
+    INFO("speeds " << speeds[0] << ", " << speeds[1]);
+    const auto split = split_layers_by_speed(model, T, speeds).value();
+    REQUIRE(split.size() == 2);
+    CHECK(split[0].first_layer == 0);
+    CHECK(split[0].last_layer == split[1].first_layer);
+    CHECK(split[1].last_layer == 12);
+    for (const StageLayers& stage : split)
+      CHECK(stage.params == stage_parameter_count(model, stage.first_layer, stage.last_layer));
+    // No cut does better on the slowest stage's time.
+    for (int cut = 1; cut < 12; ++cut)
+      CHECK(time_of(split, speeds) <= time_of({{0, cut, 0}, {cut, 12, 0}}, speeds));
+  }
+  // The lm head weighs on the last stage; half the speed there takes about half its blocks.
+  const auto even = ranges(split_layers_by_speed(model, T, {1, 1}).value());
+  const auto slow_last = ranges(split_layers_by_speed(model, T, {1, 0.5}).value());
+  const auto slow_first = ranges(split_layers_by_speed(model, T, {0.5, 1}).value());
+  CHECK(slow_last[1].second - slow_last[1].first < even[1].second - even[1].first);
+  CHECK(slow_first[0].second - slow_first[0].first < even[0].second - even[0].first);
+  CHECK(slow_first[0].second - slow_first[0].first <= 5);
+  // The chooser: speeds only with one chunk a stage, one a stage.
+  CHECK(ranges(split_for_pipeline(model, 2, 1, {1, 0.5}, T).value()) == slow_last);
+  auto interleaved = split_for_pipeline(model, 2, 2, {1, 0.5}, T);
+  REQUIRE_FALSE(interleaved.ok());
+  CHECK(interleaved.error().message == "a split by speed places one chunk a stage; it does not apply to 2 virtual stages");
+  auto count = split_for_pipeline(model, 3, 1, {1, 0.5}, T);
+  REQUIRE_FALSE(count.ok());
+  CHECK(count.error().message == "2 stage speeds for 3 stages");
+  auto zero = split_layers_by_speed(model, T, {1, 0});
+  REQUIRE_FALSE(zero.ok());
+  CHECK(zero.error().message == "stage 1's speed must be a positive number, got 0.000000");
+  CHECK_FALSE(split_layers_by_speed(model, T, std::vector<double>(13, 1.0)).ok());  // more stages than layers
+  CHECK(R(even) == R(ranges(split_layers_by_speed(model, T, {2, 2}).value())));        // only the ratio counts
+}
+
 TEST_CASE("a stage owns its slice of the layout and the last stage its own wte copy", "[model][pipeline]") {
   const GPTConfig cfg{6, 32, 4, 16, 64, 64};
   CpuBackend backend(1);
