@@ -24,6 +24,30 @@
 namespace troupe::apps {
 namespace {
 
+// pipeline.stage_speeds: "1,0.5" → {1, 0.5}; empty → none.
+Expected<std::vector<double>> parse_stage_speeds(const std::string& text) {
+  std::vector<double> speeds;
+  if (text.empty()) return speeds;
+  std::size_t begin = 0;
+  while (true) {
+    const std::size_t end = std::min(text.find(',', begin), text.size());
+    const std::string item = text.substr(begin, end - begin);
+    std::size_t used = 0;
+    double speed = 0;
+    try {
+      speed = std::stod(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size())
+      return Error{"pipeline.stage_speeds: '" + item + "' in '" + text +
+                   "' is not a number (write one speed a stage, comma-separated: 1,0.5)"};
+    speeds.push_back(speed);
+    if (end == text.size()) return speeds;
+    begin = end + 1;
+  }
+}
+
 // Numbers in messages read as the user would write them: 0.001, not 0.001000.
 template <typename Number>
 std::string str(Number value) {
@@ -187,8 +211,13 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
   const PipelineOptions& p = c.pipeline;
   if (Status shape = schedules::check_schedule_shape(p.schedule, p.stages, p.microbatches, p.virtual_stages); !shape)
     return "pipeline: " + shape.error().message;
+  auto speeds = parse_stage_speeds(p.stage_speeds);
+  if (!speeds) return speeds.error().message;
+  if (!speeds->empty() && p.stages < 2)
+    return "pipeline.stage_speeds '" + p.stage_speeds + "' needs pipeline.stages > 1 (one speed a stage)";
   if (p.stages > 1 || p.virtual_stages > 1) {
-    auto split = compute::split_for_pipeline(model, p.stages, p.virtual_stages);
+    auto split = compute::split_for_pipeline(model, p.stages, p.virtual_stages, *speeds,
+                                             t.seq_len > 0 ? t.seq_len : model.block_size);
     if (!split) return "pipeline: " + split.error().message;
     if (compute::on_device(t.backend))
       return "pipeline.stages > 1 works with train.backend cpu only so far: pipeline transfers over NCCL are not wired "
@@ -342,7 +371,8 @@ Expected<ResolvedJob> resolve(const JobConfig& config) {
   for (const ConfigKey& key : config_keys()) job.settings.emplace_back(key.name, format_text(job.config, key));
   const PipelineOptions& p = job.config.pipeline;
   if (p.stages > 1 || p.virtual_stages > 1 || job.config.tensor.shards > 1) {
-    auto split = compute::split_for_pipeline(job.model, p.stages, p.virtual_stages);
+    auto split = compute::split_for_pipeline(job.model, p.stages, p.virtual_stages,
+                                             parse_stage_speeds(p.stage_speeds).value(), job.config.train.seq_len);
     TROUPE_CHECK(split.ok(), "resolve: a checked pipeline split failed");
     job.pipeline_split = std::move(*split);
   }

@@ -219,3 +219,38 @@ TEST_CASE(
   CHECK(moe([](JobConfig& c) { c.context.shards = 2; }) == "model.experts does not work with context.shards > 1 yet");
   CHECK(moe([](JobConfig& c) { c.train.zero = compute::ZeroStage::parameters; }).empty());
 }
+
+TEST_CASE("pipeline.stage_speeds splits the layers by speed, and speeds that cannot work are refused", "[config]") {
+  JobConfig config;
+  config.model.n_layer = 12;
+  config.pipeline.stages = 2;
+  config.pipeline.stage_speeds = "1,0.5";
+  auto job = resolve(config);
+  REQUIRE(job.ok());
+  REQUIRE(job->pipeline_split.size() == 2);
+  const auto by_speed = compute::split_layers_by_speed(job->model, job->config.train.seq_len, {1, 0.5}).value();
+  CHECK(job->pipeline_split[0].last_layer == by_speed[0].last_layer);
+  config.pipeline.stage_speeds = "";
+  const int balanced_cut = resolve(config)->pipeline_split[0].last_layer;
+  CHECK(job->pipeline_split[0].last_layer > balanced_cut);  // the fast first stage takes more blocks
+
+  auto refused = [](const std::string& speeds, int stages, int virtual_stages = 1) {
+    return resolve_error([&](JobConfig& c) {
+      c.pipeline.stages = stages;
+      c.pipeline.virtual_stages = virtual_stages;
+      if (virtual_stages > 1) c.pipeline.schedule = schedules::ScheduleKind::interleaved;
+      c.pipeline.stage_speeds = speeds;
+    });
+  };
+  CHECK(refused("1,fast", 2) ==
+        "pipeline.stage_speeds: 'fast' in '1,fast' is not a number (write one speed a stage, comma-separated: 1,0.5)");
+  CHECK(refused("1,0.5x", 2) ==
+        "pipeline.stage_speeds: '0.5x' in '1,0.5x' is not a number (write one speed a stage, comma-separated: 1,0.5)");
+  CHECK(refused("1,", 2) ==
+        "pipeline.stage_speeds: '' in '1,' is not a number (write one speed a stage, comma-separated: 1,0.5)");
+  CHECK(refused("1", 1) == "pipeline.stage_speeds '1' needs pipeline.stages > 1 (one speed a stage)");
+  CHECK(refused("1,0.5,1", 2) == "pipeline: 3 stage speeds for 2 stages");
+  CHECK(refused("1,-1", 2) == "pipeline: stage 1's speed must be a positive number, got -1.000000");
+  CHECK(refused("1,0.5", 2, 3) ==
+        "pipeline: a split by speed places one chunk a stage; it does not apply to 3 virtual stages");
+}
