@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <charconv>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,14 +33,10 @@ Expected<std::vector<double>> parse_stage_speeds(const std::string& text) {
   while (true) {
     const std::size_t end = std::min(text.find(',', begin), text.size());
     const std::string item = text.substr(begin, end - begin);
-    std::size_t used = 0;
+    // Read as every number of the config is (value.cpp): all of the item, decimal, no spaces.
     double speed = 0;
-    try {
-      speed = std::stod(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size())
+    const auto [stop, failure] = std::from_chars(item.data(), item.data() + item.size(), speed);
+    if (item.empty() || failure != std::errc() || stop != item.data() + item.size())
       return Error{"pipeline.stage_speeds: '" + item + "' in '" + text +
                    "' is not a number (write one speed a stage, comma-separated: 1,0.5)"};
     speeds.push_back(speed);
