@@ -153,6 +153,12 @@ TEST_CASE("drill kill-node with fault.recovery restart: every node restarts from
   CHECK(seconds_after(r.out, "training resumed") <= seconds_after(r.out, "recovered"));
 }
 
+// With rank 1 (shard 1 of replica 0) lost, shard 1 survives only on rank 3, shard 0 on ranks 0 and
+// 2: the writer of shard 0 is whichever had finished more steps when the loss came, a race.
+static bool asks_a_holder_of_each_shard(const std::string& out) {
+  return std::regex_search(out, std::regex("asking rank\\(s\\) [02], 3 for a rescue snapshot"));
+}
+
 TEST_CASE("drill kill-node with tensor shards and fault.recovery restart: the replica of every (stage, shard) that "
           "survives writes the rescue snapshot, losing no step",
           "[drill][tensor]") {
@@ -160,8 +166,8 @@ TEST_CASE("drill kill-node with tensor shards and fault.recovery restart: the re
   const ProcessResult r = drill(dir, "kill-node", {"--workers", "4", "--tensor.shards", "2", "--train.batch_size", "4",
                                                    "--fault.recovery", "restart"});
   check_passed(r);
-  CHECK_THAT(r.out, Contains("lost node 1") && Contains("tensor shard 1 of replica 0") &&
-                        Contains("asking rank(s) 0, 3 for a rescue snapshot"));
+  CHECK_THAT(r.out, Contains("lost node 1") && Contains("tensor shard 1 of replica 0"));
+  CHECK(asks_a_holder_of_each_shard(r.out));
   if (survivors_at_one_step(r))
     CHECK_THAT(r.out, Contains("steps lost: 0\n") && Contains("recovered from a surviving replica's memory: yes") &&
                           Contains("counted: restarts=1 failure.node_lost=1 recovery.replica=1"));
@@ -177,7 +183,7 @@ TEST_CASE("drill kill-node with tensor shards and fault.recovery restart right a
   const ProcessResult r = drill(dir, "kill-node", {"--workers", "4", "--tensor.shards", "2", "--train.batch_size", "4",
                                                    "--fault.recovery", "restart", "--at-step", "4"});
   check_passed(r);
-  CHECK_THAT(r.out, Contains("asking rank(s) 0, 3 for a rescue snapshot"));
+  CHECK(asks_a_holder_of_each_shard(r.out));
   if (survivors_at_one_step(r))
     CHECK_THAT(r.out, Contains("steps lost: 0\n") &&
                           Contains("restarting every node from the survivors' rescue snapshot of step 4"));
