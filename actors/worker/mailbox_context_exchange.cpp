@@ -112,11 +112,13 @@ Status MailboxContextExchange::all_to_all_uneven(std::span<const std::byte> send
   std::vector<MailboxComm::Operation> ops;
   for (std::size_t j = 0; j < ranks; ++j) {
     if (j == r || recv_bytes[j] == 0) continue;
-    ops.push_back(mailbox_.recv(engine_, peer(static_cast<int>(j)), key, over(recv.data() + recv_at[j], recv_bytes[j])));
+    ops.push_back(
+        mailbox_.recv(engine_, peer(static_cast<int>(j)), key, over(recv.data() + recv_at[j], recv_bytes[j])));
   }
   for (std::size_t j = 0; j < ranks; ++j) {
     if (j == r || send_bytes[j] == 0) continue;
-    ops.push_back(mailbox_.send(engine_, peer(static_cast<int>(j)), key, over(send.data() + send_at[j], send_bytes[j])));
+    ops.push_back(
+        mailbox_.send(engine_, peer(static_cast<int>(j)), key, over(send.data() + send_at[j], send_bytes[j])));
   }
   std::copy(send.begin() + static_cast<std::ptrdiff_t>(send_at[r]),
             send.begin() + static_cast<std::ptrdiff_t>(send_at[r + 1]),

@@ -193,6 +193,9 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
              " (each rank holds as many experts)";
     if (compute::shards_parameters(t.zero))
       return "expert.shards > 1 does not work with train.zero 3 yet; use 0, 1 or 2";
+    if (c.fault.elastic)
+      return "expert.shards > 1 does not work with fault.elastic yet: an expert group keeps its " + str(ep) +
+             " ranks, and a shrink or grow moves single ranks";
   }
 
   const PipelineOptions& p = c.pipeline;

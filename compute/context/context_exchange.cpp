@@ -16,8 +16,7 @@ Status ContextExchange::all_to_all(std::span<const std::byte> send, std::span<st
 
 Expected<std::vector<std::int64_t>> exchange_counts(ContextExchange& exchange, std::span<const std::int64_t> send) {
   std::vector<std::int64_t> got(send.size());
-  if (Status s = exchange.all_to_all(std::as_bytes(send), std::as_writable_bytes(std::span(got))); !s)
-    return s.error();
+  if (Status s = exchange.all_to_all(std::as_bytes(send), std::as_writable_bytes(std::span(got))); !s) return s.error();
   return got;
 }
 

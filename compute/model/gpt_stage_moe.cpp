@@ -36,7 +36,7 @@ GPTStage::MoELosses GPTStage::moe_losses(int slot) const {
 }
 
 MoEShape GPTStage::moe_shape() const {
-  return {config_.experts,  config_.top_k,     config_.shared_experts > 0, config_.n_embd, 4 * std::int64_t{config_.n_embd},
+  return {config_.experts,  config_.top_k, config_.shared_experts > 0, config_.n_embd, 4 * std::int64_t{config_.n_embd},
           experts_.shards()};
 }
 

@@ -86,7 +86,7 @@ ExpertCounts exchange_expert_counts(const ExpertGroup& group, const RoutingPlan&
   c.sent.resize(static_cast<std::size_t>(plan.experts));
   for (int e = 0; e < plan.experts; ++e) c.sent[static_cast<std::size_t>(e)] = plan.count(e);
   Expected<std::vector<std::int64_t>> got = context::exchange_counts(*group.exchange, c.sent);
-  check(got ? Status::success() : Status(got.error()));
+  if (!got) check(got.error());
   c.received = std::move(got.value());
   return c;
 }

@@ -153,7 +153,8 @@ void moe_forward(Backend& be, Tensor& out, MoEActivations& a, const Tensor& inp,
   route(a.plan, a.probs, a.lse, gates, logits, top_k);
   const RoutingPlan& plan = a.plan;
   Tensor grouped_in = a.grouped_in.slice(0, {Nk, C}), expert_out = a.expert_out.slice(0, {Nk, C});
-  Tensor hidden = a.hidden.reshape({a.hidden.numel() / H, H}), hidden_gelu = a.hidden_gelu.reshape({a.hidden.numel() / H, H});
+  Tensor hidden = a.hidden.reshape({a.hidden.numel() / H, H}),
+         hidden_gelu = a.hidden_gelu.reshape({a.hidden.numel() / H, H});
   with_moe_real(inp.dtype(), [&]<typename Real>(Real) {
     // 2. Dispatch: each slot's row is its token's.
     for (std::int64_t s = 0; s < Nk; ++s)
@@ -166,8 +167,8 @@ void moe_forward(Backend& be, Tensor& out, MoEActivations& a, const Tensor& inp,
     Tensor local_in = a.local_in.reshape({R, C}), local_out = a.local_out.reshape({R, C}),
            staging = a.staging.reshape({R, C});
     dispatch_to_experts(experts, a.counts, grouped_in, staging, local_in);
-    experts_forward(be, w, experts.rank() * a.counts.local, a.counts.per_local_expert(), local_in, hidden,
-                    hidden_gelu, local_out);
+    experts_forward(be, w, experts.rank() * a.counts.local, a.counts.per_local_expert(), local_in, hidden, hidden_gelu,
+                    local_out);
     combine_from_experts(experts, a.counts, local_out, staging, expert_out);
   } else {
     experts_forward(be, w, 0, plan_rows(plan), grouped_in, hidden, hidden_gelu, expert_out);
@@ -249,8 +250,7 @@ void moe_backward(Backend& be, Tensor& dinp, MoEWeights& grads, MoEScratch& m, c
                      a.local_in.reshape({R, C}), hidden, hidden_gelu, dhidden, dlocal);
     combine_from_experts(experts, a.counts, dlocal, staging, dgrouped);
   } else {
-    experts_backward(be, grads, w, 0, plan_rows(plan), dexpert_out, grouped_in, hidden, hidden_gelu, dhidden,
-                     dgrouped);
+    experts_backward(be, grads, w, 0, plan_rows(plan), dexpert_out, grouped_in, hidden, hidden_gelu, dhidden, dgrouped);
   }
   // 2. Dispatch's backward: each token gathers its k slots' gradients, j in order.
   with_moe_real(inp.dtype(), [&]<typename Real>(Real) {

@@ -55,7 +55,8 @@ TEST_CASE("an uneven all-to-all moves blocks of each pair's own size, an empty o
     const std::vector<std::int64_t> counts = r == 0 ? std::vector<std::int64_t>{1, 3} : std::vector<std::int64_t>{0, 1};
     Expected<std::vector<std::int64_t>> got_counts = compute::context::exchange_counts(exchange, counts);
     if (!got_counts) return got_counts.error();
-    const std::vector<std::int64_t> want_counts = r == 0 ? std::vector<std::int64_t>{1, 0} : std::vector<std::int64_t>{3, 1};
+    const std::vector<std::int64_t> want_counts =
+        r == 0 ? std::vector<std::int64_t>{1, 0} : std::vector<std::int64_t>{3, 1};
     if (*got_counts != want_counts) return Error{"the counts did not arrive as sent"};
     std::vector<float> send;
     for (std::int64_t i = 0; i < counts[0] + counts[1]; ++i) send.push_back(100.0f * r + static_cast<float>(i));
@@ -63,7 +64,8 @@ TEST_CASE("an uneven all-to-all moves blocks of each pair's own size, an empty o
     auto bytes = [](const std::vector<std::int64_t>& c) {
       return std::vector<std::size_t>{static_cast<std::size_t>(c[0]) * 4, static_cast<std::size_t>(c[1]) * 4};
     };
-    if (Status s = exchange.all_to_all_uneven(bytes_of(send), bytes(counts), writable_bytes_of(got), bytes(*got_counts));
+    if (Status s =
+            exchange.all_to_all_uneven(bytes_of(send), bytes(counts), writable_bytes_of(got), bytes(*got_counts));
         !s)
       return s;
     const std::vector<float> want = r == 0 ? std::vector<float>{0.0f} : std::vector<float>{1.0f, 2.0f, 3.0f, 100.0f};

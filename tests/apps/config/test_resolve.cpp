@@ -245,6 +245,11 @@ TEST_CASE("expert.shards: refused without experts, when it does not divide them,
           c.expert.shards = 2;
           c.train.zero = compute::ZeroStage::gradients;
         }).empty());
+  CHECK(moe([](JobConfig& c) {
+          c.expert.shards = 2;
+          c.fault.elastic = true;
+        }) == "expert.shards > 1 does not work with fault.elastic yet: an expert group keeps its 2 ranks, and a "
+              "shrink or grow moves single ranks");
   // Tensor, pipeline and context shards are refused for any model with experts.
   CHECK(moe([](JobConfig& c) {
           c.expert.shards = 2;
@@ -253,6 +258,7 @@ TEST_CASE("expert.shards: refused without experts, when it does not divide them,
   CHECK(moe([](JobConfig& c) {
           c.expert.shards = 2;
           c.train.sync = compute::SyncMode::diloco;
-        }) == "train.sync diloco does not work with expert.shards > 1 yet: an island is whole-model replicas summing "
-              "plain gradients");
+        }) ==
+        "train.sync diloco does not work with expert.shards > 1 yet: an island is whole-model replicas summing "
+        "plain gradients");
 }

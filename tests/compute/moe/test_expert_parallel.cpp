@@ -37,9 +37,9 @@ Tensor random_tensor(Shape shape, std::mt19937& rng, double scale) {
 }
 
 MoEWeights random_weights(std::mt19937& rng) {
-  return {random_tensor({E, C}, rng, 0.8), random_tensor({E, H, C}, rng, 0.5), random_tensor({E, H}, rng, 0.3),
-          random_tensor({E, C, H}, rng, 0.5), random_tensor({E, C}, rng, 0.3),  random_tensor({H, C}, rng, 0.5),
-          random_tensor({H}, rng, 0.3),       random_tensor({C, H}, rng, 0.5),  random_tensor({C}, rng, 0.3)};
+  return {random_tensor({E, C}, rng, 0.8),    random_tensor({E, H, C}, rng, 0.5), random_tensor({E, H}, rng, 0.3),
+          random_tensor({E, C, H}, rng, 0.5), random_tensor({E, C}, rng, 0.3),    random_tensor({H, C}, rng, 0.5),
+          random_tensor({H}, rng, 0.3),       random_tensor({C, H}, rng, 0.5),    random_tensor({C}, rng, 0.3)};
 }
 
 MoEWeights zeros_like(const MoEWeights& w) {
@@ -130,7 +130,8 @@ void check_against_one_process(int shards, const std::vector<Tensor>& x, const s
     one.push_back(step(1, ExpertGroup{}, x[r], dout[r], w));
     std::vector<Tensor*> into = all_of(summed), from = all_of(one.back().grads);
     for (std::size_t i = 0; i < into.size(); ++i)
-      for (std::int64_t j = 0; j < into[i]->numel(); ++j) into[i]->data_as<double>()[j] += from[i]->data_as<double>()[j];
+      for (std::int64_t j = 0; j < into[i]->numel(); ++j)
+        into[i]->data_as<double>()[j] += from[i]->data_as<double>()[j];
   }
   std::vector<Step> ep = expert_parallel(shards, x, dout, w);
   std::int64_t slots = 0, received = 0;
@@ -167,8 +168,7 @@ void check_against_one_process(int shards, const std::vector<Tensor>& x, const s
 
 }  // namespace
 
-TEST_CASE("expert parallelism: one step on EP 2 and 4 equals one process, every gradient slice within 1e-12",
-          "[moe]") {
+TEST_CASE("expert parallelism: one step on EP 2 and 4 equals one process, every gradient slice within 1e-12", "[moe]") {
   std::mt19937 rng(43);
   const MoEWeights w = random_weights(rng);
   for (int shards : {2, 4}) {
@@ -192,7 +192,8 @@ TEST_CASE("expert parallelism: a rank that receives no tokens runs none and the 
   std::vector<Tensor> x, dout;
   for (int r = 0; r < 2; ++r) {
     x.push_back(random_tensor({N, C}, rng, 1.0));
-    for (std::int64_t i = 0; i < x.back().numel(); ++i) x.back().data_as<double>()[i] = std::abs(x.back().data_as<double>()[i]) + 0.1;
+    for (std::int64_t i = 0; i < x.back().numel(); ++i)
+      x.back().data_as<double>()[i] = std::abs(x.back().data_as<double>()[i]) + 0.1;
     dout.push_back(random_tensor({N, C}, rng, 1.0));
   }
   const std::vector<Step> ep = expert_parallel(2, x, dout, w);
