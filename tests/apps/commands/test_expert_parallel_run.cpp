@@ -49,8 +49,9 @@ std::string train(const TempDir& dir, const std::vector<std::string>& args) {
 TEST_CASE("two workers splitting moe-tiny's experts print the losses of two data-parallel workers", "[cli][moe]") {
   TempDir dir;
   const std::vector<double> plain = losses_of(train(dir, moe_steps(kSteps)), kSteps);
-  const std::vector<double> sharded =
-      losses_of(train(dir, with(moe_steps(kSteps), {"--expert.shards", "2"})), kSteps);
+  const std::string out = train(dir, with(moe_steps(kSteps), {"--expert.shards", "2"}));
+  CHECK_THAT(out, Catch::Contains("2 rank(s) x batch 2 x seq 64 x accum 1, 2 expert shards of 2 experts each"));
+  const std::vector<double> sharded = losses_of(out, kSteps);
   REQUIRE(plain.size() == kSteps);
   REQUIRE(sharded.size() == kSteps);
   // Printed to 4 decimals; the experts' products run over other row counts, so f32 rounding may

@@ -12,7 +12,7 @@ using namespace troupe::apps;
 TEST_CASE("every key is section.name in a known section, once, with help", "[config]") {
   const auto sections = config_sections();
   CHECK(sections == std::vector<std::string>{"model", "init", "train", "data", "sample", "pipeline", "tensor",
-                                             "context", "comm", "fault", "checkpoint", "monitor", "sim"});
+                                             "context", "expert", "comm", "fault", "checkpoint", "monitor", "sim"});
   std::set<std::string_view> seen;
   for (const ConfigKey& key : config_keys()) {
     INFO(key.name);
