@@ -1,5 +1,6 @@
 // troupe train with expert shards (docs/moe.md, "Expert parallelism"): two workers splitting
-// moe-tiny's experts print the losses of two plain data-parallel workers, and a checkpoint they
+// moe-tiny's experts print the losses of two plain data-parallel workers (four workers in groups of
+// 2 and of 4 those of four), and a checkpoint they
 // write resumes without expert shards; a layout whose expert groups do not fit is refused in one
 // line.
 
@@ -34,8 +35,8 @@ std::vector<double> losses_of(const std::string& out, int steps) {
   return losses;
 }
 
-std::string train(const TempDir& dir, const std::vector<std::string>& args) {
-  std::vector<std::string> all = {"train", "--workers", "2"};
+std::string train(const TempDir& dir, const std::vector<std::string>& args, int workers = 2) {
+  std::vector<std::string> all = {"train", "--workers", std::to_string(workers)};
   all.insert(all.end(), args.begin(), args.end());
   const ProcessResult r = run_troupe(dir, all, std::chrono::seconds(120));
   INFO("stdout tail: " << r.out.substr(r.out.size() > 3000 ? r.out.size() - 3000 : 0));
@@ -59,6 +60,20 @@ TEST_CASE("two workers splitting moe-tiny's experts print the losses of two data
   for (int i = 0; i < kSteps; ++i) {
     INFO("step " << i + 1 << ": " << plain[i] << " against " << sharded[i]);
     CHECK(std::abs(plain[i] - sharded[i]) <= 2e-4);
+  }
+}
+
+TEST_CASE("four workers in expert groups of 2, and of 4 under ZeRO-2, print the losses of four data-parallel workers",
+          "[cli][moe]") {
+  TempDir dir;
+  const std::vector<double> plain = losses_of(train(dir, moe_steps(kSteps), 4), kSteps);
+  REQUIRE(plain.size() == kSteps);
+  for (const std::vector<std::string>& layout :
+       {std::vector<std::string>{"--expert.shards", "2"}, {"--expert.shards", "4", "--train.zero", "2"}}) {
+    INFO(layout[1] << " expert shards");
+    const std::vector<double> sharded = losses_of(train(dir, with(moe_steps(kSteps), layout), 4), kSteps);
+    REQUIRE(sharded.size() == kSteps);
+    for (int i = 0; i < kSteps; ++i) CHECK(std::abs(plain[i] - sharded[i]) <= 2e-4);
   }
 }
 
