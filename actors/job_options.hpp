@@ -119,6 +119,12 @@ struct ContextOptions {
   compute::context::ContextMethod method = compute::context::ContextMethod::ring;
 };
 
+// Expert parallelism (docs/moe.md): each MoE block's experts split over the EP consecutive ranks of
+// an expert group on the data-parallel axis.
+struct ExpertOptions {
+  int shards = 1;  // EP; 1 = none
+};
+
 // Gradient compression on the data-parallel path (docs/comm.md, "Gradient compression").
 struct CommOptions {
   comm::Compression compress = comm::Compression::none;
@@ -183,6 +189,7 @@ struct JobConfig {
   PipelineOptions pipeline;
   TensorOptions tensor;
   ContextOptions context;
+  ExpertOptions expert;
   CommOptions comm;
   FaultOptions fault;
   CheckpointOptions checkpoint;

@@ -26,7 +26,8 @@ inline constexpr std::uint16_t embedding_group_id = 4;
 // (a surviving replica's parameters and moments to a respawned rank) carry this id, per epoch.
 inline constexpr std::uint16_t state_transfer_group_id = 5;
 // Not a group of the grid either: the ring shifts and all-to-alls of a context group (context_group
-// below, actors/worker/mailbox_context_exchange.hpp) carry this id.
+// below, actors/worker/mailbox_context_exchange.hpp), or of an expert group (expert_group below;
+// a job has one kind or the other, never both), carry this id.
 inline constexpr std::uint16_t context_group_id = 6;
 // DiLoCo's outer groups (outer_group below): the ranks at one place of every island.
 inline constexpr std::uint16_t outer_group_id = 7;
@@ -67,6 +68,10 @@ std::uint16_t epoch_group_id(std::uint16_t axis_id, int epoch);
 // consecutive places of the dp axis that hold one data replica's context shards (dp places
 // shards·d … shards·d + shards − 1), at rank's stage and tensor shard, in dp order.
 Group context_group(const Grid& grid, int rank, int shards);
+// The expert group of `rank` (expert parallelism, `shards` EP > 1 dividing grid.dp): the EP
+// consecutive places of the dp axis whose ranks split each MoE block's experts, in dp order. It is
+// context_group's shape, and takes its id.
+inline Group expert_group(const Grid& grid, int rank, int shards) { return context_group(grid, rank, shards); }
 
 // DiLoCo's island of `rank` (`islands` K dividing grid.dp): the grid.dp / K consecutive places of the
 // dp axis that hold it (island i: places i·dp/K … (i + 1)·dp/K − 1), at rank's stage and tensor shard,

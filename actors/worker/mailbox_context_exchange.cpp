@@ -1,6 +1,7 @@
 #include "actors/worker/mailbox_context_exchange.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <string>
 #include <utility>
 #include <vector>
@@ -87,32 +88,49 @@ Status MailboxContextExchange::finish_shift() {
   return Status::success();
 }
 
-Status MailboxContextExchange::all_to_all(std::span<const std::byte> send, std::span<std::byte> recv) {
-  const std::size_t block = send.size() / static_cast<std::size_t>(shards());
-  if (send.size() != recv.size() || block * static_cast<std::size_t>(shards()) != send.size() || block % 4 != 0)
-    return Error{"context exchange: an all-to-all needs equal whole-word blocks for every rank"};
+Status MailboxContextExchange::all_to_all_uneven(std::span<const std::byte> send,
+                                                 std::span<const std::size_t> send_bytes, std::span<std::byte> recv,
+                                                 std::span<const std::size_t> recv_bytes) {
+  const auto ranks = static_cast<std::size_t>(shards());
+  const auto words = [](std::span<const std::size_t> sizes) {
+    return std::all_of(sizes.begin(), sizes.end(), [](std::size_t b) { return b % 4 == 0; });
+  };
+  if (send_bytes.size() != ranks || recv_bytes.size() != ranks || !words(send_bytes) || !words(recv_bytes) ||
+      std::accumulate(send_bytes.begin(), send_bytes.end(), std::size_t{0}) != send.size() ||
+      std::accumulate(recv_bytes.begin(), recv_bytes.end(), std::size_t{0}) != recv.size())
+    return Error{"context exchange: an all-to-all needs whole-word blocks that add up to its buffers"};
   const auto began = std::chrono::steady_clock::now();
-  const int r = rank();
+  const auto r = static_cast<std::size_t>(rank());
   const comm::MessageKey key = next_key();
   ++sequence_;
+  std::vector<std::size_t> send_at(ranks + 1, 0), recv_at(ranks + 1, 0);
+  for (std::size_t j = 0; j < ranks; ++j) {
+    send_at[j + 1] = send_at[j] + send_bytes[j];
+    recv_at[j + 1] = recv_at[j] + recv_bytes[j];
+  }
+  if (send_bytes[r] != recv_bytes[r]) return Error{"context exchange: a rank's block to itself changed size"};
   std::vector<MailboxComm::Operation> ops;
-  for (int j = 0; j < shards(); ++j) {
-    if (j == r) continue;
-    ops.push_back(mailbox_.recv(engine_, peer(j), key, over(recv.data() + j * block, block)));
+  for (std::size_t j = 0; j < ranks; ++j) {
+    if (j == r || recv_bytes[j] == 0) continue;
+    ops.push_back(
+        mailbox_.recv(engine_, peer(static_cast<int>(j)), key, over(recv.data() + recv_at[j], recv_bytes[j])));
   }
-  for (int j = 0; j < shards(); ++j) {
-    if (j == r) continue;
-    ops.push_back(mailbox_.send(engine_, peer(j), key, over(send.data() + j * block, block)));
+  for (std::size_t j = 0; j < ranks; ++j) {
+    if (j == r || send_bytes[j] == 0) continue;
+    ops.push_back(
+        mailbox_.send(engine_, peer(static_cast<int>(j)), key, over(send.data() + send_at[j], send_bytes[j])));
   }
-  std::copy(send.begin() + r * block, send.begin() + (r + 1) * block, recv.begin() + r * block);
+  std::copy(send.begin() + static_cast<std::ptrdiff_t>(send_at[r]),
+            send.begin() + static_cast<std::ptrdiff_t>(send_at[r + 1]),
+            recv.begin() + static_cast<std::ptrdiff_t>(recv_at[r]));
   Status first_failure;
   for (MailboxComm::Operation op : ops) {
     Status s = mailbox_.wait(op);
     if (!s && first_failure) first_failure = s;
   }
   check_comm(first_failure);
-  finished(comm::ContextTraffic::all_to_all, send.size() - block, began, std::chrono::steady_clock::now() - began,
-           key.sequence);
+  finished(comm::ContextTraffic::all_to_all, send.size() - send_bytes[r], began,
+           std::chrono::steady_clock::now() - began, key.sequence);
   return Status::success();
 }
 

@@ -36,7 +36,8 @@ class MailboxContextExchange final : public compute::context::ContextExchange {
   int shards() const override { return group_.size(); }
   Status begin_shift(std::span<const std::byte> send, std::span<std::byte> recv) override;
   Status finish_shift() override;
-  Status all_to_all(std::span<const std::byte> send, std::span<std::byte> recv) override;
+  Status all_to_all_uneven(std::span<const std::byte> send, std::span<const std::size_t> send_bytes,
+                           std::span<std::byte> recv, std::span<const std::size_t> recv_bytes) override;
   // Forgets the operations of a step given up part-way (their transfers the mailbox abandoned) and
   // goes on under `epoch`'s group id (comm::epoch_group_id) from sequence 0.
   void renew(int epoch);

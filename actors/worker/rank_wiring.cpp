@@ -313,6 +313,15 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
                  compute::context::make_context_split(job.config.train.seq_len, context_shards).value(),
                  &*context_exchange};
     }
+    // Expert groups, like context groups, are consecutive places of the dp axis (the two never meet
+    // in one job, so they share the group id): each MoE block's experts split over the group's
+    // ranks. Every rank still holds every parameter; those of experts it does not hold get no
+    // gradient here, so the data-parallel sum gives every rank each expert's gradient from the
+    // ranks that hold it (docs/moe.md).
+    std::optional<MailboxContextExchange> expert_exchange;
+    if (job.config.expert.shards > 1)
+      expert_exchange.emplace(mailbox, engine, comm::expert_group(grid, rank, job.config.expert.shards));
+    const compute::ExpertGroup experts{expert_exchange ? &*expert_exchange : nullptr};
     // pipeline.trace of a job without stages or tensor shards: every context shard's exchanges,
     // gathered over the data-parallel group (every rank) into rank 0's file. With stages or shards
     // the pipeline's trace is written instead.
@@ -320,9 +329,10 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
     const std::string trace_path = data_parallel_only ? job.config.pipeline.trace : std::string();
     monitor::TraceRecorder trace;
     if (context_exchange && !trace_path.empty()) context_exchange->record_into(trace);
-    // An in-place recovery renews the context group with the rank's other groups.
-    const auto renew_context = [&context_exchange](int epoch) {
+    // An in-place recovery renews the context or expert group with the rank's other groups.
+    const auto renew_context = [&context_exchange, &expert_exchange](int epoch) {
       if (context_exchange) context_exchange->renew(epoch);
+      if (expert_exchange) expert_exchange->renew(epoch);
     };
     // In place, a surviving replica gives the whole state, or every rank rolls back (recovery_path.hpp);
     // every rank of a data-parallel group holds the same parameters, a context shard's included.
@@ -332,10 +342,11 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
     const RunServices services{progress, metrics, &control, rescue, rank == 0, compression_reading, recovery_hooks};
     compute::IslandGroup island;
     if (outer) island = island_hooks(mailbox, *outer, progress, comm::island_of(grid, rank, islands));
-    RunOutcome outcome = data_parallel_only
-                             ? run_training(job, backend, data, data_parallel(), services, context, std::move(island))
-                             : train_pipeline_stage(job, data, backend, engine, grid, **dp, mailbox, progress, metrics,
-                                                    control, rescue, replacing, context, renew_context);
+    RunOutcome outcome =
+        data_parallel_only
+            ? run_training(job, backend, data, data_parallel(), services, context, std::move(island), experts)
+            : train_pipeline_stage(job, data, backend, engine, grid, **dp, mailbox, progress, metrics, control, rescue,
+                                   replacing, context, renew_context);
     if (context_exchange && !trace_path.empty() && outcome.exit_code == 0) {
       if (Status s = gather_trace(mailbox, **dp, trace); !s) return {-1, 1, "trace: " + s.error().message};
       if (rank == 0) {

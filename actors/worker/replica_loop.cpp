@@ -65,7 +65,7 @@ compute::GPT& initialised(compute::GPT& model, std::uint64_t seed, bool initiali
 
 ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, const JobData& data,
                          compute::DataParallel data_parallel, bool initialise, compute::ContextShardGroup context,
-                         compute::IslandGroup islands)
+                         compute::IslandGroup islands, compute::ExpertGroup experts)
     : backend_(backend),
       // Every rank writes when it holds state of its own: a ZeRO shard of the moments, or a
       // compression residual; the commit waits for all of them. Islands are consecutive places of
@@ -78,7 +78,7 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
       moments_sharded_(compute::shards_optimizer_state(data_parallel.zero_stage)),
       sum_over_group_(data_parallel.sum),
       sharded_(zero3_source(job, backend, data_parallel)),
-      model_(job.model, backend, compute::DType::f32, trainer_options(job).recompute, sharded_.get(), context),
+      model_(job.model, backend, compute::DType::f32, trainer_options(job).recompute, sharded_.get(), context, experts),
       trainer_(initialised(model_, job.config.train.seed, initialise),
                replica_options(job, std::move(data_parallel), sharded_.get(), islands), data.train, data.val),
       islands_(std::move(islands)),
@@ -89,6 +89,9 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
   if (context.sharded())
     layout_ += fmt::format(", {} context shards ({}) of seq {}", context.split.shards,
                            compute::context::context_method_name(context.method), context.split.local_rows());
+  if (experts.sharded())
+    layout_ += fmt::format(", {} expert shards of {} experts each", experts.shards(),
+                           job.model.experts / experts.shards());
   // Replicas hold equal parameters and (ZeRO 0) equal moments: the first writes them. Under ZeRO
   // each rank's moments are its own shard and every rank writes its shard; under ZeRO-3 its
   // parameters too.

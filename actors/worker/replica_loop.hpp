@@ -14,6 +14,7 @@
 #include "actors/worker/job_data.hpp"
 #include "actors/worker/training_loop.hpp"
 #include "compute/backend.hpp"
+#include "compute/moe/expert_exchange.hpp"
 #include "compute/train/outer_step.hpp"
 
 namespace troupe::actors {
@@ -27,16 +28,18 @@ class ReplicaLoop final : public TrainingLoop {
   // peer's state overwrites them before the first step, and for `small` it would cost half a second).
   ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, const JobData& data,
               compute::DataParallel data_parallel, bool initialise = true, compute::ContextShardGroup context = {},
-              compute::IslandGroup islands = {});
+              compute::IslandGroup islands = {}, compute::ExpertGroup experts = {});
 
   compute::StepResult step() override;
   double evaluate(int batches) override { return trainer_.evaluate(batches); }
   double param_norm() override;
   std::int64_t tokens_per_step() const override { return trainer_.tokens_per_step(); }
   std::string layout() const override { return layout_; }
-  // None under ZeRO-3 (the rank keeps a shard) or context shards (the model runs on some rows).
+  // None under ZeRO-3 (the rank keeps a shard), context shards (the model runs on some rows) or
+  // expert shards (its MoE blocks need the expert group).
   compute::GPT* whole_model() override {
-    return sharded_ || model_.stage().context_shard().sharded() ? nullptr : &model_;
+    const compute::GPTStage& stage = model_.stage();
+    return sharded_ || stage.context_shard().sharded() || stage.expert_group().sharded() ? nullptr : &model_;
   }
   const std::vector<checkpoint::HeldRange>& held() const override { return held_; }
   CheckpointPlace checkpoint_place() const override { return place_; }

@@ -486,7 +486,9 @@ class RankRun {
       if (compute::GPT* model = loop_.whole_model())
         print_sample(*model, job_, *log_);
       else
-        log_->info("no sample: no rank runs the whole model (pipeline.stages > 1, train.zero 3 or context.shards > 1)");
+        log_->info(
+            "no sample: no rank runs the whole model (pipeline.stages > 1, train.zero 3, context.shards > 1 or "
+            "expert.shards > 1)");
     }
     return {};
   }
@@ -519,9 +521,11 @@ RunOutcome drive_training(const ResolvedJob& job, const JobData& data, const std
 
 RunOutcome run_training(const ResolvedJob& job, compute::Backend& backend, const JobData& data,
                         compute::DataParallel data_parallel, const RunServices& services,
-                        compute::ContextShardGroup context, compute::IslandGroup islands) {
+                        compute::ContextShardGroup context, compute::IslandGroup islands,
+                        compute::ExpertGroup experts) {
   compute::memory_ledger().measure_runtime();  // what the process holds before the model
-  ReplicaLoop loop(job, backend, data, std::move(data_parallel), !services.recovery.join, context, std::move(islands));
+  ReplicaLoop loop(job, backend, data, std::move(data_parallel), !services.recovery.join, context, std::move(islands),
+                   experts);
   return drive_training(job, data, backend.name(), loop, services);
 }
 

@@ -96,9 +96,11 @@ RunOutcome drive_training(const ResolvedJob& job, const JobData& data, const std
 
 // A whole-model run (ReplicaLoop) with `data_parallel`'s hooks (default: one process), on the
 // rank's rows of each sequence under a context group (compute/model/context_shard.hpp), as one of
-// DiLoCo's `islands` under train.sync diloco (`data_parallel` is then the rank's island).
+// DiLoCo's `islands` under train.sync diloco (`data_parallel` is then the rank's island), with its
+// share of the experts under an expert group (compute/moe/expert_exchange.hpp).
 RunOutcome run_training(const ResolvedJob& job, compute::Backend& backend, const JobData& data,
                         compute::DataParallel data_parallel, const RunServices& services,
-                        compute::ContextShardGroup context = {}, compute::IslandGroup islands = {});
+                        compute::ContextShardGroup context = {}, compute::IslandGroup islands = {},
+                        compute::ExpertGroup experts = {});
 
 }  // namespace troupe::actors

@@ -77,8 +77,9 @@ class TimedExchange final : public compute::context::ContextExchange {
     waits.push_back(seconds_since(start));
     return done;
   }
-  Status all_to_all(std::span<const std::byte> send, std::span<std::byte> recv) override {
-    return inner_.all_to_all(send, recv);
+  Status all_to_all_uneven(std::span<const std::byte> send, std::span<const std::size_t> send_bytes,
+                           std::span<std::byte> recv, std::span<const std::size_t> recv_bytes) override {
+    return inner_.all_to_all_uneven(send, send_bytes, recv, recv_bytes);
   }
   std::vector<double> waits;  // seconds, one per shift since the last clear
 

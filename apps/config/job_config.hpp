@@ -10,6 +10,7 @@ using actors::CheckpointOptions;
 using actors::CommOptions;
 using actors::ContextOptions;
 using actors::DataOptions;
+using actors::ExpertOptions;
 using actors::FaultOptions;
 using actors::InitOptions;
 using actors::JobConfig;

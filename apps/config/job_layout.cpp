@@ -33,6 +33,9 @@ Status check_grid_divides(const ResolvedJob& job, int ranks) {
     return Error{replica_keys(c) + " does not divide the job's " + std::to_string(ranks) +
                  " workers (workers = data-parallel replicas x stages" + (c.tensor.shards > 1 ? " x shards" : "") +
                  (c.context.shards > 1 ? " x context shards)" : ")")};
+  if (const int replicas = ranks / replica_ranks; replicas % c.expert.shards != 0)
+    return Error{"expert.shards " + std::to_string(c.expert.shards) + " does not divide the job's " +
+                 std::to_string(replicas) + " data-parallel replicas (each expert group is as many consecutive ones)"};
   if (const int replicas = ranks / replica_ranks; replicas % c.train.islands != 0)
     return Error{"train.islands " + std::to_string(c.train.islands) + " does not divide the job's " +
                  std::to_string(replicas) + " data-parallel replicas (each island holds as many)"};

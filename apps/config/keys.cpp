@@ -25,6 +25,7 @@ using F = FaultOptions;
 using P = PipelineOptions;
 using Tp = TensorOptions;
 using Cp = ContextOptions;
+using Ep = ExpertOptions;
 using Co = CommOptions;
 using C = CheckpointOptions;
 using Mon = MonitorOptions;
@@ -148,6 +149,10 @@ constexpr ConfigKey keys[] = {
      "ring (K/V blocks travel around the context group) or all_to_all (heads exchanged; C must divide "
      "model.n_head)",
      field<&J::context, &Cp::method>},
+    {"expert.shards",
+     "expert shards EP: each mixture-of-experts block's experts split over EP consecutive data-parallel ranks, "
+     "tokens exchanged by all-to-all (docs/moe.md); 1 = none",
+     field<&J::expert, &Ep::shards>},
 
     {"comm.compress",
      "gradients summed over the data-parallel group as they are (none), as bfloat16 (bf16), or as rank-r factors with "

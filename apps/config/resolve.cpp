@@ -127,6 +127,7 @@ std::optional<std::string> diloco_problem(const JobConfig& c) {
   const std::pair<bool, const char*> not_yet[] = {{c.pipeline.stages > 1, "pipeline.stages > 1"},
                                                   {c.tensor.shards > 1, "tensor.shards > 1"},
                                                   {c.context.shards > 1, "context.shards > 1"},
+                                                  {c.expert.shards > 1, "expert.shards > 1"},
                                                   {t.zero != compute::ZeroStage::none, "train.zero 1, 2 or 3"},
                                                   {c.comm.compress != comm::Compression::none, "comm.compress"},
                                                   {c.fault.elastic, "fault.elastic"}};
@@ -203,6 +204,19 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
     if (c.tensor.shards > 1)
       return "model.experts does not work with tensor.shards > 1 yet: no rank holds a slice of an expert";
     if (c.context.shards > 1) return "model.experts does not work with context.shards > 1 yet";
+  }
+  const int ep = c.expert.shards;
+  if (ep < 1) return "expert.shards must be at least 1 (1 = none), got " + str(ep);
+  if (ep > 1) {
+    if (model.experts == 0) return "expert.shards " + str(ep) + " needs a model with experts (model.experts > 0)";
+    if (model.experts % ep != 0)
+      return "expert.shards " + str(ep) + " does not divide model.experts " + str(model.experts) +
+             " (each rank holds as many experts)";
+    if (compute::shards_parameters(t.zero))
+      return "expert.shards > 1 does not work with train.zero 3 yet; use 0, 1 or 2";
+    if (c.fault.elastic)
+      return "expert.shards > 1 does not work with fault.elastic yet: an expert group keeps its " + str(ep) +
+             " ranks, and a shrink or grow moves single ranks";
   }
 
   const PipelineOptions& p = c.pipeline;

@@ -1,6 +1,7 @@
 #include "compute/context/local_exchange.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <string>
 
 namespace troupe::compute::context {
@@ -22,8 +23,9 @@ class LocalContextGroup::Rank final : public ContextExchange {
     pending_.reset();
     return group_.take_shift(rank_, into);
   }
-  Status all_to_all(std::span<const std::byte> send, std::span<std::byte> recv) override {
-    return group_.all_to_all(rank_, send, recv);
+  Status all_to_all_uneven(std::span<const std::byte> send, std::span<const std::size_t> send_bytes,
+                           std::span<std::byte> recv, std::span<const std::size_t> recv_bytes) override {
+    return group_.all_to_all(rank_, send, send_bytes, recv, recv_bytes);
   }
 
  private:
@@ -64,17 +66,23 @@ Status LocalContextGroup::take_shift(int at, std::span<std::byte> into) {
   return Status::success();
 }
 
-Status LocalContextGroup::all_to_all(int r, std::span<const std::byte> send, std::span<std::byte> recv) {
-  const std::size_t block = send.size() / shards_;
-  if (send.size() % shards_ != 0 || recv.size() != send.size()) {
-    return Error{"context exchange: all-to-all of " + std::to_string(send.size()) + " bytes into " +
-                 std::to_string(recv.size()) + " over " + std::to_string(shards_) + " ranks"};
+Status LocalContextGroup::all_to_all(int r, std::span<const std::byte> send, std::span<const std::size_t> send_bytes,
+                                     std::span<std::byte> recv, std::span<const std::size_t> recv_bytes) {
+  const std::size_t ranks = static_cast<std::size_t>(shards_);
+  if (send_bytes.size() != ranks || recv_bytes.size() != ranks ||
+      std::accumulate(send_bytes.begin(), send_bytes.end(), std::size_t{0}) != send.size() ||
+      std::accumulate(recv_bytes.begin(), recv_bytes.end(), std::size_t{0}) != recv.size()) {
+    return Error{"context exchange: an all-to-all of " + std::to_string(send.size()) + " bytes into " +
+                 std::to_string(recv.size()) + " whose blocks do not add up over " + std::to_string(shards_) +
+                 " ranks"};
   }
   {
     const std::lock_guard lock(mutex_);
-    for (int j = 0; j < shards_; ++j) {
-      const auto first = send.begin() + static_cast<std::ptrdiff_t>(j * block);
-      boxes_[j].blocks[r].emplace_back(first, first + static_cast<std::ptrdiff_t>(block));
+    std::size_t at = 0;
+    for (std::size_t j = 0; j < ranks; ++j) {
+      const auto first = send.begin() + static_cast<std::ptrdiff_t>(at);
+      boxes_[j].blocks[r].emplace_back(first, first + static_cast<std::ptrdiff_t>(send_bytes[j]));
+      at += send_bytes[j];
     }
   }
   changed_.notify_all();
@@ -83,11 +91,17 @@ Status LocalContextGroup::all_to_all(int r, std::span<const std::byte> send, std
   changed_.wait(lock, [&] {
     return std::all_of(box.blocks.begin(), box.blocks.end(), [](const auto& q) { return !q.empty(); });
   });
-  for (int i = 0; i < shards_; ++i) {
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < ranks; ++i) {
     const std::vector<std::byte> got = std::move(box.blocks[i].front());
     box.blocks[i].pop_front();
-    if (got.size() != block) return Error{"context exchange: all-to-all blocks of different sizes"};
-    std::copy(got.begin(), got.end(), recv.begin() + static_cast<std::ptrdiff_t>(i * block));
+    if (got.size() != recv_bytes[i]) {
+      return Error{"context exchange: rank " + std::to_string(r) + " expected an all-to-all block of " +
+                   std::to_string(recv_bytes[i]) + " bytes from rank " + std::to_string(i) + " and got " +
+                   std::to_string(got.size())};
+    }
+    std::copy(got.begin(), got.end(), recv.begin() + static_cast<std::ptrdiff_t>(at));
+    at += got.size();
   }
   return Status::success();
 }

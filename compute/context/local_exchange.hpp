@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "compute/context/context_exchange.hpp"
@@ -30,7 +31,8 @@ class LocalContextGroup {
   };
   void post_shift(int to, std::span<const std::byte> bytes);
   Status take_shift(int at, std::span<std::byte> into);
-  Status all_to_all(int r, std::span<const std::byte> send, std::span<std::byte> recv);
+  Status all_to_all(int r, std::span<const std::byte> send, std::span<const std::size_t> send_bytes,
+                    std::span<std::byte> recv, std::span<const std::size_t> recv_bytes);
 
   int shards_;
   std::mutex mutex_;

@@ -16,10 +16,11 @@ namespace troupe::compute {
 class GPT {
  public:
   // A source (parameter_source.hpp) keeps the parameters instead of the model: ZeRO-3's shard.
-  // Under context shards (context_shard.hpp) the model runs on its rank's rows of each sequence.
+  // Under context shards (context_shard.hpp) the model runs on its rank's rows of each sequence;
+  // under expert shards (compute/moe/expert_exchange.hpp) its MoE blocks run the rank's experts.
   GPT(const GPTConfig& config, Backend& backend, DType dtype = DType::f32, Recompute recompute = Recompute::none,
-      ParameterSource* source = nullptr, ContextShardGroup context = {})
-      : stage_(config, backend, 0, config.n_layer, dtype, recompute, source, {}, context) {}
+      ParameterSource* source = nullptr, ContextShardGroup context = {}, ExpertGroup experts = {})
+      : stage_(config, backend, 0, config.n_layer, dtype, recompute, source, {}, context, experts) {}
 
   static std::vector<ParameterUnit> parameter_units(const GPTConfig& config) {
     return GPTStage::parameter_units(config, 0, config.n_layer);

@@ -82,10 +82,12 @@ class GPTStage {
   // Blocks [first_layer, last_layer), 0 <= first_layer < last_layer <= n_layer. Without a
   // source the stage keeps every parameter itself; a source must outlive the stage. `shards`
   // names this stage's tensor shard and its group (one shard, no group, by default); `context` its
-  // context shard (context_shard.hpp; none by default), whose T is the rows the stage runs on.
+  // context shard (context_shard.hpp; none by default), whose T is the rows the stage runs on;
+  // `experts` the expert group whose rank's experts its MoE blocks run (moe_layer.hpp; all of them
+  // by default).
   GPTStage(const GPTConfig& config, Backend& backend, int first_layer, int last_layer, DType dtype = DType::f32,
            Recompute recompute = Recompute::none, ParameterSource* source = nullptr, TensorShardGroup shards = {},
-           ContextShardGroup context = {});
+           ContextShardGroup context = {}, ExpertGroup experts = {});
   GPTStage(const GPTStage&) = delete;
   GPTStage& operator=(const GPTStage&) = delete;
 
@@ -146,6 +148,8 @@ class GPTStage {
   // recomputation: the stage refuses anything else. Its loss adds, per MoE block, aux × the
   // load-balancing loss and z × the router z-loss (compute/moe/moe_router.hpp); both 0 until set.
   void set_moe_loss_coefficients(double aux, double z);
+  // The expert group the MoE blocks run their share of the experts in; not sharded() without one.
+  const ExpertGroup& expert_group() const { return experts_; }
   struct MoELosses {
     double aux = 0, z = 0;  // means over the stage's MoE blocks; 0 without any
   };
@@ -321,6 +325,7 @@ class GPTStage {
   std::size_t wte_ = 0, wpe_ = 0, lnf_w_ = 0, lnf_b_ = 0;  // indices into views_
   std::vector<std::size_t> block_first_;                   // each local block's ln_1.weight, an index into views_
   double moe_aux_coef_ = 0, moe_z_coef_ = 0;
+  ExpertGroup experts_;
   std::vector<ParameterUnit> units_;
   std::vector<int> unit_of_view_;          // views_[i] lies in units_[unit_of_view_[i]]
   int front_unit_ = -1, tail_unit_ = -1;   // the embeddings (first stage), what follows the blocks (last)

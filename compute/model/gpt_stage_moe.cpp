@@ -36,7 +36,8 @@ GPTStage::MoELosses GPTStage::moe_losses(int slot) const {
 }
 
 MoEShape GPTStage::moe_shape() const {
-  return {config_.experts, config_.top_k, config_.shared_experts > 0, config_.n_embd, 4 * std::int64_t{config_.n_embd}};
+  return {config_.experts,  config_.top_k, config_.shared_experts > 0, config_.n_embd, 4 * std::int64_t{config_.n_embd},
+          experts_.shards()};
 }
 
 MoEWeights GPTStage::moe_weights(const Tensor& unit_buffer, int layer) const {
@@ -55,7 +56,7 @@ MoEWeights GPTStage::moe_weights(const Tensor& unit_buffer, int layer) const {
 void GPTStage::moe_mlp_forward(const Dims& d, int layer, const Tensor& p, const LayerActivations& a) {
   const std::int64_t C = config_.n_embd;
   Tensor out = d.bt(shared_.moe_out, C), residual3 = d.stream(a.residual3, C);
-  moe_forward(backend_, out, *a.moe, d.bt(a.ln2, C), moe_weights(p, layer), config_.top_k);
+  moe_forward(backend_, out, *a.moe, d.bt(a.ln2, C), moe_weights(p, layer), config_.top_k, experts_);
   backend_.residual_forward(residual3, d.stream(a.residual2, C), out);
 }
 
@@ -63,7 +64,7 @@ void GPTStage::moe_mlp_backward(const Dims& d, int layer, const Tensor& p, const
                                 const LayerActivations& a, const Tensor& dout, Tensor& dln, double loss_scale) {
   MoEWeights grads = moe_weights(unit_grad, layer);
   moe_backward(backend_, dln, grads, shared_.moe, dout, *a.moe, d.bt(a.ln2, config_.n_embd), moe_weights(p, layer),
-               loss_scale * moe_aux_coef_, loss_scale * moe_z_coef_);
+               loss_scale * moe_aux_coef_, loss_scale * moe_z_coef_, experts_);
 }
 
 }  // namespace troupe::compute

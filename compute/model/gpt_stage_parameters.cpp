@@ -72,7 +72,8 @@ std::vector<ParameterUnit> GPTStage::parameter_units(const GPTConfig& config, in
 }
 
 GPTStage::GPTStage(const GPTConfig& config, Backend& backend, int first_layer, int last_layer, DType dtype,
-                   Recompute recompute, ParameterSource* source, TensorShardGroup shards, ContextShardGroup context)
+                   Recompute recompute, ParameterSource* source, TensorShardGroup shards, ContextShardGroup context,
+                   ExpertGroup experts)
     : config_(config),
       shards_(std::move(shards)),
       backend_(backend),
@@ -92,6 +93,9 @@ GPTStage::GPTStage(const GPTConfig& config, Backend& backend, int first_layer, i
                    (!shards_.split() || (shards_.all_reduce && shards_.all_gather)) &&
                    (!shards_.sequence_parallel || (shards_.split() && shards_.reduce_scatter)),
                "tensor shard " + std::to_string(shard.index) + " of " + std::to_string(shard.count));
+  TROUPE_CHECK(!experts.sharded() || (config.experts > 0 && config.experts % experts.shards() == 0),
+               std::to_string(config.experts) + " experts over " + std::to_string(experts.shards()) + " expert shards");
+  experts_ = experts;
   const int T = shard.count;
   heads_ = config.n_head / T;
   attn_width_ = config.n_embd / T;

@@ -21,29 +21,100 @@ Tensor rows(const Tensor& buffer, std::int64_t begin, std::int64_t end, std::int
   return buffer.slice(begin * width, {end - begin, width});
 }
 
+// The experts [first, first + rows.size()) over `in`'s rows grouped by expert (rows[e] each):
+// out = c_proj(GELU(c_fc(in))), one product pair per expert with rows, the GELU over all at once.
+void experts_forward(Backend& be, const MoEWeights& w, int first, const std::vector<std::int64_t>& rows_of,
+                     const Tensor& in, Tensor& hidden, Tensor& hidden_gelu, Tensor& out) {
+  const std::int64_t C = in.dim(1), H = w.fc_w.dim(1);
+  std::int64_t total = 0;
+  for (std::size_t e = 0, lo = 0; e < rows_of.size(); lo += rows_of[e], ++e) {
+    if (rows_of[e] == 0) continue;
+    const Expert ex = expert_of(w, first + static_cast<int>(e));
+    Tensor h = rows(hidden, lo, lo + rows_of[e], H);
+    be.matmul_forward(h, rows(in, lo, lo + rows_of[e], C), ex.fc_w, ex.fc_b);
+    total = static_cast<std::int64_t>(lo) + rows_of[e];
+  }
+  if (total == 0) return;
+  Tensor g = rows(hidden_gelu, 0, total, H);
+  be.gelu_forward(g, rows(hidden, 0, total, H));
+  for (std::size_t e = 0, lo = 0; e < rows_of.size(); lo += rows_of[e], ++e) {
+    if (rows_of[e] == 0) continue;
+    const Expert ex = expert_of(w, first + static_cast<int>(e));
+    Tensor o = rows(out, lo, lo + rows_of[e], C);
+    be.matmul_forward(o, rows(hidden_gelu, lo, lo + rows_of[e], H), ex.proj_w, ex.proj_b);
+  }
+}
+
+// Its backward: din written from dout (which din may alias: dout is read before din is written),
+// the experts' gradient slices accumulated, dhidden the scratch.
+void experts_backward(Backend& be, MoEWeights& grads, const MoEWeights& w, int first,
+                      const std::vector<std::int64_t>& rows_of, const Tensor& dout, const Tensor& in,
+                      const Tensor& hidden, const Tensor& hidden_gelu, Tensor& dhidden, Tensor& din) {
+  const std::int64_t C = in.dim(1), H = w.fc_w.dim(1);
+  std::int64_t total = 0;
+  for (std::size_t e = 0, lo = 0; e < rows_of.size(); lo += rows_of[e], ++e) {
+    if (rows_of[e] == 0) continue;
+    const Expert ex = expert_of(w, first + static_cast<int>(e));
+    Expert dex = expert_of(grads, first + static_cast<int>(e));
+    const std::int64_t hi = static_cast<std::int64_t>(lo) + rows_of[e];
+    Tensor dh = rows(dhidden, lo, hi, H);
+    be.matmul_backward(dh, dex.proj_w, dex.proj_b, rows(dout, lo, hi, C), rows(hidden_gelu, lo, hi, H), ex.proj_w);
+    total = hi;
+  }
+  if (total == 0) return;
+  Tensor dh = rows(dhidden, 0, total, H);
+  be.gelu_backward(dh, rows(hidden, 0, total, H), dh);
+  for (std::size_t e = 0, lo = 0; e < rows_of.size(); lo += rows_of[e], ++e) {
+    if (rows_of[e] == 0) continue;
+    const Expert ex = expert_of(w, first + static_cast<int>(e));
+    Expert dex = expert_of(grads, first + static_cast<int>(e));
+    const std::int64_t hi = static_cast<std::int64_t>(lo) + rows_of[e];
+    Tensor dg = rows(din, lo, hi, C);
+    be.matmul_backward(dg, dex.fc_w, dex.fc_b, rows(dhidden, lo, hi, H), rows(in, lo, hi, C), ex.fc_w);
+  }
+}
+
+std::vector<std::int64_t> plan_rows(const RoutingPlan& plan) {
+  std::vector<std::int64_t> r(static_cast<std::size_t>(plan.experts));
+  for (int e = 0; e < plan.experts; ++e) r[static_cast<std::size_t>(e)] = plan.count(e);
+  return r;
+}
+
 }  // namespace
 
+std::int64_t MoEShape::expert_rows(std::int64_t N) const {
+  if (expert_shards <= 1) return N * top_k;
+  return expert_shards * N * std::min(top_k, experts / expert_shards);
+}
+
 std::int64_t moe_activation_elements(const MoEShape& s, std::int64_t N) {
-  const std::int64_t Nk = N * s.top_k;
-  return 2 * N * s.experts + N + Nk + Nk * (2 * s.C + 2 * s.H) + (s.shared_expert ? 2 * N * s.H : 0);
+  const std::int64_t Nk = N * s.top_k, R = s.expert_rows(N);
+  return 2 * N * s.experts + N + Nk + 2 * Nk * s.C + 2 * R * s.H + (s.expert_shards > 1 ? 3 * R * s.C : 0) +
+         (s.shared_expert ? 2 * N * s.H : 0);
 }
 
 std::int64_t moe_scratch_elements(const MoEShape& s, std::int64_t N) {
-  const std::int64_t Nk = N * s.top_k;
-  return N * s.experts + Nk + Nk * (2 * s.C + s.H) + (s.shared_expert ? N * s.H : 0) + N * s.C;
+  const std::int64_t Nk = N * s.top_k, R = s.expert_rows(N);
+  return N * s.experts + Nk + 2 * Nk * s.C + R * s.H + (s.expert_shards > 1 ? 2 * R * s.C : 0) +
+         (s.shared_expert ? N * s.H : 0) + N * s.C;
 }
 
 MoEActivations make_moe_activations(const MoEShape& s, std::int64_t N, const MoEAllocate& allocate) {
-  const std::int64_t Nk = N * s.top_k;
+  const std::int64_t Nk = N * s.top_k, R = s.expert_rows(N);
   MoEActivations a;
   a.logits = allocate(N * s.experts);
   a.probs = allocate(N * s.experts);
   a.lse = allocate(N);
   a.gates = allocate(Nk);
   a.grouped_in = allocate(Nk * s.C);
-  a.hidden = allocate(Nk * s.H);
-  a.hidden_gelu = allocate(Nk * s.H);
+  a.hidden = allocate(R * s.H);
+  a.hidden_gelu = allocate(R * s.H);
   a.expert_out = allocate(Nk * s.C);
+  if (s.expert_shards > 1) {
+    a.local_in = allocate(R * s.C);
+    a.local_out = allocate(R * s.C);
+    a.staging = allocate(R * s.C);
+  }
   if (s.shared_expert) {
     a.shared_hidden = allocate(N * s.H);
     a.shared_gelu = allocate(N * s.H);
@@ -52,19 +123,24 @@ MoEActivations make_moe_activations(const MoEShape& s, std::int64_t N, const MoE
 }
 
 MoEScratch make_moe_scratch(const MoEShape& s, std::int64_t N, const MoEAllocate& allocate) {
-  const std::int64_t Nk = N * s.top_k;
+  const std::int64_t Nk = N * s.top_k, R = s.expert_rows(N);
   MoEScratch m;
   m.dlogits = allocate(N * s.experts);
   m.dgates = allocate(Nk);
   m.dexpert_out = allocate(Nk * s.C);
-  m.dhidden = allocate(Nk * s.H);
+  m.dhidden = allocate(R * s.H);
   m.dgrouped = allocate(Nk * s.C);
+  if (s.expert_shards > 1) {
+    m.dlocal = allocate(R * s.C);
+    m.staging = allocate(R * s.C);
+  }
   if (s.shared_expert) m.dshared_hidden = allocate(N * s.H);
   m.dpart = allocate(N * s.C);
   return m;
 }
 
-void moe_forward(Backend& be, Tensor& out, MoEActivations& a, const Tensor& inp, const MoEWeights& w, int top_k) {
+void moe_forward(Backend& be, Tensor& out, MoEActivations& a, const Tensor& inp, const MoEWeights& w, int top_k,
+                 const ExpertGroup& experts) {
   TROUPE_CHECK(inp.device() == Device::cpu && out.device() == Device::cpu, "the MoE layer runs on host tensors");
   const std::int64_t E = w.router.dim(0), C = w.router.dim(1), H = w.fc_w.dim(1), k = top_k;
   const std::int64_t N = inp.numel() / C, Nk = N * k;
@@ -76,26 +152,26 @@ void moe_forward(Backend& be, Tensor& out, MoEActivations& a, const Tensor& inp,
   be.matmul_forward(logits, x, w.router, Tensor{});
   route(a.plan, a.probs, a.lse, gates, logits, top_k);
   const RoutingPlan& plan = a.plan;
-  Tensor grouped_in = a.grouped_in.slice(0, {Nk, C}), hidden = a.hidden.slice(0, {Nk, H}),
-         hidden_gelu = a.hidden_gelu.slice(0, {Nk, H}), expert_out = a.expert_out.slice(0, {Nk, C});
+  Tensor grouped_in = a.grouped_in.slice(0, {Nk, C}), expert_out = a.expert_out.slice(0, {Nk, C});
+  Tensor hidden = a.hidden.reshape({a.hidden.numel() / H, H}),
+         hidden_gelu = a.hidden_gelu.reshape({a.hidden.numel() / H, H});
   with_moe_real(inp.dtype(), [&]<typename Real>(Real) {
     // 2. Dispatch: each slot's row is its token's.
     for (std::int64_t s = 0; s < Nk; ++s)
       std::copy_n(x.data_as<Real>() + (s / k) * C, C, grouped_in.data_as<Real>() + plan.row[s] * C);
   });
-  // 3. One MLP product pair per expert over its rows; the GELU over all rows at once.
-  for (int e = 0; e < E; ++e) {
-    if (plan.count(e) == 0) continue;
-    const Expert ex = expert_of(w, e);
-    Tensor h = rows(hidden, plan.offsets[e], plan.offsets[e + 1], H);
-    be.matmul_forward(h, rows(grouped_in, plan.offsets[e], plan.offsets[e + 1], C), ex.fc_w, ex.fc_b);
-  }
-  be.gelu_forward(hidden_gelu, hidden);
-  for (int e = 0; e < E; ++e) {
-    if (plan.count(e) == 0) continue;
-    const Expert ex = expert_of(w, e);
-    Tensor o = rows(expert_out, plan.offsets[e], plan.offsets[e + 1], C);
-    be.matmul_forward(o, rows(hidden_gelu, plan.offsets[e], plan.offsets[e + 1], H), ex.proj_w, ex.proj_b);
+  // 3. The experts, each over its rows: here, or at their ranks under expert shards.
+  if (experts.sharded()) {
+    a.counts = exchange_expert_counts(experts, plan);
+    const std::int64_t R = a.local_in.numel() / C;
+    Tensor local_in = a.local_in.reshape({R, C}), local_out = a.local_out.reshape({R, C}),
+           staging = a.staging.reshape({R, C});
+    dispatch_to_experts(experts, a.counts, grouped_in, staging, local_in);
+    experts_forward(be, w, experts.rank() * a.counts.local, a.counts.per_local_expert(), local_in, hidden, hidden_gelu,
+                    local_out);
+    combine_from_experts(experts, a.counts, local_out, staging, expert_out);
+  } else {
+    experts_forward(be, w, 0, plan_rows(plan), grouped_in, hidden, hidden_gelu, expert_out);
   }
   // 4. The shared expert writes out; else out starts at 0.
   if (w.has_shared()) {
@@ -121,7 +197,8 @@ void moe_forward(Backend& be, Tensor& out, MoEActivations& a, const Tensor& inp,
 }
 
 void moe_backward(Backend& be, Tensor& dinp, MoEWeights& grads, MoEScratch& m, const Tensor& dout,
-                  const MoEActivations& a, const Tensor& inp, const MoEWeights& w, double aux_scale, double z_scale) {
+                  const MoEActivations& a, const Tensor& inp, const MoEWeights& w, double aux_scale, double z_scale,
+                  const ExpertGroup& experts) {
   const RoutingPlan& plan = a.plan;
   const std::int64_t E = plan.experts, k = plan.top_k, C = w.router.dim(1), H = w.fc_w.dim(1);
   const std::int64_t N = plan.tokens, Nk = N * k;
@@ -130,11 +207,11 @@ void moe_backward(Backend& be, Tensor& dinp, MoEWeights& grads, MoEScratch& m, c
   const Tensor x = inp.slice(0, {N, C}), dy = dout.slice(0, {N, C});
   Tensor dx = dinp.slice(0, {N, C}), dpart = m.dpart.slice(0, {N, C});
   Tensor dgates = m.dgates.slice(0, {N, k}), dlogits = m.dlogits.slice(0, {N, E});
-  Tensor dexpert_out = m.dexpert_out.slice(0, {Nk, C}), dhidden = m.dhidden.slice(0, {Nk, H}),
-         dgrouped = m.dgrouped.slice(0, {Nk, C});
+  Tensor dexpert_out = m.dexpert_out.slice(0, {Nk, C}), dgrouped = m.dgrouped.slice(0, {Nk, C});
+  Tensor dhidden = m.dhidden.reshape({m.dhidden.numel() / H, H});
   const Tensor gates = a.gates.slice(0, {N, k}), expert_out = a.expert_out.slice(0, {Nk, C}),
-               grouped_in = a.grouped_in.slice(0, {Nk, C}), hidden = a.hidden.slice(0, {Nk, H}),
-               hidden_gelu = a.hidden_gelu.slice(0, {Nk, H});
+               grouped_in = a.grouped_in.slice(0, {Nk, C}), hidden = a.hidden.reshape({a.hidden.numel() / H, H}),
+               hidden_gelu = a.hidden_gelu.reshape({a.hidden_gelu.numel() / H, H});
   // 5. Combine: d(expert_out) of slot (t, j) = g_tj · dout_t; d(g_tj) = dout_t · expert_out.
   with_moe_real(inp.dtype(), [&]<typename Real>(Real) {
     for (std::int64_t s = 0; s < Nk; ++s) {
@@ -163,24 +240,17 @@ void moe_backward(Backend& be, Tensor& dinp, MoEWeights& grads, MoEScratch& m, c
     be.matmul_backward(dpart, grads.shared_fc_w, grads.shared_fc_b, dsh, x, w.shared_fc_w);
     be.residual_forward(dx, dx, dpart);
   }
-  // 3. The experts, each over its own rows.
-  for (int e = 0; e < E; ++e) {
-    if (plan.count(e) == 0) continue;
-    const Expert ex = expert_of(w, e);
-    Expert dex = expert_of(grads, e);
-    const std::int64_t lo = plan.offsets[e], hi = plan.offsets[e + 1];
-    Tensor dh = rows(dhidden, lo, hi, H);
-    be.matmul_backward(dh, dex.proj_w, dex.proj_b, rows(dexpert_out, lo, hi, C), rows(hidden_gelu, lo, hi, H),
-                       ex.proj_w);
-  }
-  be.gelu_backward(dhidden, hidden, dhidden);
-  for (int e = 0; e < E; ++e) {
-    if (plan.count(e) == 0) continue;
-    const Expert ex = expert_of(w, e);
-    Expert dex = expert_of(grads, e);
-    const std::int64_t lo = plan.offsets[e], hi = plan.offsets[e + 1];
-    Tensor dg = rows(dgrouped, lo, hi, C);
-    be.matmul_backward(dg, dex.fc_w, dex.fc_b, rows(dhidden, lo, hi, H), rows(grouped_in, lo, hi, C), ex.fc_w);
+  // 3. The experts, each over its own rows: the outputs' gradients go where the outputs came from,
+  // the inputs' come back.
+  if (experts.sharded()) {
+    const std::int64_t R = a.local_in.numel() / C;
+    Tensor dlocal = m.dlocal.reshape({R, C}), staging = m.staging.reshape({R, C});
+    dispatch_to_experts(experts, a.counts, dexpert_out, staging, dlocal);
+    experts_backward(be, grads, w, experts.rank() * a.counts.local, a.counts.per_local_expert(), dlocal,
+                     a.local_in.reshape({R, C}), hidden, hidden_gelu, dhidden, dlocal);
+    combine_from_experts(experts, a.counts, dlocal, staging, dgrouped);
+  } else {
+    experts_backward(be, grads, w, 0, plan_rows(plan), dexpert_out, grouped_in, hidden, hidden_gelu, dhidden, dgrouped);
   }
   // 2. Dispatch's backward: each token gathers its k slots' gradients, j in order.
   with_moe_real(inp.dtype(), [&]<typename Real>(Real) {

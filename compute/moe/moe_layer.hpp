@@ -22,11 +22,17 @@
 // (E, C), H the block's MLP width (4C), so expert e is one contiguous slice of each and a shard of
 // experts a contiguous run. Host memory only (the CPU backend): steps 2 and 5 and the router are
 // host loops; the products and the GELU are the backend's.
+//
+// Under expert parallelism (an ExpertGroup of EP ranks, expert_exchange.hpp) step 3 runs only this
+// rank's E/EP experts, over the rows the group routes to them: the slots' rows go to their experts'
+// ranks before it and the outputs come back after it. The router, the shared expert, dispatch and
+// combine stay on the rank's own tokens. Only the rank's experts' gradient slices are accumulated.
 
 #include <cstdint>
 #include <functional>
 
 #include "compute/backend.hpp"
+#include "compute/moe/expert_exchange.hpp"
 #include "compute/moe/moe_router.hpp"
 
 namespace troupe::compute {
@@ -41,15 +47,20 @@ struct MoEWeights {
 // What one forward keeps for its backward, for up to `tokens` rows (a prefix is used for fewer).
 struct MoEActivations {
   Tensor logits, probs, lse, gates;                    // (N, E), (N, E), (N), (N, k)
-  Tensor grouped_in, hidden, hidden_gelu, expert_out;  // (N·k, C), (N·k, H), (N·k, H), (N·k, C)
+  Tensor grouped_in, expert_out;                       // (N·k, C) each
+  Tensor hidden, hidden_gelu;                          // (R, H): the rows this rank's experts run
+  Tensor local_in, local_out, staging;                 // (R, C) each under expert shards
   Tensor shared_hidden, shared_gelu;                   // (N, H) with a shared expert
   RoutingPlan plan;
+  ExpertCounts counts;  // under expert shards
 };
 
 // The backward's scratch, which every layer and micro-batch may share.
 struct MoEScratch {
   Tensor dlogits, dgates;                 // (N, E), (N, k)
-  Tensor dexpert_out, dhidden, dgrouped;  // (N·k, C), (N·k, H), (N·k, C)
+  Tensor dexpert_out, dgrouped;           // (N·k, C) each
+  Tensor dhidden;                         // (R, H)
+  Tensor dlocal, staging;                 // (R, C) each under expert shards
   Tensor dshared_hidden, dpart;           // (N, H) with a shared expert, (N, C)
 };
 
@@ -57,6 +68,10 @@ struct MoEShape {
   int experts = 0, top_k = 0;
   bool shared_expert = false;
   std::int64_t C = 0, H = 0;
+  int expert_shards = 1;  // EP
+  // R, the most rows this rank's experts may run for N tokens: N·k on one rank; under EP ranks
+  // each of them sends at most min(k, E/EP) of a token's slots to one rank, so EP·N·min(k, E/EP).
+  std::int64_t expert_rows(std::int64_t tokens) const;
 };
 
 using MoEAllocate = std::function<Tensor(std::int64_t numel)>;
@@ -68,11 +83,13 @@ std::int64_t moe_scratch_elements(const MoEShape& shape, std::int64_t tokens);
 
 // out (…, C) = the layer of inp (…, C) over its N = numel / C rows; a.plan holds the routing and
 // both losses afterwards.
-void moe_forward(Backend& backend, Tensor& out, MoEActivations& a, const Tensor& inp, const MoEWeights& w, int top_k);
+void moe_forward(Backend& backend, Tensor& out, MoEActivations& a, const Tensor& inp, const MoEWeights& w, int top_k,
+                 const ExpertGroup& experts = {});
 
 // dinp = …, grads += …, from dout; aux_scale and z_scale: each loss's coefficient times the loss
 // scale the caller's gradient carries.
 void moe_backward(Backend& backend, Tensor& dinp, MoEWeights& grads, MoEScratch& scratch, const Tensor& dout,
-                  const MoEActivations& a, const Tensor& inp, const MoEWeights& w, double aux_scale, double z_scale);
+                  const MoEActivations& a, const Tensor& inp, const MoEWeights& w, double aux_scale, double z_scale,
+                  const ExpertGroup& experts = {});
 
 }  // namespace troupe::compute

@@ -47,6 +47,33 @@ TEST_CASE("a context group's ring shift and all-to-all move each rank's blocks, 
   });
 }
 
+TEST_CASE("an uneven all-to-all moves blocks of each pair's own size, an empty one included", "[actors][moe]") {
+  on_two_ranks([](comm::Engine& engine, MailboxComm& mailbox, comm::Communicator& world) -> Status {
+    const int r = engine.rank();
+    MailboxContextExchange exchange(mailbox, engine, comm::expert_group(comm::Grid{2, 1, 1}, r, 2));
+    // Counts first: rank 0 sends rank 1 three values, rank 1 sends rank 0 none; each keeps one.
+    const std::vector<std::int64_t> counts = r == 0 ? std::vector<std::int64_t>{1, 3} : std::vector<std::int64_t>{0, 1};
+    Expected<std::vector<std::int64_t>> got_counts = compute::context::exchange_counts(exchange, counts);
+    if (!got_counts) return got_counts.error();
+    const std::vector<std::int64_t> want_counts =
+        r == 0 ? std::vector<std::int64_t>{1, 0} : std::vector<std::int64_t>{3, 1};
+    if (*got_counts != want_counts) return Error{"the counts did not arrive as sent"};
+    std::vector<float> send;
+    for (std::int64_t i = 0; i < counts[0] + counts[1]; ++i) send.push_back(100.0f * r + static_cast<float>(i));
+    std::vector<float> got(static_cast<std::size_t>((*got_counts)[0] + (*got_counts)[1]));
+    auto bytes = [](const std::vector<std::int64_t>& c) {
+      return std::vector<std::size_t>{static_cast<std::size_t>(c[0]) * 4, static_cast<std::size_t>(c[1]) * 4};
+    };
+    if (Status s =
+            exchange.all_to_all_uneven(bytes_of(send), bytes(counts), writable_bytes_of(got), bytes(*got_counts));
+        !s)
+      return s;
+    const std::vector<float> want = r == 0 ? std::vector<float>{0.0f} : std::vector<float>{1.0f, 2.0f, 3.0f, 100.0f};
+    if (got != want) return Error{"the uneven all-to-all brought " + std::to_string(got.size()) + " values"};
+    return world.barrier();
+  });
+}
+
 TEST_CASE("a context exchange whose peer is lost throws CommFailed naming it, so the worker waits for the job's order",
           "[actors]") {
   for (const bool ring : {true, false}) {

@@ -12,7 +12,7 @@ using namespace troupe::apps;
 TEST_CASE("every key is section.name in a known section, once, with help", "[config]") {
   const auto sections = config_sections();
   CHECK(sections == std::vector<std::string>{"model", "init", "train", "data", "sample", "pipeline", "tensor",
-                                             "context", "comm", "fault", "checkpoint", "monitor", "sim"});
+                                             "context", "expert", "comm", "fault", "checkpoint", "monitor", "sim"});
   std::set<std::string_view> seen;
   for (const ConfigKey& key : config_keys()) {
     INFO(key.name);
@@ -23,7 +23,7 @@ TEST_CASE("every key is section.name in a known section, once, with help", "[con
     CHECK(!key.help.empty());
     CHECK(find_config_key(key.name) == &key);
   }
-  CHECK(config_keys().size() == 89);
+  CHECK(config_keys().size() == 90);
   CHECK(find_config_key("train.stepz") == nullptr);
 }
 

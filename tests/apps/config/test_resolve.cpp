@@ -254,3 +254,46 @@ TEST_CASE("pipeline.stage_speeds splits the layers by speed, and speeds that can
   CHECK(refused("1,0.5", 2, 3) ==
         "pipeline: a split by speed places one chunk a stage; it does not apply to 3 virtual stages");
 }
+
+TEST_CASE("expert.shards: refused without experts, when it does not divide them, with ZeRO 3 or DiLoCo",
+          "[config][moe]") {
+  auto moe = [](const std::function<void(JobConfig&)>& edit) {
+    return resolve_error([&](JobConfig& c) {
+      c.model.preset = "moe-tiny";
+      edit(c);
+    });
+  };
+  CHECK(moe([](JobConfig& c) { c.expert.shards = 2; }).empty());
+  CHECK(moe([](JobConfig& c) { c.expert.shards = 4; }).empty());
+  CHECK(moe([](JobConfig& c) { c.expert.shards = 0; }) == "expert.shards must be at least 1 (1 = none), got 0");
+  CHECK(moe([](JobConfig& c) { c.expert.shards = 3; }) ==
+        "expert.shards 3 does not divide model.experts 4 (each rank holds as many experts)");
+  CHECK(moe([](JobConfig& c) {
+          c.expert.shards = 2;
+          c.model.experts = 0;
+        }) == "expert.shards 2 needs a model with experts (model.experts > 0)");
+  CHECK(moe([](JobConfig& c) {
+          c.expert.shards = 2;
+          c.train.zero = compute::ZeroStage::parameters;
+        }) == "expert.shards > 1 does not work with train.zero 3 yet; use 0, 1 or 2");
+  CHECK(moe([](JobConfig& c) {
+          c.expert.shards = 2;
+          c.train.zero = compute::ZeroStage::gradients;
+        }).empty());
+  CHECK(moe([](JobConfig& c) {
+          c.expert.shards = 2;
+          c.fault.elastic = true;
+        }) == "expert.shards > 1 does not work with fault.elastic yet: an expert group keeps its 2 ranks, and a "
+              "shrink or grow moves single ranks");
+  // Tensor, pipeline and context shards are refused for any model with experts.
+  CHECK(moe([](JobConfig& c) {
+          c.expert.shards = 2;
+          c.tensor.shards = 2;
+        }) == "model.experts does not work with tensor.shards > 1 yet: no rank holds a slice of an expert");
+  CHECK(moe([](JobConfig& c) {
+          c.expert.shards = 2;
+          c.train.sync = compute::SyncMode::diloco;
+        }) ==
+        "train.sync diloco does not work with expert.shards > 1 yet: an island is whole-model replicas summing "
+        "plain gradients");
+}

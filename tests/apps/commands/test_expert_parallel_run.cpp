@@ -1,0 +1,99 @@
+// troupe train with expert shards (docs/moe.md, "Expert parallelism"): two workers splitting
+// moe-tiny's experts print the losses of two plain data-parallel workers (four workers in groups of
+// 2 and of 4 those of four), and a checkpoint they
+// write resumes without expert shards; a layout whose expert groups do not fit is refused in one
+// line.
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "apps/run_troupe.hpp"
+
+using namespace troupe::test;
+
+namespace {
+
+constexpr int kSteps = 4;
+
+std::vector<std::string> moe_steps(int steps) {
+  return {"--model.preset",     "moe-tiny", "--train.steps",    std::to_string(steps), "--train.batch_size", "2",
+          "--train.seq_len",    "64",       "--train.val_every", "0",                  "--train.val_batches", "1",
+          "--sample.tokens",    "0",        "--train.threads",  "1"};
+}
+
+std::vector<double> losses_of(const std::string& out, int steps) {
+  const std::regex line("step +[0-9]+/" + std::to_string(steps) + " \\| loss ([0-9.]+) \\|");
+  std::vector<double> losses;
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), line); it != std::sregex_iterator(); ++it)
+    losses.push_back(std::stod((*it)[1].str()));
+  return losses;
+}
+
+std::string train(const TempDir& dir, const std::vector<std::string>& args, int workers = 2) {
+  std::vector<std::string> all = {"train", "--workers", std::to_string(workers)};
+  all.insert(all.end(), args.begin(), args.end());
+  const ProcessResult r = run_troupe(dir, all, std::chrono::seconds(120));
+  INFO("stdout tail: " << r.out.substr(r.out.size() > 3000 ? r.out.size() - 3000 : 0));
+  INFO("stderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  return r.out;
+}
+
+}  // namespace
+
+TEST_CASE("two workers splitting moe-tiny's experts print the losses of two data-parallel workers", "[cli][moe]") {
+  TempDir dir;
+  const std::vector<double> plain = losses_of(train(dir, moe_steps(kSteps)), kSteps);
+  const std::string out = train(dir, with(moe_steps(kSteps), {"--expert.shards", "2"}));
+  CHECK_THAT(out, Catch::Contains("2 rank(s) x batch 2 x seq 64 x accum 1, 2 expert shards of 2 experts each"));
+  const std::vector<double> sharded = losses_of(out, kSteps);
+  REQUIRE(plain.size() == kSteps);
+  REQUIRE(sharded.size() == kSteps);
+  // Printed to 4 decimals; the experts' products run over other row counts, so f32 rounding may
+  // move the last digit.
+  for (int i = 0; i < kSteps; ++i) {
+    INFO("step " << i + 1 << ": " << plain[i] << " against " << sharded[i]);
+    CHECK(std::abs(plain[i] - sharded[i]) <= 2e-4);
+  }
+}
+
+TEST_CASE("four workers in expert groups of 2, and of 4 under ZeRO-2, print the losses of four data-parallel workers",
+          "[cli][moe]") {
+  TempDir dir;
+  const std::vector<double> plain = losses_of(train(dir, moe_steps(kSteps), 4), kSteps);
+  REQUIRE(plain.size() == kSteps);
+  for (const std::vector<std::string>& layout :
+       {std::vector<std::string>{"--expert.shards", "2"}, {"--expert.shards", "4", "--train.zero", "2"}}) {
+    INFO(layout[1] << " expert shards");
+    const std::vector<double> sharded = losses_of(train(dir, with(moe_steps(kSteps), layout), 4), kSteps);
+    REQUIRE(sharded.size() == kSteps);
+    for (int i = 0; i < kSteps; ++i) CHECK(std::abs(plain[i] - sharded[i]) <= 2e-4);
+  }
+}
+
+TEST_CASE("a checkpoint written with expert shards resumes without them and prints the straight run's loss",
+          "[cli][moe][checkpoint]") {
+  TempDir dir;
+  const std::vector<std::string> sharded = {"--expert.shards", "2"},
+                                 saved = {"--checkpoint.every", "2", "--checkpoint.dir", (dir.path() / "ck").string()};
+  const std::vector<double> straight = losses_of(train(dir, with(moe_steps(kSteps), sharded)), kSteps);
+  REQUIRE(straight.size() == kSteps);
+  train(dir, with(with(moe_steps(2), sharded), saved));
+  const std::string again = train(dir, with(with(moe_steps(kSteps), saved), {"--resume"}));
+  CHECK_THAT(again, Catch::Contains("resumed from"));
+  const std::vector<double> resumed = losses_of(again, kSteps);
+  REQUIRE(resumed.size() == kSteps - 2);
+  CHECK(std::abs(resumed.back() - straight.back()) <= 2e-4);
+}
+
+TEST_CASE("expert shards that do not divide the data-parallel replicas are refused in one line, exit 2", "[cli][moe]") {
+  TempDir dir;
+  check_rejected_in(dir, with({"train", "--workers", "2", "--expert.shards", "4"}, moe_steps(2)),
+                    "expert.shards 4 does not divide the job's 2 data-parallel replicas");
+}
