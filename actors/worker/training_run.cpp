@@ -521,7 +521,8 @@ RunOutcome run_training(const ResolvedJob& job, compute::Backend& backend, const
                         compute::DataParallel data_parallel, const RunServices& services,
                         compute::ContextShardGroup context, compute::IslandGroup islands) {
   compute::memory_ledger().measure_runtime();  // what the process holds before the model
-  ReplicaLoop loop(job, backend, data, std::move(data_parallel), !services.recovery.join, context, std::move(islands));
+  ReplicaLoop loop(job, backend, data, std::move(data_parallel), !services.recovery.join, context, std::move(islands),
+                   services.metrics);
   return drive_training(job, data, backend.name(), loop, services);
 }
 
