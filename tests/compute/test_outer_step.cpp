@@ -119,6 +119,24 @@ TEST_CASE("outer step: fragments sync staggered, land d steps later, and all end
         std::vector<std::string>{"3:1", "5:2", "7:0", "9:1", "11:2", "13:0", "13:1", "13:2"});
 }
 
+TEST_CASE("outer step: a caller that stops stepping lands the sum in flight at once, mixed as a late landing",
+          "[diloco]") {
+  std::vector<OuterFragment> fragments{{0, 2, 0}, {2, 4, 2}};
+  OuterStep outer(Tensor::zeros({4}, DType::f32), {4, 1.0, 0.0, OuterPrecision::f32, fragments, 1});
+  Tensor params = Tensor::zeros({4}, DType::f32);
+  CHECK(outer.after_step(1, 100, params, IslandGroup{}).empty());
+  // Fragment 1 (elements 2, 3) starts after step 2 with its weight 2 at −1: Δ = 0 − (−1) = 1, so
+  // the outer step (lr 1, no momentum) gives w = 0 − 1 = −1. The weight moves on to 3 meanwhile.
+  params.data_as<float>()[2] = -1.0f;
+  CHECK(outer.after_step(2, 100, params, IslandGroup{}).empty());
+  params.data_as<float>()[2] = 3.0f;
+  CHECK(outer.land_in_flight(params, IslandGroup{}) == std::vector<int>{1});
+  CHECK(params.data_as<float>()[2] == 1.0f);  // ½·3 + ½·(−1)
+  CHECK(outer.last_sync().data_as<float>()[2] == -1.0f);
+  CHECK(outer.land_in_flight(params, IslandGroup{}).empty());
+  CHECK(outer.syncs() == 1);
+}
+
 TEST_CASE("outer fragments: consecutive blocks, the embeddings first and the tail last, offsets H/F apart",
           "[diloco]") {
   // units: embeddings, 5 blocks, tail.
