@@ -64,6 +64,9 @@ struct TrainOptions {
   long diloco_steps = 20;       // H: inner steps between outer syncs
   double outer_lr = 0.7;        // the outer Nesterov step's learning rate
   double outer_momentum = 0.9;  // its momentum
+  compute::OuterPrecision diloco_precision = compute::OuterPrecision::f32;  // the pseudo-gradients' sum
+  int diloco_fragments = 1;  // F: Streaming DiLoCo's fragments of consecutive blocks, synced staggered
+  long diloco_overlap = 0;   // d: steps a fragment's sum is in flight before it is applied
   std::uint64_t seed = 1337;
   int threads = 0;         // 0 = all cores
   compute::BackendKind backend = compute::BackendKind::cpu;

@@ -64,6 +64,9 @@ struct MetricFamilies {
   prometheus::Family<prometheus::Gauge>* bubble_fraction;
   prometheus::Family<prometheus::Histogram>* checkpoint_seconds;
   prometheus::Family<prometheus::Counter>* checkpoint_bytes;
+  prometheus::Family<prometheus::Counter>* outer_syncs;
+  prometheus::Family<prometheus::Counter>* outer_bytes;
+  prometheus::Family<prometheus::Gauge>* islands;
   prometheus::Family<prometheus::Counter>* failures;
   prometheus::Family<prometheus::Counter>* recoveries;
   prometheus::Family<prometheus::Counter>* restarts;
@@ -93,6 +96,9 @@ struct MetricFamilies {
         gauge("troupe_pipeline_bubble_fraction", "idle share of the last step's pipeline schedule on this stage");
     checkpoint_seconds = histogram("troupe_checkpoint_save_seconds", "seconds a checkpoint save held training up");
     checkpoint_bytes = counter("troupe_checkpoint_bytes_total", "bytes of this rank's state written to checkpoints");
+    outer_syncs = counter("troupe_diloco_outer_syncs_total", "DiLoCo outer syncs landed (one per fragment synced)");
+    outer_bytes = counter("troupe_diloco_outer_bytes_total", "bytes this rank sent for DiLoCo's pseudo-gradient sums");
+    islands = gauge("troupe_diloco_islands", "DiLoCo islands present in the last outer sync (0 before the first)");
     failures = counter("troupe_failures_total", "failures this node process saw or was told of, by kind");
     recoveries = counter("troupe_recoveries_total",
                          "recoveries of the job, by where the state came from and by path (in_place or restart)");
@@ -284,7 +290,10 @@ WorkerMetrics::WorkerMetrics(MetricFamilies& f, int rank, const std::string& rol
       peak_flops_(f.peak_flops->Add(labels_)),
       bubble_fraction_(f.bubble_fraction->Add(labels_)),
       checkpoint_seconds_(f.checkpoint_seconds->Add(labels_, step_buckets)),
-      checkpoint_bytes_(f.checkpoint_bytes->Add(labels_)) {}
+      checkpoint_bytes_(f.checkpoint_bytes->Add(labels_)),
+      outer_syncs_(f.outer_syncs->Add(labels_)),
+      outer_bytes_(f.outer_bytes->Add(labels_)),
+      islands_(f.islands->Add(labels_)) {}
 
 void WorkerMetrics::step_done(long step, double seconds, std::int64_t tokens, double loss, double lr,
                               double grad_norm) {
@@ -316,6 +325,12 @@ void WorkerMetrics::set_bubble_fraction(double fraction) { bubble_fraction_.Set(
 void WorkerMetrics::checkpoint_saved(double seconds, std::uint64_t bytes) {
   checkpoint_seconds_.Observe(seconds);
   checkpoint_bytes_.Increment(static_cast<double>(bytes));
+}
+
+void WorkerMetrics::outer_synced(std::uint64_t bytes, int islands) {
+  outer_syncs_.Increment();
+  outer_bytes_.Increment(static_cast<double>(bytes));
+  islands_.Set(islands);
 }
 
 void WorkerMetrics::read_comm_from(std::function<CommReading()> read) { scrape_time_.add_comm(labels_, std::move(read)); }

@@ -93,6 +93,9 @@ class WorkerMetrics {
   void set_bubble_fraction(double fraction);
   // A checkpoint save that held training up for `seconds` and wrote `bytes` of this rank's state.
   void checkpoint_saved(double seconds, std::uint64_t bytes);
+  // A DiLoCo outer sync landed (one fragment's, under streaming): `bytes` this rank sent for its
+  // sum over `islands` islands (those present in it).
+  void outer_synced(std::uint64_t bytes, int islands);
   // Read at every scrape from the server's thread; `read` must stay callable for the process's
   // life (capture shared state, not references to what may go first). Called once, while setting up.
   void read_comm_from(std::function<CommReading()> read);
@@ -118,6 +121,9 @@ class WorkerMetrics {
   prometheus::Gauge& bubble_fraction_;
   prometheus::Histogram& checkpoint_seconds_;
   prometheus::Counter& checkpoint_bytes_;
+  prometheus::Counter& outer_syncs_;
+  prometheus::Counter& outer_bytes_;
+  prometheus::Gauge& islands_;
   double flops_per_token_ = 0;
   double job_peak_flops_ = 0;
 };

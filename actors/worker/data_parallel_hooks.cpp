@@ -1,5 +1,6 @@
 #include "actors/worker/data_parallel_hooks.hpp"
 
+#include <deque>
 #include <memory>
 #include <set>
 #include <vector>
@@ -73,12 +74,37 @@ compute::ShardExchange unit_exchange(MailboxComm& mailbox, comm::Communicator& c
 }
 
 compute::IslandGroup island_hooks(MailboxComm& mailbox, comm::Communicator& outer, monitor::WorkProgress& progress,
-                                  int island) {
-  return {outer.group().size(), island, [&mailbox, &outer, &progress](compute::Tensor& pseudo_gradient) {
-            mailbox.all_reduce(outer, pseudo_gradient);
-            auto waiting = progress.wait_for("the outer step's pseudo-gradient sum over the islands");
-            check_comm(mailbox.wait_all());
-          }};
+                                  int island, compute::OuterPrecision precision) {
+  // A sum in flight: the pseudo-gradient it lands in, the buffer on the wire (the same one in f32).
+  struct Posted {
+    MailboxComm::Operation op;
+    compute::Tensor pseudo_gradient, wire;
+  };
+  auto posted = std::make_shared<std::deque<Posted>>();
+  compute::IslandGroup group{outer.group().size(), island, {}, {}};
+  group.start_sum = [&mailbox, &outer, posted, precision](compute::Tensor pseudo_gradient) {
+    compute::Tensor wire = pseudo_gradient;
+    if (precision == compute::OuterPrecision::bf16) {
+      wire = compute::Tensor::zeros({pseudo_gradient.numel()}, compute::DType::bf16);
+      comm::encode_bf16(pseudo_gradient.data_as<float>(), wire.data_as<std::uint16_t>(),
+                        static_cast<std::size_t>(wire.numel()));
+    }
+    const MailboxComm::Operation op = mailbox.all_reduce(outer, wire);
+    mailbox.set_apart(op);  // in flight across the island's own sums when the overlap is above 0
+    posted->push_back({op, std::move(pseudo_gradient), wire});
+  };
+  group.wait_sum = [&mailbox, &progress, posted] {
+    const Posted sum = std::move(posted->front());
+    posted->pop_front();
+    {
+      auto waiting = progress.wait_for("the outer step's pseudo-gradient sum over the islands");
+      check_comm(mailbox.wait(sum.op));
+    }
+    if (sum.wire.dtype() == compute::DType::bf16)
+      comm::decode_bf16(sum.wire.data_as<std::uint16_t>(), sum.pseudo_gradient.data_as<float>(),
+                        static_cast<std::size_t>(sum.wire.numel()));
+  };
+  return group;
 }
 
 std::vector<std::int64_t> shard_offsets(const comm::Communicator& comm, std::int64_t parameters) {

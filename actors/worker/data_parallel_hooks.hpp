@@ -46,9 +46,11 @@ std::shared_ptr<comm::GradientCompressor> gradient_compressor(MailboxComm& mailb
 std::vector<comm::GradientTensor> gradient_tensors(const std::vector<compute::ParameterView>& views);
 
 // DiLoCo's place of this rank among the islands: `outer` (comm/grid.hpp's outer_group) sums a
-// pseudo-gradient by the ring all-reduce, in f32, and the wait says so to the watchdog.
+// pseudo-gradient by the ring all-reduce, in f32 or on the bf16 wire of the gradient sums
+// (comm/bf16_wire.hpp), posted at once and waited for when the outer step needs it; the wait says
+// so to the watchdog.
 compute::IslandGroup island_hooks(MailboxComm& mailbox, comm::Communicator& outer, monitor::WorkProgress& progress,
-                                  int island);
+                                  int island, compute::OuterPrecision precision);
 
 // ZeRO-3's gathers and reduce-scatters of one unit over `comm`, posted now and waited for when the
 // model needs them; a wait names which of the two it is for the watchdog.

@@ -113,16 +113,22 @@ Status MailboxComm::wait(Operation op) {
   TROUPE_CHECK(it != finished_.end(), "wait for an operation never posted or already waited for");
   const std::string error = std::move(it->second);
   finished_.erase(it);
+  apart_.erase(op);
   if (error.empty()) return {};
   return Error{error};
 }
 
 Status MailboxComm::wait_all() {
-  receive_while([&] { return !in_flight_.empty(); }, completion_wait_slice);
+  receive_while([&] { return in_flight_.size() > in_flight_apart(); }, completion_wait_slice);
   Status first_failure;
-  for (auto& [op, error] : finished_)
-    if (!error.empty() && first_failure) first_failure = Error{error};
-  finished_.clear();
+  for (auto it = finished_.begin(); it != finished_.end();) {
+    if (apart_.count(it->first) > 0) {
+      ++it;
+      continue;
+    }
+    if (!it->second.empty() && first_failure) first_failure = Error{it->second};
+    it = finished_.erase(it);
+  }
   return first_failure;
 }
 
@@ -139,6 +145,13 @@ void MailboxComm::abandon_transfers() {
 void MailboxComm::drain() {
   receive_while([&] { return !in_flight_.empty(); }, completion_wait_slice);
   finished_.clear();
+  apart_.clear();
+}
+
+std::size_t MailboxComm::in_flight_apart() const {
+  std::size_t count = 0;
+  for (Operation op : apart_) count += in_flight_.count(op);
+  return count;
 }
 
 void MailboxComm::take_waiting_orders() {

@@ -105,8 +105,11 @@ class MailboxComm {
   // Receives completions until `op` is done; its outcome. Throws WorkStopped on a stop request
   // (RescueRequested on a rescue order), RecoveryOrdered on an in-place recovery's order.
   Status wait(Operation op);
-  // The same for every operation posted so far; the first failure among them.
+  // The same for every operation posted so far, except those set apart; the first failure among them.
   Status wait_all();
+  // Sets `op` apart from wait_all(): only wait(op) waits for it and takes its outcome. For an
+  // operation that stays in flight across other waits (DiLoCo's overlapped outer sums).
+  void set_apart(Operation op) { apart_.insert(op); }
   // Takes at most one message, waiting up to `limit` for it: a completion is noted, a stop
   // request or rescue order throws as the waits do. For a worker waiting on something that sends
   // no message (a device stream), so orders still reach it.
@@ -129,6 +132,7 @@ class MailboxComm {
 
  private:
   comm::Callback completion_message(Operation op);
+  std::size_t in_flight_apart() const;  // operations set apart that are still in flight
   // A send or receive posted to `engine` as request `request`, for abandon_transfers().
   struct Transfer {
     comm::Engine* engine;
@@ -144,6 +148,7 @@ class MailboxComm {
   std::map<Operation, std::string> finished_;   // completed but not yet waited for → error text
   std::map<Operation, Transfer> transfers_;     // sends and receives in flight
   std::set<Operation> abandoned_;               // given up, their completions still to come
+  std::set<Operation> apart_;                   // waited for by wait(op) alone (set_apart)
   std::int64_t steps_held_ = 0;
   std::optional<recover_msg> after_step_;  // an order taken once the worker holds its failed_steps_done
 };

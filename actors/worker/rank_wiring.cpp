@@ -341,7 +341,9 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
     if (!device_group) recovery_hooks = in_place_hooks(recovery, mailbox, replacing);
     const RunServices services{progress, metrics, &control, rescue, rank == 0, compression_reading, recovery_hooks};
     compute::IslandGroup island;
-    if (outer) island = island_hooks(mailbox, *outer, progress, comm::island_of(grid, rank, islands));
+    if (outer)
+      island = island_hooks(mailbox, *outer, progress, comm::island_of(grid, rank, islands),
+                            job.config.train.diloco_precision);
     RunOutcome outcome =
         data_parallel_only
             ? run_training(job, backend, data, data_parallel(), services, context, std::move(island), experts)

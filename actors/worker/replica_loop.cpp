@@ -27,6 +27,17 @@ compute::TrainerOptions trainer_options(const ResolvedJob& job) {
   return o;
 }
 
+compute::OuterOptions outer_options(const ResolvedJob& job) {
+  const TrainOptions& t = job.config.train;
+  const std::vector<compute::ParameterUnit> units = compute::GPT::parameter_units(job.model);
+  return {t.diloco_steps,
+          t.outer_lr,
+          t.outer_momentum,
+          t.diloco_precision,
+          compute::outer_fragments(units, t.diloco_fragments, t.diloco_steps),
+          t.diloco_overlap};
+}
+
 namespace {
 
 compute::TrainerOptions replica_options(const ResolvedJob& job, compute::DataParallel data_parallel,
@@ -65,7 +76,8 @@ compute::GPT& initialised(compute::GPT& model, std::uint64_t seed, bool initiali
 
 ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, const JobData& data,
                          compute::DataParallel data_parallel, bool initialise, compute::ContextShardGroup context,
-                         compute::IslandGroup islands, compute::ExpertGroup experts)
+                         compute::IslandGroup islands, compute::ExpertGroup experts,
+                         monitor::WorkerMetrics* metrics)
     : backend_(backend),
       // Every rank writes when it holds state of its own: a ZeRO shard of the moments, or a
       // compression residual; the commit waits for all of them. Islands are consecutive places of
@@ -82,6 +94,7 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
       trainer_(initialised(model_, job.config.train.seed, initialise),
                replica_options(job, std::move(data_parallel), sharded_.get(), islands), data.train, data.val),
       islands_(std::move(islands)),
+      metrics_(metrics),
       total_steps_(job.config.train.steps) {
   const TrainOptions& t = job.config.train;
   const int rank = place_.rank;
@@ -113,12 +126,16 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
            {"adam_v", moments_begin, moments_end, mirrors_[2].data_as<float>(), writes_moments}};
   if (t.sync == compute::SyncMode::diloco) {
     // The outer state is the same on every island (it changes only at a sync): the first rank writes it.
-    outer_ = std::make_unique<compute::OuterStep>(model_.params(),
-                                                  compute::OuterOptions{t.diloco_steps, t.outer_lr, t.outer_momentum});
+    outer_ = std::make_unique<compute::OuterStep>(model_.params(), outer_options(job));
     held_.push_back({"outer_sync", params_begin, params_end, outer_->last_sync().data_as<float>(), writes_params});
     held_.push_back({"outer_momentum", params_begin, params_end, outer_->momentum().data_as<float>(), writes_params});
     layout_ += fmt::format(", {} island(s) of {}, outer step every {} steps", islands_.count,
                            place_.grid.dp / islands_.count, t.diloco_steps);
+    if (t.diloco_fragments > 1)
+      layout_ +=
+          fmt::format(" in {} fragments, {} steps apart", t.diloco_fragments, t.diloco_steps / t.diloco_fragments);
+    if (t.diloco_overlap > 0) layout_ += fmt::format(", each applied {} step(s) after its sync", t.diloco_overlap);
+    if (t.diloco_precision == compute::OuterPrecision::bf16) layout_ += ", pseudo-gradients in bf16";
   }
   // Compression state lives in host memory (compression runs on the CPU backend only).
   for (const compute::DataParallel::SumState& state : trainer_.data_parallel().sum_state) {
@@ -131,17 +148,25 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
 
 compute::StepResult ReplicaLoop::step() {
   compute::StepResult result = trainer_.step();
-  if (outer_ && outer_->due(trainer_.steps_taken(), total_steps_)) {
-    outer_->sync(model_.params(), islands_);
-    if (place_.rank == 0) {
-      // A ring all-reduce over K ranks sends 2(K − 1)/K of the buffer from each.
-      const double bytes = static_cast<double>(model_.params().nbytes());
-      monitor::logger("train")->info(
-          "diloco: outer step {} after step {}: pseudo-gradients of {:.2f} MB averaged over {} island(s), {:.2f} MB "
-          "sent by each rank",
-          outer_->syncs(), trainer_.steps_taken(), bytes / 1e6, islands_.count,
-          2.0 * (islands_.count - 1) / islands_.count * bytes / 1e6);
-    }
+  if (!outer_) return result;
+  const long steps = trainer_.steps_taken();
+  const std::vector<int> landed = outer_->after_step(steps, total_steps_, model_.params(), islands_);
+  long sync = outer_->syncs() - static_cast<long>(landed.size());
+  for (int f : landed) {
+    ++sync;
+    // The pseudo-gradients on the wire; a ring all-reduce over K ranks sends 2(K − 1)/K of them from each.
+    const compute::OuterFragment& fragment = outer_->fragments()[static_cast<std::size_t>(f)];
+    const double bytes = static_cast<double>(fragment.size()) *
+                         (outer_->options().precision == compute::OuterPrecision::bf16 ? 2.0 : 4.0);
+    const double sent = 2.0 * (islands_.count - 1) / islands_.count * bytes;
+    if (metrics_) metrics_->outer_synced(static_cast<std::uint64_t>(sent), islands_.count);
+    if (place_.rank != 0) continue;
+    const std::string which =
+        outer_->fragments().size() > 1 ? fmt::format(" (fragment {} of {})", f + 1, outer_->fragments().size()) : "";
+    monitor::logger("train")->info(
+        "diloco: outer step {}{} after step {}: pseudo-gradients of {:.2f} MB averaged over {} island(s), {:.2f} MB "
+        "sent by each rank",
+        sync, which, steps, bytes / 1e6, islands_.count, sent / 1e6);
   }
   return result;
 }

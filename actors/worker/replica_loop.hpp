@@ -16,11 +16,14 @@
 #include "compute/backend.hpp"
 #include "compute/moe/expert_exchange.hpp"
 #include "compute/train/outer_step.hpp"
+#include "monitor/metrics.hpp"
 
 namespace troupe::actors {
 
 // The job's TrainerOptions (batch, sequence, schedule, AdamW, clip, seed; one process).
 compute::TrainerOptions trainer_options(const ResolvedJob& job);
+// The job's DiLoCo outer step: H, lr, momentum, precision, the model's fragments, the overlap.
+compute::OuterOptions outer_options(const ResolvedJob& job);
 
 class ReplicaLoop final : public TrainingLoop {
  public:
@@ -28,7 +31,8 @@ class ReplicaLoop final : public TrainingLoop {
   // peer's state overwrites them before the first step, and for `small` it would cost half a second).
   ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, const JobData& data,
               compute::DataParallel data_parallel, bool initialise = true, compute::ContextShardGroup context = {},
-              compute::IslandGroup islands = {}, compute::ExpertGroup experts = {});
+              compute::IslandGroup islands = {}, compute::ExpertGroup experts = {},
+              monitor::WorkerMetrics* metrics = nullptr);
 
   compute::StepResult step() override;
   double evaluate(int batches) override { return trainer_.evaluate(batches); }
@@ -60,6 +64,7 @@ class ReplicaLoop final : public TrainingLoop {
   compute::Trainer trainer_;
   compute::IslandGroup islands_;
   std::unique_ptr<compute::OuterStep> outer_;  // train.sync diloco only
+  monitor::WorkerMetrics* metrics_;            // counts the outer syncs; null: none kept
   long total_steps_;
   std::string layout_;
   // Parameters and both moments; checkpoints read and write host memory, so state on a device

@@ -525,7 +525,7 @@ RunOutcome run_training(const ResolvedJob& job, compute::Backend& backend, const
                         compute::ExpertGroup experts) {
   compute::memory_ledger().measure_runtime();  // what the process holds before the model
   ReplicaLoop loop(job, backend, data, std::move(data_parallel), !services.recovery.join, context, std::move(islands),
-                   experts);
+                   experts, services.metrics);
   return drive_training(job, data, backend.name(), loop, services);
 }
 

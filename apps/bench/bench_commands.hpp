@@ -60,6 +60,24 @@ struct BenchCompressOptions {
 };
 int run_bench_compress(BenchCompressOptions options);
 Command add_bench_compress_command(CLI::App& bench);
+// troupe bench diloco: what DiLoCo buys across a slow link. Two ranks train `model` in turns as
+// plain data parallelism, with PowerSGD gradient sums, and as two DiLoCo islands (Streaming
+// DiLoCo's fragments, overlap and bf16 pseudo-gradients), first over the link as it is, then
+// shaped to `rate` on simulated hosts: bytes over the link per step and tokens/s of each.
+struct BenchDilocoOptions {
+  std::string model = "small";
+  int batch = 8;   // micro-batch per rank
+  int steps = 40;  // measured steps of each mode per turn
+  int warmup = 2;  // unmeasured steps of each mode first
+  int powersgd_rank = 4;
+  long every = 20;              // H
+  int fragments = 3;            // F
+  long overlap = -1;            // d; -1 = the most the fragments allow, H/F - 1
+  int hosts = 1;                // 2: rank r on simulated host h<r> (scripts/netns-cluster.sh, root)
+  std::string rate = "20mbit";  // the shaped turn's link (tc rate), with --hosts 2
+};
+int run_bench_diloco(BenchDilocoOptions options);
+Command add_bench_diloco_command(CLI::App& bench);
 // troupe bench zero3: ZeRO-3 (and ZeRO-3 with full recompute) against ZeRO-0 on the same ranks,
 // stepping in turns: tokens/s and bytes per rank.
 struct BenchZero3Options {

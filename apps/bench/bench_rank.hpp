@@ -51,6 +51,7 @@ class BenchTraining {
 
   // One optimizer step; its wall seconds.
   double timed_step();
+  compute::GPT& model() { return model_; }
 
  private:
   compute::GPT model_;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -53,6 +54,22 @@ Status enter_simulated_host(int index) {
     ::close(fd);
   }
   return status;
+}
+
+Status shape_simulated_hosts(int hosts, const std::string& rate) {
+  const std::string verb = rate.empty() ? "del" : "replace";
+  // Taking off a shaping that is not there fails harmlessly.
+  const std::string what = rate.empty() ? " 2>/dev/null" : " tbf rate " + rate + " burst 256kb latency 100ms";
+  for (int host = 0; host < hosts; ++host) {
+    const std::string h = "h" + std::to_string(host);
+    // The host's eth0 sends, the bridge's end of its cable delivers to it (netns-cluster.sh's shape()).
+    for (const std::string& device : {"tc -n troupe-" + h + " qdisc " + verb + " dev eth0 root",
+                                      "tc qdisc " + verb + " dev troupe-" + h + "-v root"}) {
+      const std::string command = device + what;
+      if (std::system(command.c_str()) != 0 && !rate.empty()) return Error{"simulated hosts: '" + command + "' failed"};
+    }
+  }
+  return Status::success();
 }
 
 }  // namespace troupe::apps

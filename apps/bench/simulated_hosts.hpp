@@ -3,6 +3,8 @@
 // rank enters its host's namespaces before it starts UCX, so ranks on different hosts meet over
 // TCP only.
 
+#include <string>
+
 #include "compute/expected.hpp"
 
 namespace troupe::apps {
@@ -12,5 +14,8 @@ namespace troupe::apps {
 Status check_simulated_hosts(const char* bench, int hosts);
 // Moves this process (single-threaded: a rank just forked) into simulated host h<index>.
 Status enter_simulated_host(int index);
+// Shapes both directions of every host's link to `rate` (a tc rate such as "20mbit") with tc tbf,
+// as `netns-cluster.sh up --rate` does; an empty rate takes the shaping off. Root only.
+Status shape_simulated_hosts(int hosts, const std::string& rate);
 
 }  // namespace troupe::apps

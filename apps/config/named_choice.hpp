@@ -1,8 +1,8 @@
 #pragma once
-// The settings that are one of a few names (train.backend, train.recompute, train.sync, pipeline.schedule,
-// context.method, comm.compress, fault.recovery, monitor.log_format): each is its library's enum from the config
-// parser on, and this is the one place that reads and writes their names. A library lists its
-// values (compute::backend_kinds, ...) and spells each one; NamedChoice points at both.
+// The settings that are one of a few names (train.backend, train.recompute, train.sync, train.diloco_precision,
+// pipeline.schedule, context.method, comm.compress, fault.recovery, monitor.log_format): each is its library's enum
+// from the config parser on, and this is the one place that reads and writes their names. A library lists its values
+// (compute::backend_kinds, ...) and spells each one; NamedChoice points at both.
 
 #include <concepts>
 #include <optional>
@@ -31,6 +31,11 @@ template <>
 struct NamedChoice<compute::SyncMode> {
   static constexpr std::span<const compute::SyncMode> values{compute::sync_modes};
   static std::string_view name(compute::SyncMode mode) { return compute::sync_mode_name(mode); }
+};
+template <>
+struct NamedChoice<compute::OuterPrecision> {
+  static constexpr std::span<const compute::OuterPrecision> values{compute::outer_precisions};
+  static std::string_view name(compute::OuterPrecision precision) { return compute::outer_precision_name(precision); }
 };
 template <>
 struct NamedChoice<schedules::ScheduleKind> {

@@ -113,15 +113,26 @@ Expected<compute::GPTConfig> initial_model(const ModelOptions& options, const st
 }
 
 // The first problem with DiLoCo's keys: counts out of range, or a layout its islands do not take yet.
-std::optional<std::string> diloco_problem(const JobConfig& c) {
+std::optional<std::string> diloco_problem(const JobConfig& c, const compute::GPTConfig& model) {
   const TrainOptions& t = c.train;
   if (t.islands < 1) return "train.islands must be at least 1, got " + str(t.islands);
   if (t.diloco_steps < 1) return "train.diloco_steps must be at least 1, got " + str(t.diloco_steps);
   if (!(t.outer_lr > 0)) return "train.outer_lr must be positive, got " + str(t.outer_lr);
   if (!(t.outer_momentum >= 0 && t.outer_momentum < 1))
     return "train.outer_momentum must be in [0, 1), got " + str(t.outer_momentum);
+  if (t.diloco_fragments < 1) return "train.diloco_fragments must be at least 1, got " + str(t.diloco_fragments);
+  if (t.diloco_fragments > model.n_layer)
+    return "train.diloco_fragments " + str(t.diloco_fragments) + " exceeds the model's " + str(model.n_layer) +
+           " blocks";
+  if (t.diloco_fragments > t.diloco_steps)
+    return "train.diloco_fragments " + str(t.diloco_fragments) + " exceeds train.diloco_steps " + str(t.diloco_steps) +
+           ": each fragment needs its own step";
+  if (t.diloco_overlap < 0 || t.diloco_overlap >= t.diloco_steps / t.diloco_fragments)
+    return "train.diloco_overlap must be in [0, train.diloco_steps / train.diloco_fragments = " +
+           str(t.diloco_steps / t.diloco_fragments) + "), got " + str(t.diloco_overlap);
   if (t.sync != compute::SyncMode::diloco) {
     if (t.islands > 1) return "train.islands " + str(t.islands) + " needs train.sync diloco";
+    if (t.diloco_fragments > 1) return "train.diloco_fragments " + str(t.diloco_fragments) + " needs train.sync diloco";
     return std::nullopt;
   }
   const std::pair<bool, const char*> not_yet[] = {{c.pipeline.stages > 1, "pipeline.stages > 1"},
@@ -303,7 +314,7 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
     return "comm.compress bf16 with pipeline.stages or tensor.shards works with train.zero 0 or 1 only, got " +
            str(compute::zero_number(t.zero));
 
-  if (auto problem = diloco_problem(c)) return problem;
+  if (auto problem = diloco_problem(c, model)) return problem;
 
   const FaultOptions& f = c.fault;
   if (!(f.heartbeat_seconds > 0)) return "fault.heartbeat_seconds must be positive, got " + str(f.heartbeat_seconds);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "compute/check.hpp"
+#include "compute/cuda/bf16.hpp"
 #include "compute/memory_ledger.hpp"
 
 namespace troupe::compute {
@@ -20,15 +21,27 @@ void subtract(const T* a, const T* b, T* out, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) out[i] = a[i] - b[i];
 }
 
+// The Nesterov step of the header; `mix`: the weights become the half-and-half mix of the local
+// weights and the stepped ones.
 template <typename T>
-void nesterov(T* params, T* last_sync, T* momentum, const T* summed, std::int64_t n, int islands, double lr,
-              double mu) {
-  const T k = static_cast<T>(islands), rate = static_cast<T>(lr), m = static_cast<T>(mu);
+void nesterov(T* params, T* last_sync, T* momentum, const T* summed, std::int64_t n, int islands, double lr, double mu,
+              bool mix) {
+  const T k = static_cast<T>(islands), rate = static_cast<T>(lr), m = static_cast<T>(mu), half = T(0.5);
   for (std::int64_t i = 0; i < n; ++i) {
     const T delta = summed[i] / k;
     momentum[i] = m * momentum[i] + delta;
-    params[i] = last_sync[i] - rate * (delta + m * momentum[i]);
-    last_sync[i] = params[i];
+    last_sync[i] = last_sync[i] - rate * (delta + m * momentum[i]);
+    params[i] = mix ? half * params[i] + half * last_sync[i] : last_sync[i];
+  }
+}
+
+// sum += next in the simulation's island order; under bf16 each term and each partial sum rounded
+// to bf16 first (compute/cuda/bf16.hpp), as the bf16 wire and its ring's f32 adds round them.
+template <typename T>
+void add_pseudo_gradient(T* sum, const T* next, std::int64_t n, bool first, bool bf16) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    T value = first ? next[i] : sum[i] + (bf16 ? static_cast<T>(round_to_bf16(static_cast<float>(next[i]))) : next[i]);
+    sum[i] = bf16 ? static_cast<T>(round_to_bf16(static_cast<float>(value))) : value;
   }
 }
 
@@ -39,72 +52,148 @@ void check_host(const Tensor& t, const char* what) {
 
 }  // namespace
 
-OuterStep::OuterStep(const Tensor& params, OuterOptions options) : options_(options) {
-  TROUPE_CHECK(options.every >= 1, "outer step: every H must be at least 1");
+OuterStep::OuterStep(const Tensor& params, OuterOptions options) : options_(std::move(options)) {
+  TROUPE_CHECK(options_.every >= 1, "outer step: every H must be at least 1");
   check_host(params, "the parameters");
+  TROUPE_CHECK(options_.precision == OuterPrecision::f32 || params.dtype() == DType::f32,
+               "outer step: bf16 pseudo-gradients of f32 parameters only");
+  if (options_.fragments.empty()) options_.fragments = {{0, params.numel(), 0}};
+  std::int64_t next = 0;
+  for (const OuterFragment& f : options_.fragments) {
+    TROUPE_CHECK(f.begin == next && f.end > f.begin && f.offset >= 0,
+                 "outer step: fragments not covering the buffer in order");
+    next = f.end;
+  }
+  TROUPE_CHECK(next == params.numel(), "outer step: fragments of another buffer");
+  TROUPE_CHECK(options_.overlap >= 0 && options_.overlap < options_.every, "outer step: an overlap of H steps or more");
+  started_at_.assign(options_.fragments.size(), -1);
   MemoryScope scope(MemoryKind::optimizer_state);
   last_sync_ = copy_of(params);
   momentum_ = Tensor::zeros(params.shape(), params.dtype());
   delta_ = Tensor::zeros(params.shape(), params.dtype());
 }
 
-bool OuterStep::due(long steps_taken, long total_steps) const {
-  return steps_taken % options_.every == 0 || steps_taken == total_steps;
+std::vector<int> OuterStep::landing(long steps_taken, long total_steps) const {
+  std::vector<int> out;
+  for (std::size_t f = 0; f < started_at_.size(); ++f)
+    if (started_at_[f] >= 0 && (started_at_[f] + options_.overlap == steps_taken || steps_taken == total_steps))
+      out.push_back(static_cast<int>(f));
+  return out;
 }
 
-void OuterStep::pseudo_gradient(const Tensor& params, Tensor& delta) const {
-  TROUPE_CHECK(params.numel() == last_sync_.numel() && delta.numel() == last_sync_.numel() &&
-                   params.dtype() == last_sync_.dtype() && delta.dtype() == last_sync_.dtype(),
+std::vector<int> OuterStep::starting(long steps_taken, long total_steps) const {
+  std::vector<int> out;
+  for (std::size_t f = 0; f < started_at_.size(); ++f)
+    if (started_at_[f] < 0 &&
+        (steps_taken == total_steps || scheduled(options_.fragments[f], options_.every, steps_taken)))
+      out.push_back(static_cast<int>(f));
+  return out;
+}
+
+bool OuterStep::lands_at_once(long steps_taken, long total_steps) const {
+  return options_.overlap == 0 || steps_taken == total_steps;
+}
+
+Tensor OuterStep::pending(int fragment) const {
+  const OuterFragment& f = options_.fragments.at(static_cast<std::size_t>(fragment));
+  return delta_.slice(f.begin, {f.size()});
+}
+
+void OuterStep::take_pseudo_gradient(int fragment, const Tensor& params, long steps_taken) {
+  TROUPE_CHECK(params.numel() == last_sync_.numel() && params.dtype() == last_sync_.dtype(),
                "outer step: a pseudo-gradient of other parameters");
+  const OuterFragment& f = options_.fragments[static_cast<std::size_t>(fragment)];
   if (params.dtype() == DType::f64)
-    subtract(last_sync_.data_as<double>(), params.data_as<double>(), delta.data_as<double>(), params.numel());
+    subtract(last_sync_.data_as<double>() + f.begin, params.data_as<double>() + f.begin,
+             delta_.data_as<double>() + f.begin, f.size());
   else
-    subtract(last_sync_.data_as<float>(), params.data_as<float>(), delta.data_as<float>(), params.numel());
+    subtract(last_sync_.data_as<float>() + f.begin, params.data_as<float>() + f.begin,
+             delta_.data_as<float>() + f.begin, f.size());
+  started_at_[static_cast<std::size_t>(fragment)] = steps_taken;
 }
 
-void OuterStep::apply(Tensor& params, const Tensor& summed, int islands) {
+void OuterStep::apply(int fragment, Tensor& params, const Tensor& summed, int islands, bool mix) {
   TROUPE_CHECK(islands >= 1, "outer step: no islands");
-  TROUPE_CHECK(params.numel() == last_sync_.numel() && summed.numel() == last_sync_.numel() &&
+  const OuterFragment& f = options_.fragments.at(static_cast<std::size_t>(fragment));
+  TROUPE_CHECK(params.numel() == last_sync_.numel() && summed.numel() == f.size() &&
                    params.dtype() == last_sync_.dtype() && summed.dtype() == last_sync_.dtype(),
                "outer step: a sum of other parameters");
-  const std::int64_t n = params.numel();
   if (params.dtype() == DType::f64)
-    nesterov(params.data_as<double>(), last_sync_.data_as<double>(), momentum_.data_as<double>(),
-             summed.data_as<double>(), n, islands, options_.lr, options_.momentum);
+    nesterov(params.data_as<double>() + f.begin, last_sync_.data_as<double>() + f.begin,
+             momentum_.data_as<double>() + f.begin, summed.data_as<double>(), f.size(), islands, options_.lr,
+             options_.momentum, mix);
   else
-    nesterov(params.data_as<float>(), last_sync_.data_as<float>(), momentum_.data_as<float>(), summed.data_as<float>(),
-             n, islands, options_.lr, options_.momentum);
+    nesterov(params.data_as<float>() + f.begin, last_sync_.data_as<float>() + f.begin,
+             momentum_.data_as<float>() + f.begin, summed.data_as<float>(), f.size(), islands, options_.lr,
+             options_.momentum, mix);
+  started_at_[static_cast<std::size_t>(fragment)] = -1;
   ++syncs_;
 }
 
-void OuterStep::sync(Tensor& params, const IslandGroup& group) {
-  TROUPE_CHECK(group.count == 1 || group.sum, "outer step: islands without their sum");
-  pseudo_gradient(params, delta_);
-  if (group.count > 1) group.sum(delta_);
-  apply(params, delta_, group.count);
+std::vector<int> OuterStep::after_step(long steps_taken, long total_steps, Tensor& params, const IslandGroup& group) {
+  TROUPE_CHECK(group.count == 1 || (group.start_sum && group.wait_sum), "outer step: islands without their sum");
+  const bool many = group.count > 1;
+  std::vector<int> landed = landing(steps_taken, total_steps);
+  const std::vector<int> started = starting(steps_taken, total_steps);
+  for (int f : landed) {
+    if (many) group.wait_sum();
+    apply(f, params, pending(f), group.count, true);
+  }
+  const bool at_once = lands_at_once(steps_taken, total_steps);
+  for (int f : started) {
+    take_pseudo_gradient(f, params, steps_taken);
+    if (many) group.start_sum(pending(f));
+    if (!at_once) continue;
+    if (many) group.wait_sum();
+    apply(f, params, pending(f), group.count, false);
+    landed.push_back(f);
+  }
+  return landed;
+}
+
+std::vector<int> OuterStep::land_in_flight(Tensor& params, const IslandGroup& group) {
+  std::vector<int> landed;
+  for (std::size_t f = 0; f < started_at_.size(); ++f) {
+    if (started_at_[f] < 0) continue;
+    if (group.count > 1) group.wait_sum();
+    apply(static_cast<int>(f), params, pending(static_cast<int>(f)), group.count, true);
+    landed.push_back(static_cast<int>(f));
+  }
+  return landed;
 }
 
 void train_islands(std::span<SimulatedIsland> islands, std::span<OuterStep> outer, long steps_taken, long steps) {
   TROUPE_CHECK(!islands.empty() && islands.size() == outer.size(), "simulated islands: one outer state per island");
   const int k = static_cast<int>(islands.size());
   const Tensor& first = islands.front().params;
+  const bool bf16 = k > 1 && outer.front().options().precision == OuterPrecision::bf16;
   MemoryScope scope(MemoryKind::optimizer_state);
-  Tensor sum = Tensor::zeros(first.shape(), first.dtype()), delta = Tensor::zeros(first.shape(), first.dtype());
-  for (long s = steps_taken; s < steps; ++s) {
-    for (SimulatedIsland& island : islands) island.step();
-    if (!outer.front().due(s + 1, steps)) continue;
-    // Σ_i in island order: ((Δ_0 + Δ_1) + Δ_2) + ...
+  Tensor sum_buffer = Tensor::zeros(first.shape(), first.dtype());
+  // Σ_i in island order, ((Δ_0 + Δ_1) + Δ_2) + ..., then every island's outer step on fragment f.
+  auto land = [&](int f, bool mix) {
+    const OuterFragment& fragment = outer.front().fragments()[static_cast<std::size_t>(f)];
+    Tensor sum = sum_buffer.slice(fragment.begin, {fragment.size()});
     for (int i = 0; i < k; ++i) {
-      outer[static_cast<std::size_t>(i)].pseudo_gradient(islands[static_cast<std::size_t>(i)].params,
-                                                         i == 0 ? sum : delta);
-      if (i == 0) continue;
+      const Tensor next = outer[static_cast<std::size_t>(i)].pending(f);
       if (sum.dtype() == DType::f64)
-        for (std::int64_t e = 0; e < sum.numel(); ++e) sum.data_as<double>()[e] += delta.data_as<double>()[e];
+        add_pseudo_gradient(sum.data_as<double>(), next.data_as<double>(), sum.numel(), i == 0, bf16);
       else
-        for (std::int64_t e = 0; e < sum.numel(); ++e) sum.data_as<float>()[e] += delta.data_as<float>()[e];
+        add_pseudo_gradient(sum.data_as<float>(), next.data_as<float>(), sum.numel(), i == 0, bf16);
     }
     for (int i = 0; i < k; ++i)
-      outer[static_cast<std::size_t>(i)].apply(islands[static_cast<std::size_t>(i)].params, sum, k);
+      outer[static_cast<std::size_t>(i)].apply(f, islands[static_cast<std::size_t>(i)].params, sum, k, mix);
+  };
+  for (long s = steps_taken; s < steps; ++s) {
+    for (SimulatedIsland& island : islands) island.step();
+    const OuterStep& plan = outer.front();
+    const std::vector<int> landed = plan.landing(s + 1, steps), started = plan.starting(s + 1, steps);
+    const bool at_once = plan.lands_at_once(s + 1, steps);
+    for (int f : landed) land(f, true);
+    for (int f : started) {
+      for (int i = 0; i < k; ++i)
+        outer[static_cast<std::size_t>(i)].take_pseudo_gradient(f, islands[static_cast<std::size_t>(i)].params, s + 1);
+      if (at_once) land(f, false);
+    }
   }
 }
 

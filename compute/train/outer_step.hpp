@@ -14,13 +14,29 @@
 // With lr 1 and μ 0 the new weights are the islands' weights averaged (to rounding). Every rank
 // keeps w_sync and m for the parameters it holds; the inner optimizer's state (AdamW's moments)
 // stays the island's own. compute/ knows no communication: the caller sums the pseudo-gradients
-// over the islands (IslandGroup::sum). Host memory, f32 or f64.
+// over the islands (IslandGroup). Host memory, f32 or f64.
+//
+// Streaming (outer_fragments.hpp): each fragment of the buffer takes the step above on its own
+// slice of w_sync and m, on its own schedule. With an overlap of d steps a fragment's sum is
+// started after its sync step s and applied after step s + d, the inner steps going on meanwhile;
+// the fragment's weights are then the mix of Streaming DiLoCo, α·w_local + (1 − α)·w with α = ½,
+// the local weights having moved d steps since the pseudo-gradient was taken (w_sync is w).
+//
+//     after step s:  land   every fragment whose sum started d steps ago (or any, at the last step)
+//                    start  every fragment scheduled at s (every one not just landed, at the last
+//                           step), landing at once when d = 0 or s is the last step
+//
+// The pseudo-gradients travel in f32, or in bf16 (OuterPrecision::bf16): each island's rounded to
+// nearest even, and each partial sum rounded again, as the bf16 ring all-reduce adds them.
 
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <vector>
 
 #include "compute/tensor.hpp"
+#include "compute/train/outer_fragments.hpp"
+#include "compute/train/sync_mode.hpp"
 
 namespace troupe::compute {
 
@@ -28,14 +44,20 @@ struct OuterOptions {
   long every = 20;        // H: inner steps between syncs (train.diloco_steps)
   double lr = 0.7;        // train.outer_lr
   double momentum = 0.9;  // train.outer_momentum (Nesterov)
+  OuterPrecision precision = OuterPrecision::f32;  // train.diloco_precision
+  std::vector<OuterFragment> fragments;            // train.diloco_fragments (outer_fragments); empty: the whole buffer
+  long overlap = 0;  // d: steps between a fragment's sum started and applied (train.diloco_overlap)
 };
 
-// A rank's place among the islands: `count` K, its island `index`, and `sum`, which adds a buffer
-// over the K ranks that hold this rank's place in every island (in place; empty for one island).
+// A rank's place among the islands: `count` K, its island `index`, and the sum of a pseudo-gradient
+// over the K ranks that hold this rank's place in every island, in place, at the job's precision:
+// `start_sum` posts one, `wait_sum` waits for the oldest not yet waited for (neither is called for
+// one island, which sends nothing).
 struct IslandGroup {
   int count = 1;
   int index = 0;
-  std::function<void(Tensor&)> sum;
+  std::function<void(Tensor)> start_sum;
+  std::function<void()> wait_sum;
 };
 
 class OuterStep {
@@ -43,19 +65,34 @@ class OuterStep {
   // The weights at the last sync start as `params` (copied); the momentum at zero.
   OuterStep(const Tensor& params, OuterOptions options);
 
-  // Whether a sync follows the step that made `steps_taken` steps: every H steps, and after the
-  // run's last step (`total_steps`), so that the run ends on the islands' common weights.
-  bool due(long steps_taken, long total_steps) const;
-  // This island's pseudo-gradient into `delta`: the last-sync weights less `params`.
-  void pseudo_gradient(const Tensor& params, Tensor& delta) const;
-  // The Nesterov step above from `summed`, the K islands' pseudo-gradients summed, into `params`;
-  // the result becomes the last-sync weights.
-  void apply(Tensor& params, const Tensor& summed, int islands);
-  // One sync of this rank: pseudo_gradient, group.sum over the islands, apply.
-  void sync(Tensor& params, const IslandGroup& group);
+  // The fragments whose sum lands (is applied) after the step that made `steps_taken` of
+  // `total_steps` steps, then those whose sync starts after it, as the header's schedule has it.
+  std::vector<int> landing(long steps_taken, long total_steps) const;
+  std::vector<int> starting(long steps_taken, long total_steps) const;
+  // Whether a sync started after that step lands at once.
+  bool lands_at_once(long steps_taken, long total_steps) const;
 
-  long syncs() const { return syncs_; }
+  // Fragment f's pseudo-gradient from `params` into pending(f): the last-sync weights less them;
+  // its sum starts after the step that made `steps_taken` steps.
+  void take_pseudo_gradient(int fragment, const Tensor& params, long steps_taken);
+  // Fragment f's pseudo-gradient, then the islands' sum of them (fragment-sized, a slice of one buffer).
+  Tensor pending(int fragment) const;
+  // The Nesterov step above for fragment f from `summed`, the K islands' pseudo-gradients summed
+  // (f's size), into `params` (mixed with them when the sum was started before this step); the
+  // result becomes f's last-sync weights.
+  void apply(int fragment, Tensor& params, const Tensor& summed, int islands, bool mix);
+
+  // One rank's outer work after the step that made `steps_taken` steps: lands and starts the
+  // fragments the schedule names, summing over `group`. The fragments landed, in order.
+  std::vector<int> after_step(long steps_taken, long total_steps, Tensor& params, const IslandGroup& group);
+
+  // Waits for and applies every fragment's sum in flight now, as the last step would land it
+  // (for a caller that stops stepping for a while, such as a bench taking turns). The fragments landed.
+  std::vector<int> land_in_flight(Tensor& params, const IslandGroup& group);
+
+  long syncs() const { return syncs_; }  // fragment syncs landed, all fragments together
   const OuterOptions& options() const { return options_; }
+  const std::vector<OuterFragment>& fragments() const { return options_.fragments; }
   // The outer state, for checkpoints: the last-sync weights and the momentum.
   Tensor& last_sync() { return last_sync_; }
   Tensor& momentum() { return momentum_; }
@@ -63,7 +100,8 @@ class OuterStep {
  private:
   OuterOptions options_;
   Tensor last_sync_, momentum_;
-  Tensor delta_;  // sync()'s buffer: this island's pseudo-gradient, then the islands' sum
+  Tensor delta_;                  // each fragment's pseudo-gradient, then its islands' sum, in its slice
+  std::vector<long> started_at_;  // the step after which each fragment's sum started; -1: none in flight
   long syncs_ = 0;
 };
 
@@ -75,10 +113,10 @@ struct SimulatedIsland {
 };
 
 // K islands in one process, one after another: each takes its inner steps from `steps_taken` to
-// `steps` (its own data shard: its trainer reads as island i of K), and whenever `outer` is due the
-// pseudo-gradients are summed in island order and every island takes the outer step. The real run
-// on K processes sums them by a ring all-reduce: for K = 2 that is the same addition, so the
-// weights are the same bit for bit.
+// `steps` (its own data shard: its trainer reads as island i of K), and whenever fragments land the
+// pseudo-gradients are summed in island order (rounded as the precision's wire rounds them, for K
+// above 1) and every island takes the outer step. The real run on K processes sums them by a ring
+// all-reduce: for K = 2 that is the same addition, so the weights are the same bit for bit.
 void train_islands(std::span<SimulatedIsland> islands, std::span<OuterStep> outer, long steps_taken, long steps);
 
 }  // namespace troupe::compute

@@ -10,4 +10,12 @@ std::string_view sync_mode_name(SyncMode mode) {
   return "?";
 }
 
+std::string_view outer_precision_name(OuterPrecision precision) {
+  switch (precision) {
+    case OuterPrecision::f32: return "f32";
+    case OuterPrecision::bf16: return "bf16";
+  }
+  return "?";
+}
+
 }  // namespace troupe::compute

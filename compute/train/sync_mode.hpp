@@ -3,7 +3,10 @@
 //   allreduce: every step's gradients summed over every replica (data_parallel.hpp).
 //   diloco:    replicas form islands that sum every step's gradients inside, and every H steps
 //              the islands average their pseudo-gradients with an outer step (outer_step.hpp).
+// DiLoCo's pseudo-gradients are summed over the islands in f32 or, rounded to nearest even, in
+// bf16 (train.diloco_precision), as the bf16 gradient sums of the data-parallel path send theirs.
 
+#include <cstdint>
 #include <string_view>
 
 namespace troupe::compute {
@@ -13,5 +16,10 @@ enum class SyncMode { allreduce, diloco };
 // Every mode, in the order train.sync lists them: the config parser reads a name with these.
 inline constexpr SyncMode sync_modes[] = {SyncMode::allreduce, SyncMode::diloco};
 std::string_view sync_mode_name(SyncMode mode);
+
+enum class OuterPrecision : std::uint8_t { f32, bf16 };
+// Every precision, in the order train.diloco_precision lists them.
+inline constexpr OuterPrecision outer_precisions[] = {OuterPrecision::f32, OuterPrecision::bf16};
+std::string_view outer_precision_name(OuterPrecision precision);  // "f32", "bf16"
 
 }  // namespace troupe::compute

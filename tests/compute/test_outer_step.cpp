@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "compute/cpu/cpu_backend.hpp"
+#include "compute/cuda/bf16.hpp"
 #include "compute/random.hpp"
 #include "compute/train/outer_step.hpp"
 #include "compute/train/trainer.hpp"
@@ -39,17 +41,17 @@ TEST_CASE("outer step: Nesterov over three syncs of three islands equals the for
   for (int sync = 0; sync < 3; ++sync) {
     // Each island moved from the last sync by its own amount.
     std::vector<Tensor> island;
-    Tensor summed = Tensor::zeros({n}, DType::f64), delta = Tensor::zeros({n}, DType::f64);
+    Tensor summed = Tensor::zeros({n}, DType::f64);
     for (int i = 0; i < k; ++i) {
       island.push_back(filled(n, 100 + 10 * sync + i, 0.1));
       for (std::int64_t e = 0; e < n; ++e) island.back().data_as<double>()[e] += w_sync[e];
-      outer.pseudo_gradient(island.back(), delta);
-      for (std::int64_t e = 0; e < n; ++e) summed.data_as<double>()[e] += delta.data_as<double>()[e];
+      outer.take_pseudo_gradient(0, island.back(), 5 * (sync + 1));
+      for (std::int64_t e = 0; e < n; ++e) summed.data_as<double>()[e] += outer.pending(0).data_as<double>()[e];
     }
     // Where the step writes (island 0's weights, as a rank's own buffer), kept apart from the islands'.
     Tensor result = filled(n, 0, 0.0);
     std::copy_n(island[0].data_as<double>(), n, result.data_as<double>());
-    outer.apply(result, summed, k);
+    outer.apply(0, result, summed, k, false);
     double worst = 0;
     for (std::int64_t e = 0; e < n; ++e) {
       double mean_weights = 0;
@@ -72,12 +74,12 @@ TEST_CASE("outer step: lr 1 without momentum gives the islands' weights averaged
   constexpr std::int64_t n = 100;
   Tensor start = filled(n, 2, 1.0);
   OuterStep outer(start, {1, 1.0, 0.0});
-  Tensor a = filled(n, 3, 1.0), b = filled(n, 4, 1.0), delta = Tensor::zeros({n}, DType::f64),
-         summed = Tensor::zeros({n}, DType::f64);
-  outer.pseudo_gradient(a, summed);
-  outer.pseudo_gradient(b, delta);
-  for (std::int64_t e = 0; e < n; ++e) summed.data_as<double>()[e] += delta.data_as<double>()[e];
-  outer.apply(a, summed, 2);
+  Tensor a = filled(n, 3, 1.0), b = filled(n, 4, 1.0), summed = Tensor::zeros({n}, DType::f64);
+  outer.take_pseudo_gradient(0, a, 1);
+  std::copy_n(outer.pending(0).data_as<double>(), n, summed.data_as<double>());
+  outer.take_pseudo_gradient(0, b, 1);
+  for (std::int64_t e = 0; e < n; ++e) summed.data_as<double>()[e] += outer.pending(0).data_as<double>()[e];
+  outer.apply(0, a, summed, 2, false);
   double worst = 0;
   for (std::int64_t e = 0; e < n; ++e) {
     const double average = (filled(n, 3, 1.0).data_as<double>()[e] + b.data_as<double>()[e]) / 2;
@@ -86,13 +88,94 @@ TEST_CASE("outer step: lr 1 without momentum gives the islands' weights averaged
   CHECK(worst < 1e-15);
 }
 
-TEST_CASE("outer step: due every H steps and after the last", "[diloco]") {
+// The fragments synced (started, then landed) after each step of `total`, as "s:f" pairs, the
+// schedule run on its own (no islands: each started sum lands as the schedule says).
+std::vector<std::string> schedule(OuterStep& outer, long total) {
+  std::vector<std::string> out;
+  Tensor params = Tensor::zeros({outer.last_sync().numel()}, DType::f32);
+  for (long s = 1; s <= total; ++s)
+    for (int f : outer.after_step(s, total, params, IslandGroup{}))
+      out.push_back(std::to_string(s) + ":" + std::to_string(f));
+  return out;
+}
+
+TEST_CASE("outer step: one fragment syncs every H steps and after the last", "[diloco]") {
   OuterStep outer(Tensor::zeros({1}, DType::f32), {4, 0.7, 0.9});
-  CHECK(!outer.due(3, 10));
-  CHECK(outer.due(4, 10));
-  CHECK(outer.due(8, 10));
-  CHECK(!outer.due(9, 10));
-  CHECK(outer.due(10, 10));
+  CHECK(schedule(outer, 10) == std::vector<std::string>{"4:0", "8:0", "10:0"});
+  CHECK(outer.syncs() == 3);
+}
+
+TEST_CASE("outer step: fragments sync staggered, land d steps later, and all end on the last step", "[diloco]") {
+  // Three fragments of 6 elements, H 6: offsets 0, 2, 4.
+  std::vector<OuterFragment> fragments{{0, 2, 0}, {2, 4, 2}, {4, 6, 4}};
+  OuterOptions options{6, 0.7, 0.9, OuterPrecision::f32, fragments, 0};
+  OuterStep plain(Tensor::zeros({6}, DType::f32), options);
+  CHECK(schedule(plain, 13) ==
+        std::vector<std::string>{"2:1", "4:2", "6:0", "8:1", "10:2", "12:0", "13:0", "13:1", "13:2"});
+  options.overlap = 1;
+  OuterStep overlapped(Tensor::zeros({6}, DType::f32), options);
+  // Started after 2, 4, 6, ...; landed a step later; the one started after 12 lands early, at the end.
+  CHECK(schedule(overlapped, 13) ==
+        std::vector<std::string>{"3:1", "5:2", "7:0", "9:1", "11:2", "13:0", "13:1", "13:2"});
+}
+
+TEST_CASE("outer step: a caller that stops stepping lands the sum in flight at once, mixed as a late landing",
+          "[diloco]") {
+  std::vector<OuterFragment> fragments{{0, 2, 0}, {2, 4, 2}};
+  OuterStep outer(Tensor::zeros({4}, DType::f32), {4, 1.0, 0.0, OuterPrecision::f32, fragments, 1});
+  Tensor params = Tensor::zeros({4}, DType::f32);
+  CHECK(outer.after_step(1, 100, params, IslandGroup{}).empty());
+  // Fragment 1 (elements 2, 3) starts after step 2 with its weight 2 at −1: Δ = 0 − (−1) = 1, so
+  // the outer step (lr 1, no momentum) gives w = 0 − 1 = −1. The weight moves on to 3 meanwhile.
+  params.data_as<float>()[2] = -1.0f;
+  CHECK(outer.after_step(2, 100, params, IslandGroup{}).empty());
+  params.data_as<float>()[2] = 3.0f;
+  CHECK(outer.land_in_flight(params, IslandGroup{}) == std::vector<int>{1});
+  CHECK(params.data_as<float>()[2] == 1.0f);  // ½·3 + ½·(−1)
+  CHECK(outer.last_sync().data_as<float>()[2] == -1.0f);
+  CHECK(outer.land_in_flight(params, IslandGroup{}).empty());
+  CHECK(outer.syncs() == 1);
+}
+
+TEST_CASE("outer fragments: consecutive blocks, the embeddings first and the tail last, offsets H/F apart",
+          "[diloco]") {
+  // units: embeddings, 5 blocks, tail.
+  const std::vector<ParameterUnit> units{{0, 10}, {10, 13}, {13, 16}, {16, 19}, {19, 22}, {22, 25}, {25, 27}};
+  const std::vector<OuterFragment> f = outer_fragments(units, 2, 20);
+  REQUIRE(f.size() == 2);
+  // 5 blocks in 2: three, then two.
+  CHECK((f[0].begin == 0 && f[0].end == 19 && f[0].offset == 0));
+  CHECK((f[1].begin == 19 && f[1].end == 27 && f[1].offset == 10));
+  const std::vector<OuterFragment> one = outer_fragments(units, 1, 20);
+  CHECK((one.size() == 1 && one[0].begin == 0 && one[0].end == 27));
+  CHECK(outer_fragments(units, 5, 7).back().offset == 4);
+}
+
+TEST_CASE("outer step: bf16 pseudo-gradients are summed as the bf16 ring adds them", "[diloco]") {
+  // Two islands one step from the same start; their sum rounded term by term and once more.
+  const std::vector<float> start{1.0f, -2.0f, 0.5f}, a{1.001f, -2.0004f, 0.49f}, b{0.9993f, -1.9991f, 0.5071f};
+  std::vector<Tensor> weights;
+  std::vector<SimulatedIsland> islands;
+  std::vector<OuterStep> outer;
+  const std::vector<float>* moved[] = {&a, &b};
+  for (int i = 0; i < 2; ++i) {
+    weights.push_back(Tensor::zeros({3}, DType::f32));
+    std::copy(start.begin(), start.end(), weights.back().data_as<float>());
+    outer.emplace_back(weights.back(), OuterOptions{1, 1.0, 0.0, OuterPrecision::bf16});
+  }
+  for (int i = 0; i < 2; ++i)
+    islands.push_back(
+        {[w = weights[i], to = moved[i]]() mutable { std::copy(to->begin(), to->end(), w.data_as<float>()); },
+         weights[i]});
+  train_islands(islands, outer, 0, 1);
+  for (int e = 0; e < 3; ++e) {
+    const float sum = round_to_bf16(round_to_bf16(start[e] - a[e]) + round_to_bf16(start[e] - b[e]));
+    const float expected = start[e] - 1.0f * (sum / 2.0f + 0.0f * 0.0f);
+    CHECK(weights[0].data_as<float>()[e] == expected);
+    CHECK(weights[1].data_as<float>()[e] == expected);
+    // Not the f32 average: the rounding shows.
+    CHECK(expected != start[e] - ((start[e] - a[e]) + (start[e] - b[e])) / 2.0f);
+  }
 }
 
 TEST_CASE("simulated islands at H 1, lr 1, no momentum: every step's weights are the islands' average", "[diloco]") {

@@ -137,8 +137,10 @@ TEST_CASE("a taken port, a port past 65535 and an address that is not IPv4 are e
   }
 }
 
-TEST_CASE("MFU, bubble, checkpoints, comm traffic, heartbeat and failures are exported with the worker's labels",
-          "[metrics]") {
+TEST_CASE(
+    "MFU, bubble, checkpoints, DiLoCo syncs, comm traffic, heartbeat and failures are exported with the worker's "
+    "labels",
+    "[metrics]") {
   auto metrics = serve_any_port("job-d", 1);
   monitor::WorkerMetrics& worker = metrics->add_worker(2, "worker");
   const Exposition before = scrape(*metrics);
@@ -150,6 +152,8 @@ TEST_CASE("MFU, bubble, checkpoints, comm traffic, heartbeat and failures are ex
   worker.set_bubble_fraction(0.375);
   worker.checkpoint_saved(0.02, 4096);
   worker.checkpoint_saved(0.03, 4096);
+  worker.outer_synced(3000, 2);
+  worker.outer_synced(1000, 2);
   std::atomic<std::uint64_t> reduced_bytes = 1000;
   worker.read_comm_from([&reduced_bytes] {
     return monitor::CommReading{{{"all_reduce", 2, reduced_bytes, 0.5}, {"send", 1, 64, 0.001}},
@@ -174,6 +178,10 @@ TEST_CASE("MFU, bubble, checkpoints, comm traffic, heartbeat and failures are ex
   CHECK(e.value("troupe_checkpoint_save_seconds_count", r2) == 2.0);
   CHECK(e.value("troupe_checkpoint_save_seconds_sum", r2) == Approx(0.05));
   CHECK(e.value("troupe_checkpoint_bytes_total", r2) == 8192.0);
+  CHECK(e.value("troupe_diloco_outer_syncs_total", r2) == 2.0);
+  CHECK(e.value("troupe_diloco_outer_bytes_total", r2) == 4000.0);
+  CHECK(e.value("troupe_diloco_islands", r2) == 2.0);
+  CHECK(e.types.at("troupe_diloco_outer_bytes_total") == "counter");
   CHECK(e.types.at("troupe_comm_bytes_total") == "counter");
   CHECK(e.value("troupe_comm_bytes_total", {{"rank", "2"}, {"op", "all_reduce"}}) == 1000.0);
   CHECK(e.value("troupe_comm_operations_total", {{"rank", "2"}, {"op", "send"}}) == 1.0);

@@ -48,6 +48,26 @@ TEST_CASE("transfers and collectives complete as messages to the posting actor, 
   });
 }
 
+TEST_CASE("an operation set apart is left to its own wait: wait_all neither waits for it nor takes its outcome",
+          "[actors]") {
+  on_two_ranks([](comm::Engine& engine, MailboxComm& mailbox, comm::Communicator& world) -> Status {
+    const int peer = 1 - engine.rank();
+    // The peer sends this only after its wait_all: were the receive not set apart, both ranks'
+    // wait_all would wait for it, and for each other, for ever.
+    compute::Tensor later = compute::Tensor::zeros({3}, compute::DType::f32);
+    const MailboxComm::Operation apart = mailbox.recv(engine, peer, key(5), later);
+    mailbox.set_apart(apart);
+    compute::Tensor sum = filled(3, 1.0f);
+    mailbox.all_reduce(world, sum);
+    if (Status s = mailbox.wait_all(); !s) return s;
+    if (sum.data_as<float>()[0] != 2.0f) return Error{"all-reduce result " + std::to_string(sum.data_as<float>()[0])};
+    mailbox.send(engine, peer, key(5), filled(3, 40.0f + engine.rank()));
+    if (Status s = mailbox.wait(apart); !s) return s;
+    if (later.data_as<float>()[0] != 40.0f + peer) return Error{"the receive set apart got the wrong contents"};
+    return mailbox.wait_all();
+  });
+}
+
 TEST_CASE("abandoned transfers are cancelled and forgotten: drain returns, and a late message of the abandoned key "
           "never lands in a transfer under the next key",
           "[actors]") {

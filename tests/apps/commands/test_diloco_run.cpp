@@ -34,13 +34,14 @@ namespace {
 constexpr long kSteps = 4;
 
 // tiny, kSteps steps of batch 4 × seq 64 on one thread, no validation before the end, no sample.
-std::string job_file(const TempDir& dir, long every, double lr, double momentum) {
-  return dir.write("job-" + std::to_string(every) + ".toml",
+// `streaming`: more [train] lines (fragments, overlap, precision).
+std::string job_file(const TempDir& dir, long every, double lr, double momentum, const std::string& streaming = "") {
+  return dir.write("job-" + std::to_string(every) + std::to_string(streaming.size()) + ".toml",
                    "[model]\npreset = \"tiny\"\n[train]\nsteps = " + std::to_string(kSteps) +
                        "\nbatch_size = 4\nseq_len = 64\nthreads = 1\nval_every = 0\nval_batches = 1\n"
                        "sync = \"diloco\"\nislands = 2\ndiloco_steps = " +
                        std::to_string(every) + "\nouter_lr = " + std::to_string(lr) +
-                       "\nouter_momentum = " + std::to_string(momentum) + "\n[sample]\ntokens = 0\n");
+                       "\nouter_momentum = " + std::to_string(momentum) + "\n" + streaming + "[sample]\ntokens = 0\n");
 }
 
 // The job of `file` on two workers, its final weights from its checkpoint.
@@ -51,7 +52,7 @@ std::vector<float> two_processes(const TempDir& dir, const std::string& file, co
   INFO(name << " stdout: " << r.out << "\nstderr: " << r.err);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("2 island(s) of 1"));
-  CHECK_THAT(r.out, Catch::Contains("diloco: outer step 1 after step"));
+  CHECK_THAT(r.out, Catch::Contains("diloco: outer step 1"));
   return final_parameters(dir.path() / name, kSteps);
 }
 
@@ -94,18 +95,15 @@ struct Simulation {
 
 }  // namespace
 
-TEST_CASE("diloco: two islands on two processes end with the one-process simulation's weights, bit for bit",
-          "[diloco]") {
-  TempDir dir;
-  const std::string file = job_file(dir, 2, 0.7, 0.9);
-  const std::vector<float> real = two_processes(dir, file, "two-islands");
+// The job of `file` as its islands in this process, compute::train_islands with the job's outer
+// options; checks the real run's weights equal them bit for bit and differ from the start.
+void check_equals_simulation(const std::string& file, const std::vector<float>& real, long syncs) {
   Simulation sim(file);
   std::vector<compute::SimulatedIsland> islands;
   std::vector<compute::OuterStep> outer;
-  const actors::TrainOptions& t = sim.job.config.train;
   for (std::size_t i = 0; i < sim.models.size(); ++i) {
     islands.push_back({[trainer = sim.trainers[i].get()] { trainer->step(); }, sim.models[i]->params()});
-    outer.emplace_back(sim.models[i]->params(), compute::OuterOptions{t.diloco_steps, t.outer_lr, t.outer_momentum});
+    outer.emplace_back(sim.models[i]->params(), actors::outer_options(sim.job));
   }
   const std::vector<float> start = sim.params(0);
   compute::train_islands(islands, outer, 0, kSteps);
@@ -113,7 +111,25 @@ TEST_CASE("diloco: two islands on two processes end with the one-process simulat
   REQUIRE(real.size() == simulated.size());
   CHECK(std::memcmp(real.data(), simulated.data(), real.size() * sizeof(float)) == 0);
   CHECK(std::memcmp(start.data(), simulated.data(), real.size() * sizeof(float)) != 0);
-  CHECK(outer[0].syncs() == kSteps / 2);
+  CHECK(outer[0].syncs() == syncs);
+}
+
+TEST_CASE("diloco: two islands on two processes end with the one-process simulation's weights, bit for bit",
+          "[diloco]") {
+  TempDir dir;
+  const std::string file = job_file(dir, 2, 0.7, 0.9);
+  check_equals_simulation(file, two_processes(dir, file, "two-islands"), kSteps / 2);
+}
+
+TEST_CASE("diloco: two fragments, one step of overlap, bf16 pseudo-gradients: the real run equals the simulation",
+          "[diloco]") {
+  // H 4 in 2 fragments of tiny's 4 blocks: fragment 2 starts after step 2 and lands (mixed) after
+  // step 3; after step 4, the last, both sync at once. Every sum in bf16.
+  TempDir dir;
+  const std::string file =
+      job_file(dir, 4, 0.7, 0.9, "diloco_fragments = 2\ndiloco_overlap = 1\ndiloco_precision = \"bf16\"\n");
+  const std::vector<float> real = two_processes(dir, file, "streaming");
+  check_equals_simulation(file, real, 3);
 }
 
 TEST_CASE("diloco: H 1 with outer SGD of lr 1 and no momentum averages the islands' weights every step", "[diloco]") {
@@ -147,6 +163,20 @@ TEST_CASE("diloco: what its islands do not take is refused in one line", "[diloc
                     "train.sync diloco does not work with pipeline.stages > 1 yet");
   check_rejected_in(dir, {"train", "--train.sync", "diloco", "--comm.compress", "bf16"},
                     "train.sync diloco does not work with comm.compress yet");
+  check_rejected_in(dir, {"train", "--train.sync", "diloco", "--train.diloco_fragments", "0"},
+                    "train.diloco_fragments must be at least 1, got 0");
+  check_rejected_in(dir, {"train", "--model.preset", "tiny", "--train.sync", "diloco", "--train.diloco_fragments", "5"},
+                    "train.diloco_fragments 5 exceeds the model's 4 blocks");
+  check_rejected_in(dir,
+                    {"train", "--train.sync", "diloco", "--train.diloco_fragments", "3", "--train.diloco_steps", "2"},
+                    "train.diloco_fragments 3 exceeds train.diloco_steps 2");
+  check_rejected_in(
+      dir, {"train", "--train.sync", "diloco", "--train.diloco_fragments", "2", "--train.diloco_overlap", "10"},
+      "train.diloco_overlap must be in [0, train.diloco_steps / train.diloco_fragments = 10), got 10");
+  check_rejected_in(dir, {"train", "--train.diloco_fragments", "2"},
+                    "train.diloco_fragments 2 needs train.sync diloco");
+  check_rejected_in(dir, {"train", "--train.sync", "diloco", "--train.diloco_precision", "fp8"},
+                    "train.diloco_precision: expected f32 or bf16, got 'fp8'");
   check_rejected_in(dir, {"train", "--train.sync", "diloco", "--train.islands", "3", "--workers", "2"},
                     "train.islands 3 does not divide the job's 2 data-parallel replicas");
   check_rejected_in(dir, {"train", "--train.sync", "diloco", "--train.islands", "2"},

@@ -1,0 +1,36 @@
+#pragma once
+// Streaming DiLoCo's fragments (Douillard et al., 2025, "Streaming DiLoCo with overlapping
+// communication"): the model's flat parameter buffer cut into F runs of consecutive blocks, each
+// synced over the islands on its own schedule, so that a sync sends 1/F of the model and the syncs
+// of the fragments are spread over the H steps instead of falling on the same one:
+//
+//     fragment f is synced after the steps s ≥ 1 with (s − f·⌊H/F⌋) a multiple of H
+//
+// F = 1 is plain DiLoCo: the whole buffer after every H-th step. The blocks are shared as evenly as
+// F allows (the first L mod F fragments take one block more); the embeddings (wte, wpe) go with the
+// first fragment's blocks and the final norm (ln_f) with the last's, so the fragments cover the
+// buffer in order. The paper takes blocks strided over the depth; consecutive blocks keep each
+// fragment one contiguous run of the buffer (one collective, no gather).
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "compute/model/parameter_source.hpp"
+
+namespace troupe::compute {
+
+struct OuterFragment {
+  std::int64_t begin = 0, end = 0;  // [begin, end) of the flat parameter buffer
+  long offset = 0;                  // synced after the steps s ≥ 1 with (s − offset) a multiple of H
+  std::int64_t size() const { return end - begin; }
+};
+
+// The F fragments of a whole model whose units (parameter_source.hpp) are `units`: the
+// embeddings, each block, the tail. Needs 1 ≤ F ≤ the blocks and H ≥ 1.
+std::vector<OuterFragment> outer_fragments(std::span<const ParameterUnit> units, int fragments, long every);
+
+// Whether fragment `fragment`'s schedule syncs it after the step that made `steps_taken` steps.
+bool scheduled(const OuterFragment& fragment, long every, long steps_taken);
+
+}  // namespace troupe::compute
