@@ -17,6 +17,7 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include "compute/check.hpp"
 #include "compute/resident_memory.hpp"
 
 namespace troupe::monitor {
@@ -67,6 +68,8 @@ struct MetricFamilies {
   prometheus::Family<prometheus::Counter>* outer_syncs;
   prometheus::Family<prometheus::Counter>* outer_bytes;
   prometheus::Family<prometheus::Gauge>* islands;
+  prometheus::Family<prometheus::Counter>* expert_slots;
+  prometheus::Family<prometheus::Gauge>* load_imbalance;
   prometheus::Family<prometheus::Counter>* failures;
   prometheus::Family<prometheus::Counter>* recoveries;
   prometheus::Family<prometheus::Counter>* restarts;
@@ -99,6 +102,12 @@ struct MetricFamilies {
     outer_syncs = counter("troupe_diloco_outer_syncs_total", "DiLoCo outer syncs landed (one per fragment synced)");
     outer_bytes = counter("troupe_diloco_outer_bytes_total", "bytes this rank sent for DiLoCo's pseudo-gradient sums");
     islands = gauge("troupe_diloco_islands", "DiLoCo islands present in the last outer sync (0 before the first)");
+    expert_slots = counter("troupe_moe_expert_slots_total",
+                           "token-slots this rank's tokens sent to each expert of each MoE block (block counts the "
+                           "model's MoE blocks from 0)");
+    load_imbalance = gauge("troupe_moe_load_imbalance",
+                           "the last step's most loaded expert's token-slots over the mean, in the worst MoE block "
+                           "(1 = even; 0 without experts)");
     failures = counter("troupe_failures_total", "failures this node process saw or was told of, by kind");
     recoveries = counter("troupe_recoveries_total",
                          "recoveries of the job, by where the state came from and by path (in_place or restart)");
@@ -293,7 +302,9 @@ WorkerMetrics::WorkerMetrics(MetricFamilies& f, int rank, const std::string& rol
       checkpoint_bytes_(f.checkpoint_bytes->Add(labels_)),
       outer_syncs_(f.outer_syncs->Add(labels_)),
       outer_bytes_(f.outer_bytes->Add(labels_)),
-      islands_(f.islands->Add(labels_)) {}
+      islands_(f.islands->Add(labels_)),
+      expert_slots_family_(*f.expert_slots),
+      load_imbalance_(f.load_imbalance->Add(labels_)) {}
 
 void WorkerMetrics::step_done(long step, double seconds, std::int64_t tokens, double loss, double lr,
                               double grad_norm) {
@@ -331,6 +342,19 @@ void WorkerMetrics::outer_synced(std::uint64_t bytes, int islands) {
   outer_syncs_.Increment();
   outer_bytes_.Increment(static_cast<double>(bytes));
   islands_.Set(islands);
+}
+
+void WorkerMetrics::experts_routed(const std::vector<std::int64_t>& slots, int experts, double load_imbalance) {
+  if (expert_slots_.empty())
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+      auto labels = labels_;
+      labels["block"] = std::to_string(i / static_cast<std::size_t>(experts));
+      labels["expert"] = std::to_string(i % static_cast<std::size_t>(experts));
+      expert_slots_.push_back(&expert_slots_family_.Add(labels));
+    }
+  TROUPE_CHECK(slots.size() == expert_slots_.size(), "a step routed to another count of experts");
+  for (std::size_t i = 0; i < slots.size(); ++i) expert_slots_[i]->Increment(static_cast<double>(slots[i]));
+  load_imbalance_.Set(load_imbalance);
 }
 
 void WorkerMetrics::read_comm_from(std::function<CommReading()> read) { scrape_time_.add_comm(labels_, std::move(read)); }

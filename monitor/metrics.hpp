@@ -96,6 +96,11 @@ class WorkerMetrics {
   // A DiLoCo outer sync landed (one fragment's, under streaming): `bytes` this rank sent for its
   // sum over `islands` islands (those present in it).
   void outer_synced(std::uint64_t bytes, int islands);
+  // A step's routing in a model with experts: `slots` holds, block by block in layer order, the
+  // token-slots this rank's tokens sent to each of `experts` experts (added to
+  // troupe_moe_expert_slots_total{block, expert}); `load_imbalance` the most loaded expert's
+  // slots over the mean in the worst block.
+  void experts_routed(const std::vector<std::int64_t>& slots, int experts, double load_imbalance);
   // Read at every scrape from the server's thread; `read` must stay callable for the process's
   // life (capture shared state, not references to what may go first). Called once, while setting up.
   void read_comm_from(std::function<CommReading()> read);
@@ -124,6 +129,9 @@ class WorkerMetrics {
   prometheus::Counter& outer_syncs_;
   prometheus::Counter& outer_bytes_;
   prometheus::Gauge& islands_;
+  prometheus::Family<prometheus::Counter>& expert_slots_family_;
+  std::vector<prometheus::Counter*> expert_slots_;  // per (block, expert), made at the first step
+  prometheus::Gauge& load_imbalance_;
   double flops_per_token_ = 0;
   double job_peak_flops_ = 0;
 };

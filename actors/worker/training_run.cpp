@@ -421,7 +421,10 @@ class RankRun {
                                   static_cast<std::int64_t>(compressed.wire_bytes - compressed_before.wire_bytes),
                                   static_cast<std::int64_t>(compressed.plain_bytes - compressed_before.plain_bytes),
                                   compressed.seconds - compressed_before.seconds, r.lr, r.grad_norm});
-    if (services_.metrics) services_.metrics->step_done(s + 1, secs, tokens, r.loss, r.lr, r.grad_norm);
+    if (services_.metrics) {
+      services_.metrics->step_done(s + 1, secs, tokens, r.loss, r.lr, r.grad_norm);
+      if (!r.moe.slots.empty()) services_.metrics->experts_routed(r.moe.slots, r.moe.experts, r.moe.load_imbalance());
+    }
     to_board([&](monitor::RunBoard& board) {
       const double mfu = services_.metrics && secs > 0 ? services_.metrics->mfu(static_cast<double>(tokens) / secs) : 0;
       return board.step({s + 1, secs, tokens, r.loss, r.lr, r.grad_norm, mfu});
@@ -434,9 +437,11 @@ class RankRun {
     if (t_.log_every > 0 && (done % t_.log_every == 0 || done == t_.steps)) {
       const double eta =
           train_seconds_ / static_cast<double>(done - first_step_) * static_cast<double>(t_.steps - done);
-      // A model with experts adds its blocks' mean load-balancing and z-losses (docs/moe.md).
-      const std::string moe =
-          job_.model.experts > 0 ? fmt::format(" | aux {:.4f} | z {:.3f}", r.moe.aux, r.moe.z) : std::string();
+      // A model with experts adds its blocks' mean load-balancing and z-losses and its worst
+      // block's load (docs/moe.md).
+      const std::string moe = job_.model.experts > 0 ? fmt::format(" | aux {:.4f} | z {:.3f} | load {:.2f}", r.moe.aux,
+                                                                   r.moe.z, r.moe.load_imbalance())
+                                                     : std::string();
       log_->info("step {:>5}/{} | loss {:.4f}{} | lr {:.2e} | norm {:.3f} | {:.0f} tok/s | {:.0f} ms | ETA {}", done,
                  t_.steps, r.loss, moe, r.lr, r.grad_norm, static_cast<double>(tokens) / secs, secs * 1e3,
                  monitor::duration_text(eta));

@@ -150,11 +150,21 @@ class GPTStage {
   void set_moe_loss_coefficients(double aux, double z);
   // The expert group the MoE blocks run their share of the experts in; not sharded() without one.
   const ExpertGroup& expert_group() const { return experts_; }
-  struct MoELosses {
+  // The MoE blocks' losses, and where their tokens went.
+  struct MoERouting {
     double aux = 0, z = 0;  // means over the stage's MoE blocks; 0 without any
+    int experts = 0;
+    // Token-slots of this rank's tokens routed to each expert, block by block in layer order:
+    // slots[b · experts + e] (a block's slots sum to its tokens × top_k).
+    std::vector<std::int64_t> slots;
+    // Adds another micro-batch's: its losses times `weight`, its slots whole.
+    void add(const MoERouting& other, double weight);
+    // The most loaded expert's slots over the mean, in the block where that is largest: 1 when
+    // even, `experts` when a block sends every slot to one expert; 0 without MoE blocks.
+    double load_imbalance() const;
   };
   // Of the slot's latest forward.
-  MoELosses moe_losses(int slot) const;
+  MoERouting moe_routing(int slot) const;
 
   // --- micro-batches ------------------------------------------------------------------------
   // Room for `slots` micro-batches of up to B sequences of up to T tokens. Growing reallocates,

@@ -1,6 +1,10 @@
 // GPTStage's mixture-of-experts blocks: the MLP half of a block that config().is_moe_layer() names
 // runs compute/moe/moe_layer.hpp over the block's ln_2 output (gpt_stage.hpp).
 
+#include <algorithm>
+#include <numeric>
+#include <span>
+
 #include "compute/model/gpt_stage.hpp"
 #include "compute/model/gpt_stage_dims.hpp"
 
@@ -18,21 +22,46 @@ void GPTStage::set_moe_loss_coefficients(double aux, double z) {
   moe_z_coef_ = z;
 }
 
-GPTStage::MoELosses GPTStage::moe_losses(int slot) const {
+GPTStage::MoERouting GPTStage::moe_routing(int slot) const {
   const Slot& s = slot_at(slot);
-  MoELosses losses;
+  MoERouting routing;
+  routing.experts = config_.experts;
   int blocks = 0;
   for (const LayerActivations& a : s.layers) {
     if (!a.moe) continue;
-    losses.aux += a.moe->plan.aux_loss;
-    losses.z += a.moe->plan.z_loss;
+    routing.aux += a.moe->plan.aux_loss;
+    routing.z += a.moe->plan.z_loss;
+    for (int e = 0; e < config_.experts; ++e) routing.slots.push_back(a.moe->plan.count(e));
     ++blocks;
   }
   if (blocks > 0) {
-    losses.aux /= blocks;
-    losses.z /= blocks;
+    routing.aux /= blocks;
+    routing.z /= blocks;
   }
-  return losses;
+  return routing;
+}
+
+void GPTStage::MoERouting::add(const MoERouting& other, double weight) {
+  aux += weight * other.aux;
+  z += weight * other.z;
+  if (slots.empty()) {
+    experts = other.experts;
+    slots.assign(other.slots.size(), 0);
+  }
+  TROUPE_CHECK(experts == other.experts && slots.size() == other.slots.size(),
+               "adding the routing of another model's MoE blocks");
+  for (std::size_t i = 0; i < slots.size(); ++i) slots[i] += other.slots[i];
+}
+
+double GPTStage::MoERouting::load_imbalance() const {
+  double worst = 0;
+  for (std::size_t first = 0; experts > 0 && first < slots.size(); first += static_cast<std::size_t>(experts)) {
+    const auto block = std::span(slots).subspan(first, static_cast<std::size_t>(experts));
+    const double total = static_cast<double>(std::accumulate(block.begin(), block.end(), std::int64_t{0}));
+    if (total > 0)
+      worst = std::max(worst, static_cast<double>(*std::max_element(block.begin(), block.end())) * experts / total);
+  }
+  return worst;
 }
 
 MoEShape GPTStage::moe_shape() const {

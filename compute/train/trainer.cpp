@@ -134,9 +134,7 @@ StepResult Trainer::step() {
     fill_batch(inputs_.data_as<std::int32_t>(), targets_.data_as<std::int32_t>(), train_tokens_, train_sampler_, first,
                options_.batch_size);
     loss_sum += model_.forward(own_rows(inputs_, rows_in_), own_rows(targets_, rows_target_), between_layers);
-    const GPTStage::MoELosses moe = model_.stage().moe_losses(0);
-    result.moe.aux += moe.aux / k;
-    result.moe.z += moe.z / k;
+    result.moe.add(model_.stage().moe_routing(0), 1.0 / k);
     const bool last_micro = micro == k - 1;
     model_.backward(1.0 / (static_cast<double>(k) * dp.size), last_micro && overlap ? start_layer_bucket : between_layers);
   }

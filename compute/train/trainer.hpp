@@ -70,7 +70,8 @@ struct StepResult {
   double loss = 0;
   double lr = 0;
   double grad_norm = 0;
-  GPTStage::MoELosses moe;  // the MoE blocks' mean losses over the step's micro-batches (this rank's)
+  // The MoE blocks' mean losses over the step's micro-batches, and their slots summed (this rank's).
+  GPTStage::MoERouting moe;
 };
 
 class Trainer {

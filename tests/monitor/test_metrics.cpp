@@ -138,8 +138,8 @@ TEST_CASE("a taken port, a port past 65535 and an address that is not IPv4 are e
 }
 
 TEST_CASE(
-    "MFU, bubble, checkpoints, DiLoCo syncs, comm traffic, heartbeat and failures are exported with the worker's "
-    "labels",
+    "MFU, bubble, checkpoints, DiLoCo syncs, expert routing, comm traffic, heartbeat and failures are exported with "
+    "the worker's labels",
     "[metrics]") {
   auto metrics = serve_any_port("job-d", 1);
   monitor::WorkerMetrics& worker = metrics->add_worker(2, "worker");
@@ -154,6 +154,9 @@ TEST_CASE(
   worker.checkpoint_saved(0.03, 4096);
   worker.outer_synced(3000, 2);
   worker.outer_synced(1000, 2);
+  // Two MoE blocks of 3 experts, two steps.
+  worker.experts_routed({4, 4, 4, 2, 8, 2}, 3, 2.0);
+  worker.experts_routed({5, 4, 3, 4, 4, 4}, 3, 1.25);
   std::atomic<std::uint64_t> reduced_bytes = 1000;
   worker.read_comm_from([&reduced_bytes] {
     return monitor::CommReading{{{"all_reduce", 2, reduced_bytes, 0.5}, {"send", 1, 64, 0.001}},
@@ -182,6 +185,11 @@ TEST_CASE(
   CHECK(e.value("troupe_diloco_outer_bytes_total", r2) == 4000.0);
   CHECK(e.value("troupe_diloco_islands", r2) == 2.0);
   CHECK(e.types.at("troupe_diloco_outer_bytes_total") == "counter");
+  CHECK(e.value("troupe_moe_expert_slots_total", {{"rank", "2"}, {"block", "0"}, {"expert", "0"}}) == 9.0);
+  CHECK(e.value("troupe_moe_expert_slots_total", {{"rank", "2"}, {"block", "1"}, {"expert", "1"}}) == 12.0);
+  CHECK(e.value("troupe_moe_expert_slots_total", {{"rank", "2"}, {"block", "1"}, {"expert", "2"}}) == 6.0);
+  CHECK(e.types.at("troupe_moe_expert_slots_total") == "counter");
+  CHECK(e.value("troupe_moe_load_imbalance", r2) == 1.25);
   CHECK(e.types.at("troupe_comm_bytes_total") == "counter");
   CHECK(e.value("troupe_comm_bytes_total", {{"rank", "2"}, {"op", "all_reduce"}}) == 1000.0);
   CHECK(e.value("troupe_comm_operations_total", {{"rank", "2"}, {"op", "send"}}) == 1.0);

@@ -1,6 +1,6 @@
 // troupe train with experts as a user runs it (docs/moe.md): moe-tiny trains, its step lines carry
-// the routing losses and its loss falls; a layout with experts that is not built yet is refused in
-// one line before anything starts.
+// the routing losses and the experts' load and its loss falls; a layout with experts that is not
+// built yet is refused in one line before anything starts.
 
 #include <catch2/catch.hpp>
 
@@ -25,7 +25,7 @@ ProcessResult troupe_train(const TempDir& dir, std::vector<std::string> args, st
 
 }  // namespace
 
-TEST_CASE("moe-tiny trains: its step lines carry aux and z, and the loss falls", "[cli][moe]") {
+TEST_CASE("moe-tiny trains: its step lines carry aux, z and the experts' load, and the loss falls", "[cli][moe]") {
   TempDir dir;
   const ProcessResult r = troupe_train(dir,
                                        {"--train.steps", "40", "--train.batch_size", "4", "--train.seq_len", "64",
@@ -35,11 +35,13 @@ TEST_CASE("moe-tiny trains: its step lines carry aux and z, and the loss falls",
   INFO("stderr: " << r.err);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Contains("experts: 4 in each of 2 MoE blocks (every 2), top-2"));
-  const std::regex line("step +([0-9]+)/40 \\| loss ([0-9.]+) \\| aux ([0-9.]+) \\| z ([0-9.]+) \\|");
-  std::vector<double> losses, aux;
+  const std::regex line(
+      "step +([0-9]+)/40 \\| loss ([0-9.]+) \\| aux ([0-9.]+) \\| z ([0-9.]+) \\| load ([0-9.]+) \\|");
+  std::vector<double> losses, aux, load;
   for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), line); it != std::sregex_iterator(); ++it) {
     losses.push_back(std::stod((*it)[2].str()));
     aux.push_back(std::stod((*it)[3].str()));
+    load.push_back(std::stod((*it)[5].str()));
   }
   REQUIRE(losses.size() == 40);
   std::printf("moe-tiny, 40 steps of 4 x 64: loss %.4f -> %.4f, aux %.4f -> %.4f\n", losses.front(), losses.back(),
@@ -47,6 +49,8 @@ TEST_CASE("moe-tiny trains: its step lines carry aux and z, and the loss falls",
   CHECK(losses.back() < losses.front() - 1.0);
   // E · Σ f_i P_i is about 1 when balanced, E when every token goes to the same experts.
   for (double a : aux) CHECK((a > 0.5 && a <= 4.0));
+  // The most loaded of 4 experts over the mean: 1 when even, 4 when one takes every slot.
+  for (double l : load) CHECK((l >= 1.0 && l <= 4.0));
 }
 
 TEST_CASE("a model with experts on pipeline stages is refused in one line, exit 2", "[cli][moe]") {

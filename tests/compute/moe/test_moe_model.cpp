@@ -61,12 +61,21 @@ TEST_CASE("moe GPT: gradient with the routing losses equals central finite diffe
   // The loss backward differentiates: the cross-entropy plus each MoE block's weighted losses.
   auto total_loss = [&] {
     const double ce = model.forward(tokens, targets);
-    const GPTStage::MoELosses m = model.stage().moe_losses(0);
+    const GPTStage::MoERouting m = model.stage().moe_routing(0);
     return ce + cfg.moe_layers() * (aux_coef * m.aux + z_coef * m.z);
   };
   model.zero_grad();
   const double loss = total_loss();
-  REQUIRE(model.stage().moe_losses(0).aux > 0);
+  const GPTStage::MoERouting routing = model.stage().moe_routing(0);
+  REQUIRE(routing.aux > 0);
+  // Each block sends every token's k slots somewhere.
+  REQUIRE(routing.slots.size() == static_cast<std::size_t>(cfg.moe_layers() * cfg.experts));
+  for (int b = 0; b < cfg.moe_layers(); ++b) {
+    std::int64_t sent = 0;
+    for (int e = 0; e < cfg.experts; ++e) sent += routing.slots[static_cast<std::size_t>(b * cfg.experts + e)];
+    CHECK(sent == std::int64_t{B} * T * cfg.top_k);
+  }
+  CHECK((routing.load_imbalance() >= 1.0 && routing.load_imbalance() <= cfg.experts));
   model.backward();
   const double* g = model.grads().data_as<double>();
   // As test_model_gradient.cpp: h and 16 rounding units of the loss; rtol 1e-9 as the layer checks.
@@ -151,4 +160,20 @@ TEST_CASE("moe GPT: the memory estimate is within 3 percent of what the model an
         CHECK(estimate.total() == Approx(allocated).epsilon(0.03));
       }
     }
+}
+
+TEST_CASE("moe GPT: routing of micro-batches adds up, and the load imbalance is the worst block's max over mean",
+          "[model][moe]") {
+  GPTStage::MoERouting step;
+  CHECK(step.load_imbalance() == 0.0);  // no MoE block
+  // Two blocks of 4 experts: the first even, the second with 6 of 12 slots on expert 2.
+  step.add({1.0, 0.5, 4, {3, 3, 3, 3, 1, 2, 4, 1}}, 0.5);
+  step.add({3.0, 1.5, 4, {3, 3, 3, 3, 2, 1, 2, 1}}, 0.5);
+  CHECK(step.aux == 2.0);
+  CHECK(step.z == 1.0);
+  CHECK(step.slots == std::vector<std::int64_t>{6, 6, 6, 6, 3, 3, 6, 2});
+  CHECK(step.load_imbalance() == Approx(6.0 * 4 / 14));
+  GPTStage::MoERouting other_model;
+  other_model.add({0, 0, 2, {1, 1}}, 1.0);
+  CHECK_THROWS(other_model.add(step, 1.0));
 }
