@@ -115,6 +115,22 @@ struct BenchCpOptions {
 int run_bench_cp(const BenchCpOptions& options);
 Command add_bench_cp_command(CLI::App& bench);
 
+// troupe bench moe: expert shards of a model with experts against one process, same run, taking
+// turns step by step: the dispatch's all-to-all against an all-reduce of the same bytes, tokens/s
+// and the scaling, and the load balance with and without the auxiliary loss.
+struct BenchMoeOptions {
+  std::string model = "moe-small";
+  int batch = 4;   // micro-batch per rank
+  int shards = 2;  // EP; more than the cores is oversubscribed, and said so
+  int steps = 5;   // measured iterations, each a step of every side and one exchange of each kind
+  int warmup = 1;
+  int balance_steps = 40;  // steps of each load-balance run
+  double aux_coef = 0.01;  // the load-balancing loss's coefficient in the runs with it
+  double z_coef = 0.001;
+};
+int run_bench_moe(const BenchMoeOptions& options);
+Command add_bench_moe_command(CLI::App& bench);
+
 // troupe bench pipeline: the measured bubble of each schedule beside the simulator's prediction
 // (from the costs measured in the same run) and the closed form.
 struct BenchPipelineOptions {

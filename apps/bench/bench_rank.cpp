@@ -35,8 +35,10 @@ compute::GPT& initialised(compute::GPT& model) {
 }
 
 compute::TrainerOptions bench_trainer_options(const compute::GPTConfig& cfg, int batch, int steps,
-                                              compute::DataParallel data_parallel) {
+                                              compute::DataParallel data_parallel, MoELossCoefficients moe) {
   compute::TrainerOptions options;
+  options.moe_aux_coef = moe.aux;
+  options.moe_z_coef = moe.z;
   options.batch_size = batch;
   options.seq_len = cfg.block_size;
   options.lr = {1e-4, 1e-5, 0, steps};
@@ -48,9 +50,9 @@ compute::TrainerOptions bench_trainer_options(const compute::GPTConfig& cfg, int
 
 BenchTraining::BenchTraining(compute::Backend& backend, const compute::GPTConfig& cfg, int batch, int steps,
                              const std::vector<std::uint16_t>& stream, compute::DataParallel data_parallel,
-                             compute::ContextShardGroup context)
-    : model_(cfg, backend, compute::DType::f32, compute::Recompute::none, nullptr, context),
-      trainer_(initialised(model_), bench_trainer_options(cfg, batch, steps, std::move(data_parallel)), stream,
+                             compute::ContextShardGroup context, compute::ExpertGroup experts, MoELossCoefficients moe)
+    : model_(cfg, backend, compute::DType::f32, compute::Recompute::none, nullptr, context, experts),
+      trainer_(initialised(model_), bench_trainer_options(cfg, batch, steps, std::move(data_parallel), moe), stream,
                stream) {}
 
 double BenchTraining::timed_step() {

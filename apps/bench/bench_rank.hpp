@@ -40,17 +40,25 @@ class BenchRank {
   std::unique_ptr<comm::Communicator> group_;
 };
 
+// The coefficients of a model with experts' two routing losses (train.moe_aux_coef, moe_z_coef).
+struct MoELossCoefficients {
+  double aux = 0, z = 0;
+};
+
 // One bench rank's model and trainer: parameters from seed 1, micro-batch `batch` of whole blocks
 // from `stream`, a learning rate decaying over `steps`; `data_parallel` empty to train alone, and
 // under `context` shards the rank's rows of each block (its data-parallel group then holds them).
+// A model with experts runs its share of them under `experts`, with `moe`'s losses.
 class BenchTraining {
  public:
   BenchTraining(compute::Backend& backend, const compute::GPTConfig& cfg, int batch, int steps,
                 const std::vector<std::uint16_t>& stream, compute::DataParallel data_parallel,
-                compute::ContextShardGroup context = {});
+                compute::ContextShardGroup context = {}, compute::ExpertGroup experts = {},
+                MoELossCoefficients moe = {});
 
   // One optimizer step; its wall seconds.
   double timed_step();
+  compute::StepResult step() { return trainer_.step(); }
   compute::GPT& model() { return model_; }
 
  private:
