@@ -7,8 +7,6 @@
 // — else over this host's shared memory. Bytes per step are what each rank's sums carried (the
 // buffers summed; a 2-rank ring sends and receives each once).
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -79,16 +77,9 @@ Expected<std::vector<double>> run_rank(comm::Engine& engine, const compute::GPTC
 
 int run_bench_compress(BenchCompressOptions o) {
   const compute::GPTConfig cfg = *compute::gpt_preset(o.model);
-  if (o.hosts > 1 && ::geteuid() != 0) {
-    std::printf(
-        "bench compress: not root, so no simulated hosts (scripts/netns-cluster.sh needs root): both ranks "
-        "run on this host, over its shared memory\n");
-    o.hosts = 1;
-  }
-  if (o.hosts > 1) {
-    if (Status hosts = check_simulated_hosts("bench compress", o.hosts); !hosts)
-      return error_exit(ExitCode::bad_input, hosts.error().message);
-  }
+  auto hosts = usable_simulated_hosts("bench compress", o.hosts);
+  if (!hosts) return error_exit(ExitCode::bad_input, hosts.error().message);
+  o.hosts = *hosts;
   std::printf(
       "bench compress: %s, %d ranks %s, micro-batch %d x seq %d per rank, 1 thread per process, %d "
       "iterations after %d warm-up\n(each iteration steps plain, bf16 and PowerSGD rank %d in a rotating "
@@ -100,14 +91,8 @@ int run_bench_compress(BenchCompressOptions o) {
       bench_tokens(cfg, static_cast<std::size_t>(o.batch) * cfg.block_size * 4 + 1);
   comm::RankPlacement place;
   if (o.hosts > 1) place = [](int rank) { return enter_simulated_host(rank); };
-  auto results = comm::run_local_ranks(
-      ranks,
-      [&](comm::Engine& engine) -> Expected<std::vector<std::uint8_t>> {
-        auto report = run_rank(engine, cfg, o, stream);
-        if (!report) return report.error();
-        return pack_figures(*report);
-      },
-      std::chrono::minutes(30), place);
+  auto results = run_bench_ranks(
+      ranks, [&](comm::Engine& engine) { return run_rank(engine, cfg, o, stream); }, place);
   if (!results) return error_exit(ExitCode::failure, results.error().message);
   const std::size_t expected = static_cast<std::size_t>(variant_count * (o.steps + 1));
   std::vector<std::vector<double>> reports;

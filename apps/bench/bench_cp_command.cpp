@@ -127,20 +127,10 @@ std::vector<double> lead(Turns<Turn>& turns, compute::Backend& backend, const Be
   BenchTraining alone(backend, b.cfg, 1, b.iterations() + 1, b.stream, {});
   alone.timed_step();  // the first step allocates what the rank keeps
   const double held = before.bytes();
-  std::vector<double> single;
   turns.wait_for_followers();  // all built: nobody computes while the reference is measured
-  for (int i = 0; i < b.iterations(); ++i) {
-    for (Turn turn : turn_orders[static_cast<std::size_t>(i % 3)]) {
-      if (turn == Turn::all_to_all && !b.all_to_all) continue;
-      if (turn != Turn::single) {
-        turns.hand_out(turn);
-        continue;
-      }
-      const double seconds = alone.timed_step();
-      if (i >= b.o.warmup) single.push_back(seconds);
-    }
-  }
-  turns.hand_out(Turn::stop);
+  std::vector<double> single = turns.lead_rounds(
+      turn_orders, b.iterations(), b.o.warmup, Turn::single, [&] { return alone.timed_step(); },
+      [&](Turn turn) { return turn == Turn::all_to_all && !b.all_to_all; });
   single.push_back(held);
   return single;
 }
@@ -238,17 +228,9 @@ Status bench_length(const BenchCpOptions& o, int T) {
   b.stream = bench_tokens(b.cfg, std::size_t(T) * 4 + 1);
   const int C = o.shards;
   Turns<Turn> turns(C);
-  auto results = comm::run_local_ranks(
-      C + 1,
-      [&](comm::Engine& engine) -> Expected<std::vector<std::uint8_t>> {
-        auto backend = compute::make_backend(compute::BackendKind::cpu, 1);
-        if (!backend) return backend.error();
-        if (engine.rank() == C) return pack_figures(lead(turns, **backend, b));
-        auto report = follow(engine, turns, **backend, b);
-        if (!report) return report.error();
-        return pack_figures(*report);
-      },
-      std::chrono::minutes(60));
+  auto results = run_lead_and_followers(
+      C, [&](compute::Backend& backend) { return lead(turns, backend, b); },
+      [&](comm::Engine& engine, compute::Backend& backend) { return follow(engine, turns, backend, b); });
   if (!results) return results.error();
   std::vector<std::vector<double>> shards;
   std::vector<double> single;

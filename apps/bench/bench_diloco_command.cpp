@@ -12,8 +12,6 @@
 // receives each once): plain the f32 gradients, PowerSGD its factors, DiLoCo every fragment's bf16
 // pseudo-gradients divided by the steps. Tokens/s over a turn's measured steps, the slower rank's.
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -109,14 +107,8 @@ Expected<std::vector<double>> run_turns(const compute::GPTConfig& cfg, const Ben
                                         const std::vector<std::uint16_t>& stream) {
   comm::RankPlacement place;
   if (o.hosts > 1) place = [](int rank) { return enter_simulated_host(rank); };
-  auto results = comm::run_local_ranks(
-      ranks,
-      [&](comm::Engine& engine) -> Expected<std::vector<std::uint8_t>> {
-        auto report = run_rank(engine, cfg, o, stream);
-        if (!report) return report.error();
-        return pack_figures(*report);
-      },
-      std::chrono::minutes(60), place);
+  auto results = run_bench_ranks(
+      ranks, [&](comm::Engine& engine) { return run_rank(engine, cfg, o, stream); }, place);
   if (!results) return results.error();
   std::vector<std::vector<double>> reports;
   for (std::size_t r = 0; r < results->size(); ++r) {
@@ -158,16 +150,9 @@ int run_bench_diloco(BenchDilocoOptions o) {
                                                " and --overlap " + std::to_string(o.overlap) +
                                                " need fragments <= the model's " + std::to_string(cfg.n_layer) +
                                                " blocks and <= --every, and overlap < every / fragments");
-  if (o.hosts > 1 && ::geteuid() != 0) {
-    std::printf(
-        "bench diloco: not root, so no simulated hosts (scripts/netns-cluster.sh needs root): both ranks run on "
-        "this host, over its shared memory, and the link is not shaped\n");
-    o.hosts = 1;
-  }
-  if (o.hosts > 1) {
-    if (Status hosts = check_simulated_hosts("bench diloco", o.hosts); !hosts)
-      return error_exit(ExitCode::bad_input, hosts.error().message);
-  }
+  auto hosts = usable_simulated_hosts("bench diloco", o.hosts);
+  if (!hosts) return error_exit(ExitCode::bad_input, hosts.error().message);
+  o.hosts = *hosts;
   std::printf(
       "bench diloco: %s, %d ranks %s, micro-batch %d x seq %d per rank, 1 thread per process; each mode %d steps "
       "after %d warm-up, in turns\n(plain f32 sums, PowerSGD rank %d, DiLoCo: 2 islands, H %ld, %d fragments, "

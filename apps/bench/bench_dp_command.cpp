@@ -45,19 +45,7 @@ constexpr std::array<std::array<Turn, 3>, 3> turn_orders{{
 // The leader's report: its one-process step times, one per measured iteration.
 std::vector<double> lead(Turns<Turn>& turns, BenchTraining& alone, const BenchDpOptions& o) {
   turns.wait_for_followers();  // all built: nobody computes while the reference is measured
-  std::vector<double> single;
-  for (int i = 0; i < o.warmup + o.steps; ++i) {
-    for (Turn turn : turn_orders[static_cast<std::size_t>(i % 3)]) {
-      if (turn != Turn::single) {
-        turns.hand_out(turn);
-        continue;
-      }
-      const double seconds = alone.timed_step();
-      if (i >= o.warmup) single.push_back(seconds);
-    }
-  }
-  turns.hand_out(Turn::stop);
-  return single;
+  return turns.lead_rounds(turn_orders, o.warmup + o.steps, o.warmup, Turn::single, [&] { return alone.timed_step(); });
 }
 
 // A follower's report: its data-parallel step times, then its independent ones.

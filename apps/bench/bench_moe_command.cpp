@@ -95,17 +95,8 @@ std::vector<double> lead(Turns<Turn>& turns, compute::Backend& backend, const Be
     alone.timed_step();  // the first step allocates what the rank keeps
     turns.wait_for_followers();
     turns.hand_out(Turn::exchange);  // nobody computes while the group exchanges
-    for (int i = 0; i < b.iterations(); ++i) {
-      for (Turn turn : turn_orders[static_cast<std::size_t>(i % 2)]) {
-        if (turn != Turn::single) {
-          turns.hand_out(turn);
-          continue;
-        }
-        const double seconds = alone.timed_step();
-        if (i >= b.o.warmup) single.push_back(seconds);
-      }
-    }
-    turns.hand_out(Turn::stop);
+    single =
+        turns.lead_rounds(turn_orders, b.iterations(), b.o.warmup, Turn::single, [&] { return alone.timed_step(); });
   }
   single.push_back(balance_run(backend, b, b.o.aux_coef));
   single.push_back(balance_run(backend, b, 0.0));
@@ -183,17 +174,9 @@ int run_bench_moe(const BenchMoeOptions& o) {
           : "");
   std::fflush(stdout);
   Turns<Turn> turns(EP);
-  auto results = comm::run_local_ranks(
-      EP + 1,
-      [&](comm::Engine& engine) -> Expected<std::vector<std::uint8_t>> {
-        auto backend = compute::make_backend(compute::BackendKind::cpu, 1);
-        if (!backend) return backend.error();
-        if (engine.rank() == EP) return pack_figures(lead(turns, **backend, b));
-        auto report = follow(engine, turns, **backend, b);
-        if (!report) return report.error();
-        return pack_figures(*report);
-      },
-      std::chrono::minutes(60));
+  auto results = run_lead_and_followers(
+      EP, [&](compute::Backend& backend) { return lead(turns, backend, b); },
+      [&](comm::Engine& engine, compute::Backend& backend) { return follow(engine, turns, backend, b); });
   if (!results) return error_exit(ExitCode::failure, "bench moe: " + results.error().message);
   std::vector<std::vector<double>> shards;
   std::vector<double> single;

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "actors/actor_system_setup.hpp"
+#include "apps/bench/bench_figures.hpp"
 #include "comm/grid.hpp"
 
 namespace troupe::apps {
@@ -54,6 +55,28 @@ BenchTraining::BenchTraining(compute::Backend& backend, const compute::GPTConfig
     : model_(cfg, backend, compute::DType::f32, compute::Recompute::none, nullptr, context, experts),
       trainer_(initialised(model_), bench_trainer_options(cfg, batch, steps, std::move(data_parallel), moe), stream,
                stream) {}
+
+Expected<std::vector<comm::LocalRankResult>> run_bench_ranks(int ranks, const RankFigures& figures,
+                                                             const comm::RankPlacement& place) {
+  return comm::run_local_ranks(
+      ranks,
+      [&](comm::Engine& engine) -> Expected<std::vector<std::uint8_t>> {
+        auto report = figures(engine);
+        if (!report) return report.error();
+        return pack_figures(*report);
+      },
+      std::chrono::minutes(60), place);
+}
+
+Expected<std::vector<comm::LocalRankResult>> run_lead_and_followers(int followers, const LeadFigures& lead,
+                                                                    const FollowerFigures& follow) {
+  return run_bench_ranks(followers + 1, [&](comm::Engine& engine) -> Expected<std::vector<double>> {
+    auto backend = compute::make_backend(compute::BackendKind::cpu, 1);
+    if (!backend) return backend.error();
+    if (engine.rank() == followers) return lead(**backend);
+    return follow(engine, **backend);
+  });
+}
 
 double BenchTraining::timed_step() {
   const auto start = std::chrono::steady_clock::now();

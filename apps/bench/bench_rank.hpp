@@ -4,12 +4,14 @@
 // progress record, and the group it sums over (data-parallel ranks, or a stage's tensor shards).
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
 #include <caf/all.hpp>
 
 #include "actors/worker/mailbox_comm.hpp"
+#include "comm/bootstrap.hpp"
 #include "comm/collectives.hpp"
 #include "compute/expected.hpp"
 #include "compute/model/gpt.hpp"
@@ -39,6 +41,19 @@ class BenchRank {
   monitor::WorkProgress progress_;
   std::unique_ptr<comm::Communicator> group_;
 };
+
+// A bench's `ranks` forked ranks (comm::run_local_ranks, placed by `place`), each reporting its
+// figures; every rank's result, or an Error where the ranks could not be started.
+using RankFigures = std::function<Expected<std::vector<double>>(comm::Engine&)>;
+Expected<std::vector<comm::LocalRankResult>> run_bench_ranks(int ranks, const RankFigures& figures,
+                                                             const comm::RankPlacement& place = {});
+
+// A bench whose followers 0 … followers − 1 take turns with a lead, rank `followers` (bench cp,
+// bench moe): each rank gets a CPU backend of one thread.
+using LeadFigures = std::function<std::vector<double>(compute::Backend&)>;
+using FollowerFigures = std::function<Expected<std::vector<double>>(comm::Engine&, compute::Backend&)>;
+Expected<std::vector<comm::LocalRankResult>> run_lead_and_followers(int followers, const LeadFigures& lead,
+                                                                    const FollowerFigures& follow);
 
 // The coefficients of a model with experts' two routing losses (train.moe_aux_coef, moe_z_coef).
 struct MoELossCoefficients {

@@ -133,18 +133,11 @@ Expected<std::vector<double>> run_rank(comm::Engine& engine, Turns<Turn>& turns,
   std::vector<double> report;
   if (reference) {
     turns.wait_for_followers();  // all built: nobody computes while the reference is measured
-    for (int i = 0; i < o.warmup + o.steps; ++i) {
-      for (Turn turn : turn_orders[static_cast<std::size_t>(i % 3)]) {
-        if (turn != Turn::single) {
-          turns.hand_out(turn);
-          continue;
-        }
-        const auto start = Clock::now();
-        trainer->step();
-        if (i >= o.warmup) report.push_back(seconds_since(start));
-      }
-    }
-    turns.hand_out(Turn::stop);
+    report = turns.lead_rounds(turn_orders, o.warmup + o.steps, o.warmup, Turn::single, [&] {
+      const auto start = Clock::now();
+      trainer->step();
+      return seconds_since(start);
+    });
     report.push_back(held);
     return report;
   }

@@ -13,8 +13,10 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "compute/check.hpp"
 
@@ -49,6 +51,26 @@ class Turns {
   }
   void wait_for_followers() {
     for (int r = 0; r < followers_; ++r) wait(&shared_->finished);
+  }
+  // Leader: `iterations` rounds, round i taking the turns of orders[i % orders.size()] in that
+  // order: `own` runs `step` (its seconds kept from round `warmup` on), any other turn is handed
+  // out unless `skip` leaves it out; then stop. The kept seconds.
+  template <typename Orders>
+  std::vector<double> lead_rounds(const Orders& orders, int iterations, int warmup, Turn own,
+                                  const std::function<double()>& step, const std::function<bool(Turn)>& skip = {}) {
+    std::vector<double> kept;
+    for (int i = 0; i < iterations; ++i)
+      for (Turn turn : orders[static_cast<std::size_t>(i) % orders.size()]) {
+        if (skip && skip(turn)) continue;
+        if (turn != own) {
+          hand_out(turn);
+          continue;
+        }
+        const double seconds = step();
+        if (i >= warmup) kept.push_back(seconds);
+      }
+    hand_out(Turn::stop);
+    return kept;
   }
   // Follower `rank`: its next turn.
   Turn next(int rank) {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -34,6 +35,19 @@ Status check_simulated_hosts(const char* bench, int hosts) {
                      std::to_string(host) + " (" + path + ": " + std::strerror(errno) +
                      "); start them with scripts/netns-cluster.sh up " + std::to_string(hosts)};
   return Status::success();
+}
+
+Expected<int> usable_simulated_hosts(const char* bench, int hosts) {
+  if (hosts <= 1) return hosts;
+  if (::geteuid() != 0) {
+    std::printf(
+        "%s: not root, so no simulated hosts (scripts/netns-cluster.sh needs root): the ranks run on this host, "
+        "over its shared memory\n",
+        bench);
+    return 1;
+  }
+  if (Status up = check_simulated_hosts(bench, hosts); !up) return up.error();
+  return hosts;
 }
 
 // Every file is opened first: once in the host's mount namespace, the cluster's folder may not be there.

@@ -21,28 +21,34 @@ Tensor rows(const Tensor& buffer, std::int64_t begin, std::int64_t end, std::int
   return buffer.slice(begin * width, {end - begin, width});
 }
 
+// fn(e, lo, hi) for each of the experts [first, first + rows_of.size()) that has rows, its rows
+// [lo, hi) of buffers grouped by expert (rows_of[i] rows each); the rows of all of them together.
+template <typename Fn>
+std::int64_t for_each_expert(int first, const std::vector<std::int64_t>& rows_of, Fn&& fn) {
+  std::int64_t lo = 0;
+  for (std::size_t i = 0; i < rows_of.size(); lo += rows_of[i], ++i)
+    if (rows_of[i] > 0) fn(first + static_cast<int>(i), lo, lo + rows_of[i]);
+  return lo;
+}
+
 // The experts [first, first + rows.size()) over `in`'s rows grouped by expert (rows[e] each):
 // out = c_proj(GELU(c_fc(in))), one product pair per expert with rows, the GELU over all at once.
 void experts_forward(Backend& be, const MoEWeights& w, int first, const std::vector<std::int64_t>& rows_of,
                      const Tensor& in, Tensor& hidden, Tensor& hidden_gelu, Tensor& out) {
   const std::int64_t C = in.dim(1), H = w.fc_w.dim(1);
-  std::int64_t total = 0;
-  for (std::size_t e = 0, lo = 0; e < rows_of.size(); lo += rows_of[e], ++e) {
-    if (rows_of[e] == 0) continue;
-    const Expert ex = expert_of(w, first + static_cast<int>(e));
-    Tensor h = rows(hidden, lo, lo + rows_of[e], H);
-    be.matmul_forward(h, rows(in, lo, lo + rows_of[e], C), ex.fc_w, ex.fc_b);
-    total = static_cast<std::int64_t>(lo) + rows_of[e];
-  }
+  const std::int64_t total = for_each_expert(first, rows_of, [&](int e, std::int64_t lo, std::int64_t hi) {
+    const Expert ex = expert_of(w, e);
+    Tensor h = rows(hidden, lo, hi, H);
+    be.matmul_forward(h, rows(in, lo, hi, C), ex.fc_w, ex.fc_b);
+  });
   if (total == 0) return;
   Tensor g = rows(hidden_gelu, 0, total, H);
   be.gelu_forward(g, rows(hidden, 0, total, H));
-  for (std::size_t e = 0, lo = 0; e < rows_of.size(); lo += rows_of[e], ++e) {
-    if (rows_of[e] == 0) continue;
-    const Expert ex = expert_of(w, first + static_cast<int>(e));
-    Tensor o = rows(out, lo, lo + rows_of[e], C);
-    be.matmul_forward(o, rows(hidden_gelu, lo, lo + rows_of[e], H), ex.proj_w, ex.proj_b);
-  }
+  for_each_expert(first, rows_of, [&](int e, std::int64_t lo, std::int64_t hi) {
+    const Expert ex = expert_of(w, e);
+    Tensor o = rows(out, lo, hi, C);
+    be.matmul_forward(o, rows(hidden_gelu, lo, hi, H), ex.proj_w, ex.proj_b);
+  });
 }
 
 // Its backward: din written from dout (which din may alias: dout is read before din is written),
@@ -51,27 +57,20 @@ void experts_backward(Backend& be, MoEWeights& grads, const MoEWeights& w, int f
                       const std::vector<std::int64_t>& rows_of, const Tensor& dout, const Tensor& in,
                       const Tensor& hidden, const Tensor& hidden_gelu, Tensor& dhidden, Tensor& din) {
   const std::int64_t C = in.dim(1), H = w.fc_w.dim(1);
-  std::int64_t total = 0;
-  for (std::size_t e = 0, lo = 0; e < rows_of.size(); lo += rows_of[e], ++e) {
-    if (rows_of[e] == 0) continue;
-    const Expert ex = expert_of(w, first + static_cast<int>(e));
-    Expert dex = expert_of(grads, first + static_cast<int>(e));
-    const std::int64_t hi = static_cast<std::int64_t>(lo) + rows_of[e];
+  const std::int64_t total = for_each_expert(first, rows_of, [&](int e, std::int64_t lo, std::int64_t hi) {
+    Expert dex = expert_of(grads, e);
     Tensor dh = rows(dhidden, lo, hi, H);
-    be.matmul_backward(dh, dex.proj_w, dex.proj_b, rows(dout, lo, hi, C), rows(hidden_gelu, lo, hi, H), ex.proj_w);
-    total = hi;
-  }
+    be.matmul_backward(dh, dex.proj_w, dex.proj_b, rows(dout, lo, hi, C), rows(hidden_gelu, lo, hi, H),
+                       expert_of(w, e).proj_w);
+  });
   if (total == 0) return;
   Tensor dh = rows(dhidden, 0, total, H);
   be.gelu_backward(dh, rows(hidden, 0, total, H), dh);
-  for (std::size_t e = 0, lo = 0; e < rows_of.size(); lo += rows_of[e], ++e) {
-    if (rows_of[e] == 0) continue;
-    const Expert ex = expert_of(w, first + static_cast<int>(e));
-    Expert dex = expert_of(grads, first + static_cast<int>(e));
-    const std::int64_t hi = static_cast<std::int64_t>(lo) + rows_of[e];
+  for_each_expert(first, rows_of, [&](int e, std::int64_t lo, std::int64_t hi) {
+    Expert dex = expert_of(grads, e);
     Tensor dg = rows(din, lo, hi, C);
-    be.matmul_backward(dg, dex.fc_w, dex.fc_b, rows(dhidden, lo, hi, H), rows(in, lo, hi, C), ex.fc_w);
-  }
+    be.matmul_backward(dg, dex.fc_w, dex.fc_b, rows(dhidden, lo, hi, H), rows(in, lo, hi, C), expert_of(w, e).fc_w);
+  });
 }
 
 std::vector<std::int64_t> plan_rows(const RoutingPlan& plan) {
