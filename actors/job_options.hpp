@@ -102,8 +102,9 @@ struct PipelineOptions {
   int microbatches = 4;           // m per optimizer step, each of train.batch_size sequences
   schedules::ScheduleKind schedule = schedules::ScheduleKind::one_f_one_b;
   int virtual_stages = 1;         // v model chunks per stage (interleaved only)
-  // Each stage's relative speed, "1,0.5"; the config parser splits the layers by them
-  // (ResolvedJob::pipeline_split). Empty: the split balanced by parameters.
+  compute::SplitMethod split = compute::SplitMethod::balanced;  // layers by parameters, or by stage_speeds
+  // Each stage's relative speed, "1,0.5", read with split = speed; the config parser splits the
+  // layers by them (ResolvedJob::pipeline_split).
   std::string stage_speeds;
   std::string trace;              // Chrome trace JSON of every rank's ops, written at the end; empty = none
 };

@@ -51,23 +51,36 @@ double chunk_flops(const compute::GPTConfig& m, const compute::StageLayers& chun
   return chunk.layers() * f.block() + (chunk.last_layer == m.n_layer ? f.head : 0);
 }
 
-// What every layout of p stages and v chunks in one placement shares: the split, which stage
-// holds each chunk, each stage's parameters, its compute weight relative to the mean, and the
-// most blocks a stage holds.
+// What every layout of p stages and v chunks in one placement and split method shares: the split,
+// which stage holds each chunk, each stage's parameters, its compute weight relative to the mean,
+// its speed, and the most blocks a stage holds.
 struct StageSplit {
   std::vector<compute::StageLayers> chunks;
   std::vector<int> stage_of;  // per chunk (virtual stage)
   std::vector<double> params, scale;
+  std::vector<double> speeds;  // Workload::stage_speeds, or empty: every stage at 1
   int most_layers = 0;
+
+  // The busiest stage's compute time relative to a mean stage's at speed 1.
+  double slowest() const {
+    double most = 0;
+    for (std::size_t s = 0; s < scale.size(); ++s) most = std::max(most, scale[s] / (speeds.empty() ? 1 : speeds[s]));
+    return most;
+  }
 };
 
 // Interleaving puts chunk k on stage k % p; ZB-V's V puts chunks p..2p-1 back up the stages.
 Expected<StageSplit> stage_split(const Workload& w, const Layout& l) {
   const int pp = l.pp;
-  auto split = compute::split_for_pipeline(w.model, pp, l.chunks);
+  if (!w.stage_speeds.empty() && int(w.stage_speeds.size()) != pp)
+    return Error{std::to_string(w.stage_speeds.size()) + " stage speeds for a layout of " + std::to_string(pp) +
+                 " pipeline stages"};
+  auto split = compute::split_for_pipeline(
+      w.model, pp, l.chunks, l.split == compute::SplitMethod::speed ? w.stage_speeds : std::vector<double>{},
+      w.seq_len);
   if (!split) return split.error();
   const Schedule placement{l.schedule, pp, 1, l.chunks, {}};
-  StageSplit out{*split, {}, std::vector<double>(pp, 0), std::vector<double>(pp, 0), 0};
+  StageSplit out{*split, {}, std::vector<double>(pp, 0), std::vector<double>(pp, 0), w.stage_speeds, 0};
   std::vector<int> layers(pp, 0);
   double mean_weight = 0;
   for (std::size_t k = 0; k < split->size(); ++k) {
@@ -99,16 +112,16 @@ struct PipelineShape {
   double bubble = 0;
 };
 
-using ShapeKey = std::tuple<int, int, int, int>;  // kind, p, simulated m, v
+using ShapeKey = std::tuple<int, int, int, int, int>;  // kind, p, simulated m, v, split method
 
 // What plan_layouts computes once and every layout of the same shape shares.
 struct PlanCache {
-  std::map<std::tuple<int, int, bool>, StageSplit> splits;  // (p, v, V placement)
+  std::map<std::tuple<int, int, bool, int>, StageSplit> splits;  // (p, v, V placement, split method)
   std::map<ShapeKey, SimulatedSchedule> schedules;
 };
 
 Expected<const StageSplit*> cached_split(const Workload& w, const Layout& l, PlanCache& cache) {
-  const std::tuple key{l.pp, l.chunks, l.schedule == ScheduleKind::zb_v};
+  const std::tuple key{l.pp, l.chunks, l.schedule == ScheduleKind::zb_v, int(l.split)};
   if (auto found = cache.splits.find(key); found != cache.splits.end()) return &found->second;
   auto split = stage_split(w, l);
   if (!split) return split.error();
@@ -122,7 +135,7 @@ Expected<const StageSplit*> cached_split(const Workload& w, const Layout& l, Pla
 Expected<PipelineShape> pipeline_shape(const Workload& w, const Layout& l, const StageSplit& split, PlanCache& cache) {
   int simulated = std::min(l.microbatches, simulated_microbatches);
   if (l.schedule == ScheduleKind::interleaved) simulated -= simulated % l.pp;
-  const ShapeKey key{int(l.schedule), l.pp, simulated, l.chunks};
+  const ShapeKey key{int(l.schedule), l.pp, simulated, l.chunks, int(l.split)};
   auto found = cache.schedules.find(key);
   if (found == cache.schedules.end()) {
     auto schedule = generate_schedule(l.schedule, l.pp, simulated, l.chunks);
@@ -138,6 +151,7 @@ Expected<PipelineShape> pipeline_shape(const Workload& w, const Layout& l, const
       costs.backward = (2 * flops.forward + recompute_runs(l) * flops.recompute) / flops.forward;
       costs.forward_scale = split.scale;
       costs.backward_scale = split.scale;
+      costs.speeds = split.speeds;
       auto sim = simulate(*schedule, costs);
       if (!sim) return sim.error();
       SimulatedSchedule::Costs& c = simulation.costs[r];
@@ -279,9 +293,8 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
   StepTime& t = planned.time;
   const double rate = cluster.peak_flops * cluster.mfu;
   const double replica_tokens = double(w.global_batch) / l.dp * w.seq_len;
-  const double max_scale = *std::max_element(split.scale.begin(), split.scale.end());
   t.compute = (3 * flops.forward + recompute_runs(l) * flops.recompute) * replica_tokens / (l.pp * tp * l.cp) *
-              max_scale / rate;
+              split.slowest() / rate;
   double span = t.compute;
   if (l.pp > 1) {
     // One unit: a mean chunk's forward of one micro-batch.
@@ -340,6 +353,7 @@ std::string describe(const Layout& l) {
   if (l.pp > 1) {
     text += ", pp " + std::to_string(l.pp) + " " + std::string(to_string(l.schedule));
     if (l.chunks > 1) text += " v " + std::to_string(l.chunks);
+    if (l.split == compute::SplitMethod::speed) text += " by speed";
   }
   if (l.cp > 1)
     text += ", cp " + std::to_string(l.cp) + " " + std::string(compute::context::context_method_name(l.context));
@@ -375,6 +389,12 @@ Status check_plan_inputs(const Workload& w, const Cluster& c) {
                  " = " + std::to_string(devices) + " devices is more than the planner takes (at most " +
                  std::to_string(max_plan_devices) + ")"};
   if (w.global_batch < 1) return Error{"global batch must be at least 1, got " + std::to_string(w.global_batch)};
+  if (w.stage_speeds.size() == 1) return Error{"stage speeds: one speed a pipeline stage, and at least 2 stages"};
+  if (int(w.stage_speeds.size()) > std::min(w.model.n_layer, max_planned_stages))
+    return Error{"stage speeds: " + std::to_string(w.stage_speeds.size()) + " stages, more than the planner splits (" +
+                 std::to_string(std::min(w.model.n_layer, max_planned_stages)) + ")"};
+  for (double speed : w.stage_speeds)
+    if (Status s = positive("a stage speed", speed); !s) return s;
   if (w.seq_len < 1 || w.seq_len > w.model.block_size)
     return Error{"sequence length " + std::to_string(w.seq_len) + " must be from 1 to the model's block size " +
                  std::to_string(w.model.block_size)};
@@ -431,6 +451,13 @@ Status add_grid_layouts(const Workload& w, const Cluster& cluster, const Layout&
             variants.push_back(l);
           }
         }
+        // Declared stage speeds: each one-chunk schedule also split by them.
+        const std::size_t unsplit = variants.size();
+        for (std::size_t i = 0; i < unsplit && !w.stage_speeds.empty(); ++i) {
+          if (variants[i].chunks > 1) continue;
+          variants.push_back(variants[i]);
+          variants.back().split = compute::SplitMethod::speed;
+        }
         for (const Layout& v : variants) {
           auto planned = plan_one(w, cluster, v, cache);
           if (!planned) return planned.error();
@@ -449,12 +476,15 @@ Expected<Plan> plan_layouts(const Workload& w, const Cluster& cluster, int most_
   Plan plan;
   PlanCache cache;
   const int devices = cluster.devices();
+  if (const int stages = int(w.stage_speeds.size()); stages > 0 && devices % stages != 0)
+    return Error{std::to_string(stages) + " stage speeds: " + std::to_string(devices) + " devices do not form " +
+                 std::to_string(stages) + " pipeline stages"};
   const int most_tp = std::min({w.model.n_head, cluster.devices_per_node, max_planned_shards});
   for (int tp = 1; tp <= most_tp; ++tp) {
     if (w.model.n_head % tp != 0 || devices % tp != 0) continue;
     const int most_pp = std::min({devices / tp, w.model.n_layer, max_planned_stages});
     for (int pp = 1; pp <= most_pp; ++pp) {
-      if (devices / tp % pp != 0) continue;
+      if (devices / tp % pp != 0 || (!w.stage_speeds.empty() && pp != int(w.stage_speeds.size()))) continue;
       for (int cp = 1; cp <= std::min(most_context_shards, devices / tp / pp); ++cp) {
         const int dp = devices / tp / pp / cp;
         if (devices / tp / pp % cp != 0 || (cp > 1 && w.seq_len % (2 * cp) != 0) || w.global_batch % dp != 0) continue;

@@ -48,6 +48,7 @@
 #include "compute/expected.hpp"
 #include "compute/model/gpt_config.hpp"
 #include "compute/model/recompute.hpp"
+#include "compute/model/stage_split.hpp"
 #include "compute/train/zero_stage.hpp"
 #include "schedules/schedule.hpp"
 
@@ -98,6 +99,10 @@ struct Workload {
   int global_batch = 1;  // sequences per optimizer step, over every replica
   int seq_len = 1;
   Precision precision = Precision::fp32;
+  // Empty: every device alike. Otherwise each pipeline stage's relative speed (pipeline.stage_speeds):
+  // only layouts of that many stages are planned, each split both ways (Layout::split), and a
+  // stage's compute takes its time over its speed, in the simulation and in the step time.
+  std::vector<double> stage_speeds;
 };
 
 // No schedule: pp = 1 (micro-batches are gradient accumulation). cp context shards split each
@@ -112,10 +117,11 @@ struct Layout {
   int chunks = 1;  // v: interleaved and zb-v
   int cp = 1;
   compute::context::ContextMethod context = compute::context::ContextMethod::ring;
+  compute::SplitMethod split = compute::SplitMethod::balanced;  // speed: by Workload::stage_speeds
 };
 
 // "zero 1, dp 32, tp 2, pp 4 1f1b, cp 2 ring, micro-batch 2 × 8, recompute none" (tp, pp and cp
-// only above 1).
+// only above 1; "pp 2 1f1b by speed" for a split by stage speeds).
 std::string describe(const Layout& layout);
 
 struct DeviceMemory {
@@ -154,7 +160,8 @@ struct Plan {
 
 // Errors name the field: a model that fails compute::validate or passes the bounds above, counts
 // below 1, more devices than max_plan_devices, seq_len above the model's block size, a
-// non-positive memory, rate or bandwidth.
+// non-positive memory, rate or bandwidth, stage speeds that are one, more than the planner's
+// stages, or not positive.
 Status check_plan_inputs(const Workload& workload, const Cluster& cluster);
 
 // One layout's figures; the layout must fit the workload's shape (plan_layouts only makes such).
@@ -165,7 +172,8 @@ Expected<PlannedLayout> plan_layout(const Workload& workload, const Cluster& clu
 // node's devices and max_planned_shards, pp at most the layers and max_planned_stages, zero 0-3, each recompute mode,
 // micro-batches of every power of two (and the whole share) dividing each replica's share of the batch; with pp > 1
 // gpipe, 1f1b, zb-h1, and where the layers cut into 2p equal chunks zb-v and (m a multiple of p) interleaved, each with
-// v = 2. An error when no dp divides the global batch.
+// v = 2; with stage speeds only pp of their count, the one-chunk schedules each split balanced and by speed. An error
+// when no dp divides the global batch.
 Expected<Plan> plan_layouts(const Workload& workload, const Cluster& cluster, int most_context_shards = 1);
 
 // "95.6 GB": `digits` significant digits in decimal units, as device memory is sold.

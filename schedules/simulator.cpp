@@ -1,6 +1,7 @@
 #include "schedules/simulator.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <string>
 
@@ -18,6 +19,13 @@ Expected<Simulation> simulate(const Schedule& schedule, const CostModel& costs) 
       return Error{std::string("simulate: ") + (scale == &costs.forward_scale ? "forward" : "backward") +
                    "_scale has " + std::to_string(scale->size()) + " factors for " + std::to_string(p) + " stages"};
     }
+  }
+  if (!costs.speeds.empty()) {
+    if (static_cast<int>(costs.speeds.size()) != p)
+      return Error{"simulate: speeds has " + std::to_string(costs.speeds.size()) + " entries for " + std::to_string(p) +
+                   " stages"};
+    if (std::any_of(costs.speeds.begin(), costs.speeds.end(), [](double v) { return !(v > 0 && std::isfinite(v)); }))
+      return Error{"simulate: every stage's speed must be a positive number"};
   }
   if (static_cast<int>(schedule.streams.size()) != p) return Error{"simulate: one stream per stage expected"};
   if (!costs.op_costs.empty()) {
@@ -52,6 +60,7 @@ Expected<Simulation> simulate(const Schedule& schedule, const CostModel& costs) 
       const std::vector<Instruction>& stream = schedule.streams[s];
       const double forward_scale = costs.forward_scale.empty() ? 1.0 : costs.forward_scale[s];
       const double backward_scale = costs.backward_scale.empty() ? 1.0 : costs.backward_scale[s];
+      const double speed = costs.speeds.empty() ? 1.0 : costs.speeds[s];
       for (; pc[s] < stream.size(); ++pc[s]) {
         const Instruction& ins = stream[pc[s]];
         OpTiming& timing = sim.timings[s][pc[s]];
@@ -91,6 +100,7 @@ Expected<Simulation> simulate(const Schedule& schedule, const CostModel& costs) 
             cost = backward * costs.weight_share;
           else
             cost = backward;
+          cost /= speed;
           sim.busy[s] += cost;
         } else {
           cost = ins.op == Op::reduce_grads ? costs.reduce_grads : costs.optimizer_step;

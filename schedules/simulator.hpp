@@ -36,6 +36,11 @@ struct CostModel {
   // weighs on one stage's forward and backward differently).
   std::vector<double> forward_scale;
   std::vector<double> backward_scale;
+  // Empty: every stage at speed 1. Otherwise one relative speed per stage (declared, as
+  // pipeline.stage_speeds, or measured): each forward and backward there takes its cost over the
+  // speed, so a stage at 0.5 takes twice as long for the same layers. The scales above say how
+  // much work a stage has; this says how fast it does it.
+  std::vector<double> speeds;
   // Empty: forward and backward costs from the fields above. Otherwise one row per stage,
   // parallel to its stream: the seconds of each forward and backward where it stands in the
   // stream (other instructions' entries are not read). Costs measured op by op differ by
@@ -57,8 +62,9 @@ struct Simulation {
   std::vector<std::vector<OpTiming>> timings;  // timings[stage][i] for streams[stage][i]
 };
 
-// An Error for costs that are negative, a forward_scale, backward_scale or op_costs of the wrong
-// shape, and for streams that cannot finish even without blocking (an input that is never sent).
+// An Error for costs that are negative, a forward_scale, backward_scale, speeds or op_costs of the
+// wrong shape, a speed that is not a positive number, and for streams that cannot finish even
+// without blocking (an input that is never sent).
 Expected<Simulation> simulate(const Schedule& schedule, const CostModel& costs);
 
 }  // namespace troupe::schedules

@@ -147,8 +147,9 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
                           p.virtual_stages > 1 ? fmt::format(" chunk {}", schedule->chunk_of(static_cast<int>(vs))) : "",
                           l.first_layer, l.last_layer - 1, l.params / 1e6);
     }
-    monitor::logger("train")->info("pipeline split by {}: {}",
-                                   p.stage_speeds.empty() ? "parameters" : "stage speeds " + p.stage_speeds, text);
+    monitor::logger("train")->info(
+        "pipeline split by {}: {}",
+        p.split == compute::SplitMethod::balanced ? "parameters" : "stage speeds " + p.stage_speeds, text);
   }
   const compute::ZeroStage zero = job.config.train.zero;
   PipelineSetup setup{job.model,           *schedule, job.pipeline_split,

@@ -132,7 +132,9 @@ int run_bench_moe(const BenchMoeOptions& options);
 Command add_bench_moe_command(CLI::App& bench);
 
 // troupe bench pipeline: the measured bubble of each schedule beside the simulator's prediction
-// (from the costs measured in the same run) and the closed form.
+// (from the costs measured in the same run) and the closed form; with --stage-speeds, 1F1B split
+// balanced and by speed, the slower stages held to their speed by a CPU quota, each split's tokens/s
+// beside the simulator's prediction at the declared speeds.
 struct BenchPipelineOptions {
   std::string model = "small";
   int layers = 0;          // transformer blocks; 0 = the preset's
@@ -142,6 +144,7 @@ struct BenchPipelineOptions {
   int batch = 4;  // micro-batch size
   int steps = 3;  // measured steps (figures from the median)
   int warmup = 1;
+  std::string stage_speeds;  // "1,0.5": compare the splits at these speeds; empty: compare the schedules
 };
 int run_bench_pipeline(const BenchPipelineOptions& options);
 Command add_bench_pipeline_command(CLI::App& bench);

@@ -6,6 +6,15 @@
 // ops' costs where they stand in its stream; and, to show what that adds, each stage's mean costs)
 // and the closed form.
 // More stages than cores (p 4 on 2 cores) is said as oversubscribed before the table.
+//
+// With --stage-speeds (1,0.5): mixed hardware. Each stage slower than the fastest is held to its
+// speed's share of a core by a CPU quota (cpu_quota.hpp), and 1F1B runs in turns split balanced (by
+// parameters) and by speed (compute::split_layers_by_speed). Each split's tokens/s is set beside
+// the simulator's: the fastest stage's forward and backward seconds per unit of model FLOPs,
+// measured in the balanced run, priced over every stage's blocks (stage_compute_per_token) at its
+// declared speed, with the messages' measured latency.
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -20,11 +29,15 @@
 #include <tuple>
 #include <utility>
 
+#include <spdlog/fmt/fmt.h>
+
 #include "actors/worker/pipeline_trainer.hpp"
 #include "apps/bench/bench_arguments.hpp"
 #include "apps/bench/bench_commands.hpp"
 #include "apps/bench/bench_figures.hpp"
 #include "apps/bench/bench_stage.hpp"
+#include "apps/bench/cpu_quota.hpp"
+#include "apps/config/stage_speeds.hpp"
 #include "apps/exit_codes.hpp"
 #include "comm/bootstrap.hpp"
 #include "compute/random.hpp"
@@ -71,14 +84,25 @@ compute::GPTConfig bench_model(const BenchPipelineOptions& o) {
   return cfg;
 }
 
+// How a run places its layers and holds its stages: `split` (empty: balanced for the schedule),
+// and per stage the quota it joins (null: none, a whole core).
+struct StagePlacement {
+  std::vector<compute::StageLayers> split;
+  std::vector<const CpuQuota*> quotas;
+};
+
 Expected<std::vector<std::uint8_t>> stage_body(comm::Engine& engine, const BenchPipelineOptions& o,
-                                               const schedules::Schedule& schedule,
-                                               const schedules::CheckReport& check) {
+                                               const schedules::Schedule& schedule, const schedules::CheckReport& check,
+                                               const StagePlacement& placement) {
+  const int rank = engine.rank();
+  if (!placement.quotas.empty())
+    if (const CpuQuota* quota = placement.quotas[static_cast<std::size_t>(rank)])
+      if (Status joined = quota->join(::getpid()); !joined) return joined.error();
   auto backend = compute::make_backend(compute::BackendKind::cpu, 1);
   if (!backend) return backend.error();
-  const int rank = engine.rank();
   auto stage = BenchStage::create(
-      engine, **backend, {bench_model(o), o.stages, o.microbatches, o.batch, o.warmup + o.steps}, schedule, check);
+      engine, **backend, {bench_model(o), o.stages, o.microbatches, o.batch, o.warmup + o.steps, placement.split},
+      schedule, check);
   if (!stage) return stage.error();
   actors::PipelineTrainer& trainer = (*stage)->trainer();
   monitor::TraceRecorder trace;
@@ -235,32 +259,48 @@ struct BubbleFigures {
   double flush = 0;  // seconds, the median step's first forward to its last backward
 };
 
-Expected<BubbleFigures> measure(schedules::ScheduleKind kind, int chunks, const BenchPipelineOptions& o) {
-  auto schedule = schedules::generate_schedule(kind, o.stages, o.microbatches, chunks);
-  if (!schedule) return schedule.error();
-  auto check = schedules::check_schedule(*schedule);
+// Every measured step of `schedule` run by p forked stages.
+Expected<std::vector<StepTimes>> run_steps(const schedules::Schedule& schedule, const BenchPipelineOptions& o,
+                                           const StagePlacement& placement) {
+  auto check = schedules::check_schedule(schedule);
   if (!check) return check.error();
   auto results = comm::run_local_ranks(
-      o.stages, [&](comm::Engine& engine) { return stage_body(engine, o, *schedule, *check); },
+      o.stages, [&](comm::Engine& engine) { return stage_body(engine, o, schedule, *check, placement); },
       std::chrono::minutes(20));
   if (!results) return results.error();
   std::vector<StepTimes> steps(static_cast<std::size_t>(o.steps));
   for (std::size_t r = 0; r < results->size(); ++r) {
     const auto& result = (*results)[r];
     if (!result.ok) return Error{"stage " + std::to_string(r) + ": " + result.error};
-    const StageSteps stage = unpack(result.report, o.steps, schedule->streams[r].size());
+    const StageSteps stage = unpack(result.report, o.steps, schedule.streams[r].size());
     for (std::size_t step = 0; step < steps.size(); ++step) steps[step].push_back(stage[step]);
   }
-  std::vector<double> bubbles, transfers, flushes;
+  return steps;
+}
+
+// The median over the steps of the messages' latency (transfer_times), 0 where none waited.
+double median_transfer(const schedules::Schedule& schedule, const std::vector<StepTimes>& steps) {
+  std::vector<double> transfers;
+  for (const StepTimes& step : steps)
+    for (double t : transfer_times(schedule, step)) transfers.push_back(t);
+  return transfers.empty() ? 0.0 : median(transfers);
+}
+
+Expected<BubbleFigures> measure(schedules::ScheduleKind kind, int chunks, const BenchPipelineOptions& o) {
+  auto schedule = schedules::generate_schedule(kind, o.stages, o.microbatches, chunks);
+  if (!schedule) return schedule.error();
+  auto measured = run_steps(*schedule, o, {});
+  if (!measured) return measured.error();
+  const std::vector<StepTimes>& steps = *measured;
+  std::vector<double> bubbles, flushes;
   for (const StepTimes& step : steps) {
     bubbles.push_back(measured_bubble(*schedule, step));
     flushes.push_back(flush_seconds(*schedule, step));
-    for (double t : transfer_times(*schedule, step)) transfers.push_back(t);
   }
   BubbleFigures figures;
   figures.measured = median(bubbles);
   figures.flush = median(flushes);
-  figures.transfer = transfers.empty() ? 0.0 : median(transfers);
+  figures.transfer = median_transfer(*schedule, steps);
   figures.shared_over_alone = shared_over_alone(*schedule, steps);
   auto simulated_bubble = [&](schedules::CostModel costs) -> Expected<double> {
     costs.latency = figures.transfer;
@@ -291,9 +331,155 @@ Expected<BubbleFigures> measure(schedules::ScheduleKind kind, int chunks, const 
   return figures;
 }
 
+// Seconds a forward and a backward of one micro-batch take on `stage` per unit of its blocks'
+// stage_compute_per_token, the means over the measured steps.
+struct StageRate {
+  double forward = 0, backward = 0;
+};
+
+StageRate stage_rate(const schedules::Schedule& schedule, const std::vector<StepTimes>& steps, std::size_t stage,
+                     double work) {
+  std::vector<double> forwards, backwards;
+  for (const StepTimes& step : steps)
+    for (std::size_t i = 0; i < step[stage].size(); ++i) {
+      const schedules::Op op = schedule.streams[stage][i].op;
+      if (schedules::is_compute(op))
+        (op == schedules::Op::forward ? forwards : backwards).push_back(step[stage][i].end - step[stage][i].start);
+    }
+  auto mean = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0) / v.size(); };
+  return {mean(forwards) / work, mean(backwards) / work};
+}
+
+double stage_work(const compute::GPTConfig& cfg, const compute::StageLayers& l) {
+  return compute::stage_compute_per_token(cfg, cfg.block_size, l.first_layer, l.last_layer);
+}
+
+// The simulator's flush for `split` at `speeds`: every stage's blocks priced at `rate`, over its speed.
+Expected<double> predicted_flush(const schedules::Schedule& schedule, const compute::GPTConfig& cfg,
+                                 const std::vector<compute::StageLayers>& split, const std::vector<double>& speeds,
+                                 StageRate rate, double latency) {
+  schedules::CostModel costs;
+  costs.forward = rate.forward;
+  costs.backward = rate.backward;
+  costs.latency = latency;
+  costs.speeds = speeds;
+  for (const compute::StageLayers& l : split) costs.forward_scale.push_back(stage_work(cfg, l));
+  costs.backward_scale = costs.forward_scale;
+  auto simulation = schedules::simulate(schedule, costs);
+  if (!simulation) return simulation.error();
+  return simulation->flush;
+}
+
+std::string blocks_of(const std::vector<compute::StageLayers>& split) {
+  std::string text;
+  for (const compute::StageLayers& l : split)
+    text += (text.empty() ? "" : " | ") + std::to_string(l.first_layer) + "-" + std::to_string(l.last_layer - 1);
+  return text;
+}
+
+double load_average() {
+  double load = 0;
+  if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf", &load) != 1) load = 0;
+    std::fclose(f);
+  }
+  return load;
+}
+
+int run_bench_split(const BenchPipelineOptions& o) {
+  auto declared = parse_stage_speeds("--stage-speeds", o.stage_speeds);
+  if (!declared) return error_exit(ExitCode::bad_input, declared.error().message);
+  if (static_cast<int>(declared->size()) != o.stages)
+    return error_exit(ExitCode::bad_input, "--stage-speeds " + o.stage_speeds + ": " +
+                                               std::to_string(declared->size()) + " speeds for --stages " +
+                                               std::to_string(o.stages) + " (one a stage)");
+  if (std::any_of(declared->begin(), declared->end(), [](double v) { return !(v > 0 && std::isfinite(v)); }))
+    return error_exit(ExitCode::bad_input, "--stage-speeds " + o.stage_speeds + ": every speed must be positive");
+  const double fastest = *std::max_element(declared->begin(), declared->end());
+  const std::size_t fastest_stage =
+      static_cast<std::size_t>(std::max_element(declared->begin(), declared->end()) - declared->begin());
+  std::vector<double> shares;  // of a core: the fastest stage has one
+  for (double speed : *declared) shares.push_back(speed / fastest);
+  const compute::GPTConfig cfg = bench_model(o);
+  auto by_speed = compute::split_layers_by_speed(cfg, cfg.block_size, *declared);
+  if (!by_speed) return error_exit(ExitCode::bad_input, by_speed.error().message);
+  auto balanced = compute::split_layers(cfg, o.stages);
+  if (!balanced) return error_exit(ExitCode::bad_input, balanced.error().message);
+
+  std::printf(
+      "bench pipeline --stage-speeds %s: %s (%d layers), 1f1b, p=%d stages (1 process x 1 thread each), m=%d "
+      "micro-batches of %d x seq %d, median of %d steps; load average %.2f on %u cores at the start\n",
+      o.stage_speeds.c_str(), o.model.c_str(), cfg.n_layer, o.stages, o.microbatches, o.batch, cfg.block_size, o.steps,
+      load_average(), std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::optional<CpuQuota>> held(shares.size());
+  StagePlacement placement;
+  for (std::size_t s = 0; s < shares.size(); ++s) {
+    placement.quotas.push_back(nullptr);
+    if (shares[s] >= 1) continue;
+    auto quota = CpuQuota::create("bench-stage" + std::to_string(s), shares[s]);
+    if (!quota) {
+      std::printf("stage %zu not held to %.0f %% of a core, it runs on a whole one: %s\n", s, 100 * shares[s],
+                  quota.error().message.c_str());
+      continue;
+    }
+    held[s].emplace(std::move(*quota));
+    placement.quotas.back() = &*held[s];
+    std::printf("stage %zu held to %.0f %% of a core: %s\n", s, 100 * shares[s], held[s]->describe().c_str());
+  }
+  std::printf(
+      "(tokens/s over the forward/backward part of a step, first forward to last backward; predicted = the\n"
+      " simulator's, stage %zu's seconds per model FLOP in the balanced run priced over every stage's blocks\n"
+      " at its declared speed; speeds = each stage's model FLOPs per second in the run over stage %zu's)\n",
+      fastest_stage, fastest_stage);
+  std::printf("%-10s %-24s %10s %10s %10s  %s\n", "split", "blocks by stage", "tokens/s", "predicted", "meas/pred",
+              "speeds");
+  std::fflush(stdout);
+  auto schedule = schedules::generate_schedule(schedules::ScheduleKind::one_f_one_b, o.stages, o.microbatches, 1);
+  if (!schedule) return error_exit(ExitCode::bad_input, schedule.error().message);
+  const double tokens_per_step = static_cast<double>(o.microbatches) * o.batch * cfg.block_size;
+  std::optional<StageRate> rate;  // from the balanced run
+  double ratio[2][2] = {};        // [balanced, speed][measured, predicted] tokens/s
+  const std::pair<const char*, const std::vector<compute::StageLayers>*> splits[] = {{"balanced", &*balanced},
+                                                                                     {"speed", &*by_speed}};
+  for (std::size_t k = 0; k < std::size(splits); ++k) {
+    const auto& [name, split] = splits[k];
+    placement.split = *split;
+    auto steps = run_steps(*schedule, o, placement);
+    if (!steps) {
+      std::printf("%-10s %s\n", name, steps.error().message.c_str());
+      continue;
+    }
+    std::vector<double> flushes;
+    for (const StepTimes& step : *steps) flushes.push_back(flush_seconds(*schedule, step));
+    const double latency = median_transfer(*schedule, *steps);
+    if (!rate) rate = stage_rate(*schedule, *steps, fastest_stage, stage_work(cfg, (*split)[fastest_stage]));
+    auto predicted = predicted_flush(*schedule, cfg, *split, shares, *rate, latency);
+    if (!predicted) return error_exit(ExitCode::failure, predicted.error().message);
+    ratio[k][0] = tokens_per_step / median(flushes);
+    ratio[k][1] = tokens_per_step / *predicted;
+    // What the quota and the machine gave each stage: its seconds per unit of work against the fastest's.
+    std::vector<double> seconds_per_work;
+    for (std::size_t s = 0; s < split->size(); ++s) {
+      const StageRate r = stage_rate(*schedule, *steps, s, stage_work(cfg, (*split)[s]));
+      seconds_per_work.push_back(r.forward + r.backward);
+    }
+    std::string speeds;
+    for (double seconds : seconds_per_work)
+      speeds += fmt::format("{}{:.2f}", speeds.empty() ? "" : ",", seconds_per_work[fastest_stage] / seconds);
+    std::printf("%-10s %-24s %10.0f %10.0f %10.3f  %s\n", name, blocks_of(*split).c_str(), ratio[k][0], ratio[k][1],
+                ratio[k][0] / ratio[k][1], speeds.c_str());
+    std::fflush(stdout);
+  }
+  if (ratio[0][0] > 0 && ratio[1][0] > 0)
+    std::printf("speed / balanced: %.3fx measured, %.3fx predicted\n", ratio[1][0] / ratio[0][0],
+                ratio[1][1] / ratio[0][1]);
+  return to_int(ExitCode::success);
+}
+
 }  // namespace
 
 int run_bench_pipeline(const BenchPipelineOptions& o) {
+  if (!o.stage_speeds.empty()) return run_bench_split(o);
   const compute::GPTConfig cfg = bench_model(o);
   std::printf(
       "bench pipeline: %s (%d layers), p=%d stages (1 process x 1 thread each), m=%d micro-batches of %d x seq %d, "
@@ -367,6 +553,11 @@ Command add_bench_pipeline_command(CLI::App& bench) {
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   command->add_option("--steps", options->steps, "measured steps")->check(CLI::Range(1, 1000))->capture_default_str();
+  command
+      ->add_option("--stage-speeds", options->stage_speeds,
+                   "relative speed of each stage (1,0.5): 1f1b split balanced and by speed, each slower stage held to "
+                   "its share of a core by a CPU quota")
+      ->type_name("LIST");
   command->add_option("--warmup", options->warmup, "unmeasured steps first")
       ->check(CLI::Range(0, 1000))
       ->capture_default_str();

@@ -32,7 +32,8 @@ Expected<std::unique_ptr<BenchStage>> BenchStage::create(comm::Engine& engine, c
   options.batch_size = shape.batch;
   options.seq_len = cfg.block_size;
   options.lr = {1e-4, 1e-5, 0, shape.steps};
-  auto split = compute::split_for_pipeline(cfg, shape.stages, schedule.chunks);
+  auto split = shape.split.empty() ? compute::split_for_pipeline(cfg, shape.stages, schedule.chunks)
+                                   : Expected<std::vector<compute::StageLayers>>(shape.split);
   if (!split) return split.error();
   actors::PipelineSetup setup{cfg,  schedule, *split, check.peak_stashed[static_cast<std::size_t>(rank)],
                               grid, rank,     options};

@@ -12,6 +12,7 @@
 #include "apps/bench/bench_rank.hpp"
 #include "comm/collectives.hpp"
 #include "compute/expected.hpp"
+#include "compute/model/stage_split.hpp"
 #include "schedules/checker.hpp"
 
 namespace troupe::apps {
@@ -22,6 +23,7 @@ struct BenchStageShape {
   int microbatches = 8;
   int batch = 4;  // micro-batch size
   int steps = 4;  // every step the trainer will take, warm-up ones too (the learning rate's horizon)
+  std::vector<compute::StageLayers> split;  // the stages' layers; empty: the balanced split for the schedule
 };
 
 class BenchStage {

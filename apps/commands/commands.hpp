@@ -60,6 +60,7 @@ struct ScheduleOptions {
   double backward = 2;     // cost units per backward of one chunk of one micro-batch
   double weight_share = 0.5;  // the share of `backward` a split backward's W takes (zb-h1, zb-v)
   double latency = 0;      // cost units from posting a send to the data being usable
+  std::string stage_speeds;  // "1,0.5": each stage's relative speed, its costs over it; empty: all 1
   bool print = false;      // every stage's instruction stream
   std::string trace;       // Chrome trace JSON path; empty: none
 };
@@ -88,6 +89,7 @@ struct PlanOptions {
   int context_shards = 1;   // the most context shards per replica planned (1: none)
   std::string precision = "fp32";
   int top = 10;             // layouts listed of each kind
+  std::string stage_speeds;  // "1,0.5": only pipelines of that many stages, split balanced and by speed
 };
 int run_plan(const PlanOptions& options);
 Command add_plan_command(CLI::App& app);

@@ -21,6 +21,7 @@
 
 #include "apps/commands/commands.hpp"
 #include "apps/config/byte_size.hpp"
+#include "apps/config/stage_speeds.hpp"
 #include "apps/exit_codes.hpp"
 #include "apps/launch/host_file.hpp"
 #include "apps/launch/host_memory.hpp"
@@ -127,7 +128,9 @@ int run_plan(const PlanOptions& o) {
     return error_exit(ExitCode::bad_input,
                       "--context-shards must be at least 1 (1 = none), got " + std::to_string(o.context_shards));
 
-  schedules::Workload workload{*model, o.global_batch, o.seq.value_or(model->block_size), *precision};
+  auto speeds = parse_stage_speeds("--stage-speeds", o.stage_speeds);
+  if (!speeds) return error_exit(ExitCode::bad_input, speeds.error().message);
+  schedules::Workload workload{*model, o.global_batch, o.seq.value_or(model->block_size), *precision, *speeds};
   schedules::Cluster cluster;
   cluster.nodes = o.nodes.value_or(1);
   const int cores = std::max(1u, std::thread::hardware_concurrency());
@@ -188,6 +191,11 @@ int run_plan(const PlanOptions& o) {
               workload.global_batch, workload.seq_len, std::string(to_string(*precision)).c_str(), bytes.weight,
               bytes.gradient, bytes.optimizer, bytes.activation,
               bytes.as_troupe_runs ? " (as Troupe trains today)" : "");
+  if (!speeds->empty())
+    std::printf(
+        "stage speeds %s: pipelines of %zu stages only, each stage's compute over its speed; \"by speed\" "
+        "splits the layers so, the others by parameters\n",
+        o.stage_speeds.c_str(), speeds->size());
   std::printf("%zu layouts: %zu fit, %zu do not\n", plan->feasible.size() + plan->rejected.size(),
               plan->feasible.size(), plan->rejected.size());
 
@@ -246,6 +254,11 @@ Command add_plan_command(CLI::App& app) {
       ->add_option("--precision", options->precision,
                    "fp32 (as Troupe trains), mixed (2+2+12) or mixed-fp32-grads (2+4+12)")
       ->capture_default_str();
+  command
+      ->add_option("--stage-speeds", options->stage_speeds,
+                   "relative speed of each pipeline stage, comma-separated (1,0.5): plans pipelines of that many "
+                   "stages, split by parameters and by speed")
+      ->type_name("LIST");
   command->add_option("--top", options->top, "layouts listed that fit, and that do not")->capture_default_str();
   return refusing_unknown(*command, [options] { return run_plan(*options); });
 }

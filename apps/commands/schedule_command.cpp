@@ -14,6 +14,7 @@
 
 #include "apps/commands/commands.hpp"
 #include "apps/config/named_choice.hpp"
+#include "apps/config/stage_speeds.hpp"
 #include "apps/exit_codes.hpp"
 #include "monitor/trace.hpp"
 #include "schedules/checker.hpp"
@@ -145,6 +146,13 @@ Status validate(const ScheduleOptions& o) {
   if (Status s = check_cost("--backward", o.backward, false); !s) return s;
   if (!(o.weight_share >= 0 && o.weight_share <= 1))
     return Error{"--weight-share must be between 0 and 1, got " + number(o.weight_share)};
+  auto speeds = parse_stage_speeds("--stage-speeds", o.stage_speeds);
+  if (!speeds) return speeds.error();
+  if (!speeds->empty() && static_cast<int>(speeds->size()) != o.stages)
+    return Error{"--stage-speeds " + o.stage_speeds + ": " + std::to_string(speeds->size()) + " speeds for " +
+                 std::to_string(o.stages) + " stages (one a stage)"};
+  for (double speed : *speeds)
+    if (Status s = check_cost("--stage-speeds", speed, false); !s) return s;
   return check_cost("--latency", o.latency, true);
 }
 
@@ -162,6 +170,7 @@ int run_schedule(const ScheduleOptions& o) {
   costs.backward = o.backward;
   costs.weight_share = o.weight_share;
   costs.latency = o.latency;
+  costs.speeds = parse_stage_speeds("--stage-speeds", o.stage_speeds).value();
   auto sim = schedules::simulate(s, costs);
   if (!sim) throw sim.error();
 
@@ -172,8 +181,11 @@ int run_schedule(const ScheduleOptions& o) {
               s.chunks, s.chunks == 1 ? "" : "s");
   std::printf("checked: %d instructions, %d transfers, no deadlock under blocking sends\n", instructions,
               report->transfers);
-  std::printf("costs in units per chunk of one micro-batch: forward %s, backward %s, latency %s\n\n",
+  std::printf("costs in units per chunk of one micro-batch: forward %s, backward %s, latency %s",
               number(o.forward).c_str(), number(o.backward).c_str(), number(o.latency).c_str());
+  if (!costs.speeds.empty())
+    std::printf("; at stage speeds %s (a stage's costs over its speed)", o.stage_speeds.c_str());
+  std::printf("\n\n");
 
   const bool split = schedules::splits_backward(s.kind);
   if (split) {
@@ -189,8 +201,11 @@ int run_schedule(const ScheduleOptions& o) {
     std::printf("  %4s\n", number(sim->busy[stage]).c_str());
   }
   std::printf("\nmakespan  %s cost units (flush %s)\n", number(sim->makespan).c_str(), number(sim->flush).c_str());
-  std::printf("bubble    %.3f simulated; closed form %s%s\n", sim->bubble, closed_form(s).c_str(),
-              o.latency > 0 ? " (at zero latency)" : "");
+  const char* assumed = o.latency > 0 && !costs.speeds.empty() ? " (at zero latency and equal speeds)"
+                        : o.latency > 0                        ? " (at zero latency)"
+                        : !costs.speeds.empty()                ? " (at equal speeds)"
+                                                               : "";
+  std::printf("bubble    %.3f simulated; closed form %s%s\n", sim->bubble, closed_form(s).c_str(), assumed);
 
   if (o.print) std::printf("\n%s", to_string(s).c_str());
 
@@ -221,6 +236,11 @@ Command add_schedule_command(CLI::App& app) {
       ->capture_default_str();
   command->add_option("--latency", options->latency, "cost units from a send to its data arriving")
       ->capture_default_str();
+  command
+      ->add_option("--stage-speeds", options->stage_speeds,
+                   "relative speed of each stage, comma-separated (1,0.5: the second at half speed); a stage's costs "
+                   "are over its speed")
+      ->type_name("LIST");
   command->add_flag("--print", options->print, "print every stage's instruction stream");
   command
       ->add_option("--trace", options->trace, "write the simulated timeline as Chrome trace JSON (1 cost unit = 1 ms)")

@@ -132,9 +132,12 @@ constexpr ConfigKey keys[] = {
      field<&J::pipeline, &P::schedule>},
     {"pipeline.virtual_stages", "model chunks v per stage; more than 1 only with interleaved, and 2 with zb-v",
      field<&J::pipeline, &P::virtual_stages>},
+    {"pipeline.split",
+     "balanced (layers split by parameters) or speed (by pipeline.stage_speeds: every stage's model FLOPs over its "
+     "speed even)",
+     field<&J::pipeline, &P::split>},
     {"pipeline.stage_speeds",
-     "relative speed of each stage, comma-separated (1,0.5: the second at half speed); the layers go where every "
-     "stage's model FLOPs over its speed are even; empty = split balanced by parameters",
+     "with pipeline.split speed: relative speed of each stage, comma-separated (1,0.5: the second at half speed)",
      field<&J::pipeline, &P::stage_speeds>},
     {"pipeline.trace",
      "file for a Chrome trace (Perfetto) of every stage's forward, backward, waits and sends (with context shards "

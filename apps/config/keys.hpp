@@ -21,7 +21,8 @@ namespace troupe::apps {
 using ConfigField =
     std::variant<bool*, int*, long*, std::uint64_t*, double*, std::string*, compute::ZeroStage*, compute::BackendKind*,
                  compute::Recompute*, compute::SyncMode*, compute::OuterPrecision*, schedules::ScheduleKind*,
-                 compute::context::ContextMethod*, comm::Compression*, actors::RecoveryMode*, monitor::LogFormat*>;
+                 compute::SplitMethod*, compute::context::ContextMethod*, comm::Compression*, actors::RecoveryMode*,
+                 monitor::LogFormat*>;
 
 struct ConfigKey {
   std::string_view name;  // "section.name"

@@ -1,8 +1,8 @@
 #pragma once
 // The settings that are one of a few names (train.backend, train.recompute, train.sync, train.diloco_precision,
-// pipeline.schedule, context.method, comm.compress, fault.recovery, monitor.log_format): each is its library's enum
-// from the config parser on, and this is the one place that reads and writes their names. A library lists its values
-// (compute::backend_kinds, ...) and spells each one; NamedChoice points at both.
+// pipeline.schedule, pipeline.split, context.method, comm.compress, fault.recovery, monitor.log_format): each is its
+// library's enum from the config parser on, and this is the one place that reads and writes their names. A library
+// lists its values (compute::backend_kinds, ...) and spells each one; NamedChoice points at both.
 
 #include <concepts>
 #include <optional>
@@ -41,6 +41,11 @@ template <>
 struct NamedChoice<schedules::ScheduleKind> {
   static constexpr std::span<const schedules::ScheduleKind> values{schedules::schedule_kinds};
   static std::string_view name(schedules::ScheduleKind kind) { return schedules::to_string(kind); }
+};
+template <>
+struct NamedChoice<compute::SplitMethod> {
+  static constexpr std::span<const compute::SplitMethod> values{compute::split_methods};
+  static std::string_view name(compute::SplitMethod method) { return compute::split_method_name(method); }
 };
 template <>
 struct NamedChoice<compute::context::ContextMethod> {

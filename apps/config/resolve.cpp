@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
-#include <charconv>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -11,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "apps/config/stage_speeds.hpp"
 #include "apps/config/value.hpp"
 #include "checkpoint/import_gpt2.hpp"
 #include "comm/compression.hpp"
@@ -24,26 +24,6 @@
 
 namespace troupe::apps {
 namespace {
-
-// pipeline.stage_speeds: "1,0.5" → {1, 0.5}; empty → none.
-Expected<std::vector<double>> parse_stage_speeds(const std::string& text) {
-  std::vector<double> speeds;
-  if (text.empty()) return speeds;
-  std::size_t begin = 0;
-  while (true) {
-    const std::size_t end = std::min(text.find(',', begin), text.size());
-    const std::string item = text.substr(begin, end - begin);
-    // Read as every number of the config is (value.cpp): all of the item, decimal, no spaces.
-    double speed = 0;
-    const auto [stop, failure] = std::from_chars(item.data(), item.data() + item.size(), speed);
-    if (item.empty() || failure != std::errc() || stop != item.data() + item.size())
-      return Error{"pipeline.stage_speeds: '" + item + "' in '" + text +
-                   "' is not a number (write one speed a stage, comma-separated: 1,0.5)"};
-    speeds.push_back(speed);
-    if (end == text.size()) return speeds;
-    begin = end + 1;
-  }
-}
 
 // Numbers in messages read as the user would write them: 0.001, not 0.001000.
 template <typename Number>
@@ -233,7 +213,13 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
   const PipelineOptions& p = c.pipeline;
   if (Status shape = schedules::check_schedule_shape(p.schedule, p.stages, p.microbatches, p.virtual_stages); !shape)
     return "pipeline: " + shape.error().message;
-  auto speeds = parse_stage_speeds(p.stage_speeds);
+  if (p.split == compute::SplitMethod::balanced && !p.stage_speeds.empty())
+    return "pipeline.stage_speeds '" + p.stage_speeds +
+           "' is read only with pipeline.split speed (balanced splits the layers by parameters)";
+  if (p.split == compute::SplitMethod::speed && p.stage_speeds.empty())
+    return "pipeline.split speed needs pipeline.stage_speeds, one relative speed a stage (1,0.5: the second at half "
+           "speed)";
+  auto speeds = parse_stage_speeds("pipeline.stage_speeds", p.stage_speeds);
   if (!speeds) return speeds.error().message;
   if (!speeds->empty() && p.stages < 2)
     return "pipeline.stage_speeds '" + p.stage_speeds + "' needs pipeline.stages > 1 (one speed a stage)";
@@ -394,7 +380,8 @@ Expected<ResolvedJob> resolve(const JobConfig& config) {
   const PipelineOptions& p = job.config.pipeline;
   if (p.stages > 1 || p.virtual_stages > 1 || job.config.tensor.shards > 1) {
     auto split = compute::split_for_pipeline(job.model, p.stages, p.virtual_stages,
-                                             parse_stage_speeds(p.stage_speeds).value(), job.config.train.seq_len);
+                                             parse_stage_speeds("pipeline.stage_speeds", p.stage_speeds).value(),
+                                             job.config.train.seq_len);
     TROUPE_CHECK(split.ok(), "resolve: a checked pipeline split failed");
     job.pipeline_split = std::move(*split);
   }

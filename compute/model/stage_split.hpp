@@ -18,12 +18,21 @@
 // Megatron. Layer counts must divide evenly: the schedule's timing assumes equal chunks.
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "compute/expected.hpp"
 #include "compute/model/gpt_config.hpp"
 
 namespace troupe::compute {
+
+// How a pipeline's layers go to its stages (pipeline.split): balanced by parameters, or by the
+// stages' declared speeds (split_layers_by_speed).
+enum class SplitMethod { balanced, speed };
+inline constexpr SplitMethod split_methods[] = {SplitMethod::balanced, SplitMethod::speed};
+inline std::string_view split_method_name(SplitMethod method) {
+  return method == SplitMethod::balanced ? "balanced" : "speed";
+}
 
 struct StageLayers {
   int first_layer = 0;  // blocks [first_layer, last_layer)

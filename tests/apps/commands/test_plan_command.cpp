@@ -83,6 +83,24 @@ TEST_CASE("troupe plan takes its nodes and devices from a host file", "[plan]") 
   check_rejected_in(dir, {"plan", "--hostfile", "missing.txt"}, "missing.txt");
 }
 
+TEST_CASE("troupe plan --stage-speeds plans pipelines of that many stages, split by speed first", "[plan][speed]") {
+  TempDir dir;
+  const ProcessResult result =
+      run_troupe(dir, {"plan", "--model.n_layer", "12", "--devices-per-node", "2", "--device-memory", "8GB",
+                       "--peak-flops", "1e11", "--global-batch", "16", "--stage-speeds", "1,0.5", "--top", "2"});
+  INFO("stdout: " << result.out << "\nstderr: " << result.err);
+  REQUIRE(result.exit_code == 0);
+  CHECK_THAT(result.out, Contains("stage speeds 1,0.5: pipelines of 2 stages only"));
+  CHECK_THAT(result.out, Contains("\n  1  "));
+  const std::string first = result.out.substr(result.out.find("\n  1  "));
+  CHECK_THAT(first.substr(0, first.find('\n', 1)), Contains(", pp 2 ") && Contains(" by speed, "));
+  check_rejected_in(dir, plan_args({"--stage-speeds", "1"}),
+                    "stage speeds: one speed a pipeline stage, and at least 2 stages");
+  check_rejected_in(dir, plan_args({"--stage-speeds", "1,fast"}),
+                    "--stage-speeds: 'fast' in '1,fast' is not a number (write one speed a stage, comma-separated: "
+                    "1,0.5)");
+}
+
 TEST_CASE("troupe plan refuses bad input in one line naming it", "[plan]") {
   TempDir dir;
   check_rejected_in(dir, plan_args({"--precision", "fp16"}),

@@ -168,6 +168,28 @@ TEST_CASE("troupe schedule interleaved prints its formula and streams", "[trace]
   CHECK(std::filesystem::is_empty(dir.path()));
 }
 
+TEST_CASE("troupe schedule --stage-speeds: a stage at half speed is busy twice as long and paces the pipeline",
+          "[trace][speed]") {
+  TempDir dir;
+  const ProcessResult result = run_troupe(
+      dir, {"schedule", "--kind", "1f1b", "--stages", "2", "--microbatches", "4", "--stage-speeds", "1,0.5"});
+  INFO("stdout: " << result.out << "\nstderr: " << result.err);
+  REQUIRE(result.exit_code == 0);
+  CHECK_THAT(result.out, Contains("latency 0; at stage speeds 1,0.5 (a stage's costs over its speed)\n"));
+  // Stage 0 does 4 forwards and 4 backwards (12 units); stage 1 the same at half speed.
+  CHECK_THAT(result.out, Contains("    0            18             2    12\n"));
+  CHECK_THAT(result.out, Contains("    1            18             1    24\n"));
+  // Stage 1 never waits once it has its first input: 1 + 24, then stage 0's last backward, 2.
+  CHECK_THAT(result.out, Contains("makespan  27 cost units"));
+  CHECK_THAT(result.out, Contains("(at equal speeds)\n"));
+  check_rejected({"schedule", "--kind", "1f1b", "--stages", "2", "--microbatches", "4", "--stage-speeds", "1,0.5,1"},
+                 "--stage-speeds 1,0.5,1: 3 speeds for 2 stages (one a stage)");
+  check_rejected({"schedule", "--kind", "1f1b", "--stages", "2", "--microbatches", "4", "--stage-speeds", "1,0"},
+                 "--stage-speeds must be positive, got 0");
+  check_rejected({"schedule", "--kind", "1f1b", "--stages", "2", "--microbatches", "4", "--stage-speeds", "1,x"},
+                 "--stage-speeds: 'x' in '1,x' is not a number (write one speed a stage, comma-separated: 1,0.5)");
+}
+
 TEST_CASE("troupe schedule rejects bad input in one line naming the option", "[trace]") {
   check_rejected({"schedule", "--kind", "1f1b", "--stages", "0", "--microbatches", "8"},
                  "--stages must be between 1 and 256, got 0");

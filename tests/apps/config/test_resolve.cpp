@@ -220,16 +220,19 @@ TEST_CASE(
   CHECK(moe([](JobConfig& c) { c.train.zero = compute::ZeroStage::parameters; }).empty());
 }
 
-TEST_CASE("pipeline.stage_speeds splits the layers by speed, and speeds that cannot work are refused", "[config]") {
+TEST_CASE("pipeline.split speed splits the layers by pipeline.stage_speeds, and speeds that cannot work are refused",
+          "[config]") {
   JobConfig config;
   config.model.n_layer = 12;
   config.pipeline.stages = 2;
+  config.pipeline.split = compute::SplitMethod::speed;
   config.pipeline.stage_speeds = "1,0.5";
   auto job = resolve(config);
   REQUIRE(job.ok());
   REQUIRE(job->pipeline_split.size() == 2);
   const auto by_speed = compute::split_layers_by_speed(job->model, job->config.train.seq_len, {1, 0.5}).value();
   CHECK(job->pipeline_split[0].last_layer == by_speed[0].last_layer);
+  config.pipeline.split = compute::SplitMethod::balanced;
   config.pipeline.stage_speeds = "";
   const int balanced_cut = resolve(config)->pipeline_split[0].last_layer;
   CHECK(job->pipeline_split[0].last_layer > balanced_cut);  // the fast first stage takes more blocks
@@ -239,9 +242,19 @@ TEST_CASE("pipeline.stage_speeds splits the layers by speed, and speeds that can
       c.pipeline.stages = stages;
       c.pipeline.virtual_stages = virtual_stages;
       if (virtual_stages > 1) c.pipeline.schedule = schedules::ScheduleKind::interleaved;
+      c.pipeline.split = compute::SplitMethod::speed;
       c.pipeline.stage_speeds = speeds;
     });
   };
+  CHECK(refused("", 2) ==
+        "pipeline.split speed needs pipeline.stage_speeds, one relative speed a stage (1,0.5: the second at half "
+        "speed)");
+  CHECK(resolve_error([](JobConfig& c) {
+          c.pipeline.stages = 2;
+          c.pipeline.stage_speeds = "1,0.5";
+        }) ==
+        "pipeline.stage_speeds '1,0.5' is read only with pipeline.split speed (balanced splits the layers by "
+        "parameters)");
   CHECK(refused("1,fast", 2) ==
         "pipeline.stage_speeds: 'fast' in '1,fast' is not a number (write one speed a stage, comma-separated: 1,0.5)");
   CHECK(refused("1,0.5x", 2) ==
