@@ -67,6 +67,7 @@ struct MetricFamilies {
   prometheus::Family<prometheus::Counter>* outer_syncs;
   prometheus::Family<prometheus::Counter>* outer_bytes;
   prometheus::Family<prometheus::Gauge>* islands;
+  prometheus::Family<prometheus::Gauge>* batch_share;
   prometheus::Family<prometheus::Counter>* failures;
   prometheus::Family<prometheus::Counter>* recoveries;
   prometheus::Family<prometheus::Counter>* restarts;
@@ -99,6 +100,8 @@ struct MetricFamilies {
     outer_syncs = counter("troupe_diloco_outer_syncs_total", "DiLoCo outer syncs landed (one per fragment synced)");
     outer_bytes = counter("troupe_diloco_outer_bytes_total", "bytes this rank sent for DiLoCo's pseudo-gradient sums");
     islands = gauge("troupe_diloco_islands", "DiLoCo islands present in the last outer sync (0 before the first)");
+    batch_share =
+        gauge("troupe_batch_share", "share of each step's global batch this rank's data replica takes (train.balance)");
     failures = counter("troupe_failures_total", "failures this node process saw or was told of, by kind");
     recoveries = counter("troupe_recoveries_total",
                          "recoveries of the job, by where the state came from and by path (in_place or restart)");
@@ -293,7 +296,8 @@ WorkerMetrics::WorkerMetrics(MetricFamilies& f, int rank, const std::string& rol
       checkpoint_bytes_(f.checkpoint_bytes->Add(labels_)),
       outer_syncs_(f.outer_syncs->Add(labels_)),
       outer_bytes_(f.outer_bytes->Add(labels_)),
-      islands_(f.islands->Add(labels_)) {}
+      islands_(f.islands->Add(labels_)),
+      batch_share_(f.batch_share->Add(labels_)) {}
 
 void WorkerMetrics::step_done(long step, double seconds, std::int64_t tokens, double loss, double lr,
                               double grad_norm) {
@@ -332,6 +336,8 @@ void WorkerMetrics::outer_synced(std::uint64_t bytes, int islands) {
   outer_bytes_.Increment(static_cast<double>(bytes));
   islands_.Set(islands);
 }
+
+void WorkerMetrics::set_batch_share(double share) { batch_share_.Set(share); }
 
 void WorkerMetrics::read_comm_from(std::function<CommReading()> read) { scrape_time_.add_comm(labels_, std::move(read)); }
 

@@ -96,6 +96,9 @@ class WorkerMetrics {
   // A DiLoCo outer sync landed (one fragment's, under streaming): `bytes` this rank sent for its
   // sum over `islands` islands (those present in it).
   void outer_synced(std::uint64_t bytes, int islands);
+  // The share of each step's global batch this rank's data replica takes (train.balance; 1/replicas
+  // when the split is even).
+  void set_batch_share(double share);
   // Read at every scrape from the server's thread; `read` must stay callable for the process's
   // life (capture shared state, not references to what may go first). Called once, while setting up.
   void read_comm_from(std::function<CommReading()> read);
@@ -124,6 +127,7 @@ class WorkerMetrics {
   prometheus::Counter& outer_syncs_;
   prometheus::Counter& outer_bytes_;
   prometheus::Gauge& islands_;
+  prometheus::Gauge& batch_share_;
   double flops_per_token_ = 0;
   double job_peak_flops_ = 0;
 };

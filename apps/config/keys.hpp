@@ -20,8 +20,9 @@ namespace troupe::apps {
 // their names (named_choice.hpp).
 using ConfigField =
     std::variant<bool*, int*, long*, std::uint64_t*, double*, std::string*, compute::ZeroStage*, compute::BackendKind*,
-                 compute::Recompute*, compute::SyncMode*, compute::OuterPrecision*, schedules::ScheduleKind*,
-                 compute::context::ContextMethod*, comm::Compression*, actors::RecoveryMode*, monitor::LogFormat*>;
+                 compute::Recompute*, compute::SyncMode*, compute::OuterPrecision*, compute::BalanceMode*,
+                 schedules::ScheduleKind*, compute::context::ContextMethod*, comm::Compression*, actors::RecoveryMode*,
+                 monitor::LogFormat*>;
 
 struct ConfigKey {
   std::string_view name;  // "section.name"

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,8 +26,9 @@
 namespace troupe::apps {
 namespace {
 
-// pipeline.stage_speeds: "1,0.5" → {1, 0.5}; empty → none.
-Expected<std::vector<double>> parse_stage_speeds(const std::string& text) {
+// pipeline.stage_speeds or train.replica_speeds: "1,0.5" → {1, 0.5}; empty → none. `each` says
+// what a speed is of ("a stage").
+Expected<std::vector<double>> parse_speeds(std::string_view key, const std::string& text, std::string_view each) {
   std::vector<double> speeds;
   if (text.empty()) return speeds;
   std::size_t begin = 0;
@@ -37,12 +39,16 @@ Expected<std::vector<double>> parse_stage_speeds(const std::string& text) {
     double speed = 0;
     const auto [stop, failure] = std::from_chars(item.data(), item.data() + item.size(), speed);
     if (item.empty() || failure != std::errc() || stop != item.data() + item.size())
-      return Error{"pipeline.stage_speeds: '" + item + "' in '" + text +
-                   "' is not a number (write one speed a stage, comma-separated: 1,0.5)"};
+      return Error{std::string(key) + ": '" + item + "' in '" + text + "' is not a number (write one speed " +
+                   std::string(each) + ", comma-separated: 1,0.5)"};
     speeds.push_back(speed);
     if (end == text.size()) return speeds;
     begin = end + 1;
   }
+}
+
+Expected<std::vector<double>> parse_stage_speeds(const std::string& text) {
+  return parse_speeds("pipeline.stage_speeds", text, "a stage");
 }
 
 // Numbers in messages read as the user would write them: 0.001, not 0.001000.
@@ -149,6 +155,33 @@ std::optional<std::string> diloco_problem(const JobConfig& c, const compute::GPT
   if (t.backend != compute::BackendKind::cpu)
     return "train.sync diloco works with train.backend cpu only so far: the outer step runs on host memory (got '" +
            std::string(compute::backend_name(t.backend)) + "')";
+  return std::nullopt;
+}
+
+// The first problem with train.balance and train.replica_speeds: a speed that is not a positive
+// number, or a layout whose replicas cannot take uneven shares yet (docs/balance.md).
+std::optional<std::string> balance_problem(const JobConfig& c) {
+  const TrainOptions& t = c.train;
+  auto speeds = parse_speeds("train.replica_speeds", t.replica_speeds, "a replica");
+  if (!speeds) return speeds.error().message;
+  for (double speed : *speeds)
+    if (!(speed > 0) || !std::isfinite(speed))
+      return "train.replica_speeds: " + str(speed) + " in '" + t.replica_speeds + "' is not a positive speed";
+  if (t.balance == compute::BalanceMode::none) {
+    if (!speeds->empty()) return "train.replica_speeds '" + t.replica_speeds + "' needs train.balance static";
+    return std::nullopt;
+  }
+  const std::pair<bool, const char*> not_yet[] = {{c.pipeline.stages > 1, "pipeline.stages > 1"},
+                                                  {c.tensor.shards > 1, "tensor.shards > 1"},
+                                                  {c.context.shards > 1, "context.shards > 1"},
+                                                  {c.expert.shards > 1, "expert.shards > 1"},
+                                                  {compute::shards_parameters(t.zero), "train.zero 3"},
+                                                  {t.sync == compute::SyncMode::diloco, "train.sync diloco"},
+                                                  {c.fault.elastic, "fault.elastic"}};
+  for (const auto& [set, keys] : not_yet)
+    if (set)
+      return "train.balance static does not work with " + std::string(keys) +
+             " yet: uneven shares are whole-model replicas summing their gradients every step";
   return std::nullopt;
 }
 
@@ -315,6 +348,7 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
            str(compute::zero_number(t.zero));
 
   if (auto problem = diloco_problem(c, model)) return problem;
+  if (auto problem = balance_problem(c)) return problem;
 
   const FaultOptions& f = c.fault;
   if (!(f.heartbeat_seconds > 0)) return "fault.heartbeat_seconds must be positive, got " + str(f.heartbeat_seconds);
@@ -398,6 +432,7 @@ Expected<ResolvedJob> resolve(const JobConfig& config) {
     TROUPE_CHECK(split.ok(), "resolve: a checked pipeline split failed");
     job.pipeline_split = std::move(*split);
   }
+  job.replica_speeds = parse_speeds("train.replica_speeds", job.config.train.replica_speeds, "a replica").value();
   return job;
 }
 

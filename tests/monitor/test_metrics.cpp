@@ -154,6 +154,7 @@ TEST_CASE(
   worker.checkpoint_saved(0.03, 4096);
   worker.outer_synced(3000, 2);
   worker.outer_synced(1000, 2);
+  worker.set_batch_share(0.75);
   std::atomic<std::uint64_t> reduced_bytes = 1000;
   worker.read_comm_from([&reduced_bytes] {
     return monitor::CommReading{{{"all_reduce", 2, reduced_bytes, 0.5}, {"send", 1, 64, 0.001}},
@@ -181,6 +182,8 @@ TEST_CASE(
   CHECK(e.value("troupe_diloco_outer_syncs_total", r2) == 2.0);
   CHECK(e.value("troupe_diloco_outer_bytes_total", r2) == 4000.0);
   CHECK(e.value("troupe_diloco_islands", r2) == 2.0);
+  CHECK(e.value("troupe_batch_share", r2) == 0.75);
+  CHECK(e.types.at("troupe_batch_share") == "gauge");
   CHECK(e.types.at("troupe_diloco_outer_bytes_total") == "counter");
   CHECK(e.types.at("troupe_comm_bytes_total") == "counter");
   CHECK(e.value("troupe_comm_bytes_total", {{"rank", "2"}, {"op", "all_reduce"}}) == 1000.0);
