@@ -166,7 +166,7 @@ std::optional<std::string> balance_problem(const JobConfig& c) {
   if (!speeds) return speeds.error().message;
   for (double speed : *speeds)
     if (!(speed > 0) || !std::isfinite(speed))
-      return "train.replica_speeds: " + str(speed) + " in '" + t.replica_speeds + "' is not a positive speed";
+      return "train.replica_speeds '" + t.replica_speeds + "': every speed must be a positive number";
   if (t.balance == compute::BalanceMode::none) {
     if (!speeds->empty()) return "train.replica_speeds '" + t.replica_speeds + "' needs train.balance static";
     return std::nullopt;

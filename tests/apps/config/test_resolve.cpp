@@ -320,7 +320,7 @@ TEST_CASE("train.balance static reads the replica speeds and refuses the layouts
   CHECK(refused([](JobConfig& c) { c.train.sync = compute::SyncMode::diloco; }) ==
         "train.balance static does not work with train.sync diloco" + not_yet);
   CHECK(refused([](JobConfig& c) { c.train.replica_speeds = "1,-2"; }) ==
-        "train.replica_speeds: -2 in '1,-2' is not a positive speed");
+        "train.replica_speeds '1,-2': every speed must be a positive number");
   CHECK(refused([](JobConfig& c) { c.train.zero = compute::ZeroStage::gradients; }).empty());
   CHECK(resolve_error([](JobConfig& c) { c.train.replica_speeds = "1,2"; }) ==
         "train.replica_speeds '1,2' needs train.balance static");
