@@ -129,7 +129,7 @@ TEST_CASE("parse_host_file reads a file and names it in errors", "[hostfile]") {
   CHECK(missing.error().message == dir.file("absent") + ": cannot read host file: No such file or directory");
 }
 
-TEST_CASE("speed=X declares a line's relative speed; 1 when absent, a bad one names the file and line",
+TEST_CASE("speed=X declares a line's relative speed, 1 when absent, and a bad one names the file and line",
           "[hostfile][balance]") {
   auto hosts = parse_host_text("h0 slots=2 speed=0.5\nh1 slots=1\nh2 speed=2 slots=1 # fast\n", "hosts.txt");
   REQUIRE(hosts.ok());
