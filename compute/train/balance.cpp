@@ -18,8 +18,7 @@ Expected<std::vector<int>> proportional_shares(int units, std::span<const double
   const int replicas = static_cast<int>(weights.size());
   if (replicas == 0) return Error{"no replica to share a batch between"};
   if (units < replicas)
-    return Error{std::to_string(units) + " units cannot give each of " + std::to_string(replicas) +
-                 " replicas one"};
+    return Error{std::to_string(units) + " units cannot give each of " + std::to_string(replicas) + " replicas one"};
   double total = 0;
   for (double w : weights) {
     if (!std::isfinite(w) || w <= 0) return Error{"a replica's weight must be a positive number"};
