@@ -20,6 +20,7 @@
 #include "compute/model/recompute.hpp"
 #include "compute/model/stage_split.hpp"
 #include "compute/sim/sim_options.hpp"
+#include "compute/train/balance.hpp"
 #include "compute/train/sync_mode.hpp"
 #include "compute/train/zero_stage.hpp"
 #include "monitor/log.hpp"
@@ -67,6 +68,10 @@ struct TrainOptions {
   compute::OuterPrecision diloco_precision = compute::OuterPrecision::f32;  // the pseudo-gradients' sum
   int diloco_fragments = 1;  // F: Streaming DiLoCo's fragments of consecutive blocks, synced staggered
   long diloco_overlap = 0;   // d: steps a fragment's sum is in flight before it is applied
+  // Uneven data-parallel shares by speed (compute/train/balance.hpp); the speeds of the replicas,
+  // "1,0.5", which launch fills from the host file's speed= when empty (docs/balance.md).
+  compute::BalanceMode balance = compute::BalanceMode::none;
+  std::string replica_speeds;
   std::uint64_t seed = 1337;
   int threads = 0;         // 0 = all cores
   compute::BackendKind backend = compute::BackendKind::cpu;
@@ -210,6 +215,8 @@ struct ResolvedJob {
   std::vector<std::pair<std::string, std::string>> settings;
   // With pipeline.stages > 1 or tensor.shards > 1: the blocks of every virtual stage, in depth order.
   std::vector<compute::StageLayers> pipeline_split;
+  // train.replica_speeds, read: each data-parallel replica's speed, in replica order; empty = even.
+  std::vector<double> replica_speeds;
 };
 
 // `job` after it grew in place (start_msg's batch split): train.batch_size and train.grad_accum as

@@ -70,6 +70,7 @@ struct MetricFamilies {
   prometheus::Family<prometheus::Gauge>* islands;
   prometheus::Family<prometheus::Counter>* expert_slots;
   prometheus::Family<prometheus::Gauge>* load_imbalance;
+  prometheus::Family<prometheus::Gauge>* batch_share;
   prometheus::Family<prometheus::Counter>* failures;
   prometheus::Family<prometheus::Counter>* recoveries;
   prometheus::Family<prometheus::Counter>* restarts;
@@ -108,6 +109,8 @@ struct MetricFamilies {
     load_imbalance = gauge("troupe_moe_load_imbalance",
                            "the last step's most loaded expert's token-slots over the mean, in the worst MoE block "
                            "(1 = even; 0 without experts)");
+    batch_share =
+        gauge("troupe_batch_share", "share of each step's global batch this rank's data replica takes (train.balance)");
     failures = counter("troupe_failures_total", "failures this node process saw or was told of, by kind");
     recoveries = counter("troupe_recoveries_total",
                          "recoveries of the job, by where the state came from and by path (in_place or restart)");
@@ -304,7 +307,8 @@ WorkerMetrics::WorkerMetrics(MetricFamilies& f, int rank, const std::string& rol
       outer_bytes_(f.outer_bytes->Add(labels_)),
       islands_(f.islands->Add(labels_)),
       expert_slots_family_(*f.expert_slots),
-      load_imbalance_(f.load_imbalance->Add(labels_)) {}
+      load_imbalance_(f.load_imbalance->Add(labels_)),
+      batch_share_(f.batch_share->Add(labels_)) {}
 
 void WorkerMetrics::step_done(long step, double seconds, std::int64_t tokens, double loss, double lr,
                               double grad_norm) {
@@ -356,6 +360,8 @@ void WorkerMetrics::experts_routed(const std::vector<std::int64_t>& slots, int e
   for (std::size_t i = 0; i < slots.size(); ++i) expert_slots_[i]->Increment(static_cast<double>(slots[i]));
   load_imbalance_.Set(load_imbalance);
 }
+
+void WorkerMetrics::set_batch_share(double share) { batch_share_.Set(share); }
 
 void WorkerMetrics::read_comm_from(std::function<CommReading()> read) { scrape_time_.add_comm(labels_, std::move(read)); }
 

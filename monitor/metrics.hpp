@@ -101,6 +101,9 @@ class WorkerMetrics {
   // troupe_moe_expert_slots_total{block, expert}); `load_imbalance` the most loaded expert's
   // slots over the mean in the worst block.
   void experts_routed(const std::vector<std::int64_t>& slots, int experts, double load_imbalance);
+  // The share of each step's global batch this rank's data replica takes (train.balance; 1/replicas
+  // when the split is even).
+  void set_batch_share(double share);
   // Read at every scrape from the server's thread; `read` must stay callable for the process's
   // life (capture shared state, not references to what may go first). Called once, while setting up.
   void read_comm_from(std::function<CommReading()> read);
@@ -132,6 +135,7 @@ class WorkerMetrics {
   prometheus::Family<prometheus::Counter>& expert_slots_family_;
   std::vector<prometheus::Counter*> expert_slots_;  // per (block, expert), made at the first step
   prometheus::Gauge& load_imbalance_;
+  prometheus::Gauge& batch_share_;
   double flops_per_token_ = 0;
   double job_peak_flops_ = 0;
 };

@@ -40,6 +40,18 @@ compute::OuterOptions outer_options(const ResolvedJob& job) {
 
 namespace {
 
+// train.balance static: the micro-batches each of `replicas` takes a step, by their speeds (even
+// when none are given); none otherwise.
+std::vector<int> micro_shares(const ResolvedJob& job, int replicas) {
+  if (job.config.train.balance == compute::BalanceMode::none) return {};
+  std::vector<double> speeds = job.replica_speeds;
+  if (speeds.empty()) speeds.assign(static_cast<std::size_t>(replicas), 1.0);
+  TROUPE_CHECK(static_cast<int>(speeds.size()) == replicas, "train.replica_speeds for another number of replicas");
+  auto shares = compute::proportional_shares(job.config.train.grad_accum * replicas, speeds);
+  TROUPE_CHECK(shares.ok(), "train.balance static: " + (shares.ok() ? std::string() : shares.error().message));
+  return std::move(*shares);
+}
+
 compute::TrainerOptions replica_options(const ResolvedJob& job, compute::DataParallel data_parallel,
                                         compute::ShardedParameters* sharded, const compute::IslandGroup& islands) {
   compute::TrainerOptions options = trainer_options(job);
@@ -47,6 +59,7 @@ compute::TrainerOptions replica_options(const ResolvedJob& job, compute::DataPar
   options.data_parallel.sharded = sharded;
   options.islands = islands.count;
   options.island = islands.index;
+  options.micro_shares = micro_shares(job, options.data_parallel.size);
   return options;
 }
 
@@ -99,6 +112,18 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
   const TrainOptions& t = job.config.train;
   const int rank = place_.rank;
   layout_ = replica_layout(place_.grid.dp, t.batch_size, t.seq_len, t.grad_accum);
+  const std::vector<int>& shares = trainer_.micro_shares();
+  if (metrics_) {
+    const int own = shares.empty() ? t.grad_accum : shares[static_cast<std::size_t>(place_.rank)];
+    metrics_->set_batch_share(static_cast<double>(own) * t.batch_size * t.seq_len /
+                              static_cast<double>(trainer_.tokens_per_step()));
+  }
+  if (!shares.empty()) {
+    const std::string text = fmt::format("replica shares {} of {} micro-batches", compute::shares_text(shares),
+                                         t.grad_accum * place_.grid.dp);
+    layout_ += ", " + text;
+    if (rank == 0) monitor::logger("train")->info("balance static: {}", text);
+  }
   if (context.sharded())
     layout_ += fmt::format(", {} context shards ({}) of seq {}", context.split.shards,
                            compute::context::context_method_name(context.method), context.split.local_rows());

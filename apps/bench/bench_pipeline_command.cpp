@@ -37,7 +37,7 @@
 #include "apps/bench/bench_figures.hpp"
 #include "apps/bench/bench_stage.hpp"
 #include "apps/bench/cpu_quota.hpp"
-#include "apps/config/stage_speeds.hpp"
+#include "apps/config/speeds.hpp"
 #include "apps/exit_codes.hpp"
 #include "comm/bootstrap.hpp"
 #include "compute/random.hpp"
@@ -387,7 +387,7 @@ double load_average() {
 }
 
 int run_bench_split(const BenchPipelineOptions& o) {
-  auto declared = parse_stage_speeds("--stage-speeds", o.stage_speeds);
+  auto declared = parse_speeds("--stage-speeds", o.stage_speeds);
   if (!declared) return error_exit(ExitCode::bad_input, declared.error().message);
   if (static_cast<int>(declared->size()) != o.stages)
     return error_exit(ExitCode::bad_input, "--stage-speeds " + o.stage_speeds + ": " +

@@ -25,6 +25,7 @@
 #include "apps/commands/job_identity.hpp"
 #include "apps/commands/launched_nodes.hpp"
 #include "apps/config/memory_fit.hpp"
+#include "apps/config/value.hpp"
 #include "apps/exit_codes.hpp"
 #include "apps/launch/host_file.hpp"
 #include "apps/launch/local_host.hpp"
@@ -46,6 +47,20 @@ std::vector<actors::NodeShape> node_lines(const std::vector<launch::HostEntry>& 
   std::vector<actors::NodeShape> lines;
   for (const launch::HostEntry& entry : entries) lines.push_back({entry.host, entry.slots});
   return lines;
+}
+
+// train.balance static without train.replica_speeds: each rank's speed is its host-file line's
+// speed=, written into the key the node processes are given; left empty when every line's is 1.
+JobConfig with_host_speeds(JobConfig config, const std::vector<launch::HostEntry>& nodes) {
+  const bool declared =
+      std::any_of(nodes.begin(), nodes.end(), [](const launch::HostEntry& n) { return n.speed != 1; });
+  if (config.train.balance == compute::BalanceMode::none || !config.train.replica_speeds.empty() || !declared)
+    return config;
+  std::string speeds;
+  for (const launch::HostEntry& node : nodes)
+    for (int slot = 0; slot < node.slots; ++slot) speeds += (speeds.empty() ? "" : ",") + format_number(node.speed);
+  config.train.replica_speeds = speeds;
+  return config;
 }
 
 // The machines the plan's nodes run on: its distinct hosts, every alias of this one counted once.
@@ -165,8 +180,9 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
   actors::JobEvents events;
   actors::ControlPort control(job.config.monitor, *token, &events);
   LaunchedNodes starter(std::move(launcher_options), slurm ? std::string() : args.host_file);
-  return job_exit(actors::run_job(job_contact(args, *token), job.config, node_lines(host_file->nodes),
-                                  node_lines(host_file->spares), starter, control, events));
+  return job_exit(actors::run_job(job_contact(args, *token), with_host_speeds(job.config, host_file->nodes),
+                                  node_lines(host_file->nodes), node_lines(host_file->spares), starter, control,
+                                  events));
 }
 
 Command add_launch_command(CLI::App& app) {

@@ -21,7 +21,7 @@
 
 #include "apps/commands/commands.hpp"
 #include "apps/config/byte_size.hpp"
-#include "apps/config/stage_speeds.hpp"
+#include "apps/config/speeds.hpp"
 #include "apps/exit_codes.hpp"
 #include "apps/launch/host_file.hpp"
 #include "apps/launch/host_memory.hpp"
@@ -128,7 +128,7 @@ int run_plan(const PlanOptions& o) {
     return error_exit(ExitCode::bad_input,
                       "--context-shards must be at least 1 (1 = none), got " + std::to_string(o.context_shards));
 
-  auto speeds = parse_stage_speeds("--stage-speeds", o.stage_speeds);
+  auto speeds = parse_speeds("--stage-speeds", o.stage_speeds);
   if (!speeds) return error_exit(ExitCode::bad_input, speeds.error().message);
   schedules::Workload workload{*model, o.global_batch, o.seq.value_or(model->block_size), *precision, *speeds};
   schedules::Cluster cluster;

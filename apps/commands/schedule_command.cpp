@@ -14,7 +14,7 @@
 
 #include "apps/commands/commands.hpp"
 #include "apps/config/named_choice.hpp"
-#include "apps/config/stage_speeds.hpp"
+#include "apps/config/speeds.hpp"
 #include "apps/exit_codes.hpp"
 #include "monitor/trace.hpp"
 #include "schedules/checker.hpp"
@@ -146,7 +146,7 @@ Status validate(const ScheduleOptions& o) {
   if (Status s = check_cost("--backward", o.backward, false); !s) return s;
   if (!(o.weight_share >= 0 && o.weight_share <= 1))
     return Error{"--weight-share must be between 0 and 1, got " + number(o.weight_share)};
-  auto speeds = parse_stage_speeds("--stage-speeds", o.stage_speeds);
+  auto speeds = parse_speeds("--stage-speeds", o.stage_speeds);
   if (!speeds) return speeds.error();
   if (!speeds->empty() && static_cast<int>(speeds->size()) != o.stages)
     return Error{"--stage-speeds " + o.stage_speeds + ": " + std::to_string(speeds->size()) + " speeds for " +
@@ -170,7 +170,7 @@ int run_schedule(const ScheduleOptions& o) {
   costs.backward = o.backward;
   costs.weight_share = o.weight_share;
   costs.latency = o.latency;
-  costs.speeds = parse_stage_speeds("--stage-speeds", o.stage_speeds).value();
+  costs.speeds = parse_speeds("--stage-speeds", o.stage_speeds).value();
   auto sim = schedules::simulate(s, costs);
   if (!sim) throw sim.error();
 

@@ -39,6 +39,11 @@ Status check_grid_divides(const ResolvedJob& job, int ranks) {
   if (const int replicas = ranks / replica_ranks; replicas % c.train.islands != 0)
     return Error{"train.islands " + std::to_string(c.train.islands) + " does not divide the job's " +
                  std::to_string(replicas) + " data-parallel replicas (each island holds as many)"};
+  if (const int replicas = ranks / replica_ranks;
+      !job.replica_speeds.empty() && int(job.replica_speeds.size()) != replicas)
+    return Error{"train.replica_speeds '" + c.train.replica_speeds + "' lists " +
+                 std::to_string(job.replica_speeds.size()) + " speeds for the job's " + std::to_string(replicas) +
+                 " data-parallel replicas (one a replica)"};
   return Status::success();
 }
 

@@ -96,6 +96,14 @@ constexpr ConfigKey keys[] = {
     {"train.diloco_overlap",
      "Streaming DiLoCo: inner steps d a fragment's sum is in flight before it is applied; 0 = applied at once",
      field<&J::train, &T::diloco_overlap>},
+    {"train.balance",
+     "data-parallel shares of each step's global batch: none (even) or static (in proportion to "
+     "train.replica_speeds, or the host file's speed= per line)",
+     field<&J::train, &T::balance>},
+    {"train.replica_speeds",
+     "train.balance static: each data-parallel replica's relative speed, comma-separated (1,0.5); empty = the host "
+     "file's speed= of each rank's line",
+     field<&J::train, &T::replica_speeds>},
     {"train.seed", "random seed for initialization and data order", field<&J::train, &T::seed>},
     {"train.threads", "CPU threads per worker; 0 = all cores", field<&J::train, &T::threads>},
     {"train.backend",

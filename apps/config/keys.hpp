@@ -20,8 +20,9 @@ namespace troupe::apps {
 // their names (named_choice.hpp).
 using ConfigField =
     std::variant<bool*, int*, long*, std::uint64_t*, double*, std::string*, compute::ZeroStage*, compute::BackendKind*,
-                 compute::Recompute*, compute::SyncMode*, compute::OuterPrecision*, schedules::ScheduleKind*,
-                 compute::SplitMethod*, compute::context::ContextMethod*, comm::Compression*, actors::RecoveryMode*,
+                 compute::Recompute*, compute::SyncMode*, compute::OuterPrecision*, compute::BalanceMode*,
+                 schedules::ScheduleKind*, compute::SplitMethod*, compute::context::ContextMethod*, comm::Compression*,
+                 actors::RecoveryMode*,
                  monitor::LogFormat*>;
 
 struct ConfigKey {

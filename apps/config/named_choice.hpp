@@ -1,8 +1,8 @@
 #pragma once
 // The settings that are one of a few names (train.backend, train.recompute, train.sync, train.diloco_precision,
-// pipeline.schedule, pipeline.split, context.method, comm.compress, fault.recovery, monitor.log_format): each is its
-// library's enum from the config parser on, and this is the one place that reads and writes their names. A library
-// lists its values (compute::backend_kinds, ...) and spells each one; NamedChoice points at both.
+// train.balance, pipeline.schedule, pipeline.split, context.method, comm.compress, fault.recovery, monitor.log_format):
+// each is its library's enum from the config parser on, and this is the one place that reads and writes their names.
+// A library lists its values (compute::backend_kinds, ...) and spells each one; NamedChoice points at both.
 
 #include <concepts>
 #include <optional>
@@ -36,6 +36,11 @@ template <>
 struct NamedChoice<compute::OuterPrecision> {
   static constexpr std::span<const compute::OuterPrecision> values{compute::outer_precisions};
   static std::string_view name(compute::OuterPrecision precision) { return compute::outer_precision_name(precision); }
+};
+template <>
+struct NamedChoice<compute::BalanceMode> {
+  static constexpr std::span<const compute::BalanceMode> values{compute::balance_modes};
+  static std::string_view name(compute::BalanceMode mode) { return compute::balance_mode_name(mode); }
 };
 template <>
 struct NamedChoice<schedules::ScheduleKind> {

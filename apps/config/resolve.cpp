@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -10,7 +11,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "apps/config/stage_speeds.hpp"
+#include "apps/config/speeds.hpp"
 #include "apps/config/value.hpp"
 #include "checkpoint/import_gpt2.hpp"
 #include "comm/compression.hpp"
@@ -132,6 +133,33 @@ std::optional<std::string> diloco_problem(const JobConfig& c, const compute::GPT
   return std::nullopt;
 }
 
+// The first problem with train.balance and train.replica_speeds: a speed that is not a positive
+// number, or a layout whose replicas cannot take uneven shares yet (docs/balance.md).
+std::optional<std::string> balance_problem(const JobConfig& c) {
+  const TrainOptions& t = c.train;
+  auto speeds = parse_speeds("train.replica_speeds", t.replica_speeds, "a replica");
+  if (!speeds) return speeds.error().message;
+  for (double speed : *speeds)
+    if (!(speed > 0) || !std::isfinite(speed))
+      return "train.replica_speeds '" + t.replica_speeds + "': every speed must be a positive number";
+  if (t.balance == compute::BalanceMode::none) {
+    if (!speeds->empty()) return "train.replica_speeds '" + t.replica_speeds + "' needs train.balance static";
+    return std::nullopt;
+  }
+  const std::pair<bool, const char*> not_yet[] = {{c.pipeline.stages > 1, "pipeline.stages > 1"},
+                                                  {c.tensor.shards > 1, "tensor.shards > 1"},
+                                                  {c.context.shards > 1, "context.shards > 1"},
+                                                  {c.expert.shards > 1, "expert.shards > 1"},
+                                                  {compute::shards_parameters(t.zero), "train.zero 3"},
+                                                  {t.sync == compute::SyncMode::diloco, "train.sync diloco"},
+                                                  {c.fault.elastic, "fault.elastic"}};
+  for (const auto& [set, keys] : not_yet)
+    if (set)
+      return "train.balance static does not work with " + std::string(keys) +
+             " yet: uneven shares are whole-model replicas summing their gradients every step";
+  return std::nullopt;
+}
+
 // The first problem with the train, data and sample keys, given the resolved model.
 std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTConfig& model) {
   const TrainOptions& t = c.train;
@@ -219,7 +247,7 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
   if (p.split == compute::SplitMethod::speed && p.stage_speeds.empty())
     return "pipeline.split speed needs pipeline.stage_speeds, one relative speed a stage (1,0.5: the second at half "
            "speed)";
-  auto speeds = parse_stage_speeds("pipeline.stage_speeds", p.stage_speeds);
+  auto speeds = parse_speeds("pipeline.stage_speeds", p.stage_speeds);
   if (!speeds) return speeds.error().message;
   if (!speeds->empty() && p.stages < 2)
     return "pipeline.stage_speeds '" + p.stage_speeds + "' needs pipeline.stages > 1 (one speed a stage)";
@@ -301,6 +329,7 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
            str(compute::zero_number(t.zero));
 
   if (auto problem = diloco_problem(c, model)) return problem;
+  if (auto problem = balance_problem(c)) return problem;
 
   const FaultOptions& f = c.fault;
   if (!(f.heartbeat_seconds > 0)) return "fault.heartbeat_seconds must be positive, got " + str(f.heartbeat_seconds);
@@ -380,11 +409,12 @@ Expected<ResolvedJob> resolve(const JobConfig& config) {
   const PipelineOptions& p = job.config.pipeline;
   if (p.stages > 1 || p.virtual_stages > 1 || job.config.tensor.shards > 1) {
     auto split = compute::split_for_pipeline(job.model, p.stages, p.virtual_stages,
-                                             parse_stage_speeds("pipeline.stage_speeds", p.stage_speeds).value(),
+                                             parse_speeds("pipeline.stage_speeds", p.stage_speeds).value(),
                                              job.config.train.seq_len);
     TROUPE_CHECK(split.ok(), "resolve: a checked pipeline split failed");
     job.pipeline_split = std::move(*split);
   }
+  job.replica_speeds = parse_speeds("train.replica_speeds", job.config.train.replica_speeds, "a replica").value();
   return job;
 }
 

@@ -1,10 +1,12 @@
 // Host-file parsing: comments are cut at '#', a line splits on blanks into a hostname,
-// key=value pairs (the only key is slots) and the word spare. See docs/formats/host-file.md.
+// key=value pairs (slots and speed) and the word spare. See docs/formats/host-file.md.
 
 #include "apps/launch/host_file.hpp"
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -46,6 +48,16 @@ Expected<int> parse_slots(std::string_view value, const std::string& where) {
   return static_cast<int>(slots);
 }
 
+// speed=X: a positive decimal number, read whole as every config number is.
+Expected<double> parse_speed(std::string_view value, const std::string& where) {
+  double speed = 0;
+  const auto [stop, failure] = std::from_chars(value.data(), value.data() + value.size(), speed);
+  if (value.empty() || failure != std::errc() || stop != value.data() + value.size() || !(speed > 0) ||
+      !std::isfinite(speed))
+    return Error{where + "speed must be a positive number, got '" + std::string(value) + "'"};
+  return speed;
+}
+
 struct ParsedLine {
   HostEntry entry;
   bool spare = false;
@@ -54,7 +66,7 @@ struct ParsedLine {
 Expected<ParsedLine> parse_line(std::string_view line, int number, const std::string& where) {
   const auto words = split_blanks(line);
   HostEntry entry{std::string(words[0]), 0, number};
-  bool spare = false;
+  bool spare = false, speed_given = false;
   if (entry.host.find('=') != std::string::npos) {
     return Error{where + "expected a hostname first, got '" + entry.host + "'"};
   }
@@ -73,12 +85,20 @@ Expected<ParsedLine> parse_line(std::string_view line, int number, const std::st
     }
     if (eq == std::string_view::npos)
       return Error{where + "unknown word '" + std::string(word) +
-                   "' (a line takes slots=N and, on a spare line, spare)"};
+                   "' (a line takes slots=N, speed=X and, on a spare line, spare)"};
     if (eq == 0) {
       return Error{where + "expected key=value after the hostname, got '" + std::string(word) + "'"};
     }
     const std::string_view key = word.substr(0, eq);
-    if (key != "slots") return Error{where + "unknown key '" + std::string(key) + "' (the only key is slots)"};
+    if (key == "speed") {
+      if (speed_given) return Error{where + "speed given twice"};
+      speed_given = true;
+      auto speed = parse_speed(word.substr(eq + 1), where);
+      if (!speed) return speed.error();
+      entry.speed = *speed;
+      continue;
+    }
+    if (key != "slots") return Error{where + "unknown key '" + std::string(key) + "' (the keys are slots and speed)"};
     if (entry.slots != 0) return Error{where + "slots given twice"};
     auto slots = parse_slots(word.substr(eq + 1), where);
     if (!slots) return slots.error();

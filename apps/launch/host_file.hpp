@@ -1,5 +1,6 @@
 #pragma once
-// Host files in DeepSpeed's syntax: one node process per line, `hostname slots=N`, `#` comments.
+// Host files in DeepSpeed's syntax: one node process per line, `hostname slots=N`, `#` comments;
+// `speed=X` declares the line's relative speed (train.balance static).
 // A host may repeat (several node processes on one machine); ranks follow file order. A line that
 // ends in the word `spare` (`node5 slots=1 spare`) starts nothing and holds no ranks: it is where
 // the job starts a lost node again when that node's own host cannot take it. The format is
@@ -18,6 +19,7 @@ struct HostEntry {
   std::string host;
   int slots = 0;
   int line = 0;  // 1-based line in the host file, for messages
+  double speed = 1;  // speed=X: its ranks' relative speed, for train.balance static
 };
 
 // The most workers one line may ask for, and the most ranks a whole host file may.

@@ -1,5 +1,6 @@
 #include "compute/train/trainer.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "compute/context/context_split.hpp"
@@ -35,7 +36,7 @@ Trainer::Trainer(GPT& model, TrainerOptions options, std::span<const std::uint16
       inputs_(batch_tensor(options)),
       targets_(batch_tensor(options)),
       micro_batches_(model.backend(), model.grads(),
-                     shards_parameters(options.data_parallel.zero_stage) ? 1 : options.grad_accum) {
+                     shards_parameters(options.data_parallel.zero_stage) ? 1 : own_micro_batches()) {
   TROUPE_CHECK(0 <= options.data_parallel.rank && options.data_parallel.rank < options.data_parallel.size,
                "data-parallel rank outside its group");
   TROUPE_CHECK(0 <= options.island && options.island < options.islands, "an island outside the islands");
@@ -52,6 +53,16 @@ Trainer::Trainer(GPT& model, TrainerOptions options, std::span<const std::uint16
     rows_target_ = Tensor::zeros({options.batch_size, rows}, DType::i32);
   }
   model_.reserve(options.batch_size, rows);
+  if (!options.micro_shares.empty()) {
+    TROUPE_CHECK(!context.sharded() && !shards_parameters(options.data_parallel.zero_stage) && options.islands == 1,
+                 "uneven shares under context shards, ZeRO-3 or DiLoCo");
+    TROUPE_CHECK(static_cast<int>(options.micro_shares.size()) == options.data_parallel.size &&
+                     first_unit(options.micro_shares, options.data_parallel.size) ==
+                         options.grad_accum * options.data_parallel.size &&
+                     *std::min_element(options.micro_shares.begin(), options.micro_shares.end()) >= 1,
+                 "uneven shares that are not the group's global batch");
+    TROUPE_CHECK(options.data_parallel.size == 1 || options.data_parallel.sum, "uneven shares without a scalar sum");
+  }
 }
 
 int Trainer::data_rank() const {
@@ -72,6 +83,23 @@ const Tensor& Trainer::own_rows(const Tensor& batch, Tensor& rows) const {
   return rows;
 }
 
+int Trainer::own_micro_batches() const {
+  return options_.micro_shares.empty() ? options_.grad_accum
+                                       : options_.micro_shares[static_cast<std::size_t>(data_rank())];
+}
+
+std::uint64_t Trainer::first_sample(int micro) const {
+  const std::uint64_t k = static_cast<std::uint64_t>(options_.grad_accum), B = options_.batch_size;
+  const std::uint64_t step = static_cast<std::uint64_t>(steps_);
+  if (!options_.micro_shares.empty()) {
+    const std::uint64_t units = k * options_.micro_shares.size();
+    return (step * units + static_cast<std::uint64_t>(first_unit(options_.micro_shares, data_rank()) + micro)) * B;
+  }
+  const std::uint64_t micro_index = step * k + static_cast<std::uint64_t>(micro);
+  const std::uint64_t replica = static_cast<std::uint64_t>(options_.island) * data_replicas() + data_rank();
+  return (micro_index * data_replicas() * options_.islands + replica) * B;
+}
+
 void Trainer::resume_at(long steps) {
   steps_ = steps;
   zero_.resume_at(steps);
@@ -84,6 +112,7 @@ void Trainer::resplit(const BatchSplit& split) {
   TROUPE_CHECK(!shards_optimizer_state(dp.zero_stage),
                "only ZeRO 0 resplits its batch: every rank holds the whole state");
   TROUPE_CHECK(!model_.stage().context_shard().sharded(), "a resplit under context shards");
+  TROUPE_CHECK(options_.micro_shares.empty(), "a resplit of uneven shares");
   TROUPE_CHECK(0 <= split.dp_rank && split.dp_rank < split.dp_size && split.grad_accum >= 1 && split.batch_size >= 1,
                "a batch split outside its group");
   TROUPE_CHECK(std::int64_t{split.batch_size} * split.grad_accum * split.dp_size ==
@@ -125,18 +154,18 @@ StepResult Trainer::step() {
   if (dp.begin_step) dp.begin_step(steps_);
   model_.zero_grad();
   double loss_sum = 0;
-  const int k = options_.grad_accum;
+  const int k = own_micro_batches();
+  // Every micro-batch of the group's k·n weighs 1/(k·n) (with uneven shares k differs by replica,
+  // their sum does not).
+  const double group_micro_batches = static_cast<double>(options_.grad_accum) * dp.size;
   for (int micro = 0; micro < k; ++micro) {
     micro_batches_.before_backward(micro);
-    const std::uint64_t micro_index = static_cast<std::uint64_t>(steps_) * k + micro;
-    const std::uint64_t replica = static_cast<std::uint64_t>(options_.island) * data_replicas() + data_rank();
-    const std::uint64_t first = (micro_index * data_replicas() * options_.islands + replica) * options_.batch_size;
-    fill_batch(inputs_.data_as<std::int32_t>(), targets_.data_as<std::int32_t>(), train_tokens_, train_sampler_, first,
-               options_.batch_size);
+    fill_batch(inputs_.data_as<std::int32_t>(), targets_.data_as<std::int32_t>(), train_tokens_, train_sampler_,
+               first_sample(micro), options_.batch_size);
     loss_sum += model_.forward(own_rows(inputs_, rows_in_), own_rows(targets_, rows_target_), between_layers);
     result.moe.add(model_.stage().moe_routing(0), 1.0 / k);
     const bool last_micro = micro == k - 1;
-    model_.backward(1.0 / (static_cast<double>(k) * dp.size), last_micro && overlap ? start_layer_bucket : between_layers);
+    model_.backward(1.0 / group_micro_batches, last_micro && overlap ? start_layer_bucket : between_layers);
   }
   if (overlap) {
     // The buckets backward did not cover: the embeddings at the front of the buffer, ln_f at the end.
@@ -151,7 +180,10 @@ StepResult Trainer::step() {
     micro_batches_.add_earlier();
     zero_.sum_gradients();
   }
-  result.loss = dp.mean ? dp.mean(loss_sum / k) : loss_sum / k;
+  if (options_.micro_shares.empty())
+    result.loss = dp.mean ? dp.mean(loss_sum / k) : loss_sum / k;
+  else
+    result.loss = (dp.sum ? dp.sum(loss_sum) : loss_sum) / group_micro_batches;
   result.grad_norm = std::sqrt(zero_.group_squares(model_.backend().sum_of_squares(zero_.summed_gradients(0))));
   zero_.clip(result.grad_norm, options_.grad_clip);
   zero_.update(result.lr);

@@ -18,6 +18,12 @@
 // the group's sum is the mean gradient as above (each rank's mean is over its equal share of the
 // rows), and the group's mean of the losses is the replicas' mean loss.
 //
+// Under train.balance static (balance.hpp) data replica r takes micro_shares[r] of the step's
+// k·n micro-batches, in the uniform split's global order: micro-batch j of the step reads samples
+// (step·k·n + j)·B + [0, B), whichever replica runs it. Each micro-batch's loss is scaled by
+// 1/(k·n), as above, so the sum is again the global batch's mean gradient, and the loss returned
+// is the group's sum of the micro-batch losses over k·n: the global batch's.
+//
 // Under DiLoCo (outer_step.hpp) the group is one island of `islands`, and island i's replicas read
 // the i-th of `islands` equal parts of every global batch: replica d of island i reads as replica
 // i·n + d of islands·n would, so the islands together read what plain data parallelism over all
@@ -25,6 +31,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "compute/data/batch.hpp"
 #include "compute/data/window_sampler.hpp"
@@ -32,6 +39,7 @@
 #include "compute/model/recompute.hpp"
 #include "compute/optim/adamw.hpp"
 #include "compute/optim/lr_schedule.hpp"
+#include "compute/train/balance.hpp"
 #include "compute/train/data_parallel.hpp"
 #include "compute/train/micro_batch_sum.hpp"
 #include "compute/train/zero_step.hpp"
@@ -54,6 +62,9 @@ struct TrainerOptions {
   DataParallel data_parallel;
   int islands = 1;  // DiLoCo's islands K; data_parallel is this rank's island
   int island = 0;   // which of them this rank's is
+  // train.balance static: the micro-batches each data replica takes a step, in replica order,
+  // summing to grad_accum × the replicas (balance.hpp); empty: grad_accum each.
+  std::vector<int> micro_shares;
 };
 
 // How a step's global batch is split over the data-parallel group: this rank's place in it, the
@@ -99,6 +110,7 @@ class Trainer {
   void resplit(const BatchSplit& split);
   AdamW& optimizer() { return zero_.optimizer(0); }
   const DataParallel& data_parallel() const { return options_.data_parallel; }
+  const std::vector<int>& micro_shares() const { return options_.micro_shares; }
   std::int64_t tokens_per_step() const;  // over the whole data-parallel group, every island's
   int seq_len() const { return options_.seq_len; }
 
@@ -115,6 +127,9 @@ class Trainer {
   int data_replicas() const;
   // The batch's rows this rank's model runs on: the whole batch, or under context shards its rows.
   const Tensor& own_rows(const Tensor& batch, Tensor& rows) const;
+  // The micro-batches this rank sums a step, and the first sample of its micro-batch `micro`.
+  int own_micro_batches() const;
+  std::uint64_t first_sample(int micro) const;
   MicroBatchSum micro_batches_;
   long steps_ = 0;
 };

@@ -75,8 +75,10 @@ struct TwoRanks {
   std::vector<double> losses[2];
 };
 
+// `grad_accum` micro-batches each, or with `shares` the group's 2·grad_accum unevenly.
 TwoRanks run_two_ranks(const std::vector<std::uint16_t>& data, int steps, ZeroStage zero_stage,
-                       const GPTConfig& model_config = config) {
+                       const GPTConfig& model_config = config, int grad_accum = 1,
+                       const std::vector<int>& shares = {}) {
   const std::int64_t total = ParameterLayout(model_config).total();
   const std::int64_t half = (total + 1) / 2;  // shard 0 = [0, half), shard 1 = [half, total)
   std::vector<float> slots[2] = {std::vector<float>(total), std::vector<float>(total)};
@@ -98,6 +100,8 @@ TwoRanks run_two_ranks(const std::vector<std::uint16_t>& data, int steps, ZeroSt
     };
     TrainerOptions o = base_options();
     o.batch_size = 2;
+    o.grad_accum = grad_accum;
+    o.micro_shares = shares;
     DataParallel& dp = o.data_parallel;
     dp.rank = rank;
     dp.size = 2;
@@ -199,6 +203,33 @@ TEST_CASE("two data-parallel ranks of batch b take the steps of one process of b
     if (stage == ZeroStage::gradients) sharded_gradients = run.params[0];
     if (stage == ZeroStage::parameters)
       CHECK(std::memcmp(sharded_gradients.data(), run.params[0].data(), plain.size() * sizeof(float)) == 0);
+  }
+}
+
+// train.balance static: the same 8 micro-batches a step, 3 + 1 or 1 + 3 instead of 2 + 2. Each
+// micro-batch weighs 1/4 in both, so only the order of the additions differs.
+TEST_CASE("two data-parallel ranks of uneven shares take the steps of the even split, with ZeRO 0 to 2",
+          "[model][dp][balance]") {
+  const auto data = random_stream(40000, 64);
+  const int steps = 4;
+  const TwoRanks even = run_two_ranks(data, steps, ZeroStage::none, config, 2);
+  for (ZeroStage stage : {ZeroStage::none, ZeroStage::optimizer_state, ZeroStage::gradients}) {
+    for (const std::vector<int>& shares : {std::vector<int>{3, 1}, std::vector<int>{1, 3}}) {
+      const TwoRanks uneven = run_two_ranks(data, steps, stage, config, 2, shares);
+      CHECK(std::memcmp(uneven.params[0].data(), uneven.params[1].data(), uneven.params[0].size() * sizeof(float)) ==
+            0);
+      double max_diff = 0;
+      for (std::size_t i = 0; i < even.params[0].size(); ++i)
+        max_diff = std::max(max_diff, double(std::abs(even.params[0][i] - uneven.params[0][i])));
+      std::printf("ZeRO %d, shares %d + %d against 2 + 2: max parameter difference after %d steps %.3g\n",
+                  zero_number(stage), shares[0], shares[1], steps, max_diff);
+      CHECK(max_diff < 1e-5);
+      CHECK(max_diff > 0);  // the additions' order did change: the test compares two computations
+      for (int s = 0; s < steps; ++s) {
+        CHECK(uneven.losses[0][s] == uneven.losses[1][s]);
+        CHECK(uneven.losses[0][s] == Approx(even.losses[0][s]).epsilon(1e-6));
+      }
+    }
   }
 }
 

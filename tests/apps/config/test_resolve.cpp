@@ -310,3 +310,31 @@ TEST_CASE("expert.shards: refused without experts, when it does not divide them,
         "train.sync diloco does not work with expert.shards > 1 yet: an island is whole-model replicas summing "
         "plain gradients");
 }
+
+TEST_CASE("train.balance static reads the replica speeds and refuses the layouts it cannot serve yet",
+          "[config][balance]") {
+  JobConfig config;
+  config.train.balance = compute::BalanceMode::fixed;
+  config.train.replica_speeds = "1,0.5,2";
+  auto job = resolve(config);
+  REQUIRE(job.ok());
+  CHECK(job->replica_speeds == std::vector<double>{1, 0.5, 2});
+  config.train.replica_speeds = "";
+  CHECK(resolve(config)->replica_speeds.empty());
+  auto refused = [](const std::function<void(JobConfig&)>& change) {
+    return resolve_error([&](JobConfig& c) {
+      c.train.balance = compute::BalanceMode::fixed;
+      change(c);
+    });
+  };
+  const std::string not_yet = " yet: uneven shares are whole-model replicas summing their gradients every step";
+  CHECK(refused([](JobConfig& c) { c.tensor.shards = 2; }) ==
+        "train.balance static does not work with tensor.shards > 1" + not_yet);
+  CHECK(refused([](JobConfig& c) { c.train.sync = compute::SyncMode::diloco; }) ==
+        "train.balance static does not work with train.sync diloco" + not_yet);
+  CHECK(refused([](JobConfig& c) { c.train.replica_speeds = "1,-2"; }) ==
+        "train.replica_speeds '1,-2': every speed must be a positive number");
+  CHECK(refused([](JobConfig& c) { c.train.zero = compute::ZeroStage::gradients; }).empty());
+  CHECK(resolve_error([](JobConfig& c) { c.train.replica_speeds = "1,2"; }) ==
+        "train.replica_speeds '1,2' needs train.balance static");
+}

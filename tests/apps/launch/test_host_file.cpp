@@ -56,10 +56,10 @@ TEST_CASE("host file errors name the file and line", "[hostfile]") {
   CHECK(problem("node1 slots=") == "hosts.txt:1: slots must be a positive integer, got ''");
   CHECK(problem("node1 slots=70000") == "hosts.txt:1: slots=70000 is more than 65536");
   CHECK(problem("node1 slots=99999999999999999999") == "hosts.txt:1: slots=99999999999999999999 is more than 65536");
-  CHECK(problem("node1 slots=2\nnode2 gpus=2\n") == "hosts.txt:2: unknown key 'gpus' (the only key is slots)");
+  CHECK(problem("node1 slots=2\nnode2 gpus=2\n") == "hosts.txt:2: unknown key 'gpus' (the keys are slots and speed)");
   CHECK(problem("node1 slots=2 slots=3") == "hosts.txt:1: slots given twice");
   CHECK(problem("node1 slots 4") ==
-        "hosts.txt:1: unknown word 'slots' (a line takes slots=N and, on a spare line, spare)");
+        "hosts.txt:1: unknown word 'slots' (a line takes slots=N, speed=X and, on a spare line, spare)");
   CHECK(problem("node1 slots=2 =3") == "hosts.txt:1: expected key=value after the hostname, got '=3'");
   CHECK(problem("slots=4") == "hosts.txt:1: expected a hostname first, got 'slots=4'");
   CHECK(problem("user@node1 slots=4") ==
@@ -90,7 +90,7 @@ TEST_CASE("spare lines: DeepSpeed lines with the word spare, held apart from the
 TEST_CASE("spare lines that cannot serve are errors naming the file and line", "[hostfile]") {
   CHECK(problem("h0 slots=1\nh1 slots=1 spare spare\n") == "hosts.txt:2: spare given twice");
   CHECK(problem("h0 slots=1\nh1 slots=1 standby\n") ==
-        "hosts.txt:2: unknown word 'standby' (a line takes slots=N and, on a spare line, spare)");
+        "hosts.txt:2: unknown word 'standby' (a line takes slots=N, speed=X and, on a spare line, spare)");
   CHECK(problem("h1 spare\n") == "hosts.txt:1: slots missing for host 'h1' (write 'h1 slots=N')");
   CHECK(
       problem("h0 slots=2\nh1 slots=4\nh2 slots=1 spare\n") ==
@@ -127,4 +127,22 @@ TEST_CASE("parse_host_file reads a file and names it in errors", "[hostfile]") {
   auto missing = parse_host_file(dir.file("absent"));
   REQUIRE(!missing.ok());
   CHECK(missing.error().message == dir.file("absent") + ": cannot read host file: No such file or directory");
+}
+
+TEST_CASE("speed=X declares a line's relative speed, 1 when absent, and a bad one names the file and line",
+          "[hostfile][balance]") {
+  auto hosts = parse_host_text("h0 slots=2 speed=0.5\nh1 slots=1\nh2 speed=2 slots=1 # fast\n", "hosts.txt");
+  REQUIRE(hosts.ok());
+  REQUIRE(hosts->size() == 3);
+  CHECK((*hosts)[0].speed == 0.5);
+  CHECK((*hosts)[0].slots == 2);
+  CHECK((*hosts)[1].speed == 1);
+  CHECK((*hosts)[2].speed == 2);
+  CHECK(problem("h0 slots=1\nh1 slots=1 speed=0\n") == "hosts.txt:2: speed must be a positive number, got '0'");
+  CHECK(problem("h0 slots=1 speed=-1") == "hosts.txt:1: speed must be a positive number, got '-1'");
+  CHECK(problem("h0 slots=1 speed=fast") == "hosts.txt:1: speed must be a positive number, got 'fast'");
+  CHECK(problem("h0 slots=1 speed=") == "hosts.txt:1: speed must be a positive number, got ''");
+  CHECK(problem("h0 slots=1 speed=0.5x") == "hosts.txt:1: speed must be a positive number, got '0.5x'");
+  CHECK(problem("h0 slots=1 speed=inf") == "hosts.txt:1: speed must be a positive number, got 'inf'");
+  CHECK(problem("h0 slots=1 speed=1 speed=2") == "hosts.txt:1: speed given twice");
 }

@@ -1,0 +1,43 @@
+#pragma once
+// Uneven data-parallel shares (train.balance): a step's global batch of M micro-batches split over
+// R replicas in proportion to their speeds, so a fast replica does not wait for a slow one.
+//   none:   every replica takes train.grad_accum micro-batches (the uniform split).
+//   static: replica r takes shares[r] of them, by the speeds the host file declares.
+//
+// The shares: every replica takes one micro-batch; the other M − R go by largest remainder
+// (Hamilton's method) in proportion to the weights, ties to the lower replica, so every process
+// computes the same shares from the same weights.
+//
+// The step's micro-batches keep the uniform split's global order: micro-batch j of the step
+// (0 ≤ j < M) reads samples (step·M + j)·B + [0, B) whichever replica runs it; replica r runs
+// j in [first(r), first(r) + shares[r]). The gradient sum weights each replica's mean gradient by
+// its share of the samples, shares[r]/M, which is scaling each micro-batch's loss by 1/M — the
+// scale the uniform split gives it (1/(k·R) with M = k·R). So the sum is the global batch's mean
+// gradient, as in the uniform split; only the order of the additions differs (docs/balance.md).
+
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "compute/expected.hpp"
+
+namespace troupe::compute {
+
+enum class BalanceMode { none, fixed };  // fixed is spelt "static"
+
+// Every mode, in the order train.balance lists them: the config parser reads a name with these.
+inline constexpr BalanceMode balance_modes[] = {BalanceMode::none, BalanceMode::fixed};
+std::string_view balance_mode_name(BalanceMode mode);  // "none", "static"
+
+// `units` micro-batches (or samples) over replicas in proportion to `weights` (positive, finite):
+// integer shares summing to `units`, each at least 1. An error when there are fewer units than
+// replicas, no replica, or a weight that is not a positive number.
+Expected<std::vector<int>> proportional_shares(int units, std::span<const double> weights);
+
+// The first of the step's units replica `replica` takes: the shares of the replicas before it.
+int first_unit(std::span<const int> shares, int replica);
+
+// "3, 1": the shares as a log line lists them.
+std::string shares_text(std::span<const int> shares);
+
+}  // namespace troupe::compute

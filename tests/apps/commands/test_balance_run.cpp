@@ -1,0 +1,110 @@
+// train.balance static as a user runs it: real node processes over loopback whose replicas take
+// uneven shares of every step's global batch must train the weights of the even split, within the
+// tolerance of a changed order of additions (docs/balance.md), and print the same losses.
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <map>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "apps/run_troupe.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace troupe::test;
+using Catch::Contains;
+
+namespace {
+
+constexpr long steps = 20;
+
+// Every step's printed loss, by step (the first line of each, whichever rank printed it).
+std::map<long, double> step_losses(const std::string& out) {
+  std::map<long, double> losses;
+  const std::regex line(R"(step +(\d+)/\d+ \| loss ([0-9.]+))");
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), line); it != std::sregex_iterator(); ++it)
+    losses.emplace(std::stol((*it)[1].str()), std::stod((*it)[2].str()));
+  return losses;
+}
+
+struct Run {
+  std::map<long, double> losses;
+  double final_loss = 0, param_norm = 0;
+  std::string out;
+};
+
+Run run_job(const TempDir& dir, std::vector<std::string> args) {
+  args = with(std::move(args), tiny_steps(steps));
+  args = with(std::move(args), {"--train.batch_size", "2", "--train.grad_accum", "4", "--train.seq_len", "32",
+                                "--train.log_every", "1"});
+  const ProcessResult result = run_troupe(dir, args, std::chrono::seconds(120));
+  INFO("stdout: " << result.out << "\nstderr: " << result.err);
+  REQUIRE(result.exit_code == 0);
+  return {step_losses(result.out), number_after(result.out, "final train loss"), number_after(result.out, "param norm"),
+          result.out};
+}
+
+// The uneven run against the even one: the same weights within float32's reordering, the same
+// printed loss every step (to its last printed digit).
+void check_same_training(const Run& even, const Run& uneven, const std::string& what) {
+  INFO(what);
+  std::printf("%s: param norm %.9g against the even split's %.9g, final loss %.4f against %.4f\n", what.c_str(),
+              uneven.param_norm, even.param_norm, uneven.final_loss, even.final_loss);
+  CHECK(uneven.param_norm == Approx(even.param_norm).epsilon(1e-6));
+  CHECK(uneven.final_loss == Approx(even.final_loss).epsilon(1e-4));
+  REQUIRE(even.losses.size() == static_cast<std::size_t>(steps));
+  REQUIRE(uneven.losses.size() == even.losses.size());
+  for (const auto& [step, loss] : even.losses) {
+    INFO("step " << step);
+    CHECK(std::abs(uneven.losses.at(step) - loss) <= 1e-4 + 1e-9);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("train.balance static over 2 and 3 processes of unequal speeds trains the weights of the even split",
+          "[dp][balance]") {
+  TempDir dir;
+  // dp 2, speeds from the key: 8 micro-batches a step as 6 + 2 instead of 4 + 4.
+  const Run even2 = run_job(dir, {"train", "--workers", "2"});
+  const Run uneven2 =
+      run_job(dir, {"train", "--workers", "2", "--train.balance", "static", "--train.replica_speeds", "1,0.33"});
+  CHECK_THAT(uneven2.out, Contains("balance static: replica shares 6, 2 of 8 micro-batches"));
+  CHECK(occurrences(uneven2.out, "balance static: replica shares") == 1);
+  CHECK_THAT(even2.out, !Contains("balance static"));
+  check_same_training(even2, uneven2, "dp 2, shares 6 + 2");
+
+  // dp 3, speeds from the host file: 12 micro-batches as 6 + 4 + 2 instead of 4 + 4 + 4.
+  const std::string hosts =
+      dir.write("hosts", "localhost slots=1\nlocalhost slots=1 speed=0.5\nlocalhost slots=1 speed=0.25\n");
+  const Run even3 = run_job(dir, {"launch", "--hostfile", hosts});
+  const Run uneven3 = run_job(dir, {"launch", "--hostfile", hosts, "--train.balance", "static"});
+  CHECK_THAT(uneven3.out, Contains("balance static: replica shares 6, 4, 2 of 12 micro-batches"));
+  check_same_training(even3, uneven3, "dp 3, shares 6 + 4 + 2");
+}
+
+TEST_CASE("train.balance static refuses in one line what it does not support yet, and speeds that cannot apply",
+          "[dp][balance][cli]") {
+  TempDir dir;
+  const std::vector<std::string> job = with({"train", "--workers", "2"}, tiny_steps(2));
+  check_rejected_in(dir, with(job, {"--train.balance", "static", "--pipeline.stages", "2"}),
+                    "train.balance static does not work with pipeline.stages > 1 yet");
+  check_rejected_in(dir, with(job, {"--train.balance", "static", "--train.zero", "3"}),
+                    "train.balance static does not work with train.zero 3 yet");
+  check_rejected_in(dir, with(job, {"--train.balance", "static", "--fault.elastic", "true"}),
+                    "train.balance static does not work with fault.elastic yet");
+  check_rejected_in(dir, with(job, {"--train.balance", "fast"}), "train.balance");
+  check_rejected_in(dir, with(job, {"--train.replica_speeds", "1,0.5"}),
+                    "train.replica_speeds '1,0.5' needs train.balance static");
+  check_rejected_in(dir, with(job, {"--train.balance", "static", "--train.replica_speeds", "1,0"}),
+                    "train.replica_speeds '1,0': every speed must be a positive number");
+  check_rejected_in(dir, with(job, {"--train.balance", "static", "--train.replica_speeds", "1,x"}),
+                    "train.replica_speeds: 'x' in '1,x' is not a number (write one speed a replica");
+  check_rejected_in(dir, with(job, {"--train.balance", "static", "--train.replica_speeds", "1,1,1"}),
+                    "train.replica_speeds '1,1,1' lists 3 speeds for the job's 2 data-parallel replicas");
+  const std::string hosts = dir.write("hosts", "localhost slots=1\nlocalhost slots=1 speed=half\n");
+  check_rejected_in(dir, with({"launch", "--hostfile", hosts}, tiny_steps(2)),
+                    hosts + ":2: speed must be a positive number, got 'half'");
+}
