@@ -22,8 +22,7 @@ using ConfigField =
     std::variant<bool*, int*, long*, std::uint64_t*, double*, std::string*, compute::ZeroStage*, compute::BackendKind*,
                  compute::Recompute*, compute::SyncMode*, compute::OuterPrecision*, compute::BalanceMode*,
                  schedules::ScheduleKind*, compute::SplitMethod*, compute::context::ContextMethod*, comm::Compression*,
-                 actors::RecoveryMode*,
-                 monitor::LogFormat*>;
+                 actors::RecoveryMode*, monitor::LogFormat*>;
 
 struct ConfigKey {
   std::string_view name;  // "section.name"

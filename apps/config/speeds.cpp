@@ -15,8 +15,8 @@ Expected<std::vector<double>> parse_speeds(std::string_view input, const std::st
     double speed = 0;
     const auto [stop, failure] = std::from_chars(item.data(), item.data() + item.size(), speed);
     if (item.empty() || failure != std::errc() || stop != item.data() + item.size())
-      return Error{std::string(input) + ": '" + item + "' in '" + text +
-                   "' is not a number (write one speed " + std::string(each) + ", comma-separated: 1,0.5)"};
+      return Error{std::string(input) + ": '" + item + "' in '" + text + "' is not a number (write one speed " +
+                   std::string(each) + ", comma-separated: 1,0.5)"};
     speeds.push_back(speed);
     if (end == text.size()) return speeds;
     begin = end + 1;
