@@ -110,9 +110,10 @@ TEST_CASE("troupe rejects a malformed value and an unknown command", "[cli]") {
   check_rejected({},
                  "'troupe' needs a command (train, launch, node, bench, schedule, plan, drill, import, export, "
                  "tokenize, generate, shell)");
-  check_rejected({"bench"},
-                 "'troupe bench' needs a command (compute, allreduce, dp, compress, zero3, tp, cp, pipeline, "
-                 "checkpoint, gpu, scale, sim-check, tokenize)");
+  check_rejected(
+      {"bench"},
+      "'troupe bench' needs a command (compute, allreduce, dp, compress, diloco, zero3, tp, cp, moe, pipeline, "
+      "checkpoint, gpu, scale, sim-check, tokenize)");
   check_rejected({"--bogus", "train"}, "unknown option --bogus");
   check_rejected({"bench", "compute", "--models", "tiny,huge"}, "'huge' is not a preset");
 }
