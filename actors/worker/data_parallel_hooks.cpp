@@ -1,14 +1,20 @@
 #include "actors/worker/data_parallel_hooks.hpp"
 
+#include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <set>
 #include <vector>
 
 #include "comm/bf16_wire.hpp"
+#include "compute/train/int8_blocks.hpp"
 
 namespace troupe::actors {
 namespace {
+
+// 4-byte words one island's int8 payload of `count` values takes (the last word padded).
+std::int64_t int8_payload_words(std::int64_t count) { return (compute::int8_blocks_bytes(count) + 3) / 4; }
 
 std::vector<comm::Slice> slices(const std::vector<std::int64_t>& counts) {
   std::vector<comm::Slice> out;
@@ -82,14 +88,24 @@ compute::IslandGroup island_hooks(MailboxComm& mailbox, comm::Communicator& oute
   };
   auto posted = std::make_shared<std::deque<Posted>>();
   compute::IslandGroup group{outer.group().size(), island, {}, {}};
-  group.start_sum = [&mailbox, &outer, posted, precision](compute::Tensor pseudo_gradient) {
+  group.start_sum = [&mailbox, &outer, posted, precision, island](compute::Tensor pseudo_gradient) {
     compute::Tensor wire = pseudo_gradient;
-    if (precision == compute::OuterPrecision::bf16) {
-      wire = compute::Tensor::zeros({pseudo_gradient.numel()}, compute::DType::bf16);
-      comm::encode_bf16(pseudo_gradient.data_as<float>(), wire.data_as<std::uint16_t>(),
-                        static_cast<std::size_t>(wire.numel()));
+    MailboxComm::Operation op;
+    if (precision == compute::OuterPrecision::int8) {
+      // Every island's payload in its own segment of 4-byte words, gathered; added in wait_sum.
+      const std::int64_t words = int8_payload_words(pseudo_gradient.numel());
+      wire = compute::Tensor::zeros({words * outer.group().size()}, compute::DType::i32);
+      compute::encode_int8_blocks(pseudo_gradient.data_as<float>(), pseudo_gradient.numel(),
+                                  reinterpret_cast<std::byte*>(wire.data_as<std::int32_t>() + words * island));
+      op = mailbox.all_gather(outer, wire);
+    } else {
+      if (precision == compute::OuterPrecision::bf16) {
+        wire = compute::Tensor::zeros({pseudo_gradient.numel()}, compute::DType::bf16);
+        comm::encode_bf16(pseudo_gradient.data_as<float>(), wire.data_as<std::uint16_t>(),
+                          static_cast<std::size_t>(wire.numel()));
+      }
+      op = mailbox.all_reduce(outer, wire);
     }
-    const MailboxComm::Operation op = mailbox.all_reduce(outer, wire);
     mailbox.set_apart(op);  // in flight across the island's own sums when the overlap is above 0
     posted->push_back({op, std::move(pseudo_gradient), wire});
   };
@@ -103,6 +119,12 @@ compute::IslandGroup island_hooks(MailboxComm& mailbox, comm::Communicator& oute
     if (sum.wire.dtype() == compute::DType::bf16)
       comm::decode_bf16(sum.wire.data_as<std::uint16_t>(), sum.pseudo_gradient.data_as<float>(),
                         static_cast<std::size_t>(sum.wire.numel()));
+    if (sum.wire.dtype() == compute::DType::i32) {
+      const std::int64_t count = sum.pseudo_gradient.numel(), words = int8_payload_words(count);
+      for (std::int64_t i = 0; i * words < sum.wire.numel(); ++i)
+        compute::add_int8_blocks(reinterpret_cast<const std::byte*>(sum.wire.data_as<std::int32_t>() + words * i),
+                                 count, sum.pseudo_gradient.data_as<float>(), i == 0);
+    }
   };
   return group;
 }

@@ -160,7 +160,8 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
       layout_ +=
           fmt::format(" in {} fragments, {} steps apart", t.diloco_fragments, t.diloco_steps / t.diloco_fragments);
     if (t.diloco_overlap > 0) layout_ += fmt::format(", each applied {} step(s) after its sync", t.diloco_overlap);
-    if (t.diloco_precision == compute::OuterPrecision::bf16) layout_ += ", pseudo-gradients in bf16";
+    if (t.diloco_precision != compute::OuterPrecision::f32)
+      layout_ += fmt::format(", pseudo-gradients in {}", compute::outer_precision_name(t.diloco_precision));
   }
   // Compression state lives in host memory (compression runs on the CPU backend only).
   for (const compute::DataParallel::SumState& state : trainer_.data_parallel().sum_state) {
@@ -179,11 +180,13 @@ compute::StepResult ReplicaLoop::step() {
   long sync = outer_->syncs() - static_cast<long>(landed.size());
   for (int f : landed) {
     ++sync;
-    // The pseudo-gradients on the wire; a ring all-reduce over K ranks sends 2(K − 1)/K of them from each.
+    // The pseudo-gradients on the wire: a ring all-reduce over K ranks sends 2(K − 1)/K of them from
+    // each; int8 payloads are gathered, each rank passing on the K − 1 it does not hold.
     const compute::OuterFragment& fragment = outer_->fragments()[static_cast<std::size_t>(f)];
-    const double bytes = static_cast<double>(fragment.size()) *
-                         (outer_->options().precision == compute::OuterPrecision::bf16 ? 2.0 : 4.0);
-    const double sent = 2.0 * (islands_.count - 1) / islands_.count * bytes;
+    const compute::OuterPrecision precision = outer_->options().precision;
+    const double bytes = static_cast<double>(fragment.size()) * compute::outer_precision_bytes(precision);
+    const double k = islands_.count;
+    const double sent = (precision == compute::OuterPrecision::int8 ? k - 1 : 2.0 * (k - 1) / k) * bytes;
     if (metrics_) metrics_->outer_synced(static_cast<std::uint64_t>(sent), islands_.count);
     if (place_.rank != 0) continue;
     const std::string which =

@@ -75,6 +75,7 @@ struct BenchDilocoOptions {
   long overlap = -1;            // d; -1 = the most the fragments allow, H/F - 1
   int hosts = 1;                // 2: rank r on simulated host h<r> (scripts/netns-cluster.sh, root)
   std::string rate = "20mbit";  // the shaped turn's link (tc rate), with --hosts 2
+  std::string precision = "bf16";  // the pseudo-gradients on the wire: f32, bf16 or int8
 };
 int run_bench_diloco(BenchDilocoOptions options);
 Command add_bench_diloco_command(CLI::App& bench);

@@ -1,7 +1,8 @@
 // troupe bench diloco: what DiLoCo buys across a slow link. Two ranks train one model in three
 // modes, each mode's steps in a turn of their own: plain data parallelism (f32 gradient sums every
 // step), PowerSGD gradient sums, and DiLoCo with each rank an island (Streaming DiLoCo: F fragments
-// synced H steps apart each, overlapped d steps with the next steps, pseudo-gradients in bf16).
+// synced H steps apart each, overlapped d steps with the next steps, pseudo-gradients in bf16, or
+// as --precision says).
 // With --hosts 2 the ranks run on two hosts simulated by scripts/netns-cluster.sh (root; `up 2`),
 // over TCP through the hosts' bridge: first as the link is, then with both directions of each
 // host's link shaped to --rate by tc tbf; else once, over this host's shared memory.
@@ -9,8 +10,9 @@
 //   scripts/netns-cluster.sh up 2 && troupe bench diloco --hosts 2
 //
 // Bytes per step are what each rank's sums carried (the buffers summed; a 2-rank ring sends and
-// receives each once): plain the f32 gradients, PowerSGD its factors, DiLoCo every fragment's bf16
-// pseudo-gradients divided by the steps. Tokens/s over a turn's measured steps, the slower rank's.
+// receives each once, and a 2-rank all-gather of int8 payloads sends one): plain the f32 gradients,
+// PowerSGD its factors, DiLoCo every fragment's pseudo-gradients divided by the steps. Tokens/s over a turn's measured
+// steps, the slower rank's.
 
 #include <algorithm>
 #include <array>
@@ -26,6 +28,7 @@
 #include "apps/bench/bench_figures.hpp"
 #include "apps/bench/bench_rank.hpp"
 #include "apps/bench/simulated_hosts.hpp"
+#include "apps/config/named_choice.hpp"
 #include "apps/exit_codes.hpp"
 #include "comm/bootstrap.hpp"
 #include "comm/gradient_compressor.hpp"
@@ -40,7 +43,7 @@ constexpr std::array<const char*, modes> mode_names{"plain", "powersgd", "diloco
 
 // A rank's report: each mode's measured seconds, then each mode's bytes per step.
 Expected<std::vector<double>> run_rank(comm::Engine& engine, const compute::GPTConfig& cfg, const BenchDilocoOptions& o,
-                                       const std::vector<std::uint16_t>& stream) {
+                                       compute::OuterPrecision precision, const std::vector<std::uint16_t>& stream) {
   auto backend = compute::make_backend(compute::BackendKind::cpu, 1);
   if (!backend) return backend.error();
   auto joined = BenchRank::join(engine, ranks);
@@ -59,11 +62,12 @@ Expected<std::vector<double>> run_rank(comm::Engine& engine, const compute::GPTC
   BenchTraining powersgd(**backend, cfg, o.batch, steps, stream, data_parallel(compressor));
   BenchTraining island(**backend, cfg, o.batch, steps, stream, {});  // alone: an island of one rank
   const std::vector<compute::ParameterUnit> units = compute::GPT::parameter_units(cfg);
-  compute::OuterStep outer(island.model().params(), {o.every, 0.7, 0.9, compute::OuterPrecision::bf16,
+  compute::OuterStep outer(island.model().params(), {o.every, 0.7, 0.9, precision,
                                                      compute::outer_fragments(units, o.fragments, o.every), o.overlap});
-  const compute::IslandGroup islands = actors::island_hooks(rank.mailbox(), rank.group(), rank.progress(),
-                                                            rank.group().position(), compute::OuterPrecision::bf16);
+  const compute::IslandGroup islands =
+      actors::island_hooks(rank.mailbox(), rank.group(), rank.progress(), rank.group().position(), precision);
   double diloco_bytes = 0;
+  const double bytes_per_value = compute::outer_precision_bytes(precision);
   // One DiLoCo step of the island: its inner step, then the outer step's work after it.
   auto diloco_step = [&](long step, bool measured) {
     const double seconds = island.timed_step();
@@ -72,7 +76,7 @@ Expected<std::vector<double>> run_rank(comm::Engine& engine, const compute::GPTC
     const std::vector<int> landed = outer.after_step(step, steps + 1, island.model().params(), islands);
     if (measured)
       for (int f : landed)
-        diloco_bytes += 2.0 * static_cast<double>(outer.fragments()[static_cast<std::size_t>(f)].size());
+        diloco_bytes += bytes_per_value * static_cast<double>(outer.fragments()[static_cast<std::size_t>(f)].size());
     return seconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   std::vector<double> report;
@@ -91,7 +95,7 @@ Expected<std::vector<double>> run_rank(comm::Engine& engine, const compute::GPTC
     if (mode == 2) {
       const auto start = std::chrono::steady_clock::now();
       for (int f : outer.land_in_flight(island.model().params(), islands))
-        diloco_bytes += 2.0 * static_cast<double>(outer.fragments()[static_cast<std::size_t>(f)].size());
+        diloco_bytes += bytes_per_value * static_cast<double>(outer.fragments()[static_cast<std::size_t>(f)].size());
       seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
     report.push_back(seconds);
@@ -104,11 +108,11 @@ Expected<std::vector<double>> run_rank(comm::Engine& engine, const compute::GPTC
 
 // One run of the three modes' turns over the link as it is now; each mode's tokens/s and bytes per step.
 Expected<std::vector<double>> run_turns(const compute::GPTConfig& cfg, const BenchDilocoOptions& o,
-                                        const std::vector<std::uint16_t>& stream) {
+                                        compute::OuterPrecision precision, const std::vector<std::uint16_t>& stream) {
   comm::RankPlacement place;
   if (o.hosts > 1) place = [](int rank) { return enter_simulated_host(rank); };
   auto results = run_bench_ranks(
-      ranks, [&](comm::Engine& engine) { return run_rank(engine, cfg, o, stream); }, place);
+      ranks, [&](comm::Engine& engine) { return run_rank(engine, cfg, o, precision, stream); }, place);
   if (!results) return results.error();
   std::vector<std::vector<double>> reports;
   for (std::size_t r = 0; r < results->size(); ++r) {
@@ -150,15 +154,19 @@ int run_bench_diloco(BenchDilocoOptions o) {
                                                " and --overlap " + std::to_string(o.overlap) +
                                                " need fragments <= the model's " + std::to_string(cfg.n_layer) +
                                                " blocks and <= --every, and overlap < every / fragments");
+  const auto precision = parse_choice<compute::OuterPrecision>(o.precision);
+  if (!precision)
+    return error_exit(ExitCode::bad_input, "bench diloco: --precision: expected " +
+                                               choice_list<compute::OuterPrecision>() + ", got '" + o.precision + "'");
   auto hosts = usable_simulated_hosts("bench diloco", o.hosts);
   if (!hosts) return error_exit(ExitCode::bad_input, hosts.error().message);
   o.hosts = *hosts;
   std::printf(
       "bench diloco: %s, %d ranks %s, micro-batch %d x seq %d per rank, 1 thread per process; each mode %d steps "
       "after %d warm-up, in turns\n(plain f32 sums, PowerSGD rank %d, DiLoCo: 2 islands, H %ld, %d fragments, "
-      "overlap %ld, bf16 pseudo-gradients)\n",
+      "overlap %ld, %s pseudo-gradients)\n",
       o.model.c_str(), ranks, o.hosts > 1 ? "on simulated hosts h0 and h1 (TCP)" : "on this host", o.batch,
-      cfg.block_size, o.steps, o.warmup, o.powersgd_rank, o.every, o.fragments, o.overlap);
+      cfg.block_size, o.steps, o.warmup, o.powersgd_rank, o.every, o.fragments, o.overlap, o.precision.c_str());
   std::fflush(stdout);
   const std::vector<std::uint16_t> stream =
       bench_tokens(cfg, static_cast<std::size_t>(o.batch) * cfg.block_size * 4 + 1);
@@ -170,7 +178,7 @@ int run_bench_diloco(BenchDilocoOptions o) {
       if (Status shaped = shape_simulated_hosts(o.hosts, link == "as it is" ? "" : link); !shaped)
         return error_exit(ExitCode::failure, shaped.error().message);
     }
-    auto figures = run_turns(cfg, o, stream);
+    auto figures = run_turns(cfg, o, *precision, stream);
     if (o.hosts > 1) (void)shape_simulated_hosts(o.hosts, "");
     if (!figures) return error_exit(ExitCode::failure, figures.error().message);
     print_turns(link.c_str(), *figures);
@@ -201,6 +209,8 @@ Command add_bench_diloco_command(CLI::App& bench) {
       ->capture_default_str();
   command->add_option("--every", options->every, "DiLoCo's H: inner steps between a fragment's syncs")
       ->check(CLI::Range(1L, 10000L))
+      ->capture_default_str();
+  command->add_option("--precision", options->precision, "the pseudo-gradients on the wire: f32, bf16 or int8")
       ->capture_default_str();
   command->add_option("--fragments", options->fragments, "Streaming DiLoCo's fragments F")
       ->check(CLI::Range(1, 1000))

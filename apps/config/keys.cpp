@@ -87,7 +87,8 @@ constexpr ConfigKey keys[] = {
     {"train.diloco_steps", "DiLoCo: inner steps H between outer syncs", field<&J::train, &T::diloco_steps>},
     {"train.outer_lr", "DiLoCo: the outer step's learning rate", field<&J::train, &T::outer_lr>},
     {"train.outer_momentum", "DiLoCo: the outer step's Nesterov momentum", field<&J::train, &T::outer_momentum>},
-    {"train.diloco_precision", "DiLoCo: the pseudo-gradients' sum over the islands in f32 or bf16",
+    {"train.diloco_precision",
+     "DiLoCo: the pseudo-gradients' sum over the islands in f32, bf16, or int8 (blocks of 256 with a scale each)",
      field<&J::train, &T::diloco_precision>},
     {"train.diloco_fragments",
      "Streaming DiLoCo: fragments F of consecutive blocks, each synced every H steps at staggered steps; 1 = the "

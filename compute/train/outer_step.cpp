@@ -1,11 +1,13 @@
 #include "compute/train/outer_step.hpp"
 
+#include <cstddef>
 #include <cstring>
 #include <string>
 
 #include "compute/check.hpp"
 #include "compute/cuda/bf16.hpp"
 #include "compute/memory_ledger.hpp"
+#include "compute/train/int8_blocks.hpp"
 
 namespace troupe::compute {
 namespace {
@@ -56,7 +58,7 @@ OuterStep::OuterStep(const Tensor& params, OuterOptions options) : options_(std:
   TROUPE_CHECK(options_.every >= 1, "outer step: every H must be at least 1");
   check_host(params, "the parameters");
   TROUPE_CHECK(options_.precision == OuterPrecision::f32 || params.dtype() == DType::f32,
-               "outer step: bf16 pseudo-gradients of f32 parameters only");
+               "outer step: bf16 or int8 pseudo-gradients of f32 parameters only");
   if (options_.fragments.empty()) options_.fragments = {{0, params.numel(), 0}};
   std::int64_t next = 0;
   for (const OuterFragment& f : options_.fragments) {
@@ -166,19 +168,27 @@ void train_islands(std::span<SimulatedIsland> islands, std::span<OuterStep> oute
   TROUPE_CHECK(!islands.empty() && islands.size() == outer.size(), "simulated islands: one outer state per island");
   const int k = static_cast<int>(islands.size());
   const Tensor& first = islands.front().params;
-  const bool bf16 = k > 1 && outer.front().options().precision == OuterPrecision::bf16;
+  const OuterPrecision precision = k > 1 ? outer.front().options().precision : OuterPrecision::f32;
   MemoryScope scope(MemoryKind::optimizer_state);
   Tensor sum_buffer = Tensor::zeros(first.shape(), first.dtype());
+  std::vector<std::byte> payload;  // one island's pseudo-gradient as int8 blocks
   // Σ_i in island order, ((Δ_0 + Δ_1) + Δ_2) + ..., then every island's outer step on fragment f.
   auto land = [&](int f, bool mix) {
     const OuterFragment& fragment = outer.front().fragments()[static_cast<std::size_t>(f)];
     Tensor sum = sum_buffer.slice(fragment.begin, {fragment.size()});
     for (int i = 0; i < k; ++i) {
       const Tensor next = outer[static_cast<std::size_t>(i)].pending(f);
-      if (sum.dtype() == DType::f64)
-        add_pseudo_gradient(sum.data_as<double>(), next.data_as<double>(), sum.numel(), i == 0, bf16);
-      else
-        add_pseudo_gradient(sum.data_as<float>(), next.data_as<float>(), sum.numel(), i == 0, bf16);
+      if (precision == OuterPrecision::int8) {
+        payload.resize(static_cast<std::size_t>(int8_blocks_bytes(sum.numel())));
+        encode_int8_blocks(next.data_as<float>(), sum.numel(), payload.data());
+        add_int8_blocks(payload.data(), sum.numel(), sum.data_as<float>(), i == 0);
+      } else if (sum.dtype() == DType::f64) {
+        add_pseudo_gradient(sum.data_as<double>(), next.data_as<double>(), sum.numel(), i == 0,
+                            precision == OuterPrecision::bf16);
+      } else {
+        add_pseudo_gradient(sum.data_as<float>(), next.data_as<float>(), sum.numel(), i == 0,
+                            precision == OuterPrecision::bf16);
+      }
     }
     for (int i = 0; i < k; ++i)
       outer[static_cast<std::size_t>(i)].apply(f, islands[static_cast<std::size_t>(i)].params, sum, k, mix);

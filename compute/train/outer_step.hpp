@@ -27,7 +27,9 @@
 //                           step), landing at once when d = 0 or s is the last step
 //
 // The pseudo-gradients travel in f32, or in bf16 (OuterPrecision::bf16): each island's rounded to
-// nearest even, and each partial sum rounded again, as the bf16 ring all-reduce adds them.
+// nearest even, and each partial sum rounded again, as the bf16 ring all-reduce adds them; or as
+// int8 blocks (OuterPrecision::int8, int8_blocks.hpp): each island's encoded, and the decoded
+// payloads added in island order, as every rank adds the gathered payloads.
 
 #include <cstdint>
 #include <functional>

@@ -178,6 +178,39 @@ TEST_CASE("outer step: bf16 pseudo-gradients are summed as the bf16 ring adds th
   }
 }
 
+TEST_CASE("outer step: int8 pseudo-gradients are decoded and added in island order", "[diloco]") {
+  // Two islands one step from the same start; each pseudo-gradient one block of 3 values.
+  const std::vector<float> start{1.0f, -2.0f, 0.5f}, a{1.001f, -2.0004f, 0.49f}, b{0.9993f, -1.9991f, 0.5071f};
+  std::vector<Tensor> weights;
+  std::vector<SimulatedIsland> islands;
+  std::vector<OuterStep> outer;
+  const std::vector<float>* moved[] = {&a, &b};
+  for (int i = 0; i < 2; ++i) {
+    weights.push_back(Tensor::zeros({3}, DType::f32));
+    std::copy(start.begin(), start.end(), weights.back().data_as<float>());
+    outer.emplace_back(weights.back(), OuterOptions{1, 1.0, 0.0, OuterPrecision::int8});
+  }
+  for (int i = 0; i < 2; ++i)
+    islands.push_back(
+        {[w = weights[i], to = moved[i]]() mutable { std::copy(to->begin(), to->end(), w.data_as<float>()); },
+         weights[i]});
+  train_islands(islands, outer, 0, 1);
+  // Each island's Δ on its own block scale, the largest magnitude over 127, rounded to a step of it.
+  auto decoded = [&](const std::vector<float>& moved_to, int e) {
+    float largest = 0.0f;
+    for (int j = 0; j < 3; ++j) largest = std::max(largest, std::fabs(start[j] - moved_to[j]));
+    const float scale = largest / 127.0f;
+    return std::nearbyint((start[e] - moved_to[e]) / scale) * scale;
+  };
+  for (int e = 0; e < 3; ++e) {
+    const float expected = start[e] - 1.0f * ((decoded(a, e) + decoded(b, e)) / 2.0f + 0.0f * 0.0f);
+    CHECK(weights[0].data_as<float>()[e] == expected);
+    CHECK(weights[1].data_as<float>()[e] == expected);
+  }
+  // Not the f32 average: the rounding shows in the smallest element of a's block.
+  CHECK(weights[0].data_as<float>()[0] != start[0] - ((start[0] - a[0]) + (start[0] - b[0])) / 2.0f);
+}
+
 TEST_CASE("simulated islands at H 1, lr 1, no momentum: every step's weights are the islands' average", "[diloco]") {
   const GPTConfig config{2, 32, 4, 32, 64, 64};
   std::vector<std::uint16_t> data(4096);

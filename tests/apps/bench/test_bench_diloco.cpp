@@ -37,10 +37,13 @@ TEST_CASE("bench diloco runs plain, PowerSGD and DiLoCo in turns and prints thei
   CHECK(bytes_of("diloco") == total);
 }
 
-TEST_CASE("bench diloco refuses more fragments than blocks and more than two hosts", "[bench][diloco]") {
+TEST_CASE("bench diloco refuses more fragments than blocks, more than two hosts and an unknown precision",
+          "[bench][diloco]") {
   TempDir dir;
   check_rejected_in(dir, {"bench", "diloco", "--model", "tiny", "--fragments", "5"},
                     "bench diloco: --fragments 5 and --overlap");
   check_rejected_in(dir, {"bench", "diloco", "--hosts", "3"}, "--hosts");
+  check_rejected_in(dir, {"bench", "diloco", "--precision", "fp8"},
+                    "bench diloco: --precision: expected f32, bf16 or int8, got 'fp8'");
   check_rejected_in(dir, {"bench", "diloco", "--rate", "fast; reboot"}, "--rate");
 }

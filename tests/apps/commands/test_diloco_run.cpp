@@ -132,6 +132,14 @@ TEST_CASE("diloco: two fragments, one step of overlap, bf16 pseudo-gradients: th
   check_equals_simulation(file, real, 3);
 }
 
+TEST_CASE("diloco: int8 pseudo-gradients, gathered and added in island order: the real run equals the simulation",
+          "[diloco]") {
+  TempDir dir;
+  const std::string file = job_file(dir, 2, 0.7, 0.9, "diloco_precision = \"int8\"\n");
+  const std::vector<float> real = two_processes(dir, file, "int8");
+  check_equals_simulation(file, real, kSteps / 2);
+}
+
 TEST_CASE("diloco: H 1 with outer SGD of lr 1 and no momentum averages the islands' weights every step", "[diloco]") {
   TempDir dir;
   const std::string file = job_file(dir, 1, 1.0, 0.0);
@@ -176,7 +184,7 @@ TEST_CASE("diloco: what its islands do not take is refused in one line", "[diloc
   check_rejected_in(dir, {"train", "--train.diloco_fragments", "2"},
                     "train.diloco_fragments 2 needs train.sync diloco");
   check_rejected_in(dir, {"train", "--train.sync", "diloco", "--train.diloco_precision", "fp8"},
-                    "train.diloco_precision: expected f32 or bf16, got 'fp8'");
+                    "train.diloco_precision: expected f32, bf16 or int8, got 'fp8'");
   check_rejected_in(dir, {"train", "--train.sync", "diloco", "--train.islands", "3", "--workers", "2"},
                     "train.islands 3 does not divide the job's 2 data-parallel replicas");
   check_rejected_in(dir, {"train", "--train.sync", "diloco", "--train.islands", "2"},
