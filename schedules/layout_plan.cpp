@@ -244,7 +244,7 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
       moe_layers += model.moe_layers_in(chunk.first_layer, chunk.last_layer);
       activations += compute::estimate_training_memory(
                          model, {chunk.first_layer, chunk.last_layer, l.micro_batch, rows, shape.peak_stashed[s],
-                                 std::size_t(bytes.activation), l.recompute, l.tp, splits_backward(l.schedule)})
+                                 std::size_t(bytes.activation), l.recompute, l.tp, splits_backward(l.schedule), l.ep})
                          .activation_bytes;
     }
     if (l.cp > 1) activations += (layers * shape.peak_stashed[s] * context.kept + context.held) * bytes.activation;

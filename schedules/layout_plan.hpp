@@ -23,7 +23,8 @@
 //
 // Experts. A model with experts counts every expert's parameters (compute::split_for_pipeline's
 // stage parameters): every rank holds every expert today, expert shards (ep) splitting the
-// experts' compute and not their memory. Its FLOPs are the k experts a token reaches
+// experts' compute and not their memory; under ep the activations hold the larger buffers of the
+// rows a rank's experts may receive (StageFootprint::expert_shards). Its FLOPs are the k experts a token reaches
 // (compute::model_flops). An expert group is ep consecutive data-parallel replicas (cp 1); per MoE
 // block of the stage, micro-batch and token, each of the k slots' rows of C values goes to its
 // expert's rank and back, forward and backward: 4 · tokens · k · C activation bytes, (ep - 1)/ep of

@@ -458,7 +458,14 @@ TEST_CASE("a model with experts: every expert's parameters on every rank, the ex
   // Every rank holds every expert, with or without expert shards: 4 bytes a parameter of all E.
   CHECK(one.memory.parameters == 4.0 * double(parameters.total()));
   CHECK(two.memory.parameters == one.memory.parameters);
-  CHECK(two.memory.total() == one.memory.total());
+  CHECK(two.memory.optimizer == one.memory.optimizer);
+  // Under ep 2 a rank's experts may receive R = 2 · N · min(2, 4/2) = 1024 rows of its N = 256
+  // tokens' group, against its own N · k = 512: per MoE block the hidden and GELU rows (H = 512)
+  // grow by 2 · 512 · 512 and three (R, C) exchange buffers come; the shared backward scratch grows
+  // by 512 · 512 and two (R, C) buffers. In f32.
+  const double R = 1024, Nk = 512, H = 512, C = 128;
+  CHECK(two.memory.activations - one.memory.activations ==
+        Approx(4 * (2 * (2 * (R - Nk) * H + 3 * R * C) + (R - Nk) * H + 2 * R * C)));
   // A rank's 4 sequences of 64 tokens, 2 slots a token, rows of 128 fp32: 262144 bytes each way;
   // dispatch and combine, forward and backward, in 2 MoE blocks, half of it leaving the rank.
   CHECK(one.bytes.ep == 0);
