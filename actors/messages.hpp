@@ -215,6 +215,8 @@ struct step_beat {
   double grad_norm = 0;          // ... and gradient norm (before clipping)
   bool validated = false;        // a validation ran after the step (train.val_every, the last step)
   double val_loss = 0;           // ... and its mean loss
+  int experts = 0;               // a model with experts: experts per MoE block (0: none)
+  std::vector<std::int64_t> expert_slots;  // ... and the step's token-slots per block and expert, block-major
 };
 
 // What a worker noted for the job's events since its node's last heartbeat (monitor/work_progress.hpp).
@@ -380,7 +382,7 @@ typename Inspector::result_type inspect(Inspector& f, recover_done_msg& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_beat& x) {
   return f(caf::meta::type_name("step_beat"), x.step, x.start_unix_seconds, x.seconds, x.loss, x.tokens, x.wire_bytes,
-           x.plain_bytes, x.compress_seconds, x.lr, x.grad_norm, x.validated, x.val_loss);
+           x.plain_bytes, x.compress_seconds, x.lr, x.grad_norm, x.validated, x.val_loss, x.experts, x.expert_slots);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_notice& x) {

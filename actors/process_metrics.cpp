@@ -79,6 +79,9 @@ monitor::CommReading comm_reading(const comm::Traffic& traffic) {
     reading.context_ops.push_back({comm::context_traffic_name(kind), totals.operations.load(), totals.bytes.load(),
                                    static_cast<double>(totals.nanoseconds.load()) * 1e-9});
   }
+  const comm::TrafficTotals& experts = traffic.expert_totals();
+  reading.expert_all_to_all = {"", experts.operations.load(), experts.bytes.load(),
+                               static_cast<double>(experts.nanoseconds.load()) * 1e-9};
   reading.requests_in_flight = traffic.requests_in_flight.load();
   reading.collectives_in_flight = traffic.collectives_in_flight.load();
   return reading;

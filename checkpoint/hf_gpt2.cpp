@@ -7,8 +7,10 @@
 namespace troupe::checkpoint {
 namespace {
 
+// Every linear weight of a block: attention's, the MLP's, and with experts each expert's and the
+// shared expert's (the router's stays nn.Linear's (out, in)).
 bool is_conv1d_weight(const std::string& name) {
-  for (const char* suffix : {".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".mlp.c_proj.weight"})
+  for (const char* suffix : {".c_attn.weight", ".c_proj.weight", ".c_fc.weight"})
     if (name.ends_with(suffix)) return true;
   return false;
 }

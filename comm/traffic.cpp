@@ -35,4 +35,8 @@ void Traffic::context_finished(ContextTraffic kind, std::uint64_t bytes, std::ch
   add(context_[static_cast<std::size_t>(kind)], bytes, elapsed);
 }
 
+void Traffic::expert_finished(std::uint64_t bytes, std::chrono::steady_clock::duration elapsed) {
+  add(expert_, bytes, elapsed);
+}
+
 }  // namespace troupe::comm

@@ -29,6 +29,11 @@ inline constexpr std::size_t context_traffic_kinds = 2;
 // "ring_shift" or "all_to_all": the metric's label value.
 const char* context_traffic_name(ContextTraffic kind);
 
+// Which group an exchange over point-to-point messages serves, so that its traffic counts apart:
+// a context group's ring shifts and all-to-alls, or an expert group's dispatch and combine (an
+// MoE block's all-to-alls, compute/moe/expert_exchange.hpp).
+enum class ExchangeGroup : std::uint8_t { context, expert };
+
 struct TrafficTotals {
   std::atomic<std::uint64_t> operations{0};
   std::atomic<std::uint64_t> bytes{0};        // a collective's buffer; a message's payload
@@ -49,6 +54,10 @@ class Traffic {
   // A context group's exchange, as above.
   void context_finished(ContextTraffic kind, std::uint64_t bytes, std::chrono::steady_clock::duration elapsed);
   const TrafficTotals& context_totals(ContextTraffic kind) const { return context_[static_cast<std::size_t>(kind)]; }
+  // An expert group's all-to-all (its counts, a dispatch or a combine), counted as a context
+  // group's are and apart from them.
+  void expert_finished(std::uint64_t bytes, std::chrono::steady_clock::duration elapsed);
+  const TrafficTotals& expert_totals() const { return expert_; }
 
   // Send and receive requests posted to the engine and not complete (a collective's messages
   // included), and collectives posted and not finished.
@@ -58,6 +67,7 @@ class Traffic {
  private:
   std::array<TrafficTotals, traffic_kinds> totals_, tensor_parallel_;
   std::array<TrafficTotals, context_traffic_kinds> context_;
+  TrafficTotals expert_;
 };
 
 }  // namespace troupe::comm

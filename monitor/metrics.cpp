@@ -230,6 +230,19 @@ class ScrapeTime : public prometheus::Collectable {
                                         "seconds this rank spent posting and waiting for a context group's exchanges",
                                         prometheus::MetricType::Counter,
                                         {}};
+    prometheus::MetricFamily moe_operations{"troupe_moe_all_to_all_operations_total",
+                                            "an expert group's all-to-alls: counts, dispatches and combines",
+                                            prometheus::MetricType::Counter,
+                                            {}};
+    prometheus::MetricFamily moe_bytes{"troupe_moe_all_to_all_bytes_total",
+                                       "bytes this rank sent in an expert group's all-to-alls",
+                                       prometheus::MetricType::Counter,
+                                       {}};
+    prometheus::MetricFamily moe_seconds{
+        "troupe_moe_all_to_all_seconds_total",
+        "seconds this rank spent posting and waiting for an expert group's all-to-alls",
+        prometheus::MetricType::Counter,
+        {}};
     prometheus::MetricFamily requests{"troupe_comm_requests_in_flight",
                                       "sends and receives posted to the comm engine and not complete",
                                       prometheus::MetricType::Gauge,
@@ -261,11 +274,15 @@ class ScrapeTime : public prometheus::Collectable {
         cp_bytes.metric.push_back(sample(op_labels, static_cast<double>(op.bytes), true));
         cp_seconds.metric.push_back(sample(op_labels, op.seconds, true));
       }
+      const TrafficReading& moe = reading.expert_all_to_all;
+      moe_operations.metric.push_back(sample(labels, static_cast<double>(moe.operations), true));
+      moe_bytes.metric.push_back(sample(labels, static_cast<double>(moe.bytes), true));
+      moe_seconds.metric.push_back(sample(labels, moe.seconds, true));
       requests.metric.push_back(sample(labels, static_cast<double>(reading.requests_in_flight), false));
       collectives.metric.push_back(sample(labels, static_cast<double>(reading.collectives_in_flight), false));
     }
     for (auto* family : {&operations, &bytes, &seconds, &tp_operations, &tp_bytes, &tp_seconds, &cp_operations,
-                         &cp_bytes, &cp_seconds, &requests, &collectives})
+                         &cp_bytes, &cp_seconds, &moe_operations, &moe_bytes, &moe_seconds, &requests, &collectives})
       if (!family->metric.empty()) families.push_back(std::move(*family));
     return families;
   }

@@ -55,6 +55,7 @@ struct CommReading {
   std::vector<TrafficReading> context_ops;          // a context group's ring shifts and all-to-alls
   std::int64_t requests_in_flight = 0;
   std::int64_t collectives_in_flight = 0;
+  TrafficReading expert_all_to_all;  // an expert group's all-to-alls, apart from the rest (no op)
 };
 
 // A worker's gradient compression, as its totals stand: bytes its gradient sums carried, the

@@ -35,6 +35,10 @@ struct StepRecord {
   // The validation run after the step (train.val_every, and the last step): its mean loss.
   bool validated = false;
   double val_loss = 0;
+  // A model with experts: the token-slots this rank's tokens sent to each of `experts` experts in
+  // the step, MoE block by block in layer order (the shell's experts); empty without experts.
+  int experts = 0;
+  std::vector<std::int64_t> expert_slots;
 };
 
 // What a worker notes for the job's events (actors/job_events.hpp): each is taken once, by the

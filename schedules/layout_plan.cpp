@@ -187,6 +187,14 @@ double ring_share(int members) { return double(members - 1) / members; }
 std::string not_built(const Workload& w, const Layout& l) {
   std::vector<std::string> missing;
   if (w.precision != Precision::fp32) missing.push_back(std::string(to_string(w.precision)) + " precision");
+  // What the runtime refuses of a model with experts (docs/moe.md).
+  if (w.model.experts > 0) {
+    if (l.tp > 1) missing.push_back("experts with tensor shards");
+    if (l.pp > 1) missing.push_back("experts on pipeline stages");
+    if (l.cp > 1) missing.push_back("experts with context shards");
+    if (l.recompute != compute::Recompute::none) missing.push_back("experts with recompute");
+    if (l.ep > 1 && compute::shards_parameters(l.zero)) missing.push_back("zero 3 with expert shards");
+  }
   std::string text;
   for (const std::string& m : missing) text += (text.empty() ? "" : ", ") + m;
   return text;
@@ -219,25 +227,28 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
   const bool shard_gradients = zero3 || (compute::shards_gradients(l.zero) && !bytes.as_troupe_runs);
   // ZeRO-3's units: a block, and the embeddings.
   const double C = model.n_embd;
-  const double block = (12 * C * C + 13 * C) / tp;
+  const double block = (12 * C * C + 13 * C + (model.experts > 0 ? model.moe_block_extra_parameters() : 0)) / tp;
   const double embeddings = double(model.padded_vocab_size + model.block_size) * C / tp;
   const double largest_unit = std::max(block, double(model.padded_vocab_size) * C / tp);
 
   // The stage that needs the most memory is the device the plan answers for.
   double stage_params = 0;
+  int most_moe_layers = 0;  // on one stage
   for (int s = 0; s < l.pp; ++s) {
     double activations = 0;
-    int layers = 0;
+    int layers = 0, moe_layers = 0;
     for (std::size_t k = 0; k < split.chunks.size(); ++k) {
       if (split.stage_of[k] != s) continue;
       const compute::StageLayers& chunk = split.chunks[k];
       layers += chunk.layers();
+      moe_layers += model.moe_layers_in(chunk.first_layer, chunk.last_layer);
       activations += compute::estimate_training_memory(
                          model, {chunk.first_layer, chunk.last_layer, l.micro_batch, rows, shape.peak_stashed[s],
-                                 std::size_t(bytes.activation), l.recompute, l.tp, splits_backward(l.schedule)})
+                                 std::size_t(bytes.activation), l.recompute, l.tp, splits_backward(l.schedule), l.ep})
                          .activation_bytes;
     }
     if (l.cp > 1) activations += (layers * shape.peak_stashed[s] * context.kept + context.held) * bytes.activation;
+    most_moe_layers = std::max(most_moe_layers, moe_layers);
     DeviceMemory m;
     const double p = split.params[s] / tp;
     m.parameters = bytes.weight * p / (zero3 ? dp : 1);
@@ -284,9 +295,12 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
   if (l.pp > 1) link.pp = 2 * m_count * l.chunks * activation_message / tp;
   if (l.cp > 1)  // on the stage with the most blocks
     link.cp = split.most_layers * m_count * (context.forward_sent + context.backward_sent) * bytes.activation;
+  if (l.ep > 1)  // per MoE block, micro-batch and slot: dispatch and combine, forward and backward
+    link.ep = most_moe_layers * m_count * 4 * (activation_message * model.top_k) * ring_share(l.ep);
   link.tp_inter = l.tp > cluster.devices_per_node;
   link.cp_inter = l.tp * l.cp > cluster.devices_per_node;
   link.dp_inter = l.tp * l.cp * l.dp > cluster.devices_per_node;
+  link.ep_inter = l.tp * l.ep > cluster.devices_per_node;
   link.pp_inter = l.pp > 1 && cluster.nodes > 1;
 
   // Time.
@@ -307,7 +321,8 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
   t.tp = link.tp / bandwidth(link.tp_inter);
   if (l.pp > 1) t.pp = 2 * (l.pp - 1) * (activation_message / tp) / bandwidth(link.pp_inter);
   t.cp = link.cp / bandwidth(link.cp_inter);
-  t.total = span + t.dp + t.tp + t.pp + t.cp;
+  t.ep = link.ep / bandwidth(link.ep_inter);
+  t.total = span + t.dp + t.tp + t.pp + t.cp + t.ep;
 
   planned.fits = planned.memory.total() <= cluster.device_memory;
   if (!planned.fits) {
@@ -357,6 +372,7 @@ std::string describe(const Layout& l) {
   }
   if (l.cp > 1)
     text += ", cp " + std::to_string(l.cp) + " " + std::string(compute::context::context_method_name(l.context));
+  if (l.ep > 1) text += ", ep " + std::to_string(l.ep);
   text += ", micro-batch " + std::to_string(l.micro_batch) + " x " + std::to_string(l.microbatches);
   text += ", recompute " + compute::recompute_name(l.recompute);
   return text;
@@ -494,7 +510,12 @@ Expected<Plan> plan_layouts(const Workload& w, const Cluster& cluster, int most_
           const bool heads_split = (w.model.n_head / tp) % cp == 0;
           if (method == compute::context::ContextMethod::all_to_all && (cp == 1 || !heads_split)) continue;
           grid.context = method;
-          if (Status added = add_grid_layouts(w, cluster, grid, plan, cache); !added) return added.error();
+          // Expert groups of ep replicas, each ep dividing dp and the experts; with cp, or dense, ep 1.
+          const int most_ep = cp == 1 ? std::max(1, std::min(dp, w.model.experts)) : 1;
+          for (grid.ep = 1; grid.ep <= most_ep; ++grid.ep) {
+            if (grid.ep > 1 && (dp % grid.ep != 0 || w.model.experts % grid.ep != 0)) continue;
+            if (Status added = add_grid_layouts(w, cluster, grid, plan, cache); !added) return added.error();
+          }
         }
       }
     }

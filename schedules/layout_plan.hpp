@@ -21,6 +21,15 @@
 // exchange holds (compute/context/context_cost.hpp); parameters, gradients and optimizer state stay
 // whole, sharded by ZeRO over the data-parallel group of dp · cp ranks.
 //
+// Experts. A model with experts counts every expert's parameters (compute::split_for_pipeline's
+// stage parameters): every rank holds every expert today, expert shards (ep) splitting the
+// experts' compute and not their memory; under ep the activations hold the larger buffers of the
+// rows a rank's experts may receive (StageFootprint::expert_shards). Its FLOPs are the k experts a token reaches
+// (compute::model_flops). An expert group is ep consecutive data-parallel replicas (cp 1); per MoE
+// block of the stage, micro-batch and token, each of the k slots' rows of C values goes to its
+// expert's rank and back, forward and backward: 4 · tokens · k · C activation bytes, (ep - 1)/ep of
+// them leaving the rank, on the critical path (the counts' E int64 are left out).
+//
 // Bounds. check_plan_inputs refuses a cluster of more than max_plan_devices devices and a model
 // beyond max_plan_layers, max_plan_width or max_plan_vocabulary, far above any trained today; they
 // keep every count in range. The enumeration plans at most max_planned_shards tensor shards and
@@ -118,10 +127,11 @@ struct Layout {
   int cp = 1;
   compute::context::ContextMethod context = compute::context::ContextMethod::ring;
   compute::SplitMethod split = compute::SplitMethod::balanced;  // speed: by Workload::stage_speeds
+  int ep = 1;  // expert shards: a group of ep consecutive data-parallel replicas (a model with experts)
 };
 
-// "zero 1, dp 32, tp 2, pp 4 1f1b, cp 2 ring, micro-batch 2 × 8, recompute none" (tp, pp and cp
-// only above 1; "pp 2 1f1b by speed" for a split by stage speeds).
+// "zero 1, dp 32, tp 2, pp 4 1f1b, cp 2 ring, ep 2, micro-batch 2 × 8, recompute none" (tp, pp, cp
+// and ep only above 1; "pp 2 1f1b by speed" for a split by stage speeds).
 std::string describe(const Layout& layout);
 
 struct DeviceMemory {
@@ -134,12 +144,14 @@ struct DeviceMemory {
 struct LinkBytes {
   double dp = 0, tp = 0, pp = 0, cp = 0;  // bytes each device sends per step on that group
   bool dp_inter = false, tp_inter = false, pp_inter = false, cp_inter = false;  // the group spans nodes
+  double ep = 0;  // the expert group's dispatch and combine
+  bool ep_inter = false;
 };
 
 struct StepTime {
   double compute = 0;  // the busy stage's FLOPs at mfu
   double bubble = 0;   // share of the pipeline's span a stage idles (0 without pp)
-  double dp = 0, tp = 0, pp = 0, cp = 0;
+  double dp = 0, tp = 0, pp = 0, cp = 0, ep = 0;
   double total = 0;
 };
 
@@ -167,7 +179,8 @@ Status check_plan_inputs(const Workload& workload, const Cluster& cluster);
 // One layout's figures; the layout must fit the workload's shape (plan_layouts only makes such).
 Expected<PlannedLayout> plan_layout(const Workload& workload, const Cluster& cluster, const Layout& layout);
 
-// Every layout: dp · tp · pp · cp = devices, cp at most `most_context_shards` and splitting the
+// Every layout: dp · tp · pp · cp = devices, for a model with experts each ep dividing dp and the
+// experts (with cp 1), cp at most `most_context_shards` and splitting the
 // sequence into 2 cp chunks (ring, and all_to_all where cp divides the heads), tp dividing the heads and at most a
 // node's devices and max_planned_shards, pp at most the layers and max_planned_stages, zero 0-3, each recompute mode,
 // micro-batches of every power of two (and the whole share) dividing each replica's share of the batch; with pp > 1

@@ -324,6 +324,8 @@ void command(monitor_actor* self, const std::vector<std::string>& words, caf::re
     answer(true, top_text(st.plan, st.view, st.history, pause_state(st)));
   } else if (verb == "loss" && args == 0) {
     answer(true, loss_text(st.history, sparkline_width));
+  } else if (verb == "experts" && args == 0) {
+    answer(true, experts_text(st.history));
   } else if (verb == "checkpoint" && args == 0) {
     if (st.plan.checkpoint_dir.empty())
       return answer(false, "checkpoint: this job has no checkpoint.dir to save into (set --checkpoint.dir)");

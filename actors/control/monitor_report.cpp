@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <numeric>
 #include <vector>
 
 #include <spdlog/fmt/fmt.h>
@@ -123,6 +125,11 @@ void remember_steps(StepHistory& history, const job_view_msg& view) {
       auto& steps = history[w.rank];
       for (const step_beat& s : w.recent_steps) steps[s.step] = s;
       while (steps.size() > kept_steps) steps.erase(steps.begin());
+      // Only the newest step keeps its routing (experts reads it there): older ones drop theirs.
+      if (steps.size() > 1)
+        for (auto older = std::next(steps.rbegin()); older != steps.rend() && !older->second.expert_slots.empty();
+             ++older)
+          std::vector<std::int64_t>().swap(older->second.expert_slots);
     }
 }
 
@@ -282,6 +289,48 @@ std::string trace_json(const job_view_msg& view, const StepHistory& history, std
     }
   }
   return trace.to_json();
+}
+
+std::string experts_text(const StepHistory& history) {
+  // Every rank's newest step with routing, summed: each rank counts its own tokens' slots.
+  int experts = 0, ranks = 0;
+  std::int64_t first_step = -1, last_step = -1;
+  std::vector<std::int64_t> slots;
+  for (const auto& [rank, steps] : history) {
+    if (steps.empty() || steps.rbegin()->second.expert_slots.empty()) continue;
+    const step_beat& newest = steps.rbegin()->second;
+    if (slots.empty()) {
+      experts = newest.experts;
+      slots.assign(newest.expert_slots.size(), 0);
+    }
+    if (newest.experts != experts || newest.expert_slots.size() != slots.size()) continue;
+    for (std::size_t i = 0; i < slots.size(); ++i) slots[i] += newest.expert_slots[i];
+    first_step = first_step < 0 ? newest.step : std::min(first_step, newest.step);
+    last_step = std::max(last_step, newest.step);
+    ++ranks;
+  }
+  if (ranks == 0 || experts <= 0)
+    return "experts: no step with experts reported yet (a model without experts has none)";
+  const std::string steps =
+      first_step == last_step ? fmt::format("step {}", last_step) : fmt::format("steps {}-{}", first_step, last_step);
+  std::string text = fmt::format(
+      "experts at {} over {} rank(s)' tokens: each expert's share of its MoE block's "
+      "token-slots, and the most loaded over the mean (1 = even, {} = one expert takes all)\n",
+      steps, ranks, experts);
+  text += fmt::format("{:>5} {:>9} {:>8}  share per expert, from expert 0", "block", "slots", "max/mean");
+  const auto E = static_cast<std::size_t>(experts);
+  for (std::size_t b = 0; b * E < slots.size(); ++b) {
+    const auto first = slots.begin() + static_cast<std::ptrdiff_t>(b * E);
+    const std::int64_t total = std::accumulate(first, first + static_cast<std::ptrdiff_t>(E), std::int64_t{0});
+    const std::int64_t most = *std::max_element(first, first + static_cast<std::ptrdiff_t>(E));
+    const double imbalance = total > 0 ? static_cast<double>(most) * experts / static_cast<double>(total) : 0;
+    text += fmt::format("\n{:>5} {:>9} {:>8.2f} ", b, total, imbalance);
+    for (std::size_t e = 0; e < E; ++e)
+      text += fmt::format(" {:5.1f}%", total > 0 ? 100.0 * static_cast<double>(first[static_cast<std::ptrdiff_t>(e)]) /
+                                                       static_cast<double>(total)
+                                                 : 0.0);
+  }
+  return text;
 }
 
 }  // namespace troupe::actors

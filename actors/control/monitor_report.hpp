@@ -1,6 +1,6 @@
 #pragma once
-// What the monitor actor answers the shell with, as text: status, nodes, workers, top, loss, and
-// the trace document. Pure functions of the job supervisor's view, the steps remembered from it
+// What the monitor actor answers the shell with, as text: status, nodes, workers, top, loss,
+// experts, and the trace document. Pure functions of the job supervisor's view, the steps remembered from it
 // and the job's events, so each reads the same whichever shell asks.
 
 #include <cstdint>
@@ -15,7 +15,8 @@ namespace troupe::actors {
 
 // Each rank's recent steps: rank → step → record.
 using StepHistory = std::map<int, std::map<std::int64_t, step_beat>>;
-// Adds the steps the view's heartbeats carry; keeps each rank's newest 4096.
+// Adds the steps the view's heartbeats carry; keeps each rank's newest 4096, the experts'
+// token-slots only in its newest.
 void remember_steps(StepHistory& history, const job_view_msg& view);
 
 struct PauseState {
@@ -36,6 +37,9 @@ std::string top_text(const MonitorPlan& plan, const job_view_msg& view, const St
                      const PauseState& pause);
 // Rank 0's recent losses as a sparkline `width` wide, with the steps, min, max and last.
 std::string loss_text(const StepHistory& history, std::size_t width);
+// A model with experts: per MoE block, each expert's share of the token-slots of every rank's
+// newest step that carries its routing, and the most loaded expert's slots over the mean.
+std::string experts_text(const StepHistory& history);
 
 // The newest step every rank of the view has a record of; -1 when some rank has none.
 std::int64_t common_step(const job_view_msg& view, const StepHistory& history);

@@ -18,10 +18,12 @@ compute::Tensor over(const void* data, std::size_t bytes) {
 
 }  // namespace
 
-MailboxContextExchange::MailboxContextExchange(MailboxComm& mailbox, comm::Engine& engine, comm::Group group)
+MailboxContextExchange::MailboxContextExchange(MailboxComm& mailbox, comm::Engine& engine, comm::Group group,
+                                               comm::ExchangeGroup counted_as)
     : mailbox_(mailbox),
       engine_(engine),
       group_(std::move(group)),
+      counted_as_(counted_as),
       position_(group_.position_of(engine.rank())),
       group_id_(group_.id) {
   TROUPE_CHECK(position_ >= 0, "a context exchange of a group without this rank");
@@ -42,7 +44,10 @@ void MailboxContextExchange::record_into(monitor::TraceRecorder& recorder) {
 void MailboxContextExchange::finished(comm::ContextTraffic kind, std::uint64_t bytes,
                                       std::chrono::steady_clock::time_point posted,
                                       std::chrono::steady_clock::duration spent, std::uint16_t sequence) {
-  engine_.traffic()->context_finished(kind, bytes, spent);
+  if (counted_as_ == comm::ExchangeGroup::expert)
+    engine_.traffic()->expert_finished(bytes, spent);
+  else
+    engine_.traffic()->context_finished(kind, bytes, spent);
   if (trace_ == nullptr) return;
   using micros = std::chrono::duration<double, std::micro>;
   trace_->add_complete({trace_process(), rank()}, comm::context_traffic_name(kind), "transfer",

@@ -11,7 +11,9 @@
 // every wait of the step does, so the worker waits for the job's recovery or rescue order instead of failing. Each
 // shift and all-to-all is counted in the engine's traffic (comm::ContextTraffic: the bytes this rank sent, the seconds
 // it spent in the calls), which /metrics exports as troupe_comm_cp_*, and, given a recorder, traced as a "transfer"
-// event from its post to its end on the rank's track (process: its data replica; thread: its context shard).
+// event from its post to its end on the rank's track (process: its data replica; thread: its context shard). An
+// expert group's exchange (comm::ExchangeGroup::expert: its MoE blocks' counts, dispatches and combines) counts its
+// all-to-alls apart instead, exported as troupe_moe_all_to_all_*.
 // docs/context-parallel.md describes the messages.
 
 #include <chrono>
@@ -23,6 +25,7 @@
 #include "comm/engine.hpp"
 #include "comm/grid.hpp"
 #include "comm/group.hpp"
+#include "comm/traffic.hpp"
 #include "compute/context/context_exchange.hpp"
 #include "monitor/trace.hpp"
 
@@ -30,7 +33,8 @@ namespace troupe::actors {
 
 class MailboxContextExchange final : public compute::context::ContextExchange {
  public:
-  MailboxContextExchange(MailboxComm& mailbox, comm::Engine& engine, comm::Group group);
+  MailboxContextExchange(MailboxComm& mailbox, comm::Engine& engine, comm::Group group,
+                         comm::ExchangeGroup counted_as = comm::ExchangeGroup::context);
 
   int rank() const override { return position_; }
   int shards() const override { return group_.size(); }
@@ -57,6 +61,7 @@ class MailboxContextExchange final : public compute::context::ContextExchange {
   MailboxComm& mailbox_;
   comm::Engine& engine_;
   comm::Group group_;
+  comm::ExchangeGroup counted_as_;
   int position_;
   std::uint16_t group_id_;  // the group's id, renewed under each in-place recovery's epoch
   std::uint16_t sequence_ = 0;

@@ -321,7 +321,8 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
     // ranks that hold it (docs/moe.md).
     std::optional<MailboxContextExchange> expert_exchange;
     if (job.config.expert.shards > 1)
-      expert_exchange.emplace(mailbox, engine, comm::expert_group(grid, rank, job.config.expert.shards));
+      expert_exchange.emplace(mailbox, engine, comm::expert_group(grid, rank, job.config.expert.shards),
+                              comm::ExchangeGroup::expert);
     const compute::ExpertGroup experts{expert_exchange ? &*expert_exchange : nullptr};
     // pipeline.trace of a job without stages or tensor shards: every context shard's exchanges,
     // gathered over the data-parallel group (every rank) into rank 0's file. With stages or shards

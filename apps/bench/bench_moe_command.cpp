@@ -113,7 +113,7 @@ Expected<std::vector<double>> follow(comm::Engine& engine, Turns<Turn>& turns, c
   BenchRank& worker = **joined;
   comm::Group group{comm::context_group_id, {}};
   for (int r = 0; r < EP; ++r) group.ranks.push_back(r);
-  actors::MailboxContextExchange exchange(worker.mailbox(), engine, std::move(group));
+  actors::MailboxContextExchange exchange(worker.mailbox(), engine, std::move(group), comm::ExchangeGroup::expert);
   BenchTraining training(backend, b.cfg, b.o.batch, b.iterations() + 1, b.stream,
                          actors::group_data_parallel(worker.mailbox(), worker.group(), worker.progress(),
                                                      compute::ZeroStage::none, compute::ParameterLayout(b.cfg).total()),

@@ -2,8 +2,9 @@
 // model config comes from the checkpoint's own manifest, so no --config is needed. --checkpoint
 // takes either the job's checkpoint.dir (the newest valid step is exported, as a resumed run would
 // pick it) or one step-NNNNNNN folder (checkpoint_argument.hpp). --format safetensors writes one
-// model.safetensors; --format hf writes a folder GPT2LMHeadModel.from_pretrained loads:
-// config.json, model.safetensors and, with --tokenizer, that tokenizer.json copied beside them.
+// model.safetensors (a model with experts: each expert its own tensors); --format hf writes a folder
+// GPT2LMHeadModel.from_pretrained loads: config.json, model.safetensors and, with --tokenizer, that
+// tokenizer.json copied beside them (refused for a model with experts, which no HF class loads).
 //
 //   troupe export --checkpoint ckpt --format safetensors --out gpt.safetensors
 //   troupe export --checkpoint ckpt --format hf --out my-gpt2 --tokenizer gpt2/tokenizer.json
@@ -22,7 +23,6 @@
 #include "checkpoint/export_gpt2.hpp"
 #include "checkpoint/hf_gpt2.hpp"
 #include "checkpoint/loader.hpp"
-#include "compute/model/parameter_layout.hpp"
 
 namespace troupe::apps {
 namespace {
@@ -50,6 +50,9 @@ Status check_paths(const ExportOptions& options) {
 // The Hugging Face folder: config.json, model.safetensors, the tokenizer if given.
 Status write_hf_folder(const checkpoint::LoadedCheckpoint& loaded, const ExportOptions& options) {
   const compute::GPTConfig& model = loaded.manifest().model;
+  if (model.experts > 0)
+    return Error{"--format hf: a model with experts (model.experts " + std::to_string(model.experts) +
+                 ") has no Hugging Face class to load it; --format safetensors writes its tensors"};
   const fs::path out = options.out;
   std::error_code ec;
   fs::create_directories(out, ec);
@@ -74,7 +77,7 @@ int run_export(const ExportOptions& options) {
   auto loaded = open_checkpoint_argument(options.checkpoint);
   if (!loaded) return error_exit(ExitCode::bad_input, loaded.error().message);
   const compute::GPTConfig& model = loaded->manifest().model;
-  const std::size_t tensors = compute::ParameterLayout(model).views().size();
+  const std::size_t tensors = checkpoint::export_views(model).size();
   const auto step = static_cast<std::intmax_t>(loaded->manifest().step);
   if (options.format == ExportFormat::hf) {
     if (Status written = write_hf_folder(*loaded, options); !written)
@@ -87,8 +90,10 @@ int run_export(const ExportOptions& options) {
   if (Status exported = checkpoint::export_gpt2_safetensors(*loaded, model, options.out); !exported)
     return error_exit(ExitCode::bad_input, exported.error().message);
   const std::uintmax_t bytes = fs::file_size(options.out);
-  std::printf("wrote %s: %zu tensors, %ju bytes, GPT-2 safetensors of step %jd (%s)\n", options.out.c_str(), tensors,
-              bytes, step, loaded->dir().string().c_str());
+  const std::string experts =
+      model.experts > 0 ? " with " + std::to_string(model.experts) + " experts a MoE block, one tensor each" : "";
+  std::printf("wrote %s: %zu tensors, %ju bytes, GPT-2 safetensors%s of step %jd (%s)\n", options.out.c_str(), tensors,
+              bytes, experts.c_str(), step, loaded->dir().string().c_str());
   return to_int(ExitCode::success);
 }
 

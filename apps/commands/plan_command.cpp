@@ -4,7 +4,8 @@
 // (schedules/layout_plan.hpp) for every layout, and prints the ones that fit, fastest first, with
 // memory per device by kind, bytes per step on each link and the predicted step time; then the
 // ones that do not fit, each with its reason. docs/plan.md has the formulas; --context-shards C
-// adds the layouts that split each sequence over up to C ranks (docs/context-parallel.md).
+// adds the layouts that split each sequence over up to C ranks (docs/context-parallel.md); a model
+// with experts adds the layouts of every expert group size ep (docs/moe.md).
 //
 //   troupe plan --model.preset gpt3-13b --nodes 4 --devices-per-node 8 --device-memory 80GB
 //     --peak-flops 312e12 --intra-bw 150e9 --inter-bw 25e9 --global-batch 512 --seq 2048 --precision mixed
@@ -105,13 +106,15 @@ void print_layout(int rank, const PlannedLayout& p, double tokens_per_step) {
   link("tp", b.tp, b.tp_inter);
   link("pp", b.pp, b.pp_inter);
   link("cp", b.cp, b.cp_inter);
-  if (b.dp + b.tp + b.pp + b.cp == 0) std::printf(" no traffic");
+  link("ep", b.ep, b.ep_inter);
+  if (b.dp + b.tp + b.pp + b.cp + b.ep == 0) std::printf(" no traffic");
   std::printf("; compute %s s", figure(t.compute).c_str());
   if (p.layout.pp > 1) std::printf(", bubble %.3f", t.bubble);
   if (t.dp > 0) std::printf(", dp %s s", figure(t.dp).c_str());
   if (t.tp > 0) std::printf(", tp %s s", figure(t.tp).c_str());
   if (t.pp > 0) std::printf(", pp %s s", figure(t.pp).c_str());
   if (t.cp > 0) std::printf(", cp %s s", figure(t.cp).c_str());
+  if (t.ep > 0) std::printf(", ep %s s", figure(t.ep).c_str());
   std::printf("\n");
   if (!p.not_built.empty()) std::printf("     planned, not built: %s\n", p.not_built.c_str());
 }
@@ -179,6 +182,11 @@ int run_plan(const PlanOptions& o) {
   std::printf("model %s%s: %d layers, n_embd %d, %d heads, vocabulary %d: %.0f parameters\n", o.preset.c_str(),
               dims ? " with the dimensions given" : "", model->n_layer, model->n_embd, model->n_head,
               model->vocab_size, params);
+  if (model->experts > 0)
+    std::printf(
+        "experts: %d in each of %d MoE blocks, top-%d, %.0f parameters active per token; every rank holds "
+        "every expert (expert shards, ep, split their tokens' compute, not their memory)\n",
+        model->experts, model->moe_layers(), model->top_k, double(compute::ParameterLayout(*model).active()));
   std::printf("cluster: %d node%s x %d devices, %s each (%s); peak %s FLOP/s per device (%s) at MFU %s; links %s/s in a "
               "node, %s/s between nodes\n",
               cluster.nodes, cluster.nodes == 1 ? "" : "s", cluster.devices_per_node,
@@ -219,7 +227,8 @@ int run_plan(const PlanOptions& o) {
 Command add_plan_command(CLI::App& app) {
   auto options = std::make_shared<PlanOptions>();
   CLI::App* command = app.add_subcommand(
-      "plan", "Every dp x tp x pp x cp x zero x recompute layout of a model on a cluster: memory, traffic, step time.");
+      "plan",
+      "Every dp x tp x pp x cp x ep x zero x recompute layout of a model on a cluster: memory, traffic, step time.");
   command->add_option("--model.preset", options->preset, "model preset; the dimension flags replace its figures")
       ->capture_default_str();
   command->add_option("--model.n_layer", options->n_layer, "transformer blocks");

@@ -11,7 +11,7 @@ namespace {
 constexpr std::string_view layout_keys[] = {"train.batch_size",  "train.grad_accum",        "train.zero",
                                             "train.recompute",   "pipeline.stages",         "pipeline.microbatches",
                                             "pipeline.schedule", "pipeline.virtual_stages", "tensor.shards",
-                                            "context.shards",    "context.method"};
+                                            "context.shards",    "context.method",          "expert.shards"};
 
 int microbatches_per_step(const JobConfig& config) {
   return config.pipeline.stages > 1 ? config.pipeline.microbatches : config.train.grad_accum;
@@ -67,6 +67,7 @@ schedules::Layout job_layout(const ResolvedJob& job, int ranks) {
   layout.chunks = c.pipeline.virtual_stages;
   layout.cp = c.context.shards;
   layout.context = c.context.method;
+  layout.ep = c.expert.shards;
   return layout;
 }
 
@@ -90,6 +91,7 @@ JobConfig with_layout(const JobConfig& config, const schedules::Layout& layout) 
   c.tensor.shards = layout.tp;
   c.context.shards = layout.cp;
   c.context.method = layout.context;
+  c.expert.shards = layout.ep;
   if (layout.pp > 1) {
     c.train.grad_accum = 1;
     c.pipeline.microbatches = layout.microbatches;

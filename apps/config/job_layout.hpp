@@ -35,7 +35,7 @@ Status check_grid_divides(const ResolvedJob& job, int ranks);
 // dp = ranks / (pipeline.stages × tensor.shards × context.shards), pp = pipeline.stages, tp = tensor.shards,
 // train.zero, train.recompute, micro-batches of train.batch_size, train.grad_accum of them per step
 // (pipeline.microbatches with a pipeline), pipeline.schedule and pipeline.virtual_stages,
-// cp = context.shards joined by context.method.
+// cp = context.shards joined by context.method, ep = expert.shards.
 schedules::Layout job_layout(const ResolvedJob& job, int ranks);
 
 // The job's ranks as a cluster of `device_memory` bytes per device: its hosts as nodes (one node of

@@ -44,7 +44,7 @@ MemoryEstimate estimate_training_memory(const GPTConfig& c, const StageFootprint
   }
   // An MoE block keeps its MLP's state (moe_layer.hpp) in place of fch and fch_gelu (recomputation
   // and tensor shards are refused with experts, so this block's layers are whole and kept).
-  const MoEShape moe{c.experts, c.top_k, c.shared_experts > 0, c.n_embd, 4 * std::int64_t{c.n_embd}};
+  const MoEShape moe{c.experts, c.top_k, c.shared_experts > 0, c.n_embd, 4 * std::int64_t{c.n_embd}, s.expert_shards};
   const double moe_layers = c.moe_layers_in(s.first_layer, s.last_layer);
   if (moe_layers > 0)
     per_layer -= moe_layers / layers * (8 * BT * C - double(moe_activation_elements(moe, std::int64_t(BT))));

@@ -78,3 +78,69 @@ TEST_CASE("export writes HF GPT-2 names, transposed Conv1D weights and the unpad
   CHECK(other.error().message == "export of " + loaded->dir().string() +
                                      ": checkpoint was written for n_layer 2, this model has 4");
 }
+
+TEST_CASE(
+    "export of a model with experts writes each expert's tensors apart, Conv1D weights transposed, the router "
+    "whole",
+    "[export][moe]") {
+  TempDir dir;
+  // 2 blocks of C = 32, 4 experts in block 1 (every 2nd) with a shared expert.
+  troupe::compute::GPTConfig model{2, 32, 2, 16, 256, 256};
+  model.experts = 4;
+  model.top_k = 2;
+  model.moe_every = 2;
+  model.shared_experts = 1;
+  const troupe::compute::ParameterLayout layout(model);
+  const auto params = distinct_values(layout.total(), 0.25f);
+  const CheckpointStore store(dir.path() / "ckpt");
+  commit_checkpoint(store, model, 5, {{piece_of("param", params, 0, layout.total())}});
+  auto loaded = open_checkpoint(step_dir(store.dir(), 5));
+  REQUIRE(loaded.ok());
+  const auto out = dir.path() / "model.safetensors";
+  const troupe::Status exported = export_gpt2_safetensors(*loaded, model, out);
+  INFO((exported ? std::string() : exported.error().message));
+  REQUIRE(exported.ok());
+  auto file = SafetensorsFile::open(out);
+  REQUIRE(file.ok());
+  CHECK(file->metadata().at("format") == "pt");
+  CHECK(file->metadata().at("experts") == "4");
+  CHECK(file->metadata().at("top_k") == "2");
+  CHECK(file->metadata().at("moe_every") == "2");
+  CHECK(file->metadata().at("shared_experts") == "1");
+  std::map<std::string, const StoredTensor*> tensors;
+  for (const auto& t : file->tensors()) tensors[t.name] = &t;
+  auto value = [&](const std::string& name, std::int64_t index) {
+    float x = 0;
+    copy_floats(*tensors.at(name), index, std::span(&x, 1));
+    return x;
+  };
+  // Block 0 is dense; block 1 has a router, 4 experts of 4 tensors each and a shared expert, no mlp.c_fc.
+  CHECK(tensors.contains("h.0.mlp.c_fc.weight"));
+  CHECK_FALSE(tensors.contains("h.1.mlp.c_fc.weight"));
+  CHECK_FALSE(tensors.contains("h.1.mlp.experts.c_fc.weight"));
+  CHECK(tensors.size() == layout.views().size() - 4 + 4 * 4);
+  CHECK(tensors.at("h.1.mlp.router.weight")->shape == Shape{4, 32});
+  const auto& router = layout.find("h.1.mlp.router.weight");
+  CHECK(value("h.1.mlp.router.weight", 3 * 32 + 7) == params[router.offset + 3 * 32 + 7]);
+  // Expert e's c_fc (4C, C) at e·4C·C in Troupe's stack, out (C, 4C); its c_proj (C, 4C) at e·C·4C, out (4C, C).
+  const auto& fc = layout.find("h.1.mlp.experts.c_fc.weight");
+  const auto& proj = layout.find("h.1.mlp.experts.c_proj.weight");
+  const auto& fc_bias = layout.find("h.1.mlp.experts.c_fc.bias");
+  for (int e = 0; e < 4; ++e) {
+    INFO("expert " << e);
+    const std::string p = "h.1.mlp.experts." + std::to_string(e) + ".";
+    REQUIRE(tensors.at(p + "c_fc.weight")->shape == Shape{32, 128});
+    REQUIRE(tensors.at(p + "c_fc.bias")->shape == Shape{128});
+    REQUIRE(tensors.at(p + "c_proj.weight")->shape == Shape{128, 32});
+    REQUIRE(tensors.at(p + "c_proj.bias")->shape == Shape{32});
+    for (std::int64_t i : {0, 5, 31})
+      for (std::int64_t o : {0, 9, 127}) {
+        CHECK(value(p + "c_fc.weight", i * 128 + o) == params[fc.offset + e * 128 * 32 + o * 32 + i]);
+        CHECK(value(p + "c_proj.weight", o * 32 + i) == params[proj.offset + e * 32 * 128 + i * 128 + o]);
+      }
+    CHECK(value(p + "c_fc.bias", 100) == params[fc_bias.offset + e * 128 + 100]);
+  }
+  const auto& shared = layout.find("h.1.mlp.shared_expert.c_fc.weight");
+  REQUIRE(tensors.at("h.1.mlp.shared_expert.c_fc.weight")->shape == Shape{32, 128});
+  CHECK(value("h.1.mlp.shared_expert.c_fc.weight", 2 * 128 + 3) == params[shared.offset + 3 * 32 + 2]);
+}

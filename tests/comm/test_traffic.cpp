@@ -131,3 +131,16 @@ TEST_CASE("a context group's exchanges count apart, by method, and touch no othe
   CHECK(std::string(context_traffic_name(ContextTraffic::all_to_all)) == "all_to_all");
   for (std::size_t k = 0; k < traffic_kinds; ++k) CHECK(traffic.totals(static_cast<TrafficKind>(k)).operations == 0);
 }
+
+TEST_CASE("an expert group's all-to-alls count apart from a context group's and from every other kind",
+          "[traffic][moe]") {
+  Traffic traffic;
+  traffic.expert_finished(640, std::chrono::milliseconds(3));
+  traffic.expert_finished(16, std::chrono::milliseconds(1));
+  CHECK(traffic.expert_totals().operations == 2);
+  CHECK(traffic.expert_totals().bytes == 656);
+  CHECK(traffic.expert_totals().nanoseconds == 4'000'000);
+  for (std::size_t k = 0; k < context_traffic_kinds; ++k)
+    CHECK(traffic.context_totals(static_cast<ContextTraffic>(k)).operations == 0);
+  for (std::size_t k = 0; k < traffic_kinds; ++k) CHECK(traffic.totals(static_cast<TrafficKind>(k)).operations == 0);
+}

@@ -164,7 +164,8 @@ TEST_CASE(
                                 {{"all_reduce", 1, 600, 0.25}},
                                 {{"ring_shift", 6, 3072, 0.125}, {"all_to_all", 2, 512, 0.0625}},
                                 3,
-                                1};
+                                1,
+                                {"", 10, 4096, 0.75}};
   });
   metrics->heartbeat_sent();
   metrics->count_failure("node_lost");
@@ -207,6 +208,10 @@ TEST_CASE(
   CHECK(e.value("troupe_comm_cp_operations_total", {{"rank", "2"}, {"op", "all_to_all"}}) == 2.0);
   CHECK(e.value("troupe_comm_cp_bytes_total", {{"rank", "2"}, {"op", "all_to_all"}}) == 512.0);
   CHECK(e.value("troupe_comm_cp_seconds_total", {{"rank", "2"}, {"op", "all_to_all"}}) == 0.0625);
+  CHECK(e.types.at("troupe_moe_all_to_all_bytes_total") == "counter");
+  CHECK(e.value("troupe_moe_all_to_all_operations_total", r2) == 10.0);
+  CHECK(e.value("troupe_moe_all_to_all_bytes_total", r2) == 4096.0);
+  CHECK(e.value("troupe_moe_all_to_all_seconds_total", r2) == 0.75);
   CHECK(e.value("troupe_comm_requests_in_flight", r2) == 3.0);
   CHECK(e.value("troupe_comm_collectives_in_flight", r2) == 1.0);
   CHECK(e.value("troupe_heartbeat_age_seconds") >= 0.0);

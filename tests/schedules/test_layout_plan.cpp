@@ -440,3 +440,57 @@ TEST_CASE("context layouts keep T / cp rows' activations and their exchange, and
   split.context = compute::context::ContextMethod::all_to_all;
   CHECK(plan(w, machine(2), split).memory.activations > two.memory.activations);  // whole-sequence q, k, v
 }
+
+TEST_CASE("a model with experts: every expert's parameters on every rank, the expert group's all-to-all bytes by hand",
+          "[plan][moe]") {
+  const compute::GPTConfig model = preset("moe-tiny");
+  REQUIRE(model.n_embd == 128);
+  REQUIRE(model.experts == 4);
+  REQUIRE(model.top_k == 2);
+  REQUIRE(model.moe_layers() == 2);
+  const compute::ParameterLayout parameters(model);
+  REQUIRE(parameters.active() < parameters.total());
+  const Workload w{model, 8, 64, Precision::fp32};
+  Layout plain{2, 1, 1, ZeroStage::none, Recompute::none, 4, 1};
+  Layout sharded = plain;
+  sharded.ep = 2;
+  const PlannedLayout one = plan(w, machine(2), plain), two = plan(w, machine(2), sharded);
+  // Every rank holds every expert, with or without expert shards: 4 bytes a parameter of all E.
+  CHECK(one.memory.parameters == 4.0 * double(parameters.total()));
+  CHECK(two.memory.parameters == one.memory.parameters);
+  CHECK(two.memory.optimizer == one.memory.optimizer);
+  // Under ep 2 a rank's experts may receive R = 2 · N · min(2, 4/2) = 1024 rows of its N = 256
+  // tokens' group, against its own N · k = 512: per MoE block the hidden and GELU rows (H = 512)
+  // grow by 2 · 512 · 512 and three (R, C) exchange buffers come; the shared backward scratch grows
+  // by 512 · 512 and two (R, C) buffers. In f32.
+  const double R = 1024, Nk = 512, H = 512, C = 128;
+  CHECK(two.memory.activations - one.memory.activations ==
+        Approx(4 * (2 * (2 * (R - Nk) * H + 3 * R * C) + (R - Nk) * H + 2 * R * C)));
+  // A rank's 4 sequences of 64 tokens, 2 slots a token, rows of 128 fp32: 262144 bytes each way;
+  // dispatch and combine, forward and backward, in 2 MoE blocks, half of it leaving the rank.
+  CHECK(one.bytes.ep == 0);
+  CHECK(two.bytes.ep == Approx(4 * 64 * 2 * 128 * 4.0 * 4 * 2 / 2));
+  CHECK(!two.bytes.ep_inter);
+  CHECK(two.time.ep == Approx(two.bytes.ep / machine(2).intra_bandwidth));
+  CHECK(two.time.total == Approx(one.time.total + two.time.ep));
+  CHECK(describe(sharded) == "zero 0, dp 2, ep 2, micro-batch 4 x 1, recompute none");
+  CHECK(two.not_built.empty());
+  // What the runtime refuses of experts is planned, not built.
+  sharded.zero = ZeroStage::parameters;
+  CHECK(plan(w, machine(2), sharded).not_built == "zero 3 with expert shards");
+  CHECK(plan(w, machine(2), {1, 1, 2, ZeroStage::none, Recompute::none, 4, 2}).not_built ==
+        "experts on pipeline stages");
+  // Four replicas: expert groups of 1, 2 and 4; a dense model has none.
+  auto all = plan_layouts(w, machine(4));
+  REQUIRE(all);
+  std::map<int, int> groups;
+  for (const PlannedLayout& p : all->feasible)
+    if (p.layout.dp == 4) ++groups[p.layout.ep];
+  CHECK(groups.size() == 3);
+  CHECK(groups[2] > 0);
+  CHECK(groups[4] > 0);
+  auto dense = plan_layouts({preset("tiny"), 8, 64, Precision::fp32}, machine(4));
+  REQUIRE(dense);
+  CHECK(std::none_of(dense->feasible.begin(), dense->feasible.end(),
+                     [](const PlannedLayout& p) { return p.layout.ep > 1; }));
+}

@@ -35,6 +35,7 @@ const char* const help_text =
     "memory                  every node process's memory by kind, now and peak, beside its resident set\n"
     "top                     a live per-rank table, redrawn every second until a key is pressed\n"
     "loss                    the recent loss curve as a sparkline, with min, max and last\n"
+    "experts                 per MoE block, each expert's share of the latest step's token-slots, max/mean\n"
     "trace FILE [STEPS]      record the next STEPS (3) steps of every rank as Chrome trace JSON into FILE\n"
     "checkpoint              save a checkpoint at the next step boundary (needs checkpoint.dir)\n"
     "pause / resume          stop every rank at the next step boundary / go on\n"
@@ -46,9 +47,10 @@ const char* const help_text =
     "help                    this list\n"
     "quit                    leave the shell (the job goes on)";
 
-const std::vector<std::string> completions{"status", "nodes",  "workers", "memory", "top",  "loss",  "trace", "checkpoint",
-                                           "pause",  "resume", "log",     "kill", "drain", "rejoin", "worker", "node",
-                                           "help",   "quit",   "debug",   "info",  "warn",  "error", "critical", "off"};
+const std::vector<std::string> completions{"status",     "nodes",    "workers", "memory", "top",   "loss",  "trace",
+                                           "checkpoint", "pause",    "resume",  "log",    "kill",  "drain", "rejoin",
+                                           "worker",     "node",     "help",    "quit",   "debug", "info",  "warn",
+                                           "error",      "critical", "off",     "experts"};
 
 std::vector<std::string> split(const std::string& line) {
   std::vector<std::string> words;
@@ -60,7 +62,7 @@ std::vector<std::string> split(const std::string& line) {
 // Commands that change nothing may be asked again after a reconnect.
 bool repeatable(const std::string& verb) {
   return verb == "status" || verb == "nodes" || verb == "workers" || verb == "memory" || verb == "top" ||
-         verb == "loss";
+         verb == "loss" || verb == "experts";
 }
 
 std::chrono::seconds timeout_for(const std::string& verb) {

@@ -102,3 +102,36 @@ TEST_CASE(
                          Contains("grow      in place (epoch 4) in 0.400 s: rank 2 joined in 1 new node process(es), "
                                   "7.0 MB of state from rank 0; went on after step 9"));
 }
+
+TEST_CASE("experts gives each MoE block's share per expert and max/mean over every rank's newest step",
+          "[monitor][moe]") {
+  StepHistory history;
+  CHECK_THAT(experts_text(history), Contains("no step with experts reported yet"));
+  job_view_msg view;
+  node_view n;
+  for (int rank = 0; rank < 2; ++rank) {
+    worker_beat w;
+    w.rank = rank;
+    // Two MoE blocks of 4 experts; step 6 then 7, whose routing is the one counted.
+    step_beat older{6, 0, 1.0, 3.0, 512};
+    older.experts = 4;
+    older.expert_slots = {100, 0, 0, 0, 25, 25, 25, 25};
+    step_beat newest{7, 1, 1.0, 3.0, 512};
+    newest.experts = 4;
+    newest.expert_slots = rank == 0 ? std::vector<std::int64_t>{40, 30, 20, 10, 25, 25, 25, 25}
+                                    : std::vector<std::int64_t>{40, 10, 0, 50, 25, 25, 25, 25};
+    w.recent_steps = {older, newest};
+    n.workers.push_back(w);
+  }
+  view.nodes.push_back(n);
+  remember_steps(history, view);
+  // Only the newest step keeps its routing.
+  CHECK(history.at(0).at(6).expert_slots.empty());
+  CHECK(history.at(1).at(7).expert_slots.size() == 8);
+  const std::string text = experts_text(history);
+  INFO(text);
+  CHECK_THAT(text, Contains("experts at step 7 over 2 rank(s)' tokens"));
+  // Block 0 over both ranks: 80, 40, 20, 60 of 200 slots; the most, 80, over the mean 50 is 1.60.
+  CHECK(std::regex_search(text, std::regex("\n +0 +200 +1\\.60 +40\\.0% +20\\.0% +10\\.0% +30\\.0%")));
+  CHECK(std::regex_search(text, std::regex("\n +1 +200 +1\\.00 +25\\.0% +25\\.0% +25\\.0% +25\\.0%")));
+}

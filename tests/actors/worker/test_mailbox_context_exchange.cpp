@@ -50,7 +50,8 @@ TEST_CASE("a context group's ring shift and all-to-all move each rank's blocks, 
 TEST_CASE("an uneven all-to-all moves blocks of each pair's own size, an empty one included", "[actors][moe]") {
   on_two_ranks([](comm::Engine& engine, MailboxComm& mailbox, comm::Communicator& world) -> Status {
     const int r = engine.rank();
-    MailboxContextExchange exchange(mailbox, engine, comm::expert_group(comm::Grid{2, 1, 1}, r, 2));
+    MailboxContextExchange exchange(mailbox, engine, comm::expert_group(comm::Grid{2, 1, 1}, r, 2),
+                                    comm::ExchangeGroup::expert);
     // Counts first: rank 0 sends rank 1 three values, rank 1 sends rank 0 none; each keeps one.
     const std::vector<std::int64_t> counts = r == 0 ? std::vector<std::int64_t>{1, 3} : std::vector<std::int64_t>{0, 1};
     Expected<std::vector<std::int64_t>> got_counts = compute::context::exchange_counts(exchange, counts);
@@ -70,6 +71,15 @@ TEST_CASE("an uneven all-to-all moves blocks of each pair's own size, an empty o
       return s;
     const std::vector<float> want = r == 0 ? std::vector<float>{0.0f} : std::vector<float>{1.0f, 2.0f, 3.0f, 100.0f};
     if (got != want) return Error{"the uneven all-to-all brought " + std::to_string(got.size()) + " values"};
+    // Counted as an expert group's: two all-to-alls, the bytes sent off the rank (rank 0: a count of 8
+    // bytes and three values; rank 1: a count), none as a context group's.
+    const comm::Traffic& traffic = *engine.traffic();
+    const std::uint64_t sent = r == 0 ? 8 + 12 : 8;
+    if (traffic.expert_totals().operations != 2 || traffic.expert_totals().bytes != sent)
+      return Error{"the expert traffic counted " + std::to_string(traffic.expert_totals().operations.load()) +
+                   " all-to-alls of " + std::to_string(traffic.expert_totals().bytes.load()) + " bytes"};
+    if (traffic.context_totals(comm::ContextTraffic::all_to_all).operations != 0)
+      return Error{"an expert group's all-to-all counted as a context group's"};
     return world.barrier();
   });
 }

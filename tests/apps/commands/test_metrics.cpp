@@ -402,3 +402,31 @@ TEST_CASE("train.balance static: each replica's /metrics gives its share of the 
     CHECK(e.value("troupe_batch_share", {{"rank", std::to_string(node)}}) == share.at(node));
   }
 }
+
+TEST_CASE(
+    "expert shards export their all-to-alls apart from the context exchange's: operations, bytes sent and seconds",
+    "[metrics][moe]") {
+  const BackgroundTroupe job({"train", "--workers", "2", "--expert.shards", "2", "--model.preset", "moe-tiny",
+                              "--train.batch_size", "2", "--train.seq_len", "64", "--train.steps", "2000",
+                              "--train.val_every", "0", "--sample.tokens", "0", "--train.threads", "1"});
+  const std::map<int, int> ports = job.metrics_ports(2, std::chrono::seconds(60));
+  INFO("stdout: " << job.out() << "\nstderr: " << job.err());
+  REQUIRE(ports.size() == 2);
+  const int moe_blocks = troupe::compute::gpt_preset("moe-tiny").value().moe_layers();
+  REQUIRE(moe_blocks > 0);
+  for (const auto& [rank, port] : ports) {
+    INFO("rank " << rank);
+    const Exposition e = scrape_when_steps_pass(port, 2, std::chrono::seconds(60));
+    const std::string r = std::to_string(rank);
+    const double steps = e.value("troupe_steps_total", {{"rank", r}});
+    const double exchanges = e.value("troupe_moe_all_to_all_operations_total", {{"rank", r}});
+    // Per MoE block and step: forward counts, dispatch and combine; backward dispatch and combine
+    // (a step in flight adds its own).
+    CHECK(exchanges >= 5 * moe_blocks * steps);
+    CHECK(exchanges <= 5 * moe_blocks * (steps + 1));
+    CHECK(e.value("troupe_moe_all_to_all_bytes_total", {{"rank", r}}) > 0);
+    CHECK(e.value("troupe_moe_all_to_all_seconds_total", {{"rank", r}}) > 0);
+    CHECK(e.value("troupe_comm_cp_operations_total", {{"rank", r}, {"op", "all_to_all"}}) == 0);
+    CHECK(e.value("troupe_comm_bytes_total", {{"rank", r}, {"op", "send"}}) > 0);  // the all-to-alls' messages
+  }
+}

@@ -1,13 +1,19 @@
 // troupe train with experts as a user runs it (docs/moe.md): moe-tiny trains, its step lines carry
 // the routing losses and the experts' load and its loss falls; a layout with experts that is not
-// built yet is refused in one line before anything starts.
+// built yet is refused in one line before anything starts; its checkpoint resumes and exports with
+// each expert's tensors apart.
 
 #include <catch2/catch.hpp>
 
 #include <chrono>
 #include <regex>
+#include <set>
+#include <string>
 #include <vector>
 
+#include "checkpoint/safetensors.hpp"
+#include "compute/model/gpt_config.hpp"
+#include "compute/model/parameter_layout.hpp"
 #include "support/run_process.hpp"
 #include "support/temp_dir.hpp"
 
@@ -64,7 +70,8 @@ TEST_CASE("a model with experts on pipeline stages is refused in one line, exit 
 }
 
 TEST_CASE(
-    "moe-tiny resumed from its step-3 checkpoint prints the uninterrupted run's step-6 loss, and export refuses it",
+    "moe-tiny resumed from its step-3 checkpoint prints the uninterrupted run's step-6 loss, and exports each expert "
+    "apart",
     "[cli][moe][checkpoint]") {
   TempDir dir;
   const std::vector<std::string> common = {"--train.batch_size", "2", "--train.seq_len",    "64",
@@ -91,6 +98,30 @@ TEST_CASE(
       run_process({TROUPE_BINARY_DIR "/troupe", "export", "--checkpoint", (dir.path() / "stopped").string(), "--out",
                    (dir.path() / "model.safetensors").string()},
                   dir.path().string(), std::chrono::seconds(60));
-  CHECK(exported.exit_code == 2);
-  CHECK_THAT(exported.err, Contains("a model with experts (model.experts 4) has no Hugging Face GPT-2 form"));
+  INFO("export: " << exported.out << exported.err);
+  CHECK(exported.exit_code == 0);
+  // moe-tiny: 4 blocks, 16 tensors per block with 2 + 4 + 4 tensors of the embeddings and ln_f,
+  // its 2 MoE blocks each 4 stacked expert tensors split over 4 experts.
+  const std::size_t tensors =
+      troupe::compute::ParameterLayout(troupe::compute::gpt_preset("moe-tiny").value()).views().size() +
+      2 * 4 * (4 - 1);
+  CHECK_THAT(exported.out, Contains(std::to_string(tensors) + " tensors, ") &&
+                               Contains("GPT-2 safetensors with 4 experts a MoE block, one tensor each of step 6"));
+  auto file = troupe::checkpoint::SafetensorsFile::open(dir.path() / "model.safetensors");
+  REQUIRE(file.ok());
+  std::set<std::string> names;
+  for (const auto& t : file->tensors()) names.insert(t.name);
+  CHECK(names.size() == tensors);
+  for (const char* name : {"h.1.mlp.router.weight", "h.1.mlp.experts.0.c_fc.weight", "h.3.mlp.experts.3.c_proj.bias",
+                           "h.0.mlp.c_fc.weight", "h.2.mlp.c_proj.weight"})
+    CHECK(names.contains(name));
+
+  const ProcessResult hf =
+      run_process({TROUPE_BINARY_DIR "/troupe", "export", "--checkpoint", (dir.path() / "stopped").string(), "--format",
+                   "hf", "--out", (dir.path() / "hf").string()},
+                  dir.path().string(), std::chrono::seconds(60));
+  CHECK(hf.exit_code == 2);
+  CHECK(hf.err ==
+        "troupe: error: --format hf: a model with experts (model.experts 4) has no Hugging Face class to load it; "
+        "--format safetensors writes its tensors\n");
 }

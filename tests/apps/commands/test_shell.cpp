@@ -344,6 +344,10 @@ TEST_CASE("troupe shell -c runs one command: a wrong token, garbage and a huge f
   CHECK(loss.exit_code == 0);
   CHECK_THAT(loss.out, Contains("min ") && Contains("max ") && Contains("▁"));
 
+  const ProcessResult experts = shell_c(dir, job, "experts");  // tiny has none
+  CHECK(experts.exit_code == 0);
+  CHECK_THAT(experts.out, Contains("experts: no step with experts reported yet"));
+
   // Each node's memory by kind from its heartbeats: tiny's 0.84M f32 parameters are 3.2 MiB on
   // both data-parallel replicas, ZeRO-3's gathered copies none, and the total about the resident set.
   const ProcessResult memory = shell_c(dir, job, "memory");
@@ -552,4 +556,27 @@ TEST_CASE(
   const std::size_t released_at = job.run->lines().size();
   CHECK(shell_c(dir, job, "status").exit_code == 0);
   CHECK(job.run->wait_for_line(matching("step +\\d+/"), seconds(30), released_at));
+}
+
+TEST_CASE(
+    "troupe shell -c experts answers each MoE block's load per expert from a live moe-tiny job with expert shards",
+    "[shell][moe]") {
+  TempDir dir;
+  LiveJob job(
+      dir, 100000, {}, {"train", "--workers", "2"},
+      {"--model.preset", "moe-tiny", "--expert.shards", "2", "--train.batch_size", "2", "--train.seq_len", "64"});
+  const ProcessResult experts = shell_c(dir, job, "experts");
+  INFO("stdout: " << experts.out << "\nstderr: " << experts.err);
+  REQUIRE(experts.exit_code == 0);
+  CHECK(std::regex_search(experts.out, std::regex("experts at steps? [0-9-]+ over 2 rank\\(s\\)' tokens")));
+  // moe-tiny's 2 MoE blocks of 4 experts, top-2: each block 2 ranks x 2 x 64 tokens x 2 slots.
+  for (const char* block : {"\n    0       512 ", "\n    1       512 "}) CHECK_THAT(experts.out, Contains(block));
+  std::smatch row;
+  REQUIRE(std::regex_search(experts.out, row,
+                            std::regex("\n +0 +512 +([0-9.]+) +([0-9.]+)% +([0-9.]+)% +([0-9.]+)% +([0-9.]+)%")));
+  const double shares =
+      std::stod(row[2].str()) + std::stod(row[3].str()) + std::stod(row[4].str()) + std::stod(row[5].str());
+  CHECK(shares == Approx(100).margin(0.3));
+  CHECK(std::stod(row[1].str()) >= 1.0);
+  CHECK(std::stod(row[1].str()) <= 4.0);
 }

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "compute/context/local_exchange.hpp"
 #include "compute/cpu/cpu_backend.hpp"
 #include "compute/model/gpt.hpp"
 #include "compute/model/memory_estimate.hpp"
@@ -160,6 +161,35 @@ TEST_CASE("moe GPT: the memory estimate is within 3 percent of what the model an
         CHECK(estimate.total() == Approx(allocated).epsilon(0.03));
       }
     }
+}
+
+TEST_CASE("moe GPT: under expert shards the memory estimate holds the larger expert rows and exchange buffers",
+          "[model][moe]") {
+  GPTConfig cfg{4, 64, 4, 64, 256, 256};
+  cfg.experts = 4;
+  cfg.top_k = 2;
+  cfg.moe_every = 2;
+  for (const int ep : {2, 4}) {
+    StageFootprint s{0, 4, 4, 64, 1, 4};
+    s.expert_shards = ep;
+    context::LocalContextGroup group(ep);
+    CpuBackend backend(1);
+    const struct mallinfo2 before = mallinfo2();
+    {
+      auto stage = std::make_unique<GPTStage>(cfg, backend, 0, 4, DType::f32, Recompute::none, nullptr,
+                                              TensorShardGroup{}, ContextShardGroup{}, ExpertGroup{&group.rank(0)});
+      stage->reserve(s.B, s.T, s.slots);
+      AdamW optimizer(backend, stage->views(), stage->num_params(), DType::f32, AdamWOptions{}, 0, stage->num_params());
+      const struct mallinfo2 after = mallinfo2();
+      const double allocated = double(after.uordblks + after.hblkhd) - double(before.uordblks + before.hblkhd);
+      const MemoryEstimate estimate = estimate_training_memory(cfg, s);
+      INFO("expert shards " << ep << ": estimate " << estimate.total() << ", allocated " << allocated);
+      CHECK(estimate.total() == Approx(allocated).epsilon(0.03));
+      StageFootprint alone = s;
+      alone.expert_shards = 1;
+      CHECK(estimate.activation_bytes > estimate_training_memory(cfg, alone).activation_bytes);
+    }
+  }
 }
 
 TEST_CASE("moe GPT: routing of micro-batches adds up, and the load imbalance is the worst block's max over mean",
