@@ -97,7 +97,7 @@ TEST_CASE("train.balance static refuses in one line what it does not support yet
                     "train.balance static does not work with fault.elastic yet");
   check_rejected_in(dir, with(job, {"--train.balance", "fast"}), "train.balance");
   check_rejected_in(dir, with(job, {"--train.replica_speeds", "1,0.5"}),
-                    "train.replica_speeds '1,0.5' needs train.balance static");
+                    "train.replica_speeds '1,0.5' needs train.balance static or dynamic");
   check_rejected_in(dir, with(job, {"--train.balance", "static", "--train.replica_speeds", "1,0"}),
                     "train.replica_speeds '1,0': every speed must be a positive number");
   check_rejected_in(dir, with(job, {"--train.balance", "static", "--train.replica_speeds", "1,x"}),
