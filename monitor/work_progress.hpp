@@ -35,6 +35,10 @@ struct StepRecord {
   // The validation run after the step (train.val_every, and the last step): its mean loss.
   bool validated = false;
   double val_loss = 0;
+  // A data replica's share of the step's global batch (its micro-batches over the step's; 0 on a
+  // pipeline stage), and under train.balance dynamic its measured seconds per micro-batch (else 0).
+  double batch_share = 0;
+  double micro_batch_seconds = 0;
 };
 
 // What a worker notes for the job's events (actors/job_events.hpp): each is taken once, by the

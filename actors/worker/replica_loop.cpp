@@ -176,6 +176,10 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
 
 compute::StepResult ReplicaLoop::step() {
   compute::StepResult result = trainer_.step();
+  if (metrics_ && result.micro_batch_seconds > 0) {
+    metrics_->set_batch_share(result.batch_share);
+    metrics_->set_micro_batch_seconds(result.micro_batch_seconds);
+  }
   if (result.shares_changed && place_.rank == 0) {
     // "balance dynamic: step 23: replica shares 5, 3 of 8 micro-batches (times per micro-batch 0.21 s, 0.40 s)"
     const std::vector<int>& shares = trainer_.micro_shares();

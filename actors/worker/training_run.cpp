@@ -417,10 +417,19 @@ class RankRun {
     const double secs = std::chrono::duration<double>(Clock::now() - start).count();
     const std::int64_t tokens = loop_.tokens_per_step();
     const monitor::CompressionReading compressed = compression_reading();
-    services_.progress.step_done({s + 1, std::chrono::duration<double>(wall_start).count(), secs, r.loss, tokens,
-                                  static_cast<std::int64_t>(compressed.wire_bytes - compressed_before.wire_bytes),
-                                  static_cast<std::int64_t>(compressed.plain_bytes - compressed_before.plain_bytes),
-                                  compressed.seconds - compressed_before.seconds, r.lr, r.grad_norm});
+    monitor::StepRecord record{s + 1,
+                               std::chrono::duration<double>(wall_start).count(),
+                               secs,
+                               r.loss,
+                               tokens,
+                               static_cast<std::int64_t>(compressed.wire_bytes - compressed_before.wire_bytes),
+                               static_cast<std::int64_t>(compressed.plain_bytes - compressed_before.plain_bytes),
+                               compressed.seconds - compressed_before.seconds,
+                               r.lr,
+                               r.grad_norm};
+    record.batch_share = r.batch_share;
+    record.micro_batch_seconds = r.micro_batch_seconds;
+    services_.progress.step_done(record);
     if (services_.metrics) {
       services_.metrics->step_done(s + 1, secs, tokens, r.loss, r.lr, r.grad_norm);
       if (!r.moe.slots.empty()) services_.metrics->experts_routed(r.moe.slots, r.moe.experts, r.moe.load_imbalance());

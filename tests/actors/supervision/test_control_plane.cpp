@@ -493,12 +493,15 @@ TEST_CASE("every catalogue message without an actor handle survives serializatio
          h.workers[1].rank == 8));
 }
 
-TEST_CASE("a heartbeat carries a step's figures across a serialization: compression, lr, grad norm, validation loss",
-          "[actors][compression]") {
+TEST_CASE(
+    "a heartbeat carries a step's figures across a serialization: compression, lr, grad norm, validation loss, "
+    "batch share",
+    "[actors][compression]") {
   TroupeConfig cfg;
   caf::actor_system system{cfg};
   worker_beat worker{3, 9, 9, 0, "step 10", "", 0};
-  worker.recent_steps = {step_beat{9, 1.5e9, 2.25, 3.5, 4096, 733184, 43376640, 0.125, 3e-4, 1.75, true, 3.25}};
+  worker.recent_steps = {
+      step_beat{9, 1.5e9, 2.25, 3.5, 4096, 733184, 43376640, 0.125, 3e-4, 1.75, true, 3.25, 0.625, 0.21}};
   auto h = round_trip(system, heartbeat_msg{1, {worker}});
   REQUIRE(h.workers.size() == 1);
   REQUIRE(h.workers[0].recent_steps.size() == 1);
@@ -507,6 +510,8 @@ TEST_CASE("a heartbeat carries a step's figures across a serialization: compress
          s.wire_bytes == 733184 && s.plain_bytes == 43376640 && s.compress_seconds == 0.125));
   // ... and its learning rate, gradient norm and the validation after it (the job's web page draws them).
   CHECK((s.lr == 3e-4 && s.grad_norm == 1.75 && s.validated && s.val_loss == 3.25));
+  // ... and its replica's share of the global batch and measured time per micro-batch (train.balance).
+  CHECK((s.batch_share == 0.625 && s.micro_batch_seconds == 0.21));
 }
 
 TEST_CASE("a heartbeat carries what its workers noted for the job's events across a serialization",
