@@ -85,8 +85,9 @@ TEST_CASE("train.balance static over 2 and 3 processes of unequal speeds trains 
   check_same_training(even3, uneven3, "dp 3, shares 6 + 4 + 2");
 }
 
-TEST_CASE("train.balance dynamic moves shares to the faster of 2 processes and trains the weights of the even split",
-          "[dp][balance]") {
+TEST_CASE(
+    "train.balance dynamic moves shares to the faster of 2 and 3 processes and trains the weights of the even split",
+    "[dp][balance]") {
   TempDir dir;
   // Node 1 runs through a launcher that stops it for 20 ms of every 40 ms: half speed, as a
   // shared or throttled machine runs. The host name is not local, so the launcher starts it.
@@ -112,6 +113,15 @@ TEST_CASE("train.balance dynamic moves shares to the faster of 2 processes and t
   }
   CHECK(changes >= 1);
   check_same_training(even, dynamic, "dp 2, dynamic shares, node 1 at half speed");
+
+  // dp 3, the last node slowed: 12 micro-batches move between three replicas.
+  const std::string hosts3 = dir.write("hosts3", "localhost slots=1\nlocalhost slots=1\nslowhost slots=1\n");
+  const Run even3 = run_job(dir, {"launch", "--hostfile", hosts3, "--launcher", launcher});
+  const Run dynamic3 = run_job(dir, {"launch", "--hostfile", hosts3, "--launcher", launcher, "--train.balance",
+                                     "dynamic", "--train.balance_window", "2"});
+  CHECK_THAT(dynamic3.out, Contains("balance dynamic: replica shares 4, 4, 4 of 12 micro-batches"));
+  CHECK(occurrences(dynamic3.out, " of 12 micro-batches (times per micro-batch ") >= 1);
+  check_same_training(even3, dynamic3, "dp 3, dynamic shares, node 2 at half speed");
 }
 
 TEST_CASE("train.balance static refuses in one line what it does not support yet, and speeds that cannot apply",
