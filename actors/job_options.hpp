@@ -72,6 +72,8 @@ struct TrainOptions {
   // "1,0.5", which launch fills from the host file's speed= when empty (docs/balance.md).
   compute::BalanceMode balance = compute::BalanceMode::none;
   std::string replica_speeds;
+  // train.balance dynamic: the steps a measurement spans, and the fewest between two changes.
+  int balance_window = 3;
   std::uint64_t seed = 1337;
   int threads = 0;         // 0 = all cores
   compute::BackendKind backend = compute::BackendKind::cpu;

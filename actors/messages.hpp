@@ -217,6 +217,8 @@ struct step_beat {
   double val_loss = 0;           // ... and its mean loss
   int experts = 0;               // a model with experts: experts per MoE block (0: none)
   std::vector<std::int64_t> expert_slots;  // ... and the step's token-slots per block and expert, block-major
+  double batch_share = 0;        // the rank's data replica's share of the step's global batch (0: a stage)
+  double micro_batch_seconds = 0;  // ... and its measured seconds per micro-batch (train.balance dynamic; else 0)
 };
 
 // What a worker noted for the job's events since its node's last heartbeat (monitor/work_progress.hpp).
@@ -382,7 +384,8 @@ typename Inspector::result_type inspect(Inspector& f, recover_done_msg& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_beat& x) {
   return f(caf::meta::type_name("step_beat"), x.step, x.start_unix_seconds, x.seconds, x.loss, x.tokens, x.wire_bytes,
-           x.plain_bytes, x.compress_seconds, x.lr, x.grad_norm, x.validated, x.val_loss, x.experts, x.expert_slots);
+           x.plain_bytes, x.compress_seconds, x.lr, x.grad_norm, x.validated, x.val_loss, x.experts, x.expert_slots,
+           x.batch_share, x.micro_batch_seconds);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_notice& x) {

@@ -71,6 +71,7 @@ struct MetricFamilies {
   prometheus::Family<prometheus::Counter>* expert_slots;
   prometheus::Family<prometheus::Gauge>* load_imbalance;
   prometheus::Family<prometheus::Gauge>* batch_share;
+  prometheus::Family<prometheus::Gauge>* micro_batch_seconds;
   prometheus::Family<prometheus::Counter>* failures;
   prometheus::Family<prometheus::Counter>* recoveries;
   prometheus::Family<prometheus::Counter>* restarts;
@@ -111,6 +112,8 @@ struct MetricFamilies {
                            "(1 = even; 0 without experts)");
     batch_share =
         gauge("troupe_batch_share", "share of each step's global batch this rank's data replica takes (train.balance)");
+    micro_batch_seconds = gauge("troupe_micro_batch_seconds",
+                                "seconds per micro-batch this rank's data replica measured (train.balance dynamic)");
     failures = counter("troupe_failures_total", "failures this node process saw or was told of, by kind");
     recoveries = counter("troupe_recoveries_total",
                          "recoveries of the job, by where the state came from and by path (in_place or restart)");
@@ -325,7 +328,8 @@ WorkerMetrics::WorkerMetrics(MetricFamilies& f, int rank, const std::string& rol
       islands_(f.islands->Add(labels_)),
       expert_slots_family_(*f.expert_slots),
       load_imbalance_(f.load_imbalance->Add(labels_)),
-      batch_share_(f.batch_share->Add(labels_)) {}
+      batch_share_(f.batch_share->Add(labels_)),
+      micro_batch_seconds_(f.micro_batch_seconds->Add(labels_)) {}
 
 void WorkerMetrics::step_done(long step, double seconds, std::int64_t tokens, double loss, double lr,
                               double grad_norm) {
@@ -379,6 +383,8 @@ void WorkerMetrics::experts_routed(const std::vector<std::int64_t>& slots, int e
 }
 
 void WorkerMetrics::set_batch_share(double share) { batch_share_.Set(share); }
+
+void WorkerMetrics::set_micro_batch_seconds(double seconds) { micro_batch_seconds_.Set(seconds); }
 
 void WorkerMetrics::read_comm_from(std::function<CommReading()> read) { scrape_time_.add_comm(labels_, std::move(read)); }
 

@@ -105,6 +105,9 @@ class WorkerMetrics {
   // The share of each step's global batch this rank's data replica takes (train.balance; 1/replicas
   // when the split is even).
   void set_batch_share(double share);
+  // Under train.balance dynamic: the replica's measured seconds per micro-batch (its forward and
+  // backward), the mean over the balance window.
+  void set_micro_batch_seconds(double seconds);
   // Read at every scrape from the server's thread; `read` must stay callable for the process's
   // life (capture shared state, not references to what may go first). Called once, while setting up.
   void read_comm_from(std::function<CommReading()> read);
@@ -137,6 +140,7 @@ class WorkerMetrics {
   std::vector<prometheus::Counter*> expert_slots_;  // per (block, expert), made at the first step
   prometheus::Gauge& load_imbalance_;
   prometheus::Gauge& batch_share_;
+  prometheus::Gauge& micro_batch_seconds_;
   double flops_per_token_ = 0;
   double job_peak_flops_ = 0;
 };

@@ -39,6 +39,10 @@ struct StepRecord {
   // the step, MoE block by block in layer order (the shell's experts); empty without experts.
   int experts = 0;
   std::vector<std::int64_t> expert_slots;
+  // A data replica's share of the step's global batch (its micro-batches over the step's; 0 on a
+  // pipeline stage), and under train.balance dynamic its measured seconds per micro-batch (else 0).
+  double batch_share = 0;
+  double micro_batch_seconds = 0;
 };
 
 // What a worker notes for the job's events (actors/job_events.hpp): each is taken once, by the

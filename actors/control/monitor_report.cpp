@@ -195,15 +195,37 @@ std::string memory_text(const job_view_msg& view) {
 
 std::string workers_text(const MonitorPlan& plan, const job_view_msg& view) {
   const comm::Grid grid{plan.dp, plan.pp, plan.tp};
-  std::string text = fmt::format("{:<5} {:<5} {:>3} {:>3} {:>3} {:>7}  {}", "rank", "node", "dp", "pp", "tp", "steps",
-                                 "activity");
+  // Under train.balance a replica's share of the global batch and its measured time per
+  // micro-batch (dynamic), from its last step: the columns appear once a rank reports a share
+  // other than the even one, or a time.
+  bool balancing = false;
+  for (const node_view& n : view.nodes)
+    for (const worker_beat& w : n.workers)
+      if (!w.recent_steps.empty()) {
+        const step_beat& last = w.recent_steps.back();
+        if (last.micro_batch_seconds > 0 || (last.batch_share > 0 && std::abs(last.batch_share * plan.dp - 1.0) > 1e-9))
+          balancing = true;
+      }
+  std::string text = fmt::format("{:<5} {:<5} {:>3} {:>3} {:>3} {:>7}", "rank", "node", "dp", "pp", "tp", "steps");
+  if (balancing) text += fmt::format(" {:>7} {:>9}", "share", "ms/micro");
+  text += "  activity";
   for (const node_view& n : view.nodes)
     for (const worker_beat& w : n.workers) {
       std::string activity = w.activity.empty() ? "before its first step" : w.activity;
       if (!w.waiting_for.empty()) activity += fmt::format(", waiting {:.1f} s for {}", w.waiting_seconds, w.waiting_for);
       const comm::GridCoord c = comm::grid_coord(grid, w.rank);
-      text += fmt::format("\n{:<5} {:<5} {:>3} {:>3} {:>3} {:>7}  {}", w.rank, n.node_index, c.dp, c.pp, c.tp,
-                          w.steps_done, activity);
+      text +=
+          fmt::format("\n{:<5} {:<5} {:>3} {:>3} {:>3} {:>7}", w.rank, n.node_index, c.dp, c.pp, c.tp, w.steps_done);
+      if (balancing) {
+        std::string share = "-", per_micro = "-";
+        if (!w.recent_steps.empty()) {
+          const step_beat& last = w.recent_steps.back();
+          if (last.batch_share > 0) share = fmt::format("{:.1f} %", last.batch_share * 100);
+          if (last.micro_batch_seconds > 0) per_micro = fmt::format("{:.1f}", last.micro_batch_seconds * 1e3);
+        }
+        text += fmt::format(" {:>7} {:>9}", share, per_micro);
+      }
+      text += "  " + activity;
     }
   return text;
 }

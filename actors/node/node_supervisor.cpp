@@ -86,7 +86,8 @@ void send_heartbeat(node_actor* self, const NodeOptions& options) {
     std::vector<step_beat> steps;
     for (const monitor::StepRecord& r : now.recent_steps)
       steps.push_back({r.step, r.start_unix_seconds, r.seconds, r.loss, r.tokens, r.wire_bytes, r.plain_bytes,
-                       r.compress_seconds, r.lr, r.grad_norm, r.validated, r.val_loss, r.experts, r.expert_slots});
+                       r.compress_seconds, r.lr, r.grad_norm, r.validated, r.val_loss, r.experts, r.expert_slots,
+                       r.batch_share, r.micro_batch_seconds});
     beat.workers.push_back({st.first_rank + static_cast<int>(slot), now.steps_done, now.progress, now.idle_seconds,
                             now.activity, now.waiting_for, now.waiting_seconds, std::move(steps),
                             notices(*st.progress[slot])});

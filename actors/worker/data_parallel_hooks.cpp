@@ -1,5 +1,6 @@
 #include "actors/worker/data_parallel_hooks.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -195,6 +196,12 @@ compute::DataParallel group_hooks(MailboxComm& mailbox, comm::Communicator& comm
     t.data_as<double>()[0] = x;
     run("a scalar sum", [&] { mailbox.all_reduce(comm, t); });
     return t.data_as<double>()[0];
+  };
+  dp.sum_values = [run, &mailbox, &comm](std::span<double> values) {
+    compute::Tensor t = compute::Tensor::zeros({static_cast<std::int64_t>(values.size())}, compute::DType::f64);
+    std::copy(values.begin(), values.end(), t.data_as<double>());
+    run("a sum of scalars", [&] { mailbox.all_reduce(comm, t); });
+    std::copy(t.data_as<double>(), t.data_as<double>() + values.size(), values.begin());
   };
   // Over the group as it is now: a job that grows in place renews it over more ranks.
   dp.mean = [sum = dp.sum, &comm](double x) { return sum(x) / comm.group().size(); };

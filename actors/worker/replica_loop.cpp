@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <memory>
+#include <numeric>
 #include <vector>
 
 #include <spdlog/fmt/fmt.h>
@@ -41,7 +42,7 @@ compute::OuterOptions outer_options(const ResolvedJob& job) {
 namespace {
 
 // train.balance static: the micro-batches each of `replicas` takes a step, by their speeds (even
-// when none are given); none otherwise.
+// when none are given); dynamic's first shares alike; none otherwise.
 std::vector<int> micro_shares(const ResolvedJob& job, int replicas) {
   if (job.config.train.balance == compute::BalanceMode::none) return {};
   std::vector<double> speeds = job.replica_speeds;
@@ -60,6 +61,8 @@ compute::TrainerOptions replica_options(const ResolvedJob& job, compute::DataPar
   options.islands = islands.count;
   options.island = islands.index;
   options.micro_shares = micro_shares(job, options.data_parallel.size);
+  if (job.config.train.balance == compute::BalanceMode::dynamic)
+    options.balance_window = job.config.train.balance_window;
   return options;
 }
 
@@ -122,7 +125,7 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
     const std::string text = fmt::format("replica shares {} of {} micro-batches", compute::shares_text(shares),
                                          t.grad_accum * place_.grid.dp);
     layout_ += ", " + text;
-    if (rank == 0) monitor::logger("train")->info("balance static: {}", text);
+    if (rank == 0) monitor::logger("train")->info("balance {}: {}", compute::balance_mode_name(t.balance), text);
   }
   if (context.sharded())
     layout_ += fmt::format(", {} context shards ({}) of seq {}", context.split.shards,
@@ -174,6 +177,21 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
 
 compute::StepResult ReplicaLoop::step() {
   compute::StepResult result = trainer_.step();
+  if (metrics_ && result.micro_batch_seconds > 0) {
+    metrics_->set_batch_share(result.batch_share);
+    metrics_->set_micro_batch_seconds(result.micro_batch_seconds);
+  }
+  if (result.shares_changed && place_.rank == 0) {
+    // "balance dynamic: step 23: replica shares 5, 3 of 8 micro-batches (times per micro-batch 0.21 s, 0.40 s)"
+    const std::vector<int>& shares = trainer_.micro_shares();
+    std::string times;
+    for (double s : trainer_.seconds_per_micro_batch())
+      times += fmt::format("{}{:.3f} s", times.empty() ? "" : ", ", s);
+    monitor::logger("train")->info(
+        "balance dynamic: step {}: replica shares {} of {} micro-batches (times per "
+        "micro-batch {})",
+        result.step + 1, compute::shares_text(shares), std::accumulate(shares.begin(), shares.end(), 0), times);
+  }
   if (!outer_) return result;
   const long steps = trainer_.steps_taken();
   const std::vector<int> landed = outer_->after_step(steps, total_steps_, model_.params(), islands_);

@@ -429,6 +429,8 @@ class RankRun {
                                r.grad_norm};
     record.experts = r.moe.experts;
     record.expert_slots = r.moe.slots;
+    record.batch_share = r.batch_share;
+    record.micro_batch_seconds = r.micro_batch_seconds;
     services_.progress.step_done(record);
     if (services_.metrics) {
       services_.metrics->step_done(s + 1, secs, tokens, r.loss, r.lr, r.grad_norm);

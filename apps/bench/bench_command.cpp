@@ -17,7 +17,8 @@ Command add_bench_command(CLI::App& app) {
       add_bench_compress_command(*bench), add_bench_diloco_command(*bench),     add_bench_zero3_command(*bench),
       add_bench_tp_command(*bench),       add_bench_cp_command(*bench),         add_bench_moe_command(*bench),
       add_bench_pipeline_command(*bench), add_bench_checkpoint_command(*bench), add_bench_gpu_command(*bench),
-      add_bench_scale_command(*bench),    add_bench_sim_check_command(*bench),  add_bench_tokenize_command(*bench)};
+      add_bench_scale_command(*bench),    add_bench_sim_check_command(*bench),  add_bench_tokenize_command(*bench),
+      add_bench_balance_command(*bench)};
   return {bench, [bench, benches = std::move(benches)] { return run_chosen(*bench, benches); }};
 }
 

@@ -149,6 +149,22 @@ struct BenchPipelineOptions {
 };
 int run_bench_pipeline(const BenchPipelineOptions& options);
 Command add_bench_pipeline_command(CLI::App& bench);
+
+// troupe bench balance (bench_balance_command.cpp): 2 data-parallel replicas, replica 1 held to
+// slow_share of a core by a CPU quota; each alone, then uniform, static and dynamic shares in turns.
+struct BenchBalanceOptions {
+  std::string model = "small";
+  int batch = 1;       // micro-batch size
+  int grad_accum = 6;  // micro-batches a replica takes in the uniform split: 12 a step
+  double slow_share = 0.5;
+  int window = 3;        // train.balance_window
+  int steps = 10;        // measured steps of each turn
+  int warmup = 8;        // before them (dynamic settles there)
+  std::string slowdown;  // "20,60": a last dynamic turn, replica 1 held for steps 20 … 59 only; empty: none
+  int slowdown_from = 0, slowdown_to = 0;  // read from it
+};
+int run_bench_balance(const BenchBalanceOptions& options);
+Command add_bench_balance_command(CLI::App& bench);
 // troupe bench sim-check: the sim backend against the CPU backend on this machine. Measures one
 // rank's sgemm peak and copy bandwidth and the loopback link's bandwidth and latency (through the
 // engine's all-reduce), trains the model on the CPU backend in bench dp's and bench pipeline's

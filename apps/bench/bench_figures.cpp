@@ -1,6 +1,7 @@
 #include "apps/bench/bench_figures.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "compute/check.hpp"
@@ -32,6 +33,15 @@ std::vector<double> unpack_figures(const std::vector<std::uint8_t>& bytes) {
   std::vector<double> values(bytes.size() / sizeof(double));
   if (!values.empty()) std::memcpy(values.data(), bytes.data(), values.size() * sizeof(double));
   return values;
+}
+
+double load_average() {
+  double load = 0;
+  if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf", &load) != 1) load = 0;
+    std::fclose(f);
+  }
+  return load;
 }
 
 }  // namespace troupe::apps

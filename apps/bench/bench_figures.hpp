@@ -16,6 +16,10 @@ std::vector<std::uint16_t> bench_tokens(const compute::GPTConfig& config, std::s
 // The middle value, or the mean of the two middle ones; values must not be empty.
 double median(std::vector<double> values);
 
+// The machine's load average over the last minute (/proc/loadavg; 0 where it cannot be read), which
+// a bench prints beside figures measured on a machine others may share.
+double load_average();
+
 std::vector<std::uint8_t> pack_figures(const std::vector<double>& values);
 std::vector<double> unpack_figures(const std::vector<std::uint8_t>& bytes);
 

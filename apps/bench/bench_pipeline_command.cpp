@@ -377,15 +377,6 @@ std::string blocks_of(const std::vector<compute::StageLayers>& split) {
   return text;
 }
 
-double load_average() {
-  double load = 0;
-  if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
-    if (std::fscanf(f, "%lf", &load) != 1) load = 0;
-    std::fclose(f);
-  }
-  return load;
-}
-
 int run_bench_split(const BenchPipelineOptions& o) {
   auto declared = parse_speeds("--stage-speeds", o.stage_speeds);
   if (!declared) return error_exit(ExitCode::bad_input, declared.error().message);

@@ -35,6 +35,8 @@ compute::GPT& initialised(compute::GPT& model) {
   return model;
 }
 
+}  // namespace
+
 compute::TrainerOptions bench_trainer_options(const compute::GPTConfig& cfg, int batch, int steps,
                                               compute::DataParallel data_parallel, MoELossCoefficients moe) {
   compute::TrainerOptions options;
@@ -47,14 +49,17 @@ compute::TrainerOptions bench_trainer_options(const compute::GPTConfig& cfg, int
   return options;
 }
 
-}  // namespace
-
 BenchTraining::BenchTraining(compute::Backend& backend, const compute::GPTConfig& cfg, int batch, int steps,
                              const std::vector<std::uint16_t>& stream, compute::DataParallel data_parallel,
                              compute::ContextShardGroup context, compute::ExpertGroup experts, MoELossCoefficients moe)
     : model_(cfg, backend, compute::DType::f32, compute::Recompute::none, nullptr, context, experts),
       trainer_(initialised(model_), bench_trainer_options(cfg, batch, steps, std::move(data_parallel), moe), stream,
                stream) {}
+
+BenchTraining::BenchTraining(compute::Backend& backend, const compute::GPTConfig& cfg, compute::TrainerOptions options,
+                             const std::vector<std::uint16_t>& stream)
+    : model_(cfg, backend, compute::DType::f32, options.recompute),
+      trainer_(initialised(model_), std::move(options), stream, stream) {}
 
 Expected<std::vector<comm::LocalRankResult>> run_bench_ranks(int ranks, const RankFigures& figures,
                                                              const comm::RankPlacement& place) {

@@ -60,12 +60,20 @@ struct MoELossCoefficients {
   double aux = 0, z = 0;
 };
 
+// A bench rank's trainer options: micro-batch `batch` of whole blocks, a learning rate decaying
+// over `steps`, `data_parallel` empty to train alone.
+compute::TrainerOptions bench_trainer_options(const compute::GPTConfig& cfg, int batch, int steps,
+                                              compute::DataParallel data_parallel, MoELossCoefficients moe = {});
+
 // One bench rank's model and trainer: parameters from seed 1, micro-batch `batch` of whole blocks
 // from `stream`, a learning rate decaying over `steps`; `data_parallel` empty to train alone, and
 // under `context` shards the rank's rows of each block (its data-parallel group then holds them).
 // A model with experts runs its share of them under `experts`, with `moe`'s losses.
 class BenchTraining {
  public:
+  // The trainer as `options` say (bench_trainer_options, changed by the caller).
+  BenchTraining(compute::Backend& backend, const compute::GPTConfig& cfg, compute::TrainerOptions options,
+                const std::vector<std::uint16_t>& stream);
   BenchTraining(compute::Backend& backend, const compute::GPTConfig& cfg, int batch, int steps,
                 const std::vector<std::uint16_t>& stream, compute::DataParallel data_parallel,
                 compute::ContextShardGroup context = {}, compute::ExpertGroup experts = {},
@@ -75,6 +83,7 @@ class BenchTraining {
   double timed_step();
   compute::StepResult step() { return trainer_.step(); }
   compute::GPT& model() { return model_; }
+  const compute::Trainer& trainer() const { return trainer_; }
 
  private:
   compute::GPT model_;

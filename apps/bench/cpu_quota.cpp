@@ -48,10 +48,9 @@ Expected<CpuQuota> CpuQuota::create(const std::string& name, double share) {
   if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST)
     return Error{"no CPU quota: cannot create " + path + ": " + std::strerror(errno)};
   const long quota_us = std::max(1000L, std::lround(share * period_us));
-  CpuQuota quota(path, "");
-  Status written = v2 ? write_file(path + "/cpu.max", std::to_string(quota_us) + " " + std::to_string(period_us))
-                      : write_file(path + "/cpu.cfs_period_us", std::to_string(period_us));
-  if (written && !v2) written = write_file(path + "/cpu.cfs_quota_us", std::to_string(quota_us));
+  CpuQuota quota(path, v2, quota_us);
+  Status written = v2 ? Status::success() : write_file(path + "/cpu.cfs_period_us", std::to_string(period_us));
+  if (written) written = quota.hold(true);
   if (!written) return Error{"no CPU quota: " + written.error().message};
   quota.description_ =
       v2 ? "cgroup v2 cpu.max " + std::to_string(quota_us) + " " + std::to_string(period_us) + " (" + path + ")"
@@ -61,7 +60,10 @@ Expected<CpuQuota> CpuQuota::create(const std::string& name, double share) {
 }
 
 CpuQuota::CpuQuota(CpuQuota&& other) noexcept
-    : path_(std::move(other.path_)), description_(std::move(other.description_)) {
+    : path_(std::move(other.path_)),
+      v2_(other.v2_),
+      quota_us_(other.quota_us_),
+      description_(std::move(other.description_)) {
   other.path_.clear();
 }
 
@@ -70,5 +72,12 @@ CpuQuota::~CpuQuota() {
 }
 
 Status CpuQuota::join(pid_t pid) const { return write_file(path_ + "/cgroup.procs", std::to_string(pid)); }
+
+Status CpuQuota::hold(bool held) const {
+  // Unlimited is "max" in cgroup v2's cpu.max and -1 in v1's cpu.cfs_quota_us.
+  const std::string quota = held ? std::to_string(quota_us_) : v2_ ? "max" : "-1";
+  return v2_ ? write_file(path_ + "/cpu.max", quota + " " + std::to_string(period_us))
+             : write_file(path_ + "/cpu.cfs_quota_us", quota);
+}
 
 }  // namespace troupe::apps

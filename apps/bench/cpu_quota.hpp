@@ -28,13 +28,18 @@ class CpuQuota {
 
   // Moves process `pid`, all its threads, into the group.
   Status join(pid_t pid) const;
+  // Lifts the quota (the group's processes run unlimited) or puts it back (a slowdown that starts
+  // and ends while they run).
+  Status hold(bool held) const;
   // "cgroup v2 cpu.max 5000 10000 (/sys/fs/cgroup/troupe-bench-1234)".
   const std::string& describe() const { return description_; }
 
  private:
-  CpuQuota(std::string path, std::string description) : path_(std::move(path)), description_(std::move(description)) {}
+  CpuQuota(std::string path, bool v2, long quota_us) : path_(std::move(path)), v2_(v2), quota_us_(quota_us) {}
 
   std::string path_;  // empty once moved from
+  bool v2_ = false;
+  long quota_us_ = 0;
   std::string description_;
 };
 

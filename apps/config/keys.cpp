@@ -98,13 +98,18 @@ constexpr ConfigKey keys[] = {
      "Streaming DiLoCo: inner steps d a fragment's sum is in flight before it is applied; 0 = applied at once",
      field<&J::train, &T::diloco_overlap>},
     {"train.balance",
-     "data-parallel shares of each step's global batch: none (even) or static (in proportion to "
-     "train.replica_speeds, or the host file's speed= per line)",
+     "data-parallel shares of each step's global batch: none (even), static (in proportion to "
+     "train.replica_speeds, or the host file's speed= per line) or dynamic (starting as static, following each "
+     "replica's measured time per micro-batch)",
      field<&J::train, &T::balance>},
     {"train.replica_speeds",
-     "train.balance static: each data-parallel replica's relative speed, comma-separated (1,0.5); empty = the host "
-     "file's speed= of each rank's line",
+     "train.balance static (and dynamic, its first shares): each data-parallel replica's relative speed, "
+     "comma-separated (1,0.5); empty = the host file's speed= of each rank's line",
      field<&J::train, &T::replica_speeds>},
+    {"train.balance_window",
+     "train.balance dynamic: steps each replica's time per micro-batch is averaged over, and the fewest steps "
+     "between two changes of the shares",
+     field<&J::train, &T::balance_window>},
     {"train.seed", "random seed for initialization and data order", field<&J::train, &T::seed>},
     {"train.threads", "CPU threads per worker; 0 = all cores", field<&J::train, &T::threads>},
     {"train.backend",

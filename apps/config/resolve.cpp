@@ -142,8 +142,10 @@ std::optional<std::string> balance_problem(const JobConfig& c) {
   for (double speed : *speeds)
     if (!(speed > 0) || !std::isfinite(speed))
       return "train.replica_speeds '" + t.replica_speeds + "': every speed must be a positive number";
+  if (t.balance_window < 1) return "train.balance_window must be at least 1, got " + str(t.balance_window);
   if (t.balance == compute::BalanceMode::none) {
-    if (!speeds->empty()) return "train.replica_speeds '" + t.replica_speeds + "' needs train.balance static";
+    if (!speeds->empty())
+      return "train.replica_speeds '" + t.replica_speeds + "' needs train.balance static or dynamic";
     return std::nullopt;
   }
   const std::pair<bool, const char*> not_yet[] = {{c.pipeline.stages > 1, "pipeline.stages > 1"},
@@ -155,8 +157,8 @@ std::optional<std::string> balance_problem(const JobConfig& c) {
                                                   {c.fault.elastic, "fault.elastic"}};
   for (const auto& [set, keys] : not_yet)
     if (set)
-      return "train.balance static does not work with " + std::string(keys) +
-             " yet: uneven shares are whole-model replicas summing their gradients every step";
+      return "train.balance " + std::string(compute::balance_mode_name(t.balance)) + " does not work with " +
+             std::string(keys) + " yet: uneven shares are whole-model replicas summing their gradients every step";
   return std::nullopt;
 }
 

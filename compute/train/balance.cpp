@@ -10,6 +10,7 @@ std::string_view balance_mode_name(BalanceMode mode) {
   switch (mode) {
     case BalanceMode::none: return "none";
     case BalanceMode::fixed: return "static";
+    case BalanceMode::dynamic: return "dynamic";
   }
   return "?";
 }

@@ -3,6 +3,7 @@
 // R replicas in proportion to their speeds, so a fast replica does not wait for a slow one.
 //   none:   every replica takes train.grad_accum micro-batches (the uniform split).
 //   static: replica r takes shares[r] of them, by the speeds the host file declares.
+//   dynamic: the shares start as static's and follow the replicas' measured speeds (dynamic_shares.hpp).
 //
 // The shares: every replica takes one micro-batch; the other M − R go by largest remainder
 // (Hamilton's method) in proportion to the weights, ties to the lower replica, so every process
@@ -23,11 +24,11 @@
 
 namespace troupe::compute {
 
-enum class BalanceMode { none, fixed };  // fixed is spelt "static"
+enum class BalanceMode { none, fixed, dynamic };  // fixed is spelt "static"
 
 // Every mode, in the order train.balance lists them: the config parser reads a name with these.
-inline constexpr BalanceMode balance_modes[] = {BalanceMode::none, BalanceMode::fixed};
-std::string_view balance_mode_name(BalanceMode mode);  // "none", "static"
+inline constexpr BalanceMode balance_modes[] = {BalanceMode::none, BalanceMode::fixed, BalanceMode::dynamic};
+std::string_view balance_mode_name(BalanceMode mode);  // "none", "static", "dynamic"
 
 // `units` micro-batches (or samples) over replicas in proportion to `weights` (positive, finite):
 // integer shares summing to `units`, each at least 1. An error when there are fewer units than

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,9 @@ struct DataParallel {
   std::function<void(Tensor& params)> all_gather_parameters;    // stages 1, 2
   std::function<double(double)> sum;                            // a scalar over the group (the clip norm's shards)
   std::function<double(double)> mean;                           // a scalar's mean over the group; identity if empty
+  // Several scalars summed over the group in one collective, in place (train.balance dynamic: the
+  // loss with every replica's time per micro-batch).
+  std::function<void(std::span<double> values)> sum_values;
   // Called with the step's index before its gradients are summed (gradient compression starts at
   // a step); may be empty.
   std::function<void(long step)> begin_step;

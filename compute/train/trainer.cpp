@@ -1,6 +1,7 @@
 #include "compute/train/trainer.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "compute/context/context_split.hpp"
@@ -35,8 +36,12 @@ Trainer::Trainer(GPT& model, TrainerOptions options, std::span<const std::uint16
             whole_model(model, options_.data_parallel)),
       inputs_(batch_tensor(options)),
       targets_(batch_tensor(options)),
+      // Dynamic shares may give this replica up to every micro-batch but one each for the others.
       micro_batches_(model.backend(), model.grads(),
-                     shards_parameters(options.data_parallel.zero_stage) ? 1 : own_micro_batches()) {
+                     shards_parameters(options.data_parallel.zero_stage) ? 1
+                     : options.balance_window > 0
+                         ? options.grad_accum * options.data_parallel.size - options.data_parallel.size + 1
+                         : own_micro_batches()) {
   TROUPE_CHECK(0 <= options.data_parallel.rank && options.data_parallel.rank < options.data_parallel.size,
                "data-parallel rank outside its group");
   TROUPE_CHECK(0 <= options.island && options.island < options.islands, "an island outside the islands");
@@ -62,6 +67,11 @@ Trainer::Trainer(GPT& model, TrainerOptions options, std::span<const std::uint16
                      *std::min_element(options.micro_shares.begin(), options.micro_shares.end()) >= 1,
                  "uneven shares that are not the group's global batch");
     TROUPE_CHECK(options.data_parallel.size == 1 || options.data_parallel.sum, "uneven shares without a scalar sum");
+  }
+  if (options.balance_window > 0) {
+    TROUPE_CHECK(!options.micro_shares.empty() && (options.data_parallel.size == 1 || options.data_parallel.sum_values),
+                 "dynamic shares without starting shares or a sum of several scalars");
+    dynamic_.emplace(options.micro_shares, options.balance_window);
   }
 }
 
@@ -105,7 +115,32 @@ void Trainer::resume_at(long steps) {
   zero_.resume_at(steps);
 }
 
-void Trainer::abandon_step() { zero_.abandon_step(); }
+void Trainer::abandon_step() {
+  zero_.abandon_step();
+  // Every rank of a recovery (and a replacement, made anew) starts again from the first shares.
+  if (dynamic_) {
+    dynamic_->restart();
+    options_.micro_shares = dynamic_->shares();
+  }
+}
+
+std::vector<double> Trainer::seconds_per_micro_batch() const {
+  return dynamic_ ? dynamic_->seconds_per_micro_batch() : std::vector<double>{};
+}
+
+double Trainer::sum_loss(double loss_sum, double seconds, StepResult& result) {
+  const DataParallel& dp = options_.data_parallel;
+  if (!dynamic_) return dp.sum ? dp.sum(loss_sum) : loss_sum;
+  // One collective: the loss, then each replica's time per micro-batch in its slot (zero in the
+  // others, so every rank's sum holds the same numbers exactly).
+  std::vector<double> values(options_.micro_shares.size() + 1, 0.0);
+  values[0] = loss_sum;
+  values[1 + static_cast<std::size_t>(data_rank())] = seconds / own_micro_batches();
+  if (dp.sum_values) dp.sum_values(values);
+  result.shares_changed = dynamic_->observe(std::span<const double>(values).subspan(1));
+  result.micro_batch_seconds = dynamic_->seconds_per_micro_batch()[static_cast<std::size_t>(data_rank())];
+  return values[0];
+}
 
 void Trainer::resplit(const BatchSplit& split) {
   DataParallel& dp = options_.data_parallel;
@@ -158,6 +193,8 @@ StepResult Trainer::step() {
   // Every micro-batch of the group's k·n weighs 1/(k·n) (with uneven shares k differs by replica,
   // their sum does not).
   const double group_micro_batches = static_cast<double>(options_.grad_accum) * dp.size;
+  result.batch_share = k / (static_cast<double>(options_.grad_accum) * data_replicas());
+  const auto compute_start = std::chrono::steady_clock::now();
   for (int micro = 0; micro < k; ++micro) {
     micro_batches_.before_backward(micro);
     fill_batch(inputs_.data_as<std::int32_t>(), targets_.data_as<std::int32_t>(), train_tokens_, train_sampler_,
@@ -167,6 +204,8 @@ StepResult Trainer::step() {
     const bool last_micro = micro == k - 1;
     model_.backward(1.0 / group_micro_batches, last_micro && overlap ? start_layer_bucket : between_layers);
   }
+  const double compute_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - compute_start).count();
   if (overlap) {
     // The buckets backward did not cover: the embeddings at the front of the buffer, ln_f at the end.
     const auto [first_layer_begin, first_layer_end] = model_.layout().layer_range(0);
@@ -183,10 +222,11 @@ StepResult Trainer::step() {
   if (options_.micro_shares.empty())
     result.loss = dp.mean ? dp.mean(loss_sum / k) : loss_sum / k;
   else
-    result.loss = (dp.sum ? dp.sum(loss_sum) : loss_sum) / group_micro_batches;
+    result.loss = sum_loss(loss_sum, compute_seconds, result) / group_micro_batches;
   result.grad_norm = std::sqrt(zero_.group_squares(model_.backend().sum_of_squares(zero_.summed_gradients(0))));
   zero_.clip(result.grad_norm, options_.grad_clip);
   zero_.update(result.lr);
+  if (result.shares_changed) options_.micro_shares = dynamic_->shares();
   ++steps_;
   return result;
 }

@@ -22,7 +22,10 @@
 // k·n micro-batches, in the uniform split's global order: micro-batch j of the step reads samples
 // (step·k·n + j)·B + [0, B), whichever replica runs it. Each micro-batch's loss is scaled by
 // 1/(k·n), as above, so the sum is again the global batch's mean gradient, and the loss returned
-// is the group's sum of the micro-batch losses over k·n: the global batch's.
+// is the group's sum of the micro-batch losses over k·n: the global batch's. Under train.balance
+// dynamic (dynamic_shares.hpp) the shares change at step boundaries: each replica times its
+// micro-batches' forward and backward (not the wait for the sums), the loss's sum carries every
+// replica's time per micro-batch, and every rank takes the same decision from the same numbers.
 //
 // Under DiLoCo (outer_step.hpp) the group is one island of `islands`, and island i's replicas read
 // the i-th of `islands` equal parts of every global batch: replica d of island i reads as replica
@@ -30,6 +33,7 @@
 // their replicas reads. Validation stays the island's: each island evaluates the whole set.
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -41,6 +45,7 @@
 #include "compute/optim/lr_schedule.hpp"
 #include "compute/train/balance.hpp"
 #include "compute/train/data_parallel.hpp"
+#include "compute/train/dynamic_shares.hpp"
 #include "compute/train/micro_batch_sum.hpp"
 #include "compute/train/zero_step.hpp"
 
@@ -65,6 +70,9 @@ struct TrainerOptions {
   // train.balance static: the micro-batches each data replica takes a step, in replica order,
   // summing to grad_accum × the replicas (balance.hpp); empty: grad_accum each.
   std::vector<int> micro_shares;
+  // train.balance dynamic: the steps the shares' measurements span (dynamic_shares.hpp), starting
+  // from micro_shares; 0 = the shares stay.
+  int balance_window = 0;
 };
 
 // How a step's global batch is split over the data-parallel group: this rank's place in it, the
@@ -83,6 +91,12 @@ struct StepResult {
   double grad_norm = 0;
   // The MoE blocks' mean losses over the step's micro-batches, and their slots summed (this rank's).
   GPTStage::MoERouting moe;
+  // This data replica's share of the step's global batch (its micro-batches over the step's), and
+  // under train.balance dynamic its measured seconds per micro-batch (the window's mean; else 0).
+  double batch_share = 0;
+  double micro_batch_seconds = 0;
+  // train.balance dynamic: the shares change from the next step on (Trainer::micro_shares()).
+  bool shares_changed = false;
 };
 
 class Trainer {
@@ -111,6 +125,9 @@ class Trainer {
   AdamW& optimizer() { return zero_.optimizer(0); }
   const DataParallel& data_parallel() const { return options_.data_parallel; }
   const std::vector<int>& micro_shares() const { return options_.micro_shares; }
+  // train.balance dynamic: each replica's measured seconds per micro-batch (dynamic_shares.hpp);
+  // empty otherwise or before the first step.
+  std::vector<double> seconds_per_micro_batch() const;
   std::int64_t tokens_per_step() const;  // over the whole data-parallel group, every island's
   int seq_len() const { return options_.seq_len; }
 
@@ -131,6 +148,10 @@ class Trainer {
   int own_micro_batches() const;
   std::uint64_t first_sample(int micro) const;
   MicroBatchSum micro_batches_;
+  std::optional<DynamicShares> dynamic_;  // train.balance dynamic
+  // The step's loss sum over the group, and under dynamic shares every replica's seconds per
+  // micro-batch with it (this replica's `seconds`): the shares for the next step decided.
+  double sum_loss(double loss_sum, double seconds, StepResult& result);
   long steps_ = 0;
 };
 

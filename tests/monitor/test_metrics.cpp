@@ -158,6 +158,7 @@ TEST_CASE(
   worker.experts_routed({4, 4, 4, 2, 8, 2}, 3, 2.0);
   worker.experts_routed({5, 4, 3, 4, 4, 4}, 3, 1.25);
   worker.set_batch_share(0.75);
+  worker.set_micro_batch_seconds(0.21);
   std::atomic<std::uint64_t> reduced_bytes = 1000;
   worker.read_comm_from([&reduced_bytes] {
     return monitor::CommReading{{{"all_reduce", 2, reduced_bytes, 0.5}, {"send", 1, 64, 0.001}},
@@ -188,6 +189,8 @@ TEST_CASE(
   CHECK(e.value("troupe_diloco_islands", r2) == 2.0);
   CHECK(e.value("troupe_batch_share", r2) == 0.75);
   CHECK(e.types.at("troupe_batch_share") == "gauge");
+  CHECK(e.value("troupe_micro_batch_seconds", r2) == 0.21);
+  CHECK(e.types.at("troupe_micro_batch_seconds") == "gauge");
   CHECK(e.types.at("troupe_diloco_outer_bytes_total") == "counter");
   CHECK(e.value("troupe_moe_expert_slots_total", {{"rank", "2"}, {"block", "0"}, {"expert", "0"}}) == 9.0);
   CHECK(e.value("troupe_moe_expert_slots_total", {{"rank", "2"}, {"block", "1"}, {"expert", "1"}}) == 12.0);

@@ -68,6 +68,39 @@ TEST_CASE("workers names each rank's replica, stage and tensor shard", "[monitor
   CHECK(std::regex_search(text, std::regex("\n2 +0 +1 +0 +0 +3  step 4")));
 }
 
+TEST_CASE("workers shows each replica's share of the global batch and its measured time per micro-batch",
+          "[monitor][balance]") {
+  MonitorPlan plan;
+  plan.world_size = 2;
+  plan.dp = 2;
+  job_view_msg view;
+  const double shares[] = {0.625, 0.375}, seconds[] = {0.21, 0.4};
+  for (int rank = 0; rank < 2; ++rank) {
+    node_view n;
+    n.node_index = rank;
+    worker_beat w;
+    w.rank = rank;
+    w.steps_done = 23;
+    w.activity = "step 24";
+    step_beat last;
+    last.step = 23;
+    last.batch_share = shares[rank];
+    last.micro_batch_seconds = seconds[rank];
+    w.recent_steps = {step_beat{}, last};
+    n.workers.push_back(w);
+    view.nodes.push_back(n);
+  }
+  const std::string text = workers_text(plan, view);
+  INFO(text);
+  CHECK_THAT(text, Contains("rank  node   dp  pp  tp   steps   share  ms/micro  activity"));
+  CHECK(std::regex_search(text, std::regex("\n0 +0 +0 +0 +0 +23 +62.5 % +210.0  step 24")));
+  CHECK(std::regex_search(text, std::regex("\n1 +1 +1 +0 +0 +23 +37.5 % +400.0  step 24")));
+  // An even split without measurements adds no columns.
+  for (node_view& n : view.nodes)
+    for (worker_beat& w : n.workers) w.recent_steps.back() = step_beat{23, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, 0, 0.5, 0};
+  CHECK_THAT(workers_text(plan, view), Contains("rank  node   dp  pp  tp   steps  activity"));
+}
+
 TEST_CASE(
     "status lists, from the job's events, a recovery from a replica by its donor, a rollback by the "
     "checkpoint every rank read, and a grow",

@@ -495,13 +495,14 @@ TEST_CASE("every catalogue message without an actor handle survives serializatio
 
 TEST_CASE(
     "a heartbeat carries a step's figures across a serialization: compression, lr, grad norm, validation loss, "
-    "the experts' token-slots",
+    "the experts' token-slots, batch share",
     "[actors][compression][moe]") {
   TroupeConfig cfg;
   caf::actor_system system{cfg};
   worker_beat worker{3, 9, 9, 0, "step 10", "", 0};
   worker.recent_steps = {
-      step_beat{9, 1.5e9, 2.25, 3.5, 4096, 733184, 43376640, 0.125, 3e-4, 1.75, true, 3.25, 3, {5, 0, 7, 4, 4, 4}}};
+      step_beat{9, 1.5e9, 2.25, 3.5, 4096, 733184, 43376640, 0.125, 3e-4, 1.75, true, 3.25, 3, {5, 0, 7, 4, 4, 4},
+                0.625, 0.21}};
   auto h = round_trip(system, heartbeat_msg{1, {worker}});
   REQUIRE(h.workers.size() == 1);
   REQUIRE(h.workers[0].recent_steps.size() == 1);
@@ -513,6 +514,8 @@ TEST_CASE(
   // ... and, with experts, its token-slots per MoE block and expert (the shell's experts).
   CHECK(s.experts == 3);
   CHECK(s.expert_slots == std::vector<std::int64_t>{5, 0, 7, 4, 4, 4});
+  // ... and its replica's share of the global batch and measured time per micro-batch (train.balance).
+  CHECK((s.batch_share == 0.625 && s.micro_batch_seconds == 0.21));
 }
 
 TEST_CASE("a heartbeat carries what its workers noted for the job's events across a serialization",

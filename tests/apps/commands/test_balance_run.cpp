@@ -85,6 +85,45 @@ TEST_CASE("train.balance static over 2 and 3 processes of unequal speeds trains 
   check_same_training(even3, uneven3, "dp 3, shares 6 + 4 + 2");
 }
 
+TEST_CASE(
+    "train.balance dynamic moves shares to the faster of 2 and 3 processes and trains the weights of the even split",
+    "[dp][balance]") {
+  TempDir dir;
+  // Node 1 runs through a launcher that stops it for 20 ms of every 40 ms: half speed, as a
+  // shared or throttled machine runs. The host name is not local, so the launcher starts it.
+  const std::string hosts = dir.write("hosts", "localhost slots=1\nslowhost slots=1\n");
+  const std::string launcher =
+      ": {host}; eval exec {command} & node=$!; "
+      "(while kill -0 $node 2>/dev/null; do sleep 0.02; kill -STOP $node; sleep 0.02; kill -CONT $node; done) & "
+      "wait $node";
+  const Run even = run_job(dir, {"launch", "--hostfile", hosts, "--launcher", launcher});
+  const Run dynamic = run_job(dir, {"launch", "--hostfile", hosts, "--launcher", launcher, "--train.balance", "dynamic",
+                                    "--train.balance_window", "2"});
+  CHECK_THAT(dynamic.out, Contains("balance dynamic: replica shares 4, 4 of 8 micro-batches"));
+  // At least one change, each logged once by rank 0 with the times it read.
+  const std::regex change(R"(balance dynamic: step (\d+): replica shares (\d+), (\d+) of 8 micro-batches \(times per )"
+                          R"(micro-batch ([0-9.]+) s, ([0-9.]+) s\))");
+  int changes = 0;
+  for (auto it = std::sregex_iterator(dynamic.out.begin(), dynamic.out.end(), change); it != std::sregex_iterator();
+       ++it, ++changes) {
+    std::printf("%s\n", it->str().c_str());
+    CHECK(std::stoi((*it)[2].str()) + std::stoi((*it)[3].str()) == 8);
+    CHECK(std::stod((*it)[4].str()) > 0);
+    CHECK(std::stod((*it)[5].str()) > 0);
+  }
+  CHECK(changes >= 1);
+  check_same_training(even, dynamic, "dp 2, dynamic shares, node 1 at half speed");
+
+  // dp 3, the last node slowed: 12 micro-batches move between three replicas.
+  const std::string hosts3 = dir.write("hosts3", "localhost slots=1\nlocalhost slots=1\nslowhost slots=1\n");
+  const Run even3 = run_job(dir, {"launch", "--hostfile", hosts3, "--launcher", launcher});
+  const Run dynamic3 = run_job(dir, {"launch", "--hostfile", hosts3, "--launcher", launcher, "--train.balance",
+                                     "dynamic", "--train.balance_window", "2"});
+  CHECK_THAT(dynamic3.out, Contains("balance dynamic: replica shares 4, 4, 4 of 12 micro-batches"));
+  CHECK(occurrences(dynamic3.out, " of 12 micro-batches (times per micro-batch ") >= 1);
+  check_same_training(even3, dynamic3, "dp 3, dynamic shares, node 2 at half speed");
+}
+
 TEST_CASE("train.balance static refuses in one line what it does not support yet, and speeds that cannot apply",
           "[dp][balance][cli]") {
   TempDir dir;
@@ -97,7 +136,7 @@ TEST_CASE("train.balance static refuses in one line what it does not support yet
                     "train.balance static does not work with fault.elastic yet");
   check_rejected_in(dir, with(job, {"--train.balance", "fast"}), "train.balance");
   check_rejected_in(dir, with(job, {"--train.replica_speeds", "1,0.5"}),
-                    "train.replica_speeds '1,0.5' needs train.balance static");
+                    "train.replica_speeds '1,0.5' needs train.balance static or dynamic");
   check_rejected_in(dir, with(job, {"--train.balance", "static", "--train.replica_speeds", "1,0"}),
                     "train.replica_speeds '1,0': every speed must be a positive number");
   check_rejected_in(dir, with(job, {"--train.balance", "static", "--train.replica_speeds", "1,x"}),

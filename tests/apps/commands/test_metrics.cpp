@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -428,5 +429,28 @@ TEST_CASE(
     CHECK(e.value("troupe_moe_all_to_all_seconds_total", {{"rank", r}}) > 0);
     CHECK(e.value("troupe_comm_cp_operations_total", {{"rank", r}, {"op", "all_to_all"}}) == 0);
     CHECK(e.value("troupe_comm_bytes_total", {{"rank", r}, {"op", "send"}}) > 0);  // the all-to-alls' messages
+  }
+}
+
+TEST_CASE("train.balance dynamic: each replica's /metrics gives its share and its measured time per micro-batch",
+          "[metrics][dp][balance]") {
+  std::vector<std::string> args{"train", "--workers",          "2", "--train.balance", "dynamic", "--train.grad_accum",
+                                "4",     "--train.batch_size", "2", "--train.seq_len", "32"};
+  const std::vector<std::string> tiny = tiny_steps(100000);
+  args.insert(args.end(), tiny.begin(), tiny.end());
+  const BackgroundTroupe job(args);
+  const std::map<int, int> ports = job.metrics_ports(2, std::chrono::seconds(60));
+  INFO("stdout: " << job.out() << "\nstderr: " << job.err());
+  REQUIRE(ports.size() == 2);
+  for (const auto& [node, port] : ports) {
+    INFO("node " << node);
+    const Exposition e = scrape_when_steps_pass(port, 3, std::chrono::seconds(60));
+    const std::map<std::string, std::string> rank{{"rank", std::to_string(node)}};
+    // A share of whole micro-batches, at least one of the 8, and a time that was measured.
+    const double share = e.value("troupe_batch_share", rank);
+    CHECK(share * 8 == Approx(std::round(share * 8)));
+    CHECK(share >= 0.125);
+    CHECK(share <= 0.875);
+    CHECK(e.value("troupe_micro_batch_seconds", rank) > 0);
   }
 }

@@ -113,7 +113,7 @@ TEST_CASE("troupe rejects a malformed value and an unknown command", "[cli]") {
   check_rejected(
       {"bench"},
       "'troupe bench' needs a command (compute, allreduce, dp, compress, diloco, zero3, tp, cp, moe, pipeline, "
-      "checkpoint, gpu, scale, sim-check, tokenize)");
+      "checkpoint, gpu, scale, sim-check, tokenize, balance)");
   check_rejected({"--bogus", "train"}, "unknown option --bogus");
   check_rejected({"bench", "compute", "--models", "tiny,huge"}, "'huge' is not a preset");
 }

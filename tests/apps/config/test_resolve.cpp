@@ -336,5 +336,22 @@ TEST_CASE("train.balance static reads the replica speeds and refuses the layouts
         "train.replica_speeds '1,-2': every speed must be a positive number");
   CHECK(refused([](JobConfig& c) { c.train.zero = compute::ZeroStage::gradients; }).empty());
   CHECK(resolve_error([](JobConfig& c) { c.train.replica_speeds = "1,2"; }) ==
-        "train.replica_speeds '1,2' needs train.balance static");
+        "train.replica_speeds '1,2' needs train.balance static or dynamic");
+}
+
+TEST_CASE("train.balance dynamic refuses what static refuses, and a window below one step", "[config][balance]") {
+  JobConfig config;
+  config.train.balance = compute::BalanceMode::dynamic;
+  config.train.replica_speeds = "1,0.5";
+  REQUIRE(resolve(config).ok());
+  CHECK(resolve_error([](JobConfig& c) {
+          c.train.balance = compute::BalanceMode::dynamic;
+          c.pipeline.stages = 2;
+        }) ==
+        "train.balance dynamic does not work with pipeline.stages > 1 yet: uneven shares are whole-model "
+        "replicas summing their gradients every step");
+  CHECK(resolve_error([](JobConfig& c) {
+          c.train.balance = compute::BalanceMode::dynamic;
+          c.train.balance_window = 0;
+        }) == "train.balance_window must be at least 1, got 0");
 }
