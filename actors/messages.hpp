@@ -217,7 +217,7 @@ struct step_beat {
   double val_loss = 0;           // ... and its mean loss
   int experts = 0;               // a model with experts: experts per MoE block (0: none)
   std::vector<std::int64_t> expert_slots;  // ... and the step's token-slots per block and expert, block-major
-  double batch_share = 0;        // the rank's data replica's share of the step's global batch (0: a stage)
+  double batch_share = 0;                  // the rank's data replica's share of the step's global batch (0: a stage)
   double micro_batch_seconds = 0;  // ... and its measured seconds per micro-batch (train.balance dynamic; else 0)
 };
 

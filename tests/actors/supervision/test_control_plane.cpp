@@ -500,9 +500,8 @@ TEST_CASE(
   TroupeConfig cfg;
   caf::actor_system system{cfg};
   worker_beat worker{3, 9, 9, 0, "step 10", "", 0};
-  worker.recent_steps = {
-      step_beat{9, 1.5e9, 2.25, 3.5, 4096, 733184, 43376640, 0.125, 3e-4, 1.75, true, 3.25, 3, {5, 0, 7, 4, 4, 4},
-                0.625, 0.21}};
+  worker.recent_steps = {step_beat{
+      9, 1.5e9, 2.25, 3.5, 4096, 733184, 43376640, 0.125, 3e-4, 1.75, true, 3.25, 3, {5, 0, 7, 4, 4, 4}, 0.625, 0.21}};
   auto h = round_trip(system, heartbeat_msg{1, {worker}});
   REQUIRE(h.workers.size() == 1);
   REQUIRE(h.workers[0].recent_steps.size() == 1);
