@@ -67,12 +67,13 @@ TurnFigures run_turn(compute::Backend& backend, const compute::GPTConfig& cfg, c
 
 // The slowdown turn: dynamic shares from even ones, replica 1 held to its quota for steps
 // [from, to) only (1-based), 10 steps more after. Rank 0's figures: the first change at or after
-// each end of the slowdown, as (its step, replica 0's share), (−1, 0) where none came.
+// each end of the slowdown, as (its step, replica 0's share), (−1, 0) where none came; then replica
+// 0's share after the slowdown's last step and after the turn's last step (where the shares stood).
 std::vector<double> slowdown_turn(compute::Backend& backend, const compute::GPTConfig& cfg,
                                   compute::TrainerOptions options, const std::vector<std::uint16_t>& stream,
                                   const CpuQuota* quota, int rank, int from, int to) {
   BenchTraining training(backend, cfg, std::move(options), stream);
-  std::vector<double> figures{-1, 0, -1, 0};
+  std::vector<double> figures{-1, 0, -1, 0, 0, 0};
   auto hold = [&](bool held) {
     if (quota && rank == 1) (void)quota->hold(held);
   };
@@ -80,7 +81,10 @@ std::vector<double> slowdown_turn(compute::Backend& backend, const compute::GPTC
   for (int step = 1; step <= to + 10; ++step) {
     if (step == from) hold(true);
     if (step == to) hold(false);
-    if (!training.step().shares_changed || step < from) continue;
+    const bool changed = training.step().shares_changed;
+    if (step == to - 1) figures[4] = training.trainer().micro_shares()[0];
+    if (step == to + 10) figures[5] = training.trainer().micro_shares()[0];
+    if (!changed || step < from) continue;
     const std::size_t edge = step < to ? 0 : 2;
     if (figures[edge] >= 0) continue;
     figures[edge] = step;
@@ -171,7 +175,7 @@ int run_bench_balance(const BenchBalanceOptions& o) {
   const std::size_t modes = std::size(compute::balance_modes);
   for (std::size_t r = 0; r < results->size(); ++r) {
     const comm::LocalRankResult& result = (*results)[r];
-    const std::size_t expected = r == 0 ? 1 + per_turn * modes + (o.slowdown_from > 0 ? 4 : 0) : 1;
+    const std::size_t expected = r == 0 ? 1 + per_turn * modes + (o.slowdown_from > 0 ? 6 : 0) : 1;
     if (!result.ok || result.report.size() != expected * sizeof(double))
       return error_exit(ExitCode::failure, "bench balance: rank " + std::to_string(r) + ": " +
                                                (result.error.empty() ? "reported no figures" : result.error));
@@ -200,15 +204,20 @@ int run_bench_balance(const BenchBalanceOptions& o) {
       dynamic[1], units, 100 * dynamic[1] / units, 100 * alone[0] / ideal, dynamic[3], dynamic[4], o.window);
   if (o.slowdown_from > 0) {
     const double* slowed = &lead[1 + per_turn * modes];
+    auto shares_of = [&](double share) {
+      const int shares[] = {static_cast<int>(share), units - static_cast<int>(share)};
+      return compute::shares_text(shares);
+    };
     auto followed = [&](int edge, int at) {
       const double step = slowed[edge], share = slowed[edge + 1];
       if (step < 0) return std::string("no change");
-      const int shares[] = {static_cast<int>(share), units - static_cast<int>(share)};
-      return "shares " + compute::shares_text(shares) + " after step " + std::to_string(static_cast<int>(step)) + " (" +
+      return "shares " + shares_of(share) + " after step " + std::to_string(static_cast<int>(step)) + " (" +
              std::to_string(static_cast<int>(step) - at + 1) + " step(s))";
     };
     std::printf("slowdown of replica 1 from step %d to step %d: followed by %s; its end by %s\n", o.slowdown_from,
                 o.slowdown_to, followed(0, o.slowdown_from).c_str(), followed(2, o.slowdown_to).c_str());
+    std::printf("shares after step %d, the slowdown's last: %s; after step %d: %s\n", o.slowdown_to - 1,
+                shares_of(slowed[4]).c_str(), o.slowdown_to + 10, shares_of(slowed[5]).c_str());
   }
   return to_int(ExitCode::success);
 }

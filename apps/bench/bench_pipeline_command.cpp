@@ -420,10 +420,11 @@ int run_bench_split(const BenchPipelineOptions& o) {
   std::printf(
       "(tokens/s over the forward/backward part of a step, first forward to last backward; predicted = the\n"
       " simulator's, stage %zu's seconds per model FLOP in the balanced run priced over every stage's blocks\n"
-      " at its declared speed; speeds = each stage's model FLOPs per second in the run over stage %zu's)\n",
+      " at its declared speed; speeds = each stage's model FLOPs per second in the run over stage %zu's;\n"
+      " at speeds = the same prediction at those measured speeds)\n",
       fastest_stage, fastest_stage);
-  std::printf("%-10s %-24s %10s %10s %10s  %s\n", "split", "blocks by stage", "tokens/s", "predicted", "meas/pred",
-              "speeds");
+  std::printf("%-10s %-24s %10s %10s %10s  %-12s %10s %10s\n", "split", "blocks by stage", "tokens/s", "predicted",
+              "meas/pred", "speeds", "at speeds", "meas/pred");
   std::fflush(stdout);
   auto schedule = schedules::generate_schedule(schedules::ScheduleKind::one_f_one_b, o.stages, o.microbatches, 1);
   if (!schedule) return error_exit(ExitCode::bad_input, schedule.error().message);
@@ -455,10 +456,18 @@ int run_bench_split(const BenchPipelineOptions& o) {
       seconds_per_work.push_back(r.forward + r.backward);
     }
     std::string speeds;
-    for (double seconds : seconds_per_work)
-      speeds += fmt::format("{}{:.2f}", speeds.empty() ? "" : ",", seconds_per_work[fastest_stage] / seconds);
-    std::printf("%-10s %-24s %10.0f %10.0f %10.3f  %s\n", name, blocks_of(*split).c_str(), ratio[k][0], ratio[k][1],
-                ratio[k][0] / ratio[k][1], speeds.c_str());
+    std::vector<double> measured_speeds;
+    for (double seconds : seconds_per_work) {
+      measured_speeds.push_back(seconds_per_work[fastest_stage] / seconds);
+      speeds += fmt::format("{}{:.2f}", speeds.empty() ? "" : ",", measured_speeds.back());
+    }
+    // The simulator given what the quota really gave each stage, not what was declared.
+    auto at_speeds = predicted_flush(*schedule, cfg, *split, measured_speeds, *rate, latency);
+    if (!at_speeds) return error_exit(ExitCode::failure, at_speeds.error().message);
+    const double at_speeds_tokens = tokens_per_step / *at_speeds;
+    std::printf("%-10s %-24s %10.0f %10.0f %10.3f  %-12s %10.0f %10.3f\n", name, blocks_of(*split).c_str(), ratio[k][0],
+                ratio[k][1], ratio[k][0] / ratio[k][1], speeds.c_str(), at_speeds_tokens,
+                ratio[k][0] / at_speeds_tokens);
     std::fflush(stdout);
   }
   if (ratio[0][0] > 0 && ratio[1][0] > 0)

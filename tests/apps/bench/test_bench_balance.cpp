@@ -81,6 +81,12 @@ TEST_CASE("bench balance prints each replica alone and the uniform, static and d
       CHECK(std::stoi(f[3].str()) - (edge == 1 ? 6 : 16) + 1 == std::stoi(f[4].str()));
     }
   }
+  // ... and where the shares stood at the slowdown's last step and at the turn's last.
+  REQUIRE(std::regex_search(
+      result.out, m,
+      std::regex(R"(shares after step 15, the slowdown's last: (\d+), (\d+); after step 26: (\d+), (\d+)\n)")));
+  CHECK(std::stoi(m[1].str()) + std::stoi(m[2].str()) == 6);
+  CHECK(std::stoi(m[3].str()) + std::stoi(m[4].str()) == 6);
 }
 
 TEST_CASE("bench balance refuses a slowdown that does not end after it starts", "[bench][balance][cli]") {

@@ -28,14 +28,15 @@ TEST_CASE("bench pipeline --stage-speeds runs the balanced and the speed split a
 
   struct Row {
     int first_last = 0;  // the first stage's last block
-    double measured = 0, predicted = 0, ratio = 0, fast_speed = 0, slow_speed = 0;
+    double measured = 0, predicted = 0, ratio = 0, fast_speed = 0, slow_speed = 0, at_speeds = 0, at_speeds_ratio = 0;
   };
   std::map<std::string, Row> rows;
-  const std::regex line(R"(\n(balanced|speed) +0-(\d+) \| \d+-3 +(\d+) +(\d+) +([0-9.]+)  ([0-9.]+),([0-9.]+)(?=\n))");
+  const std::regex line(
+      R"(\n(balanced|speed) +0-(\d+) \| \d+-3 +(\d+) +(\d+) +([0-9.]+)  ([0-9.]+),([0-9.]+) +(\d+) +([0-9.]+)(?=\n))");
   for (auto it = std::sregex_iterator(result.out.begin(), result.out.end(), line); it != std::sregex_iterator(); ++it) {
     const std::smatch& m = *it;
-    rows[m[1].str()] = {std::stoi(m[2].str()), std::stod(m[3].str()), std::stod(m[4].str()),
-                        std::stod(m[5].str()), std::stod(m[6].str()), std::stod(m[7].str())};
+    rows[m[1].str()] = {std::stoi(m[2].str()), std::stod(m[3].str()), std::stod(m[4].str()), std::stod(m[5].str()),
+                        std::stod(m[6].str()), std::stod(m[7].str()), std::stod(m[8].str()), std::stod(m[9].str())};
   }
   REQUIRE(rows.size() == 2);
   CHECK(rows["speed"].first_last > rows["balanced"].first_last);  // the fast stage takes more blocks
@@ -46,6 +47,9 @@ TEST_CASE("bench pipeline --stage-speeds runs the balanced and the speed split a
     CHECK(row.ratio == Approx(row.measured / row.predicted).epsilon(0.01));
     CHECK(row.fast_speed == 1.0);  // each stage's speed is measured against the fastest's
     CHECK(row.slow_speed > 0);
+    // The simulator at the speeds the run measured: a prediction of its own, its ratio the measured one over it.
+    CHECK(row.at_speeds > 0);
+    CHECK(row.at_speeds_ratio == Approx(row.measured / row.at_speeds).epsilon(0.01));
   }
   std::smatch closing;
   REQUIRE(std::regex_search(result.out, closing,
