@@ -5,7 +5,11 @@
 #include <catch2/catch.hpp>
 
 #include <map>
+#include <memory>
 #include <set>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "checkpoint/export_gpt2.hpp"
 #include "checkpoint/loader.hpp"
@@ -18,18 +22,27 @@ using namespace troupe::checkpoint::test;
 using troupe::test::TempDir;
 using troupe::compute::Shape;
 
-TEST_CASE("export writes HF GPT-2 names, transposed Conv1D weights and the unpadded vocabulary", "[export]") {
-  TempDir dir;
-  // V = 300 pads to 384 rows, so the crop shows.
-  const troupe::compute::GPTConfig model{2, 32, 2, 16, 300, troupe::compute::padded_vocab(300)};
-  REQUIRE(model.padded_vocab_size == 384);
-  const troupe::compute::ParameterLayout layout(model);
-  const auto params = distinct_values(layout.total(), 0.5f);
-  const CheckpointStore store(dir.path() / "ckpt");
-  commit_checkpoint(store, model, 3, {{piece_of("param", params, 0, layout.total())}});
-  auto loaded = open_checkpoint(step_dir(store.dir(), 3));
-  REQUIRE(loaded.ok());
+namespace {
 
+// `params` of `model` committed as checkpoint `step` in `dir`, exported to model.safetensors and read back.
+struct Exported {
+  LoadedCheckpoint loaded;
+  SafetensorsFile file;
+  std::map<std::string, const StoredTensor*> tensors;
+
+  float value(const std::string& name, std::int64_t index) const {
+    float x = 0;
+    copy_floats(*tensors.at(name), index, std::span(&x, 1));
+    return x;
+  }
+};
+
+std::unique_ptr<Exported> export_of(const TempDir& dir, const troupe::compute::GPTConfig& model, std::int64_t step,
+                                    const std::vector<float>& params) {
+  const CheckpointStore store(dir.path() / "ckpt");
+  commit_checkpoint(store, model, step, {{piece_of("param", params, 0, static_cast<std::int64_t>(params.size()))}});
+  auto loaded = open_checkpoint(step_dir(store.dir(), step));
+  REQUIRE(loaded.ok());
   const auto out = dir.path() / "model.safetensors";
   const troupe::Status exported = export_gpt2_safetensors(*loaded, model, out);
   INFO((exported ? std::string() : exported.error().message));
@@ -37,8 +50,23 @@ TEST_CASE("export writes HF GPT-2 names, transposed Conv1D weights and the unpad
   auto file = SafetensorsFile::open(out);
   REQUIRE(file.ok());
   CHECK(file->metadata().at("format") == "pt");
-  std::map<std::string, const StoredTensor*> tensors;
-  for (const auto& t : file->tensors()) tensors[t.name] = &t;
+  auto result = std::unique_ptr<Exported>(new Exported{std::move(*loaded), std::move(*file), {}});
+  for (const auto& t : result->file.tensors()) result->tensors[t.name] = &t;
+  return result;
+}
+
+}  // namespace
+
+TEST_CASE("export writes HF GPT-2 names, transposed Conv1D weights and the unpadded vocabulary", "[export]") {
+  TempDir dir;
+  // V = 300 pads to 384 rows, so the crop shows.
+  const troupe::compute::GPTConfig model{2, 32, 2, 16, 300, troupe::compute::padded_vocab(300)};
+  REQUIRE(model.padded_vocab_size == 384);
+  const troupe::compute::ParameterLayout layout(model);
+  const auto params = distinct_values(layout.total(), 0.5f);
+  const std::unique_ptr<Exported> exported = export_of(dir, model, 3, params);
+  const auto& tensors = exported->tensors;
+  const LoadedCheckpoint* loaded = &exported->loaded;
   std::set<std::string> names;
   for (const auto& [name, unused] : tensors) names.insert(name);
   std::set<std::string> expected;
@@ -47,11 +75,7 @@ TEST_CASE("export writes HF GPT-2 names, transposed Conv1D weights and the unpad
   CHECK(names.contains("h.1.attn.c_attn.weight"));
   CHECK(names.contains("ln_f.bias"));
 
-  auto value = [&](const std::string& name, std::int64_t index) {
-    float x = 0;
-    copy_floats(*tensors.at(name), index, std::span(&x, 1));
-    return x;
-  };
+  auto value = [&](const std::string& name, std::int64_t index) { return exported->value(name, index); };
   CHECK(tensors.at("wte.weight")->shape == Shape{300, 32});
   CHECK(value("wte.weight", 300 * 32 - 1) == params[300 * 32 - 1]);
   CHECK(tensors.at("wpe.weight")->shape == Shape{16, 32});
@@ -92,28 +116,14 @@ TEST_CASE(
   model.shared_experts = 1;
   const troupe::compute::ParameterLayout layout(model);
   const auto params = distinct_values(layout.total(), 0.25f);
-  const CheckpointStore store(dir.path() / "ckpt");
-  commit_checkpoint(store, model, 5, {{piece_of("param", params, 0, layout.total())}});
-  auto loaded = open_checkpoint(step_dir(store.dir(), 5));
-  REQUIRE(loaded.ok());
-  const auto out = dir.path() / "model.safetensors";
-  const troupe::Status exported = export_gpt2_safetensors(*loaded, model, out);
-  INFO((exported ? std::string() : exported.error().message));
-  REQUIRE(exported.ok());
-  auto file = SafetensorsFile::open(out);
-  REQUIRE(file.ok());
-  CHECK(file->metadata().at("format") == "pt");
+  const std::unique_ptr<Exported> exported = export_of(dir, model, 5, params);
+  const SafetensorsFile* file = &exported->file;
   CHECK(file->metadata().at("experts") == "4");
   CHECK(file->metadata().at("top_k") == "2");
   CHECK(file->metadata().at("moe_every") == "2");
   CHECK(file->metadata().at("shared_experts") == "1");
-  std::map<std::string, const StoredTensor*> tensors;
-  for (const auto& t : file->tensors()) tensors[t.name] = &t;
-  auto value = [&](const std::string& name, std::int64_t index) {
-    float x = 0;
-    copy_floats(*tensors.at(name), index, std::span(&x, 1));
-    return x;
-  };
+  const auto& tensors = exported->tensors;
+  auto value = [&](const std::string& name, std::int64_t index) { return exported->value(name, index); };
   // Block 0 is dense; block 1 has a router, 4 experts of 4 tensors each and a shared expert, no mlp.c_fc.
   CHECK(tensors.contains("h.0.mlp.c_fc.weight"));
   CHECK_FALSE(tensors.contains("h.1.mlp.c_fc.weight"));

@@ -151,9 +151,13 @@ TEST_CASE("outer fragments: consecutive blocks, the embeddings first and the tai
   CHECK(outer_fragments(units, 5, 7).back().offset == 4);
 }
 
-TEST_CASE("outer step: bf16 pseudo-gradients are summed as the bf16 ring adds them", "[diloco]") {
-  // Two islands one step from the same start; their sum rounded term by term and once more.
-  const std::vector<float> start{1.0f, -2.0f, 0.5f}, a{1.001f, -2.0004f, 0.49f}, b{0.9993f, -1.9991f, 0.5071f};
+namespace {
+
+// Two islands one step from the same start, to `a` and `b`, then one outer step at lr 1 without
+// momentum (each pseudo-gradient one block of 3 values); every island's weights after it.
+const std::vector<float> start{1.0f, -2.0f, 0.5f}, a{1.001f, -2.0004f, 0.49f}, b{0.9993f, -1.9991f, 0.5071f};
+
+std::vector<Tensor> two_islands_one_sync(OuterPrecision precision) {
   std::vector<Tensor> weights;
   std::vector<SimulatedIsland> islands;
   std::vector<OuterStep> outer;
@@ -161,13 +165,21 @@ TEST_CASE("outer step: bf16 pseudo-gradients are summed as the bf16 ring adds th
   for (int i = 0; i < 2; ++i) {
     weights.push_back(Tensor::zeros({3}, DType::f32));
     std::copy(start.begin(), start.end(), weights.back().data_as<float>());
-    outer.emplace_back(weights.back(), OuterOptions{1, 1.0, 0.0, OuterPrecision::bf16});
+    outer.emplace_back(weights.back(), OuterOptions{1, 1.0, 0.0, precision});
   }
   for (int i = 0; i < 2; ++i)
     islands.push_back(
         {[w = weights[i], to = moved[i]]() mutable { std::copy(to->begin(), to->end(), w.data_as<float>()); },
          weights[i]});
   train_islands(islands, outer, 0, 1);
+  return weights;
+}
+
+}  // namespace
+
+TEST_CASE("outer step: bf16 pseudo-gradients are summed as the bf16 ring adds them", "[diloco]") {
+  // The two islands' sum rounded term by term and once more.
+  const std::vector<Tensor> weights = two_islands_one_sync(OuterPrecision::bf16);
   for (int e = 0; e < 3; ++e) {
     const float sum = round_to_bf16(round_to_bf16(start[e] - a[e]) + round_to_bf16(start[e] - b[e]));
     const float expected = start[e] - 1.0f * (sum / 2.0f + 0.0f * 0.0f);
@@ -179,22 +191,7 @@ TEST_CASE("outer step: bf16 pseudo-gradients are summed as the bf16 ring adds th
 }
 
 TEST_CASE("outer step: int8 pseudo-gradients are decoded and added in island order", "[diloco]") {
-  // Two islands one step from the same start; each pseudo-gradient one block of 3 values.
-  const std::vector<float> start{1.0f, -2.0f, 0.5f}, a{1.001f, -2.0004f, 0.49f}, b{0.9993f, -1.9991f, 0.5071f};
-  std::vector<Tensor> weights;
-  std::vector<SimulatedIsland> islands;
-  std::vector<OuterStep> outer;
-  const std::vector<float>* moved[] = {&a, &b};
-  for (int i = 0; i < 2; ++i) {
-    weights.push_back(Tensor::zeros({3}, DType::f32));
-    std::copy(start.begin(), start.end(), weights.back().data_as<float>());
-    outer.emplace_back(weights.back(), OuterOptions{1, 1.0, 0.0, OuterPrecision::int8});
-  }
-  for (int i = 0; i < 2; ++i)
-    islands.push_back(
-        {[w = weights[i], to = moved[i]]() mutable { std::copy(to->begin(), to->end(), w.data_as<float>()); },
-         weights[i]});
-  train_islands(islands, outer, 0, 1);
+  const std::vector<Tensor> weights = two_islands_one_sync(OuterPrecision::int8);
   // Each island's Δ on its own block scale, the largest magnitude over 127, rounded to a step of it.
   auto decoded = [&](const std::vector<float>& moved_to, int e) {
     float largest = 0.0f;
