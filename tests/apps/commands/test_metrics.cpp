@@ -14,6 +14,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <regex>
 #include <thread>
@@ -111,6 +112,19 @@ Exposition scrape_when_steps_pass(int port, double above, std::chrono::seconds w
        !(e.value("troupe_steps_total") > above) && Clock::now() < deadline; e = scrape(port))
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   return e;
+}
+
+// A job of two workers from `args`; `check` gets each rank's /metrics once its steps pass `above`.
+void check_each_rank(const std::vector<std::string>& args, double above,
+                     const std::function<void(int rank, const Exposition& e)>& check) {
+  const BackgroundTroupe job(args);
+  const std::map<int, int> ports = job.metrics_ports(2, std::chrono::seconds(60));
+  INFO("stdout: " << job.out() << "\nstderr: " << job.err());
+  REQUIRE(ports.size() == 2);
+  for (const auto& [rank, port] : ports) {
+    INFO("rank " << rank);
+    check(rank, scrape_when_steps_pass(port, above, std::chrono::seconds(60)));
+  }
 }
 
 // A port nothing listens on now, and the one after it too.
@@ -254,49 +268,38 @@ TEST_CASE("pipeline stages export their bubble and the activations and gradients
 
 TEST_CASE("gradient compression exports the bytes its sums carried against the uncompressed bytes, and its seconds",
           "[metrics][compression]") {
-  const BackgroundTroupe job({"train", "--workers", "2", "--model.preset", "tiny", "--train.steps", "2000",
-                              "--sample.tokens", "0", "--train.threads", "1", "--comm.compress", "powersgd",
-                              "--comm.compress_start_step", "0"});
-  const std::map<int, int> ports = job.metrics_ports(2, std::chrono::seconds(60));
-  INFO("stdout: " << job.out() << "\nstderr: " << job.err());
-  REQUIRE(ports.size() == 2);
-  for (const auto& [rank, port] : ports) {
-    INFO("rank " << rank);
-    const Exposition e = scrape_when_steps_pass(port, 2, std::chrono::seconds(60));
-    const std::map<std::string, std::string> labels{{"rank", std::to_string(rank)}};
-    const double wire = e.value("troupe_compress_wire_bytes_total", labels);
-    const double plain = e.value("troupe_compress_plain_bytes_total", labels);
-    std::printf("rank %d: %.0f bytes on the wire for %.0f uncompressed (%.1fx), %.3f s compressing\n", rank, wire,
-                plain, plain / wire, e.value("troupe_compress_seconds_total", labels));
-    CHECK(wire > 0);
-    CHECK(plain > 4 * wire);
-    CHECK(e.value("troupe_compress_seconds_total", labels) > 0);
-  }
+  check_each_rank({"train", "--workers", "2", "--model.preset", "tiny", "--train.steps", "2000", "--sample.tokens", "0",
+                   "--train.threads", "1", "--comm.compress", "powersgd", "--comm.compress_start_step", "0"},
+                  2, [&](int rank, const Exposition& e) {
+                    const std::map<std::string, std::string> labels{{"rank", std::to_string(rank)}};
+                    const double wire = e.value("troupe_compress_wire_bytes_total", labels);
+                    const double plain = e.value("troupe_compress_plain_bytes_total", labels);
+                    std::printf("rank %d: %.0f bytes on the wire for %.0f uncompressed (%.1fx), %.3f s compressing\n",
+                                rank, wire, plain, plain / wire, e.value("troupe_compress_seconds_total", labels));
+                    CHECK(wire > 0);
+                    CHECK(plain > 4 * wire);
+                    CHECK(e.value("troupe_compress_seconds_total", labels) > 0);
+                  });
 }
 
 TEST_CASE("context shards export their ring shifts apart from other traffic: operations, bytes sent and seconds",
           "[metrics][context]") {
-  const BackgroundTroupe job({"train", "--workers", "2", "--context.shards", "2", "--model.preset", "tiny",
-                              "--train.batch_size", "2", "--train.steps", "2000", "--train.val_every", "0",
-                              "--sample.tokens", "0", "--train.threads", "1"});
-  const std::map<int, int> ports = job.metrics_ports(2, std::chrono::seconds(60));
-  INFO("stdout: " << job.out() << "\nstderr: " << job.err());
-  REQUIRE(ports.size() == 2);
   const int layers = troupe::compute::gpt_preset("tiny").value().n_layer;
-  for (const auto& [rank, port] : ports) {
-    INFO("rank " << rank);
-    const Exposition e = scrape_when_steps_pass(port, 2, std::chrono::seconds(60));
-    const std::string r = std::to_string(rank);
-    const double steps = e.value("troupe_steps_total", {{"rank", r}});
-    const double shifts = e.value("troupe_comm_cp_operations_total", {{"rank", r}, {"op", "ring_shift"}});
-    // Per layer and step on 2 shards: one shift forward, two backward (a step in flight adds its own).
-    CHECK(shifts >= 3 * layers * steps);
-    CHECK(shifts <= 3 * layers * (steps + 1));
-    CHECK(e.value("troupe_comm_cp_bytes_total", {{"rank", r}, {"op", "ring_shift"}}) > 0);
-    CHECK(e.value("troupe_comm_cp_seconds_total", {{"rank", r}, {"op", "ring_shift"}}) > 0);
-    CHECK(e.value("troupe_comm_cp_operations_total", {{"rank", r}, {"op", "all_to_all"}}) == 0);
-    CHECK(e.value("troupe_comm_bytes_total", {{"rank", r}, {"op", "send"}}) > 0);  // the shifts' messages
-  }
+  check_each_rank(
+      {"train", "--workers", "2", "--context.shards", "2", "--model.preset", "tiny", "--train.batch_size", "2",
+       "--train.steps", "2000", "--train.val_every", "0", "--sample.tokens", "0", "--train.threads", "1"},
+      2, [&](int rank, const Exposition& e) {
+        const std::string r = std::to_string(rank);
+        const double steps = e.value("troupe_steps_total", {{"rank", r}});
+        const double shifts = e.value("troupe_comm_cp_operations_total", {{"rank", r}, {"op", "ring_shift"}});
+        // Per layer and step on 2 shards: one shift forward, two backward (a step in flight adds its own).
+        CHECK(shifts >= 3 * layers * steps);
+        CHECK(shifts <= 3 * layers * (steps + 1));
+        CHECK(e.value("troupe_comm_cp_bytes_total", {{"rank", r}, {"op", "ring_shift"}}) > 0);
+        CHECK(e.value("troupe_comm_cp_seconds_total", {{"rank", r}, {"op", "ring_shift"}}) > 0);
+        CHECK(e.value("troupe_comm_cp_operations_total", {{"rank", r}, {"op", "all_to_all"}}) == 0);
+        CHECK(e.value("troupe_comm_bytes_total", {{"rank", r}, {"op", "send"}}) > 0);  // the shifts' messages
+      });
 }
 
 TEST_CASE("checkpoint saves are counted with their seconds and bytes", "[metrics]") {
@@ -407,29 +410,25 @@ TEST_CASE("train.balance static: each replica's /metrics gives its share of the 
 TEST_CASE(
     "expert shards export their all-to-alls apart from the context exchange's: operations, bytes sent and seconds",
     "[metrics][moe]") {
-  const BackgroundTroupe job({"train", "--workers", "2", "--expert.shards", "2", "--model.preset", "moe-tiny",
-                              "--train.batch_size", "2", "--train.seq_len", "64", "--train.steps", "2000",
-                              "--train.val_every", "0", "--sample.tokens", "0", "--train.threads", "1"});
-  const std::map<int, int> ports = job.metrics_ports(2, std::chrono::seconds(60));
-  INFO("stdout: " << job.out() << "\nstderr: " << job.err());
-  REQUIRE(ports.size() == 2);
   const int moe_blocks = troupe::compute::gpt_preset("moe-tiny").value().moe_layers();
   REQUIRE(moe_blocks > 0);
-  for (const auto& [rank, port] : ports) {
-    INFO("rank " << rank);
-    const Exposition e = scrape_when_steps_pass(port, 2, std::chrono::seconds(60));
-    const std::string r = std::to_string(rank);
-    const double steps = e.value("troupe_steps_total", {{"rank", r}});
-    const double exchanges = e.value("troupe_moe_all_to_all_operations_total", {{"rank", r}});
-    // Per MoE block and step: forward counts, dispatch and combine; backward dispatch and combine
-    // (a step in flight adds its own).
-    CHECK(exchanges >= 5 * moe_blocks * steps);
-    CHECK(exchanges <= 5 * moe_blocks * (steps + 1));
-    CHECK(e.value("troupe_moe_all_to_all_bytes_total", {{"rank", r}}) > 0);
-    CHECK(e.value("troupe_moe_all_to_all_seconds_total", {{"rank", r}}) > 0);
-    CHECK(e.value("troupe_comm_cp_operations_total", {{"rank", r}, {"op", "all_to_all"}}) == 0);
-    CHECK(e.value("troupe_comm_bytes_total", {{"rank", r}, {"op", "send"}}) > 0);  // the all-to-alls' messages
-  }
+  check_each_rank(
+      {"train", "--workers", "2", "--expert.shards", "2", "--model.preset", "moe-tiny", "--train.batch_size", "2",
+       "--train.seq_len", "64", "--train.steps", "2000", "--train.val_every", "0", "--sample.tokens", "0",
+       "--train.threads", "1"},
+      2, [&](int rank, const Exposition& e) {
+        const std::string r = std::to_string(rank);
+        const double steps = e.value("troupe_steps_total", {{"rank", r}});
+        const double exchanges = e.value("troupe_moe_all_to_all_operations_total", {{"rank", r}});
+        // Per MoE block and step: forward counts, dispatch and combine; backward dispatch and combine
+        // (a step in flight adds its own).
+        CHECK(exchanges >= 5 * moe_blocks * steps);
+        CHECK(exchanges <= 5 * moe_blocks * (steps + 1));
+        CHECK(e.value("troupe_moe_all_to_all_bytes_total", {{"rank", r}}) > 0);
+        CHECK(e.value("troupe_moe_all_to_all_seconds_total", {{"rank", r}}) > 0);
+        CHECK(e.value("troupe_comm_cp_operations_total", {{"rank", r}, {"op", "all_to_all"}}) == 0);
+        CHECK(e.value("troupe_comm_bytes_total", {{"rank", r}, {"op", "send"}}) > 0);  // the all-to-alls' messages
+      });
 }
 
 TEST_CASE("train.balance dynamic: each replica's /metrics gives its share and its measured time per micro-batch",
@@ -438,13 +437,7 @@ TEST_CASE("train.balance dynamic: each replica's /metrics gives its share and it
                                 "4",     "--train.batch_size", "2", "--train.seq_len", "32"};
   const std::vector<std::string> tiny = tiny_steps(100000);
   args.insert(args.end(), tiny.begin(), tiny.end());
-  const BackgroundTroupe job(args);
-  const std::map<int, int> ports = job.metrics_ports(2, std::chrono::seconds(60));
-  INFO("stdout: " << job.out() << "\nstderr: " << job.err());
-  REQUIRE(ports.size() == 2);
-  for (const auto& [node, port] : ports) {
-    INFO("node " << node);
-    const Exposition e = scrape_when_steps_pass(port, 3, std::chrono::seconds(60));
+  check_each_rank(args, 3, [&](int node, const Exposition& e) {
     const std::map<std::string, std::string> rank{{"rank", std::to_string(node)}};
     // A share of whole micro-batches, at least one of the 8, and a time that was measured.
     const double share = e.value("troupe_batch_share", rank);
@@ -452,5 +445,5 @@ TEST_CASE("train.balance dynamic: each replica's /metrics gives its share and it
     CHECK(share >= 0.125);
     CHECK(share <= 0.875);
     CHECK(e.value("troupe_micro_batch_seconds", rank) > 0);
-  }
+  });
 }
