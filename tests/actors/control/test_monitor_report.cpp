@@ -97,7 +97,11 @@ TEST_CASE("workers shows each replica's share of the global batch and its measur
   CHECK(std::regex_search(text, std::regex("\n1 +1 +1 +0 +0 +23 +37.5 % +400.0  step 24")));
   // An even split without measurements adds no columns.
   for (node_view& n : view.nodes)
-    for (worker_beat& w : n.workers) w.recent_steps.back() = step_beat{23, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, 0, 0.5, 0};
+    for (worker_beat& w : n.workers) {
+      w.recent_steps.back() = step_beat{};
+      w.recent_steps.back().step = 23;
+      w.recent_steps.back().batch_share = 0.5;
+    }
   CHECK_THAT(workers_text(plan, view), Contains("rank  node   dp  pp  tp   steps  activity"));
 }
 
