@@ -153,7 +153,14 @@ void Communicator::post_ring(compute::Tensor buffer, RingPhases ring_phases, std
 }
 
 void Communicator::post_all_reduce(compute::Tensor buffer, Callback done) {
-  if (accept(buffer, true, "all_reduce", done)) post_ring(std::move(buffer), RingPhases::all_reduce, {}, std::move(done));
+  if (!accept(buffer, true, "all_reduce", done)) return;
+  const AllReduceAlgorithm algorithm =
+      options_.all_reduce.value_or(all_reduce_algorithm(group_.size(), buffer.nbytes()));
+  if (algorithm == AllReduceAlgorithm::recursive_doubling) {
+    post_op(make_recursive_doubling_op(engine_, group_, next_key(), std::move(buffer), std::move(done)));
+  } else {
+    post_ring(std::move(buffer), RingPhases::all_reduce, {}, std::move(done));
+  }
 }
 
 void Communicator::post_reduce_scatter(compute::Tensor buffer, Callback done) {

@@ -11,17 +11,20 @@
 // operation may leave unmatched messages under its sequence number, so recovery builds a new
 // Communicator (with a new engine, or a new group id).
 //
-// Algorithms: ring all-reduce (reduce-scatter then all-gather, chunked and pipelined), ring
-// reduce-scatter, ring all-gather, chain broadcast, dissemination barrier; see docs/comm.md.
+// Algorithms: ring all-reduce (reduce-scatter then all-gather, chunked and pipelined) or, over
+// many ranks, recursive doubling; ring reduce-scatter, ring all-gather, chain broadcast,
+// dissemination barrier; see docs/comm.md.
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "comm/engine.hpp"
 #include "comm/group.hpp"
+#include "comm/recursive_doubling.hpp"
 #include "comm/scratch_pool.hpp"
 #include "compute/expected.hpp"
 #include "compute/tensor.hpp"
@@ -39,6 +42,9 @@ struct CollectiveOptions {
   // lend them; false sends every chunk as a message (to compare the two ways). Every rank of
   // the group must give the same value, as for chunk_bytes.
   bool mapped_blocks = true;
+  // The all-reduce's algorithm; unset, all_reduce_algorithm chooses by the group's size and the
+  // buffer's bytes (the same choice on every rank). Every rank of the group must give the same.
+  std::optional<AllReduceAlgorithm> all_reduce;
 
   static CollectiveOptions from_environment();
 };

@@ -13,9 +13,10 @@ std::string ranks_text(int ranks) { return std::to_string(ranks) + (ranks == 1 ?
 
 // What ends a refusal: the nearest layout that fits, or how much the smallest needs.
 std::string advice(const ResolvedJob& job, const JobRanks& ranks, double available) {
-  const auto layout = fitting_layout(job, ranks, available - runtime_bytes_per_rank);
+  const double runtime = runtime_bytes_per_rank(job.config.train.backend);
+  const auto layout = fitting_layout(job, ranks, available - runtime);
   if (!layout) return "";
-  const std::string needs = format_binary_size(layout->planned_bytes + runtime_bytes_per_rank) + " per rank";
+  const std::string needs = format_binary_size(layout->planned_bytes + runtime) + " per rank";
   if (!layout->fits) return "; no layout of " + ranks_text(ranks.ranks) + " fits; the smallest needs about " + needs;
   std::string keys = layout->changes.front();
   for (std::size_t i = 1; i < layout->changes.size(); ++i) keys += (i == 1 ? " with " : ", ") + layout->changes[i];
@@ -23,6 +24,10 @@ std::string advice(const ResolvedJob& job, const JobRanks& ranks, double availab
 }
 
 }  // namespace
+
+double runtime_bytes_per_rank(compute::BackendKind backend) {
+  return (backend == compute::BackendKind::sim ? 12.0 : 40.0) * 1024 * 1024;
+}
 
 Status check_memory_fit(const ResolvedJob& job, const JobRanks& ranks, std::optional<double> memory_limit) {
   if (compute::on_device(job.config.train.backend)) return Status::success();
@@ -36,7 +41,8 @@ Status check_memory_fit(const ResolvedJob& job, const JobRanks& ranks, const Ran
   auto planned = schedules::plan_layout(job_workload(job, ranks.ranks), job_cluster(ranks, available.bytes), layout);
   if (!planned) return planned.error();
   const schedules::DeviceMemory& memory = planned->memory;
-  const double needed = memory.total() + runtime_bytes_per_rank;
+  const double runtime = runtime_bytes_per_rank(job.config.train.backend);
+  const double needed = memory.total() + runtime;
   if (needed <= available.bytes) return Status::success();
   const compute::GPTConfig& m = job.model;
   const TrainOptions& t = job.config.train;
@@ -46,7 +52,7 @@ Status check_memory_fit(const ResolvedJob& job, const JobRanks& ranks, const Ran
                schedules::describe(layout) + " on " + ranks_text(ranks.ranks) + ": a rank needs about " +
                format_binary_size(needed) + " (" + format_binary_size(memory.model_states()) +
                " of parameters, gradients and optimizer state, " + format_binary_size(memory.activations) +
-               " of activations, " + format_binary_size(runtime_bytes_per_rank) + " of runtime), but " +
+               " of activations, " + format_binary_size(runtime) + " of runtime), but " +
                format_binary_size(available.bytes) + " is available per rank (" + available.source + ")" +
                advice(job, ranks, available.bytes)};
 }

@@ -20,8 +20,11 @@ namespace troupe::apps {
 // UCX, OpenBLAS), thread stacks, the corpus and the comm engine's shared-memory buffers. The
 // memory ledger (docs/parallelism.md, "Memory by kind") measured `tiny` on this project's VM at
 // 22 MiB of runtime in one process, and 30 MiB of runtime and 4 MiB of comm buffers on each rank
-// of two; this rounds the larger up, so a job is refused only where the kernel would be short.
-inline constexpr double runtime_bytes_per_rank = 40.0 * 1024 * 1024;
+// of two; 40 MiB rounds the larger up, so a job is refused only where the kernel would be short.
+// A rank of the sim backend has no kernels' buffers and shares its process with many: 256 ranks
+// of a 22,000-parameter model in 8 processes of 32 resided at 8 MiB a rank, 6.4 MiB of it
+// runtime (its UCX worker and shared-memory FIFOs, its threads and actors); 12 MiB rounds it up.
+double runtime_bytes_per_rank(compute::BackendKind backend);
 
 // Error naming the size keys, the layout, what a rank needs against `available` (and its source),
 // and the nearest layout of the same ranks that fits (apps/config/fitting_layout.hpp), or that none

@@ -80,6 +80,39 @@ TEST_CASE("all-reduce with many small chunks and a narrow window gives the same 
   CHECK(small.front() == large.front());
 }
 
+TEST_CASE("all-reduce by recursive doubling equals the reference sum, identical on every rank, 1 to 8 processes",
+          "[collectives][all_reduce]") {
+  // 3, 5, 6 and 7 fold their last ranks in and out; the sizes cover empty, one and odd counts.
+  CollectiveOptions doubling = CollectiveOptions::from_environment();
+  doubling.all_reduce = AllReduceAlgorithm::recursive_doubling;
+  const std::vector<std::int64_t> sizes{0, 1, 7, 100003};
+  for (int n = 1; n <= 8; ++n) {
+    INFO(n << " processes");
+    const auto first = run_ranks(n, check_sums<float>(sizes, doubling));
+    require_same_on_every_rank(first);
+    if (n == 5) CHECK(run_ranks(n, check_sums<float>(sizes, doubling)).front() == first.front());
+  }
+  require_same_on_every_rank(run_ranks(6, check_sums<double>(sizes, doubling)));
+  // Two ranks add the same two buffers either way: the ring's bits.
+  CollectiveOptions ring = doubling;
+  ring.all_reduce = AllReduceAlgorithm::ring;
+  CHECK(run_ranks(2, check_sums<float>(sizes, doubling)).front() == run_ranks(2, check_sums<float>(sizes, ring)).front());
+}
+
+TEST_CASE("the all-reduce's algorithm: the ring below 32 ranks, doubling where many ranks make the ring's hops the sum",
+          "[collectives][all_reduce]") {
+  for (int n : {2, 8, 31}) CHECK(all_reduce_algorithm(n, 4) == AllReduceAlgorithm::ring);
+  // A loss (4 bytes) and tiny's gradients (3.4 MB) over 1,024 ranks: 10 hops against 2,046.
+  CHECK(all_reduce_algorithm(1024, 4) == AllReduceAlgorithm::recursive_doubling);
+  CHECK(all_reduce_algorithm(1024, 3400000) == AllReduceAlgorithm::recursive_doubling);
+  CHECK(all_reduce_algorithm(100, 4) == AllReduceAlgorithm::recursive_doubling);
+  // Over 64 ranks the whole 3.4 MB six times costs more than the ring's 126 small hops.
+  CHECK(all_reduce_algorithm(64, 3400000) == AllReduceAlgorithm::ring);
+  CHECK(all_reduce_algorithm(64, 88000) == AllReduceAlgorithm::recursive_doubling);
+  // Large buffers stay on the bandwidth-optimal ring at any size.
+  CHECK(all_reduce_algorithm(4096, std::size_t{1} << 30) == AllReduceAlgorithm::ring);
+}
+
 TEST_CASE("all-reduce of 64 MiB of f32 on 2 and 4 processes, twice the same bits", "[collectives][all_reduce]") {
   const std::int64_t count = (64 << 20) / 4;
   for (int n : {2, 4}) {

@@ -59,7 +59,7 @@ double planned_need(const std::vector<std::string>& keys, int ranks) {
       troupe::schedules::plan_layout(troupe::apps::job_workload(*job, ranks), troupe::apps::job_cluster(where, 1e12),
                                      troupe::apps::job_layout(*job, ranks));
   REQUIRE(planned.ok());
-  return planned->memory.total() + troupe::apps::runtime_bytes_per_rank;
+  return planned->memory.total() + troupe::apps::runtime_bytes_per_rank(job->config.train.backend);
 }
 
 }  // namespace

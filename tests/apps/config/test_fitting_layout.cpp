@@ -40,14 +40,14 @@ TEST_CASE("the named layout resolves and passes the memory check it was found fo
       const double available = mib * 1024 * 1024;
       const JobRanks where{ranks, 1, ranks};
       REQUIRE_FALSE(check_memory_fit(*job, where, RankMemory{available, "test"}).ok());
-      const auto layout = fitting_layout(*job, where, available - runtime_bytes_per_rank);
+      const auto layout = fitting_layout(*job, where, available - runtime_bytes_per_rank(job->config.train.backend));
       REQUIRE(layout.has_value());
       if (!layout->fits) continue;
       CHECK_FALSE(layout->changes.empty());
       auto changed = resolve(applied(config, *layout));
       REQUIRE(changed.ok());
       CHECK(check_memory_fit(*changed, where, RankMemory{available, "test"}).ok());
-      CHECK(layout->planned_bytes + runtime_bytes_per_rank <= available);
+      CHECK(layout->planned_bytes + runtime_bytes_per_rank(job->config.train.backend) <= available);
     }
   }
 }

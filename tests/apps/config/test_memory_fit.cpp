@@ -42,7 +42,7 @@ double planned_need(const troupe::actors::ResolvedJob& job, int ranks) {
       troupe::schedules::plan_layout(troupe::apps::job_workload(job, ranks), troupe::apps::job_cluster(where, 1e12),
                                      troupe::apps::job_layout(job, ranks));
   REQUIRE(planned.ok());
-  return planned->memory.total() + troupe::apps::runtime_bytes_per_rank;
+  return planned->memory.total() + troupe::apps::runtime_bytes_per_rank(job.config.train.backend);
 }
 
 troupe::actors::JobConfig small_batch(int batch_size) {
@@ -183,4 +183,21 @@ TEST_CASE("a CUDA backend's job is not checked against host memory", "[config]")
   auto config = small_batch(16);
   config.train.backend = troupe::compute::BackendKind::cuda;
   CHECK(check_memory_fit(resolved(config), {1, 1, 1}, std::optional<double>(1.0)).ok());
+}
+
+TEST_CASE("a sim rank counts 12 MiB of runtime where a cpu rank counts 40 MiB", "[config][sim]") {
+  // A model of 1 block of 32 channels: its tensors are a fraction of a MiB, the runtime the rest.
+  auto config = small_batch(1);
+  config.model.n_layer = 1;
+  config.model.n_embd = 32;
+  config.model.n_head = 1;
+  config.model.block_size = 32;
+  config.train.seq_len = 32;
+  const RankMemory per_rank{22.0 * 1024 * 1024, "test"};
+  const auto on_cpu = check_memory_fit(resolved(config), {1024, 32, 32}, per_rank);
+  REQUIRE_FALSE(on_cpu.ok());
+  CHECK_THAT(on_cpu.error().message, Catch::Contains("40.0 MiB of runtime"));
+  config.train.backend = troupe::compute::BackendKind::sim;
+  CHECK(check_memory_fit(resolved(config), {1024, 32, 32}, per_rank).ok());
+  CHECK_FALSE(check_memory_fit(resolved(config), {1024, 32, 32}, RankMemory{12.0 * 1024 * 1024, "test"}).ok());
 }
