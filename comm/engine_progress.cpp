@@ -26,9 +26,8 @@ constexpr UcxDefault ucx_defaults[] = {
                                    // 2-process all-reduce about 10% faster (docs/comm.md)
 };
 
-// Longest sleep with requests in flight (a send queued behind a full shared-memory FIFO
-// raises no event, so this bounds its stall) and with none (UCX keepalive needs progress).
-constexpr auto busy_sleep = std::chrono::microseconds(200);
+// Longest sleep with none in flight (UCX keepalive needs progress). With requests in flight the
+// engine's busy_sleep bounds it (engine_state.hpp).
 constexpr auto idle_sleep = std::chrono::milliseconds(100);
 
 thread_local const void* progress_thread_state = nullptr;
@@ -56,6 +55,10 @@ Status Engine::State::open(EngineAddress& address) {
     if (std::string_view(d.name).starts_with("MM_") && !shared_memory_enabled()) continue;
     ucp_config_modify(config, d.name, d.value);
   }
+  // A simulated rank's bytes take the wire model's time, not the transport's, and hundreds share
+  // a host: one shared-memory transport (sysv) of UCX's two. Each opens its own FIFOs a worker;
+  // without posix's, 128 ranks in 4 processes resided at 2.0 GiB less (docs/scale.md).
+  if (wire && std::getenv("UCX_TLS") == nullptr) ucp_config_modify(config, "TLS", "^posix");
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP | UCP_FEATURE_RMA;  // RMA: the lent region

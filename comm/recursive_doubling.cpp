@@ -83,15 +83,20 @@ class RecursiveDoublingOp final : public CollectiveOp {
 
 }  // namespace
 
+int all_reduce_hops(AllReduceAlgorithm algorithm, int ranks) {
+  if (algorithm == AllReduceAlgorithm::ring) return 2 * (ranks - 1);
+  const int core = static_cast<int>(std::bit_floor(static_cast<unsigned>(ranks)));
+  return std::countr_zero(static_cast<unsigned>(core)) + (ranks > core ? 2 : 0);
+}
+
 AllReduceAlgorithm all_reduce_algorithm(int ranks, std::size_t bytes) {
   constexpr int smallest_group = 32;
   constexpr double latency_s = 10e-6, bandwidth = 10e9;
   if (ranks < smallest_group) return AllReduceAlgorithm::ring;
-  const int core = static_cast<int>(std::bit_floor(static_cast<unsigned>(ranks)));
-  const int hops = std::countr_zero(static_cast<unsigned>(core)) + (ranks > core ? 2 : 0);
   const double size = static_cast<double>(bytes);
-  const double ring = 2.0 * (ranks - 1) * (latency_s + size / ranks / bandwidth);
-  const double doubling = hops * (latency_s + size / bandwidth);
+  const double ring = all_reduce_hops(AllReduceAlgorithm::ring, ranks) * (latency_s + size / ranks / bandwidth);
+  const double doubling =
+      all_reduce_hops(AllReduceAlgorithm::recursive_doubling, ranks) * (latency_s + size / bandwidth);
   return doubling < ring ? AllReduceAlgorithm::recursive_doubling : AllReduceAlgorithm::ring;
 }
 

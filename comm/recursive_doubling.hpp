@@ -28,6 +28,10 @@ enum class AllReduceAlgorithm : std::uint8_t { ring, recursive_doubling };
 // equality tests pin, and its hops are cheap there.
 AllReduceAlgorithm all_reduce_algorithm(int ranks, std::size_t bytes);
 
+// The messages one after another on each rank's path: the ring's 2 (n - 1), each of about
+// bytes / n; doubling's log2 n' (+ 2 to fold the others in and out), each of the whole buffer.
+int all_reduce_hops(AllReduceAlgorithm algorithm, int ranks);
+
 // Every rank of the group posts it with the same key and a buffer of the same shape and dtype
 // (f32, f64 or bf16).
 std::shared_ptr<CollectiveOp> make_recursive_doubling_op(Engine& engine, const Group& group, MessageKey key,

@@ -221,6 +221,9 @@ struct BenchScaleOptions {
   int slots = 16;
   std::string model = "tiny";
   long steps = 12;  // enough that the kill after step 3 comes while the job still trains
+  // fault.heartbeat_timeout of every run: hundreds of ranks starting on two cores can keep a node
+  // process from its heartbeat longer than the default 10 s.
+  double heartbeat_timeout = 10;
   std::string dir = ".";
   std::string svg_dir;  // empty: no plots
 };

@@ -31,6 +31,7 @@
 #include "apps/commands/drill/drill.hpp"
 #include "apps/config/resolve.hpp"
 #include "apps/exit_codes.hpp"
+#include "comm/recursive_doubling.hpp"
 #include "compute/model/gpt.hpp"
 #include "compute/sim/sim_backend.hpp"
 #include "compute/train/trainer.hpp"
@@ -173,10 +174,15 @@ double modelled_step_seconds(const ResolvedJob& job, int ranks, int nodes) {
   trainer.step();
   const compute::SimOptions& link = job.config.sim;
   const bool across = nodes > 1;
-  const double gradient_bytes = static_cast<double>(compute::ParameterLayout(job.model).total()) * sizeof(float);
+  const std::size_t gradient_bytes =
+      static_cast<std::size_t>(compute::ParameterLayout(job.model).total()) * sizeof(float);
+  // The sum the communicator runs: the ring's hops carry an N-th of the gradients, doubling's all.
+  const comm::AllReduceAlgorithm algorithm = comm::all_reduce_algorithm(ranks, gradient_bytes);
+  const double hop_bytes =
+      static_cast<double>(gradient_bytes) / (algorithm == comm::AllReduceAlgorithm::ring ? ranks : 1);
   const double hop = (across ? link.link_latency_inter : link.link_latency_intra) +
-                     gradient_bytes / ranks / (across ? link.link_bandwidth_inter : link.link_bandwidth_intra);
-  return sim.modelled_seconds() + 2.0 * (ranks - 1) * hop;
+                     hop_bytes / (across ? link.link_bandwidth_inter : link.link_bandwidth_intra);
+  return sim.modelled_seconds() + comm::all_reduce_hops(algorithm, ranks) * hop;
 }
 
 // The kill-node drill again with fault.recovery restart: seconds from the kill to the first step
@@ -281,6 +287,7 @@ int run_bench_scale(const BenchScaleOptions& options) {
   config.train.val_batches = 1;
   config.sample.tokens = 0;
   config.checkpoint.every = 2;
+  config.fault.heartbeat_timeout = options.heartbeat_timeout;
   auto job = resolve(config);
   if (!job) return error_exit(ExitCode::bad_input, job.error().message);
   std::vector<ScaleRow> rows;
@@ -323,6 +330,12 @@ Command add_bench_scale_command(CLI::App& bench) {
   command->add_option("--model", options->model, "model preset")->capture_default_str();
   command->add_option("--steps", options->steps, "steps of each run (at least 4: the kill comes after step 3)")
       ->check(CLI::Range(4, 1000))
+      ->capture_default_str();
+  command
+      ->add_option("--heartbeat-timeout", options->heartbeat_timeout,
+                   "fault.heartbeat_timeout of every run, seconds (a node starting hundreds of ranks on few cores "
+                   "may be silent longer than the default)")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   command->add_option("--svg", options->svg_dir, "write a log-log plot of each figure against N here (scale-*.svg)")
       ->check(CLI::ExistingDirectory);

@@ -33,7 +33,7 @@ using Sim = compute::SimOptions;
 
 constexpr ConfigKey keys[] = {
     {"model.preset",
-     "architecture preset: tiny, small, moe-tiny, moe-small, gpt2, gpt2-medium, gpt2-large, gpt2-xl, gpt3-1.3b, "
+     "architecture preset: nano, tiny, small, moe-tiny, moe-small, gpt2, gpt2-medium, gpt2-large, gpt2-xl, gpt3-1.3b, "
      "gpt3-2.7b, gpt3-6.7b or gpt3-13b; the model keys below override it",
      field<&J::model, &M::preset>},
     {"model.n_layer", "transformer blocks; 0 = the preset's", field<&J::model, &M::n_layer>},

@@ -26,6 +26,9 @@ struct Preset {
 // head counts that divide d_model where the table's do not (1.3B: 16 heads of 128, as GPT-Neo and
 // Megatron train it; 13B: d_model 5120 = 40 heads of 128, where the table says 5140).
 constexpr Preset presets[] = {
+    // nano is for runs of the control plane at many ranks (train.backend sim, docs/scale.md): its
+    // 22,000 parameters make a rank cost its runtime, not its model.
+    {"nano", 1, 32, 1, 32, 256},
     {"tiny", 4, 128, 4, 128, 256},
     {"small", 6, 384, 6, 256, 256},
     // Mixtures of experts: moe-tiny is tiny with 4 experts (top-2) in every other block; moe-small

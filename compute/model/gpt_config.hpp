@@ -37,7 +37,7 @@ struct GPTConfig {
   }
 };
 
-// A preset by name (gpt_preset_names(): tiny, small, moe-tiny, moe-small, the GPT-2 and GPT-3
+// A preset by name (gpt_preset_names(): nano, tiny, small, moe-tiny, moe-small, the GPT-2 and GPT-3
 // families); nullopt for
 // any other name.
 std::optional<GPTConfig> gpt_preset(const std::string& name);

@@ -15,7 +15,7 @@ using namespace troupe::compute;
 
 TEST_CASE("every preset is a valid model", "[model]") {
   const std::vector<std::string> names = gpt_preset_names();
-  REQUIRE(names.size() == 12);
+  REQUIRE(names.size() == 13);
   for (const std::string& name : names) {
     INFO(name);
     const auto config = gpt_preset(name);
@@ -52,4 +52,10 @@ TEST_CASE("moe-small has 8 experts, top-2, and within 2 percent of small's param
   CHECK(static_cast<double>(layout.active()) == Approx(small).epsilon(0.02));
   CHECK(static_cast<double>(layout.total()) > 3 * small);
   CHECK(gpt_preset("moe-tiny")->moe_layers() == 2);
+}
+
+TEST_CASE("nano, the control plane's model, holds 22,000 parameters: a rank costs its runtime", "[model]") {
+  // wte 256 x 32, wpe 32 x 32, one block (12 C^2 + 13 C), the final LayerNorm (2 C).
+  const std::int64_t c = 32;
+  CHECK(ParameterLayout(*gpt_preset("nano")).total() == 256 * c + 32 * c + 12 * c * c + 13 * c + 2 * c);
 }

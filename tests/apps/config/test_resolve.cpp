@@ -49,7 +49,8 @@ TEST_CASE("model keys override the preset and the vocabulary is padded", "[confi
 TEST_CASE("an unknown preset lists the presets", "[config]") {
   const auto message = resolve_error([](JobConfig& c) { c.model.preset = "huge"; });
   CHECK(message ==
-        "model.preset 'huge' is not a preset (known: tiny, small, moe-tiny, moe-small, gpt2, gpt2-medium, gpt2-large, "
+        "model.preset 'huge' is not a preset (known: nano, tiny, small, moe-tiny, moe-small, gpt2, gpt2-medium, "
+        "gpt2-large, "
         "gpt2-xl, gpt3-1.3b, gpt3-2.7b, gpt3-6.7b, gpt3-13b)");
 }
 
