@@ -219,6 +219,10 @@ struct step_beat {
   std::vector<std::int64_t> expert_slots;  // ... and the step's token-slots per block and expert, block-major
   double batch_share = 0;                  // the rank's data replica's share of the step's global batch (0: a stage)
   double micro_batch_seconds = 0;  // ... and its measured seconds per micro-batch (train.balance dynamic; else 0)
+  int islands = 0;                 // train.sync diloco: the islands in the last outer sync (0: not diloco)
+  std::int64_t outer_syncs = 0;    // ... the fragment syncs landed since the process started
+  std::int64_t outer_bytes = 0;    // ... the bytes this rank sent for the newest
+  std::int64_t next_sync_step = 0;  // ... the step after which the next starts (0: none)
 };
 
 // What a worker noted for the job's events since its node's last heartbeat (monitor/work_progress.hpp).
@@ -385,7 +389,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_beat& x) {
   return f(caf::meta::type_name("step_beat"), x.step, x.start_unix_seconds, x.seconds, x.loss, x.tokens, x.wire_bytes,
            x.plain_bytes, x.compress_seconds, x.lr, x.grad_norm, x.validated, x.val_loss, x.experts, x.expert_slots,
-           x.batch_share, x.micro_batch_seconds);
+           x.batch_share, x.micro_batch_seconds, x.islands, x.outer_syncs, x.outer_bytes, x.next_sync_step);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_notice& x) {

@@ -43,6 +43,13 @@ struct StepRecord {
   // pipeline stage), and under train.balance dynamic its measured seconds per micro-batch (else 0).
   double batch_share = 0;
   double micro_batch_seconds = 0;
+  // train.sync diloco: the islands in the last outer sync (0: not diloco), the fragment syncs
+  // landed since the process started, the bytes this rank sent for the newest, and the step after
+  // which the next starts (0: none).
+  int islands = 0;
+  std::int64_t outer_syncs = 0;
+  std::int64_t outer_bytes = 0;
+  std::int64_t next_sync_step = 0;
 };
 
 // What a worker notes for the job's events (actors/job_events.hpp): each is taken once, by the

@@ -117,6 +117,18 @@ std::string recovery_lines(const std::vector<job_event>& events) {
   return text;
 }
 
+// "diloco    2 island(s) present; 3 outer sync(s), the last 1.63 MB sent by each rank; next after
+// step 80" from rank 0's newest step of a train.sync diloco run.
+std::string diloco_line(const step_beat& newest) {
+  const std::string syncs = newest.outer_syncs == 0
+                                ? "no outer sync yet"
+                                : fmt::format("{} outer sync(s), the last {:.2f} MB sent by each rank",
+                                              newest.outer_syncs, static_cast<double>(newest.outer_bytes) / 1e6);
+  const std::string next =
+      newest.next_sync_step > 0 ? fmt::format("next after step {}", newest.next_sync_step) : "none to come";
+  return fmt::format("diloco    {} island(s) present; {}; {}\n", newest.islands, syncs, next);
+}
+
 }  // namespace
 
 void remember_steps(StepHistory& history, const job_view_msg& view) {
@@ -146,6 +158,7 @@ std::string status_text(const MonitorPlan& plan, const job_view_msg& view, const
                                            : 0.0);
   text += recent.empty() ? "loss      -\n" : fmt::format("loss      {:.4f}\n", recent.back().loss);
   text += recent.empty() ? "tokens/s  -\n" : fmt::format("tokens/s  {:.0f}\n", r.tokens_per_second);
+  if (!recent.empty() && recent.back().islands > 0) text += diloco_line(recent.back());
   std::string eta = "-";
   if (pause.paused)
     eta = "- (paused)";

@@ -85,9 +85,11 @@ void send_heartbeat(node_actor* self, const NodeOptions& options) {
     const monitor::ProgressSnapshot now = st.progress[slot]->snapshot();
     std::vector<step_beat> steps;
     for (const monitor::StepRecord& r : now.recent_steps)
-      steps.push_back({r.step, r.start_unix_seconds, r.seconds, r.loss, r.tokens, r.wire_bytes, r.plain_bytes,
-                       r.compress_seconds, r.lr, r.grad_norm, r.validated, r.val_loss, r.experts, r.expert_slots,
-                       r.batch_share, r.micro_batch_seconds});
+      steps.push_back({r.step,    r.start_unix_seconds, r.seconds,     r.loss,
+                       r.tokens,  r.wire_bytes,         r.plain_bytes, r.compress_seconds,
+                       r.lr,      r.grad_norm,          r.validated,   r.val_loss,
+                       r.experts, r.expert_slots,       r.batch_share, r.micro_batch_seconds,
+                       r.islands, r.outer_syncs,        r.outer_bytes, r.next_sync_step});
     beat.workers.push_back({st.first_rank + static_cast<int>(slot), now.steps_done, now.progress, now.idle_seconds,
                             now.activity, now.waiting_for, now.waiting_seconds, std::move(steps),
                             notices(*st.progress[slot])});

@@ -324,11 +324,14 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
       expert_exchange.emplace(mailbox, engine, comm::expert_group(grid, rank, job.config.expert.shards),
                               comm::ExchangeGroup::expert);
     const compute::ExpertGroup experts{expert_exchange ? &*expert_exchange : nullptr};
-    // pipeline.trace of a job without stages or tensor shards: every context shard's exchanges,
-    // gathered over the data-parallel group (every rank) into rank 0's file. With stages or shards
-    // the pipeline's trace is written instead.
+    // pipeline.trace of a job without stages or tensor shards: every context shard's exchanges, or
+    // under DiLoCo every rank's steps and outer syncs, gathered over the data-parallel group (every
+    // rank; under DiLoCo the island, then the islands' first ranks over their outer group) into
+    // rank 0's file. With stages or shards the pipeline's trace is written instead.
     const bool data_parallel_only = stages == 1 && shards == 1;
-    const std::string trace_path = data_parallel_only ? job.config.pipeline.trace : std::string();
+    const bool diloco = job.config.train.sync == compute::SyncMode::diloco;
+    const std::string trace_path =
+        data_parallel_only && (context_exchange || diloco) ? job.config.pipeline.trace : std::string();
     monitor::TraceRecorder trace;
     if (context_exchange && !trace_path.empty()) context_exchange->record_into(trace);
     // An in-place recovery renews the context or expert group with the rank's other groups.
@@ -341,7 +344,9 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
     InPlaceRecovery recovery(worker, mailbox, engine, {{dp->get(), comm::dp_group_id}}, renew_context);
     RecoveryHooks recovery_hooks;
     if (!device_group) recovery_hooks = in_place_hooks(recovery, mailbox, replacing);
-    const RunServices services{progress, metrics, &control, rescue, rank == 0, compression_reading, recovery_hooks};
+    monitor::TraceRecorder* const steps_trace = diloco && !trace_path.empty() ? &trace : nullptr;
+    const RunServices services{progress,       metrics,    &control, rescue, rank == 0, compression_reading,
+                               recovery_hooks, steps_trace};
     compute::IslandGroup island;
     if (outer)
       island = island_hooks(mailbox, *outer, progress, comm::island_of(grid, rank, islands),
@@ -351,14 +356,15 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
             ? run_training(job, backend, data, data_parallel(), services, context, std::move(island), experts)
             : train_pipeline_stage(job, data, backend, engine, grid, **dp, mailbox, progress, metrics, control, rescue,
                                    replacing, context, renew_context);
-    if (context_exchange && !trace_path.empty() && outcome.exit_code == 0) {
+    if (!trace_path.empty() && outcome.exit_code == 0) {
       if (Status s = gather_trace(mailbox, **dp, trace); !s) return {-1, 1, "trace: " + s.error().message};
+      if (outer && (*dp)->position() == 0)
+        if (Status s = gather_trace(mailbox, *outer, trace); !s) return {-1, 1, "trace: " + s.error().message};
       if (rank == 0) {
         if (Status s = monitor::write_trace(trace, trace_path); !s) return {-1, 1, s.error().message};
         monitor::logger("train")->info(
-            "trace of every context shard's ring shifts and all-to-alls written to {} (Chrome trace JSON; Perfetto "
-            "opens it)",
-            trace_path);
+            "trace of every {} written to {} (Chrome trace JSON; Perfetto opens it)",
+            diloco ? "rank's steps and outer syncs" : "context shard's ring shifts and all-to-alls", trace_path);
       }
     }
     return {-1, outcome.exit_code, outcome.reason};

@@ -1,5 +1,6 @@
 #include "actors/worker/replica_loop.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <memory>
 #include <numeric>
@@ -175,8 +176,32 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
   }
 }
 
+namespace {
+
+// The trace's clock: the host's steady clock in microseconds, as the context shards' exchanges.
+double trace_now_us() {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+void ReplicaLoop::record_into(monitor::TraceRecorder& recorder) {
+  if (!outer_) return;
+  trace_ = &recorder;
+  const int rank = place_.rank;
+  recorder.name_process(rank, fmt::format("rank {} (island {})", rank, islands_.index));
+  recorder.name_track({rank, 0}, "inner steps");
+  recorder.name_track({rank, 1}, "outer syncs");
+  sync_started_us_.assign(outer_->fragments().size(), 0);
+  sync_started_after_.assign(outer_->fragments().size(), -1);
+}
+
 compute::StepResult ReplicaLoop::step() {
+  const double step_start_us = trace_ ? trace_now_us() : 0;
   compute::StepResult result = trainer_.step();
+  if (trace_)
+    trace_->add_complete({place_.rank, 0}, fmt::format("step {}", result.step + 1), "compute", step_start_us,
+                         trace_now_us() - step_start_us, {{"loss", fmt::format("{:.4f}", result.loss)}});
   if (metrics_ && result.micro_batch_seconds > 0) {
     metrics_->set_batch_share(result.batch_share);
     metrics_->set_micro_batch_seconds(result.micro_batch_seconds);
@@ -194,7 +219,14 @@ compute::StepResult ReplicaLoop::step() {
   }
   if (!outer_) return result;
   const long steps = trainer_.steps_taken();
+  const double outer_start_us = trace_ ? trace_now_us() : 0;
+  if (trace_)
+    for (int f : outer_->starting(steps, total_steps_)) {
+      sync_started_us_[static_cast<std::size_t>(f)] = outer_start_us;
+      sync_started_after_[static_cast<std::size_t>(f)] = steps;
+    }
   const std::vector<int> landed = outer_->after_step(steps, total_steps_, model_.params(), islands_);
+  const double outer_end_us = trace_ ? trace_now_us() : 0;
   long sync = outer_->syncs() - static_cast<long>(landed.size());
   for (int f : landed) {
     ++sync;
@@ -205,6 +237,20 @@ compute::StepResult ReplicaLoop::step() {
     const double bytes = static_cast<double>(fragment.size()) * compute::outer_precision_bytes(precision);
     const double k = islands_.count;
     const double sent = (precision == compute::OuterPrecision::int8 ? k - 1 : 2.0 * (k - 1) / k) * bytes;
+    last_outer_bytes_ = static_cast<std::int64_t>(sent);
+    if (trace_) {
+      // From the outer work after the step that started the fragment's sum to the end of the one
+      // that landed it: the pseudo-gradient, the sum over the islands (and the inner steps it
+      // overlapped) and the outer step.
+      const double started = sync_started_us_[static_cast<std::size_t>(f)];
+      trace_->add_complete({place_.rank, 1}, fmt::format("outer sync {}", sync), "sync", started,
+                           outer_end_us - started,
+                           {{"fragment", std::to_string(f)},
+                            {"started_after_step", std::to_string(sync_started_after_[static_cast<std::size_t>(f)])},
+                            {"landed_after_step", std::to_string(steps)},
+                            {"bytes", std::to_string(last_outer_bytes_)},
+                            {"islands", std::to_string(islands_.count)}});
+    }
     if (metrics_) metrics_->outer_synced(static_cast<std::uint64_t>(sent), islands_.count);
     if (place_.rank != 0) continue;
     const std::string which =
@@ -214,6 +260,10 @@ compute::StepResult ReplicaLoop::step() {
         "sent by each rank",
         sync, which, steps, bytes / 1e6, islands_.count, sent / 1e6);
   }
+  result.islands = islands_.count;
+  result.outer_syncs = outer_->syncs();
+  result.outer_bytes = last_outer_bytes_;
+  result.next_sync_step = outer_->next_sync(steps, total_steps_);
   return result;
 }
 

@@ -4,7 +4,8 @@
 // the parameters too, which the model then gathers block by block). Under train.sync diloco the
 // group is the rank's island, and every train.diloco_steps steps (and after the last) the islands
 // take the outer step (compute/train/outer_step.hpp); its state is checkpointed as `outer_sync` and
-// `outer_momentum`.
+// `outer_momentum`, and with a trace (pipeline.trace) each step and each fragment's sync is
+// recorded in it (docs/formats/chrome-trace.md, "What DiLoCo records").
 
 #include <functional>
 #include <memory>
@@ -17,6 +18,7 @@
 #include "compute/moe/expert_exchange.hpp"
 #include "compute/train/outer_step.hpp"
 #include "monitor/metrics.hpp"
+#include "monitor/trace.hpp"
 
 namespace troupe::actors {
 
@@ -52,6 +54,9 @@ class ReplicaLoop final : public TrainingLoop {
   void resume_at(long steps) override { trainer_.resume_at(steps); }
   void abandon_step() override { trainer_.abandon_step(); }
   void resplit(const compute::BatchSplit& split) override;
+  // train.sync diloco: records every step and every fragment's outer sync into `recorder` from now
+  // on, on this rank's two tracks.
+  void record_into(monitor::TraceRecorder& recorder);
 
  private:
   compute::Backend& backend_;
@@ -65,6 +70,10 @@ class ReplicaLoop final : public TrainingLoop {
   compute::IslandGroup islands_;
   std::unique_ptr<compute::OuterStep> outer_;  // train.sync diloco only
   monitor::WorkerMetrics* metrics_;            // counts the outer syncs; null: none kept
+  std::int64_t last_outer_bytes_ = 0;          // this rank sent for the newest outer sync
+  monitor::TraceRecorder* trace_ = nullptr;    // the steps and syncs are recorded here; null: none
+  std::vector<double> sync_started_us_;        // per fragment: when its sum in flight started
+  std::vector<long> sync_started_after_;       // ... after which step
   long total_steps_;
   std::string layout_;
   // Parameters and both moments; checkpoints read and write host memory, so state on a device

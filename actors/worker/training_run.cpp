@@ -431,6 +431,10 @@ class RankRun {
     record.expert_slots = r.moe.slots;
     record.batch_share = r.batch_share;
     record.micro_batch_seconds = r.micro_batch_seconds;
+    record.islands = r.islands;
+    record.outer_syncs = r.outer_syncs;
+    record.outer_bytes = r.outer_bytes;
+    record.next_sync_step = r.next_sync_step;
     services_.progress.step_done(record);
     if (services_.metrics) {
       services_.metrics->step_done(s + 1, secs, tokens, r.loss, r.lr, r.grad_norm);
@@ -542,6 +546,7 @@ RunOutcome run_training(const ResolvedJob& job, compute::Backend& backend, const
   compute::memory_ledger().measure_runtime();  // what the process holds before the model
   ReplicaLoop loop(job, backend, data, std::move(data_parallel), !services.recovery.join, context, std::move(islands),
                    experts, services.metrics);
+  if (services.trace) loop.record_into(*services.trace);
   return drive_training(job, data, backend.name(), loop, services);
 }
 

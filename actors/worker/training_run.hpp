@@ -12,15 +12,16 @@
 #include <stdexcept>
 #include <string>
 
+#include "actors/job_options.hpp"
 #include "actors/worker/in_place_recovery.hpp"
 #include "actors/worker/job_data.hpp"
 #include "actors/worker/replica_loop.hpp"
 #include "actors/worker/training_loop.hpp"
-#include "actors/job_options.hpp"
 #include "compute/backend.hpp"
 #include "compute/train/trainer.hpp"
 #include "monitor/metrics.hpp"
 #include "monitor/step_control.hpp"
+#include "monitor/trace.hpp"
 #include "monitor/work_progress.hpp"
 
 namespace troupe::actors {
@@ -84,6 +85,8 @@ struct RunServices {
   // share goes into its progress record.
   std::function<monitor::CompressionReading()> compression;
   RecoveryHooks recovery;
+  // train.sync diloco with pipeline.trace: the steps and outer syncs are recorded here (null: none).
+  monitor::TraceRecorder* trace = nullptr;
 };
 
 // Steps, progress lines, validation, the summary and (on the reporting rank) the sample; with

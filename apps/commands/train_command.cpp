@@ -4,17 +4,19 @@
 #include <cstdio>
 #include <memory>
 
+#include "actors/process_environment.hpp"
+#include "actors/process_logs.hpp"
+#include "actors/process_metrics.hpp"
+#include "actors/worker/job_data.hpp"
+#include "actors/worker/training_run.hpp"
 #include "apps/commands/checkpoint_folder_lock.hpp"
 #include "apps/commands/commands.hpp"
 #include "apps/config/job_layout.hpp"
 #include "apps/config/memory_fit.hpp"
 #include "apps/config/print.hpp"
 #include "apps/exit_codes.hpp"
-#include "actors/process_environment.hpp"
-#include "actors/worker/job_data.hpp"
-#include "actors/process_logs.hpp"
-#include "actors/process_metrics.hpp"
-#include "actors/worker/training_run.hpp"
+#include "monitor/log.hpp"
+#include "monitor/trace.hpp"
 
 namespace troupe::apps {
 
@@ -44,8 +46,17 @@ int run_train(const ResolvedJob& job, std::optional<double> memory_limit) {
   metrics->set_mfu_basis(job, 1, 0);
   if (Status opened = logs.open_file(); !opened) return error_exit(ExitCode::bad_input, opened.error().message);
   monitor::WorkProgress progress;
-  actors::RunOutcome outcome = actors::run_training(job, **backend, *data, {}, {progress, metrics->worker(0)});
+  // pipeline.trace under DiLoCo: the steps and outer syncs (one island in one process).
+  monitor::TraceRecorder trace;
+  const std::string trace_path = job.config.train.sync == compute::SyncMode::diloco ? job.config.pipeline.trace : "";
+  actors::RunServices services{progress, metrics->worker(0)};
+  if (!trace_path.empty()) services.trace = &trace;
+  actors::RunOutcome outcome = actors::run_training(job, **backend, *data, {}, services);
   if (outcome.exit_code != 0) return error_exit(exit_code_of(outcome.exit_code), outcome.reason);
+  if (!trace_path.empty()) {
+    if (Status s = monitor::write_trace(trace, trace_path); !s) return error_exit(ExitCode::failure, s.error().message);
+    monitor::logger("train")->info("trace of the steps and outer syncs written to {} (Chrome trace JSON)", trace_path);
+  }
   return to_int(ExitCode::success);
 }
 

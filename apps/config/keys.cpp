@@ -155,7 +155,8 @@ constexpr ConfigKey keys[] = {
      field<&J::pipeline, &P::stage_speeds>},
     {"pipeline.trace",
      "file for a Chrome trace (Perfetto) of every stage's forward, backward, waits and sends (with context shards "
-     "alone: every rank's ring shifts and all-to-alls), written at the end; empty = none",
+     "alone: every rank's ring shifts and all-to-alls; under train.sync diloco: every rank's steps and outer syncs), "
+     "written at the end; empty = none",
      field<&J::pipeline, &P::trace>},
 
     {"tensor.shards",

@@ -1,5 +1,6 @@
 #include "compute/train/outer_step.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <string>
@@ -96,6 +97,14 @@ bool OuterStep::lands_at_once(long steps_taken, long total_steps) const {
   return options_.overlap == 0 || steps_taken == total_steps;
 }
 
+long OuterStep::next_sync(long steps_taken, long total_steps) const {
+  // Every fragment is scheduled once in any H consecutive steps: at most H looked at.
+  for (long s = steps_taken + 1; s < total_steps; ++s)
+    for (const OuterFragment& f : options_.fragments)
+      if (scheduled(f, options_.every, s)) return s;
+  return steps_taken < total_steps ? total_steps : 0;
+}
+
 Tensor OuterStep::pending(int fragment) const {
   const OuterFragment& f = options_.fragments.at(static_cast<std::size_t>(fragment));
   return delta_.slice(f.begin, {f.size()});
@@ -153,6 +162,23 @@ std::vector<int> OuterStep::after_step(long steps_taken, long total_steps, Tenso
   return landed;
 }
 
+void OuterStep::adopt(int fragment, const OuterStep& peer, Tensor& params) {
+  const OuterFragment& f = options_.fragments.at(static_cast<std::size_t>(fragment));
+  TROUPE_CHECK(params.numel() == last_sync_.numel() && params.dtype() == last_sync_.dtype() &&
+                   peer.last_sync_.numel() == last_sync_.numel() && peer.last_sync_.dtype() == last_sync_.dtype(),
+               "outer step: the outer state of other parameters");
+  const std::size_t offset = static_cast<std::size_t>(f.begin) * dtype_size(last_sync_.dtype());
+  const std::size_t bytes = static_cast<std::size_t>(f.size()) * dtype_size(last_sync_.dtype());
+  std::memcpy(static_cast<std::byte*>(last_sync_.data()) + offset,
+              static_cast<const std::byte*>(peer.last_sync_.data()) + offset, bytes);
+  std::memcpy(static_cast<std::byte*>(momentum_.data()) + offset,
+              static_cast<const std::byte*>(peer.momentum_.data()) + offset, bytes);
+  std::memcpy(static_cast<std::byte*>(params.data()) + offset,
+              static_cast<const std::byte*>(peer.last_sync_.data()) + offset, bytes);
+  started_at_[static_cast<std::size_t>(fragment)] = -1;
+  ++syncs_;
+}
+
 std::vector<int> OuterStep::land_in_flight(Tensor& params, const IslandGroup& group) {
   std::vector<int> landed;
   for (std::size_t f = 0; f < started_at_.size(); ++f) {
@@ -164,7 +190,8 @@ std::vector<int> OuterStep::land_in_flight(Tensor& params, const IslandGroup& gr
   return landed;
 }
 
-void train_islands(std::span<SimulatedIsland> islands, std::span<OuterStep> outer, long steps_taken, long steps) {
+void train_islands(std::span<SimulatedIsland> islands, std::span<OuterStep> outer, long steps_taken, long steps,
+                   const IslandsPresent& present) {
   TROUPE_CHECK(!islands.empty() && islands.size() == outer.size(), "simulated islands: one outer state per island");
   const int k = static_cast<int>(islands.size());
   const Tensor& first = islands.front().params;
@@ -172,37 +199,48 @@ void train_islands(std::span<SimulatedIsland> islands, std::span<OuterStep> oute
   MemoryScope scope(MemoryKind::optimizer_state);
   Tensor sum_buffer = Tensor::zeros(first.shape(), first.dtype());
   std::vector<std::byte> payload;  // one island's pseudo-gradient as int8 blocks
-  // Σ_i in island order, ((Δ_0 + Δ_1) + Δ_2) + ..., then every island's outer step on fragment f.
-  auto land = [&](int f, bool mix) {
+  // Σ_i over the islands present in island order, ((Δ_0 + Δ_1) + Δ_2) + ..., then every present
+  // island's outer step on fragment f, divided by the count present; the absent adopt the result.
+  auto land = [&](int f, bool mix, long s) {
     const OuterFragment& fragment = outer.front().fragments()[static_cast<std::size_t>(f)];
     Tensor sum = sum_buffer.slice(fragment.begin, {fragment.size()});
-    for (int i = 0; i < k; ++i) {
+    std::vector<int> here;
+    for (int i = 0; i < k; ++i)
+      if (!present || present(s, i)) here.push_back(i);
+    TROUPE_CHECK(!here.empty(), "simulated islands: a sync without an island present");
+    for (int i : here) {
+      const bool first = i == here.front();
       const Tensor next = outer[static_cast<std::size_t>(i)].pending(f);
       if (precision == OuterPrecision::int8) {
         payload.resize(static_cast<std::size_t>(int8_blocks_bytes(sum.numel())));
         encode_int8_blocks(next.data_as<float>(), sum.numel(), payload.data());
-        add_int8_blocks(payload.data(), sum.numel(), sum.data_as<float>(), i == 0);
+        add_int8_blocks(payload.data(), sum.numel(), sum.data_as<float>(), first);
       } else if (sum.dtype() == DType::f64) {
-        add_pseudo_gradient(sum.data_as<double>(), next.data_as<double>(), sum.numel(), i == 0,
+        add_pseudo_gradient(sum.data_as<double>(), next.data_as<double>(), sum.numel(), first,
                             precision == OuterPrecision::bf16);
       } else {
-        add_pseudo_gradient(sum.data_as<float>(), next.data_as<float>(), sum.numel(), i == 0,
+        add_pseudo_gradient(sum.data_as<float>(), next.data_as<float>(), sum.numel(), first,
                             precision == OuterPrecision::bf16);
       }
     }
+    const int count = static_cast<int>(here.size());
+    for (int i : here)
+      outer[static_cast<std::size_t>(i)].apply(f, islands[static_cast<std::size_t>(i)].params, sum, count, mix);
     for (int i = 0; i < k; ++i)
-      outer[static_cast<std::size_t>(i)].apply(f, islands[static_cast<std::size_t>(i)].params, sum, k, mix);
+      if (!std::binary_search(here.begin(), here.end(), i))
+        outer[static_cast<std::size_t>(i)].adopt(f, outer[static_cast<std::size_t>(here.front())],
+                                                 islands[static_cast<std::size_t>(i)].params);
   };
   for (long s = steps_taken; s < steps; ++s) {
     for (SimulatedIsland& island : islands) island.step();
     const OuterStep& plan = outer.front();
     const std::vector<int> landed = plan.landing(s + 1, steps), started = plan.starting(s + 1, steps);
     const bool at_once = plan.lands_at_once(s + 1, steps);
-    for (int f : landed) land(f, true);
+    for (int f : landed) land(f, true, s + 1);
     for (int f : started) {
       for (int i = 0; i < k; ++i)
         outer[static_cast<std::size_t>(i)].take_pseudo_gradient(f, islands[static_cast<std::size_t>(i)].params, s + 1);
-      if (at_once) land(f, false);
+      if (at_once) land(f, false, s + 1);
     }
   }
 }

@@ -73,6 +73,9 @@ class OuterStep {
   std::vector<int> starting(long steps_taken, long total_steps) const;
   // Whether a sync started after that step lands at once.
   bool lands_at_once(long steps_taken, long total_steps) const;
+  // The step after which the next sync starts once `steps_taken` steps are taken (a fragment's
+  // scheduled step, or the last); 0 when the run has taken all of its steps.
+  long next_sync(long steps_taken, long total_steps) const;
 
   // Fragment f's pseudo-gradient from `params` into pending(f): the last-sync weights less them;
   // its sum starts after the step that made `steps_taken` steps.
@@ -87,6 +90,11 @@ class OuterStep {
   // One rank's outer work after the step that made `steps_taken` steps: lands and starts the
   // fragments the schedule names, summing over `group`. The fragments landed, in order.
   std::vector<int> after_step(long steps_taken, long total_steps, Tensor& params, const IslandGroup& group);
+
+  // An island that missed fragment f's sync (lost, or silent): it takes f's outer state from
+  // `peer`, an island that took the step, and its weights of f become the outer weights, so it goes
+  // on as the islands present do. Its sum in flight, if any, is dropped.
+  void adopt(int fragment, const OuterStep& peer, Tensor& params);
 
   // Waits for and applies every fragment's sum in flight now, as the last step would land it
   // (for a caller that stops stepping for a while, such as a bench taking turns). The fragments landed.
@@ -114,11 +122,20 @@ struct SimulatedIsland {
   Tensor params;
 };
 
+// Whether island `island` takes part in the syncs that land after the step that made
+// `steps_taken` steps; empty: every island always.
+using IslandsPresent = std::function<bool(long steps_taken, int island)>;
+
 // K islands in one process, one after another: each takes its inner steps from `steps_taken` to
 // `steps` (its own data shard: its trainer reads as island i of K), and whenever fragments land the
 // pseudo-gradients are summed in island order (rounded as the precision's wire rounds them, for K
 // above 1) and every island takes the outer step. The real run on K processes sums them by a ring
 // all-reduce: for K = 2 that is the same addition, so the weights are the same bit for bit.
-void train_islands(std::span<SimulatedIsland> islands, std::span<OuterStep> outer, long steps_taken, long steps);
+//
+// With `present`, a sync averages over the islands present only, Δ = (Σ_{i present} Δ_i) / |present|
+// (summed in island order, as the outer group of the present islands would), and each island absent
+// then adopts the outer state of the first present (OuterStep::adopt). At least one must be present.
+void train_islands(std::span<SimulatedIsland> islands, std::span<OuterStep> outer, long steps_taken, long steps,
+                   const IslandsPresent& present = {});
 
 }  // namespace troupe::compute

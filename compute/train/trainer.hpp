@@ -97,6 +97,14 @@ struct StepResult {
   double micro_batch_seconds = 0;
   // train.balance dynamic: the shares change from the next step on (Trainer::micro_shares()).
   bool shares_changed = false;
+  // train.sync diloco, filled by the caller that takes the outer step (the trainer knows no
+  // islands): the islands in the last sync (0: not diloco), the fragment syncs landed since the
+  // process started, the bytes this rank sent for the newest, and the step after which the next
+  // starts (0: none).
+  int islands = 0;
+  long outer_syncs = 0;
+  std::int64_t outer_bytes = 0;
+  long next_sync_step = 0;
 };
 
 class Trainer {

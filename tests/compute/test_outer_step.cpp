@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -70,6 +71,84 @@ TEST_CASE("outer step: Nesterov over three syncs of three islands equals the for
   CHECK(outer.syncs() == 3);
 }
 
+TEST_CASE("simulated islands with one missing a sync: the average over those present equals the formula in f64",
+          "[diloco]") {
+  constexpr std::int64_t n = 64;
+  constexpr int k = 3;
+  const double lr = 0.7, mu = 0.9;
+  const Tensor start = filled(n, 3, 1.0);
+  // Island i's step s (from 0) adds its own amount to every weight.
+  const auto moved = [](int island, long step) {
+    return filled(n, 1000 + 10 * static_cast<std::uint64_t>(island) + static_cast<std::uint64_t>(step), 0.1);
+  };
+  // Syncs after steps 2 and 4; island 1 misses the second.
+  const IslandsPresent missing = [](long steps_taken, int island) { return !(steps_taken == 4 && island == 1); };
+  struct Run {
+    std::vector<Tensor> params;
+    std::vector<OuterStep> outer;
+  };
+  const auto simulate = [&](const IslandsPresent& present) {
+    Run run;
+    std::vector<long> taken(k, 0);
+    std::vector<SimulatedIsland> islands;
+    for (int i = 0; i < k; ++i) {
+      Tensor p = filled(n, 0, 0.0);
+      std::copy_n(start.data_as<double>(), n, p.data_as<double>());
+      run.params.push_back(p);
+      islands.push_back({[p, i, &taken, &moved]() mutable {
+                           const Tensor d = moved(i, taken[static_cast<std::size_t>(i)]++);
+                           for (std::int64_t e = 0; e < p.numel(); ++e)
+                             p.data_as<double>()[e] += d.data_as<double>()[e];
+                         },
+                         p});
+      run.outer.emplace_back(p, OuterOptions{2, lr, mu});
+    }
+    train_islands(islands, run.outer, 0, 4, present);
+    return run;
+  };
+  // The formula: each island's weights after its steps, Δ over those present, Nesterov, and every
+  // island (the absent one too) on w afterwards.
+  std::vector<double> w_sync(start.data_as<double>(), start.data_as<double>() + n), m(n, 0.0);
+  std::vector<std::vector<double>> w(k, w_sync);
+  for (long sync_after : {2L, 4L}) {
+    for (int i = 0; i < k; ++i)
+      for (long s = sync_after - 2; s < sync_after; ++s) {
+        const Tensor d = moved(i, s);
+        for (std::int64_t e = 0; e < n; ++e) w[static_cast<std::size_t>(i)][e] += d.data_as<double>()[e];
+      }
+    for (std::int64_t e = 0; e < n; ++e) {
+      double delta = 0;
+      int here = 0;
+      for (int i = 0; i < k; ++i)
+        if (missing(sync_after, i)) {
+          delta += w_sync[e] - w[static_cast<std::size_t>(i)][e];
+          ++here;
+        }
+      delta /= here;
+      m[e] = mu * m[e] + delta;
+      w_sync[e] = w_sync[e] - lr * (delta + mu * m[e]);
+      for (int i = 0; i < k; ++i) w[static_cast<std::size_t>(i)][e] = w_sync[e];
+    }
+  }
+  Run run = simulate(missing);
+  double worst = 0;
+  for (int i = 0; i < k; ++i)
+    for (std::int64_t e = 0; e < n; ++e) {
+      worst = std::max(worst, std::abs(run.params[static_cast<std::size_t>(i)].data_as<double>()[e] - w_sync[e]));
+      worst = std::max(worst, std::abs(run.outer[static_cast<std::size_t>(i)].momentum().data_as<double>()[e] - m[e]));
+    }
+  CHECK(worst < 1e-12);
+  // The island that missed the sync goes on from the others' outer state and weights, exactly.
+  const std::size_t bytes = run.params[0].nbytes();
+  CHECK(std::memcmp(run.outer[1].last_sync().data(), run.outer[0].last_sync().data(), bytes) == 0);
+  CHECK(std::memcmp(run.outer[1].momentum().data(), run.outer[0].momentum().data(), bytes) == 0);
+  CHECK(std::memcmp(run.params[1].data(), run.params[0].data(), bytes) == 0);
+  CHECK(run.outer[1].syncs() == 2);
+  // Averaging all three gives other weights: the mask did leave island 1 out.
+  Run all = simulate({});
+  CHECK(std::abs(all.params[0].data_as<double>()[5] - run.params[0].data_as<double>()[5]) > 1e-6);
+}
+
 TEST_CASE("outer step: lr 1 without momentum gives the islands' weights averaged", "[diloco]") {
   constexpr std::int64_t n = 100;
   Tensor start = filled(n, 2, 1.0);
@@ -117,6 +196,22 @@ TEST_CASE("outer step: fragments sync staggered, land d steps later, and all end
   // Started after 2, 4, 6, ...; landed a step later; the one started after 12 lands early, at the end.
   CHECK(schedule(overlapped, 13) ==
         std::vector<std::string>{"3:1", "5:2", "7:0", "9:1", "11:2", "13:0", "13:1", "13:2"});
+}
+
+TEST_CASE("outer step: the next sync is the next fragment's scheduled step, or the last step", "[diloco]") {
+  std::vector<OuterFragment> fragments{{0, 2, 0}, {2, 4, 2}, {4, 6, 4}};
+  const OuterStep outer(Tensor::zeros({6}, DType::f32), {6, 0.7, 0.9, OuterPrecision::f32, fragments, 0});
+  // Offsets 0, 2, 4 of H 6 over 13 steps: syncs after 2, 4, 6, 8, 10, 12, then the last, 13.
+  CHECK(outer.next_sync(0, 13) == 2);
+  CHECK(outer.next_sync(2, 13) == 4);
+  CHECK(outer.next_sync(5, 13) == 6);
+  CHECK(outer.next_sync(11, 13) == 12);
+  CHECK(outer.next_sync(12, 13) == 13);
+  CHECK(outer.next_sync(13, 13) == 0);
+  const OuterStep whole(Tensor::zeros({1}, DType::f32), {4, 0.7, 0.9});
+  CHECK(whole.next_sync(0, 10) == 4);
+  CHECK(whole.next_sync(4, 10) == 8);
+  CHECK(whole.next_sync(8, 10) == 10);
 }
 
 TEST_CASE("outer step: a caller that stops stepping lands the sum in flight at once, mixed as a late landing",

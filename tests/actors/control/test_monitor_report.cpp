@@ -172,3 +172,34 @@ TEST_CASE("experts gives each MoE block's share per expert and max/mean over eve
   CHECK(std::regex_search(text, std::regex("\n +0 +200 +1\\.60 +40\\.0% +20\\.0% +10\\.0% +30\\.0%")));
   CHECK(std::regex_search(text, std::regex("\n +1 +200 +1\\.00 +25\\.0% +25\\.0% +25\\.0% +25\\.0%")));
 }
+
+TEST_CASE("status shows a DiLoCo run's islands, outer syncs, the last sync's bytes and the next sync's step",
+          "[monitor][diloco]") {
+  MonitorPlan plan;
+  plan.world_size = 2;
+  plan.dp = 2;
+  plan.total_steps = 100;
+  job_view_msg view;
+  view.running = true;
+  StepHistory history;
+  history[0][7] = step_beat{7, 0, 1.0, 3.0, 512};
+  CHECK_FALSE(Contains("diloco").match(status_text(plan, view, history, {}, {})));
+  history[0][7].islands = 2;
+  history[0][7].next_sync_step = 20;
+  CHECK_THAT(status_text(plan, view, history, {}, {}),
+             Contains("\ndiloco    2 island(s) present; no outer sync yet; next after step 20\n"));
+  step_beat synced{61, 1, 1.0, 2.5, 512};
+  synced.islands = 2;
+  synced.outer_syncs = 3;
+  synced.outer_bytes = 1630000;
+  synced.next_sync_step = 80;
+  history[0][61] = synced;
+  const std::string status = status_text(plan, view, history, {}, {});
+  INFO(status);
+  CHECK_THAT(status, Contains("\ndiloco    2 island(s) present; 3 outer sync(s), the last 1.63 MB sent by each rank; "
+                              "next after step 80\nETA"));
+  history[0][100] = synced;
+  history[0][100].step = 100;
+  history[0][100].next_sync_step = 0;
+  CHECK_THAT(status_text(plan, view, history, {}, {}), Contains("; none to come\n"));
+}

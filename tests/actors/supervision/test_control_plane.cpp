@@ -495,13 +495,14 @@ TEST_CASE("every catalogue message without an actor handle survives serializatio
 
 TEST_CASE(
     "a heartbeat carries a step's figures across a serialization: compression, lr, grad norm, validation loss, "
-    "the experts' token-slots, batch share",
+    "the experts' token-slots, batch share, DiLoCo's syncs",
     "[actors][compression][moe]") {
   TroupeConfig cfg;
   caf::actor_system system{cfg};
   worker_beat worker{3, 9, 9, 0, "step 10", "", 0};
-  worker.recent_steps = {step_beat{
-      9, 1.5e9, 2.25, 3.5, 4096, 733184, 43376640, 0.125, 3e-4, 1.75, true, 3.25, 3, {5, 0, 7, 4, 4, 4}, 0.625, 0.21}};
+  worker.recent_steps = {step_beat{9,     1.5e9, 2.25, 3.5,  4096,    733184, 43376640,
+                                   0.125, 3e-4,  1.75, true, 3.25,    3,      {5, 0, 7, 4, 4, 4},
+                                   0.625, 0.21,  2,    5,    1630000, 12}};
   auto h = round_trip(system, heartbeat_msg{1, {worker}});
   REQUIRE(h.workers.size() == 1);
   REQUIRE(h.workers[0].recent_steps.size() == 1);
@@ -515,6 +516,8 @@ TEST_CASE(
   CHECK(s.expert_slots == std::vector<std::int64_t>{5, 0, 7, 4, 4, 4});
   // ... and its replica's share of the global batch and measured time per micro-batch (train.balance).
   CHECK((s.batch_share == 0.625 && s.micro_batch_seconds == 0.21));
+  // ... and DiLoCo's islands, outer syncs, the newest sync's bytes and the next sync's step (the shell's status).
+  CHECK((s.islands == 2 && s.outer_syncs == 5 && s.outer_bytes == 1630000 && s.next_sync_step == 12));
 }
 
 TEST_CASE("a heartbeat carries what its workers noted for the job's events across a serialization",

@@ -10,6 +10,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +27,8 @@
 #include "compute/train/outer_step.hpp"
 #include "compute/train/trainer.hpp"
 #include "support/temp_dir.hpp"
+
+#include <nlohmann/json.hpp>
 
 using namespace troupe;
 using namespace troupe::test;
@@ -44,11 +48,12 @@ std::string job_file(const TempDir& dir, long every, double lr, double momentum,
                        "\nouter_momentum = " + std::to_string(momentum) + "\n" + streaming + "[sample]\ntokens = 0\n");
 }
 
-// The job of `file` on two workers, its final weights from its checkpoint.
-std::vector<float> two_processes(const TempDir& dir, const std::string& file, const std::string& name) {
-  const ProcessResult r =
-      run_troupe(dir, {"train", "--config", file, "--workers", "2", "--checkpoint.dir", (dir.path() / name).string()},
-                 std::chrono::seconds(180));
+// The job of `file` on two workers (`extra` keys last), its final weights from its checkpoint.
+std::vector<float> two_processes(const TempDir& dir, const std::string& file, const std::string& name,
+                                 const std::vector<std::string>& extra = {}) {
+  const ProcessResult r = run_troupe(
+      dir, with({"train", "--config", file, "--workers", "2", "--checkpoint.dir", (dir.path() / name).string()}, extra),
+      std::chrono::seconds(180));
   INFO(name << " stdout: " << r.out << "\nstderr: " << r.err);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("2 island(s) of 1"));
@@ -114,6 +119,50 @@ void check_equals_simulation(const std::string& file, const std::vector<float>& 
   CHECK(outer[0].syncs() == syncs);
 }
 
+// The trace of the streaming run below (docs/formats/chrome-trace.md, "What DiLoCo records"): on
+// each rank's two tracks its kSteps steps, and its three fragment syncs where the schedule puts
+// them — fragment 1 from after step 2 to after step 3 (the step it overlapped inside the span),
+// then both fragments after the last step.
+void check_trace(const std::string& path) {
+  std::ifstream in(path);
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  std::vector<std::string> names;
+  std::map<int, std::map<std::string, nlohmann::json>> events;  // rank → name → event
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] == "M") names.push_back(e["args"]["name"].get<std::string>());
+    if (e["ph"] != "X") continue;
+    const std::string name = e["name"].get<std::string>();
+    CHECK(e["tid"] == (name.rfind("step ", 0) == 0 ? 0 : 1));
+    events[e["pid"].get<int>()]
+          [name + (e["args"].contains("fragment") ? " f" + e["args"]["fragment"].get<std::string>() : "")] = e;
+  }
+  CHECK(names == std::vector<std::string>{"rank 0 (island 0)", "rank 1 (island 1)", "inner steps", "outer syncs",
+                                          "inner steps", "outer syncs"});
+  REQUIRE(events.size() == 2);
+  for (auto& [rank, by_name] : events) {
+    INFO("rank " << rank);
+    const auto end = [](const nlohmann::json& e) { return e["ts"].get<double>() + e["dur"].get<double>(); };
+    std::vector<std::string> keys;
+    for (const auto& [name, e] : by_name) keys.push_back(name);
+    CHECK(keys == std::vector<std::string>{"outer sync 1 f1", "outer sync 2 f0", "outer sync 3 f1", "step 1", "step 2",
+                                           "step 3", "step 4"});
+    const nlohmann::json& overlapped = by_name["outer sync 1 f1"];
+    CHECK(overlapped["cat"] == "sync");
+    CHECK(overlapped["args"]["started_after_step"] == "2");
+    CHECK(overlapped["args"]["landed_after_step"] == "3");
+    CHECK(overlapped["args"]["islands"] == "2");
+    CHECK(std::stol(overlapped["args"]["bytes"].get<std::string>()) > 0);
+    CHECK(overlapped["ts"].get<double>() >= end(by_name["step 2"]));
+    CHECK(overlapped["ts"].get<double>() <= by_name["step 3"]["ts"].get<double>());
+    CHECK(end(overlapped) >= end(by_name["step 3"]));
+    CHECK(end(overlapped) <= by_name["step 4"]["ts"].get<double>());
+    for (const char* last : {"outer sync 2 f0", "outer sync 3 f1"}) {
+      CHECK(by_name[last]["args"]["started_after_step"] == "4");
+      CHECK(by_name[last]["ts"].get<double>() >= end(by_name["step 4"]));
+    }
+  }
+}
+
 TEST_CASE("diloco: two islands on two processes end with the one-process simulation's weights, bit for bit",
           "[diloco]") {
   TempDir dir;
@@ -128,8 +177,10 @@ TEST_CASE("diloco: two fragments, one step of overlap, bf16 pseudo-gradients: th
   TempDir dir;
   const std::string file =
       job_file(dir, 4, 0.7, 0.9, "diloco_fragments = 2\ndiloco_overlap = 1\ndiloco_precision = \"bf16\"\n");
-  const std::vector<float> real = two_processes(dir, file, "streaming");
+  const std::string trace = (dir.path() / "trace.json").string();
+  const std::vector<float> real = two_processes(dir, file, "streaming", {"--pipeline.trace", trace});
   check_equals_simulation(file, real, 3);
+  check_trace(trace);
 }
 
 TEST_CASE("diloco: int8 pseudo-gradients, gathered and added in island order: the real run equals the simulation",
@@ -229,4 +280,103 @@ TEST_CASE("diloco: a run resumed between two syncs ends with the weights and out
   auto m = c->read_all("outer_momentum");
   REQUIRE(m.ok());
   CHECK(std::any_of(m->begin(), m->end(), [](float v) { return v != 0; }));
+}
+
+namespace {
+
+// tiny in `islands` islands of one replica, 7 steps of H 3 (syncs after 3, 6 and the last, 7), a
+// global batch of 8 sequences: 2 replicas of batch 4, or one of 4 in 2 micro-batches.
+std::string resume_file(const TempDir& dir, int islands) {
+  return dir.write("resume-" + std::to_string(islands) + ".toml",
+                   "[model]\npreset = \"tiny\"\n[train]\nsteps = 7\nbatch_size = 4\nseq_len = 64\nthreads = 1\n"
+                   "val_every = 0\nval_batches = 1\nsync = \"diloco\"\nislands = " +
+                       std::to_string(islands) + "\ngrad_accum = " + std::to_string(islands == 1 ? 2 : 1) +
+                       "\ndiloco_steps = 3\n[sample]\ntokens = 0\n");
+}
+
+std::vector<float> kind_at(const std::filesystem::path& dir, long step, const char* kind) {
+  auto loaded = checkpoint::open_checkpoint(checkpoint::step_dir(dir, step));
+  REQUIRE(loaded.ok());
+  auto values = loaded->read_all(kind);
+  REQUIRE(values.ok());
+  return std::move(*values);
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+void copy_into(const std::vector<float>& values, compute::Tensor& t) {
+  REQUIRE(static_cast<std::int64_t>(values.size()) == t.numel());
+  std::memcpy(t.data(), values.data(), values.size() * sizeof(float));
+}
+
+// The job of `file` as its islands in this process, each from the checkpoint of `step` in `from`
+// (its one inner state, island 0's) and the outer state saved there, to the last step: its
+// final weights.
+std::vector<float> simulated_from(const std::string& file, const std::filesystem::path& from, long step) {
+  Simulation sim(file);
+  std::vector<compute::SimulatedIsland> islands;
+  std::vector<compute::OuterStep> outer;
+  for (std::size_t i = 0; i < sim.models.size(); ++i) {
+    copy_into(kind_at(from, step, "param"), sim.models[i]->params());
+    copy_into(kind_at(from, step, "adam_m"), sim.trainers[i]->optimizer().first_moments());
+    copy_into(kind_at(from, step, "adam_v"), sim.trainers[i]->optimizer().second_moments());
+    sim.trainers[i]->resume_at(step);
+    islands.push_back({[trainer = sim.trainers[i].get()] { trainer->step(); }, sim.models[i]->params()});
+    outer.emplace_back(sim.models[i]->params(), actors::outer_options(sim.job));
+    copy_into(kind_at(from, step, "outer_sync"), outer.back().last_sync());
+    copy_into(kind_at(from, step, "outer_momentum"), outer.back().momentum());
+  }
+  compute::train_islands(islands, outer, step, sim.job.config.train.steps);
+  return sim.params(0);
+}
+
+// Resumes the checkpoints in `from` (its newest, of step `step`) as the job of `file` does, with
+// `workers` processes and `every` for checkpoint.every, in `to`.
+void resume(const TempDir& dir, const std::filesystem::path& from, long step, const std::filesystem::path& to,
+            const std::string& file, int workers, long every) {
+  std::filesystem::copy(from, to, std::filesystem::copy_options::recursive);
+  for (long later = step + 1; later <= 7; ++later) std::filesystem::remove_all(checkpoint::step_dir(to, later));
+  const ProcessResult r = run_troupe(dir,
+                                     {"train", "--config", file, "--workers", std::to_string(workers), "--resume",
+                                      "--checkpoint.dir", to.string(), "--checkpoint.every", std::to_string(every)},
+                                     std::chrono::seconds(180));
+  INFO(to.filename() << " stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("after step " + std::to_string(step) + " (data position"));
+}
+
+}  // namespace
+
+TEST_CASE("diloco: a checkpoint of one island resumes on two, and one of two on one, from the outer state saved",
+          "[diloco][checkpoint]") {
+  namespace fs = std::filesystem;
+  TempDir dir;
+  const std::string one = resume_file(dir, 1), two = resume_file(dir, 2);
+  // One island in one process, a checkpoint after step 4 (after the first sync: a momentum of one).
+  const fs::path first = dir.path() / "one", second = dir.path() / "two", third = dir.path() / "one-again";
+  const ProcessResult r =
+      run_troupe(dir, {"train", "--config", one, "--checkpoint.dir", first.string(), "--checkpoint.every", "4"},
+                 std::chrono::seconds(120));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const std::vector<float> momentum = kind_at(first, 4, "outer_momentum");
+  CHECK(std::any_of(momentum.begin(), momentum.end(), [](float v) { return v != 0; }));
+
+  // 1 → 2: two processes, each its own island from island 0's inner state; the checkpoint after
+  // step 5 (no sync since the resume) holds the outer state saved, bit for bit, and the run ends
+  // with the weights of the two islands simulated from the saved state.
+  resume(dir, first, 4, second, two, 2, 5);
+  for (const char* kind : {"outer_sync", "outer_momentum"}) {
+    INFO(kind);
+    CHECK(same_bits(kind_at(second, 5, kind), kind_at(first, 4, kind)));
+  }
+  const std::vector<float> on_two = kind_at(second, 7, "param");
+  CHECK(same_bits(on_two, simulated_from(two, first, 4)));
+  CHECK_FALSE(same_bits(on_two, kind_at(first, 7, "param")));
+
+  // 2 → 1: the two islands' checkpoint after step 5 resumed in one process, one island.
+  resume(dir, second, 5, third, one, 1, 100);
+  CHECK(same_bits(kind_at(third, 7, "param"), simulated_from(one, second, 5)));
 }

@@ -580,3 +580,26 @@ TEST_CASE(
   CHECK(std::stod(row[1].str()) >= 1.0);
   CHECK(std::stod(row[1].str()) <= 4.0);
 }
+
+TEST_CASE("troupe shell -c status shows a live DiLoCo job's islands, outer syncs, their bytes and the next sync",
+          "[shell][diloco]") {
+  TempDir dir;
+  LiveJob job(dir, 100000, {}, {"train", "--workers", "2"},
+              {"--train.sync", "diloco", "--train.islands", "2", "--train.diloco_steps", "4"});
+  const ProcessResult status = status_showing(dir, job, "outer sync(s), the last");
+  INFO("stdout: " << status.out << "\nstderr: " << status.err);
+  REQUIRE(status.exit_code == 0);
+  std::smatch line;
+  REQUIRE(std::regex_search(
+      status.out, line,
+      std::regex("\ndiloco    2 island\\(s\\) present; ([0-9]+) outer sync\\(s\\), the last ([0-9.]+) MB sent by each "
+                 "rank; next after step ([0-9]+)\n")));
+  CHECK(std::stol(line[1].str()) >= 1);
+  CHECK(std::stol(line[3].str()) % 4 == 0);  // H 4, one fragment
+  // The bytes are those the job's log gives for every sync.
+  const std::string log = job.log();
+  std::smatch logged;
+  REQUIRE(std::regex_search(log, logged,
+                            std::regex("diloco: outer step 1 after step 4: .* ([0-9.]+) MB sent by each rank")));
+  CHECK(logged[1].str() == line[2].str());
+}
