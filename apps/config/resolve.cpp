@@ -154,8 +154,7 @@ std::optional<std::string> balance_problem(const JobConfig& c) {
       {c.context.shards > 1, "context.shards > 1"},
       {c.expert.shards > 1, "expert.shards > 1"},
       {compute::shards_parameters(t.zero), "train.zero 3"},
-      {t.sync == compute::SyncMode::diloco, "train.sync diloco"},
-      {c.fault.elastic, "fault.elastic"}};
+      {t.sync == compute::SyncMode::diloco, "train.sync diloco"}};
   for (const auto& [set, keys] : not_yet)
     if (set)
       return "train.balance " + std::string(compute::balance_mode_name(t.balance)) + " does not work with " +

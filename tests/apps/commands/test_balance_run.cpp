@@ -46,19 +46,26 @@ Run run_job(const TempDir& dir, std::vector<std::string> args) {
           result.out};
 }
 
-// The uneven run against the even one: the same weights within float32's reordering, the same
-// printed loss every step (to its last printed digit).
-void check_same_training(const Run& even, const Run& uneven, const std::string& what) {
+// How close an uneven run must come to the even one (docs/balance.md's table): plain sums differ in
+// float32's reordering only (every printed loss to its last digit); compressed sums round or
+// approximate each replica's partial sum, and an uneven split's partial sums are other sums.
+struct Tolerance {
+  double param_norm = 1e-6, step_loss = 1e-4;
+};
+constexpr Tolerance compressed_sums{1e-4, 2e-4};
+
+// The uneven run against the even one: the same weights and printed losses within `tolerance`.
+void check_same_training(const Run& even, const Run& uneven, const std::string& what, Tolerance tolerance = {}) {
   INFO(what);
   std::printf("%s: param norm %.9g against the even split's %.9g, final loss %.4f against %.4f\n", what.c_str(),
               uneven.param_norm, even.param_norm, uneven.final_loss, even.final_loss);
-  CHECK(uneven.param_norm == Approx(even.param_norm).epsilon(1e-6));
+  CHECK(uneven.param_norm == Approx(even.param_norm).epsilon(tolerance.param_norm));
   CHECK(uneven.final_loss == Approx(even.final_loss).epsilon(1e-4));
   REQUIRE(even.losses.size() == static_cast<std::size_t>(steps));
   REQUIRE(uneven.losses.size() == even.losses.size());
   for (const auto& [step, loss] : even.losses) {
     INFO("step " << step);
-    CHECK(std::abs(uneven.losses.at(step) - loss) <= 1e-4 + 1e-9);
+    CHECK(std::abs(uneven.losses.at(step) - loss) <= tolerance.step_loss + 1e-9);
   }
 }
 
@@ -86,7 +93,7 @@ int dynamic_changes(const Run& run) {
 
 // Compressed sums against the even split with the same compression: each replica's partial sum is
 // rounded (bf16) or approximated (PowerSGD) before the group's sum, and an uneven split's partial
-// sums differ; the tolerance stays the plain sums' (docs/balance.md). Node 1 runs at half speed
+// sums differ (docs/balance.md's tolerance for them). Node 1 runs at half speed
 // under dynamic; the even and static runs need no slow node.
 void check_compressed(const std::string& kind, const std::vector<std::string>& zero_stages) {
   TempDir dir;
@@ -96,13 +103,14 @@ void check_compressed(const std::string& kind, const std::vector<std::string>& z
   const Run even = run_job(dir, job);
   const Run fixed = run_job(dir, with(job, {"--train.balance", "static", "--train.replica_speeds", "1,0.33"}));
   CHECK_THAT(fixed.out, Contains("balance static: replica shares 6, 2 of 8 micro-batches"));
-  check_same_training(even, fixed, "dp 2, comm.compress " + kind + ", shares 6 + 2");
+  check_same_training(even, fixed, "dp 2, comm.compress " + kind + ", shares 6 + 2", compressed_sums);
   for (const std::string& zero : zero_stages) {
     const Run moving =
         run_job(dir, {"launch", "--hostfile", slow_hosts, "--launcher", slow_launcher, "--comm.compress", kind,
                       "--train.zero", zero, "--train.balance", "dynamic", "--train.balance_window", "2"});
     CHECK(dynamic_changes(moving) >= 1);
-    check_same_training(even, moving, "dp 2, comm.compress " + kind + ", train.zero " + zero + ", dynamic shares");
+    check_same_training(even, moving, "dp 2, comm.compress " + kind + ", train.zero " + zero + ", dynamic shares",
+                        compressed_sums);
   }
 }
 
@@ -190,7 +198,7 @@ TEST_CASE(
       run_job(dir, {"launch", "--hostfile", dir.write("even_hosts", "localhost slots=1\nlocalhost slots=1\n")});
   const Run dynamic =
       run_job(dir, {"launch", "--hostfile", hosts, "--launcher", "export TROUPE_DRILL_THROW_AT=1:10; " + slow_launcher,
-                    "--train.balance", "dynamic", "--train.balance_window", "2"});
+                    "--train.balance", "dynamic", "--train.balance_window", "2", "--fault.heartbeat_timeout", "60"});
   CHECK_THAT(dynamic.out, Contains("drill: injected failure in the worker of rank 1 at step 10"));
   std::smatch resumed;
   REQUIRE(std::regex_search(dynamic.out, resumed,

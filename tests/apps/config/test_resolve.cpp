@@ -331,6 +331,7 @@ TEST_CASE("train.balance static reads the replica speeds and refuses the layouts
       " yet: uneven shares are data-parallel replicas (under static, of tensor shards) summing their gradients every "
       "step";
   CHECK(refused([](JobConfig& c) { c.tensor.shards = 2; }).empty());
+  CHECK(refused([](JobConfig& c) { c.fault.elastic = true; }).empty());
   CHECK(refused([](JobConfig& c) { c.train.zero = compute::ZeroStage::parameters; }) ==
         "train.balance static does not work with train.zero 3" + not_yet);
   CHECK(refused([](JobConfig& c) { c.train.sync = compute::SyncMode::diloco; }) ==
