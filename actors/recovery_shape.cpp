@@ -14,6 +14,7 @@ RecoveryShape recovery_shape(const JobConfig& config, int world_size, bool repla
   shape.islands = config.train.sync == compute::SyncMode::diloco ? config.train.islands : 1;
   shape.replaces_nodes = replaces_nodes;
   shape.checkpoints = !config.checkpoint.dir.empty();
+  shape.uneven_shares = config.train.balance != compute::BalanceMode::none;
   return shape;
 }
 

@@ -404,6 +404,7 @@ JobEnd run_job(const JobContactOptions& contact, const JobConfig& config, const 
     }
     job = std::move(after);
     job.config.checkpoint.resume = true;
+    job.config.train.replica_speeds = running_speeds(config, job.configured, job.running);
   }
 }
 

@@ -50,6 +50,31 @@ RestartOptions restart_options(const JobConfig& config, const RecoveryShape& sha
   return {config.checkpoint.dir, config.fault.max_restarts, config.fault.elastic, shape};
 }
 
+std::string running_speeds(const JobConfig& configured_config, const std::vector<NodeShape>& configured,
+                           const std::vector<int>& running) {
+  const std::string& listed = configured_config.train.replica_speeds;
+  if (listed.empty()) return {};
+  std::vector<std::string> speeds;  // each configured replica's, as written
+  for (std::size_t from = 0;;) {
+    const std::size_t comma = listed.find(',', from);
+    speeds.push_back(listed.substr(from, comma == std::string::npos ? std::string::npos : comma - from));
+    if (comma == std::string::npos) break;
+    from = comma + 1;
+  }
+  const int ranks_per_replica = configured_config.pipeline.stages * configured_config.tensor.shards;
+  std::vector<int> first_rank(configured.size(), 0);  // of each configured line
+  for (std::size_t i = 1; i < configured.size(); ++i) first_rank[i] = first_rank[i - 1] + configured[i - 1].slots;
+  std::string kept;
+  int rank = 0;  // in the running job
+  for (int index : running)
+    for (int slot = 0; slot < configured[static_cast<std::size_t>(index)].slots; ++slot, ++rank)
+      if (rank % ranks_per_replica == 0)
+        kept += (kept.empty() ? "" : ",") +
+                speeds.at(
+                    static_cast<std::size_t>((first_rank[static_cast<std::size_t>(index)] + slot) / ranks_per_replica));
+  return kept;
+}
+
 Expected<ShrinkPlan> plan_shrink(const JobShape& job, const std::vector<int>& drop) {
   const int stages = job.stages * job.shards;  // ranks per replica
   int old_world = 0, new_world = 0;

@@ -123,6 +123,13 @@ struct ShrinkPlan {
 // stages do not divide.
 Expected<ShrinkPlan> plan_shrink(const JobShape& job, const std::vector<int>& drop);
 
+// train.replica_speeds of the job that runs `running` (indices into `configured`, in rank order)
+// under `configured_config`, whose key lists a speed for each replica of every configured line: each
+// running replica keeps its line's speed (a shrink drops the speeds of the replicas it leaves out, a
+// grow brings them back). Empty stays empty (the shares are even, or dynamic measures them).
+std::string running_speeds(const JobConfig& configured_config, const std::vector<NodeShape>& configured,
+                           const std::vector<int>& running);
+
 // A line for the job's log, in order.
 struct PolicyLine {
   enum class Level { info, warn, error };

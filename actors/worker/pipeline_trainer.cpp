@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 
@@ -12,6 +13,7 @@
 #include "compute/data/batch.hpp"
 #include "compute/memory_ledger.hpp"
 #include "compute/model/stage_split.hpp"
+#include "compute/train/balance.hpp"
 
 namespace troupe::actors {
 namespace {
@@ -62,6 +64,14 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
   data_replica_ = replica_ / context_shards;
   data_replicas_ = setup_.grid.dp / context_shards;
   rows_ = context.sharded() ? context.split.local_rows() : setup_.options.seq_len;
+  // The step's micro-batches over the whole group: under train.balance static (tensor shards, no
+  // stages) the replicas' shares sum them, and this replica's schedule runs its own.
+  const std::vector<int>& shares = setup_.options.micro_shares;
+  TROUPE_CHECK(shares.empty() || (s.stages == 1 && static_cast<int>(shares.size()) == data_replicas_ &&
+                                  shares[static_cast<std::size_t>(data_replica_)] == s.microbatches),
+               "uneven shares need a stage of its replica's micro-batches");
+  group_micro_batches_ =
+      shares.empty() ? s.microbatches * data_replicas_ : std::accumulate(shares.begin(), shares.end(), 0);
   TROUPE_CHECK(setup_.grid.pp == s.stages, "the grid does not match the schedule");
   TROUPE_CHECK((setup_.grid.tp > 1) == (groups_.tp != nullptr), "a tp group exactly when the grid has tensor shards");
   TROUPE_CHECK(setup_.compression.kind == comm::Compression::none || !compute::shards_gradients(setup_.zero),
@@ -247,7 +257,7 @@ void PipelineTrainer::abandon_step() { zero_->abandon_step(); }
 
 std::int64_t PipelineTrainer::tokens_per_step() const {
   const compute::TrainerOptions& o = setup_.options;
-  return std::int64_t{o.batch_size} * o.seq_len * setup_.schedule.microbatches * data_replicas_;
+  return std::int64_t{o.batch_size} * o.seq_len * group_micro_batches_;
 }
 
 void PipelineTrainer::record_into(monitor::TraceRecorder& recorder) {
@@ -387,7 +397,7 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
       // other chunk has not taken.
       TROUPE_CHECK(!hands_down || handed_gradients_.empty(), "a gradient handed down a V's bottom was overwritten");
       const double start = now_us();
-      const double loss_scale = 1.0 / (static_cast<double>(s.microbatches) * setup_.grid.dp);
+      const double loss_scale = 1.0 / (static_cast<double>(group_micro_batches_) * setup_.grid.dp / data_replicas_);
       if (split) {
         stage.backward_input(slot, output_grad, loss_scale);
       } else {
@@ -516,9 +526,15 @@ compute::StepResult PipelineTrainer::step() {
     chunk.stage->zero_grad();
     chunk.backwards = 0;
   }
+  const std::vector<int>& shares = o.micro_shares;
   for (int j = 0; j < s.microbatches; ++j) {
+    // Even: micro-batch j of replica r is the step's j·R + r; uneven: its first_unit(r) + j.
     const std::uint64_t micro_index = static_cast<std::uint64_t>(steps_) * s.microbatches + j;
-    const std::uint64_t first = (micro_index * data_replicas_ + data_replica_) * o.batch_size;
+    const std::uint64_t first = shares.empty()
+                                    ? (micro_index * data_replicas_ + data_replica_) * o.batch_size
+                                    : (static_cast<std::uint64_t>(steps_) * group_micro_batches_ +
+                                       static_cast<std::uint64_t>(compute::first_unit(shares, data_replica_) + j)) *
+                                          o.batch_size;
     fill_rows(j, [&](compute::Tensor& inputs, compute::Tensor& targets) {
       compute::fill_batch(inputs.data_as<std::int32_t>(), targets.data_as<std::int32_t>(), train_tokens_, sampler_,
                           first, o.batch_size);
@@ -543,8 +559,12 @@ compute::StepResult PipelineTrainer::step() {
       reduce_gradients();
       for (Chunk& chunk : chunks_)
         for (auto& sends : chunk.slot_sends) sends.clear();  // wait_all saw them end
-      const double loss = sum_over(groups_.pp, loss_sum, "the loss sum") / s.microbatches;
-      result.loss = setup_.grid.dp > 1 ? sum_over(groups_.dp, loss, "the loss sum") / setup_.grid.dp : loss;
+      if (shares.empty()) {
+        const double loss = sum_over(groups_.pp, loss_sum, "the loss sum") / s.microbatches;
+        result.loss = setup_.grid.dp > 1 ? sum_over(groups_.dp, loss, "the loss sum") / setup_.grid.dp : loss;
+      } else {  // the global batch's: every micro-batch's loss over the group's
+        result.loss = sum_over(groups_.dp, loss_sum, "the loss sum") / group_micro_batches_;
+      }
       result.grad_norm = std::sqrt(sum_over(groups_.pp, own_sum_of_squares(true), "the gradient norm"));
       zero_->clip(result.grad_norm, o.grad_clip);
       trace("step", "reduce_grads", start);
@@ -566,7 +586,7 @@ double PipelineTrainer::evaluate(int batches) {
   // This replica's part of the validation set: `batches` global batches of windows, split in equal
   // parts over the replicas (compute::Trainer::evaluate's split), in micro-batches of B through
   // micro-batch 0's token buffers (no step is in flight).
-  const int micro_batches = batches * s.microbatches;
+  const int micro_batches = batches * (group_micro_batches_ / data_replicas_);
   const std::uint64_t first = static_cast<std::uint64_t>(data_replica_) * micro_batches * o.batch_size;
   const compute::Tensor& inputs = inputs_.front();
   const compute::Tensor& targets = targets_.front();

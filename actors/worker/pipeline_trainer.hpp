@@ -69,7 +69,9 @@ struct PipelineSetup {
   int peak_stashed = 1;          // this stage's, from the checker: the activation slots per chunk
   comm::Grid grid;               // dp × pp × tp
   int rank = 0;
-  compute::TrainerOptions options;  // batch, seq_len, lr, AdamW, clip, seed; grad_accum unused
+  // batch, seq_len, lr, AdamW, clip, seed; grad_accum unused; micro_shares: train.balance static's
+  // shares by data replica (one stage; the schedule runs this replica's share)
+  compute::TrainerOptions options;
   compute::ZeroStage zero = compute::ZeroStage::none;  // over the stage's dp group
   bool zero3_reshard = true;
   bool sequence_parallel = false;  // with tp > 1 (compute/model/gpt_stage.hpp)
@@ -197,6 +199,7 @@ class PipelineTrainer {
   int stage_ = 0, replica_ = 0, shard_ = 0;
   // Under context shards: the data replica (replica_ / C), their count, and the rows a chunk runs on.
   int data_replica_ = 0, data_replicas_ = 1, rows_ = 0;
+  int group_micro_batches_ = 1;                   // the step's micro-batches over every data replica
   compute::Tensor whole_inputs_, whole_targets_;  // (B, T) before the cut, under context shards
   std::vector<Chunk> chunks_;
   std::map<std::pair<int, int>, int> slot_of_;       // (micro-batch, chunk) → slot

@@ -101,10 +101,14 @@ class PipelineStageLoop final : public TrainingLoop {
 };
 
 // The schedule a pipeline rank follows: the job's, or without a pipeline (tensor shards alone) one
-// stage running train.grad_accum micro-batches one after another.
-Expected<schedules::Schedule> stage_schedule(const ResolvedJob& job) {
+// stage running its replica's micro-batches one after another (train.grad_accum, or under
+// train.balance static its share of the step's).
+Expected<schedules::Schedule> stage_schedule(const ResolvedJob& job, const std::vector<int>& shares, int replica) {
   const PipelineOptions& p = job.config.pipeline;
-  if (p.stages == 1) return schedules::generate_schedule(schedules::ScheduleKind::gpipe, 1, job.config.train.grad_accum, 1);
+  if (p.stages == 1) {
+    const int micro_batches = shares.empty() ? job.config.train.grad_accum : shares[static_cast<std::size_t>(replica)];
+    return schedules::generate_schedule(schedules::ScheduleKind::gpipe, 1, micro_batches, 1);
+  }
   return schedules::generate_schedule(p.schedule, p.stages, p.microbatches, p.virtual_stages);
 }
 
@@ -119,7 +123,10 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   const PipelineOptions& p = job.config.pipeline;
   const int rank = engine.rank();
   const comm::GridCoord coord = comm::grid_coord(grid, rank);
-  auto schedule = stage_schedule(job);
+  // The grid's dp axis holds every context shard of each data replica.
+  const int replicas = grid.dp / (context.sharded() ? context.split.shards : 1);
+  const std::vector<int> shares = micro_shares(job, replicas);
+  auto schedule = stage_schedule(job, shares, coord.dp);
   if (!schedule) return {2, schedule.error().message};
   auto report = schedules::check_schedule(*schedule);
   TROUPE_CHECK(report.ok(), report ? "" : report.error().message);
@@ -156,6 +163,7 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
                       report->peak_stashed[static_cast<std::size_t>(coord.pp)], grid, rank, trainer_options(job),
                       zero,                job.config.train.zero3_reshard, job.config.tensor.sequence_parallel,
                       compression_options(job)};
+  setup.options.micro_shares = shares;
   setup.parameters_from_peer = replacing.has_value();
   setup.context = context;
   compute::memory_ledger().measure_runtime();  // what the process holds before the model
@@ -171,17 +179,17 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
       trainer.compressor() && trainer.compressor()->options().kind == comm::Compression::powersgd;
   monitor::TraceRecorder trace;
   if (!p.trace.empty()) trainer.record_into(trace);
-  // The grid's dp axis holds every context shard of each data replica.
-  const int replicas = grid.dp / (context.sharded() ? context.split.shards : 1);
   std::string shards = grid.tp > 1 ? fmt::format(" x {} tensor shards", grid.tp) : "";
   if (context.sharded())
     shards += fmt::format(" x {} context shards ({})", context.split.shards,
                           compute::context::context_method_name(context.method));
+  std::string shares_text;  // train.balance static's, with tensor shards
+  if (!shares.empty()) shares_text = ", " + announce_shares(job, shares, rank);
   PipelineStageLoop loop(
       trainer, metrics,
       p.stages == 1
-          ? fmt::format("{} rank(s){} x batch {} x seq {} x accum {}", replicas, shards, job.config.train.batch_size,
-                        job.config.train.seq_len, job.config.train.grad_accum)
+          ? fmt::format("{} rank(s){} x batch {} x seq {} x accum {}{}", replicas, shards, job.config.train.batch_size,
+                        job.config.train.seq_len, job.config.train.grad_accum, shares_text)
           : fmt::format("{} x {} pipeline{}, {} micro-batches of {} x seq {}; stage {} holds {} "
                         "activations at most",
                         replicas, schedules::to_string(p.schedule), shards, p.microbatches, job.config.train.batch_size,

@@ -40,10 +40,6 @@ compute::OuterOptions outer_options(const ResolvedJob& job) {
           t.diloco_overlap};
 }
 
-namespace {
-
-// train.balance static: the micro-batches each of `replicas` takes a step, by their speeds (even
-// when none are given); dynamic's first shares alike; none otherwise.
 std::vector<int> micro_shares(const ResolvedJob& job, int replicas) {
   if (job.config.train.balance == compute::BalanceMode::none) return {};
   std::vector<double> speeds = job.replica_speeds;
@@ -53,6 +49,17 @@ std::vector<int> micro_shares(const ResolvedJob& job, int replicas) {
   TROUPE_CHECK(shares.ok(), "train.balance static: " + (shares.ok() ? std::string() : shares.error().message));
   return std::move(*shares);
 }
+
+std::string announce_shares(const ResolvedJob& job, const std::vector<int>& shares, int rank) {
+  if (shares.empty()) return {};
+  const std::string text = fmt::format("replica shares {} of {} micro-batches", compute::shares_text(shares),
+                                       std::accumulate(shares.begin(), shares.end(), 0));
+  if (rank == 0)
+    monitor::logger("train")->info("balance {}: {}", compute::balance_mode_name(job.config.train.balance), text);
+  return text;
+}
+
+namespace {
 
 compute::TrainerOptions replica_options(const ResolvedJob& job, compute::DataParallel data_parallel,
                                         compute::ShardedParameters* sharded, const compute::IslandGroup& islands) {
@@ -122,12 +129,7 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
     metrics_->set_batch_share(static_cast<double>(own) * t.batch_size * t.seq_len /
                               static_cast<double>(trainer_.tokens_per_step()));
   }
-  if (!shares.empty()) {
-    const std::string text = fmt::format("replica shares {} of {} micro-batches", compute::shares_text(shares),
-                                         t.grad_accum * place_.grid.dp);
-    layout_ += ", " + text;
-    if (rank == 0) monitor::logger("train")->info("balance {}: {}", compute::balance_mode_name(t.balance), text);
-  }
+  if (!shares.empty()) layout_ += ", " + announce_shares(job, shares, rank);
   if (context.sharded())
     layout_ += fmt::format(", {} context shards ({}) of seq {}", context.split.shards,
                            compute::context::context_method_name(context.method), context.split.local_rows());
@@ -205,6 +207,14 @@ compute::StepResult ReplicaLoop::step() {
   if (metrics_ && result.micro_batch_seconds > 0) {
     metrics_->set_batch_share(result.batch_share);
     metrics_->set_micro_batch_seconds(result.micro_batch_seconds);
+  }
+  if (result.shares_resumed && !result.shares_changed && place_.rank == 0) {
+    // "balance dynamic: step 11: replica shares 4, 4 of 8 micro-batches after a recovery (…)"
+    const std::vector<int>& shares = trainer_.micro_shares();
+    monitor::logger("train")->info(
+        "balance dynamic: step {}: replica shares {} of {} micro-batches after a recovery (the survivors' measured "
+        "speeds, a new replica at their mean)",
+        result.step + 1, compute::shares_text(shares), std::accumulate(shares.begin(), shares.end(), 0));
   }
   if (result.shares_changed && place_.rank == 0) {
     // "balance dynamic: step 23: replica shares 5, 3 of 8 micro-batches (times per micro-batch 0.21 s, 0.40 s)"

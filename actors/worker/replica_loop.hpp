@@ -26,6 +26,12 @@ namespace troupe::actors {
 compute::TrainerOptions trainer_options(const ResolvedJob& job);
 // The job's DiLoCo outer step: H, lr, momentum, precision, the model's fragments, the overlap.
 compute::OuterOptions outer_options(const ResolvedJob& job);
+// train.balance static: the micro-batches each of `replicas` data replicas takes a step, by their
+// speeds (even when none are given); dynamic's first shares alike; empty under none.
+std::vector<int> micro_shares(const ResolvedJob& job, int replicas);
+// The layout's text for uneven `shares` ("replica shares 6, 2 of 8 micro-batches"; empty when there
+// are none), logged once by rank 0 as "balance static: …".
+std::string announce_shares(const ResolvedJob& job, const std::vector<int>& shares, int rank);
 
 class ReplicaLoop final : public TrainingLoop {
  public:

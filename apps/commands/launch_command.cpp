@@ -49,16 +49,19 @@ std::vector<actors::NodeShape> node_lines(const std::vector<launch::HostEntry>& 
   return lines;
 }
 
-// train.balance static without train.replica_speeds: each rank's speed is its host-file line's
-// speed=, written into the key the node processes are given; left empty when every line's is 1.
+// train.balance static without train.replica_speeds: each replica's speed is its first rank's
+// host-file line's speed= (a replica's tensor shards are consecutive ranks), written into the key
+// the node processes are given; left empty when every line's is 1.
 JobConfig with_host_speeds(JobConfig config, const std::vector<launch::HostEntry>& nodes) {
   const bool declared =
       std::any_of(nodes.begin(), nodes.end(), [](const launch::HostEntry& n) { return n.speed != 1; });
   if (config.train.balance == compute::BalanceMode::none || !config.train.replica_speeds.empty() || !declared)
     return config;
   std::string speeds;
+  int rank = 0;
   for (const launch::HostEntry& node : nodes)
-    for (int slot = 0; slot < node.slots; ++slot) speeds += (speeds.empty() ? "" : ",") + format_number(node.speed);
+    for (int slot = 0; slot < node.slots; ++slot, ++rank)
+      if (rank % config.tensor.shards == 0) speeds += (speeds.empty() ? "" : ",") + format_number(node.speed);
   config.train.replica_speeds = speeds;
   return config;
 }

@@ -148,17 +148,19 @@ std::optional<std::string> balance_problem(const JobConfig& c) {
       return "train.replica_speeds '" + t.replica_speeds + "' needs train.balance static or dynamic";
     return std::nullopt;
   }
-  const std::pair<bool, const char*> not_yet[] = {{c.pipeline.stages > 1, "pipeline.stages > 1"},
-                                                  {c.tensor.shards > 1, "tensor.shards > 1"},
-                                                  {c.context.shards > 1, "context.shards > 1"},
-                                                  {c.expert.shards > 1, "expert.shards > 1"},
-                                                  {compute::shards_parameters(t.zero), "train.zero 3"},
-                                                  {t.sync == compute::SyncMode::diloco, "train.sync diloco"},
-                                                  {c.fault.elastic, "fault.elastic"}};
+  const std::pair<bool, const char*> not_yet[] = {
+      {c.pipeline.stages > 1, "pipeline.stages > 1"},
+      {c.tensor.shards > 1 && t.balance == compute::BalanceMode::dynamic, "tensor.shards > 1"},
+      {c.context.shards > 1, "context.shards > 1"},
+      {c.expert.shards > 1, "expert.shards > 1"},
+      {compute::shards_parameters(t.zero), "train.zero 3"},
+      {t.sync == compute::SyncMode::diloco, "train.sync diloco"}};
   for (const auto& [set, keys] : not_yet)
     if (set)
       return "train.balance " + std::string(compute::balance_mode_name(t.balance)) + " does not work with " +
-             std::string(keys) + " yet: uneven shares are whole-model replicas summing their gradients every step";
+             std::string(keys) +
+             " yet: uneven shares are data-parallel replicas (under static, of tensor shards) summing their "
+             "gradients every step";
   return std::nullopt;
 }
 

@@ -15,6 +15,21 @@ double predicted_step_seconds(std::span<const int> shares, std::span<const doubl
   return slowest;
 }
 
+std::vector<double> times_at_mean(std::span<const double> seconds_per_micro_batch) {
+  double sum = 0;
+  int measured = 0;
+  for (double s : seconds_per_micro_batch)
+    if (s > 0 && std::isfinite(s)) {
+      sum += s;
+      ++measured;
+    }
+  if (measured == 0) return {};
+  std::vector<double> times(seconds_per_micro_batch.begin(), seconds_per_micro_batch.end());
+  for (double& s : times)
+    if (!(s > 0) || !std::isfinite(s)) s = sum / measured;
+  return times;
+}
+
 DynamicShares::DynamicShares(std::vector<int> start, int window, double threshold)
     : start_(std::move(start)),
       shares_(start_),
@@ -51,10 +66,20 @@ bool DynamicShares::observe(std::span<const double> seconds_per_micro_batch) {
   return true;
 }
 
-void DynamicShares::restart() {
-  shares_ = start_;
+bool DynamicShares::resume(std::span<const double> seconds_per_micro_batch) {
+  TROUPE_CHECK(seconds_per_micro_batch.size() == shares_.size(), "a measurement for another number of replicas");
   measured_.clear();
-  times_.clear();
+  times_ = times_at_mean(seconds_per_micro_batch);
+  if (times_.empty()) {
+    shares_ = start_;
+    return false;
+  }
+  std::vector<double> speeds(times_.size());
+  for (std::size_t r = 0; r < times_.size(); ++r) speeds[r] = 1.0 / times_[r];
+  Expected<std::vector<int>> resumed = proportional_shares(units_, speeds);
+  TROUPE_CHECK(resumed.ok(), "dynamic shares of valid speeds");
+  shares_ = std::move(*resumed);
+  return true;
 }
 
 }  // namespace troupe::compute

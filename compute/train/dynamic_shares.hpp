@@ -13,6 +13,12 @@
 //
 // Step 3 is the hysteresis: two shares cannot each improve on the other by 5 % from the same
 // times, so noise below the threshold changes nothing and the shares do not oscillate.
+//
+// After an in-place recovery the survivors keep what they measured and a replacement starts at the
+// mean: its time per micro-batch is taken as the mean of the measured replicas' (times_at_mean),
+// and the shares are those times' largest-remainder shares, taken at once (no threshold). With
+// nothing measured (a recovery before the first window, or every replica new) the shares are the
+// first ones again.
 
 #include <deque>
 #include <span>
@@ -26,6 +32,10 @@ inline constexpr double balance_threshold = 0.05;
 // The step time `shares` predict from each replica's seconds per micro-batch: the slowest replica's.
 double predicted_step_seconds(std::span<const int> shares, std::span<const double> seconds_per_micro_batch);
 
+// Each replica's seconds per micro-batch with the unmeasured ones (0) at the mean of the measured
+// ones; empty when none is measured.
+std::vector<double> times_at_mean(std::span<const double> seconds_per_micro_batch);
+
 class DynamicShares {
  public:
   // From `start` (summing to the step's micro-batches, each at least 1), deciding over `window` steps.
@@ -38,8 +48,10 @@ class DynamicShares {
   // Each replica's mean seconds per micro-batch over the steps measured (those of the last decision
   // just after a change); empty before the first step.
   const std::vector<double>& seconds_per_micro_batch() const { return times_; }
-  // Back to the starting shares, the measurements forgotten (a recovery: every rank restarts alike).
-  void restart();
+  // After a recovery, from every replica's seconds per micro-batch as the survivors measured them
+  // (0 for a replacement): the shares of times_at_mean's times, or the first shares when nothing
+  // was measured; the window starts again. True when the shares come from measured times.
+  bool resume(std::span<const double> seconds_per_micro_batch);
 
  private:
   std::vector<int> start_, shares_;

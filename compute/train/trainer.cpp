@@ -113,15 +113,24 @@ std::uint64_t Trainer::first_sample(int micro) const {
 void Trainer::resume_at(long steps) {
   steps_ = steps;
   zero_.resume_at(steps);
+  // Every rank of a recovery or a resumed job resumes: their next step first agrees on the shares.
+  resume_shares_ = dynamic_.has_value();
 }
 
-void Trainer::abandon_step() {
-  zero_.abandon_step();
-  // Every rank of a recovery (and a replacement, made anew) starts again from the first shares.
-  if (dynamic_) {
-    dynamic_->restart();
-    options_.micro_shares = dynamic_->shares();
-  }
+void Trainer::abandon_step() { zero_.abandon_step(); }
+
+bool Trainer::resume_shares() {
+  // Each replica's measured time per micro-batch in its slot (a replacement, made anew, has none:
+  // 0), summed over the group as the step's loss carries them: every rank then holds the same numbers.
+  std::vector<double> values(options_.micro_shares.size(), 0.0);
+  const std::vector<double>& measured = dynamic_->seconds_per_micro_batch();
+  const auto replica = static_cast<std::size_t>(data_rank());
+  if (!measured.empty()) values[replica] = measured[replica];
+  const DataParallel& dp = options_.data_parallel;
+  if (dp.sum_values) dp.sum_values(values);
+  const bool from_measured = dynamic_->resume(values);
+  options_.micro_shares = dynamic_->shares();
+  return from_measured;
 }
 
 std::vector<double> Trainer::seconds_per_micro_batch() const {
@@ -186,6 +195,10 @@ StepResult Trainer::step() {
   StepResult result;
   result.step = steps_;
   result.lr = options_.lr.at(steps_);
+  if (resume_shares_) {
+    resume_shares_ = false;
+    result.shares_resumed = resume_shares();
+  }
   if (dp.begin_step) dp.begin_step(steps_);
   model_.zero_grad();
   double loss_sum = 0;

@@ -97,6 +97,9 @@ struct StepResult {
   double micro_batch_seconds = 0;
   // train.balance dynamic: the shares change from the next step on (Trainer::micro_shares()).
   bool shares_changed = false;
+  // train.balance dynamic after a recovery: this step's shares came from the survivors' measured
+  // times, a replacement at their mean (dynamic_shares.hpp).
+  bool shares_resumed = false;
   // train.sync diloco, filled by the caller that takes the outer step (the trainer knows no
   // islands): the islands in the last sync (0: not diloco), the fragment syncs landed since the
   // process started, the bytes this rank sent for the newest, and the step after which the next
@@ -120,7 +123,9 @@ class Trainer {
   double evaluate(int batches);
   long steps_taken() const { return steps_; }
   // Continues a run that took `steps` steps (parameters and moments restored by the caller): the
-  // data position, the learning rate and AdamW's bias correction follow from the count.
+  // data position, the learning rate and AdamW's bias correction follow from the count. Under
+  // train.balance dynamic the next step first agrees on the shares over the group, so every rank of
+  // the group calls it (a recovery's survivors and replacements, a resumed job's ranks).
   void resume_at(long steps);
   // Forgets the step it gave up part-way (an in-place recovery): its started sums and ZeRO-3's
   // gathered units. The next step() starts clean.
@@ -160,6 +165,10 @@ class Trainer {
   // The step's loss sum over the group, and under dynamic shares every replica's seconds per
   // micro-batch with it (this replica's `seconds`): the shares for the next step decided.
   double sum_loss(double loss_sum, double seconds, StepResult& result);
+  // After resume_at under dynamic shares: every replica's measured time over the group, the shares
+  // resumed from them (DynamicShares::resume); true when some replica was measured.
+  bool resume_shares();
+  bool resume_shares_ = false;
   long steps_ = 0;
 };
 

@@ -76,7 +76,7 @@ TEST_CASE("dynamic shares settle once under a steady noisy slowdown and do not o
   CHECK(balance.shares() == std::vector<int>{5, 5, 2});
 }
 
-TEST_CASE("dynamic shares change at most once a window, and restart at their start", "[balance]") {
+TEST_CASE("dynamic shares change at most once a window, and start again when nothing was measured", "[balance]") {
   DynamicShares balance({2, 2}, 4);
   // The window is not full: no decision yet, however uneven.
   for (int step = 0; step < 3; ++step) CHECK_FALSE(balance.observe(std::vector<double>{0.1, 1.0}));
@@ -86,9 +86,37 @@ TEST_CASE("dynamic shares change at most once a window, and restart at their sta
   for (int step = 0; step < 3; ++step) CHECK_FALSE(balance.observe(std::vector<double>{1.0, 0.1}));
   CHECK(balance.observe(std::vector<double>{1.0, 0.1}));
   CHECK(balance.shares() == std::vector<int>{1, 3});
-  balance.restart();
+  // A recovery in which every replica is new: nothing measured, the first shares again.
+  CHECK_FALSE(balance.resume(std::vector<double>{0.0, 0.0}));
   CHECK(balance.shares() == std::vector<int>{2, 2});
   CHECK(balance.seconds_per_micro_batch().empty());
   // A replica that measured nothing (zero time) leads to no decision.
   for (int step = 0; step < 8; ++step) CHECK_FALSE(balance.observe(std::vector<double>{0.0, 1.0}));
+}
+
+TEST_CASE("a replacement's time is the mean of the measured replicas', and none measured is none", "[balance]") {
+  CHECK_THAT(times_at_mean(std::vector<double>{0.2, 0.0, 0.4}),
+             Catch::Matchers::Approx(std::vector<double>{0.2, 0.3, 0.4}));
+  CHECK(times_at_mean(std::vector<double>{0.0, 0.5}) == std::vector<double>{0.5, 0.5});
+  CHECK(times_at_mean(std::vector<double>{0.1, 0.2}) == std::vector<double>{0.1, 0.2});
+  CHECK(times_at_mean(std::vector<double>{0.0, 0.0}).empty());
+}
+
+TEST_CASE("after a recovery the survivors keep their measured speeds and a replacement starts at the mean share",
+          "[balance]") {
+  DynamicShares balance({4, 4, 4}, 2);
+  // Replica 2 runs at a quarter of the others' speed: the shares move to it.
+  for (int step = 0; step < 2; ++step) balance.observe(std::vector<double>{0.1, 0.1, 0.4});
+  REQUIRE(balance.shares() == std::vector<int>{5, 5, 2});
+  // Replica 2 is replaced: it is taken at the survivors' mean (0.1 s), all three even, at once,
+  // without the threshold or a window.
+  CHECK(balance.resume(std::vector<double>{0.1, 0.1, 0.0}));
+  CHECK(balance.shares() == std::vector<int>{4, 4, 4});
+  CHECK_THAT(balance.seconds_per_micro_batch(), Catch::Matchers::Approx(std::vector<double>{0.1, 0.1, 0.1}));
+  // Replica 0 replaced where the survivors run at 0.1 s and 0.3 s: it starts at their mean 0.2 s,
+  // the share a replica of that speed takes (speeds 5 : 10 : 3.3; 1 each and 9 by largest remainder).
+  CHECK(balance.resume(std::vector<double>{0.0, 0.1, 0.3}));
+  CHECK(balance.shares() == std::vector<int>{3, 6, 3});
+  // The window starts again: one step decides nothing, the next may.
+  CHECK_FALSE(balance.observe(std::vector<double>{0.2, 0.1, 0.3}));
 }

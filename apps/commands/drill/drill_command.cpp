@@ -334,11 +334,13 @@ bool add_in_place_account(const std::vector<actors::job_event>& events, const st
 
 // One replica accumulating both micro-batches adds their gradients as the two replicas' sum did
 // (compute/train/trainer.hpp). Other shrinks sum in another order, and ZeRO-2's clip, a compressed
-// sum or tensor shards' micro-batches too: equal weights are not expected there.
+// sum, tensor shards' micro-batches or uneven shares (train.balance) too: equal weights are not
+// expected there.
 bool shrink_keeps_weights(const Drill& drill, bool two_to_one, Verdict& v) {
   const JobConfig& config = drill.config();
   const bool expected = two_to_one && !compute::shards_gradients(config.train.zero) &&
-                        config.comm.compress == comm::Compression::none && config.tensor.shards == 1;
+                        config.comm.compress == comm::Compression::none && config.tensor.shards == 1 &&
+                        config.train.balance == compute::BalanceMode::none;
   if (expected)
     compare_weights(drill, v);
   else

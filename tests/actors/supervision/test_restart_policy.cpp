@@ -616,3 +616,24 @@ TEST_CASE(
   options.elastic = true;
   CHECK(decide_restart(grow.next, failed_start, options, two).why_dropped == "it cannot come back");
 }
+
+TEST_CASE("a shrink keeps the speeds of the replicas left and a grow brings back those of the lines that return",
+          "[recovery][balance]") {
+  JobConfig config;
+  const std::vector<NodeShape> lines{{"a", 1}, {"b", 2}, {"c", 1}};
+  config.train.replica_speeds = "1,0.5,0.25,2";  // a; b's two ranks; c
+  CHECK(running_speeds(config, lines, {0, 1, 2}) == "1,0.5,0.25,2");
+  CHECK(running_speeds(config, lines, {0, 2}) == "1,2");
+  CHECK(running_speeds(config, lines, {1}) == "0.5,0.25");
+  // A grow appends the lines back after those running, and ranks follow that order.
+  CHECK(running_speeds(config, lines, {0, 2, 1}) == "1,2,0.5,0.25");
+  // Tensor shards: a replica is 2 consecutive ranks, its speed listed once.
+  config.tensor.shards = 2;
+  config.train.replica_speeds = "1,0.5";
+  const std::vector<NodeShape> pairs{{"a", 2}, {"b", 2}};
+  CHECK(running_speeds(config, pairs, {1}) == "0.5");
+  CHECK(running_speeds(config, pairs, {1, 0}) == "0.5,1");
+  // No speeds: none.
+  config.train.replica_speeds.clear();
+  CHECK(running_speeds(config, lines, {0}).empty());
+}

@@ -205,6 +205,24 @@ TEST_CASE("drill node-lost: a node that cannot come back is left out and the job
                                  "recovery.shrink=1"));
 }
 
+TEST_CASE(
+    "drill node-lost under train.balance static: the job shrinks from 3 replicas to 2, which split the "
+    "batch again by the speeds they keep",
+    "[drill][balance][slow]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "node-lost",
+                                {"--workers", "3", "--target", "2", "--keep", "--train.grad_accum", "4",
+                                 "--train.balance", "static", "--train.replica_speeds", "1,0.25,1"});
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("verdict: PASS") && Contains("the job went on without node 2: yes") &&
+                        Contains("final weights equal to an undisturbed run: not expected"));
+  // 12 micro-batches a step: 5 + 2 + 5 by the speeds 1, 0.25, 1; replicas 0 and 1 left: 9 + 3 by 1, 0.25.
+  const std::string log = file_text(dir.path() / "node-lost" / "drilled.log");
+  CHECK(occurrences(log, "balance static: replica shares 5, 2, 5 of 12 micro-batches") >= 1);
+  CHECK(occurrences(log, "balance static: replica shares 9, 3 of 12 micro-batches") >= 1);
+}
+
 TEST_CASE("drill grow: a drained node comes back into the running job, the survivor keeps its process, and the "
           "weights are an undisturbed run's",
           "[drill]") {

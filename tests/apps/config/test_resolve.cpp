@@ -328,9 +328,13 @@ TEST_CASE("train.balance static reads the replica speeds and refuses the layouts
       change(c);
     });
   };
-  const std::string not_yet = " yet: uneven shares are whole-model replicas summing their gradients every step";
-  CHECK(refused([](JobConfig& c) { c.tensor.shards = 2; }) ==
-        "train.balance static does not work with tensor.shards > 1" + not_yet);
+  const std::string not_yet =
+      " yet: uneven shares are data-parallel replicas (under static, of tensor shards) summing their gradients every "
+      "step";
+  CHECK(refused([](JobConfig& c) { c.tensor.shards = 2; }).empty());
+  CHECK(refused([](JobConfig& c) { c.fault.elastic = true; }).empty());
+  CHECK(refused([](JobConfig& c) { c.train.zero = compute::ZeroStage::parameters; }) ==
+        "train.balance static does not work with train.zero 3" + not_yet);
   CHECK(refused([](JobConfig& c) { c.train.sync = compute::SyncMode::diloco; }) ==
         "train.balance static does not work with train.sync diloco" + not_yet);
   CHECK(refused([](JobConfig& c) { c.train.replica_speeds = "1,-2"; }) ==
@@ -349,8 +353,14 @@ TEST_CASE("train.balance dynamic refuses what static refuses, and a window below
           c.train.balance = compute::BalanceMode::dynamic;
           c.pipeline.stages = 2;
         }) ==
-        "train.balance dynamic does not work with pipeline.stages > 1 yet: uneven shares are whole-model "
-        "replicas summing their gradients every step");
+        "train.balance dynamic does not work with pipeline.stages > 1 yet: uneven shares are data-parallel "
+        "replicas (under static, of tensor shards) summing their gradients every step");
+  CHECK(resolve_error([](JobConfig& c) {
+          c.train.balance = compute::BalanceMode::dynamic;
+          c.tensor.shards = 2;
+        }) ==
+        "train.balance dynamic does not work with tensor.shards > 1 yet: uneven shares are data-parallel "
+        "replicas (under static, of tensor shards) summing their gradients every step");
   CHECK(resolve_error([](JobConfig& c) {
           c.train.balance = compute::BalanceMode::dynamic;
           c.train.balance_window = 0;
