@@ -21,12 +21,12 @@ TEST_CASE("bench compute options are checked before the benchmark runs", "[cli]"
   CHECK(problem(options) == "");
   options.models = {"tiny", "big"};
   CHECK(problem(options) ==
-        "--models: 'big' is not a preset (known: tiny, small, moe-tiny, moe-small, gpt2, gpt2-medium, gpt2-large, "
-        "gpt2-xl, gpt3-1.3b, gpt3-2.7b, gpt3-6.7b, gpt3-13b)");
+        "--models: 'big' is not a preset (known: nano, tiny, small, moe-tiny, moe-small, gpt2, gpt2-medium, "
+        "gpt2-large, gpt2-xl, gpt3-1.3b, gpt3-2.7b, gpt3-6.7b, gpt3-13b)");
   options.models = {};
   CHECK(problem(options) ==
-        "--models is empty; give one or more of tiny, small, moe-tiny, moe-small, gpt2, gpt2-medium, gpt2-large, "
-        "gpt2-xl, gpt3-1.3b, gpt3-2.7b, gpt3-6.7b, gpt3-13b");
+        "--models is empty; give one or more of nano, tiny, small, moe-tiny, moe-small, gpt2, gpt2-medium, "
+        "gpt2-large, gpt2-xl, gpt3-1.3b, gpt3-2.7b, gpt3-6.7b, gpt3-13b");
   options.models = {"gpt2"};
   options.batch = 0;
   CHECK(problem(options) == "--batch must be positive, got 0");
