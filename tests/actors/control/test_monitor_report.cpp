@@ -13,10 +13,7 @@ using Catch::Contains;
 
 TEST_CASE("top shows a compressing rank's bytes per step against the uncompressed bytes, and its compress time",
           "[monitor][compression]") {
-  MonitorPlan plan;
-  plan.world_size = 2;
-  plan.dp = 2;
-  plan.total_steps = 10;
+  const MonitorPlan plan{.total_steps = 10, .world_size = 2, .dp = 2};
   job_view_msg view;
   node_view n;
   n.node_index = 0;
@@ -43,11 +40,7 @@ TEST_CASE("top shows a compressing rank's bytes per step against the uncompresse
 }
 
 TEST_CASE("workers names each rank's replica, stage and tensor shard", "[monitor]") {
-  MonitorPlan plan;
-  plan.world_size = 8;
-  plan.dp = 2;
-  plan.pp = 2;
-  plan.tp = 2;
+  const MonitorPlan plan{.world_size = 8, .dp = 2, .pp = 2, .tp = 2};
   job_view_msg view;
   for (int node = 0; node < 2; ++node) {
     node_view n;
@@ -70,9 +63,7 @@ TEST_CASE("workers names each rank's replica, stage and tensor shard", "[monitor
 
 TEST_CASE("workers shows each replica's share of the global batch and its measured time per micro-batch",
           "[monitor][balance]") {
-  MonitorPlan plan;
-  plan.world_size = 2;
-  plan.dp = 2;
+  const MonitorPlan plan{.world_size = 2, .dp = 2};
   job_view_msg view;
   const double shares[] = {0.625, 0.375}, seconds[] = {0.21, 0.4};
   for (int rank = 0; rank < 2; ++rank) {
@@ -109,10 +100,7 @@ TEST_CASE(
     "status lists, from the job's events, a recovery from a replica by its donor, a rollback by the "
     "checkpoint every rank read, and a grow",
     "[monitor][rollback]") {
-  MonitorPlan plan;
-  plan.world_size = 2;
-  plan.pp = 2;
-  plan.total_steps = 12;
+  const MonitorPlan plan{.total_steps = 12, .world_size = 2, .pp = 2};
   job_view_msg view;
   view.running = true;
   JobEvents events;
@@ -175,10 +163,7 @@ TEST_CASE("experts gives each MoE block's share per expert and max/mean over eve
 
 TEST_CASE("status shows a DiLoCo run's islands, outer syncs, the last sync's bytes and the next sync's step",
           "[monitor][diloco]") {
-  MonitorPlan plan;
-  plan.world_size = 2;
-  plan.dp = 2;
-  plan.total_steps = 100;
+  const MonitorPlan plan{.total_steps = 100, .world_size = 2, .dp = 2};
   job_view_msg view;
   view.running = true;
   StepHistory history;
