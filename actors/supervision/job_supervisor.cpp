@@ -296,7 +296,8 @@ void on_node_down(job_actor* self, const caf::down_msg& down) {
 void on_unreachable(job_actor* self, const std::string& address, double seconds) {
   auto& st = self->state;
   std::vector<int> nodes;
-  std::string names, last_known;
+  std::string names;
+  BoundedList last_known(described_ranks);
   const auto now = Clock::now();
   for (const auto& [index, m] : st.joined) {
     // Each of the host's node processes has its own connection, so the second one's time-out may
@@ -307,7 +308,7 @@ void on_unreachable(job_actor* self, const std::string& address, double seconds)
     auto live = st.liveness.find(index);
     if (live == st.liveness.end()) continue;
     for (const worker_beat& beat : live->second.workers)
-      last_known += (last_known.empty() ? "" : "; ") + describe_activity(st, index, beat, now);
+      last_known.add_described([&] { return describe_activity(st, index, beat, now); });
   }
   if (nodes.empty()) return;
   char waited[32];
@@ -315,7 +316,7 @@ void on_unreachable(job_actor* self, const std::string& address, double seconds)
   std::string reason = names + " unreachable: its host " + address +
                        " answered no TCP acknowledgement or keepalive for " + waited +
                        " (a cut link or a host gone, not a process that exited or hung); last known " +
-                       (last_known.empty() ? std::string("nothing") : last_known);
+                       (last_known.empty() ? std::string("nothing") : last_known.text("ranks"));
   // Every node of that host goes to a spare line of its own, in one in-place recovery.
   on_node_process_gone(self, nodes, FailureKind::unreachable, std::move(reason));
 }

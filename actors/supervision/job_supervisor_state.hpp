@@ -157,6 +157,37 @@ std::string describe(const join_msg& m);                                  // "no
 std::string describe(const job_supervisor_state& st, const join_msg& m);  // "...; pipeline stage 1 of replica 0"
 std::string seconds_text(Clock::duration d);                              // "2.0 s"
 std::string nodes_text(const std::vector<int>& nodes);                    // "node 2", "nodes 1, 2 and 3"
+// Parts of a failure's reason joined by "; ", at most `limit` of them: past that the text ends in
+// "; and 28 more ranks", so a job of a thousand ranks fails with a line a person can read.
+class BoundedList {
+ public:
+  explicit BoundedList(std::size_t limit) : limit_(limit) {}
+  // Whether the next part would be shown: callers skip describing one that would not.
+  bool full() const { return shown_ == limit_; }
+  void add(const std::string& part);
+  // Adds the part `describe()` gives, calling it only where the part will be shown.
+  template <class Describe>
+  void add_described(Describe describe) {
+    if (full())
+      ++hidden_;
+    else
+      add(describe());
+  }
+  bool empty() const { return shown_ == 0 && hidden_ == 0; }
+  // The parts shown, then "; and N more `what`" for those left out.
+  std::string text(const std::string& what) const;
+
+ private:
+  std::size_t limit_;
+  std::size_t shown_ = 0, hidden_ = 0;
+  std::string text_;
+};
+// How many ranks one reason describes in full (each silent node: of its ranks).
+inline constexpr std::size_t described_ranks = 8;
+inline constexpr std::size_t described_ranks_of_silent_node = 4;
+// How many silent nodes one reason describes in full; the others are named.
+inline constexpr std::size_t described_silent_nodes = 2;
+
 // "rank 1 (node 1 (host, pid 7), heard from 0.4 s ago) in step 3, waiting 2.0 s for X".
 std::string describe_activity(const job_supervisor_state& st, int node_index, const worker_beat& beat,
                               Clock::time_point now);

@@ -76,15 +76,29 @@ std::string describe_activity(const job_supervisor_state& st, int node_index, co
   return text + ", waiting " + since + " s for " + beat.waiting_for;
 }
 
+void BoundedList::add(const std::string& part) {
+  if (full()) {
+    ++hidden_;
+    return;
+  }
+  text_ += (shown_ ? "; " : "") + part;
+  ++shown_;
+}
+
+std::string BoundedList::text(const std::string& what) const {
+  if (hidden_ == 0) return text_;
+  return text_ + (shown_ ? "; " : "") + "and " + std::to_string(hidden_) + " more " + what;
+}
+
 // Why node `index`, last heard from at `live.last_heartbeat`, counts as silent at `now`.
 std::string silence(const job_supervisor_state& st, int index, const node_liveness& live, Clock::time_point now) {
-  std::string last_known;
+  BoundedList last_known(described_ranks_of_silent_node);
   for (const worker_beat& beat : live.workers)
-    last_known += (last_known.empty() ? "" : "; ") + describe_activity(st, index, beat, now);
+    last_known.add_described([&] { return describe_activity(st, index, beat, now); });
   // Silence alone cannot tell a cut link from a stopped or hung process: say only what is known.
   return describe(st, st.joined.at(index)) + " sent no heartbeat for " + seconds_text(now - live.last_heartbeat) +
          " (limit " + seconds_text(st.plan.heartbeat_timeout) +
-         "), reason unknown (unreachable, stopped or hung); last known " + last_known;
+         "), reason unknown (unreachable, stopped or hung); last known " + last_known.text("ranks of the node");
 }
 
 // Why the job must stop now, or "" while every running node beats and its workers progress;
@@ -97,12 +111,15 @@ std::string watchdog_verdict(const job_supervisor_state& st, Clock::time_point n
   std::vector<running_worker> running;
   bool stalled = false;
   Clock::duration longest{0};
-  std::string silent;  // every silent node's, so that nodes stopped together are answered together
+  // Every silent node, so that nodes stopped together are answered together; the first described.
+  BoundedList silent(described_silent_nodes);
+  std::vector<int> silent_undescribed;
   for (const auto& [index, live] : st.liveness) {
     if (st.done.count(index)) continue;
     if (now - live.last_heartbeat > st.plan.heartbeat_timeout) {
       silent_nodes.push_back(index);
-      silent += (silent.empty() ? "" : "; ") + silence(st, index, live, now);
+      if (silent.full()) silent_undescribed.push_back(index);
+      silent.add_described([&] { return silence(st, index, live, now); });
       continue;
     }
     for (const worker_beat& beat : live.workers) {
@@ -112,17 +129,17 @@ std::string watchdog_verdict(const job_supervisor_state& st, Clock::time_point n
       if (st.plan.step_timeout.count() > 0 && worker_idle > st.plan.step_timeout) stalled = true;
     }
   }
-  if (!silent_nodes.empty()) return silent;
+  if (!silent_nodes.empty()) return silent.text("silent nodes (" + nodes_text(silent_undescribed) + ")");
   if (!stalled || st.paused || st.recovery) return {};
   // One stuck rank stalls the others in their next collective, so every running rank is
   // listed. Ranks waiting for a message are victims; one that is not is the likely culprit.
   std::stable_partition(running.begin(), running.end(),
                         [](const running_worker& w) { return w.beat->waiting_for.empty(); });
-  std::string verdict =
-      "no progress for " + seconds_text(longest) + " (limit " + seconds_text(st.plan.step_timeout) + "): ";
-  for (std::size_t i = 0; i < running.size(); ++i)
-    verdict += (i ? "; " : "") + describe_activity(st, running[i].node_index, *running[i].beat, now);
-  return verdict;
+  BoundedList ranks(described_ranks);
+  for (const running_worker& w : running)
+    ranks.add_described([&] { return describe_activity(st, w.node_index, *w.beat, now); });
+  return "no progress for " + seconds_text(longest) + " (limit " + seconds_text(st.plan.step_timeout) +
+         "): " + ranks.text("ranks");
 }
 
 // Names, once per rank, a rank the others keep waiting for; the job goes on.
@@ -153,11 +170,11 @@ std::string likely_cause_of_comm_failure(const job_supervisor_state& st, Clock::
   const node_liveness* culprit_live = nullptr;
   const worker_beat* culprit = nullptr;
   int culprit_node = -1;
-  std::string waiting;
+  BoundedList waiting(described_ranks);
   for (const auto& [index, live] : st.liveness) {
     for (const worker_beat& beat : live.workers) {
       if (!beat.waiting_for.empty()) {
-        waiting += "; " + describe_activity(st, index, beat, now);
+        waiting.add_described([&] { return describe_activity(st, index, beat, now); });
         continue;
       }
       if (culprit) return {};  // two ranks not waiting: nothing singles one out
@@ -166,7 +183,7 @@ std::string likely_cause_of_comm_failure(const job_supervisor_state& st, Clock::
   }
   if (!culprit || waiting.empty()) return {};
   return ", the likely cause: " + describe_activity(st, culprit_node, *culprit, now) + ", no progress for " +
-         seconds_text(idle(*culprit_live, *culprit, now)) + " while every other rank waited (" + waiting.substr(2) +
+         seconds_text(idle(*culprit_live, *culprit, now)) + " while every other rank waited (" + waiting.text("ranks") +
          ")";
 }
 
