@@ -375,8 +375,11 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
     }
     case Op::send_act: {
       const int slot = slot_of_.at(here);
+      // Timed from before the send: a small message can reach a waiting receiver, which starts
+      // its compute, before the send returns here.
+      const double posted = now_us();
       const auto op = mailbox_.send(groups_.engine, rank_of_stage(ins.peer), key_of(ins), stage.output(slot));
-      trace("transfer", "send_act", now_us(), &ins);
+      trace("transfer", "send_act", posted, &ins);
       chunk.slot_sends[static_cast<std::size_t>(slot)].push_back(op);
       break;
     }
@@ -424,7 +427,9 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
     }
     case Op::send_grad: {
       const int slot = slot_of_.at(here);
+      double posted = 0;  // as for send_act: from before the send
       if (schedules::splits_backward(s.kind)) {
+        posted = now_us();
         // The slot waits for its W, and its next forward waits for this send (take_slot): the
         // gradient goes out from where B left it.
         const auto op = mailbox_.send(groups_.engine, rank_of_stage(ins.peer), key_of(ins), stage.input_grad(slot));
@@ -437,11 +442,12 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
         compute::MemoryScope scope(compute::MemoryKind::activations);
         compute::Tensor outgoing = backend_.zeros(input_grad.shape(), input_grad.dtype());
         backend_.copy(outgoing, input_grad);
+        posted = now_us();
         mailbox_.send(groups_.engine, rank_of_stage(ins.peer), key_of(ins), outgoing);
         chunk.free_slots.push_back(slot);
         slot_of_.erase(here);
       }
-      trace("transfer", "send_grad", now_us(), &ins);
+      trace("transfer", "send_grad", posted, &ins);
       break;
     }
     case Op::reduce_grads:

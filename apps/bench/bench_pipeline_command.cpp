@@ -12,7 +12,7 @@
 // parameters) and by speed (compute::split_layers_by_speed). Each split's tokens/s is set beside
 // the simulator's: the fastest stage's forward and backward seconds per unit of model FLOPs,
 // measured in the balanced run, priced over every stage's blocks (stage_compute_per_token) at its
-// declared speed, with the messages' measured latency.
+// declared speed, with the messages' latency measured in the balanced run.
 
 #include <unistd.h>
 
@@ -419,8 +419,9 @@ int run_bench_split(const BenchPipelineOptions& o) {
   }
   std::printf(
       "(tokens/s over the forward/backward part of a step, first forward to last backward; predicted = the\n"
-      " simulator's, stage %zu's seconds per model FLOP in the balanced run priced over every stage's blocks\n"
-      " at its declared speed; speeds = each stage's model FLOPs per second in the run over stage %zu's;\n"
+      " simulator's, stage %zu's seconds per model FLOP and the messages' latency in the balanced run priced\n"
+      " over every stage's blocks at its declared speed; speeds = each stage's model FLOPs per second in the run over "
+      "stage %zu's;\n"
       " at speeds = the same prediction at those measured speeds)\n",
       fastest_stage, fastest_stage);
   std::printf("%-10s %-24s %10s %10s %10s  %-12s %10s %10s\n", "split", "blocks by stage", "tokens/s", "predicted",
@@ -429,7 +430,10 @@ int run_bench_split(const BenchPipelineOptions& o) {
   auto schedule = schedules::generate_schedule(schedules::ScheduleKind::one_f_one_b, o.stages, o.microbatches, 1);
   if (!schedule) return error_exit(ExitCode::bad_input, schedule.error().message);
   const double tokens_per_step = static_cast<double>(o.microbatches) * o.batch * cfg.block_size;
-  std::optional<StageRate> rate;  // from the balanced run
+  // The prediction at declared speeds prices both splits with the balanced run's rate and latency, so
+  // their ratio is the simulator's alone and not one run's message noise against the other's.
+  std::optional<StageRate> rate;
+  std::optional<double> balanced_latency;
   double ratio[2][2] = {};        // [balanced, speed][measured, predicted] tokens/s
   const std::pair<const char*, const std::vector<compute::StageLayers>*> splits[] = {{"balanced", &*balanced},
                                                                                      {"speed", &*by_speed}};
@@ -445,7 +449,8 @@ int run_bench_split(const BenchPipelineOptions& o) {
     for (const StepTimes& step : *steps) flushes.push_back(flush_seconds(*schedule, step));
     const double latency = median_transfer(*schedule, *steps);
     if (!rate) rate = stage_rate(*schedule, *steps, fastest_stage, stage_work(cfg, (*split)[fastest_stage]));
-    auto predicted = predicted_flush(*schedule, cfg, *split, shares, *rate, latency);
+    if (!balanced_latency) balanced_latency = latency;
+    auto predicted = predicted_flush(*schedule, cfg, *split, shares, *rate, *balanced_latency);
     if (!predicted) return error_exit(ExitCode::failure, predicted.error().message);
     ratio[k][0] = tokens_per_step / median(flushes);
     ratio[k][1] = tokens_per_step / *predicted;
