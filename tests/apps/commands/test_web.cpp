@@ -1,5 +1,6 @@
 // The job's web page against a live 2-node job (docs/web.md): the page, its data and the job's
-// own /metrics are served to the job's token and to nothing else; the data shows every rank
+// own /metrics are served to the job's token and to nothing else; a thousand idle and half-sent
+// connections to it stall neither the job nor the page; the data shows every rank
 // training with its heartbeat, the curves with the validation loss and each node's memory; while
 // a recovery after `kill node 1` is held up (node 0 stopped), rank 1 shows recovering, live;
 // after it the timeline shows the failure and the in-place recovery (path, seconds, bytes) and
@@ -22,6 +23,7 @@
 #include "apps/run_troupe.hpp"
 #include "support/metrics_scrape.hpp"
 #include "support/run_process.hpp"
+#include "support/tcp_client.hpp"
 #include "support/temp_dir.hpp"
 #include "support/tensorboard_reader.hpp"
 
@@ -200,6 +202,20 @@ TEST_CASE("a 2-node job serves its page, data and /metrics to its token only, an
   CHECK(e.value("troupe_job_ranks", {{"state", "lost"}}) == 0);
   CHECK(e.value("troupe_job_step") > 0);
   CHECK(e.value("troupe_job_seconds_since_checkpoint") == -1);
+
+  {
+    // A thousand connections to the page's port, half of them a request never finished: the job
+    // trains on and its page still answers.
+    std::vector<TcpClient> clients;
+    for (int i = 0; i < 1000; ++i) {
+      clients.emplace_back(page.port);
+      if (i % 2) clients.back().send("GET /data?token=" + page.token + " HTTP/1.1\r\n");
+    }
+    const int step = data_of(page)["job"]["step"].get<int>();
+    const nlohmann::json trained = data_when(
+        page, [step](const nlohmann::json& d) { return d["job"]["step"].get<int>() >= step + 3; }, seconds(60));
+    CHECK(trained["job"]["step"].get<int>() >= step + 3);
+  }
 
   {
     HeldNode held(job, 0);
