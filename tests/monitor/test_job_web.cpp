@@ -19,6 +19,7 @@
 #include "monitor/job_page_data.hpp"
 #include "monitor/job_web.hpp"
 #include "support/metrics_scrape.hpp"
+#include "support/page_render.hpp"
 #include "support/run_process.hpp"
 #include "support/tcp_client.hpp"
 
@@ -184,42 +185,7 @@ TEST_CASE("a thousand idle and slow connections do not keep the web server from 
 // scripts/bench/page_render_time.py; the page itself notes when it first drew its data.
 TEST_CASE("headless Chromium draws a 1,024-rank job's page data within 1 s, and turns its four grid pages",
           "[web][slow]") {
-  const std::string chromium = "/usr/bin/chromium";
-  if (!std::filesystem::exists(chromium)) {
-    std::printf("SKIPPED (needs Debian's chromium: apt-get install chromium): %s not found\n", chromium.c_str());
-    WARN("SKIPPED (needs Debian's chromium: apt-get install chromium): " << chromium << " not found");
-    return;
-  }
+  if (!chromium_present()) return;
   auto web = serve_job(1024);
-  const ProcessResult run = run_process(
-      {"/usr/bin/env", "python3", TROUPE_SOURCE_DIR "/scripts/bench/page_render_time.py", chromium, web->url(), "3"},
-      "/tmp", std::chrono::seconds(120));
-  INFO(run.out << run.err);
-  REQUIRE(run.exit_code == 0);
-  std::vector<nlohmann::json> lines;
-  std::istringstream out(run.out);
-  for (std::string line; std::getline(out, line);) lines.push_back(nlohmann::json::parse(line));
-  REQUIRE(lines.size() == 4);
-  const nlohmann::json& first = lines[0];
-  // The page's data drawn: from the page asking for its first /data to the tiles, curves, timeline
-  // and memory built and laid out. Before that, the browser's own navigation (starting a renderer,
-  // fetching the page) is timed too, and printed, but not held to the second: on a loaded machine
-  // it is mostly the browser's start.
-  const double asked = first["data_asked_ms"].get<double>(), drawn = first["first_render_ms"].get<double>();
-  std::printf(
-      "1,024-rank page: /data asked %.1f ms after the navigation began (page received %.1f ms), drawn %.1f ms "
-      "later (the JSON back after %.1f ms; drawing and layout %.1f ms); %.1f ms from the navigation's start\n",
-      asked, first["page_received_ms"].get<double>(), drawn - asked, first["data_received_ms"].get<double>() - asked,
-      first["render_ms"].get<double>(), drawn);
-  CHECK(first["render_ms"].get<double>() > 0);  // a wall clock: virtual time would give 0
-  CHECK(drawn > asked);
-  CHECK(drawn - asked < 1000);
-  CHECK(first["tiles"] == 256);
-  CHECK(first["pages"] == 4);
-  CHECK(first["first_rank"] == 0);
-  for (int turn = 1; turn <= 3; ++turn) {
-    CHECK(lines[turn]["page"] == turn + 1);
-    CHECK(lines[turn]["tiles"] == 256);
-    CHECK(lines[turn]["first_rank"] == 256 * turn);
-  }
+  check_1024_rank_page(page_render_lines(web->url(), 3), "1,024-rank page");
 }

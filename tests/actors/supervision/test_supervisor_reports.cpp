@@ -38,6 +38,17 @@ job_supervisor_state job_of(int nodes, int slots, Clock::time_point heard) {
   return st;
 }
 
+struct Verdict {
+  std::vector<int> silent;
+  std::string reason;
+};
+
+Verdict verdict_of(const job_supervisor_state& st, Clock::time_point now) {
+  Verdict v;
+  v.reason = watchdog_verdict(st, now, v.silent);
+  return v;
+}
+
 std::size_t count_of(const std::string& text, const std::string& part) {
   std::size_t count = 0;
   for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++count;
@@ -48,9 +59,7 @@ std::size_t count_of(const std::string& text, const std::string& part) {
 
 TEST_CASE("a thousand silent ranks give one readable reason: two nodes described, the others named", "[actors]") {
   const auto now = Clock::now();
-  const job_supervisor_state st = job_of(32, 32, now - std::chrono::seconds(60));
-  std::vector<int> silent;
-  const std::string reason = watchdog_verdict(st, now, silent);
+  const auto [silent, reason] = verdict_of(job_of(32, 32, now - std::chrono::seconds(60)), now);
   INFO(reason);
   CHECK(silent.size() == 32);  // every silent node is answered, described or not
   CHECK(count_of(reason, "sent no heartbeat for") == 2);
@@ -66,8 +75,7 @@ TEST_CASE("a stall over a thousand ranks describes eight of them and counts the 
   const auto now = Clock::now();
   job_supervisor_state st = job_of(32, 32, now);
   st.liveness.at(5).workers.at(3).waiting_for.clear();  // rank 163 waits for nothing: listed first
-  std::vector<int> silent;
-  const std::string reason = watchdog_verdict(st, now, silent);
+  const auto [silent, reason] = verdict_of(st, now);
   INFO(reason);
   CHECK(silent.empty());
   CHECK_THAT(reason, Catch::StartsWith("no progress for") && Contains("(limit 1.0 s): rank 163 (node 5"));
@@ -77,9 +85,7 @@ TEST_CASE("a stall over a thousand ranks describes eight of them and counts the 
 
 TEST_CASE("a small job's reasons describe every rank", "[actors]") {
   const auto now = Clock::now();
-  const job_supervisor_state st = job_of(2, 2, now - std::chrono::seconds(60));
-  std::vector<int> silent;
-  const std::string reason = watchdog_verdict(st, now, silent);
+  const auto [silent, reason] = verdict_of(job_of(2, 2, now - std::chrono::seconds(60)), now);
   INFO(reason);
   CHECK(silent == std::vector<int>{0, 1});
   CHECK(count_of(reason, " in step 3, waiting 2.0 s for a scalar sum") == 4);

@@ -19,7 +19,7 @@
 #include "apps/commands/watched_run.hpp"
 #include "apps/line_match.hpp"
 #include "apps/run_troupe.hpp"
-#include "support/run_process.hpp"
+#include "support/page_render.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace troupe::test;
@@ -46,12 +46,7 @@ class StoppedNodes {
 
 TEST_CASE("headless Chromium draws the page of a 1,024-rank sim job within 1 s of asking, and turns its grid pages",
           "[web][scale][slow]") {
-  const std::string chromium = "/usr/bin/chromium";
-  if (!std::filesystem::exists(chromium)) {
-    std::printf("SKIPPED (needs Debian's chromium: apt-get install chromium): %s not found\n", chromium.c_str());
-    WARN("SKIPPED (needs Debian's chromium: apt-get install chromium): " << chromium << " not found");
-    return;
-  }
+  if (!chromium_present()) return;
   TempDir dir;
   {
     std::ofstream hosts(dir.file("hosts.txt"));
@@ -84,31 +79,5 @@ TEST_CASE("headless Chromium draws the page of a 1,024-rank sim job within 1 s o
   REQUIRE(job.wait_for_line(matching("step +2/"), std::chrono::minutes(10)));
 
   StoppedNodes stopped(job.descendants());
-  const ProcessResult run = run_process({"/usr/bin/env", "python3", TROUPE_SOURCE_DIR "/scripts/bench/page_render_time.py",
-                                         chromium, url + "?token=" + token, "3"},
-                                        "/tmp", seconds(120));
-  INFO(run.out << run.err);
-  REQUIRE(run.exit_code == 0);
-  std::vector<nlohmann::json> lines;
-  std::istringstream out(run.out);
-  for (std::string line; std::getline(out, line);) lines.push_back(nlohmann::json::parse(line));
-  REQUIRE(lines.size() == 4);
-  const nlohmann::json& first = lines[0];
-  const double asked = first["data_asked_ms"].get<double>(), drawn = first["first_render_ms"].get<double>();
-  std::printf(
-      "1,024-rank sim job's page: /data asked %.1f ms after the navigation began, drawn %.1f ms later (the JSON "
-      "back after %.1f ms; drawing and layout %.1f ms); %.1f ms from the navigation's start; pages turned in",
-      asked, drawn - asked, first["data_received_ms"].get<double>() - asked, first["render_ms"].get<double>(), drawn);
-  for (int turn = 1; turn <= 3; ++turn) std::printf(" %.0f", lines[turn]["turn_ms"].get<double>());
-  std::printf(" ms\n");
-  CHECK(drawn > asked);
-  CHECK(drawn - asked < 1000);
-  CHECK(first["tiles"] == 256);
-  CHECK(first["pages"] == 4);
-  CHECK(first["first_rank"] == 0);
-  for (int turn = 1; turn <= 3; ++turn) {
-    CHECK(lines[turn]["page"] == turn + 1);
-    CHECK(lines[turn]["tiles"] == 256);
-    CHECK(lines[turn]["first_rank"] == 256 * turn);
-  }
+  check_1024_rank_page(page_render_lines(url + "?token=" + token, 3), "1,024-rank sim job's page");
 }
