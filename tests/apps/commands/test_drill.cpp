@@ -109,6 +109,28 @@ TEST_CASE("drill kill-node: a SIGKILLed node is detected within a second, only i
   CHECK(inherited[1].str() == measured[1].str());
 }
 
+TEST_CASE("drill kill-node on two DiLoCo islands: the lost island is left out of the next sync, only its node's "
+          "process is started again, and it rejoins with the outer state",
+          "[drill][diloco]") {
+  TempDir dir;
+  const ProcessResult r =
+      drill(dir, "kill-node", {"--train.sync", "diloco", "--train.islands", "2", "--train.diloco_steps", "2"});
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  CHECK(r.exit_code == 0);
+  // Killed after step 5: island 0 takes the sync after step 6 alone, and island 1 rejoins there.
+  CHECK_THAT(r.out, Contains("verdict: PASS") && Contains("lost node 1") &&
+                        Contains("recovery: island 1 left out (epoch 1): island 0 goes on") &&
+                        Contains("recovered from a surviving replica's memory: no (DiLoCo: the lost island rejoined "
+                                 "after step 6 with rank 0's outer state") &&
+                        Contains("rank 1 in its node's new process, resumed from rank 0's outer state and trained "
+                                 "step 7") &&
+                        Contains("survivors kept their processes: yes (node 0 pid ") &&
+                        Contains("node 1's process started again: yes (pid ") &&
+                        Contains("final weights: not compared with the undisturbed run's") &&
+                        !Contains("restarting every node"));
+  CHECK(seconds_after(r.out, "detected") < 1.0);
+}
+
 TEST_CASE("drill kill-node on dp 3: both survivors keep their processes and connect to the new one", "[drill]") {
   TempDir dir;
   const ProcessResult r = drill(dir, "kill-node", {"--workers", "3", "--target", "2"});
