@@ -61,8 +61,7 @@ Expected<std::optional<int>> read_drill_node_gone() {
 Expected<std::optional<DrillKillAt>> read_drill_kill_at() {
   std::optional<std::string> value = environment_text(drill_kill_at.name);
   if (!value) return std::optional<DrillKillAt>{};
-  const Error invalid =
-      environment_error(drill_kill_at.name, "RANK:STEP or RANK:STEP:sync, two integers >= 0", *value);
+  const Error invalid = environment_error(drill_kill_at.name, "RANK:STEP or RANK:STEP:sync, two integers >= 0", *value);
   const std::string_view text(*value);
   const auto colon = text.find(':');
   if (colon == std::string_view::npos) return invalid;

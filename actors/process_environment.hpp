@@ -144,13 +144,13 @@ inline constexpr Variable drill_kill_at{
     .name = "TROUPE_DRILL_KILL_AT",
     .set_by = "the user (a test)",
     .unset = "none",
-    .meaning = "RANK:STEP or RANK:STEP:sync: the node process of RANK SIGKILLs itself as STEP begins, or (:sync) "
-               "once it has posted its DiLoCo outer sum after STEP; not a process started again"};
+    .meaning =
+        "RANK:STEP or RANK:STEP:sync: the node process of RANK SIGKILLs itself as STEP begins, or (:sync) "
+        "once it has posted its DiLoCo outer sum after STEP; not a process started again"};
 
 inline constexpr std::array<Variable, 16> variables{
-    rank,       world_size,     local_rank, local_world_size, master_addr,    master_port,
-    node_index, slots,          join,       token,            restarts,       attempt,
-    peak_flops, drill_throw_at, drill_node_gone, drill_kill_at};
+    rank, world_size, local_rank, local_world_size, master_addr, master_port,    node_index,      slots,
+    join, token,      restarts,   attempt,          peak_flops,  drill_throw_at, drill_node_gone, drill_kill_at};
 
 // The accessors: unset gives the table's default, an invalid value the error line. The integer
 // ones take the row's fallback and min (and fit an int).

@@ -42,7 +42,8 @@ RecoveryShape recovery_shape(const JobConfig& config, int world_size, bool repla
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RecoveryShape& x) {
   return f(caf::meta::type_name("RecoveryShape"), x.mode, x.data_parallel, x.pipeline_stages, x.tensor_shards, x.zero,
-           x.device_backend, x.compression, x.replaces_nodes, x.checkpoints, x.islands, x.outer_streaming, x.uneven_shares);
+           x.device_backend, x.compression, x.replaces_nodes, x.checkpoints, x.islands, x.outer_streaming,
+           x.uneven_shares);
 }
 
 }  // namespace troupe::actors

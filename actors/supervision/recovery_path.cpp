@@ -72,7 +72,8 @@ IslandChoice choose_island_left_out(const RecoveryShape& shape, const std::vecto
   if (shape.islands != shape.data_parallel || shape.pipeline_stages > 1 || shape.tensor_shards > 1)
     return restart("an island is left out only where each island is one rank (train.islands " +
                    std::to_string(shape.islands) + " of " + std::to_string(shape.data_parallel) +
-                   " data-parallel replicas" + (shape.pipeline_stages * shape.tensor_shards > 1 ? ", with stages or shards" : "") +
+                   " data-parallel replicas" +
+                   (shape.pipeline_stages * shape.tensor_shards > 1 ? ", with stages or shards" : "") +
                    "): the ranks of a bigger island could see a sync in flight land on some and fail on others");
   if (shape.outer_streaming)
     return restart("an island is left out only under train.diloco_fragments 1 without train.diloco_overlap");

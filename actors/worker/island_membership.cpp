@@ -41,8 +41,7 @@ compute::Tensor held_view(const TrainingLoop& loop, const std::string& kind) {
 
 IslandMembership::IslandMembership(MailboxComm& mailbox, comm::Engine& engine, monitor::WorkProgress& progress,
                                    const comm::Grid& grid, int islands, compute::OuterPrecision precision,
-                                   std::unique_ptr<comm::Communicator> outer, bool leaves_out,
-                                   long kill_after_posting)
+                                   std::unique_ptr<comm::Communicator> outer, bool leaves_out, long kill_after_posting)
     : mailbox_(mailbox),
       engine_(engine),
       progress_(progress),
@@ -88,8 +87,10 @@ void IslandMembership::post(Posted& posted) {
     auto waiting = progress_.wait_for("the islands present agreeing on the outer sync");
     check_comm(mailbox_.wait(mailbox_.all_reduce(*outer_, started)));
     if (started.data_as<float>()[0] != static_cast<float>(sums_started_ * outer_->group().size()))
-      throw CommFailed("the islands present disagree on the outer sync in flight when an island was lost (this rank "
-                       "is at sync " + std::to_string(sums_started_) + ")");
+      throw CommFailed(
+          "the islands present disagree on the outer sync in flight when an island was lost (this rank "
+          "is at sync " +
+          std::to_string(sums_started_) + ")");
   }
   posted.sum = post_outer_sum(mailbox_, *outer_, posted.sum.pseudo_gradient, precision_);
   posted.islands = outer_->group().size();
@@ -117,8 +118,9 @@ void IslandMembership::start_sum(compute::Tensor pseudo_gradient, long steps_tak
   posted_.push_back({{0, std::move(pseudo_gradient), {}}, std::move(original), 0});
   post(posted_.back());
   if (steps_taken == kill_after_posting_) {
-    monitor::logger("drill")->error("drill: the node process of rank {} kills itself during the outer sync after step {}",
-                                    engine_.rank(), steps_taken);
+    monitor::logger("drill")->error(
+        "drill: the node process of rank {} kills itself during the outer sync after step {}", engine_.rank(),
+        steps_taken);
     ::raise(SIGKILL);
   }
 }
@@ -139,7 +141,7 @@ int IslandMembership::wait_sum() {
       auto waiting = progress_.wait_for("the job's word on the island lost during the outer sync");
       while (!take_orders()) mailbox_.wait_islands_order();
     } else {
-      if (!take_orders()) continue;  // a rejoin order alone: the sum goes on
+      if (!take_orders()) continue;        // a rejoin order alone: the sum goes on
       (void)mailbox_.wait(posted.sum.op);  // given up by the renewal
     }
     // The pseudo-gradient again, over the islands present.

@@ -91,14 +91,14 @@ class IslandMembership {
   long kill_after_posting_;
   std::vector<int> present_;  // the islands of outer_, in order
   std::deque<Posted> posted_;
-  long sums_started_ = 0;                // pseudo-gradients taken, each counted once however often posted
+  long sums_started_ = 0;  // pseudo-gradients taken, each counted once however often posted
   // Islands were left out since the last post: with three or more islands, a sum in flight may have
   // landed on some survivors (the lost rank had sent its part to them) and not on others, which
   // would then post different syncs' pseudo-gradients together. The first operation over the renewed
   // group sums sums_started_ and fails the rank where the survivors differ (the job restarts).
   bool check_agreement_ = false;
-  bool rejoin_due_ = false;              // a sync over fewer islands landed: hand over at `synced`
-  std::optional<islands_msg> rejoin_;    // the rejoin order, until carried out
+  bool rejoin_due_ = false;            // a sync over fewer islands landed: hand over at `synced`
+  std::optional<islands_msg> rejoin_;  // the rejoin order, until carried out
 };
 
 }  // namespace troupe::actors

@@ -9,12 +9,12 @@
 
 #include "actors/process_environment.hpp"
 #include "actors/supervision/recovery_path.hpp"
-#include "actors/worker/mailbox_context_exchange.hpp"
 #include "actors/worker/data_parallel_hooks.hpp"
 #include "actors/worker/device_groups.hpp"
 #include "actors/worker/in_place_recovery.hpp"
 #include "actors/worker/island_membership.hpp"
 #include "actors/worker/mailbox_comm.hpp"
+#include "actors/worker/mailbox_context_exchange.hpp"
 #include "actors/worker/node_rescue.hpp"
 #include "actors/worker/pipeline_trainer.hpp"
 #include "actors/worker/trace_gather.hpp"
@@ -276,8 +276,8 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
   // A lost island's new rank joins the outer group as renewed for its rejoin (island_membership.hpp).
   std::unique_ptr<comm::Communicator> outer;
   if (islands > 1) {
-    auto created =
-        comm::Communicator::create(engine, renewed(comm::outer_group(grid, rank, islands), comm::outer_group_id, replacing));
+    auto created = comm::Communicator::create(
+        engine, renewed(comm::outer_group(grid, rank, islands), comm::outer_group_id, replacing));
     if (!created) return {-1, 1, created.error().message};
     outer = std::move(*created);
   }

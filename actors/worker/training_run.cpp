@@ -301,10 +301,10 @@ class RankRun {
       first_step_ = joined.steps;
       resume_holding(first_step_);
       if (joined.rejoined_island)
-        tell(first_step_, fmt::format("rank {} rejoined the islands: the outer state from rank {} after step {} ({} "
-                                      "bytes in {:.3f} s); its weights the outer weights, its moments zero",
-                                      loop_.checkpoint_place().rank, joined.donor, joined.steps, joined.bytes,
-                                      joined.seconds));
+        tell(first_step_,
+             fmt::format("rank {} rejoined the islands: the outer state from rank {} after step {} ({} "
+                         "bytes in {:.3f} s); its weights the outer weights, its moments zero",
+                         loop_.checkpoint_place().rank, joined.donor, joined.steps, joined.bytes, joined.seconds));
       else if (joined.checkpoint.empty())
         tell(first_step_,
              fmt::format("rank {} respawned in place: resumed from rank {}'s memory over the data plane "

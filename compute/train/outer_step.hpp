@@ -53,9 +53,9 @@ struct OuterOptions {
 
 // A rank's place among the islands: `count` K, its island `index`, and the sum of a pseudo-gradient
 // over the K ranks that hold this rank's place in every island, in place, at the job's precision:
-// `start_sum` posts one (taken after the step that made `steps_taken` steps), `wait_sum` waits for the oldest not yet waited for and returns how many
-// islands it summed (K, or fewer where islands were left out of it: the outer step divides by that
-// count); neither is called for one island, which sends nothing. `synced`, when set, is told by
+// `start_sum` posts one (taken after the step that made `steps_taken` steps), `wait_sum` waits for the oldest not yet
+// waited for and returns how many islands it summed (K, or fewer where islands were left out of it: the outer step
+// divides by that count); neither is called for one island, which sends nothing. `synced`, when set, is told by
 // after_step, once fragments landed, the steps taken and the new outer state (the last-sync weights
 // and the momentum): where a lost island rejoins, a rank hands it that state there.
 struct IslandGroup {

@@ -150,9 +150,10 @@ TEST_CASE("simulated islands with one missing a sync: the average over those pre
   CHECK(std::abs(all.params[0].data_as<double>()[5] - run.params[0].data_as<double>()[5]) > 1e-6);
 }
 
-TEST_CASE("simulated islands: an island absent from a sync restarts its inner optimizer once it took the outer "
-          "weights, at each sync it misses and no other",
-          "[diloco]") {
+TEST_CASE(
+    "simulated islands: an island absent from a sync restarts its inner optimizer once it took the outer "
+    "weights, at each sync it misses and no other",
+    "[diloco]") {
   constexpr std::int64_t n = 16;
   const Tensor start = filled(n, 7, 1.0);
   std::vector<Tensor> params;

@@ -362,9 +362,10 @@ TEST_CASE("one rule says whether a replica holds every rank's state, for the rol
   CHECK_THAT(choose_grow(s).why_not, Catch::Contains(zero.why_not));
 }
 
-TEST_CASE("DiLoCo's islands: a lost node process's island is left out and rejoins; a worker that threw restarts every "
-          "node, as no island holds another's weights",
-          "[recovery]") {
+TEST_CASE(
+    "DiLoCo's islands: a lost node process's island is left out and rejoins, while a worker that threw "
+    "restarts every node, as no island holds another's weights",
+    "[recovery]") {
   RecoveryShape shape = plain_dp();
   shape.islands = 2;
   shape.checkpoints = true;
@@ -387,9 +388,10 @@ TEST_CASE("DiLoCo's islands: a lost node process's island is left out and rejoin
   CHECK(replica_state(shape).held);
 }
 
-TEST_CASE("DiLoCo's islands: the islands lost are the lost ranks', and whole islands of one rank, not all, without "
-          "streaming, are left out",
-          "[recovery]") {
+TEST_CASE(
+    "DiLoCo's islands: the islands lost are the lost ranks', and whole islands of one rank, not all, without "
+    "streaming, are left out",
+    "[recovery]") {
   RecoveryShape shape = plain_dp();
   shape.data_parallel = 4;
   shape.islands = 4;

@@ -12,8 +12,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <memory>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -113,7 +113,8 @@ void check_equals_simulation(const std::string& file, const std::vector<float>& 
   std::vector<compute::OuterStep> outer;
   for (std::size_t i = 0; i < sim.models.size(); ++i) {
     compute::Trainer* trainer = sim.trainers[i].get();
-    islands.push_back({[trainer] { trainer->step(); }, sim.models[i]->params(), [trainer] {
+    islands.push_back({[trainer] { trainer->step(); }, sim.models[i]->params(),
+                       [trainer] {
                          for (compute::Tensor* moments :
                               {&trainer->optimizer().first_moments(), &trainer->optimizer().second_moments()})
                            std::memset(moments->data(), 0, moments->nbytes());
@@ -403,7 +404,8 @@ struct IslandKilled {
 IslandKilled kill_island(const TempDir& dir, const std::string& kill_at, const std::string& name) {
   ScopedEnv kill("TROUPE_DRILL_KILL_AT", kill_at.c_str());
   const std::string file = job_file(dir, 2, 0.7, 0.9);
-  IslandKilled killed{file, run_troupe(dir,
+  IslandKilled killed{file,
+                      run_troupe(dir,
                                  {"train", "--config", file, "--workers", "2", "--train.steps", "6", "--checkpoint.dir",
                                   (dir.path() / name).string()},
                                  std::chrono::seconds(120)),
@@ -424,26 +426,28 @@ long rejoined_after(const std::string& out) {
 
 }  // namespace
 
-TEST_CASE("diloco: an island's node killed before a sync is left out of it, its new process rejoins after it with the "
-          "outer state, and the run ends with the simulation's weights with that island absent, bit for bit",
-          "[diloco][islands]") {
+TEST_CASE(
+    "diloco: an island's node killed before a sync is left out of it, its new process rejoins after it with the "
+    "outer state, and the run ends with the simulation's weights with that island absent, bit for bit",
+    "[diloco][islands]") {
   TempDir dir;
   const IslandKilled killed = kill_island(dir, "1:3", "killed-before");
   const std::string& out = killed.run.out;
   INFO(out);
-  CHECK(occurrences(out, "island 1 left out (epoch 1): island 0 goes on and takes the next outer sync without it") == 1);
+  CHECK(occurrences(out, "island 1 left out (epoch 1): island 0 goes on and takes the next outer sync without it") ==
+        1);
   CHECK(occurrences(out, "recovery: island 1 rejoined") == 1);
   CHECK(rejoined_after(out) == 4);
   CHECK_THAT(out, Catch::Contains("outer step 2 after step 4: pseudo-gradients of") &&
                       Catch::Contains("averaged over 1 island(s)") && !Catch::Contains("restarting every node"));
   CHECK_THAT(out, Catch::Contains("rank 1 rejoined the islands: the outer state from rank 0 after step 4"));
-  check_equals_simulation(killed.file, killed.weights, 3, 6,
-                          [](long s, int island) { return island == 0 || s != 4; });
+  check_equals_simulation(killed.file, killed.weights, 3, 6, [](long s, int island) { return island == 0 || s != 4; });
 }
 
-TEST_CASE("diloco: an island's node killed during an outer sync: the other island takes that sync or the next alone, "
-          "the lost one rejoins after it, no hang, and the weights are the simulation's with it absent there",
-          "[diloco][islands]") {
+TEST_CASE(
+    "diloco: an island's node killed during an outer sync: the other island takes that sync or the next alone, "
+    "the lost one rejoins after it, no hang, and the weights are the simulation's with it absent there",
+    "[diloco][islands]") {
   TempDir dir;
   const IslandKilled killed = kill_island(dir, "1:4:sync", "killed-in-sync");
   const std::string& out = killed.run.out;

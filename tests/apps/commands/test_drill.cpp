@@ -109,9 +109,10 @@ TEST_CASE("drill kill-node: a SIGKILLed node is detected within a second, only i
   CHECK(inherited[1].str() == measured[1].str());
 }
 
-TEST_CASE("drill kill-node on two DiLoCo islands: the lost island is left out of the next sync, only its node's "
-          "process is started again, and it rejoins with the outer state",
-          "[drill][diloco]") {
+TEST_CASE(
+    "drill kill-node on two DiLoCo islands: the lost island is left out of the next sync, only its node's "
+    "process is started again, and it rejoins with the outer state",
+    "[drill][diloco]") {
   TempDir dir;
   const ProcessResult r =
       drill(dir, "kill-node", {"--train.sync", "diloco", "--train.islands", "2", "--train.diloco_steps", "2"});
