@@ -121,8 +121,9 @@ TEST_CASE(
   // Killed after step 5: island 0 takes the next sync alone (after step 6, or 8 where the killed
   // process had taken the one after step 6 before the signal came), and island 1 rejoins there.
   std::smatch rejoined;
-  REQUIRE(std::regex_search(r.out, rejoined, std::regex("the lost island rejoined after step ([0-9]+) with rank 0's "
-                                                        "outer state")));
+  REQUIRE(std::regex_search(r.out, rejoined,
+                            std::regex("the lost island rejoined after step ([0-9]+) with rank 0's "
+                                       "outer state")));
   const long after = std::stol(rejoined[1].str());
   CHECK((after == 6 || after == 8));
   CHECK_THAT(r.out, Contains("verdict: PASS") && Contains("lost node 1") &&
