@@ -19,6 +19,7 @@ std::string_view to_string(RecoveryRoute route) {
     case RecoveryRoute::restart: return "restart";
     case RecoveryRoute::rescue: return "rescue";
     case RecoveryRoute::stop: return "stop";
+    case RecoveryRoute::island_left_out: return "island_left_out";
   }
   return "unknown";
 }

@@ -37,6 +37,7 @@ enum class RecoveryRoute : std::uint8_t {
   restart,                  // the supervisor gives the failure to the job's restart (which says from where)
   rescue,                   // the survivors write their memory of the last completed step before the restart
   stop,                     // nothing recovers: the job ends
+  island_left_out,          // DiLoCo: the lost islands left out of the syncs, their processes started again to rejoin
 };
 std::string_view to_string(RecoveryRoute route);
 

@@ -152,6 +152,9 @@ struct worker_failed_msg {
 // A grow (grown_world > 0): no rank failed; `failed_ranks` are the ranks of the nodes that join,
 // the world grows to grown_world ranks and each step's global batch is split as grown_batch_size
 // rows × grown_grad_accum micro-batches per replica from the step everyone goes on after.
+// A DiLoCo island rejoining (islands_kept not empty): the failed ranks are a lost island's, which
+// the others left out (islands_msg); a new rank takes the outer state from the rank at its place in
+// the first kept island after their next sync, and no other rank gives up its step.
 struct recover_msg {
   int epoch = 0;
   std::vector<int> failed_ranks;
@@ -161,6 +164,7 @@ struct recover_msg {
   int grown_world = 0;
   int grown_batch_size = 0;
   int grown_grad_accum = 0;
+  std::vector<int> islands_kept;
 };
 
 // Worker → job supervisor: it left the step, holding the state after `steps_done` steps (−1: a
@@ -192,13 +196,31 @@ struct recover_plan_msg {
 };
 
 // Worker → job supervisor: its part of the recovery is done (error empty): the bytes of state it
-// sent or received over the data plane and how long that took.
+// sent or received over the data plane and how long that took. A lost DiLoCo island's new rank
+// sends it once it took the outer state: `steps`, the steps it goes on after (−1 otherwise).
 struct recover_done_msg {
   int epoch = 0;
   int rank = -1;
   std::int64_t bytes = 0;
   double seconds = 0;
   std::string error;
+  std::int64_t steps = -1;
+};
+
+// DiLoCo's islands left out and rejoining (docs/diloco.md, "Islands lost and rejoining").
+// Job supervisor → every node supervisor of a present island → each of its workers. From now on the
+// rank's outer group is the ranks at its place in the islands `present`, under the id
+// comm::epoch_group_id(outer_group_id, epoch). Without `rejoining`: the islands missing from
+// `present` were lost; the rank takes its next sync (or the one in flight, posted again) over the
+// islands present, averaged over their count. With `rejoining`: those islands' new processes
+// (`replaced`, with their data-plane addresses) wait for the outer state; after the first sync
+// over the islands left, the rank of the first of them at each place sends it to the rejoining rank
+// at that place, and every rank goes on over `present`, the rejoined islands included.
+struct islands_msg {
+  int epoch = 0;
+  std::vector<int> present;
+  std::vector<int> rejoining;
+  std::vector<node_entry> replaced;
 };
 
 // One finished step of a worker, for the shell's status, top, loss and trace.
@@ -370,7 +392,11 @@ typename Inspector::result_type inspect(Inspector& f, worker_failed_msg& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, recover_msg& x) {
   return f(caf::meta::type_name("recover_msg"), x.epoch, x.failed_ranks, x.reason, x.job, x.failed_steps_done,
-           x.grown_world, x.grown_batch_size, x.grown_grad_accum);
+           x.grown_world, x.grown_batch_size, x.grown_grad_accum, x.islands_kept);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, islands_msg& x) {
+  return f(caf::meta::type_name("islands_msg"), x.epoch, x.present, x.rejoining, x.replaced);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, recover_ready_msg& x) {
@@ -383,7 +409,7 @@ typename Inspector::result_type inspect(Inspector& f, recover_plan_msg& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, recover_done_msg& x) {
-  return f(caf::meta::type_name("recover_done_msg"), x.epoch, x.rank, x.bytes, x.seconds, x.error);
+  return f(caf::meta::type_name("recover_done_msg"), x.epoch, x.rank, x.bytes, x.seconds, x.error, x.steps);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_beat& x) {
@@ -500,4 +526,5 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(troupe, (troupe::actors::events_request_msg))
   CAF_ADD_TYPE_ID(troupe, (troupe::actors::events_reply_msg))
   CAF_ADD_ATOM(troupe, troupe::actors, events_atom, "events")
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::islands_msg))
   CAF_END_TYPE_ID_BLOCK(troupe)

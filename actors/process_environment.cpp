@@ -58,10 +58,26 @@ Expected<std::optional<int>> read_drill_node_gone() {
   return *value < 0 ? std::nullopt : std::optional<int>(*value);
 }
 
+Expected<std::optional<DrillKillAt>> read_drill_kill_at() {
+  std::optional<std::string> value = environment_text(drill_kill_at.name);
+  if (!value) return std::optional<DrillKillAt>{};
+  const Error invalid = environment_error(drill_kill_at.name, "RANK:STEP or RANK:STEP:sync, two integers >= 0", *value);
+  const std::string_view text(*value);
+  const auto colon = text.find(':');
+  if (colon == std::string_view::npos) return invalid;
+  const bool in_sync = text.ends_with(":sync");
+  const std::string_view step_text = text.substr(colon + 1, text.size() - colon - 1 - (in_sync ? 5 : 0));
+  auto rank_part = parse_environment_integer(drill_kill_at.name, text.substr(0, colon), 0, int_max);
+  auto step_part = parse_environment_integer(drill_kill_at.name, step_text, 0);
+  if (!rank_part || !step_part) return invalid;
+  return std::optional<DrillKillAt>{DrillKillAt{static_cast<int>(*rank_part), static_cast<long>(*step_part), in_sync}};
+}
+
 Status check_inherited() {
   if (Status knobs = comm::check_knobs(); !knobs) return knobs;
   if (auto throw_at = read_drill_throw_at(); !throw_at) return throw_at.error();
   if (auto gone = read_drill_node_gone(); !gone) return gone.error();
+  if (auto kill = read_drill_kill_at(); !kill) return kill.error();
   return Status::success();
 }
 

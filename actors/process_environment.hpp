@@ -140,10 +140,17 @@ inline constexpr Variable drill_node_gone{.name = "TROUPE_DRILL_NODE_GONE",
                                           .meaning = "NODE: that node process fails before joining at every restart",
                                           .fallback = -1,
                                           .min = 0};
+inline constexpr Variable drill_kill_at{
+    .name = "TROUPE_DRILL_KILL_AT",
+    .set_by = "the user (a test)",
+    .unset = "none",
+    .meaning =
+        "RANK:STEP or RANK:STEP:sync: the node process of RANK SIGKILLs itself as STEP begins, or (:sync) "
+        "once it has posted its DiLoCo outer sum after STEP; not a process started again"};
 
-inline constexpr std::array<Variable, 15> variables{
-    rank,     world_size, local_rank,     local_world_size, master_addr, master_port, node_index, slots,
-    join,     token,      restarts,       attempt,          peak_flops,  drill_throw_at,          drill_node_gone};
+inline constexpr std::array<Variable, 16> variables{
+    rank, world_size, local_rank, local_world_size, master_addr, master_port,    node_index,      slots,
+    join, token,      restarts,   attempt,          peak_flops,  drill_throw_at, drill_node_gone, drill_kill_at};
 
 // The accessors: unset gives the table's default, an invalid value the error line. The integer
 // ones take the row's fallback and min (and fit an int).
@@ -165,6 +172,12 @@ struct DrillThrowAt {
 };
 Expected<std::optional<DrillThrowAt>> read_drill_throw_at();  // RANK:STEP, both integers >= 0
 Expected<std::optional<int>> read_drill_node_gone();          // an integer >= 0
+struct DrillKillAt {
+  int rank = 0;
+  long step = 0;
+  bool in_sync = false;  // :sync
+};
+Expected<std::optional<DrillKillAt>> read_drill_kill_at();  // RANK:STEP or RANK:STEP:sync, integers >= 0
 
 // What every process of a job inherits from the user's shell, checked before the job starts:
 // the TROUPE_COMM_* knobs (comm/knobs.hpp) and the drill variables; the launch variables are the

@@ -12,6 +12,7 @@ RecoveryShape recovery_shape(const JobConfig& config, int world_size, bool repla
   shape.device_backend = compute::on_device(config.train.backend);
   shape.compression = config.comm.compress;
   shape.islands = config.train.sync == compute::SyncMode::diloco ? config.train.islands : 1;
+  shape.outer_streaming = config.train.diloco_fragments > 1 || config.train.diloco_overlap > 0;
   shape.replaces_nodes = replaces_nodes;
   shape.checkpoints = !config.checkpoint.dir.empty();
   shape.uneven_shares = config.train.balance != compute::BalanceMode::none;

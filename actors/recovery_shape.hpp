@@ -30,6 +30,8 @@ struct RecoveryShape {
   // DiLoCo's islands (train.islands under train.sync diloco; 1 otherwise): each trains weights of
   // its own between outer syncs.
   int islands = 1;
+  // Streaming DiLoCo: train.diloco_fragments above 1 or train.diloco_overlap above 0.
+  bool outer_streaming = false;
   // train.balance static or dynamic: the replicas take uneven shares of each step's batch.
   bool uneven_shares = false;
 };
@@ -40,7 +42,8 @@ RecoveryShape recovery_shape(const JobConfig& config, int world_size, bool repla
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RecoveryShape& x) {
   return f(caf::meta::type_name("RecoveryShape"), x.mode, x.data_parallel, x.pipeline_stages, x.tensor_shards, x.zero,
-           x.device_backend, x.compression, x.replaces_nodes, x.checkpoints, x.islands, x.uneven_shares);
+           x.device_backend, x.compression, x.replaces_nodes, x.checkpoints, x.islands, x.outer_streaming,
+           x.uneven_shares);
 }
 
 }  // namespace troupe::actors

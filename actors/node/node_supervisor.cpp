@@ -184,6 +184,12 @@ caf::behavior working(node_actor* self, const NodeOptions& options) {
         if (!self->current_sender() || self->current_sender()->node() != st.job.node()) return;
         st.start = grown;
       },
+      // DiLoCo's islands left out or rejoining: every worker's outer group changes (island_membership.hpp).
+      [=](recover_atom, const islands_msg& order) {
+        auto& st = self->state;
+        if (!self->current_sender() || self->current_sender()->node() != st.job.node()) return;
+        for (const caf::actor& worker : st.workers) self->send(worker, recover_atom_v, order);
+      },
       [=](recover_atom, const training_resumed& resumed) {
         if (options.recovered) options.recovered(resumed);
       },

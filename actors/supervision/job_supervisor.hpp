@@ -41,7 +41,9 @@
 //     once all joined, start_msg with recover_msg to each (their workers join as replacements);
 //     recover_plan_msg names their new addresses. A node lost or silent while such a recovery
 //     still waits for its ranks (no plan made, no new process started) widens it: its process is
-//     started again too, and the plan waits for it. Where in place
+//     started again too, and the plan waits for it. DiLoCo islands lost whole: island_coordinator.hpp
+//     (islands_msg to the other nodes, the lost nodes' processes started again to rejoin at the
+//     next sync; recovering until they did). Where in place
 //     does not apply, a failure during it, or its timeout ─► "recovery: restarting every node:
 //     <why>" and the failure goes the way above (the node's failure, then rescuing or ended).
 //   running, rescuing: a node lost or silent once every rank finished the last step ─► ended (0)

@@ -46,8 +46,9 @@ Clock::duration idle(const node_liveness& live, const worker_beat& worker, Clock
 // An in-place recovery or grow in progress (recovery_coordinator.hpp has its diagram).
 struct recovery_in_progress {
   // What the recovery answers: a worker that threw (its process kept), node processes lost,
-  // silent or unreachable (each started again), or nodes the job went on without (a grow).
-  enum class Goal { respawn_worker, replace_nodes, grow };
+  // silent or unreachable (each started again), nodes the job went on without (a grow), or DiLoCo
+  // islands lost, left out until their new processes rejoin (island_coordinator.hpp).
+  enum class Goal { respawn_worker, replace_nodes, grow, rejoin_island };
   // Its steps: waiting for every rank's readiness (and for new processes to join), then the plan
   // sent and the state moving.
   enum class Step { gathering, restoring };

@@ -8,6 +8,7 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include "actors/supervision/island_coordinator.hpp"
 #include "actors/supervision/recovery_path.hpp"
 #include "monitor/log.hpp"
 
@@ -19,6 +20,7 @@ using Step = recovery_in_progress::Step;
 
 RecoveryRoute route_of(const recovery_in_progress& recovery) {
   if (recovery.goal == Goal::grow) return RecoveryRoute::grow_in_place;
+  if (recovery.goal == Goal::rejoin_island) return RecoveryRoute::island_left_out;
   return recovery.rollback ? RecoveryRoute::in_place_rollback : RecoveryRoute::in_place_from_replica;
 }
 
@@ -35,6 +37,8 @@ std::vector<int> recovery_nodes(const recovery_in_progress& recovery) {
   if (nodes.empty()) nodes.push_back(recovery.failed.node_index);
   return nodes;
 }
+
+}  // namespace
 
 // running ─► recovering (gathering): the recovery's state, its events, its timer.
 void begin_recovery(job_actor* self, recovery_in_progress recovery, const std::string& reason) {
@@ -55,6 +59,8 @@ void leave_recovery(job_actor* self) {
   self->become(running(self));
 }
 
+namespace {
+
 // In place ─► restart: the line that says why, then the failed worker's node failed as it would
 // have without in-place recovery. `failed` is a copy: it may be the recovery's own, which ends here.
 void restart_instead(job_actor* self, const worker_failed_msg failed, const std::string& why) {
@@ -62,6 +68,8 @@ void restart_instead(job_actor* self, const worker_failed_msg failed, const std:
   if (self->state.recovery) leave_recovery(self);
   on_node_done(self, node_done_msg{failed.node_index, 1, failed.reason, true}, true);
 }
+
+}  // namespace
 
 // The in-place recovery in progress cannot complete: the job fails as the failure it answered
 // would have failed it, blaming the nodes it replaced (or the failed worker's).
@@ -76,6 +84,8 @@ void fail_in_place(job_actor* self, std::string reason) {
   }
   fail_job(self, recovery.kind, std::move(reason), recovery_nodes(recovery));
 }
+
+namespace {
 
 // A worker that throws again before finishing a step since its last in-place recovery would only
 // be respawned into the same failure (a bug at one step): "" when that is not so, else why.
@@ -96,6 +106,8 @@ std::string repeated_failure(const job_supervisor_state& st, int rank) {
 const char* silent_killed(const std::vector<int>& nodes) {
   return nodes.size() == 1 ? " (the silent one killed first)" : " (the silent ones killed first)";
 }
+
+}  // namespace
 
 // Starts the processes of `nodes` again for `recovery` (JobPlan::replace_nodes): each becomes the
 // job's next attempt, its ranks replacements in the recovery's order. Returns where each went, for
@@ -143,6 +155,8 @@ std::string start_again(job_supervisor_state& st, recovery_in_progress& recovery
   return placed;
 }
 
+namespace {
+
 // recovering, before the plan: `nodes` were lost or went silent too. Their processes are started
 // again within the same recovery, and the plan waits for their new processes as it waits for the
 // first ones. Returns false where it cannot (the plan is made: ranks may already be moving state;
@@ -155,6 +169,10 @@ bool widen_in_place(job_actor* self, const std::vector<int>& nodes, FailureKind 
                            std::to_string(recovery.epoch);
   if (recovery.goal == Goal::grow) {
     log_restart(st, what + ", which was growing the job");
+    return false;
+  }
+  if (recovery.goal == Goal::rejoin_island) {
+    log_restart(st, what + ", while lost islands rejoin");
     return false;
   }
   if (recovery.step == Step::restoring || recovery.replacements_started) {
@@ -307,6 +325,7 @@ void finish_grow(job_actor* self) {
 // Every rank has its state (restoring ─► running): the job runs on, and says how the recovery went.
 void on_recover_done(job_actor* self, const recover_done_msg& done) {
   auto& st = self->state;
+  if (st.recovery && st.recovery->goal == Goal::rejoin_island) return on_island_rejoined(self, done);
   if (!st.recovery || done.epoch != st.recovery->epoch) return;
   auto& recovery = *st.recovery;
   if (!done.error.empty()) {
@@ -459,6 +478,7 @@ bool replace_in_place(job_actor* self, const std::vector<int>& nodes, FailureKin
     log_restart(st, why_not);
     return false;
   }
+  if (choice.island_left_out) return leave_islands_out(self, nodes, kind, reason);
   recovery_in_progress recovery;
   recovery.goal = Goal::replace_nodes;
   recovery.epoch = st.recovery_epoch + 1;
@@ -587,6 +607,7 @@ void join_replacement(job_actor* self, const join_msg& m) {
   recovery.replacements_started = true;
   for (const auto& [index, process] : recovery.replaced)
     self->send(st.joined.at(index).node, start_atom_v, start, recovery.order);
+  if (recovery.goal == Goal::rejoin_island) rejoin_islands(self);
 }
 
 caf::behavior recovering(job_actor* self) {

@@ -71,4 +71,17 @@ void join_replacement(job_actor* self, const join_msg& m);
 // The recovering phase's behaviour (the running phase's handlers answer the rest).
 caf::behavior recovering(job_actor* self);
 
+// The steps island_coordinator.hpp shares with the in-place recovery.
+// running ─► recovering: the recovery's state, its recovery_chosen event (`reason`), its timer.
+void begin_recovery(job_actor* self, recovery_in_progress recovery, const std::string& reason);
+// recovering ─► running: the recovery is over, done or given up.
+void leave_recovery(job_actor* self);
+// The recovery in progress cannot complete: the job fails as the failure it answered would have.
+void fail_in_place(job_actor* self, std::string reason);
+// Starts the processes of `nodes` again for `recovery` (JobPlan::replace_nodes), each the job's next
+// attempt, their ranks the order's failed ranks: where each went, for the log ("node 1's process
+// again on its host h1"), or "" with `why_not` set where none could.
+std::string start_again(job_supervisor_state& st, recovery_in_progress& recovery, const std::vector<int>& nodes,
+                        FailureKind kind, std::string& why_not);
+
 }  // namespace troupe::actors::supervision

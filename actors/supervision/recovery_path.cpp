@@ -48,19 +48,42 @@ RecoveryChoice choose_recovery(const RecoveryShape& shape, FailureKind kind) {
     return restart("in place replaces a " + std::string(to_string(kind)) +
                    " node only where the job's launcher started every node process (not --external)");
   if (shape.device_backend) return restart(std::string("in place covers the CPU backend: ") + device_state);
-  // A respawned rank would need its island's weights and the outer state, and the islands' outer
-  // group renewed with the others: not built, so the job restarts from the newest checkpoint,
-  // which holds the outer state (docs/diloco.md).
-  if (shape.islands > 1)
-    return restart(
-        "DiLoCo's islands are recovered by restarting every node from the newest checkpoint (in place "
-        "does not renew their outer group yet)");
+  // No replica holds an island's weights: a lost island is left out (choose_island_left_out), and
+  // anything else restarts from the newest checkpoint, which holds the outer state (docs/diloco.md).
+  if (shape.islands > 1) {
+    if (!node_gone)
+      return restart(
+          "DiLoCo's islands leave out an island whose node process was lost, silent or unreachable; a worker that "
+          "threw restarts every node from the newest checkpoint");
+    const IslandChoice island = choose_island_left_out(shape, {});
+    if (!island.why_not.empty()) return restart(island.why_not);
+    return {true, false, {}, true};
+  }
   const ReplicaState state = replica_state(shape);
   if (!state.held && !shape.checkpoints)
     return restart(
         (shape.data_parallel < 2 ? "no surviving replica holds the failed worker's state (dp 1)" : state.why_not) +
         ", and no checkpoint.dir to roll back to");
   return {true, !state.held, {}};
+}
+
+IslandChoice choose_island_left_out(const RecoveryShape& shape, const std::vector<int>& lost_ranks) {
+  auto restart = [](std::string why) { return IslandChoice{{}, "DiLoCo's islands: " + std::move(why)}; };
+  if (shape.islands != shape.data_parallel || shape.pipeline_stages > 1 || shape.tensor_shards > 1)
+    return restart("an island is left out only where each island is one rank (train.islands " +
+                   std::to_string(shape.islands) + " of " + std::to_string(shape.data_parallel) +
+                   " data-parallel replicas" +
+                   (shape.pipeline_stages * shape.tensor_shards > 1 ? ", with stages or shards" : "") +
+                   "): the ranks of a bigger island could see a sync in flight land on some and fail on others");
+  if (shape.outer_streaming)
+    return restart("an island is left out only under train.diloco_fragments 1 without train.diloco_overlap");
+  IslandChoice choice;
+  for (int rank : lost_ranks)
+    if (std::find(choice.lost.begin(), choice.lost.end(), rank) == choice.lost.end()) choice.lost.push_back(rank);
+  std::sort(choice.lost.begin(), choice.lost.end());
+  if (static_cast<int>(choice.lost.size()) >= shape.islands)
+    return restart("every island was lost: no island holds the outer state");
+  return choice;
 }
 
 RecoveryChoice choose_grow(const RecoveryShape& shape) {

@@ -25,8 +25,9 @@
 // own processes included, forgets the step it was in, loads its own shards of the newest checkpoint
 // every rank can read and goes on from there; the steps since that checkpoint are trained again.
 // The same rollback answers a plan that finds no rank holding the newest steps of some (stage,
-// shard). DiLoCo's islands (more than one) hold weights of their own between syncs and an outer
-// group in-place recovery does not renew: their job restarts every node from the newest checkpoint.
+// shard). DiLoCo's islands (more than one) hold weights of their own between syncs: no replica
+// holds a lost island's, so the job leaves that island out instead (choose_island_left_out below,
+// island_coordinator.hpp), or restarts every node from the newest checkpoint where that does not apply.
 //
 // plan_recovery() is the plan once every rank has said how many steps it holds: every rank goes on
 // after the most steps any rank holds, each rank holding fewer (a replacement, and a survivor an
@@ -49,6 +50,8 @@ struct RecoveryChoice {
   // newest checkpoint.
   bool rollback = false;
   std::string why_not;  // when not in place: the reason, for the log line above
+  // In place for DiLoCo's islands: the lost island is left out and rejoins (choose_island_left_out).
+  bool island_left_out = false;
 };
 
 RecoveryChoice choose_recovery(const RecoveryShape& shape, FailureKind kind);
@@ -80,6 +83,22 @@ RescueChoice rescue_choice(const RecoveryShape& shape);
 // tensor shards, ZeRO or compression residuals) on the CPU backend, with fault.recovery in_place;
 // otherwise the job grows by restarting every node from a checkpoint, and why_not says why.
 RecoveryChoice choose_grow(const RecoveryShape& shape);
+
+// DiLoCo's islands left out (docs/diloco.md, "Islands lost and rejoining"): where a node process
+// was lost, silent or unreachable in a job whose failure choose_recovery answers in place, and the
+// lost node's ranks (`lost_ranks`) make up whole islands and not all of them, the other islands go
+// on without them and their processes are started again, to rejoin at the next outer sync with the
+// outer state of a present island. That needs islands of one rank each (train.islands equal to the
+// data-parallel replicas, no pipeline stages or tensor shards: every rank of an island must take
+// the same syncs, and a bigger island's ranks could see a sync that was in flight land on some and
+// fail on others) and no streaming (train.diloco_fragments 1, no overlap). `lost`: the islands lost,
+// in order; empty with `why_not` where the job restarts every node instead. With no ranks, whether
+// the shape allows it at all.
+struct IslandChoice {
+  std::vector<int> lost;
+  std::string why_not;
+};
+IslandChoice choose_island_left_out(const RecoveryShape& shape, const std::vector<int>& lost_ranks);
 
 // Who gives whom its state: `donors[i]` sends to `receivers[i]`; every rank goes on after `steps`.
 // When some (stage, shard) has no rank holding `steps`, no plan: `why_not` says which, and the job

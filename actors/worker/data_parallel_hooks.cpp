@@ -80,52 +80,57 @@ compute::ShardExchange unit_exchange(MailboxComm& mailbox, comm::Communicator& c
   return exchange;
 }
 
+OuterSum post_outer_sum(MailboxComm& mailbox, comm::Communicator& outer, compute::Tensor pseudo_gradient,
+                        compute::OuterPrecision precision) {
+  compute::Tensor wire = pseudo_gradient;
+  MailboxComm::Operation op;
+  if (precision == compute::OuterPrecision::int8) {
+    // Every island's payload in its own segment of 4-byte words, gathered; added in read_outer_sum.
+    const std::int64_t words = int8_payload_words(pseudo_gradient.numel());
+    wire = compute::Tensor::zeros({words * outer.group().size()}, compute::DType::i32);
+    compute::encode_int8_blocks(pseudo_gradient.data_as<float>(), pseudo_gradient.numel(),
+                                reinterpret_cast<std::byte*>(wire.data_as<std::int32_t>() + words * outer.position()));
+    op = mailbox.all_gather(outer, wire);
+  } else {
+    if (precision == compute::OuterPrecision::bf16) {
+      wire = compute::Tensor::zeros({pseudo_gradient.numel()}, compute::DType::bf16);
+      comm::encode_bf16(pseudo_gradient.data_as<float>(), wire.data_as<std::uint16_t>(),
+                        static_cast<std::size_t>(wire.numel()));
+    }
+    op = mailbox.all_reduce(outer, wire);
+  }
+  mailbox.set_apart(op);  // in flight across the island's own sums when the overlap is above 0
+  return {op, std::move(pseudo_gradient), std::move(wire)};
+}
+
+void read_outer_sum(const OuterSum& sum) {
+  if (sum.wire.dtype() == compute::DType::bf16)
+    comm::decode_bf16(sum.wire.data_as<std::uint16_t>(), sum.pseudo_gradient.data_as<float>(),
+                      static_cast<std::size_t>(sum.wire.numel()));
+  if (sum.wire.dtype() == compute::DType::i32) {
+    const std::int64_t count = sum.pseudo_gradient.numel(), words = int8_payload_words(count);
+    for (std::int64_t i = 0; i * words < sum.wire.numel(); ++i)
+      compute::add_int8_blocks(reinterpret_cast<const std::byte*>(sum.wire.data_as<std::int32_t>() + words * i), count,
+                               sum.pseudo_gradient.data_as<float>(), i == 0);
+  }
+}
+
 compute::IslandGroup island_hooks(MailboxComm& mailbox, comm::Communicator& outer, monitor::WorkProgress& progress,
                                   int island, compute::OuterPrecision precision) {
-  // A sum in flight: the pseudo-gradient it lands in, the buffer on the wire (the same one in f32).
-  struct Posted {
-    MailboxComm::Operation op;
-    compute::Tensor pseudo_gradient, wire;
+  auto posted = std::make_shared<std::deque<OuterSum>>();
+  compute::IslandGroup group{outer.group().size(), island, {}, {}, {}};
+  group.start_sum = [&mailbox, &outer, posted, precision](compute::Tensor pseudo_gradient, long) {
+    posted->push_back(post_outer_sum(mailbox, outer, std::move(pseudo_gradient), precision));
   };
-  auto posted = std::make_shared<std::deque<Posted>>();
-  compute::IslandGroup group{outer.group().size(), island, {}, {}};
-  group.start_sum = [&mailbox, &outer, posted, precision, island](compute::Tensor pseudo_gradient) {
-    compute::Tensor wire = pseudo_gradient;
-    MailboxComm::Operation op;
-    if (precision == compute::OuterPrecision::int8) {
-      // Every island's payload in its own segment of 4-byte words, gathered; added in wait_sum.
-      const std::int64_t words = int8_payload_words(pseudo_gradient.numel());
-      wire = compute::Tensor::zeros({words * outer.group().size()}, compute::DType::i32);
-      compute::encode_int8_blocks(pseudo_gradient.data_as<float>(), pseudo_gradient.numel(),
-                                  reinterpret_cast<std::byte*>(wire.data_as<std::int32_t>() + words * island));
-      op = mailbox.all_gather(outer, wire);
-    } else {
-      if (precision == compute::OuterPrecision::bf16) {
-        wire = compute::Tensor::zeros({pseudo_gradient.numel()}, compute::DType::bf16);
-        comm::encode_bf16(pseudo_gradient.data_as<float>(), wire.data_as<std::uint16_t>(),
-                          static_cast<std::size_t>(wire.numel()));
-      }
-      op = mailbox.all_reduce(outer, wire);
-    }
-    mailbox.set_apart(op);  // in flight across the island's own sums when the overlap is above 0
-    posted->push_back({op, std::move(pseudo_gradient), wire});
-  };
-  group.wait_sum = [&mailbox, &progress, posted] {
-    const Posted sum = std::move(posted->front());
+  group.wait_sum = [&mailbox, &outer, &progress, posted] {
+    const OuterSum sum = std::move(posted->front());
     posted->pop_front();
     {
-      auto waiting = progress.wait_for("the outer step's pseudo-gradient sum over the islands");
+      auto waiting = progress.wait_for(outer_sum_wait);
       check_comm(mailbox.wait(sum.op));
     }
-    if (sum.wire.dtype() == compute::DType::bf16)
-      comm::decode_bf16(sum.wire.data_as<std::uint16_t>(), sum.pseudo_gradient.data_as<float>(),
-                        static_cast<std::size_t>(sum.wire.numel()));
-    if (sum.wire.dtype() == compute::DType::i32) {
-      const std::int64_t count = sum.pseudo_gradient.numel(), words = int8_payload_words(count);
-      for (std::int64_t i = 0; i * words < sum.wire.numel(); ++i)
-        compute::add_int8_blocks(reinterpret_cast<const std::byte*>(sum.wire.data_as<std::int32_t>() + words * i),
-                                 count, sum.pseudo_gradient.data_as<float>(), i == 0);
-    }
+    read_outer_sum(sum);
+    return outer.group().size();
   };
   return group;
 }

@@ -45,6 +45,21 @@ std::shared_ptr<comm::GradientCompressor> gradient_compressor(MailboxComm& mailb
 // offsets in the buffer `views` describe (the whole model's, or a pipeline stage's local one).
 std::vector<comm::GradientTensor> gradient_tensors(const std::vector<compute::ParameterView>& views);
 
+// One pseudo-gradient's sum over an outer group, in flight: the pseudo-gradient it lands in and the
+// buffer on the wire (the same tensor in f32; bf16 values; under int8 every position's payload in
+// its own segment of 4-byte words, this rank's at its position in the group).
+struct OuterSum {
+  MailboxComm::Operation op;
+  compute::Tensor pseudo_gradient, wire;
+};
+OuterSum post_outer_sum(MailboxComm& mailbox, comm::Communicator& outer, compute::Tensor pseudo_gradient,
+                        compute::OuterPrecision precision);
+// Once its operation is done: the sum read from the wire into the pseudo-gradient (int8 payloads
+// decoded and added in position order).
+void read_outer_sum(const OuterSum& sum);
+// What a rank waiting for an outer sum tells the watchdog.
+inline constexpr const char* outer_sum_wait = "the outer step's pseudo-gradient sum over the islands";
+
 // DiLoCo's place of this rank among the islands: `outer` (comm/grid.hpp's outer_group) sums a
 // pseudo-gradient by the ring all-reduce, in f32 or on the bf16 wire of the gradient sums
 // (comm/bf16_wire.hpp), posted at once and waited for when the outer step needs it; the wait says

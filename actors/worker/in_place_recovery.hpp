@@ -61,6 +61,7 @@ struct RecoveryResult {
   std::int64_t bytes = 0;  // a rollback: read from this rank's shards of the checkpoint
   double seconds = 0;
   std::string checkpoint;  // a rollback: the folder every rank went back to; empty otherwise
+  bool rejoined_island = false;  // DiLoCo: the outer state alone, a lost island rejoining (island_membership.hpp)
 };
 
 // How a rank rolls back to a checkpoint (the run's checkpoints, training_run.cpp): `newest`, the

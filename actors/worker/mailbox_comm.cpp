@@ -94,6 +94,7 @@ void MailboxComm::receive_while(Pending pending, std::chrono::microseconds limit
       },
       [&](stop_atom, const stop_msg& stop) { stop_reason = stop.reason; },
       [&](rescue_atom, const rescue_msg& order) { rescue = order; },
+      [&](recover_atom, const islands_msg& order) { islands_orders_.push_back(order); },
       [&](recover_atom, const recover_msg& order) {
         if (order.failed_steps_done > steps_held_)
           after_step_ = order;
@@ -130,6 +131,22 @@ Status MailboxComm::wait_all() {
     it = finished_.erase(it);
   }
   return first_failure;
+}
+
+bool MailboxComm::wait_or_islands_order(Operation op) {
+  receive_while([&] { return in_flight_.count(op) > 0 && islands_orders_.empty(); }, completion_wait_slice);
+  return in_flight_.count(op) == 0;
+}
+
+void MailboxComm::wait_islands_order() {
+  receive_while([&] { return islands_orders_.empty(); }, completion_wait_slice);
+}
+
+std::optional<islands_msg> MailboxComm::take_islands_order() {
+  if (islands_orders_.empty()) return std::nullopt;
+  islands_msg order = std::move(islands_orders_.front());
+  islands_orders_.pop_front();
+  return order;
 }
 
 void MailboxComm::abandon_transfers() {

@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -126,6 +127,14 @@ class MailboxComm {
   // throws as the waits do. For a worker still computing its step, so that a recovery or rescue
   // order reaches it before its next wait; only where its state is still its last completed step's.
   void take_waiting_orders();
+  // DiLoCo's islands left out and rejoining (islands_msg, island_membership.hpp): the orders are
+  // kept as they come, in order, in any wait. Waits until `op` is done or such an order is waiting:
+  // whether `op` is done (wait(op) then takes its outcome at once).
+  bool wait_or_islands_order(Operation op);
+  // Waits until an islands order is waiting (a stop or rescue throws as in any wait).
+  void wait_islands_order();
+  // The oldest islands order not yet taken, if any.
+  std::optional<islands_msg> take_islands_order();
   // The steps whose update the worker's state holds; set whenever that changes (a step done, a
   // resume), for the orders a step in flight finishes first.
   void holds_steps(std::int64_t steps_done) { steps_held_ = steps_done; }
@@ -151,6 +160,7 @@ class MailboxComm {
   std::set<Operation> apart_;                   // waited for by wait(op) alone (set_apart)
   std::int64_t steps_held_ = 0;
   std::optional<recover_msg> after_step_;  // an order taken once the worker holds its failed_steps_done
+  std::deque<islands_msg> islands_orders_;  // not yet taken
 };
 
 }  // namespace troupe::actors

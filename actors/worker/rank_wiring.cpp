@@ -7,11 +7,14 @@
 
 #include <algorithm>
 
-#include "actors/worker/mailbox_context_exchange.hpp"
+#include "actors/process_environment.hpp"
+#include "actors/supervision/recovery_path.hpp"
 #include "actors/worker/data_parallel_hooks.hpp"
 #include "actors/worker/device_groups.hpp"
 #include "actors/worker/in_place_recovery.hpp"
+#include "actors/worker/island_membership.hpp"
 #include "actors/worker/mailbox_comm.hpp"
+#include "actors/worker/mailbox_context_exchange.hpp"
 #include "actors/worker/node_rescue.hpp"
 #include "actors/worker/pipeline_trainer.hpp"
 #include "actors/worker/trace_gather.hpp"
@@ -270,9 +273,11 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
       engine, renewed(islands > 1 ? comm::island_group(grid, rank, islands) : comm::dp_group(grid, rank),
                       comm::dp_group_id, replacing));
   if (!dp) return {-1, 1, dp.error().message};
+  // A lost island's new rank joins the outer group as renewed for its rejoin (island_membership.hpp).
   std::unique_ptr<comm::Communicator> outer;
   if (islands > 1) {
-    auto created = comm::Communicator::create(engine, comm::outer_group(grid, rank, islands));
+    auto created = comm::Communicator::create(
+        engine, renewed(comm::outer_group(grid, rank, islands), comm::outer_group_id, replacing));
     if (!created) return {-1, 1, created.error().message};
     outer = std::move(*created);
   }
@@ -352,13 +357,25 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
     InPlaceRecovery recovery(worker, mailbox, engine, {{dp->get(), comm::dp_group_id}}, renew_context);
     RecoveryHooks recovery_hooks;
     if (!device_group) recovery_hooks = in_place_hooks(recovery, mailbox, replacing);
+    // DiLoCo: the outer group as islands are left out and rejoin, where the job does that.
+    std::optional<IslandMembership> membership;
+    if (outer) {
+      const bool leaves_out = choose_recovery(start.recovery, FailureKind::node_lost).island_left_out;
+      auto kill = env::read_drill_kill_at();
+      if (!kill) return {-1, 2, kill.error().message};
+      const long kill_in_sync = *kill && (*kill)->in_sync && (*kill)->rank == rank && !replacing ? (*kill)->step : -1;
+      membership.emplace(mailbox, engine, progress, grid, islands, job.config.train.diloco_precision, std::move(outer),
+                         leaves_out, kill_in_sync);
+      if (replacing && !replacing->islands_kept.empty())
+        recovery_hooks.join = [&membership, &replacing](TrainingLoop& loop, const CheckpointRollback&) {
+          return membership->rejoin(*replacing, loop);
+        };
+    }
     monitor::TraceRecorder* const steps_trace = diloco && !trace_path.empty() ? &trace : nullptr;
     const RunServices services{progress,       metrics,    &control, rescue, rank == 0, compression_reading,
                                recovery_hooks, steps_trace};
     compute::IslandGroup island;
-    if (outer)
-      island = island_hooks(mailbox, *outer, progress, comm::island_of(grid, rank, islands),
-                            job.config.train.diloco_precision);
+    if (membership) island = membership->group();
     RunOutcome outcome =
         data_parallel_only
             ? run_training(job, backend, data, data_parallel(), services, context, std::move(island), experts)
@@ -366,8 +383,9 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
                                    replacing, context, renew_context);
     if (!trace_path.empty() && outcome.exit_code == 0) {
       if (Status s = gather_trace(mailbox, **dp, trace); !s) return {-1, 1, "trace: " + s.error().message};
-      if (outer && (*dp)->position() == 0)
-        if (Status s = gather_trace(mailbox, *outer, trace); !s) return {-1, 1, "trace: " + s.error().message};
+      if (membership && (*dp)->position() == 0)
+        if (Status s = gather_trace(mailbox, membership->communicator(), trace); !s)
+          return {-1, 1, "trace: " + s.error().message};
       if (rank == 0) {
         if (Status s = monitor::write_trace(trace, trace_path); !s) return {-1, 1, s.error().message};
         monitor::logger("train")->info(

@@ -245,7 +245,7 @@ compute::StepResult ReplicaLoop::step() {
     const compute::OuterFragment& fragment = outer_->fragments()[static_cast<std::size_t>(f)];
     const compute::OuterPrecision precision = outer_->options().precision;
     const double bytes = static_cast<double>(fragment.size()) * compute::outer_precision_bytes(precision);
-    const double k = islands_.count;
+    const double k = outer_->last_islands();  // fewer than K where islands were left out
     const double sent = (precision == compute::OuterPrecision::int8 ? k - 1 : 2.0 * (k - 1) / k) * bytes;
     last_outer_bytes_ = static_cast<std::int64_t>(sent);
     if (trace_) {
@@ -259,18 +259,18 @@ compute::StepResult ReplicaLoop::step() {
                             {"started_after_step", std::to_string(sync_started_after_[static_cast<std::size_t>(f)])},
                             {"landed_after_step", std::to_string(steps)},
                             {"bytes", std::to_string(last_outer_bytes_)},
-                            {"islands", std::to_string(islands_.count)}});
+                            {"islands", std::to_string(outer_->last_islands())}});
     }
-    if (metrics_) metrics_->outer_synced(static_cast<std::uint64_t>(sent), islands_.count);
+    if (metrics_) metrics_->outer_synced(static_cast<std::uint64_t>(sent), outer_->last_islands());
     if (place_.rank != 0) continue;
     const std::string which =
         outer_->fragments().size() > 1 ? fmt::format(" (fragment {} of {})", f + 1, outer_->fragments().size()) : "";
     monitor::logger("train")->info(
         "diloco: outer step {}{} after step {}: pseudo-gradients of {:.2f} MB averaged over {} island(s), {:.2f} MB "
         "sent by each rank",
-        sync, which, steps, bytes / 1e6, islands_.count, sent / 1e6);
+        sync, which, steps, bytes / 1e6, outer_->last_islands(), sent / 1e6);
   }
-  result.islands = islands_.count;
+  result.islands = outer_->syncs() > 0 ? outer_->last_islands() : islands_.count;
   result.outer_syncs = outer_->syncs();
   result.outer_bytes = last_outer_bytes_;
   result.next_sync_step = outer_->next_sync(steps, total_steps_);

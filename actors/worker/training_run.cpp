@@ -1,6 +1,8 @@
 // One rank's training run (training_run.hpp), phase by phase (RankRun below): a line per step,
 // the validation loss every train.val_every steps, a summary, and a sample from the trained model.
 
+#include <signal.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -79,20 +81,36 @@ checkpoint::RunCheckpointOptions checkpoint_options(const CheckpointOptions& c, 
 }
 
 // `troupe drill kill-worker` makes one worker of a fresh run throw, as a bug would: the variable
-// TROUPE_DRILL_THROW_AT = "RANK:STEP" names the worker and the step it fails in. Read once per run.
+// TROUPE_DRILL_THROW_AT = "RANK:STEP" names the worker and the step it fails in. TROUPE_DRILL_KILL_AT
+// = "RANK:STEP" makes its node process SIGKILL itself as the step begins instead (its `:sync` form
+// is island_membership.hpp's). Read once per run.
 struct DrilledFailure {
   int rank = -1;
   long step = -1;
+  int killed_rank = -1;
+  long kill_step = -1;
 
   static DrilledFailure from_environment() {
-    // The command checked it before the job started (env::check_inherited).
+    // The command checked them before the job started (env::check_inherited).
     auto target = env::read_drill_throw_at();
     if (!target) throw std::invalid_argument(target.error().message);
-    if (!*target) return {};
-    return {(*target)->rank, (*target)->step};
+    auto kill = env::read_drill_kill_at();
+    if (!kill) throw std::invalid_argument(kill.error().message);
+    DrilledFailure drilled;
+    if (*target) drilled = {(*target)->rank, (*target)->step};
+    if (*kill && !(*kill)->in_sync) {
+      drilled.killed_rank = (*kill)->rank;
+      drilled.kill_step = (*kill)->step;
+    }
+    return drilled;
   }
 
-  void throw_if_due(int rank_now, long step_now) const {
+  void fail_if_due(int rank_now, long step_now) const {
+    if (rank_now == killed_rank && step_now == kill_step) {
+      monitor::logger("drill")->error("drill: the node process of rank {} kills itself as step {} begins", rank_now,
+                                      step_now);
+      ::raise(SIGKILL);
+    }
     if (rank_now != rank || step_now != step) return;
     monitor::logger("drill")->error("drill: the worker of rank {} throws in step {}", rank, step);
     throw std::runtime_error("drill: injected failure in the worker of rank " + std::to_string(rank) + " at step " +
@@ -282,7 +300,12 @@ class RankRun {
       checkpoints_.forget_uncommitted();
       first_step_ = joined.steps;
       resume_holding(first_step_);
-      if (joined.checkpoint.empty())
+      if (joined.rejoined_island)
+        tell(first_step_,
+             fmt::format("rank {} rejoined the islands: the outer state from rank {} after step {} ({} "
+                         "bytes in {:.3f} s); its weights the outer weights, its moments zero",
+                         loop_.checkpoint_place().rank, joined.donor, joined.steps, joined.bytes, joined.seconds));
+      else if (joined.checkpoint.empty())
         tell(first_step_,
              fmt::format("rank {} respawned in place: resumed from rank {}'s memory over the data plane "
                          "after step {} ({} bytes in {:.3f} s)",
@@ -401,7 +424,7 @@ class RankRun {
     services_.progress.begin(fmt::format("step {}", s + 1));
     const auto start = Clock::now();
     const auto wall_start = std::chrono::system_clock::now().time_since_epoch();
-    if (first_step_ == 0 && !services_.recovery.join) drilled_.throw_if_due(loop_.checkpoint_place().rank, s + 1);
+    if (first_step_ == 0 && !services_.recovery.join) drilled_.fail_if_due(loop_.checkpoint_place().rank, s + 1);
     const monitor::CompressionReading compressed_before = compression_reading();
     compute::StepResult r;
     try {

@@ -147,18 +147,19 @@ std::vector<int> OuterStep::after_step(long steps_taken, long total_steps, Tenso
   std::vector<int> landed = landing(steps_taken, total_steps);
   const std::vector<int> started = starting(steps_taken, total_steps);
   for (int f : landed) {
-    if (many) group.wait_sum();
-    apply(f, params, pending(f), group.count, true);
+    last_islands_ = many ? group.wait_sum() : 1;
+    apply(f, params, pending(f), last_islands_, true);
   }
   const bool at_once = lands_at_once(steps_taken, total_steps);
   for (int f : started) {
     take_pseudo_gradient(f, params, steps_taken);
-    if (many) group.start_sum(pending(f));
+    if (many) group.start_sum(pending(f), steps_taken);
     if (!at_once) continue;
-    if (many) group.wait_sum();
-    apply(f, params, pending(f), group.count, false);
+    last_islands_ = many ? group.wait_sum() : 1;
+    apply(f, params, pending(f), last_islands_, false);
     landed.push_back(f);
   }
+  if (group.synced && !landed.empty()) group.synced(steps_taken, last_sync_, momentum_);
   return landed;
 }
 
@@ -183,8 +184,8 @@ std::vector<int> OuterStep::land_in_flight(Tensor& params, const IslandGroup& gr
   std::vector<int> landed;
   for (std::size_t f = 0; f < started_at_.size(); ++f) {
     if (started_at_[f] < 0) continue;
-    if (group.count > 1) group.wait_sum();
-    apply(static_cast<int>(f), params, pending(static_cast<int>(f)), group.count, true);
+    last_islands_ = group.count > 1 ? group.wait_sum() : 1;
+    apply(static_cast<int>(f), params, pending(static_cast<int>(f)), last_islands_, true);
     landed.push_back(static_cast<int>(f));
   }
   return landed;
@@ -227,9 +228,11 @@ void train_islands(std::span<SimulatedIsland> islands, std::span<OuterStep> oute
     for (int i : here)
       outer[static_cast<std::size_t>(i)].apply(f, islands[static_cast<std::size_t>(i)].params, sum, count, mix);
     for (int i = 0; i < k; ++i)
-      if (!std::binary_search(here.begin(), here.end(), i))
-        outer[static_cast<std::size_t>(i)].adopt(f, outer[static_cast<std::size_t>(here.front())],
-                                                 islands[static_cast<std::size_t>(i)].params);
+      if (!std::binary_search(here.begin(), here.end(), i)) {
+        SimulatedIsland& absent = islands[static_cast<std::size_t>(i)];
+        outer[static_cast<std::size_t>(i)].adopt(f, outer[static_cast<std::size_t>(here.front())], absent.params);
+        if (absent.restart_inner) absent.restart_inner();
+      }
   };
   for (long s = steps_taken; s < steps; ++s) {
     for (SimulatedIsland& island : islands) island.step();

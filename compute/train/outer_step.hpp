@@ -53,13 +53,17 @@ struct OuterOptions {
 
 // A rank's place among the islands: `count` K, its island `index`, and the sum of a pseudo-gradient
 // over the K ranks that hold this rank's place in every island, in place, at the job's precision:
-// `start_sum` posts one, `wait_sum` waits for the oldest not yet waited for (neither is called for
-// one island, which sends nothing).
+// `start_sum` posts one (taken after the step that made `steps_taken` steps), `wait_sum` waits for the oldest not yet
+// waited for and returns how many islands it summed (K, or fewer where islands were left out of it: the outer step
+// divides by that count); neither is called for one island, which sends nothing. `synced`, when set, is told by
+// after_step, once fragments landed, the steps taken and the new outer state (the last-sync weights
+// and the momentum): where a lost island rejoins, a rank hands it that state there.
 struct IslandGroup {
   int count = 1;
   int index = 0;
-  std::function<void(Tensor)> start_sum;
-  std::function<void()> wait_sum;
+  std::function<void(Tensor, long steps_taken)> start_sum;
+  std::function<int()> wait_sum;
+  std::function<void(long steps_taken, const Tensor& last_sync, const Tensor& momentum)> synced;
 };
 
 class OuterStep {
@@ -101,6 +105,8 @@ class OuterStep {
   std::vector<int> land_in_flight(Tensor& params, const IslandGroup& group);
 
   long syncs() const { return syncs_; }  // fragment syncs landed, all fragments together
+  // The islands the newest sync that landed averaged over (fewer than K where some were left out).
+  int last_islands() const { return last_islands_; }
   const OuterOptions& options() const { return options_; }
   const std::vector<OuterFragment>& fragments() const { return options_.fragments; }
   // The outer state, for checkpoints: the last-sync weights and the momentum.
@@ -113,13 +119,17 @@ class OuterStep {
   Tensor delta_;                  // each fragment's pseudo-gradient, then its islands' sum, in its slice
   std::vector<long> started_at_;  // the step after which each fragment's sum started; -1: none in flight
   long syncs_ = 0;
+  int last_islands_ = 0;
 };
 
 // One trainer-like island of a one-process simulation: `step` takes one inner step, `params` is
-// its flat parameter buffer.
+// its flat parameter buffer. `restart_inner`, when set, is called once the island adopted the
+// outer state after a sync it missed: a lost island's new process starts its inner optimizer afresh
+// (AdamW's moments zero), which the caller's trainer then does; unset, its moments stay its own.
 struct SimulatedIsland {
   std::function<void()> step;
   Tensor params;
+  std::function<void()> restart_inner;
 };
 
 // Whether island `island` takes part in the syncs that land after the step that made

@@ -6,6 +6,7 @@
 
 #include <set>
 #include <string>
+#include <utility>
 
 #include "actors/process_environment.hpp"
 #include "comm/knobs.hpp"
@@ -111,6 +112,32 @@ TEST_CASE("TROUPE_DRILL_THROW_AT is RANK:STEP or nothing", "[environment]") {
     REQUIRE_FALSE(at);
     CHECK(at.error().message ==
           "environment variable TROUPE_DRILL_THROW_AT: expected RANK:STEP, two integers >= 0, got '" +
+              std::string(bad) + "'");
+  }
+}
+
+TEST_CASE("TROUPE_DRILL_KILL_AT is RANK:STEP, RANK:STEP:sync or nothing", "[environment]") {
+  {
+    ScopedEnv unset("TROUPE_DRILL_KILL_AT", nullptr);
+    REQUIRE(env::read_drill_kill_at());
+    CHECK_FALSE(env::read_drill_kill_at().value());
+  }
+  for (const auto& [text, in_sync] : {std::pair{"1:3", false}, std::pair{"1:3:sync", true}}) {
+    ScopedEnv set("TROUPE_DRILL_KILL_AT", text);
+    auto at = env::read_drill_kill_at();
+    REQUIRE(at);
+    REQUIRE(*at);
+    CHECK((*at)->rank == 1);
+    CHECK((*at)->step == 3);
+    CHECK((*at)->in_sync == in_sync);
+  }
+  for (const char* bad : {"1", "1:", "1:sync", "1:3:", "1:3:async", "x:3", "-1:3", ""}) {
+    INFO(bad);
+    ScopedEnv set("TROUPE_DRILL_KILL_AT", bad);
+    auto at = env::read_drill_kill_at();
+    REQUIRE_FALSE(at);
+    CHECK(at.error().message ==
+          "environment variable TROUPE_DRILL_KILL_AT: expected RANK:STEP or RANK:STEP:sync, two integers >= 0, got '" +
               std::string(bad) + "'");
   }
 }

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "compute/cpu/cpu_backend.hpp"
@@ -147,6 +148,41 @@ TEST_CASE("simulated islands with one missing a sync: the average over those pre
   // Averaging all three gives other weights: the mask did leave island 1 out.
   Run all = simulate({});
   CHECK(std::abs(all.params[0].data_as<double>()[5] - run.params[0].data_as<double>()[5]) > 1e-6);
+}
+
+TEST_CASE(
+    "simulated islands: an island absent from a sync restarts its inner optimizer once it took the outer "
+    "weights, at each sync it misses and no other",
+    "[diloco]") {
+  constexpr std::int64_t n = 16;
+  const Tensor start = filled(n, 7, 1.0);
+  std::vector<Tensor> params;
+  std::vector<OuterStep> outer;
+  std::vector<SimulatedIsland> islands;
+  // (island, steps taken by then, whether its weights were the outer weights) for every restart.
+  std::vector<std::tuple<int, long, bool>> restarts;
+  long taken = 0;
+  for (int i = 0; i < 2; ++i) {
+    Tensor p = filled(n, 0, 0.0);
+    std::copy_n(start.data_as<double>(), n, p.data_as<double>());
+    params.push_back(p);
+    outer.emplace_back(p, OuterOptions{2, 0.7, 0.9});
+  }
+  for (int i = 0; i < 2; ++i)
+    islands.push_back({[p = params[static_cast<std::size_t>(i)], i, &taken]() mutable {
+                         const Tensor d = filled(n, 50 + static_cast<std::uint64_t>(10 * i + taken), 0.1);
+                         for (std::int64_t e = 0; e < n; ++e) p.data_as<double>()[e] += d.data_as<double>()[e];
+                         if (i == 1) ++taken;
+                       },
+                       params[static_cast<std::size_t>(i)],
+                       [&, i] {
+                         const Tensor& p = params[static_cast<std::size_t>(i)];
+                         restarts.emplace_back(i, taken,
+                                               std::memcmp(p.data(), outer[0].last_sync().data(), p.nbytes()) == 0);
+                       }});
+  // Syncs after steps 2, 4 and 6; island 1 misses those after 2 and 6.
+  train_islands(islands, outer, 0, 6, [](long s, int island) { return island == 0 || s == 4; });
+  CHECK(restarts == std::vector<std::tuple<int, long, bool>>{{1, 2, true}, {1, 6, true}});
 }
 
 TEST_CASE("outer step: lr 1 without momentum gives the islands' weights averaged", "[diloco]") {

@@ -83,6 +83,9 @@ std::string replica_source(const std::vector<actors::job_event>& events) {
         return "no (in place by rollback to checkpoint step " + std::to_string(resumed->after_step) +
                ": every rank loaded its own shards)";
       if (resumed->route == Route::in_place_from_replica) return "yes (in place, over the data plane)";
+      if (resumed->route == Route::island_left_out)
+        return "no (DiLoCo: the lost island rejoined after step " + std::to_string(resumed->after_step) + " with " +
+               resumed->from + "; its weights since its last sync were lost with it)";
     }
     if (const auto* chosen = caf::get_if<actors::recovery_chosen>(&event.body)) {
       if (chosen->route == Route::restart_from_replica) return "yes";
@@ -251,7 +254,8 @@ std::size_t watch_recovery(EventFeed& feed, double fault_at, const Match& detect
                                    180s, resumed_index, &trained_index)) {
     v.recovered_after = trained->unix_seconds - fault_at;
     const bool in_place = how.route == actors::RecoveryRoute::in_place_from_replica ||
-                          how.route == actors::RecoveryRoute::in_place_rollback;
+                          how.route == actors::RecoveryRoute::in_place_rollback ||
+                          how.route == actors::RecoveryRoute::island_left_out;
     const std::string where = node_lost ? " in its node's new process" : "'s worker respawned in its process";
     v.recovered_how = (in_place && !how.ranks.empty()
                            ? "rank " + std::to_string(how.ranks.front()) + where + ", resumed from "

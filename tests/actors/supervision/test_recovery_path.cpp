@@ -363,17 +363,19 @@ TEST_CASE("one rule says whether a replica holds every rank's state, for the rol
 }
 
 TEST_CASE(
-    "DiLoCo's islands restart every node from the newest checkpoint: no island holds another's weights, and in "
-    "place does not renew their outer group",
+    "DiLoCo's islands: a lost node process's island is left out and rejoins, while a worker that threw "
+    "restarts every node, as no island holds another's weights",
     "[recovery]") {
   RecoveryShape shape = plain_dp();
   shape.islands = 2;
   shape.checkpoints = true;
-  for (const FailureKind kind : {FailureKind::worker_exception, FailureKind::node_lost}) {
+  const RecoveryChoice thrown = choose_recovery(shape, FailureKind::worker_exception);
+  CHECK_FALSE(thrown.in_place);
+  CHECK_THAT(thrown.why_not, Catch::Contains("DiLoCo's islands") && Catch::Contains("a worker that threw restarts"));
+  for (const FailureKind kind : {FailureKind::node_lost, FailureKind::hang, FailureKind::unreachable}) {
     INFO(to_string(kind));
-    const RecoveryChoice choice = choose_recovery(shape, kind);
-    CHECK_FALSE(choice.in_place);
-    CHECK_THAT(choice.why_not, Catch::Contains("DiLoCo's islands"));
+    const RecoveryChoice lost = choose_recovery(shape, kind);
+    CHECK((lost.in_place && lost.island_left_out && !lost.rollback && lost.why_not.empty()));
   }
   const ReplicaState state = replica_state(shape);
   CHECK_FALSE(state.held);
@@ -382,5 +384,33 @@ TEST_CASE(
   // One island is plain data parallelism between syncs: its replicas hold the same weights.
   shape.islands = 1;
   CHECK(choose_recovery(shape, FailureKind::worker_exception).in_place);
+  CHECK_FALSE(choose_recovery(shape, FailureKind::node_lost).island_left_out);
   CHECK(replica_state(shape).held);
+}
+
+TEST_CASE(
+    "DiLoCo's islands: the islands lost are the lost ranks', and whole islands of one rank, not all, without "
+    "streaming, are left out",
+    "[recovery]") {
+  RecoveryShape shape = plain_dp();
+  shape.data_parallel = 4;
+  shape.islands = 4;
+  IslandChoice choice = choose_island_left_out(shape, {3, 1});
+  CHECK(choice.lost == std::vector<int>{1, 3});
+  CHECK(choice.why_not.empty());
+  CHECK(choose_island_left_out(shape, {0, 1, 2, 3}).why_not ==
+        "DiLoCo's islands: every island was lost: no island holds the outer state");
+  shape.outer_streaming = true;
+  CHECK(choose_island_left_out(shape, {1}).why_not ==
+        "DiLoCo's islands: an island is left out only under train.diloco_fragments 1 without train.diloco_overlap");
+  CHECK_FALSE(choose_recovery(shape, FailureKind::node_lost).in_place);
+  shape.outer_streaming = false;
+  shape.islands = 2;  // two ranks an island
+  choice = choose_island_left_out(shape, {1});
+  CHECK(choice.lost.empty());
+  CHECK_THAT(choice.why_not, Catch::StartsWith("DiLoCo's islands: an island is left out only where each island is one "
+                                               "rank (train.islands 2 of 4 data-parallel replicas)"));
+  const RecoveryChoice restart = choose_recovery(shape, FailureKind::node_lost);
+  CHECK_FALSE(restart.in_place);
+  CHECK(restart.why_not == choice.why_not);
 }

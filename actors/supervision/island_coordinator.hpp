@@ -1,0 +1,40 @@
+#pragma once
+// The job supervisor's side of DiLoCo's islands lost and rejoining (docs/diloco.md, "Islands lost
+// and rejoining"; a rank's side is worker/island_membership.hpp). It runs as a recovery of its own
+// goal (rejoin_island) in the recovering phase of recovery_coordinator.hpp, which answers joins,
+// exits, failures and the timer as for any recovery:
+//
+//   running ── a node process lost, silent or unreachable whose ranks are whole islands, not all of
+//      ▲       them (recovery_path.hpp's choose_island_left_out): islands_msg{E, present} to every
+//      │       other node; the lost nodes' processes started again; timer armed ─► recovering
+//      │
+//      │   every new process joined: start_msg with recover_msg{E + 1, islands_kept} to each, and
+//      │   islands_msg{E + 1, every island, rejoining, their addresses} to every other node
+//      │
+//      └── every rejoining rank's recover_done_msg (the outer state taken after step s): one line,
+//          state_moved and training_resumed; running on
+//
+//   Another failure meanwhile, a new process exiting before it joined, a rank's error or the timer
+//   (fault.rescue_timeout: the survivors' next sync and the transfer must come within it): the job
+//   restarts every node, as for any recovery that cannot complete.
+
+#include <string>
+#include <vector>
+
+#include "actors/supervision/job_supervisor_state.hpp"
+
+namespace troupe::actors::supervision {
+
+// running: `nodes` were lost (or went silent or unreachable), and choose_recovery leaves islands
+// out. Returns false where it cannot (their ranks are not whole islands, every island is lost, no
+// place for the new processes), the restart's line logged.
+bool leave_islands_out(job_actor* self, const std::vector<int>& nodes, FailureKind kind, const std::string& reason);
+
+// Every new process joined and got its start: the present islands' ranks learn whom to hand the
+// outer state to after their next sync.
+void rejoin_islands(job_actor* self);
+
+// A rejoining rank took the outer state (or failed to); once all did, the recovery is done.
+void on_island_rejoined(job_actor* self, const recover_done_msg& done);
+
+}  // namespace troupe::actors::supervision

@@ -1,0 +1,236 @@
+#include "actors/worker/island_membership.hpp"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "actors/local_messages.hpp"
+#include "monitor/log.hpp"
+
+namespace troupe::actors {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+compute::Tensor copy_of(const compute::Tensor& t) {
+  compute::Tensor copy = compute::Tensor::zeros(t.shape(), t.dtype());
+  std::memcpy(copy.data(), t.data(), t.nbytes());
+  return copy;
+}
+
+// The point-to-point key of a rejoin's outer state, part `index`: 0 the steps, 1 w_sync, 2 the momentum.
+comm::MessageKey outer_state_key(int epoch, std::uint16_t index) {
+  return {comm::MessageKind::point_to_point, comm::epoch_group_id(comm::state_transfer_group_id, epoch), 0, index};
+}
+
+// The held range of `kind` as a tensor over the loop's own memory.
+compute::Tensor held_view(const TrainingLoop& loop, const std::string& kind) {
+  for (const checkpoint::HeldRange& range : loop.held())
+    if (range.kind == kind)
+      return compute::Tensor::adopt(range.data, {range.end - range.begin}, compute::DType::f32, compute::Device::cpu,
+                                    [](void*) {});
+  TROUPE_CHECK(false, "a DiLoCo rank holds no '" + kind + "' state");
+  return {};
+}
+
+}  // namespace
+
+IslandMembership::IslandMembership(MailboxComm& mailbox, comm::Engine& engine, monitor::WorkProgress& progress,
+                                   const comm::Grid& grid, int islands, compute::OuterPrecision precision,
+                                   std::unique_ptr<comm::Communicator> outer, bool leaves_out, long kill_after_posting)
+    : mailbox_(mailbox),
+      engine_(engine),
+      progress_(progress),
+      grid_(grid),
+      islands_(islands),
+      precision_(precision),
+      outer_(std::move(outer)),
+      leaves_out_(leaves_out),
+      kill_after_posting_(kill_after_posting) {
+  for (int island = 0; island < islands_; ++island) present_.push_back(island);
+}
+
+compute::IslandGroup IslandMembership::group() {
+  compute::IslandGroup group{islands_, comm::island_of(grid_, engine_.rank(), islands_), {}, {}, {}};
+  group.start_sum = [this](compute::Tensor pseudo_gradient, long steps) {
+    start_sum(std::move(pseudo_gradient), steps);
+  };
+  group.wait_sum = [this] { return wait_sum(); };
+  if (leaves_out_)
+    group.synced = [this](long steps, const compute::Tensor& last_sync, const compute::Tensor& momentum) {
+      synced(steps, last_sync, momentum);
+    };
+  return group;
+}
+
+int IslandMembership::rank_in(int island) const {
+  return comm::outer_group(grid_, engine_.rank(), islands_).ranks.at(static_cast<std::size_t>(island));
+}
+
+void IslandMembership::renew(int epoch, const std::vector<int>& present) {
+  comm::Group renewed{comm::epoch_group_id(comm::outer_group_id, epoch), {}};
+  for (int island : present) renewed.ranks.push_back(rank_in(island));
+  outer_->abandon_and_renew("the islands present changed (epoch " + std::to_string(epoch) + ")", std::move(renewed));
+  check_agreement_ = static_cast<int>(present.size()) < static_cast<int>(present_.size());
+  present_ = present;
+}
+
+void IslandMembership::post(Posted& posted) {
+  if (check_agreement_) {
+    check_agreement_ = false;
+    compute::Tensor started = compute::Tensor::zeros({1}, compute::DType::f32);
+    started.data_as<float>()[0] = static_cast<float>(sums_started_);
+    auto waiting = progress_.wait_for("the islands present agreeing on the outer sync");
+    check_comm(mailbox_.wait(mailbox_.all_reduce(*outer_, started)));
+    if (started.data_as<float>()[0] != static_cast<float>(sums_started_ * outer_->group().size()))
+      throw CommFailed(
+          "the islands present disagree on the outer sync in flight when an island was lost (this rank "
+          "is at sync " +
+          std::to_string(sums_started_) + ")");
+  }
+  posted.sum = post_outer_sum(mailbox_, *outer_, posted.sum.pseudo_gradient, precision_);
+  posted.islands = outer_->group().size();
+}
+
+bool IslandMembership::take_orders() {
+  mailbox_.take_waiting_orders();
+  bool renewed = false;
+  while (std::optional<islands_msg> order = mailbox_.take_islands_order()) {
+    if (order->rejoining.empty()) {
+      renew(order->epoch, order->present);
+      renewed = true;
+    } else {
+      rejoin_ = std::move(*order);
+    }
+  }
+  return renewed;
+}
+
+void IslandMembership::start_sum(compute::Tensor pseudo_gradient, long steps_taken) {
+  if (leaves_out_) take_orders();
+  ++sums_started_;
+  // Copied before it is posted: the ring adds into it from the moment it is.
+  compute::Tensor original = leaves_out_ ? copy_of(pseudo_gradient) : compute::Tensor{};
+  posted_.push_back({{0, std::move(pseudo_gradient), {}}, std::move(original), 0});
+  post(posted_.back());
+  if (steps_taken == kill_after_posting_) {
+    monitor::logger("drill")->error(
+        "drill: the node process of rank {} kills itself during the outer sync after step {}", engine_.rank(),
+        steps_taken);
+    ::raise(SIGKILL);
+  }
+}
+
+int IslandMembership::wait_sum() {
+  Posted& posted = posted_.front();
+  for (;;) {
+    bool done;
+    {
+      auto waiting = progress_.wait_for(outer_sum_wait);
+      done = leaves_out_ ? mailbox_.wait_or_islands_order(posted.sum.op) : true;
+    }
+    if (done) {
+      const Status summed = mailbox_.wait(posted.sum.op);
+      if (summed) break;
+      if (!leaves_out_) check_comm(summed);
+      // A peer of the sum was lost: the job's word decides (islands left out, or a stop).
+      auto waiting = progress_.wait_for("the job's word on the island lost during the outer sync");
+      while (!take_orders()) mailbox_.wait_islands_order();
+    } else {
+      if (!take_orders()) continue;        // a rejoin order alone: the sum goes on
+      (void)mailbox_.wait(posted.sum.op);  // given up by the renewal
+    }
+    // The pseudo-gradient again, over the islands present.
+    std::memcpy(posted.sum.pseudo_gradient.data(), posted.original.data(), posted.original.nbytes());
+    post(posted);
+  }
+  read_outer_sum(posted.sum);
+  const int summed_over = posted.islands;
+  posted_.pop_front();
+  if (summed_over < islands_) rejoin_due_ = true;
+  return summed_over;
+}
+
+void IslandMembership::synced(long steps_taken, const compute::Tensor& last_sync, const compute::Tensor& momentum) {
+  if (!rejoin_due_) return;
+  rejoin_due_ = false;
+  take_orders();
+  while (!rejoin_) {
+    auto waiting = progress_.wait_for("the lost island's new process, to hand it the outer state");
+    mailbox_.wait_islands_order();
+    take_orders();
+  }
+  const islands_msg order = *std::exchange(rejoin_, std::nullopt);
+  // The new ranks at this rank's place are its partners in the renewed group now; the others are
+  // introduced, connected on first use.
+  std::vector<int> partners;
+  for (int island : order.rejoining) partners.push_back(rank_in(island));
+  for (const node_entry& node : order.replaced)
+    for (int slot = 0; slot < node.slots; ++slot) {
+      const int peer = node.first_rank + slot;
+      const std::vector<std::uint8_t>& address = node.comm_addresses.at(static_cast<std::size_t>(slot)).bytes;
+      const bool now = std::find(partners.begin(), partners.end(), peer) != partners.end();
+      if (Status s = now ? engine_.connect(peer, address) : engine_.introduce(peer, address); !s)
+        throw CommFailed("cannot connect to the new process of rank " + std::to_string(peer) + ": " +
+                         s.error().message);
+    }
+  if (rank_in(present_.front()) == engine_.rank()) {
+    compute::Tensor steps = compute::Tensor::zeros({1}, compute::DType::f64);
+    steps.data_as<double>()[0] = static_cast<double>(steps_taken);
+    std::vector<MailboxComm::Operation> sends;
+    for (int peer : partners) {
+      sends.push_back(mailbox_.send(engine_, peer, outer_state_key(order.epoch, 0), steps));
+      sends.push_back(mailbox_.send(engine_, peer, outer_state_key(order.epoch, 1), last_sync));
+      sends.push_back(mailbox_.send(engine_, peer, outer_state_key(order.epoch, 2), momentum));
+    }
+    auto waiting = progress_.wait_for("the outer state's transfer to the rejoining island");
+    for (MailboxComm::Operation op : sends) check_comm(mailbox_.wait(op));
+  }
+  renew(order.epoch, order.present);
+}
+
+RecoveryResult IslandMembership::rejoin(const recover_msg& order, TrainingLoop& loop) {
+  const auto start = Clock::now();
+  const int rank = engine_.rank();
+  RecoveryResult result;
+  result.donor = rank_in(order.islands_kept.at(0));
+  result.received = true;
+  result.rejoined_island = true;
+  compute::Tensor steps = compute::Tensor::zeros({1}, compute::DType::f64);
+  const compute::Tensor last_sync = held_view(loop, "outer_sync"), momentum = held_view(loop, "outer_momentum");
+  const std::vector<MailboxComm::Operation> receives{
+      mailbox_.recv(engine_, result.donor, outer_state_key(order.epoch, 0), steps),
+      mailbox_.recv(engine_, result.donor, outer_state_key(order.epoch, 1), last_sync),
+      mailbox_.recv(engine_, result.donor, outer_state_key(order.epoch, 2), momentum)};
+  std::string error;
+  {
+    auto waiting = progress_.wait_for("the outer state from rank " + std::to_string(result.donor) +
+                                      " after the islands' next sync");
+    for (MailboxComm::Operation op : receives)
+      if (const Status s = mailbox_.wait(op); !s && error.empty()) error = s.error().message;
+  }
+  result.steps = static_cast<std::int64_t>(steps.data_as<double>()[0]);
+  result.bytes = static_cast<std::int64_t>(steps.nbytes() + last_sync.nbytes() + momentum.nbytes());
+  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (error.empty()) {
+    // Its weights become w_sync; its inner optimizer starts afresh (OuterStep::adopt, docs/diloco.md).
+    compute::Tensor params = held_view(loop, "param");
+    std::memcpy(params.data(), last_sync.data(), last_sync.nbytes());
+    for (const char* moments : {"adam_m", "adam_v"}) {
+      compute::Tensor m = held_view(loop, moments);
+      std::memset(m.data(), 0, m.nbytes());
+    }
+    loop.mirror_to_device();
+    loop.resume_at(static_cast<long>(result.steps));
+  }
+  mailbox_.worker()->send(order.job, recover_atom_v,
+                          recover_done_msg{order.epoch, rank, result.bytes, result.seconds, error, result.steps});
+  if (!error.empty()) throw CommFailed("rejoining the islands: " + error);
+  return result;
+}
+
+}  // namespace troupe::actors
