@@ -1,6 +1,7 @@
 #pragma once
 // One place that configures a CAF actor system for Troupe: the message catalogue registered for
-// the network, the io middleman loaded, and its heartbeat set so a silent peer is noticed.
+// the network, the io middleman loaded, the scheduler's threads waiting rather than polling when
+// they have no work, and the middleman's heartbeat set so a silent peer is noticed.
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>

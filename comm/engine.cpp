@@ -87,28 +87,50 @@ Expected<EngineAddress> peer_address(int peer, int world_size, std::span<const s
 }  // namespace
 
 Status Engine::connect(int peer, std::span<const std::uint8_t> address) {
-  auto decoded = peer_address(peer, world_size_, address);
-  if (!decoded) return decoded.error();
+  const PeerAddress one{peer, address};
+  return connect(std::span<const PeerAddress>(&one, 1));
+}
+
+Status Engine::connect(std::span<const PeerAddress> peers) {
   TROUPE_CHECK(!on_progress_thread(), "connect() on the progress thread, which must progress the wire-up");
-  auto result = std::make_shared<std::promise<Status>>();
-  std::future<Status> outcome = result->get_future();
-  post([this, peer, address = *decoded, known = std::vector<std::uint8_t>(address.begin(), address.end()), result] {
-    state_->peers[peer]->known = known;
-    state_->connect_now(peer, address, true, [result](Status s) { result->set_value(std::move(s)); });
-  });
+  std::vector<EngineAddress> decoded;
+  for (const PeerAddress& p : peers) {
+    auto address = peer_address(p.rank, world_size_, p.address);
+    if (!address) return address.error();
+    decoded.push_back(std::move(*address));
+  }
+  std::vector<std::future<Status>> outcomes;
+  for (std::size_t i = 0; i < peers.size(); ++i) {
+    auto result = std::make_shared<std::promise<Status>>();
+    outcomes.push_back(result->get_future());
+    post([this, peer = peers[i].rank, address = std::move(decoded[i]),
+          known = std::vector<std::uint8_t>(peers[i].address.begin(), peers[i].address.end()), result] {
+      state_->peers[peer]->known = known;
+      state_->connect_now(peer, address, true, [result](Status s) { result->set_value(std::move(s)); });
+    });
+  }
   // The default wait (20 s) is far beyond a starved but live process, and short enough that a
   // peer dead before its endpoint was wired up fails the job's start.
   const std::chrono::seconds limit(knob_value(knob_handshake_s));
-  if (limit.count() == 0 || outcome.wait_for(limit) == std::future_status::ready) return outcome.get();
-  const Error late = handshake_too_late(peer, limit);
-  std::promise<void> given_up;
-  post([&] {
-    state_->give_up_connecting(peer, late);
-    given_up.set_value();
-  });
-  given_up.get_future().get();
-  if (outcome.wait_for(std::chrono::seconds(0)) == std::future_status::ready) return outcome.get();
-  return late;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  Status first_failure;
+  for (std::size_t i = 0; i < peers.size(); ++i) {
+    Status outcome;
+    if (limit.count() == 0 || outcomes[i].wait_until(deadline) == std::future_status::ready) {
+      outcome = outcomes[i].get();
+    } else {
+      const Error late = handshake_too_late(peers[i].rank, limit);
+      std::promise<void> given_up;
+      post([&, peer = peers[i].rank] {
+        state_->give_up_connecting(peer, late);
+        given_up.set_value();
+      });
+      given_up.get_future().get();
+      outcome = outcomes[i].wait_for(std::chrono::seconds(0)) == std::future_status::ready ? outcomes[i].get() : late;
+    }
+    if (!outcome && first_failure) first_failure = outcome;
+  }
+  return first_failure;
 }
 
 Status Engine::introduce(int peer, std::span<const std::uint8_t> address) {

@@ -85,6 +85,16 @@ class Engine {
   // what still waited on them fails naming the peer, as on a lost peer; a failed peer accepts a
   // fresh connect() this way too.
   Status connect(int peer, std::span<const std::uint8_t> address);
+  // connect() to each of `peers` with their handshakes in flight together, so that a rank joining
+  // many partners waits about one handshake's round trip, not one a partner (a node process's
+  // ranks starting again in an in-place recovery, on a loaded host, wait for survivors' progress
+  // threads). The limit runs for all at once. The first failure in `peers`' order, once every
+  // handshake has ended or been given up on; OK when every peer is connected.
+  struct PeerAddress {
+    int rank;
+    std::span<const std::uint8_t> address;
+  };
+  Status connect(std::span<const PeerAddress> peers);
   // Learns `peer`'s address without connecting: the first send or receive that names the peer
   // makes the endpoint, with connect()'s handshake, on the progress thread (given up on after
   // TROUPE_COMM_HANDSHAKE_S, the peer then failed). Its region is never mapped, so a ring through

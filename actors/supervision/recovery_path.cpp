@@ -118,22 +118,31 @@ RecoveryPlan plan_recovery(const RecoveryShape& shape, const std::map<int, std::
     return plan;
   }
   const comm::Grid grid{shape.data_parallel, shape.pipeline_stages, shape.tensor_shards};
-  std::map<std::pair<int, int>, int> donor_of;  // (stage, shard) → its lowest rank holding plan.steps
+  // By (stage, shard), in rank order: the ranks holding plan.steps, and those holding fewer.
+  std::map<std::pair<int, int>, std::vector<int>> holders, short_of;
   for (const auto& [rank, steps] : steps_done) {
     const comm::GridCoord at = comm::grid_coord(grid, rank);
-    if (steps == plan.steps) donor_of.emplace(std::pair{at.pp, at.tp}, rank);
+    (steps == plan.steps ? holders : short_of)[{at.pp, at.tp}].push_back(rank);
   }
-  for (const auto& [rank, steps] : steps_done) {
-    if (steps == plan.steps) continue;
-    const comm::GridCoord at = comm::grid_coord(grid, rank);
-    const auto donor = donor_of.find({at.pp, at.tp});
-    if (donor == donor_of.end()) {
-      plan.why_not = "no replica of pipeline stage " + std::to_string(at.pp) + ", tensor shard " +
-                     std::to_string(at.tp) + " holds step " + std::to_string(plan.steps) + ", which others completed";
+  std::map<int, int> donor_of;  // receiver → donor
+  for (const auto& [place, receivers] : short_of) {
+    const auto found = holders.find(place);
+    if (found == holders.end()) {
+      plan.why_not = "no replica of pipeline stage " + std::to_string(place.first) + ", tensor shard " +
+                     std::to_string(place.second) + " holds step " + std::to_string(plan.steps) +
+                     ", which others completed";
       return plan;
     }
-    plan.donors.push_back(donor->second);
-    plan.receivers.push_back(rank);
+    // The k-th of R receivers takes the (k · D / R)-th of D holders: a lost node's ranks each from a
+    // donor of their own, spread over the survivors, so the state moves in parallel rather than
+    // one receiver after another from one rank; several each only where receivers outnumber holders.
+    const std::vector<int>& donors = found->second;
+    for (std::size_t k = 0; k < receivers.size(); ++k)
+      donor_of.emplace(receivers[k], donors[k * donors.size() / receivers.size()]);
+  }
+  for (const auto& [receiver, donor] : donor_of) {
+    plan.receivers.push_back(receiver);
+    plan.donors.push_back(donor);
   }
   return plan;
 }

@@ -112,8 +112,10 @@ struct RecoveryPlan {
   std::string why_not;
 };
 
-// `steps_done`: every rank's steps held, by rank (−1: a replacement, holding nothing). The donor
-// of a (stage, shard) is its lowest rank holding the most steps.
+// `steps_done`: every rank's steps held, by rank (−1: a replacement, holding nothing). A (stage,
+// shard)'s receivers are spread evenly, in rank order, over its ranks holding the most steps: one
+// receiver takes the lowest of them; a lost node's receivers take as many donors as there are, each
+// its own while the holders outnumber them.
 RecoveryPlan plan_recovery(const RecoveryShape& shape, const std::map<int, std::int64_t>& steps_done);
 
 // `checkpoint_steps`: the newest complete checkpoint each rank can read, by rank (−1: none). Every

@@ -56,14 +56,17 @@ std::string InPlaceRecovery::connect_replaced(const recover_plan_msg& plan, int 
     partners.insert(partners.end(), some.begin(), some.end());
   }
   std::sort(partners.begin(), partners.end());
+  std::vector<comm::Engine::PeerAddress> now;  // their handshakes in flight together
   for (const node_entry& node : plan.replaced)
     for (int slot = 0; slot < node.slots; ++slot) {
       const int peer = node.first_rank + slot;
       const std::vector<std::uint8_t>& address = node.comm_addresses.at(static_cast<std::size_t>(slot)).bytes;
-      const bool now = std::binary_search(partners.begin(), partners.end(), peer);
-      if (Status s = now ? engine_.connect(peer, address) : engine_.introduce(peer, address); !s)
+      if (std::binary_search(partners.begin(), partners.end(), peer))
+        now.push_back({peer, address});
+      else if (Status s = engine_.introduce(peer, address); !s)
         return "cannot connect to the new process of rank " + std::to_string(peer) + ": " + s.error().message;
     }
+  if (Status s = engine_.connect(now); !s) return "cannot connect to the new processes' ranks: " + s.error().message;
   return {};
 }
 

@@ -252,18 +252,22 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
   // rings; every other rank is introduced and connected on first use (a recovery's state, a trace
   // gather), so a rank makes 2 log2 N handshakes at most a group, not N − 1. A worker respawned in
   // its own process keeps its engine's endpoints (a replacement in a new node process connects).
+  // The partners' handshakes are in flight together (Engine::connect of many).
   const std::vector<int> partners = comm::grid_partners(grid, rank);
+  std::vector<comm::Engine::PeerAddress> now;
   for (const auto& node : start.nodes) {
     for (int slot = 0; slot < node.slots; ++slot) {
       const int peer = node.first_rank + slot;
       if (peer == rank) continue;
       const std::vector<std::uint8_t>& address = node.comm_addresses.at(static_cast<std::size_t>(slot)).bytes;
-      const bool now =
-          std::binary_search(partners.begin(), partners.end(), peer) && !(replacing && engine.connected(peer));
-      if (Status s = now ? engine.connect(peer, address) : engine.introduce(peer, address); !s)
+      if (std::binary_search(partners.begin(), partners.end(), peer) && !(replacing && engine.connected(peer)))
+        now.push_back({peer, address});
+      else if (Status s = engine.introduce(peer, address); !s)
         return {-1, 1, "cannot connect to rank " + std::to_string(peer) + ": " + s.error().message};
     }
   }
+  if (Status s = engine.connect(now); !s)
+    return {-1, 1, "rank " + std::to_string(rank) + " cannot connect to its partners: " + s.error().message};
   // One line says how each partner's data travels.
   if (!partners.empty()) monitor::logger("comm")->info("{}", comm::describe_peer_transports(engine, partners));
   // Under DiLoCo a rank's gradients are summed over its island, and its pseudo-gradients over the

@@ -401,6 +401,32 @@ TEST_CASE("a killed peer's replacement is connected afresh: the old endpoint fai
   CHECK(pass_byte(rank0, rank1, 4, 13) == 13);
 }
 
+TEST_CASE("connect of several peers at once connects each of them, or names the one that cannot be", "[engine]") {
+  std::vector<std::unique_ptr<Engine>> engines;
+  for (int rank = 0; rank < 4; ++rank) {
+    auto engine = Engine::create(rank, 4);
+    REQUIRE(engine.ok());
+    engines.push_back(std::move(*engine));
+  }
+  std::vector<Engine::PeerAddress> peers;
+  for (int rank = 1; rank < 4; ++rank) peers.push_back({rank, engines[static_cast<std::size_t>(rank)]->address()});
+  REQUIRE(engines[0]->connect(peers).ok());
+  for (int rank = 1; rank < 4; ++rank) {
+    Engine& peer = *engines[static_cast<std::size_t>(rank)];
+    REQUIRE(peer.connect(0, engines[0]->address()).ok());
+    CHECK(engines[0]->connected(rank));
+    CHECK(pass_byte(*engines[0], peer, static_cast<std::uint16_t>(rank), static_cast<std::uint8_t>(rank)) == rank);
+    CHECK(pass_byte(peer, *engines[0], static_cast<std::uint16_t>(10 + rank), static_cast<std::uint8_t>(rank)) == rank);
+  }
+  // A malformed address among them: refused before any handshake, naming its rank.
+  const std::vector<std::uint8_t> garbage{1, 2, 3};
+  const std::vector<Engine::PeerAddress> bad{{2, engines[2]->address()}, {3, garbage}};
+  const Status refused = engines[1]->connect(bad);
+  REQUIRE_FALSE(refused.ok());
+  CHECK_THAT(refused.error().message, Catch::Contains("cannot connect to rank 3") && Catch::Contains("malformed"));
+  CHECK_FALSE(engines[1]->connected(2));
+}
+
 TEST_CASE("a peer that does not take the handshake in time fails connect, naming it and the wait",
           "[engine][failure]") {
   // connect() itself; and a peer introduced, at the first receive from it, which fails.

@@ -230,6 +230,22 @@ TEST_CASE("an in-place plan on plain data parallelism takes the lowest rank hold
   CHECK(plan.donors == std::vector<int>{1});
 }
 
+TEST_CASE("an in-place plan spreads a lost node's ranks over the survivors, a donor each while there are enough",
+          "[recovery]") {
+  RecoveryShape shape = plain_dp();
+  shape.data_parallel = 8;
+  // Node 1 of four nodes of two ranks was lost: ranks 2 and 3 hold nothing.
+  std::map<int, std::int64_t> steps{{0, 6}, {1, 6}, {2, -1}, {3, -1}, {4, 6}, {5, 6}, {6, 6}, {7, 6}};
+  const RecoveryPlan plan = plan_recovery(shape, steps);
+  CHECK(plan.why_not.empty());
+  CHECK(plan.receivers == std::vector<int>{2, 3});
+  CHECK(plan.donors == std::vector<int>{0, 5});
+  // More receivers than holders: each holder gives to as many as evenly falls to it.
+  const RecoveryPlan few = plan_recovery(shape, {{0, -1}, {1, -1}, {2, -1}, {3, -1}, {4, -1}, {5, 6}, {6, 6}, {7, -1}});
+  CHECK(few.receivers == std::vector<int>{0, 1, 2, 3, 4, 7});
+  CHECK(few.donors == std::vector<int>{5, 5, 5, 6, 6, 6});
+}
+
 TEST_CASE("no in-place plan where a stage and shard has no rank holding the steps others completed", "[recovery]") {
   // (stage 1, shard 0) is ranks 4 and 6: the respawned 4 and 6, interrupted one step behind.
   std::map<int, std::int64_t> steps{{0, 9}, {1, 9}, {2, 9}, {3, 9}, {4, -1}, {5, 9}, {6, 8}, {7, 9}};
