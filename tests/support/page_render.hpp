@@ -30,9 +30,10 @@ inline bool chromium_present() {
 // The script's lines for the page at `url` (its token included), with the grid's `>` pressed
 // `turns` times: the first drawing, then one line a page turned.
 inline std::vector<nlohmann::json> page_render_lines(const std::string& url, int turns) {
-  const ProcessResult run = run_process({"/usr/bin/env", "python3", TROUPE_SOURCE_DIR "/scripts/bench/page_render_time.py",
-                                         chromium_path, url, std::to_string(turns)},
-                                        "/tmp", std::chrono::seconds(120));
+  const ProcessResult run =
+      run_process({"/usr/bin/env", "python3", TROUPE_SOURCE_DIR "/scripts/bench/page_render_time.py", chromium_path,
+                   url, std::to_string(turns)},
+                  "/tmp", std::chrono::seconds(120));
   INFO(run.out << run.err);
   REQUIRE(run.exit_code == 0);
   std::vector<nlohmann::json> lines;
