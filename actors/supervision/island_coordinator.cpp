@@ -44,12 +44,7 @@ bool leave_islands_out(job_actor* self, const std::vector<int>& nodes, FailureKi
   std::vector<int> present;
   for (int island = 0; island < st.plan.recovery.islands; ++island)
     if (!contains(choice.lost, island)) present.push_back(island);
-  recovery_in_progress recovery;
-  recovery.goal = Goal::rejoin_island;
-  recovery.epoch = st.recovery_epoch + 1;
-  recovery.started = Clock::now();
-  recovery.failed = worker_failed_msg{nodes.front(), st.plan.nodes.at(nodes.front()).first_rank, reason};
-  recovery.kind = kind;
+  recovery_in_progress recovery = replacing_nodes(st, Goal::rejoin_island, nodes, kind, reason);
   // The outer group is renewed twice: over the islands present (epoch E), then with the lost ones
   // back (E + 1), the epoch their new ranks start in.
   recovery.order = {recovery.epoch + 1, {}, islands_text(choice.lost) + " lost", caf::actor_cast<caf::actor>(self)};

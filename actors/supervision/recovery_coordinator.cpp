@@ -109,6 +109,17 @@ const char* silent_killed(const std::vector<int>& nodes) {
 
 }  // namespace
 
+recovery_in_progress replacing_nodes(const job_supervisor_state& st, Goal goal, const std::vector<int>& nodes,
+                                     FailureKind kind, const std::string& reason) {
+  recovery_in_progress recovery;
+  recovery.goal = goal;
+  recovery.epoch = st.recovery_epoch + 1;
+  recovery.started = Clock::now();
+  recovery.failed = worker_failed_msg{nodes.front(), st.plan.nodes.at(nodes.front()).first_rank, reason};
+  recovery.kind = kind;
+  return recovery;
+}
+
 // Starts the processes of `nodes` again for `recovery` (JobPlan::replace_nodes): each becomes the
 // job's next attempt, its ranks replacements in the recovery's order. Returns where each went, for
 // the log ("node 1's process again on its host h1, ..."), or "" with `why_not` set where none could.
@@ -479,12 +490,7 @@ bool replace_in_place(job_actor* self, const std::vector<int>& nodes, FailureKin
     return false;
   }
   if (choice.island_left_out) return leave_islands_out(self, nodes, kind, reason);
-  recovery_in_progress recovery;
-  recovery.goal = Goal::replace_nodes;
-  recovery.epoch = st.recovery_epoch + 1;
-  recovery.started = Clock::now();
-  recovery.failed = worker_failed_msg{nodes.front(), st.plan.nodes.at(nodes.front()).first_rank, reason};
-  recovery.kind = kind;
+  recovery_in_progress recovery = replacing_nodes(st, Goal::replace_nodes, nodes, kind, reason);
   recovery.order = {
       recovery.epoch, {}, nodes_text(nodes) + " " + std::string(to_string(kind)), caf::actor_cast<caf::actor>(self)};
   const std::string placed = start_again(st, recovery, nodes, kind, why_not);

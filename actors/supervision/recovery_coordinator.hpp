@@ -78,6 +78,11 @@ void begin_recovery(job_actor* self, recovery_in_progress recovery, const std::s
 void leave_recovery(job_actor* self);
 // The recovery in progress cannot complete: the job fails as the failure it answered would have.
 void fail_in_place(job_actor* self, std::string reason);
+// A recovery toward `goal` that starts the processes of `nodes` again, as of now: the epoch after the
+// job's last, the first node's first rank named as the failed one, `kind` and `reason`; the caller
+// gives its order.
+recovery_in_progress replacing_nodes(const job_supervisor_state& st, recovery_in_progress::Goal goal,
+                                     const std::vector<int>& nodes, FailureKind kind, const std::string& reason);
 // Starts the processes of `nodes` again for `recovery` (JobPlan::replace_nodes), each the job's next
 // attempt, their ranks the order's failed ranks: where each went, for the log ("node 1's process
 // again on its host h1"), or "" with `why_not` set where none could.
