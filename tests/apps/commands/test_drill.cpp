@@ -177,8 +177,13 @@ TEST_CASE("drill kill-node with fault.recovery restart: every node restarts from
   CHECK_THAT(r.out, Contains("lost node 1") && Contains("steps lost: 0\n") &&
                         Contains("recovered from a surviving replica's memory: yes") &&
                         Contains("recovery: restarting every node: fault.recovery is restart") &&
-                        Contains("from the survivors' rescue snapshot of step 5 (no steps lost)") &&
                         Contains("counted: restarts=1 failure.node_lost=1 recovery.replica=1"));
+  // Killed after step 5: the survivor may still finish step 6 where the killed node had sent its
+  // gradients before the signal came; either way the snapshot is the last step it finished.
+  std::smatch snapshot;
+  REQUIRE(std::regex_search(r.out, snapshot,
+                            std::regex("from the survivors' rescue snapshot of step ([0-9]+) \\(no steps lost\\)")));
+  CHECK((snapshot[1].str() == "5" || snapshot[1].str() == "6"));
   CHECK(seconds_after(r.out, "detected") < 1.0);
   CHECK(seconds_after(r.out, "training resumed") <= seconds_after(r.out, "recovered"));
 }
