@@ -64,10 +64,10 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
   data_replica_ = replica_ / context_shards;
   data_replicas_ = setup_.grid.dp / context_shards;
   rows_ = context.sharded() ? context.split.local_rows() : setup_.options.seq_len;
-  // The step's micro-batches over the whole group: under train.balance static (tensor shards, no
-  // stages) the replicas' shares sum them, and this replica's schedule runs its own.
+  // The step's micro-batches over the whole group: under train.balance static the replicas' shares
+  // sum them, and this replica's schedule runs its own.
   const std::vector<int>& shares = setup_.options.micro_shares;
-  TROUPE_CHECK(shares.empty() || (s.stages == 1 && static_cast<int>(shares.size()) == data_replicas_ &&
+  TROUPE_CHECK(shares.empty() || (static_cast<int>(shares.size()) == data_replicas_ &&
                                   shares[static_cast<std::size_t>(data_replica_)] == s.microbatches),
                "uneven shares need a stage of its replica's micro-batches");
   group_micro_batches_ =
@@ -569,7 +569,8 @@ compute::StepResult PipelineTrainer::step() {
         const double loss = sum_over(groups_.pp, loss_sum, "the loss sum") / s.microbatches;
         result.loss = setup_.grid.dp > 1 ? sum_over(groups_.dp, loss, "the loss sum") / setup_.grid.dp : loss;
       } else {  // the global batch's: every micro-batch's loss over the group's
-        result.loss = sum_over(groups_.dp, loss_sum, "the loss sum") / group_micro_batches_;
+        const double replica_sum = sum_over(groups_.pp, loss_sum, "the loss sum");
+        result.loss = sum_over(groups_.dp, replica_sum, "the loss sum") / group_micro_batches_;
       }
       result.grad_norm = std::sqrt(sum_over(groups_.pp, own_sum_of_squares(true), "the gradient norm"));
       zero_->clip(result.grad_norm, o.grad_clip);

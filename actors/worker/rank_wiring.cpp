@@ -103,16 +103,20 @@ class PipelineStageLoop final : public TrainingLoop {
   std::vector<checkpoint::HeldRange> held_;
 };
 
-// The schedule a pipeline rank follows: the job's, or without a pipeline (tensor shards alone) one
-// stage running its replica's micro-batches one after another (train.grad_accum, or under
-// train.balance static its share of the step's).
+// The schedule a pipeline rank follows: the job's over its replica's micro-batches
+// (pipeline.microbatches, or under train.balance static its share of the step's), or without a
+// pipeline (tensor shards alone) one stage running them one after another (train.grad_accum, or
+// its share).
 Expected<schedules::Schedule> stage_schedule(const ResolvedJob& job, const std::vector<int>& shares, int replica) {
   const PipelineOptions& p = job.config.pipeline;
-  if (p.stages == 1) {
-    const int micro_batches = shares.empty() ? job.config.train.grad_accum : shares[static_cast<std::size_t>(replica)];
-    return schedules::generate_schedule(schedules::ScheduleKind::gpipe, 1, micro_batches, 1);
-  }
-  return schedules::generate_schedule(p.schedule, p.stages, p.microbatches, p.virtual_stages);
+  const int even = p.stages == 1 ? job.config.train.grad_accum : p.microbatches;
+  const int micro_batches = shares.empty() ? even : shares[static_cast<std::size_t>(replica)];
+  auto schedule = p.stages == 1 ? schedules::generate_schedule(schedules::ScheduleKind::gpipe, 1, micro_batches, 1)
+                                : schedules::generate_schedule(p.schedule, p.stages, micro_batches, p.virtual_stages);
+  if (!schedule && !shares.empty())
+    return Error{fmt::format("train.balance static: replica {}'s share of {} micro-batches: {}", replica, micro_batches,
+                             schedule.error().message)};
+  return schedule;
 }
 
 // This rank's stage of a pipeline (grid.pp > 1), or its tensor shard of a stage (grid.tp > 1), as
@@ -186,7 +190,7 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   if (context.sharded())
     shards += fmt::format(" x {} context shards ({})", context.split.shards,
                           compute::context::context_method_name(context.method));
-  std::string shares_text;  // train.balance static's, with tensor shards
+  std::string shares_text;  // train.balance static's
   if (!shares.empty()) shares_text = ", " + announce_shares(job, shares, rank);
   PipelineStageLoop loop(
       trainer, metrics,
@@ -194,9 +198,10 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
           ? fmt::format("{} rank(s){} x batch {} x seq {} x accum {}{}", replicas, shards, job.config.train.batch_size,
                         job.config.train.seq_len, job.config.train.grad_accum, shares_text)
           : fmt::format("{} x {} pipeline{}, {} micro-batches of {} x seq {}; stage {} holds {} "
-                        "activations at most",
-                        replicas, schedules::to_string(p.schedule), shards, p.microbatches, job.config.train.batch_size,
-                        job.config.train.seq_len, coord.pp, report->peak_stashed[static_cast<std::size_t>(coord.pp)]),
+                        "activations at most{}",
+                        replicas, schedules::to_string(p.schedule), shards, schedule->microbatches,
+                        job.config.train.batch_size, job.config.train.seq_len, coord.pp,
+                        report->peak_stashed[static_cast<std::size_t>(coord.pp)], shares_text),
       {rank,
        {grid.dp, grid.pp, grid.tp},
        (compute::shards_optimizer_state(zero) || replicas_write ? grid.dp : 1) * grid.pp * grid.tp});

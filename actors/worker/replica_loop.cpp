@@ -45,7 +45,10 @@ std::vector<int> micro_shares(const ResolvedJob& job, int replicas) {
   std::vector<double> speeds = job.replica_speeds;
   if (speeds.empty()) speeds.assign(static_cast<std::size_t>(replicas), 1.0);
   TROUPE_CHECK(static_cast<int>(speeds.size()) == replicas, "train.replica_speeds for another number of replicas");
-  auto shares = compute::proportional_shares(job.config.train.grad_accum * replicas, speeds);
+  // A replica's micro-batches a step: its pipeline's with stages, its accumulation's without.
+  const int per_replica =
+      job.config.pipeline.stages > 1 ? job.config.pipeline.microbatches : job.config.train.grad_accum;
+  auto shares = compute::proportional_shares(per_replica * replicas, speeds);
   TROUPE_CHECK(shares.ok(), "train.balance static: " + (shares.ok() ? std::string() : shares.error().message));
   return std::move(*shares);
 }

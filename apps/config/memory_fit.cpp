@@ -1,9 +1,11 @@
 #include "apps/config/memory_fit.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "apps/config/byte_size.hpp"
 #include "apps/config/fitting_layout.hpp"
+#include "compute/train/balance.hpp"
 #include "schedules/layout_plan.hpp"
 
 namespace troupe::apps {
@@ -23,6 +25,20 @@ std::string advice(const ResolvedJob& job, const JobRanks& ranks, double availab
   return "; " + keys + " would fit (about " + needs + ")";
 }
 
+// The job's layout as its most loaded replica runs it: under train.balance static a replica of
+// pipeline stages or tensor shards stashes the activations of its share of the step's
+// micro-batches, so the largest share is planned (a replica of whole models accumulates them one
+// by one, whatever its share).
+schedules::Layout most_loaded_layout(const ResolvedJob& job, int ranks) {
+  schedules::Layout layout = job_layout(job, ranks);
+  if (job.config.train.balance != compute::BalanceMode::fixed || job.replica_speeds.empty() ||
+      (layout.pp == 1 && layout.tp == 1))
+    return layout;
+  auto shares = compute::proportional_shares(layout.microbatches * layout.dp, job.replica_speeds);
+  if (shares) layout.microbatches = *std::max_element(shares->begin(), shares->end());
+  return layout;
+}
+
 }  // namespace
 
 double runtime_bytes_per_rank(compute::BackendKind backend) {
@@ -37,8 +53,10 @@ Status check_memory_fit(const ResolvedJob& job, const JobRanks& ranks, std::opti
 }
 
 Status check_memory_fit(const ResolvedJob& job, const JobRanks& ranks, const RankMemory& available) {
-  const schedules::Layout layout = job_layout(job, ranks.ranks);
-  auto planned = schedules::plan_layout(job_workload(job, ranks.ranks), job_cluster(ranks, available.bytes), layout);
+  const schedules::Layout layout = most_loaded_layout(job, ranks.ranks);
+  schedules::Workload workload = job_workload(job, ranks.ranks);
+  workload.global_batch = layout.dp * layout.micro_batch * layout.microbatches;
+  auto planned = schedules::plan_layout(workload, job_cluster(ranks, available.bytes), layout);
   if (!planned) return planned.error();
   const schedules::DeviceMemory& memory = planned->memory;
   const double runtime = runtime_bytes_per_rank(job.config.train.backend);

@@ -35,10 +35,15 @@ struct Run {
   std::string out;
 };
 
-Run run_job(const TempDir& dir, std::vector<std::string> args) {
+// A replica's 4 micro-batches a step: accumulated, or a pipeline's.
+const std::vector<std::string> accumulated{"--train.grad_accum", "4"};
+const std::vector<std::string> pipelined{"--train.grad_accum", "1", "--pipeline.microbatches", "4"};
+
+Run run_job(const TempDir& dir, std::vector<std::string> args,
+            const std::vector<std::string>& micro_batches = accumulated) {
   args = with(std::move(args), tiny_steps(steps));
-  args = with(std::move(args), {"--train.batch_size", "2", "--train.grad_accum", "4", "--train.seq_len", "32",
-                                "--train.log_every", "1"});
+  args = with(std::move(args), {"--train.batch_size", "2", "--train.seq_len", "32", "--train.log_every", "1"});
+  args = with(std::move(args), micro_batches);
   const ProcessResult result = run_troupe(dir, args, std::chrono::seconds(120));
   INFO("stdout: " << result.out << "\nstderr: " << result.err);
   REQUIRE(result.exit_code == 0);
@@ -152,6 +157,24 @@ TEST_CASE("train.balance static over 2 replicas of 2 tensor shards each trains t
 }
 
 TEST_CASE(
+    "train.balance static over 2 replicas of 2 pipeline stages each trains the weights of the even split, "
+    "each replica's pipeline running its share",
+    "[dp][pp][balance]") {
+  TempDir dir;
+  // Both stages of a replica take its share: 8 micro-batches a step as 6 + 2 instead of 4 + 4, under
+  // 1F1B and GPipe.
+  for (const std::string schedule : {"1f1b", "gpipe"}) {
+    const std::vector<std::string> job{"train", "--workers",           "4",     "--pipeline.stages",
+                                       "2",     "--pipeline.schedule", schedule};
+    const Run even = run_job(dir, job, pipelined);
+    const Run uneven =
+        run_job(dir, with(job, {"--train.balance", "static", "--train.replica_speeds", "1,0.33"}), pipelined);
+    CHECK_THAT(uneven.out, Contains("balance static: replica shares 6, 2 of 8 micro-batches"));
+    check_same_training(even, uneven, "dp 2 x pp 2 (" + schedule + "), shares 6 + 2");
+  }
+}
+
+TEST_CASE(
     "train.balance dynamic moves shares to the faster of 2 and 3 processes and trains the weights of the even split",
     "[dp][balance]") {
   TempDir dir;
@@ -216,8 +239,15 @@ TEST_CASE("train.balance static refuses in one line what it does not support yet
           "[dp][balance][cli]") {
   TempDir dir;
   const std::vector<std::string> job = with({"train", "--workers", "2"}, tiny_steps(2));
-  check_rejected_in(dir, with(job, {"--train.balance", "static", "--pipeline.stages", "2"}),
-                    "train.balance static does not work with pipeline.stages > 1 yet");
+  check_rejected_in(dir, with(job, {"--train.balance", "dynamic", "--pipeline.stages", "2"}),
+                    "train.balance dynamic does not work with pipeline.stages > 1 yet");
+  // Interleaving needs a multiple of the stages: shares 5 + 3 of 8 cannot be interleaved over 2.
+  check_rejected_in(dir,
+                    with({"train", "--workers", "4"},
+                         with(tiny_steps(2), {"--train.balance", "static", "--train.replica_speeds", "1,0.6",
+                                              "--pipeline.stages", "2", "--pipeline.schedule", "interleaved",
+                                              "--pipeline.virtual_stages", "2", "--pipeline.microbatches", "4"})),
+                    "train.balance static: replica 0's share of 5 micro-batches: pipeline schedule ");
   check_rejected_in(dir, with(job, {"--train.balance", "static", "--train.zero", "3"}),
                     "train.balance static does not work with train.zero 3 yet");
   check_rejected_in(dir, with(job, {"--train.balance", "dynamic", "--tensor.shards", "2"}),

@@ -329,9 +329,21 @@ TEST_CASE("train.balance static reads the replica speeds and refuses the layouts
     });
   };
   const std::string not_yet =
-      " yet: uneven shares are data-parallel replicas (under static, of tensor shards) summing their gradients every "
-      "step";
+      " yet: uneven shares are data-parallel replicas (under static, of pipeline stages or tensor shards) summing "
+      "their gradients every step";
   CHECK(refused([](JobConfig& c) { c.tensor.shards = 2; }).empty());
+  CHECK(refused([](JobConfig& c) {
+          c.pipeline.stages = 2;
+          c.pipeline.microbatches = 4;
+        }).empty());
+  // Shares 3, 1 of 4: interleaving over 2 stages takes neither.
+  CHECK(refused([](JobConfig& c) {
+          c.train.replica_speeds = "1,0.2";
+          c.pipeline.stages = 2;
+          c.pipeline.virtual_stages = 3;  // the default model's 6 layers as 6 chunks
+          c.pipeline.schedule = schedules::ScheduleKind::interleaved;
+          c.pipeline.microbatches = 2;
+        }).rfind("train.balance static: replica 0's share of 3 micro-batches: pipeline schedule ", 0) == 0);
   CHECK(refused([](JobConfig& c) { c.fault.elastic = true; }).empty());
   CHECK(refused([](JobConfig& c) { c.train.zero = compute::ZeroStage::parameters; }) ==
         "train.balance static does not work with train.zero 3" + not_yet);
@@ -354,13 +366,13 @@ TEST_CASE("train.balance dynamic refuses what static refuses, and a window below
           c.pipeline.stages = 2;
         }) ==
         "train.balance dynamic does not work with pipeline.stages > 1 yet: uneven shares are data-parallel "
-        "replicas (under static, of tensor shards) summing their gradients every step");
+        "replicas (under static, of pipeline stages or tensor shards) summing their gradients every step");
   CHECK(resolve_error([](JobConfig& c) {
           c.train.balance = compute::BalanceMode::dynamic;
           c.tensor.shards = 2;
         }) ==
         "train.balance dynamic does not work with tensor.shards > 1 yet: uneven shares are data-parallel "
-        "replicas (under static, of tensor shards) summing their gradients every step");
+        "replicas (under static, of pipeline stages or tensor shards) summing their gradients every step");
   CHECK(resolve_error([](JobConfig& c) {
           c.train.balance = compute::BalanceMode::dynamic;
           c.train.balance_window = 0;
