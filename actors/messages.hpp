@@ -239,7 +239,8 @@ struct step_beat {
   double val_loss = 0;           // ... and its mean loss
   int experts = 0;               // a model with experts: experts per MoE block (0: none)
   std::vector<std::int64_t> expert_slots;  // ... and the step's token-slots per block and expert, block-major
-  double batch_share = 0;                  // the rank's data replica's share of the step's global batch (0: a stage)
+  double batch_share = 0;  // the rank's data replica's share of the step's global batch (0: a pipeline or tensor-shard
+                           // rank of an even split)
   double micro_batch_seconds = 0;  // ... and its measured seconds per micro-batch (train.balance dynamic; else 0)
   int islands = 0;                 // train.sync diloco: the islands in the last outer sync (0: not diloco)
   std::int64_t outer_syncs = 0;    // ... the fragment syncs landed since the process started

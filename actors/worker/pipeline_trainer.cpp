@@ -569,6 +569,7 @@ compute::StepResult PipelineTrainer::step() {
         const double loss = sum_over(groups_.pp, loss_sum, "the loss sum") / s.microbatches;
         result.loss = setup_.grid.dp > 1 ? sum_over(groups_.dp, loss, "the loss sum") / setup_.grid.dp : loss;
       } else {  // the global batch's: every micro-batch's loss over the group's
+        result.batch_share = static_cast<double>(s.microbatches) / group_micro_batches_;
         const double replica_sum = sum_over(groups_.pp, loss_sum, "the loss sum");
         result.loss = sum_over(groups_.dp, replica_sum, "the loss sum") / group_micro_batches_;
       }

@@ -83,7 +83,10 @@ class PipelineStageLoop final : public TrainingLoop {
 
   compute::StepResult step() override {
     compute::StepResult result = trainer_.step();
-    if (metrics_) metrics_->set_bubble_fraction(trainer_.bubble_fraction());
+    if (metrics_) {
+      metrics_->set_bubble_fraction(trainer_.bubble_fraction());
+      metrics_->set_batch_share(result.batch_share);
+    }
     return result;
   }
   double evaluate(int batches) override { return trainer_.evaluate(batches); }

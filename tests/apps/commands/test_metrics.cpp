@@ -386,24 +386,30 @@ TEST_CASE("a metrics port in use, a bad port and a bad bind address are refused 
                     "monitor.metrics_bind '10.0.0' is not an IPv4 address");
 }
 
-TEST_CASE("train.balance static: each replica's /metrics gives its share of the step's global batch",
-          "[metrics][dp][balance]") {
-  std::vector<std::string> args{
-      "train",  "--workers",          "2", "--train.balance",    "static", "--train.replica_speeds",
-      "1,0.33", "--train.grad_accum", "4", "--train.batch_size", "2",      "--train.seq_len",
-      "32"};
-  const std::vector<std::string> tiny = tiny_steps(100000);
-  args.insert(args.end(), tiny.begin(), tiny.end());
-  const BackgroundTroupe job(args);
-  const std::map<int, int> ports = job.metrics_ports(2, std::chrono::seconds(60));
-  INFO("stdout: " << job.out() << "\nstderr: " << job.err());
-  REQUIRE(ports.size() == 2);
-  // Shares 6 and 2 of 8 micro-batches (docs/balance.md).
-  const std::map<int, double> share{{0, 0.75}, {1, 0.25}};
-  for (const auto& [node, port] : ports) {
-    INFO("node " << node);
-    const Exposition e = scrape_when_steps_pass(port, 0, std::chrono::seconds(60));
-    CHECK(e.value("troupe_batch_share", {{"rank", std::to_string(node)}}) == share.at(node));
+TEST_CASE(
+    "train.balance static: each replica's /metrics gives its share of the step's global batch, on every "
+    "tensor shard of it too",
+    "[metrics][dp][balance]") {
+  // Shares 6 and 2 of 8 micro-batches (docs/balance.md); a replica's tensor shards are consecutive ranks.
+  const std::vector<std::pair<std::vector<std::string>, std::vector<double>>> layouts{
+      {{"--workers", "2"}, {0.75, 0.25}}, {{"--workers", "4", "--tensor.shards", "2"}, {0.75, 0.75, 0.25, 0.25}}};
+  for (const auto& [layout, share] : layouts) {
+    std::vector<std::string> args{"train",  "--train.balance",    "static", "--train.replica_speeds",
+                                  "1,0.33", "--train.grad_accum", "4",      "--train.batch_size",
+                                  "2",      "--train.seq_len",    "32"};
+    args.insert(args.end(), layout.begin(), layout.end());
+    const std::vector<std::string> tiny = tiny_steps(100000);
+    args.insert(args.end(), tiny.begin(), tiny.end());
+    const BackgroundTroupe job(args);
+    const int ranks = static_cast<int>(share.size());
+    const std::map<int, int> ports = job.metrics_ports(ranks, std::chrono::seconds(60));
+    INFO("stdout: " << job.out() << "\nstderr: " << job.err());
+    REQUIRE(ports.size() == share.size());
+    for (const auto& [node, port] : ports) {
+      INFO("node " << node << " of " << ranks);
+      const Exposition e = scrape_when_steps_pass(port, 0, std::chrono::seconds(60));
+      CHECK(e.value("troupe_batch_share", {{"rank", std::to_string(node)}}) == share.at(node));
+    }
   }
 }
 
