@@ -14,6 +14,9 @@
 #include "compute/memory_ledger.hpp"
 #include "compute/model/stage_split.hpp"
 #include "compute/train/balance.hpp"
+#include "monitor/log.hpp"
+#include "schedules/checker.hpp"
+#include "schedules/generate.hpp"
 
 namespace troupe::actors {
 namespace {
@@ -72,6 +75,11 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
                "uneven shares need a stage of its replica's micro-batches");
   group_micro_batches_ =
       shares.empty() ? s.microbatches * data_replicas_ : std::accumulate(shares.begin(), shares.end(), 0);
+  if (setup_.options.balance_window > 0) {
+    TROUPE_CHECK(!shares.empty() && !context.sharded(),
+                 "dynamic shares without starting shares or with context shards");
+    dynamic_.emplace(shares, setup_.options.balance_window);
+  }
   TROUPE_CHECK(setup_.grid.pp == s.stages, "the grid does not match the schedule");
   TROUPE_CHECK((setup_.grid.tp > 1) == (groups_.tp != nullptr), "a tp group exactly when the grid has tensor shards");
   TROUPE_CHECK(setup_.compression.kind == comm::Compression::none || !compute::shards_gradients(setup_.zero),
@@ -248,6 +256,15 @@ void PipelineTrainer::renew(int epoch) {
     chunk.stage->abandon_weights();  // a zero-bubble step cut between a B and its W
   }
   in_use_ = 0;
+  // A replacement starts from the first shares, measuring anew: so does every survivor, and the
+  // next step takes them (dynamic_shares.hpp: nothing measured).
+  if (dynamic_) {
+    dynamic_->resume(std::vector<double>(setup_.options.micro_shares.size(), 0.0));
+    if (setup_.rank == 0)
+      monitor::logger("train")->info(
+          "balance dynamic: replica shares {} of {} micro-batches after a recovery (the first shares, measuring anew)",
+          compute::shares_text(dynamic_->shares()), group_micro_batches_);
+  }
   // A replacement counts validation batches from 0: under the new id every rank does.
   evaluations_ = 0;
   transfer_group_id_ = comm::epoch_group_id(comm::pp_group_id, epoch);
@@ -522,6 +539,7 @@ double PipelineTrainer::sum_over(comm::Communicator& group, double value, const 
 }
 
 compute::StepResult PipelineTrainer::step() {
+  if (dynamic_ && dynamic_->shares() != setup_.options.micro_shares) take_shares(dynamic_->shares());
   const schedules::Schedule& s = setup_.schedule;
   const compute::TrainerOptions& o = setup_.options;
   compute::StepResult result;
@@ -572,6 +590,7 @@ compute::StepResult PipelineTrainer::step() {
         result.batch_share = static_cast<double>(s.microbatches) / group_micro_batches_;
         const double replica_sum = sum_over(groups_.pp, loss_sum, "the loss sum");
         result.loss = sum_over(groups_.dp, replica_sum, "the loss sum") / group_micro_batches_;
+        if (dynamic_) result.micro_batch_seconds = observe_speeds(result);
       }
       result.grad_norm = std::sqrt(sum_over(groups_.pp, own_sum_of_squares(true), "the gradient norm"));
       zero_->clip(result.grad_norm, o.grad_clip);
@@ -585,6 +604,61 @@ compute::StepResult PipelineTrainer::step() {
   }
   ++steps_;
   return result;
+}
+
+double PipelineTrainer::observe_speeds(compute::StepResult& result) {
+  // One slot per (replica, stage, shard), this rank's holding its compute per micro-batch: summed
+  // over the dp, pp and tp groups every rank holds every slot, each the one number put there.
+  const comm::Grid& grid = setup_.grid;
+  const int per_replica = grid.pp * grid.tp;
+  compute::Tensor slots =
+      compute::Tensor::zeros({static_cast<std::int64_t>(data_replicas_) * per_replica}, compute::DType::f64);
+  slots.data_as<double>()[data_replica_ * per_replica + stage_ * grid.tp + shard_] =
+      busy_us_ * 1e-6 / setup_.schedule.microbatches;
+  for (comm::Communicator* group : {&groups_.dp, &groups_.pp, groups_.tp})
+    if (group != nullptr) {
+      auto waiting = progress_.wait_for("the replicas' times per micro-batch");
+      check_comm(mailbox_.wait(mailbox_.all_reduce(*group, slots)));
+    }
+  std::vector<double> times(static_cast<std::size_t>(data_replicas_), 0.0);
+  for (int r = 0; r < data_replicas_; ++r)
+    for (int i = 0; i < per_replica; ++i)
+      times[static_cast<std::size_t>(r)] =
+          std::max(times[static_cast<std::size_t>(r)], slots.data_as<double>()[r * per_replica + i]);
+  result.shares_changed = dynamic_->observe(times);
+  return dynamic_->seconds_per_micro_batch()[static_cast<std::size_t>(data_replica_)];
+}
+
+void PipelineTrainer::take_shares(const std::vector<int>& shares) {
+  const schedules::Schedule& now = setup_.schedule;
+  const int micro_batches = shares[static_cast<std::size_t>(data_replica_)];
+  auto schedule = schedules::generate_schedule(now.kind, now.stages, micro_batches, now.chunks);
+  TROUPE_CHECK(schedule.ok(),
+               "a share the schedule cannot run: " + (schedule ? std::string() : schedule.error().message));
+  auto report = schedules::check_schedule(*schedule);
+  TROUPE_CHECK(report.ok(), report ? std::string() : report.error().message);
+  TROUPE_CHECK(schedule->virtual_stages() * micro_batches < gradient_index_bit,
+               "too many micro-batches for the tag index");
+  setup_.schedule = std::move(*schedule);
+  setup_.peak_stashed = report->peak_stashed[static_cast<std::size_t>(stage_)];
+  setup_.options.micro_shares = shares;
+  const compute::TrainerOptions& o = setup_.options;
+  compute::MemoryScope scope(compute::MemoryKind::activations);
+  for (Chunk& chunk : chunks_) {
+    chunk.stage->reserve(o.batch_size, rows_, setup_.peak_stashed, schedules::splits_backward(setup_.schedule.kind));
+    chunk.free_slots = every_slot(setup_.peak_stashed);
+    chunk.slot_sends.assign(static_cast<std::size_t>(setup_.peak_stashed), {});
+    chunk.micro_batches = std::make_unique<compute::MicroBatchSum>(
+        backend_, chunk.stage->grads(), compute::shards_parameters(setup_.zero) ? 1 : micro_batches);
+  }
+  while (static_cast<int>(inputs_.size()) < micro_batches) {
+    inputs_.push_back(compute::Tensor::zeros({o.batch_size, rows_}, compute::DType::i32));
+    targets_.push_back(compute::Tensor::zeros({o.batch_size, rows_}, compute::DType::i32));
+  }
+}
+
+std::vector<double> PipelineTrainer::seconds_per_micro_batch() const {
+  return dynamic_ ? dynamic_->seconds_per_micro_batch() : std::vector<double>{};
 }
 
 double PipelineTrainer::evaluate(int batches) {

@@ -42,6 +42,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -52,6 +53,7 @@
 #include "comm/grid.hpp"
 #include "compute/model/gpt_stage.hpp"
 #include "compute/model/stage_split.hpp"
+#include "compute/train/dynamic_shares.hpp"
 #include "compute/train/micro_batch_sum.hpp"
 #include "compute/train/sharded_parameters.hpp"
 #include "compute/train/trainer.hpp"
@@ -69,8 +71,8 @@ struct PipelineSetup {
   int peak_stashed = 1;          // this stage's, from the checker: the activation slots per chunk
   comm::Grid grid;               // dp × pp × tp
   int rank = 0;
-  // batch, seq_len, lr, AdamW, clip, seed; grad_accum unused; micro_shares: train.balance static's
-  // shares by data replica (one stage; the schedule runs this replica's share)
+  // batch, seq_len, lr, AdamW, clip, seed; grad_accum unused; micro_shares: train.balance's shares
+  // by data replica (the schedule runs this replica's share); balance_window > 0: dynamic's window
   compute::TrainerOptions options;
   compute::ZeroStage zero = compute::ZeroStage::none;  // over the stage's dp group
   bool zero3_reshard = true;
@@ -141,6 +143,10 @@ class PipelineTrainer {
   void abandon_step();
   // The compressor of this stage's data-parallel sums; null when they are plain.
   const std::shared_ptr<comm::GradientCompressor>& compressor() const { return compressor_; }
+  // Under train.balance: the replicas' shares of the step's micro-batches the next step takes,
+  // and (dynamic) each replica's mean seconds per micro-batch they were decided from.
+  const std::vector<int>& micro_shares() const { return dynamic_ ? dynamic_->shares() : setup_.options.micro_shares; }
+  std::vector<double> seconds_per_micro_batch() const;
 
  private:
   struct Chunk {
@@ -175,6 +181,13 @@ class PipelineTrainer {
   // replica holds a shard, under tensor shards over the tp group: each holds a part).
   double own_sum_of_squares(bool gradients);
   double sum_over(comm::Communicator& group, double value, const char* what);
+  // train.balance dynamic: every replica's seconds per micro-batch this step, the slowest of its
+  // stages and shards (each rank's compute over its micro-batches), the same on every rank; the
+  // shares change when DynamicShares decides so. Returns this replica's time.
+  double observe_speeds(compute::StepResult& result);
+  // This replica's schedule, activation slots, micro-batch sums and token buffers for `shares`
+  // (taken at a step boundary, before the step's receives are posted).
+  void take_shares(const std::vector<int>& shares);
   std::string op_name(char kind, const schedules::Instruction& ins) const;
   std::string arrival_text(const char* what, const schedules::Instruction& ins, int from_rank) const;
   void trace(const char* category, std::string name, double start_us, const schedules::Instruction* ins = nullptr);
@@ -214,6 +227,8 @@ class PipelineTrainer {
   std::uint16_t transfer_group_id_ = comm::pp_group_id;  // point-to-point keys' group: renewed per epoch
   int in_use_ = 0, peak_in_use_ = 0;
   double busy_us_ = 0;  // forward and backward compute in the step so far
+  // train.balance dynamic: the shares' decision, the same on every rank (compute/train/dynamic_shares.hpp).
+  std::optional<compute::DynamicShares> dynamic_;
   double bubble_fraction_ = 0;
   monitor::TraceRecorder* trace_ = nullptr;
 };

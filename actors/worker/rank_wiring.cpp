@@ -86,7 +86,10 @@ class PipelineStageLoop final : public TrainingLoop {
     if (metrics_) {
       metrics_->set_bubble_fraction(trainer_.bubble_fraction());
       metrics_->set_batch_share(result.batch_share);
+      if (result.micro_batch_seconds > 0) metrics_->set_micro_batch_seconds(result.micro_batch_seconds);
     }
+    if (result.shares_changed && place_.rank == 0)
+      log_share_change(result, trainer_.micro_shares(), trainer_.seconds_per_micro_batch());
     return result;
   }
   double evaluate(int batches) override { return trainer_.evaluate(batches); }
@@ -117,7 +120,8 @@ Expected<schedules::Schedule> stage_schedule(const ResolvedJob& job, const std::
   auto schedule = p.stages == 1 ? schedules::generate_schedule(schedules::ScheduleKind::gpipe, 1, micro_batches, 1)
                                 : schedules::generate_schedule(p.schedule, p.stages, micro_batches, p.virtual_stages);
   if (!schedule && !shares.empty())
-    return Error{fmt::format("train.balance static: replica {}'s share of {} micro-batches: {}", replica, micro_batches,
+    return Error{fmt::format("train.balance {}: replica {}'s share of {} micro-batches: {}",
+                             compute::balance_mode_name(job.config.train.balance), replica, micro_batches,
                              schedule.error().message)};
   return schedule;
 }
@@ -174,6 +178,8 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
                       zero,                job.config.train.zero3_reshard, job.config.tensor.sequence_parallel,
                       compression_options(job)};
   setup.options.micro_shares = shares;
+  if (job.config.train.balance == compute::BalanceMode::dynamic)
+    setup.options.balance_window = job.config.train.balance_window;
   setup.parameters_from_peer = replacing.has_value();
   setup.context = context;
   compute::memory_ledger().measure_runtime();  // what the process holds before the model

@@ -62,6 +62,15 @@ std::string announce_shares(const ResolvedJob& job, const std::vector<int>& shar
   return text;
 }
 
+void log_share_change(const compute::StepResult& result, const std::vector<int>& shares,
+                      const std::vector<double>& seconds_per_micro_batch) {
+  std::string times;
+  for (double s : seconds_per_micro_batch) times += fmt::format("{}{:.3f} s", times.empty() ? "" : ", ", s);
+  monitor::logger("train")->info(
+      "balance dynamic: step {}: replica shares {} of {} micro-batches (times per micro-batch {})", result.step + 1,
+      compute::shares_text(shares), std::accumulate(shares.begin(), shares.end(), 0), times);
+}
+
 namespace {
 
 compute::TrainerOptions replica_options(const ResolvedJob& job, compute::DataParallel data_parallel,
@@ -219,17 +228,8 @@ compute::StepResult ReplicaLoop::step() {
         "speeds, a new replica at their mean)",
         result.step + 1, compute::shares_text(shares), std::accumulate(shares.begin(), shares.end(), 0));
   }
-  if (result.shares_changed && place_.rank == 0) {
-    // "balance dynamic: step 23: replica shares 5, 3 of 8 micro-batches (times per micro-batch 0.21 s, 0.40 s)"
-    const std::vector<int>& shares = trainer_.micro_shares();
-    std::string times;
-    for (double s : trainer_.seconds_per_micro_batch())
-      times += fmt::format("{}{:.3f} s", times.empty() ? "" : ", ", s);
-    monitor::logger("train")->info(
-        "balance dynamic: step {}: replica shares {} of {} micro-batches (times per "
-        "micro-batch {})",
-        result.step + 1, compute::shares_text(shares), std::accumulate(shares.begin(), shares.end(), 0), times);
-  }
+  if (result.shares_changed && place_.rank == 0)
+    log_share_change(result, trainer_.micro_shares(), trainer_.seconds_per_micro_batch());
   if (!outer_) return result;
   const long steps = trainer_.steps_taken();
   const double outer_start_us = trace_ ? trace_now_us() : 0;

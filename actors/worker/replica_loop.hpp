@@ -32,6 +32,11 @@ std::vector<int> micro_shares(const ResolvedJob& job, int replicas);
 // The layout's text for uneven `shares` ("replica shares 6, 2 of 8 micro-batches"; empty when there
 // are none), logged once by rank 0 as "balance static: …".
 std::string announce_shares(const ResolvedJob& job, const std::vector<int>& shares, int rank);
+// train.balance dynamic's change after `result`'s step, logged by rank 0 with the times it was
+// decided from: "balance dynamic: step 23: replica shares 5, 3 of 8 micro-batches (times per
+// micro-batch 0.210 s, 0.400 s)".
+void log_share_change(const compute::StepResult& result, const std::vector<int>& shares,
+                      const std::vector<double>& seconds_per_micro_batch);
 
 class ReplicaLoop final : public TrainingLoop {
  public:

@@ -25,17 +25,21 @@ std::string advice(const ResolvedJob& job, const JobRanks& ranks, double availab
   return "; " + keys + " would fit (about " + needs + ")";
 }
 
-// The job's layout as its most loaded replica runs it: under train.balance static a replica of
-// pipeline stages or tensor shards stashes the activations of its share of the step's
-// micro-batches, so the largest share is planned (a replica of whole models accumulates them one
-// by one, whatever its share).
+// The job's layout as its most loaded replica runs it: under train.balance a replica of pipeline
+// stages or tensor shards stashes the activations of its share of the step's micro-batches, so
+// the largest share is planned — static's largest, or the most dynamic can move to one replica
+// (a replica of whole models accumulates them one by one, whatever its share).
 schedules::Layout most_loaded_layout(const ResolvedJob& job, int ranks) {
   schedules::Layout layout = job_layout(job, ranks);
-  if (job.config.train.balance != compute::BalanceMode::fixed || job.replica_speeds.empty() ||
-      (layout.pp == 1 && layout.tp == 1))
-    return layout;
-  auto shares = compute::proportional_shares(layout.microbatches * layout.dp, job.replica_speeds);
-  if (shares) layout.microbatches = *std::max_element(shares->begin(), shares->end());
+  const compute::BalanceMode balance = job.config.train.balance;
+  if (balance == compute::BalanceMode::none || (layout.pp == 1 && layout.tp == 1)) return layout;
+  const int units = layout.microbatches * layout.dp;
+  if (balance == compute::BalanceMode::dynamic) {
+    layout.microbatches = units - (layout.dp - 1);  // every other replica at its one micro-batch
+  } else if (!job.replica_speeds.empty()) {
+    auto shares = compute::proportional_shares(units, job.replica_speeds);
+    if (shares) layout.microbatches = *std::max_element(shares->begin(), shares->end());
+  }
   return layout;
 }
 

@@ -150,9 +150,7 @@ std::optional<std::string> balance_problem(const JobConfig& c) {
     return std::nullopt;
   }
   const bool dynamic = t.balance == compute::BalanceMode::dynamic;
-  const std::pair<bool, const char*> not_yet[] = {{c.pipeline.stages > 1 && dynamic, "pipeline.stages > 1"},
-                                                  {c.tensor.shards > 1 && dynamic, "tensor.shards > 1"},
-                                                  {c.context.shards > 1, "context.shards > 1"},
+  const std::pair<bool, const char*> not_yet[] = {{c.context.shards > 1, "context.shards > 1"},
                                                   {c.expert.shards > 1, "expert.shards > 1"},
                                                   {compute::shards_parameters(t.zero), "train.zero 3"},
                                                   {t.sync == compute::SyncMode::diloco, "train.sync diloco"}};
@@ -160,16 +158,20 @@ std::optional<std::string> balance_problem(const JobConfig& c) {
     if (set)
       return "train.balance " + std::string(compute::balance_mode_name(t.balance)) + " does not work with " +
              std::string(keys) +
-             " yet: uneven shares are data-parallel replicas (under static, of pipeline stages or tensor shards) "
-             "summing their gradients every step";
+             " yet: uneven shares are data-parallel replicas (of pipeline stages or tensor shards too) summing their "
+             "gradients every step";
   // Each replica's pipeline runs its share: the schedule must take that many micro-batches.
   const PipelineOptions& p = c.pipeline;
+  if (dynamic && p.stages > 1 && p.schedule == schedules::ScheduleKind::interleaved)
+    return "train.balance dynamic does not work with pipeline.schedule interleaved: its shares move by one "
+           "micro-batch, and interleaving runs only multiples of pipeline.stages (use static, or another schedule)";
   if (p.stages > 1 && !speeds->empty()) {
     auto shares = compute::proportional_shares(p.microbatches * static_cast<int>(speeds->size()), *speeds);
     if (!shares) return "train.replica_speeds '" + t.replica_speeds + "': " + shares.error().message;
     for (std::size_t r = 0; r < shares->size(); ++r)
       if (Status shape = schedules::check_schedule_shape(p.schedule, p.stages, (*shares)[r], p.virtual_stages); !shape)
-        return "train.balance static: replica " + str(static_cast<int>(r)) + "'s share of " + str((*shares)[r]) +
+        return "train.balance " + std::string(compute::balance_mode_name(t.balance)) + ": replica " +
+               str(static_cast<int>(r)) + "'s share of " + str((*shares)[r]) +
                " micro-batches: " + shape.error().message;
   }
   return std::nullopt;

@@ -198,6 +198,43 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "train.balance dynamic moves the shares of replicas of pipeline stages or tensor shards at one step boundary on "
+    "every rank, through an in-place recovery too, and trains the even split's weights",
+    "[dp][pp][tp][balance]") {
+  TempDir dir;
+  // Dynamic shares start from the declared speeds, 6 + 2 of 8; the replicas run alike, so the first
+  // window's times move the shares back towards even: every rank of a replica takes the new share
+  // at the same step boundary, with a schedule, activation slots and micro-batch sums for it.
+  const std::vector<std::string> dynamic{"--train.balance",        "dynamic", "--train.replica_speeds", "1,0.2",
+                                         "--train.balance_window", "2"};
+  const std::vector<std::pair<std::vector<std::string>, const std::vector<std::string>*>> layouts{
+      {{"train", "--workers", "4", "--pipeline.stages", "2", "--pipeline.schedule", "1f1b"}, &pipelined},
+      {{"train", "--workers", "4", "--pipeline.stages", "2", "--pipeline.schedule", "gpipe"}, &pipelined},
+      {{"train", "--workers", "4", "--tensor.shards", "2"}, &accumulated}};
+  for (const auto& [job, micro_batches] : layouts) {
+    const Run even = run_job(dir, job, *micro_batches);
+    const Run moving = run_job(dir, with(job, dynamic), *micro_batches);
+    CHECK_THAT(moving.out, Contains("balance dynamic: replica shares 6, 2 of 8 micro-batches"));
+    CHECK(dynamic_changes(moving) >= 1);
+    check_same_training(even, moving, job[4] + " " + job.back() + ", dynamic shares from 6 + 2");
+  }
+  // Rank 3 (stage 1 of replica 1) throws in step 10 and is respawned in its process: every rank
+  // goes back to the first shares and measures anew, and the weights stay the even split's.
+  const std::string hosts = dir.write("hosts", "localhost slots=2\nthrowhost slots=2\n");
+  const std::vector<std::string> pipeline{"launch", "--hostfile", hosts, "--pipeline.stages", "2"};
+  const Run even = run_job(dir, with(pipeline, {"--launcher", ": {host}; eval exec {command}"}), pipelined);
+  const Run recovered = run_job(
+      dir,
+      with(pipeline, with(dynamic, {"--launcher", ": {host}; export TROUPE_DRILL_THROW_AT=3:10; eval exec {command}",
+                                    "--fault.heartbeat_timeout", "60"})),
+      pipelined);
+  CHECK_THAT(recovered.out, Contains("drill: injected failure in the worker of rank 3 at step 10") &&
+                                Contains("balance dynamic: replica shares 6, 2 of 8 micro-batches after a recovery "
+                                         "(the first shares, measuring anew)"));
+  check_same_training(even, recovered, "dp 2 x pp 2, dynamic shares, rank 3 respawned in step 10");
+}
+
+TEST_CASE(
     "train.balance static and dynamic with bf16 gradient sums, dynamic under ZeRO 1 and 2, train the weights "
     "of the even split",
     "[dp][balance]") {
@@ -239,8 +276,11 @@ TEST_CASE("train.balance static refuses in one line what it does not support yet
           "[dp][balance][cli]") {
   TempDir dir;
   const std::vector<std::string> job = with({"train", "--workers", "2"}, tiny_steps(2));
-  check_rejected_in(dir, with(job, {"--train.balance", "dynamic", "--pipeline.stages", "2"}),
-                    "train.balance dynamic does not work with pipeline.stages > 1 yet");
+  check_rejected_in(dir,
+                    with(job, {"--train.balance", "dynamic", "--pipeline.stages", "2", "--pipeline.schedule",
+                               "interleaved", "--pipeline.virtual_stages", "2", "--pipeline.microbatches", "4"}),
+                    "train.balance dynamic does not work with pipeline.schedule interleaved: its shares move by one "
+                    "micro-batch");
   // Interleaving needs a multiple of the stages: shares 5 + 3 of 8 cannot be interleaved over 2.
   check_rejected_in(dir,
                     with({"train", "--workers", "4"},
@@ -250,8 +290,8 @@ TEST_CASE("train.balance static refuses in one line what it does not support yet
                     "train.balance static: replica 0's share of 5 micro-batches: pipeline schedule ");
   check_rejected_in(dir, with(job, {"--train.balance", "static", "--train.zero", "3"}),
                     "train.balance static does not work with train.zero 3 yet");
-  check_rejected_in(dir, with(job, {"--train.balance", "dynamic", "--tensor.shards", "2"}),
-                    "train.balance dynamic does not work with tensor.shards > 1 yet");
+  check_rejected_in(dir, with(job, {"--train.balance", "static", "--context.shards", "2"}),
+                    "train.balance static does not work with context.shards > 1 yet");
   check_rejected_in(dir, with(job, {"--train.balance", "fast"}), "train.balance");
   check_rejected_in(dir, with(job, {"--train.replica_speeds", "1,0.5"}),
                     "train.replica_speeds '1,0.5' needs train.balance static or dynamic");

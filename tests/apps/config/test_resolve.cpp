@@ -329,8 +329,8 @@ TEST_CASE("train.balance static reads the replica speeds and refuses the layouts
     });
   };
   const std::string not_yet =
-      " yet: uneven shares are data-parallel replicas (under static, of pipeline stages or tensor shards) summing "
-      "their gradients every step";
+      " yet: uneven shares are data-parallel replicas (of pipeline stages or tensor shards too) summing their "
+      "gradients every step";
   CHECK(refused([](JobConfig& c) { c.tensor.shards = 2; }).empty());
   CHECK(refused([](JobConfig& c) {
           c.pipeline.stages = 2;
@@ -363,16 +363,29 @@ TEST_CASE("train.balance dynamic refuses what static refuses, and a window below
   REQUIRE(resolve(config).ok());
   CHECK(resolve_error([](JobConfig& c) {
           c.train.balance = compute::BalanceMode::dynamic;
-          c.pipeline.stages = 2;
+          c.context.shards = 2;
         }) ==
-        "train.balance dynamic does not work with pipeline.stages > 1 yet: uneven shares are data-parallel "
-        "replicas (under static, of pipeline stages or tensor shards) summing their gradients every step");
+        "train.balance dynamic does not work with context.shards > 1 yet: uneven shares are data-parallel "
+        "replicas (of pipeline stages or tensor shards too) summing their gradients every step");
+  CHECK(resolve_error([](JobConfig& c) {
+          c.train.balance = compute::BalanceMode::dynamic;
+          c.pipeline.stages = 2;
+          c.pipeline.microbatches = 4;
+        }).empty());
   CHECK(resolve_error([](JobConfig& c) {
           c.train.balance = compute::BalanceMode::dynamic;
           c.tensor.shards = 2;
-        }) ==
-        "train.balance dynamic does not work with tensor.shards > 1 yet: uneven shares are data-parallel "
-        "replicas (under static, of pipeline stages or tensor shards) summing their gradients every step");
+        }).empty());
+  CHECK(resolve_error([](JobConfig& c) {
+          c.train.balance = compute::BalanceMode::dynamic;
+          c.pipeline.stages = 2;
+          c.pipeline.virtual_stages = 3;
+          c.pipeline.schedule = schedules::ScheduleKind::interleaved;
+          c.pipeline.microbatches = 2;
+        })
+            .rfind("train.balance dynamic does not work with pipeline.schedule interleaved: its shares move by one "
+                   "micro-batch",
+                   0) == 0);
   CHECK(resolve_error([](JobConfig& c) {
           c.train.balance = compute::BalanceMode::dynamic;
           c.train.balance_window = 0;
