@@ -185,7 +185,7 @@ int run_bench_compute(const BenchComputeOptions& options) {
   for (const int requested : options.threads) {
     const int threads = requested > 0 ? requested : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
     // The backend sets OpenBLAS' thread count for the process: one thread count at a time.
-    auto backend = compute::make_backend(compute::BackendKind::cpu, threads);
+    auto backend = compute::make_backend(compute::BackendKind::cpu, compute::Precision::fp32, threads);
     if (!backend) return error_exit(ExitCode::bad_input, backend.error().message);
     if (torch) give_torch_the_same_blas_kernels();
     const double peak = compute::cpu::measure_sgemm_peak();

@@ -61,8 +61,8 @@ int run_bench_gpu(const BenchGpuOptions& o) {
                                                "'s block size " + std::to_string(cfg.block_size));
   auto device = compute::cuda_device();
   if (!device) return error_exit(ExitCode::bad_input, "bench gpu: " + device.error().message);
-  auto backend = compute::CudaBackend::create(o.precision == "bf16" ? compute::CudaBackend::Precision::bf16
-                                                                     : compute::CudaBackend::Precision::fp32);
+  auto backend =
+      compute::CudaBackend::create(o.precision == "bf16" ? compute::Precision::bf16 : compute::Precision::fp32);
   if (!backend) return error_exit(ExitCode::bad_input, "bench gpu: " + backend.error().message);
   compute::CudaBackend& gpu = **backend;
   auto peak = compute::measure_bf16_gemm_peak(8192, 20);
