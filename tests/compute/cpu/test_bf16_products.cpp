@@ -5,8 +5,9 @@
 // (bias, residual, the gradient accumulated so far). 2u + u^2 bounds a product of two operands
 // each rounded to bf16; (k + 1) 2^-23 the f32 sums of the k terms and the start, with the
 // products' growth (1 + u)^2 and the higher orders folded in. Each op is checked on this CPU's
-// BF16 units (where it has them) and emulated, at odd shapes, and must also err more than f32
-// sums could (2^-16 of S somewhere): the operands were rounded.
+// BF16 units (where it has them) and emulated, on 1 and 2 threads, at odd shapes (rows enough for
+// two threads to split them, bf16_products.cpp's row_grain being 32), and must also err more than
+// f32 sums could (2^-16 of S somewhere): the operands were rounded.
 
 #include <catch2/catch.hpp>
 
@@ -28,7 +29,7 @@ using troupe::compute::Precision;
 using troupe::compute::Tensor;
 using troupe::compute::cpu::Bf16Units;
 
-constexpr int N = 37, C = 70, OC = 53;
+constexpr int N = 77, C = 70, OC = 69;
 
 Tensor random_tensor(std::vector<std::int64_t> shape, std::mt19937& rng) {
   Tensor t = Tensor::zeros(std::move(shape), DType::f32);
@@ -78,67 +79,69 @@ TEST_CASE("bf16 linear products, forward and both backward, are within the bf16 
   const float* r = residual.data_as<float>();
   const float* g = dout.data_as<float>();
 
-  for (const Bf16Units units : units_to_check()) {
-    INFO("units: " << units_name(units));
-    CpuBackend backend(1, Precision::bf16, units);
+  // Two threads split each product's rows (the weight gradient's: columns of the stored dout).
+  for (const Bf16Units units : units_to_check())
+    for (const int threads : {1, 2}) {
+      INFO("units: " << units_name(units) << ", threads: " << threads);
+      CpuBackend backend(threads, Precision::bf16, units);
 
-    // out = bias + inp · weightᵀ, and the same onto the residual stream.
-    std::vector<double> exact(N * OC), magnitude(N * OC), exact_residual(N * OC), magnitude_residual(N * OC);
-    for (int n = 0; n < N; ++n)
-      for (int o = 0; o < OC; ++o) {
-        double sum = b[o], abs_sum = std::abs(b[o]);
-        for (int c = 0; c < C; ++c) {
-          sum += double(x[n * C + c]) * w[o * C + c];
-          abs_sum += std::abs(double(x[n * C + c]) * w[o * C + c]);
-        }
-        exact[n * OC + o] = sum;
-        magnitude[n * OC + o] = abs_sum;
-        exact_residual[n * OC + o] = sum + r[n * OC + o];
-        magnitude_residual[n * OC + o] = abs_sum + std::abs(r[n * OC + o]);
-      }
-    Tensor out = Tensor::zeros({N, OC}, DType::f32);
-    backend.matmul_forward(out, inp, weight, bias);
-    CHECK(check_outputs(out, exact, magnitude, C) > std::ldexp(1.0, -16));
-    backend.matmul_residual_forward(out, inp, weight, bias, residual);
-    CHECK(check_outputs(out, exact_residual, magnitude_residual, C) > std::ldexp(1.0, -16));
-
-    // dinp = dout · weight.
-    std::vector<double> exact_dinp(N * C), magnitude_dinp(N * C);
-    for (int n = 0; n < N; ++n)
-      for (int c = 0; c < C; ++c)
+      // out = bias + inp · weightᵀ, and the same onto the residual stream.
+      std::vector<double> exact(N * OC), magnitude(N * OC), exact_residual(N * OC), magnitude_residual(N * OC);
+      for (int n = 0; n < N; ++n)
         for (int o = 0; o < OC; ++o) {
-          exact_dinp[n * C + c] += double(g[n * OC + o]) * w[o * C + c];
-          magnitude_dinp[n * C + c] += std::abs(double(g[n * OC + o]) * w[o * C + c]);
+          double sum = b[o], abs_sum = std::abs(b[o]);
+          for (int c = 0; c < C; ++c) {
+            sum += double(x[n * C + c]) * w[o * C + c];
+            abs_sum += std::abs(double(x[n * C + c]) * w[o * C + c]);
+          }
+          exact[n * OC + o] = sum;
+          magnitude[n * OC + o] = abs_sum;
+          exact_residual[n * OC + o] = sum + r[n * OC + o];
+          magnitude_residual[n * OC + o] = abs_sum + std::abs(r[n * OC + o]);
         }
-    Tensor dinp = Tensor::zeros({N, C}, DType::f32);
-    backend.matmul_backward_input(dinp, dout, weight);
-    CHECK(check_outputs(dinp, exact_dinp, magnitude_dinp, OC) > std::ldexp(1.0, -16));
+      Tensor out = Tensor::zeros({N, OC}, DType::f32);
+      backend.matmul_forward(out, inp, weight, bias);
+      CHECK(check_outputs(out, exact, magnitude, C) > std::ldexp(1.0, -16));
+      backend.matmul_residual_forward(out, inp, weight, bias, residual);
+      CHECK(check_outputs(out, exact_residual, magnitude_residual, C) > std::ldexp(1.0, -16));
 
-    // dweight += doutᵀ · inp, onto a gradient already accumulated; dbias += column sums (f32).
-    std::vector<double> exact_dweight(OC * C), magnitude_dweight(OC * C);
-    for (int o = 0; o < OC; ++o)
-      for (int c = 0; c < C; ++c) {
-        double sum = dweight_before.data_as<float>()[o * C + c], abs_sum = std::abs(sum);
-        for (int n = 0; n < N; ++n) {
-          sum += double(g[n * OC + o]) * x[n * C + c];
-          abs_sum += std::abs(double(g[n * OC + o]) * x[n * C + c]);
+      // dinp = dout · weight.
+      std::vector<double> exact_dinp(N * C), magnitude_dinp(N * C);
+      for (int n = 0; n < N; ++n)
+        for (int c = 0; c < C; ++c)
+          for (int o = 0; o < OC; ++o) {
+            exact_dinp[n * C + c] += double(g[n * OC + o]) * w[o * C + c];
+            magnitude_dinp[n * C + c] += std::abs(double(g[n * OC + o]) * w[o * C + c]);
+          }
+      Tensor dinp = Tensor::zeros({N, C}, DType::f32);
+      backend.matmul_backward_input(dinp, dout, weight);
+      CHECK(check_outputs(dinp, exact_dinp, magnitude_dinp, OC) > std::ldexp(1.0, -16));
+
+      // dweight += doutᵀ · inp, onto a gradient already accumulated; dbias += column sums (f32).
+      std::vector<double> exact_dweight(OC * C), magnitude_dweight(OC * C);
+      for (int o = 0; o < OC; ++o)
+        for (int c = 0; c < C; ++c) {
+          double sum = dweight_before.data_as<float>()[o * C + c], abs_sum = std::abs(sum);
+          for (int n = 0; n < N; ++n) {
+            sum += double(g[n * OC + o]) * x[n * C + c];
+            abs_sum += std::abs(double(g[n * OC + o]) * x[n * C + c]);
+          }
+          exact_dweight[o * C + c] = sum;
+          magnitude_dweight[o * C + c] = abs_sum;
         }
-        exact_dweight[o * C + c] = sum;
-        magnitude_dweight[o * C + c] = abs_sum;
+      Tensor dweight = Tensor::zeros({OC, C}, DType::f32), dbias = Tensor::zeros({OC}, DType::f32);
+      std::copy_n(dweight_before.data_as<float>(), OC * C, dweight.data_as<float>());
+      backend.matmul_backward_weights(dweight, dbias, dout, inp);
+      CHECK(check_outputs(dweight, exact_dweight, magnitude_dweight, N) > std::ldexp(1.0, -16));
+      for (int o = 0; o < OC; ++o) {
+        double sum = 0, abs_sum = 0;
+        for (int n = 0; n < N; ++n) {
+          sum += g[n * OC + o];
+          abs_sum += std::abs(g[n * OC + o]);
+        }
+        CHECK(std::abs(dbias.data_as<float>()[o] - sum) <= N * std::ldexp(1.0, -23) * abs_sum);  // f32 sums only
       }
-    Tensor dweight = Tensor::zeros({OC, C}, DType::f32), dbias = Tensor::zeros({OC}, DType::f32);
-    std::copy_n(dweight_before.data_as<float>(), OC * C, dweight.data_as<float>());
-    backend.matmul_backward_weights(dweight, dbias, dout, inp);
-    CHECK(check_outputs(dweight, exact_dweight, magnitude_dweight, N) > std::ldexp(1.0, -16));
-    for (int o = 0; o < OC; ++o) {
-      double sum = 0, abs_sum = 0;
-      for (int n = 0; n < N; ++n) {
-        sum += g[n * OC + o];
-        abs_sum += std::abs(g[n * OC + o]);
-      }
-      CHECK(std::abs(dbias.data_as<float>()[o] - sum) <= N * std::ldexp(1.0, -23) * abs_sum);  // f32 sums only
     }
-  }
 }
 
 TEST_CASE("bf16 products on this cpu's BF16 units equal the emulated ones up to the order of the f32 sums",
