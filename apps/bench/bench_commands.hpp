@@ -207,7 +207,7 @@ Command add_bench_checkpoint_command(CLI::App& bench);
 // when python3 can import torch.
 struct BenchGpuOptions {
   std::string model = "gpt2";
-  std::string precision = "bf16";  // bf16 (cuda-bf16) or fp32 (cuda)
+  compute::Precision precision = compute::Precision::bf16;  // the cuda backend's train.precision
   int batch = 16;
   int seq = 1024;
   int steps = 10;  // measured steps (figures from the median)

@@ -20,7 +20,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "apps/bench/bench_arguments.hpp"
 #include "apps/bench/bench_commands.hpp"
 #include "apps/bench/bench_figures.hpp"
 #include "apps/bench/op_timing_backend.hpp"
@@ -339,13 +339,9 @@ Command add_bench_compute_command(CLI::App& bench) {
       ->capture_default_str();
   command->add_option("--rounds", options->rounds, "alternating rounds per row with PyTorch")->capture_default_str();
   command->add_flag("--profile", options->profile, "time one more step op by op and print where it goes");
-  command
-      ->add_option("--precision", options->precision,
-                   "fp32, or bf16: train.precision bf16 against fp32 in the same rounds (and PyTorch under bf16 "
-                   "autocast)")
-      ->transform(CLI::CheckedTransformer(std::map<std::string, compute::Precision>{
-          {"fp32", compute::Precision::fp32}, {"bf16", compute::Precision::bf16}}))
-      ->default_str("fp32");
+  add_precision_option(*command, options->precision,
+                       "fp32, or bf16: train.precision bf16 against fp32 in the same rounds (and PyTorch under bf16 "
+                       "autocast)");
   return refusing_unknown(*command, [command, options] {
     BenchComputeOptions given = *options;
     given.python_given = command->count("--python") > 0;

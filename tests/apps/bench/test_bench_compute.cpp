@@ -165,3 +165,9 @@ TEST_CASE("bench compute --threads with an empty count is refused, not read as a
   TempDir dir;
   check_rejected_in(dir, {"bench", "compute", "--threads", ""}, "--threads: a thread count is empty");
 }
+
+TEST_CASE("bench compute and bench gpu refuse a precision other than fp32 or bf16 in one line", "[cli][bf16]") {
+  TempDir dir;
+  check_rejected_in(dir, {"bench", "compute", "--precision", "fp16"}, "--precision: fp16 not in {fp32,bf16}");
+  check_rejected_in(dir, {"bench", "gpu", "--precision", "fp16"}, "--precision: fp16 not in {fp32,bf16}");
+}
