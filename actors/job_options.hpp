@@ -19,6 +19,7 @@
 #include "compute/model/gpt_config.hpp"
 #include "compute/model/recompute.hpp"
 #include "compute/model/stage_split.hpp"
+#include "compute/precision.hpp"
 #include "compute/sim/sim_options.hpp"
 #include "compute/train/balance.hpp"
 #include "compute/train/sync_mode.hpp"
@@ -77,6 +78,7 @@ struct TrainOptions {
   std::uint64_t seed = 1337;
   int threads = 0;         // 0 = all cores
   compute::BackendKind backend = compute::BackendKind::cpu;
+  compute::Precision precision = compute::Precision::fp32;  // the linear layers' products (precision.hpp)
   long val_every = 50;     // 0 = only at the end
   int val_batches = 16;
   long log_every = 1;

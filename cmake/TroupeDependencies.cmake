@@ -19,6 +19,16 @@ add_library(troupe::openblas INTERFACE IMPORTED)
 target_link_libraries(troupe::openblas INTERFACE BLAS::BLAS)
 target_include_directories(troupe::openblas INTERFACE ${TROUPE_CBLAS_INCLUDE})
 
+# oneDNN (Debian's libdnnl-dev) multiplies bf16 for train.precision bf16 on the CPU. Its CMake
+# config asks for OpenCL, which the CPU products do not use, so the library is wrapped here. It
+# threads with OpenMP, whose thread count the one file that calls it sets (compute/CMakeLists.txt).
+find_library(TROUPE_DNNL dnnl REQUIRED)
+find_path(TROUPE_DNNL_INCLUDE oneapi/dnnl/dnnl.hpp REQUIRED)
+find_package(OpenMP REQUIRED COMPONENTS CXX)
+add_library(troupe::dnnl UNKNOWN IMPORTED)
+set_target_properties(troupe::dnnl PROPERTIES IMPORTED_LOCATION ${TROUPE_DNNL}
+  INTERFACE_INCLUDE_DIRECTORIES ${TROUPE_DNNL_INCLUDE} INTERFACE_LINK_LIBRARIES "${OpenMP_CXX_LIBRARIES}")
+
 # CAF 0.17 ships no CMake config: wrap the libraries as imported targets.
 find_library(TROUPE_CAF_CORE caf_core REQUIRED)
 find_library(TROUPE_CAF_IO caf_io REQUIRED)

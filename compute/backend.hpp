@@ -19,6 +19,7 @@
 #include "compute/adamw_step.hpp"
 #include "compute/backend_kind.hpp"
 #include "compute/expected.hpp"
+#include "compute/precision.hpp"
 #include "compute/sim/sim_options.hpp"
 #include "compute/tensor.hpp"
 
@@ -144,9 +145,10 @@ class Backend {
   [[noreturn]] void no_shard_kernels(const char* op) const;
 };
 
-// cpu and sim (the device `sim` describes; threads unused) always; cuda (fp32) and cuda_bf16
-// (bf16 GEMM operands, fp32 everything else: see docs/gpu.md) when the build has the CUDA backend
-// and a device is present.
-Expected<std::unique_ptr<Backend>> make_backend(BackendKind kind, int threads, const SimOptions& sim = {});
+// cpu and sim (the device `sim` describes; threads unused) always; cuda when the build has the
+// CUDA backend and a device is present. precision (precision.hpp) is the products' on cpu and cuda;
+// sim models fp32 only and refuses bf16.
+Expected<std::unique_ptr<Backend>> make_backend(BackendKind kind, Precision precision, int threads,
+                                                const SimOptions& sim = {});
 
 }  // namespace troupe::compute

@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libcaf-dev libucx-dev ucx-utils libopenblas-dev libboost-dev libspdlog-dev
   prometheus-cpp-dev catch2 libcli11-dev libtomlplusplus-dev nlohmann-json3-dev
-  libxxhash-dev libedit-dev fortunes
+  libxxhash-dev libedit-dev libdnnl-dev fortunes
 )
 
 missing=()

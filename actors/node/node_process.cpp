@@ -91,7 +91,7 @@ NodeOutcome run_node_process(const NodeProcessOptions& options, const ResolvedJo
       // The backend's stream and cuBLAS handle belong to the device current when it is made.
       if (Status s = use_rank_device(local_rank_base + slot); !s) return setup_failed(s.error().message, 2);
     }
-    auto backend = compute::make_backend(job.config.train.backend, threads, job.config.sim);
+    auto backend = compute::make_backend(job.config.train.backend, job.config.train.precision, threads, job.config.sim);
     if (!backend) return setup_failed(backend.error().message, 2);
     backends.push_back(std::move(*backend));
     auto engine = comm::Engine::create(options.first_rank + slot, options.world_size, wire);

@@ -102,7 +102,7 @@ Expected<std::vector<double>> balance_rank(comm::Engine& engine, const BenchBala
   const int rank = engine.rank();
   if (quota && rank == 1)
     if (Status joined = quota->join(::getpid()); !joined) return joined.error();
-  auto backend = compute::make_backend(compute::BackendKind::cpu, 1);
+  auto backend = compute::make_backend(compute::BackendKind::cpu, compute::Precision::fp32, 1);
   if (!backend) return backend.error();
   auto joined = BenchRank::join(engine, 2);
   if (!joined) return joined.error();

@@ -132,7 +132,7 @@ int run_bench_checkpoint(const BenchCheckpointOptions& options) {
                                                (created ? created.message() : std::string("it exists")));
   const RemovedOnExit remove_work{work};
 
-  auto backend = compute::make_backend(compute::BackendKind::cpu, 1);
+  auto backend = compute::make_backend(compute::BackendKind::cpu, compute::Precision::fp32, 1);
   if (!backend) return error_exit(ExitCode::failure, backend.error().message);
   const std::vector<std::uint16_t> stream = bench_tokens(cfg, static_cast<std::size_t>(micro_batch) * cfg.block_size * 4 + 1);
   compute::GPT model(cfg, **backend);

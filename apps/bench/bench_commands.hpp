@@ -11,6 +11,7 @@
 #include "apps/commands/command.hpp"
 #include "comm/bench/allreduce_bench.hpp"
 #include "compute/expected.hpp"
+#include "compute/precision.hpp"
 
 namespace troupe::apps {
 
@@ -31,6 +32,9 @@ struct BenchComputeOptions {
   bool python_given = false;  // --python named: it must exist (the default may be absent: no torch)
   int rounds = 3;             // rounds per model and thread count with PyTorch (one without)
   bool profile = false;       // one more step timed op by op, printed per model and thread count
+  // bf16: each row runs Troupe under train.precision bf16 and fp32 in alternating rounds, and
+  // PyTorch (with --vs-pytorch) under bf16 autocast.
+  compute::Precision precision = compute::Precision::fp32;
 };
 // The first problem with options (unknown model, count out of range) as a one-line error.
 Status validate(const BenchComputeOptions& options);
@@ -203,7 +207,7 @@ Command add_bench_checkpoint_command(CLI::App& bench);
 // when python3 can import torch.
 struct BenchGpuOptions {
   std::string model = "gpt2";
-  std::string precision = "bf16";  // bf16 (cuda-bf16) or fp32 (cuda)
+  compute::Precision precision = compute::Precision::bf16;  // the cuda backend's train.precision
   int batch = 16;
   int seq = 1024;
   int steps = 10;  // measured steps (figures from the median)

@@ -36,7 +36,7 @@ constexpr int variant_count = static_cast<int>(variants.size());
 // bytes per step.
 Expected<std::vector<double>> run_rank(comm::Engine& engine, const compute::GPTConfig& cfg,
                                        const BenchCompressOptions& o, const std::vector<std::uint16_t>& stream) {
-  auto backend = compute::make_backend(compute::BackendKind::cpu, 1);
+  auto backend = compute::make_backend(compute::BackendKind::cpu, compute::Precision::fp32, 1);
   if (!backend) return backend.error();
   auto joined = BenchRank::join(engine, ranks);
   if (!joined) return joined.error();

@@ -9,6 +9,12 @@
 // round, and so on, so both sides see the machine in the same state. A round is `steps` measured
 // steps on each side, its figure the median step; the ratio reported is the median of the rounds'
 // ratios. Troupe's model is built and warmed up once per row; PyTorch's once per round.
+//
+// With --precision bf16, each round runs Troupe twice, fp32 then bf16 (train.precision, each on a
+// backend of its own), then PyTorch under bf16 autocast: the figures are bf16's, beside fp32's
+// and their ratio (the median of the rounds'). On a CPU with BF16 units the rows of a preset that
+// has targets print them, met or not; on one without, the bench says the policy brings no speed
+// there and prints no target.
 
 #include <algorithm>
 #include <chrono>
@@ -17,14 +23,17 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
+#include "apps/bench/bench_arguments.hpp"
 #include "apps/bench/bench_commands.hpp"
 #include "apps/bench/bench_figures.hpp"
 #include "apps/bench/op_timing_backend.hpp"
 #include "apps/bench/pytorch_script.hpp"
 #include "apps/exit_codes.hpp"
+#include "compute/cpu/bf16_products.hpp"
 #include "compute/cpu/openblas_setup.hpp"
 #include "compute/cpu/sgemm_peak.hpp"
 #include "compute/data/synthetic_tokens.hpp"
@@ -103,13 +112,14 @@ class ModelRun {
 // printed) when it fails.
 std::optional<double> torch_round(const Torch& torch, const compute::GPTConfig& cfg, const BenchComputeOptions& o,
                                   int threads) {
-  const ScriptRun run = run_python_script(
-      torch.python, torch.script,
-      {"--layers", std::to_string(cfg.n_layer),    "--embd",         std::to_string(cfg.n_embd),
-       "--heads",  std::to_string(cfg.n_head),     "--seq",          std::to_string(cfg.block_size),
-       "--vocab",  std::to_string(cfg.vocab_size), "--padded-vocab", std::to_string(cfg.padded_vocab_size),
-       "--batch",  std::to_string(o.batch),        "--threads",      std::to_string(threads),
-       "--steps",  std::to_string(o.steps),        "--warmup",       std::to_string(o.warmup)});
+  std::vector<std::string> args{
+      "--layers", std::to_string(cfg.n_layer),    "--embd",         std::to_string(cfg.n_embd),
+      "--heads",  std::to_string(cfg.n_head),     "--seq",          std::to_string(cfg.block_size),
+      "--vocab",  std::to_string(cfg.vocab_size), "--padded-vocab", std::to_string(cfg.padded_vocab_size),
+      "--batch",  std::to_string(o.batch),        "--threads",      std::to_string(threads),
+      "--steps",  std::to_string(o.steps),        "--warmup",       std::to_string(o.warmup)};
+  args.insert(args.end(), {"--precision", std::string(compute::precision_name(o.precision))});
+  const ScriptRun run = run_python_script(torch.python, torch.script, args);
   if (!run.tokens_per_s)
     for (const std::string& line : run.lines) std::printf("  pytorch | %s\n", line.c_str());
   return run.tokens_per_s;
@@ -134,8 +144,30 @@ struct Row {
   int threads = 0;
   double params = 0, tokens = 0, tokens_per_s = 0, flops_per_s = 0, peak = 0;
   int T = 0;
-  std::optional<double> torch_tokens_per_s, ratio;  // medians over the rounds
+  std::optional<double> torch_tokens_per_s, ratio;   // medians over the rounds
+  std::optional<double> fp32_tokens_per_s, speedup;  // --precision bf16: fp32's, and bf16 ÷ fp32
 };
+
+// What bf16 should reach on a CPU with BF16 units, per preset: tokens/s over Troupe fp32's and
+// over PyTorch's under bf16 autocast, both in the same run.
+struct Bf16Target {
+  std::string_view model;
+  double over_fp32, over_pytorch;
+};
+constexpr Bf16Target bf16_targets[] = {{"small", 1.6, 1.2}};
+
+void print_bf16_targets(const std::vector<Row>& rows) {
+  for (const Row& r : rows)
+    for (const Bf16Target& target : bf16_targets) {
+      if (r.model != target.model) continue;
+      std::printf("target %s, %d thread(s): bf16 / fp32 %.3f (target %.1f, %s)", r.model.c_str(), r.threads, *r.speedup,
+                  target.over_fp32, *r.speedup >= target.over_fp32 ? "met" : "not met");
+      if (r.ratio)
+        std::printf("; troupe / pytorch bf16 %.3f (target %.1f, %s)", *r.ratio, target.over_pytorch,
+                    *r.ratio >= target.over_pytorch ? "met" : "not met");
+      std::printf("\n");
+    }
+}
 
 // A torch built on the system's OpenBLAS (Debian's python3-torch) takes the kernels that OpenBLAS
 // picks for this CPU, and one older than the CPU falls back to SSE3 ("Prescott"), about a fifth of
@@ -163,8 +195,18 @@ int run_bench_compute(const BenchComputeOptions& options) {
                                                  std::string(kTorchScript) +
                                                  " beside this troupe or in its source tree");
   }
+  const bool bf16 = options.precision == compute::Precision::bf16;
   std::printf("bench compute: cpu backend, micro-batch %d, %d measured step(s) per round after %d warm-up\n",
               options.batch, options.steps, options.warmup);
+  const bool bf16_units = compute::cpu::bf16_units_of_this_cpu() == compute::cpu::Bf16Units::hardware;
+  if (bf16 && bf16_units)
+    std::printf("precision bf16: products on %s (oneDNN), against fp32 in the same rounds\n",
+                compute::cpu::bf16_isa_name().c_str());
+  if (bf16 && !bf16_units)
+    std::printf(
+        "precision bf16: this CPU has no BF16 units (best ISA %s): the products are emulated in fp32 and bring no "
+        "speed here; no target is printed\n",
+        compute::cpu::bf16_isa_name().c_str());
   if (options.vs_pytorch) {
     if (is_executable_program(options.python)) {
       torch = probe_torch(options.python, find_bench_script(kTorchScript));
@@ -179,14 +221,20 @@ int run_bench_compute(const BenchComputeOptions& options) {
                   torch->python.c_str(), options.rounds);
   }
   std::fflush(stdout);
-  const int rounds = torch ? options.rounds : 1;
+  const int rounds = torch || bf16 ? options.rounds : 1;
 
   std::vector<Row> rows;
   for (const int requested : options.threads) {
     const int threads = requested > 0 ? requested : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
     // The backend sets OpenBLAS' thread count for the process: one thread count at a time.
-    auto backend = compute::make_backend(compute::BackendKind::cpu, threads);
+    auto backend = compute::make_backend(compute::BackendKind::cpu, options.precision, threads);
     if (!backend) return error_exit(ExitCode::bad_input, backend.error().message);
+    std::unique_ptr<compute::Backend> fp32_backend;  // bf16's baseline, in the same rounds
+    if (bf16) {
+      auto made = compute::make_backend(compute::BackendKind::cpu, compute::Precision::fp32, threads);
+      if (!made) return error_exit(ExitCode::bad_input, made.error().message);
+      fp32_backend = std::move(*made);
+    }
     if (torch) give_torch_the_same_blas_kernels();
     const double peak = compute::cpu::measure_sgemm_peak();
     std::printf("%d thread(s): sgemm peak (OpenBLAS, best of n=1024/2048) %.1f GFLOP/s\n", threads, peak / 1e9);
@@ -194,9 +242,19 @@ int run_bench_compute(const BenchComputeOptions& options) {
     for (const auto& name : options.models) {
       const compute::GPTConfig cfg = *compute::gpt_preset(name);
       ModelRun run(**backend, cfg, options, rounds);
-      std::vector<double> troupe_rounds, torch_rounds, ratios;
+      std::optional<ModelRun> fp32_run;
+      if (fp32_backend) fp32_run.emplace(*fp32_backend, cfg, options, rounds);
+      std::vector<double> troupe_rounds, torch_rounds, ratios, fp32_rounds, speedups;
       for (int r = 0; r < rounds; ++r) {
+        if (fp32_run) fp32_rounds.push_back(fp32_run->measure());
         troupe_rounds.push_back(run.measure());
+        if (fp32_run) {
+          speedups.push_back(troupe_rounds.back() / fp32_rounds.back());
+          std::printf(
+              "  %s, %d thread(s), round %d/%d: troupe fp32 %.0f tokens/s, bf16 %.0f tokens/s, bf16/fp32 %.3f\n",
+              name.c_str(), threads, r + 1, rounds, fp32_rounds.back(), troupe_rounds.back(), speedups.back());
+          std::fflush(stdout);
+        }
         if (!torch) continue;
         const std::optional<double> other = torch_round(*torch, cfg, options, threads);
         if (!other)
@@ -221,18 +279,24 @@ int run_bench_compute(const BenchComputeOptions& options) {
         row.torch_tokens_per_s = median(torch_rounds);
         row.ratio = median(ratios);
       }
+      if (fp32_run) {
+        row.fp32_tokens_per_s = median(fp32_rounds);
+        row.speedup = median(speedups);
+      }
       rows.push_back(row);
     }
   }
 
   std::printf("\n%-6s %7s %9s %4s %5s %10s %9s %13s %7s", "model", "threads", "params", "B", "T", "tokens/s",
               "median ms", "model GFLOP/s", "MFU");
+  if (bf16) std::printf(" %15s %9s", "fp32 tokens/s", "bf16/fp32");
   if (torch) std::printf(" %16s %14s", "pytorch tokens/s", "troupe/pytorch");
   std::printf("\n");
   for (const Row& r : rows) {
     std::printf("%-6s %7d %8.2fM %4d %5d %10.0f %9.1f %13.1f %7.3f", r.model.c_str(), r.threads, r.params / 1e6,
                 options.batch, r.T, r.tokens_per_s, 1e3 * r.tokens / r.tokens_per_s, r.flops_per_s / 1e9,
                 r.flops_per_s / r.peak);
+    if (r.speedup) std::printf(" %15.0f %9.3f", *r.fp32_tokens_per_s, *r.speedup);
     if (r.ratio) std::printf(" %16.0f %14.3f", *r.torch_tokens_per_s, *r.ratio);
     std::printf("\n");
   }
@@ -240,7 +304,14 @@ int run_bench_compute(const BenchComputeOptions& options) {
       "\nTokens/s from the median step (of each side's round; the median of the rounds). MFU = model FLOP/s / "
       "sgemm peak on the same thread count; model FLOPs per token = 72*L*C^2 + 6*L*C*(T+1) + 6*V*C, the matmuls "
       "of causal attention and the tied lm head over V.\n");
-  if (torch) std::printf("troupe/pytorch: the median of the rounds' ratios.\n");
+  if (bf16)
+    std::printf(
+        "Precision bf16: tokens/s, ms and MFU are bf16's (MFU still over the sgemm peak); bf16/fp32 the median of the "
+        "rounds' ratios.\n");
+  if (torch)
+    std::printf("troupe/pytorch: the median of the rounds' ratios%s.\n",
+                bf16 ? ", PyTorch under torch.autocast(\"cpu\", dtype=torch.bfloat16)" : "");
+  if (bf16 && bf16_units) print_bf16_targets(rows);
   return to_int(ExitCode::success);
 }
 
@@ -268,6 +339,9 @@ Command add_bench_compute_command(CLI::App& bench) {
       ->capture_default_str();
   command->add_option("--rounds", options->rounds, "alternating rounds per row with PyTorch")->capture_default_str();
   command->add_flag("--profile", options->profile, "time one more step op by op and print where it goes");
+  add_precision_option(*command, options->precision,
+                       "fp32, or bf16: train.precision bf16 against fp32 in the same rounds (and PyTorch under bf16 "
+                       "autocast)");
   return refusing_unknown(*command, [command, options] {
     BenchComputeOptions given = *options;
     given.python_given = command->count("--python") > 0;

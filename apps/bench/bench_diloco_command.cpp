@@ -44,7 +44,7 @@ constexpr std::array<const char*, modes> mode_names{"plain", "powersgd", "diloco
 // A rank's report: each mode's measured seconds, then each mode's bytes per step.
 Expected<std::vector<double>> run_rank(comm::Engine& engine, const compute::GPTConfig& cfg, const BenchDilocoOptions& o,
                                        compute::OuterPrecision precision, const std::vector<std::uint16_t>& stream) {
-  auto backend = compute::make_backend(compute::BackendKind::cpu, 1);
+  auto backend = compute::make_backend(compute::BackendKind::cpu, compute::Precision::fp32, 1);
   if (!backend) return backend.error();
   auto joined = BenchRank::join(engine, ranks);
   if (!joined) return joined.error();

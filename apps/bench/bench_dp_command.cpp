@@ -96,7 +96,7 @@ int run_bench_dp(const BenchDpOptions& o) {
   auto results = comm::run_local_ranks(
       n + 1,
       [&](comm::Engine& engine) -> Expected<std::vector<std::uint8_t>> {
-        auto backend = compute::make_backend(compute::BackendKind::cpu, 1);
+        auto backend = compute::make_backend(compute::BackendKind::cpu, compute::Precision::fp32, 1);
         if (!backend) return backend.error();
         if (engine.rank() == n) {
           BenchTraining alone(**backend, cfg, o.batch, o.warmup + o.steps, stream, {});

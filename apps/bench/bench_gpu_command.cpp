@@ -61,8 +61,7 @@ int run_bench_gpu(const BenchGpuOptions& o) {
                                                "'s block size " + std::to_string(cfg.block_size));
   auto device = compute::cuda_device();
   if (!device) return error_exit(ExitCode::bad_input, "bench gpu: " + device.error().message);
-  auto backend = compute::CudaBackend::create(o.precision == "bf16" ? compute::CudaBackend::Precision::bf16
-                                                                     : compute::CudaBackend::Precision::fp32);
+  auto backend = compute::CudaBackend::create(o.precision);
   if (!backend) return error_exit(ExitCode::bad_input, "bench gpu: " + backend.error().message);
   compute::CudaBackend& gpu = **backend;
   auto peak = compute::measure_bf16_gemm_peak(8192, 20);
@@ -130,9 +129,7 @@ Command add_bench_gpu_command(CLI::App& bench) {
   CLI::App* command = bench.add_subcommand(
       "gpu", "One GPU's training tokens/s and MFU against its measured bf16 GEMM peak, beside PyTorch.");
   add_model_option(*command, options->model);
-  command->add_option("--precision", options->precision, "bf16 (cuda-bf16 backend) or fp32 (cuda)")
-      ->check(CLI::IsMember({"bf16", "fp32"}))
-      ->capture_default_str();
+  add_precision_option(*command, options->precision, "the cuda backend's train.precision: fp32 or bf16");
   command->add_option("--batch", options->batch, "micro-batch size B")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();

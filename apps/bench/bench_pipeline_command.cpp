@@ -98,7 +98,7 @@ Expected<std::vector<std::uint8_t>> stage_body(comm::Engine& engine, const Bench
   if (!placement.quotas.empty())
     if (const CpuQuota* quota = placement.quotas[static_cast<std::size_t>(rank)])
       if (Status joined = quota->join(::getpid()); !joined) return joined.error();
-  auto backend = compute::make_backend(compute::BackendKind::cpu, 1);
+  auto backend = compute::make_backend(compute::BackendKind::cpu, compute::Precision::fp32, 1);
   if (!backend) return backend.error();
   auto stage = BenchStage::create(
       engine, **backend, {bench_model(o), o.stages, o.microbatches, o.batch, o.warmup + o.steps, placement.split},

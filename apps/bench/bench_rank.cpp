@@ -76,7 +76,7 @@ Expected<std::vector<comm::LocalRankResult>> run_bench_ranks(int ranks, const Ra
 Expected<std::vector<comm::LocalRankResult>> run_lead_and_followers(int followers, const LeadFigures& lead,
                                                                     const FollowerFigures& follow) {
   return run_bench_ranks(followers + 1, [&](comm::Engine& engine) -> Expected<std::vector<double>> {
-    auto backend = compute::make_backend(compute::BackendKind::cpu, 1);
+    auto backend = compute::make_backend(compute::BackendKind::cpu, compute::Precision::fp32, 1);
     if (!backend) return backend.error();
     if (engine.rank() == followers) return lead(**backend);
     return follow(engine, **backend);

@@ -152,7 +152,7 @@ Expected<std::vector<std::uint8_t>> rank_body(comm::Engine& engine, const RankRu
     clock = [modelled = sim.get()] { return modelled->modelled_seconds(); };
     inner = std::move(sim);
   } else {
-    auto cpu = compute::make_backend(compute::BackendKind::cpu, 1);
+    auto cpu = compute::make_backend(compute::BackendKind::cpu, compute::Precision::fp32, 1);
     if (!cpu) return cpu.error();
     inner = std::move(*cpu);
   }

@@ -97,7 +97,7 @@ Expected<std::vector<double>> run_rank(comm::Engine& engine, Turns<Turn>& turns,
                                        const std::vector<std::uint16_t>& stream) {
   const int own = engine.rank();
   const bool reference = own == o.shards;
-  auto backend = compute::make_backend(compute::BackendKind::cpu, 1);
+  auto backend = compute::make_backend(compute::BackendKind::cpu, compute::Precision::fp32, 1);
   if (!backend) return backend.error();
   // The reference's tp group is itself alone, never used (a grid without shards has no tp group).
   comm::Group tp{comm::tp_group_id, {own}};

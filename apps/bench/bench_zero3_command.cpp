@@ -107,7 +107,7 @@ constexpr std::array<std::array<Variant, variants>, variants> orders{{
 // variant holds (three doubles per variant).
 Expected<std::vector<double>> run_rank(comm::Engine& engine, const compute::GPTConfig& cfg,
                                        const BenchZero3Options& o, const std::vector<std::uint16_t>& stream) {
-  auto backend = compute::make_backend(compute::BackendKind::cpu, 1);
+  auto backend = compute::make_backend(compute::BackendKind::cpu, compute::Precision::fp32, 1);
   if (!backend) return backend.error();
   auto joined = BenchRank::join(engine, o.processes);
   if (!joined) return joined.error();

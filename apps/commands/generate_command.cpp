@@ -39,7 +39,7 @@ int run_generate(const GenerateOptions& options) {
   }
   auto params = loaded->read_all("param");
   if (!params) return error_exit(ExitCode::bad_input, params.error().message);
-  auto backend = compute::make_backend(compute::BackendKind::cpu,
+  auto backend = compute::make_backend(compute::BackendKind::cpu, compute::Precision::fp32,
                                        static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   if (!backend) return error_exit(ExitCode::failure, backend.error().message);
   compute::GPT model(config, **backend);

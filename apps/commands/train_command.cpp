@@ -41,7 +41,8 @@ int run_train(const ResolvedJob& job, std::optional<double> memory_limit) {
   const actors::ProcessLogs logs(job.config, "local", 0, 0, "trainer");
   auto metrics = actors::ProcessMetrics::serve(job.config.monitor, {"local", 0}, 0, 1, "trainer");
   if (!metrics) return error_exit(ExitCode::bad_input, metrics.error().message);
-  auto backend = compute::make_backend(job.config.train.backend, job.config.train.threads, job.config.sim);
+  auto backend = compute::make_backend(job.config.train.backend, job.config.train.precision, job.config.train.threads,
+                                       job.config.sim);
   if (!backend) return error_exit(ExitCode::bad_input, backend.error().message);
   metrics->set_mfu_basis(job, 1, 0);
   if (Status opened = logs.open_file(); !opened) return error_exit(ExitCode::bad_input, opened.error().message);

@@ -113,12 +113,19 @@ std::optional<std::string> assign(const ConfigField& field, const toml::node& no
       field);
 }
 
-void apply_section(JobConfig& config, std::string_view section, const toml::table& table, Problems& problems) {
+void apply_section(JobConfig& config, std::string_view section, const toml::table& table, const std::string& origin,
+                   Problems& problems) {
   for (auto&& [name, node] : table) {
     const std::string full = std::string(section) + "." + std::string(name.str());
     const ConfigKey* key = find_config_key(full);
     if (!key) {
       problems.add(name.source(), "unknown key '" + full + "'" + did_you_mean(closest_config_key(full)));
+      continue;
+    }
+    const toml::value<std::string>* text = node.as_string();
+    if (const ValueAlias* alias = text ? find_value_alias(full, text->get()) : nullptr) {
+      if (Status set = apply_value_alias(config, *alias, origin); !set)
+        problems.add(node.source(), set.error().message);
       continue;
     }
     if (auto wrong = assign(key->field(config), node)) problems.add(node.source(), full + ": " + *wrong);
@@ -134,7 +141,7 @@ Status apply_toml(JobConfig& config, const toml::table& table, const std::string
     const std::string section(name.str());
     const bool known = std::find(sections.begin(), sections.end(), section) != sections.end();
     if (known && node.is_table()) {
-      apply_section(config, section, *node.as_table(), problems);
+      apply_section(config, section, *node.as_table(), origin, problems);
     } else if (known) {
       problems.add(name.source(),
                    "'" + section + "' must be a table [" + section + "], got " + std::string(kind_of(node)));

@@ -113,9 +113,13 @@ constexpr ConfigKey keys[] = {
     {"train.seed", "random seed for initialization and data order", field<&J::train, &T::seed>},
     {"train.threads", "CPU threads per worker; 0 = all cores", field<&J::train, &T::threads>},
     {"train.backend",
-     "compute backend: cpu, cuda (fp32), cuda-bf16, or sim (ops take the modelled time of the sim.* device and do no "
-     "arithmetic)",
+     "compute backend: cpu, cuda, or sim (ops take the modelled time of the sim.* device and do no arithmetic); "
+     "cuda-bf16 is read as cuda with train.precision bf16",
      field<&J::train, &T::backend>},
+    {"train.precision",
+     "the linear layers' products: fp32, or bf16 (operands rounded to bf16, f32 accumulation; weights, gradients, "
+     "AdamW moments and checkpoints stay f32; docs/precision.md)",
+     field<&J::train, &T::precision>},
     {"train.val_every", "validate every this many steps; 0 = only at the end", field<&J::train, &T::val_every>},
     {"train.val_batches",
      "validation set in global batches: the first val_batches x (sequences per step) windows of the validation "
@@ -292,6 +296,21 @@ std::vector<std::string> config_sections() {
 const ConfigKey* find_config_key(std::string_view name) {
   const auto it = std::find_if(std::begin(keys), std::end(keys), [&](const ConfigKey& k) { return k.name == name; });
   return it == std::end(keys) ? nullptr : it;
+}
+
+namespace {
+
+// The CUDA backend's bf16 mode was a backend of its own before precision became one policy.
+constexpr std::pair<std::string_view, std::string_view> cuda_bf16_means[] = {{"train.backend", "cuda"},
+                                                                             {"train.precision", "bf16"}};
+constexpr ValueAlias value_aliases[] = {{"train.backend", "cuda-bf16", cuda_bf16_means}};
+
+}  // namespace
+
+const ValueAlias* find_value_alias(std::string_view key, std::string_view value) {
+  const auto it = std::find_if(std::begin(value_aliases), std::end(value_aliases),
+                               [&](const ValueAlias& a) { return a.key == key && a.value == value; });
+  return it == std::end(value_aliases) ? nullptr : it;
 }
 
 std::optional<std::string> closest_config_key(std::string_view name) { return closest_match(name, key_names()); }

@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -20,9 +21,9 @@ namespace troupe::apps {
 // their names (named_choice.hpp).
 using ConfigField =
     std::variant<bool*, int*, long*, std::uint64_t*, double*, std::string*, compute::ZeroStage*, compute::BackendKind*,
-                 compute::Recompute*, compute::SyncMode*, compute::OuterPrecision*, compute::BalanceMode*,
-                 schedules::ScheduleKind*, compute::SplitMethod*, compute::context::ContextMethod*, comm::Compression*,
-                 actors::RecoveryMode*, monitor::LogFormat*>;
+                 compute::Precision*, compute::Recompute*, compute::SyncMode*, compute::OuterPrecision*,
+                 compute::BalanceMode*, schedules::ScheduleKind*, compute::SplitMethod*,
+                 compute::context::ContextMethod*, comm::Compression*, actors::RecoveryMode*, monitor::LogFormat*>;
 
 struct ConfigKey {
   std::string_view name;  // "section.name"
@@ -32,6 +33,18 @@ struct ConfigKey {
   std::string_view section() const { return name.substr(0, name.find('.')); }
   std::string_view leaf() const { return name.substr(name.find('.') + 1); }
 };
+
+// An old spelling of a value that now sets more than one key: train.backend "cuda-bf16" is
+// train.backend cuda with train.precision bf16. Both parsers read it as the keys it means, in
+// order, and the job log says so once (value.hpp, apply_value_alias).
+struct ValueAlias {
+  std::string_view key;                                                  // "train.backend"
+  std::string_view value;                                                // "cuda-bf16"
+  std::span<const std::pair<std::string_view, std::string_view>> means;  // {key, value} set in turn
+};
+
+// The alias of key spelt value, or nullptr.
+const ValueAlias* find_value_alias(std::string_view key, std::string_view value);
 
 // Every key, grouped by section in the order model, train, data, sample.
 std::span<const ConfigKey> config_keys();

@@ -1,8 +1,9 @@
 #pragma once
-// The settings that are one of a few names (train.backend, train.recompute, train.sync, train.diloco_precision,
-// train.balance, pipeline.schedule, pipeline.split, context.method, comm.compress, fault.recovery, monitor.log_format):
-// each is its library's enum from the config parser on, and this is the one place that reads and writes their names.
-// A library lists its values (compute::backend_kinds, ...) and spells each one; NamedChoice points at both.
+// The settings that are one of a few names (train.backend, train.precision, train.recompute, train.sync,
+// train.diloco_precision, train.balance, pipeline.schedule, pipeline.split, context.method, comm.compress,
+// fault.recovery, monitor.log_format): each is its library's enum from the config parser on, and this is the one place
+// that reads and writes their names. A library lists its values (compute::backend_kinds, ...) and spells each one;
+// NamedChoice points at both.
 
 #include <concepts>
 #include <optional>
@@ -21,6 +22,11 @@ template <>
 struct NamedChoice<compute::BackendKind> {
   static constexpr std::span<const compute::BackendKind> values{compute::backend_kinds};
   static std::string_view name(compute::BackendKind kind) { return compute::backend_name(kind); }
+};
+template <>
+struct NamedChoice<compute::Precision> {
+  static constexpr std::span<const compute::Precision> values{compute::precisions};
+  static std::string_view name(compute::Precision precision) { return compute::precision_name(precision); }
 };
 template <>
 struct NamedChoice<compute::Recompute> {

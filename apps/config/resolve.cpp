@@ -200,6 +200,9 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
   if (!(t.weight_decay >= 0)) return "train.weight_decay must not be negative, got " + str(t.weight_decay);
   if (!(t.grad_clip >= 0)) return "train.grad_clip must not be negative (0 = off), got " + str(t.grad_clip);
   if (t.threads < 0) return "train.threads must not be negative (0 = all cores), got " + str(t.threads);
+  if (t.precision != compute::Precision::fp32 && t.backend == compute::BackendKind::sim)
+    return "train.precision " + std::string(compute::precision_name(t.precision)) +
+           " works with train.backend cpu or cuda: the sim backend models fp32 products only";
   if (compute::on_device(t.backend) && compute::shards_optimizer_state(t.zero))
     return "train.zero " + std::to_string(compute::zero_number(t.zero)) +
            " works with train.backend cpu only so far: ZeRO over NCCL is not wired; use 0";

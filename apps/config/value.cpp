@@ -3,9 +3,12 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <mutex>
 #include <type_traits>
 
 #include "apps/config/named_choice.hpp"
+#include "compute/check.hpp"
+#include "monitor/log.hpp"
 
 namespace troupe::apps {
 namespace {
@@ -51,6 +54,7 @@ std::string toml_string(std::string_view text) {
 }  // namespace
 
 Status set_from_text(JobConfig& config, const ConfigKey& key, std::string_view text, std::string_view origin) {
+  if (const ValueAlias* alias = find_value_alias(key.name, text)) return apply_value_alias(config, *alias, origin);
   const std::string where = std::string(origin) + ": " + std::string(key.name) + ": ";
   return std::visit(
       [&](auto* target) -> Status {
@@ -83,6 +87,22 @@ Status set_from_text(JobConfig& config, const ConfigKey& key, std::string_view t
         }
       },
       key.field(config));
+}
+
+Status apply_value_alias(JobConfig& config, const ValueAlias& alias, std::string_view origin) {
+  std::string meaning;
+  for (const auto& [name, value] : alias.means) {
+    const ConfigKey* key = find_config_key(name);
+    TROUPE_CHECK(key != nullptr, "value alias of " + std::string(alias.key) + " names no key " + std::string(name));
+    if (Status set = set_from_text(config, *key, value, origin); !set) return set;
+    meaning += (meaning.empty() ? "" : " with ") + std::string(name) + " " + std::string(value);
+  }
+  static std::once_flag said;
+  std::call_once(said, [&] {
+    monitor::logger("job")->warn("{}: {} '{}' is the old spelling of {}; it is read as that", origin, alias.key,
+                                 alias.value, meaning);
+  });
+  return Status::success();
 }
 
 namespace {

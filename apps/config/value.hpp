@@ -16,6 +16,10 @@ namespace troupe::apps {
 // origin, names the key and says what is wrong: "command line: train.steps: expected an integer,
 // got 'ten'".
 Status set_from_text(JobConfig& config, const ConfigKey& key, std::string_view text, std::string_view origin);
+// Sets the keys alias means, each as set_from_text would, and says once in the job log (once a
+// process) which keys the old spelling stands for. set_from_text calls it for an alias's text;
+// the TOML loader calls it for an alias's string.
+Status apply_value_alias(JobConfig& config, const ValueAlias& alias, std::string_view origin);
 // The key's value in config as a TOML literal: 8, 0.001, "cpu".
 std::string format_value(const JobConfig& config, const ConfigKey& key);
 // The key's value as set_from_text reads it back: 8, 0.001, cpu.

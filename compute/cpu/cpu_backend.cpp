@@ -91,13 +91,27 @@ void with_real(DType dtype, Fn&& fn) {
 
 }  // namespace
 
-CpuBackend::CpuBackend(int threads)
+CpuBackend::CpuBackend(int threads, Precision precision)
+    : CpuBackend(threads, precision,
+                 precision == Precision::bf16 ? cpu::bf16_units_of_this_cpu() : cpu::Bf16Units::emulated) {}
+
+CpuBackend::CpuBackend(int threads, Precision precision, cpu::Bf16Units units)
     : threads_(threads > 0 ? threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))),
-      team_(std::make_unique<cpu::ThreadTeam>(threads_)) {
+      precision_(precision),
+      team_(std::make_unique<cpu::ThreadTeam>(threads_)),
+      bf16_(precision == Precision::bf16 ? std::make_unique<cpu::Bf16Products>(*team_, units) : nullptr) {
   cpu::configure_openblas(threads_);
 }
 
 CpuBackend::~CpuBackend() = default;
+
+std::string CpuBackend::name() const {
+  if (!bf16_) return "cpu";
+  if (bf16_->units() == cpu::Bf16Units::hardware) return "cpu, bf16 products on " + cpu::bf16_isa_name() + " (oneDNN)";
+  return "cpu, bf16 products emulated in fp32 (no BF16 units on this CPU: no faster than fp32)";
+}
+
+cpu::Bf16Products* CpuBackend::bf16_for(DType dtype) const { return dtype == DType::f32 ? bf16_.get() : nullptr; }
 
 Tensor CpuBackend::zeros(Shape shape, DType dtype) { return Tensor::zeros(std::move(shape), dtype); }
 
@@ -220,7 +234,11 @@ void CpuBackend::linear_forward(Tensor& out, const Tensor& inp, const Tensor& we
                         static_cast<int>(end - begin), OC, streaming);
       });
     }
-    cpu::matmul_forward(rows, inp.data_as<Real>(), weight.data_as<Real>(), N, C, OC, start);
+    if (cpu::Bf16Products* bf16 = bf16_for(dtype))
+      bf16->gemm(false, true, N, OC, C, inp.data_as<float>(), C, weight.data_as<float>(), C, start,
+                 out.data_as<float>(), OC);
+    else
+      cpu::matmul_forward(rows, inp.data_as<Real>(), weight.data_as<Real>(), N, C, OC, start);
   });
 }
 
@@ -228,6 +246,11 @@ void CpuBackend::matmul_backward_input(Tensor& dinp, const Tensor& dout, const T
   constexpr const char* op = "matmul_backward_input";
   const DType dtype = check_real(op, {&dinp, &dout, &weight});
   const auto [N, C, OC] = checks::matmul(dout, dinp, weight, Tensor{}, op);
+  if (cpu::Bf16Products* bf16 = bf16_for(dtype)) {
+    bf16->gemm(false, false, N, C, OC, dout.data_as<float>(), OC, weight.data_as<float>(), C, false,
+               dinp.data_as<float>(), C);
+    return;
+  }
   with_real(dtype, [&]<typename Real>(Real) {
     cpu::matmul_backward_input(dinp.data_as<Real>(), dout.data_as<Real>(), weight.data_as<Real>(), N, C, OC);
   });
@@ -238,9 +261,14 @@ void CpuBackend::matmul_backward_weights(Tensor& dweight, Tensor& dbias, const T
   const DType dtype =
       dbias.defined() ? check_real(op, {&inp, &dweight, &dbias, &dout}) : check_real(op, {&inp, &dweight, &dout});
   const auto [N, C, OC] = checks::matmul(dout, inp, dweight, dbias, op);
-  with_real(dtype, [&]<typename Real>(Real) {
-    cpu::matmul_backward_weights(dweight.data_as<Real>(), dout.data_as<Real>(), inp.data_as<Real>(), N, C, OC);
-  });
+  if (cpu::Bf16Products* bf16 = bf16_for(dtype)) {
+    bf16->gemm(true, false, OC, C, N, dout.data_as<float>(), OC, inp.data_as<float>(), C, true,
+               dweight.data_as<float>(), C);
+  } else {
+    with_real(dtype, [&]<typename Real>(Real) {
+      cpu::matmul_backward_weights(dweight.data_as<Real>(), dout.data_as<Real>(), inp.data_as<Real>(), N, C, OC);
+    });
+  }
   if (dbias.defined()) bias_backward(dbias, dout);
 }
 

@@ -7,10 +7,15 @@
 // split so that the result does not depend on the thread count; the attention's per-head GEMMs
 // then run on one OpenBLAS thread each. The small or reducing ones (encoder, cross-entropy, the
 // sum of squares) run on the calling thread.
+//
+// Under train.precision bf16 the f32 linear layers' products (matmul_forward, its residual form and
+// both backward products) run with bf16 operands and f32 sums (bf16_products.hpp); everything
+// else, f64 included, is as under fp32.
 
 #include <memory>
 
 #include "compute/backend.hpp"
+#include "compute/cpu/bf16_products.hpp"
 
 namespace troupe::compute {
 
@@ -20,13 +25,18 @@ class ThreadTeam;
 
 class CpuBackend final : public Backend {
  public:
-  // threads: OpenBLAS threads, 0 = one per hardware thread.
-  explicit CpuBackend(int threads);
+  // threads: OpenBLAS threads, 0 = one per hardware thread. Under bf16 the products run on this
+  // CPU's BF16 units where it has them, else emulated (tests force `emulated` to check that path).
+  explicit CpuBackend(int threads, Precision precision = Precision::fp32);
+  CpuBackend(int threads, Precision precision, cpu::Bf16Units units);
   ~CpuBackend() override;
 
   Device device() const override { return Device::cpu; }
-  std::string name() const override { return "cpu"; }
+  // "cpu", or under bf16 with how it multiplies: "cpu, bf16 products on avx512_core_bf16 (oneDNN)",
+  // or "cpu, bf16 products emulated in fp32 (no BF16 units: no faster than fp32)".
+  std::string name() const override;
   int threads() const { return threads_; }
+  Precision precision() const { return precision_; }
 
   Tensor zeros(Shape shape, DType dtype) override;
   void fill_zero(Tensor& t) override;
@@ -75,9 +85,13 @@ class CpuBackend final : public Backend {
  private:
   void linear_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias, const Tensor& residual,
                       int N, int C, int OC, DType dtype);
+  // The bf16 products, when the precision asks for them and the tensors are f32; else null.
+  cpu::Bf16Products* bf16_for(DType dtype) const;
 
   int threads_;
+  Precision precision_;
   std::unique_ptr<cpu::ThreadTeam> team_;
+  std::unique_ptr<cpu::Bf16Products> bf16_;  // under bf16 only
 };
 
 }  // namespace troupe::compute

@@ -4,7 +4,8 @@
 // sum_of_squares, waits for what came before). Checks shapes and dtypes like the CPU backend
 // (backend_checks.hpp), then calls the launchers of kernels/kernels.hpp; GEMMs run on cuBLAS.
 //
-// It computes in f32 only (f64, for finite differences, stays on the cpu backend). Precision:
+// It computes in f32 only (f64, for finite differences, stays on the cpu backend). Precision
+// (train.precision, precision.hpp):
 //   fp32  every op in fp32, GEMMs in fp32 (no TF32): equals the CPU backend to ~1e-6.
 //   bf16  mixed precision: each GEMM's operands are rounded to bf16 and multiplied on tensor
 //         cores with fp32 accumulation and fp32 output. Parameters (the master weights),
@@ -21,13 +22,12 @@
 #include <memory>
 
 #include "compute/backend.hpp"
+#include "compute/precision.hpp"
 
 namespace troupe::compute {
 
 class CudaBackend final : public Backend {
  public:
-  enum class Precision { fp32, bf16 };
-
   // A backend on the current device (cudaSetDevice first to choose one); an Error when there is
   // no usable device (see cuda/device.hpp) or its stream or cuBLAS cannot be set up.
   static Expected<std::unique_ptr<CudaBackend>> create(Precision precision);
@@ -36,7 +36,7 @@ class CudaBackend final : public Backend {
   CudaBackend& operator=(const CudaBackend&) = delete;
 
   Device device() const override { return Device::cuda; }
-  std::string name() const override { return precision_ == Precision::fp32 ? "cuda" : "cuda-bf16"; }
+  std::string name() const override { return precision_ == Precision::fp32 ? "cuda" : "cuda, bf16 products"; }
   Precision precision() const { return precision_; }
   // The stream every op is enqueued on; a communicator orders its work after it with events.
   cudaStream_t stream() const { return stream_; }

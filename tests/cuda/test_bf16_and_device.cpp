@@ -37,14 +37,14 @@ TEST_CASE("bf16 rounds to nearest, ties to even, and keeps inf and nan", "[cuda]
 
 TEST_CASE("a cuda backend is made where there is a device, else a one-line no-device error", "[cuda]") {
   const auto device = cuda_device();
-  for (const BackendKind kind : {BackendKind::cuda, BackendKind::cuda_bf16}) {
-    const std::string_view name = backend_name(kind);
-    auto backend = make_backend(kind, 0);
+  for (const Precision precision : precisions) {
+    const std::string_view name = precision_name(precision);
+    auto backend = make_backend(BackendKind::cuda, precision, 0);
     INFO(name);
     if (device) {
       REQUIRE(backend.ok());
       REQUIRE((*backend)->device() == Device::cuda);
-      REQUIRE((*backend)->name() == name);
+      REQUIRE((*backend)->name() == (precision == Precision::fp32 ? "cuda" : "cuda, bf16 products"));
     } else {
       REQUIRE_FALSE(backend.ok());
       REQUIRE(backend.error().message.rfind("no CUDA device: ", 0) == 0);

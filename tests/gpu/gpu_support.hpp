@@ -17,7 +17,7 @@
 
 namespace troupe::tests {
 
-inline std::unique_ptr<compute::CudaBackend> cuda_backend(compute::CudaBackend::Precision precision) {
+inline std::unique_ptr<compute::CudaBackend> cuda_backend(compute::Precision precision) {
   auto backend = compute::CudaBackend::create(precision);
   REQUIRE(backend.ok());
   return std::move(*backend);

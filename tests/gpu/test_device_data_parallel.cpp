@@ -46,7 +46,7 @@ troupe::test::ProcessResult train(const troupe::test::TempDir& dir, std::vector<
 }  // namespace
 
 TEST_CASE("nccl data-parallel hooks on a world of one sum buckets after the compute that filled them", "[gpu]") {
-  auto gpu = cuda_backend(compute::CudaBackend::Precision::fp32);
+  auto gpu = cuda_backend(compute::Precision::fp32);
   auto id = comm::NcclComm::make_id();
   REQUIRE(id.ok());
   auto nccl = comm::NcclComm::create(*id, 1, 0, gpu->stream(), 30s);

@@ -25,7 +25,7 @@ std::unique_ptr<comm::NcclComm> world_of_one(compute::CudaBackend& gpu) {
 }  // namespace
 
 TEST_CASE("nccl world of one: collectives and send/recv after compute, in order", "[gpu]") {
-  auto gpu = cuda_backend(compute::CudaBackend::Precision::fp32);
+  auto gpu = cuda_backend(compute::Precision::fp32);
   auto nccl = world_of_one(*gpu);
   const int n = 1000;
   compute::Tensor host = random_host({n}, 1);
@@ -48,7 +48,7 @@ TEST_CASE("nccl world of one: collectives and send/recv after compute, in order"
 }
 
 TEST_CASE("nccl abort leaves every later call an error", "[gpu]") {
-  auto gpu = cuda_backend(compute::CudaBackend::Precision::fp32);
+  auto gpu = cuda_backend(compute::Precision::fp32);
   auto nccl = world_of_one(*gpu);
   nccl->abort();
   REQUIRE(nccl->aborted());

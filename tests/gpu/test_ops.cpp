@@ -24,7 +24,7 @@ constexpr double kBf16 = 1e-2;
 
 struct Backends {
   compute::CpuBackend cpu{1};
-  std::unique_ptr<CudaBackend> gpu = cuda_backend(CudaBackend::Precision::fp32);
+  std::unique_ptr<CudaBackend> gpu = cuda_backend(compute::Precision::fp32);
 };
 
 }  // namespace
@@ -73,8 +73,8 @@ TEST_CASE("cuda layernorm forward and backward equal the cpu's", "[gpu]") {
 
 TEST_CASE("cuda matmul forward and backward equal the cpu's, fp32 and bf16", "[gpu]") {
   compute::CpuBackend cpu(1);
-  const auto precision = GENERATE(CudaBackend::Precision::fp32, CudaBackend::Precision::bf16);
-  const double tolerance = precision == CudaBackend::Precision::fp32 ? kFp32 : kBf16;
+  const auto precision = GENERATE(compute::Precision::fp32, compute::Precision::bf16);
+  const double tolerance = precision == compute::Precision::fp32 ? kFp32 : kBf16;
   auto gpu = cuda_backend(precision);
   const bool with_bias = GENERATE(true, false);
   const int N = 70, C = 96, OC = 130;
@@ -99,8 +99,8 @@ TEST_CASE("cuda matmul forward and backward equal the cpu's, fp32 and bf16", "[g
 
 TEST_CASE("cuda attention forward and backward equal the cpu's, fp32 (flash) and bf16 (batched GEMMs)", "[gpu]") {
   compute::CpuBackend cpu(1);
-  const auto precision = GENERATE(CudaBackend::Precision::fp32, CudaBackend::Precision::bf16);
-  const double tolerance = precision == CudaBackend::Precision::fp32 ? kFp32 : kBf16;
+  const auto precision = GENERATE(compute::Precision::fp32, compute::Precision::bf16);
+  const double tolerance = precision == compute::Precision::fp32 ? kFp32 : kBf16;
   auto gpu = cuda_backend(precision);
   // fp32: head sizes 32 and 64 run the flash kernels bounded by 64, 128 the other; T crosses
   // tile edges. bf16: the last shape's (T, T) scores of 60 heads exceed the scratch bound, so
@@ -209,7 +209,7 @@ TEST_CASE("cuda adamw over many segments, sum of squares and scale equal the cpu
 }
 
 TEST_CASE("cuda bf16 rounding equals the host's round-to-nearest-even bit for bit", "[gpu]") {
-  auto gpu = cuda_backend(CudaBackend::Precision::bf16);
+  auto gpu = cuda_backend(compute::Precision::bf16);
   Tensor x = random_host({4096}, 1, 100.0);
   const float specials[] = {0.0f, -0.0f, 1.0f, 1.00390625f, 1.01171875f, 3.0e38f, -3.0e38f,
                             std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(), 1e-40f};

@@ -42,9 +42,9 @@ TEST_CASE("small trained on the gpu follows the cpu's loss curve", "[gpu]") {
   compute::CpuBackend cpu(0);
   const std::vector<double> reference = loss_curve(cpu, kSteps);
   REQUIRE(reference.back() < reference.front());  // the run learns, so the comparison means something
-  const auto precision = GENERATE(compute::CudaBackend::Precision::fp32, compute::CudaBackend::Precision::bf16);
+  const auto precision = GENERATE(compute::Precision::fp32, compute::Precision::bf16);
   auto gpu = cuda_backend(precision);
-  const double tolerance = precision == compute::CudaBackend::Precision::fp32 ? 1e-4 : 1e-2;
+  const double tolerance = precision == compute::Precision::fp32 ? 1e-4 : 1e-2;
   const std::vector<double> got = loss_curve(*gpu, kSteps);
   for (int i = 0; i < kSteps; ++i) {
     INFO(gpu->name() << " step " << i << ": gpu " << got[i] << ", cpu " << reference[i]);
@@ -54,7 +54,7 @@ TEST_CASE("small trained on the gpu follows the cpu's loss curve", "[gpu]") {
 
 TEST_CASE("recompute selective and full on the gpu follow the gpu's run that keeps every activation", "[gpu]") {
   constexpr int kSteps = 8;
-  auto gpu = cuda_backend(compute::CudaBackend::Precision::fp32);
+  auto gpu = cuda_backend(compute::Precision::fp32);
   const std::vector<double> kept = loss_curve(*gpu, kSteps);
   const auto recompute = GENERATE(compute::Recompute::selective, compute::Recompute::full);
   const std::vector<double> redone = loss_curve(*gpu, kSteps, recompute);

@@ -110,6 +110,32 @@ TEST_CASE("bench compute --vs-pytorch alternates rounds with the script and repo
   CHECK(std::stod(row[1].str()) > 0);
 }
 
+TEST_CASE("bench compute --precision bf16 runs fp32 and bf16 in turn each round and hands PyTorch bf16 autocast",
+          "[cli][bf16]") {
+  TempDir dir;
+  const std::string python = fake_python(dir, "python",
+                                         "case \"$2\" in --probe) echo 'torch 9.9.9 attention sdpa adamw fused';;\n"
+                                         "  *) echo \"$@\" >> rounds.txt; echo 'tokens_per_s 1000.0';;\nesac\n");
+  const ProcessResult r = run_troupe(dir,
+                                     {"bench", "compute", "--models", "tiny", "--steps", "1", "--warmup", "0",
+                                      "--rounds", "2", "--precision", "bf16", "--python", python},
+                                     kTimeout);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  // Which line depends on the CPU; one of them, once.
+  CHECK(matches(r.out, "precision bf16: (products on [a-z0-9_]+ \\(oneDNN\\)|this CPU has no BF16 units)") == 1);
+  CHECK(matches(r.out,
+                "tiny, 1 thread\\(s\\), round [12]/2: troupe fp32 [0-9]+ tokens/s, bf16 [0-9]+ tokens/s, "
+                "bf16/fp32 [0-9.]+") == 2);
+  CHECK(matches(file_text(dir.path() / "rounds.txt"), "--precision bf16") == 2);
+  // The row: bf16's tokens/s, then fp32's and their ratio, then PyTorch's and the ratio to it.
+  std::smatch row;
+  REQUIRE(std::regex_search(r.out, row, std::regex("\ntiny +1 .* ([0-9]+) +([0-9.]+) +1000 +([0-9.]+)\n")));
+  CHECK(std::stod(row[2].str()) > 0);
+  CHECK(std::stod(row[3].str()) > 0);
+  CHECK_THAT(r.out, !Catch::Contains("target tiny"));  // targets are small's
+}
+
 TEST_CASE("bench compute --vs-pytorch stops with an error when the PyTorch script fails", "[cli]") {
   TempDir dir;
   const std::string python = fake_python(
@@ -138,4 +164,10 @@ TEST_CASE("bench compute --python that is missing or not executable is refused, 
 TEST_CASE("bench compute --threads with an empty count is refused, not read as all cores", "[cli]") {
   TempDir dir;
   check_rejected_in(dir, {"bench", "compute", "--threads", ""}, "--threads: a thread count is empty");
+}
+
+TEST_CASE("bench compute and bench gpu refuse a precision other than fp32 or bf16 in one line", "[cli][bf16]") {
+  TempDir dir;
+  check_rejected_in(dir, {"bench", "compute", "--precision", "fp16"}, "--precision: fp16 not in {fp32,bf16}");
+  check_rejected_in(dir, {"bench", "gpu", "--precision", "fp16"}, "--precision: fp16 not in {fp32,bf16}");
 }

@@ -81,7 +81,7 @@ struct Simulation {
     auto loaded = actors::load_job_data(job);
     REQUIRE(loaded.ok());
     data = std::move(*loaded);
-    auto made = compute::make_backend(job.config.train.backend, 1, job.config.sim);
+    auto made = compute::make_backend(job.config.train.backend, job.config.train.precision, 1, job.config.sim);
     REQUIRE(made.ok());
     backend = std::move(*made);
     for (int i = 0; i < job.config.train.islands; ++i) {

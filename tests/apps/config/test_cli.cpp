@@ -97,7 +97,8 @@ TEST_CASE("train.zero is a number on the command line and a stage behind it", "[
 TEST_CASE("a key of a few names reads each back as its enum and refuses another in one line", "[cli]") {
   // Every such key, with its names in the order the line lists them.
   const std::vector<std::pair<std::string, std::vector<std::string>>> named{
-      {"train.backend", {"cpu", "cuda", "cuda-bf16", "sim"}},
+      {"train.backend", {"cpu", "cuda", "sim"}},
+      {"train.precision", {"fp32", "bf16"}},
       {"train.recompute", {"none", "selective", "full"}},
       {"pipeline.schedule", {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v"}},
       {"comm.compress", {"none", "bf16", "powersgd"}},
@@ -122,13 +123,25 @@ TEST_CASE("a key of a few names reads each back as its enum and refuses another 
     CHECK(bad.error().message == "command line: " + name + ": expected " + listed + ", got 'nosuch'");
   }
   JobConfig config;
-  REQUIRE(override_with(config, {"--train.backend", "cuda-bf16", "--comm.compress", "powersgd", "--pipeline.schedule",
-                                 "gpipe", "--train.recompute", "full"})
+  REQUIRE(override_with(config, {"--train.backend", "cuda", "--train.precision", "bf16", "--comm.compress", "powersgd",
+                                 "--pipeline.schedule", "gpipe", "--train.recompute", "full"})
               .ok());
-  CHECK(config.train.backend == compute::BackendKind::cuda_bf16);
+  CHECK(config.train.backend == compute::BackendKind::cuda);
+  CHECK(config.train.precision == compute::Precision::bf16);
   CHECK(config.comm.compress == comm::Compression::powersgd);
   CHECK(config.pipeline.schedule == schedules::ScheduleKind::gpipe);
   CHECK(config.train.recompute == compute::Recompute::full);
+}
+
+TEST_CASE("train.backend cuda-bf16 is read as train.backend cuda with train.precision bf16", "[cli]") {
+  JobConfig config;
+  REQUIRE(override_with(config, {"--train.backend", "cuda-bf16"}).ok());
+  CHECK(config.train.backend == compute::BackendKind::cuda);
+  CHECK(config.train.precision == compute::Precision::bf16);
+  // What a node process is handed spells the policy, not the alias.
+  const std::vector<std::string> handed = override_arguments(config);
+  CHECK(std::find(handed.begin(), handed.end(), "--train.backend=cuda") != handed.end());
+  CHECK(std::find(handed.begin(), handed.end(), "--train.precision=bf16") != handed.end());
 }
 
 TEST_CASE("an unknown option is named with the likely intended one", "[cli]") {

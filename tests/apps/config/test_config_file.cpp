@@ -75,6 +75,18 @@ TEST_CASE("dotted keys at the top level reach the same fields", "[config]") {
   CHECK(config.model.n_head == 2);
 }
 
+TEST_CASE("a TOML train.backend of cuda-bf16 is read as train.backend cuda with train.precision bf16", "[config]") {
+  JobConfig config;
+  REQUIRE(toml_error("[train]\nbackend = \"cuda-bf16\"\n", &config) == "");
+  CHECK(config.train.backend == troupe::compute::BackendKind::cuda);
+  CHECK(config.train.precision == troupe::compute::Precision::bf16);
+  REQUIRE(toml_error("[train]\nprecision = \"bf16\"\n", &config) == "");
+  CHECK(config.train.backend == troupe::compute::BackendKind::cpu);
+  CHECK(config.train.precision == troupe::compute::Precision::bf16);
+  CHECK_THAT(toml_error("[train]\nprecision = \"fp16\"\n"),
+             Contains("train.precision: expected fp32 or bf16, got 'fp16'"));
+}
+
 TEST_CASE("an unknown key is named with its line and the likely intended key", "[config]") {
   const auto message = toml_error("[train]\nsteps = 5\nstpes = 10\n");
   CHECK_THAT(message, Contains("job.toml:3:"));

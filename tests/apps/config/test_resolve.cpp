@@ -86,7 +86,13 @@ TEST_CASE("train errors name the key, the value and the problem", "[config]") {
       {[](JobConfig& c) { c.train.grad_clip = -1; }, "train.grad_clip must not be negative (0 = off), got -1.0"},
       {[](JobConfig& c) { c.train.threads = -2; }, "train.threads must not be negative (0 = all cores), got -2"},
       {[](JobConfig& c) {
-         c.train.backend = compute::BackendKind::cuda_bf16;
+         c.train.backend = compute::BackendKind::sim;
+         c.train.precision = compute::Precision::bf16;
+       },
+       "train.precision bf16 works with train.backend cpu or cuda: the sim backend models fp32 products only"},
+      {[](JobConfig& c) {
+         c.train.backend = compute::BackendKind::cuda;
+         c.train.precision = compute::Precision::bf16;
          c.train.zero = compute::ZeroStage::optimizer_state;
        },
        "train.zero 1 works with train.backend cpu only so far: ZeRO over NCCL is not wired; use 0"},

@@ -1,0 +1,158 @@
+// Each gemm: step 1, round a and b on the team (contiguous ranges of their stored elements);
+// step 2, multiply: oneDNN matmuls on the bf16 buffers, or sgemm on the rounded f32 copies.
+//
+// oneDNN is not left to thread its own products. Its OpenMP threads spin after each product before
+// they sleep, and on few cores that spin takes the time of the OpenBLAS and team threads that run
+// next: at 2 threads a small step spent about a third more CPU time than at 1. Instead the team
+// splits the rows of c, and each part runs a one-thread oneDNN matmul of its rows (OpenMP's thread
+// count is the calling thread's own setting, so each part sets it to 1): no OpenMP team exists.
+// The matmuls are cached by the part's shape.
+
+#include "compute/cpu/bf16_products.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <tuple>
+#include <vector>
+
+#include "compute/cpu/blas.hpp"
+#include "compute/cpu/thread_team.hpp"
+#include "compute/cpu/vector_math.hpp"
+#include "compute/cuda/bf16.hpp"
+
+namespace troupe::compute::cpu {
+namespace {
+
+// Elements a thread rounds at the least: 256 bytes of bf16 out, so parts meet the same lanes.
+constexpr std::int64_t round_grain = 128;
+// Rows of c a part multiplies at the least: fewer leave oneDNN's kernels short of work.
+constexpr std::int64_t row_grain = 32;
+
+TROUPE_SIMD_CLONES void round_to_bf16_bits(std::uint16_t* out, const float* in, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = float_to_bf16_bits(in[i]);
+}
+
+TROUPE_SIMD_CLONES void round_to_bf16_values(float* out, const float* in, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = round_to_bf16(in[i]);
+}
+
+// Elements of a stored row-major matrix of `rows` rows `ld` apart whose last row holds `cols`.
+std::int64_t stored_elements(int rows, int cols, int ld) { return static_cast<std::int64_t>(rows - 1) * ld + cols; }
+
+bool isa_has(dnnl::cpu_isa isa, dnnl::cpu_isa feature) {
+  return (static_cast<unsigned>(isa) & static_cast<unsigned>(feature)) == static_cast<unsigned>(feature);
+}
+
+}  // namespace
+
+Bf16Units bf16_units_of_this_cpu() {
+  return isa_has(dnnl::get_effective_cpu_isa(), dnnl::cpu_isa::avx512_core_bf16) ? Bf16Units::hardware
+                                                                                 : Bf16Units::emulated;
+}
+
+std::string bf16_isa_name() {
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  for (const auto& [feature, name] :
+       {std::pair{dnnl::cpu_isa::avx512_core_amx, "avx512_core_amx"},
+        std::pair{dnnl::cpu_isa::avx512_core_bf16, "avx512_core_bf16"},
+        std::pair{dnnl::cpu_isa::avx512_core, "avx512_core"}, std::pair{dnnl::cpu_isa::avx2, "avx2"}})
+    if (isa_has(isa, feature)) return name;
+  return "below avx2";
+}
+
+// One engine and stream, the matmuls made so far by shape, and the bf16 operand buffers.
+struct Bf16Products::OneDnn {
+  using Shape = std::tuple<bool, bool, int, int, int, int, int, int, bool>;
+
+  struct Product {
+    dnnl::matmul matmul;
+    dnnl::memory::desc a, b, c;
+  };
+
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  std::mutex matmuls_mutex;  // the team's parts look up and make matmuls at once
+  std::map<Shape, Product> matmuls;
+  std::vector<std::uint16_t> a, b;
+
+  // op(a) (m, k) bf16, op(b) (k, n) bf16, c (m, n) f32; with accumulate, c += through a sum post-op.
+  // A reference into the map stays valid as it grows.
+  const Product& product(const Shape& shape) {
+    const std::lock_guard<std::mutex> lock(matmuls_mutex);
+    auto found = matmuls.find(shape);
+    if (found != matmuls.end()) return found->second;
+    const auto [transpose_a, transpose_b, m, n, k, lda, ldb, ldc, accumulate] = shape;
+    using dims = dnnl::memory::dims;
+    using dt = dnnl::memory::data_type;
+    const dnnl::memory::desc a_md(dims{m, k}, dt::bf16, transpose_a ? dims{1, lda} : dims{lda, 1});
+    const dnnl::memory::desc b_md(dims{k, n}, dt::bf16, transpose_b ? dims{1, ldb} : dims{ldb, 1});
+    const dnnl::memory::desc c_md(dims{m, n}, dt::f32, dims{ldc, 1});
+    dnnl::primitive_attr attr;
+    if (accumulate) {
+      dnnl::post_ops sum;
+      sum.append_sum(1.0f);
+      attr.set_post_ops(sum);
+    }
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine);
+    return matmuls.emplace(shape, Product{dnnl::matmul(pd), a_md, b_md, c_md}).first->second;
+  }
+};
+
+Bf16Products::Bf16Products(ThreadTeam& team, Bf16Units units)
+    : team_(team), units_(units), onednn_(units == Bf16Units::hardware ? std::make_unique<OneDnn>() : nullptr) {}
+
+Bf16Products::~Bf16Products() = default;
+
+void Bf16Products::gemm(bool transpose_a, bool transpose_b, int m, int n, int k, const float* a, int lda,
+                        const float* b, int ldb, bool accumulate, float* c, int ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // no terms: c stays what it holds, or becomes 0
+    if (!accumulate)
+      for (int i = 0; i < m; ++i) std::fill_n(c + static_cast<std::ptrdiff_t>(i) * ldc, n, 0.0f);
+    return;
+  }
+  const std::int64_t a_count = transpose_a ? stored_elements(k, m, lda) : stored_elements(m, k, lda);
+  const std::int64_t b_count = transpose_b ? stored_elements(n, k, ldb) : stored_elements(k, n, ldb);
+  if (units_ == Bf16Units::emulated) {
+    if (a_values_.size() < static_cast<std::size_t>(a_count)) a_values_.resize(static_cast<std::size_t>(a_count));
+    if (b_values_.size() < static_cast<std::size_t>(b_count)) b_values_.resize(static_cast<std::size_t>(b_count));
+    team_.run(a_count, round_grain, [&](std::int64_t begin, std::int64_t end) {
+      round_to_bf16_values(a_values_.data() + begin, a + begin, end - begin);
+    });
+    team_.run(b_count, round_grain, [&](std::int64_t begin, std::int64_t end) {
+      round_to_bf16_values(b_values_.data() + begin, b + begin, end - begin);
+    });
+    cpu::gemm(transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f,
+              a_values_.data(), lda, b_values_.data(), ldb, accumulate ? 1.0f : 0.0f, c, ldc);
+    return;
+  }
+  OneDnn& d = *onednn_;
+  if (d.a.size() < static_cast<std::size_t>(a_count)) d.a.resize(static_cast<std::size_t>(a_count));
+  if (d.b.size() < static_cast<std::size_t>(b_count)) d.b.resize(static_cast<std::size_t>(b_count));
+  team_.run(a_count, round_grain, [&](std::int64_t begin, std::int64_t end) {
+    round_to_bf16_bits(d.a.data() + begin, a + begin, end - begin);
+  });
+  team_.run(b_count, round_grain, [&](std::int64_t begin, std::int64_t end) {
+    round_to_bf16_bits(d.b.data() + begin, b + begin, end - begin);
+  });
+  // Rows [begin, end) of c take rows [begin, end) of op(a): rows of a, or columns of the stored aᵀ.
+  team_.run(m, row_grain, [&](std::int64_t begin, std::int64_t end) {
+    const int rows = static_cast<int>(end - begin);
+    const OneDnn::Product& product = d.product({transpose_a, transpose_b, rows, n, k, lda, ldb, ldc, accumulate});
+    std::uint16_t* a_rows = d.a.data() + (transpose_a ? begin : begin * lda);
+    dnnl::memory a_mem(product.a, d.engine, a_rows);
+    dnnl::memory b_mem(product.b, d.engine, d.b.data());
+    dnnl::memory c_mem(product.c, d.engine, c + begin * ldc);
+    omp_set_num_threads(1);
+    dnnl::stream stream(d.engine);  // a stream is one thread's; a CPU stream costs next to nothing
+    product.matmul.execute(stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}});
+    stream.wait();
+  });
+}
+
+}  // namespace troupe::compute::cpu

@@ -1,0 +1,56 @@
+#pragma once
+// The CPU backend's products under train.precision bf16 (compute/precision.hpp): both operands
+// rounded to bf16 (nearest even), the sums kept in f32, the result written in f32 (bf16 operands,
+// f32 accumulation, f32 output).
+//
+// Where the CPU multiplies bf16 in hardware (AVX512-BF16, AMX; oneDNN's effective ISA says), the
+// operands are rounded into bf16 buffers and oneDNN matmuls multiply them, the backend's threads
+// each taking a block of rows: one engine per backend, and one primitive per shape, made at its
+// first call and kept (making one costs more than a small product). Elsewhere the operands are rounded to bf16 values
+// kept in f32 and OpenBLAS' sgemm multiplies them: the same numbers up to the order of the f32 sums, and no faster than
+// fp32 (the backend's name says so). docs/precision.md states the error bound both meet and
+// tests/compute/cpu/test_bf16_products.cpp checks it.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace troupe::compute::cpu {
+
+class ThreadTeam;
+
+// How a CPU multiplies bf16: in its own units through oneDNN, or emulated (rounded to bf16 values,
+// multiplied in f32).
+enum class Bf16Units { hardware, emulated };
+
+// What this CPU has, as oneDNN's dispatcher finds it.
+Bf16Units bf16_units_of_this_cpu();
+// The instruction set oneDNN runs bf16 products with here ("avx512_core_bf16", "avx512_core_amx",
+// or the best it has without BF16 units).
+std::string bf16_isa_name();
+
+class Bf16Products {
+ public:
+  // team rounds the operands and, with BF16 units, splits each product's rows among its threads.
+  Bf16Products(ThreadTeam& team, Bf16Units units);
+  ~Bf16Products();
+  Bf16Products(const Bf16Products&) = delete;
+  Bf16Products& operator=(const Bf16Products&) = delete;
+
+  Bf16Units units() const { return units_; }
+
+  // c (m, n) = op(a) (m, k) · op(b) (k, n), added onto what c holds with `accumulate`. Row-major
+  // with leading dimensions; op(x) is x or, with transpose_x, xᵀ of the stored (k, m) or (n, k).
+  void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
+            bool accumulate, float* c, int ldc);
+
+ private:
+  struct OneDnn;
+
+  ThreadTeam& team_;
+  Bf16Units units_;
+  std::unique_ptr<OneDnn> onednn_;          // hardware only
+  std::vector<float> a_values_, b_values_;  // emulated only: the operands rounded, in f32
+};
+
+}  // namespace troupe::compute::cpu

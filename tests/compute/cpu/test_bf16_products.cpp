@@ -1,0 +1,182 @@
+// The CPU backend's linear products under train.precision bf16 against float64 products of the
+// same f32 inputs, within the bound docs/precision.md states: per output,
+//   |out - exact| <= (2u + u^2 + (k + 1) 2^-23) * S,   u = 2^-8 (bf16's unit roundoff),
+// where S is the sum over its k terms of |a||b| plus the magnitude of what the output starts from
+// (bias, residual, the gradient accumulated so far). 2u + u^2 bounds a product of two operands
+// each rounded to bf16; (k + 1) 2^-23 the f32 sums of the k terms and the start, with the
+// products' growth (1 + u)^2 and the higher orders folded in. Each op is checked on this CPU's
+// BF16 units (where it has them) and emulated, on 1 and 2 threads, at odd shapes (rows enough for
+// two threads to split them, bf16_products.cpp's row_grain being 32), and must also err more than
+// f32 sums could (2^-16 of S somewhere): the operands were rounded.
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "compute/cpu/bf16_products.hpp"
+#include "compute/cpu/cpu_backend.hpp"
+
+namespace {
+
+using troupe::compute::CpuBackend;
+using troupe::compute::DType;
+using troupe::compute::Precision;
+using troupe::compute::Tensor;
+using troupe::compute::cpu::Bf16Units;
+
+constexpr int N = 77, C = 70, OC = 69;
+
+Tensor random_tensor(std::vector<std::int64_t> shape, std::mt19937& rng) {
+  Tensor t = Tensor::zeros(std::move(shape), DType::f32);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (std::int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = uniform(rng);
+  return t;
+}
+
+// The bound above for an output of k terms whose magnitudes sum to s.
+double bf16_bound(int k, double s) {
+  const double u = std::ldexp(1.0, -8);
+  return (2 * u + u * u + (k + 1) * std::ldexp(1.0, -23)) * s;
+}
+
+// Checks every output of `got` against exact[i] within bf16_bound(k, magnitude[i]); returns the
+// largest error as a share of its magnitude sum.
+double check_outputs(const Tensor& got, const std::vector<double>& exact, const std::vector<double>& magnitude, int k) {
+  double worst = 0;
+  for (std::size_t i = 0; i < exact.size(); ++i) {
+    const double error = std::abs(got.data_as<float>()[i] - exact[i]);
+    INFO("output " << i << ": " << got.data_as<float>()[i] << " against " << exact[i]);
+    REQUIRE(error <= bf16_bound(k, magnitude[i]));
+    worst = std::max(worst, error / magnitude[i]);
+  }
+  return worst;
+}
+
+std::vector<Bf16Units> units_to_check() {
+  std::vector<Bf16Units> units{Bf16Units::emulated};
+  if (troupe::compute::cpu::bf16_units_of_this_cpu() == Bf16Units::hardware) units.push_back(Bf16Units::hardware);
+  return units;
+}
+
+const char* units_name(Bf16Units units) { return units == Bf16Units::hardware ? "hardware" : "emulated"; }
+
+}  // namespace
+
+TEST_CASE("bf16 linear products, forward and both backward, are within the bf16 bound of float64 products",
+          "[kernels][bf16]") {
+  std::mt19937 rng(11);
+  const Tensor inp = random_tensor({N, C}, rng), weight = random_tensor({OC, C}, rng), bias = random_tensor({OC}, rng);
+  const Tensor residual = random_tensor({N, OC}, rng), dout = random_tensor({N, OC}, rng);
+  const Tensor dweight_before = random_tensor({OC, C}, rng);
+  const float* x = inp.data_as<float>();
+  const float* w = weight.data_as<float>();
+  const float* b = bias.data_as<float>();
+  const float* r = residual.data_as<float>();
+  const float* g = dout.data_as<float>();
+
+  // Two threads split each product's rows (the weight gradient's: columns of the stored dout).
+  for (const Bf16Units units : units_to_check())
+    for (const int threads : {1, 2}) {
+      INFO("units: " << units_name(units) << ", threads: " << threads);
+      CpuBackend backend(threads, Precision::bf16, units);
+
+      // out = bias + inp · weightᵀ, and the same onto the residual stream.
+      std::vector<double> exact(N * OC), magnitude(N * OC), exact_residual(N * OC), magnitude_residual(N * OC);
+      for (int n = 0; n < N; ++n)
+        for (int o = 0; o < OC; ++o) {
+          double sum = b[o], abs_sum = std::abs(b[o]);
+          for (int c = 0; c < C; ++c) {
+            sum += double(x[n * C + c]) * w[o * C + c];
+            abs_sum += std::abs(double(x[n * C + c]) * w[o * C + c]);
+          }
+          exact[n * OC + o] = sum;
+          magnitude[n * OC + o] = abs_sum;
+          exact_residual[n * OC + o] = sum + r[n * OC + o];
+          magnitude_residual[n * OC + o] = abs_sum + std::abs(r[n * OC + o]);
+        }
+      Tensor out = Tensor::zeros({N, OC}, DType::f32);
+      backend.matmul_forward(out, inp, weight, bias);
+      CHECK(check_outputs(out, exact, magnitude, C) > std::ldexp(1.0, -16));
+      backend.matmul_residual_forward(out, inp, weight, bias, residual);
+      CHECK(check_outputs(out, exact_residual, magnitude_residual, C) > std::ldexp(1.0, -16));
+
+      // dinp = dout · weight.
+      std::vector<double> exact_dinp(N * C), magnitude_dinp(N * C);
+      for (int n = 0; n < N; ++n)
+        for (int c = 0; c < C; ++c)
+          for (int o = 0; o < OC; ++o) {
+            exact_dinp[n * C + c] += double(g[n * OC + o]) * w[o * C + c];
+            magnitude_dinp[n * C + c] += std::abs(double(g[n * OC + o]) * w[o * C + c]);
+          }
+      Tensor dinp = Tensor::zeros({N, C}, DType::f32);
+      backend.matmul_backward_input(dinp, dout, weight);
+      CHECK(check_outputs(dinp, exact_dinp, magnitude_dinp, OC) > std::ldexp(1.0, -16));
+
+      // dweight += doutᵀ · inp, onto a gradient already accumulated; dbias += column sums (f32).
+      std::vector<double> exact_dweight(OC * C), magnitude_dweight(OC * C);
+      for (int o = 0; o < OC; ++o)
+        for (int c = 0; c < C; ++c) {
+          double sum = dweight_before.data_as<float>()[o * C + c], abs_sum = std::abs(sum);
+          for (int n = 0; n < N; ++n) {
+            sum += double(g[n * OC + o]) * x[n * C + c];
+            abs_sum += std::abs(double(g[n * OC + o]) * x[n * C + c]);
+          }
+          exact_dweight[o * C + c] = sum;
+          magnitude_dweight[o * C + c] = abs_sum;
+        }
+      Tensor dweight = Tensor::zeros({OC, C}, DType::f32), dbias = Tensor::zeros({OC}, DType::f32);
+      std::copy_n(dweight_before.data_as<float>(), OC * C, dweight.data_as<float>());
+      backend.matmul_backward_weights(dweight, dbias, dout, inp);
+      CHECK(check_outputs(dweight, exact_dweight, magnitude_dweight, N) > std::ldexp(1.0, -16));
+      for (int o = 0; o < OC; ++o) {
+        double sum = 0, abs_sum = 0;
+        for (int n = 0; n < N; ++n) {
+          sum += g[n * OC + o];
+          abs_sum += std::abs(g[n * OC + o]);
+        }
+        CHECK(std::abs(dbias.data_as<float>()[o] - sum) <= N * std::ldexp(1.0, -23) * abs_sum);  // f32 sums only
+      }
+    }
+}
+
+TEST_CASE("bf16 products on this cpu's BF16 units equal the emulated ones up to the order of the f32 sums",
+          "[kernels][bf16]") {
+  if (troupe::compute::cpu::bf16_units_of_this_cpu() != Bf16Units::hardware) {
+    WARN("this CPU has no BF16 units: only the emulated products run here");
+    return;
+  }
+  std::mt19937 rng(12);
+  const Tensor inp = random_tensor({N, C}, rng), weight = random_tensor({OC, C}, rng);
+  CpuBackend hardware(1, Precision::bf16, Bf16Units::hardware), emulated(1, Precision::bf16, Bf16Units::emulated);
+  Tensor a = Tensor::zeros({N, OC}, DType::f32), b = Tensor::zeros({N, OC}, DType::f32);
+  hardware.matmul_forward(a, inp, weight, Tensor{});
+  emulated.matmul_forward(b, inp, weight, Tensor{});
+  for (int n = 0; n < N; ++n)
+    for (int o = 0; o < OC; ++o) {
+      double abs_sum = 0;
+      for (int c = 0; c < C; ++c)
+        abs_sum += std::abs(double(inp.data_as<float>()[n * C + c]) * weight.data_as<float>()[o * C + c]);
+      // Both sum the same rounded products in f32, each within C 2^-24 (1 + u)^2 of S of the exact sum.
+      CHECK(std::abs(a.data_as<float>()[n * OC + o] - b.data_as<float>()[n * OC + o]) <=
+            2 * C * std::ldexp(1.0, -23) * abs_sum);
+    }
+}
+
+TEST_CASE("f64 products under bf16 are the fp32 policy's, bit for bit: finite differences stay exact",
+          "[kernels][bf16]") {
+  std::mt19937 rng(13);
+  Tensor inp = Tensor::zeros({N, C}, DType::f64), weight = Tensor::zeros({OC, C}, DType::f64);
+  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+  for (std::int64_t i = 0; i < inp.numel(); ++i) inp.data_as<double>()[i] = uniform(rng);
+  for (std::int64_t i = 0; i < weight.numel(); ++i) weight.data_as<double>()[i] = uniform(rng);
+  CpuBackend bf16(1, Precision::bf16), fp32(1, Precision::fp32);
+  Tensor a = Tensor::zeros({N, OC}, DType::f64), b = Tensor::zeros({N, OC}, DType::f64);
+  bf16.matmul_forward(a, inp, weight, Tensor{});
+  fp32.matmul_forward(b, inp, weight, Tensor{});
+  CHECK(std::equal(a.data_as<double>(), a.data_as<double>() + a.numel(), b.data_as<double>()));
+}
