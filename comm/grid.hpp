@@ -29,7 +29,8 @@ inline constexpr std::uint16_t state_transfer_group_id = 5;
 // below, actors/worker/mailbox_context_exchange.hpp), or of an expert group (expert_group below;
 // a job has one kind or the other, never both), carry this id.
 inline constexpr std::uint16_t context_group_id = 6;
-// DiLoCo's outer groups (outer_group below): the ranks at one place of every island.
+// DiLoCo's outer groups (outer_group below): the ranks at one place of every island; or the
+// expert data-parallel groups of a job with expert shards (expert_data_group below).
 inline constexpr std::uint16_t outer_group_id = 7;
 
 struct Grid {
@@ -82,6 +83,12 @@ Group island_group(const Grid& grid, int rank, int islands);
 Group outer_group(const Grid& grid, int rank, int islands);
 // Which island rank's is.
 int island_of(const Grid& grid, int rank, int islands);
+// The ranks at rank's place in every expert group (`shards` EP dividing grid.dp): the grid.dp / EP
+// ranks that hold the same experts and sum their gradients. It is an outer group over expert groups
+// as islands, and takes outer_group_id: a job has expert shards or DiLoCo islands, never both.
+inline Group expert_data_group(const Grid& grid, int rank, int shards) {
+  return outer_group(grid, rank, grid.dp / shards);
+}
 
 // The first and last pipeline stage of rank's replica, which share the tied embedding's
 // gradient (pp >= 2; rank must be one of them).

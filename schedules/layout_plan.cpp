@@ -193,7 +193,8 @@ std::string not_built(const Workload& w, const Layout& l) {
     if (l.pp > 1) missing.push_back("experts on pipeline stages");
     if (l.cp > 1) missing.push_back("experts with context shards");
     if (l.recompute != compute::Recompute::none) missing.push_back("experts with recompute");
-    if (l.ep > 1 && compute::shards_parameters(l.zero)) missing.push_back("zero 3 with expert shards");
+    if (l.ep > 1 && l.zero != compute::ZeroStage::none)
+      missing.push_back("zero " + std::to_string(compute::zero_number(l.zero)) + " with expert shards");
   }
   std::string text;
   for (const std::string& m : missing) text += (text.empty() ? "" : ", ") + m;
@@ -231,8 +232,9 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
   const double embeddings = double(model.padded_vocab_size + model.block_size) * C / tp;
   const double largest_unit = std::max(block, double(model.padded_vocab_size) * C / tp);
 
-  // The stage that needs the most memory is the device the plan answers for.
-  double stage_params = 0;
+  // The stage that needs the most memory is the device the plan answers for. Under ep a rank holds
+  // E/ep of each MoE block's experts: its expert parameters, summed over the dp/ep ranks holding them.
+  double stage_params = 0, stage_experts = 0;
   int most_moe_layers = 0;  // on one stage
   for (int s = 0; s < l.pp; ++s) {
     double activations = 0;
@@ -250,7 +252,9 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
     if (l.cp > 1) activations += (layers * shape.peak_stashed[s] * context.kept + context.held) * bytes.activation;
     most_moe_layers = std::max(most_moe_layers, moe_layers);
     DeviceMemory m;
-    const double p = split.params[s] / tp;
+    const double not_held = moe_layers * (model.moe_block_extra_parameters() - model.moe_block_extra_parameters(l.ep));
+    const double p = (split.params[s] - not_held) / tp;
+    const double experts = moe_layers * (model.experts / l.ep) * (8 * C * C + 5 * C) / tp;
     m.parameters = bytes.weight * p / (zero3 ? dp : 1);
     m.gradients = bytes.gradient * p / (shard_gradients ? dp : 1);
     // A rank of several micro-batches keeps the earlier ones' sum apart (compute/train/micro_batch_sum.hpp).
@@ -268,6 +272,7 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
     if (s == 0 || m.total() > planned.memory.total()) {
       planned.memory = m;
       stage_params = p;
+      stage_experts = l.ep > 1 ? experts : 0;
     }
   }
 
@@ -278,7 +283,10 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
     const double scatter = ring_share(l.dp * l.cp) * bytes.gradient * stage_params;
     const double gather = ring_share(l.dp * l.cp) * bytes.weight * stage_params;
     switch (l.zero) {
-      case compute::ZeroStage::none: link.dp = 2 * scatter; break;
+      case compute::ZeroStage::none:
+        link.dp =
+            2 * scatter - 2 * (ring_share(l.dp * l.cp) - ring_share(l.dp / l.ep)) * bytes.gradient * stage_experts;
+        break;
       case compute::ZeroStage::optimizer_state:
         link.dp = bytes.as_troupe_runs ? 2 * scatter + gather : scatter + gather;
         break;

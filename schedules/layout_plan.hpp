@@ -21,10 +21,11 @@
 // exchange holds (compute/context/context_cost.hpp); parameters, gradients and optimizer state stay
 // whole, sharded by ZeRO over the data-parallel group of dp · cp ranks.
 //
-// Experts. A model with experts counts every expert's parameters (compute::split_for_pipeline's
-// stage parameters): every rank holds every expert today, expert shards (ep) splitting the
-// experts' compute and not their memory; under ep the activations hold the larger buffers of the
-// rows a rank's experts may receive (StageFootprint::expert_shards). Its FLOPs are the k experts a token reaches
+// Experts. A model with experts counts a rank's experts' parameters, gradients and moments: every
+// expert (compute::split_for_pipeline's stage parameters), or under ep the E/ep of each MoE block
+// a rank holds, whose gradients are summed over the dp/ep ranks holding them; under ep the
+// activations hold the larger buffers of the rows a rank's experts may receive
+// (StageFootprint::expert_shards). Its FLOPs are the k experts a token reaches
 // (compute::model_flops). An expert group is ep consecutive data-parallel replicas (cp 1); per MoE
 // block of the stage, micro-batch and token, each of the k slots' rows of C values goes to its
 // expert's rank and back, forward and backward: 4 · tokens · k · C activation bytes, (ep - 1)/ep of

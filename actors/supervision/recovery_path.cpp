@@ -1,6 +1,7 @@
 #include "actors/supervision/recovery_path.hpp"
 
 #include <algorithm>
+#include <tuple>
 #include <utility>
 
 #include "comm/grid.hpp"
@@ -21,6 +22,9 @@ std::string state_of_its_own(const RecoveryShape& shape) {
   if (shape.compression == comm::Compression::powersgd)
     return "comm.compress powersgd keeps each rank's residual only in its own memory";
   if (shape.islands > 1) return "DiLoCo's islands train weights of their own between syncs: no other island holds them";
+  if (shape.expert_shards > 1 && shape.expert_shards >= shape.data_parallel)
+    return "one expert group of expert.shards " + std::to_string(shape.expert_shards) +
+           ": no replica holds a rank's experts";
   return {};
 }
 
@@ -107,6 +111,9 @@ RescueChoice rescue_choice(const RecoveryShape& shape) {
   if (!shape.checkpoints) return {false, "no checkpoint.dir to restart from"};
   if (shape.device_backend) return {false, device_state};
   if (const ReplicaState state = replica_state(shape); !state.held) return {false, state.why_not};
+  if (shape.expert_shards > 1)
+    return {false, "expert.shards " + std::to_string(shape.expert_shards) +
+                       ": a rescue's writers are one replica, which holds only its own experts"};
   return {true, {}};
 }
 
@@ -118,19 +125,22 @@ RecoveryPlan plan_recovery(const RecoveryShape& shape, const std::map<int, std::
     return plan;
   }
   const comm::Grid grid{shape.data_parallel, shape.pipeline_stages, shape.tensor_shards};
-  // By (stage, shard), in rank order: the ranks holding plan.steps, and those holding fewer.
-  std::map<std::pair<int, int>, std::vector<int>> holders, short_of;
+  // By (stage, shard, place in the expert group), in rank order: the ranks holding plan.steps, and
+  // those holding fewer.
+  std::map<std::tuple<int, int, int>, std::vector<int>> holders, short_of;
   for (const auto& [rank, steps] : steps_done) {
     const comm::GridCoord at = comm::grid_coord(grid, rank);
-    (steps == plan.steps ? holders : short_of)[{at.pp, at.tp}].push_back(rank);
+    (steps == plan.steps ? holders : short_of)[{at.pp, at.tp, at.dp % shape.expert_shards}].push_back(rank);
   }
   std::map<int, int> donor_of;  // receiver → donor
   for (const auto& [place, receivers] : short_of) {
     const auto found = holders.find(place);
     if (found == holders.end()) {
-      plan.why_not = "no replica of pipeline stage " + std::to_string(place.first) + ", tensor shard " +
-                     std::to_string(place.second) + " holds step " + std::to_string(plan.steps) +
-                     ", which others completed";
+      const auto [stage, shard, experts] = place;
+      plan.why_not = "no replica of pipeline stage " + std::to_string(stage) + ", tensor shard " +
+                     std::to_string(shard) +
+                     (shape.expert_shards > 1 ? ", expert shard " + std::to_string(experts) : std::string()) +
+                     " holds step " + std::to_string(plan.steps) + ", which others completed";
       return plan;
     }
     // The k-th of R receivers takes the (k · D / R)-th of D holders: a lost node's ranks each from a

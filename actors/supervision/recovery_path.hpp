@@ -113,7 +113,8 @@ struct RecoveryPlan {
 };
 
 // `steps_done`: every rank's steps held, by rank (−1: a replacement, holding nothing). A (stage,
-// shard)'s receivers are spread evenly, in rank order, over its ranks holding the most steps: one
+// shard, place in the expert group)'s receivers are spread evenly, in rank order, over its ranks
+// holding the most steps (under expert shards only the ranks at one place hold its experts): one
 // receiver takes the lowest of them; a lost node's receivers take as many donors as there are, each
 // its own while the holders outnumber them.
 RecoveryPlan plan_recovery(const RecoveryShape& shape, const std::map<int, std::int64_t>& steps_done);

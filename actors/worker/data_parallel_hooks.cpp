@@ -214,6 +214,12 @@ compute::DataParallel group_hooks(MailboxComm& mailbox, comm::Communicator& comm
   return dp;
 }
 
+void sum_experts_over(compute::DataParallel& dp, MailboxComm& mailbox, comm::Communicator& expert_data) {
+  dp.start_expert_sum = [&mailbox, &expert_data](compute::Tensor bucket, std::int64_t) {
+    mailbox.all_reduce(expert_data, std::move(bucket));
+  };
+}
+
 compute::DataParallel group_data_parallel(MailboxComm& mailbox, comm::Communicator& comm,
                                           monitor::WorkProgress& progress, compute::ZeroStage zero_stage,
                                           std::int64_t parameters,

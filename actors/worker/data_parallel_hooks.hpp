@@ -35,6 +35,10 @@ compute::DataParallel group_data_parallel(MailboxComm& mailbox, comm::Communicat
                                           std::int64_t parameters,
                                           std::shared_ptr<comm::GradientCompressor> compressor = nullptr);
 
+// Under expert shards: the rank's experts' gradient buckets summed over `expert_data` (comm/grid.hpp's
+// expert_data_group), posted through `mailbox` as the dense buckets are (so wait_sums waits for them).
+void sum_experts_over(compute::DataParallel& dp, MailboxComm& mailbox, comm::Communicator& expert_data);
+
 // A compressor of gradients over `comm`, its sums posted through `mailbox`; `tensors` (PowerSGD's
 // matrices) from gradient_tensors(), or none for bf16.
 std::shared_ptr<comm::GradientCompressor> gradient_compressor(MailboxComm& mailbox, comm::Communicator& comm,

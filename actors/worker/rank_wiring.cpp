@@ -291,6 +291,16 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
       engine, renewed(islands > 1 ? comm::island_group(grid, rank, islands) : comm::dp_group(grid, rank),
                       comm::dp_group_id, replacing));
   if (!dp) return {-1, 1, dp.error().message};
+  // Under expert shards a rank's experts' gradients are summed over the ranks at its place in every
+  // expert group, which hold the same experts (none to sum with one expert group).
+  const int expert_shards = job.config.expert.shards;
+  std::unique_ptr<comm::Communicator> expert_data;
+  if (expert_shards > 1 && grid.dp > expert_shards) {
+    auto created = comm::Communicator::create(
+        engine, renewed(comm::expert_data_group(grid, rank, expert_shards), comm::outer_group_id, replacing));
+    if (!created) return {-1, 1, created.error().message};
+    expert_data = std::move(*created);
+  }
   // A lost island's new rank joins the outer group as renewed for its rejoin (island_membership.hpp).
   std::unique_ptr<comm::Communicator> outer;
   if (islands > 1) {
@@ -331,6 +341,7 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
     auto data_parallel = [&] {
       compute::DataParallel host =
           group_data_parallel(mailbox, **dp, progress, job.config.train.zero, layout.total(), compressor);
+      if (expert_data) sum_experts_over(host, mailbox, *expert_data);
       return device_group ? device_group->data_parallel(std::move(host), mailbox, progress) : host;
     };
     // Context shards are consecutive places of the dp axis (at each stage and tensor shard): the
@@ -347,12 +358,10 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
     }
     // Expert groups, like context groups, are consecutive places of the dp axis (the two never meet
     // in one job, so they share the group id): each MoE block's experts split over the group's
-    // ranks. Every rank still holds every parameter; those of experts it does not hold get no
-    // gradient here, so the data-parallel sum gives every rank each expert's gradient from the
-    // ranks that hold it (docs/moe.md).
+    // ranks, and each rank holds only its experts' parameters, gradients and moments (docs/moe.md).
     std::optional<MailboxContextExchange> expert_exchange;
-    if (job.config.expert.shards > 1)
-      expert_exchange.emplace(mailbox, engine, comm::expert_group(grid, rank, job.config.expert.shards),
+    if (expert_shards > 1)
+      expert_exchange.emplace(mailbox, engine, comm::expert_group(grid, rank, expert_shards),
                               comm::ExchangeGroup::expert);
     const compute::ExpertGroup experts{expert_exchange ? &*expert_exchange : nullptr};
     // pipeline.trace of a job without stages or tensor shards: every context shard's exchanges, or
@@ -372,7 +381,9 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
     };
     // In place, a surviving replica gives the whole state, or every rank rolls back (recovery_path.hpp);
     // every rank of a data-parallel group holds the same parameters, a context shard's included.
-    InPlaceRecovery recovery(worker, mailbox, engine, {{dp->get(), comm::dp_group_id}}, renew_context);
+    std::vector<RenewedGroup> summing = {{dp->get(), comm::dp_group_id}};
+    if (expert_data) summing.push_back({expert_data.get(), comm::outer_group_id});
+    InPlaceRecovery recovery(worker, mailbox, engine, summing, renew_context);
     RecoveryHooks recovery_hooks;
     if (!device_group) recovery_hooks = in_place_hooks(recovery, mailbox, replacing);
     // DiLoCo: the outer group as islands are left out and rejoin, where the job does that.

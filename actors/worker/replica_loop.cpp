@@ -9,6 +9,7 @@
 #include <spdlog/fmt/fmt.h>
 
 #include "compute/memory_ledger.hpp"
+#include "compute/train/expert_gradients.hpp"
 #include "monitor/log.hpp"
 
 namespace troupe::actors {
@@ -101,6 +102,21 @@ std::string replica_layout(int ranks, int batch_size, int seq_len, int grad_accu
   return fmt::format("{} rank(s) x batch {} x seq {} x accum {}", ranks, batch_size, seq_len, grad_accum);
 }
 
+// Under expert shards (ZeRO 0): parameters and both moments, each run of the rank's buffer at its
+// place in the whole model's layout; dense runs written by the first replica, the rank's experts by
+// the first expert group's ranks (dp positions below EP), which together hold every expert once.
+std::vector<checkpoint::HeldRange> expert_shard_held(const compute::GPTStage& stage,
+                                                     const std::vector<compute::Tensor>& state, int rank,
+                                                     int expert_shards) {
+  std::vector<checkpoint::HeldRange> held;
+  const char* kinds[] = {"param", "adam_m", "adam_v"};
+  for (std::size_t k = 0; k < state.size(); ++k)
+    for (const compute::GPTStage::Run& run : stage.global_runs())
+      held.push_back({kinds[k], run.global, run.global + run.count, state[k].data_as<float>() + run.local,
+                      run.expert_shard ? rank < expert_shards : rank == 0});
+  return held;
+}
+
 // The trainer is made from initialised parameters, as one process would make it; a replacement's
 // come from its donor instead.
 compute::GPT& initialised(compute::GPT& model, std::uint64_t seed, bool initialise) {
@@ -112,8 +128,7 @@ compute::GPT& initialised(compute::GPT& model, std::uint64_t seed, bool initiali
 
 ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, const JobData& data,
                          compute::DataParallel data_parallel, bool initialise, compute::ContextShardGroup context,
-                         compute::IslandGroup islands, compute::ExpertGroup experts,
-                         monitor::WorkerMetrics* metrics)
+                         compute::IslandGroup islands, compute::ExpertGroup experts, monitor::WorkerMetrics* metrics)
     : backend_(backend),
       // Every rank writes when it holds state of its own: a ZeRO shard of the moments, or a
       // compression residual; the commit waits for all of them. Islands are consecutive places of
@@ -122,7 +137,7 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
              {data_parallel.size * islands.count, 1, 1},
              compute::shards_optimizer_state(data_parallel.zero_stage) || !data_parallel.sum_state.empty()
                  ? data_parallel.size
-                 : 1},
+                 : experts.shards()},
       moments_sharded_(compute::shards_optimizer_state(data_parallel.zero_stage)),
       sum_over_group_(data_parallel.sum),
       sharded_(zero3_source(job, backend, data_parallel)),
@@ -150,7 +165,7 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
                            job.model.experts / experts.shards());
   // Replicas hold equal parameters and (ZeRO 0) equal moments: the first writes them. Under ZeRO
   // each rank's moments are its own shard and every rank writes its shard; under ZeRO-3 its
-  // parameters too.
+  // parameters too. Under expert shards (ZeRO 0) the first expert group's ranks write their experts.
   const bool writes_params = rank == 0 || sharded_;
   const bool writes_moments = writes_params || moments_sharded_;
   compute::AdamW& adamw = trainer_.optimizer();
@@ -167,6 +182,7 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
   held_ = {{"param", params_begin, params_end, mirrors_[0].data_as<float>(), writes_params},
            {"adam_m", moments_begin, moments_end, mirrors_[1].data_as<float>(), writes_moments},
            {"adam_v", moments_begin, moments_end, mirrors_[2].data_as<float>(), writes_moments}};
+  if (experts.sharded()) held_ = expert_shard_held(model_.stage(), mirrors_, rank, experts.shards());
   if (t.sync == compute::SyncMode::diloco) {
     // The outer state is the same on every island (it changes only at a sync): the first rank writes it.
     outer_ = std::make_unique<compute::OuterStep>(model_.params(), outer_options(job));
@@ -288,6 +304,9 @@ void ReplicaLoop::resplit(const compute::BatchSplit& split) {
 }
 
 double ReplicaLoop::param_norm() {
+  if (model_.stage().expert_group().sharded())
+    return std::sqrt(
+        compute::ExpertGradients(model_.stage()).squares(backend_, trainer_.data_parallel(), model_.params()));
   const double squares = backend_.sum_of_squares(model_.params());
   return std::sqrt(sharded_ && sum_over_group_ ? sum_over_group_(squares) : squares);
 }

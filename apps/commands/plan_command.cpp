@@ -184,8 +184,8 @@ int run_plan(const PlanOptions& o) {
               model->vocab_size, params);
   if (model->experts > 0)
     std::printf(
-        "experts: %d in each of %d MoE blocks, top-%d, %.0f parameters active per token; every rank holds "
-        "every expert (expert shards, ep, split their tokens' compute, not their memory)\n",
+        "experts: %d in each of %d MoE blocks, top-%d, %.0f parameters active per token; under ep e a rank "
+        "holds E/e of each block's experts (their parameters, gradients and moments)\n",
         model->experts, model->moe_layers(), model->top_k, double(compute::ParameterLayout(*model).active()));
   std::printf("cluster: %d node%s x %d devices, %s each (%s); peak %s FLOP/s per device (%s) at MFU %s; links %s/s in a "
               "node, %s/s between nodes\n",

@@ -251,8 +251,14 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
     if (model.experts % ep != 0)
       return "expert.shards " + str(ep) + " does not divide model.experts " + str(model.experts) +
              " (each rank holds as many experts)";
-    if (compute::shards_parameters(t.zero))
-      return "expert.shards > 1 does not work with train.zero 3 yet; use 0, 1 or 2";
+    // A rank holds only its experts, so the ranks' flat buffers differ past the first MoE block:
+    // nothing yet shards them, nor compresses their sums, over the data-parallel group.
+    if (t.zero != compute::ZeroStage::none)
+      return "expert.shards > 1 does not work with " + compute::zero_setting(t.zero) +
+             " yet: each rank holds only its experts' moments; use train.zero 0";
+    if (c.comm.compress != comm::Compression::none)
+      return "expert.shards > 1 does not work with comm.compress yet: the experts' gradients are summed over their "
+             "own group; use comm.compress none";
     if (c.fault.elastic)
       return "expert.shards > 1 does not work with fault.elastic yet: an expert group keeps its " + str(ep) +
              " ranks, and a shrink or grow moves single ranks";

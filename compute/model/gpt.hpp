@@ -27,7 +27,8 @@ class GPT {
   }
 
   const GPTConfig& config() const { return stage_.config(); }
-  const ParameterLayout& layout() const { return stage_.global_layout(); }
+  // As this rank holds it: under expert shards its experts alone (parameter_layout.hpp).
+  const ParameterLayout& layout() const { return stage_.layout(); }
   DType dtype() const { return stage_.dtype(); }
   Backend& backend() { return stage_.backend(); }
   GPTStage& stage() { return stage_; }

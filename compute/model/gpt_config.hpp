@@ -30,10 +30,11 @@ struct GPTConfig {
   int moe_layers_in(int first, int last) const { return experts > 0 ? last / moe_every - first / moe_every : 0; }
   int moe_layers() const { return moe_layers_in(0, n_layer); }
   // Parameters an MoE block holds beyond a dense one's: the router (E·C) and E + shared - 1 more
-  // MLPs of 8C² + 5C each. In double, as the memory estimate counts.
-  double moe_block_extra_parameters() const {
+  // MLPs of 8C² + 5C each; on a rank of `expert_shards` EP, E/EP + shared - 1 (it holds its experts
+  // alone). In double, as the memory estimate counts.
+  double moe_block_extra_parameters(int expert_shards = 1) const {
     const double C = n_embd;
-    return experts * C + (experts + shared_experts - 1) * (8 * C * C + 5 * C);
+    return experts * C + (experts / expert_shards + shared_experts - 1) * (8 * C * C + 5 * C);
   }
 };
 

@@ -15,6 +15,8 @@
 // is its copy). The first stage's wte gradient holds the embedding lookup's share, the last
 // stage's the lm head's; a pipeline caller sums the two tied_embedding_grad() views (Megatron's
 // embedding group) before clipping and AdamW, so both copies take the same update and stay equal.
+// Under expert shards the slice is of the rank's local layout (layout(): each MoE block's E/EP
+// experts in place of all E), and global_runs() say where its experts sit in the whole model's.
 //
 // Activation slots. Several micro-batches are in flight on one stage (1F1B: stage s of p stashes
 // up to p - s, GPipe all m). A slot keeps one micro-batch's activations from its forward to its
@@ -97,6 +99,9 @@ class GPTStage {
 
   const GPTConfig& config() const { return config_; }
   const ParameterLayout& global_layout() const { return global_layout_; }
+  // The whole model's layout as this rank holds it: the global one, or under expert shards the
+  // local one of its experts (parameter_layout.hpp).
+  const ParameterLayout& layout() const { return layout_; }
   DType dtype() const { return dtype_; }
   Recompute recompute() const { return recompute_; }
   Backend& backend() { return backend_; }
@@ -124,6 +129,9 @@ class GPTStage {
   struct Run : GlobalRun {
     bool replicated = false;      // every tensor shard holds these elements (count them once)
     bool embedding_copy = false;  // a last stage's copy of wte (the first stage's are the saved ones)
+    // Under expert shards, this rank's experts: the ranks at its place in every expert group hold
+    // the same ones (their gradients are summed over those ranks alone, and the first group saves them).
+    bool expert_shard = false;
   };
   const std::vector<Run>& global_runs() const { return runs_; }
   TensorShard tensor_shard() const { return shards_.shard; }
@@ -326,11 +334,12 @@ class GPTStage {
   Recompute recompute_;
   int first_layer_, last_layer_;
   ParameterLayout global_layout_;
+  ParameterLayout layout_;  // the rank's: its experts alone under expert shards
   std::int64_t num_params_ = 0;
   std::vector<ParameterView> views_;     // local offsets and shapes
   std::vector<std::vector<GlobalRun>> view_runs_;  // views_[i]'s runs, local offsets from its start
   std::vector<Run> runs_;
-  std::vector<std::size_t> init_index_;  // views_[i]'s index in the global layout: its init stream
+  std::vector<std::size_t> init_index_;  // views_[i]'s index in the layout (local and global alike): its init stream
   std::unordered_map<std::string, std::size_t> by_name_;
   std::size_t wte_ = 0, wpe_ = 0, lnf_w_ = 0, lnf_b_ = 0;  // indices into views_
   std::vector<std::size_t> block_first_;                   // each local block's ln_1.weight, an index into views_

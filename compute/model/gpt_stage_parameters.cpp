@@ -10,11 +10,12 @@
 namespace troupe::compute {
 namespace {
 
-// A stage's parameters in local order: the global layout's views of its slice as `shard` holds
-// them, then on a last stage that is not the first its copy of wte.
+// A stage's parameters in local order: the rank's layout's views of its slice (its experts under
+// expert shards) as tensor shard `shard` holds them, then on a last stage that is not the first its
+// copy of wte.
 struct StageViews {
   std::vector<ParameterView> views;     // local offsets and shapes
-  std::vector<std::size_t> init_index;  // each view's index in the global layout: its init stream
+  std::vector<std::size_t> init_index;  // each view's index in the layout: its init stream
   std::vector<ShardedView> sharded;     // runs relative to each view's start
   std::int64_t total = 0;
 };
@@ -27,7 +28,10 @@ StageViews stage_views(const GPTConfig& config, const ParameterLayout& layout, i
   StageViews out;
   auto add = [&](std::size_t k) {
     ParameterView v = layout.views()[k];
-    ShardedView sharded = shard_view(v, config, shard);
+    // The runs are where the view's elements sit in the whole model's layout.
+    ParameterView whole = v;
+    whole.offset = v.global_offset;
+    ShardedView sharded = shard_view(whole, config, shard);
     v.offset = out.total;
     v.shape = sharded.shape;
     out.total += v.numel();
@@ -82,6 +86,7 @@ GPTStage::GPTStage(const GPTConfig& config, Backend& backend, int first_layer, i
       first_layer_(first_layer),
       last_layer_(last_layer),
       global_layout_(config),
+      layout_(config, {experts.rank(), experts.shards()}),
       source_(source) {
   TROUPE_CHECK(validate(config).ok(), "invalid GPTConfig reached the model");
   TROUPE_CHECK(dtype == DType::f32 || dtype == DType::f64, "GPT parameters are f32 or f64");
@@ -104,7 +109,7 @@ GPTStage::GPTStage(const GPTConfig& config, Backend& backend, int first_layer, i
   mlp_width_ = 4 * config.n_embd / T;
   vocab_width_ = config.padded_vocab_size / T;
   vocab_begin_ = shard.index * vocab_width_;
-  StageViews stage = stage_views(config, global_layout_, first_layer, last_layer, shard);
+  StageViews stage = stage_views(config, layout_, first_layer, last_layer, shard);
   units_ = units_of(stage);
   views_ = std::move(stage.views);
   init_index_ = std::move(stage.init_index);
@@ -120,9 +125,11 @@ GPTStage::GPTStage(const GPTConfig& config, Backend& backend, int first_layer, i
       run.count = r.count;
       run.replicated = sharded.replicated;
       run.embedding_copy = embedding_copy;
+      run.expert_shard = views_[i].expert && experts.sharded();
       Run* prev = runs_.empty() ? nullptr : &runs_.back();
       if (prev && prev->local + prev->count == run.local && prev->global + prev->count == run.global &&
-          prev->replicated == run.replicated && prev->embedding_copy == run.embedding_copy)
+          prev->replicated == run.replicated && prev->embedding_copy == run.embedding_copy &&
+          prev->expert_shard == run.expert_shard)
         prev->count += run.count;
       else
         runs_.push_back(run);

@@ -11,11 +11,12 @@ namespace {
 
 // Parameters of blocks [first, last), the embeddings on a first stage, ln_f (and a last stage's
 // own wte copy) on a last one: stage_parameter_count's rule, in double, as one of `shards` shards
-// holds them (a block's LayerNorms and row-parallel biases, 6C, and wpe and ln_f are whole).
-double stage_parameters(const GPTConfig& c, int first, int last, int shards = 1) {
+// holds them (a block's LayerNorms and row-parallel biases, 6C, and wpe and ln_f are whole), with
+// an MoE block's E/EP experts on a rank of `expert_shards` EP.
+double stage_parameters(const GPTConfig& c, int first, int last, int shards = 1, int expert_shards = 1) {
   const double C = c.n_embd, T = shards, wte = double(c.padded_vocab_size) * C / T;
   const double per_layer = (12 * C * C + 7 * C) / T + 6 * C;
-  double n = per_layer * (last - first) + c.moe_block_extra_parameters() * c.moe_layers_in(first, last);
+  double n = per_layer * (last - first) + c.moe_block_extra_parameters(expert_shards) * c.moe_layers_in(first, last);
   if (first == 0) n += wte + double(c.block_size) * C;
   if (last == c.n_layer) n += 2 * C + (first == 0 ? 0 : wte);
   return n;
@@ -64,7 +65,7 @@ MemoryEstimate estimate_training_memory(const GPTConfig& c, const StageFootprint
   const double token_buffers = s.slots * BT * ((first ? 1 : 0) + (last ? 1 : 0));
 
   MemoryEstimate estimate;
-  estimate.parameter_bytes = 4 * stage_parameters(c, s.first_layer, s.last_layer, s.shards) * bytes;
+  estimate.parameter_bytes = 4 * stage_parameters(c, s.first_layer, s.last_layer, s.shards, s.expert_shards) * bytes;
   estimate.activation_bytes = (s.slots * per_slot + shared) * bytes + token_buffers * token_bytes;
   return estimate;
 }

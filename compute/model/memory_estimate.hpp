@@ -28,8 +28,9 @@ struct StageFootprint {
   // A zero-bubble schedule's slots also keep, from B to W, what each layer's weight gradients need
   // (GPTStage::reserve with keep_for_weights).
   bool keep_for_weights = false;
-  // Expert shards (EP): an MoE block's experts may run on up to EP·N·min(k, E/EP) rows, every
-  // rank's tokens, and exchange them through three such buffers (MoEShape::expert_rows).
+  // Expert shards (EP): the rank holds an MoE block's E/EP experts (their parameters, gradients
+  // and moments), which may run on up to EP·N·min(k, E/EP) rows, every rank's tokens, exchanged
+  // through three such buffers (MoEShape::expert_rows).
   int expert_shards = 1;
 };
 

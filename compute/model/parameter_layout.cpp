@@ -4,7 +4,12 @@
 
 namespace troupe::compute {
 
-ParameterLayout::ParameterLayout(const GPTConfig& cfg) : config_(cfg), n_layer_(cfg.n_layer) {
+ParameterLayout::ParameterLayout(const GPTConfig& cfg, ExpertShard experts)
+    : experts_(experts), config_(cfg), n_layer_(cfg.n_layer) {
+  TROUPE_CHECK(experts.count == 1 || (cfg.experts > 0 && cfg.experts % experts.count == 0 && experts.index >= 0 &&
+                                      experts.index < experts.count),
+               "expert shard " + std::to_string(experts.index) + " of " + std::to_string(experts.count) + " over " +
+                   std::to_string(cfg.experts) + " experts");
   const std::int64_t C = cfg.n_embd;
   // GPT-2's init: N(0, 0.02), with the projections that write into the residual stream scaled
   // by 1/sqrt(2L) so the stream's variance does not grow with depth.
@@ -28,10 +33,10 @@ ParameterLayout::ParameterLayout(const GPTConfig& cfg) : config_(cfg), n_layer_(
       // first axis, then the shared expert; every expert starts as a dense MLP does.
       const std::int64_t E = cfg.experts;
       add(p + "mlp.router.weight", {E, C}, true, std_w);
-      add(p + "mlp.experts.c_fc.weight", {E, 4 * C, C}, true, std_w);
-      add(p + "mlp.experts.c_fc.bias", {E, 4 * C}, false, 0.0);
-      add(p + "mlp.experts.c_proj.weight", {E, C, 4 * C}, true, std_proj);
-      add(p + "mlp.experts.c_proj.bias", {E, C}, false, 0.0);
+      add_experts(p + "mlp.experts.c_fc.weight", {E, 4 * C, C}, true, std_w);
+      add_experts(p + "mlp.experts.c_fc.bias", {E, 4 * C}, false, 0.0);
+      add_experts(p + "mlp.experts.c_proj.weight", {E, C, 4 * C}, true, std_proj);
+      add_experts(p + "mlp.experts.c_proj.bias", {E, C}, false, 0.0);
       if (cfg.shared_experts > 0) {
         add(p + "mlp.shared_expert.c_fc.weight", {4 * C, C}, true, std_w);
         add(p + "mlp.shared_expert.c_fc.bias", {4 * C}, false, 0.0);
@@ -52,7 +57,20 @@ ParameterLayout::ParameterLayout(const GPTConfig& cfg) : config_(cfg), n_layer_(
 
 void ParameterLayout::add(std::string name, Shape shape, bool decay, double init_std, double init_value) {
   ParameterView v{std::move(name), total_, std::move(shape), decay, init_std, init_value};
+  v.global_offset = global_total_;
   total_ += v.numel();
+  global_total_ += v.numel();
+  views_.push_back(std::move(v));
+}
+
+void ParameterLayout::add_experts(std::string name, Shape shape, bool decay, double init_std) {
+  const std::int64_t whole = shape_numel(shape), per_shard = whole / experts_.count;
+  shape[0] /= experts_.count;
+  ParameterView v{std::move(name), total_, std::move(shape), decay, init_std};
+  v.expert = true;
+  v.global_offset = global_total_ + experts_.index * per_shard;
+  total_ += per_shard;
+  global_total_ += whole;
   views_.push_back(std::move(v));
 }
 
@@ -70,7 +88,7 @@ std::pair<std::int64_t, std::int64_t> ParameterLayout::layer_range(int layer) co
 
 std::int64_t ParameterLayout::active() const {
   const std::int64_t C = config_.n_embd, expert = 8 * C * C + 5 * C;
-  return total_ - std::int64_t{config_.moe_layers()} * (config_.experts - config_.top_k) * expert;
+  return global_total_ - std::int64_t{config_.moe_layers()} * (config_.experts - config_.top_k) * expert;
 }
 
 }  // namespace troupe::compute

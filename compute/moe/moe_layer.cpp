@@ -21,22 +21,22 @@ Tensor rows(const Tensor& buffer, std::int64_t begin, std::int64_t end, std::int
   return buffer.slice(begin * width, {end - begin, width});
 }
 
-// fn(e, lo, hi) for each of the experts [first, first + rows_of.size()) that has rows, its rows
-// [lo, hi) of buffers grouped by expert (rows_of[i] rows each); the rows of all of them together.
+// fn(e, lo, hi) for each of the stacked experts e that has rows, its rows [lo, hi) of buffers
+// grouped by expert (rows_of[e] rows each); the rows of all of them together.
 template <typename Fn>
-std::int64_t for_each_expert(int first, const std::vector<std::int64_t>& rows_of, Fn&& fn) {
+std::int64_t for_each_expert(const std::vector<std::int64_t>& rows_of, Fn&& fn) {
   std::int64_t lo = 0;
   for (std::size_t i = 0; i < rows_of.size(); lo += rows_of[i], ++i)
-    if (rows_of[i] > 0) fn(first + static_cast<int>(i), lo, lo + rows_of[i]);
+    if (rows_of[i] > 0) fn(static_cast<int>(i), lo, lo + rows_of[i]);
   return lo;
 }
 
-// The experts [first, first + rows.size()) over `in`'s rows grouped by expert (rows[e] each):
+// The stacked experts of `w` over `in`'s rows grouped by expert (rows_of[e] each):
 // out = c_proj(GELU(c_fc(in))), one product pair per expert with rows, the GELU over all at once.
-void experts_forward(Backend& be, const MoEWeights& w, int first, const std::vector<std::int64_t>& rows_of,
-                     const Tensor& in, Tensor& hidden, Tensor& hidden_gelu, Tensor& out) {
+void experts_forward(Backend& be, const MoEWeights& w, const std::vector<std::int64_t>& rows_of, const Tensor& in,
+                     Tensor& hidden, Tensor& hidden_gelu, Tensor& out) {
   const std::int64_t C = in.dim(1), H = w.fc_w.dim(1);
-  const std::int64_t total = for_each_expert(first, rows_of, [&](int e, std::int64_t lo, std::int64_t hi) {
+  const std::int64_t total = for_each_expert(rows_of, [&](int e, std::int64_t lo, std::int64_t hi) {
     const Expert ex = expert_of(w, e);
     Tensor h = rows(hidden, lo, hi, H);
     be.matmul_forward(h, rows(in, lo, hi, C), ex.fc_w, ex.fc_b);
@@ -44,7 +44,7 @@ void experts_forward(Backend& be, const MoEWeights& w, int first, const std::vec
   if (total == 0) return;
   Tensor g = rows(hidden_gelu, 0, total, H);
   be.gelu_forward(g, rows(hidden, 0, total, H));
-  for_each_expert(first, rows_of, [&](int e, std::int64_t lo, std::int64_t hi) {
+  for_each_expert(rows_of, [&](int e, std::int64_t lo, std::int64_t hi) {
     const Expert ex = expert_of(w, e);
     Tensor o = rows(out, lo, hi, C);
     be.matmul_forward(o, rows(hidden_gelu, lo, hi, H), ex.proj_w, ex.proj_b);
@@ -53,11 +53,11 @@ void experts_forward(Backend& be, const MoEWeights& w, int first, const std::vec
 
 // Its backward: din written from dout (which din may alias: dout is read before din is written),
 // the experts' gradient slices accumulated, dhidden the scratch.
-void experts_backward(Backend& be, MoEWeights& grads, const MoEWeights& w, int first,
-                      const std::vector<std::int64_t>& rows_of, const Tensor& dout, const Tensor& in,
-                      const Tensor& hidden, const Tensor& hidden_gelu, Tensor& dhidden, Tensor& din) {
+void experts_backward(Backend& be, MoEWeights& grads, const MoEWeights& w, const std::vector<std::int64_t>& rows_of,
+                      const Tensor& dout, const Tensor& in, const Tensor& hidden, const Tensor& hidden_gelu,
+                      Tensor& dhidden, Tensor& din) {
   const std::int64_t C = in.dim(1), H = w.fc_w.dim(1);
-  const std::int64_t total = for_each_expert(first, rows_of, [&](int e, std::int64_t lo, std::int64_t hi) {
+  const std::int64_t total = for_each_expert(rows_of, [&](int e, std::int64_t lo, std::int64_t hi) {
     Expert dex = expert_of(grads, e);
     Tensor dh = rows(dhidden, lo, hi, H);
     be.matmul_backward(dh, dex.proj_w, dex.proj_b, rows(dout, lo, hi, C), rows(hidden_gelu, lo, hi, H),
@@ -66,7 +66,7 @@ void experts_backward(Backend& be, MoEWeights& grads, const MoEWeights& w, int f
   if (total == 0) return;
   Tensor dh = rows(dhidden, 0, total, H);
   be.gelu_backward(dh, rows(hidden, 0, total, H), dh);
-  for_each_expert(first, rows_of, [&](int e, std::int64_t lo, std::int64_t hi) {
+  for_each_expert(rows_of, [&](int e, std::int64_t lo, std::int64_t hi) {
     Expert dex = expert_of(grads, e);
     Tensor dg = rows(din, lo, hi, C);
     be.matmul_backward(dg, dex.fc_w, dex.fc_b, rows(dhidden, lo, hi, H), rows(in, lo, hi, C), expert_of(w, e).fc_w);
@@ -143,7 +143,9 @@ void moe_forward(Backend& be, Tensor& out, MoEActivations& a, const Tensor& inp,
   TROUPE_CHECK(inp.device() == Device::cpu && out.device() == Device::cpu, "the MoE layer runs on host tensors");
   const std::int64_t E = w.router.dim(0), C = w.router.dim(1), H = w.fc_w.dim(1), k = top_k;
   const std::int64_t N = inp.numel() / C, Nk = N * k;
-  TROUPE_CHECK(out.numel() == N * C && w.fc_w.dim(0) == E, "MoE forward of " + inp.describe());
+  TROUPE_CHECK(out.numel() == N * C && w.fc_w.dim(0) == E / experts.shards(),
+               "MoE forward of " + inp.describe() + " with " + std::to_string(w.fc_w.dim(0)) + " of " +
+                   std::to_string(E) + " experts over " + std::to_string(experts.shards()) + " expert shards");
   const Tensor x = inp.slice(0, {N, C});
   Tensor y = out.slice(0, {N, C});
   // 1. Router.
@@ -166,11 +168,10 @@ void moe_forward(Backend& be, Tensor& out, MoEActivations& a, const Tensor& inp,
     Tensor local_in = a.local_in.reshape({R, C}), local_out = a.local_out.reshape({R, C}),
            staging = a.staging.reshape({R, C});
     dispatch_to_experts(experts, a.counts, grouped_in, staging, local_in);
-    experts_forward(be, w, experts.rank() * a.counts.local, a.counts.per_local_expert(), local_in, hidden, hidden_gelu,
-                    local_out);
+    experts_forward(be, w, a.counts.per_local_expert(), local_in, hidden, hidden_gelu, local_out);
     combine_from_experts(experts, a.counts, local_out, staging, expert_out);
   } else {
-    experts_forward(be, w, 0, plan_rows(plan), grouped_in, hidden, hidden_gelu, expert_out);
+    experts_forward(be, w, plan_rows(plan), grouped_in, hidden, hidden_gelu, expert_out);
   }
   // 4. The shared expert writes out; else out starts at 0.
   if (w.has_shared()) {
@@ -245,11 +246,11 @@ void moe_backward(Backend& be, Tensor& dinp, MoEWeights& grads, MoEScratch& m, c
     const std::int64_t R = a.local_in.numel() / C;
     Tensor dlocal = m.dlocal.reshape({R, C}), staging = m.staging.reshape({R, C});
     dispatch_to_experts(experts, a.counts, dexpert_out, staging, dlocal);
-    experts_backward(be, grads, w, experts.rank() * a.counts.local, a.counts.per_local_expert(), dlocal,
-                     a.local_in.reshape({R, C}), hidden, hidden_gelu, dhidden, dlocal);
+    experts_backward(be, grads, w, a.counts.per_local_expert(), dlocal, a.local_in.reshape({R, C}), hidden, hidden_gelu,
+                     dhidden, dlocal);
     combine_from_experts(experts, a.counts, dlocal, staging, dgrouped);
   } else {
-    experts_backward(be, grads, w, 0, plan_rows(plan), dexpert_out, grouped_in, hidden, hidden_gelu, dhidden, dgrouped);
+    experts_backward(be, grads, w, plan_rows(plan), dexpert_out, grouped_in, hidden, hidden_gelu, dhidden, dgrouped);
   }
   // 2. Dispatch's backward: each token gathers its k slots' gradients, j in order.
   with_moe_real(inp.dtype(), [&]<typename Real>(Real) {

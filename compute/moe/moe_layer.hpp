@@ -26,7 +26,8 @@
 // Under expert parallelism (an ExpertGroup of EP ranks, expert_exchange.hpp) step 3 runs only this
 // rank's E/EP experts, over the rows the group routes to them: the slots' rows go to their experts'
 // ranks before it and the outputs come back after it. The router, the shared expert, dispatch and
-// combine stay on the rank's own tokens. Only the rank's experts' gradient slices are accumulated.
+// combine stay on the rank's own tokens. The stacked expert tensors of the weights and gradients
+// are then the rank's E/EP experts alone (E/EP, H, C), …: the slices of the whole (E, …) it holds.
 
 #include <cstdint>
 #include <functional>
@@ -39,7 +40,7 @@ namespace troupe::compute {
 
 struct MoEWeights {
   Tensor router;                                                  // (E, C)
-  Tensor fc_w, fc_b, proj_w, proj_b;                              // the experts, stacked
+  Tensor fc_w, fc_b, proj_w, proj_b;                              // the (rank's) experts, stacked
   Tensor shared_fc_w, shared_fc_b, shared_proj_w, shared_proj_b;  // undefined without one
   bool has_shared() const { return shared_fc_w.defined(); }
 };

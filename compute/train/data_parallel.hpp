@@ -29,6 +29,10 @@ struct DataParallel {
   // flat buffer is one bucket (zero_step.hpp).
   std::function<void(Tensor bucket, std::int64_t offset)> start_sum;
   std::function<void()> wait_sums;
+  // Under expert shards (expert_gradients.hpp): starts summing a bucket of the rank's experts'
+  // gradients over the ranks at its place in every expert group, which hold the same experts;
+  // wait_sums() waits for it too. Empty where the rank is alone there (one expert group).
+  std::function<void(Tensor bucket, std::int64_t offset)> start_expert_sum;
   std::function<void(Tensor& grads)> reduce_scatter_gradients;  // stage 2
   std::function<void(Tensor& params)> all_gather_parameters;    // stages 1, 2
   std::function<double(double)> sum;                            // a scalar over the group (the clip norm's shards)

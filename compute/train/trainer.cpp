@@ -34,6 +34,7 @@ Trainer::Trainer(GPT& model, TrainerOptions options, std::span<const std::uint16
       train_sampler_(train_tokens.size(), options.seq_len, options.seed),
       zero_(model.backend(), options_.data_parallel, model.dtype(), options.adamw,
             whole_model(model, options_.data_parallel)),
+      experts_(model.stage()),
       inputs_(batch_tensor(options)),
       targets_(batch_tensor(options)),
       // Dynamic shares may give this replica up to every micro-batch but one each for the others.
@@ -46,6 +47,9 @@ Trainer::Trainer(GPT& model, TrainerOptions options, std::span<const std::uint16
                "data-parallel rank outside its group");
   TROUPE_CHECK(0 <= options.island && options.island < options.islands, "an island outside the islands");
   model_.stage().set_moe_loss_coefficients(options.moe_aux_coef, options.moe_z_coef);
+  TROUPE_CHECK(!experts_.sharded() || (options.data_parallel.zero_stage == ZeroStage::none && options.islands == 1 &&
+                                       options.data_parallel.size % model_.stage().expert_group().shards() == 0),
+               "expert shards under ZeRO 1 to 3 or DiLoCo, or over a data-parallel group they do not divide");
   const ContextShardGroup context = model_.stage().context_shard();
   int rows = options.seq_len;
   if (context.sharded()) {
@@ -190,7 +194,7 @@ StepResult Trainer::step() {
     if (dp.between_layers) dp.between_layers();
     const auto [begin, end] = model_.layout().layer_range(layer);
     micro_batches_.add_earlier(begin, end);
-    dp.start_sum(model_.grads().slice(begin, {end - begin}), begin);
+    experts_.start_sums(dp, model_.grads(), begin, end);
   };
   StepResult result;
   result.step = steps_;
@@ -225,8 +229,8 @@ StepResult Trainer::step() {
     const auto [last_layer_begin, last_layer_end] = model_.layout().layer_range(model_.config().n_layer - 1);
     micro_batches_.add_earlier(0, first_layer_begin);
     micro_batches_.add_earlier(last_layer_end, model_.layout().total());
-    dp.start_sum(model_.grads().slice(0, {first_layer_begin}), 0);
-    dp.start_sum(model_.grads().slice(last_layer_end, {model_.layout().total() - last_layer_end}), last_layer_end);
+    experts_.start_sums(dp, model_.grads(), 0, first_layer_begin);
+    experts_.start_sums(dp, model_.grads(), last_layer_end, model_.layout().total());
     dp.wait_sums();
   } else {
     micro_batches_.add_earlier();
@@ -236,7 +240,9 @@ StepResult Trainer::step() {
     result.loss = dp.mean ? dp.mean(loss_sum / k) : loss_sum / k;
   else
     result.loss = sum_loss(loss_sum, compute_seconds, result) / group_micro_batches;
-  result.grad_norm = std::sqrt(zero_.group_squares(model_.backend().sum_of_squares(zero_.summed_gradients(0))));
+  result.grad_norm =
+      std::sqrt(experts_.sharded() ? experts_.squares(model_.backend(), dp, zero_.summed_gradients(0))
+                                   : zero_.group_squares(model_.backend().sum_of_squares(zero_.summed_gradients(0))));
   zero_.clip(result.grad_norm, options_.grad_clip);
   zero_.update(result.lr);
   if (result.shares_changed) options_.micro_shares = dynamic_->shares();

@@ -27,6 +27,10 @@
 // micro-batches' forward and backward (not the wait for the sums), the loss's sum carries every
 // replica's time per micro-batch, and every rank takes the same decision from the same numbers.
 //
+// Under expert shards (the model's expert_group(), EP ranks) each rank holds its layout of the
+// model (its experts alone): the step's sums and the gradient norm follow expert_gradients.hpp,
+// under ZeRO 0 only (every rank's buffer is laid out as its experts say).
+//
 // Under DiLoCo (outer_step.hpp) the group is one island of `islands`, and island i's replicas read
 // the i-th of `islands` equal parts of every global batch: replica d of island i reads as replica
 // i·n + d of islands·n would, so the islands together read what plain data parallelism over all
@@ -46,6 +50,7 @@
 #include "compute/train/balance.hpp"
 #include "compute/train/data_parallel.hpp"
 #include "compute/train/dynamic_shares.hpp"
+#include "compute/train/expert_gradients.hpp"
 #include "compute/train/micro_batch_sum.hpp"
 #include "compute/train/zero_step.hpp"
 
@@ -150,6 +155,7 @@ class Trainer {
   std::span<const std::uint16_t> train_tokens_, val_tokens_;
   WindowSampler train_sampler_;
   ZeroStep zero_;            // over options_.data_parallel
+  ExpertGradients experts_;  // which elements are summed over which group
   Tensor inputs_, targets_;  // host (B, T) i32
   Tensor rows_in_, rows_target_;  // under context shards: this rank's rows of them, (B, T / C)
   // The rank's data replica and their count: the group's ranks, or its context groups.

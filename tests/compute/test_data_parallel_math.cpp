@@ -10,7 +10,9 @@
 #include <functional>
 #include <memory>
 #include <thread>
+#include <utility>
 
+#include "compute/context/local_exchange.hpp"
 #include "compute/cpu/cpu_backend.hpp"
 #include "compute/random.hpp"
 #include "compute/train/trainer.hpp"
@@ -285,6 +287,135 @@ TEST_CASE(
       CHECK(std::memcmp(reference.data(), run.params[0].data(), reference.size() * sizeof(float)) == 0);
     CHECK(max_diff < 1e-5);
     for (int s = 0; s < steps; ++s) CHECK(run.losses[0][s] == Approx(single_losses[s]).epsilon(1e-5));
+  }
+}
+
+namespace {
+
+// What a rank of the run below keeps, in float64 so that the comparison sees the arithmetic's
+// rounding alone: its parameters written at their places in the whole model's layout (the experts
+// it does not hold zero), its expert runs and its losses.
+struct ExpertShardRank {
+  std::vector<double> params;
+  std::vector<GlobalRun> experts;
+  std::vector<double> losses;
+};
+
+// A model with experts trained `steps` steps in float64 under `o`, running the experts of its rank
+// of `experts`' group (all of them without one).
+ExpertShardRank train_f64(TrainerOptions o, const std::vector<std::uint16_t>& data, int steps, ExpertGroup experts) {
+  CpuBackend backend(1);
+  GPT model(with_experts(), backend, DType::f64, Recompute::none, nullptr, {}, experts);
+  model.init_parameters(5);
+  Trainer trainer(model, o, data, data);
+  ExpertShardRank out;
+  for (int i = 0; i < steps; ++i) out.losses.push_back(trainer.step().loss);
+  out.params.assign(static_cast<std::size_t>(ParameterLayout(with_experts()).total()), 0.0);
+  const double* p = model.params().data_as<double>();
+  for (const GPTStage::Run& run : model.stage().global_runs()) {
+    std::copy(p + run.local, p + run.local + run.count, out.params.begin() + run.global);
+    if (run.expert_shard) out.experts.push_back(run);
+  }
+  return out;
+}
+
+// `ranks` data-parallel threads in expert groups of `shards`, each holding only its experts. Dense
+// buckets are summed over every rank, expert buckets over the ranks at the same place of every
+// expert group (dp position % shards), each in rank order.
+std::vector<ExpertShardRank> run_expert_shards(const std::vector<std::uint16_t>& data, int steps, int ranks,
+                                               int shards) {
+  const std::int64_t largest = ParameterLayout(with_experts()).total();
+  std::vector<std::vector<double>> slots(static_cast<std::size_t>(ranks), std::vector<double>(largest));
+  std::vector<double> scalar_slots(static_cast<std::size_t>(ranks));
+  std::barrier sync(ranks);
+  std::vector<std::unique_ptr<context::LocalContextGroup>> groups;
+  for (int g = 0; g < ranks / shards; ++g) groups.push_back(std::make_unique<context::LocalContextGroup>(shards));
+  std::vector<ExpertShardRank> out(static_cast<std::size_t>(ranks));
+  auto rank_main = [&](int rank) {
+    auto sum_over = [&](Tensor bucket, std::int64_t offset, const std::function<bool(int)>& member) {
+      std::memcpy(slots[rank].data() + offset, bucket.data_as<double>(), bucket.numel() * sizeof(double));
+      sync.arrive_and_wait();
+      double* g = bucket.data_as<double>();
+      for (std::int64_t i = 0; i < bucket.numel(); ++i) {
+        double sum = 0;
+        for (int r = 0; r < ranks; ++r)
+          if (member(r)) sum += slots[r][offset + i];
+        g[i] = sum;
+      }
+      sync.arrive_and_wait();
+    };
+    auto scalar_sum = [&](double x) {
+      scalar_slots[rank] = x;
+      sync.arrive_and_wait();
+      double s = 0;
+      for (double v : scalar_slots) s += v;
+      sync.arrive_and_wait();
+      return s;
+    };
+    TrainerOptions o = base_options();
+    o.batch_size = 2;
+    DataParallel& dp = o.data_parallel;
+    dp.rank = rank;
+    dp.size = ranks;
+    dp.start_sum = [&](Tensor bucket, std::int64_t offset) { sum_over(bucket, offset, [](int) { return true; }); };
+    if (ranks > shards)
+      dp.start_expert_sum = [&](Tensor bucket, std::int64_t offset) {
+        sum_over(bucket, offset, [&](int r) { return r % shards == rank % shards; });
+      };
+    dp.wait_sums = [] {};
+    dp.sum = scalar_sum;
+    dp.mean = [&](double x) { return scalar_sum(x) / ranks; };
+    out[static_cast<std::size_t>(rank)] =
+        train_f64(o, data, steps, ExpertGroup{&groups[static_cast<std::size_t>(rank / shards)]->rank(rank % shards)});
+  };
+  std::vector<std::thread> others;
+  for (int r = 1; r < ranks; ++r) others.emplace_back(rank_main, r);
+  rank_main(0);
+  for (std::thread& t : others) t.join();
+  return out;
+}
+
+}  // namespace
+
+// Each rank holds its experts alone; together the first expert group holds every expert once, and
+// every rank's dense parameters and its experts are those of one process accumulating the ranks'
+// micro-batches, in float64 within 1e-10 (the experts' products run over other row groupings, and
+// the sums in another order, so not bit for bit).
+TEST_CASE(
+    "with expert shards, ranks holding only their experts take the steps of one process accumulating their "
+    "micro-batches",
+    "[model][dp][moe]") {
+  const auto data = random_stream(40000, 64);
+  const int steps = 3;
+  const GPTConfig model = with_experts();
+  for (const auto& [ranks, shards] : {std::pair{2, 2}, std::pair{4, 2}, std::pair{4, 4}}) {
+    INFO(ranks << " ranks in expert groups of " << shards);
+    TrainerOptions accumulating = base_options();
+    accumulating.batch_size = 2;
+    accumulating.grad_accum = ranks;
+    const ExpertShardRank reference = train_f64(accumulating, data, steps, {});
+    const std::vector<ExpertShardRank> run = run_expert_shards(data, steps, ranks, shards);
+    // The first expert group's ranks cover the model once: rank 0's parameters with the others'
+    // experts put in.
+    std::vector<double> joined = run[0].params;
+    for (int r = 1; r < shards; ++r)
+      for (const GlobalRun& experts : run[static_cast<std::size_t>(r)].experts)
+        std::copy_n(run[static_cast<std::size_t>(r)].params.begin() + experts.global, experts.count,
+                    joined.begin() + experts.global);
+    std::int64_t held = 0;
+    for (const GlobalRun& experts : run[0].experts) held += experts.count;
+    CHECK(held * shards == model.moe_layers() * model.experts * (8 * 32 * 32 + 5 * 32));
+    double max_diff = 0;
+    for (std::size_t i = 0; i < reference.params.size(); ++i)
+      max_diff = std::max(max_diff, std::abs(reference.params[i] - joined[i]));
+    INFO("max parameter difference after " << steps << " steps " << max_diff);
+    CHECK(max_diff < 1e-10);
+    for (int r = 0; r < ranks; ++r) {
+      // A rank at the same place of another expert group holds the same values, bit for bit.
+      CHECK(run[static_cast<std::size_t>(r)].params == run[static_cast<std::size_t>(r % shards)].params);
+      for (int s = 0; s < steps; ++s)
+        CHECK(std::abs(run[static_cast<std::size_t>(r)].losses[s] - reference.losses[s]) < 1e-10);
+    }
   }
 }
 

@@ -441,7 +441,7 @@ TEST_CASE("context layouts keep T / cp rows' activations and their exchange, and
   CHECK(plan(w, machine(2), split).memory.activations > two.memory.activations);  // whole-sequence q, k, v
 }
 
-TEST_CASE("a model with experts: every expert's parameters on every rank, the expert group's all-to-all bytes by hand",
+TEST_CASE("a model with experts: a rank's share of the experts, the expert group's all-to-all bytes by hand",
           "[plan][moe]") {
   const compute::GPTConfig model = preset("moe-tiny");
   REQUIRE(model.n_embd == 128);
@@ -455,10 +455,16 @@ TEST_CASE("a model with experts: every expert's parameters on every rank, the ex
   Layout sharded = plain;
   sharded.ep = 2;
   const PlannedLayout one = plan(w, machine(2), plain), two = plan(w, machine(2), sharded);
-  // Every rank holds every expert, with or without expert shards: 4 bytes a parameter of all E.
+  // 4 bytes a parameter: of all E experts without expert shards, of a rank's E/2 under ep 2 (as
+  // its local layout holds them).
   CHECK(one.memory.parameters == 4.0 * double(parameters.total()));
-  CHECK(two.memory.parameters == one.memory.parameters);
-  CHECK(two.memory.optimizer == one.memory.optimizer);
+  CHECK(two.memory.parameters == 4.0 * double(compute::ParameterLayout(model, {0, 2}).total()));
+  CHECK(two.memory.optimizer == 2 * two.memory.parameters);
+  // The data-parallel sums: without expert shards every parameter over the 2 replicas; under ep 2
+  // (one expert group) the rank's experts over no one, the rest as before.
+  const double expert = 8.0 * 128 * 128 + 5 * 128, held = 2 * 2 * expert;  // 2 of 4 experts in 2 blocks
+  CHECK(one.bytes.dp == Approx(2 * 0.5 * 4 * double(parameters.total())));
+  CHECK(two.bytes.dp == Approx(2 * 0.5 * 4 * (double(compute::ParameterLayout(model, {0, 2}).total()) - held)));
   // Under ep 2 a rank's experts may receive R = 2 · N · min(2, 4/2) = 1024 rows of its N = 256
   // tokens' group, against its own N · k = 512: per MoE block the hidden and GELU rows (H = 512)
   // grow by 2 · 512 · 512 and three (R, C) exchange buffers come; the shared backward scratch grows
@@ -472,12 +478,16 @@ TEST_CASE("a model with experts: every expert's parameters on every rank, the ex
   CHECK(two.bytes.ep == Approx(4 * 64 * 2 * 128 * 4.0 * 4 * 2 / 2));
   CHECK(!two.bytes.ep_inter);
   CHECK(two.time.ep == Approx(two.bytes.ep / machine(2).intra_bandwidth));
-  CHECK(two.time.total == Approx(one.time.total + two.time.ep));
+  // The step adds the all-to-alls and saves the experts' share of the data-parallel sum.
+  CHECK(two.time.dp < one.time.dp);
+  CHECK(two.time.total == Approx(one.time.total + two.time.ep - (one.time.dp - two.time.dp)));
   CHECK(describe(sharded) == "zero 0, dp 2, ep 2, micro-batch 4 x 1, recompute none");
   CHECK(two.not_built.empty());
   // What the runtime refuses of experts is planned, not built.
   sharded.zero = ZeroStage::parameters;
   CHECK(plan(w, machine(2), sharded).not_built == "zero 3 with expert shards");
+  sharded.zero = ZeroStage::optimizer_state;
+  CHECK(plan(w, machine(2), sharded).not_built == "zero 1 with expert shards");
   CHECK(plan(w, machine(2), {1, 1, 2, ZeroStage::none, Recompute::none, 4, 2}).not_built ==
         "experts on pipeline stages");
   // Four replicas: expert groups of 1, 2 and 4; a dense model has none.

@@ -230,6 +230,21 @@ TEST_CASE("an in-place plan on plain data parallelism takes the lowest rank hold
   CHECK(plan.donors == std::vector<int>{1});
 }
 
+TEST_CASE("under expert shards an in-place plan takes a donor holding the receiver's experts, or none",
+          "[recovery][moe]") {
+  RecoveryShape shape = plain_dp();
+  shape.data_parallel = 4;
+  shape.expert_shards = 2;  // expert groups {0, 1} and {2, 3}: ranks 1 and 3 hold the same experts
+  const RecoveryPlan plan = plan_recovery(shape, {{0, 7}, {1, -1}, {2, 7}, {3, 7}});
+  CHECK(plan.why_not.empty());
+  CHECK(plan.receivers == std::vector<int>{1});
+  CHECK(plan.donors == std::vector<int>{3});
+  // Both ranks holding expert shard 1 lost: its experts are in no replica.
+  const RecoveryPlan none = plan_recovery(shape, {{0, 7}, {1, -1}, {2, 7}, {3, -1}});
+  CHECK(none.donors.empty());
+  CHECK_THAT(none.why_not, Catch::Contains("expert shard 1"));
+}
+
 TEST_CASE("an in-place plan spreads a lost node's ranks over the survivors, a donor each while there are enough",
           "[recovery]") {
   RecoveryShape shape = plain_dp();
@@ -323,8 +338,10 @@ TEST_CASE("nodes that come back join in place where every rank holds the whole s
         "restart");
 }
 
-TEST_CASE("a rescue is asked for only with checkpoint.dir, the CPU backend and a replica holding every rank's state",
-          "[recovery]") {
+TEST_CASE(
+    "a rescue is asked for only with checkpoint.dir, the CPU backend, a replica holding every rank's state and "
+    "no expert shards",
+    "[recovery]") {
   auto shape = [](auto edit) {
     RecoveryShape s;
     s.data_parallel = 2;
@@ -350,6 +367,13 @@ TEST_CASE("a rescue is asked for only with checkpoint.dir, the CPU backend and a
       {shape([](RecoveryShape& s) { s.compression = troupe::comm::Compression::bf16; }), true, ""},
       {shape([](RecoveryShape& s) { s.compression = troupe::comm::Compression::powersgd; }), false,
        "comm.compress powersgd keeps each rank's residual only in its own memory"},
+      {shape([](RecoveryShape& s) { s.expert_shards = 2; }), false,
+       "one expert group of expert.shards 2: no replica holds a rank's experts"},
+      {shape([](RecoveryShape& s) {
+         s.data_parallel = 4;
+         s.expert_shards = 2;
+       }),
+       false, "expert.shards 2: a rescue's writers are one replica, which holds only its own experts"},
   };
   for (const Case& c : cases) {
     const RescueChoice choice = rescue_choice(c.shape);

@@ -1,8 +1,9 @@
 // troupe train with expert shards (docs/moe.md, "Expert parallelism"): two workers splitting
-// moe-tiny's experts print the losses of two plain data-parallel workers (four workers in groups of
-// 2 and of 4 those of four), and a checkpoint they
-// write resumes without expert shards; a layout whose expert groups do not fit is refused in one
-// line.
+// moe-tiny's experts, each holding only its own, print the losses of two plain data-parallel workers
+// (four workers in groups of 2 and of 4 those of four); a checkpoint they write resumes without
+// expert shards, and one of groups of 2 resumes in groups of 4, then without; a worker that throws
+// recovers in place with its state from the rank holding its experts; a layout whose expert groups
+// do not fit, and ZeRO with expert shards, are refused in one line.
 
 #include <catch2/catch.hpp>
 
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "apps/run_troupe.hpp"
+#include "support/scoped_env.hpp"
 
 using namespace troupe::test;
 
@@ -63,15 +65,14 @@ TEST_CASE("two workers splitting moe-tiny's experts print the losses of two data
   }
 }
 
-TEST_CASE("four workers in expert groups of 2, and of 4 under ZeRO-2, print the losses of four data-parallel workers",
-          "[cli][moe]") {
+TEST_CASE("four workers in expert groups of 2 and of 4 print the losses of four data-parallel workers", "[cli][moe]") {
   TempDir dir;
   const std::vector<double> plain = losses_of(train(dir, moe_steps(kSteps), 4), kSteps);
   REQUIRE(plain.size() == kSteps);
-  for (const std::vector<std::string>& layout :
-       {std::vector<std::string>{"--expert.shards", "2"}, {"--expert.shards", "4", "--train.zero", "2"}}) {
-    INFO(layout[1] << " expert shards");
-    const std::vector<double> sharded = losses_of(train(dir, with(moe_steps(kSteps), layout), 4), kSteps);
+  for (const char* shards : {"2", "4"}) {
+    INFO(shards << " expert shards");
+    const std::vector<double> sharded =
+        losses_of(train(dir, with(moe_steps(kSteps), {"--expert.shards", shards}), 4), kSteps);
     REQUIRE(sharded.size() == kSteps);
     for (int i = 0; i < kSteps; ++i) CHECK(std::abs(plain[i] - sharded[i]) <= 2e-4);
   }
@@ -92,8 +93,48 @@ TEST_CASE("a checkpoint written with expert shards resumes without them and prin
   CHECK(std::abs(resumed.back() - straight.back()) <= 2e-4);
 }
 
-TEST_CASE("expert shards that do not divide the data-parallel replicas are refused in one line, exit 2", "[cli][moe]") {
+TEST_CASE("a checkpoint of expert groups of 2 resumes in groups of 4, and that one without expert shards",
+          "[cli][moe][checkpoint]") {
+  TempDir dir;
+  const std::vector<std::string> saved = {"--checkpoint.every", "1", "--checkpoint.dir", (dir.path() / "ck").string()};
+  const std::vector<double> straight =
+      losses_of(train(dir, with(moe_steps(kSteps), {"--expert.shards", "2"}), 4), kSteps);
+  REQUIRE(straight.size() == kSteps);
+  train(dir, with(with(moe_steps(2), saved), {"--expert.shards", "2"}), 4);
+  const std::string in_fours = train(dir, with(with(moe_steps(3), saved), {"--expert.shards", "4", "--resume"}), 4);
+  CHECK_THAT(in_fours, Catch::Contains("resumed from"));
+  const std::vector<double> third = losses_of(in_fours, 3);
+  REQUIRE(third.size() == 1);
+  CHECK(std::abs(third[0] - straight[2]) <= 2e-4);
+  const std::string whole = train(dir, with(with(moe_steps(kSteps), saved), {"--resume"}), 4);
+  const std::vector<double> fourth = losses_of(whole, kSteps);
+  REQUIRE(fourth.size() == 1);
+  CHECK(std::abs(fourth[0] - straight[3]) <= 2e-4);
+}
+
+TEST_CASE(
+    "a worker of an expert group that throws recovers in place from the rank holding its experts, on the "
+    "straight run's losses",
+    "[cli][moe][recovery]") {
+  TempDir dir;
+  const std::vector<std::string> sharded = {"--expert.shards", "2"};
+  const std::vector<double> straight = losses_of(train(dir, with(moe_steps(kSteps), sharded), 4), kSteps);
+  REQUIRE(straight.size() == kSteps);
+  // Rank 1 holds expert shard 1 of group {0, 1}; rank 3 holds the same experts in group {2, 3}.
+  ScopedEnv thrown("TROUPE_DRILL_THROW_AT", "1:2");
+  const std::string out = train(dir, with(with(moe_steps(kSteps), sharded), {"--fault.recovery", "in_place"}), 4);
+  CHECK_THAT(out, Catch::Contains("state given by rank 3 to rank 1"));
+  const std::vector<double> recovered = losses_of(out, kSteps);
+  REQUIRE(recovered.size() == kSteps);
+  for (int i = 0; i < kSteps; ++i) CHECK(std::abs(recovered[i] - straight[i]) <= 2e-4);
+}
+
+TEST_CASE("expert shards that do not divide the data-parallel replicas, or under ZeRO, are refused in one line, exit 2",
+          "[cli][moe]") {
   TempDir dir;
   check_rejected_in(dir, with({"train", "--workers", "2", "--expert.shards", "4"}, moe_steps(2)),
                     "expert.shards 4 does not divide the job's 2 data-parallel replicas");
+  check_rejected_in(dir, with({"train", "--workers", "2", "--expert.shards", "2", "--train.zero", "2"}, moe_steps(2)),
+                    "expert.shards > 1 does not work with train.zero 2 yet: each rank holds only its experts' moments; "
+                    "use train.zero 0");
 }

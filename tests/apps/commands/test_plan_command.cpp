@@ -149,8 +149,10 @@ TEST_CASE("troupe plan refuses sizes past its bounds in one line and answers any
   }
 }
 
-TEST_CASE("troupe plan of a model with experts says every rank holds every expert and lists expert groups' traffic",
-          "[plan][moe]") {
+TEST_CASE(
+    "troupe plan of a model with experts says a rank holds its share of the experts and lists expert groups' "
+    "traffic",
+    "[plan][moe]") {
   TempDir dir;
   const ProcessResult result =
       run_troupe(dir, {"plan", "--model.preset", "moe-tiny", "--devices-per-node", "2", "--device-memory", "4GB",
@@ -158,7 +160,7 @@ TEST_CASE("troupe plan of a model with experts says every rank holds every exper
   INFO("stdout: " << result.out << "\nstderr: " << result.err);
   REQUIRE(result.exit_code == 0);
   CHECK_THAT(result.out, Contains("\nexperts: 4 in each of 2 MoE blocks, top-2, "));
-  CHECK_THAT(result.out, Contains("every rank holds every expert"));
+  CHECK_THAT(result.out, Contains("under ep e a rank holds E/e of each block's experts"));
   CHECK_THAT(result.out, Contains("zero 0, dp 2, ep 2, micro-batch 2 x 1, recompute none\n"));
   CHECK_THAT(result.out, Contains(" ep 524 kB (in node)"));  // 2 x 64 tokens x 2 slots x 128 x 4 B x 4 x 2 blocks / 2
   CHECK_THAT(result.out, Contains("planned, not built: experts with recompute"));

@@ -275,7 +275,7 @@ TEST_CASE("pipeline.split speed splits the layers by pipeline.stage_speeds, and 
         "pipeline: a split by speed places one chunk a stage; it does not apply to 3 virtual stages");
 }
 
-TEST_CASE("expert.shards: refused without experts, when it does not divide them, with ZeRO 3 or DiLoCo",
+TEST_CASE("expert.shards: refused without experts, when it does not divide them, with ZeRO, compression or DiLoCo",
           "[config][moe]") {
   auto moe = [](const std::function<void(JobConfig&)>& edit) {
     return resolve_error([&](JobConfig& c) {
@@ -295,11 +295,27 @@ TEST_CASE("expert.shards: refused without experts, when it does not divide them,
   CHECK(moe([](JobConfig& c) {
           c.expert.shards = 2;
           c.train.zero = compute::ZeroStage::parameters;
-        }) == "expert.shards > 1 does not work with train.zero 3 yet; use 0, 1 or 2");
+        }) ==
+        "expert.shards > 1 does not work with train.zero 3 yet: each rank holds only its experts' moments; use "
+        "train.zero 0");
   CHECK(moe([](JobConfig& c) {
           c.expert.shards = 2;
           c.train.zero = compute::ZeroStage::gradients;
-        }).empty());
+        }) ==
+        "expert.shards > 1 does not work with train.zero 2 yet: each rank holds only its experts' moments; use "
+        "train.zero 0");
+  CHECK(moe([](JobConfig& c) {
+          c.expert.shards = 2;
+          c.train.zero = compute::ZeroStage::optimizer_state;
+        }) ==
+        "expert.shards > 1 does not work with train.zero 1 yet: each rank holds only its experts' moments; use "
+        "train.zero 0");
+  CHECK(moe([](JobConfig& c) {
+          c.expert.shards = 2;
+          c.comm.compress = comm::Compression::bf16;
+        }) ==
+        "expert.shards > 1 does not work with comm.compress yet: the experts' gradients are summed over their own "
+        "group; use comm.compress none");
   CHECK(moe([](JobConfig& c) {
           c.expert.shards = 2;
           c.fault.elastic = true;

@@ -163,8 +163,43 @@ TEST_CASE("moe GPT: the memory estimate is within 3 percent of what the model an
     }
 }
 
-TEST_CASE("moe GPT: under expert shards the memory estimate holds the larger expert rows and exchange buffers",
+TEST_CASE("moe GPT: an expert shard's layout holds its E/EP experts, each view saying where it sits in the whole model",
           "[model][moe]") {
+  const GPTConfig cfg = moe_config(2, 1);
+  const ParameterLayout whole(cfg);
+  const std::int64_t C = cfg.n_embd, E = cfg.experts, expert = 8 * C * C + 5 * C;
+  for (const int ep : {2, 4})
+    for (int r = 0; r < ep; ++r) {
+      INFO("expert shard " << r << " of " << ep);
+      const ParameterLayout local(cfg, {r, ep});
+      CHECK(local.total() == whole.total() - cfg.moe_layers() * (E - E / ep) * expert);
+      CHECK(local.active() == whole.active());
+      REQUIRE(local.views().size() == whole.views().size());
+      std::int64_t next = 0;
+      for (std::size_t i = 0; i < local.views().size(); ++i) {
+        const ParameterView &mine = local.views()[i], &all = whole.views()[i];
+        CHECK(mine.name == all.name);
+        CHECK(mine.offset == next);
+        next += mine.numel();
+        CHECK(mine.expert == (mine.name.find(".mlp.experts.") != std::string::npos));
+        if (!mine.expert) {
+          CHECK(mine.shape == all.shape);
+          CHECK(mine.global_offset == all.offset);
+          continue;
+        }
+        Shape shape = all.shape;
+        shape[0] = E / ep;
+        CHECK(mine.shape == shape);
+        CHECK(mine.global_offset == all.offset + r * mine.numel());
+      }
+      CHECK(next == local.total());
+    }
+}
+
+TEST_CASE(
+    "moe GPT: under expert shards the memory estimate holds the rank's experts alone, the larger expert rows "
+    "and exchange buffers",
+    "[model][moe]") {
   GPTConfig cfg{4, 64, 4, 64, 256, 256};
   cfg.experts = 4;
   cfg.top_k = 2;
@@ -184,6 +219,9 @@ TEST_CASE("moe GPT: under expert shards the memory estimate holds the larger exp
       const double allocated = double(after.uordblks + after.hblkhd) - double(before.uordblks + before.hblkhd);
       const MemoryEstimate estimate = estimate_training_memory(cfg, s);
       INFO("expert shards " << ep << ": estimate " << estimate.total() << ", allocated " << allocated);
+      CHECK(stage->num_params() == ParameterLayout(cfg, {0, ep}).total());
+      CHECK(stage->num_params() < ParameterLayout(cfg).total());
+      CHECK(estimate.parameter_bytes == 16.0 * double(stage->num_params()));
       CHECK(estimate.total() == Approx(allocated).epsilon(0.03));
       StageFootprint alone = s;
       alone.expert_shards = 1;
