@@ -81,13 +81,15 @@ TEST_CASE("bench compute --vs-pytorch without torch says how to get one and prin
   CHECK_THAT(r.out, !Catch::Contains("troupe/pytorch"));
 }
 
+// Answers the probe like torch_cpu_train.py, records each round's arguments in rounds.txt, and
+// reports a fixed throughput per round.
+constexpr const char* recording_script =
+    "case \"$2\" in --probe) echo 'torch 9.9.9 attention sdpa adamw fused';;\n"
+    "  *) echo \"$@\" >> rounds.txt; echo 'tokens_per_s 1000.0';;\nesac\n";
+
 TEST_CASE("bench compute --vs-pytorch alternates rounds with the script and reports the median ratio", "[cli]") {
   TempDir dir;
-  // Answers the probe like torch_cpu_train.py, records each round's arguments, and reports a
-  // fixed throughput per round.
-  const std::string python = fake_python(dir, "python",
-                                         "case \"$2\" in --probe) echo 'torch 9.9.9 attention sdpa adamw fused';;\n"
-                                         "  *) echo \"$@\" >> rounds.txt; echo 'tokens_per_s 1000.0';;\nesac\n");
+  const std::string python = fake_python(dir, "python", recording_script);
   const ProcessResult r = run_troupe(dir,
                                      {"bench", "compute", "--models", "tiny", "--threads", "1,2", "--steps", "1",
                                       "--warmup", "0", "--rounds", "3", "--python", python},
@@ -113,9 +115,7 @@ TEST_CASE("bench compute --vs-pytorch alternates rounds with the script and repo
 TEST_CASE("bench compute --precision bf16 runs fp32 and bf16 in turn each round and hands PyTorch bf16 autocast",
           "[cli][bf16]") {
   TempDir dir;
-  const std::string python = fake_python(dir, "python",
-                                         "case \"$2\" in --probe) echo 'torch 9.9.9 attention sdpa adamw fused';;\n"
-                                         "  *) echo \"$@\" >> rounds.txt; echo 'tokens_per_s 1000.0';;\nesac\n");
+  const std::string python = fake_python(dir, "python", recording_script);
   const ProcessResult r = run_troupe(dir,
                                      {"bench", "compute", "--models", "tiny", "--steps", "1", "--warmup", "0",
                                       "--rounds", "2", "--precision", "bf16", "--python", python},

@@ -253,7 +253,10 @@ TEST_CASE("the step watchdog says which message from which rank a waiting worker
   // idle time counts from its last finished step, which may be most of a limit ago already. The
   // bound below is the limit plus the shutdown with room for a machine shared with other tests
   // (it failed at 14 s under ctest -j2), and far under the 60 s heartbeat timeout it must beat.
-  const DisturbedJob job = disturb_node_1(SIGSTOP, {"--fault.heartbeat_timeout", "60", "--fault.step_timeout", "8"});
+  // On tiny, whose steps take milliseconds, the limit is reached only by the stop: on small a
+  // machine shared with other tests took more than the limit for one step or its validation.
+  const DisturbedJob job = disturb_node_1(SIGSTOP, {"--fault.heartbeat_timeout", "60", "--fault.step_timeout", "8",
+                                                    "--model.preset", "tiny", "--train.steps", "100000"});
   std::printf("job ended %.2f s after SIGSTOP of node 1: %s", job.seconds, job.err.c_str());
   REQUIRE(job.exited);
   CHECK(WEXITSTATUS(job.status) == 1);
