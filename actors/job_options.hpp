@@ -223,8 +223,9 @@ struct ResolvedJob {
   std::vector<double> replica_speeds;
 };
 
-// `job` after it grew in place (start_msg's batch split): train.batch_size and train.grad_accum as
-// the replicas split the global batch now, in its configuration and its settings alike.
-ResolvedJob split_batch(const ResolvedJob& job, int batch_size, int grad_accum);
+// `job` after it grew in place (recover_msg's batch split): train.batch_size, train.grad_accum and
+// under train.balance each replica's speed as the replicas split the global batch now, in its
+// configuration and its settings alike.
+ResolvedJob split_batch(const ResolvedJob& job, int batch_size, int grad_accum, std::vector<double> replica_speeds);
 
 }  // namespace troupe::actors

@@ -76,9 +76,11 @@ struct start_msg {
   int world_size = 0;
   std::vector<node_entry> nodes;  // by node index
   // The job grew in place: each step's global batch as the replicas split it now, rows per
-  // micro-batch and micro-batches per replica (0: as the node's configuration says).
+  // micro-batch and micro-batches per replica (0: as the node's configuration says), and under
+  // train.balance each replica's speed (empty: even).
   int batch_size = 0;
   int grad_accum = 0;
+  std::vector<double> replica_speeds;
   // What the job's recovery decisions read (recovery_shape.hpp), as the job derived it: a node
   // reports a worker that threw for an in-place recovery when its mode says so.
   RecoveryShape recovery;
@@ -151,7 +153,9 @@ struct worker_failed_msg {
 // failed rank coming, so it finishes the step before it takes the order (MailboxComm).
 // A grow (grown_world > 0): no rank failed; `failed_ranks` are the ranks of the nodes that join,
 // the world grows to grown_world ranks and each step's global batch is split as grown_batch_size
-// rows × grown_grad_accum micro-batches per replica from the step everyone goes on after.
+// rows × grown_grad_accum micro-batches per replica from the step everyone goes on after; under
+// train.balance split over the replicas by grown_speeds (each replica's, in replica order; empty:
+// even).
 // A DiLoCo island rejoining (islands_kept not empty): the failed ranks are a lost island's, which
 // the others left out (islands_msg); a new rank takes the outer state from the rank at its place in
 // the first kept island after their next sync, and no other rank gives up its step.
@@ -164,6 +168,7 @@ struct recover_msg {
   int grown_world = 0;
   int grown_batch_size = 0;
   int grown_grad_accum = 0;
+  std::vector<double> grown_speeds;
   std::vector<int> islands_kept;
 };
 
@@ -363,7 +368,8 @@ typename Inspector::result_type inspect(Inspector& f, node_entry& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, start_msg& x) {
-  return f(caf::meta::type_name("start_msg"), x.world_size, x.nodes, x.batch_size, x.grad_accum, x.recovery);
+  return f(caf::meta::type_name("start_msg"), x.world_size, x.nodes, x.batch_size, x.grad_accum, x.replica_speeds,
+           x.recovery);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_done_msg& x) {
@@ -393,7 +399,7 @@ typename Inspector::result_type inspect(Inspector& f, worker_failed_msg& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, recover_msg& x) {
   return f(caf::meta::type_name("recover_msg"), x.epoch, x.failed_ranks, x.reason, x.job, x.failed_steps_done,
-           x.grown_world, x.grown_batch_size, x.grown_grad_accum, x.islands_kept);
+           x.grown_world, x.grown_batch_size, x.grown_grad_accum, x.grown_speeds, x.islands_kept);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, islands_msg& x) {

@@ -15,7 +15,6 @@ RecoveryShape recovery_shape(const JobConfig& config, int world_size, bool repla
   shape.outer_streaming = config.train.diloco_fragments > 1 || config.train.diloco_overlap > 0;
   shape.replaces_nodes = replaces_nodes;
   shape.checkpoints = !config.checkpoint.dir.empty();
-  shape.uneven_shares = config.train.balance != compute::BalanceMode::none;
   shape.expert_shards = config.expert.shards;
   return shape;
 }

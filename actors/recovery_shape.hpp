@@ -32,8 +32,6 @@ struct RecoveryShape {
   int islands = 1;
   // Streaming DiLoCo: train.diloco_fragments above 1 or train.diloco_overlap above 0.
   bool outer_streaming = false;
-  // train.balance static or dynamic: the replicas take uneven shares of each step's batch.
-  bool uneven_shares = false;
   // expert.shards: a rank holds its place's experts in its expert group of consecutive replicas,
   // so only the replicas at the same place in every expert group hold the same state.
   int expert_shards = 1;
@@ -46,7 +44,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RecoveryShape& x) {
   return f(caf::meta::type_name("RecoveryShape"), x.mode, x.data_parallel, x.pipeline_stages, x.tensor_shards, x.zero,
            x.device_backend, x.compression, x.replaces_nodes, x.checkpoints, x.islands, x.outer_streaming,
-           x.uneven_shares, x.expert_shards);
+           x.expert_shards);
 }
 
 }  // namespace troupe::actors

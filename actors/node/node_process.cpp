@@ -158,7 +158,8 @@ NodeOutcome run_node_process(const NodeProcessOptions& options, const ResolvedJo
                            "its WORLD_SIZE " + std::to_string(options.world_size) + " differs from the job's " +
                                std::to_string(start.world_size) + " ranks"};
     const auto index = static_cast<std::size_t>(slot);
-    const ResolvedJob current = grown ? split_batch(job, start.batch_size, start.grad_accum) : job;
+    const ResolvedJob current =
+        grown ? split_batch(job, start.batch_size, start.grad_accum, start.replica_speeds) : job;
     return train_as_rank(current, *data, *backends[index], *engines[index], local_rank_base + slot, start, worker,
                          progress, metrics->worker(slot), control.slot(slot), replacing);
   };

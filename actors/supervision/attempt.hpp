@@ -37,6 +37,9 @@ struct JobContactOptions {
   std::string build_id;
   // The hash a node of `config` presents when it joins (its config must be the job's).
   std::function<std::uint64_t(const JobConfig&)> config_hash;
+  // Each data-parallel replica's speed in `config` (its train.replica_speeds read; empty: even), for
+  // the split of a job that grows in place under train.balance.
+  std::function<std::vector<double>(const JobConfig&)> replica_speeds;
 };
 
 // The host file's spare lines not used yet, and the nodes moved to one: node index → its spare.

@@ -129,6 +129,7 @@ JobNodes grown_in_place(const JobNodes& job, const std::vector<NodeShape>& new_s
     grown.running.push_back(index);
   }
   set_batch(grown.config, back.batch);
+  grown.config.train.replica_speeds = running_speeds(configured_config, grown.configured, grown.running);
   grown.spare_lines.insert(grown.spare_lines.end(), new_spares.begin(), new_spares.end());
   return grown;
 }
@@ -183,6 +184,7 @@ class InPlaceGrowth {
     for (int index = 0; index < running_nodes; ++index) starter_.update(index, layout.config, world);
     grown.batch_size = layout.config.train.batch_size;
     grown.grad_accum = layout.config.train.grad_accum;
+    grown.replica_speeds = contact_.replica_speeds(layout.config);
     grown.config_hash = contact_.config_hash(layout.config);
     const std::vector<PlacedNode> placed = starter_.place(layout.lines);
     for (const PlacedNode& node : placed) {

@@ -493,6 +493,7 @@ start_msg current_start(const job_supervisor_state& st) {
   }
   start.batch_size = st.batch_size;
   start.grad_accum = st.grad_accum;
+  start.replica_speeds = st.replica_speeds;
   start.recovery = st.plan.recovery;
   return start;
 }

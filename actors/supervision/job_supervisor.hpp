@@ -129,6 +129,7 @@ struct GrownNodes {
   std::vector<PlannedNode> nodes;
   int batch_size = 0;
   int grad_accum = 0;
+  std::vector<double> replica_speeds;  // under train.balance, every replica's of the grown job; empty: even
   std::uint64_t config_hash = 0;
   std::string why_not;
 };

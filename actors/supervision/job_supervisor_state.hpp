@@ -116,9 +116,11 @@ struct job_supervisor_state {
   // rescue asks none of them for a snapshot.
   std::set<int> holding_nothing;
   bool restart_logged = false;               // "recovery: restarting every node: ..." is said once
-  // Since the job grew in place: each replica's rows per micro-batch and micro-batches (0: never grew).
+  // Since the job grew in place: each replica's rows per micro-batch and micro-batches (0: never
+  // grew), and under train.balance each replica's speed (empty: even).
   int batch_size = 0;
   int grad_accum = 0;
+  std::vector<double> replica_speeds;
   // Fencing (docs/protocols/control-plane.md, "Attempts"): the job's attempt, each node's (the
   // attempt that started its current process), and the processes an in-place recovery replaced,
   // whose joins and messages are refused, each logged once.

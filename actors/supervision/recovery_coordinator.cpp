@@ -569,12 +569,14 @@ GrowAnswer grow_in_place(job_actor* self) {
   st.plan.recovery.data_parallel = after / stage_ranks;
   st.batch_size = grown.batch_size;
   st.grad_accum = grown.grad_accum;
+  st.replica_speeds = grown.replica_speeds;
   recovery.order.epoch = recovery.epoch;
   recovery.order.reason = reason;
   recovery.order.job = caf::actor_cast<caf::actor>(self);
   recovery.order.grown_world = after;
   recovery.order.grown_batch_size = grown.batch_size;
   recovery.order.grown_grad_accum = grown.grad_accum;
+  recovery.order.grown_speeds = grown.replica_speeds;
   const std::string growing = fmt::format(
       "growing in place (epoch {}) from {} to {} ranks: starting {}, every running node keeps its process; each "
       "replica then sums {} micro-batch(es) of {}",

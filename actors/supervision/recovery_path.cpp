@@ -98,8 +98,6 @@ RecoveryChoice choose_grow(const RecoveryShape& shape) {
   if (shape.pipeline_stages > 1 || shape.tensor_shards > 1)
     return restart("plain data parallelism, not " + std::to_string(shape.pipeline_stages) + " pipeline stage(s) × " +
                    std::to_string(shape.tensor_shards) + " tensor shard(s)");
-  if (shape.uneven_shares)
-    return restart("under train.balance none only: uneven shares are split again over the grown replicas by a restart");
   // The job that grows may have shrunk to one replica: what matters is whether its state is the
   // whole state, which a lone replica's is.
   if (std::string own = state_of_its_own({shape.mode, 2, 1, 1, shape.zero, false, shape.compression}); !own.empty())

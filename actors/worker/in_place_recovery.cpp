@@ -91,7 +91,8 @@ RecoveryResult InPlaceRecovery::survive(const recover_msg& order, std::int64_t s
   mailbox_.drain();
   loop.abandon_step();
   if (grows)
-    loop.resplit({engine_.rank(), order.grown_world, order.grown_grad_accum, order.grown_batch_size});
+    loop.resplit(
+        {engine_.rank(), order.grown_world, order.grown_grad_accum, order.grown_batch_size, order.grown_speeds});
   if (renew_step_) renew_step_(order.epoch);
   return take_part(order, steps_done, loop, rollback);
 }

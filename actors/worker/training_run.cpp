@@ -373,7 +373,11 @@ class RankRun {
     }
     checkpoints_.forget_uncommitted();
     if (order.grown_world > 0) {
-      grown_ = split_batch(job_, order.grown_batch_size, order.grown_grad_accum);
+      grown_ = split_batch(job_, order.grown_batch_size, order.grown_grad_accum, order.grown_speeds);
+      // "balance static: replica shares 4, 2 of 6 micro-batches" (dynamic: the first shares, which
+      // the next step moves to the survivors' measured speeds, a grown replica at their mean).
+      // A job grows in place on plain data parallelism only: a rank is a replica.
+      announce_shares(*grown_, micro_shares(*grown_, order.grown_world), loop_.checkpoint_place().rank);
       const checkpoint::RunIdentity grown = identity();
       checkpoints_.regrid(grown.grid, grown.job_config);
       tell(static_cast<long>(result.steps),

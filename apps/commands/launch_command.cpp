@@ -25,6 +25,7 @@
 #include "apps/commands/job_identity.hpp"
 #include "apps/commands/launched_nodes.hpp"
 #include "apps/config/memory_fit.hpp"
+#include "apps/config/speeds.hpp"
 #include "apps/config/value.hpp"
 #include "apps/exit_codes.hpp"
 #include "apps/launch/host_file.hpp"
@@ -109,8 +110,16 @@ Expected<std::string> shared_job_token() {
 }
 
 actors::JobContactOptions job_contact(const LaunchArgs& args, std::string token) {
-  return {args.bind, args.port, std::chrono::milliseconds(std::lround(args.join_timeout * 1000)), std::move(token),
-          build_id(), [](const JobConfig& config) { return config_hash(config); }};
+  return {args.bind,
+          args.port,
+          std::chrono::milliseconds(std::lround(args.join_timeout * 1000)),
+          std::move(token),
+          build_id(),
+          [](const JobConfig& config) { return config_hash(config); },
+          [](const JobConfig& config) {
+            // Read (and checked) when the job was resolved: an error here is an internal one.
+            return parse_speeds("train.replica_speeds", config.train.replica_speeds, "a replica").value();
+          }};
 }
 
 int job_exit(const actors::JobEnd& end) {

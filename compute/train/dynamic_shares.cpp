@@ -82,4 +82,13 @@ bool DynamicShares::resume(std::span<const double> seconds_per_micro_batch) {
   return true;
 }
 
+void DynamicShares::regroup(std::vector<int> start) {
+  TROUPE_CHECK(!start.empty() && *std::min_element(start.begin(), start.end()) >= 1,
+               "dynamic shares need a share of at least one unit each");
+  start_ = std::move(start);
+  shares_ = start_;
+  units_ = std::accumulate(start_.begin(), start_.end(), 0);
+  measured_.clear();
+}
+
 }  // namespace troupe::compute

@@ -52,6 +52,10 @@ class DynamicShares {
   // (0 for a replacement): the shares of times_at_mean's times, or the first shares when nothing
   // was measured; the window starts again. True when the shares come from measured times.
   bool resume(std::span<const double> seconds_per_micro_batch);
+  // The data-parallel group grew in place: `start` (one share per replica of the grown group) are
+  // the first shares from now on and the current ones; what the replicas measured is kept for the
+  // resume that follows (a grown replica, measured by nobody, then starts at the mean).
+  void regroup(std::vector<int> start);
 
  private:
   std::vector<int> start_, shares_;

@@ -37,12 +37,7 @@ Trainer::Trainer(GPT& model, TrainerOptions options, std::span<const std::uint16
       experts_(model.stage()),
       inputs_(batch_tensor(options)),
       targets_(batch_tensor(options)),
-      // Dynamic shares may give this replica up to every micro-batch but one each for the others.
-      micro_batches_(model.backend(), model.grads(),
-                     shards_parameters(options.data_parallel.zero_stage) ? 1
-                     : options.balance_window > 0
-                         ? options.grad_accum * options.data_parallel.size - options.data_parallel.size + 1
-                         : own_micro_batches()) {
+      micro_batches_(model.backend(), model.grads(), micro_batch_capacity()) {
   TROUPE_CHECK(0 <= options.data_parallel.rank && options.data_parallel.rank < options.data_parallel.size,
                "data-parallel rank outside its group");
   TROUPE_CHECK(0 <= options.island && options.island < options.islands, "an island outside the islands");
@@ -77,6 +72,13 @@ Trainer::Trainer(GPT& model, TrainerOptions options, std::span<const std::uint16
                  "dynamic shares without starting shares or a sum of several scalars");
     dynamic_.emplace(options.micro_shares, options.balance_window);
   }
+}
+
+int Trainer::micro_batch_capacity() const {
+  const DataParallel& dp = options_.data_parallel;
+  if (shards_parameters(dp.zero_stage)) return 1;
+  if (options_.balance_window > 0) return options_.grad_accum * dp.size - dp.size + 1;
+  return own_micro_batches();
 }
 
 int Trainer::data_rank() const {
@@ -129,7 +131,7 @@ bool Trainer::resume_shares() {
   std::vector<double> values(options_.micro_shares.size(), 0.0);
   const std::vector<double>& measured = dynamic_->seconds_per_micro_batch();
   const auto replica = static_cast<std::size_t>(data_rank());
-  if (!measured.empty()) values[replica] = measured[replica];
+  if (replica < measured.size()) values[replica] = measured[replica];
   const DataParallel& dp = options_.data_parallel;
   if (dp.sum_values) dp.sum_values(values);
   const bool from_measured = dynamic_->resume(values);
@@ -160,7 +162,6 @@ void Trainer::resplit(const BatchSplit& split) {
   TROUPE_CHECK(!shards_optimizer_state(dp.zero_stage),
                "only ZeRO 0 resplits its batch: every rank holds the whole state");
   TROUPE_CHECK(!model_.stage().context_shard().sharded(), "a resplit under context shards");
-  TROUPE_CHECK(options_.micro_shares.empty(), "a resplit of uneven shares");
   TROUPE_CHECK(0 <= split.dp_rank && split.dp_rank < split.dp_size && split.grad_accum >= 1 && split.batch_size >= 1,
                "a batch split outside its group");
   TROUPE_CHECK(std::int64_t{split.batch_size} * split.grad_accum * split.dp_size ==
@@ -177,7 +178,16 @@ void Trainer::resplit(const BatchSplit& split) {
     targets_ = batch_tensor(options_);
     model_.reserve(options_.batch_size, options_.seq_len);
   }
-  micro_batches_ = MicroBatchSum(model_.backend(), model_.grads(), options_.grad_accum);
+  if (!options_.micro_shares.empty()) {
+    std::vector<double> speeds = split.replica_speeds;
+    if (speeds.empty()) speeds.assign(static_cast<std::size_t>(split.dp_size), 1.0);
+    TROUPE_CHECK(static_cast<int>(speeds.size()) == split.dp_size, "a resplit's speeds for another number of replicas");
+    Expected<std::vector<int>> shares = proportional_shares(split.grad_accum * split.dp_size, speeds);
+    TROUPE_CHECK(shares.ok(), "a resplit's shares: " + (shares.ok() ? std::string() : shares.error().message));
+    options_.micro_shares = std::move(*shares);
+    if (dynamic_) dynamic_->regroup(options_.micro_shares);
+  }
+  micro_batches_ = MicroBatchSum(model_.backend(), model_.grads(), micro_batch_capacity());
 }
 
 std::int64_t Trainer::tokens_per_step() const {

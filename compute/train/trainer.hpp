@@ -81,12 +81,14 @@ struct TrainerOptions {
 };
 
 // How a step's global batch is split over the data-parallel group: this rank's place in it, the
-// group's size, and the micro-batches of `batch_size` rows each rank sums.
+// group's size, and the micro-batches of `batch_size` rows each rank sums (grad_accum × dp_size in
+// all; under train.balance split by `replica_speeds`, one per replica, empty: even).
 struct BatchSplit {
   int dp_rank = 0;
   int dp_size = 1;
   int grad_accum = 1;
   int batch_size = 8;
+  std::vector<double> replica_speeds;
 };
 
 struct StepResult {
@@ -139,6 +141,9 @@ class Trainer {
   // the data-parallel sums now over the grown group (the caller renewed it). Every rank holds
   // the whole state, so ZeRO 0 only. Micro-batch i of rank r reads the rows a rank of the other
   // split read, so the weights stay those of a run that had the grown group from the start.
+  // Under uneven shares they are split again by the split's speeds; under train.balance dynamic
+  // the next step then agrees on them as after a recovery (the survivors' measured speeds, a grown
+  // replica at their mean), so every rank of the grown group calls resume_at before it.
   void resplit(const BatchSplit& split);
   AdamW& optimizer() { return zero_.optimizer(0); }
   const DataParallel& data_parallel() const { return options_.data_parallel; }
@@ -166,6 +171,9 @@ class Trainer {
   // The micro-batches this rank sums a step, and the first sample of its micro-batch `micro`.
   int own_micro_batches() const;
   std::uint64_t first_sample(int micro) const;
+  // The micro-batches this rank may sum in one step: its share, or under train.balance dynamic the
+  // most a share can become (every micro-batch but one each for the others).
+  int micro_batch_capacity() const;
   MicroBatchSum micro_batches_;
   std::optional<DynamicShares> dynamic_;  // train.balance dynamic
   // The step's loss sum over the group, and under dynamic shares every replica's seconds per

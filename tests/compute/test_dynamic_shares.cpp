@@ -120,3 +120,21 @@ TEST_CASE("after a recovery the survivors keep their measured speeds and a repla
   // The window starts again: one step decides nothing, the next may.
   CHECK_FALSE(balance.observe(std::vector<double>{0.2, 0.1, 0.3}));
 }
+
+TEST_CASE(
+    "a group grown in place starts from its new first shares and puts a grown replica at the mean of the "
+    "measured ones",
+    "[balance]") {
+  DynamicShares balance({8}, 2);
+  balance.observe(std::vector<double>{0.1});
+  // The job grows from one replica to two, the second declared at a third of the first's speed.
+  balance.regroup({6, 2});
+  CHECK(balance.shares() == std::vector<int>{6, 2});
+  // The survivor measured 0.1 s; the grown replica, measured by nobody, is taken at that mean.
+  CHECK(balance.resume(std::vector<double>{0.1, 0.0}));
+  CHECK(balance.shares() == std::vector<int>{4, 4});
+  // Nothing measured: the new first shares, not the old ones.
+  balance.regroup({6, 2});
+  CHECK_FALSE(balance.resume(std::vector<double>{0.0, 0.0}));
+  CHECK(balance.shares() == std::vector<int>{6, 2});
+}

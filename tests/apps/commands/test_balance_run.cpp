@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <regex>
 #include <string>
@@ -270,6 +271,43 @@ TEST_CASE(
   CHECK(resumed[2].str() == "4");
   CHECK(resumed[3].str() == "4");
   check_same_training(even, dynamic, "dp 2, dynamic shares, worker 1 respawned in step 10");
+}
+
+TEST_CASE(
+    "a drained replica grows back in place under train.balance static and dynamic, the shares split again over the "
+    "grown replicas, and the weights stay the even split's",
+    "[dp][balance][drill]") {
+  TempDir dir;
+  const Run even = run_job(dir, {"train", "--workers", "2"});
+  // troupe drill grow: node 1 drained after step 5 (the job restarts as one replica of all 8
+  // micro-batches), two steps without it, then the shell's rejoin grows the job in place.
+  auto grown = [&](const std::string& name, const std::vector<std::string>& balance) {
+    const std::filesystem::path folder = dir.path() / name;
+    std::vector<std::string> args{"drill", "grow", "--keep", "--dir", folder.string(), "--at-step", "5"};
+    args = with(with(std::move(args), tiny_steps(steps)), balance);
+    args = with(std::move(args), {"--train.batch_size", "2", "--train.seq_len", "32", "--train.log_every", "1"});
+    const ProcessResult r = run_troupe(dir, with(std::move(args), accumulated), std::chrono::seconds(240));
+    INFO("stdout: " << r.out << "\nstderr: " << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.out,
+               Contains("grown in place: yes") && Contains("survivors kept their processes through the grow: yes"));
+    const std::string log = file_text(folder / "drilled.log");
+    CHECK_THAT(log, !Contains("restarting every node with the nodes the job went on without"));
+    return Run{step_losses(log), number_after(log, "final train loss"), number_after(log, "param norm"), log};
+  };
+  const Run fixed = grown("static", {"--train.balance", "static", "--train.replica_speeds", "1,0.33"});
+  // Split by the speeds before the drain, all 8 on the one replica left, and by them again once grown.
+  const std::string split = "balance static: replica shares 6, 2 of 8 micro-batches";
+  CHECK(occurrences(fixed.out, split) == 2);
+  CHECK(fixed.out.find("balance static: replica shares 8 of 8 micro-batches") < fixed.out.rfind(split));
+  check_same_training(even, fixed, "dp 2 drained to 1 and grown back in place, static shares 6 + 2");
+
+  // Dynamic: the survivor measured its speed while alone; the grown replica starts at its mean.
+  const Run moving = grown("dynamic", {"--train.balance", "dynamic", "--train.balance_window", "2"});
+  CHECK_THAT(moving.out, Contains("balance dynamic: replica shares 8 of 8 micro-batches") &&
+                             Contains("replica shares 4, 4 of 8 micro-batches after a recovery (the survivors' "
+                                      "measured speeds, a new replica at their mean)"));
+  check_same_training(even, moving, "dp 2 drained to 1 and grown back in place, dynamic shares");
 }
 
 TEST_CASE("train.balance static refuses in one line what it does not support yet, and speeds that cannot apply",
