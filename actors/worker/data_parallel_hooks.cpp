@@ -196,6 +196,10 @@ compute::DataParallel group_hooks(MailboxComm& mailbox, comm::Communicator& comm
   dp.all_gather_parameters = [run, &mailbox, &comm](compute::Tensor& params) {
     run("the parameter all-gather", [&] { mailbox.all_gather(comm, params); });
   };
+  dp.segment_of = [&comm](std::int64_t numel) {
+    const comm::Slice own = comm::segment_of(numel, comm.group().size(), comm.position());
+    return std::pair{own.offset, own.offset + own.count};
+  };
   dp.sum = [run, &mailbox, &comm](double x) {
     compute::Tensor t = compute::Tensor::zeros({1}, compute::DType::f64);
     t.data_as<double>()[0] = x;
@@ -214,10 +218,14 @@ compute::DataParallel group_hooks(MailboxComm& mailbox, comm::Communicator& comm
   return dp;
 }
 
-void sum_experts_over(compute::DataParallel& dp, MailboxComm& mailbox, comm::Communicator& expert_data) {
+void sum_experts_over(compute::DataParallel& dp, MailboxComm& mailbox, comm::Communicator& expert_data,
+                      monitor::WorkProgress& progress) {
   dp.start_expert_sum = [&mailbox, &expert_data](compute::Tensor bucket, std::int64_t) {
     mailbox.all_reduce(expert_data, std::move(bucket));
   };
+  if (compute::shards_optimizer_state(dp.zero_stage))
+    dp.expert_data =
+        std::make_shared<compute::DataParallel>(group_hooks(mailbox, expert_data, progress, dp.zero_stage));
 }
 
 compute::DataParallel group_data_parallel(MailboxComm& mailbox, comm::Communicator& comm,

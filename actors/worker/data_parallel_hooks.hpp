@@ -36,8 +36,10 @@ compute::DataParallel group_data_parallel(MailboxComm& mailbox, comm::Communicat
                                           std::shared_ptr<comm::GradientCompressor> compressor = nullptr);
 
 // Under expert shards: the rank's experts' gradient buckets summed over `expert_data` (comm/grid.hpp's
-// expert_data_group), posted through `mailbox` as the dense buckets are (so wait_sums waits for them).
-void sum_experts_over(compute::DataParallel& dp, MailboxComm& mailbox, comm::Communicator& expert_data);
+// expert_data_group), posted through `mailbox` as the dense buckets are (so wait_sums waits for them);
+// under ZeRO 1 and 2 also the group's hooks that shard the rank's experts (DataParallel::expert_data).
+void sum_experts_over(compute::DataParallel& dp, MailboxComm& mailbox, comm::Communicator& expert_data,
+                      monitor::WorkProgress& progress);
 
 // A compressor of gradients over `comm`, its sums posted through `mailbox`; `tensors` (PowerSGD's
 // matrices) from gradient_tensors(), or none for bf16.

@@ -341,7 +341,7 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
     auto data_parallel = [&] {
       compute::DataParallel host =
           group_data_parallel(mailbox, **dp, progress, job.config.train.zero, layout.total(), compressor);
-      if (expert_data) sum_experts_over(host, mailbox, *expert_data);
+      if (expert_data) sum_experts_over(host, mailbox, *expert_data, progress);
       return device_group ? device_group->data_parallel(std::move(host), mailbox, progress) : host;
     };
     // Context shards are consecutive places of the dp axis (at each stage and tensor shard): the
