@@ -140,6 +140,42 @@ std::vector<checkpoint::HeldRange> expert_zero_held(const compute::GPTStage& sta
   return held;
 }
 
+// Under expert shards: a gradient-sum state (PowerSGD's Q or a residual, in the rank's local layout)
+// at its places in the whole model's order, each kind covering it as without expert shards: the
+// dense sums' state over the dense runs, the experts' over the rank's expert runs. Q is written
+// where the parameters are (the same over the ranks holding them); a residual by every rank, with
+// `zeros` for the experts it does not hold, whose residuals are the ranks' holding them (PowerSGD
+// takes only the ranks' sum of the residuals, so a run resumed in another layout goes on alike).
+void add_expert_shard_state(std::vector<checkpoint::HeldRange>& held, const compute::GPTStage& stage,
+                            const compute::DataParallel::SumState& state, int rank, int expert_shards,
+                            compute::Tensor& zeros) {
+  float* values = state.values.data_as<float>();
+  std::vector<std::pair<std::int64_t, std::int64_t>> own;  // global
+  for (const compute::GPTStage::Run& run : stage.global_runs()) {
+    own.emplace_back(run.global, run.global + run.count);
+    if (run.expert_shard != state.experts) continue;
+    const bool writes = !state.replicated || (run.expert_shard ? rank < expert_shards : rank == 0);
+    held.push_back({state.kind, run.global, run.global + run.count, values + run.local, writes, false, true});
+  }
+  if (state.replicated || state.experts) return;
+  std::sort(own.begin(), own.end());
+  std::vector<std::pair<std::int64_t, std::int64_t>> others;
+  std::int64_t next = 0;
+  for (const auto& [begin, end] : own) {
+    if (begin > next) others.emplace_back(next, begin);
+    next = std::max(next, end);
+  }
+  if (next < stage.global_layout().total()) others.emplace_back(next, stage.global_layout().total());
+  std::int64_t largest = 0;
+  for (const auto& [begin, end] : others) largest = std::max(largest, end - begin);
+  if (!zeros.defined() || zeros.numel() < largest) {
+    compute::MemoryScope scope(compute::MemoryKind::optimizer_state);
+    zeros = compute::Tensor::zeros({largest}, compute::DType::f32);
+  }
+  for (const auto& [begin, end] : others)
+    held.push_back({state.kind, begin, end, zeros.data_as<float>(), true, false, true});
+}
+
 // The trainer is made from initialised parameters, as one process would make it; a replacement's
 // come from its donor instead.
 compute::GPT& initialised(compute::GPT& model, std::uint64_t seed, bool initialise) {
@@ -230,6 +266,10 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
   for (const compute::DataParallel::SumState& state : trainer_.data_parallel().sum_state) {
     TROUPE_CHECK(state.values.device() == compute::Device::cpu && state.values.dtype() == compute::DType::f32,
                  "gradient-sum state '" + state.kind + "' is not f32 host memory");
+    if (experts.sharded()) {
+      add_expert_shard_state(held_, model_.stage(), state, rank, experts.shards(), other_experts_state_);
+      continue;
+    }
     held_.push_back({state.kind, 0, state.values.numel(), state.values.data_as<float>(),
                      state.replicated ? writes_params : true, false, true});
   }
@@ -346,6 +386,9 @@ void ReplicaLoop::mirror_to_host() {
 }
 
 void ReplicaLoop::mirror_to_device() {
+  // A restore read other ranks' residuals into it; this rank holds none of theirs.
+  float* others = other_experts_state_.defined() ? other_experts_state_.data_as<float>() : nullptr;
+  std::fill(others, others + (others ? other_experts_state_.numel() : 0), 0.0f);
   if (backend_.device() == compute::Device::cpu) return;
   for (std::size_t i = 0; i < state_.size(); ++i) backend_.copy(*state_[i], mirrors_[i]);
 }

@@ -256,9 +256,6 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
     if (compute::shards_parameters(t.zero))
       return "expert.shards > 1 does not work with train.zero 3 yet: a block's dense parameters and its experts "
              "would be gathered over different groups; use train.zero 0, 1 or 2";
-    if (c.comm.compress != comm::Compression::none)
-      return "expert.shards > 1 does not work with comm.compress yet: the experts' gradients are summed over their "
-             "own group; use comm.compress none";
     if (c.fault.elastic)
       return "expert.shards > 1 does not work with fault.elastic yet: an expert group keeps its " + str(ep) +
              " ranks, and a shrink or grow moves single ranks";

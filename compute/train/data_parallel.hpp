@@ -62,11 +62,14 @@ struct DataParallel {
   std::function<void()> abandon_sums;
   // Training state the gradient sums keep besides model and optimizer (gradient compression's
   // residuals and factors): flat f32 buffers in parameter order, checkpointed as `kind`; a
-  // replicated one is the same on every rank of the group.
+  // replicated one is the same on every rank of the group. Under expert shards they are in the
+  // rank's local layout, each of the dense sums' or of the experts' (the same over the ranks holding
+  // them), and the caller maps them to the whole model's order.
   struct SumState {
     std::string kind;
     Tensor values;
     bool replicated = false;
+    bool experts = false;
   };
   std::vector<SumState> sum_state;
   // Stage 3: every position's shard as n + 1 offsets into the flat buffer, and how a unit's
