@@ -4,7 +4,8 @@
 // expert shards, and one of groups of 2 resumes in groups of 4, then without; a worker that throws
 // recovers in place with its state from the rank holding its experts; under ZeRO 1 and 2 they print
 // ZeRO 0's losses and final parameter norm, and a ZeRO-2 checkpoint resumes in other groups and
-// stages; under bf16 and PowerSGD sums they train as the same compression without expert shards; a layout whose expert
+// stages; under bf16 and PowerSGD sums they train as the same compression without expert shards,
+// and a PowerSGD checkpoint resumes in its layout and without expert shards; a layout whose expert
 // groups do not fit, and ZeRO-3 with expert shards, are refused in one line.
 
 #include <catch2/catch.hpp>
