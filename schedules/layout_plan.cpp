@@ -193,8 +193,7 @@ std::string not_built(const Workload& w, const Layout& l) {
     if (l.pp > 1) missing.push_back("experts on pipeline stages");
     if (l.cp > 1) missing.push_back("experts with context shards");
     if (l.recompute != compute::Recompute::none) missing.push_back("experts with recompute");
-    if (l.ep > 1 && l.zero != compute::ZeroStage::none)
-      missing.push_back("zero " + std::to_string(compute::zero_number(l.zero)) + " with expert shards");
+    if (l.ep > 1 && compute::shards_parameters(l.zero)) missing.push_back("zero 3 with expert shards");
   }
   std::string text;
   for (const std::string& m : missing) text += (text.empty() ? "" : ", ") + m;
@@ -255,11 +254,14 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
     const double not_held = moe_layers * (model.moe_block_extra_parameters() - model.moe_block_extra_parameters(l.ep));
     const double p = (split.params[s] - not_held) / tp;
     const double experts = moe_layers * (model.experts / l.ep) * (8 * C * C + 5 * C) / tp;
+    // What ZeRO shards of them: the dense parameters over the dp group; under ep the rank's experts
+    // over the dp/ep ranks holding them.
+    const double sharded = l.ep > 1 ? (p - experts) / dp + experts / (dp / l.ep) : p / dp;
     m.parameters = bytes.weight * p / (zero3 ? dp : 1);
-    m.gradients = bytes.gradient * p / (shard_gradients ? dp : 1);
+    m.gradients = bytes.gradient * (shard_gradients ? sharded : p);
     // A rank of several micro-batches keeps the earlier ones' sum apart (compute/train/micro_batch_sum.hpp).
     if (bytes.as_troupe_runs && l.microbatches > 1 && !zero3) m.gradients *= 2;
-    m.optimizer = bytes.optimizer * p / (compute::shards_optimizer_state(l.zero) ? dp : 1);
+    m.optimizer = bytes.optimizer * (compute::shards_optimizer_state(l.zero) ? sharded : p);
     // Troupe keeps the embeddings gathered through the step (the lm head and the first backward
     // use them) besides the block computing and the next (prefetched), and as many unit gradients:
     // the embeddings', the block's that backward fills, the one in its reduce-scatter. DeepSpeed
@@ -280,13 +282,12 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
   LinkBytes& link = planned.bytes;
   const double m_count = l.microbatches;
   if (l.dp * l.cp > 1) {
-    const double scatter = ring_share(l.dp * l.cp) * bytes.gradient * stage_params;
-    const double gather = ring_share(l.dp * l.cp) * bytes.weight * stage_params;
+    // Under ep the rank's experts are reduced and gathered over the dp/ep ranks holding them.
+    const double ring_bytes =
+        ring_share(l.dp * l.cp) * (stage_params - stage_experts) + ring_share(l.dp / l.ep) * stage_experts;
+    const double scatter = bytes.gradient * ring_bytes, gather = bytes.weight * ring_bytes;
     switch (l.zero) {
-      case compute::ZeroStage::none:
-        link.dp =
-            2 * scatter - 2 * (ring_share(l.dp * l.cp) - ring_share(l.dp / l.ep)) * bytes.gradient * stage_experts;
-        break;
+      case compute::ZeroStage::none: link.dp = 2 * scatter; break;
       case compute::ZeroStage::optimizer_state:
         link.dp = bytes.as_troupe_runs ? 2 * scatter + gather : scatter + gather;
         break;

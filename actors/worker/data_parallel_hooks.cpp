@@ -146,9 +146,14 @@ std::vector<std::int64_t> shard_offsets(const comm::Communicator& comm, std::int
 std::vector<comm::GradientTensor> gradient_tensors(const std::vector<compute::ParameterView>& views) {
   std::vector<comm::GradientTensor> tensors;
   for (const compute::ParameterView& view : views) {
-    const std::int64_t rows = view.shape.empty() ? 1 : view.shape.front();
-    tensors.push_back({view.offset, view.shape.size() < 2 ? view.numel() : rows,
-                       view.shape.size() < 2 ? 1 : view.numel() / rows});
+    // Each of an MoE block's stacked experts is a tensor of its own: a rank holding some of them
+    // compresses the same matrices as one holding all.
+    const std::int64_t stacked = view.expert ? view.shape.front() : 1, numel = view.numel() / stacked;
+    const compute::Shape shape(view.shape.begin() + (view.expert ? 1 : 0), view.shape.end());
+    const std::int64_t rows = shape.empty() ? 1 : shape.front();
+    for (std::int64_t e = 0; e < stacked; ++e)
+      tensors.push_back({view.offset + e * numel, shape.size() < 2 ? numel : rows, shape.size() < 2 ? 1 : numel / rows,
+                         view.global_offset + e * numel});
   }
   return tensors;
 }
@@ -196,6 +201,10 @@ compute::DataParallel group_hooks(MailboxComm& mailbox, comm::Communicator& comm
   dp.all_gather_parameters = [run, &mailbox, &comm](compute::Tensor& params) {
     run("the parameter all-gather", [&] { mailbox.all_gather(comm, params); });
   };
+  dp.segment_of = [&comm](std::int64_t numel) {
+    const comm::Slice own = comm::segment_of(numel, comm.group().size(), comm.position());
+    return std::pair{own.offset, own.offset + own.count};
+  };
   dp.sum = [run, &mailbox, &comm](double x) {
     compute::Tensor t = compute::Tensor::zeros({1}, compute::DType::f64);
     t.data_as<double>()[0] = x;
@@ -214,10 +223,32 @@ compute::DataParallel group_hooks(MailboxComm& mailbox, comm::Communicator& comm
   return dp;
 }
 
-void sum_experts_over(compute::DataParallel& dp, MailboxComm& mailbox, comm::Communicator& expert_data) {
+void sum_experts_over(compute::DataParallel& dp, MailboxComm& mailbox, comm::Communicator& expert_data,
+                      monitor::WorkProgress& progress, std::shared_ptr<comm::GradientCompressor> compressor) {
   dp.start_expert_sum = [&mailbox, &expert_data](compute::Tensor bucket, std::int64_t) {
     mailbox.all_reduce(expert_data, std::move(bucket));
   };
+  if (compressor) {
+    // The dense sums' hooks go on, the experts' compressor after them, in the same order on every rank.
+    dp.start_expert_sum = [compressor](compute::Tensor bucket, std::int64_t offset) {
+      compressor->start(std::move(bucket), offset);
+    };
+    dp.wait_sums = [dense = dp.wait_sums, compressor] {
+      dense();
+      compressor->finish();
+    };
+    dp.begin_step = [dense = dp.begin_step, compressor](long step) {
+      if (dense) dense(step);
+      compressor->begin_step(step);
+    };
+    dp.abandon_sums = [dense = dp.abandon_sums, compressor] {
+      if (dense) dense();
+      compressor->abandon_step();
+    };
+  }
+  if (compute::shards_optimizer_state(dp.zero_stage))
+    dp.expert_data = std::make_shared<compute::DataParallel>(
+        group_hooks(mailbox, expert_data, progress, dp.zero_stage, std::move(compressor)));
 }
 
 compute::DataParallel group_data_parallel(MailboxComm& mailbox, comm::Communicator& comm,

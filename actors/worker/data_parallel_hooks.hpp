@@ -36,8 +36,12 @@ compute::DataParallel group_data_parallel(MailboxComm& mailbox, comm::Communicat
                                           std::shared_ptr<comm::GradientCompressor> compressor = nullptr);
 
 // Under expert shards: the rank's experts' gradient buckets summed over `expert_data` (comm/grid.hpp's
-// expert_data_group), posted through `mailbox` as the dense buckets are (so wait_sums waits for them).
-void sum_experts_over(compute::DataParallel& dp, MailboxComm& mailbox, comm::Communicator& expert_data);
+// expert_data_group), posted through `mailbox` as the dense buckets are (so wait_sums waits for them);
+// under ZeRO 1 and 2 also the group's hooks that shard the rank's experts (DataParallel::expert_data).
+// With `compressor` (over `expert_data`, of the rank's expert tensors) the experts' sums go through
+// it, finished after the dense ones.
+void sum_experts_over(compute::DataParallel& dp, MailboxComm& mailbox, comm::Communicator& expert_data,
+                      monitor::WorkProgress& progress, std::shared_ptr<comm::GradientCompressor> compressor = nullptr);
 
 // A compressor of gradients over `comm`, its sums posted through `mailbox`; `tensors` (PowerSGD's
 // matrices) from gradient_tensors(), or none for bf16.
@@ -46,7 +50,8 @@ std::shared_ptr<comm::GradientCompressor> gradient_compressor(MailboxComm& mailb
                                                               const comm::CompressionOptions& options,
                                                               std::vector<comm::GradientTensor> tensors);
 // Parameters as the compressor sees them: matrices rows × cols, vectors rows × 1, at their
-// offsets in the buffer `views` describe (the whole model's, or a pipeline stage's local one).
+// offsets in the buffer `views` describe (the whole model's, a rank's local one under expert
+// shards, or a pipeline stage's), each stacked expert apart.
 std::vector<comm::GradientTensor> gradient_tensors(const std::vector<compute::ParameterView>& views);
 
 // One pseudo-gradient's sum over an outer group, in flight: the pseudo-gradient it lands in and the

@@ -322,13 +322,31 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
   try {
     MailboxComm mailbox(worker);
     const compute::ParameterLayout layout(job.model);
-    std::shared_ptr<comm::GradientCompressor> compressor;
+    std::shared_ptr<comm::GradientCompressor> compressor, expert_compressor;
     std::function<monitor::CompressionReading()> compression_reading;
     if (const comm::CompressionOptions compression = compression_options(job);
         compression.kind != comm::Compression::none)
     {
-      compressor = gradient_compressor(mailbox, **dp, progress, compression, gradient_tensors(layout.views()));
+      // Under expert shards the rank's buffer is its local layout: its dense tensors compressed over
+      // the data-parallel group, its experts' over the ranks holding them.
+      const compute::ParameterLayout local(job.model, {(**dp).position() % expert_shards, expert_shards});
+      std::vector<compute::ParameterView> dense, experts;
+      for (const compute::ParameterView& view : local.views()) (view.expert ? experts : dense).push_back(view);
+      compressor = gradient_compressor(mailbox, **dp, progress, compression,
+                                       gradient_tensors(expert_shards > 1 ? dense : local.views()));
       compression_reading = reading_of(compressor);
+      // With one expert group no rank sums its experts; PowerSGD's state of them stays as drawn (Q)
+      // and zero (residuals), kept for the checkpoints' whole-model kinds.
+      if (expert_data || (expert_shards > 1 && compression.kind == comm::Compression::powersgd))
+        expert_compressor = gradient_compressor(mailbox, expert_data ? *expert_data : **dp, progress, compression,
+                                                gradient_tensors(experts));
+      if (expert_data) {
+        compression_reading = [dense_reading = compression_reading, expert_reading = reading_of(expert_compressor)] {
+          const monitor::CompressionReading a = dense_reading(), b = expert_reading();
+          return monitor::CompressionReading{a.wire_bytes + b.wire_bytes, a.plain_bytes + b.plain_bytes,
+                                             a.seconds + b.seconds};
+        };
+      }
       if (metrics) metrics->read_compression_from(compression_reading);
       if (rank == 0)
         monitor::logger("comm")->info("gradients summed as {}{} from step {} (plain before)",
@@ -341,7 +359,12 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
     auto data_parallel = [&] {
       compute::DataParallel host =
           group_data_parallel(mailbox, **dp, progress, job.config.train.zero, layout.total(), compressor);
-      if (expert_data) sum_experts_over(host, mailbox, *expert_data);
+      if (expert_data) sum_experts_over(host, mailbox, *expert_data, progress, expert_compressor);
+      if (expert_compressor && expert_compressor->options().kind == comm::Compression::powersgd) {
+        host.sum_state.push_back({"powersgd_q", expert_compressor->factors(), true, true});
+        host.sum_state.push_back(
+            {"powersgd_residual_dp" + std::to_string(host.rank), expert_compressor->residuals(), false, true});
+      }
       return device_group ? device_group->data_parallel(std::move(host), mailbox, progress) : host;
     };
     // Context shards are consecutive places of the dp axis (at each stage and tensor shard): the

@@ -1,5 +1,6 @@
 #include "actors/worker/replica_loop.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -102,7 +103,7 @@ std::string replica_layout(int ranks, int batch_size, int seq_len, int grad_accu
   return fmt::format("{} rank(s) x batch {} x seq {} x accum {}", ranks, batch_size, seq_len, grad_accum);
 }
 
-// Under expert shards (ZeRO 0): parameters and both moments, each run of the rank's buffer at its
+// Under expert shards: `state` (the parameters, and under ZeRO 0 both moments), each run of the rank's buffer at its
 // place in the whole model's layout; dense runs written by the first replica, the rank's experts by
 // the first expert group's ranks (dp positions below EP), which together hold every expert once.
 std::vector<checkpoint::HeldRange> expert_shard_held(const compute::GPTStage& stage,
@@ -115,6 +116,64 @@ std::vector<checkpoint::HeldRange> expert_shard_held(const compute::GPTStage& st
       held.push_back({kinds[k], run.global, run.global + run.count, state[k].data_as<float>() + run.local,
                       run.expert_shard ? rank < expert_shards : rank == 0});
   return held;
+}
+
+// Under expert shards with ZeRO 1 or 2: the parameters as under ZeRO 0, and the moments of each of
+// the step's buffers (a run of a kind, expert_gradients.hpp), this rank's segment of it, at their
+// places in the whole model's layout; each rank writes its own, which no other rank holds.
+std::vector<checkpoint::HeldRange> expert_zero_held(const compute::GPTStage& stage, compute::Tensor& params,
+                                                    compute::ZeroStep& zero, int rank, int expert_shards) {
+  std::vector<checkpoint::HeldRange> held = expert_shard_held(stage, {params}, rank, expert_shards);
+  for (int b = 0; b < zero.buffers(); ++b) {
+    compute::AdamW& adamw = zero.optimizer(b);
+    const auto [begin, end] = adamw.range();
+    const std::int64_t first = zero.buffer(b).sum_offset + begin, last = zero.buffer(b).sum_offset + end;
+    for (const compute::GPTStage::Run& run : stage.global_runs()) {
+      const std::int64_t from = std::max(first, run.local), to = std::min(last, run.local + run.count);
+      if (from >= to) continue;
+      const std::int64_t global = run.global + (from - run.local);
+      held.push_back({"adam_m", global, global + (to - from), adamw.first_moments().data_as<float>() + (from - first)});
+      held.push_back(
+          {"adam_v", global, global + (to - from), adamw.second_moments().data_as<float>() + (from - first)});
+    }
+  }
+  return held;
+}
+
+// Under expert shards: a gradient-sum state (PowerSGD's Q or a residual, in the rank's local layout)
+// at its places in the whole model's order, each kind covering it as without expert shards: the
+// dense sums' state over the dense runs, the experts' over the rank's expert runs. Q is written
+// where the parameters are (the same over the ranks holding them); a residual by every rank, with
+// `zeros` for the experts it does not hold, whose residuals are the ranks' holding them (PowerSGD
+// takes only the ranks' sum of the residuals, so a run resumed in another layout goes on alike).
+void add_expert_shard_state(std::vector<checkpoint::HeldRange>& held, const compute::GPTStage& stage,
+                            const compute::DataParallel::SumState& state, int rank, int expert_shards,
+                            compute::Tensor& zeros) {
+  float* values = state.values.data_as<float>();
+  std::vector<std::pair<std::int64_t, std::int64_t>> own;  // global
+  for (const compute::GPTStage::Run& run : stage.global_runs()) {
+    own.emplace_back(run.global, run.global + run.count);
+    if (run.expert_shard != state.experts) continue;
+    const bool writes = !state.replicated || (run.expert_shard ? rank < expert_shards : rank == 0);
+    held.push_back({state.kind, run.global, run.global + run.count, values + run.local, writes, false, true});
+  }
+  if (state.replicated || state.experts) return;
+  std::sort(own.begin(), own.end());
+  std::vector<std::pair<std::int64_t, std::int64_t>> others;
+  std::int64_t next = 0;
+  for (const auto& [begin, end] : own) {
+    if (begin > next) others.emplace_back(next, begin);
+    next = std::max(next, end);
+  }
+  if (next < stage.global_layout().total()) others.emplace_back(next, stage.global_layout().total());
+  std::int64_t largest = 0;
+  for (const auto& [begin, end] : others) largest = std::max(largest, end - begin);
+  if (!zeros.defined() || zeros.numel() < largest) {
+    compute::MemoryScope scope(compute::MemoryKind::optimizer_state);
+    zeros = compute::Tensor::zeros({largest}, compute::DType::f32);
+  }
+  for (const auto& [begin, end] : others)
+    held.push_back({state.kind, begin, end, zeros.data_as<float>(), true, false, true});
 }
 
 // The trainer is made from initialised parameters, as one process would make it; a replacement's
@@ -165,7 +224,8 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
                            job.model.experts / experts.shards());
   // Replicas hold equal parameters and (ZeRO 0) equal moments: the first writes them. Under ZeRO
   // each rank's moments are its own shard and every rank writes its shard; under ZeRO-3 its
-  // parameters too. Under expert shards (ZeRO 0) the first expert group's ranks write their experts.
+  // parameters too. Under expert shards the first expert group's ranks write their experts'
+  // parameters (and under ZeRO 0 their moments).
   const bool writes_params = rank == 0 || sharded_;
   const bool writes_moments = writes_params || moments_sharded_;
   compute::AdamW& adamw = trainer_.optimizer();
@@ -182,7 +242,12 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
   held_ = {{"param", params_begin, params_end, mirrors_[0].data_as<float>(), writes_params},
            {"adam_m", moments_begin, moments_end, mirrors_[1].data_as<float>(), writes_moments},
            {"adam_v", moments_begin, moments_end, mirrors_[2].data_as<float>(), writes_moments}};
-  if (experts.sharded()) held_ = expert_shard_held(model_.stage(), mirrors_, rank, experts.shards());
+  if (experts.sharded() && moments_sharded_) {
+    TROUPE_CHECK(backend.device() == compute::Device::cpu, "expert shards off the CPU");
+    held_ = expert_zero_held(model_.stage(), model_.params(), trainer_.zero_step(), rank, experts.shards());
+  } else if (experts.sharded()) {
+    held_ = expert_shard_held(model_.stage(), mirrors_, rank, experts.shards());
+  }
   if (t.sync == compute::SyncMode::diloco) {
     // The outer state is the same on every island (it changes only at a sync): the first rank writes it.
     outer_ = std::make_unique<compute::OuterStep>(model_.params(), outer_options(job));
@@ -201,6 +266,10 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
   for (const compute::DataParallel::SumState& state : trainer_.data_parallel().sum_state) {
     TROUPE_CHECK(state.values.device() == compute::Device::cpu && state.values.dtype() == compute::DType::f32,
                  "gradient-sum state '" + state.kind + "' is not f32 host memory");
+    if (experts.sharded()) {
+      add_expert_shard_state(held_, model_.stage(), state, rank, experts.shards(), other_experts_state_);
+      continue;
+    }
     held_.push_back({state.kind, 0, state.values.numel(), state.values.data_as<float>(),
                      state.replicated ? writes_params : true, false, true});
   }
@@ -317,6 +386,9 @@ void ReplicaLoop::mirror_to_host() {
 }
 
 void ReplicaLoop::mirror_to_device() {
+  // A restore read other ranks' residuals into it; this rank holds none of theirs.
+  float* others = other_experts_state_.defined() ? other_experts_state_.data_as<float>() : nullptr;
+  std::fill(others, others + (others ? other_experts_state_.numel() : 0), 0.0f);
   if (backend_.device() == compute::Device::cpu) return;
   for (std::size_t i = 0; i < state_.size(); ++i) backend_.copy(*state_[i], mirrors_[i]);
 }

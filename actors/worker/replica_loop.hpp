@@ -92,6 +92,8 @@ class ReplicaLoop final : public TrainingLoop {
   std::vector<compute::Tensor*> state_;
   std::vector<compute::Tensor> mirrors_;
   std::vector<checkpoint::HeldRange> held_;
+  // Under expert shards with PowerSGD: zeros, this rank's residuals of the experts it does not hold.
+  compute::Tensor other_experts_state_;
 };
 
 }  // namespace troupe::actors

@@ -251,14 +251,11 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
     if (model.experts % ep != 0)
       return "expert.shards " + str(ep) + " does not divide model.experts " + str(model.experts) +
              " (each rank holds as many experts)";
-    // A rank holds only its experts, so the ranks' flat buffers differ past the first MoE block:
-    // nothing yet shards them, nor compresses their sums, over the data-parallel group.
-    if (t.zero != compute::ZeroStage::none)
-      return "expert.shards > 1 does not work with " + compute::zero_setting(t.zero) +
-             " yet: each rank holds only its experts' moments; use train.zero 0";
-    if (c.comm.compress != comm::Compression::none)
-      return "expert.shards > 1 does not work with comm.compress yet: the experts' gradients are summed over their "
-             "own group; use comm.compress none";
+    // A rank holds only its experts: ZeRO 1 and 2 shard its experts over the ranks holding them, but
+    // ZeRO-3's units would have to be gathered over two groups.
+    if (compute::shards_parameters(t.zero))
+      return "expert.shards > 1 does not work with train.zero 3 yet: a block's dense parameters and its experts "
+             "would be gathered over different groups; use train.zero 0, 1 or 2";
     if (c.fault.elastic)
       return "expert.shards > 1 does not work with fault.elastic yet: an expert group keeps its " + str(ep) +
              " ranks, and a shrink or grow moves single ranks";

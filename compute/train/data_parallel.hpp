@@ -7,8 +7,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compute/tensor.hpp"
@@ -33,7 +35,15 @@ struct DataParallel {
   // gradients over the ranks at its place in every expert group, which hold the same experts;
   // wait_sums() waits for it too. Empty where the rank is alone there (one expert group).
   std::function<void(Tensor bucket, std::int64_t offset)> start_expert_sum;
+  // Under expert shards with ZeRO 1 or 2: these hooks over the expert data-parallel group (this
+  // rank's place in it, its sums, reduce-scatters and gathers), which shards the rank's experts'
+  // moments (and ZeRO-2's gradients) as this group shards the dense ones. Null where the rank is
+  // alone there (one expert group).
+  std::shared_ptr<const DataParallel> expert_data;
   std::function<void(Tensor& grads)> reduce_scatter_gradients;  // stage 2
+  // This rank's segment [first, second) of a buffer of `numel` elements: what reduce_scatter_gradients
+  // leaves it summed, and what all_gather_parameters takes from it. Empty: the whole buffer (one rank).
+  std::function<std::pair<std::int64_t, std::int64_t>(std::int64_t numel)> segment_of;
   std::function<void(Tensor& params)> all_gather_parameters;    // stages 1, 2
   std::function<double(double)> sum;                            // a scalar over the group (the clip norm's shards)
   std::function<double(double)> mean;                           // a scalar's mean over the group; identity if empty
@@ -52,11 +62,14 @@ struct DataParallel {
   std::function<void()> abandon_sums;
   // Training state the gradient sums keep besides model and optimizer (gradient compression's
   // residuals and factors): flat f32 buffers in parameter order, checkpointed as `kind`; a
-  // replicated one is the same on every rank of the group.
+  // replicated one is the same on every rank of the group. Under expert shards they are in the
+  // rank's local layout, each of the dense sums' or of the experts' (the same over the ranks holding
+  // them), and the caller maps them to the whole model's order.
   struct SumState {
     std::string kind;
     Tensor values;
     bool replicated = false;
+    bool experts = false;
   };
   std::vector<SumState> sum_state;
   // Stage 3: every position's shard as n + 1 offsets into the flat buffer, and how a unit's

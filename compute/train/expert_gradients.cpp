@@ -34,4 +34,35 @@ double ExpertGradients::squares(Backend& backend, const DataParallel& dp, const 
   return dense + dp.sum(dp.rank < expert_shards_ ? experts : 0.0);
 }
 
+std::vector<ZeroStep::Buffer> ExpertGradients::zero_buffers(std::span<const ParameterView> views, const Tensor& params,
+                                                            const Tensor& grads, const DataParallel& dp,
+                                                            const DataParallel& expert_data) {
+  std::vector<ZeroStep::Buffer> buffers;
+  range_views_.assign(ranges_.size(), {});
+  for (std::size_t i = 0; i < ranges_.size(); ++i) {
+    const Range& r = ranges_[i];
+    for (ParameterView view : views) {
+      if (view.offset + view.numel() <= r.begin || view.offset >= r.end) continue;
+      TROUPE_CHECK(r.begin <= view.offset && view.offset + view.numel() <= r.end, "a tensor across two runs");
+      view.offset -= r.begin;
+      range_views_[i].push_back(std::move(view));
+    }
+    const DataParallel& group = r.expert ? expert_data : dp;
+    const std::int64_t count = r.end - r.begin;
+    const auto [shard_begin, shard_end] =
+        group.segment_of ? group.segment_of(count) : std::pair<std::int64_t, std::int64_t>{0, count};
+    ZeroStep::Buffer b;
+    b.views = range_views_[i];
+    b.numel = count;
+    b.params = params.slice(r.begin, {count});
+    b.grads = grads.slice(r.begin, {count});
+    b.shard_begin = shard_begin;
+    b.shard_end = shard_end;
+    b.sum_offset = r.begin;
+    b.group = r.expert ? &expert_data : nullptr;
+    buffers.push_back(std::move(b));
+  }
+  return buffers;
+}
+
 }  // namespace troupe::compute

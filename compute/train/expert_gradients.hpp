@@ -12,6 +12,13 @@
 // summed) plus every expert's squares once: the first expert group's ranks (dp positions 0 … EP−1)
 // together hold each expert once, so their expert squares, summed over the group, are those.
 // Without expert shards every element is dense. Every rank makes the same calls in the same order.
+//
+// Under ZeRO 1 and 2 each run of a kind is a buffer of its own (zero_buffers()): a dense run
+// sharded over the data-parallel group, an expert run over the expert data-parallel group, each
+// rank its segment of the run as that group's collectives cut it (DataParallel::segment_of). Its
+// AdamW moments (and ZeRO-2's summed gradients) are that segment's: every dense element and every
+// expert's element is then updated by exactly one rank of the group holding it, and the shards'
+// squares, summed over the data-parallel group, count each expert once.
 
 #include <cstdint>
 #include <vector>
@@ -19,6 +26,7 @@
 #include "compute/backend.hpp"
 #include "compute/model/gpt_stage.hpp"
 #include "compute/train/data_parallel.hpp"
+#include "compute/train/zero_step.hpp"
 
 namespace troupe::compute {
 
@@ -34,14 +42,23 @@ class ExpertGradients {
   // parameters from this rank's): under expert shards a scalar sum over `dp` adds the first expert
   // group's expert squares, so every rank of `dp` calls it.
   double squares(Backend& backend, const DataParallel& dp, const Tensor& buffer) const;
+  // Under ZeRO 1 or 2: `params` and `grads` (the stage's buffers, laid out as `views`) as one ZeroStep
+  // buffer a run of a kind, in local order, the dense ones over `dp` (the step's group), the experts'
+  // over `expert_data`, each with the segment its group gives this rank.
+  std::vector<ZeroStep::Buffer> zero_buffers(std::span<const ParameterView> views, const Tensor& params,
+                                             const Tensor& grads, const DataParallel& dp,
+                                             const DataParallel& expert_data);
 
- private:
   struct Range {
     std::int64_t begin = 0, end = 0;  // local
     bool expert = false;
   };
+  const std::vector<Range>& ranges() const { return ranges_; }
+
+ private:
   std::vector<Range> ranges_;  // in local order, covering the buffer, adjacent ones of a kind merged
   int expert_shards_ = 1;
+  std::vector<std::vector<ParameterView>> range_views_;  // zero_buffers()'s, at offsets within their run
 };
 
 }  // namespace troupe::compute

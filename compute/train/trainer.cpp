@@ -32,9 +32,9 @@ Trainer::Trainer(GPT& model, TrainerOptions options, std::span<const std::uint16
       train_tokens_(train_tokens),
       val_tokens_(val_tokens),
       train_sampler_(train_tokens.size(), options.seq_len, options.seed),
-      zero_(model.backend(), options_.data_parallel, model.dtype(), options.adamw,
-            whole_model(model, options_.data_parallel)),
       experts_(model.stage()),
+      lone_experts_{0, 1, options_.data_parallel.zero_stage},
+      zero_(model.backend(), options_.data_parallel, model.dtype(), options.adamw, zero_buffers()),
       inputs_(batch_tensor(options)),
       targets_(batch_tensor(options)),
       micro_batches_(model.backend(), model.grads(), micro_batch_capacity()) {
@@ -42,9 +42,9 @@ Trainer::Trainer(GPT& model, TrainerOptions options, std::span<const std::uint16
                "data-parallel rank outside its group");
   TROUPE_CHECK(0 <= options.island && options.island < options.islands, "an island outside the islands");
   model_.stage().set_moe_loss_coefficients(options.moe_aux_coef, options.moe_z_coef);
-  TROUPE_CHECK(!experts_.sharded() || (options.data_parallel.zero_stage == ZeroStage::none && options.islands == 1 &&
+  TROUPE_CHECK(!experts_.sharded() || (!shards_parameters(options.data_parallel.zero_stage) && options.islands == 1 &&
                                        options.data_parallel.size % model_.stage().expert_group().shards() == 0),
-               "expert shards under ZeRO 1 to 3 or DiLoCo, or over a data-parallel group they do not divide");
+               "expert shards under ZeRO-3 or DiLoCo, or over a data-parallel group they do not divide");
   const ContextShardGroup context = model_.stage().context_shard();
   int rows = options.seq_len;
   if (context.sharded()) {
@@ -79,6 +79,23 @@ int Trainer::micro_batch_capacity() const {
   if (shards_parameters(dp.zero_stage)) return 1;
   if (options_.balance_window > 0) return options_.grad_accum * dp.size - dp.size + 1;
   return own_micro_batches();
+}
+
+std::vector<ZeroStep::Buffer> Trainer::zero_buffers() {
+  const DataParallel& dp = options_.data_parallel;
+  if (!experts_.sharded() || dp.zero_stage == ZeroStage::none) return whole_model(model_, dp);
+  return experts_.zero_buffers(model_.layout().views(), model_.params(), model_.grads(), dp,
+                               dp.expert_data ? *dp.expert_data : lone_experts_);
+}
+
+double Trainer::gradient_squares() const {
+  const DataParallel& dp = options_.data_parallel;
+  Backend& backend = model_.backend();
+  // Below ZeRO-2 every rank holds its whole buffer summed.
+  if (experts_.sharded() && !shards_gradients(dp.zero_stage)) return experts_.squares(backend, dp, model_.grads());
+  double squares = 0;
+  for (int b = 0; b < zero_.buffers(); ++b) squares += backend.sum_of_squares(zero_.summed_gradients(b));
+  return zero_.group_squares(squares);
 }
 
 int Trainer::data_rank() const {
@@ -250,9 +267,7 @@ StepResult Trainer::step() {
     result.loss = dp.mean ? dp.mean(loss_sum / k) : loss_sum / k;
   else
     result.loss = sum_loss(loss_sum, compute_seconds, result) / group_micro_batches;
-  result.grad_norm =
-      std::sqrt(experts_.sharded() ? experts_.squares(model_.backend(), dp, zero_.summed_gradients(0))
-                                   : zero_.group_squares(model_.backend().sum_of_squares(zero_.summed_gradients(0))));
+  result.grad_norm = std::sqrt(gradient_squares());
   zero_.clip(result.grad_norm, options_.grad_clip);
   zero_.update(result.lr);
   if (result.shares_changed) options_.micro_shares = dynamic_->shares();

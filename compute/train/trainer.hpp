@@ -28,8 +28,9 @@
 // replica's time per micro-batch, and every rank takes the same decision from the same numbers.
 //
 // Under expert shards (the model's expert_group(), EP ranks) each rank holds its layout of the
-// model (its experts alone): the step's sums and the gradient norm follow expert_gradients.hpp,
-// under ZeRO 0 only (every rank's buffer is laid out as its experts say).
+// model (its experts alone): the step's sums and the gradient norm follow expert_gradients.hpp;
+// under ZeRO 1 and 2 its dense runs are sharded over the group and its expert runs over the expert
+// data-parallel group (ExpertGradients::zero_buffers). Not under ZeRO-3.
 //
 // Under DiLoCo (outer_step.hpp) the group is one island of `islands`, and island i's replicas read
 // the i-th of `islands` equal parts of every global batch: replica d of island i reads as replica
@@ -146,6 +147,9 @@ class Trainer {
   // replica at their mean), so every rank of the grown group calls resume_at before it.
   void resplit(const BatchSplit& split);
   AdamW& optimizer() { return zero_.optimizer(0); }
+  // The step's ZeRO buffers and their optimizers: one (the whole model), or under expert shards
+  // with ZeRO 1 or 2 one a run of a kind (expert_gradients.hpp).
+  ZeroStep& zero_step() { return zero_; }
   const DataParallel& data_parallel() const { return options_.data_parallel; }
   const std::vector<int>& micro_shares() const { return options_.micro_shares; }
   // train.balance dynamic: each replica's measured seconds per micro-batch (dynamic_shares.hpp);
@@ -159,8 +163,13 @@ class Trainer {
   TrainerOptions options_;
   std::span<const std::uint16_t> train_tokens_, val_tokens_;
   WindowSampler train_sampler_;
-  ZeroStep zero_;            // over options_.data_parallel
   ExpertGradients experts_;  // which elements are summed over which group
+  // The group a rank's experts are sharded over under ZeRO 1 and 2 where it is alone there.
+  DataParallel lone_experts_;
+  ZeroStep zero_;  // over options_.data_parallel
+  std::vector<ZeroStep::Buffer> zero_buffers();
+  // The squares of the whole model's summed gradient, from what this rank holds of it.
+  double gradient_squares() const;
   Tensor inputs_, targets_;  // host (B, T) i32
   Tensor rows_in_, rows_target_;  // under context shards: this rank's rows of them, (B, T / C)
   // The rank's data replica and their count: the group's ranks, or its context groups.

@@ -1,5 +1,7 @@
 #include "compute/train/zero_step.hpp"
 
+#include <algorithm>
+
 #include "compute/optim/grad_clip.hpp"
 
 namespace troupe::compute {
@@ -17,18 +19,21 @@ ZeroStep::ZeroStep(Backend& backend, const DataParallel& group, DType dtype, con
                    std::vector<Buffer> buffers)
     : backend_(backend), group_(group), buffers_(std::move(buffers)) {
   const ZeroStage stage = group_.zero_stage;
-  const bool alone = group_.size == 1;
   for (const Buffer& b : buffers_) {
+    const DataParallel& group = group_of(b);
+    const bool alone = group.size == 1;
+    TROUPE_CHECK(group.zero_stage == stage && (!b.group || !shards_parameters(stage)),
+                 "a buffer's own group under another ZeRO stage, or under ZeRO-3");
     if (shards_parameters(stage)) {
       TROUPE_CHECK(b.source && b.kept_begin == b.shard_begin && b.kept_begin + b.params.numel() == b.shard_end &&
-                       (alone || group_.sum),
+                       (alone || group.sum),
                    "ZeRO-3 needs a model whose source keeps this rank's shard, and a scalar sum");
     } else {
       TROUPE_CHECK(b.params.numel() == b.numel, "only ZeRO-3 shards the model's parameters");
-      TROUPE_CHECK(alone || (shards_gradients(stage) ? group_.reduce_scatter_gradients && group_.sum
-                                                     : group_.start_sum && group_.wait_sums),
+      TROUPE_CHECK(alone || (shards_gradients(stage) ? group.reduce_scatter_gradients && group_.sum
+                                                     : group.start_sum && group.wait_sums),
                    "a data-parallel group of more than one rank needs its gradient reduction");
-      TROUPE_CHECK(alone || !gathers_parameters(stage) || group_.all_gather_parameters,
+      TROUPE_CHECK(alone || !gathers_parameters(stage) || group.all_gather_parameters,
                    "ZeRO needs all_gather_parameters");
     }
   }
@@ -43,13 +48,18 @@ void ZeroStep::sum_gradients() {
   const ZeroStage stage = group_.zero_stage;
   if (shards_parameters(stage)) {
     for (Buffer& b : buffers_) b.source->finish_gradients();
-  } else if (group_.size == 1) {
-    return;
   } else if (shards_gradients(stage)) {
-    for (Buffer& b : buffers_) group_.reduce_scatter_gradients(b.grads);
+    for (Buffer& b : buffers_)
+      if (group_of(b).size > 1) group_of(b).reduce_scatter_gradients(b.grads);
   } else {
-    for (Buffer& b : buffers_) group_.start_sum(b.grads, b.sum_offset);
-    group_.wait_sums();
+    std::vector<const DataParallel*> summing;  // each group once
+    for (Buffer& b : buffers_) {
+      const DataParallel& group = group_of(b);
+      if (group.size == 1) continue;
+      group.start_sum(b.grads, b.sum_offset);
+      if (std::find(summing.begin(), summing.end(), &group) == summing.end()) summing.push_back(&group);
+    }
+    for (const DataParallel* group : summing) group->wait_sums();
   }
 }
 
@@ -78,8 +88,9 @@ void ZeroStep::clip(double norm, double max_norm) {
 
 void ZeroStep::update(double lr) {
   for (std::size_t b = 0; b < buffers_.size(); ++b) optimizers_[b].step(buffers_[b].params, buffers_[b].grads, lr);
-  if (!gathers_parameters(group_.zero_stage) || group_.size == 1) return;
-  for (Buffer& b : buffers_) group_.all_gather_parameters(b.params);
+  if (!gathers_parameters(group_.zero_stage)) return;
+  for (Buffer& b : buffers_)
+    if (group_of(b).size > 1) group_of(b).all_gather_parameters(b.params);
 }
 
 void ZeroStep::resume_at(long steps) {

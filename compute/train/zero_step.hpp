@@ -45,6 +45,9 @@ class ZeroStep {
     std::int64_t shard_begin = 0, shard_end = 0;
     ShardedParameters* source = nullptr;  // stage 3: the model's parameter source
     std::int64_t sum_offset = 0;          // where its gradients start in the group's sums
+    // The group its sums, shards and gathers go over when not the step's (a rank's experts under
+    // expert shards: its expert data-parallel group, expert_gradients.hpp); stages 0 to 2.
+    const DataParallel* group = nullptr;
   };
 
   // `group` must outlive this; its size may change between steps (a job that grew in place).
@@ -56,8 +59,9 @@ class ZeroStep {
   // Elements [first, second) of buffer b whose summed gradients this rank holds.
   std::pair<std::int64_t, std::int64_t> summed_range(int b) const;
   Tensor summed_gradients(int b) const;
-  // `squares` (of what this rank holds of the summed gradients) summed over the group where each
-  // rank holds a shard; else `squares`.
+  // `squares` (of what this rank holds of the summed gradients) summed over the step's group where
+  // each rank holds a shard; else `squares`. (Under expert shards each rank's expert shards over its
+  // expert data-parallel group, summed over the whole group, count every expert once.)
   double group_squares(double squares) const;
   // Scales what this rank holds of the summed gradients by max_norm / norm when the norm of the
   // whole summed gradient exceeds max_norm (> 0).
@@ -65,6 +69,8 @@ class ZeroStep {
   // AdamW on this rank's shard of every buffer, then the gather stages 1 and 2 need.
   void update(double lr);
 
+  int buffers() const { return static_cast<int>(buffers_.size()); }
+  const Buffer& buffer(int b) const { return buffers_.at(static_cast<std::size_t>(b)); }
   AdamW& optimizer(int b) { return optimizers_.at(static_cast<std::size_t>(b)); }
   // Continues a run that took `steps` steps: AdamW's bias correction follows from the count.
   void resume_at(long steps);
@@ -77,6 +83,7 @@ class ZeroStep {
   Backend& backend_;
   const DataParallel& group_;
   std::vector<Buffer> buffers_;
+  const DataParallel& group_of(const Buffer& b) const { return b.group ? *b.group : group_; }
   std::vector<AdamW> optimizers_;  // one per buffer
 };
 

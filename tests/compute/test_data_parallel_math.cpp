@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <barrier>
 #include <cstring>
 #include <functional>
@@ -321,9 +322,10 @@ ExpertShardRank train_f64(TrainerOptions o, const std::vector<std::uint16_t>& da
 
 // `ranks` data-parallel threads in expert groups of `shards`, each holding only its experts. Dense
 // buckets are summed over every rank, expert buckets over the ranks at the same place of every
-// expert group (dp position % shards), each in rank order.
-std::vector<ExpertShardRank> run_expert_shards(const std::vector<std::uint16_t>& data, int steps, int ranks,
-                                               int shards) {
+// expert group (dp position % shards), each in rank order. Under ZeRO 1 and 2 the rank's dense runs
+// are sharded over every rank and its expert runs over those ranks.
+std::vector<ExpertShardRank> run_expert_shards(const std::vector<std::uint16_t>& data, int steps, int ranks, int shards,
+                                               ZeroStage zero_stage = ZeroStage::none) {
   const std::int64_t largest = ParameterLayout(with_experts()).total();
   std::vector<std::vector<double>> slots(static_cast<std::size_t>(ranks), std::vector<double>(largest));
   std::vector<double> scalar_slots(static_cast<std::size_t>(ranks));
@@ -332,14 +334,18 @@ std::vector<ExpertShardRank> run_expert_shards(const std::vector<std::uint16_t>&
   for (int g = 0; g < ranks / shards; ++g) groups.push_back(std::make_unique<context::LocalContextGroup>(shards));
   std::vector<ExpertShardRank> out(static_cast<std::size_t>(ranks));
   auto rank_main = [&](int rank) {
-    auto sum_over = [&](Tensor bucket, std::int64_t offset, const std::function<bool(int)>& member) {
-      std::memcpy(slots[rank].data() + offset, bucket.data_as<double>(), bucket.numel() * sizeof(double));
+    // Every rank writes its buffer to its slot; then each reads its group's (`members`, in
+    // position order) at [offset, offset + numel).
+    auto post = [&](const Tensor& buffer, std::int64_t offset) {
+      std::memcpy(slots[rank].data() + offset, buffer.data_as<double>(), buffer.numel() * sizeof(double));
       sync.arrive_and_wait();
+    };
+    auto sum_over = [&](Tensor bucket, std::int64_t offset, const std::vector<int>& members) {
+      post(bucket, offset);
       double* g = bucket.data_as<double>();
       for (std::int64_t i = 0; i < bucket.numel(); ++i) {
         double sum = 0;
-        for (int r = 0; r < ranks; ++r)
-          if (member(r)) sum += slots[r][offset + i];
+        for (int r : members) sum += slots[r][offset + i];
         g[i] = sum;
       }
       sync.arrive_and_wait();
@@ -352,19 +358,57 @@ std::vector<ExpertShardRank> run_expert_shards(const std::vector<std::uint16_t>&
       sync.arrive_and_wait();
       return s;
     };
+    // The hooks of the group `members` (this rank among them).
+    auto group_of = [&](std::vector<int> members) {
+      DataParallel g;
+      g.size = static_cast<int>(members.size());
+      g.rank = static_cast<int>(std::find(members.begin(), members.end(), rank) - members.begin());
+      g.zero_stage = zero_stage;
+      // Any cut will do so long as the hooks agree: the trainer takes it from segment_of.
+      const auto segment = [size = g.size](std::int64_t numel, int position) {
+        return std::pair{numel * position / size, numel * (position + 1) / size};
+      };
+      g.segment_of = [segment, position = g.rank](std::int64_t numel) { return segment(numel, position); };
+      g.start_sum = [sum_over, members](Tensor bucket, std::int64_t offset) { sum_over(bucket, offset, members); };
+      g.wait_sums = [] {};
+      g.reduce_scatter_gradients = [=, &slots, &sync](Tensor& grads) {
+        post(grads, 0);
+        const auto [begin, end] = segment(grads.numel(), g.rank);
+        for (std::int64_t i = begin; i < end; ++i) {
+          double sum = 0;
+          for (int r : members) sum += slots[r][i];
+          grads.data_as<double>()[i] = sum;
+        }
+        sync.arrive_and_wait();
+      };
+      g.all_gather_parameters = [=, &slots, &sync](Tensor& params) {
+        post(params, 0);
+        for (int p = 0; p < static_cast<int>(members.size()); ++p) {
+          const auto [begin, end] = segment(params.numel(), p);
+          std::copy(slots[members[p]].begin() + begin, slots[members[p]].begin() + end,
+                    params.data_as<double>() + begin);
+        }
+        sync.arrive_and_wait();
+      };
+      g.sum = scalar_sum;
+      g.mean = [scalar_sum, n = g.size](double x) { return scalar_sum(x) / n; };
+      return g;
+    };
+    std::vector<int> everyone, same_place;
+    for (int r = 0; r < ranks; ++r) {
+      everyone.push_back(r);
+      if (r % shards == rank % shards) same_place.push_back(r);
+    }
     TrainerOptions o = base_options();
     o.batch_size = 2;
+    o.data_parallel = group_of(everyone);
     DataParallel& dp = o.data_parallel;
-    dp.rank = rank;
-    dp.size = ranks;
-    dp.start_sum = [&](Tensor bucket, std::int64_t offset) { sum_over(bucket, offset, [](int) { return true; }); };
-    if (ranks > shards)
-      dp.start_expert_sum = [&](Tensor bucket, std::int64_t offset) {
-        sum_over(bucket, offset, [&](int r) { return r % shards == rank % shards; });
+    if (ranks > shards) {
+      dp.start_expert_sum = [&, same_place](Tensor bucket, std::int64_t offset) {
+        sum_over(bucket, offset, same_place);
       };
-    dp.wait_sums = [] {};
-    dp.sum = scalar_sum;
-    dp.mean = [&](double x) { return scalar_sum(x) / ranks; };
+      if (shards_optimizer_state(zero_stage)) dp.expert_data = std::make_shared<DataParallel>(group_of(same_place));
+    }
     out[static_cast<std::size_t>(rank)] =
         train_f64(o, data, steps, ExpertGroup{&groups[static_cast<std::size_t>(rank / shards)]->rank(rank % shards)});
   };
@@ -383,38 +427,44 @@ std::vector<ExpertShardRank> run_expert_shards(const std::vector<std::uint16_t>&
 // the sums in another order, so not bit for bit).
 TEST_CASE(
     "with expert shards, ranks holding only their experts take the steps of one process accumulating their "
-    "micro-batches",
+    "micro-batches, with ZeRO 0, 1 and 2",
     "[model][dp][moe]") {
   const auto data = random_stream(40000, 64);
   const int steps = 3;
   const GPTConfig model = with_experts();
   for (const auto& [ranks, shards] : {std::pair{2, 2}, std::pair{4, 2}, std::pair{4, 4}}) {
-    INFO(ranks << " ranks in expert groups of " << shards);
     TrainerOptions accumulating = base_options();
     accumulating.batch_size = 2;
     accumulating.grad_accum = ranks;
     const ExpertShardRank reference = train_f64(accumulating, data, steps, {});
-    const std::vector<ExpertShardRank> run = run_expert_shards(data, steps, ranks, shards);
-    // The first expert group's ranks cover the model once: rank 0's parameters with the others'
-    // experts put in.
-    std::vector<double> joined = run[0].params;
-    for (int r = 1; r < shards; ++r)
-      for (const GlobalRun& experts : run[static_cast<std::size_t>(r)].experts)
-        std::copy_n(run[static_cast<std::size_t>(r)].params.begin() + experts.global, experts.count,
-                    joined.begin() + experts.global);
-    std::int64_t held = 0;
-    for (const GlobalRun& experts : run[0].experts) held += experts.count;
-    CHECK(held * shards == model.moe_layers() * model.experts * (8 * 32 * 32 + 5 * 32));
-    double max_diff = 0;
-    for (std::size_t i = 0; i < reference.params.size(); ++i)
-      max_diff = std::max(max_diff, std::abs(reference.params[i] - joined[i]));
-    INFO("max parameter difference after " << steps << " steps " << max_diff);
-    CHECK(max_diff < 1e-10);
-    for (int r = 0; r < ranks; ++r) {
-      // A rank at the same place of another expert group holds the same values, bit for bit.
-      CHECK(run[static_cast<std::size_t>(r)].params == run[static_cast<std::size_t>(r % shards)].params);
-      for (int s = 0; s < steps; ++s)
-        CHECK(std::abs(run[static_cast<std::size_t>(r)].losses[s] - reference.losses[s]) < 1e-10);
+    std::vector<double> plain;
+    for (ZeroStage stage : {ZeroStage::none, ZeroStage::optimizer_state, ZeroStage::gradients}) {
+      INFO(ranks << " ranks in expert groups of " << shards << ", ZeRO " << zero_number(stage));
+      const std::vector<ExpertShardRank> run = run_expert_shards(data, steps, ranks, shards, stage);
+      // The first expert group's ranks cover the model once: rank 0's parameters with the others'
+      // experts put in.
+      std::vector<double> joined = run[0].params;
+      for (int r = 1; r < shards; ++r)
+        for (const GlobalRun& experts : run[static_cast<std::size_t>(r)].experts)
+          std::copy_n(run[static_cast<std::size_t>(r)].params.begin() + experts.global, experts.count,
+                      joined.begin() + experts.global);
+      std::int64_t held = 0;
+      for (const GlobalRun& experts : run[0].experts) held += experts.count;
+      CHECK(held * shards == model.moe_layers() * model.experts * (8 * 32 * 32 + 5 * 32));
+      double max_diff = 0;
+      for (std::size_t i = 0; i < reference.params.size(); ++i)
+        max_diff = std::max(max_diff, std::abs(reference.params[i] - joined[i]));
+      INFO("max parameter difference after " << steps << " steps " << max_diff);
+      CHECK(max_diff < 1e-10);
+      for (int r = 0; r < ranks; ++r) {
+        // A rank at the same place of another expert group holds the same values, bit for bit.
+        CHECK(run[static_cast<std::size_t>(r)].params == run[static_cast<std::size_t>(r % shards)].params);
+        for (int s = 0; s < steps; ++s)
+          CHECK(std::abs(run[static_cast<std::size_t>(r)].losses[s] - reference.losses[s]) < 1e-10);
+      }
+      // ZeRO-1 sums every element as ZeRO 0 does and updates it once with the same moments.
+      if (stage == ZeroStage::none) plain = joined;
+      if (stage == ZeroStage::optimizer_state) CHECK(plain == joined);
     }
   }
 }

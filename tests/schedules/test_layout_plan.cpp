@@ -486,8 +486,6 @@ TEST_CASE("a model with experts: a rank's share of the experts, the expert group
   // What the runtime refuses of experts is planned, not built.
   sharded.zero = ZeroStage::parameters;
   CHECK(plan(w, machine(2), sharded).not_built == "zero 3 with expert shards");
-  sharded.zero = ZeroStage::optimizer_state;
-  CHECK(plan(w, machine(2), sharded).not_built == "zero 1 with expert shards");
   CHECK(plan(w, machine(2), {1, 1, 2, ZeroStage::none, Recompute::none, 4, 2}).not_built ==
         "experts on pipeline stages");
   // Four replicas: expert groups of 1, 2 and 4; a dense model has none.
@@ -503,4 +501,34 @@ TEST_CASE("a model with experts: a rank's share of the experts, the expert group
   REQUIRE(dense);
   CHECK(std::none_of(dense->feasible.begin(), dense->feasible.end(),
                      [](const PlannedLayout& p) { return p.layout.ep > 1; }));
+}
+
+// Under ZeRO 1 and 2 with expert shards a rank's dense moments are its share over the dp replicas,
+// its experts' over the dp/ep replicas holding them; the sums and gathers too.
+TEST_CASE("a model with experts under ZeRO 1 and 2: the dense state sharded over dp, the experts' over dp/ep",
+          "[plan][moe][zero]") {
+  const compute::GPTConfig model = preset("moe-tiny");
+  const Workload w{model, 16, 64, Precision::fp32};
+  const double local = double(compute::ParameterLayout(model, {0, 2}).total());
+  const double experts = 2 * 2 * (8.0 * 128 * 128 + 5 * 128);  // 2 of 4 experts in 2 blocks
+  const Layout plain{4, 1, 1, ZeroStage::none, Recompute::none, 4, 1};
+  for (ZeroStage zero : {ZeroStage::optimizer_state, ZeroStage::gradients}) {
+    INFO("zero " << compute::zero_number(zero));
+    Layout layout = plain;
+    layout.zero = zero;
+    layout.ep = 2;
+    const PlannedLayout planned = plan(w, machine(4), layout);
+    CHECK(planned.not_built.empty());
+    CHECK(planned.memory.parameters == Approx(4 * local));
+    // Troupe's ZeRO-2 reduce-scatters in place: it keeps the whole gradient buffer.
+    CHECK(planned.memory.gradients == Approx(4 * local));
+    CHECK(planned.memory.optimizer == Approx(8 * ((local - experts) / 4 + experts / 2)));
+    // Gradients reduced and parameters gathered: the dense ones over 4 ranks, the experts over 2.
+    const double ring = 3.0 / 4 * (local - experts) + 1.0 / 2 * experts;
+    CHECK(planned.bytes.dp == Approx((zero == ZeroStage::gradients ? 2 : 3) * 4 * ring));
+  }
+  Layout zero3 = plain;
+  zero3.zero = ZeroStage::parameters;
+  zero3.ep = 2;
+  CHECK(plan(w, machine(4), zero3).not_built == "zero 3 with expert shards");
 }

@@ -2,13 +2,17 @@
 // moe-tiny's experts, each holding only its own, print the losses of two plain data-parallel workers
 // (four workers in groups of 2 and of 4 those of four); a checkpoint they write resumes without
 // expert shards, and one of groups of 2 resumes in groups of 4, then without; a worker that throws
-// recovers in place with its state from the rank holding its experts; a layout whose expert groups
-// do not fit, and ZeRO with expert shards, are refused in one line.
+// recovers in place with its state from the rank holding its experts; under ZeRO 1 and 2 they print
+// ZeRO 0's losses and final parameter norm, and a ZeRO-2 checkpoint resumes in other groups and
+// stages; under bf16 and PowerSGD sums they train as the same compression without expert shards,
+// and a PowerSGD checkpoint resumes in its layout and without expert shards; a layout whose expert
+// groups do not fit, and ZeRO-3 with expert shards, are refused in one line.
 
 #include <catch2/catch.hpp>
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <regex>
 #include <string>
@@ -45,6 +49,13 @@ std::string train(const TempDir& dir, const std::vector<std::string>& args, int 
   INFO("stderr: " << r.err);
   REQUIRE(r.exit_code == 0);
   return r.out;
+}
+
+// The final `param norm` line's figure (printed to 6 significant decimals or more).
+double param_norm_of(const std::string& out) {
+  std::smatch m;
+  REQUIRE(std::regex_search(out, m, std::regex("param norm ([0-9.]+)")));
+  return std::stod(m[1].str());
 }
 
 }  // namespace
@@ -129,12 +140,122 @@ TEST_CASE(
   for (int i = 0; i < kSteps; ++i) CHECK(std::abs(recovered[i] - straight[i]) <= 2e-4);
 }
 
-TEST_CASE("expert shards that do not divide the data-parallel replicas, or under ZeRO, are refused in one line, exit 2",
-          "[cli][moe]") {
+// Each rank's dense moments are its segment over every rank, its experts' over the ranks holding
+// them (one rank with one expert group): the same updates as ZeRO 0, fewer moments a rank.
+TEST_CASE("workers in expert groups under ZeRO 1 and 2 print ZeRO 0's losses and parameter norm", "[cli][moe][zero]") {
+  TempDir dir;
+  for (int workers : {2, 4}) {
+    INFO(workers << " workers in expert groups of 2");
+    const std::vector<std::string> sharded = with(moe_steps(kSteps), {"--expert.shards", "2"});
+    const std::string plain = train(dir, sharded, workers);
+    const std::vector<double> losses = losses_of(plain, kSteps);
+    REQUIRE(losses.size() == kSteps);
+    for (const char* zero : {"1", "2"}) {
+      INFO("train.zero " << zero);
+      const std::string out = train(dir, with(sharded, {"--train.zero", zero}), workers);
+      const std::vector<double> zeroed = losses_of(out, kSteps);
+      REQUIRE(zeroed.size() == kSteps);
+      for (int i = 0; i < kSteps; ++i) CHECK(std::abs(losses[i] - zeroed[i]) <= 2e-4);
+      CHECK(std::abs(param_norm_of(out) - param_norm_of(plain)) <= 1e-5 * param_norm_of(plain));
+    }
+  }
+}
+
+// Each resumed run takes a step on the moments the previous one saved in its own layout; within the
+// warm-up the learning rate does not depend on train.steps.
+TEST_CASE(
+    "a ZeRO-2 checkpoint of expert groups of 2 resumes under ZeRO 1 in groups of 4, and that one under ZeRO 0 "
+    "without expert shards",
+    "[cli][moe][zero][checkpoint]") {
+  TempDir dir;
+  const int steps = kSteps + 1;
+  const std::vector<std::string> saved = {"--checkpoint.every", "1", "--checkpoint.dir", (dir.path() / "ck").string()};
+  const std::vector<double> straight =
+      losses_of(train(dir, with(moe_steps(steps), {"--expert.shards", "2"}), 4), steps);
+  REQUIRE(straight.size() == steps);
+  train(dir, with(with(moe_steps(2), saved), {"--expert.shards", "2", "--train.zero", "2"}), 4);
+  const std::string in_fours =
+      train(dir, with(with(moe_steps(3), saved), {"--expert.shards", "4", "--train.zero", "1", "--resume"}), 4);
+  CHECK_THAT(in_fours, Catch::Contains("resumed from"));
+  const std::vector<double> third = losses_of(in_fours, 3);
+  REQUIRE(third.size() == 1);
+  CHECK(std::abs(third[0] - straight[2]) <= 2e-4);
+  const std::string whole = train(dir, with(with(moe_steps(steps), saved), {"--resume"}), 4);
+  const std::vector<double> last = losses_of(whole, steps);
+  REQUIRE(last.size() == 2);
+  CHECK(std::abs(last[0] - straight[3]) <= 2e-4);
+  CHECK(std::abs(last[1] - straight[4]) <= 2e-4);
+}
+
+// The sums of bf16 and PowerSGD are those of the same compression without expert shards: PowerSGD's
+// P and Q are linear in the gradients each rank adds (the experts' per-rank parts summed over the
+// expert group first), so PowerSGD's run is the one without expert shards to rounding, far closer
+// to it than to plain sums; bf16 rounds other partial sums, so it matches to its rounding. Before the
+// start step they are the plain sums, bit for bit. ZeRO 1 and 2 compress each group's sums alike.
+TEST_CASE("workers in expert groups under bf16 and PowerSGD sums train as the same compression without expert shards",
+          "[cli][moe][compression]") {
+  TempDir dir;
+  const std::vector<std::string> sharded = with(moe_steps(kSteps), {"--expert.shards", "2"});
+  const std::string plain = train(dir, sharded, 4);
+  for (const char* kind : {"bf16", "powersgd"}) {
+    INFO("comm.compress " << kind);
+    const std::string late = train(dir, with(sharded, {"--comm.compress", kind, "--comm.compress_start_step", "6"}), 4);
+    CHECK(losses_of(late, kSteps) == losses_of(plain, kSteps));
+    CHECK(param_norm_of(late) == param_norm_of(plain));
+    const std::vector<std::string> compressed = {"--comm.compress", kind, "--comm.compress_start_step", "1"};
+    const double with_experts = param_norm_of(train(dir, with(sharded, compressed), 4));
+    const double without = param_norm_of(train(dir, with(moe_steps(kSteps), compressed), 4));
+    std::printf("%s: param norm %.7f with expert shards, %.7f without, %.7f plain\n", kind, with_experts, without,
+                param_norm_of(plain));
+    // Under ZeRO (1 for PowerSGD, which ZeRO-2 does not take; 2 for bf16, its reduce-scatter on both groups).
+    const bool powersgd = std::string(kind) == "powersgd";
+    const double zeroed =
+        param_norm_of(train(dir, with(with(sharded, compressed), {"--train.zero", powersgd ? "1" : "2"}), 4));
+    for (double run : {with_experts, zeroed}) {
+      if (powersgd) {
+        CHECK(std::abs(run - without) < 0.1 * std::abs(without - param_norm_of(plain)));
+      } else {
+        // bf16 moves the weights by its rounding alone, about as much as the other partial sums do.
+        CHECK(std::abs(run - without) <= 1e-6 * without);
+      }
+    }
+  }
+}
+
+// PowerSGD's Q and residuals of both groups are in the checkpoint, in the whole model's order: the
+// run resumed in its layout is the straight one bit for bit, and resumed without expert shards it
+// goes on with the same sums, to rounding.
+TEST_CASE(
+    "a PowerSGD run in expert groups resumed from its checkpoint ends with the straight run's weights, in its layout "
+    "and without expert shards",
+    "[cli][moe][compression][checkpoint]") {
+  TempDir dir;
+  const std::vector<std::string> compressed = {"--comm.compress", "powersgd"},
+                                 sharded = {"--expert.shards", "2", "--comm.compress", "powersgd"},
+                                 saved = {"--checkpoint.every", "1", "--checkpoint.dir", (dir.path() / "ck").string()};
+  const double straight = param_norm_of(train(dir, with(moe_steps(kSteps), sharded), 4));
+  train(dir, with(with(moe_steps(2), sharded), saved), 4);
+  std::filesystem::copy(dir.path() / "ck", dir.path() / "ck-whole", std::filesystem::copy_options::recursive);
+  const std::string resumed = train(dir, with(with(with(moe_steps(kSteps), sharded), saved), {"--resume"}), 4);
+  CHECK_THAT(resumed, Catch::Contains("resumed from"));
+  CHECK(param_norm_of(resumed) == straight);
+  const std::string whole = train(
+      dir,
+      with(with(moe_steps(kSteps), compressed), {"--checkpoint.dir", (dir.path() / "ck-whole").string(), "--resume"}),
+      4);
+  CHECK_THAT(whole, Catch::Contains("resumed from"));
+  std::printf("PowerSGD resumed without expert shards: param norm %.7f, straight in groups of 2 %.7f\n",
+              param_norm_of(whole), straight);
+  CHECK(std::abs(param_norm_of(whole) - straight) <= 1e-6 * straight);
+}
+
+TEST_CASE(
+    "expert shards that do not divide the data-parallel replicas, or under ZeRO-3, are refused in one line, exit 2",
+    "[cli][moe]") {
   TempDir dir;
   check_rejected_in(dir, with({"train", "--workers", "2", "--expert.shards", "4"}, moe_steps(2)),
                     "expert.shards 4 does not divide the job's 2 data-parallel replicas");
-  check_rejected_in(dir, with({"train", "--workers", "2", "--expert.shards", "2", "--train.zero", "2"}, moe_steps(2)),
-                    "expert.shards > 1 does not work with train.zero 2 yet: each rank holds only its experts' moments; "
-                    "use train.zero 0");
+  check_rejected_in(dir, with({"train", "--workers", "2", "--expert.shards", "2", "--train.zero", "3"}, moe_steps(2)),
+                    "expert.shards > 1 does not work with train.zero 3 yet: a block's dense parameters and its experts "
+                    "would be gathered over different groups; use train.zero 0, 1 or 2");
 }
