@@ -59,8 +59,8 @@ void check_layouts_in_bf16(const std::vector<Layout>& layouts) {
 }  // namespace
 
 TEST_CASE(
-    "in bf16, data replicas, ZeRO-1, 2 and 3, pipeline stages, tensor and context shards and recompute take the "
-    "one-process bf16 steps of tiny within the bf16 layout tolerance",
+    "in bf16, data replicas, ZeRO-3, a 1F1B pipeline, tensor shards with sequence parallelism, ring context shards "
+    "and full recompute take the one-process bf16 steps of tiny within the bf16 layout tolerance",
     "[precision]") {
   check_layouts_in_bf16({
       {"dp 2", dp2},
