@@ -11,6 +11,7 @@
 //  - every op works for f32 and f64 (f64 is what the finite-difference checks run in).
 //  - shape or dtype mismatches are internal bugs and throw (TROUPE_CHECK).
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -36,6 +37,18 @@ class Backend {
   virtual void fill_zero(Tensor& t) = 0;
   // dst and src have the same numel and dtype; either may live on this backend's device or cpu.
   virtual void copy(Tensor& dst, const Tensor& src) = 0;
+  // A backend whose products multiply copies of their operands (the CPU's under train.precision
+  // bf16 rounds both into buffers of its own) keeps one buffer for the first operands and one for
+  // the second, grown to the largest it meets: product_operand_bytes is the bytes of an element
+  // of those copies (0 where products read their operands as they are), and
+  // reserve_product_operands makes them for `first` and `second` elements now, counted as the
+  // allocating thread's MemoryScope says, so that the step allocates nothing and the memory
+  // estimate can count them.
+  virtual std::size_t product_operand_bytes() const { return 0; }
+  virtual void reserve_product_operands(std::int64_t first, std::int64_t second) {
+    static_cast<void>(first);
+    static_cast<void>(second);
+  }
 
   // --- layers -------------------------------------------------------------------------------
   // out (B,T,C) = wte[tokens] + wpe[t];  tokens i32 (B,T), wte (Vp,C), wpe (maxT,C), T <= maxT.

@@ -186,7 +186,8 @@ double ring_share(int members) { return double(members - 1) / members; }
 
 std::string not_built(const Workload& w, const Layout& l) {
   std::vector<std::string> missing;
-  if (w.precision != Precision::fp32) missing.push_back(std::string(to_string(w.precision)) + " precision");
+  // Troupe's bf16 keeps weights, gradients and activations in f32 (precision_bytes).
+  if (!precision_bytes(w.precision).as_troupe_runs) missing.push_back("2-byte weights and activations");
   // What the runtime refuses of a model with experts (docs/moe.md).
   if (w.model.experts > 0) {
     if (l.tp > 1) missing.push_back("experts with tensor shards");
@@ -202,7 +203,8 @@ std::string not_built(const Workload& w, const Layout& l) {
 
 Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, const Layout& l, PlanCache& cache) {
   const compute::GPTConfig& model = w.model;
-  const PrecisionBytes bytes = precision_bytes(w.precision);
+  PrecisionBytes bytes = precision_bytes(w.precision);
+  if (w.emulated_products && bytes.operand > 0) bytes.operand = 4;
   auto cached = cached_split(w, l, cache);
   if (!cached) return cached.error();
   const StageSplit& split = **cached;
@@ -236,18 +238,29 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
   double stage_params = 0, stage_experts = 0;
   int most_moe_layers = 0;  // on one stage
   for (int s = 0; s < l.pp; ++s) {
-    double activations = 0;
+    double activations = 0, operand_copies = 0;
     int layers = 0, moe_layers = 0;
     for (std::size_t k = 0; k < split.chunks.size(); ++k) {
       if (split.stage_of[k] != s) continue;
       const compute::StageLayers& chunk = split.chunks[k];
       layers += chunk.layers();
       moe_layers += model.moe_layers_in(chunk.first_layer, chunk.last_layer);
-      activations += compute::estimate_training_memory(
-                         model, {chunk.first_layer, chunk.last_layer, l.micro_batch, rows, shape.peak_stashed[s],
-                                 std::size_t(bytes.activation), l.recompute, l.tp, splits_backward(l.schedule), l.ep})
-                         .activation_bytes;
+      const compute::StageFootprint footprint{chunk.first_layer,
+                                              chunk.last_layer,
+                                              l.micro_batch,
+                                              rows,
+                                              shape.peak_stashed[s],
+                                              std::size_t(bytes.activation),
+                                              l.recompute,
+                                              l.tp,
+                                              splits_backward(l.schedule),
+                                              l.ep};
+      activations += compute::estimate_training_memory(model, footprint).activation_bytes;
+      // The backend's operand copies serve every chunk of the stage: the largest chunk's, once.
+      const compute::ProductOperands operands = compute::largest_product_operands(model, footprint);
+      operand_copies = std::max(operand_copies, (operands.first + operands.second) * bytes.operand);
     }
+    activations += operand_copies;
     if (l.cp > 1) activations += (layers * shape.peak_stashed[s] * context.kept + context.held) * bytes.activation;
     most_moe_layers = std::max(most_moe_layers, moe_layers);
     DeviceMemory m;
@@ -349,6 +362,7 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
 
 PrecisionBytes precision_bytes(Precision precision) {
   switch (precision) {
+    case Precision::bf16: return {4, 4, 8, 4, true, 2};
     case Precision::mixed: return {2, 2, 12, 2, false};
     case Precision::mixed_fp32_grads: return {2, 4, 12, 2, false};
     case Precision::fp32: break;
@@ -358,6 +372,7 @@ PrecisionBytes precision_bytes(Precision precision) {
 
 std::string_view to_string(Precision precision) {
   switch (precision) {
+    case Precision::bf16: return "bf16";
     case Precision::mixed: return "mixed";
     case Precision::mixed_fp32_grads: return "mixed-fp32-grads";
     case Precision::fp32: break;
@@ -366,9 +381,9 @@ std::string_view to_string(Precision precision) {
 }
 
 Expected<Precision> parse_precision(std::string_view name) {
-  for (Precision p : {Precision::fp32, Precision::mixed, Precision::mixed_fp32_grads})
+  for (Precision p : {Precision::fp32, Precision::bf16, Precision::mixed, Precision::mixed_fp32_grads})
     if (name == to_string(p)) return p;
-  return Error{"unknown precision '" + std::string(name) + "' (expected fp32, mixed or mixed-fp32-grads)"};
+  return Error{"unknown precision '" + std::string(name) + "' (expected fp32, bf16, mixed or mixed-fp32-grads)"};
 }
 
 std::string describe(const Layout& l) {

@@ -76,20 +76,25 @@ inline constexpr int simulated_microbatches = 128;
 //   fp32              Troupe's training as built: 4 weight + 4 gradient + 8 AdamW moments, fp32
 //                     activations; its ZeRO-1 all-reduces the gradients and its ZeRO-2 keeps the
 //                     whole gradient buffer (docs/parallelism.md), and the plan says so.
+//   bf16              Troupe's train.precision bf16 as built (docs/precision.md): fp32's bytes, and
+//                     the CPU backend's bf16 copies of the largest products' operands (2 bytes an
+//                     element; 4 on a CPU without BF16 units, Workload::emulated_products).
 //   mixed             the ZeRO paper's mixed-precision Adam: 2 (fp16) + 2 (fp16) + 12 (fp32
 //                     master weight, momentum, variance), 2-byte activations.
 //   mixed-fp32-grads  Megatron's: 2 (bf16) + 4 (fp32 gradient accumulation) + 12, 2-byte
 //                     activations (megatron/training/theoretical_memory_usage.py's 18 bytes).
-enum class Precision { fp32, mixed, mixed_fp32_grads };
+enum class Precision { fp32, bf16, mixed, mixed_fp32_grads };
 
 struct PrecisionBytes {
   double weight = 4, gradient = 4, optimizer = 8, activation = 4;
   // Troupe's runtime: ZeRO-1 all-reduces and ZeRO-2 keeps the whole gradient buffer.
   bool as_troupe_runs = true;
+  // An element of the copies the products take of their operands (compute::StageFootprint::operand_bytes).
+  double operand = 0;
 };
 
 PrecisionBytes precision_bytes(Precision precision);
-std::string_view to_string(Precision precision);  // "fp32", "mixed", "mixed-fp32-grads"
+std::string_view to_string(Precision precision);  // "fp32", "bf16", "mixed", "mixed-fp32-grads"
 Expected<Precision> parse_precision(std::string_view name);
 
 struct Cluster {
@@ -113,6 +118,8 @@ struct Workload {
   // only layouts of that many stages are planned, each split both ways (Layout::split), and a
   // stage's compute takes its time over its speed, in the simulation and in the step time.
   std::vector<double> stage_speeds;
+  // bf16 on a CPU without BF16 units: the products' operand copies are bf16 values kept in f32.
+  bool emulated_products = false;
 };
 
 // No schedule: pp = 1 (micro-batches are gradient accumulation). cp context shards split each
@@ -163,7 +170,7 @@ struct PlannedLayout {
   StepTime time;
   bool fits = true;
   std::string rejected;   // when it does not fit: "zero 1, dp 32: 95.6 GB > 80 GB"
-  std::string not_built;  // what the runtime cannot run yet ("mixed precision"); empty if it can
+  std::string not_built;  // what the runtime cannot run yet ("2-byte weights and activations"); empty if it can
 };
 
 struct Plan {

@@ -194,11 +194,12 @@ int run_plan(const PlanOptions& o) {
               figure(cluster.peak_flops).c_str(), peak_source.c_str(), figure(cluster.mfu).c_str(),
               schedules::format_bytes(cluster.intra_bandwidth).c_str(),
               schedules::format_bytes(cluster.inter_bandwidth).c_str());
-  std::printf("step: global batch %d x %d tokens; precision %s: %g weight + %g gradient + %g optimizer bytes per "
-              "parameter, %g-byte activations%s\n",
-              workload.global_batch, workload.seq_len, std::string(to_string(*precision)).c_str(), bytes.weight,
-              bytes.gradient, bytes.optimizer, bytes.activation,
-              bytes.as_troupe_runs ? " (as Troupe trains today)" : "");
+  std::printf(
+      "step: global batch %d x %d tokens; precision %s: %g weight + %g gradient + %g optimizer bytes per "
+      "parameter, %g-byte activations%s%s\n",
+      workload.global_batch, workload.seq_len, std::string(to_string(*precision)).c_str(), bytes.weight, bytes.gradient,
+      bytes.optimizer, bytes.activation, bytes.operand > 0 ? ", 2-byte copies of the largest products' operands" : "",
+      bytes.as_troupe_runs ? " (as Troupe trains today)" : "");
   if (!speeds->empty())
     std::printf(
         "stage speeds %s: pipelines of %zu stages only, each stage's compute over its speed; \"by speed\" "
@@ -261,7 +262,8 @@ Command add_plan_command(CLI::App& app) {
       ->capture_default_str();
   command
       ->add_option("--precision", options->precision,
-                   "fp32 (as Troupe trains), mixed (2+2+12) or mixed-fp32-grads (2+4+12)")
+                   "fp32 or bf16 (as Troupe trains: 4+4+8, bf16 the products' operand copies too), mixed (2+2+12) "
+                   "or mixed-fp32-grads (2+4+12)")
       ->capture_default_str();
   command
       ->add_option("--stage-speeds", options->stage_speeds,

@@ -2,6 +2,7 @@
 
 #include "apps/config/keys.hpp"
 #include "apps/config/value.hpp"
+#include "compute/cpu/bf16_products.hpp"
 #include "compute/model/recompute.hpp"
 
 namespace troupe::apps {
@@ -49,8 +50,14 @@ Status check_grid_divides(const ResolvedJob& job, int ranks) {
 
 schedules::Workload job_workload(const ResolvedJob& job, int ranks) {
   const schedules::Layout layout = job_layout(job, ranks);
-  return {job.model, layout.dp * layout.micro_batch * layout.microbatches, job.config.train.seq_len,
-          schedules::Precision::fp32};
+  const bool bf16 = job.config.train.precision == compute::Precision::bf16;
+  schedules::Workload workload{job.model, layout.dp * layout.micro_batch * layout.microbatches,
+                               job.config.train.seq_len,
+                               bf16 ? schedules::Precision::bf16 : schedules::Precision::fp32};
+  // The CPU backend's operand copies are as this machine's products need them.
+  workload.emulated_products = bf16 && job.config.train.backend == compute::BackendKind::cpu &&
+                               compute::cpu::bf16_units_of_this_cpu() == compute::cpu::Bf16Units::emulated;
+  return workload;
 }
 
 schedules::Layout job_layout(const ResolvedJob& job, int ranks) {

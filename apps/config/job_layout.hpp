@@ -21,7 +21,9 @@ struct JobRanks {
 };
 
 // The model, the global batch (data-parallel ranks × train.batch_size × micro-batches per step),
-// train.seq_len, and fp32: the runtime's weights, gradients, AdamW moments and activations.
+// train.seq_len, and train.precision as the runtime keeps it: fp32, or bf16 (f32 weights,
+// gradients, AdamW moments and activations, and the products' operand copies as this CPU's
+// products make them).
 schedules::Workload job_workload(const ResolvedJob& job, int ranks);
 
 // The keys that set how many ranks one data-parallel replica takes: "pipeline.stages 2", or

@@ -106,7 +106,35 @@ struct Bf16Products::OneDnn {
 Bf16Products::Bf16Products(ThreadTeam& team, Bf16Units units)
     : team_(team), units_(units), onednn_(units == Bf16Units::hardware ? std::make_unique<OneDnn>() : nullptr) {}
 
-Bf16Products::~Bf16Products() = default;
+Bf16Products::~Bf16Products() {
+  for (const auto& [kind, bytes] : counted_) memory_ledger().remove(kind, bytes);
+}
+
+std::int64_t Bf16Products::reserved_first() const {
+  return static_cast<std::int64_t>(onednn_ ? onednn_->a.size() : a_values_.size());
+}
+
+std::int64_t Bf16Products::reserved_second() const {
+  return static_cast<std::int64_t>(onednn_ ? onednn_->b.size() : b_values_.size());
+}
+
+void Bf16Products::grow(bool first, std::int64_t elements) {
+  const std::int64_t held = first ? reserved_first() : reserved_second();
+  if (elements <= held) return;
+  const auto size = static_cast<std::size_t>(elements);
+  if (onednn_)
+    (first ? onednn_->a : onednn_->b).resize(size);
+  else
+    (first ? a_values_ : b_values_).resize(size);
+  const auto added = static_cast<std::uint64_t>(elements - held) * operand_bytes();
+  memory_ledger().add(current_memory_kind(), added);
+  counted_.emplace_back(current_memory_kind(), added);
+}
+
+void Bf16Products::reserve(std::int64_t first, std::int64_t second) {
+  grow(true, first);
+  grow(false, second);
+}
 
 void Bf16Products::gemm(bool transpose_a, bool transpose_b, int m, int n, int k, const float* a, int lda,
                         const float* b, int ldb, bool accumulate, float* c, int ldc) {
@@ -118,9 +146,8 @@ void Bf16Products::gemm(bool transpose_a, bool transpose_b, int m, int n, int k,
   }
   const std::int64_t a_count = transpose_a ? stored_elements(k, m, lda) : stored_elements(m, k, lda);
   const std::int64_t b_count = transpose_b ? stored_elements(n, k, ldb) : stored_elements(k, n, ldb);
+  reserve(a_count, b_count);
   if (units_ == Bf16Units::emulated) {
-    if (a_values_.size() < static_cast<std::size_t>(a_count)) a_values_.resize(static_cast<std::size_t>(a_count));
-    if (b_values_.size() < static_cast<std::size_t>(b_count)) b_values_.resize(static_cast<std::size_t>(b_count));
     team_.run(a_count, round_grain, [&](std::int64_t begin, std::int64_t end) {
       round_to_bf16_values(a_values_.data() + begin, a + begin, end - begin);
     });
@@ -132,8 +159,6 @@ void Bf16Products::gemm(bool transpose_a, bool transpose_b, int m, int n, int k,
     return;
   }
   OneDnn& d = *onednn_;
-  if (d.a.size() < static_cast<std::size_t>(a_count)) d.a.resize(static_cast<std::size_t>(a_count));
-  if (d.b.size() < static_cast<std::size_t>(b_count)) d.b.resize(static_cast<std::size_t>(b_count));
   team_.run(a_count, round_grain, [&](std::int64_t begin, std::int64_t end) {
     round_to_bf16_bits(d.a.data() + begin, a + begin, end - begin);
   });

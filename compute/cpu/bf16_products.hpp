@@ -11,9 +11,14 @@
 // fp32 (the backend's name says so). docs/precision.md states the error bound both meet and
 // tests/compute/cpu/test_bf16_products.cpp checks it.
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "compute/memory_ledger.hpp"
 
 namespace troupe::compute::cpu {
 
@@ -38,6 +43,14 @@ class Bf16Products {
   Bf16Products& operator=(const Bf16Products&) = delete;
 
   Bf16Units units() const { return units_; }
+  // Bytes of an element of the operand copies: 2 (bf16) with BF16 units, 4 (bf16 values in f32) emulated.
+  std::size_t operand_bytes() const { return units_ == Bf16Units::hardware ? 2 : 4; }
+  // Grows the copies to `first` and `second` elements now (a product that needs more grows them
+  // then). The memory ledger counts them as the kind the growing thread's MemoryScope names.
+  void reserve(std::int64_t first, std::int64_t second);
+  // Elements the copies hold now.
+  std::int64_t reserved_first() const;
+  std::int64_t reserved_second() const;
 
   // c (m, n) = op(a) (m, k) · op(b) (k, n), added onto what c holds with `accumulate`. Row-major
   // with leading dimensions; op(x) is x or, with transpose_x, xᵀ of the stored (k, m) or (n, k).
@@ -47,10 +60,15 @@ class Bf16Products {
  private:
   struct OneDnn;
 
+  // Grows the copy of the first (`first`) or second operand to `elements`, counting what it adds.
+  void grow(bool first, std::int64_t elements);
+
   ThreadTeam& team_;
   Bf16Units units_;
   std::unique_ptr<OneDnn> onednn_;          // hardware only
   std::vector<float> a_values_, b_values_;  // emulated only: the operands rounded, in f32
+  // What the memory ledger counts of the copies: each growth's bytes under its caller's kind.
+  std::vector<std::pair<MemoryKind, std::uint64_t>> counted_;
 };
 
 }  // namespace troupe::compute::cpu

@@ -111,6 +111,12 @@ std::string CpuBackend::name() const {
   return "cpu, bf16 products emulated in fp32 (no BF16 units on this CPU: no faster than fp32)";
 }
 
+std::size_t CpuBackend::product_operand_bytes() const { return bf16_ ? bf16_->operand_bytes() : 0; }
+
+void CpuBackend::reserve_product_operands(std::int64_t first, std::int64_t second) {
+  if (bf16_) bf16_->reserve(first, second);
+}
+
 cpu::Bf16Products* CpuBackend::bf16_for(DType dtype) const { return dtype == DType::f32 ? bf16_.get() : nullptr; }
 
 Tensor CpuBackend::zeros(Shape shape, DType dtype) { return Tensor::zeros(std::move(shape), dtype); }

@@ -6,6 +6,7 @@
 
 #include "compute/memory_ledger.hpp"
 #include "compute/model/gpt_stage_dims.hpp"
+#include "compute/model/memory_estimate.hpp"
 
 namespace troupe::compute {
 namespace {
@@ -109,6 +110,13 @@ void GPTStage::reserve(int B, int T, int slots, bool keep_for_weights) {
     shared_.moe = make_moe_scratch(moe_shape(), BT, allocate_moe);
     shared_.moe_out = z({BT * C});
   }
+  // The copies a backend's products may take of their operands (bf16 on the CPU), counted as activations.
+  StageFootprint footprint{first_layer_, last_layer_, max_B_, max_T_, slots};
+  footprint.shards = shards_.shard.count;
+  if (config_.experts > 0) footprint.expert_shards = moe_shape().expert_shards;
+  const ProductOperands operands = largest_product_operands(config_, footprint);
+  backend_.reserve_product_operands(static_cast<std::int64_t>(operands.first),
+                                    static_cast<std::int64_t>(operands.second));
 }
 
 Tensor GPTStage::sum_rows(const Dims& d, const Tensor& full) {

@@ -24,6 +24,27 @@ double stage_parameters(const GPTConfig& c, int first, int last, int shards = 1,
 
 }  // namespace
 
+// Per micro-batch of N = B·T rows, a shard's widths A = C/t (attention), M = 4C/t (MLP), Vs (vocabulary):
+//   product            first operand: forward, d(input), d(weight)    second operand: forward, d(input), d(weight)
+//   qkv                N·C,  N·3A, N·3A                                3A·C, 3A·C, N·C
+//   attention proj     N·A,  N·C,  N·C                                 C·A,  C·A,  N·A
+//   c_fc               N·C,  N·M,  N·M                                 M·C,  M·C,  N·C
+//   c_proj             N·M,  N·C,  N·C                                 C·M,  C·M,  N·M
+//   lm head (last)     N·C,  N·Vs, N·Vs                                Vs·C, Vs·C, N·C
+// and an MoE block's experts (whole, H = 4C) over up to R = MoEShape::expert_rows(N) rows: R·H and H·C, R·H.
+ProductOperands largest_product_operands(const GPTConfig& c, const StageFootprint& s) {
+  const double N = double(s.B) * s.T, C = c.n_embd, M = 4 * C / s.shards, A = C / s.shards;
+  const double Vs = s.last_layer == c.n_layer ? c.padded_vocab_size / double(s.shards) : 0;
+  ProductOperands most{N * std::max({C, 3 * A, M, Vs}), std::max({M * C, 3 * A * C, N * std::max(C, M), Vs * C})};
+  if (c.moe_layers_in(s.first_layer, s.last_layer) > 0) {
+    const MoEShape moe{c.experts, c.top_k, c.shared_experts > 0, c.n_embd, 4 * std::int64_t{c.n_embd}, s.expert_shards};
+    const double rows_by_hidden = double(moe.expert_rows(std::int64_t(N))) * double(moe.H);
+    most.first = std::max(most.first, rows_by_hidden);
+    most.second = std::max({most.second, rows_by_hidden, double(moe.H) * C});
+  }
+  return most;
+}
+
 MemoryEstimate estimate_training_memory(const GPTConfig& c, const StageFootprint& s) {
   const bool first = s.first_layer == 0, last = s.last_layer == c.n_layer;
   const double BT = double(s.B) * s.T, C = c.n_embd, layers = s.last_layer - s.first_layer, shards = s.shards;
@@ -66,7 +87,9 @@ MemoryEstimate estimate_training_memory(const GPTConfig& c, const StageFootprint
 
   MemoryEstimate estimate;
   estimate.parameter_bytes = 4 * stage_parameters(c, s.first_layer, s.last_layer, s.shards, s.expert_shards) * bytes;
-  estimate.activation_bytes = (s.slots * per_slot + shared) * bytes + token_buffers * token_bytes;
+  const ProductOperands operands = largest_product_operands(c, s);
+  estimate.activation_bytes = (s.slots * per_slot + shared) * bytes + token_buffers * token_bytes +
+                              (operands.first + operands.second) * double(s.operand_bytes);
   return estimate;
 }
 

@@ -3,7 +3,8 @@
 // GPTStage holds (parameters and gradients, the activation slots of reserve() and the scratch
 // they share) plus AdamW's two moments over the same parameters, as a CPU backend allocates
 // them (attention keeps one log-sum-exp per query row and head, (B, NH, T)). ZeRO's sharded moments and the
-// trainer's small batch buffers are left out: it errs on the side of the whole replica.
+// trainer's small batch buffers are left out: it errs on the side of the whole replica. Under
+// train.precision bf16 it adds the CPU backend's copies of the products' operands.
 // tests/compute/test_model_memory_estimate.cpp holds it against the bytes actually allocated.
 
 #include <cstddef>
@@ -32,7 +33,18 @@ struct StageFootprint {
   // and moments), which may run on up to EP·N·min(k, E/EP) rows, every rank's tokens, exchanged
   // through three such buffers (MoEShape::expert_rows).
   int expert_shards = 1;
+  // Bytes of an element of the copies a backend's products multiply (Backend::product_operand_bytes:
+  // 2 for the CPU's bf16 products with BF16 units, 4 emulated, 0 where products read their operands).
+  std::size_t operand_bytes = 0;
 };
+
+// The elements of the largest first and of the largest second operand among the linear products
+// (forward, input gradient, weight gradient) a stage runs on one micro-batch: the buffers a backend
+// that copies its operands keeps (GPTStage::reserve hands them to Backend::reserve_product_operands).
+struct ProductOperands {
+  double first = 0, second = 0;
+};
+ProductOperands largest_product_operands(const GPTConfig& config, const StageFootprint& stage);
 
 struct MemoryEstimate {
   double parameter_bytes = 0;   // parameters, gradients, AdamW's first and second moments

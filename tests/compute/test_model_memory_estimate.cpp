@@ -6,15 +6,21 @@
 
 #include <malloc.h>
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <vector>
 
+#include "compute/cpu/bf16_products.hpp"
 #include "compute/cpu/cpu_backend.hpp"
+#include "compute/memory_ledger.hpp"
+#include "compute/model/gpt.hpp"
 #include "compute/model/gpt_stage.hpp"
 #include "compute/model/memory_estimate.hpp"
 #include "compute/model/stage_split.hpp"
 #include "compute/optim/adamw.hpp"
+#include "compute/train/trainer.hpp"
 
 using namespace troupe::compute;
 
@@ -25,9 +31,8 @@ double bytes_in_use() {
   return static_cast<double>(info.uordblks + info.hblkhd);
 }
 
-// What constructing the stage, reserving its slots and making its optimizer allocates.
-double allocated_for(const GPTConfig& config, const StageFootprint& s) {
-  CpuBackend backend(1);
+// What constructing the stage, reserving its slots and making its optimizer allocates on `backend`.
+double allocated_for(const GPTConfig& config, const StageFootprint& s, Backend& backend) {
   const double before = bytes_in_use();
   // A shard group that is never called: reserve() and the optimizer only allocate.
   TensorShardGroup group;
@@ -38,6 +43,11 @@ double allocated_for(const GPTConfig& config, const StageFootprint& s) {
   stage->reserve(s.B, s.T, s.slots, s.keep_for_weights);
   AdamW optimizer(backend, stage->views(), stage->num_params(), DType::f32, AdamWOptions{}, 0, stage->num_params());
   return bytes_in_use() - before;
+}
+
+double allocated_for(const GPTConfig& config, const StageFootprint& s) {
+  CpuBackend backend(1);
+  return allocated_for(config, s, backend);
 }
 
 const GPTConfig model{4, 64, 4, 64, 256, 256};
@@ -85,6 +95,61 @@ TEST_CASE("the memory estimate of a tensor shard is within 3 percent of what it 
         CHECK(estimate.parameter_bytes < whole.parameter_bytes / shards * 1.1);
       }
     }
+  }
+}
+
+// Under train.precision bf16 the CPU backend also keeps copies of the largest products' operands:
+// bf16 (2 bytes) on BF16 units, bf16 values in f32 (4 bytes) emulated, made when the stage reserves.
+TEST_CASE(
+    "under bf16 the memory estimate, with the products' operand copies, is within 3 percent of what a stage "
+    "and its AdamW allocate",
+    "[model][precision]") {
+  const GPTConfig wide{4, 128, 4, 64, 256, 256};
+  for (const cpu::Bf16Units units : {cpu::bf16_units_of_this_cpu(), cpu::Bf16Units::emulated}) {
+    for (const Recompute recompute : {Recompute::none, Recompute::full}) {
+      for (StageFootprint s :
+           {StageFootprint{0, 4, 8, 64, 1, 4}, StageFootprint{2, 4, 4, 48, 2, 4}, StageFootprint{0, 2, 4, 32, 3, 4}}) {
+        CpuBackend backend(1, Precision::bf16, units);
+        s.recompute = recompute;
+        s.operand_bytes = backend.product_operand_bytes();
+        CHECK(s.operand_bytes == (units == cpu::Bf16Units::hardware ? 2u : 4u));
+        StageFootprint fp32 = s;
+        fp32.operand_bytes = 0;
+        const MemoryEstimate estimate = estimate_training_memory(wide, s);
+        const double allocated = allocated_for(wide, s, backend);
+        const double copies = estimate.activation_bytes - estimate_training_memory(wide, fp32).activation_bytes;
+        INFO((units == cpu::Bf16Units::hardware ? "BF16 units" : "emulated")
+             << ", recompute " << recompute_name(recompute) << ", layers [" << s.first_layer << ", " << s.last_layer
+             << ") B " << s.B << " T " << s.T << " slots " << s.slots << ": estimate " << estimate.total()
+             << " bytes (operand copies " << copies << "), allocated " << allocated);
+        CHECK(estimate.total() == Approx(allocated).epsilon(0.03));
+        // The copies are allocated: the estimate without them is further off.
+        CHECK(std::abs(estimate.total() - allocated) < std::abs(estimate.total() - copies - allocated));
+      }
+    }
+  }
+}
+
+// The copies are made when the model reserves, at the products' largest operands: the steps that
+// follow allocate none (the ledger counts every growth of them), micro-batch accumulation included.
+TEST_CASE("under bf16 the products' operand copies are made when the model reserves: training steps allocate none",
+          "[model][precision]") {
+  const GPTConfig config{2, 64, 4, 64, 256, 256};
+  std::vector<std::uint16_t> tokens(20000);
+  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<std::uint16_t>((i * 7919) % 256);
+  for (const cpu::Bf16Units units : {cpu::bf16_units_of_this_cpu(), cpu::Bf16Units::emulated}) {
+    CpuBackend backend(1, Precision::bf16, units);
+    GPT model(config, backend);
+    model.init_parameters(1);
+    TrainerOptions options;
+    options.batch_size = 4;
+    options.seq_len = 64;
+    options.grad_accum = 2;
+    Trainer trainer(model, options, tokens, tokens);
+    const std::uint64_t reserved = memory_ledger().report().total.bytes;
+    for (int step = 0; step < 2; ++step) trainer.step();
+    INFO((units == cpu::Bf16Units::hardware ? "BF16 units" : "emulated"));
+    CHECK(memory_ledger().report().total.bytes == reserved);
   }
 }
 

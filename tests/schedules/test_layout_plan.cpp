@@ -69,8 +69,9 @@ double runtime_bytes(const compute::GPTConfig& model, const Workload& w, const L
     for (std::size_t k = 0; k < split->size(); ++k) {
       if (placement.stage_of(int(k)) != s) continue;
       const compute::StageLayers& chunk = (*split)[k];
-      bytes += compute::estimate_training_memory(model, {chunk.first_layer, chunk.last_layer, l.micro_batch, w.seq_len,
-                                                         stash[s], 4, l.recompute, 1, splits_backward(l.schedule)})
+      bytes += compute::estimate_training_memory(
+                   model, {chunk.first_layer, chunk.last_layer, l.micro_batch, w.seq_len, stash[s], 4, l.recompute, 1,
+                           splits_backward(l.schedule), 1, std::size_t(precision_bytes(w.precision).operand)})
                    .total();
       params += double(chunk.params);
     }
@@ -122,15 +123,20 @@ TEST_CASE("planned memory tracks the estimate pinned to real allocations on layo
       {"gpt2", 256, {1, 1, 2, ZeroStage::none, Recompute::full, 2, 4, ScheduleKind::one_f_one_b}},
       {"gpt2", 256, {1, 1, 4, ZeroStage::none, Recompute::none, 2, 8, ScheduleKind::gpipe}},
   };
-  for (const Case& c : cases) {
-    const compute::GPTConfig model = preset(c.model);
-    const Layout& l = c.layout;
-    const Workload w{model, l.dp * l.micro_batch * l.microbatches, c.seq, Precision::fp32};
-    const PlannedLayout p = plan(w, machine(l.dp * l.pp), l);
-    INFO(c.model << ": " << describe(l));
-    CHECK(p.memory.total() == Approx(runtime_bytes(model, w, l, closed_form_stash(l))).epsilon(0.10));
-    CHECK(p.not_built.empty());
-  }
+  // Both precisions Troupe trains in: bf16 adds the products' operand copies to fp32's bytes.
+  for (const Precision precision : {Precision::fp32, Precision::bf16})
+    for (const Case& c : cases) {
+      const compute::GPTConfig model = preset(c.model);
+      const Layout& l = c.layout;
+      const Workload w{model, l.dp * l.micro_batch * l.microbatches, c.seq, precision};
+      const PlannedLayout p = plan(w, machine(l.dp * l.pp), l);
+      INFO(c.model << ": " << describe(l) << ", " << to_string(precision));
+      CHECK(p.memory.total() == Approx(runtime_bytes(model, w, l, closed_form_stash(l))).epsilon(0.10));
+      CHECK(p.not_built.empty());
+      if (precision == Precision::bf16)
+        CHECK(p.memory.activations >
+              plan({model, w.global_batch, c.seq, Precision::fp32}, machine(l.dp * l.pp), l).memory.activations);
+    }
 }
 
 TEST_CASE("interleaved layouts hold each chunk's activations for the stage's checked peak", "[plan]") {
@@ -218,7 +224,7 @@ TEST_CASE("13B on 32 A100s reproduces the ZeRO paper's and Megatron's model-stat
     const PlannedLayout p = plan({model, r.dp, 2048, r.precision}, a100, l);
     INFO(describe(l) << " " << to_string(r.precision) << ": " << format_bytes(p.memory.model_states()));
     CHECK(p.memory.model_states() == Approx(r.published_gb * 1e9).epsilon(0.05));
-    CHECK(!p.not_built.empty());  // mixed precision is not built
+    CHECK(!p.not_built.empty());  // 2-byte weights are not built
   }
 }
 
@@ -250,7 +256,11 @@ TEST_CASE("layouts the runtime cannot run are kept and marked planned, not built
   CHECK(plan(w, machine(4), {2, 2, 1, ZeroStage::optimizer_state, Recompute::none, 4, 1}).not_built.empty());
   CHECK(plan({preset("small"), 8, 256, Precision::mixed}, machine(4),
              {2, 2, 1, ZeroStage::optimizer_state, Recompute::none, 4, 1})
-            .not_built == "mixed precision");
+            .not_built == "2-byte weights and activations");
+  // Troupe's bf16 (f32 weights, gradients and activations) runs.
+  CHECK(plan({preset("small"), 8, 256, Precision::bf16}, machine(4),
+             {2, 2, 1, ZeroStage::optimizer_state, Recompute::none, 4, 1})
+            .not_built.empty());
   CHECK(plan(w, machine(4), {2, 2, 1, ZeroStage::none, Recompute::none, 4, 1}).not_built.empty());
   CHECK(plan(w, machine(8), {2, 2, 2, ZeroStage::parameters, Recompute::none, 2, 2}).not_built.empty());
   CHECK(plan(w, machine(2), {2, 1, 1, ZeroStage::parameters, Recompute::none, 4, 1}).not_built.empty());
@@ -323,7 +333,7 @@ TEST_CASE("the planner refuses bad input naming it, and plans 13B on 32 devices 
   w.seq_len = 257;
   CHECK(check_plan_inputs(w, c).error().message == "sequence length 257 must be from 1 to the model's block size 256");
   CHECK(parse_precision("fp16").error().message ==
-        "unknown precision 'fp16' (expected fp32, mixed or mixed-fp32-grads)");
+        "unknown precision 'fp16' (expected fp32, bf16, mixed or mixed-fp32-grads)");
   CHECK(format_bytes(95.6e9) == "95.6 GB");
 
   Cluster a100 = machine(8, 80e9);

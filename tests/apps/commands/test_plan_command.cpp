@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -42,7 +43,7 @@ TEST_CASE("troupe plan lists what fits fastest first, then what does not with it
   CHECK_THAT(result.out, Contains("\nfit, fastest first (3 of "));
   CHECK_THAT(result.out, Contains("\n  1  "));
   CHECK_THAT(result.out, Contains("     memory "));
-  CHECK_THAT(result.out, Contains("planned, not built: mixed precision"));
+  CHECK_THAT(result.out, Contains("planned, not built: 2-byte weights and activations"));
   CHECK_THAT(result.out, Contains("\ndo not fit, least memory first (3 of "));
   CHECK_THAT(result.out, Contains(" GB > 80 GB\n"));
 }
@@ -64,6 +65,31 @@ TEST_CASE("troupe plan takes a model by its dimensions and plans the runnable la
   CHECK_THAT(result.out, !Contains("planned, not built"));
   CHECK_THAT(result.out, Contains("zero 3, dp 2, micro-batch 2 x 1, recompute none\n"));
   CHECK_THAT(result.out, !Contains("do not fit"));
+}
+
+TEST_CASE(
+    "troupe plan --precision bf16 plans train.precision bf16 as it runs: fp32's bytes and the products' operand "
+    "copies, nothing marked not built",
+    "[plan][precision]") {
+  TempDir dir;
+  const std::vector<std::string> job{"plan", "--model.n_layer",    "4", "--model.n_embd",  "128", "--model.n_head",
+                                     "4",    "--devices-per-node", "2", "--device-memory", "4GB", "--peak-flops",
+                                     "1e11", "--global-batch",     "4", "--seq",           "128"};
+  const ProcessResult fp32 = run_troupe(dir, job);
+  const ProcessResult bf16 = run_troupe(dir, with(job, {"--precision", "bf16"}));
+  INFO("stdout: " << bf16.out << "\nstderr: " << bf16.err);
+  REQUIRE(fp32.exit_code == 0);
+  REQUIRE(bf16.exit_code == 0);
+  CHECK_THAT(bf16.out, Contains("precision bf16: 4 weight + 4 gradient + 8 optimizer bytes per parameter, 4-byte "
+                                "activations, 2-byte copies of the largest products' operands (as Troupe trains "
+                                "today)"));
+  CHECK_THAT(bf16.out, !Contains("planned, not built"));
+  // The same layouts, each holding the copies on top of fp32's activations.
+  const std::regex activations("activations ([0-9.]+) (MB|GB)");
+  std::smatch a, b;
+  REQUIRE(std::regex_search(fp32.out, a, activations));
+  REQUIRE(std::regex_search(bf16.out, b, activations));
+  CHECK(std::stod(b[1]) > std::stod(a[1]));
 }
 
 TEST_CASE("troupe plan takes its nodes and devices from a host file", "[plan]") {
@@ -104,7 +130,7 @@ TEST_CASE("troupe plan --stage-speeds plans pipelines of that many stages, split
 TEST_CASE("troupe plan refuses bad input in one line naming it", "[plan]") {
   TempDir dir;
   check_rejected_in(dir, plan_args({"--precision", "fp16"}),
-                    "unknown precision 'fp16' (expected fp32, mixed or mixed-fp32-grads)");
+                    "unknown precision 'fp16' (expected fp32, bf16, mixed or mixed-fp32-grads)");
   check_rejected_in(dir, plan_args({"--model.preset", "gpt5"}), "--model.preset gpt5: no such preset (expected one of");
   check_rejected_in(dir, {"plan", "--device-memory", "80XB"}, "--device-memory 80XB: not a positive size");
   check_rejected_in(dir, plan_args({"--top", "0"}), "--top must be at least 1, got 0");
