@@ -74,8 +74,8 @@ Command add_schedule_command(CLI::App& app);
 // predicted step time, then the ones that do not fit with the reason (schedules/layout_plan.hpp).
 // A cluster figure left out is this machine's.
 struct PlanOptions {
-  std::string preset = "small";  // --model.preset; the dimension flags replace its figures
-  std::optional<int> n_layer, n_embd, n_head, block_size, vocab_size;
+  // --model.*: the preset, each flag given replacing its figure, as troupe train reads them.
+  ModelOptions model;
   std::optional<int> nodes;             // default: 1
   std::optional<int> devices_per_node;  // default: this machine's cores
   std::string host_file;                // nodes and devices from a host file's hosts and slots

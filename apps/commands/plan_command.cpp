@@ -57,26 +57,6 @@ Expected<std::pair<int, int>> cluster_of_host_file(const std::string& path) {
   return std::pair{int(slots.size()), first_slots};
 }
 
-// The model: the preset, with any dimension flag given replacing the preset's.
-Expected<compute::GPTConfig> plan_model(const PlanOptions& o) {
-  auto preset = compute::gpt_preset(o.preset);
-  if (!preset) {
-    std::string names;
-    for (const std::string& n : compute::gpt_preset_names()) names += (names.empty() ? "" : ", ") + n;
-    return Error{"--model.preset " + o.preset + ": no such preset (expected one of " + names + ")"};
-  }
-  compute::GPTConfig model = *preset;
-  if (o.n_layer) model.n_layer = *o.n_layer;
-  if (o.n_embd) model.n_embd = *o.n_embd;
-  if (o.n_head) model.n_head = *o.n_head;
-  if (o.block_size) model.block_size = *o.block_size;
-  if (o.vocab_size) {
-    model.vocab_size = *o.vocab_size;
-    model.padded_vocab_size = compute::padded_vocab(model.vocab_size);
-  }
-  if (Status valid = compute::validate(model); !valid) return valid.error();
-  return model;
-}
 
 // "     memory 46.7 GB: parameters 6.56 GB, ..., activations 34.4 GB (5 micro-batches stashed)".
 void print_memory(const schedules::DeviceMemory& m) {
@@ -122,7 +102,7 @@ void print_layout(int rank, const PlannedLayout& p, double tokens_per_step) {
 }  // namespace
 
 int run_plan(const PlanOptions& o) {
-  auto model = plan_model(o);
+  auto model = resolve_model(o.model);
   if (!model) return error_exit(ExitCode::bad_input, model.error().message);
   auto precision = schedules::parse_precision(o.precision);
   if (!precision) return error_exit(ExitCode::bad_input, precision.error().message);
@@ -178,8 +158,10 @@ int run_plan(const PlanOptions& o) {
 
   const schedules::PrecisionBytes bytes = schedules::precision_bytes(*precision);
   const double params = double(compute::ParameterLayout(*model).total());
-  const bool dims = o.n_layer || o.n_embd || o.n_head || o.block_size || o.vocab_size;
-  std::printf("model %s%s: %d layers, n_embd %d, %d heads, vocabulary %d: %.0f parameters\n", o.preset.c_str(),
+  const ModelOptions& m = o.model;
+  const bool dims = m.n_layer > 0 || m.n_embd > 0 || m.n_head > 0 || m.block_size > 0 || m.vocab_size > 0 ||
+                    m.experts >= 0 || m.top_k > 0 || m.moe_every > 0 || m.shared_experts >= 0;
+  std::printf("model %s%s: %d layers, n_embd %d, %d heads, vocabulary %d: %.0f parameters\n", m.preset.c_str(),
               dims ? " with the dimensions given" : "", model->n_layer, model->n_embd, model->n_head,
               model->vocab_size, params);
   if (model->experts > 0)
@@ -230,13 +212,18 @@ Command add_plan_command(CLI::App& app) {
   CLI::App* command = app.add_subcommand(
       "plan",
       "Every dp x tp x pp x cp x ep x zero x recompute layout of a model on a cluster: memory, traffic, step time.");
-  command->add_option("--model.preset", options->preset, "model preset; the dimension flags replace its figures")
+  ModelOptions& model = options->model;
+  command->add_option("--model.preset", model.preset, "model preset; the dimension flags replace its figures")
       ->capture_default_str();
-  command->add_option("--model.n_layer", options->n_layer, "transformer blocks");
-  command->add_option("--model.n_embd", options->n_embd, "channels");
-  command->add_option("--model.n_head", options->n_head, "attention heads");
-  command->add_option("--model.block_size", options->block_size, "longest sequence");
-  command->add_option("--model.vocab_size", options->vocab_size, "vocabulary");
+  command->add_option("--model.n_layer", model.n_layer, "transformer blocks");
+  command->add_option("--model.n_embd", model.n_embd, "channels");
+  command->add_option("--model.n_head", model.n_head, "attention heads");
+  command->add_option("--model.block_size", model.block_size, "longest sequence");
+  command->add_option("--model.vocab_size", model.vocab_size, "vocabulary");
+  command->add_option("--model.experts", model.experts, "experts per MoE block (0: a dense model)");
+  command->add_option("--model.top_k", model.top_k, "experts each token reaches");
+  command->add_option("--model.moe_every", model.moe_every, "an MoE block every n-th block, dense between");
+  command->add_option("--model.shared_experts", model.shared_experts, "always-on experts beside them (0 or 1)");
   command->add_option("--nodes", options->nodes, "machines (default: 1)");
   command
       ->add_option("--hostfile", options->host_file,

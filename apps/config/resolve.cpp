@@ -42,40 +42,6 @@ std::string joined(const std::vector<std::string>& names) {
   return out;
 }
 
-Expected<compute::GPTConfig> resolve_model(const ModelOptions& options) {
-  auto preset = compute::gpt_preset(options.preset);
-  if (!preset)
-    return Error{"model.preset '" + options.preset +
-                 "' is not a preset (known: " + joined(compute::gpt_preset_names()) + ")"};
-  compute::GPTConfig model = *preset;
-  const std::pair<const char*, int> overrides[] = {
-      {"model.n_layer", options.n_layer},       {"model.n_embd", options.n_embd},
-      {"model.n_head", options.n_head},         {"model.block_size", options.block_size},
-      {"model.vocab_size", options.vocab_size}, {"model.top_k", options.top_k},
-      {"model.moe_every", options.moe_every}};
-  for (const auto& [key, value] : overrides) {
-    if (value < 0)
-      return Error{std::string(key) + " must be positive (or 0 for the preset's value), got " + str(value)};
-  }
-  if (options.n_layer > 0) model.n_layer = options.n_layer;
-  if (options.n_embd > 0) model.n_embd = options.n_embd;
-  if (options.n_head > 0) model.n_head = options.n_head;
-  if (options.block_size > 0) model.block_size = options.block_size;
-  if (options.vocab_size > 0) model.vocab_size = options.vocab_size;
-  model.padded_vocab_size = compute::padded_vocab(model.vocab_size);
-  if (options.experts < -1)
-    return Error{"model.experts must not be negative (0 = dense, -1 = the preset's), got " + str(options.experts)};
-  if (options.shared_experts < -1)
-    return Error{"model.shared_experts must be 0 or 1 (-1 = the preset's), got " + str(options.shared_experts)};
-  if (options.experts >= 0) model.experts = options.experts;
-  if (options.top_k > 0) model.top_k = options.top_k;
-  if (options.moe_every > 0) model.moe_every = options.moe_every;
-  if (options.shared_experts >= 0) model.shared_experts = options.shared_experts;
-  // A dense preset given experts routes each token to two (one when there is one) unless told.
-  if (model.experts > 0 && model.top_k == 0) model.top_k = std::min(2, model.experts);
-  if (Status valid = compute::validate(model); !valid) return valid.error();
-  return model;
-}
 
 // With init.from the model is the folder's (its config.json); a model key given another value
 // is a mistake, named, not a silent choice between the two.
@@ -417,6 +383,41 @@ std::optional<std::string> sim_problem(const JobConfig& c) {
 }
 
 }  // namespace
+
+Expected<compute::GPTConfig> resolve_model(const ModelOptions& options) {
+  auto preset = compute::gpt_preset(options.preset);
+  if (!preset)
+    return Error{"model.preset '" + options.preset +
+                 "' is not a preset (known: " + joined(compute::gpt_preset_names()) + ")"};
+  compute::GPTConfig model = *preset;
+  const std::pair<const char*, int> overrides[] = {
+      {"model.n_layer", options.n_layer},       {"model.n_embd", options.n_embd},
+      {"model.n_head", options.n_head},         {"model.block_size", options.block_size},
+      {"model.vocab_size", options.vocab_size}, {"model.top_k", options.top_k},
+      {"model.moe_every", options.moe_every}};
+  for (const auto& [key, value] : overrides) {
+    if (value < 0)
+      return Error{std::string(key) + " must be positive (or 0 for the preset's value), got " + str(value)};
+  }
+  if (options.n_layer > 0) model.n_layer = options.n_layer;
+  if (options.n_embd > 0) model.n_embd = options.n_embd;
+  if (options.n_head > 0) model.n_head = options.n_head;
+  if (options.block_size > 0) model.block_size = options.block_size;
+  if (options.vocab_size > 0) model.vocab_size = options.vocab_size;
+  model.padded_vocab_size = compute::padded_vocab(model.vocab_size);
+  if (options.experts < -1)
+    return Error{"model.experts must not be negative (0 = dense, -1 = the preset's), got " + str(options.experts)};
+  if (options.shared_experts < -1)
+    return Error{"model.shared_experts must be 0 or 1 (-1 = the preset's), got " + str(options.shared_experts)};
+  if (options.experts >= 0) model.experts = options.experts;
+  if (options.top_k > 0) model.top_k = options.top_k;
+  if (options.moe_every > 0) model.moe_every = options.moe_every;
+  if (options.shared_experts >= 0) model.shared_experts = options.shared_experts;
+  // A dense preset given experts routes each token to two (one when there is one) unless told.
+  if (model.experts > 0 && model.top_k == 0) model.top_k = std::min(2, model.experts);
+  if (Status valid = compute::validate(model); !valid) return valid.error();
+  return model;
+}
 
 Expected<ResolvedJob> resolve(const JobConfig& config) {
   auto model = config.init.from.empty() ? resolve_model(config.model) : initial_model(config.model, config.init.from);

@@ -15,4 +15,8 @@ namespace troupe::apps {
 // "train.seq_len 512 exceeds model.block_size 256".
 Expected<ResolvedJob> resolve(const JobConfig& config);
 
+// The model the model.* keys ask for: the preset, each key given replacing the preset's figure
+// (troupe train's and troupe plan's alike); an error names the key.
+Expected<compute::GPTConfig> resolve_model(const ModelOptions& options);
+
 }  // namespace troupe::apps

@@ -92,6 +92,30 @@ TEST_CASE(
   CHECK(std::stod(b[1]) > std::stod(a[1]));
 }
 
+TEST_CASE("troupe plan takes the experts of a model as troupe train does, and plans their expert groups", "[plan][moe]") {
+  TempDir dir;
+  const std::vector<std::string> job{"plan", "--model.n_layer",    "4", "--model.n_embd",  "128", "--model.n_head",
+                                     "4",    "--devices-per-node", "4", "--device-memory", "4GB", "--peak-flops",
+                                     "1e11", "--global-batch",     "8", "--seq",           "128", "--top", "100"};
+  const ProcessResult dense = run_troupe(dir, job);
+  const ProcessResult moe = run_troupe(
+      dir, with(job, {"--model.experts", "4", "--model.top_k", "2", "--model.moe_every", "2", "--model.shared_experts",
+                      "1"}));
+  INFO("stdout: " << moe.out << "\nstderr: " << moe.err);
+  REQUIRE(dense.exit_code == 0);
+  REQUIRE(moe.exit_code == 0);
+  CHECK_THAT(dense.out, !Contains("experts:") && !Contains(", ep "));
+  // Blocks 2 and 4 of 4 carry the experts, as troupe train builds them.
+  CHECK_THAT(moe.out, Contains("experts: 4 in each of 2 MoE blocks, top-2"));
+  CHECK_THAT(moe.out, Contains(", ep 2,") && Contains(", ep 4,"));
+  auto total = [](const std::string& out) {
+    std::smatch m;
+    REQUIRE(std::regex_search(out, m, std::regex(R"(vocabulary \d+: (\d+) parameters)")));
+    return std::stod(m[1]);
+  };
+  CHECK(total(moe.out) > total(dense.out));
+}
+
 TEST_CASE("troupe plan takes its nodes and devices from a host file", "[plan]") {
   TempDir dir;
   dir.write("hosts.txt", "# two machines of four\nalpha slots=4\nbeta slots=2\nbeta slots=2\n");
@@ -131,7 +155,9 @@ TEST_CASE("troupe plan refuses bad input in one line naming it", "[plan]") {
   TempDir dir;
   check_rejected_in(dir, plan_args({"--precision", "fp16"}),
                     "unknown precision 'fp16' (expected fp32, bf16, mixed or mixed-fp32-grads)");
-  check_rejected_in(dir, plan_args({"--model.preset", "gpt5"}), "--model.preset gpt5: no such preset (expected one of");
+  check_rejected_in(dir, plan_args({"--model.preset", "gpt5"}), "model.preset 'gpt5' is not a preset (known: nano, tiny,");
+  check_rejected_in(dir, plan_args({"--model.experts", "4", "--model.top_k", "5"}),
+                    "model.top_k 5 must be between 1 and model.experts 4");
   check_rejected_in(dir, {"plan", "--device-memory", "80XB"}, "--device-memory 80XB: not a positive size");
   check_rejected_in(dir, plan_args({"--top", "0"}), "--top must be at least 1, got 0");
   check_rejected_in(dir, {"plan", "--nodes", "0", "--device-memory", "1GB", "--peak-flops", "1e11"},
