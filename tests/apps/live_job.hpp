@@ -110,15 +110,20 @@ inline ProcessResult shell_c(const TempDir& dir, const LiveJob& job, const std::
   return run_process(args, dir.path().string(), std::chrono::seconds(60));
 }
 
-// The shell's status once it shows `text`, or after 10 s: the monitor refreshes its view of the
-// job every 0.25 s.
-inline ProcessResult status_showing(const TempDir& dir, const LiveJob& job, const std::string& text) {
-  ProcessResult status = shell_c(dir, job, "status");
+// The answer of `troupe shell -c command` once it shows `text`, or after 10 s: the monitor
+// refreshes its view of the job every 0.25 s, and a step's reports reach it a little later.
+inline ProcessResult shell_showing(const TempDir& dir, const LiveJob& job, const std::string& command,
+                                   const std::string& text) {
+  ProcessResult answer = shell_c(dir, job, command);
   for (const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-       status.out.find(text) == std::string::npos && std::chrono::steady_clock::now() < deadline;
+       answer.out.find(text) == std::string::npos && std::chrono::steady_clock::now() < deadline;
        std::this_thread::sleep_for(std::chrono::milliseconds(100)))
-    status = shell_c(dir, job, "status");
-  return status;
+    answer = shell_c(dir, job, command);
+  return answer;
+}
+
+inline ProcessResult status_showing(const TempDir& dir, const LiveJob& job, const std::string& text) {
+  return shell_showing(dir, job, "status", text);
 }
 
 // Whether the checkpoints of `step` in two folders hold the same parameters and AdamW moments, bit

@@ -565,7 +565,7 @@ TEST_CASE(
   LiveJob job(
       dir, 100000, {}, {"train", "--workers", "2"},
       {"--model.preset", "moe-tiny", "--expert.shards", "2", "--train.batch_size", "2", "--train.seq_len", "64"});
-  const ProcessResult experts = shell_c(dir, job, "experts");
+  const ProcessResult experts = shell_showing(dir, job, "experts", "over 2 rank(s)' tokens");
   INFO("stdout: " << experts.out << "\nstderr: " << experts.err);
   REQUIRE(experts.exit_code == 0);
   CHECK(std::regex_search(experts.out, std::regex("experts at steps? [0-9-]+ over 2 rank\\(s\\)' tokens")));
