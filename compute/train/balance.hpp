@@ -38,6 +38,10 @@ Expected<std::vector<int>> proportional_shares(int units, std::span<const double
 // The first of the step's units replica `replica` takes: the shares of the replicas before it.
 int first_unit(std::span<const int> shares, int replica);
 
+// How far an uneven run's parameter norm may be from the even split's, relative, when only the
+// order of the gradients' additions differs (plain sums; docs/balance.md's table).
+inline constexpr double reordered_sums_param_norm_tolerance = 1e-6;
+
 // "3, 1": the shares as a log line lists them.
 std::string shares_text(std::span<const int> shares);
 

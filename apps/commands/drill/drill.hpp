@@ -74,6 +74,7 @@ struct Verdict {
   std::string recovered_how;
   std::optional<long> steps_lost;
   std::optional<bool> weights_equal;
+  std::string weights_compared = "parameters and AdamW moments, bitwise";  // how weights_equal was decided
   std::vector<std::string> checks;  // scenario-specific yes/no lines, "name: yes"
   bool passed = false;
 };
@@ -82,6 +83,11 @@ int print_verdict(const std::string& scenario, const Verdict& v);
 
 // Whether two runs' final checkpoints hold the same parameters and moments, bit for bit, into v.
 void compare_weights(const Drill& drill, Verdict& v);
+
+// Whether the drilled run's final parameter norm is the undisturbed run's within `relative`, into v:
+// for a job whose gradients are summed in another order after the fault (uneven shares), the
+// tolerance its layout is tested to.
+void compare_weights_within(const Drill& drill, double relative, Verdict& v);
 
 // The wall clock, as the job's events carry it.
 double now();
@@ -114,7 +120,8 @@ std::map<int, std::vector<int>> joined_pids(const std::vector<actors::job_event>
 bool add_in_place_account(const std::vector<actors::job_event>& events, const std::vector<int>& replaced, Verdict& v);
 
 // Whether a job that shrank (from 2 replicas to 1: `two_to_one`) is to end with an undisturbed
-// run's weights, and if so whether it did (v.weights_equal); otherwise a line saying why not.
+// run's weights, bit for bit or (under train.balance) within the balance tolerance, and if so
+// whether it did (v.weights_equal); otherwise a line saying why not.
 bool shrink_keeps_weights(const Drill& drill, bool two_to_one, Verdict& v);
 
 // "yes" / "NO (exit 3)": how the job's process ended.

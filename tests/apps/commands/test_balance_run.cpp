@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "apps/run_troupe.hpp"
+#include "compute/train/balance.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace troupe::test;
@@ -56,7 +57,7 @@ Run run_job(const TempDir& dir, std::vector<std::string> args,
 // float32's reordering only (every printed loss to its last digit); compressed sums round or
 // approximate each replica's partial sum, and an uneven split's partial sums are other sums.
 struct Tolerance {
-  double param_norm = 1e-6, step_loss = 1e-4;
+  double param_norm = troupe::compute::reordered_sums_param_norm_tolerance, step_loss = 1e-4;
 };
 constexpr Tolerance compressed_sums{1e-4, 2e-4};
 
@@ -291,6 +292,11 @@ TEST_CASE(
     REQUIRE(r.exit_code == 0);
     CHECK_THAT(r.out,
                Contains("grown in place: yes") && Contains("survivors kept their processes through the grow: yes"));
+    // The drill itself compares the final weights within the tolerance of uneven shares.
+    CHECK(std::regex_search(r.out, std::regex("\n  final weights equal to an undisturbed run: yes \\(parameter norm "
+                                              "[0-9.]+ against [0-9.]+, [0-9.e+-]+ relative, within 1e-06: uneven "
+                                              "shares sum the gradients in another order\\)\n")));
+    CHECK_THAT(r.out, Contains("verdict: PASS"));
     const std::string log = file_text(folder / "drilled.log");
     CHECK_THAT(log, !Contains("restarting every node with the nodes the job went on without"));
     return Run{step_losses(log), number_after(log, "final train loss"), number_after(log, "param norm"), log};

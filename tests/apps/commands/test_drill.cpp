@@ -251,7 +251,8 @@ TEST_CASE(
   INFO("stdout: " << r.out << "\nstderr: " << r.err);
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.out, Contains("verdict: PASS") && Contains("the job went on without node 2: yes") &&
-                        Contains("final weights equal to an undisturbed run: not expected"));
+                        Contains("final weights equal to an undisturbed run: yes (parameter norm ") &&
+                        Contains("within 1e-06: uneven shares sum the gradients in another order)"));
   // 12 micro-batches a step: 5 + 2 + 5 by the speeds 1, 0.25, 1; replicas 0 and 1 left: 9 + 3 by 1, 0.25.
   const std::string log = file_text(dir.path() / "node-lost" / "drilled.log");
   CHECK(occurrences(log, "balance static: replica shares 5, 2, 5 of 12 micro-batches") >= 1);
