@@ -17,7 +17,6 @@
 #include "comm/compression.hpp"
 #include "compute/check.hpp"
 #include "compute/model/memory_estimate.hpp"
-#include "compute/model/recompute.hpp"
 #include "compute/model/stage_split.hpp"
 #include "compute/model/tensor_shard.hpp"
 #include "compute/train/balance.hpp"
@@ -201,9 +200,6 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
       return "model.experts works with train.backend cpu only so far: the router and the token dispatch run on host "
              "memory (got '" +
              backend + "')";
-    if (t.recompute != compute::Recompute::none)
-      return "model.experts does not work with train.recompute " + compute::recompute_name(t.recompute) +
-             " yet; use none";
     if (c.pipeline.stages > 1 || c.pipeline.virtual_stages > 1)
       return "model.experts does not work with pipeline.stages > 1 yet: every rank runs the whole model";
     if (c.tensor.shards > 1)
