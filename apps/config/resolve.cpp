@@ -115,16 +115,15 @@ std::optional<std::string> balance_problem(const JobConfig& c) {
     return std::nullopt;
   }
   const bool dynamic = t.balance == compute::BalanceMode::dynamic;
-  const std::pair<bool, const char*> not_yet[] = {{c.context.shards > 1, "context.shards > 1"},
-                                                  {c.expert.shards > 1, "expert.shards > 1"},
+  const std::pair<bool, const char*> not_yet[] = {{c.expert.shards > 1, "expert.shards > 1"},
                                                   {compute::shards_parameters(t.zero), "train.zero 3"},
                                                   {t.sync == compute::SyncMode::diloco, "train.sync diloco"}};
   for (const auto& [set, keys] : not_yet)
     if (set)
       return "train.balance " + std::string(compute::balance_mode_name(t.balance)) + " does not work with " +
              std::string(keys) +
-             " yet: uneven shares are data-parallel replicas (of pipeline stages or tensor shards too) summing their "
-             "gradients every step";
+             " yet: uneven shares are data-parallel replicas (of pipeline stages, tensor or context shards too) "
+             "summing their gradients every step";
   // Each replica's pipeline runs its share: the schedule must take that many micro-batches.
   const PipelineOptions& p = c.pipeline;
   if (dynamic && p.stages > 1 && p.schedule == schedules::ScheduleKind::interleaved)
