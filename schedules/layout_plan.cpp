@@ -193,7 +193,6 @@ std::string not_built(const Workload& w, const Layout& l) {
     if (l.tp > 1) missing.push_back("experts with tensor shards");
     if (l.pp > 1) missing.push_back("experts on pipeline stages");
     if (l.cp > 1) missing.push_back("experts with context shards");
-    if (l.recompute != compute::Recompute::none) missing.push_back("experts with recompute");
     if (l.ep > 1 && compute::shards_parameters(l.zero)) missing.push_back("zero 3 with expert shards");
   }
   std::string text;
@@ -317,8 +316,10 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
   if (l.pp > 1) link.pp = 2 * m_count * l.chunks * activation_message / tp;
   if (l.cp > 1)  // on the stage with the most blocks
     link.cp = split.most_layers * m_count * (context.forward_sent + context.backward_sent) * bytes.activation;
-  if (l.ep > 1)  // per MoE block, micro-batch and slot: dispatch and combine, forward and backward
-    link.ep = most_moe_layers * m_count * 4 * (activation_message * model.top_k) * ring_share(l.ep);
+  if (l.ep > 1) {  // per MoE block, micro-batch and slot: dispatch and combine, forward and backward
+    const double exchanges = l.recompute == compute::Recompute::full ? 6 : 4;  // a rerun forward adds two
+    link.ep = most_moe_layers * m_count * exchanges * (activation_message * model.top_k) * ring_share(l.ep);
+  }
   link.tp_inter = l.tp > cluster.devices_per_node;
   link.cp_inter = l.tp * l.cp > cluster.devices_per_node;
   link.dp_inter = l.tp * l.cp * l.dp > cluster.devices_per_node;

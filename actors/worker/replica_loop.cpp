@@ -82,7 +82,8 @@ compute::TrainerOptions replica_options(const ResolvedJob& job, compute::DataPar
   options.data_parallel.sharded = sharded;
   options.islands = islands.count;
   options.island = islands.index;
-  options.micro_shares = micro_shares(job, options.data_parallel.size);
+  // The group's ranks are its replicas' context shards: a replica takes its share as one.
+  options.micro_shares = micro_shares(job, options.data_parallel.size / job.config.context.shards);
   if (job.config.train.balance == compute::BalanceMode::dynamic)
     options.balance_window = job.config.train.balance_window;
   return options;

@@ -51,7 +51,7 @@ std::vector<actors::NodeShape> node_lines(const std::vector<launch::HostEntry>& 
 }
 
 // train.balance static without train.replica_speeds: each replica's speed is its first rank's
-// host-file line's speed= (a replica's tensor shards are consecutive ranks), written into the key
+// host-file line's speed= (a replica's tensor and context shards are consecutive ranks), written into the key
 // the node processes are given; left empty when every line's is 1.
 JobConfig with_host_speeds(JobConfig config, const std::vector<launch::HostEntry>& nodes) {
   const bool declared =
@@ -62,7 +62,8 @@ JobConfig with_host_speeds(JobConfig config, const std::vector<launch::HostEntry
   int rank = 0;
   for (const launch::HostEntry& node : nodes)
     for (int slot = 0; slot < node.slots; ++slot, ++rank)
-      if (rank % config.tensor.shards == 0) speeds += (speeds.empty() ? "" : ",") + format_number(node.speed);
+      if (rank % (config.tensor.shards * config.context.shards) == 0)
+        speeds += (speeds.empty() ? "" : ",") + format_number(node.speed);
   config.train.replica_speeds = speeds;
   return config;
 }

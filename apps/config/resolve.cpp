@@ -17,7 +17,6 @@
 #include "comm/compression.hpp"
 #include "compute/check.hpp"
 #include "compute/model/memory_estimate.hpp"
-#include "compute/model/recompute.hpp"
 #include "compute/model/stage_split.hpp"
 #include "compute/model/tensor_shard.hpp"
 #include "compute/train/balance.hpp"
@@ -116,16 +115,15 @@ std::optional<std::string> balance_problem(const JobConfig& c) {
     return std::nullopt;
   }
   const bool dynamic = t.balance == compute::BalanceMode::dynamic;
-  const std::pair<bool, const char*> not_yet[] = {{c.context.shards > 1, "context.shards > 1"},
-                                                  {c.expert.shards > 1, "expert.shards > 1"},
+  const std::pair<bool, const char*> not_yet[] = {{c.expert.shards > 1, "expert.shards > 1"},
                                                   {compute::shards_parameters(t.zero), "train.zero 3"},
                                                   {t.sync == compute::SyncMode::diloco, "train.sync diloco"}};
   for (const auto& [set, keys] : not_yet)
     if (set)
       return "train.balance " + std::string(compute::balance_mode_name(t.balance)) + " does not work with " +
              std::string(keys) +
-             " yet: uneven shares are data-parallel replicas (of pipeline stages or tensor shards too) summing their "
-             "gradients every step";
+             " yet: uneven shares are data-parallel replicas (of pipeline stages, tensor or context shards too) "
+             "summing their gradients every step";
   // Each replica's pipeline runs its share: the schedule must take that many micro-batches.
   const PipelineOptions& p = c.pipeline;
   if (dynamic && p.stages > 1 && p.schedule == schedules::ScheduleKind::interleaved)
@@ -201,9 +199,6 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
       return "model.experts works with train.backend cpu only so far: the router and the token dispatch run on host "
              "memory (got '" +
              backend + "')";
-    if (t.recompute != compute::Recompute::none)
-      return "model.experts does not work with train.recompute " + compute::recompute_name(t.recompute) +
-             " yet; use none";
     if (c.pipeline.stages > 1 || c.pipeline.virtual_stages > 1)
       return "model.experts does not work with pipeline.stages > 1 yet: every rank runs the whole model";
     if (c.tensor.shards > 1)

@@ -69,14 +69,23 @@ void GPTStage::reserve(int B, int T, int slots, bool keep_for_weights) {
   };
   shared_ = Shared{};
   LayerActivations not_kept;  // the slots' views of shared_.recomputed
+  // An MoE block's MLP state not kept (moe_layer.hpp): the GELU outputs, or all but the routing.
+  const int moe_blocks = config_.moe_layers_in(first_layer_, last_layer_);
+  const bool dense_blocks = moe_blocks < last_layer_ - first_layer_;
   if (recompute_ == Recompute::selective) {
     shared_.recomputed.att = z({att});
-    shared_.recomputed.fch_gelu = z({BT * M});
+    if (dense_blocks) shared_.recomputed.fch_gelu = z({BT * M});
+    if (moe_blocks > 0)
+      shared_.recomputed.moe = std::make_shared<MoEActivations>(make_moe_gelu_outputs(moe_shape(), BT, allocate_moe));
     not_kept = shared_.recomputed;
   } else if (recompute_ == Recompute::full) {
-    shared_.recomputed = block_buffers({}, false);
+    shared_.recomputed = block_buffers({}, false, !dense_blocks);
+    if (moe_blocks > 0)
+      shared_.recomputed.moe = std::make_shared<MoEActivations>(make_moe_activations(moe_shape(), BT, allocate_moe));
     not_kept = shared_.recomputed;  // without residual3: the next block's input, or the stage's output
   }
+  const MoEActivations no_moe_shared;
+  const MoEActivations& moe_not_kept = not_kept.moe ? *not_kept.moe : no_moe_shared;
   slots_.assign(static_cast<std::size_t>(slots), Slot{});
   for (Slot& s : slots_) {
     if (is_first()) s.tokens = allocate({max_B_, max_T_}, DType::i32);
@@ -85,7 +94,8 @@ void GPTStage::reserve(int B, int T, int slots, bool keep_for_weights) {
     for (int l = first_layer_; l < last_layer_; ++l) {
       s.layers.push_back(block_buffers(not_kept, true, config_.is_moe_layer(l)));
       if (config_.is_moe_layer(l))
-        s.layers.back().moe = std::make_shared<MoEActivations>(make_moe_activations(moe_shape(), BT, allocate_moe));
+        s.layers.back().moe =
+            std::make_shared<MoEActivations>(make_moe_activations(moe_shape(), BT, allocate_moe, moe_not_kept));
     }
     if (is_last()) {
       s.lnf = z({BT * C});
@@ -200,7 +210,7 @@ void GPTStage::block_forward(int layer, const Tensor& p, const LayerActivations&
   be.layernorm_forward(ln2_own, ln2_mean, ln2_rstd, residual2, w(6), w(7));
   gather_rows(ln2);
   if (config_.is_moe_layer(layer)) {
-    moe_mlp_forward(d, layer, p, a);
+    moe_mlp_forward(d, layer, p, a, to_output ? MoEPass::forward : MoEPass::rerun);
     return;
   }
   Tensor fch = d.bt(a.fch, M), fch_gelu = d.bt(a.fch_gelu, M);
@@ -401,9 +411,13 @@ void GPTStage::backward_pass(int slot, const Tensor& output_grad, double loss_sc
     if (!split)
       for (std::size_t i = 0; i < (moe ? 8 : kBlockTensors); ++i) g[i] = in_unit(unit_grad, k + i);
     Tensor block_in = d.stream(local == 0 ? s.input : s.layers[local - 1].residual3, C);
-    if (recompute_ == Recompute::full) block_forward(l, p, shared_.recomputed, block_in, s.B, s.T, false);
-    const LayerActivations& a = recompute_ == Recompute::full ? shared_.recomputed : s.layers[local];
-    if (recompute_ == Recompute::selective) {
+    // Under a recompute the slot's buffers that are not kept are views of shared_.recomputed; an
+    // MoE block's routing is still the slot's own.
+    const LayerActivations& a = s.layers[local];
+    if (recompute_ == Recompute::full) block_forward(l, p, a, block_in, s.B, s.T, false);
+    if (recompute_ == Recompute::selective && moe) {
+      moe_refill_gelu(be, *a.moe, moe_shape().H, experts_);
+    } else if (recompute_ == Recompute::selective) {
       Tensor fch_gelu = d.bt(a.fch_gelu, M);
       be.gelu_forward(fch_gelu, d.bt(a.fch, M));
     }

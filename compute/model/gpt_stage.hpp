@@ -41,7 +41,8 @@
 // place (see the conventions in backend.hpp).
 //
 // Recomputation (recompute.hpp): what a slot does not keep lives in one scratch set shared by
-// every slot and layer, which backward refills for the block it is about to differentiate.
+// every slot and layer, which backward refills for the block it is about to differentiate. An MoE
+// block's routing is each slot's own in every mode (moe_layer.hpp).
 //
 // Tensor shards (tensor_shard.hpp): given a shard group of T > 1, the stage holds shard s's part of
 // each parameter (views() are local shapes, global_runs() say where each element sits in the
@@ -152,9 +153,10 @@ class GPTStage {
   void zero_grad();
 
   // --- mixture of experts (gpt_stage_moe.cpp) ------------------------------------------------
-  // A model with experts (GPTConfig::is_moe_layer) runs as one whole stage, unsplit, without
-  // recomputation: the stage refuses anything else. Its loss adds, per MoE block, aux × the
-  // load-balancing loss and z × the router z-loss (compute/moe/moe_router.hpp); both 0 until set.
+  // A model with experts (GPTConfig::is_moe_layer) runs as one whole stage, unsplit: the stage
+  // refuses anything else. Under a recompute its MoE blocks keep what moe_layer.hpp says. Its loss
+  // adds, per MoE block, aux × the load-balancing loss and z × the router z-loss
+  // (compute/moe/moe_router.hpp); both 0 until set.
   void set_moe_loss_coefficients(double aux, double z);
   // The expert group the MoE blocks run their share of the experts in; not sharded() without one.
   const ExpertGroup& expert_group() const { return experts_; }
@@ -299,7 +301,8 @@ class GPTStage {
   // The whole flat buffer kept here, for the by-name views.
   const Tensor& whole(const Tensor& kept, const std::string& name) const;
   // Global layer l's forward from x (B,T,C) into a's buffers, with the block's unit `p`. Without
-  // `to_output` it stops at the GELU output: all a block's backward reads (a full recompute).
+  // `to_output` it stops at the GELU output: all a block's backward reads (a full recompute); an MoE
+  // block then reruns its MLP on the routing a.moe kept (MoEPass::rerun) and leaves residual3 alone.
   void block_forward(int layer, const Tensor& p, const LayerActivations& a, const Tensor& x, int B, int T,
                      bool to_output = true);
   // backward() and backward_input(): with `split`, no parameter gradient, and the slot keeps
@@ -319,7 +322,7 @@ class GPTStage {
   // buffer, the MLP's forward into residual3 and its backward into dln = d(ln2).
   MoEShape moe_shape() const;
   MoEWeights moe_weights(const Tensor& unit_buffer, int layer) const;
-  void moe_mlp_forward(const Dims& d, int layer, const Tensor& p, const LayerActivations& a);
+  void moe_mlp_forward(const Dims& d, int layer, const Tensor& p, const LayerActivations& a, MoEPass pass);
   void moe_mlp_backward(const Dims& d, int layer, const Tensor& p, const Tensor& unit_grad, const LayerActivations& a,
                         const Tensor& dout, Tensor& dln, double loss_scale);
 

@@ -82,10 +82,12 @@ MoEWeights GPTStage::moe_weights(const Tensor& unit_buffer, int layer) const {
   return w;
 }
 
-void GPTStage::moe_mlp_forward(const Dims& d, int layer, const Tensor& p, const LayerActivations& a) {
+void GPTStage::moe_mlp_forward(const Dims& d, int layer, const Tensor& p, const LayerActivations& a, MoEPass pass) {
   const std::int64_t C = config_.n_embd;
-  Tensor out = d.bt(shared_.moe_out, C), residual3 = d.stream(a.residual3, C);
-  moe_forward(backend_, out, *a.moe, d.bt(a.ln2, C), moe_weights(p, layer), config_.top_k, experts_);
+  Tensor out = d.bt(shared_.moe_out, C);
+  moe_forward(backend_, out, *a.moe, d.bt(a.ln2, C), moe_weights(p, layer), config_.top_k, experts_, pass);
+  if (pass == MoEPass::rerun) return;  // the block's output is kept: the next block's input
+  Tensor residual3 = d.stream(a.residual3, C);
   backend_.residual_forward(residual3, d.stream(a.residual2, C), out);
 }
 

@@ -64,12 +64,30 @@ MemoryEstimate estimate_training_memory(const GPTConfig& c, const StageFootprint
     recomputed = block - BT * C;  // rerun up to the GELU output: no residual3
     per_layer = BT * C;           // residual3, the next block's input
   }
-  // An MoE block keeps its MLP's state (moe_layer.hpp) in place of fch and fch_gelu (recomputation
-  // and tensor shards are refused with experts, so this block's layers are whole and kept).
+  // An MoE block keeps its MLP's state (moe_layer.hpp) in place of what a dense block keeps of fch
+  // and fch_gelu (tensor shards are refused with experts, so its layers are whole): all of it; all
+  // but the GELU outputs, shared once (selective); none of it, one state shared (full). The routing
+  // each keeps on the host (12 bytes a token-slot) is left out, as the trainer's batch buffers are.
   const MoEShape moe{c.experts, c.top_k, c.shared_experts > 0, c.n_embd, 4 * std::int64_t{c.n_embd}, s.expert_shards};
   const double moe_layers = c.moe_layers_in(s.first_layer, s.last_layer);
-  if (moe_layers > 0)
-    per_layer -= moe_layers / layers * (8 * BT * C - double(moe_activation_elements(moe, std::int64_t(BT))));
+  if (moe_layers > 0) {
+    // The shared set holds a dense block's MLP buffers only for a dense block of the stage.
+    if (moe_layers == layers && s.recompute == Recompute::selective) recomputed -= 4 * BT * C;
+    if (moe_layers == layers && s.recompute == Recompute::full) recomputed -= 8 * BT * C;
+    const double state = double(moe_activation_elements(moe, std::int64_t(BT))),
+                 gelu = double(moe_gelu_elements(moe, std::int64_t(BT)));
+    double dense_mlp = 8 * BT * C, moe_kept = state, moe_shared = 0;
+    if (s.recompute == Recompute::selective) {
+      dense_mlp = 4 * BT * C;
+      moe_kept = state - gelu;
+      moe_shared = gelu;
+    } else if (s.recompute == Recompute::full) {
+      dense_mlp = moe_kept = 0;
+      moe_shared = state;
+    }
+    per_layer -= moe_layers / layers * (dense_mlp - moe_kept);
+    recomputed += moe_shared;
+  }
   double per_slot = layers * per_layer + 2 * BT * C;  // + input and dinput
   if (last) per_slot += BT * C + 2 * BT + BT * Vs;    // ln_f and its statistics, probabilities
   if (s.keep_for_weights) {

@@ -6,6 +6,9 @@
 //               kept; backward reruns GELU and the attention forward from what is kept.
 //   full:       only each block's input (the residual stream) is kept; backward reruns the block
 //               up to its GELU output, all that the block's backward reads.
+// A mixture-of-experts block (compute/moe/moe_layer.hpp) keeps its MLP's state in place of the
+// dense MLP's: selective drops the experts' GELU outputs too; full keeps only the block's input and
+// its routing, and its rerun exchanges the rows again but not the counts.
 // Recomputation runs the same kernels on the same inputs, so gradients are bitwise those of none.
 
 #include <string>

@@ -1,6 +1,7 @@
 #include "compute/moe/moe_layer.hpp"
 
 #include <algorithm>
+#include <numeric>
 
 namespace troupe::compute {
 namespace {
@@ -79,6 +80,12 @@ std::vector<std::int64_t> plan_rows(const RoutingPlan& plan) {
   return r;
 }
 
+// The rows of each expert this rank runs, grouped as its buffers hold them: its local experts' over
+// every rank's tokens under expert shards, else every expert's over its own.
+std::vector<std::int64_t> expert_rows_of(const MoEActivations& a, const ExpertGroup& experts) {
+  return experts.sharded() ? a.counts.per_local_expert() : plan_rows(a.plan);
+}
+
 }  // namespace
 
 std::int64_t MoEShape::expert_rows(std::int64_t N) const {
@@ -98,26 +105,40 @@ std::int64_t moe_scratch_elements(const MoEShape& s, std::int64_t N) {
          (s.shared_expert ? N * s.H : 0) + N * s.C;
 }
 
-MoEActivations make_moe_activations(const MoEShape& s, std::int64_t N, const MoEAllocate& allocate) {
+std::int64_t moe_gelu_elements(const MoEShape& s, std::int64_t N) {
+  return s.expert_rows(N) * s.H + (s.shared_expert ? N * s.H : 0);
+}
+
+MoEActivations make_moe_activations(const MoEShape& s, std::int64_t N, const MoEAllocate& allocate,
+                                    const MoEActivations& shared) {
   const std::int64_t Nk = N * s.top_k, R = s.expert_rows(N);
+  auto own = [&](const Tensor& t, std::int64_t numel) { return t.defined() ? t : allocate(numel); };
+  const MoEActivations& h = shared;
   MoEActivations a;
-  a.logits = allocate(N * s.experts);
-  a.probs = allocate(N * s.experts);
-  a.lse = allocate(N);
-  a.gates = allocate(Nk);
-  a.grouped_in = allocate(Nk * s.C);
-  a.hidden = allocate(R * s.H);
-  a.hidden_gelu = allocate(R * s.H);
-  a.expert_out = allocate(Nk * s.C);
+  a.logits = own(h.logits, N * s.experts);
+  a.probs = own(h.probs, N * s.experts);
+  a.lse = own(h.lse, N);
+  a.gates = own(h.gates, Nk);
+  a.grouped_in = own(h.grouped_in, Nk * s.C);
+  a.hidden = own(h.hidden, R * s.H);
+  a.hidden_gelu = own(h.hidden_gelu, R * s.H);
+  a.expert_out = own(h.expert_out, Nk * s.C);
   if (s.expert_shards > 1) {
-    a.local_in = allocate(R * s.C);
-    a.local_out = allocate(R * s.C);
-    a.staging = allocate(R * s.C);
+    a.local_in = own(h.local_in, R * s.C);
+    a.local_out = own(h.local_out, R * s.C);
+    a.staging = own(h.staging, R * s.C);
   }
   if (s.shared_expert) {
-    a.shared_hidden = allocate(N * s.H);
-    a.shared_gelu = allocate(N * s.H);
+    a.shared_hidden = own(h.shared_hidden, N * s.H);
+    a.shared_gelu = own(h.shared_gelu, N * s.H);
   }
+  return a;
+}
+
+MoEActivations make_moe_gelu_outputs(const MoEShape& s, std::int64_t N, const MoEAllocate& allocate) {
+  MoEActivations a;
+  a.hidden_gelu = allocate(s.expert_rows(N) * s.H);
+  if (s.shared_expert) a.shared_gelu = allocate(N * s.H);
   return a;
 }
 
@@ -139,7 +160,7 @@ MoEScratch make_moe_scratch(const MoEShape& s, std::int64_t N, const MoEAllocate
 }
 
 void moe_forward(Backend& be, Tensor& out, MoEActivations& a, const Tensor& inp, const MoEWeights& w, int top_k,
-                 const ExpertGroup& experts) {
+                 const ExpertGroup& experts, MoEPass pass) {
   TROUPE_CHECK(inp.device() == Device::cpu && out.device() == Device::cpu, "the MoE layer runs on host tensors");
   const std::int64_t E = w.router.dim(0), C = w.router.dim(1), H = w.fc_w.dim(1), k = top_k;
   const std::int64_t N = inp.numel() / C, Nk = N * k;
@@ -151,7 +172,12 @@ void moe_forward(Backend& be, Tensor& out, MoEActivations& a, const Tensor& inp,
   // 1. Router.
   Tensor logits = a.logits.slice(0, {N, E}), gates = a.gates.slice(0, {N, k});
   be.matmul_forward(logits, x, w.router, Tensor{});
+  // A rerun's router sees the forward's input and weights through the same kernels: any other
+  // routing would send rows the forward's counts do not announce.
+  const std::vector<int> routed_before = pass == MoEPass::rerun ? a.plan.expert : std::vector<int>{};
   route(a.plan, a.probs, a.lse, gates, logits, top_k);
+  TROUPE_CHECK(pass == MoEPass::forward || a.plan.expert == routed_before,
+               "an MoE block's recompute routed its tokens differently from its forward");
   const RoutingPlan& plan = a.plan;
   Tensor grouped_in = a.grouped_in.slice(0, {Nk, C}), expert_out = a.expert_out.slice(0, {Nk, C});
   Tensor hidden = a.hidden.reshape({a.hidden.numel() / H, H}),
@@ -163,15 +189,15 @@ void moe_forward(Backend& be, Tensor& out, MoEActivations& a, const Tensor& inp,
   });
   // 3. The experts, each over its rows: here, or at their ranks under expert shards.
   if (experts.sharded()) {
-    a.counts = exchange_expert_counts(experts, plan);
+    if (pass == MoEPass::forward) a.counts = exchange_expert_counts(experts, plan);
     const std::int64_t R = a.local_in.numel() / C;
     Tensor local_in = a.local_in.reshape({R, C}), local_out = a.local_out.reshape({R, C}),
            staging = a.staging.reshape({R, C});
     dispatch_to_experts(experts, a.counts, grouped_in, staging, local_in);
-    experts_forward(be, w, a.counts.per_local_expert(), local_in, hidden, hidden_gelu, local_out);
+    experts_forward(be, w, expert_rows_of(a, experts), local_in, hidden, hidden_gelu, local_out);
     combine_from_experts(experts, a.counts, local_out, staging, expert_out);
   } else {
-    experts_forward(be, w, plan_rows(plan), grouped_in, hidden, hidden_gelu, expert_out);
+    experts_forward(be, w, expert_rows_of(a, experts), grouped_in, hidden, hidden_gelu, expert_out);
   }
   // 4. The shared expert writes out; else out starts at 0.
   if (w.has_shared()) {
@@ -246,11 +272,12 @@ void moe_backward(Backend& be, Tensor& dinp, MoEWeights& grads, MoEScratch& m, c
     const std::int64_t R = a.local_in.numel() / C;
     Tensor dlocal = m.dlocal.reshape({R, C}), staging = m.staging.reshape({R, C});
     dispatch_to_experts(experts, a.counts, dexpert_out, staging, dlocal);
-    experts_backward(be, grads, w, a.counts.per_local_expert(), dlocal, a.local_in.reshape({R, C}), hidden, hidden_gelu,
+    experts_backward(be, grads, w, expert_rows_of(a, experts), dlocal, a.local_in.reshape({R, C}), hidden, hidden_gelu,
                      dhidden, dlocal);
     combine_from_experts(experts, a.counts, dlocal, staging, dgrouped);
   } else {
-    experts_backward(be, grads, w, plan_rows(plan), dexpert_out, grouped_in, hidden, hidden_gelu, dhidden, dgrouped);
+    experts_backward(be, grads, w, expert_rows_of(a, experts), dexpert_out, grouped_in, hidden, hidden_gelu, dhidden,
+                     dgrouped);
   }
   // 2. Dispatch's backward: each token gathers its k slots' gradients, j in order.
   with_moe_real(inp.dtype(), [&]<typename Real>(Real) {
@@ -262,6 +289,19 @@ void moe_backward(Backend& be, Tensor& dinp, MoEWeights& grads, MoEScratch& m, c
       }
     }
   });
+}
+
+void moe_refill_gelu(Backend& be, MoEActivations& a, std::int64_t H, const ExpertGroup& experts) {
+  const std::vector<std::int64_t> rows_of = expert_rows_of(a, experts);
+  const std::int64_t total = std::accumulate(rows_of.begin(), rows_of.end(), std::int64_t{0}), N = a.plan.tokens;
+  if (total > 0) {
+    Tensor g = rows(a.hidden_gelu, 0, total, H);
+    be.gelu_forward(g, rows(a.hidden, 0, total, H));
+  }
+  if (a.shared_gelu.defined()) {
+    Tensor sg = a.shared_gelu.slice(0, {N, H});
+    be.gelu_forward(sg, a.shared_hidden.slice(0, {N, H}));
+  }
 }
 
 }  // namespace troupe::compute

@@ -28,6 +28,15 @@
 // ranks before it and the outputs come back after it. The router, the shared expert, dispatch and
 // combine stay on the rank's own tokens. The stacked expert tensors of the weights and gradients
 // are then the rank's E/EP experts alone (E/EP, H, C), …: the slices of the whole (E, …) it holds.
+//
+// Recomputation (compute/model/recompute.hpp) keeps less of a forward:
+//   selective  drops the GELU outputs (hidden_gelu, shared_gelu); moe_refill_gelu() makes them
+//              again from hidden and shared_hidden before the backward, without any exchange.
+//   full       keeps only the routing (plan, counts); the backward first reruns the forward with
+//              MoEPass::rerun: the router runs again, since its backward reads the probabilities and
+//              gates, and must route every slot as the forward did; the counts are the forward's,
+//              not exchanged again; the rows are dispatched and combined again, since the experts'
+//              weight gradients read the other ranks' rows and the gates' gradient the outputs.
 
 #include <cstdint>
 #include <functional>
@@ -46,6 +55,8 @@ struct MoEWeights {
 };
 
 // What one forward keeps for its backward, for up to `tokens` rows (a prefix is used for fewer).
+// A recomputing caller shares the tensors it does not keep between blocks and micro-batches; the
+// routing (plan, counts) is each forward's own.
 struct MoEActivations {
   Tensor logits, probs, lse, gates;                    // (N, E), (N, E), (N), (N, k)
   Tensor grouped_in, expert_out;                       // (N·k, C) each
@@ -76,16 +87,28 @@ struct MoEShape {
 };
 
 using MoEAllocate = std::function<Tensor(std::int64_t numel)>;
-MoEActivations make_moe_activations(const MoEShape& shape, std::int64_t tokens, const MoEAllocate& allocate);
+// Each tensor `shared` defines is taken instead of allocated.
+MoEActivations make_moe_activations(const MoEShape& shape, std::int64_t tokens, const MoEAllocate& allocate,
+                                    const MoEActivations& shared = {});
+// Only the GELU outputs: what a selective recompute shares instead of keeping.
+MoEActivations make_moe_gelu_outputs(const MoEShape& shape, std::int64_t tokens, const MoEAllocate& allocate);
 MoEScratch make_moe_scratch(const MoEShape& shape, std::int64_t tokens, const MoEAllocate& allocate);
-// Elements of each, as the two functions above allocate them (the memory estimate's count).
+// Elements of each, as the functions above allocate them (the memory estimate's count).
 std::int64_t moe_activation_elements(const MoEShape& shape, std::int64_t tokens);
+std::int64_t moe_gelu_elements(const MoEShape& shape, std::int64_t tokens);
 std::int64_t moe_scratch_elements(const MoEShape& shape, std::int64_t tokens);
 
+// A forward's first run, or a full recompute's rerun of it (above).
+enum class MoEPass { forward, rerun };
+
 // out (…, C) = the layer of inp (…, C) over its N = numel / C rows; a.plan holds the routing and
-// both losses afterwards.
+// both losses afterwards. A rerun takes a.plan and a.counts as the forward left them.
 void moe_forward(Backend& backend, Tensor& out, MoEActivations& a, const Tensor& inp, const MoEWeights& w, int top_k,
-                 const ExpertGroup& experts = {});
+                 const ExpertGroup& experts = {}, MoEPass pass = MoEPass::forward);
+
+// hidden_gelu and shared_gelu again from hidden and shared_hidden (H wide), as the forward of
+// a.plan wrote them: the same GELU over the same rows, so bit for bit.
+void moe_refill_gelu(Backend& backend, MoEActivations& a, std::int64_t H, const ExpertGroup& experts = {});
 
 // dinp = …, grads += …, from dout; aux_scale and z_scale: each loss's coefficient times the loss
 // scale the caller's gradient carries.

@@ -58,11 +58,10 @@ Trainer::Trainer(GPT& model, TrainerOptions options, std::span<const std::uint16
   }
   model_.reserve(options.batch_size, rows);
   if (!options.micro_shares.empty()) {
-    TROUPE_CHECK(!context.sharded() && !shards_parameters(options.data_parallel.zero_stage) && options.islands == 1,
-                 "uneven shares under context shards, ZeRO-3 or DiLoCo");
-    TROUPE_CHECK(static_cast<int>(options.micro_shares.size()) == options.data_parallel.size &&
-                     first_unit(options.micro_shares, options.data_parallel.size) ==
-                         options.grad_accum * options.data_parallel.size &&
+    TROUPE_CHECK(!shards_parameters(options.data_parallel.zero_stage) && options.islands == 1,
+                 "uneven shares under ZeRO-3 or DiLoCo");
+    TROUPE_CHECK(static_cast<int>(options.micro_shares.size()) == data_replicas() &&
+                     first_unit(options.micro_shares, data_replicas()) == options.grad_accum * data_replicas() &&
                      *std::min_element(options.micro_shares.begin(), options.micro_shares.end()) >= 1,
                  "uneven shares that are not the group's global batch");
     TROUPE_CHECK(options.data_parallel.size == 1 || options.data_parallel.sum, "uneven shares without a scalar sum");
@@ -77,7 +76,7 @@ Trainer::Trainer(GPT& model, TrainerOptions options, std::span<const std::uint16
 int Trainer::micro_batch_capacity() const {
   const DataParallel& dp = options_.data_parallel;
   if (shards_parameters(dp.zero_stage)) return 1;
-  if (options_.balance_window > 0) return options_.grad_accum * dp.size - dp.size + 1;
+  if (options_.balance_window > 0) return options_.grad_accum * data_replicas() - data_replicas() + 1;
   return own_micro_batches();
 }
 
@@ -101,6 +100,11 @@ double Trainer::gradient_squares() const {
 int Trainer::data_rank() const {
   const ContextShardGroup context = model_.stage().context_shard();
   return options_.data_parallel.rank / (context.sharded() ? context.split.shards : 1);
+}
+
+bool Trainer::times_replica() const {
+  const ContextShardGroup context = model_.stage().context_shard();
+  return !context.sharded() || context.rank() == 0;
 }
 
 int Trainer::data_replicas() const {
@@ -148,7 +152,7 @@ bool Trainer::resume_shares() {
   std::vector<double> values(options_.micro_shares.size(), 0.0);
   const std::vector<double>& measured = dynamic_->seconds_per_micro_batch();
   const auto replica = static_cast<std::size_t>(data_rank());
-  if (replica < measured.size()) values[replica] = measured[replica];
+  if (replica < measured.size() && times_replica()) values[replica] = measured[replica];
   const DataParallel& dp = options_.data_parallel;
   if (dp.sum_values) dp.sum_values(values);
   const bool from_measured = dynamic_->resume(values);
@@ -167,7 +171,7 @@ double Trainer::sum_loss(double loss_sum, double seconds, StepResult& result) {
   // others, so every rank's sum holds the same numbers exactly).
   std::vector<double> values(options_.micro_shares.size() + 1, 0.0);
   values[0] = loss_sum;
-  values[1 + static_cast<std::size_t>(data_rank())] = seconds / own_micro_batches();
+  if (times_replica()) values[1 + static_cast<std::size_t>(data_rank())] = seconds / own_micro_batches();
   if (dp.sum_values) dp.sum_values(values);
   result.shares_changed = dynamic_->observe(std::span<const double>(values).subspan(1));
   result.micro_batch_seconds = dynamic_->seconds_per_micro_batch()[static_cast<std::size_t>(data_rank())];

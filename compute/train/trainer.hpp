@@ -26,6 +26,9 @@
 // dynamic (dynamic_shares.hpp) the shares change at step boundaries: each replica times its
 // micro-batches' forward and backward (not the wait for the sums), the loss's sum carries every
 // replica's time per micro-batch, and every rank takes the same decision from the same numbers.
+// A replica of context shards takes its share as one: each of its shards runs its rows of the same
+// micro-batches, and the replica's time is its first shard's (its shards wait on each other in
+// every attention).
 //
 // Under expert shards (the model's expert_group(), EP ranks) each rank holds its layout of the
 // model (its experts alone): the step's sums and the gradient norm follow expert_gradients.hpp;
@@ -175,6 +178,9 @@ class Trainer {
   // The rank's data replica and their count: the group's ranks, or its context groups.
   int data_rank() const;
   int data_replicas() const;
+  // Whether this rank's time per micro-batch stands for its replica's under train.balance dynamic:
+  // every rank's, or under context shards the replica's first shard's.
+  bool times_replica() const;
   // The batch's rows this rank's model runs on: the whole batch, or under context shards its rows.
   const Tensor& own_rows(const Tensor& batch, Tensor& rows) const;
   // The micro-batches this rank sums a step, and the first sample of its micro-batch `micro`.

@@ -493,6 +493,13 @@ TEST_CASE("a model with experts: a rank's share of the experts, the expert group
   CHECK(two.time.total == Approx(one.time.total + two.time.ep - (one.time.dp - two.time.dp)));
   CHECK(describe(sharded) == "zero 0, dp 2, ep 2, micro-batch 4 x 1, recompute none");
   CHECK(two.not_built.empty());
+  // Full recompute is built with experts; its rerun forward dispatches and combines again.
+  Layout recomputed = sharded;
+  recomputed.recompute = Recompute::full;
+  const PlannedLayout three = plan(w, machine(2), recomputed);
+  CHECK(three.not_built.empty());
+  CHECK(three.bytes.ep == Approx(two.bytes.ep * 6 / 4));
+  CHECK(three.memory.activations < two.memory.activations);
   // What the runtime refuses of experts is planned, not built.
   sharded.zero = ZeroStage::parameters;
   CHECK(plan(w, machine(2), sharded).not_built == "zero 3 with expert shards");

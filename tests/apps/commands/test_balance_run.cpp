@@ -159,6 +159,27 @@ TEST_CASE("train.balance static over 2 replicas of 2 tensor shards each trains t
 }
 
 TEST_CASE(
+    "train.balance static and dynamic over 2 replicas of 2 context shards each train the weights of the even split, "
+    "both shards of a replica taking its share",
+    "[dp][cp][balance]") {
+  TempDir dir;
+  // A node of 2 ranks a replica, the second at half speed: 8 micro-batches a step as 5 + 3; dynamic
+  // starts from the declared 6 + 2 and, the replicas running alike, moves towards even.
+  const std::string hosts = dir.write("hosts", "localhost slots=2\nlocalhost slots=2 speed=0.5\n");
+  const std::vector<std::string> job{"launch", "--hostfile", hosts, "--context.shards", "2"};
+  const Run even = run_job(dir, job);
+  const Run fixed = run_job(dir, with(job, {"--train.balance", "static"}));
+  CHECK_THAT(fixed.out, Contains("balance static: replica shares 5, 3 of 8 micro-batches"));
+  CHECK(occurrences(fixed.out, "balance static: replica shares") == 1);
+  check_same_training(even, fixed, "dp 2 x cp 2, shares 5 + 3");
+  const Run moving = run_job(
+      dir, with(job, {"--train.balance", "dynamic", "--train.replica_speeds", "1,0.2", "--train.balance_window", "2"}));
+  CHECK_THAT(moving.out, Contains("balance dynamic: replica shares 6, 2 of 8 micro-batches"));
+  CHECK(dynamic_changes(moving) >= 1);
+  check_same_training(even, moving, "dp 2 x cp 2, dynamic shares from 6 + 2");
+}
+
+TEST_CASE(
     "train.balance static over 2 replicas of 2 pipeline stages each trains the weights of the even split, "
     "each replica's pipeline running its share",
     "[dp][pp][balance]") {
@@ -334,8 +355,6 @@ TEST_CASE("train.balance static refuses in one line what it does not support yet
                     "train.balance static: replica 0's share of 5 micro-batches: pipeline schedule ");
   check_rejected_in(dir, with(job, {"--train.balance", "static", "--train.zero", "3"}),
                     "train.balance static does not work with train.zero 3 yet");
-  check_rejected_in(dir, with(job, {"--train.balance", "static", "--context.shards", "2"}),
-                    "train.balance static does not work with context.shards > 1 yet");
   check_rejected_in(dir, with(job, {"--train.balance", "fast"}), "train.balance");
   check_rejected_in(dir, with(job, {"--train.replica_speeds", "1,0.5"}),
                     "train.replica_speeds '1,0.5' needs train.balance static or dynamic");

@@ -203,7 +203,7 @@ TEST_CASE("troupe plan refuses sizes past its bounds in one line and answers any
 
 TEST_CASE(
     "troupe plan of a model with experts says a rank holds its share of the experts and lists expert groups' "
-    "traffic",
+    "traffic, full recompute's rerun exchanges included",
     "[plan][moe]") {
   TempDir dir;
   const ProcessResult result =
@@ -215,5 +215,11 @@ TEST_CASE(
   CHECK_THAT(result.out, Contains("under ep e a rank holds E/e of each block's experts"));
   CHECK_THAT(result.out, Contains("zero 0, dp 2, ep 2, micro-batch 2 x 1, recompute none\n"));
   CHECK_THAT(result.out, Contains(" ep 524 kB (in node)"));  // 2 x 64 tokens x 2 slots x 128 x 4 B x 4 x 2 blocks / 2
-  CHECK_THAT(result.out, Contains("planned, not built: experts with recompute"));
+  // Recompute is built with experts; full's rerun forward dispatches and combines again: 6 exchanges, not 4.
+  CHECK_THAT(result.out, !Contains("experts with recompute"));
+  const std::string full = "zero 0, dp 2, ep 2, micro-batch 2 x 1, recompute full\n";
+  const std::size_t at = result.out.find(full);
+  REQUIRE(at != std::string::npos);
+  const std::string details = result.out.substr(at + full.size(), result.out.find("s/step", at) - at - full.size());
+  CHECK_THAT(details, Contains(" ep 786 kB (in node)"));
 }

@@ -217,8 +217,11 @@ TEST_CASE(
   CHECK(moe([](JobConfig& c) { c.train.backend = compute::BackendKind::cuda; }) ==
         "model.experts works with train.backend cpu only so far: the router and the token dispatch run on host "
         "memory (got 'cuda')");
-  CHECK(moe([](JobConfig& c) { c.train.recompute = compute::Recompute::full; }) ==
-        "model.experts does not work with train.recompute full yet; use none");
+  CHECK(moe([](JobConfig& c) { c.train.recompute = compute::Recompute::selective; }).empty());
+  CHECK(moe([](JobConfig& c) {
+          c.train.recompute = compute::Recompute::full;
+          c.expert.shards = 2;
+        }).empty());
   CHECK(moe([](JobConfig& c) { c.pipeline.stages = 2; }) ==
         "model.experts does not work with pipeline.stages > 1 yet: every rank runs the whole model");
   CHECK(moe([](JobConfig& c) { c.tensor.shards = 2; }) ==
@@ -343,9 +346,14 @@ TEST_CASE("train.balance static reads the replica speeds and refuses the layouts
     });
   };
   const std::string not_yet =
-      " yet: uneven shares are data-parallel replicas (of pipeline stages or tensor shards too) summing their "
-      "gradients every step";
+      " yet: uneven shares are data-parallel replicas (of pipeline stages, tensor or context shards too) summing "
+      "their gradients every step";
   CHECK(refused([](JobConfig& c) { c.tensor.shards = 2; }).empty());
+  CHECK(refused([](JobConfig& c) { c.context.shards = 2; }).empty());
+  CHECK(refused([](JobConfig& c) {
+          c.model.preset = "moe-tiny";
+          c.expert.shards = 2;
+        }) == "train.balance static does not work with expert.shards > 1" + not_yet);
   CHECK(refused([](JobConfig& c) {
           c.pipeline.stages = 2;
           c.pipeline.microbatches = 4;
@@ -377,10 +385,14 @@ TEST_CASE("train.balance dynamic refuses what static refuses, and a window below
   REQUIRE(resolve(config).ok());
   CHECK(resolve_error([](JobConfig& c) {
           c.train.balance = compute::BalanceMode::dynamic;
-          c.context.shards = 2;
+          c.train.zero = compute::ZeroStage::parameters;
         }) ==
-        "train.balance dynamic does not work with context.shards > 1 yet: uneven shares are data-parallel "
-        "replicas (of pipeline stages or tensor shards too) summing their gradients every step");
+        "train.balance dynamic does not work with train.zero 3 yet: uneven shares are data-parallel "
+        "replicas (of pipeline stages, tensor or context shards too) summing their gradients every step");
+  CHECK(resolve_error([](JobConfig& c) {
+          c.train.balance = compute::BalanceMode::dynamic;
+          c.context.shards = 2;
+        }).empty());
   CHECK(resolve_error([](JobConfig& c) {
           c.train.balance = compute::BalanceMode::dynamic;
           c.pipeline.stages = 2;
