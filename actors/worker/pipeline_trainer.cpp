@@ -80,7 +80,6 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
                "the layer split does not match the schedule");
   const compute::TrainerOptions& o = setup_.options;
   std::int64_t compressed_total = 0;
-  std::vector<compute::ZeroStep::Buffer> buffers;
   for (int c = 0; c < s.chunks; ++c) {
     const compute::StageLayers& layers = setup_.split[static_cast<std::size_t>(s.virtual_stage(stage_, c))];
     Chunk chunk;
@@ -95,8 +94,9 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
     }
     chunk.stage = std::make_unique<compute::GPTStage>(setup_.model, backend_, layers.first_layer, layers.last_layer,
                                                       compute::DType::f32, o.recompute, chunk.source.get(),
-                                                      shard_group(), context);
+                                                      shard_group(), context, setup_.experts);
     compute::GPTStage& stage = *chunk.stage;
+    stage.set_moe_loss_coefficients(o.moe_aux_coef, o.moe_z_coef);
     if (chunk.source && (groups_.embedding != nullptr || s.v_shape()) && (stage.is_first() || stage.is_last()))
       chunk.source->defer_gradient(stage.tied_embedding_unit());
     if (!setup_.parameters_from_peer) stage.init_parameters(o.seed);
@@ -107,11 +107,7 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
         backend_, stage.grads(), compute::shards_parameters(setup_.zero) ? 1 : s.microbatches);
     chunk.compressed_at = compressed_total;
     compressed_total += stage.num_params();
-    // The chunk's ZeRO shard: the segment of its buffer the stage's dp group reduce-scatters to this
-    // replica and gathers from it (ZeRO-3's source keeps the same one).
-    const comm::Slice own = comm::segment_of(stage.num_params(), groups_.dp.group().size(), groups_.dp.position());
-    buffers.push_back({stage.views(), stage.num_params(), stage.params(), stage.grads(), stage.kept_begin(), own.offset,
-                       own.offset + own.count, chunk.source.get(), chunk.compressed_at});
+    if (setup_.experts.sharded()) chunk.experts.emplace(stage);
     chunks_.push_back(std::move(chunk));
   }
   // Each chunk's buffer is one bucket; bf16 keeps no state and needs no shapes.
@@ -121,6 +117,31 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
                                       powersgd ? compressed_tensors() : std::vector<comm::GradientTensor>{});
   }
   data_parallel_ = group_hooks(mailbox_, groups_.dp, progress_, setup_.zero, compressor_);
+  TROUPE_CHECK(!setup_.experts.sharded() || (setup_.zero == compute::ZeroStage::none && !compressor_),
+               "expert shards on pipeline stages under ZeRO or compressed sums");
+  if (groups_.expert_data != nullptr)
+    expert_data_ = group_hooks(mailbox_, *groups_.expert_data, progress_, setup_.zero);
+  std::vector<compute::ZeroStep::Buffer> buffers;
+  for (Chunk& chunk : chunks_) {
+    compute::GPTStage& stage = *chunk.stage;
+    chunk.first_buffer = static_cast<int>(buffers.size());
+    if (chunk.experts) {
+      // A buffer a run of a kind: the dense ones summed over the stage's dp group, the rank's
+      // experts over the ranks holding them (compute/train/expert_gradients.hpp).
+      for (compute::ZeroStep::Buffer& b :
+           chunk.experts->zero_buffers(stage.views(), stage.params(), stage.grads(), data_parallel_, expert_data_)) {
+        chunk.buffer_begins.push_back(b.sum_offset);
+        buffers.push_back(std::move(b));
+      }
+      continue;
+    }
+    // The chunk's ZeRO shard: the segment of its buffer the stage's dp group reduce-scatters to this
+    // replica and gathers from it (ZeRO-3's source keeps the same one).
+    const comm::Slice own = comm::segment_of(stage.num_params(), groups_.dp.group().size(), groups_.dp.position());
+    buffers.push_back({stage.views(), stage.num_params(), stage.params(), stage.grads(), stage.kept_begin(), own.offset,
+                       own.offset + own.count, chunk.source.get(), chunk.compressed_at});
+    chunk.buffer_begins.push_back(0);
+  }
   zero_ =
       std::make_unique<compute::ZeroStep>(backend_, data_parallel_, compute::DType::f32, o.adamw, std::move(buffers));
   compute::MemoryScope scope(compute::MemoryKind::activations);  // the micro-batches' token ids
@@ -187,11 +208,8 @@ std::vector<checkpoint::HeldRange> PipelineTrainer::held_state() {
   // moments are each replica's own under any ZeRO stage.
   const bool saves_parameters = replica_ == 0 || compute::shards_parameters(setup_.zero);
   const bool saves_moments = replica_ == 0 || compute::shards_optimizer_state(setup_.zero);
-  for (std::size_t c = 0; c < chunks_.size(); ++c) {
-    const Chunk& chunk = chunks_[c];
+  for (const Chunk& chunk : chunks_) {
     compute::GPTStage& stage = *chunk.stage;
-    compute::AdamW& adamw = zero_->optimizer(static_cast<int>(c));
-    const auto [moments, moments_end] = adamw.range();
     const std::int64_t kept = stage.kept_begin(), kept_end = kept + stage.params().numel();
     struct Held {
       std::string kind;
@@ -200,10 +218,18 @@ std::vector<checkpoint::HeldRange> PipelineTrainer::held_state() {
       bool saves;
       bool optional = false;
     };
-    std::vector<Held> kinds = {
-        {"param", kept, kept_end, stage.params().data_as<float>(), saves_parameters},
-        {"adam_m", moments, moments_end, adamw.first_moments().data_as<float>(), saves_moments},
-        {"adam_v", moments, moments_end, adamw.second_moments().data_as<float>(), saves_moments}};
+    std::vector<Held> kinds = {{"param", kept, kept_end, stage.params().data_as<float>(), saves_parameters}};
+    // Each of the chunk's buffers in the step (one, or under expert shards one a run of a kind)
+    // keeps its own moments.
+    for (std::size_t i = 0; i < chunk.buffer_begins.size(); ++i) {
+      compute::AdamW& adamw = zero_->optimizer(chunk.first_buffer + static_cast<int>(i));
+      const std::int64_t at = chunk.buffer_begins[i];
+      const auto [moments, moments_end] = adamw.range();
+      kinds.push_back(
+          {"adam_m", at + moments, at + moments_end, adamw.first_moments().data_as<float>(), saves_moments});
+      kinds.push_back(
+          {"adam_v", at + moments, at + moments_end, adamw.second_moments().data_as<float>(), saves_moments});
+    }
     if (compressor_ && setup_.compression.kind == comm::Compression::powersgd) {
       // Laid out like the gradients, so they map to global ranges as the moments do. Q (the same on
       // every replica) fits only the tensor split that made it: under tensor shards its kind names
@@ -224,9 +250,12 @@ std::vector<checkpoint::HeldRange> PipelineTrainer::held_state() {
         // A last stage's wte copy, and what every tensor shard holds (shard 0 saves it), copy what
         // another rank of the same replica holds: restored, never saved, skipped by a rescue.
         const bool copy = run.embedding_copy || (run.replicated && shard_ != 0);
+        // Under expert shards the first expert group's ranks (dp positions below EP) hold every
+        // expert once, and write them.
+        const bool saves = run.expert_shard ? replica_ < setup_.experts.shards() : h.saves;
         const std::int64_t global = run.global + (from - run.local);
         held.push_back(
-            {h.kind, global, global + (to - from), h.data + (from - h.begin), h.saves && !copy, copy, h.optional});
+            {h.kind, global, global + (to - from), h.data + (from - h.begin), saves && !copy, copy, h.optional});
       }
   }
   return held;
@@ -378,6 +407,13 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
       busy_us_ += now_us() - start;
       trace("forward", op_name('F', ins), start, &ins);
       if (last) loss_sum += loss;
+      if (setup_.model.experts > 0) {
+        // The chunk's blocks' share of the whole model's mean over its MoE blocks and the
+        // replica's micro-batches: the pipeline's stages add up to it.
+        const int blocks = setup_.model.moe_layers_in(stage.first_layer(), stage.last_layer());
+        routing_.add(stage.moe_routing(slot),
+                     static_cast<double>(blocks) / (setup_.model.moe_layers() * s.microbatches));
+      }
       peak_in_use_ = std::max(peak_in_use_, ++in_use_);
       break;
     }
@@ -498,18 +534,20 @@ void PipelineTrainer::reduce_gradients() {
 }
 
 double PipelineTrainer::own_sum_of_squares(bool gradients) {
-  double sum = 0;
-  for (std::size_t c = 0; c < chunks_.size(); ++c) {
-    compute::GPTStage& stage = *chunks_[c].stage;
+  double sum = 0, experts = 0;
+  for (const Chunk& chunk : chunks_) {
+    compute::GPTStage& stage = *chunk.stage;
     compute::Tensor& kept = gradients ? stage.grads() : stage.params();
     const std::int64_t kept_begin = stage.kept_begin();
-    // Of the gradients, what this replica holds of their sum (its shard from ZeRO-2 on).
-    const auto [from, to] =
-        gradients ? zero_->summed_range(static_cast<int>(c)) : std::pair{kept_begin, kept_begin + kept.numel()};
+    // Of the gradients, what this replica holds of their sum (its shard from ZeRO-2 on; all of it
+    // under expert shards, which take ZeRO 0 alone here).
+    const auto [from, to] = gradients && !chunk.experts ? zero_->summed_range(chunk.first_buffer)
+                                                        : std::pair{kept_begin, kept_begin + kept.numel()};
     for (const compute::GPTStage::Run& run : stage.global_runs()) {
       if (run.embedding_copy || (run.replicated && shard_ != 0)) continue;
       const std::int64_t lo = std::max(from, run.local), hi = std::min(to, run.local + run.count);
-      if (lo < hi) sum += backend_.sum_of_squares(kept.slice(lo - kept_begin, {hi - lo}));
+      if (lo < hi)
+        (run.expert_shard ? experts : sum) += backend_.sum_of_squares(kept.slice(lo - kept_begin, {hi - lo}));
     }
   }
   const char* what = gradients ? "the gradient norm's shards" : "the parameter norm's shards";
@@ -517,8 +555,29 @@ double PipelineTrainer::own_sum_of_squares(bool gradients) {
     sum = zero_->group_squares(sum);
   else if (compute::shards_parameters(setup_.zero) && setup_.grid.dp > 1)
     sum = sum_over(groups_.dp, sum, what);
+  // Under expert shards the first expert group's ranks hold every expert once: their squares,
+  // summed over the stage's dp group, complete the dense ones (equal on every replica).
+  if (setup_.experts.sharded()) sum += sum_over(groups_.dp, replica_ < setup_.experts.shards() ? experts : 0.0, what);
   if (groups_.tp != nullptr) sum = sum_over(*groups_.tp, sum, what);
   return sum;
+}
+
+compute::GPTStage::MoERouting PipelineTrainer::pipeline_routing() {
+  const std::vector<std::int64_t>& slots = routing_.slots;
+  compute::Tensor t = compute::Tensor::zeros({2 + static_cast<std::int64_t>(slots.size())}, compute::DType::f64);
+  double* sums = t.data_as<double>();
+  sums[0] = routing_.aux;
+  sums[1] = routing_.z;
+  std::copy(slots.begin(), slots.end(), sums + 2);  // counts far below 2^53: exact in a double
+  {
+    auto waiting = progress_.wait_for("the experts' routing over the pipeline");
+    check_comm(mailbox_.wait(mailbox_.all_reduce(groups_.pp, t)));
+  }
+  compute::GPTStage::MoERouting whole = routing_;
+  whole.aux = sums[0];
+  whole.z = sums[1];
+  for (std::size_t i = 0; i < slots.size(); ++i) whole.slots[i] = static_cast<std::int64_t>(sums[2 + i]);
+  return whole;
 }
 
 double PipelineTrainer::sum_over(comm::Communicator& group, double value, const char* what) {
@@ -541,6 +600,7 @@ compute::StepResult PipelineTrainer::step() {
     chunk.stage->zero_grad();
     chunk.backwards = 0;
   }
+  routing_ = {};
   const std::vector<int>& shares = o.micro_shares;
   for (int j = 0; j < s.microbatches; ++j) {
     // Even: micro-batch j of replica r is the step's j·R + r; uneven: its first_unit(r) + j.
@@ -582,6 +642,10 @@ compute::StepResult PipelineTrainer::step() {
         const double replica_sum = sum_over(groups_.pp, loss_sum, "the loss sum");
         result.loss = sum_over(groups_.dp, replica_sum, "the loss sum") / group_micro_batches_;
         if (dynamic_) result.micro_batch_seconds = observe_speeds(result);
+      }
+      if (setup_.model.experts > 0) {
+        result.moe_of_rank = routing_;
+        result.moe = pipeline_routing();
       }
       result.grad_norm = std::sqrt(sum_over(groups_.pp, own_sum_of_squares(true), "the gradient norm"));
       zero_->clip(result.grad_norm, o.grad_clip);

@@ -2,7 +2,9 @@
 // moe-tiny's experts, each holding only its own, print the losses of two plain data-parallel workers
 // (four workers in groups of 2 and of 4 those of four); a checkpoint they write resumes without
 // expert shards, and one of groups of 2 resumes in groups of 4, then without; a worker that throws
-// recovers in place with its state from the rank holding its experts; under ZeRO 1 and 2 they print
+// recovers in place with its state from the rank holding its experts; two pipeline stages of two
+// replicas in expert groups print one process's losses over 20 steps, and their checkpoint resumes in
+// one process; under ZeRO 1 and 2 they print
 // ZeRO 0's losses and final parameter norm, and a ZeRO-2 checkpoint resumes in other groups and
 // stages; under bf16 and PowerSGD sums they train as the same compression without expert shards,
 // and a PowerSGD checkpoint resumes in its layout and without expert shards; a layout whose expert
@@ -87,6 +89,39 @@ TEST_CASE("four workers in expert groups of 2 and of 4 print the losses of four 
     REQUIRE(sharded.size() == kSteps);
     for (int i = 0; i < kSteps; ++i) CHECK(std::abs(plain[i] - sharded[i]) <= 2e-4);
   }
+}
+
+TEST_CASE(
+    "two pipeline stages of two data replicas in expert groups of 2 print the one-process loss over 20 steps, and "
+    "their checkpoint resumes in one process",
+    "[cli][moe][pipeline]") {
+  TempDir dir;
+  constexpr int steps = 20;
+  // Each step: 2 replicas × 4 micro-batches of 2 sequences, one process's 8 accumulated ones.
+  const std::string alone = train(dir, with(moe_steps(steps), {"--train.grad_accum", "8"}), 1);
+  const std::vector<std::string> staged = {"--pipeline.stages", "2", "--expert.shards", "2"};
+  const std::vector<std::string> saved = {"--checkpoint.every", "10", "--checkpoint.dir", (dir.path() / "ck").string()};
+  const std::string out = train(dir, with(with(moe_steps(steps), staged), saved), 4);
+  CHECK_THAT(out, Catch::Contains("x 2 expert shards of 2 experts each"));
+  const std::vector<double> one = losses_of(alone, steps), grid = losses_of(out, steps);
+  REQUIRE(one.size() == steps);
+  REQUIRE(grid.size() == steps);
+  for (int i = 0; i < steps; ++i) {
+    INFO("step " << i + 1 << ": " << one[i] << " against " << grid[i]);
+    CHECK(std::abs(one[i] - grid[i]) <= 2e-4);
+  }
+  CHECK(std::abs(param_norm_of(out) - param_norm_of(alone)) <= 1e-6 * param_norm_of(alone));
+  std::printf("moe-tiny %d steps, pp 2 x ep 2 on 4 workers: loss %.4f, param norm %.6f (one process: %.4f, %.6f)\n",
+              steps, grid.back(), param_norm_of(out), one.back(), param_norm_of(alone));
+  // The checkpoint of step 10 holds the whole model: one process goes on from it (the step-20 one
+  // removed, so it is the newest).
+  std::filesystem::remove_all(dir.path() / "ck" / "step-0000020");
+  const std::string resumed =
+      train(dir, with(with(moe_steps(steps), saved), {"--train.grad_accum", "8", "--resume"}), 1);
+  CHECK_THAT(resumed, Catch::Contains("resumed from"));
+  const std::vector<double> rest = losses_of(resumed, steps);
+  REQUIRE(rest.size() == steps - 10);
+  for (int i = 0; i < steps - 10; ++i) CHECK(std::abs(rest[static_cast<std::size_t>(i)] - one[10 + i]) <= 2e-4);
 }
 
 TEST_CASE("a checkpoint written with expert shards resumes without them and prints the straight run's loss",
