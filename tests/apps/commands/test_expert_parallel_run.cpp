@@ -3,12 +3,12 @@
 // (four workers in groups of 2 and of 4 those of four); a checkpoint they write resumes without
 // expert shards, and one of groups of 2 resumes in groups of 4, then without; a worker that throws
 // recovers in place with its state from the rank holding its experts; two pipeline stages of two
-// replicas in expert groups print one process's losses over 20 steps, and their checkpoint resumes in
-// one process; under ZeRO 1 and 2 they print
-// ZeRO 0's losses and final parameter norm, and a ZeRO-2 checkpoint resumes in other groups and
-// stages; under bf16 and PowerSGD sums they train as the same compression without expert shards,
-// and a PowerSGD checkpoint resumes in its layout and without expert shards; a layout whose expert
-// groups do not fit, and ZeRO-3 with expert shards, are refused in one line.
+// replicas in expert groups print one process's losses over 20 steps (under 1F1B, GPipe and
+// interleaved schedules; ZeRO-3 without expert shards), and their checkpoint resumes in one process; under ZeRO 1 and 2
+// they print ZeRO 0's losses and final parameter norm, and a ZeRO-2 checkpoint resumes in other groups and stages;
+// under bf16 and PowerSGD sums they train as the same compression without expert shards, and a PowerSGD checkpoint
+// resumes in its layout and without expert shards; a layout whose expert groups do not fit, and ZeRO-3 with expert
+// shards, are refused in one line.
 
 #include <catch2/catch.hpp>
 
@@ -122,6 +122,27 @@ TEST_CASE(
   const std::vector<double> rest = losses_of(resumed, steps);
   REQUIRE(rest.size() == steps - 10);
   for (int i = 0; i < steps - 10; ++i) CHECK(std::abs(rest[static_cast<std::size_t>(i)] - one[10 + i]) <= 2e-4);
+}
+
+TEST_CASE(
+    "two pipeline stages of two replicas under ZeRO-3, and in expert groups of 2 under GPipe and interleaved, print "
+    "one process's losses and param norm",
+    "[cli][moe][pipeline]") {
+  TempDir dir;
+  const std::string alone = train(dir, with(moe_steps(kSteps), {"--train.grad_accum", "8"}), 1);
+  const std::vector<double> one = losses_of(alone, kSteps);
+  REQUIRE(one.size() == kSteps);
+  for (const std::vector<std::string>& layout :
+       {std::vector<std::string>{"--train.zero", "3"},
+        {"--expert.shards", "2", "--pipeline.schedule", "gpipe"},
+        {"--expert.shards", "2", "--pipeline.schedule", "interleaved", "--pipeline.virtual_stages", "2"}}) {
+    const std::string out = train(dir, with(with(moe_steps(kSteps), {"--pipeline.stages", "2"}), layout), 4);
+    INFO(layout[0] << " " << layout[1] << " " << layout.back());
+    const std::vector<double> grid = losses_of(out, kSteps);
+    REQUIRE(grid.size() == kSteps);
+    for (int i = 0; i < kSteps; ++i) CHECK(std::abs(one[i] - grid[i]) <= 2e-4);
+    CHECK(std::abs(param_norm_of(out) - param_norm_of(alone)) <= 1e-6 * param_norm_of(alone));
+  }
 }
 
 TEST_CASE("a checkpoint written with expert shards resumes without them and prints the straight run's loss",
