@@ -192,8 +192,6 @@ std::string not_built(const Workload& w, const Layout& l) {
   if (w.model.experts > 0) {
     if (l.tp > 1) missing.push_back("experts with tensor shards");
     if (l.pp > 1 && splits_backward(l.schedule)) missing.push_back("experts under zero-bubble schedules");
-    if (l.pp > 1 && l.ep > 1 && l.zero != compute::ZeroStage::none)
-      missing.push_back("zero with expert shards on pipeline stages");
     if (l.cp > 1) missing.push_back("experts with context shards");
     if (l.recompute != compute::Recompute::none) missing.push_back("experts with recompute");
     if (l.ep > 1 && compute::shards_parameters(l.zero)) missing.push_back("zero 3 with expert shards");

@@ -117,8 +117,9 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
                                       powersgd ? compressed_tensors() : std::vector<comm::GradientTensor>{});
   }
   data_parallel_ = group_hooks(mailbox_, groups_.dp, progress_, setup_.zero, compressor_);
-  TROUPE_CHECK(!setup_.experts.sharded() || (setup_.zero == compute::ZeroStage::none && !compressor_),
-               "expert shards on pipeline stages under ZeRO or compressed sums");
+  TROUPE_CHECK(!setup_.experts.sharded() || (!compute::shards_parameters(setup_.zero) && !compressor_),
+               "expert shards on pipeline stages under ZeRO-3 or compressed sums");
+  expert_data_.zero_stage = setup_.zero;  // alone: the rank keeps its experts' state whole
   if (groups_.expert_data != nullptr)
     expert_data_ = group_hooks(mailbox_, *groups_.expert_data, progress_, setup_.zero);
   std::vector<compute::ZeroStep::Buffer> buffers;
@@ -480,25 +481,34 @@ double PipelineTrainer::own_sum_of_squares(bool gradients) {
     compute::GPTStage& stage = *chunk.stage;
     compute::Tensor& kept = gradients ? stage.grads() : stage.params();
     const std::int64_t kept_begin = stage.kept_begin();
-    // Of the gradients, what this replica holds of their sum (its shard from ZeRO-2 on; all of it
-    // under expert shards, which take ZeRO 0 alone here).
-    const auto [from, to] = gradients && !chunk.experts ? zero_->summed_range(chunk.first_buffer)
-                                                        : std::pair{kept_begin, kept_begin + kept.numel()};
-    for (const compute::GPTStage::Run& run : stage.global_runs()) {
-      if (run.embedding_copy || (run.replicated && shard_ != 0)) continue;
-      const std::int64_t lo = std::max(from, run.local), hi = std::min(to, run.local + run.count);
-      if (lo < hi)
-        (run.expert_shard ? experts : sum) += backend_.sum_of_squares(kept.slice(lo - kept_begin, {hi - lo}));
+    // The local ranges this replica holds: of the gradients, what it holds of their sum in each of
+    // the chunk's buffers (its segment from ZeRO-2 on); of the parameters, all it keeps.
+    std::vector<std::pair<std::int64_t, std::int64_t>> held;
+    if (!gradients) held.emplace_back(kept_begin, kept_begin + kept.numel());
+    for (std::size_t i = 0; gradients && i < chunk.buffer_begins.size(); ++i) {
+      const auto [from, to] = zero_->summed_range(chunk.first_buffer + static_cast<int>(i));
+      held.emplace_back(chunk.buffer_begins[i] + from, chunk.buffer_begins[i] + to);
     }
+    for (const auto& [from, to] : held)
+      for (const compute::GPTStage::Run& run : stage.global_runs()) {
+        if (run.embedding_copy || (run.replicated && shard_ != 0)) continue;
+        const std::int64_t lo = std::max(from, run.local), hi = std::min(to, run.local + run.count);
+        if (lo < hi)
+          (run.expert_shard ? experts : sum) += backend_.sum_of_squares(kept.slice(lo - kept_begin, {hi - lo}));
+      }
   }
   const char* what = gradients ? "the gradient norm's shards" : "the parameter norm's shards";
-  if (gradients)
-    sum = zero_->group_squares(sum);
-  else if (compute::shards_parameters(setup_.zero) && setup_.grid.dp > 1)
-    sum = sum_over(groups_.dp, sum, what);
-  // Under expert shards the first expert group's ranks hold every expert once: their squares,
-  // summed over the stage's dp group, complete the dense ones (equal on every replica).
-  if (setup_.experts.sharded()) sum += sum_over(groups_.dp, replica_ < setup_.experts.shards() ? experts : 0.0, what);
+  if (gradients && compute::shards_gradients(setup_.zero)) {
+    // Each replica its segments: of the dense runs over the dp group, of its experts over the ranks
+    // holding them, so the sum over the dp group counts every element once.
+    sum = zero_->group_squares(sum + experts);
+  } else {
+    if (!gradients && compute::shards_parameters(setup_.zero) && setup_.grid.dp > 1)
+      sum = sum_over(groups_.dp, sum, what);
+    // Under expert shards the first expert group's ranks hold every expert once: their squares,
+    // summed over the stage's dp group, complete the dense ones (equal on every replica).
+    if (setup_.experts.sharded()) sum += sum_over(groups_.dp, replica_ < setup_.experts.shards() ? experts : 0.0, what);
+  }
   if (groups_.tp != nullptr) sum = sum_over(*groups_.tp, sum, what);
   return sum;
 }

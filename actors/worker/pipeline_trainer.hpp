@@ -88,7 +88,7 @@ struct PipelineSetup {
   comm::CompressionOptions compression;  // with ZeRO 0 or 1 (resolve() checks)
   compute::ContextShardGroup context;    // context shards: this rank's rows of every sequence
   // Expert shards: the stage's ranks of EP consecutive dp places splitting each of its MoE blocks'
-  // experts (under ZeRO 0 and plain sums).
+  // experts (under ZeRO 0 to 2 and plain sums).
   compute::ExpertGroup experts;
   // A replacement joining in place: a peer's state overwrites the parameters before the first
   // step, so they are not initialised from the seed.

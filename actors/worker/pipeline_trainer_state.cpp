@@ -25,6 +25,7 @@ std::vector<checkpoint::HeldRange> PipelineTrainer::held_state() {
       float* data;
       bool saves;
       bool optional = false;
+      bool own_segment = false;  // ZeRO 1 and 2's moments: every replica writes its segments
     };
     std::vector<Held> kinds = {{"param", kept, kept_end, stage.params().data_as<float>(), saves_parameters}};
     // Each of the chunk's buffers in the step (one, or under expert shards one a run of a kind)
@@ -33,10 +34,11 @@ std::vector<checkpoint::HeldRange> PipelineTrainer::held_state() {
       compute::AdamW& adamw = zero_->optimizer(chunk.first_buffer + static_cast<int>(i));
       const std::int64_t at = chunk.buffer_begins[i];
       const auto [moments, moments_end] = adamw.range();
-      kinds.push_back(
-          {"adam_m", at + moments, at + moments_end, adamw.first_moments().data_as<float>(), saves_moments});
-      kinds.push_back(
-          {"adam_v", at + moments, at + moments_end, adamw.second_moments().data_as<float>(), saves_moments});
+      const bool segment = compute::shards_optimizer_state(setup_.zero);
+      kinds.push_back({"adam_m", at + moments, at + moments_end, adamw.first_moments().data_as<float>(), saves_moments,
+                       false, segment});
+      kinds.push_back({"adam_v", at + moments, at + moments_end, adamw.second_moments().data_as<float>(), saves_moments,
+                       false, segment});
     }
     if (compressor_ && setup_.compression.kind == comm::Compression::powersgd) {
       // Laid out like the gradients, so they map to global ranges as the moments do. Q (the same on
@@ -59,8 +61,8 @@ std::vector<checkpoint::HeldRange> PipelineTrainer::held_state() {
         // another rank of the same replica holds: restored, never saved, skipped by a rescue.
         const bool copy = run.embedding_copy || (run.replicated && shard_ != 0);
         // Under expert shards the first expert group's ranks (dp positions below EP) hold every
-        // expert once, and write them.
-        const bool saves = run.expert_shard ? replica_ < setup_.experts.shards() : h.saves;
+        // expert once, and write them (ZeRO 1 and 2's moments: each replica its segments).
+        const bool saves = run.expert_shard && !h.own_segment ? replica_ < setup_.experts.shards() : h.saves;
         const std::int64_t global = run.global + (from - run.local);
         held.push_back(
             {h.kind, global, global + (to - from), h.data + (from - h.begin), saves && !copy, copy, h.optional});

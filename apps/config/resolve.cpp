@@ -229,9 +229,6 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
       return "expert.shards > 1 does not work with fault.elastic yet: an expert group keeps its " + str(ep) +
              " ranks, and a shrink or grow moves single ranks";
     // On pipeline stages a stage's buffers are split by kind under plain sums alone.
-    if (c.pipeline.stages > 1 && t.zero != compute::ZeroStage::none)
-      return "expert.shards > 1 with pipeline.stages > 1 works with train.zero 0 only so far (got " +
-             std::to_string(compute::zero_number(t.zero)) + ")";
     if (c.pipeline.stages > 1 && c.comm.compress != comm::Compression::none)
       return "expert.shards > 1 with pipeline.stages > 1 works with plain gradient sums only so far (got "
              "comm.compress " +

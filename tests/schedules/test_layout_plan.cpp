@@ -496,14 +496,13 @@ TEST_CASE("a model with experts: a rank's share of the experts, the expert group
   // What the runtime refuses of experts is planned, not built.
   sharded.zero = ZeroStage::parameters;
   CHECK(plan(w, machine(2), sharded).not_built == "zero 3 with expert shards");
-  // Two pipeline stages: built under 1F1B, with expert shards under ZeRO 0; not under zero-bubble
-  // schedules, nor with expert shards under ZeRO.
+  // Two pipeline stages: built under 1F1B, with expert shards too; not under zero-bubble schedules.
   CHECK(plan(w, machine(2), {1, 1, 2, ZeroStage::none, Recompute::none, 4, 2}).not_built.empty());
   Layout zero_bubble{1, 1, 2, ZeroStage::none, Recompute::none, 4, 2, ScheduleKind::zb_h1};
   CHECK(plan(w, machine(2), zero_bubble).not_built == "experts under zero-bubble schedules");
   Layout staged_shards{2, 1, 2, ZeroStage::optimizer_state, Recompute::none, 2, 2};
   staged_shards.ep = 2;
-  CHECK(plan(w, machine(4), staged_shards).not_built == "zero with expert shards on pipeline stages");
+  CHECK(plan(w, machine(4), staged_shards).not_built.empty());
   staged_shards.zero = ZeroStage::none;
   const PlannedLayout staged = plan(w, machine(4), staged_shards);
   CHECK(staged.not_built.empty());

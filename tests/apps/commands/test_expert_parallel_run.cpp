@@ -125,8 +125,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "two pipeline stages of two replicas under ZeRO-3, and in expert groups of 2 under GPipe and interleaved, print "
-    "one process's losses and param norm",
+    "two pipeline stages of two replicas under ZeRO-3, and in expert groups of 2 under GPipe, interleaved, ZeRO 1 "
+    "and 2, print one process's losses and param norm; the ZeRO-2 checkpoint resumes in one process",
     "[cli][moe][pipeline]") {
   TempDir dir;
   const std::string alone = train(dir, with(moe_steps(kSteps), {"--train.grad_accum", "8"}), 1);
@@ -135,7 +135,8 @@ TEST_CASE(
   for (const std::vector<std::string>& layout :
        {std::vector<std::string>{"--train.zero", "3"},
         {"--expert.shards", "2", "--pipeline.schedule", "gpipe"},
-        {"--expert.shards", "2", "--pipeline.schedule", "interleaved", "--pipeline.virtual_stages", "2"}}) {
+        {"--expert.shards", "2", "--pipeline.schedule", "interleaved", "--pipeline.virtual_stages", "2"},
+        {"--expert.shards", "2", "--train.zero", "1"}}) {
     const std::string out = train(dir, with(with(moe_steps(kSteps), {"--pipeline.stages", "2"}), layout), 4);
     INFO(layout[0] << " " << layout[1] << " " << layout.back());
     const std::vector<double> grid = losses_of(out, kSteps);
@@ -143,6 +144,24 @@ TEST_CASE(
     for (int i = 0; i < kSteps; ++i) CHECK(std::abs(one[i] - grid[i]) <= 2e-4);
     CHECK(std::abs(param_norm_of(out) - param_norm_of(alone)) <= 1e-6 * param_norm_of(alone));
   }
+  // ZeRO 2: each replica writes its segments of the moments, the first expert group the experts;
+  // one process resumes from step 2 (the step-4 checkpoint removed) on the straight run's losses.
+  const std::vector<std::string> saved = {"--checkpoint.every", "2", "--checkpoint.dir", (dir.path() / "ck").string()};
+  const std::string out = train(
+      dir,
+      with(with(moe_steps(kSteps), {"--pipeline.stages", "2", "--expert.shards", "2", "--train.zero", "2"}), saved), 4);
+  const std::vector<double> grid = losses_of(out, kSteps);
+  REQUIRE(grid.size() == kSteps);
+  for (int i = 0; i < kSteps; ++i) CHECK(std::abs(one[i] - grid[i]) <= 2e-4);
+  CHECK(std::abs(param_norm_of(out) - param_norm_of(alone)) <= 1e-6 * param_norm_of(alone));
+  std::filesystem::remove_all(dir.path() / "ck" / "step-0000004");
+  const std::string resumed =
+      train(dir, with(with(moe_steps(kSteps), saved), {"--train.grad_accum", "8", "--resume"}), 1);
+  CHECK_THAT(resumed, Catch::Contains("resumed from"));
+  const std::vector<double> rest = losses_of(resumed, kSteps);
+  REQUIRE(rest.size() == 2);
+  for (int i = 0; i < 2; ++i) CHECK(std::abs(rest[static_cast<std::size_t>(i)] - one[2 + i]) <= 2e-4);
+  CHECK(std::abs(param_norm_of(resumed) - param_norm_of(alone)) <= 1e-6 * param_norm_of(alone));
 }
 
 TEST_CASE("a checkpoint written with expert shards resumes without them and prints the straight run's loss",
