@@ -80,7 +80,6 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
                "the layer split does not match the schedule");
   const compute::TrainerOptions& o = setup_.options;
   std::int64_t compressed_total = 0;
-  std::vector<compute::ZeroStep::Buffer> buffers;
   for (int c = 0; c < s.chunks; ++c) {
     const compute::StageLayers& layers = setup_.split[static_cast<std::size_t>(s.virtual_stage(stage_, c))];
     Chunk chunk;
@@ -95,8 +94,9 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
     }
     chunk.stage = std::make_unique<compute::GPTStage>(setup_.model, backend_, layers.first_layer, layers.last_layer,
                                                       compute::DType::f32, o.recompute, chunk.source.get(),
-                                                      shard_group(), context);
+                                                      shard_group(), context, setup_.experts);
     compute::GPTStage& stage = *chunk.stage;
+    stage.set_moe_loss_coefficients(o.moe_aux_coef, o.moe_z_coef);
     if (chunk.source && (groups_.embedding != nullptr || s.v_shape()) && (stage.is_first() || stage.is_last()))
       chunk.source->defer_gradient(stage.tied_embedding_unit());
     if (!setup_.parameters_from_peer) stage.init_parameters(o.seed);
@@ -107,11 +107,7 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
         backend_, stage.grads(), compute::shards_parameters(setup_.zero) ? 1 : s.microbatches);
     chunk.compressed_at = compressed_total;
     compressed_total += stage.num_params();
-    // The chunk's ZeRO shard: the segment of its buffer the stage's dp group reduce-scatters to this
-    // replica and gathers from it (ZeRO-3's source keeps the same one).
-    const comm::Slice own = comm::segment_of(stage.num_params(), groups_.dp.group().size(), groups_.dp.position());
-    buffers.push_back({stage.views(), stage.num_params(), stage.params(), stage.grads(), stage.kept_begin(), own.offset,
-                       own.offset + own.count, chunk.source.get(), chunk.compressed_at});
+    if (setup_.experts.sharded()) chunk.experts.emplace(stage);
     chunks_.push_back(std::move(chunk));
   }
   // Each chunk's buffer is one bucket; bf16 keeps no state and needs no shapes.
@@ -121,6 +117,32 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
                                       powersgd ? compressed_tensors() : std::vector<comm::GradientTensor>{});
   }
   data_parallel_ = group_hooks(mailbox_, groups_.dp, progress_, setup_.zero, compressor_);
+  TROUPE_CHECK(!setup_.experts.sharded() || (!compute::shards_parameters(setup_.zero) && !compressor_),
+               "expert shards on pipeline stages under ZeRO-3 or compressed sums");
+  expert_data_.zero_stage = setup_.zero;  // alone: the rank keeps its experts' state whole
+  if (groups_.expert_data != nullptr)
+    expert_data_ = group_hooks(mailbox_, *groups_.expert_data, progress_, setup_.zero);
+  std::vector<compute::ZeroStep::Buffer> buffers;
+  for (Chunk& chunk : chunks_) {
+    compute::GPTStage& stage = *chunk.stage;
+    chunk.first_buffer = static_cast<int>(buffers.size());
+    if (chunk.experts) {
+      // A buffer a run of a kind: the dense ones summed over the stage's dp group, the rank's
+      // experts over the ranks holding them (compute/train/expert_gradients.hpp).
+      for (compute::ZeroStep::Buffer& b :
+           chunk.experts->zero_buffers(stage.views(), stage.params(), stage.grads(), data_parallel_, expert_data_)) {
+        chunk.buffer_begins.push_back(b.sum_offset);
+        buffers.push_back(std::move(b));
+      }
+      continue;
+    }
+    // The chunk's ZeRO shard: the segment of its buffer the stage's dp group reduce-scatters to this
+    // replica and gathers from it (ZeRO-3's source keeps the same one).
+    const comm::Slice own = comm::segment_of(stage.num_params(), groups_.dp.group().size(), groups_.dp.position());
+    buffers.push_back({stage.views(), stage.num_params(), stage.params(), stage.grads(), stage.kept_begin(), own.offset,
+                       own.offset + own.count, chunk.source.get(), chunk.compressed_at});
+    chunk.buffer_begins.push_back(0);
+  }
   zero_ =
       std::make_unique<compute::ZeroStep>(backend_, data_parallel_, compute::DType::f32, o.adamw, std::move(buffers));
   compute::MemoryScope scope(compute::MemoryKind::activations);  // the micro-batches' token ids
@@ -179,57 +201,6 @@ compute::TensorShardGroup PipelineTrainer::shard_group() {
     wait(mailbox_.reduce_scatter(*groups_.tp, std::move(t)), "a tensor-parallel reduce-scatter");
   };
   return group;
-}
-
-std::vector<checkpoint::HeldRange> PipelineTrainer::held_state() {
-  std::vector<checkpoint::HeldRange> held;
-  // Replicas hold equal parameters and replica 0 saves them (under ZeRO-3 each its shard); the
-  // moments are each replica's own under any ZeRO stage.
-  const bool saves_parameters = replica_ == 0 || compute::shards_parameters(setup_.zero);
-  const bool saves_moments = replica_ == 0 || compute::shards_optimizer_state(setup_.zero);
-  for (std::size_t c = 0; c < chunks_.size(); ++c) {
-    const Chunk& chunk = chunks_[c];
-    compute::GPTStage& stage = *chunk.stage;
-    compute::AdamW& adamw = zero_->optimizer(static_cast<int>(c));
-    const auto [moments, moments_end] = adamw.range();
-    const std::int64_t kept = stage.kept_begin(), kept_end = kept + stage.params().numel();
-    struct Held {
-      std::string kind;
-      std::int64_t begin, end;  // local range of the stage's buffer that `data` holds from its start
-      float* data;
-      bool saves;
-      bool optional = false;
-    };
-    std::vector<Held> kinds = {
-        {"param", kept, kept_end, stage.params().data_as<float>(), saves_parameters},
-        {"adam_m", moments, moments_end, adamw.first_moments().data_as<float>(), saves_moments},
-        {"adam_v", moments, moments_end, adamw.second_moments().data_as<float>(), saves_moments}};
-    if (compressor_ && setup_.compression.kind == comm::Compression::powersgd) {
-      // Laid out like the gradients, so they map to global ranges as the moments do. Q (the same on
-      // every replica) fits only the tensor split that made it: under tensor shards its kind names
-      // their count, and a run resumed with another count starts Q afresh. Optional both: a
-      // checkpoint of a run that did not compress starts them afresh as well.
-      const std::int64_t at = chunk.compressed_at, whole = stage.num_params();
-      const std::string q_kind =
-          setup_.grid.tp > 1 ? "powersgd_q_tp" + std::to_string(setup_.grid.tp) : std::string("powersgd_q");
-      kinds.push_back({q_kind, 0, whole, compressor_->factors().data_as<float>() + at, replica_ == 0, true});
-      kinds.push_back({"powersgd_residual_dp" + std::to_string(groups_.dp.position()), 0, whole,
-                       compressor_->residuals().data_as<float>() + at, true, true});
-    }
-    for (const Held& h : kinds)
-      for (const compute::GPTStage::Run& run : stage.global_runs()) {
-        // Each run's part of the held range maps to one global range.
-        const std::int64_t from = std::max(h.begin, run.local), to = std::min(h.end, run.local + run.count);
-        if (from >= to) continue;
-        // A last stage's wte copy, and what every tensor shard holds (shard 0 saves it), copy what
-        // another rank of the same replica holds: restored, never saved, skipped by a rescue.
-        const bool copy = run.embedding_copy || (run.replicated && shard_ != 0);
-        const std::int64_t global = run.global + (from - run.local);
-        held.push_back(
-            {h.kind, global, global + (to - from), h.data + (from - h.begin), h.saves && !copy, copy, h.optional});
-      }
-  }
-  return held;
 }
 
 void PipelineTrainer::resume_at(long steps) {
@@ -378,6 +349,13 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
       busy_us_ += now_us() - start;
       trace("forward", op_name('F', ins), start, &ins);
       if (last) loss_sum += loss;
+      if (setup_.model.experts > 0) {
+        // The chunk's blocks' share of the whole model's mean over its MoE blocks and the
+        // replica's micro-batches: the pipeline's stages add up to it.
+        const int blocks = setup_.model.moe_layers_in(stage.first_layer(), stage.last_layer());
+        routing_.add(stage.moe_routing(slot),
+                     static_cast<double>(blocks) / (setup_.model.moe_layers() * s.microbatches));
+      }
       peak_in_use_ = std::max(peak_in_use_, ++in_use_);
       break;
     }
@@ -498,25 +476,39 @@ void PipelineTrainer::reduce_gradients() {
 }
 
 double PipelineTrainer::own_sum_of_squares(bool gradients) {
-  double sum = 0;
-  for (std::size_t c = 0; c < chunks_.size(); ++c) {
-    compute::GPTStage& stage = *chunks_[c].stage;
+  double sum = 0, experts = 0;
+  for (const Chunk& chunk : chunks_) {
+    compute::GPTStage& stage = *chunk.stage;
     compute::Tensor& kept = gradients ? stage.grads() : stage.params();
     const std::int64_t kept_begin = stage.kept_begin();
-    // Of the gradients, what this replica holds of their sum (its shard from ZeRO-2 on).
-    const auto [from, to] =
-        gradients ? zero_->summed_range(static_cast<int>(c)) : std::pair{kept_begin, kept_begin + kept.numel()};
-    for (const compute::GPTStage::Run& run : stage.global_runs()) {
-      if (run.embedding_copy || (run.replicated && shard_ != 0)) continue;
-      const std::int64_t lo = std::max(from, run.local), hi = std::min(to, run.local + run.count);
-      if (lo < hi) sum += backend_.sum_of_squares(kept.slice(lo - kept_begin, {hi - lo}));
+    // The local ranges this replica holds: of the gradients, what it holds of their sum in each of
+    // the chunk's buffers (its segment from ZeRO-2 on); of the parameters, all it keeps.
+    std::vector<std::pair<std::int64_t, std::int64_t>> held;
+    if (!gradients) held.emplace_back(kept_begin, kept_begin + kept.numel());
+    for (std::size_t i = 0; gradients && i < chunk.buffer_begins.size(); ++i) {
+      const auto [from, to] = zero_->summed_range(chunk.first_buffer + static_cast<int>(i));
+      held.emplace_back(chunk.buffer_begins[i] + from, chunk.buffer_begins[i] + to);
     }
+    for (const auto& [from, to] : held)
+      for (const compute::GPTStage::Run& run : stage.global_runs()) {
+        if (run.embedding_copy || (run.replicated && shard_ != 0)) continue;
+        const std::int64_t lo = std::max(from, run.local), hi = std::min(to, run.local + run.count);
+        if (lo < hi)
+          (run.expert_shard ? experts : sum) += backend_.sum_of_squares(kept.slice(lo - kept_begin, {hi - lo}));
+      }
   }
   const char* what = gradients ? "the gradient norm's shards" : "the parameter norm's shards";
-  if (gradients)
-    sum = zero_->group_squares(sum);
-  else if (compute::shards_parameters(setup_.zero) && setup_.grid.dp > 1)
-    sum = sum_over(groups_.dp, sum, what);
+  if (gradients && compute::shards_gradients(setup_.zero)) {
+    // Each replica its segments: of the dense runs over the dp group, of its experts over the ranks
+    // holding them, so the sum over the dp group counts every element once.
+    sum = zero_->group_squares(sum + experts);
+  } else {
+    if (!gradients && compute::shards_parameters(setup_.zero) && setup_.grid.dp > 1)
+      sum = sum_over(groups_.dp, sum, what);
+    // Under expert shards the first expert group's ranks hold every expert once: their squares,
+    // summed over the stage's dp group, complete the dense ones (equal on every replica).
+    if (setup_.experts.sharded()) sum += sum_over(groups_.dp, replica_ < setup_.experts.shards() ? experts : 0.0, what);
+  }
   if (groups_.tp != nullptr) sum = sum_over(*groups_.tp, sum, what);
   return sum;
 }
@@ -541,6 +533,7 @@ compute::StepResult PipelineTrainer::step() {
     chunk.stage->zero_grad();
     chunk.backwards = 0;
   }
+  routing_ = {};
   const std::vector<int>& shares = o.micro_shares;
   for (int j = 0; j < s.microbatches; ++j) {
     // Even: micro-batch j of replica r is the step's j·R + r; uneven: its first_unit(r) + j.
@@ -582,6 +575,10 @@ compute::StepResult PipelineTrainer::step() {
         const double replica_sum = sum_over(groups_.pp, loss_sum, "the loss sum");
         result.loss = sum_over(groups_.dp, replica_sum, "the loss sum") / group_micro_batches_;
         if (dynamic_) result.micro_batch_seconds = observe_speeds(result);
+      }
+      if (setup_.model.experts > 0) {
+        result.moe_of_rank = routing_;
+        result.moe = pipeline_routing();
       }
       result.grad_norm = std::sqrt(sum_over(groups_.pp, own_sum_of_squares(true), "the gradient norm"));
       zero_->clip(result.grad_norm, o.grad_clip);

@@ -32,6 +32,13 @@
 // 1 / (m · grid.dp) and the dp group's sums then make the replicas' mean gradient as without
 // context shards (compute/train/trainer.hpp).
 //
+// A model with experts (docs/moe.md, "Pipeline stages"): a chunk's MoE blocks add their routing
+// losses' gradients in its own backward; the step's routing (the losses' share of the model's mean,
+// the slots per expert) is added up forward by forward and summed over the pipeline for the step
+// line. Under expert shards (setup.experts) the chunk's MoE blocks exchange tokens with the stage's
+// ranks of EP consecutive dp places, and its buffer is split by kind: dense runs summed over the dp
+// group, its experts' over the stage's expert data-parallel group (compute/train/expert_gradients.hpp).
+//
 // Under ZeRO-3 each chunk keeps only its dp shard (compute/train/sharded_parameters.hpp): blocks
 // are gathered for each micro-batch's forward and backward and their gradients reduce-scattered
 // over the stage's dp group as they are done. The unit holding the tied embedding keeps its
@@ -54,6 +61,7 @@
 #include "compute/model/gpt_stage.hpp"
 #include "compute/model/stage_split.hpp"
 #include "compute/train/dynamic_shares.hpp"
+#include "compute/train/expert_gradients.hpp"
 #include "compute/train/micro_batch_sum.hpp"
 #include "compute/train/sharded_parameters.hpp"
 #include "compute/train/trainer.hpp"
@@ -79,6 +87,9 @@ struct PipelineSetup {
   bool sequence_parallel = false;  // with tp > 1 (compute/model/gpt_stage.hpp)
   comm::CompressionOptions compression;  // with ZeRO 0 or 1 (resolve() checks)
   compute::ContextShardGroup context;    // context shards: this rank's rows of every sequence
+  // Expert shards: the stage's ranks of EP consecutive dp places splitting each of its MoE blocks'
+  // experts (under ZeRO 0 to 2 and plain sums).
+  compute::ExpertGroup experts;
   // A replacement joining in place: a peer's state overwrites the parameters before the first
   // step, so they are not initialised from the seed.
   bool parameters_from_peer = false;
@@ -98,6 +109,8 @@ struct PipelineGroups {
   comm::Communicator& pp;
   comm::Communicator* embedding = nullptr;
   comm::Communicator* tp = nullptr;
+  // Under expert shards with more than one expert group: the stage's ranks holding this rank's experts.
+  comm::Communicator* expert_data = nullptr;
 };
 
 class PipelineTrainer {
@@ -159,6 +172,11 @@ class PipelineTrainer {
     // and how many of this step's backwards the chunk has run.
     std::unique_ptr<compute::MicroBatchSum> micro_batches;
     int backwards = 0;
+    // Under expert shards: the chunk's runs by kind, each a buffer of the step's.
+    std::optional<compute::ExpertGradients> experts;
+    // The chunk's buffers in the ZeRO step from first_buffer on, and where each starts in its own.
+    int first_buffer = 0;
+    std::vector<std::int64_t> buffer_begins;
   };
   struct InFlight {
     MailboxComm::Operation op = 0;
@@ -181,6 +199,8 @@ class PipelineTrainer {
   // replica holds a shard, under tensor shards over the tp group: each holds a part).
   double own_sum_of_squares(bool gradients);
   double sum_over(comm::Communicator& group, double value, const char* what);
+  // The replica's routing over the whole model: this rank's step's (routing_) summed over the pipeline.
+  compute::GPTStage::MoERouting pipeline_routing();
   // train.balance dynamic: every replica's seconds per micro-batch this step, the slowest of its
   // stages and shards (each rank's compute over its micro-batches), the same on every rank; the
   // shares change when DynamicShares decides so. Returns this replica's time.
@@ -222,11 +242,14 @@ class PipelineTrainer {
   long steps_ = 0;
   std::shared_ptr<comm::GradientCompressor> compressor_;  // data-parallel sums; null: plain
   compute::DataParallel data_parallel_;                   // the stage's dp group's hooks, through the compressor if any
+  compute::DataParallel expert_data_;  // under expert shards: its expert data-parallel group's (alone: none)
   std::unique_ptr<compute::ZeroStep> zero_;               // every chunk's buffer, over data_parallel_
   std::uint16_t evaluations_ = 0;
   std::uint16_t transfer_group_id_ = comm::pp_group_id;  // point-to-point keys' group: renewed per epoch
   int in_use_ = 0, peak_in_use_ = 0;
   double busy_us_ = 0;  // forward and backward compute in the step so far
+  // A model with experts: the step's routing of this stage's MoE blocks, added up forward by forward.
+  compute::GPTStage::MoERouting routing_;
   // train.balance dynamic: the shares' decision, the same on every rank (compute/train/dynamic_shares.hpp).
   std::optional<compute::DynamicShares> dynamic_;
   double bubble_fraction_ = 0;

@@ -133,6 +133,7 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
                                 MailboxComm& mailbox, monitor::WorkProgress& progress, monitor::WorkerMetrics* metrics,
                                 monitor::StepControl& control, const RescueHooks& rescue,
                                 const std::optional<recover_msg>& replacing, const compute::ContextShardGroup& context,
+                                const compute::ExpertGroup& experts, comm::Communicator* expert_data,
                                 const std::function<void(int epoch)>& renew_context) {
   const PipelineOptions& p = job.config.pipeline;
   const int rank = engine.rank();
@@ -182,9 +183,10 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
     setup.options.balance_window = job.config.train.balance_window;
   setup.parameters_from_peer = replacing.has_value();
   setup.context = context;
+  setup.experts = experts;
   compute::memory_ledger().measure_runtime();  // what the process holds before the model
-  PipelineTrainer trainer(std::move(setup), backend, {engine, dp, **pp, embedding.get(), tp.get()}, mailbox, progress,
-                          data.train, data.val);
+  PipelineTrainer trainer(std::move(setup), backend, {engine, dp, **pp, embedding.get(), tp.get(), expert_data},
+                          mailbox, progress, data.train, data.val);
   std::function<monitor::CompressionReading()> compression;
   if (trainer.compressor()) {
     compression = reading_of(trainer.compressor());
@@ -199,6 +201,9 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   if (context.sharded())
     shards += fmt::format(" x {} context shards ({})", context.split.shards,
                           compute::context::context_method_name(context.method));
+  if (experts.sharded())
+    shards +=
+        fmt::format(" x {} expert shards of {} experts each", experts.shards(), job.model.experts / experts.shards());
   std::string shares_text;  // train.balance static's
   if (!shares.empty()) shares_text = ", " + announce_shares(job, shares, rank);
   PipelineStageLoop loop(
@@ -213,11 +218,16 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
                         report->peak_stashed[static_cast<std::size_t>(coord.pp)], shares_text),
       {rank,
        {grid.dp, grid.pp, grid.tp},
-       (compute::shards_optimizer_state(zero) || replicas_write ? grid.dp : 1) * grid.pp * grid.tp});
+       // Under expert shards the first expert group's ranks write their experts.
+       (compute::shards_optimizer_state(zero) || replicas_write ? grid.dp
+        : experts.sharded()                                     ? experts.shards()
+                                                                : 1) *
+           grid.pp * grid.tp});
   // In place, the rank of the same stage and shard in a surviving replica gives the stage's state.
   std::vector<RenewedGroup> groups{{&dp, comm::dp_group_id}, {pp->get(), comm::pp_group_id}};
   if (tp) groups.push_back({tp.get(), comm::tp_group_id});
   if (embedding) groups.push_back({embedding.get(), comm::embedding_group_id});
+  if (expert_data) groups.push_back({expert_data, comm::outer_group_id});
   InPlaceRecovery recovery(mailbox.worker(), mailbox, engine, std::move(groups), [&](int epoch) {
     trainer.renew(epoch);
     renew_context(epoch);
@@ -432,7 +442,7 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
         data_parallel_only
             ? run_training(job, backend, data, data_parallel(), services, context, std::move(island), experts)
             : train_pipeline_stage(job, data, backend, engine, grid, **dp, mailbox, progress, metrics, control, rescue,
-                                   replacing, context, renew_context);
+                                   replacing, context, experts, expert_data.get(), renew_context);
     if (!trace_path.empty() && outcome.exit_code == 0) {
       if (Status s = gather_trace(mailbox, **dp, trace); !s) return {-1, 1, "trace: " + s.error().message};
       if (membership && (*dp)->position() == 0)

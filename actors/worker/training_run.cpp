@@ -454,8 +454,9 @@ class RankRun {
                                compressed.seconds - compressed_before.seconds,
                                r.lr,
                                r.grad_norm};
-    record.experts = r.moe.experts;
-    record.expert_slots = r.moe.slots;
+    const compute::GPTStage::MoERouting& routed = r.moe_of_rank ? *r.moe_of_rank : r.moe;  // each slot once over ranks
+    record.experts = routed.experts;
+    record.expert_slots = routed.slots;
     record.batch_share = r.batch_share;
     record.micro_batch_seconds = r.micro_batch_seconds;
     record.islands = r.islands;
@@ -465,7 +466,8 @@ class RankRun {
     services_.progress.step_done(record);
     if (services_.metrics) {
       services_.metrics->step_done(s + 1, secs, tokens, r.loss, r.lr, r.grad_norm);
-      if (!r.moe.slots.empty()) services_.metrics->experts_routed(r.moe.slots, r.moe.experts, r.moe.load_imbalance());
+      if (!routed.slots.empty())
+        services_.metrics->experts_routed(routed.slots, routed.experts, routed.load_imbalance());
     }
     to_board([&](monitor::RunBoard& board) {
       const double mfu = services_.metrics && secs > 0 ? services_.metrics->mfu(static_cast<double>(tokens) / secs) : 0;

@@ -199,8 +199,11 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
       return "model.experts works with train.backend cpu only so far: the router and the token dispatch run on host "
              "memory (got '" +
              backend + "')";
-    if (c.pipeline.stages > 1 || c.pipeline.virtual_stages > 1)
-      return "model.experts does not work with pipeline.stages > 1 yet: every rank runs the whole model";
+    if (c.pipeline.stages > 1 && schedules::splits_backward(c.pipeline.schedule))
+      return "model.experts does not work with pipeline.schedule " +
+             std::string(schedules::to_string(c.pipeline.schedule)) +
+             " yet: an MoE block's backward is not split into its input and weight halves (use 1f1b, gpipe or "
+             "interleaved)";
     if (c.tensor.shards > 1)
       return "model.experts does not work with tensor.shards > 1 yet: no rank holds a slice of an expert";
     if (c.context.shards > 1) return "model.experts does not work with context.shards > 1 yet";
@@ -220,6 +223,11 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
     if (c.fault.elastic)
       return "expert.shards > 1 does not work with fault.elastic yet: an expert group keeps its " + str(ep) +
              " ranks, and a shrink or grow moves single ranks";
+    // On pipeline stages a stage's buffers are split by kind under plain sums alone.
+    if (c.pipeline.stages > 1 && c.comm.compress != comm::Compression::none)
+      return "expert.shards > 1 with pipeline.stages > 1 works with plain gradient sums only so far (got "
+             "comm.compress " +
+             std::string(comm::compression_name(c.comm.compress)) + ")";
   }
 
   const PipelineOptions& p = c.pipeline;

@@ -153,10 +153,11 @@ class GPTStage {
   void zero_grad();
 
   // --- mixture of experts (gpt_stage_moe.cpp) ------------------------------------------------
-  // A model with experts (GPTConfig::is_moe_layer) runs as one whole stage, unsplit: the stage
-  // refuses anything else. Under a recompute its MoE blocks keep what moe_layer.hpp says. Its loss
-  // adds, per MoE block, aux × the load-balancing loss and z × the router z-loss
-  // (compute/moe/moe_router.hpp); both 0 until set.
+  // A model with experts (GPTConfig::is_moe_layer) runs without tensor or context shards: the stage
+  // refuses them. Under a recompute its MoE blocks keep what moe_layer.hpp says. Its loss adds, per
+  // MoE block of the stage, aux × the load-balancing loss and z × the router z-loss
+  // (compute/moe/moe_router.hpp); both 0 until set. Their gradients are the stage's own: backward
+  // adds them in each MoE block, under the backward's loss_scale, whichever stage holds the block.
   void set_moe_loss_coefficients(double aux, double z);
   // The expert group the MoE blocks run their share of the experts in; not sharded() without one.
   const ExpertGroup& expert_group() const { return experts_; }
@@ -164,8 +165,9 @@ class GPTStage {
   struct MoERouting {
     double aux = 0, z = 0;  // means over the stage's MoE blocks; 0 without any
     int experts = 0;
-    // Token-slots of this rank's tokens routed to each expert, block by block in layer order:
-    // slots[b · experts + e] (a block's slots sum to its tokens × top_k).
+    // Token-slots of this rank's tokens routed to each expert, block by block in layer order over
+    // the whole model's MoE blocks: slots[b · experts + e] (a block's slots sum to its tokens ×
+    // top_k; a block another pipeline stage holds has none here).
     std::vector<std::int64_t> slots;
     // Adds another micro-batch's: its losses times `weight`, its slots whole.
     void add(const MoERouting& other, double weight);

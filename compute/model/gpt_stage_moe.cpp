@@ -26,12 +26,16 @@ GPTStage::MoERouting GPTStage::moe_routing(int slot) const {
   const Slot& s = slot_at(slot);
   MoERouting routing;
   routing.experts = config_.experts;
+  // The whole model's blocks, each at its place: a pipeline stage's ranks add theirs up.
+  routing.slots.assign(static_cast<std::size_t>(config_.moe_layers() * config_.experts), 0);
   int blocks = 0;
-  for (const LayerActivations& a : s.layers) {
+  for (int l = first_layer_; l < last_layer_; ++l) {
+    const LayerActivations& a = s.layers[static_cast<std::size_t>(l - first_layer_)];
     if (!a.moe) continue;
     routing.aux += a.moe->plan.aux_loss;
     routing.z += a.moe->plan.z_loss;
-    for (int e = 0; e < config_.experts; ++e) routing.slots.push_back(a.moe->plan.count(e));
+    const auto first = static_cast<std::size_t>(config_.moe_layers_in(0, l) * config_.experts);
+    for (int e = 0; e < config_.experts; ++e) routing.slots[first + static_cast<std::size_t>(e)] = a.moe->plan.count(e);
     ++blocks;
   }
   if (blocks > 0) {

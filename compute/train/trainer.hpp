@@ -100,8 +100,12 @@ struct StepResult {
   double loss = 0;
   double lr = 0;
   double grad_norm = 0;
-  // The MoE blocks' mean losses over the step's micro-batches, and their slots summed (this rank's).
+  // The MoE blocks' mean losses over the step's micro-batches, and their slots summed (this rank's;
+  // on a pipeline stage its replica's whole model's, every stage's blocks summed over the pipeline).
   GPTStage::MoERouting moe;
+  // On a pipeline stage: its own blocks' share of `moe` (the other stages' slots 0), what the monitor
+  // and /metrics add up over ranks, so each token-slot counts once.
+  std::optional<GPTStage::MoERouting> moe_of_rank;
   // This data replica's share of the step's global batch (its micro-batches over the step's), and
   // under train.balance dynamic its measured seconds per micro-batch (the window's mean; else 0).
   double batch_share = 0;

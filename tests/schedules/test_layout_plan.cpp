@@ -503,8 +503,19 @@ TEST_CASE("a model with experts: a rank's share of the experts, the expert group
   // What the runtime refuses of experts is planned, not built.
   sharded.zero = ZeroStage::parameters;
   CHECK(plan(w, machine(2), sharded).not_built == "zero 3 with expert shards");
-  CHECK(plan(w, machine(2), {1, 1, 2, ZeroStage::none, Recompute::none, 4, 2}).not_built ==
-        "experts on pipeline stages");
+  // Two pipeline stages: built under 1F1B, with expert shards too; not under zero-bubble schedules.
+  CHECK(plan(w, machine(2), {1, 1, 2, ZeroStage::none, Recompute::none, 4, 2}).not_built.empty());
+  Layout zero_bubble{1, 1, 2, ZeroStage::none, Recompute::none, 4, 2, ScheduleKind::zb_h1};
+  CHECK(plan(w, machine(2), zero_bubble).not_built == "experts under zero-bubble schedules");
+  Layout staged_shards{2, 1, 2, ZeroStage::optimizer_state, Recompute::none, 2, 2};
+  staged_shards.ep = 2;
+  CHECK(plan(w, machine(4), staged_shards).not_built.empty());
+  staged_shards.zero = ZeroStage::none;
+  const PlannedLayout staged = plan(w, machine(4), staged_shards);
+  CHECK(staged.not_built.empty());
+  // Stage 0 (blocks 0 and 1, the embeddings; it stashes the most) holds MoE block 1's router and 2
+  // of its 4 experts: its slice less the 2 experts it does not hold.
+  CHECK(staged.memory.parameters == Approx(4.0 * (double(compute::stage_parameter_count(model, 0, 2)) - 2 * expert)));
   // Four replicas: expert groups of 1, 2 and 4; a dense model has none.
   auto all = plan_layouts(w, machine(4));
   REQUIRE(all);

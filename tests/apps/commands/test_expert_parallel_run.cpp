@@ -2,11 +2,13 @@
 // moe-tiny's experts, each holding only its own, print the losses of two plain data-parallel workers
 // (four workers in groups of 2 and of 4 those of four); a checkpoint they write resumes without
 // expert shards, and one of groups of 2 resumes in groups of 4, then without; a worker that throws
-// recovers in place with its state from the rank holding its experts; under ZeRO 1 and 2 they print
-// ZeRO 0's losses and final parameter norm, and a ZeRO-2 checkpoint resumes in other groups and
-// stages; under bf16 and PowerSGD sums they train as the same compression without expert shards,
-// and a PowerSGD checkpoint resumes in its layout and without expert shards; a layout whose expert
-// groups do not fit, and ZeRO-3 with expert shards, are refused in one line.
+// recovers in place with its state from the rank holding its experts; two pipeline stages of two
+// replicas in expert groups print one process's losses over 20 steps (under 1F1B, GPipe and
+// interleaved schedules; ZeRO-3 without expert shards), and their checkpoint resumes in one process; under ZeRO 1 and 2
+// they print ZeRO 0's losses and final parameter norm, and a ZeRO-2 checkpoint resumes in other groups and stages;
+// under bf16 and PowerSGD sums they train as the same compression without expert shards, and a PowerSGD checkpoint
+// resumes in its layout and without expert shards; a layout whose expert groups do not fit, and ZeRO-3 with expert
+// shards, are refused in one line.
 
 #include <catch2/catch.hpp>
 
@@ -87,6 +89,79 @@ TEST_CASE("four workers in expert groups of 2 and of 4 print the losses of four 
     REQUIRE(sharded.size() == kSteps);
     for (int i = 0; i < kSteps; ++i) CHECK(std::abs(plain[i] - sharded[i]) <= 2e-4);
   }
+}
+
+TEST_CASE(
+    "two pipeline stages of two data replicas in expert groups of 2 print the one-process loss over 20 steps, and "
+    "their checkpoint resumes in one process",
+    "[cli][moe][pipeline]") {
+  TempDir dir;
+  constexpr int steps = 20;
+  // Each step: 2 replicas × 4 micro-batches of 2 sequences, one process's 8 accumulated ones.
+  const std::string alone = train(dir, with(moe_steps(steps), {"--train.grad_accum", "8"}), 1);
+  const std::vector<std::string> staged = {"--pipeline.stages", "2", "--expert.shards", "2"};
+  const std::vector<std::string> saved = {"--checkpoint.every", "10", "--checkpoint.dir", (dir.path() / "ck").string()};
+  const std::string out = train(dir, with(with(moe_steps(steps), staged), saved), 4);
+  CHECK_THAT(out, Catch::Contains("x 2 expert shards of 2 experts each"));
+  const std::vector<double> one = losses_of(alone, steps), grid = losses_of(out, steps);
+  REQUIRE(one.size() == steps);
+  REQUIRE(grid.size() == steps);
+  for (int i = 0; i < steps; ++i) {
+    INFO("step " << i + 1 << ": " << one[i] << " against " << grid[i]);
+    CHECK(std::abs(one[i] - grid[i]) <= 2e-4);
+  }
+  CHECK(std::abs(param_norm_of(out) - param_norm_of(alone)) <= 1e-6 * param_norm_of(alone));
+  std::printf("moe-tiny %d steps, pp 2 x ep 2 on 4 workers: loss %.4f, param norm %.6f (one process: %.4f, %.6f)\n",
+              steps, grid.back(), param_norm_of(out), one.back(), param_norm_of(alone));
+  // The checkpoint of step 10 holds the whole model: one process goes on from it (the step-20 one
+  // removed, so it is the newest).
+  std::filesystem::remove_all(dir.path() / "ck" / "step-0000020");
+  const std::string resumed =
+      train(dir, with(with(moe_steps(steps), saved), {"--train.grad_accum", "8", "--resume"}), 1);
+  CHECK_THAT(resumed, Catch::Contains("resumed from"));
+  const std::vector<double> rest = losses_of(resumed, steps);
+  REQUIRE(rest.size() == steps - 10);
+  for (int i = 0; i < steps - 10; ++i) CHECK(std::abs(rest[static_cast<std::size_t>(i)] - one[10 + i]) <= 2e-4);
+}
+
+TEST_CASE(
+    "two pipeline stages of two replicas under ZeRO-3, and in expert groups of 2 under GPipe, interleaved, ZeRO 1 "
+    "and 2, print one process's losses and param norm; the ZeRO-2 checkpoint resumes in one process",
+    "[cli][moe][pipeline]") {
+  TempDir dir;
+  const std::string alone = train(dir, with(moe_steps(kSteps), {"--train.grad_accum", "8"}), 1);
+  const std::vector<double> one = losses_of(alone, kSteps);
+  REQUIRE(one.size() == kSteps);
+  for (const std::vector<std::string>& layout :
+       {std::vector<std::string>{"--train.zero", "3"},
+        {"--expert.shards", "2", "--pipeline.schedule", "gpipe"},
+        {"--expert.shards", "2", "--pipeline.schedule", "interleaved", "--pipeline.virtual_stages", "2"},
+        {"--expert.shards", "2", "--train.zero", "1"}}) {
+    const std::string out = train(dir, with(with(moe_steps(kSteps), {"--pipeline.stages", "2"}), layout), 4);
+    INFO(layout[0] << " " << layout[1] << " " << layout.back());
+    const std::vector<double> grid = losses_of(out, kSteps);
+    REQUIRE(grid.size() == kSteps);
+    for (int i = 0; i < kSteps; ++i) CHECK(std::abs(one[i] - grid[i]) <= 2e-4);
+    CHECK(std::abs(param_norm_of(out) - param_norm_of(alone)) <= 1e-6 * param_norm_of(alone));
+  }
+  // ZeRO 2: each replica writes its segments of the moments, the first expert group the experts;
+  // one process resumes from step 2 (the step-4 checkpoint removed) on the straight run's losses.
+  const std::vector<std::string> saved = {"--checkpoint.every", "2", "--checkpoint.dir", (dir.path() / "ck").string()};
+  const std::string out = train(
+      dir,
+      with(with(moe_steps(kSteps), {"--pipeline.stages", "2", "--expert.shards", "2", "--train.zero", "2"}), saved), 4);
+  const std::vector<double> grid = losses_of(out, kSteps);
+  REQUIRE(grid.size() == kSteps);
+  for (int i = 0; i < kSteps; ++i) CHECK(std::abs(one[i] - grid[i]) <= 2e-4);
+  CHECK(std::abs(param_norm_of(out) - param_norm_of(alone)) <= 1e-6 * param_norm_of(alone));
+  std::filesystem::remove_all(dir.path() / "ck" / "step-0000004");
+  const std::string resumed =
+      train(dir, with(with(moe_steps(kSteps), saved), {"--train.grad_accum", "8", "--resume"}), 1);
+  CHECK_THAT(resumed, Catch::Contains("resumed from"));
+  const std::vector<double> rest = losses_of(resumed, kSteps);
+  REQUIRE(rest.size() == 2);
+  for (int i = 0; i < 2; ++i) CHECK(std::abs(rest[static_cast<std::size_t>(i)] - one[2 + i]) <= 2e-4);
+  CHECK(std::abs(param_norm_of(resumed) - param_norm_of(alone)) <= 1e-6 * param_norm_of(alone));
 }
 
 TEST_CASE("a checkpoint written with expert shards resumes without them and prints the straight run's loss",

@@ -1,6 +1,7 @@
 // A GPT whose blocks hold the mixture-of-experts MLP (GPTConfig::experts): the whole model's
 // gradient, routing losses included, against finite differences in float64; the parameter
-// layout's MoE tensors and its active count; the memory estimate.
+// layout's MoE tensors and its active count; the memory estimate; two pipeline stages' routing and
+// gradients, routing losses included, against the whole model's.
 
 #include <catch2/catch.hpp>
 
@@ -244,4 +245,64 @@ TEST_CASE("moe GPT: routing of micro-batches adds up, and the load imbalance is 
   GPTStage::MoERouting other_model;
   other_model.add({0, 0, 2, {1, 1}}, 1.0);
   CHECK_THROWS(other_model.add(step, 1.0));
+}
+
+TEST_CASE(
+    "moe GPT on two stages: each stage's routing holds its own blocks at their places, and the stages' gradients with "
+    "the routing losses are the whole model's",
+    "[model][moe][pipeline]") {
+  const GPTConfig cfg = moe_config(1);  // MoE blocks 0 and 1 on the first stage, 2 on the second
+  const double aux_coef = 0.5, z_coef = 0.2;
+  CpuBackend backend(1);
+  GPTStage whole(cfg, backend, 0, 3, DType::f64), first(cfg, backend, 0, 2, DType::f64),
+      second(cfg, backend, 2, 3, DType::f64);
+  const int B = 2, T = 4;
+  for (GPTStage* stage : {&whole, &first, &second}) {
+    stage->set_moe_loss_coefficients(aux_coef, z_coef);
+    stage->init_parameters(7);
+    stage->reserve(B, T);
+    stage->zero_grad();
+  }
+  Tensor tokens = Tensor::zeros({B, T}, DType::i32), targets = Tensor::zeros({B, T}, DType::i32);
+  for (int i = 0; i < B * T; ++i) {
+    tokens.data_as<std::int32_t>()[i] = static_cast<std::int32_t>(splitmix64(i) % 11);
+    targets.data_as<std::int32_t>()[i] = static_cast<std::int32_t>(splitmix64(100 + i) % 11);
+  }
+  const double loss = whole.forward(0, tokens, targets);
+  first.forward(0, tokens);
+  CHECK(second.forward(0, first.output(0), targets) == Approx(loss).epsilon(1e-12));
+
+  // The whole model's routing: the first stage's 2 blocks and the second's 1, each at its place.
+  const GPTStage::MoERouting all = whole.moe_routing(0), a = first.moe_routing(0), b = second.moe_routing(0);
+  REQUIRE(all.slots.size() == 3 * 4);
+  REQUIRE(a.slots.size() == all.slots.size());
+  REQUIRE(b.slots.size() == all.slots.size());
+  for (std::size_t i = 0; i < all.slots.size(); ++i) {
+    INFO("block " << i / 4 << ", expert " << i % 4);
+    CHECK(a.slots[i] == (i < 8 ? all.slots[i] : 0));
+    CHECK(b.slots[i] == (i < 8 ? 0 : all.slots[i]));
+  }
+  GPTStage::MoERouting summed;
+  summed.add(a, 2.0 / 3);
+  summed.add(b, 1.0 / 3);
+  CHECK(summed.aux == Approx(all.aux).epsilon(1e-12));
+  CHECK(summed.z == Approx(all.z).epsilon(1e-12));
+  CHECK(summed.slots == all.slots);
+
+  // Backward: each stage adds its MoE blocks' routing-loss gradients itself.
+  whole.backward(0, Tensor{});
+  second.backward(0, Tensor{});
+  first.backward(0, second.input_grad(0));
+  for (const GPTStage* stage : {&first, &second})
+    for (const ParameterView& view : stage->views()) {
+      if (view.name == "wte.weight") continue;  // the tied embedding: its two shares, below
+      INFO(view.name);
+      const Tensor mine = stage->grad(view.name), theirs = whole.grad(view.name);
+      for (std::int64_t i = 0; i < mine.numel(); ++i)
+        REQUIRE(mine.data_as<double>()[i] == Approx(theirs.data_as<double>()[i]).margin(1e-12));
+    }
+  const Tensor lookup = first.tied_embedding_grad(), head = second.tied_embedding_grad(),
+               both = whole.tied_embedding_grad();
+  for (std::int64_t i = 0; i < both.numel(); ++i)
+    REQUIRE(lookup.data_as<double>()[i] + head.data_as<double>()[i] == Approx(both.data_as<double>()[i]).margin(1e-12));
 }

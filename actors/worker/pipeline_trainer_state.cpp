@@ -1,0 +1,92 @@
+// What a pipeline rank holds and reports beyond its step: its state as global ranges of the whole
+// model for checkpoints, and the step's expert routing summed over the pipeline (docs/moe.md,
+// "Pipeline stages").
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "actors/worker/pipeline_trainer.hpp"
+
+namespace troupe::actors {
+
+std::vector<checkpoint::HeldRange> PipelineTrainer::held_state() {
+  std::vector<checkpoint::HeldRange> held;
+  // Replicas hold equal parameters and replica 0 saves them (under ZeRO-3 each its shard); the
+  // moments are each replica's own under any ZeRO stage.
+  const bool saves_parameters = replica_ == 0 || compute::shards_parameters(setup_.zero);
+  const bool saves_moments = replica_ == 0 || compute::shards_optimizer_state(setup_.zero);
+  for (const Chunk& chunk : chunks_) {
+    compute::GPTStage& stage = *chunk.stage;
+    const std::int64_t kept = stage.kept_begin(), kept_end = kept + stage.params().numel();
+    struct Held {
+      std::string kind;
+      std::int64_t begin, end;  // local range of the stage's buffer that `data` holds from its start
+      float* data;
+      bool saves;
+      bool optional = false;
+      bool own_segment = false;  // ZeRO 1 and 2's moments: every replica writes its segments
+    };
+    std::vector<Held> kinds = {{"param", kept, kept_end, stage.params().data_as<float>(), saves_parameters}};
+    // Each of the chunk's buffers in the step (one, or under expert shards one a run of a kind)
+    // keeps its own moments.
+    for (std::size_t i = 0; i < chunk.buffer_begins.size(); ++i) {
+      compute::AdamW& adamw = zero_->optimizer(chunk.first_buffer + static_cast<int>(i));
+      const std::int64_t at = chunk.buffer_begins[i];
+      const auto [moments, moments_end] = adamw.range();
+      const bool segment = compute::shards_optimizer_state(setup_.zero);
+      kinds.push_back({"adam_m", at + moments, at + moments_end, adamw.first_moments().data_as<float>(), saves_moments,
+                       false, segment});
+      kinds.push_back({"adam_v", at + moments, at + moments_end, adamw.second_moments().data_as<float>(), saves_moments,
+                       false, segment});
+    }
+    if (compressor_ && setup_.compression.kind == comm::Compression::powersgd) {
+      // Laid out like the gradients, so they map to global ranges as the moments do. Q (the same on
+      // every replica) fits only the tensor split that made it: under tensor shards its kind names
+      // their count, and a run resumed with another count starts Q afresh. Optional both: a
+      // checkpoint of a run that did not compress starts them afresh as well.
+      const std::int64_t at = chunk.compressed_at, whole = stage.num_params();
+      const std::string q_kind =
+          setup_.grid.tp > 1 ? "powersgd_q_tp" + std::to_string(setup_.grid.tp) : std::string("powersgd_q");
+      kinds.push_back({q_kind, 0, whole, compressor_->factors().data_as<float>() + at, replica_ == 0, true});
+      kinds.push_back({"powersgd_residual_dp" + std::to_string(groups_.dp.position()), 0, whole,
+                       compressor_->residuals().data_as<float>() + at, true, true});
+    }
+    for (const Held& h : kinds)
+      for (const compute::GPTStage::Run& run : stage.global_runs()) {
+        // Each run's part of the held range maps to one global range.
+        const std::int64_t from = std::max(h.begin, run.local), to = std::min(h.end, run.local + run.count);
+        if (from >= to) continue;
+        // A last stage's wte copy, and what every tensor shard holds (shard 0 saves it), copy what
+        // another rank of the same replica holds: restored, never saved, skipped by a rescue.
+        const bool copy = run.embedding_copy || (run.replicated && shard_ != 0);
+        // Under expert shards the first expert group's ranks (dp positions below EP) hold every
+        // expert once, and write them (ZeRO 1 and 2's moments: each replica its segments).
+        const bool saves = run.expert_shard && !h.own_segment ? replica_ < setup_.experts.shards() : h.saves;
+        const std::int64_t global = run.global + (from - run.local);
+        held.push_back(
+            {h.kind, global, global + (to - from), h.data + (from - h.begin), saves && !copy, copy, h.optional});
+      }
+  }
+  return held;
+}
+
+compute::GPTStage::MoERouting PipelineTrainer::pipeline_routing() {
+  const std::vector<std::int64_t>& slots = routing_.slots;
+  compute::Tensor t = compute::Tensor::zeros({2 + static_cast<std::int64_t>(slots.size())}, compute::DType::f64);
+  double* sums = t.data_as<double>();
+  sums[0] = routing_.aux;
+  sums[1] = routing_.z;
+  std::copy(slots.begin(), slots.end(), sums + 2);  // counts far below 2^53: exact in a double
+  {
+    auto waiting = progress_.wait_for("the experts' routing over the pipeline");
+    check_comm(mailbox_.wait(mailbox_.all_reduce(groups_.pp, t)));
+  }
+  compute::GPTStage::MoERouting whole = routing_;
+  whole.aux = sums[0];
+  whole.z = sums[1];
+  for (std::size_t i = 0; i < slots.size(); ++i) whole.slots[i] = static_cast<std::int64_t>(sums[2 + i]);
+  return whole;
+}
+
+}  // namespace troupe::actors
