@@ -77,8 +77,8 @@ TEST_CASE("moe-tiny trains: its step lines carry aux, z and the experts' load, a
 }
 
 TEST_CASE(
-    "moe-tiny on two pipeline stages under 1F1B, GPipe and interleaved prints one process's losses, routing and "
-    "param norm",
+    "moe-tiny on two pipeline stages under 1F1B, GPipe and interleaved, and recomputing, prints one process's "
+    "losses, routing and param norm",
     "[cli][moe][pipeline]") {
   TempDir dir;
   const std::vector<std::string> common = {"--train.steps",       "4",  "--train.batch_size", "2",
@@ -99,11 +99,13 @@ TEST_CASE(
   for (const std::vector<std::string>& layout :
        {std::vector<std::string>{"--pipeline.schedule", "1f1b"},
         {"--pipeline.schedule", "gpipe"},
-        {"--pipeline.schedule", "interleaved", "--pipeline.virtual_stages", "2"}}) {
+        {"--pipeline.schedule", "interleaved", "--pipeline.virtual_stages", "2"},
+        {"--pipeline.schedule", "1f1b", "--train.recompute", "full"},
+        {"--pipeline.schedule", "gpipe", "--train.recompute", "selective"}}) {
     std::vector<std::string> args = {"--workers", "2", "--pipeline.stages", "2"};
     args.insert(args.end(), layout.begin(), layout.end());
     const MoeFigures staged = run(args);
-    INFO(layout[1]);
+    INFO(layout[1] << (layout.size() > 2 ? " " + layout[2] + " " + layout[3] : ""));
     CHECK(staged.steps == one.steps);
     CHECK(staged.norm == one.norm);
     std::printf("moe-tiny pp 2 %s: last step %s, param norm %s (one process: %s, %s)\n", layout[1].c_str(),
