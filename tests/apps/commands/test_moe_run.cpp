@@ -46,6 +46,19 @@ MoeFigures moe_figures(const ProcessResult& r) {
   return f;
 }
 
+// moe-tiny trained with `args` (batches of 2 × 64, a checkpoint every 3 steps into dir/folder),
+// which must succeed.
+ProcessResult train_checkpointed(const TempDir& dir, const std::string& folder, std::vector<std::string> args) {
+  const std::vector<std::string> common = {"--train.batch_size", "2", "--train.seq_len",    "64",
+                                           "--train.val_every",  "0", "--checkpoint.every", "3"};
+  args.insert(args.end(), common.begin(), common.end());
+  args.insert(args.end(), {"--checkpoint.dir", (dir.path() / folder).string()});
+  const ProcessResult r = troupe_train(dir, args, std::chrono::seconds(120));
+  INFO("stderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  return r;
+}
+
 }  // namespace
 
 TEST_CASE("moe-tiny trains: its step lines carry aux, z and the experts' load, and the loss falls", "[cli][moe]") {
@@ -127,15 +140,8 @@ TEST_CASE("a model with experts under a zero-bubble schedule is refused in one l
 TEST_CASE("moe-tiny's checkpoint of two pipeline stages resumes in one process on the one-process run's losses",
           "[cli][moe][pipeline][checkpoint]") {
   TempDir dir;
-  const std::vector<std::string> common = {"--train.batch_size", "2", "--train.seq_len",    "64",
-                                           "--train.val_every",  "0", "--checkpoint.every", "3"};
   auto run = [&](const std::string& folder, std::vector<std::string> args) {
-    args.insert(args.end(), common.begin(), common.end());
-    args.insert(args.end(), {"--checkpoint.dir", (dir.path() / folder).string()});
-    const ProcessResult r = troupe_train(dir, args, std::chrono::seconds(120));
-    INFO("stderr: " << r.err);
-    REQUIRE(r.exit_code == 0);
-    return r;
+    return train_checkpointed(dir, folder, std::move(args));
   };
   const MoeFigures straight = moe_figures(run("straight", {"--train.steps", "6", "--train.grad_accum", "4"}));
   run("staged", {"--train.steps", "3", "--workers", "2", "--pipeline.stages", "2"});
@@ -154,15 +160,8 @@ TEST_CASE(
     "apart",
     "[cli][moe][checkpoint]") {
   TempDir dir;
-  const std::vector<std::string> common = {"--train.batch_size", "2", "--train.seq_len",    "64",
-                                           "--train.val_every",  "0", "--checkpoint.every", "3"};
   auto run = [&](const std::string& folder, std::vector<std::string> args) {
-    args.insert(args.end(), common.begin(), common.end());
-    args.insert(args.end(), {"--checkpoint.dir", (dir.path() / folder).string()});
-    const ProcessResult r = troupe_train(dir, args, std::chrono::seconds(120));
-    INFO("stderr: " << r.err);
-    REQUIRE(r.exit_code == 0);
-    return r.out;
+    return train_checkpointed(dir, folder, std::move(args)).out;
   };
   const std::regex last("step +6/6 \\| loss ([0-9.]+) \\|");
   std::smatch whole, resumed;
