@@ -210,7 +210,9 @@ TEST_CASE("drill kill-node with tensor shards and fault.recovery restart: the re
 
 // Step 4 is checkpointed (every 2): the kill comes while the coordinator, rank 0, waits for the
 // lost rank's shard of that save. The rescue order ends the wait, and rank 0, holding step 4,
-// writes its rescue snapshot instead of giving up, so the restart loses no step.
+// writes its rescue snapshot instead of giving up, so the restart loses no step. On a loaded
+// machine the kill can land after every rank finished step 5 too: then the snapshot is of step 5,
+// again losing no step, and the wait was not exercised (the test says so).
 TEST_CASE("drill kill-node with tensor shards and fault.recovery restart right after a checkpointed step: the "
           "coordinator waiting for the lost rank's shard writes its rescue snapshot, losing no step",
           "[drill][tensor]") {
@@ -219,9 +221,16 @@ TEST_CASE("drill kill-node with tensor shards and fault.recovery restart right a
                                                    "--fault.recovery", "restart", "--at-step", "4"});
   check_passed(r);
   CHECK(asks_a_holder_of_each_shard(r.out));
-  if (survivors_at_one_step(r))
-    CHECK_THAT(r.out, Contains("steps lost: 0\n") &&
-                          Contains("restarting every node from the survivors' rescue snapshot of step 4"));
+  if (!survivors_at_one_step(r)) return;
+  CHECK_THAT(r.out, Contains("steps lost: 0\n"));
+  std::smatch snapshot;
+  REQUIRE(std::regex_search(r.out, snapshot,
+                            std::regex("restarting every node from the survivors' rescue snapshot of step\\s+([0-9]+) "
+                                       "\\(no steps lost\\)")));
+  const long step = std::stol(snapshot[1].str());
+  CHECK(step >= 4);
+  if (step > 4)
+    std::printf("the kill landed after step %ld: the coordinator's wait for the lost shard was not exercised\n", step);
 }
 
 TEST_CASE("drill node-lost: a node that cannot come back is left out and the job finishes on fewer replicas, "
