@@ -4,7 +4,9 @@
 #include <cstdio>
 #include <map>
 #include <set>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "actors/supervision/job_supervisor_state.hpp"
 #include "actors/supervision/recovery_coordinator.hpp"
@@ -93,10 +95,13 @@ std::int64_t steps_held(const job_supervisor_state& st, int node_index, int rank
   return -1;
 }
 
-// running ─► rescuing: a rescue_msg to every surviving node naming, for every (stage, shard), the
-// surviving rank that holds the most steps as its writer (the lowest replica of those); a process
-// an in-place recovery started, which holds no state yet, writes nothing. Returns false where some
-// (stage, shard) has no such survivor: the job ends at once, saying so.
+// running ─► rescuing: a rescue_msg to every surviving node naming, for every (stage, shard, place
+// in the expert group), the surviving rank that holds the most steps as its writer (the lowest
+// replica of those); a process an in-place recovery started, which holds no state yet, writes
+// nothing. Under expert shards the replicas at one place of their expert groups hold the same
+// experts, so one of each place writes: together they hold every expert once (and each the dense
+// parameters, which a checkpoint's loader reads from the first). Returns false where some place
+// has no such survivor: the job ends at once, saying so.
 bool start_rescue(job_actor* self, job_outcome_msg failure) {
   auto& st = self->state;
   auto survives = [&](int node_index) {
@@ -106,28 +111,34 @@ bool start_rescue(job_actor* self, job_outcome_msg failure) {
                failure.failed_nodes.end();
   };
   const comm::Grid grid = job_grid(st.plan);
+  const int expert_places = std::max(1, st.plan.recovery.expert_shards);
   std::map<int, int> writers;
   for (int stage = 0; stage < grid.pp; ++stage) {
     for (int shard = 0; shard < grid.tp; ++shard) {
-      int writer = -1, writer_node = -1;
-      std::int64_t most = -1;
-      for (int replica = 0; replica < grid.dp; ++replica) {
-        const int rank = comm::grid_rank(grid, {replica, stage, shard});
-        for (const PlannedNode& n : st.plan.nodes)
-          if (rank >= n.first_rank && rank < n.first_rank + n.slots && survives(n.node_index) &&
-              (writer < 0 || steps_held(st, n.node_index, rank) > most)) {
-            writer = rank;
-            writer_node = n.node_index;
-            most = steps_held(st, n.node_index, rank);
-          }
-      }
-      const bool found = writer >= 0;
-      if (found) writers[writer] = writer_node;
-      if (!found) {
+      for (int experts = 0; experts < expert_places; ++experts) {
+        int writer = -1, writer_node = -1;
+        std::int64_t most = -1;
+        for (int replica = experts; replica < grid.dp; replica += expert_places) {
+          const int rank = comm::grid_rank(grid, {replica, stage, shard});
+          for (const PlannedNode& n : st.plan.nodes)
+            if (rank >= n.first_rank && rank < n.first_rank + n.slots && survives(n.node_index) &&
+                (writer < 0 || steps_held(st, n.node_index, rank) > most)) {
+              writer = rank;
+              writer_node = n.node_index;
+              most = steps_held(st, n.node_index, rank);
+            }
+        }
+        if (writer >= 0) {
+          writers[writer] = writer_node;
+          continue;
+        }
         st.failure = std::move(failure);
+        std::vector<std::string> parts;
+        if (grid.pp > 1) parts.push_back("pipeline stage " + std::to_string(stage));
+        if (grid.tp > 1) parts.push_back("tensor shard " + std::to_string(shard));
+        if (expert_places > 1) parts.push_back("expert shard " + std::to_string(experts));
         std::string part;
-        if (grid.pp > 1) part = " of pipeline stage " + std::to_string(stage);
-        if (grid.tp > 1) part += (part.empty() ? " of" : ",") + std::string(" tensor shard ") + std::to_string(shard);
+        for (const std::string& p : parts) part += (part.empty() ? " of " : ", ") + p;
         end_rescue(self, "no surviving replica" + part);
         return false;
       }

@@ -109,9 +109,6 @@ RescueChoice rescue_choice(const RecoveryShape& shape) {
   if (!shape.checkpoints) return {false, "no checkpoint.dir to restart from"};
   if (shape.device_backend) return {false, device_state};
   if (const ReplicaState state = replica_state(shape); !state.held) return {false, state.why_not};
-  if (shape.expert_shards > 1)
-    return {false, "expert.shards " + std::to_string(shape.expert_shards) +
-                       ": a rescue's writers are one replica, which holds only its own experts"};
   return {true, {}};
 }
 

@@ -188,8 +188,9 @@ TEST_CASE("drill kill-node with fault.recovery restart: every node restarts from
   CHECK(seconds_after(r.out, "training resumed") <= seconds_after(r.out, "recovered"));
 }
 
-// With rank 1 (shard 1 of replica 0) lost, shard 1 survives only on rank 3, shard 0 on ranks 0 and
-// 2: the writer of shard 0 is whichever had finished more steps when the loss came, a race.
+// With rank 1 (shard 1 of replica 0, or the second place of the first expert group) lost, its
+// shard or experts survive only on rank 3, shard 0's on ranks 0 and 2: the writer of shard 0 is
+// whichever had finished more steps when the loss came, a race.
 static bool asks_a_holder_of_each_shard(const std::string& out) {
   return std::regex_search(out, std::regex("asking rank\\(s\\) [02], 3 for a rescue snapshot"));
 }
@@ -202,6 +203,25 @@ TEST_CASE("drill kill-node with tensor shards and fault.recovery restart: the re
                                                    "--fault.recovery", "restart"});
   check_passed(r);
   CHECK_THAT(r.out, Contains("lost node 1") && Contains("tensor shard 1 of replica 0"));
+  CHECK(asks_a_holder_of_each_shard(r.out));
+  if (survivors_at_one_step(r))
+    CHECK_THAT(r.out, Contains("steps lost: 0\n") && Contains("recovered from a surviving replica's memory: yes") &&
+                          Contains("counted: restarts=1 failure.node_lost=1 recovery.replica=1"));
+}
+
+// Four workers in expert groups of 2: ranks 0 and 2 hold the first half of each MoE block's
+// experts, ranks 1 and 3 the second. With node 1 lost, ranks 0 or 2 and rank 3 write the snapshot,
+// which holds every expert once.
+TEST_CASE(
+    "drill kill-node with expert shards and fault.recovery restart: one survivor of each place in the expert "
+    "group writes the rescue snapshot, losing no step",
+    "[drill][moe]") {
+  TempDir dir;
+  const ProcessResult r =
+      drill(dir, "kill-node",
+            {"--workers", "4", "--model.preset", "moe-tiny", "--expert.shards", "2", "--fault.recovery", "restart"});
+  check_passed(r);
+  CHECK_THAT(r.out, Contains("lost node 1"));
   CHECK(asks_a_holder_of_each_shard(r.out));
   if (survivors_at_one_step(r))
     CHECK_THAT(r.out, Contains("steps lost: 0\n") && Contains("recovered from a surviving replica's memory: yes") &&
