@@ -531,6 +531,41 @@ TEST_CASE(
                         Contains("every node kept its process: yes (node 0 pid "));
 }
 
+// Two stages of two replicas, the experts of each stage split over its two ranks: no replica holds
+// a rank's experts, so every rank rolls back in place to the newest checkpoint (step 4, or step 2
+// where step 4's was still being committed when rank 1 threw in step 5).
+TEST_CASE(
+    "drill kill-worker on 2 stages with expert shards: one expert group a stage rolls every rank back to the "
+    "newest checkpoint in place, and the weights are an undisturbed run's",
+    "[drill][moe][pipeline][rollback]") {
+  TempDir dir;
+  const ProcessResult r =
+      drill(dir, "kill-worker",
+            {"--workers", "4", "--pipeline.stages", "2", "--model.preset", "moe-tiny", "--expert.shards", "2"});
+  const long step = check_rolled_back(r, "one expert group of expert.shards 2: no replica holds a rank's experts", 2);
+  CHECK_THAT(r.out, Contains("drill: injected failure in the worker of rank 1 at step 5") &&
+                        Contains("rank 1's worker respawned in its process, resumed from checkpoint ") &&
+                        Contains("every node kept its process: yes (node 0 pid "));
+  check_steps_lost(r, step, 4);
+}
+
+// Two stages of four replicas in expert groups of 2: rank 1 (stage 0, replica 1) holds the second
+// half of stage 0's experts, as rank 3 (replica 3) does, which gives it its state in place.
+TEST_CASE(
+    "drill kill-worker on 2 stages of 4 replicas in expert groups of 2: the worker takes its experts from the "
+    "replica at its place in the other expert group, losing no step",
+    "[drill][moe][pipeline][slow]") {
+  TempDir dir;
+  const ProcessResult r =
+      drill(dir, "kill-worker",
+            {"--workers", "8", "--pipeline.stages", "2", "--model.preset", "moe-tiny", "--expert.shards", "2"});
+  check_passed(r);
+  CHECK_THAT(r.out, Contains("steps lost: 0\n") &&
+                        Contains("rank 1's worker respawned in its process, resumed from rank 3's memory") &&
+                        Contains("recovered from a surviving replica's memory: yes (in place, over the data plane)") &&
+                        !Contains("restarting every node"));
+}
+
 TEST_CASE("drill kill-node on pp 2 without dp: only the lost stage's process is started again, and the survivor rolls "
           "back in its own process to the newest checkpoint",
           "[drill][pipeline][rollback]") {
