@@ -41,23 +41,30 @@ void MailboxContextExchange::record_into(monitor::TraceRecorder& recorder) {
                       "context shard " + std::to_string(rank()) + " (rank " + std::to_string(engine_.rank()) + ")");
 }
 
-void MailboxContextExchange::finished(comm::ContextTraffic kind, std::uint64_t bytes,
-                                      std::chrono::steady_clock::time_point posted,
-                                      std::chrono::steady_clock::duration spent, std::uint16_t sequence) {
+void MailboxContextExchange::finish(const InFlight& op, comm::ContextTraffic kind) {
+  const auto began = std::chrono::steady_clock::now();
+  Status first_failure;
+  for (MailboxComm::Operation transfer : op.transfers) {
+    Status s = mailbox_.wait(transfer);
+    if (!s && first_failure) first_failure = s;
+  }
+  check_comm(first_failure);
+  const auto spent = op.spent + (std::chrono::steady_clock::now() - began);
   if (counted_as_ == comm::ExchangeGroup::expert)
-    engine_.traffic()->expert_finished(bytes, spent);
+    engine_.traffic()->expert_finished(op.bytes, spent);
   else
-    engine_.traffic()->context_finished(kind, bytes, spent);
+    engine_.traffic()->context_finished(kind, op.bytes, spent);
   if (trace_ == nullptr) return;
   using micros = std::chrono::duration<double, std::micro>;
   trace_->add_complete({trace_process(), rank()}, comm::context_traffic_name(kind), "transfer",
-                       micros(posted.time_since_epoch()).count(),
-                       micros(std::chrono::steady_clock::now() - posted).count(),
-                       {{"bytes", std::to_string(bytes)}, {"sequence", std::to_string(sequence)}});
+                       micros(op.posted.time_since_epoch()).count(),
+                       micros(std::chrono::steady_clock::now() - op.posted).count(),
+                       {{"bytes", std::to_string(op.bytes)}, {"sequence", std::to_string(op.sequence)}});
 }
 
 void MailboxContextExchange::renew(int epoch) {
   shift_.reset();
+  all_to_all_.reset();
   group_id_ = comm::epoch_group_id(comm::context_group_id, epoch);
   sequence_ = 0;
 }
@@ -70,32 +77,25 @@ Status MailboxContextExchange::begin_shift(std::span<const std::byte> send, std:
   const int r = rank();
   const comm::MessageKey key = next_key();
   ++sequence_;
-  const MailboxComm::Operation sent = mailbox_.send(engine_, peer(r + 1), key, over(send.data(), send.size()));
   const MailboxComm::Operation got =
       mailbox_.recv(engine_, peer(r + shards() - 1), key, over(recv.data(), recv.size()));
-  shift_ = {sent, got};
-  shift_bytes_ = send.size();
-  shift_sequence_ = key.sequence;
-  shift_posted_ = began;
-  shift_spent_ = std::chrono::steady_clock::now() - began;
+  const MailboxComm::Operation sent = mailbox_.send(engine_, peer(r + 1), key, over(send.data(), send.size()));
+  shift_ = InFlight{{got, sent}, send.size(), key.sequence, began, std::chrono::steady_clock::now() - began};
   return Status::success();
 }
 
 Status MailboxContextExchange::finish_shift() {
   if (!shift_) return Error{"context exchange: finish_shift without a shift in flight"};
-  const auto began = std::chrono::steady_clock::now();
-  const auto [sent, got] = *shift_;
+  const InFlight op = std::move(*shift_);
   shift_.reset();
-  check_comm(mailbox_.wait(got));
-  check_comm(mailbox_.wait(sent));
-  finished(comm::ContextTraffic::ring_shift, shift_bytes_, shift_posted_,
-           shift_spent_ + (std::chrono::steady_clock::now() - began), shift_sequence_);
+  finish(op, comm::ContextTraffic::ring_shift);
   return Status::success();
 }
 
-Status MailboxContextExchange::all_to_all_uneven(std::span<const std::byte> send,
-                                                 std::span<const std::size_t> send_bytes, std::span<std::byte> recv,
-                                                 std::span<const std::size_t> recv_bytes) {
+Status MailboxContextExchange::begin_all_to_all(std::span<const std::byte> send,
+                                                std::span<const std::size_t> send_bytes, std::span<std::byte> recv,
+                                                std::span<const std::size_t> recv_bytes) {
+  if (all_to_all_) return Error{"context exchange: an all-to-all began while another is in flight"};
   const auto ranks = static_cast<std::size_t>(shards());
   const auto words = [](std::span<const std::size_t> sizes) {
     return std::all_of(sizes.begin(), sizes.end(), [](std::size_t b) { return b % 4 == 0; });
@@ -106,6 +106,7 @@ Status MailboxContextExchange::all_to_all_uneven(std::span<const std::byte> send
     return Error{"context exchange: an all-to-all needs whole-word blocks that add up to its buffers"};
   const auto began = std::chrono::steady_clock::now();
   const auto r = static_cast<std::size_t>(rank());
+  if (send_bytes[r] != recv_bytes[r]) return Error{"context exchange: a rank's block to itself changed size"};
   const comm::MessageKey key = next_key();
   ++sequence_;
   std::vector<std::size_t> send_at(ranks + 1, 0), recv_at(ranks + 1, 0);
@@ -113,29 +114,30 @@ Status MailboxContextExchange::all_to_all_uneven(std::span<const std::byte> send
     send_at[j + 1] = send_at[j] + send_bytes[j];
     recv_at[j + 1] = recv_at[j] + recv_bytes[j];
   }
-  if (send_bytes[r] != recv_bytes[r]) return Error{"context exchange: a rank's block to itself changed size"};
-  std::vector<MailboxComm::Operation> ops;
+  InFlight op{{}, send.size() - send_bytes[r], key.sequence, began, {}};
   for (std::size_t j = 0; j < ranks; ++j) {
     if (j == r || recv_bytes[j] == 0) continue;
-    ops.push_back(
+    op.transfers.push_back(
         mailbox_.recv(engine_, peer(static_cast<int>(j)), key, over(recv.data() + recv_at[j], recv_bytes[j])));
   }
   for (std::size_t j = 0; j < ranks; ++j) {
     if (j == r || send_bytes[j] == 0) continue;
-    ops.push_back(
+    op.transfers.push_back(
         mailbox_.send(engine_, peer(static_cast<int>(j)), key, over(send.data() + send_at[j], send_bytes[j])));
   }
   std::copy(send.begin() + static_cast<std::ptrdiff_t>(send_at[r]),
             send.begin() + static_cast<std::ptrdiff_t>(send_at[r + 1]),
             recv.begin() + static_cast<std::ptrdiff_t>(recv_at[r]));
-  Status first_failure;
-  for (MailboxComm::Operation op : ops) {
-    Status s = mailbox_.wait(op);
-    if (!s && first_failure) first_failure = s;
-  }
-  check_comm(first_failure);
-  finished(comm::ContextTraffic::all_to_all, send.size() - send_bytes[r], began,
-           std::chrono::steady_clock::now() - began, key.sequence);
+  op.spent = std::chrono::steady_clock::now() - began;
+  all_to_all_ = std::move(op);
+  return Status::success();
+}
+
+Status MailboxContextExchange::finish_all_to_all() {
+  if (!all_to_all_) return Error{"context exchange: finish_all_to_all without an all-to-all in flight"};
+  const InFlight op = std::move(*all_to_all_);
+  all_to_all_.reset();
+  finish(op, comm::ContextTraffic::all_to_all);
   return Status::success();
 }
 

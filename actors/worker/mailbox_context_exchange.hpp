@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "actors/worker/mailbox_comm.hpp"
 #include "comm/engine.hpp"
@@ -40,8 +41,9 @@ class MailboxContextExchange final : public compute::context::ContextExchange {
   int shards() const override { return group_.size(); }
   Status begin_shift(std::span<const std::byte> send, std::span<std::byte> recv) override;
   Status finish_shift() override;
-  Status all_to_all_uneven(std::span<const std::byte> send, std::span<const std::size_t> send_bytes,
-                           std::span<std::byte> recv, std::span<const std::size_t> recv_bytes) override;
+  Status begin_all_to_all(std::span<const std::byte> send, std::span<const std::size_t> send_bytes,
+                          std::span<std::byte> recv, std::span<const std::size_t> recv_bytes) override;
+  Status finish_all_to_all() override;
   // Forgets the operations of a step given up part-way (their transfers the mailbox abandoned) and
   // goes on under `epoch`'s group id (comm::epoch_group_id) from sequence 0.
   void renew(int epoch);
@@ -54,9 +56,18 @@ class MailboxContextExchange final : public compute::context::ContextExchange {
   // The trace's process of this group: its data replica (traces are written for jobs of data
   // replicas and context shards alone, whose context groups are consecutive ranks).
   int trace_process() const { return group_.ranks.front() / shards(); }
-  // A finished exchange: counted, and traced when recording.
-  void finished(comm::ContextTraffic kind, std::uint64_t bytes, std::chrono::steady_clock::time_point posted,
-                std::chrono::steady_clock::duration spent, std::uint16_t sequence);
+  // A shift or all-to-all posted: its transfers, the bytes it sends off the rank, its sequence
+  // number, when it was posted and the time spent in its calls so far.
+  struct InFlight {
+    std::vector<MailboxComm::Operation> transfers;
+    std::uint64_t bytes = 0;
+    std::uint16_t sequence = 0;
+    std::chrono::steady_clock::time_point posted;
+    std::chrono::steady_clock::duration spent{};
+  };
+  // Waits for every transfer of `op` (the first failure thrown once all ended), then counts it and
+  // traces it when recording.
+  void finish(const InFlight& op, comm::ContextTraffic kind);
 
   MailboxComm& mailbox_;
   comm::Engine& engine_;
@@ -65,12 +76,7 @@ class MailboxContextExchange final : public compute::context::ContextExchange {
   int position_;
   std::uint16_t group_id_;  // the group's id, renewed under each in-place recovery's epoch
   std::uint16_t sequence_ = 0;
-  std::optional<std::pair<MailboxComm::Operation, MailboxComm::Operation>> shift_;  // send, receive
-  // The shift in flight's bytes as sent, sequence number, post time and time spent in its calls.
-  std::uint64_t shift_bytes_ = 0;
-  std::uint16_t shift_sequence_ = 0;
-  std::chrono::steady_clock::time_point shift_posted_;
-  std::chrono::steady_clock::duration shift_spent_{};
+  std::optional<InFlight> shift_, all_to_all_;
   monitor::TraceRecorder* trace_ = nullptr;
 };
 

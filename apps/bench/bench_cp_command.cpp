@@ -77,10 +77,11 @@ class TimedExchange final : public compute::context::ContextExchange {
     waits.push_back(seconds_since(start));
     return done;
   }
-  Status all_to_all_uneven(std::span<const std::byte> send, std::span<const std::size_t> send_bytes,
-                           std::span<std::byte> recv, std::span<const std::size_t> recv_bytes) override {
-    return inner_.all_to_all_uneven(send, send_bytes, recv, recv_bytes);
+  Status begin_all_to_all(std::span<const std::byte> send, std::span<const std::size_t> send_bytes,
+                          std::span<std::byte> recv, std::span<const std::size_t> recv_bytes) override {
+    return inner_.begin_all_to_all(send, send_bytes, recv, recv_bytes);
   }
+  Status finish_all_to_all() override { return inner_.finish_all_to_all(); }
   std::vector<double> waits;  // seconds, one per shift since the last clear
 
  private:

@@ -4,6 +4,12 @@
 
 namespace troupe::compute::context {
 
+Status ContextExchange::all_to_all_uneven(std::span<const std::byte> send, std::span<const std::size_t> send_bytes,
+                                          std::span<std::byte> recv, std::span<const std::size_t> recv_bytes) {
+  if (Status begun = begin_all_to_all(send, send_bytes, recv, recv_bytes); !begun) return begun;
+  return finish_all_to_all();
+}
+
 Status ContextExchange::all_to_all(std::span<const std::byte> send, std::span<std::byte> recv) {
   const std::size_t ranks = static_cast<std::size_t>(shards()), block = send.size() / ranks;
   if (send.size() != recv.size() || block * ranks != send.size()) {

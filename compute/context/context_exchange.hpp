@@ -11,7 +11,11 @@
 //
 // All-to-all: send holds C blocks back to back, block j (send_bytes[j] long) for rank j; recv gets
 // block i (recv_bytes[i] long, what rank i sends this one) from rank i, back to back. Between
-// processes an empty block travels as no message. all_to_all is the case of C equal blocks (context attention's);
+// processes an empty block travels as no message. begin_all_to_all posts it and finish_all_to_all
+// waits for it, so the caller may compute between the two (an MoE block's shared expert while its
+// tokens travel); one all-to-all is in flight at a time (beside a shift), its buffers untouched
+// until finish_all_to_all returns. all_to_all_uneven is the two at once, all_to_all the case of C
+// equal blocks (context attention's);
 // exchange_counts then the uneven call is the case where the receivers learn their sizes first
 // (expert parallelism's tokens, compute/moe/expert_exchange.hpp).
 
@@ -31,8 +35,12 @@ class ContextExchange {
   virtual int shards() const = 0;
   virtual Status begin_shift(std::span<const std::byte> send, std::span<std::byte> recv) = 0;
   virtual Status finish_shift() = 0;
-  virtual Status all_to_all_uneven(std::span<const std::byte> send, std::span<const std::size_t> send_bytes,
-                                   std::span<std::byte> recv, std::span<const std::size_t> recv_bytes) = 0;
+  virtual Status begin_all_to_all(std::span<const std::byte> send, std::span<const std::size_t> send_bytes,
+                                  std::span<std::byte> recv, std::span<const std::size_t> recv_bytes) = 0;
+  virtual Status finish_all_to_all() = 0;
+
+  Status all_to_all_uneven(std::span<const std::byte> send, std::span<const std::size_t> send_bytes,
+                           std::span<std::byte> recv, std::span<const std::size_t> recv_bytes);
   // Equal blocks: send.size() / C bytes each way with every rank.
   Status all_to_all(std::span<const std::byte> send, std::span<std::byte> recv);
 };

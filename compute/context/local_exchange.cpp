@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace troupe::compute::context {
 
@@ -23,15 +25,25 @@ class LocalContextGroup::Rank final : public ContextExchange {
     pending_.reset();
     return group_.take_shift(rank_, into);
   }
-  Status all_to_all_uneven(std::span<const std::byte> send, std::span<const std::size_t> send_bytes,
-                           std::span<std::byte> recv, std::span<const std::size_t> recv_bytes) override {
-    return group_.all_to_all(rank_, send, send_bytes, recv, recv_bytes);
+  Status begin_all_to_all(std::span<const std::byte> send, std::span<const std::size_t> send_bytes,
+                          std::span<std::byte> recv, std::span<const std::size_t> recv_bytes) override {
+    if (blocks_pending_) return Error{"context exchange: an all-to-all began while another is in flight"};
+    if (Status posted = group_.post_blocks(rank_, send, send_bytes, recv, recv_bytes); !posted) return posted;
+    blocks_pending_ = {recv, std::vector<std::size_t>(recv_bytes.begin(), recv_bytes.end())};
+    return Status::success();
+  }
+  Status finish_all_to_all() override {
+    if (!blocks_pending_) return Error{"context exchange: finish_all_to_all without an all-to-all in flight"};
+    const auto [into, sizes] = std::move(*blocks_pending_);
+    blocks_pending_.reset();
+    return group_.take_blocks(rank_, into, sizes);
   }
 
  private:
   LocalContextGroup& group_;
   int rank_;
   std::optional<std::span<std::byte>> pending_;
+  std::optional<std::pair<std::span<std::byte>, std::vector<std::size_t>>> blocks_pending_;
 };
 
 LocalContextGroup::LocalContextGroup(int shards) : shards_(shards), boxes_(shards) {
@@ -66,8 +78,8 @@ Status LocalContextGroup::take_shift(int at, std::span<std::byte> into) {
   return Status::success();
 }
 
-Status LocalContextGroup::all_to_all(int r, std::span<const std::byte> send, std::span<const std::size_t> send_bytes,
-                                     std::span<std::byte> recv, std::span<const std::size_t> recv_bytes) {
+Status LocalContextGroup::post_blocks(int r, std::span<const std::byte> send, std::span<const std::size_t> send_bytes,
+                                      std::span<const std::byte> recv, std::span<const std::size_t> recv_bytes) {
   const std::size_t ranks = static_cast<std::size_t>(shards_);
   if (send_bytes.size() != ranks || recv_bytes.size() != ranks ||
       std::accumulate(send_bytes.begin(), send_bytes.end(), std::size_t{0}) != send.size() ||
@@ -86,6 +98,11 @@ Status LocalContextGroup::all_to_all(int r, std::span<const std::byte> send, std
     }
   }
   changed_.notify_all();
+  return Status::success();
+}
+
+Status LocalContextGroup::take_blocks(int r, std::span<std::byte> recv, std::span<const std::size_t> recv_bytes) {
+  const std::size_t ranks = static_cast<std::size_t>(shards_);
   std::unique_lock lock(mutex_);
   Mailbox& box = boxes_[r];
   changed_.wait(lock, [&] {

@@ -1,7 +1,7 @@
 #pragma once
 // A context group whose C ranks are threads of one process: each rank's ContextExchange hands
-// bytes to the others through mailboxes under one mutex. The ring's transfer is a copy made in
-// begin_shift (so it overlaps nothing here); what it pins is the protocol: who sends what to whom,
+// bytes to the others through mailboxes under one mutex. The ring's and the all-to-all's transfers
+// are copies made when they begin (so they overlap nothing here); what it pins is the protocol: who sends what to whom,
 // in which order, with which sizes, the same as the comm engine carries between processes.
 
 #include <condition_variable>
@@ -31,8 +31,9 @@ class LocalContextGroup {
   };
   void post_shift(int to, std::span<const std::byte> bytes);
   Status take_shift(int at, std::span<std::byte> into);
-  Status all_to_all(int r, std::span<const std::byte> send, std::span<const std::size_t> send_bytes,
-                    std::span<std::byte> recv, std::span<const std::size_t> recv_bytes);
+  Status post_blocks(int r, std::span<const std::byte> send, std::span<const std::size_t> send_bytes,
+                     std::span<const std::byte> recv, std::span<const std::size_t> recv_bytes);
+  Status take_blocks(int r, std::span<std::byte> recv, std::span<const std::size_t> recv_bytes);
 
   int shards_;
   std::mutex mutex_;

@@ -91,15 +91,18 @@ ExpertCounts exchange_expert_counts(const ExpertGroup& group, const RoutingPlan&
   return c;
 }
 
-void dispatch_to_experts(const ExpertGroup& group, const ExpertCounts& c, const Tensor& grouped, Tensor& staging,
-                         Tensor& local) {
+void begin_dispatch(const ExpertGroup& group, const ExpertCounts& c, const Tensor& grouped, Tensor& staging) {
   const std::size_t row = row_bytes_of(grouped);
   const std::vector<std::size_t> send = run_bytes(c.sent, c.shards, c.local, row),
                                  recv = run_bytes(c.received, c.shards, c.local, row);
   const std::size_t sent = std::accumulate(send.begin(), send.end(), std::size_t{0}),
                     got = std::accumulate(recv.begin(), recv.end(), std::size_t{0});
   TROUPE_CHECK(sent <= grouped.nbytes() && got <= staging.nbytes(), "expert dispatch of " + grouped.describe());
-  check(group.exchange->all_to_all_uneven(bytes_of(grouped, sent), send, writable_bytes_of(staging, got), recv));
+  check(group.exchange->begin_all_to_all(bytes_of(grouped, sent), send, writable_bytes_of(staging, got), recv));
+}
+
+void finish_dispatch(const ExpertGroup& group, const ExpertCounts& c, const Tensor& staging, Tensor& local) {
+  check(group.exchange->finish_all_to_all());
   regroup(c, staging, local, true);
 }
 

@@ -49,10 +49,14 @@ struct ExpertCounts {
 // Step 1 for `plan`'s slots.
 ExpertCounts exchange_expert_counts(const ExpertGroup& group, const RoutingPlan& plan);
 
-// Step 2: grouped (plan.slots(), C), the slots grouped by expert, to local (received_rows, C)
-// grouped by local expert; staging (received_rows, C) holds the rows as they arrive.
-void dispatch_to_experts(const ExpertGroup& group, const ExpertCounts& counts, const Tensor& grouped, Tensor& staging,
-                         Tensor& local);
+// Step 2 begun: grouped (plan.slots(), C), the slots grouped by expert, sent to their experts'
+// ranks; staging (received_rows, C) receives the rows as they arrive. The caller may compute
+// between this and finish_dispatch (moe_layer.hpp runs the shared expert, or the router's
+// backward, there), leaving grouped and staging untouched.
+void begin_dispatch(const ExpertGroup& group, const ExpertCounts& counts, const Tensor& grouped, Tensor& staging);
+// Step 2 ended: waits for the rows, then regroups them from staging into local (received_rows, C)
+// by local expert.
+void finish_dispatch(const ExpertGroup& group, const ExpertCounts& counts, const Tensor& staging, Tensor& local);
 // Step 3: local (received_rows, C) grouped by local expert back to grouped (plan.slots(), C) at
 // the senders, through staging (received_rows, C).
 void combine_from_experts(const ExpertGroup& group, const ExpertCounts& counts, const Tensor& local, Tensor& staging,

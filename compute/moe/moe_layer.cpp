@@ -187,19 +187,17 @@ void moe_forward(Backend& be, Tensor& out, MoEActivations& a, const Tensor& inp,
     for (std::int64_t s = 0; s < Nk; ++s)
       std::copy_n(x.data_as<Real>() + (s / k) * C, C, grouped_in.data_as<Real>() + plan.row[s] * C);
   });
-  // 3. The experts, each over its rows: here, or at their ranks under expert shards.
+  // 3. Under expert shards the rows leave for their experts' ranks now, and travel while step 4 runs.
+  Tensor local_in, local_out, staging;
   if (experts.sharded()) {
-    if (pass == MoEPass::forward) a.counts = exchange_expert_counts(experts, plan);
     const std::int64_t R = a.local_in.numel() / C;
-    Tensor local_in = a.local_in.reshape({R, C}), local_out = a.local_out.reshape({R, C}),
-           staging = a.staging.reshape({R, C});
-    dispatch_to_experts(experts, a.counts, grouped_in, staging, local_in);
-    experts_forward(be, w, expert_rows_of(a, experts), local_in, hidden, hidden_gelu, local_out);
-    combine_from_experts(experts, a.counts, local_out, staging, expert_out);
-  } else {
-    experts_forward(be, w, expert_rows_of(a, experts), grouped_in, hidden, hidden_gelu, expert_out);
+    local_in = a.local_in.reshape({R, C});
+    local_out = a.local_out.reshape({R, C});
+    staging = a.staging.reshape({R, C});
+    if (pass == MoEPass::forward) a.counts = exchange_expert_counts(experts, plan);
+    begin_dispatch(experts, a.counts, grouped_in, staging);
   }
-  // 4. The shared expert writes out; else out starts at 0.
+  // 4. The shared expert writes out; else out starts at 0. It needs none of the rows in flight.
   if (w.has_shared()) {
     Tensor sh = a.shared_hidden.slice(0, {N, H}), sg = a.shared_gelu.slice(0, {N, H});
     be.matmul_forward(sh, x, w.shared_fc_w, w.shared_fc_b);
@@ -207,6 +205,14 @@ void moe_forward(Backend& be, Tensor& out, MoEActivations& a, const Tensor& inp,
     be.matmul_forward(y, sg, w.shared_proj_w, w.shared_proj_b);
   } else {
     be.fill_zero(y);
+  }
+  // 3, continued. The experts, each over its rows: here, or at their ranks under expert shards.
+  if (experts.sharded()) {
+    finish_dispatch(experts, a.counts, staging, local_in);
+    experts_forward(be, w, expert_rows_of(a, experts), local_in, hidden, hidden_gelu, local_out);
+    combine_from_experts(experts, a.counts, local_out, staging, expert_out);
+  } else {
+    experts_forward(be, w, expert_rows_of(a, experts), grouped_in, hidden, hidden_gelu, expert_out);
   }
   // 5. Combine.
   with_moe_real(inp.dtype(), [&]<typename Real>(Real) {
@@ -253,6 +259,16 @@ void moe_backward(Backend& be, Tensor& dinp, MoEWeights& grads, MoEScratch& m, c
       dgates.data_as<Real>()[s] = static_cast<Real>(dot);
     }
   });
+  // 3. Under expert shards the outputs' gradients leave for the experts' ranks, and travel while the
+  // router's and the shared expert's backward run, which need none of them.
+  Tensor dlocal, local_in, staging;
+  if (experts.sharded()) {
+    const std::int64_t R = a.local_in.numel() / C;
+    dlocal = m.dlocal.reshape({R, C});
+    local_in = a.local_in.reshape({R, C});
+    staging = m.staging.reshape({R, C});
+    begin_dispatch(experts, a.counts, dexpert_out, staging);
+  }
   // 1. Router: its input gradient is written to dinp, which the other branches then add to.
   route_backward(dlogits, dgates, a.probs, a.lse, plan, aux_scale, z_scale);
   Tensor no_bias;
@@ -266,14 +282,11 @@ void moe_backward(Backend& be, Tensor& dinp, MoEWeights& grads, MoEScratch& m, c
     be.matmul_backward(dpart, grads.shared_fc_w, grads.shared_fc_b, dsh, x, w.shared_fc_w);
     be.residual_forward(dx, dx, dpart);
   }
-  // 3. The experts, each over its own rows: the outputs' gradients go where the outputs came from,
-  // the inputs' come back.
+  // 3, continued. The experts, each over its own rows: the outputs' gradients went where the
+  // outputs came from, the inputs' come back.
   if (experts.sharded()) {
-    const std::int64_t R = a.local_in.numel() / C;
-    Tensor dlocal = m.dlocal.reshape({R, C}), staging = m.staging.reshape({R, C});
-    dispatch_to_experts(experts, a.counts, dexpert_out, staging, dlocal);
-    experts_backward(be, grads, w, expert_rows_of(a, experts), dlocal, a.local_in.reshape({R, C}), hidden, hidden_gelu,
-                     dhidden, dlocal);
+    finish_dispatch(experts, a.counts, staging, dlocal);
+    experts_backward(be, grads, w, expert_rows_of(a, experts), dlocal, local_in, hidden, hidden_gelu, dhidden, dlocal);
     combine_from_experts(experts, a.counts, dlocal, staging, dgrouped);
   } else {
     experts_backward(be, grads, w, expert_rows_of(a, experts), dexpert_out, grouped_in, hidden, hidden_gelu, dhidden,

@@ -84,6 +84,35 @@ TEST_CASE("an uneven all-to-all moves blocks of each pair's own size, an empty o
   });
 }
 
+TEST_CASE(
+    "an all-to-all begun travels while the rank computes and shifts, lands by finish_all_to_all, and a second "
+    "begun before it ends is refused",
+    "[actors][moe]") {
+  on_two_ranks([](comm::Engine& engine, MailboxComm& mailbox, comm::Communicator& world) -> Status {
+    const int r = engine.rank();
+    MailboxContextExchange exchange(mailbox, engine, comm::expert_group(comm::Grid{2, 1, 1}, r, 2),
+                                    comm::ExchangeGroup::expert);
+    const std::vector<float> send{100.0f * r, 100.0f * r + 1};
+    std::vector<float> got(2, -1.0f);
+    const std::vector<std::size_t> blocks{4, 4};
+    if (Status s = exchange.begin_all_to_all(bytes_of(send), blocks, writable_bytes_of(got), blocks); !s) return s;
+    if (exchange.begin_all_to_all(bytes_of(send), blocks, writable_bytes_of(got), blocks))
+      return Error{"a second all-to-all began while the first was in flight"};
+    // A ring shift begun and finished meanwhile, as the MoE block's compute would go on.
+    const std::vector<float> mine{7.0f + r};
+    std::vector<float> next(1);
+    if (Status s = exchange.begin_shift(bytes_of(mine), writable_bytes_of(next)); !s) return s;
+    if (Status s = exchange.finish_shift(); !s) return s;
+    if (next[0] != 7.0f + (1 - r)) return Error{"the shift brought " + std::to_string(next[0])};
+    if (Status s = exchange.finish_all_to_all(); !s) return s;
+    if (got[static_cast<std::size_t>(r)] != 100.0f * r + r ||
+        got[static_cast<std::size_t>(1 - r)] != 100.0f * (1 - r) + r)
+      return Error{"the all-to-all brought " + std::to_string(got[0]) + ", " + std::to_string(got[1])};
+    if (exchange.finish_all_to_all()) return Error{"finish_all_to_all ended an all-to-all that was not in flight"};
+    return world.barrier();
+  });
+}
+
 TEST_CASE("a context exchange whose peer is lost throws CommFailed naming it, so the worker waits for the job's order",
           "[actors]") {
   for (const bool ring : {true, false}) {

@@ -31,11 +31,12 @@ class CountingExchange final : public ContextExchange {
     return inner_.begin_shift(send, recv);
   }
   Status finish_shift() override { return inner_.finish_shift(); }
-  Status all_to_all_uneven(std::span<const std::byte> send, std::span<const std::size_t> send_bytes,
-                           std::span<std::byte> recv, std::span<const std::size_t> recv_bytes) override {
+  Status begin_all_to_all(std::span<const std::byte> send, std::span<const std::size_t> send_bytes,
+                          std::span<std::byte> recv, std::span<const std::size_t> recv_bytes) override {
     sent += double(send.size() - send_bytes[static_cast<std::size_t>(rank())]);
-    return inner_.all_to_all_uneven(send, send_bytes, recv, recv_bytes);
+    return inner_.begin_all_to_all(send, send_bytes, recv, recv_bytes);
   }
+  Status finish_all_to_all() override { return inner_.finish_all_to_all(); }
   double sent = 0;
 
  private:
