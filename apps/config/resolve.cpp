@@ -206,7 +206,6 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
              "interleaved)";
     if (c.tensor.shards > 1)
       return "model.experts does not work with tensor.shards > 1 yet: no rank holds a slice of an expert";
-    if (c.context.shards > 1) return "model.experts does not work with context.shards > 1 yet";
   }
   const int ep = c.expert.shards;
   if (ep < 1) return "expert.shards must be at least 1 (1 = none), got " + str(ep);
@@ -220,6 +219,10 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
     if (compute::shards_parameters(t.zero))
       return "expert.shards > 1 does not work with train.zero 3 yet: a block's dense parameters and its experts "
              "would be gathered over different groups; use train.zero 0, 1 or 2";
+    if (c.context.shards > 1)
+      return "expert.shards > 1 does not work with context.shards > 1 yet: an expert group is made of data "
+             "replicas, not of a replica's context shards (use expert.shards 1: every context shard then holds every "
+             "expert)";
     if (c.fault.elastic)
       return "expert.shards > 1 does not work with fault.elastic yet: an expert group keeps its " + str(ep) +
              " ranks, and a shrink or grow moves single ranks";

@@ -153,11 +153,12 @@ class GPTStage {
   void zero_grad();
 
   // --- mixture of experts (gpt_stage_moe.cpp) ------------------------------------------------
-  // A model with experts (GPTConfig::is_moe_layer) runs without tensor or context shards: the stage
-  // refuses them. Under a recompute its MoE blocks keep what moe_layer.hpp says. Its loss adds, per
-  // MoE block of the stage, aux × the load-balancing loss and z × the router z-loss
-  // (compute/moe/moe_router.hpp); both 0 until set. Their gradients are the stage's own: backward
-  // adds them in each MoE block, under the backward's loss_scale, whichever stage holds the block.
+  // A model with experts (GPTConfig::is_moe_layer) runs without tensor shards, and with context
+  // shards without expert shards: the stage refuses the rest. Under context shards its routing
+  // losses are each micro-batch's over the context group (moe_router.hpp). Under a recompute its MoE blocks keep what
+  // moe_layer.hpp says. Its loss adds, per MoE block of the stage, aux × the load-balancing loss and z × the router
+  // z-loss (compute/moe/moe_router.hpp); both 0 until set. Their gradients are the stage's own: backward adds them in
+  // each MoE block, under the backward's loss_scale, whichever stage holds the block.
   void set_moe_loss_coefficients(double aux, double z);
   // The expert group the MoE blocks run their share of the experts in; not sharded() without one.
   const ExpertGroup& expert_group() const { return experts_; }

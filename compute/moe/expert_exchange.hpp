@@ -29,6 +29,9 @@ namespace troupe::compute {
 // holding them all without an exchange.
 struct ExpertGroup {
   context::ContextExchange* exchange = nullptr;
+  // Under context shards, the ranks holding the rest of each micro-batch's tokens: the routing
+  // losses add their sums (moe_router.hpp's RoutingSums). Null: the rank's tokens are the whole.
+  context::ContextExchange* token_group = nullptr;
 
   bool sharded() const { return exchange != nullptr && exchange->shards() > 1; }
   int shards() const { return sharded() ? exchange->shards() : 1; }

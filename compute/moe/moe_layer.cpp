@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <numeric>
+#include <span>
+#include <stdexcept>
+#include <vector>
 
 namespace troupe::compute {
 namespace {
@@ -72,6 +75,23 @@ void experts_backward(Backend& be, MoEWeights& grads, const MoEWeights& w, const
     Tensor dg = rows(din, lo, hi, C);
     be.matmul_backward(dg, dex.fc_w, dex.fc_b, rows(dhidden, lo, hi, H), rows(in, lo, hi, C), expert_of(w, e).fc_w);
   });
+}
+
+// `sums` added over the ranks of `group`, in rank order on every rank (one all-to-all of equal
+// blocks: each rank sends its sums to every rank).
+RoutingSums group_sums(context::ContextExchange& group, const RoutingSums& sums, int experts) {
+  const std::vector<double> mine = sums.flat();
+  const auto shards = static_cast<std::size_t>(group.shards()), width = mine.size();
+  std::vector<double> sent(shards * width), got(shards * width);
+  for (std::size_t j = 0; j < shards; ++j)
+    std::copy(mine.begin(), mine.end(), sent.begin() + static_cast<std::ptrdiff_t>(j * width));
+  // A failed exchange ends the step, as the expert exchange's do (expert_exchange.cpp).
+  if (Status s = group.all_to_all(std::as_bytes(std::span(sent)), std::as_writable_bytes(std::span(got))); !s)
+    throw std::runtime_error("routing sums over the context group: " + s.error().message);
+  std::vector<double> total(width, 0.0);
+  for (std::size_t i = 0; i < shards; ++i)
+    for (std::size_t v = 0; v < width; ++v) total[v] += got[i * width + v];
+  return RoutingSums::from_flat(total, experts);
 }
 
 std::vector<std::int64_t> plan_rows(const RoutingPlan& plan) {
@@ -174,10 +194,18 @@ void moe_forward(Backend& be, Tensor& out, MoEActivations& a, const Tensor& inp,
   be.matmul_forward(logits, x, w.router, Tensor{});
   // A rerun's router sees the forward's input and weights through the same kernels: any other
   // routing would send rows the forward's counts do not announce.
-  const std::vector<int> routed_before = pass == MoEPass::rerun ? a.plan.expert : std::vector<int>{};
-  route(a.plan, a.probs, a.lse, gates, logits, top_k);
-  TROUPE_CHECK(pass == MoEPass::forward || a.plan.expert == routed_before,
-               "an MoE block's recompute routed its tokens differently from its forward");
+  // A rerun keeps the forward's losses and load: under context shards they are the group's.
+  const RoutingPlan before = pass == MoEPass::rerun ? a.plan : RoutingPlan{};
+  const RoutingSums sums = route(a.plan, a.probs, a.lse, gates, logits, top_k);
+  if (pass == MoEPass::rerun) {
+    TROUPE_CHECK(a.plan.expert == before.expert,
+                 "an MoE block's recompute routed its tokens differently from its forward");
+    a.plan.aux_loss = before.aux_loss;
+    a.plan.z_loss = before.z_loss;
+    a.plan.load = before.load;
+  } else if (experts.token_group != nullptr) {
+    set_losses(a.plan, group_sums(*experts.token_group, sums, static_cast<int>(E)));
+  }
   const RoutingPlan& plan = a.plan;
   Tensor grouped_in = a.grouped_in.slice(0, {Nk, C}), expert_out = a.expert_out.slice(0, {Nk, C});
   Tensor hidden = a.hidden.reshape({a.hidden.numel() / H, H}),

@@ -6,7 +6,40 @@
 
 namespace troupe::compute {
 
-void route(RoutingPlan& plan, Tensor& probs, Tensor& lse, Tensor& gates, const Tensor& logits, int top_k) {
+std::vector<double> RoutingSums::flat() const {
+  std::vector<double> values(slots);
+  values.insert(values.end(), probs.begin(), probs.end());
+  values.push_back(lse_squares);
+  values.push_back(tokens);
+  return values;
+}
+
+RoutingSums RoutingSums::from_flat(std::span<const double> values, int experts) {
+  const auto E = static_cast<std::size_t>(experts);
+  TROUPE_CHECK(values.size() == 2 * E + 2, "routing sums of " + std::to_string(values.size()) + " values for " +
+                                               std::to_string(experts) + " experts");
+  return {{values.begin(), values.begin() + static_cast<std::ptrdiff_t>(E)},
+          {values.begin() + static_cast<std::ptrdiff_t>(E), values.begin() + static_cast<std::ptrdiff_t>(2 * E)},
+          values[2 * E],
+          values[2 * E + 1]};
+}
+
+void set_losses(RoutingPlan& plan, const RoutingSums& sums) {
+  const int E = plan.experts;
+  TROUPE_CHECK(static_cast<int>(sums.slots.size()) == E && sums.tokens > 0, "routing sums of another router");
+  const double slots = sums.tokens * plan.top_k;
+  plan.load.assign(static_cast<std::size_t>(E), 0.0);
+  double aux = 0;
+  for (int e = 0; e < E; ++e) {
+    const auto u = static_cast<std::size_t>(e);
+    plan.load[u] = sums.slots[u] / slots;
+    aux += plan.load[u] * (sums.probs[u] / sums.tokens);
+  }
+  plan.aux_loss = E * aux;
+  plan.z_loss = sums.lse_squares / sums.tokens;
+}
+
+RoutingSums route(RoutingPlan& plan, Tensor& probs, Tensor& lse, Tensor& gates, const Tensor& logits, int top_k) {
   TROUPE_CHECK(logits.device() == Device::cpu, "the router runs on host tensors");
   TROUPE_CHECK(logits.rank() == 2, "router logits " + logits.describe());
   const std::int64_t N = logits.dim(0);
@@ -52,17 +85,17 @@ void route(RoutingPlan& plan, Tensor& probs, Tensor& lse, Tensor& gates, const T
       }
     }
   });
+  RoutingSums sums{std::vector<double>(static_cast<std::size_t>(E)), std::move(mean_prob), z_sum, double(N)};
   // Counting sort of the slots by expert, stable in slot order (token order within an expert).
-  double aux = 0;
   for (int e = 0; e < E; ++e) {
     const auto u = static_cast<std::size_t>(e);
-    aux += double(plan.offsets[u + 1]) / double(N * k) * (mean_prob[u] / double(N));
+    sums.slots[u] = double(plan.offsets[u + 1]);
     plan.offsets[u + 1] += plan.offsets[u];
   }
   std::vector<std::int64_t> next(plan.offsets.begin(), plan.offsets.end() - 1);
   for (std::int64_t s = 0; s < N * k; ++s) plan.row[static_cast<std::size_t>(s)] = next[plan.expert[s]]++;
-  plan.aux_loss = E * aux;
-  plan.z_loss = z_sum / double(N);
+  set_losses(plan, sums);
+  return sums;
 }
 
 void route_backward(Tensor& dlogits, const Tensor& dgates, const Tensor& probs, const Tensor& lse,
@@ -71,9 +104,10 @@ void route_backward(Tensor& dlogits, const Tensor& dgates, const Tensor& probs, 
   const int E = plan.experts, k = plan.top_k;
   TROUPE_CHECK(dlogits.numel() >= N * E && dgates.numel() >= N * k, "router gradient buffers too small");
   // d(aux)/d(p_ti) = E · f_i / N, the same for every token.
+  TROUPE_CHECK(static_cast<int>(plan.load.size()) == E, "a routing plan without its load");
   std::vector<double> aux_grad(static_cast<std::size_t>(E));
   for (int e = 0; e < E; ++e)
-    aux_grad[static_cast<std::size_t>(e)] = aux_scale * E * double(plan.count(e)) / double(N * k) / double(N);
+    aux_grad[static_cast<std::size_t>(e)] = aux_scale * E * plan.load[static_cast<std::size_t>(e)] / double(N);
   with_moe_real(dlogits.dtype(), [&]<typename Real>(Real) {
     std::vector<double> dp(static_cast<std::size_t>(E));
     for (std::int64_t t = 0; t < N; ++t) {

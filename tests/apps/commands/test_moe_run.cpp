@@ -6,7 +6,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <chrono>
+#include <cmath>
 #include <regex>
 #include <set>
 #include <string>
@@ -123,6 +125,55 @@ TEST_CASE(
     CHECK(staged.norm == one.norm);
     std::printf("moe-tiny pp 2 %s: last step %s, param norm %s (one process: %s, %s)\n", layout[1].c_str(),
                 staged.steps.back().c_str(), staged.norm.c_str(), one.steps.back().c_str(), one.norm.c_str());
+  }
+}
+
+TEST_CASE("moe-tiny on 2 context shards, ring and all_to_all, prints one process's loss, aux, z and param norm",
+          "[cli][moe][context]") {
+  TempDir dir;
+  // Each step's loss, aux and z (`load` is rank 0's own rows' under context shards; these three are
+  // the micro-batch's), and the param norm.
+  struct Figures {
+    std::vector<std::array<double, 3>> steps;
+    double norm = 0;
+  };
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.end(), {"--train.steps", "4", "--train.batch_size", "2", "--train.seq_len", "64",
+                             "--train.val_every", "0", "--train.val_batches", "1"});
+    const ProcessResult r = troupe_train(dir, args, std::chrono::seconds(120));
+    INFO("stdout tail: " << r.out.substr(r.out.size() > 3000 ? r.out.size() - 3000 : 0));
+    INFO("stderr: " << r.err);
+    REQUIRE(r.exit_code == 0);
+    const MoeFigures printed = moe_figures(r);
+    Figures f;
+    const std::regex numbers("loss ([0-9.]+) \\| aux ([0-9.]+) \\| z ([0-9.]+)");
+    for (const std::string& step : printed.steps) {
+      std::smatch m;
+      REQUIRE(std::regex_search(step, m, numbers));
+      f.steps.push_back({std::stod(m[1]), std::stod(m[2]), std::stod(m[3])});
+    }
+    REQUIRE(!printed.norm.empty());
+    f.norm = std::stod(printed.norm);
+    return f;
+  };
+  const Figures one = run({});
+  REQUIRE(one.steps.size() == 4);
+  for (const char* method : {"ring", "all_to_all"}) {
+    INFO(method);
+    const Figures sharded = run({"--workers", "2", "--context.shards", "2", "--context.method", method});
+    REQUIRE(sharded.steps.size() == one.steps.size());
+    // The gradients are summed over the two shards in another order than one process sums its rows:
+    // each figure within one unit of its last printed digit, the norm within 1e-6 relative.
+    for (std::size_t i = 0; i < one.steps.size(); ++i) {
+      CHECK(std::abs(sharded.steps[i][0] - one.steps[i][0]) <= 1.01e-4);
+      CHECK(std::abs(sharded.steps[i][1] - one.steps[i][1]) <= 1.01e-4);
+      CHECK(std::abs(sharded.steps[i][2] - one.steps[i][2]) <= 1.01e-3);
+    }
+    CHECK(std::abs(sharded.norm - one.norm) <= 1e-6 * one.norm);
+    std::printf(
+        "moe-tiny cp 2 %s: last loss %.4f aux %.4f z %.3f, param norm %.7f (one process: %.4f %.4f %.3f, %.7f)\n",
+        method, sharded.steps.back()[0], sharded.steps.back()[1], sharded.steps.back()[2], sharded.norm,
+        one.steps.back()[0], one.steps.back()[1], one.steps.back()[2], one.norm);
   }
 }
 

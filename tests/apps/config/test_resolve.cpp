@@ -231,7 +231,14 @@ TEST_CASE(
         "its input and weight halves (use 1f1b, gpipe or interleaved)");
   CHECK(moe([](JobConfig& c) { c.tensor.shards = 2; }) ==
         "model.experts does not work with tensor.shards > 1 yet: no rank holds a slice of an expert");
-  CHECK(moe([](JobConfig& c) { c.context.shards = 2; }) == "model.experts does not work with context.shards > 1 yet");
+  CHECK(moe([](JobConfig& c) { c.context.shards = 2; }).empty());
+  CHECK(moe([](JobConfig& c) {
+          c.context.shards = 2;
+          c.expert.shards = 2;
+        }) ==
+        "expert.shards > 1 does not work with context.shards > 1 yet: an expert group is made of data "
+        "replicas, not of a replica's context shards (use expert.shards 1: every context shard then holds "
+        "every expert)");
   CHECK(moe([](JobConfig& c) { c.train.zero = compute::ZeroStage::parameters; }).empty());
 }
 

@@ -10,6 +10,8 @@
 // with the model split into two pipeline stages (each rank's second stage taking its first stage's
 // rows), with the backward split into its input and weight halves (zero-bubble schedules), and with
 // two micro-batches forwarded before the first backward (a pipeline stage's activation slots).
+// A model with experts in every block takes the same step, its routing losses on: each rank routes
+// its own rows, and the losses' load and means are the micro-batch's, summed over the group.
 
 #include <catch2/catch.hpp>
 
@@ -31,8 +33,17 @@ using context::ContextMethod;
 
 namespace {
 
-const GPTConfig config{2, 32, 4, 16, 260, 384};
+const GPTConfig dense{2, 32, 4, 16, 260, 384};
 constexpr int B = 2, T = 16;
+
+// The dense model with 4 experts, top-2, and a shared expert in each block.
+GPTConfig with_experts() {
+  GPTConfig c = dense;
+  c.experts = 4;
+  c.top_k = 2;
+  c.shared_experts = 1;
+  return c;
+}
 
 struct StepState {
   double loss = 0;
@@ -52,6 +63,7 @@ struct Run {
   int stages = 1;
   bool split_backward = false;
   int in_flight = 1;  // micro-batches forwarded before the first backward, each in its own slot
+  GPTConfig model = dense;
 };
 
 // One step of the model as `run` has it, on `rows` rows, the stages' gradients summed into the
@@ -59,12 +71,14 @@ struct Run {
 StepState take_step(const Run& run, DType dtype, Recompute recompute, ContextShardGroup context, Backend& backend,
                     const std::vector<Tensor>& tokens, const std::vector<Tensor>& targets, int rows,
                     double loss_scale) {
+  const GPTConfig& config = run.model;
   std::vector<std::unique_ptr<GPTStage>> stages;
   const int per_stage = config.n_layer / run.stages;
   for (int k = 0; k < run.stages; ++k) {
     stages.push_back(std::make_unique<GPTStage>(config, backend, k * per_stage, (k + 1) * per_stage, dtype, recompute,
                                                 nullptr, TensorShardGroup{}, context));
     stages.back()->init_parameters(21);
+    stages.back()->set_moe_loss_coefficients(0.01, 0.001);
     stages.back()->reserve(B, rows, run.in_flight, run.split_backward);
     stages.back()->zero_grad();
   }
@@ -101,16 +115,16 @@ StepState take_step(const Run& run, DType dtype, Recompute recompute, ContextSha
 }
 
 // Micro-batch m of a step: its seed.
-troupe::test::MicroBatch batch_of(int m) { return troupe::test::micro_batch(B, T, config.vocab_size, 3 + m); }
+troupe::test::MicroBatch batch_of(int m) { return troupe::test::micro_batch(B, T, dense.vocab_size, 3 + m); }
 
-StepState one_process(DType dtype, int in_flight) {
+StepState one_process(DType dtype, const Run& run) {
   CpuBackend backend(1);
   std::vector<Tensor> tokens, targets;
-  for (int m = 0; m < in_flight; ++m) {
+  for (int m = 0; m < run.in_flight; ++m) {
     tokens.push_back(batch_of(m).tokens);
     targets.push_back(batch_of(m).targets);
   }
-  return take_step({1, false, in_flight}, dtype, Recompute::none, {}, backend, tokens, targets, T, 1.0);
+  return take_step({1, false, run.in_flight, run.model}, dtype, Recompute::none, {}, backend, tokens, targets, T, 1.0);
 }
 
 // The ranks' mean loss and summed gradients.
@@ -152,7 +166,7 @@ double norm_of(const Tensor& t, const ParameterView& v) {
 
 // The largest, over the parameters, of |got - want| / |want| as vector norms (the key bias
 // against its block's c_attn weight gradient, see above).
-double worst_relative(const Tensor& got, const Tensor& want, std::string& worst_name) {
+double worst_relative(const GPTConfig& config, const Tensor& got, const Tensor& want, std::string& worst_name) {
   const ParameterLayout layout(config);
   double worst = 0;
   for (const ParameterView& v : layout.views()) {
@@ -187,7 +201,7 @@ double worst_relative(const Tensor& got, const Tensor& want, std::string& worst_
 
 void check_against_one_process(DType dtype, double tolerance, Recompute recompute = Recompute::none,
                                const Run& run = {}) {
-  const StepState whole = one_process(dtype, run.in_flight);
+  const StepState whole = one_process(dtype, run);
   for (ContextMethod method : {ContextMethod::ring, ContextMethod::all_to_all}) {
     for (int shards : {2, 4}) {
       INFO((method == ContextMethod::ring ? "ring" : "all_to_all")
@@ -196,7 +210,7 @@ void check_against_one_process(DType dtype, double tolerance, Recompute recomput
       const StepState parts = context_shards(shards, method, dtype, recompute, run);
       CHECK(parts.loss == Approx(whole.loss).epsilon(tolerance));
       std::string name;
-      const double worst = worst_relative(parts.grads, whole.grads, name);
+      const double worst = worst_relative(run.model, parts.grads, whole.grads, name);
       INFO("gradient of " << name << ": " << worst);
       CHECK(worst <= tolerance);
     }
@@ -229,4 +243,16 @@ TEST_CASE(
   // Each slot keeps its own attention state: the first micro-batch's backward after the second's forward.
   check_against_one_process(DType::f64, 1e-12, Recompute::none, {2, false, 2});
   check_against_one_process(DType::f64, 1e-12, Recompute::selective, {2, true, 2});
+}
+
+TEST_CASE(
+    "context shards with experts: the routing losses' load and means are the micro-batch's, and the step equals one "
+    "process, also on two stages, with two micro-batches in flight and under recompute",
+    "[context][moe]") {
+  const GPTConfig moe = with_experts();
+  check_against_one_process(DType::f64, 1e-12, Recompute::none, {1, false, 1, moe});
+  check_against_one_process(DType::f32, 1e-6, Recompute::none, {1, false, 1, moe});
+  check_against_one_process(DType::f64, 1e-12, Recompute::none, {2, false, 2, moe});
+  check_against_one_process(DType::f64, 1e-12, Recompute::selective, {1, false, 1, moe});
+  check_against_one_process(DType::f64, 1e-12, Recompute::full, {2, false, 2, moe});
 }
