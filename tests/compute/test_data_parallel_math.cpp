@@ -17,6 +17,7 @@
 #include "compute/cpu/cpu_backend.hpp"
 #include "compute/random.hpp"
 #include "compute/train/trainer.hpp"
+#include "support/moe_config.hpp"
 
 using namespace troupe::compute;
 
@@ -40,13 +41,7 @@ TrainerOptions base_options() {
 const GPTConfig config{2, 32, 4, 32, 64, 64};
 
 // The same model with 4 experts, top-2, and a shared expert in both blocks.
-GPTConfig with_experts() {
-  GPTConfig c = config;
-  c.experts = 4;
-  c.top_k = 2;
-  c.shared_experts = 1;
-  return c;
-}
+GPTConfig with_experts() { return troupe::test::with_experts(config); }
 
 using MakeSource = std::function<std::unique_ptr<ShardedParameters>(Backend&)>;
 

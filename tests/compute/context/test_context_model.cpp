@@ -26,6 +26,7 @@
 #include "compute/cpu/cpu_backend.hpp"
 #include "compute/micro_batches.hpp"
 #include "compute/model/gpt_stage.hpp"
+#include "support/moe_config.hpp"
 #include "support/tensor_compare.hpp"
 
 using namespace troupe::compute;
@@ -35,15 +36,6 @@ namespace {
 
 const GPTConfig dense{2, 32, 4, 16, 260, 384};
 constexpr int B = 2, T = 16;
-
-// The dense model with 4 experts, top-2, and a shared expert in each block.
-GPTConfig with_experts() {
-  GPTConfig c = dense;
-  c.experts = 4;
-  c.top_k = 2;
-  c.shared_experts = 1;
-  return c;
-}
 
 struct StepState {
   double loss = 0;
@@ -249,7 +241,7 @@ TEST_CASE(
     "context shards with experts: the routing losses' load and means are the micro-batch's, and the step equals one "
     "process, also on two stages, with two micro-batches in flight and under recompute",
     "[context][moe]") {
-  const GPTConfig moe = with_experts();
+  const GPTConfig moe = troupe::test::with_experts(dense);
   check_against_one_process(DType::f64, 1e-12, Recompute::none, {1, false, 1, moe});
   check_against_one_process(DType::f32, 1e-6, Recompute::none, {1, false, 1, moe});
   check_against_one_process(DType::f64, 1e-12, Recompute::none, {2, false, 2, moe});
