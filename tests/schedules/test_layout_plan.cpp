@@ -507,6 +507,10 @@ TEST_CASE("a model with experts: a rank's share of the experts, the expert group
   CHECK(plan(w, machine(2), {1, 1, 2, ZeroStage::none, Recompute::none, 4, 2}).not_built.empty());
   Layout zero_bubble{1, 1, 2, ZeroStage::none, Recompute::none, 4, 2, ScheduleKind::zb_h1};
   CHECK(plan(w, machine(2), zero_bubble).not_built == "experts under zero-bubble schedules");
+  // Context shards (each holding every expert) are built with experts.
+  Layout context_sharded{1, 1, 1, ZeroStage::none, Recompute::none, 4, 2};
+  context_sharded.cp = 2;
+  CHECK(plan(w, machine(2), context_sharded).not_built.empty());
   Layout staged_shards{2, 1, 2, ZeroStage::optimizer_state, Recompute::none, 2, 2};
   staged_shards.ep = 2;
   CHECK(plan(w, machine(4), staged_shards).not_built.empty());
