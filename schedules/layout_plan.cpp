@@ -192,7 +192,8 @@ std::string not_built(const Workload& w, const Layout& l) {
   if (w.model.experts > 0) {
     if (l.tp > 1) missing.push_back("experts with tensor shards");
     if (l.pp > 1 && splits_backward(l.schedule)) missing.push_back("experts under zero-bubble schedules");
-    if (l.ep > 1 && compute::shards_parameters(l.zero)) missing.push_back("zero 3 with expert shards");
+    if (l.ep > 1 && l.pp > 1 && compute::shards_parameters(l.zero))
+      missing.push_back("zero 3 with expert shards on pipeline stages");
   }
   std::string text;
   for (const std::string& m : missing) text += (text.empty() ? "" : ", ") + m;
@@ -225,9 +226,9 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
   const bool zero3 = compute::shards_parameters(l.zero);
   // Troupe's ZeRO-2 reduce-scatters in place: it keeps the whole gradient buffer.
   const bool shard_gradients = zero3 || (compute::shards_gradients(l.zero) && !bytes.as_troupe_runs);
-  // ZeRO-3's units: a block, and the embeddings.
+  // ZeRO-3's units: a block (under ep its E/ep experts), and the embeddings.
   const double C = model.n_embd;
-  const double block = (12 * C * C + 13 * C + (model.experts > 0 ? model.moe_block_extra_parameters() : 0)) / tp;
+  const double block = (12 * C * C + 13 * C + (model.experts > 0 ? model.moe_block_extra_parameters(l.ep) : 0)) / tp;
   const double embeddings = double(model.padded_vocab_size + model.block_size) * C / tp;
   const double largest_unit = std::max(block, double(model.padded_vocab_size) * C / tp);
 
@@ -268,7 +269,7 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
     // What ZeRO shards of them: the dense parameters over the dp group; under ep the rank's experts
     // over the dp/ep ranks holding them.
     const double sharded = l.ep > 1 ? (p - experts) / dp + experts / (dp / l.ep) : p / dp;
-    m.parameters = bytes.weight * p / (zero3 ? dp : 1);
+    m.parameters = bytes.weight * (zero3 ? sharded : p);
     m.gradients = bytes.gradient * (shard_gradients ? sharded : p);
     // A rank of several micro-batches keeps the earlier ones' sum apart (compute/train/micro_batch_sum.hpp).
     if (bytes.as_troupe_runs && l.microbatches > 1 && !zero3) m.gradients *= 2;

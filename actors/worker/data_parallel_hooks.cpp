@@ -205,6 +205,7 @@ compute::DataParallel group_hooks(MailboxComm& mailbox, comm::Communicator& comm
     const comm::Slice own = comm::segment_of(numel, comm.group().size(), comm.position());
     return std::pair{own.offset, own.offset + own.count};
   };
+  dp.shards_of = [&comm](std::int64_t numel) { return shard_offsets(comm, numel); };
   dp.sum = [run, &mailbox, &comm](double x) {
     compute::Tensor t = compute::Tensor::zeros({1}, compute::DType::f64);
     t.data_as<double>()[0] = x;
@@ -246,9 +247,12 @@ void sum_experts_over(compute::DataParallel& dp, MailboxComm& mailbox, comm::Com
       compressor->abandon_step();
     };
   }
-  if (compute::shards_optimizer_state(dp.zero_stage))
-    dp.expert_data = std::make_shared<compute::DataParallel>(
-        group_hooks(mailbox, expert_data, progress, dp.zero_stage, std::move(compressor)));
+  if (compute::shards_optimizer_state(dp.zero_stage)) {
+    compute::DataParallel experts = group_hooks(mailbox, expert_data, progress, dp.zero_stage, std::move(compressor));
+    if (compute::shards_parameters(dp.zero_stage))
+      experts.unit_exchange = unit_exchange(mailbox, expert_data, progress);
+    dp.expert_data = std::make_shared<compute::DataParallel>(std::move(experts));
+  }
 }
 
 compute::DataParallel group_data_parallel(MailboxComm& mailbox, comm::Communicator& comm,
@@ -263,7 +267,7 @@ compute::DataParallel group_data_parallel(MailboxComm& mailbox, comm::Communicat
     dp.shard_end = shard.offset + shard.count;
   }
   if (compute::shards_parameters(zero_stage)) {
-    dp.shard_offsets = shard_offsets(comm, parameters);
+    dp.shard_offsets = dp.shards_of(parameters);
     dp.unit_exchange = unit_exchange(mailbox, comm, progress);
   }
   return dp;

@@ -37,7 +37,8 @@ compute::DataParallel group_data_parallel(MailboxComm& mailbox, comm::Communicat
 
 // Under expert shards: the rank's experts' gradient buckets summed over `expert_data` (comm/grid.hpp's
 // expert_data_group), posted through `mailbox` as the dense buckets are (so wait_sums waits for them);
-// under ZeRO 1 and 2 also the group's hooks that shard the rank's experts (DataParallel::expert_data).
+// under ZeRO 1 to 3 also the group's hooks that shard the rank's experts (DataParallel::expert_data),
+// under ZeRO-3 with the exchange of their units' pieces.
 // With `compressor` (over `expert_data`, of the rank's expert tensors) the experts' sums go through
 // it, finished after the dense ones.
 void sum_experts_over(compute::DataParallel& dp, MailboxComm& mailbox, comm::Communicator& expert_data,

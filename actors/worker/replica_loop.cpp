@@ -89,15 +89,27 @@ compute::TrainerOptions replica_options(const ResolvedJob& job, compute::DataPar
   return options;
 }
 
-// ZeRO-3's parameter source for this rank's shard; none below stage 3.
+// ZeRO-3's parameter source for this rank's shard; none below stage 3. Under expert shards it keeps
+// a segment of each run of a kind of the rank's layout, each over its group (expert_gradients.hpp).
 std::unique_ptr<compute::ShardedParameters> zero3_source(const ResolvedJob& job, compute::Backend& backend,
-                                                         const compute::DataParallel& dp) {
+                                                         const compute::DataParallel& dp,
+                                                         const compute::ExpertGroup& experts) {
   if (!compute::shards_parameters(dp.zero_stage)) return nullptr;
+  const bool reshard = job.config.train.zero3_reshard;
+  if (experts.sharded()) {
+    const compute::ExpertShard shard{experts.rank(), experts.shards()};
+    const compute::DataParallel alone{0, 1, dp.zero_stage};
+    return std::make_unique<compute::ShardedParameters>(
+        backend, compute::GPT::parameter_units(job.model, shard), compute::DType::f32,
+        compute::ExpertGradients::zero3_runs(compute::ParameterLayout(job.model, shard).views(), dp,
+                                             dp.expert_data ? *dp.expert_data : alone),
+        reshard);
+  }
   std::vector<std::int64_t> shards = dp.shard_offsets;
   if (shards.empty()) shards = {0, compute::ParameterLayout(job.model).total()};
   return std::make_unique<compute::ShardedParameters>(backend, compute::GPT::parameter_units(job.model),
-                                                      compute::DType::f32, dp.rank, std::move(shards),
-                                                      dp.unit_exchange, job.config.train.zero3_reshard);
+                                                      compute::DType::f32, dp.rank, std::move(shards), dp.unit_exchange,
+                                                      reshard);
 }
 
 std::string replica_layout(int ranks, int batch_size, int seq_len, int grad_accum) {
@@ -119,23 +131,27 @@ std::vector<checkpoint::HeldRange> expert_shard_held(const compute::GPTStage& st
   return held;
 }
 
-// Under expert shards with ZeRO 1 or 2: the parameters as under ZeRO 0, and the moments of each of
-// the step's buffers (a run of a kind, expert_gradients.hpp), this rank's segment of it, at their
-// places in the whole model's layout; each rank writes its own, which no other rank holds.
+// Under expert shards with ZeRO 1 to 3: the moments of each of the step's buffers (a run of a kind,
+// expert_gradients.hpp), this rank's segment of it, at their places in the whole model's layout,
+// and the parameters: under ZeRO-3 that same segment, else as under ZeRO 0. Each rank writes its
+// segments, which no other rank holds.
 std::vector<checkpoint::HeldRange> expert_zero_held(const compute::GPTStage& stage, compute::Tensor& params,
                                                     compute::ZeroStep& zero, int rank, int expert_shards) {
-  std::vector<checkpoint::HeldRange> held = expert_shard_held(stage, {params}, rank, expert_shards);
+  const bool zero3 = compute::shards_parameters(zero.stage());
+  std::vector<checkpoint::HeldRange> held;
+  if (!zero3) held = expert_shard_held(stage, {params}, rank, expert_shards);
   for (int b = 0; b < zero.buffers(); ++b) {
     compute::AdamW& adamw = zero.optimizer(b);
     const auto [begin, end] = adamw.range();
-    const std::int64_t first = zero.buffer(b).sum_offset + begin, last = zero.buffer(b).sum_offset + end;
+    const compute::ZeroStep::Buffer& buffer = zero.buffer(b);
+    const std::int64_t first = buffer.sum_offset + begin, last = buffer.sum_offset + end;
     for (const compute::GPTStage::Run& run : stage.global_runs()) {
       const std::int64_t from = std::max(first, run.local), to = std::min(last, run.local + run.count);
       if (from >= to) continue;
-      const std::int64_t global = run.global + (from - run.local);
-      held.push_back({"adam_m", global, global + (to - from), adamw.first_moments().data_as<float>() + (from - first)});
-      held.push_back(
-          {"adam_v", global, global + (to - from), adamw.second_moments().data_as<float>() + (from - first)});
+      const std::int64_t global = run.global + (from - run.local), count = to - from;
+      if (zero3) held.push_back({"param", global, global + count, buffer.params.data_as<float>() + (from - first)});
+      held.push_back({"adam_m", global, global + count, adamw.first_moments().data_as<float>() + (from - first)});
+      held.push_back({"adam_v", global, global + count, adamw.second_moments().data_as<float>() + (from - first)});
     }
   }
   return held;
@@ -200,7 +216,7 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
                  : experts.shards()},
       moments_sharded_(compute::shards_optimizer_state(data_parallel.zero_stage)),
       sum_over_group_(data_parallel.sum),
-      sharded_(zero3_source(job, backend, data_parallel)),
+      sharded_(zero3_source(job, backend, data_parallel, experts)),
       model_(job.model, backend, compute::DType::f32, trainer_options(job).recompute, sharded_.get(), context, experts),
       trainer_(initialised(model_, job.config.train.seed, initialise),
                replica_options(job, std::move(data_parallel), sharded_.get(), islands), data.train, data.val),
@@ -239,6 +255,8 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
     mirrors_.push_back(backend.device() == compute::Device::cpu ? *tensor
                                                                 : compute::Tensor::zeros(tensor->shape(), tensor->dtype()));
   }
+  // Under expert shards each run's ranges replace these (under ZeRO-3 the rank keeps a segment of
+  // each run: params_begin is its first's).
   const std::int64_t params_begin = model_.kept_begin(), params_end = params_begin + model_.params().numel();
   held_ = {{"param", params_begin, params_end, mirrors_[0].data_as<float>(), writes_params},
            {"adam_m", moments_begin, moments_end, mirrors_[1].data_as<float>(), writes_moments},
@@ -374,7 +392,8 @@ void ReplicaLoop::resplit(const compute::BatchSplit& split) {
 }
 
 double ReplicaLoop::param_norm() {
-  if (model_.stage().expert_group().sharded())
+  // Under ZeRO-3 each element is kept by one rank of the group, expert shards or not.
+  if (model_.stage().expert_group().sharded() && !sharded_)
     return std::sqrt(
         compute::ExpertGradients(model_.stage()).squares(backend_, trainer_.data_parallel(), model_.params()));
   const double squares = backend_.sum_of_squares(model_.params());

@@ -22,8 +22,8 @@ class GPT {
       ParameterSource* source = nullptr, ContextShardGroup context = {}, ExpertGroup experts = {})
       : stage_(config, backend, 0, config.n_layer, dtype, recompute, source, {}, context, experts) {}
 
-  static std::vector<ParameterUnit> parameter_units(const GPTConfig& config) {
-    return GPTStage::parameter_units(config, 0, config.n_layer);
+  static std::vector<ParameterUnit> parameter_units(const GPTConfig& config, ExpertShard experts = {}) {
+    return GPTStage::parameter_units(config, 0, config.n_layer, {}, experts);
   }
 
   const GPTConfig& config() const { return stage_.config(); }

@@ -94,9 +94,10 @@ class GPTStage {
   GPTStage(const GPTStage&) = delete;
   GPTStage& operator=(const GPTStage&) = delete;
 
-  // The units of such a stage's flat buffer, in local order (parameter_source.hpp).
+  // The units of such a stage's flat buffer, in local order (parameter_source.hpp); under expert
+  // shards of the local layout of shard `experts`.
   static std::vector<ParameterUnit> parameter_units(const GPTConfig& config, int first_layer, int last_layer,
-                                                    TensorShard shard = {});
+                                                    TensorShard shard = {}, ExpertShard experts = {});
 
   const GPTConfig& config() const { return config_; }
   const ParameterLayout& global_layout() const { return global_layout_; }
@@ -112,8 +113,8 @@ class GPTStage {
   bool is_last() const { return last_layer_ == config_.n_layer; }
 
   // --- parameters ---------------------------------------------------------------------------
-  // What this rank keeps: all num_params() elements, or local [kept_begin(), ...) under a source
-  // that shards them.
+  // What this rank keeps: all num_params() elements, or under a source that shards them local
+  // [kept_begin(), ...) (ZeRO-3), or its runs (source_->kept_runs(): ZeRO-3 with expert shards).
   Tensor& params() { return source_->kept_parameters(); }
   Tensor& grads() { return source_->kept_gradients(); }
   std::int64_t kept_begin() const { return source_->kept_begin(); }

@@ -71,8 +71,8 @@ std::vector<ParameterUnit> units_of(const StageViews& stage) {
 }  // namespace
 
 std::vector<ParameterUnit> GPTStage::parameter_units(const GPTConfig& config, int first_layer, int last_layer,
-                                                     TensorShard shard) {
-  return units_of(stage_views(config, ParameterLayout(config), first_layer, last_layer, shard));
+                                                     TensorShard shard, ExpertShard experts) {
+  return units_of(stage_views(config, ParameterLayout(config, experts), first_layer, last_layer, shard));
 }
 
 GPTStage::GPTStage(const GPTConfig& config, Backend& backend, int first_layer, int last_layer, DType dtype,
@@ -209,27 +209,30 @@ Tensor GPTStage::tied_embedding_in(const Tensor& unit_buffer) const {
 
 void GPTStage::init_parameters(std::uint64_t seed) {
   // Written in place on the host; a device backend's parameters are filled through a host copy.
-  // Only what this rank keeps: local [begin, end).
+  // Only what this rank keeps: its kept runs, one after another in the kept buffer.
   MemoryScope scope(MemoryKind::parameters);
   Tensor& kept = source_->kept_parameters();
-  const std::int64_t begin = source_->kept_begin(), end = begin + kept.numel();
   Tensor host = kept.device() == Device::cpu ? kept : Tensor::zeros(kept.shape(), dtype_);
-  // A local element's init value is the global element's: its index within the global view.
-  for (std::size_t i = 0; i < views_.size(); ++i) {
-    const auto& v = views_[i];
-    const std::int64_t view_global = global_layout_.views()[init_index_[i]].offset;
-    for (const GlobalRun& r : view_runs_[i]) {
-      const std::int64_t run_begin = v.offset + r.local;
-      const std::int64_t lo = std::max(begin, run_begin), hi = std::min(end, run_begin + r.count);
-      for (std::int64_t at = lo; at < hi; ++at) {
-        const auto e = static_cast<std::uint64_t>(r.global - view_global + (at - run_begin));
-        double x = v.init_std > 0 ? v.init_std * counter_normal(seed, init_index_[i], e) : v.init_value;
-        if (dtype_ == DType::f32)
-          host.data_as<float>()[at - begin] = static_cast<float>(x);
-        else
-          host.data_as<double>()[at - begin] = x;
+  std::int64_t kept_at = 0;  // where the kept run starts in the kept buffer
+  for (const ParameterUnit& held : source_->kept_runs()) {
+    // A local element's init value is the global element's: its index within the global view.
+    for (std::size_t i = 0; i < views_.size(); ++i) {
+      const auto& v = views_[i];
+      const std::int64_t view_global = global_layout_.views()[init_index_[i]].offset;
+      for (const GlobalRun& r : view_runs_[i]) {
+        const std::int64_t run_begin = v.offset + r.local;
+        const std::int64_t lo = std::max(held.begin, run_begin), hi = std::min(held.end, run_begin + r.count);
+        for (std::int64_t at = lo; at < hi; ++at) {
+          const auto e = static_cast<std::uint64_t>(r.global - view_global + (at - run_begin));
+          double x = v.init_std > 0 ? v.init_std * counter_normal(seed, init_index_[i], e) : v.init_value;
+          if (dtype_ == DType::f32)
+            host.data_as<float>()[kept_at + at - held.begin] = static_cast<float>(x);
+          else
+            host.data_as<double>()[kept_at + at - held.begin] = x;
+        }
       }
     }
+    kept_at += held.size();
   }
   if (host.data() != kept.data()) backend_.copy(kept, host);
 }

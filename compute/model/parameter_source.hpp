@@ -34,11 +34,16 @@ class ParameterSource {
  public:
   virtual ~ParameterSource() = default;
 
-  // What this rank keeps between steps: local [kept_begin(), kept_begin() + numel) of the
-  // parameters, and of the gradients the optimizer reads.
+  // What this rank keeps between steps of the parameters, and of the gradients the optimizer
+  // reads: the local runs kept_runs() names, one after another in these buffers. One run but under
+  // ZeRO-3 with expert shards, which keeps a shard of each run of a kind (dense, experts), each over
+  // its own group.
   virtual Tensor& kept_parameters() = 0;
   virtual Tensor& kept_gradients() = 0;
-  virtual std::int64_t kept_begin() const = 0;
+  virtual std::vector<ParameterUnit> kept_runs() const = 0;
+  // Where the first kept run starts: of a source that keeps one run, what it keeps is local
+  // [kept_begin(), kept_begin() + numel).
+  std::int64_t kept_begin() const { return kept_runs().front().begin; }
 
   // Unit u's parameters, u's size, valid until done_with(u). `next` is the unit the stage will
   // use after it in this pass (-1: none), so a source that gathers can start on it now.
@@ -56,7 +61,7 @@ class ResidentParameters final : public ParameterSource {
 
   Tensor& kept_parameters() override { return params_; }
   Tensor& kept_gradients() override { return grads_; }
-  std::int64_t kept_begin() const override { return 0; }
+  std::vector<ParameterUnit> kept_runs() const override { return {{0, units_.back().end}}; }
   Tensor use(int unit, int) override;
   void done_with(int, Reuse) override {}
   Tensor gradient(int unit) override;

@@ -35,15 +35,18 @@ struct DataParallel {
   // gradients over the ranks at its place in every expert group, which hold the same experts;
   // wait_sums() waits for it too. Empty where the rank is alone there (one expert group).
   std::function<void(Tensor bucket, std::int64_t offset)> start_expert_sum;
-  // Under expert shards with ZeRO 1 or 2: these hooks over the expert data-parallel group (this
-  // rank's place in it, its sums, reduce-scatters and gathers), which shards the rank's experts'
-  // moments (and ZeRO-2's gradients) as this group shards the dense ones. Null where the rank is
-  // alone there (one expert group).
+  // Under expert shards with ZeRO 1 to 3: these hooks over the expert data-parallel group (this
+  // rank's place in it, its sums, reduce-scatters and gathers; ZeRO-3's unit exchange), which shards
+  // the rank's experts' moments (ZeRO-2's gradients, ZeRO-3's parameters) as this group shards the
+  // dense ones. Null where the rank is alone there (one expert group).
   std::shared_ptr<const DataParallel> expert_data;
   std::function<void(Tensor& grads)> reduce_scatter_gradients;  // stage 2
   // This rank's segment [first, second) of a buffer of `numel` elements: what reduce_scatter_gradients
   // leaves it summed, and what all_gather_parameters takes from it. Empty: the whole buffer (one rank).
   std::function<std::pair<std::int64_t, std::int64_t>(std::int64_t numel)> segment_of;
+  // Every position's segment_of, as n + 1 offsets from 0 to `numel` (what a ZeRO-3 source keeps
+  // where, and how a unit's pieces are cut). Empty: one rank.
+  std::function<std::vector<std::int64_t>(std::int64_t numel)> shards_of;
   std::function<void(Tensor& params)> all_gather_parameters;    // stages 1, 2
   std::function<double(double)> sum;                            // a scalar over the group (the clip norm's shards)
   std::function<double(double)> mean;                           // a scalar's mean over the group; identity if empty

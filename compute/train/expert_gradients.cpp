@@ -4,13 +4,42 @@
 
 namespace troupe::compute {
 
-ExpertGradients::ExpertGradients(const GPTStage& stage) : expert_shards_(stage.expert_group().shards()) {
-  for (const GPTStage::Run& run : stage.global_runs()) {
-    if (!ranges_.empty() && ranges_.back().expert == run.expert_shard && ranges_.back().end == run.local)
-      ranges_.back().end = run.local + run.count;
+namespace {
+
+// What a group cuts a run of `count` elements into: every position's segment, n + 1 offsets from 0.
+std::vector<std::int64_t> cuts(const DataParallel& group, std::int64_t count) {
+  return group.shards_of ? group.shards_of(count) : std::vector<std::int64_t>{0, count};
+}
+
+}  // namespace
+
+ExpertGradients::ExpertGradients(const GPTStage& stage)
+    : ranges_(kind_ranges(stage.views(), stage.expert_group().sharded())),
+      expert_shards_(stage.expert_group().shards()) {}
+
+std::vector<ExpertGradients::Range> ExpertGradients::kind_ranges(std::span<const ParameterView> views,
+                                                                 bool expert_shards) {
+  std::vector<Range> ranges;
+  for (const ParameterView& view : views) {
+    const bool expert = view.expert && expert_shards;
+    if (!ranges.empty() && ranges.back().expert == expert && ranges.back().end == view.offset)
+      ranges.back().end = view.offset + view.numel();
     else
-      ranges_.push_back({run.local, run.local + run.count, run.expert_shard});
+      ranges.push_back({view.offset, view.offset + view.numel(), expert});
   }
+  return ranges;
+}
+
+std::vector<RunShards> ExpertGradients::zero3_runs(std::span<const ParameterView> views, const DataParallel& dp,
+                                                   const DataParallel& expert_data) {
+  std::vector<RunShards> runs;
+  for (const Range& r : kind_ranges(views, true)) {
+    const DataParallel& group = r.expert ? expert_data : dp;
+    std::vector<std::int64_t> shards = cuts(group, r.end - r.begin);
+    for (std::int64_t& offset : shards) offset += r.begin;
+    runs.push_back({std::move(shards), group.rank, group.unit_exchange});
+  }
+  return runs;
 }
 
 void ExpertGradients::start_sums(const DataParallel& dp, const Tensor& grads, std::int64_t begin,
@@ -38,6 +67,8 @@ std::vector<ZeroStep::Buffer> ExpertGradients::zero_buffers(std::span<const Para
                                                             const Tensor& grads, const DataParallel& dp,
                                                             const DataParallel& expert_data) {
   std::vector<ZeroStep::Buffer> buffers;
+  const bool zero3 = shards_parameters(dp.zero_stage);
+  std::int64_t kept = 0;  // under ZeRO-3: where the run's segment starts in the kept buffers
   range_views_.assign(ranges_.size(), {});
   for (std::size_t i = 0; i < ranges_.size(); ++i) {
     const Range& r = ranges_[i];
@@ -54,14 +85,24 @@ std::vector<ZeroStep::Buffer> ExpertGradients::zero_buffers(std::span<const Para
     ZeroStep::Buffer b;
     b.views = range_views_[i];
     b.numel = count;
-    b.params = params.slice(r.begin, {count});
-    b.grads = grads.slice(r.begin, {count});
     b.shard_begin = shard_begin;
     b.shard_end = shard_end;
+    if (zero3) {
+      // The source keeps this segment of every run, one after another.
+      b.params = params.slice(kept, {shard_end - shard_begin});
+      b.grads = grads.slice(kept, {shard_end - shard_begin});
+      b.kept_begin = shard_begin;
+      b.source = dp.sharded;
+      kept += shard_end - shard_begin;
+    } else {
+      b.params = params.slice(r.begin, {count});
+      b.grads = grads.slice(r.begin, {count});
+    }
     b.sum_offset = r.begin;
     b.group = r.expert ? &expert_data : nullptr;
     buffers.push_back(std::move(b));
   }
+  TROUPE_CHECK(!zero3 || kept == params.numel(), "ZeRO-3's kept parameters are not the segments of its runs");
   return buffers;
 }
 

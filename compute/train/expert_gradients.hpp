@@ -19,6 +19,11 @@
 // AdamW moments (and ZeRO-2's summed gradients) are that segment's: every dense element and every
 // expert's element is then updated by exactly one rank of the group holding it, and the shards'
 // squares, summed over the data-parallel group, count each expert once.
+//
+// Under ZeRO-3 the rank keeps only those segments of its runs (zero3_runs(): ShardedParameters
+// keeps a shard of each run over its group, and gathers a unit's piece of each over that group),
+// and zero_buffers() makes each kept segment the buffer of its run. Each element is then kept by
+// exactly one rank of the data-parallel group, so every rank writes its segments to a checkpoint.
 
 #include <cstdint>
 #include <vector>
@@ -32,7 +37,6 @@ namespace troupe::compute {
 
 class ExpertGradients {
  public:
-  // Of a stage that keeps all its parameters (ZeRO 0 to 2).
   explicit ExpertGradients(const GPTStage& stage);
 
   bool sharded() const { return expert_shards_ > 1; }
@@ -42,9 +46,10 @@ class ExpertGradients {
   // parameters from this rank's): under expert shards a scalar sum over `dp` adds the first expert
   // group's expert squares, so every rank of `dp` calls it.
   double squares(Backend& backend, const DataParallel& dp, const Tensor& buffer) const;
-  // Under ZeRO 1 or 2: `params` and `grads` (the stage's buffers, laid out as `views`) as one ZeroStep
-  // buffer a run of a kind, in local order, the dense ones over `dp` (the step's group), the experts'
-  // over `expert_data`, each with the segment its group gives this rank.
+  // Under ZeRO 1 to 3: `params` and `grads` (the stage's buffers, laid out as `views`; under ZeRO-3
+  // what dp.sharded keeps of them) as one ZeroStep buffer a run of a kind, in local order, the dense
+  // ones over `dp` (the step's group), the experts' over `expert_data`, each with the segment its
+  // group gives this rank.
   std::vector<ZeroStep::Buffer> zero_buffers(std::span<const ParameterView> views, const Tensor& params,
                                              const Tensor& grads, const DataParallel& dp,
                                              const DataParallel& expert_data);
@@ -54,6 +59,14 @@ class ExpertGradients {
     bool expert = false;
   };
   const std::vector<Range>& ranges() const { return ranges_; }
+  // The runs of a kind of a buffer laid out as `views` (local order), adjacent views of a kind
+  // merged; with `expert_shards` false every element is dense.
+  static std::vector<Range> kind_ranges(std::span<const ParameterView> views, bool expert_shards);
+  // Under ZeRO-3: the runs ShardedParameters keeps a shard of, one a run of a kind of a buffer laid
+  // out as `views`, each over its group as zero_buffers() cuts it (the dense ones over `dp`, the
+  // experts' over `expert_data`).
+  static std::vector<RunShards> zero3_runs(std::span<const ParameterView> views, const DataParallel& dp,
+                                           const DataParallel& expert_data);
 
  private:
   std::vector<Range> ranges_;  // in local order, covering the buffer, adjacent ones of a kind merged

@@ -9,33 +9,70 @@ namespace troupe::compute {
 ShardedParameters::ShardedParameters(Backend& backend, std::vector<ParameterUnit> units, DType dtype, int position,
                                      std::vector<std::int64_t> shards, ShardExchange exchange,
                                      bool reshard_after_forward)
-    : backend_(backend),
-      units_(std::move(units)),
-      dtype_(dtype),
-      shards_(std::move(shards)),
-      exchange_(std::move(exchange)),
-      reshard_after_forward_(reshard_after_forward) {
-  TROUPE_CHECK(!units_.empty() && shards_.size() >= 2, "ZeRO-3 needs units and at least one shard");
-  TROUPE_CHECK(shards_.front() == 0 && shards_.back() == units_.back().end && std::is_sorted(shards_.begin(), shards_.end()),
-               "ZeRO-3 shards must cover the stage's buffer in order");
-  TROUPE_CHECK(0 <= position && position + 1 < static_cast<int>(shards_.size()), "ZeRO-3 position outside the group");
-  TROUPE_CHECK(!exchanges() || (exchange_.start_all_gather && exchange_.start_reduce_scatter && exchange_.wait),
-               "a ZeRO-3 group of more than one rank needs its exchange");
-  begin_ = shards_[static_cast<std::size_t>(position)];
-  end_ = shards_[static_cast<std::size_t>(position) + 1];
+    : ShardedParameters(backend, std::move(units), dtype, {{std::move(shards), position, std::move(exchange)}},
+                        reshard_after_forward) {}
+
+ShardedParameters::ShardedParameters(Backend& backend, std::vector<ParameterUnit> units, DType dtype,
+                                     std::vector<RunShards> runs, bool reshard_after_forward)
+    : backend_(backend), units_(std::move(units)), dtype_(dtype), reshard_after_forward_(reshard_after_forward) {
+  TROUPE_CHECK(!units_.empty() && !runs.empty(), "ZeRO-3 needs units and at least one run");
+  std::int64_t covered = 0, kept = 0;
+  for (RunShards& sharded : runs) {
+    const std::vector<std::int64_t>& shards = sharded.shards;
+    TROUPE_CHECK(shards.size() >= 2 && shards.front() == covered && std::is_sorted(shards.begin(), shards.end()),
+                 "ZeRO-3 shards must cover the stage's buffer in order");
+    TROUPE_CHECK(0 <= sharded.position && sharded.position + 1 < static_cast<int>(shards.size()),
+                 "ZeRO-3 position outside the group");
+    Run run{std::move(sharded)};
+    const auto p = static_cast<std::size_t>(run.sharded.position);
+    run.begin = run.sharded.shards[p];
+    run.end = run.sharded.shards[p + 1];
+    run.kept_at = kept;
+    TROUPE_CHECK(!run.exchanges() || (run.sharded.exchange.start_all_gather &&
+                                      run.sharded.exchange.start_reduce_scatter && run.sharded.exchange.wait),
+                 "a ZeRO-3 group of more than one rank needs its exchange");
+    covered = run.sharded.shards.back();
+    kept += run.end - run.begin;
+    runs_.push_back(std::move(run));
+  }
+  TROUPE_CHECK(covered == units_.back().end, "ZeRO-3 shards must cover the stage's buffer in order");
   {
     MemoryScope scope(MemoryKind::parameters);
-    params_ = backend_.zeros({end_ - begin_}, dtype_);
+    params_ = backend_.zeros({kept}, dtype_);
   }
   MemoryScope scope(MemoryKind::gradients);
-  grads_ = backend_.zeros({end_ - begin_}, dtype_);
+  grads_ = backend_.zeros({kept}, dtype_);
 }
 
-std::vector<std::int64_t> ShardedParameters::pieces(const ParameterUnit& unit) const {
-  std::vector<std::int64_t> counts;
-  for (std::size_t p = 0; p + 1 < shards_.size(); ++p)
-    counts.push_back(std::max<std::int64_t>(0, std::min(unit.end, shards_[p + 1]) - std::max(unit.begin, shards_[p])));
-  return counts;
+std::vector<ParameterUnit> ShardedParameters::kept_runs() const {
+  std::vector<ParameterUnit> kept;
+  for (const Run& run : runs_) kept.push_back({run.begin, run.end});
+  return kept;
+}
+
+std::vector<ShardedParameters::Pending> ShardedParameters::start(const ParameterUnit& unit, const Tensor& buffer,
+                                                                 bool gather) {
+  std::vector<Pending> pending;
+  for (std::size_t r = 0; r < runs_.size(); ++r) {
+    const Run& run = runs_[r];
+    const std::vector<std::int64_t>& shards = run.sharded.shards;
+    const std::int64_t lo = std::max(unit.begin, shards.front()), hi = std::min(unit.end, shards.back());
+    if (lo >= hi || !run.exchanges()) continue;
+    // Each position's piece of [lo, hi): the part inside its shard, in order.
+    std::vector<std::int64_t> counts;
+    for (std::size_t p = 0; p + 1 < shards.size(); ++p)
+      counts.push_back(std::max<std::int64_t>(0, std::min(hi, shards[p + 1]) - std::max(lo, shards[p])));
+    Tensor piece = buffer.slice(lo - unit.begin, {hi - lo});
+    const ShardExchange& exchange = run.sharded.exchange;
+    pending.push_back({r, gather ? exchange.start_all_gather(piece, std::move(counts))
+                                 : exchange.start_reduce_scatter(piece, std::move(counts))});
+  }
+  return pending;
+}
+
+void ShardedParameters::wait(std::vector<Pending>& pending) {
+  for (const Pending& p : pending) runs_[p.run].sharded.exchange.wait(p.ticket);
+  pending.clear();
 }
 
 Tensor ShardedParameters::take(std::multimap<std::int64_t, Tensor>& pool, std::int64_t size, bool gradients) {
@@ -53,22 +90,20 @@ Tensor ShardedParameters::take(std::multimap<std::int64_t, Tensor>& pool, std::i
 ShardedParameters::Gathered& ShardedParameters::gather(int unit) {
   if (auto it = gathered_.find(unit); it != gathered_.end()) return it->second;
   const ParameterUnit& u = units_.at(static_cast<std::size_t>(unit));
-  Gathered g{take(free_parameters_, u.size(), false), std::nullopt};
-  const std::int64_t lo = std::max(u.begin, begin_), hi = std::min(u.end, end_);
-  if (lo < hi) {
+  Gathered g{take(free_parameters_, u.size(), false), {}};
+  for (const Run& run : runs_) {
+    const std::int64_t lo = std::max(u.begin, run.begin), hi = std::min(u.end, run.end);
+    if (lo >= hi) continue;
     Tensor own = g.buffer.slice(lo - u.begin, {hi - lo});
-    backend_.copy(own, params_.slice(lo - begin_, {hi - lo}));
+    backend_.copy(own, params_.slice(run.kept_at + lo - run.begin, {hi - lo}));
   }
-  if (exchanges()) g.pending = exchange_.start_all_gather(g.buffer, pieces(u));
+  g.pending = start(u, g.buffer, true);
   return gathered_.emplace(unit, std::move(g)).first->second;
 }
 
 Tensor ShardedParameters::use(int unit, int next) {
   Gathered& g = gather(unit);
-  if (g.pending) {
-    exchange_.wait(*g.pending);
-    g.pending.reset();
-  }
+  wait(g.pending);
   Tensor buffer = g.buffer;
   if (next >= 0) gather(next);
   return buffer;
@@ -83,7 +118,7 @@ void ShardedParameters::release(int unit) {
   auto it = gathered_.find(unit);
   if (it == gathered_.end()) return;
   // A prefetch still in flight writes into the buffer: it must land before the buffer is reused.
-  if (it->second.pending) exchange_.wait(*it->second.pending);
+  wait(it->second.pending);
   free_parameters_.emplace(it->second.buffer.numel(), std::move(it->second.buffer));
   gathered_.erase(it);
 }
@@ -124,22 +159,23 @@ void ShardedParameters::gradient_done(int unit) {
   if (deferred_.count(unit)) return;
   auto it = open_gradients_.find(unit);
   TROUPE_CHECK(it != open_gradients_.end(), "unit " + std::to_string(unit) + "'s gradient finished unasked");
-  Reducing r{unit, std::move(it->second), std::nullopt};
+  Reducing r{unit, std::move(it->second), {}};
   open_gradients_.erase(it);
   // The reduce-scatter posted before this one had this unit's whole backward to travel.
   while (!reducing_.empty()) fold_oldest();
-  if (exchanges()) r.pending = exchange_.start_reduce_scatter(r.buffer, pieces(units_[static_cast<std::size_t>(unit)]));
+  r.pending = start(units_[static_cast<std::size_t>(unit)], r.buffer, false);
   reducing_.push_back(std::move(r));
 }
 
 void ShardedParameters::fold_oldest() {
   Reducing r = std::move(reducing_.front());
   reducing_.erase(reducing_.begin());
-  if (r.pending) exchange_.wait(*r.pending);
+  wait(r.pending);
   const ParameterUnit& u = units_.at(static_cast<std::size_t>(r.unit));
-  const std::int64_t lo = std::max(u.begin, begin_), hi = std::min(u.end, end_);
-  if (lo < hi) {
-    Tensor into = grads_.slice(lo - begin_, {hi - lo});
+  for (const Run& run : runs_) {
+    const std::int64_t lo = std::max(u.begin, run.begin), hi = std::min(u.end, run.end);
+    if (lo >= hi) continue;
+    Tensor into = grads_.slice(run.kept_at + lo - run.begin, {hi - lo});
     backend_.residual_forward(into, into, r.buffer.slice(lo - u.begin, {hi - lo}));
   }
   free_gradients_.emplace(r.buffer.numel(), std::move(r.buffer));
@@ -153,8 +189,8 @@ Tensor ShardedParameters::deferred_gradient(int unit) const {
 
 void ShardedParameters::finish_gradients() {
   for (auto& [unit, buffer] : deferred_gradients_) {
-    Reducing r{unit, std::move(buffer), std::nullopt};
-    if (exchanges()) r.pending = exchange_.start_reduce_scatter(r.buffer, pieces(units_[static_cast<std::size_t>(unit)]));
+    Reducing r{unit, std::move(buffer), {}};
+    r.pending = start(units_[static_cast<std::size_t>(unit)], r.buffer, false);
     reducing_.push_back(std::move(r));
   }
   deferred_gradients_.clear();

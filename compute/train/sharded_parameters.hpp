@@ -5,15 +5,21 @@
 // trainer's AdamW keeps that shard's moments). These are ZeRO-1/2's shards, so checkpoints, the
 // clip and the optimizer see the same ranges under every stage.
 //
+// Under expert shards the buffer is runs of two kinds, each sharded over its own group (a RunShards:
+// the dense runs over the data-parallel group, the rank's experts over the ranks holding the same
+// experts, compute/train/expert_gradients.hpp), and the rank keeps its shard of every run, one after
+// another; a unit's piece inside each run moves over that run's group. With one run this is the
+// plain case above.
+//
 // Forward: use(u) all-gathers unit u into a buffer of its size (each position contributes the
 // part of u inside its shard: uneven, often empty) and at once posts the gather of the unit the
 // stage names as next, which travels while u computes (prefetch). done_with(u) after a forward
 // frees the gathered copy when reshard_after_forward, else keeps it for the backward; the units
 // the backward starts with (a last stage's tail and the embeddings its lm head reads) are kept
-// either way, as FSDP keeps its root. Backward walks down: use(u) gathers again and prefetches the next; gradient(u) is a zeroed
-// buffer of u's size for the backward to fill; gradient_done(u) posts its reduce-scatter over the
-// same pieces, and once that is done the piece inside this shard is added into the kept
-// gradients. A unit's reduce-scatter travels while the unit below it computes.
+// either way, as FSDP keeps its root. Backward walks down: use(u) gathers again and prefetches the next; gradient(u) is
+// a zeroed buffer of u's size for the backward to fill; gradient_done(u) posts its reduce-scatter over the same pieces,
+// and once that is done the piece inside this shard is added into the kept gradients. A unit's reduce-scatter travels
+// while the unit below it computes.
 //
 // Every rank of the group runs the same forward and backward, so the collectives meet in order.
 // Each element is summed in the ring order of the shard that holds it, as ZeRO-2's reduce-scatter
@@ -22,7 +28,6 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <optional>
 #include <set>
 #include <vector>
 
@@ -40,15 +45,26 @@ struct ShardExchange {
   std::function<void(Ticket)> wait;
 };
 
+// A run of the stage's flat buffer sharded over one group: position p of its n keeps local
+// [shards[p], shards[p + 1]); with n = 1 nothing is exchanged.
+struct RunShards {
+  std::vector<std::int64_t> shards;  // n + 1 offsets into the stage's buffer, the run's begin to its end
+  int position = 0;
+  ShardExchange exchange;
+};
+
 class ShardedParameters final : public ParameterSource {
  public:
-  // `shards` holds n + 1 offsets into the stage's flat buffer; with n = 1 nothing is exchanged.
+  // `shards` holds n + 1 offsets into the stage's flat buffer: the whole buffer one run.
   ShardedParameters(Backend& backend, std::vector<ParameterUnit> units, DType dtype, int position,
                     std::vector<std::int64_t> shards, ShardExchange exchange, bool reshard_after_forward);
+  // `runs` cover the stage's flat buffer in order.
+  ShardedParameters(Backend& backend, std::vector<ParameterUnit> units, DType dtype, std::vector<RunShards> runs,
+                    bool reshard_after_forward);
 
   Tensor& kept_parameters() override { return params_; }
   Tensor& kept_gradients() override { return grads_; }
-  std::int64_t kept_begin() const override { return begin_; }
+  std::vector<ParameterUnit> kept_runs() const override;
   Tensor use(int unit, int next) override;
   void done_with(int unit, Reuse reuse) override;
   Tensor gradient(int unit) override;
@@ -74,18 +90,30 @@ class ShardedParameters final : public ParameterSource {
   std::int64_t buffer_bytes(bool gradients) const { return gradients ? gradient_bytes_ : gathered_bytes_; }
 
  private:
+  // A collective in flight over one run's group.
+  struct Pending {
+    std::size_t run;
+    ShardExchange::Ticket ticket;
+  };
   struct Gathered {
     Tensor buffer;
-    std::optional<ShardExchange::Ticket> pending;
+    std::vector<Pending> pending;
   };
   struct Reducing {
     int unit;
     Tensor buffer;
-    std::optional<ShardExchange::Ticket> pending;
+    std::vector<Pending> pending;
+  };
+  struct Run {
+    RunShards sharded;
+    std::int64_t begin = 0, end = 0;  // this rank's shard, local
+    std::int64_t kept_at = 0;         // where it sits in the kept buffers
+    bool exchanges() const { return sharded.shards.size() > 2; }
   };
 
-  bool exchanges() const { return shards_.size() > 2; }
-  std::vector<std::int64_t> pieces(const ParameterUnit& unit) const;
+  // Posts a gather (or a reduce-scatter) of every run's piece of `unit`, whose buffer is `buffer`.
+  std::vector<Pending> start(const ParameterUnit& unit, const Tensor& buffer, bool gather);
+  void wait(std::vector<Pending>& pending);
   Gathered& gather(int unit);
   void release(int unit);
   void fold_oldest();
@@ -94,9 +122,7 @@ class ShardedParameters final : public ParameterSource {
   Backend& backend_;
   std::vector<ParameterUnit> units_;
   DType dtype_;
-  std::vector<std::int64_t> shards_;
-  std::int64_t begin_, end_;
-  ShardExchange exchange_;
+  std::vector<Run> runs_;
   bool reshard_after_forward_;
   Tensor params_, grads_;
   std::map<int, Gathered> gathered_;

@@ -42,9 +42,9 @@ Trainer::Trainer(GPT& model, TrainerOptions options, std::span<const std::uint16
                "data-parallel rank outside its group");
   TROUPE_CHECK(0 <= options.island && options.island < options.islands, "an island outside the islands");
   model_.stage().set_moe_loss_coefficients(options.moe_aux_coef, options.moe_z_coef);
-  TROUPE_CHECK(!experts_.sharded() || (!shards_parameters(options.data_parallel.zero_stage) && options.islands == 1 &&
-                                       options.data_parallel.size % model_.stage().expert_group().shards() == 0),
-               "expert shards under ZeRO-3 or DiLoCo, or over a data-parallel group they do not divide");
+  TROUPE_CHECK(!experts_.sharded() ||
+                   (options.islands == 1 && options.data_parallel.size % model_.stage().expert_group().shards() == 0),
+               "expert shards under DiLoCo, or over a data-parallel group they do not divide");
   const ContextShardGroup context = model_.stage().context_shard();
   int rows = options.seq_len;
   if (context.sharded()) {

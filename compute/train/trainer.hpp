@@ -32,8 +32,9 @@
 //
 // Under expert shards (the model's expert_group(), EP ranks) each rank holds its layout of the
 // model (its experts alone): the step's sums and the gradient norm follow expert_gradients.hpp;
-// under ZeRO 1 and 2 its dense runs are sharded over the group and its expert runs over the expert
-// data-parallel group (ExpertGradients::zero_buffers). Not under ZeRO-3.
+// under ZeRO 1 to 3 its dense runs are sharded over the group and its expert runs over the expert
+// data-parallel group (ExpertGradients::zero_buffers; under ZeRO-3 the model's source keeps those
+// segments and gathers each unit's pieces over the same groups, ExpertGradients::zero3_runs).
 //
 // Under DiLoCo (outer_step.hpp) the group is one island of `islands`, and island i's replicas read
 // the i-th of `islands` equal parts of every global batch: replica d of island i reads as replica
@@ -155,7 +156,7 @@ class Trainer {
   void resplit(const BatchSplit& split);
   AdamW& optimizer() { return zero_.optimizer(0); }
   // The step's ZeRO buffers and their optimizers: one (the whole model), or under expert shards
-  // with ZeRO 1 or 2 one a run of a kind (expert_gradients.hpp).
+  // with ZeRO 1 to 3 one a run of a kind (expert_gradients.hpp).
   ZeroStep& zero_step() { return zero_; }
   const DataParallel& data_parallel() const { return options_.data_parallel; }
   const std::vector<int>& micro_shares() const { return options_.micro_shares; }
@@ -171,7 +172,7 @@ class Trainer {
   std::span<const std::uint16_t> train_tokens_, val_tokens_;
   WindowSampler train_sampler_;
   ExpertGradients experts_;  // which elements are summed over which group
-  // The group a rank's experts are sharded over under ZeRO 1 and 2 where it is alone there.
+  // The group a rank's experts are sharded over under ZeRO 1 to 3 where it is alone there.
   DataParallel lone_experts_;
   ZeroStep zero_;  // over options_.data_parallel
   std::vector<ZeroStep::Buffer> zero_buffers();

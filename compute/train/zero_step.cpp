@@ -22,8 +22,7 @@ ZeroStep::ZeroStep(Backend& backend, const DataParallel& group, DType dtype, con
   for (const Buffer& b : buffers_) {
     const DataParallel& group = group_of(b);
     const bool alone = group.size == 1;
-    TROUPE_CHECK(group.zero_stage == stage && (!b.group || !shards_parameters(stage)),
-                 "a buffer's own group under another ZeRO stage, or under ZeRO-3");
+    TROUPE_CHECK(group.zero_stage == stage, "a buffer's own group under another ZeRO stage");
     if (shards_parameters(stage)) {
       TROUPE_CHECK(b.source && b.kept_begin == b.shard_begin && b.kept_begin + b.params.numel() == b.shard_end &&
                        (alone || group.sum),

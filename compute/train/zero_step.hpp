@@ -46,7 +46,7 @@ class ZeroStep {
     ShardedParameters* source = nullptr;  // stage 3: the model's parameter source
     std::int64_t sum_offset = 0;          // where its gradients start in the group's sums
     // The group its sums, shards and gathers go over when not the step's (a rank's experts under
-    // expert shards: its expert data-parallel group, expert_gradients.hpp); stages 0 to 2.
+    // expert shards: its expert data-parallel group, expert_gradients.hpp).
     const DataParallel* group = nullptr;
   };
 
@@ -69,6 +69,7 @@ class ZeroStep {
   // AdamW on this rank's shard of every buffer, then the gather stages 1 and 2 need.
   void update(double lr);
 
+  ZeroStage stage() const { return group_.zero_stage; }
   int buffers() const { return static_cast<int>(buffers_.size()); }
   const Buffer& buffer(int b) const { return buffers_.at(static_cast<std::size_t>(b)); }
   AdamW& optimizer(int b) { return optimizers_.at(static_cast<std::size_t>(b)); }

@@ -298,27 +298,50 @@ struct ExpertShardRank {
 };
 
 // A model with experts trained `steps` steps in float64 under `o`, running the experts of its rank
-// of `experts`' group (all of them without one).
+// of `experts`' group (all of them without one). Under ZeRO-3 the rank keeps its segment of each
+// run of a kind (ExpertGradients::zero3_runs), and `params` holds those segments alone.
 ExpertShardRank train_f64(TrainerOptions o, const std::vector<std::uint16_t>& data, int steps, ExpertGroup experts) {
   CpuBackend backend(1);
-  GPT model(with_experts(), backend, DType::f64, Recompute::none, nullptr, {}, experts);
+  const ExpertShard shard{experts.rank(), experts.shards()};
+  std::unique_ptr<ShardedParameters> source;
+  if (shards_parameters(o.data_parallel.zero_stage)) {
+    const DataParallel& dp = o.data_parallel;
+    const DataParallel alone{0, 1, dp.zero_stage};
+    source =
+        std::make_unique<ShardedParameters>(backend, GPT::parameter_units(with_experts(), shard), DType::f64,
+                                            ExpertGradients::zero3_runs(ParameterLayout(with_experts(), shard).views(),
+                                                                        dp, dp.expert_data ? *dp.expert_data : alone),
+                                            true);
+    o.data_parallel.sharded = source.get();
+  }
+  GPT model(with_experts(), backend, DType::f64, Recompute::none, source.get(), {}, experts);
   model.init_parameters(5);
   Trainer trainer(model, o, data, data);
   ExpertShardRank out;
   for (int i = 0; i < steps; ++i) out.losses.push_back(trainer.step().loss);
   out.params.assign(static_cast<std::size_t>(ParameterLayout(with_experts()).total()), 0.0);
-  const double* p = model.params().data_as<double>();
-  for (const GPTStage::Run& run : model.stage().global_runs()) {
-    std::copy(p + run.local, p + run.local + run.count, out.params.begin() + run.global);
+  for (const GPTStage::Run& run : model.stage().global_runs())
     if (run.expert_shard) out.experts.push_back(run);
+  // Each kept run of the rank's local layout, at its places in the whole model's.
+  const double* p = model.params().data_as<double>();
+  const std::vector<ParameterUnit> kept =
+      source ? source->kept_runs() : std::vector<ParameterUnit>{{0, model.params().numel()}};
+  for (const ParameterUnit& held : kept) {
+    for (const GPTStage::Run& run : model.stage().global_runs()) {
+      const std::int64_t from = std::max(held.begin, run.local), to = std::min(held.end, run.local + run.count);
+      if (from < to)
+        std::copy(p + (from - held.begin), p + (to - held.begin), out.params.begin() + run.global + (from - run.local));
+    }
+    p += held.size();
   }
   return out;
 }
 
 // `ranks` data-parallel threads in expert groups of `shards`, each holding only its experts. Dense
 // buckets are summed over every rank, expert buckets over the ranks at the same place of every
-// expert group (dp position % shards), each in rank order. Under ZeRO 1 and 2 the rank's dense runs
-// are sharded over every rank and its expert runs over those ranks.
+// expert group (dp position % shards), each in rank order. Under ZeRO 1 to 3 the rank's dense runs
+// are sharded over every rank and its expert runs over those ranks (under ZeRO-3 each unit's pieces
+// gathered and reduce-scattered over the same groups).
 std::vector<ExpertShardRank> run_expert_shards(const std::vector<std::uint16_t>& data, int steps, int ranks, int shards,
                                                ZeroStage zero_stage = ZeroStage::none) {
   const std::int64_t largest = ParameterLayout(with_experts()).total();
@@ -387,6 +410,36 @@ std::vector<ExpertShardRank> run_expert_shards(const std::vector<std::uint16_t>&
       };
       g.sum = scalar_sum;
       g.mean = [scalar_sum, n = g.size](double x) { return scalar_sum(x) / n; };
+      g.shards_of = [segment, size = g.size](std::int64_t numel) {
+        std::vector<std::int64_t> offsets;
+        for (int p = 0; p < size; ++p) offsets.push_back(segment(numel, p).first);
+        offsets.push_back(numel);
+        return offsets;
+      };
+      // A unit's piece: position p's part is counts[p] elements, in position order.
+      g.unit_exchange.start_all_gather = [=, &slots, &sync](Tensor piece, std::vector<std::int64_t> counts) {
+        post(piece, 0);
+        std::int64_t at = 0;
+        for (std::size_t p = 0; p < members.size(); ++p) {
+          std::copy_n(slots[members[p]].begin() + at, counts[p], piece.data_as<double>() + at);
+          at += counts[p];
+        }
+        sync.arrive_and_wait();
+        return ShardExchange::Ticket{0};
+      };
+      g.unit_exchange.start_reduce_scatter = [=, &slots, &sync](Tensor piece, std::vector<std::int64_t> counts) {
+        post(piece, 0);
+        std::int64_t begin = 0;
+        for (int p = 0; p < g.rank; ++p) begin += counts[static_cast<std::size_t>(p)];
+        for (std::int64_t i = begin; i < begin + counts[static_cast<std::size_t>(g.rank)]; ++i) {
+          double sum = 0;
+          for (int r : members) sum += slots[r][i];
+          piece.data_as<double>()[i] = sum;
+        }
+        sync.arrive_and_wait();
+        return ShardExchange::Ticket{0};
+      };
+      g.unit_exchange.wait = [](ShardExchange::Ticket) {};
       return g;
     };
     std::vector<int> everyone, same_place;
@@ -422,7 +475,7 @@ std::vector<ExpertShardRank> run_expert_shards(const std::vector<std::uint16_t>&
 // the sums in another order, so not bit for bit).
 TEST_CASE(
     "with expert shards, ranks holding only their experts take the steps of one process accumulating their "
-    "micro-batches, with ZeRO 0, 1 and 2",
+    "micro-batches, with ZeRO 0 to 3",
     "[model][dp][moe]") {
   const auto data = random_stream(40000, 64);
   const int steps = 3;
@@ -433,16 +486,20 @@ TEST_CASE(
     accumulating.grad_accum = ranks;
     const ExpertShardRank reference = train_f64(accumulating, data, steps, {});
     std::vector<double> plain;
-    for (ZeroStage stage : {ZeroStage::none, ZeroStage::optimizer_state, ZeroStage::gradients}) {
+    for (ZeroStage stage : zero_stages) {
       INFO(ranks << " ranks in expert groups of " << shards << ", ZeRO " << zero_number(stage));
       const std::vector<ExpertShardRank> run = run_expert_shards(data, steps, ranks, shards, stage);
       // The first expert group's ranks cover the model once: rank 0's parameters with the others'
-      // experts put in.
+      // experts put in. Under ZeRO-3 every rank keeps its segments, each element on one rank: their sum.
       std::vector<double> joined = run[0].params;
-      for (int r = 1; r < shards; ++r)
-        for (const GlobalRun& experts : run[static_cast<std::size_t>(r)].experts)
-          std::copy_n(run[static_cast<std::size_t>(r)].params.begin() + experts.global, experts.count,
-                      joined.begin() + experts.global);
+      for (int r = 1; r < (shards_parameters(stage) ? ranks : shards); ++r) {
+        const ExpertShardRank& rank = run[static_cast<std::size_t>(r)];
+        if (shards_parameters(stage))
+          for (std::size_t i = 0; i < joined.size(); ++i) joined[i] += rank.params[i];
+        else
+          for (const GlobalRun& experts : rank.experts)
+            std::copy_n(rank.params.begin() + experts.global, experts.count, joined.begin() + experts.global);
+      }
       std::int64_t held = 0;
       for (const GlobalRun& experts : run[0].experts) held += experts.count;
       CHECK(held * shards == model.moe_layers() * model.experts * (8 * 32 * 32 + 5 * 32));
@@ -453,7 +510,8 @@ TEST_CASE(
       CHECK(max_diff < 1e-10);
       for (int r = 0; r < ranks; ++r) {
         // A rank at the same place of another expert group holds the same values, bit for bit.
-        CHECK(run[static_cast<std::size_t>(r)].params == run[static_cast<std::size_t>(r % shards)].params);
+        if (!shards_parameters(stage))
+          CHECK(run[static_cast<std::size_t>(r)].params == run[static_cast<std::size_t>(r % shards)].params);
         for (int s = 0; s < steps; ++s)
           CHECK(std::abs(run[static_cast<std::size_t>(r)].losses[s] - reference.losses[s]) < 1e-10);
       }

@@ -500,9 +500,13 @@ TEST_CASE("a model with experts: a rank's share of the experts, the expert group
   CHECK(three.not_built.empty());
   CHECK(three.bytes.ep == Approx(two.bytes.ep * 6 / 4));
   CHECK(three.memory.activations < two.memory.activations);
-  // What the runtime refuses of experts is planned, not built.
+  // ZeRO-3 with expert shards is built; on pipeline stages it is planned, not built.
   sharded.zero = ZeroStage::parameters;
-  CHECK(plan(w, machine(2), sharded).not_built == "zero 3 with expert shards");
+  CHECK(plan(w, machine(2), sharded).not_built.empty());
+  Layout staged_zero3{2, 1, 2, ZeroStage::parameters, Recompute::none, 2, 2};
+  CHECK(plan(w, machine(4), staged_zero3).not_built.empty());
+  staged_zero3.ep = 2;
+  CHECK(plan(w, machine(4), staged_zero3).not_built == "zero 3 with expert shards on pipeline stages");
   // Two pipeline stages: built under 1F1B, with expert shards too; not under zero-bubble schedules.
   CHECK(plan(w, machine(2), {1, 1, 2, ZeroStage::none, Recompute::none, 4, 2}).not_built.empty());
   Layout zero_bubble{1, 1, 2, ZeroStage::none, Recompute::none, 4, 2, ScheduleKind::zb_h1};
@@ -535,9 +539,10 @@ TEST_CASE("a model with experts: a rank's share of the experts, the expert group
                      [](const PlannedLayout& p) { return p.layout.ep > 1; }));
 }
 
-// Under ZeRO 1 and 2 with expert shards a rank's dense moments are its share over the dp replicas,
-// its experts' over the dp/ep replicas holding them; the sums and gathers too.
-TEST_CASE("a model with experts under ZeRO 1 and 2: the dense state sharded over dp, the experts' over dp/ep",
+// Under ZeRO 1 to 3 with expert shards a rank's dense moments are its share over the dp replicas,
+// its experts' over the dp/ep replicas holding them; the sums and gathers too, and ZeRO-3's
+// parameters and gradients.
+TEST_CASE("a model with experts under ZeRO 1 to 3: the dense state sharded over dp, the experts' over dp/ep",
           "[plan][moe][zero]") {
   const compute::GPTConfig model = preset("moe-tiny");
   const Workload w{model, 16, 64, Precision::fp32};
@@ -562,5 +567,14 @@ TEST_CASE("a model with experts under ZeRO 1 and 2: the dense state sharded over
   Layout zero3 = plain;
   zero3.zero = ZeroStage::parameters;
   zero3.ep = 2;
-  CHECK(plan(w, machine(4), zero3).not_built == "zero 3 with expert shards");
+  const PlannedLayout planned = plan(w, machine(4), zero3);
+  CHECK(planned.not_built.empty());
+  const double shard = (local - experts) / 4 + experts / 2;
+  CHECK(planned.memory.parameters == Approx(4 * shard));
+  CHECK(planned.memory.gradients == Approx(4 * shard));
+  CHECK(planned.memory.optimizer == Approx(8 * shard));
+  // Gathered: the embeddings and two blocks, each an MoE block with its 2 of 4 experts, and as many
+  // unit gradients.
+  const double C = 128, block = 12 * C * C + 13 * C + model.moe_block_extra_parameters(2);
+  CHECK(planned.memory.gathered == Approx(8 * (double(model.padded_vocab_size + model.block_size) * C + 2 * block)));
 }

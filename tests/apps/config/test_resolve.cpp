@@ -290,8 +290,9 @@ TEST_CASE("pipeline.split speed splits the layers by pipeline.stage_speeds, and 
         "pipeline: a split by speed places one chunk a stage; it does not apply to 3 virtual stages");
 }
 
-TEST_CASE("expert.shards: refused without experts, when it does not divide them, with ZeRO-3 or DiLoCo",
-          "[config][moe]") {
+TEST_CASE(
+    "expert.shards: refused without experts, when it does not divide them, with ZeRO-3 on pipeline stages or DiLoCo",
+    "[config][moe]") {
   auto moe = [](const std::function<void(JobConfig&)>& edit) {
     return resolve_error([&](JobConfig& c) {
       c.model.preset = "moe-tiny";
@@ -307,13 +308,8 @@ TEST_CASE("expert.shards: refused without experts, when it does not divide them,
           c.expert.shards = 2;
           c.model.experts = 0;
         }) == "expert.shards 2 needs a model with experts (model.experts > 0)");
-  CHECK(moe([](JobConfig& c) {
-          c.expert.shards = 2;
-          c.train.zero = compute::ZeroStage::parameters;
-        }) ==
-        "expert.shards > 1 does not work with train.zero 3 yet: a block's dense parameters and its experts would be "
-        "gathered over different groups; use train.zero 0, 1 or 2");
-  for (compute::ZeroStage zero : {compute::ZeroStage::optimizer_state, compute::ZeroStage::gradients})
+  for (compute::ZeroStage zero :
+       {compute::ZeroStage::optimizer_state, compute::ZeroStage::gradients, compute::ZeroStage::parameters})
     CHECK(moe([zero](JobConfig& c) {
             c.expert.shards = 2;
             c.train.zero = zero;
@@ -335,6 +331,13 @@ TEST_CASE("expert.shards: refused without experts, when it does not divide them,
             c.pipeline.stages = 2;
             c.train.zero = zero;
           }).empty());
+  CHECK(moe([](JobConfig& c) {
+          c.expert.shards = 2;
+          c.pipeline.stages = 2;
+          c.train.zero = compute::ZeroStage::parameters;
+        }) ==
+        "expert.shards > 1 with pipeline.stages > 1 does not work with train.zero 3 yet: a stage gathers its "
+        "units over one group; use train.zero 0, 1 or 2, or pipeline.stages 1");
   CHECK(moe([](JobConfig& c) {
           c.expert.shards = 2;
           c.pipeline.stages = 2;
