@@ -226,9 +226,10 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
   // Replicas hold equal parameters and (ZeRO 0) equal moments: the first writes them. Under ZeRO
   // each rank's moments are its own shard and every rank writes its shard; under ZeRO-3 its
   // parameters too. Under expert shards the first expert group's ranks write their experts'
-  // parameters (and under ZeRO 0 their moments).
+  // parameters (and under ZeRO 0 their moments). Under DiLoCo the inner state written is island
+  // 0's: its ranks (the first `writers`) write their shards of the moments.
   const bool writes_params = rank == 0 || sharded_;
-  const bool writes_moments = writes_params || moments_sharded_;
+  const bool writes_moments = writes_params || (moments_sharded_ && islands_.index == 0);
   compute::AdamW& adamw = trainer_.optimizer();
   const auto [moments_begin, moments_end] = adamw.range();
   state_ = {&model_.params(), &adamw.first_moments(), &adamw.second_moments()};

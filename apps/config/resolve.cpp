@@ -86,7 +86,7 @@ std::optional<std::string> diloco_problem(const JobConfig& c, const compute::GPT
                                                   {c.tensor.shards > 1, "tensor.shards > 1"},
                                                   {c.context.shards > 1, "context.shards > 1"},
                                                   {c.expert.shards > 1, "expert.shards > 1"},
-                                                  {t.zero != compute::ZeroStage::none, "train.zero 1, 2 or 3"},
+                                                  {compute::shards_parameters(t.zero), "train.zero 3"},
                                                   {c.comm.compress != comm::Compression::none, "comm.compress"},
                                                   {c.fault.elastic, "fault.elastic"}};
   for (const auto& [set, keys] : not_yet)
