@@ -49,6 +49,12 @@ std::vector<float> tensor_shards(const TempDir& dir, const std::string& file, co
   return four_workers(dir, file, with({"--tensor.shards", "2"}, extra), "x 2 tensor shards", to);
 }
 
+// Two islands of one replica of two pipeline stages, 2 micro-batches of `file`'s batch (1f1b).
+std::vector<float> pipeline_stages(const TempDir& dir, const std::string& file, const std::filesystem::path& to) {
+  return four_workers(dir, file, {"--pipeline.stages", "2", "--pipeline.microbatches", "2", "--train.grad_accum", "1"},
+                      "2 island(s) of 1", to);
+}
+
 }  // namespace
 
 // Inside an island ZeRO shards over the island's replicas; after each step's all-gather every rank
@@ -136,21 +142,6 @@ TEST_CASE(
   }
 }
 
-TEST_CASE(
-    "diloco: a checkpoint of two islands of two tensor shards assembles the slices' outer state and resumes on two "
-    "islands of one whole replica from it",
-    "[diloco][tensor][checkpoint]") {
-  namespace fs = std::filesystem;
-  TempDir dir;
-  const std::string two = resume_file(dir, 2);
-  const fs::path first = dir.path() / "tp2", second = dir.path() / "two";
-  tensor_shards(dir, two, first);
-  // Two processes without tensor shards from it end with the weights of the two islands simulated
-  // from the saved state: the slices' outer state assembled into the whole model's.
-  resume(dir, first, 4, second, two, 2, 100);
-  CHECK(same_bits(kind_at(second, 7, "param"), simulated_from(two, first, 4)));
-}
-
 // Each stage takes the outer step on its blocks, summed with the same stage of the other island
 // (the last stage's copy of the tied embedding from the same values as the first's): the islands'
 // weights are those of two islands of one whole replica, to the rounding of the embedding's two
@@ -164,9 +155,7 @@ TEST_CASE(
   // 2 micro-batches of 2, and read what the pipeline's replicas read.
   const std::string file = resume_file(dir, 2, 2);
   const Simulated simulated = simulate(file, 7);
-  const std::vector<float> real =
-      four_workers(dir, file, {"--pipeline.stages", "2", "--pipeline.microbatches", "2", "--train.grad_accum", "1"},
-                   "2 island(s) of 1", dir.path() / "pp2");
+  const std::vector<float> real = pipeline_stages(dir, file, dir.path() / "pp2");
   std::string where;
   const double worst = worst_tensor(real, simulated.weights, where);
   std::printf(
@@ -175,4 +164,25 @@ TEST_CASE(
       where.c_str(), worst);
   CHECK(worst < 1e-5);
   CHECK(max_difference(real, simulated.start) > 1e-3);
+}
+
+TEST_CASE(
+    "diloco: a checkpoint of two islands of two tensor shards, or of two pipeline stages, assembles the parts' outer "
+    "state and resumes on two islands of one whole replica from it",
+    "[diloco][tensor][pipeline][checkpoint]") {
+  namespace fs = std::filesystem;
+  TempDir dir;
+  // The pipeline's islands read 2 micro-batches of 2 sequences, as the resumed replicas accumulate.
+  const std::string tensor_file = resume_file(dir, 2), pipeline_file = resume_file(dir, 2, 2);
+  tensor_shards(dir, tensor_file, dir.path() / "tp2");
+  pipeline_stages(dir, pipeline_file, dir.path() / "pp2");
+  for (const auto& [saved, file] : {std::pair{dir.path() / "tp2", tensor_file}, {dir.path() / "pp2", pipeline_file}}) {
+    INFO(saved.filename());
+    // Two processes of whole replicas from the checkpoint after step 4 end with the weights of the
+    // two islands simulated from the saved state: the parts' outer state assembled into the whole
+    // model's (the last stage's copy of the tied embedding not written).
+    const fs::path resumed = dir.path() / (saved.filename().string() + "-resumed");
+    resume(dir, saved, 4, resumed, file, 2, 100);
+    CHECK(same_bits(kind_at(resumed, 7, "param"), simulated_from(file, saved, 4)));
+  }
 }
