@@ -150,7 +150,8 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
                                 monitor::StepControl& control, const RescueHooks& rescue,
                                 const std::optional<recover_msg>& replacing, const compute::ContextShardGroup& context,
                                 const compute::ExpertGroup& experts, comm::Communicator* expert_data,
-                                const std::function<void(int epoch)>& renew_context, compute::IslandGroup island) {
+                                const std::function<void(int epoch)>& renew_context, compute::IslandGroup island,
+                                const std::function<void()>& restored) {
   const PipelineOptions& p = job.config.pipeline;
   const int rank = engine.rank();
   const comm::GridCoord coord = comm::grid_coord(grid, rank);
@@ -259,8 +260,9 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   });
   const RecoveryHooks recovery_hooks = in_place_hooks(recovery, mailbox, replacing);
   TROUPE_CHECK(!replacing || recovery_hooks.join, "a replacement joins only where in-place recovery applies");
-  RunOutcome outcome = drive_training(job, data, backend.name(), loop,
-                                      {progress, metrics, &control, rescue, rank == 0, compression, recovery_hooks});
+  RunOutcome outcome =
+      drive_training(job, data, backend.name(), loop,
+                     {progress, metrics, &control, rescue, rank == 0, compression, recovery_hooks, nullptr, restored});
   const std::vector<int> peaks = trainer.peak_stashed_measured();
   if (rank == 0)
     monitor::logger("train")->info("activations held at most, by stage: {} (the schedule checker's bound: {})",
@@ -459,15 +461,30 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
         };
     }
     monitor::TraceRecorder* const steps_trace = diloco && !trace_path.empty() ? &trace : nullptr;
-    const RunServices services{progress,       metrics,    &control, rescue, rank == 0, compression_reading,
-                               recovery_hooks, steps_trace};
+    // DiLoCo's islands: every rank's restore before any rank's first step (RunServices::restored),
+    // over every rank of the job.
+    std::unique_ptr<comm::Communicator> world;
+    std::function<void()> restored;
+    if (islands > 1 && !replacing) {
+      auto created = comm::Communicator::create(engine, comm::world_group(grid));
+      if (!created) return {-1, 1, created.error().message};
+      world = std::move(*created);
+      restored = [&mailbox, &progress, &world] {
+        compute::Tensor ready = compute::Tensor::zeros({1}, compute::DType::f32);
+        auto waiting = progress.wait_for("every rank's restore before the first step");
+        check_comm(mailbox.wait(mailbox.all_reduce(*world, ready)));
+      };
+    }
+    const RunServices services{progress,       metrics,     &control, rescue, rank == 0, compression_reading,
+                               recovery_hooks, steps_trace, restored};
     compute::IslandGroup island;
     if (membership) island = membership->group();
     RunOutcome outcome =
         data_parallel_only
             ? run_training(job, backend, data, data_parallel(), services, context, std::move(island), experts)
             : train_pipeline_stage(job, data, backend, engine, grid, **dp, mailbox, progress, metrics, control, rescue,
-                                   replacing, context, experts, expert_data.get(), renew_context, std::move(island));
+                                   replacing, context, experts, expert_data.get(), renew_context, std::move(island),
+                                   restored);
     if (!trace_path.empty() && outcome.exit_code == 0) {
       if (Status s = gather_trace(mailbox, **dp, trace); !s) return {-1, 1, "trace: " + s.error().message};
       if (membership && (*dp)->position() == 0)
