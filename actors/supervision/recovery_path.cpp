@@ -81,6 +81,8 @@ IslandChoice choose_island_left_out(const RecoveryShape& shape, const std::vecto
                    "): the ranks of a bigger island could see a sync in flight land on some and fail on others");
   if (shape.outer_streaming)
     return restart("an island is left out only under train.diloco_fragments 1 without train.diloco_overlap");
+  if (shape.zero != compute::ZeroStage::none)
+    return restart("an island is left out only under train.zero 0: its rejoin starts plain AdamW moments afresh");
   IslandChoice choice;
   for (int rank : lost_ranks)
     if (std::find(choice.lost.begin(), choice.lost.end(), rank) == choice.lost.end()) choice.lost.push_back(rank);

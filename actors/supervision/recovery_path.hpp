@@ -91,7 +91,8 @@ RecoveryChoice choose_grow(const RecoveryShape& shape);
 // outer state of a present island. That needs islands of one rank each (train.islands equal to the
 // data-parallel replicas, no pipeline stages or tensor shards: every rank of an island must take
 // the same syncs, and a bigger island's ranks could see a sync that was in flight land on some and
-// fail on others) and no streaming (train.diloco_fragments 1, no overlap). `lost`: the islands lost,
+// fail on others), no streaming (train.diloco_fragments 1, no overlap) and train.zero 0 (the rejoin
+// starts the plain optimizer's moments afresh). `lost`: the islands lost,
 // in order; empty with `why_not` where the job restarts every node instead. With no ranks, whether
 // the shape allows it at all.
 struct IslandChoice {

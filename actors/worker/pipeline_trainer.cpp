@@ -51,12 +51,18 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
   shard_ = coord.tp;
   const compute::ContextShardGroup& context = setup_.context;
   const int context_shards = context.sharded() ? context.split.shards : 1;
-  TROUPE_CHECK(setup_.grid.dp % context_shards == 0 &&
+  const int islands = setup_.options.islands;
+  group_replicas_ = setup_.grid.dp / islands;
+  TROUPE_CHECK(setup_.grid.dp % islands == 0 && setup_.options.island == replica_ / group_replicas_ &&
+                   group_replicas_ == groups_.dp.group().size(),
+               "an island that is not its dp group of consecutive places of the dp axis");
+  const int place = replica_ % group_replicas_;
+  TROUPE_CHECK(group_replicas_ % context_shards == 0 &&
                    (!context.sharded() ||
-                    (context.rank() == replica_ % context_shards && context.split.T == setup_.options.seq_len)),
+                    (context.rank() == place % context_shards && context.split.T == setup_.options.seq_len)),
                "context shards that are not consecutive places of the dp axis");
-  data_replica_ = replica_ / context_shards;
-  data_replicas_ = setup_.grid.dp / context_shards;
+  data_replica_ = place / context_shards;
+  data_replicas_ = group_replicas_ / context_shards;
   rows_ = context.sharded() ? context.split.local_rows() : setup_.options.seq_len;
   // The step's micro-batches over the whole group: under train.balance static the replicas' shares
   // sum them, and this replica's schedule runs its own.
@@ -111,7 +117,7 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
     chunks_.push_back(std::move(chunk));
   }
   // Each chunk's buffer is one bucket; bf16 keeps no state and needs no shapes.
-  if (setup_.compression.kind != comm::Compression::none && setup_.grid.dp > 1) {
+  if (setup_.compression.kind != comm::Compression::none && group_replicas_ > 1) {
     const bool powersgd = setup_.compression.kind == comm::Compression::powersgd;
     compressor_ = gradient_compressor(mailbox_, groups_.dp, progress_, setup_.compression,
                                       powersgd ? compressed_tensors() : std::vector<comm::GradientTensor>{});
@@ -236,7 +242,7 @@ void PipelineTrainer::abandon_step() { zero_->abandon_step(); }
 
 std::int64_t PipelineTrainer::tokens_per_step() const {
   const compute::TrainerOptions& o = setup_.options;
-  return std::int64_t{o.batch_size} * o.seq_len * group_micro_batches_;
+  return std::int64_t{o.batch_size} * o.seq_len * group_micro_batches_ * o.islands;  // every island's
 }
 
 void PipelineTrainer::record_into(monitor::TraceRecorder& recorder) {
@@ -386,7 +392,7 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
       // other chunk has not taken.
       TROUPE_CHECK(!hands_down || handed_gradients_.empty(), "a gradient handed down a V's bottom was overwritten");
       const double start = now_us();
-      const double loss_scale = 1.0 / (static_cast<double>(group_micro_batches_) * setup_.grid.dp / data_replicas_);
+      const double loss_scale = 1.0 / (static_cast<double>(group_micro_batches_) * group_replicas_ / data_replicas_);
       if (split) {
         stage.backward_input(slot, output_grad, loss_scale);
       } else {
@@ -503,7 +509,7 @@ double PipelineTrainer::own_sum_of_squares(bool gradients) {
     // holding them, so the sum over the dp group counts every element once.
     sum = zero_->group_squares(sum + experts);
   } else {
-    if (!gradients && compute::shards_parameters(setup_.zero) && setup_.grid.dp > 1)
+    if (!gradients && compute::shards_parameters(setup_.zero) && group_replicas_ > 1)
       sum = sum_over(groups_.dp, sum, what);
     // Under expert shards the first expert group's ranks hold every expert once: their squares,
     // summed over the stage's dp group, complete the dense ones (equal on every replica).
@@ -536,10 +542,12 @@ compute::StepResult PipelineTrainer::step() {
   routing_ = {};
   const std::vector<int>& shares = o.micro_shares;
   for (int j = 0; j < s.microbatches; ++j) {
-    // Even: micro-batch j of replica r is the step's j·R + r; uneven: its first_unit(r) + j.
+    // Even: micro-batch j of replica r is the step's j·R + r (of island i's, R·K and i·R + r);
+    // uneven: its first_unit(r) + j.
     const std::uint64_t micro_index = static_cast<std::uint64_t>(steps_) * s.microbatches + j;
+    const std::uint64_t replica = static_cast<std::uint64_t>(o.island) * data_replicas_ + data_replica_;
     const std::uint64_t first = shares.empty()
-                                    ? (micro_index * data_replicas_ + data_replica_) * o.batch_size
+                                    ? (micro_index * data_replicas_ * o.islands + replica) * o.batch_size
                                     : (static_cast<std::uint64_t>(steps_) * group_micro_batches_ +
                                        static_cast<std::uint64_t>(compute::first_unit(shares, data_replica_) + j)) *
                                           o.batch_size;
@@ -569,7 +577,7 @@ compute::StepResult PipelineTrainer::step() {
         for (auto& sends : chunk.slot_sends) sends.clear();  // wait_all saw them end
       if (shares.empty()) {
         const double loss = sum_over(groups_.pp, loss_sum, "the loss sum") / s.microbatches;
-        result.loss = setup_.grid.dp > 1 ? sum_over(groups_.dp, loss, "the loss sum") / setup_.grid.dp : loss;
+        result.loss = group_replicas_ > 1 ? sum_over(groups_.dp, loss, "the loss sum") / group_replicas_ : loss;
       } else {  // the global batch's: every micro-batch's loss over the group's
         result.batch_share = static_cast<double>(s.microbatches) / group_micro_batches_;
         const double replica_sum = sum_over(groups_.pp, loss_sum, "the loss sum");
@@ -600,8 +608,9 @@ double PipelineTrainer::evaluate(int batches) {
   compute::MemoryScope scope(compute::MemoryKind::activations);
   // This replica's part of the validation set: `batches` global batches of windows, split in equal
   // parts over the replicas (compute::Trainer::evaluate's split), in micro-batches of B through
-  // micro-batch 0's token buffers (no step is in flight).
-  const int micro_batches = batches * (group_micro_batches_ / data_replicas_);
+  // micro-batch 0's token buffers (no step is in flight). Under DiLoCo each island evaluates the
+  // set of all the islands' replicas, on its own weights.
+  const int micro_batches = batches * (group_micro_batches_ / data_replicas_) * o.islands;
   const std::uint64_t first = static_cast<std::uint64_t>(data_replica_) * micro_batches * o.batch_size;
   const compute::Tensor& inputs = inputs_.front();
   const compute::Tensor& targets = targets_.front();
@@ -641,7 +650,7 @@ double PipelineTrainer::evaluate(int batches) {
   zero_->release_gathered();
   if (micro_batches == 0) return 0.0;
   const double mean = sum_over(groups_.pp, sum, "the validation loss sum") / micro_batches;
-  return setup_.grid.dp > 1 ? sum_over(groups_.dp, mean, "the validation loss") / setup_.grid.dp : mean;
+  return group_replicas_ > 1 ? sum_over(groups_.dp, mean, "the validation loss") / group_replicas_ : mean;
 }
 
 std::vector<int> PipelineTrainer::peak_stashed_measured() {

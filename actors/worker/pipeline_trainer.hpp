@@ -32,6 +32,11 @@
 // 1 / (m · grid.dp) and the dp group's sums then make the replicas' mean gradient as without
 // context shards (compute/train/trainer.hpp).
 //
+// Under DiLoCo (setup.options.islands K, docs/diloco.md) the dp group is the rank's island, n = dp/K
+// consecutive places of the dp axis: the step's sums and means go over the island's replicas, and
+// island i's replica d reads as replica i·n + d of the job's dp (compute/train/trainer.hpp). The
+// outer step runs beside the trainer, on the chunk's parameters (rank_wiring.cpp, outer_syncs.hpp).
+//
 // A model with experts (docs/moe.md, "Pipeline stages"): a chunk's MoE blocks add their routing
 // losses' gradients in its own backward; the step's routing (the losses' share of the model's mean,
 // the slots per expert) is added up forward by forward and summed over the pipeline for the step
@@ -80,7 +85,8 @@ struct PipelineSetup {
   comm::Grid grid;               // dp × pp × tp
   int rank = 0;
   // batch, seq_len, lr, AdamW, clip, seed; grad_accum unused; micro_shares: train.balance's shares
-  // by data replica (the schedule runs this replica's share); balance_window > 0: dynamic's window
+  // by data replica (the schedule runs this replica's share); balance_window > 0: dynamic's window;
+  // islands and island: DiLoCo's, the dp axis cut into `islands` groups of consecutive places
   compute::TrainerOptions options;
   compute::ZeroStage zero = compute::ZeroStage::none;  // over the stage's dp group
   bool zero3_reshard = true;
@@ -142,8 +148,17 @@ class PipelineTrainer {
   // runs (compute/model/gpt_stage.hpp), a last stage's copy of the tied wte.weight restored but
   // never saved (its values and moments equal the first stage's). Replica 0 of each stage saves
   // (each replica its shard under ZeRO-3); replicated parameters of tensor shards only shard 0.
-  // Under PowerSGD also Q and this replica's residuals, mapped the same way.
-  std::vector<checkpoint::HeldRange> held_state();
+  // Under PowerSGD also Q and this replica's residuals, mapped the same way. Under DiLoCo island 0
+  // writes (its replica 0, or under ZeRO its replicas' moment shards), and `like_parameters` (state
+  // laid out as the rank's one chunk's parameters: the outer state) is held and saved as they are.
+  struct LikeParameters {
+    std::string kind;
+    float* data = nullptr;
+  };
+  std::vector<checkpoint::HeldRange> held_state(const std::vector<LikeParameters>& like_parameters = {});
+  // The parameters of the rank's one chunk (no virtual stages), which DiLoCo's outer step reads.
+  compute::Tensor& chunk_parameters();
+  long steps_taken() const { return steps_; }
   // Continues after `steps` steps (state restored into held_state()'s buffers).
   void resume_at(long steps);
   // An in-place recovery of `epoch` (in_place_recovery.hpp): forgets the step in flight (its
@@ -230,7 +245,9 @@ class PipelineTrainer {
   void fill_rows(int micro, const std::function<void(compute::Tensor&, compute::Tensor&)>& fill);
 
   int stage_ = 0, replica_ = 0, shard_ = 0;
-  // Under context shards: the data replica (replica_ / C), their count, and the rows a chunk runs on.
+  int group_replicas_ = 1;  // the dp group's places: grid.dp, or under DiLoCo the island's
+  // Under context shards: the data replica in the group (its place / C), their count, and the rows a
+  // chunk runs on.
   int data_replica_ = 0, data_replicas_ = 1, rows_ = 0;
   int group_micro_batches_ = 1;                   // the step's micro-batches over every data replica
   compute::Tensor whole_inputs_, whole_targets_;  // (B, T) before the cut, under context shards

@@ -10,12 +10,20 @@
 
 namespace troupe::actors {
 
-std::vector<checkpoint::HeldRange> PipelineTrainer::held_state() {
+compute::Tensor& PipelineTrainer::chunk_parameters() {
+  TROUPE_CHECK(chunks_.size() == 1, "a rank of more than one model chunk");
+  return chunks_.front().stage->params();
+}
+
+std::vector<checkpoint::HeldRange> PipelineTrainer::held_state(const std::vector<LikeParameters>& like_parameters) {
   std::vector<checkpoint::HeldRange> held;
   // Replicas hold equal parameters and replica 0 saves them (under ZeRO-3 each its shard); the
-  // moments are each replica's own under any ZeRO stage.
+  // moments are each replica's own under any ZeRO stage. Under DiLoCo replica 0 is island 0's, and
+  // the inner state saved is island 0's.
   const bool saves_parameters = replica_ == 0 || compute::shards_parameters(setup_.zero);
-  const bool saves_moments = replica_ == 0 || compute::shards_optimizer_state(setup_.zero);
+  const bool saves_moments =
+      replica_ == 0 || (compute::shards_optimizer_state(setup_.zero) && setup_.options.island == 0);
+  TROUPE_CHECK(like_parameters.empty() || chunks_.size() == 1, "state like the parameters of more than one chunk");
   for (const Chunk& chunk : chunks_) {
     compute::GPTStage& stage = *chunk.stage;
     const std::int64_t kept = stage.kept_begin(), kept_end = kept + stage.params().numel();
@@ -28,6 +36,8 @@ std::vector<checkpoint::HeldRange> PipelineTrainer::held_state() {
       bool own_segment = false;  // ZeRO 1 and 2's moments: every replica writes its segments
     };
     std::vector<Held> kinds = {{"param", kept, kept_end, stage.params().data_as<float>(), saves_parameters}};
+    for (const LikeParameters& like : like_parameters)
+      kinds.push_back({like.kind, kept, kept_end, like.data, saves_parameters});
     // Each of the chunk's buffers in the step (one, or under expert shards one a run of a kind)
     // keeps its own moments.
     for (std::size_t i = 0; i < chunk.buffer_begins.size(); ++i) {

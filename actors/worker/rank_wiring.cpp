@@ -16,6 +16,7 @@
 #include "actors/worker/mailbox_comm.hpp"
 #include "actors/worker/mailbox_context_exchange.hpp"
 #include "actors/worker/node_rescue.hpp"
+#include "actors/worker/outer_syncs.hpp"
 #include "actors/worker/pipeline_trainer.hpp"
 #include "actors/worker/trace_gather.hpp"
 #include "actors/worker/training_run.hpp"
@@ -74,15 +75,29 @@ comm::Group renewed(comm::Group group, std::uint16_t axis_id, const std::optiona
   return group;
 }
 
-// A pipeline stage as the rank loop drives it; each step also reports the stage's bubble.
+// The outer state as a stage's checkpoints hold it, laid out as the rank's parameters.
+std::vector<PipelineTrainer::LikeParameters> outer_state(OuterSyncs* outer) {
+  if (!outer) return {};
+  return {{"outer_sync", outer->outer().last_sync().data_as<float>()},
+          {"outer_momentum", outer->outer().momentum().data_as<float>()}};
+}
+
+// A pipeline stage as the rank loop drives it; each step also reports the stage's bubble. Under
+// train.sync diloco (`outer`) the stage's shard takes the outer step after its steps.
 class PipelineStageLoop final : public TrainingLoop {
  public:
   PipelineStageLoop(PipelineTrainer& trainer, monitor::WorkerMetrics* metrics, std::string layout,
-                    CheckpointPlace place)
-      : trainer_(trainer), metrics_(metrics), layout_(std::move(layout)), place_(place), held_(trainer.held_state()) {}
+                    CheckpointPlace place, std::unique_ptr<OuterSyncs> outer)
+      : trainer_(trainer),
+        metrics_(metrics),
+        layout_(std::move(layout)),
+        place_(place),
+        outer_(std::move(outer)),
+        held_(trainer.held_state(outer_state(outer_.get()))) {}
 
   compute::StepResult step() override {
     compute::StepResult result = trainer_.step();
+    if (outer_) outer_->after_step(trainer_.steps_taken(), trainer_.chunk_parameters(), result);
     if (metrics_) {
       metrics_->set_bubble_fraction(trainer_.bubble_fraction());
       metrics_->set_batch_share(result.batch_share);
@@ -106,6 +121,7 @@ class PipelineStageLoop final : public TrainingLoop {
   monitor::WorkerMetrics* metrics_;
   std::string layout_;
   CheckpointPlace place_;
+  std::unique_ptr<OuterSyncs> outer_;  // train.sync diloco only
   std::vector<checkpoint::HeldRange> held_;
 };
 
@@ -127,19 +143,21 @@ Expected<schedules::Schedule> stage_schedule(const ResolvedJob& job, const std::
 }
 
 // This rank's stage of a pipeline (grid.pp > 1), or its tensor shard of a stage (grid.tp > 1), as
-// the job's schedule has it.
+// the job's schedule has it; under DiLoCo in `island` (its dp group, `dp`, is the island's).
 RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, compute::Backend& backend,
                                 comm::Engine& engine, const comm::Grid& grid, comm::Communicator& dp,
                                 MailboxComm& mailbox, monitor::WorkProgress& progress, monitor::WorkerMetrics* metrics,
                                 monitor::StepControl& control, const RescueHooks& rescue,
                                 const std::optional<recover_msg>& replacing, const compute::ContextShardGroup& context,
                                 const compute::ExpertGroup& experts, comm::Communicator* expert_data,
-                                const std::function<void(int epoch)>& renew_context) {
+                                const std::function<void(int epoch)>& renew_context, compute::IslandGroup island,
+                                const std::function<void()>& restored) {
   const PipelineOptions& p = job.config.pipeline;
   const int rank = engine.rank();
   const comm::GridCoord coord = comm::grid_coord(grid, rank);
   // The grid's dp axis holds every context shard of each data replica.
   const int replicas = grid.dp / (context.sharded() ? context.split.shards : 1);
+  const int islands = island.count, island_replicas = replicas / islands;
   const std::vector<int> shares = micro_shares(job, replicas);
   auto schedule = stage_schedule(job, shares, coord.dp);
   if (!schedule) return {2, schedule.error().message};
@@ -179,6 +197,8 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
                       zero,                job.config.train.zero3_reshard, job.config.tensor.sequence_parallel,
                       compression_options(job)};
   setup.options.micro_shares = shares;
+  setup.options.islands = island.count;
+  setup.options.island = island.index;
   if (job.config.train.balance == compute::BalanceMode::dynamic)
     setup.options.balance_window = job.config.train.balance_window;
   setup.parameters_from_peer = replacing.has_value();
@@ -206,6 +226,11 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
         fmt::format(" x {} expert shards of {} experts each", experts.shards(), job.model.experts / experts.shards());
   std::string shares_text;  // train.balance static's
   if (!shares.empty()) shares_text = ", " + announce_shares(job, shares, rank);
+  std::unique_ptr<OuterSyncs> outer;
+  if (job.config.train.sync == compute::SyncMode::diloco) {
+    outer = std::make_unique<OuterSyncs>(job, trainer.chunk_parameters(), false, std::move(island), rank, metrics);
+    shares_text += outer->describe(island_replicas);
+  }
   PipelineStageLoop loop(
       trainer, metrics,
       p.stages == 1
@@ -218,11 +243,12 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
                         report->peak_stashed[static_cast<std::size_t>(coord.pp)], shares_text),
       {rank,
        {grid.dp, grid.pp, grid.tp},
-       // Under expert shards the first expert group's ranks write their experts.
-       (compute::shards_optimizer_state(zero) || replicas_write ? grid.dp
+       // Under expert shards the first expert group's ranks write their experts; under DiLoCo island 0's.
+       (compute::shards_optimizer_state(zero) || replicas_write ? grid.dp / islands
         : experts.sharded()                                     ? experts.shards()
                                                                 : 1) *
-           grid.pp * grid.tp});
+           grid.pp * grid.tp},
+      std::move(outer));
   // In place, the rank of the same stage and shard in a surviving replica gives the stage's state.
   std::vector<RenewedGroup> groups{{&dp, comm::dp_group_id}, {pp->get(), comm::pp_group_id}};
   if (tp) groups.push_back({tp.get(), comm::tp_group_id});
@@ -234,8 +260,9 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   });
   const RecoveryHooks recovery_hooks = in_place_hooks(recovery, mailbox, replacing);
   TROUPE_CHECK(!replacing || recovery_hooks.join, "a replacement joins only where in-place recovery applies");
-  RunOutcome outcome = drive_training(job, data, backend.name(), loop,
-                                      {progress, metrics, &control, rescue, rank == 0, compression, recovery_hooks});
+  RunOutcome outcome =
+      drive_training(job, data, backend.name(), loop,
+                     {progress, metrics, &control, rescue, rank == 0, compression, recovery_hooks, nullptr, restored});
   const std::vector<int> peaks = trainer.peak_stashed_measured();
   if (rank == 0)
     monitor::logger("train")->info("activations held at most, by stage: {} (the schedule checker's bound: {})",
@@ -434,15 +461,30 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
         };
     }
     monitor::TraceRecorder* const steps_trace = diloco && !trace_path.empty() ? &trace : nullptr;
-    const RunServices services{progress,       metrics,    &control, rescue, rank == 0, compression_reading,
-                               recovery_hooks, steps_trace};
+    // DiLoCo's islands: every rank's restore before any rank's first step (RunServices::restored),
+    // over every rank of the job.
+    std::unique_ptr<comm::Communicator> world;
+    std::function<void()> restored;
+    if (islands > 1 && !replacing) {
+      auto created = comm::Communicator::create(engine, comm::world_group(grid));
+      if (!created) return {-1, 1, created.error().message};
+      world = std::move(*created);
+      restored = [&mailbox, &progress, &world] {
+        compute::Tensor ready = compute::Tensor::zeros({1}, compute::DType::f32);
+        auto waiting = progress.wait_for("every rank's restore before the first step");
+        check_comm(mailbox.wait(mailbox.all_reduce(*world, ready)));
+      };
+    }
+    const RunServices services{progress,       metrics,     &control, rescue, rank == 0, compression_reading,
+                               recovery_hooks, steps_trace, restored};
     compute::IslandGroup island;
     if (membership) island = membership->group();
     RunOutcome outcome =
         data_parallel_only
             ? run_training(job, backend, data, data_parallel(), services, context, std::move(island), experts)
             : train_pipeline_stage(job, data, backend, engine, grid, **dp, mailbox, progress, metrics, control, rescue,
-                                   replacing, context, experts, expert_data.get(), renew_context);
+                                   replacing, context, experts, expert_data.get(), renew_context, std::move(island),
+                                   restored);
     if (!trace_path.empty() && outcome.exit_code == 0) {
       if (Status s = gather_trace(mailbox, **dp, trace); !s) return {-1, 1, "trace: " + s.error().message};
       if (membership && (*dp)->position() == 0)

@@ -31,17 +31,6 @@ compute::TrainerOptions trainer_options(const ResolvedJob& job) {
   return o;
 }
 
-compute::OuterOptions outer_options(const ResolvedJob& job) {
-  const TrainOptions& t = job.config.train;
-  const std::vector<compute::ParameterUnit> units = compute::GPT::parameter_units(job.model);
-  return {t.diloco_steps,
-          t.outer_lr,
-          t.outer_momentum,
-          t.diloco_precision,
-          compute::outer_fragments(units, t.diloco_fragments, t.diloco_steps),
-          t.diloco_overlap};
-}
-
 std::vector<int> micro_shares(const ResolvedJob& job, int replicas) {
   if (job.config.train.balance == compute::BalanceMode::none) return {};
   std::vector<double> speeds = job.replica_speeds;
@@ -220,9 +209,8 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
       model_(job.model, backend, compute::DType::f32, trainer_options(job).recompute, sharded_.get(), context, experts),
       trainer_(initialised(model_, job.config.train.seed, initialise),
                replica_options(job, std::move(data_parallel), sharded_.get(), islands), data.train, data.val),
-      islands_(std::move(islands)),
-      metrics_(metrics),
-      total_steps_(job.config.train.steps) {
+      island_(islands.index),
+      metrics_(metrics) {
   const TrainOptions& t = job.config.train;
   const int rank = place_.rank;
   layout_ = replica_layout(place_.grid.dp, t.batch_size, t.seq_len, t.grad_accum);
@@ -242,9 +230,10 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
   // Replicas hold equal parameters and (ZeRO 0) equal moments: the first writes them. Under ZeRO
   // each rank's moments are its own shard and every rank writes its shard; under ZeRO-3 its
   // parameters too. Under expert shards the first expert group's ranks write their experts'
-  // parameters (and under ZeRO 0 their moments).
+  // parameters (and under ZeRO 0 their moments). Under DiLoCo the inner state written is island
+  // 0's: its ranks (the first `writers`) write their shards of the moments.
   const bool writes_params = rank == 0 || sharded_;
-  const bool writes_moments = writes_params || moments_sharded_;
+  const bool writes_moments = writes_params || (moments_sharded_ && island_ == 0);
   compute::AdamW& adamw = trainer_.optimizer();
   const auto [moments_begin, moments_end] = adamw.range();
   state_ = {&model_.params(), &adamw.first_moments(), &adamw.second_moments()};
@@ -269,17 +258,12 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
   }
   if (t.sync == compute::SyncMode::diloco) {
     // The outer state is the same on every island (it changes only at a sync): the first rank writes it.
-    outer_ = std::make_unique<compute::OuterStep>(model_.params(), outer_options(job));
-    held_.push_back({"outer_sync", params_begin, params_end, outer_->last_sync().data_as<float>(), writes_params});
-    held_.push_back({"outer_momentum", params_begin, params_end, outer_->momentum().data_as<float>(), writes_params});
-    layout_ += fmt::format(", {} island(s) of {}, outer step every {} steps", islands_.count,
-                           place_.grid.dp / islands_.count, t.diloco_steps);
-    if (t.diloco_fragments > 1)
-      layout_ +=
-          fmt::format(" in {} fragments, {} steps apart", t.diloco_fragments, t.diloco_steps / t.diloco_fragments);
-    if (t.diloco_overlap > 0) layout_ += fmt::format(", each applied {} step(s) after its sync", t.diloco_overlap);
-    if (t.diloco_precision != compute::OuterPrecision::f32)
-      layout_ += fmt::format(", pseudo-gradients in {}", compute::outer_precision_name(t.diloco_precision));
+    const int count = islands.count;
+    outer_ = std::make_unique<OuterSyncs>(job, model_.params(), true, std::move(islands), rank, metrics_);
+    compute::OuterStep& outer = outer_->outer();
+    held_.push_back({"outer_sync", params_begin, params_end, outer.last_sync().data_as<float>(), writes_params});
+    held_.push_back({"outer_momentum", params_begin, params_end, outer.momentum().data_as<float>(), writes_params});
+    layout_ += outer_->describe(place_.grid.dp / count);
   }
   // Compression state lives in host memory (compression runs on the CPU backend only).
   for (const compute::DataParallel::SumState& state : trainer_.data_parallel().sum_state) {
@@ -294,24 +278,13 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
   }
 }
 
-namespace {
-
-// The trace's clock: the host's steady clock in microseconds, as the context shards' exchanges.
-double trace_now_us() {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
-
 void ReplicaLoop::record_into(monitor::TraceRecorder& recorder) {
   if (!outer_) return;
   trace_ = &recorder;
   const int rank = place_.rank;
-  recorder.name_process(rank, fmt::format("rank {} (island {})", rank, islands_.index));
+  recorder.name_process(rank, fmt::format("rank {} (island {})", rank, island_));
   recorder.name_track({rank, 0}, "inner steps");
-  recorder.name_track({rank, 1}, "outer syncs");
-  sync_started_us_.assign(outer_->fragments().size(), 0);
-  sync_started_after_.assign(outer_->fragments().size(), -1);
+  outer_->record_into(recorder);
 }
 
 compute::StepResult ReplicaLoop::step() {
@@ -334,53 +307,7 @@ compute::StepResult ReplicaLoop::step() {
   }
   if (result.shares_changed && place_.rank == 0)
     log_share_change(result, trainer_.micro_shares(), trainer_.seconds_per_micro_batch());
-  if (!outer_) return result;
-  const long steps = trainer_.steps_taken();
-  const double outer_start_us = trace_ ? trace_now_us() : 0;
-  if (trace_)
-    for (int f : outer_->starting(steps, total_steps_)) {
-      sync_started_us_[static_cast<std::size_t>(f)] = outer_start_us;
-      sync_started_after_[static_cast<std::size_t>(f)] = steps;
-    }
-  const std::vector<int> landed = outer_->after_step(steps, total_steps_, model_.params(), islands_);
-  const double outer_end_us = trace_ ? trace_now_us() : 0;
-  long sync = outer_->syncs() - static_cast<long>(landed.size());
-  for (int f : landed) {
-    ++sync;
-    // The pseudo-gradients on the wire: a ring all-reduce over K ranks sends 2(K − 1)/K of them from
-    // each; int8 payloads are gathered, each rank passing on the K − 1 it does not hold.
-    const compute::OuterFragment& fragment = outer_->fragments()[static_cast<std::size_t>(f)];
-    const compute::OuterPrecision precision = outer_->options().precision;
-    const double bytes = static_cast<double>(fragment.size()) * compute::outer_precision_bytes(precision);
-    const double k = outer_->last_islands();  // fewer than K where islands were left out
-    const double sent = (precision == compute::OuterPrecision::int8 ? k - 1 : 2.0 * (k - 1) / k) * bytes;
-    last_outer_bytes_ = static_cast<std::int64_t>(sent);
-    if (trace_) {
-      // From the outer work after the step that started the fragment's sum to the end of the one
-      // that landed it: the pseudo-gradient, the sum over the islands (and the inner steps it
-      // overlapped) and the outer step.
-      const double started = sync_started_us_[static_cast<std::size_t>(f)];
-      trace_->add_complete({place_.rank, 1}, fmt::format("outer sync {}", sync), "sync", started,
-                           outer_end_us - started,
-                           {{"fragment", std::to_string(f)},
-                            {"started_after_step", std::to_string(sync_started_after_[static_cast<std::size_t>(f)])},
-                            {"landed_after_step", std::to_string(steps)},
-                            {"bytes", std::to_string(last_outer_bytes_)},
-                            {"islands", std::to_string(outer_->last_islands())}});
-    }
-    if (metrics_) metrics_->outer_synced(static_cast<std::uint64_t>(sent), outer_->last_islands());
-    if (place_.rank != 0) continue;
-    const std::string which =
-        outer_->fragments().size() > 1 ? fmt::format(" (fragment {} of {})", f + 1, outer_->fragments().size()) : "";
-    monitor::logger("train")->info(
-        "diloco: outer step {}{} after step {}: pseudo-gradients of {:.2f} MB averaged over {} island(s), {:.2f} MB "
-        "sent by each rank",
-        sync, which, steps, bytes / 1e6, outer_->last_islands(), sent / 1e6);
-  }
-  result.islands = outer_->syncs() > 0 ? outer_->last_islands() : islands_.count;
-  result.outer_syncs = outer_->syncs();
-  result.outer_bytes = last_outer_bytes_;
-  result.next_sync_step = outer_->next_sync(steps, total_steps_);
+  if (outer_) outer_->after_step(trainer_.steps_taken(), model_.params(), result);
   return result;
 }
 

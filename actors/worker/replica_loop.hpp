@@ -13,10 +13,10 @@
 
 #include "actors/job_options.hpp"
 #include "actors/worker/job_data.hpp"
+#include "actors/worker/outer_syncs.hpp"
 #include "actors/worker/training_loop.hpp"
 #include "compute/backend.hpp"
 #include "compute/moe/expert_exchange.hpp"
-#include "compute/train/outer_step.hpp"
 #include "monitor/metrics.hpp"
 #include "monitor/trace.hpp"
 
@@ -24,8 +24,6 @@ namespace troupe::actors {
 
 // The job's TrainerOptions (batch, sequence, schedule, AdamW, clip, seed; one process).
 compute::TrainerOptions trainer_options(const ResolvedJob& job);
-// The job's DiLoCo outer step: H, lr, momentum, precision, the model's fragments, the overlap.
-compute::OuterOptions outer_options(const ResolvedJob& job);
 // train.balance static: the micro-batches each of `replicas` data replicas takes a step, by their
 // speeds (even when none are given); dynamic's first shares alike; empty under none.
 std::vector<int> micro_shares(const ResolvedJob& job, int replicas);
@@ -78,14 +76,10 @@ class ReplicaLoop final : public TrainingLoop {
   std::unique_ptr<compute::ShardedParameters> sharded_;  // ZeRO-3: the model's parameters, sharded
   compute::GPT model_;
   compute::Trainer trainer_;
-  compute::IslandGroup islands_;
-  std::unique_ptr<compute::OuterStep> outer_;  // train.sync diloco only
-  monitor::WorkerMetrics* metrics_;            // counts the outer syncs; null: none kept
-  std::int64_t last_outer_bytes_ = 0;          // this rank sent for the newest outer sync
-  monitor::TraceRecorder* trace_ = nullptr;    // the steps and syncs are recorded here; null: none
-  std::vector<double> sync_started_us_;        // per fragment: when its sum in flight started
-  std::vector<long> sync_started_after_;       // ... after which step
-  long total_steps_;
+  int island_;                         // DiLoCo's island of this rank; 0 otherwise
+  std::unique_ptr<OuterSyncs> outer_;  // train.sync diloco only
+  monitor::WorkerMetrics* metrics_;
+  monitor::TraceRecorder* trace_ = nullptr;  // the steps are recorded here; null: none
   std::string layout_;
   // Parameters and both moments; checkpoints read and write host memory, so state on a device
   // goes through host mirrors (on the CPU the mirrors are views of the state itself).

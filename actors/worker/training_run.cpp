@@ -319,6 +319,7 @@ class RankRun {
     }
     auto resumed = checkpoints_.restore(loop_.held());
     if (!resumed) return RunOutcome{2, resumed.error().message};
+    if (services_.restored) services_.restored();
     for (const checkpoint::SkippedCheckpoint& skipped : resumed->skipped) {
       if (services_.reports) checkpoint_log_->warn(skipped.why);
       services_.progress.note(monitor::NoticeKind::checkpoint_skipped, skipped.step, skipped.why);

@@ -87,6 +87,11 @@ struct RunServices {
   RecoveryHooks recovery;
   // train.sync diloco with pipeline.trace: the steps and outer syncs are recorded here (null: none).
   monitor::TraceRecorder* trace = nullptr;
+  // Called once this rank restored the newest checkpoint (or found none), before its first step;
+  // may be empty. DiLoCo's islands wait there for every rank: an island trains alone between syncs,
+  // so without the wait it could commit a newer checkpoint before a slower island's rank read the
+  // one the job resumes from.
+  std::function<void()> restored;
 };
 
 // Steps, progress lines, validation, the summary and (on the reporting rank) the sample; with

@@ -82,7 +82,9 @@ constexpr ConfigKey keys[] = {
      "how replicas keep their weights together: allreduce (gradients summed every step) or diloco (islands sum "
      "inside every step and average their pseudo-gradients every train.diloco_steps with an outer Nesterov step)",
      field<&J::train, &T::sync>},
-    {"train.islands", "DiLoCo's islands K, each of N/K consecutive data-parallel replicas; 1 = one island",
+    {"train.islands",
+     "DiLoCo's islands K, each of N/K consecutive data-parallel replicas (whole models, or pipeline stages and "
+     "tensor shards, under ZeRO 0 to 2); 1 = one island",
      field<&J::train, &T::islands>},
     {"train.diloco_steps", "DiLoCo: inner steps H between outer syncs", field<&J::train, &T::diloco_steps>},
     {"train.outer_lr", "DiLoCo: the outer step's learning rate", field<&J::train, &T::outer_lr>},
@@ -159,8 +161,8 @@ constexpr ConfigKey keys[] = {
      field<&J::pipeline, &P::stage_speeds>},
     {"pipeline.trace",
      "file for a Chrome trace (Perfetto) of every stage's forward, backward, waits and sends (with context shards "
-     "alone: every rank's ring shifts and all-to-alls; under train.sync diloco: every rank's steps and outer syncs), "
-     "written at the end; empty = none",
+     "alone: every rank's ring shifts and all-to-alls; under train.sync diloco without stages or tensor shards: "
+     "every rank's steps and outer syncs), written at the end; empty = none",
      field<&J::pipeline, &P::trace>},
 
     {"tensor.shards",

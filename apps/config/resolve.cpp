@@ -82,17 +82,23 @@ std::optional<std::string> diloco_problem(const JobConfig& c, const compute::GPT
     if (t.diloco_fragments > 1) return "train.diloco_fragments " + str(t.diloco_fragments) + " needs train.sync diloco";
     return std::nullopt;
   }
-  const std::pair<bool, const char*> not_yet[] = {{c.pipeline.stages > 1, "pipeline.stages > 1"},
-                                                  {c.tensor.shards > 1, "tensor.shards > 1"},
+  const bool chunks =
+      c.pipeline.stages > 1 && (c.pipeline.virtual_stages > 1 || c.pipeline.schedule == schedules::ScheduleKind::zb_v);
+  const std::pair<bool, const char*> not_yet[] = {{chunks, "pipeline.virtual_stages > 1 or pipeline.schedule zb-v"},
                                                   {c.context.shards > 1, "context.shards > 1"},
                                                   {c.expert.shards > 1, "expert.shards > 1"},
-                                                  {t.zero != compute::ZeroStage::none, "train.zero 1, 2 or 3"},
+                                                  {compute::shards_parameters(t.zero), "train.zero 3"},
                                                   {c.comm.compress != comm::Compression::none, "comm.compress"},
                                                   {c.fault.elastic, "fault.elastic"}};
   for (const auto& [set, keys] : not_yet)
     if (set)
       return "train.sync diloco does not work with " + std::string(keys) +
-             " yet: an island is whole-model replicas summing plain gradients";
+             " yet: an island is data-parallel replicas (of pipeline stages and tensor shards) summing plain gradients";
+  // A stage's or a tensor shard's buffer is not the whole model's: it is synced whole, one fragment.
+  if ((c.pipeline.stages > 1 || c.tensor.shards > 1) && (t.diloco_fragments > 1 || t.diloco_overlap > 0))
+    return "train.diloco_fragments and train.diloco_overlap work on whole-model ranks only so far: a pipeline stage "
+           "or a tensor shard syncs its buffer at once (got pipeline.stages " +
+           str(c.pipeline.stages) + ", tensor.shards " + str(c.tensor.shards) + ")";
   if (t.backend != compute::BackendKind::cpu)
     return "train.sync diloco works with train.backend cpu only so far: the outer step runs on host memory (got '" +
            std::string(compute::backend_name(t.backend)) + "')";

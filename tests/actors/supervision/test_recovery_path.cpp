@@ -425,7 +425,7 @@ TEST_CASE(
 
 TEST_CASE(
     "DiLoCo's islands: the islands lost are the lost ranks', and whole islands of one rank, not all, without "
-    "streaming, are left out",
+    "streaming or ZeRO, are left out, and islands of stages or tensor shards are not",
     "[recovery]") {
   RecoveryShape shape = plain_dp();
   shape.data_parallel = 4;
@@ -440,6 +440,12 @@ TEST_CASE(
         "DiLoCo's islands: an island is left out only under train.diloco_fragments 1 without train.diloco_overlap");
   CHECK_FALSE(choose_recovery(shape, FailureKind::node_lost).in_place);
   shape.outer_streaming = false;
+  shape.zero = ZeroStage::optimizer_state;
+  CHECK(choose_island_left_out(shape, {1}).why_not ==
+        "DiLoCo's islands: an island is left out only under train.zero 0: its rejoin starts plain AdamW moments "
+        "afresh");
+  CHECK_FALSE(choose_recovery(shape, FailureKind::node_lost).in_place);
+  shape.zero = ZeroStage::none;
   shape.islands = 2;  // two ranks an island
   choice = choose_island_left_out(shape, {1});
   CHECK(choice.lost.empty());
@@ -448,4 +454,14 @@ TEST_CASE(
   const RecoveryChoice restart = choose_recovery(shape, FailureKind::node_lost);
   CHECK_FALSE(restart.in_place);
   CHECK(restart.why_not == choice.why_not);
+  // Islands of one replica of two tensor shards, or of two stages: more than one rank an island.
+  shape.islands = 4;
+  for (int* axis : {&shape.tensor_shards, &shape.pipeline_stages}) {
+    *axis = 2;
+    CHECK_THAT(choose_island_left_out(shape, {1}).why_not,
+               Catch::Contains("each island is one rank (train.islands 4 of 4 data-parallel replicas, with stages or "
+                               "shards)"));
+    CHECK_FALSE(choose_recovery(shape, FailureKind::node_lost).in_place);
+    *axis = 1;
+  }
 }

@@ -1,0 +1,113 @@
+#include "actors/worker/outer_syncs.hpp"
+
+#include <chrono>
+
+#include <spdlog/fmt/fmt.h>
+
+#include "compute/model/gpt.hpp"
+#include "monitor/log.hpp"
+
+namespace troupe::actors {
+
+compute::OuterOptions outer_options(const ResolvedJob& job) {
+  const TrainOptions& t = job.config.train;
+  const std::vector<compute::ParameterUnit> units = compute::GPT::parameter_units(job.model);
+  return {t.diloco_steps,
+          t.outer_lr,
+          t.outer_momentum,
+          t.diloco_precision,
+          compute::outer_fragments(units, t.diloco_fragments, t.diloco_steps),
+          t.diloco_overlap};
+}
+
+double trace_now_us() {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+namespace {
+
+// A buffer other than the whole model's (a tensor shard's) is one fragment: resolve() refuses
+// streaming there.
+compute::OuterOptions options_for(const ResolvedJob& job, bool whole_model) {
+  compute::OuterOptions options = outer_options(job);
+  if (!whole_model) options.fragments.clear();
+  return options;
+}
+
+}  // namespace
+
+OuterSyncs::OuterSyncs(const ResolvedJob& job, const compute::Tensor& params, bool whole_model,
+                       compute::IslandGroup islands, int rank, monitor::WorkerMetrics* metrics)
+    : outer_(params, options_for(job, whole_model)),
+      islands_(std::move(islands)),
+      rank_(rank),
+      total_steps_(job.config.train.steps),
+      metrics_(metrics) {}
+
+void OuterSyncs::record_into(monitor::TraceRecorder& recorder) {
+  trace_ = &recorder;
+  recorder.name_track({rank_, 1}, "outer syncs");
+  sync_started_us_.assign(outer_.fragments().size(), 0);
+  sync_started_after_.assign(outer_.fragments().size(), -1);
+}
+
+std::string OuterSyncs::describe(int ranks_per_island) const {
+  const compute::OuterOptions& o = outer_.options();
+  std::string text =
+      fmt::format(", {} island(s) of {}, outer step every {} steps", islands_.count, ranks_per_island, o.every);
+  const std::size_t fragments = o.fragments.size();
+  if (fragments > 1) text += fmt::format(" in {} fragments, {} steps apart", fragments, o.every / fragments);
+  if (o.overlap > 0) text += fmt::format(", each applied {} step(s) after its sync", o.overlap);
+  if (o.precision != compute::OuterPrecision::f32)
+    text += fmt::format(", pseudo-gradients in {}", compute::outer_precision_name(o.precision));
+  return text;
+}
+
+void OuterSyncs::after_step(long steps, compute::Tensor& params, compute::StepResult& result) {
+  const double outer_start_us = trace_ ? trace_now_us() : 0;
+  if (trace_)
+    for (int f : outer_.starting(steps, total_steps_)) {
+      sync_started_us_[static_cast<std::size_t>(f)] = outer_start_us;
+      sync_started_after_[static_cast<std::size_t>(f)] = steps;
+    }
+  const std::vector<int> landed = outer_.after_step(steps, total_steps_, params, islands_);
+  const double outer_end_us = trace_ ? trace_now_us() : 0;
+  long sync = outer_.syncs() - static_cast<long>(landed.size());
+  for (int f : landed) {
+    ++sync;
+    // The pseudo-gradients on the wire: a ring all-reduce over K ranks sends 2(K − 1)/K of them from
+    // each; int8 payloads are gathered, each rank passing on the K − 1 it does not hold.
+    const compute::OuterFragment& fragment = outer_.fragments()[static_cast<std::size_t>(f)];
+    const compute::OuterPrecision precision = outer_.options().precision;
+    const double bytes = static_cast<double>(fragment.size()) * compute::outer_precision_bytes(precision);
+    const double k = outer_.last_islands();  // fewer than K where islands were left out
+    const double sent = (precision == compute::OuterPrecision::int8 ? k - 1 : 2.0 * (k - 1) / k) * bytes;
+    last_outer_bytes_ = static_cast<std::int64_t>(sent);
+    if (trace_) {
+      // From the outer work after the step that started the fragment's sum to the end of the one
+      // that landed it: the pseudo-gradient, the sum over the islands (and the inner steps it
+      // overlapped) and the outer step.
+      const double started = sync_started_us_[static_cast<std::size_t>(f)];
+      trace_->add_complete({rank_, 1}, fmt::format("outer sync {}", sync), "sync", started, outer_end_us - started,
+                           {{"fragment", std::to_string(f)},
+                            {"started_after_step", std::to_string(sync_started_after_[static_cast<std::size_t>(f)])},
+                            {"landed_after_step", std::to_string(steps)},
+                            {"bytes", std::to_string(last_outer_bytes_)},
+                            {"islands", std::to_string(outer_.last_islands())}});
+    }
+    if (metrics_) metrics_->outer_synced(static_cast<std::uint64_t>(sent), outer_.last_islands());
+    if (rank_ != 0) continue;
+    const std::string which =
+        outer_.fragments().size() > 1 ? fmt::format(" (fragment {} of {})", f + 1, outer_.fragments().size()) : "";
+    monitor::logger("train")->info(
+        "diloco: outer step {}{} after step {}: pseudo-gradients of {:.2f} MB averaged over {} island(s), {:.2f} MB "
+        "sent by each rank",
+        sync, which, steps, bytes / 1e6, outer_.last_islands(), sent / 1e6);
+  }
+  result.islands = outer_.syncs() > 0 ? outer_.last_islands() : islands_.count;
+  result.outer_syncs = outer_.syncs();
+  result.outer_bytes = last_outer_bytes_;
+  result.next_sync_step = outer_.next_sync(steps, total_steps_);
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,59 @@
+#pragma once
+// DiLoCo's outer work after a rank's inner step (compute/train/outer_step.hpp), for either loop
+// that trains under train.sync diloco: a rank of the whole model (replica_loop.hpp) or a tensor
+// shard (rank_wiring.cpp's pipeline stage loop, whose buffer is the shard's slice of every
+// parameter, synced with the same shard of every other island). After each step it lands and
+// starts the fragments the schedule names over the rank's outer group, then reports each sync
+// landed: the first rank's log line, the rank's metrics, its trace track and the step result's
+// DiLoCo fields (islands, syncs, bytes, next sync).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "actors/job_options.hpp"
+#include "compute/train/outer_step.hpp"
+#include "compute/train/trainer.hpp"
+#include "monitor/metrics.hpp"
+#include "monitor/trace.hpp"
+
+namespace troupe::actors {
+
+// The job's DiLoCo outer step: H, lr, momentum, precision, the model's fragments, the overlap.
+compute::OuterOptions outer_options(const ResolvedJob& job);
+
+// The trace's clock: the host's steady clock in microseconds, as the context shards' exchanges.
+double trace_now_us();
+
+class OuterSyncs {
+ public:
+  // The outer state starts from `params` (the rank's buffer); `whole_model`: the buffer is the whole
+  // model's, cut into the job's fragments (else one fragment, the whole buffer). `rank`: the rank
+  // that logs (0) and its trace track.
+  OuterSyncs(const ResolvedJob& job, const compute::Tensor& params, bool whole_model, compute::IslandGroup islands,
+             int rank, monitor::WorkerMetrics* metrics);
+
+  // Lands and starts the fragments due after the step that made `steps_taken` steps, on `params`,
+  // and fills `result`'s DiLoCo fields.
+  void after_step(long steps_taken, compute::Tensor& params, compute::StepResult& result);
+  // Records every fragment's sync into `recorder` from now on, on the rank's track 1.
+  void record_into(monitor::TraceRecorder& recorder);
+  // The layout's DiLoCo part: ", 2 island(s) of 1, outer step every 20 steps …".
+  std::string describe(int ranks_per_island) const;
+
+  compute::OuterStep& outer() { return outer_; }
+  const compute::IslandGroup& islands() const { return islands_; }
+
+ private:
+  compute::OuterStep outer_;
+  compute::IslandGroup islands_;
+  int rank_;
+  long total_steps_;
+  monitor::WorkerMetrics* metrics_;          // counts the outer syncs; null: none kept
+  std::int64_t last_outer_bytes_ = 0;        // this rank sent for the newest outer sync
+  monitor::TraceRecorder* trace_ = nullptr;  // the syncs are recorded here; null: none
+  std::vector<double> sync_started_us_;      // per fragment: when its sum in flight started
+  std::vector<long> sync_started_after_;     // ... after which step
+};
+
+}  // namespace troupe::actors

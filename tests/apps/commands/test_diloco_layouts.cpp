@@ -1,0 +1,188 @@
+// train.sync diloco on islands of other layouts than one whole-model replica, as a user runs them:
+// ZeRO 1 and 2 over an island's replicas, and tensor shards (each shard's slice synced with the same
+// shard of the other islands), against the same job under ZeRO 0 and the one-process simulation
+// of the islands (compute::train_islands), and their checkpoints resumed.
+
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "apps/diloco_islands.hpp"
+#include "apps/one_process_steps.hpp"
+#include "apps/run_troupe.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace troupe;
+using namespace troupe::test;
+
+namespace {
+
+// The job of `file` (two islands, a global batch of 8 sequences) on four workers in `layout` (keys
+// last; `shape` names it in the job's layout line), checkpointed after step 4 and the last into
+// `to`: its final weights.
+std::vector<float> four_workers(const TempDir& dir, const std::string& file, const std::vector<std::string>& layout,
+                                const std::string& shape, const std::filesystem::path& to) {
+  const ProcessResult r = run_troupe(
+      dir,
+      with({"train", "--config", file, "--workers", "4", "--checkpoint.dir", to.string(), "--checkpoint.every", "4"},
+           layout),
+      std::chrono::seconds(180));
+  INFO(to.filename() << " stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains(shape) && Catch::Contains("diloco: outer step 3 after step 7"));
+  return kind_at(to, 7, "param");
+}
+
+// Two islands of two replicas of batch 2 under train.zero `zero`.
+std::vector<float> zero_islands(const TempDir& dir, const std::string& file, const std::string& zero,
+                                const std::filesystem::path& to) {
+  return four_workers(dir, file, {"--train.batch_size", "2", "--train.zero", zero}, "2 island(s) of 2", to);
+}
+
+// Two islands of one replica of two tensor shards (`extra` keys last).
+std::vector<float> tensor_shards(const TempDir& dir, const std::string& file, const std::filesystem::path& to,
+                                 const std::vector<std::string>& extra = {}) {
+  return four_workers(dir, file, with({"--tensor.shards", "2"}, extra), "x 2 tensor shards", to);
+}
+
+// Two islands of one replica of two pipeline stages, 2 micro-batches of `file`'s batch (1f1b).
+std::vector<float> pipeline_stages(const TempDir& dir, const std::string& file, const std::filesystem::path& to) {
+  return four_workers(dir, file, {"--pipeline.stages", "2", "--pipeline.microbatches", "2", "--train.grad_accum", "1"},
+                      "2 island(s) of 1", to);
+}
+
+}  // namespace
+
+// Inside an island ZeRO shards over the island's replicas; after each step's all-gather every rank
+// holds the whole weights the outer step reads. ZeRO-1 does plain data parallelism's arithmetic
+// element for element; ZeRO-2 sums by reduce-scatter and takes the clip norm from the shards', so
+// it agrees to rounding. Replicas of batch 2 add their gradients in another order than the
+// simulation's islands of one replica of batch 4: to rounding too.
+TEST_CASE(
+    "diloco: islands of two replicas under ZeRO 1 take ZeRO 0's steps and write island 0's moments bit for "
+    "bit, and under ZeRO 0 to 2 end within 1e-5 of the one-process simulation",
+    "[diloco][zero]") {
+  namespace fs = std::filesystem;
+  TempDir dir;
+  const std::string file = resume_file(dir, 2);  // 7 steps, H 3: syncs after steps 3, 6 and 7
+  std::map<std::string, fs::path> saved;
+  for (const std::string zero : {"0", "1", "2"}) {
+    saved[zero] = dir.path() / ("zero" + zero);
+    zero_islands(dir, file, zero, saved[zero]);
+  }
+  for (long step : {4L, 7L})
+    for (const char* kind : {"param", "adam_m", "adam_v", "outer_sync", "outer_momentum"}) {
+      INFO("step " << step << " " << kind);
+      CHECK(same_bits(kind_at(saved["1"], step, kind), kind_at(saved["0"], step, kind)));
+    }
+  const Simulated simulated = simulate(file, 7);
+  CHECK(simulated.syncs == 3);
+  for (const std::string zero : {"0", "2"}) {
+    const double worst = max_difference(kind_at(saved[zero], 7, "param"), simulated.weights);
+    std::printf(
+        "diloco, 2 islands x dp 2 under ZeRO %s against the one-process simulation: max weight difference "
+        "after 7 steps %.3g\n",
+        zero.c_str(), worst);
+    CHECK(worst < 1e-5);
+  }
+  CHECK(max_difference(kind_at(saved["2"], 7, "param"), simulated.start) > 1e-3);
+}
+
+TEST_CASE(
+    "diloco: a checkpoint of two islands of two ZeRO-1 replicas resumes on two islands of one from the outer "
+    "state and island 0's moments saved",
+    "[diloco][zero][checkpoint]") {
+  namespace fs = std::filesystem;
+  TempDir dir;
+  const std::string two = resume_file(dir, 2);
+  const fs::path first = dir.path() / "zero1", second = dir.path() / "two";
+  zero_islands(dir, two, "1", first);
+  // Two processes of batch 4 without ZeRO from the checkpoint after step 4 end with the weights of
+  // the two islands simulated from the saved state (island 0's moment shards, assembled, and the
+  // outer state: a momentum of one sync).
+  resume(dir, first, 4, second, two, 2, 100);
+  CHECK(same_bits(kind_at(second, 7, "param"), simulated_from(two, first, 4)));
+}
+
+// Each tensor shard takes the outer step on its slice of the weights, summed with the same shard of
+// the other island: the islands' weights are those of two islands of one whole replica, to the
+// rounding that tensor shards' sums add (the tolerance the tensor-shard layouts keep against one
+// process, tensor by tensor).
+TEST_CASE(
+    "diloco: two islands of two tensor shards end with the weights of the one-process simulation of two islands "
+    "within 1e-5, with and without sequence parallelism",
+    "[diloco][tensor]") {
+  TempDir dir;
+  const std::string file = resume_file(dir, 2);  // 7 steps, H 3: syncs after steps 3, 6 and 7
+  const Simulated simulated = simulate(file, 7);
+  for (const bool sequence_parallel : {false, true}) {
+    const std::string name = sequence_parallel ? "tp2-sp" : "tp2";
+    const std::vector<float> real =
+        tensor_shards(dir, file, dir.path() / name,
+                      sequence_parallel ? std::vector<std::string>{"--tensor.sequence_parallel", "true"}
+                                        : std::vector<std::string>{});
+    std::string where, momentum_where;
+    const double worst = worst_tensor(real, simulated.weights, where);
+    // The outer momentum, assembled from both shards' slices (the replicated parameters' from shard
+    // 0), is a sum of pseudo-gradients, differences of the weights: the weights' rounding weighs
+    // more in it.
+    const double momentum =
+        worst_tensor(kind_at(dir.path() / name, 7, "outer_momentum"), simulated.momentum, momentum_where);
+    std::printf(
+        "diloco, 2 islands x tp 2%s against the one-process simulation after 7 steps: worst tensor %s, "
+        "relative difference %.3g; outer momentum's worst %s, %.3g\n",
+        sequence_parallel ? " (sequence parallel)" : "", where.c_str(), worst, momentum_where.c_str(), momentum);
+    CHECK(worst < 1e-5);
+    CHECK(momentum < 1e-4);
+    CHECK(max_difference(real, simulated.start) > 1e-3);
+  }
+}
+
+// Each stage takes the outer step on its blocks, summed with the same stage of the other island
+// (the last stage's copy of the tied embedding from the same values as the first's): the islands'
+// weights are those of two islands of one whole replica, to the rounding of the embedding's two
+// gradient shares summed between the stages.
+TEST_CASE(
+    "diloco: two islands of two pipeline stages end with the weights of the one-process simulation of two "
+    "islands within 1e-5",
+    "[diloco][pipeline]") {
+  TempDir dir;
+  // Islands of one replica of 2 micro-batches of 2 sequences: the simulation's trainers accumulate
+  // 2 micro-batches of 2, and read what the pipeline's replicas read.
+  const std::string file = resume_file(dir, 2, 2);
+  const Simulated simulated = simulate(file, 7);
+  const std::vector<float> real = pipeline_stages(dir, file, dir.path() / "pp2");
+  std::string where;
+  const double worst = worst_tensor(real, simulated.weights, where);
+  std::printf(
+      "diloco, 2 islands x pp 2 against the one-process simulation after 7 steps: worst tensor %s, relative "
+      "difference %.3g\n",
+      where.c_str(), worst);
+  CHECK(worst < 1e-5);
+  CHECK(max_difference(real, simulated.start) > 1e-3);
+}
+
+TEST_CASE(
+    "diloco: a checkpoint of two islands of two tensor shards, or of two pipeline stages, assembles the parts' outer "
+    "state and resumes on two islands of one whole replica from it",
+    "[diloco][tensor][pipeline][checkpoint]") {
+  namespace fs = std::filesystem;
+  TempDir dir;
+  // The pipeline's islands read 2 micro-batches of 2 sequences, as the resumed replicas accumulate.
+  const std::string tensor_file = resume_file(dir, 2), pipeline_file = resume_file(dir, 2, 2);
+  tensor_shards(dir, tensor_file, dir.path() / "tp2");
+  pipeline_stages(dir, pipeline_file, dir.path() / "pp2");
+  for (const auto& [saved, file] : {std::pair{dir.path() / "tp2", tensor_file}, {dir.path() / "pp2", pipeline_file}}) {
+    INFO(saved.filename());
+    // Two processes of whole replicas from the checkpoint after step 4 end with the weights of the
+    // two islands simulated from the saved state: the parts' outer state assembled into the whole
+    // model's (the last stage's copy of the tied embedding not written).
+    const fs::path resumed = dir.path() / (saved.filename().string() + "-resumed");
+    resume(dir, saved, 4, resumed, file, 2, 100);
+    CHECK(same_bits(kind_at(resumed, 7, "param"), simulated_from(file, saved, 4)));
+  }
+}
