@@ -635,6 +635,22 @@ TEST_CASE("drill kill-node under ZeRO-3: only the lost shard's node process is s
                         Contains("node 1's process started again: yes (pid "));
 }
 
+// Four workers in expert groups of 2 under ZeRO-3: a rank keeps a quarter of the dense runs and half
+// of its experts' runs, which no other rank keeps, so every rank rolls back in place.
+TEST_CASE(
+    "drill kill-worker under ZeRO-3 with expert shards: the worker is respawned and every rank rolls back to the "
+    "newest checkpoint, which holds its segments of the dense and the expert runs",
+    "[drill][zero3][moe][rollback]") {
+  TempDir dir;
+  const ProcessResult r =
+      drill(dir, "kill-worker",
+            {"--workers", "4", "--model.preset", "moe-tiny", "--expert.shards", "2", "--train.zero", "3"});
+  const long step = check_rolled_back(
+      r, "train.zero 3 shards the parameters and the optimizer state: no replica holds a lost shard", 2);
+  check_steps_lost(r, step, 4);
+  CHECK_THAT(r.out, Contains("every node kept its process: yes (node 0 pid "));
+}
+
 TEST_CASE("drill kill-worker on dp 2 x pp 2 under ZeRO-3: the stage's worker is respawned and every rank rolls back",
           "[drill][zero3][pipeline][rollback][slow]") {
   TempDir dir;
