@@ -195,7 +195,14 @@ void moe_forward(Backend& be, Tensor& out, MoEActivations& a, const Tensor& inp,
   // A rerun's router sees the forward's input and weights through the same kernels: any other
   // routing would send rows the forward's counts do not announce.
   // A rerun keeps the forward's losses and load: under context shards they are the group's.
-  const RoutingPlan before = pass == MoEPass::rerun ? a.plan : RoutingPlan{};
+  // Only what the rerun must keep or check is copied, not the whole plan (its rows are remade alike).
+  struct Kept {
+    std::vector<int> expert;
+    double aux_loss = 0, z_loss = 0;
+    std::vector<double> load;
+  };
+  const Kept before =
+      pass == MoEPass::rerun ? Kept{a.plan.expert, a.plan.aux_loss, a.plan.z_loss, a.plan.load} : Kept{};
   const RoutingSums sums = route(a.plan, a.probs, a.lse, gates, logits, top_k);
   if (pass == MoEPass::rerun) {
     TROUPE_CHECK(a.plan.expert == before.expert,
