@@ -206,24 +206,35 @@ TEST_CASE("a resume right behind a pause is answered after it, and the job train
   TempDir dir;
   LiveJob job(dir, 2000);
   const std::string token = file_text(job.token_file).substr(0, 32);
-  auto ask = [&](const std::string& command, troupe::actors::shell_reply_msg& answer, Clock::time_point& at) {
+  // Both shells connect first: connecting takes longer than 50 ms on a loaded machine, and the
+  // resume must reach the monitor while the pause is under way, not before it.
+  struct Connection {
     troupe::actors::TroupeConfig cfg;
     caf::actor_system system{cfg};
-    auto monitor = system.middleman().remote_actor("127.0.0.1", static_cast<std::uint16_t>(job.control_port));
-    REQUIRE(monitor);
-    caf::scoped_actor self{system};
-    self->request(*monitor, seconds(20), troupe::actors::shell_atom_v,
+    caf::expected<caf::actor> monitor = caf::make_error(caf::sec::invalid_argument);
+  };
+  auto connect = [&](Connection& c) {
+    c.monitor = c.system.middleman().remote_actor("127.0.0.1", static_cast<std::uint16_t>(job.control_port));
+    REQUIRE(c.monitor);
+  };
+  auto ask = [&](Connection& c, const std::string& command, troupe::actors::shell_reply_msg& answer,
+                 Clock::time_point& at) {
+    caf::scoped_actor self{c.system};
+    self->request(*c.monitor, seconds(20), troupe::actors::shell_atom_v,
                   troupe::actors::shell_request_msg{token, command})
         .receive([&](troupe::actors::shell_reply_msg& r) { answer = r; },
                  [&](caf::error& e) { answer.text = command + ": " + to_string(e); });
     at = Clock::now();
   };
+  Connection pauser, resumer;
+  connect(pauser);
+  connect(resumer);
   troupe::actors::shell_reply_msg paused, resumed;
   Clock::time_point paused_at, resumed_at;
   const auto start = Clock::now();
-  std::thread pausing([&] { ask("pause", paused, paused_at); });
+  std::thread pausing([&] { ask(pauser, "pause", paused, paused_at); });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ask("resume", resumed, resumed_at);
+  ask(resumer, "resume", resumed, resumed_at);
   pausing.join();
   INFO("pause: " << paused.text << "\nresume: " << resumed.text);
   REQUIRE(paused.ok);
