@@ -41,6 +41,7 @@ struct ModelOptions {
   int top_k = 0;            // experts each token reaches
   int moe_every = 0;        // the MoE MLP in every n-th block
   int shared_experts = -1;  // 0 or 1 always-on expert
+  int expert_width = 0;     // an expert's hidden width H
 };
 
 struct TrainOptions {

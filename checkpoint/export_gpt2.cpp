@@ -51,7 +51,8 @@ Status export_gpt2_safetensors(const LoadedCheckpoint& checkpoint, const compute
     metadata.insert({{"experts", std::to_string(model.experts)},
                      {"top_k", std::to_string(model.top_k)},
                      {"moe_every", std::to_string(model.moe_every)},
-                     {"shared_experts", std::to_string(model.shared_experts)}});
+                     {"shared_experts", std::to_string(model.shared_experts)},
+                     {"expert_width", std::to_string(model.expert_hidden())}});
   auto written = write_safetensors(path, tensors, metadata);
   if (!written) return Error{"export: " + written.error().message};
   return Status::success();

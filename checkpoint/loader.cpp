@@ -145,6 +145,9 @@ Status check_model(const Manifest& manifest, const compute::GPTConfig& model) {
       {"top_k", {saved.experts > 0 ? saved.top_k : 0, model.experts > 0 ? model.top_k : 0}},
       {"moe_every", {saved.experts > 0 ? saved.moe_every : 1, model.experts > 0 ? model.moe_every : 1}},
       {"shared_experts", {saved.experts > 0 ? saved.shared_experts : 0, model.experts > 0 ? model.shared_experts : 0}},
+      {"expert_width",
+       {saved.experts > 0 ? static_cast<int>(saved.expert_hidden()) : 0,
+        model.experts > 0 ? static_cast<int>(model.expert_hidden()) : 0}},
   };
   for (const auto& [name, values] : fields)
     if (values.first != values.second)

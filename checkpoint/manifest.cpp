@@ -18,6 +18,7 @@ nlohmann::json to_json(const Manifest& m) {
     model["top_k"] = m.model.top_k;
     model["moe_every"] = m.model.moe_every;
     model["shared_experts"] = m.model.shared_experts;
+    model["expert_width"] = m.model.expert_hidden();
   }
   return {
       {"format_version", m.format_version},
@@ -51,6 +52,8 @@ Expected<Manifest> manifest_from_json(const nlohmann::json& json) {
     m.model.top_k = model_int("top_k");
     m.model.moe_every = model_int("moe_every");
     m.model.shared_experts = model_int("shared_experts");
+    // Written since experts could be narrower than 4 x n_embd; absent, they are 4 x n_embd wide.
+    if (model.has("expert_width")) m.model.expert_width = model_int("expert_width");
   }
   m.job_config = f.object("job_config");
   JsonFields grid(f.object("grid"), "grid.");

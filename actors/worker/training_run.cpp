@@ -242,9 +242,10 @@ class RankRun {
                m.n_embd, m.n_head, m.block_size, m.vocab_size, m.padded_vocab_size,
                compute::ParameterLayout(m).total() / 1e6);
     if (m.experts > 0)
-      log_->info("experts: {} in each of {} MoE blocks (every {}), top-{}{}, {:.2f}M parameters active per token",
-                 m.experts, m.moe_layers(), m.moe_every, m.top_k, m.shared_experts > 0 ? " and a shared expert" : "",
-                 compute::ParameterLayout(m).active() / 1e6);
+      log_->info(
+          "experts: {} in each of {} MoE blocks (every {}), top-{}{}, {} wide, {:.2f}M parameters active per token",
+          m.experts, m.moe_layers(), m.moe_every, m.top_k, m.shared_experts > 0 ? " and a shared expert" : "",
+          m.expert_hidden(), compute::ParameterLayout(m).active() / 1e6);
     log_->info("data: {}", data_.description);
     log_->info("training {} steps of {} tokens ({}) on {} with {} thread(s) each", t_.steps, loop_.tokens_per_step(),
                loop_.layout(), backend_name_, t_.threads == 0 ? std::string("all") : std::to_string(t_.threads));

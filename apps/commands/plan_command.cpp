@@ -160,15 +160,16 @@ int run_plan(const PlanOptions& o) {
   const double params = double(compute::ParameterLayout(*model).total());
   const ModelOptions& m = o.model;
   const bool dims = m.n_layer > 0 || m.n_embd > 0 || m.n_head > 0 || m.block_size > 0 || m.vocab_size > 0 ||
-                    m.experts >= 0 || m.top_k > 0 || m.moe_every > 0 || m.shared_experts >= 0;
+                    m.experts >= 0 || m.top_k > 0 || m.moe_every > 0 || m.shared_experts >= 0 || m.expert_width > 0;
   std::printf("model %s%s: %d layers, n_embd %d, %d heads, vocabulary %d: %.0f parameters\n", m.preset.c_str(),
               dims ? " with the dimensions given" : "", model->n_layer, model->n_embd, model->n_head,
               model->vocab_size, params);
   if (model->experts > 0)
     std::printf(
-        "experts: %d in each of %d MoE blocks, top-%d, %.0f parameters active per token; under ep e a rank "
-        "holds E/e of each block's experts (their parameters, gradients and moments)\n",
-        model->experts, model->moe_layers(), model->top_k, double(compute::ParameterLayout(*model).active()));
+        "experts: %d in each of %d MoE blocks, top-%d, %lld wide, %.0f parameters active per token; under ep e a "
+        "rank holds E/e of each block's experts (their parameters, gradients and moments)\n",
+        model->experts, model->moe_layers(), model->top_k, static_cast<long long>(model->expert_hidden()),
+        double(compute::ParameterLayout(*model).active()));
   std::printf("cluster: %d node%s x %d devices, %s each (%s); peak %s FLOP/s per device (%s) at MFU %s; links %s/s in a "
               "node, %s/s between nodes\n",
               cluster.nodes, cluster.nodes == 1 ? "" : "s", cluster.devices_per_node,
@@ -224,6 +225,7 @@ Command add_plan_command(CLI::App& app) {
   command->add_option("--model.top_k", model.top_k, "experts each token reaches");
   command->add_option("--model.moe_every", model.moe_every, "an MoE block every n-th block, dense between");
   command->add_option("--model.shared_experts", model.shared_experts, "always-on experts beside them (0 or 1)");
+  command->add_option("--model.expert_width", model.expert_width, "an expert's hidden width (0: 4 x n_embd)");
   command->add_option("--nodes", options->nodes, "machines (default: 1)");
   command
       ->add_option("--hostfile", options->host_file,

@@ -50,6 +50,10 @@ constexpr ConfigKey keys[] = {
      field<&J::model, &M::moe_every>},
     {"model.shared_experts", "always-on experts beside the routed ones, 0 or 1; -1 = the preset's",
      field<&J::model, &M::shared_experts>},
+    {"model.expert_width",
+     "hidden width of each expert's MLP (a dense MLP's is 4 x n_embd; narrower experts with a larger top_k are "
+     "fine-grained experts); 0 = the preset's",
+     field<&J::model, &M::expert_width>},
     {"init.from",
      "Hugging Face GPT-2 folder to start from (config.json, safetensors); its config replaces the model keys and it "
      "is written into checkpoint.dir as step 0 when that holds no checkpoint; empty = random weights",

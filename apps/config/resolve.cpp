@@ -406,7 +406,7 @@ Expected<compute::GPTConfig> resolve_model(const ModelOptions& options) {
       {"model.n_layer", options.n_layer},       {"model.n_embd", options.n_embd},
       {"model.n_head", options.n_head},         {"model.block_size", options.block_size},
       {"model.vocab_size", options.vocab_size}, {"model.top_k", options.top_k},
-      {"model.moe_every", options.moe_every}};
+      {"model.moe_every", options.moe_every},   {"model.expert_width", options.expert_width}};
   for (const auto& [key, value] : overrides) {
     if (value < 0)
       return Error{std::string(key) + " must be positive (or 0 for the preset's value), got " + str(value)};
@@ -425,6 +425,7 @@ Expected<compute::GPTConfig> resolve_model(const ModelOptions& options) {
   if (options.top_k > 0) model.top_k = options.top_k;
   if (options.moe_every > 0) model.moe_every = options.moe_every;
   if (options.shared_experts >= 0) model.shared_experts = options.shared_experts;
+  if (options.expert_width > 0) model.expert_width = options.expert_width;
   // A dense preset given experts routes each token to two (one when there is one) unless told.
   if (model.experts > 0 && model.top_k == 0) model.top_k = std::min(2, model.experts);
   if (Status valid = compute::validate(model); !valid) return valid.error();

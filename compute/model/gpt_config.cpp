@@ -18,7 +18,7 @@ namespace {
 struct Preset {
   const char* name;
   int n_layer, n_embd, n_head, block_size, vocab_size;
-  int experts = 0, top_k = 0, moe_every = 1, shared_experts = 0;
+  int experts = 0, top_k = 0, moe_every = 1, shared_experts = 0, expert_width = 0;
 };
 
 // tiny and small train in seconds on a CPU. The GPT-2 family as OpenAI released it (Radford et
@@ -51,8 +51,8 @@ constexpr Preset presets[] = {
 std::optional<GPTConfig> gpt_preset(const std::string& name) {
   for (const Preset& p : presets)
     if (name == p.name)
-      return GPTConfig{p.n_layer, p.n_embd, p.n_head,    p.block_size,    p.vocab_size, padded_vocab(p.vocab_size),
-                       p.experts, p.top_k,  p.moe_every, p.shared_experts};
+      return GPTConfig{p.n_layer, p.n_embd, p.n_head,    p.block_size,     p.vocab_size,  padded_vocab(p.vocab_size),
+                       p.experts, p.top_k,  p.moe_every, p.shared_experts, p.expert_width};
   return std::nullopt;
 }
 
@@ -85,6 +85,9 @@ Status validate(const GPTConfig& c) {
                           std::to_string(c.n_layer)});
     if (c.shared_experts != 0 && c.shared_experts != 1)
       return Status(Error{"model.shared_experts must be 0 or 1, got " + std::to_string(c.shared_experts)});
+    if (c.expert_width < 0)
+      return Status(Error{"model.expert_width must not be negative (0 = 4 x model.n_embd), got " +
+                          std::to_string(c.expert_width)});
   }
   return Status::success();
 }

@@ -17,24 +17,35 @@ struct GPTConfig {
   int block_size = 128;    // maximum sequence length T
   int vocab_size = 256;    // V
   int padded_vocab_size = 256;  // Vp: V rounded up to a multiple of 128 once V > 256 (as llm.c)
-  // Mixture of experts (compute/moe/moe_layer.hpp): E experts of the MLP's shape, each token routed
-  // to top_k of them, in every moe_every-th block (blocks l with (l + 1) % moe_every == 0; the rest
-  // dense), with shared_experts (0 or 1) always-on expert beside them. 0 experts: a dense model.
+  // Mixture of experts (compute/moe/moe_layer.hpp): E experts, MLPs of hidden width expert_width
+  // (0: a dense MLP's 4C; narrower experts, more of them routed a token, are the fine-grained
+  // experts of DeepSeekMoE and Qwen3), each token routed to top_k of them, in every moe_every-th
+  // block (blocks l with (l + 1) % moe_every == 0; the rest dense), with shared_experts (0 or 1)
+  // always-on expert of the same shape beside them. 0 experts: a dense model.
   int experts = 0;
   int top_k = 0;
   int moe_every = 1;
   int shared_experts = 0;
+  int expert_width = 0;
+
+  // H of one expert: expert_width, or 4C where it is 0.
+  std::int64_t expert_hidden() const { return expert_width > 0 ? expert_width : 4 * std::int64_t{n_embd}; }
+  // An expert's parameters: c_fc (H·C + H) and c_proj (C·H + C).
+  double expert_parameters() const {
+    const double C = n_embd, H = double(expert_hidden());
+    return 2 * C * H + H + C;
+  }
 
   bool is_moe_layer(int layer) const { return experts > 0 && (layer + 1) % moe_every == 0; }
   // The MoE blocks among [first, last), and in the whole model.
   int moe_layers_in(int first, int last) const { return experts > 0 ? last / moe_every - first / moe_every : 0; }
   int moe_layers() const { return moe_layers_in(0, n_layer); }
-  // Parameters an MoE block holds beyond a dense one's: the router (E·C) and E + shared - 1 more
-  // MLPs of 8C² + 5C each; on a rank of `expert_shards` EP, E/EP + shared - 1 (it holds its experts
-  // alone). In double, as the memory estimate counts.
+  // Parameters an MoE block holds beyond a dense one's: the router (E·C) and E + shared experts in
+  // place of the dense MLP's 8C² + 5C; on a rank of `expert_shards` EP, E/EP + shared experts (it
+  // holds its experts alone). In double, as the memory estimate counts.
   double moe_block_extra_parameters(int expert_shards = 1) const {
     const double C = n_embd;
-    return experts * C + (experts / expert_shards + shared_experts - 1) * (8 * C * C + 5 * C);
+    return experts * C + (experts / expert_shards + shared_experts) * expert_parameters() - (8 * C * C + 5 * C);
   }
 };
 

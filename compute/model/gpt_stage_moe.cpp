@@ -69,8 +69,8 @@ double GPTStage::MoERouting::load_imbalance() const {
 }
 
 MoEShape GPTStage::moe_shape() const {
-  return {config_.experts,  config_.top_k, config_.shared_experts > 0, config_.n_embd, 4 * std::int64_t{config_.n_embd},
-          experts_.shards()};
+  return {config_.experts, config_.top_k,           config_.shared_experts > 0,
+          config_.n_embd,  config_.expert_hidden(), experts_.shards()};
 }
 
 MoEWeights GPTStage::moe_weights(const Tensor& unit_buffer, int layer) const {

@@ -31,13 +31,14 @@ double stage_parameters(const GPTConfig& c, int first, int last, int shards = 1,
 //   c_fc               N·C,  N·M,  N·M                                 M·C,  M·C,  N·C
 //   c_proj             N·M,  N·C,  N·C                                 C·M,  C·M,  N·M
 //   lm head (last)     N·C,  N·Vs, N·Vs                                Vs·C, Vs·C, N·C
-// and an MoE block's experts (whole, H = 4C) over up to R = MoEShape::expert_rows(N) rows: R·H and H·C, R·H.
+// and an MoE block's experts (whole, H = GPTConfig::expert_hidden) over up to R = MoEShape::expert_rows(N)
+// rows: R·H and H·C, R·H.
 ProductOperands largest_product_operands(const GPTConfig& c, const StageFootprint& s) {
   const double N = double(s.B) * s.T, C = c.n_embd, M = 4 * C / s.shards, A = C / s.shards;
   const double Vs = s.last_layer == c.n_layer ? c.padded_vocab_size / double(s.shards) : 0;
   ProductOperands most{N * std::max({C, 3 * A, M, Vs}), std::max({M * C, 3 * A * C, N * std::max(C, M), Vs * C})};
   if (c.moe_layers_in(s.first_layer, s.last_layer) > 0) {
-    const MoEShape moe{c.experts, c.top_k, c.shared_experts > 0, c.n_embd, 4 * std::int64_t{c.n_embd}, s.expert_shards};
+    const MoEShape moe{c.experts, c.top_k, c.shared_experts > 0, c.n_embd, c.expert_hidden(), s.expert_shards};
     const double rows_by_hidden = double(moe.expert_rows(std::int64_t(N))) * double(moe.H);
     most.first = std::max(most.first, rows_by_hidden);
     most.second = std::max({most.second, rows_by_hidden, double(moe.H) * C});
@@ -68,7 +69,7 @@ MemoryEstimate estimate_training_memory(const GPTConfig& c, const StageFootprint
   // and fch_gelu (tensor shards are refused with experts, so its layers are whole): all of it; all
   // but the GELU outputs, shared once (selective); none of it, one state shared (full). The routing
   // each keeps on the host (12 bytes a token-slot) is left out, as the trainer's batch buffers are.
-  const MoEShape moe{c.experts, c.top_k, c.shared_experts > 0, c.n_embd, 4 * std::int64_t{c.n_embd}, s.expert_shards};
+  const MoEShape moe{c.experts, c.top_k, c.shared_experts > 0, c.n_embd, c.expert_hidden(), s.expert_shards};
   const double moe_layers = c.moe_layers_in(s.first_layer, s.last_layer);
   if (moe_layers > 0) {
     // The shared set holds a dense block's MLP buffers only for a dense block of the stage.

@@ -31,16 +31,16 @@ ParameterLayout::ParameterLayout(const GPTConfig& cfg, ExpertShard experts)
     if (cfg.is_moe_layer(l)) {
       // The MoE MLP (compute/moe/moe_layer.hpp): the router, then the E experts stacked along a
       // first axis, then the shared expert; every expert starts as a dense MLP does.
-      const std::int64_t E = cfg.experts;
+      const std::int64_t E = cfg.experts, H = cfg.expert_hidden();
       add(p + "mlp.router.weight", {E, C}, true, std_w);
-      add_experts(p + "mlp.experts.c_fc.weight", {E, 4 * C, C}, true, std_w);
-      add_experts(p + "mlp.experts.c_fc.bias", {E, 4 * C}, false, 0.0);
-      add_experts(p + "mlp.experts.c_proj.weight", {E, C, 4 * C}, true, std_proj);
+      add_experts(p + "mlp.experts.c_fc.weight", {E, H, C}, true, std_w);
+      add_experts(p + "mlp.experts.c_fc.bias", {E, H}, false, 0.0);
+      add_experts(p + "mlp.experts.c_proj.weight", {E, C, H}, true, std_proj);
       add_experts(p + "mlp.experts.c_proj.bias", {E, C}, false, 0.0);
       if (cfg.shared_experts > 0) {
-        add(p + "mlp.shared_expert.c_fc.weight", {4 * C, C}, true, std_w);
-        add(p + "mlp.shared_expert.c_fc.bias", {4 * C}, false, 0.0);
-        add(p + "mlp.shared_expert.c_proj.weight", {C, 4 * C}, true, std_proj);
+        add(p + "mlp.shared_expert.c_fc.weight", {H, C}, true, std_w);
+        add(p + "mlp.shared_expert.c_fc.bias", {H}, false, 0.0);
+        add(p + "mlp.shared_expert.c_proj.weight", {C, H}, true, std_proj);
         add(p + "mlp.shared_expert.c_proj.bias", {C}, false, 0.0);
       }
     } else {
@@ -87,7 +87,7 @@ std::pair<std::int64_t, std::int64_t> ParameterLayout::layer_range(int layer) co
 }
 
 std::int64_t ParameterLayout::active() const {
-  const std::int64_t C = config_.n_embd, expert = 8 * C * C + 5 * C;
+  const auto expert = static_cast<std::int64_t>(config_.expert_parameters());
   return global_total_ - std::int64_t{config_.moe_layers()} * (config_.experts - config_.top_k) * expert;
 }
 

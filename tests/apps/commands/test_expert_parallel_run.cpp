@@ -79,6 +79,28 @@ TEST_CASE("two workers splitting moe-tiny's experts print the losses of two data
   }
 }
 
+TEST_CASE(
+    "fine-grained experts, a quarter of the dense MLP's width, on two expert shards print the losses of two "
+    "data-parallel workers, and their checkpoint refuses a model of another expert width in one line",
+    "[cli][moe][checkpoint]") {
+  TempDir dir;
+  const std::vector<std::string> fine = {"--model.expert_width", "128", "--model.top_k", "4"},
+                                 saved = {"--checkpoint.every", "2", "--checkpoint.dir", (dir.path() / "ck").string()};
+  const std::string out = train(dir, with(with(moe_steps(kSteps), fine), {"--expert.shards", "2"}));
+  CHECK_THAT(out, Catch::Contains("experts: 4 in each of 2 MoE blocks (every 2), top-4, 128 wide"));
+  const std::vector<double> plain = losses_of(train(dir, with(with(moe_steps(kSteps), fine), saved)), kSteps),
+                            sharded = losses_of(out, kSteps);
+  REQUIRE(plain.size() == kSteps);
+  REQUIRE(sharded.size() == kSteps);
+  for (int i = 0; i < kSteps; ++i) CHECK(std::abs(plain[i] - sharded[i]) <= 2e-4);
+
+  std::vector<std::string> wide = {"train", "--workers", "1"};
+  for (const auto& a : with(with(moe_steps(kSteps + 2), saved), {"--model.top_k", "4", "--resume"})) wide.push_back(a);
+  const ProcessResult r = run_troupe(dir, wide, std::chrono::seconds(60));
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.err, Catch::Contains("checkpoint was written for expert_width 128, this model has 512"));
+}
+
 TEST_CASE("four workers in expert groups of 2 and of 4 print the losses of four data-parallel workers", "[cli][moe]") {
   TempDir dir;
   const std::vector<double> plain = losses_of(train(dir, moe_steps(kSteps), 4), kSteps);

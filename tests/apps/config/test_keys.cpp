@@ -23,7 +23,7 @@ TEST_CASE("every key is section.name in a known section, once, with help", "[con
     CHECK(!key.help.empty());
     CHECK(find_config_key(key.name) == &key);
   }
-  CHECK(config_keys().size() == 98);
+  CHECK(config_keys().size() == 99);
   CHECK(find_config_key("train.stepz") == nullptr);
 }
 

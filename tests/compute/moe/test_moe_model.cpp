@@ -28,21 +28,27 @@ using troupe::test::rounding_unit;
 
 namespace {
 
-// 3 blocks, 4 experts top-2 in every other one (block 1), a shared expert.
-GPTConfig moe_config(int moe_every = 2, int shared = 1) {
+// 3 blocks, 4 experts top-2 in every other one (block 1), a shared expert; experts of a dense
+// MLP's width 4C (expert_width 0) or another.
+GPTConfig moe_config(int moe_every = 2, int shared = 1, int expert_width = 0) {
   GPTConfig cfg{3, 8, 2, 6, 11, 11};
   cfg.experts = 4;
   cfg.top_k = 2;
   cfg.moe_every = moe_every;
   cfg.shared_experts = shared;
+  cfg.expert_width = expert_width;
   return cfg;
 }
 
 }  // namespace
 
-TEST_CASE("moe GPT: gradient with the routing losses equals central finite differences in float64",
-          "[model][gradcheck]") {
-  const GPTConfig cfg = moe_config(1);
+TEST_CASE(
+    "moe GPT: gradient with the routing losses equals central finite differences in float64, with experts "
+    "as wide as the dense MLP and narrower",
+    "[model][gradcheck]") {
+  const int expert_width = GENERATE(0, 12);
+  INFO("model.expert_width " << expert_width);
+  const GPTConfig cfg = moe_config(1, 1, expert_width);
   const double aux_coef = 0.5, z_coef = 0.2;
   CpuBackend backend(1);
   GPT model(cfg, backend, DType::f64);
@@ -119,6 +125,22 @@ TEST_CASE(
   GPTConfig dense = cfg;
   dense.experts = 0;
   CHECK(ParameterLayout(dense).active() == ParameterLayout(dense).total());
+
+  // Narrower experts: the experts and the shared expert are H wide; the dense blocks keep 4C.
+  const GPTConfig fine = moe_config(2, 1, 12);
+  const ParameterLayout narrow(fine);
+  const std::int64_t H = 12, narrow_expert = 2 * C * H + H + C;
+  CHECK(fine.expert_hidden() == H);
+  CHECK(narrow.find("h.1.mlp.experts.c_fc.weight").shape == Shape{E, H, C});
+  CHECK(narrow.find("h.1.mlp.experts.c_fc.bias").shape == Shape{E, H});
+  CHECK(narrow.find("h.1.mlp.experts.c_proj.weight").shape == Shape{E, C, H});
+  CHECK(narrow.find("h.1.mlp.shared_expert.c_fc.weight").shape == Shape{H, C});
+  CHECK(narrow.find("h.0.mlp.c_fc.weight").shape == Shape{4 * C, C});
+  CHECK(narrow.total() - narrow.active() == (E - fine.top_k) * narrow_expert);
+  const auto [n0, m0] = narrow.layer_range(0);
+  const auto [n1, m1] = narrow.layer_range(1);
+  CHECK((m1 - n1) - (m0 - n0) == (E + 1) * narrow_expert + E * C - expert);
+  CHECK(fine.moe_block_extra_parameters() == double((m1 - n1) - (m0 - n0)));
 }
 
 TEST_CASE("moe GPT: validate names the MoE key that is out of range") {
@@ -131,6 +153,9 @@ TEST_CASE("moe GPT: validate names the MoE key that is out of range") {
   cfg = moe_config();
   cfg.shared_experts = 2;
   CHECK(validate(cfg).error().message == "model.shared_experts must be 0 or 1, got 2");
+  cfg = moe_config();
+  cfg.expert_width = -3;
+  CHECK(validate(cfg).error().message == "model.expert_width must not be negative (0 = 4 x model.n_embd), got -3");
   CHECK(validate(moe_config()).ok());
 }
 
@@ -144,6 +169,8 @@ TEST_CASE("moe GPT: the memory estimate is within 3 percent of what the model an
     for (const int shared : {0, 1}) {
       cfg.moe_every = every;
       cfg.shared_experts = shared;
+      // Narrower experts (a quarter of the dense MLP's width) in one of the four.
+      cfg.expert_width = every == 1 && shared == 1 ? 64 : 0;
       const StageFootprint s{0, 4, 4, 64, 1, 4};
       CpuBackend backend(1);
       const struct mallinfo2 before = mallinfo2();
@@ -155,8 +182,8 @@ TEST_CASE("moe GPT: the memory estimate is within 3 percent of what the model an
         const struct mallinfo2 after = mallinfo2();
         const double allocated = double(after.uordblks + after.hblkhd) - double(before.uordblks + before.hblkhd);
         const MemoryEstimate estimate = estimate_training_memory(cfg, s);
-        INFO("moe_every " << every << ", shared " << shared << ": estimate " << estimate.total() << ", allocated "
-                          << allocated);
+        INFO("moe_every " << every << ", shared " << shared << ", expert_width " << cfg.expert_width << ": estimate "
+                          << estimate.total() << ", allocated " << allocated);
         CHECK(estimate.parameter_bytes == 16.0 * double(ParameterLayout(cfg).total()));
         CHECK(estimate.parameter_bytes == 16.0 * double(stage_parameter_count(cfg, 0, 4)));
         CHECK(estimate.total() == Approx(allocated).epsilon(0.03));
