@@ -16,7 +16,9 @@
 //   5. combine: out_t += Σ_j g_tj · expert_out[row of slot (t, j)], j in order.
 // Backward walks them in reverse; the router's gradient takes the gates' share and
 // aux_scale × d(aux) + z_scale × d(z) (moe_router.hpp). Parameter gradients are accumulated (+=),
-// the input gradient written (=), as the backend's conventions say (backend.hpp).
+// the input gradient written (=), as the backend's conventions say (backend.hpp). It runs as two
+// halves, which a zero-bubble pipeline calls apart: every input gradient, with the exchanges
+// (moe_backward_input), then every parameter gradient, on the rank alone (moe_backward_weights).
 //
 // The experts' weights are stacked: c_fc (E, H, C), its bias (E, H), c_proj (E, C, H), its bias
 // (E, C), H the block's MLP width (4C), so expert e is one contiguous slice of each and a shard of
