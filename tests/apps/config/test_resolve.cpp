@@ -226,6 +226,7 @@ TEST_CASE(
   CHECK(moe([](JobConfig& c) {
           c.pipeline.stages = 2;
           c.pipeline.schedule = schedules::ScheduleKind::zb_v;
+          c.pipeline.virtual_stages = 2;
         }).empty());
   CHECK(moe([](JobConfig& c) {
           c.pipeline.stages = 2;
