@@ -191,7 +191,6 @@ std::string not_built(const Workload& w, const Layout& l) {
   // What the runtime refuses of a model with experts (docs/moe.md).
   if (w.model.experts > 0) {
     if (l.tp > 1) missing.push_back("experts with tensor shards");
-    if (l.pp > 1 && splits_backward(l.schedule)) missing.push_back("experts under zero-bubble schedules");
     if (l.ep > 1 && l.pp > 1 && compute::shards_parameters(l.zero))
       missing.push_back("zero 3 with expert shards on pipeline stages");
   }

@@ -205,11 +205,6 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
       return "model.experts works with train.backend cpu only so far: the router and the token dispatch run on host "
              "memory (got '" +
              backend + "')";
-    if (c.pipeline.stages > 1 && schedules::splits_backward(c.pipeline.schedule))
-      return "model.experts does not work with pipeline.schedule " +
-             std::string(schedules::to_string(c.pipeline.schedule)) +
-             " yet: an MoE block's backward is not split into its input and weight halves (use 1f1b, gpipe or "
-             "interleaved)";
     if (c.tensor.shards > 1)
       return "model.experts does not work with tensor.shards > 1 yet: no rank holds a slice of an expert";
   }

@@ -25,7 +25,6 @@ void GPTStage::reserve(int B, int T, int slots, bool keep_for_weights) {
   TROUPE_CHECK(B > 0 && T > 0 && T <= config_.block_size && slots > 0 && T % stream_segments() == 0,
                "reserve B=" + std::to_string(B) + " T=" + std::to_string(T) + " slots=" + std::to_string(slots));
   if (B <= max_B_ && T <= max_T_ && slots <= this->slots() && (keep_for_weights_ || !keep_for_weights)) return;
-  TROUPE_CHECK(!keep_for_weights || config_.experts == 0, "a model with experts has no split backward");
   keep_for_weights_ = keep_for_weights_ || keep_for_weights;
   MemoryScope scope(MemoryKind::activations);
   // Never shrink what an earlier caller reserved (the trainer, then generate with B = 1).
@@ -189,7 +188,7 @@ const GPTStage::Slot& GPTStage::slot_at(int slot) const {
 }
 
 void GPTStage::block_forward(int layer, const Tensor& p, const LayerActivations& a, const Tensor& x, int B, int T,
-                             bool to_output) {
+                             BlockRun run) {
   const std::int64_t C = config_.n_embd, A = attn_width_, M = mlp_width_;
   const Dims d = dims(B, T);
   const std::size_t k = block_view(layer);
@@ -209,14 +208,15 @@ void GPTStage::block_forward(int layer, const Tensor& p, const LayerActivations&
   Tensor ln2_own = d.own(ln2, C);
   be.layernorm_forward(ln2_own, ln2_mean, ln2_rstd, residual2, w(6), w(7));
   gather_rows(ln2);
+  if (run == BlockRun::to_mlp_input) return;
   if (config_.is_moe_layer(layer)) {
-    moe_mlp_forward(d, layer, p, a, to_output ? MoEPass::forward : MoEPass::rerun);
+    moe_mlp_forward(d, layer, p, a, run == BlockRun::whole ? MoEPass::forward : MoEPass::rerun);
     return;
   }
   Tensor fch = d.bt(a.fch, M), fch_gelu = d.bt(a.fch_gelu, M);
   be.matmul_forward(fch, ln2, w(8), w(9));
   be.gelu_forward(fch_gelu, fch);
-  if (!to_output) return;
+  if (run != BlockRun::whole) return;
   Tensor residual3 = d.stream(a.residual3, C);
   add_branch(d, residual3, residual2, fch_gelu, w(10), w(11));
 }
@@ -414,7 +414,7 @@ void GPTStage::backward_pass(int slot, const Tensor& output_grad, double loss_sc
     // Under a recompute the slot's buffers that are not kept are views of shared_.recomputed; an
     // MoE block's routing is still the slot's own.
     const LayerActivations& a = s.layers[local];
-    if (recompute_ == Recompute::full) block_forward(l, p, a, block_in, s.B, s.T, false);
+    if (recompute_ == Recompute::full) block_forward(l, p, a, block_in, s.B, s.T, BlockRun::to_mlp_hidden);
     if (recompute_ == Recompute::selective && moe) {
       moe_refill_gelu(be, *a.moe, moe_shape().H, experts_);
     } else if (recompute_ == Recompute::selective) {
@@ -452,7 +452,9 @@ void GPTStage::backward_pass(int slot, const Tensor& output_grad, double loss_sc
 
     // MLP branch: dresidual is d(residual3), which is also d(mlp output) (all rows of it under
     // sequence parallelism, gathered).
-    if (moe) {
+    if (moe && split) {
+      moe_mlp_backward_input(d, l, p, a, dresidual, dln, s.loss_scale, s.kept[local].moe);
+    } else if (moe) {
       moe_mlp_backward(d, l, p, unit_grad, a, dresidual, dln, s.loss_scale);
     } else {
       linear(dfch_gelu, g[10], g[11], gathered(split ? &keep->dresidual3 : nullptr), d.bt(a.fch_gelu, M), w(10));

@@ -208,9 +208,11 @@ class GPTStage {
   // Backward split in two, for zero-bubble pipelines (schedules/generate.hpp). backward_input (B)
   // is backward() without any parameter gradient: it leaves input_grad(slot) and keeps in the slot
   // the gradients each layer's weight gradients need (the output gradient of every linear layer
-  // and LayerNorm). backward_weights (W), any time before the slot's next forward, adds the
-  // slot's parameter gradients from them and calls layer_done as backward() does; it makes no
-  // group calls of its own except a full recompute's forward. B then W adds what backward() adds,
+  // and LayerNorm; an MoE block's as moe_backward_input says, its expert exchanges included).
+  // backward_weights (W), any time before the slot's next forward, adds the slot's parameter
+  // gradients from them and calls layer_done as backward() does; it makes no group calls of its
+  // own except a full recompute's forward up to each block's MLP (which under expert shards
+  // exchanges nothing: an MoE block's experts rerun on the rows B kept). B then W adds what backward() adds,
   // bit for bit when the gradients start from zero for each micro-batch, as the pipeline's
   // (micro_batch_sum.hpp); the fused GELU-bias sum then lands whole. The slots must have been
   // reserved with keep_for_weights.
@@ -236,9 +238,11 @@ class GPTStage {
     std::shared_ptr<MoEActivations> moe;  // an MoE block's MLP state, in place of fch and fch_gelu
   };
   // What B keeps for a block's W: each linear layer's and LayerNorm's output gradient (all B·T
-  // rows for the products, the stream's rows for the LayerNorms), and the MLP fc bias's share.
+  // rows for the products, the stream's rows for the LayerNorms), and the MLP fc bias's share. An
+  // MoE block keeps its MLP's in `moe` instead of the first three (moe_layer.hpp).
   struct WeightInputs {
     Tensor dresidual3, dfch, dfc_bias, dln2, dresidual2, dqkv, dln1;
+    MoEWeightInputs moe;
   };
   struct Slot {
     int B = 0, T = 0;  // of the slot's latest forward
@@ -304,11 +308,15 @@ class GPTStage {
   void embed_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens);
   // The whole flat buffer kept here, for the by-name views.
   const Tensor& whole(const Tensor& kept, const std::string& name) const;
-  // Global layer l's forward from x (B,T,C) into a's buffers, with the block's unit `p`. Without
-  // `to_output` it stops at the GELU output: all a block's backward reads (a full recompute); an MoE
-  // block then reruns its MLP on the routing a.moe kept (MoEPass::rerun) and leaves residual3 alone.
+  // How far block_forward runs: the whole block; up to the GELU output, all a block's backward
+  // reads (a full recompute), where an MoE block reruns its MLP on the routing a.moe kept
+  // (MoEPass::rerun); up to the MLP's input (ln_2's output), where a full recompute's W reruns an
+  // MoE block's experts from the rows its B kept, without the exchanges.
+  enum class BlockRun { whole, to_mlp_hidden, to_mlp_input };
+  // Global layer l's forward from x (B,T,C) into a's buffers, with the block's unit `p`. Short of
+  // the whole block it leaves residual3 alone.
   void block_forward(int layer, const Tensor& p, const LayerActivations& a, const Tensor& x, int B, int T,
-                     bool to_output = true);
+                     BlockRun run = BlockRun::whole);
   // backward() and backward_input(): with `split`, no parameter gradient, and the slot keeps
   // what backward_weights reads.
   void backward_pass(int slot, const Tensor& output_grad, double loss_scale,
@@ -329,6 +337,15 @@ class GPTStage {
   void moe_mlp_forward(const Dims& d, int layer, const Tensor& p, const LayerActivations& a, MoEPass pass);
   void moe_mlp_backward(const Dims& d, int layer, const Tensor& p, const Tensor& unit_grad, const LayerActivations& a,
                         const Tensor& dout, Tensor& dln, double loss_scale);
+  // The MLP's backward split (B, W) for a zero-bubble pipeline: B writes dln and keeps in `keep`
+  // what W reads; W adds the MLP's parameter gradients, after a full recompute's W has made the
+  // experts' and the shared expert's hidden rows again (moe_mlp_rerun_for_weights).
+  void moe_mlp_backward_input(const Dims& d, int layer, const Tensor& p, const LayerActivations& a, const Tensor& dout,
+                              Tensor& dln, double loss_scale, MoEWeightInputs& keep);
+  void moe_mlp_rerun_for_weights(const Dims& d, int layer, const Tensor& p, const LayerActivations& a,
+                                 const MoEWeightInputs& kept);
+  void moe_mlp_backward_weights(const Dims& d, int layer, const Tensor& unit_grad, const LayerActivations& a,
+                                const MoEWeightInputs& kept);
 
   GPTConfig config_;
   TensorShardGroup shards_;

@@ -102,4 +102,24 @@ void GPTStage::moe_mlp_backward(const Dims& d, int layer, const Tensor& p, const
                loss_scale * moe_aux_coef_, loss_scale * moe_z_coef_, experts_);
 }
 
+// The split backward's halves (gpt_stage_weights.cpp): B makes the routing losses' gradients and
+// runs both exchanges; W, on this rank alone, reads the block's MLP input (ln_2's output) and the
+// forward's state, which a full recompute's W makes again first from what B kept.
+void GPTStage::moe_mlp_backward_input(const Dims& d, int layer, const Tensor& p, const LayerActivations& a,
+                                      const Tensor& dout, Tensor& dln, double loss_scale, MoEWeightInputs& keep) {
+  moe_backward_input(backend_, dln, keep, shared_.moe, dout, *a.moe, moe_weights(p, layer), loss_scale * moe_aux_coef_,
+                     loss_scale * moe_z_coef_, experts_);
+}
+
+void GPTStage::moe_mlp_rerun_for_weights(const Dims& d, int layer, const Tensor& p, const LayerActivations& a,
+                                         const MoEWeightInputs& kept) {
+  moe_rerun_for_weights(backend_, *a.moe, kept, d.bt(a.ln2, config_.n_embd), moe_weights(p, layer), experts_);
+}
+
+void GPTStage::moe_mlp_backward_weights(const Dims& d, int layer, const Tensor& unit_grad, const LayerActivations& a,
+                                        const MoEWeightInputs& kept) {
+  MoEWeights grads = moe_weights(unit_grad, layer);
+  moe_backward_weights(backend_, grads, kept, *a.moe, d.bt(a.ln2, config_.n_embd), experts_);
+}
+
 }  // namespace troupe::compute

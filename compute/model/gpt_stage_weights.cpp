@@ -15,8 +15,17 @@ void GPTStage::reserve_weight_inputs(Slot& s, const std::function<Tensor(std::in
     return t;
   };
   s.kept.clear();
-  for (int l = first_layer_; l < last_layer_; ++l)
-    s.kept.push_back(WeightInputs{z(BT * C), z(BT * M), z(M), z(BTs * C), z(BT * C), z(BT * 3 * A), z(BTs * C)});
+  for (int l = first_layer_; l < last_layer_; ++l) {
+    if (!config_.is_moe_layer(l)) {
+      s.kept.push_back(WeightInputs{z(BT * C), z(BT * M), z(M), z(BTs * C), z(BT * C), z(BT * 3 * A), z(BTs * C)});
+      continue;
+    }
+    // A full recompute's W finds the rows the experts ran only here: under expert shards they are
+    // other ranks' tokens.
+    WeightInputs moe{Tensor{}, Tensor{}, Tensor{}, z(BTs * C), z(BT * C), z(BT * 3 * A), z(BTs * C)};
+    moe.moe = make_moe_weight_inputs(moe_shape(), BT, z, recompute_ == Recompute::full);
+    s.kept.push_back(std::move(moe));
+  }
   if (is_last()) s.dlnf = z(BTs * C);
   if (is_first() && shards_.sequence_parallel) s.dembedding = z(BT * C);
 }
@@ -63,23 +72,32 @@ void GPTStage::backward_weights(int slot, const std::function<void(int layer)>& 
     const std::size_t k = block_view(l);
     const int unit = block_unit(l);
     const Tensor unit_grad = source_->gradient(unit);
-    Tensor g[kBlockTensors];
-    for (std::size_t i = 0; i < kBlockTensors; ++i) g[i] = in_unit(unit_grad, k + i);
+    const bool moe = config_.is_moe_layer(l);
+    Tensor g[kBlockTensors];  // an MoE block's first 8: its MLP's are moe_weights(unit_grad, l)
+    for (std::size_t i = 0; i < (moe ? 8 : kBlockTensors); ++i) g[i] = in_unit(unit_grad, k + i);
     const Tensor block_in = d.stream(local == 0 ? s.input : s.layers[local - 1].residual3, C);
-    // What a recompute dropped is made again exactly as B made it.
+    // What a recompute dropped is made again exactly as B made it; the slot's buffers that are not
+    // kept are views of shared_.recomputed, an MoE block's routing the slot's own.
+    const LayerActivations& a = s.layers[local];
+    const WeightInputs& keep = s.kept[local];
     if (recompute_ == Recompute::full) {
-      block_forward(l, source_->use(unit, -1), shared_.recomputed, block_in, s.B, s.T, false);
+      const Tensor p = source_->use(unit, -1);
+      block_forward(l, p, a, block_in, s.B, s.T, moe ? BlockRun::to_mlp_input : BlockRun::to_mlp_hidden);
+      if (moe) moe_mlp_rerun_for_weights(d, l, p, a, keep.moe);
       source_->done_with(unit, Reuse::none);
-    }
-    const LayerActivations& a = recompute_ == Recompute::full ? shared_.recomputed : s.layers[local];
-    if (recompute_ == Recompute::selective) {
+    } else if (recompute_ == Recompute::selective && moe) {
+      moe_refill_gelu(be, *a.moe, moe_shape().H, experts_);
+    } else if (recompute_ == Recompute::selective) {
       Tensor fch_gelu = d.bt(a.fch_gelu, M);
       be.gelu_forward(fch_gelu, d.bt(a.fch, M));
     }
-    const WeightInputs& keep = s.kept[local];
-    be.matmul_backward_weights(g[10], g[11], d.bt(keep.dresidual3, C), d.bt(a.fch_gelu, M));
-    be.residual_forward(g[9], g[9], keep.dfc_bias);
-    be.matmul_backward_weights(g[8], no_bias, d.bt(keep.dfch, M), d.bt(a.ln2, C));
+    if (moe) {
+      moe_mlp_backward_weights(d, l, unit_grad, a, keep.moe);
+    } else {
+      be.matmul_backward_weights(g[10], g[11], d.bt(keep.dresidual3, C), d.bt(a.fch_gelu, M));
+      be.residual_forward(g[9], g[9], keep.dfc_bias);
+      be.matmul_backward_weights(g[8], no_bias, d.bt(keep.dfch, M), d.bt(a.ln2, C));
+    }
     be.layernorm_backward_params(g[6], g[7], d.stream(keep.dln2, C), d.stream(a.residual2, C),
                                  d.stream_only(a.ln2_mean), d.stream_only(a.ln2_rstd));
     be.matmul_backward_weights(g[4], g[5], d.bt(keep.dresidual2, C), d.bt(a.atty, A));

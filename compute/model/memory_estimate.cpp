@@ -94,8 +94,12 @@ MemoryEstimate estimate_training_memory(const GPTConfig& c, const StageFootprint
   if (s.keep_for_weights) {
     // GPTStage::reserve_weight_inputs: per layer d of both residual branches and both LayerNorm
     // outputs (C wide each), d of the MLP input and of qkv, the fc bias share; d(ln_f) on a last stage.
+    // An MoE block keeps its MLP's own (moe_layer.hpp) in place of d(residual3), d(fch) and the bias share.
     const double M = 4 * C / shards, A = C / shards;
-    per_slot += layers * (BT * (4 * C + M + 3 * A) + M) + (last ? BT * C : 0);
+    const double dense_mlp = BT * (C + M) + M,
+                 moe_mlp = double(moe_weight_input_elements(moe, std::int64_t(BT), s.recompute == Recompute::full));
+    per_slot += layers * (BT * (3 * C + 3 * A) + dense_mlp) + (last ? BT * C : 0);
+    if (moe_layers > 0) per_slot += moe_layers * (moe_mlp - dense_mlp);
   }
   // Per-block gradient scratch: dln, dfch_gelu (which d(fch), d(qkv) and d(atty) reuse) and the
   // attention state's gradient; under tensor shards also the branch output the shards sum.

@@ -35,19 +35,28 @@ std::int64_t for_each_expert(const std::vector<std::int64_t>& rows_of, Fn&& fn) 
   return lo;
 }
 
-// The stacked experts of `w` over `in`'s rows grouped by expert (rows_of[e] each):
-// out = c_proj(GELU(c_fc(in))), one product pair per expert with rows, the GELU over all at once.
-void experts_forward(Backend& be, const MoEWeights& w, const std::vector<std::int64_t>& rows_of, const Tensor& in,
-                     Tensor& hidden, Tensor& hidden_gelu, Tensor& out) {
+// The first half of the stacked experts of `w` over `in`'s rows grouped by expert (rows_of[e] each):
+// hidden = c_fc(in), one product per expert with rows, hidden_gelu = GELU(hidden) over all at once.
+// The rows of all of them together.
+std::int64_t experts_hidden(Backend& be, const MoEWeights& w, const std::vector<std::int64_t>& rows_of,
+                            const Tensor& in, Tensor& hidden, Tensor& hidden_gelu) {
   const std::int64_t C = in.dim(1), H = w.fc_w.dim(1);
   const std::int64_t total = for_each_expert(rows_of, [&](int e, std::int64_t lo, std::int64_t hi) {
     const Expert ex = expert_of(w, e);
     Tensor h = rows(hidden, lo, hi, H);
     be.matmul_forward(h, rows(in, lo, hi, C), ex.fc_w, ex.fc_b);
   });
-  if (total == 0) return;
+  if (total == 0) return 0;
   Tensor g = rows(hidden_gelu, 0, total, H);
   be.gelu_forward(g, rows(hidden, 0, total, H));
+  return total;
+}
+
+// The stacked experts: out = c_proj(GELU(c_fc(in))), one product pair per expert with rows.
+void experts_forward(Backend& be, const MoEWeights& w, const std::vector<std::int64_t>& rows_of, const Tensor& in,
+                     Tensor& hidden, Tensor& hidden_gelu, Tensor& out) {
+  const std::int64_t C = in.dim(1), H = w.fc_w.dim(1);
+  if (experts_hidden(be, w, rows_of, in, hidden, hidden_gelu) == 0) return;
   for_each_expert(rows_of, [&](int e, std::int64_t lo, std::int64_t hi) {
     const Expert ex = expert_of(w, e);
     Tensor o = rows(out, lo, hi, C);
@@ -55,26 +64,41 @@ void experts_forward(Backend& be, const MoEWeights& w, const std::vector<std::in
   });
 }
 
-// Its backward: din written from dout (which din may alias: dout is read before din is written),
-// the experts' gradient slices accumulated, dhidden the scratch.
-void experts_backward(Backend& be, MoEWeights& grads, const MoEWeights& w, const std::vector<std::int64_t>& rows_of,
-                      const Tensor& dout, const Tensor& in, const Tensor& hidden, const Tensor& hidden_gelu,
-                      Tensor& dhidden, Tensor& din) {
-  const std::int64_t C = in.dim(1), H = w.fc_w.dim(1);
+// Their backward's input half: din written from dout (neither aliasing the other: W reads dout),
+// dhidden the c_fc outputs' gradients, which W reads too.
+void experts_backward_input(Backend& be, const MoEWeights& w, const std::vector<std::int64_t>& rows_of,
+                            const Tensor& dout, const Tensor& hidden, Tensor& dhidden, Tensor& din) {
+  const std::int64_t C = dout.dim(1), H = w.fc_w.dim(1);
   const std::int64_t total = for_each_expert(rows_of, [&](int e, std::int64_t lo, std::int64_t hi) {
-    Expert dex = expert_of(grads, e);
     Tensor dh = rows(dhidden, lo, hi, H);
-    be.matmul_backward(dh, dex.proj_w, dex.proj_b, rows(dout, lo, hi, C), rows(hidden_gelu, lo, hi, H),
-                       expert_of(w, e).proj_w);
+    be.matmul_backward_input(dh, rows(dout, lo, hi, C), expert_of(w, e).proj_w);
   });
   if (total == 0) return;
   Tensor dh = rows(dhidden, 0, total, H);
   be.gelu_backward(dh, rows(hidden, 0, total, H), dh);
   for_each_expert(rows_of, [&](int e, std::int64_t lo, std::int64_t hi) {
-    Expert dex = expert_of(grads, e);
     Tensor dg = rows(din, lo, hi, C);
-    be.matmul_backward(dg, dex.fc_w, dex.fc_b, rows(dhidden, lo, hi, H), rows(in, lo, hi, C), expert_of(w, e).fc_w);
+    be.matmul_backward_input(dg, rows(dhidden, lo, hi, H), expert_of(w, e).fc_w);
   });
+}
+
+// Their weight half: the experts' gradient slices accumulated from what the input half left.
+void experts_backward_weights(Backend& be, MoEWeights& grads, const std::vector<std::int64_t>& rows_of,
+                              const Tensor& dout, const Tensor& in, const Tensor& hidden_gelu, const Tensor& dhidden) {
+  const std::int64_t C = in.dim(1), H = grads.fc_w.dim(1);
+  for_each_expert(rows_of, [&](int e, std::int64_t lo, std::int64_t hi) {
+    Expert dex = expert_of(grads, e);
+    be.matmul_backward_weights(dex.proj_w, dex.proj_b, rows(dout, lo, hi, C), rows(hidden_gelu, lo, hi, H));
+    be.matmul_backward_weights(dex.fc_w, dex.fc_b, rows(dhidden, lo, hi, H), rows(in, lo, hi, C));
+  });
+}
+
+// The shared expert's first half over x's N rows: shared_hidden = c_fc(x), shared_gelu = GELU of it.
+void shared_hidden_forward(Backend& be, const MoEActivations& a, const Tensor& x, const MoEWeights& w) {
+  const std::int64_t N = x.dim(0), H = w.shared_fc_w.dim(0);
+  Tensor sh = a.shared_hidden.slice(0, {N, H}), sg = a.shared_gelu.slice(0, {N, H});
+  be.matmul_forward(sh, x, w.shared_fc_w, w.shared_fc_b);
+  be.gelu_forward(sg, sh);
 }
 
 // `sums` added over the ranks of `group`, in rank order on every rank (one all-to-all of equal
@@ -121,8 +145,13 @@ std::int64_t moe_activation_elements(const MoEShape& s, std::int64_t N) {
 
 std::int64_t moe_scratch_elements(const MoEShape& s, std::int64_t N) {
   const std::int64_t Nk = N * s.top_k, R = s.expert_rows(N);
-  return N * s.experts + Nk + 2 * Nk * s.C + R * s.H + (s.expert_shards > 1 ? 2 * R * s.C : 0) +
+  return N * s.experts + Nk + 2 * Nk * s.C + R * s.H + (s.expert_shards > 1 ? 3 * R * s.C : 0) +
          (s.shared_expert ? N * s.H : 0) + N * s.C;
+}
+
+std::int64_t moe_weight_input_elements(const MoEShape& s, std::int64_t N, bool expert_rows) {
+  const std::int64_t R = s.expert_rows(N);
+  return N * s.experts + R * s.C + R * s.H + (s.shared_expert ? N * s.C + N * s.H : 0) + (expert_rows ? R * s.C : 0);
 }
 
 std::int64_t moe_gelu_elements(const MoEShape& s, std::int64_t N) {
@@ -172,11 +201,27 @@ MoEScratch make_moe_scratch(const MoEShape& s, std::int64_t N, const MoEAllocate
   m.dgrouped = allocate(Nk * s.C);
   if (s.expert_shards > 1) {
     m.dlocal = allocate(R * s.C);
+    m.dlocal_in = allocate(R * s.C);
     m.staging = allocate(R * s.C);
   }
   if (s.shared_expert) m.dshared_hidden = allocate(N * s.H);
   m.dpart = allocate(N * s.C);
   return m;
+}
+
+MoEWeightInputs make_moe_weight_inputs(const MoEShape& s, std::int64_t N, const MoEAllocate& allocate,
+                                       bool expert_rows) {
+  const std::int64_t R = s.expert_rows(N);
+  MoEWeightInputs k;
+  k.dlogits = allocate(N * s.experts);
+  k.dexpert_out = allocate(R * s.C);
+  k.dhidden = allocate(R * s.H);
+  if (s.shared_expert) {
+    k.dout = allocate(N * s.C);
+    k.dshared_hidden = allocate(N * s.H);
+  }
+  if (expert_rows) k.expert_in = allocate(R * s.C);
+  return k;
 }
 
 void moe_forward(Backend& be, Tensor& out, MoEActivations& a, const Tensor& inp, const MoEWeights& w, int top_k,
@@ -234,10 +279,8 @@ void moe_forward(Backend& be, Tensor& out, MoEActivations& a, const Tensor& inp,
   }
   // 4. The shared expert writes out; else out starts at 0. It needs none of the rows in flight.
   if (w.has_shared()) {
-    Tensor sh = a.shared_hidden.slice(0, {N, H}), sg = a.shared_gelu.slice(0, {N, H});
-    be.matmul_forward(sh, x, w.shared_fc_w, w.shared_fc_b);
-    be.gelu_forward(sg, sh);
-    be.matmul_forward(y, sg, w.shared_proj_w, w.shared_proj_b);
+    shared_hidden_forward(be, a, x, w);
+    be.matmul_forward(y, a.shared_gelu.slice(0, {N, H}), w.shared_proj_w, w.shared_proj_b);
   } else {
     be.fill_zero(y);
   }
@@ -266,21 +309,32 @@ void moe_forward(Backend& be, Tensor& out, MoEActivations& a, const Tensor& inp,
 void moe_backward(Backend& be, Tensor& dinp, MoEWeights& grads, MoEScratch& m, const Tensor& dout,
                   const MoEActivations& a, const Tensor& inp, const MoEWeights& w, double aux_scale, double z_scale,
                   const ExpertGroup& experts) {
+  // What W reads stays in the scratch (and in dout itself) from B to W.
+  MoEWeightInputs keep{m.dlogits, experts.sharded() ? m.dlocal : m.dexpert_out, m.dhidden, dout, m.dshared_hidden};
+  moe_backward_input(be, dinp, keep, m, dout, a, w, aux_scale, z_scale, experts);
+  moe_backward_weights(be, grads, keep, a, inp, experts);
+}
+
+void moe_backward_input(Backend& be, Tensor& dinp, MoEWeightInputs& keep, MoEScratch& m, const Tensor& dout,
+                        const MoEActivations& a, const MoEWeights& w, double aux_scale, double z_scale,
+                        const ExpertGroup& experts) {
   const RoutingPlan& plan = a.plan;
   const std::int64_t E = plan.experts, k = plan.top_k, C = w.router.dim(1), H = w.fc_w.dim(1);
   const std::int64_t N = plan.tokens, Nk = N * k;
-  TROUPE_CHECK(inp.numel() == N * C && dout.numel() == N * C && dinp.numel() == N * C,
-               "MoE backward of " + inp.describe() + " after a forward of " + std::to_string(N) + " rows");
-  const Tensor x = inp.slice(0, {N, C}), dy = dout.slice(0, {N, C});
+  TROUPE_CHECK(dout.numel() == N * C && dinp.numel() == N * C,
+               "MoE backward of " + dout.describe() + " after a forward of " + std::to_string(N) + " rows");
+  const Tensor dy = dout.slice(0, {N, C});
   Tensor dx = dinp.slice(0, {N, C}), dpart = m.dpart.slice(0, {N, C});
-  Tensor dgates = m.dgates.slice(0, {N, k}), dlogits = m.dlogits.slice(0, {N, E});
-  Tensor dexpert_out = m.dexpert_out.slice(0, {Nk, C}), dgrouped = m.dgrouped.slice(0, {Nk, C});
-  Tensor dhidden = m.dhidden.reshape({m.dhidden.numel() / H, H});
+  Tensor dgates = m.dgates.slice(0, {N, k}), dlogits = keep.dlogits.slice(0, {N, E});
+  // The outputs' gradients by slot: straight where W finds them on one rank; under expert shards
+  // W finds them where they arrive.
+  Tensor dexpert_out = (experts.sharded() ? m.dexpert_out : keep.dexpert_out).slice(0, {Nk, C}),
+         dgrouped = m.dgrouped.slice(0, {Nk, C});
+  Tensor dhidden = keep.dhidden.reshape({keep.dhidden.numel() / H, H});
   const Tensor gates = a.gates.slice(0, {N, k}), expert_out = a.expert_out.slice(0, {Nk, C}),
-               grouped_in = a.grouped_in.slice(0, {Nk, C}), hidden = a.hidden.reshape({a.hidden.numel() / H, H}),
-               hidden_gelu = a.hidden_gelu.reshape({a.hidden_gelu.numel() / H, H});
+               hidden = a.hidden.reshape({a.hidden.numel() / H, H});
   // 5. Combine: d(expert_out) of slot (t, j) = g_tj · dout_t; d(g_tj) = dout_t · expert_out.
-  with_moe_real(inp.dtype(), [&]<typename Real>(Real) {
+  with_moe_real(dout.dtype(), [&]<typename Real>(Real) {
     for (std::int64_t s = 0; s < Nk; ++s) {
       const Real* d = dy.data_as<Real>() + (s / k) * C;
       const Real* o = expert_out.data_as<Real>() + plan.row[s] * C;
@@ -296,39 +350,47 @@ void moe_backward(Backend& be, Tensor& dinp, MoEWeights& grads, MoEScratch& m, c
   });
   // 3. Under expert shards the outputs' gradients leave for the experts' ranks, and travel while the
   // router's and the shared expert's backward run, which need none of them.
-  Tensor dlocal, local_in, staging;
+  Tensor dlocal, dlocal_in, staging;
   if (experts.sharded()) {
     const std::int64_t R = a.local_in.numel() / C;
-    dlocal = m.dlocal.reshape({R, C});
-    local_in = a.local_in.reshape({R, C});
+    dlocal = keep.dexpert_out.reshape({R, C});
+    dlocal_in = m.dlocal_in.reshape({R, C});
     staging = m.staging.reshape({R, C});
     begin_dispatch(experts, a.counts, dexpert_out, staging);
   }
   // 1. Router: its input gradient is written to dinp, which the other branches then add to.
   route_backward(dlogits, dgates, a.probs, a.lse, plan, aux_scale, z_scale);
-  Tensor no_bias;
-  be.matmul_backward(dx, grads.router, no_bias, dlogits, x, w.router);
-  // 4. The shared expert.
+  be.matmul_backward_input(dx, dlogits, w.router);
+  // 4. The shared expert; W reads its output's gradient, kept unless it is dout itself.
   if (w.has_shared()) {
-    Tensor dsh = m.dshared_hidden.slice(0, {N, H});
-    be.matmul_backward(dsh, grads.shared_proj_w, grads.shared_proj_b, dy, a.shared_gelu.slice(0, {N, H}),
-                       w.shared_proj_w);
+    Tensor dsh = keep.dshared_hidden.slice(0, {N, H});
+    be.matmul_backward_input(dsh, dy, w.shared_proj_w);
     be.gelu_backward(dsh, a.shared_hidden.slice(0, {N, H}), dsh);
-    be.matmul_backward(dpart, grads.shared_fc_w, grads.shared_fc_b, dsh, x, w.shared_fc_w);
+    be.matmul_backward_input(dpart, dsh, w.shared_fc_w);
     be.residual_forward(dx, dx, dpart);
+    if (keep.dout.data() != dout.data()) {
+      Tensor kept_dy = keep.dout.slice(0, {N, C});
+      be.copy(kept_dy, dy);
+    }
   }
   // 3, continued. The experts, each over its own rows: the outputs' gradients went where the
-  // outputs came from, the inputs' come back.
+  // outputs came from, the inputs' come back. A W after a recompute finds the rows kept.
+  const std::vector<std::int64_t> rows_of = expert_rows_of(a, experts);
+  const Tensor expert_in = experts.sharded() ? a.local_in : a.grouped_in;
+  if (keep.expert_in.defined()) {
+    const std::int64_t total = std::accumulate(rows_of.begin(), rows_of.end(), std::int64_t{0});
+    Tensor to = keep.expert_in.slice(0, {total, C});
+    be.copy(to, expert_in.slice(0, {total, C}));
+  }
   if (experts.sharded()) {
     finish_dispatch(experts, a.counts, staging, dlocal);
-    experts_backward(be, grads, w, expert_rows_of(a, experts), dlocal, local_in, hidden, hidden_gelu, dhidden, dlocal);
-    combine_from_experts(experts, a.counts, dlocal, staging, dgrouped);
+    experts_backward_input(be, w, rows_of, dlocal, hidden, dhidden, dlocal_in);
+    combine_from_experts(experts, a.counts, dlocal_in, staging, dgrouped);
   } else {
-    experts_backward(be, grads, w, expert_rows_of(a, experts), dexpert_out, grouped_in, hidden, hidden_gelu, dhidden,
-                     dgrouped);
+    experts_backward_input(be, w, rows_of, dexpert_out, hidden, dhidden, dgrouped);
   }
   // 2. Dispatch's backward: each token gathers its k slots' gradients, j in order.
-  with_moe_real(inp.dtype(), [&]<typename Real>(Real) {
+  with_moe_real(dout.dtype(), [&]<typename Real>(Real) {
     for (std::int64_t t = 0; t < N; ++t) {
       Real* d = dx.data_as<Real>() + t * C;
       for (std::int64_t j = 0; j < k; ++j) {
@@ -337,6 +399,38 @@ void moe_backward(Backend& be, Tensor& dinp, MoEWeights& grads, MoEScratch& m, c
       }
     }
   });
+}
+
+void moe_backward_weights(Backend& be, MoEWeights& grads, const MoEWeightInputs& kept, const MoEActivations& a,
+                          const Tensor& inp, const ExpertGroup& experts) {
+  const RoutingPlan& plan = a.plan;
+  const std::int64_t E = plan.experts, C = grads.router.dim(1), H = grads.fc_w.dim(1), N = plan.tokens;
+  TROUPE_CHECK(inp.numel() == N * C,
+               "MoE weight gradients of " + inp.describe() + " after a forward of " + std::to_string(N) + " rows");
+  const Tensor x = inp.slice(0, {N, C});
+  Tensor no_bias;
+  be.matmul_backward_weights(grads.router, no_bias, kept.dlogits.slice(0, {N, E}), x);
+  if (grads.has_shared()) {
+    be.matmul_backward_weights(grads.shared_proj_w, grads.shared_proj_b, kept.dout.slice(0, {N, C}),
+                               a.shared_gelu.slice(0, {N, H}));
+    be.matmul_backward_weights(grads.shared_fc_w, grads.shared_fc_b, kept.dshared_hidden.slice(0, {N, H}), x);
+  }
+  const Tensor& in = kept.expert_in.defined() ? kept.expert_in : experts.sharded() ? a.local_in : a.grouped_in;
+  const std::int64_t R = kept.dexpert_out.numel() / C;
+  experts_backward_weights(be, grads, expert_rows_of(a, experts), kept.dexpert_out.reshape({R, C}),
+                           in.reshape({in.numel() / C, C}), a.hidden_gelu.reshape({a.hidden_gelu.numel() / H, H}),
+                           kept.dhidden.reshape({kept.dhidden.numel() / H, H}));
+}
+
+void moe_rerun_for_weights(Backend& be, MoEActivations& a, const MoEWeightInputs& kept, const Tensor& inp,
+                           const MoEWeights& w, const ExpertGroup& experts) {
+  const std::int64_t C = w.router.dim(1), H = w.fc_w.dim(1);
+  TROUPE_CHECK(kept.expert_in.defined(), "an MoE block's weight half reran without the rows its experts ran");
+  Tensor hidden = a.hidden.reshape({a.hidden.numel() / H, H}),
+         hidden_gelu = a.hidden_gelu.reshape({a.hidden_gelu.numel() / H, H});
+  experts_hidden(be, w, expert_rows_of(a, experts), kept.expert_in.reshape({kept.expert_in.numel() / C, C}), hidden,
+                 hidden_gelu);
+  if (w.has_shared()) shared_hidden_forward(be, a, inp.slice(0, {a.plan.tokens, C}), w);
 }
 
 void moe_refill_gelu(Backend& be, MoEActivations& a, std::int64_t H, const ExpertGroup& experts) {

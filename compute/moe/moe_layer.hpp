@@ -16,7 +16,9 @@
 //   5. combine: out_t += Σ_j g_tj · expert_out[row of slot (t, j)], j in order.
 // Backward walks them in reverse; the router's gradient takes the gates' share and
 // aux_scale × d(aux) + z_scale × d(z) (moe_router.hpp). Parameter gradients are accumulated (+=),
-// the input gradient written (=), as the backend's conventions say (backend.hpp).
+// the input gradient written (=), as the backend's conventions say (backend.hpp). It runs as two
+// halves, which a zero-bubble pipeline calls apart: every input gradient, with the exchanges
+// (moe_backward_input), then every parameter gradient, on the rank alone (moe_backward_weights).
 //
 // The experts' weights are stacked: c_fc (E, H, C), its bias (E, H), c_proj (E, C, H), its bias
 // (E, C), H the block's MLP width (4C), so expert e is one contiguous slice of each and a shard of
@@ -72,8 +74,18 @@ struct MoEScratch {
   Tensor dlogits, dgates;                 // (N, E), (N, k)
   Tensor dexpert_out, dgrouped;           // (N·k, C) each
   Tensor dhidden;                         // (R, H)
-  Tensor dlocal, staging;                 // (R, C) each under expert shards
+  Tensor dlocal, dlocal_in, staging;      // (R, C) each under expert shards
   Tensor dshared_hidden, dpart;           // (N, H) with a shared expert, (N, C)
+};
+
+// What the backward's input half keeps for its weight half (moe_backward_input, below): each
+// product's output gradient beside the input the forward kept. A zero-bubble pipeline keeps one
+// per micro-batch and block (compute/model/gpt_stage.hpp); the whole backward takes its scratch's.
+struct MoEWeightInputs {
+  Tensor dlogits;               // (N, E): the router logits', the routing losses' share included
+  Tensor dexpert_out, dhidden;  // (R, C), (R, H): of the rows this rank's experts ran, grouped by expert
+  Tensor dout, dshared_hidden;  // (N, C), (N, H) with a shared expert: its output's and its c_fc output's
+  Tensor expert_in;             // (R, C) under a full recompute: the rows the experts ran, as dexpert_out
 };
 
 struct MoEShape {
@@ -93,10 +105,14 @@ MoEActivations make_moe_activations(const MoEShape& shape, std::int64_t tokens, 
 // Only the GELU outputs: what a selective recompute shares instead of keeping.
 MoEActivations make_moe_gelu_outputs(const MoEShape& shape, std::int64_t tokens, const MoEAllocate& allocate);
 MoEScratch make_moe_scratch(const MoEShape& shape, std::int64_t tokens, const MoEAllocate& allocate);
+// With `expert_rows`, MoEWeightInputs::expert_in too.
+MoEWeightInputs make_moe_weight_inputs(const MoEShape& shape, std::int64_t tokens, const MoEAllocate& allocate,
+                                       bool expert_rows);
 // Elements of each, as the functions above allocate them (the memory estimate's count).
 std::int64_t moe_activation_elements(const MoEShape& shape, std::int64_t tokens);
 std::int64_t moe_gelu_elements(const MoEShape& shape, std::int64_t tokens);
 std::int64_t moe_scratch_elements(const MoEShape& shape, std::int64_t tokens);
+std::int64_t moe_weight_input_elements(const MoEShape& shape, std::int64_t tokens, bool expert_rows);
 
 // A forward's first run, or a full recompute's rerun of it (above).
 enum class MoEPass { forward, rerun };
@@ -111,9 +127,29 @@ void moe_forward(Backend& backend, Tensor& out, MoEActivations& a, const Tensor&
 void moe_refill_gelu(Backend& backend, MoEActivations& a, std::int64_t H, const ExpertGroup& experts = {});
 
 // dinp = …, grads += …, from dout; aux_scale and z_scale: each loss's coefficient times the loss
-// scale the caller's gradient carries.
+// scale the caller's gradient carries. It is moe_backward_input, then moe_backward_weights.
 void moe_backward(Backend& backend, Tensor& dinp, MoEWeights& grads, MoEScratch& scratch, const Tensor& dout,
                   const MoEActivations& a, const Tensor& inp, const MoEWeights& w, double aux_scale, double z_scale,
                   const ExpertGroup& experts = {});
+
+// The backward split in two, for zero-bubble pipelines. The input half (B) writes dinp and keeps
+// in `keep` what the weight half reads: every product's input gradient is made here, the routing
+// losses' gradients join the logits' here, and under expert shards both exchanges of the
+// gradients happen here. The weight half (W) adds every parameter gradient (router, experts,
+// shared expert) from `kept` and the forward's state, on this rank alone: no exchange, so a
+// schedule may place it anywhere before the forward's state is overwritten. A `keep` with
+// expert_in also keeps the rows the experts ran (for a W whose forward state was recomputed
+// since: moe_rerun_for_weights).
+void moe_backward_input(Backend& backend, Tensor& dinp, MoEWeightInputs& keep, MoEScratch& scratch, const Tensor& dout,
+                        const MoEActivations& a, const MoEWeights& w, double aux_scale, double z_scale,
+                        const ExpertGroup& experts = {});
+void moe_backward_weights(Backend& backend, MoEWeights& grads, const MoEWeightInputs& kept, const MoEActivations& a,
+                          const Tensor& inp, const ExpertGroup& experts = {});
+
+// What the weight half reads of a forward whose state a full recompute shares: the experts'
+// hidden rows from the rows B kept (kept.expert_in), the shared expert's from inp, as the forward
+// made them (bit for bit), without any exchange; a.plan and a.counts are the forward's.
+void moe_rerun_for_weights(Backend& backend, MoEActivations& a, const MoEWeightInputs& kept, const Tensor& inp,
+                           const MoEWeights& w, const ExpertGroup& experts = {});
 
 }  // namespace troupe::compute

@@ -478,10 +478,10 @@ TEST_CASE("a model with experts: a rank's share of the experts, the expert group
   // Under ep 2 a rank's experts may receive R = 2 · N · min(2, 4/2) = 1024 rows of its N = 256
   // tokens' group, against its own N · k = 512: per MoE block the hidden and GELU rows (H = 512)
   // grow by 2 · 512 · 512 and three (R, C) exchange buffers come; the shared backward scratch grows
-  // by 512 · 512 and two (R, C) buffers. In f32.
+  // by 512 · 512 and three (R, C) buffers. In f32.
   const double R = 1024, Nk = 512, H = 512, C = 128;
   CHECK(two.memory.activations - one.memory.activations ==
-        Approx(4 * (2 * (2 * (R - Nk) * H + 3 * R * C) + (R - Nk) * H + 2 * R * C)));
+        Approx(4 * (2 * (2 * (R - Nk) * H + 3 * R * C) + (R - Nk) * H + 3 * R * C)));
   // A rank's 4 sequences of 64 tokens, 2 slots a token, rows of 128 fp32: 262144 bytes each way;
   // dispatch and combine, forward and backward, in 2 MoE blocks, half of it leaving the rank.
   CHECK(one.bytes.ep == 0);
@@ -507,10 +507,10 @@ TEST_CASE("a model with experts: a rank's share of the experts, the expert group
   CHECK(plan(w, machine(4), staged_zero3).not_built.empty());
   staged_zero3.ep = 2;
   CHECK(plan(w, machine(4), staged_zero3).not_built == "zero 3 with expert shards on pipeline stages");
-  // Two pipeline stages: built under 1F1B, with expert shards too; not under zero-bubble schedules.
+  // Two pipeline stages: built under 1F1B and under the zero-bubble schedules, with expert shards too.
   CHECK(plan(w, machine(2), {1, 1, 2, ZeroStage::none, Recompute::none, 4, 2}).not_built.empty());
   Layout zero_bubble{1, 1, 2, ZeroStage::none, Recompute::none, 4, 2, ScheduleKind::zb_h1};
-  CHECK(plan(w, machine(2), zero_bubble).not_built == "experts under zero-bubble schedules");
+  CHECK(plan(w, machine(2), zero_bubble).not_built.empty());
   // Context shards (each holding every expert) are built with experts.
   Layout context_sharded{1, 1, 1, ZeroStage::none, Recompute::none, 4, 2};
   context_sharded.cp = 2;

@@ -4,7 +4,9 @@
 // expert shards, and one of groups of 2 resumes in groups of 4, then without; a worker that throws
 // recovers in place with its state from the rank holding its experts; two pipeline stages of two
 // replicas in expert groups print one process's losses over 20 steps (under 1F1B, GPipe and
-// interleaved schedules; ZeRO-3 without expert shards), and their checkpoint resumes in one process; under ZeRO 1 and 2
+// interleaved schedules; ZeRO-3 without expert shards), and their checkpoint resumes in one process; two
+// stages, and two stages of two replicas in expert groups of 2, under the zero-bubble schedules ZB-H1
+// and ZB-V print one process's losses and param norm; under ZeRO 1 and 2
 // they print ZeRO 0's losses and final parameter norm, and a ZeRO-2 checkpoint resumes in other groups and stages;
 // under bf16 and PowerSGD sums they train as the same compression without expert shards, and a PowerSGD checkpoint
 // resumes in its layout and without expert shards; under ZeRO-3 two and four workers in expert groups of 2 print one
@@ -185,6 +187,37 @@ TEST_CASE(
   REQUIRE(rest.size() == 2);
   for (int i = 0; i < 2; ++i) CHECK(std::abs(rest[static_cast<std::size_t>(i)] - one[2 + i]) <= 2e-4);
   CHECK(std::abs(param_norm_of(resumed) - param_norm_of(alone)) <= 1e-6 * param_norm_of(alone));
+}
+
+TEST_CASE(
+    "two pipeline stages under zb-h1 and zb-v, alone and as two replicas in expert groups of 2, print one "
+    "process's losses and param norm",
+    "[cli][moe][pipeline]") {
+  TempDir dir;
+  const std::vector<std::string> zb_h1 = {"--pipeline.schedule", "zb-h1"},
+                                 zb_v = {"--pipeline.schedule", "zb-v", "--pipeline.virtual_stages", "2"};
+  // Each replica runs 4 micro-batches a step: one process accumulates 4 per replica.
+  for (const int replicas : {1, 2}) {
+    const std::string alone =
+        train(dir, with(moe_steps(kSteps), {"--train.grad_accum", std::to_string(4 * replicas)}), 1);
+    const std::vector<double> one = losses_of(alone, kSteps);
+    REQUIRE(one.size() == kSteps);
+    std::vector<std::string> staged = {"--pipeline.stages", "2"};
+    if (replicas == 2) staged = with(staged, {"--expert.shards", "2"});
+    for (const std::vector<std::string>& schedule : {zb_h1, zb_v}) {
+      INFO(replicas << " replicas, " << schedule[1]);
+      const std::string out = train(dir, with(with(moe_steps(kSteps), staged), schedule), 2 * replicas);
+      const std::vector<double> grid = losses_of(out, kSteps);
+      REQUIRE(grid.size() == kSteps);
+      for (int i = 0; i < kSteps; ++i) CHECK(std::abs(one[i] - grid[i]) <= 2e-4);
+      CHECK(std::abs(param_norm_of(out) - param_norm_of(alone)) <= 1e-6 * param_norm_of(alone));
+      std::printf(
+          "moe-tiny %d steps, pp 2 x ep %d %s on %d workers: loss %.4f, param norm %.7f (one process: %.4f, "
+          "%.7f)\n",
+          kSteps, replicas, schedule[1].c_str(), 2 * replicas, grid.back(), param_norm_of(out), one.back(),
+          param_norm_of(alone));
+    }
+  }
 }
 
 TEST_CASE("a checkpoint written with expert shards resumes without them and prints the straight run's loss",

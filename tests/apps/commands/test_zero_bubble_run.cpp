@@ -1,6 +1,7 @@
 // Zero-bubble pipelines in a job: ZB-H1 and ZB-V run every backward as B, then W later, and must
 // end each step with 1F1B's weights bit for bit (every parameter's gradient is the same sum of
-// micro-batch contributions in the same order), with data parallelism and tensor shards too, with
+// micro-batch contributions in the same order), on moe-tiny (alone and in expert groups of 2) as on
+// dense models, with data parallelism and tensor shards too, with
 // ZeRO-1, 2 and 3 and with compressed gradient sums; and a zero-bubble run resumes from its
 // checkpoint to the weights and moments of one that never stopped.
 // Clipping is off but in one case: ZB-V places other layers on each stage, so the squared norm
@@ -83,6 +84,20 @@ TEST_CASE("zb-h1 and zb-v end their steps with 1f1b's weights bit for bit: tiny,
   // small's 6 layers do not cut into 4 equal chunks: ZB-H1 only.
   check_bitwise("small", "small zb-h1 p2 m4", parameters_after(dir, "small", "small-zb-h1", joined(two, zb_h1), 1),
                 parameters_after(dir, "small", "small-1f1b", joined(two, one_f_one_b), 1));
+}
+
+TEST_CASE("zb-h1 and zb-v end their steps with 1f1b's weights bit for bit on moe-tiny, with 2 expert shards too",
+          "[pipeline][moe]") {
+  TempDir dir;
+  const std::vector<std::string> two{"--workers", "2"}, sharded{"--workers", "4", "--expert.shards", "2"};
+  const std::vector<float> base = parameters_after(dir, "moe-tiny", "moe-1f1b", joined(two, one_f_one_b));
+  check_bitwise("moe-tiny", "moe-tiny zb-h1 p2 m4", parameters_after(dir, "moe-tiny", "moe-zb-h1", joined(two, zb_h1)),
+                base);
+  check_bitwise("moe-tiny", "moe-tiny zb-v p2 m4", parameters_after(dir, "moe-tiny", "moe-zb-v", joined(two, zb_v)),
+                base);
+  check_bitwise("moe-tiny", "moe-tiny ep 2 x pp 2 zb-h1",
+                parameters_after(dir, "moe-tiny", "moe-ep-zb-h1", joined(sharded, zb_h1)),
+                parameters_after(dir, "moe-tiny", "moe-ep-1f1b", joined(sharded, one_f_one_b)));
 }
 
 TEST_CASE("zb-h1 and zb-v with data parallelism and tensor shards end with 1f1b's weights bit for bit", "[pipeline]") {

@@ -226,9 +226,14 @@ TEST_CASE(
   CHECK(moe([](JobConfig& c) {
           c.pipeline.stages = 2;
           c.pipeline.schedule = schedules::ScheduleKind::zb_v;
-        }) ==
-        "model.experts does not work with pipeline.schedule zb-v yet: an MoE block's backward is not split into "
-        "its input and weight halves (use 1f1b, gpipe or interleaved)");
+          c.pipeline.virtual_stages = 2;
+        }).empty());
+  CHECK(moe([](JobConfig& c) {
+          c.pipeline.stages = 2;
+          c.pipeline.schedule = schedules::ScheduleKind::zb_h1;
+          c.expert.shards = 2;
+          c.train.recompute = compute::Recompute::full;
+        }).empty());
   CHECK(moe([](JobConfig& c) { c.tensor.shards = 2; }) ==
         "model.experts does not work with tensor.shards > 1 yet: no rank holds a slice of an expert");
   CHECK(moe([](JobConfig& c) { c.context.shards = 2; }).empty());
