@@ -31,10 +31,11 @@ struct GPTConfig {
   int moe_layers() const { return moe_layers_in(0, n_layer); }
   // Parameters an MoE block holds beyond a dense one's: the router (E·C) and E + shared - 1 more
   // MLPs of 8C² + 5C each; on a rank of `expert_shards` EP, E/EP + shared - 1 (it holds its experts
-  // alone). In double, as the memory estimate counts.
-  double moe_block_extra_parameters(int expert_shards = 1) const {
+  // alone); on one of `tensor_shards` T, each MLP's slice, (8C² + 4C)/T + C (its output bias
+  // whole, as the router). In double, as the memory estimate counts.
+  double moe_block_extra_parameters(int expert_shards = 1, int tensor_shards = 1) const {
     const double C = n_embd;
-    return experts * C + (experts / expert_shards + shared_experts - 1) * (8 * C * C + 5 * C);
+    return experts * C + (experts / expert_shards + shared_experts - 1) * ((8 * C * C + 4 * C) / tensor_shards + C);
   }
 };
 

@@ -17,7 +17,17 @@ struct Expert {
 Expert expert_of(const MoEWeights& w, int e) {
   const std::int64_t H = w.fc_w.dim(1), C = w.fc_w.dim(2);
   return {w.fc_w.slice(e * H * C, {H, C}), w.fc_b.slice(e * H, {H}), w.proj_w.slice(e * C * H, {C, H}),
-          w.proj_b.slice(e * C, {C})};
+          w.proj_b.defined() ? w.proj_b.slice(e * C, {C}) : Tensor{}};
+}
+
+// The weights a slice's forward adds (expert_exchange.hpp): the output biases on the first slice
+// alone, as the slices' outputs are summed.
+MoEWeights output_biases_once(const MoEWeights& w, const ExpertGroup& experts) {
+  if (experts.slice == 0) return w;
+  MoEWeights once = w;
+  once.proj_b = Tensor{};
+  once.shared_proj_b = Tensor{};
+  return once;
 }
 
 // Rows [begin, end) of a (rows, width) buffer.
@@ -233,21 +243,22 @@ void moe_forward(Backend& be, Tensor& out, MoEActivations& a, const Tensor& inp,
     begin_dispatch(experts, a.counts, grouped_in, staging);
   }
   // 4. The shared expert writes out; else out starts at 0. It needs none of the rows in flight.
+  const MoEWeights once = output_biases_once(w, experts);
   if (w.has_shared()) {
     Tensor sh = a.shared_hidden.slice(0, {N, H}), sg = a.shared_gelu.slice(0, {N, H});
     be.matmul_forward(sh, x, w.shared_fc_w, w.shared_fc_b);
     be.gelu_forward(sg, sh);
-    be.matmul_forward(y, sg, w.shared_proj_w, w.shared_proj_b);
+    be.matmul_forward(y, sg, w.shared_proj_w, once.shared_proj_b);
   } else {
     be.fill_zero(y);
   }
   // 3, continued. The experts, each over its rows: here, or at their ranks under expert shards.
   if (experts.sharded()) {
     finish_dispatch(experts, a.counts, staging, local_in);
-    experts_forward(be, w, expert_rows_of(a, experts), local_in, hidden, hidden_gelu, local_out);
+    experts_forward(be, once, expert_rows_of(a, experts), local_in, hidden, hidden_gelu, local_out);
     combine_from_experts(experts, a.counts, local_out, staging, expert_out);
   } else {
-    experts_forward(be, w, expert_rows_of(a, experts), grouped_in, hidden, hidden_gelu, expert_out);
+    experts_forward(be, once, expert_rows_of(a, experts), grouped_in, hidden, hidden_gelu, expert_out);
   }
   // 5. Combine.
   with_moe_real(inp.dtype(), [&]<typename Real>(Real) {
@@ -294,6 +305,8 @@ void moe_backward(Backend& be, Tensor& dinp, MoEWeights& grads, MoEScratch& m, c
       dgates.data_as<Real>()[s] = static_cast<Real>(dot);
     }
   });
+  // Under tensor shards each slice's dot is over its partial outputs: their sum is the gates' gradient.
+  if (experts.slices > 1) experts.slice_sum(dgates);
   // 3. Under expert shards the outputs' gradients leave for the experts' ranks, and travel while the
   // router's and the shared expert's backward run, which need none of them.
   Tensor dlocal, local_in, staging;
@@ -308,6 +321,8 @@ void moe_backward(Backend& be, Tensor& dinp, MoEWeights& grads, MoEScratch& m, c
   route_backward(dlogits, dgates, a.probs, a.lse, plan, aux_scale, z_scale);
   Tensor no_bias;
   be.matmul_backward(dx, grads.router, no_bias, dlogits, x, w.router);
+  // The router's share, the same on every slice, enters the block's sum over them once.
+  if (experts.slice > 0) be.fill_zero(dx);
   // 4. The shared expert.
   if (w.has_shared()) {
     Tensor dsh = m.dshared_hidden.slice(0, {N, H});
