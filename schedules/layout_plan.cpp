@@ -190,7 +190,7 @@ std::string not_built(const Workload& w, const Layout& l) {
   if (!precision_bytes(w.precision).as_troupe_runs) missing.push_back("2-byte weights and activations");
   // What the runtime refuses of a model with experts (docs/moe.md).
   if (w.model.experts > 0) {
-    if (l.tp > 1) missing.push_back("experts with tensor shards");
+    if (l.tp > 1 && l.ep > 1) missing.push_back("experts with tensor and expert shards together");
     if (l.ep > 1 && l.pp > 1 && compute::shards_parameters(l.zero))
       missing.push_back("zero 3 with expert shards on pipeline stages");
   }

@@ -205,8 +205,6 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
       return "model.experts works with train.backend cpu only so far: the router and the token dispatch run on host "
              "memory (got '" +
              backend + "')";
-    if (c.tensor.shards > 1)
-      return "model.experts does not work with tensor.shards > 1 yet: no rank holds a slice of an expert";
   }
   const int ep = c.expert.shards;
   if (ep < 1) return "expert.shards must be at least 1 (1 = none), got " + str(ep);
@@ -220,6 +218,9 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
     if (compute::shards_parameters(t.zero) && c.pipeline.stages > 1)
       return "expert.shards > 1 with pipeline.stages > 1 does not work with train.zero 3 yet: a stage gathers its "
              "units over one group; use train.zero 0, 1 or 2, or pipeline.stages 1";
+    if (c.tensor.shards > 1)
+      return "expert.shards > 1 does not work with tensor.shards > 1 yet: an expert group is made of data replicas, "
+             "not of tensor groups (use expert.shards 1: every tensor shard then holds a slice of every expert)";
     if (c.context.shards > 1)
       return "expert.shards > 1 does not work with context.shards > 1 yet: an expert group is made of data "
              "replicas, not of a replica's context shards (use expert.shards 1: every context shard then holds every "

@@ -30,10 +30,11 @@ struct GPTConfig {
 
   // H of one expert: expert_width, or 4C where it is 0.
   std::int64_t expert_hidden() const { return expert_width > 0 ? expert_width : 4 * std::int64_t{n_embd}; }
-  // An expert's parameters: c_fc (H·C + H) and c_proj (C·H + C).
-  double expert_parameters() const {
+  // An expert's parameters, c_fc (H·C + H) and c_proj (C·H + C); on one of `tensor_shards` T its
+  // slice, c_proj's bias whole.
+  double expert_parameters(int tensor_shards = 1) const {
     const double C = n_embd, H = double(expert_hidden());
-    return 2 * C * H + H + C;
+    return (2 * C * H + H) / tensor_shards + C;
   }
 
   bool is_moe_layer(int layer) const { return experts > 0 && (layer + 1) % moe_every == 0; }
@@ -41,11 +42,13 @@ struct GPTConfig {
   int moe_layers_in(int first, int last) const { return experts > 0 ? last / moe_every - first / moe_every : 0; }
   int moe_layers() const { return moe_layers_in(0, n_layer); }
   // Parameters an MoE block holds beyond a dense one's: the router (E·C) and E + shared experts in
-  // place of the dense MLP's 8C² + 5C; on a rank of `expert_shards` EP, E/EP + shared experts (it
-  // holds its experts alone). In double, as the memory estimate counts.
-  double moe_block_extra_parameters(int expert_shards = 1) const {
+  // place of the dense MLP; on a rank of `expert_shards` EP, E/EP + shared experts (it holds its
+  // experts alone); on one of `tensor_shards` T, each MLP's slice (its output bias whole, as the
+  // router). In double, as the memory estimate counts.
+  double moe_block_extra_parameters(int expert_shards = 1, int tensor_shards = 1) const {
     const double C = n_embd;
-    return experts * C + (experts / expert_shards + shared_experts) * expert_parameters() - (8 * C * C + 5 * C);
+    return experts * C + (experts / expert_shards + shared_experts) * expert_parameters(tensor_shards) -
+           ((8 * C * C + 4 * C) / tensor_shards + C);
   }
 };
 

@@ -453,9 +453,9 @@ void GPTStage::backward_pass(int slot, const Tensor& output_grad, double loss_sc
     // MLP branch: dresidual is d(residual3), which is also d(mlp output) (all rows of it under
     // sequence parallelism, gathered).
     if (moe && split) {
-      moe_mlp_backward_input(d, l, p, a, dresidual, dln, s.loss_scale, s.kept[local].moe);
+      moe_mlp_backward_input(d, l, p, a, gathered(nullptr), dln, s.loss_scale, s.kept[local].moe);
     } else if (moe) {
-      moe_mlp_backward(d, l, p, unit_grad, a, dresidual, dln, s.loss_scale);
+      moe_mlp_backward(d, l, p, unit_grad, a, gathered(nullptr), dln, s.loss_scale);
     } else {
       linear(dfch_gelu, g[10], g[11], gathered(split ? &keep->dresidual3 : nullptr), d.bt(a.fch_gelu, M), w(10));
       // The fc bias's gradient is summed as GELU's backward writes d(fch), not in a second read of

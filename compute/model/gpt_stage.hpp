@@ -54,7 +54,10 @@
 // (Korthikanti et al.) the residual stream, the LayerNorms and their statistics hold only the
 // shard's segment of the B·T rows: each sum becomes a reduce-scatter onto the segments, and the
 // LayerNorm outputs (and, in backward, the stream's gradient) are all-gathered before the
-// column-parallel products and the row-parallel weight gradients that need every row.
+// column-parallel products and the row-parallel weight gradients that need every row. An MoE
+// block's MLP is split as the dense one is (each expert's hidden width over the shards, the
+// router replicated: ExpertGroup's slices, expert_exchange.hpp): every shard routes all the rows
+// alike and its output, experts and shared expert together, is summed once as a row-parallel one.
 //
 // Where the parameters live (parameter_source.hpp): by default the stage keeps them all, as
 // described above. Given a ParameterSource, it asks the source for each unit (embeddings, a
@@ -352,7 +355,7 @@ class GPTStage {
   std::unique_ptr<ContextLayers> context_;  // under context shards
   // This shard's widths: attention (C/T over NH/T heads), MLP (4C/T), vocabulary columns (Vp/T)
   // starting at vocab_begin_.
-  int heads_ = 0, attn_width_ = 0, mlp_width_ = 0, vocab_width_ = 0, vocab_begin_ = 0;
+  int heads_ = 0, attn_width_ = 0, mlp_width_ = 0, expert_width_ = 0, vocab_width_ = 0, vocab_begin_ = 0;
   Backend& backend_;
   DType dtype_;
   Recompute recompute_;

@@ -69,8 +69,8 @@ double GPTStage::MoERouting::load_imbalance() const {
 }
 
 MoEShape GPTStage::moe_shape() const {
-  return {config_.experts, config_.top_k,           config_.shared_experts > 0,
-          config_.n_embd,  config_.expert_hidden(), experts_.shards()};
+  // Under tensor shards each expert's hidden width is the shard's slice of it, as a dense MLP's.
+  return {config_.experts, config_.top_k, config_.shared_experts > 0, config_.n_embd, expert_width_, experts_.shards()};
 }
 
 MoEWeights GPTStage::moe_weights(const Tensor& unit_buffer, int layer) const {
@@ -92,7 +92,8 @@ void GPTStage::moe_mlp_forward(const Dims& d, int layer, const Tensor& p, const 
   moe_forward(backend_, out, *a.moe, d.bt(a.ln2, C), moe_weights(p, layer), config_.top_k, experts_, pass);
   if (pass == MoEPass::rerun) return;  // the block's output is kept: the next block's input
   Tensor residual3 = d.stream(a.residual3, C);
-  backend_.residual_forward(residual3, d.stream(a.residual2, C), out);
+  // Under tensor shards out is this slice's partial sum over all rows: the sum keeps the rank's.
+  backend_.residual_forward(residual3, d.stream(a.residual2, C), sum_rows(d, out));
 }
 
 void GPTStage::moe_mlp_backward(const Dims& d, int layer, const Tensor& p, const Tensor& unit_grad,

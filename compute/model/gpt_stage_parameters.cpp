@@ -107,6 +107,7 @@ GPTStage::GPTStage(const GPTConfig& config, Backend& backend, int first_layer, i
   if (context.sharded())
     context_ = std::make_unique<ContextLayers>(context, last_layer - first_layer, heads_, attn_width_, dtype);
   mlp_width_ = 4 * config.n_embd / T;
+  expert_width_ = config.experts > 0 ? static_cast<int>(config.expert_hidden() / T) : 0;
   vocab_width_ = config.padded_vocab_size / T;
   vocab_begin_ = shard.index * vocab_width_;
   StageViews stage = stage_views(config, layout_, first_layer, last_layer, shard);
@@ -151,9 +152,14 @@ GPTStage::GPTStage(const GPTConfig& config, Backend& backend, int first_layer, i
   // A block's tensors are found by position from its first (parameter_layout.cpp's order).
   for (int l = first_layer; l < last_layer; ++l)
     block_first_.push_back(index_of("h." + std::to_string(l) + ".ln_1.weight"));
-  TROUPE_CHECK(config.experts == 0 || (!shards_.split() && !(context.sharded() && experts_.sharded())),
-               "a model with experts runs without tensor shards, and with context shards without expert shards");
+  TROUPE_CHECK(config.experts == 0 || !(experts_.sharded() && (shards_.split() || context.sharded())),
+               "a model with experts runs with tensor or context shards without expert shards");
   if (config.experts > 0 && context.sharded()) experts_.token_group = context.exchange;
+  if (config.experts > 0 && shards_.split()) {
+    experts_.slice = shard.index;
+    experts_.slices = shard.count;
+    experts_.slice_sum = shards_.all_reduce;
+  }
 
   TROUPE_CHECK(units_.back().end == num_params_, "the stage's units do not cover its parameters");
   for (const ParameterView& v : views_) {

@@ -12,14 +12,20 @@ namespace {
 // Parameters of blocks [first, last), the embeddings on a first stage, ln_f (and a last stage's
 // own wte copy) on a last one: stage_parameter_count's rule, in double, as one of `shards` shards
 // holds them (a block's LayerNorms and row-parallel biases, 6C, and wpe and ln_f are whole), with
-// an MoE block's E/EP experts on a rank of `expert_shards` EP.
+// an MoE block's E/EP experts on a rank of `expert_shards` EP, each expert's slice of them.
 double stage_parameters(const GPTConfig& c, int first, int last, int shards = 1, int expert_shards = 1) {
   const double C = c.n_embd, T = shards, wte = double(c.padded_vocab_size) * C / T;
   const double per_layer = (12 * C * C + 7 * C) / T + 6 * C;
-  double n = per_layer * (last - first) + c.moe_block_extra_parameters(expert_shards) * c.moe_layers_in(first, last);
+  double n =
+      per_layer * (last - first) + c.moe_block_extra_parameters(expert_shards, shards) * c.moe_layers_in(first, last);
   if (first == 0) n += wte + double(c.block_size) * C;
   if (last == c.n_layer) n += 2 * C + (first == 0 ? 0 : wte);
   return n;
+}
+
+// An MoE block's shape on such a stage: each expert's hidden width split over the tensor shards.
+MoEShape moe_shape(const GPTConfig& c, const StageFootprint& s) {
+  return {c.experts, c.top_k, c.shared_experts > 0, c.n_embd, c.expert_hidden() / s.shards, s.expert_shards};
 }
 
 }  // namespace
@@ -31,14 +37,14 @@ double stage_parameters(const GPTConfig& c, int first, int last, int shards = 1,
 //   c_fc               N·C,  N·M,  N·M                                 M·C,  M·C,  N·C
 //   c_proj             N·M,  N·C,  N·C                                 C·M,  C·M,  N·M
 //   lm head (last)     N·C,  N·Vs, N·Vs                                Vs·C, Vs·C, N·C
-// and an MoE block's experts (whole, H = GPTConfig::expert_hidden) over up to R = MoEShape::expert_rows(N)
-// rows: R·H and H·C, R·H.
+// and an MoE block's experts (H = GPTConfig::expert_hidden / t, a shard's slice) over up to
+// R = MoEShape::expert_rows(N) rows: R·H and H·C, R·H.
 ProductOperands largest_product_operands(const GPTConfig& c, const StageFootprint& s) {
   const double N = double(s.B) * s.T, C = c.n_embd, M = 4 * C / s.shards, A = C / s.shards;
   const double Vs = s.last_layer == c.n_layer ? c.padded_vocab_size / double(s.shards) : 0;
   ProductOperands most{N * std::max({C, 3 * A, M, Vs}), std::max({M * C, 3 * A * C, N * std::max(C, M), Vs * C})};
   if (c.moe_layers_in(s.first_layer, s.last_layer) > 0) {
-    const MoEShape moe{c.experts, c.top_k, c.shared_experts > 0, c.n_embd, c.expert_hidden(), s.expert_shards};
+    const MoEShape moe = moe_shape(c, s);
     const double rows_by_hidden = double(moe.expert_rows(std::int64_t(N))) * double(moe.H);
     most.first = std::max(most.first, rows_by_hidden);
     most.second = std::max({most.second, rows_by_hidden, double(moe.H) * C});
@@ -66,20 +72,20 @@ MemoryEstimate estimate_training_memory(const GPTConfig& c, const StageFootprint
     per_layer = BT * C;           // residual3, the next block's input
   }
   // An MoE block keeps its MLP's state (moe_layer.hpp) in place of what a dense block keeps of fch
-  // and fch_gelu (tensor shards are refused with experts, so its layers are whole): all of it; all
+  // and fch_gelu (both split over the shards, as the experts' hidden width is): all of it; all
   // but the GELU outputs, shared once (selective); none of it, one state shared (full). The routing
   // each keeps on the host (12 bytes a token-slot) is left out, as the trainer's batch buffers are.
-  const MoEShape moe{c.experts, c.top_k, c.shared_experts > 0, c.n_embd, c.expert_hidden(), s.expert_shards};
+  const MoEShape moe = moe_shape(c, s);
   const double moe_layers = c.moe_layers_in(s.first_layer, s.last_layer);
   if (moe_layers > 0) {
     // The shared set holds a dense block's MLP buffers only for a dense block of the stage.
-    if (moe_layers == layers && s.recompute == Recompute::selective) recomputed -= 4 * BT * C;
-    if (moe_layers == layers && s.recompute == Recompute::full) recomputed -= 8 * BT * C;
+    if (moe_layers == layers && s.recompute == Recompute::selective) recomputed -= 4 * BT * C / shards;
+    if (moe_layers == layers && s.recompute == Recompute::full) recomputed -= 8 * BT * C / shards;
     const double state = double(moe_activation_elements(moe, std::int64_t(BT))),
                  gelu = double(moe_gelu_elements(moe, std::int64_t(BT)));
-    double dense_mlp = 8 * BT * C, moe_kept = state, moe_shared = 0;
+    double dense_mlp = 8 * BT * C / shards, moe_kept = state, moe_shared = 0;
     if (s.recompute == Recompute::selective) {
-      dense_mlp = 4 * BT * C;
+      dense_mlp = 4 * BT * C / shards;
       moe_kept = state - gelu;
       moe_shared = gelu;
     } else if (s.recompute == Recompute::full) {

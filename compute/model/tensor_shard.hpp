@@ -6,9 +6,12 @@
 //     their biases with them.
 //   row-parallel (input columns split): attn.c_proj (C, C/T) and mlp.c_proj (C, 4C/T); each shard's
 //     product is a partial sum, summed over the shards; their biases are replicated and added once.
+//   an MoE block's MLPs as the dense one's: each stacked expert's c_fc (E, H/T, C) and its bias
+//     column-parallel, its c_proj (E, C, H/T) row-parallel, and the shared expert's likewise; the
+//     router and the experts' c_proj biases are replicated (moe_layer.hpp).
 //   vocabulary-parallel: wte rows [s·Vp/T, (s+1)·Vp/T), for the embedding lookup and the tied lm
 //     head alike, so the logits (B,T,Vp/T) and the cross-entropy stay split.
-//   replicated: wpe, every LayerNorm, the row-parallel biases and ln_f. Their gradients come out
+//   replicated: wpe, every LayerNorm, the row-parallel biases, ln_f and the router. Their gradients come out
 //     equal on every shard (what reaches them has been summed over the shards already).
 //
 // The vocabulary is split as the layout pads it (gpt_config.hpp: Vp), so the parameter layout and

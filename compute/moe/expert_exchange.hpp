@@ -17,11 +17,13 @@
 // time. The exchange is any ContextExchange over the group (compute/context/context_exchange.hpp).
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
 #include "compute/context/context_exchange.hpp"
 #include "compute/moe/moe_router.hpp"
+#include "compute/tensor.hpp"
 
 namespace troupe::compute {
 
@@ -32,6 +34,12 @@ struct ExpertGroup {
   // Under context shards, the ranks holding the rest of each micro-batch's tokens: the routing
   // losses add their sums (moe_router.hpp's RoutingSums). Null: the rank's tokens are the whole.
   context::ContextExchange* token_group = nullptr;
+  // Under tensor shards (compute/model/tensor_shard.hpp) the rank holds slice `slice` of `slices`
+  // of every expert: H/T of its hidden width, c_fc's rows and c_proj's columns, so its experts'
+  // outputs are partial sums, which the block sums over the tensor group with its other branches.
+  // Every slice routes the same rows alike; `slice_sum` adds a buffer over the slices in place.
+  int slice = 0, slices = 1;
+  std::function<void(Tensor buffer)> slice_sum;
 
   bool sharded() const { return exchange != nullptr && exchange->shards() > 1; }
   int shards() const { return sharded() ? exchange->shards() : 1; }

@@ -17,7 +17,17 @@ struct Expert {
 Expert expert_of(const MoEWeights& w, int e) {
   const std::int64_t H = w.fc_w.dim(1), C = w.fc_w.dim(2);
   return {w.fc_w.slice(e * H * C, {H, C}), w.fc_b.slice(e * H, {H}), w.proj_w.slice(e * C * H, {C, H}),
-          w.proj_b.slice(e * C, {C})};
+          w.proj_b.defined() ? w.proj_b.slice(e * C, {C}) : Tensor{}};
+}
+
+// The weights a slice's forward adds (expert_exchange.hpp): the output biases on the first slice
+// alone, as the slices' outputs are summed.
+MoEWeights output_biases_once(const MoEWeights& w, const ExpertGroup& experts) {
+  if (experts.slice == 0) return w;
+  MoEWeights once = w;
+  once.proj_b = Tensor{};
+  once.shared_proj_b = Tensor{};
+  return once;
 }
 
 // Rows [begin, end) of a (rows, width) buffer.
@@ -278,19 +288,20 @@ void moe_forward(Backend& be, Tensor& out, MoEActivations& a, const Tensor& inp,
     begin_dispatch(experts, a.counts, grouped_in, staging);
   }
   // 4. The shared expert writes out; else out starts at 0. It needs none of the rows in flight.
+  const MoEWeights once = output_biases_once(w, experts);
   if (w.has_shared()) {
     shared_hidden_forward(be, a, x, w);
-    be.matmul_forward(y, a.shared_gelu.slice(0, {N, H}), w.shared_proj_w, w.shared_proj_b);
+    be.matmul_forward(y, a.shared_gelu.slice(0, {N, H}), w.shared_proj_w, once.shared_proj_b);
   } else {
     be.fill_zero(y);
   }
   // 3, continued. The experts, each over its rows: here, or at their ranks under expert shards.
   if (experts.sharded()) {
     finish_dispatch(experts, a.counts, staging, local_in);
-    experts_forward(be, w, expert_rows_of(a, experts), local_in, hidden, hidden_gelu, local_out);
+    experts_forward(be, once, expert_rows_of(a, experts), local_in, hidden, hidden_gelu, local_out);
     combine_from_experts(experts, a.counts, local_out, staging, expert_out);
   } else {
-    experts_forward(be, w, expert_rows_of(a, experts), grouped_in, hidden, hidden_gelu, expert_out);
+    experts_forward(be, once, expert_rows_of(a, experts), grouped_in, hidden, hidden_gelu, expert_out);
   }
   // 5. Combine.
   with_moe_real(inp.dtype(), [&]<typename Real>(Real) {
@@ -348,6 +359,8 @@ void moe_backward_input(Backend& be, Tensor& dinp, MoEWeightInputs& keep, MoEScr
       dgates.data_as<Real>()[s] = static_cast<Real>(dot);
     }
   });
+  // Under tensor shards each slice's dot is over its partial outputs: their sum is the gates' gradient.
+  if (experts.slices > 1) experts.slice_sum(dgates);
   // 3. Under expert shards the outputs' gradients leave for the experts' ranks, and travel while the
   // router's and the shared expert's backward run, which need none of them.
   Tensor dlocal, dlocal_in, staging;
@@ -361,6 +374,8 @@ void moe_backward_input(Backend& be, Tensor& dinp, MoEWeightInputs& keep, MoEScr
   // 1. Router: its input gradient is written to dinp, which the other branches then add to.
   route_backward(dlogits, dgates, a.probs, a.lse, plan, aux_scale, z_scale);
   be.matmul_backward_input(dx, dlogits, w.router);
+  // The router's share, the same on every slice, enters the block's sum over them once.
+  if (experts.slice > 0) be.fill_zero(dx);
   // 4. The shared expert; W reads its output's gradient, kept unless it is dout itself.
   if (w.has_shared()) {
     Tensor dsh = keep.dshared_hidden.slice(0, {N, H});

@@ -31,6 +31,11 @@
 // combine stay on the rank's own tokens. The stacked expert tensors of the weights and gradients
 // are then the rank's E/EP experts alone (E/EP, H, C), …: the slices of the whole (E, …) it holds.
 //
+// Under tensor shards (ExpertGroup's slices) the weights are this slice's, H = GPTConfig::expert_hidden / T, and the
+// caller sums `out` and `dinp` over the slices: out is partial (the output biases added by slice 0), the gates'
+// gradient is summed over the slices before the router's backward, and the router's share of dinp, the same on every
+// slice, is left to slice 0.
+//
 // Recomputation (compute/model/recompute.hpp) keeps less of a forward:
 //   selective  drops the GELU outputs (hidden_gelu, shared_gelu); moe_refill_gelu() makes them
 //              again from hidden and shared_hidden before the backward, without any exchange.

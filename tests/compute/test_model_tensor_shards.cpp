@@ -11,9 +11,7 @@
 
 #include <catch2/catch.hpp>
 
-#include <barrier>
 #include <cmath>
-#include <cstring>
 #include <functional>
 #include <thread>
 
@@ -24,75 +22,15 @@
 #include "compute/optim/adamw.hpp"
 #include "compute/random.hpp"
 #include "support/tensor_compare.hpp"
+#include "support/thread_tensor_group.hpp"
 
 using namespace troupe::compute;
+using troupe::test::ThreadGroup;
 
 namespace {
 
 const GPTConfig config{2, 32, 4, 16, 260, 384};
 constexpr int B = 2, T = 16;
-
-// T threads' collectives over their host tensors: each sum adds the shards in order 0..T-1, so
-// every shard gets the same values.
-class ThreadGroup {
- public:
-  explicit ThreadGroup(int shards) : shards_(shards), sync_(shards), published_(shards) {}
-
-  TensorShardGroup member(int index) {
-    TensorShardGroup g;
-    g.shard = {index, shards_};
-    g.all_reduce = [this, index](Tensor t) { all_reduce(index, t); };
-    g.all_gather = [this, index](Tensor t) { all_gather(index, t); };
-    g.reduce_scatter = [this, index](Tensor t) { reduce_scatter(index, t); };
-    return g;
-  }
-
- private:
-  void all_reduce(int index, const Tensor& t) {
-    published_[index] = t;
-    sync_.arrive_and_wait();
-    Tensor sum = Tensor::zeros(t.shape(), t.dtype());
-    for (int s = 0; s < shards_; ++s) {
-      if (t.dtype() == DType::f32)
-        add<float>(sum, published_[s]);
-      else
-        add<double>(sum, published_[s]);
-    }
-    sync_.arrive_and_wait();
-    std::memcpy(t.data(), sum.data(), t.nbytes());
-    sync_.arrive_and_wait();
-  }
-
-  // The sum of every segment, as all_reduce adds; only this shard's segment is kept.
-  void reduce_scatter(int index, const Tensor& t) {
-    Tensor copy = Tensor::zeros(t.shape(), t.dtype());
-    std::memcpy(copy.data(), t.data(), t.nbytes());
-    all_reduce(index, copy);
-    const std::size_t segment = t.nbytes() / static_cast<std::size_t>(shards_);
-    std::memcpy(static_cast<char*>(t.data()) + index * segment, static_cast<const char*>(copy.data()) + index * segment,
-                segment);
-  }
-
-  void all_gather(int index, const Tensor& t) {
-    published_[index] = t;
-    sync_.arrive_and_wait();
-    const std::size_t segment = t.nbytes() / static_cast<std::size_t>(shards_);
-    for (int s = 0; s < shards_; ++s)
-      if (s != index)
-        std::memcpy(static_cast<char*>(t.data()) + s * segment,
-                    static_cast<const char*>(published_[s].data()) + s * segment, segment);
-    sync_.arrive_and_wait();
-  }
-
-  template <typename Real>
-  static void add(Tensor& sum, const Tensor& part) {
-    for (std::int64_t i = 0; i < sum.numel(); ++i) sum.data_as<Real>()[i] += part.data_as<Real>()[i];
-  }
-
-  int shards_;
-  std::barrier<> sync_;
-  std::vector<Tensor> published_;
-};
 
 struct Batch {
   Tensor tokens = Tensor::zeros({B, T}, DType::i32), targets = Tensor::zeros({B, T}, DType::i32);

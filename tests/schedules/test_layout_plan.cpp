@@ -515,6 +515,16 @@ TEST_CASE("a model with experts: a rank's share of the experts, the expert group
   Layout context_sharded{1, 1, 1, ZeroStage::none, Recompute::none, 4, 2};
   context_sharded.cp = 2;
   CHECK(plan(w, machine(2), context_sharded).not_built.empty());
+  // Tensor shards (each holding its slice of every expert) are built with experts, and hold less of
+  // each MoE block's activations; with expert shards too they are not.
+  Layout tensor_sharded{1, 2, 1, ZeroStage::none, Recompute::none, 4, 2};
+  const PlannedLayout split = plan(w, machine(2), tensor_sharded);
+  CHECK(split.not_built.empty());
+  CHECK(split.memory.activations <
+        plan(w, machine(1), {1, 1, 1, ZeroStage::none, Recompute::none, 4, 2}).memory.activations);
+  Layout tensor_and_experts{2, 2, 1, ZeroStage::none, Recompute::none, 4, 1};
+  tensor_and_experts.ep = 2;
+  CHECK(plan(w, machine(4), tensor_and_experts).not_built == "experts with tensor and expert shards together");
   Layout staged_shards{2, 1, 2, ZeroStage::optimizer_state, Recompute::none, 2, 2};
   staged_shards.ep = 2;
   CHECK(plan(w, machine(4), staged_shards).not_built.empty());

@@ -1,7 +1,9 @@
 // troupe train with experts as a user runs it (docs/moe.md): moe-tiny trains, its step lines carry
 // the routing losses and the experts' load and its loss falls; on two pipeline stages it prints one
 // process's step lines and param norm, and its checkpoint resumes in one process; its checkpoint
-// resumes and exports with each expert's tensors apart.
+// resumes and exports with each expert's tensors apart; on two tensor shards it prints one
+// process's figures, and their checkpoint resumes in one process; tensor and expert shards
+// together are refused in one line.
 
 #include <catch2/catch.hpp>
 
@@ -174,6 +176,77 @@ TEST_CASE("moe-tiny on 2 context shards, ring and all_to_all, prints one process
         method, sharded.steps.back()[0], sharded.steps.back()[1], sharded.steps.back()[2], sharded.norm,
         one.steps.back()[0], one.steps.back()[1], one.steps.back()[2], one.norm);
   }
+}
+
+TEST_CASE(
+    "moe-tiny on 2 tensor shards, with and without sequence parallelism, prints one process's losses, routing and "
+    "param norm, and its checkpoint resumes in one process",
+    "[cli][moe][tensor]") {
+  TempDir dir;
+  // Each step's loss, aux, z and load, and the param norm: the shards sum the experts' partial
+  // outputs and the gates' gradients in another order than one process adds them.
+  struct Figures {
+    std::vector<std::array<double, 4>> steps;
+    double norm = 0;
+  };
+  auto figures = [](const ProcessResult& r) {
+    const MoeFigures printed = moe_figures(r);
+    Figures f;
+    const std::regex numbers("loss ([0-9.]+) \\| aux ([0-9.]+) \\| z ([0-9.]+) \\| load ([0-9.]+)");
+    for (const std::string& step : printed.steps) {
+      std::smatch m;
+      REQUIRE(std::regex_search(step, m, numbers));
+      f.steps.push_back({std::stod(m[1]), std::stod(m[2]), std::stod(m[3]), std::stod(m[4])});
+    }
+    REQUIRE(!printed.norm.empty());
+    f.norm = std::stod(printed.norm);
+    return f;
+  };
+  // Each figure within one unit of its last printed digit; the norm, of a run ending where `want`
+  // ends, within 1e-6 relative.
+  auto check_same = [](const Figures& got, const Figures& want, std::size_t first) {
+    REQUIRE(want.steps.size() >= first + got.steps.size());
+    for (std::size_t i = 0; i < got.steps.size(); ++i) {
+      const std::array<double, 4>& a = got.steps[i];
+      const std::array<double, 4>& b = want.steps[first + i];
+      CHECK(std::abs(a[0] - b[0]) <= 1.01e-4);
+      CHECK(std::abs(a[1] - b[1]) <= 1.01e-4);
+      CHECK(std::abs(a[2] - b[2]) <= 1.01e-3);
+      CHECK(std::abs(a[3] - b[3]) <= 1.01e-2);
+    }
+    if (first + got.steps.size() == want.steps.size()) CHECK(std::abs(got.norm - want.norm) <= 1e-6 * want.norm);
+  };
+  auto run = [&](const std::string& folder, std::vector<std::string> args) {
+    return figures(train_checkpointed(dir, folder, std::move(args)));
+  };
+  const Figures one = run("one", {"--train.steps", "6"});
+  REQUIRE(one.steps.size() == 6);
+  const Figures split = run("split", {"--train.steps", "6", "--workers", "2", "--tensor.shards", "2"});
+  check_same(split, one, 0);
+  const Figures sequence = run("sequence", {"--train.steps", "3", "--workers", "2", "--tensor.shards", "2",
+                                            "--tensor.sequence_parallel", "true"});
+  check_same(sequence, one, 0);
+  // The run above stopped at step 3: its checkpoint, written by two shards, resumes in one process.
+  const Figures resumed = run("sequence", {"--train.steps", "6", "--resume"});
+  REQUIRE(resumed.steps.size() == 3);
+  check_same(resumed, one, 3);
+  std::printf(
+      "moe-tiny tp 2: last step loss %.4f aux %.4f z %.3f load %.2f, param norm %.7f (one process: %.4f %.4f "
+      "%.3f %.2f, %.7f)\n",
+      split.steps.back()[0], split.steps.back()[1], split.steps.back()[2], split.steps.back()[3], split.norm,
+      one.steps.back()[0], one.steps.back()[1], one.steps.back()[2], one.steps.back()[3], one.norm);
+}
+
+TEST_CASE("a model with experts on tensor and expert shards together is refused in one line, exit 2", "[cli][moe]") {
+  TempDir dir;
+  const ProcessResult r =
+      troupe_train(dir, {"--workers", "4", "--tensor.shards", "2", "--expert.shards", "2"}, std::chrono::seconds(60));
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err ==
+        "troupe: error: expert.shards > 1 does not work with tensor.shards > 1 yet: an expert group is made of data "
+        "replicas, not of tensor groups (use expert.shards 1: every tensor shard then holds a slice of every "
+        "expert)\n");
 }
 
 TEST_CASE("moe-tiny's checkpoint of two pipeline stages resumes in one process on the one-process run's losses",
