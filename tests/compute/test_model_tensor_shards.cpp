@@ -26,6 +26,7 @@
 
 using namespace troupe::compute;
 using troupe::test::ThreadGroup;
+using troupe::test::worst_relative;
 
 namespace {
 
@@ -100,27 +101,6 @@ std::vector<double> gathered(const Tensor& global, const StepState& shard) {
     for (std::int64_t k = 0; k < r.count; ++k)
       out[static_cast<std::size_t>(r.local + k)] = global.data_as<Real>()[r.global + k];
   return out;
-}
-
-// The largest, over the shard's parameters, of |local - global| / |global| as vector norms.
-template <typename Real>
-double worst_relative(const Tensor& local, const std::vector<double>& global, const std::vector<ParameterView>& views,
-                      std::string& worst_name) {
-  double worst = 0;
-  for (const ParameterView& v : views) {
-    double diff = 0, norm = 0;
-    for (std::int64_t i = v.offset; i < v.offset + v.numel(); ++i) {
-      const double a = local.data_as<Real>()[i], b = global[static_cast<std::size_t>(i)];
-      diff += (a - b) * (a - b);
-      norm += b * b;
-    }
-    const double rel = norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
-    if (rel > worst) {
-      worst = rel;
-      worst_name = v.name;
-    }
-  }
-  return worst;
 }
 
 template <typename Real>

@@ -121,21 +121,7 @@ double worst_relative(const Tensor& local, const Tensor& global, const StepState
   for (const GPTStage::Run& r : shard.runs)
     for (std::int64_t k = 0; k < r.count; ++k)
       expected[static_cast<std::size_t>(r.local + k)] = global.data_as<double>()[r.global + k];
-  double worst = 0;
-  for (const ParameterView& v : shard.views) {
-    double diff = 0, norm = 0;
-    for (std::int64_t i = v.offset; i < v.offset + v.numel(); ++i) {
-      const double a = local.data_as<double>()[i], b = expected[static_cast<std::size_t>(i)];
-      diff += (a - b) * (a - b);
-      norm += b * b;
-    }
-    const double rel = norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
-    if (rel > worst) {
-      worst = rel;
-      worst_name = v.name;
-    }
-  }
-  return worst;
+  return troupe::test::worst_relative<double>(local, expected, shard.views, worst_name);
 }
 
 void check_against_one_process(const GPTConfig& config, int shards, bool sequence_parallel) {
