@@ -19,11 +19,15 @@
 #include "compute/model/memory_estimate.hpp"
 #include "compute/model/recompute.hpp"
 #include "compute/random.hpp"
+#include "support/micro_batch.hpp"
 #include "support/tensor_compare.hpp"
 
 using namespace troupe::compute;
 using troupe::test::bitwise_equal;
 using troupe::test::host_copy;
+
+using troupe::test::micro_batch;
+using troupe::test::MicroBatch;
 
 namespace {
 
@@ -35,19 +39,6 @@ GPTConfig moe_config(int moe_every) {
   cfg.moe_every = moe_every;
   cfg.shared_experts = 1;
   return cfg;
-}
-
-struct MicroBatch {
-  Tensor tokens, targets;
-};
-
-MicroBatch micro_batch(const GPTConfig& cfg, int B, int T, std::uint64_t seed) {
-  MicroBatch mb{Tensor::zeros({B, T}, DType::i32), Tensor::zeros({B, T}, DType::i32)};
-  for (int i = 0; i < B * T; ++i) {
-    mb.tokens.data_as<std::int32_t>()[i] = static_cast<std::int32_t>(hash_combine(seed, i) % cfg.vocab_size);
-    mb.targets.data_as<std::int32_t>()[i] = static_cast<std::int32_t>(hash_combine(seed + 1, i) % cfg.vocab_size);
-  }
-  return mb;
 }
 
 // One rank's two micro-batches run as a pipeline's last stage runs them: both forwards, then both

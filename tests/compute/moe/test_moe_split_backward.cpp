@@ -19,12 +19,16 @@
 #include "compute/model/gpt_stage.hpp"
 #include "compute/model/memory_estimate.hpp"
 #include "compute/random.hpp"
+#include "support/micro_batch.hpp"
 #include "support/tensor_compare.hpp"
 
 using namespace troupe::compute;
 using troupe::Status;
 using troupe::test::bitwise_equal;
 using troupe::test::host_copy;
+
+using troupe::test::micro_batch;
+using troupe::test::MicroBatch;
 
 namespace {
 
@@ -36,19 +40,6 @@ GPTConfig moe_config(int moe_every, bool shared_expert) {
   cfg.moe_every = moe_every;
   cfg.shared_experts = shared_expert ? 1 : 0;
   return cfg;
-}
-
-struct MicroBatch {
-  Tensor tokens, targets;
-};
-
-MicroBatch micro_batch(const GPTConfig& cfg, int B, int T, std::uint64_t seed) {
-  MicroBatch mb{Tensor::zeros({B, T}, DType::i32), Tensor::zeros({B, T}, DType::i32)};
-  for (int i = 0; i < B * T; ++i) {
-    mb.tokens.data_as<std::int32_t>()[i] = static_cast<std::int32_t>(hash_combine(seed, i) % cfg.vocab_size);
-    mb.targets.data_as<std::int32_t>()[i] = static_cast<std::int32_t>(hash_combine(seed + 1, i) % cfg.vocab_size);
-  }
-  return mb;
 }
 
 // An exchange that counts the calls it passes on to a rank of the group.
