@@ -105,47 +105,62 @@ TEST_CASE(
     "a rescue takes its snapshot from a rank that holds the newest state, not from a process started in place "
     "of a lost one",
     "[recovery][dp]") {
-  TempDir dir;
-  auto run = start_job(dir, {"train",
-                             "--workers",
-                             "3",
-                             "--model.preset",
-                             "tiny",
-                             "--train.threads",
-                             "1",
-                             "--train.steps",
-                             "100000",
-                             "--train.val_every",
-                             "0",
-                             "--train.val_batches",
-                             "1",
-                             "--sample.tokens",
-                             "0",
-                             "--train.log_every",
-                             "1",
-                             "--checkpoint.dir",
-                             dir.file("ck"),
-                             "--checkpoint.every",
-                             "10",
-                             "--fault.heartbeat_seconds",
-                             "0.2"});
-  std::size_t at = 0;
-  REQUIRE(run->wait_for_line(matching("step +55/"), seconds(120), 0, &at));
-  REQUIRE(kill(latest_pid(output_of(*run), 1), SIGKILL) == 0);
-  // Node 1's new process is ready but holds nothing until the state comes: node 0 lost now leaves
-  // rank 2 the one rank holding the newest step.
-  REQUIRE(run->wait_for_line(matching("every rank is ready"), seconds(120), at, &at));
-  REQUIRE(kill(latest_pid(output_of(*run), 0), SIGKILL) == 0);
-  auto resumed = run->wait_for_line(matching("resumed from .* after step ([0-9]+)"), seconds(180), at);
-  const std::string log = output_of(*run);
-  INFO(log);
-  REQUIRE(resumed);
-  std::smatch written;
-  REQUIRE(std::regex_search(log, written, std::regex("rank ([0-9]+) writes its memory of step ([0-9]+) as a rescue")));
-  CHECK(written[1].str() == "2");
-  CHECK(std::stol(written[2].str()) >= 55);
-  CHECK_THAT(resumed->text, Contains("after step " + written[2].str() + " "));
-  run->kill_all();
+  // Node 0 must die while node 1's new process still waits for its state: tiny's state moves in
+  // milliseconds, so on a loaded machine the kill can land after the recovery ended, and the loss is
+  // then an ordinary second in-place recovery. Such an attempt proves nothing and is run again.
+  constexpr int attempts = 3;
+  for (int attempt = 1; attempt <= attempts; ++attempt) {
+    TempDir dir;
+    auto run = start_job(dir, {"train",
+                               "--workers",
+                               "3",
+                               "--model.preset",
+                               "tiny",
+                               "--train.threads",
+                               "1",
+                               "--train.steps",
+                               "100000",
+                               "--train.val_every",
+                               "0",
+                               "--train.val_batches",
+                               "1",
+                               "--sample.tokens",
+                               "0",
+                               "--train.log_every",
+                               "1",
+                               "--checkpoint.dir",
+                               dir.file("ck"),
+                               "--checkpoint.every",
+                               "10",
+                               "--fault.heartbeat_seconds",
+                               "0.2"});
+    std::size_t at = 0;
+    REQUIRE(run->wait_for_line(matching("step +55/"), seconds(120), 0, &at));
+    REQUIRE(kill(latest_pid(output_of(*run), 1), SIGKILL) == 0);
+    // Node 1's new process is ready but holds nothing until the state comes: node 0 lost now leaves
+    // rank 2 the one rank holding the newest step.
+    REQUIRE(run->wait_for_line(matching("every rank is ready"), seconds(120), at, &at));
+    REQUIRE(kill(latest_pid(output_of(*run), 0), SIGKILL) == 0);
+    auto resumed = run->wait_for_line(matching("resumed from .* after step ([0-9]+)"), seconds(180), at);
+    const std::string log = output_of(*run);
+    INFO("attempt " << attempt << " of " << attempts << "\n" << log);
+    REQUIRE(resumed);
+    const bool recovered_first = log.find("in place done") != std::string::npos;
+    if (recovered_first && attempt < attempts) {
+      WARN("attempt " << attempt << ": node 0 died after node 1's recovery ended; the scenario is run again");
+      run->kill_all();
+      continue;
+    }
+    REQUIRE_FALSE(recovered_first);
+    std::smatch written;
+    REQUIRE(
+        std::regex_search(log, written, std::regex("rank ([0-9]+) writes its memory of step ([0-9]+) as a rescue")));
+    CHECK(written[1].str() == "2");
+    CHECK(std::stol(written[2].str()) >= 55);
+    CHECK_THAT(resumed->text, Contains("after step " + written[2].str() + " "));
+    run->kill_all();
+    return;
+  }
 }
 
 TEST_CASE("one count of restarts: drains and grows are not restarts, and the log, the shell and /metrics agree",
