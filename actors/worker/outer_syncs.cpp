@@ -44,9 +44,10 @@ OuterSyncs::OuterSyncs(const ResolvedJob& job, const compute::Tensor& params, bo
       total_steps_(job.config.train.steps),
       metrics_(metrics) {}
 
-void OuterSyncs::record_into(monitor::TraceRecorder& recorder) {
+void OuterSyncs::record_into(monitor::TraceRecorder& recorder, monitor::TraceTrack track, std::string name) {
   trace_ = &recorder;
-  recorder.name_track({rank_, 1}, "outer syncs");
+  track_ = track;
+  recorder.name_track(track, std::move(name));
   sync_started_us_.assign(outer_.fragments().size(), 0);
   sync_started_after_.assign(outer_.fragments().size(), -1);
 }
@@ -88,7 +89,7 @@ void OuterSyncs::after_step(long steps, compute::Tensor& params, compute::StepRe
       // that landed it: the pseudo-gradient, the sum over the islands (and the inner steps it
       // overlapped) and the outer step.
       const double started = sync_started_us_[static_cast<std::size_t>(f)];
-      trace_->add_complete({rank_, 1}, fmt::format("outer sync {}", sync), "sync", started, outer_end_us - started,
+      trace_->add_complete(track_, fmt::format("outer sync {}", sync), "sync", started, outer_end_us - started,
                            {{"fragment", std::to_string(f)},
                             {"started_after_step", std::to_string(sync_started_after_[static_cast<std::size_t>(f)])},
                             {"landed_after_step", std::to_string(steps)},

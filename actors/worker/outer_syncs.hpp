@@ -36,8 +36,8 @@ class OuterSyncs {
   // Lands and starts the fragments due after the step that made `steps_taken` steps, on `params`,
   // and fills `result`'s DiLoCo fields.
   void after_step(long steps_taken, compute::Tensor& params, compute::StepResult& result);
-  // Records every fragment's sync into `recorder` from now on, on the rank's track 1.
-  void record_into(monitor::TraceRecorder& recorder);
+  // Records every fragment's sync into `recorder` from now on, on `track`, named `name`.
+  void record_into(monitor::TraceRecorder& recorder, monitor::TraceTrack track, std::string name);
   // The layout's DiLoCo part: ", 2 island(s) of 1, outer step every 20 steps …".
   std::string describe(int ranks_per_island) const;
 
@@ -52,6 +52,7 @@ class OuterSyncs {
   monitor::WorkerMetrics* metrics_;          // counts the outer syncs; null: none kept
   std::int64_t last_outer_bytes_ = 0;        // this rank sent for the newest outer sync
   monitor::TraceRecorder* trace_ = nullptr;  // the syncs are recorded here; null: none
+  monitor::TraceTrack track_{};              // ... on this track
   std::vector<double> sync_started_us_;      // per fragment: when its sum in flight started
   std::vector<long> sync_started_after_;     // ... after which step
 };

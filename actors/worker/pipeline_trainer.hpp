@@ -137,6 +137,11 @@ class PipelineTrainer {
   // sends posted, reduce and optimizer — goes into `recorder` as a Chrome trace event on the
   // track (pid replica, tid stage · tp + shard), timed by the machine's monotonic clock in microseconds.
   void record_into(monitor::TraceRecorder& recorder);
+  // The track for this rank's work outside the schedule (DiLoCo's outer syncs): the replica's
+  // process, a thread after every (stage, shard)'s, in the same order.
+  monitor::TraceTrack side_track() const {
+    return {replica_, setup_.grid.pp * setup_.grid.tp + stage_ * setup_.grid.tp + shard_};
+  }
   // Most micro-batch activations (chunks' slots in use) each stage of this pipeline held at
   // once over all steps so far, by stage; every rank of the pipeline gets the same list.
   std::vector<int> peak_stashed_measured();

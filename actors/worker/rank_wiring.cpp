@@ -215,8 +215,6 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   // PowerSGD's residuals are every replica's own: each writes, and the commit waits for all.
   const bool replicas_write =
       trainer.compressor() && trainer.compressor()->options().kind == comm::Compression::powersgd;
-  monitor::TraceRecorder trace;
-  if (!p.trace.empty()) trainer.record_into(trace);
   std::string shards = grid.tp > 1 ? fmt::format(" x {} tensor shards", grid.tp) : "";
   if (context.sharded())
     shards += fmt::format(" x {} context shards ({})", context.split.shards,
@@ -230,6 +228,14 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   if (job.config.train.sync == compute::SyncMode::diloco) {
     outer = std::make_unique<OuterSyncs>(job, trainer.chunk_parameters(), false, std::move(island), rank, metrics);
     shares_text += outer->describe(island_replicas);
+  }
+  monitor::TraceRecorder trace;
+  if (!p.trace.empty()) {
+    trainer.record_into(trace);
+    if (outer)
+      outer->record_into(trace, trainer.side_track(),
+                         fmt::format("stage {}{} outer syncs (rank {})", coord.pp,
+                                     grid.tp > 1 ? fmt::format(", tensor shard {}", coord.tp) : "", rank));
   }
   PipelineStageLoop loop(
       trainer, metrics,
@@ -273,8 +279,9 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
     if (Status s = gather_trace(mailbox, **world, trace); !s) return {1, "trace: " + s.error().message};
     if (rank == 0) {
       if (Status s = monitor::write_trace(trace, p.trace); !s) return {1, s.error().message};
-      monitor::logger("train")->info("trace of every stage's ops written to {} (Chrome trace JSON; Perfetto opens it)",
-                                     p.trace);
+      monitor::logger("train")->info(
+          "trace of every stage's ops{} written to {} (Chrome trace JSON; Perfetto opens it)",
+          job.config.train.sync == compute::SyncMode::diloco ? " and outer syncs" : "", p.trace);
     }
   }
   return outcome;
@@ -425,15 +432,17 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
                               comm::ExchangeGroup::expert);
     const compute::ExpertGroup experts{expert_exchange ? &*expert_exchange : nullptr};
     // pipeline.trace of a job without stages or tensor shards: every context shard's exchanges, or
-    // under DiLoCo every rank's steps and outer syncs, gathered over the data-parallel group (every
-    // rank; under DiLoCo the island, then the islands' first ranks over their outer group) into
-    // rank 0's file. With stages or shards the pipeline's trace is written instead.
+    // under DiLoCo every rank's steps and outer syncs (context shards' exchanges left out: their
+    // tracks are per replica, DiLoCo's per rank), gathered over the data-parallel group (every rank;
+    // under DiLoCo the island, then the islands' first ranks over their outer group) into rank 0's
+    // file. With stages or shards the pipeline's trace is written instead, the outer syncs on
+    // tracks of their own.
     const bool data_parallel_only = stages == 1 && shards == 1;
     const bool diloco = job.config.train.sync == compute::SyncMode::diloco;
     const std::string trace_path =
         data_parallel_only && (context_exchange || diloco) ? job.config.pipeline.trace : std::string();
     monitor::TraceRecorder trace;
-    if (context_exchange && !trace_path.empty()) context_exchange->record_into(trace);
+    if (context_exchange && !trace_path.empty() && !diloco) context_exchange->record_into(trace);
     // An in-place recovery renews the context or expert group with the rank's other groups.
     const auto renew_context = [&context_exchange, &expert_exchange](int epoch) {
       if (context_exchange) context_exchange->renew(epoch);

@@ -284,7 +284,7 @@ void ReplicaLoop::record_into(monitor::TraceRecorder& recorder) {
   const int rank = place_.rank;
   recorder.name_process(rank, fmt::format("rank {} (island {})", rank, island_));
   recorder.name_track({rank, 0}, "inner steps");
-  outer_->record_into(recorder);
+  outer_->record_into(recorder, {rank, 1}, "outer syncs");
 }
 
 compute::StepResult ReplicaLoop::step() {

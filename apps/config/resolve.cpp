@@ -85,7 +85,6 @@ std::optional<std::string> diloco_problem(const JobConfig& c, const compute::GPT
   const bool chunks =
       c.pipeline.stages > 1 && (c.pipeline.virtual_stages > 1 || c.pipeline.schedule == schedules::ScheduleKind::zb_v);
   const std::pair<bool, const char*> not_yet[] = {{chunks, "pipeline.virtual_stages > 1 or pipeline.schedule zb-v"},
-                                                  {c.context.shards > 1, "context.shards > 1"},
                                                   {c.expert.shards > 1, "expert.shards > 1"},
                                                   {compute::shards_parameters(t.zero), "train.zero 3"},
                                                   {c.comm.compress != comm::Compression::none, "comm.compress"},
@@ -93,7 +92,8 @@ std::optional<std::string> diloco_problem(const JobConfig& c, const compute::GPT
   for (const auto& [set, keys] : not_yet)
     if (set)
       return "train.sync diloco does not work with " + std::string(keys) +
-             " yet: an island is data-parallel replicas (of pipeline stages and tensor shards) summing plain gradients";
+             " yet: an island is data-parallel replicas (of pipeline stages, tensor shards and context shards) summing "
+             "plain gradients";
   // A stage's or a tensor shard's buffer is not the whole model's: it is synced whole, one fragment.
   if ((c.pipeline.stages > 1 || c.tensor.shards > 1) && (t.diloco_fragments > 1 || t.diloco_overlap > 0))
     return "train.diloco_fragments and train.diloco_overlap work on whole-model ranks only so far: a pipeline stage "

@@ -1,15 +1,18 @@
 // train.sync diloco on islands of other layouts than one whole-model replica, as a user runs them:
-// ZeRO 1 and 2 over an island's replicas, and tensor shards (each shard's slice synced with the same
-// shard of the other islands), against the same job under ZeRO 0 and the one-process simulation
-// of the islands (compute::train_islands), and their checkpoints resumed.
+// ZeRO 1 and 2 over an island's replicas, tensor shards (each shard's slice synced with the same
+// shard of the other islands) and context shards (each holding the whole model), against the same job under ZeRO 0 and
+// the one-process simulation of the islands (compute::train_islands), and their checkpoints resumed.
 
 #include <catch2/catch.hpp>
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "apps/diloco_islands.hpp"
 #include "apps/one_process_steps.hpp"
@@ -49,10 +52,47 @@ std::vector<float> tensor_shards(const TempDir& dir, const std::string& file, co
   return four_workers(dir, file, with({"--tensor.shards", "2"}, extra), "x 2 tensor shards", to);
 }
 
-// Two islands of one replica of two pipeline stages, 2 micro-batches of `file`'s batch (1f1b).
-std::vector<float> pipeline_stages(const TempDir& dir, const std::string& file, const std::filesystem::path& to) {
-  return four_workers(dir, file, {"--pipeline.stages", "2", "--pipeline.microbatches", "2", "--train.grad_accum", "1"},
-                      "2 island(s) of 1", to);
+// Two islands of one replica of two pipeline stages, 2 micro-batches of `file`'s batch (1f1b), and
+// their trace into `trace` where it is given.
+std::vector<float> pipeline_stages(const TempDir& dir, const std::string& file, const std::filesystem::path& to,
+                                   const std::string& trace = "") {
+  std::vector<std::string> keys{"--pipeline.stages", "2", "--pipeline.microbatches", "2", "--train.grad_accum", "1"};
+  if (!trace.empty()) keys = with(keys, {"--pipeline.trace", trace});
+  return four_workers(dir, file, keys, "2 island(s) of 1", to);
+}
+
+// The pipeline's trace under DiLoCo (docs/formats/chrome-trace.md): beside the tracks of each
+// stage's ops (tid = stage), a track of the stage's outer syncs (tid = 2 + stage) in each replica's
+// process, holding its syncs, which land after steps 3, 6 and 7.
+void check_outer_sync_tracks(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE(in);
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  std::map<std::pair<int, int>, std::string> names;
+  std::map<std::pair<int, int>, std::vector<std::string>> landed;  // track → each sync's landing step
+  for (const auto& e : doc["traceEvents"]) {
+    const std::pair<int, int> track{e["pid"].get<int>(), e["tid"].get<int>()};
+    if (e["ph"] == "M" && e["name"] == "thread_name") names[track] = e["args"]["name"].get<std::string>();
+    if (e["ph"] == "X" && e["cat"] == "sync")
+      landed[track].push_back(e["args"]["landed_after_step"].get<std::string>());
+  }
+  CHECK(landed.size() == 4);
+  for (int replica : {0, 1})
+    for (int stage : {0, 1}) {
+      const int rank = replica + 2 * stage;  // the grid's rank order: dp fastest, then the stage
+      INFO("replica " << replica << ", stage " << stage);
+      CHECK(names[{replica, stage}] == "stage " + std::to_string(stage) + " (rank " + std::to_string(rank) + ")");
+      CHECK(names[{replica, 2 + stage}] ==
+            "stage " + std::to_string(stage) + " outer syncs (rank " + std::to_string(rank) + ")");
+      CHECK(landed[{replica, 2 + stage}] == std::vector<std::string>{"3", "6", "7"});
+    }
+}
+
+// Two islands of one replica of two context shards by `method` (ring or all_to_all).
+std::vector<float> context_shards(const TempDir& dir, const std::string& file, const std::string& method,
+                                  const std::filesystem::path& to) {
+  return four_workers(dir, file, {"--context.shards", "2", "--context.method", method},
+                      "2 context shards (" + method + ")", to);
 }
 
 }  // namespace
@@ -148,14 +188,16 @@ TEST_CASE(
 // gradient shares summed between the stages.
 TEST_CASE(
     "diloco: two islands of two pipeline stages end with the weights of the one-process simulation of two "
-    "islands within 1e-5",
+    "islands within 1e-5, and their trace holds each stage's outer syncs beside its ops",
     "[diloco][pipeline]") {
   TempDir dir;
   // Islands of one replica of 2 micro-batches of 2 sequences: the simulation's trainers accumulate
   // 2 micro-batches of 2, and read what the pipeline's replicas read.
   const std::string file = resume_file(dir, 2, 2);
   const Simulated simulated = simulate(file, 7);
-  const std::vector<float> real = pipeline_stages(dir, file, dir.path() / "pp2");
+  const std::string trace = dir.file("pp2-trace.json");
+  const std::vector<float> real = pipeline_stages(dir, file, dir.path() / "pp2", trace);
+  check_outer_sync_tracks(trace);
   std::string where;
   const double worst = worst_tensor(real, simulated.weights, where);
   std::printf(
@@ -164,6 +206,39 @@ TEST_CASE(
       where.c_str(), worst);
   CHECK(worst < 1e-5);
   CHECK(max_difference(real, simulated.start) > 1e-3);
+}
+
+// A context group's ranks hold the whole model and sum its gradient inside their island; each takes
+// the outer step on the whole buffer with the rank at its place in the other island, so the group's
+// ranks stay equal. Against two islands of one whole replica the difference is the rounding of the
+// attention split over the positions (its online softmax over blocks, its sums of gradients).
+TEST_CASE(
+    "diloco: two islands of two context shards, ring and all-to-all, end with the weights of the one-process "
+    "simulation of two islands within 1e-5, and resume on two islands of one whole replica",
+    "[diloco][context][checkpoint]") {
+  namespace fs = std::filesystem;
+  TempDir dir;
+  const std::string file = resume_file(dir, 2);  // 7 steps, H 3: syncs after steps 3, 6 and 7
+  const Simulated simulated = simulate(file, 7);
+  for (const std::string method : {"ring", "all_to_all"}) {
+    const fs::path saved = dir.path() / ("cp2-" + method);
+    const std::vector<float> real = context_shards(dir, file, method, saved);
+    std::string where, momentum_where;
+    const double worst = worst_tensor(real, simulated.weights, where);
+    const double momentum = worst_tensor(kind_at(saved, 7, "outer_momentum"), simulated.momentum, momentum_where);
+    std::printf(
+        "diloco, 2 islands x cp 2 (%s) against the one-process simulation after 7 steps: worst tensor %s, relative "
+        "difference %.3g; outer momentum's worst %s, %.3g\n",
+        method.c_str(), where.c_str(), worst, momentum_where.c_str(), momentum);
+    CHECK(worst < 1e-5);
+    CHECK(momentum < 1e-4);
+    CHECK(max_difference(real, simulated.start) > 1e-3);
+  }
+  // Two processes of whole replicas from the checkpoint after step 4 end with the weights of the two
+  // islands simulated from the saved state: one copy of the model and its outer state, written once.
+  const fs::path saved = dir.path() / "cp2-ring", resumed = dir.path() / "cp2-resumed";
+  resume(dir, saved, 4, resumed, file, 2, 100);
+  CHECK(same_bits(kind_at(resumed, 7, "param"), simulated_from(file, saved, 4)));
 }
 
 TEST_CASE(

@@ -364,7 +364,7 @@ TEST_CASE(
           c.train.sync = compute::SyncMode::diloco;
         }) ==
         "train.sync diloco does not work with expert.shards > 1 yet: an island is data-parallel replicas (of "
-        "pipeline stages and tensor shards) summing plain gradients");
+        "pipeline stages, tensor shards and context shards) summing plain gradients");
 }
 
 TEST_CASE("train.balance static reads the replica speeds and refuses the layouts it cannot serve yet",
