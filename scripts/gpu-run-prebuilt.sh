@@ -3,7 +3,7 @@
 # and runs, each step under its own timeout and all within one overall deadline, the CUDA tests
 # and the GPU figures:
 #   the device, driver, CUDA and library paths; test_cuda; test_gpu file by file (Catch2, each
-#   case's time and result); short `troupe train` runs on the cuda and cuda-bf16 backends;
+#   case's time and result); short `troupe train` runs on the cuda backend in fp32 and bf16;
 #   `troupe bench gpu --model gpt2 --batch 16 --seq 1024` (with PyTorch eager and torch.compile
 #   beside it, from scripts/bench/torch_gpt2.py) and its fp32 run; then the test_gpu cases that
 #   start jobs.
@@ -91,8 +91,11 @@ step "train cuda" 60 troupe train --model.preset small --train.steps 30 --train.
   --train.backend cuda
 step "train cuda recompute full" 60 troupe train --model.preset small --train.steps 30 --train.val_batches 2 \
   --sample.tokens 64 --train.backend cuda --train.recompute full
-step "train cuda-bf16" 60 troupe train --model.preset small --train.steps 30 --train.val_batches 2 \
-  --sample.tokens 64 --train.backend cuda-bf16
+step "train cuda bf16" 60 troupe train --model.preset small --train.steps 30 --train.val_batches 2 \
+  --sample.tokens 64 --train.backend cuda --train.precision bf16
+# The same run again: whether bf16 repeats its final parameter norm (gpu.md).
+step "train cuda bf16 again" 60 troupe train --model.preset small --train.steps 30 --train.val_batches 2 \
+  --sample.tokens 64 --train.backend cuda --train.precision bf16
 step "bench gpu" 240 troupe bench gpu --model gpt2 --batch 16 --seq 1024
 step "bench gpu fp32" 60 troupe bench gpu --model gpt2 --batch 16 --seq 1024 --precision fp32 --torch-script ''
 step "test_gpu data-parallel jobs" 150 test_gpu -# "[#test_device_data_parallel]~[multi-gpu]" -d yes
