@@ -257,9 +257,10 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
     held_ = expert_shard_held(model_.stage(), mirrors_, rank, experts.shards());
   }
   if (t.sync == compute::SyncMode::diloco) {
-    // The outer state is the same on every island (it changes only at a sync): the first rank writes it.
+    // The outer state is the same on every island (it changes only at a sync): the first rank writes
+    // it, under ZeRO-3 each of island 0's ranks its shard (the buffer it keeps, synced whole).
     const int count = islands.count;
-    outer_ = std::make_unique<OuterSyncs>(job, model_.params(), true, std::move(islands), rank, metrics_);
+    outer_ = std::make_unique<OuterSyncs>(job, model_.params(), !sharded_, std::move(islands), rank, metrics_);
     compute::OuterStep& outer = outer_->outer();
     held_.push_back({"outer_sync", params_begin, params_end, outer.last_sync().data_as<float>(), writes_params});
     held_.push_back({"outer_momentum", params_begin, params_end, outer.momentum().data_as<float>(), writes_params});

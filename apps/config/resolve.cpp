@@ -86,7 +86,6 @@ std::optional<std::string> diloco_problem(const JobConfig& c, const compute::GPT
       c.pipeline.stages > 1 && (c.pipeline.virtual_stages > 1 || c.pipeline.schedule == schedules::ScheduleKind::zb_v);
   const std::pair<bool, const char*> not_yet[] = {{chunks, "pipeline.virtual_stages > 1 or pipeline.schedule zb-v"},
                                                   {c.expert.shards > 1, "expert.shards > 1"},
-                                                  {compute::shards_parameters(t.zero), "train.zero 3"},
                                                   {c.comm.compress != comm::Compression::none, "comm.compress"},
                                                   {c.fault.elastic, "fault.elastic"}};
   for (const auto& [set, keys] : not_yet)
@@ -94,11 +93,14 @@ std::optional<std::string> diloco_problem(const JobConfig& c, const compute::GPT
       return "train.sync diloco does not work with " + std::string(keys) +
              " yet: an island is data-parallel replicas (of pipeline stages, tensor shards and context shards) summing "
              "plain gradients";
-  // A stage's or a tensor shard's buffer is not the whole model's: it is synced whole, one fragment.
-  if ((c.pipeline.stages > 1 || c.tensor.shards > 1) && (t.diloco_fragments > 1 || t.diloco_overlap > 0))
-    return "train.diloco_fragments and train.diloco_overlap work on whole-model ranks only so far: a pipeline stage "
-           "or a tensor shard syncs its buffer at once (got pipeline.stages " +
-           str(c.pipeline.stages) + ", tensor.shards " + str(c.tensor.shards) + ")";
+  // A stage's, a tensor shard's or a ZeRO-3 shard's buffer is not the whole model's: it is synced
+  // whole, one fragment.
+  const bool zero3 = compute::shards_parameters(t.zero);
+  if ((c.pipeline.stages > 1 || c.tensor.shards > 1 || zero3) && (t.diloco_fragments > 1 || t.diloco_overlap > 0))
+    return "train.diloco_fragments and train.diloco_overlap work on whole-model ranks only so far: a pipeline stage, "
+           "a tensor shard or a ZeRO-3 shard syncs its buffer at once (got pipeline.stages " +
+           str(c.pipeline.stages) + ", tensor.shards " + str(c.tensor.shards) + ", train.zero " +
+           str(compute::zero_number(t.zero)) + ")";
   if (t.backend != compute::BackendKind::cpu)
     return "train.sync diloco works with train.backend cpu only so far: the outer step runs on host memory (got '" +
            std::string(compute::backend_name(t.backend)) + "')";
