@@ -64,6 +64,10 @@ std::string OuterSyncs::describe(int ranks_per_island) const {
   return text;
 }
 
+bool OuterSyncs::due(long steps) const {
+  return !outer_.landing(steps, total_steps_).empty() || !outer_.starting(steps, total_steps_).empty();
+}
+
 void OuterSyncs::after_step(long steps, compute::Tensor& params, compute::StepResult& result) {
   const double outer_start_us = trace_ ? trace_now_us() : 0;
   if (trace_)

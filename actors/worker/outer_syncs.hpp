@@ -33,6 +33,9 @@ class OuterSyncs {
   OuterSyncs(const ResolvedJob& job, const compute::Tensor& params, bool whole_model, compute::IslandGroup islands,
              int rank, monitor::WorkerMetrics* metrics);
 
+  // Whether after_step lands or starts a fragment after the step that made `steps_taken` steps:
+  // otherwise it leaves the parameters alone.
+  bool due(long steps_taken) const;
   // Lands and starts the fragments due after the step that made `steps_taken` steps, on `params`,
   // and fills `result`'s DiLoCo fields.
   void after_step(long steps_taken, compute::Tensor& params, compute::StepResult& result);

@@ -155,14 +155,21 @@ class PipelineTrainer {
   // (each replica its shard under ZeRO-3); replicated parameters of tensor shards only shard 0.
   // Under PowerSGD also Q and this replica's residuals, mapped the same way. Under DiLoCo island 0
   // writes (its replica 0, or under ZeRO its replicas' moment shards), and `like_parameters` (state
-  // laid out as the rank's one chunk's parameters: the outer state) is held and saved as they are.
+  // laid out as the rank's parameters, its chunks' one after another: the outer state) is held and
+  // saved as they are.
   struct LikeParameters {
     std::string kind;
     float* data = nullptr;
   };
   std::vector<checkpoint::HeldRange> held_state(const std::vector<LikeParameters>& like_parameters = {});
-  // The parameters of the rank's one chunk (no virtual stages), which DiLoCo's outer step reads.
-  compute::Tensor& chunk_parameters();
+  // The rank's parameters as DiLoCo's outer step reads and writes them: one buffer, its chunks' one
+  // after another. A rank of one chunk holds them so (chunk_parameters); one of several chunks
+  // (interleaved, ZB-V) copies them into such a buffer and back.
+  int chunk_count() const { return static_cast<int>(chunks_.size()); }
+  compute::Tensor& chunk_parameters();  // a rank of one chunk
+  std::int64_t parameter_count() const;
+  void gather_parameters(compute::Tensor& flat) const;
+  void scatter_parameters(const compute::Tensor& flat);
   long steps_taken() const { return steps_; }
   // Continues after `steps` steps (state restored into held_state()'s buffers).
   void resume_at(long steps);

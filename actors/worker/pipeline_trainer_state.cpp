@@ -15,6 +15,34 @@ compute::Tensor& PipelineTrainer::chunk_parameters() {
   return chunks_.front().stage->params();
 }
 
+std::int64_t PipelineTrainer::parameter_count() const {
+  std::int64_t count = 0;
+  for (const Chunk& chunk : chunks_) count += chunk.stage->params().numel();
+  return count;
+}
+
+void PipelineTrainer::gather_parameters(compute::Tensor& flat) const {
+  TROUPE_CHECK(flat.numel() == parameter_count() && flat.dtype() == compute::DType::f32,
+               "a buffer that is not the rank's parameters");
+  float* to = flat.data_as<float>();
+  for (const Chunk& chunk : chunks_) {
+    const compute::Tensor& params = chunk.stage->params();
+    std::copy_n(params.data_as<float>(), params.numel(), to);
+    to += params.numel();
+  }
+}
+
+void PipelineTrainer::scatter_parameters(const compute::Tensor& flat) {
+  TROUPE_CHECK(flat.numel() == parameter_count() && flat.dtype() == compute::DType::f32,
+               "a buffer that is not the rank's parameters");
+  const float* from = flat.data_as<float>();
+  for (Chunk& chunk : chunks_) {
+    compute::Tensor& params = chunk.stage->params();
+    std::copy_n(from, params.numel(), params.data_as<float>());
+    from += params.numel();
+  }
+}
+
 std::vector<checkpoint::HeldRange> PipelineTrainer::held_state(const std::vector<LikeParameters>& like_parameters) {
   std::vector<checkpoint::HeldRange> held;
   // Replicas hold equal parameters and replica 0 saves them (under ZeRO-3 each its shard); the
@@ -23,7 +51,7 @@ std::vector<checkpoint::HeldRange> PipelineTrainer::held_state(const std::vector
   const bool saves_parameters = replica_ == 0 || compute::shards_parameters(setup_.zero);
   const bool saves_moments =
       replica_ == 0 || (compute::shards_optimizer_state(setup_.zero) && setup_.options.island == 0);
-  TROUPE_CHECK(like_parameters.empty() || chunks_.size() == 1, "state like the parameters of more than one chunk");
+  std::int64_t like_at = 0;  // the chunk's parameters in `like_parameters`' buffers
   for (const Chunk& chunk : chunks_) {
     compute::GPTStage& stage = *chunk.stage;
     const std::int64_t kept = stage.kept_begin(), kept_end = kept + stage.params().numel();
@@ -37,7 +65,8 @@ std::vector<checkpoint::HeldRange> PipelineTrainer::held_state(const std::vector
     };
     std::vector<Held> kinds = {{"param", kept, kept_end, stage.params().data_as<float>(), saves_parameters}};
     for (const LikeParameters& like : like_parameters)
-      kinds.push_back({like.kind, kept, kept_end, like.data, saves_parameters});
+      kinds.push_back({like.kind, kept, kept_end, like.data + like_at, saves_parameters});
+    like_at += stage.params().numel();
     // Each of the chunk's buffers in the step (one, or under expert shards one a run of a kind)
     // keeps its own moments.
     for (std::size_t i = 0; i < chunk.buffer_begins.size(); ++i) {

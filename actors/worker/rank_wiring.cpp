@@ -82,22 +82,35 @@ std::vector<PipelineTrainer::LikeParameters> outer_state(OuterSyncs* outer) {
           {"outer_momentum", outer->outer().momentum().data_as<float>()}};
 }
 
+// The buffer DiLoCo's outer step works on for a pipeline rank: its one chunk's parameters, or for
+// a rank of several chunks (interleaved, ZB-V) a buffer of its own that they are copied into and
+// out of around each sync.
+compute::Tensor outer_buffer(PipelineTrainer& trainer) {
+  if (trainer.chunk_count() == 1) return trainer.chunk_parameters();
+  compute::MemoryScope scope(compute::MemoryKind::optimizer_state);
+  compute::Tensor flat = compute::Tensor::zeros({trainer.parameter_count()}, compute::DType::f32);
+  trainer.gather_parameters(flat);
+  return flat;
+}
+
 // A pipeline stage as the rank loop drives it; each step also reports the stage's bubble. Under
-// train.sync diloco (`outer`) the stage's shard takes the outer step after its steps.
+// train.sync diloco (`outer`, on `outer_buffer`) the stage's shard takes the outer step after its
+// steps.
 class PipelineStageLoop final : public TrainingLoop {
  public:
   PipelineStageLoop(PipelineTrainer& trainer, monitor::WorkerMetrics* metrics, std::string layout,
-                    CheckpointPlace place, std::unique_ptr<OuterSyncs> outer)
+                    CheckpointPlace place, std::unique_ptr<OuterSyncs> outer, compute::Tensor outer_buffer)
       : trainer_(trainer),
         metrics_(metrics),
         layout_(std::move(layout)),
         place_(place),
         outer_(std::move(outer)),
+        outer_buffer_(std::move(outer_buffer)),
         held_(trainer.held_state(outer_state(outer_.get()))) {}
 
   compute::StepResult step() override {
     compute::StepResult result = trainer_.step();
-    if (outer_) outer_->after_step(trainer_.steps_taken(), trainer_.chunk_parameters(), result);
+    if (outer_) take_outer_step(result);
     if (metrics_) {
       metrics_->set_bubble_fraction(trainer_.bubble_fraction());
       metrics_->set_batch_share(result.batch_share);
@@ -117,11 +130,20 @@ class PipelineStageLoop final : public TrainingLoop {
   void abandon_step() override { trainer_.abandon_step(); }
 
  private:
+  void take_outer_step(compute::StepResult& result) {
+    const long steps = trainer_.steps_taken();
+    const bool copied = trainer_.chunk_count() > 1 && outer_->due(steps);
+    if (copied) trainer_.gather_parameters(outer_buffer_);
+    outer_->after_step(steps, outer_buffer_, result);
+    if (copied) trainer_.scatter_parameters(outer_buffer_);
+  }
+
   PipelineTrainer& trainer_;
   monitor::WorkerMetrics* metrics_;
   std::string layout_;
   CheckpointPlace place_;
   std::unique_ptr<OuterSyncs> outer_;  // train.sync diloco only
+  compute::Tensor outer_buffer_;       // ... and the parameters it syncs (outer_buffer above)
   std::vector<checkpoint::HeldRange> held_;
 };
 
@@ -225,8 +247,10 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   std::string shares_text;  // train.balance static's
   if (!shares.empty()) shares_text = ", " + announce_shares(job, shares, rank);
   std::unique_ptr<OuterSyncs> outer;
+  compute::Tensor synced;
   if (job.config.train.sync == compute::SyncMode::diloco) {
-    outer = std::make_unique<OuterSyncs>(job, trainer.chunk_parameters(), false, std::move(island), rank, metrics);
+    synced = outer_buffer(trainer);
+    outer = std::make_unique<OuterSyncs>(job, synced, false, std::move(island), rank, metrics);
     shares_text += outer->describe(island_replicas);
   }
   monitor::TraceRecorder trace;
@@ -254,7 +278,7 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
         : experts.sharded()                                     ? experts.shards()
                                                                 : 1) *
            grid.pp * grid.tp},
-      std::move(outer));
+      std::move(outer), synced);
   // In place, the rank of the same stage and shard in a surviving replica gives the stage's state.
   std::vector<RenewedGroup> groups{{&dp, comm::dp_group_id}, {pp->get(), comm::pp_group_id}};
   if (tp) groups.push_back({tp.get(), comm::tp_group_id});

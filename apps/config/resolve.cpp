@@ -82,10 +82,7 @@ std::optional<std::string> diloco_problem(const JobConfig& c, const compute::GPT
     if (t.diloco_fragments > 1) return "train.diloco_fragments " + str(t.diloco_fragments) + " needs train.sync diloco";
     return std::nullopt;
   }
-  const bool chunks =
-      c.pipeline.stages > 1 && (c.pipeline.virtual_stages > 1 || c.pipeline.schedule == schedules::ScheduleKind::zb_v);
-  const std::pair<bool, const char*> not_yet[] = {{chunks, "pipeline.virtual_stages > 1 or pipeline.schedule zb-v"},
-                                                  {c.expert.shards > 1, "expert.shards > 1"},
+  const std::pair<bool, const char*> not_yet[] = {{c.expert.shards > 1, "expert.shards > 1"},
                                                   {c.comm.compress != comm::Compression::none, "comm.compress"},
                                                   {c.fault.elastic, "fault.elastic"}};
   for (const auto& [set, keys] : not_yet)
