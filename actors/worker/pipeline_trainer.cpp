@@ -346,15 +346,11 @@ compute::StepResult PipelineTrainer::step() {
   routing_ = {};
   const std::vector<int>& shares = o.micro_shares;
   for (int j = 0; j < s.microbatches; ++j) {
-    // Even: micro-batch j of replica r is the step's j·R + r (of island i's, R·K and i·R + r);
-    // uneven: its first_unit(r) + j.
-    const std::uint64_t micro_index = static_cast<std::uint64_t>(steps_) * s.microbatches + j;
-    const std::uint64_t replica = static_cast<std::uint64_t>(o.island) * data_replicas_ + data_replica_;
-    const std::uint64_t first = shares.empty()
-                                    ? (micro_index * data_replicas_ * o.islands + replica) * o.batch_size
-                                    : (static_cast<std::uint64_t>(steps_) * group_micro_batches_ +
-                                       static_cast<std::uint64_t>(compute::first_unit(shares, data_replica_) + j)) *
-                                          o.batch_size;
+    // Even: micro-batch j of replica r is the step's unit j·R + r; uneven: its first_unit(r) + j.
+    const int unit =
+        shares.empty() ? j * data_replicas_ + data_replica_ : compute::first_unit(shares, data_replica_) + j;
+    const std::uint64_t first = compute::unit_first_sample(steps_, group_micro_batches_, data_replicas_, unit, o.island,
+                                                           o.islands, o.batch_size);
     fill_rows(j, [&](compute::Tensor& inputs, compute::Tensor& targets) {
       compute::fill_batch(inputs.data_as<std::int32_t>(), targets.data_as<std::int32_t>(), train_tokens_, sampler_,
                           first, o.batch_size);

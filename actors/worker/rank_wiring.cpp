@@ -177,11 +177,13 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   const PipelineOptions& p = job.config.pipeline;
   const int rank = engine.rank();
   const comm::GridCoord coord = comm::grid_coord(grid, rank);
-  // The grid's dp axis holds every context shard of each data replica.
-  const int replicas = grid.dp / (context.sharded() ? context.split.shards : 1);
+  // The grid's dp axis holds every context shard of each data replica. Under train.balance each
+  // island splits its step over its own replicas.
+  const int context_shards = context.sharded() ? context.split.shards : 1;
+  const int replicas = grid.dp / context_shards, data_replica = coord.dp / context_shards;
   const int islands = island.count, island_replicas = replicas / islands;
-  const std::vector<int> shares = micro_shares(job, replicas);
-  auto schedule = stage_schedule(job, shares, coord.dp);
+  const std::vector<int> shares = micro_shares(job, island_replicas, data_replica / island_replicas);
+  auto schedule = stage_schedule(job, shares, data_replica % island_replicas);
   if (!schedule) return {2, schedule.error().message};
   auto report = schedules::check_schedule(*schedule);
   TROUPE_CHECK(report.ok(), report ? "" : report.error().message);

@@ -31,11 +31,15 @@ compute::TrainerOptions trainer_options(const ResolvedJob& job) {
   return o;
 }
 
-std::vector<int> micro_shares(const ResolvedJob& job, int replicas) {
+std::vector<int> micro_shares(const ResolvedJob& job, int replicas, int island) {
   if (job.config.train.balance == compute::BalanceMode::none) return {};
-  std::vector<double> speeds = job.replica_speeds;
-  if (speeds.empty()) speeds.assign(static_cast<std::size_t>(replicas), 1.0);
-  TROUPE_CHECK(static_cast<int>(speeds.size()) == replicas, "train.replica_speeds for another number of replicas");
+  std::vector<double> speeds(static_cast<std::size_t>(replicas), 1.0);
+  if (!job.replica_speeds.empty()) {
+    const auto first = static_cast<std::size_t>(island) * speeds.size();
+    TROUPE_CHECK(first + speeds.size() <= job.replica_speeds.size() && job.replica_speeds.size() % speeds.size() == 0,
+                 "train.replica_speeds for another number of replicas");
+    std::copy_n(job.replica_speeds.begin() + static_cast<std::ptrdiff_t>(first), speeds.size(), speeds.begin());
+  }
   // A replica's micro-batches a step: its pipeline's with stages, its accumulation's without.
   const int per_replica =
       job.config.pipeline.stages > 1 ? job.config.pipeline.microbatches : job.config.train.grad_accum;
@@ -72,7 +76,7 @@ compute::TrainerOptions replica_options(const ResolvedJob& job, compute::DataPar
   options.islands = islands.count;
   options.island = islands.index;
   // The group's ranks are its replicas' context shards: a replica takes its share as one.
-  options.micro_shares = micro_shares(job, options.data_parallel.size / job.config.context.shards);
+  options.micro_shares = micro_shares(job, options.data_parallel.size / job.config.context.shards, islands.index);
   if (job.config.train.balance == compute::BalanceMode::dynamic)
     options.balance_window = job.config.train.balance_window;
   return options;

@@ -25,8 +25,9 @@ namespace troupe::actors {
 // The job's TrainerOptions (batch, sequence, schedule, AdamW, clip, seed; one process).
 compute::TrainerOptions trainer_options(const ResolvedJob& job);
 // train.balance static: the micro-batches each of `replicas` data replicas takes a step, by their
-// speeds (even when none are given); dynamic's first shares alike; empty under none.
-std::vector<int> micro_shares(const ResolvedJob& job, int replicas);
+// speeds (even when none are given); dynamic's first shares alike; empty under none. Under DiLoCo
+// each island splits its own step: `replicas` are island `island`'s, its slice of the job's speeds.
+std::vector<int> micro_shares(const ResolvedJob& job, int replicas, int island = 0);
 // The layout's text for uneven `shares` ("replica shares 6, 2 of 8 micro-batches"; empty when there
 // are none), logged once by rank 0 as "balance static: …".
 std::string announce_shares(const ResolvedJob& job, const std::vector<int>& shares, int rank);

@@ -121,8 +121,7 @@ std::optional<std::string> balance_problem(const JobConfig& c) {
   }
   const bool dynamic = t.balance == compute::BalanceMode::dynamic;
   const std::pair<bool, const char*> not_yet[] = {{c.expert.shards > 1, "expert.shards > 1"},
-                                                  {compute::shards_parameters(t.zero), "train.zero 3"},
-                                                  {t.sync == compute::SyncMode::diloco, "train.sync diloco"}};
+                                                  {compute::shards_parameters(t.zero), "train.zero 3"}};
   for (const auto& [set, keys] : not_yet)
     if (set)
       return "train.balance " + std::string(compute::balance_mode_name(t.balance)) + " does not work with " +

@@ -50,6 +50,17 @@ int first_unit(std::span<const int> shares, int replica) {
   return std::accumulate(shares.begin(), shares.begin() + replica, 0);
 }
 
+std::uint64_t unit_first_sample(long step, int units, int replicas, int unit, int island, int islands, int batch) {
+  TROUPE_CHECK(step >= 0 && replicas >= 1 && units % replicas == 0 && 0 <= unit && unit < units && 0 <= island &&
+                   island < islands && batch >= 1,
+               "a unit outside its step, or a step not of whole micro-batches a replica");
+  const auto R = static_cast<std::uint64_t>(replicas), u = static_cast<std::uint64_t>(unit);
+  const std::uint64_t micro_index = static_cast<std::uint64_t>(step) * (static_cast<std::uint64_t>(units) / R) + u / R;
+  const std::uint64_t slot =
+      (micro_index * static_cast<std::uint64_t>(islands) + static_cast<std::uint64_t>(island)) * R + u % R;
+  return slot * static_cast<std::uint64_t>(batch);
+}
+
 std::string shares_text(std::span<const int> shares) {
   std::string text;
   for (std::size_t i = 0; i < shares.size(); ++i) text += (i > 0 ? ", " : "") + std::to_string(shares[i]);

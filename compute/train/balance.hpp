@@ -16,6 +16,7 @@
 // scale the uniform split gives it (1/(k·R) with M = k·R). So the sum is the global batch's mean
 // gradient, as in the uniform split; only the order of the additions differs (docs/balance.md).
 
+#include <cstdint>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -37,6 +38,14 @@ Expected<std::vector<int>> proportional_shares(int units, std::span<const double
 
 // The first of the step's units replica `replica` takes: the shares of the replicas before it.
 int first_unit(std::span<const int> shares, int replica);
+
+// The first sample of unit `unit` of a step's `units` (R = `replicas` replicas' micro-batches:
+// units / R each in the even split), island `island` of K = `islands`, `batch` samples a unit.
+// The islands' units interleave as the even split's micro-batches do: unit u of island i in step s
+// reads slot ((s·units/R + ⌊u/R⌋)·K + i)·R + u mod R. The even split numbers replica r's micro-batch
+// j as unit j·R + r, uneven shares as first_unit(r) + j; with one island the slot is s·units + u,
+// so each island reads the same samples whichever replicas run them.
+std::uint64_t unit_first_sample(long step, int units, int replicas, int unit, int island, int islands, int batch);
 
 // How far an uneven run's parameter norm may be from the even split's, relative, when only the
 // order of the gradients' additions differs (plain sums; docs/balance.md's table).

@@ -58,8 +58,7 @@ Trainer::Trainer(GPT& model, TrainerOptions options, std::span<const std::uint16
   }
   model_.reserve(options.batch_size, rows);
   if (!options.micro_shares.empty()) {
-    TROUPE_CHECK(!shards_parameters(options.data_parallel.zero_stage) && options.islands == 1,
-                 "uneven shares under ZeRO-3 or DiLoCo");
+    TROUPE_CHECK(!shards_parameters(options.data_parallel.zero_stage), "uneven shares under ZeRO-3");
     TROUPE_CHECK(static_cast<int>(options.micro_shares.size()) == data_replicas() &&
                      first_unit(options.micro_shares, data_replicas()) == options.grad_accum * data_replicas() &&
                      *std::min_element(options.micro_shares.begin(), options.micro_shares.end()) >= 1,
@@ -126,15 +125,11 @@ int Trainer::own_micro_batches() const {
 }
 
 std::uint64_t Trainer::first_sample(int micro) const {
-  const std::uint64_t k = static_cast<std::uint64_t>(options_.grad_accum), B = options_.batch_size;
-  const std::uint64_t step = static_cast<std::uint64_t>(steps_);
-  if (!options_.micro_shares.empty()) {
-    const std::uint64_t units = k * options_.micro_shares.size();
-    return (step * units + static_cast<std::uint64_t>(first_unit(options_.micro_shares, data_rank()) + micro)) * B;
-  }
-  const std::uint64_t micro_index = step * k + static_cast<std::uint64_t>(micro);
-  const std::uint64_t replica = static_cast<std::uint64_t>(options_.island) * data_replicas() + data_rank();
-  return (micro_index * data_replicas() * options_.islands + replica) * B;
+  const int R = data_replicas();
+  const int unit =
+      options_.micro_shares.empty() ? micro * R + data_rank() : first_unit(options_.micro_shares, data_rank()) + micro;
+  return unit_first_sample(steps_, options_.grad_accum * R, R, unit, options_.island, options_.islands,
+                           options_.batch_size);
 }
 
 void Trainer::resume_at(long steps) {

@@ -179,6 +179,29 @@ TEST_CASE(
   check_same_training(even, moving, "dp 2 x cp 2, dynamic shares from 6 + 2");
 }
 
+// Under DiLoCo each island splits its own step over its replicas, by their speeds: the job's speeds
+// list every replica, island by island. The islands' samples stay those of the even split, so each
+// island's gradients are its even split's, summed in another order.
+TEST_CASE(
+    "train.balance static and dynamic inside DiLoCo islands: each island splits its step over its own replicas and "
+    "the job trains the weights of the even split",
+    "[dp][diloco][balance]") {
+  TempDir dir;
+  const std::vector<std::string> job{
+      "train", "--workers", "4", "--train.sync", "diloco", "--train.islands", "2", "--train.diloco_steps", "5"};
+  const Run even = run_job(dir, job);
+  // Island 0's 8 micro-batches as 6 + 2, island 1's as 5 + 3; rank 0 announces island 0's.
+  const Run fixed = run_job(dir, with(job, {"--train.balance", "static", "--train.replica_speeds", "1,0.33,1,0.5"}));
+  CHECK_THAT(fixed.out, Contains("balance static: replica shares 6, 2 of 8 micro-batches") &&
+                            Contains("diloco: outer step 4 after step 20"));
+  check_same_training(even, fixed, "2 islands of dp 2, shares 6 + 2 and 5 + 3");
+  const Run moving = run_job(dir, with(job, {"--train.balance", "dynamic", "--train.replica_speeds", "1,0.2,1,0.2",
+                                             "--train.balance_window", "2"}));
+  CHECK_THAT(moving.out, Contains("balance dynamic: replica shares 6, 2 of 8 micro-batches"));
+  CHECK(dynamic_changes(moving) >= 1);
+  check_same_training(even, moving, "2 islands of dp 2, dynamic shares from 6 + 2");
+}
+
 TEST_CASE(
     "train.balance static over 2 replicas of 2 pipeline stages each trains the weights of the even split, "
     "each replica's pipeline running its share",
