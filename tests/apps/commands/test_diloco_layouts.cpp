@@ -95,6 +95,16 @@ std::vector<float> context_shards(const TempDir& dir, const std::string& file, c
                       "2 context shards (" + method + ")", to);
 }
 
+// The checkpoint after step 4 in `saved`, resumed by two processes of whole replicas, ends with the
+// weights of `file`'s islands simulated from that saved state (island 0's inner state and the outer
+// state, its parts assembled into the whole model's).
+void check_resumes_as_simulated(const TempDir& dir, const std::filesystem::path& saved, const std::string& file) {
+  INFO("resumed from " << saved.filename());
+  const std::filesystem::path resumed = dir.path() / (saved.filename().string() + "-resumed");
+  resume(dir, saved, 4, resumed, file, 2, 100);
+  CHECK(same_bits(kind_at(resumed, 7, "param"), simulated_from(file, saved, 4)));
+}
+
 }  // namespace
 
 // Inside an island ZeRO shards over the island's replicas; after each step's all-gather every rank
@@ -146,13 +156,11 @@ TEST_CASE(
   const std::string two = resume_file(dir, 2);
   for (const std::string zero : {"1", "3"}) {
     INFO("train.zero " << zero);
-    const fs::path first = dir.path() / ("zero" + zero), second = dir.path() / ("two-from-zero" + zero);
-    zero_islands(dir, two, zero, first);
-    // Two processes of batch 4 without ZeRO from the checkpoint after step 4 end with the weights of
-    // the two islands simulated from the saved state (island 0's shards of the moments, under ZeRO-3
-    // of the weights and the outer state too, assembled; the outer state: a momentum of one sync).
-    resume(dir, first, 4, second, two, 2, 100);
-    CHECK(same_bits(kind_at(second, 7, "param"), simulated_from(two, first, 4)));
+    const fs::path saved = dir.path() / ("zero" + zero);
+    zero_islands(dir, two, zero, saved);
+    // Island 0's shards of the moments (under ZeRO-3 of the weights and the outer state too) are
+    // assembled; the outer state is a momentum of one sync.
+    check_resumes_as_simulated(dir, saved, two);
   }
 }
 
@@ -242,11 +250,8 @@ TEST_CASE(
     CHECK(momentum < 1e-4);
     CHECK(max_difference(real, simulated.start) > 1e-3);
   }
-  // Two processes of whole replicas from the checkpoint after step 4 end with the weights of the two
-  // islands simulated from the saved state: one copy of the model and its outer state, written once.
-  const fs::path saved = dir.path() / "cp2-ring", resumed = dir.path() / "cp2-resumed";
-  resume(dir, saved, 4, resumed, file, 2, 100);
-  CHECK(same_bits(kind_at(resumed, 7, "param"), simulated_from(file, saved, 4)));
+  // One copy of the model and its outer state, written once.
+  check_resumes_as_simulated(dir, dir.path() / "cp2-ring", file);
 }
 
 // A stage of two model chunks syncs them as one buffer, the chunks' parameters one after another
@@ -273,9 +278,7 @@ TEST_CASE(
         schedule.c_str(), where.c_str(), worst);
     CHECK(worst < 1e-5);
     CHECK(max_difference(real, simulated.start) > 1e-3);
-    const fs::path resumed = dir.path() / (schedule + "-resumed");
-    resume(dir, saved, 4, resumed, file, 2, 100);
-    CHECK(same_bits(kind_at(resumed, 7, "param"), simulated_from(file, saved, 4)));
+    check_resumes_as_simulated(dir, saved, file);
   }
 }
 
@@ -283,19 +286,13 @@ TEST_CASE(
     "diloco: a checkpoint of two islands of two tensor shards, or of two pipeline stages, assembles the parts' outer "
     "state and resumes on two islands of one whole replica from it",
     "[diloco][tensor][pipeline][checkpoint]") {
-  namespace fs = std::filesystem;
   TempDir dir;
   // The pipeline's islands read 2 micro-batches of 2 sequences, as the resumed replicas accumulate.
   const std::string tensor_file = resume_file(dir, 2), pipeline_file = resume_file(dir, 2, 2);
   tensor_shards(dir, tensor_file, dir.path() / "tp2");
   pipeline_stages(dir, pipeline_file, dir.path() / "pp2");
-  for (const auto& [saved, file] : {std::pair{dir.path() / "tp2", tensor_file}, {dir.path() / "pp2", pipeline_file}}) {
-    INFO(saved.filename());
-    // Two processes of whole replicas from the checkpoint after step 4 end with the weights of the
-    // two islands simulated from the saved state: the parts' outer state assembled into the whole
-    // model's (the last stage's copy of the tied embedding not written).
-    const fs::path resumed = dir.path() / (saved.filename().string() + "-resumed");
-    resume(dir, saved, 4, resumed, file, 2, 100);
-    CHECK(same_bits(kind_at(resumed, 7, "param"), simulated_from(file, saved, 4)));
-  }
+  // The parts' outer state assembled into the whole model's (the last stage's copy of the tied
+  // embedding not written).
+  for (const auto& [saved, file] : {std::pair{dir.path() / "tp2", tensor_file}, {dir.path() / "pp2", pipeline_file}})
+    check_resumes_as_simulated(dir, saved, file);
 }
