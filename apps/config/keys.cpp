@@ -166,7 +166,8 @@ constexpr ConfigKey keys[] = {
     {"pipeline.trace",
      "file for a Chrome trace (Perfetto) of every stage's forward, backward, waits and sends (with context shards "
      "alone: every rank's ring shifts and all-to-alls; under train.sync diloco without stages or tensor shards: "
-     "every rank's steps and outer syncs), written at the end; empty = none",
+     "every rank's steps and outer syncs, with them: each rank's outer syncs beside its stage's ops), written at the "
+     "end; empty = none",
      field<&J::pipeline, &P::trace>},
 
     {"tensor.shards",
