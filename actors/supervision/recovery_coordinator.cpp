@@ -451,6 +451,15 @@ void on_worker_failed(job_actor* self, const worker_failed_msg& failed) {
     return restart_instead(self, failed, "another node failed, was lost or finished at the same time");
   if (const std::string repeat = repeated_failure(st, failed.rank); !repeat.empty())
     return restart_instead(self, failed, repeat);
+  if (choice.island_left_out) {
+    // No replica holds a DiLoCo island's weights: its node's process, worker and all, is started
+    // again and the island left out as a lost node's is (island_coordinator.hpp).
+    const std::string reason =
+        "rank " + std::to_string(failed.rank) + " (" + describe(st, node->second) + ") failed: " + failed.reason;
+    if (!leave_islands_out(self, {failed.node_index}, FailureKind::worker_exception, reason))
+      on_node_done(self, node_done_msg{failed.node_index, 1, failed.reason, true}, true);
+    return;
+  }
   recovery_in_progress recovery;
   recovery.goal = Goal::respawn_worker;
   recovery.epoch = ++st.recovery_epoch;

@@ -54,11 +54,13 @@ RecoveryChoice choose_recovery(const RecoveryShape& shape, FailureKind kind) {
   if (shape.device_backend) return restart(std::string("in place covers the CPU backend: ") + device_state);
   // No replica holds an island's weights: a lost island is left out (choose_island_left_out), and
   // anything else restarts from the newest checkpoint, which holds the outer state (docs/diloco.md).
+  // A worker that threw takes its node process with it: the process is started again, as a lost
+  // one is, which only the job's own launcher can do.
   if (shape.islands > 1) {
-    if (!node_gone)
+    if (!node_gone && !shape.replaces_nodes)
       return restart(
-          "DiLoCo's islands leave out an island whose node process was lost, silent or unreachable; a worker that "
-          "threw restarts every node from the newest checkpoint");
+          "DiLoCo's islands leave out the island of a worker that threw by starting its node process again, which "
+          "only the job's launcher can do (not --external)");
     const IslandChoice island = choose_island_left_out(shape, {});
     if (!island.why_not.empty()) return restart(island.why_not);
     return {true, false, {}, true};

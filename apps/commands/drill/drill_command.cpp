@@ -284,7 +284,9 @@ std::size_t watch_recovery(EventFeed& feed, double fault_at, const Match& detect
     const bool in_place = how.route == actors::RecoveryRoute::in_place_from_replica ||
                           how.route == actors::RecoveryRoute::in_place_rollback ||
                           how.route == actors::RecoveryRoute::island_left_out;
-    const std::string where = node_lost ? " in its node's new process" : "'s worker respawned in its process";
+    // A DiLoCo island's worker that threw is answered by its node's new process too.
+    const bool new_process = node_lost || !how.nodes.empty();
+    const std::string where = new_process ? " in its node's new process" : "'s worker respawned in its process";
     v.recovered_how = (in_place && !how.ranks.empty()
                            ? "rank " + std::to_string(how.ranks.front()) + where + ", resumed from "
                            : std::string("every node restarted from ")) +

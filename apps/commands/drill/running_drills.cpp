@@ -120,8 +120,15 @@ Verdict drill_running_job(const Drill& drill) {
   const bool island_left_out = resumed_by(actors::RecoveryRoute::island_left_out);
   const bool in_place = resumed_by(actors::RecoveryRoute::in_place_from_replica) ||
                         resumed_by(actors::RecoveryRoute::in_place_rollback) || island_left_out;
-  const bool processes_kept =
-      !in_place || add_in_place_account(events, worker ? std::vector<int>{} : options.targets, v);
+  // A worker that threw keeps its process, except in a DiLoCo island, whose node's process is
+  // started again (its island left out) as a lost one's is.
+  std::vector<int> replaced = worker ? std::vector<int>{} : options.targets;
+  if (worker && island_left_out)
+    for (const job_event& event : events)
+      if (const auto* resumed = caf::get_if<actors::training_resumed>(&event.body);
+          resumed && resumed->route == actors::RecoveryRoute::island_left_out)
+        replaced = resumed->nodes;
+  const bool processes_kept = !in_place || add_in_place_account(events, replaced, v);
   if (island_left_out) {
     // DiLoCo: the lost island's weights since its last sync are gone and one sync averages fewer
     // pseudo-gradients (docs/diloco.md), so the run is another than the undisturbed one by design.

@@ -398,16 +398,20 @@ TEST_CASE("one rule says whether a replica holds every rank's state, for the rol
 }
 
 TEST_CASE(
-    "DiLoCo's islands: a lost node process's island is left out and rejoins, while a worker that threw "
-    "restarts every node, as no island holds another's weights",
+    "DiLoCo's islands: the island of a lost node process, or of a worker that threw (its process started again), is "
+    "left out and rejoins, as no island holds another's weights; with nodes started elsewhere a throw restarts",
     "[recovery]") {
   RecoveryShape shape = plain_dp();
   shape.islands = 2;
   shape.checkpoints = true;
-  const RecoveryChoice thrown = choose_recovery(shape, FailureKind::worker_exception);
-  CHECK_FALSE(thrown.in_place);
-  CHECK_THAT(thrown.why_not, Catch::Contains("DiLoCo's islands") && Catch::Contains("a worker that threw restarts"));
-  for (const FailureKind kind : {FailureKind::node_lost, FailureKind::hang, FailureKind::unreachable}) {
+  shape.replaces_nodes = false;
+  const RecoveryChoice external = choose_recovery(shape, FailureKind::worker_exception);
+  CHECK_FALSE(external.in_place);
+  CHECK_THAT(external.why_not, Catch::Contains("DiLoCo's islands") && Catch::Contains("a worker that threw") &&
+                                   Catch::Contains("not --external"));
+  shape.replaces_nodes = true;
+  for (const FailureKind kind :
+       {FailureKind::worker_exception, FailureKind::node_lost, FailureKind::hang, FailureKind::unreachable}) {
     INFO(to_string(kind));
     const RecoveryChoice lost = choose_recovery(shape, kind);
     CHECK((lost.in_place && lost.island_left_out && !lost.rollback && lost.why_not.empty()));

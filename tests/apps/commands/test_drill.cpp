@@ -139,6 +139,27 @@ TEST_CASE(
   CHECK(seconds_after(r.out, "detected") < 1.0);
 }
 
+// A worker that throws takes its island's weights with it as a lost node does: its node's process
+// is started again and the island left out of the next sync, then rejoins.
+TEST_CASE(
+    "drill kill-worker on two DiLoCo islands: the thrower's node process is started again, its island left out of "
+    "the next sync, and it rejoins with the outer state",
+    "[drill][diloco]") {
+  TempDir dir;
+  const ProcessResult r =
+      drill(dir, "kill-worker", {"--train.sync", "diloco", "--train.islands", "2", "--train.diloco_steps", "2"});
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("verdict: PASS") && Contains("drill: injected failure in the worker of rank 1") &&
+                        Contains("recovery: island 1 left out (epoch 1): island 0 goes on") &&
+                        Contains("rank 1 in its node's new process, resumed from rank 0's outer state") &&
+                        Contains("the lost island rejoined after step ") &&
+                        Contains("survivors kept their processes: yes (node 0 pid ") &&
+                        Contains("node 1's process started again: yes (pid ") &&
+                        Contains("final weights: not compared with the undisturbed run's") &&
+                        !Contains("restarting every node"));
+}
+
 TEST_CASE("drill kill-node on dp 3: both survivors keep their processes and connect to the new one", "[drill]") {
   TempDir dir;
   const ProcessResult r = drill(dir, "kill-node", {"--workers", "3", "--target", "2"});
