@@ -25,6 +25,7 @@
 #include "support/thread_tensor_group.hpp"
 
 using namespace troupe::compute;
+using troupe::test::on_tensor_shards;
 using troupe::test::ThreadGroup;
 using troupe::test::worst_relative;
 
@@ -77,20 +78,10 @@ StepState one_process(DType dtype, Recompute recompute = Recompute::none) {
 
 std::vector<StepState> sharded(int shards, DType dtype, Recompute recompute = Recompute::none,
                                bool sequence_parallel = false) {
-  ThreadGroup group(shards);
-  std::vector<StepState> states(static_cast<std::size_t>(shards));
-  std::vector<std::thread> threads;
-  for (int s = 0; s < shards; ++s)
-    threads.emplace_back([&, s] {
-      CpuBackend backend(1);
-      TensorShardGroup member = group.member(s);
-      member.sequence_parallel = sequence_parallel;
-      GPTStage stage(config, backend, 0, config.n_layer, dtype, recompute, nullptr, member);
-      states[static_cast<std::size_t>(s)] =
-          take_step(stage, backend, dtype, Batch{}, [&member](Tensor t) { member.all_reduce(t); });
-    });
-  for (auto& t : threads) t.join();
-  return states;
+  return on_tensor_shards(shards, sequence_parallel, [&](CpuBackend& backend, TensorShardGroup& member) {
+    GPTStage stage(config, backend, 0, config.n_layer, dtype, recompute, nullptr, member);
+    return take_step(stage, backend, dtype, Batch{}, [&member](Tensor t) { member.all_reduce(t); });
+  });
 }
 
 // The global elements a shard's local buffer holds, in local order.

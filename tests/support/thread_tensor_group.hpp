@@ -4,8 +4,11 @@
 
 #include <barrier>
 #include <cstring>
+#include <thread>
+#include <type_traits>
 #include <vector>
 
+#include "compute/cpu/cpu_backend.hpp"
 #include "compute/model/tensor_shard.hpp"
 #include "compute/tensor.hpp"
 
@@ -70,5 +73,24 @@ class ThreadGroup {
   std::barrier<> sync_;
   std::vector<compute::Tensor> published_;
 };
+
+// `run(backend, member)` on `shards` threads, each a shard of one ThreadGroup (sequence parallel
+// where asked) with a one-thread CPU backend of its own: their results, in shard order.
+template <class Run>
+auto on_tensor_shards(int shards, bool sequence_parallel, Run run) {
+  using Result = std::invoke_result_t<Run&, compute::CpuBackend&, compute::TensorShardGroup&>;
+  ThreadGroup group(shards);
+  std::vector<Result> results(static_cast<std::size_t>(shards));
+  std::vector<std::thread> threads;
+  for (int s = 0; s < shards; ++s)
+    threads.emplace_back([&, s] {
+      compute::CpuBackend backend(1);
+      compute::TensorShardGroup member = group.member(s);
+      member.sequence_parallel = sequence_parallel;
+      results[static_cast<std::size_t>(s)] = run(backend, member);
+    });
+  for (auto& t : threads) t.join();
+  return results;
+}
 
 }  // namespace troupe::test

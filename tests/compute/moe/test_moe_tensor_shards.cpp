@@ -31,6 +31,7 @@
 #include "support/thread_tensor_group.hpp"
 
 using namespace troupe::compute;
+using troupe::test::on_tensor_shards;
 using troupe::test::ThreadGroup;
 
 namespace {
@@ -98,20 +99,10 @@ StepState one_process(const GPTConfig& config) {
 
 std::vector<StepState> sharded(const GPTConfig& config, int shards, bool sequence_parallel,
                                Recompute recompute = Recompute::none) {
-  ThreadGroup group(shards);
-  std::vector<StepState> states(static_cast<std::size_t>(shards));
-  std::vector<std::thread> threads;
-  for (int s = 0; s < shards; ++s)
-    threads.emplace_back([&, s] {
-      CpuBackend backend(1);
-      TensorShardGroup member = group.member(s);
-      member.sequence_parallel = sequence_parallel;
-      GPTStage stage(config, backend, 0, config.n_layer, DType::f64, recompute, nullptr, member);
-      states[static_cast<std::size_t>(s)] =
-          take_step(stage, backend, config, [&member](Tensor t) { member.all_reduce(t); });
-    });
-  for (auto& t : threads) t.join();
-  return states;
+  return on_tensor_shards(shards, sequence_parallel, [&](CpuBackend& backend, TensorShardGroup& member) {
+    GPTStage stage(config, backend, 0, config.n_layer, DType::f64, recompute, nullptr, member);
+    return take_step(stage, backend, config, [&member](Tensor t) { member.all_reduce(t); });
+  });
 }
 
 // The largest, over the shard's parameters, of |local - global| / |global| as vector norms, the
