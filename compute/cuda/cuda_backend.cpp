@@ -161,8 +161,10 @@ void CudaBackend::encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dou
   check_f32(op, {&dout, &dwte, &dwpe});
   const auto [B, T, C] = checks::encoder(tokens, dwte, dwpe, dout, op);
   check_ids(tokens, std::int64_t{B} * T, op);
+  const std::int64_t positions = std::int64_t{B} * T;
   cuda::encoder_backward(f32(dwte), f32(dwpe), f32(dout), tokens.data_as<std::int32_t>(), B, T, C,
-                         checks::to_int(dwte.dim(0), op), stream_);
+                         checks::to_int(dwte.dim(0), op),
+                         token_order_.get(cuda::encoder_backward_scratch_bytes(positions), stream_), stream_);
 }
 
 void CudaBackend::layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& inp, const Tensor& weight,

@@ -111,7 +111,7 @@ class CudaBackend final : public Backend {
   Precision precision_;
   cudaStream_t stream_;
   cublasHandle_t cublas_;
-  Scratch column_scratch_, reduce_scratch_, bf16_scratch_[3];
+  Scratch column_scratch_, reduce_scratch_, bf16_scratch_[3], token_order_;
   Scratch attention_heads_, attention_outputs_, attention_scores_[2], attention_probs_;
 };
 

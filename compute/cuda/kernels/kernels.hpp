@@ -22,9 +22,11 @@ namespace troupe::compute::cuda {
 // encoder.cu
 void encoder_forward(float* out, const std::int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C,
                      int V, cudaStream_t stream);
-// dwte += scatter (atomic adds: repeated tokens add in any order), dwpe += sum over b (in order).
+// dwte += each token's positions, summed in position order (the CPU backend's sum, bit for bit),
+// dwpe += sum over b (in order). scratch holds encoder_backward_scratch_bytes(B · T) bytes.
+std::size_t encoder_backward_scratch_bytes(std::int64_t positions);
 void encoder_backward(float* dwte, float* dwpe, const float* dout, const std::int32_t* tokens, int B, int T, int C,
-                      int V, cudaStream_t stream);
+                      int V, void* scratch, cudaStream_t stream);
 
 // layernorm.cu; column_scratch holds 2 · column_chunks(N) · C floats.
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
