@@ -12,6 +12,8 @@
 #include <atomic>
 #include <thread>
 
+#include <spdlog/fmt/fmt.h>
+
 #include "actors/process_environment.hpp"
 #include "apps/commands/drill/drill.hpp"
 
@@ -287,8 +289,16 @@ Verdict drill_grow(const Drill& drill) {
     std::string pids;
     for (const auto& [index, seen] : before) {
       if (index == node) continue;
-      kept = kept && after_grow.at(index) == seen;
+      const auto grown_pids = after_grow.find(index);
+      const bool same = grown_pids != after_grow.end() && grown_pids->second == seen;
+      kept = kept && same;
       pids += (pids.empty() ? "node " : ", node ") + std::to_string(index) + " pid " + std::to_string(seen.back());
+      // Every process the events named for the node, so a changed one can be read.
+      if (!same)
+        pids +=
+            fmt::format(" (joined as {} before the grow, as {} after it)", fmt::join(seen, " then "),
+                        grown_pids == after_grow.end() ? std::string("nothing")
+                                                       : fmt::format("{}", fmt::join(grown_pids->second, " then ")));
     }
     v.checks.push_back("survivors kept their processes through the grow: " + std::string(kept ? "yes (" : "NO (") +
                        pids + ")");

@@ -333,6 +333,10 @@ TEST_CASE(
     args = with(std::move(args), {"--train.batch_size", "2", "--train.seq_len", "32", "--train.log_every", "1"});
     const ProcessResult r = run_troupe(dir, with(std::move(args), accumulated), std::chrono::seconds(240));
     INFO("stdout: " << r.out << "\nstderr: " << r.err);
+    // The events the drill read, so a failed verdict can be read against them.
+    INFO("drilled.events: " << (std::filesystem::exists(folder / "drilled.events")
+                                    ? file_text(folder / "drilled.events")
+                                    : std::string("(none)")));
     REQUIRE(r.exit_code == 0);
     CHECK_THAT(r.out,
                Contains("grown in place: yes") && Contains("survivors kept their processes through the grow: yes"));
