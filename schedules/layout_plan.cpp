@@ -214,11 +214,14 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
     shape = *found;
   }
 
+  if (l.islands < 1 || l.dp % l.islands != 0)
+    return Error{"diloco islands: " + std::to_string(l.islands) + " do not divide dp " + std::to_string(l.dp)};
   PlannedLayout planned;
   planned.layout = l;
   planned.not_built = not_built(w, l);
-  // The data-parallel group holds every context shard: ZeRO shards over dp · cp ranks.
-  const double dp = double(l.dp) * l.cp, tp = l.tp;
+  // The data-parallel group holds every context shard: ZeRO shards over dp · cp ranks, of one island
+  // under DiLoCo.
+  const double dp = double(l.dp / l.islands) * l.cp, tp = l.tp;
   const int rows = w.seq_len / l.cp;  // of each sequence, on a rank
   const compute::context::ContextLayerCost context = compute::context::context_layer_cost(
       l.context, l.micro_batch, w.seq_len, int(model.n_embd / l.tp), model.n_head / l.tp, l.cp);
@@ -280,6 +283,7 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
     if (zero3)
       m.gathered = bytes.as_troupe_runs ? (bytes.weight + bytes.gradient) * (embeddings + 2 * block)
                                         : 2 * bytes.weight * largest_unit + bytes.gradient * largest_unit;
+    if (l.sync == compute::SyncMode::diloco) m.outer = 4 * (l.chunks > 1 ? 4 : 3) * (zero3 ? sharded : p);
     m.activations = activations;
     m.stashed = shape.peak_stashed[s];
     if (s == 0 || m.total() > planned.memory.total()) {
@@ -292,10 +296,11 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
   // Bytes per step each device sends, by group.
   LinkBytes& link = planned.bytes;
   const double m_count = l.microbatches;
-  if (l.dp * l.cp > 1) {
+  if (dp > 1) {
     // Under ep the rank's experts are reduced and gathered over the dp/ep ranks holding them.
+    // Under DiLoCo every step's sums stay inside an island; its outer syncs are not counted here.
     const double ring_bytes =
-        ring_share(l.dp * l.cp) * (stage_params - stage_experts) + ring_share(l.dp / l.ep) * stage_experts;
+        ring_share(int(dp)) * (stage_params - stage_experts) + ring_share(l.dp / l.ep) * stage_experts;
     const double scatter = bytes.gradient * ring_bytes, gather = bytes.weight * ring_bytes;
     switch (l.zero) {
       case compute::ZeroStage::none: link.dp = 2 * scatter; break;
@@ -321,7 +326,7 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
   }
   link.tp_inter = l.tp > cluster.devices_per_node;
   link.cp_inter = l.tp * l.cp > cluster.devices_per_node;
-  link.dp_inter = l.tp * l.cp * l.dp > cluster.devices_per_node;
+  link.dp_inter = l.tp * dp > cluster.devices_per_node;
   link.ep_inter = l.tp * l.ep > cluster.devices_per_node;
   link.pp_inter = l.pp > 1 && cluster.nodes > 1;
 
@@ -397,6 +402,7 @@ std::string describe(const Layout& l) {
   if (l.cp > 1)
     text += ", cp " + std::to_string(l.cp) + " " + std::string(compute::context::context_method_name(l.context));
   if (l.ep > 1) text += ", ep " + std::to_string(l.ep);
+  if (l.sync == compute::SyncMode::diloco) text += ", diloco " + std::to_string(l.islands) + " island(s)";
   text += ", micro-batch " + std::to_string(l.micro_batch) + " x " + std::to_string(l.microbatches);
   text += ", recompute " + compute::recompute_name(l.recompute);
   return text;
@@ -421,6 +427,7 @@ Status check_plan_inputs(const Workload& w, const Cluster& c) {
     if (dimensions[i].second > most[i])
       return Error{std::string(dimensions[i].first) + " " + std::to_string(dimensions[i].second) +
                    " is more than the planner takes (at most " + std::to_string(most[i]) + ")"};
+  if (w.islands < 1) return Error{"diloco islands must be at least 1, got " + std::to_string(w.islands)};
   if (c.nodes < 1) return Error{"nodes must be at least 1, got " + std::to_string(c.nodes)};
   if (c.devices_per_node < 1)
     return Error{"devices per node must be at least 1, got " + std::to_string(c.devices_per_node)};
@@ -527,9 +534,13 @@ Expected<Plan> plan_layouts(const Workload& w, const Cluster& cluster, int most_
       if (devices / tp % pp != 0 || (!w.stage_speeds.empty() && pp != int(w.stage_speeds.size()))) continue;
       for (int cp = 1; cp <= std::min(most_context_shards, devices / tp / pp); ++cp) {
         const int dp = devices / tp / pp / cp;
-        if (devices / tp / pp % cp != 0 || (cp > 1 && w.seq_len % (2 * cp) != 0) || w.global_batch % dp != 0) continue;
+        if (devices / tp / pp % cp != 0 || (cp > 1 && w.seq_len % (2 * cp) != 0) || w.global_batch % dp != 0 ||
+            dp % w.islands != 0)
+          continue;
         Layout grid{dp, tp, pp};
         grid.cp = cp;
+        grid.sync = w.sync;
+        grid.islands = w.islands;
         for (compute::context::ContextMethod method : compute::context::context_methods) {
           const bool heads_split = (w.model.n_head / tp) % cp == 0;
           if (method == compute::context::ContextMethod::all_to_all && (cp == 1 || !heads_split)) continue;

@@ -59,6 +59,7 @@
 #include "compute/model/gpt_config.hpp"
 #include "compute/model/recompute.hpp"
 #include "compute/model/stage_split.hpp"
+#include "compute/train/sync_mode.hpp"
 #include "compute/train/zero_stage.hpp"
 #include "schedules/schedule.hpp"
 
@@ -120,6 +121,9 @@ struct Workload {
   std::vector<double> stage_speeds;
   // bf16 on a CPU without BF16 units: the products' operand copies are bf16 values kept in f32.
   bool emulated_products = false;
+  // The job's train.sync and DiLoCo islands: every layout searched splits its replicas into them.
+  compute::SyncMode sync = compute::SyncMode::allreduce;
+  int islands = 1;
 };
 
 // No schedule: pp = 1 (micro-batches are gradient accumulation). cp context shards split each
@@ -136,6 +140,10 @@ struct Layout {
   compute::context::ContextMethod context = compute::context::ContextMethod::ring;
   compute::SplitMethod split = compute::SplitMethod::balanced;  // speed: by Workload::stage_speeds
   int ep = 1;  // expert shards: a group of ep consecutive data-parallel replicas (a model with experts)
+  // train.sync diloco: the dp replicas form `islands` equal islands, each summing its gradients (and
+  // sharding ZeRO's state) inside, and every rank keeps DiLoCo's outer state for what it holds.
+  compute::SyncMode sync = compute::SyncMode::allreduce;
+  int islands = 1;
 };
 
 // "zero 1, dp 32, tp 2, pp 4 1f1b, cp 2 ring, ep 2, micro-batch 2 × 8, recompute none" (tp, pp, cp
@@ -144,8 +152,12 @@ std::string describe(const Layout& layout);
 
 struct DeviceMemory {
   double parameters = 0, gradients = 0, optimizer = 0, activations = 0, gathered = 0;
+  // DiLoCo's outer state (compute/train/outer_step.hpp): the last-sync weights, the outer momentum
+  // and the pseudo-gradient, f32 each, over what the rank holds; a stage of several chunks also
+  // copies them into one buffer around each sync.
+  double outer = 0;
   int stashed = 1;  // micro-batches whose activations the stage keeps at its peak
-  double model_states() const { return parameters + gradients + optimizer + gathered; }
+  double model_states() const { return parameters + gradients + optimizer + gathered + outer; }
   double total() const { return model_states() + activations; }
 };
 

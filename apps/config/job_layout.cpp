@@ -57,6 +57,8 @@ schedules::Workload job_workload(const ResolvedJob& job, int ranks) {
   // The CPU backend's operand copies are as this machine's products need them.
   workload.emulated_products = bf16 && job.config.train.backend == compute::BackendKind::cpu &&
                                compute::cpu::bf16_units_of_this_cpu() == compute::cpu::Bf16Units::emulated;
+  workload.sync = layout.sync;
+  workload.islands = layout.islands;
   return workload;
 }
 
@@ -75,6 +77,8 @@ schedules::Layout job_layout(const ResolvedJob& job, int ranks) {
   layout.cp = c.context.shards;
   layout.context = c.context.method;
   layout.ep = c.expert.shards;
+  layout.sync = c.train.sync;
+  layout.islands = c.train.sync == compute::SyncMode::diloco ? c.train.islands : 1;
   return layout;
 }
 

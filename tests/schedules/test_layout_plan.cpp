@@ -588,3 +588,50 @@ TEST_CASE("a model with experts under ZeRO 1 to 3: the dense state sharded over 
   const double C = 128, block = 12 * C * C + 13 * C + model.moe_block_extra_parameters(2);
   CHECK(planned.memory.gathered == Approx(8 * (double(model.padded_vocab_size + model.block_size) * C + 2 * block)));
 }
+
+TEST_CASE(
+    "diloco islands: ZeRO shards and sums inside an island, the outer state is 12 bytes a held parameter, 16 on a "
+    "stage of two chunks",
+    "[plan][diloco]") {
+  const compute::GPTConfig model = preset("gpt2");  // 12 layers: 2 stages of 2 equal chunks for ZB-V
+  const Workload w{model, 16, 256, Precision::fp32};
+  Layout zero3{4, 1, 1, ZeroStage::parameters, Recompute::none, 4, 1};
+  const PlannedLayout job_wide = plan(w, machine(4), zero3);
+  CHECK(job_wide.memory.outer == 0);
+  zero3.sync = compute::SyncMode::diloco;
+  zero3.islands = 2;
+  const PlannedLayout islands = plan(w, machine(4), zero3);
+  CHECK_THAT(describe(zero3), Catch::Contains(", diloco 2 island(s)"));
+  // Sharded over the 2 ranks of an island, not the job's 4: twice the parameters and moments.
+  CHECK(islands.memory.parameters == Approx(2 * job_wide.memory.parameters));
+  CHECK(islands.memory.optimizer == Approx(2 * job_wide.memory.optimizer));
+  CHECK(islands.memory.outer == Approx(3 * islands.memory.parameters));
+  // The ring of an island's 2 ranks sends (2 - 1) / 2 of the bytes where the job's 4 sent 3 / 4.
+  CHECK(islands.bytes.dp == Approx(job_wide.bytes.dp * (1.0 / 2) / (3.0 / 4)));
+  for (const ScheduleKind kind : {ScheduleKind::one_f_one_b, ScheduleKind::zb_v}) {
+    Layout stages{2, 1, 2, ZeroStage::none, Recompute::none, 1, 8, kind, kind == ScheduleKind::zb_v ? 2 : 1};
+    stages.sync = compute::SyncMode::diloco;
+    stages.islands = 2;
+    const PlannedLayout p = plan(w, machine(4), stages);
+    INFO(describe(stages));
+    CHECK(p.memory.outer == Approx((kind == ScheduleKind::zb_v ? 4 : 3) * p.memory.parameters));
+  }
+  zero3.islands = 3;
+  CHECK_FALSE(plan_layout(w, machine(4), zero3).ok());
+  // A search for a DiLoCo job keeps its islands: only replicas that split into them, each with its
+  // outer state.
+  Workload diloco = w;
+  diloco.sync = compute::SyncMode::diloco;
+  diloco.islands = 2;
+  auto searched = plan_layouts(diloco, machine(4));
+  REQUIRE(searched);
+  REQUIRE_FALSE(searched->feasible.empty());
+  for (const PlannedLayout& p : searched->feasible) {
+    INFO(describe(p.layout));
+    CHECK(p.layout.islands == 2);
+    CHECK(p.layout.dp % 2 == 0);
+    CHECK(p.memory.outer > 0);
+  }
+  diloco.islands = 0;
+  CHECK_FALSE(plan_layouts(diloco, machine(4)).ok());
+}

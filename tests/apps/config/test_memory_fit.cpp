@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "apps/config/memory_fit.hpp"
 #include "apps/config/resolve.hpp"
 #include "apps/run_troupe.hpp"
+#include "compute/model/parameter_layout.hpp"
 #include "schedules/layout_plan.hpp"
 
 using namespace troupe::test;
@@ -219,4 +221,54 @@ TEST_CASE("a sim rank counts 12 MiB of runtime where a cpu rank counts 40 MiB", 
   config.train.backend = troupe::compute::BackendKind::sim;
   CHECK(check_memory_fit(resolved(config), {1024, 32, 32}, per_rank).ok());
   CHECK_FALSE(check_memory_fit(resolved(config), {1024, 32, 32}, RankMemory{12.0 * 1024 * 1024, "test"}).ok());
+}
+
+// DiLoCo's outer state (the last-sync weights, the outer momentum and the pseudo-gradient, f32
+// each) over what a rank holds, with ZeRO's moments sharded over one island, not the job: the
+// planner's optimizer state plus outer state against what the ranks' ledgers allocate of the kind.
+TEST_CASE("the memory check counts DiLoCo's outer state as the ranks allocate it, ZeRO sharding over an island",
+          "[config][diloco]") {
+  TempDir dir;
+  for (const ZeroStage zero : {ZeroStage::none, ZeroStage::parameters}) {
+    troupe::actors::JobConfig config;
+    config.model.preset = "tiny";
+    config.train.batch_size = 2;
+    config.train.seq_len = 32;
+    config.train.zero = zero;
+    config.train.sync = troupe::compute::SyncMode::diloco;
+    config.train.islands = 2;
+    config.train.diloco_steps = 2;
+    const auto job = resolved(config);
+    auto planned =
+        troupe::schedules::plan_layout(troupe::apps::job_workload(job, 4), troupe::apps::job_cluster({4, 1, 4}, 1e12),
+                                       troupe::apps::job_layout(job, 4));
+    REQUIRE(planned.ok());
+    const auto& memory = planned->memory;
+    const double parameters = double(troupe::compute::ParameterLayout(job.model).total());
+    // Two ranks an island: ZeRO-3 halves what a rank holds, whatever the islands.
+    const double held = zero == ZeroStage::parameters ? parameters / 2 : parameters;
+    CHECK(memory.outer == Approx(12 * held));
+    CHECK(memory.optimizer == Approx(8 * held));
+    const std::string zero_text = std::to_string(troupe::compute::zero_number(zero));
+    const ProcessResult r = run_troupe(
+        dir, with({"train", "--workers", "4", "--train.sync", "diloco", "--train.islands", "2", "--train.diloco_steps",
+                   "2", "--train.zero", zero_text, "--train.batch_size", "2", "--train.seq_len", "32"},
+                  tiny_steps(3)));
+    INFO("train.zero " << zero_text << ": planned optimizer " << memory.optimizer << " B and outer " << memory.outer
+                       << " B\nstdout: " << r.out << "\nstderr: " << r.err);
+    REQUIRE(r.exit_code == 0);
+    const std::regex end_line(
+        "memory at end of rank (\\d+): .*optimizer_state [0-9.]+ [KMG]?i?B \\(peak ([0-9.]+) (B|KiB|MiB|GiB)\\)");
+    int ranks = 0;
+    for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), end_line); it != std::sregex_iterator(); ++it) {
+      const std::smatch& m = *it;
+      const double scale = m[3] == "GiB" ? 1 << 30 : m[3] == "MiB" ? 1 << 20 : m[3] == "KiB" ? 1 << 10 : 1;
+      const double allocated = std::stod(m[2].str()) * scale;
+      INFO("rank " << m[1] << ": optimizer_state peak " << allocated << " B");
+      // The log prints 3 significant digits.
+      CHECK(allocated == Approx(memory.optimizer + memory.outer).epsilon(0.01));
+      ++ranks;
+    }
+    CHECK(ranks == 4);
+  }
 }
