@@ -1,5 +1,7 @@
 #include "schedules/layout_plan.hpp"
 
+#include "compute/check.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -214,8 +216,7 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
     shape = *found;
   }
 
-  if (l.islands < 1 || l.dp % l.islands != 0)
-    return Error{"diloco islands: " + std::to_string(l.islands) + " do not divide dp " + std::to_string(l.dp)};
+  TROUPE_CHECK(l.islands >= 1 && l.dp % l.islands == 0, "planned diloco islands that do not divide dp");
   PlannedLayout planned;
   planned.layout = l;
   planned.not_built = not_built(w, l);
@@ -427,7 +428,7 @@ Status check_plan_inputs(const Workload& w, const Cluster& c) {
     if (dimensions[i].second > most[i])
       return Error{std::string(dimensions[i].first) + " " + std::to_string(dimensions[i].second) +
                    " is more than the planner takes (at most " + std::to_string(most[i]) + ")"};
-  if (w.islands < 1) return Error{"diloco islands must be at least 1, got " + std::to_string(w.islands)};
+  TROUPE_CHECK(w.islands >= 1, "a workload of no diloco islands");
   if (c.nodes < 1) return Error{"nodes must be at least 1, got " + std::to_string(c.nodes)};
   if (c.devices_per_node < 1)
     return Error{"devices per node must be at least 1, got " + std::to_string(c.devices_per_node)};

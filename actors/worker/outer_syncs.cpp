@@ -26,19 +26,19 @@ double trace_now_us() {
 
 namespace {
 
-// A buffer other than the whole model's (a tensor shard's) is one fragment: resolve() refuses
-// streaming there.
-compute::OuterOptions options_for(const ResolvedJob& job, bool whole_model) {
+// The job's options with `fragments` in place of the whole model's.
+compute::OuterOptions options_for(const ResolvedJob& job, std::vector<compute::OuterFragment> fragments) {
   compute::OuterOptions options = outer_options(job);
-  if (!whole_model) options.fragments.clear();
+  options.fragments = std::move(fragments);
   return options;
 }
 
 }  // namespace
 
-OuterSyncs::OuterSyncs(const ResolvedJob& job, const compute::Tensor& params, bool whole_model,
-                       compute::IslandGroup islands, int rank, monitor::WorkerMetrics* metrics)
-    : outer_(params, options_for(job, whole_model)),
+OuterSyncs::OuterSyncs(const ResolvedJob& job, const compute::Tensor& params,
+                       std::vector<compute::OuterFragment> fragments, compute::IslandGroup islands, int rank,
+                       monitor::WorkerMetrics* metrics)
+    : outer_(params, options_for(job, std::move(fragments))),
       islands_(std::move(islands)),
       rank_(rank),
       total_steps_(job.config.train.steps),

@@ -27,11 +27,11 @@ double trace_now_us();
 
 class OuterSyncs {
  public:
-  // The outer state starts from `params` (the rank's buffer); `whole_model`: the buffer is the whole
-  // model's, cut into the job's fragments (else one fragment, the whole buffer). `rank`: the rank
+  // The outer state starts from `params` (the rank's buffer), cut into `fragments` (the job's
+  // fragments as this rank holds them; empty: the whole buffer, one fragment). `rank`: the rank
   // that logs (0) and its trace track.
-  OuterSyncs(const ResolvedJob& job, const compute::Tensor& params, bool whole_model, compute::IslandGroup islands,
-             int rank, monitor::WorkerMetrics* metrics);
+  OuterSyncs(const ResolvedJob& job, const compute::Tensor& params, std::vector<compute::OuterFragment> fragments,
+             compute::IslandGroup islands, int rank, monitor::WorkerMetrics* metrics);
 
   // Whether after_step lands or starts a fragment after the step that made `steps_taken` steps:
   // otherwise it leaves the parameters alone.

@@ -24,6 +24,7 @@
 #include "comm/grid.hpp"
 #include "comm/peer_transports.hpp"
 #include "compute/memory_ledger.hpp"
+#include "compute/model/gpt_stage.hpp"
 #include "compute/model/parameter_layout.hpp"
 #include "compute/model/stage_split.hpp"
 #include "monitor/log.hpp"
@@ -252,7 +253,15 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   compute::Tensor synced;
   if (job.config.train.sync == compute::SyncMode::diloco) {
     synced = outer_buffer(trainer);
-    outer = std::make_unique<OuterSyncs>(job, synced, false, std::move(island), rank, metrics);
+    // A tensor shard of the whole model keeps each fragment's slices as one run of its buffer (its
+    // units in the model's order); a stage's or a ZeRO-3 shard's buffer syncs whole (resolve()
+    // refuses streaming there).
+    std::vector<compute::OuterFragment> fragments;
+    if (grid.pp == 1 && !compute::shards_parameters(zero))
+      fragments = compute::outer_fragments(
+          compute::GPTStage::parameter_units(job.model, 0, job.model.n_layer, {coord.tp, grid.tp}),
+          job.config.train.diloco_fragments, job.config.train.diloco_steps);
+    outer = std::make_unique<OuterSyncs>(job, synced, std::move(fragments), std::move(island), rank, metrics);
     shares_text += outer->describe(island_replicas);
   }
   monitor::TraceRecorder trace;

@@ -262,9 +262,12 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
   }
   if (t.sync == compute::SyncMode::diloco) {
     // The outer state is the same on every island (it changes only at a sync): the first rank writes
-    // it, under ZeRO-3 each of island 0's ranks its shard (the buffer it keeps, synced whole).
+    // it, under ZeRO-3 each of island 0's ranks its shard (its part of each fragment synced with the
+    // same shard of the other islands).
     const int count = islands.count;
-    outer_ = std::make_unique<OuterSyncs>(job, model_.params(), !sharded_, std::move(islands), rank, metrics_);
+    outer_ = std::make_unique<OuterSyncs>(
+        job, model_.params(), compute::fragments_within(outer_options(job).fragments, params_begin, params_end),
+        std::move(islands), rank, metrics_);
     compute::OuterStep& outer = outer_->outer();
     held_.push_back({"outer_sync", params_begin, params_end, outer.last_sync().data_as<float>(), writes_params});
     held_.push_back({"outer_momentum", params_begin, params_end, outer.momentum().data_as<float>(), writes_params});

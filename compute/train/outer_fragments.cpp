@@ -1,5 +1,6 @@
 #include "compute/train/outer_fragments.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "compute/check.hpp"
@@ -20,6 +21,18 @@ std::vector<OuterFragment> outer_fragments(std::span<const ParameterUnit> units,
     next_block += count;
     const std::size_t last_unit = f + 1 == fragments ? units.size() - 1 : static_cast<std::size_t>(next_block);
     out.push_back({units[first_unit].begin, units[last_unit].end, f * (every / fragments)});
+  }
+  return out;
+}
+
+std::vector<OuterFragment> fragments_within(std::span<const OuterFragment> model, std::int64_t begin,
+                                            std::int64_t end) {
+  TROUPE_CHECK(!model.empty() && 0 <= begin && begin <= end && end <= model.back().end,
+               "outer fragments: a run outside the model's buffer");
+  std::vector<OuterFragment> out;
+  for (const OuterFragment& f : model) {
+    const std::int64_t first = std::clamp(f.begin, begin, end), last = std::clamp(f.end, begin, end);
+    out.push_back({first - begin, last - begin, f.offset});
   }
   return out;
 }

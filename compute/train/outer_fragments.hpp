@@ -30,6 +30,13 @@ struct OuterFragment {
 // embeddings, each block, the tail. Needs 1 ≤ F ≤ the blocks and H ≥ 1.
 std::vector<OuterFragment> outer_fragments(std::span<const ParameterUnit> units, int fragments, long every);
 
+// The model's fragments as a rank holding only the run [begin, end) of the model's flat buffer
+// keeps them (a ZeRO-3 shard): each fragment cut to the run and counted from `begin`, on its own
+// schedule; a fragment outside the run is left empty (begin = end), so fragment f is the same
+// fragment on every rank. Each element takes the outer step alone, so the shards' steps are the
+// whole buffer's.
+std::vector<OuterFragment> fragments_within(std::span<const OuterFragment> model, std::int64_t begin, std::int64_t end);
+
 // Whether fragment `fragment`'s schedule syncs it after the step that made `steps_taken` steps.
 bool scheduled(const OuterFragment& fragment, long every, long steps_taken);
 

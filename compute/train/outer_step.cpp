@@ -63,7 +63,7 @@ OuterStep::OuterStep(const Tensor& params, OuterOptions options) : options_(std:
   if (options_.fragments.empty()) options_.fragments = {{0, params.numel(), 0}};
   std::int64_t next = 0;
   for (const OuterFragment& f : options_.fragments) {
-    TROUPE_CHECK(f.begin == next && f.end > f.begin && f.offset >= 0,
+    TROUPE_CHECK(f.begin == next && f.end >= f.begin && f.offset >= 0,
                  "outer step: fragments not covering the buffer in order");
     next = f.end;
   }
@@ -141,22 +141,28 @@ void OuterStep::apply(int fragment, Tensor& params, const Tensor& summed, int is
   ++syncs_;
 }
 
+// An empty fragment (a shard holding none of it, outer_fragments.hpp) is synced without a sum:
+// every rank that pairs with this one over the islands holds none of it either.
+bool OuterStep::sums(int fragment, const IslandGroup& group) const {
+  return group.count > 1 && options_.fragments[static_cast<std::size_t>(fragment)].size() > 0;
+}
+
+void OuterStep::land(int fragment, Tensor& params, const IslandGroup& group, bool mix) {
+  last_islands_ = sums(fragment, group) ? group.wait_sum() : group.count;
+  apply(fragment, params, pending(fragment), last_islands_, mix);
+}
+
 std::vector<int> OuterStep::after_step(long steps_taken, long total_steps, Tensor& params, const IslandGroup& group) {
   TROUPE_CHECK(group.count == 1 || (group.start_sum && group.wait_sum), "outer step: islands without their sum");
-  const bool many = group.count > 1;
   std::vector<int> landed = landing(steps_taken, total_steps);
   const std::vector<int> started = starting(steps_taken, total_steps);
-  for (int f : landed) {
-    last_islands_ = many ? group.wait_sum() : 1;
-    apply(f, params, pending(f), last_islands_, true);
-  }
+  for (int f : landed) land(f, params, group, true);
   const bool at_once = lands_at_once(steps_taken, total_steps);
   for (int f : started) {
     take_pseudo_gradient(f, params, steps_taken);
-    if (many) group.start_sum(pending(f), steps_taken);
+    if (sums(f, group)) group.start_sum(pending(f), steps_taken);
     if (!at_once) continue;
-    last_islands_ = many ? group.wait_sum() : 1;
-    apply(f, params, pending(f), last_islands_, false);
+    land(f, params, group, false);
     landed.push_back(f);
   }
   if (group.synced && !landed.empty()) group.synced(steps_taken, last_sync_, momentum_);
@@ -184,8 +190,7 @@ std::vector<int> OuterStep::land_in_flight(Tensor& params, const IslandGroup& gr
   std::vector<int> landed;
   for (std::size_t f = 0; f < started_at_.size(); ++f) {
     if (started_at_[f] < 0) continue;
-    last_islands_ = group.count > 1 ? group.wait_sum() : 1;
-    apply(static_cast<int>(f), params, pending(static_cast<int>(f)), last_islands_, true);
+    land(static_cast<int>(f), params, group, true);
     landed.push_back(static_cast<int>(f));
   }
   return landed;

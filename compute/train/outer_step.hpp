@@ -114,6 +114,11 @@ class OuterStep {
   Tensor& momentum() { return momentum_; }
 
  private:
+  // Whether fragment f's pseudo-gradient is summed over the islands (not for one island, nor an
+  // empty fragment); land waits for that sum, if any, and applies it.
+  bool sums(int fragment, const IslandGroup& group) const;
+  void land(int fragment, Tensor& params, const IslandGroup& group, bool mix);
+
   OuterOptions options_;
   Tensor last_sync_, momentum_;
   Tensor delta_;                  // each fragment's pseudo-gradient, then its islands' sum, in its slice

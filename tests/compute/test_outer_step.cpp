@@ -280,6 +280,43 @@ TEST_CASE("outer fragments: consecutive blocks, the embeddings first and the tai
   const std::vector<OuterFragment> one = outer_fragments(units, 1, 20);
   CHECK((one.size() == 1 && one[0].begin == 0 && one[0].end == 27));
   CHECK(outer_fragments(units, 5, 7).back().offset == 4);
+  // A shard of the buffer, [15, 27): the first fragment's last 4 values and the whole second, counted
+  // from the shard's start; a shard inside one fragment leaves the other empty, on its schedule.
+  const std::vector<OuterFragment> shard = fragments_within(f, 15, 27);
+  REQUIRE(shard.size() == 2);
+  CHECK((shard[0].begin == 0 && shard[0].end == 4 && shard[0].offset == 0));
+  CHECK((shard[1].begin == 4 && shard[1].end == 12 && shard[1].offset == 10));
+  const std::vector<OuterFragment> inside = fragments_within(f, 0, 15);
+  CHECK((inside[0].begin == 0 && inside[0].end == 15));
+  CHECK((inside[1].begin == 15 && inside[1].end == 15 && inside[1].offset == 10));
+}
+
+TEST_CASE("outer step: an empty fragment syncs on its schedule without a sum, the others as the whole buffer's",
+          "[diloco]") {
+  // Island 0 of 2 holding a shard that has none of fragment 1: its sums are fragment 0's alone.
+  Tensor params = Tensor::zeros({4}, DType::f32);
+  std::fill_n(params.data_as<float>(), 4, 1.0f);
+  OuterStep outer(params, OuterOptions{2, 1.0, 0.0, OuterPrecision::f32, {{0, 4, 0}, {4, 4, 1}}});
+  int started = 0, waited = 0;
+  IslandGroup group{2,
+                    0,
+                    [&](Tensor sum, long) {
+                      ++started;
+                      CHECK(sum.numel() == 4);
+                      std::fill_n(sum.data_as<float>(), 4, 0.5f);  // the islands' pseudo-gradients summed
+                    },
+                    [&] {
+                      ++waited;
+                      return 2;
+                    },
+                    {}};
+  CHECK(outer.after_step(1, 4, params, group) == std::vector<int>{1});
+  CHECK((started == 0 && waited == 0));
+  CHECK(outer.after_step(2, 4, params, group) == std::vector<int>{0});
+  CHECK((started == 1 && waited == 1));
+  // lr 1, no momentum: the weights at the last sync less the mean pseudo-gradient, 1 - 0.5 / 2.
+  CHECK(params.data_as<float>()[0] == 0.75f);
+  CHECK(outer.syncs() == 2);
 }
 
 namespace {
