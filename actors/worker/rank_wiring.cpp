@@ -253,14 +253,20 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   compute::Tensor synced;
   if (job.config.train.sync == compute::SyncMode::diloco) {
     synced = outer_buffer(trainer);
-    // A tensor shard of the whole model keeps each fragment's slices as one run of its buffer (its
-    // units in the model's order); a stage's or a ZeRO-3 shard's buffer syncs whole (resolve()
+    // A stage of one chunk (and a tensor shard) keeps its part of each fragment as one run of its
+    // buffer, its units in the model's order, and a last stage its copy of the tied embedding on
+    // fragment 0's schedule; a buffer of several chunks or a ZeRO-3 shard's syncs whole (resolve()
     // refuses streaming there).
     std::vector<compute::OuterFragment> fragments;
-    if (grid.pp == 1 && !compute::shards_parameters(zero))
-      fragments = compute::outer_fragments(
-          compute::GPTStage::parameter_units(job.model, 0, job.model.n_layer, {coord.tp, grid.tp}),
+    if (trainer.chunk_count() == 1 && !compute::shards_parameters(zero)) {
+      const compute::StageLayers& layers = job.pipeline_split[static_cast<std::size_t>(coord.pp)];
+      const bool tied_copy = layers.first_layer > 0 && layers.last_layer == job.model.n_layer;
+      fragments = compute::stage_fragments(
+          compute::GPTStage::parameter_units(job.model, layers.first_layer, layers.last_layer, {coord.tp, grid.tp}),
+          layers.first_layer, layers.last_layer, job.model.n_layer,
+          tied_copy ? std::int64_t{job.model.padded_vocab_size} * job.model.n_embd / grid.tp : 0,
           job.config.train.diloco_fragments, job.config.train.diloco_steps);
+    }
     outer = std::make_unique<OuterSyncs>(job, synced, std::move(fragments), std::move(island), rank, metrics);
     shares_text += outer->describe(island_replicas);
   }

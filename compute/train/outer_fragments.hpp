@@ -30,6 +30,17 @@ struct OuterFragment {
 // embeddings, each block, the tail. Needs 1 ≤ F ≤ the blocks and H ≥ 1.
 std::vector<OuterFragment> outer_fragments(std::span<const ParameterUnit> units, int fragments, long every);
 
+// A pipeline stage's part of the whole model's fragments, in its buffer's order. The stage holds
+// blocks [first_layer, last_layer) of `layers`; its units are the embeddings when it is the first
+// stage, each block, and the tail (ln_f, then on a last stage that is not the first a copy of the
+// tied embedding of `copy_elements`) when it is the last. Fragment f (0 ≤ f < F) is the run of its
+// units in fragment f, empty where it holds none (placed where it would be); a last stage's copy of
+// the embedding, which the first stage's fragment 0 holds, is one more run after them, on fragment
+// 0's schedule, so both copies take the same outer steps. The whole model is the stage of every
+// block (outer_fragments).
+std::vector<OuterFragment> stage_fragments(std::span<const ParameterUnit> units, int first_layer, int last_layer,
+                                           int layers, std::int64_t copy_elements, int fragments, long every);
+
 // The model's fragments as a rank holding only the run [begin, end) of the model's flat buffer
 // keeps them (a ZeRO-3 shard): each fragment cut to the run and counted from `begin`, on its own
 // schedule; a fragment outside the run is left empty (begin = end), so fragment f is the same

@@ -286,6 +286,19 @@ TEST_CASE("outer fragments: consecutive blocks, the embeddings first and the tai
   REQUIRE(shard.size() == 2);
   CHECK((shard[0].begin == 0 && shard[0].end == 4 && shard[0].offset == 0));
   CHECK((shard[1].begin == 4 && shard[1].end == 12 && shard[1].offset == 10));
+  // Two stages of the same model: blocks 0-1 after the embeddings; blocks 2-4, ln_f (3 values) and
+  // the copy of wte (10 values). The copy is one more run, on fragment 0's schedule.
+  const std::vector<ParameterUnit> first{{0, 10}, {10, 13}, {13, 16}};
+  const std::vector<OuterFragment> front = stage_fragments(first, 0, 2, 5, 0, 2, 20);
+  REQUIRE(front.size() == 2);
+  CHECK((front[0].begin == 0 && front[0].end == 16 && front[0].offset == 0));
+  CHECK((front[1].begin == 16 && front[1].end == 16 && front[1].offset == 10));
+  const std::vector<ParameterUnit> last{{0, 3}, {3, 6}, {6, 9}, {9, 22}};
+  const std::vector<OuterFragment> back = stage_fragments(last, 2, 5, 5, 10, 2, 20);
+  REQUIRE(back.size() == 3);
+  CHECK((back[0].begin == 0 && back[0].end == 3 && back[0].offset == 0));
+  CHECK((back[1].begin == 3 && back[1].end == 12 && back[1].offset == 10));
+  CHECK((back[2].begin == 12 && back[2].end == 22 && back[2].offset == 0));
   const std::vector<OuterFragment> inside = fragments_within(f, 0, 15);
   CHECK((inside[0].begin == 0 && inside[0].end == 15));
   CHECK((inside[1].begin == 15 && inside[1].end == 15 && inside[1].offset == 10));

@@ -300,11 +300,13 @@ TEST_CASE(
 // A job of two islands, a global batch of 8 sequences, 7 steps at H 4 in 2 fragments 2 steps apart,
 // each applied `overlap` steps after its sync: fragment 1 synced after steps 2 and 6, fragment 0
 // after step 4, and every fragment after the last step, 7.
-std::string streaming_file(const TempDir& dir, int overlap) {
-  return dir.write("streaming-" + std::to_string(overlap) + ".toml",
-                   "[model]\npreset = \"tiny\"\n[train]\nsteps = 7\nbatch_size = 4\nseq_len = 64\nthreads = "
-                   "1\nval_every = 0\nval_batches = 1\nsync = \"diloco\"\nislands = 2\ngrad_accum = 1\ndiloco_steps "
-                   "= 4\ndiloco_fragments = 2\ndiloco_overlap = " +
+// Each island one replica of `batch_size` sequences a micro-batch.
+std::string streaming_file(const TempDir& dir, int overlap, int batch_size = 4) {
+  return dir.write("streaming-" + std::to_string(overlap) + "-" + std::to_string(batch_size) + ".toml",
+                   "[model]\npreset = \"tiny\"\n[train]\nsteps = 7\nbatch_size = " + std::to_string(batch_size) +
+                       "\nseq_len = 64\nthreads = 1\nval_every = 0\nval_batches = 1\nsync = \"diloco\"\nislands = "
+                       "2\ngrad_accum = " +
+                       std::to_string(4 / batch_size) + "\ndiloco_steps = 4\ndiloco_fragments = 2\ndiloco_overlap = " +
                        std::to_string(overlap) + "\n[sample]\ntokens = 0\n");
 }
 
@@ -372,4 +374,25 @@ TEST_CASE(
   run_streaming(dir, file, {"--tensor.shards", "2"}, dir.path() / "tp2");
   CHECK(simulate(file, 7).syncs == 4);
   check_streaming_as_simulated(dir.path() / "tp2", file, "2 islands x tp 2, overlap 1");
+}
+
+// A stage keeps its part of each fragment as one run (fragment 0's blocks and the embeddings on the
+// first stage; the last fragment's blocks and ln_f on the last), and the last stage its copy of the
+// tied embedding as one more run on fragment 0's schedule, so both copies take the same outer steps.
+TEST_CASE(
+    "diloco: streaming fragments with overlap on islands of two pipeline stages, 1f1b and zb-h1, end within 1e-5 of "
+    "the one-process simulation",
+    "[diloco][pipeline]") {
+  TempDir dir;
+  // The stages' islands read 2 micro-batches of 2 sequences, as the simulated replicas accumulate.
+  const std::string file = streaming_file(dir, 1, 2);
+  CHECK(simulate(file, 7).syncs == 4);
+  for (const std::string schedule : {"1f1b", "zb-h1"}) {
+    const std::filesystem::path saved = dir.path() / schedule;
+    run_streaming(dir, file,
+                  {"--pipeline.stages", "2", "--pipeline.microbatches", "2", "--train.grad_accum", "1",
+                   "--pipeline.schedule", schedule},
+                  saved);
+    check_streaming_as_simulated(saved, file, ("2 islands x pp 2 " + schedule + ", overlap 1").c_str());
+  }
 }
