@@ -167,6 +167,8 @@ class PipelineTrainer {
   // (interleaved, ZB-V) copies them into such a buffer and back.
   int chunk_count() const { return static_cast<int>(chunks_.size()); }
   compute::Tensor& chunk_parameters();  // a rank of one chunk
+  // Where chunk_parameters() starts in the chunk's buffer: 0, or a ZeRO-3 shard's begin.
+  std::int64_t chunk_kept_begin() const;
   std::int64_t parameter_count() const;
   void gather_parameters(compute::Tensor& flat) const;
   void scatter_parameters(const compute::Tensor& flat);

@@ -15,6 +15,11 @@ compute::Tensor& PipelineTrainer::chunk_parameters() {
   return chunks_.front().stage->params();
 }
 
+std::int64_t PipelineTrainer::chunk_kept_begin() const {
+  TROUPE_CHECK(chunks_.size() == 1, "a rank of more than one model chunk");
+  return chunks_.front().stage->kept_begin();
+}
+
 std::int64_t PipelineTrainer::parameter_count() const {
   std::int64_t count = 0;
   for (const Chunk& chunk : chunks_) count += chunk.stage->params().numel();
@@ -47,10 +52,10 @@ std::vector<checkpoint::HeldRange> PipelineTrainer::held_state(const std::vector
   std::vector<checkpoint::HeldRange> held;
   // Replicas hold equal parameters and replica 0 saves them (under ZeRO-3 each its shard); the
   // moments are each replica's own under any ZeRO stage. Under DiLoCo replica 0 is island 0's, and
-  // the inner state saved is island 0's.
-  const bool saves_parameters = replica_ == 0 || compute::shards_parameters(setup_.zero);
-  const bool saves_moments =
-      replica_ == 0 || (compute::shards_optimizer_state(setup_.zero) && setup_.options.island == 0);
+  // the inner state saved is island 0's alone: the commit waits for island 0's writers only.
+  const bool island_zero = setup_.options.island == 0;
+  const bool saves_parameters = replica_ == 0 || (compute::shards_parameters(setup_.zero) && island_zero);
+  const bool saves_moments = replica_ == 0 || (compute::shards_optimizer_state(setup_.zero) && island_zero);
   std::int64_t like_at = 0;  // the chunk's parameters in `like_parameters`' buffers
   for (const Chunk& chunk : chunks_) {
     compute::GPTStage& stage = *chunk.stage;

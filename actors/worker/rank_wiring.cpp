@@ -255,17 +255,20 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
     synced = outer_buffer(trainer);
     // A stage of one chunk (and a tensor shard) keeps its part of each fragment as one run of its
     // buffer, its units in the model's order, and a last stage its copy of the tied embedding on
-    // fragment 0's schedule; a buffer of several chunks or a ZeRO-3 shard's syncs whole (resolve()
-    // refuses streaming there).
+    // fragment 0's schedule; under ZeRO-3 its shard keeps the part of each inside it. A buffer of
+    // several chunks syncs whole (resolve() refuses streaming there).
     std::vector<compute::OuterFragment> fragments;
-    if (trainer.chunk_count() == 1 && !compute::shards_parameters(zero)) {
+    if (trainer.chunk_count() == 1) {
       const compute::StageLayers& layers = job.pipeline_split[static_cast<std::size_t>(coord.pp)];
       const bool tied_copy = layers.first_layer > 0 && layers.last_layer == job.model.n_layer;
-      fragments = compute::stage_fragments(
-          compute::GPTStage::parameter_units(job.model, layers.first_layer, layers.last_layer, {coord.tp, grid.tp}),
-          layers.first_layer, layers.last_layer, job.model.n_layer,
-          tied_copy ? std::int64_t{job.model.padded_vocab_size} * job.model.n_embd / grid.tp : 0,
-          job.config.train.diloco_fragments, job.config.train.diloco_steps);
+      const std::int64_t kept = trainer.chunk_kept_begin();
+      fragments = compute::fragments_within(
+          compute::stage_fragments(
+              compute::GPTStage::parameter_units(job.model, layers.first_layer, layers.last_layer, {coord.tp, grid.tp}),
+              layers.first_layer, layers.last_layer, job.model.n_layer,
+              tied_copy ? std::int64_t{job.model.padded_vocab_size} * job.model.n_embd / grid.tp : 0,
+              job.config.train.diloco_fragments, job.config.train.diloco_steps),
+          kept, kept + synced.numel());
     }
     outer = std::make_unique<OuterSyncs>(job, synced, std::move(fragments), std::move(island), rank, metrics);
     shares_text += outer->describe(island_replicas);

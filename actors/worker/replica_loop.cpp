@@ -235,8 +235,9 @@ ReplicaLoop::ReplicaLoop(const ResolvedJob& job, compute::Backend& backend, cons
   // each rank's moments are its own shard and every rank writes its shard; under ZeRO-3 its
   // parameters too. Under expert shards the first expert group's ranks write their experts'
   // parameters (and under ZeRO 0 their moments). Under DiLoCo the inner state written is island
-  // 0's: its ranks (the first `writers`) write their shards of the moments.
-  const bool writes_params = rank == 0 || sharded_;
+  // 0's: its ranks (the first `writers`, all the commit waits for) write their shards of the
+  // moments, and under ZeRO-3 of the parameters.
+  const bool writes_params = rank == 0 || (sharded_ && island_ == 0);
   const bool writes_moments = writes_params || (moments_sharded_ && island_ == 0);
   compute::AdamW& adamw = trainer_.optimizer();
   const auto [moments_begin, moments_end] = adamw.range();

@@ -90,19 +90,13 @@ std::optional<std::string> diloco_problem(const JobConfig& c, const compute::GPT
       return "train.sync diloco does not work with " + std::string(keys) +
              " yet: an island is data-parallel replicas (of pipeline stages, tensor shards and context shards) summing "
              "plain gradients";
-  // A stage of several chunks (interleaved, ZB-V) syncs them as one buffer, and a ZeRO-3 shard of a
-  // stage or a tensor shard is not a run of the model's buffer: each syncs at once, one fragment.
-  // A stage of one chunk or a tensor shard keeps each fragment's part in one run, a ZeRO-3 shard of
-  // the whole model a run of its buffer.
+  // A stage of several chunks (interleaved, ZB-V) syncs them as one buffer, one fragment; a stage of
+  // one chunk or a tensor shard keeps each fragment's part in one run, a ZeRO-3 shard the part of
+  // each inside it.
   const bool zero3 = compute::shards_parameters(t.zero);
-  const bool several_chunks = c.pipeline.stages > 1 && c.pipeline.virtual_stages > 1;
-  const bool zero3_shard_of_part = zero3 && (c.pipeline.stages > 1 || c.tensor.shards > 1);
-  if ((several_chunks || zero3_shard_of_part) && (t.diloco_fragments > 1 || t.diloco_overlap > 0))
-    return "train.diloco_fragments and train.diloco_overlap do not work with pipeline.virtual_stages above 1, or "
-           "with train.zero 3 on pipeline stages or tensor shards, yet: such a rank syncs its buffer at once (got "
-           "pipeline.virtual_stages " +
-           str(c.pipeline.virtual_stages) + ", pipeline.stages " + str(c.pipeline.stages) + ", tensor.shards " +
-           str(c.tensor.shards) + ", train.zero " + str(compute::zero_number(t.zero)) + ")";
+  if (c.pipeline.stages > 1 && c.pipeline.virtual_stages > 1 && (t.diloco_fragments > 1 || t.diloco_overlap > 0))
+    return "train.diloco_fragments and train.diloco_overlap do not work with pipeline.virtual_stages " +
+           str(c.pipeline.virtual_stages) + " yet: a stage of several chunks syncs them at once";
   // An outer sum left in flight across the next inner step disturbs ZeRO-3's per-block collectives
   // of that step (measured: shards' weights off ZeRO-2's by 1e-3); without overlap they are exact.
   if (zero3 && t.diloco_overlap > 0)

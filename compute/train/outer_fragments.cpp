@@ -42,14 +42,21 @@ std::vector<OuterFragment> stage_fragments(std::span<const ParameterUnit> units,
     out.push_back({begin, end, f * (every / fragments)});
     at = end;
   }
-  if (copy_elements > 0) out.push_back({copy_begin, units.back().end, 0});
+  // One fragment: the copy goes with it, the whole buffer one run.
+  if (copy_elements > 0 && fragments == 1) out.back().end = units.back().end;
+  if (copy_elements > 0 && fragments > 1) out.push_back({copy_begin, units.back().end, 0});
   return out;
 }
 
 std::vector<OuterFragment> fragments_within(std::span<const OuterFragment> model, std::int64_t begin,
                                             std::int64_t end) {
   TROUPE_CHECK(!model.empty() && 0 <= begin && begin <= end && end <= model.back().end,
-               "outer fragments: a run outside the model's buffer");
+               "outer fragments: a run outside the buffer");
+  std::int64_t next = model.front().begin;
+  for (const OuterFragment& f : model) {
+    TROUPE_CHECK(f.begin == next && f.end >= f.begin, "outer fragments: not covering the buffer in order");
+    next = f.end;
+  }
   std::vector<OuterFragment> out;
   for (const OuterFragment& f : model) {
     const std::int64_t first = std::clamp(f.begin, begin, end), last = std::clamp(f.end, begin, end);

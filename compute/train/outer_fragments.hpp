@@ -36,16 +36,16 @@ std::vector<OuterFragment> outer_fragments(std::span<const ParameterUnit> units,
 // tied embedding of `copy_elements`) when it is the last. Fragment f (0 ≤ f < F) is the run of its
 // units in fragment f, empty where it holds none (placed where it would be); a last stage's copy of
 // the embedding, which the first stage's fragment 0 holds, is one more run after them, on fragment
-// 0's schedule, so both copies take the same outer steps. The whole model is the stage of every
-// block (outer_fragments).
+// 0's schedule, so both copies take the same outer steps (with F = 1 the whole buffer is the one
+// fragment). The whole model is the stage of every block (outer_fragments).
 std::vector<OuterFragment> stage_fragments(std::span<const ParameterUnit> units, int first_layer, int last_layer,
                                            int layers, std::int64_t copy_elements, int fragments, long every);
 
-// The model's fragments as a rank holding only the run [begin, end) of the model's flat buffer
-// keeps them (a ZeRO-3 shard): each fragment cut to the run and counted from `begin`, on its own
-// schedule; a fragment outside the run is left empty (begin = end), so fragment f is the same
-// fragment on every rank. Each element takes the outer step alone, so the shards' steps are the
-// whole buffer's.
+// Fragments of a buffer (the model's, or a stage's: stage_fragments) as a rank holding only its
+// run [begin, end) keeps them (a ZeRO-3 shard): each fragment cut to the run and counted from
+// `begin`, on its own schedule; a fragment outside the run is left empty (begin = end), so fragment
+// f is the same fragment on every rank. Each element takes the outer step alone, so the shards'
+// steps are the whole buffer's.
 std::vector<OuterFragment> fragments_within(std::span<const OuterFragment> model, std::int64_t begin, std::int64_t end);
 
 // Whether fragment `fragment`'s schedule syncs it after the step that made `steps_taken` steps.

@@ -396,3 +396,25 @@ TEST_CASE(
     check_streaming_as_simulated(saved, file, ("2 islands x pp 2 " + schedule + ", overlap 1").c_str());
   }
 }
+
+// Under ZeRO-3 every rank of every island keeps a shard of its island's weights; the checkpoint
+// holds island 0's alone (its ranks are the writers the commit waits for), so each range is
+// written once and the checkpoint resumes as island 0's state.
+TEST_CASE(
+    "diloco: a checkpoint of two islands of two ZeRO-3 replicas of two tensor shards is island 0's state, written "
+    "once, and resumes on two islands of one whole replica",
+    "[diloco][tensor][zero][checkpoint]") {
+  TempDir dir;
+  // Each simulated island one replica of 2 micro-batches of 2, as the two replicas of batch 2 read.
+  const std::string file = resume_file(dir, 2, 2);
+  const std::filesystem::path saved = dir.path() / "tp2-zero3";
+  const ProcessResult r =
+      run_troupe(dir,
+                 {"train", "--config", file, "--workers", "8", "--tensor.shards", "2", "--train.zero", "3",
+                  "--train.grad_accum", "1", "--checkpoint.dir", saved.string(), "--checkpoint.every", "4"},
+                 std::chrono::seconds(180));
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("x 2 tensor shards") && !Catch::Contains("checkpoint after step"));
+  check_resumes_as_simulated(dir, saved, file);
+}
