@@ -344,9 +344,9 @@ void check_streaming_as_simulated(const std::filesystem::path& saved, const std:
 // schedule. Every element takes the outer step alone, so the shards' steps are ZeRO-2's
 // whole-buffer ones, and ZeRO-3's inner steps are ZeRO-2's at one micro-batch a step: bit for bit.
 TEST_CASE(
-    "diloco: streaming fragments on islands of two ZeRO-3 shards take ZeRO-2's steps bit for bit and end within "
-    "1e-5 of the one-process simulation",
-    "[diloco][zero]") {
+    "diloco: streaming fragments on islands of two ZeRO-3 shards, of whole models or of tensor shards, take ZeRO-2's "
+    "steps bit for bit and end within 1e-5 of the one-process simulation",
+    "[diloco][zero][tensor]") {
   TempDir dir;
   const std::string file = streaming_file(dir, 0);
   std::map<std::string, std::filesystem::path> saved;
@@ -354,12 +354,27 @@ TEST_CASE(
     saved[zero] = dir.path() / ("zero" + zero);
     run_streaming(dir, file, {"--train.batch_size", "2", "--train.zero", zero}, saved[zero]);
   }
-  for (const char* kind : {"param", "outer_sync", "outer_momentum"}) {
-    INFO(kind);
-    CHECK(same_bits(kind_at(saved["3"], 7, kind), kind_at(saved["2"], 7, kind)));
+  // The same of two tensor shards: a shard of each tensor shard's buffer, whose fragments are runs
+  // of that buffer.
+  for (const std::string zero : {"2", "3"}) {
+    saved["tp" + zero] = dir.path() / ("tp2-zero" + zero);
+    const ProcessResult r =
+        run_troupe(dir,
+                   {"train", "--config", file, "--workers", "8", "--tensor.shards", "2", "--train.batch_size", "2",
+                    "--train.zero", zero, "--checkpoint.dir", saved["tp" + zero].string()},
+                   std::chrono::seconds(180));
+    INFO("tensor shards, train.zero " << zero << " stdout: " << r.out << "\nstderr: " << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.out, Catch::Contains("outer step every 4 steps in 2 fragments, 2 steps apart"));
   }
+  for (const char* kind : {"param", "outer_sync", "outer_momentum"})
+    for (const std::string layout : {"", "tp"}) {
+      INFO(kind << " " << layout);
+      CHECK(same_bits(kind_at(saved[layout + "3"], 7, kind), kind_at(saved[layout + "2"], 7, kind)));
+    }
   CHECK(simulate(file, 7).syncs == 5);
   check_streaming_as_simulated(saved["3"], file, "2 islands x dp 2 under ZeRO 3");
+  check_streaming_as_simulated(saved["tp3"], file, "2 islands x dp 2 x tp 2 under ZeRO 3");
 }
 
 // A tensor shard's buffer holds each unit's slices in the model's order, so each fragment's slices
