@@ -105,6 +105,48 @@ void check_resumes_as_simulated(const TempDir& dir, const std::filesystem::path&
   CHECK(same_bits(kind_at(resumed, 7, "param"), simulated_from(file, saved, 4)));
 }
 
+// The final weights of `saved` (step 7) against `simulated` islands of one whole replica: the
+// weights within 1e-5 tensor by tensor (the tolerance of the layouts against one process), the
+// outer momentum, a sum of differences of the weights that weighs their rounding more, within 1e-4.
+void check_as_simulated(const std::filesystem::path& saved, const Simulated& simulated, const std::string& what) {
+  const std::vector<float> real = kind_at(saved, 7, "param");
+  std::string where, momentum_where;
+  const double worst = worst_tensor(real, simulated.weights, where);
+  const double momentum = worst_tensor(kind_at(saved, 7, "outer_momentum"), simulated.momentum, momentum_where);
+  std::printf(
+      "diloco, %s against the one-process simulation after 7 steps: worst tensor %s, relative difference %.3g; "
+      "outer momentum's worst %s, %.3g\n",
+      what.c_str(), where.c_str(), worst, momentum_where.c_str(), momentum);
+  CHECK(worst < 1e-5);
+  CHECK(momentum < 1e-4);
+  CHECK(max_difference(real, simulated.start) > 1e-3);
+}
+
+// A job of two islands, a global batch of 8 sequences, 7 steps at H 4 in 2 fragments 2 steps apart,
+// each applied `overlap` steps after its sync: fragment 1 synced after steps 2 and 6, fragment 0
+// after step 4, and every fragment after the last step, 7.
+// Each island one replica of `batch_size` sequences a micro-batch.
+std::string streaming_file(const TempDir& dir, int overlap, int batch_size = 4) {
+  return dir.write("streaming-" + std::to_string(overlap) + "-" + std::to_string(batch_size) + ".toml",
+                   "[model]\npreset = \"tiny\"\n[train]\nsteps = 7\nbatch_size = " + std::to_string(batch_size) +
+                       "\nseq_len = 64\nthreads = 1\nval_every = 0\nval_batches = 1\nsync = \"diloco\"\nislands = "
+                       "2\ngrad_accum = " +
+                       std::to_string(4 / batch_size) + "\ndiloco_steps = 4\ndiloco_fragments = 2\ndiloco_overlap = " +
+                       std::to_string(overlap) + "\n[sample]\ntokens = 0\n");
+}
+
+// `file` on four workers in `layout`, checkpointed into `to`; its log names the fragments.
+void run_streaming(const TempDir& dir, const std::string& file, const std::vector<std::string>& layout,
+                   const std::filesystem::path& to) {
+  const ProcessResult r =
+      run_troupe(dir, with({"train", "--config", file, "--workers", "4", "--checkpoint.dir", to.string()}, layout),
+                 std::chrono::seconds(180));
+  INFO(to.filename() << " stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("outer step every 4 steps in 2 fragments, 2 steps apart") &&
+                        Catch::Contains(") after step 7: pseudo-gradients of"));
+}
+
 }  // namespace
 
 // Inside an island ZeRO shards over the island's replicas; after each step's all-gather every rank
@@ -177,24 +219,11 @@ TEST_CASE(
   const Simulated simulated = simulate(file, 7);
   for (const bool sequence_parallel : {false, true}) {
     const std::string name = sequence_parallel ? "tp2-sp" : "tp2";
-    const std::vector<float> real =
-        tensor_shards(dir, file, dir.path() / name,
-                      sequence_parallel ? std::vector<std::string>{"--tensor.sequence_parallel", "true"}
-                                        : std::vector<std::string>{});
-    std::string where, momentum_where;
-    const double worst = worst_tensor(real, simulated.weights, where);
-    // The outer momentum, assembled from both shards' slices (the replicated parameters' from shard
-    // 0), is a sum of pseudo-gradients, differences of the weights: the weights' rounding weighs
-    // more in it.
-    const double momentum =
-        worst_tensor(kind_at(dir.path() / name, 7, "outer_momentum"), simulated.momentum, momentum_where);
-    std::printf(
-        "diloco, 2 islands x tp 2%s against the one-process simulation after 7 steps: worst tensor %s, "
-        "relative difference %.3g; outer momentum's worst %s, %.3g\n",
-        sequence_parallel ? " (sequence parallel)" : "", where.c_str(), worst, momentum_where.c_str(), momentum);
-    CHECK(worst < 1e-5);
-    CHECK(momentum < 1e-4);
-    CHECK(max_difference(real, simulated.start) > 1e-3);
+    tensor_shards(dir, file, dir.path() / name,
+                  sequence_parallel ? std::vector<std::string>{"--tensor.sequence_parallel", "true"}
+                                    : std::vector<std::string>{});
+    check_as_simulated(dir.path() / name, simulated,
+                       std::string("2 islands x tp 2") + (sequence_parallel ? " (sequence parallel)" : ""));
   }
 }
 
@@ -238,17 +267,8 @@ TEST_CASE(
   const Simulated simulated = simulate(file, 7);
   for (const std::string method : {"ring", "all_to_all"}) {
     const fs::path saved = dir.path() / ("cp2-" + method);
-    const std::vector<float> real = context_shards(dir, file, method, saved);
-    std::string where, momentum_where;
-    const double worst = worst_tensor(real, simulated.weights, where);
-    const double momentum = worst_tensor(kind_at(saved, 7, "outer_momentum"), simulated.momentum, momentum_where);
-    std::printf(
-        "diloco, 2 islands x cp 2 (%s) against the one-process simulation after 7 steps: worst tensor %s, relative "
-        "difference %.3g; outer momentum's worst %s, %.3g\n",
-        method.c_str(), where.c_str(), worst, momentum_where.c_str(), momentum);
-    CHECK(worst < 1e-5);
-    CHECK(momentum < 1e-4);
-    CHECK(max_difference(real, simulated.start) > 1e-3);
+    context_shards(dir, file, method, saved);
+    check_as_simulated(saved, simulated, "2 islands x cp 2 (" + method + ")");
   }
   // One copy of the model and its outer state, written once.
   check_resumes_as_simulated(dir, dir.path() / "cp2-ring", file);
@@ -297,48 +317,6 @@ TEST_CASE(
     check_resumes_as_simulated(dir, saved, file);
 }
 
-// A job of two islands, a global batch of 8 sequences, 7 steps at H 4 in 2 fragments 2 steps apart,
-// each applied `overlap` steps after its sync: fragment 1 synced after steps 2 and 6, fragment 0
-// after step 4, and every fragment after the last step, 7.
-// Each island one replica of `batch_size` sequences a micro-batch.
-std::string streaming_file(const TempDir& dir, int overlap, int batch_size = 4) {
-  return dir.write("streaming-" + std::to_string(overlap) + "-" + std::to_string(batch_size) + ".toml",
-                   "[model]\npreset = \"tiny\"\n[train]\nsteps = 7\nbatch_size = " + std::to_string(batch_size) +
-                       "\nseq_len = 64\nthreads = 1\nval_every = 0\nval_batches = 1\nsync = \"diloco\"\nislands = "
-                       "2\ngrad_accum = " +
-                       std::to_string(4 / batch_size) + "\ndiloco_steps = 4\ndiloco_fragments = 2\ndiloco_overlap = " +
-                       std::to_string(overlap) + "\n[sample]\ntokens = 0\n");
-}
-
-// `file` on four workers in `layout`, checkpointed into `to`; its log names the fragments.
-void run_streaming(const TempDir& dir, const std::string& file, const std::vector<std::string>& layout,
-                   const std::filesystem::path& to) {
-  const ProcessResult r =
-      run_troupe(dir, with({"train", "--config", file, "--workers", "4", "--checkpoint.dir", to.string()}, layout),
-                 std::chrono::seconds(180));
-  INFO(to.filename() << " stdout: " << r.out << "\nstderr: " << r.err);
-  REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.out, Catch::Contains("outer step every 4 steps in 2 fragments, 2 steps apart") &&
-                        Catch::Contains(") after step 7: pseudo-gradients of"));
-}
-
-// The final weights of `saved` (step 7) against the simulation of `file`'s islands of one whole
-// replica: the weights within 1e-5 tensor by tensor, the outer momentum within 1e-4.
-void check_streaming_as_simulated(const std::filesystem::path& saved, const std::string& file, const char* what) {
-  const Simulated simulated = simulate(file, 7);
-  const std::vector<float> real = kind_at(saved, 7, "param");
-  std::string where, momentum_where;
-  const double worst = worst_tensor(real, simulated.weights, where);
-  const double momentum = worst_tensor(kind_at(saved, 7, "outer_momentum"), simulated.momentum, momentum_where);
-  std::printf(
-      "diloco streaming, %s against the one-process simulation after 7 steps: worst tensor %s, relative "
-      "difference %.3g; outer momentum's worst %s, %.3g\n",
-      what, where.c_str(), worst, momentum_where.c_str(), momentum);
-  CHECK(worst < 1e-5);
-  CHECK(momentum < 1e-4);
-  CHECK(max_difference(real, simulated.start) > 1e-3);
-}
-
 // Streaming under ZeRO-3: each rank keeps its shard's part of each fragment (empty where the shard
 // holds none of it) and syncs it with the same shard of the other island, on the fragment's
 // schedule. Every element takes the outer step alone, so the shards' steps are ZeRO-2's
@@ -372,9 +350,10 @@ TEST_CASE(
       INFO(kind << " " << layout);
       CHECK(same_bits(kind_at(saved[layout + "3"], 7, kind), kind_at(saved[layout + "2"], 7, kind)));
     }
-  CHECK(simulate(file, 7).syncs == 5);
-  check_streaming_as_simulated(saved["3"], file, "2 islands x dp 2 under ZeRO 3");
-  check_streaming_as_simulated(saved["tp3"], file, "2 islands x dp 2 x tp 2 under ZeRO 3");
+  const Simulated simulated = simulate(file, 7);
+  CHECK(simulated.syncs == 5);
+  check_as_simulated(saved["3"], simulated, "streaming, 2 islands x dp 2 under ZeRO 3");
+  check_as_simulated(saved["tp3"], simulated, "streaming, 2 islands x dp 2 x tp 2 under ZeRO 3");
 }
 
 // A tensor shard's buffer holds each unit's slices in the model's order, so each fragment's slices
@@ -387,8 +366,9 @@ TEST_CASE(
   TempDir dir;
   const std::string file = streaming_file(dir, 1);
   run_streaming(dir, file, {"--tensor.shards", "2"}, dir.path() / "tp2");
-  CHECK(simulate(file, 7).syncs == 4);
-  check_streaming_as_simulated(dir.path() / "tp2", file, "2 islands x tp 2, overlap 1");
+  const Simulated simulated = simulate(file, 7);
+  CHECK(simulated.syncs == 4);
+  check_as_simulated(dir.path() / "tp2", simulated, "streaming, 2 islands x tp 2, overlap 1");
 }
 
 // A stage keeps its part of each fragment as one run (fragment 0's blocks and the embeddings on the
@@ -401,14 +381,15 @@ TEST_CASE(
   TempDir dir;
   // The stages' islands read 2 micro-batches of 2 sequences, as the simulated replicas accumulate.
   const std::string file = streaming_file(dir, 1, 2);
-  CHECK(simulate(file, 7).syncs == 4);
+  const Simulated simulated = simulate(file, 7);
+  CHECK(simulated.syncs == 4);
   for (const std::string schedule : {"1f1b", "zb-h1"}) {
     const std::filesystem::path saved = dir.path() / schedule;
     run_streaming(dir, file,
                   {"--pipeline.stages", "2", "--pipeline.microbatches", "2", "--train.grad_accum", "1",
                    "--pipeline.schedule", schedule},
                   saved);
-    check_streaming_as_simulated(saved, file, ("2 islands x pp 2 " + schedule + ", overlap 1").c_str());
+    check_as_simulated(saved, simulated, "streaming, 2 islands x pp 2 " + schedule + ", overlap 1");
   }
 }
 
