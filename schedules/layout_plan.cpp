@@ -1,7 +1,5 @@
 #include "schedules/layout_plan.hpp"
 
-#include "compute/check.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -11,6 +9,7 @@
 #include <tuple>
 #include <utility>
 
+#include "compute/check.hpp"
 #include "compute/context/context_cost.hpp"
 #include "compute/model/flops.hpp"
 #include "compute/model/memory_estimate.hpp"
