@@ -29,9 +29,11 @@
 #include "apps/config/value.hpp"
 #include "apps/exit_codes.hpp"
 #include "apps/launch/host_file.hpp"
+#include "apps/launch/island_placement.hpp"
 #include "apps/launch/local_host.hpp"
 #include "apps/launch/rank_plan.hpp"
 #include "apps/launch/slurm_allocation.hpp"
+#include "comm/grid.hpp"
 #include "monitor/log.hpp"
 
 namespace troupe::apps {
@@ -66,6 +68,29 @@ JobConfig with_host_speeds(JobConfig config, const std::vector<launch::HostEntry
         speeds += (speeds.empty() ? "" : ",") + format_number(node.speed);
   config.train.replica_speeds = speeds;
   return config;
+}
+
+// A host file whose lines name their islands (island=K): its lines ordered so that each line's ranks
+// are in its island (launch/island_placement.hpp), and the placement logged; the lines as they
+// are when none names one.
+Expected<std::vector<launch::HostEntry>> island_lines(const LaunchArgs& args, const ResolvedJob& job,
+                                                      std::vector<launch::HostEntry> nodes) {
+  if (nodes.empty() || nodes.front().island < 0) return nodes;
+  const JobConfig& c = job.config;
+  if (c.train.sync != compute::SyncMode::diloco)
+    return Error{args.host_file + ":" + std::to_string(nodes.front().line) +
+                 ": island=K places DiLoCo's islands, and train.sync is not diloco"};
+  int world = 0;
+  for (const launch::HostEntry& node : nodes) world += node.slots;
+  if (Status grid = check_grid_divides(job, world); !grid) return grid.error();
+  const comm::Grid grid{world / (c.pipeline.stages * c.tensor.shards), c.pipeline.stages, c.tensor.shards};
+  std::vector<int> island_of_rank;
+  for (int rank = 0; rank < world; ++rank) island_of_rank.push_back(comm::island_of(grid, rank, c.train.islands));
+  auto placed = launch::place_islands(nodes, island_of_rank, c.train.islands, args.host_file);
+  if (!placed) return placed.error();
+  monitor::logger("job")->info("islands from {}: {}", args.host_file,
+                               launch::describe_island_placement(*placed, c.train.islands));
+  return placed;
 }
 
 // The machines the plan's nodes run on: its distinct hosts, every alias of this one counted once.
@@ -166,6 +191,9 @@ int run_launch(const LaunchArgs& args, const ResolvedJob& job) {
   }
   auto host_file = slurm ? Expected<launch::HostFile>(launch::HostFile{slurm->hosts, {}}) : job_hosts(args);
   if (!host_file) return error_exit(ExitCode::bad_input, host_file.error().message);
+  auto placed = island_lines(args, job, std::move(host_file->nodes));
+  if (!placed) return error_exit(ExitCode::bad_input, placed.error().message);
+  host_file->nodes = std::move(*placed);
   const launch::RankPlan plan = launch::plan_ranks(host_file->nodes, launch::this_host_name());
   if (Status fits = job_fits_this_machine(args, job, plan); !fits)
     return error_exit(ExitCode::bad_input, fits.error().message);

@@ -1,5 +1,5 @@
 // Host-file parsing: comments are cut at '#', a line splits on blanks into a hostname,
-// key=value pairs (slots and speed) and the word spare. See docs/formats/host-file.md.
+// key=value pairs (slots, speed and island) and the word spare. See docs/formats/host-file.md.
 
 #include "apps/launch/host_file.hpp"
 
@@ -58,6 +58,18 @@ Expected<double> parse_speed(std::string_view value, const std::string& where) {
   return speed;
 }
 
+// island=K: a decimal number from 0 to max_host_islands − 1, digits only.
+Expected<int> parse_island(std::string_view value, const std::string& where) {
+  const bool digits =
+      !value.empty() && value.size() <= 5 && value.find_first_not_of("0123456789") == std::string_view::npos;
+  int island = 0;
+  for (char c : digits ? value : std::string_view()) island = island * 10 + (c - '0');
+  if (!digits || island >= max_host_islands)
+    return Error{where + "island must be an integer from 0 to " + std::to_string(max_host_islands - 1) + ", got '" +
+                 std::string(value) + "'"};
+  return island;
+}
+
 struct ParsedLine {
   HostEntry entry;
   bool spare = false;
@@ -85,7 +97,7 @@ Expected<ParsedLine> parse_line(std::string_view line, int number, const std::st
     }
     if (eq == std::string_view::npos)
       return Error{where + "unknown word '" + std::string(word) +
-                   "' (a line takes slots=N, speed=X and, on a spare line, spare)"};
+                   "' (a line takes slots=N, speed=X, island=K and, on a spare line, spare)"};
     if (eq == 0) {
       return Error{where + "expected key=value after the hostname, got '" + std::string(word) + "'"};
     }
@@ -98,7 +110,15 @@ Expected<ParsedLine> parse_line(std::string_view line, int number, const std::st
       entry.speed = *speed;
       continue;
     }
-    if (key != "slots") return Error{where + "unknown key '" + std::string(key) + "' (the keys are slots and speed)"};
+    if (key == "island") {
+      if (entry.island >= 0) return Error{where + "island given twice"};
+      auto island = parse_island(word.substr(eq + 1), where);
+      if (!island) return island.error();
+      entry.island = *island;
+      continue;
+    }
+    if (key != "slots")
+      return Error{where + "unknown key '" + std::string(key) + "' (the keys are slots, speed and island)"};
     if (entry.slots != 0) return Error{where + "slots given twice"};
     auto slots = parse_slots(word.substr(eq + 1), where);
     if (!slots) return slots.error();
@@ -107,7 +127,20 @@ Expected<ParsedLine> parse_line(std::string_view line, int number, const std::st
   if (entry.slots == 0) {
     return Error{where + "slots missing for host '" + entry.host + "' (write '" + entry.host + " slots=N')"};
   }
+  if (spare && entry.island >= 0)
+    return Error{where + "a spare line names no island (it takes the island of the node it replaces)"};
   return ParsedLine{std::move(entry), spare};
+}
+
+// Islands are named on every node line or on none.
+Status check_islands_named(const HostFile& file, std::string_view origin) {
+  const auto named = [](const HostEntry& node) { return node.island >= 0; };
+  if (std::none_of(file.nodes.begin(), file.nodes.end(), named)) return Status::success();
+  for (const HostEntry& node : file.nodes)
+    if (!named(node))
+      return Error{std::string(origin) + ":" + std::to_string(node.line) + ": island missing for host '" + node.host +
+                   "' (once a node line names its island, every node line does)"};
+  return Status::success();
 }
 
 // A spare takes the place of one node process, so it needs the slots of at least one node line.
@@ -158,6 +191,7 @@ Expected<HostFile> parse_host_lines(std::string_view text, std::string_view orig
   if (file.nodes.empty() && file.spares.empty())
     return Error{std::string(origin) + ": no hosts: every line is blank or a comment"};
   if (Status spares = check_spares(file, origin); !spares) return spares.error();
+  if (Status islands = check_islands_named(file, origin); !islands) return islands.error();
   return file;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // Host files in DeepSpeed's syntax: one node process per line, `hostname slots=N`, `#` comments;
-// `speed=X` declares the line's relative speed (train.balance static).
+// `speed=X` declares the line's relative speed (train.balance static); `island=K` the DiLoCo island
+// its ranks belong to (island_placement.hpp orders the lines by it).
 // A host may repeat (several node processes on one machine); ranks follow file order. A line that
 // ends in the word `spare` (`node5 slots=1 spare`) starts nothing and holds no ranks: it is where
 // the job starts a lost node again when that node's own host cannot take it. The format is
@@ -20,13 +21,19 @@ struct HostEntry {
   int slots = 0;
   int line = 0;  // 1-based line in the host file, for messages
   double speed = 1;  // speed=X: its ranks' relative speed, for train.balance static
+  int island = -1;   // island=K: the DiLoCo island of its ranks; -1 where the line names none
 };
+
+// The most islands a host file may name (island=0 … max_host_islands − 1).
+inline constexpr int max_host_islands = 65536;
 
 // The most workers one line may ask for, and the most ranks a whole host file may.
 inline constexpr int max_slots_per_host = 65536;
 inline constexpr int max_world_size = 1 << 24;
 
-// A host file's lines: the node processes in file order, and the spare lines apart from them.
+// A host file's lines: the node processes in file order, and the spare lines apart from them. Either
+// every node line names its island or none does; a spare line names none (it takes the island of
+// the node it replaces).
 struct HostFile {
   std::vector<HostEntry> nodes;
   std::vector<HostEntry> spares;

@@ -196,6 +196,51 @@ TEST_CASE("diloco: what its islands do not take is refused in one line", "[diloc
                     "train.islands 2 does not divide the job's 1 data-parallel replicas");
 }
 
+// Two islands of one replica of two pipeline stages: the grid puts ranks 0 and 2 in island 0, 1
+// and 3 in island 1 (stage-major). The host file lists island 1's lines first under another name
+// of this machine; the job places each island on its own lines, and trains what --workers 4 does.
+TEST_CASE(
+    "diloco: a host file's island= lines place the islands: each island's ranks on the lines naming it, the "
+    "weights those of the same job on consecutive workers",
+    "[diloco][hostfile]") {
+  TempDir dir;
+  const std::string file = job_file(dir, 2, 0.7, 0.9);
+  const std::vector<std::string> stages{"--pipeline.stages", "2", "--pipeline.microbatches", "2"};
+  const std::string hosts = dir.write("hosts",
+                                      "127.0.0.1 slots=1 island=1\n127.0.0.1 slots=1 island=1\n"
+                                      "localhost slots=1 island=0 # site A\nlocalhost slots=1 island=0\n");
+  const ProcessResult placed = run_troupe(
+      dir,
+      with({"launch", "--config", file, "--hostfile", hosts, "--checkpoint.dir", (dir.path() / "placed").string()},
+           stages),
+      std::chrono::seconds(180));
+  INFO("stdout: " << placed.out << "\nstderr: " << placed.err);
+  REQUIRE(placed.exit_code == 0);
+  CHECK_THAT(placed.out, Catch::Contains("islands from " + hosts +
+                                         ": island 0: localhost (line 3), localhost (line "
+                                         "4); island 1: 127.0.0.1 (line 1), 127.0.0.1 (line 2)"));
+  for (const char* node : {"[node 0 localhost]", "[node 1 127.0.0.1]", "[node 2 localhost]", "[node 3 127.0.0.1]"})
+    CHECK_THAT(placed.out, Catch::Contains(node));
+  CHECK_THAT(placed.out, Catch::Contains("averaged over 2 island(s)"));
+  const ProcessResult consecutive = run_troupe(
+      dir,
+      with({"train", "--config", file, "--workers", "4", "--checkpoint.dir", (dir.path() / "consecutive").string()},
+           stages),
+      std::chrono::seconds(180));
+  REQUIRE(consecutive.exit_code == 0);
+  const std::vector<float> a = final_parameters(dir.path() / "placed", kSteps);
+  const std::vector<float> b = final_parameters(dir.path() / "consecutive", kSteps);
+  REQUIRE(a.size() == b.size());
+  CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+
+  // A line of two slots would hold a rank of each island; island= without islands.
+  const std::string wide = dir.write("wide", "localhost slots=2 island=0\n127.0.0.1 slots=2 island=1\n");
+  check_rejected_in(dir, with({"launch", "--config", file, "--hostfile", wide}, stages),
+                    wide + ":1: its 2 slots would hold ranks 0 to 1, and rank 1 is in island 1, not 0");
+  check_rejected_in(dir, {"launch", "--hostfile", wide, "--model.preset", "tiny"},
+                    wide + ":1: island=K places DiLoCo's islands, and train.sync is not diloco");
+}
+
 TEST_CASE("diloco: a run resumed between two syncs ends with the weights and outer state of one that did not stop",
           "[diloco][checkpoint]") {
   TempDir dir;

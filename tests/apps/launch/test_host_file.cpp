@@ -56,10 +56,11 @@ TEST_CASE("host file errors name the file and line", "[hostfile]") {
   CHECK(problem("node1 slots=") == "hosts.txt:1: slots must be a positive integer, got ''");
   CHECK(problem("node1 slots=70000") == "hosts.txt:1: slots=70000 is more than 65536");
   CHECK(problem("node1 slots=99999999999999999999") == "hosts.txt:1: slots=99999999999999999999 is more than 65536");
-  CHECK(problem("node1 slots=2\nnode2 gpus=2\n") == "hosts.txt:2: unknown key 'gpus' (the keys are slots and speed)");
+  CHECK(problem("node1 slots=2\nnode2 gpus=2\n") ==
+        "hosts.txt:2: unknown key 'gpus' (the keys are slots, speed and island)");
   CHECK(problem("node1 slots=2 slots=3") == "hosts.txt:1: slots given twice");
   CHECK(problem("node1 slots 4") ==
-        "hosts.txt:1: unknown word 'slots' (a line takes slots=N, speed=X and, on a spare line, spare)");
+        "hosts.txt:1: unknown word 'slots' (a line takes slots=N, speed=X, island=K and, on a spare line, spare)");
   CHECK(problem("node1 slots=2 =3") == "hosts.txt:1: expected key=value after the hostname, got '=3'");
   CHECK(problem("slots=4") == "hosts.txt:1: expected a hostname first, got 'slots=4'");
   CHECK(problem("user@node1 slots=4") ==
@@ -90,7 +91,7 @@ TEST_CASE("spare lines: DeepSpeed lines with the word spare, held apart from the
 TEST_CASE("spare lines that cannot serve are errors naming the file and line", "[hostfile]") {
   CHECK(problem("h0 slots=1\nh1 slots=1 spare spare\n") == "hosts.txt:2: spare given twice");
   CHECK(problem("h0 slots=1\nh1 slots=1 standby\n") ==
-        "hosts.txt:2: unknown word 'standby' (a line takes slots=N, speed=X and, on a spare line, spare)");
+        "hosts.txt:2: unknown word 'standby' (a line takes slots=N, speed=X, island=K and, on a spare line, spare)");
   CHECK(problem("h1 spare\n") == "hosts.txt:1: slots missing for host 'h1' (write 'h1 slots=N')");
   CHECK(
       problem("h0 slots=2\nh1 slots=4\nh2 slots=1 spare\n") ==
