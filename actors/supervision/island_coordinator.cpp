@@ -9,6 +9,7 @@
 
 #include "actors/supervision/recovery_coordinator.hpp"
 #include "actors/supervision/recovery_path.hpp"
+#include "comm/grid.hpp"
 #include "monitor/log.hpp"
 
 namespace troupe::actors::supervision {
@@ -26,25 +27,64 @@ bool contains(const std::vector<int>& values, int value) {
   return std::find(values.begin(), values.end(), value) != values.end();
 }
 
+// The ranks of `island` (its islands are whole replicas, choose_island_left_out): the donors of a
+// rejoin, each to the rank at its place in the island rejoining.
+std::vector<int> island_ranks(const RecoveryShape& shape, int island) {
+  const comm::Grid grid{shape.data_parallel, 1, 1};
+  return comm::island_group(grid, island * (shape.data_parallel / shape.islands), shape.islands).ranks;
+}
+
+// The islands a rejoin order brings back: those it does not keep.
+std::vector<int> islands_rejoining(const RecoveryShape& shape, const recover_msg& order) {
+  std::vector<int> rejoining;
+  for (int island = 0; island < shape.islands; ++island)
+    if (!contains(order.islands_kept, island)) rejoining.push_back(island);
+  return rejoining;
+}
+
+// "rank 0", or "ranks 0 and 1".
+std::string donors_text(const RecoveryShape& shape, int island) {
+  const std::vector<int> ranks = island_ranks(shape, island);
+  if (ranks.size() == 1) return "rank " + std::to_string(ranks.front());
+  return "ranks" + nodes_text(ranks).substr(5);
+}
+
 }  // namespace
 
-bool leave_islands_out(job_actor* self, const std::vector<int>& nodes, FailureKind kind, const std::string& reason) {
+bool leave_islands_out(job_actor* self, const std::vector<int>& lost_nodes, FailureKind kind,
+                       const std::string& reason) {
   auto& st = self->state;
-  std::vector<int> ranks;
-  for (int index : nodes) {
-    const PlannedNode& node = st.plan.nodes.at(index);
-    for (int rank = node.first_rank; rank < node.first_rank + node.slots; ++rank) ranks.push_back(rank);
-  }
-  // One rank an island (choose_island_left_out): island i is rank i.
-  const IslandChoice choice = choose_island_left_out(st.plan.recovery, ranks);
-  if (!choice.why_not.empty()) {
-    log_restart(st, choice.why_not);
-    return false;
+  // The islands of the lost nodes' ranks, and every node holding a rank of them: an island is left
+  // out and rejoins whole, so its live nodes' processes are started again too (killed first). A
+  // node holding ranks of two islands takes both with it.
+  std::vector<int> nodes = lost_nodes;
+  IslandChoice choice;
+  for (std::size_t widened = 0; widened != nodes.size();) {
+    widened = nodes.size();
+    std::vector<int> ranks;
+    for (int index : nodes) {
+      const PlannedNode& node = st.plan.nodes.at(index);
+      for (int rank = node.first_rank; rank < node.first_rank + node.slots; ++rank) ranks.push_back(rank);
+    }
+    choice = choose_island_left_out(st.plan.recovery, ranks);
+    if (!choice.why_not.empty()) {
+      log_restart(st, choice.why_not);
+      return false;
+    }
+    const comm::Grid grid{st.plan.recovery.data_parallel, 1, 1};
+    for (const PlannedNode& node : st.plan.nodes) {
+      if (contains(nodes, node.node_index)) continue;
+      for (int rank = node.first_rank; rank < node.first_rank + node.slots; ++rank)
+        if (contains(choice.lost, comm::island_of(grid, rank, st.plan.recovery.islands))) {
+          nodes.push_back(node.node_index);
+          break;
+        }
+    }
   }
   std::vector<int> present;
   for (int island = 0; island < st.plan.recovery.islands; ++island)
     if (!contains(choice.lost, island)) present.push_back(island);
-  recovery_in_progress recovery = replacing_nodes(st, Goal::rejoin_island, nodes, kind, reason);
+  recovery_in_progress recovery = replacing_nodes(st, Goal::rejoin_island, lost_nodes, kind, reason);
   // The outer group is renewed twice: over the islands present (epoch E), then with the lost ones
   // back (E + 1), the epoch their new ranks start in.
   recovery.order = {recovery.epoch + 1, {}, islands_text(choice.lost) + " lost", caf::actor_cast<caf::actor>(self)};
@@ -56,11 +96,17 @@ bool leave_islands_out(job_actor* self, const std::vector<int>& nodes, FailureKi
     return false;
   }
   st.recovery_epoch += 2;
+  std::vector<int> alive(nodes.begin() + static_cast<std::ptrdiff_t>(lost_nodes.size()), nodes.end());
+  std::sort(alive.begin(), alive.end());
   const std::string chosen = fmt::format(
-      "{} left out (epoch {}): {} go{} on and take{} the next outer sync without {}; starting {}, to rejoin after "
-      "that sync with the outer state of rank {}",
+      "{} left out (epoch {}): {} go{} on and take{} the next outer sync without {}; starting {}{}, to rejoin after "
+      "that sync with the outer state of {}",
       islands_text(choice.lost), recovery.epoch, islands_text(present), present.size() == 1 ? "es" : "",
-      present.size() == 1 ? "s" : "", choice.lost.size() == 1 ? "it" : "them", placed, present.front());
+      present.size() == 1 ? "s" : "", choice.lost.size() == 1 ? "it" : "them", placed,
+      alive.empty() ? std::string()
+                    : fmt::format(" ({} of the island{} lost, killed first)", nodes_text(alive),
+                                  choice.lost.size() == 1 ? "" : "s"),
+      donors_text(st.plan.recovery, present.front()));
   monitor::logger("job")->warn("{}; recovery: {}", reason, chosen);
   const islands_msg left_out{recovery.epoch, present, {}, {}};
   for (const auto& [index, m] : st.joined)
@@ -72,8 +118,7 @@ bool leave_islands_out(job_actor* self, const std::vector<int>& nodes, FailureKi
 void rejoin_islands(job_actor* self) {
   auto& st = self->state;
   const recovery_in_progress& recovery = *st.recovery;
-  islands_msg rejoin{recovery.order.epoch, {}, recovery.order.failed_ranks, {}};
-  std::sort(rejoin.rejoining.begin(), rejoin.rejoining.end());
+  islands_msg rejoin{recovery.order.epoch, {}, islands_rejoining(st.plan.recovery, recovery.order), {}};
   for (int island = 0; island < st.plan.recovery.islands; ++island) rejoin.present.push_back(island);
   const start_msg current = current_start(st);
   for (const auto& [index, process] : recovery.replaced) rejoin.replaced.push_back(current.nodes.at(index));
@@ -98,7 +143,7 @@ void on_island_rejoined(job_actor* self, const recover_done_msg& done) {
     transfer = std::max(transfer, d.seconds);
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - recovery.started).count();
-  const int donor = recovery.order.islands_kept.front();  // island i is rank i
+  const int donor_island = recovery.order.islands_kept.front();
   std::string processes;
   std::vector<int> nodes, old_pids;
   for (const auto& [index, process] : recovery.replaced) {
@@ -107,17 +152,20 @@ void on_island_rejoined(job_actor* self, const recover_done_msg& done) {
     nodes.push_back(index);
     old_pids.push_back(process.old_pid);
   }
-  std::vector<int> lost = recovery.order.failed_ranks;
+  std::vector<int> lost = recovery.order.failed_ranks;  // the lost islands' ranks
   std::sort(lost.begin(), lost.end());
+  const std::vector<int> rejoined = islands_rejoining(st.plan.recovery, recovery.order);
   monitor::logger("job")->warn(
-      "recovery: {} rejoined in {:.3f} s (epoch {}): {}, every other node kept its process; the outer state of rank {} "
+      "recovery: {} rejoined in {:.3f} s (epoch {}): {}, every other node kept its process; the outer state of {} "
       "after step {} ({} bytes over the data plane in {:.3f} s), moments zero; every island present from the next sync",
-      islands_text(lost), seconds, recovery.order.epoch, processes, donor, steps, bytes, transfer);
-  emit(st, state_moved{RecoveryRoute::island_left_out, recovery.order.epoch, bytes, transfer, {donor}, lost});
+      islands_text(rejoined), seconds, recovery.order.epoch, processes, donors_text(st.plan.recovery, donor_island),
+      steps, bytes, transfer);
+  emit(st, state_moved{RecoveryRoute::island_left_out, recovery.order.epoch, bytes, transfer,
+                       island_ranks(st.plan.recovery, donor_island), lost});
   const training_resumed resumed{RecoveryRoute::island_left_out,
                                  recovery.order.epoch,
                                  steps,
-                                 "rank " + std::to_string(donor) + "'s outer state",
+                                 donors_text(st.plan.recovery, donor_island) + "'s outer state",
                                  lost,
                                  nodes,
                                  old_pids,

@@ -4,9 +4,10 @@
 // goal (rejoin_island) in the recovering phase of recovery_coordinator.hpp, which answers joins,
 // exits, failures and the timer as for any recovery:
 //
-//   running ── a node process lost, silent or unreachable whose ranks are whole islands, not all of
-//      ▲       them (recovery_path.hpp's choose_island_left_out): islands_msg{E, present} to every
-//      │       other node; the lost nodes' processes started again; timer armed ─► recovering
+//   running ── a node process lost, silent or unreachable, its ranks' islands not all of them
+//      ▲       (recovery_path.hpp's choose_island_left_out): islands_msg{E, present} to every node
+//      │       of the present islands; every node of the lost islands started again (a live one
+//      │       killed first); timer armed ─► recovering
 //      │
 //      │   every new process joined: start_msg with recover_msg{E + 1, islands_kept} to each, and
 //      │   islands_msg{E + 1, every island, rejoining, their addresses} to every other node
@@ -25,10 +26,12 @@
 
 namespace troupe::actors::supervision {
 
-// running: `nodes` were lost (or went silent or unreachable), and choose_recovery leaves islands
-// out. Returns false where it cannot (their ranks are not whole islands, every island is lost, no
-// place for the new processes), the restart's line logged.
-bool leave_islands_out(job_actor* self, const std::vector<int>& nodes, FailureKind kind, const std::string& reason);
+// running: `lost_nodes` were lost (or went silent or unreachable), and choose_recovery leaves
+// islands out: their ranks' islands, whose other nodes' processes are started again with theirs.
+// Returns false where it cannot (choose_island_left_out's refusals, every island lost, no place for
+// the new processes), the restart's line logged.
+bool leave_islands_out(job_actor* self, const std::vector<int>& lost_nodes, FailureKind kind,
+                       const std::string& reason);
 
 // Every new process joined and got its start: the present islands' ranks learn whom to hand the
 // outer state to after their next sync.

@@ -85,16 +85,16 @@ RescueChoice rescue_choice(const RecoveryShape& shape);
 RecoveryChoice choose_grow(const RecoveryShape& shape);
 
 // DiLoCo's islands left out (docs/diloco.md, "Islands lost and rejoining"): where a node process
-// was lost, silent or unreachable in a job whose failure choose_recovery answers in place, and the
-// lost node's ranks (`lost_ranks`) make up whole islands and not all of them, the other islands go
-// on without them and their processes are started again, to rejoin at the next outer sync with the
-// outer state of a present island. That needs islands of one rank each (train.islands equal to the
-// data-parallel replicas, no pipeline stages or tensor shards: every rank of an island must take
-// the same syncs, and a bigger island's ranks could see a sync that was in flight land on some and
-// fail on others), no streaming (train.diloco_fragments 1, no overlap) and train.zero 0 (the rejoin
-// starts the plain optimizer's moments afresh). `lost`: the islands lost,
-// in order; empty with `why_not` where the job restarts every node instead. With no ranks, whether
-// the shape allows it at all.
+// was lost, silent or unreachable in a job whose failure choose_recovery answers in place, the
+// islands of the lost ranks (`lost_ranks`), if not all of them, are left out: the other islands go
+// on without them and every node process holding a rank of theirs is started again (a live one
+// killed first), to rejoin at the next outer sync with the outer state of a present island. That
+// needs islands of whole data-parallel replicas (no pipeline stages, tensor or context shards: an
+// island's ranks agree on each sync over the island's data-parallel group, worker/island_membership.hpp),
+// islands of more than one rank only among two islands, no streaming (train.diloco_fragments 1, no
+// overlap) and train.zero 0 (the rejoin starts the plain optimizer's moments afresh). `lost`: the
+// islands lost, in order; empty with `why_not` where the job restarts every node instead. With no
+// ranks, whether the shape allows it at all.
 struct IslandChoice {
   std::vector<int> lost;
   std::string why_not;

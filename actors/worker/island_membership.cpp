@@ -41,7 +41,8 @@ compute::Tensor held_view(const TrainingLoop& loop, const std::string& kind) {
 
 IslandMembership::IslandMembership(MailboxComm& mailbox, comm::Engine& engine, monitor::WorkProgress& progress,
                                    const comm::Grid& grid, int islands, compute::OuterPrecision precision,
-                                   std::unique_ptr<comm::Communicator> outer, bool leaves_out, long kill_after_posting)
+                                   std::unique_ptr<comm::Communicator> outer, bool leaves_out,
+                                   comm::Communicator* island, long kill_after_posting)
     : mailbox_(mailbox),
       engine_(engine),
       progress_(progress),
@@ -50,6 +51,7 @@ IslandMembership::IslandMembership(MailboxComm& mailbox, comm::Engine& engine, m
       precision_(precision),
       outer_(std::move(outer)),
       leaves_out_(leaves_out),
+      island_(island),
       kill_after_posting_(kill_after_posting) {
   for (int island = 0; island < islands_; ++island) present_.push_back(island);
 }
@@ -125,8 +127,7 @@ void IslandMembership::start_sum(compute::Tensor pseudo_gradient, long steps_tak
   }
 }
 
-int IslandMembership::wait_sum() {
-  Posted& posted = posted_.front();
+void IslandMembership::land(Posted& posted) {
   for (;;) {
     bool done;
     {
@@ -135,7 +136,7 @@ int IslandMembership::wait_sum() {
     }
     if (done) {
       const Status summed = mailbox_.wait(posted.sum.op);
-      if (summed) break;
+      if (summed) return;
       if (!leaves_out_) check_comm(summed);
       // A peer of the sum was lost: the job's word decides (islands left out, or a stop).
       auto waiting = progress_.wait_for("the job's word on the island lost during the outer sync");
@@ -147,6 +148,42 @@ int IslandMembership::wait_sum() {
     // The pseudo-gradient again, over the islands present.
     std::memcpy(posted.sum.pseudo_gradient.data(), posted.original.data(), posted.original.nbytes());
     post(posted);
+  }
+}
+
+bool IslandMembership::island_agrees(const Posted& posted) {
+  if (!island_) return true;
+  // The sum of the counts and of their squares: equal counts c over n ranks give n·c and n·c² (small
+  // integers, exact in f32), and only they give n·Σc² = (Σc)².
+  compute::Tensor counts = compute::Tensor::zeros({2}, compute::DType::f32);
+  counts.data_as<float>()[0] = static_cast<float>(posted.islands);
+  counts.data_as<float>()[1] = static_cast<float>(posted.islands * posted.islands);
+  auto waiting = progress_.wait_for("the island's ranks agreeing on the islands their outer sum holds");
+  check_comm(mailbox_.wait(mailbox_.all_reduce(*island_, counts)));
+  const double sum = counts.data_as<float>()[0], squares = counts.data_as<float>()[1];
+  return static_cast<double>(island_->group().size()) * squares == sum * sum;
+}
+
+int IslandMembership::wait_sum() {
+  Posted& posted = posted_.front();
+  land(posted);
+  while (!island_agrees(posted)) {
+    // A sync in flight when the other island was lost landed with it at some of this island's places
+    // and not at others: every rank takes it again over the islands present, once the job said which.
+    monitor::logger("train")->warn(
+        "rank {}: outer sync {} was summed over {} island(s) here and over another count at another place of this "
+        "island (an island was lost during it): every rank of the island takes it over the islands present",
+        engine_.rank(), sums_started_, posted.islands);
+    auto waiting = progress_.wait_for("the job's word on the island lost during the outer sync");
+    while (static_cast<int>(present_.size()) == islands_) {
+      mailbox_.wait_islands_order();
+      take_orders();
+    }
+    if (posted.islands > static_cast<int>(present_.size())) {
+      std::memcpy(posted.sum.pseudo_gradient.data(), posted.original.data(), posted.original.nbytes());
+      post(posted);
+      land(posted);
+    }
   }
   read_outer_sum(posted.sum);
   const int summed_over = posted.islands;

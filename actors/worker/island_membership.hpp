@@ -18,6 +18,13 @@
 //              the momentum from the rank at its place in the first kept island, takes w_sync as its
 //              weights and zero moments, and goes on after those steps.
 //
+// An island of several ranks sums at every place of it: where a sync was in flight when the other
+// island was lost, the sum may land with the lost island's part at one place and fail (and be taken
+// again over the islands present) at another. Each sum's ranks therefore agree over the island's
+// own data-parallel group on how many islands they summed over before they apply it; where they
+// differ, each takes the job's order and sums again over the islands present. (Islands of more than
+// one rank are left out only among two islands, recovery_path.hpp, so that sum is the rank's own.)
+//
 // The pseudo-gradient of a sum given up is posted again from a copy kept when it was first posted:
 // a ring all-reduce adds into its buffer in place, so an abandoned one may have changed it. After a
 // renewal that left islands out, the present ranks first check that they post the same sync.
@@ -46,10 +53,12 @@ class IslandMembership {
  public:
   // `outer`: the rank's outer group as it starts (a rejoining rank's: under its order's epoch).
   // `leaves_out`: whether the job leaves lost islands out (else a failed sum throws CommFailed).
+  // `island`: the island's data-parallel group, over which its ranks agree on each sum (above);
+  // null where the island is one rank or the job does not leave islands out.
   // `kill_after_posting`: TROUPE_DRILL_KILL_AT's `:sync` step for this rank's first process, or −1.
   IslandMembership(MailboxComm& mailbox, comm::Engine& engine, monitor::WorkProgress& progress, const comm::Grid& grid,
                    int islands, compute::OuterPrecision precision, std::unique_ptr<comm::Communicator> outer,
-                   bool leaves_out, long kill_after_posting = -1);
+                   bool leaves_out, comm::Communicator* island, long kill_after_posting = -1);
 
   // The outer step's hooks over this membership; it must outlive them.
   compute::IslandGroup group();
@@ -69,6 +78,11 @@ class IslandMembership {
   };
   void start_sum(compute::Tensor pseudo_gradient, long steps_taken);
   int wait_sum();
+  // Until `posted` landed over the group it was last posted to, posting it again over the islands
+  // present where the job left islands out meanwhile.
+  void land(Posted& posted);
+  // Whether every rank of the island summed over as many islands as `posted` did.
+  bool island_agrees(const Posted& posted);
   void synced(long steps_taken, const compute::Tensor& last_sync, const compute::Tensor& momentum);
   // Takes the islands orders waiting: a left-out order renews the group now, a rejoin order is kept
   // for the next sync. Whether the group was renewed.
@@ -88,6 +102,7 @@ class IslandMembership {
   compute::OuterPrecision precision_;
   std::unique_ptr<comm::Communicator> outer_;
   bool leaves_out_;
+  comm::Communicator* island_;
   long kill_after_posting_;
   std::vector<int> present_;  // the islands of outer_, in order
   std::deque<Posted> posted_;

@@ -506,8 +506,10 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
       auto kill = env::read_drill_kill_at();
       if (!kill) return {-1, 2, kill.error().message};
       const long kill_in_sync = *kill && (*kill)->in_sync && (*kill)->rank == rank && !replacing ? (*kill)->step : -1;
+      // Islands of several ranks agree on each sum over their data-parallel group (island_membership.hpp).
+      comm::Communicator* island = leaves_out && (*dp)->group().size() > 1 ? dp->get() : nullptr;
       membership.emplace(mailbox, engine, progress, grid, islands, job.config.train.diloco_precision, std::move(outer),
-                         leaves_out, kill_in_sync);
+                         leaves_out, island, kill_in_sync);
       if (replacing && !replacing->islands_kept.empty())
         recovery_hooks.join = [&membership, &replacing](TrainingLoop& loop, const CheckpointRollback&) {
           return membership->rejoin(*replacing, loop);

@@ -123,9 +123,10 @@ Verdict drill_running_job(const Drill& drill) {
   const bool in_place = resumed_by(actors::RecoveryRoute::in_place_from_replica) ||
                         resumed_by(actors::RecoveryRoute::in_place_rollback) || island_left_out;
   // A worker that threw keeps its process, except in a DiLoCo island, whose node's process is
-  // started again (its island left out) as a lost one's is.
+  // started again (its island left out) as a lost one's is; and a lost island of several nodes
+  // has all of them started again.
   std::vector<int> replaced = worker ? std::vector<int>{} : options.targets;
-  if (worker && island_left_out)
+  if (island_left_out)
     for (const job_event& event : events)
       if (const auto* resumed = caf::get_if<actors::training_resumed>(&event.body);
           resumed && resumed->route == actors::RecoveryRoute::island_left_out)

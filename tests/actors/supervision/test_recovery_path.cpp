@@ -428,8 +428,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "DiLoCo's islands: the islands lost are the lost ranks', and whole islands of one rank, not all, without "
-    "streaming or ZeRO, are left out, and islands of stages or tensor shards are not",
+    "DiLoCo's islands: the islands lost are the lost ranks', not all of them, without streaming or ZeRO; islands of "
+    "several replicas only among two, and islands of stages, tensor or context shards never",
     "[recovery]") {
   RecoveryShape shape = plain_dp();
   shape.data_parallel = 4;
@@ -450,21 +450,32 @@ TEST_CASE(
         "afresh");
   CHECK_FALSE(choose_recovery(shape, FailureKind::node_lost).in_place);
   shape.zero = ZeroStage::none;
-  shape.islands = 2;  // two ranks an island
+  // Two islands of two replicas: rank 1 is island 0's, ranks 2 and 3 island 1's.
+  shape.islands = 2;
+  CHECK(choose_island_left_out(shape, {1}).lost == std::vector<int>{0});
+  CHECK(choose_island_left_out(shape, {3, 2}).lost == std::vector<int>{1});
+  CHECK(choose_island_left_out(shape, {1, 2}).why_not ==
+        "DiLoCo's islands: every island was lost: no island holds the outer state");
+  CHECK(choose_recovery(shape, FailureKind::node_lost).island_left_out);
+  // Four islands of two replicas: a survivor's sum in flight could land over different islands at
+  // the places of two surviving islands.
+  shape.data_parallel = 8;
+  shape.islands = 4;
   choice = choose_island_left_out(shape, {1});
   CHECK(choice.lost.empty());
-  CHECK_THAT(choice.why_not, Catch::StartsWith("DiLoCo's islands: an island is left out only where each island is one "
-                                               "rank (train.islands 2 of 4 data-parallel replicas)"));
+  CHECK_THAT(choice.why_not, Catch::StartsWith("DiLoCo's islands: an island of more than one rank is left out only "
+                                               "among two islands (train.islands 4 of 2 ranks each)"));
   const RecoveryChoice restart = choose_recovery(shape, FailureKind::node_lost);
   CHECK_FALSE(restart.in_place);
   CHECK(restart.why_not == choice.why_not);
-  // Islands of one replica of two tensor shards, or of two stages: more than one rank an island.
-  shape.islands = 4;
-  for (int* axis : {&shape.tensor_shards, &shape.pipeline_stages}) {
+  // Islands of one replica of two tensor shards, of two stages or of two context shards.
+  shape.data_parallel = 4;
+  for (int* axis : {&shape.tensor_shards, &shape.pipeline_stages, &shape.context_shards}) {
     *axis = 2;
+    shape.data_parallel = axis == &shape.context_shards ? 8 : 4;
     CHECK_THAT(choose_island_left_out(shape, {1}).why_not,
-               Catch::Contains("each island is one rank (train.islands 4 of 4 data-parallel replicas, with stages or "
-                               "shards)"));
+               Catch::StartsWith("DiLoCo's islands: an island is left out only where it is whole data-parallel "
+                                 "replicas, without pipeline stages, tensor or context shards"));
     CHECK_FALSE(choose_recovery(shape, FailureKind::node_lost).in_place);
     *axis = 1;
   }

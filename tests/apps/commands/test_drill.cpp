@@ -160,6 +160,30 @@ TEST_CASE(
                         Contains("the lost island rejoined after step "));
 }
 
+// Islands of two replicas: rank 1's throw loses island 0, rank 0's node with it. Both nodes start
+// again and rejoin with the outer state of island 1's ranks, each from the rank at its place.
+TEST_CASE(
+    "drill kill-worker on two DiLoCo islands of two replicas: both nodes of the thrower's island start again, the "
+    "other island's keep their processes and hand each new rank the outer state",
+    "[drill][diloco]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "kill-worker",
+                                {"--workers", "4", "--train.batch_size", "2", "--train.sync", "diloco",
+                                 "--train.islands", "2", "--train.diloco_steps", "2"});
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("verdict: PASS") &&
+                        Contains("recovery: island 0 left out (epoch 1): island 1 goes on and takes the next outer "
+                                 "sync without it; starting node 1's process again on its host localhost, node 0's "
+                                 "process again on its host localhost (node 0 of the island lost, killed first), to "
+                                 "rejoin after that sync with the outer state of ranks 2 and 3") &&
+                        Contains("survivors kept their processes: yes (node 2 pid ") &&
+                        Contains("node 0's process started again: yes (pid ") &&
+                        Contains("node 1's process started again: yes (pid ") &&
+                        Contains("the lost island rejoined after step ") &&
+                        Contains("with ranks 2 and 3's outer state") && !Contains("restarting every node"));
+}
+
 TEST_CASE("drill kill-node on dp 3: both survivors keep their processes and connect to the new one", "[drill]") {
   TempDir dir;
   const ProcessResult r = drill(dir, "kill-node", {"--workers", "3", "--target", "2"});
