@@ -52,11 +52,13 @@ class OuterSyncs {
   compute::IslandGroup islands_;
   int rank_;
   long total_steps_;
+  int model_fragments_;                      // train.diloco_fragments: F of the model, whatever its runs here
+  long fragment_syncs_ = 0;                  // model fragments' syncs landed (a fragment of several runs once)
   monitor::WorkerMetrics* metrics_;          // counts the outer syncs; null: none kept
   std::int64_t last_outer_bytes_ = 0;        // this rank sent for the newest outer sync
   monitor::TraceRecorder* trace_ = nullptr;  // the syncs are recorded here; null: none
   monitor::TraceTrack track_{};              // ... on this track
-  std::vector<double> sync_started_us_;      // per fragment: when its sum in flight started
+  std::vector<double> sync_started_us_;      // per run: when its sum in flight started
   std::vector<long> sync_started_after_;     // ... after which step
 };
 

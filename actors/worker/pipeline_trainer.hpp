@@ -166,6 +166,7 @@ class PipelineTrainer {
   // after another. A rank of one chunk holds them so (chunk_parameters); one of several chunks
   // (interleaved, ZB-V) copies them into such a buffer and back.
   int chunk_count() const { return static_cast<int>(chunks_.size()); }
+  compute::GPTStage& chunk_stage(int chunk) { return *chunks_.at(static_cast<std::size_t>(chunk)).stage; }
   compute::Tensor& chunk_parameters();  // a rank of one chunk
   // Where chunk_parameters() starts in the chunk's buffer: 0, or a ZeRO-3 shard's begin.
   std::int64_t chunk_kept_begin() const;

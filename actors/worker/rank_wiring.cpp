@@ -94,6 +94,39 @@ compute::Tensor outer_buffer(PipelineTrainer& trainer) {
   return flat;
 }
 
+// The model's outer fragments as a stage's buffer holds them (outer_buffer: one chunk's kept
+// parameters, or several chunks' one after another). Each chunk (of tensor shard `shard` of
+// `shards`) keeps its part of each fragment as one run, its units in the model's order, and a chunk
+// ending the model that does not start it its copy of the tied embedding on fragment 0's schedule;
+// under ZeRO-3 its shard keeps the part of each inside it. Several chunks give a fragment one run
+// in each. Plain DiLoCo over several chunks: the whole buffer, one fragment (empty).
+std::vector<compute::OuterFragment> chunk_fragments(const ResolvedJob& job, PipelineTrainer& trainer, int shard,
+                                                    int shards) {
+  const TrainOptions& t = job.config.train;
+  if (trainer.chunk_count() > 1 && t.diloco_fragments == 1) return {};
+  std::vector<compute::OuterFragment> runs;
+  std::int64_t at = 0;  // the chunk's first element in the rank's buffer
+  for (int c = 0; c < trainer.chunk_count(); ++c) {
+    compute::GPTStage& stage = trainer.chunk_stage(c);
+    const int first = stage.first_layer(), last = stage.last_layer();
+    const bool tied_copy = first > 0 && last == job.model.n_layer;
+    const std::int64_t kept = stage.kept_begin(), held = stage.params().numel();
+    for (compute::OuterFragment run : compute::fragments_within(
+             compute::stage_fragments(
+                 compute::GPTStage::parameter_units(job.model, first, last, {shard, shards}), first, last,
+                 job.model.n_layer,
+                 tied_copy ? std::int64_t{job.model.padded_vocab_size} * job.model.n_embd / shards : 0,
+                 t.diloco_fragments, t.diloco_steps),
+             kept, kept + held)) {
+      run.begin += at;
+      run.end += at;
+      runs.push_back(run);
+    }
+    at += held;
+  }
+  return runs;
+}
+
 // A pipeline stage as the rank loop drives it; each step also reports the stage's bubble. Under
 // train.sync diloco (`outer`, on `outer_buffer`) the stage's shard takes the outer step after its
 // steps.
@@ -253,24 +286,8 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   compute::Tensor synced;
   if (job.config.train.sync == compute::SyncMode::diloco) {
     synced = outer_buffer(trainer);
-    // A stage of one chunk (and a tensor shard) keeps its part of each fragment as one run of its
-    // buffer, its units in the model's order, and a last stage its copy of the tied embedding on
-    // fragment 0's schedule; under ZeRO-3 its shard keeps the part of each inside it. A buffer of
-    // several chunks syncs whole (resolve() refuses streaming there).
-    std::vector<compute::OuterFragment> fragments;
-    if (trainer.chunk_count() == 1) {
-      const compute::StageLayers& layers = job.pipeline_split[static_cast<std::size_t>(coord.pp)];
-      const bool tied_copy = layers.first_layer > 0 && layers.last_layer == job.model.n_layer;
-      const std::int64_t kept = trainer.chunk_kept_begin();
-      fragments = compute::fragments_within(
-          compute::stage_fragments(
-              compute::GPTStage::parameter_units(job.model, layers.first_layer, layers.last_layer, {coord.tp, grid.tp}),
-              layers.first_layer, layers.last_layer, job.model.n_layer,
-              tied_copy ? std::int64_t{job.model.padded_vocab_size} * job.model.n_embd / grid.tp : 0,
-              job.config.train.diloco_fragments, job.config.train.diloco_steps),
-          kept, kept + synced.numel());
-    }
-    outer = std::make_unique<OuterSyncs>(job, synced, std::move(fragments), std::move(island), rank, metrics);
+    outer = std::make_unique<OuterSyncs>(job, synced, chunk_fragments(job, trainer, coord.tp, grid.tp),
+                                         std::move(island), rank, metrics);
     shares_text += outer->describe(island_replicas);
   }
   monitor::TraceRecorder trace;

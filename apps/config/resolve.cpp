@@ -93,9 +93,6 @@ std::optional<std::string> diloco_problem(const JobConfig& c, const compute::GPT
   // A stage of several chunks (interleaved, ZB-V) syncs them as one buffer, one fragment; a stage of
   // one chunk or a tensor shard keeps each fragment's part in one run, a ZeRO-3 shard the part of
   // each inside it.
-  if (c.pipeline.stages > 1 && c.pipeline.virtual_stages > 1 && (t.diloco_fragments > 1 || t.diloco_overlap > 0))
-    return "train.diloco_fragments and train.diloco_overlap do not work with pipeline.virtual_stages " +
-           str(c.pipeline.virtual_stages) + " yet: a stage of several chunks syncs them at once";
   if (t.backend != compute::BackendKind::cpu)
     return "train.sync diloco works with train.backend cpu only so far: the outer step runs on host memory (got '" +
            std::string(compute::backend_name(t.backend)) + "')";

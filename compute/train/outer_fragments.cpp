@@ -39,12 +39,12 @@ std::vector<OuterFragment> stage_fragments(std::span<const ParameterUnit> units,
     }
     if (f == 0 && front) begin = units.front().begin, end = std::max(end, units.front().end);
     if (f + 1 == fragments && tail) end = copy_begin;
-    out.push_back({begin, end, f * (every / fragments)});
+    out.push_back({begin, end, f * (every / fragments), f});
     at = end;
   }
   // One fragment: the copy goes with it, the whole buffer one run.
   if (copy_elements > 0 && fragments == 1) out.back().end = units.back().end;
-  if (copy_elements > 0 && fragments > 1) out.push_back({copy_begin, units.back().end, 0});
+  if (copy_elements > 0 && fragments > 1) out.push_back({copy_begin, units.back().end, 0, 0});
   return out;
 }
 
@@ -60,7 +60,7 @@ std::vector<OuterFragment> fragments_within(std::span<const OuterFragment> model
   std::vector<OuterFragment> out;
   for (const OuterFragment& f : model) {
     const std::int64_t first = std::clamp(f.begin, begin, end), last = std::clamp(f.end, begin, end);
-    out.push_back({first - begin, last - begin, f.offset});
+    out.push_back({first - begin, last - begin, f.offset, f.fragment});
   }
   return out;
 }

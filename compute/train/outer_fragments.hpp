@@ -20,9 +20,13 @@
 
 namespace troupe::compute {
 
+// One run of a rank's buffer synced on one schedule. A fragment of the model is one run of a whole
+// model's buffer; on a pipeline stage it may be several (a last stage's copy of the tied embedding,
+// a stage's chunks), each a run with the model fragment's number.
 struct OuterFragment {
   std::int64_t begin = 0, end = 0;  // [begin, end) of the flat parameter buffer
   long offset = 0;                  // synced after the steps s ≥ 1 with (s − offset) a multiple of H
+  int fragment = 0;                 // which of the model's F fragments the run is part of
   std::int64_t size() const { return end - begin; }
 };
 

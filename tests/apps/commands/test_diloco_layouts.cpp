@@ -376,20 +376,24 @@ TEST_CASE(
 // A stage keeps its part of each fragment as one run (fragment 0's blocks and the embeddings on the
 // first stage; the last fragment's blocks and ln_f on the last), and the last stage its copy of the
 // tied embedding as one more run on fragment 0's schedule, so both copies take the same outer steps.
+// A stage of two chunks (interleaved, ZB-V's V) keeps a run of each fragment in each chunk: tiny's
+// 4 blocks one a chunk, so with two fragments of two blocks each stage holds a block of each
+// fragment (interleaved: blocks 0 and 2, 1 and 3; ZB-V: 0 and 3, 1 and 2).
 TEST_CASE(
-    "diloco: streaming fragments with overlap on islands of two pipeline stages, 1f1b and zb-h1, end within 1e-5 of "
-    "the one-process simulation",
+    "diloco: streaming fragments with overlap on islands of two pipeline stages, 1f1b, zb-h1, interleaved and zb-v, "
+    "end within 1e-5 of the one-process simulation",
     "[diloco][pipeline]") {
   TempDir dir;
   // The stages' islands read 2 micro-batches of 2 sequences, as the simulated replicas accumulate.
   const std::string file = streaming_file(dir, 1, 2);
   const Simulated simulated = simulate(file, 7);
   CHECK(simulated.syncs == 4);
-  for (const std::string schedule : {"1f1b", "zb-h1"}) {
+  for (const std::string schedule : {"1f1b", "zb-h1", "interleaved", "zb-v"}) {
     const std::filesystem::path saved = dir.path() / schedule;
+    const bool chunks = schedule == "interleaved" || schedule == "zb-v";
     run_streaming(dir, file,
                   {"--pipeline.stages", "2", "--pipeline.microbatches", "2", "--train.grad_accum", "1",
-                   "--pipeline.schedule", schedule},
+                   "--pipeline.schedule", schedule, "--pipeline.virtual_stages", chunks ? "2" : "1"},
                   saved);
     check_as_simulated(saved, simulated, "streaming, 2 islands x pp 2 " + schedule + ", overlap 1");
   }

@@ -169,12 +169,6 @@ TEST_CASE("diloco: what its islands do not take is refused in one line", "[diloc
   check_rejected_in(
       dir, {"train", "--workers", "2", "--model.preset", "moe-tiny", "--train.sync", "diloco", "--expert.shards", "2"},
       "train.sync diloco does not work with expert.shards > 1 yet");
-  check_rejected_in(dir,
-                    {"train", "--workers", "2", "--model.preset", "tiny", "--train.sync", "diloco", "--pipeline.stages",
-                     "2", "--pipeline.schedule", "zb-v", "--pipeline.virtual_stages", "2", "--train.diloco_overlap",
-                     "1", "--train.diloco_steps", "4"},
-                    "train.diloco_fragments and train.diloco_overlap do not work with pipeline.virtual_stages 2 yet: "
-                    "a stage of several chunks syncs them at once");
   check_rejected_in(dir, {"train", "--train.sync", "diloco", "--comm.compress", "bf16"},
                     "train.sync diloco does not work with comm.compress yet");
   check_rejected_in(dir, {"train", "--train.sync", "diloco", "--train.diloco_fragments", "0"},
