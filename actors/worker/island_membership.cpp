@@ -194,6 +194,9 @@ int IslandMembership::wait_sum() {
 
 void IslandMembership::synced(long steps_taken, const compute::Tensor& last_sync, const compute::Tensor& momentum) {
   if (!rejoin_due_) return;
+  // The rejoining rank starts with no sum in flight: the outer state handed over must hold every
+  // fragment's last sync.
+  TROUPE_CHECK(posted_.empty(), "an outer sum in flight when a lost island rejoins");
   rejoin_due_ = false;
   take_orders();
   while (!rejoin_) {

@@ -25,6 +25,10 @@
 // differ, each takes the job's order and sums again over the islands present. (Islands of more than
 // one rank are left out only among two islands, recovery_path.hpp, so that sum is the rank's own.)
 //
+// Under streaming one fragment's sum at most is in flight (each lands before the next one starts:
+// train.diloco_overlap below H / F), so a rejoining rank, which takes the outer state after the
+// first sync over fewer islands, finds every fragment's last sync in it.
+//
 // The pseudo-gradient of a sum given up is posted again from a copy kept when it was first posted:
 // a ring all-reduce adds into its buffer in place, so an abandoned one may have changed it. After a
 // renewal that left islands out, the present ranks first check that they post the same sync.
@@ -106,6 +110,7 @@ class IslandMembership {
   long kill_after_posting_;
   std::vector<int> present_;  // the islands of outer_, in order
   std::deque<Posted> posted_;
+  long renewals_ = 0;      // of the outer group, each abandoning every sum in flight
   long sums_started_ = 0;  // pseudo-gradients taken, each counted once however often posted
   // Islands were left out since the last post: with three or more islands, a sum in flight may have
   // landed on some survivors (the lost rank had sent its part to them) and not on others, which

@@ -232,10 +232,14 @@ void train_islands(std::span<SimulatedIsland> islands, std::span<OuterStep> oute
     const int count = static_cast<int>(here.size());
     for (int i : here)
       outer[static_cast<std::size_t>(i)].apply(f, islands[static_cast<std::size_t>(i)].params, sum, count, mix);
+    // An island absent takes the whole outer state, every fragment's, as a lost island's new process
+    // does when it rejoins.
     for (int i = 0; i < k; ++i)
       if (!std::binary_search(here.begin(), here.end(), i)) {
         SimulatedIsland& absent = islands[static_cast<std::size_t>(i)];
-        outer[static_cast<std::size_t>(i)].adopt(f, outer[static_cast<std::size_t>(here.front())], absent.params);
+        OuterStep& its = outer[static_cast<std::size_t>(i)];
+        for (std::size_t g = 0; g < its.fragments().size(); ++g)
+          its.adopt(static_cast<int>(g), outer[static_cast<std::size_t>(here.front())], absent.params);
         if (absent.restart_inner) absent.restart_inner();
       }
   };

@@ -149,7 +149,8 @@ using IslandsPresent = std::function<bool(long steps_taken, int island)>;
 //
 // With `present`, a sync averages over the islands present only, Δ = (Σ_{i present} Δ_i) / |present|
 // (summed in island order, as the outer group of the present islands would), and each island absent
-// then adopts the outer state of the first present (OuterStep::adopt). At least one must be present.
+// then adopts the whole outer state of the first present, every fragment's (OuterStep::adopt of
+// each), as a lost island's new process takes it. At least one must be present.
 void train_islands(std::span<SimulatedIsland> islands, std::span<OuterStep> outer, long steps_taken, long steps,
                    const IslandsPresent& present = {});
 

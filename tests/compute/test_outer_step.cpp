@@ -299,11 +299,14 @@ TEST_CASE("outer fragments: consecutive blocks, the embeddings first and the tai
   CHECK((back[0].begin == 0 && back[0].end == 3 && back[0].offset == 0));
   CHECK((back[1].begin == 3 && back[1].end == 12 && back[1].offset == 10));
   CHECK((back[2].begin == 12 && back[2].end == 22 && back[2].offset == 0));
+  // Each run names the model fragment it is part of: the copy of the embedding is fragment 0's.
+  CHECK((front[0].fragment == 0 && front[1].fragment == 1));
+  CHECK((back[0].fragment == 0 && back[1].fragment == 1 && back[2].fragment == 0));
   const std::vector<OuterFragment> whole_stage = stage_fragments(last, 2, 5, 5, 10, 1, 20);
   CHECK((whole_stage.size() == 1 && whole_stage[0].begin == 0 && whole_stage[0].end == 22));
   const std::vector<OuterFragment> inside = fragments_within(f, 0, 15);
   CHECK((inside[0].begin == 0 && inside[0].end == 15));
-  CHECK((inside[1].begin == 15 && inside[1].end == 15 && inside[1].offset == 10));
+  CHECK((inside[1].begin == 15 && inside[1].end == 15 && inside[1].offset == 10 && inside[1].fragment == 1));
 }
 
 TEST_CASE("outer step: an empty fragment syncs on its schedule without a sum, the others as the whole buffer's",

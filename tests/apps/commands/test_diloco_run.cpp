@@ -315,29 +315,30 @@ TEST_CASE("diloco: a checkpoint of one island resumes on two, and one of two on 
 
 namespace {
 
-// Six steps of two islands at H 2 (syncs after steps 2, 4 and 6) with island 1's node process
-// killed where TROUPE_DRILL_KILL_AT says: the job's output, and its final weights.
+// `steps` steps of two islands (by default job_file's at H 2: syncs after steps 2, 4 and 6) with
+// island 1's node process killed where TROUPE_DRILL_KILL_AT says: the job's output, and its final
+// weights. `layout`: more keys (by default two workers, an island each).
 struct IslandKilled {
   std::string file;
   ProcessResult run;
   std::vector<float> weights;
 };
-// `layout`: more keys (by default two workers, an island each).
 IslandKilled kill_island(const TempDir& dir, const std::string& kill_at, const std::string& name,
-                         const std::vector<std::string>& layout = {"--workers", "2"}) {
+                         const std::vector<std::string>& layout = {"--workers", "2"}, std::string file = {},
+                         long steps = 6) {
   ScopedEnv kill("TROUPE_DRILL_KILL_AT", kill_at.c_str());
-  const std::string file = job_file(dir, 2, 0.7, 0.9);
+  if (file.empty()) file = job_file(dir, 2, 0.7, 0.9);
   IslandKilled killed{file,
                       run_troupe(dir,
-                                 with({"train", "--config", file, "--train.steps", "6", "--checkpoint.dir",
-                                       (dir.path() / name).string()},
+                                 with({"train", "--config", file, "--train.steps", std::to_string(steps),
+                                       "--checkpoint.dir", (dir.path() / name).string()},
                                       layout),
                                  std::chrono::seconds(120)),
                       {}};
   INFO("stdout: " << killed.run.out << "\nstderr: " << killed.run.err);
   REQUIRE(!killed.run.timed_out);
   REQUIRE(killed.run.exit_code == 0);
-  killed.weights = final_parameters(dir.path() / name, 6);
+  killed.weights = final_parameters(dir.path() / name, steps);
   return killed;
 }
 
@@ -427,5 +428,37 @@ TEST_CASE(
         absent, where.c_str(), worst);
     CHECK(worst < 1e-5);
     CHECK(max_difference(killed.weights, simulated.start) > 1e-3);
+  }
+}
+
+// Streaming: H 4 in 2 fragments, each applied a step after its sync (fragment 1 synced after steps
+// 2 and 6, fragment 0 after 4, every fragment after the last, 8). Island 1's node killed as step 4
+// begins, or during fragment 0's sync after step 4: island 0 takes that sync alone (it lands after
+// step 5), or, where the killed process's part had landed, fragment 1's after step 6 (landing after
+// 7); the new process rejoins there with every fragment's outer state, nothing else being in
+// flight. The simulation's island absent from that landing adopts every fragment's outer state too.
+TEST_CASE(
+    "diloco: streaming fragments with overlap: an island's node killed before or during a fragment's sync is left "
+    "out of that sync, rejoins with every fragment's outer state, and the run ends with the simulation's weights, bit "
+    "for bit",
+    "[diloco][islands]") {
+  TempDir dir;
+  const std::string file = job_file(dir, 4, 0.7, 0.9, "diloco_fragments = 2\ndiloco_overlap = 1\n");
+  for (const char* kill_at : {"1:4", "1:4:sync"}) {
+    INFO("TROUPE_DRILL_KILL_AT=" << kill_at);
+    const IslandKilled killed = kill_island(
+        dir, kill_at, std::string("streaming-") + (kill_at[3] == ':' ? "sync" : "before"), {"--workers", "2"}, file, 8);
+    const std::string& out = killed.run.out;
+    INFO(out);
+    CHECK(occurrences(out, "island 1 left out (epoch 1)") == 1);
+    CHECK(occurrences(out, "recovery: island 1 rejoined") == 1);
+    CHECK_THAT(out, Catch::Contains("averaged over 1 island(s)") && !Catch::Contains("restarting every node"));
+    const long absent = rejoined_after(out);
+    CHECK((absent == 5 || (kill_at == std::string("1:4:sync") && absent == 7)));
+    const std::vector<float> start = simulate(file, 0).start;
+    const Simulated simulated = simulate(file, 8, [absent](long s, int island) { return island == 0 || s != absent; });
+    REQUIRE(killed.weights.size() == simulated.weights.size());
+    CHECK(std::memcmp(killed.weights.data(), simulated.weights.data(), killed.weights.size() * sizeof(float)) == 0);
+    CHECK(max_difference(killed.weights, start) > 1e-3);
   }
 }
