@@ -86,8 +86,6 @@ IslandChoice choose_island_left_out(const RecoveryShape& shape, const std::vecto
                    std::to_string(shape.islands) + " of " + std::to_string(island_ranks) +
                    " ranks each): with more, a sync in flight could land over different islands at the places of "
                    "two surviving islands, which neither island's ranks alone can set right");
-  if (shape.zero != compute::ZeroStage::none)
-    return restart("an island is left out only under train.zero 0: its rejoin starts plain AdamW moments afresh");
   IslandChoice choice;
   const comm::Grid grid{shape.data_parallel, 1, 1};
   for (int rank : lost_ranks) {

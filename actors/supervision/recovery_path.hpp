@@ -91,9 +91,8 @@ RecoveryChoice choose_grow(const RecoveryShape& shape);
 // killed first), to rejoin at the next outer sync with the outer state of a present island. That
 // needs islands of whole data-parallel replicas (no pipeline stages, tensor or context shards: an
 // island's ranks agree on each sync over the island's data-parallel group, worker/island_membership.hpp),
-// islands of more than one rank only among two islands, no streaming (train.diloco_fragments 1, no
-// overlap) and train.zero 0 (the rejoin starts the plain optimizer's moments afresh). `lost`: the
-// islands lost, in order; empty with `why_not` where the job restarts every node instead. With no
+// islands of more than one rank only among two islands (streaming and ZeRO allowed: the rejoin
+// starts the new ranks' moments, or their shards of them, afresh). `lost`: the islands lost, in order; empty with `why_not` where the job restarts every node instead. With no
 // ranks, whether the shape allows it at all.
 struct IslandChoice {
   std::vector<int> lost;

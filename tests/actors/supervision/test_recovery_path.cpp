@@ -428,8 +428,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "DiLoCo's islands: the islands lost are the lost ranks', not all of them, with or without streaming, never under "
-    "ZeRO; islands of several replicas only among two, and islands of stages, tensor or context shards never",
+    "DiLoCo's islands: the islands lost are the lost ranks', not all of them, with or without streaming or ZeRO; "
+    "islands of several replicas only among two, and islands of stages, tensor or context shards never",
     "[recovery]") {
   RecoveryShape shape = plain_dp();
   shape.data_parallel = 4;
@@ -444,11 +444,10 @@ TEST_CASE(
   CHECK(choose_island_left_out(shape, {1}).lost == std::vector<int>{1});
   CHECK(choose_recovery(shape, FailureKind::node_lost).island_left_out);
   shape.outer_streaming = false;
-  shape.zero = ZeroStage::optimizer_state;
-  CHECK(choose_island_left_out(shape, {1}).why_not ==
-        "DiLoCo's islands: an island is left out only under train.zero 0: its rejoin starts plain AdamW moments "
-        "afresh");
-  CHECK_FALSE(choose_recovery(shape, FailureKind::node_lost).in_place);
+  // Under ZeRO the new ranks' shards of the moments start at zero, as a whole rank's moments do.
+  shape.zero = ZeroStage::parameters;
+  CHECK(choose_island_left_out(shape, {1}).lost == std::vector<int>{1});
+  CHECK(choose_recovery(shape, FailureKind::node_lost).island_left_out);
   shape.zero = ZeroStage::none;
   // Two islands of two replicas: rank 1 is island 0's, ranks 2 and 3 island 1's.
   shape.islands = 2;
