@@ -27,11 +27,19 @@ bool contains(const std::vector<int>& values, int value) {
   return std::find(values.begin(), values.end(), value) != values.end();
 }
 
-// The ranks of `island` (its islands are whole replicas, choose_island_left_out): the donors of a
-// rejoin, each to the rank at its place in the island rejoining.
+// The job's grid, as its islands are cut from it.
+comm::Grid job_grid(const RecoveryShape& shape) {
+  return {shape.data_parallel, shape.pipeline_stages, shape.tensor_shards};
+}
+
+// The ranks of `island`, in rank order: the donors of a rejoin, each to the rank at its place in
+// the island rejoining.
 std::vector<int> island_ranks(const RecoveryShape& shape, int island) {
-  const comm::Grid grid{shape.data_parallel, 1, 1};
-  return comm::island_group(grid, island * (shape.data_parallel / shape.islands), shape.islands).ranks;
+  const comm::Grid grid = job_grid(shape);
+  std::vector<int> ranks;
+  for (int rank = 0; rank < grid.world(); ++rank)
+    if (comm::island_of(grid, rank, shape.islands) == island) ranks.push_back(rank);
+  return ranks;
 }
 
 // The islands a rejoin order brings back: those it does not keep.
@@ -71,7 +79,7 @@ bool leave_islands_out(job_actor* self, const std::vector<int>& lost_nodes, Fail
       log_restart(st, choice.why_not);
       return false;
     }
-    const comm::Grid grid{st.plan.recovery.data_parallel, 1, 1};
+    const comm::Grid grid = job_grid(st.plan.recovery);
     for (const PlannedNode& node : st.plan.nodes) {
       if (contains(nodes, node.node_index)) continue;
       for (int rank = node.first_rank; rank < node.first_rank + node.slots; ++rank)

@@ -75,19 +75,18 @@ RecoveryChoice choose_recovery(const RecoveryShape& shape, FailureKind kind) {
 
 IslandChoice choose_island_left_out(const RecoveryShape& shape, const std::vector<int>& lost_ranks) {
   auto restart = [](std::string why) { return IslandChoice{{}, "DiLoCo's islands: " + std::move(why)}; };
-  if (shape.pipeline_stages > 1 || shape.tensor_shards > 1 || shape.context_shards > 1)
+  if (shape.context_shards > 1)
     return restart(
-        "an island is left out only where it is whole data-parallel replicas, without pipeline stages, tensor or "
-        "context shards: its ranks agree on each outer sync over the island's data-parallel group, which with "
-        "stages or shards holds only part of the island");
-  const int island_ranks = shape.data_parallel / shape.islands;
+        "an island of context shards is not left out: its new ranks would have to take up the shards' exchanges "
+        "with their own");
+  const int island_ranks = shape.data_parallel / shape.islands * shape.pipeline_stages * shape.tensor_shards;
   if (island_ranks > 1 && shape.islands > 2)
     return restart("an island of more than one rank is left out only among two islands (train.islands " +
                    std::to_string(shape.islands) + " of " + std::to_string(island_ranks) +
                    " ranks each): with more, a sync in flight could land over different islands at the places of "
                    "two surviving islands, which neither island's ranks alone can set right");
   IslandChoice choice;
-  const comm::Grid grid{shape.data_parallel, 1, 1};
+  const comm::Grid grid{shape.data_parallel, shape.pipeline_stages, shape.tensor_shards};
   for (int rank : lost_ranks) {
     const int island = comm::island_of(grid, rank, shape.islands);
     if (std::find(choice.lost.begin(), choice.lost.end(), island) == choice.lost.end()) choice.lost.push_back(island);

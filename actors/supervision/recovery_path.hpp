@@ -88,12 +88,13 @@ RecoveryChoice choose_grow(const RecoveryShape& shape);
 // was lost, silent or unreachable in a job whose failure choose_recovery answers in place, the
 // islands of the lost ranks (`lost_ranks`), if not all of them, are left out: the other islands go
 // on without them and every node process holding a rank of theirs is started again (a live one
-// killed first), to rejoin at the next outer sync with the outer state of a present island. That
-// needs islands of whole data-parallel replicas (no pipeline stages, tensor or context shards: an
-// island's ranks agree on each sync over the island's data-parallel group, worker/island_membership.hpp),
-// islands of more than one rank only among two islands (streaming and ZeRO allowed: the rejoin
-// starts the new ranks' moments, or their shards of them, afresh). `lost`: the islands lost, in order; empty with `why_not` where the job restarts every node instead. With no
-// ranks, whether the shape allows it at all.
+// killed first), to rejoin at the next outer sync with the outer state of a present island. An
+// island's ranks agree on each sync over its groups (worker/island_membership.hpp), so islands of
+// several ranks (replicas, tensor shards, pipeline stages) are left out only among two islands;
+// islands of context shards not at all. Streaming and ZeRO are allowed: the rejoin starts the new
+// ranks' moments, or their shards of them, afresh. `lost`: the islands lost, in order; empty with
+// `why_not` where the job restarts every node instead. With no ranks, whether the shape allows it
+// at all.
 struct IslandChoice {
   std::vector<int> lost;
   std::string why_not;

@@ -27,22 +27,47 @@ comm::MessageKey outer_state_key(int epoch, std::uint16_t index) {
   return {comm::MessageKind::point_to_point, comm::epoch_group_id(comm::state_transfer_group_id, epoch), 0, index};
 }
 
-// The held range of `kind` as a tensor over the loop's own memory.
-compute::Tensor held_view(const TrainingLoop& loop, const std::string& kind) {
+// The held ranges of `kind`, in the loop's order, as tensors over its own memory: one, or on a
+// stage of several chunks one a chunk, which together lie as the outer state's flat buffer does.
+std::vector<compute::Tensor> held_views(const TrainingLoop& loop, const std::string& kind) {
+  std::vector<compute::Tensor> views;
   for (const checkpoint::HeldRange& range : loop.held())
     if (range.kind == kind)
-      return compute::Tensor::adopt(range.data, {range.end - range.begin}, compute::DType::f32, compute::Device::cpu,
-                                    [](void*) {});
-  TROUPE_CHECK(false, "a DiLoCo rank holds no '" + kind + "' state");
-  return {};
+      views.push_back(compute::Tensor::adopt(range.data, {range.end - range.begin}, compute::DType::f32,
+                                             compute::Device::cpu, [](void*) {}));
+  TROUPE_CHECK(!views.empty(), "a DiLoCo rank holds no '" + kind + "' state");
+  return views;
+}
+
+std::int64_t elements(const std::vector<compute::Tensor>& views) {
+  std::int64_t count = 0;
+  for (const compute::Tensor& view : views) count += view.numel();
+  return count;
+}
+
+// Where a flat buffer of the held ranges of `kind` arrives: the one range itself, or a buffer of
+// their size to be spread over them (spread_into).
+compute::Tensor arrival(const std::vector<compute::Tensor>& views) {
+  if (views.size() == 1) return views.front();
+  return compute::Tensor::zeros({elements(views)}, compute::DType::f32);
+}
+
+// `flat`'s elements into `views`, one after another.
+void spread_into(const compute::Tensor& flat, const std::vector<compute::Tensor>& views) {
+  TROUPE_CHECK(flat.numel() == elements(views), "a flat buffer of other held ranges");
+  std::int64_t at = 0;
+  for (const compute::Tensor& view : views) {
+    if (view.data() != flat.data())
+      std::memcpy(view.data(), flat.data_as<float>() + at, static_cast<std::size_t>(view.nbytes()));
+    at += view.numel();
+  }
 }
 
 }  // namespace
 
 IslandMembership::IslandMembership(MailboxComm& mailbox, comm::Engine& engine, monitor::WorkProgress& progress,
                                    const comm::Grid& grid, int islands, compute::OuterPrecision precision,
-                                   std::unique_ptr<comm::Communicator> outer, bool leaves_out,
-                                   comm::Communicator* island, long kill_after_posting)
+                                   std::unique_ptr<comm::Communicator> outer, bool leaves_out, long kill_after_posting)
     : mailbox_(mailbox),
       engine_(engine),
       progress_(progress),
@@ -51,7 +76,6 @@ IslandMembership::IslandMembership(MailboxComm& mailbox, comm::Engine& engine, m
       precision_(precision),
       outer_(std::move(outer)),
       leaves_out_(leaves_out),
-      island_(island),
       kill_after_posting_(kill_after_posting) {
   for (int island = 0; island < islands_; ++island) present_.push_back(island);
 }
@@ -151,17 +175,29 @@ void IslandMembership::land(Posted& posted) {
   }
 }
 
+void IslandMembership::agree_over(std::vector<comm::Communicator*> groups) {
+  island_groups_.clear();
+  if (!leaves_out_) return;
+  for (comm::Communicator* group : groups)
+    if (group && group->group().size() > 1) island_groups_.push_back(group);
+}
+
 bool IslandMembership::island_agrees(const Posted& posted) {
-  if (!island_) return true;
-  // The sum of the counts and of their squares: equal counts c over n ranks give n·c and n·c² (small
-  // integers, exact in f32), and only they give n·Σc² = (Σc)².
+  if (island_groups_.empty()) return true;
+  // The sum of the counts and of their squares over the island (summed over each of its groups in
+  // turn, whose product it is): equal counts c over n ranks give n·c and n·c² (small integers, exact
+  // in f32), and only they give n·Σc² = (Σc)².
   compute::Tensor counts = compute::Tensor::zeros({2}, compute::DType::f32);
   counts.data_as<float>()[0] = static_cast<float>(posted.islands);
   counts.data_as<float>()[1] = static_cast<float>(posted.islands * posted.islands);
   auto waiting = progress_.wait_for("the island's ranks agreeing on the islands their outer sum holds");
-  check_comm(mailbox_.wait(mailbox_.all_reduce(*island_, counts)));
+  double ranks = 1;
+  for (comm::Communicator* group : island_groups_) {
+    check_comm(mailbox_.wait(mailbox_.all_reduce(*group, counts)));
+    ranks *= group->group().size();
+  }
   const double sum = counts.data_as<float>()[0], squares = counts.data_as<float>()[1];
-  return static_cast<double>(island_->group().size()) * squares == sum * sum;
+  return ranks * squares == sum * sum;
 }
 
 int IslandMembership::wait_sum() {
@@ -241,7 +277,9 @@ RecoveryResult IslandMembership::rejoin(const recover_msg& order, TrainingLoop& 
   result.received = true;
   result.rejoined_island = true;
   compute::Tensor steps = compute::Tensor::zeros({1}, compute::DType::f64);
-  const compute::Tensor last_sync = held_view(loop, "outer_sync"), momentum = held_view(loop, "outer_momentum");
+  const std::vector<compute::Tensor> sync_ranges = held_views(loop, "outer_sync"),
+                                     momentum_ranges = held_views(loop, "outer_momentum");
+  const compute::Tensor last_sync = arrival(sync_ranges), momentum = arrival(momentum_ranges);
   const std::vector<MailboxComm::Operation> receives{
       mailbox_.recv(engine_, result.donor, outer_state_key(order.epoch, 0), steps),
       mailbox_.recv(engine_, result.donor, outer_state_key(order.epoch, 1), last_sync),
@@ -258,12 +296,11 @@ RecoveryResult IslandMembership::rejoin(const recover_msg& order, TrainingLoop& 
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (error.empty()) {
     // Its weights become w_sync; its inner optimizer starts afresh (OuterStep::adopt, docs/diloco.md).
-    compute::Tensor params = held_view(loop, "param");
-    std::memcpy(params.data(), last_sync.data(), last_sync.nbytes());
-    for (const char* moments : {"adam_m", "adam_v"}) {
-      compute::Tensor m = held_view(loop, moments);
-      std::memset(m.data(), 0, m.nbytes());
-    }
+    spread_into(last_sync, sync_ranges);
+    spread_into(momentum, momentum_ranges);
+    spread_into(last_sync, held_views(loop, "param"));
+    for (const char* moments : {"adam_m", "adam_v"})
+      for (const compute::Tensor& m : held_views(loop, moments)) std::memset(m.data(), 0, m.nbytes());
     loop.mirror_to_device();
     loop.resume_at(static_cast<long>(result.steps));
   }

@@ -21,7 +21,7 @@
 // An island of several ranks sums at every place of it: where a sync was in flight when the other
 // island was lost, the sum may land with the lost island's part at one place and fail (and be taken
 // again over the islands present) at another. Each sum's ranks therefore agree over the island's
-// own data-parallel group on how many islands they summed over before they apply it; where they
+// own groups (agree_over) on how many islands they summed over before they apply it; where they
 // differ, each takes the job's order and sums again over the islands present. (Islands of more than
 // one rank are left out only among two islands, recovery_path.hpp, so that sum is the rank's own.)
 //
@@ -57,12 +57,15 @@ class IslandMembership {
  public:
   // `outer`: the rank's outer group as it starts (a rejoining rank's: under its order's epoch).
   // `leaves_out`: whether the job leaves lost islands out (else a failed sum throws CommFailed).
-  // `island`: the island's data-parallel group, over which its ranks agree on each sum (above);
-  // null where the island is one rank or the job does not leave islands out.
   // `kill_after_posting`: TROUPE_DRILL_KILL_AT's `:sync` step for this rank's first process, or −1.
   IslandMembership(MailboxComm& mailbox, comm::Engine& engine, monitor::WorkProgress& progress, const comm::Grid& grid,
                    int islands, compute::OuterPrecision precision, std::unique_ptr<comm::Communicator> outer,
-                   bool leaves_out, comm::Communicator* island, long kill_after_posting = -1);
+                   bool leaves_out, long kill_after_posting = -1);
+
+  // The groups whose product is the rank's island, over which its ranks agree on each sum (above):
+  // its data-parallel group, and with tensor shards or stages its tensor and pipeline groups.
+  // None where the job does not leave islands out, or the island is this rank alone.
+  void agree_over(std::vector<comm::Communicator*> groups);
 
   // The outer step's hooks over this membership; it must outlive them.
   compute::IslandGroup group();
@@ -106,7 +109,7 @@ class IslandMembership {
   compute::OuterPrecision precision_;
   std::unique_ptr<comm::Communicator> outer_;
   bool leaves_out_;
-  comm::Communicator* island_;
+  std::vector<comm::Communicator*> island_groups_;  // agree_over's; empty: no agreement
   long kill_after_posting_;
   std::vector<int> present_;  // the islands of outer_, in order
   std::deque<Posted> posted_;

@@ -199,7 +199,8 @@ Expected<schedules::Schedule> stage_schedule(const ResolvedJob& job, const std::
 }
 
 // This rank's stage of a pipeline (grid.pp > 1), or its tensor shard of a stage (grid.tp > 1), as
-// the job's schedule has it; under DiLoCo in `island` (its dp group, `dp`, is the island's).
+// the job's schedule has it; under DiLoCo in `island` (its dp group, `dp`, is the island's), and
+// where the job leaves lost islands out in `membership`'s outer group.
 RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, compute::Backend& backend,
                                 comm::Engine& engine, const comm::Grid& grid, comm::Communicator& dp,
                                 MailboxComm& mailbox, monitor::WorkProgress& progress, monitor::WorkerMetrics* metrics,
@@ -207,7 +208,7 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
                                 const std::optional<recover_msg>& replacing, const compute::ContextShardGroup& context,
                                 const compute::ExpertGroup& experts, comm::Communicator* expert_data,
                                 const std::function<void(int epoch)>& renew_context, compute::IslandGroup island,
-                                const std::function<void()>& restored) {
+                                IslandMembership* membership, const std::function<void()>& restored) {
   const PipelineOptions& p = job.config.pipeline;
   const int rank = engine.rank();
   const comm::GridCoord coord = comm::grid_coord(grid, rank);
@@ -325,8 +326,17 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
     trainer.renew(epoch);
     renew_context(epoch);
   });
-  const RecoveryHooks recovery_hooks = in_place_hooks(recovery, mailbox, replacing);
+  RecoveryHooks recovery_hooks = in_place_hooks(recovery, mailbox, replacing);
   TROUPE_CHECK(!replacing || recovery_hooks.join, "a replacement joins only where in-place recovery applies");
+  if (membership) {
+    // The island is its stages' and tensor shards' ranks too: they agree on each sum over all its
+    // groups, and a lost island's new rank takes the outer state as a whole model's does.
+    membership->agree_over({&dp, tp.get(), pp->get()});
+    if (replacing && !replacing->islands_kept.empty())
+      recovery_hooks.join = [membership, &replacing](TrainingLoop& loop, const CheckpointRollback&) {
+        return membership->rejoin(*replacing, loop);
+      };
+  }
   RunOutcome outcome =
       drive_training(job, data, backend.name(), loop,
                      {progress, metrics, &control, rescue, rank == 0, compression, recovery_hooks, nullptr, restored});
@@ -523,10 +533,11 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
       auto kill = env::read_drill_kill_at();
       if (!kill) return {-1, 2, kill.error().message};
       const long kill_in_sync = *kill && (*kill)->in_sync && (*kill)->rank == rank && !replacing ? (*kill)->step : -1;
-      // Islands of several ranks agree on each sum over their data-parallel group (island_membership.hpp).
-      comm::Communicator* island = leaves_out && (*dp)->group().size() > 1 ? dp->get() : nullptr;
       membership.emplace(mailbox, engine, progress, grid, islands, job.config.train.diloco_precision, std::move(outer),
-                         leaves_out, island, kill_in_sync);
+                         leaves_out, kill_in_sync);
+      // An island of several ranks agrees on each sum over its groups (island_membership.hpp); a
+      // pipeline stage's or tensor shard's adds its other groups (train_pipeline_stage).
+      if (leaves_out) membership->agree_over({dp->get()});
       if (replacing && !replacing->islands_kept.empty())
         recovery_hooks.join = [&membership, &replacing](TrainingLoop& loop, const CheckpointRollback&) {
           return membership->rejoin(*replacing, loop);
@@ -556,7 +567,7 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
             ? run_training(job, backend, data, data_parallel(), services, context, std::move(island), experts)
             : train_pipeline_stage(job, data, backend, engine, grid, **dp, mailbox, progress, metrics, control, rescue,
                                    replacing, context, experts, expert_data.get(), renew_context, std::move(island),
-                                   restored);
+                                   membership ? &*membership : nullptr, restored);
     if (!trace_path.empty() && outcome.exit_code == 0) {
       if (Status s = gather_trace(mailbox, **dp, trace); !s) return {-1, 1, "trace: " + s.error().message};
       if (membership && (*dp)->position() == 0)

@@ -429,7 +429,7 @@ TEST_CASE(
 
 TEST_CASE(
     "DiLoCo's islands: the islands lost are the lost ranks', not all of them, with or without streaming or ZeRO; "
-    "islands of several replicas only among two, and islands of stages, tensor or context shards never",
+    "islands of several ranks (replicas, tensor shards, stages) only among two, and islands of context shards never",
     "[recovery]") {
   RecoveryShape shape = plain_dp();
   shape.data_parallel = 4;
@@ -467,15 +467,26 @@ TEST_CASE(
   const RecoveryChoice restart = choose_recovery(shape, FailureKind::node_lost);
   CHECK_FALSE(restart.in_place);
   CHECK(restart.why_not == choice.why_not);
-  // Islands of one replica of two tensor shards, of two stages or of two context shards.
+  // Islands of one replica of two tensor shards or of two stages: two ranks an island, left out
+  // among two islands (island 1 is ranks 2, 3 of tp 2, and ranks 1, 3 of pp 2); of context shards never.
+  shape.data_parallel = 2;
+  shape.islands = 2;
+  shape.tensor_shards = 2;
+  CHECK(choose_island_left_out(shape, {3}).lost == std::vector<int>{1});
+  CHECK(choose_recovery(shape, FailureKind::node_lost).island_left_out);
+  shape.tensor_shards = 1;
+  shape.pipeline_stages = 2;
+  CHECK(choose_island_left_out(shape, {1}).lost == std::vector<int>{1});
+  CHECK(choose_island_left_out(shape, {2}).lost == std::vector<int>{0});
   shape.data_parallel = 4;
-  for (int* axis : {&shape.tensor_shards, &shape.pipeline_stages, &shape.context_shards}) {
-    *axis = 2;
-    shape.data_parallel = axis == &shape.context_shards ? 8 : 4;
-    CHECK_THAT(choose_island_left_out(shape, {1}).why_not,
-               Catch::StartsWith("DiLoCo's islands: an island is left out only where it is whole data-parallel "
-                                 "replicas, without pipeline stages, tensor or context shards"));
-    CHECK_FALSE(choose_recovery(shape, FailureKind::node_lost).in_place);
-    *axis = 1;
-  }
+  shape.islands = 4;
+  CHECK_THAT(choose_island_left_out(shape, {1}).why_not,
+             Catch::StartsWith("DiLoCo's islands: an island of more than one rank is left out only among two islands "
+                               "(train.islands 4 of 2 ranks each)"));
+  shape.pipeline_stages = 1;
+  shape.context_shards = 2;
+  shape.data_parallel = 8;
+  CHECK_THAT(choose_island_left_out(shape, {1}).why_not,
+             Catch::StartsWith("DiLoCo's islands: an island of context shards is not left out"));
+  CHECK_FALSE(choose_recovery(shape, FailureKind::node_lost).in_place);
 }
