@@ -75,10 +75,6 @@ RecoveryChoice choose_recovery(const RecoveryShape& shape, FailureKind kind) {
 
 IslandChoice choose_island_left_out(const RecoveryShape& shape, const std::vector<int>& lost_ranks) {
   auto restart = [](std::string why) { return IslandChoice{{}, "DiLoCo's islands: " + std::move(why)}; };
-  if (shape.context_shards > 1)
-    return restart(
-        "an island of context shards is not left out: its new ranks would have to take up the shards' exchanges "
-        "with their own");
   const int island_ranks = shape.data_parallel / shape.islands * shape.pipeline_stages * shape.tensor_shards;
   if (island_ranks > 1 && shape.islands > 2)
     return restart("an island of more than one rank is left out only among two islands (train.islands " +

@@ -459,7 +459,7 @@ TEST_CASE(
   }
 }
 
-// Islands of one replica of two tensor shards (ranks 0, 1 and 2, 3) or of two pipeline stages
+// Islands of one replica of two tensor or context shards (ranks 0, 1 and 2, 3) or of two pipeline stages
 // (the grid puts a stage's replicas together: island 1 is ranks 1 and 3), 7 steps at H 3. A node of
 // island 1 killed as step 3 begins, or during the sync after it, takes the island's other node with it; island 0's
 // ranks agree on each sum over their data-parallel, tensor and pipeline groups, the new ranks take the outer state each
@@ -467,9 +467,10 @@ TEST_CASE(
 // of one whole replica with island 1 absent from the sync it missed (tensor shards and stages add in another order than
 // one process).
 TEST_CASE(
-    "diloco: islands of tensor shards or pipeline stages: a lost island is left out, all its nodes start again and "
-    "rejoin with the outer state of the ranks at their places, and the run ends within 1e-5 of the simulation",
-    "[diloco][islands][tensor][pipeline]") {
+    "diloco: islands of tensor shards, context shards or pipeline stages: a lost island is left out, all its nodes "
+    "start again and rejoin with the outer state of the ranks at their places, and the run ends within 1e-5 of the "
+    "simulation",
+    "[diloco][islands][tensor][pipeline][context]") {
   TempDir dir;
   struct Layout {
     std::string name, kill_at;
@@ -479,6 +480,7 @@ TEST_CASE(
   };
   const Layout layouts[] = {
       {"tp2", "2:3", 4, {"--workers", "4", "--tensor.shards", "2"}, "ranks 0 and 1"},
+      {"cp2", "2:3", 4, {"--workers", "4", "--context.shards", "2"}, "ranks 0 and 1"},
       {"pp2",
        "1:3",
        2,
