@@ -86,10 +86,12 @@ compute::IslandGroup IslandMembership::group() {
     start_sum(std::move(pseudo_gradient), steps);
   };
   group.wait_sum = [this] { return wait_sum(); };
-  if (leaves_out_)
+  if (leaves_out_) {
     group.synced = [this](long steps, const compute::Tensor& last_sync, const compute::Tensor& momentum) {
       synced(steps, last_sync, momentum);
     };
+    group.agree_unsummed = [this] { return agree_unsummed(); };
+  }
   return group;
 }
 
@@ -200,9 +202,7 @@ bool IslandMembership::island_agrees(const Posted& posted) {
   return ranks * squares == sum * sum;
 }
 
-int IslandMembership::wait_sum() {
-  Posted& posted = posted_.front();
-  land(posted);
+void IslandMembership::agree(Posted& posted, const std::function<void(Posted&)>& redo) {
   while (!island_agrees(posted)) {
     // A sync in flight when the other island was lost landed with it at some of this island's places
     // and not at others: every rank takes it again over the islands present, once the job said which.
@@ -215,17 +215,31 @@ int IslandMembership::wait_sum() {
       mailbox_.wait_islands_order();
       take_orders();
     }
-    if (posted.islands > static_cast<int>(present_.size())) {
-      std::memcpy(posted.sum.pseudo_gradient.data(), posted.original.data(), posted.original.nbytes());
-      post(posted);
-      land(posted);
-    }
+    if (posted.islands > static_cast<int>(present_.size())) redo(posted);
   }
+  if (posted.islands < islands_) rejoin_due_ = true;
+}
+
+int IslandMembership::wait_sum() {
+  Posted& posted = posted_.front();
+  land(posted);
+  agree(posted, [this](Posted& again) {
+    std::memcpy(again.sum.pseudo_gradient.data(), again.original.data(), again.original.nbytes());
+    post(again);
+    land(again);
+  });
   read_outer_sum(posted.sum);
   const int summed_over = posted.islands;
   posted_.pop_front();
-  if (summed_over < islands_) rejoin_due_ = true;
   return summed_over;
+}
+
+int IslandMembership::agree_unsummed() {
+  take_orders();
+  Posted none;
+  none.islands = static_cast<int>(present_.size());
+  agree(none, [this](Posted& again) { again.islands = static_cast<int>(present_.size()); });
+  return none.islands;
 }
 
 void IslandMembership::synced(long steps_taken, const compute::Tensor& last_sync, const compute::Tensor& momentum) {

@@ -85,6 +85,12 @@ class IslandMembership {
   };
   void start_sum(compute::Tensor pseudo_gradient, long steps_taken);
   int wait_sum();
+  // A fragment this rank holds none of (a ZeRO-3 shard's): it sums nothing, and agrees with the
+  // island's other ranks on the islands present, as if it summed over them.
+  int agree_unsummed();
+  // Until the island's ranks agree on `posted`'s count: each takes the job's order that leaves
+  // islands out, and `redo` takes its sum again over the islands present.
+  void agree(Posted& posted, const std::function<void(Posted&)>& redo);
   // Until `posted` landed over the group it was last posted to, posting it again over the islands
   // present where the job left islands out meanwhile.
   void land(Posted& posted);

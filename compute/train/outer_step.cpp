@@ -148,7 +148,10 @@ bool OuterStep::sums(int fragment, const IslandGroup& group) const {
 }
 
 void OuterStep::land(int fragment, Tensor& params, const IslandGroup& group, bool mix) {
-  last_islands_ = sums(fragment, group) ? group.wait_sum() : group.count;
+  if (sums(fragment, group))
+    last_islands_ = group.wait_sum();
+  else
+    last_islands_ = group.count > 1 && group.agree_unsummed ? group.agree_unsummed() : group.count;
   apply(fragment, params, pending(fragment), last_islands_, mix);
 }
 

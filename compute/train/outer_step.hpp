@@ -64,6 +64,10 @@ struct IslandGroup {
   std::function<void(Tensor, long steps_taken)> start_sum;
   std::function<int()> wait_sum;
   std::function<void(long steps_taken, const Tensor& last_sync, const Tensor& momentum)> synced;
+  // A fragment this rank holds none of lands without a sum; where the island's other ranks may
+  // hold parts of it and agree on what their sums hold, this takes part in that agreement and
+  // returns the islands they summed over. Unset: `count`.
+  std::function<int()> agree_unsummed;
 };
 
 class OuterStep {
