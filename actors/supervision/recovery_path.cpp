@@ -76,11 +76,6 @@ RecoveryChoice choose_recovery(const RecoveryShape& shape, FailureKind kind) {
 IslandChoice choose_island_left_out(const RecoveryShape& shape, const std::vector<int>& lost_ranks) {
   auto restart = [](std::string why) { return IslandChoice{{}, "DiLoCo's islands: " + std::move(why)}; };
   const int island_ranks = shape.data_parallel / shape.islands * shape.pipeline_stages * shape.tensor_shards;
-  if (shape.outer_streaming && shape.pipeline_stages > 1)
-    return restart(
-        "an island of pipeline stages is left out only without streaming: a stage may hold several runs of a "
-        "fragment (its chunks, the tied embedding's copy) where another holds one, and its ranks agree on each sum "
-        "run by run");
   if (island_ranks > 1 && shape.islands > 2)
     return restart("an island of more than one rank is left out only among two islands (train.islands " +
                    std::to_string(shape.islands) + " of " + std::to_string(island_ranks) +

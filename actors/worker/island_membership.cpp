@@ -90,7 +90,7 @@ compute::IslandGroup IslandMembership::group() {
     group.synced = [this](long steps, const compute::Tensor& last_sync, const compute::Tensor& momentum) {
       synced(steps, last_sync, momentum);
     };
-    group.agree_unsummed = [this] { return agree_unsummed(); };
+    group.agree = [this] { return agree(); };
   }
   return group;
 }
@@ -184,14 +184,15 @@ void IslandMembership::agree_over(std::vector<comm::Communicator*> groups) {
     if (group && group->group().size() > 1) island_groups_.push_back(group);
 }
 
-bool IslandMembership::island_agrees(const Posted& posted) {
-  if (island_groups_.empty()) return true;
+bool IslandMembership::island_agrees(int islands, bool consistent) {
+  if (island_groups_.empty()) return consistent;
   // The sum of the counts and of their squares over the island (summed over each of its groups in
   // turn, whose product it is): equal counts c over n ranks give n·c and n·c² (small integers, exact
-  // in f32), and only they give n·Σc² = (Σc)².
-  compute::Tensor counts = compute::Tensor::zeros({2}, compute::DType::f32);
-  counts.data_as<float>()[0] = static_cast<float>(posted.islands);
-  counts.data_as<float>()[1] = static_cast<float>(posted.islands * posted.islands);
+  // in f32), and only they give n·Σc² = (Σc)²; and how many ranks' own sums differed.
+  compute::Tensor counts = compute::Tensor::zeros({3}, compute::DType::f32);
+  counts.data_as<float>()[0] = static_cast<float>(islands);
+  counts.data_as<float>()[1] = static_cast<float>(islands * islands);
+  counts.data_as<float>()[2] = consistent ? 0.0f : 1.0f;
   auto waiting = progress_.wait_for("the island's ranks agreeing on the islands their outer sum holds");
   double ranks = 1;
   for (comm::Communicator* group : island_groups_) {
@@ -199,54 +200,61 @@ bool IslandMembership::island_agrees(const Posted& posted) {
     ranks *= group->group().size();
   }
   const double sum = counts.data_as<float>()[0], squares = counts.data_as<float>()[1];
-  return ranks * squares == sum * sum;
-}
-
-void IslandMembership::agree(Posted& posted, const std::function<void(Posted&)>& redo) {
-  while (!island_agrees(posted)) {
-    // A sync in flight when the other island was lost landed with it at some of this island's places
-    // and not at others: every rank takes it again over the islands present, once the job said which.
-    monitor::logger("train")->warn(
-        "rank {}: outer sync {} was summed over {} island(s) here and over another count at another place of this "
-        "island (an island was lost during it): every rank of the island takes it over the islands present",
-        engine_.rank(), sums_started_, posted.islands);
-    auto waiting = progress_.wait_for("the job's word on the island lost during the outer sync");
-    while (static_cast<int>(present_.size()) == islands_) {
-      mailbox_.wait_islands_order();
-      take_orders();
-    }
-    if (posted.islands > static_cast<int>(present_.size())) redo(posted);
-  }
-  if (posted.islands < islands_) rejoin_due_ = true;
+  return ranks * squares == sum * sum && counts.data_as<float>()[2] == 0.0f;
 }
 
 int IslandMembership::wait_sum() {
   Posted& posted = posted_.front();
   land(posted);
-  agree(posted, [this](Posted& again) {
-    std::memcpy(again.sum.pseudo_gradient.data(), again.original.data(), again.original.nbytes());
-    post(again);
-    land(again);
-  });
-  read_outer_sum(posted.sum);
   const int summed_over = posted.islands;
+  if (leaves_out_) {
+    landed_.push_back(std::move(posted));
+  } else {
+    read_outer_sum(posted.sum);
+  }
   posted_.pop_front();
   return summed_over;
 }
 
-int IslandMembership::agree_unsummed() {
-  take_orders();
-  Posted none;
-  none.islands = static_cast<int>(present_.size());
-  agree(none, [this](Posted& again) { again.islands = static_cast<int>(present_.size()); });
-  return none.islands;
+int IslandMembership::agree() {
+  // The islands this rank's sums of the fragment hold (where it holds none of it, those present),
+  // and whether they all hold as many.
+  const auto count = [this] { return landed_.empty() ? static_cast<int>(present_.size()) : landed_.front().islands; };
+  const auto consistent = [this] {
+    return std::all_of(landed_.begin(), landed_.end(),
+                       [&](const Posted& p) { return p.islands == landed_.front().islands; });
+  };
+  while (!island_agrees(count(), consistent())) {
+    // A sync in flight when the other island was lost landed with it at some of this island's places
+    // and not at others: every rank takes it again over the islands present, once the job said which.
+    monitor::logger("train")->warn(
+        "rank {}: outer sync {} was summed over {} island(s) here and over another count at another place of this "
+        "island (an island was lost during it): every rank of the island takes it over the islands present",
+        engine_.rank(), sums_started_, count());
+    auto waiting = progress_.wait_for("the job's word on the island lost during the outer sync");
+    while (static_cast<int>(present_.size()) == islands_) {
+      mailbox_.wait_islands_order();
+      take_orders();
+    }
+    for (Posted& posted : landed_) {
+      if (posted.islands <= static_cast<int>(present_.size())) continue;
+      std::memcpy(posted.sum.pseudo_gradient.data(), posted.original.data(), posted.original.nbytes());
+      post(posted);
+      land(posted);
+    }
+  }
+  const int islands = count();
+  for (Posted& posted : landed_) read_outer_sum(posted.sum);
+  landed_.clear();
+  if (islands < islands_) rejoin_due_ = true;
+  return islands;
 }
 
 void IslandMembership::synced(long steps_taken, const compute::Tensor& last_sync, const compute::Tensor& momentum) {
   if (!rejoin_due_) return;
   // The rejoining rank starts with no sum in flight: the outer state handed over must hold every
   // fragment's last sync.
-  TROUPE_CHECK(posted_.empty(), "an outer sum in flight when a lost island rejoins");
+  TROUPE_CHECK(posted_.empty() && landed_.empty(), "an outer sum in flight when a lost island rejoins");
   rejoin_due_ = false;
   take_orders();
   while (!rejoin_) {

@@ -84,18 +84,19 @@ class IslandMembership {
     int islands = 0;           // summed over
   };
   void start_sum(compute::Tensor pseudo_gradient, long steps_taken);
+  // Lands the oldest sum posted; where the job leaves islands out it waits in landed_ for agree().
   int wait_sum();
-  // A fragment this rank holds none of (a ZeRO-3 shard's): it sums nothing, and agrees with the
-  // island's other ranks on the islands present, as if it summed over them.
-  int agree_unsummed();
-  // Until the island's ranks agree on `posted`'s count: each takes the job's order that leaves
-  // islands out, and `redo` takes its sum again over the islands present.
-  void agree(Posted& posted, const std::function<void(Posted&)>& redo);
+  // Once for each fragment of the model that lands: the island's ranks agree on the islands their
+  // sums of it (landed_, none where this rank holds none of it) hold; where they differ, each takes
+  // the job's order that leaves islands out and sums them again over the islands present. The
+  // islands agreed on.
+  int agree();
   // Until `posted` landed over the group it was last posted to, posting it again over the islands
   // present where the job left islands out meanwhile.
   void land(Posted& posted);
-  // Whether every rank of the island summed over as many islands as `posted` did.
-  bool island_agrees(const Posted& posted);
+  // Whether every rank of the island summed over `islands` islands, each consistently over its own
+  // sums (`consistent`).
+  bool island_agrees(int islands, bool consistent);
   void synced(long steps_taken, const compute::Tensor& last_sync, const compute::Tensor& momentum);
   // Takes the islands orders waiting: a left-out order renews the group now, a rejoin order is kept
   // for the next sync. Whether the group was renewed.
@@ -119,6 +120,7 @@ class IslandMembership {
   long kill_after_posting_;
   std::vector<int> present_;  // the islands of outer_, in order
   std::deque<Posted> posted_;
+  std::vector<Posted> landed_;  // sums landed, waiting for the island's agreement (agree)
   long renewals_ = 0;      // of the outer group, each abandoning every sum in flight
   long sums_started_ = 0;  // pseudo-gradients taken, each counted once however often posted
   // Islands were left out since the last post: with three or more islands, a sum in flight may have

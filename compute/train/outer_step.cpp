@@ -147,26 +147,45 @@ bool OuterStep::sums(int fragment, const IslandGroup& group) const {
   return group.count > 1 && options_.fragments[static_cast<std::size_t>(fragment)].size() > 0;
 }
 
-void OuterStep::land(int fragment, Tensor& params, const IslandGroup& group, bool mix) {
-  if (sums(fragment, group))
-    last_islands_ = group.wait_sum();
-  else
-    last_islands_ = group.count > 1 && group.agree_unsummed ? group.agree_unsummed() : group.count;
-  apply(fragment, params, pending(fragment), last_islands_, mix);
+void OuterStep::land(const std::vector<int>& runs, Tensor& params, const IslandGroup& group, bool mix) {
+  int islands = group.count;
+  for (int r : runs)
+    if (sums(r, group)) islands = group.wait_sum();
+  if (group.count > 1 && group.agree) islands = group.agree();
+  last_islands_ = islands;
+  for (int r : runs) apply(r, params, pending(r), islands, mix);
+}
+
+std::vector<std::vector<int>> OuterStep::by_fragment(const std::vector<int>& runs) const {
+  std::vector<std::vector<int>> groups;
+  std::vector<int> fragment_of_group;
+  for (int r : runs) {
+    const int fragment = options_.fragments[static_cast<std::size_t>(r)].fragment;
+    const auto at = std::find(fragment_of_group.begin(), fragment_of_group.end(), fragment);
+    if (at != fragment_of_group.end()) {
+      groups[static_cast<std::size_t>(at - fragment_of_group.begin())].push_back(r);
+      continue;
+    }
+    fragment_of_group.push_back(fragment);
+    groups.push_back({r});
+  }
+  return groups;
 }
 
 std::vector<int> OuterStep::after_step(long steps_taken, long total_steps, Tensor& params, const IslandGroup& group) {
   TROUPE_CHECK(group.count == 1 || (group.start_sum && group.wait_sum), "outer step: islands without their sum");
   std::vector<int> landed = landing(steps_taken, total_steps);
   const std::vector<int> started = starting(steps_taken, total_steps);
-  for (int f : landed) land(f, params, group, true);
+  for (const std::vector<int>& runs : by_fragment(landed)) land(runs, params, group, true);
   const bool at_once = lands_at_once(steps_taken, total_steps);
-  for (int f : started) {
-    take_pseudo_gradient(f, params, steps_taken);
-    if (sums(f, group)) group.start_sum(pending(f), steps_taken);
+  for (const std::vector<int>& runs : by_fragment(started)) {
+    for (int f : runs) {
+      take_pseudo_gradient(f, params, steps_taken);
+      if (sums(f, group)) group.start_sum(pending(f), steps_taken);
+    }
     if (!at_once) continue;
-    land(f, params, group, false);
-    landed.push_back(f);
+    land(runs, params, group, false);
+    landed.insert(landed.end(), runs.begin(), runs.end());
   }
   if (group.synced && !landed.empty()) group.synced(steps_taken, last_sync_, momentum_);
   return landed;
@@ -191,11 +210,9 @@ void OuterStep::adopt(int fragment, const OuterStep& peer, Tensor& params) {
 
 std::vector<int> OuterStep::land_in_flight(Tensor& params, const IslandGroup& group) {
   std::vector<int> landed;
-  for (std::size_t f = 0; f < started_at_.size(); ++f) {
-    if (started_at_[f] < 0) continue;
-    land(static_cast<int>(f), params, group, true);
-    landed.push_back(static_cast<int>(f));
-  }
+  for (std::size_t f = 0; f < started_at_.size(); ++f)
+    if (started_at_[f] >= 0) landed.push_back(static_cast<int>(f));
+  for (const std::vector<int>& runs : by_fragment(landed)) land(runs, params, group, true);
   return landed;
 }
 

@@ -64,10 +64,11 @@ struct IslandGroup {
   std::function<void(Tensor, long steps_taken)> start_sum;
   std::function<int()> wait_sum;
   std::function<void(long steps_taken, const Tensor& last_sync, const Tensor& momentum)> synced;
-  // A fragment this rank holds none of lands without a sum; where the island's other ranks may
-  // hold parts of it and agree on what their sums hold, this takes part in that agreement and
-  // returns the islands they summed over. Unset: `count`.
-  std::function<int()> agree_unsummed;
+  // Where the island's ranks agree on what their sums held (an island of several ranks that the
+  // job leaves out when lost): called once for each fragment of the model that lands, after every
+  // run of it this rank sums was waited for (none where it holds none of it, or only empty runs);
+  // returns the islands they all summed over. Unset: the sums' own count.
+  std::function<int()> agree;
 };
 
 class OuterStep {
@@ -121,7 +122,11 @@ class OuterStep {
   // Whether fragment f's pseudo-gradient is summed over the islands (not for one island, nor an
   // empty fragment); land waits for that sum, if any, and applies it.
   bool sums(int fragment, const IslandGroup& group) const;
-  void land(int fragment, Tensor& params, const IslandGroup& group, bool mix);
+  // Waits for the sums of `runs` (one fragment of the model: runs with the same
+  // OuterFragment::fragment), agrees on their count where the group does, and applies each.
+  void land(const std::vector<int>& runs, Tensor& params, const IslandGroup& group, bool mix);
+  // `runs` grouped by the model fragment each is part of, in the order each fragment first appears.
+  std::vector<std::vector<int>> by_fragment(const std::vector<int>& runs) const;
 
   OuterOptions options_;
   Tensor last_sync_, momentum_;
