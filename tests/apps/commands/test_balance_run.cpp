@@ -35,6 +35,7 @@ struct Run {
   std::map<long, double> losses;
   double final_loss = 0, param_norm = 0;
   std::string out;
+  long steps = 0;  // the steps it trained, each printing its loss
 };
 
 // A replica's 4 micro-batches a step: accumulated, or a pipeline's.
@@ -42,15 +43,15 @@ const std::vector<std::string> accumulated{"--train.grad_accum", "4"};
 const std::vector<std::string> pipelined{"--train.grad_accum", "1", "--pipeline.microbatches", "4"};
 
 Run run_job(const TempDir& dir, std::vector<std::string> args,
-            const std::vector<std::string>& micro_batches = accumulated) {
-  args = with(std::move(args), tiny_steps(steps));
+            const std::vector<std::string>& micro_batches = accumulated, long run_steps = steps) {
+  args = with(std::move(args), tiny_steps(run_steps));
   args = with(std::move(args), {"--train.batch_size", "2", "--train.seq_len", "32", "--train.log_every", "1"});
   args = with(std::move(args), micro_batches);
   const ProcessResult result = run_troupe(dir, args, std::chrono::seconds(120));
   INFO("stdout: " << result.out << "\nstderr: " << result.err);
   REQUIRE(result.exit_code == 0);
   return {step_losses(result.out), number_after(result.out, "final train loss"), number_after(result.out, "param norm"),
-          result.out};
+          result.out, run_steps};
 }
 
 // How close an uneven run must come to the even one (docs/balance.md's table): plain sums differ in
@@ -68,7 +69,7 @@ void check_same_training(const Run& even, const Run& uneven, const std::string& 
               uneven.param_norm, even.param_norm, uneven.final_loss, even.final_loss);
   CHECK(uneven.param_norm == Approx(even.param_norm).epsilon(tolerance.param_norm));
   CHECK(uneven.final_loss == Approx(even.final_loss).epsilon(1e-4));
-  REQUIRE(even.losses.size() == static_cast<std::size_t>(steps));
+  REQUIRE(even.losses.size() == static_cast<std::size_t>(even.steps));
   REQUIRE(uneven.losses.size() == even.losses.size());
   for (const auto& [step, loss] : even.losses) {
     INFO("step " << step);
@@ -323,13 +324,16 @@ TEST_CASE(
     "grown replicas, and the weights stay the even split's",
     "[dp][balance][drill]") {
   TempDir dir;
-  const Run even = run_job(dir, {"train", "--workers", "2"});
+  // Steps of tiny take tens of milliseconds: with 20 the survivor could train every step left
+  // before the shell's rejoin reached the job (the grow then meets a finished run).
+  const long grow_steps = 40;
+  const Run even = run_job(dir, {"train", "--workers", "2"}, accumulated, grow_steps);
   // troupe drill grow: node 1 drained after step 5 (the job restarts as one replica of all 8
   // micro-batches), two steps without it, then the shell's rejoin grows the job in place.
   auto grown = [&](const std::string& name, const std::vector<std::string>& balance) {
     const std::filesystem::path folder = dir.path() / name;
     std::vector<std::string> args{"drill", "grow", "--keep", "--dir", folder.string(), "--at-step", "5"};
-    args = with(with(std::move(args), tiny_steps(steps)), balance);
+    args = with(with(std::move(args), tiny_steps(grow_steps)), balance);
     args = with(std::move(args), {"--train.batch_size", "2", "--train.seq_len", "32", "--train.log_every", "1"});
     const ProcessResult r = run_troupe(dir, with(std::move(args), accumulated), std::chrono::seconds(240));
     INFO("stdout: " << r.out << "\nstderr: " << r.err);
@@ -347,7 +351,8 @@ TEST_CASE(
     CHECK_THAT(r.out, Contains("verdict: PASS"));
     const std::string log = file_text(folder / "drilled.log");
     CHECK_THAT(log, !Contains("restarting every node with the nodes the job went on without"));
-    return Run{step_losses(log), number_after(log, "final train loss"), number_after(log, "param norm"), log};
+    return Run{step_losses(log), number_after(log, "final train loss"), number_after(log, "param norm"), log,
+               grow_steps};
   };
   const Run fixed = grown("static", {"--train.balance", "static", "--train.replica_speeds", "1,0.33"});
   // Split by the speeds before the drain, all 8 on the one replica left, and by them again once grown.
