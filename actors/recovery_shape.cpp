@@ -16,7 +16,6 @@ RecoveryShape recovery_shape(const JobConfig& config, int world_size, bool repla
   shape.replaces_nodes = replaces_nodes;
   shape.checkpoints = !config.checkpoint.dir.empty();
   shape.expert_shards = config.expert.shards;
-  shape.context_shards = config.context.shards;
   return shape;
 }
 

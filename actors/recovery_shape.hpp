@@ -35,8 +35,6 @@ struct RecoveryShape {
   // expert.shards: a rank holds its place's experts in its expert group of consecutive replicas,
   // so only the replicas at the same place in every expert group hold the same state.
   int expert_shards = 1;
-  // context.shards: a data replica's sequence split over as many consecutive places of the dp axis.
-  int context_shards = 1;
 };
 
 // The shape of a job of `world_size` ranks as `config` has it; `replaces_nodes` as above.
@@ -46,7 +44,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RecoveryShape& x) {
   return f(caf::meta::type_name("RecoveryShape"), x.mode, x.data_parallel, x.pipeline_stages, x.tensor_shards, x.zero,
            x.device_backend, x.compression, x.replaces_nodes, x.checkpoints, x.islands, x.outer_streaming,
-           x.expert_shards, x.context_shards);
+           x.expert_shards);
 }
 
 }  // namespace troupe::actors

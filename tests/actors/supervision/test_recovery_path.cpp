@@ -486,9 +486,4 @@ TEST_CASE(
   CHECK_THAT(choose_island_left_out(shape, {1}).why_not,
              Catch::StartsWith("DiLoCo's islands: an island of more than one rank is left out only among two islands "
                                "(train.islands 4 of 2 ranks each)"));
-  // Context shards are places of the dp axis: island 1 of 2 islands of 2 context shards is ranks 2, 3.
-  shape.pipeline_stages = 1;
-  shape.context_shards = 2;
-  shape.islands = 2;
-  CHECK(choose_island_left_out(shape, {3}).lost == std::vector<int>{1});
 }
