@@ -124,6 +124,12 @@ void IslandMembership::post(Posted& posted) {
   posted.islands = outer_->group().size();
 }
 
+void IslandMembership::repost(Posted& posted) {
+  // The pseudo-gradient as first posted (the ring added into the buffer), over the islands present.
+  std::memcpy(posted.sum.pseudo_gradient.data(), posted.original.data(), posted.original.nbytes());
+  post(posted);
+}
+
 bool IslandMembership::take_orders() {
   mailbox_.take_waiting_orders();
   bool renewed = false;
@@ -171,9 +177,7 @@ void IslandMembership::land(Posted& posted) {
       if (!take_orders()) continue;        // a rejoin order alone: the sum goes on
       (void)mailbox_.wait(posted.sum.op);  // given up by the renewal
     }
-    // The pseudo-gradient again, over the islands present.
-    std::memcpy(posted.sum.pseudo_gradient.data(), posted.original.data(), posted.original.nbytes());
-    post(posted);
+    repost(posted);
   }
 }
 
@@ -238,8 +242,7 @@ int IslandMembership::agree() {
     }
     for (Posted& posted : landed_) {
       if (posted.islands <= static_cast<int>(present_.size())) continue;
-      std::memcpy(posted.sum.pseudo_gradient.data(), posted.original.data(), posted.original.nbytes());
-      post(posted);
+      repost(posted);
       land(posted);
     }
   }

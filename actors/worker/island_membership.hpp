@@ -105,6 +105,8 @@ class IslandMembership {
   // Posts `posted`'s pseudo-gradient over the present group; after a renewal that left islands out,
   // first checks that every present rank is at the same sync (below).
   void post(Posted& posted);
+  // Posts `posted`'s pseudo-gradient again from its first copy, over the islands present.
+  void repost(Posted& posted);
   // The rank at this rank's place in island `island`.
   int rank_in(int island) const;
 
