@@ -299,7 +299,7 @@ struct heartbeat_msg {
 struct control_msg {
   std::string order;              // hold, act, resume, fail, log; rescue (the node's own, never sent)
   std::int64_t boundary = -1;     // act: the agreed boundary (steps done)
-  std::string action;             // act: none (cancel), checkpoint, pause; log: the level
+  std::string action;             // act: none (cancel), checkpoint, pause, checkpoint_and_hold; log: the level
   std::string subsystem;          // log: one logger, or empty for all
   int rank = -1;                  // fail: the rank whose worker fails
 };

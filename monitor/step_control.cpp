@@ -13,7 +13,9 @@ BoundaryOrder StepControl::at_boundary(std::int64_t steps_done, WorkProgress& pr
     if (rescue_) order.rescue = true;
     if (target_ == steps_done) {
       if (action_ == BoundaryAction::pause) paused_ = true;
-      if (action_ == BoundaryAction::checkpoint) order.checkpoint = true;
+      if (action_ == BoundaryAction::checkpoint || action_ == BoundaryAction::checkpoint_and_hold)
+        order.checkpoint = true;
+      if (action_ == BoundaryAction::checkpoint_and_hold) held_ = true;
       target_ = -1;
       action_ = BoundaryAction::none;
     }

@@ -23,7 +23,9 @@
 
 namespace troupe::monitor {
 
-enum class BoundaryAction { none, checkpoint, pause };
+// checkpoint_and_hold: save there, then stay held until act() (the shell's rejoin: the job grows
+// at that boundary, not at whichever boundary its order happens to reach).
+enum class BoundaryAction { none, checkpoint, pause, checkpoint_and_hold };
 
 // What at_boundary() tells the worker to do before its next step.
 struct BoundaryOrder {

@@ -55,6 +55,7 @@ struct monitor_state {
   Clock::time_point paused_at;
   bool agreeing = false;  // one hold-and-act at a time
   bool rejoining = false;  // a rejoin was accepted and the job has not grown (nor refused it) yet
+  bool held_for_rejoin = false;  // every worker waits at the rejoin's checkpoint for the job's answer
   // A pause is under way from its agreement until every rank stands at its boundary or its wait
   // ends; a resume given meanwhile waits for that, so the two take effect in the order given.
   bool pausing = false;
@@ -116,6 +117,7 @@ void agree(monitor_actor* self, const std::string& action,
   auto& st = self->state;
   if (!st.view.running) return done("the job has not started training yet", -1);
   if (st.agreeing) return done("another order is being agreed on; try again", -1);
+  if (st.held_for_rejoin) return done("a rejoin holds the job at its checkpoint; try again", -1);
   st.agreeing = true;
   order_all(self, {"hold", -1, {}, {}, -1},
             [self, action, done](const std::string& error, const std::vector<control_reply_msg>& replies) {
@@ -153,6 +155,16 @@ bool parse_count(const std::string& text, long low, long high, long& value) {
 
 // The shell's rejoin, once its checkpoint (`written`) committed: the job supervisor grows the job or
 // says why not, and the shell reads which.
+// Ends the rejoin's hold at its checkpoint: the job has grown (its order is in every worker's
+// mailbox before its node releases it; this release is for the other answers), refused, or not
+// answered.
+void release_rejoin_hold(monitor_actor* self) {
+  if (!self->state.held_for_rejoin) return;
+  self->state.held_for_rejoin = false;
+  order_all(self, {"act", -1, "none", {}, -1}, [](const std::string&, const std::vector<control_reply_msg>&) {});
+}
+
+// The rejoin's checkpoint is committed and every worker waits after it: the job grows there.
 void ask_job_to_grow(monitor_actor* self, caf::response_promise promise, const std::string& written) {
   auto& st = self->state;
   std::string lines;
@@ -166,11 +178,13 @@ void ask_job_to_grow(monitor_actor* self, caf::response_promise promise, const s
                                    : fmt::format("rejoin: {}; refused: {}; the job goes on", written, refusal);
             monitor::logger("monitor")->warn("shell: {}", text);
             if (!refusal.empty()) st.rejoining = false;
+            release_rejoin_hold(self);
             promise.deliver(reply(st, refusal.empty(), std::move(text)));
           },
           [=](caf::error& error) mutable {
             auto& st = self->state;
             st.rejoining = false;
+            release_rejoin_hold(self);
             promise.deliver(reply(st, false, "rejoin: the job did not answer the order: " + to_string(error)));
           });
 }
@@ -225,7 +239,10 @@ void settle_pending(monitor_actor* self) {
           return true;
         }
         if (now < p.deadline) return false;
-        if (p.kind == PendingReply::Kind::rejoin) st.rejoining = false;
+        if (p.kind == PendingReply::Kind::rejoin) {
+          st.rejoining = false;
+          release_rejoin_hold(self);
+        }
         p.promise.deliver(reply(st, false, fmt::format("checkpoint after step {}: not committed within {} s; the "
                                                        "job's log says why",
                                                        p.step, checkpoint_wait.count())));
@@ -288,13 +305,27 @@ void pend(monitor_actor* self, PendingReply::Kind kind, caf::response_promise pr
 // is committed (settle_pending), or at once with `refusal` of why no boundary was agreed.
 void checkpoint_at_boundary(monitor_actor* self, caf::response_promise rp, PendingReply::Kind kind, std::int64_t steps,
                             std::function<shell_reply_msg(const std::string& why)> refusal) {
-  agree(self, "checkpoint", [self, rp, kind, steps, refusal](const std::string& error, std::int64_t boundary) mutable {
-    if (!error.empty()) {
-      rp.deliver(refusal(error));
-      return;
-    }
-    pend(self, kind, rp, boundary, steps, checkpoint_wait);
-  });
+  // A rejoin holds every worker after its checkpoint, so the job grows at that boundary: a grow
+  // order reaching workers at a boundary of their own choosing could find them past their last step.
+  const bool hold = kind == PendingReply::Kind::rejoin;
+  agree(self, hold ? "checkpoint_and_hold" : "checkpoint",
+        [self, rp, kind, steps, refusal, hold](const std::string& error, std::int64_t boundary) mutable {
+          if (!error.empty()) {
+            rp.deliver(refusal(error));
+            return;
+          }
+          self->state.held_for_rejoin = hold;
+          pend(self, kind, rp, boundary, steps, checkpoint_wait);
+        });
+}
+
+// The job as it is now: the steps remembered, the web view updated, the replies it allows delivered.
+void take_view(monitor_actor* self, job_view_msg view) {
+  auto& st = self->state;
+  st.view = std::move(view);
+  remember_steps(st.history, st.view);
+  if (st.plan.web) st.plan.web->update(st.plan, st.view, st.history);
+  settle_pending(self);
 }
 
 // The shell's command `words`, answered through `rp` now or later.
@@ -478,15 +509,7 @@ caf::behavior monitor_behavior(monitor_actor* self, MonitorPlan plan) {
       [=](view_atom) {
         auto& st = self->state;
         self->request(st.plan.job, order_timeout, view_atom_v)
-            .then(
-                [=](job_view_msg& view) {
-                  auto& st = self->state;
-                  st.view = std::move(view);
-                  remember_steps(st.history, st.view);
-                  if (st.plan.web) st.plan.web->update(st.plan, st.view, st.history);
-                  settle_pending(self);
-                },
-                [](caf::error&) {});
+            .then([=](job_view_msg& view) { take_view(self, std::move(view)); }, [](caf::error&) {});
         // An order waiting for its checkpoint or boundary is answered as soon as the job gets there.
         self->delayed_send(self, st.pending.empty() ? st.plan.poll : pending_poll, view_atom_v);
       },
@@ -544,7 +567,17 @@ caf::behavior monitor_behavior(monitor_actor* self, MonitorPlan plan) {
         }
         if (words.front() != "hello" && words.front() != "top" && words.front() != "status")
           log->info("shell: {}", request.line);
-        command(self, words, rp);
+        // The view polled may predate this attempt's start by up to a poll period; a command
+        // reads the job as it is now.
+        self->request(st.plan.job, order_timeout, view_atom_v)
+            .then(
+                [=](job_view_msg& view) mutable {
+                  take_view(self, std::move(view));
+                  command(self, words, rp);
+                },
+                [=](caf::error& e) mutable {
+                  rp.deliver(reply(self->state, false, "the job did not answer: " + to_string(e)));
+                });
         return rp;
       },
   };

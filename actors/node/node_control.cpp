@@ -16,6 +16,8 @@ actors::control_reply_msg NodeControl::obey(const actors::control_msg& order) {
     monitor::BoundaryAction action = monitor::BoundaryAction::none;
     if (order.action == "checkpoint") action = monitor::BoundaryAction::checkpoint;
     else if (order.action == "pause") action = monitor::BoundaryAction::pause;
+    else if (order.action == "checkpoint_and_hold")
+      action = monitor::BoundaryAction::checkpoint_and_hold;
     else if (order.action != "none") reply.error = "unknown action '" + order.action + "'";
     // A bad action still releases the hold, as a cancel.
     for (auto& control : controls_) control->act(order.boundary, action);

@@ -177,6 +177,9 @@ caf::behavior working(node_actor* self, const NodeOptions& options) {
             self->send(st.workers.at(static_cast<std::size_t>(slot)), recover_atom_v, order);
           }
         }
+        // A grow comes while the shell's rejoin holds every worker after its checkpoint: the order is
+        // in each worker's mailbox now, so released, it takes it in the step after that boundary.
+        if (order.grown_world > 0 && options.control) options.control(control_msg{"act", -1, "none", {}, -1});
       },
       // The job grew in place: a worker respawned from now on starts in the grown world.
       [=](start_atom, const start_msg& grown) {

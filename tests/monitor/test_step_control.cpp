@@ -176,3 +176,21 @@ TEST_CASE("a sparkline spans the eight blocks and averages down to its width", "
   CHECK(sparkline({0, 0, 10, 10}, 2) == "▁█");
   CHECK(sparkline({}, 10).empty());
 }
+
+// The shell's rejoin: the job must grow at the boundary of its checkpoint, so the worker waits
+// there after saving until the job's answer releases it.
+TEST_CASE("checkpoint_and_hold saves at the agreed boundary and waits there until released", "[step_control]") {
+  Worker w;
+  REQUIRE(eventually([&] { return w.boundary >= 3; }));
+  const std::int64_t held = w.control.hold();
+  w.control.act(held + 1, BoundaryAction::checkpoint_and_hold);
+  REQUIRE(eventually([&] { return w.checkpoints == 1; }));
+  REQUIRE(eventually([&] { return w.progress.snapshot().activity == "held after step " + std::to_string(held + 1); }));
+  std::this_thread::sleep_for(20ms);
+  CHECK(w.boundary == held);  // saved after step held + 1 and started no step after it
+  CHECK(w.checkpoints == 1);
+  CHECK(w.control.hold() == held + 1);  // a second hold finds it standing there
+  w.control.act(-1, BoundaryAction::none);
+  CHECK(eventually([&] { return w.boundary > held + 2; }));
+  CHECK(w.checkpoints == 1);
+}

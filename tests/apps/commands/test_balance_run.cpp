@@ -324,8 +324,8 @@ TEST_CASE(
     "grown replicas, and the weights stay the even split's",
     "[dp][balance][drill]") {
   TempDir dir;
-  // Steps of tiny take tens of milliseconds: with 20 the survivor could train every step left
-  // before the shell's rejoin reached the job (the grow then meets a finished run).
+  // Steps of tiny take tens of milliseconds: with 20 the survivor could reach the job's last step
+  // before the shell's rejoin, which the job then refuses ("the job is in its last step").
   const long grow_steps = 40;
   const Run even = run_job(dir, {"train", "--workers", "2"}, accumulated, grow_steps);
   // troupe drill grow: node 1 drained after step 5 (the job restarts as one replica of all 8
