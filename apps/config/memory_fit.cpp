@@ -26,19 +26,28 @@ std::string advice(const ResolvedJob& job, const JobRanks& ranks, double availab
 }
 
 // The job's layout as its most loaded replica runs it: under train.balance a replica of pipeline
-// stages or tensor shards stashes the activations of its share of the step's micro-batches, so
-// the largest share is planned — static's largest, or the most dynamic can move to one replica
-// (a replica of whole models accumulates them one by one, whatever its share).
+// stages or tensor shards stashes the activations of its share of the step's micro-batches, and
+// under ZeRO-3 a replica runs its share as one batch, so the largest share is planned — static's
+// largest, or the most dynamic can move to one replica (a replica of whole models below ZeRO-3
+// accumulates them one by one, whatever its share).
 schedules::Layout most_loaded_layout(const ResolvedJob& job, int ranks) {
   schedules::Layout layout = job_layout(job, ranks);
   const compute::BalanceMode balance = job.config.train.balance;
-  if (balance == compute::BalanceMode::none || (layout.pp == 1 && layout.tp == 1)) return layout;
+  const bool one_pass = compute::shards_parameters(layout.zero);
+  if (balance == compute::BalanceMode::none || (layout.pp == 1 && layout.tp == 1 && !one_pass)) return layout;
   const int units = layout.microbatches * layout.dp;
+  int largest = layout.microbatches;
   if (balance == compute::BalanceMode::dynamic) {
-    layout.microbatches = units - (layout.dp - 1);  // every other replica at its one micro-batch
+    largest = units - (layout.dp - 1);  // every other replica at its one micro-batch
   } else if (!job.replica_speeds.empty()) {
     auto shares = compute::proportional_shares(units, job.replica_speeds);
-    if (shares) layout.microbatches = *std::max_element(shares->begin(), shares->end());
+    if (shares) largest = *std::max_element(shares->begin(), shares->end());
+  }
+  if (one_pass) {
+    layout.micro_batch *= largest;
+    layout.microbatches = 1;
+  } else {
+    layout.microbatches = largest;
   }
   return layout;
 }

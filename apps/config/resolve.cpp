@@ -101,7 +101,7 @@ std::optional<std::string> diloco_problem(const JobConfig& c, const compute::GPT
 
 // The first problem with train.balance and train.replica_speeds: a speed that is not a positive
 // number, or a layout whose replicas cannot take uneven shares yet (docs/balance.md).
-std::optional<std::string> balance_problem(const JobConfig& c) {
+std::optional<std::string> balance_problem(const JobConfig& c, const compute::GPTConfig& model) {
   const TrainOptions& t = c.train;
   auto speeds = parse_speeds("train.replica_speeds", t.replica_speeds, "a replica");
   if (!speeds) return speeds.error().message;
@@ -115,14 +115,20 @@ std::optional<std::string> balance_problem(const JobConfig& c) {
     return std::nullopt;
   }
   const bool dynamic = t.balance == compute::BalanceMode::dynamic;
-  const std::pair<bool, const char*> not_yet[] = {{c.expert.shards > 1, "expert.shards > 1"},
-                                                  {compute::shards_parameters(t.zero), "train.zero 3"}};
-  for (const auto& [set, keys] : not_yet)
-    if (set)
-      return "train.balance " + std::string(compute::balance_mode_name(t.balance)) + " does not work with " +
-             std::string(keys) +
-             " yet: uneven shares are data-parallel replicas (of pipeline stages, tensor or context shards too) "
-             "summing their gradients every step";
+  const std::string mode = "train.balance " + std::string(compute::balance_mode_name(t.balance));
+  if (c.expert.shards > 1)
+    return mode +
+           " does not work with expert.shards > 1 yet: uneven shares are data-parallel replicas (of pipeline "
+           "stages, tensor or context shards too) summing their gradients every step";
+  // Under ZeRO-3 a replica runs its whole share as one batch (compute/train/trainer.hpp).
+  if (compute::shards_parameters(t.zero) && (c.pipeline.stages > 1 || c.tensor.shards > 1))
+    return mode +
+           " does not work with train.zero 3 on pipeline stages or tensor shards yet: they gather each unit once per "
+           "micro-batch, which replicas of different shares would do different numbers of times";
+  if (compute::shards_parameters(t.zero) && model.experts > 0)
+    return mode +
+           " does not work with train.zero 3 on a model with experts: a replica runs its share as one batch, "
+           "whose routing losses would not be its micro-batches'";
   // Each replica's pipeline runs its share: the schedule must take that many micro-batches.
   const PipelineOptions& p = c.pipeline;
   if (dynamic && p.stages > 1 && p.schedule == schedules::ScheduleKind::interleaved)
@@ -319,7 +325,7 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
            str(compute::zero_number(t.zero));
 
   if (auto problem = diloco_problem(c, model)) return problem;
-  if (auto problem = balance_problem(c)) return problem;
+  if (auto problem = balance_problem(c, model)) return problem;
 
   const FaultOptions& f = c.fault;
   if (!(f.heartbeat_seconds > 0)) return "fault.heartbeat_seconds must be positive, got " + str(f.heartbeat_seconds);

@@ -10,10 +10,10 @@
 namespace troupe::compute {
 namespace {
 
-// A micro-batch's token ids, counted with the activations.
-Tensor batch_tensor(const TrainerOptions& options) {
+// Token ids of up to `sequences` sequences, counted with the activations.
+Tensor batch_tensor(const TrainerOptions& options, int sequences) {
   MemoryScope scope(MemoryKind::activations);
-  return Tensor::zeros({options.batch_size, options.seq_len}, DType::i32);
+  return Tensor::zeros({sequences, options.seq_len}, DType::i32);
 }
 
 // The whole model as the one flat buffer ZeRO shards, with the shard the group gave this rank.
@@ -35,8 +35,8 @@ Trainer::Trainer(GPT& model, TrainerOptions options, std::span<const std::uint16
       experts_(model.stage()),
       lone_experts_{0, 1, options_.data_parallel.zero_stage},
       zero_(model.backend(), options_.data_parallel, model.dtype(), options.adamw, zero_buffers()),
-      inputs_(batch_tensor(options)),
-      targets_(batch_tensor(options)),
+      inputs_(batch_tensor(options, pass_sequences())),
+      targets_(batch_tensor(options, pass_sequences())),
       micro_batches_(model.backend(), model.grads(), micro_batch_capacity()) {
   TROUPE_CHECK(0 <= options.data_parallel.rank && options.data_parallel.rank < options.data_parallel.size,
                "data-parallel rank outside its group");
@@ -53,12 +53,13 @@ Trainer::Trainer(GPT& model, TrainerOptions options, std::span<const std::uint16
                  "context shards that are not consecutive ranks of the data-parallel group");
     rows = context.split.local_rows();
     MemoryScope scope(MemoryKind::activations);
-    rows_in_ = Tensor::zeros({options.batch_size, rows}, DType::i32);
-    rows_target_ = Tensor::zeros({options.batch_size, rows}, DType::i32);
+    rows_in_ = Tensor::zeros({pass_sequences(), rows}, DType::i32);
+    rows_target_ = Tensor::zeros({pass_sequences(), rows}, DType::i32);
   }
-  model_.reserve(options.batch_size, rows);
+  model_.reserve(pass_sequences(), rows);
   if (!options.micro_shares.empty()) {
-    TROUPE_CHECK(!shards_parameters(options.data_parallel.zero_stage), "uneven shares under ZeRO-3");
+    TROUPE_CHECK(!share_in_one_pass() || model_.config().experts == 0,
+                 "uneven shares under ZeRO-3 on a model with experts (its routing losses are per batch)");
     TROUPE_CHECK(static_cast<int>(options.micro_shares.size()) == data_replicas() &&
                      first_unit(options.micro_shares, data_replicas()) == options.grad_accum * data_replicas() &&
                      *std::min_element(options.micro_shares.begin(), options.micro_shares.end()) >= 1,
@@ -70,6 +71,19 @@ Trainer::Trainer(GPT& model, TrainerOptions options, std::span<const std::uint16
                  "dynamic shares without starting shares or a sum of several scalars");
     dynamic_.emplace(options.micro_shares, options.balance_window);
   }
+}
+
+bool Trainer::share_in_one_pass() const {
+  return shards_parameters(options_.data_parallel.zero_stage) && !options_.micro_shares.empty();
+}
+
+int Trainer::pass_sequences() const {
+  if (!share_in_one_pass()) return options_.batch_size;
+  const auto replicas = static_cast<int>(options_.micro_shares.size());
+  const int most = options_.balance_window > 0
+                       ? options_.grad_accum * replicas - replicas + 1
+                       : *std::max_element(options_.micro_shares.begin(), options_.micro_shares.end());
+  return most * options_.batch_size;
 }
 
 int Trainer::micro_batch_capacity() const {
@@ -111,12 +125,12 @@ int Trainer::data_replicas() const {
   return options_.data_parallel.size / (context.sharded() ? context.split.shards : 1);
 }
 
-const Tensor& Trainer::own_rows(const Tensor& batch, Tensor& rows) const {
+Tensor Trainer::own_rows(const Tensor& batch, int sequences, Tensor& rows) const {
   const ContextShardGroup context = model_.stage().context_shard();
-  if (!context.sharded()) return batch;
-  context::take_rows(rows.data_as<std::int32_t>(), batch.data_as<std::int32_t>(), options_.batch_size, 1, context.split,
+  if (!context.sharded()) return batch.rows(0, sequences);
+  context::take_rows(rows.data_as<std::int32_t>(), batch.data_as<std::int32_t>(), sequences, 1, context.split,
                      context.rank());
-  return rows;
+  return rows.rows(0, sequences);
 }
 
 int Trainer::own_micro_batches() const {
@@ -190,8 +204,8 @@ void Trainer::resplit(const BatchSplit& split) {
   options_.grad_accum = split.grad_accum;
   if (split.batch_size != options_.batch_size) {
     options_.batch_size = split.batch_size;
-    inputs_ = batch_tensor(options_);
-    targets_ = batch_tensor(options_);
+    inputs_ = batch_tensor(options_, pass_sequences());
+    targets_ = batch_tensor(options_, pass_sequences());
     model_.reserve(options_.batch_size, options_.seq_len);
   }
   if (!options_.micro_shares.empty()) {
@@ -238,11 +252,27 @@ StepResult Trainer::step() {
   const double group_micro_batches = static_cast<double>(options_.grad_accum) * dp.size;
   result.batch_share = k / (static_cast<double>(options_.grad_accum) * data_replicas());
   const auto compute_start = std::chrono::steady_clock::now();
-  for (int micro = 0; micro < k; ++micro) {
+  if (share_in_one_pass()) {
+    // ZeRO-3 gathers and reduce-scatters each unit in every forward and backward, a collective
+    // every replica must enter as often as the others: the share's k micro-batches run as one
+    // batch of k·B sequences, so a larger share makes each pass longer, never more passes. Each
+    // micro-batch has B·T tokens, so the batch's mean loss is the mean of theirs.
+    const std::int64_t window = std::int64_t{options_.batch_size} * options_.seq_len;
+    for (int micro = 0; micro < k; ++micro)
+      fill_batch(inputs_.data_as<std::int32_t>() + micro * window, targets_.data_as<std::int32_t>() + micro * window,
+                 train_tokens_, train_sampler_, first_sample(micro), options_.batch_size);
+    const int sequences = k * options_.batch_size;
+    loss_sum = k * model_.forward(own_rows(inputs_, sequences, rows_in_), own_rows(targets_, sequences, rows_target_),
+                                  between_layers);
+    result.moe.add(model_.stage().moe_routing(0), 1.0);
+    model_.backward(k / group_micro_batches, between_layers);
+  }
+  for (int micro = 0; micro < k && !share_in_one_pass(); ++micro) {
     micro_batches_.before_backward(micro);
     fill_batch(inputs_.data_as<std::int32_t>(), targets_.data_as<std::int32_t>(), train_tokens_, train_sampler_,
                first_sample(micro), options_.batch_size);
-    loss_sum += model_.forward(own_rows(inputs_, rows_in_), own_rows(targets_, rows_target_), between_layers);
+    loss_sum += model_.forward(own_rows(inputs_, options_.batch_size, rows_in_),
+                               own_rows(targets_, options_.batch_size, rows_target_), between_layers);
     result.moe.add(model_.stage().moe_routing(0), 1.0 / k);
     const bool last_micro = micro == k - 1;
     model_.backward(1.0 / group_micro_batches, last_micro && overlap ? start_layer_bucket : between_layers);
@@ -284,7 +314,8 @@ double Trainer::evaluate(int batches) {
     fill_sequential_batch(inputs_.data_as<std::int32_t>(), targets_.data_as<std::int32_t>(), val_tokens_,
                           options_.seq_len, first + static_cast<std::uint64_t>(i) * options_.batch_size,
                           options_.batch_size);
-    sum += model_.forward(own_rows(inputs_, rows_in_), own_rows(targets_, rows_target_));
+    sum += model_.forward(own_rows(inputs_, options_.batch_size, rows_in_),
+                          own_rows(targets_, options_.batch_size, rows_target_));
   }
   zero_.release_gathered();
   const double mean = micro_batches > 0 ? sum / micro_batches : 0.0;

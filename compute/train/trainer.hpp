@@ -178,16 +178,21 @@ class Trainer {
   std::vector<ZeroStep::Buffer> zero_buffers();
   // The squares of the whole model's summed gradient, from what this rank holds of it.
   double gradient_squares() const;
-  Tensor inputs_, targets_;  // host (B, T) i32
-  Tensor rows_in_, rows_target_;  // under context shards: this rank's rows of them, (B, T / C)
+  Tensor inputs_, targets_;       // host (pass_sequences(), T) i32
+  Tensor rows_in_, rows_target_;  // under context shards: this rank's rows of them, (pass_sequences(), T / C)
+  // Under ZeRO-3 with uneven shares a replica runs its share's micro-batches as one batch (step());
+  // the most sequences a forward then takes: the largest share's (dynamic: the largest possible).
+  bool share_in_one_pass() const;
+  int pass_sequences() const;
   // The rank's data replica and their count: the group's ranks, or its context groups.
   int data_rank() const;
   int data_replicas() const;
   // Whether this rank's time per micro-batch stands for its replica's under train.balance dynamic:
   // every rank's, or under context shards the replica's first shard's.
   bool times_replica() const;
-  // The batch's rows this rank's model runs on: the whole batch, or under context shards its rows.
-  const Tensor& own_rows(const Tensor& batch, Tensor& rows) const;
+  // The first `sequences` of the batch as this rank's model runs on them: those rows whole, or
+  // under context shards its rows of them.
+  Tensor own_rows(const Tensor& batch, int sequences, Tensor& rows) const;
   // The micro-batches this rank sums a step, and the first sample of its micro-batch `micro`.
   int own_micro_batches() const;
   std::uint64_t first_sample(int micro) const;

@@ -272,3 +272,25 @@ TEST_CASE("the memory check counts DiLoCo's outer state as the ranks allocate it
     CHECK(ranks == 4);
   }
 }
+
+// Under ZeRO-3 a replica runs its share of the step's micro-batches as one batch
+// (compute/train/trainer.hpp): the check plans the largest share's activations at once.
+TEST_CASE("under train.zero 3 with uneven shares the memory check plans the largest share as one batch",
+          "[config][balance]") {
+  troupe::actors::JobConfig config = small_batch(2);
+  config.train.grad_accum = 4;
+  config.train.zero = ZeroStage::parameters;
+  const auto even = resolved(config);
+  const double even_need = planned_need(even, 2);
+  CHECK(check_memory_fit(even, {2, 1, 2}, RankMemory{even_need, "test"}).ok());
+  config.train.balance = troupe::compute::BalanceMode::fixed;
+  config.train.replica_speeds = "1,0.33";  // shares 6 + 2 of 8
+  const auto uneven = check_memory_fit(resolved(config), {2, 1, 2}, RankMemory{even_need, "test"});
+  REQUIRE_FALSE(uneven.ok());
+  CHECK_THAT(uneven.error().message, Catch::Contains("as zero 3, dp 2, micro-batch 12 x 1, recompute none on 2 ranks"));
+  // Dynamic shares may move all but one micro-batch each for the others to one replica: 7 of 8.
+  config.train.balance = troupe::compute::BalanceMode::dynamic;
+  const auto moving = check_memory_fit(resolved(config), {2, 1, 2}, RankMemory{even_need, "test"});
+  REQUIRE_FALSE(moving.ok());
+  CHECK_THAT(moving.error().message, Catch::Contains("micro-batch 14 x 1"));
+}
