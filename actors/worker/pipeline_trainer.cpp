@@ -97,6 +97,9 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
       chunk.source = std::make_unique<compute::ShardedParameters>(
           backend_, std::move(units), compute::DType::f32, groups_.dp.position(), shard_offsets(groups_.dp, total),
           unit_exchange(mailbox_, groups_.dp, progress_), setup_.zero3_reshard);
+      // Replicas of uneven shares run different numbers of micro-batches: each unit's collectives
+      // must not follow them (docs/balance.md, "ZeRO-3").
+      if (!o.micro_shares.empty()) chunk.source->hold_for_step();
     }
     chunk.stage = std::make_unique<compute::GPTStage>(setup_.model, backend_, layers.first_layer, layers.last_layer,
                                                       compute::DType::f32, o.recompute, chunk.source.get(),

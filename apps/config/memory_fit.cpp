@@ -27,14 +27,17 @@ std::string advice(const ResolvedJob& job, const JobRanks& ranks, double availab
 
 // The job's layout as its most loaded replica runs it: under train.balance a replica of pipeline
 // stages or tensor shards stashes the activations of its share of the step's micro-batches, and
-// under ZeRO-3 a replica runs its share as one batch, so the largest share is planned — static's
-// largest, or the most dynamic can move to one replica (a replica of whole models below ZeRO-3
-// accumulates them one by one, whatever its share).
+// under ZeRO-3 a replica of whole models runs its share as one batch, so the largest share is
+// planned — static's largest, or the most dynamic can move to one replica (a replica of whole
+// models below ZeRO-3 accumulates them one by one, whatever its share). ZeRO-3 on stages or
+// tensor shards then holds every unit and gradient of the step whole: ZeRO-1's memory.
 schedules::Layout most_loaded_layout(const ResolvedJob& job, int ranks) {
   schedules::Layout layout = job_layout(job, ranks);
   const compute::BalanceMode balance = job.config.train.balance;
-  const bool one_pass = compute::shards_parameters(layout.zero);
-  if (balance == compute::BalanceMode::none || (layout.pp == 1 && layout.tp == 1 && !one_pass)) return layout;
+  const bool whole_models = layout.pp == 1 && layout.tp == 1;
+  const bool one_pass = compute::shards_parameters(layout.zero) && whole_models;
+  if (balance == compute::BalanceMode::none || (whole_models && !one_pass)) return layout;
+  if (compute::shards_parameters(layout.zero) && !whole_models) layout.zero = compute::ZeroStage::optimizer_state;
   const int units = layout.microbatches * layout.dp;
   int largest = layout.microbatches;
   if (balance == compute::BalanceMode::dynamic) {

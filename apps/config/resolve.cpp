@@ -119,12 +119,8 @@ std::optional<std::string> balance_problem(const JobConfig& c, const compute::GP
     return "train.balance " + std::string(compute::balance_mode_name(t.balance)) +
            " does not work with expert.shards > 1 yet: uneven shares are data-parallel replicas (of pipeline "
            "stages, tensor or context shards too) summing their gradients every step";
-  // Under ZeRO-3 a replica runs its whole share as one batch (compute/train/trainer.hpp).
-  if (compute::shards_parameters(t.zero) && (c.pipeline.stages > 1 || c.tensor.shards > 1))
-    return "train.balance " + std::string(compute::balance_mode_name(t.balance)) +
-           " does not work with train.zero 3 on pipeline stages or tensor shards yet: they gather each unit once per "
-           "micro-batch, which replicas of different shares would do different numbers of times";
-  if (compute::shards_parameters(t.zero) && model.experts > 0)
+  // Under ZeRO-3 a replica of whole models runs its whole share as one batch (compute/train/trainer.hpp).
+  if (compute::shards_parameters(t.zero) && c.pipeline.stages == 1 && c.tensor.shards == 1 && model.experts > 0)
     return "train.balance " + std::string(compute::balance_mode_name(t.balance)) +
            " does not work with train.zero 3 on a model with experts: a replica runs its share as one batch, "
            "whose routing losses would not be its micro-batches'";

@@ -110,7 +110,8 @@ Tensor ShardedParameters::use(int unit, int next) {
 }
 
 void ShardedParameters::done_with(int unit, Reuse reuse) {
-  if (reuse == Reuse::first_in_backward || (reuse == Reuse::in_backward && !reshard_after_forward_)) return;
+  if (hold_for_step_ || reuse == Reuse::first_in_backward || (reuse == Reuse::in_backward && !reshard_after_forward_))
+    return;
   release(unit);
 }
 
@@ -139,7 +140,7 @@ void ShardedParameters::abandon_step() {
 }
 
 Tensor ShardedParameters::gradient(int unit) {
-  if (deferred_.count(unit)) {
+  if (hold_for_step_ || deferred_.count(unit)) {
     auto it = deferred_gradients_.find(unit);
     if (it == deferred_gradients_.end()) {
       Tensor buffer = take(free_gradients_, units_.at(static_cast<std::size_t>(unit)).size(), true);
@@ -156,7 +157,7 @@ Tensor ShardedParameters::gradient(int unit) {
 }
 
 void ShardedParameters::gradient_done(int unit) {
-  if (deferred_.count(unit)) return;
+  if (hold_for_step_ || deferred_.count(unit)) return;
   auto it = open_gradients_.find(unit);
   TROUPE_CHECK(it != open_gradients_.end(), "unit " + std::to_string(unit) + "'s gradient finished unasked");
   Reducing r{unit, std::move(it->second), {}};
@@ -188,6 +189,7 @@ Tensor ShardedParameters::deferred_gradient(int unit) const {
 }
 
 void ShardedParameters::finish_gradients() {
+  if (hold_for_step_) release_all();
   for (auto& [unit, buffer] : deferred_gradients_) {
     Reducing r{unit, std::move(buffer), {}};
     r.pending = start(units_[static_cast<std::size_t>(unit)], r.buffer, false);

@@ -74,6 +74,12 @@ class ShardedParameters final : public ParameterSource {
   // (deferred_gradient), reduce-scattered only by finish_gradients: a pipeline first sums a tied
   // embedding's two shares in it, between the first and the last stage.
   void defer_gradient(int unit) { deferred_.insert(unit); }
+  // From now on every unit, once gathered, stays gathered until finish_gradients, and every unit's
+  // gradient is deferred: each unit is gathered and reduce-scattered once a step however many
+  // micro-batches the step runs (train.balance on pipeline stages or tensor shards, whose replicas
+  // run different numbers). The price is ZeRO-1's memory for the step: every parameter and gradient
+  // of the stage whole.
+  void hold_for_step() { hold_for_step_ = true; }
   Tensor deferred_gradient(int unit) const;
   // Reduce-scatters the deferred gradients, waits for every reduce-scatter and adds its piece:
   // the kept gradients are then final.
@@ -124,6 +130,7 @@ class ShardedParameters final : public ParameterSource {
   DType dtype_;
   std::vector<Run> runs_;
   bool reshard_after_forward_;
+  bool hold_for_step_ = false;
   Tensor params_, grads_;
   std::map<int, Gathered> gathered_;
   std::map<int, Tensor> open_gradients_;  // handed out by gradient(), not yet done

@@ -71,12 +71,15 @@ std::vector<float> train(TrainerOptions o, const std::vector<std::uint16_t>& dat
 struct TwoRanks {
   std::vector<float> params[2];
   std::vector<double> losses[2];
+  // ZeRO-3: the unit collectives each rank posted.
+  int gathers[2] = {0, 0}, reduce_scatters[2] = {0, 0};
 };
 
-// `grad_accum` micro-batches each, or with `shares` the group's 2·grad_accum unevenly.
+// `grad_accum` micro-batches each, or with `shares` the group's 2·grad_accum unevenly. Under ZeRO-3,
+// `hold` keeps every unit gathered for the step (ShardedParameters::hold_for_step).
 TwoRanks run_two_ranks(const std::vector<std::uint16_t>& data, int steps, ZeroStage zero_stage,
-                       const GPTConfig& model_config = config, int grad_accum = 1,
-                       const std::vector<int>& shares = {}) {
+                       const GPTConfig& model_config = config, int grad_accum = 1, const std::vector<int>& shares = {},
+                       bool hold = false) {
   const std::int64_t total = ParameterLayout(model_config).total();
   const std::int64_t half = (total + 1) / 2;  // shard 0 = [0, half), shard 1 = [half, total)
   std::vector<float> slots[2] = {std::vector<float>(total), std::vector<float>(total)};
@@ -131,6 +134,7 @@ TwoRanks run_two_ranks(const std::vector<std::uint16_t>& data, int steps, ZeroSt
     // ZeRO-3 exchanges one unit at a time: position p's piece of it is counts[p] elements long.
     ShardExchange units;
     units.start_all_gather = [&](Tensor unit, std::vector<std::int64_t> counts) {
+      ++out.gathers[rank];
       exchange(unit.data_as<float>(), unit.numel());
       float* u = unit.data_as<float>();
       const std::int64_t other = rank == 0 ? counts[0] : 0, count = counts[1 - rank];
@@ -139,6 +143,7 @@ TwoRanks run_two_ranks(const std::vector<std::uint16_t>& data, int steps, ZeroSt
       return ShardExchange::Ticket{0};
     };
     units.start_reduce_scatter = [&](Tensor unit, std::vector<std::int64_t> counts) {
+      ++out.reduce_scatters[rank];
       exchange(unit.data_as<float>(), unit.numel());
       float* u = unit.data_as<float>();
       const std::int64_t own = rank == 0 ? 0 : counts[0];
@@ -150,8 +155,10 @@ TwoRanks run_two_ranks(const std::vector<std::uint16_t>& data, int steps, ZeroSt
     MakeSource make_source;
     if (shards_parameters(zero_stage)) {
       make_source = [&, rank](Backend& backend) {
-        return std::make_unique<ShardedParameters>(backend, GPT::parameter_units(model_config), DType::f32, rank,
-                                                   std::vector<std::int64_t>{0, half, total}, units, true);
+        auto source = std::make_unique<ShardedParameters>(backend, GPT::parameter_units(model_config), DType::f32, rank,
+                                                          std::vector<std::int64_t>{0, half, total}, units, true);
+        if (hold) source->hold_for_step();
+        return source;
       };
     }
     out.params[rank] = train(o, data, steps, &out.losses[rank], make_source, model_config);
@@ -160,6 +167,22 @@ TwoRanks run_two_ranks(const std::vector<std::uint16_t>& data, int steps, ZeroSt
   rank_main(0);
   other.join();
   return out;
+}
+
+// Under ZeRO-3 each rank kept only its shard (zeros elsewhere): both then hold the whole model.
+void merge_shards(TwoRanks& run) {
+  const std::int64_t half = (ParameterLayout(config).total() + 1) / 2;
+  for (std::size_t i = 0; i < run.params[0].size(); ++i) {
+    const int keeper = static_cast<std::int64_t>(i) < half ? 0 : 1;
+    CHECK(run.params[1 - keeper][i] == 0.0f);
+    run.params[0][i] = run.params[1][i] = run.params[keeper][i];
+  }
+}
+
+double max_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double max_diff = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) max_diff = std::max(max_diff, double(std::abs(a[i] - b[i])));
+  return max_diff;
 }
 
 }  // namespace
@@ -176,15 +199,7 @@ TEST_CASE("two data-parallel ranks of batch b take the steps of one process of b
   std::vector<float> plain, sharded_gradients;
   for (ZeroStage stage : zero_stages) {
     TwoRanks run = run_two_ranks(data, steps, stage);
-    if (stage == ZeroStage::parameters) {
-      // Each rank kept only its shard: together they are the model.
-      const std::int64_t half = (ParameterLayout(config).total() + 1) / 2;
-      for (std::size_t i = 0; i < run.params[0].size(); ++i) {
-        const int keeper = static_cast<std::int64_t>(i) < half ? 0 : 1;
-        CHECK(run.params[1 - keeper][i] == 0.0f);
-        run.params[0][i] = run.params[1][i] = run.params[keeper][i];
-      }
-    }
+    if (stage == ZeroStage::parameters) merge_shards(run);
     CHECK(std::memcmp(run.params[0].data(), run.params[1].data(), run.params[0].size() * sizeof(float)) == 0);
     double max_diff = 0;
     for (std::size_t i = 0; i < reference.size(); ++i)
@@ -205,15 +220,22 @@ TEST_CASE("two data-parallel ranks of batch b take the steps of one process of b
 }
 
 // train.balance static: the same 8 micro-batches a step, 3 + 1 or 1 + 3 instead of 2 + 2. Each
-// micro-batch weighs 1/4 in both, so only the order of the additions differs.
-TEST_CASE("two data-parallel ranks of uneven shares take the steps of the even split, with ZeRO 0 to 2",
+// micro-batch weighs 1/4 in both, so only the order of the additions differs. Under ZeRO-3 each
+// rank runs its share as one batch (Trainer::step).
+TEST_CASE("two data-parallel ranks of uneven shares take the steps of the even split, with ZeRO 0 to 3",
           "[model][dp][balance]") {
   const auto data = random_stream(40000, 64);
   const int steps = 4;
   const TwoRanks even = run_two_ranks(data, steps, ZeroStage::none, config, 2);
-  for (ZeroStage stage : {ZeroStage::none, ZeroStage::optimizer_state, ZeroStage::gradients}) {
+  for (ZeroStage stage : zero_stages) {
     for (const std::vector<int>& shares : {std::vector<int>{3, 1}, std::vector<int>{1, 3}}) {
-      const TwoRanks uneven = run_two_ranks(data, steps, stage, config, 2, shares);
+      TwoRanks uneven = run_two_ranks(data, steps, stage, config, 2, shares);
+      if (stage == ZeroStage::parameters) {
+        merge_shards(uneven);
+        // One pass each a step: both ranks posted as many unit collectives, whatever their shares.
+        CHECK(uneven.gathers[0] == uneven.gathers[1]);
+        CHECK(uneven.reduce_scatters[0] == uneven.reduce_scatters[1]);
+      }
       CHECK(std::memcmp(uneven.params[0].data(), uneven.params[1].data(), uneven.params[0].size() * sizeof(float)) ==
             0);
       double max_diff = 0;
@@ -228,6 +250,36 @@ TEST_CASE("two data-parallel ranks of uneven shares take the steps of the even s
         CHECK(uneven.losses[0][s] == Approx(even.losses[0][s]).epsilon(1e-6));
       }
     }
+  }
+}
+
+// ZeRO-3 on pipeline stages and tensor shards under train.balance: replicas run different numbers
+// of micro-batches, so each unit is gathered once a step and its gradient reduce-scattered once,
+// after the step's last backward (ShardedParameters::hold_for_step).
+TEST_CASE(
+    "a ZeRO-3 source held for the step gathers and reduce-scatters each unit once a step however many micro-batches "
+    "run, and takes the steps of one that is not held",
+    "[model][dp][balance]") {
+  const auto data = random_stream(40000, 64);
+  const int steps = 3;
+  const int units = static_cast<int>(GPT::parameter_units(config).size());
+  TwoRanks unheld = run_two_ranks(data, steps, ZeroStage::parameters, config, 3);
+  merge_shards(unheld);
+  for (int micro_batches : {1, 3}) {
+    TwoRanks held = run_two_ranks(data, steps, ZeroStage::parameters, config, micro_batches, {}, true);
+    for (int rank : {0, 1}) {
+      CHECK(held.gathers[rank] == units * steps);
+      CHECK(held.reduce_scatters[rank] == units * steps);
+    }
+    if (micro_batches == 1) continue;
+    // Held over 3 micro-batches a unit's gradient sums them in its buffer before one reduce-scatter.
+    CHECK(unheld.gathers[0] > units * steps);
+    merge_shards(held);
+    const double max_diff = max_difference(unheld.params[0], held.params[0]);
+    std::printf("ZeRO-3 held for the step, 3 micro-batches: max parameter difference after %d steps %.3g\n", steps,
+                max_diff);
+    CHECK(max_diff < 1e-5);
+    for (int s = 0; s < steps; ++s) CHECK(held.losses[0][s] == Approx(unheld.losses[0][s]).epsilon(1e-6));
   }
 }
 

@@ -293,4 +293,14 @@ TEST_CASE("under train.zero 3 with uneven shares the memory check plans the larg
   const auto moving = check_memory_fit(resolved(config), {2, 1, 2}, RankMemory{even_need, "test"});
   REQUIRE_FALSE(moving.ok());
   CHECK_THAT(moving.error().message, Catch::Contains("micro-batch 14 x 1"));
+
+  // On pipeline stages every unit and gradient is held whole for the step: ZeRO-1's memory, and
+  // the largest share's micro-batches stashed.
+  config.train.balance = troupe::compute::BalanceMode::fixed;
+  config.train.grad_accum = 1;
+  config.pipeline.stages = 2;
+  config.pipeline.microbatches = 4;
+  const auto stages = check_memory_fit(resolved(config), {4, 1, 4}, RankMemory{1, "test"});
+  REQUIRE_FALSE(stages.ok());
+  CHECK_THAT(stages.error().message, Catch::Contains("as zero 1, dp 2, pp 2 1f1b, micro-batch 2 x 6"));
 }
