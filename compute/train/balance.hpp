@@ -50,6 +50,9 @@ std::uint64_t unit_first_sample(long step, int units, int replicas, int unit, in
 // How far an uneven run's parameter norm may be from the even split's, relative, when only the
 // order of the gradients' additions differs (plain sums; docs/balance.md's table).
 inline constexpr double reordered_sums_param_norm_tolerance = 1e-6;
+// The same where the sums are compressed (bf16, PowerSGD): each replica's partial sum is rounded or
+// approximated, and an uneven split's partial sums are other sums.
+inline constexpr double compressed_sums_param_norm_tolerance = 1e-4;
 
 // "3, 1": the shares as a log line lists them.
 std::string shares_text(std::span<const int> shares);

@@ -81,7 +81,9 @@ struct Verdict {
 
 int print_verdict(const std::string& scenario, const Verdict& v);
 
-// Whether two runs' final checkpoints hold the same parameters and moments, bit for bit, into v.
+// Whether two runs' final checkpoints hold the same parameters and moments, bit for bit, into v;
+// under train.balance dynamic, whose shares follow measured times, compare_weights_within the
+// tolerance of reordered (or compressed) sums.
 void compare_weights(const Drill& drill, Verdict& v);
 
 // Whether the drilled run's final parameter norm is the undisturbed run's within `relative`, into v:
