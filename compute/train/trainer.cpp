@@ -266,16 +266,17 @@ StepResult Trainer::step() {
                                   between_layers);
     result.moe.add(model_.stage().moe_routing(0), 1.0);
     model_.backward(k / group_micro_batches, between_layers);
-  }
-  for (int micro = 0; micro < k && !share_in_one_pass(); ++micro) {
-    micro_batches_.before_backward(micro);
-    fill_batch(inputs_.data_as<std::int32_t>(), targets_.data_as<std::int32_t>(), train_tokens_, train_sampler_,
-               first_sample(micro), options_.batch_size);
-    loss_sum += model_.forward(own_rows(inputs_, options_.batch_size, rows_in_),
-                               own_rows(targets_, options_.batch_size, rows_target_), between_layers);
-    result.moe.add(model_.stage().moe_routing(0), 1.0 / k);
-    const bool last_micro = micro == k - 1;
-    model_.backward(1.0 / group_micro_batches, last_micro && overlap ? start_layer_bucket : between_layers);
+  } else {
+    for (int micro = 0; micro < k; ++micro) {
+      micro_batches_.before_backward(micro);
+      fill_batch(inputs_.data_as<std::int32_t>(), targets_.data_as<std::int32_t>(), train_tokens_, train_sampler_,
+                 first_sample(micro), options_.batch_size);
+      loss_sum += model_.forward(own_rows(inputs_, options_.batch_size, rows_in_),
+                                 own_rows(targets_, options_.batch_size, rows_target_), between_layers);
+      result.moe.add(model_.stage().moe_routing(0), 1.0 / k);
+      const bool last_micro = micro == k - 1;
+      model_.backward(1.0 / group_micro_batches, last_micro && overlap ? start_layer_bucket : between_layers);
+    }
   }
   const double compute_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - compute_start).count();
