@@ -201,9 +201,7 @@ TEST_CASE("two data-parallel ranks of batch b take the steps of one process of b
     TwoRanks run = run_two_ranks(data, steps, stage);
     if (stage == ZeroStage::parameters) merge_shards(run);
     CHECK(std::memcmp(run.params[0].data(), run.params[1].data(), run.params[0].size() * sizeof(float)) == 0);
-    double max_diff = 0;
-    for (std::size_t i = 0; i < reference.size(); ++i)
-      max_diff = std::max(max_diff, double(std::abs(reference[i] - run.params[0][i])));
+    const double max_diff = max_difference(reference, run.params[0]);
     std::printf("ZeRO stage %d, 2 ranks x 2 vs 1 x 4: max parameter difference after %d steps %.3g\n",
                 zero_number(stage), steps, max_diff);
     CHECK(max_diff < 1e-5);
@@ -238,9 +236,7 @@ TEST_CASE("two data-parallel ranks of uneven shares take the steps of the even s
       }
       CHECK(std::memcmp(uneven.params[0].data(), uneven.params[1].data(), uneven.params[0].size() * sizeof(float)) ==
             0);
-      double max_diff = 0;
-      for (std::size_t i = 0; i < even.params[0].size(); ++i)
-        max_diff = std::max(max_diff, double(std::abs(even.params[0][i] - uneven.params[0][i])));
+      const double max_diff = max_difference(even.params[0], uneven.params[0]);
       std::printf("ZeRO %d, shares %d + %d against 2 + 2: max parameter difference after %d steps %.3g\n",
                   zero_number(stage), shares[0], shares[1], steps, max_diff);
       CHECK(max_diff < 1e-5);
@@ -301,8 +297,7 @@ TEST_CASE("one process accumulating 2 micro-batches of b takes, bit for bit, the
   TrainerOptions whole = base_options();
   whole.batch_size = 6;
   const auto three = train(accumulating, data, steps, nullptr), one = train(whole, data, steps, nullptr);
-  double max_diff = 0;
-  for (std::size_t i = 0; i < one.size(); ++i) max_diff = std::max(max_diff, double(std::abs(one[i] - three[i])));
+  const double max_diff = max_difference(one, three);
   INFO("max parameter difference, 3 micro-batches of 2 against one batch of 6: " << max_diff);
   CHECK(max_diff < 1e-5);
 }
@@ -327,9 +322,7 @@ TEST_CASE(
       for (std::size_t i = 0; i < run.params[0].size(); ++i)
         run.params[0][i] = run.params[static_cast<std::int64_t>(i) < half ? 0 : 1][i];
     }
-    double max_diff = 0;
-    for (std::size_t i = 0; i < reference.size(); ++i)
-      max_diff = std::max(max_diff, double(std::abs(reference[i] - run.params[0][i])));
+    const double max_diff = max_difference(reference, run.params[0]);
     INFO("ZeRO stage " << zero_number(stage) << ": max parameter difference after " << steps << " steps " << max_diff);
     if (stage == ZeroStage::none)
       CHECK(std::memcmp(reference.data(), run.params[0].data(), reference.size() * sizeof(float)) == 0);
