@@ -221,11 +221,29 @@ struct recover_done_msg {
 // (`replaced`, with their data-plane addresses) wait for the outer state; after the first sync
 // over the islands left, the rank of the first of them at each place sends it to the rejoining rank
 // at that place, and every rank goes on over `present`, the rejoined islands included.
+// The settle of a sync in flight when islands were left out (island_membership.hpp): each rank
+// present answers a left-out order with islands_applied_msg to `job`; once every rank present did,
+// the job sends the same `present` and epoch again with `applied` and `applied_islands` (one entry a
+// rank of the job: the outer sums it applied, −1 where its island is absent, and the islands the last
+// of them held), from which each rank finds the rank at its place that hands it the sums it missed.
 struct islands_msg {
   int epoch = 0;
   std::vector<int> present;
   std::vector<int> rejoining;
   std::vector<node_entry> replaced;
+  caf::actor job;
+  std::vector<std::int64_t> applied;
+  std::vector<int> applied_islands;
+};
+
+// A rank of a present island → the job, once after each islands_msg that left islands out, when no
+// sum of its is landed and not yet agreed on by its island: the outer sums it applied (in order), and
+// how many islands the last of them held (0: none applied).
+struct islands_applied_msg {
+  int epoch = 0;
+  int rank = 0;
+  std::int64_t applied = 0;
+  int islands = 0;
 };
 
 // One finished step of a worker, for the shell's status, top, loss and trace.
@@ -403,7 +421,12 @@ typename Inspector::result_type inspect(Inspector& f, recover_msg& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, islands_msg& x) {
-  return f(caf::meta::type_name("islands_msg"), x.epoch, x.present, x.rejoining, x.replaced);
+  return f(caf::meta::type_name("islands_msg"), x.epoch, x.present, x.rejoining, x.replaced, x.job, x.applied,
+           x.applied_islands);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, islands_applied_msg& x) {
+  return f(caf::meta::type_name("islands_applied_msg"), x.epoch, x.rank, x.applied, x.islands);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, recover_ready_msg& x) {
@@ -534,4 +557,5 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(troupe, (troupe::actors::events_reply_msg))
   CAF_ADD_ATOM(troupe, troupe::actors, events_atom, "events")
   CAF_ADD_TYPE_ID(troupe, (troupe::actors::islands_msg))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::islands_applied_msg))
   CAF_END_TYPE_ID_BLOCK(troupe)

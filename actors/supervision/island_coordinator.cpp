@@ -116,7 +116,7 @@ bool leave_islands_out(job_actor* self, const std::vector<int>& lost_nodes, Fail
                                   choice.lost.size() == 1 ? "" : "s"),
       donors_text(st.plan.recovery, present.front()));
   monitor::logger("job")->warn("{}; recovery: {}", reason, chosen);
-  const islands_msg left_out{recovery.epoch, present, {}, {}};
+  const islands_msg left_out{recovery.epoch, present, {}, {}, caf::actor_cast<caf::actor>(self), {}, {}};
   for (const auto& [index, m] : st.joined)
     if (!contains(nodes, index)) self->send(m.node, recover_atom_v, left_out);
   begin_recovery(self, std::move(recovery), chosen);
@@ -132,6 +132,31 @@ void rejoin_islands(job_actor* self) {
   for (const auto& [index, process] : recovery.replaced) rejoin.replaced.push_back(current.nodes.at(index));
   for (const auto& [index, m] : st.joined)
     if (!recovery.replaced.count(index)) self->send(m.node, recover_atom_v, rejoin);
+}
+
+void on_islands_applied(job_actor* self, const islands_applied_msg& report) {
+  auto& st = self->state;
+  if (!st.recovery || st.recovery->goal != Goal::rejoin_island || report.epoch != st.recovery->epoch) return;
+  recovery_in_progress& recovery = *st.recovery;
+  recovery.applied[report.rank] = report;
+  std::size_t present_ranks = 0;
+  for (int island : recovery.order.islands_kept) present_ranks += island_ranks(st.plan.recovery, island).size();
+  if (recovery.settle_sent || recovery.applied.size() < present_ranks) return;
+  recovery.settle_sent = true;
+  const std::size_t world = static_cast<std::size_t>(job_grid(st.plan.recovery).world());
+  islands_msg settle{recovery.epoch,
+                     recovery.order.islands_kept,
+                     {},
+                     {},
+                     caf::actor_cast<caf::actor>(self),
+                     std::vector<std::int64_t>(world, -1),
+                     std::vector<int>(world, -1)};
+  for (const auto& [rank, applied] : recovery.applied) {
+    settle.applied.at(static_cast<std::size_t>(rank)) = applied.applied;
+    settle.applied_islands.at(static_cast<std::size_t>(rank)) = applied.islands;
+  }
+  for (const auto& [index, m] : st.joined)
+    if (!recovery.replaced.count(index)) self->send(m.node, recover_atom_v, settle);
 }
 
 void on_island_rejoined(job_actor* self, const recover_done_msg& done) {

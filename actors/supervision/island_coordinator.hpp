@@ -9,6 +9,9 @@
 //      │       of the present islands; every node of the lost islands started again (a live one
 //      │       killed first); timer armed ─► recovering
 //      │
+//      │   every present rank's islands_applied_msg (the outer sums it applied): islands_msg{E,
+//      │   present, the table of them} to every node of the present islands (the settle)
+//      │
 //      │   every new process joined: start_msg with recover_msg{E + 1, islands_kept} to each, and
 //      │   islands_msg{E + 1, every island, rejoining, their addresses} to every other node
 //      │
@@ -36,6 +39,10 @@ bool leave_islands_out(job_actor* self, const std::vector<int>& lost_nodes, Fail
 // Every new process joined and got its start: the present islands' ranks learn whom to hand the
 // outer state to after their next sync.
 void rejoin_islands(job_actor* self);
+
+// A present rank's outer sums applied after the left-out order; once every present rank reported,
+// the table of them to every node of the present islands.
+void on_islands_applied(job_actor* self, const islands_applied_msg& report);
 
 // A rejoining rank took the outer state (or failed to); once all did, the recovery is done.
 void on_island_rejoined(job_actor* self, const recover_done_msg& done);

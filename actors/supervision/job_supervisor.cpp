@@ -609,6 +609,7 @@ caf::message_handler every_phase(job_actor* self) {
       },
       [=](recover_atom, const recover_ready_msg&) {},
       [=](recover_atom, const recover_done_msg&) {},
+      [=](recover_atom, const islands_applied_msg&) {},
       [=](recover_atom, int) {},
       [=](recover_atom, int, int, const std::string&) {},
   };

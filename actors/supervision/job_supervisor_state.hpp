@@ -77,6 +77,10 @@ struct recovery_in_progress {
   bool rollback = false;
   std::string why_rollback;
   std::int64_t steps_held = 0;  // the most steps any rank held: a rollback loses those since its checkpoint
+  // DiLoCo's islands left out: the present ranks' outer sums applied, by rank, for the settle
+  // (island_coordinator.hpp); sent on to them once every present rank reported.
+  std::map<int, islands_applied_msg> applied;
+  bool settle_sent = false;
 };
 
 struct job_supervisor_state {

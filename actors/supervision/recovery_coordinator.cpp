@@ -632,6 +632,7 @@ caf::behavior recovering(job_actor* self) {
       [=](recover_atom, const worker_failed_msg& failed) { on_worker_failed(self, failed); },
       [=](recover_atom, const recover_ready_msg& ready) { on_recover_ready(self, ready); },
       [=](recover_atom, const recover_done_msg& done) { on_recover_done(self, done); },
+      [=](recover_atom, const islands_applied_msg& report) { on_islands_applied(self, report); },
       [=](recover_atom, int epoch) { on_recover_timeout(self, epoch); },
       [=](recover_atom, int node_index, int pid, const std::string& exit) {
         on_replacement_exit(self, node_index, pid, exit);

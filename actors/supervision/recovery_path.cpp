@@ -75,12 +75,6 @@ RecoveryChoice choose_recovery(const RecoveryShape& shape, FailureKind kind) {
 
 IslandChoice choose_island_left_out(const RecoveryShape& shape, const std::vector<int>& lost_ranks) {
   auto restart = [](std::string why) { return IslandChoice{{}, "DiLoCo's islands: " + std::move(why)}; };
-  const int island_ranks = shape.data_parallel / shape.islands * shape.pipeline_stages * shape.tensor_shards;
-  if (island_ranks > 1 && shape.islands > 2)
-    return restart("an island of more than one rank is left out only among two islands (train.islands " +
-                   std::to_string(shape.islands) + " of " + std::to_string(island_ranks) +
-                   " ranks each): with more, a sync in flight could land over different islands at the places of "
-                   "two surviving islands, which neither island's ranks alone can set right");
   IslandChoice choice;
   const comm::Grid grid{shape.data_parallel, shape.pipeline_stages, shape.tensor_shards};
   for (int rank : lost_ranks) {

@@ -89,9 +89,10 @@ RecoveryChoice choose_grow(const RecoveryShape& shape);
 // islands of the lost ranks (`lost_ranks`), if not all of them, are left out: the other islands go
 // on without them and every node process holding a rank of theirs is started again (a live one
 // killed first), to rejoin at the next outer sync with the outer state of a present island. An
-// island's ranks agree on each sync over its groups (worker/island_membership.hpp), so islands of
-// several ranks (replicas, tensor or context shards, pipeline stages) are left out only among two
-// islands. Streaming and ZeRO are allowed: the rejoin starts the new
+// island's ranks agree on each sync over its groups, and the ranks present settle a sync in flight
+// among themselves (worker/island_membership.hpp), so islands of one rank or of several (replicas,
+// tensor or context shards, pipeline stages) are left out among any number of islands. Streaming
+// and ZeRO are allowed: the rejoin starts the new
 // ranks' moments, or their shards of them, afresh. `lost`: the islands lost, in order; empty with
 // `why_not` where the job restarts every node instead. With no ranks, whether the shape allows it
 // at all.

@@ -27,6 +27,12 @@ comm::MessageKey outer_state_key(int epoch, std::uint16_t index) {
   return {comm::MessageKind::point_to_point, comm::epoch_group_id(comm::state_transfer_group_id, epoch), 0, index};
 }
 
+// The point-to-point key of a settled sum, the `index`-th of those a rank missed, after the
+// renewal of epoch `epoch` (the left-out one: a rejoin's transfers are under the next).
+comm::MessageKey settled_sum_key(int epoch, std::uint16_t index) {
+  return {comm::MessageKind::point_to_point, comm::epoch_group_id(comm::state_transfer_group_id, epoch), 1, index};
+}
+
 // The held ranges of `kind`, in the loop's order, as tensors over its own memory: one, or on a
 // stage of several chunks one a chunk, which together lie as the outer state's flat buffer does.
 std::vector<compute::Tensor> held_views(const TrainingLoop& loop, const std::string& kind) {
@@ -91,6 +97,7 @@ compute::IslandGroup IslandMembership::group() {
       synced(steps, last_sync, momentum);
     };
     group.agree = [this] { return agree(); };
+    group.between_steps = [this] { poll(); };
   }
   return group;
 }
@@ -103,25 +110,109 @@ void IslandMembership::renew(int epoch, const std::vector<int>& present) {
   comm::Group renewed{comm::epoch_group_id(comm::outer_group_id, epoch), {}};
   for (int island : present) renewed.ranks.push_back(rank_in(island));
   outer_->abandon_and_renew("the islands present changed (epoch " + std::to_string(epoch) + ")", std::move(renewed));
-  check_agreement_ = static_cast<int>(present.size()) < static_cast<int>(present_.size());
+  ++renewals_;
+  const bool left_out = present.size() < present_.size();
   present_ = present;
+  if (!left_out) return;
+  settle_epoch_ = epoch;
+  report_due_ = true;
+  settle_table_.reset();
+}
+
+void IslandMembership::report_if_final() {
+  if (report_due_ && posted_.empty() && landed_.empty()) report();
+}
+
+void IslandMembership::report() {
+  report_due_ = false;
+  mailbox_.worker()->send(
+      job_, recover_atom_v,
+      islands_applied_msg{settle_epoch_, engine_.rank(), sums_applied_, kept_.empty() ? 0 : kept_.front().islands});
+}
+
+namespace {
+
+// At this rank's place: the first island present whose rank applied the most outer sums, and that
+// count, from the settle's table.
+std::pair<int, std::int64_t> settle_source(const islands_msg& table, const std::vector<int>& present,
+                                           const std::function<int(int)>& rank_in) {
+  int source = present.front();
+  for (int island : present)
+    if (table.applied.at(static_cast<std::size_t>(rank_in(island))) >
+        table.applied.at(static_cast<std::size_t>(rank_in(source))))
+      source = island;
+  return {source, table.applied.at(static_cast<std::size_t>(rank_in(source)))};
+}
+
+}  // namespace
+
+void IslandMembership::serve() {
+  const auto [source, ahead] = settle_source(*settle_table_, present_, [this](int i) { return rank_in(i); });
+  if (rank_in(source) != engine_.rank()) return;
+  // This island applied the newest: its kept sums to the ranks at this place that did not.
+  std::vector<MailboxComm::Operation> sends;
+  for (int island : present_) {
+    const std::int64_t behind = settle_table_->applied.at(static_cast<std::size_t>(rank_in(island)));
+    for (std::int64_t sequence = behind; sequence < ahead; ++sequence) {
+      const auto kept =
+          std::find_if(kept_.begin(), kept_.end(), [&](const Posted& p) { return p.sequence == sequence; });
+      if (kept == kept_.end())
+        throw CommFailed("rank " + std::to_string(rank_in(island)) + " is " + std::to_string(ahead - behind) +
+                         " outer sums behind this rank, more than it keeps");
+      sends.push_back(mailbox_.send(engine_, rank_in(island),
+                                    settled_sum_key(settle_epoch_, static_cast<std::uint16_t>(sequence - behind)),
+                                    kept->original));
+    }
+  }
+  auto waiting = progress_.wait_for("the outer sums this island applied, to the ranks that did not");
+  for (MailboxComm::Operation op : sends) check_comm(mailbox_.wait(op));
+}
+
+void IslandMembership::take_settled() {
+  if (report_due_) report();
+  {
+    auto waiting = progress_.wait_for("the job's table of the outer sums the islands present applied");
+    while (!settle_table_) {
+      mailbox_.wait_islands_order();
+      take_orders();
+    }
+  }
+  const auto [source, ahead] = settle_source(*settle_table_, present_, [this](int i) { return rank_in(i); });
+  if (ahead <= sums_applied_) return;
+  // Behind: the sums this rank posted and did not apply, as the source's ranks applied them.
+  const int islands = settle_table_->applied_islands.at(static_cast<std::size_t>(rank_in(source)));
+  std::vector<MailboxComm::Operation> receives;
+  for (std::int64_t sequence = sums_applied_; sequence < ahead; ++sequence) {
+    const auto entry =
+        std::find_if(landed_.begin(), landed_.end(), [&](const Posted& p) { return p.sequence == sequence; });
+    if (entry == landed_.end())
+      throw CommFailed("island " + std::to_string(source) + " applied outer sum " + std::to_string(sequence + 1) +
+                       ", which this rank has not landed");
+    if (entry->adopted) continue;
+    entry->adopted = true;
+    entry->islands = islands;
+    ++sums_settled_;
+    receives.push_back(mailbox_.recv(
+        engine_, rank_in(source), settled_sum_key(settle_epoch_, static_cast<std::uint16_t>(sequence - sums_applied_)),
+        entry->sum.pseudo_gradient));
+  }
+  if (receives.empty()) return;
+  {
+    auto waiting =
+        progress_.wait_for("the outer sums an island present applied, from rank " + std::to_string(rank_in(source)));
+    for (MailboxComm::Operation op : receives) check_comm(mailbox_.wait(op));
+  }
+  monitor::logger("train")->warn(
+      "rank {}: island {} applied the outer sync in flight when an island was lost and this rank's island did not: "
+      "its sum taken from rank {} ({} part(s)) instead of summed again",
+      engine_.rank(), source, rank_in(source), ahead - sums_applied_);
 }
 
 void IslandMembership::post(Posted& posted) {
-  if (check_agreement_) {
-    check_agreement_ = false;
-    compute::Tensor started = compute::Tensor::zeros({1}, compute::DType::f32);
-    started.data_as<float>()[0] = static_cast<float>(sums_started_);
-    auto waiting = progress_.wait_for("the islands present agreeing on the outer sync");
-    check_comm(mailbox_.wait(mailbox_.all_reduce(*outer_, started)));
-    if (started.data_as<float>()[0] != static_cast<float>(sums_started_ * outer_->group().size()))
-      throw CommFailed(
-          "the islands present disagree on the outer sync in flight when an island was lost (this rank "
-          "is at sync " +
-          std::to_string(sums_started_) + ")");
-  }
   posted.sum = post_outer_sum(mailbox_, *outer_, posted.sum.pseudo_gradient, precision_);
   posted.islands = outer_->group().size();
+  posted.posted_in = renewals_;
+  posted.failed_in = -1;
 }
 
 void IslandMembership::repost(Posted& posted) {
@@ -134,7 +225,13 @@ bool IslandMembership::take_orders() {
   mailbox_.take_waiting_orders();
   bool renewed = false;
   while (std::optional<islands_msg> order = mailbox_.take_islands_order()) {
-    if (order->rejoining.empty()) {
+    if (!order->applied.empty()) {
+      // The settle's table (a late one, of a renewal settled over again since, is dropped).
+      if (order->epoch != settle_epoch_) continue;
+      settle_table_ = std::move(*order);
+      serve();
+    } else if (order->rejoining.empty()) {
+      job_ = order->job;
       renew(order->epoch, order->present);
       renewed = true;
     } else {
@@ -144,12 +241,20 @@ bool IslandMembership::take_orders() {
   return renewed;
 }
 
+void IslandMembership::poll() {
+  take_orders();
+  report_if_final();
+}
+
 void IslandMembership::start_sum(compute::Tensor pseudo_gradient, long steps_taken) {
-  if (leaves_out_) take_orders();
-  ++sums_started_;
+  if (leaves_out_) {
+    take_orders();
+    report_if_final();
+  }
   // Copied before it is posted: the ring adds into it from the moment it is.
   compute::Tensor original = leaves_out_ ? copy_of(pseudo_gradient) : compute::Tensor{};
-  posted_.push_back({{0, std::move(pseudo_gradient), {}}, std::move(original), 0});
+  posted_.push_back({{0, std::move(pseudo_gradient), {}}, std::move(original), sums_started_});
+  ++sums_started_;
   post(posted_.back());
   if (steps_taken == kill_after_posting_) {
     monitor::logger("drill")->error(
@@ -164,21 +269,28 @@ void IslandMembership::land(Posted& posted) {
     bool done;
     {
       auto waiting = progress_.wait_for(outer_sum_wait);
-      done = leaves_out_ ? mailbox_.wait_or_islands_order(posted.sum.op) : true;
+      done = !leaves_out_ || mailbox_.wait_or_islands_order(posted.sum.op);
     }
-    if (done) {
-      const Status summed = mailbox_.wait(posted.sum.op);
-      if (summed) return;
-      if (!leaves_out_) check_comm(summed);
-      // A peer of the sum was lost: the job's word decides (islands left out, or a stop).
-      auto waiting = progress_.wait_for("the job's word on the island lost during the outer sync");
-      while (!take_orders()) mailbox_.wait_islands_order();
-    } else {
-      if (!take_orders()) continue;        // a rejoin order alone: the sum goes on
-      (void)mailbox_.wait(posted.sum.op);  // given up by the renewal
+    if (!done) {
+      take_orders();  // a renewal gives the sum up (its wait then fails), a rejoin order is kept
+      continue;
     }
-    repost(posted);
+    // A sum landed over a group renewed since is given up all the same: where islands were left out,
+    // what it holds is settled with the islands present (take_settled).
+    const Status summed = mailbox_.wait(posted.sum.op);
+    if (summed && posted.posted_in == renewals_) return;
+    if (!leaves_out_) check_comm(summed);
+    // A peer of the sum was lost (the job's word decides: islands left out, or a stop), or a renewal
+    // since it was posted gave it up: the island's agreement takes it from there.
+    posted.islands = 0;
+    if (posted.posted_in == renewals_) posted.failed_in = renewals_;
+    return;
   }
+}
+
+bool IslandMembership::order_due() const {
+  if (static_cast<int>(present_.size()) == islands_) return true;
+  return std::any_of(landed_.begin(), landed_.end(), [this](const Posted& p) { return p.failed_in == renewals_; });
 }
 
 void IslandMembership::agree_over(std::vector<comm::Communicator*> groups) {
@@ -189,7 +301,7 @@ void IslandMembership::agree_over(std::vector<comm::Communicator*> groups) {
 }
 
 bool IslandMembership::island_agrees(int islands, bool consistent) {
-  if (island_groups_.empty()) return consistent;
+  if (island_groups_.empty()) return consistent && islands > 0;
   // The sum of the counts and of their squares over the island (summed over each of its groups in
   // turn, whose product it is): equal counts c over n ranks give n·c and n·c² (small integers, exact
   // in f32), and only they give n·Σc² = (Σc)²; and how many ranks' own sums differed.
@@ -204,7 +316,7 @@ bool IslandMembership::island_agrees(int islands, bool consistent) {
     ranks *= group->group().size();
   }
   const double sum = counts.data_as<float>()[0], squares = counts.data_as<float>()[1];
-  return ranks * squares == sum * sum && counts.data_as<float>()[2] == 0.0f;
+  return ranks * squares == sum * sum && sum > 0 && counts.data_as<float>()[2] == 0.0f;
 }
 
 int IslandMembership::wait_sum() {
@@ -226,30 +338,50 @@ int IslandMembership::agree() {
   const auto count = [this] { return landed_.empty() ? static_cast<int>(present_.size()) : landed_.front().islands; };
   const auto consistent = [this] {
     return std::all_of(landed_.begin(), landed_.end(),
-                       [&](const Posted& p) { return p.islands == landed_.front().islands; });
+                       [&](const Posted& p) { return p.islands > 0 && p.islands == landed_.front().islands; });
   };
   while (!island_agrees(count(), consistent())) {
-    // A sync in flight when the other island was lost landed with it at some of this island's places
-    // and not at others: every rank takes it again over the islands present, once the job said which.
-    monitor::logger("train")->warn(
-        "rank {}: outer sync {} was summed over {} island(s) here and over another count at another place of this "
-        "island (an island was lost during it): every rank of the island takes it over the islands present",
-        engine_.rank(), sums_started_, count());
-    auto waiting = progress_.wait_for("the job's word on the island lost during the outer sync");
-    while (static_cast<int>(present_.size()) == islands_) {
-      mailbox_.wait_islands_order();
-      take_orders();
+    // A sync in flight when an island was lost landed with it at some places and not at others:
+    // once the job said which islands are present (and the renewal settled what an island present
+    // applied), every sum not settled is taken again over the islands present.
+    if (count() > 0)
+      monitor::logger("train")->warn(
+          "rank {}: outer sync {} was summed over {} island(s) here and not so at another place of this island or "
+          "another island (an island was lost during it): settled over the islands present",
+          engine_.rank(), sums_started_, count());
+    else
+      monitor::logger("train")->warn(
+          "rank {}: outer sync {} failed here or was given up (an island was lost during it): settled over the islands "
+          "present",
+          engine_.rank(), sums_started_);
+    {
+      auto waiting = progress_.wait_for("the job's word on the island lost during the outer sync");
+      while (order_due()) {
+        mailbox_.wait_islands_order();
+        take_orders();
+      }
     }
+    take_settled();
     for (Posted& posted : landed_) {
-      if (posted.islands <= static_cast<int>(present_.size())) continue;
+      if (posted.adopted || posted.islands == static_cast<int>(present_.size())) continue;
       repost(posted);
       land(posted);
     }
   }
   const int islands = count();
-  for (Posted& posted : landed_) read_outer_sum(posted.sum);
-  landed_.clear();
+  for (Posted& posted : landed_) {
+    if (!posted.adopted) read_outer_sum(posted.sum);
+    // Kept until the next sync lands: an island present that missed this one takes it (settle).
+    std::memcpy(posted.original.data(), posted.sum.pseudo_gradient.data(), posted.original.nbytes());
+  }
+  // A rank that holds none of the fragment keeps the sums of the last one it held.
+  if (!landed_.empty()) {
+    sums_applied_ += static_cast<long>(landed_.size());
+    kept_ = std::move(landed_);
+    landed_.clear();
+  }
   if (islands < islands_) rejoin_due_ = true;
+  report_if_final();
   return islands;
 }
 

@@ -174,6 +174,7 @@ std::vector<std::vector<int>> OuterStep::by_fragment(const std::vector<int>& run
 
 std::vector<int> OuterStep::after_step(long steps_taken, long total_steps, Tensor& params, const IslandGroup& group) {
   TROUPE_CHECK(group.count == 1 || (group.start_sum && group.wait_sum), "outer step: islands without their sum");
+  if (group.between_steps) group.between_steps();
   std::vector<int> landed = landing(steps_taken, total_steps);
   const std::vector<int> started = starting(steps_taken, total_steps);
   for (const std::vector<int>& runs : by_fragment(landed)) land(runs, params, group, true);

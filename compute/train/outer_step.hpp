@@ -69,6 +69,9 @@ struct IslandGroup {
   // run of it this rank sums was waited for (none where it holds none of it, or only empty runs);
   // returns the islands they all summed over. Unset: the sums' own count.
   std::function<int()> agree;
+  // Where set, called by after_step after every step before its outer work (a rank takes the job's
+  // orders on lost islands there, island_membership.hpp).
+  std::function<void()> between_steps;
 };
 
 class OuterStep {
