@@ -130,29 +130,25 @@ void IslandMembership::report() {
       islands_applied_msg{settle_epoch_, engine_.rank(), sums_applied_, kept_.empty() ? 0 : kept_.front().islands});
 }
 
-namespace {
-
-// At this rank's place: the first island present whose rank applied the most outer sums, and that
-// count, from the settle's table.
-std::pair<int, std::int64_t> settle_source(const islands_msg& table, const std::vector<int>& present,
-                                           const std::function<int(int)>& rank_in) {
-  int source = present.front();
-  for (int island : present)
-    if (table.applied.at(static_cast<std::size_t>(rank_in(island))) >
-        table.applied.at(static_cast<std::size_t>(rank_in(source))))
-      source = island;
-  return {source, table.applied.at(static_cast<std::size_t>(rank_in(source)))};
+std::int64_t IslandMembership::applied_at(int island) const {
+  return settle_table_->applied.at(static_cast<std::size_t>(rank_in(island)));
 }
 
-}  // namespace
+int IslandMembership::settle_source() const {
+  int source = present_.front();
+  for (int island : present_)
+    if (applied_at(island) > applied_at(source)) source = island;
+  return source;
+}
 
 void IslandMembership::serve() {
-  const auto [source, ahead] = settle_source(*settle_table_, present_, [this](int i) { return rank_in(i); });
+  const int source = settle_source();
+  const std::int64_t ahead = applied_at(source);
   if (rank_in(source) != engine_.rank()) return;
   // This island applied the newest: its kept sums to the ranks at this place that did not.
   std::vector<MailboxComm::Operation> sends;
   for (int island : present_) {
-    const std::int64_t behind = settle_table_->applied.at(static_cast<std::size_t>(rank_in(island)));
+    const std::int64_t behind = applied_at(island);
     for (std::int64_t sequence = behind; sequence < ahead; ++sequence) {
       const auto kept =
           std::find_if(kept_.begin(), kept_.end(), [&](const Posted& p) { return p.sequence == sequence; });
@@ -177,7 +173,8 @@ void IslandMembership::take_settled() {
       take_orders();
     }
   }
-  const auto [source, ahead] = settle_source(*settle_table_, present_, [this](int i) { return rank_in(i); });
+  const int source = settle_source();
+  const std::int64_t ahead = applied_at(source);
   if (ahead <= sums_applied_) return;
   // Behind: the sums this rank posted and did not apply, as the source's ranks applied them.
   const int islands = settle_table_->applied_islands.at(static_cast<std::size_t>(rank_in(source)));

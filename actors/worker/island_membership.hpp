@@ -120,6 +120,10 @@ class IslandMembership {
   // in agree's failure path, with the sum in flight not applied (report).
   void report_if_final();
   void report();
+  // From the settle's table: the outer sums the rank at this place in `island` applied, and the
+  // first island present whose rank there applied the most (this place's source).
+  std::int64_t applied_at(int island) const;
+  int settle_source() const;
   // The job's table taken: where this rank is its place's source, its kept sums to the ranks behind.
   void serve();
   // In agree's failure path: waits for the table; where this rank is behind, takes the source's sums
