@@ -244,10 +244,7 @@ void IslandMembership::poll() {
 }
 
 void IslandMembership::start_sum(compute::Tensor pseudo_gradient, long steps_taken) {
-  if (leaves_out_) {
-    take_orders();
-    report_if_final();
-  }
+  if (leaves_out_) poll();
   // Copied before it is posted: the ring adds into it from the moment it is.
   compute::Tensor original = leaves_out_ ? copy_of(pseudo_gradient) : compute::Tensor{};
   posted_.push_back({{0, std::move(pseudo_gradient), {}}, std::move(original), sums_started_});

@@ -122,6 +122,20 @@ Status wait_word(IslandRank& r, int from) {
 
 Status expect(bool holds, const std::string& what) { return holds ? Status{} : Status{Error{what}}; }
 
+// The rank lands its sum and its island agrees: whether the land returned `summed` islands, the
+// agreement `agreed`, and `sum` holds the pseudo-gradients of the islands `summed_islands`.
+Status lands(IslandRank& r, const compute::Tensor& sum, int summed, int agreed,
+             std::initializer_list<int> summed_islands) {
+  const int landed = r.group.wait_sum();
+  const int agreement = r.group.agree();
+  const std::string who = "rank " + std::to_string(r.engine.rank());
+  if (Status s = expect(landed == summed && agreement == agreed,
+                        who + ": " + std::to_string(landed) + " / " + std::to_string(agreement) + " islands");
+      !s)
+    return s;
+  return expect(sums_islands(sum, summed_islands), who + "'s sum is not the islands' it should hold");
+}
+
 }  // namespace
 
 // All three islands post sync 1 and island 2 is then lost. Island 0 lands it over the three and
@@ -149,14 +163,8 @@ TEST_CASE(
       order_island_2_left_out(r);
       settle_table(r, 1, 0);
     }
-    const int summed = r.group.wait_sum();
-    const int agreed = r.group.agree();
+    if (Status s = lands(r, mine, rank == 0 ? 3 : 0, 3, {0, 1, 2}); !s) return s;
     const std::string who = "rank " + std::to_string(rank);
-    if (Status s = expect(agreed == 3 && summed == (rank == 0 ? 3 : 0),
-                          who + ": " + std::to_string(summed) + " / " + std::to_string(agreed) + " islands");
-        !s)
-      return s;
-    if (Status s = expect(sums_islands(mine, {0, 1, 2}), who + "'s sum is not the three's"); !s) return s;
     if (rank == 0) {
       for (int to : {1, 2})
         if (Status s = send_word(r, to); !s) return s;
@@ -186,14 +194,8 @@ TEST_CASE(
     r.group.start_sum(mine, 2);
     order_island_2_left_out(r);
     settle_table(r, 0, 0);
-    const int summed = r.group.wait_sum();
-    const int agreed = r.group.agree();
-    const std::string who = "rank " + std::to_string(rank);
-    if (Status s = expect(summed == 0 && agreed == 2,
-                          who + ": " + std::to_string(summed) + " / " + std::to_string(agreed) + " islands");
-        !s)
-      return s;
-    if (Status s = expect(sums_islands(mine, {0, 1}), who + "'s sum is not islands 0 and 1's"); !s) return s;
-    return expect(r.membership.sums_settled() == 0, who + ": a sum settled where none was applied");
+    if (Status s = lands(r, mine, 0, 2, {0, 1}); !s) return s;
+    return expect(r.membership.sums_settled() == 0,
+                  "rank " + std::to_string(rank) + ": a sum settled where none was applied");
   });
 }
