@@ -204,6 +204,7 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
   const compute::GPTConfig& model = w.model;
   PrecisionBytes bytes = precision_bytes(w.precision);
   if (w.emulated_products && bytes.operand > 0) bytes.operand = 4;
+  if (w.operands_stored_f32) bytes.stored_operand = bytes.activation;
   auto cached = cached_split(w, l, cache);
   if (!cached) return cached.error();
   const StageSplit& split = **cached;
@@ -246,16 +247,17 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
       const compute::StageLayers& chunk = split.chunks[k];
       layers += chunk.layers();
       moe_layers += model.moe_layers_in(chunk.first_layer, chunk.last_layer);
-      const compute::StageFootprint footprint{chunk.first_layer,
-                                              chunk.last_layer,
-                                              l.micro_batch,
-                                              rows,
-                                              shape.peak_stashed[s],
-                                              std::size_t(bytes.activation),
-                                              l.recompute,
-                                              l.tp,
-                                              splits_backward(l.schedule),
-                                              l.ep};
+      compute::StageFootprint footprint{chunk.first_layer,
+                                        chunk.last_layer,
+                                        l.micro_batch,
+                                        rows,
+                                        shape.peak_stashed[s],
+                                        std::size_t(bytes.activation),
+                                        l.recompute,
+                                        l.tp,
+                                        splits_backward(l.schedule),
+                                        l.ep};
+      footprint.operand_storage_bytes = std::size_t(bytes.stored_operand);
       activations += compute::estimate_training_memory(model, footprint).activation_bytes;
       // The backend's operand copies serve every chunk of the stage: the largest chunk's, once.
       const compute::ProductOperands operands = compute::largest_product_operands(model, footprint);
@@ -367,9 +369,9 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
 
 PrecisionBytes precision_bytes(Precision precision) {
   switch (precision) {
-    case Precision::bf16: return {4, 4, 8, 4, true, 2};
-    case Precision::mixed: return {2, 2, 12, 2, false};
-    case Precision::mixed_fp32_grads: return {2, 4, 12, 2, false};
+    case Precision::bf16: return {4, 4, 8, 4, true, 2, 2};
+    case Precision::mixed: return {2, 2, 12, 2, false, 0, 2};
+    case Precision::mixed_fp32_grads: return {2, 4, 12, 2, false, 0, 2};
     case Precision::fp32: break;
   }
   return {4, 4, 8, 4, true};

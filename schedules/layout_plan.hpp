@@ -92,6 +92,8 @@ struct PrecisionBytes {
   bool as_troupe_runs = true;
   // An element of the copies the products take of their operands (compute::StageFootprint::operand_bytes).
   double operand = 0;
+  // An element of the activations only the products read (compute::StageFootprint::operand_storage_bytes).
+  double stored_operand = 4;
 };
 
 PrecisionBytes precision_bytes(Precision precision);
@@ -121,6 +123,9 @@ struct Workload {
   std::vector<double> stage_speeds;
   // bf16 on a CPU without BF16 units: the products' operand copies are bf16 values kept in f32.
   bool emulated_products = false;
+  // bf16 on a backend that stores every activation in f32 (CUDA), not the products' operands in
+  // bf16 as the CPU does (PrecisionBytes::stored_operand).
+  bool operands_stored_f32 = false;
   // The job's train.sync and DiLoCo islands: every layout searched splits its replicas into them.
   compute::SyncMode sync = compute::SyncMode::allreduce;
   int islands = 1;

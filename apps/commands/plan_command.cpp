@@ -179,9 +179,11 @@ int run_plan(const PlanOptions& o) {
               schedules::format_bytes(cluster.inter_bandwidth).c_str());
   std::printf(
       "step: global batch %d x %d tokens; precision %s: %g weight + %g gradient + %g optimizer bytes per "
-      "parameter, %g-byte activations%s%s\n",
+      "parameter, %g-byte activations%s%s%s\n",
       workload.global_batch, workload.seq_len, std::string(to_string(*precision)).c_str(), bytes.weight, bytes.gradient,
-      bytes.optimizer, bytes.activation, bytes.operand > 0 ? ", 2-byte copies of the largest products' operands" : "",
+      bytes.optimizer, bytes.activation,
+      bytes.stored_operand < bytes.activation ? " (2 bytes for those only the products read)" : "",
+      bytes.operand > 0 ? ", 2-byte copies of the largest products' operands" : "",
       bytes.as_troupe_runs ? " (as Troupe trains today)" : "");
   if (!speeds->empty())
     std::printf(

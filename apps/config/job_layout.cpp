@@ -57,6 +57,7 @@ schedules::Workload job_workload(const ResolvedJob& job, int ranks) {
   // The CPU backend's operand copies are as this machine's products need them.
   workload.emulated_products = bf16 && job.config.train.backend == compute::BackendKind::cpu &&
                                compute::cpu::bf16_units_of_this_cpu() == compute::cpu::Bf16Units::emulated;
+  workload.operands_stored_f32 = bf16 && job.config.train.backend != compute::BackendKind::cpu;
   workload.sync = layout.sync;
   workload.islands = layout.islands;
   return workload;

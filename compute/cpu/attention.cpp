@@ -326,6 +326,32 @@ void attention_forward(Real* out, Real* lse, const Real* qkv, int T, int C, int 
                                head_begin, head_end);
 }
 
+void attention_forward_bf16_out(std::uint16_t* out, float* lse, const float* qkv, int T, int C, int NH, int head_begin,
+                                int head_end) {
+  const AttentionInputs<float> x = inputs_of_qkv(qkv, T, C, NH);
+  const int hs = x.hs;
+  thread_local std::vector<float> tile;
+  tile.resize(static_cast<std::size_t>(T) * hs);
+  for (int bh = head_begin; bh < head_end; ++bh) {
+    const int b = bh / NH, h = bh % NH;
+    // The head alone, as one head of one sequence, into the tile: the same products as the f32
+    // forward's for this head, only with hs instead of C between its output rows.
+    const AttentionInputs<float> head{{x.q.head(b, h, hs), 0, x.q.ld},
+                                      {x.k.head(b, h, hs), 0, x.k.ld},
+                                      {x.v.head(b, h, hs), 0, x.v.ld},
+                                      T,
+                                      T,
+                                      1,
+                                      hs,
+                                      KeyMask::causal};
+    attention_rows_forward<float>({tile.data(), 0, hs}, lse + static_cast<std::size_t>(bh) * T, T, head, 0, 1);
+    std::uint16_t* head_out = out + static_cast<std::ptrdiff_t>(b) * T * C + static_cast<std::ptrdiff_t>(h) * hs;
+    for (int t = 0; t < T; ++t)
+      round_to_bf16_bits(head_out + static_cast<std::ptrdiff_t>(t) * C, tile.data() + static_cast<std::size_t>(t) * hs,
+                         hs);
+  }
+}
+
 template <typename Real>
 void attention_backward(Real* dqkv, Real* row_dots, const Real* dout, const Real* qkv, const Real* lse, int T, int C,
                         int NH, int head_begin, int head_end) {

@@ -1,5 +1,6 @@
-// Each gemm: step 1, round a and b on the team (contiguous ranges of their stored elements);
-// step 2, multiply: oneDNN matmuls on the bf16 buffers, or sgemm on the rounded f32 copies.
+// Each gemm: step 1, round a and b on the team (contiguous ranges of their stored elements) unless
+// an operand is stored in bf16 already; step 2, multiply: oneDNN matmuls on the bf16 operands, or
+// sgemm on the rounded f32 copies.
 //
 // oneDNN is not left to thread its own products. Its OpenMP threads spin after each product before
 // they sleep, and on few cores that spin takes the time of the OpenBLAS and team threads that run
@@ -21,7 +22,9 @@
 #include <tuple>
 #include <vector>
 
+#include "compute/check.hpp"
 #include "compute/cpu/blas.hpp"
+#include "compute/cpu/cpu_kernels.hpp"
 #include "compute/cpu/thread_team.hpp"
 #include "compute/cpu/vector_math.hpp"
 #include "compute/cuda/bf16.hpp"
@@ -33,10 +36,6 @@ namespace {
 constexpr std::int64_t round_grain = 128;
 // Rows of c a part multiplies at the least: fewer leave oneDNN's kernels short of work.
 constexpr std::int64_t row_grain = 32;
-
-TROUPE_SIMD_CLONES void round_to_bf16_bits(std::uint16_t* out, const float* in, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = float_to_bf16_bits(in[i]);
-}
 
 TROUPE_SIMD_CLONES void round_to_bf16_values(float* out, const float* in, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) out[i] = round_to_bf16(in[i]);
@@ -72,7 +71,7 @@ struct Bf16Products::OneDnn {
 
   struct Product {
     dnnl::matmul matmul;
-    dnnl::memory::desc a, b, c;
+    dnnl::memory::desc a, b, c, scratchpad;
   };
 
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
@@ -93,13 +92,17 @@ struct Bf16Products::OneDnn {
     const dnnl::memory::desc b_md(dims{k, n}, dt::bf16, transpose_b ? dims{1, ldb} : dims{ldb, 1});
     const dnnl::memory::desc c_md(dims{m, n}, dt::f32, dims{ldc, 1});
     dnnl::primitive_attr attr;
+    // The caller gives each execution its own scratchpad: the library's own is one per process
+    // (Debian's oneDNN is built without concurrent execution), which two parts running the same
+    // matmul at once would both write.
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     if (accumulate) {
       dnnl::post_ops sum;
       sum.append_sum(1.0f);
       attr.set_post_ops(sum);
     }
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine);
-    return matmuls.emplace(shape, Product{dnnl::matmul(pd), a_md, b_md, c_md}).first->second;
+    return matmuls.emplace(shape, Product{dnnl::matmul(pd), a_md, b_md, c_md, pd.scratchpad_desc()}).first->second;
   }
 };
 
@@ -136,8 +139,10 @@ void Bf16Products::reserve(std::int64_t first, std::int64_t second) {
   grow(false, second);
 }
 
-void Bf16Products::gemm(bool transpose_a, bool transpose_b, int m, int n, int k, const float* a, int lda,
-                        const float* b, int ldb, bool accumulate, float* c, int ldc) {
+void Bf16Products::gemm(bool transpose_a, bool transpose_b, int m, int n, int k, Operand a, int lda, Operand b, int ldb,
+                        bool accumulate, float* c, int ldc) {
+  TROUPE_CHECK((a.f32 == nullptr) != (a.bf16 == nullptr) && (b.f32 == nullptr) != (b.bf16 == nullptr),
+               "a bf16 product's operand is f32 or bf16, exactly one");
   if (m == 0 || n == 0) return;
   if (k == 0) {  // no terms: c stays what it holds, or becomes 0
     if (!accumulate)
@@ -146,36 +151,55 @@ void Bf16Products::gemm(bool transpose_a, bool transpose_b, int m, int n, int k,
   }
   const std::int64_t a_count = transpose_a ? stored_elements(k, m, lda) : stored_elements(m, k, lda);
   const std::int64_t b_count = transpose_b ? stored_elements(n, k, ldb) : stored_elements(k, n, ldb);
-  reserve(a_count, b_count);
+  // With BF16 units only an f32 operand needs a copy, one already in bf16 is read where it lies;
+  // emulated, a bf16 operand is widened into the copy too, since sgemm multiplies f32.
+  const bool copies_all = units_ == Bf16Units::emulated;
+  reserve(copies_all || a.f32 != nullptr ? a_count : 0, copies_all || b.f32 != nullptr ? b_count : 0);
   if (units_ == Bf16Units::emulated) {
-    team_.run(a_count, round_grain, [&](std::int64_t begin, std::int64_t end) {
-      round_to_bf16_values(a_values_.data() + begin, a + begin, end - begin);
-    });
-    team_.run(b_count, round_grain, [&](std::int64_t begin, std::int64_t end) {
-      round_to_bf16_values(b_values_.data() + begin, b + begin, end - begin);
-    });
+    auto values = [&](Operand x, std::int64_t count, std::vector<float>& copy) {
+      team_.run(count, round_grain, [&](std::int64_t begin, std::int64_t end) {
+        if (x.f32 != nullptr)
+          round_to_bf16_values(copy.data() + begin, x.f32 + begin, end - begin);
+        else
+          widen_bf16_bits(copy.data() + begin, x.bf16 + begin, end - begin);
+      });
+    };
+    values(a, a_count, a_values_);
+    values(b, b_count, b_values_);
     cpu::gemm(transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f,
               a_values_.data(), lda, b_values_.data(), ldb, accumulate ? 1.0f : 0.0f, c, ldc);
     return;
   }
   OneDnn& d = *onednn_;
-  team_.run(a_count, round_grain, [&](std::int64_t begin, std::int64_t end) {
-    round_to_bf16_bits(d.a.data() + begin, a + begin, end - begin);
-  });
-  team_.run(b_count, round_grain, [&](std::int64_t begin, std::int64_t end) {
-    round_to_bf16_bits(d.b.data() + begin, b + begin, end - begin);
-  });
+  auto bits = [&](Operand x, std::int64_t count, std::vector<std::uint16_t>& copy) -> const std::uint16_t* {
+    if (x.bf16 != nullptr) return x.bf16;
+    team_.run(count, round_grain, [&](std::int64_t begin, std::int64_t end) {
+      round_to_bf16_bits(copy.data() + begin, x.f32 + begin, end - begin);
+    });
+    return copy.data();
+  };
+  const std::uint16_t* a_bits = bits(a, a_count, d.a);
+  const std::uint16_t* b_bits = bits(b, b_count, d.b);
   // Rows [begin, end) of c take rows [begin, end) of op(a): rows of a, or columns of the stored aᵀ.
   team_.run(m, row_grain, [&](std::int64_t begin, std::int64_t end) {
     const int rows = static_cast<int>(end - begin);
-    const OneDnn::Product& product = d.product({transpose_a, transpose_b, rows, n, k, lda, ldb, ldc, accumulate});
-    std::uint16_t* a_rows = d.a.data() + (transpose_a ? begin : begin * lda);
-    dnnl::memory a_mem(product.a, d.engine, a_rows);
-    dnnl::memory b_mem(product.b, d.engine, d.b.data());
-    dnnl::memory c_mem(product.c, d.engine, c + begin * ldc);
+    // One OpenMP thread from before the matmul is made: oneDNN picks its kernel, and how it splits
+    // the sums, for the thread count at creation, and whichever part first meets a shape makes it.
     omp_set_num_threads(1);
+    const OneDnn::Product& product = d.product({transpose_a, transpose_b, rows, n, k, lda, ldb, ldc, accumulate});
+    // oneDNN's memory objects take non-const handles; a matmul only reads its sources.
+    auto* a_rows = const_cast<std::uint16_t*>(a_bits + (transpose_a ? begin : begin * lda));
+    dnnl::memory a_mem(product.a, d.engine, a_rows);
+    dnnl::memory b_mem(product.b, d.engine, const_cast<std::uint16_t*>(b_bits));
+    dnnl::memory c_mem(product.c, d.engine, c + begin * ldc);
+    thread_local std::vector<std::uint8_t> scratchpad;
+    scratchpad.resize(product.scratchpad.get_size());
+    dnnl::memory scratchpad_mem(product.scratchpad, d.engine, scratchpad.data());
     dnnl::stream stream(d.engine);  // a stream is one thread's; a CPU stream costs next to nothing
-    product.matmul.execute(stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}});
+    product.matmul.execute(stream, {{DNNL_ARG_SRC, a_mem},
+                                    {DNNL_ARG_WEIGHTS, b_mem},
+                                    {DNNL_ARG_DST, c_mem},
+                                    {DNNL_ARG_SCRATCHPAD, scratchpad_mem}});
     stream.wait();
   });
 }

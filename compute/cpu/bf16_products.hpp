@@ -52,9 +52,16 @@ class Bf16Products {
   std::int64_t reserved_first() const;
   std::int64_t reserved_second() const;
 
+  // An operand as it is stored: f32 values, which the product rounds into its copy, or bf16 bits
+  // already rounded (an activation the model stores in bf16), which it multiplies as they are.
+  struct Operand {
+    const float* f32 = nullptr;
+    const std::uint16_t* bf16 = nullptr;
+  };
+
   // c (m, n) = op(a) (m, k) · op(b) (k, n), added onto what c holds with `accumulate`. Row-major
   // with leading dimensions; op(x) is x or, with transpose_x, xᵀ of the stored (k, m) or (n, k).
-  void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
+  void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, Operand a, int lda, Operand b, int ldb,
             bool accumulate, float* c, int ldc);
 
  private:

@@ -47,6 +47,38 @@ DType check_real(const char* op, std::initializer_list<const Tensor*> tensors) {
   return dtype;
 }
 
+// An f32 op whose output `out` is stored in bf16 (an activation only the products read): out on
+// the cpu in bf16, every other tensor f32.
+DType check_bf16_output(const char* op, const Tensor& out, std::initializer_list<const Tensor*> inputs) {
+  checks::on_device(out, Device::cpu, op);
+  check_dtype(out, DType::bf16, op);
+  const DType dtype = check_real(op, inputs);
+  TROUPE_CHECK(dtype == DType::f32,
+               op_prefix(op) + "a bf16 output needs f32 inputs, got " + (*inputs.begin())->describe());
+  return dtype;
+}
+
+// Writes an f32 op's results into bf16 `out` over units [begin, end) of `width` elements each
+// (rows, or single elements), a piece at a time: f32_op(tile, first, count) writes units [first,
+// first + count) into the thread's tile, which is then rounded into out.
+template <typename F32Op>
+void rounded_into(std::uint16_t* out, std::int64_t begin, std::int64_t end, std::int64_t width, std::int64_t piece,
+                  F32Op&& f32_op) {
+  thread_local std::vector<float> tile;
+  for (std::int64_t first = begin; first < end; first += piece) {
+    const std::int64_t count = std::min(piece, end - first);
+    tile.resize(static_cast<std::size_t>(count * width));
+    f32_op(tile.data(), first, count);
+    cpu::round_to_bf16_bits(out + first * width, tile.data(), count * width);
+  }
+}
+
+// An operand of the bf16 products as it is stored: f32 values, or bf16 bits.
+cpu::Bf16Products::Operand operand_of(const Tensor& t) {
+  if (t.dtype() == DType::bf16) return {nullptr, t.data_as<std::uint16_t>()};
+  return {t.data_as<float>(), nullptr};
+}
+
 // Every id in [0, limit).
 void check_ids(const Tensor& ids, std::int64_t limit, const char* op) {
   checks::on_device(ids, Device::cpu, op);
@@ -119,6 +151,21 @@ void CpuBackend::reserve_product_operands(std::int64_t first, std::int64_t secon
 
 cpu::Bf16Products* CpuBackend::bf16_for(DType dtype) const { return dtype == DType::f32 ? bf16_.get() : nullptr; }
 
+DType CpuBackend::operand_storage_dtype(DType params) const { return bf16_for(params) ? DType::bf16 : params; }
+
+DType CpuBackend::product_dtype(const char* op, const Tensor& stored, std::initializer_list<const Tensor*> rest) const {
+  const DType dtype = check_real(op, rest);
+  if (stored.dtype() != DType::bf16) {
+    check_dtype(stored, dtype, op);
+    checks::on_device(stored, Device::cpu, op);
+    return dtype;
+  }
+  checks::on_device(stored, Device::cpu, op);
+  TROUPE_CHECK(bf16_for(dtype) != nullptr, op_prefix(op) + "a bf16 operand " + stored.describe() +
+                                               " needs the bf16 products of train.precision bf16");
+  return dtype;
+}
+
 Tensor CpuBackend::zeros(Shape shape, DType dtype) { return Tensor::zeros(std::move(shape), dtype); }
 
 void CpuBackend::fill_zero(Tensor& t) {
@@ -164,6 +211,19 @@ void CpuBackend::encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout
 void CpuBackend::layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& inp, const Tensor& weight,
                                    const Tensor& bias) {
   constexpr const char* op = "layernorm_forward";
+  if (out.dtype() == DType::bf16) {
+    check_bf16_output(op, out, {&inp, &mean, &rstd, &weight, &bias});
+    const auto [N, C] = checks::layernorm(inp, {&out}, {&mean, &rstd}, {&weight, &bias}, op);
+    team_->run(N, row_grain, [&](std::int64_t begin, std::int64_t end) {
+      rounded_into(out.data_as<std::uint16_t>(), begin, end, C, row_grain,
+                   [&](float* tile, std::int64_t first, std::int64_t rows) {
+                     cpu::layernorm_forward(tile, mean.data_as<float>() + first, rstd.data_as<float>() + first,
+                                            inp.data_as<float>() + first * C, weight.data_as<float>(),
+                                            bias.data_as<float>(), rows, C);
+                   });
+    });
+    return;
+  }
   const DType dtype = check_real(op, {&inp, &out, &mean, &rstd, &weight, &bias});
   const auto [N, C] = checks::layernorm(inp, {&out}, {&mean, &rstd}, {&weight, &bias}, op);
   with_real(dtype, [&]<typename Real>(Real) {
@@ -207,7 +267,7 @@ void CpuBackend::layernorm_backward_params(Tensor& dweight, Tensor& dbias, const
 void CpuBackend::matmul_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias) {
   constexpr const char* op = "matmul_forward";
   const DType dtype =
-      bias.defined() ? check_real(op, {&inp, &out, &weight, &bias}) : check_real(op, {&inp, &out, &weight});
+      bias.defined() ? product_dtype(op, inp, {&out, &weight, &bias}) : product_dtype(op, inp, {&out, &weight});
   const auto [N, C, OC] = checks::matmul(out, inp, weight, bias, op);
   linear_forward(out, inp, weight, bias, Tensor{}, N, C, OC, dtype);
 }
@@ -215,8 +275,8 @@ void CpuBackend::matmul_forward(Tensor& out, const Tensor& inp, const Tensor& we
 void CpuBackend::matmul_residual_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
                                          const Tensor& residual) {
   constexpr const char* op = "matmul_residual_forward";
-  const DType dtype = bias.defined() ? check_real(op, {&inp, &out, &weight, &bias, &residual})
-                                     : check_real(op, {&inp, &out, &weight, &residual});
+  const DType dtype = bias.defined() ? product_dtype(op, inp, {&out, &weight, &bias, &residual})
+                                     : product_dtype(op, inp, {&out, &weight, &residual});
   const auto [N, C, OC] = checks::matmul(out, inp, weight, bias, op);
   check_same_shape(residual, out, op);
   linear_forward(out, inp, weight, bias, residual, N, C, OC, dtype);
@@ -241,8 +301,7 @@ void CpuBackend::linear_forward(Tensor& out, const Tensor& inp, const Tensor& we
       });
     }
     if (cpu::Bf16Products* bf16 = bf16_for(dtype))
-      bf16->gemm(false, true, N, OC, C, inp.data_as<float>(), C, weight.data_as<float>(), C, start,
-                 out.data_as<float>(), OC);
+      bf16->gemm(false, true, N, OC, C, operand_of(inp), C, operand_of(weight), C, start, out.data_as<float>(), OC);
     else
       cpu::matmul_forward(rows, inp.data_as<Real>(), weight.data_as<Real>(), N, C, OC, start);
   });
@@ -253,8 +312,7 @@ void CpuBackend::matmul_backward_input(Tensor& dinp, const Tensor& dout, const T
   const DType dtype = check_real(op, {&dinp, &dout, &weight});
   const auto [N, C, OC] = checks::matmul(dout, dinp, weight, Tensor{}, op);
   if (cpu::Bf16Products* bf16 = bf16_for(dtype)) {
-    bf16->gemm(false, false, N, C, OC, dout.data_as<float>(), OC, weight.data_as<float>(), C, false,
-               dinp.data_as<float>(), C);
+    bf16->gemm(false, false, N, C, OC, operand_of(dout), OC, operand_of(weight), C, false, dinp.data_as<float>(), C);
     return;
   }
   with_real(dtype, [&]<typename Real>(Real) {
@@ -265,11 +323,10 @@ void CpuBackend::matmul_backward_input(Tensor& dinp, const Tensor& dout, const T
 void CpuBackend::matmul_backward_weights(Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp) {
   constexpr const char* op = "matmul_backward_weights";
   const DType dtype =
-      dbias.defined() ? check_real(op, {&inp, &dweight, &dbias, &dout}) : check_real(op, {&inp, &dweight, &dout});
+      dbias.defined() ? product_dtype(op, inp, {&dweight, &dbias, &dout}) : product_dtype(op, inp, {&dweight, &dout});
   const auto [N, C, OC] = checks::matmul(dout, inp, dweight, dbias, op);
   if (cpu::Bf16Products* bf16 = bf16_for(dtype)) {
-    bf16->gemm(true, false, OC, C, N, dout.data_as<float>(), OC, inp.data_as<float>(), C, true,
-               dweight.data_as<float>(), C);
+    bf16->gemm(true, false, OC, C, N, operand_of(dout), OC, operand_of(inp), C, true, dweight.data_as<float>(), C);
   } else {
     with_real(dtype, [&]<typename Real>(Real) {
       cpu::matmul_backward_weights(dweight.data_as<Real>(), dout.data_as<Real>(), inp.data_as<Real>(), N, C, OC);
@@ -293,6 +350,16 @@ void CpuBackend::bias_backward(Tensor& dbias, const Tensor& dout) {
 
 void CpuBackend::attention_forward(Tensor& out, Tensor& att, const Tensor& qkv, int n_head) {
   constexpr const char* op = "attention_forward";
+  if (out.dtype() == DType::bf16) {
+    check_bf16_output(op, out, {&qkv, &att});
+    const auto [B, T, C] = check_attention_shapes(qkv, out, att, n_head, op);
+    const cpu::OpenblasThreadsWhile one_each(1, threads_, team_->size() > 1);
+    team_->run(static_cast<std::int64_t>(B) * n_head, 1, [&](std::int64_t begin, std::int64_t end) {
+      cpu::attention_forward_bf16_out(out.data_as<std::uint16_t>(), att.data_as<float>(), qkv.data_as<float>(), T, C,
+                                      n_head, static_cast<int>(begin), static_cast<int>(end));
+    });
+    return;
+  }
   const DType dtype = check_real(op, {&qkv, &out, &att});
   const auto [B, T, C] = check_attention_shapes(qkv, out, att, n_head, op);
   with_real(dtype, [&]<typename Real>(Real) {
@@ -322,6 +389,19 @@ void CpuBackend::attention_backward(Tensor& dqkv, Tensor& datt, const Tensor& do
 
 void CpuBackend::gelu_forward(Tensor& out, const Tensor& inp) {
   constexpr const char* op = "gelu_forward";
+  if (out.dtype() == DType::bf16) {
+    check_bf16_output(op, out, {&inp});
+    check_same_shape(out, inp, op);
+    // Pieces a multiple of the element grain from a part's start: each element meets the lanes it
+    // meets in one sweep.
+    team_->run(inp.numel(), element_grain<float>, [&](std::int64_t begin, std::int64_t end) {
+      rounded_into(out.data_as<std::uint16_t>(), begin, end, 1, 64 * element_grain<float>,
+                   [&](float* tile, std::int64_t first, std::int64_t count) {
+                     cpu::gelu_forward(tile, inp.data_as<float>() + first, count);
+                   });
+    });
+    return;
+  }
   const DType dtype = check_real(op, {&inp, &out});
   check_same_shape(out, inp, op);
   with_real(dtype, [&]<typename Real>(Real) {

@@ -12,6 +12,7 @@
 // both backward products) run with bf16 operands and f32 sums (bf16_products.hpp); everything
 // else, f64 included, is as under fp32.
 
+#include <initializer_list>
 #include <memory>
 
 #include "compute/backend.hpp"
@@ -44,6 +45,10 @@ class CpuBackend final : public Backend {
   // Under bf16: 2 (bf16 copies for the BF16 units) or 4 (emulated: bf16 values kept in f32); else 0.
   std::size_t product_operand_bytes() const override;
   void reserve_product_operands(std::int64_t first, std::int64_t second) override;
+  // Under bf16, bf16 for f32 models: layernorm_forward, attention_forward and gelu_forward then
+  // write such an output rounded to nearest even, and the linear products take it as an operand as
+  // it is (the input of matmul_forward, matmul_residual_forward and matmul_backward_weights).
+  DType operand_storage_dtype(DType params) const override;
 
   void encoder_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe) override;
   void encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens) override;
@@ -90,6 +95,9 @@ class CpuBackend final : public Backend {
                       int N, int C, int OC, DType dtype);
   // The bf16 products, when the precision asks for them and the tensors are f32; else null.
   cpu::Bf16Products* bf16_for(DType dtype) const;
+  // The dtype of a product's tensors: `rest` all f32 or all f64, `stored` (the activation
+  // operand) of theirs, or bf16 where the bf16 products multiply it.
+  DType product_dtype(const char* op, const Tensor& stored, std::initializer_list<const Tensor*> rest) const;
 
   int threads_;
   Precision precision_;

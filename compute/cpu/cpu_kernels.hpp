@@ -65,6 +65,11 @@ void attention_forward(Real* out, Real* lse, const Real* qkv, int T, int C, int 
 template <typename Real>
 void attention_backward(Real* dqkv, Real* row_dots, const Real* dout, const Real* qkv, const Real* lse, int T, int C,
                         int NH, int head_begin, int head_end);
+// attention_forward in f32 with out stored in bf16 (its bits): each head computed into a tile of
+// the thread's, then rounded to nearest even into its columns of out; the values are those of the
+// f32 forward, rounded.
+void attention_forward_bf16_out(std::uint16_t* out, float* lse, const float* qkv, int T, int C, int NH, int head_begin,
+                                int head_end);
 
 // The same attention between query rows and key/value rows held apart, for context shards (a
 // rank's queries against a block of keys that came around the ring). Head h of row t of sequence b
@@ -142,5 +147,9 @@ void scale(Real* x, std::int64_t n, Real factor);
 void stream_zero(void* data, std::size_t bytes);
 template <typename Real>
 double sum_of_squares(const Real* x, std::int64_t n);
+// bf16 as bits: n f32 values rounded to nearest even (compute/cuda/bf16.hpp's rounding), and n
+// bf16 values widened to f32 (exact).
+void round_to_bf16_bits(std::uint16_t* out, const float* in, std::int64_t n);
+void widen_bf16_bits(float* out, const std::uint16_t* in, std::int64_t n);
 
 }  // namespace troupe::compute::cpu

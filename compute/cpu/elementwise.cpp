@@ -14,6 +14,7 @@
 
 #include "compute/cpu/cpu_kernels.hpp"
 #include "compute/cpu/vector_math.hpp"
+#include "compute/cuda/bf16.hpp"
 
 namespace troupe::compute::cpu {
 
@@ -56,5 +57,13 @@ template void scale<float>(float*, std::int64_t, float);
 template void scale<double>(double*, std::int64_t, double);
 template double sum_of_squares<float>(const float*, std::int64_t);
 template double sum_of_squares<double>(const double*, std::int64_t);
+
+TROUPE_SIMD_CLONES void round_to_bf16_bits(std::uint16_t* out, const float* in, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = float_to_bf16_bits(in[i]);
+}
+
+TROUPE_SIMD_CLONES void widen_bf16_bits(float* out, const std::uint16_t* in, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = bf16_bits_to_float(in[i]);
+}
 
 }  // namespace troupe::compute::cpu

@@ -43,28 +43,32 @@ void GPTStage::reserve(int B, int T, int slots, bool keep_for_weights) {
     return t;
   };
   auto z = [&](Shape s) { return allocate(std::move(s), dtype_); };
+  // What only the linear products read is stored as they multiply it (operand_dtypes()).
+  const OperandDtypes operand = operand_dtypes();
   // A block's buffers, taking each one `shared` defines instead of allocating it.
   // `with_output` false: no residual3, for the block a full recompute reruns only up to what its
   // backward reads.
   auto allocate_moe = [&](std::int64_t numel) { return z({numel}); };
   // An MoE block (`moe`) keeps its MLP's state (moe_layer.hpp, below) in place of fch and fch_gelu.
   auto block_buffers = [&](const LayerActivations& shared, bool with_output, bool moe = false) {
-    auto own = [&](const Tensor& t, std::int64_t numel) { return t.defined() ? t : z({numel}); };
-    auto mlp = [&](const Tensor& t) { return moe ? Tensor{} : own(t, BT * M); };
+    auto own = [&](const Tensor& t, std::int64_t numel, DType dtype) {
+      return t.defined() ? t : allocate({numel}, dtype);
+    };
+    auto mlp = [&](const Tensor& t, DType dtype) { return moe ? Tensor{} : own(t, BT * M, dtype); };
     const LayerActivations& h = shared;
-    return LayerActivations{own(h.ln1, BT * C),
-                            own(h.ln1_mean, BTs),
-                            own(h.ln1_rstd, BTs),
-                            own(h.qkv, BT * 3 * A),
-                            own(h.atty, BT * A),
-                            own(h.att, att),
-                            own(h.residual2, BTs * C),
-                            own(h.ln2, BT * C),
-                            own(h.ln2_mean, BTs),
-                            own(h.ln2_rstd, BTs),
-                            mlp(h.fch),
-                            mlp(h.fch_gelu),
-                            with_output ? own(h.residual3, BTs * C) : Tensor{}};
+    return LayerActivations{own(h.ln1, BT * C, operand.ln1),
+                            own(h.ln1_mean, BTs, dtype_),
+                            own(h.ln1_rstd, BTs, dtype_),
+                            own(h.qkv, BT * 3 * A, dtype_),
+                            own(h.atty, BT * A, operand.atty),
+                            own(h.att, att, dtype_),
+                            own(h.residual2, BTs * C, dtype_),
+                            own(h.ln2, BT * C, operand.ln2),
+                            own(h.ln2_mean, BTs, dtype_),
+                            own(h.ln2_rstd, BTs, dtype_),
+                            mlp(h.fch, dtype_),
+                            mlp(h.fch_gelu, operand.fch_gelu),
+                            with_output ? own(h.residual3, BTs * C, dtype_) : Tensor{}};
   };
   shared_ = Shared{};
   LayerActivations not_kept;  // the slots' views of shared_.recomputed
@@ -73,7 +77,7 @@ void GPTStage::reserve(int B, int T, int slots, bool keep_for_weights) {
   const bool dense_blocks = moe_blocks < last_layer_ - first_layer_;
   if (recompute_ == Recompute::selective) {
     shared_.recomputed.att = z({att});
-    if (dense_blocks) shared_.recomputed.fch_gelu = z({BT * M});
+    if (dense_blocks) shared_.recomputed.fch_gelu = allocate({BT * M}, operand.fch_gelu);
     if (moe_blocks > 0)
       shared_.recomputed.moe = std::make_shared<MoEActivations>(make_moe_gelu_outputs(moe_shape(), BT, allocate_moe));
     not_kept = shared_.recomputed;
@@ -97,7 +101,7 @@ void GPTStage::reserve(int B, int T, int slots, bool keep_for_weights) {
             std::make_shared<MoEActivations>(make_moe_activations(moe_shape(), BT, allocate_moe, moe_not_kept));
     }
     if (is_last()) {
-      s.lnf = z({BT * C});
+      s.lnf = allocate({BT * C}, operand.lnf);
       s.lnf_mean = z({BTs});
       s.lnf_rstd = z({BTs});
       s.probs = z({BT * Vs});
@@ -126,6 +130,16 @@ void GPTStage::reserve(int B, int T, int slots, bool keep_for_weights) {
   const ProductOperands operands = largest_product_operands(config_, footprint);
   backend_.reserve_product_operands(static_cast<std::int64_t>(operands.first),
                                     static_cast<std::int64_t>(operands.second));
+}
+
+GPTStage::OperandDtypes GPTStage::operand_dtypes() const {
+  const DType operand = backend_.operand_storage_dtype(dtype_);
+  OperandDtypes dtypes{operand, operand, operand, operand, operand};
+  // An MoE block's dispatch copies ln_2's rows to its experts as they are, in the parameters'
+  // dtype; under context shards the attention writes its output through the context group, in it too.
+  if (config_.moe_layers_in(first_layer_, last_layer_) > 0) dtypes.ln2 = dtype_;
+  if (context_) dtypes.atty = dtype_;
+  return dtypes;
 }
 
 Tensor GPTStage::sum_rows(const Dims& d, const Tensor& full) {

@@ -275,6 +275,13 @@ class GPTStage {
     Tensor moe_out;               // an MoE block's MLP output, before it joins the stream
   };
 
+  // The dtypes of the activations only the linear products read (Backend::operand_storage_dtype):
+  // bf16 under the CPU's bf16 products, where the products would round them anyway; else dtype_.
+  struct OperandDtypes {
+    DType ln1, atty, ln2, fch_gelu, lnf;
+  };
+  OperandDtypes operand_dtypes() const;
+
   Tensor view(const Tensor& flat, std::size_t index) const {
     return flat.slice(views_[index].offset, views_[index].shape);
   }

@@ -106,13 +106,15 @@ TEST_CASE(
     "[model][precision]") {
   const GPTConfig wide{4, 128, 4, 64, 256, 256};
   for (const cpu::Bf16Units units : {cpu::bf16_units_of_this_cpu(), cpu::Bf16Units::emulated}) {
-    for (const Recompute recompute : {Recompute::none, Recompute::full}) {
+    for (const Recompute recompute : {Recompute::none, Recompute::selective, Recompute::full}) {
       for (StageFootprint s :
            {StageFootprint{0, 4, 8, 64, 1, 4}, StageFootprint{2, 4, 4, 48, 2, 4}, StageFootprint{0, 2, 4, 32, 3, 4}}) {
         CpuBackend backend(1, Precision::bf16, units);
         s.recompute = recompute;
         s.operand_bytes = backend.product_operand_bytes();
         CHECK(s.operand_bytes == (units == cpu::Bf16Units::hardware ? 2u : 4u));
+        s.operand_storage_bytes = dtype_size(backend.operand_storage_dtype(DType::f32));
+        CHECK(s.operand_storage_bytes == 2u);
         StageFootprint fp32 = s;
         fp32.operand_bytes = 0;
         const MemoryEstimate estimate = estimate_training_memory(wide, s);
@@ -125,6 +127,11 @@ TEST_CASE(
         CHECK(estimate.total() == Approx(allocated).epsilon(0.03));
         // The copies are allocated: the estimate without them is further off.
         CHECK(std::abs(estimate.total() - allocated) < std::abs(estimate.total() - copies - allocated));
+        // The activations only the products read are stored in bf16: at 4 bytes it is further off too.
+        StageFootprint stored_f32 = s;
+        stored_f32.operand_storage_bytes = 4;
+        CHECK(std::abs(estimate.total() - allocated) <
+              std::abs(estimate_training_memory(wide, stored_f32).total() - allocated));
       }
     }
   }

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -179,4 +180,39 @@ TEST_CASE("f64 products under bf16 are the fp32 policy's, bit for bit: finite di
   bf16.matmul_forward(a, inp, weight, Tensor{});
   fp32.matmul_forward(b, inp, weight, Tensor{});
   CHECK(std::equal(a.data_as<double>(), a.data_as<double>() + a.numel(), b.data_as<double>()));
+}
+
+// The team's parts run oneDNN matmuls at once, often the same one (equal parts, equal shapes):
+// each must have its own scratchpad, or one part's sums land in the other's. At a small model's
+// shapes, where the matmuls use one, two threads give the same bits every time, and the forward
+// and input-gradient products (whose parts split rows that keep their sums whole) one thread's bits;
+// the weight gradient's parts may block its long sums otherwise than one matmul of every row does.
+TEST_CASE("bf16 products on two threads give the same bits every time at a model's shapes", "[kernels][bf16]") {
+  constexpr int rows = 2048, width = 384, out_width = 1536;
+  std::mt19937 rng(14);
+  const Tensor inp = random_tensor({rows, width}, rng), weight = random_tensor({out_width, width}, rng),
+               bias = random_tensor({out_width}, rng), dout = random_tensor({rows, out_width}, rng);
+  for (const Bf16Units units : units_to_check()) {
+    INFO(units_name(units));
+    CpuBackend one(1, Precision::bf16, units), two(2, Precision::bf16, units);
+    auto products = [&](CpuBackend& backend) {
+      Tensor out = Tensor::zeros({rows, out_width}, DType::f32), dinp = Tensor::zeros({rows, width}, DType::f32);
+      Tensor dweight = Tensor::zeros({out_width, width}, DType::f32), dbias = Tensor::zeros({out_width}, DType::f32);
+      backend.matmul_forward(out, inp, weight, bias);
+      backend.matmul_backward_input(dinp, dout, weight);
+      backend.matmul_backward_weights(dweight, dbias, dout, inp);
+      return std::vector<Tensor>{out, dinp, dweight};
+    };
+    auto same = [](const Tensor& a, const Tensor& b) { return std::memcmp(a.data(), b.data(), a.nbytes()) == 0; };
+    const std::vector<Tensor> alone = products(one), first = products(two);
+    CHECK(same(first[0], alone[0]));
+    CHECK(same(first[1], alone[1]));
+    for (int round = 1; round < 4; ++round) {
+      const std::vector<Tensor> again = products(two);
+      for (std::size_t i = 0; i < again.size(); ++i) {
+        INFO("round " << round << ", product " << i);
+        CHECK(same(again[i], first[i]));
+      }
+    }
+  }
 }
