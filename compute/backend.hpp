@@ -50,12 +50,12 @@ class Backend {
     static_cast<void>(second);
   }
 
-  // The dtype a model of `params` dtype stores the activations in that only the linear products
-  // read, as an operand (LayerNorm outputs, the attention's output, the GELU output): `params`, or
-  // bf16 where the products multiply bf16 operands anyway (the CPU's under train.precision bf16),
-  // so that storing them rounded changes no result. The ops that write such an activation then
-  // take a bf16 output, and the products a bf16 operand.
-  virtual DType operand_storage_dtype(DType params) const { return params; }
+  // The dtype a model of `params` dtype stores its activations in, other than the residual stream,
+  // the LayerNorm statistics and the attention state (the LayerNorm outputs, qkv, the attention's
+  // output, the fc output and the GELU output): `params`, or bf16 where the products multiply bf16
+  // operands anyway (the CPU's under train.precision bf16). The ops that write such an activation
+  // then take a bf16 output, and those that read it a bf16 input.
+  virtual DType activation_storage_dtype(DType params) const { return params; }
 
   // --- layers -------------------------------------------------------------------------------
   // out (B,T,C) = wte[tokens] + wpe[t];  tokens i32 (B,T), wte (Vp,C), wpe (maxT,C), T <= maxT.

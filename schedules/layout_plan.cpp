@@ -204,7 +204,7 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
   const compute::GPTConfig& model = w.model;
   PrecisionBytes bytes = precision_bytes(w.precision);
   if (w.emulated_products && bytes.operand > 0) bytes.operand = 4;
-  if (w.operands_stored_f32) bytes.stored_operand = bytes.activation;
+  if (w.operands_stored_f32) bytes.stored_activation = bytes.activation;
   auto cached = cached_split(w, l, cache);
   if (!cached) return cached.error();
   const StageSplit& split = **cached;
@@ -257,7 +257,7 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
                                         l.tp,
                                         splits_backward(l.schedule),
                                         l.ep};
-      footprint.operand_storage_bytes = std::size_t(bytes.stored_operand);
+      footprint.stored_activation_bytes = std::size_t(bytes.stored_activation);
       activations += compute::estimate_training_memory(model, footprint).activation_bytes;
       // The backend's operand copies serve every chunk of the stage: the largest chunk's, once.
       const compute::ProductOperands operands = compute::largest_product_operands(model, footprint);

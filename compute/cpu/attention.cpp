@@ -326,29 +326,62 @@ void attention_forward(Real* out, Real* lse, const Real* qkv, int T, int C, int 
                                head_begin, head_end);
 }
 
-void attention_forward_bf16_out(std::uint16_t* out, float* lse, const float* qkv, int T, int C, int NH, int head_begin,
-                                int head_end) {
-  const AttentionInputs<float> x = inputs_of_qkv(qkv, T, C, NH);
-  const int hs = x.hs;
-  thread_local std::vector<float> tile;
-  tile.resize(static_cast<std::size_t>(T) * hs);
+namespace {
+
+// Head h of sequence b of qkv (B, T, 3C) as the one head of one sequence: where it lies in f32, or
+// widened from bf16 into `tile` (each of the T rows q, k, v side by side, 3 hs wide).
+AttentionInputs<float> one_head(StoredInput qkv, int b, int h, int T, int C, int hs, std::vector<float>& tile) {
+  const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(b) * T * 3 * C + static_cast<std::ptrdiff_t>(h) * hs;
+  if (qkv.f32 != nullptr) {
+    const float* q = qkv.f32 + at;
+    return {{q, 0, 3 * C}, {q + C, 0, 3 * C}, {q + 2 * C, 0, 3 * C}, T, T, 1, hs, KeyMask::causal};
+  }
+  tile.resize(static_cast<std::size_t>(T) * 3 * hs);
+  for (int t = 0; t < T; ++t) {
+    const std::uint16_t* row = qkv.bf16 + at + static_cast<std::ptrdiff_t>(t) * 3 * C;
+    float* to = tile.data() + static_cast<std::size_t>(t) * 3 * hs;
+    for (int part = 0; part < 3; ++part) widen_bf16_bits(to + part * hs, row + part * C, hs);
+  }
+  const float* q = tile.data();
+  return {{q, 0, 3 * hs}, {q + hs, 0, 3 * hs}, {q + 2 * hs, 0, 3 * hs}, T, T, 1, hs, KeyMask::causal};
+}
+
+}  // namespace
+
+void attention_forward_stored(StoredOutput out, float* lse, StoredInput qkv, int T, int C, int NH, int head_begin,
+                              int head_end) {
+  const int hs = C / NH;
+  thread_local std::vector<float> head_qkv, head_out;
   for (int bh = head_begin; bh < head_end; ++bh) {
     const int b = bh / NH, h = bh % NH;
-    // The head alone, as one head of one sequence, into the tile: the same products as the f32
-    // forward's for this head, only with hs instead of C between its output rows.
-    const AttentionInputs<float> head{{x.q.head(b, h, hs), 0, x.q.ld},
-                                      {x.k.head(b, h, hs), 0, x.k.ld},
-                                      {x.v.head(b, h, hs), 0, x.v.ld},
-                                      T,
-                                      T,
-                                      1,
-                                      hs,
-                                      KeyMask::causal};
-    attention_rows_forward<float>({tile.data(), 0, hs}, lse + static_cast<std::size_t>(bh) * T, T, head, 0, 1);
-    std::uint16_t* head_out = out + static_cast<std::ptrdiff_t>(b) * T * C + static_cast<std::ptrdiff_t>(h) * hs;
+    const AttentionInputs<float> head = one_head(qkv, b, h, T, C, hs, head_qkv);
+    const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(b) * T * C + static_cast<std::ptrdiff_t>(h) * hs;
+    float* const head_lse = lse + static_cast<std::size_t>(bh) * T;
+    if (out.f32 != nullptr) {
+      attention_rows_forward<float>({out.f32 + at, 0, C}, head_lse, T, head, 0, 1);
+      continue;
+    }
+    // The same products as into out's rows, only hs apart instead of C.
+    head_out.resize(static_cast<std::size_t>(T) * hs);
+    attention_rows_forward<float>({head_out.data(), 0, hs}, head_lse, T, head, 0, 1);
     for (int t = 0; t < T; ++t)
-      round_to_bf16_bits(head_out + static_cast<std::ptrdiff_t>(t) * C, tile.data() + static_cast<std::size_t>(t) * hs,
-                         hs);
+      round_to_bf16_bits(out.bf16 + at + static_cast<std::ptrdiff_t>(t) * C,
+                         head_out.data() + static_cast<std::size_t>(t) * hs, hs);
+  }
+}
+
+void attention_backward_stored(float* dqkv, float* row_dots, const float* dout, const std::uint16_t* qkv,
+                               const float* lse, int T, int C, int NH, int head_begin, int head_end) {
+  const int hs = C / NH;
+  thread_local std::vector<float> head_qkv;
+  for (int bh = head_begin; bh < head_end; ++bh) {
+    const int b = bh / NH, h = bh % NH;
+    const AttentionInputs<float> head = one_head({nullptr, qkv}, b, h, T, C, hs, head_qkv);
+    float* const dq = dqkv + static_cast<std::ptrdiff_t>(b) * T * 3 * C + static_cast<std::ptrdiff_t>(h) * hs;
+    const float* const head_dout = dout + static_cast<std::ptrdiff_t>(b) * T * C + static_cast<std::ptrdiff_t>(h) * hs;
+    const std::size_t rows = static_cast<std::size_t>(bh) * T;
+    backward_heads<float>({dq, 0, 3 * C}, {dq + C, 0, 3 * C}, {dq + 2 * C, 0, 3 * C}, row_dots + rows, nullptr,
+                          {head_dout, 0, C}, lse + rows, T, head, 0, 1);
   }
 }
 

@@ -47,17 +47,6 @@ DType check_real(const char* op, std::initializer_list<const Tensor*> tensors) {
   return dtype;
 }
 
-// An f32 op whose output `out` is stored in bf16 (an activation only the products read): out on
-// the cpu in bf16, every other tensor f32.
-DType check_bf16_output(const char* op, const Tensor& out, std::initializer_list<const Tensor*> inputs) {
-  checks::on_device(out, Device::cpu, op);
-  check_dtype(out, DType::bf16, op);
-  const DType dtype = check_real(op, inputs);
-  TROUPE_CHECK(dtype == DType::f32,
-               op_prefix(op) + "a bf16 output needs f32 inputs, got " + (*inputs.begin())->describe());
-  return dtype;
-}
-
 // Writes an f32 op's results into bf16 `out` over units [begin, end) of `width` elements each
 // (rows, or single elements), a piece at a time: f32_op(tile, first, count) writes units [first,
 // first + count) into the thread's tile, which is then rounded into out.
@@ -73,10 +62,35 @@ void rounded_into(std::uint16_t* out, std::int64_t begin, std::int64_t end, std:
   }
 }
 
-// An operand of the bf16 products as it is stored: f32 values, or bf16 bits.
-cpu::Bf16Products::Operand operand_of(const Tensor& t) {
+// An operand of the bf16 products as it is stored, from element `offset` on: f32 values, or bf16 bits.
+cpu::Bf16Products::Operand operand_of(const Tensor& t, std::int64_t offset = 0) {
+  if (t.dtype() == DType::bf16) return {nullptr, t.data_as<std::uint16_t>() + offset};
+  return {t.data_as<float>() + offset, nullptr};
+}
+
+// An activation a stage may store in bf16 (Backend::activation_storage_dtype): on the cpu, in f32
+// or bf16.
+void check_stored(const Tensor& t, const char* op) {
+  checks::on_device(t, Device::cpu, op);
+  TROUPE_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::bf16,
+               op_prefix(op) + "an activation stored in f32 or bf16, got " + t.describe());
+}
+
+cpu::StoredInput stored_input(const Tensor& t) {
   if (t.dtype() == DType::bf16) return {nullptr, t.data_as<std::uint16_t>()};
   return {t.data_as<float>(), nullptr};
+}
+
+cpu::StoredOutput stored_output(Tensor& t) {
+  if (t.dtype() == DType::bf16) return {nullptr, t.data_as<std::uint16_t>()};
+  return {t.data_as<float>(), nullptr};
+}
+
+// Every tensor f32, for an op with a tensor stored in bf16.
+void check_f32(const char* op, std::initializer_list<const Tensor*> tensors) {
+  TROUPE_CHECK(
+      check_real(op, tensors) == DType::f32,
+      op_prefix(op) + "an activation stored in bf16 goes with f32 tensors, got " + (*tensors.begin())->describe());
 }
 
 // Every id in [0, limit).
@@ -151,7 +165,7 @@ void CpuBackend::reserve_product_operands(std::int64_t first, std::int64_t secon
 
 cpu::Bf16Products* CpuBackend::bf16_for(DType dtype) const { return dtype == DType::f32 ? bf16_.get() : nullptr; }
 
-DType CpuBackend::operand_storage_dtype(DType params) const { return bf16_for(params) ? DType::bf16 : params; }
+DType CpuBackend::activation_storage_dtype(DType params) const { return bf16_for(params) ? DType::bf16 : params; }
 
 DType CpuBackend::product_dtype(const char* op, const Tensor& stored, std::initializer_list<const Tensor*> rest) const {
   const DType dtype = check_real(op, rest);
@@ -212,7 +226,8 @@ void CpuBackend::layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, cons
                                    const Tensor& bias) {
   constexpr const char* op = "layernorm_forward";
   if (out.dtype() == DType::bf16) {
-    check_bf16_output(op, out, {&inp, &mean, &rstd, &weight, &bias});
+    check_stored(out, op);
+    check_f32(op, {&inp, &mean, &rstd, &weight, &bias});
     const auto [N, C] = checks::layernorm(inp, {&out}, {&mean, &rstd}, {&weight, &bias}, op);
     team_->run(N, row_grain, [&](std::int64_t begin, std::int64_t end) {
       rounded_into(out.data_as<std::uint16_t>(), begin, end, C, row_grain,
@@ -266,8 +281,13 @@ void CpuBackend::layernorm_backward_params(Tensor& dweight, Tensor& dbias, const
 
 void CpuBackend::matmul_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias) {
   constexpr const char* op = "matmul_forward";
-  const DType dtype =
-      bias.defined() ? product_dtype(op, inp, {&out, &weight, &bias}) : product_dtype(op, inp, {&out, &weight});
+  const DType dtype = bias.defined() ? product_dtype(op, inp, {&weight, &bias}) : product_dtype(op, inp, {&weight});
+  checks::on_device(out, Device::cpu, op);
+  if (out.dtype() == DType::bf16)
+    TROUPE_CHECK(bf16_for(dtype) != nullptr, op_prefix(op) + "a bf16 output " + out.describe() +
+                                                 " needs the bf16 products of train.precision bf16");
+  else
+    check_dtype(out, dtype, op);
   const auto [N, C, OC] = checks::matmul(out, inp, weight, bias, op);
   linear_forward(out, inp, weight, bias, Tensor{}, N, C, OC, dtype);
 }
@@ -287,6 +307,30 @@ void CpuBackend::matmul_residual_forward(Tensor& out, const Tensor& inp, const T
 // is never written out on its own.
 void CpuBackend::linear_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
                                 const Tensor& residual, int N, int C, int OC, DType dtype) {
+  if (out.dtype() == DType::bf16) {
+    // Stored in bf16: a block of rows at a time into a tile of f32, which starts from the bias,
+    // takes the product and is rounded into out. The rows of a product are summed alone, so a
+    // block's are those of the whole product.
+    constexpr int block_rows = 256;
+    thread_local std::vector<float> tile;  // the calling thread's; the team's parts write it through `rows_tile`
+    tile.resize(static_cast<std::size_t>(std::min(block_rows, N)) * OC);
+    float* const rows_tile = tile.data();
+    for (int first = 0; first < N; first += block_rows) {
+      const int rows = std::min(block_rows, N - first);
+      if (bias.defined())
+        team_->run(rows, 1, [&](std::int64_t begin, std::int64_t end) {
+          cpu::start_rows(rows_tile + begin * OC, static_cast<const float*>(nullptr), bias.data_as<float>(),
+                          static_cast<int>(end - begin), OC, false);
+        });
+      bf16_->gemm(false, true, rows, OC, C, operand_of(inp, std::int64_t{first} * C), C, operand_of(weight), C,
+                  bias.defined(), rows_tile, OC);
+      const std::int64_t at = std::int64_t{first} * OC;
+      team_->run(std::int64_t{rows} * OC, element_grain<float>, [&](std::int64_t begin, std::int64_t end) {
+        cpu::round_to_bf16_bits(out.data_as<std::uint16_t>() + at + begin, rows_tile + begin, end - begin);
+      });
+    }
+    return;
+  }
   with_real(dtype, [&]<typename Real>(Real) {
     Real* rows = out.data_as<Real>();
     const Real* stream = residual.defined() ? residual.data_as<Real>() : nullptr;
@@ -350,13 +394,15 @@ void CpuBackend::bias_backward(Tensor& dbias, const Tensor& dout) {
 
 void CpuBackend::attention_forward(Tensor& out, Tensor& att, const Tensor& qkv, int n_head) {
   constexpr const char* op = "attention_forward";
-  if (out.dtype() == DType::bf16) {
-    check_bf16_output(op, out, {&qkv, &att});
+  if (out.dtype() == DType::bf16 || qkv.dtype() == DType::bf16) {
+    check_stored(out, op);
+    check_stored(qkv, op);
+    check_f32(op, {&att});
     const auto [B, T, C] = check_attention_shapes(qkv, out, att, n_head, op);
     const cpu::OpenblasThreadsWhile one_each(1, threads_, team_->size() > 1);
     team_->run(static_cast<std::int64_t>(B) * n_head, 1, [&](std::int64_t begin, std::int64_t end) {
-      cpu::attention_forward_bf16_out(out.data_as<std::uint16_t>(), att.data_as<float>(), qkv.data_as<float>(), T, C,
-                                      n_head, static_cast<int>(begin), static_cast<int>(end));
+      cpu::attention_forward_stored(stored_output(out), att.data_as<float>(), stored_input(qkv), T, C, n_head,
+                                    static_cast<int>(begin), static_cast<int>(end));
     });
     return;
   }
@@ -374,6 +420,20 @@ void CpuBackend::attention_forward(Tensor& out, Tensor& att, const Tensor& qkv, 
 void CpuBackend::attention_backward(Tensor& dqkv, Tensor& datt, const Tensor& dout, const Tensor& qkv,
                                     const Tensor& att, int n_head) {
   constexpr const char* op = "attention_backward";
+  if (qkv.dtype() == DType::bf16) {
+    check_stored(qkv, op);
+    check_f32(op, {&dqkv, &datt, &dout, &att});
+    const auto [B, T, C] = check_attention_shapes(qkv, dout, att, n_head, op);
+    check_same_shape(dqkv, qkv, op);
+    check_same_shape(datt, att, op);
+    const cpu::OpenblasThreadsWhile one_each(1, threads_, team_->size() > 1);
+    team_->run(static_cast<std::int64_t>(B) * n_head, 1, [&](std::int64_t begin, std::int64_t end) {
+      cpu::attention_backward_stored(dqkv.data_as<float>(), datt.data_as<float>(), dout.data_as<float>(),
+                                     qkv.data_as<std::uint16_t>(), att.data_as<float>(), T, C, n_head,
+                                     static_cast<int>(begin), static_cast<int>(end));
+    });
+    return;
+  }
   const DType dtype = check_real(op, {&qkv, &dqkv, &datt, &dout, &att});
   const auto [B, T, C] = check_attention_shapes(qkv, dout, att, n_head, op);
   check_same_shape(dqkv, qkv, op);
@@ -389,16 +449,23 @@ void CpuBackend::attention_backward(Tensor& dqkv, Tensor& datt, const Tensor& do
 
 void CpuBackend::gelu_forward(Tensor& out, const Tensor& inp) {
   constexpr const char* op = "gelu_forward";
-  if (out.dtype() == DType::bf16) {
-    check_bf16_output(op, out, {&inp});
+  if (out.dtype() == DType::bf16 || inp.dtype() == DType::bf16) {
+    check_stored(out, op);
+    check_stored(inp, op);
     check_same_shape(out, inp, op);
+    auto gelu_of = [&](float* to, std::int64_t first, std::int64_t count) {
+      if (inp.dtype() == DType::bf16)
+        cpu::gelu_forward(to, inp.data_as<std::uint16_t>() + first, count);
+      else
+        cpu::gelu_forward(to, inp.data_as<float>() + first, count);
+    };
     // Pieces a multiple of the element grain from a part's start: each element meets the lanes it
     // meets in one sweep.
     team_->run(inp.numel(), element_grain<float>, [&](std::int64_t begin, std::int64_t end) {
-      rounded_into(out.data_as<std::uint16_t>(), begin, end, 1, 64 * element_grain<float>,
-                   [&](float* tile, std::int64_t first, std::int64_t count) {
-                     cpu::gelu_forward(tile, inp.data_as<float>() + first, count);
-                   });
+      if (out.dtype() == DType::bf16)
+        rounded_into(out.data_as<std::uint16_t>(), begin, end, 1, 64 * element_grain<float>, gelu_of);
+      else
+        gelu_of(out.data_as<float>() + begin, begin, end - begin);
     });
     return;
   }
@@ -428,6 +495,18 @@ void CpuBackend::gelu_backward(Tensor& dinp, const Tensor& inp, const Tensor& do
 // summing them as it writes them: the gradient is not read a second time.
 void CpuBackend::gelu_bias_backward(Tensor& dinp, Tensor& dbias, const Tensor& inp, const Tensor& dout) {
   constexpr const char* op = "gelu_bias_backward";
+  if (inp.dtype() == DType::bf16) {
+    check_stored(inp, op);
+    check_f32(op, {&dinp, &dout, &dbias});
+    check_same_shape(dinp, inp, op);
+    check_same_shape(dout, inp, op);
+    const auto [N, width] = checks::column_sums(dbias, inp, op);
+    team_->run(width, element_grain<float>, [&](std::int64_t begin, std::int64_t end) {
+      cpu::gelu_bias_backward(dinp.data_as<float>(), dbias.data_as<float>(), inp.data_as<std::uint16_t>(),
+                              dout.data_as<float>(), N, width, static_cast<int>(begin), static_cast<int>(end));
+    });
+    return;
+  }
   const DType dtype = check_real(op, {&inp, &dinp, &dout, &dbias});
   check_same_shape(dinp, inp, op);
   check_same_shape(dout, inp, op);

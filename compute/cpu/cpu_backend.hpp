@@ -45,10 +45,12 @@ class CpuBackend final : public Backend {
   // Under bf16: 2 (bf16 copies for the BF16 units) or 4 (emulated: bf16 values kept in f32); else 0.
   std::size_t product_operand_bytes() const override;
   void reserve_product_operands(std::int64_t first, std::int64_t second) override;
-  // Under bf16, bf16 for f32 models: layernorm_forward, attention_forward and gelu_forward then
-  // write such an output rounded to nearest even, and the linear products take it as an operand as
-  // it is (the input of matmul_forward, matmul_residual_forward and matmul_backward_weights).
-  DType operand_storage_dtype(DType params) const override;
+  // Under bf16, bf16 for f32 models. layernorm_forward, matmul_forward (without a residual),
+  // attention_forward and gelu_forward then write such an output, computed in f32 and rounded to
+  // nearest even; the products take one as an operand as it lies (the input of matmul_forward,
+  // matmul_residual_forward and matmul_backward_weights); attention_forward and attention_backward
+  // read qkv, gelu_forward and gelu_bias_backward their input, widened to f32.
+  DType activation_storage_dtype(DType params) const override;
 
   void encoder_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe) override;
   void encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens) override;

@@ -65,11 +65,23 @@ void attention_forward(Real* out, Real* lse, const Real* qkv, int T, int C, int 
 template <typename Real>
 void attention_backward(Real* dqkv, Real* row_dots, const Real* dout, const Real* qkv, const Real* lse, int T, int C,
                         int NH, int head_begin, int head_end);
-// attention_forward in f32 with out stored in bf16 (its bits): each head computed into a tile of
-// the thread's, then rounded to nearest even into its columns of out; the values are those of the
-// f32 forward, rounded.
-void attention_forward_bf16_out(std::uint16_t* out, float* lse, const float* qkv, int T, int C, int NH, int head_begin,
-                                int head_end);
+// The attention in f32 over qkv and out as a stage may store them (each f32, or bf16 bits: exactly
+// one pointer of a pair set). A head at a time: its q, k and v widened into a tile of the thread's
+// where qkv is bf16, its output computed into another and rounded to nearest even into its
+// columns where out is bf16. The values are attention_forward's and attention_backward's on the
+// widened qkv, the outputs rounded; dqkv, dout, lse and row_dots are f32 as there.
+struct StoredOutput {
+  float* f32 = nullptr;
+  std::uint16_t* bf16 = nullptr;
+};
+struct StoredInput {
+  const float* f32 = nullptr;
+  const std::uint16_t* bf16 = nullptr;
+};
+void attention_forward_stored(StoredOutput out, float* lse, StoredInput qkv, int T, int C, int NH, int head_begin,
+                              int head_end);
+void attention_backward_stored(float* dqkv, float* row_dots, const float* dout, const std::uint16_t* qkv,
+                               const float* lse, int T, int C, int NH, int head_begin, int head_end);
 
 // The same attention between query rows and key/value rows held apart, for context shards (a
 // rank's queries against a block of keys that came around the ring). Head h of row t of sequence b
@@ -100,16 +112,16 @@ void attention_rows_backward(const HeadRows<Real>& dq, const HeadRows<Real>& dk,
                              const HeadRows<const Real>& dout, const Real* lse, const Real* D, int ld_lse,
                              const AttentionInputs<Real>& x, int head_begin, int head_end);
 
-// gelu.cpp
-template <typename Real>
-void gelu_forward(Real* out, const Real* inp, std::int64_t n);
+// gelu.cpp. The forward and the fused backward also read an input stored in bf16 (In =
+// std::uint16_t, its bits, with Real = float), widened to f32 as they read it.
+template <typename Real, typename In>
+void gelu_forward(Real* out, const In* inp, std::int64_t n);
 template <typename Real>
 void gelu_backward(Real* dinp, const Real* inp, const Real* dout, std::int64_t n);
 // gelu_backward over columns [begin, end) of N rows `width` apart, with dbias[c] += dinp[i][c] over
 // the rows in row order (as matmul_bias_backward sums them).
-template <typename Real>
-void gelu_bias_backward(Real* dinp, Real* dbias, const Real* inp, const Real* dout, int N, int width, int begin,
-                        int end);
+template <typename Real, typename In>
+void gelu_bias_backward(Real* dinp, Real* dbias, const In* inp, const Real* dout, int N, int width, int begin, int end);
 
 // crossentropy.cpp: logits, probs and dlogits are (N, Vp); only the first V columns are real. The
 // backward's columns start at vocab_begin (0, or a vocabulary shard's first).

@@ -9,6 +9,7 @@
 
 #include "compute/cpu/cpu_kernels.hpp"
 #include "compute/cpu/vector_math.hpp"
+#include "compute/cuda/bf16.hpp"
 
 namespace troupe::compute::cpu {
 namespace {
@@ -31,11 +32,18 @@ template <typename Real>
 
 }  // namespace
 
+// An input as the kernels read it: itself, or a bf16 value (its bits) widened to f32.
 template <typename Real>
-TROUPE_SIMD_CLONES void gelu_forward(Real* out, const Real* inp, std::int64_t n) {
+Real widened(Real x) {
+  return x;
+}
+inline float widened(std::uint16_t bits) { return bf16_bits_to_float(bits); }
+
+template <typename Real, typename In>
+TROUPE_SIMD_CLONES void gelu_forward(Real* out, const In* inp, std::int64_t n) {
 #pragma omp simd
   for (std::int64_t i = 0; i < n; ++i) {
-    const Real x = inp[i];
+    const Real x = widened(inp[i]);
     const Real u = sqrt_2_over_pi<Real> * (x + cubic<Real> * x * x * x);
     out[i] = x / (Real(1) + vexp(Real(-2) * u));
   }
@@ -47,25 +55,28 @@ TROUPE_SIMD_CLONES void gelu_backward(Real* dinp, const Real* inp, const Real* d
   for (std::int64_t i = 0; i < n; ++i) dinp[i] = dout[i] * gelu_slope(inp[i]);
 }
 
-template <typename Real>
-TROUPE_SIMD_CLONES void gelu_bias_backward(Real* dinp, Real* dbias, const Real* inp, const Real* dout, int N,
-                                           int width, int begin, int end) {
+template <typename Real, typename In>
+TROUPE_SIMD_CLONES void gelu_bias_backward(Real* dinp, Real* dbias, const In* inp, const Real* dout, int N, int width,
+                                           int begin, int end) {
   for (int i = 0; i < N; ++i) {
     const std::size_t row = static_cast<std::size_t>(i) * width;
 #pragma omp simd
     for (int c = begin; c < end; ++c) {
-      const Real d = dout[row + c] * gelu_slope(inp[row + c]);
+      const Real d = dout[row + c] * gelu_slope(widened(inp[row + c]));
       dinp[row + c] = d;
       dbias[c] += d;
     }
   }
 }
 
-template void gelu_forward<float>(float*, const float*, std::int64_t);
-template void gelu_forward<double>(double*, const double*, std::int64_t);
+template void gelu_forward<float, float>(float*, const float*, std::int64_t);
+template void gelu_forward<double, double>(double*, const double*, std::int64_t);
+template void gelu_forward<float, std::uint16_t>(float*, const std::uint16_t*, std::int64_t);
 template void gelu_backward<float>(float*, const float*, const float*, std::int64_t);
 template void gelu_backward<double>(double*, const double*, const double*, std::int64_t);
-template void gelu_bias_backward<float>(float*, float*, const float*, const float*, int, int, int, int);
-template void gelu_bias_backward<double>(double*, double*, const double*, const double*, int, int, int, int);
+template void gelu_bias_backward<float, float>(float*, float*, const float*, const float*, int, int, int, int);
+template void gelu_bias_backward<double, double>(double*, double*, const double*, const double*, int, int, int, int);
+template void gelu_bias_backward<float, std::uint16_t>(float*, float*, const std::uint16_t*, const float*, int, int,
+                                                       int, int);
 
 }  // namespace troupe::compute::cpu

@@ -43,8 +43,9 @@ void GPTStage::reserve(int B, int T, int slots, bool keep_for_weights) {
     return t;
   };
   auto z = [&](Shape s) { return allocate(std::move(s), dtype_); };
-  // What only the linear products read is stored as they multiply it (operand_dtypes()).
-  const OperandDtypes operand = operand_dtypes();
+  // What the slots keep of a block, but for the residual stream and the statistics, in the
+  // backend's stored dtype (stored_dtypes()).
+  const StoredDtypes stored = stored_dtypes();
   // A block's buffers, taking each one `shared` defines instead of allocating it.
   // `with_output` false: no residual3, for the block a full recompute reruns only up to what its
   // backward reads.
@@ -56,18 +57,18 @@ void GPTStage::reserve(int B, int T, int slots, bool keep_for_weights) {
     };
     auto mlp = [&](const Tensor& t, DType dtype) { return moe ? Tensor{} : own(t, BT * M, dtype); };
     const LayerActivations& h = shared;
-    return LayerActivations{own(h.ln1, BT * C, operand.ln1),
+    return LayerActivations{own(h.ln1, BT * C, stored.ln1),
                             own(h.ln1_mean, BTs, dtype_),
                             own(h.ln1_rstd, BTs, dtype_),
-                            own(h.qkv, BT * 3 * A, dtype_),
-                            own(h.atty, BT * A, operand.atty),
+                            own(h.qkv, BT * 3 * A, stored.qkv),
+                            own(h.atty, BT * A, stored.atty),
                             own(h.att, att, dtype_),
                             own(h.residual2, BTs * C, dtype_),
-                            own(h.ln2, BT * C, operand.ln2),
+                            own(h.ln2, BT * C, stored.ln2),
                             own(h.ln2_mean, BTs, dtype_),
                             own(h.ln2_rstd, BTs, dtype_),
-                            mlp(h.fch, dtype_),
-                            mlp(h.fch_gelu, operand.fch_gelu),
+                            mlp(h.fch, stored.fch),
+                            mlp(h.fch_gelu, stored.fch_gelu),
                             with_output ? own(h.residual3, BTs * C, dtype_) : Tensor{}};
   };
   shared_ = Shared{};
@@ -77,7 +78,7 @@ void GPTStage::reserve(int B, int T, int slots, bool keep_for_weights) {
   const bool dense_blocks = moe_blocks < last_layer_ - first_layer_;
   if (recompute_ == Recompute::selective) {
     shared_.recomputed.att = z({att});
-    if (dense_blocks) shared_.recomputed.fch_gelu = allocate({BT * M}, operand.fch_gelu);
+    if (dense_blocks) shared_.recomputed.fch_gelu = allocate({BT * M}, stored.fch_gelu);
     if (moe_blocks > 0)
       shared_.recomputed.moe = std::make_shared<MoEActivations>(make_moe_gelu_outputs(moe_shape(), BT, allocate_moe));
     not_kept = shared_.recomputed;
@@ -101,7 +102,7 @@ void GPTStage::reserve(int B, int T, int slots, bool keep_for_weights) {
             std::make_shared<MoEActivations>(make_moe_activations(moe_shape(), BT, allocate_moe, moe_not_kept));
     }
     if (is_last()) {
-      s.lnf = allocate({BT * C}, operand.lnf);
+      s.lnf = allocate({BT * C}, stored.lnf);
       s.lnf_mean = z({BTs});
       s.lnf_rstd = z({BTs});
       s.probs = z({BT * Vs});
@@ -132,13 +133,14 @@ void GPTStage::reserve(int B, int T, int slots, bool keep_for_weights) {
                                     static_cast<std::int64_t>(operands.second));
 }
 
-GPTStage::OperandDtypes GPTStage::operand_dtypes() const {
-  const DType operand = backend_.operand_storage_dtype(dtype_);
-  OperandDtypes dtypes{operand, operand, operand, operand, operand};
+GPTStage::StoredDtypes GPTStage::stored_dtypes() const {
+  const DType stored = backend_.activation_storage_dtype(dtype_);
+  StoredDtypes dtypes{stored, stored, stored, stored, stored, stored, stored};
   // An MoE block's dispatch copies ln_2's rows to its experts as they are, in the parameters'
-  // dtype; under context shards the attention writes its output through the context group, in it too.
+  // dtype; under context shards the context group exchanges qkv and writes the attention's output
+  // in it too.
   if (config_.moe_layers_in(first_layer_, last_layer_) > 0) dtypes.ln2 = dtype_;
-  if (context_) dtypes.atty = dtype_;
+  if (context_) dtypes.qkv = dtypes.atty = dtype_;
   return dtypes;
 }
 

@@ -275,12 +275,13 @@ class GPTStage {
     Tensor moe_out;               // an MoE block's MLP output, before it joins the stream
   };
 
-  // The dtypes of the activations only the linear products read (Backend::operand_storage_dtype):
-  // bf16 under the CPU's bf16 products, where the products would round them anyway; else dtype_.
-  struct OperandDtypes {
-    DType ln1, atty, ln2, fch_gelu, lnf;
+  // The dtypes a slot stores its activations in, other than the residual stream, the LayerNorm
+  // statistics and the attention state (Backend::activation_storage_dtype): bf16 under the CPU's
+  // bf16 products, else dtype_.
+  struct StoredDtypes {
+    DType ln1, qkv, atty, ln2, fch, fch_gelu, lnf;
   };
-  OperandDtypes operand_dtypes() const;
+  StoredDtypes stored_dtypes() const;
 
   Tensor view(const Tensor& flat, std::size_t index) const {
     return flat.slice(views_[index].offset, views_[index].shape);

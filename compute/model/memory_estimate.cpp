@@ -113,28 +113,28 @@ MemoryEstimate estimate_training_memory(const GPTConfig& c, const StageFootprint
   if (last) shared += BT * Vs + BT + (shards > 1 ? 3 * BT * shards : 0);  // logits, losses, the shards' loss stats
   if (c.experts > 0) shared += double(moe_scratch_elements(moe, std::int64_t(BT))) + BT * C;  // and the MLP's output
   const double token_buffers = s.slots * BT * ((first ? 1 : 0) + (last ? 1 : 0));
-  // Of the above, what only the products read (GPTStage::operand_dtypes), at operand_storage_bytes:
-  // per block ln1, atty, ln2 (not beside MoE blocks) and a dense block's fch_gelu, kept per slot or
-  // shared as recomputation says; ln_f per slot on a last stage.
-  const double dense_layers = layers - moe_layers, gelu_out = 4 * BT * C / shards;
-  const double norms_and_attention = BT * C + BT * C / shards + (moe_layers > 0 ? 0 : BT * C);
-  double kept_operands = 0, shared_operands = 0;
+  // Of the above, what is stored at stored_activation_bytes (GPTStage::stored_dtypes): per block
+  // ln1, qkv, atty, ln2 (not beside MoE blocks), and a dense block's fch and fch_gelu, kept per slot
+  // or shared as recomputation says; ln_f per slot on a last stage.
+  const double dense_layers = layers - moe_layers, mlp_hidden = 4 * BT * C / shards;
+  const double attention_half = BT * C + 4 * BT * C / shards + (moe_layers > 0 ? 0 : BT * C);
+  double kept_stored = 0, shared_stored = 0;
   if (s.recompute == Recompute::none) {
-    kept_operands = layers * norms_and_attention + dense_layers * gelu_out;
-  } else if (s.recompute == Recompute::selective) {
-    kept_operands = layers * norms_and_attention;
-    shared_operands = dense_layers > 0 ? gelu_out : 0;
+    kept_stored = layers * attention_half + dense_layers * 2 * mlp_hidden;
+  } else if (s.recompute == Recompute::selective) {  // the GELU output shared
+    kept_stored = layers * attention_half + dense_layers * mlp_hidden;
+    shared_stored = dense_layers > 0 ? mlp_hidden : 0;
   } else {
-    shared_operands = norms_and_attention + (dense_layers > 0 ? gelu_out : 0);
+    shared_stored = attention_half + (dense_layers > 0 ? 2 * mlp_hidden : 0);
   }
-  if (last) kept_operands += BT * C;
-  const double operand_elements = s.slots * kept_operands + shared_operands;
+  if (last) kept_stored += BT * C;
+  const double stored_elements = s.slots * kept_stored + shared_stored;
 
   MemoryEstimate estimate;
   estimate.parameter_bytes = 4 * stage_parameters(c, s.first_layer, s.last_layer, s.shards, s.expert_shards) * bytes;
   const ProductOperands operands = largest_product_operands(c, s);
-  estimate.activation_bytes = (s.slots * per_slot + shared - operand_elements) * bytes +
-                              operand_elements * double(s.operand_storage_bytes) + token_buffers * token_bytes +
+  estimate.activation_bytes = (s.slots * per_slot + shared - stored_elements) * bytes +
+                              stored_elements * double(s.stored_activation_bytes) + token_buffers * token_bytes +
                               (operands.first + operands.second) * double(s.operand_bytes);
   return estimate;
 }

@@ -828,8 +828,10 @@ TEST_CASE("the cpu backend rejects mismatched shapes, dtypes and ids", "[kernels
   CHECK_THROWS_AS(backend.matmul_forward(out, x, Tensor::zeros({4, 8}, DType::f64), Tensor()), std::logic_error);
   CHECK_THROWS_AS(backend.matmul_forward(out, x, Tensor::zeros({4, 8}, DType::f32), Tensor::zeros({5}, DType::f32)),
                   std::logic_error);
-  Tensor bf = Tensor::zeros({2, 3, 8}, DType::bf16);
-  CHECK_THROWS_AS(backend.gelu_forward(bf, bf), std::logic_error);
+  // A bf16 activation goes with f32 only (bf16 storage, compute/backend.hpp).
+  Tensor bf = Tensor::zeros({2, 3, 8}, DType::bf16), wide = Tensor::zeros({2, 3, 8}, DType::f64);
+  CHECK_THROWS_AS(backend.gelu_forward(bf, wide), std::logic_error);
+  CHECK_THROWS_AS(backend.gelu_forward(wide, bf), std::logic_error);
   Tensor qkv = Tensor::zeros({2, 3, 24}, DType::f32), att = Tensor::zeros({2, 3, 3}, DType::f32);
   CHECK_THROWS_AS(backend.attention_forward(x, att, qkv, 3), std::logic_error);  // 3 heads do not divide C = 8
 

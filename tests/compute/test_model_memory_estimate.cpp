@@ -113,8 +113,8 @@ TEST_CASE(
         s.recompute = recompute;
         s.operand_bytes = backend.product_operand_bytes();
         CHECK(s.operand_bytes == (units == cpu::Bf16Units::hardware ? 2u : 4u));
-        s.operand_storage_bytes = dtype_size(backend.operand_storage_dtype(DType::f32));
-        CHECK(s.operand_storage_bytes == 2u);
+        s.stored_activation_bytes = dtype_size(backend.activation_storage_dtype(DType::f32));
+        CHECK(s.stored_activation_bytes == 2u);
         StageFootprint fp32 = s;
         fp32.operand_bytes = 0;
         const MemoryEstimate estimate = estimate_training_memory(wide, s);
@@ -127,9 +127,9 @@ TEST_CASE(
         CHECK(estimate.total() == Approx(allocated).epsilon(0.03));
         // The copies are allocated: the estimate without them is further off.
         CHECK(std::abs(estimate.total() - allocated) < std::abs(estimate.total() - copies - allocated));
-        // The activations only the products read are stored in bf16: at 4 bytes it is further off too.
+        // The activations beside the residual stream are stored in bf16: at 4 bytes it is further off too.
         StageFootprint stored_f32 = s;
-        stored_f32.operand_storage_bytes = 4;
+        stored_f32.stored_activation_bytes = 4;
         CHECK(std::abs(estimate.total() - allocated) <
               std::abs(estimate_training_memory(wide, stored_f32).total() - allocated));
       }

@@ -72,7 +72,7 @@ double runtime_bytes(const compute::GPTConfig& model, const Workload& w, const L
       bytes += compute::estimate_training_memory(
                    model, {chunk.first_layer, chunk.last_layer, l.micro_batch, w.seq_len, stash[s], 4, l.recompute, 1,
                            splits_backward(l.schedule), 1, std::size_t(precision_bytes(w.precision).operand),
-                           std::size_t(precision_bytes(w.precision).stored_operand)})
+                           std::size_t(precision_bytes(w.precision).stored_activation)})
                    .total();
       params += double(chunk.params);
     }
@@ -125,7 +125,8 @@ TEST_CASE("planned memory tracks the estimate pinned to real allocations on layo
       {"gpt2", 256, {1, 1, 4, ZeroStage::none, Recompute::none, 2, 8, ScheduleKind::gpipe}},
   };
   // Both precisions Troupe trains in: bf16 adds the products' operand copies to fp32's bytes and
-  // stores what only the products read in 2 bytes (on the CPU; a backend storing f32 keeps 4).
+  // stores the activations beside the residual stream in 2 bytes (on the CPU; a backend storing f32
+  // keeps 4).
   for (const Precision precision : {Precision::fp32, Precision::bf16})
     for (const Case& c : cases) {
       const compute::GPTConfig model = preset(c.model);
