@@ -39,6 +39,13 @@ class OpTimingBackend final : public compute::Backend {
   compute::Tensor zeros(compute::Shape shape, compute::DType dtype) override {
     return inner_.zeros(std::move(shape), dtype);
   }
+  std::size_t product_operand_bytes() const override { return inner_.product_operand_bytes(); }
+  void reserve_product_operands(std::int64_t first, std::int64_t second) override {
+    inner_.reserve_product_operands(first, second);
+  }
+  compute::DType activation_storage_dtype(compute::DType params) const override {
+    return inner_.activation_storage_dtype(params);
+  }
   void fill_zero(compute::Tensor& t) override {
     timed("fill_zero", [&] { inner_.fill_zero(t); });
   }
