@@ -67,18 +67,21 @@ Verdict drill_running_job(const Drill& drill) {
     fault_at = before->unix_seconds;
     v.fault = "the worker of rank " + std::to_string(options.target()) + " threw in step " + std::to_string(options.at_step);
   } else {
-    std::vector<int> pids;
-    std::string listed;
-    for (int node : options.targets)
-      if (const std::optional<int> pid = node_pid(feed, node)) {
-        pids.push_back(*pid);
-        listed += (listed.empty() ? "" : ", ") + std::to_string(*pid);
-      }
     std::string nodes;
     for (std::size_t i = 0; i < options.targets.size(); ++i)
       nodes += (i == 0 ? "" : i + 1 == options.targets.size() ? " and " : ", ") + std::to_string(options.targets[i]);
     nodes = (options.targets.size() == 1 ? "node " : "nodes ") + nodes;
-    if (pids.size() != options.targets.size() || !feed.wait_for(step_done(options.at_step), 300s)) {
+    // The nodes' processes once the step is done: a restart before it (a failure the drill did not
+    // cause) started new ones, and the first ones' pids may since belong to anything.
+    std::vector<int> pids;
+    std::string listed;
+    if (feed.wait_for(step_done(options.at_step), 300s))
+      for (int node : options.targets)
+        if (const std::optional<int> pid = node_pid(feed, node)) {
+          pids.push_back(*pid);
+          listed += (listed.empty() ? "" : ", ") + std::to_string(*pid);
+        }
+    if (pids.size() != options.targets.size()) {
       v.fault = nodes + " or step " + std::to_string(options.at_step) + " never appeared in the job's events";
       return v;
     }
@@ -157,8 +160,10 @@ Verdict drill_slow_node(const Drill& drill) {
     return v;
   }
   EventFeed& feed = *run->events;
-  const std::optional<int> pid = node_pid(feed, options.target());
-  if (!pid || !feed.wait_for(step_done(options.at_step), 300s)) {
+  // The node's process once the step is done, as drill_running_job takes it.
+  const bool stepped = feed.wait_for(step_done(options.at_step), 300s).has_value();
+  const std::optional<int> pid = stepped ? node_pid(feed, options.target()) : std::nullopt;
+  if (!pid) {
     v.fault = "node " + std::to_string(options.target()) + " or step " + std::to_string(options.at_step) +
               " never appeared in the job's events";
     return v;

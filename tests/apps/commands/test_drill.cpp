@@ -14,9 +14,10 @@
 #include <regex>
 
 #include "apps/run_troupe.hpp"
-#include "compute/model/parameter_layout.hpp"
 #include "compute/model/gpt_config.hpp"
+#include "compute/model/parameter_layout.hpp"
 #include "support/run_process.hpp"
+#include "support/scoped_env.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace troupe::test;
@@ -799,6 +800,25 @@ TEST_CASE("drill hang with fault.recovery restart: the silent node is stopped an
   check_passed(r);
   CHECK_THAT(r.out, Contains("sent no heartbeat") && Contains("recovery: restarting every node: fault.recovery is restart") &&
                         Contains("steps lost: 0\n") && Contains("counted: restarts=1 failure.hang=1 recovery.replica=1"));
+}
+
+// A failure before the drill's step (node 1's process kills itself as step 2 begins, and is started
+// again in place) leaves node 1 a new process: the drill must kill that one, not the pid node 1
+// first joined with, which no longer runs anything of the job. (The verdict itself expects node 1
+// started again once, so it is not asked to pass here.)
+TEST_CASE("drill kill-node kills the process a node has at the step, after a recovery gave it a new one", "[drill]") {
+  TempDir dir;
+  const ScopedEnv killed_in_step_2("TROUPE_DRILL_KILL_AT", "1:2");
+  const ProcessResult r = drill(dir, "kill-node");
+  std::smatch first, killed;
+  REQUIRE(
+      std::regex_search(r.out, first, std::regex("node 1's process started again: [A-Za-z]+ \\(pid ([0-9]+) then")));
+  REQUIRE(std::regex_search(r.out, killed, std::regex("SIGKILL to node 1 \\(pid ([0-9]+)\\) after step 5")));
+  CHECK(killed[1].str() != first[1].str());
+  CHECK_THAT(r.out,
+             Contains("detected after") && Contains("lost node 1 (vm, pid " + killed[1].str() + ")") &&
+                 Contains("steps lost: 0\n") &&
+                 Contains("final weights equal to an undisturbed run: yes (parameters and AdamW moments, bitwise)"));
 }
 
 TEST_CASE("drill slow-node: a straggler is named and the job goes on", "[drill]") {
