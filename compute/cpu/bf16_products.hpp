@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "compute/cpu/cpu_kernels.hpp"
 #include "compute/memory_ledger.hpp"
 
 namespace troupe::compute::cpu {
@@ -52,12 +53,10 @@ class Bf16Products {
   std::int64_t reserved_first() const;
   std::int64_t reserved_second() const;
 
-  // An operand as it is stored: f32 values, which the product rounds into its copy, or bf16 bits
-  // already rounded (an activation the model stores in bf16), which it multiplies as they are.
-  struct Operand {
-    const float* f32 = nullptr;
-    const std::uint16_t* bf16 = nullptr;
-  };
+  // An operand as it is stored (cpu_kernels.hpp): f32 values, which the product rounds into its
+  // copy, or bf16 bits already rounded (an activation the model stores in bf16), which it
+  // multiplies as they are.
+  using Operand = StoredInput;
 
   // c (m, n) = op(a) (m, k) · op(b) (k, n), added onto what c holds with `accumulate`. Row-major
   // with leading dimensions; op(x) is x or, with transpose_x, xᵀ of the stored (k, m) or (n, k).

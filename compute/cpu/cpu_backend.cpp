@@ -62,8 +62,9 @@ void rounded_into(std::uint16_t* out, std::int64_t begin, std::int64_t end, std:
   }
 }
 
-// An operand of the bf16 products as it is stored, from element `offset` on: f32 values, or bf16 bits.
-cpu::Bf16Products::Operand operand_of(const Tensor& t, std::int64_t offset = 0) {
+// A tensor the kernels read as it is stored (an operand of the bf16 products, the attention's
+// qkv), from element `offset` on: f32 values, or bf16 bits.
+cpu::StoredInput operand_of(const Tensor& t, std::int64_t offset = 0) {
   if (t.dtype() == DType::bf16) return {nullptr, t.data_as<std::uint16_t>() + offset};
   return {t.data_as<float>() + offset, nullptr};
 }
@@ -74,11 +75,6 @@ void check_stored(const Tensor& t, const char* op) {
   checks::on_device(t, Device::cpu, op);
   TROUPE_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::bf16,
                op_prefix(op) + "an activation stored in f32 or bf16, got " + t.describe());
-}
-
-cpu::StoredInput stored_input(const Tensor& t) {
-  if (t.dtype() == DType::bf16) return {nullptr, t.data_as<std::uint16_t>()};
-  return {t.data_as<float>(), nullptr};
 }
 
 cpu::StoredOutput stored_output(Tensor& t) {
@@ -401,7 +397,7 @@ void CpuBackend::attention_forward(Tensor& out, Tensor& att, const Tensor& qkv, 
     const auto [B, T, C] = check_attention_shapes(qkv, out, att, n_head, op);
     const cpu::OpenblasThreadsWhile one_each(1, threads_, team_->size() > 1);
     team_->run(static_cast<std::int64_t>(B) * n_head, 1, [&](std::int64_t begin, std::int64_t end) {
-      cpu::attention_forward_stored(stored_output(out), att.data_as<float>(), stored_input(qkv), T, C, n_head,
+      cpu::attention_forward_stored(stored_output(out), att.data_as<float>(), operand_of(qkv), T, C, n_head,
                                     static_cast<int>(begin), static_cast<int>(end));
     });
     return;
