@@ -50,12 +50,17 @@ class Backend {
     static_cast<void>(second);
   }
 
-  // The dtype a model of `params` dtype stores its activations in, other than the residual stream,
-  // the LayerNorm statistics and the attention state (the LayerNorm outputs, qkv, the attention's
-  // output, the fc output and the GELU output): `params`, or bf16 where the products multiply bf16
-  // operands anyway (the CPU's under train.precision bf16). The ops that write such an activation
-  // then take a bf16 output, and those that read it a bf16 input.
+  // The dtype a model of `params` dtype stores its activations in, other than the LayerNorm
+  // statistics and the attention state (the LayerNorm outputs, qkv, the attention's output, the fc
+  // output, the GELU output, and the residual stream's values kept for the LayerNorms' backward):
+  // `params`, or bf16 where the products multiply bf16 operands anyway (the CPU's under
+  // train.precision bf16). The ops that write such an activation then take a bf16 output, and those
+  // that read it a bf16 input; the residual stream itself is summed in `params`, and store() keeps
+  // a copy of it.
   virtual DType activation_storage_dtype(DType params) const { return params; }
+  // stored = values, in stored's dtype: values' own (a copy), or activation_storage_dtype's bf16
+  // for f32 values (each rounded to nearest even).
+  virtual void store(Tensor& stored, const Tensor& values) { copy(stored, values); }
 
   // --- layers -------------------------------------------------------------------------------
   // out (B,T,C) = wte[tokens] + wpe[t];  tokens i32 (B,T), wte (Vp,C), wpe (maxT,C), T <= maxT.

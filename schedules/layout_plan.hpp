@@ -78,7 +78,7 @@ inline constexpr int simulated_microbatches = 128;
 //                     activations; its ZeRO-1 all-reduces the gradients and its ZeRO-2 keeps the
 //                     whole gradient buffer (docs/parallelism.md), and the plan says so.
 //   bf16              Troupe's train.precision bf16 as built (docs/precision.md): fp32's bytes but
-//                     2 for the activations beside the residual stream, and the CPU backend's bf16
+//                     2 for the activations a slot keeps, and the CPU backend's bf16
 //                     copies of the largest products' operands (2 bytes an element; 4 on a CPU
 //                     without BF16 units, Workload::emulated_products).
 //   mixed             the ZeRO paper's mixed-precision Adam: 2 (fp16) + 2 (fp16) + 12 (fp32
@@ -93,7 +93,7 @@ struct PrecisionBytes {
   bool as_troupe_runs = true;
   // An element of the copies the products take of their operands (compute::StageFootprint::operand_bytes).
   double operand = 0;
-  // An element of the activations stored beside the residual stream (compute::StageFootprint::stored_activation_bytes).
+  // An element of the activations a slot keeps (compute::StageFootprint::stored_activation_bytes).
   double stored_activation = 4;
 };
 
@@ -124,8 +124,8 @@ struct Workload {
   std::vector<double> stage_speeds;
   // bf16 on a CPU without BF16 units: the products' operand copies are bf16 values kept in f32.
   bool emulated_products = false;
-  // bf16 on a backend that stores every activation in f32 (CUDA), where the CPU stores all but the
-  // residual stream in bf16 (PrecisionBytes::stored_activation).
+  // bf16 on a backend that stores every activation in f32 (CUDA), where the CPU stores what the
+  // slots keep in bf16 (PrecisionBytes::stored_activation).
   bool operands_stored_f32 = false;
   // The job's train.sync and DiLoCo islands: every layout searched splits its replicas into them.
   compute::SyncMode sync = compute::SyncMode::allreduce;

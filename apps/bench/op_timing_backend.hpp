@@ -52,6 +52,9 @@ class OpTimingBackend final : public compute::Backend {
   void copy(compute::Tensor& dst, const compute::Tensor& src) override {
     timed("copy", [&] { inner_.copy(dst, src); });
   }
+  void store(compute::Tensor& stored, const compute::Tensor& values) override {
+    timed("store", [&] { inner_.store(stored, values); });
+  }
   void encoder_forward(compute::Tensor& out, const compute::Tensor& tokens, const compute::Tensor& wte,
                        const compute::Tensor& wpe) override {
     timed("encoder_forward", [&] { inner_.encoder_forward(out, tokens, wte, wpe); });

@@ -182,7 +182,7 @@ int run_plan(const PlanOptions& o) {
       "parameter, %g-byte activations%s%s%s\n",
       workload.global_batch, workload.seq_len, std::string(to_string(*precision)).c_str(), bytes.weight, bytes.gradient,
       bytes.optimizer, bytes.activation,
-      bytes.stored_activation < bytes.activation ? " (2 bytes for all but the residual stream)" : "",
+      bytes.stored_activation < bytes.activation ? " (2 bytes for what the slots keep)" : "",
       bytes.operand > 0 ? ", 2-byte copies of the largest products' operands" : "",
       bytes.as_troupe_runs ? " (as Troupe trains today)" : "");
   if (!speeds->empty())

@@ -89,6 +89,20 @@ void check_f32(const char* op, std::initializer_list<const Tensor*> tensors) {
       op_prefix(op) + "an activation stored in bf16 goes with f32 tensors, got " + (*tensors.begin())->describe());
 }
 
+// The dtype an op computes in whose input `inp` may be stored in bf16 (then f32, as every one of
+// `others` must be) or in it.
+DType compute_dtype(const char* op, const Tensor& inp, std::initializer_list<const Tensor*> others) {
+  if (inp.dtype() != DType::bf16) {
+    const DType dtype = check_real(op, others);
+    checks::on_device(inp, Device::cpu, op);
+    check_dtype(inp, dtype, op);
+    return dtype;
+  }
+  check_stored(inp, op);
+  check_f32(op, others);
+  return DType::f32;
+}
+
 // Every id in [0, limit).
 void check_ids(const Tensor& ids, std::int64_t limit, const char* op) {
   checks::on_device(ids, Device::cpu, op);
@@ -198,6 +212,20 @@ void CpuBackend::copy(Tensor& dst, const Tensor& src) {
   std::memmove(dst.data(), src.data(), src.nbytes());
 }
 
+void CpuBackend::store(Tensor& stored, const Tensor& values) {
+  constexpr const char* op = "store";
+  if (stored.dtype() != DType::bf16) {
+    copy(stored, values);
+    return;
+  }
+  check_stored(stored, op);
+  check_f32(op, {&values});
+  checks::numel(stored, values.numel(), op);
+  team_->run(values.numel(), element_grain<float>, [&](std::int64_t begin, std::int64_t end) {
+    cpu::round_to_bf16_bits(stored.data_as<std::uint16_t>() + begin, values.data_as<float>() + begin, end - begin);
+  });
+}
+
 void CpuBackend::encoder_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe) {
   constexpr const char* op = "encoder_forward";
   const DType dtype = check_real(op, {&out, &wte, &wpe});
@@ -249,8 +277,22 @@ void CpuBackend::layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, cons
 void CpuBackend::layernorm_backward_input(Tensor& dinp, const Tensor& dout, const Tensor& inp, const Tensor& weight,
                                           const Tensor& mean, const Tensor& rstd) {
   constexpr const char* op = "layernorm_backward_input";
-  const DType dtype = check_real(op, {&inp, &dinp, &dout, &weight, &mean, &rstd});
+  const DType dtype = compute_dtype(op, inp, {&dinp, &dout, &weight, &mean, &rstd});
   const auto [N, C] = checks::layernorm(inp, {&dinp, &dout}, {&mean, &rstd}, {&weight}, op);
+  if (inp.dtype() == DType::bf16) {
+    // A row at a time widened into the thread's tile, then the f32 kernel on it: its bits exactly.
+    team_->run(N, row_grain, [&](std::int64_t begin, std::int64_t end) {
+      thread_local std::vector<float> row;
+      row.resize(static_cast<std::size_t>(C));
+      for (std::int64_t i = begin; i < end; ++i) {
+        cpu::widen_bf16_bits(row.data(), inp.data_as<std::uint16_t>() + i * C, C);
+        cpu::layernorm_backward_input(dinp.data_as<float>() + i * C, dout.data_as<float>() + i * C, row.data(),
+                                      weight.data_as<float>(), mean.data_as<float>() + i, rstd.data_as<float>() + i, 1,
+                                      C);
+      }
+    });
+    return;
+  }
   with_real(dtype, [&]<typename Real>(Real) {
     team_->run(N, row_grain, [&](std::int64_t begin, std::int64_t end) {
       const std::size_t at = static_cast<std::size_t>(begin) * C;
@@ -264,8 +306,28 @@ void CpuBackend::layernorm_backward_input(Tensor& dinp, const Tensor& dout, cons
 void CpuBackend::layernorm_backward_params(Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
                                            const Tensor& mean, const Tensor& rstd) {
   constexpr const char* op = "layernorm_backward_params";
-  const DType dtype = check_real(op, {&inp, &dweight, &dbias, &dout, &mean, &rstd});
+  const DType dtype = compute_dtype(op, inp, {&dweight, &dbias, &dout, &mean, &rstd});
   const auto [N, C] = checks::layernorm(inp, {&dout}, {&mean, &rstd}, {&dweight, &dbias}, op);
+  if (inp.dtype() == DType::bf16) {
+    // The thread's columns of a block of rows at a time widened into its tile (rows C apart, as
+    // inp's), then the f32 kernel on them: each column still summed over the rows in row order.
+    constexpr std::int64_t block_rows = 64;
+    team_->run(C, element_grain<float>, [&](std::int64_t begin, std::int64_t end) {
+      thread_local std::vector<float> tile;
+      tile.resize(static_cast<std::size_t>(std::min(block_rows, N) * C));
+      for (std::int64_t first = 0; first < N; first += block_rows) {
+        const std::int64_t rows = std::min(block_rows, N - first);
+        for (std::int64_t r = 0; r < rows; ++r)
+          cpu::widen_bf16_bits(tile.data() + r * C + begin, inp.data_as<std::uint16_t>() + (first + r) * C + begin,
+                               end - begin);
+        cpu::layernorm_backward_params(dweight.data_as<float>() + begin, dbias.data_as<float>() + begin,
+                                       dout.data_as<float>() + first * C + begin, tile.data() + begin,
+                                       mean.data_as<float>() + first, rstd.data_as<float>() + first, rows,
+                                       static_cast<int>(end - begin), C);
+      }
+    });
+    return;
+  }
   with_real(dtype, [&]<typename Real>(Real) {
     team_->run(C, element_grain<Real>, [&](std::int64_t begin, std::int64_t end) {
       cpu::layernorm_backward_params(dweight.data_as<Real>() + begin, dbias.data_as<Real>() + begin,

@@ -42,6 +42,7 @@ class CpuBackend final : public Backend {
   Tensor zeros(Shape shape, DType dtype) override;
   void fill_zero(Tensor& t) override;
   void copy(Tensor& dst, const Tensor& src) override;
+  void store(Tensor& stored, const Tensor& values) override;
   // Under bf16: 2 (bf16 copies for the BF16 units) or 4 (emulated: bf16 values kept in f32); else 0.
   std::size_t product_operand_bytes() const override;
   void reserve_product_operands(std::int64_t first, std::int64_t second) override;

@@ -51,7 +51,8 @@ void GPTStage::reserve(int B, int T, int slots, bool keep_for_weights) {
   // backward reads.
   auto allocate_moe = [&](std::int64_t numel) { return z({numel}); };
   // An MoE block (`moe`) keeps its MLP's state (moe_layer.hpp, below) in place of fch and fch_gelu.
-  auto block_buffers = [&](const LayerActivations& shared, bool with_output, bool moe = false) {
+  // `output`: residual3 is the stage's output (the last block's), kept in dtype_ whatever the stored dtypes.
+  auto block_buffers = [&](const LayerActivations& shared, bool with_output, bool moe = false, bool output = false) {
     auto own = [&](const Tensor& t, std::int64_t numel, DType dtype) {
       return t.defined() ? t : allocate({numel}, dtype);
     };
@@ -63,13 +64,13 @@ void GPTStage::reserve(int B, int T, int slots, bool keep_for_weights) {
                             own(h.qkv, BT * 3 * A, stored.qkv),
                             own(h.atty, BT * A, stored.atty),
                             own(h.att, att, dtype_),
-                            own(h.residual2, BTs * C, dtype_),
+                            own(h.residual2, BTs * C, stored.residual),
                             own(h.ln2, BT * C, stored.ln2),
                             own(h.ln2_mean, BTs, dtype_),
                             own(h.ln2_rstd, BTs, dtype_),
                             mlp(h.fch, stored.fch),
                             mlp(h.fch_gelu, stored.fch_gelu),
-                            with_output ? own(h.residual3, BTs * C, dtype_) : Tensor{}};
+                            with_output ? own(h.residual3, BTs * C, output ? dtype_ : stored.residual) : Tensor{}};
   };
   shared_ = Shared{};
   LayerActivations not_kept;  // the slots' views of shared_.recomputed
@@ -96,7 +97,7 @@ void GPTStage::reserve(int B, int T, int slots, bool keep_for_weights) {
     if (is_last()) s.targets = allocate({max_B_, max_T_}, DType::i32);
     s.input = z({BTs * C});
     for (int l = first_layer_; l < last_layer_; ++l) {
-      s.layers.push_back(block_buffers(not_kept, true, config_.is_moe_layer(l)));
+      s.layers.push_back(block_buffers(not_kept, true, config_.is_moe_layer(l), l + 1 == last_layer_));
       if (config_.is_moe_layer(l))
         s.layers.back().moe =
             std::make_shared<MoEActivations>(make_moe_activations(moe_shape(), BT, allocate_moe, moe_not_kept));
@@ -119,7 +120,8 @@ void GPTStage::reserve(int B, int T, int slots, bool keep_for_weights) {
   }
   shared_.dln = z({BT * C});
   shared_.datt = z({att});
-  shared_.dfch_gelu = z({BT * M});
+  // Also the forward's residual3 sums where slots keep residual3 narrower (stream_sums).
+  shared_.dfch_gelu = z({std::max(BT * M, stored.residual == dtype_ ? 0 : BTs * C)});
   if (config_.experts > 0) {
     shared_.moe = make_moe_scratch(moe_shape(), BT, allocate_moe);
     shared_.moe_out = z({BT * C});
@@ -135,7 +137,10 @@ void GPTStage::reserve(int B, int T, int slots, bool keep_for_weights) {
 
 GPTStage::StoredDtypes GPTStage::stored_dtypes() const {
   const DType stored = backend_.activation_storage_dtype(dtype_);
-  StoredDtypes dtypes{stored, stored, stored, stored, stored, stored, stored};
+  // A full recompute reruns a block from the residual3 before it: kept as summed, the rerun makes
+  // the forward's values again.
+  const DType residual = recompute_ == Recompute::full ? dtype_ : stored;
+  StoredDtypes dtypes{stored, stored, stored, stored, stored, stored, stored, residual};
   // An MoE block's dispatch copies ln_2's rows to its experts as they are, in the parameters'
   // dtype; under context shards the context group exchanges qkv and writes the attention's output
   // in it too.
@@ -203,8 +208,17 @@ const GPTStage::Slot& GPTStage::slot_at(int slot) const {
   return slots_[static_cast<std::size_t>(slot)];
 }
 
-void GPTStage::block_forward(int layer, const Tensor& p, const LayerActivations& a, const Tensor& x, int B, int T,
-                             BlockRun run) {
+GPTStage::StreamSums GPTStage::stream_sums(const Dims& d, const LayerActivations& a) const {
+  const std::int64_t C = config_.n_embd;
+  auto sum_of = [&](const Tensor& kept, const Tensor& scratch) {
+    if (!kept.defined()) return Tensor{};
+    return d.stream(kept.dtype() == dtype_ ? kept : scratch, C);
+  };
+  return {sum_of(a.residual2, shared_.dln), sum_of(a.residual3, shared_.dfch_gelu)};
+}
+
+Tensor GPTStage::block_forward(int layer, const Tensor& p, const LayerActivations& a, const Tensor& x, int B, int T,
+                               BlockRun run) {
   const std::int64_t C = config_.n_embd, A = attn_width_, M = mlp_width_;
   const Dims d = dims(B, T);
   const std::size_t k = block_view(layer);
@@ -212,29 +226,41 @@ void GPTStage::block_forward(int layer, const Tensor& p, const LayerActivations&
   Backend& be = backend_;
   // The LayerNorm outputs hold all rows: each rank normalises its own, then they are gathered.
   Tensor ln1 = d.bt(a.ln1, C), ln1_mean = d.stream_only(a.ln1_mean), ln1_rstd = d.stream_only(a.ln1_rstd);
-  Tensor qkv = d.bt(a.qkv, 3 * A), atty = d.bt(a.atty, A), att = d.bhtt(a.att), residual2 = d.stream(a.residual2, C);
+  Tensor qkv = d.bt(a.qkv, 3 * A), atty = d.bt(a.atty, A), att = d.bhtt(a.att);
   Tensor ln2 = d.bt(a.ln2, C), ln2_mean = d.stream_only(a.ln2_mean), ln2_rstd = d.stream_only(a.ln2_rstd);
+  const StreamSums sums = stream_sums(d, a);
+  // What a keeps of a sum, where that is not the sum itself.
+  auto keep = [&](const Tensor& kept, const Tensor& sum) {
+    Tensor to = d.stream(kept, C);
+    if (to.data() != sum.data()) be.store(to, sum);
+  };
 
   Tensor ln1_own = d.own(ln1, C);
   be.layernorm_forward(ln1_own, ln1_mean, ln1_rstd, x, w(0), w(1));
   gather_rows(ln1);
   be.matmul_forward(qkv, ln1, w(2), w(3));
   attend(layer, atty, att, qkv);
+  Tensor residual2 = sums.residual2;
   add_branch(d, residual2, x, atty, w(4), w(5));
+  keep(a.residual2, residual2);
   Tensor ln2_own = d.own(ln2, C);
   be.layernorm_forward(ln2_own, ln2_mean, ln2_rstd, residual2, w(6), w(7));
   gather_rows(ln2);
-  if (run == BlockRun::to_mlp_input) return;
+  if (run == BlockRun::to_mlp_input) return {};
+  Tensor residual3 = sums.residual3;
   if (config_.is_moe_layer(layer)) {
-    moe_mlp_forward(d, layer, p, a, run == BlockRun::whole ? MoEPass::forward : MoEPass::rerun);
-    return;
+    const Tensor mlp_out = moe_mlp_forward(d, layer, p, a, run == BlockRun::whole ? MoEPass::forward : MoEPass::rerun);
+    if (run != BlockRun::whole) return {};
+    be.residual_forward(residual3, residual2, mlp_out);
+  } else {
+    Tensor fch = d.bt(a.fch, M), fch_gelu = d.bt(a.fch_gelu, M);
+    be.matmul_forward(fch, ln2, w(8), w(9));
+    be.gelu_forward(fch_gelu, fch);
+    if (run != BlockRun::whole) return {};
+    add_branch(d, residual3, residual2, fch_gelu, w(10), w(11));
   }
-  Tensor fch = d.bt(a.fch, M), fch_gelu = d.bt(a.fch_gelu, M);
-  be.matmul_forward(fch, ln2, w(8), w(9));
-  be.gelu_forward(fch_gelu, fch);
-  if (run != BlockRun::whole) return;
-  Tensor residual3 = d.stream(a.residual3, C);
-  add_branch(d, residual3, residual2, fch_gelu, w(10), w(11));
+  keep(a.residual3, residual3);
+  return residual3;
 }
 
 double GPTStage::forward(int slot, const Tensor& input, const Tensor& targets,
@@ -286,9 +312,8 @@ double GPTStage::forward(int slot, const Tensor& input, const Tensor& targets,
     const int unit = block_unit(l);
     const int next = l + 1 < last_layer_ ? unit + 1 : tail_unit_;
     if (layer_starting) layer_starting(l);
-    block_forward(l, source_->use(unit, next), a, x, s.B, s.T);
+    x = block_forward(l, source_->use(unit, next), a, x, s.B, s.T);
     source_->done_with(unit, Reuse::in_backward);
-    x = d.stream(a.residual3, C);
   }
   if (!is_last()) return std::numeric_limits<double>::quiet_NaN();
 

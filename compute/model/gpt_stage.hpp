@@ -269,17 +269,21 @@ class GPTStage {
     Tensor branch_out;      // under tensor shards, a shard's attn.c_proj or mlp.c_proj partial product
     Tensor logits, losses;  // last stage; logits take their own gradient in backward
     Tensor loss_stats;      // last stage under tensor shards: every shard's (B,T,3) cross-entropy stats
-    // Per-block gradient scratch.
+    // Per-block gradient scratch. Where slots keep the residual stream in a narrower dtype
+    // (StoredDtypes::residual), the forward sums residual2 in dln and residual3 in dfch_gelu
+    // (stream_sums), which the backward alone uses otherwise.
     Tensor dln, datt, dfch_gelu;  // d(qkv), d(atty) and d(fch) reuse buffers (see backward)
     MoEScratch moe;               // the MoE blocks' backward scratch
     Tensor moe_out;               // an MoE block's MLP output, before it joins the stream
   };
 
-  // The dtypes a slot stores its activations in, other than the residual stream, the LayerNorm
-  // statistics and the attention state (Backend::activation_storage_dtype): bf16 under the CPU's
-  // bf16 products, else dtype_.
+  // The dtypes a slot stores its activations in, other than the LayerNorm statistics and the
+  // attention state (Backend::activation_storage_dtype): bf16 under the CPU's bf16 products, else
+  // dtype_. `residual` is that of the residual2 and residual3 a block keeps for its LayerNorms'
+  // backward, other than the stage's output (the last block's residual3, always dtype_): the sums
+  // themselves are made in dtype_ (stream_sums).
   struct StoredDtypes {
-    DType ln1, qkv, atty, ln2, fch, fch_gelu, lnf;
+    DType ln1, qkv, atty, ln2, fch, fch_gelu, lnf, residual;
   };
   StoredDtypes stored_dtypes() const;
 
@@ -324,10 +328,17 @@ class GPTStage {
   // (MoEPass::rerun); up to the MLP's input (ln_2's output), where a full recompute's W reruns an
   // MoE block's experts from the rows its B kept, without the exchanges.
   enum class BlockRun { whole, to_mlp_hidden, to_mlp_input };
-  // Global layer l's forward from x (B,T,C) into a's buffers, with the block's unit `p`. Short of
-  // the whole block it leaves residual3 alone.
-  void block_forward(int layer, const Tensor& p, const LayerActivations& a, const Tensor& x, int B, int T,
-                     BlockRun run = BlockRun::whole);
+  // Global layer l's forward from x (B,T,C) into a's buffers, with the block's unit `p`; it returns
+  // the block's output in dtype_ (the next block's x: residual3, or where a keeps that narrower,
+  // the sum stream_sums made). Short of the whole block it leaves residual3 alone and returns none.
+  Tensor block_forward(int layer, const Tensor& p, const LayerActivations& a, const Tensor& x, int B, int T,
+                       BlockRun run = BlockRun::whole);
+  // Where block_forward makes a's residual sums in dtype_: a's own buffers, or where a keeps one in
+  // a narrower dtype, the shared scratch (Shared), from which store() rounds it into a's.
+  struct StreamSums {
+    Tensor residual2, residual3;
+  };
+  StreamSums stream_sums(const Dims& d, const LayerActivations& a) const;
   // backward() and backward_input(): with `split`, no parameter gradient, and the slot keeps
   // what backward_weights reads.
   void backward_pass(int slot, const Tensor& output_grad, double loss_scale,
@@ -342,10 +353,11 @@ class GPTStage {
   // The view index of global layer l's ln_1.weight: its block's first view.
   std::size_t block_view(int layer) const { return block_first_[static_cast<std::size_t>(layer - first_layer_)]; }
   // MoE blocks (gpt_stage_moe.cpp): the layer's shape, its weights (or gradients) in a unit's
-  // buffer, the MLP's forward into residual3 and its backward into dln = d(ln2).
+  // buffer, the MLP's forward (this rank's rows of its output, which the caller adds into the
+  // stream; none for MoEPass::rerun) and its backward into dln = d(ln2).
   MoEShape moe_shape() const;
   MoEWeights moe_weights(const Tensor& unit_buffer, int layer) const;
-  void moe_mlp_forward(const Dims& d, int layer, const Tensor& p, const LayerActivations& a, MoEPass pass);
+  Tensor moe_mlp_forward(const Dims& d, int layer, const Tensor& p, const LayerActivations& a, MoEPass pass);
   void moe_mlp_backward(const Dims& d, int layer, const Tensor& p, const Tensor& unit_grad, const LayerActivations& a,
                         const Tensor& dout, Tensor& dln, double loss_scale);
   // The MLP's backward split (B, W) for a zero-bubble pipeline: B writes dln and keeps in `keep`

@@ -86,14 +86,13 @@ MoEWeights GPTStage::moe_weights(const Tensor& unit_buffer, int layer) const {
   return w;
 }
 
-void GPTStage::moe_mlp_forward(const Dims& d, int layer, const Tensor& p, const LayerActivations& a, MoEPass pass) {
+Tensor GPTStage::moe_mlp_forward(const Dims& d, int layer, const Tensor& p, const LayerActivations& a, MoEPass pass) {
   const std::int64_t C = config_.n_embd;
   Tensor out = d.bt(shared_.moe_out, C);
   moe_forward(backend_, out, *a.moe, d.bt(a.ln2, C), moe_weights(p, layer), config_.top_k, experts_, pass);
-  if (pass == MoEPass::rerun) return;  // the block's output is kept: the next block's input
-  Tensor residual3 = d.stream(a.residual3, C);
-  // Under tensor shards out is this slice's partial sum over all rows: the sum keeps the rank's.
-  backend_.residual_forward(residual3, d.stream(a.residual2, C), sum_rows(d, out));
+  if (pass == MoEPass::rerun) return {};  // the block's output is kept: the next block's input
+  // Under tensor shards out is this slice's partial sum over all rows: the stream takes the rank's.
+  return sum_rows(d, out);
 }
 
 void GPTStage::moe_mlp_backward(const Dims& d, int layer, const Tensor& p, const Tensor& unit_grad,

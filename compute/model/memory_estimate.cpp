@@ -107,15 +107,19 @@ MemoryEstimate estimate_training_memory(const GPTConfig& c, const StageFootprint
     per_slot += layers * (BT * (3 * C + 3 * A) + dense_mlp) + (last ? BT * C : 0);
     if (moe_layers > 0) per_slot += moe_layers * (moe_mlp - dense_mlp);
   }
-  // Per-block gradient scratch: dln, dfch_gelu (which d(fch), d(qkv) and d(atty) reuse) and the
-  // attention state's gradient; under tensor shards also the branch output the shards sum.
-  double shared = (shards > 1 ? 2 : 1) * BT * C + 4 * BT * C / shards + att + recomputed;
+  // Per-block gradient scratch: dln, dfch_gelu (which d(fch), d(qkv) and d(atty) reuse, and where
+  // the residual stream is kept narrower, the forward's residual3 sums) and the attention state's
+  // gradient; under tensor shards also the branch output the shards sum.
+  const bool residual_stored = s.stored_activation_bytes != s.element_bytes && s.recompute != Recompute::full;
+  const double dfch_gelu = std::max(4 * BT * C / shards, residual_stored ? BT * C : 0.0);
+  double shared = (shards > 1 ? 2 : 1) * BT * C + dfch_gelu + att + recomputed;
   if (last) shared += BT * Vs + BT + (shards > 1 ? 3 * BT * shards : 0);  // logits, losses, the shards' loss stats
   if (c.experts > 0) shared += double(moe_scratch_elements(moe, std::int64_t(BT))) + BT * C;  // and the MLP's output
   const double token_buffers = s.slots * BT * ((first ? 1 : 0) + (last ? 1 : 0));
   // Of the above, what is stored at stored_activation_bytes (GPTStage::stored_dtypes): per block
   // ln1, qkv, atty, ln2 (not beside MoE blocks), and a dense block's fch and fch_gelu, kept per slot
-  // or shared as recomputation says; ln_f per slot on a last stage.
+  // or shared as recomputation says, and but for a full recompute its residual2 and residual3 (not
+  // the stage's output); ln_f per slot on a last stage.
   const double dense_layers = layers - moe_layers, mlp_hidden = 4 * BT * C / shards;
   const double attention_half = BT * C + 4 * BT * C / shards + (moe_layers > 0 ? 0 : BT * C);
   double kept_stored = 0, shared_stored = 0;
@@ -127,6 +131,7 @@ MemoryEstimate estimate_training_memory(const GPTConfig& c, const StageFootprint
   } else {
     shared_stored = attention_half + (dense_layers > 0 ? 2 * mlp_hidden : 0);
   }
+  if (residual_stored) kept_stored += (2 * layers - 1) * BT * C;
   if (last) kept_stored += BT * C;
   const double stored_elements = s.slots * kept_stored + shared_stored;
 

@@ -36,10 +36,11 @@ struct StageFootprint {
   // Bytes of an element of the copies a backend's products multiply (Backend::product_operand_bytes:
   // 2 for the CPU's bf16 products with BF16 units, 4 emulated, 0 where products read their operands).
   std::size_t operand_bytes = 0;
-  // Bytes of an element of the activations a slot stores other than the residual stream, the
-  // LayerNorm statistics and the attention state (Backend::activation_storage_dtype: the LayerNorm
-  // outputs, qkv, the attention's output, a dense block's fc output and GELU output; ln_2's output
-  // in the parameters' dtype on a stage with MoE blocks): 2 where they are stored in bf16.
+  // Bytes of an element of the activations a slot stores other than the LayerNorm statistics and
+  // the attention state (Backend::activation_storage_dtype: the LayerNorm outputs, qkv, the
+  // attention's output, a dense block's fc output and GELU output, and but for the stage's output
+  // and under a full recompute, the residual stream a block keeps; ln_2's output in the
+  // parameters' dtype on a stage with MoE blocks): 2 where they are stored in bf16.
   std::size_t stored_activation_bytes = 4;
 };
 

@@ -127,7 +127,7 @@ TEST_CASE(
         CHECK(estimate.total() == Approx(allocated).epsilon(0.03));
         // The copies are allocated: the estimate without them is further off.
         CHECK(std::abs(estimate.total() - allocated) < std::abs(estimate.total() - copies - allocated));
-        // The activations beside the residual stream are stored in bf16: at 4 bytes it is further off too.
+        // The activations the slots keep are stored in bf16: at 4 bytes it is further off too.
         StageFootprint stored_f32 = s;
         stored_f32.stored_activation_bytes = 4;
         CHECK(std::abs(estimate.total() - allocated) <

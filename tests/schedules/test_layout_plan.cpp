@@ -125,7 +125,7 @@ TEST_CASE("planned memory tracks the estimate pinned to real allocations on layo
       {"gpt2", 256, {1, 1, 4, ZeroStage::none, Recompute::none, 2, 8, ScheduleKind::gpipe}},
   };
   // Both precisions Troupe trains in: bf16 adds the products' operand copies to fp32's bytes and
-  // stores the activations beside the residual stream in 2 bytes (on the CPU; a backend storing f32
+  // stores the activations a slot keeps in 2 bytes (on the CPU; a backend storing f32
   // keeps 4).
   for (const Precision precision : {Precision::fp32, Precision::bf16})
     for (const Case& c : cases) {

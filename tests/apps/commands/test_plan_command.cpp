@@ -69,7 +69,7 @@ TEST_CASE("troupe plan takes a model by its dimensions and plans the runnable la
 
 TEST_CASE(
     "troupe plan --precision bf16 plans train.precision bf16 as it runs: fp32's bytes but 2 for the activations "
-    "beside the residual stream, and the products' operand copies, nothing marked not built",
+    "a slot keeps, and the products' operand copies, nothing marked not built",
     "[plan][precision]") {
   TempDir dir;
   const std::vector<std::string> job{"plan", "--model.n_layer",    "4", "--model.n_embd",  "128", "--model.n_head",
@@ -81,7 +81,7 @@ TEST_CASE(
   REQUIRE(fp32.exit_code == 0);
   REQUIRE(bf16.exit_code == 0);
   CHECK_THAT(bf16.out, Contains("precision bf16: 4 weight + 4 gradient + 8 optimizer bytes per parameter, 4-byte "
-                                "activations (2 bytes for all but the residual stream), 2-byte copies of the "
+                                "activations (2 bytes for what the slots keep), 2-byte copies of the "
                                 "largest products' operands (as Troupe trains today)"));
   CHECK_THAT(bf16.out, !Contains("planned, not built"));
   // One layout in both: fewer activation bytes in bf16, the copies counted and most values at 2 bytes.

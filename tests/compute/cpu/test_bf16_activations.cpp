@@ -1,8 +1,9 @@
-// Under train.precision bf16 the CPU backend stores a stage's activations, but for the residual
-// stream, the LayerNorm statistics and the attention state, in bf16 (Backend::activation_storage_dtype):
-// the ops that write them compute in f32 and round to nearest even, the products take them as
-// operands as they lie (they round every f32 operand the same way), and the attention and GELU
-// widen what they read back to f32. So each op is held bit for bit against its f32 form on the
+// Under train.precision bf16 the CPU backend stores a stage's activations, but for the LayerNorm
+// statistics and the attention state, in bf16 (Backend::activation_storage_dtype): the ops that
+// write them compute in f32 and round to nearest even, the residual stream is summed in f32 and a
+// copy kept rounded (store), the products take them as operands as they lie (they round every f32
+// operand the same way), and the attention, GELU and LayerNorm backward widen what they read back
+// to f32. So each op is held bit for bit against its f32 form on the
 // same values: an output to the f32 output rounded, an op reading a bf16 input to the f32 op on
 // that input widened; on this CPU's BF16 units (where it has them) and emulated, on 1 and 2
 // threads. And a model stage under bf16 against the bytes it saves.
@@ -214,8 +215,45 @@ TEST_CASE("without the bf16 products a bf16 operand is refused, and fp32 stores 
                     Catch::Contains("needs the bf16 products of train.precision bf16"));
 }
 
-TEST_CASE("a stage under bf16 stores its activations but the residual stream in bf16: the bytes it saves, as estimated",
-          "[model][bf16]") {
+TEST_CASE("LayerNorm's backward reads an input stored in bf16 as the f32 op reads it widened; store() rounds",
+          "[kernels][bf16]") {
+  std::mt19937 rng(26);
+  const Tensor stream = random_tensor({B, T, C}, rng, 3.0f), weight = random_tensor({C}, rng),
+               bias = random_tensor({C}, rng), dout = random_tensor({B, T, C}, rng);
+  const Tensor stream16 = rounded(stream), widened_stream = widened(stream16);
+  for (const int threads : {1, 2}) {
+    INFO(threads << " thread(s)");
+    CpuBackend backend(threads, Precision::bf16);
+    Tensor kept = Tensor::zeros({B, T, C}, DType::bf16);
+    backend.store(kept, stream);
+    CHECK(same_bytes(kept, stream16));
+    Tensor copy = Tensor::zeros({B, T, C}, DType::f32);
+    backend.store(copy, stream);  // in the values' own dtype, a copy
+    CHECK(same_bytes(copy, stream));
+
+    // The statistics are those of the f32 stream the forward normalised, as a stage keeps them.
+    Tensor out = Tensor::zeros({B, T, C}, DType::f32), mean = Tensor::zeros({B, T}, DType::f32),
+           rstd = Tensor::zeros({B, T}, DType::f32);
+    backend.layernorm_forward(out, mean, rstd, stream, weight, bias);
+    // dinp accumulates: both start from the same gradient.
+    Tensor dinp = random_tensor({B, T, C}, rng), dinp16 = Tensor::zeros({B, T, C}, DType::f32);
+    std::memcpy(dinp16.data(), dinp.data(), dinp.nbytes());
+    Tensor dw = random_tensor({C}, rng), db = random_tensor({C}, rng);
+    Tensor dw16 = Tensor::zeros({C}, DType::f32), db16 = Tensor::zeros({C}, DType::f32);
+    std::memcpy(dw16.data(), dw.data(), dw.nbytes());
+    std::memcpy(db16.data(), db.data(), db.nbytes());
+    backend.layernorm_backward(dinp, dw, db, dout, widened_stream, weight, mean, rstd);
+    backend.layernorm_backward(dinp16, dw16, db16, dout, stream16, weight, mean, rstd);
+    CHECK(same_bytes(dinp16, dinp));
+    CHECK(same_bytes(dw16, dw));
+    CHECK(same_bytes(db16, db));
+  }
+}
+
+TEST_CASE(
+    "a stage under bf16 stores its activations in bf16 and sums the residual stream in f32: the bytes it saves, "
+    "as estimated",
+    "[model][bf16]") {
   const GPTConfig config{2, 64, 4, 64, 256, 256};
   constexpr int batch = 4, seq = 64;
   auto stage_bytes = [&](Backend& backend, Recompute recompute) {
@@ -229,7 +267,8 @@ TEST_CASE("a stage under bf16 stores its activations but the residual stream in 
     CpuBackend fp32(1, Precision::fp32), bf16(1, Precision::bf16);
     const double full = static_cast<double>(stage_bytes(fp32, recompute));
     const double stored = static_cast<double>(stage_bytes(bf16, recompute));
-    // Per block ln1, qkv, atty, ln2, fch and fch_gelu (14 C of a token's 16 C), and ln_f, at 2 bytes not 4.
+    // Per block ln1, qkv, atty, ln2, fch, fch_gelu, residual2 and residual3 (a token's 16 C) but the
+    // stage's output, and ln_f, at 2 bytes not 4; under a full recompute the kept residual3 stays f32.
     StageFootprint footprint{0, config.n_layer, batch, seq, 1};
     footprint.recompute = recompute;
     const double estimated_full = estimate_training_memory(config, footprint).activation_bytes;
@@ -237,14 +276,15 @@ TEST_CASE("a stage under bf16 stores its activations but the residual stream in 
     const double estimated_stored = estimate_training_memory(config, footprint).activation_bytes;
     CHECK(stored < full);
     CHECK(full - stored == Approx(estimated_full - estimated_stored));
-    // Without recomputation: 2 bytes saved on each of 14 C a token in each block and C for ln_f.
+    // Without recomputation: 2 bytes saved on each of 16 C a token in each block, less the output's C, and C for ln_f.
     const double tokens = batch * seq, C = config.n_embd;
-    if (recompute == Recompute::none) CHECK(full - stored == 2 * tokens * (config.n_layer * 14 * C + C));
+    if (recompute == Recompute::none) CHECK(full - stored == 2 * tokens * (config.n_layer * 16 * C));
   }
 }
 
 // The figure docs/precision.md gives: `small` at batch 8 x 256, one rank, no recomputation.
-TEST_CASE("small under bf16 holds 0.60 of fp32's activation bytes", "[model][bf16]") {
+TEST_CASE("small under bf16 holds 0.545 of fp32's activation bytes, within the 0.55 bench compute targets",
+          "[model][bf16]") {
   const GPTConfig small = *gpt_preset("small");
   auto stage_bytes = [&](Backend& backend) {
     TensorShardGroup group;
@@ -255,7 +295,8 @@ TEST_CASE("small under bf16 holds 0.60 of fp32's activation bytes", "[model][bf1
   CpuBackend fp32(1, Precision::fp32), bf16(1, Precision::bf16);
   const double ratio = stage_bytes(bf16) / stage_bytes(fp32);
   INFO("bf16 / fp32 activation bytes " << ratio);
-  CHECK(ratio == Approx(0.60).margin(0.005));
+  CHECK(ratio == Approx(0.545).margin(0.002));
+  CHECK(ratio <= 0.55);
 }
 
 // What storing qkv and fch in bf16 costs the attention and GELU against their f32 inputs (docs/
