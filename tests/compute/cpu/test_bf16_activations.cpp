@@ -215,7 +215,7 @@ TEST_CASE("without the bf16 products a bf16 operand is refused, and fp32 stores 
                     Catch::Contains("needs the bf16 products of train.precision bf16"));
 }
 
-TEST_CASE("LayerNorm's backward reads an input stored in bf16 as the f32 op reads it widened; store() rounds",
+TEST_CASE("LayerNorm's backward reads an input stored in bf16 as the f32 op reads it widened, and store() rounds",
           "[kernels][bf16]") {
   std::mt19937 rng(26);
   const Tensor stream = random_tensor({B, T, C}, rng, 3.0f), weight = random_tensor({C}, rng),
