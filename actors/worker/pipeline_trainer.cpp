@@ -126,11 +126,17 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
                                       powersgd ? compressed_tensors() : std::vector<comm::GradientTensor>{});
   }
   data_parallel_ = group_hooks(mailbox_, groups_.dp, progress_, setup_.zero, compressor_);
-  TROUPE_CHECK(!setup_.experts.sharded() || (!compute::shards_parameters(setup_.zero) && !compressor_),
-               "expert shards on pipeline stages under ZeRO-3 or compressed sums");
+  TROUPE_CHECK(!setup_.experts.sharded() ||
+                   (!compute::shards_parameters(setup_.zero) && setup_.compression.kind != comm::Compression::powersgd),
+               "expert shards on pipeline stages under ZeRO-3 or PowerSGD sums");
   expert_data_.zero_stage = setup_.zero;  // alone: the rank keeps its experts' state whole
-  if (groups_.expert_data != nullptr)
-    expert_data_ = group_hooks(mailbox_, *groups_.expert_data, progress_, setup_.zero);
+  if (groups_.expert_data != nullptr) {
+    // The experts' runs are summed over their own group, as the dense ones through a compressor
+    // of their own (bf16's keeps no state).
+    if (compressor_)
+      expert_compressor_ = gradient_compressor(mailbox_, *groups_.expert_data, progress_, setup_.compression, {});
+    expert_data_ = group_hooks(mailbox_, *groups_.expert_data, progress_, setup_.zero, expert_compressor_);
+  }
   std::vector<compute::ZeroStep::Buffer> buffers;
   for (Chunk& chunk : chunks_) {
     compute::GPTStage& stage = *chunk.stage;
@@ -342,6 +348,7 @@ compute::StepResult PipelineTrainer::step() {
   result.step = steps_;
   result.lr = o.lr.at(steps_);
   if (data_parallel_.begin_step) data_parallel_.begin_step(steps_);
+  if (expert_data_.begin_step) expert_data_.begin_step(steps_);
   for (Chunk& chunk : chunks_) {
     chunk.stage->zero_grad();
     chunk.backwards = 0;

@@ -184,8 +184,10 @@ class PipelineTrainer {
   // Forgets the step given up part-way, once its collectives have ended: the compressor's started
   // sums and ZeRO-3's gathered units.
   void abandon_step();
-  // The compressor of this stage's data-parallel sums; null when they are plain.
+  // The compressor of this stage's data-parallel sums; null when they are plain. Under expert shards
+  // that of its experts' sums over their own group too (null where the rank sums none).
   const std::shared_ptr<comm::GradientCompressor>& compressor() const { return compressor_; }
+  const std::shared_ptr<comm::GradientCompressor>& expert_compressor() const { return expert_compressor_; }
   // Under train.balance: the replicas' shares of the step's micro-batches the next step takes,
   // and (dynamic) each replica's mean seconds per micro-batch they were decided from.
   const std::vector<int>& micro_shares() const { return dynamic_ ? dynamic_->shares() : setup_.options.micro_shares; }
@@ -273,6 +275,7 @@ class PipelineTrainer {
   std::vector<compute::Tensor> inputs_, targets_;     // per micro-batch, (B, rows_) i32 on the host
   long steps_ = 0;
   std::shared_ptr<comm::GradientCompressor> compressor_;  // data-parallel sums; null: plain
+  std::shared_ptr<comm::GradientCompressor> expert_compressor_;  // its experts' sums (bf16); null: plain or none
   compute::DataParallel data_parallel_;                   // the stage's dp group's hooks, through the compressor if any
   compute::DataParallel expert_data_;  // under expert shards: its expert data-parallel group's (alone: none)
   std::unique_ptr<compute::ZeroStep> zero_;               // every chunk's buffer, over data_parallel_

@@ -50,6 +50,17 @@ std::function<monitor::CompressionReading()> reading_of(std::shared_ptr<comm::Gr
   };
 }
 
+// What the dense sums' compressor and the experts' (where the rank sums experts) have done together.
+std::function<monitor::CompressionReading()> reading_of(std::shared_ptr<comm::GradientCompressor> dense,
+                                                        std::shared_ptr<comm::GradientCompressor> experts) {
+  if (!experts) return reading_of(std::move(dense));
+  return [dense_reading = reading_of(std::move(dense)), expert_reading = reading_of(std::move(experts))] {
+    const monitor::CompressionReading a = dense_reading(), b = expert_reading();
+    return monitor::CompressionReading{a.wire_bytes + b.wire_bytes, a.plain_bytes + b.plain_bytes,
+                                       a.seconds + b.seconds};
+  };
+}
+
 // The hooks a rank's run takes part in in-place recoveries with: survive always, join when the rank
 // replaces a failed one. Only where the job recovers in place (recovery_path.hpp: on the CPU):
 // elsewhere a recovery order never comes.
@@ -268,7 +279,7 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
                           mailbox, progress, data.train, data.val);
   std::function<monitor::CompressionReading()> compression;
   if (trainer.compressor()) {
-    compression = reading_of(trainer.compressor());
+    compression = reading_of(trainer.compressor(), trainer.expert_compressor());
     if (metrics) metrics->read_compression_from(compression);
   }
   // PowerSGD's residuals are every replica's own: each writes, and the commit waits for all.
@@ -449,19 +460,12 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
       for (const compute::ParameterView& view : local.views()) (view.expert ? experts : dense).push_back(view);
       compressor = gradient_compressor(mailbox, **dp, progress, compression,
                                        gradient_tensors(expert_shards > 1 ? dense : local.views()));
-      compression_reading = reading_of(compressor);
       // With one expert group no rank sums its experts; PowerSGD's state of them stays as drawn (Q)
       // and zero (residuals), kept for the checkpoints' whole-model kinds.
       if (expert_data || (expert_shards > 1 && compression.kind == comm::Compression::powersgd))
         expert_compressor = gradient_compressor(mailbox, expert_data ? *expert_data : **dp, progress, compression,
                                                 gradient_tensors(experts));
-      if (expert_data) {
-        compression_reading = [dense_reading = compression_reading, expert_reading = reading_of(expert_compressor)] {
-          const monitor::CompressionReading a = dense_reading(), b = expert_reading();
-          return monitor::CompressionReading{a.wire_bytes + b.wire_bytes, a.plain_bytes + b.plain_bytes,
-                                             a.seconds + b.seconds};
-        };
-      }
+      compression_reading = reading_of(compressor, expert_data ? expert_compressor : nullptr);
       if (metrics) metrics->read_compression_from(compression_reading);
       if (rank == 0)
         monitor::logger("comm")->info("gradients summed as {}{} from step {} (plain before)",

@@ -97,7 +97,11 @@ void ZeroStep::resume_at(long steps) {
 }
 
 void ZeroStep::abandon_step() {
-  if (group_.abandon_sums) group_.abandon_sums();
+  std::vector<const DataParallel*> groups{&group_};  // each once: the buffers' own too
+  for (const Buffer& b : buffers_)
+    if (std::find(groups.begin(), groups.end(), &group_of(b)) == groups.end()) groups.push_back(&group_of(b));
+  for (const DataParallel* group : groups)
+    if (group->abandon_sums) group->abandon_sums();
   for (Buffer& b : buffers_)
     if (b.source) b.source->abandon_step();
 }

@@ -8,10 +8,11 @@
 // stages, and two stages of two replicas in expert groups of 2, under the zero-bubble schedules ZB-H1
 // and ZB-V print one process's losses and param norm; under ZeRO 1 and 2
 // they print ZeRO 0's losses and final parameter norm, and a ZeRO-2 checkpoint resumes in other groups and stages;
-// under bf16 and PowerSGD sums they train as the same compression without expert shards, and a PowerSGD checkpoint
-// resumes in its layout and without expert shards; under ZeRO-3 two and four workers in expert groups of 2 print one
-// process's losses and param norm and their checkpoint resumes in one process; a layout whose expert groups do not
-// fit, and ZeRO-3 with expert shards on pipeline stages, are refused in one line.
+// under bf16 and PowerSGD sums they train as the same compression without expert shards (two pipeline stages of
+// four replicas under bf16 sums too), and a PowerSGD checkpoint resumes in its layout and without expert shards; under
+// ZeRO-3 two and four workers in expert groups of 2 print one process's losses and param norm and their checkpoint
+// resumes in one process; a layout whose expert groups do not fit, and ZeRO-3 with expert shards on pipeline stages,
+// are refused in one line.
 
 #include <catch2/catch.hpp>
 
@@ -386,6 +387,29 @@ TEST_CASE("workers in expert groups under bf16 and PowerSGD sums train as the sa
       }
     }
   }
+}
+
+// On pipeline stages each run of a kind of a stage's buffer is summed over its own group: the dense ones
+// over the stage's four replicas, the experts' over the two ranks holding them, each through bf16.
+TEST_CASE(
+    "two pipeline stages of four replicas in expert groups of 2 under bf16 sums: plain sums before the start step, "
+    "and after it the same compression without expert shards",
+    "[cli][moe][compression][pipeline]") {
+  TempDir dir;
+  const std::vector<std::string> staged = with(moe_steps(kSteps), {"--pipeline.stages", "2"}),
+                                 sharded = with(staged, {"--expert.shards", "2"});
+  const std::string plain = train(dir, sharded, 8);
+  const std::string late = train(dir, with(sharded, {"--comm.compress", "bf16", "--comm.compress_start_step", "6"}), 8);
+  CHECK(losses_of(late, kSteps) == losses_of(plain, kSteps));
+  CHECK(param_norm_of(late) == param_norm_of(plain));
+  const std::vector<std::string> compressed = {"--comm.compress", "bf16", "--comm.compress_start_step", "1"};
+  const std::string with_experts = train(dir, with(sharded, compressed), 8);
+  CHECK_THAT(with_experts, Catch::Contains("gradients summed as bf16"));
+  const double without = param_norm_of(train(dir, with(staged, compressed), 8));
+  std::printf("pp 2 x dp 4, bf16 sums: param norm %.7f with expert groups of 2, %.7f without, %.7f plain\n",
+              param_norm_of(with_experts), without, param_norm_of(plain));
+  CHECK(param_norm_of(with_experts) != param_norm_of(plain));
+  CHECK(std::abs(param_norm_of(with_experts) - without) <= 1e-6 * without);
 }
 
 // PowerSGD's Q and residuals of both groups are in the checkpoint, in the whole model's order: the

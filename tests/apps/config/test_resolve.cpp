@@ -350,9 +350,14 @@ TEST_CASE(
           c.expert.shards = 2;
           c.pipeline.stages = 2;
           c.comm.compress = comm::Compression::bf16;
+        }).empty());
+  CHECK(moe([](JobConfig& c) {
+          c.expert.shards = 2;
+          c.pipeline.stages = 2;
+          c.comm.compress = comm::Compression::powersgd;
         }) ==
-        "expert.shards > 1 with pipeline.stages > 1 works with plain gradient sums only so far (got "
-        "comm.compress bf16)");
+        "expert.shards > 1 with pipeline.stages > 1 works with plain and bf16 gradient sums only so far (got "
+        "comm.compress powersgd)");
   CHECK(moe([](JobConfig& c) {
           c.expert.shards = 2;
           c.tensor.shards = 2;
