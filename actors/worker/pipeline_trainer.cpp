@@ -119,24 +119,29 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
     if (setup_.experts.sharded()) chunk.experts.emplace(stage);
     chunks_.push_back(std::move(chunk));
   }
-  // Each chunk's buffer is one bucket; bf16 keeps no state and needs no shapes.
+  // Each chunk's buffer is one bucket (under expert shards one a run of a kind), at its offset in
+  // the rank's chunks one after another; bf16 keeps no state and needs no shapes. Under expert
+  // shards the dense tensors are the stage's data-parallel group's compressor's, the experts' their
+  // own group's; with one expert group no rank sums its experts, and PowerSGD's state of them stays
+  // as drawn (Q) and zero (residuals), kept for the checkpoints' whole-model kinds.
+  const bool sharded = setup_.experts.sharded();
   if (setup_.compression.kind != comm::Compression::none && group_replicas_ > 1) {
     const bool powersgd = setup_.compression.kind == comm::Compression::powersgd;
+    auto tensors = [&](TensorKinds kinds) {
+      return powersgd ? compressed_tensors(kinds) : std::vector<comm::GradientTensor>{};
+    };
     compressor_ = gradient_compressor(mailbox_, groups_.dp, progress_, setup_.compression,
-                                      powersgd ? compressed_tensors() : std::vector<comm::GradientTensor>{});
+                                      tensors(sharded ? TensorKinds::dense : TensorKinds::all));
+    if (sharded && (groups_.expert_data != nullptr || powersgd))
+      expert_compressor_ =
+          gradient_compressor(mailbox_, groups_.expert_data != nullptr ? *groups_.expert_data : groups_.dp, progress_,
+                              setup_.compression, tensors(TensorKinds::experts));
   }
   data_parallel_ = group_hooks(mailbox_, groups_.dp, progress_, setup_.zero, compressor_);
-  TROUPE_CHECK(!setup_.experts.sharded() ||
-                   (!compute::shards_parameters(setup_.zero) && setup_.compression.kind != comm::Compression::powersgd),
-               "expert shards on pipeline stages under ZeRO-3 or PowerSGD sums");
+  TROUPE_CHECK(!sharded || !compute::shards_parameters(setup_.zero), "expert shards on pipeline stages under ZeRO-3");
   expert_data_.zero_stage = setup_.zero;  // alone: the rank keeps its experts' state whole
-  if (groups_.expert_data != nullptr) {
-    // The experts' runs are summed over their own group, as the dense ones through a compressor
-    // of their own (bf16's keeps no state).
-    if (compressor_)
-      expert_compressor_ = gradient_compressor(mailbox_, *groups_.expert_data, progress_, setup_.compression, {});
+  if (groups_.expert_data != nullptr)
     expert_data_ = group_hooks(mailbox_, *groups_.expert_data, progress_, setup_.zero, expert_compressor_);
-  }
   std::vector<compute::ZeroStep::Buffer> buffers;
   for (Chunk& chunk : chunks_) {
     compute::GPTStage& stage = *chunk.stage;
@@ -144,8 +149,8 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
     if (chunk.experts) {
       // A buffer a run of a kind: the dense ones summed over the stage's dp group, the rank's
       // experts over the ranks holding them (compute/train/expert_gradients.hpp).
-      for (compute::ZeroStep::Buffer& b :
-           chunk.experts->zero_buffers(stage.views(), stage.params(), stage.grads(), data_parallel_, expert_data_)) {
+      for (compute::ZeroStep::Buffer& b : chunk.experts->zero_buffers(
+               stage.views(), stage.params(), stage.grads(), data_parallel_, expert_data_, chunk.compressed_at)) {
         chunk.buffer_begins.push_back(b.sum_offset);
         buffers.push_back(std::move(b));
       }
@@ -184,11 +189,14 @@ void PipelineTrainer::fill_rows(int micro, const std::function<void(compute::Ten
                               context.split, context.rank());
 }
 
-std::vector<comm::GradientTensor> PipelineTrainer::compressed_tensors() const {
+std::vector<comm::GradientTensor> PipelineTrainer::compressed_tensors(TensorKinds kinds) const {
   std::vector<comm::GradientTensor> tensors;
   for (const Chunk& chunk : chunks_) {
     const std::vector<compute::GPTStage::Run>& runs = chunk.stage->global_runs();
-    for (comm::GradientTensor tensor : gradient_tensors(chunk.stage->views())) {
+    std::vector<compute::ParameterView> views;
+    for (const compute::ParameterView& view : chunk.stage->views())
+      if (kinds == TensorKinds::all || view.expert == (kinds == TensorKinds::experts)) views.push_back(view);
+    for (comm::GradientTensor tensor : gradient_tensors(views)) {
       const auto run = std::find_if(runs.begin(), runs.end(), [&](const compute::GPTStage::Run& r) {
         return r.local <= tensor.offset && tensor.offset < r.local + r.count;
       });

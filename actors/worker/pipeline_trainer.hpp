@@ -248,8 +248,9 @@ class PipelineTrainer {
   // The chunks' sums and gathers over the tp group, each waited for as it is posted.
   compute::TensorShardGroup shard_group();
   // The chunks' parameters in local shapes for PowerSGD, each at its chunk's compressed_at, Q
-  // drawn from each one's global offset.
-  std::vector<comm::GradientTensor> compressed_tensors() const;
+  // drawn from each one's global offset: all of them, or the dense or the experts' alone.
+  enum class TensorKinds { all, dense, experts };
+  std::vector<comm::GradientTensor> compressed_tensors(TensorKinds kinds) const;
 
   PipelineSetup setup_;
   compute::Backend& backend_;
@@ -275,7 +276,8 @@ class PipelineTrainer {
   std::vector<compute::Tensor> inputs_, targets_;     // per micro-batch, (B, rows_) i32 on the host
   long steps_ = 0;
   std::shared_ptr<comm::GradientCompressor> compressor_;  // data-parallel sums; null: plain
-  std::shared_ptr<comm::GradientCompressor> expert_compressor_;  // its experts' sums (bf16); null: plain or none
+  std::shared_ptr<comm::GradientCompressor> expert_compressor_;  // its experts' sums; null: plain or none
+  compute::Tensor other_experts_residuals_;  // zeros: PowerSGD's residuals of the experts the rank does not hold
   compute::DataParallel data_parallel_;                   // the stage's dp group's hooks, through the compressor if any
   compute::DataParallel expert_data_;  // under expert shards: its expert data-parallel group's (alone: none)
   std::unique_ptr<compute::ZeroStep> zero_;               // every chunk's buffer, over data_parallel_

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "actors/worker/pipeline_trainer.hpp"
+#include "compute/memory_ledger.hpp"
 
 namespace troupe::actors {
 
@@ -60,13 +61,19 @@ std::vector<checkpoint::HeldRange> PipelineTrainer::held_state(const std::vector
   for (const Chunk& chunk : chunks_) {
     compute::GPTStage& stage = *chunk.stage;
     const std::int64_t kept = stage.kept_begin(), kept_end = kept + stage.params().numel();
+    // Under expert shards a compressor's state covers one kind of run: the dense one's, or the
+    // experts' one's.
+    enum class Runs { all, dense, experts };
     struct Held {
       std::string kind;
       std::int64_t begin, end;  // local range of the stage's buffer that `data` holds from its start
       float* data;
       bool saves;
       bool optional = false;
-      bool own_segment = false;  // ZeRO 1 and 2's moments: every replica writes its segments
+      // Every replica writes its own, of the experts' runs too: ZeRO 1 and 2's moments' segments,
+      // PowerSGD's residuals.
+      bool own_segment = false;
+      Runs runs = Runs::all;
     };
     std::vector<Held> kinds = {{"param", kept, kept_end, stage.params().data_as<float>(), saves_parameters}};
     for (const LikeParameters& like : like_parameters)
@@ -88,16 +95,27 @@ std::vector<checkpoint::HeldRange> PipelineTrainer::held_state(const std::vector
       // Laid out like the gradients, so they map to global ranges as the moments do. Q (the same on
       // every replica) fits only the tensor split that made it: under tensor shards its kind names
       // their count, and a run resumed with another count starts Q afresh. Optional both: a
-      // checkpoint of a run that did not compress starts them afresh as well.
+      // checkpoint of a run that did not compress starts them afresh as well. Under expert shards
+      // the experts' runs' are their compressor's (the first expert group writes their Q).
       const std::int64_t at = chunk.compressed_at, whole = stage.num_params();
       const std::string q_kind =
           setup_.grid.tp > 1 ? "powersgd_q_tp" + std::to_string(setup_.grid.tp) : std::string("powersgd_q");
-      kinds.push_back({q_kind, 0, whole, compressor_->factors().data_as<float>() + at, replica_ == 0, true});
-      kinds.push_back({"powersgd_residual_dp" + std::to_string(groups_.dp.position()), 0, whole,
-                       compressor_->residuals().data_as<float>() + at, true, true});
+      const std::string residual_kind = "powersgd_residual_dp" + std::to_string(groups_.dp.position());
+      const Runs dense = expert_compressor_ ? Runs::dense : Runs::all;
+      kinds.push_back(
+          {q_kind, 0, whole, compressor_->factors().data_as<float>() + at, replica_ == 0, true, false, dense});
+      kinds.push_back(
+          {residual_kind, 0, whole, compressor_->residuals().data_as<float>() + at, true, true, true, dense});
+      if (expert_compressor_) {
+        kinds.push_back({q_kind, 0, whole, expert_compressor_->factors().data_as<float>() + at, replica_ == 0, true,
+                         false, Runs::experts});
+        kinds.push_back({residual_kind, 0, whole, expert_compressor_->residuals().data_as<float>() + at, true, true,
+                         true, Runs::experts});
+      }
     }
     for (const Held& h : kinds)
       for (const compute::GPTStage::Run& run : stage.global_runs()) {
+        if (h.runs != Runs::all && run.expert_shard != (h.runs == Runs::experts)) continue;
         // Each run's part of the held range maps to one global range.
         const std::int64_t from = std::max(h.begin, run.local), to = std::min(h.end, run.local + run.count);
         if (from >= to) continue;
@@ -111,6 +129,38 @@ std::vector<checkpoint::HeldRange> PipelineTrainer::held_state(const std::vector
         held.push_back(
             {h.kind, global, global + (to - from), h.data + (from - h.begin), saves && !copy, copy, h.optional});
       }
+    if (expert_compressor_ && setup_.compression.kind == comm::Compression::powersgd) {
+      // A residual kind covers the whole model as without expert shards: the experts of the
+      // chunk's blocks that this rank does not hold (what its runs leave of its blocks' span) are
+      // written as zeros, their residuals being the holding ranks' (PowerSGD takes only the
+      // ranks' sum of the residuals).
+      const compute::ParameterLayout& model = stage.global_layout();
+      const std::int64_t blocks_begin = model.layer_range(stage.first_layer()).first,
+                         blocks_end = model.layer_range(stage.last_layer() - 1).second;
+      std::vector<std::pair<std::int64_t, std::int64_t>> own;  // global, within the blocks
+      for (const compute::GPTStage::Run& run : stage.global_runs()) {
+        const std::int64_t begin = std::max(run.global, blocks_begin),
+                           end = std::min(run.global + run.count, blocks_end);
+        if (!run.embedding_copy && begin < end) own.emplace_back(begin, end);
+      }
+      std::sort(own.begin(), own.end());
+      std::vector<std::pair<std::int64_t, std::int64_t>> others;
+      std::int64_t next = blocks_begin;
+      for (const auto& [begin, end] : own) {
+        if (begin > next) others.emplace_back(next, begin);
+        next = std::max(next, end);
+      }
+      if (next < blocks_end) others.emplace_back(next, blocks_end);
+      std::int64_t largest = 0;
+      for (const auto& [begin, end] : others) largest = std::max(largest, end - begin);
+      if (!other_experts_residuals_.defined() || other_experts_residuals_.numel() < largest) {
+        compute::MemoryScope scope(compute::MemoryKind::optimizer_state);
+        other_experts_residuals_ = compute::Tensor::zeros({largest}, compute::DType::f32);
+      }
+      const std::string residual_kind = "powersgd_residual_dp" + std::to_string(groups_.dp.position());
+      for (const auto& [begin, end] : others)
+        held.push_back({residual_kind, begin, end, other_experts_residuals_.data_as<float>(), true, false, true});
+    }
   }
   return held;
 }

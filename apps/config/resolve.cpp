@@ -222,10 +222,6 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
     if (c.fault.elastic)
       return "expert.shards > 1 does not work with fault.elastic yet: an expert group keeps its " + str(ep) +
              " ranks, and a shrink or grow moves single ranks";
-    // On pipeline stages PowerSGD's state would be laid out by each run of a kind of a stage's buffers.
-    if (c.pipeline.stages > 1 && c.comm.compress == comm::Compression::powersgd)
-      return "expert.shards > 1 with pipeline.stages > 1 works with plain and bf16 gradient sums only so far (got "
-             "comm.compress powersgd)";
   }
 
   const PipelineOptions& p = c.pipeline;

@@ -65,7 +65,7 @@ double ExpertGradients::squares(Backend& backend, const DataParallel& dp, const 
 
 std::vector<ZeroStep::Buffer> ExpertGradients::zero_buffers(std::span<const ParameterView> views, const Tensor& params,
                                                             const Tensor& grads, const DataParallel& dp,
-                                                            const DataParallel& expert_data) {
+                                                            const DataParallel& expert_data, std::int64_t sum_base) {
   std::vector<ZeroStep::Buffer> buffers;
   const bool zero3 = shards_parameters(dp.zero_stage);
   std::int64_t kept = 0;  // under ZeRO-3: where the run's segment starts in the kept buffers
@@ -98,7 +98,7 @@ std::vector<ZeroStep::Buffer> ExpertGradients::zero_buffers(std::span<const Para
       b.params = params.slice(r.begin, {count});
       b.grads = grads.slice(r.begin, {count});
     }
-    b.sum_offset = r.begin;
+    b.sum_offset = sum_base + r.begin;
     b.group = r.expert ? &expert_data : nullptr;
     buffers.push_back(std::move(b));
   }

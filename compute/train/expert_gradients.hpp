@@ -49,10 +49,11 @@ class ExpertGradients {
   // Under ZeRO 1 to 3: `params` and `grads` (the stage's buffers, laid out as `views`; under ZeRO-3
   // what dp.sharded keeps of them) as one ZeroStep buffer a run of a kind, in local order, the dense
   // ones over `dp` (the step's group), the experts' over `expert_data`, each with the segment its
-  // group gives this rank.
+  // group gives this rank. A buffer's sum offset is `sum_base` + its run's local offset: where the
+  // run lies in the layout its group's compressor was given.
   std::vector<ZeroStep::Buffer> zero_buffers(std::span<const ParameterView> views, const Tensor& params,
                                              const Tensor& grads, const DataParallel& dp,
-                                             const DataParallel& expert_data);
+                                             const DataParallel& expert_data, std::int64_t sum_base);
 
   struct Range {
     std::int64_t begin = 0, end = 0;  // local

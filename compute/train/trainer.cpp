@@ -97,7 +97,7 @@ std::vector<ZeroStep::Buffer> Trainer::zero_buffers() {
   const DataParallel& dp = options_.data_parallel;
   if (!experts_.sharded() || dp.zero_stage == ZeroStage::none) return whole_model(model_, dp);
   return experts_.zero_buffers(model_.layout().views(), model_.params(), model_.grads(), dp,
-                               dp.expert_data ? *dp.expert_data : lone_experts_);
+                               dp.expert_data ? *dp.expert_data : lone_experts_, 0);
 }
 
 double Trainer::gradient_squares() const {

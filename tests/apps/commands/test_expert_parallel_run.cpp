@@ -8,8 +8,8 @@
 // stages, and two stages of two replicas in expert groups of 2, under the zero-bubble schedules ZB-H1
 // and ZB-V print one process's losses and param norm; under ZeRO 1 and 2
 // they print ZeRO 0's losses and final parameter norm, and a ZeRO-2 checkpoint resumes in other groups and stages;
-// under bf16 and PowerSGD sums they train as the same compression without expert shards (two pipeline stages of
-// four replicas under bf16 sums too), and a PowerSGD checkpoint resumes in its layout and without expert shards; under
+// under bf16 and PowerSGD sums they train as the same compression without expert shards, and a PowerSGD checkpoint
+// resumes in its layout and without expert shards (two pipeline stages of four replicas too); under
 // ZeRO-3 two and four workers in expert groups of 2 print one process's losses and param norm and their checkpoint
 // resumes in one process; a layout whose expert groups do not fit, and ZeRO-3 with expert shards on pipeline stages,
 // are refused in one line.
@@ -389,27 +389,45 @@ TEST_CASE("workers in expert groups under bf16 and PowerSGD sums train as the sa
   }
 }
 
-// On pipeline stages each run of a kind of a stage's buffer is summed over its own group: the dense ones
-// over the stage's four replicas, the experts' over the two ranks holding them, each through bf16.
+// On pipeline stages each run of a kind of a stage's buffer is summed over its own group through a
+// compressor of its own: the dense ones over the stage's four replicas, the experts' over the two
+// ranks holding them. PowerSGD's state of each is written where it is held, the residuals of the
+// experts a rank does not hold as zeros, so the run resumed in its layout is the straight one bit
+// for bit, and without expert shards it goes on with the same sums, to rounding.
 TEST_CASE(
-    "two pipeline stages of four replicas in expert groups of 2 under bf16 sums: plain sums before the start step, "
-    "and after it the same compression without expert shards",
+    "two pipeline stages of four replicas in expert groups of 2 under bf16 and PowerSGD sums train as the same "
+    "compression without expert shards, and the PowerSGD checkpoint resumes in its layout and without them",
     "[cli][moe][compression][pipeline]") {
   TempDir dir;
   const std::vector<std::string> staged = with(moe_steps(kSteps), {"--pipeline.stages", "2"}),
                                  sharded = with(staged, {"--expert.shards", "2"});
   const std::string plain = train(dir, sharded, 8);
-  const std::string late = train(dir, with(sharded, {"--comm.compress", "bf16", "--comm.compress_start_step", "6"}), 8);
-  CHECK(losses_of(late, kSteps) == losses_of(plain, kSteps));
-  CHECK(param_norm_of(late) == param_norm_of(plain));
-  const std::vector<std::string> compressed = {"--comm.compress", "bf16", "--comm.compress_start_step", "1"};
-  const std::string with_experts = train(dir, with(sharded, compressed), 8);
-  CHECK_THAT(with_experts, Catch::Contains("gradients summed as bf16"));
-  const double without = param_norm_of(train(dir, with(staged, compressed), 8));
-  std::printf("pp 2 x dp 4, bf16 sums: param norm %.7f with expert groups of 2, %.7f without, %.7f plain\n",
-              param_norm_of(with_experts), without, param_norm_of(plain));
-  CHECK(param_norm_of(with_experts) != param_norm_of(plain));
-  CHECK(std::abs(param_norm_of(with_experts) - without) <= 1e-6 * without);
+  for (const char* kind : {"bf16", "powersgd"}) {
+    INFO("comm.compress " << kind);
+    const std::string late = train(dir, with(sharded, {"--comm.compress", kind, "--comm.compress_start_step", "6"}), 8);
+    CHECK(losses_of(late, kSteps) == losses_of(plain, kSteps));
+    CHECK(param_norm_of(late) == param_norm_of(plain));
+    const std::vector<std::string> compressed = {"--comm.compress", kind, "--comm.compress_start_step", "1"};
+    const std::string with_experts = train(dir, with(sharded, compressed), 8);
+    CHECK_THAT(with_experts, Catch::Contains(std::string("gradients summed as ") + kind));
+    const double without = param_norm_of(train(dir, with(staged, compressed), 8));
+    std::printf("pp 2 x dp 4, %s sums: param norm %.7f with expert groups of 2, %.7f without, %.7f plain\n", kind,
+                param_norm_of(with_experts), without, param_norm_of(plain));
+    CHECK(param_norm_of(with_experts) != param_norm_of(plain));
+    CHECK(std::abs(param_norm_of(with_experts) - without) <= 1e-6 * without);
+  }
+  const std::vector<std::string> powersgd = {"--comm.compress", "powersgd"},
+                                 saved = {"--checkpoint.every", "1", "--checkpoint.dir", (dir.path() / "ck").string()};
+  const double straight = param_norm_of(train(dir, with(sharded, powersgd), 8));
+  train(dir, with(with(with(moe_steps(2), {"--pipeline.stages", "2", "--expert.shards", "2"}), powersgd), saved), 8);
+  std::filesystem::copy(dir.path() / "ck", dir.path() / "ck-whole", std::filesystem::copy_options::recursive);
+  const std::string resumed = train(dir, with(with(with(sharded, powersgd), saved), {"--resume"}), 8);
+  CHECK_THAT(resumed, Catch::Contains("resumed from"));
+  CHECK(param_norm_of(resumed) == straight);
+  const std::string whole =
+      train(dir, with(with(staged, powersgd), {"--checkpoint.dir", (dir.path() / "ck-whole").string(), "--resume"}), 8);
+  CHECK_THAT(whole, Catch::Contains("resumed from"));
+  CHECK(std::abs(param_norm_of(whole) - straight) <= 1e-6 * straight);
 }
 
 // PowerSGD's Q and residuals of both groups are in the checkpoint, in the whole model's order: the
