@@ -64,6 +64,21 @@ double param_norm_of(const std::string& out) {
   return std::stod(m[1].str());
 }
 
+// The arguments of sums compressed as `kind` from the second step on (step index 1).
+std::vector<std::string> compressed_from_step_1(const char* kind) {
+  return {"--comm.compress", kind, "--comm.compress_start_step", "1"};
+}
+
+// `args` with sums compressed as `kind` only after its last step: the plain run's losses and final
+// parameter norm, bit for bit.
+void check_late_start_is_plain(const TempDir& dir, const std::vector<std::string>& args, const std::string& plain,
+                               const char* kind, int workers) {
+  const std::string late =
+      train(dir, with(args, {"--comm.compress", kind, "--comm.compress_start_step", "6"}), workers);
+  CHECK(losses_of(late, kSteps) == losses_of(plain, kSteps));
+  CHECK(param_norm_of(late) == param_norm_of(plain));
+}
+
 }  // namespace
 
 TEST_CASE("two workers splitting moe-tiny's experts print the losses of two data-parallel workers", "[cli][moe]") {
@@ -366,10 +381,8 @@ TEST_CASE("workers in expert groups under bf16 and PowerSGD sums train as the sa
   const std::string plain = train(dir, sharded, 4);
   for (const char* kind : {"bf16", "powersgd"}) {
     INFO("comm.compress " << kind);
-    const std::string late = train(dir, with(sharded, {"--comm.compress", kind, "--comm.compress_start_step", "6"}), 4);
-    CHECK(losses_of(late, kSteps) == losses_of(plain, kSteps));
-    CHECK(param_norm_of(late) == param_norm_of(plain));
-    const std::vector<std::string> compressed = {"--comm.compress", kind, "--comm.compress_start_step", "1"};
+    check_late_start_is_plain(dir, sharded, plain, kind, 4);
+    const std::vector<std::string> compressed = compressed_from_step_1(kind);
     const double with_experts = param_norm_of(train(dir, with(sharded, compressed), 4));
     const double without = param_norm_of(train(dir, with(moe_steps(kSteps), compressed), 4));
     std::printf("%s: param norm %.7f with expert shards, %.7f without, %.7f plain\n", kind, with_experts, without,
@@ -404,10 +417,8 @@ TEST_CASE(
   const std::string plain = train(dir, sharded, 8);
   for (const char* kind : {"bf16", "powersgd"}) {
     INFO("comm.compress " << kind);
-    const std::string late = train(dir, with(sharded, {"--comm.compress", kind, "--comm.compress_start_step", "6"}), 8);
-    CHECK(losses_of(late, kSteps) == losses_of(plain, kSteps));
-    CHECK(param_norm_of(late) == param_norm_of(plain));
-    const std::vector<std::string> compressed = {"--comm.compress", kind, "--comm.compress_start_step", "1"};
+    check_late_start_is_plain(dir, sharded, plain, kind, 8);
+    const std::vector<std::string> compressed = compressed_from_step_1(kind);
     const std::string with_experts = train(dir, with(sharded, compressed), 8);
     CHECK_THAT(with_experts, Catch::Contains(std::string("gradients summed as ") + kind));
     const double without = param_norm_of(train(dir, with(staged, compressed), 8));
