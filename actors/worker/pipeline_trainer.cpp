@@ -229,6 +229,10 @@ compute::TensorShardGroup PipelineTrainer::shard_group() {
 void PipelineTrainer::resume_at(long steps) {
   steps_ = steps;
   zero_->resume_at(steps);
+  // A restore read other ranks' residuals of the experts this rank does not hold into the zeros it
+  // writes for them; it holds none of theirs.
+  if (other_experts_residuals_.defined())
+    std::fill_n(other_experts_residuals_.data_as<float>(), other_experts_residuals_.numel(), 0.0f);
 }
 
 void PipelineTrainer::renew(int epoch) {

@@ -9,7 +9,8 @@
 // and ZB-V print one process's losses and param norm; under ZeRO 1 and 2
 // they print ZeRO 0's losses and final parameter norm, and a ZeRO-2 checkpoint resumes in other groups and stages;
 // under bf16 and PowerSGD sums they train as the same compression without expert shards, and a PowerSGD checkpoint
-// resumes in its layout and without expert shards (two pipeline stages of four replicas too); under
+// resumes in its layout and without expert shards (two pipeline stages of four replicas too, whose ranks write
+// zeros as the residuals of the experts they do not hold after a resume from a checkpoint without expert shards); under
 // ZeRO-3 two and four workers in expert groups of 2 print one process's losses and param norm and their checkpoint
 // resumes in one process; a layout whose expert groups do not fit, and ZeRO-3 with expert shards on pipeline stages,
 // are refused in one line.
@@ -24,7 +25,10 @@
 #include <string>
 #include <vector>
 
+#include "apps/checkpoint_parameters.hpp"
 #include "apps/run_troupe.hpp"
+#include "compute/model/gpt_config.hpp"
+#include "compute/model/parameter_layout.hpp"
 #include "support/scoped_env.hpp"
 
 using namespace troupe::test;
@@ -439,6 +443,45 @@ TEST_CASE(
       train(dir, with(with(staged, powersgd), {"--checkpoint.dir", (dir.path() / "ck-whole").string(), "--resume"}), 8);
   CHECK_THAT(whole, Catch::Contains("resumed from"));
   CHECK(std::abs(param_norm_of(whole) - straight) <= 1e-6 * straight);
+}
+
+// A restore reads the whole checkpoint's residuals of the experts a rank does not hold into the
+// zeros it writes for them: a stage rank resumed in expert groups from a checkpoint without them
+// writes zeros there again at its next checkpoint (their residuals are the holding ranks').
+TEST_CASE(
+    "a pipeline rank in expert groups resumed from a PowerSGD checkpoint without them writes zeros as the residuals "
+    "of the experts it does not hold",
+    "[cli][moe][compression][checkpoint][pipeline]") {
+  TempDir dir;
+  const std::filesystem::path ck = dir.path() / "ck";
+  const std::vector<std::string> staged = {"--pipeline.stages", "2", "--comm.compress", "powersgd"},
+                                 saved = {"--checkpoint.every", "1", "--checkpoint.dir", ck.string()};
+  train(dir, with(with(moe_steps(2), staged), saved), 8);
+  const std::string resumed =
+      train(dir, with(with(with(moe_steps(3), staged), saved), {"--expert.shards", "2", "--resume"}), 8);
+  CHECK_THAT(resumed, Catch::Contains("resumed from"));
+  const std::vector<float> before = checkpoint_values(troupe::checkpoint::step_dir(ck, 2)).at("powersgd_residual_dp0"),
+                           after = checkpoint_values(troupe::checkpoint::step_dir(ck, 3)).at("powersgd_residual_dp0");
+  // The experts of expert shard 1, which replica 0 does not hold, at their places in the whole model.
+  const troupe::compute::GPTConfig config = *troupe::compute::gpt_preset("moe-tiny");
+  REQUIRE(static_cast<std::int64_t>(before.size()) == troupe::compute::ParameterLayout(config).total());
+  REQUIRE(after.size() == before.size());
+  std::int64_t elements = 0;
+  double held_before = 0, written_after = 0;
+  const troupe::compute::ParameterLayout shard_1(config, {1, 2});
+  for (const troupe::compute::ParameterView& view : shard_1.views()) {
+    if (!view.expert) continue;
+    for (std::int64_t i = view.global_offset; i < view.global_offset + view.numel(); ++i) {
+      held_before += std::abs(before[static_cast<std::size_t>(i)]);
+      written_after += std::abs(after[static_cast<std::size_t>(i)]);
+      ++elements;
+    }
+  }
+  INFO(elements << " elements of expert shard 1: |residual| summed " << held_before << " at step 2, " << written_after
+                << " at step 3");
+  CHECK(elements > 0);
+  CHECK(held_before > 0);  // replica 0 held them all before: the restore read them
+  CHECK(written_after == 0);
 }
 
 // PowerSGD's Q and residuals of both groups are in the checkpoint, in the whole model's order: the
