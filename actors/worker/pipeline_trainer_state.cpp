@@ -58,6 +58,8 @@ std::vector<checkpoint::HeldRange> PipelineTrainer::held_state(const std::vector
   const bool saves_parameters = replica_ == 0 || (compute::shards_parameters(setup_.zero) && island_zero);
   const bool saves_moments = replica_ == 0 || (compute::shards_optimizer_state(setup_.zero) && island_zero);
   std::int64_t like_at = 0;  // the chunk's parameters in `like_parameters`' buffers
+  // PowerSGD's residuals, this replica's own: one kind over the whole model.
+  const std::string residual_kind = "powersgd_residual_dp" + std::to_string(groups_.dp.position());
   for (const Chunk& chunk : chunks_) {
     compute::GPTStage& stage = *chunk.stage;
     const std::int64_t kept = stage.kept_begin(), kept_end = kept + stage.params().numel();
@@ -100,7 +102,6 @@ std::vector<checkpoint::HeldRange> PipelineTrainer::held_state(const std::vector
       const std::int64_t at = chunk.compressed_at, whole = stage.num_params();
       const std::string q_kind =
           setup_.grid.tp > 1 ? "powersgd_q_tp" + std::to_string(setup_.grid.tp) : std::string("powersgd_q");
-      const std::string residual_kind = "powersgd_residual_dp" + std::to_string(groups_.dp.position());
       const Runs dense = expert_compressor_ ? Runs::dense : Runs::all;
       kinds.push_back(
           {q_kind, 0, whole, compressor_->factors().data_as<float>() + at, replica_ == 0, true, false, dense});
@@ -157,7 +158,6 @@ std::vector<checkpoint::HeldRange> PipelineTrainer::held_state(const std::vector
         compute::MemoryScope scope(compute::MemoryKind::optimizer_state);
         other_experts_residuals_ = compute::Tensor::zeros({largest}, compute::DType::f32);
       }
-      const std::string residual_kind = "powersgd_residual_dp" + std::to_string(groups_.dp.position());
       for (const auto& [begin, end] : others)
         held.push_back({residual_kind, begin, end, other_experts_residuals_.data_as<float>(), true, false, true});
     }
