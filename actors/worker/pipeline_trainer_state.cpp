@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "actors/worker/held_zeros.hpp"
 #include "actors/worker/pipeline_trainer.hpp"
-#include "compute/memory_ledger.hpp"
 
 namespace troupe::actors {
 
@@ -144,22 +144,7 @@ std::vector<checkpoint::HeldRange> PipelineTrainer::held_state(const std::vector
                            end = std::min(run.global + run.count, blocks_end);
         if (!run.embedding_copy && begin < end) own.emplace_back(begin, end);
       }
-      std::sort(own.begin(), own.end());
-      std::vector<std::pair<std::int64_t, std::int64_t>> others;
-      std::int64_t next = blocks_begin;
-      for (const auto& [begin, end] : own) {
-        if (begin > next) others.emplace_back(next, begin);
-        next = std::max(next, end);
-      }
-      if (next < blocks_end) others.emplace_back(next, blocks_end);
-      std::int64_t largest = 0;
-      for (const auto& [begin, end] : others) largest = std::max(largest, end - begin);
-      if (!other_experts_residuals_.defined() || other_experts_residuals_.numel() < largest) {
-        compute::MemoryScope scope(compute::MemoryKind::optimizer_state);
-        other_experts_residuals_ = compute::Tensor::zeros({largest}, compute::DType::f32);
-      }
-      for (const auto& [begin, end] : others)
-        held.push_back({residual_kind, begin, end, other_experts_residuals_.data_as<float>(), true, false, true});
+      hold_zeros_outside(held, residual_kind, std::move(own), blocks_begin, blocks_end, other_experts_residuals_);
     }
   }
   return held;

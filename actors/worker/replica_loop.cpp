@@ -9,6 +9,7 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include "actors/worker/held_zeros.hpp"
 #include "compute/memory_ledger.hpp"
 #include "compute/train/expert_gradients.hpp"
 #include "monitor/log.hpp"
@@ -168,22 +169,7 @@ void add_expert_shard_state(std::vector<checkpoint::HeldRange>& held, const comp
     held.push_back({state.kind, run.global, run.global + run.count, values + run.local, writes, false, true});
   }
   if (state.replicated || state.experts) return;
-  std::sort(own.begin(), own.end());
-  std::vector<std::pair<std::int64_t, std::int64_t>> others;
-  std::int64_t next = 0;
-  for (const auto& [begin, end] : own) {
-    if (begin > next) others.emplace_back(next, begin);
-    next = std::max(next, end);
-  }
-  if (next < stage.global_layout().total()) others.emplace_back(next, stage.global_layout().total());
-  std::int64_t largest = 0;
-  for (const auto& [begin, end] : others) largest = std::max(largest, end - begin);
-  if (!zeros.defined() || zeros.numel() < largest) {
-    compute::MemoryScope scope(compute::MemoryKind::optimizer_state);
-    zeros = compute::Tensor::zeros({largest}, compute::DType::f32);
-  }
-  for (const auto& [begin, end] : others)
-    held.push_back({state.kind, begin, end, zeros.data_as<float>(), true, false, true});
+  hold_zeros_outside(held, state.kind, std::move(own), 0, stage.global_layout().total(), zeros);
 }
 
 // The trainer is made from initialised parameters, as one process would make it; a replacement's
