@@ -98,6 +98,19 @@ class Backend {
   virtual void matmul_backward_input(Tensor& dinp, const Tensor& dout, const Tensor& weight) = 0;
   virtual void matmul_backward_weights(Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp) = 0;
 
+  // The same three products for experts stacked in one tensor, over rows grouped by expert: expert
+  // e's rows_of[e] rows one after the other (none for an expert with none), which multiply weight
+  // (E, OC, C)'s e-th slice and take bias (E, OC)'s e-th row (bias and dbias may be undefined).
+  // inp, out, dinp and dout hold exactly the sum of rows_of rows. One call for all the experts, so a
+  // backend can run them as one grouped GEMM (the CPU's threads take equal shares of every expert's
+  // rows, or of their weight gradients, together); the default is one product per expert with rows.
+  virtual void grouped_matmul_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                                      std::span<const std::int64_t> rows_of);
+  virtual void grouped_matmul_backward_input(Tensor& dinp, const Tensor& dout, const Tensor& weight,
+                                             std::span<const std::int64_t> rows_of);
+  virtual void grouped_matmul_backward_weights(Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
+                                               std::span<const std::int64_t> rows_of);
+
   // Causal multi-head self-attention. qkv (B,T,3C) holds q, k, v side by side; out is (B,T,C).
   // att is what the backward needs, shaped attention_state_shape(B, NH, T). Both backends are
   // flash-style: att holds one log-sum-exp of the scaled scores per query row, (B,NH,T), and the

@@ -118,6 +118,27 @@ MatmulDims matmul(const Tensor& out, const Tensor& inp, const Tensor& weight, co
   return {N, C, OC};
 }
 
+GroupedMatmulDims grouped_matmul(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                                 std::span<const std::int64_t> rows_of, const char* op) {
+  TROUPE_CHECK(weight.rank() == 3, op_prefix(op) + "weight " + weight.describe() + " is not (E, OC, C)");
+  const int E = to_int(weight.dim(0), op);
+  const int OC = to_int(weight.dim(1), op);
+  const int C = to_int(weight.dim(2), op);
+  TROUPE_CHECK(std::ssize(rows_of) == E, op_prefix(op) + std::to_string(rows_of.size()) + " row counts for " +
+                                             std::to_string(E) + " experts of " + weight.describe());
+  std::int64_t rows = 0;
+  for (std::int64_t r : rows_of) {
+    TROUPE_CHECK(r >= 0, op_prefix(op) + "an expert's row count is negative: " + std::to_string(r));
+    rows += r;
+  }
+  TROUPE_CHECK(inp.dim(-1) == C && out.dim(-1) == OC,
+               op_prefix(op) + inp.describe() + " · " + weight.describe() + "ᵀ with " + out.describe());
+  numel(inp, rows * C, op);
+  numel(out, rows * OC, op);
+  if (bias.defined()) shape(bias, {E, OC}, op);
+  return {E, to_int(rows, op), C, OC};
+}
+
 ColumnSumDims column_sums(const Tensor& dbias, const Tensor& dout, const char* op) {
   TROUPE_CHECK(dout.rank() >= 1, op_prefix(op) + "dout " + dout.describe() + " has no columns");
   const int width = to_int(dout.dim(-1), op);

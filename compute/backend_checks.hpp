@@ -52,6 +52,14 @@ struct MatmulDims {
 // weight (OC, C), inp (…, C) with N rows, out (N·OC elements, last axis OC); bias (OC) if defined.
 MatmulDims matmul(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias, const char* op);
 
+struct GroupedMatmulDims {
+  int E, N, C, OC;
+};
+// weight (E, OC, C) and rows_of E non-negative counts, inp (…, C) with N = their sum rows, out
+// (N·OC elements, last axis OC); bias (E, OC) if defined.
+GroupedMatmulDims grouped_matmul(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                                 std::span<const std::int64_t> rows_of, const char* op);
+
 struct ColumnSumDims {
   int N, width;
 };

@@ -24,11 +24,14 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "actors/worker/data_parallel_hooks.hpp"
 #include "actors/worker/mailbox_context_exchange.hpp"
 #include "apps/bench/bench_arguments.hpp"
 #include "apps/bench/bench_commands.hpp"
+#include "apps/bench/bench_expert_products.hpp"
 #include "apps/bench/bench_figures.hpp"
 #include "apps/bench/bench_rank.hpp"
 #include "apps/bench/bench_turns.hpp"
@@ -226,6 +229,27 @@ int run_bench_moe(const BenchMoeOptions& o) {
       o.balance_steps, std::max(1, o.balance_steps / 4), b.cfg.experts);
   std::printf("  aux coefficient %-12g %8.3f\n", o.aux_coef, with_aux);
   std::printf("  aux coefficient %-12g %8.3f\n", 0.0, without_aux);
+  std::fflush(stdout);
+
+  // A rank's experts' products alone, on every core: the grouped products against one per expert,
+  // at an even load and at the load without the auxiliary loss's order (half the slots on one expert).
+  const std::int64_t slots = std::int64_t{o.batch} * b.cfg.block_size * b.cfg.top_k, E = b.cfg.experts;
+  const std::vector<std::int64_t> even(std::size_t(E), slots / E);
+  std::vector<std::int64_t> skewed(std::size_t(E), (slots - slots / 2) / (E - 1));
+  skewed[0] = slots / 2;
+  const int iterations = 2 * o.steps + 1;
+  std::printf(
+      "experts' products of one MoE block (c_fc, c_proj: forward, input and weight gradients), %d slots, %d threads, "
+      "median of %d:\n",
+      int(slots), cores, iterations);
+  std::printf("  %-26s %10s %16s %8s\n", "load", "grouped ms", "per expert ms", "ratio");
+  using Load = std::pair<const char*, const std::vector<std::int64_t>&>;
+  for (const auto& [name, rows_of] : {Load{"even", even}, Load{"half on one expert", skewed}}) {
+    const ExpertProductTimes t = time_expert_products(b.cfg, cores, rows_of, iterations);
+    std::printf("  %-26s %10.2f %16.2f %8.3f\n", name, t.grouped_s * 1e3, t.per_expert_s * 1e3,
+                t.per_expert_s / t.grouped_s);
+  }
+  std::printf("  (ratio: one product per expert's time over the grouped products')\n");
   std::fflush(stdout);
   return to_int(ExitCode::success);
 }

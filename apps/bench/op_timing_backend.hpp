@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -94,6 +95,19 @@ class OpTimingBackend final : public compute::Backend {
   void matmul_backward_weights(compute::Tensor& dweight, compute::Tensor& dbias, const compute::Tensor& dout,
                                const compute::Tensor& inp) override {
     timed("matmul_backward_weights", [&] { inner_.matmul_backward_weights(dweight, dbias, dout, inp); });
+  }
+  void grouped_matmul_forward(compute::Tensor& out, const compute::Tensor& inp, const compute::Tensor& weight,
+                              const compute::Tensor& bias, std::span<const std::int64_t> rows_of) override {
+    timed("grouped_matmul_forward", [&] { inner_.grouped_matmul_forward(out, inp, weight, bias, rows_of); });
+  }
+  void grouped_matmul_backward_input(compute::Tensor& dinp, const compute::Tensor& dout, const compute::Tensor& weight,
+                                     std::span<const std::int64_t> rows_of) override {
+    timed("grouped_matmul_backward_input", [&] { inner_.grouped_matmul_backward_input(dinp, dout, weight, rows_of); });
+  }
+  void grouped_matmul_backward_weights(compute::Tensor& dweight, compute::Tensor& dbias, const compute::Tensor& dout,
+                                       const compute::Tensor& inp, std::span<const std::int64_t> rows_of) override {
+    timed("grouped_matmul_backward_weights",
+          [&] { inner_.grouped_matmul_backward_weights(dweight, dbias, dout, inp, rows_of); });
   }
   compute::Shape attention_state_shape(std::int64_t B, std::int64_t n_head, std::int64_t T) const override {
     return inner_.attention_state_shape(B, n_head, T);

@@ -66,6 +66,13 @@ class CpuBackend final : public Backend {
                                const Tensor& residual) override;
   void matmul_backward_input(Tensor& dinp, const Tensor& dout, const Tensor& weight) override;
   void matmul_backward_weights(Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp) override;
+  // cpu_backend_grouped.cpp
+  void grouped_matmul_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                              std::span<const std::int64_t> rows_of) override;
+  void grouped_matmul_backward_input(Tensor& dinp, const Tensor& dout, const Tensor& weight,
+                                     std::span<const std::int64_t> rows_of) override;
+  void grouped_matmul_backward_weights(Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
+                                       std::span<const std::int64_t> rows_of) override;
   void attention_forward(Tensor& out, Tensor& att, const Tensor& qkv, int n_head) override;
   void attention_backward(Tensor& dqkv, Tensor& datt, const Tensor& dout, const Tensor& qkv, const Tensor& att,
                           int n_head) override;

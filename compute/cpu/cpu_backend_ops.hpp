@@ -1,7 +1,8 @@
 #pragma once
-// What CpuBackend's ops share (cpu_backend.cpp, included there alone): how its thread team splits
-// work, the checks of the relations its kernels rely on (a mismatch is an internal bug and throws),
-// and the dispatch to a kernel by the tensors' dtype, f32 or f64, or an activation stored in bf16.
+// What CpuBackend's ops share (cpu_backend.cpp and cpu_backend_grouped.cpp, included there alone):
+// how its thread team splits work, the checks of the relations its kernels rely on (a mismatch is
+// an internal bug and throws), and the dispatch to a kernel by the tensors' dtype, f32 or f64, or
+// an activation stored in bf16.
 
 #include <algorithm>
 #include <cstdint>

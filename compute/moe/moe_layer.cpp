@@ -9,17 +9,6 @@
 namespace troupe::compute {
 namespace {
 
-struct Expert {
-  Tensor fc_w, fc_b, proj_w, proj_b;
-};
-
-// Expert e's slices of the stacked tensors (of the weights or of their gradients).
-Expert expert_of(const MoEWeights& w, int e) {
-  const std::int64_t H = w.fc_w.dim(1), C = w.fc_w.dim(2);
-  return {w.fc_w.slice(e * H * C, {H, C}), w.fc_b.slice(e * H, {H}), w.proj_w.slice(e * C * H, {C, H}),
-          w.proj_b.defined() ? w.proj_b.slice(e * C, {C}) : Tensor{}};
-}
-
 // The weights a slice's forward adds (expert_exchange.hpp): the output biases on the first slice
 // alone, as the slices' outputs are summed.
 MoEWeights output_biases_once(const MoEWeights& w, const ExpertGroup& experts) {
@@ -35,72 +24,55 @@ Tensor rows(const Tensor& buffer, std::int64_t begin, std::int64_t end, std::int
   return buffer.slice(begin * width, {end - begin, width});
 }
 
-// fn(e, lo, hi) for each of the stacked experts e that has rows, its rows [lo, hi) of buffers
-// grouped by expert (rows_of[e] rows each); the rows of all of them together.
-template <typename Fn>
-std::int64_t for_each_expert(const std::vector<std::int64_t>& rows_of, Fn&& fn) {
-  std::int64_t lo = 0;
-  for (std::size_t i = 0; i < rows_of.size(); lo += rows_of[i], ++i)
-    if (rows_of[i] > 0) fn(static_cast<int>(i), lo, lo + rows_of[i]);
-  return lo;
+// The rows of all the experts together.
+std::int64_t rows_in_all(const std::vector<std::int64_t>& rows_of) {
+  return std::accumulate(rows_of.begin(), rows_of.end(), std::int64_t{0});
 }
 
 // The first half of the stacked experts of `w` over `in`'s rows grouped by expert (rows_of[e] each):
-// hidden = c_fc(in), one product per expert with rows, hidden_gelu = GELU(hidden) over all at once.
-// The rows of all of them together.
+// hidden = c_fc(in) as one grouped product, hidden_gelu = GELU(hidden). The rows of all of them
+// together.
 std::int64_t experts_hidden(Backend& be, const MoEWeights& w, const std::vector<std::int64_t>& rows_of,
                             const Tensor& in, Tensor& hidden, Tensor& hidden_gelu) {
-  const std::int64_t C = in.dim(1), H = w.fc_w.dim(1);
-  const std::int64_t total = for_each_expert(rows_of, [&](int e, std::int64_t lo, std::int64_t hi) {
-    const Expert ex = expert_of(w, e);
-    Tensor h = rows(hidden, lo, hi, H);
-    be.matmul_forward(h, rows(in, lo, hi, C), ex.fc_w, ex.fc_b);
-  });
+  const std::int64_t C = in.dim(1), H = w.fc_w.dim(1), total = rows_in_all(rows_of);
   if (total == 0) return 0;
-  Tensor g = rows(hidden_gelu, 0, total, H);
-  be.gelu_forward(g, rows(hidden, 0, total, H));
+  Tensor h = rows(hidden, 0, total, H), g = rows(hidden_gelu, 0, total, H);
+  be.grouped_matmul_forward(h, rows(in, 0, total, C), w.fc_w, w.fc_b, rows_of);
+  be.gelu_forward(g, h);
   return total;
 }
 
-// The stacked experts: out = c_proj(GELU(c_fc(in))), one product pair per expert with rows.
+// The stacked experts: out = c_proj(GELU(c_fc(in))), two grouped products.
 void experts_forward(Backend& be, const MoEWeights& w, const std::vector<std::int64_t>& rows_of, const Tensor& in,
                      Tensor& hidden, Tensor& hidden_gelu, Tensor& out) {
   const std::int64_t C = in.dim(1), H = w.fc_w.dim(1);
-  if (experts_hidden(be, w, rows_of, in, hidden, hidden_gelu) == 0) return;
-  for_each_expert(rows_of, [&](int e, std::int64_t lo, std::int64_t hi) {
-    const Expert ex = expert_of(w, e);
-    Tensor o = rows(out, lo, hi, C);
-    be.matmul_forward(o, rows(hidden_gelu, lo, hi, H), ex.proj_w, ex.proj_b);
-  });
+  const std::int64_t total = experts_hidden(be, w, rows_of, in, hidden, hidden_gelu);
+  if (total == 0) return;
+  Tensor o = rows(out, 0, total, C);
+  be.grouped_matmul_forward(o, rows(hidden_gelu, 0, total, H), w.proj_w, w.proj_b, rows_of);
 }
 
 // Their backward's input half: din written from dout (neither aliasing the other: W reads dout),
 // dhidden the c_fc outputs' gradients, which W reads too.
 void experts_backward_input(Backend& be, const MoEWeights& w, const std::vector<std::int64_t>& rows_of,
                             const Tensor& dout, const Tensor& hidden, Tensor& dhidden, Tensor& din) {
-  const std::int64_t C = dout.dim(1), H = w.fc_w.dim(1);
-  const std::int64_t total = for_each_expert(rows_of, [&](int e, std::int64_t lo, std::int64_t hi) {
-    Tensor dh = rows(dhidden, lo, hi, H);
-    be.matmul_backward_input(dh, rows(dout, lo, hi, C), expert_of(w, e).proj_w);
-  });
+  const std::int64_t C = dout.dim(1), H = w.fc_w.dim(1), total = rows_in_all(rows_of);
   if (total == 0) return;
-  Tensor dh = rows(dhidden, 0, total, H);
+  Tensor dh = rows(dhidden, 0, total, H), dg = rows(din, 0, total, C);
+  be.grouped_matmul_backward_input(dh, rows(dout, 0, total, C), w.proj_w, rows_of);
   be.gelu_backward(dh, rows(hidden, 0, total, H), dh);
-  for_each_expert(rows_of, [&](int e, std::int64_t lo, std::int64_t hi) {
-    Tensor dg = rows(din, lo, hi, C);
-    be.matmul_backward_input(dg, rows(dhidden, lo, hi, H), expert_of(w, e).fc_w);
-  });
+  be.grouped_matmul_backward_input(dg, dh, w.fc_w, rows_of);
 }
 
 // Their weight half: the experts' gradient slices accumulated from what the input half left.
 void experts_backward_weights(Backend& be, MoEWeights& grads, const std::vector<std::int64_t>& rows_of,
                               const Tensor& dout, const Tensor& in, const Tensor& hidden_gelu, const Tensor& dhidden) {
-  const std::int64_t C = in.dim(1), H = grads.fc_w.dim(1);
-  for_each_expert(rows_of, [&](int e, std::int64_t lo, std::int64_t hi) {
-    Expert dex = expert_of(grads, e);
-    be.matmul_backward_weights(dex.proj_w, dex.proj_b, rows(dout, lo, hi, C), rows(hidden_gelu, lo, hi, H));
-    be.matmul_backward_weights(dex.fc_w, dex.fc_b, rows(dhidden, lo, hi, H), rows(in, lo, hi, C));
-  });
+  const std::int64_t C = in.dim(1), H = grads.fc_w.dim(1), total = rows_in_all(rows_of);
+  if (total == 0) return;
+  be.grouped_matmul_backward_weights(grads.proj_w, grads.proj_b, rows(dout, 0, total, C),
+                                     rows(hidden_gelu, 0, total, H), rows_of);
+  be.grouped_matmul_backward_weights(grads.fc_w, grads.fc_b, rows(dhidden, 0, total, H), rows(in, 0, total, C),
+                                     rows_of);
 }
 
 // The shared expert's first half over x's N rows: shared_hidden = c_fc(x), shared_gelu = GELU of it.

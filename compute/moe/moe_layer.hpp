@@ -11,7 +11,8 @@
 //   1. logits = x · W_routerᵀ (a backend product); route(): probs, gates, the plan, both losses.
 //   2. dispatch: copy each token's row to its k slots' rows, grouped by expert.
 //   3. per expert e with n_e > 0 rows: hidden = rows · c_fc_eᵀ + b, GELU, out = · c_projᵀ + b —
-//      one product per expert over its own, uneven row count (dropless: no capacity, no padding).
+//      each expert over its own, uneven row count (dropless: no capacity, no padding), all of them
+//      in one grouped product of the backend per layer (Backend::grouped_matmul_forward).
 //   4. the shared expert's MLP over all N rows, written to out (else out = 0).
 //   5. combine: out_t += Σ_j g_tj · expert_out[row of slot (t, j)], j in order.
 // Backward walks them in reverse; the router's gradient takes the gates' share and

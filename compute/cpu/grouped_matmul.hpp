@@ -1,0 +1,38 @@
+#pragma once
+// The grouped products of experts stacked in one tensor (Backend::grouped_matmul_*), one share at a
+// time, for a thread of the backend's team. The rows come grouped by expert, rows_of[e] for expert
+// e one after the other; weight is (E, OC, C) and bias (E, OC), row-major. A share of the forward or
+// of the input gradient is rows [begin, end) of all the experts' rows together: one single-threaded
+// GEMM for each expert's part of them. A share of the weight gradients is units [begin, end) of a
+// line on which each expert's OC output rows weigh its row count each (grouped_weight_units long):
+// each output row of an expert's gradient is one thread's, over all the expert's rows in one GEMM.
+// Equal shares are so equal work however uneven the experts' counts, and no element is written by
+// two shares: the split changes which GEMM an element falls in, never the order of its sum.
+
+#include <cstdint>
+#include <span>
+
+namespace troupe::compute::cpu {
+
+// out rows [begin, end) = their expert's inp rows · weightᵀ (+ its bias, if not null).
+template <typename Real>
+void grouped_forward_rows(Real* out, const Real* inp, const Real* weight, const Real* bias,
+                          std::span<const std::int64_t> rows_of, int C, int OC, std::int64_t begin, std::int64_t end);
+
+// dinp rows [begin, end) = their expert's dout rows · weight.
+template <typename Real>
+void grouped_backward_input_rows(Real* dinp, const Real* dout, const Real* weight,
+                                 std::span<const std::int64_t> rows_of, int C, int OC, std::int64_t begin,
+                                 std::int64_t end);
+
+// The weight gradients' line: the sum over experts of rows_of[e] · OC.
+std::int64_t grouped_weight_units(std::span<const std::int64_t> rows_of, int OC);
+
+// dweight += doutᵀ · inp and dbias (if not null) += dout's column sums, expert by expert, for the
+// output rows whose units start in [begin, end).
+template <typename Real>
+void grouped_backward_weights_units(Real* dweight, Real* dbias, const Real* dout, const Real* inp,
+                                    std::span<const std::int64_t> rows_of, int C, int OC, std::int64_t begin,
+                                    std::int64_t end);
+
+}  // namespace troupe::compute::cpu
