@@ -209,9 +209,8 @@ int run_bench_compute(const BenchComputeOptions& options) {
                 compute::cpu::bf16_isa_name().c_str());
   if (bf16 && !bf16_units)
     std::printf(
-        "precision bf16: this CPU has no BF16 units (best ISA %s): the products are emulated in fp32 and bring no "
-        "speed here; no target is printed\n",
-        compute::cpu::bf16_isa_name().c_str());
+        "precision bf16: the products are emulated in fp32 (%s) and bring no speed here; no target is printed\n",
+        compute::cpu::bf16_emulation_reason().c_str());
   if (options.vs_pytorch) {
     if (is_executable_program(options.python)) {
       torch = probe_torch(options.python, find_bench_script(kTorchScript));

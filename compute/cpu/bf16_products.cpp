@@ -11,14 +11,17 @@
 
 #include "compute/cpu/bf16_products.hpp"
 
+#include <cpuid.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -48,11 +51,31 @@ bool isa_has(dnnl::cpu_isa isa, dnnl::cpu_isa feature) {
   return (static_cast<unsigned>(isa) & static_cast<unsigned>(feature)) == static_cast<unsigned>(feature);
 }
 
+// CPUID's vendor is "GenuineIntel".
+bool intel_cpu() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  char vendor[13] = {};
+  std::memcpy(vendor, &ebx, 4);
+  std::memcpy(vendor + 4, &edx, 4);
+  std::memcpy(vendor + 8, &ecx, 4);
+  return std::string_view(vendor) == "GenuineIntel";
+}
+
 }  // namespace
 
+bool bf16_units_present() { return isa_has(dnnl::get_effective_cpu_isa(), dnnl::cpu_isa::avx512_core_bf16); }
+
 Bf16Units bf16_units_of_this_cpu() {
-  return isa_has(dnnl::get_effective_cpu_isa(), dnnl::cpu_isa::avx512_core_bf16) ? Bf16Units::hardware
-                                                                                 : Bf16Units::emulated;
+  if (isa_has(dnnl::get_effective_cpu_isa(), dnnl::cpu_isa::avx512_core_amx)) return Bf16Units::hardware;
+  return bf16_units_present() && !intel_cpu() ? Bf16Units::hardware : Bf16Units::emulated;
+}
+
+std::string bf16_emulation_reason() {
+  if (!bf16_units_present()) return "no BF16 units on this CPU (best ISA " + bf16_isa_name() + "): no faster than fp32";
+  if (bf16_units_of_this_cpu() == Bf16Units::emulated)
+    return bf16_isa_name() + " without AMX on an Intel CPU multiplies slower than its fp32 FMAs";
+  return "";
 }
 
 std::string bf16_isa_name() {

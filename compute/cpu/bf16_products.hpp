@@ -29,11 +29,21 @@ class ThreadTeam;
 // multiplied in f32).
 enum class Bf16Units { hardware, emulated };
 
-// What this CPU has, as oneDNN's dispatcher finds it.
+// Whether oneDNN can multiply bf16 on this CPU's own units (AVX512-BF16 or AMX), however fast:
+// the tests check that path wherever it runs.
+bool bf16_units_present();
+// The units the bf16 products use here: the CPU's own where they beat its fp32 FMAs — AMX, or
+// AVX512-BF16 on a CPU that is not Intel's (Zen 4: 1.7× fp32's tokens/s on `small`) — else
+// emulated. On an Intel core without AMX, oneDNN's AVX512-BF16 products ran at about half
+// OpenBLAS' sgemm rate (a `small` step 0.55× as fast as fp32, emulated 0.91×: docs/precision.md).
 Bf16Units bf16_units_of_this_cpu();
 // The instruction set oneDNN runs bf16 products with here ("avx512_core_bf16", "avx512_core_amx",
 // or the best it has without BF16 units).
 std::string bf16_isa_name();
+// Why bf16_units_of_this_cpu() is `emulated` here, for the first log line and bench compute ("no
+// BF16 units on this CPU (best ISA avx2): …", "avx512_core_bf16 without AMX on an Intel CPU …");
+// empty where it is `hardware`.
+std::string bf16_emulation_reason();
 
 class Bf16Products {
  public:

@@ -40,7 +40,8 @@ CpuBackend::~CpuBackend() = default;
 std::string CpuBackend::name() const {
   if (!bf16_) return "cpu";
   if (bf16_->units() == cpu::Bf16Units::hardware) return "cpu, bf16 products on " + cpu::bf16_isa_name() + " (oneDNN)";
-  return "cpu, bf16 products emulated in fp32 (no BF16 units on this CPU: no faster than fp32)";
+  const std::string reason = cpu::bf16_emulation_reason();
+  return "cpu, bf16 products emulated in fp32" + (reason.empty() ? std::string{} : " (" + reason + ")");
 }
 
 std::size_t CpuBackend::product_operand_bytes() const { return bf16_ ? bf16_->operand_bytes() : 0; }

@@ -27,14 +27,15 @@ class ThreadTeam;
 class CpuBackend final : public Backend {
  public:
   // threads: OpenBLAS threads, 0 = one per hardware thread. Under bf16 the products run on this
-  // CPU's BF16 units where it has them, else emulated (tests force `emulated` to check that path).
+  // CPU's BF16 units where they beat its fp32 FMAs (bf16_units_of_this_cpu), else emulated (tests
+  // force either to check both paths).
   explicit CpuBackend(int threads, Precision precision = Precision::fp32);
   CpuBackend(int threads, Precision precision, cpu::Bf16Units units);
   ~CpuBackend() override;
 
   Device device() const override { return Device::cpu; }
   // "cpu", or under bf16 with how it multiplies: "cpu, bf16 products on avx512_core_bf16 (oneDNN)",
-  // or "cpu, bf16 products emulated in fp32 (no BF16 units: no faster than fp32)".
+  // or "cpu, bf16 products emulated in fp32 (…)" with bf16_emulation_reason().
   std::string name() const override;
   int threads() const { return threads_; }
   Precision precision() const { return precision_; }

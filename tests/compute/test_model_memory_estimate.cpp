@@ -105,7 +105,8 @@ TEST_CASE(
     "and its AdamW allocate",
     "[model][precision]") {
   const GPTConfig wide{4, 128, 4, 64, 256, 256};
-  for (const cpu::Bf16Units units : {cpu::bf16_units_of_this_cpu(), cpu::Bf16Units::emulated}) {
+  for (const cpu::Bf16Units units :
+       {cpu::bf16_units_present() ? cpu::Bf16Units::hardware : cpu::Bf16Units::emulated, cpu::Bf16Units::emulated}) {
     for (const Recompute recompute : {Recompute::none, Recompute::selective, Recompute::full}) {
       for (StageFootprint s :
            {StageFootprint{0, 4, 8, 64, 1, 4}, StageFootprint{2, 4, 4, 48, 2, 4}, StageFootprint{0, 2, 4, 32, 3, 4}}) {
@@ -144,7 +145,8 @@ TEST_CASE("under bf16 the products' operand copies are made when the model reser
   const GPTConfig config{2, 64, 4, 64, 256, 256};
   std::vector<std::uint16_t> tokens(20000);
   for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<std::uint16_t>((i * 7919) % 256);
-  for (const cpu::Bf16Units units : {cpu::bf16_units_of_this_cpu(), cpu::Bf16Units::emulated}) {
+  for (const cpu::Bf16Units units :
+       {cpu::bf16_units_present() ? cpu::Bf16Units::hardware : cpu::Bf16Units::emulated, cpu::Bf16Units::emulated}) {
     CpuBackend backend(1, Precision::bf16, units);
     GPT model(config, backend);
     model.init_parameters(1);

@@ -48,7 +48,7 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
 
 std::vector<Bf16Units> units_to_check() {
   std::vector<Bf16Units> units{Bf16Units::emulated};
-  if (cpu::bf16_units_of_this_cpu() == Bf16Units::hardware) units.push_back(Bf16Units::hardware);
+  if (cpu::bf16_units_present()) units.push_back(Bf16Units::hardware);
   return units;
 }
 
