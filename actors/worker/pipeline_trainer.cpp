@@ -148,12 +148,13 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
     chunk.first_buffer = static_cast<int>(buffers.size());
     if (chunk.experts) {
       // A buffer a run of a kind: the dense ones summed over the stage's dp group, the rank's
-      // experts over the ranks holding them (compute/train/expert_gradients.hpp).
+      // experts over the ranks holding them (compute/train/expert_gradients.hpp). Each begins at its
+      // run in the chunk's own buffer (its sum offset adds where the chunk lies among the rank's).
       for (compute::ZeroStep::Buffer& b : chunk.experts->zero_buffers(
-               stage.views(), stage.params(), stage.grads(), data_parallel_, expert_data_, chunk.compressed_at)) {
-        chunk.buffer_begins.push_back(b.sum_offset);
+               stage.views(), stage.params(), stage.grads(), data_parallel_, expert_data_, chunk.compressed_at))
         buffers.push_back(std::move(b));
-      }
+      for (const compute::ExpertGradients::Range& run : chunk.experts->ranges())
+        chunk.buffer_begins.push_back(run.begin);
       continue;
     }
     // The chunk's ZeRO shard: the segment of its buffer the stage's dp group reduce-scatters to this

@@ -7,7 +7,8 @@
 // interleaved schedules; ZeRO-3 without expert shards), and their checkpoint resumes in one process; two
 // stages, and two stages of two replicas in expert groups of 2, under the zero-bubble schedules ZB-H1
 // and ZB-V print one process's losses and param norm; under ZeRO 1 and 2
-// they print ZeRO 0's losses and final parameter norm, and a ZeRO-2 checkpoint resumes in other groups and stages;
+// they print ZeRO 0's losses and final parameter norm, and a ZeRO-2 checkpoint resumes in other groups and stages
+// (one of two interleaved chunks a pipeline rank too);
 // under bf16 and PowerSGD sums they train as the same compression without expert shards, and a PowerSGD checkpoint
 // resumes in its layout and without expert shards (two pipeline stages of four replicas too, whose ranks write
 // zeros as the residuals of the experts they do not hold after a resume from a checkpoint without expert shards); under
@@ -171,7 +172,7 @@ TEST_CASE(
 
 TEST_CASE(
     "two pipeline stages of two replicas under ZeRO-3, and in expert groups of 2 under GPipe, interleaved, ZeRO 1 "
-    "and 2, print one process's losses and param norm; the ZeRO-2 checkpoint resumes in one process",
+    "and 2, print one process's losses and param norm; the interleaved ZeRO-2 checkpoint resumes in one process",
     "[cli][moe][pipeline]") {
   TempDir dir;
   const std::string alone = train(dir, with(moe_steps(kSteps), {"--train.grad_accum", "8"}), 1);
@@ -189,12 +190,17 @@ TEST_CASE(
     for (int i = 0; i < kSteps; ++i) CHECK(std::abs(one[i] - grid[i]) <= 2e-4);
     CHECK(std::abs(param_norm_of(out) - param_norm_of(alone)) <= 1e-6 * param_norm_of(alone));
   }
-  // ZeRO 2: each replica writes its segments of the moments, the first expert group the experts;
-  // one process resumes from step 2 (the step-4 checkpoint removed) on the straight run's losses.
+  // ZeRO 2, interleaved: each replica writes its segments of the moments of both its chunks (each a
+  // buffer a run of a kind), the first expert group the experts; its gradient norm takes each chunk's
+  // segments where they lie in the chunk. One process resumes from step 2 (the step-4 checkpoint
+  // removed) on the straight run's losses.
   const std::vector<std::string> saved = {"--checkpoint.every", "2", "--checkpoint.dir", (dir.path() / "ck").string()};
-  const std::string out = train(
-      dir,
-      with(with(moe_steps(kSteps), {"--pipeline.stages", "2", "--expert.shards", "2", "--train.zero", "2"}), saved), 4);
+  const std::string out =
+      train(dir,
+            with(with(moe_steps(kSteps), {"--pipeline.stages", "2", "--expert.shards", "2", "--pipeline.schedule",
+                                          "interleaved", "--pipeline.virtual_stages", "2", "--train.zero", "2"}),
+                 saved),
+            4);
   const std::vector<double> grid = losses_of(out, kSteps);
   REQUIRE(grid.size() == kSteps);
   for (int i = 0; i < kSteps; ++i) CHECK(std::abs(one[i] - grid[i]) <= 2e-4);
