@@ -7,7 +7,10 @@
 // next: at 2 threads a small step spent about a third more CPU time than at 1. Instead the team
 // splits the rows of c, and each part runs a one-thread oneDNN matmul of its rows (OpenMP's thread
 // count is the calling thread's own setting, so each part sets it to 1): no OpenMP team exists.
-// The matmuls are cached by the part's shape.
+// The matmuls are cached by the part's shape, up to max_kept_matmuls of them: a dense model's
+// products have a few shapes, but a mixture-of-experts layer's have as many as its experts' row
+// counts take values (about 85 KiB each; making one costs about 0.2 ms, as much as a product of 64
+// rows).
 
 #include "compute/cpu/bf16_products.hpp"
 
@@ -39,6 +42,8 @@ namespace {
 constexpr std::int64_t round_grain = 128;
 // Rows of c a part multiplies at the least: fewer leave oneDNN's kernels short of work.
 constexpr std::int64_t row_grain = 32;
+// Matmuls kept at the most: the cache is emptied at the start of a product (when no part runs).
+constexpr std::size_t max_kept_matmuls = 256;
 
 TROUPE_SIMD_CLONES void round_to_bf16_values(float* out, const float* in, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) out[i] = round_to_bf16(in[i]);
@@ -136,6 +141,8 @@ Bf16Products::~Bf16Products() {
   for (const auto& [kind, bytes] : counted_) memory_ledger().remove(kind, bytes);
 }
 
+std::size_t Bf16Products::matmuls_kept() const { return onednn_ ? onednn_->matmuls.size() : 0; }
+
 std::int64_t Bf16Products::reserved_first() const {
   return static_cast<std::int64_t>(onednn_ ? onednn_->a.size() : a_values_.size());
 }
@@ -194,6 +201,8 @@ void Bf16Products::gemm(bool transpose_a, bool transpose_b, int m, int n, int k,
     return;
   }
   OneDnn& d = *onednn_;
+  // Each part may make one: a cache that could pass the bound in this product is emptied first.
+  if (d.matmuls.size() + static_cast<std::size_t>(team_.size()) > max_kept_matmuls) d.matmuls.clear();
   auto bits = [&](Operand x, std::int64_t count, std::vector<std::uint16_t>& copy) -> const std::uint16_t* {
     if (x.bf16 != nullptr) return x.bf16;
     team_.run(count, round_grain, [&](std::int64_t begin, std::int64_t end) {

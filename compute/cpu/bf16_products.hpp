@@ -3,13 +3,13 @@
 // rounded to bf16 (nearest even), the sums kept in f32, the result written in f32 (bf16 operands,
 // f32 accumulation, f32 output).
 //
-// Where the CPU multiplies bf16 in hardware (AVX512-BF16, AMX; oneDNN's effective ISA says), the
+// On BF16 units (AVX512-BF16, AMX; bf16_units_of_this_cpu() says where they are used), the
 // operands are rounded into bf16 buffers and oneDNN matmuls multiply them, the backend's threads
 // each taking a block of rows: one engine per backend, and one primitive per shape, made at its
-// first call and kept (making one costs more than a small product). Elsewhere the operands are rounded to bf16 values
-// kept in f32 and OpenBLAS' sgemm multiplies them: the same numbers up to the order of the f32 sums, and no faster than
-// fp32 (the backend's name says so). docs/precision.md states the error bound both meet and
-// tests/compute/cpu/test_bf16_products.cpp checks it.
+// first call and kept (a full cache is emptied). Elsewhere the operands are rounded to bf16 values
+// kept in f32 and OpenBLAS' sgemm multiplies them: the same numbers up to the order of the f32
+// sums, and no faster than fp32 (the backend's name says so). docs/precision.md states the error
+// bound both meet and tests/compute/cpu/test_bf16_products.cpp checks it.
 
 #include <cstddef>
 #include <cstdint>
@@ -59,6 +59,9 @@ class Bf16Products {
   // Grows the copies to `first` and `second` elements now (a product that needs more grows them
   // then). The memory ledger counts them as the kind the growing thread's MemoryScope names.
   void reserve(std::int64_t first, std::int64_t second);
+  // The oneDNN matmuls cached by shape now (with BF16 units; at most 256: the cache is emptied
+  // when it is full).
+  std::size_t matmuls_kept() const;
   // Elements the copies hold now.
   std::int64_t reserved_first() const;
   std::int64_t reserved_second() const;

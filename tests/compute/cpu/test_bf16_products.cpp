@@ -21,6 +21,7 @@
 
 #include "compute/cpu/bf16_products.hpp"
 #include "compute/cpu/cpu_backend.hpp"
+#include "compute/cpu/thread_team.hpp"
 
 namespace {
 
@@ -215,4 +216,41 @@ TEST_CASE("bf16 products on two threads give the same bits every time at a model
       }
     }
   }
+}
+
+// A mixture-of-experts layer's products take as many shapes as its experts' row counts take values:
+// the matmuls cached by shape stay at most 256, and a product made again after the cache was
+// emptied gives the same bits.
+TEST_CASE("bf16 products on BF16 units keep at most 256 matmuls over many shapes, and remake one to the same bits",
+          "[kernels][bf16][moe]") {
+  if (!troupe::compute::cpu::bf16_units_present()) {
+    WARN("this CPU has no BF16 units: no oneDNN matmuls are cached here");
+    return;
+  }
+  std::mt19937 rng(13);
+  constexpr int rows = 300, width = 24, outputs = 40;
+  const Tensor a = random_tensor({rows, width}, rng), b = random_tensor({outputs, width}, rng);
+  troupe::compute::cpu::ThreadTeam team(2);
+  troupe::compute::cpu::Bf16Products products(team, Bf16Units::hardware);
+  // m rows of a times the first n rows of b, transposed.
+  auto product = [&](int m, int n) {
+    std::vector<float> c(static_cast<std::size_t>(m) * n);
+    products.gemm(false, true, m, n, width, {a.data_as<float>(), nullptr}, width, {b.data_as<float>(), nullptr}, width,
+                  false, c.data(), n);
+    return c;
+  };
+  const std::vector<float> first = product(40, outputs);
+  std::size_t most = 0, cleared = 0;
+  for (int n : {outputs, outputs - 7, outputs - 13})
+    for (int m = 1; m <= rows; ++m) {
+      const std::size_t before = products.matmuls_kept();
+      product(m, n);
+      if (products.matmuls_kept() < before) ++cleared;
+      most = std::max(most, products.matmuls_kept());
+    }
+  CHECK(most <= 256);
+  CHECK(most >= 250);  // the shapes were cached until the cache was full
+  CHECK(cleared >= 1);
+  const std::vector<float> again = product(40, outputs);
+  CHECK(std::memcmp(first.data(), again.data(), first.size() * sizeof(float)) == 0);
 }
