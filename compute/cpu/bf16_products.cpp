@@ -169,22 +169,14 @@ void Bf16Products::reserve(std::int64_t first, std::int64_t second) {
   grow(false, second);
 }
 
-void Bf16Products::gemm(bool transpose_a, bool transpose_b, int m, int n, int k, Operand a, int lda, Operand b, int ldb,
-                        bool accumulate, float* c, int ldc) {
+Bf16Products::Rounded Bf16Products::round(Operand a, std::int64_t a_count, Operand b, std::int64_t b_count) {
   TROUPE_CHECK((a.f32 == nullptr) != (a.bf16 == nullptr) && (b.f32 == nullptr) != (b.bf16 == nullptr),
                "a bf16 product's operand is f32 or bf16, exactly one");
-  if (m == 0 || n == 0) return;
-  if (k == 0) {  // no terms: c stays what it holds, or becomes 0
-    if (!accumulate)
-      for (int i = 0; i < m; ++i) std::fill_n(c + static_cast<std::ptrdiff_t>(i) * ldc, n, 0.0f);
-    return;
-  }
-  const std::int64_t a_count = transpose_a ? stored_elements(k, m, lda) : stored_elements(m, k, lda);
-  const std::int64_t b_count = transpose_b ? stored_elements(n, k, ldb) : stored_elements(k, n, ldb);
   // With BF16 units only an f32 operand needs a copy, one already in bf16 is read where it lies;
   // emulated, a bf16 operand is widened into the copy too, since sgemm multiplies f32.
   const bool copies_all = units_ == Bf16Units::emulated;
   reserve(copies_all || a.f32 != nullptr ? a_count : 0, copies_all || b.f32 != nullptr ? b_count : 0);
+  Rounded rounded;
   if (units_ == Bf16Units::emulated) {
     auto values = [&](Operand x, std::int64_t count, std::vector<float>& copy) {
       team_.run(count, round_grain, [&](std::int64_t begin, std::int64_t end) {
@@ -193,16 +185,13 @@ void Bf16Products::gemm(bool transpose_a, bool transpose_b, int m, int n, int k,
         else
           widen_bf16_bits(copy.data() + begin, x.bf16 + begin, end - begin);
       });
+      return copy.data();
     };
-    values(a, a_count, a_values_);
-    values(b, b_count, b_values_);
-    cpu::gemm(transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f,
-              a_values_.data(), lda, b_values_.data(), ldb, accumulate ? 1.0f : 0.0f, c, ldc);
-    return;
+    rounded.a_values = values(a, a_count, a_values_);
+    rounded.b_values = values(b, b_count, b_values_);
+    return rounded;
   }
   OneDnn& d = *onednn_;
-  // Each part may make one: a cache that could pass the bound in this product is emptied first.
-  if (d.matmuls.size() + static_cast<std::size_t>(team_.size()) > max_kept_matmuls) d.matmuls.clear();
   auto bits = [&](Operand x, std::int64_t count, std::vector<std::uint16_t>& copy) -> const std::uint16_t* {
     if (x.bf16 != nullptr) return x.bf16;
     team_.run(count, round_grain, [&](std::int64_t begin, std::int64_t end) {
@@ -210,29 +199,64 @@ void Bf16Products::gemm(bool transpose_a, bool transpose_b, int m, int n, int k,
     });
     return copy.data();
   };
-  const std::uint16_t* a_bits = bits(a, a_count, d.a);
-  const std::uint16_t* b_bits = bits(b, b_count, d.b);
+  rounded.a_bits = bits(a, a_count, d.a);
+  rounded.b_bits = bits(b, b_count, d.b);
+  return rounded;
+}
+
+void Bf16Products::prepare_matmuls(int parts) {
+  // Each part may make one: a cache that could pass the bound in this product is emptied first.
+  if (onednn_ && onednn_->matmuls.size() + static_cast<std::size_t>(parts) > max_kept_matmuls) onednn_->matmuls.clear();
+}
+
+void Bf16Products::multiply_here(const Rounded& r, bool transpose_a, bool transpose_b, int m, int n, int k,
+                                 std::int64_t a_at, int lda, std::int64_t b_at, int ldb, bool accumulate, float* c,
+                                 int ldc) {
+  if (m == 0 || n == 0) return;
+  if (units_ == Bf16Units::emulated) {
+    cpu::gemm(transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f,
+              r.a_values + a_at, lda, r.b_values + b_at, ldb, accumulate ? 1.0f : 0.0f, c, ldc);
+    return;
+  }
+  OneDnn& d = *onednn_;
+  // One OpenMP thread from before the matmul is made: oneDNN picks its kernel, and how it splits
+  // the sums, for the thread count at creation, and whichever part first meets a shape makes it.
+  omp_set_num_threads(1);
+  const OneDnn::Product& product = d.product({transpose_a, transpose_b, m, n, k, lda, ldb, ldc, accumulate});
+  // oneDNN's memory objects take non-const handles; a matmul only reads its sources.
+  dnnl::memory a_mem(product.a, d.engine, const_cast<std::uint16_t*>(r.a_bits + a_at));
+  dnnl::memory b_mem(product.b, d.engine, const_cast<std::uint16_t*>(r.b_bits + b_at));
+  dnnl::memory c_mem(product.c, d.engine, c);
+  thread_local std::vector<std::uint8_t> scratchpad;
+  scratchpad.resize(product.scratchpad.get_size());
+  dnnl::memory scratchpad_mem(product.scratchpad, d.engine, scratchpad.data());
+  dnnl::stream stream(d.engine);  // a stream is one thread's; a CPU stream costs next to nothing
+  product.matmul.execute(
+      stream,
+      {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}, {DNNL_ARG_SCRATCHPAD, scratchpad_mem}});
+  stream.wait();
+}
+
+void Bf16Products::gemm(bool transpose_a, bool transpose_b, int m, int n, int k, Operand a, int lda, Operand b, int ldb,
+                        bool accumulate, float* c, int ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // no terms: c stays what it holds, or becomes 0
+    if (!accumulate)
+      for (int i = 0; i < m; ++i) std::fill_n(c + static_cast<std::ptrdiff_t>(i) * ldc, n, 0.0f);
+    return;
+  }
+  const std::int64_t a_count = transpose_a ? stored_elements(k, m, lda) : stored_elements(m, k, lda);
+  const std::int64_t b_count = transpose_b ? stored_elements(n, k, ldb) : stored_elements(k, n, ldb);
+  const Rounded r = round(a, a_count, b, b_count);
+  if (units_ == Bf16Units::emulated) {  // one sgemm on OpenBLAS' threads
+    multiply_here(r, transpose_a, transpose_b, m, n, k, 0, lda, 0, ldb, accumulate, c, ldc);
+    return;
+  }
+  prepare_matmuls(team_.size());
   // Rows [begin, end) of c take rows [begin, end) of op(a): rows of a, or columns of the stored aᵀ.
   team_.run(m, row_grain, [&](std::int64_t begin, std::int64_t end) {
-    const int rows = static_cast<int>(end - begin);
-    // One OpenMP thread from before the matmul is made: oneDNN picks its kernel, and how it splits
-    // the sums, for the thread count at creation, and whichever part first meets a shape makes it.
-    omp_set_num_threads(1);
-    const OneDnn::Product& product = d.product({transpose_a, transpose_b, rows, n, k, lda, ldb, ldc, accumulate});
-    // oneDNN's memory objects take non-const handles; a matmul only reads its sources.
-    auto* a_rows = const_cast<std::uint16_t*>(a_bits + (transpose_a ? begin : begin * lda));
-    dnnl::memory a_mem(product.a, d.engine, a_rows);
-    dnnl::memory b_mem(product.b, d.engine, const_cast<std::uint16_t*>(b_bits));
-    dnnl::memory c_mem(product.c, d.engine, c + begin * ldc);
-    thread_local std::vector<std::uint8_t> scratchpad;
-    scratchpad.resize(product.scratchpad.get_size());
-    dnnl::memory scratchpad_mem(product.scratchpad, d.engine, scratchpad.data());
-    dnnl::stream stream(d.engine);  // a stream is one thread's; a CPU stream costs next to nothing
-    product.matmul.execute(stream, {{DNNL_ARG_SRC, a_mem},
-                                    {DNNL_ARG_WEIGHTS, b_mem},
-                                    {DNNL_ARG_DST, c_mem},
-                                    {DNNL_ARG_SCRATCHPAD, scratchpad_mem}});
-    stream.wait();
+    multiply_here(r, transpose_a, transpose_b, static_cast<int>(end - begin), n, k, transpose_a ? begin : begin * lda,
+                  lda, 0, ldb, accumulate, c + begin * ldc, ldc);
   });
 }
 

@@ -76,6 +76,24 @@ class Bf16Products {
   void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, Operand a, int lda, Operand b, int ldb,
             bool accumulate, float* c, int ldc);
 
+  // The same in two halves, for products a caller splits among its threads itself (the grouped
+  // products of a rank's experts): round() rounds both operands (a_count and b_count stored
+  // elements) once, on the team; then each thread multiplies its parts with multiply_here(), on
+  // the calling thread alone, op(a) from element a_at of the rounded a and op(b) from b_at of b.
+  // Emulated, multiply_here() is an sgemm on OpenBLAS' current thread count. The rounded operands
+  // stay valid until the next round() or gemm(); prepare_matmuls(parts) goes before a round of up
+  // to `parts` concurrent multiply_here() calls of new shapes.
+  struct Rounded {
+    const std::uint16_t* a_bits = nullptr;  // with BF16 units
+    const std::uint16_t* b_bits = nullptr;
+    const float* a_values = nullptr;  // emulated
+    const float* b_values = nullptr;
+  };
+  Rounded round(Operand a, std::int64_t a_count, Operand b, std::int64_t b_count);
+  void prepare_matmuls(int parts);
+  void multiply_here(const Rounded& r, bool transpose_a, bool transpose_b, int m, int n, int k, std::int64_t a_at,
+                     int lda, std::int64_t b_at, int ldb, bool accumulate, float* c, int ldc);
+
  private:
   struct OneDnn;
 

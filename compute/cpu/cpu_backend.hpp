@@ -67,7 +67,7 @@ class CpuBackend final : public Backend {
                                const Tensor& residual) override;
   void matmul_backward_input(Tensor& dinp, const Tensor& dout, const Tensor& weight) override;
   void matmul_backward_weights(Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp) override;
-  // cpu_backend_grouped.cpp
+  // cpu_backend_grouped.cpp: f32 or f64 tensors (under bf16 f32 ones: the products round them).
   void grouped_matmul_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
                               std::span<const std::int64_t> rows_of) override;
   void grouped_matmul_backward_input(Tensor& dinp, const Tensor& dout, const Tensor& weight,
@@ -104,6 +104,9 @@ class CpuBackend final : public Backend {
  private:
   void linear_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias, const Tensor& residual,
                       int N, int C, int OC, DType dtype);
+  // fn(multiply) for the grouped products of operands a and b (cpu_backend_grouped.cpp).
+  template <typename Fn>
+  void with_grouped_products(DType dtype, const Tensor& a, const Tensor& b, Fn&& fn);
   // The bf16 products, when the precision asks for them and the tensors are f32; else null.
   cpu::Bf16Products* bf16_for(DType dtype) const;
   // The dtype of a product's tensors: `rest` all f32 or all f64, `stored` (the activation

@@ -3,14 +3,12 @@
 #include <algorithm>
 #include <cstddef>
 
-#include "compute/cpu/blas.hpp"
 #include "compute/cpu/cpu_kernels.hpp"
 
 namespace troupe::compute::cpu {
 namespace {
 
-// fn(e, lo, a, b) for each expert e whose rows (from lo on) meet [begin, end), with [a, b) the rows
-// they share.
+// fn(e, a, b) for each expert e whose rows meet [begin, end), with [a, b) the rows they share.
 template <typename Fn>
 void for_each_part(std::span<const std::int64_t> rows_of, std::int64_t begin, std::int64_t end, Fn&& fn) {
   std::int64_t lo = 0;
@@ -25,22 +23,21 @@ std::int64_t ceil_div(std::int64_t n, std::int64_t d) { return (n + d - 1) / d; 
 }  // namespace
 
 template <typename Real>
-void grouped_forward_rows(Real* out, const Real* inp, const Real* weight, const Real* bias,
+void grouped_forward_rows(Real* out, const Real* bias, const Multiply<Real>& multiply,
                           std::span<const std::int64_t> rows_of, int C, int OC, std::int64_t begin, std::int64_t end) {
   for_each_part(rows_of, begin, end, [&](std::int64_t e, std::int64_t a, std::int64_t b) {
     const int rows = static_cast<int>(b - a);
     Real* o = out + a * OC;
     if (bias != nullptr) start_rows(o, static_cast<const Real*>(nullptr), bias + e * OC, rows, OC, false);
-    matmul_forward(o, inp + a * C, weight + e * OC * C, rows, C, OC, bias != nullptr);
+    multiply(false, true, rows, OC, C, a * C, C, e * OC * C, C, bias != nullptr, o, OC);
   });
 }
 
 template <typename Real>
-void grouped_backward_input_rows(Real* dinp, const Real* dout, const Real* weight,
-                                 std::span<const std::int64_t> rows_of, int C, int OC, std::int64_t begin,
-                                 std::int64_t end) {
+void grouped_backward_input_rows(Real* dinp, const Multiply<Real>& multiply, std::span<const std::int64_t> rows_of,
+                                 int C, int OC, std::int64_t begin, std::int64_t end) {
   for_each_part(rows_of, begin, end, [&](std::int64_t e, std::int64_t a, std::int64_t b) {
-    matmul_backward_input(dinp + a * C, dout + a * OC, weight + e * OC * C, static_cast<int>(b - a), C, OC);
+    multiply(false, false, static_cast<int>(b - a), C, OC, a * OC, OC, e * OC * C, C, false, dinp + a * C, C);
   });
 }
 
@@ -51,7 +48,7 @@ std::int64_t grouped_weight_units(std::span<const std::int64_t> rows_of, int OC)
 }
 
 template <typename Real>
-void grouped_backward_weights_units(Real* dweight, Real* dbias, const Real* dout, const Real* inp,
+void grouped_backward_weights_units(Real* dweight, Real* dbias, const Real* dout, const Multiply<Real>& multiply,
                                     std::span<const std::int64_t> rows_of, int C, int OC, std::int64_t begin,
                                     std::int64_t end) {
   std::int64_t base = 0, lo = 0;  // the expert's first unit and first row
@@ -63,25 +60,24 @@ void grouped_backward_weights_units(Real* dweight, Real* dbias, const Real* dout
     const std::int64_t o1 = std::clamp<std::int64_t>(ceil_div(end - base, r), 0, OC);
     if (o0 >= o1) continue;
     const int outputs = static_cast<int>(o1 - o0), K = static_cast<int>(r);
-    const Real* d = dout + lo * OC + o0;
-    gemm(CblasTrans, CblasNoTrans, outputs, C, K, Real(1), d, OC, inp + lo * C, C, Real(1),
-         dweight + (static_cast<std::int64_t>(e) * OC + o0) * C, C);
-    if (dbias != nullptr) matmul_bias_backward(dbias + static_cast<std::int64_t>(e) * OC + o0, d, K, outputs, OC);
+    const std::int64_t expert = static_cast<std::int64_t>(e);
+    multiply(true, false, outputs, C, K, lo * OC + o0, OC, lo * C, C, true, dweight + (expert * OC + o0) * C, C);
+    if (dbias != nullptr) matmul_bias_backward(dbias + expert * OC + o0, dout + lo * OC + o0, K, outputs, OC);
   }
 }
 
-template void grouped_forward_rows<float>(float*, const float*, const float*, const float*,
-                                          std::span<const std::int64_t>, int, int, std::int64_t, std::int64_t);
-template void grouped_forward_rows<double>(double*, const double*, const double*, const double*,
+template void grouped_forward_rows<float>(float*, const float*, const Multiply<float>&, std::span<const std::int64_t>,
+                                          int, int, std::int64_t, std::int64_t);
+template void grouped_forward_rows<double>(double*, const double*, const Multiply<double>&,
                                            std::span<const std::int64_t>, int, int, std::int64_t, std::int64_t);
-template void grouped_backward_input_rows<float>(float*, const float*, const float*, std::span<const std::int64_t>, int,
+template void grouped_backward_input_rows<float>(float*, const Multiply<float>&, std::span<const std::int64_t>, int,
                                                  int, std::int64_t, std::int64_t);
-template void grouped_backward_input_rows<double>(double*, const double*, const double*, std::span<const std::int64_t>,
-                                                  int, int, std::int64_t, std::int64_t);
-template void grouped_backward_weights_units<float>(float*, float*, const float*, const float*,
+template void grouped_backward_input_rows<double>(double*, const Multiply<double>&, std::span<const std::int64_t>, int,
+                                                  int, std::int64_t, std::int64_t);
+template void grouped_backward_weights_units<float>(float*, float*, const float*, const Multiply<float>&,
                                                     std::span<const std::int64_t>, int, int, std::int64_t,
                                                     std::int64_t);
-template void grouped_backward_weights_units<double>(double*, double*, const double*, const double*,
+template void grouped_backward_weights_units<double>(double*, double*, const double*, const Multiply<double>&,
                                                      std::span<const std::int64_t>, int, int, std::int64_t,
                                                      std::int64_t);
 

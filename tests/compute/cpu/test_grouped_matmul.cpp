@@ -1,8 +1,10 @@
 // The CPU backend's grouped products (all of a rank's experts in one run of its team) against
 // Backend's default, one matmul per expert with rows: uneven counts, an expert with none and one
-// with a single row, with and without biases, f64 and f32, on teams of 1, 2 and 3 threads, so that
-// shares cut through experts' rows and through an expert's weight-gradient rows. A share that
-// missed a row or an output, or that two shares both wrote, would be off by a whole term.
+// with a single row, with and without biases, f64, f32 and under bf16 (on BF16 units where oneDNN
+// has them, and emulated), on teams of 1, 2 and 3 threads, so that shares cut through experts' rows
+// and through an expert's weight-gradient rows. A share that missed a row or an output, or that
+// two shares both wrote, would be off by a whole term; under bf16 both round the same operands, so
+// they differ by the order of f32 sums alone.
 
 #include <catch2/catch.hpp>
 
@@ -15,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "compute/cpu/bf16_products.hpp"
 #include "compute/cpu/cpu_backend.hpp"
 
 namespace {
@@ -57,6 +60,24 @@ Tensor copy_of(const Tensor& t) {
 // Sums of products of up to 80 terms of [-1, 1]: f64 rounds at 1e-16 of them, f32 at 6e-8.
 double tolerance(DType dtype) { return dtype == DType::f64 ? 1e-13 : 2e-6; }
 
+struct Setting {
+  DType dtype;
+  Precision precision;
+  cpu::Bf16Units units;
+  std::string name() const {
+    if (precision == Precision::fp32) return std::string(dtype_name(dtype));
+    return units == cpu::Bf16Units::hardware ? "bf16 on BF16 units" : "bf16 emulated";
+  }
+};
+
+std::vector<Setting> settings() {
+  std::vector<Setting> all{{DType::f64, Precision::fp32, cpu::Bf16Units::emulated},
+                           {DType::f32, Precision::fp32, cpu::Bf16Units::emulated},
+                           {DType::f32, Precision::bf16, cpu::Bf16Units::emulated}};
+  if (cpu::bf16_units_present()) all.push_back({DType::f32, Precision::bf16, cpu::Bf16Units::hardware});
+  return all;
+}
+
 }  // namespace
 
 TEST_CASE("grouped products equal one product per expert, on teams of 1 to 3 threads", "[compute][cpu][moe]") {
@@ -66,14 +87,15 @@ TEST_CASE("grouped products equal one product per expert, on teams of 1 to 3 thr
       {5, 5, 5, 5, 5},
   };
   constexpr int E = 5, C = 24, OC = 40;
-  for (DType dtype : {DType::f64, DType::f32})
+  for (const Setting& setting : settings())
     for (int threads : {1, 2, 3})
       for (const auto& rows_of : counts)
         for (bool with_bias : {true, false}) {
-          CAPTURE(std::string(dtype_name(dtype)), threads, rows_of, with_bias);
+          CAPTURE(setting.name(), threads, rows_of, with_bias);
+          const DType dtype = setting.dtype;
           const std::int64_t N = std::accumulate(rows_of.begin(), rows_of.end(), std::int64_t{0});
           std::mt19937 rng(17);
-          CpuBackend be(threads);
+          CpuBackend be(threads, setting.precision, setting.units);
           const Tensor inp = random_tensor({N, C}, dtype, rng), weight = random_tensor({E, OC, C}, dtype, rng);
           const Tensor bias = with_bias ? random_tensor({E, OC}, dtype, rng) : Tensor{};
           const Tensor dout = random_tensor({N, OC}, dtype, rng);
