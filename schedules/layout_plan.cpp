@@ -192,8 +192,6 @@ std::string not_built(const Workload& w, const Layout& l) {
   // What the runtime refuses of a model with experts (docs/moe.md).
   if (w.model.experts > 0) {
     if (l.tp > 1 && l.ep > 1) missing.push_back("experts with tensor and expert shards together");
-    if (l.ep > 1 && l.pp > 1 && compute::shards_parameters(l.zero))
-      missing.push_back("zero 3 with expert shards on pipeline stages");
   }
   std::string text;
   for (const std::string& m : missing) text += (text.empty() ? "" : ", ") + m;

@@ -91,12 +91,20 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
     Chunk chunk;
     const compute::TensorShard shard{shard_, setup_.grid.tp};
     if (compute::shards_parameters(setup_.zero)) {
+      const compute::ExpertShard experts{setup_.experts.rank(), setup_.experts.shards()};
       std::vector<compute::ParameterUnit> units =
-          compute::GPTStage::parameter_units(setup_.model, layers.first_layer, layers.last_layer, shard);
+          compute::GPTStage::parameter_units(setup_.model, layers.first_layer, layers.last_layer, shard, experts);
       const std::int64_t total = units.back().end;
-      chunk.source = std::make_unique<compute::ShardedParameters>(
-          backend_, std::move(units), compute::DType::f32, groups_.dp.position(), shard_offsets(groups_.dp, total),
-          unit_exchange(mailbox_, groups_.dp, progress_), setup_.zero3_reshard);
+      if (setup_.experts.sharded())
+        chunk.source = std::make_unique<compute::ShardedParameters>(
+            backend_, std::move(units), compute::DType::f32,
+            zero3_runs(compute::GPTStage::parameter_views(setup_.model, layers.first_layer, layers.last_layer, shard,
+                                                          experts)),
+            setup_.zero3_reshard);
+      else
+        chunk.source = std::make_unique<compute::ShardedParameters>(
+            backend_, std::move(units), compute::DType::f32, groups_.dp.position(), shard_offsets(groups_.dp, total),
+            unit_exchange(mailbox_, groups_.dp, progress_), setup_.zero3_reshard);
       // Replicas of uneven shares run different numbers of micro-batches: each unit's collectives
       // must not follow them (docs/balance.md, "ZeRO-3").
       if (!o.micro_shares.empty()) chunk.source->hold_for_step();
@@ -138,7 +146,6 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
                               setup_.compression, tensors(TensorKinds::experts));
   }
   data_parallel_ = group_hooks(mailbox_, groups_.dp, progress_, setup_.zero, compressor_);
-  TROUPE_CHECK(!sharded || !compute::shards_parameters(setup_.zero), "expert shards on pipeline stages under ZeRO-3");
   expert_data_.zero_stage = setup_.zero;  // alone: the rank keeps its experts' state whole
   if (groups_.expert_data != nullptr)
     expert_data_ = group_hooks(mailbox_, *groups_.expert_data, progress_, setup_.zero, expert_compressor_);
@@ -150,8 +157,11 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
       // A buffer a run of a kind: the dense ones summed over the stage's dp group, the rank's
       // experts over the ranks holding them (compute/train/expert_gradients.hpp). Each begins at its
       // run in the chunk's own buffer (its sum offset adds where the chunk lies among the rank's).
-      for (compute::ZeroStep::Buffer& b : chunk.experts->zero_buffers(
-               stage.views(), stage.params(), stage.grads(), data_parallel_, expert_data_, chunk.compressed_at))
+      // Under ZeRO-3 the chunk's source keeps each one's segment.
+      compute::DataParallel dp = data_parallel_;
+      dp.sharded = chunk.source.get();
+      for (compute::ZeroStep::Buffer& b : chunk.experts->zero_buffers(stage.views(), stage.params(), stage.grads(), dp,
+                                                                      expert_data_, chunk.compressed_at))
         buffers.push_back(std::move(b));
       for (const compute::ExpertGradients::Range& run : chunk.experts->ranges())
         chunk.buffer_begins.push_back(run.begin);
@@ -208,6 +218,20 @@ std::vector<comm::GradientTensor> PipelineTrainer::compressed_tensors(TensorKind
     }
   }
   return tensors;
+}
+
+std::vector<compute::RunShards> PipelineTrainer::zero3_runs(std::span<const compute::ParameterView> views) {
+  std::vector<compute::RunShards> runs;
+  for (const compute::ExpertGradients::Range& r : compute::ExpertGradients::kind_ranges(views, true)) {
+    // The ranks holding the same experts; none but this one where it is alone at its place.
+    comm::Communicator* group = r.expert ? groups_.expert_data : &groups_.dp;
+    const std::int64_t count = r.end - r.begin;
+    std::vector<std::int64_t> shards = group ? shard_offsets(*group, count) : std::vector<std::int64_t>{0, count};
+    for (std::int64_t& offset : shards) offset += r.begin;
+    runs.push_back({std::move(shards), group ? group->position() : 0,
+                    group ? unit_exchange(mailbox_, *group, progress_) : compute::ShardExchange{}});
+  }
+  return runs;
 }
 
 compute::TensorShardGroup PipelineTrainer::shard_group() {
@@ -311,22 +335,40 @@ double PipelineTrainer::own_sum_of_squares(bool gradients) {
   double sum = 0, experts = 0;
   for (const Chunk& chunk : chunks_) {
     compute::GPTStage& stage = *chunk.stage;
-    compute::Tensor& kept = gradients ? stage.grads() : stage.params();
-    const std::int64_t kept_begin = stage.kept_begin();
-    // The local ranges this replica holds: of the gradients, what it holds of their sum in each of
-    // the chunk's buffers (its segment from ZeRO-2 on); of the parameters, all it keeps.
-    std::vector<std::pair<std::int64_t, std::int64_t>> held;
-    if (!gradients) held.emplace_back(kept_begin, kept_begin + kept.numel());
-    for (std::size_t i = 0; gradients && i < chunk.buffer_begins.size(); ++i) {
-      const auto [from, to] = zero_->summed_range(chunk.first_buffer + static_cast<int>(i));
-      held.emplace_back(chunk.buffer_begins[i] + from, chunk.buffer_begins[i] + to);
+    // The local ranges [from, to) this replica holds, whose values `data` holds from local
+    // `data_begin` on: of the gradients, what it holds of their sum in each of the chunk's buffers
+    // (its segment from ZeRO-2 on); of the parameters, all it keeps (under ZeRO-3 with expert shards
+    // a segment of each buffer's run).
+    struct Held {
+      std::int64_t from, to, data_begin;
+      const compute::Tensor* data;
+    };
+    std::vector<Held> held;
+    const bool kept_runs = chunk.experts && compute::shards_parameters(setup_.zero);
+    if (!gradients && !kept_runs)
+      held.push_back(
+          {stage.kept_begin(), stage.kept_begin() + stage.params().numel(), stage.kept_begin(), &stage.params()});
+    for (std::size_t i = 0; i < chunk.buffer_begins.size(); ++i) {
+      const int b = chunk.first_buffer + static_cast<int>(i);
+      const std::int64_t at = chunk.buffer_begins[i];
+      const compute::ZeroStep::Buffer& buffer = zero_->buffer(b);
+      const std::int64_t kept = at + buffer.kept_begin;  // where the buffer's kept tensors start
+      if (gradients) {
+        const auto [from, to] = zero_->summed_range(b);
+        if (kept_runs)
+          held.push_back({at + from, at + to, kept, &buffer.grads});
+        else
+          held.push_back({at + from, at + to, stage.kept_begin(), &stage.grads()});
+      } else if (kept_runs) {
+        held.push_back({kept, kept + buffer.params.numel(), kept, &buffer.params});
+      }
     }
-    for (const auto& [from, to] : held)
+    for (const Held& h : held)
       for (const compute::GPTStage::Run& run : stage.global_runs()) {
         if (run.embedding_copy || (run.replicated && shard_ != 0)) continue;
-        const std::int64_t lo = std::max(from, run.local), hi = std::min(to, run.local + run.count);
+        const std::int64_t lo = std::max(h.from, run.local), hi = std::min(h.to, run.local + run.count);
         if (lo < hi)
-          (run.expert_shard ? experts : sum) += backend_.sum_of_squares(kept.slice(lo - kept_begin, {hi - lo}));
+          (run.expert_shard ? experts : sum) += backend_.sum_of_squares(h.data->slice(lo - h.data_begin, {hi - lo}));
       }
   }
   const char* what = gradients ? "the gradient norm's shards" : "the parameter norm's shards";
@@ -334,6 +376,8 @@ double PipelineTrainer::own_sum_of_squares(bool gradients) {
     // Each replica its segments: of the dense runs over the dp group, of its experts over the ranks
     // holding them, so the sum over the dp group counts every element once.
     sum = zero_->group_squares(sum + experts);
+  } else if (!gradients && compute::shards_parameters(setup_.zero) && setup_.experts.sharded()) {
+    sum = sum_over(groups_.dp, sum + experts, what);  // the same segments, of the parameters
   } else {
     if (!gradients && compute::shards_parameters(setup_.zero) && group_replicas_ > 1)
       sum = sum_over(groups_.dp, sum, what);

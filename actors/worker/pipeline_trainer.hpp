@@ -230,6 +230,9 @@ class PipelineTrainer {
   // and replicated tensor-shard parameters counted once (summed over the stage's dp group where each
   // replica holds a shard, under tensor shards over the tp group: each holds a part).
   double own_sum_of_squares(bool gradients);
+  // Under ZeRO-3 with expert shards: what a chunk laid out as `views` keeps, a segment of each run
+  // of a kind over its group as the ZeRO step cuts it (compute/train/expert_gradients.hpp).
+  std::vector<compute::RunShards> zero3_runs(std::span<const compute::ParameterView> views);
   double sum_over(comm::Communicator& group, double value, const char* what);
   // The replica's routing over the whole model: this rank's step's (routing_) summed over the pipeline.
   compute::GPTStage::MoERouting pipeline_routing();

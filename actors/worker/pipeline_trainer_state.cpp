@@ -77,7 +77,12 @@ std::vector<checkpoint::HeldRange> PipelineTrainer::held_state(const std::vector
       bool own_segment = false;
       Runs runs = Runs::all;
     };
-    std::vector<Held> kinds = {{"param", kept, kept_end, stage.params().data_as<float>(), saves_parameters}};
+    // Under ZeRO-3 with expert shards the kept parameters are a segment of each of the chunk's
+    // buffers (a run of a kind), each rank writing its own.
+    const bool kept_runs = chunk.experts && compute::shards_parameters(setup_.zero);
+    TROUPE_CHECK(!kept_runs || like_parameters.empty(), "parameters' likes of a rank that keeps segments of runs");
+    std::vector<Held> kinds;
+    if (!kept_runs) kinds.push_back({"param", kept, kept_end, stage.params().data_as<float>(), saves_parameters});
     for (const LikeParameters& like : like_parameters)
       kinds.push_back({like.kind, kept, kept_end, like.data + like_at, saves_parameters});
     like_at += stage.params().numel();
@@ -92,6 +97,11 @@ std::vector<checkpoint::HeldRange> PipelineTrainer::held_state(const std::vector
                        false, segment});
       kinds.push_back({"adam_v", at + moments, at + moments_end, adamw.second_moments().data_as<float>(), saves_moments,
                        false, segment});
+      if (kept_runs) {
+        const compute::ZeroStep::Buffer& buffer = zero_->buffer(chunk.first_buffer + static_cast<int>(i));
+        kinds.push_back({"param", at + buffer.kept_begin, at + buffer.kept_begin + buffer.params.numel(),
+                         buffer.params.data_as<float>(), saves_parameters, false, true});
+      }
     }
     if (compressor_ && setup_.compression.kind == comm::Compression::powersgd) {
       // Laid out like the gradients, so they map to global ranges as the moments do. Q (the same on

@@ -207,11 +207,7 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
     if (model.experts % ep != 0)
       return "expert.shards " + str(ep) + " does not divide model.experts " + str(model.experts) +
              " (each rank holds as many experts)";
-    // A rank holds only its experts: ZeRO 1 to 3 shard its experts over the ranks holding them. A
-    // pipeline stage's ZeRO-3 source is one run over its data-parallel group.
-    if (compute::shards_parameters(t.zero) && c.pipeline.stages > 1)
-      return "expert.shards > 1 with pipeline.stages > 1 does not work with train.zero 3 yet: a stage gathers its "
-             "units over one group; use train.zero 0, 1 or 2, or pipeline.stages 1";
+    // A rank holds only its experts: ZeRO 1 to 3 shard its experts over the ranks holding them.
     if (c.tensor.shards > 1)
       return "expert.shards > 1 does not work with tensor.shards > 1 yet: an expert group is made of data replicas, "
              "not of tensor groups (use expert.shards 1: every tensor shard then holds a slice of every expert)";

@@ -101,6 +101,9 @@ class GPTStage {
   // shards of the local layout of shard `experts`.
   static std::vector<ParameterUnit> parameter_units(const GPTConfig& config, int first_layer, int last_layer,
                                                     TensorShard shard = {}, ExpertShard experts = {});
+  // Its views (views() of the stage such arguments make), for a source made before the stage.
+  static std::vector<ParameterView> parameter_views(const GPTConfig& config, int first_layer, int last_layer,
+                                                    TensorShard shard = {}, ExpertShard experts = {});
 
   const GPTConfig& config() const { return config_; }
   const ParameterLayout& global_layout() const { return global_layout_; }

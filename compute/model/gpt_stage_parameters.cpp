@@ -75,6 +75,11 @@ std::vector<ParameterUnit> GPTStage::parameter_units(const GPTConfig& config, in
   return units_of(stage_views(config, ParameterLayout(config, experts), first_layer, last_layer, shard));
 }
 
+std::vector<ParameterView> GPTStage::parameter_views(const GPTConfig& config, int first_layer, int last_layer,
+                                                     TensorShard shard, ExpertShard experts) {
+  return stage_views(config, ParameterLayout(config, experts), first_layer, last_layer, shard).views;
+}
+
 GPTStage::GPTStage(const GPTConfig& config, Backend& backend, int first_layer, int last_layer, DType dtype,
                    Recompute recompute, ParameterSource* source, TensorShardGroup shards, ContextShardGroup context,
                    ExpertGroup experts)

@@ -508,13 +508,13 @@ TEST_CASE("a model with experts: a rank's share of the experts, the expert group
   CHECK(three.not_built.empty());
   CHECK(three.bytes.ep == Approx(two.bytes.ep * 6 / 4));
   CHECK(three.memory.activations < two.memory.activations);
-  // ZeRO-3 with expert shards is built; on pipeline stages it is planned, not built.
+  // ZeRO-3 with expert shards is built, on pipeline stages too.
   sharded.zero = ZeroStage::parameters;
   CHECK(plan(w, machine(2), sharded).not_built.empty());
   Layout staged_zero3{2, 1, 2, ZeroStage::parameters, Recompute::none, 2, 2};
   CHECK(plan(w, machine(4), staged_zero3).not_built.empty());
   staged_zero3.ep = 2;
-  CHECK(plan(w, machine(4), staged_zero3).not_built == "zero 3 with expert shards on pipeline stages");
+  CHECK(plan(w, machine(4), staged_zero3).not_built.empty());
   // Two pipeline stages: built under 1F1B and under the zero-bubble schedules, with expert shards too.
   CHECK(plan(w, machine(2), {1, 1, 2, ZeroStage::none, Recompute::none, 4, 2}).not_built.empty());
   Layout zero_bubble{1, 1, 2, ZeroStage::none, Recompute::none, 4, 2, ScheduleKind::zb_h1};

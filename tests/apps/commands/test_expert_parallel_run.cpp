@@ -13,8 +13,8 @@
 // resumes in its layout and without expert shards (two pipeline stages of four replicas too, whose ranks write
 // zeros as the residuals of the experts they do not hold after a resume from a checkpoint without expert shards); under
 // ZeRO-3 two and four workers in expert groups of 2 print one process's losses and param norm and their checkpoint
-// resumes in one process; a layout whose expert groups do not fit, and ZeRO-3 with expert shards on pipeline stages,
-// are refused in one line.
+// resumes in one process, also on two pipeline stages of four replicas in expert groups of 2 and of 4 (resumed in
+// one process and in groups of 4); a layout whose expert groups do not fit is refused in one line.
 
 #include <catch2/catch.hpp>
 
@@ -517,17 +517,53 @@ TEST_CASE(
   CHECK(std::abs(param_norm_of(whole) - straight) <= 1e-6 * straight);
 }
 
-TEST_CASE(
-    "expert shards that do not divide the data-parallel replicas, or under ZeRO-3 on pipeline stages, are refused in "
-    "one line, exit 2",
-    "[cli][moe]") {
+TEST_CASE("expert shards that do not divide the data-parallel replicas are refused in one line, exit 2", "[cli][moe]") {
   TempDir dir;
   check_rejected_in(dir, with({"train", "--workers", "2", "--expert.shards", "4"}, moe_steps(2)),
                     "expert.shards 4 does not divide the job's 2 data-parallel replicas");
-  check_rejected_in(
-      dir,
-      with({"train", "--workers", "4", "--expert.shards", "2", "--train.zero", "3", "--pipeline.stages", "2"},
-           moe_steps(2)),
-      "expert.shards > 1 with pipeline.stages > 1 does not work with train.zero 3 yet: a stage gathers "
-      "its units over one group; use train.zero 0, 1 or 2, or pipeline.stages 1");
+}
+
+TEST_CASE(
+    "under ZeRO-3 two pipeline stages of four replicas in expert groups of 2 (two chunks a rank) and of 4 print one "
+    "process's losses and param norm, and the checkpoint of groups of 2 resumes in one process and in groups of 4",
+    "[cli][moe][pipeline]") {
+  TempDir dir;
+  // Each step: 4 replicas x 4 micro-batches of 2 sequences, one process's 16 accumulated ones.
+  const std::string alone = train(dir, with(moe_steps(kSteps), {"--train.grad_accum", "16"}), 1);
+  const std::vector<double> one = losses_of(alone, kSteps);
+  REQUIRE(one.size() == kSteps);
+  const std::vector<std::string> zero3 = {"--pipeline.stages", "2", "--train.zero", "3"};
+  const std::vector<std::string> saved = {"--checkpoint.every", "2", "--checkpoint.dir", (dir.path() / "ck").string()};
+  // Groups of 2: each expert's segments over the 2 ranks at its place (an expert data-parallel group
+  // of 2); groups of 4: each rank alone at its place, keeping its experts whole.
+  const std::string pairs =
+      train(dir,
+            with(with(with(moe_steps(kSteps), zero3),
+                      {"--expert.shards", "2", "--pipeline.schedule", "interleaved", "--pipeline.virtual_stages", "2"}),
+                 saved),
+            8);
+  const std::string fours = train(dir, with(with(moe_steps(kSteps), zero3), {"--expert.shards", "4"}), 8);
+  for (const std::string* out : {&pairs, &fours}) {
+    const std::vector<double> grid = losses_of(*out, kSteps);
+    REQUIRE(grid.size() == kSteps);
+    for (int i = 0; i < kSteps; ++i) CHECK(std::abs(one[i] - grid[i]) <= 2e-4);
+    CHECK(std::abs(param_norm_of(*out) - param_norm_of(alone)) <= 1e-6 * param_norm_of(alone));
+  }
+  std::printf(
+      "moe-tiny %d steps, ZeRO-3 on pp 2 x dp 4 in expert groups of 2 and of 4: param norm %.7f and %.7f "
+      "(one process %.7f)\n",
+      kSteps, param_norm_of(pairs), param_norm_of(fours), param_norm_of(alone));
+  // Every rank wrote its segments of each run (the parameters and both moments): step 2 resumes in
+  // one process and in groups of 4 on the straight run's losses and norm (each resume's own step-4
+  // checkpoint removed before the next).
+  for (const auto& [layout, workers] : {std::pair{std::vector<std::string>{"--train.grad_accum", "16"}, 1},
+                                        std::pair{with(zero3, {"--expert.shards", "4"}), 8}}) {
+    std::filesystem::remove_all(dir.path() / "ck" / "step-0000004");
+    const std::string resumed = train(dir, with(with(with(moe_steps(kSteps), saved), layout), {"--resume"}), workers);
+    CHECK_THAT(resumed, Catch::Contains("resumed from"));
+    const std::vector<double> rest = losses_of(resumed, kSteps);
+    REQUIRE(rest.size() == 2);
+    for (int i = 0; i < 2; ++i) CHECK(std::abs(rest[static_cast<std::size_t>(i)] - one[2 + i]) <= 2e-4);
+    CHECK(std::abs(param_norm_of(resumed) - param_norm_of(alone)) <= 1e-6 * param_norm_of(alone));
+  }
 }
