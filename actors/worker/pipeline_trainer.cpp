@@ -124,7 +124,8 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
         backend_, stage.grads(), compute::shards_parameters(setup_.zero) ? 1 : s.microbatches);
     chunk.compressed_at = compressed_total;
     compressed_total += stage.num_params();
-    if (setup_.experts.sharded()) chunk.experts.emplace(stage);
+    if (const std::vector<std::int64_t> cuts = tied_cuts(stage); setup_.experts.sharded() || !cuts.empty())
+      chunk.runs.emplace(stage, cuts);
     chunks_.push_back(std::move(chunk));
   }
   // Each chunk's buffer is one bucket (under expert shards one a run of a kind), at its offset in
@@ -153,18 +154,17 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
   for (Chunk& chunk : chunks_) {
     compute::GPTStage& stage = *chunk.stage;
     chunk.first_buffer = static_cast<int>(buffers.size());
-    if (chunk.experts) {
+    if (chunk.runs) {
       // A buffer a run of a kind: the dense ones summed over the stage's dp group, the rank's
       // experts over the ranks holding them (compute/train/expert_gradients.hpp). Each begins at its
       // run in the chunk's own buffer (its sum offset adds where the chunk lies among the rank's).
       // Under ZeRO-3 the chunk's source keeps each one's segment.
       compute::DataParallel dp = data_parallel_;
       dp.sharded = chunk.source.get();
-      for (compute::ZeroStep::Buffer& b : chunk.experts->zero_buffers(stage.views(), stage.params(), stage.grads(), dp,
-                                                                      expert_data_, chunk.compressed_at))
+      for (compute::ZeroStep::Buffer& b : chunk.runs->zero_buffers(stage.views(), stage.params(), stage.grads(), dp,
+                                                                   expert_data_, chunk.compressed_at))
         buffers.push_back(std::move(b));
-      for (const compute::ExpertGradients::Range& run : chunk.experts->ranges())
-        chunk.buffer_begins.push_back(run.begin);
+      for (const compute::ExpertGradients::Range& run : chunk.runs->ranges()) chunk.buffer_begins.push_back(run.begin);
       continue;
     }
     // The chunk's ZeRO shard: the segment of its buffer the stage's dp group reduce-scatters to this
@@ -218,6 +218,16 @@ std::vector<comm::GradientTensor> PipelineTrainer::compressed_tensors(TensorKind
     }
   }
   return tensors;
+}
+
+std::vector<std::int64_t> PipelineTrainer::tied_cuts(const compute::GPTStage& stage) const {
+  const bool tied = groups_.embedding != nullptr || setup_.schedule.v_shape();
+  if (!tied || compute::shards_parameters(setup_.zero) || stage.is_first() == stage.is_last()) return {};
+  const std::vector<compute::ParameterView>& views = stage.views();
+  // The first chunk's wte leads its buffer; the last one's copy ends it.
+  const compute::ParameterView& embedding = stage.is_first() ? views.front() : views.back();
+  TROUPE_CHECK(embedding.name == "wte.weight", "a tied embedding that is not where the stage keeps wte");
+  return {embedding.offset, embedding.offset + embedding.numel()};
 }
 
 std::vector<compute::RunShards> PipelineTrainer::zero3_runs(std::span<const compute::ParameterView> views) {
@@ -344,7 +354,7 @@ double PipelineTrainer::own_sum_of_squares(bool gradients) {
       const compute::Tensor* data;
     };
     std::vector<Held> held;
-    const bool kept_runs = chunk.experts && compute::shards_parameters(setup_.zero);
+    const bool kept_runs = chunk.runs && compute::shards_parameters(setup_.zero);
     if (!gradients && !kept_runs)
       held.push_back(
           {stage.kept_begin(), stage.kept_begin() + stage.params().numel(), stage.kept_begin(), &stage.params()});

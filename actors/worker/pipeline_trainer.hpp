@@ -204,8 +204,9 @@ class PipelineTrainer {
     // and how many of this step's backwards the chunk has run.
     std::unique_ptr<compute::MicroBatchSum> micro_batches;
     int backwards = 0;
-    // Under expert shards: the chunk's runs by kind, each a buffer of the step's.
-    std::optional<compute::ExpertGradients> experts;
+    // Under expert shards, or holding an embedding tied to another chunk's (below ZeRO 3): the
+    // chunk's runs (by kind, the tied embedding one of its own), each a buffer of the step's.
+    std::optional<compute::ExpertGradients> runs;
     // The chunk's buffers in the ZeRO step from first_buffer on, and where each starts in its own.
     int first_buffer = 0;
     std::vector<std::int64_t> buffer_begins;
@@ -233,6 +234,12 @@ class PipelineTrainer {
   // Under ZeRO-3 with expert shards: what a chunk laid out as `views` keeps, a segment of each run
   // of a kind over its group as the ZeRO step cuts it (compute/train/expert_gradients.hpp).
   std::vector<compute::RunShards> zero3_runs(std::span<const compute::ParameterView> views);
+  // Where a chunk's runs must end besides between kinds: around the embedding it shares with
+  // another chunk (the first chunk's wte, the last one's copy), below ZeRO 3. Summed as a buffer of
+  // its own, it meets the data-parallel ring in the same order on both (a run of the same size
+  // is cut into the same segments), so the two copies stay equal bit for bit with 3 or more
+  // replicas too; empty where nothing is tied.
+  std::vector<std::int64_t> tied_cuts(const compute::GPTStage& stage) const;
   double sum_over(comm::Communicator& group, double value, const char* what);
   // The replica's routing over the whole model: this rank's step's (routing_) summed over the pipeline.
   compute::GPTStage::MoERouting pipeline_routing();

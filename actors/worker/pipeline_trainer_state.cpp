@@ -79,7 +79,7 @@ std::vector<checkpoint::HeldRange> PipelineTrainer::held_state(const std::vector
     };
     // Under ZeRO-3 with expert shards the kept parameters are a segment of each of the chunk's
     // buffers (a run of a kind), each rank writing its own.
-    const bool kept_runs = chunk.experts && compute::shards_parameters(setup_.zero);
+    const bool kept_runs = chunk.runs && compute::shards_parameters(setup_.zero);
     TROUPE_CHECK(!kept_runs || like_parameters.empty(), "parameters' likes of a rank that keeps segments of runs");
     std::vector<Held> kinds;
     if (!kept_runs) kinds.push_back({"param", kept, kept_end, stage.params().data_as<float>(), saves_parameters});

@@ -13,16 +13,18 @@ std::vector<std::int64_t> cuts(const DataParallel& group, std::int64_t count) {
 
 }  // namespace
 
-ExpertGradients::ExpertGradients(const GPTStage& stage)
-    : ranges_(kind_ranges(stage.views(), stage.expert_group().sharded())),
+ExpertGradients::ExpertGradients(const GPTStage& stage, std::span<const std::int64_t> cuts)
+    : ranges_(kind_ranges(stage.views(), stage.expert_group().sharded(), cuts)),
       expert_shards_(stage.expert_group().shards()) {}
 
 std::vector<ExpertGradients::Range> ExpertGradients::kind_ranges(std::span<const ParameterView> views,
-                                                                 bool expert_shards) {
+                                                                 bool expert_shards,
+                                                                 std::span<const std::int64_t> cuts) {
   std::vector<Range> ranges;
   for (const ParameterView& view : views) {
     const bool expert = view.expert && expert_shards;
-    if (!ranges.empty() && ranges.back().expert == expert && ranges.back().end == view.offset)
+    const bool cut = std::find(cuts.begin(), cuts.end(), view.offset) != cuts.end();
+    if (!ranges.empty() && ranges.back().expert == expert && ranges.back().end == view.offset && !cut)
       ranges.back().end = view.offset + view.numel();
     else
       ranges.push_back({view.offset, view.offset + view.numel(), expert});

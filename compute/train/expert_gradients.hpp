@@ -26,6 +26,7 @@
 // exactly one rank of the data-parallel group, so every rank writes its segments to a checkpoint.
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "compute/backend.hpp"
@@ -37,7 +38,9 @@ namespace troupe::compute {
 
 class ExpertGradients {
  public:
-  explicit ExpertGradients(const GPTStage& stage);
+  // `cuts`: local offsets where a run ends even between views of a kind (a pipeline stage's tied
+  // embedding, a run of its own: the first and last stages then sum it in the same order).
+  explicit ExpertGradients(const GPTStage& stage, std::span<const std::int64_t> cuts = {});
 
   bool sharded() const { return expert_shards_ > 1; }
   // Posts the sums of elements [begin, end) of `grads` (the stage's buffer), each run to its group.
@@ -61,8 +64,9 @@ class ExpertGradients {
   };
   const std::vector<Range>& ranges() const { return ranges_; }
   // The runs of a kind of a buffer laid out as `views` (local order), adjacent views of a kind
-  // merged; with `expert_shards` false every element is dense.
-  static std::vector<Range> kind_ranges(std::span<const ParameterView> views, bool expert_shards);
+  // merged but at `cuts`; with `expert_shards` false every element is dense.
+  static std::vector<Range> kind_ranges(std::span<const ParameterView> views, bool expert_shards,
+                                        std::span<const std::int64_t> cuts = {});
   // Under ZeRO-3: the runs ShardedParameters keeps a shard of, one a run of a kind of a buffer laid
   // out as `views`, each over its group as zero_buffers() cuts it (the dense ones over `dp`, the
   // experts' over `expert_data`).
