@@ -1,7 +1,7 @@
 // Backend's default ops: the composite ones as their parts (a backend may fuse them), the grouped
-// products as one product per expert, and the vocabulary-shard ops a backend has not implemented
-// (a job refuses tensor shards on such a backend before it trains, so reaching one is an internal
-// bug).
+// products as one product per expert, and the vocabulary-shard ops of a backend that runs no
+// tensor shards, which fail loudly: a job refuses tensor shards on such a backend before it
+// trains, so reaching one is an internal bug.
 
 #include "compute/backend.hpp"
 

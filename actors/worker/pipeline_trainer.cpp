@@ -231,17 +231,17 @@ std::vector<std::int64_t> PipelineTrainer::tied_cuts(const compute::GPTStage& st
 }
 
 std::vector<compute::RunShards> PipelineTrainer::zero3_runs(std::span<const compute::ParameterView> views) {
-  std::vector<compute::RunShards> runs;
-  for (const compute::ExpertGradients::Range& r : compute::ExpertGradients::kind_ranges(views, true)) {
-    // The ranks holding the same experts; none but this one where it is alone at its place.
-    comm::Communicator* group = r.expert ? groups_.expert_data : &groups_.dp;
-    const std::int64_t count = r.end - r.begin;
-    std::vector<std::int64_t> shards = group ? shard_offsets(*group, count) : std::vector<std::int64_t>{0, count};
-    for (std::int64_t& offset : shards) offset += r.begin;
-    runs.push_back({std::move(shards), group ? group->position() : 0,
-                    group ? unit_exchange(mailbox_, *group, progress_) : compute::ShardExchange{}});
-  }
-  return runs;
+  // Each group's hooks that cut its runs and move their units' pieces (the step's own are made
+  // after the chunks, whose sources need these first); alone at its place, a rank keeps its
+  // experts whole.
+  auto hooks = [this](comm::Communicator& comm) {
+    compute::DataParallel dp = group_hooks(mailbox_, comm, progress_, setup_.zero);
+    dp.unit_exchange = unit_exchange(mailbox_, comm, progress_);
+    return dp;
+  };
+  const compute::DataParallel alone{0, 1, setup_.zero};
+  return compute::ExpertGradients::zero3_runs(views, hooks(groups_.dp),
+                                              groups_.expert_data ? hooks(*groups_.expert_data) : alone);
 }
 
 compute::TensorShardGroup PipelineTrainer::shard_group() {
