@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <regex>
 
+#include "apps/drill_outcome.hpp"
 #include "apps/run_troupe.hpp"
 #include "compute/model/gpt_config.hpp"
 #include "compute/model/parameter_layout.hpp"
@@ -499,24 +500,13 @@ TEST_CASE("drill kill-worker on dp 2 x tp 2: the second shard's worker is respaw
   check_in_place_on_grid(r, 1, 3);
 }
 
-// A kill mid-step can leave one stage's survivors a step behind the others' (the lost rank's partner
-// waited for it in the step's gradient sum): no replica then holds that stage at the newest step, and
-// the in-place recovery rolls every rank back to the newest checkpoint instead, saying why. Returns
-// whether a replica held every rank's newest state.
-bool replica_holds_newest_step(const ProcessResult& r) {
-  if (r.out.find("which others completed") == std::string::npos) return true;
-  std::printf("a stage's survivors stood a step behind the others': rolled back to the newest checkpoint\n");
-  CHECK_THAT(r.out, Contains("in place by rollback to checkpoint step") && !Contains("restarting every node"));
-  return false;
-}
-
 // A lost or silent node's rank on a grid (`detected`: the job's word for it): only its process is
 // started again, and its rank takes its stage's or shard's part from the other replica.
 void check_node_replaced_on_grid(const ProcessResult& r, int node, int donor, const std::string& detected) {
   check_passed(r);
   const std::string rank = std::to_string(node);  // one rank per node: node i holds rank i
   CHECK_THAT(r.out, Contains(detected) && Contains("node " + rank + "'s process started again: yes (pid "));
-  if (!replica_holds_newest_step(r)) return;
+  if (!replica_holds_newest_step(r.out)) return;
   CHECK_THAT(r.out, Contains("steps lost: 0\n") &&
                         Contains("rank " + rank + " in its node's new process, resumed from rank " +
                                  std::to_string(donor) + "'s memory") &&
