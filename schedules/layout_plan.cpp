@@ -189,10 +189,6 @@ std::string not_built(const Workload& w, const Layout& l) {
   std::vector<std::string> missing;
   // Troupe's bf16 keeps weights, gradients and activations in f32 (precision_bytes).
   if (!precision_bytes(w.precision).as_troupe_runs) missing.push_back("2-byte weights and activations");
-  // What the runtime refuses of a model with experts (docs/moe.md).
-  if (w.model.experts > 0) {
-    if (l.tp > 1 && l.ep > 1) missing.push_back("experts with tensor and expert shards together");
-  }
   std::string text;
   for (const std::string& m : missing) text += (text.empty() ? "" : ", ") + m;
   return text;

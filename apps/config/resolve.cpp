@@ -208,9 +208,6 @@ std::optional<std::string> problem_with(const JobConfig& c, const compute::GPTCo
       return "expert.shards " + str(ep) + " does not divide model.experts " + str(model.experts) +
              " (each rank holds as many experts)";
     // A rank holds only its experts: ZeRO 1 to 3 shard its experts over the ranks holding them.
-    if (c.tensor.shards > 1)
-      return "expert.shards > 1 does not work with tensor.shards > 1 yet: an expert group is made of data replicas, "
-             "not of tensor groups (use expert.shards 1: every tensor shard then holds a slice of every expert)";
     if (c.context.shards > 1)
       return "expert.shards > 1 does not work with context.shards > 1 yet: an expert group is made of data "
              "replicas, not of a replica's context shards (use expert.shards 1: every context shard then holds every "

@@ -157,8 +157,8 @@ GPTStage::GPTStage(const GPTConfig& config, Backend& backend, int first_layer, i
   // A block's tensors are found by position from its first (parameter_layout.cpp's order).
   for (int l = first_layer; l < last_layer; ++l)
     block_first_.push_back(index_of("h." + std::to_string(l) + ".ln_1.weight"));
-  TROUPE_CHECK(config.experts == 0 || !(experts_.sharded() && (shards_.split() || context.sharded())),
-               "a model with experts runs with tensor or context shards without expert shards");
+  TROUPE_CHECK(config.experts == 0 || !(experts_.sharded() && context.sharded()),
+               "a model with experts runs with context shards without expert shards");
   if (config.experts > 0 && context.sharded()) experts_.token_group = context.exchange;
   if (config.experts > 0 && shards_.split()) {
     experts_.slice = shard.index;

@@ -524,7 +524,7 @@ TEST_CASE("a model with experts: a rank's share of the experts, the expert group
   context_sharded.cp = 2;
   CHECK(plan(w, machine(2), context_sharded).not_built.empty());
   // Tensor shards (each holding its slice of every expert) are built with experts, and hold less of
-  // each MoE block's activations; with expert shards too they are not.
+  // each MoE block's activations; inside expert groups too, each holding its slices of E/ep experts.
   Layout tensor_sharded{1, 2, 1, ZeroStage::none, Recompute::none, 4, 2};
   const PlannedLayout split = plan(w, machine(2), tensor_sharded);
   CHECK(split.not_built.empty());
@@ -532,7 +532,11 @@ TEST_CASE("a model with experts: a rank's share of the experts, the expert group
         plan(w, machine(1), {1, 1, 1, ZeroStage::none, Recompute::none, 4, 2}).memory.activations);
   Layout tensor_and_experts{2, 2, 1, ZeroStage::none, Recompute::none, 4, 1};
   tensor_and_experts.ep = 2;
-  CHECK(plan(w, machine(4), tensor_and_experts).not_built == "experts with tensor and expert shards together");
+  const PlannedLayout split_experts = plan(w, machine(4), tensor_and_experts);
+  CHECK(split_experts.not_built.empty());
+  Layout experts_alone = tensor_and_experts;
+  experts_alone.tp = 1;
+  CHECK(split_experts.memory.parameters < plan(w, machine(2), experts_alone).memory.parameters);
   Layout staged_shards{2, 1, 2, ZeroStage::optimizer_state, Recompute::none, 2, 2};
   staged_shards.ep = 2;
   CHECK(plan(w, machine(4), staged_shards).not_built.empty());

@@ -623,6 +623,20 @@ TEST_CASE(
                         !Contains("restarting every node"));
 }
 
+// Two tensor shards of four replicas in expert groups of 2: rank = tp + 2·dp, so rank 3 (tensor
+// shard 1 of replica 1) holds its slices of the second half of the experts, as rank 7 (replica 3)
+// does, which gives the lost node's new process its state.
+TEST_CASE(
+    "drill kill-node on tp 2 x dp 4 in expert groups of 2: the lost node's rank takes its slices of its experts "
+    "from the rank at its place in the other expert group",
+    "[drill][moe][tensor]") {
+  TempDir dir;
+  const ProcessResult r = drill(dir, "kill-node",
+                                {"--workers", "8", "--tensor.shards", "2", "--model.preset", "moe-tiny",
+                                 "--expert.shards", "2", "--train.batch_size", "2", "--target", "3"});
+  check_node_replaced_on_grid(r, 3, 7, "lost node 3");
+}
+
 TEST_CASE("drill kill-node on pp 2 without dp: only the lost stage's process is started again, and the survivor rolls "
           "back in its own process to the newest checkpoint",
           "[drill][pipeline][rollback]") {

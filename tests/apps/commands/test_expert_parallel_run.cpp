@@ -14,7 +14,10 @@
 // zeros as the residuals of the experts they do not hold after a resume from a checkpoint without expert shards); under
 // ZeRO-3 two and four workers in expert groups of 2 print one process's losses and param norm and their checkpoint
 // resumes in one process, also on two pipeline stages of four replicas in expert groups of 2 and of 4 (resumed in
-// one process and in groups of 4); a layout whose expert groups do not fit is refused in one line.
+// one process and in groups of 4); two tensor shards of replicas in expert groups print one process's losses and
+// param norm (under ZeRO-3, with sequence parallelism under full recompute, and on two pipeline stages too), and
+// their ZeRO-3 checkpoint resumes in one process; a
+// layout whose expert groups do not fit is refused in one line.
 
 #include <catch2/catch.hpp>
 
@@ -515,6 +518,53 @@ TEST_CASE(
   std::printf("PowerSGD resumed without expert shards: param norm %.7f, straight in groups of 2 %.7f\n",
               param_norm_of(whole), straight);
   CHECK(std::abs(param_norm_of(whole) - straight) <= 1e-6 * straight);
+}
+
+// Tensor shards inside expert groups: each rank holds its E/EP experts, each split over its tensor
+// group as a dense MLP is; the ranks at one tensor place of an expert group exchange the tokens.
+TEST_CASE(
+    "two tensor shards of replicas in expert groups print one process's losses and param norm under ZeRO 0 and 3 "
+    "and sequence parallelism and on two pipeline stages and their ZeRO-3 checkpoint resumes in one process",
+    "[cli][moe][tensor][zero][checkpoint]") {
+  TempDir dir;
+  const std::vector<std::string> tp2_ep2 = {"--tensor.shards", "2", "--expert.shards", "2"};
+  // Two replicas: one process sums two micro-batches. Four on two stages: four.
+  const std::string two = train(dir, with(moe_steps(kSteps), {"--train.grad_accum", "2"}), 1),
+                    four = train(dir, with(moe_steps(kSteps), {"--train.grad_accum", "4"}), 1);
+  auto check_same = [&](const std::string& out, const std::string& alone, const std::string& name) {
+    INFO(name);
+    const std::vector<double> want = losses_of(alone, kSteps), got = losses_of(out, kSteps);
+    REQUIRE(want.size() == kSteps);
+    REQUIRE(got.size() == kSteps);
+    for (int i = 0; i < kSteps; ++i) CHECK(std::abs(want[i] - got[i]) <= 2e-4);
+    CHECK(std::abs(param_norm_of(out) - param_norm_of(alone)) <= 1e-6 * param_norm_of(alone));
+    std::printf("moe-tiny %d steps, %s: loss %.4f, param norm %.7f (one process: %.4f, %.7f)\n", kSteps, name.c_str(),
+                got.back(), param_norm_of(out), want.back(), param_norm_of(alone));
+  };
+  check_same(train(dir, with(moe_steps(kSteps), tp2_ep2), 4), two, "tp 2 x ep 2");
+  check_same(
+      train(dir,
+            with(with(moe_steps(kSteps), tp2_ep2), {"--tensor.sequence_parallel", "true", "--train.recompute", "full"}),
+            4),
+      two, "tp 2 x ep 2 sequence parallel under full recompute");
+  const std::string ck = (dir.path() / "ck").string();
+  const std::vector<std::string> saved = {"--checkpoint.every", "2", "--checkpoint.dir", ck};
+  const std::string zero3 = train(dir, with(with(with(moe_steps(kSteps), tp2_ep2), {"--train.zero", "3"}), saved), 4);
+  check_same(zero3, two, "tp 2 x ep 2 under ZeRO-3");
+  check_same(train(dir,
+                   with(with(moe_steps(kSteps), tp2_ep2),
+                        {"--pipeline.stages", "2", "--pipeline.microbatches", "2", "--train.zero", "1"}),
+                   8),
+             four, "pp 2 x tp 2 x ep 2 under ZeRO-1");
+  // Every rank wrote its segments of its slices of step 2: one process goes on from them.
+  std::filesystem::remove_all(std::filesystem::path(ck) / "step-0000004");
+  const std::string resumed =
+      train(dir, with(with(moe_steps(kSteps), saved), {"--train.grad_accum", "2", "--resume"}), 1);
+  CHECK_THAT(resumed, Catch::Contains("resumed from"));
+  const std::vector<double> rest = losses_of(resumed, kSteps), one = losses_of(two, kSteps);
+  REQUIRE(rest.size() == kSteps - 2);
+  for (int i = 0; i < kSteps - 2; ++i) CHECK(std::abs(rest[static_cast<std::size_t>(i)] - one[2 + i]) <= 2e-4);
+  CHECK(std::abs(param_norm_of(resumed) - param_norm_of(two)) <= 1e-6 * param_norm_of(two));
 }
 
 TEST_CASE("expert shards that do not divide the data-parallel replicas are refused in one line, exit 2", "[cli][moe]") {

@@ -2,8 +2,7 @@
 // the routing losses and the experts' load and its loss falls; on two pipeline stages it prints one
 // process's step lines and param norm, and its checkpoint resumes in one process; its checkpoint
 // resumes and exports with each expert's tensors apart; on two tensor shards it prints one
-// process's figures, and their checkpoint resumes in one process; tensor and expert shards
-// together are refused in one line.
+// process's figures, and their checkpoint resumes in one process.
 
 #include <catch2/catch.hpp>
 
@@ -235,18 +234,6 @@ TEST_CASE(
       "%.3f %.2f, %.7f)\n",
       split.steps.back()[0], split.steps.back()[1], split.steps.back()[2], split.steps.back()[3], split.norm,
       one.steps.back()[0], one.steps.back()[1], one.steps.back()[2], one.steps.back()[3], one.norm);
-}
-
-TEST_CASE("a model with experts on tensor and expert shards together is refused in one line, exit 2", "[cli][moe]") {
-  TempDir dir;
-  const ProcessResult r =
-      troupe_train(dir, {"--workers", "4", "--tensor.shards", "2", "--expert.shards", "2"}, std::chrono::seconds(60));
-  INFO("stderr: " << r.err);
-  CHECK(r.exit_code == 2);
-  CHECK(r.err ==
-        "troupe: error: expert.shards > 1 does not work with tensor.shards > 1 yet: an expert group is made of data "
-        "replicas, not of tensor groups (use expert.shards 1: every tensor shard then holds a slice of every "
-        "expert)\n");
 }
 
 TEST_CASE("moe-tiny's checkpoint of two pipeline stages resumes in one process on the one-process run's losses",

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "compute/context/local_exchange.hpp"
 #include "compute/cpu/cpu_backend.hpp"
 #include "compute/model/gpt_stage.hpp"
 #include "compute/model/memory_estimate.hpp"
@@ -213,33 +214,39 @@ TEST_CASE("moe tensor shards: a full recompute under shards gives the gradients 
 
 // As test_moe_model.cpp checks one process: what a shard's stage and its AdamW allocate, counted by
 // the allocator, against the estimate of a shard.
-TEST_CASE("moe tensor shards: a shard's memory estimate is within 3 percent of what it and its AdamW allocate",
-          "[moe]") {
+TEST_CASE(
+    "moe tensor shards: a shard's memory estimate alone and inside expert shards is within 3 percent of what it and "
+    "its AdamW allocate",
+    "[moe]") {
   GPTConfig config{4, 64, 4, 64, 256, 256};
   config.experts = 4;
   config.top_k = 2;
   config.moe_every = 2;
   for (const int shared : {0, 1})
-    for (const int shards : {2, 4}) {
-      config.shared_experts = shared;
-      StageFootprint footprint{0, 4, 4, 64, 1, 4};
-      footprint.shards = shards;
-      CpuBackend backend(1);
-      ThreadGroup unused(shards);
-      const struct mallinfo2 before = mallinfo2();
-      {
-        auto stage = std::make_unique<GPTStage>(config, backend, 0, 4, DType::f32, Recompute::none, nullptr,
-                                                unused.member(shards - 1));
-        stage->reserve(footprint.B, footprint.T, footprint.slots);
-        AdamW optimizer(backend, stage->views(), stage->num_params(), DType::f32, AdamWOptions{}, 0,
-                        stage->num_params());
-        const struct mallinfo2 after = mallinfo2();
-        const double allocated = double(after.uordblks + after.hblkhd) - double(before.uordblks + before.hblkhd);
-        const MemoryEstimate estimate = estimate_training_memory(config, footprint);
-        INFO(shards << " shards, shared " << shared << ": estimate " << estimate.total() << ", allocated "
-                    << allocated);
-        CHECK(estimate.parameter_bytes == 16.0 * double(stage->num_params()));
-        CHECK(estimate.total() == Approx(allocated).epsilon(0.03));
+    for (const int shards : {2, 4})
+      for (const int expert_shards : {1, 2}) {
+        config.shared_experts = shared;
+        StageFootprint footprint{0, 4, 4, 64, 1, 4};
+        footprint.shards = shards;
+        footprint.expert_shards = expert_shards;
+        CpuBackend backend(1);
+        ThreadGroup unused(shards);
+        troupe::compute::context::LocalContextGroup expert_group(expert_shards);
+        const ExpertGroup experts{expert_shards > 1 ? &expert_group.rank(expert_shards - 1) : nullptr};
+        const struct mallinfo2 before = mallinfo2();
+        {
+          auto stage = std::make_unique<GPTStage>(config, backend, 0, 4, DType::f32, Recompute::none, nullptr,
+                                                  unused.member(shards - 1), ContextShardGroup{}, experts);
+          stage->reserve(footprint.B, footprint.T, footprint.slots);
+          AdamW optimizer(backend, stage->views(), stage->num_params(), DType::f32, AdamWOptions{}, 0,
+                          stage->num_params());
+          const struct mallinfo2 after = mallinfo2();
+          const double allocated = double(after.uordblks + after.hblkhd) - double(before.uordblks + before.hblkhd);
+          const MemoryEstimate estimate = estimate_training_memory(config, footprint);
+          INFO(shards << " shards, " << expert_shards << " expert shards, shared " << shared << ": estimate "
+                      << estimate.total() << ", allocated " << allocated);
+          CHECK(estimate.parameter_bytes == 16.0 * double(stage->num_params()));
+          CHECK(estimate.total() == Approx(allocated).epsilon(0.03));
+        }
       }
-    }
 }
