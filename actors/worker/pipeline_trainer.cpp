@@ -90,17 +90,18 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
     const compute::StageLayers& layers = setup_.split[static_cast<std::size_t>(s.virtual_stage(stage_, c))];
     Chunk chunk;
     const compute::TensorShard shard{shard_, setup_.grid.tp};
+    const compute::ExpertShard experts{setup_.experts.rank(), setup_.experts.shards()};
+    const std::vector<compute::ParameterView> views =
+        compute::GPTStage::parameter_views(setup_.model, layers.first_layer, layers.last_layer, shard, experts);
+    const std::vector<std::int64_t> cuts =
+        tied_cuts(views, layers.first_layer == 0, layers.last_layer == setup_.model.n_layer);
     if (compute::shards_parameters(setup_.zero)) {
-      const compute::ExpertShard experts{setup_.experts.rank(), setup_.experts.shards()};
       std::vector<compute::ParameterUnit> units =
           compute::GPTStage::parameter_units(setup_.model, layers.first_layer, layers.last_layer, shard, experts);
       const std::int64_t total = units.back().end;
-      if (setup_.experts.sharded())
-        chunk.source = std::make_unique<compute::ShardedParameters>(
-            backend_, std::move(units), compute::DType::f32,
-            zero3_runs(compute::GPTStage::parameter_views(setup_.model, layers.first_layer, layers.last_layer, shard,
-                                                          experts)),
-            setup_.zero3_reshard);
+      if (setup_.experts.sharded() || !cuts.empty())
+        chunk.source = std::make_unique<compute::ShardedParameters>(backend_, std::move(units), compute::DType::f32,
+                                                                    zero3_runs(views, cuts), setup_.zero3_reshard);
       else
         chunk.source = std::make_unique<compute::ShardedParameters>(
             backend_, std::move(units), compute::DType::f32, groups_.dp.position(), shard_offsets(groups_.dp, total),
@@ -124,8 +125,7 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
         backend_, stage.grads(), compute::shards_parameters(setup_.zero) ? 1 : s.microbatches);
     chunk.compressed_at = compressed_total;
     compressed_total += stage.num_params();
-    if (const std::vector<std::int64_t> cuts = tied_cuts(stage); setup_.experts.sharded() || !cuts.empty())
-      chunk.runs.emplace(stage, cuts);
+    if (setup_.experts.sharded() || !cuts.empty()) chunk.runs.emplace(stage, cuts);
     chunks_.push_back(std::move(chunk));
   }
   // Each chunk's buffer is one bucket (under expert shards one a run of a kind), at its offset in
@@ -220,17 +220,18 @@ std::vector<comm::GradientTensor> PipelineTrainer::compressed_tensors(TensorKind
   return tensors;
 }
 
-std::vector<std::int64_t> PipelineTrainer::tied_cuts(const compute::GPTStage& stage) const {
+std::vector<std::int64_t> PipelineTrainer::tied_cuts(std::span<const compute::ParameterView> views, bool first,
+                                                     bool last) const {
   const bool tied = groups_.embedding != nullptr || setup_.schedule.v_shape();
-  if (!tied || compute::shards_parameters(setup_.zero) || stage.is_first() == stage.is_last()) return {};
-  const std::vector<compute::ParameterView>& views = stage.views();
+  if (!tied || (setup_.outer_state && compute::shards_parameters(setup_.zero)) || first == last) return {};
   // The first chunk's wte leads its buffer; the last one's copy ends it.
-  const compute::ParameterView& embedding = stage.is_first() ? views.front() : views.back();
+  const compute::ParameterView& embedding = first ? views.front() : views.back();
   TROUPE_CHECK(embedding.name == "wte.weight", "a tied embedding that is not where the stage keeps wte");
   return {embedding.offset, embedding.offset + embedding.numel()};
 }
 
-std::vector<compute::RunShards> PipelineTrainer::zero3_runs(std::span<const compute::ParameterView> views) {
+std::vector<compute::RunShards> PipelineTrainer::zero3_runs(std::span<const compute::ParameterView> views,
+                                                            std::span<const std::int64_t> cuts) {
   // Each group's hooks that cut its runs and move their units' pieces (the step's own are made
   // after the chunks, whose sources need these first); alone at its place, a rank keeps its
   // experts whole.
@@ -240,8 +241,8 @@ std::vector<compute::RunShards> PipelineTrainer::zero3_runs(std::span<const comp
     return dp;
   };
   const compute::DataParallel alone{0, 1, setup_.zero};
-  return compute::ExpertGradients::zero3_runs(views, hooks(groups_.dp),
-                                              groups_.expert_data ? hooks(*groups_.expert_data) : alone);
+  return compute::ExpertGradients::zero3_runs(views, setup_.experts.sharded(), hooks(groups_.dp),
+                                              groups_.expert_data ? hooks(*groups_.expert_data) : alone, cuts);
 }
 
 compute::TensorShardGroup PipelineTrainer::shard_group() {

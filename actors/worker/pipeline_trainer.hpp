@@ -99,6 +99,8 @@ struct PipelineSetup {
   // A replacement joining in place: a peer's state overwrites the parameters before the first
   // step, so they are not initialised from the seed.
   bool parameters_from_peer = false;
+  // train.sync diloco: an outer state laid out as the rank's parameters (outer_syncs.hpp).
+  bool outer_state = false;
 };
 
 // Whether `stage` is in the group that sums the tied embedding's two shares: the first and the
@@ -231,15 +233,19 @@ class PipelineTrainer {
   // and replicated tensor-shard parameters counted once (summed over the stage's dp group where each
   // replica holds a shard, under tensor shards over the tp group: each holds a part).
   double own_sum_of_squares(bool gradients);
-  // Under ZeRO-3 with expert shards: what a chunk laid out as `views` keeps, a segment of each run
-  // of a kind over its group as the ZeRO step cuts it (compute/train/expert_gradients.hpp).
-  std::vector<compute::RunShards> zero3_runs(std::span<const compute::ParameterView> views);
-  // Where a chunk's runs must end besides between kinds: around the embedding it shares with
-  // another chunk (the first chunk's wte, the last one's copy), below ZeRO 3. Summed as a buffer of
-  // its own, it meets the data-parallel ring in the same order on both (a run of the same size
-  // is cut into the same segments), so the two copies stay equal bit for bit with 3 or more
-  // replicas too; empty where nothing is tied.
-  std::vector<std::int64_t> tied_cuts(const compute::GPTStage& stage) const;
+  // Under ZeRO-3 with expert shards or tied cuts: what a chunk laid out as `views` keeps, a segment
+  // of each run of a kind (ended at `cuts` too) over its group as the ZeRO step cuts it
+  // (compute/train/expert_gradients.hpp).
+  std::vector<compute::RunShards> zero3_runs(std::span<const compute::ParameterView> views,
+                                             std::span<const std::int64_t> cuts);
+  // Where the runs of a chunk laid out as `views` (the model's first and last layers when `first`
+  // and `last`) must end besides between kinds: around the embedding it shares with another chunk
+  // (the first chunk's wte, the last one's copy). Summed, and under ZeRO-3 kept and gathered, as a
+  // run of its own, it meets the data-parallel ring in the same order on both (a run of the same
+  // size is cut into the same segments), so the two copies stay equal bit for bit with 3 or more
+  // replicas too; empty where nothing is tied, and under DiLoCo with ZeRO-3 (whose outer state
+  // follows one kept run a chunk, docs/diloco.md).
+  std::vector<std::int64_t> tied_cuts(std::span<const compute::ParameterView> views, bool first, bool last) const;
   double sum_over(comm::Communicator& group, double value, const char* what);
   // The replica's routing over the whole model: this rank's step's (routing_) summed over the pipeline.
   compute::GPTStage::MoERouting pipeline_routing();

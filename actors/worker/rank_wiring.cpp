@@ -272,6 +272,7 @@ RunOutcome train_pipeline_stage(const ResolvedJob& job, const JobData& data, com
   if (job.config.train.balance == compute::BalanceMode::dynamic)
     setup.options.balance_window = job.config.train.balance_window;
   setup.parameters_from_peer = replacing.has_value();
+  setup.outer_state = job.config.train.sync == compute::SyncMode::diloco;
   setup.context = context;
   setup.experts = experts;
   compute::memory_ledger().measure_runtime();  // what the process holds before the model

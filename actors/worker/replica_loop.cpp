@@ -95,7 +95,7 @@ std::unique_ptr<compute::ShardedParameters> zero3_source(const ResolvedJob& job,
     const compute::DataParallel alone{0, 1, dp.zero_stage};
     return std::make_unique<compute::ShardedParameters>(
         backend, compute::GPT::parameter_units(job.model, shard), compute::DType::f32,
-        compute::ExpertGradients::zero3_runs(compute::ParameterLayout(job.model, shard).views(), dp,
+        compute::ExpertGradients::zero3_runs(compute::ParameterLayout(job.model, shard).views(), true, dp,
                                              dp.expert_data ? *dp.expert_data : alone),
         reshard);
   }

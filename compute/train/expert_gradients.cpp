@@ -32,10 +32,11 @@ std::vector<ExpertGradients::Range> ExpertGradients::kind_ranges(std::span<const
   return ranges;
 }
 
-std::vector<RunShards> ExpertGradients::zero3_runs(std::span<const ParameterView> views, const DataParallel& dp,
-                                                   const DataParallel& expert_data) {
+std::vector<RunShards> ExpertGradients::zero3_runs(std::span<const ParameterView> views, bool expert_shards,
+                                                   const DataParallel& dp, const DataParallel& expert_data,
+                                                   std::span<const std::int64_t> run_ends) {
   std::vector<RunShards> runs;
-  for (const Range& r : kind_ranges(views, true)) {
+  for (const Range& r : kind_ranges(views, expert_shards, run_ends)) {
     const DataParallel& group = r.expert ? expert_data : dp;
     std::vector<std::int64_t> shards = cuts(group, r.end - r.begin);
     for (std::int64_t& offset : shards) offset += r.begin;

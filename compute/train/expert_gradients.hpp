@@ -68,10 +68,12 @@ class ExpertGradients {
   static std::vector<Range> kind_ranges(std::span<const ParameterView> views, bool expert_shards,
                                         std::span<const std::int64_t> cuts = {});
   // Under ZeRO-3: the runs ShardedParameters keeps a shard of, one a run of a kind of a buffer laid
-  // out as `views`, each over its group as zero_buffers() cuts it (the dense ones over `dp`, the
+  // out as `views` (ended at `cuts` too; with `expert_shards` false every element dense, as
+  // kind_ranges), each over its group as zero_buffers() cuts it (the dense ones over `dp`, the
   // experts' over `expert_data`).
-  static std::vector<RunShards> zero3_runs(std::span<const ParameterView> views, const DataParallel& dp,
-                                           const DataParallel& expert_data);
+  static std::vector<RunShards> zero3_runs(std::span<const ParameterView> views, bool expert_shards,
+                                           const DataParallel& dp, const DataParallel& expert_data,
+                                           std::span<const std::int64_t> cuts = {});
 
  private:
   std::vector<Range> ranges_;  // in local order, covering the buffer, adjacent ones of a kind merged

@@ -352,11 +352,11 @@ ExpertShardRank train_f64(TrainerOptions o, const std::vector<std::uint16_t>& da
   if (shards_parameters(o.data_parallel.zero_stage)) {
     const DataParallel& dp = o.data_parallel;
     const DataParallel alone{0, 1, dp.zero_stage};
-    source =
-        std::make_unique<ShardedParameters>(backend, GPT::parameter_units(with_experts(), shard), DType::f64,
-                                            ExpertGradients::zero3_runs(ParameterLayout(with_experts(), shard).views(),
-                                                                        dp, dp.expert_data ? *dp.expert_data : alone),
-                                            true);
+    source = std::make_unique<ShardedParameters>(
+        backend, GPT::parameter_units(with_experts(), shard), DType::f64,
+        ExpertGradients::zero3_runs(ParameterLayout(with_experts(), shard).views(), experts.sharded(), dp,
+                                    dp.expert_data ? *dp.expert_data : alone),
+        true);
     o.data_parallel.sharded = source.get();
   }
   GPT model(with_experts(), backend, DType::f64, Recompute::none, source.get(), {}, experts);

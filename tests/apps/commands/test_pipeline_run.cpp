@@ -176,14 +176,14 @@ TEST_CASE("two data-parallel replicas of a two-stage pipeline take the steps of 
 }
 
 // With 3 replicas the data-parallel ring adds three shares, whose order depends on where an
-// element lies in the summed buffer: the first stage's wte and the last stage's copy are summed as
-// buffers of their own, so they stay equal, and a run resumed from a checkpoint (which keeps the
-// first's) goes on bit for bit. Summed inside the stages' whole buffers, the copy drifted a
-// rounding away and the resumed run's files differed.
-TEST_CASE("three replicas of a two-stage pipeline resume from a checkpoint to the straight run's bits, ZeRO 0 to 2",
+// element lies in the summed buffer: the first stage's wte and the last stage's copy are summed (and
+// under ZeRO-3 kept and gathered) as runs of their own, so they stay equal, and a run resumed from a
+// checkpoint (which keeps the first's) goes on bit for bit. Summed inside the stages' whole buffers,
+// the copy drifted a rounding away and the resumed run's files differed.
+TEST_CASE("three replicas of a two-stage pipeline resume from a checkpoint to the straight run's bits, ZeRO 0 to 3",
           "[pipeline][checkpoint]") {
   TempDir dir;
-  for (const std::string zero : {"0", "1", "2"}) {
+  for (const std::string zero : {"0", "1", "2", "3"}) {
     INFO("train.zero " << zero);
     const std::filesystem::path straight = dir.path() / ("straight" + zero), resumed = dir.path() / ("resumed" + zero);
     auto run = [&](const std::filesystem::path& ck, bool resume) {
