@@ -1,6 +1,8 @@
 #include "compute/train/sharded_parameters.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <utility>
 
 #include "compute/memory_ledger.hpp"
 
@@ -71,9 +73,13 @@ std::vector<ShardedParameters::Pending> ShardedParameters::start(const Parameter
 }
 
 void ShardedParameters::wait(std::vector<Pending>& pending) {
+  const auto start = std::chrono::steady_clock::now();
   for (const Pending& p : pending) runs_[p.run].sharded.exchange.wait(p.ticket);
   pending.clear();
+  waited_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
+
+double ShardedParameters::take_waited_seconds() { return std::exchange(waited_seconds_, 0.0); }
 
 Tensor ShardedParameters::take(std::multimap<std::int64_t, Tensor>& pool, std::int64_t size, bool gradients) {
   if (auto it = pool.find(size); it != pool.end()) {

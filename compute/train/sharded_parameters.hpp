@@ -94,6 +94,10 @@ class ShardedParameters final : public ParameterSource {
   // Bytes of the gathered copies and unit gradients it has allocated; it keeps them for reuse, so
   // this is also its peak beyond the shard.
   std::int64_t buffer_bytes(bool gradients) const { return gradients ? gradient_bytes_ : gathered_bytes_; }
+  // Wall seconds spent waiting for its collectives since the last call: what a replica waited for
+  // the others in its forward and backward, which its measured speed leaves out (train.balance
+  // dynamic, dynamic_shares.hpp).
+  double take_waited_seconds();
 
  private:
   // A collective in flight over one run's group.
@@ -140,6 +144,7 @@ class ShardedParameters final : public ParameterSource {
   // Freed buffers by size, reused: a step allocates nothing once the first has run.
   std::multimap<std::int64_t, Tensor> free_parameters_, free_gradients_;
   std::int64_t gathered_bytes_ = 0, gradient_bytes_ = 0;
+  double waited_seconds_ = 0;
 };
 
 }  // namespace troupe::compute

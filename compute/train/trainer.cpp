@@ -251,6 +251,7 @@ StepResult Trainer::step() {
   // their sum does not).
   const double group_micro_batches = static_cast<double>(options_.grad_accum) * dp.size;
   result.batch_share = k / (static_cast<double>(options_.grad_accum) * data_replicas());
+  if (dp.sharded != nullptr) dp.sharded->take_waited_seconds();  // the waits of the passes below only
   const auto compute_start = std::chrono::steady_clock::now();
   if (share_in_one_pass()) {
     // ZeRO-3 gathers and reduce-scatters each unit in every forward and backward, a collective
@@ -278,8 +279,11 @@ StepResult Trainer::step() {
       model_.backward(1.0 / group_micro_batches, last_micro && overlap ? start_layer_bucket : between_layers);
     }
   }
+  // Under ZeRO-3 the passes wait for the other replicas' pieces of every unit: that is the others'
+  // speed, not this replica's.
   const double compute_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - compute_start).count();
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - compute_start).count() -
+      (dp.sharded != nullptr ? dp.sharded->take_waited_seconds() : 0.0);
   if (overlap) {
     // The buckets backward did not cover: the embeddings at the front of the buffer, ln_f at the end.
     const auto [first_layer_begin, first_layer_end] = model_.layout().layer_range(0);
