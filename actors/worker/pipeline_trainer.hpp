@@ -244,7 +244,7 @@ class PipelineTrainer {
   // run of its own, it meets the data-parallel ring in the same order on both (a run of the same
   // size is cut into the same segments), so the two copies stay equal bit for bit with 3 or more
   // replicas too; empty where nothing is tied, and under DiLoCo with ZeRO-3 (whose outer state
-  // follows one kept run a chunk, docs/diloco.md).
+  // follows one kept run a chunk, docs/architecture.md).
   std::vector<std::int64_t> tied_cuts(std::span<const compute::ParameterView> views, bool first, bool last) const;
   double sum_over(comm::Communicator& group, double value, const char* what);
   // The replica's routing over the whole model: this rank's step's (routing_) summed over the pipeline.
