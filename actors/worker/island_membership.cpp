@@ -120,7 +120,12 @@ void IslandMembership::renew(int epoch, const std::vector<int>& present) {
 }
 
 void IslandMembership::report_if_final() {
-  if (report_due_ && posted_.empty() && landed_.empty()) report();
+  // Final once none of its sums can be applied but through the settle: none in flight, and every
+  // landed one failed. A rank must not wait for its island's agreement first: another rank of the
+  // island may have posted its sum over the renewed group, where it waits for a rank that waits for
+  // the settle's table, which waits for this report.
+  const bool failed = std::all_of(landed_.begin(), landed_.end(), [](const Posted& p) { return p.islands == 0; });
+  if (report_due_ && posted_.empty() && failed) report();
 }
 
 void IslandMembership::report() {
@@ -334,6 +339,7 @@ int IslandMembership::agree() {
     return std::all_of(landed_.begin(), landed_.end(),
                        [&](const Posted& p) { return p.islands > 0 && p.islands == landed_.front().islands; });
   };
+  report_if_final();
   while (!island_agrees(count(), consistent())) {
     // A sync in flight when an island was lost landed with it at some places and not at others:
     // once the job said which islands are present (and the renewal settled what an island present

@@ -116,8 +116,8 @@ class IslandMembership {
   // a sum failed after the last renewal.
   bool order_due() const;
   // The settle (above): this rank's outer sums applied to the job, once after a renewal that left
-  // islands out, where none of its sums waits for its island's agreement (report_if_final) or,
-  // in agree's failure path, with the sum in flight not applied (report).
+  // islands out, where none of its sums is in flight or landed whole (report_if_final: before its
+  // island's agreement too) or, in agree's failure path, with the sum in flight not applied (report).
   void report_if_final();
   void report();
   // From the settle's table: the outer sums the rank at this place in `island` applied, and the
