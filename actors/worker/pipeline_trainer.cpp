@@ -441,6 +441,8 @@ compute::StepResult PipelineTrainer::step() {
     if (ins.op == Op::recv_act || ins.op == Op::recv_grad) post_receive(ins);
   double loss_sum = 0;
   busy_us_ = 0;
+  for (Chunk& chunk : chunks_)
+    if (chunk.source) chunk.source->take_waited_seconds();  // the waits of this step's ops only
   const double schedule_start = now_us();
   for (const schedules::Instruction& ins : s.streams[static_cast<std::size_t>(stage_)]) {
     // An order that came meanwhile (a peer failed, the job recovers in place) is taken before each
@@ -449,6 +451,10 @@ compute::StepResult PipelineTrainer::step() {
     if (schedules::is_compute(ins.op)) mailbox_.take_waiting_orders();
     const double start = now_us();
     if (ins.op == Op::reduce_grads) {
+      // Under ZeRO-3 the ops wait inside for the other replicas' pieces of each unit: idle time,
+      // and the others' pace, not this stage's (its measured speed, observe_speeds).
+      for (Chunk& chunk : chunks_)
+        if (chunk.source) busy_us_ -= 1e6 * chunk.source->take_waited_seconds();
       bubble_fraction_ = std::max(0.0, 1.0 - busy_us_ / std::max(start - schedule_start, 1.0));
       reduce_gradients();
       for (Chunk& chunk : chunks_)

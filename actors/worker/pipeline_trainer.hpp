@@ -300,7 +300,7 @@ class PipelineTrainer {
   std::uint16_t evaluations_ = 0;
   std::uint16_t transfer_group_id_ = comm::pp_group_id;  // point-to-point keys' group: renewed per epoch
   int in_use_ = 0, peak_in_use_ = 0;
-  double busy_us_ = 0;  // forward and backward compute in the step so far
+  double busy_us_ = 0;  // forward and backward compute in the step so far (ZeRO-3's waits taken out)
   // A model with experts: the step's routing of this stage's MoE blocks, added up forward by forward.
   compute::GPTStage::MoERouting routing_;
   // train.balance dynamic: the shares' decision, the same on every rank (compute/train/dynamic_shares.hpp).
