@@ -95,11 +95,13 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
         compute::GPTStage::parameter_views(setup_.model, layers.first_layer, layers.last_layer, shard, experts);
     const std::vector<std::int64_t> cuts =
         tied_cuts(views, layers.first_layer == 0, layers.last_layer == setup_.model.n_layer);
+    // The chunk's buffer is runs (of a kind, or cut around a tied embedding) rather than one.
+    const bool in_runs = setup_.experts.sharded() || !cuts.empty();
     if (compute::shards_parameters(setup_.zero)) {
       std::vector<compute::ParameterUnit> units =
           compute::GPTStage::parameter_units(setup_.model, layers.first_layer, layers.last_layer, shard, experts);
       const std::int64_t total = units.back().end;
-      if (setup_.experts.sharded() || !cuts.empty())
+      if (in_runs)
         chunk.source = std::make_unique<compute::ShardedParameters>(backend_, std::move(units), compute::DType::f32,
                                                                     zero3_runs(views, cuts), setup_.zero3_reshard);
       else
@@ -125,7 +127,7 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
         backend_, stage.grads(), compute::shards_parameters(setup_.zero) ? 1 : s.microbatches);
     chunk.compressed_at = compressed_total;
     compressed_total += stage.num_params();
-    if (setup_.experts.sharded() || !cuts.empty()) chunk.runs.emplace(stage, cuts);
+    if (in_runs) chunk.runs.emplace(stage, cuts);
     chunks_.push_back(std::move(chunk));
   }
   // Each chunk's buffer is one bucket (under expert shards one a run of a kind), at its offset in
@@ -348,8 +350,8 @@ double PipelineTrainer::own_sum_of_squares(bool gradients) {
     compute::GPTStage& stage = *chunk.stage;
     // The local ranges [from, to) this replica holds, whose values `data` holds from local
     // `data_begin` on: of the gradients, what it holds of their sum in each of the chunk's buffers
-    // (its segment from ZeRO-2 on); of the parameters, all it keeps (under ZeRO-3 with expert shards
-    // a segment of each buffer's run).
+    // (its segment from ZeRO-2 on); of the parameters, all it keeps (under ZeRO-3 with the buffer in
+    // runs, a segment of each).
     struct Held {
       std::int64_t from, to, data_begin;
       const compute::Tensor* data;

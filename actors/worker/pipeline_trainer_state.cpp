@@ -77,8 +77,8 @@ std::vector<checkpoint::HeldRange> PipelineTrainer::held_state(const std::vector
       bool own_segment = false;
       Runs runs = Runs::all;
     };
-    // Under ZeRO-3 with expert shards the kept parameters are a segment of each of the chunk's
-    // buffers (a run of a kind), each rank writing its own.
+    // Under ZeRO-3 with the chunk's buffer in runs (of a kind, or around a tied embedding) the kept
+    // parameters are a segment of each, each rank writing its own.
     const bool kept_runs = chunk.runs && compute::shards_parameters(setup_.zero);
     TROUPE_CHECK(!kept_runs || like_parameters.empty(), "parameters' likes of a rank that keeps segments of runs");
     std::vector<Held> kinds;

@@ -4,8 +4,6 @@
 
 #include <catch2/catch.hpp>
 
-#include <malloc.h>
-
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -21,19 +19,15 @@
 #include "compute/model/stage_split.hpp"
 #include "compute/optim/adamw.hpp"
 #include "compute/train/trainer.hpp"
+#include "support/heap_bytes.hpp"
 
 using namespace troupe::compute;
 
 namespace {
 
-double bytes_in_use() {
-  const struct mallinfo2 info = mallinfo2();
-  return static_cast<double>(info.uordblks + info.hblkhd);
-}
-
 // What constructing the stage, reserving its slots and making its optimizer allocates on `backend`.
 double allocated_for(const GPTConfig& config, const StageFootprint& s, Backend& backend) {
-  const double before = bytes_in_use();
+  const double before = troupe::test::heap_bytes_in_use();
   // A shard group that is never called: reserve() and the optimizer only allocate.
   TensorShardGroup group;
   group.shard = {0, s.shards};
@@ -42,7 +36,7 @@ double allocated_for(const GPTConfig& config, const StageFootprint& s, Backend& 
                                           nullptr, group);
   stage->reserve(s.B, s.T, s.slots, s.keep_for_weights);
   AdamW optimizer(backend, stage->views(), stage->num_params(), DType::f32, AdamWOptions{}, 0, stage->num_params());
-  return bytes_in_use() - before;
+  return troupe::test::heap_bytes_in_use() - before;
 }
 
 double allocated_for(const GPTConfig& config, const StageFootprint& s) {

@@ -5,8 +5,6 @@
 
 #include <catch2/catch.hpp>
 
-#include <malloc.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -20,6 +18,7 @@
 #include "compute/optim/adamw.hpp"
 #include "compute/random.hpp"
 #include "support/finite_difference.hpp"
+#include "support/heap_bytes.hpp"
 
 using namespace troupe::compute;
 using troupe::test::central_difference;
@@ -173,14 +172,13 @@ TEST_CASE("moe GPT: the memory estimate is within 3 percent of what the model an
       cfg.expert_width = every == 1 && shared == 1 ? 64 : 0;
       const StageFootprint s{0, 4, 4, 64, 1, 4};
       CpuBackend backend(1);
-      const struct mallinfo2 before = mallinfo2();
+      const double before = troupe::test::heap_bytes_in_use();
       {
         auto stage = std::make_unique<GPTStage>(cfg, backend, 0, 4, DType::f32);
         stage->reserve(s.B, s.T, s.slots);
         AdamW optimizer(backend, stage->views(), stage->num_params(), DType::f32, AdamWOptions{}, 0,
                         stage->num_params());
-        const struct mallinfo2 after = mallinfo2();
-        const double allocated = double(after.uordblks + after.hblkhd) - double(before.uordblks + before.hblkhd);
+        const double allocated = troupe::test::heap_bytes_in_use() - before;
         const MemoryEstimate estimate = estimate_training_memory(cfg, s);
         INFO("moe_every " << every << ", shared " << shared << ", expert_width " << cfg.expert_width << ": estimate "
                           << estimate.total() << ", allocated " << allocated);
@@ -237,14 +235,13 @@ TEST_CASE(
     s.expert_shards = ep;
     context::LocalContextGroup group(ep);
     CpuBackend backend(1);
-    const struct mallinfo2 before = mallinfo2();
+    const double before = troupe::test::heap_bytes_in_use();
     {
       auto stage = std::make_unique<GPTStage>(cfg, backend, 0, 4, DType::f32, Recompute::none, nullptr,
                                               TensorShardGroup{}, ContextShardGroup{}, ExpertGroup{&group.rank(0)});
       stage->reserve(s.B, s.T, s.slots);
       AdamW optimizer(backend, stage->views(), stage->num_params(), DType::f32, AdamWOptions{}, 0, stage->num_params());
-      const struct mallinfo2 after = mallinfo2();
-      const double allocated = double(after.uordblks + after.hblkhd) - double(before.uordblks + before.hblkhd);
+      const double allocated = troupe::test::heap_bytes_in_use() - before;
       const MemoryEstimate estimate = estimate_training_memory(cfg, s);
       INFO("expert shards " << ep << ": estimate " << estimate.total() << ", allocated " << allocated);
       CHECK(stage->num_params() == ParameterLayout(cfg, {0, ep}).total());

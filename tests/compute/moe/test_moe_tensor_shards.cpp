@@ -12,8 +12,6 @@
 
 #include <catch2/catch.hpp>
 
-#include <malloc.h>
-
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -28,6 +26,7 @@
 #include "compute/model/tensor_shard.hpp"
 #include "compute/optim/adamw.hpp"
 #include "compute/random.hpp"
+#include "support/heap_bytes.hpp"
 #include "support/tensor_compare.hpp"
 #include "support/thread_tensor_group.hpp"
 
@@ -233,15 +232,14 @@ TEST_CASE(
         ThreadGroup unused(shards);
         troupe::compute::context::LocalContextGroup expert_group(expert_shards);
         const ExpertGroup experts{expert_shards > 1 ? &expert_group.rank(expert_shards - 1) : nullptr};
-        const struct mallinfo2 before = mallinfo2();
+        const double before = troupe::test::heap_bytes_in_use();
         {
           auto stage = std::make_unique<GPTStage>(config, backend, 0, 4, DType::f32, Recompute::none, nullptr,
                                                   unused.member(shards - 1), ContextShardGroup{}, experts);
           stage->reserve(footprint.B, footprint.T, footprint.slots);
           AdamW optimizer(backend, stage->views(), stage->num_params(), DType::f32, AdamWOptions{}, 0,
                           stage->num_params());
-          const struct mallinfo2 after = mallinfo2();
-          const double allocated = double(after.uordblks + after.hblkhd) - double(before.uordblks + before.hblkhd);
+          const double allocated = troupe::test::heap_bytes_in_use() - before;
           const MemoryEstimate estimate = estimate_training_memory(config, footprint);
           INFO(shards << " shards, " << expert_shards << " expert shards, shared " << shared << ": estimate "
                       << estimate.total() << ", allocated " << allocated);
