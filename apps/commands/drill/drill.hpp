@@ -113,6 +113,9 @@ std::string said(const actors::recovery_chosen& chosen);
 // it chose, each in-place recovery done, and what it counted.
 void add_job_account(const std::vector<actors::job_event>& events, Verdict& v);
 
+// Each failure the job met after the drilled fault (its first), as "also failed (KIND): REASON".
+void add_later_failures(const std::vector<actors::job_event>& events, Verdict& v);
+
 // Every pid each node joined with, in order: one pid per node means every node kept its process.
 std::map<int, std::vector<int>> joined_pids(const std::vector<actors::job_event>& events);
 

@@ -328,6 +328,14 @@ void add_job_account(const std::vector<actors::job_event>& events, Verdict& v) {
   }
 }
 
+void add_later_failures(const std::vector<actors::job_event>& events, Verdict& v) {
+  bool first = true;
+  for (const actors::job_event& event : events)
+    if (const auto* failure = caf::get_if<actors::failure_detected>(&event.body);
+        failure && !std::exchange(first, false))
+      v.checks.push_back(fmt::format("also failed ({}): {}", actors::to_string(failure->kind), failure->reason));
+}
+
 std::map<int, std::vector<int>> joined_pids(const std::vector<actors::job_event>& events) {
   std::map<int, std::vector<int>> pids;
   for (const actors::job_event& event : events)

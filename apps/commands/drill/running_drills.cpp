@@ -97,6 +97,7 @@ Verdict drill_running_job(const Drill& drill) {
   const std::optional<int> code = run->process->wait_exit(600s);
   const std::vector<job_event> events = feed.final_events(30s);
   add_job_account(events, v);
+  add_later_failures(events, v);
   v.checks.push_back("job finished: " + finished(code));
   if (gone) {
     bool shrank = false, two_to_one = false;

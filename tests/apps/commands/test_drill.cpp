@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <regex>
 
+#include "actors/job_events.hpp"
+#include "apps/commands/drill/drill.hpp"
 #include "apps/drill_outcome.hpp"
 #include "apps/run_troupe.hpp"
 #include "compute/model/gpt_config.hpp"
@@ -357,6 +359,22 @@ TEST_CASE("drill grow: a drained node comes back into the running job, the survi
                         Contains("survivors kept their processes through the grow: yes (node 0 pid") &&
                         Contains("state moved over the data plane: 10109952 bytes from rank 0") &&
                         Contains("job finished: yes"));
+}
+
+TEST_CASE("a drill's verdict tells every failure after the drilled one with its kind and reason", "[drill]") {
+  using namespace troupe::actors;
+  const auto failure = [](FailureKind kind, std::string reason) {
+    return job_event{.body = failure_detected{.kind = kind, .nodes = {1}, .ranks = {1}, .reason = std::move(reason)}};
+  };
+  const std::vector<job_event> events{failure(FailureKind::node_lost, "lost node 1"),
+                                      job_event{.body = step_trained{.step = 6}},
+                                      failure(FailureKind::worker_exception, "rank 0 failed: comm: closed")};
+  troupe::apps::drill::Verdict v;
+  troupe::apps::drill::add_later_failures(events, v);
+  CHECK(v.checks == std::vector<std::string>{"also failed (worker_exception): rank 0 failed: comm: closed"});
+  troupe::apps::drill::Verdict alone;
+  troupe::apps::drill::add_later_failures({events.front()}, alone);
+  CHECK(alone.checks.empty());
 }
 
 TEST_CASE("without fault.elastic a node that cannot come back stops the job, named, with the restarts used",
