@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <string>
 
 namespace troupe::schedules {
@@ -50,68 +51,112 @@ Expected<Simulation> simulate(const Schedule& schedule, const CostModel& costs) 
   std::vector<std::size_t> pc(p, 0);
   std::vector<double> clock(p, 0.0);
   std::map<Transfer, double> arrival;  // messages posted so far and when they are usable
+  std::vector<std::vector<bool>> ran_early(p);  // W instructions a stage ran before their place
+  std::vector<std::map<std::pair<int, int>, std::size_t>> input_position(p);  // (mb, chunk) → its B
+  for (int s = 0; s < p; ++s) {
+    ran_early[s].assign(schedule.streams[s].size(), false);
+    for (std::size_t i = 0; i < schedule.streams[s].size(); ++i)
+      if (schedule.streams[s][i].op == Op::backward_input)
+        input_position[s][{schedule.streams[s][i].microbatch, schedule.streams[s][i].chunk}] = i;
+  }
 
-  // Sweep the stages, running each as far as the messages posted so far allow, until none
-  // moves. A stage's times depend only on those arrivals, so the sweep order does not matter.
-  bool moved = true;
-  while (moved) {
-    moved = false;
+  const auto cost_of = [&](int s, std::size_t i) {
+    const Instruction& ins = schedule.streams[s][i];
+    if (!is_compute(ins.op)) return ins.op == Op::reduce_grads ? costs.reduce_grads : costs.optimizer_step;
+    const double backward = costs.backward * (costs.backward_scale.empty() ? 1.0 : costs.backward_scale[s]);
+    double cost = backward;
+    if (!costs.op_costs.empty())
+      cost = costs.op_costs[s][i];
+    else if (ins.op == Op::forward)
+      cost = costs.forward * (costs.forward_scale.empty() ? 1.0 : costs.forward_scale[s]);
+    else if (ins.op == Op::backward_input)
+      cost = backward * (1 - costs.weight_share);
+    else if (ins.op == Op::backward_weights)
+      cost = backward * costs.weight_share;
+    return cost / (costs.speeds.empty() ? 1.0 : costs.speeds[s]);
+  };
+  const auto run_at = [&](int s, std::size_t i) {
+    OpTiming& timing = sim.timings[s][i];
+    const double cost = cost_of(s, i);
+    if (is_compute(schedule.streams[s][i].op)) sim.busy[s] += cost;
+    timing.start = clock[s];
+    clock[s] += cost;
+    timing.end = clock[s];
+    const Op op = schedule.streams[s][i].op;
+    if (is_compute(op) && op != Op::forward) sim.flush = std::max(sim.flush, clock[s]);
+  };
+  // Under fill_waits_with_weights: the stream's next W not yet run, if its B has run.
+  const auto next_weights = [&](int s) -> std::optional<std::size_t> {
+    if (!costs.fill_waits_with_weights) return std::nullopt;
+    const std::vector<Instruction>& stream = schedule.streams[s];
+    for (std::size_t j = pc[s] + 1; j < stream.size(); ++j) {
+      if (stream[j].op != Op::backward_weights || ran_early[s][j]) continue;
+      const auto b = input_position[s].find({stream[j].microbatch, stream[j].chunk});
+      if (b == input_position[s].end() || b->second >= pc[s]) return std::nullopt;
+      return j;
+    }
+    return std::nullopt;
+  };
+  // The input a compute at the stage's next place waits for, if its virtual stage has a neighbour
+  // to send one (W has none: it reads what its B kept).
+  const auto input_of = [&](int s) -> std::optional<Transfer> {
+    const Instruction& ins = schedule.streams[s][pc[s]];
+    if (!is_compute(ins.op) || ins.op == Op::backward_weights) return std::nullopt;
+    const Op input = ins.op == Op::forward ? Op::recv_act : Op::recv_grad;
+    return transfer_of(schedule, s, Instruction{input, ins.microbatch, ins.chunk, -1});
+  };
+
+  // In the order of the stages' clocks: the stage that is earliest takes its next instruction. A
+  // stage whose input is not posted yet waits (its sender is behind it) — or, filling waits with
+  // weights, runs its next W once no stage that could still post its input is behind it: every
+  // stage that could post is then later, so the input will come later still.
+  for (;;) {
+    int ready = -1, filling = -1;
     for (int s = 0; s < p; ++s) {
-      const std::vector<Instruction>& stream = schedule.streams[s];
-      const double forward_scale = costs.forward_scale.empty() ? 1.0 : costs.forward_scale[s];
-      const double backward_scale = costs.backward_scale.empty() ? 1.0 : costs.backward_scale[s];
-      const double speed = costs.speeds.empty() ? 1.0 : costs.speeds[s];
-      for (; pc[s] < stream.size(); ++pc[s]) {
-        const Instruction& ins = stream[pc[s]];
-        OpTiming& timing = sim.timings[s][pc[s]];
-        if (is_transfer(ins.op)) {
-          // Posting takes no time; a recv's end (its arrival) is filled in below.
-          const std::optional<Transfer> transfer = transfer_of(schedule, s, ins);
-          if (!transfer) {
-            return Error{"simulate: stage " + std::to_string(s) + " instruction " + std::to_string(pc[s]) + " (" +
-                         to_string(ins) + ") has no peer"};
-          }
-          if (is_send(ins.op)) arrival[*transfer] = clock[s] + costs.latency;
-          timing = OpTiming{clock[s], clock[s]};
-          moved = true;
-          continue;
-        }
-        double cost = 0.0;
-        if (is_compute(ins.op)) {
-          // A compute waits for its input, if its virtual stage has a neighbour to send one (W has
-          // none: it reads what its B kept).
-          const Op input = ins.op == Op::forward ? Op::recv_act : Op::recv_grad;
-          const auto transfer = ins.op == Op::backward_weights
-                                    ? std::nullopt
-                                    : transfer_of(schedule, s, Instruction{input, ins.microbatch, ins.chunk, -1});
-          if (transfer) {
-            const auto it = arrival.find(*transfer);
-            if (it == arrival.end()) break;  // not sent yet: come back on a later sweep
-            clock[s] = std::max(clock[s], it->second);
-          }
-          const double backward = costs.backward * backward_scale;
-          if (!costs.op_costs.empty())
-            cost = costs.op_costs[s][pc[s]];
-          else if (ins.op == Op::forward)
-            cost = costs.forward * forward_scale;
-          else if (ins.op == Op::backward_input)
-            cost = backward * (1 - costs.weight_share);
-          else if (ins.op == Op::backward_weights)
-            cost = backward * costs.weight_share;
-          else
-            cost = backward;
-          cost /= speed;
-          sim.busy[s] += cost;
-        } else {
-          cost = ins.op == Op::reduce_grads ? costs.reduce_grads : costs.optimizer_step;
-        }
-        timing.start = clock[s];
-        clock[s] += cost;
-        timing.end = clock[s];
-        if (is_compute(ins.op) && ins.op != Op::forward) sim.flush = std::max(sim.flush, clock[s]);
-        moved = true;
+      if (pc[s] == schedule.streams[s].size()) continue;
+      if (ran_early[s][pc[s]]) {
+        ++pc[s];
+        --s;  // look at the same stage again
+        continue;
+      }
+      const std::optional<Transfer> input = input_of(s);
+      if (!input || arrival.count(*input)) {
+        if (ready < 0 || clock[s] < clock[ready]) ready = s;
+      } else if (next_weights(s) && (filling < 0 || clock[s] < clock[filling])) {
+        filling = s;
       }
     }
+    if (ready < 0 && filling < 0) break;
+    if (ready < 0 || (filling >= 0 && clock[filling] < clock[ready])) {
+      const std::size_t w = *next_weights(filling);
+      run_at(filling, w);
+      ran_early[filling][w] = true;
+      continue;
+    }
+    const int s = ready;
+    const Instruction& ins = schedule.streams[s][pc[s]];
+    if (is_transfer(ins.op)) {
+      // Posting takes no time; a recv's end (its arrival) is filled in below.
+      const std::optional<Transfer> transfer = transfer_of(schedule, s, ins);
+      if (!transfer) {
+        return Error{"simulate: stage " + std::to_string(s) + " instruction " + std::to_string(pc[s]) + " (" +
+                     to_string(ins) + ") has no peer"};
+      }
+      if (is_send(ins.op)) arrival[*transfer] = clock[s] + costs.latency;
+      sim.timings[s][pc[s]] = OpTiming{clock[s], clock[s]};
+      ++pc[s];
+      continue;
+    }
+    if (const std::optional<Transfer> input = input_of(s); input && arrival.at(*input) > clock[s]) {
+      if (const auto w = next_weights(s)) {  // the input comes later: a W first
+        run_at(s, *w);
+        ran_early[s][*w] = true;
+        continue;
+      }
+      clock[s] = arrival.at(*input);
+    }
+    run_at(s, pc[s]);
+    ++pc[s];
   }
   std::string stuck;
   for (int s = 0; s < p; ++s) {

@@ -47,6 +47,10 @@ struct CostModel {
   // position: an op that runs while the neighbour stage also computes shares the machine
   // with it, and one in warm-up or cool-down may run alone.
   std::vector<std::vector<double>> op_costs;
+  // A split backward's runtime fills waits with weights (pipeline_trainer.hpp): a stage whose next
+  // F or B would wait for its input runs the stream's next W first, if that W's B has run — Ws
+  // keep their order among themselves, so every gradient is the same sum.
+  bool fill_waits_with_weights = false;
 };
 
 struct OpTiming {

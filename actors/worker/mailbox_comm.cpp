@@ -178,6 +178,11 @@ void MailboxComm::take_waiting_orders() {
   }
 }
 
+bool MailboxComm::in_flight(Operation op) {
+  take_waiting_orders();
+  return in_flight_.count(op) > 0;
+}
+
 void MailboxComm::take_orders(std::chrono::microseconds limit) {
   bool first = true;
   receive_while([&first] { return std::exchange(first, false); }, limit);

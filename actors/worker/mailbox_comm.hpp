@@ -108,6 +108,9 @@ class MailboxComm {
   Status wait(Operation op);
   // The same for every operation posted so far, except those set apart; the first failure among them.
   Status wait_all();
+  // Whether `op` is still in flight, after taking the messages already in the mailbox (an order
+  // throws as in take_waiting_orders).
+  bool in_flight(Operation op);
   // Sets `op` apart from wait_all(): only wait(op) waits for it and takes its outcome. For an
   // operation that stays in flight across other waits (DiLoCo's overlapped outer sums).
   void set_apart(Operation op) { apart_.insert(op); }

@@ -78,6 +78,9 @@ PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend,
     dynamic_.emplace(shares, setup_.options.balance_window);
   }
   TROUPE_CHECK(setup_.grid.pp == s.stages, "the grid does not match the schedule");
+  fills_waits_with_weights_ = schedules::fills_waits_with_weights(s.kind) && setup_.grid.tp == 1 &&
+                              !context.sharded() && !compute::shards_parameters(setup_.zero) &&
+                              setup_.model.experts == 0;
   TROUPE_CHECK((setup_.grid.tp > 1) == (groups_.tp != nullptr), "a tp group exactly when the grid has tensor shards");
   TROUPE_CHECK(setup_.compression.kind == comm::Compression::none || !compute::shards_gradients(setup_.zero),
                "a pipeline stage's gradient sums compress with ZeRO 0 or 1 only");
@@ -446,7 +449,14 @@ compute::StepResult PipelineTrainer::step() {
   for (Chunk& chunk : chunks_)
     if (chunk.source) chunk.source->take_waited_seconds();  // the waits of this step's ops only
   const double schedule_start = now_us();
-  for (const schedules::Instruction& ins : s.streams[static_cast<std::size_t>(stage_)]) {
+  const std::vector<schedules::Instruction>& stream = s.streams[static_cast<std::size_t>(stage_)];
+  ran_early_.assign(stream.size(), false);
+  input_position_.clear();  // the stream is the step's (train.balance dynamic may change it)
+  for (std::size_t i = 0; i < stream.size(); ++i)
+    if (stream[i].op == Op::backward_input) input_position_[{stream[i].microbatch, stream[i].chunk}] = i;
+  for (at_ = 0; at_ < stream.size(); ++at_) {
+    const schedules::Instruction& ins = stream[at_];
+    if (ran_early_[at_]) continue;
     // An order that came meanwhile (a peer failed, the job recovers in place) is taken before each
     // forward or backward rather than at the stage's next wait; this rank has not yet posted its
     // step's gradient sums, so no rank can have completed the step.

@@ -229,6 +229,9 @@ class PipelineTrainer {
   comm::MessageKey key_of(const schedules::Instruction& instruction) const;
   int rank_of_stage(int stage) const;
   void wait(MailboxComm::Operation op, const std::string& what);
+  // An F's or B's wait for its input: under fills_waits_with_weights_, while the input is still in
+  // flight, the stream's next W runs first if its B has run (schedules/simulator.hpp models it).
+  void wait_for_input(MailboxComm::Operation op, const std::string& what);
   // Sum of squares of this stage's parameters or its summed gradients, the embedding copy left out
   // and replicated tensor-shard parameters counted once (summed over the stage's dp group where each
   // replica holds a shard, under tensor shards over the tp group: each holds a part).
@@ -307,6 +310,13 @@ class PipelineTrainer {
   std::optional<compute::DynamicShares> dynamic_;
   double bubble_fraction_ = 0;
   monitor::TraceRecorder* trace_ = nullptr;
+  // A split backward's W runs early only where it talks to no other rank (no tensor or context
+  // shards, no ZeRO-3 gathers, no experts): the ranks' collectives then keep one order, whenever
+  // each W runs. Ws keep their order among themselves, so every gradient is the same sum.
+  bool fills_waits_with_weights_ = false;
+  std::size_t at_ = 0;                                         // the stream's instruction running now
+  std::vector<bool> ran_early_;                                // this step's Ws that ran before their place
+  std::map<std::pair<int, int>, std::size_t> input_position_;  // (micro-batch, chunk) → its B's place
 };
 
 }  // namespace troupe::actors

@@ -44,6 +44,19 @@ void PipelineTrainer::wait(MailboxComm::Operation op, const std::string& what) {
   trace("wait", "wait for " + what, start);
 }
 
+void PipelineTrainer::wait_for_input(MailboxComm::Operation op, const std::string& what) {
+  const std::vector<schedules::Instruction>& stream = setup_.schedule.streams[static_cast<std::size_t>(stage_)];
+  while (fills_waits_with_weights_ && mailbox_.in_flight(op)) {
+    std::size_t next = at_ + 1;
+    while (next < stream.size() && (stream[next].op != Op::backward_weights || ran_early_[next])) ++next;
+    if (next == stream.size() || input_position_.at({stream[next].microbatch, stream[next].chunk}) >= at_) break;
+    double no_loss = 0;  // a W adds none
+    run(stream[next], no_loss);
+    ran_early_[next] = true;
+  }
+  wait(op, what);
+}
+
 comm::MessageKey PipelineTrainer::key_of(const schedules::Instruction& instruction) const {
   const auto transfer = schedules::transfer_of(setup_.schedule, stage_, instruction);
   TROUPE_CHECK(transfer.has_value(), "a key for an instruction that is no transfer");
@@ -116,7 +129,7 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
         input = chunks_[static_cast<std::size_t>(before)].stage->output(slot_of_.at({ins.microbatch, before}));
       } else if (vs > 0) {
         InFlight arrival = arriving_.extract({ins.microbatch, ins.chunk * 2}).mapped();
-        wait(arrival.op, arrival_text("activations", ins, arrival.from_rank));
+        wait_for_input(arrival.op, arrival_text("activations", ins, arrival.from_rank));
         input = arrival.buffer;
       }
       const double start = now_us();
@@ -154,7 +167,7 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
         output_grad = handed_gradients_.extract(ins.microbatch).mapped();
       } else if (!last) {
         InFlight arrival = arriving_.extract({ins.microbatch, ins.chunk * 2 + 1}).mapped();
-        wait(arrival.op, arrival_text("gradient", ins, arrival.from_rank));
+        wait_for_input(arrival.op, arrival_text("gradient", ins, arrival.from_rank));
         output_grad = arrival.buffer;
       }
       const bool hands_down = vs > 0 && schedules::local_hop(s, vs, vs - 1);

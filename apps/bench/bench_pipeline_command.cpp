@@ -172,10 +172,15 @@ std::vector<double> transfer_times(const schedules::Schedule& schedule, const St
         posted[*schedules::transfer_of(schedule, static_cast<int>(s), schedule.streams[s][i])] = step[s][i].start;
   std::vector<double> times;
   for (std::size_t s = 0; s < step.size(); ++s) {
+    // In the order the stage ran its computes: a W that filled a wait ran before its place.
+    std::vector<std::size_t> computes;
+    for (std::size_t i = 0; i < step[s].size(); ++i)
+      if (schedules::is_compute(schedule.streams[s][i].op)) computes.push_back(i);
+    std::sort(computes.begin(), computes.end(),
+              [&](std::size_t a, std::size_t b) { return step[s][a].start < step[s][b].start; });
     double previous_end = -1e300;
-    for (std::size_t i = 0; i < step[s].size(); ++i) {
+    for (std::size_t i : computes) {
       const schedules::Instruction& ins = schedule.streams[s][i];
-      if (!schedules::is_compute(ins.op)) continue;
       const schedules::Op input = ins.op == schedules::Op::forward ? schedules::Op::recv_act : schedules::Op::recv_grad;
       // W has no input: it reads what its B kept.
       const auto transfer =
@@ -304,6 +309,9 @@ Expected<BubbleFigures> measure(schedules::ScheduleKind kind, int chunks, const 
   figures.shared_over_alone = shared_over_alone(*schedule, steps);
   auto simulated_bubble = [&](schedules::CostModel costs) -> Expected<double> {
     costs.latency = figures.transfer;
+    // The bench's stages have no tensor shards, ZeRO-3 or experts: where the schedule's Ws fill
+    // waits, PipelineTrainer's do, and the simulation's too.
+    costs.fill_waits_with_weights = schedules::fills_waits_with_weights(kind);
     auto simulation = schedules::simulate(*schedule, costs);
     if (!simulation) return simulation.error();
     return simulation->bubble;

@@ -171,6 +171,7 @@ int run_schedule(const ScheduleOptions& o) {
   costs.weight_share = o.weight_share;
   costs.latency = o.latency;
   costs.speeds = parse_speeds("--stage-speeds", o.stage_speeds).value();
+  costs.fill_waits_with_weights = schedules::fills_waits_with_weights(s.kind);
   auto sim = schedules::simulate(s, costs);
   if (!sim) throw sim.error();
 
@@ -189,8 +190,11 @@ int run_schedule(const ScheduleOptions& o) {
 
   const bool split = schedules::splits_backward(s.kind);
   if (split) {
-    std::printf("a backward is B (input gradient) then W (weight gradients): W %s of --backward, B the rest\n\n",
-                number(o.weight_share).c_str());
+    std::printf("a backward is B (input gradient) then W (weight gradients): W %s of --backward, B the rest%s\n\n",
+                number(o.weight_share).c_str(),
+                costs.fill_waits_with_weights
+                    ? "; a stage whose F or B would wait for its input runs its next W first, as the runtime does"
+                    : "");
   }
   std::printf("stage  instructions  peak stashed%s%s  busy\n", s.chunks > 1 ? " (chunks)" : "",
               split ? "  peak B kept for W" : "");
