@@ -476,8 +476,11 @@ bool end_if_completed(job_actor* self, FailureKind kind, const std::string& reas
 // joining or running: the job ends, after a rescue snapshot when one can be had (see the header).
 void fail_job(job_actor* self, FailureKind kind, std::string reason, std::vector<int> nodes) {
   auto& st = self->state;
+  std::string cut;  // the in-place recovery this failure cut short, if any
   if (st.phase == JobPhase::recovering) {
     // The recovery in progress cannot answer this failure: it is given up with the job's attempt.
+    cut = "the in-place recovery of epoch " + std::to_string(st.recovery ? st.recovery->epoch : 0) +
+          " did not complete: " + reason;
     st.recovery.reset();
     st.phase = JobPhase::running;
   }
@@ -485,7 +488,9 @@ void fail_job(job_actor* self, FailureKind kind, std::string reason, std::vector
   if (end_if_completed(self, kind, reason, nodes)) return;
   if (st.phase == JobPhase::running) {
     const RecoveryChoice choice = choose_recovery(st.plan.recovery, kind);
-    log_restart(st, choice.in_place ? "the in-place recovery of this failure did not complete" : choice.why_not);
+    log_restart(st, !cut.empty()      ? cut
+                    : choice.in_place ? "the in-place recovery of this failure did not complete"
+                                      : choice.why_not);
   }
   job_outcome_msg failure = failure_outcome(1, kind, std::move(reason), std::move(nodes));
   const bool blames_a_node = kind != FailureKind::stall && !failure.failed_nodes.empty();
