@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include "schedules/weights_fill.hpp"
+
 namespace troupe::schedules {
 
 Expected<Simulation> simulate(const Schedule& schedule, const CostModel& costs) {
@@ -51,14 +53,8 @@ Expected<Simulation> simulate(const Schedule& schedule, const CostModel& costs) 
   std::vector<std::size_t> pc(p, 0);
   std::vector<double> clock(p, 0.0);
   std::map<Transfer, double> arrival;  // messages posted so far and when they are usable
-  std::vector<std::vector<bool>> ran_early(p);  // W instructions a stage ran before their place
-  std::vector<std::map<std::pair<int, int>, std::size_t>> input_position(p);  // (mb, chunk) → its B
-  for (int s = 0; s < p; ++s) {
-    ran_early[s].assign(schedule.streams[s].size(), false);
-    for (std::size_t i = 0; i < schedule.streams[s].size(); ++i)
-      if (schedule.streams[s][i].op == Op::backward_input)
-        input_position[s][{schedule.streams[s][i].microbatch, schedule.streams[s][i].chunk}] = i;
-  }
+  std::vector<WeightsFill> fills;      // per stage: the Ws it ran before their place
+  for (int s = 0; s < p; ++s) fills.emplace_back(schedule.streams[s]);
 
   const auto cost_of = [&](int s, std::size_t i) {
     const Instruction& ins = schedule.streams[s][i];
@@ -85,17 +81,9 @@ Expected<Simulation> simulate(const Schedule& schedule, const CostModel& costs) 
     const Op op = schedule.streams[s][i].op;
     if (is_compute(op) && op != Op::forward) sim.flush = std::max(sim.flush, clock[s]);
   };
-  // Under fill_waits_with_weights: the stream's next W not yet run, if its B has run.
   const auto next_weights = [&](int s) -> std::optional<std::size_t> {
     if (!costs.fill_waits_with_weights) return std::nullopt;
-    const std::vector<Instruction>& stream = schedule.streams[s];
-    for (std::size_t j = pc[s] + 1; j < stream.size(); ++j) {
-      if (stream[j].op != Op::backward_weights || ran_early[s][j]) continue;
-      const auto b = input_position[s].find({stream[j].microbatch, stream[j].chunk});
-      if (b == input_position[s].end() || b->second >= pc[s]) return std::nullopt;
-      return j;
-    }
-    return std::nullopt;
+    return fills[s].next(pc[s]);
   };
   // The input a compute at the stage's next place waits for, if its virtual stage has a neighbour
   // to send one (W has none: it reads what its B kept).
@@ -114,7 +102,7 @@ Expected<Simulation> simulate(const Schedule& schedule, const CostModel& costs) 
     int ready = -1, filling = -1;
     for (int s = 0; s < p; ++s) {
       if (pc[s] == schedule.streams[s].size()) continue;
-      if (ran_early[s][pc[s]]) {
+      if (fills[s].ran_early(pc[s])) {
         ++pc[s];
         --s;  // look at the same stage again
         continue;
@@ -130,7 +118,7 @@ Expected<Simulation> simulate(const Schedule& schedule, const CostModel& costs) 
     if (ready < 0 || (filling >= 0 && clock[filling] < clock[ready])) {
       const std::size_t w = *next_weights(filling);
       run_at(filling, w);
-      ran_early[filling][w] = true;
+      fills[filling].ran(w);
       continue;
     }
     const int s = ready;
@@ -150,7 +138,7 @@ Expected<Simulation> simulate(const Schedule& schedule, const CostModel& costs) 
     if (const std::optional<Transfer> input = input_of(s); input && arrival.at(*input) > clock[s]) {
       if (const auto w = next_weights(s)) {  // the input comes later: a W first
         run_at(s, *w);
-        ran_early[s][*w] = true;
+        fills[s].ran(*w);
         continue;
       }
       clock[s] = arrival.at(*input);

@@ -450,13 +450,10 @@ compute::StepResult PipelineTrainer::step() {
     if (chunk.source) chunk.source->take_waited_seconds();  // the waits of this step's ops only
   const double schedule_start = now_us();
   const std::vector<schedules::Instruction>& stream = s.streams[static_cast<std::size_t>(stage_)];
-  ran_early_.assign(stream.size(), false);
-  input_position_.clear();  // the stream is the step's (train.balance dynamic may change it)
-  for (std::size_t i = 0; i < stream.size(); ++i)
-    if (stream[i].op == Op::backward_input) input_position_[{stream[i].microbatch, stream[i].chunk}] = i;
+  weights_.emplace(stream);  // the stream is the step's (train.balance dynamic may change it)
   for (at_ = 0; at_ < stream.size(); ++at_) {
     const schedules::Instruction& ins = stream[at_];
-    if (ran_early_[at_]) continue;
+    if (weights_->ran_early(at_)) continue;
     // An order that came meanwhile (a peer failed, the job recovers in place) is taken before each
     // forward or backward rather than at the stage's next wait; this rank has not yet posted its
     // step's gradient sums, so no rank can have completed the step.

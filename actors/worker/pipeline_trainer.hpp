@@ -74,6 +74,7 @@
 #include "monitor/trace.hpp"
 #include "monitor/work_progress.hpp"
 #include "schedules/schedule.hpp"
+#include "schedules/weights_fill.hpp"
 
 namespace troupe::actors {
 
@@ -314,9 +315,8 @@ class PipelineTrainer {
   // shards, no ZeRO-3 gathers, no experts): the ranks' collectives then keep one order, whenever
   // each W runs. Ws keep their order among themselves, so every gradient is the same sum.
   bool fills_waits_with_weights_ = false;
-  std::size_t at_ = 0;                                         // the stream's instruction running now
-  std::vector<bool> ran_early_;                                // this step's Ws that ran before their place
-  std::map<std::pair<int, int>, std::size_t> input_position_;  // (micro-batch, chunk) → its B's place
+  std::size_t at_ = 0;                             // the stream's instruction running now
+  std::optional<schedules::WeightsFill> weights_;  // this step's: the Ws run before their place
 };
 
 }  // namespace troupe::actors

@@ -47,12 +47,11 @@ void PipelineTrainer::wait(MailboxComm::Operation op, const std::string& what) {
 void PipelineTrainer::wait_for_input(MailboxComm::Operation op, const std::string& what) {
   const std::vector<schedules::Instruction>& stream = setup_.schedule.streams[static_cast<std::size_t>(stage_)];
   while (fills_waits_with_weights_ && mailbox_.in_flight(op)) {
-    std::size_t next = at_ + 1;
-    while (next < stream.size() && (stream[next].op != Op::backward_weights || ran_early_[next])) ++next;
-    if (next == stream.size() || input_position_.at({stream[next].microbatch, stream[next].chunk}) >= at_) break;
+    const std::optional<std::size_t> next = weights_->next(at_);
+    if (!next) break;
     double no_loss = 0;  // a W adds none
-    run(stream[next], no_loss);
-    ran_early_[next] = true;
+    run(stream[*next], no_loss);
+    weights_->ran(*next);
   }
   wait(op, what);
 }
