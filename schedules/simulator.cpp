@@ -10,6 +10,17 @@
 
 namespace troupe::schedules {
 
+double stream_cost(const Schedule& schedule, const CostModel& costs, int stage, std::size_t i) {
+  const Op op = schedule.streams[static_cast<std::size_t>(stage)][i].op;
+  if (!costs.op_costs.empty()) return costs.op_costs[static_cast<std::size_t>(stage)][i];
+  const auto s = static_cast<std::size_t>(stage);
+  if (op == Op::forward) return costs.forward * (costs.forward_scale.empty() ? 1.0 : costs.forward_scale[s]);
+  const double backward = costs.backward * (costs.backward_scale.empty() ? 1.0 : costs.backward_scale[s]);
+  if (op == Op::backward_input) return backward * (1 - costs.weight_share);
+  if (op == Op::backward_weights) return backward * costs.weight_share;
+  return backward;
+}
+
 Expected<Simulation> simulate(const Schedule& schedule, const CostModel& costs) {
   const int p = schedule.stages;
   if (costs.forward < 0 || costs.backward < 0 || costs.latency < 0 || costs.reduce_grads < 0 ||
@@ -59,17 +70,7 @@ Expected<Simulation> simulate(const Schedule& schedule, const CostModel& costs) 
   const auto cost_of = [&](int s, std::size_t i) {
     const Instruction& ins = schedule.streams[s][i];
     if (!is_compute(ins.op)) return ins.op == Op::reduce_grads ? costs.reduce_grads : costs.optimizer_step;
-    const double backward = costs.backward * (costs.backward_scale.empty() ? 1.0 : costs.backward_scale[s]);
-    double cost = backward;
-    if (!costs.op_costs.empty())
-      cost = costs.op_costs[s][i];
-    else if (ins.op == Op::forward)
-      cost = costs.forward * (costs.forward_scale.empty() ? 1.0 : costs.forward_scale[s]);
-    else if (ins.op == Op::backward_input)
-      cost = backward * (1 - costs.weight_share);
-    else if (ins.op == Op::backward_weights)
-      cost = backward * costs.weight_share;
-    return cost / (costs.speeds.empty() ? 1.0 : costs.speeds[s]);
+    return stream_cost(schedule, costs, s, i) / (costs.speeds.empty() ? 1.0 : costs.speeds[s]);
   };
   const auto run_at = [&](int s, std::size_t i) {
     OpTiming& timing = sim.timings[s][i];

@@ -16,6 +16,7 @@
 // is when the last backward, B or W on any stage ends (every stage starts at 0). reduce_grads and optimizer_step come
 // after the flush and are left out, so with uniform costs and zero latency GPipe and 1F1B give (p-1)/(m+p-1) exactly.
 
+#include <cstddef>
 #include <vector>
 
 #include "compute/expected.hpp"
@@ -65,6 +66,10 @@ struct Simulation {
   double bubble = 0.0;
   std::vector<std::vector<OpTiming>> timings;  // timings[stage][i] for streams[stage][i]
 };
+
+// The cost a forward or backward (B, W) at streams[stage][i] takes at speed 1: its op_costs entry,
+// or the model's forward, backward and weight share with the stage's scales.
+double stream_cost(const Schedule& schedule, const CostModel& costs, int stage, std::size_t i);
 
 // An Error for costs that are negative, a forward_scale, backward_scale, speeds or op_costs of the
 // wrong shape, a speed that is not a positive number, and for streams that cannot finish even

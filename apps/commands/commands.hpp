@@ -61,6 +61,8 @@ struct ScheduleOptions {
   double weight_share = 0.5;  // the share of `backward` a split backward's W takes (zb-h1, zb-v)
   double latency = 0;      // cost units from posting a send to the data being usable
   std::string stage_speeds;  // "1,0.5": each stage's relative speed, its costs over it; empty: all 1
+  double cost_spread = 0;    // > 0: also the bubble with every op's cost varying by this log-normal spread
+  int trials = 200;          // simulations drawn at that spread
   bool print = false;      // every stage's instruction stream
   std::string trace;       // Chrome trace JSON path; empty: none
 };

@@ -3,7 +3,9 @@
 // (checker.hpp), simulates them (simulator.hpp) and prints the shape, each stage's peak of
 // stashed activations, the makespan and the bubble beside its closed form. --print adds every
 // stream; --trace FILE writes the simulated timeline as Chrome trace JSON, one track per stage,
-// with 1 cost unit drawn as 1 ms.
+// with 1 cost unit drawn as 1 ms. --cost-spread adds the bubble when every op's cost varies
+// (cost_spread.hpp): how much a schedule's bubble grows on a machine whose ops do not take the same
+// time twice.
 //
 //   troupe schedule --kind 1f1b --stages 4 --microbatches 8 --trace 1f1b.json
 
@@ -18,6 +20,7 @@
 #include "apps/exit_codes.hpp"
 #include "monitor/trace.hpp"
 #include "schedules/checker.hpp"
+#include "schedules/cost_spread.hpp"
 #include "schedules/generate.hpp"
 #include "schedules/simulator.hpp"
 
@@ -153,6 +156,9 @@ Status validate(const ScheduleOptions& o) {
                  std::to_string(o.stages) + " stages (one a stage)"};
   for (double speed : *speeds)
     if (Status s = check_cost("--stage-speeds", speed, false); !s) return s;
+  if (!(o.cost_spread >= 0 && o.cost_spread <= 3))
+    return Error{"--cost-spread must be between 0 and 3, got " + number(o.cost_spread)};
+  if (Status s = check_count("--trials", o.trials, 100000); !s) return s;
   return check_cost("--latency", o.latency, true);
 }
 
@@ -210,6 +216,14 @@ int run_schedule(const ScheduleOptions& o) {
                         : !costs.speeds.empty()                ? " (at equal speeds)"
                                                                : "";
   std::printf("bubble    %.3f simulated; closed form %s%s\n", sim->bubble, closed_form(s).c_str(), assumed);
+  if (o.cost_spread > 0) {
+    auto spread = schedules::simulate_with_spread(s, costs, o.cost_spread, o.trials);
+    if (!spread) throw spread.error();
+    std::printf(
+        "          %.3f mean over %d simulations with each op's cost varying by a spread of %s (log-normal), "
+        "%.3f to %.3f in 90 %% of them\n",
+        spread->mean, o.trials, number(o.cost_spread).c_str(), spread->low, spread->high);
+  }
 
   if (o.print) std::printf("\n%s", to_string(s).c_str());
 
@@ -245,6 +259,15 @@ Command add_schedule_command(CLI::App& app) {
                    "relative speed of each stage, comma-separated (1,0.5: the second at half speed); a stage's costs "
                    "are over its speed")
       ->type_name("LIST");
+  CLI::Option* spread =
+      command
+          ->add_option("--cost-spread", options->cost_spread,
+                       "also simulate with every forward, B and W taking its cost times exp(N(0, spread^2)), drawn "
+                       "anew each time: the bubble on a machine whose ops vary (0.1: about 10 %)")
+          ->capture_default_str();
+  command->add_option("--trials", options->trials, "simulations drawn for --cost-spread")
+      ->capture_default_str()
+      ->needs(spread);
   command->add_flag("--print", options->print, "print every stage's instruction stream");
   command
       ->add_option("--trace", options->trace, "write the simulated timeline as Chrome trace JSON (1 cost unit = 1 ms)")

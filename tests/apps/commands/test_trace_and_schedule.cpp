@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -188,6 +189,31 @@ TEST_CASE("troupe schedule --stage-speeds: a stage at half speed is busy twice a
                  "--stage-speeds must be positive, got 0");
   check_rejected({"schedule", "--kind", "1f1b", "--stages", "2", "--microbatches", "4", "--stage-speeds", "1,x"},
                  "--stage-speeds: 'x' in '1,x' is not a number (write one speed a stage, comma-separated: 1,0.5)");
+}
+
+TEST_CASE("troupe schedule --cost-spread adds the bubble when every op's cost varies", "[trace][speed]") {
+  TempDir dir;
+  const ProcessResult result = run_troupe(dir, {"schedule", "--kind", "1f1b", "--stages", "2", "--microbatches", "8",
+                                                "--cost-spread", "0.1", "--trials", "50"});
+  INFO("stdout: " << result.out << "\nstderr: " << result.err);
+  REQUIRE(result.exit_code == 0);
+  CHECK_THAT(result.out, Contains("bubble    0.111 simulated"));
+  std::smatch line;
+  REQUIRE(std::regex_search(
+      result.out, line,
+      std::regex(R"(\n +([0-9.]+) mean over 50 simulations with each op's cost varying by a spread of 0.1 )"
+                 R"(\(log-normal\), ([0-9.]+) to ([0-9.]+) in 90 % of them\n)")));
+  const double mean = std::stod(line[1].str()), low = std::stod(line[2].str()), high = std::stod(line[3].str());
+  CHECK(mean > 0.111);
+  CHECK(low <= mean);
+  CHECK(mean <= high);
+  check_rejected({"schedule", "--kind", "1f1b", "--stages", "2", "--microbatches", "8", "--cost-spread", "-0.1"},
+                 "--cost-spread must be between 0 and 3, got -0.1");
+  check_rejected(
+      {"schedule", "--kind", "1f1b", "--stages", "2", "--microbatches", "8", "--cost-spread", "0.1", "--trials", "0"},
+      "--trials must be between 1 and 100000, got 0");
+  check_rejected({"schedule", "--kind", "1f1b", "--stages", "2", "--microbatches", "8", "--trials", "10"},
+                 "--trials requires --cost-spread");
 }
 
 TEST_CASE("troupe schedule rejects bad input in one line naming the option", "[trace]") {
