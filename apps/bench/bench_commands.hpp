@@ -148,10 +148,12 @@ struct BenchPipelineOptions {
   int microbatches = 8;
   int batch = 4;  // micro-batch size
   int steps = 3;  // measured steps (figures from the median)
+  int rounds = 3;  // every schedule once a round (figures from the median over the rounds)
   int warmup = 1;
   std::string stage_speeds;  // "1,0.5": compare the splits at these speeds; empty: compare the schedules
 };
 int run_bench_pipeline(const BenchPipelineOptions& options);
+int run_bench_pipeline_split(const BenchPipelineOptions& options);  // --stage-speeds: bench_pipeline_split.cpp
 Command add_bench_pipeline_command(CLI::App& bench);
 
 // troupe bench balance (bench_balance_command.cpp): 2 data-parallel replicas, replica 1 held to
