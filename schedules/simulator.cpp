@@ -23,7 +23,7 @@ double stream_cost(const Schedule& schedule, const CostModel& costs, int stage, 
 
 Expected<Simulation> simulate(const Schedule& schedule, const CostModel& costs) {
   const int p = schedule.stages;
-  if (costs.forward < 0 || costs.backward < 0 || costs.latency < 0 || costs.reduce_grads < 0 ||
+  if (costs.forward < 0 || costs.backward < 0 || costs.latency < 0 || costs.dispatch < 0 || costs.reduce_grads < 0 ||
       costs.optimizer_step < 0) {
     return Error{"simulate: costs must not be negative"};
   }
@@ -72,10 +72,17 @@ Expected<Simulation> simulate(const Schedule& schedule, const CostModel& costs) 
     if (!is_compute(ins.op)) return ins.op == Op::reduce_grads ? costs.reduce_grads : costs.optimizer_step;
     return stream_cost(schedule, costs, s, i) / (costs.speeds.empty() ? 1.0 : costs.speeds[s]);
   };
-  const auto run_at = [&](int s, std::size_t i) {
+  std::vector<bool> computed(p, false);  // per stage: has it run a compute yet
+  // The instruction at streams[s][i], starting once the stage is free and `ready_at` has come; a
+  // compute after the stage's first also waits for the runtime's dispatch, which overlaps the wait
+  // for its input.
+  const auto run_at = [&](int s, std::size_t i, double ready_at = 0.0) {
     OpTiming& timing = sim.timings[s][i];
     const double cost = cost_of(s, i);
-    if (is_compute(schedule.streams[s][i].op)) sim.busy[s] += cost;
+    const bool compute = is_compute(schedule.streams[s][i].op);
+    if (compute) sim.busy[s] += cost;
+    clock[s] = std::max(clock[s] + (compute && computed[s] ? costs.dispatch : 0.0), ready_at);
+    if (compute) computed[s] = true;
     timing.start = clock[s];
     clock[s] += cost;
     timing.end = clock[s];
@@ -136,15 +143,16 @@ Expected<Simulation> simulate(const Schedule& schedule, const CostModel& costs) 
       ++pc[s];
       continue;
     }
-    if (const std::optional<Transfer> input = input_of(s); input && arrival.at(*input) > clock[s]) {
+    const std::optional<Transfer> input = input_of(s);
+    const double input_at = input ? arrival.at(*input) : 0.0;
+    if (input_at > clock[s]) {
       if (const auto w = next_weights(s)) {  // the input comes later: a W first
         run_at(s, *w);
         fills[s].ran(*w);
         continue;
       }
-      clock[s] = arrival.at(*input);
     }
-    run_at(s, pc[s]);
+    run_at(s, pc[s], input_at);
     ++pc[s];
   }
   std::string stuck;

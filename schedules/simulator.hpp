@@ -52,6 +52,9 @@ struct CostModel {
   // F or B would wait for its input runs the stream's next W first, if that W's B has run — Ws
   // keep their order among themselves, so every gradient is the same sum.
   bool fill_waits_with_weights = false;
+  // Seconds a stage spends between two of its computes on the runtime's own work (posting sends
+  // and recvs, taking completions, tracing); it overlaps a wait for the next compute's input.
+  double dispatch = 0.0;
 };
 
 struct OpTiming {

@@ -104,7 +104,7 @@ schedules::CostModel costs_per_stage(const schedules::Schedule& schedule, const 
 
 // One round's figures of one schedule: medians over its measured steps.
 struct BubbleFigures {
-  double measured = 0, simulated_per_op = 0, simulated_per_stage = 0, transfer = 0, shared_over_alone = 0;
+  double measured = 0, simulated_per_op = 0, simulated_per_stage = 0, transfer = 0, dispatch = 0, shared_over_alone = 0;
   double flush = 0;  // seconds, the median step's first forward to its last backward
   // Mean seconds of one micro-batch's forward, B and W on one chunk over every stage and step; B
   // and W 0 where the backward is not split.
@@ -164,11 +164,13 @@ Expected<BubbleFigures> measure(schedules::ScheduleKind kind, int chunks, const 
   figures.measured = median(bubbles);
   figures.flush = median(flushes);
   figures.transfer = median_transfer(*schedule, steps);
+  figures.dispatch = median_dispatch(*schedule, steps);
   figures.shared_over_alone = shared_over_alone(*schedule, steps);
   mean_op_costs(*schedule, steps, figures);
   figures.spread = op_spread(*schedule, steps);
   auto simulated_bubble = [&](schedules::CostModel costs) -> Expected<double> {
     costs.latency = figures.transfer;
+    costs.dispatch = figures.dispatch;
     // The bench's stages have no tensor shards, ZeRO-3 or experts: where the schedule's Ws fill
     // waits, PipelineTrainer's do, and the simulation's too.
     costs.fill_waits_with_weights = schedules::fills_waits_with_weights(kind);
@@ -286,14 +288,16 @@ int run_bench_pipeline(const BenchPipelineOptions& o) {
   std::printf(
       "(bubble = 1 - forward and backward time / (p x flush, first forward to last backward), per step;\n"
       " /1f1b = against 1F1B's in the same round; every column the median over the rounds;\n"
-      " the simulator runs the same streams with the latency measured for messages (transfer) and costs\n"
+      " the simulator runs the same streams with the latency measured for messages (transfer), the\n"
+      " runtime's time between two computes where the second has no input to wait for (dispatch) and costs\n"
       " measured in the same run: per op = each step from its own forwards' and backwards' costs where\n"
       " they stand in its stream, the median over the steps; per stage = the stage's mean forward and\n"
       " mean backward everywhere; closed form: ZB-H1's at the forward, B and W measured;\n"
       " shared/alone = how much longer an op takes while another stage computes than alone; op spread =\n"
       " the standard deviation of the log of an op's seconds about its kind's on its stage)\n");
-  std::printf("%-16s %9s %7s %9s %10s %12s %12s %13s %10s %9s %10s %7s\n", "schedule", "measured", "/1f1b", "sim op",
-              "sim stage", "closed form", "transfer ms", "shared/alone", "op spread", "meas/sim", "tokens/s", "/1f1b");
+  std::printf("%-16s %9s %7s %9s %10s %12s %12s %12s %13s %10s %9s %10s %7s\n", "schedule", "measured", "/1f1b",
+              "sim op", "sim stage", "closed form", "transfer ms", "dispatch ms", "shared/alone", "op spread",
+              "meas/sim", "tokens/s", "/1f1b");
   const ScheduleTurns& one_f_one_b = schedules[1];
   for (const ScheduleTurns& s : schedules) {
     if (!s.error.empty()) {
@@ -304,12 +308,13 @@ int run_bench_pipeline(const BenchPipelineOptions& o) {
     const double F = mid([](const BubbleFigures& f) { return f.forward; });
     const double B = mid([](const BubbleFigures& f) { return f.backward_input; });
     const double W = mid([](const BubbleFigures& f) { return f.backward_weights; });
-    std::printf("%-16s %9.3f %7.2f %9.3f %10.3f %12.3f %12.2f %13.2f %10.3f %9.3f %10.0f %7.2f\n", s.name.c_str(),
-                mid([](const BubbleFigures& f) { return f.measured; }),
+    std::printf("%-16s %9.3f %7.2f %9.3f %10.3f %12.3f %12.2f %12.3f %13.2f %10.3f %9.3f %10.0f %7.2f\n",
+                s.name.c_str(), mid([](const BubbleFigures& f) { return f.measured; }),
                 median_ratio(s, one_f_one_b, o.rounds, [](const BubbleFigures& f) { return f.measured; }),
                 mid([](const BubbleFigures& f) { return f.simulated_per_op; }),
                 mid([](const BubbleFigures& f) { return f.simulated_per_stage; }),
                 closed_form(s.kind, s.chunks, o, F, B, W), mid([](const BubbleFigures& f) { return f.transfer * 1e3; }),
+                mid([](const BubbleFigures& f) { return f.dispatch * 1e3; }),
                 mid([](const BubbleFigures& f) { return f.shared_over_alone; }),
                 mid([](const BubbleFigures& f) { return f.spread; }),
                 mid([](const BubbleFigures& f) { return f.measured / f.simulated_per_op; }), mid(tokens_per_s),

@@ -127,6 +127,29 @@ std::vector<double> transfer_times(const schedules::Schedule& schedule, const St
   return times;
 }
 
+// The runtime's own time between two computes of a stage: before each compute that has no input
+// to wait for (a W, which reads what its B kept; a first stage's forward; a last stage's B), the
+// gap since the stage's previous compute ended, in the order the stage ran them.
+std::vector<double> dispatch_times(const schedules::Schedule& schedule, const StepTimes& step) {
+  std::vector<double> times;
+  for (std::size_t s = 0; s < step.size(); ++s) {
+    std::vector<std::size_t> computes;
+    for (std::size_t i = 0; i < step[s].size(); ++i)
+      if (schedules::is_compute(schedule.streams[s][i].op)) computes.push_back(i);
+    std::sort(computes.begin(), computes.end(),
+              [&](std::size_t a, std::size_t b) { return step[s][a].start < step[s][b].start; });
+    for (std::size_t k = 1; k < computes.size(); ++k) {
+      const schedules::Instruction& ins = schedule.streams[s][computes[k]];
+      const schedules::Op input = ins.op == schedules::Op::forward ? schedules::Op::recv_act : schedules::Op::recv_grad;
+      if (ins.op != schedules::Op::backward_weights &&
+          schedules::transfer_of(schedule, static_cast<int>(s), {input, ins.microbatch, ins.chunk, -1}))
+        continue;
+      times.push_back(step[s][computes[k]].start - step[s][computes[k - 1]].end);
+    }
+  }
+  return times;
+}
+
 }  // namespace
 
 // The preset, with --layers blocks when given.
@@ -177,6 +200,13 @@ double median_transfer(const schedules::Schedule& schedule, const std::vector<St
   for (const StepTimes& step : steps)
     for (double t : transfer_times(schedule, step)) transfers.push_back(t);
   return transfers.empty() ? 0.0 : median(transfers);
+}
+
+double median_dispatch(const schedules::Schedule& schedule, const std::vector<StepTimes>& steps) {
+  std::vector<double> times;
+  for (const StepTimes& step : steps)
+    for (double t : dispatch_times(schedule, step)) times.push_back(t);
+  return times.empty() ? 0.0 : median(times);
 }
 
 }  // namespace troupe::apps

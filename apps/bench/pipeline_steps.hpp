@@ -42,4 +42,8 @@ double flush_seconds(const schedules::Schedule& schedule, const StepTimes& step)
 // The median over the steps of the messages' latency (transfer_times), 0 where none waited.
 double median_transfer(const schedules::Schedule& schedule, const std::vector<StepTimes>& steps);
 
+// The median over the steps of the runtime's time between two computes of a stage where the
+// second has no input to wait for (the simulator's dispatch), 0 where there is none.
+double median_dispatch(const schedules::Schedule& schedule, const std::vector<StepTimes>& steps);
+
 }  // namespace troupe::apps

@@ -1,7 +1,8 @@
 // The simulator's predictions against the closed forms: with uniform costs, zero latency and
 // backward = 2 × forward, GPipe and 1F1B leave a bubble of exactly (p-1)/(m+p-1) and
 // interleaved 1F1B (chunks cost 1/v of a stage) exactly (p-1)/(v·m+p-1); latency only adds
-// time; costs given op by op are used where each op stands; per-op timings are consistent;
+// time; costs given op by op are used where each op stands; per-op timings are consistent; a
+// dispatch between two computes of a stage hides behind a wait for input;
 // bad cost models are refused.
 
 #include <catch2/catch.hpp>
@@ -216,11 +217,32 @@ TEST_CASE("filling waits with weights: a W runs before its place while an input 
   CHECK(prompt.flush == simulate(schedule, costs).value().flush);
 }
 
+TEST_CASE("dispatch: the runtime's time between two computes of a stage, hidden by a wait for input", "[simulator]") {
+  // One stage: every compute after the first waits out the dispatch, 2m - 1 of them.
+  CostModel costs = uniform(1);
+  costs.dispatch = 0.25;
+  const Simulation alone = run(ScheduleKind::one_f_one_b, 1, 4, 1, costs);
+  CHECK(alone.flush == Approx(4 * 3.0 + 7 * 0.25));
+  CHECK(alone.bubble > 0);
+  // Two stages, one micro-batch, a message taking 1: stage 1's forward waits for its input (its
+  // first compute, no dispatch) and its B follows after a dispatch (3 + 0.5); stage 0's B waits
+  // for the gradient (5.5 + 1), past its dispatch (1 + 0.5), so that one is hidden: 6.5 + 2.
+  costs.latency = 1.0;
+  costs.dispatch = 0.5;
+  const Simulation two = run(ScheduleKind::one_f_one_b, 2, 1, 1, costs);
+  CHECK(two.flush == Approx(8.5));
+  costs.dispatch = 0.0;
+  CHECK(run(ScheduleKind::one_f_one_b, 2, 1, 1, costs).flush == Approx(8.0));
+}
+
 TEST_CASE("bad cost models and unfinishable streams are refused", "[simulator]") {
   const Schedule schedule = generate_schedule(ScheduleKind::gpipe, 2, 2).value();
   CostModel negative = uniform(1);
   negative.latency = -1.0;
   CHECK(simulate(schedule, negative).error().message == "simulate: costs must not be negative");
+  CostModel negative_dispatch = uniform(1);
+  negative_dispatch.dispatch = -0.1;
+  CHECK(simulate(schedule, negative_dispatch).error().message == "simulate: costs must not be negative");
   CostModel wrong_scale = uniform(1);
   wrong_scale.backward_scale = {1.0, 1.0, 1.0};
   CHECK(simulate(schedule, wrong_scale).error().message == "simulate: backward_scale has 3 factors for 2 stages");

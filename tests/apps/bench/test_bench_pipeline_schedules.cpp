@@ -56,7 +56,7 @@ TEST_CASE("bench pipeline runs every schedule once a round and sets each against
   };
   std::map<std::string, Row> table;
   const std::regex row(
-      R"(\n(gpipe|1f1b|interleaved v=2|zb-h1|zb-v v=2) +([0-9.]+) +([0-9.]+) +[0-9.]+ +[0-9.]+ +([0-9.]+|nan) +[0-9.]+ +[0-9.]+ +([0-9.]+) +[0-9.]+ +(\d+) +([0-9.]+)(?=\n))");
+      R"(\n(gpipe|1f1b|interleaved v=2|zb-h1|zb-v v=2) +([0-9.]+) +([0-9.]+) +[0-9.]+ +[0-9.]+ +([0-9.]+|nan) +[0-9.]+ +[0-9.]+ +[0-9.]+ +([0-9.]+) +[0-9.]+ +(\d+) +([0-9.]+)(?=\n))");
   for (auto it = std::sregex_iterator(result.out.begin(), result.out.end(), row); it != std::sregex_iterator(); ++it) {
     const std::smatch& m = *it;
     table[m[1].str()] = {
