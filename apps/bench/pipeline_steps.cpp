@@ -93,6 +93,25 @@ Expected<std::vector<std::uint8_t>> stage_body(comm::Engine& engine, const Bench
   return pack(steps);
 }
 
+// A stage's computes in the order it ran them: a W that filled a wait ran before its place.
+std::vector<std::size_t> computes_as_run(const schedules::Schedule& schedule, const StepTimes& step, std::size_t s) {
+  std::vector<std::size_t> computes;
+  for (std::size_t i = 0; i < step[s].size(); ++i)
+    if (schedules::is_compute(schedule.streams[s][i].op)) computes.push_back(i);
+  std::sort(computes.begin(), computes.end(),
+            [&](std::size_t a, std::size_t b) { return step[s][a].start < step[s][b].start; });
+  return computes;
+}
+
+// The message a compute of stage s waits for; none for a W (it reads what its B kept), a first
+// stage's forward or a last stage's B.
+std::optional<schedules::Transfer> input_of(const schedules::Schedule& schedule, std::size_t s,
+                                            const schedules::Instruction& ins) {
+  if (ins.op == schedules::Op::backward_weights) return std::nullopt;
+  const schedules::Op input = ins.op == schedules::Op::forward ? schedules::Op::recv_act : schedules::Op::recv_grad;
+  return schedules::transfer_of(schedule, static_cast<int>(s), {input, ins.microbatch, ins.chunk, -1});
+}
+
 // How long a message takes from its send being posted to its consumer starting, where the
 // consumer stood idle waiting for it (its previous compute had ended before the send was posted):
 // the engine's transfer, the completion through the mailbox and the wake-up, which the simulator
@@ -105,21 +124,9 @@ std::vector<double> transfer_times(const schedules::Schedule& schedule, const St
         posted[*schedules::transfer_of(schedule, static_cast<int>(s), schedule.streams[s][i])] = step[s][i].start;
   std::vector<double> times;
   for (std::size_t s = 0; s < step.size(); ++s) {
-    // In the order the stage ran its computes: a W that filled a wait ran before its place.
-    std::vector<std::size_t> computes;
-    for (std::size_t i = 0; i < step[s].size(); ++i)
-      if (schedules::is_compute(schedule.streams[s][i].op)) computes.push_back(i);
-    std::sort(computes.begin(), computes.end(),
-              [&](std::size_t a, std::size_t b) { return step[s][a].start < step[s][b].start; });
     double previous_end = -1e300;
-    for (std::size_t i : computes) {
-      const schedules::Instruction& ins = schedule.streams[s][i];
-      const schedules::Op input = ins.op == schedules::Op::forward ? schedules::Op::recv_act : schedules::Op::recv_grad;
-      // W has no input: it reads what its B kept.
-      const auto transfer =
-          ins.op == schedules::Op::backward_weights
-              ? std::nullopt
-              : schedules::transfer_of(schedule, static_cast<int>(s), {input, ins.microbatch, ins.chunk, -1});
+    for (std::size_t i : computes_as_run(schedule, step, s)) {
+      const auto transfer = input_of(schedule, s, schedule.streams[s][i]);
       if (transfer && previous_end < posted.at(*transfer)) times.push_back(step[s][i].start - posted.at(*transfer));
       previous_end = step[s][i].end;
     }
@@ -128,24 +135,14 @@ std::vector<double> transfer_times(const schedules::Schedule& schedule, const St
 }
 
 // The runtime's own time between two computes of a stage: before each compute that has no input
-// to wait for (a W, which reads what its B kept; a first stage's forward; a last stage's B), the
-// gap since the stage's previous compute ended, in the order the stage ran them.
+// to wait for, the gap since the stage's previous compute ended.
 std::vector<double> dispatch_times(const schedules::Schedule& schedule, const StepTimes& step) {
   std::vector<double> times;
   for (std::size_t s = 0; s < step.size(); ++s) {
-    std::vector<std::size_t> computes;
-    for (std::size_t i = 0; i < step[s].size(); ++i)
-      if (schedules::is_compute(schedule.streams[s][i].op)) computes.push_back(i);
-    std::sort(computes.begin(), computes.end(),
-              [&](std::size_t a, std::size_t b) { return step[s][a].start < step[s][b].start; });
-    for (std::size_t k = 1; k < computes.size(); ++k) {
-      const schedules::Instruction& ins = schedule.streams[s][computes[k]];
-      const schedules::Op input = ins.op == schedules::Op::forward ? schedules::Op::recv_act : schedules::Op::recv_grad;
-      if (ins.op != schedules::Op::backward_weights &&
-          schedules::transfer_of(schedule, static_cast<int>(s), {input, ins.microbatch, ins.chunk, -1}))
-        continue;
-      times.push_back(step[s][computes[k]].start - step[s][computes[k - 1]].end);
-    }
+    const std::vector<std::size_t> computes = computes_as_run(schedule, step, s);
+    for (std::size_t k = 1; k < computes.size(); ++k)
+      if (!input_of(schedule, s, schedule.streams[s][computes[k]]))
+        times.push_back(step[s][computes[k]].start - step[s][computes[k - 1]].end);
   }
   return times;
 }
