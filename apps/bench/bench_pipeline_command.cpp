@@ -82,22 +82,33 @@ schedules::CostModel costs_where_they_stand(const schedules::Schedule& schedule,
   return costs;
 }
 
+// Every forward's, B's, W's or backward's seconds over the measured steps, by stage and op.
+using OpSeconds = std::map<std::pair<std::size_t, schedules::Op>, std::vector<double>>;
+
+OpSeconds seconds_by_stage_and_op(const schedules::Schedule& schedule, const std::vector<StepTimes>& steps) {
+  OpSeconds seconds;
+  for (const StepTimes& step : steps)
+    for (std::size_t s = 0; s < step.size(); ++s)
+      for (std::size_t i = 0; i < step[s].size(); ++i)
+        if (schedules::is_compute(schedule.streams[s][i].op))
+          seconds[{s, schedule.streams[s][i].op}].push_back(step[s][i].end - step[s][i].start);
+  return seconds;
+}
+
+double mean_of(const std::vector<double>& values) {
+  return values.empty() ? 0.0 : std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
+}
+
 // Costs per stage: every forward of a stage costs the mean of its forwards over the measured
 // steps, every backward the mean of its backwards, wherever they stand.
 schedules::CostModel costs_per_stage(const schedules::Schedule& schedule, const std::vector<StepTimes>& steps) {
+  const OpSeconds seconds = seconds_by_stage_and_op(schedule, steps);
   schedules::CostModel costs;
   for (std::size_t s = 0; s < schedule.streams.size(); ++s) {
     const std::vector<schedules::Instruction>& stream = schedule.streams[s];
-    std::map<schedules::Op, std::vector<double>> seconds;  // forward, backward
-    for (const StepTimes& step : steps)
-      for (std::size_t i = 0; i < stream.size(); ++i)
-        if (schedules::is_compute(stream[i].op)) seconds[stream[i].op].push_back(step[s][i].end - step[s][i].start);
-    std::map<schedules::Op, double> mean;
-    for (const auto& [op, values] : seconds)
-      mean[op] = std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
     std::vector<double>& row = costs.op_costs.emplace_back(stream.size(), 0.0);
     for (std::size_t i = 0; i < stream.size(); ++i)
-      if (schedules::is_compute(stream[i].op)) row[i] = mean.at(stream[i].op);
+      if (schedules::is_compute(stream[i].op)) row[i] = mean_of(seconds.at({s, stream[i].op}));
   }
   return costs;
 }
@@ -117,32 +128,19 @@ struct BubbleFigures {
 
 void mean_op_costs(const schedules::Schedule& schedule, const std::vector<StepTimes>& steps, BubbleFigures& figures) {
   std::map<schedules::Op, std::vector<double>> seconds;
-  for (const StepTimes& step : steps)
-    for (std::size_t s = 0; s < step.size(); ++s)
-      for (std::size_t i = 0; i < step[s].size(); ++i)
-        if (schedules::is_compute(schedule.streams[s][i].op))
-          seconds[schedule.streams[s][i].op].push_back(step[s][i].end - step[s][i].start);
-  auto mean = [&](schedules::Op op) {
-    const std::vector<double>& values = seconds[op];
-    return values.empty() ? 0.0
-                          : std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
-  };
-  figures.forward = mean(schedules::Op::forward);
-  figures.backward_input = mean(schedules::Op::backward_input);
-  figures.backward_weights = mean(schedules::Op::backward_weights);
+  for (const auto& [key, values] : seconds_by_stage_and_op(schedule, steps))
+    seconds[key.second].insert(seconds[key.second].end(), values.begin(), values.end());
+  figures.forward = mean_of(seconds[schedules::Op::forward]);
+  figures.backward_input = mean_of(seconds[schedules::Op::backward_input]);
+  figures.backward_weights = mean_of(seconds[schedules::Op::backward_weights]);
 }
 
 double op_spread(const schedules::Schedule& schedule, const std::vector<StepTimes>& steps) {
-  std::map<std::pair<std::size_t, schedules::Op>, std::vector<double>> logs;
-  for (const StepTimes& step : steps)
-    for (std::size_t s = 0; s < step.size(); ++s)
-      for (std::size_t i = 0; i < step[s].size(); ++i)
-        if (schedules::is_compute(schedule.streams[s][i].op))
-          logs[{s, schedule.streams[s][i].op}].push_back(std::log(step[s][i].end - step[s][i].start));
   double squares = 0;
   std::size_t count = 0;
-  for (const auto& [key, values] : logs) {
-    const double mean = std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
+  for (auto& [key, values] : seconds_by_stage_and_op(schedule, steps)) {
+    for (double& v : values) v = std::log(v);
+    const double mean = mean_of(values);
     for (double v : values) squares += (v - mean) * (v - mean);
     count += values.size();
   }
