@@ -195,29 +195,37 @@ void Engine::give_back_mapped_block(std::uint64_t offset) {
 }
 
 RequestId Engine::post_send(int peer, const MessageKey& key, const void* data, std::size_t bytes, Callback done) {
-  TROUPE_CHECK(peer >= 0 && peer < world_size_, "send to a rank outside the world");
-  const RequestId id = state_->next_request++;
-  state_->traffic->requests_in_flight.fetch_add(1, std::memory_order_relaxed);
-  if (on_progress_thread()) {
-    state_->issue_send(id, peer, key, data, bytes, std::move(done));
-  } else {
-    post([this, id, peer, key, data, bytes, done = std::move(done)]() mutable {
-      state_->issue_send(id, peer, key, data, bytes, std::move(done));
-    });
-  }
-  return id;
+  return post_operation(peer, false, key, const_cast<void*>(data), bytes, false, std::move(done));
 }
 
 RequestId Engine::post_recv(int peer, const MessageKey& key, void* data, std::size_t bytes, Callback done) {
-  TROUPE_CHECK(peer >= 0 && peer < world_size_, "receive from a rank outside the world");
+  return post_operation(peer, true, key, data, bytes, false, std::move(done));
+}
+
+RequestId Engine::post_token_send(int peer, const MessageKey& key, std::size_t bytes, Callback done) {
+  return post_operation(peer, false, key, nullptr, bytes, true, std::move(done));
+}
+
+RequestId Engine::post_token_recv(int peer, const MessageKey& key, std::size_t bytes, Callback done) {
+  return post_operation(peer, true, key, nullptr, bytes, true, std::move(done));
+}
+
+RequestId Engine::post_operation(int peer, bool recv, const MessageKey& key, void* data, std::size_t bytes, bool token,
+                                 Callback done) {
+  TROUPE_CHECK(peer >= 0 && peer < world_size_,
+               recv ? "receive from a rank outside the world" : "send to a rank outside the world");
   const RequestId id = state_->next_request++;
   state_->traffic->requests_in_flight.fetch_add(1, std::memory_order_relaxed);
+  auto issue = [this, id, peer, recv, key, data, bytes, token](Callback done) {
+    if (recv)
+      state_->issue_recv(id, peer, key, data, bytes, token, std::move(done));
+    else
+      state_->issue_send(id, peer, key, data, bytes, token, std::move(done));
+  };
   if (on_progress_thread()) {
-    state_->issue_recv(id, peer, key, data, bytes, std::move(done));
+    issue(std::move(done));
   } else {
-    post([this, id, peer, key, data, bytes, done = std::move(done)]() mutable {
-      state_->issue_recv(id, peer, key, data, bytes, std::move(done));
-    });
+    post([issue, done = std::move(done)]() mutable { issue(std::move(done)); });
   }
   return id;
 }

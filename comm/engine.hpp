@@ -120,6 +120,12 @@ class Engine {
   // naming the peer. The id is good for cancel().
   RequestId post_send(int peer, const MessageKey& key, const void* data, std::size_t bytes, Callback done);
   RequestId post_recv(int peer, const MessageKey& key, void* data, std::size_t bytes, Callback done);
+  // A token message (the messages of a token tensor, compute/tensor.hpp: a simulated rank's):
+  // a message of `bytes` whose bytes are not there. Only its size crosses UCX, in 8 bytes; the
+  // wire model and the traffic counts take `bytes`, and a receive whose sender's size differs, or
+  // that meets a message with bytes, fails as a receive of the wrong size does.
+  RequestId post_token_send(int peer, const MessageKey& key, std::size_t bytes, Callback done);
+  RequestId post_token_recv(int peer, const MessageKey& key, std::size_t bytes, Callback done);
   // Runs `task` on the progress thread, after the current callback (if posted from one).
   void post(std::function<void()> task);
 
@@ -149,6 +155,8 @@ class Engine {
  private:
   struct State;
   Engine(int rank, int world_size);
+  RequestId post_operation(int peer, bool recv, const MessageKey& key, void* data, std::size_t bytes, bool token,
+                           Callback done);
 
   int rank_ = 0;
   int world_size_ = 0;

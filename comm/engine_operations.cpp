@@ -75,22 +75,35 @@ void Engine::State::track(Operation& op, ucs_status_ptr_t result, std::size_t im
 }
 
 void Engine::State::issue_send(RequestId id, int peer, const MessageKey& key, const void* data, std::size_t bytes,
-                               Callback done) {
+                               bool token, Callback done) {
   connect_on_first_use(peer);
   Operation& op = add_operation(id, peer, false, key, bytes, std::move(done));
   if (!can_issue(op)) return;
   if (wire && peer != rank) wire_clock.spend(wire->seconds(peer, bytes));
+  std::size_t wire_bytes = bytes;
+  if (token) {
+    op.token = true;
+    op.token_bytes = bytes;
+    data = &op.token_bytes;
+    wire_bytes = sizeof op.token_bytes;
+  }
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   param.cb.send = on_send_done;
   param.user_data = &op;
-  track(op, ucp_tag_send_nbx(peers[peer]->ep, data, bytes, tag_encode(key, rank), &param), bytes);
+  track(op, ucp_tag_send_nbx(peers[peer]->ep, data, wire_bytes, tag_encode(key, rank), &param), bytes);
 }
 
-void Engine::State::issue_recv(RequestId id, int peer, const MessageKey& key, void* data, std::size_t bytes,
+void Engine::State::issue_recv(RequestId id, int peer, const MessageKey& key, void* data, std::size_t bytes, bool token,
                                Callback done) {
   connect_on_first_use(peer);
   Operation& op = add_operation(id, peer, true, key, bytes, std::move(done));
+  std::size_t wire_bytes = bytes;
+  if (token) {
+    op.token = true;
+    data = &op.token_bytes;
+    wire_bytes = sizeof op.token_bytes;
+  }
   {
     std::lock_guard lock(pending_mutex);
     pending_receives.emplace(id, PendingReceive{peer, key, bytes, std::chrono::steady_clock::now()});
@@ -101,15 +114,18 @@ void Engine::State::issue_recv(RequestId id, int peer, const MessageKey& key, vo
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   param.cb.recv = on_recv_done;
   param.user_data = &op;
-  track(op, ucp_tag_recv_nbx(worker, data, bytes, tag_encode(key, peer), ~std::uint64_t{0}, &param), 0);
+  track(op, ucp_tag_recv_nbx(worker, data, wire_bytes, tag_encode(key, peer), ~std::uint64_t{0}, &param), 0);
 }
 
 Status Engine::State::outcome(const Operation& op, const Completion& c) const {
   const std::string what = (op.recv ? "receive from " : "send to ") + rank_name(op.peer);
   if (c.status == UCS_OK) {
-    if (c.length == op.bytes) return {};
-    return Error{"comm: " + what + ": expected " + std::to_string(op.bytes) + " bytes, got " +
-                 std::to_string(c.length)};
+    // A token receive holds the size its sender stood for; a message with bytes it cannot take.
+    const std::size_t length = !op.recv || !op.token               ? c.length
+                               : c.length == sizeof op.token_bytes ? static_cast<std::size_t>(op.token_bytes)
+                                                                   : c.length;
+    if (length == op.bytes) return {};
+    return Error{"comm: " + what + ": expected " + std::to_string(op.bytes) + " bytes, got " + std::to_string(length)};
   }
   const Peer& peer = *peers[op.peer];
   if (peer.failed) return Error{peer.failure.message + " during a " + what};

@@ -55,7 +55,10 @@ struct Engine::State {
     int peer = 0;
     bool recv = false;
     bool point_to_point = false;
-    std::size_t bytes = 0;
+    std::size_t bytes = 0;  // a token message's: the size it stands for
+    // A token message's 8 bytes on the wire: the size sent, or the size received.
+    bool token = false;
+    std::uint64_t token_bytes = 0;
     std::chrono::steady_clock::time_point posted;
     void* request = nullptr;  // UCX's request while it is in flight
     Callback done;
@@ -158,8 +161,11 @@ struct Engine::State {
   Operation& add_operation(RequestId id, int peer, bool recv, const MessageKey& key, std::size_t bytes, Callback done);
   bool can_issue(const Operation& op);
   void track(Operation& op, ucs_status_ptr_t result, std::size_t immediate_length);
-  void issue_send(RequestId id, int peer, const MessageKey& key, const void* data, std::size_t bytes, Callback done);
-  void issue_recv(RequestId id, int peer, const MessageKey& key, void* data, std::size_t bytes, Callback done);
+  // `token`: a token message of `bytes` (data unused).
+  void issue_send(RequestId id, int peer, const MessageKey& key, const void* data, std::size_t bytes, bool token,
+                  Callback done);
+  void issue_recv(RequestId id, int peer, const MessageKey& key, void* data, std::size_t bytes, bool token,
+                  Callback done);
   Status outcome(const Operation& op, const Completion& c) const;
   void complete(Operation& op, Status status);
   bool drain();

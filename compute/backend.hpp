@@ -35,6 +35,10 @@ class Backend {
   // --- memory -------------------------------------------------------------------------------
   virtual Tensor zeros(Shape shape, DType dtype) = 0;
   virtual void fill_zero(Tensor& t) = 0;
+  // A host tensor for values that arrive from or leave for another rank through the comm engine
+  // (a pipeline's activations and their gradients): CPU memory, or on the sim backend what its
+  // zeros() gives (a token tensor when large).
+  virtual Tensor message_buffer(Shape shape, DType dtype) { return Tensor::zeros(std::move(shape), dtype); }
   // dst and src have the same numel and dtype; either may live on this backend's device or cpu.
   virtual void copy(Tensor& dst, const Tensor& src) = 0;
   // A backend whose products multiply copies of their operands (the CPU's under train.precision

@@ -1,8 +1,12 @@
 #include "compute/tensor.hpp"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <sstream>
 
 #include "compute/memory_ledger.hpp"
@@ -68,6 +72,56 @@ Tensor Tensor::zeros(Shape shape, DType dtype) {
   return t;
 }
 
+namespace {
+
+// Every live token tensor's storage, by its first byte: [first, first + bytes).
+struct TokenRegions {
+  std::mutex mutex;
+  std::map<std::uintptr_t, std::size_t> by_first;
+};
+TokenRegions& token_regions() {
+  static auto* regions = new TokenRegions;  // outlives every tensor, whatever the order of exit
+  return *regions;
+}
+
+}  // namespace
+
+bool is_token_memory(const void* data) {
+  const auto at = reinterpret_cast<std::uintptr_t>(data);
+  TokenRegions& regions = token_regions();
+  std::lock_guard lock(regions.mutex);
+  auto it = regions.by_first.upper_bound(at);
+  if (it == regions.by_first.begin()) return false;
+  --it;
+  return at < it->first + it->second;
+}
+
+Tensor Tensor::token(Shape shape, DType dtype) {
+  const std::size_t bytes = static_cast<std::size_t>(shape_numel(shape)) * dtype_size(dtype);
+  const std::size_t mapped = std::max<std::size_t>(bytes, 1);
+  // Private anonymous pages are made on first write; a read maps the kernel's one zero page.
+  // MAP_NORESERVE: address space of a model that would not fit is no commitment of memory.
+  void* p = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  TROUPE_CHECK(p != MAP_FAILED,
+               "cannot reserve " + std::to_string(bytes) + " bytes of address space for a token tensor");
+  {
+    std::lock_guard lock(token_regions().mutex);
+    token_regions().by_first[reinterpret_cast<std::uintptr_t>(p)] = mapped;
+  }
+  Tensor t;
+  t.storage_ = std::shared_ptr<void>(p, [mapped](void* q) {
+    {
+      std::lock_guard lock(token_regions().mutex);
+      token_regions().by_first.erase(reinterpret_cast<std::uintptr_t>(q));
+    }
+    ::munmap(q, mapped);
+  });
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  t.token_ = true;
+  return t;
+}
+
 Tensor Tensor::adopt(void* data, Shape shape, DType dtype, Device device, void (*deleter)(void*)) {
   const std::uint64_t counted = static_cast<std::uint64_t>(shape_numel(shape)) * dtype_size(dtype);
   const MemoryKind kind = current_memory_kind();
@@ -116,7 +170,7 @@ Tensor Tensor::rows(std::int64_t begin, std::int64_t end) const {
 
 std::string Tensor::describe() const {
   std::ostringstream os;
-  os << dtype_name(dtype_) << shape_string(shape_) << " on " << device_name(device_);
+  os << dtype_name(dtype_) << shape_string(shape_) << " on " << device_name(device_) << (token_ ? " (token)" : "");
   return os.str();
 }
 

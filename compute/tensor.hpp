@@ -36,8 +36,16 @@ class Tensor {
   static Tensor zeros(Shape shape, DType dtype);
   // Takes ownership of memory freed by `deleter` (backends use this for device memory).
   static Tensor adopt(void* data, Shape shape, DType dtype, Device device, void (*deleter)(void*));
+  // A token tensor stands for a device tensor by its shape and dtype alone (the sim backend's,
+  // train.backend sim): its storage is address space with no memory behind it until written, so
+  // it reads as zeros and a model of any size costs a rank kilobytes. Its values are not kept:
+  // the sim backend's copies and fills leave it, a message of it carries only its size (the comm
+  // engine's token messages), and nothing computes on it. The memory ledger, which counts what a
+  // process holds, does not count it.
+  static Tensor token(Shape shape, DType dtype);
 
   bool defined() const { return static_cast<bool>(storage_); }
+  bool is_token() const { return token_; }
   DType dtype() const { return dtype_; }
   Device device() const { return device_; }
   const Shape& shape() const { return shape_; }
@@ -67,7 +75,12 @@ class Tensor {
   Shape shape_;
   DType dtype_ = DType::f32;
   Device device_ = Device::cpu;
+  bool token_ = false;
 };
+
+// Whether `data` points into a live token tensor's storage: for code that holds a tensor's
+// elements by address (a checkpoint's held ranges), which then moves and saves their size alone.
+bool is_token_memory(const void* data);
 
 // Checks used by every backend op: a mismatch is an internal bug, reported with both tensors.
 void check_same_shape(const Tensor& a, const Tensor& b, const char* what);

@@ -37,9 +37,14 @@ recover_plan_msg wait_for_plan(caf::blocking_actor* worker, int epoch) {
 // The parameters and moments a rank holds, in held() order, as tensors over its own memory.
 std::vector<compute::Tensor> state_views(const TrainingLoop& loop) {
   std::vector<compute::Tensor> views;
-  for (const checkpoint::HeldRange& range : loop.held())
-    views.push_back(compute::Tensor::adopt(range.data, {range.end - range.begin}, compute::DType::f32,
-                                           compute::Device::cpu, [](void*) {}));
+  for (const checkpoint::HeldRange& range : loop.held()) {
+    const compute::Shape shape{range.end - range.begin};
+    // A sim rank's state is token tensors: its messages carry the size alone.
+    views.push_back(
+        compute::is_token_memory(range.data)
+            ? compute::Tensor::token(shape, compute::DType::f32)
+            : compute::Tensor::adopt(range.data, shape, compute::DType::f32, compute::Device::cpu, [](void*) {}));
+  }
   return views;
 }
 

@@ -523,7 +523,7 @@ double PipelineTrainer::evaluate(int batches) {
       if (vs > 0 && schedules::local_hop(s, vs - 1, vs)) {
         input = chunks_[static_cast<std::size_t>(s.chunk_of(vs - 1))].stage->output(0);  // the V's bottom
       } else if (vs > 0) {
-        input = compute::Tensor::zeros(stage.stream_shape(o.batch_size, rows_), compute::DType::f32);
+        input = backend_.message_buffer(stage.stream_shape(o.batch_size, rows_), compute::DType::f32);
         const comm::MessageKey key{comm::MessageKind::point_to_point, transfer_group_id_, sequence,
                                    static_cast<std::uint16_t>(vs - 1)};
         wait(mailbox_.recv(groups_.engine, rank_of_stage(s.stage_of(vs - 1)), key, input),

@@ -101,7 +101,7 @@ void PipelineTrainer::post_receive(const schedules::Instruction& ins) {
   const compute::TrainerOptions& o = setup_.options;
   compute::MemoryScope scope(compute::MemoryKind::activations);  // an arriving activation or its gradient
   const compute::GPTStage& stage = *chunks_.front().stage;
-  compute::Tensor buffer = compute::Tensor::zeros(stage.stream_shape(o.batch_size, rows_), compute::DType::f32);
+  compute::Tensor buffer = backend_.message_buffer(stage.stream_shape(o.batch_size, rows_), compute::DType::f32);
   const int from = rank_of_stage(ins.peer);
   const auto op = mailbox_.recv(groups_.engine, from, key_of(ins), buffer);
   arriving_[{ins.microbatch, ins.chunk * 2 + (ins.op == Op::recv_grad ? 1 : 0)}] = {op, buffer, from};

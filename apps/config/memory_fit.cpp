@@ -76,19 +76,23 @@ Status check_memory_fit(const ResolvedJob& job, const JobRanks& ranks, const Ran
   if (!planned) return planned.error();
   const schedules::DeviceMemory& memory = planned->memory;
   const double runtime = runtime_bytes_per_rank(job.config.train.backend);
-  const double needed = memory.total() + runtime;
+  // A sim rank's model is token tensors (compute/sim/sim_backend.hpp): address space, not memory.
+  const bool sim = job.config.train.backend == compute::BackendKind::sim;
+  const double needed = (sim ? 0.0 : memory.total()) + runtime;
   if (needed <= available.bytes) return Status::success();
   const compute::GPTConfig& m = job.model;
   const TrainOptions& t = job.config.train;
+  const std::string parts = sim ? format_binary_size(runtime) + " of runtime; a sim rank's tensors are token tensors"
+                                : format_binary_size(memory.model_states()) +
+                                      " of parameters, gradients and optimizer state, " +
+                                      format_binary_size(memory.activations) + " of activations, " +
+                                      format_binary_size(runtime) + " of runtime";
   return Error{"model.n_layer " + std::to_string(m.n_layer) + ", model.n_embd " + std::to_string(m.n_embd) +
                ", model.vocab_size " + std::to_string(m.vocab_size) + ", train.batch_size " +
                std::to_string(t.batch_size) + ", train.seq_len " + std::to_string(t.seq_len) + " as " +
                schedules::describe(layout) + " on " + ranks_text(ranks.ranks) + ": a rank needs about " +
-               format_binary_size(needed) + " (" + format_binary_size(memory.model_states()) +
-               " of parameters, gradients and optimizer state, " + format_binary_size(memory.activations) +
-               " of activations, " + format_binary_size(runtime) + " of runtime), but " +
-               format_binary_size(available.bytes) + " is available per rank (" + available.source + ")" +
-               advice(job, ranks, available.bytes)};
+               format_binary_size(needed) + " (" + parts + "), but " + format_binary_size(available.bytes) +
+               " is available per rank (" + available.source + ")" + advice(job, ranks, available.bytes)};
 }
 
 }  // namespace troupe::apps

@@ -24,6 +24,7 @@ namespace troupe::apps {
 // A rank of the sim backend has no kernels' buffers and shares its process with many: 256 ranks
 // of a 22,000-parameter model in 8 processes of 32 resided at 8 MiB a rank, 6.4 MiB of it
 // runtime (its UCX worker and shared-memory FIFOs, its threads and actors); 12 MiB rounds it up.
+// Its model is token tensors (compute/sim/sim_backend.hpp), so for it the check counts only this.
 double runtime_bytes_per_rank(compute::BackendKind backend);
 
 // Error naming the size keys, the layout, what a rank needs against `available` (and its source),

@@ -223,6 +223,7 @@ void GPTStage::init_parameters(std::uint64_t seed) {
   // Only what this rank keeps: its kept runs, one after another in the kept buffer.
   MemoryScope scope(MemoryKind::parameters);
   Tensor& kept = source_->kept_parameters();
+  if (kept.is_token()) return;  // a token tensor keeps no values (the sim backend's)
   Tensor host = kept.device() == Device::cpu ? kept : Tensor::zeros(kept.shape(), dtype_);
   std::int64_t kept_at = 0;  // where the kept run starts in the kept buffer
   for (const ParameterUnit& held : source_->kept_runs()) {

@@ -17,6 +17,7 @@ class ModelledClock {
 
  private:
   std::chrono::steady_clock::time_point due_{};
+  std::chrono::steady_clock::duration woke_late_{};  // how late the last sleep ended
   double total_seconds_ = 0;
 };
 

@@ -37,17 +37,21 @@ void SimBackend::charge(double flops, double bytes) {
   clock_.spend(std::max(flops / options_.flops, bytes / options_.memory_bandwidth));
 }
 
-Tensor SimBackend::zeros(Shape shape, DType dtype) { return Tensor::zeros(std::move(shape), dtype); }
+Tensor SimBackend::zeros(Shape shape, DType dtype) {
+  const std::size_t bytes = static_cast<std::size_t>(shape_numel(shape)) * dtype_size(dtype);
+  if (dtype == DType::i32 || bytes < token_bytes_from) return Tensor::zeros(std::move(shape), dtype);
+  return Tensor::token(std::move(shape), dtype);
+}
 
 void SimBackend::fill_zero(Tensor& t) {
-  std::memset(t.data(), 0, t.nbytes());
+  if (!t.is_token()) std::memset(t.data(), 0, t.nbytes());
   charge(0, bytes_of(t));
 }
 
 void SimBackend::copy(Tensor& dst, const Tensor& src) {
   TROUPE_CHECK(dst.numel() == src.numel() && dst.dtype() == src.dtype(),
                "copy: " + dst.describe() + " from " + src.describe());
-  std::memcpy(dst.data(), src.data(), src.nbytes());
+  if (!dst.is_token()) std::memcpy(dst.data(), src.data(), src.nbytes());
   charge(0, bytes_of(dst, src));
 }
 

@@ -1,11 +1,13 @@
 #pragma once
 // The sim backend (train.backend sim): every op takes the time its FLOPs and bytes would take on
 // the modelled device (sim_options.hpp), the larger of the two as a roofline has it, and does no
-// arithmetic. Its tensors are ordinary zero-filled CPU tensors that nothing but copies, the comm
-// engine and the data loader write, so a sim run's losses and norms are 0; what is real is the
-// runtime around the ops: the schedule's order, the messages and the control plane
-// (docs/scale.md). fill_zero and copy move bytes as the CPU backend does, so state still travels
-// where the runtime sends it.
+// arithmetic. Its floating-point tensors of token_bytes_from bytes or more are token tensors
+// (compute/tensor.hpp): shape and dtype, no memory, messages of their size alone, so a rank of a
+// 13B model costs kilobytes; copies into them and fills of them only take their time. The others
+// (token ids, targets, losses, the few small tensors) are ordinary zero-filled CPU tensors that
+// nothing but copies, the comm engine and the data loader write. A sim run's losses and norms are
+// therefore 0; what is real is the runtime around the ops: the schedule's order, the messages and
+// the control plane (docs/scale.md).
 
 #include "compute/backend.hpp"
 #include "compute/sim/modelled_clock.hpp"
@@ -15,6 +17,9 @@ namespace troupe::compute {
 
 class SimBackend final : public Backend {
  public:
+  // Below this a tensor costs less as memory than as a mapping of its own.
+  static constexpr std::size_t token_bytes_from = 64 * 1024;
+
   explicit SimBackend(const SimOptions& options) : options_(options) {}
 
   Device device() const override { return Device::cpu; }
@@ -24,6 +29,7 @@ class SimBackend final : public Backend {
 
   Tensor zeros(Shape shape, DType dtype) override;
   void fill_zero(Tensor& t) override;
+  Tensor message_buffer(Shape shape, DType dtype) override { return zeros(std::move(shape), dtype); }
   void copy(Tensor& dst, const Tensor& src) override;
 
   void encoder_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe) override;

@@ -208,7 +208,8 @@ TEST_CASE("a CUDA backend's job is not checked against host memory", "[config]")
   CHECK(check_memory_fit(resolved(config), {1, 1, 1}, std::optional<double>(1.0)).ok());
 }
 
-TEST_CASE("a sim rank counts 12 MiB of runtime where a cpu rank counts 40 MiB", "[config][sim]") {
+TEST_CASE("a sim rank counts 12 MiB of runtime and no tensors where a cpu rank counts 40 MiB and its tensors",
+          "[config][sim]") {
   // A model of 1 block of 32 channels: its tensors are a fraction of a MiB, the runtime the rest.
   auto config = small_batch(1);
   config.model.n_layer = 1;
@@ -222,7 +223,21 @@ TEST_CASE("a sim rank counts 12 MiB of runtime where a cpu rank counts 40 MiB", 
   CHECK_THAT(on_cpu.error().message, Catch::Contains("40.0 MiB of runtime"));
   config.train.backend = troupe::compute::BackendKind::sim;
   CHECK(check_memory_fit(resolved(config), {1024, 32, 32}, per_rank).ok());
-  CHECK_FALSE(check_memory_fit(resolved(config), {1024, 32, 32}, RankMemory{12.0 * 1024 * 1024, "test"}).ok());
+  CHECK(check_memory_fit(resolved(config), {1024, 32, 32}, RankMemory{12.0 * 1024 * 1024, "test"}).ok());
+  const auto short_of_runtime =
+      check_memory_fit(resolved(config), {1024, 32, 32}, RankMemory{11.9 * 1024 * 1024, "test"});
+  REQUIRE_FALSE(short_of_runtime.ok());
+  CHECK_THAT(short_of_runtime.error().message, Catch::Contains("12.0 MiB of runtime"));
+
+  // A model whose states alone are gigabytes a rank: a sim rank's tensors are token tensors.
+  config.model.n_layer = 8;
+  config.model.n_embd = 4096;
+  config.model.n_head = 32;
+  config.model.block_size = 1024;
+  config.train.seq_len = 1024;
+  CHECK(check_memory_fit(resolved(config), {32, 8, 8}, RankMemory{16.0 * 1024 * 1024, "test"}).ok());
+  config.train.backend = troupe::compute::BackendKind::cpu;
+  CHECK_FALSE(check_memory_fit(resolved(config), {32, 8, 8}, RankMemory{16.0 * 1024 * 1024, "test"}).ok());
 }
 
 // DiLoCo's outer state (the last-sync weights, the outer momentum and the pseudo-gradient, f32
