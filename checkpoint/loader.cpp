@@ -8,6 +8,7 @@
 #include "checkpoint/file_hash.hpp"
 #include "checkpoint/store.hpp"
 #include "compute/model/parameter_layout.hpp"
+#include "compute/tensor.hpp"
 
 namespace troupe::checkpoint {
 namespace fs = std::filesystem;
@@ -70,11 +71,33 @@ Expected<LoadedCheckpoint> LoadedCheckpoint::load(const fs::path& dir, const std
     auto& segments = loaded.segments_[kind];
     std::int64_t covered = 0;
     for (const auto& p : pieces) {
-      if (p.end <= covered) continue;
+      if (p.token || p.end <= covered) continue;
       const std::int64_t start = std::max(p.begin, covered);
       segments.push_back({start, p.end, p.bytes.data() + (start - p.begin) * sizeof(float)});
       covered = p.end;
     }
+    // Token pieces (shard.hpp) hold what no stored piece does.
+    std::vector<Segment> gaps;
+    std::size_t next = 0;  // the first stored segment not wholly before the token piece
+    for (const auto& p : pieces) {
+      if (!p.token) continue;
+      std::int64_t at = p.begin;
+      while (next < segments.size() && segments[next].end <= at) ++next;
+      for (std::size_t k = next; k < segments.size() && segments[k].begin < p.end && at < p.end; ++k) {
+        if (segments[k].begin > at) gaps.push_back({at, segments[k].begin, nullptr});
+        at = std::max(at, segments[k].end);
+      }
+      if (at < p.end) gaps.push_back({at, p.end, nullptr});
+    }
+    // Token pieces may overlap each other: keep each element once.
+    std::sort(gaps.begin(), gaps.end(), [](const Segment& a, const Segment& b) { return a.begin < b.begin; });
+    std::int64_t token_covered = 0;
+    for (const Segment& g : gaps) {
+      if (g.end <= token_covered) continue;
+      segments.push_back({std::max(g.begin, token_covered), g.end, nullptr});
+      token_covered = g.end;
+    }
+    std::sort(segments.begin(), segments.end(), [](const Segment& a, const Segment& b) { return a.begin < b.begin; });
   }
   loaded.manifest_ = std::move(*manifest);
   return loaded;
@@ -97,6 +120,7 @@ Status LoadedCheckpoint::read(const std::string& kind, std::int64_t begin, std::
     return Error{"checkpoint " + dir_.string() + " holds no " + kind + " (it holds " + kinds + ")"};
   }
   const auto& segments = found->second;
+  const bool into_token = !out.empty() && compute::is_token_memory(out.data());
   auto seg = std::upper_bound(segments.begin(), segments.end(), begin,
                               [](std::int64_t at, const Segment& s) { return at < s.end; });
   for (std::int64_t at = begin; at < end; ++seg) {
@@ -106,11 +130,31 @@ Status LoadedCheckpoint::read(const std::string& kind, std::int64_t begin, std::
                    ", " + std::to_string(gap_end) + ")"};
     }
     const std::int64_t until = std::min(end, seg->end);
-    std::memcpy(out.data() + (at - begin), seg->bytes + (at - seg->begin) * sizeof(float),
-                static_cast<std::size_t>(until - at) * sizeof(float));
+    if (into_token) {
+      // A token tensor keeps no values: writing them would only make its pages resident.
+    } else if (seg->bytes == nullptr) {
+      std::fill(out.begin() + (at - begin), out.begin() + (until - begin), 0.0f);
+    } else {
+      std::memcpy(out.data() + (at - begin), seg->bytes + (at - seg->begin) * sizeof(float),
+                  static_cast<std::size_t>(until - at) * sizeof(float));
+    }
     at = until;
   }
   return Status::success();
+}
+
+std::vector<std::pair<std::int64_t, std::int64_t>> LoadedCheckpoint::value_ranges(const std::string& kind) const {
+  std::vector<std::pair<std::int64_t, std::int64_t>> ranges;
+  const auto found = segments_.find(kind);
+  if (found == segments_.end()) return ranges;
+  for (const Segment& s : found->second) {
+    if (s.bytes == nullptr) continue;
+    if (!ranges.empty() && ranges.back().second == s.begin)
+      ranges.back().second = s.end;
+    else
+      ranges.emplace_back(s.begin, s.end);
+  }
+  return ranges;
 }
 
 Expected<LoadedCheckpoint> open_checkpoint(const fs::path& step_folder) {

@@ -10,6 +10,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "checkpoint/manifest.hpp"
@@ -30,9 +31,14 @@ class LoadedCheckpoint {
   // Fills `out` with elements [begin, end) of `kind` in the flat order, assembled from whatever
   // pieces the files hold (any ranks, whole tensors or slices). This is resharding: a grid reads
   // its own ranges, not the writer's. An element no file holds is an error naming the range.
+  // A token piece's elements (shard.hpp) read as zeros; `out` inside a token tensor
+  // (compute::is_token_memory) is left as it is, the range only checked for being held.
   Status read(const std::string& kind, std::int64_t begin, std::int64_t end, std::span<float> out) const;
   // All of `kind`, the whole flat order of the manifest's model.
   Expected<std::vector<float>> read_all(const std::string& kind) const;
+  // The ranges [begin, end) of `kind` stored with their values, in order: all it holds but the
+  // token pieces'.
+  std::vector<std::pair<std::int64_t, std::int64_t>> value_ranges(const std::string& kind) const;
 
  private:
   friend Expected<LoadedCheckpoint> open_checkpoint(const std::filesystem::path& step_folder);
@@ -44,7 +50,7 @@ class LoadedCheckpoint {
   struct Segment {
     std::int64_t begin;
     std::int64_t end;
-    const std::byte* bytes;  // the floats of [begin, end), inside a mapped shard
+    const std::byte* bytes;  // the floats of [begin, end), inside a mapped shard; null for a token piece's
   };
 
   std::filesystem::path dir_;

@@ -1,11 +1,14 @@
 #include "checkpoint/shard.hpp"
 
 #include <algorithm>
+#include <map>
+#include <sstream>
 #include <unordered_map>
 
 #include "checkpoint/durable_file.hpp"
 #include "checkpoint/manifest.hpp"
 #include "checkpoint/tensor_name.hpp"
+#include "compute/tensor.hpp"
 
 namespace troupe::checkpoint {
 namespace {
@@ -38,15 +41,29 @@ Expected<FileRecord> write_shard(const std::filesystem::path& path, const comput
                                  std::span<const Piece> pieces) {
   FileRecord record{path.filename().string(), 0, "", rank, {}};
   std::vector<TensorToWrite> tensors;
+  std::map<std::string, std::pair<std::int64_t, std::int64_t>> token_hulls;  // by kind, in kind order
   for (const auto& p : pieces) {
     TROUPE_CHECK(valid_kind(p.kind), "piece kind '" + p.kind + "'");
     TROUPE_CHECK(0 <= p.begin && p.begin <= p.end && p.end <= layout.total(),
                  p.kind + " [" + std::to_string(p.begin) + ", " + std::to_string(p.end) + ")");
     TROUPE_CHECK(static_cast<std::int64_t>(p.values.size()) == p.end - p.begin, p.kind);
+    if (p.begin < p.end && compute::is_token_memory(p.values.data())) {
+      auto [hull, first] = token_hulls.try_emplace(p.kind, p.begin, p.end);
+      if (!first) hull->second = {std::min(hull->second.first, p.begin), std::max(hull->second.second, p.end)};
+      continue;
+    }
     cut(p, layout, tensors);
     record.pieces.push_back({p.kind, p.begin, p.end});
   }
-  auto written = write_safetensors(path, tensors, shard_metadata());
+  Metadata metadata = shard_metadata();
+  std::string token_pieces;
+  for (const auto& [kind, hull] : token_hulls) {
+    token_pieces +=
+        (token_pieces.empty() ? "" : ";") + kind + " " + std::to_string(hull.first) + " " + std::to_string(hull.second);
+    record.pieces.push_back({kind, hull.first, hull.second});
+  }
+  if (!token_pieces.empty()) metadata["token_pieces"] = token_pieces;
+  auto written = write_safetensors(path, tensors, metadata);
   if (!written) return written.error();
   record.bytes = written->bytes;
   record.hash = written->hash;
@@ -95,6 +112,19 @@ Expected<Shard> read_shard(MappedFile mapped, const compute::ParameterLayout& la
         return bad("tensor '" + tensor.name + "' has shape " + compute::shape_string(tensor.shape) +
                    ", its slice needs (" + std::to_string(to - from) + ")");
       pieces.push_back({name->kind, v.offset + from, v.offset + to, tensor.bytes});
+    }
+  }
+  if (const auto tokens = file->metadata().find("token_pieces"); tokens != file->metadata().end()) {
+    std::istringstream list(tokens->second);
+    for (std::string entry; std::getline(list, entry, ';');) {
+      std::istringstream fields(entry);
+      StoredPiece piece;
+      piece.token = true;
+      if (!(fields >> piece.kind >> piece.begin >> piece.end) || !valid_kind(piece.kind) || piece.begin < 0 ||
+          piece.begin > piece.end || piece.end > layout.total())
+        return bad("token piece '" + entry + "' is not <kind> <begin> <end> inside the model's " +
+                   std::to_string(layout.total()) + " elements");
+      pieces.push_back(std::move(piece));
     }
   }
   return Shard{std::move(*file), std::move(pieces)};

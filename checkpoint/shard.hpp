@@ -25,6 +25,14 @@ struct Piece {
   std::span<const float> values;  // end - begin floats
 };
 
+// A piece whose values are a token tensor's (compute::is_token_memory: a sim rank's) stores no
+// bytes: the shard records, per kind, the smallest range holding all such pieces of the kind as a
+// token piece in its metadata ("token_pieces"), so a checkpoint of a simulated 13B model is
+// kilobytes a rank. One range a kind, not one a piece: a tensor shard holds a run a row of a
+// split matrix, hundreds of thousands at a 13B model's width, and the ranges between them belong
+// to the other shards, whose state is token tensors alike. A stored piece wins over a token piece
+// where they overlap (the loader).
+//
 // Writes `path` (synced) and then its sidecar record (record_path(path)), so a committer that
 // sees the sidecar knows the shard is complete; the shard itself appears whole or not at all
 // (write_safetensors). The record's name is path's file name. Pieces
@@ -38,7 +46,8 @@ struct StoredPiece {
   std::string kind;
   std::int64_t begin = 0;
   std::int64_t end = 0;
-  std::span<const std::byte> bytes;  // (end - begin) floats inside the mapped file
+  std::span<const std::byte> bytes;  // (end - begin) floats inside the mapped file; empty for a token piece
+  bool token = false;                // a token tensor's range (no values; reads as zeros)
 };
 
 struct Shard {

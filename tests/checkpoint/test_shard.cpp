@@ -1,16 +1,19 @@
 // Shard files: a rank's flat ranges cut at parameter borders into tensors named
 // <kind>/<global name> (whole) or <kind>/<global name>[from:to] (slice), read back bitwise.
-// Pins the tensor naming of docs/formats/checkpoint.md.
+// Pins the tensor naming of docs/formats/checkpoint.md, and its token pieces (a sim rank's).
 
 #include <catch2/catch.hpp>
 
 #include <cstring>
 #include <map>
 
+#include "checkpoint/loader.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "checkpoint/shard.hpp"
+#include "checkpoint/store.hpp"
 #include "checkpoint/tensor_name.hpp"
 #include "checkpoint_fixture.hpp"
+#include "compute/tensor.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace troupe::checkpoint;
@@ -107,4 +110,67 @@ TEST_CASE("a shard naming a parameter the model lacks is refused with the file a
   REQUIRE_FALSE(shard.ok());
   CHECK(shard.error().message == "checkpoint shard '" + path.string() +
                                      "': tensor 'param/h.5.ln_1.weight' names a parameter this model does not have");
+}
+
+TEST_CASE("a token tensor's pieces are stored as one range a kind, and read as zeros or not at all", "[shard][token]") {
+  TempDir dir;
+  const CheckpointStore store(dir.path());
+  const auto model = tiny_model();
+  const troupe::compute::ParameterLayout layout(model);
+  const std::int64_t total = layout.total(), half = total / 2;
+  const auto params = distinct_values(total, 0.5f);
+  // A sim rank's state: token tensors, which the shard records by kind and the range around them.
+  const troupe::compute::Tensor state = troupe::compute::Tensor::token({total}, troupe::compute::DType::f32);
+  const std::span<const float> token_values{state.data_as<float>(), static_cast<std::size_t>(total)};
+  // Rank 0: the first half of the parameters stored, two runs of tokens around what rank 1 stores,
+  // and the first moments as tokens (as a tensor shard holds runs between its neighbours').
+  const std::vector<Piece> rank0 = {
+      piece_of("param", params, 0, half), Piece{"param", half, half + 10, token_values.subspan(half, 10)},
+      Piece{"param", total - 10, total, token_values.subspan(total - 10)}, Piece{"adam_m", 0, total, token_values}};
+  commit_checkpoint(store, model, 10, {rank0, {piece_of("param", params, half + 10, total - 10)}});
+
+  const auto shard_path = dir.path() / "step-0000010" / shard_file_name(0);
+  // The stored half of the parameters and the header: not the tokens.
+  CHECK(std::filesystem::file_size(shard_path) < static_cast<std::uintmax_t>(half) * sizeof(float) + 16384);
+  auto file = SafetensorsFile::open(shard_path);
+  REQUIRE(file.ok());
+  CHECK(file->metadata().at("token_pieces") ==
+        "adam_m 0 " + std::to_string(total) + ";param " + std::to_string(half) + " " + std::to_string(total));
+
+  auto opened = open_checkpoint(dir.path() / "step-0000010");
+  REQUIRE(opened.ok());
+  CHECK(opened->value_ranges("param") ==
+        std::vector<std::pair<std::int64_t, std::int64_t>>{{0, half}, {half + 10, total - 10}});
+  CHECK(opened->value_ranges("adam_m").empty());
+  // Into ordinary memory: stored values where a file stores them (rank 1's inside rank 0's token
+  // range), zeros where only a token piece stands.
+  std::vector<float> around(14);
+  REQUIRE(opened->read("param", half - 2, half + 12, around).ok());
+  std::vector<float> expected = {params[half - 2], params[half - 1]};
+  expected.resize(12, 0.0f);
+  expected.push_back(params[half + 10]);
+  expected.push_back(params[half + 11]);
+  CHECK(around == expected);
+  // Into a token tensor: nothing written, the range still checked for being held.
+  const troupe::compute::Tensor restored = troupe::compute::Tensor::token({total}, troupe::compute::DType::f32);
+  CHECK(opened->read("adam_m", 0, total, {restored.data_as<float>(), static_cast<std::size_t>(total)}).ok());
+  const troupe::Status missing =
+      opened->read("adam_v", 0, total, {restored.data_as<float>(), static_cast<std::size_t>(total)});
+  CHECK_FALSE(missing.ok());
+}
+
+TEST_CASE("a token piece outside the model is refused naming the shard and the piece", "[shard][token]") {
+  TempDir dir;
+  const troupe::compute::ParameterLayout layout(tiny_model());
+  const auto path = dir.path() / "rank-00000.safetensors";
+  REQUIRE(write_safetensors(path, {},
+                            {{"troupe", "checkpoint shard"},
+                             {"format_version", "1"},
+                             {"token_pieces", "param 0 " + std::to_string(layout.total() + 1)}})
+              .ok());
+  auto shard = read_shard(path, layout);
+  REQUIRE_FALSE(shard.ok());
+  CHECK_THAT(shard.error().message, Catch::Contains("rank-00000.safetensors") &&
+                                        Catch::Contains("token piece 'param 0 " + std::to_string(layout.total() + 1) +
+                                                        "' is not <kind> <begin> <end> inside the model's"));
 }

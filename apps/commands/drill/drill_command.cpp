@@ -196,30 +196,48 @@ int print_verdict(const std::string& scenario, const Verdict& v) {
 
 namespace {
 
-// Whether two runs' final checkpoints hold the same parameters and moments, bit for bit.
+// Elements [begin, end) of `kind`.
+Expected<std::vector<float>> read_range(const checkpoint::LoadedCheckpoint& checkpoint, const std::string& kind,
+                                        std::int64_t begin, std::int64_t end) {
+  std::vector<float> values(static_cast<std::size_t>(end - begin));
+  if (Status read = checkpoint.read(kind, begin, end, values); !read) return read.error();
+  return values;
+}
+
+// Whether two runs' final checkpoints hold the same parameters and moments, bit for bit. A sim
+// run's token pieces hold no values: their ranges have to be the same.
 Expected<bool> same_final_state(const fs::path& a, const fs::path& b, long step) {
   auto first = checkpoint::open_checkpoint(checkpoint::step_dir(a, step));
   if (!first) return first.error();
   auto second = checkpoint::open_checkpoint(checkpoint::step_dir(b, step));
   if (!second) return second.error();
-  for (const char* kind : {"param", "adam_m", "adam_v"}) {
-    auto x = first->read_all(kind);
-    if (!x) return x.error();
-    auto y = second->read_all(kind);
-    if (!y) return y.error();
-    if (std::memcmp(x->data(), y->data(), x->size() * sizeof(float)) != 0) return false;  // bits, not ==
+  for (const std::string kind : {"param", "adam_m", "adam_v"}) {
+    for (const checkpoint::LoadedCheckpoint* checkpoint : {&*first, &*second})
+      if (Status held = checkpoint->read(kind, 0, 0, {}); !held) return held.error();
+    const auto ranges = first->value_ranges(kind);
+    if (ranges != second->value_ranges(kind)) return false;
+    for (const auto& [begin, end] : ranges) {
+      auto x = read_range(*first, kind, begin, end);
+      if (!x) return x.error();
+      auto y = read_range(*second, kind, begin, end);
+      if (!y) return y.error();
+      if (std::memcmp(x->data(), y->data(), x->size() * sizeof(float)) != 0) return false;  // bits, not ==
+    }
   }
   return true;
 }
 
-// The final checkpoint's parameter norm, summed in double.
+// The final checkpoint's parameter norm, summed in double (a token piece's elements are zeros).
 Expected<double> final_param_norm(const fs::path& run, long step) {
   auto opened = checkpoint::open_checkpoint(checkpoint::step_dir(run, step));
   if (!opened) return opened.error();
-  auto params = opened->read_all("param");
-  if (!params) return params.error();
+  if (Status held = opened->read("param", 0, 0, {}); !held) return held.error();
   double sum = 0;
-  for (float value : *params) sum += static_cast<double>(value) * value;
+  for (const auto& [begin, end] : opened->value_ranges("param")) {
+    auto params = read_range(*opened, "param", begin, end);
+    if (!params) return params.error();
+    for (float value : *params) sum += static_cast<double>(value) * value;
+  }
   return std::sqrt(sum);
 }
 
