@@ -54,7 +54,7 @@ TEST_CASE("a token tensor's views are tokens, and its elements' addresses say so
   CHECK_FALSE(is_token_memory(ordinary.data()));
 }
 
-TEST_CASE("the sim backend's large floating tensors are tokens; its small ones and token ids are not", "[token]") {
+TEST_CASE("the sim backend's large floating tensors are tokens and its small ones and token ids are not", "[token]") {
   SimBackend sim{SimOptions{}};
   const auto elements_at_threshold = static_cast<std::int64_t>(SimBackend::token_bytes_from / 4);
   CHECK(sim.zeros({elements_at_threshold}, DType::f32).is_token());
