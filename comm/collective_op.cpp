@@ -47,8 +47,8 @@ void CollectiveOp::send(int peer, std::uint32_t index, const void* data, std::si
   auto done = [self = shared_from_this(), slot, then = std::move(then)](Status status) {
     self->on_done(slot, status, then);
   };
-  in_flight_[slot] = buffer_.is_token() && bytes > 0 ? engine_.post_token_send(peer, key, bytes, std::move(done))
-                                                     : engine_.post_send(peer, key, data, bytes, std::move(done));
+  in_flight_[slot] = buffer_.moves_as_token() && bytes > 0 ? engine_.post_token_send(peer, key, bytes, std::move(done))
+                                                           : engine_.post_send(peer, key, data, bytes, std::move(done));
 }
 
 void CollectiveOp::recv(int peer, std::uint32_t index, void* data, std::size_t bytes, std::function<void()> then) {
@@ -58,8 +58,8 @@ void CollectiveOp::recv(int peer, std::uint32_t index, void* data, std::size_t b
   auto done = [self = shared_from_this(), slot, then = std::move(then)](Status status) {
     self->on_done(slot, status, then);
   };
-  in_flight_[slot] = buffer_.is_token() && bytes > 0 ? engine_.post_token_recv(peer, key, bytes, std::move(done))
-                                                     : engine_.post_recv(peer, key, data, bytes, std::move(done));
+  in_flight_[slot] = buffer_.moves_as_token() && bytes > 0 ? engine_.post_token_recv(peer, key, bytes, std::move(done))
+                                                           : engine_.post_recv(peer, key, data, bytes, std::move(done));
 }
 
 void CollectiveOp::on_done(std::uint64_t slot, const Status& status, const std::function<void()>& then) {

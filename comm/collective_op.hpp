@@ -48,9 +48,9 @@ class CollectiveOp : public std::enable_shared_from_this<CollectiveOp> {
 
   void expect(std::uint64_t requests) { expected_ = requests; }
   // A message of the operation. `then` runs when it has completed, unless the operation failed.
-  // Within one operation an index is used by at most one send and one receive. Over a token
-  // buffer (compute/tensor.hpp) a message with bytes is a token message of that size, `data`
-  // unused: a collective over one adds and copies nothing.
+  // Within one operation an index is used by at most one send and one receive. Over a buffer
+  // that moves as a token (compute/tensor.hpp) a message with bytes is a token message of that
+  // size, `data` unused: a collective over one adds and copies nothing.
   void send(int peer, std::uint32_t index, const void* data, std::size_t bytes, std::function<void()> then = {});
   void recv(int peer, std::uint32_t index, void* data, std::size_t bytes, std::function<void()> then = {});
 

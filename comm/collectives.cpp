@@ -147,8 +147,9 @@ void Communicator::post_ring(compute::Tensor buffer, RingPhases ring_phases, std
     for (const Slice& s : segments) largest = std::max(largest, s.count);
   }
   // A token buffer's hop is one message: chunks pipeline copies and sums, which it has none of.
-  const RingShape shape{ring_chunk_elements(largest, group_.size(), ring_phases, buffer.is_token() ? largest : wanted),
-                        options_.window, scratch_, options_.mapped_blocks, std::move(segments)};
+  const RingShape shape{
+      ring_chunk_elements(largest, group_.size(), ring_phases, buffer.moves_as_token() ? largest : wanted),
+      options_.window, scratch_, options_.mapped_blocks, std::move(segments)};
   // The task holds the only strong reference, so the operation ends its life on the progress thread.
   post_op(make_ring_op(engine_, group_, key, ring_phases, std::move(buffer), shape, std::move(done)));
 }

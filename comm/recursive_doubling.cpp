@@ -44,7 +44,7 @@ class RecursiveDoublingOp final : public CollectiveOp {
     }
     const bool folds = p_ < extra();
     expect(2 * static_cast<std::uint64_t>(rounds_) + (folds ? 2 : 0));
-    if (!buffer().is_token()) scratch_.resize(bytes_);  // a token buffer's messages carry no bytes
+    if (!buffer().moves_as_token()) scratch_.resize(bytes_);  // a token buffer's messages carry no bytes
     if (folds) {
       recv(rank_at(p_ + core_), 0, scratch_.data(), bytes_, [this] {
         add_scratch();
@@ -73,7 +73,7 @@ class RecursiveDoublingOp final : public CollectiveOp {
   }
 
   void add_scratch() {
-    if (buffer().is_token()) return;
+    if (buffer().moves_as_token()) return;
     reduce_sum(buffer().dtype(), bytes_at(0), scratch_.data(), static_cast<std::size_t>(buffer().numel()));
   }
 

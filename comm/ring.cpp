@@ -72,7 +72,8 @@ class RingOp final : public CollectiveOp {
     }
     const std::size_t chunk_bytes = static_cast<std::size_t>(chunk_) * compute::dtype_size(this->buffer().dtype());
     // A token buffer's chunks are token messages: no bytes to stage in a block.
-    const bool lends = shape.mapped_blocks && engine.mapped_block_bytes() >= chunk_bytes && !this->buffer().is_token();
+    const bool lends =
+        shape.mapped_blocks && engine.mapped_block_bytes() >= chunk_bytes && !this->buffer().moves_as_token();
     left_region_ = engine.peer_region(left_);
     mapped_from_left_ = n_ > 1 && lends && !left_region_.empty();
     mapped_to_right_ = n_ > 1 && lends && !engine.peer_region(right_).empty();
@@ -147,7 +148,7 @@ class RingOp final : public CollectiveOp {
     for (int s = 0; s < n_ - 1; ++s) receives += chunks(rs_recv_segment(s));
     const int slots = static_cast<int>(std::min<std::int64_t>(window_, std::max<std::int64_t>(receives, 1)));
     slot_elements_ = std::min(chunk_, largest_segment_);
-    if (!buffer().is_token())  // a token message lands nowhere
+    if (!buffer().moves_as_token())  // a token message lands nowhere
       scratch_ = pool_->take(static_cast<std::size_t>(slot_elements_ * slots) * compute::dtype_size(buffer().dtype()));
     for (int slot = 0; slot < slots; ++slot) free_slots_.push_back(slot);
   }
@@ -213,7 +214,7 @@ class RingOp final : public CollectiveOp {
                                                          compute::dtype_size(buffer().dtype())
                                   : nullptr;
     recv(left_, index, scratch, bytes, [this, into, scratch, count, slot, arrived] {
-      if (!buffer().is_token()) reduce_sum(buffer().dtype(), into, scratch, count);
+      if (!buffer().moves_as_token()) reduce_sum(buffer().dtype(), into, scratch, count);
       free_slots_.push_back(slot);
       arrived();
       post_rs_arrivals();

@@ -46,6 +46,12 @@ class Tensor {
 
   bool defined() const { return static_cast<bool>(storage_); }
   bool is_token() const { return token_; }
+  // Token tensors of this many bytes or more move as token messages (comm/engine.hpp); a smaller
+  // one (a view into a larger) moves as bytes, which read as zeros, so that the two ends of a
+  // message agree whatever their tensors are views of. The sim backend makes its floating-point
+  // tensors of this size and more token tensors.
+  static constexpr std::size_t token_bytes_from = 64 * 1024;
+  bool moves_as_token() const { return token_ && nbytes() >= token_bytes_from; }
   DType dtype() const { return dtype_; }
   Device device() const { return device_; }
   const Shape& shape() const { return shape_; }

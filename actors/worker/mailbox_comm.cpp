@@ -54,7 +54,7 @@ MailboxComm::Operation MailboxComm::send(comm::Engine& engine, int peer, const c
   const void* data = buffer.data();
   const auto bytes = static_cast<std::size_t>(buffer.nbytes());
   // The callback holds the tensor, so its bytes outlive the transfer.
-  const bool token = buffer.is_token();  // a token tensor's message carries its size alone
+  const bool token = buffer.moves_as_token();  // a token tensor's message carries its size alone
   comm::Callback finished = [keep = std::move(buffer), done = std::move(done)](Status s) { done(s); };
   const comm::RequestId request = token ? engine.post_token_send(peer, key, bytes, std::move(finished))
                                         : engine.post_send(peer, key, data, bytes, std::move(finished));
@@ -68,7 +68,7 @@ MailboxComm::Operation MailboxComm::recv(comm::Engine& engine, int peer, const c
   comm::Callback done = completion_message(op);
   void* data = buffer.data();
   const auto bytes = static_cast<std::size_t>(buffer.nbytes());
-  const bool token = buffer.is_token();
+  const bool token = buffer.moves_as_token();
   comm::Callback finished = [keep = std::move(buffer), done = std::move(done)](Status s) { done(s); };
   const comm::RequestId request = token ? engine.post_token_recv(peer, key, bytes, std::move(finished))
                                         : engine.post_recv(peer, key, data, bytes, std::move(finished));

@@ -213,6 +213,12 @@ Expected<LayoutRun> run_layout(const RankRun& run) {
   auto results = comm::run_local_ranks(
       ranks, [&](comm::Engine& engine) { return rank_body(engine, run); }, std::chrono::minutes(30), {}, wire);
   if (!results) return results.error();
+  // A rank whose body failed comes first: the others were killed for it.
+  for (std::size_t r = 0; r < results->size(); ++r) {
+    const auto& result = (*results)[r];
+    if (result.reported && !result.ok)
+      return Error{"rank " + std::to_string(r) + " of " + std::to_string(ranks) + ": " + result.error};
+  }
   LayoutRun out;
   std::vector<double> slowest(static_cast<std::size_t>(o.steps), 0.0), busiest(slowest);
   for (std::size_t r = 0; r < results->size(); ++r) {

@@ -40,6 +40,9 @@ class OpTimingBackend final : public compute::Backend {
   compute::Tensor zeros(compute::Shape shape, compute::DType dtype) override {
     return inner_.zeros(std::move(shape), dtype);
   }
+  compute::Tensor message_buffer(compute::Shape shape, compute::DType dtype) override {
+    return inner_.message_buffer(std::move(shape), dtype);
+  }
   std::size_t product_operand_bytes() const override { return inner_.product_operand_bytes(); }
   void reserve_product_operands(std::int64_t first, std::int64_t second) override {
     inner_.reserve_product_operands(first, second);

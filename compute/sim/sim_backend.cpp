@@ -39,7 +39,7 @@ void SimBackend::charge(double flops, double bytes) {
 
 Tensor SimBackend::zeros(Shape shape, DType dtype) {
   const std::size_t bytes = static_cast<std::size_t>(shape_numel(shape)) * dtype_size(dtype);
-  if (dtype == DType::i32 || bytes < token_bytes_from) return Tensor::zeros(std::move(shape), dtype);
+  if (dtype == DType::i32 || bytes < Tensor::token_bytes_from) return Tensor::zeros(std::move(shape), dtype);
   return Tensor::token(std::move(shape), dtype);
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // The sim backend (train.backend sim): every op takes the time its FLOPs and bytes would take on
 // the modelled device (sim_options.hpp), the larger of the two as a roofline has it, and does no
-// arithmetic. Its floating-point tensors of token_bytes_from bytes or more are token tensors
+// arithmetic. Its floating-point tensors of Tensor::token_bytes_from bytes or more (below it a
+// tensor costs less as memory than as a mapping of its own) are token tensors
 // (compute/tensor.hpp): shape and dtype, no memory, messages of their size alone, so a rank of a
 // 13B model costs kilobytes; copies into them and fills of them only take their time. The others
 // (token ids, targets, losses, the few small tensors) are ordinary zero-filled CPU tensors that
@@ -17,9 +18,6 @@ namespace troupe::compute {
 
 class SimBackend final : public Backend {
  public:
-  // Below this a tensor costs less as memory than as a mapping of its own.
-  static constexpr std::size_t token_bytes_from = 64 * 1024;
-
   explicit SimBackend(const SimOptions& options) : options_(options) {}
 
   Device device() const override { return Device::cpu; }

@@ -43,6 +43,10 @@ TEST_CASE("a token tensor's views are tokens, and its elements' addresses say so
     CHECK(t.reshape({1024, 64}).is_token());
     CHECK(t.slice(100, {10, 10}).is_token());
     CHECK(t.rows(3, 5).is_token());
+    // 256 KiB moves as a token message; a view under 64 KiB as bytes, as its receiver's buffer does.
+    CHECK(t.moves_as_token());
+    CHECK(t.rows(0, 16).moves_as_token());
+    CHECK_FALSE(t.rows(0, 15).moves_as_token());
     // Code that holds elements by address (a checkpoint's held ranges) asks by address.
     CHECK(is_token_memory(t.data()));
     CHECK(is_token_memory(t.slice(64 * 1024 - 1, {1}).data()));
@@ -56,7 +60,7 @@ TEST_CASE("a token tensor's views are tokens, and its elements' addresses say so
 
 TEST_CASE("the sim backend's large floating tensors are tokens and its small ones and token ids are not", "[token]") {
   SimBackend sim{SimOptions{}};
-  const auto elements_at_threshold = static_cast<std::int64_t>(SimBackend::token_bytes_from / 4);
+  const auto elements_at_threshold = static_cast<std::int64_t>(Tensor::token_bytes_from / 4);
   CHECK(sim.zeros({elements_at_threshold}, DType::f32).is_token());
   CHECK(sim.zeros({elements_at_threshold / 2}, DType::bf16).is_token() == false);
   CHECK_FALSE(sim.zeros({elements_at_threshold - 1}, DType::f32).is_token());
