@@ -37,13 +37,22 @@ recover_plan_msg wait_for_plan(caf::blocking_actor* worker, int epoch) {
 // The parameters and moments a rank holds, in held() order, as tensors over its own memory.
 std::vector<compute::Tensor> state_views(const TrainingLoop& loop) {
   std::vector<compute::Tensor> views;
+  // A sim rank's state is token tensors, whose messages carry the size alone: its ranges become
+  // views into one token tensor of the largest (a tensor shard holds a range a matrix row).
+  compute::Tensor tokens;
   for (const checkpoint::HeldRange& range : loop.held()) {
     const compute::Shape shape{range.end - range.begin};
-    // A sim rank's state is token tensors: its messages carry the size alone.
-    views.push_back(
-        compute::is_token_memory(range.data)
-            ? compute::Tensor::token(shape, compute::DType::f32)
-            : compute::Tensor::adopt(range.data, shape, compute::DType::f32, compute::Device::cpu, [](void*) {}));
+    if (!compute::is_token_memory(range.data)) {
+      views.push_back(
+          compute::Tensor::adopt(range.data, shape, compute::DType::f32, compute::Device::cpu, [](void*) {}));
+      continue;
+    }
+    if (!tokens.defined()) {
+      std::int64_t largest = 0;
+      for (const checkpoint::HeldRange& r : loop.held()) largest = std::max(largest, r.end - r.begin);
+      tokens = compute::Tensor::token({largest}, compute::DType::f32);
+    }
+    views.push_back(tokens.slice(0, shape));
   }
   return views;
 }
