@@ -41,6 +41,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(int rank, int world_size, const
     // ran at a load average of 900). The link's time is the wire model's, not these.
     if (std::getenv(knob_spin_us.name) == nullptr) s.spin = std::chrono::microseconds(0);
     s.busy_sleep = std::chrono::milliseconds(2);
+    s.busy_sleep_limit = std::chrono::milliseconds(32);
   }
   s.handshake_limit = std::chrono::seconds(knob_value(knob_handshake_s));
   s.thread = std::thread([&s] { s.run(); });

@@ -1,7 +1,9 @@
 // An engine's progress: UCX's context and worker made, the one thread that progresses them, the
 // tasks other threads hand it, its sleep while nothing moves, and the shutdown.
 #include <poll.h>
+#include <pthread.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string_view>
 
@@ -86,8 +88,10 @@ Status Engine::State::open(EngineAddress& address) {
 
 void Engine::State::run() {
   progress_thread_state = this;
+  pthread_setname_np(pthread_self(), "comm.progress");  // named in top, perf and /proc
   post_handshake_receive();
   auto last_work = std::chrono::steady_clock::now();
+  auto next_busy_sleep = busy_sleep;
   while (!stopping) {
     bool worked = run_tasks();
     while (ucp_worker_progress(worker) != 0) worked = true;
@@ -96,6 +100,7 @@ void Engine::State::run() {
     const auto now = std::chrono::steady_clock::now();
     if (worked) {
       last_work = now;
+      next_busy_sleep = busy_sleep;
       continue;
     }
     if (operations.empty()) {
@@ -103,7 +108,8 @@ void Engine::State::run() {
     } else if (now - last_work < spin) {
       std::this_thread::yield();
     } else {
-      sleep_until_event(busy_sleep);
+      sleep_until_event(next_busy_sleep);
+      next_busy_sleep = std::min(next_busy_sleep * 2, busy_sleep_limit);
     }
   }
   shut_down();

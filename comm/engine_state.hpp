@@ -81,9 +81,11 @@ struct Engine::State {
   std::size_t lent_bytes = 0;  // counted in the memory ledger as comm_buffers while lent
   std::unique_ptr<BlockArena> arena;
   std::chrono::microseconds spin{0};
-  // Longest sleep with requests in flight: a send queued behind a full shared-memory FIFO raises
-  // no event, so this bounds its stall.
+  // Sleep with requests in flight: a send queued behind a full shared-memory FIFO raises no event,
+  // so this bounds its stall. Each sleep that ends with nothing to do doubles the next, up to
+  // busy_sleep_limit; work brings it back to busy_sleep.
   std::chrono::microseconds busy_sleep{200};
+  std::chrono::microseconds busy_sleep_limit{200};
   std::optional<WireModel> wire;  // a simulated rank's link; wire_clock spends its time
   compute::ModelledClock wire_clock;
   std::thread thread;
