@@ -98,12 +98,12 @@ TEST_CASE("64 sim ranks in 4 node processes join, train, save a checkpoint, and 
   const ProcessResult r = run_troupe(
       dir,
       {"drill", "kill-node", "--dir", (dir.path() / "drill").string(), "--workers", "4", "--slots", "16", "--at-step",
-       "3", "--model.preset", "tiny", "--train.backend", "sim", "--train.steps", "5", "--train.val_batches", "1",
+       "3", "--model.preset", "tiny", "--train.backend", "sim", "--train.steps", "10", "--train.val_batches", "1",
        "--train.val_every", "0", "--train.batch_size", "1", "--checkpoint.every", "2",
-       // tiny's step at an A100's rate is microseconds of modelled
-       // time, so the ranks would finish before the kill lands: a
-       // device of 20 GFLOP/s makes a step take tens of milliseconds.
-       "--sim.flops", "2e10"},
+       // tiny's step at an A100's rate is microseconds of modelled time, so the ranks would finish
+       // before the kill lands: a device of 5 GFLOP/s makes a step about 0.2 s, and the seven
+       // steps after the kill's step leave the drill more than a second to land it.
+       "--sim.flops", "5e9"},
       std::chrono::seconds(240));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   INFO("stdout: " << r.out << "\nstderr: " << r.err);
