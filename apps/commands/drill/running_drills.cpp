@@ -10,6 +10,8 @@
 #include <signal.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <thread>
 
 #include <spdlog/fmt/fmt.h>
@@ -87,11 +89,15 @@ Verdict drill_running_job(const Drill& drill) {
     }
     const bool hang = options.scenario == "hang";
     from = feed.size();
-    for (int pid : pids) ::kill(pid, hang ? SIGSTOP : SIGKILL);
+    std::string undelivered;  // a node whose process ended before the drill read the step's event
+    for (int pid : pids)
+      if (::kill(pid, hang ? SIGSTOP : SIGKILL) != 0)
+        undelivered += fmt::format("{}pid {}: {}", undelivered.empty() ? "" : ", ", pid, std::strerror(errno));
     fault_at = now();
     v.fault = std::string(hang ? "SIGSTOP" : "SIGKILL") + " to " + nodes + " (pid" + (pids.size() > 1 ? "s " : " ") +
               listed + ") after step " + std::to_string(options.at_step) +
-              (gone ? ", which then fails at every restart" : "");
+              (gone ? ", which then fails at every restart" : "") +
+              (undelivered.empty() ? "" : "; not delivered (" + undelivered + ")");
   }
   watch_recovery(feed, fault_at, body_is<actors::failure_detected>(), !worker, v, from);
   const std::optional<int> code = run->process->wait_exit(600s);
