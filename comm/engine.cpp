@@ -115,8 +115,8 @@ Status Engine::connect(std::span<const PeerAddress> peers) {
     });
   }
   // The default wait (20 s) is far beyond a starved but live process, and short enough that a
-  // peer dead before its endpoint was wired up fails the job's start.
-  const std::chrono::seconds limit(knob_value(knob_handshake_s));
+  // peer dead before its endpoint was wired up fails the job's start. Set at create(), read-only.
+  const std::chrono::seconds limit = state_->handshake_limit;
   const auto deadline = std::chrono::steady_clock::now() + limit;
   Status first_failure;
   for (std::size_t i = 0; i < peers.size(); ++i) {
