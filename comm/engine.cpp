@@ -35,6 +35,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(int rank, int world_size, const
     s.peers.back()->rank = r;
   }
   s.spin = std::chrono::microseconds(knob_value(knob_spin_us));
+  s.handshake_limit = std::chrono::seconds(knob_value(knob_handshake_s));
   if (wire) {
     // Hundreds of simulated ranks share a few cores, where a progress thread that spins or wakes
     // every 200 us while it waits takes the cores from the ranks it waits for (a 1,024-rank job
@@ -42,12 +43,11 @@ Expected<std::unique_ptr<Engine>> Engine::create(int rank, int world_size, const
     if (std::getenv(knob_spin_us.name) == nullptr) s.spin = std::chrono::microseconds(0);
     s.busy_sleep = std::chrono::milliseconds(2);
     s.busy_sleep_limit = std::chrono::milliseconds(32);
+    // A peer among a thousand on two cores may take minutes to be scheduled while every rank
+    // connects (1,024 ranks: a handshake not taken within 20 s ended the job); a dead one is the
+    // job's to notice, by its heartbeats.
+    if (std::getenv(knob_handshake_s.name) == nullptr) s.handshake_limit = std::chrono::seconds(120);
   }
-  s.handshake_limit = std::chrono::seconds(knob_value(knob_handshake_s));
-  // A simulated peer among a thousand on two cores may take minutes to be scheduled while every
-  // rank connects (1,024 ranks: a handshake not taken within 20 s ended the job); a dead one is
-  // the job's to notice, by its heartbeats.
-  if (wire && std::getenv(knob_handshake_s.name) == nullptr) s.handshake_limit = std::chrono::seconds(120);
   s.thread = std::thread([&s] { s.run(); });
   if (Status self = engine->connect(rank, engine->address_); !self) return self.error();
   return engine;
