@@ -9,19 +9,22 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <thread>
 
 #include "actors/actor_system_setup.hpp"
+#include "actors/node/idle_class.hpp"
+#include "actors/node/node_control.hpp"
+#include "actors/node/node_supervisor.hpp"
 #include "actors/process_logs.hpp"
 #include "actors/process_metrics.hpp"
-#include "actors/node/node_supervisor.hpp"
 #include "actors/worker/device_groups.hpp"
 #include "actors/worker/job_data.hpp"
-#include "actors/node/node_control.hpp"
 #include "actors/worker/rank_wiring.hpp"
 #include "comm/engine.hpp"
 #include "comm/grid.hpp"
 #include "compute/backend.hpp"
+#include "monitor/log.hpp"
 
 namespace troupe::actors {
 namespace {
@@ -148,8 +151,18 @@ NodeOutcome run_node_process(const NodeProcessOptions& options, const ResolvedJo
     if (!ids) return setup_failed(ids.error().message, 1);
     hello.device_group_ids = std::move(*ids);
   }
+  std::once_flag entered_idle_class;
   NodeWork work = [&](const start_msg& start, int slot, caf::blocking_actor* worker, monitor::WorkProgress& progress,
                       const std::optional<recover_msg>& replacing) {
+    // Sim ranks, hundreds of threads on a few cores, would take them from the job process, the
+    // shell and a drill: from their start on they run in the idle class. Not before: a process
+    // started again in place of a lost one loads its data, makes its engines and joins ahead of
+    // the survivors' ranks (docs/scale.md).
+    if (job.config.train.backend == compute::BackendKind::sim)
+      std::call_once(entered_idle_class, [&] {
+        if (Status idle = enter_idle_scheduling_class(); !idle.ok())
+          monitor::logger("node")->warn("its sim ranks keep the normal scheduling class: {}", idle.error().message);
+      });
     // A node that srun, torchrun or a person started brings its own WORLD_SIZE: the job's must match,
     // until the job grows in place.
     const bool grown = start.batch_size > 0;

@@ -1,0 +1,18 @@
+#pragma once
+// The idle scheduling class (SCHED_IDLE) for a whole process. A node process of simulated ranks
+// enters it when the job starts its ranks (node_process.cpp): hundreds of rank threads on a few
+// cores then take the cores only when the job process, the shell, a drill and a node process
+// still starting (one started again in place of a lost one) leave them idle, as on a cluster,
+// where those do not share the ranks' cores (docs/scale.md). Idle-class threads share the cores
+// among themselves as before.
+
+#include "compute/expected.hpp"
+
+namespace troupe::actors {
+
+// Every thread of this process, and so every thread it starts from now on, enters the idle
+// scheduling class. Fails, naming the reason, where the threads cannot be listed or the kernel
+// refuses; threads already moved stay idle-class.
+Status enter_idle_scheduling_class();
+
+}  // namespace troupe::actors
