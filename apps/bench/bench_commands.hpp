@@ -230,6 +230,10 @@ struct BenchScaleOptions {
   // fault.heartbeat_timeout of every run: hundreds of ranks starting on two cores can keep a node
   // process from its heartbeat longer than the default 10 s.
   double heartbeat_timeout = 10;
+  // Seconds of modelled compute a step takes at the least: a faster sim device is slowed to it, so
+  // that the shell's round trips and the kill after step 3 land while the job trains (`tiny` on
+  // an A100-class rank steps in microseconds of compute). 0: sim.flops as it is.
+  double step_compute = 0.2;
   std::string dir = ".";
   std::string svg_dir;  // empty: no plots
 };

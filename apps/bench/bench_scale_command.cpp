@@ -156,12 +156,8 @@ void measure_run(const drill::Drill& job, long steps, ScaleRow& row) {
   if (!intervals.empty()) row.figures[column::step] = median(intervals);
 }
 
-// The step as the sim models it, with nothing of the runtime's own: one rank's ops at sim.flops
-// and sim.memory_bandwidth (a step of the model on the sim backend, here, on one rank), then the
-// data-parallel ring's 2 (N − 1) messages of an N-th of the gradients one after another, each
-// at the slowest link the ring crosses (between nodes when there are several). The modelled
-// ring does not overlap the backward, so this is the most the modelled device would take.
-double modelled_step_seconds(const ResolvedJob& job, int ranks, int nodes) {
+// One rank's ops of a step at sim.flops and sim.memory_bandwidth.
+double modelled_compute_seconds(const ResolvedJob& job) {
   compute::SimBackend sim(job.config.sim);
   compute::GPT model(job.model, sim);
   compute::TrainerOptions options;
@@ -172,6 +168,15 @@ double modelled_step_seconds(const ResolvedJob& job, int ranks, int nodes) {
       bench_tokens(job.model, static_cast<std::size_t>(options.batch_size) * options.seq_len * 2 + 1);
   compute::Trainer trainer(model, options, stream, stream);
   trainer.step();
+  return sim.modelled_seconds();
+}
+
+// The step as the sim models it, with nothing of the runtime's own: one rank's ops at sim.flops
+// and sim.memory_bandwidth (a step of the model on the sim backend, here, on one rank), then the
+// data-parallel ring's 2 (N − 1) messages of an N-th of the gradients one after another, each
+// at the slowest link the ring crosses (between nodes when there are several). The modelled
+// ring does not overlap the backward, so this is the most the modelled device would take.
+double modelled_step_seconds(const ResolvedJob& job, int ranks, int nodes) {
   const compute::SimOptions& link = job.config.sim;
   const bool across = nodes > 1;
   const std::size_t gradient_bytes =
@@ -182,7 +187,7 @@ double modelled_step_seconds(const ResolvedJob& job, int ranks, int nodes) {
       static_cast<double>(gradient_bytes) / (algorithm == comm::AllReduceAlgorithm::ring ? ranks : 1);
   const double hop = (across ? link.link_latency_inter : link.link_latency_intra) +
                      hop_bytes / (across ? link.link_bandwidth_inter : link.link_bandwidth_intra);
-  return sim.modelled_seconds() + comm::all_reduce_hops(algorithm, ranks) * hop;
+  return modelled_compute_seconds(job) + comm::all_reduce_hops(algorithm, ranks) * hop;
 }
 
 // The kill-node drill again with fault.recovery restart: seconds from the kill to the first step
@@ -290,6 +295,17 @@ int run_bench_scale(const BenchScaleOptions& options) {
   config.fault.heartbeat_timeout = options.heartbeat_timeout;
   auto job = resolve(config);
   if (!job) return error_exit(ExitCode::bad_input, job.error().message);
+  if (const double compute = modelled_compute_seconds(*job); compute < options.step_compute) {
+    // The roofline's two rates slowed alike: every op takes compute / step_compute times longer.
+    const double slower = options.step_compute / compute;
+    job->config.sim.flops /= slower;
+    job->config.sim.memory_bandwidth /= slower;
+    std::printf(
+        "sim device slowed to %.3g FLOP/s and %.3g bytes/s a rank: %.2f s of modelled compute a step "
+        "(--step-compute), so that the shell's round trips and the kill after step 3 land while the job "
+        "trains\n",
+        job->config.sim.flops, job->config.sim.memory_bandwidth, options.step_compute);
+  }
   std::vector<ScaleRow> rows;
   for (int ranks : options.ranks) {
     std::printf("%d ranks ...\n", ranks);
@@ -336,6 +352,13 @@ Command add_bench_scale_command(CLI::App& bench) {
                    "fault.heartbeat_timeout of every run, seconds (a node starting hundreds of ranks on few cores "
                    "may be silent longer than the default)")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command
+      ->add_option("--step-compute", options->step_compute,
+                   "seconds of modelled compute a step takes at the least: a faster sim device is slowed to it, so "
+                   "that the shell's round trips and the kill after step 3 land while the job trains; 0 = sim.flops "
+                   "as it is")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   command->add_option("--svg", options->svg_dir, "write a log-log plot of each figure against N here (scale-*.svg)")
       ->check(CLI::ExistingDirectory);

@@ -54,4 +54,8 @@ TEST_CASE("bench scale prints every column for 8 ranks, restart and the control 
     CHECK(row[i] != "–");
   }
   CHECK(result.out.find("largest N that ran here: 8") != std::string::npos);
+  // tiny on an A100-class rank computes a step in microseconds: the bench slows the sim device to
+  // 0.2 s of compute a step, which the measured step cannot undercut.
+  CHECK(result.out.find("0.20 s of modelled compute a step (--step-compute)") != std::string::npos);
+  CHECK(std::stod(row[6]) >= 0.2);
 }
