@@ -176,7 +176,8 @@ double modelled_compute_seconds(const ResolvedJob& job) {
 // data-parallel ring's 2 (N − 1) messages of an N-th of the gradients one after another, each
 // at the slowest link the ring crosses (between nodes when there are several). The modelled
 // ring does not overlap the backward, so this is the most the modelled device would take.
-double modelled_step_seconds(const ResolvedJob& job, int ranks, int nodes) {
+// `compute` is modelled_compute_seconds(job), the same for every N.
+double modelled_step_seconds(const ResolvedJob& job, double compute, int ranks, int nodes) {
   const compute::SimOptions& link = job.config.sim;
   const bool across = nodes > 1;
   const std::size_t gradient_bytes =
@@ -187,7 +188,7 @@ double modelled_step_seconds(const ResolvedJob& job, int ranks, int nodes) {
       static_cast<double>(gradient_bytes) / (algorithm == comm::AllReduceAlgorithm::ring ? ranks : 1);
   const double hop = (across ? link.link_latency_inter : link.link_latency_intra) +
                      hop_bytes / (across ? link.link_bandwidth_inter : link.link_bandwidth_intra);
-  return modelled_compute_seconds(job) + comm::all_reduce_hops(algorithm, ranks) * hop;
+  return compute + comm::all_reduce_hops(algorithm, ranks) * hop;
 }
 
 // The kill-node drill again with fault.recovery restart: seconds from the kill to the first step
@@ -208,7 +209,7 @@ void measure_restart(DrillOptions options, const ResolvedJob& job, ScaleRow& row
   std::filesystem::remove_all(options.dir, ignored);
 }
 
-ScaleRow measure(const BenchScaleOptions& options, const ResolvedJob& job, int ranks) {
+ScaleRow measure(const BenchScaleOptions& options, const ResolvedJob& job, double modelled_compute, int ranks) {
   ScaleRow row;
   row.ranks = ranks;
   row.figures.assign(figure_count, NAN);
@@ -225,7 +226,8 @@ ScaleRow measure(const BenchScaleOptions& options, const ResolvedJob& job, int r
     return row;
   }
   measure_run(drill, options.steps, row);
-  row.figures[column::plane] = 100.0 * (1.0 - modelled_step_seconds(job, ranks, row.nodes) / row.figures[column::step]);
+  row.figures[column::plane] =
+      100.0 * (1.0 - modelled_step_seconds(job, modelled_compute, ranks, row.nodes) / row.figures[column::step]);
   if (row.problem.empty()) {
     const drill::Verdict v = drill::drill_running_job(drill);
     row.figures[column::detect] = v.detected_after.value_or(NAN);
@@ -295,7 +297,8 @@ int run_bench_scale(const BenchScaleOptions& options) {
   config.fault.heartbeat_timeout = options.heartbeat_timeout;
   auto job = resolve(config);
   if (!job) return error_exit(ExitCode::bad_input, job.error().message);
-  if (const double compute = modelled_compute_seconds(*job); compute < options.step_compute) {
+  double compute = modelled_compute_seconds(*job);
+  if (compute < options.step_compute) {
     // The roofline's two rates slowed alike: every op takes compute / step_compute times longer.
     const double slower = options.step_compute / compute;
     job->config.sim.flops /= slower;
@@ -305,12 +308,13 @@ int run_bench_scale(const BenchScaleOptions& options) {
         "(--step-compute), so that the shell's round trips and the kill after step 3 land while the job "
         "trains\n",
         job->config.sim.flops, job->config.sim.memory_bandwidth, options.step_compute);
+    compute = modelled_compute_seconds(*job);
   }
   std::vector<ScaleRow> rows;
   for (int ranks : options.ranks) {
     std::printf("%d ranks ...\n", ranks);
     std::fflush(stdout);
-    ScaleRow row = measure(options, *job, ranks);
+    ScaleRow row = measure(options, *job, compute, ranks);
     if (!row.problem.empty()) std::printf("%d ranks: %s\n", ranks, row.problem.c_str());
     rows.push_back(std::move(row));
   }
