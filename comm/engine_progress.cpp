@@ -28,6 +28,9 @@ constexpr UcxDefault ucx_defaults[] = {
                                    // 2-process all-reduce about 10% faster (docs/comm.md)
 };
 
+// UCX's keepalive for a simulated rank (train.backend sim): see its use below.
+constexpr const char* sim_keepalive_interval = "10s";
+
 // Longest sleep with none in flight (UCX keepalive needs progress). With requests in flight the
 // engine's busy_sleep bounds it (engine_state.hpp).
 constexpr auto idle_sleep = std::chrono::milliseconds(100);
@@ -55,7 +58,12 @@ Status Engine::State::open(EngineAddress& address) {
   for (const UcxDefault& d : ucx_defaults) {
     if (std::getenv((std::string("UCX_") + d.name).c_str()) != nullptr) continue;
     if (std::string_view(d.name).starts_with("MM_") && !shared_memory_enabled()) continue;
-    ucp_config_modify(config, d.name, d.value);
+    // A simulated rank learns a peer's death from the job, which aborts its operations; over
+    // shared memory UCX's keepalive reads every peer's /proc/PID/stat each interval, and a
+    // thousand ranks on one host doing that once a second took a tenth of its CPU and doubled an
+    // in-place recovery (docs/scale.md).
+    const bool keepalive = std::string_view(d.name) == "KEEPALIVE_INTERVAL";
+    ucp_config_modify(config, d.name, keepalive && wire ? sim_keepalive_interval : d.value);
   }
   // A simulated rank's bytes take the wire model's time, not the transport's, and hundreds share
   // a host: one shared-memory transport (sysv) of UCX's two. Each opens its own FIFOs a worker;
