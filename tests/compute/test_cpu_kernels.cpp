@@ -5,6 +5,7 @@
 // accuracy of the vectorized exp and sqrt, bitwise determinism, and the checks that make a wrong
 // call fail loudly.
 
+#include <cblas.h>
 #include <catch2/catch.hpp>
 
 #include <bit>
@@ -806,9 +807,44 @@ TEST_CASE("gelu's backward in place writes what it writes into another buffer", 
   }
 }
 
+namespace {
+
+// Whether OpenBLAS's products on `threads` threads give one thread's bits here, for the chain's
+// shapes: its AVX-512 kernels do; its Haswell and Zen kernels sum a product's edge tiles in
+// another order, and its threads' split moves which rows are edges.
+bool products_independent_of_threads(const ChainInputs& in, int threads) {
+  std::mt19937 rng(30);
+  const Tensor inp = as(random_tensor({in.B, in.T, in.C}, rng), DType::f32);
+  auto products = [&](CpuBackend& backend) {
+    Tensor out = Tensor::zeros({in.B, in.T, 3 * in.C}, DType::f32), dinp = Tensor::zeros(inp.shape(), DType::f32);
+    Tensor dweight = Tensor::zeros(in.w_qkv.shape(), DType::f32), dbias = Tensor::zeros({3 * in.C}, DType::f32);
+    backend.matmul_forward(out, inp, in.w_qkv, in.b_qkv);
+    backend.matmul_backward(dinp, dweight, dbias, out, inp, in.w_qkv);
+    return std::vector<Tensor>{out, dinp, dweight};
+  };
+  // One backend after the other: a backend sets OpenBLAS's threads, which are the process's.
+  std::vector<Tensor> a, b;
+  {
+    CpuBackend one(1);
+    a = products(one);
+  }
+  {
+    CpuBackend many(threads);
+    b = products(many);
+  }
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (!bitwise_equal(a[i], b[i])) return false;
+  return true;
+}
+
+}  // namespace
+
 // The backend's own threads split each op so every element, row and head is computed as on one
 // thread (cpu_backend.hpp). The shapes put the splits off every block and vector width: 2 × 131
-// rows of 192 columns, 6 heads, AdamW segments of 37, 36,869 and 73,686 elements.
+// rows of 192 columns, 6 heads, AdamW segments of 37, 36,869 and 73,686 elements. The products
+// are OpenBLAS's on as many threads: where its kernels give one thread's bits (AVX-512) the whole
+// chain is held to them; elsewhere the test says so by name, holds what runs before the first
+// product (the encoder and the first LayerNorm) to them and the rest within f32 sums' reach.
 TEST_CASE("the cpu backend's results do not depend on its thread count", "[kernels]") {
   const ChainInputs in(2, 131, 192, 3, 100, 128, 26);
   CpuBackend one(1);
@@ -816,7 +852,22 @@ TEST_CASE("the cpu backend's results do not depend on its thread count", "[kerne
   for (const int threads : {2, 3, 4}) {
     INFO("threads " << threads);
     CpuBackend many(threads);
-    check_all_bitwise_equal(reference, every_op_once(many, in));
+    const auto got = every_op_once(many, in);
+    if (products_independent_of_threads(in, threads)) {
+      check_all_bitwise_equal(reference, got);
+      continue;
+    }
+    WARN("OpenBLAS's " << openblas_get_corename() << " kernels give a product on " << threads
+                       << " threads other bits than on one: the ops after the first product are held within "
+                          "2e-5 (f32 sums in another order), not bit for bit");
+    REQUIRE(got.size() == reference.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      INFO("tensor " << i << " " << reference[i].describe());
+      if (i < 4)
+        CHECK(bitwise_equal(reference[i], got[i]));
+      else
+        CHECK(relative_difference(got[i], reference[i]) <= 2e-5);
+    }
   }
 }
 
