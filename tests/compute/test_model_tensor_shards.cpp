@@ -7,11 +7,11 @@
 // and the first step turns noise into a step of about ±lr in any two runs that sum in different
 // orders (data parallelism too). In f64 the noise is far below eps, but AdamW's first step still
 // moves a key bias by lr·g/(|g| + eps), about lr·g/eps: two sum orders' noise, 1e-17 apart, become
-// steps 1e-11 apart, which is more than 1e-12 of the bias's norm on a CPU whose products sum in
-// another order for another shape (OpenBLAS's Haswell and Zen kernels). So the key third of each
-// attention bias is held to that bound, and the rest of its parameters to the tolerance. The vocabulary is padded (260
-// real of 384) so the last shard holds padding only: the loss must still be the unpadded model's. tests/apps/ runs the
-// same layouts with real processes and UCX collectives.
+// steps 1e-11 apart, more than 1e-12 of the bias's norm on a CPU whose products sum in another
+// order for another shape (OpenBLAS's Haswell and Zen kernels). So the key third of each attention
+// bias is held to that bound, and the rest of its parameters to the tolerance. The vocabulary is
+// padded (260 real of 384) so the last shard holds padding only: the loss must still be the
+// unpadded model's. tests/apps/ runs the same layouts with real processes and UCX collectives.
 
 #include <catch2/catch.hpp>
 
