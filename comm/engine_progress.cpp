@@ -14,22 +14,25 @@
 namespace troupe::comm {
 namespace {
 
-// UCX settings Troupe chooses unless the environment sets them (UCX_<name>).
+// UCX settings Troupe chooses unless the environment sets them (UCX_<name>), and where a simulated
+// rank (train.backend sim) takes another.
 struct UcxDefault {
   const char* name;
   const char* value;
+  const char* sim_value = nullptr;  // null: the same as `value`
 };
 constexpr UcxDefault ucx_defaults[] = {
-    {"KEEPALIVE_INTERVAL", "1s"},  // a silent dead peer is noticed within seconds, not 20 s
-    {"MM_ERROR_HANDLING", "y"},    // shared memory (posix, sysv) may serve endpoints with peer
-                                   // error handling: UCX checks the peer process is alive;
-                                   // without it such endpoints fall back to TCP over loopback
-    {"MM_SEG_SIZE", "32k"},        // FIFO element: a quarter of the fragments of the default 8k;
-                                   // 2-process all-reduce about 10% faster (docs/comm.md)
+    // A silent dead peer is noticed within seconds, not 20 s. A simulated rank learns a peer's
+    // death from the job, which aborts its operations; over shared memory the keepalive reads every
+    // peer's /proc/PID/stat each interval, and a thousand ranks on one host doing that once a
+    // second took a tenth of its CPU and doubled an in-place recovery (docs/scale.md).
+    {"KEEPALIVE_INTERVAL", "1s", "10s"},
+    {"MM_ERROR_HANDLING", "y"},  // shared memory (posix, sysv) may serve endpoints with peer
+                                 // error handling: UCX checks the peer process is alive;
+                                 // without it such endpoints fall back to TCP over loopback
+    {"MM_SEG_SIZE", "32k"},      // FIFO element: a quarter of the fragments of the default 8k;
+                                 // 2-process all-reduce about 10% faster (docs/comm.md)
 };
-
-// UCX's keepalive for a simulated rank (train.backend sim): see its use below.
-constexpr const char* sim_keepalive_interval = "10s";
 
 // Longest sleep with none in flight (UCX keepalive needs progress). With requests in flight the
 // engine's busy_sleep bounds it (engine_state.hpp).
@@ -58,12 +61,7 @@ Status Engine::State::open(EngineAddress& address) {
   for (const UcxDefault& d : ucx_defaults) {
     if (std::getenv((std::string("UCX_") + d.name).c_str()) != nullptr) continue;
     if (std::string_view(d.name).starts_with("MM_") && !shared_memory_enabled()) continue;
-    // A simulated rank learns a peer's death from the job, which aborts its operations; over
-    // shared memory UCX's keepalive reads every peer's /proc/PID/stat each interval, and a
-    // thousand ranks on one host doing that once a second took a tenth of its CPU and doubled an
-    // in-place recovery (docs/scale.md).
-    const bool keepalive = std::string_view(d.name) == "KEEPALIVE_INTERVAL";
-    ucp_config_modify(config, d.name, keepalive && wire ? sim_keepalive_interval : d.value);
+    ucp_config_modify(config, d.name, wire && d.sim_value != nullptr ? d.sim_value : d.value);
   }
   // A simulated rank's bytes take the wire model's time, not the transport's, and hundreds share
   // a host: one shared-memory transport (sysv) of UCX's two. Each opens its own FIFOs a worker;

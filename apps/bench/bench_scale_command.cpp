@@ -299,7 +299,8 @@ int run_bench_scale(const BenchScaleOptions& options) {
   if (!job) return error_exit(ExitCode::bad_input, job.error().message);
   double compute = modelled_compute_seconds(*job);
   if (compute < options.step_compute) {
-    // The roofline's two rates slowed alike: every op takes compute / step_compute times longer.
+    // The roofline's two rates slowed alike: every op takes `slower` times as long, so the step's
+    // modelled compute becomes step_compute without a second run of the model.
     const double slower = options.step_compute / compute;
     job->config.sim.flops /= slower;
     job->config.sim.memory_bandwidth /= slower;
@@ -308,7 +309,7 @@ int run_bench_scale(const BenchScaleOptions& options) {
         "(--step-compute), so that the shell's round trips and the kill after step 3 land while the job "
         "trains\n",
         job->config.sim.flops, job->config.sim.memory_bandwidth, options.step_compute);
-    compute = modelled_compute_seconds(*job);
+    compute = options.step_compute;
   }
   std::vector<ScaleRow> rows;
   for (int ranks : options.ranks) {
