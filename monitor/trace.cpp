@@ -2,12 +2,17 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 
 #include <nlohmann/json.hpp>
 
 namespace troupe::monitor {
+
+double trace_clock_us() {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 namespace {
 
 using json = nlohmann::ordered_json;  // keeps the field order of docs/formats/chrome-trace.md

@@ -32,6 +32,10 @@ struct TraceTrack {
   bool operator==(const TraceTrack&) const = default;
 };
 
+// The trace's clock: the host's steady clock (CLOCK_MONOTONIC) in microseconds, one clock for
+// every process on the machine, so that their traces line up.
+double trace_clock_us();
+
 // Extra fields shown when an event is selected, e.g. {{"microbatch", "3"}}; kept in this order.
 using TraceArgs = std::vector<std::pair<std::string, std::string>>;
 

@@ -56,12 +56,6 @@ int world_size(const std::vector<PlacedNode>& nodes) {
   return world;
 }
 
-std::vector<bool> nodes_on_this_machine(const std::vector<PlacedNode>& nodes) {
-  std::vector<bool> local;
-  for (const PlacedNode& node : nodes) local.push_back(node.local);
-  return local;
-}
-
 // A node's process is started again in place: the variables it starts with. Its counters begin
 // with this attempt's in-place recoveries, its own included (TROUPE_RESTARTS); the lost process's
 // MFU basis comes along (a spare line is the same kind of machine).

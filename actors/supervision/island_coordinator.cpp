@@ -28,14 +28,14 @@ bool contains(const std::vector<int>& values, int value) {
 }
 
 // The job's grid, as its islands are cut from it.
-comm::Grid job_grid(const RecoveryShape& shape) {
+comm::Grid grid_of(const RecoveryShape& shape) {
   return {shape.data_parallel, shape.pipeline_stages, shape.tensor_shards};
 }
 
 // The ranks of `island`, in rank order: the donors of a rejoin, each to the rank at its place in
 // the island rejoining.
 std::vector<int> island_ranks(const RecoveryShape& shape, int island) {
-  const comm::Grid grid = job_grid(shape);
+  const comm::Grid grid = grid_of(shape);
   std::vector<int> ranks;
   for (int rank = 0; rank < grid.world(); ++rank)
     if (comm::island_of(grid, rank, shape.islands) == island) ranks.push_back(rank);
@@ -79,7 +79,7 @@ bool leave_islands_out(job_actor* self, const std::vector<int>& lost_nodes, Fail
       log_restart(st, choice.why_not);
       return false;
     }
-    const comm::Grid grid = job_grid(st.plan.recovery);
+    const comm::Grid grid = grid_of(st.plan.recovery);
     for (const PlannedNode& node : st.plan.nodes) {
       if (contains(nodes, node.node_index)) continue;
       for (int rank = node.first_rank; rank < node.first_rank + node.slots; ++rank)
@@ -143,7 +143,7 @@ void on_islands_applied(job_actor* self, const islands_applied_msg& report) {
   for (int island : recovery.order.islands_kept) present_ranks += island_ranks(st.plan.recovery, island).size();
   if (recovery.settle_sent || recovery.applied.size() < present_ranks) return;
   recovery.settle_sent = true;
-  const std::size_t world = static_cast<std::size_t>(job_grid(st.plan.recovery).world());
+  const std::size_t world = static_cast<std::size_t>(grid_of(st.plan.recovery).world());
   islands_msg settle{recovery.epoch,
                      recovery.order.islands_kept,
                      {},

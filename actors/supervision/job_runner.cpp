@@ -141,12 +141,6 @@ std::vector<std::string> left_out_lines(const JobNodes& job) {
   return lines;
 }
 
-std::vector<bool> nodes_on_this_machine(const std::vector<PlacedNode>& placed) {
-  std::vector<bool> local;
-  for (const PlacedNode& node : placed) local.push_back(node.local);
-  return local;
-}
-
 int world_of(const std::vector<NodeShape>& lines) {
   int world = 0;
   for (const NodeShape& line : lines) world += line.slots;

@@ -27,6 +27,13 @@ struct PlacedNode {
   bool local = false;
 };
 
+// Which of `nodes` run on this machine, by node index (as the control port takes it).
+inline std::vector<bool> nodes_on_this_machine(const std::vector<PlacedNode>& nodes) {
+  std::vector<bool> local;
+  for (const PlacedNode& node : nodes) local.push_back(node.local);
+  return local;
+}
+
 // Variables a node process gets on top of those the starter gives every node (its ranks, where
 // the job is): its attempt, the job's recovery counts, a lost process's MFU basis.
 using NodeEnvironment = std::vector<std::pair<std::string, std::string>>;

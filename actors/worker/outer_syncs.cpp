@@ -21,10 +21,6 @@ compute::OuterOptions outer_options(const ResolvedJob& job) {
           t.diloco_overlap};
 }
 
-double trace_now_us() {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 namespace {
 
 // The job's options with `fragments` in place of the whole model's.
@@ -71,7 +67,7 @@ bool OuterSyncs::due(long steps) const {
 }
 
 void OuterSyncs::after_step(long steps, compute::Tensor& params, compute::StepResult& result) {
-  const double outer_start_us = trace_ ? trace_now_us() : 0;
+  const double outer_start_us = trace_ ? monitor::trace_clock_us() : 0;
   const std::vector<compute::OuterFragment>& runs = outer_.fragments();
   if (trace_)
     for (int f : outer_.starting(steps, total_steps_)) {
@@ -79,7 +75,7 @@ void OuterSyncs::after_step(long steps, compute::Tensor& params, compute::StepRe
       sync_started_after_[static_cast<std::size_t>(f)] = steps;
     }
   const std::vector<int> landed = outer_.after_step(steps, total_steps_, params, islands_);
-  const double outer_end_us = trace_ ? trace_now_us() : 0;
+  const double outer_end_us = trace_ ? monitor::trace_clock_us() : 0;
   // A model fragment may be several runs of this rank's buffer (a stage's chunks, a tied copy):
   // each landed fragment is one sync, its runs' bytes together.
   std::vector<int> fragments;

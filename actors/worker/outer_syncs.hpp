@@ -22,9 +22,6 @@ namespace troupe::actors {
 // The job's DiLoCo outer step: H, lr, momentum, precision, the model's fragments, the overlap.
 compute::OuterOptions outer_options(const ResolvedJob& job);
 
-// The trace's clock: the host's steady clock in microseconds, as the context shards' exchanges.
-double trace_now_us();
-
 class OuterSyncs {
  public:
   // The outer state starts from `params` (the rank's buffer), cut into `fragments` (the job's

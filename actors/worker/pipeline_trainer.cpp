@@ -26,11 +26,6 @@ using schedules::Op;
 // batch's; they keep one step's or batch's messages apart from the next one's.
 constexpr std::uint16_t evaluation_sequence_bit = 0x8000;
 
-// One clock for every process on the machine (CLOCK_MONOTONIC), so their traces line up.
-double now_us() {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 }  // namespace
 
 PipelineTrainer::PipelineTrainer(PipelineSetup setup, compute::Backend& backend, PipelineGroups groups,
@@ -448,7 +443,7 @@ compute::StepResult PipelineTrainer::step() {
   busy_us_ = 0;
   for (Chunk& chunk : chunks_)
     if (chunk.source) chunk.source->take_waited_seconds();  // the waits of this step's ops only
-  const double schedule_start = now_us();
+  const double schedule_start = monitor::trace_clock_us();
   const std::vector<schedules::Instruction>& stream = s.streams[static_cast<std::size_t>(stage_)];
   weights_.emplace(stream);  // the stream is the step's (train.balance dynamic may change it)
   for (at_ = 0; at_ < stream.size(); ++at_) {
@@ -458,7 +453,7 @@ compute::StepResult PipelineTrainer::step() {
     // forward or backward rather than at the stage's next wait; this rank has not yet posted its
     // step's gradient sums, so no rank can have completed the step.
     if (schedules::is_compute(ins.op)) mailbox_.take_waiting_orders();
-    const double start = now_us();
+    const double start = monitor::trace_clock_us();
     if (ins.op == Op::reduce_grads) {
       // Under ZeRO-3 the ops wait inside for the other replicas' pieces of each unit: idle time,
       // and the others' pace, not this stage's (its measured speed, observe_speeds).

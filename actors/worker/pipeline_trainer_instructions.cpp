@@ -15,11 +15,6 @@ namespace {
 
 using schedules::Op;
 
-// One clock for every process on the machine (CLOCK_MONOTONIC), so their traces line up.
-double now_us() {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 }  // namespace
 
 void PipelineTrainer::trace(const char* category, std::string name, double start_us,
@@ -30,13 +25,14 @@ void PipelineTrainer::trace(const char* category, std::string name, double start
     args.emplace_back("microbatch", std::to_string(ins->microbatch));
     args.emplace_back("chunk", std::to_string(ins->chunk));
   }
-  trace_->add_complete(track(), std::move(name), category, start_us, now_us() - start_us, std::move(args));
+  trace_->add_complete(track(), std::move(name), category, start_us, monitor::trace_clock_us() - start_us,
+                       std::move(args));
 }
 
 int PipelineTrainer::rank_of_stage(int stage) const { return comm::grid_rank(setup_.grid, {replica_, stage, shard_}); }
 
 void PipelineTrainer::wait(MailboxComm::Operation op, const std::string& what) {
-  const double start = now_us();
+  const double start = monitor::trace_clock_us();
   {
     auto waiting = progress_.wait_for(what);
     check_comm(mailbox_.wait(op));
@@ -131,10 +127,10 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
         wait_for_input(arrival.op, arrival_text("activations", ins, arrival.from_rank));
         input = arrival.buffer;
       }
-      const double start = now_us();
+      const double start = monitor::trace_clock_us();
       const double loss =
           stage.forward(slot, input, last ? targets_[static_cast<std::size_t>(ins.microbatch)] : compute::Tensor{});
-      busy_us_ += now_us() - start;
+      busy_us_ += monitor::trace_clock_us() - start;
       trace("forward", op_name('F', ins), start, &ins);
       if (last) loss_sum += loss;
       if (setup_.model.experts > 0) {
@@ -151,7 +147,7 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
       const int slot = slot_of_.at(here);
       // Timed from before the send: a small message can reach a waiting receiver, which starts
       // its compute, before the send returns here.
-      const double posted = now_us();
+      const double posted = monitor::trace_clock_us();
       const auto op = mailbox_.send(groups_.engine, rank_of_stage(ins.peer), key_of(ins), stage.output(slot));
       trace("transfer", "send_act", posted, &ins);
       chunk.slot_sends[static_cast<std::size_t>(slot)].push_back(op);
@@ -173,7 +169,7 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
       // The checker lets no backward of this chunk overwrite a gradient it handed down and the
       // other chunk has not taken.
       TROUPE_CHECK(!hands_down || handed_gradients_.empty(), "a gradient handed down a V's bottom was overwritten");
-      const double start = now_us();
+      const double start = monitor::trace_clock_us();
       const double loss_scale = 1.0 / (static_cast<double>(group_micro_batches_) * group_replicas_ / data_replicas_);
       if (split) {
         stage.backward_input(slot, output_grad, loss_scale);
@@ -181,7 +177,7 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
         chunk.micro_batches->before_backward(chunk.backwards++);
         stage.backward(slot, output_grad, loss_scale);
       }
-      busy_us_ += now_us() - start;
+      busy_us_ += monitor::trace_clock_us() - start;
       trace(split ? "backward_input" : "backward", op_name('B', ins), start, &ins);
       // The bottom of a V: the gradient goes to this stage's other chunk as it lies in this slot,
       // until the other chunk's backward copies it in.
@@ -191,10 +187,10 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
     }
     case Op::backward_weights: {
       const int slot = slot_of_.at(here);
-      const double start = now_us();
+      const double start = monitor::trace_clock_us();
       chunk.micro_batches->before_backward(chunk.backwards++);
       stage.backward_weights(slot);
-      busy_us_ += now_us() - start;
+      busy_us_ += monitor::trace_clock_us() - start;
       trace("backward_weights", op_name('W', ins), start, &ins);
       release_slot(chunk, here, true);
       break;
@@ -203,7 +199,7 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
       const int slot = slot_of_.at(here);
       double posted = 0;  // as for send_act: from before the send
       if (schedules::splits_backward(s.kind)) {
-        posted = now_us();
+        posted = monitor::trace_clock_us();
         // The slot waits for its W, and its next forward waits for this send (take_slot): the
         // gradient goes out from where B left it.
         const auto op = mailbox_.send(groups_.engine, rank_of_stage(ins.peer), key_of(ins), stage.input_grad(slot));
@@ -216,7 +212,7 @@ void PipelineTrainer::run(const schedules::Instruction& ins, double& loss_sum) {
         compute::MemoryScope scope(compute::MemoryKind::activations);
         compute::Tensor outgoing = backend_.zeros(input_grad.shape(), input_grad.dtype());
         backend_.copy(outgoing, input_grad);
-        posted = now_us();
+        posted = monitor::trace_clock_us();
         mailbox_.send(groups_.engine, rank_of_stage(ins.peer), key_of(ins), outgoing);
         chunk.free_slots.push_back(slot);
         slot_of_.erase(here);

@@ -283,11 +283,11 @@ void ReplicaLoop::record_into(monitor::TraceRecorder& recorder) {
 }
 
 compute::StepResult ReplicaLoop::step() {
-  const double step_start_us = trace_ ? trace_now_us() : 0;
+  const double step_start_us = trace_ ? monitor::trace_clock_us() : 0;
   compute::StepResult result = trainer_.step();
   if (trace_)
     trace_->add_complete({place_.rank, 0}, fmt::format("step {}", result.step + 1), "compute", step_start_us,
-                         trace_now_us() - step_start_us, {{"loss", fmt::format("{:.4f}", result.loss)}});
+                         monitor::trace_clock_us() - step_start_us, {{"loss", fmt::format("{:.4f}", result.loss)}});
   if (metrics_ && result.micro_batch_seconds > 0) {
     metrics_->set_batch_share(result.batch_share);
     metrics_->set_micro_batch_seconds(result.micro_batch_seconds);

@@ -44,8 +44,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int micro_batch = 8;  // as bench dp and bench compute
 
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
 // The bench's folder goes, whatever path the command leaves by.
 struct RemovedOnExit {
   fs::path path;

@@ -48,8 +48,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr const char* kTorchScript = "torch_cpu_train.py";
 
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
 // The PyTorch side, once the interpreter has answered the probe.
 struct Torch {
   std::string python, script;

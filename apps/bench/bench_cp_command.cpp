@@ -52,15 +52,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using compute::context::ContextMethod;
 
-enum class Turn : int { single, ring, all_to_all, stop };
+enum class CpTurn : int { single, ring, all_to_all, stop };
 
-constexpr std::array<std::array<Turn, 3>, 3> turn_orders{{
-    {Turn::single, Turn::ring, Turn::all_to_all},
-    {Turn::ring, Turn::all_to_all, Turn::single},
-    {Turn::all_to_all, Turn::single, Turn::ring},
+constexpr std::array<std::array<CpTurn, 3>, 3> cp_turn_orders{{
+    {CpTurn::single, CpTurn::ring, CpTurn::all_to_all},
+    {CpTurn::ring, CpTurn::all_to_all, CpTurn::single},
+    {CpTurn::all_to_all, CpTurn::single, CpTurn::ring},
 }};
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // A shard's exchange that times each ring shift's wait in finish_shift, in call order.
 class TimedExchange final : public compute::context::ContextExchange {
@@ -114,7 +112,7 @@ class HeldSince {
 // forward's wait per shift, each step's median, and one free shift's seconds.
 enum Figure : int { ring_seconds, all_to_all_seconds, forward_wait, figures };
 
-struct Bench {
+struct CpBench {
   const BenchCpOptions& o;
   compute::GPTConfig cfg;
   bool all_to_all = false;  // C divides the heads
@@ -123,15 +121,15 @@ struct Bench {
 };
 
 // The reference: the whole sequence in one process; its step seconds, then its held bytes.
-std::vector<double> lead(Turns<Turn>& turns, compute::Backend& backend, const Bench& b) {
+std::vector<double> cp_lead(Turns<CpTurn>& turns, compute::Backend& backend, const CpBench& b) {
   HeldSince before;
   BenchTraining alone(backend, b.cfg, 1, b.iterations() + 1, b.stream, {});
   alone.timed_step();  // the first step allocates what the rank keeps
   const double held = before.bytes();
   turns.wait_for_followers();  // all built: nobody computes while the reference is measured
   std::vector<double> single = turns.lead_rounds(
-      turn_orders, b.iterations(), b.o.warmup, Turn::single, [&] { return alone.timed_step(); },
-      [&](Turn turn) { return turn == Turn::all_to_all && !b.all_to_all; });
+      cp_turn_orders, b.iterations(), b.o.warmup, CpTurn::single, [&] { return alone.timed_step(); },
+      [&](CpTurn turn) { return turn == CpTurn::all_to_all && !b.all_to_all; });
   single.push_back(held);
   return single;
 }
@@ -140,8 +138,8 @@ double median_of(std::vector<double> values) { return values.empty() ? 0 : media
 
 // A context shard: its figures, each a run of `steps` values, then one free shift's seconds, the
 // ring's held bytes and the all-to-all's.
-Expected<std::vector<double>> follow(comm::Engine& engine, Turns<Turn>& turns, compute::Backend& backend,
-                                     const Bench& b) {
+Expected<std::vector<double>> cp_follow(comm::Engine& engine, Turns<CpTurn>& turns, compute::Backend& backend,
+                                        const CpBench& b) {
   const int C = b.o.shards, own = engine.rank();
   auto joined = BenchRank::join(engine, C);
   if (!joined) return joined.error();
@@ -191,13 +189,13 @@ Expected<std::vector<double>> follow(comm::Engine& engine, Turns<Turn>& turns, c
   turns.finish();
   int taken = 0;
   const int turns_per_iteration = b.all_to_all ? 2 : 1;
-  for (Turn turn = turns.next(own); turn != Turn::stop; turn = turns.next(own)) {
+  for (CpTurn turn = turns.next(own); turn != CpTurn::stop; turn = turns.next(own)) {
     const bool counted = taken++ >= turns_per_iteration * b.o.warmup;
     exchange.waits.clear();
-    const double seconds = (turn == Turn::ring ? ring : all_to_all)->timed_step();
+    const double seconds = (turn == CpTurn::ring ? ring : all_to_all)->timed_step();
     if (counted) {
-      measured[turn == Turn::ring ? ring_seconds : all_to_all_seconds].push_back(seconds);
-      if (turn == Turn::ring)
+      measured[turn == CpTurn::ring ? ring_seconds : all_to_all_seconds].push_back(seconds);
+      if (turn == CpTurn::ring)
         measured[forward_wait].push_back(
             median_of({exchange.waits.begin(),
                        exchange.waits.begin() + std::ptrdiff_t(std::min(forward_shifts, exchange.waits.size()))}));
@@ -217,21 +215,19 @@ Expected<std::vector<double>> follow(comm::Engine& engine, Turns<Turn>& turns, c
   return report;
 }
 
-double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
-
 // One sequence length: the table's rows, or an error naming the rank that failed.
 Status bench_length(const BenchCpOptions& o, int T) {
-  Bench b{o, *compute::gpt_preset("tiny"), o.heads % o.shards == 0, {}};
+  CpBench b{o, *compute::gpt_preset("tiny"), o.heads % o.shards == 0, {}};
   b.cfg.n_layer = o.layers;
   b.cfg.n_embd = o.channels;
   b.cfg.n_head = o.heads;
   b.cfg.block_size = T;
   b.stream = bench_tokens(b.cfg, std::size_t(T) * 4 + 1);
   const int C = o.shards;
-  Turns<Turn> turns(C);
+  Turns<CpTurn> turns(C);
   auto results = run_lead_and_followers(
-      C, [&](compute::Backend& backend) { return lead(turns, backend, b); },
-      [&](comm::Engine& engine, compute::Backend& backend) { return follow(engine, turns, backend, b); });
+      C, [&](compute::Backend& backend) { return cp_lead(turns, backend, b); },
+      [&](comm::Engine& engine, compute::Backend& backend) { return cp_follow(engine, turns, backend, b); });
   if (!results) return results.error();
   std::vector<std::vector<double>> shards;
   std::vector<double> single;

@@ -33,25 +33,26 @@
 namespace troupe::apps {
 namespace {
 
-enum class Turn : int { single, independent, data_parallel, stop };
+enum class DpTurn : int { single, independent, data_parallel, stop };
 
 // Iteration i runs the three turns in this order, so none always follows another.
-constexpr std::array<std::array<Turn, 3>, 3> turn_orders{{
-    {Turn::single, Turn::independent, Turn::data_parallel},
-    {Turn::independent, Turn::data_parallel, Turn::single},
-    {Turn::data_parallel, Turn::single, Turn::independent},
+constexpr std::array<std::array<DpTurn, 3>, 3> dp_turn_orders{{
+    {DpTurn::single, DpTurn::independent, DpTurn::data_parallel},
+    {DpTurn::independent, DpTurn::data_parallel, DpTurn::single},
+    {DpTurn::data_parallel, DpTurn::single, DpTurn::independent},
 }};
 
 // The leader's report: its one-process step times, one per measured iteration.
-std::vector<double> lead(Turns<Turn>& turns, BenchTraining& alone, const BenchDpOptions& o) {
+std::vector<double> dp_lead(Turns<DpTurn>& turns, BenchTraining& alone, const BenchDpOptions& o) {
   turns.wait_for_followers();  // all built: nobody computes while the reference is measured
-  return turns.lead_rounds(turn_orders, o.warmup + o.steps, o.warmup, Turn::single, [&] { return alone.timed_step(); });
+  return turns.lead_rounds(dp_turn_orders, o.warmup + o.steps, o.warmup, DpTurn::single,
+                           [&] { return alone.timed_step(); });
 }
 
 // A follower's report: its data-parallel step times, then its independent ones.
-Expected<std::vector<double>> follow(comm::Engine& engine, Turns<Turn>& turns, compute::Backend& backend,
-                                     const compute::GPTConfig& cfg, const BenchDpOptions& o,
-                                     const std::vector<std::uint16_t>& stream) {
+Expected<std::vector<double>> dp_follow(comm::Engine& engine, Turns<DpTurn>& turns, compute::Backend& backend,
+                                        const compute::GPTConfig& cfg, const BenchDpOptions& o,
+                                        const std::vector<std::uint16_t>& stream) {
   const int rank = engine.rank();
   auto joined = BenchRank::join(engine, o.processes);
   if (!joined) return joined.error();
@@ -64,10 +65,10 @@ Expected<std::vector<double>> follow(comm::Engine& engine, Turns<Turn>& turns, c
   turns.finish();
   std::vector<double> dp, independent;
   int turns_taken = 0;
-  for (Turn turn = turns.next(rank); turn != Turn::stop; turn = turns.next(rank)) {
+  for (DpTurn turn = turns.next(rank); turn != DpTurn::stop; turn = turns.next(rank)) {
     const bool measured = turns_taken++ >= 2 * o.warmup;
-    const double seconds = turn == Turn::data_parallel ? parallel.timed_step() : alone.timed_step();
-    if (measured) (turn == Turn::data_parallel ? dp : independent).push_back(seconds);
+    const double seconds = turn == DpTurn::data_parallel ? parallel.timed_step() : alone.timed_step();
+    if (measured) (turn == DpTurn::data_parallel ? dp : independent).push_back(seconds);
     turns.finish();
   }
   dp.insert(dp.end(), independent.begin(), independent.end());
@@ -90,7 +91,7 @@ int run_bench_dp(const BenchDpOptions& o) {
               " machine gives %d processes), %d in data parallel; scaling = dp / (%d x 1 proc) within each iteration)\n",
               n, n, n, n, n);
   std::fflush(stdout);
-  Turns<Turn> turns(n);
+  Turns<DpTurn> turns(n);
   const std::vector<std::uint16_t> stream = bench_tokens(cfg, static_cast<std::size_t>(o.batch) * cfg.block_size * 4 + 1);
 
   auto results = comm::run_local_ranks(
@@ -100,9 +101,9 @@ int run_bench_dp(const BenchDpOptions& o) {
         if (!backend) return backend.error();
         if (engine.rank() == n) {
           BenchTraining alone(**backend, cfg, o.batch, o.warmup + o.steps, stream, {});
-          return pack_figures(lead(turns, alone, o));
+          return pack_figures(dp_lead(turns, alone, o));
         }
-        auto times = follow(engine, turns, **backend, cfg, o, stream);
+        auto times = dp_follow(engine, turns, **backend, cfg, o, stream);
         if (!times) return times.error();
         return pack_figures(*times);
       },

@@ -16,6 +16,12 @@ std::vector<std::uint16_t> bench_tokens(const compute::GPTConfig& config, std::s
   return tokens;
 }
 
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
+
 double median(std::vector<double> values) {
   TROUPE_CHECK(!values.empty(), "median of nothing");
   std::sort(values.begin(), values.end());

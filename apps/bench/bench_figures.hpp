@@ -1,7 +1,9 @@
 #pragma once
-// What the bench commands share: the tokens they train on, the median of a run's figures, and a
-// rank's figures as the bytes its report carries back to the parent process (comm::run_local_ranks).
+// What the bench commands share: the tokens they train on, the median of a run's figures, their
+// clock and units, and a rank's figures as the bytes its report carries back to the parent process
+// (comm::run_local_ranks).
 
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -19,6 +21,12 @@ double median(std::vector<double> values);
 // The machine's load average over the last minute (/proc/loadavg; 0 where it cannot be read), which
 // a bench prints beside figures measured on a machine others may share.
 double load_average();
+
+// Seconds from `start` to now on the steady clock, which every bench times with.
+double seconds_since(std::chrono::steady_clock::time_point start);
+
+// Bytes in MiB, the unit a bench prints memory in.
+double mib(double bytes);
 
 std::vector<std::uint8_t> pack_figures(const std::vector<double>& values);
 std::vector<double> unpack_figures(const std::vector<std::uint8_t>& bytes);

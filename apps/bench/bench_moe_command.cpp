@@ -46,16 +46,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-enum class Turn : int { single, experts, exchange, stop };
+enum class MoeTurn : int { single, experts, exchange, stop };
 
-constexpr std::array<std::array<Turn, 2>, 2> turn_orders{{
-    {Turn::single, Turn::experts},
-    {Turn::experts, Turn::single},
+constexpr std::array<std::array<MoeTurn, 2>, 2> moe_turn_orders{{
+    {MoeTurn::single, MoeTurn::experts},
+    {MoeTurn::experts, MoeTurn::single},
 }};
 
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-struct Bench {
+struct MoeBench {
   const BenchMoeOptions& o;
   compute::GPTConfig cfg;
   std::vector<std::uint16_t> stream;
@@ -79,7 +77,7 @@ double worst_load(const std::vector<compute::GPTStage::MoERouting>& last_steps) 
 }
 
 // `steps` steps of one process from seed 1 at `aux_coef`; the load of its last quarter's steps.
-double balance_run(compute::Backend& backend, const Bench& b, double aux_coef) {
+double balance_run(compute::Backend& backend, const MoeBench& b, double aux_coef) {
   BenchTraining training(backend, b.cfg, b.o.batch, b.o.balance_steps, b.stream, {}, {}, {}, {aux_coef, b.o.z_coef});
   std::vector<compute::GPTStage::MoERouting> last;
   const int kept = std::max(1, b.o.balance_steps / 4);
@@ -90,16 +88,16 @@ double balance_run(compute::Backend& backend, const Bench& b, double aux_coef) {
   return worst_load(last);
 }
 
-std::vector<double> lead(Turns<Turn>& turns, compute::Backend& backend, const Bench& b) {
+std::vector<double> moe_lead(Turns<MoeTurn>& turns, compute::Backend& backend, const MoeBench& b) {
   std::vector<double> single;
   {
     BenchTraining alone(backend, b.cfg, b.o.batch, b.iterations() + 1, b.stream, {}, {}, {},
                         {b.o.aux_coef, b.o.z_coef});
     alone.timed_step();  // the first step allocates what the rank keeps
     turns.wait_for_followers();
-    turns.hand_out(Turn::exchange);  // nobody computes while the group exchanges
-    single =
-        turns.lead_rounds(turn_orders, b.iterations(), b.o.warmup, Turn::single, [&] { return alone.timed_step(); });
+    turns.hand_out(MoeTurn::exchange);  // nobody computes while the group exchanges
+    single = turns.lead_rounds(moe_turn_orders, b.iterations(), b.o.warmup, MoeTurn::single,
+                               [&] { return alone.timed_step(); });
   }
   single.push_back(balance_run(backend, b, b.o.aux_coef));
   single.push_back(balance_run(backend, b, 0.0));
@@ -108,8 +106,8 @@ std::vector<double> lead(Turns<Turn>& turns, compute::Backend& backend, const Be
 
 // What an expert-group rank reports: its step seconds (steps values), then the all-to-all's and the
 // all-reduce's median seconds.
-Expected<std::vector<double>> follow(comm::Engine& engine, Turns<Turn>& turns, compute::Backend& backend,
-                                     const Bench& b) {
+Expected<std::vector<double>> moe_follow(comm::Engine& engine, Turns<MoeTurn>& turns, compute::Backend& backend,
+                                         const MoeBench& b) {
   const int EP = b.o.shards, own = engine.rank();
   auto joined = BenchRank::join(engine, EP);
   if (!joined) return joined.error();
@@ -125,8 +123,8 @@ Expected<std::vector<double>> follow(comm::Engine& engine, Turns<Turn>& turns, c
   turns.finish();
 
   std::vector<double> seconds, a2a, all_reduce;
-  for (Turn turn = turns.next(own); turn != Turn::stop; turn = turns.next(own)) {
-    if (turn == Turn::exchange) {
+  for (MoeTurn turn = turns.next(own); turn != MoeTurn::stop; turn = turns.next(own)) {
+    if (turn == MoeTurn::exchange) {
       const std::size_t floats = b.exchange_floats();
       std::vector<float> send(floats, 1.0f), recv(floats);
       const std::vector<std::size_t> blocks(std::size_t(EP), floats / std::size_t(EP) * sizeof(float));
@@ -164,7 +162,7 @@ int run_bench_moe(const BenchMoeOptions& o) {
   if (preset->experts % o.shards != 0)
     return error_exit(ExitCode::bad_input, "bench moe --shards " + std::to_string(o.shards) + " does not divide " +
                                                o.model + "'s " + std::to_string(preset->experts) + " experts");
-  Bench b{o, *preset, {}};
+  MoeBench b{o, *preset, {}};
   b.stream = bench_tokens(b.cfg, std::size_t(b.cfg.block_size) * std::size_t(o.batch) * 64 + 1);
   const int EP = o.shards;
   const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
@@ -176,10 +174,10 @@ int run_bench_moe(const BenchMoeOptions& o) {
           ? (", oversubscribed: " + std::to_string(EP) + " shards on " + std::to_string(cores) + " cores").c_str()
           : "");
   std::fflush(stdout);
-  Turns<Turn> turns(EP);
+  Turns<MoeTurn> turns(EP);
   auto results = run_lead_and_followers(
-      EP, [&](compute::Backend& backend) { return lead(turns, backend, b); },
-      [&](comm::Engine& engine, compute::Backend& backend) { return follow(engine, turns, backend, b); });
+      EP, [&](compute::Backend& backend) { return moe_lead(turns, backend, b); },
+      [&](comm::Engine& engine, compute::Backend& backend) { return moe_follow(engine, turns, backend, b); });
   if (!results) return error_exit(ExitCode::failure, "bench moe: " + results.error().message);
   std::vector<std::vector<double>> shards;
   std::vector<double> single;

@@ -46,13 +46,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-enum class Turn : int { single, independent, tensor_parallel, stop };
+enum class TpTurn : int { single, independent, tensor_parallel, stop };
 
 // Iteration i runs the three turns in this order, so none always follows another.
-constexpr std::array<std::array<Turn, 3>, 3> turn_orders{{
-    {Turn::single, Turn::independent, Turn::tensor_parallel},
-    {Turn::independent, Turn::tensor_parallel, Turn::single},
-    {Turn::tensor_parallel, Turn::single, Turn::independent},
+constexpr std::array<std::array<TpTurn, 3>, 3> tp_turn_orders{{
+    {TpTurn::single, TpTurn::independent, TpTurn::tensor_parallel},
+    {TpTurn::independent, TpTurn::tensor_parallel, TpTurn::single},
+    {TpTurn::tensor_parallel, TpTurn::single, TpTurn::independent},
 }};
 
 const char* order_name(int iteration) {
@@ -82,8 +82,6 @@ Expected<StagePlan> plan_stage(const compute::GPTConfig& cfg) {
   return StagePlan{*schedule, check->peak_stashed.front(), *split};
 }
 
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
 // This process's parameters and AdamW moments, as the memory ledger counts their allocations.
 double held_bytes() {
   const compute::MemoryReport memory = compute::memory_ledger().report();
@@ -92,7 +90,7 @@ double held_bytes() {
 }
 
 // Rank `o.shards` is the reference and leads the turns; ranks below it are the shards.
-Expected<std::vector<double>> run_rank(comm::Engine& engine, Turns<Turn>& turns, const compute::GPTConfig& cfg,
+Expected<std::vector<double>> run_rank(comm::Engine& engine, Turns<TpTurn>& turns, const compute::GPTConfig& cfg,
                                        const BenchTpOptions& o, const StagePlan& plan,
                                        const std::vector<std::uint16_t>& stream) {
   const int own = engine.rank();
@@ -133,7 +131,7 @@ Expected<std::vector<double>> run_rank(comm::Engine& engine, Turns<Turn>& turns,
   std::vector<double> report;
   if (reference) {
     turns.wait_for_followers();  // all built: nobody computes while the reference is measured
-    report = turns.lead_rounds(turn_orders, o.warmup + o.steps, o.warmup, Turn::single, [&] {
+    report = turns.lead_rounds(tp_turn_orders, o.warmup + o.steps, o.warmup, TpTurn::single, [&] {
       const auto start = Clock::now();
       trainer->step();
       return seconds_since(start);
@@ -155,9 +153,9 @@ Expected<std::vector<double>> run_rank(comm::Engine& engine, Turns<Turn>& turns,
   std::array<std::vector<double>, shard_figures> figures;
   turns.finish();
   int taken = 0;
-  for (Turn turn = turns.next(own); turn != Turn::stop; turn = turns.next(own)) {
+  for (TpTurn turn = turns.next(own); turn != TpTurn::stop; turn = turns.next(own)) {
     const bool measured = taken++ >= 2 * o.warmup;
-    if (turn == Turn::independent) {
+    if (turn == TpTurn::independent) {
       const auto start = Clock::now();
       alone->step();
       if (measured) figures[independent_seconds].push_back(seconds_since(start));
@@ -199,8 +197,6 @@ double same_everywhere(const std::vector<std::vector<double>>& shards, ShardFigu
   return first;
 }
 
-double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
-
 }  // namespace
 
 int run_bench_tp(const BenchTpOptions& o) {
@@ -219,7 +215,7 @@ int run_bench_tp(const BenchTpOptions& o) {
               "/ (%d x 1 proc) within each iteration; tp wait = the shards' mean time waiting for their sums)\n",
               n, n, n, n, n);
   std::fflush(stdout);
-  Turns<Turn> turns(n);
+  Turns<TpTurn> turns(n);
   const std::vector<std::uint16_t> stream = bench_tokens(cfg, static_cast<std::size_t>(o.batch) * cfg.block_size * 4 + 1);
 
   auto results = comm::run_local_ranks(

@@ -138,8 +138,6 @@ Expected<std::vector<double>> run_rank(comm::Engine& engine, const compute::GPTC
   return seconds;
 }
 
-double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
-
 }  // namespace
 
 int run_bench_zero3(const BenchZero3Options& o) {

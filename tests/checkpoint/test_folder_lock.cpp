@@ -33,7 +33,7 @@ std::string read_text(const fs::path& path) {
 }  // namespace
 
 TEST_CASE("the lock file is one JSON line naming the holder's pid, host, start time and command", "[checkpoint]") {
-  test::TempDir dir;
+  troupe::test::TempDir dir;
   const fs::path folder = dir.path() / "new" / "ckpt";
   auto lock = FolderLock::take(folder);
   REQUIRE(lock.ok());
@@ -54,7 +54,7 @@ TEST_CASE("the lock file is one JSON line naming the holder's pid, host, start t
 
 TEST_CASE("a second taker is refused with the holder named, and takes the folder once it is released",
           "[checkpoint]") {
-  test::TempDir dir;
+  troupe::test::TempDir dir;
   auto first = FolderLock::take(dir.path());
   REQUIRE(first.ok());
   const auto second = FolderLock::take(dir.path());
@@ -71,7 +71,7 @@ TEST_CASE("a second taker is refused with the holder named, and takes the folder
 }
 
 TEST_CASE("a lock file nobody holds is a dead job's and is taken over, naming it", "[checkpoint]") {
-  test::TempDir dir;
+  troupe::test::TempDir dir;
   std::ofstream(lock_path(dir.path()))
       << R"({"command":"troupe train --checkpoint.dir x","host":"gone","pid":999999,"started":"2026-01-02T03:04:05Z"})"
       << "\n";
@@ -84,7 +84,7 @@ TEST_CASE("a lock file nobody holds is a dead job's and is taken over, naming it
 }
 
 TEST_CASE("a held lock file that names nobody yet is refused as in use", "[checkpoint]") {
-  test::TempDir dir;
+  troupe::test::TempDir dir;
   const int fd = ::open(lock_path(dir.path()).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   REQUIRE(fd >= 0);
   REQUIRE(::flock(fd, LOCK_EX | LOCK_NB) == 0);

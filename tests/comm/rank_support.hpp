@@ -1,6 +1,7 @@
 #pragma once
 // What the comm tests that run real ranks share: deterministic inputs that make summation
-// order visible, a hash of result bytes, packing a rank's report, and running ranks through
+// order visible, a hash of result bytes, packing a rank's report, the error of a wrong figure, and
+// running ranks through
 // the local bootstrap with every rank required to succeed.
 
 #include <catch2/catch.hpp>
@@ -18,6 +19,11 @@
 #include "support/scoped_env.hpp"
 
 namespace troupe::comm::test {
+
+// What a rank returns when a figure it checks is not the one it should be.
+inline Error wrong(const char* what, std::uint64_t got, std::uint64_t want) {
+  return Error{std::string(what) + ": got " + std::to_string(got) + ", want " + std::to_string(want)};
+}
 
 inline std::uint64_t mix(std::uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;

@@ -30,10 +30,6 @@ Status exchange_tokens(Engine& engine, std::size_t sent_bytes, std::size_t expec
   return received.get_future().get();
 }
 
-Error wrong(const char* what, std::uint64_t got, std::uint64_t want) {
-  return Error{std::string(what) + ": got " + std::to_string(got) + ", want " + std::to_string(want)};
-}
-
 }  // namespace
 
 TEST_CASE("token messages: a gibibyte's message crosses as its size, counted as a gibibyte", "[token]") {

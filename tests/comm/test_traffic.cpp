@@ -16,14 +16,6 @@ using troupe::Expected;
 using troupe::compute::DType;
 using troupe::compute::Tensor;
 
-namespace {
-
-Error wrong(const char* what, std::uint64_t got, std::uint64_t want) {
-  return Error{std::string(what) + ": got " + std::to_string(got) + ", want " + std::to_string(want)};
-}
-
-}  // namespace
-
 TEST_CASE("the engine counts each collective and point-to-point message by kind, bytes and time", "[traffic]") {
   run_ranks(2, [](Engine& engine) -> Expected<std::vector<std::uint8_t>> {
     auto comm = world(engine, CollectiveOptions{4096, 2});

@@ -20,22 +20,18 @@
 #include <string>
 #include <vector>
 
-#include "support/tensor_compare.hpp"
 #include "compute/cpu/cpu_backend.hpp"
 #include "compute/cpu/openblas_setup.hpp"
 #include "compute/cpu/vector_math.hpp"
+#include "support/random_tensor.hpp"
+#include "support/tensor_compare.hpp"
 
 using namespace troupe::compute;
 using troupe::test::bitwise_equal;
 
 namespace {
 
-Tensor random_tensor(Shape shape, std::mt19937& rng, double scale = 1.0, double mean = 0.0) {
-  Tensor t = Tensor::zeros(std::move(shape), DType::f64);
-  std::normal_distribution<double> dist(mean, scale);
-  for (std::int64_t i = 0; i < t.numel(); ++i) t.data_as<double>()[i] = dist(rng);
-  return t;
-}
+using troupe::test::normal_tensor;
 
 Tensor random_ids(Shape shape, std::mt19937& rng, int limit) {
   Tensor t = Tensor::zeros(std::move(shape), DType::i32);
@@ -213,8 +209,8 @@ TEST_CASE("layer forwards match direct float64 loops", "[kernels]") {
       int b, t, c, nh;
     };
     const Case s = GENERATE(Case{B, 67, C, NH}, Case{B, 5, C, NH}, Case{1, 1100, 32, 2});
-    const Tensor qkv = random_tensor({s.b, s.t, 3 * s.c}, rng);
-    const Tensor dout = random_tensor({s.b, s.t, s.c}, rng);
+    const Tensor qkv = normal_tensor({s.b, s.t, 3 * s.c}, rng);
+    const Tensor dout = normal_tensor({s.b, s.t, s.c}, rng);
     Tensor out = nans({s.b, s.t, s.c}, DType::f64);
     Tensor att = nans(backend.attention_state_shape(s.b, s.nh, s.t), DType::f64);
     backend.attention_forward(out, att, qkv, s.nh);
@@ -228,9 +224,9 @@ TEST_CASE("layer forwards match direct float64 loops", "[kernels]") {
     CHECK(max_abs_difference(dqkv, ref.dqkv) < 1e-10);
   }
   SECTION("matmul with and without bias") {
-    const Tensor inp = random_tensor({B, T, C}, rng);
-    const Tensor weight = random_tensor({OC, C}, rng);
-    const Tensor bias = random_tensor({OC}, rng);
+    const Tensor inp = normal_tensor({B, T, C}, rng);
+    const Tensor weight = normal_tensor({OC, C}, rng);
+    const Tensor bias = normal_tensor({OC}, rng);
     for (bool with_bias : {true, false}) {
       Tensor out = nans({B, T, OC}, DType::f64);
       backend.matmul_forward(out, inp, weight, with_bias ? bias : Tensor());
@@ -247,7 +243,7 @@ TEST_CASE("layer forwards match direct float64 loops", "[kernels]") {
 
       // The same product added onto a residual stream, fused and as the Backend's default (the
       // matmul into out, then the residual added in place), which other backends inherit.
-      const Tensor residual = random_tensor({B, T, OC}, rng);
+      const Tensor residual = normal_tensor({B, T, OC}, rng);
       for (std::size_t i = 0; i < expected.size(); ++i) expected[i] += residual.data_as<double>()[i];
       Tensor fused = nans({B, T, OC}, DType::f64), composed = nans({B, T, OC}, DType::f64);
       backend.matmul_residual_forward(fused, inp, weight, with_bias ? bias : Tensor(), residual);
@@ -260,10 +256,10 @@ TEST_CASE("layer forwards match direct float64 loops", "[kernels]") {
       "matmul whose starting rows go out through streaming stores (2 MiB and more), 259 columns so rows start "
       "off every vector boundary") {
     constexpr int rows = 2048, width = 259, depth = 24;
-    const Tensor inp = random_tensor({rows, depth}, rng);
-    const Tensor weight = random_tensor({width, depth}, rng);
-    const Tensor bias = random_tensor({width}, rng);
-    const Tensor residual = random_tensor({rows, width}, rng);
+    const Tensor inp = normal_tensor({rows, depth}, rng);
+    const Tensor weight = normal_tensor({width, depth}, rng);
+    const Tensor bias = normal_tensor({width}, rng);
+    const Tensor residual = normal_tensor({rows, width}, rng);
     for (const DType dtype : {DType::f64, DType::f32}) {
       for (const bool with_residual : {false, true}) {
         for (const bool with_bias : {false, true}) {
@@ -289,9 +285,9 @@ TEST_CASE("layer forwards match direct float64 loops", "[kernels]") {
     }
   }
   SECTION("layernorm, eps 1e-5 and biased variance") {
-    const Tensor inp = random_tensor({B, T, C}, rng, 3.0, 2.0);
-    const Tensor weight = random_tensor({C}, rng);
-    const Tensor bias = random_tensor({C}, rng);
+    const Tensor inp = normal_tensor({B, T, C}, rng, 3.0, 2.0);
+    const Tensor weight = normal_tensor({C}, rng);
+    const Tensor bias = normal_tensor({C}, rng);
     Tensor out = nans({B, T, C}, DType::f64);
     Tensor mean = nans({B, T}, DType::f64);
     Tensor rstd = nans({B, T}, DType::f64);
@@ -315,8 +311,8 @@ TEST_CASE("layer forwards match direct float64 loops", "[kernels]") {
   }
   SECTION("encoder") {
     const Tensor tokens = random_ids({B, T}, rng, Vp);
-    const Tensor wte = random_tensor({Vp, C}, rng);
-    const Tensor wpe = random_tensor({T + 3, C}, rng);
+    const Tensor wte = normal_tensor({Vp, C}, rng);
+    const Tensor wpe = normal_tensor({T + 3, C}, rng);
     Tensor out = nans({B, T, C}, DType::f64);
     backend.encoder_forward(out, tokens, wte, wpe);
     std::vector<double> expected(static_cast<std::size_t>(B) * T * C);
@@ -332,7 +328,7 @@ TEST_CASE("layer forwards match direct float64 loops", "[kernels]") {
     CHECK(max_abs_difference(out, expected) == 0.0);
   }
   SECTION("crossentropy") {
-    const Tensor logits = random_tensor({B, T, Vp}, rng, 3.0);
+    const Tensor logits = normal_tensor({B, T, Vp}, rng, 3.0);
     const Tensor targets = random_ids({B, T}, rng, V);
     Tensor losses = nans({B, T}, DType::f64);
     Tensor probs = nans({B, T, Vp}, DType::f64);
@@ -358,8 +354,8 @@ TEST_CASE("f32 kernels agree with f64 kernels", "[kernels]") {
 
   SECTION("encoder") {
     const Tensor tokens = random_ids({B, T}, rng, Vp);
-    const Tensor wte = random_tensor({Vp, C}, rng), wpe = random_tensor({T, C}, rng),
-                 dout = random_tensor({B, T, C}, rng);
+    const Tensor wte = normal_tensor({Vp, C}, rng), wpe = normal_tensor({T, C}, rng),
+                 dout = normal_tensor({B, T, C}, rng);
     check_f32_matches_f64(
         [&](DType dt) {
           Tensor out = Tensor::zeros({B, T, C}, dt), dwte = Tensor::zeros({Vp, C}, dt),
@@ -371,8 +367,8 @@ TEST_CASE("f32 kernels agree with f64 kernels", "[kernels]") {
         tol);
   }
   SECTION("layernorm") {
-    const Tensor inp = random_tensor({B, T, C}, rng, 3.0, 1.0), weight = random_tensor({C}, rng, 0.2, 1.0),
-                 bias = random_tensor({C}, rng), dout = random_tensor({B, T, C}, rng);
+    const Tensor inp = normal_tensor({B, T, C}, rng, 3.0, 1.0), weight = normal_tensor({C}, rng, 0.2, 1.0),
+                 bias = normal_tensor({C}, rng), dout = normal_tensor({B, T, C}, rng);
     check_f32_matches_f64(
         [&](DType dt) {
           Tensor out = Tensor::zeros({B, T, C}, dt), mean = Tensor::zeros({B, T}, dt), rstd = Tensor::zeros({B, T}, dt);
@@ -387,8 +383,8 @@ TEST_CASE("f32 kernels agree with f64 kernels", "[kernels]") {
   }
   SECTION("matmul") {
     constexpr int OC = 4 * C;
-    const Tensor inp = random_tensor({B, T, C}, rng), weight = random_tensor({OC, C}, rng, 0.1),
-                 bias = random_tensor({OC}, rng), dout = random_tensor({B, T, OC}, rng);
+    const Tensor inp = normal_tensor({B, T, C}, rng), weight = normal_tensor({OC, C}, rng, 0.1),
+                 bias = normal_tensor({OC}, rng), dout = normal_tensor({B, T, OC}, rng);
     check_f32_matches_f64(
         [&](DType dt) {
           Tensor out = Tensor::zeros({B, T, OC}, dt), dinp = Tensor::zeros({B, T, C}, dt);
@@ -408,7 +404,7 @@ TEST_CASE("f32 kernels agree with f64 kernels", "[kernels]") {
       int b, t, c, nh;
     };
     const Shape4 s = GENERATE(Shape4{B, T, C, NH}, Shape4{2, 256, 384, 6}, Shape4{1, 1100, 40, 2});
-    const Tensor qkv = random_tensor({s.b, s.t, 3 * s.c}, rng), dout = random_tensor({s.b, s.t, s.c}, rng);
+    const Tensor qkv = normal_tensor({s.b, s.t, 3 * s.c}, rng), dout = normal_tensor({s.b, s.t, s.c}, rng);
     check_f32_matches_f64(
         [&](DType dt) {
           Tensor out = Tensor::zeros({s.b, s.t, s.c}, dt);
@@ -422,8 +418,8 @@ TEST_CASE("f32 kernels agree with f64 kernels", "[kernels]") {
         tol);
   }
   SECTION("gelu and residual") {
-    const Tensor inp = random_tensor({B, T, 4 * C}, rng, 3.0), other = random_tensor({B, T, 4 * C}, rng),
-                 dout = random_tensor({B, T, 4 * C}, rng);
+    const Tensor inp = normal_tensor({B, T, 4 * C}, rng, 3.0), other = normal_tensor({B, T, 4 * C}, rng),
+                 dout = normal_tensor({B, T, 4 * C}, rng);
     check_f32_matches_f64(
         [&](DType dt) {
           Tensor out = Tensor::zeros(inp.shape(), dt), dinp = Tensor::zeros(inp.shape(), dt),
@@ -437,7 +433,7 @@ TEST_CASE("f32 kernels agree with f64 kernels", "[kernels]") {
         tol);
   }
   SECTION("crossentropy") {
-    const Tensor logits = random_tensor({B, T, Vp}, rng, 3.0);
+    const Tensor logits = normal_tensor({B, T, Vp}, rng, 3.0);
     const Tensor targets = random_ids({B, T}, rng, V);
     check_f32_matches_f64(
         [&](DType dt) {
@@ -452,7 +448,7 @@ TEST_CASE("f32 kernels agree with f64 kernels", "[kernels]") {
   }
   SECTION("adamw, sum of squares and scale") {
     constexpr int n = 1000;
-    const Tensor param = random_tensor({n}, rng), grad = random_tensor({n}, rng, 0.1);
+    const Tensor param = normal_tensor({n}, rng), grad = normal_tensor({n}, rng, 0.1);
     check_f32_matches_f64(
         [&](DType dt) {
           Tensor p = as(param, dt), m = Tensor::zeros({n}, dt), v = Tensor::zeros({n}, dt), g = as(grad, dt);
@@ -477,7 +473,7 @@ TEST_CASE("attention output and state of a row ignore every later position", "[k
   std::mt19937 rng(23);
   const DType dtype = GENERATE(DType::f32, DType::f64);
   constexpr int B = 2, T = 67, C = 96, NH = 3, kept = 40;
-  Tensor qkv = as(random_tensor({B, T, 3 * C}, rng, 2.0), dtype);
+  Tensor qkv = as(normal_tensor({B, T, 3 * C}, rng, 2.0), dtype);
   auto run = [&] {
     Tensor out = nans({B, T, C}, dtype);
     Tensor att = nans(backend.attention_state_shape(B, NH, T), dtype);
@@ -485,7 +481,7 @@ TEST_CASE("attention output and state of a row ignore every later position", "[k
     return std::pair{out, att};
   };
   const auto [out, att] = run();
-  const Tensor changed = as(random_tensor({B, T, 3 * C}, rng, 2.0), dtype);
+  const Tensor changed = as(normal_tensor({B, T, 3 * C}, rng, 2.0), dtype);
   for (int b = 0; b < B; ++b) {
     for (std::int64_t i = (static_cast<std::int64_t>(b) * T + kept) * 3 * C; i < (b + 1) * T * 3 * C; ++i) {
       if (dtype == DType::f32) {
@@ -517,7 +513,7 @@ TEST_CASE("crossentropy leaves the padded vocabulary columns at exactly zero", "
   CpuBackend backend(1);
   std::mt19937 rng(24);
   constexpr int B = 3, T = 7, V = 50, Vp = 64;
-  const Tensor logits = as(random_tensor({B, T, Vp}, rng, 4.0), DType::f32);
+  const Tensor logits = as(normal_tensor({B, T, Vp}, rng, 4.0), DType::f32);
   const Tensor targets = random_ids({B, T}, rng, V);
   Tensor losses = nans({B, T}, DType::f32);
   Tensor probs = nans({B, T, Vp}, DType::f32);
@@ -661,15 +657,15 @@ struct ChainInputs {
     std::mt19937 rng(seed);
     tokens = random_ids({B, T}, rng, V);
     targets = random_ids({B, T}, rng, V);
-    wte = as(random_tensor({Vp, C}, rng), DType::f32);
-    wpe = as(random_tensor({T, C}, rng), DType::f32);
-    lnw = as(random_tensor({C}, rng, 0.1, 1.0), DType::f32);
-    lnb = as(random_tensor({C}, rng), DType::f32);
-    w_qkv = as(random_tensor({3 * C, C}, rng, 0.2), DType::f32);
-    b_qkv = as(random_tensor({3 * C}, rng), DType::f32);
-    w_head = as(random_tensor({Vp, C}, rng, 0.2), DType::f32);
-    w_proj = as(random_tensor({C, C}, rng, 0.2), DType::f32);
-    b_proj = as(random_tensor({C}, rng), DType::f32);
+    wte = as(normal_tensor({Vp, C}, rng), DType::f32);
+    wpe = as(normal_tensor({T, C}, rng), DType::f32);
+    lnw = as(normal_tensor({C}, rng, 0.1, 1.0), DType::f32);
+    lnb = as(normal_tensor({C}, rng), DType::f32);
+    w_qkv = as(normal_tensor({3 * C, C}, rng, 0.2), DType::f32);
+    b_qkv = as(normal_tensor({3 * C}, rng), DType::f32);
+    w_head = as(normal_tensor({Vp, C}, rng, 0.2), DType::f32);
+    w_proj = as(normal_tensor({C, C}, rng, 0.2), DType::f32);
+    b_proj = as(normal_tensor({C}, rng), DType::f32);
   }
 };
 
@@ -768,8 +764,8 @@ TEST_CASE("fill_zero of a large slice zeroes exactly its elements", "[kernels]")
 TEST_CASE("gelu's backward with the bias gradient writes what gelu_backward then bias_backward write",
           "[kernels]") {
   std::mt19937 rng(28);
-  const Tensor inp = random_tensor({67, 259}, rng, 3.0), dout = random_tensor({67, 259}, rng);
-  const Tensor bias_grad = random_tensor({259}, rng);
+  const Tensor inp = normal_tensor({67, 259}, rng, 3.0), dout = normal_tensor({67, 259}, rng);
+  const Tensor bias_grad = normal_tensor({259}, rng);
   for (const DType dtype : {DType::f32, DType::f64}) {
     for (const int threads : {1, 2, 3}) {
       CpuBackend backend(threads);
@@ -794,8 +790,8 @@ TEST_CASE("gelu's backward with the bias gradient writes what gelu_backward then
 // The model's backward writes d(fch) over d(GELU output) (gpt_stage.cpp).
 TEST_CASE("gelu's backward in place writes what it writes into another buffer", "[kernels]") {
   std::mt19937 rng(27);
-  const Tensor inp = as(random_tensor({3, 67, 96}, rng, 3.0), DType::f32);
-  const Tensor dout = as(random_tensor({3, 67, 96}, rng), DType::f32);
+  const Tensor inp = as(normal_tensor({3, 67, 96}, rng, 3.0), DType::f32);
+  const Tensor dout = as(normal_tensor({3, 67, 96}, rng), DType::f32);
   for (const int threads : {1, 2}) {
     CpuBackend backend(threads);
     Tensor apart = Tensor::zeros(inp.shape(), DType::f32), in_place = Tensor::zeros(inp.shape(), DType::f32);
@@ -814,7 +810,7 @@ namespace {
 // another order, and its threads' split moves which rows are edges.
 bool products_independent_of_threads(const ChainInputs& in, int threads) {
   std::mt19937 rng(30);
-  const Tensor inp = as(random_tensor({in.B, in.T, in.C}, rng), DType::f32);
+  const Tensor inp = as(normal_tensor({in.B, in.T, in.C}, rng), DType::f32);
   auto products = [&](CpuBackend& backend) {
     Tensor out = Tensor::zeros({in.B, in.T, 3 * in.C}, DType::f32), dinp = Tensor::zeros(inp.shape(), DType::f32);
     Tensor dweight = Tensor::zeros(in.w_qkv.shape(), DType::f32), dbias = Tensor::zeros({3 * in.C}, DType::f32);

@@ -19,6 +19,7 @@
 
 #include "compute/cpu/cpu_backend.hpp"
 #include "support/finite_difference.hpp"
+#include "support/random_tensor.hpp"
 
 using namespace troupe::compute;
 using troupe::test::central_difference;
@@ -26,6 +27,8 @@ using troupe::test::GradientTolerance;
 using troupe::test::rounding_unit;
 
 namespace {
+
+using troupe::test::normal_tensor;
 
 // h = 1e-4 keeps the fourth-order truncation (h^4 times a fifth derivative of these smooth,
 // O(1)-scaled layers) under the rounding unit ulp(S)/h, S the loss's magnitude (below), which is
@@ -43,14 +46,6 @@ constexpr double rtol = 1e-9;
 // Small shapes: B=2 sequences of T=5 positions, C=8 channels in NH=2 heads, vocabulary V=7
 // padded to Vp=8, positions table for maxT=6.
 constexpr int B = 2, T = 5, C = 8, NH = 2, V = 7, Vp = 8, max_T = 6;
-
-Tensor random_tensor(Shape shape, std::mt19937& rng, double scale = 1.0, double mean = 0.0) {
-  Tensor t = Tensor::zeros(std::move(shape), DType::f64);
-  std::normal_distribution<double> dist(mean, scale);
-  double* p = t.data_as<double>();
-  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = dist(rng);
-  return t;
-}
 
 Tensor nan_tensor(Shape shape) {
   Tensor t = Tensor::zeros(std::move(shape), DType::f64);
@@ -159,9 +154,9 @@ TEST_CASE("encoder backward matches finite differences", "[gradcheck]") {
   std::mt19937 rng(11);
   // Token 1 appears three times and token 2 twice: their wte rows must sum every occurrence.
   const Tensor tokens = ids_tensor({B, T}, {1, 3, 1, 0, 6, 2, 2, 7, 1, 5});
-  Tensor wte = random_tensor({Vp, C}, rng);
-  Tensor wpe = random_tensor({max_T, C}, rng);
-  const Tensor R = random_tensor({B, T, C}, rng);
+  Tensor wte = normal_tensor({Vp, C}, rng);
+  Tensor wpe = normal_tensor({max_T, C}, rng);
+  const Tensor R = normal_tensor({B, T, C}, rng);
   Tensor out = Tensor::zeros({B, T, C}, DType::f64);
   auto loss = [&] {
     backend.encoder_forward(out, tokens, wte, wpe);
@@ -177,10 +172,10 @@ TEST_CASE("encoder backward matches finite differences", "[gradcheck]") {
 TEST_CASE("layernorm backward matches finite differences", "[gradcheck]") {
   CpuBackend backend(1);
   std::mt19937 rng(12);
-  Tensor inp = random_tensor({B, T, C}, rng, 2.0, 0.5);
-  Tensor weight = random_tensor({C}, rng, 0.3, 1.0);
-  Tensor bias = random_tensor({C}, rng, 0.3);
-  const Tensor R = random_tensor({B, T, C}, rng);
+  Tensor inp = normal_tensor({B, T, C}, rng, 2.0, 0.5);
+  Tensor weight = normal_tensor({C}, rng, 0.3, 1.0);
+  Tensor bias = normal_tensor({C}, rng, 0.3);
+  const Tensor R = normal_tensor({B, T, C}, rng);
   Tensor out = Tensor::zeros({B, T, C}, DType::f64);
   Tensor mean = Tensor::zeros({B, T}, DType::f64);
   Tensor rstd = Tensor::zeros({B, T}, DType::f64);
@@ -204,10 +199,10 @@ TEST_CASE("matmul backward matches finite differences, with and without bias", "
   constexpr int OC = 12;
   const bool with_bias = GENERATE(true, false);
   const std::string layer = with_bias ? "matmul+bias" : "matmul";
-  Tensor inp = random_tensor({B, T, C}, rng);
-  Tensor weight = random_tensor({OC, C}, rng, 0.5);
-  Tensor bias = with_bias ? random_tensor({OC}, rng) : Tensor();
-  const Tensor R = random_tensor({B, T, OC}, rng);
+  Tensor inp = normal_tensor({B, T, C}, rng);
+  Tensor weight = normal_tensor({OC, C}, rng, 0.5);
+  Tensor bias = with_bias ? normal_tensor({OC}, rng) : Tensor();
+  const Tensor R = normal_tensor({B, T, OC}, rng);
   Tensor out = Tensor::zeros({B, T, OC}, DType::f64);
   auto loss = [&] {
     backend.matmul_forward(out, inp, weight, bias);
@@ -232,8 +227,8 @@ TEST_CASE("attention backward matches finite differences", "[gradcheck]") {
   };
   const Case shape = GENERATE(Case{B, T}, Case{1, 67});
   const std::string layer = "attention T=" + std::to_string(shape.t);
-  Tensor qkv = random_tensor({shape.b, shape.t, 3 * C}, rng);
-  const Tensor R = random_tensor({shape.b, shape.t, C}, rng);
+  Tensor qkv = normal_tensor({shape.b, shape.t, 3 * C}, rng);
+  const Tensor R = normal_tensor({shape.b, shape.t, C}, rng);
   Tensor out = Tensor::zeros({shape.b, shape.t, C}, DType::f64);
   Tensor att = Tensor::zeros(backend.attention_state_shape(shape.b, NH, shape.t), DType::f64);
   auto loss = [&] {
@@ -250,8 +245,8 @@ TEST_CASE("attention backward matches finite differences", "[gradcheck]") {
 TEST_CASE("gelu backward matches finite differences", "[gradcheck]") {
   CpuBackend backend(1);
   std::mt19937 rng(15);
-  Tensor inp = random_tensor({B, T, 4 * C}, rng, 2.0);
-  const Tensor R = random_tensor({B, T, 4 * C}, rng);
+  Tensor inp = normal_tensor({B, T, 4 * C}, rng, 2.0);
+  const Tensor R = normal_tensor({B, T, 4 * C}, rng);
   Tensor out = Tensor::zeros(inp.shape(), DType::f64);
   auto loss = [&] {
     backend.gelu_forward(out, inp);
@@ -267,9 +262,9 @@ TEST_CASE("residual forward passes dout to both inputs", "[gradcheck]") {
   // is checked is that the forward is the sum, whose gradient for each input is dout = R.
   CpuBackend backend(1);
   std::mt19937 rng(16);
-  Tensor a = random_tensor({B, T, C}, rng);
-  Tensor b = random_tensor({B, T, C}, rng);
-  const Tensor R = random_tensor({B, T, C}, rng);
+  Tensor a = normal_tensor({B, T, C}, rng);
+  Tensor b = normal_tensor({B, T, C}, rng);
+  const Tensor R = normal_tensor({B, T, C}, rng);
   Tensor out = Tensor::zeros({B, T, C}, DType::f64);
   auto loss = [&] {
     backend.residual_forward(out, a, b);
@@ -282,7 +277,7 @@ TEST_CASE("residual forward passes dout to both inputs", "[gradcheck]") {
 TEST_CASE("crossentropy backward matches finite differences", "[gradcheck]") {
   CpuBackend backend(1);
   std::mt19937 rng(17);
-  Tensor logits = random_tensor({B, T, Vp}, rng, 2.0);
+  Tensor logits = normal_tensor({B, T, Vp}, rng, 2.0);
   const Tensor targets = ids_tensor({B, T}, {0, 6, 3, 3, 1, 5, 2, 6, 4, 0});
   // backward takes one dloss for every position, so the weights of L = sum(losses * w) are equal.
   const float dloss = 0.37f;
@@ -313,9 +308,9 @@ TEST_CASE("backward accumulates parameter gradients and overwrites activation gr
   constexpr int OC = 12;
 
   SECTION("matmul: dweight and dbias +=, dinp =") {
-    const Tensor inp = random_tensor({B, T, C}, rng);
-    const Tensor weight = random_tensor({OC, C}, rng);
-    const Tensor dout = random_tensor({B, T, OC}, rng);
+    const Tensor inp = normal_tensor({B, T, C}, rng);
+    const Tensor weight = normal_tensor({OC, C}, rng);
+    const Tensor dout = normal_tensor({B, T, OC}, rng);
     Tensor dinp = nan_tensor(inp.shape());
     Tensor dweight = Tensor::zeros(weight.shape(), DType::f64);
     Tensor dbias = Tensor::zeros({OC}, DType::f64);
@@ -327,16 +322,16 @@ TEST_CASE("backward accumulates parameter gradients and overwrites activation gr
     check_close("matmul dbias after two calls", dbias, scaled(dbias1, 2));
   }
   SECTION("layernorm: dinp, dweight and dbias +=") {
-    const Tensor inp = random_tensor({B, T, C}, rng);
-    const Tensor weight = random_tensor({C}, rng, 0.3, 1.0);
-    const Tensor bias = random_tensor({C}, rng);
-    const Tensor dout = random_tensor({B, T, C}, rng);
+    const Tensor inp = normal_tensor({B, T, C}, rng);
+    const Tensor weight = normal_tensor({C}, rng, 0.3, 1.0);
+    const Tensor bias = normal_tensor({C}, rng);
+    const Tensor dout = normal_tensor({B, T, C}, rng);
     Tensor out = Tensor::zeros(inp.shape(), DType::f64);
     Tensor mean = Tensor::zeros({B, T}, DType::f64);
     Tensor rstd = Tensor::zeros({B, T}, DType::f64);
     backend.layernorm_forward(out, mean, rstd, inp, weight, bias);
     // dinp starts with a residual gradient already in it, as it does in the model.
-    const Tensor residual = random_tensor(inp.shape(), rng);
+    const Tensor residual = normal_tensor(inp.shape(), rng);
     Tensor dinp = copy_of(residual);
     Tensor dweight = Tensor::zeros({C}, DType::f64);
     Tensor dbias = Tensor::zeros({C}, DType::f64);
@@ -353,7 +348,7 @@ TEST_CASE("backward accumulates parameter gradients and overwrites activation gr
   }
   SECTION("encoder: dwte and dwpe +=") {
     const Tensor tokens = ids_tensor({B, T}, {1, 3, 1, 0, 6, 2, 2, 7, 1, 5});
-    const Tensor dout = random_tensor({B, T, C}, rng);
+    const Tensor dout = normal_tensor({B, T, C}, rng);
     Tensor dwte = Tensor::zeros({Vp, C}, DType::f64);
     Tensor dwpe = Tensor::zeros({max_T, C}, DType::f64);
     backend.encoder_backward(dwte, dwpe, dout, tokens);
@@ -363,8 +358,8 @@ TEST_CASE("backward accumulates parameter gradients and overwrites activation gr
     check_close("encoder dwpe after two calls", dwpe, scaled(dwpe1, 2));
   }
   SECTION("attention, gelu and crossentropy: activation gradients =") {
-    const Tensor qkv = random_tensor({B, T, 3 * C}, rng);
-    const Tensor dout = random_tensor({B, T, C}, rng);
+    const Tensor qkv = normal_tensor({B, T, 3 * C}, rng);
+    const Tensor dout = normal_tensor({B, T, C}, rng);
     Tensor out = Tensor::zeros({B, T, C}, DType::f64);
     Tensor att = Tensor::zeros(backend.attention_state_shape(B, NH, T), DType::f64);
     backend.attention_forward(out, att, qkv, NH);
@@ -375,14 +370,14 @@ TEST_CASE("backward accumulates parameter gradients and overwrites activation gr
     backend.attention_backward(dqkv, datt, dout, qkv, att, NH);
     check_close("attention dqkv after two calls", dqkv, dqkv1);
 
-    const Tensor inp = random_tensor({B, T, C}, rng);
+    const Tensor inp = normal_tensor({B, T, C}, rng);
     Tensor dinp = nan_tensor(inp.shape());
     backend.gelu_backward(dinp, inp, dout);
     const Tensor dinp1 = copy_of(dinp);
     backend.gelu_backward(dinp, inp, dout);
     check_close("gelu dinp after two calls", dinp, dinp1);
 
-    const Tensor logits = random_tensor({B, T, Vp}, rng);
+    const Tensor logits = normal_tensor({B, T, Vp}, rng);
     const Tensor targets = ids_tensor({B, T}, {0, 6, 3, 3, 1, 5, 2, 6, 4, 0});
     Tensor losses = Tensor::zeros({B, T}, DType::f64);
     Tensor probs = Tensor::zeros({B, T, Vp}, DType::f64);

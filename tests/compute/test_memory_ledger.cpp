@@ -22,7 +22,7 @@ std::int64_t bytes_of(MemoryKind kind) { return static_cast<std::int64_t>(memory
 // A tensor's counted size: its bytes rounded up to the 64-byte alignment zeros() allocates.
 std::int64_t counted(const Tensor& t) { return static_cast<std::int64_t>((t.nbytes() + 63) / 64 * 64); }
 
-const GPTConfig model{4, 64, 4, 64, 256, 256};
+const GPTConfig ledger_model{4, 64, 4, 64, 256, 256};
 
 }  // namespace
 
@@ -64,7 +64,8 @@ TEST_CASE("a stage and its AdamW count the bytes of their tensors, by kind", "[m
   const MemoryReport before = memory_ledger().report();
   for (Recompute recompute : {Recompute::none, Recompute::selective, Recompute::full}) {
     INFO("recompute " << static_cast<int>(recompute));
-    auto stage = std::make_unique<GPTStage>(model, backend, 1, 4, DType::f32, recompute);  // a last stage: wte copy
+    auto stage =
+        std::make_unique<GPTStage>(ledger_model, backend, 1, 4, DType::f32, recompute);  // a last stage: wte copy
     stage->init_parameters(7);
     stage->reserve(2, 32, 3);
     auto optimizer = std::make_unique<AdamW>(backend, stage->views(), stage->num_params(), DType::f32, AdamWOptions{},

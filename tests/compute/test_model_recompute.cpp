@@ -10,34 +10,24 @@
 #include <memory>
 #include <vector>
 
-#include "support/tensor_compare.hpp"
 #include "compute/cpu/cpu_backend.hpp"
 #include "compute/model/gpt.hpp"
 #include "compute/model/gpt_stage.hpp"
 #include "compute/model/recompute.hpp"
 #include "compute/model/stage_split.hpp"
 #include "compute/random.hpp"
+#include "support/micro_batch.hpp"
+#include "support/tensor_compare.hpp"
 
 using namespace troupe::compute;
 using troupe::test::bitwise_equal;
 using troupe::test::host_copy;
+using troupe::test::micro_batch;
+using troupe::test::MicroBatch;
 
 namespace {
 
 const GPTConfig kConfig{3, 32, 4, 16, 64, 64};
-
-struct MicroBatch {
-  Tensor tokens, targets;
-};
-
-MicroBatch micro_batch(int B, int T, std::uint64_t seed) {
-  MicroBatch mb{Tensor::zeros({B, T}, DType::i32), Tensor::zeros({B, T}, DType::i32)};
-  for (int i = 0; i < B * T; ++i) {
-    mb.tokens.data_as<std::int32_t>()[i] = static_cast<std::int32_t>(hash_combine(seed, i) % kConfig.vocab_size);
-    mb.targets.data_as<std::int32_t>()[i] = static_cast<std::int32_t>(hash_combine(seed + 1, i) % kConfig.vocab_size);
-  }
-  return mb;
-}
 
 // What a chain of `stages` stages computes for two micro-batches run as 1F1B runs them (both
 // forwards, then both backwards, so the slots share the recompute scratch in between): the
@@ -48,7 +38,7 @@ struct ChainResult {
 };
 
 ChainResult run_chain(Backend& backend, int stages, DType dtype, Recompute recompute) {
-  const MicroBatch mbs[2] = {micro_batch(2, 16, 7), micro_batch(3, 12, 8)};
+  const MicroBatch mbs[2] = {micro_batch(2, 16, kConfig.vocab_size, 7), micro_batch(3, 12, kConfig.vocab_size, 8)};
   auto split = split_layers(kConfig, stages);
   REQUIRE(split.ok());
   std::vector<std::unique_ptr<GPTStage>> chain;

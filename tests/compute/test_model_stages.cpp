@@ -14,11 +14,11 @@
 #include <memory>
 
 #include "compute/cpu/cpu_backend.hpp"
-#include "compute/micro_batches.hpp"
 #include "compute/model/gpt.hpp"
 #include "compute/model/gpt_stage.hpp"
 #include "compute/model/stage_split.hpp"
 #include "compute/random.hpp"
+#include "support/micro_batch.hpp"
 #include "support/tensor_compare.hpp"
 
 using namespace troupe::compute;

@@ -31,7 +31,7 @@ std::map<long, double> step_losses(const std::string& out) {
   return losses;
 }
 
-struct Run {
+struct BalanceRun {
   std::map<long, double> losses;
   double final_loss = 0, param_norm = 0;
   std::string out;
@@ -42,8 +42,8 @@ struct Run {
 const std::vector<std::string> accumulated{"--train.grad_accum", "4"};
 const std::vector<std::string> pipelined{"--train.grad_accum", "1", "--pipeline.microbatches", "4"};
 
-Run run_job(const TempDir& dir, std::vector<std::string> args,
-            const std::vector<std::string>& micro_batches = accumulated, long run_steps = steps) {
+BalanceRun run_job(const TempDir& dir, std::vector<std::string> args,
+                   const std::vector<std::string>& micro_batches = accumulated, long run_steps = steps) {
   args = with(std::move(args), tiny_steps(run_steps));
   args = with(std::move(args), {"--train.batch_size", "2", "--train.seq_len", "32", "--train.log_every", "1"});
   args = with(std::move(args), micro_batches);
@@ -63,7 +63,8 @@ struct Tolerance {
 constexpr Tolerance compressed_sums{troupe::compute::compressed_sums_param_norm_tolerance, 2e-4};
 
 // The uneven run against the even one: the same weights and printed losses within `tolerance`.
-void check_same_training(const Run& even, const Run& uneven, const std::string& what, Tolerance tolerance = {}) {
+void check_same_training(const BalanceRun& even, const BalanceRun& uneven, const std::string& what,
+                         Tolerance tolerance = {}) {
   INFO(what);
   std::printf("%s: param norm %.9g against the even split's %.9g, final loss %.4f against %.4f\n", what.c_str(),
               uneven.param_norm, even.param_norm, uneven.final_loss, even.final_loss);
@@ -85,7 +86,7 @@ const std::string slow_launcher =
     "wait $node";
 
 // The changes of a dynamic run over 2 replicas, each logged once by rank 0 with the times it read.
-int dynamic_changes(const Run& run) {
+int dynamic_changes(const BalanceRun& run) {
   const std::regex change(R"(balance dynamic: step (\d+): replica shares (\d+), (\d+) of 8 micro-batches \(times per )"
                           R"(micro-batch ([0-9.]+) s, ([0-9.]+) s\))");
   int changes = 0;
@@ -108,12 +109,12 @@ void check_compressed(const std::string& kind, const std::vector<std::string>& z
   const std::string hosts = dir.write("hosts", "localhost slots=1\nlocalhost slots=1\n");
   const std::string slow_hosts = dir.write("slow_hosts", "localhost slots=1\nslowhost slots=1\n");
   const std::vector<std::string> job{"launch", "--hostfile", hosts, "--comm.compress", kind};
-  const Run even = run_job(dir, job);
-  const Run fixed = run_job(dir, with(job, {"--train.balance", "static", "--train.replica_speeds", "1,0.33"}));
+  const BalanceRun even = run_job(dir, job);
+  const BalanceRun fixed = run_job(dir, with(job, {"--train.balance", "static", "--train.replica_speeds", "1,0.33"}));
   CHECK_THAT(fixed.out, Contains("balance static: replica shares 6, 2 of 8 micro-batches"));
   check_same_training(even, fixed, "dp 2, comm.compress " + kind + ", shares 6 + 2", compressed_sums);
   for (const std::string& zero : zero_stages) {
-    const Run moving =
+    const BalanceRun moving =
         run_job(dir, {"launch", "--hostfile", slow_hosts, "--launcher", slow_launcher, "--comm.compress", kind,
                       "--train.zero", zero, "--train.balance", "dynamic", "--train.balance_window", "2"});
     CHECK(dynamic_changes(moving) >= 1);
@@ -128,8 +129,8 @@ TEST_CASE("train.balance static over 2 and 3 processes of unequal speeds trains 
           "[dp][balance]") {
   TempDir dir;
   // dp 2, speeds from the key: 8 micro-batches a step as 6 + 2 instead of 4 + 4.
-  const Run even2 = run_job(dir, {"train", "--workers", "2"});
-  const Run uneven2 =
+  const BalanceRun even2 = run_job(dir, {"train", "--workers", "2"});
+  const BalanceRun uneven2 =
       run_job(dir, {"train", "--workers", "2", "--train.balance", "static", "--train.replica_speeds", "1,0.33"});
   CHECK_THAT(uneven2.out, Contains("balance static: replica shares 6, 2 of 8 micro-batches"));
   CHECK(occurrences(uneven2.out, "balance static: replica shares") == 1);
@@ -139,8 +140,8 @@ TEST_CASE("train.balance static over 2 and 3 processes of unequal speeds trains 
   // dp 3, speeds from the host file: 12 micro-batches as 6 + 4 + 2 instead of 4 + 4 + 4.
   const std::string hosts =
       dir.write("hosts", "localhost slots=1\nlocalhost slots=1 speed=0.5\nlocalhost slots=1 speed=0.25\n");
-  const Run even3 = run_job(dir, {"launch", "--hostfile", hosts});
-  const Run uneven3 = run_job(dir, {"launch", "--hostfile", hosts, "--train.balance", "static"});
+  const BalanceRun even3 = run_job(dir, {"launch", "--hostfile", hosts});
+  const BalanceRun uneven3 = run_job(dir, {"launch", "--hostfile", hosts, "--train.balance", "static"});
   CHECK_THAT(uneven3.out, Contains("balance static: replica shares 6, 4, 2 of 12 micro-batches"));
   check_same_training(even3, uneven3, "dp 3, shares 6 + 4 + 2");
 }
@@ -152,8 +153,8 @@ TEST_CASE("train.balance static over 2 replicas of 2 tensor shards each trains t
   // 8 micro-batches a step as 5 + 3 instead of 4 + 4.
   const std::string hosts = dir.write("hosts", "localhost slots=2\nlocalhost slots=2 speed=0.5\n");
   const std::vector<std::string> job{"launch", "--hostfile", hosts, "--tensor.shards", "2"};
-  const Run even = run_job(dir, job);
-  const Run uneven = run_job(dir, with(job, {"--train.balance", "static"}));
+  const BalanceRun even = run_job(dir, job);
+  const BalanceRun uneven = run_job(dir, with(job, {"--train.balance", "static"}));
   CHECK_THAT(uneven.out, Contains("balance static: replica shares 5, 3 of 8 micro-batches"));
   CHECK(occurrences(uneven.out, "balance static: replica shares") == 1);
   check_same_training(even, uneven, "dp 2 x tp 2, shares 5 + 3");
@@ -168,12 +169,12 @@ TEST_CASE(
   // starts from the declared 6 + 2 and, the replicas running alike, moves towards even.
   const std::string hosts = dir.write("hosts", "localhost slots=2\nlocalhost slots=2 speed=0.5\n");
   const std::vector<std::string> job{"launch", "--hostfile", hosts, "--context.shards", "2"};
-  const Run even = run_job(dir, job);
-  const Run fixed = run_job(dir, with(job, {"--train.balance", "static"}));
+  const BalanceRun even = run_job(dir, job);
+  const BalanceRun fixed = run_job(dir, with(job, {"--train.balance", "static"}));
   CHECK_THAT(fixed.out, Contains("balance static: replica shares 5, 3 of 8 micro-batches"));
   CHECK(occurrences(fixed.out, "balance static: replica shares") == 1);
   check_same_training(even, fixed, "dp 2 x cp 2, shares 5 + 3");
-  const Run moving = run_job(
+  const BalanceRun moving = run_job(
       dir, with(job, {"--train.balance", "dynamic", "--train.replica_speeds", "1,0.2", "--train.balance_window", "2"}));
   CHECK_THAT(moving.out, Contains("balance dynamic: replica shares 6, 2 of 8 micro-batches"));
   CHECK(dynamic_changes(moving) >= 1);
@@ -190,14 +191,15 @@ TEST_CASE(
   TempDir dir;
   const std::vector<std::string> job{
       "train", "--workers", "4", "--train.sync", "diloco", "--train.islands", "2", "--train.diloco_steps", "5"};
-  const Run even = run_job(dir, job);
+  const BalanceRun even = run_job(dir, job);
   // Island 0's 8 micro-batches as 6 + 2, island 1's as 5 + 3; rank 0 announces island 0's.
-  const Run fixed = run_job(dir, with(job, {"--train.balance", "static", "--train.replica_speeds", "1,0.33,1,0.5"}));
+  const BalanceRun fixed =
+      run_job(dir, with(job, {"--train.balance", "static", "--train.replica_speeds", "1,0.33,1,0.5"}));
   CHECK_THAT(fixed.out, Contains("balance static: replica shares 6, 2 of 8 micro-batches") &&
                             Contains("diloco: outer step 4 after step 20"));
   check_same_training(even, fixed, "2 islands of dp 2, shares 6 + 2 and 5 + 3");
-  const Run moving = run_job(dir, with(job, {"--train.balance", "dynamic", "--train.replica_speeds", "1,0.2,1,0.2",
-                                             "--train.balance_window", "2"}));
+  const BalanceRun moving = run_job(dir, with(job, {"--train.balance", "dynamic", "--train.replica_speeds",
+                                                    "1,0.2,1,0.2", "--train.balance_window", "2"}));
   CHECK_THAT(moving.out, Contains("balance dynamic: replica shares 6, 2 of 8 micro-batches"));
   CHECK(dynamic_changes(moving) >= 1);
   check_same_training(even, moving, "2 islands of dp 2, dynamic shares from 6 + 2");
@@ -213,8 +215,8 @@ TEST_CASE(
   for (const std::string schedule : {"1f1b", "gpipe"}) {
     const std::vector<std::string> job{"train", "--workers",           "4",     "--pipeline.stages",
                                        "2",     "--pipeline.schedule", schedule};
-    const Run even = run_job(dir, job, pipelined);
-    const Run uneven =
+    const BalanceRun even = run_job(dir, job, pipelined);
+    const BalanceRun uneven =
         run_job(dir, with(job, {"--train.balance", "static", "--train.replica_speeds", "1,0.33"}), pipelined);
     CHECK_THAT(uneven.out, Contains("balance static: replica shares 6, 2 of 8 micro-batches"));
     check_same_training(even, uneven, "dp 2 x pp 2 (" + schedule + "), shares 6 + 2");
@@ -227,18 +229,18 @@ TEST_CASE(
   TempDir dir;
   // Node 1 runs at half speed through its launcher; the host name is not local, so the launcher starts it.
   const std::string hosts = dir.write("hosts", "localhost slots=1\nslowhost slots=1\n");
-  const Run even = run_job(dir, {"launch", "--hostfile", hosts, "--launcher", slow_launcher});
-  const Run dynamic = run_job(dir, {"launch", "--hostfile", hosts, "--launcher", slow_launcher, "--train.balance",
-                                    "dynamic", "--train.balance_window", "2"});
+  const BalanceRun even = run_job(dir, {"launch", "--hostfile", hosts, "--launcher", slow_launcher});
+  const BalanceRun dynamic = run_job(dir, {"launch", "--hostfile", hosts, "--launcher", slow_launcher,
+                                           "--train.balance", "dynamic", "--train.balance_window", "2"});
   CHECK_THAT(dynamic.out, Contains("balance dynamic: replica shares 4, 4 of 8 micro-batches"));
   CHECK(dynamic_changes(dynamic) >= 1);
   check_same_training(even, dynamic, "dp 2, dynamic shares, node 1 at half speed");
 
   // dp 3, the last node slowed: 12 micro-batches move between three replicas.
   const std::string hosts3 = dir.write("hosts3", "localhost slots=1\nlocalhost slots=1\nslowhost slots=1\n");
-  const Run even3 = run_job(dir, {"launch", "--hostfile", hosts3, "--launcher", slow_launcher});
-  const Run dynamic3 = run_job(dir, {"launch", "--hostfile", hosts3, "--launcher", slow_launcher, "--train.balance",
-                                     "dynamic", "--train.balance_window", "2"});
+  const BalanceRun even3 = run_job(dir, {"launch", "--hostfile", hosts3, "--launcher", slow_launcher});
+  const BalanceRun dynamic3 = run_job(dir, {"launch", "--hostfile", hosts3, "--launcher", slow_launcher,
+                                            "--train.balance", "dynamic", "--train.balance_window", "2"});
   CHECK_THAT(dynamic3.out, Contains("balance dynamic: replica shares 4, 4, 4 of 12 micro-batches"));
   CHECK(occurrences(dynamic3.out, " of 12 micro-batches (times per micro-batch ") >= 1);
   check_same_training(even3, dynamic3, "dp 3, dynamic shares, node 2 at half speed");
@@ -259,8 +261,8 @@ TEST_CASE(
       {{"train", "--workers", "4", "--pipeline.stages", "2", "--pipeline.schedule", "gpipe"}, &pipelined},
       {{"train", "--workers", "4", "--tensor.shards", "2"}, &accumulated}};
   for (const auto& [job, micro_batches] : layouts) {
-    const Run even = run_job(dir, job, *micro_batches);
-    const Run moving = run_job(dir, with(job, dynamic), *micro_batches);
+    const BalanceRun even = run_job(dir, job, *micro_batches);
+    const BalanceRun moving = run_job(dir, with(job, dynamic), *micro_batches);
     CHECK_THAT(moving.out, Contains("balance dynamic: replica shares 6, 2 of 8 micro-batches"));
     CHECK(dynamic_changes(moving) >= 1);
     check_same_training(even, moving, job[4] + " " + job.back() + ", dynamic shares from 6 + 2");
@@ -269,8 +271,8 @@ TEST_CASE(
   // goes back to the first shares and measures anew, and the weights stay the even split's.
   const std::string hosts = dir.write("hosts", "localhost slots=2\nthrowhost slots=2\n");
   const std::vector<std::string> pipeline{"launch", "--hostfile", hosts, "--pipeline.stages", "2"};
-  const Run even = run_job(dir, with(pipeline, {"--launcher", ": {host}; eval exec {command}"}), pipelined);
-  const Run recovered = run_job(
+  const BalanceRun even = run_job(dir, with(pipeline, {"--launcher", ": {host}; eval exec {command}"}), pipelined);
+  const BalanceRun recovered = run_job(
       dir,
       with(pipeline, with(dynamic, {"--launcher", ": {host}; export TROUPE_DRILL_THROW_AT=3:10; eval exec {command}",
                                     "--fault.heartbeat_timeout", "60"})),
@@ -289,17 +291,17 @@ TEST_CASE(
     "[dp][cp][diloco][balance][zero3]") {
   TempDir dir;
   const std::vector<std::string> zero3{"--train.zero", "3"};
-  const Run even2 = run_job(dir, with({"train", "--workers", "2"}, zero3));
-  const Run fixed2 = run_job(
+  const BalanceRun even2 = run_job(dir, with({"train", "--workers", "2"}, zero3));
+  const BalanceRun fixed2 = run_job(
       dir, with({"train", "--workers", "2", "--train.balance", "static", "--train.replica_speeds", "1,0.33"}, zero3));
   CHECK_THAT(fixed2.out, Contains("balance static: replica shares 6, 2 of 8 micro-batches"));
   check_same_training(even2, fixed2, "ZeRO-3, dp 2, shares 6 + 2");
 
   // Node 1 at half speed: dynamic moves micro-batches to node 0 from even shares.
   const std::string slow = dir.write("slow_hosts", "localhost slots=1\nslowhost slots=1\n");
-  const Run moving2 = run_job(dir, with({"launch", "--hostfile", slow, "--launcher", slow_launcher, "--train.balance",
-                                         "dynamic", "--train.balance_window", "2"},
-                                        zero3));
+  const BalanceRun moving2 = run_job(dir, with({"launch", "--hostfile", slow, "--launcher", slow_launcher,
+                                                "--train.balance", "dynamic", "--train.balance_window", "2"},
+                                               zero3));
   CHECK_THAT(moving2.out, Contains("balance dynamic: replica shares 4, 4 of 8 micro-batches"));
   CHECK(dynamic_changes(moving2) >= 1);
   // Node 0 waits for node 1's pieces of every unit in its passes; its speed leaves the waits out, so
@@ -310,8 +312,8 @@ TEST_CASE(
   CHECK(std::stoi(first[1].str()) > std::stoi(first[2].str()));
   check_same_training(even2, moving2, "ZeRO-3, dp 2, dynamic shares, node 1 at half speed");
 
-  const Run even3 = run_job(dir, with({"train", "--workers", "3"}, zero3));
-  const Run fixed3 = run_job(
+  const BalanceRun even3 = run_job(dir, with({"train", "--workers", "3"}, zero3));
+  const BalanceRun fixed3 = run_job(
       dir,
       with({"train", "--workers", "3", "--train.balance", "static", "--train.replica_speeds", "1,0.5,0.25"}, zero3));
   CHECK_THAT(fixed3.out, Contains("balance static: replica shares 6, 4, 2 of 12 micro-batches"));
@@ -319,9 +321,9 @@ TEST_CASE(
 
   // Both context shards of a replica run its share as one batch, each its rows of it.
   const std::vector<std::string> context{"train", "--workers", "4", "--context.shards", "2", "--train.zero", "3"};
-  const Run even_cp = run_job(dir, context);
-  const Run moving_cp = run_job(dir, with(context, {"--train.balance", "dynamic", "--train.replica_speeds", "1,0.2",
-                                                    "--train.balance_window", "2"}));
+  const BalanceRun even_cp = run_job(dir, context);
+  const BalanceRun moving_cp = run_job(dir, with(context, {"--train.balance", "dynamic", "--train.replica_speeds",
+                                                           "1,0.2", "--train.balance_window", "2"}));
   CHECK_THAT(moving_cp.out, Contains("balance dynamic: replica shares 6, 2 of 8 micro-batches"));
   check_same_training(even_cp, moving_cp, "ZeRO-3, dp 2 x cp 2, dynamic shares from 6 + 2");
 
@@ -329,8 +331,8 @@ TEST_CASE(
   const std::vector<std::string> islands{"train",  "--workers",       "4", "--train.sync",
                                          "diloco", "--train.islands", "2", "--train.diloco_steps",
                                          "5",      "--train.zero",    "3"};
-  const Run even_islands = run_job(dir, islands);
-  const Run fixed_islands =
+  const BalanceRun even_islands = run_job(dir, islands);
+  const BalanceRun fixed_islands =
       run_job(dir, with(islands, {"--train.balance", "static", "--train.replica_speeds", "1,0.33,1,0.5"}));
   CHECK_THAT(fixed_islands.out, Contains("balance static: replica shares 6, 2 of 8 micro-batches"));
   check_same_training(even_islands, fixed_islands, "ZeRO-3, 2 islands of dp 2, shares 6 + 2 and 5 + 3");
@@ -352,20 +354,20 @@ TEST_CASE(
        {std::vector<std::string>{"--pipeline.schedule", "1f1b"},
         std::vector<std::string>{"--pipeline.schedule", "zb-v", "--pipeline.virtual_stages", "2"}}) {
     const std::vector<std::string> job = with(stages, schedule);
-    const Run even = run_job(dir, job, pipelined);
-    const Run uneven = run_job(dir, with(job, fixed), pipelined);
+    const BalanceRun even = run_job(dir, job, pipelined);
+    const BalanceRun uneven = run_job(dir, with(job, fixed), pipelined);
     CHECK_THAT(uneven.out, Contains("balance static: replica shares 6, 2 of 8 micro-batches"));
     check_same_training(even, uneven, "ZeRO-3, dp 2 x pp 2 (" + schedule[1] + "), shares 6 + 2");
-    const Run dynamic = run_job(dir, with(job, moving), pipelined);
+    const BalanceRun dynamic = run_job(dir, with(job, moving), pipelined);
     CHECK(dynamic_changes(dynamic) >= 1);
     check_same_training(even, dynamic, "ZeRO-3, dp 2 x pp 2 (" + schedule[1] + "), dynamic shares from 6 + 2");
   }
   const std::vector<std::string> shards{"train", "--workers", "4", "--tensor.shards", "2", "--train.zero", "3"};
-  const Run even = run_job(dir, shards);
-  const Run uneven = run_job(dir, with(shards, fixed));
+  const BalanceRun even = run_job(dir, shards);
+  const BalanceRun uneven = run_job(dir, with(shards, fixed));
   CHECK_THAT(uneven.out, Contains("balance static: replica shares 6, 2 of 8 micro-batches"));
   check_same_training(even, uneven, "ZeRO-3, dp 2 x tp 2, shares 6 + 2");
-  const Run dynamic = run_job(dir, with(shards, moving));
+  const BalanceRun dynamic = run_job(dir, with(shards, moving));
   CHECK(dynamic_changes(dynamic) >= 1);
   check_same_training(even, dynamic, "ZeRO-3, dp 2 x tp 2, dynamic shares from 6 + 2");
 }
@@ -390,9 +392,9 @@ TEST_CASE(
   // Node 1 at half speed; its worker throws in step 10, as troupe drill kill-worker makes it, and is
   // respawned in its process with its state from rank 0.
   const std::string hosts = dir.write("hosts", "localhost slots=1\nslowhost slots=1\n");
-  const Run even =
+  const BalanceRun even =
       run_job(dir, {"launch", "--hostfile", dir.write("even_hosts", "localhost slots=1\nlocalhost slots=1\n")});
-  const Run dynamic =
+  const BalanceRun dynamic =
       run_job(dir, {"launch", "--hostfile", hosts, "--launcher", "export TROUPE_DRILL_THROW_AT=1:10; " + slow_launcher,
                     "--train.balance", "dynamic", "--train.balance_window", "2", "--fault.heartbeat_timeout", "60"});
   CHECK_THAT(dynamic.out, Contains("drill: injected failure in the worker of rank 1 at step 10"));
@@ -416,7 +418,7 @@ TEST_CASE(
   // Steps of tiny take tens of milliseconds: with 20 the survivor could reach the job's last step
   // before the shell's rejoin, which the job then refuses ("the job is in its last step").
   const long grow_steps = 40;
-  const Run even = run_job(dir, {"train", "--workers", "2"}, accumulated, grow_steps);
+  const BalanceRun even = run_job(dir, {"train", "--workers", "2"}, accumulated, grow_steps);
   // troupe drill grow: node 1 drained after step 5 (the job restarts as one replica of all 8
   // micro-batches), two steps without it, then the shell's rejoin grows the job in place.
   auto grown = [&](const std::string& name, const std::vector<std::string>& balance) {
@@ -440,10 +442,10 @@ TEST_CASE(
     CHECK_THAT(r.out, Contains("verdict: PASS"));
     const std::string log = file_text(folder / "drilled.log");
     CHECK_THAT(log, !Contains("restarting every node with the nodes the job went on without"));
-    return Run{step_losses(log), number_after(log, "final train loss"), number_after(log, "param norm"), log,
-               grow_steps};
+    return BalanceRun{step_losses(log), number_after(log, "final train loss"), number_after(log, "param norm"), log,
+                      grow_steps};
   };
-  const Run fixed = grown("static", {"--train.balance", "static", "--train.replica_speeds", "1,0.33"});
+  const BalanceRun fixed = grown("static", {"--train.balance", "static", "--train.replica_speeds", "1,0.33"});
   // Split by the speeds before the drain, all 8 on the one replica left, and by them again once grown.
   const std::string split = "balance static: replica shares 6, 2 of 8 micro-batches";
   CHECK(occurrences(fixed.out, split) == 2);
@@ -451,7 +453,7 @@ TEST_CASE(
   check_same_training(even, fixed, "dp 2 drained to 1 and grown back in place, static shares 6 + 2");
 
   // Dynamic: the survivor measured its speed while alone; the grown replica starts at its mean.
-  const Run moving = grown("dynamic", {"--train.balance", "dynamic", "--train.balance_window", "2"});
+  const BalanceRun moving = grown("dynamic", {"--train.balance", "dynamic", "--train.balance_window", "2"});
   CHECK_THAT(moving.out, Contains("balance dynamic: replica shares 8 of 8 micro-batches") &&
                              Contains("replica shares 4, 4 of 8 micro-batches after a recovery (the survivors' "
                                       "measured speeds, a new replica at their mean)"));

@@ -43,15 +43,15 @@ namespace {
 // parameter norms within 2e-7 for bf16 and 1e-8 for PowerSGD after 20 steps).
 constexpr double compressed_tolerance = 1e-5;
 
-struct Layout {
+struct ContextLayout {
   std::string name;
   std::vector<std::string> args;
 };
 
-void check_layouts(const std::vector<Layout>& layouts) {
+void check_layouts(const std::vector<ContextLayout>& layouts) {
   TempDir dir;
   const Run one = run_tiny(dir, "one", {"--train.batch_size", "4"});
-  for (const Layout& l : layouts) {
+  for (const ContextLayout& l : layouts) {
     check_same_steps(run_tiny(dir, "run", l.args), one, l.name);
   }
 }
@@ -159,8 +159,9 @@ TEST_CASE("a checkpoint of 2 context shards is written once and resumes on 1 ran
   CHECK(files == std::vector<std::string>{"manifest.json", "rank-00000.safetensors"});
 
   // The same global batch of 4 sequences per step.
-  for (const Layout& l : {Layout{"1 rank", {"--train.batch_size", "4"}},
-                          Layout{"cp 4", {"--workers", "4", "--context.shards", "4", "--train.batch_size", "4"}}}) {
+  for (const ContextLayout& l :
+       {ContextLayout{"1 rank", {"--train.batch_size", "4"}},
+        ContextLayout{"cp 4", {"--workers", "4", "--context.shards", "4", "--train.batch_size", "4"}}}) {
     INFO(l.name);
     const fs::path copy = dir.path() / ("copy" + std::to_string(l.args.size()));
     fs::copy(saved, copy, fs::copy_options::recursive);

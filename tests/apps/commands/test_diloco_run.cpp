@@ -32,13 +32,13 @@ using namespace troupe::test;
 
 namespace {
 
-constexpr long kSteps = 4;
+constexpr long kDilocoSteps = 4;
 
-// tiny, kSteps steps of batch 4 × seq 64 on one thread, no validation before the end, no sample.
+// tiny, kDilocoSteps steps of batch 4 × seq 64 on one thread, no validation before the end, no sample.
 // `streaming`: more [train] lines (fragments, overlap, precision).
 std::string job_file(const TempDir& dir, long every, double lr, double momentum, const std::string& streaming = "") {
   return dir.write("job-" + std::to_string(every) + std::to_string(streaming.size()) + ".toml",
-                   "[model]\npreset = \"tiny\"\n[train]\nsteps = " + std::to_string(kSteps) +
+                   "[model]\npreset = \"tiny\"\n[train]\nsteps = " + std::to_string(kDilocoSteps) +
                        "\nbatch_size = 4\nseq_len = 64\nthreads = 1\nval_every = 0\nval_batches = 1\n"
                        "sync = \"diloco\"\nislands = 2\ndiloco_steps = " +
                        std::to_string(every) + "\nouter_lr = " + std::to_string(lr) +
@@ -55,15 +55,15 @@ std::vector<float> two_processes(const TempDir& dir, const std::string& file, co
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("2 island(s) of 1"));
   CHECK_THAT(r.out, Catch::Contains("diloco: outer step 1"));
-  return final_parameters(dir.path() / name, kSteps);
+  return final_parameters(dir.path() / name, kDilocoSteps);
 }
 
 }  // namespace
 
 // Checks the real run's weights equal the simulation's (simulate above) bit for bit and differ
 // from the start.
-void check_equals_simulation(const std::string& file, const std::vector<float>& real, long syncs, long steps = kSteps,
-                             const compute::IslandsPresent& present = {}) {
+void check_equals_simulation(const std::string& file, const std::vector<float>& real, long syncs,
+                             long steps = kDilocoSteps, const compute::IslandsPresent& present = {}) {
   const Simulated simulated = simulate(file, steps, present);
   REQUIRE(real.size() == simulated.weights.size());
   CHECK(std::memcmp(real.data(), simulated.weights.data(), real.size() * sizeof(float)) == 0);
@@ -72,7 +72,7 @@ void check_equals_simulation(const std::string& file, const std::vector<float>& 
 }
 
 // The trace of the streaming run below (docs/formats/chrome-trace.md, "What DiLoCo records"): on
-// each rank's two tracks its kSteps steps, and its three fragment syncs where the schedule puts
+// each rank's two tracks its kDilocoSteps steps, and its three fragment syncs where the schedule puts
 // them — fragment 1 from after step 2 to after step 3 (the step it overlapped inside the span),
 // then both fragments after the last step.
 void check_trace(const std::string& path) {
@@ -119,7 +119,7 @@ TEST_CASE("diloco: two islands on two processes end with the one-process simulat
           "[diloco]") {
   TempDir dir;
   const std::string file = job_file(dir, 2, 0.7, 0.9);
-  check_equals_simulation(file, two_processes(dir, file, "two-islands"), kSteps / 2);
+  check_equals_simulation(file, two_processes(dir, file, "two-islands"), kDilocoSteps / 2);
 }
 
 TEST_CASE("diloco: two fragments, one step of overlap, bf16 pseudo-gradients: the real run equals the simulation",
@@ -140,7 +140,7 @@ TEST_CASE("diloco: int8 pseudo-gradients, gathered and added in island order: th
   TempDir dir;
   const std::string file = job_file(dir, 2, 0.7, 0.9, "diloco_precision = \"int8\"\n");
   const std::vector<float> real = two_processes(dir, file, "int8");
-  check_equals_simulation(file, real, kSteps / 2);
+  check_equals_simulation(file, real, kDilocoSteps / 2);
 }
 
 TEST_CASE("diloco: H 1 with outer SGD of lr 1 and no momentum averages the islands' weights every step", "[diloco]") {
@@ -150,7 +150,7 @@ TEST_CASE("diloco: H 1 with outer SGD of lr 1 and no momentum averages the islan
   // The islands' trainers, their weights averaged after every step by hand.
   Simulation sim(file);
   const std::int64_t n = sim.models[0]->params().numel();
-  for (long s = 0; s < kSteps; ++s) {
+  for (long s = 0; s < kDilocoSteps; ++s) {
     for (auto& trainer : sim.trainers) trainer->step();
     float* a = sim.models[0]->params().data_as<float>();
     float* b = sim.models[1]->params().data_as<float>();
@@ -223,8 +223,8 @@ TEST_CASE(
            stages),
       std::chrono::seconds(180));
   REQUIRE(consecutive.exit_code == 0);
-  const std::vector<float> a = final_parameters(dir.path() / "placed", kSteps);
-  const std::vector<float> b = final_parameters(dir.path() / "consecutive", kSteps);
+  const std::vector<float> a = final_parameters(dir.path() / "placed", kDilocoSteps);
+  const std::vector<float> b = final_parameters(dir.path() / "consecutive", kDilocoSteps);
   REQUIRE(a.size() == b.size());
   CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 

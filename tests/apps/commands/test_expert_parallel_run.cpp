@@ -39,7 +39,7 @@ using namespace troupe::test;
 
 namespace {
 
-constexpr int kSteps = 4;
+constexpr int kExpertSteps = 4;
 
 std::vector<std::string> moe_steps(int steps) {
   return {"--model.preset",     "moe-tiny", "--train.steps",    std::to_string(steps), "--train.batch_size", "2",
@@ -83,7 +83,7 @@ void check_late_start_is_plain(const TempDir& dir, const std::vector<std::string
                                const char* kind, int workers) {
   const std::string late =
       train(dir, with(args, {"--comm.compress", kind, "--comm.compress_start_step", "6"}), workers);
-  CHECK(losses_of(late, kSteps) == losses_of(plain, kSteps));
+  CHECK(losses_of(late, kExpertSteps) == losses_of(plain, kExpertSteps));
   CHECK(param_norm_of(late) == param_norm_of(plain));
 }
 
@@ -91,15 +91,15 @@ void check_late_start_is_plain(const TempDir& dir, const std::vector<std::string
 
 TEST_CASE("two workers splitting moe-tiny's experts print the losses of two data-parallel workers", "[cli][moe]") {
   TempDir dir;
-  const std::vector<double> plain = losses_of(train(dir, moe_steps(kSteps)), kSteps);
-  const std::string out = train(dir, with(moe_steps(kSteps), {"--expert.shards", "2"}));
+  const std::vector<double> plain = losses_of(train(dir, moe_steps(kExpertSteps)), kExpertSteps);
+  const std::string out = train(dir, with(moe_steps(kExpertSteps), {"--expert.shards", "2"}));
   CHECK_THAT(out, Catch::Contains("2 rank(s) x batch 2 x seq 64 x accum 1, 2 expert shards of 2 experts each"));
-  const std::vector<double> sharded = losses_of(out, kSteps);
-  REQUIRE(plain.size() == kSteps);
-  REQUIRE(sharded.size() == kSteps);
+  const std::vector<double> sharded = losses_of(out, kExpertSteps);
+  REQUIRE(plain.size() == kExpertSteps);
+  REQUIRE(sharded.size() == kExpertSteps);
   // Printed to 4 decimals; the experts' products run over other row counts, so f32 rounding may
   // move the last digit.
-  for (int i = 0; i < kSteps; ++i) {
+  for (int i = 0; i < kExpertSteps; ++i) {
     INFO("step " << i + 1 << ": " << plain[i] << " against " << sharded[i]);
     CHECK(std::abs(plain[i] - sharded[i]) <= 2e-4);
   }
@@ -112,16 +112,18 @@ TEST_CASE(
   TempDir dir;
   const std::vector<std::string> fine = {"--model.expert_width", "128", "--model.top_k", "4"},
                                  saved = {"--checkpoint.every", "2", "--checkpoint.dir", (dir.path() / "ck").string()};
-  const std::string out = train(dir, with(with(moe_steps(kSteps), fine), {"--expert.shards", "2"}));
+  const std::string out = train(dir, with(with(moe_steps(kExpertSteps), fine), {"--expert.shards", "2"}));
   CHECK_THAT(out, Catch::Contains("experts: 4 in each of 2 MoE blocks (every 2), top-4, 128 wide"));
-  const std::vector<double> plain = losses_of(train(dir, with(with(moe_steps(kSteps), fine), saved)), kSteps),
-                            sharded = losses_of(out, kSteps);
-  REQUIRE(plain.size() == kSteps);
-  REQUIRE(sharded.size() == kSteps);
-  for (int i = 0; i < kSteps; ++i) CHECK(std::abs(plain[i] - sharded[i]) <= 2e-4);
+  const std::vector<double> plain =
+                                losses_of(train(dir, with(with(moe_steps(kExpertSteps), fine), saved)), kExpertSteps),
+                            sharded = losses_of(out, kExpertSteps);
+  REQUIRE(plain.size() == kExpertSteps);
+  REQUIRE(sharded.size() == kExpertSteps);
+  for (int i = 0; i < kExpertSteps; ++i) CHECK(std::abs(plain[i] - sharded[i]) <= 2e-4);
 
   std::vector<std::string> wide = {"train", "--workers", "1"};
-  for (const auto& a : with(with(moe_steps(kSteps + 2), saved), {"--model.top_k", "4", "--resume"})) wide.push_back(a);
+  for (const auto& a : with(with(moe_steps(kExpertSteps + 2), saved), {"--model.top_k", "4", "--resume"}))
+    wide.push_back(a);
   const ProcessResult r = run_troupe(dir, wide, std::chrono::seconds(60));
   CHECK(r.exit_code != 0);
   CHECK_THAT(r.err, Catch::Contains("checkpoint was written for expert_width 128, this model has 512"));
@@ -129,14 +131,14 @@ TEST_CASE(
 
 TEST_CASE("four workers in expert groups of 2 and of 4 print the losses of four data-parallel workers", "[cli][moe]") {
   TempDir dir;
-  const std::vector<double> plain = losses_of(train(dir, moe_steps(kSteps), 4), kSteps);
-  REQUIRE(plain.size() == kSteps);
+  const std::vector<double> plain = losses_of(train(dir, moe_steps(kExpertSteps), 4), kExpertSteps);
+  REQUIRE(plain.size() == kExpertSteps);
   for (const char* shards : {"2", "4"}) {
     INFO(shards << " expert shards");
     const std::vector<double> sharded =
-        losses_of(train(dir, with(moe_steps(kSteps), {"--expert.shards", shards}), 4), kSteps);
-    REQUIRE(sharded.size() == kSteps);
-    for (int i = 0; i < kSteps; ++i) CHECK(std::abs(plain[i] - sharded[i]) <= 2e-4);
+        losses_of(train(dir, with(moe_steps(kExpertSteps), {"--expert.shards", shards}), 4), kExpertSteps);
+    REQUIRE(sharded.size() == kExpertSteps);
+    for (int i = 0; i < kExpertSteps; ++i) CHECK(std::abs(plain[i] - sharded[i]) <= 2e-4);
   }
 }
 
@@ -178,19 +180,19 @@ TEST_CASE(
     "and 2, print one process's losses and param norm; the interleaved ZeRO-2 checkpoint resumes in one process",
     "[cli][moe][pipeline]") {
   TempDir dir;
-  const std::string alone = train(dir, with(moe_steps(kSteps), {"--train.grad_accum", "8"}), 1);
-  const std::vector<double> one = losses_of(alone, kSteps);
-  REQUIRE(one.size() == kSteps);
+  const std::string alone = train(dir, with(moe_steps(kExpertSteps), {"--train.grad_accum", "8"}), 1);
+  const std::vector<double> one = losses_of(alone, kExpertSteps);
+  REQUIRE(one.size() == kExpertSteps);
   for (const std::vector<std::string>& layout :
        {std::vector<std::string>{"--train.zero", "3"},
         {"--expert.shards", "2", "--pipeline.schedule", "gpipe"},
         {"--expert.shards", "2", "--pipeline.schedule", "interleaved", "--pipeline.virtual_stages", "2"},
         {"--expert.shards", "2", "--train.zero", "1"}}) {
-    const std::string out = train(dir, with(with(moe_steps(kSteps), {"--pipeline.stages", "2"}), layout), 4);
+    const std::string out = train(dir, with(with(moe_steps(kExpertSteps), {"--pipeline.stages", "2"}), layout), 4);
     INFO(layout[0] << " " << layout[1] << " " << layout.back());
-    const std::vector<double> grid = losses_of(out, kSteps);
-    REQUIRE(grid.size() == kSteps);
-    for (int i = 0; i < kSteps; ++i) CHECK(std::abs(one[i] - grid[i]) <= 2e-4);
+    const std::vector<double> grid = losses_of(out, kExpertSteps);
+    REQUIRE(grid.size() == kExpertSteps);
+    for (int i = 0; i < kExpertSteps; ++i) CHECK(std::abs(one[i] - grid[i]) <= 2e-4);
     CHECK(std::abs(param_norm_of(out) - param_norm_of(alone)) <= 1e-6 * param_norm_of(alone));
   }
   // ZeRO 2, interleaved: each replica writes its segments of the moments of both its chunks (each a
@@ -200,19 +202,19 @@ TEST_CASE(
   const std::vector<std::string> saved = {"--checkpoint.every", "2", "--checkpoint.dir", (dir.path() / "ck").string()};
   const std::string out =
       train(dir,
-            with(with(moe_steps(kSteps), {"--pipeline.stages", "2", "--expert.shards", "2", "--pipeline.schedule",
-                                          "interleaved", "--pipeline.virtual_stages", "2", "--train.zero", "2"}),
+            with(with(moe_steps(kExpertSteps), {"--pipeline.stages", "2", "--expert.shards", "2", "--pipeline.schedule",
+                                                "interleaved", "--pipeline.virtual_stages", "2", "--train.zero", "2"}),
                  saved),
             4);
-  const std::vector<double> grid = losses_of(out, kSteps);
-  REQUIRE(grid.size() == kSteps);
-  for (int i = 0; i < kSteps; ++i) CHECK(std::abs(one[i] - grid[i]) <= 2e-4);
+  const std::vector<double> grid = losses_of(out, kExpertSteps);
+  REQUIRE(grid.size() == kExpertSteps);
+  for (int i = 0; i < kExpertSteps; ++i) CHECK(std::abs(one[i] - grid[i]) <= 2e-4);
   CHECK(std::abs(param_norm_of(out) - param_norm_of(alone)) <= 1e-6 * param_norm_of(alone));
   std::filesystem::remove_all(dir.path() / "ck" / "step-0000004");
   const std::string resumed =
-      train(dir, with(with(moe_steps(kSteps), saved), {"--train.grad_accum", "8", "--resume"}), 1);
+      train(dir, with(with(moe_steps(kExpertSteps), saved), {"--train.grad_accum", "8", "--resume"}), 1);
   CHECK_THAT(resumed, Catch::Contains("resumed from"));
-  const std::vector<double> rest = losses_of(resumed, kSteps);
+  const std::vector<double> rest = losses_of(resumed, kExpertSteps);
   REQUIRE(rest.size() == 2);
   for (int i = 0; i < 2; ++i) CHECK(std::abs(rest[static_cast<std::size_t>(i)] - one[2 + i]) <= 2e-4);
   CHECK(std::abs(param_norm_of(resumed) - param_norm_of(alone)) <= 1e-6 * param_norm_of(alone));
@@ -228,22 +230,22 @@ TEST_CASE(
   // Each replica runs 4 micro-batches a step: one process accumulates 4 per replica.
   for (const int replicas : {1, 2}) {
     const std::string alone =
-        train(dir, with(moe_steps(kSteps), {"--train.grad_accum", std::to_string(4 * replicas)}), 1);
-    const std::vector<double> one = losses_of(alone, kSteps);
-    REQUIRE(one.size() == kSteps);
+        train(dir, with(moe_steps(kExpertSteps), {"--train.grad_accum", std::to_string(4 * replicas)}), 1);
+    const std::vector<double> one = losses_of(alone, kExpertSteps);
+    REQUIRE(one.size() == kExpertSteps);
     std::vector<std::string> staged = {"--pipeline.stages", "2"};
     if (replicas == 2) staged = with(staged, {"--expert.shards", "2"});
     for (const std::vector<std::string>& schedule : {zb_h1, zb_v}) {
       INFO(replicas << " replicas, " << schedule[1]);
-      const std::string out = train(dir, with(with(moe_steps(kSteps), staged), schedule), 2 * replicas);
-      const std::vector<double> grid = losses_of(out, kSteps);
-      REQUIRE(grid.size() == kSteps);
-      for (int i = 0; i < kSteps; ++i) CHECK(std::abs(one[i] - grid[i]) <= 2e-4);
+      const std::string out = train(dir, with(with(moe_steps(kExpertSteps), staged), schedule), 2 * replicas);
+      const std::vector<double> grid = losses_of(out, kExpertSteps);
+      REQUIRE(grid.size() == kExpertSteps);
+      for (int i = 0; i < kExpertSteps; ++i) CHECK(std::abs(one[i] - grid[i]) <= 2e-4);
       CHECK(std::abs(param_norm_of(out) - param_norm_of(alone)) <= 1e-6 * param_norm_of(alone));
       std::printf(
           "moe-tiny %d steps, pp 2 x ep %d %s on %d workers: loss %.4f, param norm %.7f (one process: %.4f, "
           "%.7f)\n",
-          kSteps, replicas, schedule[1].c_str(), 2 * replicas, grid.back(), param_norm_of(out), one.back(),
+          kExpertSteps, replicas, schedule[1].c_str(), 2 * replicas, grid.back(), param_norm_of(out), one.back(),
           param_norm_of(alone));
     }
   }
@@ -254,13 +256,13 @@ TEST_CASE("a checkpoint written with expert shards resumes without them and prin
   TempDir dir;
   const std::vector<std::string> sharded = {"--expert.shards", "2"},
                                  saved = {"--checkpoint.every", "2", "--checkpoint.dir", (dir.path() / "ck").string()};
-  const std::vector<double> straight = losses_of(train(dir, with(moe_steps(kSteps), sharded)), kSteps);
-  REQUIRE(straight.size() == kSteps);
+  const std::vector<double> straight = losses_of(train(dir, with(moe_steps(kExpertSteps), sharded)), kExpertSteps);
+  REQUIRE(straight.size() == kExpertSteps);
   train(dir, with(with(moe_steps(2), sharded), saved));
-  const std::string again = train(dir, with(with(moe_steps(kSteps), saved), {"--resume"}));
+  const std::string again = train(dir, with(with(moe_steps(kExpertSteps), saved), {"--resume"}));
   CHECK_THAT(again, Catch::Contains("resumed from"));
-  const std::vector<double> resumed = losses_of(again, kSteps);
-  REQUIRE(resumed.size() == kSteps - 2);
+  const std::vector<double> resumed = losses_of(again, kExpertSteps);
+  REQUIRE(resumed.size() == kExpertSteps - 2);
   CHECK(std::abs(resumed.back() - straight.back()) <= 2e-4);
 }
 
@@ -293,7 +295,7 @@ void check_resume_chain(const TempDir& dir, int steps, const std::vector<std::st
 TEST_CASE("a checkpoint of expert groups of 2 resumes in groups of 4, and that one without expert shards",
           "[cli][moe][checkpoint]") {
   TempDir dir;
-  check_resume_chain(dir, kSteps, {"--expert.shards", "2"}, {"--expert.shards", "4"});
+  check_resume_chain(dir, kExpertSteps, {"--expert.shards", "2"}, {"--expert.shards", "4"});
 }
 
 TEST_CASE(
@@ -302,15 +304,15 @@ TEST_CASE(
     "[cli][moe][recovery]") {
   TempDir dir;
   const std::vector<std::string> sharded = {"--expert.shards", "2"};
-  const std::vector<double> straight = losses_of(train(dir, with(moe_steps(kSteps), sharded), 4), kSteps);
-  REQUIRE(straight.size() == kSteps);
+  const std::vector<double> straight = losses_of(train(dir, with(moe_steps(kExpertSteps), sharded), 4), kExpertSteps);
+  REQUIRE(straight.size() == kExpertSteps);
   // Rank 1 holds expert shard 1 of group {0, 1}; rank 3 holds the same experts in group {2, 3}.
   ScopedEnv thrown("TROUPE_DRILL_THROW_AT", "1:2");
-  const std::string out = train(dir, with(with(moe_steps(kSteps), sharded), {"--fault.recovery", "in_place"}), 4);
+  const std::string out = train(dir, with(with(moe_steps(kExpertSteps), sharded), {"--fault.recovery", "in_place"}), 4);
   CHECK_THAT(out, Catch::Contains("state given by rank 3 to rank 1"));
-  const std::vector<double> recovered = losses_of(out, kSteps);
-  REQUIRE(recovered.size() == kSteps);
-  for (int i = 0; i < kSteps; ++i) CHECK(std::abs(recovered[i] - straight[i]) <= 2e-4);
+  const std::vector<double> recovered = losses_of(out, kExpertSteps);
+  REQUIRE(recovered.size() == kExpertSteps);
+  for (int i = 0; i < kExpertSteps; ++i) CHECK(std::abs(recovered[i] - straight[i]) <= 2e-4);
 }
 
 // Each rank's dense moments are its segment over every rank, its experts' over the ranks holding
@@ -319,16 +321,16 @@ TEST_CASE("workers in expert groups under ZeRO 1 and 2 print ZeRO 0's losses and
   TempDir dir;
   for (int workers : {2, 4}) {
     INFO(workers << " workers in expert groups of 2");
-    const std::vector<std::string> sharded = with(moe_steps(kSteps), {"--expert.shards", "2"});
+    const std::vector<std::string> sharded = with(moe_steps(kExpertSteps), {"--expert.shards", "2"});
     const std::string plain = train(dir, sharded, workers);
-    const std::vector<double> losses = losses_of(plain, kSteps);
-    REQUIRE(losses.size() == kSteps);
+    const std::vector<double> losses = losses_of(plain, kExpertSteps);
+    REQUIRE(losses.size() == kExpertSteps);
     for (const char* zero : {"1", "2"}) {
       INFO("train.zero " << zero);
       const std::string out = train(dir, with(sharded, {"--train.zero", zero}), workers);
-      const std::vector<double> zeroed = losses_of(out, kSteps);
-      REQUIRE(zeroed.size() == kSteps);
-      for (int i = 0; i < kSteps; ++i) CHECK(std::abs(losses[i] - zeroed[i]) <= 2e-4);
+      const std::vector<double> zeroed = losses_of(out, kExpertSteps);
+      REQUIRE(zeroed.size() == kExpertSteps);
+      for (int i = 0; i < kExpertSteps; ++i) CHECK(std::abs(losses[i] - zeroed[i]) <= 2e-4);
       CHECK(std::abs(param_norm_of(out) - param_norm_of(plain)) <= 1e-5 * param_norm_of(plain));
     }
   }
@@ -346,13 +348,14 @@ TEST_CASE(
     const std::string ck = (dir.path() / ("ck" + std::to_string(workers))).string();
     const std::vector<std::string> saved = {"--checkpoint.every", "2", "--checkpoint.dir", ck};
     // One process sums as many micro-batches as there are workers.
-    const std::string alone = train(dir, with(moe_steps(kSteps), {"--train.grad_accum", std::to_string(workers)}), 1);
+    const std::string alone =
+        train(dir, with(moe_steps(kExpertSteps), {"--train.grad_accum", std::to_string(workers)}), 1);
     const std::string out =
-        train(dir, with(with(moe_steps(kSteps), {"--expert.shards", "2", "--train.zero", "3"}), saved), workers);
-    const std::vector<double> one = losses_of(alone, kSteps), zeroed = losses_of(out, kSteps);
-    REQUIRE(one.size() == kSteps);
-    REQUIRE(zeroed.size() == kSteps);
-    for (int i = 0; i < kSteps; ++i) {
+        train(dir, with(with(moe_steps(kExpertSteps), {"--expert.shards", "2", "--train.zero", "3"}), saved), workers);
+    const std::vector<double> one = losses_of(alone, kExpertSteps), zeroed = losses_of(out, kExpertSteps);
+    REQUIRE(one.size() == kExpertSteps);
+    REQUIRE(zeroed.size() == kExpertSteps);
+    for (int i = 0; i < kExpertSteps; ++i) {
       INFO("step " << i + 1 << ": " << one[i] << " against " << zeroed[i]);
       CHECK(std::abs(one[i] - zeroed[i]) <= 2e-4);
     }
@@ -360,15 +363,16 @@ TEST_CASE(
     std::printf(
         "moe-tiny %d steps, ep 2 under ZeRO-3 on %d workers: loss %.4f, param norm %.7f (one process: %.4f, "
         "%.7f)\n",
-        kSteps, workers, zeroed.back(), param_norm_of(out), one.back(), param_norm_of(alone));
+        kExpertSteps, workers, zeroed.back(), param_norm_of(out), one.back(), param_norm_of(alone));
     // Every rank wrote its segments of step 2: one process goes on from them.
     std::filesystem::remove_all(std::filesystem::path(ck) / "step-0000004");
     const std::string resumed = train(
-        dir, with(with(moe_steps(kSteps), saved), {"--train.grad_accum", std::to_string(workers), "--resume"}), 1);
+        dir, with(with(moe_steps(kExpertSteps), saved), {"--train.grad_accum", std::to_string(workers), "--resume"}),
+        1);
     CHECK_THAT(resumed, Catch::Contains("resumed from"));
-    const std::vector<double> rest = losses_of(resumed, kSteps);
-    REQUIRE(rest.size() == kSteps - 2);
-    for (int i = 0; i < kSteps - 2; ++i) CHECK(std::abs(rest[static_cast<std::size_t>(i)] - one[2 + i]) <= 2e-4);
+    const std::vector<double> rest = losses_of(resumed, kExpertSteps);
+    REQUIRE(rest.size() == kExpertSteps - 2);
+    for (int i = 0; i < kExpertSteps - 2; ++i) CHECK(std::abs(rest[static_cast<std::size_t>(i)] - one[2 + i]) <= 2e-4);
     CHECK(std::abs(param_norm_of(resumed) - param_norm_of(alone)) <= 1e-5 * param_norm_of(alone));
   }
 }
@@ -378,7 +382,7 @@ TEST_CASE(
     "without expert shards",
     "[cli][moe][zero][checkpoint]") {
   TempDir dir;
-  check_resume_chain(dir, kSteps + 1, {"--expert.shards", "2", "--train.zero", "2"},
+  check_resume_chain(dir, kExpertSteps + 1, {"--expert.shards", "2", "--train.zero", "2"},
                      {"--expert.shards", "4", "--train.zero", "1"});
 }
 
@@ -390,14 +394,14 @@ TEST_CASE(
 TEST_CASE("workers in expert groups under bf16 and PowerSGD sums train as the same compression without expert shards",
           "[cli][moe][compression]") {
   TempDir dir;
-  const std::vector<std::string> sharded = with(moe_steps(kSteps), {"--expert.shards", "2"});
+  const std::vector<std::string> sharded = with(moe_steps(kExpertSteps), {"--expert.shards", "2"});
   const std::string plain = train(dir, sharded, 4);
   for (const char* kind : {"bf16", "powersgd"}) {
     INFO("comm.compress " << kind);
     check_late_start_is_plain(dir, sharded, plain, kind, 4);
     const std::vector<std::string> compressed = compressed_from_step_1(kind);
     const double with_experts = param_norm_of(train(dir, with(sharded, compressed), 4));
-    const double without = param_norm_of(train(dir, with(moe_steps(kSteps), compressed), 4));
+    const double without = param_norm_of(train(dir, with(moe_steps(kExpertSteps), compressed), 4));
     std::printf("%s: param norm %.7f with expert shards, %.7f without, %.7f plain\n", kind, with_experts, without,
                 param_norm_of(plain));
     // Under ZeRO (1 for PowerSGD, which ZeRO-2 does not take; 2 for bf16, its reduce-scatter on both groups).
@@ -425,7 +429,7 @@ TEST_CASE(
     "compression without expert shards, and the PowerSGD checkpoint resumes in its layout and without them",
     "[cli][moe][compression][pipeline]") {
   TempDir dir;
-  const std::vector<std::string> staged = with(moe_steps(kSteps), {"--pipeline.stages", "2"}),
+  const std::vector<std::string> staged = with(moe_steps(kExpertSteps), {"--pipeline.stages", "2"}),
                                  sharded = with(staged, {"--expert.shards", "2"});
   const std::string plain = train(dir, sharded, 8);
   for (const char* kind : {"bf16", "powersgd"}) {
@@ -504,16 +508,16 @@ TEST_CASE(
   const std::vector<std::string> compressed = {"--comm.compress", "powersgd"},
                                  sharded = {"--expert.shards", "2", "--comm.compress", "powersgd"},
                                  saved = {"--checkpoint.every", "1", "--checkpoint.dir", (dir.path() / "ck").string()};
-  const double straight = param_norm_of(train(dir, with(moe_steps(kSteps), sharded), 4));
+  const double straight = param_norm_of(train(dir, with(moe_steps(kExpertSteps), sharded), 4));
   train(dir, with(with(moe_steps(2), sharded), saved), 4);
   std::filesystem::copy(dir.path() / "ck", dir.path() / "ck-whole", std::filesystem::copy_options::recursive);
-  const std::string resumed = train(dir, with(with(with(moe_steps(kSteps), sharded), saved), {"--resume"}), 4);
+  const std::string resumed = train(dir, with(with(with(moe_steps(kExpertSteps), sharded), saved), {"--resume"}), 4);
   CHECK_THAT(resumed, Catch::Contains("resumed from"));
   CHECK(param_norm_of(resumed) == straight);
-  const std::string whole = train(
-      dir,
-      with(with(moe_steps(kSteps), compressed), {"--checkpoint.dir", (dir.path() / "ck-whole").string(), "--resume"}),
-      4);
+  const std::string whole = train(dir,
+                                  with(with(moe_steps(kExpertSteps), compressed),
+                                       {"--checkpoint.dir", (dir.path() / "ck-whole").string(), "--resume"}),
+                                  4);
   CHECK_THAT(whole, Catch::Contains("resumed from"));
   std::printf("PowerSGD resumed without expert shards: param norm %.7f, straight in groups of 2 %.7f\n",
               param_norm_of(whole), straight);
@@ -529,41 +533,42 @@ TEST_CASE(
   TempDir dir;
   const std::vector<std::string> tp2_ep2 = {"--tensor.shards", "2", "--expert.shards", "2"};
   // Two replicas: one process sums two micro-batches. Four on two stages: four.
-  const std::string two = train(dir, with(moe_steps(kSteps), {"--train.grad_accum", "2"}), 1),
-                    four = train(dir, with(moe_steps(kSteps), {"--train.grad_accum", "4"}), 1);
+  const std::string two = train(dir, with(moe_steps(kExpertSteps), {"--train.grad_accum", "2"}), 1),
+                    four = train(dir, with(moe_steps(kExpertSteps), {"--train.grad_accum", "4"}), 1);
   auto check_same = [&](const std::string& out, const std::string& alone, const std::string& name) {
     INFO(name);
-    const std::vector<double> want = losses_of(alone, kSteps), got = losses_of(out, kSteps);
-    REQUIRE(want.size() == kSteps);
-    REQUIRE(got.size() == kSteps);
-    for (int i = 0; i < kSteps; ++i) CHECK(std::abs(want[i] - got[i]) <= 2e-4);
+    const std::vector<double> want = losses_of(alone, kExpertSteps), got = losses_of(out, kExpertSteps);
+    REQUIRE(want.size() == kExpertSteps);
+    REQUIRE(got.size() == kExpertSteps);
+    for (int i = 0; i < kExpertSteps; ++i) CHECK(std::abs(want[i] - got[i]) <= 2e-4);
     CHECK(std::abs(param_norm_of(out) - param_norm_of(alone)) <= 1e-6 * param_norm_of(alone));
-    std::printf("moe-tiny %d steps, %s: loss %.4f, param norm %.7f (one process: %.4f, %.7f)\n", kSteps, name.c_str(),
-                got.back(), param_norm_of(out), want.back(), param_norm_of(alone));
+    std::printf("moe-tiny %d steps, %s: loss %.4f, param norm %.7f (one process: %.4f, %.7f)\n", kExpertSteps,
+                name.c_str(), got.back(), param_norm_of(out), want.back(), param_norm_of(alone));
   };
-  check_same(train(dir, with(moe_steps(kSteps), tp2_ep2), 4), two, "tp 2 x ep 2");
-  check_same(
-      train(dir,
-            with(with(moe_steps(kSteps), tp2_ep2), {"--tensor.sequence_parallel", "true", "--train.recompute", "full"}),
-            4),
-      two, "tp 2 x ep 2 sequence parallel under full recompute");
+  check_same(train(dir, with(moe_steps(kExpertSteps), tp2_ep2), 4), two, "tp 2 x ep 2");
+  check_same(train(dir,
+                   with(with(moe_steps(kExpertSteps), tp2_ep2),
+                        {"--tensor.sequence_parallel", "true", "--train.recompute", "full"}),
+                   4),
+             two, "tp 2 x ep 2 sequence parallel under full recompute");
   const std::string ck = (dir.path() / "ck").string();
   const std::vector<std::string> saved = {"--checkpoint.every", "2", "--checkpoint.dir", ck};
-  const std::string zero3 = train(dir, with(with(with(moe_steps(kSteps), tp2_ep2), {"--train.zero", "3"}), saved), 4);
+  const std::string zero3 =
+      train(dir, with(with(with(moe_steps(kExpertSteps), tp2_ep2), {"--train.zero", "3"}), saved), 4);
   check_same(zero3, two, "tp 2 x ep 2 under ZeRO-3");
   check_same(train(dir,
-                   with(with(moe_steps(kSteps), tp2_ep2),
+                   with(with(moe_steps(kExpertSteps), tp2_ep2),
                         {"--pipeline.stages", "2", "--pipeline.microbatches", "2", "--train.zero", "1"}),
                    8),
              four, "pp 2 x tp 2 x ep 2 under ZeRO-1");
   // Every rank wrote its segments of its slices of step 2: one process goes on from them.
   std::filesystem::remove_all(std::filesystem::path(ck) / "step-0000004");
   const std::string resumed =
-      train(dir, with(with(moe_steps(kSteps), saved), {"--train.grad_accum", "2", "--resume"}), 1);
+      train(dir, with(with(moe_steps(kExpertSteps), saved), {"--train.grad_accum", "2", "--resume"}), 1);
   CHECK_THAT(resumed, Catch::Contains("resumed from"));
-  const std::vector<double> rest = losses_of(resumed, kSteps), one = losses_of(two, kSteps);
-  REQUIRE(rest.size() == kSteps - 2);
-  for (int i = 0; i < kSteps - 2; ++i) CHECK(std::abs(rest[static_cast<std::size_t>(i)] - one[2 + i]) <= 2e-4);
+  const std::vector<double> rest = losses_of(resumed, kExpertSteps), one = losses_of(two, kExpertSteps);
+  REQUIRE(rest.size() == kExpertSteps - 2);
+  for (int i = 0; i < kExpertSteps - 2; ++i) CHECK(std::abs(rest[static_cast<std::size_t>(i)] - one[2 + i]) <= 2e-4);
   CHECK(std::abs(param_norm_of(resumed) - param_norm_of(two)) <= 1e-6 * param_norm_of(two));
 }
 
@@ -579,39 +584,40 @@ TEST_CASE(
     "[cli][moe][pipeline]") {
   TempDir dir;
   // Each step: 4 replicas x 4 micro-batches of 2 sequences, one process's 16 accumulated ones.
-  const std::string alone = train(dir, with(moe_steps(kSteps), {"--train.grad_accum", "16"}), 1);
-  const std::vector<double> one = losses_of(alone, kSteps);
-  REQUIRE(one.size() == kSteps);
+  const std::string alone = train(dir, with(moe_steps(kExpertSteps), {"--train.grad_accum", "16"}), 1);
+  const std::vector<double> one = losses_of(alone, kExpertSteps);
+  REQUIRE(one.size() == kExpertSteps);
   const std::vector<std::string> zero3 = {"--pipeline.stages", "2", "--train.zero", "3"};
   const std::vector<std::string> saved = {"--checkpoint.every", "2", "--checkpoint.dir", (dir.path() / "ck").string()};
   // Groups of 2: each expert's segments over the 2 ranks at its place (an expert data-parallel group
   // of 2); groups of 4: each rank alone at its place, keeping its experts whole.
   const std::string pairs =
       train(dir,
-            with(with(with(moe_steps(kSteps), zero3),
+            with(with(with(moe_steps(kExpertSteps), zero3),
                       {"--expert.shards", "2", "--pipeline.schedule", "interleaved", "--pipeline.virtual_stages", "2"}),
                  saved),
             8);
-  const std::string fours = train(dir, with(with(moe_steps(kSteps), zero3), {"--expert.shards", "4"}), 8);
+  const std::string fours = train(dir, with(with(moe_steps(kExpertSteps), zero3), {"--expert.shards", "4"}), 8);
   for (const std::string* out : {&pairs, &fours}) {
-    const std::vector<double> grid = losses_of(*out, kSteps);
-    REQUIRE(grid.size() == kSteps);
-    for (int i = 0; i < kSteps; ++i) CHECK(std::abs(one[i] - grid[i]) <= 2e-4);
+    const std::vector<double> grid = losses_of(*out, kExpertSteps);
+    REQUIRE(grid.size() == kExpertSteps);
+    for (int i = 0; i < kExpertSteps; ++i) CHECK(std::abs(one[i] - grid[i]) <= 2e-4);
     CHECK(std::abs(param_norm_of(*out) - param_norm_of(alone)) <= 1e-6 * param_norm_of(alone));
   }
   std::printf(
       "moe-tiny %d steps, ZeRO-3 on pp 2 x dp 4 in expert groups of 2 and of 4: param norm %.7f and %.7f "
       "(one process %.7f)\n",
-      kSteps, param_norm_of(pairs), param_norm_of(fours), param_norm_of(alone));
+      kExpertSteps, param_norm_of(pairs), param_norm_of(fours), param_norm_of(alone));
   // Every rank wrote its segments of each run (the parameters and both moments): step 2 resumes in
   // one process and in groups of 4 on the straight run's losses and norm (each resume's own step-4
   // checkpoint removed before the next).
   for (const auto& [layout, workers] : {std::pair{std::vector<std::string>{"--train.grad_accum", "16"}, 1},
                                         std::pair{with(zero3, {"--expert.shards", "4"}), 8}}) {
     std::filesystem::remove_all(dir.path() / "ck" / "step-0000004");
-    const std::string resumed = train(dir, with(with(with(moe_steps(kSteps), saved), layout), {"--resume"}), workers);
+    const std::string resumed =
+        train(dir, with(with(with(moe_steps(kExpertSteps), saved), layout), {"--resume"}), workers);
     CHECK_THAT(resumed, Catch::Contains("resumed from"));
-    const std::vector<double> rest = losses_of(resumed, kSteps);
+    const std::vector<double> rest = losses_of(resumed, kExpertSteps);
     REQUIRE(rest.size() == 2);
     for (int i = 0; i < 2; ++i) CHECK(std::abs(rest[static_cast<std::size_t>(i)] - one[2 + i]) <= 2e-4);
     CHECK(std::abs(param_norm_of(resumed) - param_norm_of(alone)) <= 1e-6 * param_norm_of(alone));

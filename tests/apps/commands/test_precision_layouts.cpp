@@ -29,7 +29,7 @@ constexpr long bf16_steps = 12;
 const StepTolerance bf16_layout_tolerance{/*loss=*/1e-4, /*grad_norm=*/2e-3, /*param_norm=*/1e-5, /*val=*/1e-4,
                                           /*weights=*/5e-3};
 
-struct Layout {
+struct PrecisionLayout {
   std::string name;
   std::vector<std::string> args;
   // The run it must equal: one process of batch 8 unless it names a data-parallel run with the same
@@ -43,11 +43,11 @@ const std::vector<std::string> pp2{"--workers",          "2", "--pipeline.stages
 const std::vector<std::string> tp2{"--workers", "2", "--tensor.shards", "2", "--train.batch_size", "8"};
 const std::vector<std::string> cp2{"--workers", "2", "--context.shards", "2", "--train.batch_size", "8"};
 
-void check_layouts_in_bf16(const std::vector<Layout>& layouts) {
+void check_layouts_in_bf16(const std::vector<PrecisionLayout>& layouts) {
   TempDir dir;
   const std::vector<std::string> bf16{"--train.precision", "bf16"};
   std::map<std::vector<std::string>, Run> references;
-  for (const Layout& l : layouts) {
+  for (const PrecisionLayout& l : layouts) {
     auto found = references.find(l.reference);
     if (found == references.end())
       found = references.emplace(l.reference, run_tiny(dir, "one", with(bf16, l.reference), bf16_steps)).first;

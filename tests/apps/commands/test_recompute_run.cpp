@@ -16,9 +16,9 @@ using namespace troupe::test;
 
 namespace {
 
-constexpr long kSteps = 4;
+constexpr long kRecomputeSteps = 4;
 
-// The final parameters of `preset` trained kSteps steps with `extra` arguments.
+// The final parameters of `preset` trained kRecomputeSteps steps with `extra` arguments.
 std::vector<float> trained(const TempDir& dir, const std::string& name, std::vector<std::string> extra,
                            const std::string& preset = "tiny") {
   const auto out = dir.path() / name;
@@ -26,7 +26,7 @@ std::vector<float> trained(const TempDir& dir, const std::string& name, std::vec
                                 "--model.preset",
                                 preset,
                                 "--train.steps",
-                                std::to_string(kSteps),
+                                std::to_string(kRecomputeSteps),
                                 "--train.val_batches",
                                 "1",
                                 "--sample.tokens",
@@ -39,7 +39,7 @@ std::vector<float> trained(const TempDir& dir, const std::string& name, std::vec
   const ProcessResult r = run_troupe(dir, args, std::chrono::seconds(180));
   INFO(name << " stdout: " << r.out << "\nstderr: " << r.err);
   REQUIRE(r.exit_code == 0);
-  return final_parameters(out, kSteps);
+  return final_parameters(out, kRecomputeSteps);
 }
 
 }  // namespace

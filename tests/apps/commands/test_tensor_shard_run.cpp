@@ -47,16 +47,16 @@ struct SafetensorsValues {
   }
 };
 
-struct Layout {
+struct ShardLayout {
   std::string name;
   std::vector<std::string> args;
 };
 
 // Every layout's run of tiny takes the steps of one process of batch 8.
-void check_layouts_against_one_process(const std::vector<Layout>& layouts) {
+void check_layouts_against_one_process(const std::vector<ShardLayout>& layouts) {
   TempDir dir;
   const Run one = run_tiny(dir, "one", {"--train.batch_size", "8"});
-  for (const Layout& l : layouts) check_same_steps(run_tiny(dir, "run", l.args), one, l.name);
+  for (const ShardLayout& l : layouts) check_same_steps(run_tiny(dir, "run", l.args), one, l.name);
 }
 
 }  // namespace

@@ -45,7 +45,7 @@ std::vector<json> events_with(const json& document, const std::string& ph) {
   return found;
 }
 
-void check_rejected(const std::vector<std::string>& args, const std::string& what) {
+void check_schedule_rejected(const std::vector<std::string>& args, const std::string& what) {
   TempDir dir;
   check_rejected_in(dir, args, what);
 }
@@ -183,12 +183,15 @@ TEST_CASE("troupe schedule --stage-speeds: a stage at half speed is busy twice a
   // Stage 1 never waits once it has its first input: 1 + 24, then stage 0's last backward, 2.
   CHECK_THAT(result.out, Contains("makespan  27 cost units"));
   CHECK_THAT(result.out, Contains("(at equal speeds)\n"));
-  check_rejected({"schedule", "--kind", "1f1b", "--stages", "2", "--microbatches", "4", "--stage-speeds", "1,0.5,1"},
-                 "--stage-speeds 1,0.5,1: 3 speeds for 2 stages (one a stage)");
-  check_rejected({"schedule", "--kind", "1f1b", "--stages", "2", "--microbatches", "4", "--stage-speeds", "1,0"},
-                 "--stage-speeds must be positive, got 0");
-  check_rejected({"schedule", "--kind", "1f1b", "--stages", "2", "--microbatches", "4", "--stage-speeds", "1,x"},
-                 "--stage-speeds: 'x' in '1,x' is not a number (write one speed a stage, comma-separated: 1,0.5)");
+  check_schedule_rejected(
+      {"schedule", "--kind", "1f1b", "--stages", "2", "--microbatches", "4", "--stage-speeds", "1,0.5,1"},
+      "--stage-speeds 1,0.5,1: 3 speeds for 2 stages (one a stage)");
+  check_schedule_rejected(
+      {"schedule", "--kind", "1f1b", "--stages", "2", "--microbatches", "4", "--stage-speeds", "1,0"},
+      "--stage-speeds must be positive, got 0");
+  check_schedule_rejected(
+      {"schedule", "--kind", "1f1b", "--stages", "2", "--microbatches", "4", "--stage-speeds", "1,x"},
+      "--stage-speeds: 'x' in '1,x' is not a number (write one speed a stage, comma-separated: 1,0.5)");
 }
 
 TEST_CASE("troupe schedule --cost-spread adds the bubble when every op's cost varies", "[trace][speed]") {
@@ -207,30 +210,34 @@ TEST_CASE("troupe schedule --cost-spread adds the bubble when every op's cost va
   CHECK(mean > 0.111);
   CHECK(low <= mean);
   CHECK(mean <= high);
-  check_rejected({"schedule", "--kind", "1f1b", "--stages", "2", "--microbatches", "8", "--cost-spread", "-0.1"},
-                 "--cost-spread must be between 0 and 3, got -0.1");
-  check_rejected(
+  check_schedule_rejected(
+      {"schedule", "--kind", "1f1b", "--stages", "2", "--microbatches", "8", "--cost-spread", "-0.1"},
+      "--cost-spread must be between 0 and 3, got -0.1");
+  check_schedule_rejected(
       {"schedule", "--kind", "1f1b", "--stages", "2", "--microbatches", "8", "--cost-spread", "0.1", "--trials", "0"},
       "--trials must be between 1 and 100000, got 0");
-  check_rejected({"schedule", "--kind", "1f1b", "--stages", "2", "--microbatches", "8", "--trials", "10"},
-                 "--trials requires --cost-spread");
+  check_schedule_rejected({"schedule", "--kind", "1f1b", "--stages", "2", "--microbatches", "8", "--trials", "10"},
+                          "--trials requires --cost-spread");
 }
 
 TEST_CASE("troupe schedule rejects bad input in one line naming the option", "[trace]") {
-  check_rejected({"schedule", "--kind", "1f1b", "--stages", "0", "--microbatches", "8"},
-                 "--stages must be between 1 and 256, got 0");
-  check_rejected({"schedule", "--kind", "zigzag", "--stages", "4", "--microbatches", "8"},
-                 "--kind: expected gpipe, 1f1b, interleaved, zb-h1 or zb-v, got 'zigzag'");
-  check_rejected({"schedule", "--kind", "interleaved", "--stages", "4", "--microbatches", "6", "--virtual-stages", "2"},
-                 "--microbatches 6: pipeline schedule interleaved p=4 m=6 v=2: interleaving needs m a multiple of p");
-  check_rejected({"schedule", "--kind", "1f1b", "--stages", "4", "--microbatches", "8", "--virtual-stages", "2"},
-                 "--virtual-stages 2: ");
-  check_rejected({"schedule", "--kind", "gpipe", "--stages", "4", "--microbatches", "8", "--latency", "-1"},
-                 "--latency must be zero or positive, got -1");
-  check_rejected({"schedule", "--kind", "zb-h1", "--stages", "2", "--microbatches", "8", "--weight-share", "1.5"},
-                 "--weight-share must be between 0 and 1, got 1.5");
-  check_rejected({"schedule", "--kind", "gpipe", "--stages", "4", "--microbatches", "8", "--stagez", "2"},
-                 "unknown option --stagez");
+  check_schedule_rejected({"schedule", "--kind", "1f1b", "--stages", "0", "--microbatches", "8"},
+                          "--stages must be between 1 and 256, got 0");
+  check_schedule_rejected({"schedule", "--kind", "zigzag", "--stages", "4", "--microbatches", "8"},
+                          "--kind: expected gpipe, 1f1b, interleaved, zb-h1 or zb-v, got 'zigzag'");
+  check_schedule_rejected(
+      {"schedule", "--kind", "interleaved", "--stages", "4", "--microbatches", "6", "--virtual-stages", "2"},
+      "--microbatches 6: pipeline schedule interleaved p=4 m=6 v=2: interleaving needs m a multiple of p");
+  check_schedule_rejected(
+      {"schedule", "--kind", "1f1b", "--stages", "4", "--microbatches", "8", "--virtual-stages", "2"},
+      "--virtual-stages 2: ");
+  check_schedule_rejected({"schedule", "--kind", "gpipe", "--stages", "4", "--microbatches", "8", "--latency", "-1"},
+                          "--latency must be zero or positive, got -1");
+  check_schedule_rejected(
+      {"schedule", "--kind", "zb-h1", "--stages", "2", "--microbatches", "8", "--weight-share", "1.5"},
+      "--weight-share must be between 0 and 1, got 1.5");
+  check_schedule_rejected({"schedule", "--kind", "gpipe", "--stages", "4", "--microbatches", "8", "--stagez", "2"},
+                          "unknown option --stagez");
 }
 
 TEST_CASE("troupe schedule fails with the trace path it cannot write", "[trace]") {

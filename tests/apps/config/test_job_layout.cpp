@@ -8,20 +8,12 @@
 
 #include "apps/config/job_layout.hpp"
 #include "apps/config/resolve.hpp"
+#include "apps/resolved_job.hpp"
 
 using namespace troupe::apps;
 using troupe::compute::ZeroStage;
 using troupe::schedules::ScheduleKind;
-
-namespace {
-
-troupe::actors::ResolvedJob resolved(const troupe::actors::JobConfig& config) {
-  auto job = resolve(config);
-  REQUIRE(job.ok());
-  return *job;
-}
-
-}  // namespace
+using troupe::test::resolved;
 
 TEST_CASE("a data-parallel job's layout: every rank a replica, train.grad_accum micro-batches", "[config]") {
   troupe::actors::JobConfig config;

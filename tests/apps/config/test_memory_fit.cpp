@@ -13,6 +13,7 @@
 #include "apps/config/byte_size.hpp"
 #include "apps/config/memory_fit.hpp"
 #include "apps/config/resolve.hpp"
+#include "apps/resolved_job.hpp"
 #include "apps/run_troupe.hpp"
 #include "compute/model/parameter_layout.hpp"
 #include "schedules/layout_plan.hpp"
@@ -30,12 +31,6 @@ const std::vector<std::pair<std::string, std::string>> sizes_that_cannot_fit{{"t
                                                                              {"model.n_embd", "1048576"},
                                                                              {"model.n_layer", "100000"},
                                                                              {"model.n_layer", "2147483647"}};
-
-troupe::actors::ResolvedJob resolved(const troupe::actors::JobConfig& config) {
-  auto job = troupe::apps::resolve(config);
-  REQUIRE(job.ok());
-  return *job;
-}
 
 // What the planner says a rank of `job` on `ranks` needs, runtime included.
 double planned_need(const troupe::actors::ResolvedJob& job, int ranks) {

@@ -15,7 +15,7 @@ using namespace troupe::launch;
 
 namespace {
 
-std::string problem(const std::string& text) {
+std::string host_file_problem(const std::string& text) {
   auto parsed = parse_host_text(text, "hosts.txt");
   return parsed ? "" : parsed.error().message;
 }
@@ -47,23 +47,24 @@ TEST_CASE("host file format: DeepSpeed lines, comments, blanks, repeated hosts i
 }
 
 TEST_CASE("host file errors name the file and line", "[hostfile]") {
-  CHECK(problem("node1\n") == "hosts.txt:1: slots missing for host 'node1' (write 'node1 slots=N')");
-  CHECK(problem("# c\n\nnode1 slots=0\n") == "hosts.txt:3: slots must be a positive integer, got '0'");
-  CHECK(problem("node1 slots=-1") == "hosts.txt:1: slots must be a positive integer, got '-1'");
-  CHECK(problem("node1 slots=+2") == "hosts.txt:1: slots must be a positive integer, got '+2'");
-  CHECK(problem("node1 slots=two") == "hosts.txt:1: slots must be a positive integer, got 'two'");
-  CHECK(problem("node1 slots=1.5") == "hosts.txt:1: slots must be a positive integer, got '1.5'");
-  CHECK(problem("node1 slots=") == "hosts.txt:1: slots must be a positive integer, got ''");
-  CHECK(problem("node1 slots=70000") == "hosts.txt:1: slots=70000 is more than 65536");
-  CHECK(problem("node1 slots=99999999999999999999") == "hosts.txt:1: slots=99999999999999999999 is more than 65536");
-  CHECK(problem("node1 slots=2\nnode2 gpus=2\n") ==
+  CHECK(host_file_problem("node1\n") == "hosts.txt:1: slots missing for host 'node1' (write 'node1 slots=N')");
+  CHECK(host_file_problem("# c\n\nnode1 slots=0\n") == "hosts.txt:3: slots must be a positive integer, got '0'");
+  CHECK(host_file_problem("node1 slots=-1") == "hosts.txt:1: slots must be a positive integer, got '-1'");
+  CHECK(host_file_problem("node1 slots=+2") == "hosts.txt:1: slots must be a positive integer, got '+2'");
+  CHECK(host_file_problem("node1 slots=two") == "hosts.txt:1: slots must be a positive integer, got 'two'");
+  CHECK(host_file_problem("node1 slots=1.5") == "hosts.txt:1: slots must be a positive integer, got '1.5'");
+  CHECK(host_file_problem("node1 slots=") == "hosts.txt:1: slots must be a positive integer, got ''");
+  CHECK(host_file_problem("node1 slots=70000") == "hosts.txt:1: slots=70000 is more than 65536");
+  CHECK(host_file_problem("node1 slots=99999999999999999999") ==
+        "hosts.txt:1: slots=99999999999999999999 is more than 65536");
+  CHECK(host_file_problem("node1 slots=2\nnode2 gpus=2\n") ==
         "hosts.txt:2: unknown key 'gpus' (the keys are slots, speed and island)");
-  CHECK(problem("node1 slots=2 slots=3") == "hosts.txt:1: slots given twice");
-  CHECK(problem("node1 slots 4") ==
+  CHECK(host_file_problem("node1 slots=2 slots=3") == "hosts.txt:1: slots given twice");
+  CHECK(host_file_problem("node1 slots 4") ==
         "hosts.txt:1: unknown word 'slots' (a line takes slots=N, speed=X, island=K and, on a spare line, spare)");
-  CHECK(problem("node1 slots=2 =3") == "hosts.txt:1: expected key=value after the hostname, got '=3'");
-  CHECK(problem("slots=4") == "hosts.txt:1: expected a hostname first, got 'slots=4'");
-  CHECK(problem("user@node1 slots=4") ==
+  CHECK(host_file_problem("node1 slots=2 =3") == "hosts.txt:1: expected key=value after the hostname, got '=3'");
+  CHECK(host_file_problem("slots=4") == "hosts.txt:1: expected a hostname first, got 'slots=4'");
+  CHECK(host_file_problem("user@node1 slots=4") ==
         "hosts.txt:1: hostname 'user@node1' may hold only letters, digits, '.', '-', '_' and ':'");
 }
 
@@ -89,20 +90,20 @@ TEST_CASE("spare lines: DeepSpeed lines with the word spare, held apart from the
 }
 
 TEST_CASE("spare lines that cannot serve are errors naming the file and line", "[hostfile]") {
-  CHECK(problem("h0 slots=1\nh1 slots=1 spare spare\n") == "hosts.txt:2: spare given twice");
-  CHECK(problem("h0 slots=1\nh1 slots=1 standby\n") ==
+  CHECK(host_file_problem("h0 slots=1\nh1 slots=1 spare spare\n") == "hosts.txt:2: spare given twice");
+  CHECK(host_file_problem("h0 slots=1\nh1 slots=1 standby\n") ==
         "hosts.txt:2: unknown word 'standby' (a line takes slots=N, speed=X, island=K and, on a spare line, spare)");
-  CHECK(problem("h1 spare\n") == "hosts.txt:1: slots missing for host 'h1' (write 'h1 slots=N')");
+  CHECK(host_file_problem("h1 spare\n") == "hosts.txt:1: slots missing for host 'h1' (write 'h1 slots=N')");
   CHECK(
-      problem("h0 slots=2\nh1 slots=4\nh2 slots=1 spare\n") ==
+      host_file_problem("h0 slots=2\nh1 slots=4\nh2 slots=1 spare\n") ==
       "hosts.txt:3: spare host 'h2' has slots=1, fewer than any node line's (the fewest is 2): it could replace none");
-  CHECK(problem("# only spares\nh1 slots=1 spare\n") ==
+  CHECK(host_file_problem("# only spares\nh1 slots=1 spare\n") ==
         "hosts.txt: no node line: every host is a spare (a spare holds no ranks until a node is lost)");
 }
 
 TEST_CASE("a host file without hosts is an error naming the file", "[hostfile]") {
-  CHECK(problem("") == "hosts.txt: no hosts: every line is blank or a comment");
-  CHECK(problem("# only a comment\n\n   \n") == "hosts.txt: no hosts: every line is blank or a comment");
+  CHECK(host_file_problem("") == "hosts.txt: no hosts: every line is blank or a comment");
+  CHECK(host_file_problem("# only a comment\n\n   \n") == "hosts.txt: no hosts: every line is blank or a comment");
 }
 
 TEST_CASE("a host file may not ask for more than 2^24 ranks", "[hostfile]") {
@@ -110,7 +111,7 @@ TEST_CASE("a host file may not ask for more than 2^24 ranks", "[hostfile]") {
   for (int i = 0; i < 256; ++i) text += "node slots=65536\n";
   CHECK(parse_host_text(text, "hosts.txt").ok());
   text += "node slots=1\n";
-  CHECK(problem(text) == "hosts.txt:257: the host file asks for more than 16777216 ranks");
+  CHECK(host_file_problem(text) == "hosts.txt:257: the host file asks for more than 16777216 ranks");
 }
 
 TEST_CASE("parse_host_file reads a file and names it in errors", "[hostfile]") {
@@ -139,11 +140,12 @@ TEST_CASE("speed=X declares a line's relative speed, 1 when absent, and a bad on
   CHECK((*hosts)[0].slots == 2);
   CHECK((*hosts)[1].speed == 1);
   CHECK((*hosts)[2].speed == 2);
-  CHECK(problem("h0 slots=1\nh1 slots=1 speed=0\n") == "hosts.txt:2: speed must be a positive number, got '0'");
-  CHECK(problem("h0 slots=1 speed=-1") == "hosts.txt:1: speed must be a positive number, got '-1'");
-  CHECK(problem("h0 slots=1 speed=fast") == "hosts.txt:1: speed must be a positive number, got 'fast'");
-  CHECK(problem("h0 slots=1 speed=") == "hosts.txt:1: speed must be a positive number, got ''");
-  CHECK(problem("h0 slots=1 speed=0.5x") == "hosts.txt:1: speed must be a positive number, got '0.5x'");
-  CHECK(problem("h0 slots=1 speed=inf") == "hosts.txt:1: speed must be a positive number, got 'inf'");
-  CHECK(problem("h0 slots=1 speed=1 speed=2") == "hosts.txt:1: speed given twice");
+  CHECK(host_file_problem("h0 slots=1\nh1 slots=1 speed=0\n") ==
+        "hosts.txt:2: speed must be a positive number, got '0'");
+  CHECK(host_file_problem("h0 slots=1 speed=-1") == "hosts.txt:1: speed must be a positive number, got '-1'");
+  CHECK(host_file_problem("h0 slots=1 speed=fast") == "hosts.txt:1: speed must be a positive number, got 'fast'");
+  CHECK(host_file_problem("h0 slots=1 speed=") == "hosts.txt:1: speed must be a positive number, got ''");
+  CHECK(host_file_problem("h0 slots=1 speed=0.5x") == "hosts.txt:1: speed must be a positive number, got '0.5x'");
+  CHECK(host_file_problem("h0 slots=1 speed=inf") == "hosts.txt:1: speed must be a positive number, got 'inf'");
+  CHECK(host_file_problem("h0 slots=1 speed=1 speed=2") == "hosts.txt:1: speed given twice");
 }

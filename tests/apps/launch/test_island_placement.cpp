@@ -17,7 +17,7 @@ namespace {
 
 std::vector<HostEntry> lines(const std::string& text) { return parse_host_text(text, "hosts.txt").value(); }
 
-std::string problem(const std::string& text) {
+std::string placement_problem(const std::string& text) {
   auto parsed = parse_host_text(text, "hosts.txt");
   return parsed ? "" : parsed.error().message;
 }
@@ -42,13 +42,15 @@ TEST_CASE("host file islands: island=K read on node lines, every node line or no
   CHECK(nodes[0].island == 1);
   CHECK(nodes[1].island == 0);
   CHECK(lines("a slots=2\nb slots=2\n")[0].island == -1);
-  CHECK(problem("a slots=1 island=0\nb slots=1\n") ==
+  CHECK(placement_problem("a slots=1 island=0\nb slots=1\n") ==
         "hosts.txt:2: island missing for host 'b' (once a node line names its island, every node line does)");
-  CHECK(problem("a slots=1 island=0 island=1\n") == "hosts.txt:1: island given twice");
-  CHECK(problem("a slots=1 island=-1\n") == "hosts.txt:1: island must be an integer from 0 to 65535, got '-1'");
-  CHECK(problem("a slots=1 island=65536\n") == "hosts.txt:1: island must be an integer from 0 to 65535, got '65536'");
-  CHECK(problem("a slots=1 island=\n") == "hosts.txt:1: island must be an integer from 0 to 65535, got ''");
-  CHECK(problem("a slots=1 island=0\nb slots=1 spare island=0\n") ==
+  CHECK(placement_problem("a slots=1 island=0 island=1\n") == "hosts.txt:1: island given twice");
+  CHECK(placement_problem("a slots=1 island=-1\n") ==
+        "hosts.txt:1: island must be an integer from 0 to 65535, got '-1'");
+  CHECK(placement_problem("a slots=1 island=65536\n") ==
+        "hosts.txt:1: island must be an integer from 0 to 65535, got '65536'");
+  CHECK(placement_problem("a slots=1 island=\n") == "hosts.txt:1: island must be an integer from 0 to 65535, got ''");
+  CHECK(placement_problem("a slots=1 island=0\nb slots=1 spare island=0\n") ==
         "hosts.txt:2: a spare line names no island (it takes the island of the node it replaces)");
 }
 

@@ -59,21 +59,21 @@ class Watchdog {
   std::thread thread_;
 };
 
-struct Lines {
+struct LauncherLines {
   std::vector<std::string> out;
   std::vector<std::string> err;
 };
 
 struct Outcome {
   JobResult result;
-  Lines lines;
+  LauncherLines lines;
   std::chrono::milliseconds elapsed{};
 };
 
 // Called on the loop thread after each forwarded line is recorded.
-using OnLine = std::function<void(NodeLauncher&, const Lines&)>;
+using OnLine = std::function<void(NodeLauncher&, const LauncherLines&)>;
 
-Outcome launch(std::vector<NodeProcessSpec> nodes, LauncherOptions options, const OnLine& on_line = {}) {
+Outcome run_launcher(std::vector<NodeProcessSpec> nodes, LauncherOptions options, const OnLine& on_line = {}) {
   Outcome outcome;
   NodeLauncher* launcher = nullptr;
   options.sink = [&](OutputStream stream, std::string_view line) {
@@ -121,7 +121,7 @@ const std::string chatty_script =
 }  // namespace
 
 TEST_CASE("output of two local nodes arrives prefixed, in whole lines, on the right stream", "[launcher]") {
-  const Outcome run = launch({sh_node(0, chatty_script), sh_node(1, chatty_script)}, quick_options());
+  const Outcome run = run_launcher({sh_node(0, chatty_script), sh_node(1, chatty_script)}, quick_options());
   CHECK(run.result.end == JobEnd::success);
   CHECK(exit_code(run.result.end) == 0);
   CHECK(run.result.message.empty());
@@ -147,14 +147,14 @@ TEST_CASE("output of two local nodes arrives prefixed, in whole lines, on the ri
 }
 
 TEST_CASE("a last line without a newline is forwarded when the node exits", "[launcher]") {
-  const Outcome run = launch({sh_node(0, "printf 'no newline'; printf 'half' >&2")}, quick_options());
+  const Outcome run = run_launcher({sh_node(0, "printf 'no newline'; printf 'half' >&2")}, quick_options());
   CHECK(run.result.end == JobEnd::success);
   CHECK(run.lines.out == std::vector<std::string>{"[node 0 localhost] no newline"});
   CHECK(run.lines.err == std::vector<std::string>{"[node 0 localhost] half"});
 }
 
 TEST_CASE("a node exiting 0 early is no failure and the job succeeds when all have", "[launcher]") {
-  const Outcome run = launch({sh_node(0, "exit 0"), sh_node(1, "sleep 0.3; echo late")}, quick_options());
+  const Outcome run = run_launcher({sh_node(0, "exit 0"), sh_node(1, "sleep 0.3; echo late")}, quick_options());
   CHECK(run.result.end == JobEnd::success);
   REQUIRE(run.result.exits.size() == 2);
   CHECK(run.result.exits[0].node_index == 0);
@@ -166,7 +166,7 @@ TEST_CASE("a node exiting non-zero is reported with node and code, and the other
   LauncherOptions options = quick_options();
   options.on_node_exit = [&](const NodeExit& exit) { seen.push_back(exit); };
   const Outcome run =
-      launch({sh_node(0, "echo started; sleep 30"), sh_node(1, "sleep 0.2; echo failing >&2; exit 3")}, options);
+      run_launcher({sh_node(0, "echo started; sleep 30"), sh_node(1, "sleep 0.2; echo failing >&2; exit 3")}, options);
   CHECK(run.result.end == JobEnd::node_failed);
   CHECK(exit_code(run.result.end) == 1);
   CHECK(run.result.message == "node 1 (localhost) exited with code 3");
@@ -185,7 +185,8 @@ TEST_CASE("with a hold after a failure the others finish on their own and the fi
           "[launcher]") {
   LauncherOptions options = quick_options();
   options.hold_after_failure = [] { return std::chrono::milliseconds(3000); };
-  const Outcome run = launch({sh_node(0, "sleep 0.6; echo rescued; exit 1"), sh_node(1, "sleep 0.1; exit 3")}, options);
+  const Outcome run =
+      run_launcher({sh_node(0, "sleep 0.6; echo rescued; exit 1"), sh_node(1, "sleep 0.1; exit 3")}, options);
   CHECK(run.result.end == JobEnd::node_failed);
   CHECK(run.result.message == "node 1 (localhost) exited with code 3");
   CHECK(status_of(run.result, 0).code == 1);  // not SIGTERM: it was left to finish
@@ -198,17 +199,17 @@ TEST_CASE("with a hold after a failure the others finish on their own and the fi
 TEST_CASE("a hold ends in the usual stop when its time is up or at stop_all", "[launcher]") {
   LauncherOptions options = quick_options();
   options.hold_after_failure = [] { return std::chrono::milliseconds(400); };
-  const Outcome timed_out = launch({sh_node(0, "sleep 30"), sh_node(1, "exit 3")}, options);
+  const Outcome timed_out = run_launcher({sh_node(0, "sleep 30"), sh_node(1, "exit 3")}, options);
   CHECK(timed_out.result.message == "node 1 (localhost) exited with code 3");
   CHECK(status_of(timed_out.result, 0).signal == SIGTERM);
   CHECK(timed_out.elapsed >= 400ms);
 
   options.hold_after_failure = [] { return std::chrono::milliseconds(10000); };
-  const Outcome stopped = launch({sh_node(0, "echo ready; sleep 30"), sh_node(1, "sleep 0.3; exit 3")}, options,
-                                 [](NodeLauncher& launcher, const Lines& lines) {
-                                   if (lines.err.size() == 1 && lines.err[0].find("leaving") != std::string::npos)
-                                     launcher.stop_all(JobEnd::node_failed, "rescue done");
-                                 });
+  const Outcome stopped = run_launcher({sh_node(0, "echo ready; sleep 30"), sh_node(1, "sleep 0.3; exit 3")}, options,
+                                       [](NodeLauncher& launcher, const LauncherLines& lines) {
+                                         if (lines.err.size() == 1 && lines.err[0].find("leaving") != std::string::npos)
+                                           launcher.stop_all(JobEnd::node_failed, "rescue done");
+                                       });
   CHECK(stopped.result.message == "node 1 (localhost) exited with code 3");
   CHECK(status_of(stopped.result, 0).signal == SIGTERM);
   CHECK(stopped.elapsed < 5s);
@@ -221,12 +222,13 @@ const std::string replaceable_script =
 
 TEST_CASE("replace_node kills a node's process and starts it again with the given variables, and the job runs on",
           "[launcher]") {
-  const Outcome run = launch({sh_node(0, "sleep 1; exit 0"), sh_node(1, replaceable_script)}, quick_options(),
-                             [replaced = false](NodeLauncher& launcher, const Lines& lines) mutable {
-                               if (replaced || lines.out.empty() || lines.out.back() != "[node 1 localhost] first") return;
-                               replaced = true;
-                               launcher.replace_node(1, {{"AGAIN", "1"}});
-                             });
+  const Outcome run =
+      run_launcher({sh_node(0, "sleep 1; exit 0"), sh_node(1, replaceable_script)}, quick_options(),
+                   [replaced = false](NodeLauncher& launcher, const LauncherLines& lines) mutable {
+                     if (replaced || lines.out.empty() || lines.out.back() != "[node 1 localhost] first") return;
+                     replaced = true;
+                     launcher.replace_node(1, {{"AGAIN", "1"}});
+                   });
   CHECK(run.result.end == JobEnd::success);
   CHECK(count_ending(run.lines.out, "] again") == 1);
   std::vector<NodeExit> node1;
@@ -243,14 +245,13 @@ TEST_CASE("replace_node kills a node's process and starts it again with the give
 TEST_CASE("replace_node after a node's exit began a hold ends the hold, and the job runs on", "[launcher]") {
   LauncherOptions options = quick_options();
   options.hold_after_failure = [] { return std::chrono::milliseconds(10000); };
-  const Outcome run = launch({sh_node(0, "sleep 1.5; exit 0"),
-                              sh_node(1, "if [ \"$AGAIN\" = 1 ]; then echo again; exit 0; fi; kill -9 $$")},
-                             options, [replaced = false](NodeLauncher& launcher, const Lines& lines) mutable {
-                               if (replaced || lines.err.empty() || lines.err.back().find("leaving") == std::string::npos)
-                                 return;
-                               replaced = true;
-                               launcher.replace_node(1, {{"AGAIN", "1"}});
-                             });
+  const Outcome run = run_launcher(
+      {sh_node(0, "sleep 1.5; exit 0"), sh_node(1, "if [ \"$AGAIN\" = 1 ]; then echo again; exit 0; fi; kill -9 $$")},
+      options, [replaced = false](NodeLauncher& launcher, const LauncherLines& lines) mutable {
+        if (replaced || lines.err.empty() || lines.err.back().find("leaving") == std::string::npos) return;
+        replaced = true;
+        launcher.replace_node(1, {{"AGAIN", "1"}});
+      });
   CHECK(run.result.end == JobEnd::success);
   CHECK(run.result.message.empty());
   CHECK(count_ending(run.lines.out, "] again") == 1);
@@ -260,12 +261,13 @@ TEST_CASE("replace_node after a node's exit began a hold ends the hold, and the 
 
 TEST_CASE("add_node starts a node the plan did not have while the job runs, and the job ends when it does too",
           "[launcher]") {
-  const Outcome run = launch({sh_node(0, "echo first; sleep 1; exit 0")}, quick_options(),
-                             [added = false](NodeLauncher& launcher, const Lines& lines) mutable {
-                               if (added || lines.out.empty() || lines.out.back() != "[node 0 localhost] first") return;
-                               added = true;
-                               launcher.add_node(sh_node(1, "sleep 1.5; echo added; exit 0"));
-                             });
+  const Outcome run = run_launcher({sh_node(0, "echo first; sleep 1; exit 0")}, quick_options(),
+                                   [added = false](NodeLauncher& launcher, const LauncherLines& lines) mutable {
+                                     if (added || lines.out.empty() || lines.out.back() != "[node 0 localhost] first")
+                                       return;
+                                     added = true;
+                                     launcher.add_node(sh_node(1, "sleep 1.5; echo added; exit 0"));
+                                   });
   CHECK(run.result.end == JobEnd::success);
   CHECK(count_ending(run.lines.out, "[node 1 localhost] added") == 1);
   REQUIRE(run.result.exits.size() == 2);
@@ -276,14 +278,14 @@ TEST_CASE("add_node starts a node the plan did not have while the job runs, and 
 TEST_CASE("update_node changes what a later replace_node starts, and leaves the running process alone", "[launcher]") {
   NodeProcessSpec node1 = sh_node(1, "echo \"first $X\"; sleep 30");
   node1.env = {{"X", "1"}};
-  const Outcome run = launch({sh_node(0, "sleep 1; exit 0"), node1}, quick_options(),
-                             [replaced = false](NodeLauncher& launcher, const Lines& lines) mutable {
-                               if (replaced || lines.out.empty() || lines.out.back() != "[node 1 localhost] first 1")
-                                 return;
-                               replaced = true;
-                               launcher.update_node(1, {"/bin/sh", "-c", "echo \"updated $X $Y\"; exit 0"}, {{"X", "2"}});
-                               launcher.replace_node(1, {{"Y", "3"}});
-                             });
+  const Outcome run =
+      run_launcher({sh_node(0, "sleep 1; exit 0"), node1}, quick_options(),
+                   [replaced = false](NodeLauncher& launcher, const LauncherLines& lines) mutable {
+                     if (replaced || lines.out.empty() || lines.out.back() != "[node 1 localhost] first 1") return;
+                     replaced = true;
+                     launcher.update_node(1, {"/bin/sh", "-c", "echo \"updated $X $Y\"; exit 0"}, {{"X", "2"}});
+                     launcher.replace_node(1, {{"Y", "3"}});
+                   });
   CHECK(run.result.end == JobEnd::success);
   CHECK(count_ending(run.lines.out, "[node 1 localhost] updated 2 3") == 1);
 }
@@ -291,13 +293,13 @@ TEST_CASE("update_node changes what a later replace_node starts, and leaves the 
 TEST_CASE("move_node starts a node on another host and leaves its old process alone, whose exit is no failure",
           "[launcher]") {
   const Outcome run =
-      launch({sh_node(0, "sleep 2; exit 0"),
-              sh_node(1, "if [ \"$AGAIN\" = 1 ]; then echo again; exit 0; fi; echo first; sleep 1; exit 3")},
-             quick_options(), [moved = false](NodeLauncher& launcher, const Lines& lines) mutable {
-               if (moved || lines.out.empty() || lines.out.back() != "[node 1 localhost] first") return;
-               moved = true;
-               launcher.move_node(1, "127.0.0.1", true, {{"AGAIN", "1"}});
-             });
+      run_launcher({sh_node(0, "sleep 2; exit 0"),
+                    sh_node(1, "if [ \"$AGAIN\" = 1 ]; then echo again; exit 0; fi; echo first; sleep 1; exit 3")},
+                   quick_options(), [moved = false](NodeLauncher& launcher, const LauncherLines& lines) mutable {
+                     if (moved || lines.out.empty() || lines.out.back() != "[node 1 localhost] first") return;
+                     moved = true;
+                     launcher.move_node(1, "127.0.0.1", true, {{"AGAIN", "1"}});
+                   });
   CHECK(run.result.end == JobEnd::success);
   CHECK(std::count(run.lines.out.begin(), run.lines.out.end(), "[node 1 127.0.0.1] again") == 1);
   std::vector<NodeExit> node1;
@@ -314,7 +316,7 @@ TEST_CASE("move_node starts a node on another host and leaves its old process al
 }
 
 TEST_CASE("a node killed by a signal the launcher did not send is a failure", "[launcher]") {
-  const Outcome run = launch({sh_node(0, "kill -9 $$")}, quick_options());
+  const Outcome run = run_launcher({sh_node(0, "kill -9 $$")}, quick_options());
   CHECK(run.result.end == JobEnd::node_failed);
   CHECK(run.result.message == "node 0 (localhost) was killed by signal 9 (SIGKILL)");
 }
@@ -322,14 +324,14 @@ TEST_CASE("a node killed by a signal the launcher did not send is a failure", "[
 TEST_CASE("SIGTERM to the launcher stops the nodes and one ignoring SIGTERM is killed after the grace period",
           "[launcher]") {
   bool raised = false;
-  const Outcome run =
-      launch({sh_node(0, "echo ready; sleep 30"), sh_node(1, "trap '' TERM; echo ready; while :; do sleep 0.05; done")},
-             quick_options(), [&](NodeLauncher&, const Lines& lines) {
-               if (!raised && count_ending(lines.out, "] ready") == 2) {
-                 raised = true;
-                 raise(SIGTERM);
-               }
-             });
+  const Outcome run = run_launcher(
+      {sh_node(0, "echo ready; sleep 30"), sh_node(1, "trap '' TERM; echo ready; while :; do sleep 0.05; done")},
+      quick_options(), [&](NodeLauncher&, const LauncherLines& lines) {
+        if (!raised && count_ending(lines.out, "] ready") == 2) {
+          raised = true;
+          raise(SIGTERM);
+        }
+      });
   CHECK(run.result.end == JobEnd::terminated);
   CHECK(exit_code(run.result.end) == 143);
   CHECK(run.result.message == "terminated by SIGTERM");
@@ -347,16 +349,16 @@ TEST_CASE("Ctrl-C interrupts with exit code 130 and a second one kills without w
   options.grace = 20s;
   std::vector<std::string> told;  // the job hears of the stop once, before any node is signalled
   options.on_signal_stop = [&told](const std::string& why) { told.push_back(why); };
-  const Outcome run = launch({sh_node(0, "trap '' TERM; echo ready; while :; do sleep 0.05; done")}, options,
-                             [&](NodeLauncher&, const Lines& lines) {
-                               if (raised == 0 && count_ending(lines.out, "] ready") == 1) {
-                                 ++raised;
-                                 raise(SIGINT);
-                               } else if (raised == 1 && !lines.err.empty()) {
-                                 ++raised;
-                                 raise(SIGINT);
-                               }
-                             });
+  const Outcome run = run_launcher({sh_node(0, "trap '' TERM; echo ready; while :; do sleep 0.05; done")}, options,
+                                   [&](NodeLauncher&, const LauncherLines& lines) {
+                                     if (raised == 0 && count_ending(lines.out, "] ready") == 1) {
+                                       ++raised;
+                                       raise(SIGINT);
+                                     } else if (raised == 1 && !lines.err.empty()) {
+                                       ++raised;
+                                       raise(SIGINT);
+                                     }
+                                   });
   CHECK(run.result.end == JobEnd::interrupted);
   CHECK(exit_code(run.result.end) == 130);
   CHECK(run.result.message == "interrupted by SIGINT");
@@ -371,12 +373,13 @@ TEST_CASE("Ctrl-C interrupts with exit code 130 and a second one kills without w
 
 TEST_CASE("SIGHUP to the launcher stops the job as hung up", "[launcher]") {
   bool raised = false;
-  const Outcome run = launch({sh_node(0, "echo ready; sleep 30")}, quick_options(), [&](NodeLauncher&, const Lines&) {
-    if (!raised) {
-      raised = true;
-      raise(SIGHUP);
-    }
-  });
+  const Outcome run =
+      run_launcher({sh_node(0, "echo ready; sleep 30")}, quick_options(), [&](NodeLauncher&, const LauncherLines&) {
+        if (!raised) {
+          raised = true;
+          raise(SIGHUP);
+        }
+      });
   CHECK(run.result.end == JobEnd::hung_up);
   CHECK(run.result.message == "hung up (SIGHUP): the terminal went away");
   CHECK(status_of(run.result, 0).signal == SIGTERM);
@@ -386,15 +389,16 @@ TEST_CASE("SIGHUP to the launcher stops the job as hung up", "[launcher]") {
 TEST_CASE("stop_all from another thread stops the job with the supervisor's reason", "[launcher]") {
   bool ready = false;
   std::thread supervisor;
-  const Outcome run = launch({sh_node(0, "echo ready; sleep 30"), sh_node(1, "echo ready; sleep 30")}, quick_options(),
-                             [&](NodeLauncher& launcher, const Lines& lines) {
-                               if (!ready && count_ending(lines.out, "] ready") == 2) {
-                                 ready = true;
-                                 supervisor = std::thread([&launcher] {
-                                   launcher.stop_all(JobEnd::node_failed, "node 3 lost (remote_link_unreachable)");
-                                 });
-                               }
-                             });
+  const Outcome run =
+      run_launcher({sh_node(0, "echo ready; sleep 30"), sh_node(1, "echo ready; sleep 30")}, quick_options(),
+                   [&](NodeLauncher& launcher, const LauncherLines& lines) {
+                     if (!ready && count_ending(lines.out, "] ready") == 2) {
+                       ready = true;
+                       supervisor = std::thread([&launcher] {
+                         launcher.stop_all(JobEnd::node_failed, "node 3 lost (remote_link_unreachable)");
+                       });
+                     }
+                   });
   if (supervisor.joinable()) supervisor.join();
   CHECK(run.result.end == JobEnd::node_failed);
   CHECK(run.result.message == "node 3 lost (remote_link_unreachable)");
@@ -403,8 +407,8 @@ TEST_CASE("stop_all from another thread stops the job with the supervisor's reas
 }
 
 TEST_CASE("a program that cannot start stops the job, naming the node", "[launcher]") {
-  const Outcome run =
-      launch({sh_node(0, "sleep 30"), NodeProcessSpec{1, "localhost", true, {"/no/such/program"}, {}}}, quick_options());
+  const Outcome run = run_launcher(
+      {sh_node(0, "sleep 30"), NodeProcessSpec{1, "localhost", true, {"/no/such/program"}, {}}}, quick_options());
   CHECK(run.result.end == JobEnd::start_failed);
   CHECK(exit_code(run.result.end) == 3);
   CHECK(run.result.message == "node 1 (localhost): cannot start '/no/such/program': No such file or directory");
@@ -426,7 +430,7 @@ TEST_CASE("each node gets its ranks and the job's address in its environment", "
   auto fake_remote = LaunchTemplate::parse("sh -c {command} {host}");
   REQUIRE(fake_remote.ok());
   options.remote = *fake_remote;
-  Outcome run = launch(node_process_specs(plan, {"127.0.0.1", 29500, "tok en"}, argv), options);
+  Outcome run = run_launcher(node_process_specs(plan, {"127.0.0.1", 29500, "tok en"}, argv), options);
   CHECK(run.result.end == JobEnd::success);
   std::sort(run.lines.out.begin(), run.lines.out.end());
   CHECK(run.lines.out ==
@@ -443,9 +447,9 @@ TEST_CASE("a remote host whose launcher command does not answer fails pre-flight
   auto silent = LaunchTemplate::parse("sleep 30 && {command} {host}");
   REQUIRE(silent.ok());
   options.remote = *silent;
-  const Outcome run = launch({sh_node(0, "echo never"), NodeProcessSpec{1, "far1", false, {"/bin/true"}, {}},
-                              NodeProcessSpec{2, "far2", false, {"/bin/true"}, {}}},
-                             options);
+  const Outcome run = run_launcher({sh_node(0, "echo never"), NodeProcessSpec{1, "far1", false, {"/bin/true"}, {}},
+                                    NodeProcessSpec{2, "far2", false, {"/bin/true"}, {}}},
+                                   options);
   CHECK(run.result.end == JobEnd::start_failed);
   CHECK(exit_code(run.result.end) == 3);
   CHECK(run.result.message ==
@@ -462,7 +466,7 @@ TEST_CASE("a failing launcher command fails pre-flight with the host and its las
       "sh -c 'echo \"ssh: connect to host $0 port 22: Connection refused\" >&2; exit 255' {host} {command}");
   REQUIRE(refused.ok());
   options.remote = *refused;
-  const Outcome run = launch({NodeProcessSpec{0, "far2", false, {"/bin/true"}, {}}}, options);
+  const Outcome run = run_launcher({NodeProcessSpec{0, "far2", false, {"/bin/true"}, {}}}, options);
   CHECK(run.result.end == JobEnd::start_failed);
   CHECK_THAT(run.result.message, Contains("pre-flight of host 'far2' failed: `sh -c"));
   CHECK_THAT(run.result.message,
@@ -476,7 +480,7 @@ TEST_CASE("without pre-flight a failing launcher command is a node failure namin
   auto failing = LaunchTemplate::parse("false {host} {command}");
   REQUIRE(failing.ok());
   options.remote = *failing;
-  const Outcome run = launch({NodeProcessSpec{0, "far3", false, {"/bin/true"}, {}}}, options);
+  const Outcome run = run_launcher({NodeProcessSpec{0, "far3", false, {"/bin/true"}, {}}}, options);
   CHECK(run.result.end == JobEnd::node_failed);
   CHECK(run.result.message == "node 0 (far3) exited with code 1");
 }
@@ -487,7 +491,7 @@ TEST_CASE("a finished job leaves no descriptor open and no child unreaped", "[la
     return std::distance(std::filesystem::begin(fds), std::filesystem::end(fds));
   };
   const auto before = open_descriptors();
-  const Outcome run = launch({sh_node(0, "echo ready; sleep 30"), sh_node(1, "exit 2")}, quick_options());
+  const Outcome run = run_launcher({sh_node(0, "echo ready; sleep 30"), sh_node(1, "exit 2")}, quick_options());
   CHECK(run.result.end == JobEnd::node_failed);
   CHECK(open_descriptors() == before);
   errno = 0;

@@ -18,7 +18,7 @@ std::vector<std::string> hosts(const std::string& nodelist) {
   return *expanded;
 }
 
-std::string problem(const std::string& nodelist) {
+std::string nodelist_problem(const std::string& nodelist) {
   auto expanded = expand_slurm_nodelist(nodelist);
   return expanded ? "" : expanded.error().message;
 }
@@ -39,20 +39,22 @@ TEST_CASE("Slurm node lists expand in order with zero padding kept", "[slurm]") 
 }
 
 TEST_CASE("malformed Slurm node lists are errors naming the list", "[slurm]") {
-  CHECK(problem("") == "node list is empty");
-  CHECK(problem("node[01-03") == "node list 'node[01-03': '[' without ']'");
-  CHECK(problem("node01]") == "node list 'node01]': ']' without '['");
-  CHECK(problem("n[[1]]") == "node list 'n[[1]]': nested '['");
-  CHECK(problem("a,,b") == "node list 'a,,b': empty item");
-  CHECK(problem("a,") == "node list 'a,': empty item");
-  CHECK(problem(",a") == "node list ',a': empty item");
-  CHECK(problem("n[3-1]") == "node list 'n[3-1]': range '3-1' runs backwards");
-  CHECK(problem("n[a-b]") == "node list 'n[a-b]': '[a-b]' holds 'a-b', not a number or a range low-high");
-  CHECK(problem("n[]") == "node list 'n[]': '[]' holds '', not a number or a range low-high");
-  CHECK(problem("n[1,]") == "node list 'n[1,]': '[1,]' holds '', not a number or a range low-high");
-  CHECK(problem("n[1-2-3]") == "node list 'n[1-2-3]': '[1-2-3]' holds '1-2-3', not a number or a range low-high");
-  CHECK(problem("n[1234567890]") == "node list 'n[1234567890]': '1234567890' has a number of more than 9 digits");
-  CHECK(problem("a b") == "node list 'a b': character ' ' is not allowed");
-  CHECK(problem("n[0-99999]") == "node list 'n[0-99999]': expands to more than 65536 hosts");
-  CHECK(problem("r[0-999]n[0-999]") == "node list 'r[0-999]n[0-999]': expands to more than 65536 hosts");
+  CHECK(nodelist_problem("") == "node list is empty");
+  CHECK(nodelist_problem("node[01-03") == "node list 'node[01-03': '[' without ']'");
+  CHECK(nodelist_problem("node01]") == "node list 'node01]': ']' without '['");
+  CHECK(nodelist_problem("n[[1]]") == "node list 'n[[1]]': nested '['");
+  CHECK(nodelist_problem("a,,b") == "node list 'a,,b': empty item");
+  CHECK(nodelist_problem("a,") == "node list 'a,': empty item");
+  CHECK(nodelist_problem(",a") == "node list ',a': empty item");
+  CHECK(nodelist_problem("n[3-1]") == "node list 'n[3-1]': range '3-1' runs backwards");
+  CHECK(nodelist_problem("n[a-b]") == "node list 'n[a-b]': '[a-b]' holds 'a-b', not a number or a range low-high");
+  CHECK(nodelist_problem("n[]") == "node list 'n[]': '[]' holds '', not a number or a range low-high");
+  CHECK(nodelist_problem("n[1,]") == "node list 'n[1,]': '[1,]' holds '', not a number or a range low-high");
+  CHECK(nodelist_problem("n[1-2-3]") ==
+        "node list 'n[1-2-3]': '[1-2-3]' holds '1-2-3', not a number or a range low-high");
+  CHECK(nodelist_problem("n[1234567890]") ==
+        "node list 'n[1234567890]': '1234567890' has a number of more than 9 digits");
+  CHECK(nodelist_problem("a b") == "node list 'a b': character ' ' is not allowed");
+  CHECK(nodelist_problem("n[0-99999]") == "node list 'n[0-99999]': expands to more than 65536 hosts");
+  CHECK(nodelist_problem("r[0-999]n[0-999]") == "node list 'r[0-999]n[0-999]': expands to more than 65536 hosts");
 }

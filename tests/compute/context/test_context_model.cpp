@@ -24,8 +24,8 @@
 #include "compute/context/context_split.hpp"
 #include "compute/context/local_exchange.hpp"
 #include "compute/cpu/cpu_backend.hpp"
-#include "compute/micro_batches.hpp"
 #include "compute/model/gpt_stage.hpp"
+#include "support/micro_batch.hpp"
 #include "support/moe_config.hpp"
 #include "support/tensor_compare.hpp"
 

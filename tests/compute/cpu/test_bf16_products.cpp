@@ -22,8 +22,14 @@
 #include "compute/cpu/bf16_products.hpp"
 #include "compute/cpu/cpu_backend.hpp"
 #include "compute/cpu/thread_team.hpp"
+#include "support/bf16_units.hpp"
+#include "support/random_tensor.hpp"
 
 namespace {
+
+using troupe::test::bf16_units_name;
+using troupe::test::bf16_units_to_check;
+using troupe::test::uniform_f32;
 
 using troupe::compute::CpuBackend;
 using troupe::compute::DType;
@@ -31,14 +37,7 @@ using troupe::compute::Precision;
 using troupe::compute::Tensor;
 using troupe::compute::cpu::Bf16Units;
 
-constexpr int N = 77, C = 70, OC = 69;
-
-Tensor random_tensor(std::vector<std::int64_t> shape, std::mt19937& rng) {
-  Tensor t = Tensor::zeros(std::move(shape), DType::f32);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  for (std::int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = uniform(rng);
-  return t;
-}
+constexpr int kRows = 77, kInputs = 70, kOutputs = 69;
 
 // The bound above for an output of k terms whose magnitudes sum to s.
 double bf16_bound(int k, double s) {
@@ -59,22 +58,15 @@ double check_outputs(const Tensor& got, const std::vector<double>& exact, const 
   return worst;
 }
 
-std::vector<Bf16Units> units_to_check() {
-  std::vector<Bf16Units> units{Bf16Units::emulated};
-  if (troupe::compute::cpu::bf16_units_present()) units.push_back(Bf16Units::hardware);
-  return units;
-}
-
-const char* units_name(Bf16Units units) { return units == Bf16Units::hardware ? "hardware" : "emulated"; }
-
 }  // namespace
 
 TEST_CASE("bf16 linear products, forward and both backward, are within the bf16 bound of float64 products",
           "[kernels][bf16]") {
   std::mt19937 rng(11);
-  const Tensor inp = random_tensor({N, C}, rng), weight = random_tensor({OC, C}, rng), bias = random_tensor({OC}, rng);
-  const Tensor residual = random_tensor({N, OC}, rng), dout = random_tensor({N, OC}, rng);
-  const Tensor dweight_before = random_tensor({OC, C}, rng);
+  const Tensor inp = uniform_f32({kRows, kInputs}, rng), weight = uniform_f32({kOutputs, kInputs}, rng),
+               bias = uniform_f32({kOutputs}, rng);
+  const Tensor residual = uniform_f32({kRows, kOutputs}, rng), dout = uniform_f32({kRows, kOutputs}, rng);
+  const Tensor dweight_before = uniform_f32({kOutputs, kInputs}, rng);
   const float* x = inp.data_as<float>();
   const float* w = weight.data_as<float>();
   const float* b = bias.data_as<float>();
@@ -82,66 +74,67 @@ TEST_CASE("bf16 linear products, forward and both backward, are within the bf16 
   const float* g = dout.data_as<float>();
 
   // Two threads split each product's rows (the weight gradient's: columns of the stored dout).
-  for (const Bf16Units units : units_to_check())
+  for (const Bf16Units units : bf16_units_to_check())
     for (const int threads : {1, 2}) {
-      INFO("units: " << units_name(units) << ", threads: " << threads);
+      INFO("units: " << bf16_units_name(units) << ", threads: " << threads);
       CpuBackend backend(threads, Precision::bf16, units);
 
       // out = bias + inp · weightᵀ, and the same onto the residual stream.
-      std::vector<double> exact(N * OC), magnitude(N * OC), exact_residual(N * OC), magnitude_residual(N * OC);
-      for (int n = 0; n < N; ++n)
-        for (int o = 0; o < OC; ++o) {
+      std::vector<double> exact(kRows * kOutputs), magnitude(kRows * kOutputs), exact_residual(kRows * kOutputs),
+          magnitude_residual(kRows * kOutputs);
+      for (int n = 0; n < kRows; ++n)
+        for (int o = 0; o < kOutputs; ++o) {
           double sum = b[o], abs_sum = std::abs(b[o]);
-          for (int c = 0; c < C; ++c) {
-            sum += double(x[n * C + c]) * w[o * C + c];
-            abs_sum += std::abs(double(x[n * C + c]) * w[o * C + c]);
+          for (int c = 0; c < kInputs; ++c) {
+            sum += double(x[n * kInputs + c]) * w[o * kInputs + c];
+            abs_sum += std::abs(double(x[n * kInputs + c]) * w[o * kInputs + c]);
           }
-          exact[n * OC + o] = sum;
-          magnitude[n * OC + o] = abs_sum;
-          exact_residual[n * OC + o] = sum + r[n * OC + o];
-          magnitude_residual[n * OC + o] = abs_sum + std::abs(r[n * OC + o]);
+          exact[n * kOutputs + o] = sum;
+          magnitude[n * kOutputs + o] = abs_sum;
+          exact_residual[n * kOutputs + o] = sum + r[n * kOutputs + o];
+          magnitude_residual[n * kOutputs + o] = abs_sum + std::abs(r[n * kOutputs + o]);
         }
-      Tensor out = Tensor::zeros({N, OC}, DType::f32);
+      Tensor out = Tensor::zeros({kRows, kOutputs}, DType::f32);
       backend.matmul_forward(out, inp, weight, bias);
-      CHECK(check_outputs(out, exact, magnitude, C) > std::ldexp(1.0, -16));
+      CHECK(check_outputs(out, exact, magnitude, kInputs) > std::ldexp(1.0, -16));
       backend.matmul_residual_forward(out, inp, weight, bias, residual);
-      CHECK(check_outputs(out, exact_residual, magnitude_residual, C) > std::ldexp(1.0, -16));
+      CHECK(check_outputs(out, exact_residual, magnitude_residual, kInputs) > std::ldexp(1.0, -16));
 
       // dinp = dout · weight.
-      std::vector<double> exact_dinp(N * C), magnitude_dinp(N * C);
-      for (int n = 0; n < N; ++n)
-        for (int c = 0; c < C; ++c)
-          for (int o = 0; o < OC; ++o) {
-            exact_dinp[n * C + c] += double(g[n * OC + o]) * w[o * C + c];
-            magnitude_dinp[n * C + c] += std::abs(double(g[n * OC + o]) * w[o * C + c]);
+      std::vector<double> exact_dinp(kRows * kInputs), magnitude_dinp(kRows * kInputs);
+      for (int n = 0; n < kRows; ++n)
+        for (int c = 0; c < kInputs; ++c)
+          for (int o = 0; o < kOutputs; ++o) {
+            exact_dinp[n * kInputs + c] += double(g[n * kOutputs + o]) * w[o * kInputs + c];
+            magnitude_dinp[n * kInputs + c] += std::abs(double(g[n * kOutputs + o]) * w[o * kInputs + c]);
           }
-      Tensor dinp = Tensor::zeros({N, C}, DType::f32);
+      Tensor dinp = Tensor::zeros({kRows, kInputs}, DType::f32);
       backend.matmul_backward_input(dinp, dout, weight);
-      CHECK(check_outputs(dinp, exact_dinp, magnitude_dinp, OC) > std::ldexp(1.0, -16));
+      CHECK(check_outputs(dinp, exact_dinp, magnitude_dinp, kOutputs) > std::ldexp(1.0, -16));
 
       // dweight += doutᵀ · inp, onto a gradient already accumulated; dbias += column sums (f32).
-      std::vector<double> exact_dweight(OC * C), magnitude_dweight(OC * C);
-      for (int o = 0; o < OC; ++o)
-        for (int c = 0; c < C; ++c) {
-          double sum = dweight_before.data_as<float>()[o * C + c], abs_sum = std::abs(sum);
-          for (int n = 0; n < N; ++n) {
-            sum += double(g[n * OC + o]) * x[n * C + c];
-            abs_sum += std::abs(double(g[n * OC + o]) * x[n * C + c]);
+      std::vector<double> exact_dweight(kOutputs * kInputs), magnitude_dweight(kOutputs * kInputs);
+      for (int o = 0; o < kOutputs; ++o)
+        for (int c = 0; c < kInputs; ++c) {
+          double sum = dweight_before.data_as<float>()[o * kInputs + c], abs_sum = std::abs(sum);
+          for (int n = 0; n < kRows; ++n) {
+            sum += double(g[n * kOutputs + o]) * x[n * kInputs + c];
+            abs_sum += std::abs(double(g[n * kOutputs + o]) * x[n * kInputs + c]);
           }
-          exact_dweight[o * C + c] = sum;
-          magnitude_dweight[o * C + c] = abs_sum;
+          exact_dweight[o * kInputs + c] = sum;
+          magnitude_dweight[o * kInputs + c] = abs_sum;
         }
-      Tensor dweight = Tensor::zeros({OC, C}, DType::f32), dbias = Tensor::zeros({OC}, DType::f32);
-      std::copy_n(dweight_before.data_as<float>(), OC * C, dweight.data_as<float>());
+      Tensor dweight = Tensor::zeros({kOutputs, kInputs}, DType::f32), dbias = Tensor::zeros({kOutputs}, DType::f32);
+      std::copy_n(dweight_before.data_as<float>(), kOutputs * kInputs, dweight.data_as<float>());
       backend.matmul_backward_weights(dweight, dbias, dout, inp);
-      CHECK(check_outputs(dweight, exact_dweight, magnitude_dweight, N) > std::ldexp(1.0, -16));
-      for (int o = 0; o < OC; ++o) {
+      CHECK(check_outputs(dweight, exact_dweight, magnitude_dweight, kRows) > std::ldexp(1.0, -16));
+      for (int o = 0; o < kOutputs; ++o) {
         double sum = 0, abs_sum = 0;
-        for (int n = 0; n < N; ++n) {
-          sum += g[n * OC + o];
-          abs_sum += std::abs(g[n * OC + o]);
+        for (int n = 0; n < kRows; ++n) {
+          sum += g[n * kOutputs + o];
+          abs_sum += std::abs(g[n * kOutputs + o]);
         }
-        CHECK(std::abs(dbias.data_as<float>()[o] - sum) <= N * std::ldexp(1.0, -23) * abs_sum);  // f32 sums only
+        CHECK(std::abs(dbias.data_as<float>()[o] - sum) <= kRows * std::ldexp(1.0, -23) * abs_sum);  // f32 sums only
       }
     }
 }
@@ -153,31 +146,31 @@ TEST_CASE("bf16 products on this cpu's BF16 units equal the emulated ones up to 
     return;
   }
   std::mt19937 rng(12);
-  const Tensor inp = random_tensor({N, C}, rng), weight = random_tensor({OC, C}, rng);
+  const Tensor inp = uniform_f32({kRows, kInputs}, rng), weight = uniform_f32({kOutputs, kInputs}, rng);
   CpuBackend hardware(1, Precision::bf16, Bf16Units::hardware), emulated(1, Precision::bf16, Bf16Units::emulated);
-  Tensor a = Tensor::zeros({N, OC}, DType::f32), b = Tensor::zeros({N, OC}, DType::f32);
+  Tensor a = Tensor::zeros({kRows, kOutputs}, DType::f32), b = Tensor::zeros({kRows, kOutputs}, DType::f32);
   hardware.matmul_forward(a, inp, weight, Tensor{});
   emulated.matmul_forward(b, inp, weight, Tensor{});
-  for (int n = 0; n < N; ++n)
-    for (int o = 0; o < OC; ++o) {
+  for (int n = 0; n < kRows; ++n)
+    for (int o = 0; o < kOutputs; ++o) {
       double abs_sum = 0;
-      for (int c = 0; c < C; ++c)
-        abs_sum += std::abs(double(inp.data_as<float>()[n * C + c]) * weight.data_as<float>()[o * C + c]);
-      // Both sum the same rounded products in f32, each within C 2^-24 (1 + u)^2 of S of the exact sum.
-      CHECK(std::abs(a.data_as<float>()[n * OC + o] - b.data_as<float>()[n * OC + o]) <=
-            2 * C * std::ldexp(1.0, -23) * abs_sum);
+      for (int c = 0; c < kInputs; ++c)
+        abs_sum += std::abs(double(inp.data_as<float>()[n * kInputs + c]) * weight.data_as<float>()[o * kInputs + c]);
+      // Both sum the same rounded products in f32, each within kInputs 2^-24 (1 + u)^2 of S of the exact sum.
+      CHECK(std::abs(a.data_as<float>()[n * kOutputs + o] - b.data_as<float>()[n * kOutputs + o]) <=
+            2 * kInputs * std::ldexp(1.0, -23) * abs_sum);
     }
 }
 
 TEST_CASE("f64 products under bf16 are the fp32 policy's, bit for bit: finite differences stay exact",
           "[kernels][bf16]") {
   std::mt19937 rng(13);
-  Tensor inp = Tensor::zeros({N, C}, DType::f64), weight = Tensor::zeros({OC, C}, DType::f64);
+  Tensor inp = Tensor::zeros({kRows, kInputs}, DType::f64), weight = Tensor::zeros({kOutputs, kInputs}, DType::f64);
   std::uniform_real_distribution<double> uniform(-1.0, 1.0);
   for (std::int64_t i = 0; i < inp.numel(); ++i) inp.data_as<double>()[i] = uniform(rng);
   for (std::int64_t i = 0; i < weight.numel(); ++i) weight.data_as<double>()[i] = uniform(rng);
   CpuBackend bf16(1, Precision::bf16), fp32(1, Precision::fp32);
-  Tensor a = Tensor::zeros({N, OC}, DType::f64), b = Tensor::zeros({N, OC}, DType::f64);
+  Tensor a = Tensor::zeros({kRows, kOutputs}, DType::f64), b = Tensor::zeros({kRows, kOutputs}, DType::f64);
   bf16.matmul_forward(a, inp, weight, Tensor{});
   fp32.matmul_forward(b, inp, weight, Tensor{});
   CHECK(std::equal(a.data_as<double>(), a.data_as<double>() + a.numel(), b.data_as<double>()));
@@ -191,10 +184,10 @@ TEST_CASE("f64 products under bf16 are the fp32 policy's, bit for bit: finite di
 TEST_CASE("bf16 products on two threads give the same bits every time at a model's shapes", "[kernels][bf16]") {
   constexpr int rows = 2048, width = 384, out_width = 1536;
   std::mt19937 rng(14);
-  const Tensor inp = random_tensor({rows, width}, rng), weight = random_tensor({out_width, width}, rng),
-               bias = random_tensor({out_width}, rng), dout = random_tensor({rows, out_width}, rng);
-  for (const Bf16Units units : units_to_check()) {
-    INFO(units_name(units));
+  const Tensor inp = uniform_f32({rows, width}, rng), weight = uniform_f32({out_width, width}, rng),
+               bias = uniform_f32({out_width}, rng), dout = uniform_f32({rows, out_width}, rng);
+  for (const Bf16Units units : bf16_units_to_check()) {
+    INFO(bf16_units_name(units));
     CpuBackend one(1, Precision::bf16, units), two(2, Precision::bf16, units);
     auto products = [&](CpuBackend& backend) {
       Tensor out = Tensor::zeros({rows, out_width}, DType::f32), dinp = Tensor::zeros({rows, width}, DType::f32);
@@ -229,7 +222,7 @@ TEST_CASE("bf16 products on BF16 units keep at most 256 matmuls over many shapes
   }
   std::mt19937 rng(13);
   constexpr int rows = 300, width = 24, outputs = 40;
-  const Tensor a = random_tensor({rows, width}, rng), b = random_tensor({outputs, width}, rng);
+  const Tensor a = uniform_f32({rows, width}, rng), b = uniform_f32({outputs, width}, rng);
   troupe::compute::cpu::ThreadTeam team(2);
   troupe::compute::cpu::Bf16Products products(team, Bf16Units::hardware);
   // m rows of a times the first n rows of b, transposed.

@@ -58,7 +58,7 @@ Tensor copy_of(const Tensor& t) {
 }
 
 // Sums of products of up to 80 terms of [-1, 1]: f64 rounds at 1e-16 of them, f32 at 6e-8.
-double tolerance(DType dtype) { return dtype == DType::f64 ? 1e-13 : 2e-6; }
+double dtype_tolerance(DType dtype) { return dtype == DType::f64 ? 1e-13 : 2e-6; }
 
 struct Setting {
   DType dtype;
@@ -103,12 +103,12 @@ TEST_CASE("grouped products equal one product per expert, on teams of 1 to 3 thr
           Tensor out = Tensor::zeros({N, OC}, dtype), expected_out = Tensor::zeros({N, OC}, dtype);
           be.grouped_matmul_forward(out, inp, weight, bias, rows_of);
           be.Backend::grouped_matmul_forward(expected_out, inp, weight, bias, rows_of);
-          CHECK(relative_difference(out, expected_out) <= tolerance(dtype));
+          CHECK(relative_difference(out, expected_out) <= dtype_tolerance(dtype));
 
           Tensor dinp = Tensor::zeros({N, C}, dtype), expected_dinp = Tensor::zeros({N, C}, dtype);
           be.grouped_matmul_backward_input(dinp, dout, weight, rows_of);
           be.Backend::grouped_matmul_backward_input(expected_dinp, dout, weight, rows_of);
-          CHECK(relative_difference(dinp, expected_dinp) <= tolerance(dtype));
+          CHECK(relative_difference(dinp, expected_dinp) <= dtype_tolerance(dtype));
 
           // The weight gradients accumulate: onto the same random start in both.
           Tensor dweight = random_tensor({E, OC, C}, dtype, rng), expected_dweight = copy_of(dweight);
@@ -116,7 +116,7 @@ TEST_CASE("grouped products equal one product per expert, on teams of 1 to 3 thr
           Tensor expected_dbias = with_bias ? copy_of(dbias) : Tensor{};
           be.grouped_matmul_backward_weights(dweight, dbias, dout, inp, rows_of);
           be.Backend::grouped_matmul_backward_weights(expected_dweight, expected_dbias, dout, inp, rows_of);
-          CHECK(relative_difference(dweight, expected_dweight) <= tolerance(dtype));
+          CHECK(relative_difference(dweight, expected_dweight) <= dtype_tolerance(dtype));
           // Each bias gradient is a column sum in row order in both.
           if (with_bias) CHECK(relative_difference(dbias, expected_dbias) == 0);
         }

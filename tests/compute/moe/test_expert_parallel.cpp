@@ -24,27 +24,23 @@
 #include "compute/context/local_exchange.hpp"
 #include "compute/cpu/cpu_backend.hpp"
 #include "compute/moe/moe_layer.hpp"
+#include "support/random_tensor.hpp"
 #include "support/thread_tensor_group.hpp"
 
 using namespace troupe::compute;
 
 namespace {
 
+using troupe::test::normal_tensor;
+
 constexpr std::int64_t N = 8, C = 4, H = 8;
 constexpr int E = 4, K = 2;
 constexpr double aux_scale = 0.7, z_scale = 0.3, tolerance = 1e-12;
 
-Tensor random_tensor(Shape shape, std::mt19937& rng, double scale) {
-  Tensor t = Tensor::zeros(std::move(shape), DType::f64);
-  std::normal_distribution<double> dist(0.0, scale);
-  for (std::int64_t i = 0; i < t.numel(); ++i) t.data_as<double>()[i] = dist(rng);
-  return t;
-}
-
 MoEWeights random_weights(std::mt19937& rng) {
-  return {random_tensor({E, C}, rng, 0.8),    random_tensor({E, H, C}, rng, 0.5), random_tensor({E, H}, rng, 0.3),
-          random_tensor({E, C, H}, rng, 0.5), random_tensor({E, C}, rng, 0.3),    random_tensor({H, C}, rng, 0.5),
-          random_tensor({H}, rng, 0.3),       random_tensor({C, H}, rng, 0.5),    random_tensor({C}, rng, 0.3)};
+  return {normal_tensor({E, C}, rng, 0.8),    normal_tensor({E, H, C}, rng, 0.5), normal_tensor({E, H}, rng, 0.3),
+          normal_tensor({E, C, H}, rng, 0.5), normal_tensor({E, C}, rng, 0.3),    normal_tensor({H, C}, rng, 0.5),
+          normal_tensor({H}, rng, 0.3),       normal_tensor({C, H}, rng, 0.5),    normal_tensor({C}, rng, 0.3)};
 }
 
 MoEWeights zeros_like(const MoEWeights& w) {
@@ -242,8 +238,8 @@ TEST_CASE("expert parallelism: one step on EP 2 and 4 equals one process, every 
   for (int shards : {2, 4}) {
     std::vector<Tensor> x, dout;
     for (int r = 0; r < shards; ++r) {
-      x.push_back(random_tensor({N, C}, rng, 1.0));
-      dout.push_back(random_tensor({N, C}, rng, 1.0));
+      x.push_back(normal_tensor({N, C}, rng, 1.0));
+      dout.push_back(normal_tensor({N, C}, rng, 1.0));
     }
     check_against_one_process(shards, x, dout, w);
   }
@@ -259,10 +255,10 @@ TEST_CASE("expert parallelism: a rank that receives no tokens runs none and the 
       w.router.data_as<double>()[e * C + c] = e < 2 ? 0.5 + 0.1 * static_cast<double>(e + c) : 0.0;
   std::vector<Tensor> x, dout;
   for (int r = 0; r < 2; ++r) {
-    x.push_back(random_tensor({N, C}, rng, 1.0));
+    x.push_back(normal_tensor({N, C}, rng, 1.0));
     for (std::int64_t i = 0; i < x.back().numel(); ++i)
       x.back().data_as<double>()[i] = std::abs(x.back().data_as<double>()[i]) + 0.1;
-    dout.push_back(random_tensor({N, C}, rng, 1.0));
+    dout.push_back(normal_tensor({N, C}, rng, 1.0));
   }
   const std::vector<Step> ep = expert_parallel(2, x, dout, w);
   REQUIRE(ep[1].received == 0);
@@ -283,8 +279,8 @@ TEST_CASE("expert parallelism with 2 tensor slices: EP 2 equals one process, eve
   const MoEWeights w = random_weights(rng);
   std::vector<Tensor> x, dout;
   for (int r = 0; r < EP; ++r) {
-    x.push_back(random_tensor({N, C}, rng, 1.0));
-    dout.push_back(random_tensor({N, C}, rng, 1.0));
+    x.push_back(normal_tensor({N, C}, rng, 1.0));
+    dout.push_back(normal_tensor({N, C}, rng, 1.0));
   }
   const OneProcess reference = one_process(EP, x, dout, w);
   std::vector<std::unique_ptr<context::LocalContextGroup>> expert_groups;  // one per slice

@@ -17,6 +17,7 @@
 #include "compute/cpu/cpu_backend.hpp"
 #include "compute/moe/moe_layer.hpp"
 #include "support/finite_difference.hpp"
+#include "support/random_tensor.hpp"
 
 using namespace troupe::compute;
 using troupe::test::central_difference;
@@ -25,22 +26,14 @@ using troupe::test::rounding_unit;
 
 namespace {
 
+using troupe::test::normal_tensor;
+
 // N = 8 tokens of C = 4 channels, E = 4 experts of width H = 8, top-2, a shared expert.
 constexpr std::int64_t N = 8, C = 4, H = 8;
 constexpr int E = 4, K = 2;
 constexpr double aux_coef = 0.7, z_coef = 0.3;
 // As in test_layer_gradients.cpp: h, rounding units allowed, and relative tolerance.
 constexpr double fd_step = 1e-4, atol_units = 16, rtol = 1e-9;
-
-Tensor random_tensor(Shape shape, std::mt19937& rng, double scale, DType dtype = DType::f64) {
-  Tensor t = Tensor::zeros(std::move(shape), DType::f64);
-  std::normal_distribution<double> dist(0.0, scale);
-  for (std::int64_t i = 0; i < t.numel(); ++i) t.data_as<double>()[i] = dist(rng);
-  if (dtype == DType::f64) return t;
-  Tensor f = Tensor::zeros(t.shape(), DType::f32);
-  for (std::int64_t i = 0; i < t.numel(); ++i) f.data_as<float>()[i] = static_cast<float>(t.data_as<double>()[i]);
-  return f;
-}
 
 Tensor as(const Tensor& t, DType dtype) {
   Tensor out = Tensor::zeros(t.shape(), dtype);
@@ -58,16 +51,16 @@ MoEShape shape(bool shared = true) { return MoEShape{E, K, shared, C, H}; }
 
 MoEWeights random_weights(std::mt19937& rng, bool shared, DType dtype = DType::f64) {
   MoEWeights w;
-  w.router = random_tensor({E, C}, rng, 0.8, dtype);
-  w.fc_w = random_tensor({E, H, C}, rng, 0.5, dtype);
-  w.fc_b = random_tensor({E, H}, rng, 0.3, dtype);
-  w.proj_w = random_tensor({E, C, H}, rng, 0.5, dtype);
-  w.proj_b = random_tensor({E, C}, rng, 0.3, dtype);
+  w.router = normal_tensor({E, C}, rng, 0.8, 0.0, dtype);
+  w.fc_w = normal_tensor({E, H, C}, rng, 0.5, 0.0, dtype);
+  w.fc_b = normal_tensor({E, H}, rng, 0.3, 0.0, dtype);
+  w.proj_w = normal_tensor({E, C, H}, rng, 0.5, 0.0, dtype);
+  w.proj_b = normal_tensor({E, C}, rng, 0.3, 0.0, dtype);
   if (shared) {
-    w.shared_fc_w = random_tensor({H, C}, rng, 0.5, dtype);
-    w.shared_fc_b = random_tensor({H}, rng, 0.3, dtype);
-    w.shared_proj_w = random_tensor({C, H}, rng, 0.5, dtype);
-    w.shared_proj_b = random_tensor({C}, rng, 0.3, dtype);
+    w.shared_fc_w = normal_tensor({H, C}, rng, 0.5, 0.0, dtype);
+    w.shared_fc_b = normal_tensor({H}, rng, 0.3, 0.0, dtype);
+    w.shared_proj_w = normal_tensor({C, H}, rng, 0.5, 0.0, dtype);
+    w.shared_proj_b = normal_tensor({C}, rng, 0.3, 0.0, dtype);
   }
   return w;
 }
@@ -112,7 +105,7 @@ struct Harness {
   Harness(bool shared, DType dtype, std::mt19937& rng)
       : act(make_moe_activations(shape(shared), N, allocator(dtype))),
         out(Tensor::zeros({N, C}, dtype)),
-        R(random_tensor({N, C}, rng, 1.0, dtype)) {}
+        R(normal_tensor({N, C}, rng, 1.0, 0.0, dtype)) {}
 
   struct Loss {
     double value = 0, magnitude = 0;
@@ -160,7 +153,7 @@ void check_gradient(const std::string& what, Tensor& x, const Tensor& analytic,
 void gradient_check(bool shared, std::uint32_t seed) {
   std::mt19937 rng(seed);
   Harness h(shared, DType::f64, rng);
-  Tensor x = random_tensor({N, C}, rng, 1.0);
+  Tensor x = normal_tensor({N, C}, rng, 1.0);
   MoEWeights w = random_weights(rng, shared);
   auto loss = [&] { return h.loss(x, w); };
   loss();
@@ -201,7 +194,7 @@ TEST_CASE("moe router: equal logits tie to the lowest experts, gates 1/k, aux lo
 TEST_CASE("moe layer: every token's k slots are dispatched and combined exactly once") {
   std::mt19937 rng(41);
   Harness h(true, DType::f64, rng);
-  const Tensor x = random_tensor({N, C}, rng, 1.0);
+  const Tensor x = normal_tensor({N, C}, rng, 1.0);
   const MoEWeights w = random_weights(rng, true);
   h.loss(x, w);
   const RoutingPlan& plan = h.act.plan;
@@ -252,7 +245,7 @@ TEST_CASE("moe layer: every token's k slots are dispatched and combined exactly 
 TEST_CASE("moe layer: an expert that receives no tokens has zero gradients and the rest still match", "[gradcheck]") {
   std::mt19937 rng(51);
   Harness h(false, DType::f64, rng);
-  Tensor x = random_tensor({N, C}, rng, 1.0);
+  Tensor x = normal_tensor({N, C}, rng, 1.0);
   MoEWeights w = random_weights(rng, false);
   // Channel 0 is 1 for every token and the last expert's router row reads it as -20: never chosen.
   for (std::int64_t t = 0; t < N; ++t) x.data_as<double>()[t * C] = 1.0;
@@ -278,7 +271,7 @@ TEST_CASE("moe layer: an expert that receives no tokens has zero gradients and t
 
 TEST_CASE("moe layer: f32 forward and backward agree with f64") {
   std::mt19937 rng(61);
-  const Tensor x = random_tensor({N, C}, rng, 1.0);
+  const Tensor x = normal_tensor({N, C}, rng, 1.0);
   MoEWeights w = random_weights(rng, true);
   auto run = [&](DType dtype, Tensor& out, Tensor& dx, MoEWeights& g) {
     CpuBackend backend(1);

@@ -29,7 +29,7 @@ namespace {
 
 // 3 blocks, 4 experts top-2 in every other one (block 1), a shared expert; experts of a dense
 // MLP's width 4C (expert_width 0) or another.
-GPTConfig moe_config(int moe_every = 2, int shared = 1, int expert_width = 0) {
+GPTConfig narrow_moe_config(int moe_every = 2, int shared = 1, int expert_width = 0) {
   GPTConfig cfg{3, 8, 2, 6, 11, 11};
   cfg.experts = 4;
   cfg.top_k = 2;
@@ -47,7 +47,7 @@ TEST_CASE(
     "[model][gradcheck]") {
   const int expert_width = GENERATE(0, 12);
   INFO("model.expert_width " << expert_width);
-  const GPTConfig cfg = moe_config(1, 1, expert_width);
+  const GPTConfig cfg = narrow_moe_config(1, 1, expert_width);
   const double aux_coef = 0.5, z_coef = 0.2;
   CpuBackend backend(1);
   GPT model(cfg, backend, DType::f64);
@@ -104,7 +104,7 @@ TEST_CASE(
 TEST_CASE(
     "moe GPT: the layout holds the router and stacked experts in every moe_every-th block, and counts "
     "active parameters") {
-  const GPTConfig cfg = moe_config(2, 1);
+  const GPTConfig cfg = narrow_moe_config(2, 1);
   const ParameterLayout layout(cfg);
   const std::int64_t C = cfg.n_embd, E = cfg.experts;
   CHECK(layout.find("h.0.mlp.c_fc.weight").shape == Shape{4 * C, C});
@@ -126,7 +126,7 @@ TEST_CASE(
   CHECK(ParameterLayout(dense).active() == ParameterLayout(dense).total());
 
   // Narrower experts: the experts and the shared expert are H wide; the dense blocks keep 4C.
-  const GPTConfig fine = moe_config(2, 1, 12);
+  const GPTConfig fine = narrow_moe_config(2, 1, 12);
   const ParameterLayout narrow(fine);
   const std::int64_t H = 12, narrow_expert = 2 * C * H + H + C;
   CHECK(fine.expert_hidden() == H);
@@ -143,19 +143,19 @@ TEST_CASE(
 }
 
 TEST_CASE("moe GPT: validate names the MoE key that is out of range") {
-  GPTConfig cfg = moe_config();
+  GPTConfig cfg = narrow_moe_config();
   cfg.top_k = 5;
   CHECK(validate(cfg).error().message == "model.top_k 5 must be between 1 and model.experts 4");
-  cfg = moe_config();
+  cfg = narrow_moe_config();
   cfg.moe_every = 4;
   CHECK(validate(cfg).error().message == "model.moe_every 4 must be between 1 and model.n_layer 3");
-  cfg = moe_config();
+  cfg = narrow_moe_config();
   cfg.shared_experts = 2;
   CHECK(validate(cfg).error().message == "model.shared_experts must be 0 or 1, got 2");
-  cfg = moe_config();
+  cfg = narrow_moe_config();
   cfg.expert_width = -3;
   CHECK(validate(cfg).error().message == "model.expert_width must not be negative (0 = 4 x model.n_embd), got -3");
-  CHECK(validate(moe_config()).ok());
+  CHECK(validate(narrow_moe_config()).ok());
 }
 
 // As test_model_memory_estimate.cpp holds the dense model: what the stage and its AdamW allocate,
@@ -191,7 +191,7 @@ TEST_CASE("moe GPT: the memory estimate is within 3 percent of what the model an
 
 TEST_CASE("moe GPT: an expert shard's layout holds its E/EP experts, each view saying where it sits in the whole model",
           "[model][moe]") {
-  const GPTConfig cfg = moe_config(2, 1);
+  const GPTConfig cfg = narrow_moe_config(2, 1);
   const ParameterLayout whole(cfg);
   const std::int64_t C = cfg.n_embd, E = cfg.experts, expert = 8 * C * C + 5 * C;
   for (const int ep : {2, 4})
@@ -275,7 +275,7 @@ TEST_CASE(
     "moe GPT on two stages: each stage's routing holds its own blocks at their places, and the stages' gradients with "
     "the routing losses are the whole model's",
     "[model][moe][pipeline]") {
-  const GPTConfig cfg = moe_config(1);  // MoE blocks 0 and 1 on the first stage, 2 on the second
+  const GPTConfig cfg = narrow_moe_config(1);  // MoE blocks 0 and 1 on the first stage, 2 on the second
   const double aux_coef = 0.5, z_coef = 0.2;
   CpuBackend backend(1);
   GPTStage whole(cfg, backend, 0, 3, DType::f64), first(cfg, backend, 0, 2, DType::f64),

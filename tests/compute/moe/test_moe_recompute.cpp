@@ -20,6 +20,7 @@
 #include "compute/model/recompute.hpp"
 #include "compute/random.hpp"
 #include "support/micro_batch.hpp"
+#include "support/moe_config.hpp"
 #include "support/tensor_compare.hpp"
 
 using namespace troupe::compute;
@@ -28,18 +29,9 @@ using troupe::test::host_copy;
 
 using troupe::test::micro_batch;
 using troupe::test::MicroBatch;
+using troupe::test::three_block_moe;
 
 namespace {
-
-// 3 blocks, 4 experts top-2 in every moe_every-th block, a shared expert.
-GPTConfig moe_config(int moe_every) {
-  GPTConfig cfg{3, 32, 4, 16, 64, 64};
-  cfg.experts = 4;
-  cfg.top_k = 2;
-  cfg.moe_every = moe_every;
-  cfg.shared_experts = 1;
-  return cfg;
-}
 
 // One rank's two micro-batches run as a pipeline's last stage runs them: both forwards, then both
 // backwards, so the second forward overwrites every buffer the two share before the first backward.
@@ -57,7 +49,7 @@ RankResult run_rank(const GPTConfig& cfg, DType dtype, Recompute recompute, Expe
   stage.init_parameters(5);
   stage.reserve(3, 16, 2);
   stage.zero_grad();
-  const MicroBatch mbs[2] = {micro_batch(cfg, 2, 16, seed), micro_batch(cfg, 3, 12, seed + 10)};
+  const MicroBatch mbs[2] = {micro_batch(2, 16, cfg.vocab_size, seed), micro_batch(3, 12, cfg.vocab_size, seed + 10)};
   RankResult result;
   for (int m = 0; m < 2; ++m) {
     result.losses.push_back(stage.forward(m, mbs[m].tokens, mbs[m].targets));
@@ -131,8 +123,8 @@ TEST_CASE(
     for (const Recompute r : {Recompute::selective, Recompute::full})
       for (const int shards : {1, 2}) {
         INFO("moe_every " << moe_every << ", recompute " << recompute_name(r) << ", expert shards " << shards);
-        check_bitwise_equal_to_none(moe_config(moe_every), DType::f32, r, shards);
-        check_bitwise_equal_to_none(moe_config(moe_every), DType::f64, r, shards);
+        check_bitwise_equal_to_none(three_block_moe(moe_every, 1), DType::f32, r, shards);
+        check_bitwise_equal_to_none(three_block_moe(moe_every, 1), DType::f64, r, shards);
       }
 }
 
@@ -140,7 +132,7 @@ TEST_CASE(
     "moe recompute: activation bytes drop by what each mode does not keep of an MoE block, and the memory "
     "estimate drops by as much",
     "[moe][recompute]") {
-  const GPTConfig cfg = moe_config(1);  // every block an MoE block
+  const GPTConfig cfg = three_block_moe(1, 1);  // every block an MoE block
   const std::int64_t B = 3, T = 16, BT = B * T, C = cfg.n_embd, att = B * cfg.n_head * T, f32 = 4;
   const MoEShape shape{cfg.experts, cfg.top_k, true, C, 4 * C, 1};
   // One MoE block's kept buffers under none: a dense block's but fch and fch_gelu, and the MLP's state.
@@ -162,7 +154,7 @@ TEST_CASE(
   CHECK(estimate(Recompute::none) - estimate(Recompute::selective) == double(none - selective));
   CHECK(estimate(Recompute::none) - estimate(Recompute::full) == double(none - full));
   // With dense blocks between the MoE blocks as well.
-  const GPTConfig mixed = moe_config(2);
+  const GPTConfig mixed = three_block_moe(2, 1);
   for (const Recompute r : {Recompute::selective, Recompute::full}) {
     INFO("moe_every 2, recompute " << recompute_name(r));
     StageFootprint s{0, mixed.n_layer, static_cast<int>(B), static_cast<int>(T), static_cast<int>(slots), 4};

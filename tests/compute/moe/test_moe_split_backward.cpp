@@ -20,6 +20,7 @@
 #include "compute/model/memory_estimate.hpp"
 #include "compute/random.hpp"
 #include "support/micro_batch.hpp"
+#include "support/moe_config.hpp"
 #include "support/tensor_compare.hpp"
 
 using namespace troupe::compute;
@@ -29,18 +30,9 @@ using troupe::test::host_copy;
 
 using troupe::test::micro_batch;
 using troupe::test::MicroBatch;
+using troupe::test::three_block_moe;
 
 namespace {
-
-// 3 blocks, 4 experts top-2 in every moe_every-th block.
-GPTConfig moe_config(int moe_every, bool shared_expert) {
-  GPTConfig cfg{3, 32, 4, 16, 64, 64};
-  cfg.experts = 4;
-  cfg.top_k = 2;
-  cfg.moe_every = moe_every;
-  cfg.shared_experts = shared_expert ? 1 : 0;
-  return cfg;
-}
 
 // An exchange that counts the calls it passes on to a rank of the group.
 class CountingExchange : public context::ContextExchange {
@@ -103,18 +95,18 @@ Gradients run_stage(GPTStage& stage, const MicroBatch mbs[2], bool split, const 
   return g;
 }
 
-struct RankResult {
+struct WholeAndSplit {
   Gradients whole, split;
   std::int64_t weight_input_bytes = 0;
 };
 
-RankResult run_rank(const GPTConfig& cfg, Recompute recompute, context::ContextExchange* group, std::uint64_t seed) {
+WholeAndSplit run_rank(const GPTConfig& cfg, Recompute recompute, context::ContextExchange* group, std::uint64_t seed) {
   CpuBackend backend(2);  // threaded kernels: B then W must repeat backward's bit for bit
   std::unique_ptr<CountingExchange> counted;
   if (group != nullptr) counted = std::make_unique<CountingExchange>(*group);
   const ExpertGroup experts{counted.get()};
-  const MicroBatch mbs[2] = {micro_batch(cfg, 2, 16, seed), micro_batch(cfg, 3, 12, seed + 10)};
-  RankResult result;
+  const MicroBatch mbs[2] = {micro_batch(2, 16, cfg.vocab_size, seed), micro_batch(3, 12, cfg.vocab_size, seed + 10)};
+  WholeAndSplit result;
   for (bool split : {false, true}) {
     GPTStage stage(cfg, backend, 0, cfg.n_layer, DType::f64, recompute, nullptr, {}, {}, experts);
     stage.set_moe_loss_coefficients(0.1, 0.01);
@@ -127,8 +119,8 @@ RankResult run_rank(const GPTConfig& cfg, Recompute recompute, context::ContextE
 }
 
 // Every rank of an expert group of `shards` threads (one rank alone for 1), each with its own tokens.
-std::vector<RankResult> run_group(const GPTConfig& cfg, Recompute recompute, int shards) {
-  std::vector<RankResult> results(static_cast<std::size_t>(shards));
+std::vector<WholeAndSplit> run_group(const GPTConfig& cfg, Recompute recompute, int shards) {
+  std::vector<WholeAndSplit> results(static_cast<std::size_t>(shards));
   if (shards == 1) {
     results[0] = run_rank(cfg, recompute, nullptr, 7);
     return results;
@@ -151,10 +143,10 @@ std::vector<RankResult> run_group(const GPTConfig& cfg, Recompute recompute, int
 }
 
 void check_split_equals_whole(const GPTConfig& cfg, Recompute recompute, int shards) {
-  const std::vector<RankResult> results = run_group(cfg, recompute, shards);
+  const std::vector<WholeAndSplit> results = run_group(cfg, recompute, shards);
   for (std::size_t r = 0; r < results.size(); ++r) {
     INFO("rank " << r << " of " << shards);
-    const RankResult& got = results[r];
+    const WholeAndSplit& got = results[r];
     CHECK(got.weight_input_bytes > 0);
     for (std::size_t m = 0; m < 2; ++m) {
       INFO("micro-batch " << m);
@@ -171,14 +163,14 @@ TEST_CASE("MoE split backward: B then W gives backward's gradients bit for bit, 
   for (bool shared_expert : {false, true})
     for (int moe_every : {1, 2}) {
       INFO("shared expert " << shared_expert << ", an MoE block every " << moe_every);
-      check_split_equals_whole(moe_config(moe_every, shared_expert), Recompute::none, 1);
+      check_split_equals_whole(three_block_moe(moe_every, shared_expert ? 1 : 0), Recompute::none, 1);
     }
 }
 
 TEST_CASE("MoE split backward: B then W bit for bit under selective and full recompute", "[moe][pipeline]") {
   for (Recompute recompute : {Recompute::selective, Recompute::full}) {
     INFO("recompute " << static_cast<int>(recompute));
-    check_split_equals_whole(moe_config(2, true), recompute, 1);
+    check_split_equals_whole(three_block_moe(2, 1), recompute, 1);
   }
 }
 
@@ -188,14 +180,14 @@ TEST_CASE(
     "[moe][pipeline]") {
   for (Recompute recompute : {Recompute::none, Recompute::selective, Recompute::full}) {
     INFO("recompute " << static_cast<int>(recompute));
-    check_split_equals_whole(moe_config(1, true), recompute, 2);
+    check_split_equals_whole(three_block_moe(1, 1), recompute, 2);
   }
-  check_split_equals_whole(moe_config(2, false), Recompute::none, 2);
+  check_split_equals_whole(three_block_moe(2, 0), Recompute::none, 2);
 }
 
 TEST_CASE("MoE split backward: what B keeps for W is counted per block as documented, and by the memory estimate",
           "[moe][pipeline][memory]") {
-  const GPTConfig cfg = moe_config(2, true);  // block 1 MoE, 0 and 2 dense
+  const GPTConfig cfg = three_block_moe(2, 1);  // block 1 MoE, 0 and 2 dense
   const std::int64_t B = 3, T = 16, BT = B * T, C = cfg.n_embd, M = 4 * C, slots = 2, f32 = 4;
   const MoEShape shape{cfg.experts, cfg.top_k, true, C, M, 1};
   for (Recompute recompute : {Recompute::none, Recompute::full}) {

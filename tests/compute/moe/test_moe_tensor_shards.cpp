@@ -38,7 +38,7 @@ namespace {
 
 constexpr int B = 2, T = 16;
 // Large enough that the router's gradient is mostly the losses' and their share of the input's.
-constexpr double aux_coef = 0.5, z_coef = 0.2;
+constexpr double shard_aux_coef = 0.5, shard_z_coef = 0.2;
 
 GPTConfig moe_tiny(int shared_experts) {
   GPTConfig config = *gpt_preset("moe-tiny");
@@ -66,7 +66,7 @@ struct StepState {
 
 StepState take_step(GPTStage& stage, Backend& backend, const GPTConfig& config,
                     const std::function<void(Tensor)>& sum_over_shards = {}) {
-  stage.set_moe_loss_coefficients(aux_coef, z_coef);
+  stage.set_moe_loss_coefficients(shard_aux_coef, shard_z_coef);
   stage.init_parameters(21);
   stage.reserve(B, T, 1);
   stage.zero_grad();
