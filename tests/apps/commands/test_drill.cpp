@@ -616,7 +616,7 @@ TEST_CASE(
 TEST_CASE(
     "drill kill-worker on 2 stages with expert shards: one expert group a stage rolls every rank back to the "
     "newest checkpoint in place, and the weights are an undisturbed run's",
-    "[drill][moe][pipeline][rollback]") {
+    "[drill][moe][pipeline][rollback][slow]") {
   TempDir dir;
   const ProcessResult r =
       drill(dir, "kill-worker",
