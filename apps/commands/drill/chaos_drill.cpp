@@ -2,8 +2,6 @@
 // moment within the step and never the node killed the time before, the choices drawn from a
 // printed seed.
 
-#include <signal.h>
-
 #include <cstdio>
 #include <random>
 #include <thread>
@@ -102,7 +100,7 @@ Verdict drill_chaos(const Drill& drill, std::uint64_t seed) {
     }
     const std::size_t kill_index = feed.size();
     const std::string writing = checkpoint_in_flight(drill.dir() / "drilled");
-    ::kill(joined->second.back(), SIGKILL);
+    kill_node_process(joined->second.back());
     const double fault_at = now();
     if (!writing.empty()) ++during_checkpoint;
     ++kills;

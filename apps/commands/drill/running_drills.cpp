@@ -91,7 +91,7 @@ Verdict drill_running_job(const Drill& drill) {
     from = feed.size();
     std::string undelivered;  // a node whose process ended before the drill read the step's event
     for (int pid : pids)
-      if (::kill(pid, hang ? SIGSTOP : SIGKILL) != 0)
+      if (!(hang ? ::kill(pid, SIGSTOP) == 0 : kill_node_process(pid)))
         undelivered += fmt::format("{}pid {}: {}", undelivered.empty() ? "" : ", ", pid, std::strerror(errno));
     fault_at = now();
     v.fault = std::string(hang ? "SIGSTOP" : "SIGKILL") + " to " + nodes + " (pid" + (pids.size() > 1 ? "s " : " ") +

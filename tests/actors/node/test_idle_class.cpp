@@ -1,5 +1,6 @@
 // A process entering the idle scheduling class: every thread it has and every thread it starts
-// after. Checked in a forked child, so the test process keeps its class.
+// after; and its threads moved back to the normal class from outside, as a drill's kill does.
+// Checked in forked children, so the test process keeps its class.
 
 #include <catch2/catch.hpp>
 
@@ -9,7 +10,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "actors/node/idle_class.hpp"
 
@@ -57,4 +61,49 @@ TEST_CASE("entering the idle scheduling class moves the process's threads, earli
   // thread, a thread started before, a thread started after was not idle-class.
   CHECK(WEXITSTATUS(status) == 0);
   CHECK(sched_getscheduler(0) == SCHED_OTHER);
+}
+
+TEST_CASE("a process's threads leave the idle scheduling class from outside, and a process gone leaves it at once",
+          "[node]") {
+  // The child: two threads in the idle class, then waiting for the parent's verdict on a pipe.
+  int to_child[2], from_child[2];
+  REQUIRE(pipe(to_child) == 0);
+  REQUIRE(pipe(from_child) == 0);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    std::atomic<bool> done{false};
+    std::thread second([&] {
+      while (!done) std::this_thread::yield();
+    });
+    const char entered = enter_idle_scheduling_class().ok() ? 'y' : 'n';
+    if (write(from_child[1], &entered, 1) != 1) _exit(20);
+    char go = 0;
+    if (read(to_child[0], &go, 1) != 1) _exit(21);
+    done = true;
+    second.join();
+    _exit(0);
+  }
+  char entered = 0;
+  REQUIRE(read(from_child[0], &entered, 1) == 1);
+  REQUIRE(entered == 'y');
+  const auto thread_policies = [&] {
+    std::vector<int> policies;
+    for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(child) + "/task"))
+      policies.push_back(sched_getscheduler(std::stoi(task.path().filename().string())));
+    return policies;
+  };
+  CHECK(thread_policies() == std::vector<int>{SCHED_IDLE, SCHED_IDLE});
+  const troupe::Status left = leave_idle_scheduling_class(child);
+  INFO((left.ok() ? std::string() : left.error().message));
+  CHECK(left.ok());
+  CHECK(thread_policies() == std::vector<int>{SCHED_OTHER, SCHED_OTHER});
+  const char go = 'g';
+  REQUIRE(write(to_child[1], &go, 1) == 1);
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  for (int fd : {to_child[0], to_child[1], from_child[0], from_child[1]}) close(fd);
+  // Reaped: no /proc/<pid>/task to list, nothing to move.
+  CHECK(leave_idle_scheduling_class(child).ok());
 }
