@@ -19,8 +19,8 @@ Status enter_idle_scheduling_class();
 // drill does to a node process it has just SIGKILLed. Each thread of a killed process must run
 // once to exit, and the job learns of the loss when the last one has; idle-class threads among a
 // thousand busy sim ranks wait seconds for a core (4.3 s at 1,024 ranks on 2 cores, docs/scale.md),
-// where a node's process on its own machine dies at once. Threads already gone are passed over;
-// fails, naming the reason, where the threads cannot be listed or the kernel refuses.
-Status leave_idle_scheduling_class(int pid);
+// where a node's process on its own machine dies at once. Threads already gone are passed over.
+// False where the threads cannot be listed (the process not gone) or the kernel refuses a thread.
+bool leave_idle_scheduling_class(int pid);
 
 }  // namespace troupe::actors

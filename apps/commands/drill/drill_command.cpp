@@ -282,7 +282,7 @@ double now() { return actors::unix_now(); }
 bool kill_node_process(int pid) {
   if (::kill(pid, SIGKILL) != 0) return false;
   // Refused (an unprivileged user whose RLIMIT_NICE forbids nice 0, say): it dies at its own pace.
-  (void)actors::leave_idle_scheduling_class(pid);
+  actors::leave_idle_scheduling_class(pid);
   return true;
 }
 

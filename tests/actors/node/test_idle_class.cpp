@@ -94,9 +94,7 @@ TEST_CASE("a process's threads leave the idle scheduling class from outside, and
     return policies;
   };
   CHECK(thread_policies() == std::vector<int>{SCHED_IDLE, SCHED_IDLE});
-  const troupe::Status left = leave_idle_scheduling_class(child);
-  INFO((left.ok() ? std::string() : left.error().message));
-  CHECK(left.ok());
+  CHECK(leave_idle_scheduling_class(child));
   CHECK(thread_policies() == std::vector<int>{SCHED_OTHER, SCHED_OTHER});
   const char go = 'g';
   REQUIRE(write(to_child[1], &go, 1) == 1);
@@ -105,5 +103,5 @@ TEST_CASE("a process's threads leave the idle scheduling class from outside, and
   CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
   for (int fd : {to_child[0], to_child[1], from_child[0], from_child[1]}) close(fd);
   // Reaped: no /proc/<pid>/task to list, nothing to move.
-  CHECK(leave_idle_scheduling_class(child).ok());
+  CHECK(leave_idle_scheduling_class(child));
 }
