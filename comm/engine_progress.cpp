@@ -18,7 +18,7 @@ namespace {
 // rank (train.backend sim) takes another.
 struct UcxDefault {
   const char* name;
-  const char* value;
+  const char* value;                // null: UCX's own
   const char* sim_value = nullptr;  // null: the same as `value`
 };
 constexpr UcxDefault ucx_defaults[] = {
@@ -30,13 +30,13 @@ constexpr UcxDefault ucx_defaults[] = {
     {"MM_ERROR_HANDLING", "y"},  // shared memory (posix, sysv) may serve endpoints with peer
                                  // error handling: UCX checks the peer process is alive;
                                  // without it such endpoints fall back to TCP over loopback
-    {"MM_SEG_SIZE", "32k"},      // FIFO element: a quarter of the fragments of the default 8k;
-                                 // 2-process all-reduce about 10% faster (docs/comm.md)
+    // A simulated rank's messages are tokens or real bytes under 64 KiB: eager, a send is done once
+    // copied, where a rendezvous waits for the peer's thread, one of a thousand, to answer twice
+    // (docs/comm.md). A real rank keeps UCX's choice.
+    {"RNDV_THRESH", nullptr, "inf"},
+    {"MM_SEG_SIZE", "32k"},  // FIFO element: a quarter of the fragments of the default 8k;
+                             // 2-process all-reduce about 10% faster (docs/comm.md)
 };
-
-// Longest sleep with none in flight (UCX keepalive needs progress). With requests in flight the
-// engine's busy_sleep bounds it (engine_state.hpp).
-constexpr auto idle_sleep = std::chrono::milliseconds(100);
 
 thread_local const void* progress_thread_state = nullptr;
 
@@ -61,7 +61,8 @@ Status Engine::State::open(EngineAddress& address) {
   for (const UcxDefault& d : ucx_defaults) {
     if (std::getenv((std::string("UCX_") + d.name).c_str()) != nullptr) continue;
     if (std::string_view(d.name).starts_with("MM_") && !shared_memory_enabled()) continue;
-    ucp_config_modify(config, d.name, wire && d.sim_value != nullptr ? d.sim_value : d.value);
+    const char* chosen = wire && d.sim_value != nullptr ? d.sim_value : d.value;
+    if (chosen != nullptr) ucp_config_modify(config, d.name, chosen);
   }
   // A simulated rank's bytes take the wire model's time, not the transport's, and hundreds share
   // a host: one shared-memory transport (sysv) of UCX's two. Each opens its own FIFOs a worker;
@@ -109,7 +110,7 @@ void Engine::State::run() {
       next_busy_sleep = busy_sleep;
       continue;
     }
-    if (operations.empty()) {
+    if (operations.empty() || (receives_wait_for_events && !sends_held_by_ucx())) {
       sleep_until_event(idle_sleep);
     } else if (now - last_work < spin) {
       std::this_thread::yield();
@@ -129,6 +130,12 @@ bool Engine::State::run_tasks() {
   }
   for (auto& task : batch) task();
   return !batch.empty();
+}
+
+bool Engine::State::sends_held_by_ucx() const {
+  for (const auto& [id, op] : operations)
+    if (!op.recv && op.request != nullptr) return true;
+  return false;
 }
 
 // Sleeps on the worker's event fd, at most `limit`, unless an event or a task is waiting.

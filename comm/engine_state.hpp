@@ -86,6 +86,11 @@ struct Engine::State {
   // busy_sleep_limit; work brings it back to busy_sleep.
   std::chrono::microseconds busy_sleep{200};
   std::chrono::microseconds busy_sleep_limit{200};
+  // Sleep with none in flight (UCX's keepalive needs progress once an interval).
+  std::chrono::milliseconds idle_sleep{100};
+  // Whether receives alone in flight sleep as long as idle: each arrival wakes the worker's event
+  // fd, so only a send UCX still holds (behind a full FIFO, or a rendezvous) needs the bound.
+  bool receives_wait_for_events = false;
   std::optional<WireModel> wire;  // a simulated rank's link; wire_clock spends its time
   compute::ModelledClock wire_clock;
   std::thread thread;
@@ -133,6 +138,8 @@ struct Engine::State {
   void run();
   bool run_tasks();
   void sleep_until_event(std::chrono::nanoseconds limit);
+  // Whether a send in flight is still UCX's (neither completed at once nor called back).
+  bool sends_held_by_ucx() const;
   void shut_down();
 
   // engine_region.cpp
