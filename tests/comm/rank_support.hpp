@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,10 +71,12 @@ std::vector<T> unpack(const std::vector<std::uint8_t>& bytes) {
 // Sets an environment variable for the ranks forked while it lives, then restores it.
 using troupe::test::ScopedEnv;
 
-// Runs `body` on `ranks` processes; every rank must report success. Returns the reports.
+// Runs `body` on `ranks` processes (simulated ranks' engines with a `wire` model); every rank
+// must report success. Returns the reports.
 inline std::vector<std::vector<std::uint8_t>> run_ranks(int ranks, const LocalRankBody& body,
-                                                        std::chrono::seconds timeout = std::chrono::seconds(30)) {
-  auto results = run_local_ranks(ranks, body, timeout);
+                                                        std::chrono::seconds timeout = std::chrono::seconds(30),
+                                                        const std::optional<WireModel>& wire = std::nullopt) {
+  auto results = run_local_ranks(ranks, body, timeout, {}, wire);
   REQUIRE(results.ok());
   std::vector<std::vector<std::uint8_t>> reports;
   for (int r = 0; r < ranks; ++r) {
