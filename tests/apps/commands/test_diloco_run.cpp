@@ -521,7 +521,9 @@ TEST_CASE(
 // begins, or during fragment 0's sync after step 4: island 0 takes that sync alone (it lands after
 // step 5), or, where the killed process's part had landed, fragment 1's after step 6 (landing after
 // 7); the new process rejoins there with every fragment's outer state, nothing else being in
-// flight. The simulation's island absent from that landing adopts every fragment's outer state too.
+// flight. Island 1 may run a step ahead: killed as step 4 begins it has applied fragment 1's sum of
+// step 2, which island 0 still holds in flight (it lands after step 3) — given up by the renewal
+// and taken alone, so that landing is the one without island 1. The simulation's island absent from that landing adopts every fragment's outer state too.
 TEST_CASE(
     "diloco: streaming fragments with overlap: an island's node killed before or during a fragment's sync is left "
     "out of that sync, rejoins with every fragment's outer state, and the run ends with the simulation's weights, bit "
@@ -560,7 +562,7 @@ TEST_CASE(
     CHECK(occurrences(out, "recovery: island 1 rejoined") == 1);
     CHECK_THAT(out, Catch::Contains("averaged over 1 island(s)") && !Catch::Contains("restarting every node"));
     const long absent = rejoined_after(out);
-    CHECK((absent == 5 || (run.name != "before" && absent == 7)));
+    CHECK((absent == 3 || absent == 5 || (run.name != "before" && absent == 7)));
     const std::vector<float> start = simulate(run.file, 0).start;
     const Simulated simulated =
         simulate(run.file, 8, [absent](long s, int island) { return island == 0 || s != absent; });
