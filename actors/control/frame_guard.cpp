@@ -58,6 +58,12 @@ class RefusalLog {
   int logged_ = 0, left_out_ = 0;
 };
 
+}  // namespace
+
+// Named, not anonymous: FrameGuard::Impl holds sessions, and GCC warns of a member whose type is
+// file-local (-Wsubobject-linkage) where a unity build compiles this file inside another.
+namespace frame_guard_sessions {
+
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket client, const FrameGuardOptions& options, std::function<void(Session*)> ended)
@@ -191,9 +197,11 @@ class Session : public std::enable_shared_from_this<Session> {
   bool first_ = true, closed_ = false;
 };
 
-}  // namespace
+}  // namespace frame_guard_sessions
 
 struct FrameGuard::Impl {
+  using Session = frame_guard_sessions::Session;
+
   FrameGuardOptions options;
   asio::io_context io;
   tcp::acceptor acceptor{io};

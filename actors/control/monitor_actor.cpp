@@ -1,7 +1,5 @@
 #include "actors/control/monitor_actor.hpp"
 
-#include <signal.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -16,6 +14,7 @@
 
 #include "actors/control/monitor_report.hpp"
 #include "actors/control/web_feed.hpp"
+#include "actors/idle_class.hpp"
 #include "actors/local_messages.hpp"
 #include "actors/messages.hpp"
 #include "checkpoint/store.hpp"
@@ -450,7 +449,7 @@ void command(monitor_actor* self, const std::vector<std::string>& words, caf::re
                                        "processes can be signalled",
                                        index, n.host));
     monitor::logger("monitor")->warn("shell: kill node {} (drill): SIGKILL to pid {}", index, n.pid);
-    if (::kill(n.pid, SIGKILL) != 0)
+    if (!kill_node_process(n.pid))
       return answer(false, fmt::format("kill node: SIGKILL to pid {} failed: {}", n.pid, std::strerror(errno)));
     answer(true, fmt::format("kill node {}: SIGKILL sent to pid {} ({}); {}", index, n.pid, n.host,
                              st.plan.replaces_lost_nodes        ? "the job starts that node's process again, in place"

@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "actors/actor_system_setup.hpp"
-#include "actors/node/idle_class.hpp"
+#include "actors/idle_class.hpp"
 #include "actors/node/node_control.hpp"
 #include "actors/node/node_supervisor.hpp"
 #include "actors/process_logs.hpp"

@@ -6,6 +6,7 @@
 #include <random>
 #include <thread>
 
+#include "actors/idle_class.hpp"
 #include "apps/commands/drill/drill.hpp"
 
 namespace troupe::apps::drill {
@@ -100,7 +101,7 @@ Verdict drill_chaos(const Drill& drill, std::uint64_t seed) {
     }
     const std::size_t kill_index = feed.size();
     const std::string writing = checkpoint_in_flight(drill.dir() / "drilled");
-    kill_node_process(joined->second.back());
+    actors::kill_node_process(joined->second.back());
     const double fault_at = now();
     if (!writing.empty()) ++during_checkpoint;
     ++kills;

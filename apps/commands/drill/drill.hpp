@@ -94,12 +94,6 @@ void compare_weights_within(const Drill& drill, double relative, Verdict& v);
 // The wall clock, as the job's events carry it.
 double now();
 
-// SIGKILL to the node process `pid`, then its threads out of the idle scheduling class, so that
-// it dies at once as a node's process on its own machine would (actors/node/idle_class.hpp): a
-// sim node process's threads would otherwise wait for cores behind the survivors' ranks to exit.
-// False, errno set, where the signal was not delivered.
-bool kill_node_process(int pid);
-
 // The newest step the job reported finished at or before `at`, among the events from position
 // `from` on (0 with none).
 long last_step_before(const std::vector<actors::job_event>& events, double at, std::size_t from = 0);

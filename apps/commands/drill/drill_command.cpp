@@ -1,7 +1,6 @@
 // troupe drill SCENARIO: what the drills share (drill.hpp) — the drill folder and its runs, the
 // verdict, the account of a recovery from the job's events — and the command itself.
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,7 +15,6 @@
 #include <spdlog/fmt/fmt.h>
 
 #include "actors/job_events.hpp"
-#include "actors/node/idle_class.hpp"
 #include "apps/commands/drill/drill.hpp"
 #include "apps/commands/job_arguments.hpp"
 #include "apps/config/print.hpp"
@@ -278,13 +276,6 @@ void compare_weights_within(const Drill& drill, double relative, Verdict& v) {
 }
 
 double now() { return actors::unix_now(); }
-
-bool kill_node_process(int pid) {
-  if (::kill(pid, SIGKILL) != 0) return false;
-  // Refused (an unprivileged user whose RLIMIT_NICE forbids nice 0, say): it dies at its own pace.
-  actors::leave_idle_scheduling_class(pid);
-  return true;
-}
 
 long last_step_before(const std::vector<actors::job_event>& events, double at, std::size_t from) {
   long last = 0;

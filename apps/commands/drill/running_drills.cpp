@@ -16,6 +16,7 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include "actors/idle_class.hpp"
 #include "actors/process_environment.hpp"
 #include "apps/commands/drill/drill.hpp"
 
@@ -91,7 +92,7 @@ Verdict drill_running_job(const Drill& drill) {
     from = feed.size();
     std::string undelivered;  // a node whose process ended before the drill read the step's event
     for (int pid : pids)
-      if (!(hang ? ::kill(pid, SIGSTOP) == 0 : kill_node_process(pid)))
+      if (!(hang ? ::kill(pid, SIGSTOP) == 0 : actors::kill_node_process(pid)))
         undelivered += fmt::format("{}pid {}: {}", undelivered.empty() ? "" : ", ", pid, std::strerror(errno));
     fault_at = now();
     v.fault = std::string(hang ? "SIGSTOP" : "SIGKILL") + " to " + nodes + " (pid" + (pids.size() > 1 ? "s " : " ") +

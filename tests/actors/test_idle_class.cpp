@@ -1,21 +1,24 @@
 // A process entering the idle scheduling class: every thread it has and every thread it starts
-// after; and its threads moved back to the normal class from outside, as a drill's kill does.
+// after; its threads moved back to the normal class from outside, as killing a node process does;
+// and that kill.
 // Checked in forked children, so the test process keeps its class.
 
 #include <catch2/catch.hpp>
 
 #include <sched.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "actors/node/idle_class.hpp"
+#include "actors/idle_class.hpp"
 
 using namespace troupe::actors;
 
@@ -104,4 +107,29 @@ TEST_CASE("a process's threads leave the idle scheduling class from outside, and
   for (int fd : {to_child[0], to_child[1], from_child[0], from_child[1]}) close(fd);
   // Reaped: no /proc/<pid>/task to list, nothing to move.
   CHECK(leave_idle_scheduling_class(child));
+}
+
+TEST_CASE("killing a node process: SIGKILL to an idle-class process ends it, and a process gone is one clear failure",
+          "[node]") {
+  int from_child[2];
+  REQUIRE(pipe(from_child) == 0);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    const char entered = enter_idle_scheduling_class().ok() ? 'y' : 'n';
+    if (write(from_child[1], &entered, 1) != 1) _exit(20);
+    pause();
+    _exit(0);
+  }
+  char entered = 0;
+  REQUIRE(read(from_child[0], &entered, 1) == 1);
+  REQUIRE(entered == 'y');
+  CHECK(kill_node_process(child));
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
+  errno = 0;
+  CHECK_FALSE(kill_node_process(child));
+  CHECK(errno == ESRCH);
+  for (int fd : {from_child[0], from_child[1]}) close(fd);
 }

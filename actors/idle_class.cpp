@@ -1,7 +1,8 @@
-#include "actors/node/idle_class.hpp"
+#include "actors/idle_class.hpp"
 
 #include <dirent.h>
 #include <sched.h>
+#include <signal.h>
 
 #include <cerrno>
 #include <cstring>
@@ -50,6 +51,12 @@ bool leave_idle_scheduling_class(int pid) {
   const ClassChange change = set_scheduling_class("/proc/" + std::to_string(pid) + "/task", SCHED_OTHER);
   // A process already reaped has no threads left to wait for.
   return change.listed ? change.error == 0 : change.error == ENOENT;
+}
+
+bool kill_node_process(int pid) {
+  if (::kill(pid, SIGKILL) != 0) return false;
+  leave_idle_scheduling_class(pid);
+  return true;
 }
 
 }  // namespace troupe::actors

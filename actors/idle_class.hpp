@@ -1,6 +1,6 @@
 #pragma once
 // The idle scheduling class (SCHED_IDLE) for a whole process. A node process of simulated ranks
-// enters it when the job starts its ranks (node_process.cpp): hundreds of rank threads on a few
+// enters it when the job starts its ranks (node/node_process.cpp): hundreds of rank threads on a few
 // cores then take the cores only when the job process, the shell, a drill and a node process
 // still starting (one started again in place of a lost one) leave them idle, as on a cluster,
 // where those do not share the ranks' cores (docs/scale.md). Idle-class threads share the cores
@@ -22,5 +22,11 @@ Status enter_idle_scheduling_class();
 // where a node's process on its own machine dies at once. Threads already gone are passed over.
 // False where the threads cannot be listed (the process not gone) or the kernel refuses a thread.
 bool leave_idle_scheduling_class(int pid);
+
+// SIGKILL to node process `pid`, then its threads out of the idle scheduling class, so that it dies
+// at once whoever kills it: a drill, the shell's `kill node`, the job replacing a silent process.
+// False, errno set, where the signal was not delivered; where the class cannot be left (an
+// unprivileged user whose RLIMIT_NICE forbids nice 0, say) the process dies at its own pace.
+bool kill_node_process(int pid);
 
 }  // namespace troupe::actors
