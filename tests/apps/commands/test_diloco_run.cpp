@@ -523,7 +523,8 @@ TEST_CASE(
 // 7); the new process rejoins there with every fragment's outer state, nothing else being in
 // flight. Island 1 may run a step ahead: killed as step 4 begins it has applied fragment 1's sum of
 // step 2, which island 0 still holds in flight (it lands after step 3) — given up by the renewal
-// and taken alone, so that landing is the one without island 1. The simulation's island absent from that landing adopts every fragment's outer state too.
+// and taken alone, so that landing is the one without island 1. The simulation's island absent
+// from that landing adopts every fragment's outer state too.
 TEST_CASE(
     "diloco: streaming fragments with overlap: an island's node killed before or during a fragment's sync is left "
     "out of that sync, rejoins with every fragment's outer state, and the run ends with the simulation's weights, bit "
