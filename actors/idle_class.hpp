@@ -24,7 +24,8 @@ Status enter_idle_scheduling_class();
 bool leave_idle_scheduling_class(int pid);
 
 // SIGKILL to node process `pid`, then its threads out of the idle scheduling class, so that it dies
-// at once whoever kills it: a drill, the shell's `kill node`, the job replacing a silent process.
+// at once whoever kills it: a drill or the shell's `kill node`. (The job's own kill of a silent
+// process needs none: it starts the node's new process without waiting for the old one to end.)
 // False, errno set, where the signal was not delivered; where the class cannot be left (an
 // unprivileged user whose RLIMIT_NICE forbids nice 0, say) the process dies at its own pace.
 bool kill_node_process(int pid);
