@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/print-failed-tests.sh on a real ctest run of four tests — one passing, one failing, one
 # timed out, one skipped: it names the two failures with the last lines each printed, and nothing
-# of the others.
+# of the others, and ends with a list of both, the failing one with its first failed assertion.
 set -u
 root="$1"
 work=$(mktemp -d)
@@ -11,7 +11,7 @@ cmake_minimum_required(VERSION 3.20)
 project(failed_output NONE)
 enable_testing()
 add_test(NAME "passes" COMMAND sh -c "echo passing output")
-add_test(NAME "fails" COMMAND sh -c "for i in 1 2 3 4 5; do echo failing line \$i; done; exit 3")
+add_test(NAME "fails" COMMAND sh -c "echo test.cpp:12: FAILED:; echo '  CHECK( a == b )'; echo with expansion:; for i in 1 2 3 4 5; do echo failing line \$i; done; exit 3")
 add_test(NAME "times out" COMMAND sh -c "echo waiting line; sleep 10")
 set_tests_properties("times out" PROPERTIES TIMEOUT 1)
 add_test(NAME "skips" COMMAND sh -c "echo skipping output; exit 77")
@@ -29,7 +29,13 @@ failing line 5" ] || fail "not the failing test's last 3 lines"
 echo "$out" | grep -q "^waiting line$" || fail "not the timed-out test's output"
 echo "$out" | grep -qE "passing output|skipping output|failed: (passes|skips)" && fail "printed a test that did not fail"
 echo "$out" | grep -q "^===== 2 failed test(s) above =====$" || fail "no count of the failures"
+# The end names every failure, a Catch-style test with its first failed assertion.
+[ "$(echo "$out" | tail -n 5)" = "  1. fails
+    test.cpp:12: FAILED:
+      CHECK( a == b )
+    with expansion:
+  2. times out" ] || fail "the end does not list each failure with its first failed assertion"
 bash "$root/scripts/print-failed-tests.sh" "$work/none" > /dev/null 2>&1
 [ $? = 2 ] || fail "a folder without a ctest log should exit 2"
-[ "$failed" = 0 ] && echo "print-failed-tests names each failed test with its last lines, and nothing else"
+[ "$failed" = 0 ] && echo "print-failed-tests names each failed test with its last lines and in a list at the end, and nothing else"
 exit "$failed"
