@@ -61,7 +61,11 @@ std::vector<std::uint8_t> error_frame(const std::string& message) {
   return result_frame(false, std::vector<std::uint8_t>(message.begin(), message.end()));
 }
 
-// A child's whole life: engine, address out, table in, connect, body, result out, release.
+// A child's "connected to every rank" frame; a result frame begins with 0 or 1.
+const std::vector<std::uint8_t> connected_frame{2};
+
+// A child's whole life: engine, address out, table in, connect, connected out, start in, body,
+// result out, release.
 int child_main(int rank, int world_size, int fd, const LocalRankBody& body, const RankPlacement& place,
                const std::optional<WireModel>& wire) {
   if (place) {
@@ -89,6 +93,8 @@ int child_main(int rank, int world_size, int fd, const LocalRankBody& body, cons
       return 1;
     }
   }
+  std::uint8_t start = 0;
+  if (!write_frame(fd, connected_frame) || !read_all(fd, &start, 1)) return 1;
   bool ok = false;
   std::vector<std::uint8_t> frame;
   try {
@@ -114,8 +120,9 @@ struct Child {
   pid_t pid = -1;
   int fd = -1;
   bool exited = false;
+  bool connected = false;             // it sent connected_frame
   std::vector<std::uint8_t> pending;  // bytes read, not yet a whole frame
-  std::vector<std::vector<std::uint8_t>> frames;
+  std::vector<std::vector<std::uint8_t>> frames;  // its address, then its result
 };
 
 // Moves whole frames out of `pending`.
@@ -125,7 +132,12 @@ void split_frames(Child& child) {
     if (child.pending.size() < sizeof length) return;
     std::memcpy(&length, child.pending.data(), sizeof length);
     if (child.pending.size() < sizeof length + length) return;
-    child.frames.emplace_back(child.pending.begin() + sizeof length, child.pending.begin() + sizeof length + length);
+    std::vector<std::uint8_t> frame(child.pending.begin() + sizeof length,
+                                    child.pending.begin() + sizeof length + length);
+    if (child.frames.size() == 1 && frame == connected_frame)
+      child.connected = true;
+    else
+      child.frames.push_back(std::move(frame));
     child.pending.erase(child.pending.begin(), child.pending.begin() + sizeof length + length);
   }
 }
@@ -177,16 +189,19 @@ Expected<std::vector<LocalRankResult>> run_local_ranks(int world_size, const Loc
   }
   for (int fd : child_ends) close(fd);
 
-  // 1. collect every address; 2. relay the table; 3. collect every result (or death);
-  // 4. release the survivors; 5. reap them. Children past the deadline are killed.
+  // 1. collect every address; 2. relay the table; 3. start the bodies once every rank has
+  // connected (or ended); 4. collect every result (or death); 5. release the survivors; 6. reap
+  // them. Children past the deadline are killed.
   std::vector<LocalRankResult> results(static_cast<std::size_t>(world_size));
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   bool table_sent = false;
+  bool started = false;
   bool released = false;
   std::optional<std::chrono::steady_clock::time_point> trouble_since;
   for (;;) {
     reap(children, results, false);
     bool all_addressed = true;
+    bool all_connected = true;  // or settled: a rank that failed to connect holds none back
     bool all_settled = true;
     bool all_gone = true;
     bool one_lost_early = false;  // ended (or closed its socket) before reporting
@@ -195,6 +210,7 @@ Expected<std::vector<LocalRankResult>> run_local_ranks(int world_size, const Loc
       const bool open = child.fd >= 0;
       all_addressed = all_addressed && !child.frames.empty();
       all_settled = all_settled && (child.frames.size() >= 2 || !open);
+      all_connected = all_connected && (child.connected || child.frames.size() >= 2 || !open);
       all_gone = all_gone && child.exited && !open;
       one_lost_early = one_lost_early || (!open && child.frames.size() < 2);
       one_failed = one_failed || (child.frames.size() >= 2 && (child.frames[1].empty() || child.frames[1][0] != 1));
@@ -213,6 +229,13 @@ Expected<std::vector<LocalRankResult>> run_local_ranks(int world_size, const Loc
       table_sent = true;
       for (auto& child : children) {
         for (const auto& other : children) write_frame(child.fd, other.frames.front());
+      }
+    }
+    if (table_sent && all_connected && !started) {
+      started = true;
+      for (auto& child : children) {
+        const std::uint8_t start = 1;
+        if (child.fd >= 0 && child.connected) write_all(child.fd, &start, 1);
       }
     }
     if (all_settled && !released) {

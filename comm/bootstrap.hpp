@@ -5,8 +5,10 @@
 //
 // run_local_ranks() makes one socketpair per rank, then forks the ranks. Each child creates its
 // Engine and writes its worker address to the parent; the parent relays the table of all
-// addresses to every child; each child connects to every rank, runs `body`, and writes back
-// its result. Children leave together: the parent releases them only once every child has
+// addresses to every child; each child connects to every rank and says so; once every rank has
+// (or has ended), the parent starts them all, and each runs `body` and writes back its result. So
+// no body starts while a peer still waits for it to take its handshake: a body may stop or kill
+// its own process at once. Children leave together: the parent releases them only once every child has
 // reported or died, so no rank tears its endpoints down while another still talks to it. A
 // child still running at the timeout is killed. The parent reaps children as they exit, so a
 // killed rank is gone (not a zombie) when its peers look for it. Once a rank has failed or

@@ -140,7 +140,8 @@ TEST_CASE("a peer killed while a receive waits on it fails the receive naming it
 // A large send is a rendezvous, which needs the id of the peer's endpoint. Were that asked for
 // only at the first large send, a peer that died before answering would never be noticed: UCX's
 // keepalive skips an endpoint until the answer comes. Here the peer is stopped when the send
-// starts, then killed.
+// starts, then killed. (The bootstrap starts no body before every rank has connected: else the
+// peer could stop before taking this rank's handshake, and the connect would fail instead.)
 TEST_CASE("a peer stopped, then killed, while the first large send to it starts fails the send, within seconds",
           "[engine][failure]") {
   auto results = run_local_ranks(
