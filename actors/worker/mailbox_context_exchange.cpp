@@ -1,6 +1,7 @@
 #include "actors/worker/mailbox_context_exchange.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 #include <string>
 #include <utility>
@@ -9,11 +10,21 @@
 namespace troupe::actors {
 namespace {
 
-// A tensor over bytes the caller keeps alive until the operation ends (the context attention's
-// buffers, which outlive its waits).
-compute::Tensor over(const void* data, std::size_t bytes) {
-  return compute::Tensor::adopt(const_cast<void*>(data), {static_cast<std::int64_t>(bytes / 4)}, compute::DType::f32,
-                                compute::Device::cpu, [](void*) {});
+// A buffer of the exchange's own, of `bytes` (whole words).
+compute::Tensor owned(std::size_t bytes) {
+  return compute::Tensor::zeros({static_cast<std::int64_t>(bytes / 4)}, compute::DType::f32);
+}
+
+// The exchange's own copy of the caller's bytes to send.
+compute::Tensor owned_copy(std::span<const std::byte> bytes) {
+  compute::Tensor copy = owned(bytes.size());
+  if (!bytes.empty()) std::memcpy(copy.data(), bytes.data(), bytes.size());
+  return copy;
+}
+
+// Bytes [at, at + bytes) of `buffer`, sharing (and so holding) its storage.
+compute::Tensor part(const compute::Tensor& buffer, std::size_t at, std::size_t bytes) {
+  return buffer.slice(static_cast<std::int64_t>(at / 4), {static_cast<std::int64_t>(bytes / 4)});
 }
 
 }  // namespace
@@ -49,6 +60,7 @@ void MailboxContextExchange::finish(const InFlight& op, comm::ContextTraffic kin
     if (!s && first_failure) first_failure = s;
   }
   check_comm(first_failure);
+  if (!op.deliver_to.empty()) std::memcpy(op.deliver_to.data(), op.received.data(), op.deliver_to.size());
   const auto spent = op.spent + (std::chrono::steady_clock::now() - began);
   if (counted_as_ == comm::ExchangeGroup::expert)
     engine_.traffic()->expert_finished(op.bytes, spent);
@@ -77,10 +89,11 @@ Status MailboxContextExchange::begin_shift(std::span<const std::byte> send, std:
   const int r = rank();
   const comm::MessageKey key = next_key();
   ++sequence_;
-  const MailboxComm::Operation got =
-      mailbox_.recv(engine_, peer(r + shards() - 1), key, over(recv.data(), recv.size()));
-  const MailboxComm::Operation sent = mailbox_.send(engine_, peer(r + 1), key, over(send.data(), send.size()));
-  shift_ = InFlight{{got, sent}, send.size(), key.sequence, began, std::chrono::steady_clock::now() - began};
+  InFlight op{{}, owned(recv.size()), recv, send.size(), key.sequence, began, {}};
+  op.transfers.push_back(mailbox_.recv(engine_, peer(r + shards() - 1), key, op.received));
+  op.transfers.push_back(mailbox_.send(engine_, peer(r + 1), key, owned_copy(send)));
+  op.spent = std::chrono::steady_clock::now() - began;
+  shift_ = std::move(op);
   return Status::success();
 }
 
@@ -114,20 +127,19 @@ Status MailboxContextExchange::begin_all_to_all(std::span<const std::byte> send,
     send_at[j + 1] = send_at[j] + send_bytes[j];
     recv_at[j + 1] = recv_at[j] + recv_bytes[j];
   }
-  InFlight op{{}, send.size() - send_bytes[r], key.sequence, began, {}};
+  InFlight op{{}, owned(recv.size()), recv, send.size() - send_bytes[r], key.sequence, began, {}};
+  const compute::Tensor sent = owned_copy(send);
   for (std::size_t j = 0; j < ranks; ++j) {
     if (j == r || recv_bytes[j] == 0) continue;
     op.transfers.push_back(
-        mailbox_.recv(engine_, peer(static_cast<int>(j)), key, over(recv.data() + recv_at[j], recv_bytes[j])));
+        mailbox_.recv(engine_, peer(static_cast<int>(j)), key, part(op.received, recv_at[j], recv_bytes[j])));
   }
   for (std::size_t j = 0; j < ranks; ++j) {
     if (j == r || send_bytes[j] == 0) continue;
-    op.transfers.push_back(
-        mailbox_.send(engine_, peer(static_cast<int>(j)), key, over(send.data() + send_at[j], send_bytes[j])));
+    op.transfers.push_back(mailbox_.send(engine_, peer(static_cast<int>(j)), key, part(sent, send_at[j], send_bytes[j])));
   }
-  std::copy(send.begin() + static_cast<std::ptrdiff_t>(send_at[r]),
-            send.begin() + static_cast<std::ptrdiff_t>(send_at[r + 1]),
-            recv.begin() + static_cast<std::ptrdiff_t>(recv_at[r]));
+  if (send_bytes[r] > 0)
+    std::memcpy(static_cast<std::byte*>(op.received.data()) + recv_at[r], send.data() + send_at[r], send_bytes[r]);
   op.spent = std::chrono::steady_clock::now() - began;
   all_to_all_ = std::move(op);
   return Status::success();

@@ -14,11 +14,16 @@
 // event from its post to its end on the rank's track (process: its data replica; thread: its context shard). An
 // expert group's exchange (comm::ExchangeGroup::expert: its MoE blocks' counts, dispatches and combines) counts its
 // all-to-alls apart instead, exported as troupe_moe_all_to_all_*.
+// The exchange sends from and receives into buffers of its own, which its posted transfers hold
+// (mailbox_comm.hpp), and hands the received bytes over at the finish: a step given up part-way —
+// an order taken in a wait, the caller's buffers freed as its stack unwinds — leaves no transfer
+// reading or writing the caller's memory; a late message lands in the exchange's buffer.
 // docs/context-parallel.md describes the messages.
 
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -57,16 +62,19 @@ class MailboxContextExchange final : public compute::context::ContextExchange {
   // replicas and context shards alone, whose context groups are consecutive ranks).
   int trace_process() const { return group_.ranks.front() / shards(); }
   // A shift or all-to-all posted: its transfers, the bytes it sends off the rank, its sequence
-  // number, when it was posted and the time spent in its calls so far.
+  // number, when it was posted and the time spent in its calls so far; what it receives into (all
+  // of the caller's receive, in order) and where that goes at the finish.
   struct InFlight {
     std::vector<MailboxComm::Operation> transfers;
+    compute::Tensor received;
+    std::span<std::byte> deliver_to;
     std::uint64_t bytes = 0;
     std::uint16_t sequence = 0;
     std::chrono::steady_clock::time_point posted;
     std::chrono::steady_clock::duration spent{};
   };
-  // Waits for every transfer of `op` (the first failure thrown once all ended), then counts it and
-  // traces it when recording.
+  // Waits for every transfer of `op` (the first failure thrown once all ended), hands its received
+  // bytes to the caller, then counts it and traces it when recording.
   void finish(const InFlight& op, comm::ContextTraffic kind);
 
   MailboxComm& mailbox_;

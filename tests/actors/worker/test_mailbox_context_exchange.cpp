@@ -150,3 +150,40 @@ TEST_CASE("a context exchange whose peer is lost throws CommFailed naming it, so
     CHECK_THAT(std::string(survivor.report.begin(), survivor.report.end()), Catch::Contains("rank 1 lost"));
   }
 }
+
+// A worker that takes an order in a wait gives its step up: its stack unwinds and frees the
+// context attention's buffers before the recovery abandons the transfers. A peer's block that
+// lands meanwhile must land in the exchange's own buffer, never in the caller's memory (which is
+// then the heap's again: a survivor's heap was corrupted so).
+TEST_CASE("a ring shift or all-to-all given up before its finish leaves the caller's buffers untouched by a late block",
+          "[actors][context]") {
+  for (const bool ring : {true, false}) {
+    INFO((ring ? "ring shift" : "all-to-all"));
+    on_two_ranks([ring](comm::Engine& engine, MailboxComm& mailbox, comm::Communicator& world) -> Status {
+      const int r = engine.rank();
+      MailboxContextExchange exchange(mailbox, engine, comm::context_group(comm::Grid{2, 1, 1}, r, 2));
+      const std::vector<float> send(ring ? 4 : 8, 1.0f + r);
+      std::vector<float> recv(send.size(), -7.0f);
+      const auto begin = [&] {
+        if (ring) return exchange.begin_shift(bytes_of(send), writable_bytes_of(recv));
+        const std::vector<std::size_t> blocks{16, 16};
+        return exchange.begin_all_to_all(bytes_of(send), blocks, writable_bytes_of(recv), blocks);
+      };
+      const auto finish = [&] { return ring ? exchange.finish_shift() : exchange.finish_all_to_all(); };
+      if (Status s = begin(); !s) return s;
+      if (r == 1) {
+        if (Status s = finish(); !s) return s;  // rank 0's block came, and rank 1's went
+        return world.barrier();
+      }
+      // Rank 0 gives its exchange up unfinished; rank 1's block reaches it meanwhile.
+      if (Status s = world.barrier(); !s) return s;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      for (std::size_t i = 0; i < recv.size(); ++i)
+        if (recv[i] != -7.0f)
+          return Error{"element " + std::to_string(i) + " of the caller's receive became " + std::to_string(recv[i])};
+      mailbox.abandon_transfers();
+      exchange.renew(1);
+      return Status::success();
+    });
+  }
+}
