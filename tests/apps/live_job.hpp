@@ -93,6 +93,7 @@ struct LiveJob {
     REQUIRE(supervisor);
     REQUIRE(std::regex_search(supervisor->text, m, std::regex("on 127\\.0\\.0\\.1:(\\d+)")));
     job_port = std::stoi(m[1].str());
+    INFO(output_of(*run));
     REQUIRE(run->wait_for_line(matching("step +10/"), std::chrono::seconds(60)));
   }
   ~LiveJob() {

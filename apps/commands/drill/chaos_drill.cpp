@@ -144,7 +144,7 @@ Verdict drill_chaos(const Drill& drill, std::uint64_t seed) {
     }
   }
   v.steps_lost = steps_lost;
-  const std::optional<int> code = started->process->wait_exit(600s);
+  const std::optional<int> code = await_end(*started, v);
   add_job_account(feed.final_events(30s), v);
   v.checks.push_back("totals: " + std::to_string(kills) + " of " + std::to_string(drill.kills()) + " kills made (" +
                      std::to_string(during_checkpoint) + " while a checkpoint was being written), " +

@@ -108,7 +108,7 @@ Verdict drill_checkpoints(const Drill& drill) {
   // What tells the resume saw the fault: the checkpoint it passed over, or the resume itself.
   const Match detection = corrupt ? checkpoint(CheckpointOutcome::skipped) : body_is<actors::training_resumed>();
   watch_recovery(*second->events, fault_at, detection, false, v);
-  const std::optional<int> code = second->process->wait_exit(600s);
+  const std::optional<int> code = await_end(*second, v);
   bool torn = false;
   for (const job_event& event : second->events->final_events(30s))
     if (const auto* resumed = caf::get_if<actors::training_resumed>(&event.body))
@@ -177,7 +177,7 @@ Verdict drill_disk_full(const Drill& drill) {
                         std::to_string(how.after_step);
     }
   }
-  const std::optional<int> code = run->process->wait_exit(600s);
+  const std::optional<int> code = await_end(*run, v);
   v.checks.push_back("job finished: " + finished(code));
   compare_weights(drill, v);
   v.passed = v.detected_after && done && intact && code == 0 && v.weights_equal.value_or(false);

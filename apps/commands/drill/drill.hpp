@@ -25,6 +25,8 @@ namespace troupe::apps::drill {
 
 namespace fs = std::filesystem;
 
+struct Verdict;
+
 // A run of the job: its process (the job process, its nodes below it) and, when watched, its
 // events.
 struct Run {
@@ -54,6 +56,12 @@ class Drill {
   // written to dir()/name.events as they come.
   Expected<Run> start(const std::string& name, bool resume, bool watched,
                       const std::vector<std::string>& env = {}) const;
+  // The undisturbed run's length, once it has run: the drilled run's stall limit follows from it.
+  void set_undisturbed_seconds(double seconds) { undisturbed_seconds_ = seconds; }
+  // How long a watched run may send no event before the drill calls it stalled: the heartbeat
+  // timeout (a hung node's detection) plus the rescue timeout (the survivors' wait before a
+  // restart from the checkpoint) plus three undisturbed runs, at least 30 s.
+  std::chrono::seconds stall_limit() const;
 
  private:
   DrillOptions options_;
@@ -61,6 +69,7 @@ class Drill {
   fs::path dir_;
   std::vector<fs::path> created_;
   long every_ = 1;
+  double undisturbed_seconds_ = 0;
 };
 
 // What the drill saw, printed as the verdict. Times are seconds from the fault.
@@ -80,6 +89,11 @@ struct Verdict {
 };
 
 int print_verdict(const std::string& scenario, const Verdict& v);
+
+// Waits for the run's job to end: its exit code. Where the job stalls (its feed's stall limit,
+// Drill::stall_limit) or runs 600 s more, the drill asks it where its ranks and nodes stand
+// (`workers`, `nodes`), puts the answers in the verdict's checks, and kills it.
+std::optional<int> await_end(Run& run, Verdict& v);
 
 // Whether two runs' final checkpoints hold the same parameters and moments, bit for bit, into v;
 // under train.balance dynamic, whose shares follow measured times, compare_weights_within the

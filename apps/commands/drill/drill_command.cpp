@@ -169,7 +169,40 @@ Expected<Run> Drill::start(const std::string& name, bool resume, bool watched,
     return Error{why};
   }
   run.events = std::move(*events);
+  run.events->set_stall_limit(stall_limit());
   return run;
+}
+
+std::chrono::seconds Drill::stall_limit() const {
+  const double seconds =
+      job_.config.fault.heartbeat_timeout + job_.config.fault.rescue_timeout + std::max(30.0, 3 * undisturbed_seconds_);
+  return std::chrono::seconds(static_cast<long>(std::ceil(seconds)));
+}
+
+std::optional<int> await_end(Run& run, Verdict& v) {
+  const auto deadline = std::chrono::steady_clock::now() + 600s;
+  std::optional<std::chrono::seconds> stalled;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (const std::optional<int> code = run.process->wait_exit(1s)) return code;
+    if (run.events && (stalled = run.events->stalled_for())) break;
+  }
+  if (const std::optional<int> code = run.process->wait_exit(0ms)) return code;
+  v.checks.push_back(
+      stalled ? fmt::format("stalled: the job sent no event for {} s; where it stood then:", stalled->count())
+              : std::string("the job still ran after 600 s more; where it stood then:"));
+  for (const char* command : {"workers", "nodes"}) {
+    Expected<std::string> answer = run.events ? run.events->order(command, 10s) : Error{"no control port"};
+    const std::string text = answer ? *answer : answer.error().message;
+    std::string check = std::string(command) + ":";  // the answer's lines under it, indented
+    for (std::size_t at = 0; at < text.size();) {
+      const std::size_t end = std::min(text.find('\n', at), text.size());
+      check += "\n    " + text.substr(at, end - at);
+      at = end + 1;
+    }
+    v.checks.push_back(check);
+  }
+  run.process->kill_all();
+  return run.process->wait_exit(30s);
 }
 
 int print_verdict(const std::string& scenario, const Verdict& v) {
@@ -491,6 +524,7 @@ int run_drill(const DrillOptions& options, const ResolvedJob& job) {
                                              "); its output is in " +
                                              fs::absolute(drill.dir() / "undisturbed.log").string());
   }
+  drill.set_undisturbed_seconds(now() - started);
   std::printf("undisturbed run: %.1f s; now the drilled run\n", now() - started);
   std::fflush(stdout);
   Verdict verdict;

@@ -94,6 +94,7 @@ void EventFeed::poll() {
                   record_ << actors::to_text(event) << '\n' << std::flush;
                   last_seq_ = event.seq;
                   events_.push_back(std::move(event));
+                  last_event_at_ = std::chrono::steady_clock::now();
                   got = true;
                 }
               },
@@ -124,15 +125,28 @@ std::optional<actors::job_event> EventFeed::wait_for(const Match& matches, std::
   std::unique_lock lock(mutex_);
   std::size_t next = from;
   for (;;) {
+    const auto until = stall_limit_ ? std::min(deadline, last_event_at_ + *stall_limit_) : deadline;
     for (; next < events_.size(); ++next)
       if (matches(events_[next])) {
         if (at) *at = next;
         return events_[next];
       }
     if (ended_ || stopping_) return std::nullopt;
-    if (changed_.wait_until(lock, deadline) == std::cv_status::timeout && next == events_.size())
-      return std::nullopt;
+    if (changed_.wait_until(lock, until) == std::cv_status::timeout && next == events_.size()) return std::nullopt;
   }
+}
+
+void EventFeed::set_stall_limit(std::chrono::seconds limit) {
+  std::lock_guard lock(mutex_);
+  stall_limit_ = limit;
+}
+
+std::optional<std::chrono::seconds> EventFeed::stalled_for() const {
+  std::lock_guard lock(mutex_);
+  const auto quiet =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - last_event_at_);
+  if (ended_ || !stall_limit_ || quiet < *stall_limit_) return std::nullopt;
+  return quiet;
 }
 
 std::vector<actors::job_event> EventFeed::events() const {
@@ -151,8 +165,8 @@ std::vector<actors::job_event> EventFeed::final_events(std::chrono::seconds pati
   return events_;
 }
 
-Expected<std::string> EventFeed::order(const std::string& command) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+Expected<std::string> EventFeed::order(const std::string& command, std::chrono::seconds answer_within) {
+  const auto deadline = std::chrono::steady_clock::now() + std::min(answer_within, std::chrono::seconds(60));
   caf::scoped_actor self{*system_};
   std::string why = "the job's control port did not answer";
   while (std::chrono::steady_clock::now() < deadline) {
@@ -167,7 +181,7 @@ Expected<std::string> EventFeed::order(const std::string& command) {
     }
     Expected<std::string> answer = Error{why};
     bool retry = false;
-    self->request(monitor, std::chrono::seconds(300), actors::shell_atom_v, actors::shell_request_msg{token_, command})
+    self->request(monitor, answer_within, actors::shell_atom_v, actors::shell_request_msg{token_, command})
         .receive(
             [&](actors::shell_reply_msg& reply) {
               answer = reply.ok ? Expected<std::string>(reply.text)

@@ -45,16 +45,26 @@ class EventFeed {
   EventFeed(const EventFeed&) = delete;
   EventFeed& operator=(const EventFeed&) = delete;
 
+  // A job that sends no event for `limit` while it runs counts as stalled (every step and every
+  // recovery's stage sends one): waits end then. None until set.
+  void set_stall_limit(std::chrono::seconds limit);
+  // How long the job has sent no event, once that is past the stall limit; nothing before, or
+  // once the job's events have ended.
+  std::optional<std::chrono::seconds> stalled_for() const;
+
   // The first event from position `from` on that `matches`, waiting up to `timeout`; `at` (when
-  // given) receives its position. Nothing when the time runs out or the job's events end.
+  // given) receives its position. Nothing when the time runs out, the job stalls or its events
+  // end.
   std::optional<actors::job_event> wait_for(const Match& matches, std::chrono::milliseconds timeout,
                                             std::size_t from = 0, std::size_t* at = nullptr);
   std::vector<actors::job_event> events() const;
   std::size_t size() const;
   // The events received until the job's port went quiet for good (the job ended), then all of them.
   std::vector<actors::job_event> final_events(std::chrono::seconds patience);
-  // The shell's `command` to the job (as `troupe shell -c` gives it): its answer, or why none came.
-  Expected<std::string> order(const std::string& command);
+  // The shell's `command` to the job (as `troupe shell -c` gives it): its answer, or why none came
+  // within `answer_within`.
+  Expected<std::string> order(const std::string& command,
+                              std::chrono::seconds answer_within = std::chrono::seconds(300));
 
  private:
   EventFeed(int port, std::string token, std::function<bool()> job_alive, const std::string& record);
@@ -72,6 +82,8 @@ class EventFeed {
   caf::actor monitor_;  // the job's current monitor; null while not connected
   std::vector<actors::job_event> events_;
   std::int64_t last_seq_ = 0;
+  std::chrono::steady_clock::time_point last_event_at_ = std::chrono::steady_clock::now();
+  std::optional<std::chrono::seconds> stall_limit_;
   bool stopping_ = false;
   bool ended_ = false;  // the job's process exited and its last events were fetched
   std::thread poller_;

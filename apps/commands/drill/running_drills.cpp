@@ -65,6 +65,7 @@ Verdict drill_running_job(const Drill& drill) {
     const auto before = feed.wait_for(step_done(options.at_step - 1), 300s);
     if (!before) {
       v.fault = "the worker never reached step " + std::to_string(options.at_step);
+      await_end(*run, v);
       return v;
     }
     fault_at = before->unix_seconds;
@@ -86,6 +87,7 @@ Verdict drill_running_job(const Drill& drill) {
         }
     if (pids.size() != options.targets.size()) {
       v.fault = nodes + " or step " + std::to_string(options.at_step) + " never appeared in the job's events";
+      await_end(*run, v);
       return v;
     }
     const bool hang = options.scenario == "hang";
@@ -101,7 +103,7 @@ Verdict drill_running_job(const Drill& drill) {
               (undelivered.empty() ? "" : "; not delivered (" + undelivered + ")");
   }
   watch_recovery(feed, fault_at, body_is<actors::failure_detected>(), !worker, v, from);
-  const std::optional<int> code = run->process->wait_exit(600s);
+  const std::optional<int> code = await_end(*run, v);
   const std::vector<job_event> events = feed.final_events(30s);
   add_job_account(events, v);
   add_later_failures(events, v);
@@ -174,6 +176,7 @@ Verdict drill_slow_node(const Drill& drill) {
   if (!pid) {
     v.fault = "node " + std::to_string(options.target()) + " or step " + std::to_string(options.at_step) +
               " never appeared in the job's events";
+    await_end(*run, v);
     return v;
   }
   const std::size_t from = feed.size();
@@ -195,7 +198,7 @@ Verdict drill_slow_node(const Drill& drill) {
   const auto named = feed.wait_for(
       body_is<actors::straggler_named>([target](const actors::straggler_named& s) { return s.node == target; }), 300s,
       from);
-  const std::optional<int> code = run->process->wait_exit(600s);
+  const std::optional<int> code = await_end(*run, v);
   slowing = false;
   throttle.join();
   ::kill(*pid, SIGCONT);
@@ -237,6 +240,7 @@ Verdict drill_grow(const Drill& drill) {
   EventFeed& feed = *run->events;
   if (!feed.wait_for(step_done(drill.options().at_step), 300s)) {
     v.fault = "step " + std::to_string(drill.options().at_step) + " never appeared in the job's events";
+    await_end(*run, v);
     return v;
   }
   Expected<std::string> drained = feed.order("drain node " + std::to_string(node));
@@ -293,7 +297,7 @@ Verdict drill_grow(const Drill& drill) {
                         ", and the grown job trained a step";
     }
   }
-  const std::optional<int> code = run->process->wait_exit(600s);
+  const std::optional<int> code = await_end(*run, v);
   const std::vector<job_event> events = feed.final_events(30s);
   v.checks.push_back("the job went on without node " + std::to_string(node) + ": " + (shrank ? "yes" : "NO"));
   v.checks.push_back("grown in place: " + (in_place ? std::string("yes") : "no (" + v.detected_by + ")"));
