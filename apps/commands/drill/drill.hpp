@@ -90,7 +90,7 @@ struct Verdict {
 
 int print_verdict(const std::string& scenario, const Verdict& v);
 
-// Waits for the run's job to end: its exit code. Where the job stalls (its feed's stall limit,
+// Waits for the watched run's job to end: its exit code. Where the job stalls (its feed's stall limit,
 // Drill::stall_limit) or runs 600 s more, the drill asks it where its ranks and nodes stand
 // (`workers`, `nodes`), puts the answers in the verdict's checks, and kills it.
 std::optional<int> await_end(Run& run, Verdict& v);

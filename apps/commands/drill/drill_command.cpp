@@ -23,6 +23,7 @@
 #include "apps/launch/unclaimed_port.hpp"
 #include "checkpoint/loader.hpp"
 #include "checkpoint/store.hpp"
+#include "compute/check.hpp"
 #include "compute/train/balance.hpp"
 
 namespace troupe::apps::drill {
@@ -180,18 +181,19 @@ std::chrono::seconds Drill::stall_limit() const {
 }
 
 std::optional<int> await_end(Run& run, Verdict& v) {
+  TROUPE_CHECK(run.events != nullptr, "a drill awaits the end of a run it does not watch");
   const auto deadline = std::chrono::steady_clock::now() + 600s;
   std::optional<std::chrono::seconds> stalled;
   while (std::chrono::steady_clock::now() < deadline) {
     if (const std::optional<int> code = run.process->wait_exit(1s)) return code;
-    if (run.events && (stalled = run.events->stalled_for())) break;
+    if ((stalled = run.events->stalled_for())) break;
   }
   if (const std::optional<int> code = run.process->wait_exit(0ms)) return code;
   v.checks.push_back(
       stalled ? fmt::format("stalled: the job sent no event for {} s; where it stood then:", stalled->count())
               : std::string("the job still ran after 600 s more; where it stood then:"));
   for (const char* command : {"workers", "nodes"}) {
-    Expected<std::string> answer = run.events ? run.events->order(command, 10s) : Error{"no control port"};
+    Expected<std::string> answer = run.events->order(command, 10s);
     const std::string text = answer ? *answer : answer.error().message;
     std::string check = std::string(command) + ":";  // the answer's lines under it, indented
     for (std::size_t at = 0; at < text.size();) {
