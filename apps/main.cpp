@@ -38,6 +38,7 @@
 #include "apps/bench/bench_commands.hpp"
 #include "apps/commands/commands.hpp"
 #include "apps/exit_codes.hpp"
+#include "monitor/fatal_signal_report.hpp"
 
 namespace {
 
@@ -59,6 +60,7 @@ int main(int argc, char** argv) {
   // Past a file-size limit (ulimit -f, or the disk-full drill) a write must fail with EFBIG and be
   // reported, not end the process.
   std::signal(SIGXFSZ, SIG_IGN);
+  monitor::report_fatal_signals();
   raise_open_file_limit();
   CLI::App app{"Troupe: GPT training on a supervised actor runtime.", "troupe"};
   app.set_version_flag("--version", "troupe " TROUPE_VERSION);

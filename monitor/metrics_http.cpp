@@ -24,6 +24,15 @@ std::string response(const HttpReply& reply) {
   return text + reply.body;
 }
 
+}  // namespace
+
+// Named, not anonymous: Impl (declared in the header) holds Exchanges, and a class with external
+// linkage must not hold a type of an anonymous namespace (GCC's -Wsubobject-linkage, in a unity
+// batch).
+namespace metrics_http_exchanges {
+
+using asio::ip::tcp;
+
 // One connection: read the request head, answer, close; closed at the deadline whatever it is doing.
 class Exchange : public std::enable_shared_from_this<Exchange> {
  public:
@@ -73,7 +82,9 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   std::string reply_;
 };
 
-}  // namespace
+}  // namespace metrics_http_exchanges
+
+using metrics_http_exchanges::Exchange;
 
 struct MetricsHttpServer::Impl {
   asio::io_context io;
