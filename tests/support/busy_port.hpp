@@ -6,7 +6,11 @@ namespace troupe::test {
 
 class BusyPort {
  public:
+  // On a port the kernel picks (in its ephemeral range).
   BusyPort();
+  // On `port`, for a test that needs the ports beside it free too: pick them with
+  // launch::unclaimed_port, below the range where outgoing connections take theirs.
+  explicit BusyPort(int port);
   ~BusyPort();
   BusyPort(const BusyPort&) = delete;
   BusyPort& operator=(const BusyPort&) = delete;

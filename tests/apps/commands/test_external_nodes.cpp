@@ -79,8 +79,9 @@ TEST_CASE("ranks that torchrun starts train as troupe launch's would, rank 0 hos
   REQUIRE(reference.exit_code == 0);
 
   // torchrun's agent serves its store on MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True): the job
-  // takes the port after it.
-  const BusyPort agent_store;
+  // takes the port after it, which must be free too: both below the ephemeral range, where no
+  // outgoing connection of another test takes it meanwhile.
+  const BusyPort agent_store(troupe::launch::unclaimed_port(2).value());
   const auto ranks = run_ranks(dir, {2, 2}, agent_store.port(), with(job, {"--checkpoint.dir", external.string()}),
                                {"TORCHELASTIC_USE_AGENT_STORE=True"});
   INFO(ranks[0].output << "\n--- rank 1:\n" << ranks[1].output);
