@@ -79,7 +79,9 @@ std::string why_not_text(const std::string& bytes) {
 }
 
 void append_tokens(const std::string& bytes, std::vector<std::uint16_t>& tokens) {
-  tokens.reserve(tokens.size() + bytes.size());
+  // Grown geometrically: reserving the exact size file by file copied the corpus once per file.
+  const std::size_t needed = tokens.size() + bytes.size();
+  if (needed > tokens.capacity()) tokens.reserve(std::max(needed, 2 * tokens.capacity()));
   for (const char c : bytes) tokens.push_back(static_cast<std::uint8_t>(c));
 }
 
