@@ -45,6 +45,9 @@ class Tensor {
   static Tensor token(Shape shape, DType dtype);
 
   bool defined() const { return static_cast<bool>(storage_); }
+  // Whether this view alone holds its storage: no other view, slice or transfer does, so nothing
+  // else reads it or may still write it.
+  bool sole_holder() const { return storage_.use_count() == 1; }
   bool is_token() const { return token_; }
   // Token tensors of this many bytes or more move as token messages (comm/engine.hpp); a smaller
   // one (a view into a larger) moves as bytes, which read as zeros, so that the two ends of a

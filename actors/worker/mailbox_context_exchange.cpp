@@ -10,16 +10,9 @@
 namespace troupe::actors {
 namespace {
 
-// A buffer of the exchange's own, of `bytes` (whole words).
-compute::Tensor owned(std::size_t bytes) {
-  return compute::Tensor::zeros({static_cast<std::int64_t>(bytes / 4)}, compute::DType::f32);
-}
-
-// The exchange's own copy of the caller's bytes to send.
-compute::Tensor owned_copy(std::span<const std::byte> bytes) {
-  compute::Tensor copy = owned(bytes.size());
-  if (!bytes.empty()) std::memcpy(copy.data(), bytes.data(), bytes.size());
-  return copy;
+// `buffer`, holding a copy of `bytes` at `at` (the rest as it was).
+void copy_into(const compute::Tensor& buffer, std::size_t at, std::span<const std::byte> bytes) {
+  if (!bytes.empty()) std::memcpy(static_cast<std::byte*>(buffer.data()) + at, bytes.data(), bytes.size());
 }
 
 // Bytes [at, at + bytes) of `buffer`, sharing (and so holding) its storage.
@@ -77,6 +70,8 @@ void MailboxContextExchange::finish(const InFlight& op, comm::ContextTraffic kin
 void MailboxContextExchange::renew(int epoch) {
   shift_.reset();
   all_to_all_.reset();
+  for (compute::ReusedBuffer* kept : {&shift_sent_, &shift_received_, &all_to_all_sent_, &all_to_all_received_})
+    kept->drop();
   group_id_ = comm::epoch_group_id(comm::context_group_id, epoch);
   sequence_ = 0;
 }
@@ -89,9 +84,11 @@ Status MailboxContextExchange::begin_shift(std::span<const std::byte> send, std:
   const int r = rank();
   const comm::MessageKey key = next_key();
   ++sequence_;
-  InFlight op{{}, owned(recv.size()), recv, send.size(), key.sequence, began, {}};
+  InFlight op{{}, shift_received_.take(recv.size()), recv, send.size(), key.sequence, began, {}};
+  const compute::Tensor sent = shift_sent_.take(send.size());
+  copy_into(sent, 0, send);
   op.transfers.push_back(mailbox_.recv(engine_, peer(r + shards() - 1), key, op.received));
-  op.transfers.push_back(mailbox_.send(engine_, peer(r + 1), key, owned_copy(send)));
+  op.transfers.push_back(mailbox_.send(engine_, peer(r + 1), key, sent));
   op.spent = std::chrono::steady_clock::now() - began;
   shift_ = std::move(op);
   return Status::success();
@@ -127,8 +124,13 @@ Status MailboxContextExchange::begin_all_to_all(std::span<const std::byte> send,
     send_at[j + 1] = send_at[j] + send_bytes[j];
     recv_at[j + 1] = recv_at[j] + recv_bytes[j];
   }
-  InFlight op{{}, owned(recv.size()), recv, send.size() - send_bytes[r], key.sequence, began, {}};
-  const compute::Tensor sent = owned_copy(send);
+  InFlight op{{}, all_to_all_received_.take(recv.size()), recv, send.size() - send_bytes[r], key.sequence, began, {}};
+  // The blocks to the others copied to a buffer of the exchange's; the rank's own block goes
+  // straight to its place among the received ones.
+  const compute::Tensor sent = all_to_all_sent_.take(send.size());
+  copy_into(sent, 0, send.first(send_at[r]));
+  copy_into(sent, send_at[r + 1], send.subspan(send_at[r + 1]));
+  copy_into(op.received, recv_at[r], send.subspan(send_at[r], send_bytes[r]));
   for (std::size_t j = 0; j < ranks; ++j) {
     if (j == r || recv_bytes[j] == 0) continue;
     op.transfers.push_back(
@@ -138,8 +140,6 @@ Status MailboxContextExchange::begin_all_to_all(std::span<const std::byte> send,
     if (j == r || send_bytes[j] == 0) continue;
     op.transfers.push_back(mailbox_.send(engine_, peer(static_cast<int>(j)), key, part(sent, send_at[j], send_bytes[j])));
   }
-  if (send_bytes[r] > 0)
-    std::memcpy(static_cast<std::byte*>(op.received.data()) + recv_at[r], send.data() + send_at[r], send_bytes[r]);
   op.spent = std::chrono::steady_clock::now() - began;
   all_to_all_ = std::move(op);
   return Status::success();

@@ -17,7 +17,10 @@
 // The exchange sends from and receives into buffers of its own, which its posted transfers hold
 // (mailbox_comm.hpp), and hands the received bytes over at the finish: a step given up part-way —
 // an order taken in a wait, the caller's buffers freed as its stack unwinds — leaves no transfer
-// reading or writing the caller's memory; a late message lands in the exchange's buffer.
+// reading or writing the caller's memory; a late message lands in the exchange's buffer. The
+// buffers are kept from one operation to the next (compute::ReusedBuffer) and reused once no
+// transfer holds them; a renewal drops them, so a buffer an abandoned transfer may still write is
+// never handed out again.
 // docs/context-parallel.md describes the messages.
 
 #include <chrono>
@@ -33,6 +36,7 @@
 #include "comm/group.hpp"
 #include "comm/traffic.hpp"
 #include "compute/context/context_exchange.hpp"
+#include "compute/reused_buffer.hpp"
 #include "monitor/trace.hpp"
 
 namespace troupe::actors {
@@ -85,6 +89,7 @@ class MailboxContextExchange final : public compute::context::ContextExchange {
   std::uint16_t group_id_;  // the group's id, renewed under each in-place recovery's epoch
   std::uint16_t sequence_ = 0;
   std::optional<InFlight> shift_, all_to_all_;
+  compute::ReusedBuffer shift_sent_, shift_received_, all_to_all_sent_, all_to_all_received_;
   monitor::TraceRecorder* trace_ = nullptr;
 };
 
