@@ -59,7 +59,7 @@ Verdict drill_checkpoints(const Drill& drill) {
   double fault_at = 0;
   long last = drill.steps();
   if (corrupt) {
-    if (first->process->wait_exit(600s) != 0) {
+    if (await_end(*first, v) != 0) {
       v.fault = "the run to corrupt did not finish";
       return v;
     }
@@ -75,6 +75,7 @@ Verdict drill_checkpoints(const Drill& drill) {
     if (!first->events->wait_for(
             body_is<actors::step_trained>([at_step](const auto& s) { return s.step == at_step; }), 300s)) {
       v.fault = "step " + std::to_string(at_step) + " never appeared";
+      await_end(*first, v);
       return v;
     }
     // Kill the job while a staging folder exists: a checkpoint is being written.
@@ -89,6 +90,7 @@ Verdict drill_checkpoints(const Drill& drill) {
     fault_at = now();
     if (!caught) {
       v.fault = "the job never had a checkpoint in flight to kill";
+      await_end(*first, v);
       return v;
     }
     v.fault = "SIGKILL to the job and its nodes while a checkpoint was being written (after step " +
@@ -147,6 +149,7 @@ Verdict drill_disk_full(const Drill& drill) {
   EventFeed& feed = *run->events;
   if (!feed.wait_for(checkpoint(CheckpointOutcome::committed), 300s)) {
     v.fault = "no checkpoint was committed before the limit";
+    await_end(*run, v);
     return v;
   }
   const long intact_step = drill.every();

@@ -246,6 +246,7 @@ Verdict drill_grow(const Drill& drill) {
   Expected<std::string> drained = feed.order("drain node " + std::to_string(node));
   if (!drained) {
     v.fault = drained.error().message;
+    await_end(*run, v);
     return v;
   }
   std::size_t shrunk_at = 0, resumed_at = 0;
