@@ -140,8 +140,11 @@ std::int64_t IslandMembership::applied_at(int island) const {
 }
 
 int IslandMembership::settle_source() const {
-  int source = present_.front();
-  for (int island : present_)
+  // Among the islands present in the settle's epoch: the table may come after a rejoin renewed the
+  // group over more islands, which took no part in the sums it settles.
+  const std::vector<int>& settled = settle_table_->present;
+  int source = settled.front();
+  for (int island : settled)
     if (applied_at(island) > applied_at(source)) source = island;
   return source;
 }
@@ -152,7 +155,7 @@ void IslandMembership::serve() {
   if (rank_in(source) != engine_.rank()) return;
   // This island applied the newest: its kept sums to the ranks at this place that did not.
   std::vector<MailboxComm::Operation> sends;
-  for (int island : present_) {
+  for (int island : settle_table_->present) {
     const std::int64_t behind = applied_at(island);
     for (std::int64_t sequence = behind; sequence < ahead; ++sequence) {
       const auto kept =

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <csignal>
+#include <exception>
 #include <functional>
 #include <initializer_list>
 #include <memory>
@@ -195,6 +196,32 @@ TEST_CASE(
     order_island_2_left_out(r);
     settle_table(r, 0, 0);
     if (Status s = lands(r, mine, 0, 2, {0, 1}); !s) return s;
+    return expect(r.membership.sums_settled() == 0,
+                  "rank " + std::to_string(rank) + ": a sum settled where none was applied");
+  });
+}
+
+// The table of a settle can come after the lost island rejoined: the rejoin renews the rank's
+// outer group over every island (here a renewal order over all three stands for it) before the
+// table of the left-out epoch arrives. The source reads that table over the islands present in
+// its epoch: island 2, absent from it (−1), is not a rank it owes sums to.
+TEST_CASE(
+    "diloco's survivors settle a sync in flight: a table that comes after the lost island rejoined is read over the "
+    "islands present in its epoch",
+    "[actors][diloco]") {
+  on_three_islands([](IslandRank& r) -> Status {
+    const int rank = r.engine.rank();
+    if (rank == 2) return {};  // lost before its sum
+    compute::Tensor mine = pseudo_gradient(rank);
+    r.group.start_sum(mine, 2);
+    order_island_2_left_out(r);
+    r.self->send(r.self, recover_atom_v, islands_msg{2, {0, 1, 2}, {}, {}, r.job, {}, {}});
+    r.group.between_steps();
+    try {
+      settle_table(r, 0, 0);
+    } catch (const std::exception& e) {
+      return Error{"rank " + std::to_string(rank) + " took the table: " + e.what()};
+    }
     return expect(r.membership.sums_settled() == 0,
                   "rank " + std::to_string(rank) + ": a sum settled where none was applied");
   });
