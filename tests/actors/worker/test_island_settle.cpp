@@ -137,6 +137,20 @@ Status lands(IslandRank& r, const compute::Tensor& sum, int summed, int agreed,
   return expect(sums_islands(sum, summed_islands), who + "'s sum is not the islands' it should hold");
 }
 
+// Island 2 is lost before it posts sync 1: this rank (of island 0 or 1) posts its pseudo-gradient,
+// then takes the order leaving island 2 out. The pseudo-gradient, which the ring adds into.
+compute::Tensor posted_then_island_2_left_out(IslandRank& r) {
+  compute::Tensor mine = pseudo_gradient(r.engine.rank());
+  r.group.start_sum(mine, 2);
+  order_island_2_left_out(r);
+  return mine;
+}
+
+Status settled_none(IslandRank& r) {
+  return expect(r.membership.sums_settled() == 0,
+                "rank " + std::to_string(r.engine.rank()) + ": a sum settled where none was applied");
+}
+
 }  // namespace
 
 // All three islands post sync 1 and island 2 is then lost. Island 0 lands it over the three and
@@ -189,15 +203,11 @@ TEST_CASE(
     "islands present",
     "[actors][diloco]") {
   on_three_islands([](IslandRank& r) -> Status {
-    const int rank = r.engine.rank();
-    if (rank == 2) return {};  // lost before its sum
-    compute::Tensor mine = pseudo_gradient(rank);
-    r.group.start_sum(mine, 2);
-    order_island_2_left_out(r);
+    if (r.engine.rank() == 2) return {};  // lost before its sum
+    const compute::Tensor mine = posted_then_island_2_left_out(r);
     settle_table(r, 0, 0);
     if (Status s = lands(r, mine, 0, 2, {0, 1}); !s) return s;
-    return expect(r.membership.sums_settled() == 0,
-                  "rank " + std::to_string(rank) + ": a sum settled where none was applied");
+    return settled_none(r);
   });
 }
 
@@ -210,19 +220,15 @@ TEST_CASE(
     "islands present in its epoch",
     "[actors][diloco]") {
   on_three_islands([](IslandRank& r) -> Status {
-    const int rank = r.engine.rank();
-    if (rank == 2) return {};  // lost before its sum
-    compute::Tensor mine = pseudo_gradient(rank);
-    r.group.start_sum(mine, 2);
-    order_island_2_left_out(r);
+    if (r.engine.rank() == 2) return {};  // lost before its sum
+    posted_then_island_2_left_out(r);
     r.self->send(r.self, recover_atom_v, islands_msg{2, {0, 1, 2}, {}, {}, r.job, {}, {}});
     r.group.between_steps();
     try {
       settle_table(r, 0, 0);
     } catch (const std::exception& e) {
-      return Error{"rank " + std::to_string(rank) + " took the table: " + e.what()};
+      return Error{"rank " + std::to_string(r.engine.rank()) + " took the table: " + e.what()};
     }
-    return expect(r.membership.sums_settled() == 0,
-                  "rank " + std::to_string(rank) + ": a sum settled where none was applied");
+    return settled_none(r);
   });
 }
