@@ -2,26 +2,25 @@
 
 #include <cstdint>
 
+#include "compute/cpu/simd_clones.hpp"
 #include "compute/cuda/bf16.hpp"
 
 namespace troupe::comm {
 namespace {
 
-// One clone per vector width, chosen at load time (binaries target plain x86-64): at the
+// One clone per vector width, chosen at load time (compute/cpu/simd_clones.hpp): at the
 // SSE2 baseline this loop adds 64 MiB in about 10 ms on the 2-core VM, with AVX-512 in 3.7 ms,
 // and a 2-process all-reduce adds half its buffer.
 template <typename T>
-__attribute__((target_clones("avx512f", "arch=haswell", "default"))) void add_into(T* __restrict dst,
-                                                                                   const T* __restrict src,
-                                                                                   std::size_t count) {
+TROUPE_SIMD_CLONES void add_into(T* __restrict dst, const T* __restrict src, std::size_t count) {
 #pragma omp simd
   for (std::size_t i = 0; i < count; ++i) dst[i] += src[i];
 }
 
 // bfloat16 on the wire (gradient compression): each pair added in f32, the sum rounded to
 // nearest even, so every hop of a ring rounds once.
-__attribute__((target_clones("avx512f", "arch=haswell", "default"))) void add_bf16_into(
-    std::uint16_t* __restrict dst, const std::uint16_t* __restrict src, std::size_t count) {
+TROUPE_SIMD_CLONES void add_bf16_into(std::uint16_t* __restrict dst, const std::uint16_t* __restrict src,
+                                      std::size_t count) {
 #pragma omp simd
   for (std::size_t i = 0; i < count; ++i)
     dst[i] = compute::float_to_bf16_bits(compute::bf16_bits_to_float(dst[i]) + compute::bf16_bits_to_float(src[i]));

@@ -36,6 +36,7 @@
 #include "compute/cpu/bf16_products.hpp"
 #include "compute/cpu/openblas_setup.hpp"
 #include "compute/cpu/sgemm_peak.hpp"
+#include "compute/cpu/simd_clones.hpp"
 #include "compute/data/synthetic_tokens.hpp"
 #include "compute/model/flops.hpp"
 #include "compute/model/gpt.hpp"
@@ -199,8 +200,10 @@ int run_bench_compute(const BenchComputeOptions& options) {
                                                  " beside this troupe or in its source tree");
   }
   const bool bf16 = options.precision == compute::Precision::bf16;
-  std::printf("bench compute: cpu backend, micro-batch %d, %d measured step(s) per round after %d warm-up\n",
-              options.batch, options.steps, options.warmup);
+  std::printf(
+      "bench compute: cpu backend (elementwise loops: the %s clone), micro-batch %d, %d measured step(s) per round "
+      "after %d warm-up\n",
+      compute::cpu::simd_clone_name(compute::cpu::simd_clone_in_use()), options.batch, options.steps, options.warmup);
   const bool bf16_units = compute::cpu::bf16_units_of_this_cpu() == compute::cpu::Bf16Units::hardware;
   if (bf16 && bf16_units)
     std::printf("precision bf16: products on %s (oneDNN), against fp32 in the same rounds\n",

@@ -1,11 +1,6 @@
 #pragma once
-// What the elementwise kernels need to vectorize: a run-time ISA dispatch attribute, and exp
-// and sqrt that GCC can put in a SIMD loop.
-//
-// Binaries must run on any x86-64, so nothing is built with -march. Hot loops instead carry
-// TROUPE_SIMD_CLONES: GCC compiles them three times (AVX-512, AVX2+FMA, baseline SSE2) and an
-// ifunc resolver picks one when the program loads. The choice is fixed per machine, so results
-// stay bitwise reproducible on it.
+// What the elementwise kernels need to vectorize: the run-time ISA dispatch attribute
+// (simd_clones.hpp), and exp and sqrt that GCC can put in a SIMD loop.
 //
 // libm's expf is a call the vectorizer cannot see through. vexp(float) is Cephes' expf
 // algorithm (range reduction by ln 2, degree-5 polynomial, exponent built by bit arithmetic),
@@ -26,7 +21,7 @@
 #include <cmath>
 #include <cstdint>
 
-#define TROUPE_SIMD_CLONES __attribute__((target_clones("avx512f", "arch=haswell", "default")))
+#include "compute/cpu/simd_clones.hpp"
 
 namespace troupe::compute::cpu {
 

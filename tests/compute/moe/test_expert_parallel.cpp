@@ -24,6 +24,7 @@
 #include "compute/context/local_exchange.hpp"
 #include "compute/cpu/cpu_backend.hpp"
 #include "compute/moe/moe_layer.hpp"
+#include "support/moe_layer_shape.hpp"
 #include "support/random_tensor.hpp"
 #include "support/thread_tensor_group.hpp"
 
@@ -33,20 +34,13 @@ namespace {
 
 using troupe::test::normal_tensor;
 
-constexpr std::int64_t N = 8, C = 4, H = 8;
-constexpr int E = 4, K = 2;
+using namespace troupe::test::moe_layer_shape;
 constexpr double aux_scale = 0.7, z_scale = 0.3, tolerance = 1e-12;
 
 MoEWeights random_weights(std::mt19937& rng) {
   return {normal_tensor({E, C}, rng, 0.8),    normal_tensor({E, H, C}, rng, 0.5), normal_tensor({E, H}, rng, 0.3),
           normal_tensor({E, C, H}, rng, 0.5), normal_tensor({E, C}, rng, 0.3),    normal_tensor({H, C}, rng, 0.5),
           normal_tensor({H}, rng, 0.3),       normal_tensor({C, H}, rng, 0.5),    normal_tensor({C}, rng, 0.3)};
-}
-
-MoEWeights zeros_like(const MoEWeights& w) {
-  auto z = [](const Tensor& t) { return Tensor::zeros(t.shape(), t.dtype()); };
-  return {z(w.router),      z(w.fc_w),        z(w.fc_b),          z(w.proj_w),       z(w.proj_b),
-          z(w.shared_fc_w), z(w.shared_fc_b), z(w.shared_proj_w), z(w.shared_proj_b)};
 }
 
 std::vector<Tensor*> all_of(MoEWeights& w) {

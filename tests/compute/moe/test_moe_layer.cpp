@@ -17,6 +17,7 @@
 #include "compute/cpu/cpu_backend.hpp"
 #include "compute/moe/moe_layer.hpp"
 #include "support/finite_difference.hpp"
+#include "support/moe_layer_shape.hpp"
 #include "support/random_tensor.hpp"
 
 using namespace troupe::compute;
@@ -28,9 +29,7 @@ namespace {
 
 using troupe::test::normal_tensor;
 
-// N = 8 tokens of C = 4 channels, E = 4 experts of width H = 8, top-2, a shared expert.
-constexpr std::int64_t N = 8, C = 4, H = 8;
-constexpr int E = 4, K = 2;
+using namespace troupe::test::moe_layer_shape;
 constexpr double aux_coef = 0.7, z_coef = 0.3;
 // As in test_layer_gradients.cpp: h, rounding units allowed, and relative tolerance.
 constexpr double fd_step = 1e-4, atol_units = 16, rtol = 1e-9;
@@ -63,12 +62,6 @@ MoEWeights random_weights(std::mt19937& rng, bool shared, DType dtype = DType::f
     w.shared_proj_b = normal_tensor({C}, rng, 0.3, 0.0, dtype);
   }
   return w;
-}
-
-MoEWeights zeros_like(const MoEWeights& w) {
-  auto z = [](const Tensor& t) { return t.defined() ? Tensor::zeros(t.shape(), t.dtype()) : Tensor{}; };
-  return {z(w.router),      z(w.fc_w),        z(w.fc_b),          z(w.proj_w),       z(w.proj_b),
-          z(w.shared_fc_w), z(w.shared_fc_b), z(w.shared_proj_w), z(w.shared_proj_b)};
 }
 
 struct Named {
