@@ -43,10 +43,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(int rank, int world_size, const
     if (std::getenv(knob_spin_us.name) == nullptr) s.spin = std::chrono::microseconds(0);
     s.busy_sleep = std::chrono::milliseconds(2);
     s.busy_sleep_limit = std::chrono::milliseconds(32);
-    // A thousand ranks' threads napping at most 32 ms whenever a request was in flight took 1.4 of
-    // two cores (docs/scale.md): a simulated rank's receives wait for their arrival's event, and
-    // with none in flight it wakes each second (its keepalive is 10 s).
-    s.receives_wait_for_events = true;
+    // With nothing in flight a simulated rank wakes each second (its keepalive is 10 s).
     s.idle_sleep = std::chrono::seconds(1);
     // A peer among a thousand on two cores may take minutes to be scheduled while every rank
     // connects (1,024 ranks: a handshake not taken within 20 s ended the job); a dead one is the

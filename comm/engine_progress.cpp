@@ -110,7 +110,12 @@ void Engine::State::run() {
       next_busy_sleep = busy_sleep;
       continue;
     }
-    if (operations.empty() || (receives_wait_for_events && !sends_held_by_ucx())) {
+    // Receives alone in flight sleep as long as idle: each arrival wakes the worker's event fd, so
+    // only a send UCX still holds (behind a full FIFO, which raises no event when it drains, or a
+    // rendezvous) needs polling and naps. A stage whose next input is posted early would otherwise
+    // nap 200 us at a time through its whole forward, each wake-up taking a core from a compute
+    // thread (docs/comm.md, "Sleeping").
+    if (!sends_held_by_ucx()) {
       sleep_until_event(idle_sleep);
     } else if (now - last_work < spin) {
       std::this_thread::yield();

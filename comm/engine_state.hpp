@@ -81,16 +81,13 @@ struct Engine::State {
   std::size_t lent_bytes = 0;  // counted in the memory ledger as comm_buffers while lent
   std::unique_ptr<BlockArena> arena;
   std::chrono::microseconds spin{0};
-  // Sleep with requests in flight: a send queued behind a full shared-memory FIFO raises no event,
+  // Sleep with a send held by UCX: one queued behind a full shared-memory FIFO raises no event,
   // so this bounds its stall. Each sleep that ends with nothing to do doubles the next, up to
   // busy_sleep_limit; work brings it back to busy_sleep.
   std::chrono::microseconds busy_sleep{200};
   std::chrono::microseconds busy_sleep_limit{200};
-  // Sleep with none in flight (UCX's keepalive needs progress once an interval).
+  // Sleep with no send held by UCX (its keepalive needs progress once an interval).
   std::chrono::milliseconds idle_sleep{100};
-  // Whether receives alone in flight sleep as long as idle: each arrival wakes the worker's event
-  // fd, so only a send UCX still holds (behind a full FIFO, or a rendezvous) needs the bound.
-  bool receives_wait_for_events = false;
   std::optional<WireModel> wire;  // a simulated rank's link; wire_clock spends its time
   compute::ModelledClock wire_clock;
   std::thread thread;
