@@ -110,15 +110,18 @@ void Engine::State::run() {
       next_busy_sleep = busy_sleep;
       continue;
     }
-    // Receives alone in flight sleep as long as idle: each arrival wakes the worker's event fd, so
-    // only a send UCX still holds (behind a full FIFO, which raises no event when it drains, or a
-    // rendezvous) needs polling and naps. A stage whose next input is posted early would otherwise
-    // nap 200 us at a time through its whole forward, each wake-up taking a core from a compute
-    // thread (docs/comm.md, "Sleeping").
-    if (!sends_held_by_ucx()) {
+    // Past the spin after the last work, receives alone in flight sleep as long as idle: each
+    // arrival wakes the worker's event fd, so only a send UCX still holds (behind a full FIFO,
+    // which raises no event when it drains, or a rendezvous) needs naps. A stage whose next input
+    // is posted early would otherwise nap 200 us at a time through its whole forward, each wake-up
+    // taking a core from a compute thread; the spin keeps a message's later fragments from each
+    // waiting for a wake-up (docs/comm.md, "Sleeping").
+    if (operations.empty()) {
       sleep_until_event(idle_sleep);
     } else if (now - last_work < spin) {
       std::this_thread::yield();
+    } else if (!sends_held_by_ucx()) {
+      sleep_until_event(idle_sleep);
     } else {
       sleep_until_event(next_busy_sleep);
       next_busy_sleep = std::min(next_busy_sleep * 2, busy_sleep_limit);
