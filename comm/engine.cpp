@@ -43,7 +43,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(int rank, int world_size, const
     if (std::getenv(knob_spin_us.name) == nullptr) s.spin = std::chrono::microseconds(0);
     s.busy_sleep = std::chrono::milliseconds(2);
     s.busy_sleep_limit = std::chrono::milliseconds(32);
-    // With nothing in flight a simulated rank wakes each second (its keepalive is 10 s).
+    // With no send held by UCX a simulated rank sleeps up to a second (its keepalive is 10 s).
     s.idle_sleep = std::chrono::seconds(1);
     // A peer among a thousand on two cores may take minutes to be scheduled while every rank
     // connects (1,024 ranks: a handshake not taken within 20 s ended the job); a dead one is the
