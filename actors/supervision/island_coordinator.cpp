@@ -11,6 +11,7 @@
 #include "actors/supervision/recovery_path.hpp"
 #include "comm/grid.hpp"
 #include "monitor/log.hpp"
+#include "monitor/numbers_text.hpp"
 
 namespace troupe::actors::supervision {
 namespace {
@@ -52,9 +53,7 @@ std::vector<int> islands_rejoining(const RecoveryShape& shape, const recover_msg
 
 // "rank 0", or "ranks 0 and 1".
 std::string donors_text(const RecoveryShape& shape, int island) {
-  const std::vector<int> ranks = island_ranks(shape, island);
-  if (ranks.size() == 1) return "rank " + std::to_string(ranks.front());
-  return "ranks" + nodes_text(ranks).substr(5);
+  return monitor::numbered("rank", island_ranks(shape, island));
 }
 
 }  // namespace

@@ -163,7 +163,8 @@ node_liveness fresh_liveness(const PlannedNode& planned, Clock::time_point now);
 std::string describe(const join_msg& m);                                  // "node 1 (h1, pid 7)"
 std::string describe(const job_supervisor_state& st, const join_msg& m);  // "...; pipeline stage 1 of replica 0"
 std::string seconds_text(Clock::duration d);                              // "2.0 s"
-std::string nodes_text(const std::vector<int>& nodes);                    // "node 2", "nodes 1, 2 and 3"
+// "node 2", "nodes 1, 2 and 3", "nodes 0-31" (monitor::numbered).
+std::string nodes_text(const std::vector<int>& nodes);
 // Parts of a failure's reason joined by "; ", at most `limit` of them: past that the text ends in
 // "; and 28 more ranks", so a job of a thousand ranks fails with a line a person can read.
 class BoundedList {

@@ -3,14 +3,17 @@
 #include "actors/supervision/recovery_coordinator.hpp"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <utility>
+#include <vector>
 
 #include <spdlog/fmt/fmt.h>
 
 #include "actors/supervision/island_coordinator.hpp"
 #include "actors/supervision/recovery_path.hpp"
 #include "monitor/log.hpp"
+#include "monitor/numbers_text.hpp"
 
 namespace troupe::actors::supervision {
 namespace {
@@ -36,6 +39,34 @@ std::vector<int> recovery_nodes(const recovery_in_progress& recovery) {
   for (const auto& [index, process] : recovery.replaced) nodes.push_back(index);
   if (nodes.empty()) nodes.push_back(recovery.failed.node_index);
   return nodes;
+}
+
+// How long each rank took to be ready, from when the failure was seen: "rank 0 0.08 s, rank 1 0.07
+// s" for a few ranks; for more, "1024 ranks: the median 0.42 s, the last, rank 63, 1.99 s".
+std::string readiness_text(const std::map<int, double>& ready_after) {
+  std::string text;
+  if (ready_after.size() <= monitor::numbers_listed_whole) {
+    for (const auto& [rank, seconds] : ready_after)
+      text += fmt::format("{}rank {} {:.2f} s", text.empty() ? "" : ", ", rank, seconds);
+    return text;
+  }
+  std::vector<double> seconds;
+  for (const auto& [rank, after] : ready_after) seconds.push_back(after);
+  std::nth_element(seconds.begin(), seconds.begin() + seconds.size() / 2, seconds.end());
+  const auto last = std::max_element(ready_after.begin(), ready_after.end(),
+                                     [](const auto& a, const auto& b) { return a.second < b.second; });
+  return fmt::format("{} ranks: the median {:.2f} s, the last, rank {}, {:.2f} s", ready_after.size(),
+                     seconds[seconds.size() / 2], last->first, last->second);
+}
+
+// "rank 0 to rank 1, rank 2 to rank 3", the first few of a plan's pairs and how many more.
+std::string pairs_text(const recover_plan_msg& plan) {
+  std::string text;
+  const std::size_t shown = std::min(plan.receivers.size(), monitor::numbers_listed_whole);
+  for (std::size_t i = 0; i < shown; ++i)
+    text += fmt::format("{}rank {} to rank {}", i ? ", " : "", plan.donors[i], plan.receivers[i]);
+  if (shown < plan.receivers.size()) text += fmt::format(" and {} more pairs", plan.receivers.size() - shown);
+  return text;
 }
 
 }  // namespace
@@ -206,12 +237,13 @@ bool widen_in_place(job_actor* self, const std::vector<int>& nodes, FailureKind 
 }
 
 // What an in-place recovery's plan moved over the data plane, by its receivers' reports: the bytes,
-// the slowest receiver's seconds, and the donors ("0" or "0, 2").
+// the slowest receiver's seconds, and the donors ("rank 0", "ranks 0 and 2", at 1,024 ranks "ranks 2, 4,
+// 6-9, …, 1014 and 1018 (337 in all)").
 struct StateMoved {
   std::int64_t bytes = 0;
   double seconds = 0;
   std::set<int> donors;
-  std::string donor_list;
+  std::string donors_text;
 };
 StateMoved state_moved_by(const recovery_in_progress& recovery) {
   StateMoved moved;
@@ -221,7 +253,7 @@ StateMoved state_moved_by(const recovery_in_progress& recovery) {
     moved.seconds = std::max(moved.seconds, received.seconds);
     moved.donors.insert(recovery.plan.donors[i]);
   }
-  for (int rank : moved.donors) moved.donor_list += (moved.donor_list.empty() ? "" : ", ") + std::to_string(rank);
+  moved.donors_text = monitor::numbered("rank", {moved.donors.begin(), moved.donors.end()});
   return moved;
 }
 
@@ -266,9 +298,7 @@ void on_recover_ready(job_actor* self, const recover_ready_msg& ready) {
     const start_msg current = current_start(st);
     for (const auto& [index, process] : recovery.replaced) plan.replaced.push_back(current.nodes.at(index));
   }
-  std::string readiness;
-  for (const auto& [rank, seconds] : recovery.ready_after)
-    readiness += fmt::format("{}rank {} {:.2f} s", readiness.empty() ? "" : ", ", rank, seconds);
+  const std::string readiness = readiness_text(recovery.ready_after);
   if (plan.rollback) {
     const std::int64_t lost = recovery.steps_held - plan.steps;
     const std::string chosen = fmt::format(
@@ -278,13 +308,10 @@ void on_recover_ready(job_actor* self, const recover_ready_msg& ready) {
     monitor::logger("job")->warn("recovery: {}", chosen);
     emit(st, recovery_chosen{RecoveryRoute::in_place_rollback, recovery.epoch, recovery_nodes(recovery), chosen});
   } else {
-    std::string pairs;
-    for (std::size_t i = 0; i < plan.receivers.size(); ++i)
-      pairs += fmt::format("{}rank {} to rank {}", i ? ", " : "", plan.donors[i], plan.receivers[i]);
     monitor::logger("job")->info(
         "in-place recovery (epoch {}): every rank is ready ({} after the failure was seen); "
         "each goes on after step {}, state given by {}",
-        recovery.epoch, readiness, plan.steps, pairs);
+        recovery.epoch, readiness, plan.steps, pairs_text(plan));
   }
   recovery.plan = plan;
   recovery.step = Step::restoring;
@@ -309,10 +336,10 @@ void finish_grow(job_actor* self) {
   const double seconds = std::chrono::duration<double>(Clock::now() - recovery.started).count();
   monitor::logger("job")->warn(
       "rejoin: grown in place in {:.3f} s (epoch {}): {} joined, every other node kept its process; {} bytes of state "
-      "from rank{} {} over the data plane in {:.3f} s; every rank goes on after step {} as {} ranks, each of {} "
+      "from {} over the data plane in {:.3f} s; every rank goes on after step {} as {} ranks, each of {} "
       "micro-batch(es) of {}",
-      seconds, recovery.epoch, joined, moved.bytes, moved.donors.size() > 1 ? "s" : "", moved.donor_list, moved.seconds,
-      recovery.plan.steps, grown.world_size, grown.grad_accum, grown.batch_size);
+      seconds, recovery.epoch, joined, moved.bytes, moved.donors_text, moved.seconds, recovery.plan.steps,
+      grown.world_size, grown.grad_accum, grown.batch_size);
   st.holding_nothing.clear();
   emit(st, state_moved{RecoveryRoute::grow_in_place,
                        recovery.epoch,
@@ -323,7 +350,7 @@ void finish_grow(job_actor* self) {
   emit(st, training_resumed{RecoveryRoute::grow_in_place,
                             recovery.epoch,
                             recovery.plan.steps,
-                            "rank " + moved.donor_list + "'s memory",
+                            moved.donors_text + "'s memory",
                             recovery.order.failed_ranks,
                             nodes,
                             {},
@@ -386,12 +413,11 @@ void on_recover_done(job_actor* self, const recover_done_msg& done) {
         seconds, recovery.epoch, respawned, recovery.plan.steps, bytes, transfer, recovery.plan.steps,
         recovery.steps_held - recovery.plan.steps, recovery.steps_held - recovery.plan.steps == 1 ? "" : "s");
   } else {
-    from = "rank" + std::string(moved.donors.size() > 1 ? "s " : " ") + moved.donor_list + "'s memory";
+    from = moved.donors_text + "'s memory";
     monitor::logger("job")->warn(
-        "recovery: in place done in {:.3f} s (epoch {}): {}; {} bytes of state from rank{} {} over the data plane in "
+        "recovery: in place done in {:.3f} s (epoch {}): {}; {} bytes of state from {} over the data plane in "
         "{:.3f} s; every rank goes on after step {}",
-        seconds, recovery.epoch, respawned, bytes, moved.donors.size() > 1 ? "s" : "", moved.donor_list, transfer,
-        recovery.plan.steps);
+        seconds, recovery.epoch, respawned, bytes, moved.donors_text, transfer, recovery.plan.steps);
   }
   emit(st, state_moved{route,
                        recovery.epoch,

@@ -6,6 +6,7 @@
 
 #include "actors/supervision/job_supervisor_state.hpp"
 #include "monitor/log.hpp"
+#include "monitor/numbers_text.hpp"
 
 namespace troupe::actors::supervision {
 
@@ -187,13 +188,7 @@ std::string likely_cause_of_comm_failure(const job_supervisor_state& st, Clock::
          ")";
 }
 
-// "node 2" or "nodes 2 and 3" or "nodes 1, 2 and 3".
-std::string nodes_text(const std::vector<int>& nodes) {
-  std::string text = nodes.size() == 1 ? "node " : "nodes ";
-  for (std::size_t i = 0; i < nodes.size(); ++i)
-    text += (i == 0 ? "" : i + 1 == nodes.size() ? " and " : ", ") + std::to_string(nodes[i]);
-  return text;
-}
+std::string nodes_text(const std::vector<int>& nodes) { return monitor::numbered("node", nodes); }
 
 Clock::duration idle(const node_liveness& live, const worker_beat& worker, Clock::time_point now) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(worker.idle_seconds)) +

@@ -25,6 +25,7 @@
 #include "checkpoint/store.hpp"
 #include "compute/check.hpp"
 #include "compute/train/balance.hpp"
+#include "monitor/numbers_text.hpp"
 
 namespace troupe::apps::drill {
 namespace {
@@ -39,10 +40,6 @@ const std::vector<std::string> drill_scenarios{"kill-node",          "kill-worke
 // A drill's job reports every step at once: its events time the fault and the recovery to within
 // a heartbeat.
 constexpr double drill_heartbeat_seconds = 0.02;
-
-std::string ranks_text(const std::vector<int>& ranks) {
-  return "rank" + std::string(ranks.size() > 1 ? "s " : " ") + fmt::format("{}", fmt::join(ranks, ", "));
-}
 
 // "recovery: in place done in 0.412 s (epoch 1): node 1's process started again on h1 (pid 7, was
 // 5); every other node kept its process); 5200000 bytes of state from rank 0 over the data plane in
@@ -71,10 +68,11 @@ std::string in_place_done(const actors::training_resumed& resumed, const actors:
                        "goes on after step {}",
                        resumed.seconds, resumed.epoch, respawned, resumed.after_step, moved.bytes, moved.seconds,
                        resumed.after_step);
-  return fmt::format("recovery: in place done in {:.3f} s (epoch {}): {}; {} bytes of state from {} over the data "
-                     "plane in {:.3f} s; every rank goes on after step {}",
-                     resumed.seconds, resumed.epoch, respawned, moved.bytes, ranks_text(moved.donors), moved.seconds,
-                     resumed.after_step);
+  return fmt::format(
+      "recovery: in place done in {:.3f} s (epoch {}): {}; {} bytes of state from {} over the data "
+      "plane in {:.3f} s; every rank goes on after step {}",
+      resumed.seconds, resumed.epoch, respawned, moved.bytes, monitor::numbered("rank", moved.donors), moved.seconds,
+      resumed.after_step);
 }
 
 // Whether a surviving replica's memory was the job's source, by the first recovery that says.
@@ -397,7 +395,19 @@ std::map<int, std::vector<int>> joined_pids(const std::vector<actors::job_event>
 }
 
 bool add_in_place_account(const std::vector<actors::job_event>& events, const std::vector<int>& replaced, Verdict& v) {
-  std::string kept, changed;
+  // "node 0 pid 7, node 2 pid 9", the first few of each list and how many more.
+  struct NodeList {
+    std::string text;
+    std::size_t count = 0;
+    void add(const std::string& node) {
+      if (count++ < monitor::numbers_listed_whole) text += (text.empty() ? "" : ", ") + node;
+    }
+    std::string shown() const {
+      return count > monitor::numbers_listed_whole
+                 ? fmt::format("{} and {} more nodes", text, count - monitor::numbers_listed_whole)
+                 : text;
+    }
+  } kept, changed;
   std::map<int, std::string> started_again;
   bool replaced_once = true;
   for (const auto& [node, pids] : joined_pids(events)) {
@@ -408,12 +418,11 @@ bool add_in_place_account(const std::vector<actors::job_event>& events, const st
                             (pids.size() == 2 ? "yes (pid " + list + ")" : "NO (pid " + list + ")");
       continue;
     }
-    std::string& into = pids.size() == 1 ? kept : changed;
-    into += (into.empty() ? "node " : ", node ") + std::to_string(node) + " pid " + list;
+    (pids.size() == 1 ? kept : changed).add("node " + std::to_string(node) + " pid " + list);
   }
-  const bool all_kept = changed.empty() && !kept.empty();
+  const bool all_kept = changed.count == 0 && kept.count > 0;
   v.checks.push_back((!replaced.empty() ? "survivors kept their processes: " : "every node kept its process: ") +
-                     std::string(all_kept ? "yes (" + kept + ")" : "NO (" + changed + ")"));
+                     std::string(all_kept ? "yes (" + kept.shown() + ")" : "NO (" + changed.shown() + ")"));
   for (int node : replaced) {
     const auto line = started_again.find(node);
     if (line == started_again.end()) replaced_once = false;
@@ -425,9 +434,10 @@ bool add_in_place_account(const std::vector<actors::job_event>& events, const st
     const auto* resumed = caf::get_if<actors::training_resumed>(&event.body);
     if (!resumed || !moved || moved->epoch != resumed->epoch) continue;
     if (resumed->route == actors::RecoveryRoute::in_place_from_replica)
-      v.checks.push_back(fmt::format("state moved over the data plane: {} bytes from {} in {:.3f} s (the whole "
-                                     "recovery {:.3f} s)",
-                                     moved->bytes, ranks_text(moved->donors), moved->seconds, resumed->seconds));
+      v.checks.push_back(
+          fmt::format("state moved over the data plane: {} bytes from {} in {:.3f} s (the whole "
+                      "recovery {:.3f} s)",
+                      moved->bytes, monitor::numbered("rank", moved->donors), moved->seconds, resumed->seconds));
     if (resumed->route == actors::RecoveryRoute::in_place_rollback)
       v.checks.push_back(fmt::format("state read back from checkpoint step {}: {} bytes, every rank its own shards, "
                                      "the slowest in {:.3f} s (the whole recovery {:.3f} s)",

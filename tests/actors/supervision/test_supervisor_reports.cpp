@@ -67,7 +67,7 @@ TEST_CASE("a thousand silent ranks give one readable reason: two nodes described
   CHECK(count_of(reason, "; and 28 more ranks of the node") == 2);
   CHECK_THAT(reason, Contains("rank 0 (node 0 (vm, pid 100)") && Contains("rank 32 (node 1 (vm, pid 101)") &&
                          !Contains("rank 4 ("));
-  CHECK_THAT(reason, Contains("; and 30 more silent nodes (nodes 2, 3, 4,") && Contains(", 30 and 31)"));
+  CHECK_THAT(reason, Contains("; and 30 more silent nodes (nodes 2-31)"));
   CHECK(reason.size() < 3000);
 }
 
