@@ -88,11 +88,12 @@ TEST_CASE("a sim pipeline on tiny runs every stage's forwards, backwards, sends 
   CHECK(ops["sim"] == ops["cpu"]);
 }
 
-// Slow: one run in four under a load of 26-47 lost a node process's join to a connection timeout
-// (the job then restarted from the checkpoint instead of recovering in place); until that is
-// understood the 64-rank drill stays out of CI.
+// About 6 s on a 2-core VM with nothing else running. Its node processes' ranks are idle-class
+// threads (actors/idle_class.hpp): CPU-bound processes of the normal class beside it starve them
+// (six busy loops made the undisturbed run alone take 143 s), so the test wants the machine to
+// itself, as CI's serial ctest gives it.
 TEST_CASE("64 sim ranks in 4 node processes join, train, save a checkpoint, and recover a killed node in place",
-          "[sim][drill][slow]") {
+          "[sim][drill]") {
   TempDir dir;
   const auto started = std::chrono::steady_clock::now();
   const ProcessResult r = run_troupe(
