@@ -4,9 +4,10 @@
 // that lists each one is a screen no one reads.
 //
 // Up to `most` numbers are listed as given, the last after "and": "3", "1 and 2", "1, 2 and 3".
-// A longer list is sorted, a number given twice kept once, and its runs of three or more consecutive numbers become "32-63"; if
-// that still leaves more than `most` parts, the first most - 2 are shown, then "…", the last two
-// and how many numbers there are: "2, 4, 6-9, …, 1014 and 1018 (337 in all)".
+// A longer list is sorted, a number given twice kept once, and its runs of three or more
+// consecutive numbers become "32-63"; if that still leaves more than `most` parts, the first
+// most - 2 are shown, then "…", the last two and how many numbers there are:
+// "2, 4, 6-9, …, 1014 and 1018 (337 in all)".
 
 #include <cstddef>
 #include <string>

@@ -19,8 +19,7 @@ TEST_CASE("a short list of numbers is listed as given, the last after and", "[nu
   CHECK(numbered("rank", {0, 2}) == "ranks 0 and 2");
 }
 
-TEST_CASE("a long list is sorted into runs, and past the limit ends in the last two and the count",
-          "[numbers_text]") {
+TEST_CASE("a long list is sorted into runs, and past the limit ends in the last two and the count", "[numbers_text]") {
   std::vector<int> node(32);
   std::iota(node.begin(), node.end(), 32);  // a node of 32 ranks, as a new process holds them
   CHECK(numbered("rank", node) == "ranks 32-63");
