@@ -10,8 +10,8 @@
 #include "actors/supervision/recovery_coordinator.hpp"
 #include "actors/supervision/recovery_path.hpp"
 #include "comm/grid.hpp"
+#include "monitor/list_text.hpp"
 #include "monitor/log.hpp"
-#include "monitor/numbers_text.hpp"
 
 namespace troupe::actors::supervision {
 namespace {

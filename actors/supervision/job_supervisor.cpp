@@ -350,14 +350,15 @@ caf::behavior joining(job_actor* self) {
       [=](settle_atom) { on_settled(self); },
       [=](timeout_atom) {
         auto& st = self->state;
-        std::string missing;
+        BoundedList missing(monitor::numbers_listed_whole, ", ");
         std::vector<int> missing_nodes;
         for (const auto& planned : st.plan.nodes)
           if (!st.joined.count(planned.node_index)) {
-            missing += (missing.empty() ? "" : ", ") + std::to_string(planned.node_index) + " (" + planned.host + ")";
+            missing.add_described([&] { return std::to_string(planned.node_index) + " (" + planned.host + ")"; });
             missing_nodes.push_back(planned.node_index);
           }
-        const std::string reason = "nodes " + missing + " did not join within " +
+        const std::string reason = (missing_nodes.size() == 1 ? "node " : "nodes ") + missing.text("nodes") +
+                                   " did not join within " +
                                    std::to_string(st.plan.join_timeout.count() / 1000.0).substr(0, 5) + " s";
         emit(st, failure_detected{FailureKind::join_timeout, missing_nodes, {}, reason});
         end_job(self, failure_outcome(2, FailureKind::join_timeout, reason, missing_nodes));

@@ -18,6 +18,7 @@
 #include "actors/local_messages.hpp"
 #include "actors/supervision/job_supervisor.hpp"
 #include "comm/grid.hpp"
+#include "monitor/list_text.hpp"
 #include "monitor/straggler_watch.hpp"
 
 namespace troupe::actors::supervision {
@@ -165,31 +166,8 @@ std::string describe(const job_supervisor_state& st, const join_msg& m);  // "..
 std::string seconds_text(Clock::duration d);                              // "2.0 s"
 // "node 2", "nodes 1, 2 and 3", "nodes 0-31" (monitor::numbered).
 std::string nodes_text(const std::vector<int>& nodes);
-// Parts of a failure's reason joined by "; ", at most `limit` of them: past that the text ends in
-// "; and 28 more ranks", so a job of a thousand ranks fails with a line a person can read.
-class BoundedList {
- public:
-  explicit BoundedList(std::size_t limit) : limit_(limit) {}
-  // Whether the next part would be shown: callers skip describing one that would not.
-  bool full() const { return shown_ == limit_; }
-  void add(const std::string& part);
-  // Adds the part `describe()` gives, calling it only where the part will be shown.
-  template <class Describe>
-  void add_described(Describe describe) {
-    if (full())
-      ++hidden_;
-    else
-      add(describe());
-  }
-  bool empty() const { return shown_ == 0 && hidden_ == 0; }
-  // The parts shown, then "; and N more `what`" for those left out.
-  std::string text(const std::string& what) const;
-
- private:
-  std::size_t limit_;
-  std::size_t shown_ = 0, hidden_ = 0;
-  std::string text_;
-};
+// A failure's reason lists at most so many described parts (monitor/list_text.hpp).
+using monitor::BoundedList;
 // How many ranks one reason describes in full (each silent node: of its ranks).
 inline constexpr std::size_t described_ranks = 8;
 inline constexpr std::size_t described_ranks_of_silent_node = 4;

@@ -12,8 +12,8 @@
 
 #include "actors/supervision/island_coordinator.hpp"
 #include "actors/supervision/recovery_path.hpp"
+#include "monitor/list_text.hpp"
 #include "monitor/log.hpp"
-#include "monitor/numbers_text.hpp"
 
 namespace troupe::actors::supervision {
 namespace {
@@ -61,12 +61,10 @@ std::string readiness_text(const std::map<int, double>& ready_after) {
 
 // "rank 0 to rank 1, rank 2 to rank 3", the first few of a plan's pairs and how many more.
 std::string pairs_text(const recover_plan_msg& plan) {
-  std::string text;
-  const std::size_t shown = std::min(plan.receivers.size(), monitor::numbers_listed_whole);
-  for (std::size_t i = 0; i < shown; ++i)
-    text += fmt::format("{}rank {} to rank {}", i ? ", " : "", plan.donors[i], plan.receivers[i]);
-  if (shown < plan.receivers.size()) text += fmt::format(" and {} more pairs", plan.receivers.size() - shown);
-  return text;
+  monitor::BoundedList pairs(monitor::numbers_listed_whole, ", ");
+  for (std::size_t i = 0; i < plan.receivers.size(); ++i)
+    pairs.add_described([&] { return fmt::format("rank {} to rank {}", plan.donors[i], plan.receivers[i]); });
+  return pairs.text("pairs");
 }
 
 }  // namespace

@@ -5,8 +5,8 @@
 #include <cstdio>
 
 #include "actors/supervision/job_supervisor_state.hpp"
+#include "monitor/list_text.hpp"
 #include "monitor/log.hpp"
-#include "monitor/numbers_text.hpp"
 
 namespace troupe::actors::supervision {
 
@@ -75,20 +75,6 @@ std::string describe_activity(const job_supervisor_state& st, int node_index, co
   char since[32];
   std::snprintf(since, sizeof since, "%.1f", beat.waiting_seconds);
   return text + ", waiting " + since + " s for " + beat.waiting_for;
-}
-
-void BoundedList::add(const std::string& part) {
-  if (full()) {
-    ++hidden_;
-    return;
-  }
-  text_ += (shown_ ? "; " : "") + part;
-  ++shown_;
-}
-
-std::string BoundedList::text(const std::string& what) const {
-  if (hidden_ == 0) return text_;
-  return text_ + (shown_ ? "; " : "") + "and " + std::to_string(hidden_) + " more " + what;
 }
 
 // Why node `index`, last heard from at `live.last_heartbeat`, counts as silent at `now`.

@@ -25,7 +25,7 @@
 #include "checkpoint/store.hpp"
 #include "compute/check.hpp"
 #include "compute/train/balance.hpp"
-#include "monitor/numbers_text.hpp"
+#include "monitor/list_text.hpp"
 
 namespace troupe::apps::drill {
 namespace {
@@ -396,18 +396,7 @@ std::map<int, std::vector<int>> joined_pids(const std::vector<actors::job_event>
 
 bool add_in_place_account(const std::vector<actors::job_event>& events, const std::vector<int>& replaced, Verdict& v) {
   // "node 0 pid 7, node 2 pid 9", the first few of each list and how many more.
-  struct NodeList {
-    std::string text;
-    std::size_t count = 0;
-    void add(const std::string& node) {
-      if (count++ < monitor::numbers_listed_whole) text += (text.empty() ? "" : ", ") + node;
-    }
-    std::string shown() const {
-      return count > monitor::numbers_listed_whole
-                 ? fmt::format("{} and {} more nodes", text, count - monitor::numbers_listed_whole)
-                 : text;
-    }
-  } kept, changed;
+  monitor::BoundedList kept(monitor::numbers_listed_whole, ", "), changed(monitor::numbers_listed_whole, ", ");
   std::map<int, std::string> started_again;
   bool replaced_once = true;
   for (const auto& [node, pids] : joined_pids(events)) {
@@ -420,9 +409,9 @@ bool add_in_place_account(const std::vector<actors::job_event>& events, const st
     }
     (pids.size() == 1 ? kept : changed).add("node " + std::to_string(node) + " pid " + list);
   }
-  const bool all_kept = changed.count == 0 && kept.count > 0;
+  const bool all_kept = changed.empty() && !kept.empty();
   v.checks.push_back((!replaced.empty() ? "survivors kept their processes: " : "every node kept its process: ") +
-                     std::string(all_kept ? "yes (" + kept.shown() + ")" : "NO (" + changed.shown() + ")"));
+                     std::string(all_kept ? "yes (" + kept.text("nodes") + ")" : "NO (" + changed.text("nodes") + ")"));
   for (int node : replaced) {
     const auto line = started_again.find(node);
     if (line == started_again.end()) replaced_once = false;

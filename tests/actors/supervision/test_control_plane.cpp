@@ -415,7 +415,7 @@ TEST_CASE("nodes that never join fail the job at the join deadline, named", "[ac
   auto outcome = job.outcome(std::chrono::seconds(15));
   REQUIRE(outcome);
   CHECK(outcome->exit_code == 2);
-  CHECK_THAT(outcome->reason, Contains("nodes 1 (localhost) did not join"));
+  CHECK_THAT(outcome->reason, Contains("node 1 (localhost) did not join"));
   CHECK(outcome->failure_kind == FailureKind::join_timeout);
   CHECK(outcome->failed_nodes == std::vector<int>{1});
   CHECK(only.wait(std::chrono::seconds(10)).has_value());

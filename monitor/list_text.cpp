@@ -1,4 +1,4 @@
-#include "monitor/numbers_text.hpp"
+#include "monitor/list_text.hpp"
 
 #include <algorithm>
 
@@ -51,6 +51,20 @@ std::string numbers_text(std::vector<int> numbers, std::size_t most) {
 std::string numbered(std::string_view noun, std::vector<int> numbers, std::size_t most) {
   const std::size_t count = numbers.size();
   return std::string(noun) + (count == 1 ? " " : "s ") + numbers_text(std::move(numbers), most);
+}
+
+void BoundedList::add(const std::string& part) {
+  if (full()) {
+    ++hidden_;
+    return;
+  }
+  text_ += (shown_ ? separator_ : "") + part;
+  ++shown_;
+}
+
+std::string BoundedList::text(const std::string& what) const {
+  if (hidden_ == 0) return text_;
+  return text_ + (shown_ ? separator_ : "") + "and " + std::to_string(hidden_) + " more " + what;
 }
 
 }  // namespace troupe::monitor
