@@ -407,7 +407,7 @@ bool add_in_place_account(const std::vector<actors::job_event>& events, const st
                             (pids.size() == 2 ? "yes (pid " + list + ")" : "NO (pid " + list + ")");
       continue;
     }
-    (pids.size() == 1 ? kept : changed).add("node " + std::to_string(node) + " pid " + list);
+    (pids.size() == 1 ? kept : changed).add_described([&] { return "node " + std::to_string(node) + " pid " + list; });
   }
   const bool all_kept = changed.empty() && !kept.empty();
   v.checks.push_back((!replaced.empty() ? "survivors kept their processes: " : "every node kept its process: ") +
