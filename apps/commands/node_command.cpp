@@ -175,8 +175,8 @@ Expected<pid_t> start_hosted_job(const NodeStart& start, const NodeArgs& args, c
   for (std::string& variable : environment) environment_pointers.push_back(variable.data());
   environment_pointers.push_back(nullptr);
   pid_t pid = -1;
-  if (int error = posix_spawn(&pid, argv_pointers[0], nullptr, nullptr, argv_pointers.data(),
-                              environment_pointers.data());
+  if (int error = posix_spawn(&pid, launch::executable_to_spawn(argv[0]).c_str(), nullptr, nullptr,
+                              argv_pointers.data(), environment_pointers.data());
       error != 0)
     return Error{"cannot start the job process " + argv[0] + ": " + std::strerror(error)};
   return pid;

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "apps/exit_codes.hpp"
+#include "apps/launch/local_host.hpp"
 
 extern char** environ;
 
@@ -40,8 +41,8 @@ Expected<std::unique_ptr<WatchedRun>> WatchedRun::start(const std::vector<std::s
   posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
   posix_spawnattr_setpgroup(&attributes, 0);
   std::unique_ptr<WatchedRun> run(new WatchedRun);
-  const int spawned =
-      posix_spawn(&run->pid_, argv_pointers[0], &actions, &attributes, argv_pointers.data(), env_pointers.data());
+  const int spawned = posix_spawn(&run->pid_, launch::executable_to_spawn(argv[0]).c_str(), &actions, &attributes,
+                                  argv_pointers.data(), env_pointers.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attributes);
   close(pipe_fds[1]);

@@ -16,6 +16,8 @@
 #include <string_view>
 #include <utility>
 
+#include "apps/launch/local_host.hpp"
+
 extern char** environ;
 
 namespace troupe::launch {
@@ -105,8 +107,9 @@ Expected<std::unique_ptr<ChildProcess>> ChildProcess::spawn(boost::asio::io_cont
   std::vector<char*> env_pointers = c_strings(environment);
   SpawnSetup setup(out_write.get(), err_write.get());
   pid_t pid = 0;
+  const std::string program = executable_to_spawn(argv[0]);
   const int failed =
-      posix_spawnp(&pid, arg_pointers[0], &setup.actions, &setup.attributes, arg_pointers.data(), env_pointers.data());
+      posix_spawnp(&pid, program.c_str(), &setup.actions, &setup.attributes, arg_pointers.data(), env_pointers.data());
   if (failed != 0) return Error{"cannot start '" + argv[0] + "': " + std::strerror(failed)};
 
   // The system call itself: glibc before 2.36 has no wrapper, and 2.36 declares it without C linkage.

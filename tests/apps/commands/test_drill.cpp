@@ -114,6 +114,26 @@ TEST_CASE("drill kill-node: a SIGKILLed node is detected within a second, only i
   CHECK(inherited[1].str() == measured[1].str());
 }
 
+TEST_CASE(
+    "a rebuild during a drill changes nothing: its runs, their node processes and the lost node's new process "
+    "are the build that started, not the file now at its path",
+    "[drill]") {
+  TempDir dir;
+  std::filesystem::copy_file(TROUPE_BINARY_DIR "/troupe", dir.path() / "troupe");
+  // Once the drill has begun, another program takes the binary's path, as `cmake --build` would.
+  const std::string script =
+      "./troupe drill kill-node --dir kn --model.preset tiny --train.steps 12 --train.threads 1 --train.val_batches 1 "
+      "--train.val_every 0 --at-step 5 > drill.txt 2>&1 & drill=$!\n"
+      "until [ -s drill.txt ]; do sleep 0.05; done\n"
+      "printf '#!/bin/sh\\necho a newer build started >&2\\nexit 3\\n' > troupe.new && chmod +x troupe.new && "
+      "mv troupe.new troupe\n"
+      "wait $drill; status=$?; cat drill.txt; exit $status\n";
+  const ProcessResult r = run_process({"/bin/sh", "-c", script}, dir.path().string(), std::chrono::seconds(240));
+  std::printf("%s%s", r.out.c_str(), r.err.c_str());
+  check_passed(r);
+  CHECK_THAT(r.out, Contains("node 1's process started again: yes (pid ") && !Contains("a newer build started"));
+}
+
 // A DiLoCo drill on two islands of one rank each (`drill`: kill-node or kill-worker on rank 1): the
 // job ends well, island 1 is left out of the next sync and only node 1's process is started again.
 ProcessResult island_drill(const TempDir& dir, const std::string& drill_name) {
