@@ -12,8 +12,8 @@ namespace troupe::launch {
 std::string this_host_name();
 
 // The path of the running program (/proc/self/exe's target, less the " (deleted)" the kernel adds
-// once a rebuild has replaced or removed the file): what a child's argv[0], a log line and a remote
-// host's command name; "troupe" (found on PATH) if it cannot be read.
+// once a rebuild has replaced or removed the file), the name a child's argv[0], a log line and a
+// remote host's command line use; "troupe" (found on PATH) if it cannot be read.
 std::string this_executable();
 
 // What to execute for a child whose argv[0] is `program`: where `program` is this_executable(), this
