@@ -348,10 +348,13 @@ void command(monitor_actor* self, const std::vector<std::string>& words, caf::re
     answer(true, nodes_text(st.view));
   } else if (verb == "memory" && args == 0) {
     answer(true, memory_text(st.view));
-  } else if (verb == "workers" && args == 0) {
-    answer(true, workers_text(st.plan, st.view));
-  } else if (verb == "top" && args == 0) {
-    answer(true, top_text(st.plan, st.view, st.history, pause_state(st)));
+  } else if (verb == "workers" || verb == "top") {
+    auto selection = parse_rank_selection(std::span(words).subspan(1));
+    if (!selection) return answer(false, verb + ": " + selection.error().message);
+    auto text = verb == "workers" ? workers_text(st.plan, st.view, *selection)
+                                  : top_text(st.plan, st.view, st.history, pause_state(st), *selection);
+    if (!text) return answer(false, verb + ": " + text.error().message);
+    answer(true, *text);
   } else if (verb == "loss" && args == 0) {
     answer(true, loss_text(st.history, sparkline_width));
   } else if (verb == "experts" && args == 0) {

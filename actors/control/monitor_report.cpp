@@ -206,7 +206,7 @@ std::string memory_text(const job_view_msg& view) {
   return text;
 }
 
-std::string workers_text(const MonitorPlan& plan, const job_view_msg& view) {
+Expected<std::string> workers_text(const MonitorPlan& plan, const job_view_msg& view, const RankSelection& selection) {
   const comm::Grid grid{plan.dp, plan.pp, plan.tp};
   // Under train.balance a replica's share of the global batch and its measured time per
   // micro-batch (dynamic), from its last step: the columns appear once a rank reports a share
@@ -219,34 +219,45 @@ std::string workers_text(const MonitorPlan& plan, const job_view_msg& view) {
         if (last.micro_batch_seconds > 0 || (last.batch_share > 0 && std::abs(last.batch_share * plan.dp - 1.0) > 1e-9))
           balancing = true;
       }
-  std::string text = fmt::format("{:<5} {:<5} {:>3} {:>3} {:>3} {:>7}", "rank", "node", "dp", "pp", "tp", "steps");
+  auto chosen = choose_rank_rows(
+      view, selection, "workers", [](const worker_beat& w) { return w.waiting_seconds; }, "those waiting longest");
+  if (!chosen) return chosen.error();
+  std::string text = chosen->heading.empty() ? "" : chosen->heading + "\n";
+  text += fmt::format("{:<5} {:<5} {:>3} {:>3} {:>3} {:>7}", "rank", "node", "dp", "pp", "tp", "steps");
   if (balancing) text += fmt::format(" {:>7} {:>9}", "share", "ms/micro");
   text += "  activity";
-  for (const node_view& n : view.nodes)
-    for (const worker_beat& w : n.workers) {
-      std::string activity = w.activity.empty() ? "before its first step" : w.activity;
-      if (!w.waiting_for.empty()) activity += fmt::format(", waiting {:.1f} s for {}", w.waiting_seconds, w.waiting_for);
-      const comm::GridCoord c = comm::grid_coord(grid, w.rank);
-      text +=
-          fmt::format("\n{:<5} {:<5} {:>3} {:>3} {:>3} {:>7}", w.rank, n.node_index, c.dp, c.pp, c.tp, w.steps_done);
-      if (balancing) {
-        std::string share = "-", per_micro = "-";
-        if (!w.recent_steps.empty()) {
-          const step_beat& last = w.recent_steps.back();
-          if (last.batch_share > 0) share = fmt::format("{:.1f} %", last.batch_share * 100);
-          if (last.micro_batch_seconds > 0) per_micro = fmt::format("{:.1f}", last.micro_batch_seconds * 1e3);
-        }
-        text += fmt::format(" {:>7} {:>9}", share, per_micro);
+  for (const RankRow& row : chosen->rows) {
+    const worker_beat& w = *row.worker;
+    std::string activity = w.activity.empty() ? "before its first step" : w.activity;
+    if (!w.waiting_for.empty()) activity += fmt::format(", waiting {:.1f} s for {}", w.waiting_seconds, w.waiting_for);
+    const comm::GridCoord c = comm::grid_coord(grid, w.rank);
+    text += fmt::format("\n{:<5} {:<5} {:>3} {:>3} {:>3} {:>7}", w.rank, row.node, c.dp, c.pp, c.tp, w.steps_done);
+    if (balancing) {
+      std::string share = "-", per_micro = "-";
+      if (!w.recent_steps.empty()) {
+        const step_beat& last = w.recent_steps.back();
+        if (last.batch_share > 0) share = fmt::format("{:.1f} %", last.batch_share * 100);
+        if (last.micro_batch_seconds > 0) per_micro = fmt::format("{:.1f}", last.micro_batch_seconds * 1e3);
       }
-      text += "  " + activity;
+      text += fmt::format(" {:>7} {:>9}", share, per_micro);
     }
+    text += "  " + activity;
+  }
+  if (!chosen->left_out.empty()) text += "\n" + chosen->left_out;
   return text;
 }
 
-std::string top_text(const MonitorPlan& plan, const job_view_msg& view, const StepHistory& history,
-                     const PauseState& pause) {
+Expected<std::string> top_text(const MonitorPlan& plan, const job_view_msg& view, const StepHistory& history,
+                               const PauseState& pause, const RankSelection& selection) {
+  const auto last_step_seconds = [&history](const worker_beat& w) {
+    auto h = history.find(w.rank);
+    return h == history.end() || h->second.empty() ? 0.0 : h->second.rbegin()->second.seconds;
+  };
+  auto chosen = choose_rank_rows(view, selection, "top", last_step_seconds, "the slowest last steps");
+  if (!chosen) return chosen.error();
   std::string text = fmt::format("job {} | step {} / {}\n", state_text(plan, view, pause), job_step(view),
                                  plan.total_steps);
+  if (!chosen->heading.empty()) text += chosen->heading + "\n";
   // Gradient compression's columns appear once a rank reports a compressed step.
   bool compressing = false;
   for (const auto& [rank, steps] : history)
@@ -255,27 +266,28 @@ std::string top_text(const MonitorPlan& plan, const job_view_msg& view, const St
                       "tokens/s", "idle s");
   if (compressing) text += fmt::format(" {:>17} {:>10}", "sums MB/plain MB", "compress ms");
   text += "  activity";
-  for (const node_view& n : view.nodes)
-    for (const worker_beat& w : n.workers) {
-      std::string loss = "-", step_ms = "-", tokens = "-", sums = "-", compress_ms = "-";
-      if (auto h = history.find(w.rank); h != history.end() && !h->second.empty()) {
-        const step_beat& last = h->second.rbegin()->second;
-        loss = fmt::format("{:.4f}", last.loss);
-        step_ms = fmt::format("{:.1f}", last.seconds * 1e3);
-        if (last.seconds > 0) tokens = fmt::format("{:.0f}", static_cast<double>(last.tokens) / last.seconds);
-        if (last.plain_bytes > 0) {
-          sums = fmt::format("{:.2f}/{:.2f}", static_cast<double>(last.wire_bytes) * 1e-6,
-                             static_cast<double>(last.plain_bytes) * 1e-6);
-          compress_ms = fmt::format("{:.1f}", last.compress_seconds * 1e3);
-        }
+  for (const RankRow& row : chosen->rows) {
+    const worker_beat& w = *row.worker;
+    std::string loss = "-", step_ms = "-", tokens = "-", sums = "-", compress_ms = "-";
+    if (auto h = history.find(w.rank); h != history.end() && !h->second.empty()) {
+      const step_beat& last = h->second.rbegin()->second;
+      loss = fmt::format("{:.4f}", last.loss);
+      step_ms = fmt::format("{:.1f}", last.seconds * 1e3);
+      if (last.seconds > 0) tokens = fmt::format("{:.0f}", static_cast<double>(last.tokens) / last.seconds);
+      if (last.plain_bytes > 0) {
+        sums = fmt::format("{:.2f}/{:.2f}", static_cast<double>(last.wire_bytes) * 1e-6,
+                           static_cast<double>(last.plain_bytes) * 1e-6);
+        compress_ms = fmt::format("{:.1f}", last.compress_seconds * 1e3);
       }
-      std::string activity = w.activity.empty() ? "-" : w.activity;
-      if (!w.waiting_for.empty()) activity += " (waiting)";
-      text += fmt::format("\n{:<5} {:<5} {:>7} {:>8} {:>9} {:>10} {:>7.1f}", w.rank, n.node_index, w.steps_done, loss,
-                          step_ms, tokens, w.idle_seconds);
-      if (compressing) text += fmt::format(" {:>17} {:>10}", sums, compress_ms);
-      text += "  " + activity;
     }
+    std::string activity = w.activity.empty() ? "-" : w.activity;
+    if (!w.waiting_for.empty()) activity += " (waiting)";
+    text += fmt::format("\n{:<5} {:<5} {:>7} {:>8} {:>9} {:>10} {:>7.1f}", w.rank, row.node, w.steps_done, loss,
+                        step_ms, tokens, w.idle_seconds);
+    if (compressing) text += fmt::format(" {:>17} {:>10}", sums, compress_ms);
+    text += "  " + activity;
+  }
+  if (!chosen->left_out.empty()) text += "\n" + chosen->left_out;
   return text;
 }
 

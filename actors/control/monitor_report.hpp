@@ -8,6 +8,7 @@
 #include <string>
 
 #include "actors/control/monitor_actor.hpp"
+#include "actors/control/rank_rows.hpp"
 #include "actors/job_events.hpp"
 #include "actors/local_messages.hpp"
 
@@ -29,12 +30,15 @@ struct PauseState {
 std::string status_text(const MonitorPlan& plan, const job_view_msg& view, const StepHistory& history,
                         const PauseState& pause, const std::vector<job_event>& events);
 std::string nodes_text(const job_view_msg& view);
-std::string workers_text(const MonitorPlan& plan, const job_view_msg& view);
+// `workers` and `top` show the ranks `selection` names, or past every_rank_rows ranks a summary
+// (actors/control/rank_rows.hpp); an error for a node or rank the job does not have.
+Expected<std::string> workers_text(const MonitorPlan& plan, const job_view_msg& view,
+                                   const RankSelection& selection = {});
 // Every node process's memory by kind (now and peak, from its last heartbeat) beside its resident
 // set and the resident set's peak.
 std::string memory_text(const job_view_msg& view);
-std::string top_text(const MonitorPlan& plan, const job_view_msg& view, const StepHistory& history,
-                     const PauseState& pause);
+Expected<std::string> top_text(const MonitorPlan& plan, const job_view_msg& view, const StepHistory& history,
+                               const PauseState& pause, const RankSelection& selection = {});
 // Rank 0's recent losses as a sparkline `width` wide, with the steps, min, max and last.
 std::string loss_text(const StepHistory& history, std::size_t width);
 // A model with experts: per MoE block, each expert's share of the token-slots of every rank's

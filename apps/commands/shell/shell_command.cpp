@@ -31,9 +31,9 @@ using shell::MonitorLink;
 const char* const help_text =
     "status                  grid, step, loss, tokens/s, ETA\n"
     "nodes                   node processes: host, pid, ranks, last heartbeat\n"
-    "workers                 every rank: steps done, what it is doing or waiting for\n"
+    "workers [RANKS]         ranks: steps done, what each is doing or waiting for\n"
     "memory                  every node process's memory by kind, now and peak, beside its resident set\n"
-    "top                     a live per-rank table, redrawn every second until a key is pressed\n"
+    "top [RANKS]             a live per-rank table, redrawn every second until a key is pressed\n"
     "loss                    the recent loss curve as a sparkline, with min, max and last\n"
     "experts                 per MoE block, each expert's share of the latest step's token-slots, max/mean\n"
     "trace FILE [STEPS]      record the next STEPS (3) steps of every rank as Chrome trace JSON into FILE\n"
@@ -45,12 +45,14 @@ const char* const help_text =
     "drain node NODE         checkpoint, then restart the job without that node (fewer replicas)\n"
     "rejoin                  checkpoint, then restart the job with the nodes it went on without\n"
     "help                    this list\n"
+    "                        RANKS: all, node N, or ranks such as 0-15,32; without it a job of more\n"
+    "                        than 64 ranks gets a summary and the 16 ranks furthest behind\n"
     "quit                    leave the shell (the job goes on)";
 
-const std::vector<std::string> completions{"status",     "nodes",    "workers", "memory", "top",   "loss",  "trace",
-                                           "checkpoint", "pause",    "resume",  "log",    "kill",  "drain", "rejoin",
-                                           "worker",     "node",     "help",    "quit",   "debug", "info",  "warn",
-                                           "error",      "critical", "off",     "experts"};
+const std::vector<std::string> completions{"status",     "nodes",    "workers", "memory",  "top",   "loss",  "trace",
+                                           "checkpoint", "pause",    "resume",  "log",     "kill",  "drain", "rejoin",
+                                           "worker",     "node",     "help",    "quit",    "debug", "info",  "warn",
+                                           "error",      "critical", "off",     "experts", "all"};
 
 std::vector<std::string> split(const std::string& line) {
   std::vector<std::string> words;
@@ -94,15 +96,16 @@ class RawTerminal {
 // The answer when a trace the job sent cannot be saved where the user asked.
 std::string trace_write_failure(const std::filesystem::path& file) { return "trace: cannot write " + file.string(); }
 
-// Redraws the job's top table every second until a key is pressed (or input ends): in place on a
+// Redraws the job's top table for `line` (`top` and the ranks it names) every second until a key
+// is pressed (or input ends), or once with the error if the job refuses the line: in place on a
 // terminal (cursor home, clear screen, as top does), one table after another into a pipe or file.
-int run_top(MonitorLink& link) {
+int run_top(MonitorLink& link, const std::string& line) {
   RawTerminal raw;
   const char* const clear = ::isatty(STDOUT_FILENO) ? "\x1b[H\x1b[2J" : "";
   for (;;) {
-    auto answer = link.ask("top", timeout_for("top"), true);
-    if (!answer) {
-      std::printf("%s\n", answer.error().message.c_str());
+    auto answer = link.ask(line, timeout_for("top"), true);
+    if (!answer || !answer->ok) {
+      std::printf("%s\n", answer ? answer->text.c_str() : answer.error().message.c_str());
       return to_int(ExitCode::failure);
     }
     std::printf("%s%s\n\n(press any key to return to the prompt)\n", clear, answer->text.c_str());
@@ -125,7 +128,7 @@ int run_line(MonitorLink& link, const std::string& line, bool one_shot) {
     std::printf("%s\n", help_text);
     return to_int(ExitCode::success);
   }
-  if (verb == "top" && !one_shot && words.size() == 1) return run_top(link);
+  if (verb == "top" && !one_shot) return run_top(link, line);
   auto answer = link.ask(line, timeout_for(verb), repeatable(verb));
   std::string text = answer ? answer->text : answer.error().message;
   bool ok = answer && answer->ok;

@@ -28,10 +28,10 @@ TEST_CASE("top shows a compressing rank's bytes per step against the uncompresse
   StepHistory history;
   history[0][3] = step_beat{3, 0, 2.0, 3.25, 4096, 0, 0, 0};
   history[1][3] = step_beat{3, 0, 2.0, 3.25, 4096, 0, 0, 0};
-  const std::string plain = top_text(plan, view, history, {});
+  const std::string plain = top_text(plan, view, history, {}).value();
   CHECK_FALSE(Contains("sums MB").match(plain));
   history[0][3] = step_beat{3, 0, 2.0, 3.25, 4096, 733184, 43376640, 0.0125};
-  const std::string compressed = top_text(plan, view, history, {});
+  const std::string compressed = top_text(plan, view, history, {}).value();
   INFO(compressed);
   CHECK_THAT(compressed, Contains("sums MB/plain MB") && Contains("compress ms"));
   CHECK(std::regex_search(compressed,
@@ -54,7 +54,7 @@ TEST_CASE("workers names each rank's replica, stage and tensor shard", "[monitor
     }
     view.nodes.push_back(n);
   }
-  const std::string text = workers_text(plan, view);
+  const std::string text = workers_text(plan, view).value();
   CHECK_THAT(text, Contains("rank  node   dp  pp  tp   steps  activity"));
   // rank = tp + 2·(dp + 2·pp): rank 5 is shard 1 of replica 0 on stage 1, rank 2 shard 0 of replica 1.
   CHECK(std::regex_search(text, std::regex("\n5 +1 +0 +1 +1 +3  step 4")));
@@ -81,7 +81,7 @@ TEST_CASE("workers shows each replica's share of the global batch and its measur
     n.workers.push_back(w);
     view.nodes.push_back(n);
   }
-  const std::string text = workers_text(plan, view);
+  const std::string text = workers_text(plan, view).value();
   INFO(text);
   CHECK_THAT(text, Contains("rank  node   dp  pp  tp   steps   share  ms/micro  activity"));
   CHECK(std::regex_search(text, std::regex("\n0 +0 +0 +0 +0 +23 +62.5 % +210.0  step 24")));
@@ -93,7 +93,7 @@ TEST_CASE("workers shows each replica's share of the global batch and its measur
       w.recent_steps.back().step = 23;
       w.recent_steps.back().batch_share = 0.5;
     }
-  CHECK_THAT(workers_text(plan, view), Contains("rank  node   dp  pp  tp   steps  activity"));
+  CHECK_THAT(workers_text(plan, view).value(), Contains("rank  node   dp  pp  tp   steps  activity"));
 }
 
 TEST_CASE(

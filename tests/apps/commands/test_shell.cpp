@@ -399,6 +399,22 @@ TEST_CASE("troupe shell -c runs one command: a wrong token, garbage and a huge f
   CHECK(bad_level.exit_code == 1);
   CHECK_THAT(bad_level.err, Contains("log: ") && Contains("loud"));
 
+  // A selection of ranks: node 1's row alone, through a pipe for top; a rank the job lacks is one line.
+  const ProcessResult node_workers = shell_c(dir, job, "workers node 1");
+  INFO("workers node 1: " << node_workers.out << node_workers.err);
+  CHECK(node_workers.exit_code == 0);
+  CHECK(std::regex_search(node_workers.out, std::regex("activity\n1 +1 +1 +0 +0 +[0-9]+  .*\n$")));
+  const ProcessResult node_top =
+      run_process({"/usr/bin/env", "XDG_RUNTIME_DIR=" + dir.path().string(), "/bin/sh", "-c",
+                   "printf 'top 0\n' | \"$0\" shell \"$1\"", TROUPE_BINARY_DIR "/troupe", job.control},
+                  dir.path().string(), seconds(60));
+  INFO("piped top 0: " << node_top.out << node_top.err);
+  CHECK(node_top.exit_code == 0);
+  CHECK(std::regex_search(node_top.out, std::regex("activity\n0 +0 +[0-9]+ .*\n\n\\(press any key")));
+  const ProcessResult no_rank = shell_c(dir, job, "workers 1-2");
+  CHECK(no_rank.exit_code == 1);
+  CHECK(no_rank.err == "troupe: error: workers: no rank 2: the job's are ranks 0 and 1\n");
+
   const ProcessResult bad = shell_c(dir, job, "kill worker 7");
   CHECK(bad.exit_code == 1);
   CHECK(bad.err == "troupe: error: kill worker: RANK must be 0 to 1, not '7'\n");
