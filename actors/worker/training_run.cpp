@@ -534,7 +534,9 @@ class RankRun {
     log_memory("end");
     if (!last_save_) return {1, "the last checkpoint failed: " + last_save_.error().message};
     if (services_.reports && job_.config.sample.tokens > 0) {
-      if (compute::GPT* model = loop_.whole_model())
+      if (job_.config.train.backend == compute::BackendKind::sim)
+        log_->info("no sample: the sim backend computes no logits to sample from");
+      else if (compute::GPT* model = loop_.whole_model())
         print_sample(*model, job_, *log_);
       else
         log_->info(

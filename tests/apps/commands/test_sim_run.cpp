@@ -88,6 +88,17 @@ TEST_CASE("a sim pipeline on tiny runs every stage's forwards, backwards, sends 
   CHECK(ops["sim"] == ops["cpu"]);
 }
 
+TEST_CASE("a sim run prints no sample at its end: its model computes no logits to sample from", "[sim]") {
+  TempDir dir;
+  const ProcessResult r = run_troupe(
+      dir, with(with({"train", "--workers", "1", "--train.backend", "sim"}, tiny_steps(2)), {"--sample.tokens", "20"}),
+      std::chrono::seconds(120));
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out + r.err, Contains("no sample: the sim backend computes no logits to sample from"));
+  CHECK_FALSE(Contains("sample (20 tokens").match(r.out + r.err));
+}
+
 // About 6 s on a 2-core VM with nothing else running. Its node processes' ranks are idle-class
 // threads (actors/idle_class.hpp): CPU-bound processes of the normal class beside it starve them
 // (six busy loops made the undisturbed run alone take 143 s), so the test wants the machine to
