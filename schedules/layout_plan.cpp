@@ -332,6 +332,8 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
   const double replica_tokens = double(w.global_batch) / l.dp * w.seq_len;
   t.compute = (3 * flops.forward + recompute_runs(l) * flops.recompute) * replica_tokens / (l.pp * tp * l.cp) *
               split.slowest() / rate;
+  if (bytes.as_troupe_runs && l.microbatches > 1 && !zero3)
+    t.sums = (4.0 * l.microbatches - 2) * bytes.gradient * stage_params / cluster.memory_bandwidth;
   double span = t.compute;
   if (l.pp > 1) {
     // One unit: a mean chunk's forward of one micro-batch.
@@ -345,7 +347,7 @@ Expected<PlannedLayout> plan_one(const Workload& w, const Cluster& cluster, cons
   if (l.pp > 1) t.pp = 2 * (l.pp - 1) * (activation_message / tp) / bandwidth(link.pp_inter);
   t.cp = link.cp / bandwidth(link.cp_inter);
   t.ep = link.ep / bandwidth(link.ep_inter);
-  t.total = span + t.dp + t.tp + t.pp + t.cp + t.ep;
+  t.total = span + t.sums + t.dp + t.tp + t.pp + t.cp + t.ep;
 
   planned.fits = planned.memory.total() <= cluster.device_memory;
   if (!planned.fits) {
@@ -443,6 +445,7 @@ Status check_plan_inputs(const Workload& w, const Cluster& c) {
                  std::to_string(w.model.block_size)};
   if (Status s = positive("device memory", c.device_memory); !s) return s;
   if (Status s = positive("peak FLOP/s", c.peak_flops); !s) return s;
+  if (Status s = positive("memory bandwidth", c.memory_bandwidth); !s) return s;
   if (Status s = positive("MFU", c.mfu); !s) return s;
   if (c.mfu > 1) return Error{"MFU must be at most 1, got " + number(c.mfu)};
   if (Status s = positive("bandwidth inside a node", c.intra_bandwidth); !s) return s;

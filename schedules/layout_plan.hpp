@@ -40,7 +40,12 @@
 //
 // Time. Compute is the model's FLOPs (compute::model_flops; full recompute adds each block's
 // forward but its MLP output projection, selective the attention's forward) at `mfu` of each
-// device's peak; a pipeline stretches
+// device's peak. Troupe's runtime also sums a step's micro-batch gradients as replicas' are summed
+// (compute/train/micro_batch_sum.hpp: each micro-batch's gradient computed from zero, then added
+// whole to the earlier ones'): of m > 1 micro-batches without ZeRO-3, 4m - 2 passes of the stage's
+// gradient buffer through memory at `memory_bandwidth` (a copy, m - 2 adds and m - 1 zero fills,
+// the last add), which MFU does not cover as it grows with m; the
+// precisions Troupe does not run accumulate in the products and pay none. A pipeline stretches
 // its stage's busy time by the simulated bubble (simulate(), uniform stage costs; a zero-bubble
 // schedule's B and W each half the backward, recompute run in both) and adds the
 // 2(p - 1) activation transfers of its fill and drain; tensor-parallel all-reduces sit on the
@@ -107,6 +112,7 @@ struct Cluster {
   double device_memory = 0;    // bytes per device
   double peak_flops = 0;       // FLOP/s per device
   double mfu = 0.5;            // share of peak_flops the model's FLOPs reach
+  double memory_bandwidth = 0;  // bytes/s between a device's memory and its cores
   double intra_bandwidth = 0;  // bytes/s per device on a link inside a node (bus bandwidth)
   double inter_bandwidth = 0;  // bytes/s per device on the link between nodes
 
@@ -176,6 +182,7 @@ struct LinkBytes {
 
 struct StepTime {
   double compute = 0;  // the busy stage's FLOPs at mfu
+  double sums = 0;     // its micro-batch gradient sums through memory (below)
   double bubble = 0;   // share of the pipeline's span a stage idles (0 without pp)
   double dp = 0, tp = 0, pp = 0, cp = 0, ep = 0;
   double total = 0;

@@ -83,6 +83,7 @@ struct PlanOptions {
   std::string host_file;                // nodes and devices from a host file's hosts and slots
   std::string device_memory;            // "80GB"; empty: this machine's available memory / devices
   std::optional<double> peak_flops;     // per device; default: one thread's sgemm peak, measured
+  std::optional<double> memory_bw;      // bytes/s per device; default: one thread's copy bandwidth, measured
   double mfu = 0.5;
   double intra_bw = 6e9;    // bytes/s, bus bandwidth inside a node
   double inter_bw = 1.25e9; // bytes/s between nodes

@@ -1,6 +1,6 @@
 // troupe plan: will a model fit, and in which layout. Turns the flags into a workload and a
 // cluster (this machine's figures where a flag is left out: its cores as devices, its available
-// memory shared by them, one thread's measured sgemm peak), asks the layout planner
+// memory shared by them, one thread's measured sgemm peak and copy bandwidth), asks the layout planner
 // (schedules/layout_plan.hpp) for every layout, and prints the ones that fit, fastest first, with
 // memory per device by kind, bytes per step on each link and the predicted step time; then the
 // ones that do not fit, each with its reason. docs/plan.md has the formulas; --context-shards C
@@ -8,7 +8,8 @@
 // with experts adds the layouts of every expert group size ep (docs/moe.md).
 //
 //   troupe plan --model.preset gpt3-13b --nodes 4 --devices-per-node 8 --device-memory 80GB
-//     --peak-flops 312e12 --intra-bw 150e9 --inter-bw 25e9 --global-batch 512 --seq 2048 --precision mixed
+//     --peak-flops 312e12 --memory-bw 2e12 --intra-bw 150e9 --inter-bw 25e9 --global-batch 512 --seq 2048
+//     --precision mixed
 
 #include <algorithm>
 #include <cmath>
@@ -26,6 +27,7 @@
 #include "apps/exit_codes.hpp"
 #include "apps/launch/host_file.hpp"
 #include "apps/launch/host_memory.hpp"
+#include "compute/cpu/copy_bandwidth.hpp"
 #include "compute/cpu/openblas_setup.hpp"
 #include "compute/cpu/sgemm_peak.hpp"
 #include "compute/model/parameter_layout.hpp"
@@ -89,6 +91,7 @@ void print_layout(int rank, const PlannedLayout& p, double tokens_per_step) {
   link("ep", b.ep, b.ep_inter);
   if (b.dp + b.tp + b.pp + b.cp + b.ep == 0) std::printf(" no traffic");
   std::printf("; compute %s s", figure(t.compute).c_str());
+  if (t.sums > 0) std::printf(", micro-batch sums %s s", figure(t.sums).c_str());
   if (p.layout.pp > 1) std::printf(", bubble %.3f", t.bubble);
   if (t.dp > 0) std::printf(", dp %s s", figure(t.dp).c_str());
   if (t.tp > 0) std::printf(", tp %s s", figure(t.tp).c_str());
@@ -148,6 +151,13 @@ int run_plan(const PlanOptions& o) {
     cluster.peak_flops = compute::cpu::measure_sgemm_peak({512, 1024});
     peak_source = "one thread's sgemm peak, measured now";
   }
+  std::string memory_bw_source = "--memory-bw";
+  if (o.memory_bw) {
+    cluster.memory_bandwidth = *o.memory_bw;
+  } else {
+    cluster.memory_bandwidth = compute::cpu::measure_copy_bandwidth();
+    memory_bw_source = "one thread's copy, measured now";
+  }
   cluster.mfu = o.mfu;
   cluster.intra_bandwidth = o.intra_bw;
   cluster.inter_bandwidth = o.inter_bw;
@@ -170,13 +180,14 @@ int run_plan(const PlanOptions& o) {
         "rank holds E/e of each block's experts (their parameters, gradients and moments)\n",
         model->experts, model->moe_layers(), model->top_k, static_cast<long long>(model->expert_hidden()),
         double(compute::ParameterLayout(*model).active()));
-  std::printf("cluster: %d node%s x %d devices, %s each (%s); peak %s FLOP/s per device (%s) at MFU %s; links %s/s in a "
-              "node, %s/s between nodes\n",
-              cluster.nodes, cluster.nodes == 1 ? "" : "s", cluster.devices_per_node,
-              schedules::format_bytes(cluster.device_memory).c_str(), memory_source.c_str(),
-              figure(cluster.peak_flops).c_str(), peak_source.c_str(), figure(cluster.mfu).c_str(),
-              schedules::format_bytes(cluster.intra_bandwidth).c_str(),
-              schedules::format_bytes(cluster.inter_bandwidth).c_str());
+  std::printf(
+      "cluster: %d node%s x %d devices, %s each (%s); peak %s FLOP/s per device (%s) at MFU %s; memory %s/s "
+      "(%s); links %s/s in a node, %s/s between nodes\n",
+      cluster.nodes, cluster.nodes == 1 ? "" : "s", cluster.devices_per_node,
+      schedules::format_bytes(cluster.device_memory).c_str(), memory_source.c_str(), figure(cluster.peak_flops).c_str(),
+      peak_source.c_str(), figure(cluster.mfu).c_str(), schedules::format_bytes(cluster.memory_bandwidth).c_str(),
+      memory_bw_source.c_str(), schedules::format_bytes(cluster.intra_bandwidth).c_str(),
+      schedules::format_bytes(cluster.inter_bandwidth).c_str());
   std::printf(
       "step: global batch %d x %d tokens; precision %s: %g weight + %g gradient + %g optimizer bytes per "
       "parameter, %g-byte activations%s%s%s\n",
@@ -241,6 +252,9 @@ Command add_plan_command(CLI::App& app) {
       ->type_name("SIZE");
   command->add_option("--peak-flops", options->peak_flops,
                       "peak FLOP/s per device (default: one thread's sgemm peak, measured at start)");
+  command->add_option("--memory-bw", options->memory_bw,
+                      "bytes/s between a device's memory and its cores, for the micro-batch gradient sums (default: "
+                      "one thread's copy bandwidth, measured at start)");
   command->add_option("--mfu", options->mfu, "share of the peak the model's FLOPs reach")->capture_default_str();
   command->add_option("--intra-bw", options->intra_bw, "bytes/s per device inside a node (bus bandwidth)")
       ->capture_default_str();

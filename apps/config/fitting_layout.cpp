@@ -23,7 +23,7 @@ std::optional<FittingLayout> fitting_layout(const ResolvedJob& job, const JobRan
   if (!plan) return std::nullopt;
 
   // Fewest keys changed, then fastest, then the most memory: of layouts alike in keys and time
-  // (micro-batch sizes, which the time model does not tell apart), the one nearest the job's own.
+  // (without micro-batch sums, micro-batch sizes take the same time), the one nearest the job's own.
   std::vector<FittingLayout> fitting;
   std::vector<JobConfig> configs;
   for (const schedules::PlannedLayout& p : plan->feasible) {

@@ -89,6 +89,7 @@ schedules::Cluster job_cluster(const JobRanks& ranks, double device_memory) {
   cluster.devices_per_node = ranks.ranks / cluster.nodes;
   cluster.device_memory = device_memory;
   cluster.peak_flops = 1e11;
+  cluster.memory_bandwidth = 1.4e10;
   cluster.intra_bandwidth = 6e9;
   cluster.inter_bandwidth = 1.25e9;
   return cluster;

@@ -42,7 +42,7 @@ schedules::Layout job_layout(const ResolvedJob& job, int ranks);
 
 // The job's ranks as a cluster of `device_memory` bytes per device: its hosts as nodes (one node of
 // every rank when the hosts hold unequal shares). Its speeds are rough constants — a CPU core's
-// FLOP/s, the bandwidths `troupe plan` assumes — since a layout's memory does not depend on them and
+// FLOP/s and copy bandwidth, the links `troupe plan` assumes — since a layout's memory does not depend on them and
 // the memory check uses the predicted time only to order layouts.
 schedules::Cluster job_cluster(const JobRanks& ranks, double device_memory);
 

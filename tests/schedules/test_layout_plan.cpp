@@ -40,6 +40,7 @@ Cluster machine(int devices, double memory = 1e12) {
   c.devices_per_node = devices;
   c.device_memory = memory;
   c.peak_flops = 100e9;
+  c.memory_bandwidth = 14e9;
   c.mfu = 0.5;
   c.intra_bandwidth = 6e9;
   c.inter_bandwidth = 1e9;
@@ -329,6 +330,36 @@ TEST_CASE("predicted step time: compute at the MFU, recompute costs more, a bubb
   CHECK(pp.time.total < one.time.total);   // yet two stages beat one device
 }
 
+TEST_CASE(
+    "Troupe's micro-batch gradient sums cost 4m - 2 passes of the gradient buffer through memory, none under "
+    "ZeRO-3 or a precision it does not run",
+    "[plan]") {
+  const compute::GPTConfig model = preset("small");
+  const Workload w{model, 16, 256, Precision::fp32};
+  const Cluster c = machine(2);
+  const PlannedLayout whole = plan(w, c, {2, 1, 1, ZeroStage::optimizer_state, Recompute::none, 8, 1});
+  CHECK(whole.time.sums == 0);
+  for (const int m : {2, 8}) {
+    const PlannedLayout split = plan(w, c, {2, 1, 1, ZeroStage::optimizer_state, Recompute::none, 8 / m, m});
+    // The doubled gradient buffer of a rank of several micro-batches: the one the sums pass over, twice.
+    const double gradient_buffer = split.memory.gradients / 2;
+    CHECK(gradient_buffer == Approx(whole.memory.gradients));
+    CHECK(split.time.sums == Approx((4.0 * m - 2) * gradient_buffer / c.memory_bandwidth));
+    CHECK(split.time.compute == Approx(whole.time.compute));
+    CHECK(split.time.total == Approx(whole.time.total + split.time.sums));
+  }
+  // A pipeline stage's buffer is its own stage's.
+  const PlannedLayout stages = plan(w, c, {1, 1, 2, ZeroStage::none, Recompute::none, 2, 8});
+  CHECK(stages.time.sums == Approx(30 * (stages.memory.gradients / 2) / c.memory_bandwidth));
+  CHECK(plan(w, c, {2, 1, 1, ZeroStage::parameters, Recompute::none, 1, 8}).time.sums == 0);
+  CHECK(plan({model, 16, 256, Precision::mixed}, c, {2, 1, 1, ZeroStage::optimizer_state, Recompute::none, 1, 8})
+            .time.sums == 0);
+  // The planner ranks by it: of the same layout, the fewest micro-batches that fit come first.
+  auto plan_all = plan_layouts(w, c);
+  REQUIRE(plan_all.ok());
+  CHECK(plan_all.value().feasible.front().layout.microbatches == 1);
+}
+
 TEST_CASE("the planner refuses bad input naming it, and plans 13B on 32 devices in well under a second", "[plan]") {
   Workload w{preset("small"), 8, 256, Precision::fp32};
   Cluster c = machine(2);
@@ -337,6 +368,9 @@ TEST_CASE("the planner refuses bad input naming it, and plans 13B on 32 devices 
   c = machine(2);
   c.device_memory = 0;
   CHECK(check_plan_inputs(w, c).error().message == "device memory must be positive, got 0");
+  c = machine(2);
+  c.memory_bandwidth = 0;
+  CHECK(check_plan_inputs(w, c).error().message == "memory bandwidth must be positive, got 0");
   c = machine(2);
   w.seq_len = 257;
   CHECK(check_plan_inputs(w, c).error().message == "sequence length 257 must be from 1 to the model's block size 256");

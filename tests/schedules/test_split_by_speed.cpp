@@ -99,6 +99,7 @@ TEST_CASE("the planner ranks the split by declared speeds with its predicted ste
   cluster.devices_per_node = 2;
   cluster.device_memory = 1e12;
   cluster.peak_flops = 100e9;
+  cluster.memory_bandwidth = 14e9;
   cluster.intra_bandwidth = 6e9;
   cluster.inter_bandwidth = 1e9;
   Layout layout{1, 1, 2};

@@ -44,6 +44,7 @@ TEST_CASE("troupe plan lists what fits fastest first, then what does not with it
   CHECK_THAT(result.out, Contains("\n  1  "));
   CHECK_THAT(result.out, Contains("     memory "));
   CHECK_THAT(result.out, Contains("planned, not built: 2-byte weights and activations"));
+  CHECK_THAT(result.out, !Contains("micro-batch sums"));  // the mixed precisions accumulate in the products
   CHECK_THAT(result.out, Contains("\ndo not fit, least memory first (3 of "));
   CHECK_THAT(result.out, Contains(" GB > 80 GB\n"));
 }
@@ -60,6 +61,12 @@ TEST_CASE("troupe plan takes a model by its dimensions and plans the runnable la
   CHECK_THAT(result.out, Contains("(as Troupe trains today)"));
   CHECK_THAT(result.out, Contains("zero 0, dp 2, micro-batch 2 x 1, recompute none\n"));
   CHECK_THAT(result.out, Contains("zero 0, dp 1, pp 2 1f1b, micro-batch 1 x 4, recompute full\n"));
+  // Troupe's micro-batch sums, at one thread's copy bandwidth: none for a layout of one micro-batch.
+  CHECK(std::regex_search(result.out, std::regex("; memory [0-9.]+ [GM]B/s \\(one thread's copy, measured now\\);")));
+  CHECK(std::regex_search(result.out, std::regex("micro-batch 1 x 4, recompute full\n.*\n.*; compute [0-9.e+-]+ s, "
+                                                 "micro-batch sums [0-9.e+-]+ s")));
+  CHECK(std::regex_search(result.out, std::regex("zero 0, dp 2, micro-batch 2 x 1, recompute none\n.*\n.*; compute "
+                                                 "[0-9.e+-]+ s, dp [0-9.e+-]+ s\n")));
   // Every fp32 layout runs: tensor shards and ZeRO with stages included.
   CHECK_THAT(result.out, Contains("zero 0, dp 1, tp 2, micro-batch 1 x 4, recompute none\n"));
   CHECK_THAT(result.out, !Contains("planned, not built"));
@@ -168,6 +175,8 @@ TEST_CASE("troupe plan refuses bad input in one line naming it", "[plan]") {
   check_rejected_in(dir, plan_args({"--global-batch", "0"}), "global batch must be at least 1, got 0");
   check_rejected_in(dir, plan_args({"--seq", "0"}), "sequence length 0 must be from 1 to the model's block size 256");
   check_rejected_in(dir, {"plan", "--peak-flops", "-1", "--device-memory", "1GB"}, "peak FLOP/s must be positive, got -1");
+  check_rejected_in(dir, {"plan", "--memory-bw", "0", "--device-memory", "1GB"},
+                    "memory bandwidth must be positive, got 0");
   check_rejected_in(dir, {"plan", "--inter-bw", "0", "--peak-flops", "1e11", "--device-memory", "1GB"},
                     "bandwidth between nodes must be positive, got 0");
   check_rejected_in(dir, plan_args({"--model.n_head", "5"}), "model.n_embd (384) must be divisible by model.n_head (5)");
