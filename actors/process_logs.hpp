@@ -17,17 +17,21 @@ std::filesystem::path log_file_path(const JobConfig& config, const std::string& 
 
 class ProcessLogs {
  public:
-  // Sets the identity every line carries and the levels, from the process's first line on.
-  ProcessLogs(const JobConfig& config, const std::string& job, int node, int rank, const std::string& role);
+  // Sets the identity every line carries and the levels, from the process's first line on; the
+  // process hosts `ranks` ranks (monitor::set_ranks_in_process).
+  ProcessLogs(const JobConfig& config, const std::string& job, int node, int rank, const std::string& role,
+              int ranks = 1);
   // Once start-up has passed its input checks (a rejected start leaves no file behind): opens the
   // file, appended to so a restarted node goes on in the same one, writes the lines logged so far
-  // into it and logs "logs to PATH (FORMAT)" (subsystem monitor). An Error naming
-  // monitor.log_dir when the file cannot be opened.
+  // into it and logs "logs to PATH (FORMAT)" (subsystem monitor), saying so where the ranks' detail
+  // lines go there only (monitor::rank_detail_logger). An Error naming monitor.log_dir when the
+  // file cannot be opened.
   Status open_file() const;
 
  private:
   std::filesystem::path path_;
   monitor::LogFormat format_;
+  int ranks_;
 };
 
 }  // namespace troupe::actors

@@ -88,28 +88,52 @@ class JsonLineFormatter : public spdlog::formatter {
 // Every subsystem's logger writes to one fan-out sink: the console, and the file when there is
 // one. Swapping the file or the identity touches the sinks only, never the loggers. Until the
 // first log_to_file the lines are also kept in memory, so the file starts with the process.
+// Each subsystem also has a rank-detail logger of the same name, whose fan-out leaves the console
+// out while the process hosts more than console_detail_ranks ranks and writes a file.
 class Loggers {
  public:
   Loggers()
       : fan_out_(std::make_shared<spdlog::sinks::dist_sink_mt>()),
+        detail_fan_out_(std::make_shared<spdlog::sinks::dist_sink_mt>()),
         console_(std::make_shared<spdlog::sinks::stdout_sink_mt>()),
         early_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(early_lines)) {
     fan_out_->add_sink(console_);
     fan_out_->add_sink(early_);
     for (const auto& name : subsystems) {
-      auto created = std::make_shared<spdlog::logger>(name, fan_out_);
-      created->flush_on(spdlog::level::trace);  // few lines; a crash or a kill must not lose them
-      by_name_.push_back(std::move(created));
+      for (auto [fan_out, loggers] : {std::pair{&fan_out_, &by_name_}, std::pair{&detail_fan_out_, &detail_by_name_}}) {
+        auto created = std::make_shared<spdlog::logger>(name, *fan_out);
+        created->flush_on(spdlog::level::trace);  // few lines; a crash or a kill must not lose them
+        loggers->push_back(std::move(created));
+      }
     }
     format_sinks();
+    route_detail();
   }
 
-  std::shared_ptr<spdlog::logger> get(const std::string& name) const {
-    for (const auto& l : by_name_)
+  std::shared_ptr<spdlog::logger> get(const std::string& name, bool detail = false) const {
+    for (const auto& l : detail ? detail_by_name_ : by_name_)
       if (l->name() == name) return l;
     return nullptr;
   }
-  const std::vector<std::shared_ptr<spdlog::logger>>& all() const { return by_name_; }
+  // Each subsystem's loggers: the plain one, then the rank-detail one.
+  std::vector<std::shared_ptr<spdlog::logger>> named(const std::string& name) const {
+    return {get(name), get(name, true)};
+  }
+  std::vector<std::shared_ptr<spdlog::logger>> all() const {
+    std::vector<std::shared_ptr<spdlog::logger>> every = by_name_;
+    every.insert(every.end(), detail_by_name_.begin(), detail_by_name_.end());
+    return every;
+  }
+
+  void set_ranks(int ranks) {
+    std::lock_guard lock(mutex_);
+    ranks_ = ranks;
+    route_detail();
+  }
+  bool details_on_console() {
+    std::lock_guard lock(mutex_);
+    return detail_on_console();
+  }
 
   void set_identity(const std::function<void(Identity&)>& change) {
     std::lock_guard lock(mutex_);
@@ -138,10 +162,22 @@ class Loggers {
       early_.reset();
     }
     if (file_) fan_out_->add_sink(file_);
+    route_detail();
     return Status::success();
   }
 
  private:
+  bool detail_on_console() const { return !file_ || ranks_ <= console_detail_ranks; }
+
+  // The rank-detail fan-out: the plain one's sinks, less the console where detail_on_console says.
+  void route_detail() {
+    std::vector<std::shared_ptr<spdlog::sinks::sink>> sinks;
+    if (detail_on_console()) sinks.push_back(console_);
+    if (early_) sinks.push_back(early_);
+    if (file_) sinks.push_back(file_);
+    detail_fan_out_->set_sinks(std::move(sinks));
+  }
+
   void format_sinks() {
     console_->set_formatter(text_formatter(identity_));
     if (!file_) return;
@@ -153,14 +189,15 @@ class Loggers {
 
   std::mutex mutex_;
   Identity identity_;
-  std::shared_ptr<spdlog::sinks::dist_sink_mt> fan_out_;
+  std::shared_ptr<spdlog::sinks::dist_sink_mt> fan_out_, detail_fan_out_;
   static constexpr std::size_t early_lines = 256;
+  int ranks_ = 1;
 
   std::shared_ptr<spdlog::sinks::sink> console_;
   std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> early_;  // until the first log_to_file
   std::shared_ptr<spdlog::sinks::sink> file_;
   LogFormat file_format_ = LogFormat::text;
-  std::vector<std::shared_ptr<spdlog::logger>> by_name_;
+  std::vector<std::shared_ptr<spdlog::logger>> by_name_, detail_by_name_;
 };
 
 Loggers& loggers() {
@@ -175,6 +212,16 @@ std::shared_ptr<spdlog::logger> logger(const std::string& subsystem) {
   TROUPE_CHECK(found != nullptr, "no logger for subsystem '" + subsystem + "'; add it to monitor/log.cpp's list");
   return found;
 }
+
+std::shared_ptr<spdlog::logger> rank_detail_logger(const std::string& subsystem) {
+  auto found = loggers().get(subsystem, true);
+  TROUPE_CHECK(found != nullptr, "no logger for subsystem '" + subsystem + "'; add it to monitor/log.cpp's list");
+  return found;
+}
+
+void set_ranks_in_process(int ranks) { loggers().set_ranks(ranks); }
+
+bool rank_details_on_console() { return loggers().details_on_console(); }
 
 std::shared_ptr<spdlog::logger> silent_logger() {
   static const auto silent = std::make_shared<spdlog::logger>("silent");
@@ -191,7 +238,7 @@ Status set_log_level(const std::string& level, const std::string& subsystem) {
     return Status::success();
   }
   if (auto known = check_subsystem(subsystem); !known) return known;
-  loggers().get(subsystem)->set_level(*parsed);
+  for (const auto& l : loggers().named(subsystem)) l->set_level(*parsed);
   return Status::success();
 }
 

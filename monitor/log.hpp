@@ -6,7 +6,7 @@
 //   12:00:01.123 [3f2a9c1e r0 node] info train: step 10 ...
 // Lines go to stdout as text and, once log_to_file is called, also to a file as text or JSON lines
 // ({"time","level","job","rank","role","subsystem","msg"}). Levels are per subsystem and may be
-// changed at any time from any thread.
+// changed at any time from any thread; a subsystem's rank-detail lines (below) follow its level.
 
 #include <memory>
 #include <string>
@@ -21,6 +21,18 @@ namespace troupe::monitor {
 
 // The logger of `subsystem`, one of log_subsystems(); any other name is a bug (TROUPE_CHECK).
 std::shared_ptr<spdlog::logger> logger(const std::string& subsystem);
+
+// Lines about one rank among many — its memory at start and end, the peers it reaches, how it
+// went through an in-place recovery — for `subsystem`, at its level. While this process hosts more
+// than console_detail_ranks ranks and writes a log file, they go to the file only: a node process
+// of 32 ranks would otherwise print a screen of them at each start, recovery and end. Else, and
+// before the file opens (the file gets them then), as every line.
+inline constexpr int console_detail_ranks = 8;
+std::shared_ptr<spdlog::logger> rank_detail_logger(const std::string& subsystem);
+// How many ranks this process hosts (1 until told).
+void set_ranks_in_process(int ranks);
+// Whether rank-detail lines reach the console now.
+bool rank_details_on_console();
 
 // A logger that writes nothing: for a rank that runs the same code as the reporting rank but
 // must not repeat its lines (several ranks may share a process, so levels are not theirs to set).

@@ -70,7 +70,7 @@ std::optional<comm::WireModel> wire_model(const JobConfig& config, int first_ran
 
 NodeOutcome run_node_process(const NodeProcessOptions& options, const ResolvedJob& job) {
   const monitor::MetricsIdentity identity{metrics_job_label(options.token), std::max(options.node_index, 0)};
-  const ProcessLogs logs(job.config, identity.job, identity.node, options.first_rank, "node");
+  const ProcessLogs logs(job.config, identity.job, identity.node, options.first_rank, "node", options.slots);
   auto metrics = ProcessMetrics::serve(job.config.monitor, identity, options.first_rank, options.slots, "worker");
   if (!metrics) return setup_failed(metrics.error().message, 2);
 

@@ -410,7 +410,8 @@ node_done_msg train_as_rank(const ResolvedJob& job, const JobData& data, compute
   if (Status s = engine.connect(now); !s)
     return {-1, 1, "rank " + std::to_string(rank) + " cannot connect to its partners: " + s.error().message};
   // One line says how each partner's data travels.
-  if (!partners.empty()) monitor::logger("comm")->info("{}", comm::describe_peer_transports(engine, partners));
+  if (!partners.empty())
+    monitor::rank_detail_logger("comm")->info("{}", comm::describe_peer_transports(engine, partners));
   // Under DiLoCo a rank's gradients are summed over its island, and its pseudo-gradients over the
   // ranks at its place in every island (comm/grid.hpp).
   const int islands = job.config.train.islands;

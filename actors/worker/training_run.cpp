@@ -255,14 +255,14 @@ class RankRun {
   // process's memory by kind, each kind's peak at the end, and the resident set beside it.
   void log_memory(const char* when) {
     const compute::MemoryReport host = compute::memory_ledger().report();
-    monitor::logger("train")->info("memory at {} of rank {}: {}; resident {}, peak resident {}", when,
-                                    loop_.checkpoint_place().rank, compute::describe(host, std::string_view(when) == "end"),
-                                    compute::format_bytes(compute::resident_bytes()),
-                                    compute::format_bytes(compute::peak_resident_bytes()));
+    monitor::rank_detail_logger("train")->info(
+        "memory at {} of rank {}: {}; resident {}, peak resident {}", when, loop_.checkpoint_place().rank,
+        compute::describe(host, std::string_view(when) == "end"), compute::format_bytes(compute::resident_bytes()),
+        compute::format_bytes(compute::peak_resident_bytes()));
     const compute::MemoryReport device = compute::memory_ledger().report(compute::Device::cuda);
     if (device.total.peak > 0)
-      monitor::logger("train")->info("device memory at {} of rank {}: {}", when, loop_.checkpoint_place().rank,
-                                      compute::describe(device, true));
+      monitor::rank_detail_logger("train")->info("device memory at {} of rank {}: {}", when,
+                                                 loop_.checkpoint_place().rank, compute::describe(device, true));
   }
 
   // monitor.tensorboard_dir: this rank's event file; one that cannot be made is bad input (exit 2).
@@ -286,9 +286,10 @@ class RankRun {
     }
   }
 
-  // A line for people that also goes to the board as text at `step`.
+  // This rank's part in a recovery or a grow, for people: a rank-detail line (monitor/log.hpp) that
+  // also goes to the board as text at `step`.
   void tell(long step, const std::string& line) {
-    monitor::logger("train")->info("{}", line);
+    monitor::rank_detail_logger("train")->info("{}", line);
     to_board([&](monitor::RunBoard& board) { return board.note(step, line); });
   }
 

@@ -4,7 +4,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -33,8 +38,28 @@ struct RestoreLoggers {
     CHECK(monitor::log_to_file("", monitor::LogFormat::text).ok());
     monitor::set_log_job("-");
     monitor::set_identity(0, "main");
+    monitor::set_ranks_in_process(1);
   }
 };
+
+// What the process writes to its stdout while `write` runs.
+template <class Write>
+std::string console_of(const TempDir& dir, Write write) {
+  const std::string path = dir.file("console.txt");
+  std::fflush(stdout);
+  const int saved = ::dup(STDOUT_FILENO);
+  const int into = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  REQUIRE(saved >= 0);
+  REQUIRE(into >= 0);
+  ::dup2(into, STDOUT_FILENO);
+  write();
+  std::fflush(stdout);
+  ::dup2(saved, STDOUT_FILENO);
+  ::close(into);
+  ::close(saved);
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
 
 }  // namespace
 
@@ -118,4 +143,38 @@ TEST_CASE("a wrong level, subsystem or format is an error naming it and changes 
   const auto unwritable = monitor::log_to_file("/proc/no/such/dir/node-0.log", monitor::LogFormat::text);
   REQUIRE_FALSE(unwritable.ok());
   CHECK_THAT(unwritable.error().message, Contains("/proc/no/such/dir/node-0.log"));
+}
+
+TEST_CASE("a process of more than 8 ranks writing a file keeps its ranks' detail lines off the console", "[log]") {
+  RestoreLoggers restore;
+  TempDir dir;
+  const std::string path = dir.file("logs/node-1.log");
+  REQUIRE(monitor::log_to_file(path, monitor::LogFormat::text).ok());
+
+  monitor::set_ranks_in_process(8);
+  CHECK(monitor::rank_details_on_console());
+  const std::string few = console_of(dir, [] { monitor::rank_detail_logger("train")->info("memory of rank 7"); });
+  CHECK_THAT(few, Contains("info train: memory of rank 7"));
+
+  monitor::set_ranks_in_process(32);
+  CHECK_FALSE(monitor::rank_details_on_console());
+  const std::string many = console_of(dir, [] {
+    monitor::rank_detail_logger("comm")->info("rank 40 reaches ranks 41, 42");
+    monitor::logger("comm")->info("a line of the process");
+    REQUIRE(monitor::set_log_level("warn", "train").ok());
+    monitor::rank_detail_logger("train")->info("hidden: train is at warn");
+  });
+  CHECK_THAT(many, Contains("info comm: a line of the process"));
+  CHECK_THAT(many, !Contains("reaches"));
+  const auto lines = lines_of(path);
+  REQUIRE(lines.size() == 3);
+  CHECK_THAT(lines[0], Contains("info train: memory of rank 7"));
+  CHECK_THAT(lines[1], Contains("info comm: rank 40 reaches ranks 41, 42"));
+  CHECK_THAT(lines[2], Contains("info comm: a line of the process"));
+
+  // Without a file, nothing would keep them: they stay on the console.
+  REQUIRE(monitor::log_to_file("", monitor::LogFormat::text).ok());
+  CHECK(monitor::rank_details_on_console());
+  CHECK_THAT(console_of(dir, [] { monitor::rank_detail_logger("comm")->info("rank 41 reaches rank 40"); }),
+             Contains("info comm: rank 41 reaches rank 40"));
 }
