@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <string_view>
+#include <vector>
 
 #include "comm/engine_state.hpp"
 #include "comm/knobs.hpp"
@@ -174,6 +175,7 @@ void Engine::State::shut_down() {
   closing.clear();
   while (ucp_worker_progress(worker) != 0) {
   }
+  discard_unexpected();
   while (run_tasks() || drain()) {
   }
   // What UCX still holds (a send it could not cancel) keeps its record, without a callback,
@@ -188,6 +190,35 @@ void Engine::State::shut_down() {
     complete(it->second, Error{"comm: the engine of " + rank_name(rank) + " stopped"});
   }
   while (run_tasks() || drain()) {
+  }
+}
+
+void Engine::State::discard_unexpected() {
+  // A message longer than the scratch completes truncated, which drops it as well. One that is
+  // still in progress after a second (a rendezvous from a peer that went) is cancelled, and one
+  // that outlasts its cancel by another second is left to the worker's destruction.
+  constexpr std::size_t scratch_bytes = 64 << 10;
+  std::vector<std::byte> scratch(scratch_bytes);
+  const auto cancel_after = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  const auto give_up_after = cancel_after + std::chrono::seconds(1);
+  for (;;) {
+    ucp_tag_recv_info_t info{};
+    ucp_tag_message_h message = ucp_tag_probe_nb(worker, 0, 0, 1, &info);
+    if (message == nullptr) return;
+    ucp_request_param_t param{};
+    void* request = ucp_tag_msg_recv_nbx(worker, scratch.data(), scratch.size(), message, &param);
+    if (request == nullptr || UCS_PTR_IS_ERR(request)) continue;
+    bool cancelled = false;
+    while (ucp_request_check_status(request) == UCS_INPROGRESS) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now > give_up_after) return;
+      if (now > cancel_after && !cancelled) {
+        ucp_request_cancel(worker, request);
+        cancelled = true;
+      }
+      ucp_worker_progress(worker);
+    }
+    ucp_request_free(request);
   }
 }
 

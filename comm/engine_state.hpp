@@ -138,6 +138,10 @@ struct Engine::State {
   // Whether a send in flight is still UCX's (neither completed at once nor called back).
   bool sends_held_by_ucx() const;
   void shut_down();
+  // Receives and drops what waits in UCX's unexpected queue (late messages of an abandoned
+  // recovery epoch), so that destroying the worker neither warns once a message nor leaves
+  // their descriptors behind.
+  void discard_unexpected();
 
   // engine_region.cpp
   void lend_region(EngineAddress& address);
