@@ -59,7 +59,7 @@ std::size_t table_rows(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("a rank selection is none, all, node N or ranks and ranges; anything else is one line naming the word",
+TEST_CASE("a rank selection is none, all, node N or ranks and ranges, and anything else is one line naming the word",
           "[monitor]") {
   CHECK(selection_of({}).choice == RankChoice::automatic);
   CHECK(selection_of({"all"}).choice == RankChoice::all);
@@ -82,7 +82,7 @@ TEST_CASE("a rank selection is none, all, node N or ranks and ranges; anything e
   CHECK_THAT(error({"0-3", "8"}), Contains("'0-3 8' is more than one word"));
 }
 
-TEST_CASE("a job of up to 64 ranks shows every rank; a selection shows only the ranks it names, in the job's order",
+TEST_CASE("a job of up to 64 ranks shows every rank, and a selection only the ranks it names, in the job's order",
           "[monitor]") {
   const job_view_msg view = job_of(4, 16);
   const RankRows every = choose_rank_rows(view, {}, "workers", waiting, "those waiting longest").value();
