@@ -135,6 +135,8 @@ Expected<RankRows> choose_rank_rows(const job_view_msg& view, const RankSelectio
   }
   if (selection.choice == RankChoice::node && std::find(nodes.begin(), nodes.end(), selection.node) == nodes.end())
     return Error{fmt::format("no node {}: the job's are {}", selection.node, monitor::numbered("node", nodes))};
+  if (selection.choice == RankChoice::ranks && ranks.empty())
+    return Error{"no rank has reported yet: try again once the job has started"};
   if (selection.choice == RankChoice::ranks)
     if (const std::optional<int> missing = missing_rank(selection, ranks))
       return Error{fmt::format("no rank {}: the job's are {}", *missing,

@@ -97,6 +97,8 @@ TEST_CASE("a job of up to 64 ranks shows every rank, and a selection only the ra
         "no node 4: the job's are nodes 0, 1, 2 and 3");
   CHECK(choose_rank_rows(view, selection_of({"60-70"}), "workers", waiting, "").error().message ==
         "no rank 64: the job's are ranks 0-63");
+  CHECK(choose_rank_rows(job_of(2, 0), selection_of({"3"}), "workers", waiting, "").error().message ==
+        "no rank has reported yet: try again once the job has started");
 }
 
 TEST_CASE("past 64 ranks, workers summarises: ranks by steps done, then the 16 furthest behind or waiting longest",
