@@ -111,6 +111,14 @@ inline ProcessResult shell_c(const TempDir& dir, const LiveJob& job, const std::
   return run_process(args, dir.path().string(), std::chrono::seconds(60));
 }
 
+// `line` typed into `troupe shell` through a pipe (stdin and stdout no terminal), then the end
+// of input, which ends the shell.
+inline ProcessResult shell_piped(const TempDir& dir, const LiveJob& job, const std::string& line) {
+  return run_process({"/usr/bin/env", "XDG_RUNTIME_DIR=" + dir.path().string(), "/bin/sh", "-c",
+                      "printf '%s\\n' \"$2\" | \"$0\" shell \"$1\"", TROUPE_BINARY_DIR "/troupe", job.control, line},
+                     dir.path().string(), std::chrono::seconds(60));
+}
+
 // The answer of `troupe shell -c command` once it shows `text`, or after 10 s: the monitor
 // refreshes its view of the job every 0.25 s, and a step's reports reach it a little later.
 inline ProcessResult shell_showing(const TempDir& dir, const LiveJob& job, const std::string& command,

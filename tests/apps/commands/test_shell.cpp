@@ -377,10 +377,7 @@ TEST_CASE("troupe shell -c runs one command: a wrong token, garbage and a huge f
 
   // top through a pipe (stdin and stdout): the table is appended, without the terminal's clear
   // sequence; the end of input ends top and the shell.
-  const ProcessResult piped =
-      run_process({"/usr/bin/env", "XDG_RUNTIME_DIR=" + dir.path().string(), "/bin/sh", "-c",
-                   "printf 'top\\n' | \"$0\" shell \"$1\"", TROUPE_BINARY_DIR "/troupe", job.control},
-                  dir.path().string(), seconds(60));
+  const ProcessResult piped = shell_piped(dir, job, "top");
   INFO("piped top: " << piped.out << piped.err);
   CHECK(piped.exit_code == 0);
   CHECK_THAT(piped.out, Contains("rank  node") && Contains("press any key to return"));
@@ -404,10 +401,7 @@ TEST_CASE("troupe shell -c runs one command: a wrong token, garbage and a huge f
   INFO("workers node 1: " << node_workers.out << node_workers.err);
   CHECK(node_workers.exit_code == 0);
   CHECK(std::regex_search(node_workers.out, std::regex("activity\n1 +1 +1 +0 +0 +[0-9]+  .*\n$")));
-  const ProcessResult node_top =
-      run_process({"/usr/bin/env", "XDG_RUNTIME_DIR=" + dir.path().string(), "/bin/sh", "-c",
-                   "printf 'top 0\n' | \"$0\" shell \"$1\"", TROUPE_BINARY_DIR "/troupe", job.control},
-                  dir.path().string(), seconds(60));
+  const ProcessResult node_top = shell_piped(dir, job, "top 0");
   INFO("piped top 0: " << node_top.out << node_top.err);
   CHECK(node_top.exit_code == 0);
   CHECK(std::regex_search(node_top.out, std::regex("activity\n0 +0 +[0-9]+ .*\n\n\\(press any key")));
