@@ -207,16 +207,20 @@ Loggers& loggers() {
 
 }  // namespace
 
-std::shared_ptr<spdlog::logger> logger(const std::string& subsystem) {
-  auto found = loggers().get(subsystem);
+namespace {
+
+std::shared_ptr<spdlog::logger> known_logger(const std::string& subsystem, bool detail) {
+  auto found = loggers().get(subsystem, detail);
   TROUPE_CHECK(found != nullptr, "no logger for subsystem '" + subsystem + "'; add it to monitor/log.cpp's list");
   return found;
 }
 
+}  // namespace
+
+std::shared_ptr<spdlog::logger> logger(const std::string& subsystem) { return known_logger(subsystem, false); }
+
 std::shared_ptr<spdlog::logger> rank_detail_logger(const std::string& subsystem) {
-  auto found = loggers().get(subsystem, true);
-  TROUPE_CHECK(found != nullptr, "no logger for subsystem '" + subsystem + "'; add it to monitor/log.cpp's list");
-  return found;
+  return known_logger(subsystem, true);
 }
 
 void set_ranks_in_process(int ranks) { loggers().set_ranks(ranks); }

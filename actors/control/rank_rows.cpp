@@ -13,6 +13,7 @@
 namespace troupe::actors {
 namespace {
 
+constexpr int most_rank_number = 1 << 20;      // above any job's ranks; keeps a range's length in range
 constexpr std::size_t steps_groups_named = 4;  // the summary's "steps done" parts before the rest are counted
 
 const char* const selection_forms = "all, node N, or ranks and ranges such as 0-15,32";

@@ -21,7 +21,6 @@ namespace troupe::actors {
 
 inline constexpr std::size_t every_rank_rows = 64;
 inline constexpr std::size_t summary_rows = 16;
-inline constexpr int most_rank_number = 1 << 20;  // above any job's ranks; keeps a range's length in range
 
 enum class RankChoice { automatic, all, node, ranks };
 
