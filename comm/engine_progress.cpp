@@ -5,11 +5,14 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "comm/engine_state.hpp"
 #include "comm/knobs.hpp"
+#include "comm/sysv_segments.hpp"
 #include "compute/memory_ledger.hpp"
 
 namespace troupe::comm {
@@ -40,6 +43,16 @@ constexpr UcxDefault ucx_defaults[] = {
 };
 
 thread_local const void* progress_thread_state = nullptr;
+
+// Where a simulated rank's worker failed for want of System V segments, what UCX's "Out of memory"
+// means; empty otherwise.
+std::string sysv_segments_taken() {
+  const std::optional<SysvSegments> segments = sysv_segments();
+  if (!segments || segments->in_use + sysv_segments_per_sim_rank <= segments->limit) return {};
+  return "; this host's System V shared memory segments are taken (" + std::to_string(segments->in_use) +
+         " of kernel.shmmni's " + std::to_string(segments->limit) + " in use) and a simulated rank's worker takes " +
+         std::to_string(sysv_segments_per_sim_rank) + ": raise kernel.shmmni or put fewer ranks on this host";
+}
 
 }  // namespace
 
@@ -80,7 +93,9 @@ Status Engine::State::open(EngineAddress& address) {
   worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   worker_params.thread_mode = UCS_THREAD_MODE_SINGLE;  // only the progress thread touches it
   status = ucp_worker_create(context, &worker_params, &worker);
-  if (status != UCS_OK) return Error{std::string("comm: cannot create the UCX worker: ") + ucs_status_string(status)};
+  if (status != UCS_OK)
+    return Error{std::string("comm: cannot create the UCX worker: ") + ucs_status_string(status) +
+                 (wire ? sysv_segments_taken() : std::string())};
   status = ucp_worker_get_efd(worker, &event_fd);
   if (status != UCS_OK) return Error{std::string("comm: no UCX event fd: ") + ucs_status_string(status)};
 

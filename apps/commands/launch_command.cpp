@@ -34,6 +34,7 @@
 #include "apps/launch/rank_plan.hpp"
 #include "apps/launch/slurm_allocation.hpp"
 #include "comm/grid.hpp"
+#include "comm/sysv_segments.hpp"
 #include "monitor/log.hpp"
 
 namespace troupe::apps {
@@ -101,9 +102,10 @@ int machines(const launch::RankPlan& plan) {
 }
 
 // What can be known on this machine before any node starts: its workers fit its cores (sim ranks
-// aside), every rank's layout fits its memory (--memory-limit, else this machine's share), and, when
-// a node runs here and so reads the same files, the data loads and fits the vocabulary (the error a
-// node would report, said once and as bad input).
+// aside), every rank's layout fits its memory (--memory-limit, else this machine's share), its sim
+// ranks fit its System V shared memory segments, and, when a node runs here and so reads the same
+// files, the data loads and fits the vocabulary (the error a node would report, said once and as
+// bad input).
 Status job_fits_this_machine(const LaunchArgs& args, const ResolvedJob& job, const launch::RankPlan& plan) {
   const std::string origin = args.workers > 0 ? "--workers " + std::to_string(args.workers) : args.host_file;
   if (Status grid = check_grid_divides(job, plan.world_size); !grid) return grid;
@@ -114,6 +116,13 @@ Status job_fits_this_machine(const LaunchArgs& args, const ResolvedJob& job, con
   const int here = launch::local_workers(plan);
   if (Status memory = check_memory_fit(job, {plan.world_size, machines(plan), here}, args.memory_limit); !memory)
     return memory;
+  // The count holds for the transport a sim rank opens unless the user chose UCX's transports.
+  if (job.config.train.backend == compute::BackendKind::sim && here > 0 && std::getenv("UCX_TLS") == nullptr)
+    if (const std::optional<comm::SysvSegments> segments = comm::sysv_segments())
+      if (Status room = launch::check_local_sysv_segments(plan, comm::sysv_segments_per_sim_rank, segments->in_use,
+                                                          segments->limit, origin);
+          !room)
+        return room;
   if (here == 0) return Status::success();
   auto data = actors::load_job_data(job);
   if (!data) return data.error();

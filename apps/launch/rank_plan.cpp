@@ -45,6 +45,23 @@ Status check_local_workers(const RankPlan& plan, unsigned cpus, const std::strin
                std::to_string(max_local_workers_per_cpu) + " per core)"};
 }
 
+Status check_local_sysv_segments(const RankPlan& plan, int per_rank, int in_use, int limit, const std::string& origin) {
+  int largest_node = 0;
+  for (const NodePlan& node : plan.nodes)
+    if (node.local) largest_node = std::max(largest_node, node.slots);
+  const int here = local_workers(plan);
+  const long long need = static_cast<long long>(per_rank) * (here + largest_node);
+  if (need <= limit - in_use) return Status::success();
+  long long enough = 1;
+  while (enough < in_use + need) enough *= 2;
+  return Error{origin + ": " + std::to_string(here) + " simulated ranks on this machine take " + std::to_string(need) +
+               " System V shared memory segments (" + std::to_string(per_rank) + " a rank, and as many for the " +
+               std::to_string(largest_node) +
+               " ranks of a node process started again in place), but kernel.shmmni allows " + std::to_string(limit) +
+               " and " + std::to_string(in_use) + " are in use: raise it (sysctl -w kernel.shmmni=" +
+               std::to_string(enough) + ") or put fewer ranks on this machine"};
+}
+
 Environment node_environment(const RankPlan& plan, const NodePlan& node, const JobContact& contact) {
   const bool ipv6 = contact.host.find(':') != std::string::npos;
   const std::string join = (ipv6 ? "[" + contact.host + "]" : contact.host) + ":" + std::to_string(contact.port);

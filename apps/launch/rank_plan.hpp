@@ -52,6 +52,13 @@ int local_workers(const RankPlan& plan);
 // max_local_workers_per_cpu × `cpus` workers on this machine.
 Status check_local_workers(const RankPlan& plan, unsigned cpus, const std::string& origin);
 
+// Error, naming `origin`, when the plan's simulated ranks on this machine would take more System V
+// shared memory segments than the kernel has free: `per_rank` each (comm/sysv_segments.hpp), and as
+// many again for the ranks of its largest node process there, whose process an in-place recovery
+// starts again while the survivors still hold the lost one's segments. `in_use` and `limit`
+// (kernel.shmmni) are the machine's counts.
+Status check_local_sysv_segments(const RankPlan& plan, int per_rank, int in_use, int limit, const std::string& origin);
+
 // The variables a node process is given, in this order: RANK, WORLD_SIZE, LOCAL_RANK,
 // LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (the job process), TROUPE_NODE_INDEX, TROUPE_SLOTS,
 // TROUPE_JOIN (HOST:PORT, IPv6 in brackets), TROUPE_TOKEN. RANK and LOCAL_RANK are those of the

@@ -105,3 +105,19 @@ TEST_CASE("a machine runs at most 4 workers per CPU core, its local aliases coun
   const RankPlan huge = plan_of("localhost slots=65536\n", "here");
   CHECK_FALSE(check_local_workers(huge, 256, "hosts.txt").ok());
 }
+
+TEST_CASE("simulated ranks on this machine must leave room for their System V segments and a node's restart",
+          "[rankplan][sim]") {
+  // 8 ranks here (3 + 2 + 3; nodeA is elsewhere), the largest local node process 3 ranks: 2 x 11 = 22.
+  const RankPlan plan = plan_of("localhost slots=3\nnodeA slots=64\n127.0.0.1 slots=2\nhere slots=3\n", "here");
+  CHECK(check_local_sysv_segments(plan, 2, 0, 22, "hosts.txt").ok());
+  CHECK(check_local_sysv_segments(plan, 2, 78, 100, "hosts.txt").ok());
+  const troupe::Status refused = check_local_sysv_segments(plan, 2, 79, 100, "hosts.txt");
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message ==
+        "hosts.txt: 8 simulated ranks on this machine take 22 System V shared memory segments (2 a rank, and as many "
+        "for the 3 ranks of a node process started again in place), but kernel.shmmni allows 100 and 79 are in use: "
+        "raise it (sysctl -w kernel.shmmni=128) or put fewer ranks on this machine");
+  // No rank here: nothing to take.
+  CHECK(check_local_sysv_segments(plan_of("nodeA slots=64\n", "here"), 2, 100, 100, "hosts.txt").ok());
+}
