@@ -37,10 +37,14 @@ Expected<std::unique_ptr<Engine>> Engine::create(int rank, int world_size, const
   s.spin = std::chrono::microseconds(knob_value(knob_spin_us));
   s.handshake_limit = std::chrono::seconds(knob_value(knob_handshake_s));
   if (wire) {
-    // Hundreds of simulated ranks share a few cores, where a progress thread that spins or wakes
-    // every 200 us while it waits takes the cores from the ranks it waits for (a 1,024-rank job
-    // ran at a load average of 900). The link's time is the wire model's, not these.
-    if (std::getenv(knob_spin_us.name) == nullptr) s.spin = std::chrono::microseconds(0);
+    // Hundreds of simulated ranks share a few cores, where a progress thread that polls for a
+    // millisecond or wakes every 200 us while it waits takes the cores from the ranks it waits for
+    // (a 1,024-rank job ran at a load average of 900). It polls 50 us after its last progress,
+    // yielding between polls: a ring's next chunk, or the next collective's first, usually comes
+    // within that, and is then taken without the sleep, the peer's wake-up signal and the wake-up
+    // that each arrival at a sleeping thread costs (docs/scale.md: a step of gpt3-13b at 32 ranks
+    // a tenth shorter, of nano at 1,024 ranks a fifth). The link's time is the wire model's.
+    if (std::getenv(knob_spin_us.name) == nullptr) s.spin = std::chrono::microseconds(50);
     s.busy_sleep = std::chrono::milliseconds(2);
     s.busy_sleep_limit = std::chrono::milliseconds(32);
     // With no send held by UCX a simulated rank sleeps up to a second (its keepalive is 10 s).
