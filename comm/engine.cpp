@@ -43,7 +43,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(int rank, int world_size, const
     // yielding between polls: a ring's next chunk, or the next collective's first, usually comes
     // within that, and is then taken without the sleep, the peer's wake-up signal and the wake-up
     // that each arrival at a sleeping thread costs (docs/scale.md: a step of gpt3-13b at 32 ranks
-    // a tenth shorter, of nano at 1,024 ranks a fifth). The link's time is the wire model's.
+    // a sixth shorter, of nano at 1,024 ranks a fifth). The link's time is the wire model's.
     if (std::getenv(knob_spin_us.name) == nullptr) s.spin = std::chrono::microseconds(50);
     s.busy_sleep = std::chrono::milliseconds(2);
     s.busy_sleep_limit = std::chrono::milliseconds(32);
