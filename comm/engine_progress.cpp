@@ -81,7 +81,7 @@ Status Engine::State::open(EngineAddress& address) {
   // A simulated rank's bytes take the wire model's time, not the transport's, and hundreds share
   // a host: one shared-memory transport (sysv) of UCX's two. Each opens its own FIFOs a worker;
   // without posix's, 128 ranks in 4 processes resided at 2.0 GiB less (docs/scale.md).
-  if (wire && std::getenv("UCX_TLS") == nullptr) ucp_config_modify(config, "TLS", "^posix");
+  if (wire && sim_transports_are_troupes()) ucp_config_modify(config, "TLS", "^posix");
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP | UCP_FEATURE_RMA;  // RMA: the lent region

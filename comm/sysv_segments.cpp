@@ -3,7 +3,11 @@
 #include <sys/ipc.h>
 #include <sys/shm.h>
 
+#include <cstdlib>
+
 namespace troupe::comm {
+
+bool sim_transports_are_troupes() { return std::getenv("UCX_TLS") == nullptr; }
 
 std::optional<SysvSegments> sysv_segments() {
   shminfo limits{};

@@ -10,6 +10,11 @@
 
 namespace troupe::comm {
 
+// Whether a simulated rank's engine leaves UCX's transports to Troupe (UCX_TLS unset), which then
+// gives it sysv alone among the shared-memory ones; where the user chose them, what it takes of
+// System V segments is theirs to know.
+bool sim_transports_are_troupes();
+
 // Segments a simulated rank's UCX worker takes, measured (`ipcs -m`: 2,048 at 1,024 ranks, 64 at
 // 32 of gpt3-13b) with UCX's default of 512 descriptors a pool.
 inline constexpr int sysv_segments_per_sim_rank = 2;

@@ -116,8 +116,7 @@ Status job_fits_this_machine(const LaunchArgs& args, const ResolvedJob& job, con
   const int here = launch::local_workers(plan);
   if (Status memory = check_memory_fit(job, {plan.world_size, machines(plan), here}, args.memory_limit); !memory)
     return memory;
-  // The count holds for the transport a sim rank opens unless the user chose UCX's transports.
-  if (job.config.train.backend == compute::BackendKind::sim && here > 0 && std::getenv("UCX_TLS") == nullptr)
+  if (job.config.train.backend == compute::BackendKind::sim && here > 0 && comm::sim_transports_are_troupes())
     if (const std::optional<comm::SysvSegments> segments = comm::sysv_segments())
       if (Status room = launch::check_local_sysv_segments(plan, comm::sysv_segments_per_sim_rank, segments->in_use,
                                                           segments->limit, origin);
